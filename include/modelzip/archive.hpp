@@ -1,0 +1,123 @@
+// Archive: read access to a modelzip archive (a zip of tagged checkpoints).
+//
+// Opening maps the file read-only, parses and validates the zip central
+// directory, the archive metadata, tags.txt and every tag's params.txt.
+// Tensor data is not touched until asked for. Tensors of stored
+// (uncompressed) blobs are zero-copy views into the mapping: each view keeps
+// the mapping alive, so they stay valid after the Archive is destroyed.
+// Deflated blobs are decompressed (and CRC-checked) on read.
+//
+// CRC-32 policy: zero-copy views are not CRC-checked (that would read every
+// byte up front); Tensor reads with `ReadMode::copy` and verify() check every
+// CRC. Everything else (FlatBuffers, sizes, offsets, references) is validated
+// before any use, whatever the mode.
+//
+// Thread safety: an Archive is immutable after open. All const member
+// functions may be called concurrently from several threads. Copies share
+// the same underlying state.
+//
+// Errors: every failure throws modelzip::Error with the archive, entry, tag
+// and line/offset filled in as far as they apply.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "modelzip/bytes.hpp"
+#include "modelzip/limits.hpp"
+#include "modelzip/metadata.hpp"
+#include "modelzip/tensor.hpp"
+
+namespace modelzip {
+
+enum class BlobKind : std::uint8_t { tensor, embedding };
+
+// What params.txt says about one parameter, plus the blob header (dtype and
+// shape) -- all without reading tensor data.
+struct ParamInfo {
+  std::string name;
+  BlobKind kind = BlobKind::tensor;
+  DType dtype = DType::float32;  // embeddings: float32 (rows x dims)
+  Shape shape;
+  Layout layout = Layout::dense;
+  std::uint64_t nbytes = 0;   // uncompressed bytes of tensor data
+  std::string blob;           // entry path of the blob in the zip
+  std::string owner_tag;      // tag whose folder holds the blob
+  bool shared = false;        // the blob belongs to another tag
+  bool compressed = false;    // the blob entry is deflated
+};
+
+enum class ReadMode {
+  zero_copy,  // views into the mapping where possible (stored blobs)
+  copy,       // owned memory, CRC-checked
+};
+
+struct OpenOptions {
+  Limits limits;  // work and size limits for untrusted input
+};
+
+// One problem found by Archive::verify.
+struct Problem {
+  std::string entry;  // the entry concerned ("" for the archive as a whole)
+  std::string message;
+};
+
+class Archive {
+ public:
+  static Archive open(const std::filesystem::path& path, const OpenOptions& options = {});
+  // Reads an archive held in memory; `name` is used in error messages.
+  static Archive from_memory(Bytes bytes, std::string name = "<memory>",
+                             const OpenOptions& options = {});
+
+  const std::string& name() const noexcept;  // the path or name given at open
+  const Metadata& metadata() const noexcept;
+
+  // Tags, oldest first.
+  const std::vector<std::string>& tags() const noexcept;
+  // The newest tag. Throws Error(not_found) if the archive has no tags.
+  const std::string& newest_tag() const;
+  // The stored spelling of `tag`, compared without regard to ASCII case;
+  // nullopt if absent.
+  std::optional<std::string> find_tag(std::string_view tag) const;
+
+  // The parameters of `tag` (empty: the newest), in params.txt order.
+  std::vector<ParamInfo> params(std::string_view tag = {}) const;
+  ParamInfo param(std::string_view name, std::string_view tag = {}) const;
+
+  // One parameter of `tag` (empty: newest). Embedding parameters are not
+  // tensors: use embedding_file().
+  Tensor tensor(std::string_view name, std::string_view tag = {},
+                ReadMode mode = ReadMode::zero_copy) const;
+  // Every tensor parameter of `tag`, by name.
+  std::map<std::string, Tensor> load(std::string_view tag = {},
+                                     ReadMode mode = ReadMode::zero_copy) const;
+
+  // The bytes of an embedding parameter's finalfusion file (zero-copy when
+  // stored).
+  Bytes embedding_file(std::string_view name, std::string_view tag = {},
+                       ReadMode mode = ReadMode::zero_copy) const;
+
+  // The full contents of any entry (zero-copy when stored and mode allows).
+  Bytes entry(std::string_view entry_name, ReadMode mode = ReadMode::zero_copy) const;
+  bool has_entry(std::string_view entry_name) const;
+  // Every entry name, in central directory order.
+  std::vector<std::string> entry_names() const;
+
+  // Checks everything: zip structure, every CRC, every blob header and
+  // FlatBuffer, every reference. Returns the problems found (empty: valid).
+  std::vector<Problem> verify() const;
+
+  class Impl;
+
+ private:
+  explicit Archive(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<const Impl> impl_;
+};
+
+}  // namespace modelzip

@@ -1,0 +1,51 @@
+// Element data types, numbered as Deeplearning4j numbers them (array.fbs), so
+// the numbers stored in tensor blobs mean the same thing in both projects.
+//
+// Only the types listed here are supported; other DL4J numbers (FLOAT8, HALF2,
+// QINT8, QINT16, UTF16, UTF32, INHERIT) are rejected as unsupported.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace modelzip {
+
+enum class DType : std::uint8_t {
+  bool_ = 1,
+  float16 = 3,
+  float32 = 5,
+  float64 = 6,
+  int8 = 7,
+  int16 = 8,
+  int32 = 9,
+  int64 = 10,
+  uint8 = 11,
+  uint16 = 12,
+  uint32 = 13,
+  uint64 = 14,
+  bfloat16 = 17,
+  utf8 = 50,  // variable-length UTF-8 strings (see Tensor)
+};
+
+// Every supported type, in numbering order.
+inline constexpr DType kAllDTypes[] = {
+    DType::bool_,  DType::float16, DType::float32, DType::float64, DType::int8,
+    DType::int16,  DType::int32,   DType::int64,   DType::uint8,   DType::uint16,
+    DType::uint32, DType::uint64,  DType::bfloat16, DType::utf8};
+
+// The type with DL4J number `code`, or nullopt when unsupported.
+std::optional<DType> dtype_from_code(std::uint32_t code) noexcept;
+
+// numpy-style name: "bool", "float16", "bfloat16", "float32", "int64",
+// "uint8", ..., and "string" for utf8.
+std::string_view dtype_name(DType type) noexcept;
+std::optional<DType> dtype_from_name(std::string_view name) noexcept;
+
+// Bytes per element; 0 for utf8 (variable length).
+std::size_t dtype_size(DType type) noexcept;
+
+bool dtype_is_floating(DType type) noexcept;
+
+}  // namespace modelzip

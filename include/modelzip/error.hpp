@@ -1,0 +1,62 @@
+// The one error model of modelzip: every failure is thrown as modelzip::Error.
+//
+// An Error carries a machine-readable code, a bare message, and the context
+// where it happened (archive, entry, tag, line, byte offset). Parsers fill in
+// what they know (line, offset); callers further out add the entry, tag and
+// archive with Error::with_context as the error propagates, so the final
+// what() reads like:
+//   "model.zip: entry 'v2/params.txt': line 3: invalid escape '%G1'"
+//
+// Thread safety: Error is an immutable value type.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace modelzip {
+
+enum class ErrorCode {
+  io,                // the operating system refused a read, write, sync, rename...
+  corrupt,           // bytes that do not follow the format (untrusted input)
+  not_found,         // a tag, parameter or entry that does not exist
+  invalid_argument,  // the caller asked for something impossible
+  already_exists,    // e.g. a tag that exists already (in any letter case)
+  unsupported,       // a valid but unsupported feature (format version, data type...)
+  limit_exceeded,    // a work or size limit protecting against hostile input
+  cancelled,         // a progress callback asked to stop
+};
+
+std::string_view to_string(ErrorCode code) noexcept;
+
+struct ErrorContext {
+  std::string archive;  // path or name of the archive (or standalone file)
+  std::string entry;    // entry name inside the archive
+  std::string tag;      // checkpoint tag
+  std::optional<std::uint64_t> line;    // 1-based line in a text entry
+  std::optional<std::uint64_t> offset;  // byte offset inside the entry or file
+};
+
+class Error : public std::runtime_error {
+ public:
+  Error(ErrorCode code, std::string message, ErrorContext context = {});
+
+  ErrorCode code() const noexcept { return code_; }
+  const std::string& message() const noexcept { return message_; }
+  const ErrorContext& context() const noexcept { return context_; }
+
+  // A copy in which every context field that is still empty is taken from
+  // `outer`. Fields already set (closer to the fault) win.
+  Error with_context(const ErrorContext& outer) const;
+
+ private:
+  static std::string format(const std::string& message, const ErrorContext& context);
+
+  ErrorCode code_;
+  std::string message_;
+  ErrorContext context_;
+};
+
+}  // namespace modelzip

@@ -1,0 +1,11 @@
+// Umbrella header: the whole public API of modelzip.
+#pragma once
+
+#include "modelzip/archive.hpp"
+#include "modelzip/bytes.hpp"
+#include "modelzip/dtype.hpp"
+#include "modelzip/error.hpp"
+#include "modelzip/limits.hpp"
+#include "modelzip/metadata.hpp"
+#include "modelzip/tensor.hpp"
+#include "modelzip/writer.hpp"

@@ -1,0 +1,143 @@
+// Writer: creates an archive, adds tags to it, removes tags, and commits the
+// result atomically and durably.
+//
+// Nothing touches the archive file until commit(). commit() writes a complete
+// new archive to a temporary file in the same folder, fsyncs it, renames it
+// over the target and fsyncs the folder: the path holds either the old archive
+// or the new one, never a mix. If commit() throws (or the process dies), the
+// previous archive is untouched; leftover temporary files of dead writers are
+// removed by the next Writer::open on the same archive.
+//
+// Memory: tensors given to a NewTag are not copied. Their Bytes must stay
+// valid until commit() returns (Bytes::borrow with a null keeper is the
+// caller's promise that they do).
+//
+// Sharing: NewTag::share() declares that a parameter is another tag's
+// parameter; it is written as a reference. With dedup on (default), a tensor
+// whose encoded blob equals a blob already in the archive (or earlier in the
+// same commit) is written as a reference too; candidates are found by CRC-32
+// and size, then compared byte for byte.
+//
+// Removing a tag whose blobs other tags still reference keeps those blobs:
+// each one moves into the folder of the oldest remaining tag that references
+// it, and every referencing params.txt is rewritten to point there.
+//
+// Thread safety: a Writer is not thread-safe; use one per thread. Two
+// processes committing to one archive at once are serialized by an exclusive
+// lock on the archive's lock file (flock), so neither loses the other's tag.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "modelzip/bytes.hpp"
+#include "modelzip/metadata.hpp"
+#include "modelzip/tensor.hpp"
+
+namespace modelzip {
+
+enum class Compression : std::uint8_t {
+  store,    // uncompressed, data 64-byte aligned: zero-copy reads
+  deflate,  // smaller; decompressed on read
+};
+
+struct ParamOptions {
+  Compression compression = Compression::store;
+};
+
+// The contents of one new tag. Parameters keep their insertion order.
+class NewTag {
+ public:
+  // A tensor parameter. Throws Error(invalid_argument) on an empty or
+  // duplicate name.
+  void add(std::string name, Tensor tensor, ParamOptions options = {});
+  // A finalfusion embedding parameter: `fifu_file` is a complete finalfusion
+  // file (validated at commit). Always stored uncompressed and aligned.
+  void add_embedding(std::string name, Bytes fifu_file);
+  // The parameter `name` is `from_param` of the existing tag `from_tag`.
+  void share(std::string name, std::string from_tag, std::string from_param);
+  // An additional tag-level entry, relative to the tag folder, e.g.
+  // "graph.fb" (used by the checkpoint layer for graph, training config and
+  // updater state). Must not collide with params.txt / params/.
+  void set_entry(std::string relative_name, Bytes contents,
+                 Compression compression = Compression::store);
+
+  struct Param {
+    std::string name;
+    enum class Source { tensor, embedding, shared } source = Source::tensor;
+    Tensor tensor;
+    Bytes file;  // embedding
+    std::string from_tag, from_param;
+    ParamOptions options;
+  };
+  struct Entry {
+    std::string relative_name;
+    Bytes contents;
+    Compression compression;
+  };
+  const std::vector<Param>& params() const noexcept { return params_; }
+  const std::vector<Entry>& entries() const noexcept { return entries_; }
+
+ private:
+  void check_new_name(const std::string& name) const;
+  std::vector<Param> params_;
+  std::vector<Entry> entries_;
+};
+
+struct Progress {
+  std::uint64_t bytes_done = 0;
+  std::uint64_t bytes_total = 0;
+};
+// Return false to cancel (commit() then throws Error(cancelled)).
+using ProgressCallback = std::function<bool(const Progress&)>;
+
+struct WriterOptions {
+  bool dedup = true;
+  bool durable = true;  // fsync file and folder before commit returns
+  ProgressCallback progress;
+};
+
+class Writer {
+ public:
+  // Opens `path` for modification; a missing file starts an empty archive
+  // (created at commit). Throws if `path` exists and is not a valid archive.
+  static Writer open(const std::filesystem::path& path, WriterOptions options = {});
+  ~Writer();
+  Writer(Writer&&) noexcept;
+  Writer& operator=(Writer&&) noexcept;
+
+  // Stages a new tag (validated: name rules, unique without regard to case,
+  // references resolvable). It becomes the newest tag.
+  void add_tag(std::string tag, NewTag contents);
+  // Stages removal of a tag (matched without regard to case).
+  void remove_tag(std::string_view tag);
+  void set_metadata(Metadata metadata);
+
+  // Tags as they will be after commit, oldest first.
+  std::vector<std::string> tags() const;
+
+  // Writes everything staged. Afterwards the Writer can stage more changes.
+  void commit();
+
+  // Statistics of the last commit.
+  struct Stats {
+    std::uint64_t bytes_written = 0;   // size of the archive written
+    std::uint64_t blobs_written = 0;   // new blob entries
+    std::uint64_t blobs_deduplicated = 0;  // parameters written as references by dedup
+  };
+  const Stats& last_stats() const noexcept;
+
+  class Impl;
+
+ private:
+  explicit Writer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace modelzip

@@ -1,0 +1,50 @@
+#include "modelzip/error.hpp"
+
+namespace modelzip {
+
+std::string_view to_string(ErrorCode code) noexcept {
+  switch (code) {
+    case ErrorCode::io: return "io";
+    case ErrorCode::corrupt: return "corrupt";
+    case ErrorCode::not_found: return "not_found";
+    case ErrorCode::invalid_argument: return "invalid_argument";
+    case ErrorCode::already_exists: return "already_exists";
+    case ErrorCode::unsupported: return "unsupported";
+    case ErrorCode::limit_exceeded: return "limit_exceeded";
+    case ErrorCode::cancelled: return "cancelled";
+  }
+  return "unknown";
+}
+
+Error::Error(ErrorCode code, std::string message, ErrorContext context)
+    : std::runtime_error(format(message, context)),
+      code_(code),
+      message_(std::move(message)),
+      context_(std::move(context)) {}
+
+Error Error::with_context(const ErrorContext& outer) const {
+  ErrorContext merged = context_;
+  if (merged.archive.empty()) merged.archive = outer.archive;
+  if (merged.entry.empty()) merged.entry = outer.entry;
+  if (merged.tag.empty()) merged.tag = outer.tag;
+  if (!merged.line) merged.line = outer.line;
+  if (!merged.offset) merged.offset = outer.offset;
+  return Error(code_, message_, std::move(merged));
+}
+
+std::string Error::format(const std::string& message, const ErrorContext& c) {
+  std::string out;
+  auto part = [&out](const std::string& s) {
+    if (!out.empty()) out += ": ";
+    out += s;
+  };
+  if (!c.archive.empty()) part(c.archive);
+  if (!c.entry.empty()) part("entry '" + c.entry + "'");
+  if (!c.tag.empty() && c.entry.find(c.tag + "/") != 0) part("tag '" + c.tag + "'");
+  if (c.line) part("line " + std::to_string(*c.line));
+  if (c.offset) part("offset " + std::to_string(*c.offset));
+  part(message);
+  return out;
+}
+
+}  // namespace modelzip

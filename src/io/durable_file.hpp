@@ -1,0 +1,63 @@
+// Durable replacement of a file: write a complete new version beside the
+// target, fsync it, rename it over the target, fsync the folder. Readers see
+// the old file or the new one, never a mix, and after a crash at any point the
+// old file is intact (at worst a temporary file is left, which
+// remove_stale_temp_files deletes later).
+//
+// Temporary files are named ".<target name>.mztmp-<pid>-<random>" (plus any
+// suffix libzip appends) so that stale ones can be attributed to their
+// (dead) writer process.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+namespace modelzip::io {
+
+class TempFile {
+ public:
+  // Reserves a new, unique temporary path beside `target`. The file itself
+  // is not created (the writer creates it).
+  static TempFile beside(const std::filesystem::path& target);
+  TempFile(TempFile&&) noexcept;
+  TempFile& operator=(TempFile&&) = delete;
+  // Removes the temporary file unless commit() succeeded.
+  ~TempFile();
+
+  const std::filesystem::path& path() const noexcept { return path_; }
+  const std::filesystem::path& target() const noexcept { return target_; }
+
+  // fsyncs the temporary file (if durable), renames it over the target, and
+  // fsyncs the folder (if durable). Throws Error(io); on failure the target
+  // is unchanged.
+  void commit(bool durable);
+
+ private:
+  TempFile(std::filesystem::path target, std::filesystem::path path);
+  std::filesystem::path target_;
+  std::filesystem::path path_;
+  bool committed_ = false;
+};
+
+// fsyncs a file or folder by path. Throws Error(io).
+void sync_path(const std::filesystem::path& path, bool directory);
+
+// Deletes temporary files beside `target` left by writer processes that no
+// longer run. Never throws.
+void remove_stale_temp_files(const std::filesystem::path& target) noexcept;
+
+// An exclusive advisory lock (flock) on the lock file
+// ".<target name>.modelzip-lock" beside `target`, held for the object's
+// lifetime. Blocks until acquired. Throws Error(io).
+class FileLock {
+ public:
+  explicit FileLock(const std::filesystem::path& target);
+  FileLock(FileLock&&) noexcept;
+  FileLock& operator=(FileLock&&) = delete;
+  ~FileLock();
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace modelzip::io

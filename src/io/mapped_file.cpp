@@ -1,0 +1,99 @@
+#include "io/mapped_file.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "modelzip/error.hpp"
+
+namespace modelzip {
+
+// Grants io::map_file access to Bytes' mapped flag.
+class MappedFileAccess {
+ public:
+  static Bytes mark_mapped(Bytes b) {
+    b.mapped_ = true;
+    return b;
+  }
+};
+
+namespace io {
+namespace {
+
+[[noreturn]] void fail(const std::filesystem::path& path, const std::string& what) {
+  throw Error(ErrorCode::io, what + ": " + std::strerror(errno), ErrorContext{.archive = path.string()});
+}
+
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+struct Mapping {
+  void* address;
+  std::size_t length;
+  ~Mapping() { ::munmap(address, length); }
+};
+
+}  // namespace
+
+Bytes map_file(const std::filesystem::path& path) {
+  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (f.fd < 0) fail(path, "cannot open");
+  struct stat st {};
+  if (::fstat(f.fd, &st) != 0) fail(path, "cannot stat");
+  if (!S_ISREG(st.st_mode)) {
+    errno = EINVAL;
+    fail(path, "not a regular file");
+  }
+  if (st.st_size == 0) return Bytes::take({});
+  auto length = static_cast<std::size_t>(st.st_size);
+  void* address = ::mmap(nullptr, length, PROT_READ, MAP_PRIVATE, f.fd, 0);
+  if (address == MAP_FAILED) fail(path, "cannot map");
+  auto mapping = std::make_shared<const Mapping>(Mapping{address, length});
+  return MappedFileAccess::mark_mapped(Bytes::borrow(
+      std::span<const std::byte>(static_cast<const std::byte*>(address), length), mapping));
+}
+
+Bytes read_file(const std::filesystem::path& path) {
+  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (f.fd < 0) fail(path, "cannot open");
+  struct stat st {};
+  if (::fstat(f.fd, &st) != 0) fail(path, "cannot stat");
+  std::vector<std::byte> data(static_cast<std::size_t>(st.st_size));
+  std::size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::read(f.fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail(path, "cannot read");
+    if (n == 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+  data.resize(done);
+  return Bytes::take(std::move(data));
+}
+
+void advise(const Bytes& bytes, Access access) noexcept {
+  if (!bytes.is_mapped() || bytes.empty()) return;
+  static const long page = ::sysconf(_SC_PAGESIZE);
+  auto begin = reinterpret_cast<std::uintptr_t>(bytes.data());
+  auto aligned = begin / page * page;
+  int advice = MADV_NORMAL;
+  switch (access) {
+    case Access::normal: advice = MADV_NORMAL; break;
+    case Access::sequential: advice = MADV_SEQUENTIAL; break;
+    case Access::random: advice = MADV_RANDOM; break;
+    case Access::will_need: advice = MADV_WILLNEED; break;
+  }
+  ::madvise(reinterpret_cast<void*>(aligned), bytes.size() + (begin - aligned), advice);
+}
+
+}  // namespace io
+}  // namespace modelzip

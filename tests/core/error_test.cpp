@@ -1,0 +1,36 @@
+#include <doctest/doctest.h>
+
+#include "modelzip/error.hpp"
+
+using namespace modelzip;
+
+TEST_CASE("Error formats its context from outside in") {
+  Error e(ErrorCode::corrupt, "invalid escape '%G1'", ErrorContext{.line = 3});
+  CHECK(std::string(e.what()) == "line 3: invalid escape '%G1'");
+  Error full = e.with_context({.archive = "model.zip", .entry = "v2/params.txt", .tag = "v2"});
+  CHECK(std::string(full.what()) == "model.zip: entry 'v2/params.txt': line 3: invalid escape '%G1'");
+  CHECK(full.code() == ErrorCode::corrupt);
+  CHECK(full.message() == "invalid escape '%G1'");
+}
+
+TEST_CASE("Inner context wins over outer context") {
+  Error e(ErrorCode::io, "x", ErrorContext{.entry = "inner", .offset = 7});
+  Error f = e.with_context({.archive = "a", .entry = "outer", .offset = 9});
+  CHECK(f.context().entry == "inner");
+  CHECK(*f.context().offset == 7);
+  CHECK(f.context().archive == "a");
+}
+
+TEST_CASE("A tag is named when the entry does not already name it") {
+  Error e(ErrorCode::not_found, "no parameter 'w'", ErrorContext{.archive = "m.zip", .tag = "v1"});
+  CHECK(std::string(e.what()) == "m.zip: tag 'v1': no parameter 'w'");
+  Error g(ErrorCode::corrupt, "bad", ErrorContext{.entry = "v1/params.txt", .tag = "v1"});
+  CHECK(std::string(g.what()) == "entry 'v1/params.txt': bad");
+}
+
+TEST_CASE("Every code has a name") {
+  for (auto c : {ErrorCode::io, ErrorCode::corrupt, ErrorCode::not_found,
+                 ErrorCode::invalid_argument, ErrorCode::already_exists, ErrorCode::unsupported,
+                 ErrorCode::limit_exceeded, ErrorCode::cancelled})
+    CHECK(to_string(c) != "unknown");
+}

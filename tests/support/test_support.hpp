@@ -1,0 +1,60 @@
+// Helpers shared by the doctest suites: temporary folders, test data paths,
+// deterministic random data.
+#pragma once
+
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "modelzip/bytes.hpp"
+
+namespace modelzip::testing {
+
+// A fresh folder under the system temp folder, removed with its contents on
+// destruction.
+class TempDir {
+ public:
+  TempDir() {
+    std::random_device rd;
+    auto base = std::filesystem::temp_directory_path();
+    for (;;) {
+      path_ = base / ("modelzip-test-" + std::to_string(rd()) + std::to_string(rd()));
+      if (std::filesystem::create_directory(path_)) break;
+    }
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// ../shared/testdata (set by meson as MODELZIP_SHARED_TESTDATA).
+inline std::filesystem::path shared_testdata() {
+  const char* p = std::getenv("MODELZIP_SHARED_TESTDATA");
+  return p ? std::filesystem::path(p) : std::filesystem::path("../shared/testdata");
+}
+
+// tests/ in the source tree (set by meson as MODELZIP_TESTS_DIR).
+inline std::filesystem::path tests_dir() {
+  const char* p = std::getenv("MODELZIP_TESTS_DIR");
+  return p ? std::filesystem::path(p) : std::filesystem::path("tests");
+}
+
+inline Bytes random_bytes(std::mt19937_64& rng, std::size_t n) {
+  std::vector<std::byte> v(n);
+  for (auto& b : v) b = static_cast<std::byte>(rng());
+  return Bytes::take(std::move(v));
+}
+
+inline Bytes bytes_of(const std::string& s) { return Bytes::copy_of(s); }
+
+}  // namespace modelzip::testing
