@@ -41,7 +41,8 @@ enum class BlobKind : std::uint8_t { tensor, embedding };
 // What params.txt says about one parameter, plus the blob header (dtype and
 // shape) -- all without reading tensor data.
 struct ParamInfo {
-  std::string name;
+  std::string name;   // parameter name; for updater state: the variable
+  std::string state;  // updater state name ("M", "V"...); empty for parameters
   BlobKind kind = BlobKind::tensor;
   DType dtype = DType::float32;  // embeddings: float32 (rows x dims)
   Shape shape;
@@ -97,6 +98,13 @@ class Archive {
   // Every tensor parameter of `tag`, by name.
   std::map<std::string, Tensor> load(std::string_view tag = {},
                                      ReadMode mode = ReadMode::zero_copy) const;
+
+  // Optimizer state arrays of `tag` (from updater.txt), in file order; each
+  // ParamInfo has `name` = variable and `state` = state name. Empty when the
+  // tag has no updater.txt.
+  std::vector<ParamInfo> updater_states(std::string_view tag = {}) const;
+  Tensor updater_state(std::string_view variable, std::string_view state,
+                       std::string_view tag = {}, ReadMode mode = ReadMode::zero_copy) const;
 
   // The bytes of an embedding parameter's finalfusion file (zero-copy when
   // stored).

@@ -62,9 +62,16 @@ class NewTag {
   void add_embedding(std::string name, Bytes fifu_file);
   // The parameter `name` is `from_param` of the existing tag `from_tag`.
   void share(std::string name, std::string from_tag, std::string from_param);
+  // Optimizer state array `state` (e.g. Adam's "M" and "V") of trainable
+  // variable `variable`, listed in <tag>/updater.txt and stored under
+  // <tag>/updater/. Escaping, sharing and dedup work as for parameters.
+  void add_updater_state(std::string variable, std::string state, Tensor tensor,
+                         ParamOptions options = {});
+  // The state is the same as `from_tag`'s state of the same variable/state.
+  void share_updater_state(std::string variable, std::string state, std::string from_tag);
   // An additional tag-level entry, relative to the tag folder, e.g.
-  // "graph.fb" (used by the checkpoint layer for graph, training config and
-  // updater state). Must not collide with params.txt / params/.
+  // "graph.fb" or "trainingConfig.fb" (used by the checkpoint layer). Must not
+  // be params.txt, updater.txt, or lie under params/ or updater/.
   void set_entry(std::string relative_name, Bytes contents,
                  Compression compression = Compression::store);
 
@@ -81,12 +88,21 @@ class NewTag {
     Bytes contents;
     Compression compression;
   };
+  struct UpdaterState {
+    std::string variable, state;
+    bool shared = false;
+    Tensor tensor;
+    std::string from_tag;
+    ParamOptions options;
+  };
   const std::vector<Param>& params() const noexcept { return params_; }
+  const std::vector<UpdaterState>& updater_states() const noexcept { return updater_; }
   const std::vector<Entry>& entries() const noexcept { return entries_; }
 
  private:
   void check_new_name(const std::string& name) const;
   std::vector<Param> params_;
+  std::vector<UpdaterState> updater_;
   std::vector<Entry> entries_;
 };
 
