@@ -47,11 +47,11 @@ struct ParamInfo {
   DType dtype = DType::float32;  // embeddings: float32 (rows x dims)
   Shape shape;
   Layout layout = Layout::dense;
-  std::uint64_t nbytes = 0;   // uncompressed bytes of tensor data
-  std::string blob;           // entry path of the blob in the zip
-  std::string owner_tag;      // tag whose folder holds the blob
-  bool shared = false;        // the blob belongs to another tag
-  bool compressed = false;    // the blob entry is deflated
+  std::uint64_t nbytes = 0;  // uncompressed bytes of tensor data
+  std::string blob;          // entry path of the blob in the zip
+  std::string owner_tag;     // tag whose folder holds the blob
+  bool shared = false;       // the blob belongs to another tag
+  bool compressed = false;   // the blob entry is deflated
 };
 
 enum class ReadMode {
@@ -103,8 +103,8 @@ class Archive {
   // ParamInfo has `name` = variable and `state` = state name. Empty when the
   // tag has no updater.txt.
   std::vector<ParamInfo> updater_states(std::string_view tag = {}) const;
-  Tensor updater_state(std::string_view variable, std::string_view state,
-                       std::string_view tag = {}, ReadMode mode = ReadMode::zero_copy) const;
+  Tensor updater_state(std::string_view variable, std::string_view state, std::string_view tag = {},
+                       ReadMode mode = ReadMode::zero_copy) const;
 
   // The bytes of an embedding parameter's finalfusion file (zero-copy when
   // stored).
@@ -122,6 +122,8 @@ class Archive {
   std::vector<Problem> verify() const;
 
   class Impl;
+  // The parsed state, for modelzip's own modules (Impl is opaque to users).
+  const Impl& internals() const noexcept { return *impl_; }
 
  private:
   explicit Archive(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}

@@ -99,7 +99,8 @@ class ByteReader {
   }
 
   void seek(std::uint64_t position, std::string_view what) {
-    if (position > bytes_.size()) fail(what, "offset " + std::to_string(position) + " is past the end");
+    if (position > bytes_.size())
+      fail(what, "offset " + std::to_string(position) + " is past the end");
     pos_ = position;
   }
 
@@ -110,8 +111,8 @@ class ByteReader {
 
   void require(std::uint64_t length, std::string_view what) const {
     if (length > remaining())
-      fail(what, "needs " + std::to_string(length) + " bytes, only " +
-                     std::to_string(remaining()) + " left");
+      fail(what, "needs " + std::to_string(length) + " bytes, only " + std::to_string(remaining()) +
+                     " left");
   }
 
  private:

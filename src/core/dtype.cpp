@@ -10,20 +10,34 @@ std::optional<DType> dtype_from_code(std::uint32_t code) noexcept {
 
 std::string_view dtype_name(DType type) noexcept {
   switch (type) {
-    case DType::bool_: return "bool";
-    case DType::float16: return "float16";
-    case DType::float32: return "float32";
-    case DType::float64: return "float64";
-    case DType::int8: return "int8";
-    case DType::int16: return "int16";
-    case DType::int32: return "int32";
-    case DType::int64: return "int64";
-    case DType::uint8: return "uint8";
-    case DType::uint16: return "uint16";
-    case DType::uint32: return "uint32";
-    case DType::uint64: return "uint64";
-    case DType::bfloat16: return "bfloat16";
-    case DType::utf8: return "string";
+    case DType::bool_:
+      return "bool";
+    case DType::float16:
+      return "float16";
+    case DType::float32:
+      return "float32";
+    case DType::float64:
+      return "float64";
+    case DType::int8:
+      return "int8";
+    case DType::int16:
+      return "int16";
+    case DType::int32:
+      return "int32";
+    case DType::int64:
+      return "int64";
+    case DType::uint8:
+      return "uint8";
+    case DType::uint16:
+      return "uint16";
+    case DType::uint32:
+      return "uint32";
+    case DType::uint64:
+      return "uint64";
+    case DType::bfloat16:
+      return "bfloat16";
+    case DType::utf8:
+      return "string";
   }
   return "unknown";
 }
@@ -38,18 +52,23 @@ std::size_t dtype_size(DType type) noexcept {
   switch (type) {
     case DType::bool_:
     case DType::int8:
-    case DType::uint8: return 1;
+    case DType::uint8:
+      return 1;
     case DType::float16:
     case DType::bfloat16:
     case DType::int16:
-    case DType::uint16: return 2;
+    case DType::uint16:
+      return 2;
     case DType::float32:
     case DType::int32:
-    case DType::uint32: return 4;
+    case DType::uint32:
+      return 4;
     case DType::float64:
     case DType::int64:
-    case DType::uint64: return 8;
-    case DType::utf8: return 0;
+    case DType::uint64:
+      return 8;
+    case DType::utf8:
+      return 0;
   }
   return 0;
 }

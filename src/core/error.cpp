@@ -4,14 +4,22 @@ namespace modelzip {
 
 std::string_view to_string(ErrorCode code) noexcept {
   switch (code) {
-    case ErrorCode::io: return "io";
-    case ErrorCode::corrupt: return "corrupt";
-    case ErrorCode::not_found: return "not_found";
-    case ErrorCode::invalid_argument: return "invalid_argument";
-    case ErrorCode::already_exists: return "already_exists";
-    case ErrorCode::unsupported: return "unsupported";
-    case ErrorCode::limit_exceeded: return "limit_exceeded";
-    case ErrorCode::cancelled: return "cancelled";
+    case ErrorCode::io:
+      return "io";
+    case ErrorCode::corrupt:
+      return "corrupt";
+    case ErrorCode::not_found:
+      return "not_found";
+    case ErrorCode::invalid_argument:
+      return "invalid_argument";
+    case ErrorCode::already_exists:
+      return "already_exists";
+    case ErrorCode::unsupported:
+      return "unsupported";
+    case ErrorCode::limit_exceeded:
+      return "limit_exceeded";
+    case ErrorCode::cancelled:
+      return "cancelled";
   }
   return "unknown";
 }

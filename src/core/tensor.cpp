@@ -38,7 +38,9 @@ std::uint64_t shape_numel(std::span<const std::int64_t> shape) {
   return n;
 }
 
-std::uint64_t Tensor::numel() const { return shape_numel(shape_); }
+std::uint64_t Tensor::numel() const {
+  return shape_numel(shape_);
+}
 
 Tensor Tensor::dense(DType dtype, Shape shape, Bytes values) {
   if (dtype == DType::utf8) invalid("dense utf8 tensors are built with Tensor::strings");
@@ -84,8 +86,8 @@ Tensor Tensor::strings(Shape shape, std::span<const std::string> values) {
 Tensor Tensor::strings(Shape shape, Bytes offsets, Bytes values) {
   std::uint64_t n = shape_numel(shape);
   if (n == UINT64_MAX || offsets.size() / 8 != n + 1 || offsets.size() % 8 != 0)
-    invalid("a string tensor of shape " + shape_text(shape) + " needs " +
-            std::to_string(n + 1) + " offsets");
+    invalid("a string tensor of shape " + shape_text(shape) + " needs " + std::to_string(n + 1) +
+            " offsets");
   std::uint64_t prev = 0;
   for (std::uint64_t i = 0; i <= n; ++i) {
     auto off = detail::load_le<std::uint64_t>(offsets.data() + i * 8);
@@ -163,7 +165,8 @@ Tensor Tensor::to_owned() const {
 
 bool Tensor::operator==(const Tensor& o) const {
   auto same = [](const Bytes& a, const Bytes& b) {
-    return a.size() == b.size() && (a.size() == 0 || std::memcmp(a.data(), b.data(), a.size()) == 0);
+    return a.size() == b.size() &&
+           (a.size() == 0 || std::memcmp(a.data(), b.data(), a.size()) == 0);
   };
   return dtype_ == o.dtype_ && shape_ == o.shape_ && layout_ == o.layout_ && nnz_ == o.nnz_ &&
          same(values_, o.values_) && same(offsets_, o.offsets_) && same(indices_, o.indices_);

@@ -36,7 +36,8 @@ std::size_t invalid_prefix_length(std::string_view s, std::size_t i) noexcept {
   const unsigned char c = b(0);
   std::size_t need;
   unsigned char lo = 0x80, hi = 0xBF;
-  if (c >= 0xC2 && c <= 0xDF) need = 1;
+  if (c >= 0xC2 && c <= 0xDF)
+    need = 1;
   else if (c >= 0xE0 && c <= 0xEF) {
     need = 2;
     if (c == 0xE0) lo = 0xA0;

@@ -12,7 +12,9 @@ namespace modelzip::detail {
 // Byte index of the first invalid sequence (overlong forms, surrogates and
 // code points above U+10FFFF are invalid), or nullopt if `text` is valid.
 std::optional<std::size_t> utf8_invalid_at(std::string_view text) noexcept;
-inline bool utf8_valid(std::string_view text) noexcept { return !utf8_invalid_at(text); }
+inline bool utf8_valid(std::string_view text) noexcept {
+  return !utf8_invalid_at(text);
+}
 
 // `text` with every invalid sequence replaced by U+FFFD (as Rust's
 // String::from_utf8_lossy does: one replacement per maximal invalid prefix).

@@ -35,7 +35,9 @@ TempFile::TempFile(fs::path target, fs::path path)
     : target_(std::move(target)), path_(std::move(path)) {}
 
 TempFile::TempFile(TempFile&& other) noexcept
-    : target_(std::move(other.target_)), path_(std::move(other.path_)), committed_(other.committed_) {
+    : target_(std::move(other.target_)),
+      path_(std::move(other.path_)),
+      committed_(other.committed_) {
   other.committed_ = true;
 }
 
@@ -102,7 +104,9 @@ FileLock::FileLock(const fs::path& target) {
   }
 }
 
-FileLock::FileLock(FileLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+FileLock::FileLock(FileLock&& other) noexcept : fd_(other.fd_) {
+  other.fd_ = -1;
+}
 
 FileLock::~FileLock() {
   if (fd_ >= 0) ::close(fd_);

@@ -26,7 +26,8 @@ namespace io {
 namespace {
 
 [[noreturn]] void fail(const std::filesystem::path& path, const std::string& what) {
-  throw Error(ErrorCode::io, what + ": " + std::strerror(errno), ErrorContext{.archive = path.string()});
+  throw Error(ErrorCode::io, what + ": " + std::strerror(errno),
+              ErrorContext{.archive = path.string()});
 }
 
 struct Fd {
@@ -36,10 +37,17 @@ struct Fd {
   }
 };
 
-struct Mapping {
-  void* address;
-  std::size_t length;
-  ~Mapping() { ::munmap(address, length); }
+// Owns one mapping; not copyable, so exactly one munmap happens.
+class Mapping {
+ public:
+  Mapping(void* address, std::size_t length) : address_(address), length_(length) {}
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+  ~Mapping() { ::munmap(address_, length_); }
+
+ private:
+  void* address_;
+  std::size_t length_;
 };
 
 }  // namespace
@@ -57,7 +65,7 @@ Bytes map_file(const std::filesystem::path& path) {
   auto length = static_cast<std::size_t>(st.st_size);
   void* address = ::mmap(nullptr, length, PROT_READ, MAP_PRIVATE, f.fd, 0);
   if (address == MAP_FAILED) fail(path, "cannot map");
-  auto mapping = std::make_shared<const Mapping>(Mapping{address, length});
+  auto mapping = std::make_shared<const Mapping>(address, length);
   return MappedFileAccess::mark_mapped(Bytes::borrow(
       std::span<const std::byte>(static_cast<const std::byte*>(address), length), mapping));
 }
@@ -87,10 +95,18 @@ void advise(const Bytes& bytes, Access access) noexcept {
   auto aligned = begin / page * page;
   int advice = MADV_NORMAL;
   switch (access) {
-    case Access::normal: advice = MADV_NORMAL; break;
-    case Access::sequential: advice = MADV_SEQUENTIAL; break;
-    case Access::random: advice = MADV_RANDOM; break;
-    case Access::will_need: advice = MADV_WILLNEED; break;
+    case Access::normal:
+      advice = MADV_NORMAL;
+      break;
+    case Access::sequential:
+      advice = MADV_SEQUENTIAL;
+      break;
+    case Access::random:
+      advice = MADV_RANDOM;
+      break;
+    case Access::will_need:
+      advice = MADV_WILLNEED;
+      break;
   }
   ::madvise(reinterpret_cast<void*>(aligned), bytes.size() + (begin - aligned), advice);
 }

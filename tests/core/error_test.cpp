@@ -8,7 +8,8 @@ TEST_CASE("Error formats its context from outside in") {
   Error e(ErrorCode::corrupt, "invalid escape '%G1'", ErrorContext{.line = 3});
   CHECK(std::string(e.what()) == "line 3: invalid escape '%G1'");
   Error full = e.with_context({.archive = "model.zip", .entry = "v2/params.txt", .tag = "v2"});
-  CHECK(std::string(full.what()) == "model.zip: entry 'v2/params.txt': line 3: invalid escape '%G1'");
+  CHECK(std::string(full.what()) ==
+        "model.zip: entry 'v2/params.txt': line 3: invalid escape '%G1'");
   CHECK(full.code() == ErrorCode::corrupt);
   CHECK(full.message() == "invalid escape '%G1'");
 }

@@ -68,8 +68,8 @@ TEST_CASE("Sparse COO tensors validate coordinates") {
 
 TEST_CASE("to_owned copies and equality compares bytes") {
   std::vector<float> v = {1, 2};
-  Tensor view = Tensor::dense(DType::float32, {2},
-                              Bytes::borrow(std::as_bytes(std::span(v)), nullptr));
+  Tensor view =
+      Tensor::dense(DType::float32, {2}, Bytes::borrow(std::as_bytes(std::span(v)), nullptr));
   Tensor owned = view.to_owned();
   CHECK(owned == view);
   v[0] = 9;

@@ -6,12 +6,14 @@ using namespace modelzip::detail;
 
 TEST_CASE("UTF-8 validation rejects what RFC 3629 forbids") {
   CHECK(utf8_valid("plain ascii"));
-  CHECK(utf8_valid("gr\xC3\xBC\xC3\x9F" "e \xE2\x82\xAC \xF0\x9F\x98\x80"));
-  CHECK(utf8_invalid_at("ab\xC0\xAF") == 2);          // overlong '/'
-  CHECK(utf8_invalid_at("\xED\xA0\x80") == 0);        // surrogate U+D800
-  CHECK(utf8_invalid_at("x\xF4\x90\x80\x80") == 1);   // above U+10FFFF
-  CHECK(utf8_invalid_at("abc\xE2\x82") == 3);         // truncated
-  CHECK(utf8_invalid_at("\x80") == 0);                // lone continuation
+  CHECK(
+      utf8_valid("gr\xC3\xBC\xC3\x9F"
+                 "e \xE2\x82\xAC \xF0\x9F\x98\x80"));
+  CHECK(utf8_invalid_at("ab\xC0\xAF") == 2);         // overlong '/'
+  CHECK(utf8_invalid_at("\xED\xA0\x80") == 0);       // surrogate U+D800
+  CHECK(utf8_invalid_at("x\xF4\x90\x80\x80") == 1);  // above U+10FFFF
+  CHECK(utf8_invalid_at("abc\xE2\x82") == 3);        // truncated
+  CHECK(utf8_invalid_at("\x80") == 0);               // lone continuation
 }
 
 TEST_CASE("Lossy decoding replaces maximal invalid subparts") {

@@ -4,7 +4,9 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -55,6 +57,21 @@ inline Bytes random_bytes(std::mt19937_64& rng, std::size_t n) {
   return Bytes::take(std::move(v));
 }
 
-inline Bytes bytes_of(const std::string& s) { return Bytes::copy_of(s); }
+// The whole content of a file ("" if it cannot be read).
+inline std::string io_bytes(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+inline void write_file(const std::filesystem::path& path, const std::string& data) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << data;
+}
+
+inline Bytes bytes_of(const std::string& s) {
+  return Bytes::copy_of(s);
+}
 
 }  // namespace modelzip::testing

@@ -1,0 +1,328 @@
+#include <algorithm>
+
+#include "checkpoint/archive_impl.hpp"
+#include "format/archive_metadata.hpp"
+#include "format/tag_name.hpp"
+#include "format/tags_file.hpp"
+#include "format/tensor_blob.hpp"
+#include "io/mapped_file.hpp"
+#include "modelzip/error.hpp"
+
+namespace modelzip {
+
+using format::BlobRow;
+using format::TableKind;
+
+namespace {
+
+std::string row_key(const BlobRow& row) {
+  return row.keys.size() == 1 ? row.keys[0] : row.keys[0] + std::string(1, '\0') + row.keys[1];
+}
+
+std::string key_text(TableKind kind, std::string_view key) {
+  if (kind == TableKind::params) return "parameter '" + std::string(key) + "'";
+  auto nul = key.find('\0');
+  return "updater state '" + std::string(key.substr(nul + 1)) + "' of variable '" +
+         std::string(key.substr(0, nul)) + "'";
+}
+
+}  // namespace
+
+Archive::Impl::Impl(std::string archive_name, Bytes file, const OpenOptions& options)
+    : name(std::move(archive_name)), limits(options.limits), reader(file, options.limits) {
+  try {
+    directory = zip::parse_directory(file.span(), limits);
+  } catch (const Error& e) {
+    throw e.with_context(context());
+  }
+  entry_index.reserve(directory.entries.size());
+  for (std::size_t i = 0; i < directory.entries.size(); ++i)
+    entry_index.emplace(directory.entries[i].name, i);
+
+  auto text_of = [&](std::string_view entry_name) {
+    const auto& e = entry_or_throw(entry_name);
+    if (e.uncompressed_size > limits.max_text_entry_bytes)
+      throw Error(
+          ErrorCode::limit_exceeded,
+          "text entry of " + std::to_string(e.uncompressed_size) + " bytes exceeds the limit",
+          context(std::string(entry_name)));
+    try {
+      return reader.read(e, true);
+    } catch (const Error& err) {
+      throw err.with_context(context(std::string(entry_name)));
+    }
+  };
+  {
+    Bytes text = text_of(format::kMetadataEntry);
+    try {
+      metadata = format::parse_metadata(text.as_string_view(), limits);
+    } catch (const Error& e) {
+      throw e.with_context(context(std::string(format::kMetadataEntry)));
+    }
+  }
+  {
+    Bytes text = text_of(format::kTagsEntry);
+    try {
+      tags = format::parse_tags_file(text.as_string_view(), limits);
+    } catch (const Error& e) {
+      throw e.with_context(context(std::string(format::kTagsEntry)));
+    }
+  }
+  for (std::size_t i = 0; i < tags.size(); ++i) tag_index.emplace(format::ascii_lower(tags[i]), i);
+
+  // Every entry in a folder belongs to a listed tag, spelled as listed.
+  for (const auto& e : directory.entries) {
+    auto slash = e.name.find('/');
+    if (slash == std::string::npos) continue;  // root files: metadata, tags, future additions
+    std::string folder = e.name.substr(0, slash);
+    auto it = tag_index.find(format::ascii_lower(folder));
+    if (it == tag_index.end())
+      throw Error(ErrorCode::corrupt,
+                  "entry lies in folder '" + folder + "', which tags.txt does not list",
+                  context(e.name));
+    if (tags[it->second] != folder)
+      throw Error(ErrorCode::corrupt,
+                  "folder '" + folder + "' differs in case from tag '" + tags[it->second] + "'",
+                  context(e.name));
+  }
+
+  tables.resize(tags.size());
+  for (std::size_t t = 0; t < tags.size(); ++t) {
+    TagTables& tt = tables[t];
+    tt.tag = tags[t];
+    for (TableKind kind : {TableKind::params, TableKind::updater}) {
+      std::string entry_name = tags[t] + "/" + std::string(format::table_entry_name(kind));
+      if (kind == TableKind::updater && !find_entry(entry_name)) continue;
+      if (kind == TableKind::params && !find_entry(entry_name))
+        throw Error(ErrorCode::corrupt, "tag '" + tags[t] + "' has no params.txt",
+                    context(entry_name, tags[t]));
+      Bytes text = text_of(entry_name);
+      auto& rows = kind == TableKind::params ? tt.params : tt.updater;
+      auto& index = kind == TableKind::params ? tt.param_index : tt.updater_index;
+      try {
+        rows = format::parse_blob_table(text.as_string_view(), kind, limits);
+      } catch (const Error& e) {
+        throw e.with_context(context(entry_name, tags[t]));
+      }
+      if (kind == TableKind::updater) tt.has_updater = true;
+      for (std::size_t r = 0; r < rows.size(); ++r) {
+        const BlobRow& row = rows[r];
+        index.emplace(row_key(row), r);
+        ErrorContext where{.archive = name, .entry = entry_name, .tag = tags[t], .line = row.line};
+        if (!row.ref.tag.empty() && !tag_index.count(format::ascii_lower(row.ref.tag)))
+          throw Error(ErrorCode::corrupt,
+                      "reference to tag '" + row.ref.tag + "', which tags.txt does not list",
+                      where);
+        if (!row.ref.tag.empty() &&
+            tags[tag_index.at(format::ascii_lower(row.ref.tag))] != row.ref.tag)
+          throw Error(ErrorCode::corrupt,
+                      "reference '" + format::blob_ref_text(row.ref) +
+                          "' differs in case from the tag's spelling",
+                      where);
+        std::string blob = format::blob_entry_name(row.ref, tags[t], kind);
+        if (!find_entry(blob))
+          throw Error(ErrorCode::corrupt, "blob entry '" + blob + "' does not exist", where);
+      }
+    }
+  }
+}
+
+const zip::EntryInfo* Archive::Impl::find_entry(std::string_view entry) const {
+  auto it = entry_index.find(std::string(entry));
+  return it == entry_index.end() ? nullptr : &directory.entries[it->second];
+}
+
+const zip::EntryInfo& Archive::Impl::entry_or_throw(std::string_view entry) const {
+  if (const auto* e = find_entry(entry)) return *e;
+  throw Error(ErrorCode::not_found, "no such entry", context(std::string(entry)));
+}
+
+std::size_t Archive::Impl::tag_position(std::string_view tag) const {
+  if (tag.empty()) {
+    if (tags.empty()) throw Error(ErrorCode::not_found, "the archive has no tags", context());
+    return tags.size() - 1;
+  }
+  auto it = tag_index.find(format::ascii_lower(tag));
+  if (it == tag_index.end())
+    throw Error(ErrorCode::not_found, "no tag '" + std::string(tag) + "'", context());
+  return it->second;
+}
+
+const BlobRow& Archive::Impl::row(std::size_t tag_pos, TableKind kind, std::string_view key) const {
+  const TagTables& tt = tables[tag_pos];
+  const auto& index = kind == TableKind::params ? tt.param_index : tt.updater_index;
+  auto it = index.find(std::string(key));
+  if (it == index.end())
+    throw Error(ErrorCode::not_found, "no " + key_text(kind, key), context({}, tags[tag_pos]));
+  return tt.rows(kind)[it->second];
+}
+
+std::string Archive::Impl::blob_entry(std::size_t tag_pos, const BlobRow& row,
+                                      TableKind kind) const {
+  return format::blob_entry_name(row.ref, tags[tag_pos], kind);
+}
+
+ParamInfo Archive::Impl::info(std::size_t tag_pos, const BlobRow& row, TableKind kind) const {
+  ParamInfo p;
+  p.name = row.keys[0];
+  if (kind == TableKind::updater) p.state = row.keys[1];
+  p.blob = blob_entry(tag_pos, row, kind);
+  p.owner_tag = row.ref.tag.empty() ? tags[tag_pos] : row.ref.tag;
+  p.shared = p.owner_tag != tags[tag_pos];
+  const zip::EntryInfo& e = entry_or_throw(p.blob);
+  p.compressed = !e.stored();
+  try {
+    if (row.ref.format == format::BlobFormat::fifu) {
+      p.kind = BlobKind::embedding;
+      p.dtype = DType::float32;
+      p.nbytes = e.uncompressed_size;
+      return p;
+    }
+    Bytes prefix = reader.read_prefix(e, 4);
+    std::uint64_t header = format::blob_header_size(prefix.span(), e.uncompressed_size, limits);
+    prefix = reader.read_prefix(e, header);
+    format::BlobHeader h = format::read_blob_header(prefix.span(), e.uncompressed_size, limits);
+    p.dtype = h.dtype;
+    p.shape = std::move(h.shape);
+    p.layout = h.layout;
+    p.nbytes = h.data_bytes();
+  } catch (const Error& err) {
+    throw err.with_context(context(p.blob, tags[tag_pos]));
+  }
+  return p;
+}
+
+Tensor Archive::Impl::read_tensor(const std::string& entry_name, ReadMode mode,
+                                  const std::string& tag) const {
+  const zip::EntryInfo& e = entry_or_throw(entry_name);
+  try {
+    Bytes data = reader.read(e, mode == ReadMode::copy);
+    Tensor t = format::decode_tensor_blob(data, limits);
+    if (mode == ReadMode::copy && data.is_mapped()) t = t.to_owned();
+    return t;
+  } catch (const Error& err) {
+    throw err.with_context(context(entry_name, tag));
+  }
+}
+
+// ---- Archive ---------------------------------------------------------------
+
+Archive Archive::open(const std::filesystem::path& path, const OpenOptions& options) {
+  Bytes file;
+  try {
+    file = io::map_file(path);
+  } catch (const Error& e) {
+    throw e.with_context({.archive = path.string()});
+  }
+  return Archive(std::make_shared<const Impl>(path.string(), std::move(file), options));
+}
+
+Archive Archive::from_memory(Bytes bytes, std::string name, const OpenOptions& options) {
+  return Archive(std::make_shared<const Impl>(std::move(name), std::move(bytes), options));
+}
+
+const std::string& Archive::name() const noexcept {
+  return impl_->name;
+}
+const Metadata& Archive::metadata() const noexcept {
+  return impl_->metadata;
+}
+const std::vector<std::string>& Archive::tags() const noexcept {
+  return impl_->tags;
+}
+
+const std::string& Archive::newest_tag() const {
+  return impl_->tags[impl_->tag_position({})];
+}
+
+std::optional<std::string> Archive::find_tag(std::string_view tag) const {
+  auto it = impl_->tag_index.find(format::ascii_lower(tag));
+  if (it == impl_->tag_index.end()) return std::nullopt;
+  return impl_->tags[it->second];
+}
+
+std::vector<ParamInfo> Archive::params(std::string_view tag) const {
+  std::size_t t = impl_->tag_position(tag);
+  std::vector<ParamInfo> out;
+  out.reserve(impl_->tables[t].params.size());
+  for (const auto& row : impl_->tables[t].params)
+    out.push_back(impl_->info(t, row, TableKind::params));
+  return out;
+}
+
+ParamInfo Archive::param(std::string_view name, std::string_view tag) const {
+  std::size_t t = impl_->tag_position(tag);
+  return impl_->info(t, impl_->row(t, TableKind::params, name), TableKind::params);
+}
+
+Tensor Archive::tensor(std::string_view name, std::string_view tag, ReadMode mode) const {
+  std::size_t t = impl_->tag_position(tag);
+  const BlobRow& row = impl_->row(t, TableKind::params, name);
+  std::string entry = impl_->blob_entry(t, row, TableKind::params);
+  if (row.ref.format != format::BlobFormat::tensor)
+    throw Error(ErrorCode::invalid_argument,
+                "parameter '" + std::string(name) + "' is an embedding; use embedding_file()",
+                impl_->context(entry, impl_->tags[t]));
+  return impl_->read_tensor(entry, mode, impl_->tags[t]);
+}
+
+std::map<std::string, Tensor> Archive::load(std::string_view tag, ReadMode mode) const {
+  std::size_t t = impl_->tag_position(tag);
+  std::map<std::string, Tensor> out;
+  for (const auto& row : impl_->tables[t].params) {
+    if (row.ref.format != format::BlobFormat::tensor) continue;
+    out.emplace(row.keys[0], impl_->read_tensor(impl_->blob_entry(t, row, TableKind::params), mode,
+                                                impl_->tags[t]));
+  }
+  return out;
+}
+
+std::vector<ParamInfo> Archive::updater_states(std::string_view tag) const {
+  std::size_t t = impl_->tag_position(tag);
+  std::vector<ParamInfo> out;
+  for (const auto& row : impl_->tables[t].updater)
+    out.push_back(impl_->info(t, row, TableKind::updater));
+  return out;
+}
+
+Tensor Archive::updater_state(std::string_view variable, std::string_view state,
+                              std::string_view tag, ReadMode mode) const {
+  std::size_t t = impl_->tag_position(tag);
+  std::string key = std::string(variable) + std::string(1, '\0') + std::string(state);
+  const BlobRow& row = impl_->row(t, TableKind::updater, key);
+  return impl_->read_tensor(impl_->blob_entry(t, row, TableKind::updater), mode, impl_->tags[t]);
+}
+
+Bytes Archive::embedding_file(std::string_view name, std::string_view tag, ReadMode mode) const {
+  std::size_t t = impl_->tag_position(tag);
+  const BlobRow& row = impl_->row(t, TableKind::params, name);
+  std::string entry = impl_->blob_entry(t, row, TableKind::params);
+  if (row.ref.format != format::BlobFormat::fifu)
+    throw Error(ErrorCode::invalid_argument,
+                "parameter '" + std::string(name) + "' is a tensor, not an embedding",
+                impl_->context(entry, impl_->tags[t]));
+  return this->entry(entry, mode);
+}
+
+Bytes Archive::entry(std::string_view entry_name, ReadMode mode) const {
+  const zip::EntryInfo& e = impl_->entry_or_throw(entry_name);
+  try {
+    Bytes b = impl_->reader.read(e, mode == ReadMode::copy);
+    return mode == ReadMode::copy && b.is_mapped() ? b.to_owned() : b;
+  } catch (const Error& err) {
+    throw err.with_context(impl_->context(e.name));
+  }
+}
+
+bool Archive::has_entry(std::string_view entry_name) const {
+  return impl_->find_entry(entry_name);
+}
+
+std::vector<std::string> Archive::entry_names() const {
+  std::vector<std::string> out;
+  out.reserve(impl_->directory.entries.size());
+  for (const auto& e : impl_->directory.entries) out.push_back(e.name);
+  return out;
+}
+
+}  // namespace modelzip

@@ -1,0 +1,60 @@
+// Archive::Impl: the parsed, validated state of an open archive. Shared by
+// Archive (reading) and Writer (which rewrites an archive from it).
+// Immutable after construction; safe to use from several threads.
+#pragma once
+
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "format/blob_table.hpp"
+#include "modelzip/archive.hpp"
+#include "modelzip/error.hpp"
+#include "zip/zip_directory.hpp"
+#include "zip/zip_reader.hpp"
+
+namespace modelzip {
+
+struct TagTables {
+  std::string tag;
+  std::vector<format::BlobRow> params;
+  std::vector<format::BlobRow> updater;
+  bool has_updater = false;
+  std::unordered_map<std::string, std::size_t> param_index;    // name -> row
+  std::unordered_map<std::string, std::size_t> updater_index;  // variable + '\0' + state -> row
+  const std::vector<format::BlobRow>& rows(format::TableKind kind) const {
+    return kind == format::TableKind::params ? params : updater;
+  }
+};
+
+class Archive::Impl {
+ public:
+  Impl(std::string name, Bytes file, const OpenOptions& options);
+
+  std::string name;
+  Limits limits;
+  zip::Directory directory;
+  zip::EntryReader reader;
+  std::unordered_map<std::string, std::size_t> entry_index;  // name -> directory.entries
+  Metadata metadata;
+  std::vector<std::string> tags;
+  std::vector<TagTables> tables;                           // parallel to tags
+  std::unordered_map<std::string, std::size_t> tag_index;  // lower-case tag -> position
+
+  // Error context naming this archive (and optionally an entry and tag).
+  ErrorContext context(std::string entry = {}, std::string tag = {}) const {
+    return ErrorContext{.archive = name, .entry = std::move(entry), .tag = std::move(tag)};
+  }
+  const zip::EntryInfo* find_entry(std::string_view entry) const;
+  const zip::EntryInfo& entry_or_throw(std::string_view entry) const;
+  // Position of `tag` (empty: newest), matched without regard to case.
+  std::size_t tag_position(std::string_view tag) const;
+  const format::BlobRow& row(std::size_t tag_pos, format::TableKind kind,
+                             std::string_view key) const;
+  std::string blob_entry(std::size_t tag_pos, const format::BlobRow& row,
+                         format::TableKind kind) const;
+  ParamInfo info(std::size_t tag_pos, const format::BlobRow& row, format::TableKind kind) const;
+  Tensor read_tensor(const std::string& entry_name, ReadMode mode, const std::string& tag) const;
+};
+
+}  // namespace modelzip

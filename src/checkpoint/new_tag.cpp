@@ -1,0 +1,85 @@
+#include "modelzip/error.hpp"
+#include "modelzip/writer.hpp"
+#include "zip/zip_directory.hpp"
+
+namespace modelzip {
+
+void NewTag::check_new_name(const std::string& name) const {
+  if (name.empty()) throw Error(ErrorCode::invalid_argument, "a parameter name must not be empty");
+  for (const auto& p : params_)
+    if (p.name == name)
+      throw Error(ErrorCode::invalid_argument, "parameter '" + name + "' is added twice");
+}
+
+void NewTag::add(std::string name, Tensor tensor, ParamOptions options) {
+  check_new_name(name);
+  Param p;
+  p.name = std::move(name);
+  p.source = Param::Source::tensor;
+  p.tensor = std::move(tensor);
+  p.options = options;
+  params_.push_back(std::move(p));
+}
+
+void NewTag::add_embedding(std::string name, Bytes fifu_file) {
+  check_new_name(name);
+  Param p;
+  p.name = std::move(name);
+  p.source = Param::Source::embedding;
+  p.file = std::move(fifu_file);
+  params_.push_back(std::move(p));
+}
+
+void NewTag::share(std::string name, std::string from_tag, std::string from_param) {
+  check_new_name(name);
+  Param p;
+  p.name = std::move(name);
+  p.source = Param::Source::shared;
+  p.from_tag = std::move(from_tag);
+  p.from_param = std::move(from_param);
+  params_.push_back(std::move(p));
+}
+
+namespace {
+void check_state_key(const std::vector<NewTag::UpdaterState>& states, const std::string& variable,
+                     const std::string& state) {
+  if (variable.empty() || state.empty())
+    throw Error(ErrorCode::invalid_argument, "updater variable and state names must not be empty");
+  for (const auto& s : states)
+    if (s.variable == variable && s.state == state)
+      throw Error(ErrorCode::invalid_argument,
+                  "updater state '" + state + "' of '" + variable + "' is added twice");
+}
+}  // namespace
+
+void NewTag::add_updater_state(std::string variable, std::string state, Tensor tensor,
+                               ParamOptions options) {
+  check_state_key(updater_, variable, state);
+  updater_.push_back(
+      UpdaterState{std::move(variable), std::move(state), false, std::move(tensor), {}, options});
+}
+
+void NewTag::share_updater_state(std::string variable, std::string state, std::string from_tag) {
+  check_state_key(updater_, variable, state);
+  updater_.push_back(
+      UpdaterState{std::move(variable), std::move(state), true, {}, std::move(from_tag), {}});
+}
+
+void NewTag::set_entry(std::string relative_name, Bytes contents, Compression compression) {
+  if (auto why = zip::unsafe_name_reason(relative_name); !why.empty())
+    throw Error(ErrorCode::invalid_argument, why + ": '" + relative_name + "'");
+  if (relative_name == "params.txt" || relative_name == "updater.txt" ||
+      relative_name.starts_with("params/") || relative_name.starts_with("updater/") ||
+      relative_name.ends_with("/"))
+    throw Error(ErrorCode::invalid_argument,
+                "'" + relative_name + "' is reserved for parameters and updater state");
+  for (auto& e : entries_)
+    if (e.relative_name == relative_name) {
+      e.contents = std::move(contents);
+      e.compression = compression;
+      return;
+    }
+  entries_.push_back(Entry{std::move(relative_name), std::move(contents), compression});
+}
+
+}  // namespace modelzip

@@ -1,0 +1,53 @@
+// Archive::verify: a complete check of an archive that opened successfully
+// (open already validated the directory, metadata, tags and tables).
+#include "checkpoint/archive_impl.hpp"
+#include "checkpoint/entry_validators.hpp"
+#include "format/tensor_blob.hpp"
+#include "modelzip/error.hpp"
+
+#include <zip.h>
+
+namespace modelzip {
+
+std::vector<Problem> Archive::verify() const {
+  const Impl& a = *impl_;
+  std::vector<Problem> problems;
+  auto record = [&](const std::string& entry, const std::string& message) {
+    problems.push_back(Problem{entry, message});
+  };
+
+  // libzip must see the same entries as our own parser.
+  try {
+    auto lz = a.reader.libzip();
+    zip_int64_t n = zip_get_num_entries(lz->handle(), 0);
+    if (n < 0 || static_cast<std::uint64_t>(n) != a.directory.entries.size())
+      record("", "libzip counts " + std::to_string(n) + " entries, the central directory " +
+                     std::to_string(a.directory.entries.size()));
+  } catch (const Error& e) {
+    record("", e.message());
+  }
+
+  for (const auto& e : a.directory.entries) {
+    try {
+      Bytes data = a.reader.read(e, true);  // every CRC, every decompression
+      if (e.name.ends_with("/")) continue;
+      auto slash = e.name.find('/');
+      if (slash == std::string::npos) continue;
+      std::string_view rest = std::string_view(e.name).substr(slash + 1);
+      bool blob_folder = rest.starts_with("params/") || rest.starts_with("updater/");
+      if (blob_folder && rest.ends_with(".fb")) {
+        (void)format::decode_tensor_blob(data, a.limits);
+      } else if (auto validator = find_entry_validator(e.name)) {
+        validator(data, a.limits);
+      }
+    } catch (const Error& err) {
+      record(e.name,
+             err.message() + (err.context().offset
+                                  ? " (offset " + std::to_string(*err.context().offset) + ")"
+                                  : std::string()));
+    }
+  }
+  return problems;
+}
+
+}  // namespace modelzip

@@ -1,0 +1,503 @@
+// Writer: plans the new archive from the old one plus the staged changes,
+// then writes it through zip::ZipWriter to a temporary file and replaces the
+// archive durably (io::TempFile).
+#include "modelzip/writer.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <unordered_map>
+#include <variant>
+
+#include "checkpoint/archive_impl.hpp"
+#include "checkpoint/entry_validators.hpp"
+#include "format/archive_metadata.hpp"
+#include "format/tag_name.hpp"
+#include "format/tags_file.hpp"
+#include "format/tensor_blob.hpp"
+#include "io/durable_file.hpp"
+#include "modelzip/error.hpp"
+#include "zip/zip_writer.hpp"
+
+namespace modelzip {
+
+using format::BlobFormat;
+using format::BlobRef;
+using format::BlobRow;
+using format::TableKind;
+
+namespace {
+
+// Content of one entry of the planned archive: an entry of the old archive
+// (copied without decoding) or new pieces.
+struct Content {
+  const zip::EntryInfo* old = nullptr;
+  std::vector<Bytes> pieces;
+  std::uint64_t size = 0;
+  Compression compression = Compression::store;
+  std::optional<std::uint32_t> crc;  // computed on demand for dedup
+};
+
+struct BlobKey {
+  TableKind kind;
+  std::uint64_t index;
+  BlobFormat format;
+  auto operator<=>(const BlobKey&) const = default;
+};
+
+struct TagPlan {
+  std::string name;
+  std::vector<BlobRow> rows[2];  // by TableKind
+  bool has_updater = false;
+  std::map<BlobKey, Content> blobs;
+  std::vector<std::pair<std::string, Content>> others;  // relative name -> content
+  std::uint64_t next_index[2] = {0, 0};
+
+  std::vector<BlobRow>& table(TableKind k) { return rows[static_cast<int>(k)]; }
+  std::string entry_name(const BlobKey& key) const {
+    return format::blob_entry_name(BlobRef{"", key.index, key.format}, name, key.kind);
+  }
+};
+
+struct Plan {
+  Metadata metadata;
+  std::vector<TagPlan> tags;
+  std::vector<std::pair<std::string, Content>> root_others;
+
+  TagPlan* find(std::string_view tag) {
+    for (auto& t : tags)
+      if (format::same_tag(t.name, tag)) return &t;
+    return nullptr;
+  }
+  std::size_t position(const std::string& tag) const {
+    for (std::size_t i = 0; i < tags.size(); ++i)
+      if (tags[i].name == tag) return i;
+    return tags.size();
+  }
+};
+
+std::uint64_t pieces_size(const std::vector<Bytes>& pieces) {
+  std::uint64_t n = 0;
+  for (const auto& p : pieces) n += p.size();
+  return n;
+}
+
+std::uint32_t pieces_crc(const std::vector<Bytes>& pieces) {
+  std::uint32_t crc = 0;
+  bool first = true;
+  for (const auto& p : pieces) {
+    if (p.empty()) continue;
+    std::uint32_t c = zip::crc32_of(p.span());
+    crc = first ? c : zip::crc32_concat(crc, c, p.size());
+    first = false;
+  }
+  return crc;
+}
+
+// Byte-for-byte equality of two concatenations.
+bool same_bytes(const std::vector<Bytes>& a, const std::vector<Bytes>& b) {
+  std::size_t ia = 0, ib = 0;
+  std::uint64_t oa = 0, ob = 0;
+  for (;;) {
+    while (ia < a.size() && oa == a[ia].size()) ++ia, oa = 0;
+    while (ib < b.size() && ob == b[ib].size()) ++ib, ob = 0;
+    if (ia == a.size() || ib == b.size()) return ia == a.size() && ib == b.size();
+    std::uint64_t n = std::min(a[ia].size() - oa, b[ib].size() - ob);
+    if (std::memcmp(a[ia].data() + oa, b[ib].data() + ob, n) != 0) return false;
+    oa += n;
+    ob += n;
+  }
+}
+
+// Index of "<n>.fb" / "<n>.fifu" file names, or nullopt.
+std::optional<BlobKey> blob_key_of(std::string_view rest) {
+  for (TableKind kind : {TableKind::params, TableKind::updater}) {
+    std::string folder = std::string(format::table_folder(kind)) + "/";
+    if (!rest.starts_with(folder)) continue;
+    std::string_view file = rest.substr(folder.size());
+    if (file.find('/') != std::string_view::npos) return std::nullopt;
+    try {
+      BlobRef ref = format::parse_blob_ref(
+          file.ends_with(".fb") ? file.substr(0, file.size() - 3) : file, kind);
+      if (!ref.tag.empty()) return std::nullopt;
+      if (ref.format == BlobFormat::tensor && !file.ends_with(".fb")) return std::nullopt;
+      return BlobKey{kind, ref.index, ref.format};
+    } catch (const Error&) {
+      return std::nullopt;
+    }
+  }
+  return std::nullopt;
+}
+
+Plan plan_from(const Archive::Impl* old) {
+  Plan plan;
+  if (!old) return plan;
+  plan.metadata = old->metadata;
+  for (std::size_t t = 0; t < old->tags.size(); ++t) {
+    TagPlan tp;
+    tp.name = old->tags[t];
+    tp.rows[0] = old->tables[t].params;
+    tp.rows[1] = old->tables[t].updater;
+    tp.has_updater = old->tables[t].has_updater;
+    plan.tags.push_back(std::move(tp));
+  }
+  for (const auto& e : old->directory.entries) {
+    Content c;
+    c.old = &e;
+    c.size = e.uncompressed_size;
+    c.compression = e.stored() ? Compression::store : Compression::deflate;
+    c.crc = e.crc32;
+    auto slash = e.name.find('/');
+    if (slash == std::string::npos) {
+      if (e.name != format::kMetadataEntry && e.name != format::kTagsEntry)
+        plan.root_others.emplace_back(e.name, std::move(c));
+      continue;
+    }
+    if (e.name.ends_with("/")) continue;  // folder entries are implied
+    TagPlan* tp = plan.find(e.name.substr(0, slash));
+    std::string rest = e.name.substr(slash + 1);
+    if (rest == "params.txt" || rest == "updater.txt") continue;  // rewritten
+    if (auto key = blob_key_of(rest)) {
+      auto& next = tp->next_index[static_cast<int>(key->kind)];
+      next = std::max(next, key->index + 1);
+      tp->blobs.emplace(*key, std::move(c));
+    } else {
+      tp->others.emplace_back(rest, std::move(c));
+    }
+  }
+  return plan;
+}
+
+// Removes `tag`, moving blobs that other tags reference into the oldest such
+// tag and rewriting every reference to them.
+void remove_from_plan(Plan& plan, const std::string& tag) {
+  std::size_t r = plan.position(tag);
+  TagPlan removed = std::move(plan.tags[r]);
+  plan.tags.erase(plan.tags.begin() + static_cast<std::ptrdiff_t>(r));
+  for (auto& [key, content] : removed.blobs) {
+    BlobRef old_ref{removed.name, key.index, key.format};
+    TagPlan* heir = nullptr;
+    for (auto& t : plan.tags)
+      for (const auto& row : t.table(key.kind))
+        if (row.ref == old_ref && !heir) heir = &t;
+    if (!heir) continue;  // nothing references it: dropped with the tag
+    BlobKey moved{key.kind, heir->next_index[static_cast<int>(key.kind)]++, key.format};
+    heir->blobs.emplace(moved, std::move(content));
+    for (auto& t : plan.tags)
+      for (auto& row : t.table(key.kind))
+        if (row.ref == old_ref)
+          row.ref = BlobRef{&t == heir ? std::string() : heir->name, moved.index, moved.format};
+  }
+}
+
+struct DedupIndex {
+  // (kind, size, crc) -> blobs with that content hash.
+  std::map<std::tuple<int, std::uint64_t, std::uint32_t>,
+           std::vector<std::pair<std::string, BlobKey>>>
+      by_hash;
+};
+
+class AddContext {
+ public:
+  AddContext(Plan& plan, const Archive::Impl* old, bool dedup, Writer::Stats& stats)
+      : plan_(plan), old_(old), dedup_(dedup), stats_(stats) {}
+
+  void add(const std::string& tag, const NewTag& contents) {
+    if (plan_.find(tag))
+      throw Error(ErrorCode::already_exists,
+                  "tag '" + plan_.find(tag)->name + "' exists already (tags ignore case)",
+                  ErrorContext{.tag = tag});
+    if (dedup_) build_index();
+    TagPlan tp;
+    tp.name = tag;
+    plan_.tags.push_back(std::move(tp));
+    TagPlan& self = plan_.tags.back();
+    for (const auto& p : contents.params()) {
+      BlobRow row;
+      row.keys = {p.name};
+      switch (p.source) {
+        case NewTag::Param::Source::shared:
+          row.ref = resolve_share(self, TableKind::params, p.from_tag, p.from_param);
+          break;
+        case NewTag::Param::Source::tensor:
+          row.ref = store(self, TableKind::params, BlobFormat::tensor,
+                          format::encode_tensor_blob(p.tensor).pieces, p.options.compression);
+          break;
+        case NewTag::Param::Source::embedding: {
+          if (auto v = find_entry_validator(tag + "/params/0.fifu")) {
+            try {
+              v(p.file, Limits{});
+            } catch (const Error& e) {
+              throw e.with_context({.entry = "embedding '" + p.name + "'", .tag = tag});
+            }
+          }
+          row.ref = store(self, TableKind::params, BlobFormat::fifu, {p.file}, Compression::store);
+          break;
+        }
+      }
+      self.table(TableKind::params).push_back(std::move(row));
+    }
+    for (const auto& s : contents.updater_states()) {
+      BlobRow row;
+      row.keys = {s.variable, s.state};
+      row.ref = s.shared
+                    ? resolve_share(self, TableKind::updater, s.from_tag,
+                                    s.variable + std::string(1, '\0') + s.state)
+                    : store(self, TableKind::updater, BlobFormat::tensor,
+                            format::encode_tensor_blob(s.tensor).pieces, s.options.compression);
+      self.table(TableKind::updater).push_back(std::move(row));
+    }
+    self.has_updater = !contents.updater_states().empty();
+    for (const auto& e : contents.entries()) {
+      if (auto v = find_entry_validator(tag + "/" + e.relative_name)) {
+        try {
+          v(e.contents, Limits{});
+        } catch (const Error& err) {
+          throw err.with_context({.entry = tag + "/" + e.relative_name, .tag = tag});
+        }
+      }
+      Content c;
+      c.pieces = {e.contents};
+      c.size = e.contents.size();
+      c.compression = e.compression;
+      self.others.emplace_back(e.relative_name, std::move(c));
+    }
+  }
+
+ private:
+  BlobRef resolve_share(const TagPlan& self, TableKind kind, const std::string& from_tag,
+                        const std::string& key) {
+    const TagPlan* source = plan_.find(from_tag);
+    if (!source || source == &self)
+      throw Error(ErrorCode::not_found, "cannot share from tag '" + from_tag + "': no such tag",
+                  ErrorContext{.tag = self.name});
+    const auto& rows = const_cast<TagPlan*>(source)->table(kind);
+    for (const auto& row : rows) {
+      std::string row_key =
+          row.keys.size() == 1 ? row.keys[0] : row.keys[0] + std::string(1, '\0') + row.keys[1];
+      if (row_key != key) continue;
+      return BlobRef{row.ref.tag.empty() ? source->name : row.ref.tag, row.ref.index,
+                     row.ref.format};
+    }
+    std::string shown = key;
+    std::replace(shown.begin(), shown.end(), '\0', '/');
+    throw Error(ErrorCode::not_found,
+                "cannot share '" + shown + "': tag '" + source->name + "' has no such " +
+                    (kind == TableKind::params ? "parameter" : "updater state"),
+                ErrorContext{.tag = self.name});
+  }
+
+  BlobRef store(TagPlan& self, TableKind kind, BlobFormat fmt, std::vector<Bytes> pieces,
+                Compression compression) {
+    Content c;
+    c.size = pieces_size(pieces);
+    c.compression = compression;
+    if (dedup_) {
+      c.crc = pieces_crc(pieces);
+      auto hash_key =
+          std::make_tuple(static_cast<int>(kind) * 2 + static_cast<int>(fmt), c.size, *c.crc);
+      for (const auto& [owner, key] : index_.by_hash[hash_key]) {
+        TagPlan* t = plan_.find(owner);
+        const Content& other = t->blobs.at(key);
+        if (same_bytes(pieces, content_bytes(other))) {
+          ++stats_.blobs_deduplicated;
+          return BlobRef{t == &self ? std::string() : t->name, key.index, key.format};
+        }
+      }
+      BlobKey key{kind, self.next_index[static_cast<int>(kind)], fmt};
+      index_.by_hash[hash_key].emplace_back(self.name, key);
+    }
+    BlobKey key{kind, self.next_index[static_cast<int>(kind)]++, fmt};
+    c.pieces = std::move(pieces);
+    self.blobs.emplace(key, std::move(c));
+    ++stats_.blobs_written;
+    return BlobRef{"", key.index, key.format};
+  }
+
+  std::vector<Bytes> content_bytes(const Content& c) const {
+    if (!c.old) return c.pieces;
+    return {old_->reader.read(*c.old, false)};
+  }
+
+  void build_index() {
+    index_.by_hash.clear();
+    for (auto& t : plan_.tags)
+      for (auto& [key, c] : t.blobs) {
+        if (!c.crc) c.crc = pieces_crc(c.pieces);
+        int kind = static_cast<int>(key.kind) * 2 + static_cast<int>(key.format);
+        index_.by_hash[std::make_tuple(kind, c.size, *c.crc)].emplace_back(t.name, key);
+      }
+  }
+
+  Plan& plan_;
+  const Archive::Impl* old_;
+  bool dedup_;
+  Writer::Stats& stats_;
+  DedupIndex index_;
+};
+
+struct AddOp {
+  std::string tag;
+  NewTag contents;
+};
+struct RemoveOp {
+  std::string tag;
+};
+
+}  // namespace
+
+class Writer::Impl {
+ public:
+  std::filesystem::path path;
+  WriterOptions options;
+  std::vector<std::variant<AddOp, RemoveOp>> ops;
+  std::optional<Metadata> metadata;
+  std::vector<std::string> current_tags;  // as of open / last commit
+  Stats stats;
+
+  void refresh() {
+    current_tags.clear();
+    if (std::filesystem::exists(path)) current_tags = Archive::open(path).tags();
+  }
+
+  std::vector<std::string> staged_tags() const {
+    std::vector<std::string> tags = current_tags;
+    for (const auto& op : ops) {
+      if (auto* add = std::get_if<AddOp>(&op)) tags.push_back(add->tag);
+      if (auto* rm = std::get_if<RemoveOp>(&op))
+        std::erase_if(tags, [&](const std::string& t) { return format::same_tag(t, rm->tag); });
+    }
+    return tags;
+  }
+
+  ErrorContext context() const { return ErrorContext{.archive = path.string()}; }
+
+  void commit();
+};
+
+void Writer::Impl::commit() {
+  io::FileLock lock(path);
+  io::remove_stale_temp_files(path);
+  std::optional<Archive> old;
+  if (std::filesystem::exists(path)) old = Archive::open(path);
+  const Archive::Impl* old_impl = old ? &old->internals() : nullptr;
+
+  Stats new_stats;
+  Plan plan = plan_from(old_impl);
+  if (metadata) plan.metadata = *metadata;
+  plan.metadata.writer = "modelzip " MODELZIP_VERSION;
+  AddContext adder(plan, old_impl, options.dedup, new_stats);
+  for (const auto& op : ops) {
+    if (const auto* add = std::get_if<AddOp>(&op)) {
+      adder.add(add->tag, add->contents);
+    } else {
+      const auto& rm = std::get<RemoveOp>(op);
+      TagPlan* t = plan.find(rm.tag);
+      if (!t) throw Error(ErrorCode::not_found, "no tag '" + rm.tag + "' to remove", context());
+      remove_from_plan(plan, t->name);
+    }
+  }
+
+  // Write: stored entries first (their offsets are predictable and aligned),
+  // deflated ones after.
+  io::TempFile temp = io::TempFile::beside(path);
+  zip::ZipWriter zw(temp.path());
+  std::vector<std::tuple<std::string, const Content*>> deflated;
+  auto put = [&](const std::string& name, const Content& c) {
+    if (c.compression == Compression::deflate) {
+      deflated.emplace_back(name, &c);
+      return;
+    }
+    zw.add_stored(name,
+                  c.old ? std::vector<Bytes>{old_impl->reader.read(*c.old, false)} : c.pieces);
+  };
+  auto text = [](const std::string& s) { return std::vector<Bytes>{Bytes::copy_of(s)}; };
+  zw.add_stored(std::string(format::kMetadataEntry), text(format::write_metadata(plan.metadata)));
+  std::vector<std::string> tag_names;
+  for (const auto& t : plan.tags) tag_names.push_back(t.name);
+  zw.add_stored(std::string(format::kTagsEntry), text(format::write_tags_file(tag_names)));
+  for (const auto& [name, c] : plan.root_others) put(name, c);
+  for (auto& t : plan.tags) {
+    zw.add_stored(t.name + "/params.txt",
+                  text(format::write_blob_table(t.table(TableKind::params), TableKind::params)));
+    if (t.has_updater || !t.table(TableKind::updater).empty())
+      zw.add_stored(t.name + "/updater.txt", text(format::write_blob_table(
+                                                 t.table(TableKind::updater), TableKind::updater)));
+    for (const auto& [rel, c] : t.others) put(t.name + "/" + rel, c);
+    for (const auto& [key, c] : t.blobs) put(t.entry_name(key), c);
+  }
+  for (const auto& [name, c] : deflated) {
+    if (c->old)
+      zw.add_raw_copy(name, old_impl->reader.libzip(), *c->old);
+    else
+      zw.add_deflated(name, c->pieces);
+  }
+  std::function<bool(std::uint64_t, std::uint64_t)> progress;
+  if (options.progress)
+    progress = [&](std::uint64_t done, std::uint64_t total) {
+      return options.progress(Progress{done, total});
+    };
+  try {
+    new_stats.bytes_written = zw.close(progress);
+    temp.commit(options.durable);
+  } catch (const Error& e) {
+    throw e.with_context(context());
+  }
+  stats = new_stats;
+  ops.clear();
+  metadata.reset();
+  current_tags = tag_names;
+}
+
+// ---- Writer ----------------------------------------------------------------
+
+Writer::Writer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Writer::~Writer() = default;
+Writer::Writer(Writer&&) noexcept = default;
+Writer& Writer::operator=(Writer&&) noexcept = default;
+
+Writer Writer::open(const std::filesystem::path& path, WriterOptions options) {
+  auto impl = std::make_unique<Impl>();
+  impl->path = path;
+  impl->options = std::move(options);
+  io::remove_stale_temp_files(path);
+  impl->refresh();
+  return Writer(std::move(impl));
+}
+
+void Writer::add_tag(std::string tag, NewTag contents) {
+  format::check_tag(tag);
+  for (const auto& t : impl_->staged_tags())
+    if (format::same_tag(t, tag))
+      throw Error(ErrorCode::already_exists, "tag '" + t + "' exists already (tags ignore case)",
+                  ErrorContext{.archive = impl_->path.string(), .tag = tag});
+  impl_->ops.emplace_back(AddOp{std::move(tag), std::move(contents)});
+}
+
+void Writer::remove_tag(std::string_view tag) {
+  auto tags = impl_->staged_tags();
+  auto it = std::find_if(tags.begin(), tags.end(),
+                         [&](const std::string& t) { return format::same_tag(t, tag); });
+  if (it == tags.end())
+    throw Error(ErrorCode::not_found, "no tag '" + std::string(tag) + "' to remove",
+                ErrorContext{.archive = impl_->path.string()});
+  impl_->ops.emplace_back(RemoveOp{*it});
+}
+
+void Writer::set_metadata(Metadata metadata) {
+  impl_->metadata = std::move(metadata);
+}
+
+std::vector<std::string> Writer::tags() const {
+  return impl_->staged_tags();
+}
+
+void Writer::commit() {
+  impl_->commit();
+}
+
+const Writer::Stats& Writer::last_stats() const noexcept {
+  return impl_->stats;
+}
+
+}  // namespace modelzip

@@ -1,0 +1,80 @@
+#include "cli/args.hpp"
+
+#include <charconv>
+
+namespace modelzip::cli {
+
+Args::Args(const std::vector<std::string>& argv, const std::set<std::string>& value_options,
+           const std::set<std::string>& flags) {
+  bool options_done = false;
+  for (std::size_t i = 0; i < argv.size(); ++i) {
+    const std::string& a = argv[i];
+    if (options_done || a.size() < 2 || a[0] != '-' || a == "-") {
+      positional_.push_back(a);
+      continue;
+    }
+    if (a == "--") {
+      options_done = true;
+      continue;
+    }
+    std::string name = a, inline_value;
+    bool has_inline = false;
+    if (auto eq = a.find('='); eq != std::string::npos && a.rfind("--", 0) == 0) {
+      name = a.substr(0, eq);
+      inline_value = a.substr(eq + 1);
+      has_inline = true;
+    }
+    if (value_options.count(name)) {
+      if (!has_inline) {
+        if (i + 1 >= argv.size()) throw UsageError("option " + name + " needs a value");
+        inline_value = argv[++i];
+      }
+      values_.emplace(name, inline_value);
+    } else if (flags.count(name) && !has_inline) {
+      flags_.insert(name);
+    } else {
+      throw UsageError("unknown option " + name);
+    }
+  }
+}
+
+std::optional<std::string> Args::value(const std::string& name) const {
+  auto range = values_.equal_range(name);
+  if (range.first == range.second) return std::nullopt;
+  return std::prev(range.second)->second;  // the last one wins
+}
+
+std::vector<std::string> Args::values(const std::string& name) const {
+  std::vector<std::string> out;
+  for (auto [it, end] = values_.equal_range(name); it != end; ++it) out.push_back(it->second);
+  return out;
+}
+
+std::string Args::value_or(const std::string& name, std::string fallback) const {
+  auto v = value(name);
+  return v ? *v : fallback;
+}
+
+long long Args::number_or(const std::string& name, long long fallback, long long min,
+                          long long max) const {
+  auto v = value(name);
+  if (!v) return fallback;
+  long long n = 0;
+  auto [p, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
+  if (ec != std::errc() || p != v->data() + v->size() || n < min || n > max)
+    throw UsageError("option " + name + " needs a whole number from " + std::to_string(min) +
+                     " to " + std::to_string(max) + ", got '" + *v + "'");
+  return n;
+}
+
+const std::string& Args::at(std::size_t i, const std::string& what) const {
+  if (i >= positional_.size()) throw UsageError("missing " + what);
+  return positional_[i];
+}
+
+void Args::expect_positionals(std::size_t min, std::size_t max) const {
+  if (positional_.size() < min) throw UsageError("too few arguments");
+  if (positional_.size() > max) throw UsageError("unexpected argument '" + positional_[max] + "'");
+}
+
+}  // namespace modelzip::cli

@@ -1,0 +1,45 @@
+// Command-line arguments of one modelzip command: positionals, flags and
+// options with values. Options may appear anywhere; "--" ends options.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace modelzip::cli {
+
+// A mistake in how the command was called (exit code 2, usage shown).
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class Args {
+ public:
+  // `value_options` take a value ("--tag T" or "--tag=T"); `flags` do not.
+  Args(const std::vector<std::string>& argv, const std::set<std::string>& value_options,
+       const std::set<std::string>& flags);
+
+  const std::vector<std::string>& positional() const { return positional_; }
+  bool flag(const std::string& name) const { return flags_.count(name) > 0; }
+  std::optional<std::string> value(const std::string& name) const;
+  std::vector<std::string> values(const std::string& name) const;  // repeated option
+  std::string value_or(const std::string& name, std::string fallback) const;
+  // The option as a number in [min, max]; UsageError otherwise.
+  long long number_or(const std::string& name, long long fallback, long long min,
+                      long long max) const;
+
+  // Positional i, or UsageError naming `what`.
+  const std::string& at(std::size_t i, const std::string& what) const;
+  void expect_positionals(std::size_t min, std::size_t max) const;
+
+ private:
+  std::vector<std::string> positional_;
+  std::set<std::string> flags_;
+  std::multimap<std::string, std::string> values_;
+};
+
+}  // namespace modelzip::cli

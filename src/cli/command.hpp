@@ -1,0 +1,27 @@
+// The modelzip CLI's commands: one file per command (cmd_<name>.cpp), each
+// defining one Command. Errors: commands throw modelzip::Error (exit 1, the
+// message on stderr) or UsageError (exit 2, with the command's usage).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace modelzip::cli {
+
+struct Command {
+  std::string_view name;
+  std::string_view summary;  // one line for `modelzip --help`
+  std::string_view usage;    // synopsis
+  std::string_view help;     // options and examples for `modelzip CMD --help`
+  int (*run)(const std::vector<std::string>& args);
+};
+
+const std::vector<const Command*>& all_commands();
+
+// "1.5 MiB"-style size.
+std::string human_bytes(std::uint64_t bytes);
+// "[2, 3]"
+std::string shape_text(const std::vector<std::int64_t>& shape);
+
+}  // namespace modelzip::cli

@@ -1,0 +1,35 @@
+#include <cstdio>
+
+#include "cli/command.hpp"
+
+namespace modelzip::cli {
+
+extern const Command kTagsCommand, kLsCommand, kCatCommand, kRmTagCommand, kVerifyCommand;
+
+const std::vector<const Command*>& all_commands() {
+  static const std::vector<const Command*> commands = {
+      &kTagsCommand, &kLsCommand, &kCatCommand, &kRmTagCommand, &kVerifyCommand,
+  };
+  return commands;
+}
+
+std::string human_bytes(std::uint64_t bytes) {
+  static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 5) v /= 1024, ++u;
+  char buf[32];
+  if (u == 0)
+    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(bytes));
+  else
+    std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
+  return buf;
+}
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+}  // namespace modelzip::cli

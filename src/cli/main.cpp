@@ -1,0 +1,82 @@
+// modelzip: command-line front end. Exit codes: 0 success, 1 error (one line
+// on stderr naming archive/entry/line), 2 wrong usage.
+#include <cstdio>
+#include <iostream>
+
+#include "cli/args.hpp"
+#include "cli/command.hpp"
+#include "modelzip/error.hpp"
+
+using namespace modelzip;
+using namespace modelzip::cli;
+
+namespace {
+
+void print_overview() {
+  std::cout << "modelzip " MODELZIP_VERSION
+               ": tagged machine-learning checkpoints in one zip archive\n\n"
+               "Usage: modelzip COMMAND [ARGS...]   (modelzip COMMAND --help for details)\n\n"
+               "Commands:\n";
+  for (const Command* c : all_commands()) {
+    std::string name(c->name);
+    name.resize(10, ' ');
+    std::cout << "  " << name << " " << c->summary << "\n";
+  }
+}
+
+void print_help(const Command& c) {
+  std::cout << "Usage: " << c.usage << "\n\n" << c.summary << "\n";
+  if (!c.help.empty()) std::cout << "\n" << c.help;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::ios::sync_with_stdio(false);
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    if (args.size() >= 2)
+      for (const Command* c : all_commands())
+        if (c->name == args[1]) {
+          print_help(*c);
+          return 0;
+        }
+    print_overview();
+    return args.empty() ? 2 : 0;
+  }
+  if (args[0] == "--version") {
+    std::cout << "modelzip " MODELZIP_VERSION "\n";
+    return 0;
+  }
+  for (const Command* c : all_commands()) {
+    if (c->name != args[0]) continue;
+    std::vector<std::string> rest(args.begin() + 1, args.end());
+    for (const auto& a : rest) {
+      if (a == "--") break;
+      if (a == "--help" || a == "-h") {
+        print_help(*c);
+        return 0;
+      }
+    }
+    try {
+      int rc = c->run(rest);
+      std::cout.flush();
+      if (!std::cout) {
+        std::cerr << "modelzip: cannot write to standard output\n";
+        return 1;
+      }
+      return rc;
+    } catch (const UsageError& e) {
+      std::cerr << "modelzip " << c->name << ": " << e.what() << "\nUsage: " << c->usage << "\n";
+      return 2;
+    } catch (const Error& e) {
+      std::cerr << "modelzip: " << e.what() << "\n";
+      return 1;
+    } catch (const std::exception& e) {
+      std::cerr << "modelzip: " << e.what() << "\n";
+      return 1;
+    }
+  }
+  std::cerr << "modelzip: unknown command '" << args[0] << "' (see modelzip --help)\n";
+  return 2;
+}

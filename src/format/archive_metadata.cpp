@@ -1,0 +1,73 @@
+#include "format/archive_metadata.hpp"
+
+#include <toml++/toml.h>
+#include <sstream>
+
+#include "modelzip/error.hpp"
+
+namespace modelzip::format {
+namespace {
+
+std::optional<std::string> optional_string(const toml::table& table, std::string_view key,
+                                           std::string_view where) {
+  const toml::node* node = table.get(key);
+  if (!node) return std::nullopt;
+  if (auto s = node->value<std::string>()) return *s;
+  throw Error(ErrorCode::corrupt, std::string(where) + std::string(key) + " must be a string",
+              ErrorContext{.line = node->source().begin.line});
+}
+
+}  // namespace
+
+Metadata parse_metadata(std::string_view text, const Limits& limits) {
+  if (text.size() > limits.max_text_entry_bytes)
+    throw Error(ErrorCode::limit_exceeded, "metadata entry is too large");
+  toml::table root;
+  try {
+    root = toml::parse(text);
+  } catch (const toml::parse_error& e) {
+    throw Error(ErrorCode::corrupt, "TOML syntax error: " + std::string(e.description()),
+                ErrorContext{.line = e.source().begin.line, .offset = std::nullopt});
+  }
+  Metadata m;
+  const toml::node* version = root.get("format_version");
+  if (!version) throw Error(ErrorCode::corrupt, "format_version is missing");
+  auto v = version->value<std::int64_t>();
+  if (!v || *v < 1)
+    throw Error(ErrorCode::corrupt, "format_version must be a positive integer",
+                ErrorContext{.line = version->source().begin.line});
+  if (*v > static_cast<std::int64_t>(kFormatVersion))
+    throw Error(ErrorCode::unsupported, "format version " + std::to_string(*v) +
+                                            " is newer than this reader (" +
+                                            std::to_string(kFormatVersion) + ")");
+  m.format_version = static_cast<std::uint32_t>(*v);
+  if (auto w = optional_string(root, "writer", "")) m.writer = *w;
+  if (const toml::node* model = root.get("model")) {
+    const toml::table* t = model->as_table();
+    if (!t)
+      throw Error(ErrorCode::corrupt, "model must be a table",
+                  ErrorContext{.line = model->source().begin.line});
+    m.model_name = optional_string(*t, "name", "model.");
+    m.model_version = optional_string(*t, "version", "model.");
+    m.quantization = optional_string(*t, "quantization", "model.");
+    m.description = optional_string(*t, "description", "model.");
+  }
+  return m;
+}
+
+std::string write_metadata(const Metadata& m) {
+  toml::table root;
+  root.insert("format_version", static_cast<std::int64_t>(m.format_version));
+  root.insert("writer", m.writer);
+  toml::table model;
+  if (m.model_name) model.insert("name", *m.model_name);
+  if (m.model_version) model.insert("version", *m.model_version);
+  if (m.quantization) model.insert("quantization", *m.quantization);
+  if (m.description) model.insert("description", *m.description);
+  if (!model.empty()) root.insert("model", std::move(model));
+  std::ostringstream out;
+  out << root << "\n";
+  return out.str();
+}
+
+}  // namespace modelzip::format

@@ -1,0 +1,55 @@
+// params.txt and updater.txt: tables that map names to blob entries.
+//
+//   params.txt   line = <name> SP <blob>
+//   updater.txt  line = <variable> SP <state> SP <blob>
+//
+// Names are escaped (name_escape.hpp). Lines starting with '#' are comments.
+// <blob> is  [<tag>/]<n>[.fifu]  where <n> is a decimal number without
+// leading zeros (at most 15 digits). Without a tag it names a blob of the
+// table's own tag; with one it names a blob stored under that tag (sharing).
+// The blob entry is "<owner tag>/<folder>/<n>.fb" (or ".fifu"), folder being
+// "params" for params.txt and "updater" for updater.txt. ".fifu" (a
+// finalfusion embedding) is allowed in params.txt only.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "modelzip/limits.hpp"
+
+namespace modelzip::format {
+
+enum class BlobFormat : std::uint8_t { tensor, fifu };
+
+struct BlobRef {
+  std::string tag;  // owner tag; empty: the table's own tag
+  std::uint64_t index = 0;
+  BlobFormat format = BlobFormat::tensor;
+  bool operator==(const BlobRef&) const = default;
+};
+
+enum class TableKind : std::uint8_t { params, updater };
+
+struct BlobRow {
+  std::vector<std::string> keys;  // params: {name}; updater: {variable, state}
+  BlobRef ref;
+  std::uint64_t line = 0;  // 1-based line in the file (0 for rows built in memory)
+};
+
+std::string_view table_entry_name(TableKind kind) noexcept;  // "params.txt" / "updater.txt"
+std::string_view table_folder(TableKind kind) noexcept;      // "params" / "updater"
+
+// Throws Error(corrupt) with the line number on any malformed line or a
+// repeated key.
+std::vector<BlobRow> parse_blob_table(std::string_view text, TableKind kind, const Limits& limits);
+std::string write_blob_table(const std::vector<BlobRow>& rows, TableKind kind);
+
+// Parses one <blob> field; throws Error(corrupt).
+BlobRef parse_blob_ref(std::string_view field, TableKind kind);
+std::string blob_ref_text(const BlobRef& ref);
+// The zip entry of `ref` as seen from the table of `own_tag`.
+std::string blob_entry_name(const BlobRef& ref, std::string_view own_tag, TableKind kind);
+
+}  // namespace modelzip::format

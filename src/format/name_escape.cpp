@@ -1,0 +1,65 @@
+#include "format/name_escape.hpp"
+
+#include "core/utf8.hpp"
+#include "modelzip/error.hpp"
+
+namespace modelzip::format {
+namespace {
+
+bool needs_escape(unsigned char c) noexcept {
+  return c <= 0x20 || c == 0x7F || c == '%' || c == '#';
+}
+
+int hex_value(char c) noexcept {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+}  // namespace
+
+std::string escape_name(std::string_view name) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(name.size());
+  for (char ch : name) {
+    auto c = static_cast<unsigned char>(ch);
+    if (needs_escape(c)) {
+      out += '%';
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
+std::string unescape_name(std::string_view field) {
+  auto fail = [](const std::string& what) { throw Error(ErrorCode::corrupt, what); };
+  std::string out;
+  out.reserve(field.size());
+  for (std::size_t i = 0; i < field.size(); ++i) {
+    auto c = static_cast<unsigned char>(field[i]);
+    if (c == '%') {
+      int hi = i + 1 < field.size() ? hex_value(field[i + 1]) : -1;
+      int lo = i + 2 < field.size() ? hex_value(field[i + 2]) : -1;
+      if (hi < 0 || lo < 0)
+        fail("malformed escape '" + std::string(field.substr(i, 3)) + "' at column " +
+             std::to_string(i + 1) + " (expected % and two hex digits)");
+      out += static_cast<char>(hi * 16 + lo);
+      i += 2;
+    } else if (needs_escape(c)) {
+      fail("unescaped byte " + std::to_string(c) + " at column " + std::to_string(i + 1));
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (out.empty()) fail("empty name");
+  if (auto bad = detail::utf8_invalid_at(out))
+    fail("name is not valid UTF-8 after unescaping (byte " + std::to_string(*bad) + ")");
+  return out;
+}
+
+}  // namespace modelzip::format

@@ -1,0 +1,244 @@
+#include "zip/zip_directory.hpp"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "core/checked.hpp"
+#include "core/utf8.hpp"
+#include "modelzip/error.hpp"
+
+namespace modelzip::zip {
+namespace {
+
+using detail::ByteReader;
+using detail::load_le;
+
+constexpr std::uint32_t kEocdSignature = 0x06054b50;
+constexpr std::uint32_t kZip64EocdSignature = 0x06064b50;
+constexpr std::uint32_t kZip64LocatorSignature = 0x07064b50;
+constexpr std::uint32_t kCentralSignature = 0x02014b50;
+constexpr std::uint32_t kLocalSignature = 0x04034b50;
+constexpr std::uint64_t kEocdSize = 22;
+constexpr std::uint64_t kCentralFixedSize = 46;
+constexpr std::uint64_t kLocalFixedSize = 30;
+constexpr std::uint16_t kZip64ExtraId = 0x0001;
+
+[[noreturn]] void corrupt(std::string message, std::uint64_t offset, std::string entry = {}) {
+  throw Error(ErrorCode::corrupt, std::move(message),
+              ErrorContext{.entry = std::move(entry), .offset = offset});
+}
+
+// Position of the end-of-central-directory record: the last signature whose
+// comment length reaches exactly the end of the file.
+std::uint64_t find_eocd(std::span<const std::byte> file) {
+  if (file.size() < kEocdSize)
+    corrupt("not a zip archive: " + std::to_string(file.size()) +
+                " bytes is shorter than an end-of-central-directory record",
+            0);
+  const std::uint64_t last = file.size() - kEocdSize;
+  const std::uint64_t first = last > 0xFFFF ? last - 0xFFFF : 0;
+  for (std::uint64_t pos = last + 1; pos-- > first;) {
+    if (load_le<std::uint32_t>(file.data() + pos) != kEocdSignature) continue;
+    auto comment = load_le<std::uint16_t>(file.data() + pos + 20);
+    if (pos + kEocdSize + comment == file.size()) return pos;
+  }
+  corrupt("not a zip archive: no end-of-central-directory record", file.size());
+}
+
+struct Zip64Sizes {
+  std::uint64_t uncompressed, compressed, offset;
+};
+
+// Applies the ZIP64 extended-information extra field to the values that are
+// 0xFFFFFFFF in the fixed header (in the order the specification fixes).
+void apply_zip64(std::span<const std::byte> extra, Zip64Sizes& v, bool need_unc, bool need_comp,
+                 bool need_off, std::uint64_t base, const std::string& name) {
+  ByteReader r(extra, base);
+  while (r.remaining() >= 4) {
+    auto id = r.read<std::uint16_t>("extra field id");
+    auto len = r.read<std::uint16_t>("extra field length");
+    auto body = r.bytes(len, "extra field");
+    if (id != kZip64ExtraId) continue;
+    ByteReader z(body, base);
+    if (need_unc) v.uncompressed = z.read<std::uint64_t>("ZIP64 uncompressed size");
+    if (need_comp) v.compressed = z.read<std::uint64_t>("ZIP64 compressed size");
+    if (need_off) v.offset = z.read<std::uint64_t>("ZIP64 local header offset");
+    return;
+  }
+  if (need_unc || need_comp || need_off)
+    corrupt("sizes need a ZIP64 extra field, but there is none", base, name);
+}
+
+}  // namespace
+
+std::string unsafe_name_reason(std::string_view name) {
+  if (name.empty()) return "empty entry name";
+  if (name.find('\0') != std::string_view::npos) return "entry name contains a NUL byte";
+  if (name.find('\\') != std::string_view::npos) return "entry name contains a backslash";
+  if (name.front() == '/') return "absolute entry name";
+  if (name.size() >= 2 && name[1] == ':') return "entry name starts with a drive letter";
+  std::size_t start = 0;
+  while (start <= name.size()) {
+    std::size_t end = name.find('/', start);
+    if (end == std::string_view::npos) end = name.size();
+    std::string_view part = name.substr(start, end - start);
+    if (part == "..") return "entry name contains a '..' component";
+    if (part == ".") return "entry name contains a '.' component";
+    if (part.empty() && end != name.size()) return "entry name contains an empty component";
+    start = end + 1;
+  }
+  for (unsigned char c : name)
+    if (c < 0x20 || c == 0x7F) return "entry name contains a control character";
+  if (auto bad = detail::utf8_invalid_at(name))
+    return "entry name is not valid UTF-8 at byte " + std::to_string(*bad);
+  return {};
+}
+
+Directory parse_directory(std::span<const std::byte> file, const Limits& limits) {
+  const std::uint64_t eocd = find_eocd(file);
+  ByteReader er(file.subspan(eocd, kEocdSize), eocd);
+  er.skip(4, "signature");
+  auto disk = er.read<std::uint16_t>("disk number");
+  auto cd_disk = er.read<std::uint16_t>("central directory disk");
+  auto disk_entries = er.read<std::uint16_t>("entries on disk");
+  std::uint64_t count = er.read<std::uint16_t>("entry count");
+  std::uint64_t cd_size = er.read<std::uint32_t>("central directory size");
+  std::uint64_t cd_offset = er.read<std::uint32_t>("central directory offset");
+  if (disk != 0 || cd_disk != 0 || disk_entries != count)
+    corrupt("multi-disk archives are not supported", eocd);
+
+  std::uint64_t records_end = eocd;  // where the central directory must end
+  if (count == 0xFFFF || cd_size == 0xFFFFFFFF || cd_offset == 0xFFFFFFFF) {
+    if (eocd < 20) corrupt("ZIP64 end-of-central-directory locator missing", eocd);
+    const std::uint64_t loc = eocd - 20;
+    ByteReader lr(file.subspan(loc, 20), loc);
+    if (lr.read<std::uint32_t>("ZIP64 locator signature") != kZip64LocatorSignature)
+      corrupt("ZIP64 end-of-central-directory locator missing", loc);
+    lr.skip(4, "disk");
+    auto z64 = lr.read<std::uint64_t>("ZIP64 record offset");
+    if (!detail::range_fits(z64, 56, loc))
+      corrupt("ZIP64 end-of-central-directory record offset out of range", loc);
+    ByteReader zr(file.subspan(z64, 56), z64);
+    if (zr.read<std::uint32_t>("ZIP64 record signature") != kZip64EocdSignature)
+      corrupt("bad ZIP64 end-of-central-directory signature", z64);
+    zr.skip(8 + 2 + 2 + 4 + 4, "ZIP64 record header");
+    zr.skip(8, "entries on disk");
+    count = zr.read<std::uint64_t>("ZIP64 entry count");
+    cd_size = zr.read<std::uint64_t>("ZIP64 central directory size");
+    cd_offset = zr.read<std::uint64_t>("ZIP64 central directory offset");
+    records_end = z64;
+  }
+  if (!detail::range_fits(cd_offset, cd_size, records_end) || cd_offset + cd_size != records_end)
+    corrupt("central directory [" + std::to_string(cd_offset) + ", +" + std::to_string(cd_size) +
+                ") does not end where the end records begin (" + std::to_string(records_end) + ")",
+            eocd);
+  if (count > limits.max_entries)
+    throw Error(ErrorCode::limit_exceeded,
+                "archive declares " + std::to_string(count) + " entries, the limit is " +
+                    std::to_string(limits.max_entries),
+                ErrorContext{.offset = eocd});
+  if (count > cd_size / kCentralFixedSize)
+    corrupt("archive declares " + std::to_string(count) + " entries in a central directory of " +
+                std::to_string(cd_size) + " bytes",
+            eocd);
+
+  Directory dir;
+  dir.central_directory_offset = cd_offset;
+  dir.central_directory_size = cd_size;
+  dir.end_of_archive = file.size();
+  dir.entries.reserve(count);
+  ByteReader cr(file.subspan(cd_offset, cd_size), cd_offset);
+  std::unordered_set<std::string_view> names;
+  names.reserve(count);
+  for (std::uint64_t i = 0; i < count; ++i) {
+    const std::uint64_t at = cr.absolute_position();
+    if (cr.read<std::uint32_t>("central directory signature") != kCentralSignature)
+      corrupt("bad central directory signature for entry " + std::to_string(i), at);
+    cr.skip(4, "versions");
+    EntryInfo e;
+    e.flags = cr.read<std::uint16_t>("flags");
+    e.method = cr.read<std::uint16_t>("method");
+    cr.skip(4, "time");
+    e.crc32 = cr.read<std::uint32_t>("crc");
+    Zip64Sizes v{};
+    v.compressed = cr.read<std::uint32_t>("compressed size");
+    v.uncompressed = cr.read<std::uint32_t>("uncompressed size");
+    auto name_len = cr.read<std::uint16_t>("name length");
+    auto extra_len = cr.read<std::uint16_t>("extra length");
+    auto comment_len = cr.read<std::uint16_t>("comment length");
+    auto start_disk = cr.read<std::uint16_t>("disk number start");
+    cr.skip(6, "attributes");
+    v.offset = cr.read<std::uint32_t>("local header offset");
+    e.name = std::string(cr.string(name_len, "entry name"));
+    const std::uint64_t extra_at = cr.absolute_position();
+    auto extra = cr.bytes(extra_len, "extra fields");
+    cr.skip(comment_len, "entry comment");
+    if (auto why = unsafe_name_reason(e.name); !why.empty()) corrupt(why, at, e.name);
+    if (start_disk != 0 && start_disk != 0xFFFF) corrupt("multi-disk entry", at, e.name);
+    apply_zip64(extra, v, v.uncompressed == 0xFFFFFFFF, v.compressed == 0xFFFFFFFF,
+                v.offset == 0xFFFFFFFF, extra_at, e.name);
+    e.compressed_size = v.compressed;
+    e.uncompressed_size = v.uncompressed;
+    e.local_header_offset = v.offset;
+    if (e.flags & 0x0001)
+      throw Error(ErrorCode::unsupported, "encrypted entries are not supported",
+                  ErrorContext{.entry = e.name});
+    if (e.method != kMethodStore && e.method != kMethodDeflate)
+      throw Error(ErrorCode::unsupported,
+                  "compression method " + std::to_string(e.method) +
+                      " is not supported (only store and deflate)",
+                  ErrorContext{.entry = e.name});
+    if (e.stored() && e.compressed_size != e.uncompressed_size)
+      corrupt("stored entry declares " + std::to_string(e.uncompressed_size) + " bytes but holds " +
+                  std::to_string(e.compressed_size),
+              at, e.name);
+    if (!e.stored() && e.compressed_size < (UINT64_MAX - 1024) / limits.max_deflate_ratio &&
+        e.uncompressed_size > e.compressed_size * limits.max_deflate_ratio + 1024)
+      throw Error(ErrorCode::limit_exceeded,
+                  "deflated entry declares " + std::to_string(e.uncompressed_size) +
+                      " bytes from " + std::to_string(e.compressed_size) +
+                      ": beyond deflate's maximal ratio (zip bomb?)",
+                  ErrorContext{.entry = e.name});
+    // The local header must lie before the central directory and agree.
+    const std::uint64_t lh = e.local_header_offset;
+    if (!detail::range_fits(lh, kLocalFixedSize, cd_offset))
+      corrupt("local header offset " + std::to_string(lh) + " is outside the entry area", at,
+              e.name);
+    ByteReader lr(file.subspan(lh, kLocalFixedSize), lh);
+    if (lr.read<std::uint32_t>("local header signature") != kLocalSignature)
+      corrupt("bad local header signature", lh, e.name);
+    lr.skip(22, "local header fields");
+    std::uint64_t lname = lr.read<std::uint16_t>("local name length");
+    std::uint64_t lextra = lr.read<std::uint16_t>("local extra length");
+    const std::uint64_t data = lh + kLocalFixedSize + lname + lextra;
+    if (!detail::range_fits(lh + kLocalFixedSize, lname, cd_offset) ||
+        std::string_view(reinterpret_cast<const char*>(file.data()) + lh + kLocalFixedSize,
+                         lname) != e.name)
+      corrupt("local header name differs from the central directory", lh, e.name);
+    if (!detail::range_fits(data, e.compressed_size, cd_offset))
+      corrupt("entry data [" + std::to_string(data) + ", +" + std::to_string(e.compressed_size) +
+                  ") extends past the entry area (" + std::to_string(cd_offset) + ")",
+              lh, e.name);
+    e.data_offset = data;
+    dir.entries.push_back(std::move(e));
+  }
+  for (const auto& e : dir.entries)
+    if (!names.insert(e.name).second)
+      corrupt("duplicate entry name", dir.central_directory_offset, e.name);
+
+  // No two entries may overlap (a classic zip-bomb and confusion trick).
+  std::vector<const EntryInfo*> by_offset;
+  by_offset.reserve(dir.entries.size());
+  for (const auto& e : dir.entries) by_offset.push_back(&e);
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](auto* a, auto* b) { return a->local_header_offset < b->local_header_offset; });
+  for (std::size_t i = 1; i < by_offset.size(); ++i) {
+    const auto* prev = by_offset[i - 1];
+    if (by_offset[i]->local_header_offset < prev->data_offset + prev->compressed_size)
+      corrupt("entry overlaps entry '" + prev->name + "'", by_offset[i]->local_header_offset,
+              by_offset[i]->name);
+  }
+  return dir;
+}
+
+}  // namespace modelzip::zip

@@ -1,0 +1,56 @@
+// Bounds-checked parser of a zip archive's structure (end of central
+// directory, ZIP64 records, central directory, local headers), giving each
+// entry's data offset so stored entries can be read in place (libzip has no
+// public API for offsets; design notes section 2).
+//
+// Accepted: single-disk archives, methods 0 (store) and 8 (deflate), ZIP64.
+// Rejected with Error(corrupt) naming the entry: unreadable structures,
+// sizes or offsets outside the file (checked with overflow-safe arithmetic),
+// entries overlapping each other or the central directory, a stored entry
+// whose sizes differ, duplicate names, names that are not valid UTF-8, and
+// names that could escape a folder (absolute, "..", backslash, drive
+// letters). Encrypted entries and other methods: Error(unsupported).
+//
+// Pure function of its input; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "modelzip/limits.hpp"
+
+namespace modelzip::zip {
+
+inline constexpr std::uint16_t kMethodStore = 0;
+inline constexpr std::uint16_t kMethodDeflate = 8;
+
+struct EntryInfo {
+  std::string name;
+  std::uint16_t method = kMethodStore;
+  std::uint16_t flags = 0;
+  std::uint32_t crc32 = 0;
+  std::uint64_t compressed_size = 0;
+  std::uint64_t uncompressed_size = 0;
+  std::uint64_t local_header_offset = 0;
+  std::uint64_t data_offset = 0;  // first byte of the (compressed) data
+  bool stored() const noexcept { return method == kMethodStore; }
+};
+
+struct Directory {
+  std::vector<EntryInfo> entries;  // central directory order
+  std::uint64_t central_directory_offset = 0;
+  std::uint64_t central_directory_size = 0;
+  std::uint64_t end_of_archive = 0;  // one past the end-of-central-directory record
+};
+
+// Parses the structure of the zip archive `file` (the complete file).
+// Errors carry the entry name (when known) and the offset.
+Directory parse_directory(std::span<const std::byte> file, const Limits& limits);
+
+// Why `name` is not a safe relative entry name, or "" if it is.
+std::string unsafe_name_reason(std::string_view name);
+
+}  // namespace modelzip::zip

@@ -1,0 +1,70 @@
+// Reading entry contents of a parsed archive: stored entries as zero-copy
+// slices of the archive bytes, deflated entries decompressed by libzip (which
+// checks the CRC), both with optional CRC-32 verification.
+//
+// Thread safety: all member functions may be called from several threads at
+// once (the libzip handle is guarded by a mutex).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "modelzip/bytes.hpp"
+#include "modelzip/limits.hpp"
+#include "zip/zip_directory.hpp"
+
+struct zip;
+
+namespace modelzip::zip {
+
+std::uint32_t crc32_of(std::span<const std::byte> data) noexcept;
+// CRC-32 of A followed by B, from crc(A), crc(B) and B's length.
+std::uint32_t crc32_concat(std::uint32_t crc_a, std::uint32_t crc_b,
+                           std::uint64_t length_b) noexcept;
+
+// libzip's view of an archive held in Bytes (kept alive).
+class LibzipArchive {
+ public:
+  explicit LibzipArchive(Bytes file);
+  ~LibzipArchive();
+  LibzipArchive(const LibzipArchive&) = delete;
+  LibzipArchive& operator=(const LibzipArchive&) = delete;
+
+  // libzip's index of `entry`, found by name. Throws Error(corrupt).
+  std::uint64_t index_of(const EntryInfo& entry) const;
+  // The first `length` bytes of the uncompressed entry (length <= size).
+  // Reading to the end checks the CRC. Throws Error(corrupt) naming the entry.
+  Bytes read(const EntryInfo& entry, std::uint64_t length) const;
+  struct zip* handle() const noexcept {
+    return za_;
+  }
+  std::mutex& mutex() const noexcept { return mutex_; }
+
+ private:
+  Bytes file_;
+  struct zip* za_ = nullptr;
+  mutable std::mutex mutex_;
+};
+
+class EntryReader {
+ public:
+  EntryReader(Bytes file, Limits limits) : file_(std::move(file)), limits_(limits) {}
+
+  const Bytes& file() const noexcept { return file_; }
+  // The whole entry. Stored: a slice of the file (CRC checked if
+  // `check_crc`); deflated: decompressed into owned memory, CRC checked.
+  Bytes read(const EntryInfo& entry, bool check_crc) const;
+  // The first `length` bytes (no CRC check unless the whole entry is read).
+  Bytes read_prefix(const EntryInfo& entry, std::uint64_t length) const;
+  std::shared_ptr<LibzipArchive> libzip() const;
+
+ private:
+  Bytes file_;
+  Limits limits_;
+  mutable std::once_flag libzip_once_;
+  mutable std::shared_ptr<LibzipArchive> libzip_;
+};
+
+}  // namespace modelzip::zip

@@ -1,0 +1,265 @@
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <map>
+
+#include "model_builder.hpp"
+#include "modelzip/archive.hpp"
+#include "modelzip/error.hpp"
+#include "modelzip/writer.hpp"
+#include "test_support.hpp"
+
+using namespace modelzip;
+using namespace modelzip::testing;
+
+namespace {
+
+using Model = std::map<std::string, Tensor>;
+
+Model random_model(std::mt19937_64& rng, int count) {
+  Model m;
+  for (int i = 0; i < count; ++i) {
+    DType t = kAllDTypes[rng() % std::size(kAllDTypes)];
+    m.emplace(odd_name(rng, i), random_tensor(rng, t));
+  }
+  return m;
+}
+
+void check_equal(const Model& expected, const std::map<std::string, Tensor>& got) {
+  REQUIRE(got.size() == expected.size());
+  for (const auto& [name, t] : expected) {
+    INFO("parameter " << name);
+    REQUIRE(got.count(name));
+    CHECK(got.at(name) == t);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("Random models round-trip through many tags, zero-copy and copied") {
+  TempDir dir;
+  auto path = dir / "model.zip";
+  std::mt19937_64 rng(1234);
+  std::vector<std::pair<std::string, Model>> saved;
+  for (int tag = 0; tag < 6; ++tag) {
+    Model m = random_model(rng, 25);
+    NewTag nt;
+    for (const auto& [name, t] : m)
+      nt.add(name, t, ParamOptions{rng() % 3 == 0 ? Compression::deflate : Compression::store});
+    Writer w = Writer::open(path);
+    std::string name = "step-" + std::to_string(tag * 100);
+    w.add_tag(name, std::move(nt));
+    w.commit();
+    saved.emplace_back(name, std::move(m));
+  }
+  Archive a = Archive::open(path);
+  REQUIRE(a.tags().size() == saved.size());
+  CHECK(a.newest_tag() == "step-500");
+  for (const auto& [tag, model] : saved) {
+    check_equal(model, a.load(tag));
+    check_equal(model, a.load(tag, ReadMode::copy));
+  }
+  // The newest tag is the default.
+  check_equal(saved.back().second, a.load());
+  CHECK(a.verify().empty());
+}
+
+TEST_CASE("Stored tensors are 64-byte aligned zero-copy views that outlive the Archive") {
+  TempDir dir;
+  auto path = dir / "m.zip";
+  std::vector<float> v(1000);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) * 0.5f;
+  NewTag nt;
+  nt.add("w", Tensor::dense(DType::float32, {10, 100},
+                            Bytes::borrow(std::as_bytes(std::span(v)), nullptr)));
+  nt.add("odd-name-length-xyz",
+         Tensor::dense(DType::float64, {3}, Bytes::copy_of(std::string(24, '\x01'))));
+  Writer w = Writer::open(path);
+  w.add_tag("v1", std::move(nt));
+  w.commit();
+  Tensor t;
+  {
+    Archive a = Archive::open(path);
+    t = a.tensor("w");
+    CHECK(a.tensor("odd-name-length-xyz").values().is_mapped());
+    CHECK(reinterpret_cast<std::uintptr_t>(a.tensor("odd-name-length-xyz").values().data()) % 64 ==
+          0);
+  }
+  CHECK(t.values().is_mapped());
+  CHECK(reinterpret_cast<std::uintptr_t>(t.values().data()) % 64 == 0);
+  auto f = t.as<float>();
+  REQUIRE(f.size() == 1000);
+  CHECK(f[999] == 499.5f);
+  CHECK_FALSE(Archive::open(path).tensor("w", "", ReadMode::copy).values().is_mapped());
+}
+
+TEST_CASE("Sharing: explicit references and byte-equal dedup") {
+  TempDir dir;
+  auto path = dir / "m.zip";
+  std::mt19937_64 rng(7);
+  Tensor a = random_tensor(rng, DType::float32);
+  Tensor big = Tensor::dense(DType::int32, {256, 256}, random_bytes(rng, 256 * 256 * 4));
+  {
+    Writer w = Writer::open(path);
+    NewTag t1;
+    t1.add("embed", big);
+    t1.add("bias", a);
+    w.add_tag("v1", std::move(t1));
+    w.commit();
+  }
+  auto size_v1 = std::filesystem::file_size(path);
+  {
+    Writer w = Writer::open(path);
+    NewTag t2;
+    t2.share("embed", "V1", "embed");  // explicit, tag matched without regard to case
+    t2.add("bias2", a);                // same bytes as v1's bias: dedup
+    t2.add("copy", big.to_owned());    // same bytes again, found by content
+    w.add_tag("v2", std::move(t2));
+    w.commit();
+    CHECK(w.last_stats().blobs_written == 0);
+    CHECK(w.last_stats().blobs_deduplicated == 2);
+  }
+  // The second tag added only text entries, no tensor data.
+  CHECK(std::filesystem::file_size(path) < size_v1 + 2048);
+  Archive ar = Archive::open(path);
+  auto params = ar.params("v2");
+  REQUIRE(params.size() == 3);
+  for (const auto& p : params) {
+    CHECK(p.shared);
+    CHECK(p.owner_tag == "v1");
+  }
+  CHECK(ar.tensor("copy", "v2") == big);
+  CHECK(ar.tensor("bias2", "v2") == a);
+  CHECK(ar.verify().empty());
+}
+
+TEST_CASE("Dedup can be turned off") {
+  TempDir dir;
+  auto path = dir / "m.zip";
+  Tensor t = Tensor::dense(DType::uint8, {4}, Bytes::copy_of(std::string("abcd")));
+  Writer w = Writer::open(path, WriterOptions{.dedup = false});
+  NewTag nt;
+  nt.add("a", t);
+  nt.add("b", t);
+  w.add_tag("x", std::move(nt));
+  w.commit();
+  CHECK(w.last_stats().blobs_written == 2);
+  auto params = Archive::open(path).params();
+  CHECK(params[0].blob != params[1].blob);
+}
+
+TEST_CASE("Removing a tag keeps the blobs that other tags share") {
+  TempDir dir;
+  auto path = dir / "m.zip";
+  std::mt19937_64 rng(99);
+  Tensor w1 = Tensor::dense(DType::float32, {64}, random_bytes(rng, 256));
+  Tensor w2 = Tensor::dense(DType::float32, {64}, random_bytes(rng, 256));
+  Tensor w3 = Tensor::dense(DType::float32, {64}, random_bytes(rng, 256));
+  {
+    Writer w = Writer::open(path);
+    NewTag a, b, c;
+    a.add("w1", w1);
+    a.add("w2", w2);
+    a.add("only_a", w3);
+    w.add_tag("a", std::move(a));
+    b.share("w1", "a", "w1");
+    b.add("w2", w2);  // dedup -> a/1
+    c.share("w1", "a", "w1");
+    c.add("own", Tensor::dense(DType::float32, {1}, Bytes::copy_of(std::string(4, 'x'))));
+    w.add_tag("b", std::move(b));
+    w.add_tag("c", std::move(c));
+    w.commit();
+  }
+  Writer w = Writer::open(path);
+  w.remove_tag("A");
+  CHECK(w.tags() == std::vector<std::string>{"b", "c"});
+  w.commit();
+  Archive ar = Archive::open(path);
+  CHECK(ar.tags() == std::vector<std::string>{"b", "c"});
+  CHECK(ar.tensor("w1", "b") == w1);
+  CHECK(ar.tensor("w2", "b") == w2);
+  CHECK(ar.tensor("w1", "c") == w1);
+  // The oldest referencing tag (b) now owns the blobs; c refers to b.
+  CHECK_FALSE(ar.param("w1", "b").shared);
+  CHECK(ar.param("w1", "c").shared);
+  CHECK(ar.param("w1", "c").owner_tag == "b");
+  for (const auto& name : ar.entry_names()) CHECK(name.rfind("a/", 0) != 0);
+  CHECK(ar.verify().empty());
+}
+
+TEST_CASE("A tag that exists in any letter case is refused and changes nothing") {
+  TempDir dir;
+  auto path = dir / "m.zip";
+  {
+    Writer w = Writer::open(path);
+    NewTag t;
+    t.add("x", Tensor::dense(DType::int8, {1}, Bytes::copy_of(std::string("\x05"))));
+    w.add_tag("Step-1", std::move(t));
+    w.commit();
+  }
+  auto before = io_bytes(path);
+  Writer w = Writer::open(path);
+  try {
+    w.add_tag("STEP-1", NewTag{});
+    FAIL("expected an error");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::already_exists);
+    CHECK(std::string(e.what()).find("Step-1") != std::string::npos);
+  }
+  CHECK(io_bytes(path) == before);
+}
+
+TEST_CASE("A failed commit leaves the previous archive untouched") {
+  TempDir dir;
+  auto path = dir / "m.zip";
+  {
+    Writer w = Writer::open(path);
+    NewTag t;
+    t.add("x", Tensor::dense(DType::int8, {2}, Bytes::copy_of(std::string("ab"))));
+    w.add_tag("v1", std::move(t));
+    w.commit();
+  }
+  auto before = io_bytes(path);
+  Writer w = Writer::open(path);
+  NewTag t;
+  t.share("y", "v1", "no-such-param");
+  w.add_tag("v2", std::move(t));
+  CHECK_THROWS_AS(w.commit(), Error);
+  CHECK(io_bytes(path) == before);
+  // No temporary files remain.
+  std::size_t files = 0;
+  for (auto& e : std::filesystem::directory_iterator(dir.path()))
+    if (e.path().filename().string().find("mztmp") != std::string::npos) ++files;
+  CHECK(files == 0);
+}
+
+TEST_CASE("Invalid tags are refused with the reason") {
+  TempDir dir;
+  Writer w = Writer::open(dir / "m.zip");
+  for (std::string bad :
+       std::vector<std::string>{"", "a/b", "a\\b", "..", ".hidden", "x.", "tab\t", "CON",
+                                "lpt1.txt", std::string(101, 'a'), "\xC3\xA9"}) {
+    INFO("tag " << bad);
+    CHECK_THROWS_AS(w.add_tag(bad, NewTag{}), Error);
+  }
+  CHECK_NOTHROW(w.add_tag("v1.0_rc-2+build=3@x", NewTag{}));
+}
+
+TEST_CASE("Metadata round-trips") {
+  TempDir dir;
+  auto path = dir / "m.zip";
+  Writer w = Writer::open(path);
+  Metadata m;
+  m.model_name = "tiny \"mlp\"";
+  m.model_version = "1.2";
+  m.quantization = "none";
+  m.description = "line one\nline two";
+  w.set_metadata(m);
+  w.add_tag("v1", NewTag{});
+  w.commit();
+  Archive a = Archive::open(path);
+  CHECK(a.metadata().model_name == m.model_name);
+  CHECK(a.metadata().description == m.description);
+  CHECK(a.metadata().format_version == 1);
+  CHECK(a.params().empty());
+}
