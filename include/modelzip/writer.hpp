@@ -143,8 +143,8 @@ class Writer {
 
   // Statistics of the last commit.
   struct Stats {
-    std::uint64_t bytes_written = 0;   // size of the archive written
-    std::uint64_t blobs_written = 0;   // new blob entries
+    std::uint64_t bytes_written = 0;       // size of the archive written
+    std::uint64_t blobs_written = 0;       // new blob entries
     std::uint64_t blobs_deduplicated = 0;  // parameters written as references by dedup
   };
   const Stats& last_stats() const noexcept;
