@@ -1,0 +1,338 @@
+// finalfusion word embeddings: reading, writing, lookups, similarity
+// queries and product quantization.
+//
+// A finalfusion file (".fifu") is a header followed by chunks: optional
+// TOML metadata, one vocabulary (simple, subword buckets, fastText buckets,
+// explicit n-grams or floret), one storage (dense f32 matrix or product-
+// quantized matrix) and optional norms. modelzip reads and writes the
+// layout the reference implementation (finalfusion-rust) really produces,
+// including its quirks (4 - pos % 4 padding, 1 to 4 bytes, never 0).
+//
+// Ownership and lifetime: Vocab, Metadata and Embeddings are immutable
+// values with shared state; copies are cheap and share memory. Embeddings
+// read from Bytes keep those Bytes alive: the dense matrix, the norms and the
+// quantized codes are zero-copy views into them whenever the data is 4-byte
+// aligned in memory (always the case for a mapped file or an archive entry
+// at a 64-byte aligned address), and owned copies otherwise.
+//
+// Thread safety: all const member functions may be called concurrently
+// (lazily built caches are initialised once, thread-safely).
+//
+// Errors: every failure throws modelzip::Error. Malformed files give
+// Error(corrupt) with the byte offset and the chunk; unknown chunk types or
+// data types give Error(unsupported). Sizes read from a file are checked
+// against the bytes really present before any allocation.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "modelzip/bytes.hpp"
+
+namespace modelzip::finalfusion {
+
+namespace detail {
+struct VocabImpl;
+struct EmbeddingsState;
+}  // namespace detail
+
+// ---------------------------------------------------------------------------
+// Metadata (chunk 5): TOML text plus a parsed, TOML-library-free value tree.
+
+class MetadataValue {
+ public:
+  enum class Kind { string, integer, floating, boolean, datetime, array, table };
+
+  MetadataValue();  // an empty table
+  static MetadataValue string(std::string value);
+  static MetadataValue integer(std::int64_t value);
+  static MetadataValue floating(double value);
+  static MetadataValue boolean(bool value);
+  // A TOML date, time or date-time, kept as its TOML text (e.g.
+  // "1979-05-27T07:32:00Z").
+  static MetadataValue datetime(std::string toml_text);
+  static MetadataValue array(std::vector<MetadataValue> items);
+  static MetadataValue table(std::vector<std::string> keys, std::vector<MetadataValue> values);
+
+  Kind kind() const noexcept { return kind_; }
+  bool is_table() const noexcept { return kind_ == Kind::table; }
+
+  // Typed access: nullptr / nullopt when the value has another kind.
+  const std::string* as_string() const noexcept;  // also the text of a datetime
+  std::optional<std::int64_t> as_integer() const noexcept;
+  // Floating values, and integers converted to double.
+  std::optional<double> as_number() const noexcept;
+  std::optional<bool> as_boolean() const noexcept;
+  // Array items, or table values (in key order of the table).
+  std::span<const MetadataValue> items() const noexcept { return items_; }
+  // Table keys (empty for other kinds); keys()[i] names items()[i].
+  std::span<const std::string> keys() const noexcept { return keys_; }
+
+  // A member of a table, or nullptr.
+  const MetadataValue* get(std::string_view key) const noexcept;
+  // Follows a dotted path of table keys ("vocab_config.min_n"), or nullptr.
+  const MetadataValue* find(std::string_view dotted_path) const noexcept;
+
+  // Appends or replaces a member (this must be a table, else
+  // Error(invalid_argument)).
+  void set(std::string key, MetadataValue value);
+
+  bool operator==(const MetadataValue& other) const;
+
+ private:
+  Kind kind_ = Kind::table;
+  std::string text_;  // string and datetime
+  std::int64_t integer_ = 0;
+  double floating_ = 0;
+  bool boolean_ = false;
+  std::vector<std::string> keys_;
+  std::vector<MetadataValue> items_;
+};
+
+class Metadata {
+ public:
+  // Parses TOML text. Throws Error(corrupt) with the line on invalid TOML
+  // or invalid UTF-8.
+  static Metadata parse(std::string_view toml_text);
+  // Serialises a table to TOML. Throws Error(invalid_argument) if `root` is
+  // not a table or holds a value TOML cannot represent.
+  static Metadata from_table(const MetadataValue& root);
+
+  // The TOML text as stored (written back unchanged).
+  const std::string& toml() const noexcept { return text_; }
+  // The parsed document (always a table).
+  const MetadataValue& root() const noexcept { return root_; }
+  const MetadataValue* find(std::string_view dotted_path) const noexcept {
+    return root_.find(dotted_path);
+  }
+  bool operator==(const Metadata& other) const { return root_ == other.root_; }
+
+ private:
+  std::string text_;
+  MetadataValue root_;
+};
+
+// ---------------------------------------------------------------------------
+// Vocabularies (chunks 1, 3, 7, 8, 9) and their subword indexers.
+
+enum class VocabKind {
+  simple,             // chunk 1: words only
+  bucket_subwords,    // chunk 3: finalfusion n-gram buckets, FNV-1a 64, 2^exponent buckets
+  fasttext_subwords,  // chunk 7: fastText n-gram buckets, FNV-1a 32, n buckets
+  explicit_ngrams,    // chunk 8: an explicit n-gram -> row table
+  floret,             // chunk 9: no words; murmur3 hashes of the word and its n-grams
+};
+std::string_view to_string(VocabKind kind) noexcept;
+
+class Vocab {
+ public:
+  // Throw Error(invalid_argument) on duplicate words, invalid UTF-8,
+  // min_n == 0 or min_n > max_n, or sizes that overflow.
+  static Vocab simple(std::vector<std::string> words);
+  static Vocab bucket_subwords(std::vector<std::string> words, std::uint32_t min_n,
+                               std::uint32_t max_n, std::uint32_t bucket_exponent);
+  static Vocab fasttext_subwords(std::vector<std::string> words, std::uint32_t min_n,
+                                 std::uint32_t max_n, std::uint32_t n_buckets);
+  // `ngrams` pairs each n-gram with an index; indices are renumbered by order
+  // of first appearance (n-grams sharing an index share a row), as the
+  // reference implementation does when it reads the chunk.
+  static Vocab explicit_ngrams(std::vector<std::string> words, std::uint32_t min_n,
+                               std::uint32_t max_n,
+                               std::vector<std::pair<std::string, std::uint64_t>> ngrams);
+  static Vocab floret(std::uint32_t min_n, std::uint32_t max_n, std::uint64_t n_buckets,
+                      std::uint32_t n_hashes, std::uint32_t seed, std::string bow = "<",
+                      std::string eow = ">");
+
+  VocabKind kind() const noexcept;
+  std::span<const std::string> words() const noexcept;
+  std::size_t words_len() const noexcept;
+  // Rows the storage must have: words plus subword rows.
+  std::uint64_t rows() const noexcept;
+  std::optional<std::size_t> word_index(std::string_view word) const;
+  bool has_subwords() const noexcept { return kind() != VocabKind::simple; }
+
+  // Subword parameters (0 / empty for a simple vocabulary).
+  std::uint32_t min_n() const noexcept;
+  std::uint32_t max_n() const noexcept;
+  std::uint32_t bucket_exponent() const noexcept;  // bucket_subwords
+  std::uint64_t n_buckets() const noexcept;        // fasttext_subwords, floret, or 2^exponent
+  std::uint32_t n_hashes() const noexcept;         // floret
+  std::uint32_t seed() const noexcept;             // floret
+  const std::string& bow() const noexcept;         // begin-of-word marker ("<")
+  const std::string& eow() const noexcept;         // end-of-word marker (">")
+  // explicit_ngrams: the n-grams and their (renumbered) indices, in stored order.
+  std::span<const std::string> ngrams() const noexcept;
+  std::span<const std::uint64_t> ngram_indices() const noexcept;
+
+  // Storage rows of the subword units of `word`, duplicates kept: every
+  // n-gram of bow + word + eow with min_n..max_n characters (Unicode code
+  // points), mapped by the indexer (explicit vocabularies skip unknown
+  // n-grams); floret adds the whole bracketed word and maps every unit to
+  // n_hashes rows. Empty when there is none (or for a simple vocabulary).
+  std::vector<std::uint64_t> subword_rows(std::string_view word) const;
+  void subword_rows(std::string_view word, std::vector<std::uint64_t>& out) const;
+  // The same, grouped by n-gram text.
+  std::vector<std::pair<std::string, std::vector<std::uint64_t>>> ngram_rows(
+      std::string_view word) const;
+
+  bool operator==(const Vocab& other) const;
+
+  const detail::VocabImpl& impl() const noexcept { return *impl_; }  // internal
+  explicit Vocab(std::shared_ptr<const detail::VocabImpl> impl);     // internal
+
+ private:
+  std::shared_ptr<const detail::VocabImpl> impl_;
+};
+
+// Free-standing indexers, exposed for inspection and tests.
+// All n-grams of `text` (already bracketed) with min_n..max_n code points,
+// in the reference order (per start position, longest first). `text` must be
+// valid UTF-8.
+std::vector<std::string> ngrams(std::string_view text, std::uint32_t min_n, std::uint32_t max_n);
+// finalfusion bucket index: FNV-1a 64 over the code-point count (u64 LE)
+// and each code point (u32 LE), masked to `exponent` bits (exponent <= 64).
+std::uint64_t finalfusion_bucket(std::string_view ngram, std::uint32_t exponent);
+// fastText bucket index: FNV-1a 32 over the sign-extended UTF-8 bytes, mod n_buckets.
+std::uint32_t fasttext_hash(std::string_view ngram) noexcept;
+std::uint64_t fasttext_bucket(std::string_view ngram, std::uint32_t n_buckets);
+// floret: murmurhash3 x64 128 of the UTF-8 bytes with `seed`, split in four
+// u32 words (low word of the low half first); bucket i = word[i] % n_buckets.
+std::vector<std::uint64_t> floret_buckets(std::string_view ngram, std::uint64_t n_buckets,
+                                          std::uint32_t n_hashes, std::uint32_t seed);
+
+// ---------------------------------------------------------------------------
+// Embeddings.
+
+struct WordSimilarity {
+  std::string word;
+  float similarity;  // cosine similarity
+  bool operator==(const WordSimilarity&) const = default;
+};
+
+// Layout of a product quantizer (chunk 4).
+struct QuantizerInfo {
+  std::uint32_t n_subquantizers;  // M: codes per row
+  std::uint32_t n_centroids;      // K: centroids per subquantizer (<= 256)
+  std::uint32_t dims;             // D: reconstructed length, a multiple of M
+  bool has_projection;            // a D x D rotation applied before quantization
+  bool has_norms;                 // rows were normalised; reconstruction is scaled
+};
+
+class Embeddings {
+ public:
+  // Parses a complete .fifu file. `name` is used in error messages (as the
+  // entry name). The result keeps `file` alive (see the top of this file).
+  static Embeddings read(Bytes file, std::string name = {});
+  // Maps (mmap = true) or reads the file, then parses it.
+  static Embeddings open(const std::filesystem::path& path, bool mmap = true);
+
+  // Builds embeddings from a row-major matrix of vocab.rows() x dims.
+  // `norms` (one per word) are optional, as is `metadata`. Throws
+  // Error(invalid_argument) on shape mismatches.
+  static Embeddings from_matrix(Vocab vocab, std::vector<float> matrix, std::size_t dims,
+                                std::optional<std::vector<float>> norms = std::nullopt,
+                                std::optional<Metadata> metadata = std::nullopt);
+
+  // Writes a .fifu file the reference implementation reads: header, then
+  // metadata (if any), vocabulary, storage, norms (if any). Throws Error(io)
+  // if the stream fails.
+  void write(std::ostream& out) const;
+  Bytes to_bytes() const;
+  // Writes to a temporary file beside `path` and renames it over `path`
+  // (fsynced when `durable`).
+  void save(const std::filesystem::path& path, bool durable = true) const;
+
+  // A copy with other metadata or norms (norms: one per word, or nullopt).
+  Embeddings with_metadata(std::optional<Metadata> metadata) const;
+  Embeddings with_norms(std::optional<std::vector<float>> norms) const;
+
+  const std::string& name() const noexcept;
+  const Vocab& vocab() const noexcept;
+  std::size_t dims() const noexcept;
+  std::size_t rows() const noexcept;
+  const std::optional<Metadata>& metadata() const noexcept;
+  // Per-word norms of the original vectors (empty if the file has none).
+  std::span<const float> norms() const noexcept;
+  bool has_norms() const noexcept;
+  bool quantized() const noexcept;
+  std::optional<QuantizerInfo> quantizer() const noexcept;
+  // The dense matrix, rows() x dims() row-major (empty when quantized).
+  std::span<const float> matrix() const noexcept;
+  // True when the dense matrix (or the quantized codes) is a zero-copy view
+  // into the Bytes given to read().
+  bool storage_is_view() const noexcept;
+  // Row `r` (reconstructed if quantized) into `out` (dims() floats).
+  // Throws Error(invalid_argument) if r >= rows() or out is too small.
+  void row(std::size_t r, std::span<float> out) const;
+
+  // Lookups. A known word gives its row (reconstructed if quantized). An
+  // unknown word gives the sum of its subword rows, L2-normalised (floret:
+  // the mean of its subword rows, as floret computes it). A word without
+  // subwords gives nullopt / false.
+  std::optional<std::vector<float>> embedding(std::string_view word) const;
+  bool embedding_into(std::string_view word, std::span<float> out) const;
+  // Batch lookup: row i of `out` (words.size() x dims(), row-major) gets the
+  // embedding of words[i], or zeros; found[i] (if found is not empty) tells
+  // which. Returns the number of words found.
+  std::size_t embeddings_into(std::span<const std::string_view> words, std::span<float> out,
+                              std::span<bool> found = {}) const;
+  // The norm of the word's original vector: the stored norm of a known word
+  // (or the L2 norm of its row if the file has no norms); for an unknown
+  // word the L2 norm of its subword sum before normalisation (floret: of the
+  // mean). nullopt when there is no embedding.
+  std::optional<float> norm(std::string_view word) const;
+
+  // The k words most similar (cosine) to `word`, best first, the word itself
+  // excluded; ties broken by word order. nullopt if `word` has no embedding.
+  std::optional<std::vector<WordSimilarity>> similar(std::string_view word, std::size_t k) const;
+  // The k words most similar to `query` (dims() floats), skipping `skip`.
+  std::vector<WordSimilarity> similar_to(std::span<const float> query, std::size_t k,
+                                         std::span<const std::string_view> skip = {}) const;
+  // "a is to b as c is to ?": words most similar to b - a + c (normalised),
+  // the three query words excluded. nullopt if one of them has no embedding.
+  std::optional<std::vector<WordSimilarity>> analogy(std::string_view a, std::string_view b,
+                                                     std::string_view c, std::size_t k) const;
+
+  const detail::EmbeddingsState& state() const noexcept { return *state_; }   // internal
+  explicit Embeddings(std::shared_ptr<const detail::EmbeddingsState> state);  // internal
+
+ private:
+  std::shared_ptr<const detail::EmbeddingsState> state_;
+};
+
+// ---------------------------------------------------------------------------
+// Product quantization.
+
+struct PqOptions {
+  std::uint32_t n_subquantizers = 0;  // M; must divide dims (0: dims / 2 rounded to a divisor)
+  std::uint32_t n_centroids = 256;    // K, 1..256
+  std::uint32_t n_iterations = 25;    // k-means iterations per subquantizer
+  std::uint64_t seed = 42;            // deterministic: same seed, same result
+  bool normalize = true;              // quantize unit rows and store their norms
+  bool random_rotation = false;       // apply a seeded random orthogonal projection first
+};
+
+struct QuantizeResult {
+  Embeddings embeddings;
+  // Mean over all rows and components of (original - reconstructed)^2.
+  double mean_squared_error;
+};
+
+// Quantizes every storage row (words and subword rows). Vocabulary,
+// metadata and word norms are kept. Throws Error(invalid_argument) on bad
+// options or already quantized input.
+QuantizeResult quantize(const Embeddings& embeddings, const PqOptions& options);
+// Reconstructs a dense copy of quantized embeddings (a dense input is
+// returned as is).
+Embeddings dequantize(const Embeddings& embeddings);
+
+}  // namespace modelzip::finalfusion

@@ -1,0 +1,34 @@
+// The state behind modelzip::finalfusion::Embeddings, shared by copies.
+#pragma once
+
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "finalfusion/storage.hpp"
+#include "finalfusion/vocab_impl.hpp"
+#include "modelzip/finalfusion.hpp"
+
+namespace modelzip::finalfusion::detail {
+
+struct EmbeddingsState {
+  std::string name;
+  Vocab vocab{nullptr};
+  std::optional<Metadata> metadata;
+  Storage storage;
+  SharedArray<float> norms;  // one per word, or empty
+  bool has_norms = false;
+
+  // Lazily computed for similarity queries: 1 / |row| of every word row
+  // (0 for zero rows); for quantized storage, of the unscaled
+  // reconstruction.
+  mutable std::once_flag inverse_norms_once;
+  mutable std::vector<float> inverse_norms;
+  const std::vector<float>& word_inverse_norms() const;
+};
+
+// Checks that vocabulary, storage and norms agree; Error(failure) otherwise.
+void check_consistency(const EmbeddingsState& state, const Failure& failure);
+
+}  // namespace modelzip::finalfusion::detail

@@ -1,0 +1,55 @@
+// Small dense kernels for lookups and similarity queries.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+
+namespace modelzip::finalfusion::detail {
+
+// Dot product with four independent 4-wide accumulators (GCC/Clang vector
+// extensions: SSE on x86-64, NEON on arm64), unaligned loads.
+inline float dot(const float* a, const float* b, std::size_t n) noexcept {
+  typedef float v4 __attribute__((vector_size(16)));
+  v4 acc0 = {0, 0, 0, 0}, acc1 = acc0, acc2 = acc0, acc3 = acc0;
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    v4 a0, a1, a2, a3, b0, b1, b2, b3;
+    std::memcpy(&a0, a + i, 16);
+    std::memcpy(&a1, a + i + 4, 16);
+    std::memcpy(&a2, a + i + 8, 16);
+    std::memcpy(&a3, a + i + 12, 16);
+    std::memcpy(&b0, b + i, 16);
+    std::memcpy(&b1, b + i + 4, 16);
+    std::memcpy(&b2, b + i + 8, 16);
+    std::memcpy(&b3, b + i + 12, 16);
+    acc0 += a0 * b0;
+    acc1 += a1 * b1;
+    acc2 += a2 * b2;
+    acc3 += a3 * b3;
+  }
+  for (; i + 4 <= n; i += 4) {
+    v4 a0, b0;
+    std::memcpy(&a0, a + i, 16);
+    std::memcpy(&b0, b + i, 16);
+    acc0 += a0 * b0;
+  }
+  const v4 acc = (acc0 + acc1) + (acc2 + acc3);
+  float s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+inline float l2_norm(const float* a, std::size_t n) noexcept {
+  return std::sqrt(dot(a, a, n));
+}
+
+// Divides by the L2 norm (if not 0) and returns the norm.
+inline float l2_normalize(float* a, std::size_t n) noexcept {
+  const float norm = l2_norm(a, n);
+  if (norm != 0)
+    for (std::size_t i = 0; i < n; ++i) a[i] /= norm;
+  return norm;
+}
+
+}  // namespace modelzip::finalfusion::detail

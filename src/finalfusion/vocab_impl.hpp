@@ -1,0 +1,137 @@
+// The state behind modelzip::finalfusion::Vocab: words, their index, and the
+// parameters of the subword indexer of each vocabulary kind.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "core/utf8.hpp"
+#include "finalfusion/subwords.hpp"
+#include "modelzip/error.hpp"
+#include "modelzip/finalfusion.hpp"
+
+namespace modelzip::finalfusion::detail {
+
+struct StringHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const noexcept {
+    return std::hash<std::string_view>{}(s);
+  }
+};
+using StringIndex = std::unordered_map<std::string, std::uint64_t, StringHash, std::equal_to<>>;
+
+struct VocabImpl {
+  VocabKind kind = VocabKind::simple;
+  std::vector<std::string> words;
+  StringIndex word_index;
+  std::uint32_t min_n = 0;
+  std::uint32_t max_n = 0;
+  std::uint32_t bucket_exponent = 0;  // bucket_subwords
+  std::uint64_t n_buckets = 0;        // fasttext_subwords, floret (2^exponent for buckets)
+  std::uint32_t n_hashes = 0;         // floret
+  std::uint32_t seed = 0;             // floret
+  std::string bow = "<";
+  std::string eow = ">";
+  std::vector<std::string> ngrams;        // explicit_ngrams, stored order
+  std::vector<std::uint64_t> ngram_rows;  // renumbered index of ngrams[i]
+  StringIndex ngram_index;                // n-gram -> renumbered index
+  std::uint64_t ngram_bound = 0;          // number of distinct indices
+
+  // Rows of subword units, words first.
+  std::uint64_t subword_row_count() const noexcept;
+  std::uint64_t rows() const noexcept { return words.size() + subword_row_count(); }
+
+  // Calls fn(unit_text, unit_number, row) for every subword unit row of
+  // `word` (see Vocab::subword_rows); unit_number counts the units (n-grams,
+  // and for floret the whole word) from 0. `word` may be invalid UTF-8: it is then replaced
+  // lossily first.
+  template <class F>
+  void for_each_subword_row(std::string_view word, F&& fn) const;
+  void append_subword_rows(std::string_view word, std::vector<std::uint64_t>& out) const;
+
+ private:
+  template <class F>
+  void for_each_unit_row(std::string_view unit, std::size_t char_count, std::size_t unit_number,
+                         F& fn) const;
+};
+
+template <class F>
+void VocabImpl::for_each_unit_row(std::string_view unit, std::size_t char_count,
+                                  std::size_t unit_number, F& fn) const {
+  const std::uint64_t base = words.size();
+  switch (kind) {
+    case VocabKind::simple:
+      return;
+    case VocabKind::bucket_subwords: {
+      const std::uint64_t mask = n_buckets - 1;
+      fn(unit, unit_number, base + (finalfusion_ngram_hash(unit, char_count) & mask));
+      return;
+    }
+    case VocabKind::fasttext_subwords:
+      fn(unit, unit_number, base + fasttext_ngram_hash(unit) % n_buckets);
+      return;
+    case VocabKind::explicit_ngrams: {
+      auto it = ngram_index.find(unit);
+      if (it != ngram_index.end()) fn(unit, unit_number, base + it->second);
+      return;
+    }
+    case VocabKind::floret: {
+      const auto h = murmur3_x64_128(unit, seed);
+      const std::uint32_t parts[4] = {
+          static_cast<std::uint32_t>(h[0]), static_cast<std::uint32_t>(h[0] >> 32),
+          static_cast<std::uint32_t>(h[1]), static_cast<std::uint32_t>(h[1] >> 32)};
+      for (std::uint32_t i = 0; i < n_hashes; ++i)
+        fn(unit, unit_number, base + parts[i] % n_buckets);
+      return;
+    }
+  }
+}
+
+template <class F>
+void VocabImpl::for_each_subword_row(std::string_view word, F&& fn) const {
+  if (kind == VocabKind::simple) return;
+  std::string bracketed;
+  bracketed.reserve(bow.size() + word.size() + eow.size());
+  bracketed += bow;
+  if (modelzip::detail::utf8_valid(word))
+    bracketed += word;
+  else
+    bracketed += modelzip::detail::utf8_lossy(word);
+  bracketed += eow;
+  std::size_t unit_number = 0;
+  if (kind == VocabKind::floret)
+    for_each_unit_row(bracketed, utf8_length(bracketed), unit_number++, fn);
+  for_each_ngram(bracketed, min_n, max_n, [&](std::string_view g, std::size_t n) {
+    for_each_unit_row(g, n, unit_number++, fn);
+  });
+}
+
+// How vocab builders report invalid input: Error(code) with context.
+struct Failure {
+  ErrorCode code = ErrorCode::invalid_argument;
+  ErrorContext context;
+};
+
+// Builders validate their input (duplicates, UTF-8, n-gram range, sizes)
+// and throw Error(failure.code, ..., failure.context).
+std::shared_ptr<VocabImpl> make_simple_vocab(std::vector<std::string> words, const Failure& f);
+std::shared_ptr<VocabImpl> make_bucket_vocab(std::vector<std::string> words, std::uint32_t min_n,
+                                             std::uint32_t max_n, std::uint32_t exponent,
+                                             const Failure& f);
+std::shared_ptr<VocabImpl> make_fasttext_vocab(std::vector<std::string> words, std::uint32_t min_n,
+                                               std::uint32_t max_n, std::uint32_t n_buckets,
+                                               const Failure& f);
+std::shared_ptr<VocabImpl> make_explicit_vocab(
+    std::vector<std::string> words, std::uint32_t min_n, std::uint32_t max_n,
+    std::vector<std::pair<std::string, std::uint64_t>> ngrams, const Failure& f);
+std::shared_ptr<VocabImpl> make_floret_vocab(std::uint32_t min_n, std::uint32_t max_n,
+                                             std::uint64_t n_buckets, std::uint32_t n_hashes,
+                                             std::uint32_t seed, std::string bow, std::string eow,
+                                             const Failure& f);
+
+}  // namespace modelzip::finalfusion::detail
