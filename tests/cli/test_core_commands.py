@@ -1,0 +1,137 @@
+"""The core CLI commands on archives written by the library, checked against
+independent readers (zipfile, numpy, unzip, flatc)."""
+import json
+import os
+import shutil
+import struct
+import subprocess
+import zipfile
+
+import numpy as np
+import pytest
+
+from conftest import CLI, SOURCE_DIR, run
+
+
+def test_tags_oldest_first(quickstart_archive):
+    assert run("tags", quickstart_archive).stdout.decode() == "step-1\nstep-2\n"
+    assert json.loads(run("tags", quickstart_archive, "--json").stdout) == ["step-1", "step-2"]
+
+
+def test_ls_json_describes_parameters(quickstart_archive):
+    rows = json.loads(run("ls", quickstart_archive, "--json").stdout)
+    by_name = {r["name"]: r for r in rows}
+    assert set(by_name) == {"embedding", "fc.weight", "fc.bias"}
+    assert by_name["embedding"]["dtype"] == "float32"
+    assert by_name["embedding"]["shape"] == [1000, 64]
+    assert by_name["embedding"]["nbytes"] == 1000 * 64 * 4
+    assert by_name["embedding"]["shared"] is True
+    assert by_name["embedding"]["blob"] == "step-1/params/0.fb"
+    assert by_name["fc.bias"]["shared"] is False
+    assert by_name["fc.bias"]["blob"] == "step-2/params/0.fb"
+    old = json.loads(run("ls", quickstart_archive, "--tag", "STEP-1", "--json").stdout)
+    assert all(not r["shared"] for r in old)
+
+
+def test_cat_raw_matches_the_values_written(quickstart_archive):
+    raw = run("cat", quickstart_archive, "fc.bias").stdout
+    assert np.frombuffer(raw, dtype="<f4").tolist() == [0.5] * 10
+    raw = run("cat", quickstart_archive, "fc.bias", "--tag", "step-1").stdout
+    assert np.frombuffer(raw, dtype="<f4").tolist() == [0.0] * 10
+    emb = np.frombuffer(run("cat", quickstart_archive, "embedding").stdout, dtype="<f4")
+    expected = np.array([(i % 97) / 97 for i in range(64000)], dtype=np.float32)
+    assert np.array_equal(emb, expected)
+
+
+def test_errors_exit_nonzero_with_one_line(quickstart_archive, tmp_path):
+    p = run("cat", quickstart_archive, "nope", check=False)
+    assert p.returncode == 1
+    err = p.stderr.decode()
+    assert err.count("\n") == 1 and "no parameter 'nope'" in err and "step-2" in err
+    p = run("ls", tmp_path / "missing.zip", check=False)
+    assert p.returncode == 1 and "missing.zip" in p.stderr.decode()
+    p = run("ls", check=False)
+    assert p.returncode == 2 and "Usage" in p.stderr.decode()
+    p = run("frobnicate", check=False)
+    assert p.returncode == 2
+
+
+def test_rm_tag_keeps_shared_blobs(quickstart_archive):
+    run("rm-tag", quickstart_archive, "step-1")
+    assert run("tags", quickstart_archive).stdout.decode() == "step-2\n"
+    rows = {r["name"]: r for r in json.loads(run("ls", quickstart_archive, "--json").stdout)}
+    assert rows["embedding"]["blob"].startswith("step-2/params/")
+    assert not rows["embedding"]["shared"]
+    emb = np.frombuffer(run("cat", quickstart_archive, "embedding").stdout, dtype="<f4")
+    assert emb[96] == np.float32(96 / 97)
+    assert run("verify", quickstart_archive).returncode == 0
+    with zipfile.ZipFile(quickstart_archive) as z:
+        assert not [n for n in z.namelist() if n.startswith("step-1/")]
+
+
+def test_verify_reports_a_damaged_entry(quickstart_archive):
+    data = bytearray(quickstart_archive.read_bytes())
+    with zipfile.ZipFile(quickstart_archive) as z:
+        info = z.getinfo("step-1/params/0.fb")
+    # Flip a byte inside the tensor data (past the local header and blob header).
+    data[info.header_offset + 30 + len(info.filename) + 64 * 40] ^= 0xFF
+    quickstart_archive.write_bytes(bytes(data))
+    p = run("verify", quickstart_archive, check=False)
+    assert p.returncode == 1
+    assert "step-1/params/0.fb" in p.stdout.decode()
+    assert "CRC" in p.stdout.decode()
+
+
+def test_zip_tools_accept_our_archives(quickstart_archive):
+    with zipfile.ZipFile(quickstart_archive) as z:
+        assert z.testzip() is None
+        names = z.namelist()
+        assert names[:2] == ["modelzip.toml", "tags.txt"]
+        assert z.read("tags.txt") == b"step-1\nstep-2\n"
+        # Stored tensor data starts on a 64-byte boundary in the file.
+        for info in z.infolist():
+            if info.filename.endswith(".fb") and info.compress_type == zipfile.ZIP_STORED:
+                with open(quickstart_archive, "rb") as f:
+                    f.seek(info.header_offset + 26)
+                    n, m = struct.unpack("<HH", f.read(4))
+                assert (info.header_offset + 30 + n + m) % 64 == 0, info.filename
+    if shutil.which("unzip"):
+        assert subprocess.run(["unzip", "-tq", str(quickstart_archive)], capture_output=True).returncode == 0
+    if shutil.which("zipinfo"):
+        out = subprocess.run(["zipinfo", str(quickstart_archive)], capture_output=True, text=True)
+        assert out.returncode == 0 and "step-2/params.txt" in out.stdout
+
+
+def test_blob_layout_decoded_independently(quickstart_archive):
+    """Decodes a tensor blob by hand (size prefix, identifier, segment) and
+    with flatc, against the schema, without using modelzip."""
+    with zipfile.ZipFile(quickstart_archive) as z:
+        blob = z.read("step-1/params/1.fb")  # fc.weight, 64 x 10 float32
+    size = struct.unpack_from("<I", blob, 0)[0]
+    assert blob[8:12] == b"MZTB"
+    assert len(blob) == ((4 + size + 63) // 64) * 64 + 64 * 10 * 4
+    data = np.frombuffer(blob[len(blob) - 2560:], dtype="<f4")
+    assert data.tolist() == [float(i % 13 - 6) for i in range(640)]
+    flatc = shutil.which("flatc")
+    if flatc is None:
+        pytest.fail("flatc is a build dependency and must be installed")
+    tmp = quickstart_archive.parent
+    (tmp / "w.fb").write_bytes(blob)
+    subprocess.run([flatc, "--json", "--strict-json", "--defaults-json", "--raw-binary",
+                    "--size-prefixed", "-o", str(tmp),
+                    os.path.join(SOURCE_DIR, "schemas", "tensor.fbs"), "--", str(tmp / "w.fb")],
+                   check=True)
+    header = json.loads((tmp / "w.json").read_text())
+    assert header["dtype"] == "FLOAT"
+    assert header["shape"] == [64, 10]
+    assert header["layout"] == "DENSE"
+    assert header["values"]["length"] == 2560
+    assert header["values"]["offset"] % 64 == 0
+    assert header["values"]["offset"] + 2560 == len(blob)
+
+
+def test_help_lists_every_command():
+    out = run("--help").stdout.decode()
+    for cmd in ["tags", "ls", "cat", "rm-tag", "verify"]:
+        assert f"  {cmd}" in out
+    assert "Example" in run("ls", "--help").stdout.decode()
