@@ -1,0 +1,84 @@
+// Converters between finalfusion Embeddings and other embedding formats:
+// word2vec binary, word2vec/GloVe text (with and without the "rows dims"
+// line), fastText .bin models and floret text vectors.
+//
+// Readers take the whole input as Bytes and follow the reference tools
+// (finalfusion-rust's compat readers, fastText itself):
+// - Tokens must be valid UTF-8 unless Utf8Policy::lossy, which replaces
+//   every maximal invalid subsequence by U+FFFD (as Rust's
+//   String::from_utf8_lossy does).
+// - With ConvertOptions::normalize (the default), word rows are stored
+//   L2-normalised and their original norms kept in the norms chunk, as
+//   finalfusion does; otherwise rows are stored as read, without norms.
+// - fastText: every word's vector is computed as fastText computes it (the
+//   mean of the word's own input row and the rows of its character n-grams;
+//   the end-of-sentence token "</s>" has no n-grams), and the n-gram bucket
+//   rows are kept, so unknown words still get embeddings.
+// - floret: the bucket matrix with a floret vocabulary (no words).
+//
+// Errors: Error(corrupt) with the line (text formats) or byte offset
+// (binary formats); Error(unsupported) for fastText models that cannot be
+// converted (supervised models with labels, quantized or pruned models).
+// Sizes declared in headers are checked against the input size before any
+// allocation.
+#pragma once
+
+#include <filesystem>
+#include <iosfwd>
+#include <optional>
+#include <string_view>
+
+#include "modelzip/bytes.hpp"
+#include "modelzip/finalfusion.hpp"
+
+namespace modelzip::finalfusion {
+
+enum class Utf8Policy { strict, lossy };
+
+struct ConvertOptions {
+  Utf8Policy utf8 = Utf8Policy::strict;
+  bool normalize = true;
+};
+
+// word2vec binary: "rows dims\n", then per row: the word, a space, dims f32
+// little-endian (usually followed by '\n'). Words are trimmed of
+// surrounding whitespace. Bytes after the last row are ignored.
+Embeddings read_word2vec_binary(const Bytes& data, const ConvertOptions& options = {});
+// Text, one "word v1 v2 ... vd" line per word, fields separated by ASCII
+// whitespace (GloVe). Every line must have the same number of components.
+Embeddings read_text(const Bytes& data, const ConvertOptions& options = {});
+// The same preceded by a "rows dims" line (word2vec text output).
+Embeddings read_text_dims(const Bytes& data, const ConvertOptions& options = {});
+// A fastText model (.bin, format version <= 12).
+Embeddings read_fasttext(const Bytes& data, const ConvertOptions& options = {});
+// floret text vectors: "n_buckets dims min_n max_n n_hashes seed bow eow",
+// then n_buckets lines "index v1 ... vd".
+Embeddings read_floret_text(const Bytes& data);
+
+// Writers of the word rows (subword rows are not part of these formats).
+// With `unnormalize`, rows are multiplied by their norms (if any) to restore
+// the original vectors. Numbers are printed as the shortest decimal that
+// reads back to the same float, without exponent (as Rust prints f32).
+// Throw Error(io) when the stream fails.
+void write_word2vec_binary(const Embeddings& embeddings, std::ostream& out,
+                           bool unnormalize = false);
+void write_text(const Embeddings& embeddings, std::ostream& out, bool unnormalize = false);
+void write_text_dims(const Embeddings& embeddings, std::ostream& out, bool unnormalize = false);
+// floret embeddings only (Error(invalid_argument) otherwise).
+void write_floret_text(const Embeddings& embeddings, std::ostream& out);
+
+enum class Format { finalfusion, word2vec_binary, text, text_dims, fasttext, floret_text };
+// "finalfusion", "word2vec", "text", "textdims", "fasttext", "floret".
+std::optional<Format> parse_format(std::string_view name) noexcept;
+std::string_view to_string(Format format) noexcept;
+
+// Reads a file in any format (finalfusion files are memory-mapped, the
+// options do not apply to them). Errors name the path.
+Embeddings load(const std::filesystem::path& path, Format format,
+                const ConvertOptions& options = {});
+// Writes `embeddings` to `path` in `format` (not fasttext) through a
+// temporary file renamed over the target.
+void store(const Embeddings& embeddings, const std::filesystem::path& path, Format format,
+           bool unnormalize = false);
+
+}  // namespace modelzip::finalfusion

@@ -1,0 +1,115 @@
+// floret text vectors: a header "n_buckets dims min_n max_n n_hashes seed
+// bow eow", then one "index v1 ... vd" line per bucket.
+#include <ostream>
+
+#include "finalfusion/convert/convert_util.hpp"
+#include "finalfusion/embeddings_state.hpp"
+
+namespace modelzip::finalfusion {
+namespace detail {
+void write_stream(std::ostream& out, const std::string& text);
+}  // namespace detail
+
+namespace {
+[[noreturn]] void fail_line(std::uint64_t line, const std::string& message) {
+  throw Error(ErrorCode::corrupt, "floret: " + message, ErrorContext{.line = line});
+}
+}  // namespace
+
+Embeddings read_floret_text(const Bytes& data) {
+  const std::string_view text = data.as_string_view();
+  std::size_t pos = text.find('\n');
+  if (pos == std::string_view::npos) fail_line(1, "missing the header line");
+  const std::string_view header = text.substr(0, pos);
+  std::vector<std::string_view> fields;
+  for (std::size_t i = 0; i <= header.size();) {
+    const std::size_t j = std::min(header.find(' ', i), header.size());
+    fields.push_back(header.substr(i, j - i));
+    i = j + 1;
+  }
+  if (fields.size() != 8)
+    fail_line(1, "expected 'n_buckets dims min_n max_n n_hashes seed bow eow'");
+  std::uint64_t numbers[6];
+  for (int i = 0; i < 6; ++i) {
+    auto v = detail::parse_count(fields[i]);
+    if (!v) fail_line(1, "header field " + std::to_string(i + 1) + " is not a number");
+    numbers[i] = *v;
+  }
+  const std::uint64_t buckets = numbers[0], dims = numbers[1];
+  if (buckets == 0) fail_line(1, "at least 1 bucket expected");
+  if (dims == 0) fail_line(1, "at least 1 dimension expected");
+  if (numbers[2] > UINT32_MAX || numbers[3] > UINT32_MAX || numbers[4] > UINT32_MAX)
+    fail_line(1, "n-gram lengths or hash count out of range");
+  std::string bow = detail::decode_token(fields[6], Utf8Policy::strict, "floret bow", {.line = 1});
+  std::string eow = detail::decode_token(detail::trim_ascii(fields[7]), Utf8Policy::strict,
+                                         "floret eow", {.line = 1});
+  Vocab vocab(detail::make_floret_vocab(
+      static_cast<std::uint32_t>(numbers[2]), static_cast<std::uint32_t>(numbers[3]), buckets,
+      static_cast<std::uint32_t>(numbers[4]), static_cast<std::uint32_t>(numbers[5]),
+      std::move(bow), std::move(eow), detail::Failure{ErrorCode::corrupt, {.line = 1}}));
+
+  // Each value needs at least 2 bytes: never reserve more than the input holds.
+  std::vector<float> matrix;
+  matrix.reserve(
+      static_cast<std::size_t>(std::min<std::uint64_t>(buckets * dims, text.size() / 2)));
+  std::uint64_t line = 1, rows = 0;
+  ++pos;
+  while (pos < text.size()) {
+    const std::size_t end = std::min(text.find('\n', pos), text.size());
+    std::string_view rest = text.substr(pos, end - pos);
+    pos = end + 1;
+    ++line;
+    std::uint64_t count = 0;
+    bool first = true;
+    while (true) {
+      while (!rest.empty() && detail::is_ascii_space(rest.front())) rest.remove_prefix(1);
+      if (rest.empty()) break;
+      std::size_t n = 0;
+      while (n < rest.size() && !detail::is_ascii_space(rest[n])) ++n;
+      const auto field = rest.substr(0, n);
+      rest.remove_prefix(n);
+      if (first) {  // the bucket index column
+        first = false;
+        continue;
+      }
+      auto value = detail::parse_float(field);
+      if (!value)
+        fail_line(line, "cannot parse vector component '" + std::string(field.substr(0, 32)) + "'");
+      matrix.push_back(*value);
+      ++count;
+    }
+    if (count != dims)
+      fail_line(line, std::to_string(count) + " components, expected " + std::to_string(dims));
+    ++rows;
+  }
+  if (rows != buckets)
+    fail_line(line, "header declares " + std::to_string(buckets) + " buckets, the file has " +
+                        std::to_string(rows) + " rows");
+  return Embeddings::from_matrix(std::move(vocab), std::move(matrix),
+                                 static_cast<std::size_t>(dims));
+}
+
+void write_floret_text(const Embeddings& embeddings, std::ostream& out) {
+  const Vocab& v = embeddings.vocab();
+  if (v.kind() != VocabKind::floret)
+    throw Error(ErrorCode::invalid_argument, "floret text needs a floret vocabulary");
+  const std::size_t d = embeddings.dims();
+  detail::write_stream(out, std::to_string(v.n_buckets()) + " " + std::to_string(d) + " " +
+                                std::to_string(v.min_n()) + " " + std::to_string(v.max_n()) + " " +
+                                std::to_string(v.n_hashes()) + " " + std::to_string(v.seed()) +
+                                " " + v.bow() + " " + v.eow() + "\n");
+  std::vector<float> row(d);
+  std::string line;
+  for (std::size_t r = v.words_len(); r < embeddings.rows(); ++r) {
+    embeddings.row(r, row);
+    line = std::to_string(r - v.words_len());
+    for (float x : row) {
+      line += ' ';
+      detail::append_float(line, x);
+    }
+    line += '\n';
+    detail::write_stream(out, line);
+  }
+}
+
+}  // namespace modelzip::finalfusion

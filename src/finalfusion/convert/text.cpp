@@ -1,0 +1,126 @@
+// Text formats: one "word v1 ... vd" line per word, fields separated by
+// ASCII whitespace; optionally preceded by a "rows dims" line.
+#include <ostream>
+
+#include "finalfusion/convert/convert_util.hpp"
+#include "finalfusion/embeddings_state.hpp"
+
+namespace modelzip::finalfusion {
+namespace detail {
+void write_stream(std::ostream& out, const std::string& text);
+void write_rows_text(const Embeddings& e, std::ostream& out, bool unnormalize);
+}  // namespace detail
+
+namespace {
+
+// Lines of `text` without their '\n' (a last line without '\n' counts).
+class Lines {
+ public:
+  explicit Lines(std::string_view text) : text_(text) {}
+  bool next(std::string_view& line) {
+    if (pos_ >= text_.size()) return false;
+    const auto end = text_.find('\n', pos_);
+    const std::size_t stop = end == std::string_view::npos ? text_.size() : end;
+    line = text_.substr(pos_, stop - pos_);
+    pos_ = stop == text_.size() ? stop : stop + 1;
+    ++number_;
+    return true;
+  }
+  std::uint64_t number() const noexcept { return number_; }
+  std::size_t remaining() const noexcept { return text_.size() - pos_; }
+
+ private:
+  std::string_view text_;
+  std::size_t pos_ = 0;
+  std::uint64_t number_ = 0;
+};
+
+[[noreturn]] void fail_line(std::uint64_t line, const std::string& message) {
+  throw Error(ErrorCode::corrupt, message, ErrorContext{.line = line});
+}
+
+// Reads word lines into words/matrix. `dims` is fixed when known, else set
+// by the first line.
+void read_lines(Lines& lines, const ConvertOptions& options, std::optional<std::size_t>& dims,
+                std::vector<std::string>& words, std::vector<float>& matrix) {
+  std::string_view raw;
+  while (lines.next(raw)) {
+    const std::uint64_t number = lines.number();
+    const std::string line =
+        detail::decode_token(raw, options.utf8, "line", ErrorContext{.line = number});
+    std::string_view rest = line;
+    auto next_field = [&]() -> std::string_view {
+      while (!rest.empty() && detail::is_ascii_space(rest.front())) rest.remove_prefix(1);
+      std::size_t n = 0;
+      while (n < rest.size() && !detail::is_ascii_space(rest[n])) ++n;
+      auto field = rest.substr(0, n);
+      rest.remove_prefix(n);
+      return field;
+    };
+    auto word = next_field();
+    if (word.empty()) fail_line(number, "empty line where a word was expected");
+    std::size_t count = 0;
+    for (auto field = next_field(); !field.empty(); field = next_field()) {
+      auto value = detail::parse_float(field);
+      if (!value)
+        fail_line(number,
+                  "cannot parse vector component '" + std::string(field.substr(0, 32)) + "'");
+      matrix.push_back(*value);
+      ++count;
+    }
+    if (!dims) dims = count;
+    if (count != *dims)
+      fail_line(number, "word '" + std::string(word.substr(0, 64)) + "' has " +
+                            std::to_string(count) + " components, expected " +
+                            std::to_string(*dims));
+    words.emplace_back(word);
+  }
+}
+
+}  // namespace
+
+Embeddings read_text(const Bytes& data, const ConvertOptions& options) {
+  Lines lines(data.as_string_view());
+  std::optional<std::size_t> dims;
+  std::vector<std::string> words;
+  std::vector<float> matrix;
+  read_lines(lines, options, dims, words, matrix);
+  if (words.empty()) throw Error(ErrorCode::corrupt, "text embeddings without any word");
+  return detail::simple_embeddings(std::move(words), std::move(matrix), *dims, options.normalize,
+                                   "text embeddings");
+}
+
+Embeddings read_text_dims(const Bytes& data, const ConvertOptions& options) {
+  Lines lines(data.as_string_view());
+  std::string_view header;
+  if (!lines.next(header)) fail_line(1, "missing the 'rows dims' line");
+  const auto space = header.find(' ');
+  auto rows = detail::parse_count(header.substr(0, space));
+  auto dims_value = space == std::string_view::npos ? std::nullopt
+                                                    : detail::parse_count(header.substr(space + 1));
+  if (!rows || !dims_value)
+    fail_line(1, "expected 'rows dims', got '" + std::string(header.substr(0, 64)) + "'");
+  std::optional<std::size_t> dims = static_cast<std::size_t>(*dims_value);
+  // Each word needs at least 2 bytes ("w\n"); cap the reservation by the input.
+  std::vector<std::string> words;
+  words.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(*rows, lines.remaining() / 2)));
+  std::vector<float> matrix;
+  read_lines(lines, options, dims, words, matrix);
+  if (words.size() != *rows)
+    fail_line(lines.number(), "header declares " + std::to_string(*rows) + " words, the file has " +
+                                  std::to_string(words.size()));
+  return detail::simple_embeddings(std::move(words), std::move(matrix), *dims, options.normalize,
+                                   "text embeddings");
+}
+
+void write_text(const Embeddings& embeddings, std::ostream& out, bool unnormalize) {
+  detail::write_rows_text(embeddings, out, unnormalize);
+}
+
+void write_text_dims(const Embeddings& embeddings, std::ostream& out, bool unnormalize) {
+  detail::write_stream(out, std::to_string(embeddings.vocab().words_len()) + " " +
+                                std::to_string(embeddings.dims()) + "\n");
+  detail::write_rows_text(embeddings, out, unnormalize);
+}
+
+}  // namespace modelzip::finalfusion

@@ -1,0 +1,122 @@
+// word2vec binary format: "rows dims\n", then per row the word, a space and
+// dims little-endian f32 (writers add '\n' after each row; readers trim the
+// word, which removes it).
+#include <cstring>
+#include <ostream>
+
+#include "core/checked.hpp"
+#include "finalfusion/convert/convert_util.hpp"
+#include "finalfusion/embeddings_state.hpp"
+
+namespace modelzip::finalfusion {
+
+using modelzip::detail::ByteReader;
+
+namespace {
+
+// Reads up to (not including) `delimiter` and skips the delimiter.
+std::string_view read_until(ByteReader& reader, char delimiter, std::string_view what) {
+  const auto rest = reader.all().subspan(reader.position());
+  const void* hit = std::memchr(rest.data(), delimiter, rest.size());
+  if (!hit) reader.fail(what, "missing its terminating delimiter");
+  const auto length = static_cast<std::size_t>(static_cast<const std::byte*>(hit) - rest.data());
+  auto text = reader.string(length, what);
+  reader.skip(1, what);
+  return text;
+}
+
+std::uint64_t read_header_number(ByteReader& reader, char delimiter, std::string_view what) {
+  const std::uint64_t at = reader.absolute_position();
+  auto text = read_until(reader, delimiter, what);
+  auto value = detail::parse_count(text);
+  if (!value)
+    throw Error(ErrorCode::corrupt,
+                std::string(what) + ": '" + std::string(text.substr(0, 32)) + "' is not a number",
+                ErrorContext{.offset = at});
+  return *value;
+}
+
+}  // namespace
+
+Embeddings read_word2vec_binary(const Bytes& data, const ConvertOptions& options) {
+  ByteReader reader(data.span());
+  const auto rows = read_header_number(reader, ' ', "word2vec header: rows");
+  const auto dims = read_header_number(reader, '\n', "word2vec header: dims");
+  // Every row needs at least its delimiter and dims floats.
+  const std::uint64_t row_bytes = modelzip::detail::checked_add(
+      modelzip::detail::checked_mul(dims, 4, "word2vec dims"), 1, "word2vec dims");
+  if (rows > reader.remaining() / row_bytes)
+    reader.fail("word2vec header", "declares " + std::to_string(rows) + " rows of " +
+                                       std::to_string(dims) + " dims, the file has only " +
+                                       std::to_string(reader.remaining()) + " bytes left");
+  std::vector<std::string> words;
+  words.reserve(static_cast<std::size_t>(rows));
+  std::vector<float> matrix(static_cast<std::size_t>(rows * dims));
+  for (std::uint64_t r = 0; r < rows; ++r) {
+    const std::uint64_t at = reader.absolute_position();
+    auto raw = read_until(reader, ' ', "word2vec word");
+    auto word = detail::decode_token(raw, options.utf8, "word2vec word " + std::to_string(r),
+                                     ErrorContext{.offset = at});
+    words.emplace_back(detail::trim_unicode(word));
+    auto values = reader.bytes(dims * 4, "word2vec vector");
+    if (dims) std::memcpy(matrix.data() + r * dims, values.data(), dims * 4);
+  }
+  return detail::simple_embeddings(std::move(words), std::move(matrix),
+                                   static_cast<std::size_t>(dims), options.normalize, "word2vec");
+}
+
+namespace detail {
+
+// Calls fn(word, row pointer) for every word, unnormalised on request.
+template <class F>
+void for_each_word_row(const Embeddings& e, bool unnormalize, F&& fn) {
+  const std::size_t d = e.dims();
+  std::vector<float> row(d);
+  const auto words = e.vocab().words();
+  const auto norms = e.norms();
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    e.row(i, row);
+    if (unnormalize && !norms.empty())
+      for (auto& v : row) v *= norms[i];
+    fn(words[i], row.data());
+  }
+}
+
+void write_stream(std::ostream& out, const std::string& text) {
+  out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  if (!out) throw Error(ErrorCode::io, "cannot write embeddings to the output stream");
+}
+
+void write_rows_text(const Embeddings& e, std::ostream& out, bool unnormalize) {
+  std::string line;
+  const std::size_t d = e.dims();
+  for_each_word_row(e, unnormalize, [&](const std::string& word, const float* row) {
+    line.clear();
+    line += word;
+    for (std::size_t i = 0; i < d; ++i) {
+      line += ' ';
+      append_float(line, row[i]);
+    }
+    line += '\n';
+    write_stream(out, line);
+  });
+}
+
+}  // namespace detail
+
+void write_word2vec_binary(const Embeddings& embeddings, std::ostream& out, bool unnormalize) {
+  const std::size_t d = embeddings.dims();
+  detail::write_stream(
+      out, std::to_string(embeddings.vocab().words_len()) + " " + std::to_string(d) + "\n");
+  std::string buffer;
+  detail::for_each_word_row(embeddings, unnormalize,
+                            [&](const std::string& word, const float* row) {
+                              buffer.assign(word);
+                              buffer += ' ';
+                              buffer.append(reinterpret_cast<const char*>(row), d * sizeof(float));
+                              buffer += '\n';
+                              detail::write_stream(out, buffer);
+                            });
+}
+
+}  // namespace modelzip::finalfusion
