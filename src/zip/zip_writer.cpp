@@ -221,6 +221,7 @@ std::uint64_t ZipWriter::close(const std::function<bool(std::uint64_t, std::uint
     fail("cannot write archive");
   }
   locks.clear();
+  if (progress) progress(total, total);  // libzip's last report may fall short of 1.0
 
   // Check the layout we predicted: every stored entry 64-byte aligned.
   Bytes written = io::map_file(path_);
