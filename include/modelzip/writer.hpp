@@ -134,6 +134,9 @@ class Writer {
   // Stages removal of a tag (matched without regard to case).
   void remove_tag(std::string_view tag);
   void set_metadata(Metadata metadata);
+  // Stages garbage collection: blob entries that no params.txt or
+  // updater.txt references are dropped at commit.
+  void collect_garbage();
 
   // Tags as they will be after commit, oldest first.
   std::vector<std::string> tags() const;
@@ -146,6 +149,8 @@ class Writer {
     std::uint64_t bytes_written = 0;       // size of the archive written
     std::uint64_t blobs_written = 0;       // new blob entries
     std::uint64_t blobs_deduplicated = 0;  // parameters written as references by dedup
+    std::uint64_t blobs_collected = 0;     // unreferenced blobs dropped by collect_garbage
+    std::uint64_t bytes_collected = 0;     // their uncompressed size
   };
   const Stats& last_stats() const noexcept;
 

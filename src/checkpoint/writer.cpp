@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <set>
 #include <unordered_map>
 #include <variant>
 
@@ -343,6 +344,24 @@ struct AddOp {
 struct RemoveOp {
   std::string tag;
 };
+struct GcOp {};
+
+// Drops every blob that no table row references.
+void drop_unreferenced_blobs(Plan& plan, Writer::Stats& stats) {
+  std::set<std::pair<std::string, BlobKey>> used;
+  for (auto& t : plan.tags)
+    for (TableKind kind : {TableKind::params, TableKind::updater})
+      for (const auto& row : t.table(kind))
+        used.emplace(row.ref.tag.empty() ? t.name : row.ref.tag,
+                     BlobKey{kind, row.ref.index, row.ref.format});
+  for (auto& t : plan.tags)
+    std::erase_if(t.blobs, [&](const auto& blob) {
+      if (used.count({t.name, blob.first})) return false;
+      ++stats.blobs_collected;
+      stats.bytes_collected += blob.second.size;
+      return true;
+    });
+}
 
 }  // namespace
 
@@ -350,7 +369,7 @@ class Writer::Impl {
  public:
   std::filesystem::path path;
   WriterOptions options;
-  std::vector<std::variant<AddOp, RemoveOp>> ops;
+  std::vector<std::variant<AddOp, RemoveOp, GcOp>> ops;
   std::optional<Metadata> metadata;
   std::vector<std::string> current_tags;  // as of open / last commit
   Stats stats;
@@ -390,6 +409,8 @@ void Writer::Impl::commit() {
   for (const auto& op : ops) {
     if (const auto* add = std::get_if<AddOp>(&op)) {
       adder.add(add->tag, add->contents);
+    } else if (std::holds_alternative<GcOp>(op)) {
+      drop_unreferenced_blobs(plan, new_stats);
     } else {
       const auto& rm = std::get<RemoveOp>(op);
       TagPlan* t = plan.find(rm.tag);
@@ -486,6 +507,10 @@ void Writer::remove_tag(std::string_view tag) {
 
 void Writer::set_metadata(Metadata metadata) {
   impl_->metadata = std::move(metadata);
+}
+
+void Writer::collect_garbage() {
+  impl_->ops.emplace_back(GcOp{});
 }
 
 std::vector<std::string> Writer::tags() const {

@@ -4,11 +4,13 @@
 
 namespace modelzip::cli {
 
-extern const Command kTagsCommand, kLsCommand, kCatCommand, kRmTagCommand, kVerifyCommand;
+extern const Command kTagsCommand, kLsCommand, kCatCommand, kRmTagCommand, kVerifyCommand,
+    kDiffCommand, kExtractCommand, kGcCommand;
 
 const std::vector<const Command*>& all_commands() {
   static const std::vector<const Command*> commands = {
-      &kTagsCommand, &kLsCommand, &kCatCommand, &kRmTagCommand, &kVerifyCommand,
+      &kTagsCommand,   &kLsCommand,   &kCatCommand,     &kRmTagCommand,
+      &kVerifyCommand, &kDiffCommand, &kExtractCommand, &kGcCommand,
   };
   return commands;
 }

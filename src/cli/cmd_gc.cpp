@@ -1,0 +1,37 @@
+#include <filesystem>
+#include <iostream>
+
+#include "cli/args.hpp"
+#include "cli/command.hpp"
+#include "modelzip/writer.hpp"
+
+namespace modelzip::cli {
+namespace {
+
+int run(const std::vector<std::string>& argv) {
+  Args args(argv, {}, {});
+  args.expect_positionals(1, 1);
+  const std::string& path = args.at(0, "ARCHIVE");
+  auto before = std::filesystem::file_size(path);
+  Writer writer = Writer::open(path);
+  writer.collect_garbage();
+  writer.commit();
+  auto after = std::filesystem::file_size(path);
+  const auto& s = writer.last_stats();
+  std::cout << "removed " << s.blobs_collected << " unreferenced blob(s), "
+            << human_bytes(s.bytes_collected) << "; archive " << human_bytes(before) << " -> "
+            << human_bytes(after) << " (saved " << human_bytes(before > after ? before - after : 0)
+            << ")\n";
+  return 0;
+}
+
+}  // namespace
+
+extern const Command kGcCommand{
+    "gc", "Drop blobs that no tag references, and report the bytes saved", "modelzip gc ARCHIVE",
+    "Blobs become unreferenced when an archive is edited by other tools; modelzip's\n"
+    "own rm-tag keeps shared blobs and drops the rest. The archive is replaced\n"
+    "atomically.\n\nExample:\n  modelzip gc model.zip\n",
+    run};
+
+}  // namespace modelzip::cli
