@@ -18,7 +18,7 @@
 #include "format/tensor_blob.hpp"
 #include "io/durable_file.hpp"
 #include "modelzip/error.hpp"
-#include "zip/zip_writer.hpp"
+#include "zip/zip_stream_writer.hpp"
 
 namespace modelzip {
 
@@ -419,51 +419,54 @@ void Writer::Impl::commit() {
     }
   }
 
-  // Write: stored entries first (their offsets are predictable and aligned),
-  // deflated ones after.
+  // Write the new archive into a temporary file beside the old one.
   io::TempFile temp = io::TempFile::beside(path);
-  zip::ZipWriter zw(temp.path());
-  std::vector<std::tuple<std::string, const Content*>> deflated;
-  auto put = [&](const std::string& name, const Content& c) {
-    if (c.compression == Compression::deflate) {
-      deflated.emplace_back(name, &c);
-      return;
-    }
-    zw.add_stored(name,
-                  c.old ? std::vector<Bytes>{old_impl->reader.read(*c.old, false)} : c.pieces);
-  };
-  auto text = [](const std::string& s) { return std::vector<Bytes>{Bytes::copy_of(s)}; };
-  zw.add_stored(std::string(format::kMetadataEntry), text(format::write_metadata(plan.metadata)));
-  std::vector<std::string> tag_names;
-  for (const auto& t : plan.tags) tag_names.push_back(t.name);
-  zw.add_stored(std::string(format::kTagsEntry), text(format::write_tags_file(tag_names)));
-  for (const auto& [name, c] : plan.root_others) put(name, c);
-  for (auto& t : plan.tags) {
-    zw.add_stored(t.name + "/params.txt",
-                  text(format::write_blob_table(t.table(TableKind::params), TableKind::params)));
-    if (t.has_updater || !t.table(TableKind::updater).empty())
-      zw.add_stored(t.name + "/updater.txt", text(format::write_blob_table(
-                                                 t.table(TableKind::updater), TableKind::updater)));
-    for (const auto& [rel, c] : t.others) put(t.name + "/" + rel, c);
-    for (const auto& [key, c] : t.blobs) put(t.entry_name(key), c);
+  std::uint64_t expected = 0;
+  for (const auto& t : plan.tags) {
+    for (const auto& [key, c] : t.blobs) expected += c.old ? c.old->compressed_size : c.size;
+    for (const auto& [rel, c] : t.others) expected += c.old ? c.old->compressed_size : c.size;
   }
-  for (const auto& [name, c] : deflated) {
-    if (c->old)
-      zw.add_raw_copy(name, old_impl->reader.libzip(), *c->old);
-    else
-      zw.add_deflated(name, c->pieces);
-  }
-  std::function<bool(std::uint64_t, std::uint64_t)> progress;
+  zip::WriteProgress progress;
   if (options.progress)
     progress = [&](std::uint64_t done, std::uint64_t total) {
       return options.progress(Progress{done, total});
     };
   try {
-    new_stats.bytes_written = zw.close(progress);
+    io::OutputFile out(temp.path());
+    zip::StreamZipWriter zw(out.fd(), temp.path().string(), 0, expected, progress);
+    auto put = [&](const std::string& name, const Content& c) {
+      if (c.old)
+        zw.add_raw(name, *c.old,
+                   old_impl->reader.file().slice(c.old->data_offset, c.old->compressed_size));
+      else if (c.compression == Compression::deflate)
+        zw.add_deflated(name, c.pieces);
+      else
+        zw.add_stored(name, c.pieces);
+    };
+    auto text = [](const std::string& s) { return std::vector<Bytes>{Bytes::copy_of(s)}; };
+    zw.add_stored(std::string(format::kMetadataEntry), text(format::write_metadata(plan.metadata)));
+    std::vector<std::string> names;
+    for (const auto& t : plan.tags) names.push_back(t.name);
+    zw.add_stored(std::string(format::kTagsEntry), text(format::write_tags_file(names)));
+    for (const auto& [name, c] : plan.root_others) put(name, c);
+    for (auto& t : plan.tags) {
+      zw.add_stored(t.name + "/params.txt",
+                    text(format::write_blob_table(t.table(TableKind::params), TableKind::params)));
+      if (t.has_updater || !t.table(TableKind::updater).empty())
+        zw.add_stored(
+            t.name + "/updater.txt",
+            text(format::write_blob_table(t.table(TableKind::updater), TableKind::updater)));
+      for (const auto& [rel, c] : t.others) put(t.name + "/" + rel, c);
+      for (const auto& [key, c] : t.blobs) put(t.entry_name(key), c);
+    }
+    new_stats.bytes_written = zw.finish();
+    out.close();
     temp.commit(options.durable);
   } catch (const Error& e) {
     throw e.with_context(context());
   }
+  std::vector<std::string> tag_names;
+  for (const auto& t : plan.tags) tag_names.push_back(t.name);
   stats = new_stats;
   ops.clear();
   metadata.reset();

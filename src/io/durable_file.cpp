@@ -66,6 +66,21 @@ void sync_path(const fs::path& path, bool directory) {
   if (rc != 0) fail(path, "fsync failed");
 }
 
+OutputFile::OutputFile(const fs::path& path) : path_(path) {
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd_ < 0) fail(path, "cannot create file");
+}
+
+OutputFile::~OutputFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void OutputFile::close() {
+  int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) fail(path_, "cannot write file");
+}
+
 void TempFile::commit(bool durable) {
   if (durable) sync_path(path_, false);
   if (::rename(path_.c_str(), target_.c_str()) != 0) fail(target_, "cannot replace the archive");

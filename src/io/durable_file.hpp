@@ -39,6 +39,23 @@ class TempFile {
   bool committed_ = false;
 };
 
+// A new file opened for writing (created exclusively, mode 0644 less the
+// umask). Closed by close() (which reports errors) or the destructor.
+class OutputFile {
+ public:
+  explicit OutputFile(const std::filesystem::path& path);
+  OutputFile(const OutputFile&) = delete;
+  OutputFile& operator=(const OutputFile&) = delete;
+  ~OutputFile();
+  int fd() const noexcept { return fd_; }
+  // Closes the file; throws Error(io) if the kernel reports a write error.
+  void close();
+
+ private:
+  std::filesystem::path path_;
+  int fd_ = -1;
+};
+
 // fsyncs a file or folder by path. Throws Error(io).
 void sync_path(const std::filesystem::path& path, bool directory);
 

@@ -1,3 +1,6 @@
+// (Superseded by StreamZipWriter for checkpoints; kept as the libzip-based
+// writer that interoperability tests compare against.)
+//
 // Writes a new zip archive with libzip, placing the data of every stored
 // entry at a 64-byte aligned file offset (so readers can map tensors in
 // place) and streaming entry data from the caller's buffers without copying
@@ -24,11 +27,10 @@
 
 #include "modelzip/bytes.hpp"
 #include "zip/zip_directory.hpp"
+#include "zip/zip_stream_writer.hpp"  // kPaddingExtraId, kDataAlignment
 
 namespace modelzip::zip {
 
-inline constexpr std::uint16_t kPaddingExtraId = 0x7A6D;  // "mz"
-inline constexpr std::uint64_t kDataAlignment = 64;
 // Fixed modification time of every entry (1980-01-01 12:00 UTC), so that the
 // same content always gives the same archive.
 inline constexpr std::int64_t kEntryMtime = 315576000;

@@ -1,0 +1,353 @@
+#include "zip/zip_stream_writer.hpp"
+
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <future>
+
+#include "core/checked.hpp"
+#include "modelzip/error.hpp"
+#include "zip/zip_reader.hpp"
+
+namespace modelzip::zip {
+namespace {
+
+constexpr std::uint32_t kLocalSignature = 0x04034b50;
+constexpr std::uint32_t kCentralSignature = 0x02014b50;
+constexpr std::uint32_t kEocdSignature = 0x06054b50;
+constexpr std::uint32_t kZip64EocdSignature = 0x06064b50;
+constexpr std::uint32_t kZip64LocatorSignature = 0x07064b50;
+constexpr std::uint64_t k32 = 0xFFFFFFFFull;
+constexpr std::size_t kChunk = 8u << 20;  // CRC / write granularity
+
+// Little-endian serialization into a byte vector.
+class Out {
+ public:
+  template <class T>
+  void put(T v) {
+    std::byte b[sizeof(T)];
+    detail::store_le(b, v);
+    bytes.insert(bytes.end(), b, b + sizeof(T));
+  }
+  void put_text(std::string_view s) {
+    auto p = reinterpret_cast<const std::byte*>(s.data());
+    bytes.insert(bytes.end(), p, p + s.size());
+  }
+  void zeros(std::size_t n) { bytes.insert(bytes.end(), n, std::byte{0}); }
+  std::vector<std::byte> bytes;
+};
+
+bool is_ascii(std::string_view s) {
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return static_cast<unsigned char>(c) < 0x80; });
+}
+
+// Length of the padding extra field (header included) that moves data from
+// `unpadded` to a multiple of kDataAlignment: 0, or 4..67.
+std::uint16_t padding_length(std::uint64_t unpadded) {
+  std::uint64_t pad = (kDataAlignment - unpadded % kDataAlignment) % kDataAlignment;
+  if (pad != 0 && pad < 4) pad += kDataAlignment;
+  return static_cast<std::uint16_t>(pad);
+}
+
+// A run of bytes to write; pieces are split into chunks of at most kChunk.
+struct Chunk {
+  const std::byte* data;
+  std::size_t size;
+};
+
+std::vector<Chunk> chunks_of(const std::vector<Bytes>& pieces) {
+  std::vector<Chunk> out;
+  for (const Bytes& p : pieces)
+    for (std::size_t off = 0; off < p.size(); off += kChunk)
+      out.push_back({p.data() + off, std::min(kChunk, p.size() - off)});
+  return out;
+}
+
+std::uint32_t crc_of(const Chunk& c) {
+  return crc32_of({c.data, c.size});
+}
+
+}  // namespace
+
+struct StreamZipWriter::Written {
+  std::string name;
+  std::uint16_t method = kMethodStore;
+  std::uint16_t flags = 0;
+  std::uint32_t crc = 0;
+  std::uint64_t compressed = 0, uncompressed = 0;
+  std::uint64_t local_offset = 0;
+  bool zip64_local = false;
+};
+
+StreamZipWriter::StreamZipWriter(int fd, std::string file_name, std::uint64_t start_offset,
+                                 std::uint64_t expected_bytes, WriteProgress progress)
+    : fd_(fd),
+      file_name_(std::move(file_name)),
+      offset_(start_offset),
+      expected_(expected_bytes),
+      progress_(std::move(progress)) {}
+
+StreamZipWriter::~StreamZipWriter() = default;
+
+void StreamZipWriter::write_at(std::uint64_t offset, const void* data, std::size_t size) {
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    std::size_t n = std::min<std::size_t>(size, 1u << 30);
+    ssize_t w = ::pwrite(fd_, p, n, static_cast<off_t>(offset));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      if (w == 0) errno = ENOSPC;
+      throw Error(ErrorCode::io, std::string("cannot write: ") + std::strerror(errno),
+                  ErrorContext{.archive = file_name_, .offset = offset});
+    }
+    p += w;
+    offset += static_cast<std::uint64_t>(w);
+    size -= static_cast<std::size_t>(w);
+  }
+}
+
+void StreamZipWriter::append(const void* data, std::size_t size) {
+  write_at(offset_, data, size);
+  offset_ += size;
+}
+
+void StreamZipWriter::report(std::uint64_t bytes) {
+  done_ += bytes;
+  if (progress_ && !progress_(done_, std::max(done_, expected_)))
+    throw Error(ErrorCode::cancelled, "save cancelled", ErrorContext{.archive = file_name_});
+}
+
+std::uint64_t StreamZipWriter::begin_entry(const std::string& name, std::uint16_t method,
+                                           bool zip64, bool align, std::uint64_t* header_offset) {
+  if (name.size() > 0xFFFF)
+    throw Error(ErrorCode::invalid_argument, "entry name longer than 65535 bytes",
+                ErrorContext{.entry = name.substr(0, 200)});
+  *header_offset = offset_;
+  const std::uint64_t zip64_len = zip64 ? 20 : 0;
+  const std::uint16_t pad = align ? padding_length(offset_ + 30 + name.size() + zip64_len) : 0;
+  Out h;
+  h.put<std::uint32_t>(kLocalSignature);
+  h.put<std::uint16_t>(zip64 ? 45 : 20);
+  h.put<std::uint16_t>(is_ascii(name) ? 0 : 0x0800);
+  h.put<std::uint16_t>(method);
+  h.put<std::uint16_t>(kDosTime);
+  h.put<std::uint16_t>(kDosDate);
+  h.put<std::uint32_t>(0);  // CRC, patched
+  h.put<std::uint32_t>(zip64 ? 0xFFFFFFFFu : 0);
+  h.put<std::uint32_t>(zip64 ? 0xFFFFFFFFu : 0);
+  h.put<std::uint16_t>(static_cast<std::uint16_t>(name.size()));
+  h.put<std::uint16_t>(static_cast<std::uint16_t>(zip64_len + pad));
+  h.put_text(name);
+  if (zip64) {
+    h.put<std::uint16_t>(0x0001);
+    h.put<std::uint16_t>(16);
+    h.zeros(16);  // sizes, patched
+  }
+  if (pad) {
+    h.put<std::uint16_t>(kPaddingExtraId);
+    h.put<std::uint16_t>(static_cast<std::uint16_t>(pad - 4));
+    h.zeros(pad - 4u);
+  }
+  append(h.bytes.data(), h.bytes.size());
+  return offset_;
+}
+
+void StreamZipWriter::patch_local(const Written& w) {
+  std::byte crc[4];
+  detail::store_le<std::uint32_t>(crc, w.crc);
+  write_at(w.local_offset + 14, crc, 4);
+  if (w.zip64_local) {
+    std::byte sizes[16];
+    detail::store_le<std::uint64_t>(sizes, w.uncompressed);
+    detail::store_le<std::uint64_t>(sizes + 8, w.compressed);
+    write_at(w.local_offset + 30 + w.name.size() + 4, sizes, 16);
+  } else {
+    std::byte sizes[8];
+    detail::store_le<std::uint32_t>(sizes, static_cast<std::uint32_t>(w.compressed));
+    detail::store_le<std::uint32_t>(sizes + 4, static_cast<std::uint32_t>(w.uncompressed));
+    write_at(w.local_offset + 18, sizes, 8);
+  }
+}
+
+void StreamZipWriter::keep(const EntryInfo& e) {
+  Written w;
+  w.name = e.name;
+  w.method = e.method;
+  w.flags = e.flags;
+  w.crc = e.crc32;
+  w.compressed = e.compressed_size;
+  w.uncompressed = e.uncompressed_size;
+  w.local_offset = e.local_header_offset;
+  entries_.push_back(std::move(w));
+}
+
+void StreamZipWriter::add_stored(const std::string& name, const std::vector<Bytes>& pieces) {
+  Written w;
+  w.name = name;
+  w.flags = is_ascii(name) ? 0 : 0x0800;
+  for (const auto& p : pieces) w.uncompressed += p.size();
+  w.compressed = w.uncompressed;
+  w.zip64_local = w.uncompressed >= k32;
+  begin_entry(name, kMethodStore, w.zip64_local, true, &w.local_offset);
+  // CRC of chunk k+1 runs on another thread while chunk k is written.
+  std::vector<Chunk> chunks = chunks_of(pieces);
+  std::uint32_t crc = 0;
+  bool first = true;
+  std::future<std::uint32_t> next;
+  if (!chunks.empty()) next = std::async(std::launch::deferred, crc_of, chunks[0]);
+  for (std::size_t k = 0; k < chunks.size(); ++k) {
+    std::uint32_t c = next.get();
+    if (k + 1 < chunks.size()) next = std::async(std::launch::async, crc_of, chunks[k + 1]);
+    append(chunks[k].data, chunks[k].size);
+    crc = first ? c : crc32_concat(crc, c, chunks[k].size);
+    first = false;
+    report(chunks[k].size);
+  }
+  w.crc = crc;
+  patch_local(w);
+  entries_.push_back(std::move(w));
+}
+
+void StreamZipWriter::add_deflated(const std::string& name, const std::vector<Bytes>& pieces,
+                                   int level) {
+  Written w;
+  w.name = name;
+  w.method = kMethodDeflate;
+  w.flags = is_ascii(name) ? 0 : 0x0800;
+  for (const auto& p : pieces) w.uncompressed += p.size();
+  w.zip64_local =
+      w.uncompressed >= k32 || ::deflateBound(nullptr, static_cast<uLong>(w.uncompressed)) >= k32;
+  const std::uint64_t data_start =
+      begin_entry(name, kMethodDeflate, w.zip64_local, false, &w.local_offset);
+  z_stream z{};
+  if (::deflateInit2(&z, level, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+    throw Error(ErrorCode::io, "cannot initialize deflate", ErrorContext{.entry = name});
+  struct End {
+    z_stream* z;
+    ~End() { ::deflateEnd(z); }
+  } end{&z};
+  std::vector<unsigned char> out(1u << 20);
+  uLong crc = ::crc32(0L, Z_NULL, 0);
+  auto drain = [&](int flush) {
+    int rc;
+    do {
+      z.next_out = out.data();
+      z.avail_out = static_cast<uInt>(out.size());
+      rc = ::deflate(&z, flush);
+      if (rc == Z_STREAM_ERROR)
+        throw Error(ErrorCode::io, "deflate failed", ErrorContext{.entry = name});
+      append(out.data(), out.size() - z.avail_out);
+    } while (z.avail_out == 0 || (flush == Z_FINISH && rc != Z_STREAM_END));
+  };
+  for (const Chunk& c : chunks_of(pieces)) {
+    crc = ::crc32(crc, reinterpret_cast<const Bytef*>(c.data), static_cast<uInt>(c.size));
+    z.next_in = reinterpret_cast<Bytef*>(const_cast<std::byte*>(c.data));
+    z.avail_in = static_cast<uInt>(c.size);
+    drain(Z_NO_FLUSH);
+    report(c.size);
+  }
+  z.next_in = nullptr;
+  z.avail_in = 0;
+  drain(Z_FINISH);
+  w.crc = static_cast<std::uint32_t>(crc);
+  w.compressed = offset_ - data_start;
+  if (!w.zip64_local && w.compressed >= k32)
+    throw Error(ErrorCode::io, "deflated entry exceeded its size estimate",
+                ErrorContext{.entry = name});
+  patch_local(w);
+  entries_.push_back(std::move(w));
+}
+
+void StreamZipWriter::add_raw(const std::string& name, const EntryInfo& e,
+                              const Bytes& compressed) {
+  Written w;
+  w.name = name;
+  w.method = e.method;
+  w.flags = static_cast<std::uint16_t>((e.flags & 0x0800) | (is_ascii(name) ? 0 : 0x0800));
+  w.crc = e.crc32;
+  w.compressed = e.compressed_size;
+  w.uncompressed = e.uncompressed_size;
+  w.zip64_local = std::max(w.compressed, w.uncompressed) >= k32;
+  begin_entry(name, e.method, w.zip64_local, e.method == kMethodStore, &w.local_offset);
+  for (const Chunk& c : chunks_of({compressed})) {
+    append(c.data, c.size);
+    report(c.size);
+  }
+  patch_local(w);
+  entries_.push_back(std::move(w));
+}
+
+std::uint64_t StreamZipWriter::finish() {
+  const std::uint64_t cd_offset = offset_;
+  Out cd;
+  for (const Written& w : entries_) {
+    const bool big_u = w.uncompressed >= k32, big_c = w.compressed >= k32,
+               big_o = w.local_offset >= k32;
+    const std::uint16_t extra =
+        static_cast<std::uint16_t>((big_u || big_c || big_o) ? 4 + 8 * (big_u + big_c + big_o) : 0);
+    const bool zip64 = extra != 0 || w.zip64_local;
+    cd.put<std::uint32_t>(kCentralSignature);
+    cd.put<std::uint16_t>(0x0300 | 45);  // made by: Unix, zip 4.5
+    cd.put<std::uint16_t>(zip64 ? 45 : 20);
+    cd.put<std::uint16_t>(w.flags);
+    cd.put<std::uint16_t>(w.method);
+    cd.put<std::uint16_t>(kDosTime);
+    cd.put<std::uint16_t>(kDosDate);
+    cd.put<std::uint32_t>(w.crc);
+    cd.put<std::uint32_t>(big_c ? 0xFFFFFFFFu : static_cast<std::uint32_t>(w.compressed));
+    cd.put<std::uint32_t>(big_u ? 0xFFFFFFFFu : static_cast<std::uint32_t>(w.uncompressed));
+    cd.put<std::uint16_t>(static_cast<std::uint16_t>(w.name.size()));
+    cd.put<std::uint16_t>(extra);
+    cd.put<std::uint16_t>(0);  // comment
+    cd.put<std::uint16_t>(0);  // disk
+    cd.put<std::uint16_t>(0);  // internal attributes
+    cd.put<std::uint32_t>(0100644u << 16);
+    cd.put<std::uint32_t>(big_o ? 0xFFFFFFFFu : static_cast<std::uint32_t>(w.local_offset));
+    cd.put_text(w.name);
+    if (extra) {
+      cd.put<std::uint16_t>(0x0001);
+      cd.put<std::uint16_t>(static_cast<std::uint16_t>(extra - 4));
+      if (big_u) cd.put<std::uint64_t>(w.uncompressed);
+      if (big_c) cd.put<std::uint64_t>(w.compressed);
+      if (big_o) cd.put<std::uint64_t>(w.local_offset);
+    }
+  }
+  const std::uint64_t cd_size = cd.bytes.size();
+  const std::uint64_t count = entries_.size();
+  if (count >= 0xFFFF || cd_size >= k32 || cd_offset >= k32) {
+    const std::uint64_t z64 = cd_offset + cd_size;
+    cd.put<std::uint32_t>(kZip64EocdSignature);
+    cd.put<std::uint64_t>(44);
+    cd.put<std::uint16_t>(0x0300 | 45);
+    cd.put<std::uint16_t>(45);
+    cd.put<std::uint32_t>(0);
+    cd.put<std::uint32_t>(0);
+    cd.put<std::uint64_t>(count);
+    cd.put<std::uint64_t>(count);
+    cd.put<std::uint64_t>(cd_size);
+    cd.put<std::uint64_t>(cd_offset);
+    cd.put<std::uint32_t>(kZip64LocatorSignature);
+    cd.put<std::uint32_t>(0);
+    cd.put<std::uint64_t>(z64);
+    cd.put<std::uint32_t>(1);
+  }
+  cd.put<std::uint32_t>(kEocdSignature);
+  cd.put<std::uint16_t>(0);
+  cd.put<std::uint16_t>(0);
+  cd.put<std::uint16_t>(static_cast<std::uint16_t>(std::min<std::uint64_t>(count, 0xFFFF)));
+  cd.put<std::uint16_t>(static_cast<std::uint16_t>(std::min<std::uint64_t>(count, 0xFFFF)));
+  cd.put<std::uint32_t>(static_cast<std::uint32_t>(std::min(cd_size, k32)));
+  cd.put<std::uint32_t>(static_cast<std::uint32_t>(std::min(cd_offset, k32)));
+  cd.put<std::uint16_t>(0);
+  append(cd.bytes.data(), cd.bytes.size());
+  if (::ftruncate(fd_, static_cast<off_t>(offset_)) != 0)
+    throw Error(ErrorCode::io, std::string("cannot set the file size: ") + std::strerror(errno),
+                ErrorContext{.archive = file_name_});
+  return offset_;
+}
+
+}  // namespace modelzip::zip

@@ -1,0 +1,78 @@
+// Writes a zip archive sequentially into a file descriptor with large
+// writes straight from the callers' buffers: no intermediate copies, the
+// CRC-32 computed while writing (on a second thread, a chunk ahead of the
+// write), the local header patched in place afterwards (no data
+// descriptors), the data of every stored entry at a 64-byte aligned offset
+// (local-only padding extra field 0x7A6D), ZIP64 records where sizes or
+// offsets need them.
+//
+// Writing starts at `start_offset`: 0 for a new archive, or the end of the
+// existing data for the append path (entries kept from before are listed
+// with keep() so that the new central directory covers them).
+//
+// Lifetime: Bytes given to add() are only used during the call. Not
+// thread-safe. Errors: Error(io) naming the file; Error(cancelled) when the
+// progress callback returns false.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "modelzip/bytes.hpp"
+#include "zip/zip_directory.hpp"
+
+namespace modelzip::zip {
+
+inline constexpr std::uint16_t kPaddingExtraId = 0x7A6D;  // "mz"
+inline constexpr std::uint64_t kDataAlignment = 64;
+// DOS time of every entry: 1980-01-01 12:00, so equal content gives equal archives.
+inline constexpr std::uint16_t kDosTime = 12u << 11;
+inline constexpr std::uint16_t kDosDate = (1u << 5) | 1u;
+
+// Called with (bytes of entry data written so far, total expected); return
+// false to cancel.
+using WriteProgress = std::function<bool(std::uint64_t, std::uint64_t)>;
+
+class StreamZipWriter {
+ public:
+  StreamZipWriter(int fd, std::string file_name, std::uint64_t start_offset,
+                  std::uint64_t expected_bytes = 0, WriteProgress progress = {});
+  ~StreamZipWriter();
+  StreamZipWriter(const StreamZipWriter&) = delete;
+  StreamZipWriter& operator=(const StreamZipWriter&) = delete;
+
+  // Lists an entry already in the file (append path) in the new directory.
+  void keep(const EntryInfo& entry);
+  // A new entry holding the concatenation of `pieces`, stored (aligned) or
+  // deflated (zlib level `level`).
+  void add_stored(const std::string& name, const std::vector<Bytes>& pieces);
+  void add_deflated(const std::string& name, const std::vector<Bytes>& pieces, int level = 6);
+  // A copy of an entry of another archive: its compressed bytes as they are,
+  // with its method, CRC and sizes (nothing is recompressed or re-hashed).
+  void add_raw(const std::string& name, const EntryInfo& entry, const Bytes& compressed);
+  // Writes the central directory and end records; returns the file size.
+  std::uint64_t finish();
+
+  std::uint64_t offset() const noexcept { return offset_; }
+
+ private:
+  struct Written;
+  void write_at(std::uint64_t offset, const void* data, std::size_t size);
+  void append(const void* data, std::size_t size);
+  std::uint64_t begin_entry(const std::string& name, std::uint16_t method, bool zip64, bool align,
+                            std::uint64_t* header_offset);
+  void patch_local(const Written& w);
+  void report(std::uint64_t bytes);
+
+  int fd_;
+  std::string file_name_;
+  std::uint64_t offset_;
+  std::uint64_t expected_;
+  std::uint64_t done_ = 0;
+  WriteProgress progress_;
+  std::vector<Written> entries_;
+};
+
+}  // namespace modelzip::zip
