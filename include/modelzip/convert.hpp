@@ -1,0 +1,142 @@
+// Converters between modelzip Tensors and other tensor file formats, used by
+// `modelzip import` and `modelzip export`:
+//
+//  - NumPy .npy (format versions 1.0, 2.0 and 3.0). The header dict must hold
+//    exactly 'descr', 'fortran_order' and 'shape'. Read: dtypes b1 i1 i2 i4
+//    i8 u1 u2 u4 u8 f2 f4 f8 in any byte order ('<', '>', '|'; big-endian
+//    data is byte-swapped), fortran_order=True (transposed into row-major),
+//    and unicode arrays ('<U'/'>U', UCS-4 with trailing NULs stripped as
+//    numpy does) as utf8 string tensors. Object arrays ('O'), byte strings,
+//    structured, complex and datetime dtypes: Error(unsupported).
+//    Written: version 1.0 (2.0 when the header needs more than 65535 bytes),
+//    C order, little-endian, header padded to 64 bytes like numpy.
+//    bfloat16: numpy has no bfloat16, so modelzip writes bfloat16 tensors as
+//    raw '<u2' (the bit patterns); reading them back gives uint16.
+//    utf8 tensors are written as '<U<n>' (n = longest string in code
+//    points); a string ending in U+0000 cannot be stored (numpy strips
+//    trailing NULs): Error(unsupported).
+//  - NumPy .npz: a zip of .npy members, stored or deflated (as np.savez and
+//    np.savez_compressed make them); a tensor's name is its member name
+//    without ".npy". Read through modelzip's zip layer (bounds-checked
+//    directory, libzip for deflate): declared sizes are checked against the
+//    file and against deflate's maximal ratio (Limits::max_deflate_ratio)
+//    before anything is allocated, a member may not inflate past its
+//    declared size, and CRCs are checked. Written with stored members whose
+//    data starts at 64-byte aligned file offsets.
+//  - safetensors: 8-byte little-endian header size (at most 100 MB), a JSON
+//    header {"name": {"dtype", "shape", "data_offsets"}, "__metadata__":
+//    {string: string}}, then the data. Read strictly: the JSON is parsed by
+//    a small strict parser (no duplicate keys, no unknown fields), data
+//    offsets must cover the data area exactly, without gaps or overlaps;
+//    dtypes BOOL U8 I8 U16 I16 U32 I32 U64 I64 F16 BF16 F32 F64 (other
+//    safetensors dtypes such as F8_E4M3: Error(unsupported)). Written as the
+//    safetensors library writes: tensors ordered by descending dtype
+//    alignment, then by name; no gaps; compact JSON with "__metadata__"
+//    first (omitted when empty) and the tensors in data order; header padded
+//    with spaces to a multiple of 8.
+//  - TFRT Binary Tensor Format (BTF, tensorflow/runtime
+//    documents/binary_tensor_format.md and lib/tensor/btf_util.cc): u64
+//    num_tensors, u64 record offsets, then per record a 16-byte header (u64
+//    rank, u8 dtype, u8 layout, 6 reserved bytes), u64 dims[rank], the
+//    payload and zero padding to a multiple of 8. dtypes: i8=0 i16=1 i32=2
+//    i64=3 f32=4 f64=5 u8=6 u16=7 u32=8 u64=9. Layouts: 0 row-major dense;
+//    1 COO (TFRT's TensorLayout::kCOO_EXPERIMENTAL; the design document says
+//    2, which is accepted when reading), whose payload is dims[rank], then
+//    the indices as a dense payload (dims [nnz, rank], int64 data) and the
+//    values as a dense payload (dims [nnz], data). BTF tensors have no
+//    names: they are read as "0", "1", ... and written in the given order
+//    (names dropped). Record offsets must be multiples of 8 (as TFRT's
+//    btf_info checks) and records may not overlap; reserved header bytes
+//    are ignored when reading (TFRT leaves them uninitialized) and written
+//    as zeros.
+//
+// Reading: inputs are untrusted. Every size and offset is checked
+// (overflow-safe) against the bytes really there before use or allocation;
+// tensors are zero-copy views into the input Bytes when the data is
+// little-endian, row-major and aligned for its type, and owned copies
+// otherwise. Malformed input: Error(corrupt) with the byte offset (and the
+// npz member as ErrorContext::entry); a rank above Limits::max_rank or a
+// deflate ratio above the limit: Error(limit_exceeded).
+//
+// Writing to a path is crash-safe: the file is written beside the target,
+// fsynced and renamed over it, so the target is either the old file or the
+// complete new one. A tensor a format cannot hold (strings in safetensors
+// or BTF, float16/bfloat16/bool in BTF, sparse COO in npy/npz/safetensors)
+// gives Error(unsupported) naming the tensor; duplicate or invalid names
+// Error(invalid_argument); I/O failures Error(io).
+//
+// All functions are thread-safe for distinct arguments.
+#pragma once
+
+#include <filesystem>
+#include <iosfwd>
+#include <map>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "modelzip/bytes.hpp"
+#include "modelzip/limits.hpp"
+#include "modelzip/tensor.hpp"
+
+namespace modelzip::convert {
+
+struct NamedTensor {
+  std::string name;
+  Tensor tensor;
+};
+
+using StringMap = std::map<std::string, std::string>;
+
+enum class Format { npy, npz, safetensors, btf };
+// "npy", "npz", "safetensors", "btf".
+std::string_view to_string(Format format) noexcept;
+// The format of `path` by its extension (".npy", ".npz", ".safetensors",
+// ".btf"; letter case ignored). Throws Error(unsupported) otherwise.
+Format format_from_extension(const std::filesystem::path& path);
+
+// The tensors of a file with the format's metadata (safetensors'
+// "__metadata__"; empty for the other formats).
+struct TensorFile {
+  Format format = Format::npy;
+  std::vector<NamedTensor> tensors;
+  StringMap metadata;
+};
+
+// --- Readers. The returned tensors may view `data` (they keep it alive).
+// One tensor named `name`.
+std::vector<NamedTensor> read_npy(const Bytes& data, std::string name, const Limits& limits = {});
+// Every member, in the archive's central directory order.
+std::vector<NamedTensor> read_npz(const Bytes& data, const Limits& limits = {});
+// Tensors in data order, and the "__metadata__" map.
+TensorFile read_safetensors(const Bytes& data, const Limits& limits = {});
+// Tensors in file order, named "0", "1", ...
+std::vector<NamedTensor> read_btf(const Bytes& data, const Limits& limits = {});
+
+// Memory-maps `path` and reads it in the format of its extension; a .npy
+// file's tensor is named after the file's stem. Errors name the path
+// (ErrorContext::archive).
+TensorFile read_tensor_file(const std::filesystem::path& path, const Limits& limits = {});
+
+// --- Writers to streams. Throw Error(io) when the stream fails.
+void write_npy(std::ostream& out, const Tensor& tensor);
+void write_safetensors(std::ostream& out, std::span<const NamedTensor> tensors,
+                       const StringMap& metadata = {});
+void write_btf(std::ostream& out, std::span<const NamedTensor> tensors);
+
+// --- Writers to files (crash-safe replacement of `path`).
+void write_npy(const std::filesystem::path& path, const Tensor& tensor);
+void write_npz(const std::filesystem::path& path, std::span<const NamedTensor> tensors);
+void write_safetensors(const std::filesystem::path& path, std::span<const NamedTensor> tensors,
+                       const StringMap& metadata = {});
+void write_btf(const std::filesystem::path& path, std::span<const NamedTensor> tensors);
+
+// Writes `tensors` in the format of `path`'s extension. A .npy file holds
+// exactly one tensor (Error(invalid_argument) otherwise); `metadata` is
+// written only to safetensors (Error(unsupported) if non-empty for another
+// format).
+void write_tensor_file(const std::filesystem::path& path, std::span<const NamedTensor> tensors,
+                       const StringMap& metadata = {});
+
+}  // namespace modelzip::convert

@@ -1,0 +1,76 @@
+// Helpers shared by the tensor file format converters: zero-copy or aligned
+// copies of tensor bytes, byte swapping, column-major to row-major copies,
+// error wrapping and crash-safe file output.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <iosfwd>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "modelzip/bytes.hpp"
+#include "modelzip/convert.hpp"
+#include "modelzip/error.hpp"
+#include "modelzip/limits.hpp"
+#include "modelzip/tensor.hpp"
+
+namespace modelzip::convert::detail {
+
+// "[2, 3]".
+std::string shape_text(std::span<const std::int64_t> shape);
+
+// [offset, offset + length) of `data` as a zero-copy slice when its first
+// byte is aligned to `alignment`, else as an owned (suitably aligned) copy.
+// Precondition: the range lies inside `data`.
+Bytes aligned_slice(const Bytes& data, std::uint64_t offset, std::uint64_t length,
+                    std::size_t alignment);
+
+// A copy of `data` with the bytes of every `element_size`-byte element
+// reversed (big-endian <-> little-endian). element_size divides data.size().
+Bytes byteswapped(std::span<const std::byte> data, std::size_t element_size);
+
+// The row-major (C order) copy of column-major (Fortran order) `data` of
+// `shape`, elements of `element_size` bytes. data.size() must equal
+// numel * element_size.
+Bytes fortran_to_c_order(std::span<const std::byte> data, std::span<const std::int64_t> shape,
+                         std::size_t element_size);
+
+// numel(shape) * element_size, or Error(corrupt, what...) on overflow or a
+// dimension above INT64_MAX (already excluded by int64_t shapes).
+std::uint64_t checked_byte_size(std::span<const std::int64_t> shape, std::uint64_t element_size,
+                                std::string_view what);
+
+// Error(limit_exceeded) when `rank` exceeds limits.max_rank.
+void check_rank(std::uint64_t rank, const Limits& limits, std::string_view what,
+                std::uint64_t offset);
+
+// Builds a tensor through `make`, turning Error(invalid_argument) from the
+// Tensor factories into Error(corrupt, what: ...) at `offset`.
+Tensor build_tensor(const std::function<Tensor()>& make, std::string_view what,
+                    std::uint64_t offset);
+
+// Writes `bytes` to `out`; Error(io) if the stream fails.
+void write_bytes(std::ostream& out, std::span<const std::byte> bytes);
+void write_bytes(std::ostream& out, std::string_view bytes);
+
+// Writes a new version of `path` through `write` (given a binary stream on a
+// temporary file beside `path`), then flushes, fsyncs and renames it over
+// `path`. On any error the target is unchanged and the temporary removed.
+void write_file_atomically(const std::filesystem::path& path,
+                           const std::function<void(std::ostream&)>& write);
+
+// "tensor 'name': " + message, keeping the code and context of `e`.
+Error name_error(const Error& e, std::string_view tensor_name);
+
+// Error(unsupported) naming the tensor and what the format cannot hold.
+[[noreturn]] void unsupported_tensor(std::string_view format, std::string_view tensor_name,
+                                     std::string_view problem);
+
+// Error(invalid_argument) naming the first duplicate name, if any.
+void check_unique_names(std::span<const NamedTensor> tensors, std::string_view format);
+
+}  // namespace modelzip::convert::detail

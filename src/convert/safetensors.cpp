@@ -1,0 +1,319 @@
+// safetensors reading and writing, following the safetensors library
+// (huggingface/safetensors, safetensors/src/tensor.rs): 8-byte LE header
+// size, JSON header, data area covered exactly by the tensors' offsets.
+#include <algorithm>
+#include <optional>
+#include <ostream>
+#include <set>
+#include <unordered_set>
+
+#include "convert/convert_util.hpp"
+#include "convert/json_cursor.hpp"
+#include "core/checked.hpp"
+#include "core/utf8.hpp"
+#include "modelzip/convert.hpp"
+
+namespace modelzip::convert {
+namespace {
+
+using detail::JsonCursor;
+
+constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;  // the library's MAX_HEADER_SIZE
+constexpr std::string_view kMetadataKey = "__metadata__";
+
+struct DtypeName {
+  std::string_view name;
+  DType dtype;
+  int alignment_rank;  // position in the library's Dtype enum (increasing alignment)
+};
+
+constexpr DtypeName kDtypes[] = {
+    {"BOOL", DType::bool_, 0},    {"U8", DType::uint8, 1},     {"I8", DType::int8, 2},
+    {"I16", DType::int16, 5},     {"U16", DType::uint16, 6},   {"F16", DType::float16, 7},
+    {"BF16", DType::bfloat16, 8}, {"I32", DType::int32, 9},    {"U32", DType::uint32, 10},
+    {"F32", DType::float32, 11},  {"F64", DType::float64, 12}, {"I64", DType::int64, 13},
+    {"U64", DType::uint64, 14},
+};
+
+// safetensors dtypes that exist but modelzip has no type for.
+constexpr std::string_view kKnownUnsupported[] = {
+    "F8_E5M2", "F8_E4M3", "F8_E8M0", "F4", "F6_E2M3", "F6_E3M2", "C64", "PackedU4", "PackedI4"};
+
+const DtypeName* find_dtype(DType dtype) {
+  for (const auto& d : kDtypes)
+    if (d.dtype == dtype) return &d;
+  return nullptr;
+}
+
+struct Entry {
+  std::string name;
+  DType dtype = DType::float32;
+  Shape shape;
+  std::uint64_t begin = 0, end = 0;
+  std::uint64_t at = 0;  // offset of the entry's key, for messages
+};
+
+Entry parse_entry(JsonCursor& json, std::string name, std::uint64_t at, const Limits& limits) {
+  Entry e;
+  e.name = std::move(name);
+  e.at = at;
+  bool has_dtype = false, has_shape = false, has_offsets = false;
+  json.begin_object();
+  std::string field;
+  while (true) {
+    const std::uint64_t field_at = json.offset();
+    if (!json.next_key(field)) break;
+    auto once = [&](bool& seen) {
+      if (seen) json.fail_at(field_at, "tensor '" + e.name + "': duplicate field '" + field + "'");
+      seen = true;
+    };
+    if (field == "dtype") {
+      once(has_dtype);
+      const std::uint64_t value_at = json.offset();
+      const std::string dtype = json.read_string();
+      const DtypeName* found = nullptr;
+      for (const auto& d : kDtypes)
+        if (d.name == dtype) found = &d;
+      if (!found) {
+        const bool known = std::find(std::begin(kKnownUnsupported), std::end(kKnownUnsupported),
+                                     dtype) != std::end(kKnownUnsupported);
+        if (known)
+          throw Error(ErrorCode::unsupported,
+                      "safetensors: tensor '" + e.name + "' has dtype " + dtype +
+                          ", which modelzip does not support",
+                      ErrorContext{.offset = value_at});
+        json.fail_at(value_at, "tensor '" + e.name + "': unknown dtype '" + dtype + "'");
+      }
+      e.dtype = found->dtype;
+    } else if (field == "shape") {
+      once(has_shape);
+      json.begin_array();
+      while (json.next_item()) {
+        const std::uint64_t dim_at = json.offset();
+        detail::check_rank(e.shape.size() + 1, limits, "safetensors tensor '" + e.name + "'",
+                           dim_at);
+        const std::uint64_t d = json.read_uint();
+        if (d > static_cast<std::uint64_t>(INT64_MAX))
+          json.fail_at(dim_at,
+                       "tensor '" + e.name + "': dimension " + std::to_string(d) + " is too large");
+        e.shape.push_back(static_cast<std::int64_t>(d));
+      }
+    } else if (field == "data_offsets") {
+      once(has_offsets);
+      json.begin_array();
+      std::uint64_t values[2];
+      for (int i = 0; i < 2; ++i) {
+        if (!json.next_item())
+          json.fail("tensor '" + e.name + "': data_offsets must hold two integers");
+        values[i] = json.read_uint();
+      }
+      if (json.next_item())
+        json.fail("tensor '" + e.name + "': data_offsets must hold two integers");
+      e.begin = values[0];
+      e.end = values[1];
+    } else {
+      json.fail_at(field_at, "tensor '" + e.name + "': unknown field '" + field + "'");
+    }
+  }
+  if (!has_dtype || !has_shape || !has_offsets)
+    json.fail_at(at, "tensor '" + e.name + "' lacks " +
+                         std::string(!has_dtype   ? "'dtype'"
+                                     : !has_shape ? "'shape'"
+                                                  : "'data_offsets'"));
+  return e;
+}
+
+}  // namespace
+
+TensorFile read_safetensors(const Bytes& data, const Limits& limits) {
+  modelzip::detail::ByteReader r(data.span());
+  const auto n = r.read<std::uint64_t>("safetensors header size");
+  if (n > kMaxHeaderBytes)
+    throw Error(ErrorCode::limit_exceeded,
+                "safetensors header of " + std::to_string(n) + " bytes exceeds the limit of " +
+                    std::to_string(kMaxHeaderBytes),
+                ErrorContext{.offset = 0});
+  const std::string_view header = r.string(n, "safetensors header");
+  if (header.empty() || header[0] != '{')
+    throw Error(ErrorCode::corrupt, "safetensors header does not start with '{'",
+                ErrorContext{.offset = 8});
+  const std::uint64_t data_start = 8 + n;
+
+  JsonCursor json(header, 8, "safetensors header");
+  TensorFile file;
+  file.format = Format::safetensors;
+  std::vector<Entry> entries;
+  std::unordered_set<std::string> names;
+  bool has_metadata = false;
+  json.begin_object();
+  std::string key;
+  while (true) {
+    const std::uint64_t key_at = json.offset();
+    if (!json.next_key(key)) break;
+    if (key == kMetadataKey) {
+      if (has_metadata) json.fail_at(key_at, "duplicate '__metadata__'");
+      has_metadata = true;
+      json.begin_object();
+      std::string meta_key;
+      while (true) {
+        const std::uint64_t meta_at = json.offset();
+        if (!json.next_key(meta_key)) break;
+        std::string value = json.read_string();
+        if (!file.metadata.emplace(meta_key, std::move(value)).second)
+          json.fail_at(meta_at, "duplicate metadata key '" + meta_key + "'");
+      }
+      continue;
+    }
+    if (!names.insert(key).second) json.fail_at(key_at, "duplicate tensor '" + key + "'");
+    entries.push_back(parse_entry(json, key, key_at, limits));
+  }
+  json.finish();
+
+  // As the library: order by offsets, then every tensor must start where the
+  // previous one ended, and the last must end at the end of the file.
+  std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  const std::uint64_t data_size = r.remaining();
+  std::uint64_t expected = 0;
+  for (const auto& e : entries) {
+    if (e.begin != expected || e.end < e.begin)
+      throw Error(ErrorCode::corrupt,
+                  "safetensors: tensor '" + e.name + "' has data_offsets [" +
+                      std::to_string(e.begin) + ", " + std::to_string(e.end) +
+                      "], expected to start at " + std::to_string(expected) +
+                      " (tensor data must not overlap or leave gaps)",
+                  ErrorContext{.offset = e.at});
+    const DtypeName* d = find_dtype(e.dtype);
+    const std::uint64_t bytes = detail::checked_byte_size(e.shape, dtype_size(d->dtype),
+                                                          "safetensors tensor '" + e.name + "'");
+    if (e.end - e.begin != bytes)
+      throw Error(ErrorCode::corrupt,
+                  "safetensors: tensor '" + e.name + "' of dtype " + std::string(d->name) +
+                      " and shape " + detail::shape_text(e.shape) + " needs " +
+                      std::to_string(bytes) + " bytes, its data_offsets span " +
+                      std::to_string(e.end - e.begin),
+                  ErrorContext{.offset = e.at});
+    if (e.end > data_size)
+      throw Error(ErrorCode::corrupt,
+                  "safetensors: tensor '" + e.name + "' ends at data offset " +
+                      std::to_string(e.end) + ", past the end of the data (" +
+                      std::to_string(data_size) + " bytes)",
+                  ErrorContext{.offset = e.at});
+    expected = e.end;
+  }
+  if (expected != data_size)
+    throw Error(ErrorCode::corrupt,
+                "safetensors: the tensors cover " + std::to_string(expected) +
+                    " bytes of data, the file holds " + std::to_string(data_size),
+                ErrorContext{.offset = data_start + expected});
+
+  file.tensors.reserve(entries.size());
+  for (auto& e : entries) {
+    const std::size_t element = dtype_size(e.dtype);
+    Bytes values = detail::aligned_slice(data, data_start + e.begin, e.end - e.begin, element);
+    file.tensors.push_back(
+        {std::move(e.name), Tensor::dense(e.dtype, std::move(e.shape), std::move(values))});
+  }
+  return file;
+}
+
+namespace {
+
+struct Prepared {
+  std::string header;                     // size prefix, JSON, padding
+  std::vector<const NamedTensor*> order;  // data order
+};
+
+Prepared prepare(std::span<const NamedTensor> tensors, const StringMap& metadata) {
+  detail::check_unique_names(tensors, "safetensors");
+  std::vector<const NamedTensor*> order;
+  for (const auto& t : tensors) {
+    if (t.name == kMetadataKey)
+      throw Error(ErrorCode::invalid_argument,
+                  "safetensors: '__metadata__' is reserved and cannot name a tensor");
+    if (!modelzip::detail::utf8_valid(t.name))
+      throw Error(ErrorCode::invalid_argument, "safetensors: a tensor name is not valid UTF-8");
+    if (t.tensor.layout() != Layout::dense)
+      detail::unsupported_tensor("safetensors", t.name, "sparse COO tensors are not supported");
+    if (t.tensor.dtype() == DType::utf8)
+      detail::unsupported_tensor("safetensors", t.name, "string tensors are not supported");
+    order.push_back(&t);
+  }
+  for (const auto& [k, v] : metadata)
+    if (!modelzip::detail::utf8_valid(k) || !modelzip::detail::utf8_valid(v))
+      throw Error(ErrorCode::invalid_argument, "safetensors: metadata is not valid UTF-8");
+  // The library's order: descending dtype alignment, then name.
+  std::sort(order.begin(), order.end(), [](const NamedTensor* a, const NamedTensor* b) {
+    const int ra = find_dtype(a->tensor.dtype())->alignment_rank;
+    const int rb = find_dtype(b->tensor.dtype())->alignment_rank;
+    return ra != rb ? ra > rb : a->name < b->name;
+  });
+
+  std::string json = "{";
+  bool first = true;
+  if (!metadata.empty()) {
+    detail::append_json_string(json, kMetadataKey);
+    json += ":{";
+    for (const auto& [k, v] : metadata) {
+      if (!first) json += ',';
+      first = false;
+      detail::append_json_string(json, k);
+      json += ':';
+      detail::append_json_string(json, v);
+    }
+    json += '}';
+    first = false;
+  }
+  std::uint64_t offset = 0;
+  for (const NamedTensor* t : order) {
+    if (!first) json += ',';
+    first = false;
+    detail::append_json_string(json, t->name);
+    json += ":{\"dtype\":\"";
+    json += find_dtype(t->tensor.dtype())->name;
+    json += "\",\"shape\":[";
+    const Shape& shape = t->tensor.shape();
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+      if (i) json += ',';
+      json += std::to_string(shape[i]);
+    }
+    const std::uint64_t end = offset + t->tensor.values().size();
+    json += "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(end) + "]}";
+    offset = end;
+  }
+  json += '}';
+  json.append((8 - json.size() % 8) % 8, ' ');
+  if (json.size() > kMaxHeaderBytes)
+    throw Error(ErrorCode::limit_exceeded, "safetensors: the header would need " +
+                                               std::to_string(json.size()) +
+                                               " bytes, more than readers accept (100 MB)");
+
+  Prepared p;
+  p.header.resize(8);
+  modelzip::detail::store_le<std::uint64_t>(reinterpret_cast<std::byte*>(p.header.data()),
+                                            json.size());
+  p.header += json;
+  p.order = std::move(order);
+  return p;
+}
+
+void write_prepared(std::ostream& out, const Prepared& p) {
+  detail::write_bytes(out, p.header);
+  for (const NamedTensor* t : p.order) detail::write_bytes(out, t->tensor.values().span());
+}
+
+}  // namespace
+
+void write_safetensors(std::ostream& out, std::span<const NamedTensor> tensors,
+                       const StringMap& metadata) {
+  write_prepared(out, prepare(tensors, metadata));
+}
+
+void write_safetensors(const std::filesystem::path& path, std::span<const NamedTensor> tensors,
+                       const StringMap& metadata) {
+  const Prepared p = prepare(tensors, metadata);
+  detail::write_file_atomically(path, [&](std::ostream& out) { write_prepared(out, p); });
+}
+
+}  // namespace modelzip::convert

@@ -1,0 +1,87 @@
+// Format detection by extension and the file-level dispatchers.
+#include <algorithm>
+#include <cctype>
+
+#include "convert/convert_util.hpp"
+#include "io/mapped_file.hpp"
+#include "modelzip/convert.hpp"
+
+namespace modelzip::convert {
+
+std::string_view to_string(Format format) noexcept {
+  switch (format) {
+    case Format::npy:
+      return "npy";
+    case Format::npz:
+      return "npz";
+    case Format::safetensors:
+      return "safetensors";
+    case Format::btf:
+      return "btf";
+  }
+  return "unknown";
+}
+
+Format format_from_extension(const std::filesystem::path& path) {
+  std::string ext = path.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (ext == ".npy") return Format::npy;
+  if (ext == ".npz") return Format::npz;
+  if (ext == ".safetensors") return Format::safetensors;
+  if (ext == ".btf") return Format::btf;
+  throw Error(ErrorCode::unsupported,
+              "unknown tensor file extension '" + path.extension().string() +
+                  "' (known: .npy, .npz, .safetensors, .btf)",
+              ErrorContext{.archive = path.string()});
+}
+
+TensorFile read_tensor_file(const std::filesystem::path& path, const Limits& limits) {
+  const Format format = format_from_extension(path);
+  try {
+    const Bytes data = io::map_file(path);
+    switch (format) {
+      case Format::npy:
+        return {format, read_npy(data, path.stem().string(), limits), {}};
+      case Format::npz:
+        return {format, read_npz(data, limits), {}};
+      case Format::safetensors:
+        return read_safetensors(data, limits);
+      case Format::btf:
+        return {format, read_btf(data, limits), {}};
+    }
+    throw Error(ErrorCode::unsupported, "unknown tensor file format");
+  } catch (const Error& e) {
+    throw e.with_context({.archive = path.string()});
+  }
+}
+
+void write_tensor_file(const std::filesystem::path& path, std::span<const NamedTensor> tensors,
+                       const StringMap& metadata) {
+  const Format format = format_from_extension(path);
+  if (!metadata.empty() && format != Format::safetensors)
+    throw Error(ErrorCode::unsupported,
+                std::string(to_string(format)) + " files cannot hold metadata (safetensors can)",
+                ErrorContext{.archive = path.string()});
+  switch (format) {
+    case Format::npy:
+      if (tensors.size() != 1)
+        throw Error(ErrorCode::invalid_argument,
+                    "a .npy file holds exactly one tensor, got " + std::to_string(tensors.size()),
+                    ErrorContext{.archive = path.string()});
+      try {
+        write_npy(path, tensors[0].tensor);
+      } catch (const Error& e) {
+        throw detail::name_error(e, tensors[0].name);
+      }
+      return;
+    case Format::npz:
+      return write_npz(path, tensors);
+    case Format::safetensors:
+      return write_safetensors(path, tensors, metadata);
+    case Format::btf:
+      return write_btf(path, tensors);
+  }
+}
+
+}  // namespace modelzip::convert

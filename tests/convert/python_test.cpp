@@ -1,0 +1,1 @@
+#include "convert_test_support.hpp"
