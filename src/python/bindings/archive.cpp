@@ -1,0 +1,307 @@
+// modelzip.Archive (read access), modelzip.ParamInfo and modelzip.Metadata.
+#include "modelzip/archive.hpp"
+
+#include <pybind11/operators.h>
+#include <pybind11/stl.h>
+
+#include <utility>
+#include <vector>
+
+#include "arrays.hpp"
+#include "bindings.hpp"
+#include "modelzip/finalfusion.hpp"
+
+namespace modelzip::python {
+namespace {
+
+// The Python-side archive: a modelzip::Archive until close(). Methods copy
+// the Archive (a shared pointer) out under the GIL before releasing it, so a
+// concurrent close() only drops this wrapper's reference.
+class PyArchive {
+ public:
+  explicit PyArchive(Archive archive) : archive_(std::move(archive)), name_(archive_->name()) {}
+
+  const Archive& get() const {
+    if (!archive_) throw py::value_error("I/O operation on closed archive '" + name_ + "'");
+    return *archive_;
+  }
+  void close() { archive_.reset(); }
+  bool closed() const { return !archive_; }
+  const std::string& name() const { return name_; }
+
+ private:
+  std::optional<Archive> archive_;
+  std::string name_;
+};
+
+ReadMode read_mode(bool copy) {
+  return copy ? ReadMode::copy : ReadMode::zero_copy;
+}
+
+py::tuple shape_tuple(const Shape& shape) {
+  py::tuple t(shape.size());
+  for (std::size_t i = 0; i < shape.size(); ++i) t[i] = py::int_(shape[i]);
+  return t;
+}
+
+std::string repr_optional(const std::optional<std::string>& s) {
+  return s ? py::repr(py::str(*s)).cast<std::string>() : "None";
+}
+
+// The tensors of `names` (parameters of `tag`) read with the GIL released.
+py::dict load_tensors(const Archive& archive, const std::string& tag, bool copy) {
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  {
+    py::gil_scoped_release release;
+    for (const ParamInfo& p : archive.params(tag))
+      if (p.kind == BlobKind::tensor)
+        tensors.emplace_back(p.name, archive.tensor(p.name, tag, read_mode(copy)));
+  }
+  py::dict out;
+  for (const auto& [name, tensor] : tensors) out[py::str(name)] = tensor_to_python(tensor, copy);
+  return out;
+}
+
+void bind_metadata(py::module_& m) {
+  py::class_<Metadata> cls(m, "Metadata", R"(Archive-level metadata (the entry modelzip.toml).
+
+Every field except format_version and writer is optional (None when absent).
+Set it with Writer.set_metadata(), modelzip.save(..., metadata=...) or
+modelzip.set_metadata().)");
+  cls.def(py::init(
+              [](std::optional<std::string> model_name, std::optional<std::string> model_version,
+                 std::optional<std::string> quantization, std::optional<std::string> description) {
+                Metadata meta;
+                meta.model_name = std::move(model_name);
+                meta.model_version = std::move(model_version);
+                meta.quantization = std::move(quantization);
+                meta.description = std::move(description);
+                return meta;
+              }),
+          py::kw_only(), py::arg("model_name") = py::none(), py::arg("model_version") = py::none(),
+          py::arg("quantization") = py::none(), py::arg("description") = py::none(),
+          "Metadata with the given optional fields.")
+      .def_readonly("format_version", &Metadata::format_version,
+                    "The archive format version (set by the writer).")
+      .def_readwrite("model_name", &Metadata::model_name, "Name of the model, or None.")
+      .def_readwrite("model_version", &Metadata::model_version, "Version of the model, or None.")
+      .def_readwrite("quantization", &Metadata::quantization,
+                     "Quantization scheme, e.g. \"none\" or \"int8-per-channel\", or None.")
+      .def_readwrite("description", &Metadata::description, "Free text, or None.")
+      .def_readonly("writer", &Metadata::writer,
+                    "The software that wrote the archive last (set at commit).")
+      .def(py::self == py::self)
+      .def("__repr__", [](const Metadata& meta) {
+        return "modelzip.Metadata(model_name=" + repr_optional(meta.model_name) +
+               ", model_version=" + repr_optional(meta.model_version) +
+               ", quantization=" + repr_optional(meta.quantization) +
+               ", description=" + repr_optional(meta.description) +
+               ", format_version=" + std::to_string(meta.format_version) +
+               ", writer=" + py::repr(py::str(meta.writer)).cast<std::string>() + ")";
+      });
+  cls.attr("__hash__") = py::none();
+  set_public_module(cls);
+}
+
+void bind_param_info(py::module_& m) {
+  py::class_<ParamInfo> cls(
+      m, "ParamInfo", R"(What an archive says about one parameter (no tensor data is read).)");
+  cls.def_readonly("name", &ParamInfo::name, "Parameter name (for updater state: the variable).")
+      .def_readonly("state", &ParamInfo::state,
+                    "Updater state name (\"M\", \"V\"...); \"\" for parameters.")
+      .def_property_readonly(
+          "kind",
+          [](const ParamInfo& p) { return p.kind == BlobKind::tensor ? "tensor" : "embedding"; },
+          "\"tensor\", or \"embedding\" for a finalfusion embedding parameter.")
+      .def_property_readonly(
+          "dtype", [](const ParamInfo& p) { return std::string(dtype_name(p.dtype)); },
+          "numpy-style dtype name: \"float32\", \"bfloat16\", \"string\"...")
+      .def_property_readonly(
+          "shape", [](const ParamInfo& p) { return shape_tuple(p.shape); }, "The dense shape.")
+      .def_property_readonly(
+          "layout", [](const ParamInfo& p) { return std::string(layout_name(p.layout)); },
+          "\"dense\" or \"sparse_coo\".")
+      .def_readonly("nbytes", &ParamInfo::nbytes, "Uncompressed bytes of tensor data.")
+      .def_readonly("blob", &ParamInfo::blob, "Entry path of the blob in the zip.")
+      .def_readonly("owner_tag", &ParamInfo::owner_tag, "The tag whose folder holds the blob.")
+      .def_readonly("shared", &ParamInfo::shared, "True when the blob belongs to another tag.")
+      .def_readonly("compressed", &ParamInfo::compressed, "True when the blob is deflated.")
+      .def("__repr__", [](const ParamInfo& p) {
+        std::string r = "modelzip.ParamInfo(name=" + py::repr(py::str(p.name)).cast<std::string>();
+        if (!p.state.empty()) r += ", state=" + py::repr(py::str(p.state)).cast<std::string>();
+        r += ", dtype='" + std::string(dtype_name(p.dtype)) +
+             "', shape=" + py::repr(shape_tuple(p.shape)).cast<std::string>();
+        if (p.layout != Layout::dense) r += ", layout='" + std::string(layout_name(p.layout)) + "'";
+        if (p.kind != BlobKind::tensor) r += ", kind='embedding'";
+        r += ", nbytes=" + std::to_string(p.nbytes) +
+             ", blob=" + py::repr(py::str(p.blob)).cast<std::string>() +
+             ", shared=" + (p.shared ? "True" : "False") +
+             ", compressed=" + (p.compressed ? "True" : "False") + ")";
+        return r;
+      });
+  set_public_module(cls);
+}
+
+}  // namespace
+
+void bind_archive(py::module_& m) {
+  bind_metadata(m);
+  bind_param_info(m);
+
+  py::class_<PyArchive> cls(m, "Archive", R"(A modelzip archive opened for reading.
+
+The file is memory-mapped; tensors of stored (uncompressed) blobs load as
+read-only numpy views into the mapping (zero-copy). Every array keeps the
+mapping alive, so arrays stay valid after close(). Use copy=True for
+writable arrays in owned memory (their CRC-32 is checked).
+
+Thread safety: all methods may be called from several threads; long reads
+release the GIL.)");
+  cls.def(py::init([](const py::object& path) {
+            std::filesystem::path p = to_path(path);
+            py::gil_scoped_release release;
+            return PyArchive(Archive::open(p));
+          }),
+          py::arg("path"), "Opens (maps and validates) the archive at `path`.")
+      .def_property_readonly("name", &PyArchive::name, "The path given at open.")
+      .def_property_readonly("closed", &PyArchive::closed, "True after close().")
+      .def("close", &PyArchive::close,
+           "Releases the archive. Arrays already loaded stay valid (they keep the mapping).")
+      .def("__enter__", [](py::object self) { return self; })
+      .def("__exit__",
+           [](PyArchive& self, const py::object&, const py::object&, const py::object&) {
+             self.close();
+             return false;
+           })
+      .def("__repr__",
+           [](const PyArchive& self) {
+             return std::string("<modelzip.Archive ") +
+                    py::repr(py::str(self.name())).cast<std::string>() +
+                    (self.closed() ? " (closed)>" : ">");
+           })
+      .def_property_readonly(
+          "tags", [](const PyArchive& self) { return self.get().tags(); }, "Tags, oldest first.")
+      .def_property_readonly(
+          "newest_tag", [](const PyArchive& self) { return self.get().newest_tag(); },
+          "The newest tag; raises NotFoundError when the archive has no tags.")
+      .def(
+          "find_tag",
+          [](const PyArchive& self, std::string_view tag) { return self.get().find_tag(tag); },
+          py::arg("tag"), "The stored spelling of `tag` (compared ignoring ASCII case), or None.")
+      .def_property_readonly(
+          "metadata", [](const PyArchive& self) { return self.get().metadata(); },
+          "The archive metadata (a copy).")
+      .def(
+          "params",
+          [](const PyArchive& self, const std::optional<std::string>& tag) {
+            Archive a = self.get();
+            py::gil_scoped_release release;
+            return a.params(tag_or_newest(tag));
+          },
+          py::arg("tag") = py::none(),
+          "The parameters of `tag` (None: the newest), in stored order.")
+      .def(
+          "param",
+          [](const PyArchive& self, const std::string& name,
+             const std::optional<std::string>& tag) {
+            return self.get().param(name, tag_or_newest(tag));
+          },
+          py::arg("name"), py::arg("tag") = py::none(),
+          "One parameter's description; raises NotFoundError if absent.")
+      .def(
+          "tensor",
+          [](const PyArchive& self, const std::string& name, const std::optional<std::string>& tag,
+             bool copy) {
+            Archive a = self.get();
+            Tensor t;
+            {
+              py::gil_scoped_release release;
+              t = a.tensor(name, tag_or_newest(tag), read_mode(copy));
+            }
+            return tensor_to_python(t, copy);
+          },
+          py::arg("name"), py::arg("tag") = py::none(), py::kw_only(), py::arg("copy") = false,
+          "One parameter of `tag` (None: the newest) as numpy (see load()).")
+      .def(
+          "load",
+          [](const PyArchive& self, const std::optional<std::string>& tag, bool copy) {
+            return load_tensors(self.get(), tag_or_newest(tag), copy);
+          },
+          py::arg("tag") = py::none(), py::kw_only(), py::arg("copy") = false,
+          R"(Every tensor parameter of `tag` (None: the newest), by name, in stored order.
+
+Dense tensors are numpy arrays: read-only zero-copy views for stored blobs
+unless copy=True. bfloat16 loads as uint16 (the raw bits), strings as an
+object array of str, sparse tensors as SparseCOO. Embedding parameters are
+skipped (use embeddings()).)")
+      .def(
+          "load_torch",
+          [](const PyArchive& self, const std::optional<std::string>& tag) {
+            Archive a = self.get();
+            std::string t = tag_or_newest(tag);
+            py::dict arrays = load_tensors(a, t, /*copy=*/true);
+            py::dict dtypes;
+            for (const ParamInfo& p : a.params(t))
+              dtypes[py::str(p.name)] = std::string(dtype_name(p.dtype));
+            return helper("_torch", "state_dict")(arrays, dtypes);
+          },
+          py::arg("tag") = py::none(),
+          R"(Every tensor parameter of `tag` as torch tensors (owned, writable copies).
+
+bfloat16 comes back as torch.bfloat16, sparse tensors as torch sparse COO.
+Raises TypeError for parameters torch cannot hold (strings, uint16/32/64).)")
+      .def(
+          "updater_states",
+          [](const PyArchive& self, const std::optional<std::string>& tag) {
+            Archive a = self.get();
+            py::gil_scoped_release release;
+            return a.updater_states(tag_or_newest(tag));
+          },
+          py::arg("tag") = py::none(),
+          "Optimizer state arrays of `tag` (name = variable, state = state name).")
+      .def(
+          "updater_state",
+          [](const PyArchive& self, const std::string& variable, const std::string& state,
+             const std::optional<std::string>& tag, bool copy) {
+            Archive a = self.get();
+            Tensor t;
+            {
+              py::gil_scoped_release release;
+              t = a.updater_state(variable, state, tag_or_newest(tag), read_mode(copy));
+            }
+            return tensor_to_python(t, copy);
+          },
+          py::arg("variable"), py::arg("state"), py::arg("tag") = py::none(), py::kw_only(),
+          py::arg("copy") = false, "One optimizer state array, as numpy (see load()).")
+      .def(
+          "embeddings",
+          [](const PyArchive& self, const std::string& name,
+             const std::optional<std::string>& tag) {
+            Archive a = self.get();
+            py::gil_scoped_release release;
+            return finalfusion::Embeddings::read(a.embedding_file(name, tag_or_newest(tag)), name);
+          },
+          py::arg("name"), py::arg("tag") = py::none(),
+          "An embedding parameter as Embeddings (its matrix is a zero-copy view when stored).")
+      .def(
+          "verify",
+          [](const PyArchive& self) {
+            Archive a = self.get();
+            std::vector<Problem> problems;
+            {
+              py::gil_scoped_release release;
+              problems = a.verify();
+            }
+            py::list out;
+            for (const Problem& p : problems) out.append(py::make_tuple(p.entry, p.message));
+            return out;
+          },
+          "Checks everything (zip structure, every CRC-32, blob, reference). "
+          "Returns (entry, message) problems; empty when the archive is valid.")
+      .def(
+          "entry_names", [](const PyArchive& self) { return self.get().entry_names(); },
+          "Every zip entry name, in central directory order.");
+  set_public_module(cls);
+}
+
+}  // namespace modelzip::python

@@ -1,0 +1,50 @@
+// The `modelzip._modelzip` extension module and the helpers every binding
+// file shares.
+#include <pybind11/pybind11.h>
+
+#include "bindings.hpp"
+#include "modelzip/dtype.hpp"
+
+namespace modelzip::python {
+
+std::shared_ptr<const void> python_keeper(py::object object) {
+  return std::shared_ptr<const void>(new py::object(std::move(object)), [](const void* p) {
+    py::gil_scoped_acquire gil;
+    delete static_cast<const py::object*>(p);
+  });
+}
+
+std::filesystem::path to_path(py::handle path) {
+  py::object fs = py::module_::import("os").attr("fspath")(path);
+  if (!py::isinstance<py::str>(fs))
+    throw py::type_error("paths must be str or os.PathLike of str, not bytes");
+  return std::filesystem::path(fs.cast<std::string>());
+}
+
+std::string tag_or_newest(const std::optional<std::string>& tag) {
+  return tag.value_or(std::string());
+}
+
+void set_public_module(py::handle object) {
+  object.attr("__module__") = "modelzip";
+}
+
+py::object helper(const char* module, const char* name) {
+  return py::module_::import((std::string("modelzip.") + module).c_str()).attr(name);
+}
+
+}  // namespace modelzip::python
+
+PYBIND11_MODULE(_modelzip, m) {
+  using namespace modelzip::python;
+  m.doc() = "Compiled core of the modelzip package (import `modelzip`, not this module).";
+  m.attr("__version__") = MODELZIP_VERSION;
+  py::list dtypes;
+  for (modelzip::DType t : modelzip::kAllDTypes)
+    dtypes.append(py::str(std::string(modelzip::dtype_name(t))));
+  m.attr("DTYPES") = py::tuple(dtypes);
+  bind_errors(m);
+  bind_embeddings(m);  // before Archive, whose signatures name Embeddings
+  bind_archive(m);
+  bind_writer(m);
+}

@@ -1,0 +1,280 @@
+// modelzip.Writer (add and remove tags, set metadata, commit) and
+// modelzip.WriteStats.
+//
+// Arrays given to add_tag are borrowed, not copied: each staged Tensor views
+// the numpy buffer and holds the array through python_keeper() until the C++
+// Writer drops the staged tag (after a successful commit, or when the Writer
+// is closed). commit() runs with the GIL released.
+#include "modelzip/writer.hpp"
+
+#include <pybind11/stl.h>
+
+#include <set>
+#include <utility>
+
+#include "arrays.hpp"
+#include "bindings.hpp"
+#include "modelzip/error.hpp"
+#include "modelzip/finalfusion.hpp"
+
+namespace modelzip::python {
+namespace {
+
+// The Python progress callback and the exception it raised, if any (then
+// commit() re-raises that exception instead of Error(cancelled)).
+struct ProgressState {
+  std::shared_ptr<const void> function;  // a py::object, via python_keeper
+  std::optional<py::error_already_set> error;
+};
+
+class PyWriter {
+ public:
+  PyWriter(const py::object& path, bool dedup, bool durable, const py::object& progress)
+      : path_(to_path(path).string()), progress_(std::make_shared<ProgressState>()) {
+    WriterOptions options;
+    options.dedup = dedup;
+    options.durable = durable;
+    if (!progress.is_none()) {
+      if (!PyCallable_Check(progress.ptr())) throw py::type_error("progress must be callable");
+      progress_->function = python_keeper(progress);
+      options.progress = [state = progress_](const Progress& p) -> bool {
+        py::gil_scoped_acquire gil;
+        try {
+          const auto& fn = *static_cast<const py::object*>(state->function.get());
+          py::object result = fn(p.bytes_done, p.bytes_total);
+          return result.is_none() || PyObject_IsTrue(result.ptr()) == 1;
+        } catch (py::error_already_set& e) {
+          state->error = std::move(e);
+          return false;
+        }
+      };
+    }
+    std::filesystem::path p = path_;
+    py::gil_scoped_release release;
+    writer_.emplace(Writer::open(p, std::move(options)));
+  }
+
+  void add_tag(const std::string& tag, const py::handle& arrays, const py::object& share,
+               const py::object& compress, const py::object& bfloat16, const py::object& updater) {
+    Writer& w = get();
+    std::set<std::string> compressed_names, bfloat16_names, names;
+    const bool compress_all = py::isinstance<py::bool_>(compress) && compress.cast<bool>();
+    if (!py::isinstance<py::bool_>(compress)) compressed_names = names_of(compress, "compress");
+    bfloat16_names = names_of(bfloat16, "bfloat16");
+    auto options_for = [&](const std::string& name) {
+      bool deflate = compress_all || compressed_names.count(name);
+      return ParamOptions{deflate ? Compression::deflate : Compression::store};
+    };
+    py::object to_savable = helper("_values", "to_savable");
+    NewTag contents;
+    if (!py::hasattr(arrays, "items"))
+      throw py::type_error("arrays must be a mapping name -> array");
+    for (py::handle item : arrays.attr("items")()) {
+      py::tuple pair = py::reinterpret_borrow<py::tuple>(item);
+      std::string name = name_of(pair[0], "parameter names");
+      names.insert(name);
+      py::tuple savable = to_savable(name, pair[1], bfloat16_names.count(name) > 0);
+      if (py::cast<std::string>(savable[0]) == "embedding") {
+        const auto& e = savable[1].cast<const finalfusion::Embeddings&>();
+        Bytes file;
+        {
+          py::gil_scoped_release release;
+          file = e.to_bytes();
+        }
+        contents.add_embedding(name, std::move(file));
+      } else {
+        contents.add(name, tensor_from_savable(savable), options_for(name));
+      }
+    }
+    if (!updater.is_none()) {
+      for (py::handle item : updater.attr("items")()) {
+        py::tuple pair = py::reinterpret_borrow<py::tuple>(item);
+        auto key = pair[0].cast<std::pair<std::string, std::string>>();
+        std::string label = key.first + "/" + key.second;
+        names.insert(label);
+        py::tuple savable = to_savable(label, pair[1], bfloat16_names.count(label) > 0);
+        if (py::cast<std::string>(savable[0]) == "embedding")
+          throw py::type_error("updater state '" + label + "' must be an array");
+        contents.add_updater_state(key.first, key.second, tensor_from_savable(savable),
+                                   options_for(label));
+      }
+    }
+    if (!share.is_none()) {
+      for (py::handle item : share.attr("items")()) {
+        py::tuple pair = py::reinterpret_borrow<py::tuple>(item);
+        std::string name = name_of(pair[0], "shared parameter names");
+        auto from = pair[1].cast<std::pair<std::string, std::string>>();
+        contents.share(name, from.first, from.second);
+      }
+    }
+    for (const auto& [option, set] :
+         {std::pair{"compress", &compressed_names}, std::pair{"bfloat16", &bfloat16_names}})
+      for (const auto& n : *set)
+        if (!names.count(n))
+          throw py::value_error(std::string(option) + " names '" + n +
+                                "', which is not among the arrays of this tag");
+    w.add_tag(tag, std::move(contents));
+    dirty_ = true;
+  }
+
+  void remove_tag(const std::string& tag) {
+    get().remove_tag(tag);
+    dirty_ = true;
+  }
+
+  void set_metadata(const Metadata& metadata) {
+    get().set_metadata(metadata);
+    dirty_ = true;
+  }
+
+  std::vector<std::string> tags() { return get().tags(); }
+
+  Writer::Stats commit() {
+    Writer& w = get();
+    struct Busy {
+      bool& flag;
+      explicit Busy(bool& f) : flag(f) { flag = true; }
+      ~Busy() { flag = false; }
+    } busy(busy_);
+    try {
+      py::gil_scoped_release release;
+      w.commit();
+    } catch (const Error& e) {
+      if (e.code() == ErrorCode::cancelled && progress_->error) {
+        py::error_already_set raised = std::move(*progress_->error);
+        progress_->error.reset();
+        throw raised;
+      }
+      throw;
+    }
+    progress_->error.reset();
+    dirty_ = false;
+    return w.last_stats();
+  }
+
+  Writer::Stats last_stats() { return get().last_stats(); }
+  bool dirty() const { return dirty_; }
+  bool closed() const { return !writer_; }
+  const std::string& path() const { return path_; }
+
+  // Discards staged changes (releasing the borrowed arrays).
+  void close() {
+    if (busy_) throw py::value_error("the Writer is committing in another thread");
+    writer_.reset();
+    dirty_ = false;
+  }
+
+ private:
+  Writer& get() {
+    if (!writer_) throw py::value_error("operation on closed Writer for '" + path_ + "'");
+    if (busy_) throw py::value_error("the Writer is committing in another thread");
+    return *writer_;
+  }
+
+  static std::string name_of(const py::handle& key, const char* what) {
+    if (!py::isinstance<py::str>(key))
+      throw py::type_error(std::string(what) + " must be str, not " +
+                           py::str(py::type::of(key).attr("__name__")).cast<std::string>());
+    return key.cast<std::string>();
+  }
+
+  static std::set<std::string> names_of(const py::object& iterable, const char* option) {
+    std::set<std::string> out;
+    if (py::isinstance<py::str>(iterable))
+      throw py::type_error(std::string(option) + " must be a collection of names, not a str");
+    for (py::handle n : iterable) out.insert(name_of(n, option));
+    return out;
+  }
+
+  std::optional<Writer> writer_;
+  std::string path_;
+  std::shared_ptr<ProgressState> progress_;
+  bool busy_ = false;  // commit() is running with the GIL released
+  bool dirty_ = false;
+};
+
+std::string stats_repr(const Writer::Stats& s) {
+  return "modelzip.WriteStats(bytes_written=" + std::to_string(s.bytes_written) +
+         ", blobs_written=" + std::to_string(s.blobs_written) +
+         ", blobs_deduplicated=" + std::to_string(s.blobs_deduplicated) + ")";
+}
+
+}  // namespace
+
+void bind_writer(py::module_& m) {
+  py::class_<Writer::Stats> stats(m, "WriteStats", "Statistics of one commit.");
+  stats.def_readonly("bytes_written", &Writer::Stats::bytes_written, "Size of the archive written.")
+      .def_readonly("blobs_written", &Writer::Stats::blobs_written, "New blob entries written.")
+      .def_readonly("blobs_deduplicated", &Writer::Stats::blobs_deduplicated,
+                    "Parameters written as references to equal blobs (dedup).")
+      .def("__repr__", &stats_repr);
+  set_public_module(stats);
+
+  py::class_<PyWriter> cls(m, "Writer",
+                           R"(Adds tags to an archive, removes tags, sets metadata; commit() writes.
+
+Nothing touches the file until commit(), which writes a complete new archive
+beside it and renames it over the old one (fsynced when durable=True): the
+path holds the old archive or the new one, never a mix. A missing file
+starts an empty archive.
+
+Arrays given to add_tag() are not copied: the Writer keeps them alive and
+reads them during commit(), so do not modify them before commit() returns.
+As a context manager, leaving the with-block without an exception commits
+the staged changes (if any); with an exception they are discarded.
+
+A Writer is not thread-safe: use one per thread (other processes' commits to
+the same archive are serialized by a lock file).)");
+  cls.def(py::init<const py::object&, bool, bool, const py::object&>(), py::arg("path"),
+          py::kw_only(), py::arg("dedup") = true, py::arg("durable") = true,
+          py::arg("progress") = py::none(),
+          R"(Opens `path` for modification.
+
+dedup: write arrays equal to a blob already in the archive as references.
+durable: fsync the file and folder before commit() returns.
+progress: called as progress(bytes_done, bytes_total) during commit();
+returning False cancels (commit() raises Error with code "cancelled"); an
+exception it raises is re-raised by commit().)")
+      .def("add_tag", &PyWriter::add_tag, py::arg("tag"), py::arg("arrays"), py::kw_only(),
+           py::arg("share") = py::none(), py::arg("compress") = false,
+           py::arg("bfloat16") = py::tuple(), py::arg("updater") = py::none(),
+           R"(Stages a new tag (it becomes the newest) holding `arrays`.
+
+arrays: mapping name -> numpy array, torch tensor, anything with __array__ or
+  .numpy(), str / list of str (strings), SparseCOO, or Embeddings. Arrays are
+  borrowed until commit() returns (C-contiguous little-endian copies are made
+  only for arrays that are not).
+share: {name: (tag, param)}: `name` is parameter `param` of existing tag `tag`.
+compress: True, or the names to deflate (default: stored, zero-copy reads).
+bfloat16: names of uint16/int16 arrays holding bfloat16 bits (torch bfloat16
+  tensors are recognised without this).
+updater: {(variable, state): array}: optimizer state arrays (e.g. Adam "M").)")
+      .def("remove_tag", &PyWriter::remove_tag, py::arg("tag"),
+           "Stages removal of `tag` (ignoring case). Blobs other tags share are kept.")
+      .def("set_metadata", &PyWriter::set_metadata, py::arg("metadata"),
+           "Stages new archive metadata (replacing all fields).")
+      .def_property_readonly("tags", &PyWriter::tags, "Tags as they will be after commit().")
+      .def("commit", &PyWriter::commit,
+           "Writes everything staged (GIL released) and returns the WriteStats. "
+           "On failure the old archive is untouched and the changes stay staged.")
+      .def_property_readonly("last_stats", &PyWriter::last_stats,
+                             "WriteStats of the last commit().")
+      .def_property_readonly("path", &PyWriter::path, "The archive path.")
+      .def_property_readonly("closed", &PyWriter::closed, "True after close().")
+      .def("close", &PyWriter::close,
+           "Discards the staged changes and releases the borrowed arrays.")
+      .def("__enter__", [](py::object self) { return self; })
+      .def("__exit__",
+           [](PyWriter& self, const py::object& type, const py::object&, const py::object&) {
+             if (type.is_none() && !self.closed() && self.dirty()) self.commit();
+             self.close();
+             return false;
+           })
+      .def("__repr__", [](const PyWriter& self) {
+        return "<modelzip.Writer " + py::repr(py::str(self.path())).cast<std::string>() +
+               (self.closed() ? " (closed)>" : ">");
+      });
+  set_public_module(cls);
+}
+
+}  // namespace modelzip::python

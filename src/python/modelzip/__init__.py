@@ -1,0 +1,127 @@
+"""modelzip: tagged machine-learning checkpoints in one zip archive.
+
+Reading::
+
+    with modelzip.open("model.zip") as archive:
+        print(archive.tags)                  # oldest first
+        weights = archive.load()             # newest tag: read-only zero-copy numpy views
+        state = archive.load_torch("step-1")  # torch tensors (owned copies)
+
+Writing (arrays are borrowed, not copied; dedup on by default)::
+
+    modelzip.save("model.zip", "step-2", model.state_dict())
+
+Errors are raised as modelzip.Error (modelzip.NotFoundError for missing tags,
+parameters and entries), with the full message and its context.
+See __init__.pyi for the typed API.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Iterable, Mapping, Optional, Union
+
+from . import _modelzip
+from ._errors import Error, NotFoundError
+from ._modelzip import Archive, Embeddings, Metadata, ParamInfo, Writer, WriteStats
+from ._values import SparseCOO
+
+__version__: str = _modelzip.__version__
+DTYPES: tuple[str, ...] = _modelzip.DTYPES
+
+__all__ = [
+    "Archive", "DTYPES", "Embeddings", "Error", "Metadata", "NotFoundError", "ParamInfo",
+    "SparseCOO", "WriteStats", "Writer", "load", "open", "remove_tag", "save", "set_metadata",
+]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def open(path: PathLike) -> Archive:  # noqa: A001 (mirrors builtins.open on purpose)
+    """Opens the archive at ``path`` for reading (same as ``Archive(path)``)."""
+    return Archive(path)
+
+
+def load(path: PathLike, tag: Optional[str] = None, *, copy: bool = False) -> dict[str, Any]:
+    """Every tensor parameter of ``tag`` (None: the newest) of the archive at ``path``.
+
+    Same as ``Archive(path).load(tag, copy=copy)``; zero-copy arrays keep the
+    file mapped after the archive is closed.
+    """
+    with Archive(path) as archive:
+        return archive.load(tag, copy=copy)
+
+
+def _metadata(metadata: Union[Metadata, Mapping[str, Optional[str]]]) -> Metadata:
+    if isinstance(metadata, Metadata):
+        return metadata
+    return Metadata(**metadata)
+
+
+def save(path: PathLike, tag: str, arrays: Mapping[str, Any], *,
+         share: Optional[Mapping[str, tuple[str, str]]] = None,
+         compress: Union[bool, Iterable[str]] = False,
+         bfloat16: Iterable[str] = (),
+         updater: Optional[Mapping[tuple[str, str], Any]] = None,
+         metadata: Union[Metadata, Mapping[str, Optional[str]], None] = None,
+         dedup: bool = True, durable: bool = True,
+         progress: Optional[Callable[[int, int], Optional[bool]]] = None) -> WriteStats:
+    """Adds tag ``tag`` holding ``arrays`` to the archive at ``path`` (created if missing).
+
+    ``arrays`` maps names to numpy arrays, torch tensors (a ``state_dict()``
+    works as is), anything with ``__array__``/``.numpy()``, str or lists of
+    str, SparseCOO, or Embeddings. Array data is not copied. With ``dedup``,
+    arrays equal to a blob already in the archive are stored as references.
+    See Writer.add_tag for ``share``, ``compress``, ``bfloat16`` and ``updater``.
+    Returns the WriteStats of the commit.
+    """
+    writer = Writer(path, dedup=dedup, durable=durable, progress=progress)
+    try:
+        writer.add_tag(tag, arrays, share=share, compress=compress, bfloat16=bfloat16,
+                       updater=updater)
+        if metadata is not None:
+            writer.set_metadata(_metadata(metadata))
+        return writer.commit()
+    finally:
+        writer.close()
+
+
+def remove_tag(path: PathLike, tag: str, *, durable: bool = True) -> WriteStats:
+    """Removes ``tag`` (ignoring case) from the archive at ``path``.
+
+    Blobs that other tags share move to the oldest remaining tag that uses them.
+    """
+    writer = Writer(path, durable=durable)
+    try:
+        writer.remove_tag(tag)
+        return writer.commit()
+    finally:
+        writer.close()
+
+
+def set_metadata(path: PathLike, metadata: Union[Metadata, Mapping[str, Optional[str]], None] = None,
+                 *, durable: bool = True, **fields: Optional[str]) -> Metadata:
+    """Replaces the archive metadata with ``metadata`` and/or updates single ``fields``.
+
+    ``set_metadata(path, description="fine-tuned")`` keeps the other fields.
+    The read-modify-write is not atomic against another process changing the
+    metadata at the same time. Returns the metadata written.
+    """
+    if metadata is not None:
+        new = _metadata(metadata)
+    elif os.path.exists(path):
+        with Archive(path) as archive:
+            new = archive.metadata
+    else:
+        new = Metadata()
+    for name, value in fields.items():
+        if name not in ("model_name", "model_version", "quantization", "description"):
+            raise TypeError(f"set_metadata() got an unexpected field {name!r}")
+        setattr(new, name, value)
+    writer = Writer(path, durable=durable)
+    try:
+        writer.set_metadata(new)
+        writer.commit()
+    finally:
+        writer.close()
+    with Archive(path) as archive:
+        return archive.metadata

@@ -1,0 +1,413 @@
+"""Type hints of the modelzip package: tagged machine-learning checkpoints in one zip archive.
+
+Loaded arrays and dtypes:
+
+- Dense tensors load as numpy arrays. For stored (uncompressed) blobs they
+  are read-only zero-copy views into the memory-mapped archive; each array
+  keeps the mapping alive (``arr.base`` owns it), so arrays outlive
+  ``Archive.close()``. ``copy=True`` gives writable arrays in owned memory
+  (CRC-32 checked). Deflated blobs are decompressed (read-only unless copy).
+- bool, int8..int64, uint8..uint64, float16, float32, float64 load as the
+  numpy dtype of the same name (little-endian).
+- bfloat16 loads as **uint16** holding the raw bits (numpy has no bfloat16);
+  ``ParamInfo.dtype`` says "bfloat16". ``Archive.load_torch`` restores
+  ``torch.bfloat16``; ``arr.astype(np.uint32) << 16`` viewed as float32 gives
+  the values in numpy.
+- Strings ("string", UTF-8) load as numpy **object** arrays of ``str`` with
+  the stored shape (always a copy).
+- Sparse COO tensors load as ``SparseCOO(indices, values, shape)``.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Iterable, Mapping, NamedTuple, Optional, Union
+
+import numpy as np
+
+PathLike = Union[str, os.PathLike[str]]
+Similarities = list[tuple[str, float]]
+
+__version__: str
+DTYPES: tuple[str, ...]
+"""The dtype names modelzip stores, in numpy style ("string" for UTF-8)."""
+
+
+class Error(Exception):
+    """Any failure of modelzip; ``str(e)`` is the full message with its context.
+
+    Attributes: ``code`` ("io", "corrupt", "not_found", "invalid_argument",
+    "already_exists", "unsupported", "limit_exceeded", "cancelled"),
+    ``message`` (without context), ``archive``, ``entry``, ``tag`` (str or
+    None), ``line`` (1-based line in a text entry) and ``offset`` (byte offset)
+    (int or None).
+    """
+
+    code: str
+    message: str
+    archive: Optional[str]
+    entry: Optional[str]
+    tag: Optional[str]
+    line: Optional[int]
+    offset: Optional[int]
+
+    def __init__(self, full_message: str, *, code: str = "", message: Optional[str] = None,
+                 archive: Optional[str] = None, entry: Optional[str] = None,
+                 tag: Optional[str] = None, line: Optional[int] = None,
+                 offset: Optional[int] = None) -> None:
+        """Builds an error; modelzip itself fills in every field."""
+
+
+class NotFoundError(Error, KeyError):
+    """A missing tag, parameter or entry (code "not_found"); also a KeyError."""
+
+    def __str__(self) -> str:
+        """The full message (not quoted as KeyError would)."""
+
+
+class SparseCOO(NamedTuple):
+    """A sparse COO tensor: ``indices`` (nnz x rank int64), ``values`` (nnz), dense ``shape``."""
+
+    indices: np.ndarray
+    values: np.ndarray
+    shape: tuple[int, ...]
+
+    @property
+    def nnz(self) -> int:
+        """The number of stored values."""
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        """The numpy dtype of the values."""
+
+    def to_dense(self) -> np.ndarray:
+        """A new dense array; values at repeated coordinates are summed (bool: or-ed)."""
+
+
+LoadedValue = Union[np.ndarray, SparseCOO]
+"""What load() returns per parameter (see the module docstring for dtypes)."""
+
+
+class Metadata:
+    """Archive-level metadata (the entry modelzip.toml); optional fields are None when absent."""
+
+    @property
+    def format_version(self) -> int:
+        """The archive format version (set by the writer)."""
+    @property
+    def writer(self) -> str:
+        """The software that wrote the archive last (set at commit)."""
+    model_name: Optional[str]
+    """Name of the model, or None."""
+    model_version: Optional[str]
+    """Version of the model, or None."""
+    quantization: Optional[str]
+    """Quantization scheme, e.g. "none" or "int8-per-channel", or None."""
+    description: Optional[str]
+    """Free text, or None."""
+
+    def __init__(self, *, model_name: Optional[str] = None, model_version: Optional[str] = None,
+                 quantization: Optional[str] = None, description: Optional[str] = None) -> None:
+        """Metadata with the given optional fields."""
+    def __eq__(self, other: object) -> bool:
+        """True when every field is equal."""
+
+
+class ParamInfo:
+    """What an archive says about one parameter (no tensor data is read)."""
+
+    @property
+    def name(self) -> str:
+        """Parameter name (for updater state: the variable)."""
+    @property
+    def state(self) -> str:
+        """Updater state name ("M", "V"...); "" for parameters."""
+    @property
+    def kind(self) -> str:
+        """"tensor", or "embedding" for a finalfusion embedding parameter."""
+    @property
+    def dtype(self) -> str:
+        """numpy-style dtype name: "float32", "bfloat16", "string"..."""
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The dense shape."""
+    @property
+    def layout(self) -> str:
+        """"dense" or "sparse_coo"."""
+    @property
+    def nbytes(self) -> int:
+        """Uncompressed bytes of tensor data."""
+    @property
+    def blob(self) -> str:
+        """Entry path of the blob in the zip."""
+    @property
+    def owner_tag(self) -> str:
+        """The tag whose folder holds the blob."""
+    @property
+    def shared(self) -> bool:
+        """True when the blob belongs to another tag (shared or deduplicated)."""
+    @property
+    def compressed(self) -> bool:
+        """True when the blob is deflated."""
+
+
+class WriteStats:
+    """Statistics of one commit."""
+
+    @property
+    def bytes_written(self) -> int:
+        """Size of the archive written."""
+    @property
+    def blobs_written(self) -> int:
+        """New blob entries written."""
+    @property
+    def blobs_deduplicated(self) -> int:
+        """Parameters written as references to equal blobs (dedup)."""
+
+
+class Archive:
+    """A modelzip archive opened for reading (memory-mapped; a context manager).
+
+    Every method may be called from several threads; long reads release the GIL.
+    Methods raise ValueError after close().
+    """
+
+    def __init__(self, path: PathLike) -> None:
+        """Opens (maps and validates) the archive at ``path``; raises Error if it is not valid."""
+    @property
+    def name(self) -> str:
+        """The path given at open."""
+    @property
+    def closed(self) -> bool:
+        """True after close()."""
+    def close(self) -> None:
+        """Releases the archive. Arrays already loaded stay valid (they keep the mapping)."""
+    def __enter__(self) -> Archive:
+        """Returns the archive itself."""
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        """Closes the archive."""
+    @property
+    def tags(self) -> list[str]:
+        """Tags, oldest first."""
+    @property
+    def newest_tag(self) -> str:
+        """The newest tag; raises NotFoundError when the archive has no tags."""
+    def find_tag(self, tag: str) -> Optional[str]:
+        """The stored spelling of ``tag`` (compared ignoring ASCII case), or None."""
+    @property
+    def metadata(self) -> Metadata:
+        """The archive metadata (a copy)."""
+    def params(self, tag: Optional[str] = None) -> list[ParamInfo]:
+        """The parameters of ``tag`` (None: the newest), in stored order."""
+    def param(self, name: str, tag: Optional[str] = None) -> ParamInfo:
+        """One parameter's description; raises NotFoundError if absent."""
+    def tensor(self, name: str, tag: Optional[str] = None, *, copy: bool = False) -> LoadedValue:
+        """One parameter of ``tag`` (None: the newest) as numpy (see load())."""
+    def load(self, tag: Optional[str] = None, *, copy: bool = False) -> dict[str, LoadedValue]:
+        """Every tensor parameter of ``tag`` (None: the newest), by name, in stored order.
+
+        Read-only zero-copy views for stored blobs unless ``copy=True``.
+        bfloat16 loads as uint16 bits, strings as object arrays of str, sparse
+        tensors as SparseCOO. Embedding parameters are skipped (use embeddings()).
+        """
+    def load_torch(self, tag: Optional[str] = None) -> dict[str, Any]:
+        """Every tensor parameter of ``tag`` as torch tensors (owned, writable copies).
+
+        bfloat16 comes back as torch.bfloat16, sparse tensors as torch sparse COO.
+        Raises TypeError for parameters torch cannot hold (strings, uint16/32/64).
+        """
+    def updater_states(self, tag: Optional[str] = None) -> list[ParamInfo]:
+        """Optimizer state arrays of ``tag`` (name = variable, state = state name)."""
+    def updater_state(self, variable: str, state: str, tag: Optional[str] = None, *,
+                      copy: bool = False) -> LoadedValue:
+        """One optimizer state array, as numpy (see load())."""
+    def embeddings(self, name: str, tag: Optional[str] = None) -> Embeddings:
+        """An embedding parameter as Embeddings (its matrix is a zero-copy view when stored)."""
+    def verify(self) -> list[tuple[str, str]]:
+        """Checks everything (zip structure, every CRC-32, blob, reference).
+
+        Returns (entry, message) problems; empty when the archive is valid.
+        """
+    def entry_names(self) -> list[str]:
+        """Every zip entry name, in central directory order."""
+
+
+class Writer:
+    """Adds tags to an archive, removes tags, sets metadata; commit() writes atomically.
+
+    Arrays given to add_tag() are borrowed (not copied) until commit() returns:
+    do not modify them before. As a context manager, a clean exit commits the
+    staged changes (if any) and an exception discards them. Not thread-safe.
+    """
+
+    def __init__(self, path: PathLike, *, dedup: bool = True, durable: bool = True,
+                 progress: Optional[Callable[[int, int], Optional[bool]]] = None) -> None:
+        """Opens ``path`` for modification (a missing file starts an empty archive).
+
+        dedup: write arrays equal to a blob already in the archive as references.
+        durable: fsync the file and folder before commit() returns.
+        progress: called as progress(bytes_done, bytes_total) during commit();
+        returning False cancels (commit() raises Error with code "cancelled");
+        an exception it raises is re-raised by commit().
+        """
+    def add_tag(self, tag: str, arrays: Mapping[str, Any], *,
+                share: Optional[Mapping[str, tuple[str, str]]] = None,
+                compress: Union[bool, Iterable[str]] = False,
+                bfloat16: Iterable[str] = (),
+                updater: Optional[Mapping[tuple[str, str], Any]] = None) -> None:
+        """Stages a new tag (it becomes the newest) holding ``arrays``.
+
+        arrays: name -> numpy array, torch tensor, anything with __array__ or
+        .numpy(), str / (nested) list of str, SparseCOO, or Embeddings.
+        share: {name: (tag, param)}: ``name`` is parameter ``param`` of tag ``tag``.
+        compress: True, or the names to deflate (default: stored, zero-copy reads).
+        bfloat16: names of uint16/int16 arrays holding bfloat16 bits (torch
+        bfloat16 tensors are recognised without this).
+        updater: {(variable, state): array}: optimizer state arrays.
+        Raises Error (code "already_exists") if the tag exists in any letter case.
+        """
+    def remove_tag(self, tag: str) -> None:
+        """Stages removal of ``tag`` (ignoring case). Blobs other tags share are kept."""
+    def set_metadata(self, metadata: Metadata) -> None:
+        """Stages new archive metadata (replacing all fields)."""
+    @property
+    def tags(self) -> list[str]:
+        """Tags as they will be after commit()."""
+    def commit(self) -> WriteStats:
+        """Writes everything staged (GIL released); on failure the old archive is untouched."""
+    @property
+    def last_stats(self) -> WriteStats:
+        """WriteStats of the last commit()."""
+    @property
+    def path(self) -> str:
+        """The archive path."""
+    @property
+    def closed(self) -> bool:
+        """True after close()."""
+    def close(self) -> None:
+        """Discards the staged changes and releases the borrowed arrays."""
+    def __enter__(self) -> Writer:
+        """Returns the writer itself."""
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        """Commits staged changes if the block raised nothing, then closes."""
+
+
+class Embeddings:
+    """finalfusion word embeddings: lookups, similarity queries, analogies, quantization.
+
+    Immutable and thread-safe; queries release the GIL. Unknown words get
+    embeddings from their subwords when the vocabulary has subwords.
+    """
+
+    @staticmethod
+    def open(path: PathLike, mmap: bool = True) -> Embeddings:
+        """Reads a finalfusion file (memory-mapped unless mmap=False)."""
+    @staticmethod
+    def from_bytes(data: bytes) -> Embeddings:
+        """Parses a complete finalfusion file held in ``data`` (copied)."""
+    @staticmethod
+    def load(path: PathLike, format: str = "finalfusion", *, normalize: bool = True,
+             lossy: bool = False) -> Embeddings:
+        """Reads embeddings in ``format``.
+
+        Formats: "finalfusion", "word2vec" (binary), "text" (GloVe), "textdims"
+        (word2vec text), "fasttext" (.bin) or "floret" (text).
+        normalize: store unit rows and keep the norms (as finalfusion does).
+        lossy: replace invalid UTF-8 in words by U+FFFD instead of failing.
+        """
+    @staticmethod
+    def from_matrix(words: list[str], matrix: Any, norms: Optional[list[float]] = None) -> Embeddings:
+        """Embeddings of ``words`` (simple vocabulary), one row of ``matrix`` each; optional norms."""
+    def save(self, path: PathLike, format: str = "finalfusion", *,
+             unnormalize: bool = False) -> None:
+        """Writes the embeddings in ``format`` (any of load()'s but "fasttext") via a temp file.
+
+        Text formats hold the word rows only; unnormalize=True multiplies them
+        by their norms first.
+        """
+    def to_bytes(self) -> bytes:
+        """The embeddings as a finalfusion file."""
+    @property
+    def name(self) -> str:
+        """The name given when reading (or "")."""
+    @property
+    def dims(self) -> int:
+        """Components per vector."""
+    @property
+    def rows(self) -> int:
+        """Storage rows (words and subword rows)."""
+    def __len__(self) -> int:
+        """The number of known words."""
+    @property
+    def words(self) -> list[str]:
+        """The known words, in storage row order (a new list)."""
+    @property
+    def vocab_kind(self) -> str:
+        """The vocabulary type ("simple", "bucket_subwords", "fasttext_subwords"...)."""
+    @property
+    def quantized(self) -> bool:
+        """True for product-quantized storage."""
+    @property
+    def metadata(self) -> Optional[str]:
+        """The metadata chunk as TOML text, or None."""
+    @property
+    def matrix(self) -> Optional[np.ndarray]:
+        """The storage matrix (rows x dims float32, read-only, zero-copy), or None when quantized."""
+    @property
+    def norms(self) -> Optional[np.ndarray]:
+        """Per-word norms of the original vectors (read-only), or None."""
+    def word_index(self, word: str) -> Optional[int]:
+        """The row of a known word, or None."""
+    def embedding(self, word: str) -> Optional[np.ndarray]:
+        """The word's vector (a new float32 array), from subwords for unknown words; or None."""
+    def __getitem__(self, word: str) -> np.ndarray:
+        """The word's vector; raises KeyError when it has none."""
+    def __contains__(self, word: str) -> bool:
+        """True when the word has an embedding (known, or through its subwords)."""
+    def embeddings(self, words: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Batch lookup: (len(words) x dims float32 matrix, bool found mask); missing rows are zero."""
+    def norm(self, word: str) -> Optional[float]:
+        """The norm of the word's original vector, or None."""
+    def similar(self, word: str, k: int = 10) -> Optional[Similarities]:
+        """The k words most similar (cosine) to ``word``, best first, itself excluded; or None."""
+    def similar_to(self, vector: Any, k: int = 10, skip: Iterable[str] = ()) -> Similarities:
+        """The k words most similar to ``vector`` (dims floats), skipping the words in ``skip``."""
+    def analogy(self, a: str, b: str, c: str, k: int = 10) -> Optional[Similarities]:
+        """"a is to b as c is to ?": the k words nearest to b - a + c (the three excluded); or None."""
+    def quantize(self, *, n_subquantizers: int = 0, n_centroids: int = 256,
+                 n_iterations: int = 25, seed: int = 42, normalize: bool = True,
+                 random_rotation: bool = False) -> tuple[Embeddings, float]:
+        """Product-quantizes every storage row; returns (quantized embeddings, mean squared error)."""
+    def dequantize(self) -> Embeddings:
+        """A dense copy of quantized embeddings (dense input is returned as is)."""
+
+
+def open(path: PathLike) -> Archive:
+    """Opens the archive at ``path`` for reading (same as ``Archive(path)``)."""
+
+
+def load(path: PathLike, tag: Optional[str] = None, *, copy: bool = False) -> dict[str, LoadedValue]:
+    """Every tensor parameter of ``tag`` (None: the newest) of the archive at ``path``."""
+
+
+def save(path: PathLike, tag: str, arrays: Mapping[str, Any], *,
+         share: Optional[Mapping[str, tuple[str, str]]] = None,
+         compress: Union[bool, Iterable[str]] = False,
+         bfloat16: Iterable[str] = (),
+         updater: Optional[Mapping[tuple[str, str], Any]] = None,
+         metadata: Union[Metadata, Mapping[str, Optional[str]], None] = None,
+         dedup: bool = True, durable: bool = True,
+         progress: Optional[Callable[[int, int], Optional[bool]]] = None) -> WriteStats:
+    """Adds tag ``tag`` holding ``arrays`` to the archive at ``path`` (created if missing).
+
+    Arrays are borrowed, not copied; see Writer.add_tag for the options.
+    Returns the WriteStats of the commit.
+    """
+
+
+def remove_tag(path: PathLike, tag: str, *, durable: bool = True) -> WriteStats:
+    """Removes ``tag`` (ignoring case); blobs other tags share are kept."""
+
+
+def set_metadata(path: PathLike, metadata: Union[Metadata, Mapping[str, Optional[str]], None] = None,
+                 *, durable: bool = True, **fields: Optional[str]) -> Metadata:
+    """Replaces the metadata with ``metadata`` and/or updates single ``fields``; returns it."""
