@@ -1,0 +1,173 @@
+#!/usr/bin/python3
+"""Checks the files written by tests/convert/python_test.cpp with numpy.
+
+Usage: /usr/bin/python3 check_written.py DIR
+
+DIR holds all.npz, npy/<name>.npy, model.safetensors and model.btf. The
+expected values below are written by hand (the C++ test states the same
+values); numpy loads .npy/.npz itself, the safetensors rules and the TFRT BTF
+layout are checked byte by byte here. Prints "ok" and exits 0 when every
+check passes; raises (exit 1) naming the first failed check otherwise.
+"""
+import collections
+import json
+import os
+import struct
+import sys
+import zipfile
+
+import numpy as np
+
+try:
+    import torch
+except ImportError:  # bfloat16 values are then checked as bit patterns only
+    torch = None
+
+d = sys.argv[1]
+
+EXPECTED = {
+    "weights": ("<f4", (2, 3), [1.5, -2.0, 3.25, 4.0, -0.5, 100.0]),
+    "ids": ("<i8", (3,), [5, -6, 7]),
+    "flags": ("|b1", (2, 2), [True, False, False, True]),
+    "half": ("<f2", (2,), [1.0, -0.25]),
+    "brain": ("<u2", (2,), [0x3F80, 0xC000]),  # bfloat16 1.0, -2.0 as raw '<u2'
+    "u8": ("|u1", (3,), [0, 128, 255]),
+    "scalar": ("<f8", (), [2.5]),
+    "names": ("<U5", (3,), ["alpha", "\u03b2eta", ""]),
+    "u16": ("<u2", (2,), [0, 65535]),
+    "i16": ("<i2", (2,), [-32768, 32767]),
+    "u32": ("<u4", (2,), [7, 4000000000]),
+    "i32": ("<i4", (2,), [-5, 2**30]),
+    "u64": ("<u8", (1,), [2**64 - 1]),
+    "i8": ("|i1", (3,), [-128, 0, 127]),
+    "empty": ("<f4", (0, 4), []),
+}
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError(what)
+
+
+def check_array(where, a, name):
+    dtype, shape, values = EXPECTED[name]
+    check(a.dtype == np.dtype(dtype), "%s %s: dtype %s, expected %s" % (where, name, a.dtype, dtype))
+    check(a.shape == shape, "%s %s: shape %s, expected %s" % (where, name, a.shape, shape))
+    check(a.flags.c_contiguous, "%s %s: not C order" % (where, name))
+    expected = np.array(values, dtype=dtype).reshape(shape)
+    check(np.array_equal(a, expected), "%s %s: values %r, expected %r" % (where, name, a, expected))
+
+
+# ---- .npz and .npy, loaded by numpy ---------------------------------------------
+with np.load(os.path.join(d, "all.npz")) as z:
+    check(sorted(z.files) == sorted(EXPECTED), "npz keys %r" % (z.files,))
+    for name in EXPECTED:
+        check_array("npz", z[name], name)
+with zipfile.ZipFile(os.path.join(d, "all.npz")) as zf:
+    check(zf.testzip() is None, "npz: a member fails its CRC")
+    for info in zf.infolist():
+        check(info.compress_type == zipfile.ZIP_STORED, "npz member %s not stored" % info.filename)
+
+for name in EXPECTED:
+    path = os.path.join(d, "npy", name + ".npy")
+    check_array("npy", np.load(path), name)
+    with open(path, "rb") as f:
+        raw = f.read()
+    check(raw[:8] == b"\x93NUMPY\x01\x00", "npy %s: magic/version %r" % (name, raw[:8]))
+    hlen = struct.unpack("<H", raw[8:10])[0]
+    check((10 + hlen) % 64 == 0, "npy %s: data not 64-byte aligned" % name)
+    check(raw[10 + hlen - 1:10 + hlen] == b"\n", "npy %s: header does not end with newline" % name)
+
+# ---- safetensors: the library's rules, checked by hand ---------------------------
+ST_ORDER = ["BOOL", "U8", "I8", "I16", "U16", "F16", "BF16", "I32", "U32", "F32", "F64",
+            "I64", "U64"]
+ST_NUMPY = {"BOOL": "|b1", "U8": "|u1", "I8": "|i1", "I16": "<i2", "U16": "<u2", "F16": "<f2",
+            "BF16": "<u2", "I32": "<i4", "U32": "<u4", "F32": "<f4", "F64": "<f8", "I64": "<i8",
+            "U64": "<u8"}
+ST_EXPECTED_DTYPE = {"weights": "F32", "ids": "I64", "flags": "BOOL", "half": "F16",
+                     "brain": "BF16", "u8": "U8", "scalar": "F64", "u16": "U16", "i16": "I16",
+                     "u32": "U32", "i32": "I32", "u64": "U64", "i8": "I8", "empty": "F32"}
+with open(os.path.join(d, "model.safetensors"), "rb") as f:
+    raw = f.read()
+n = struct.unpack("<Q", raw[:8])[0]
+check(n % 8 == 0, "safetensors: header size %d is not a multiple of 8" % n)
+header = raw[8:8 + n].decode("utf-8")
+text = header.rstrip(" ")
+check(len(header) - len(text) < 8, "safetensors: more padding than needed")
+check(text.startswith("{"), "safetensors: header does not start with '{'")
+doc = json.loads(text, object_pairs_hook=collections.OrderedDict)
+check(json.dumps(doc, separators=(",", ":"), ensure_ascii=False) == text,
+      "safetensors: header is not compact JSON")
+keys = list(doc)
+check(keys[0] == "__metadata__", "safetensors: __metadata__ is not first")
+check(doc["__metadata__"] == {"format": "pt", "note": "caf\u00e9"},
+      "safetensors: metadata %r" % (doc["__metadata__"],))
+names = keys[1:]
+check(sorted(names) == sorted(ST_EXPECTED_DTYPE), "safetensors: tensors %r" % (names,))
+check(names == sorted(names, key=lambda k: (-ST_ORDER.index(doc[k]["dtype"]), k)),
+      "safetensors: not ordered by descending alignment, then name: %r" % (names,))
+data = raw[8 + n:]
+pos = 0
+for name in names:
+    info = doc[name]
+    check(sorted(info) == ["data_offsets", "dtype", "shape"], "safetensors %s: fields" % name)
+    check(info["dtype"] == ST_EXPECTED_DTYPE[name], "safetensors %s: dtype" % name)
+    b, e = info["data_offsets"]
+    check(b == pos, "safetensors %s: gap or overlap at %d" % (name, b))
+    dt = np.dtype(ST_NUMPY[info["dtype"]])
+    count = int(np.prod(info["shape"], dtype=np.int64))
+    check(e - b == count * dt.itemsize, "safetensors %s: size" % name)
+    check((8 + n + b) % dt.itemsize == 0, "safetensors %s: misaligned" % name)
+    a = np.frombuffer(data[b:e], dtype=dt).reshape(info["shape"])
+    check_array("safetensors", a, name)
+    if name == "brain" and torch is not None:
+        as_float = torch.frombuffer(bytearray(data[b:e]), dtype=torch.bfloat16).float().tolist()
+        check(as_float == [1.0, -2.0], "safetensors brain: bfloat16 values %r" % (as_float,))
+    pos = e
+check(pos == len(data), "safetensors: data area has %d bytes, tensors cover %d" % (len(data), pos))
+
+# ---- BTF: TFRT's layout, checked by hand ------------------------------------------
+BTF_NAMES = ["weights", "ids", "u8", "scalar", "u16", "i16", "u32", "i32", "u64", "i8", "empty",
+             "coo"]
+BTF_DTYPES = {0: "<i1", 1: "<i2", 2: "<i4", 3: "<i8", 4: "<f4", 5: "<f8", 6: "<u1", 7: "<u2",
+              8: "<u4", 9: "<u8"}
+with open(os.path.join(d, "model.btf"), "rb") as f:
+    raw = f.read()
+count = struct.unpack_from("<Q", raw, 0)[0]
+check(count == len(BTF_NAMES), "btf: %d tensors" % count)
+offsets = struct.unpack_from("<%dQ" % count, raw, 8)
+pos = 8 * (count + 1)
+for i, name in enumerate(BTF_NAMES):
+    check(offsets[i] == pos, "btf %s: record offset %d, expected %d" % (name, offsets[i], pos))
+    rank, code, layout, reserved = struct.unpack_from("<QBB6s", raw, pos)
+    check(reserved == b"\0" * 6, "btf %s: reserved bytes not zero" % name)
+    p = pos + 16
+    dims = struct.unpack_from("<%dQ" % rank, raw, p)
+    p += 8 * rank
+    dt = np.dtype(BTF_DTYPES[code])
+
+    def dense(p, dims, dt):
+        count = int(np.prod(dims, dtype=np.int64))
+        a = np.frombuffer(raw, dtype=dt, count=count, offset=p).reshape(dims)
+        return a, p + count * dt.itemsize
+
+    if name == "coo":
+        check(layout == 1, "btf coo: layout %d" % layout)
+        check(dims == (3, 4) and dt == np.dtype("<f4"), "btf coo: dims/dtype")
+        idims = struct.unpack_from("<2Q", raw, p)
+        check(idims == (2, 2), "btf coo: index dims %r" % (idims,))
+        indices, p = dense(p + 16, idims, np.dtype("<i8"))
+        check(indices.tolist() == [[0, 1], [2, 3]], "btf coo: indices %r" % indices)
+        vdims = struct.unpack_from("<Q", raw, p)
+        check(vdims == (2,), "btf coo: value dims")
+        values, p = dense(p + 8, vdims, dt)
+        check(values.tolist() == [1.5, -2.5], "btf coo: values %r" % values)
+    else:
+        check(layout == 0, "btf %s: layout %d" % (name, layout))
+        a, p = dense(p, dims, dt)
+        check_array("btf", a, name)
+    padded = (p + 7) // 8 * 8
+    check(raw[p:padded] == b"\0" * (padded - p), "btf %s: padding not zero" % name)
+    pos = padded
+check(pos == len(raw), "btf: %d trailing bytes" % (len(raw) - pos))
+print("ok")
