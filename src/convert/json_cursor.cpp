@@ -120,6 +120,7 @@ std::string JsonCursor::read_string() {
       ++pos_;
       continue;
     }
+    const std::uint64_t escape_at = base_ + pos_;
     ++pos_;
     if (pos_ >= text_.size()) fail("unterminated escape");
     const char e = text_[pos_++];
@@ -150,20 +151,22 @@ std::string JsonCursor::read_string() {
         break;
       case 'u': {
         std::uint32_t cp = read_hex4();
-        if (cp >= 0xDC00 && cp <= 0xDFFF) fail("unpaired low surrogate in \\u escape");
+        if (cp >= 0xDC00 && cp <= 0xDFFF)
+          fail_at(escape_at, "unpaired low surrogate in \\u escape");
         if (cp >= 0xD800 && cp <= 0xDBFF) {
-          if (text_.substr(pos_, 2) != "\\u") fail("unpaired high surrogate in \\u escape");
+          if (text_.substr(pos_, 2) != "\\u")
+            fail_at(escape_at, "unpaired high surrogate in \\u escape");
           pos_ += 2;
           const std::uint32_t low = read_hex4();
-          if (low < 0xDC00 || low > 0xDFFF) fail("unpaired high surrogate in \\u escape");
+          if (low < 0xDC00 || low > 0xDFFF)
+            fail_at(escape_at, "unpaired high surrogate in \\u escape");
           cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
         }
         modelzip::detail::utf8_append(out, static_cast<char32_t>(cp));
         break;
       }
       default:
-        --pos_;
-        fail(std::string("invalid escape '\\") + e + "'");
+        fail_at(escape_at, std::string("invalid escape '\\") + e + "'");
     }
   }
 }
