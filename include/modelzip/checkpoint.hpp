@@ -1,0 +1,100 @@
+// Checkpoint: everything a training job needs to resume from a tag -- the
+// graph, the training configuration, the parameters and the updater
+// (optimizer) state -- saved and loaded as one unit.
+//
+// Layout of a checkpoint tag <tag>/ in the archive:
+//   graph.fb            the graph (schemas/graph.fbs), always present
+//   trainingConfig.fb   the training config (schemas/training.fbs), optional
+//   params.txt, params/ one parameter per VARIABLE and CONSTANT variable,
+//                       named like the variable
+//   updater.txt, updater/  per trainable variable, the updater's state arrays
+//                       (e.g. Adam's "M" and "V"), optional
+//
+// Consistency rules (check_checkpoint; load_checkpoint applies them to what
+// it reads and reports a broken rule as Error(corrupt) naming the tag):
+//  - the graph and the config are valid (graph.hpp, training.hpp);
+//  - every variable that has a value has a parameter of the same data type
+//    and shape, and every parameter is such a variable;
+//  - config mappings name PLACEHOLDER variables, config loss variables name
+//    variables;
+//  - updater state requires a training config, exists only for trainable
+//    variables, has exactly the state names of the config's updater (all of
+//    them, for every trainable variable, once any state is present), a
+//    floating-point data type and the variable's shape.
+//
+// Thread safety: functions share no state; a Writer or Archive passed in is
+// used as their own contracts say.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "modelzip/archive.hpp"
+#include "modelzip/graph.hpp"
+#include "modelzip/tensor.hpp"
+#include "modelzip/training.hpp"
+#include "modelzip/writer.hpp"
+
+namespace modelzip {
+
+// Entry names relative to the tag folder.
+inline constexpr std::string_view kGraphEntryName = "graph.fb";
+inline constexpr std::string_view kTrainingConfigEntryName = "trainingConfig.fb";
+
+// variable -> state name -> array.
+using UpdaterState = std::map<std::string, std::map<std::string, Tensor>>;
+
+struct Checkpoint {
+  graph::Graph graph;
+  std::optional<training::TrainingConfig> training;  // none: inference only
+  std::map<std::string, Tensor> params;              // variable name -> value
+  UpdaterState updater_state;
+};
+
+// Throws Error(invalid_argument) naming the first consistency rule broken.
+void check_checkpoint(const Checkpoint& checkpoint, const Limits& limits = {});
+
+struct CheckpointSaveOptions {
+  // Compression of new parameter and updater-state blobs.
+  ParamOptions param_options;
+  // Compression of graph.fb and trainingConfig.fb.
+  Compression metadata_compression = Compression::store;
+  // Parameters written as references to the parameter of the same name in
+  // the existing tag `share_from_tag` instead of as data: the caller states
+  // that they did not change (their tensors must still be in
+  // Checkpoint::params, for the consistency checks). The Writer's dedup
+  // (WriterOptions::dedup, on by default) finds unchanged blobs by content
+  // as well; explicit sharing skips hashing and comparing them.
+  std::string share_from_tag;
+  std::vector<std::string> unchanged_params;
+};
+
+// The tag contents of `checkpoint` (checked first). The tensors are not
+// copied: their Bytes must stay valid until the Writer's commit returns.
+NewTag checkpoint_tag(const Checkpoint& checkpoint, const CheckpointSaveOptions& options = {});
+
+// Stages `checkpoint` as the new newest tag `tag` of `writer` (commit not
+// called: stage several changes, then commit once).
+void add_checkpoint(Writer& writer, std::string tag, const Checkpoint& checkpoint,
+                    const CheckpointSaveOptions& options = {});
+// add_checkpoint, then writer.commit().
+void save_checkpoint(Writer& writer, std::string tag, const Checkpoint& checkpoint,
+                     const CheckpointSaveOptions& options = {});
+
+// The graph of `tag` (empty: newest). Error(not_found) if the tag has no
+// graph.fb.
+graph::Graph load_graph(const Archive& archive, std::string_view tag = {});
+// The training config of `tag` (empty: newest); nullopt if it has none.
+std::optional<training::TrainingConfig> load_training_config(const Archive& archive,
+                                                             std::string_view tag = {});
+
+// The whole checkpoint of `tag` (empty: newest), checked for consistency.
+// Parameters and updater state are zero-copy views when `mode` allows (they
+// keep the mapping alive). Errors name the archive, tag and entry.
+Checkpoint load_checkpoint(const Archive& archive, std::string_view tag = {},
+                           ReadMode mode = ReadMode::zero_copy);
+
+}  // namespace modelzip

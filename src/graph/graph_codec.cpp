@@ -1,0 +1,247 @@
+// graph.fb <-> Graph (schemas/graph.fbs).
+#include "graph/flatbuffer_input.hpp"
+#include "graph/rules.hpp"
+#include "graph_generated.h"
+#include "modelzip/error.hpp"
+#include "modelzip/graph.hpp"
+
+namespace modelzip::graph {
+namespace {
+
+namespace fbs = modelzip::fb;
+using detail::fail;
+using detail::quote_name;
+using detail::string_vector;
+using detail::utf8_string;
+using detail::utf8_strings;
+
+// The reader version this code implements (graph.fbs, min_reader_version).
+constexpr std::uint32_t kGraphReaderVersion = 1;
+
+template <class T, class U>
+flatbuffers::Offset<flatbuffers::Vector<T>> value_vector(flatbuffers::FlatBufferBuilder& fbb,
+                                                         const std::vector<NamedArg<U>>& args) {
+  if (args.empty()) return 0;
+  std::vector<T> values;
+  values.reserve(args.size());
+  for (const auto& a : args) values.push_back(static_cast<T>(a.value));
+  return fbb.CreateVector(values);
+}
+
+template <class U>
+flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>> name_vector(
+    flatbuffers::FlatBufferBuilder& fbb, const std::vector<NamedArg<U>>& args) {
+  std::vector<std::string> names;
+  names.reserve(args.size());
+  for (const auto& a : args) names.push_back(a.name);
+  return string_vector(fbb, names);
+}
+
+flatbuffers::Offset<fbs::Op> encode_op(flatbuffers::FlatBufferBuilder& fbb, const Op& op) {
+  auto name = fbb.CreateString(op.name);
+  auto type = fbb.CreateString(op.type);
+  auto inputs = string_vector(fbb, op.inputs);
+  auto outputs = string_vector(fbb, op.outputs);
+  auto control = string_vector(fbb, op.control_deps);
+  auto i_names = name_vector(fbb, op.i_args);
+  auto i_values = value_vector<std::int64_t>(fbb, op.i_args);
+  auto t_names = name_vector(fbb, op.t_args);
+  auto t_values = value_vector<double>(fbb, op.t_args);
+  auto b_names = name_vector(fbb, op.b_args);
+  // FlatBuffers stores [bool] as bytes of 0 / 1.
+  auto b_values = value_vector<std::uint8_t>(fbb, op.b_args);
+  auto d_names = name_vector(fbb, op.d_args);
+  auto d_values = value_vector<fbs::DataType>(fbb, op.d_args);
+  flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fbs::StringArg>>> s_args = 0;
+  if (!op.s_args.empty()) {
+    std::vector<flatbuffers::Offset<fbs::StringArg>> args;
+    for (const auto& a : op.s_args)
+      args.push_back(
+          fbs::CreateStringArg(fbb, fbb.CreateString(a.name), fbb.CreateString(a.value)));
+    s_args = fbb.CreateVector(args);
+  }
+  fbs::OpBuilder b(fbb);
+  b.add_name(name);
+  b.add_op_type(type);
+  if (!inputs.IsNull()) b.add_inputs(inputs);
+  if (!outputs.IsNull()) b.add_outputs(outputs);
+  if (!control.IsNull()) b.add_control_deps(control);
+  if (!i_names.IsNull()) b.add_i_arg_names(i_names);
+  if (!i_values.IsNull()) b.add_i_args(i_values);
+  if (!t_names.IsNull()) b.add_t_arg_names(t_names);
+  if (!t_values.IsNull()) b.add_t_args(t_values);
+  if (!b_names.IsNull()) b.add_b_arg_names(b_names);
+  if (!b_values.IsNull()) b.add_b_args(b_values);
+  if (!d_names.IsNull()) b.add_d_arg_names(d_names);
+  if (!d_values.IsNull()) b.add_d_args(d_values);
+  if (!s_args.IsNull()) b.add_s_args(s_args);
+  return b.Finish();
+}
+
+fbs::VariableKind to_fb(VariableKind kind) {
+  return static_cast<fbs::VariableKind>(static_cast<std::int8_t>(kind));
+}
+
+DType decode_dtype(fbs::DataType code, const std::string& what) {
+  auto t = dtype_from_code(static_cast<std::uint32_t>(static_cast<std::uint8_t>(code)));
+  if (!t)
+    fail(ErrorCode::unsupported, what + " has data type " + std::to_string(static_cast<int>(code)) +
+                                     ", which this version does not support");
+  return *t;
+}
+
+// Names and values of one argument pair, matched by index.
+template <class Values>
+void check_pair(const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>* names,
+                const Values* values, const std::string& what, std::string_view pair) {
+  std::size_t n = names ? names->size() : 0, m = values ? values->size() : 0;
+  if (n != m)
+    fail(ErrorCode::corrupt, what + " has " + std::to_string(n) + " " + std::string(pair) +
+                                 " names but " + std::to_string(m) + " values");
+}
+
+Op decode_op(const fbs::Op& in, std::size_t index) {
+  Op op;
+  const std::string at = "op " + std::to_string(index);
+  op.name = utf8_string(in.name(), at + " name");
+  const std::string what = "op " + quote_name(op.name);
+  op.type = utf8_string(in.op_type(), what + " op type");
+  op.inputs = utf8_strings(in.inputs(), what + " input");
+  op.outputs = utf8_strings(in.outputs(), what + " output");
+  op.control_deps = utf8_strings(in.control_deps(), what + " control dependency");
+
+  check_pair(in.i_arg_names(), in.i_args(), what, "i_args");
+  check_pair(in.t_arg_names(), in.t_args(), what, "t_args");
+  check_pair(in.b_arg_names(), in.b_args(), what, "b_args");
+  check_pair(in.d_arg_names(), in.d_args(), what, "d_args");
+  auto names = [&](auto* v, const char* kind) {
+    return utf8_strings(v, what + " " + kind + " argument name");
+  };
+  if (in.i_args()) {
+    auto n = names(in.i_arg_names(), "integer");
+    for (flatbuffers::uoffset_t k = 0; k < n.size(); ++k)
+      op.i_args.push_back({std::move(n[k]), in.i_args()->Get(k)});
+  }
+  if (in.t_args()) {
+    auto n = names(in.t_arg_names(), "floating-point");
+    for (flatbuffers::uoffset_t k = 0; k < n.size(); ++k)
+      op.t_args.push_back({std::move(n[k]), in.t_args()->Get(k)});
+  }
+  if (in.b_args()) {
+    auto n = names(in.b_arg_names(), "boolean");
+    for (flatbuffers::uoffset_t k = 0; k < n.size(); ++k)
+      op.b_args.push_back({std::move(n[k]), in.b_args()->Get(k) != 0});
+  }
+  if (in.d_args()) {
+    auto n = names(in.d_arg_names(), "data type");
+    for (flatbuffers::uoffset_t k = 0; k < n.size(); ++k) {
+      DType t = decode_dtype(in.d_args()->Get(k), what + " data type argument " + quote_name(n[k]));
+      op.d_args.push_back({std::move(n[k]), t});
+    }
+  }
+  if (in.s_args()) {
+    for (flatbuffers::uoffset_t k = 0; k < in.s_args()->size(); ++k) {
+      const fbs::StringArg* a = in.s_args()->Get(k);
+      std::string n = utf8_string(a->name(), what + " string argument name " + std::to_string(k));
+      std::string v = utf8_string(a->value(), what + " string argument " + quote_name(n));
+      op.s_args.push_back({std::move(n), std::move(v)});
+    }
+  }
+  return op;
+}
+
+Variable decode_variable(const fbs::Variable& in, std::size_t index, const Limits& limits) {
+  Variable v;
+  v.name = utf8_string(in.name(), "variable " + std::to_string(index) + " name");
+  const std::string what = "variable " + quote_name(v.name);
+  auto kind = static_cast<std::uint8_t>(in.kind());
+  if (kind > static_cast<std::uint8_t>(VariableKind::sequence))
+    fail(ErrorCode::unsupported, what + " has kind " + std::to_string(kind) +
+                                     ", which this version does not know (a newer writer?)");
+  v.kind = static_cast<VariableKind>(kind);
+  if (in.value_kind() != fbs::ValueKind::TENSOR)
+    fail(ErrorCode::unsupported,
+         what + " holds a value of kind " + std::to_string(static_cast<int>(in.value_kind())) +
+             ", which this version does not support (only tensors; a newer writer?)");
+  v.dtype = decode_dtype(in.dtype(), what);
+  const auto* shape = in.shape();
+  if (shape && shape->size() > limits.max_rank)
+    throw Error(ErrorCode::limit_exceeded, what + " has rank " + std::to_string(shape->size()) +
+                                               ", above the limit of " +
+                                               std::to_string(limits.max_rank));
+  if (!in.rank_known()) {
+    if (shape && shape->size() != 0)
+      fail(ErrorCode::corrupt, what + " has an unknown rank but lists dimensions");
+    v.shape = std::nullopt;
+  } else {
+    v.shape = Shape();
+    if (shape) v.shape->assign(shape->begin(), shape->end());
+  }
+  return v;
+}
+
+}  // namespace
+
+Bytes encode_graph(const Graph& graph) {
+  validate_graph(graph);
+  flatbuffers::FlatBufferBuilder fbb(1024);
+  fbb.ForceDefaults(true);  // every scalar explicit: self-describing with flatc --json
+  std::vector<flatbuffers::Offset<fbs::Variable>> vars;
+  vars.reserve(graph.variables.size());
+  for (const Variable& v : graph.variables) {
+    auto name = fbb.CreateString(v.name);
+    flatbuffers::Offset<flatbuffers::Vector<std::int64_t>> shape = 0;
+    if (v.shape && !v.shape->empty()) shape = fbb.CreateVector(*v.shape);
+    fbs::VariableBuilder b(fbb);
+    b.add_name(name);
+    b.add_kind(to_fb(v.kind));
+    b.add_dtype(static_cast<fbs::DataType>(static_cast<std::int8_t>(v.dtype)));
+    if (!shape.IsNull()) b.add_shape(shape);
+    b.add_rank_known(v.shape.has_value());
+    b.add_value_kind(fbs::ValueKind::TENSOR);
+    vars.push_back(b.Finish());
+  }
+  auto variables = fbb.CreateVector(vars);
+  std::vector<flatbuffers::Offset<fbs::Op>> op_offsets;
+  op_offsets.reserve(graph.ops.size());
+  for (const Op& op : graph.ops) op_offsets.push_back(encode_op(fbb, op));
+  auto ops = fbb.CreateVector(op_offsets);
+  auto outputs = string_vector(fbb, graph.outputs);
+  auto losses = string_vector(fbb, graph.loss_variables);
+  fbs::GraphBuilder b(fbb);
+  b.add_min_reader_version(kGraphReaderVersion);
+  b.add_variables(variables);
+  b.add_ops(ops);
+  if (!outputs.IsNull()) b.add_outputs(outputs);
+  if (!losses.IsNull()) b.add_loss_variables(losses);
+  fbb.Finish(b.Finish(), fbs::GraphIdentifier());
+  return detail::finished_bytes(fbb);
+}
+
+Graph decode_graph(const Bytes& bytes, const Limits& limits) {
+  Bytes buf =
+      detail::verified_buffer(bytes, limits, "graph.fb", fbs::GraphIdentifier(),
+                              [](flatbuffers::Verifier& v) { return fbs::VerifyGraphBuffer(v); });
+  const fbs::Graph* in = fbs::GetGraph(buf.data());
+  if (in->min_reader_version() > kGraphReaderVersion)
+    fail(ErrorCode::unsupported, "graph.fb needs reader version " +
+                                     std::to_string(in->min_reader_version()) +
+                                     "; this version reads " + std::to_string(kGraphReaderVersion));
+  Graph g;
+  if (const auto* vars = in->variables()) {
+    g.variables.reserve(vars->size());
+    for (flatbuffers::uoffset_t i = 0; i < vars->size(); ++i)
+      g.variables.push_back(decode_variable(*vars->Get(i), i, limits));
+  }
+  if (const auto* ops = in->ops()) {
+    g.ops.reserve(ops->size());
+    for (flatbuffers::uoffset_t i = 0; i < ops->size(); ++i)
+      g.ops.push_back(decode_op(*ops->Get(i), i));
+  }
+  g.outputs = utf8_strings(in->outputs(), "graph output");
+  g.loss_variables = utf8_strings(in->loss_variables(), "loss variable");
+  detail::check_graph(g, limits, ErrorCode::corrupt);
+  return g;
+}
+
+}  // namespace modelzip::graph

@@ -1,0 +1,262 @@
+// training_config_json and training_config_text.
+#include <utility>
+
+#include "graph/json_writer.hpp"
+#include "graph/render.hpp"
+
+namespace modelzip::graph {
+namespace {
+
+using detail::JsonWriter;
+using detail::shortest_double;
+using namespace modelzip::training;
+
+template <class... F>
+struct Overloaded : F... {
+  using F::operator()...;
+};
+template <class... F>
+Overloaded(F...) -> Overloaded<F...>;
+
+using Fields = std::vector<std::pair<std::string_view, double>>;
+
+Fields updater_fields(const Updater& updater) {
+  auto adam = [](const auto& u) -> Fields {
+    return {{"learning_rate", u.learning_rate},
+            {"beta1", u.beta1},
+            {"beta2", u.beta2},
+            {"epsilon", u.epsilon}};
+  };
+  return std::visit(Overloaded{
+                        [](const Sgd& u) -> Fields {
+                          return {{"learning_rate", u.learning_rate}};
+                        },
+                        [](const Nesterovs& u) -> Fields {
+                          return {{"learning_rate", u.learning_rate}, {"momentum", u.momentum}};
+                        },
+                        [&](const Adam& u) { return adam(u); },
+                        [&](const AdamW& u) {
+                          Fields f = adam(u);
+                          f.emplace_back("weight_decay", u.weight_decay);
+                          return f;
+                        },
+                        [&](const AdaMax& u) { return adam(u); },
+                        [&](const AmsGrad& u) { return adam(u); },
+                        [&](const Nadam& u) { return adam(u); },
+                        [](const RmsProp& u) -> Fields {
+                          return {{"learning_rate", u.learning_rate},
+                                  {"rms_decay", u.rms_decay},
+                                  {"epsilon", u.epsilon}};
+                        },
+                        [](const AdaGrad& u) -> Fields {
+                          return {{"learning_rate", u.learning_rate}, {"epsilon", u.epsilon}};
+                        },
+                        [](const AdaDelta& u) -> Fields {
+                          return {{"rho", u.rho}, {"epsilon", u.epsilon}};
+                        },
+                        [](const NoOp&) -> Fields { return {}; },
+                    },
+                    updater);
+}
+
+// Scalar fields of a schedule (everything but a map's steps and a ramp's
+// base), in schema order. Integers are exact in a double up to 2^53; the
+// JSON writer prints them without a fraction.
+struct ScheduleFields {
+  std::optional<ScheduleType> type;
+  Fields numbers;
+};
+
+ScheduleFields schedule_fields(const Schedule& schedule) {
+  auto d = [](std::int64_t v) { return static_cast<double>(v); };
+  return std::visit(
+      Overloaded{
+          [](const FixedSchedule& s) -> ScheduleFields {
+            return {{}, {{"value", s.value}}};
+          },
+          [](const StepSchedule& s) -> ScheduleFields {
+            return {s.type,
+                    {{"initial_value", s.initial_value},
+                     {"decay_rate", s.decay_rate},
+                     {"step", s.step}}};
+          },
+          [](const ExponentialSchedule& s) -> ScheduleFields {
+            return {s.type, {{"initial_value", s.initial_value}, {"gamma", s.gamma}}};
+          },
+          [](const InverseSchedule& s) -> ScheduleFields {
+            return {s.type,
+                    {{"initial_value", s.initial_value}, {"gamma", s.gamma}, {"power", s.power}}};
+          },
+          [&](const PolySchedule& s) -> ScheduleFields {
+            return {s.type,
+                    {{"initial_value", s.initial_value},
+                     {"power", s.power},
+                     {"max_iterations", d(s.max_iterations)}}};
+          },
+          [&](const SigmoidSchedule& s) -> ScheduleFields {
+            return {s.type,
+                    {{"initial_value", s.initial_value},
+                     {"gamma", s.gamma},
+                     {"step_size", d(s.step_size)}}};
+          },
+          [&](const CycleSchedule& s) -> ScheduleFields {
+            return {s.type,
+                    {{"initial_value", s.initial_value},
+                     {"max_value", s.max_value},
+                     {"cycle_length", d(s.cycle_length)},
+                     {"annealing_length", d(s.annealing_length)},
+                     {"annealing_decay", s.annealing_decay}}};
+          },
+          [](const MapSchedule& s) -> ScheduleFields {
+            return {s.type, {}};
+          },
+          [&](const RampSchedule& s) -> ScheduleFields {
+            return {{}, {{"num_iterations", d(s.num_iterations)}}};
+          },
+      },
+      static_cast<const ScheduleVariant&>(schedule));
+}
+
+void write_schedule(JsonWriter& w, const Schedule& schedule) {
+  ScheduleFields f = schedule_fields(schedule);
+  w.begin_object(true);
+  w.key("schedule").value(schedule_name(schedule));
+  if (f.type) w.key("type").value(schedule_type_name(*f.type));
+  for (const auto& [k, v] : f.numbers) w.key(k).value(v);
+  if (const auto* m = std::get_if<MapSchedule>(&schedule)) {
+    w.key("steps").begin_array();
+    for (const auto& st : m->steps) {
+      w.begin_object();
+      w.key("start").value(st.start).key("value").value(st.value);
+      w.end_object();
+    }
+    w.end_array();
+  }
+  if (const auto* r = std::get_if<RampSchedule>(&schedule)) {
+    w.key("base");
+    if (r->base)
+      write_schedule(w, *r->base);
+    else
+      w.null();
+  }
+  w.end_object();
+}
+
+std::string schedule_text(const Schedule& schedule) {
+  ScheduleFields f = schedule_fields(schedule);
+  if (const auto* fixed = std::get_if<FixedSchedule>(&schedule))
+    return shortest_double(fixed->value);
+  std::string s = std::string(schedule_name(schedule)) + "(";
+  bool first = true;
+  auto sep = [&] {
+    if (!first) s += ", ";
+    first = false;
+  };
+  if (f.type) {
+    sep();
+    s += schedule_type_name(*f.type);
+  }
+  for (const auto& [k, v] : f.numbers) {
+    sep();
+    s += std::string(k) + "=" + shortest_double(v);
+  }
+  if (const auto* m = std::get_if<MapSchedule>(&schedule)) {
+    sep();
+    s += "steps={";
+    for (std::size_t i = 0; i < m->steps.size(); ++i)
+      s += (i ? ", " : "") + std::to_string(m->steps[i].start) + ": " +
+           shortest_double(m->steps[i].value);
+    s += "}";
+  }
+  if (const auto* r = std::get_if<RampSchedule>(&schedule)) {
+    sep();
+    s += "base=" + (r->base ? schedule_text(*r->base) : std::string("none"));
+  }
+  return s + ")";
+}
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string s;
+  for (std::size_t i = 0; i < items.size(); ++i) s += (i ? ", " : "") + items[i];
+  return s;
+}
+
+}  // namespace
+
+std::string training_config_json(const TrainingConfig& config) {
+  JsonWriter w;
+  w.begin_object();
+  w.key("updater").begin_object(true);
+  w.key("type").value(updater_name(config.updater));
+  for (const auto& [k, v] : updater_fields(config.updater)) w.key(k).value(v);
+  w.end_object();
+  w.key("learning_rate_schedule");
+  if (config.learning_rate_schedule)
+    write_schedule(w, *config.learning_rate_schedule);
+  else
+    w.null();
+  w.key("regularization").begin_array();
+  for (const auto& r : config.regularization) {
+    w.begin_object(true);
+    w.key("type").value(regularization_name(r.type));
+    w.key("coefficient");
+    write_schedule(w, r.coefficient);
+    w.key("apply_learning_rate").value(r.apply_learning_rate);
+    w.end_object();
+  }
+  w.end_array();
+  w.key("minimize").value(config.minimize);
+  auto list = [&](std::string_view key, const std::vector<std::string>& items) {
+    w.key(key).begin_array(true);
+    for (const auto& s : items) w.value(s);
+    w.end_array();
+  };
+  list("feature_mapping", config.feature_mapping);
+  list("label_mapping", config.label_mapping);
+  list("feature_mask_mapping", config.feature_mask_mapping);
+  list("label_mask_mapping", config.label_mask_mapping);
+  list("loss_variables", config.loss_variables);
+  w.key("iteration_count").value(config.iteration_count);
+  w.key("epoch_count").value(config.epoch_count);
+  w.key("properties").begin_object();
+  for (const auto& [k, v] : config.properties) w.key(k).value(v);
+  w.end_object();
+  w.end_object();
+  return w.take();
+}
+
+std::string training_config_text(const TrainingConfig& config) {
+  std::string s = "updater: " + std::string(updater_name(config.updater));
+  auto fields = updater_fields(config.updater);
+  if (!fields.empty()) {
+    s += " (";
+    for (std::size_t i = 0; i < fields.size(); ++i)
+      s += (i ? ", " : "") + std::string(fields[i].first) + " " + shortest_double(fields[i].second);
+    s += ")";
+  }
+  s += "\n";
+  if (config.learning_rate_schedule)
+    s += "learning-rate schedule: " + schedule_text(*config.learning_rate_schedule) + "\n";
+  for (const auto& r : config.regularization) {
+    s += "regularization: " + std::string(regularization_name(r.type)) + " " +
+         schedule_text(r.coefficient);
+    if (r.type == RegularizationType::weight_decay)
+      s += r.apply_learning_rate ? " (times the learning rate)" : " (not times the learning rate)";
+    s += "\n";
+  }
+  s += std::string(config.minimize ? "minimize" : "maximize") + "; iteration " +
+       std::to_string(config.iteration_count) + ", epoch " + std::to_string(config.epoch_count) +
+       "\n";
+  auto list = [&](std::string_view label, const std::vector<std::string>& items) {
+    if (!items.empty()) s += std::string(label) + ": " + joined(items) + "\n";
+  };
+  list("features", config.feature_mapping);
+  list("labels", config.label_mapping);
+  list("feature masks", config.feature_mask_mapping);
+  list("label masks", config.label_mask_mapping);
+  list("loss variables", config.loss_variables);
+  for (const auto& [k, v] : config.properties) s += "property " + k + " = " + v + "\n";
+  return s;
+}
+
+}  // namespace modelzip::graph

@@ -1,0 +1,268 @@
+// tag_summary_json and tag_summary_text.
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "graph/json_writer.hpp"
+#include "graph/render.hpp"
+#include "modelzip/checkpoint.hpp"
+#include "modelzip/error.hpp"
+
+namespace modelzip::graph {
+namespace {
+
+using detail::JsonWriter;
+
+struct BlobStats {
+  std::uint64_t count = 0, shared = 0, compressed = 0, bytes = 0, own_bytes = 0;
+  std::map<std::string, std::uint64_t> dtypes;
+  std::set<std::string> variables;  // updater: variables with state
+  std::vector<std::string> states;  // updater: state names, first-seen order
+};
+
+BlobStats blob_stats(const std::vector<ParamInfo>& infos) {
+  BlobStats s;
+  for (const ParamInfo& p : infos) {
+    ++s.count;
+    s.bytes += p.nbytes;
+    if (p.shared)
+      ++s.shared;
+    else
+      s.own_bytes += p.nbytes;
+    if (p.compressed) ++s.compressed;
+    ++s.dtypes[p.kind == BlobKind::embedding ? "embedding" : std::string(dtype_name(p.dtype))];
+    if (!p.state.empty()) {
+      s.variables.insert(p.name);
+      if (std::find(s.states.begin(), s.states.end(), p.state) == s.states.end())
+        s.states.push_back(p.state);
+    }
+  }
+  return s;
+}
+
+struct TagFacts {
+  std::string tag;
+  std::size_t position = 0;  // 1-based
+  std::size_t tag_count = 0;
+  bool newest = false;
+  BlobStats params;
+  std::optional<BlobStats> updater;
+  std::optional<Graph> graph;
+  std::optional<training::TrainingConfig> training;
+};
+
+TagFacts gather(const Archive& archive, std::string_view tag) {
+  TagFacts f;
+  f.tag = tag.empty() ? archive.newest_tag() : archive.find_tag(tag).value_or(std::string(tag));
+  const auto& tags = archive.tags();
+  auto it = std::find(tags.begin(), tags.end(), f.tag);
+  if (it == tags.end())
+    throw Error(ErrorCode::not_found, "no tag '" + std::string(tag) + "'",
+                ErrorContext{.archive = archive.name()});
+  f.position = static_cast<std::size_t>(it - tags.begin()) + 1;
+  f.tag_count = tags.size();
+  f.newest = f.position == f.tag_count;
+  f.params = blob_stats(archive.params(f.tag));
+  if (archive.has_entry(f.tag + "/updater.txt"))
+    f.updater = blob_stats(archive.updater_states(f.tag));
+  if (archive.has_entry(f.tag + "/" + std::string(kGraphEntryName)))
+    f.graph = load_graph(archive, f.tag);
+  f.training = load_training_config(archive, f.tag);
+  return f;
+}
+
+std::map<std::string, std::size_t> kind_counts(const Graph& g) {
+  std::map<std::string, std::size_t> m;
+  for (const auto& v : g.variables) ++m[std::string(variable_kind_name(v.kind))];
+  return m;
+}
+std::map<std::string, std::size_t> op_type_counts(const Graph& g) {
+  std::map<std::string, std::size_t> m;
+  for (const auto& op : g.ops) ++m[op.type];
+  return m;
+}
+
+std::string human_bytes(std::uint64_t n) {
+  static constexpr const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  if (n < 1024) return std::to_string(n) + " B";
+  double v = static_cast<double>(n);
+  int u = 0;
+  while (v >= 1024 && u < 6) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
+  return buf;
+}
+
+template <class Map>
+std::string counts_text(const Map& m) {
+  std::string s;
+  for (const auto& [k, n] : m) s += (s.empty() ? "" : ", ") + std::to_string(n) + " " + k;
+  return s;
+}
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string s;
+  for (std::size_t i = 0; i < items.size(); ++i) s += (i ? ", " : "") + items[i];
+  return s;
+}
+
+void write_blob_stats(JsonWriter& w, const BlobStats& s, bool updater) {
+  w.begin_object();
+  w.key("count").value(s.count);
+  if (updater) {
+    w.key("variables").value(static_cast<std::uint64_t>(s.variables.size()));
+    w.key("states").begin_array(true);
+    for (const auto& n : s.states) w.value(n);
+    w.end_array();
+  }
+  w.key("shared").value(s.shared);
+  w.key("compressed").value(s.compressed);
+  w.key("bytes").value(s.bytes);
+  w.key("own_bytes").value(s.own_bytes);
+  w.key("dtypes").begin_object(true);
+  for (const auto& [k, n] : s.dtypes) w.key(k).value(n);
+  w.end_object();
+  w.end_object();
+}
+
+}  // namespace
+
+std::string tag_summary_json(const Archive& archive, std::string_view tag) {
+  TagFacts f = gather(archive, tag);
+  const Metadata& m = archive.metadata();
+  JsonWriter w;
+  w.begin_object();
+  w.key("archive").value(archive.name());
+  w.key("tag").value(f.tag);
+  w.key("position").value(static_cast<std::uint64_t>(f.position));
+  w.key("tags").value(static_cast<std::uint64_t>(f.tag_count));
+  w.key("newest").value(f.newest);
+  w.key("metadata").begin_object();
+  w.key("format_version").value(m.format_version);
+  w.key("writer").value(m.writer);
+  auto optional = [&](std::string_view key, const std::optional<std::string>& v) {
+    w.key(key);
+    if (v)
+      w.value(*v);
+    else
+      w.null();
+  };
+  optional("model_name", m.model_name);
+  optional("model_version", m.model_version);
+  optional("quantization", m.quantization);
+  optional("description", m.description);
+  w.end_object();
+  w.key("params");
+  write_blob_stats(w, f.params, false);
+  w.key("updater");
+  if (f.updater)
+    write_blob_stats(w, *f.updater, true);
+  else
+    w.null();
+  w.key("graph");
+  if (f.graph) {
+    w.begin_object();
+    w.key("variables").value(static_cast<std::uint64_t>(f.graph->variables.size()));
+    w.key("kinds").begin_object(true);
+    for (const auto& [k, n] : kind_counts(*f.graph)) w.key(k).value(static_cast<std::uint64_t>(n));
+    w.end_object();
+    w.key("ops").value(static_cast<std::uint64_t>(f.graph->ops.size()));
+    w.key("op_types").begin_object(true);
+    for (const auto& [k, n] : op_type_counts(*f.graph))
+      w.key(k).value(static_cast<std::uint64_t>(n));
+    w.end_object();
+    w.key("outputs").begin_array(true);
+    for (const auto& s : f.graph->outputs) w.value(s);
+    w.end_array();
+    w.key("loss_variables").begin_array(true);
+    for (const auto& s : f.graph->loss_variables) w.value(s);
+    w.end_array();
+    w.end_object();
+  } else {
+    w.null();
+  }
+  w.key("training");
+  if (f.training) {
+    std::string doc = training_config_json(*f.training);
+    doc.pop_back();  // the trailing newline
+    // Re-indent the nested document by one level.
+    std::string nested;
+    for (char c : doc) {
+      nested += c;
+      if (c == '\n') nested += "  ";
+    }
+    w.raw(nested);
+  } else {
+    w.null();
+  }
+  w.end_object();
+  return w.take();
+}
+
+std::string tag_summary_text(const Archive& archive, std::string_view tag) {
+  TagFacts f = gather(archive, tag);
+  const Metadata& m = archive.metadata();
+  std::string s;
+  auto line = [&](std::string_view label, const std::string& text) {
+    std::string l(label);
+    l.resize(std::max<std::size_t>(l.size(), 10), ' ');
+    s += l + text + "\n";
+  };
+  line("archive", archive.name());
+  line("tag", f.tag + " (" + std::to_string(f.position) + " of " + std::to_string(f.tag_count) +
+                  (f.newest ? ", newest)" : ")"));
+  line("format", "version " + std::to_string(m.format_version) + ", written by " + m.writer);
+  if (m.model_name || m.model_version)
+    line("model", m.model_name.value_or("") + (m.model_name && m.model_version ? " " : "") +
+                      m.model_version.value_or(""));
+  if (m.quantization) line("quant", *m.quantization);
+  if (m.description) line("about", *m.description);
+
+  auto blob_line = [&](const BlobStats& b) {
+    std::string t = std::to_string(b.count) + " (" + std::to_string(b.count - b.shared) + " own, " +
+                    std::to_string(b.shared) + " shared";
+    if (b.compressed) t += ", " + std::to_string(b.compressed) + " deflated";
+    t += "), " + human_bytes(b.bytes);
+    if (b.shared) t += " (" + human_bytes(b.own_bytes) + " in this tag)";
+    if (!b.dtypes.empty()) t += "; " + counts_text(b.dtypes);
+    return t;
+  };
+  line("params", blob_line(f.params));
+  if (f.updater)
+    line("updater",
+         blob_line(*f.updater) + "; " + std::to_string(f.updater->variables.size()) +
+             " variables, states " +
+             (f.updater->states.empty() ? std::string("none") : joined(f.updater->states)));
+  else
+    line("updater", "none");
+  if (f.graph) {
+    line("graph",
+         std::to_string(f.graph->variables.size()) + " variables (" +
+             counts_text(kind_counts(*f.graph)) + "), " + std::to_string(f.graph->ops.size()) +
+             " ops" +
+             (f.graph->ops.empty() ? "" : " (" + counts_text(op_type_counts(*f.graph)) + ")"));
+    if (!f.graph->outputs.empty()) line("", "outputs: " + joined(f.graph->outputs));
+    if (!f.graph->loss_variables.empty()) line("", "loss: " + joined(f.graph->loss_variables));
+  } else {
+    line("graph", "none");
+  }
+  if (f.training) {
+    std::string text = training_config_text(*f.training);
+    bool first = true;
+    std::size_t start = 0;
+    while (start < text.size()) {
+      std::size_t end = text.find('\n', start);
+      line(first ? "training" : "", text.substr(start, end - start));
+      first = false;
+      start = end + 1;
+    }
+  } else {
+    line("training", "none");
+  }
+  return s;
+}
+
+}  // namespace modelzip::graph
