@@ -116,6 +116,11 @@ using ProgressCallback = std::function<bool(const Progress&)>;
 struct WriterOptions {
   bool dedup = true;
   bool durable = true;  // fsync file and folder before commit returns
+  // A commit that only adds tags appends the new entries and a new central
+  // directory to the archive in place (time and I/O proportional to the new
+  // data) instead of rewriting it; see FORMAT.md "Appending". Other commits,
+  // and appends once dead bytes would reach half the file, rewrite it.
+  bool append = true;
   ProgressCallback progress;
 };
 
@@ -146,11 +151,12 @@ class Writer {
 
   // Statistics of the last commit.
   struct Stats {
-    std::uint64_t bytes_written = 0;       // size of the archive written
+    std::uint64_t bytes_written = 0;       // bytes written (the new archive, or the appended part)
     std::uint64_t blobs_written = 0;       // new blob entries
     std::uint64_t blobs_deduplicated = 0;  // parameters written as references by dedup
     std::uint64_t blobs_collected = 0;     // unreferenced blobs dropped by collect_garbage
     std::uint64_t bytes_collected = 0;     // their uncompressed size
+    bool appended = false;                 // written by the append path
   };
   const Stats& last_stats() const noexcept;
 

@@ -5,6 +5,7 @@
 #include "format/tag_name.hpp"
 #include "format/tags_file.hpp"
 #include "format/tensor_blob.hpp"
+#include "io/append_journal.hpp"
 #include "io/mapped_file.hpp"
 #include "modelzip/error.hpp"
 
@@ -208,13 +209,32 @@ Tensor Archive::Impl::read_tensor(const std::string& entry_name, ReadMode mode,
 // ---- Archive ---------------------------------------------------------------
 
 Archive Archive::open(const std::filesystem::path& path, const OpenOptions& options) {
-  Bytes file;
-  try {
-    file = io::map_file(path);
-  } catch (const Error& e) {
-    throw e.with_context({.archive = path.string()});
+  // An append in progress (or interrupted) leaves a journal naming the size
+  // of the previous archive, which is still complete at the start of the
+  // file (io/append_journal.hpp). Look again if an append finished while we
+  // were reading.
+  for (int attempt = 0;; ++attempt) {
+    Bytes file;
+    try {
+      file = io::map_file(path);
+    } catch (const Error& e) {
+      throw e.with_context({.archive = path.string()});
+    }
+    try {
+      return Archive(std::make_shared<const Impl>(path.string(), file, options));
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::corrupt) throw;
+      std::optional<std::uint64_t> old_size = io::read_append_journal(path);
+      if (old_size && *old_size < file.size()) {
+        try {
+          return Archive(
+              std::make_shared<const Impl>(path.string(), file.slice(0, *old_size), options));
+        } catch (const Error&) {
+        }
+      }
+      if (!old_size || attempt == 3) throw;
+    }
   }
-  return Archive(std::make_shared<const Impl>(path.string(), std::move(file), options));
 }
 
 Archive Archive::from_memory(Bytes bytes, std::string name, const OpenOptions& options) {

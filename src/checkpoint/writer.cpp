@@ -16,7 +16,9 @@
 #include "format/tag_name.hpp"
 #include "format/tags_file.hpp"
 #include "format/tensor_blob.hpp"
+#include "io/append_journal.hpp"
 #include "io/durable_file.hpp"
+#include "io/mapped_file.hpp"
 #include "modelzip/error.hpp"
 #include "zip/zip_stream_writer.hpp"
 
@@ -363,6 +365,63 @@ void drop_unreferenced_blobs(Plan& plan, Writer::Stats& stats) {
     });
 }
 
+// Bytes to be written for `c`.
+std::uint64_t content_size(const Content& c) {
+  return c.old ? c.old->compressed_size : c.size;
+}
+
+// Writes the entries of the plan: everything (rewrite), or for the append
+// path only tags.txt and the tags in `only_tags`.
+void emit(zip::StreamZipWriter& zw, const Plan& plan, const Archive::Impl* old_impl,
+          const std::set<std::string>* only_tags) {
+  auto put = [&](const std::string& name, const Content& c) {
+    if (c.old)
+      zw.add_raw(name, *c.old,
+                 old_impl->reader.file().slice(c.old->data_offset, c.old->compressed_size));
+    else if (c.compression == Compression::deflate)
+      zw.add_deflated(name, c.pieces);
+    else
+      zw.add_stored(name, c.pieces);
+  };
+  auto text = [](const std::string& s) { return std::vector<Bytes>{Bytes::copy_of(s)}; };
+  std::vector<std::string> names;
+  for (const auto& t : plan.tags) names.push_back(t.name);
+  if (!only_tags)
+    zw.add_stored(std::string(format::kMetadataEntry), text(format::write_metadata(plan.metadata)));
+  zw.add_stored(std::string(format::kTagsEntry), text(format::write_tags_file(names)));
+  if (!only_tags)
+    for (const auto& [name, c] : plan.root_others) put(name, c);
+  for (const auto& t : plan.tags) {
+    if (only_tags && !only_tags->count(t.name)) continue;
+    zw.add_stored(t.name + "/params.txt",
+                  text(format::write_blob_table(t.rows[0], TableKind::params)));
+    if (t.has_updater || !t.rows[1].empty())
+      zw.add_stored(t.name + "/updater.txt",
+                    text(format::write_blob_table(t.rows[1], TableKind::updater)));
+    for (const auto& [rel, c] : t.others) put(t.name + "/" + rel, c);
+    for (const auto& [key, c] : t.blobs) put(t.entry_name(key), c);
+  }
+}
+
+std::uint64_t expected_bytes(const Plan& plan, const std::set<std::string>* only_tags) {
+  std::uint64_t n = 0;
+  for (const auto& t : plan.tags) {
+    if (only_tags && !only_tags->count(t.name)) continue;
+    for (const auto& [key, c] : t.blobs) n += content_size(c);
+    for (const auto& [rel, c] : t.others) n += content_size(c);
+  }
+  return n;
+}
+
+// Bytes of `old` that no entry or directory uses (left behind by appends).
+std::uint64_t dead_bytes(const Archive::Impl& old) {
+  std::uint64_t live = old.directory.central_directory_size + 22;
+  for (const auto& e : old.directory.entries)
+    live += e.data_offset - e.local_header_offset + e.compressed_size;
+  std::uint64_t size = old.reader.file().size();
+  return size > live ? size - live : 0;
+}
+
 }  // namespace
 
 class Writer::Impl {
@@ -392,11 +451,17 @@ class Writer::Impl {
   ErrorContext context() const { return ErrorContext{.archive = path.string()}; }
 
   void commit();
+  bool appendable(const Archive::Impl& old) const;
+  void rewrite(const Plan& plan, const Archive::Impl* old_impl, Stats& stats);
+  void append_to(const Plan& plan, const Archive::Impl& old, Stats& stats);
+  void recover_interrupted_append();
+  zip::WriteProgress progress_adapter();
 };
 
 void Writer::Impl::commit() {
   io::FileLock lock(path);
   io::remove_stale_temp_files(path);
+  recover_interrupted_append();
   std::optional<Archive> old;
   if (std::filesystem::exists(path)) old = Archive::open(path);
   const Archive::Impl* old_impl = old ? &old->internals() : nullptr;
@@ -419,58 +484,102 @@ void Writer::Impl::commit() {
     }
   }
 
-  // Write the new archive into a temporary file beside the old one.
-  io::TempFile temp = io::TempFile::beside(path);
-  std::uint64_t expected = 0;
-  for (const auto& t : plan.tags) {
-    for (const auto& [key, c] : t.blobs) expected += c.old ? c.old->compressed_size : c.size;
-    for (const auto& [rel, c] : t.others) expected += c.old ? c.old->compressed_size : c.size;
-  }
-  zip::WriteProgress progress;
-  if (options.progress)
-    progress = [&](std::uint64_t done, std::uint64_t total) {
-      return options.progress(Progress{done, total});
-    };
-  try {
-    io::OutputFile out(temp.path());
-    zip::StreamZipWriter zw(out.fd(), temp.path().string(), 0, expected, progress);
-    auto put = [&](const std::string& name, const Content& c) {
-      if (c.old)
-        zw.add_raw(name, *c.old,
-                   old_impl->reader.file().slice(c.old->data_offset, c.old->compressed_size));
-      else if (c.compression == Compression::deflate)
-        zw.add_deflated(name, c.pieces);
-      else
-        zw.add_stored(name, c.pieces);
-    };
-    auto text = [](const std::string& s) { return std::vector<Bytes>{Bytes::copy_of(s)}; };
-    zw.add_stored(std::string(format::kMetadataEntry), text(format::write_metadata(plan.metadata)));
-    std::vector<std::string> names;
-    for (const auto& t : plan.tags) names.push_back(t.name);
-    zw.add_stored(std::string(format::kTagsEntry), text(format::write_tags_file(names)));
-    for (const auto& [name, c] : plan.root_others) put(name, c);
-    for (auto& t : plan.tags) {
-      zw.add_stored(t.name + "/params.txt",
-                    text(format::write_blob_table(t.table(TableKind::params), TableKind::params)));
-      if (t.has_updater || !t.table(TableKind::updater).empty())
-        zw.add_stored(
-            t.name + "/updater.txt",
-            text(format::write_blob_table(t.table(TableKind::updater), TableKind::updater)));
-      for (const auto& [rel, c] : t.others) put(t.name + "/" + rel, c);
-      for (const auto& [key, c] : t.blobs) put(t.entry_name(key), c);
-    }
-    new_stats.bytes_written = zw.finish();
-    out.close();
-    temp.commit(options.durable);
-  } catch (const Error& e) {
-    throw e.with_context(context());
-  }
+  bool only_adds = !metadata && std::all_of(ops.begin(), ops.end(), [](const auto& op) {
+    return std::holds_alternative<AddOp>(op);
+  });
+  if (options.append && old_impl && only_adds && appendable(*old_impl))
+    append_to(plan, *old_impl, new_stats);
+  else
+    rewrite(plan, old_impl, new_stats);
   std::vector<std::string> tag_names;
   for (const auto& t : plan.tags) tag_names.push_back(t.name);
   stats = new_stats;
   ops.clear();
   metadata.reset();
   current_tags = tag_names;
+}
+
+// An append leaves the old central directory behind as dead bytes; once
+// they would make up half the file, the next commit rewrites (compacts).
+bool Writer::Impl::appendable(const Archive::Impl& old) const {
+  const std::uint64_t size = old.reader.file().size();
+  if (old.directory.end_of_archive != size) return false;
+  std::uint64_t dead_after = dead_bytes(old) + old.directory.central_directory_size + 22;
+  if (const auto* tags = old.find_entry(format::kTagsEntry))
+    dead_after += tags->data_offset - tags->local_header_offset + tags->compressed_size;
+  return dead_after * 2 <= size;
+}
+
+void Writer::Impl::rewrite(const Plan& plan, const Archive::Impl* old_impl, Stats& stats) {
+  io::TempFile temp = io::TempFile::beside(path);
+  try {
+    io::OutputFile out(temp.path());
+    zip::StreamZipWriter zw(out.fd(), temp.path().string(), 0, expected_bytes(plan, nullptr),
+                            progress_adapter());
+    emit(zw, plan, old_impl, nullptr);
+    stats.bytes_written = zw.finish();
+    out.close();
+    temp.commit(options.durable);
+  } catch (const Error& e) {
+    throw e.with_context(context());
+  }
+}
+
+void Writer::Impl::append_to(const Plan& plan, const Archive::Impl& old, Stats& stats) {
+  std::set<std::string> added;
+  for (const auto& op : ops) added.insert(std::get<AddOp>(op).tag);
+  const std::uint64_t old_size = old.reader.file().size();
+  try {
+    io::write_append_journal(path, old_size);
+    io::AppendFile out(path);
+    try {
+      zip::StreamZipWriter zw(out.fd(), path.string(), old_size, expected_bytes(plan, &added),
+                              progress_adapter());
+      for (const auto& e : old.directory.entries)
+        if (e.name != format::kTagsEntry) zw.keep(e);
+      emit(zw, plan, &old, &added);
+      stats.bytes_written = zw.finish([&] {
+        if (options.durable) out.sync();
+      }) - old_size;
+      if (options.durable) out.sync();
+    } catch (...) {
+      out.truncate(old_size);  // best effort; the journal covers a failure here
+      throw;
+    }
+    out.close();
+    io::remove_append_journal(path, options.durable);
+  } catch (const Error& e) {
+    throw e.with_context(context());
+  }
+  stats.appended = true;
+}
+
+// A journal left by an interrupted append: keep the append if it finished
+// (the whole file parses), else cut the file back to the previous archive.
+void Writer::Impl::recover_interrupted_append() {
+  std::optional<std::uint64_t> old_size = io::read_append_journal(path);
+  if (!old_size) return;
+  bool complete = false;
+  try {
+    Bytes file = io::map_file(path);
+    Archive::from_memory(file, path.string());
+    complete = true;
+  } catch (const Error&) {
+  }
+  if (!complete) {
+    io::AppendFile out(path);
+    out.truncate(*old_size);
+    out.sync();
+    out.close();
+  }
+  io::remove_append_journal(path, true);
+}
+
+zip::WriteProgress Writer::Impl::progress_adapter() {
+  if (!options.progress) return {};
+  return [this](std::uint64_t done, std::uint64_t total) {
+    return options.progress(Progress{done, total});
+  };
 }
 
 // ---- Writer ----------------------------------------------------------------

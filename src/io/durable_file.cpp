@@ -81,6 +81,29 @@ void OutputFile::close() {
   if (::close(fd) != 0) fail(path_, "cannot write file");
 }
 
+AppendFile::AppendFile(const fs::path& path) : path_(path) {
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd_ < 0) fail(path, "cannot open for appending");
+}
+
+AppendFile::~AppendFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void AppendFile::sync() {
+  if (::fsync(fd_) != 0) fail(path_, "fsync failed");
+}
+
+void AppendFile::truncate(std::uint64_t size) noexcept {
+  if (::ftruncate(fd_, static_cast<off_t>(size)) == 0) ::fsync(fd_);
+}
+
+void AppendFile::close() {
+  int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) fail(path_, "cannot write file");
+}
+
 void TempFile::commit(bool durable) {
   if (durable) sync_path(path_, false);
   if (::rename(path_.c_str(), target_.c_str()) != 0) fail(target_, "cannot replace the archive");

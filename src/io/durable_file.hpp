@@ -9,6 +9,7 @@
 // (dead) writer process.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 
@@ -50,6 +51,23 @@ class OutputFile {
   int fd() const noexcept { return fd_; }
   // Closes the file; throws Error(io) if the kernel reports a write error.
   void close();
+
+ private:
+  std::filesystem::path path_;
+  int fd_ = -1;
+};
+
+// An existing file opened for writing in place (the append path).
+class AppendFile {
+ public:
+  explicit AppendFile(const std::filesystem::path& path);
+  AppendFile(const AppendFile&) = delete;
+  AppendFile& operator=(const AppendFile&) = delete;
+  ~AppendFile();
+  int fd() const noexcept { return fd_; }
+  void sync();                                 // fsync; throws Error(io)
+  void truncate(std::uint64_t size) noexcept;  // best effort
+  void close();                                // throws Error(io)
 
  private:
   std::filesystem::path path_;

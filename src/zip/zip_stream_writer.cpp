@@ -281,7 +281,7 @@ void StreamZipWriter::add_raw(const std::string& name, const EntryInfo& e,
   entries_.push_back(std::move(w));
 }
 
-std::uint64_t StreamZipWriter::finish() {
+std::uint64_t StreamZipWriter::finish(const std::function<void()>& before_end_record) {
   const std::uint64_t cd_offset = offset_;
   Out cd;
   for (const Written& w : entries_) {
@@ -335,6 +335,9 @@ std::uint64_t StreamZipWriter::finish() {
     cd.put<std::uint64_t>(z64);
     cd.put<std::uint32_t>(1);
   }
+  append(cd.bytes.data(), cd.bytes.size());
+  if (before_end_record) before_end_record();
+  cd.bytes.clear();
   cd.put<std::uint32_t>(kEocdSignature);
   cd.put<std::uint16_t>(0);
   cd.put<std::uint16_t>(0);

@@ -52,8 +52,10 @@ class StreamZipWriter {
   // A copy of an entry of another archive: its compressed bytes as they are,
   // with its method, CRC and sizes (nothing is recompressed or re-hashed).
   void add_raw(const std::string& name, const EntryInfo& entry, const Bytes& compressed);
-  // Writes the central directory and end records; returns the file size.
-  std::uint64_t finish();
+  // Writes the central directory, calls `before_end_record` (e.g. to fsync,
+  // so that the end record never becomes durable before what it points
+  // to), then the end records. Returns the file size.
+  std::uint64_t finish(const std::function<void()>& before_end_record = {});
 
   std::uint64_t offset() const noexcept { return offset_; }
 

@@ -86,7 +86,7 @@ def test_zip_tools_accept_our_archives(quickstart_archive):
     with zipfile.ZipFile(quickstart_archive) as z:
         assert z.testzip() is None
         names = z.namelist()
-        assert names[:2] == ["modelzip.toml", "tags.txt"]
+        assert names[0] == "modelzip.toml" and "tags.txt" in names
         assert z.read("tags.txt") == b"step-1\nstep-2\n"
         # Stored tensor data starts on a 64-byte boundary in the file.
         for info in z.infolist():
