@@ -149,10 +149,11 @@ class PyWriter {
     }
     progress_->error.reset();
     dirty_ = false;
-    return w.last_stats();
+    last_stats_ = w.last_stats();
+    return last_stats_;
   }
 
-  Writer::Stats last_stats() { return get().last_stats(); }
+  Writer::Stats last_stats() const { return last_stats_; }
   bool dirty() const { return dirty_; }
   bool closed() const { return !writer_; }
   const std::string& path() const { return path_; }
@@ -189,6 +190,7 @@ class PyWriter {
   std::optional<Writer> writer_;
   std::string path_;
   std::shared_ptr<ProgressState> progress_;
+  Writer::Stats last_stats_;
   bool busy_ = false;  // commit() is running with the GIL released
   bool dirty_ = false;
 };
@@ -258,7 +260,7 @@ updater: {(variable, state): array}: optimizer state arrays (e.g. Adam "M").)")
            "Writes everything staged (GIL released) and returns the WriteStats. "
            "On failure the old archive is untouched and the changes stay staged.")
       .def_property_readonly("last_stats", &PyWriter::last_stats,
-                             "WriteStats of the last commit().")
+                             "WriteStats of the last commit() (also after close()).")
       .def_property_readonly("path", &PyWriter::path, "The archive path.")
       .def_property_readonly("closed", &PyWriter::closed, "True after close().")
       .def("close", &PyWriter::close,

@@ -276,7 +276,7 @@ class Writer:
         """Writes everything staged (GIL released); on failure the old archive is untouched."""
     @property
     def last_stats(self) -> WriteStats:
-        """WriteStats of the last commit()."""
+        """WriteStats of the last commit() (also after close())."""
     @property
     def path(self) -> str:
         """The archive path."""

@@ -1,0 +1,151 @@
+"""Embeddings: lookups and queries checked against numpy on the shared real files (parsed here
+independently), converters, quantization, and embedding parameters in archives."""
+import numpy as np
+import pytest
+
+import modelzip
+from conftest import save
+
+
+def read_word2vec(path):
+    """An independent word2vec binary reader: words and float32 rows."""
+    data = path.read_bytes()
+    header, rest = data.split(b"\n", 1)
+    rows, dims = map(int, header.split())
+    words, vectors, pos = [], [], 0
+    for _ in range(rows):
+        space = rest.index(b" ", pos)
+        words.append(rest[pos:space].decode().strip())
+        vectors.append(np.frombuffer(rest, "<f4", dims, space + 1))
+        pos = space + 1 + 4 * dims
+        if rest[pos:pos + 1] == b"\n":
+            pos += 1
+    return words, np.array(vectors)
+
+
+def cosine_top(matrix, words, query, k, skip):
+    unit = matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+    q = query / np.linalg.norm(query)
+    sims = unit @ q
+    order = [i for i in np.argsort(-sims, kind="stable") if words[i] not in skip]
+    return [(words[i], float(sims[i])) for i in order[:k]]
+
+
+def assert_similarities(got, expected):
+    assert [w for w, _ in got] == [w for w, _ in expected]
+    np.testing.assert_allclose([s for _, s in got], [s for _, s in expected], rtol=1e-5)
+
+
+def test_word2vec_lookups_and_similarity_match_numpy(finalfusion_dir):
+    words, vectors = read_word2vec(finalfusion_dir / "similarity.bin")
+    emb = modelzip.Embeddings.load(finalfusion_dir / "similarity.bin", "word2vec")
+    assert emb.words == words and len(emb) == len(words) and emb.dims == vectors.shape[1]
+    norms = np.linalg.norm(vectors, axis=1)
+    np.testing.assert_allclose(emb.norms, norms, rtol=1e-6)
+    np.testing.assert_allclose(emb.matrix, vectors / norms[:, None], rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(emb["Berlin"], vectors[0] / norms[0], rtol=1e-5, atol=1e-7)
+    assert emb.word_index("Hamburg") == words.index("Hamburg")
+    assert emb.embedding("NotAWord") is None and "NotAWord" not in emb and "Berlin" in emb
+    with pytest.raises(KeyError):
+        emb["NotAWord"]
+    assert emb.norm("Berlin") == pytest.approx(norms[0], rel=1e-6)
+    assert_similarities(emb.similar("Berlin", 10),
+                        cosine_top(vectors, words, vectors[0], 10, {"Berlin"}))
+    query = vectors[3] + vectors[4]
+    assert_similarities(emb.similar_to(query, 5, skip=["Leipzig"]),
+                        cosine_top(vectors, words, query, 5, {"Leipzig"}))
+    assert emb.similar("NotAWord") is None
+    with pytest.raises(ValueError, match="100 floats"):
+        emb.similar_to(np.zeros(3))
+
+
+def test_analogy_matches_numpy(finalfusion_dir):
+    words, vectors = read_word2vec(finalfusion_dir / "analogy.bin")
+    emb = modelzip.Embeddings.load(finalfusion_dir / "analogy.bin", "word2vec")
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    a, b, c = (unit[words.index(w)] for w in ("Paris", "Frankreich", "Berlin"))
+    expected = cosine_top(vectors, words, b - a + c, 5, {"Paris", "Frankreich", "Berlin"})
+    assert_similarities(emb.analogy("Paris", "Frankreich", "Berlin", 5), expected)
+    assert expected[0][0] == "Deutschland"
+    assert emb.analogy("Paris", "Frankreich", "NotAWord") is None
+
+
+def test_finalfusion_files_and_batch_lookup(finalfusion_dir):
+    fifu = modelzip.Embeddings.open(finalfusion_dir / "similarity.fifu")
+    words, vectors = read_word2vec(finalfusion_dir / "similarity.bin")
+    assert fifu.words == words and fifu.vocab_kind == "simple" and not fifu.quantized
+    assert not fifu.matrix.flags.writeable
+    matrix, found = fifu.embeddings(["Berlin", "NotAWord", "Dresden"])
+    assert matrix.shape == (3, 100) and found.tolist() == [True, False, True]
+    np.testing.assert_array_equal(matrix[0], fifu["Berlin"])
+    assert not matrix[1].any()
+    buckets = modelzip.Embeddings.open(finalfusion_dir / "ff_buckets.fifu")
+    assert buckets.vocab_kind == "bucket_subwords" and buckets.rows > len(buckets)
+    assert buckets.embedding("unseenword") is not None  # from its subwords
+    assert "dims = 5" in buckets.metadata
+    pq = modelzip.Embeddings.open(finalfusion_dir / "pq.fifu")
+    assert pq.quantized and pq.matrix is None
+    dense = pq.dequantize()
+    assert not dense.quantized and dense.matrix.shape == (41, 100)
+    np.testing.assert_allclose(dense.matrix[5], pq.embedding(pq.words[5]), rtol=1e-6)
+
+
+def test_from_matrix_save_and_convert(tmp_path):
+    words = ["cat", "dog", "car", "bus"]
+    matrix = np.array([[1, 0, 0], [0.9, 0.1, 0], [0, 0, 1], [0, 0.2, 0.9]], np.float32)
+    emb = modelzip.Embeddings.from_matrix(words, matrix)
+    assert emb.similar("cat", 1)[0][0] == "dog" and emb.similar("car", 1)[0][0] == "bus"
+    for fmt in ["finalfusion", "text", "textdims", "word2vec"]:
+        path = tmp_path / f"e.{fmt}"
+        emb.save(path, fmt)
+        back = modelzip.Embeddings.load(path, fmt, normalize=False)
+        assert back.words == words
+        np.testing.assert_allclose(back.matrix, matrix, rtol=1e-6)
+    text = (tmp_path / "e.text").read_text().splitlines()
+    assert text[0].split()[0] == "cat" and [float(x) for x in text[0].split()[1:]] == [1, 0, 0]
+    assert modelzip.Embeddings.from_bytes(emb.to_bytes()).words == words
+    with pytest.raises(ValueError, match="unknown embedding format"):
+        emb.save(tmp_path / "x", "glove")
+    with pytest.raises(ValueError, match="rows for"):
+        modelzip.Embeddings.from_matrix(["a"], matrix)
+
+
+def test_broken_files_raise_error_with_offset(finalfusion_dir, tmp_path):
+    data = (finalfusion_dir / "similarity.fifu").read_bytes()
+    for cut in (3, 20, len(data) // 2, len(data) - 1):
+        with pytest.raises(modelzip.Error) as e:
+            modelzip.Embeddings.from_bytes(data[:cut])
+        assert e.value.code == "corrupt"
+    with pytest.raises(modelzip.Error) as e:
+        modelzip.Embeddings.load(finalfusion_dir / "utf8-incomplete.txt", "text")
+    assert e.value.code == "corrupt" and e.value.line is not None
+    lossy = modelzip.Embeddings.load(finalfusion_dir / "utf8-incomplete.txt", "text", lossy=True)
+    assert any("\ufffd" in w for w in lossy.words)
+
+
+def test_quantize(finalfusion_dir):
+    emb = modelzip.Embeddings.open(finalfusion_dir / "similarity.fifu")
+    pq, mse = emb.quantize(n_subquantizers=10, n_centroids=16, n_iterations=5)
+    pq2, mse2 = emb.quantize(n_subquantizers=10, n_centroids=16, n_iterations=5)
+    assert pq.quantized and 0 < mse < 1 and mse == mse2  # deterministic for a seed
+    recon = pq.dequantize().matrix
+    # The reported error is the mean squared difference of the storage rows.
+    assert np.mean((recon - emb.matrix) ** 2) == pytest.approx(mse, rel=1e-3)
+
+
+def test_embedding_parameters_in_an_archive(archive_path, finalfusion_dir):
+    emb = modelzip.Embeddings.open(finalfusion_dir / "similarity.fifu")
+    save(archive_path, "t", {"words": emb, "w": np.ones(2)})
+    with modelzip.open(archive_path) as ar:
+        info = ar.param("words")
+        assert info.kind == "embedding" and info.dtype == "float32"
+        assert list(ar.load()) == ["w"]  # embedding parameters are not tensors
+        a, b = ar.embeddings("words"), ar.embeddings("words")
+        with pytest.raises(modelzip.Error, match="embedding"):
+            ar.tensor("words")
+    assert np.shares_memory(a.matrix, b.matrix)  # zero-copy views of the mapped archive
+    np.testing.assert_array_equal(a.matrix, emb.matrix)
+    assert a.similar("Berlin", 3) == emb.similar("Berlin", 3)
+    # Deduplicated like any blob.
+    stats = save(archive_path, "t2", {"words": emb})
+    assert stats.blobs_deduplicated == 1

@@ -1,0 +1,207 @@
+"""Writer: tags, dedup, sharing, removal, metadata, updater state, progress, context manager."""
+import threading
+
+import numpy as np
+import pytest
+
+import modelzip
+from conftest import save
+
+
+def arrays(seed):
+    rng = np.random.default_rng(seed)
+    return {"emb": rng.standard_normal((100, 16)).astype(np.float32),
+            "fc.weight": rng.standard_normal((16, 4)).astype(np.float32),
+            "fc.bias": np.zeros(4, np.float32)}
+
+
+def test_dedup_shares_equal_arrays_across_tags(archive_path):
+    first = arrays(1)
+    s1 = save(archive_path, "step-1", first)
+    assert (s1.blobs_written, s1.blobs_deduplicated) == (3, 0)
+    second = dict(first, **{"fc.bias": np.full(4, 0.5, np.float32)})
+    s2 = save(archive_path, "step-2", {k: v.copy() for k, v in second.items()})  # equal, not same
+    assert (s2.blobs_written, s2.blobs_deduplicated) == (1, 2)
+    with modelzip.open(archive_path) as ar:
+        assert ar.tags == ["step-1", "step-2"] and ar.newest_tag == "step-2"
+        infos = {p.name: p for p in ar.params()}
+        assert infos["emb"].shared and infos["emb"].owner_tag == "step-1"
+        assert infos["emb"].blob == ar.param("emb", "step-1").blob
+        assert infos["fc.weight"].shared
+        assert not infos["fc.bias"].shared and infos["fc.bias"].owner_tag == "step-2"
+        # A shared parameter loads the very same mapped bytes as in the first tag.
+        assert np.shares_memory(ar.tensor("emb"), ar.tensor("emb", "step-1"))
+        np.testing.assert_array_equal(ar.tensor("fc.bias"), second["fc.bias"])
+        np.testing.assert_array_equal(ar.tensor("fc.bias", "step-1"), first["fc.bias"])
+        assert ar.verify() == []
+
+
+def test_dedup_off_writes_every_blob(archive_path):
+    a = arrays(2)
+    save(archive_path, "a", a)
+    stats = save(archive_path, "b", a, dedup=False)
+    assert (stats.blobs_written, stats.blobs_deduplicated) == (3, 0)
+    assert not any(p.shared for p in modelzip.open(archive_path).params())
+
+
+def test_explicit_share(archive_path):
+    a = arrays(3)
+    save(archive_path, "base", a)
+    stats = save(archive_path, "head", {"fc.bias": np.ones(4, np.float32)},
+                 share={"embedding": ("base", "emb"), "w": ("BASE", "fc.weight")})
+    assert stats.blobs_written == 1
+    with modelzip.open(archive_path) as ar:
+        assert [p.name for p in ar.params()] == ["fc.bias", "embedding", "w"]
+        assert ar.param("embedding").shared and ar.param("embedding").owner_tag == "base"
+        np.testing.assert_array_equal(ar.tensor("embedding"), a["emb"])
+        np.testing.assert_array_equal(ar.tensor("w"), a["fc.weight"])
+    with pytest.raises(modelzip.Error) as e:
+        save(archive_path, "bad", {}, share={"x": ("base", "missing")})
+    assert "missing" in str(e.value)
+
+
+def test_remove_tag_keeps_shared_blobs(archive_path):
+    a = arrays(4)
+    save(archive_path, "one", a)
+    save(archive_path, "two", dict(a, extra=np.arange(3)))
+    modelzip.remove_tag(archive_path, "ONE", durable=False)  # tags ignore case
+    with modelzip.open(archive_path) as ar:
+        assert ar.tags == ["two"]
+        assert not any(p.shared for p in ar.params())
+        for name, value in a.items():
+            np.testing.assert_array_equal(ar.tensor(name), value)
+        assert ar.verify() == []
+    with pytest.raises(modelzip.NotFoundError):
+        modelzip.remove_tag(archive_path, "one")
+
+
+def test_find_tag_and_case(archive_path):
+    save(archive_path, "Epoch-3", {"x": np.zeros(1)})
+    with modelzip.open(archive_path) as ar:
+        assert ar.find_tag("epoch-3") == "Epoch-3"
+        assert ar.find_tag("nope") is None
+        assert ar.load("EPOCH-3")["x"].tolist() == [0.0]
+
+
+def test_compress_all_and_by_name(archive_path):
+    a = arrays(5)
+    save(archive_path, "all", a, compress=True, dedup=False)
+    save(archive_path, "some", a, compress=["emb"], dedup=False)
+    with modelzip.open(archive_path) as ar:
+        assert all(p.compressed for p in ar.params("all"))
+        assert {p.name for p in ar.params("some") if p.compressed} == {"emb"}
+        for tag in ar.tags:
+            for name, value in ar.load(tag).items():
+                np.testing.assert_array_equal(value, a[name])
+
+
+def test_metadata(archive_path):
+    meta = modelzip.Metadata(model_name="mlp", description="tiny")
+    save(archive_path, "t", {"x": np.zeros(1)}, metadata=meta)
+    with modelzip.open(archive_path) as ar:
+        m = ar.metadata
+    assert (m.model_name, m.model_version, m.description) == ("mlp", None, "tiny")
+    assert m.format_version == 1 and m.writer.startswith("modelzip")
+    assert m == modelzip.open(archive_path).metadata and m != modelzip.Metadata()
+    updated = modelzip.set_metadata(archive_path, model_version="2", durable=False)
+    assert (updated.model_name, updated.model_version) == ("mlp", "2")
+    replaced = modelzip.set_metadata(archive_path, {"quantization": "none"}, durable=False)
+    assert (replaced.model_name, replaced.quantization) == (None, "none")
+    assert modelzip.open(archive_path).tags == ["t"]  # metadata changes keep the tags
+    with pytest.raises(TypeError, match="unexpected field"):
+        modelzip.set_metadata(archive_path, writer="me")
+    with pytest.raises(AttributeError):
+        m.writer = "me"
+
+
+def test_updater_state(archive_path):
+    m = np.full((2, 3), 0.1, np.float32)
+    v = np.full((2, 3), 0.01, np.float32)
+    save(archive_path, "t", {"w": np.ones((2, 3), np.float32)},
+         updater={("w", "M"): m, ("w", "V"): v})
+    with modelzip.open(archive_path) as ar:
+        states = ar.updater_states()
+        assert [(s.name, s.state) for s in states] == [("w", "M"), ("w", "V")]
+        np.testing.assert_array_equal(ar.updater_state("w", "V"), v)
+        assert list(ar.load()) == ["w"]  # updater state is not a parameter
+
+
+def test_writer_context_manager_commits_or_discards(archive_path):
+    with modelzip.Writer(archive_path, durable=False) as w:
+        w.add_tag("a", {"x": np.zeros(2)})
+        assert w.tags == ["a"]
+    assert w.closed and modelzip.open(archive_path).tags == ["a"]
+    with pytest.raises(RuntimeError, match="boom"):
+        with modelzip.Writer(archive_path, durable=False) as w:
+            w.add_tag("b", {"x": np.ones(2)})
+            raise RuntimeError("boom")
+    assert modelzip.open(archive_path).tags == ["a"]
+    with pytest.raises(ValueError, match="closed Writer"):
+        w.add_tag("c", {})
+    # Several staged changes, one commit.
+    with modelzip.Writer(archive_path, durable=False) as w:
+        w.add_tag("b", {"x": np.ones(2)})
+        w.add_tag("c", {"x": np.ones(2)})
+        w.remove_tag("a")
+        assert w.tags == ["b", "c"]
+    stats = w.last_stats  # still there after close
+    assert (stats.blobs_written, stats.blobs_deduplicated) == (1, 1)  # "c" equals "b"
+    assert modelzip.open(archive_path).tags == ["b", "c"]
+
+
+def test_progress_callback_can_cancel_and_raise(archive_path):
+    calls = []
+    save(archive_path, "a", arrays(6), progress=lambda done, total: calls.append((done, total)))
+    assert calls and calls[-1][0] == calls[-1][1] and all(d <= t for d, t in calls)
+    with pytest.raises(modelzip.Error) as e:
+        save(archive_path, "b", arrays(7), progress=lambda done, total: False)
+    assert e.value.code == "cancelled"
+
+    def failing(done, total):
+        raise ZeroDivisionError("from the callback")
+
+    with pytest.raises(ZeroDivisionError, match="from the callback"):
+        save(archive_path, "c", arrays(8), progress=failing)
+    assert modelzip.open(archive_path).tags == ["a"]  # the failed commits left it untouched
+
+
+def test_failed_commit_keeps_changes_staged(archive_path):
+    w = modelzip.Writer(archive_path, durable=False, progress=lambda d, t: False)
+    data = np.arange(5)
+    w.add_tag("t", {"d": data})
+    with pytest.raises(modelzip.Error):
+        w.commit()
+    assert w.tags == ["t"]
+    w.close()
+    assert not archive_path.exists()
+
+
+def test_concurrent_loads_from_threads(archive_path):
+    a = arrays(9)
+    save(archive_path, "t", a)
+    errors = []
+    with modelzip.open(archive_path) as ar:
+        def work():
+            try:
+                for _ in range(50):
+                    loaded = ar.load(copy=True)
+                    for name, value in a.items():
+                        np.testing.assert_array_equal(loaded[name], value)
+            except Exception as e:  # reported below
+                errors.append(e)
+        threads = [threading.Thread(target=work) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert errors == []
+
+
+def test_repr_and_entry_names(archive_path):
+    save(archive_path, "t", {"w": np.zeros((2, 2), np.float16)})
+    with modelzip.open(archive_path) as ar:
+        assert repr(ar.param("w")) == ("modelzip.ParamInfo(name='w', dtype='float16', shape=(2, 2),"
+                                       " nbytes=8, blob='t/params/0.fb', shared=False,"
+                                       " compressed=False)")
+        assert "t/params/0.fb" in ar.entry_names() and "t/params.txt" in ar.entry_names()
+        assert repr(ar) == f"<modelzip.Archive {str(archive_path)!r}>"
