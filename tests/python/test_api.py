@@ -89,7 +89,8 @@ def test_class_members_match(name):
         assert attr.__doc__, f"{name}.{method_name} has no runtime docstring"
 
 
-@pytest.mark.parametrize("name", ["open", "load", "save", "remove_tag", "set_metadata"])
+@pytest.mark.parametrize("name", ["open", "load", "save", "remove_tag", "set_metadata",
+                                  "collect_garbage"])
 def test_function_parameters_match(name):
     fn = stub_definitions()[name]
     assert stub_parameters(fn) == runtime_parameters(getattr(modelzip, name))

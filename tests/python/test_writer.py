@@ -205,3 +205,43 @@ def test_repr_and_entry_names(archive_path):
                                        " compressed=False)")
         assert "t/params/0.fb" in ar.entry_names() and "t/params.txt" in ar.entry_names()
         assert repr(ar) == f"<modelzip.Archive {str(archive_path)!r}>"
+
+
+def test_append_grows_the_file_in_place_unless_disabled(archive_path):
+    save(archive_path, "a", arrays(10))
+    old = archive_path.read_bytes()
+    stats = save(archive_path, "b", arrays(11))
+    assert stats.appended
+    assert archive_path.read_bytes()[:len(old) - 22] == old[:-22]  # old entries untouched
+    stats = save(archive_path, "c", arrays(12), append=False)
+    assert not stats.appended
+    with modelzip.open(archive_path) as ar:
+        assert ar.tags == ["a", "b", "c"] and ar.verify() == []
+        for tag, seed in zip(ar.tags, (10, 11, 12)):
+            for name, value in arrays(seed).items():
+                np.testing.assert_array_equal(ar.tensor(name, tag), value)
+
+
+def test_views_stay_valid_while_another_commit_appends(archive_path):
+    first = arrays(13)
+    save(archive_path, "a", first)
+    with modelzip.open(archive_path) as ar:
+        view = ar.tensor("emb")
+        save(archive_path, "b", arrays(14))  # appends to the mapped file
+        np.testing.assert_array_equal(view, first["emb"])
+        assert ar.tags == ["a"]  # an open Archive keeps seeing what it opened
+
+
+def test_collect_garbage_drops_unreferenced_blobs(archive_path):
+    import zipfile
+    save(archive_path, "t", {"w": np.arange(8, dtype=np.int64)})
+    with zipfile.ZipFile(archive_path) as z:
+        blob = z.read("t/params/0.fb")
+    with zipfile.ZipFile(archive_path, "a") as z:  # a blob no params.txt lists
+        z.writestr("t/params/7.fb", blob)
+    assert "t/params/7.fb" in modelzip.open(archive_path).entry_names()
+    stats = modelzip.collect_garbage(archive_path, durable=False)
+    assert stats.blobs_collected == 1 and stats.bytes_collected > 64
+    with modelzip.open(archive_path) as ar:
+        assert "t/params/7.fb" not in ar.entry_names()
+        assert ar.tensor("w").tolist() == list(range(8))

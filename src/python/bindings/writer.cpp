@@ -29,11 +29,13 @@ struct ProgressState {
 
 class PyWriter {
  public:
-  PyWriter(const py::object& path, bool dedup, bool durable, const py::object& progress)
+  PyWriter(const py::object& path, bool dedup, bool durable, bool append,
+           const py::object& progress)
       : path_(to_path(path).string()), progress_(std::make_shared<ProgressState>()) {
     WriterOptions options;
     options.dedup = dedup;
     options.durable = durable;
+    options.append = append;
     if (!progress.is_none()) {
       if (!PyCallable_Check(progress.ptr())) throw py::type_error("progress must be callable");
       progress_->function = python_keeper(progress);
@@ -127,6 +129,11 @@ class PyWriter {
     dirty_ = true;
   }
 
+  void collect_garbage() {
+    get().collect_garbage();
+    dirty_ = true;
+  }
+
   std::vector<std::string> tags() { return get().tags(); }
 
   Writer::Stats commit() {
@@ -198,7 +205,10 @@ class PyWriter {
 std::string stats_repr(const Writer::Stats& s) {
   return "modelzip.WriteStats(bytes_written=" + std::to_string(s.bytes_written) +
          ", blobs_written=" + std::to_string(s.blobs_written) +
-         ", blobs_deduplicated=" + std::to_string(s.blobs_deduplicated) + ")";
+         ", blobs_deduplicated=" + std::to_string(s.blobs_deduplicated) +
+         ", blobs_collected=" + std::to_string(s.blobs_collected) +
+         ", bytes_collected=" + std::to_string(s.bytes_collected) +
+         ", appended=" + (s.appended ? "True" : "False") + ")";
 }
 
 }  // namespace
@@ -209,6 +219,12 @@ void bind_writer(py::module_& m) {
       .def_readonly("blobs_written", &Writer::Stats::blobs_written, "New blob entries written.")
       .def_readonly("blobs_deduplicated", &Writer::Stats::blobs_deduplicated,
                     "Parameters written as references to equal blobs (dedup).")
+      .def_readonly("blobs_collected", &Writer::Stats::blobs_collected,
+                    "Unreferenced blobs dropped by collect_garbage().")
+      .def_readonly("bytes_collected", &Writer::Stats::bytes_collected,
+                    "Uncompressed bytes of the blobs dropped.")
+      .def_readonly("appended", &Writer::Stats::appended,
+                    "True when the commit grew the archive in place instead of rewriting it.")
       .def("__repr__", &stats_repr);
   set_public_module(stats);
 
@@ -227,13 +243,15 @@ the staged changes (if any); with an exception they are discarded.
 
 A Writer is not thread-safe: use one per thread (other processes' commits to
 the same archive are serialized by a lock file).)");
-  cls.def(py::init<const py::object&, bool, bool, const py::object&>(), py::arg("path"),
+  cls.def(py::init<const py::object&, bool, bool, bool, const py::object&>(), py::arg("path"),
           py::kw_only(), py::arg("dedup") = true, py::arg("durable") = true,
-          py::arg("progress") = py::none(),
+          py::arg("append") = true, py::arg("progress") = py::none(),
           R"(Opens `path` for modification.
 
 dedup: write arrays equal to a blob already in the archive as references.
 durable: fsync the file and folder before commit() returns.
+append: let commits that only add tags grow the archive in place (crash-safe,
+cost proportional to the new data) instead of rewriting it.
 progress: called as progress(bytes_done, bytes_total) during commit();
 returning False cancels (commit() raises Error with code "cancelled"); an
 exception it raises is re-raised by commit().)")
@@ -255,6 +273,8 @@ updater: {(variable, state): array}: optimizer state arrays (e.g. Adam "M").)")
            "Stages removal of `tag` (ignoring case). Blobs other tags share are kept.")
       .def("set_metadata", &PyWriter::set_metadata, py::arg("metadata"),
            "Stages new archive metadata (replacing all fields).")
+      .def("collect_garbage", &PyWriter::collect_garbage,
+           "Stages dropping blob entries that no tag references any more.")
       .def_property_readonly("tags", &PyWriter::tags, "Tags as they will be after commit().")
       .def("commit", &PyWriter::commit,
            "Writes everything staged (GIL released) and returns the WriteStats. "

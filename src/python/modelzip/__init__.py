@@ -30,7 +30,8 @@ DTYPES: tuple[str, ...] = _modelzip.DTYPES
 
 __all__ = [
     "Archive", "DTYPES", "Embeddings", "Error", "Metadata", "NotFoundError", "ParamInfo",
-    "SparseCOO", "WriteStats", "Writer", "load", "open", "remove_tag", "save", "set_metadata",
+    "SparseCOO", "WriteStats", "Writer", "collect_garbage", "load", "open", "remove_tag", "save",
+    "set_metadata",
 ]
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -63,7 +64,7 @@ def save(path: PathLike, tag: str, arrays: Mapping[str, Any], *,
          bfloat16: Iterable[str] = (),
          updater: Optional[Mapping[tuple[str, str], Any]] = None,
          metadata: Union[Metadata, Mapping[str, Optional[str]], None] = None,
-         dedup: bool = True, durable: bool = True,
+         dedup: bool = True, durable: bool = True, append: bool = True,
          progress: Optional[Callable[[int, int], Optional[bool]]] = None) -> WriteStats:
     """Adds tag ``tag`` holding ``arrays`` to the archive at ``path`` (created if missing).
 
@@ -71,10 +72,12 @@ def save(path: PathLike, tag: str, arrays: Mapping[str, Any], *,
     works as is), anything with ``__array__``/``.numpy()``, str or lists of
     str, SparseCOO, or Embeddings. Array data is not copied. With ``dedup``,
     arrays equal to a blob already in the archive are stored as references.
+    With ``append`` the new tag is appended to the file in place (crash-safe)
+    instead of rewriting the archive.
     See Writer.add_tag for ``share``, ``compress``, ``bfloat16`` and ``updater``.
     Returns the WriteStats of the commit.
     """
-    writer = Writer(path, dedup=dedup, durable=durable, progress=progress)
+    writer = Writer(path, dedup=dedup, durable=durable, append=append, progress=progress)
     try:
         writer.add_tag(tag, arrays, share=share, compress=compress, bfloat16=bfloat16,
                        updater=updater)
@@ -93,6 +96,19 @@ def remove_tag(path: PathLike, tag: str, *, durable: bool = True) -> WriteStats:
     writer = Writer(path, durable=durable)
     try:
         writer.remove_tag(tag)
+        return writer.commit()
+    finally:
+        writer.close()
+
+
+def collect_garbage(path: PathLike, *, durable: bool = True) -> WriteStats:
+    """Drops blob entries that no tag references any more (rewrites the archive).
+
+    Returns the WriteStats (``blobs_collected``, ``bytes_collected``).
+    """
+    writer = Writer(path, durable=durable)
+    try:
+        writer.collect_garbage()
         return writer.commit()
     finally:
         writer.close()

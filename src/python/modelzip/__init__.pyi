@@ -162,6 +162,15 @@ class WriteStats:
     @property
     def blobs_deduplicated(self) -> int:
         """Parameters written as references to equal blobs (dedup)."""
+    @property
+    def blobs_collected(self) -> int:
+        """Unreferenced blobs dropped by collect_garbage()."""
+    @property
+    def bytes_collected(self) -> int:
+        """Uncompressed bytes of the blobs dropped."""
+    @property
+    def appended(self) -> bool:
+        """True when the commit grew the archive in place instead of rewriting it."""
 
 
 class Archive:
@@ -240,11 +249,14 @@ class Writer:
     """
 
     def __init__(self, path: PathLike, *, dedup: bool = True, durable: bool = True,
+                 append: bool = True,
                  progress: Optional[Callable[[int, int], Optional[bool]]] = None) -> None:
         """Opens ``path`` for modification (a missing file starts an empty archive).
 
         dedup: write arrays equal to a blob already in the archive as references.
         durable: fsync the file and folder before commit() returns.
+        append: let commits that only add tags grow the archive in place
+        (crash-safe, cost proportional to the new data) instead of rewriting it.
         progress: called as progress(bytes_done, bytes_total) during commit();
         returning False cancels (commit() raises Error with code "cancelled");
         an exception it raises is re-raised by commit().
@@ -269,6 +281,8 @@ class Writer:
         """Stages removal of ``tag`` (ignoring case). Blobs other tags share are kept."""
     def set_metadata(self, metadata: Metadata) -> None:
         """Stages new archive metadata (replacing all fields)."""
+    def collect_garbage(self) -> None:
+        """Stages dropping blob entries that no tag references any more."""
     @property
     def tags(self) -> list[str]:
         """Tags as they will be after commit()."""
@@ -395,7 +409,7 @@ def save(path: PathLike, tag: str, arrays: Mapping[str, Any], *,
          bfloat16: Iterable[str] = (),
          updater: Optional[Mapping[tuple[str, str], Any]] = None,
          metadata: Union[Metadata, Mapping[str, Optional[str]], None] = None,
-         dedup: bool = True, durable: bool = True,
+         dedup: bool = True, durable: bool = True, append: bool = True,
          progress: Optional[Callable[[int, int], Optional[bool]]] = None) -> WriteStats:
     """Adds tag ``tag`` holding ``arrays`` to the archive at ``path`` (created if missing).
 
@@ -406,6 +420,10 @@ def save(path: PathLike, tag: str, arrays: Mapping[str, Any], *,
 
 def remove_tag(path: PathLike, tag: str, *, durable: bool = True) -> WriteStats:
     """Removes ``tag`` (ignoring case); blobs other tags share are kept."""
+
+
+def collect_garbage(path: PathLike, *, durable: bool = True) -> WriteStats:
+    """Drops blob entries no tag references (rewrites the archive); returns the WriteStats."""
 
 
 def set_metadata(path: PathLike, metadata: Union[Metadata, Mapping[str, Optional[str]], None] = None,
