@@ -90,7 +90,8 @@ def test_class_members_match(name):
 
 
 @pytest.mark.parametrize("name", ["open", "load", "save", "remove_tag", "set_metadata",
-                                  "collect_garbage"])
+                                  "collect_garbage", "read_tensor_file", "write_tensor_file",
+                                  "import_tensor_files", "export_tensor_file"])
 def test_function_parameters_match(name):
     fn = stub_definitions()[name]
     assert stub_parameters(fn) == runtime_parameters(getattr(modelzip, name))
@@ -99,7 +100,7 @@ def test_function_parameters_match(name):
 
 def test_public_classes_say_they_come_from_modelzip():
     for name in ["Archive", "Writer", "Embeddings", "Metadata", "ParamInfo", "WriteStats",
-                 "SparseCOO", "Error", "NotFoundError"]:
+                 "SparseCOO", "Error", "NotFoundError", "read_tensor_file", "save"]:
         assert getattr(modelzip, name).__module__ == "modelzip", name
 
 

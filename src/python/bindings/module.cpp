@@ -47,4 +47,5 @@ PYBIND11_MODULE(_modelzip, m) {
   bind_embeddings(m);  // before Archive, whose signatures name Embeddings
   bind_archive(m);
   bind_writer(m);
+  bind_convert(m);  // after Writer: returns WriteStats
 }

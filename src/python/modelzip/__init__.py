@@ -22,7 +22,9 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Union
 
 from . import _modelzip
 from ._errors import Error, NotFoundError
-from ._modelzip import Archive, Embeddings, Metadata, ParamInfo, Writer, WriteStats
+from ._modelzip import (Archive, Embeddings, Metadata, ParamInfo, Writer, WriteStats,
+                        export_tensor_file, import_tensor_files, read_tensor_file,
+                        write_tensor_file)
 from ._values import SparseCOO
 
 __version__: str = _modelzip.__version__
@@ -30,8 +32,9 @@ DTYPES: tuple[str, ...] = _modelzip.DTYPES
 
 __all__ = [
     "Archive", "DTYPES", "Embeddings", "Error", "Metadata", "NotFoundError", "ParamInfo",
-    "SparseCOO", "WriteStats", "Writer", "collect_garbage", "load", "open", "remove_tag", "save",
-    "set_metadata",
+    "SparseCOO", "WriteStats", "Writer", "collect_garbage", "export_tensor_file",
+    "import_tensor_files", "load", "open", "read_tensor_file", "remove_tag", "save",
+    "set_metadata", "write_tensor_file",
 ]
 
 PathLike = Union[str, "os.PathLike[str]"]

@@ -429,3 +429,44 @@ def collect_garbage(path: PathLike, *, durable: bool = True) -> WriteStats:
 def set_metadata(path: PathLike, metadata: Union[Metadata, Mapping[str, Optional[str]], None] = None,
                  *, durable: bool = True, **fields: Optional[str]) -> Metadata:
     """Replaces the metadata with ``metadata`` and/or updates single ``fields``; returns it."""
+
+
+def read_tensor_file(path: PathLike) -> tuple[dict[str, LoadedValue], dict[str, str]]:
+    """Reads a .npy, .npz, .safetensors or .btf file (by extension): (tensors, metadata).
+
+    Tensors by name in file order, as Archive.load() gives them (read-only
+    views into the mapped file where the data allows; bfloat16 as uint16
+    bits). metadata is safetensors' "__metadata__" ({} for other formats). A
+    .npy tensor is named after the file's stem, BTF tensors "0", "1"...
+    """
+
+
+def write_tensor_file(path: PathLike, arrays: Mapping[str, Any], *,
+                      metadata: Optional[Mapping[str, str]] = None,
+                      bfloat16: Iterable[str] = ()) -> None:
+    """Writes ``arrays`` (as for Writer.add_tag) to a .npy/.npz/.safetensors/.btf file.
+
+    The format follows the extension; .npy holds exactly one array; metadata
+    is for safetensors only. Written through a temporary file renamed over
+    ``path``. Raises Error (code "unsupported") for what the format cannot
+    hold (e.g. strings in safetensors).
+    """
+
+
+def import_tensor_files(archive: PathLike, tag: str, paths: list[PathLike], *,
+                        compress: bool = False, dedup: bool = True, durable: bool = True,
+                        append: bool = True) -> WriteStats:
+    """Adds tag ``tag`` to ``archive`` made of every tensor of the tensor files ``paths``.
+
+    Goes straight from file to archive without numpy, so data types are kept
+    exactly (bfloat16 stays bfloat16). safetensors metadata is not kept.
+    """
+
+
+def export_tensor_file(archive: PathLike, path: PathLike, tag: Optional[str] = None, *,
+                       metadata: Optional[Mapping[str, str]] = None) -> None:
+    """Writes every tensor parameter of ``tag`` (None: the newest) to the tensor file ``path``.
+
+    The format follows the extension, as for write_tensor_file; embedding
+    parameters are skipped.
+    """

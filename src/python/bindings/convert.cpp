@@ -1,0 +1,139 @@
+// Tensor file converters: .npy, .npz, .safetensors and TFRT BTF files to and
+// from numpy arrays, and straight between such files and archive tags.
+#include "modelzip/convert.hpp"
+
+#include <pybind11/stl.h>
+#include <set>
+#include <vector>
+
+#include "arrays.hpp"
+#include "bindings.hpp"
+#include "modelzip/archive.hpp"
+#include "modelzip/writer.hpp"
+
+namespace modelzip::python {
+namespace {
+
+convert::StringMap string_map(const py::object& mapping) {
+  convert::StringMap out;
+  if (mapping.is_none()) return out;
+  for (py::handle item : mapping.attr("items")()) {
+    py::tuple pair = py::reinterpret_borrow<py::tuple>(item);
+    out[pair[0].cast<std::string>()] = pair[1].cast<std::string>();
+  }
+  return out;
+}
+
+}  // namespace
+
+void bind_convert(py::module_& m) {
+  m.def(
+      "read_tensor_file",
+      [](const py::object& path) {
+        std::filesystem::path p = to_path(path);
+        convert::TensorFile file;
+        {
+          py::gil_scoped_release release;
+          file = convert::read_tensor_file(p);
+        }
+        py::dict tensors;
+        for (const auto& t : file.tensors)
+          tensors[py::str(t.name)] = tensor_to_python(t.tensor, /*writable=*/false);
+        return py::make_tuple(tensors, file.metadata);
+      },
+      py::arg("path"),
+      R"(Reads a .npy, .npz, .safetensors or .btf file (by extension).
+
+Returns (tensors, metadata): tensors by name, in file order, as in
+Archive.load() (read-only views into the mapped file where the data allows;
+bfloat16 as uint16 bits); metadata is safetensors' "__metadata__" ({} for
+the other formats). A .npy tensor is named after the file's stem, BTF
+tensors "0", "1"...)");
+  set_public_module(m.attr("read_tensor_file"));
+
+  m.def(
+      "write_tensor_file",
+      [](const py::object& path, const py::handle& arrays, const py::object& metadata,
+         const py::object& bfloat16) {
+        std::filesystem::path p = to_path(path);
+        std::set<std::string> bf16;
+        for (py::handle n : bfloat16) bf16.insert(n.cast<std::string>());
+        py::object to_savable = helper("_values", "to_savable");
+        std::vector<convert::NamedTensor> tensors;
+        for (py::handle item : arrays.attr("items")()) {
+          py::tuple pair = py::reinterpret_borrow<py::tuple>(item);
+          std::string name = pair[0].cast<std::string>();
+          py::tuple savable = to_savable(name, pair[1], bf16.count(name) > 0);
+          if (savable[0].cast<std::string>() == "embedding")
+            throw py::type_error("parameter '" + name + "': embeddings cannot go in tensor files");
+          tensors.push_back({name, tensor_from_savable(savable)});
+        }
+        convert::StringMap meta = string_map(metadata);
+        py::gil_scoped_release release;
+        convert::write_tensor_file(p, tensors, meta);
+      },
+      py::arg("path"), py::arg("arrays"), py::kw_only(), py::arg("metadata") = py::none(),
+      py::arg("bfloat16") = py::tuple(),
+      R"(Writes `arrays` (as for Writer.add_tag) to a .npy (exactly one array), .npz,
+.safetensors or .btf file, chosen by extension, through a temporary file
+renamed over `path`. metadata: str -> str, safetensors only. Raises Error
+(code "unsupported") for what the format cannot hold, e.g. strings in
+safetensors.)");
+  set_public_module(m.attr("write_tensor_file"));
+
+  m.def(
+      "import_tensor_files",
+      [](const py::object& archive, const std::string& tag, const std::vector<py::object>& paths,
+         bool compress, bool dedup, bool durable, bool append) {
+        std::filesystem::path a = to_path(archive);
+        std::vector<std::filesystem::path> files;
+        for (const auto& p : paths) files.push_back(to_path(p));
+        py::gil_scoped_release release;
+        const ParamOptions options{compress ? Compression::deflate : Compression::store};
+        NewTag contents;  // views into the mapped files, alive until the commit returns
+        for (const auto& f : files)
+          for (auto& t : convert::read_tensor_file(f).tensors)
+            contents.add(t.name, t.tensor, options);
+        WriterOptions writer_options;
+        writer_options.dedup = dedup;
+        writer_options.durable = durable;
+        writer_options.append = append;
+        Writer writer = Writer::open(a, writer_options);
+        writer.add_tag(tag, std::move(contents));
+        writer.commit();
+        return writer.last_stats();
+      },
+      py::arg("archive"), py::arg("tag"), py::arg("paths"), py::kw_only(),
+      py::arg("compress") = false, py::arg("dedup") = true, py::arg("durable") = true,
+      py::arg("append") = true,
+      R"(Adds tag `tag` to `archive` made of every tensor of the tensor files `paths`
+(.npy/.npz/.safetensors/.btf), without going through numpy: data types are
+kept exactly (bfloat16 stays bfloat16). safetensors metadata is not kept.
+Returns the WriteStats.)");
+  set_public_module(m.attr("import_tensor_files"));
+
+  m.def(
+      "export_tensor_file",
+      [](const py::object& archive, const py::object& path, const std::optional<std::string>& tag,
+         const py::object& metadata) {
+        std::filesystem::path a = to_path(archive);
+        std::filesystem::path p = to_path(path);
+        convert::StringMap meta = string_map(metadata);
+        std::string t = tag_or_newest(tag);
+        py::gil_scoped_release release;
+        Archive ar = Archive::open(a);
+        std::vector<convert::NamedTensor> tensors;
+        for (const ParamInfo& info : ar.params(t))
+          if (info.kind == BlobKind::tensor)
+            tensors.push_back({info.name, ar.tensor(info.name, t)});
+        convert::write_tensor_file(p, tensors, meta);
+      },
+      py::arg("archive"), py::arg("path"), py::arg("tag") = py::none(), py::kw_only(),
+      py::arg("metadata") = py::none(),
+      R"(Writes every tensor parameter of `tag` (None: the newest) of `archive` to the
+tensor file `path` (format by extension, as write_tensor_file). Embedding
+parameters are skipped.)");
+  set_public_module(m.attr("export_tensor_file"));
+}
+
+}  // namespace modelzip::python

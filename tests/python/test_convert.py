@@ -1,0 +1,127 @@
+"""Tensor file converters, checked against numpy's own .npy/.npz reader and writer and a
+hand-parsed safetensors header."""
+import json
+import struct
+
+import numpy as np
+import pytest
+
+import modelzip
+from conftest import save
+
+
+def test_reads_what_numpy_writes(tmp_path):
+    arrays = {"f": np.arange(12, dtype=np.float32).reshape(3, 4),
+              "fortran": np.asfortranarray(np.arange(6, dtype=np.int16).reshape(2, 3)),
+              "big": np.arange(5, dtype=">f8"), "flags": np.array([True, False]),
+              "scalar": np.array(7, dtype=np.uint64), "words": np.array(["ab", "cde", ""])}
+    np.save(tmp_path / "single.npy", arrays["f"])
+    np.savez(tmp_path / "plain.npz", **arrays)
+    np.savez_compressed(tmp_path / "deflated.npz", **arrays)
+    tensors, meta = modelzip.read_tensor_file(tmp_path / "single.npy")
+    assert list(tensors) == ["single"] and meta == {}
+    np.testing.assert_array_equal(tensors["single"], arrays["f"])
+    for name in ["plain.npz", "deflated.npz"]:
+        tensors, _ = modelzip.read_tensor_file(tmp_path / name)
+        assert list(tensors) == list(arrays)
+        for key, expected in arrays.items():
+            assert tensors[key].shape == expected.shape
+            assert tensors[key].tolist() == expected.tolist(), (name, key)
+        assert tensors["big"].dtype == np.dtype("<f8")
+        assert not tensors["f"].flags.writeable
+
+
+def test_numpy_reads_what_we_write(tmp_path):
+    arrays = {"a": np.linspace(0, 1, 10, dtype=np.float64), "b": np.arange(6).reshape(2, 3),
+              "c": np.array(["x", "yz"])}
+    modelzip.write_tensor_file(tmp_path / "out.npz", arrays)
+    with np.load(tmp_path / "out.npz") as z:
+        assert sorted(z.files) == ["a", "b", "c"]
+        for key, expected in arrays.items():
+            np.testing.assert_array_equal(z[key], expected)
+    modelzip.write_tensor_file(tmp_path / "one.npy", {"a": arrays["b"]})
+    np.testing.assert_array_equal(np.load(tmp_path / "one.npy"), arrays["b"])
+    with pytest.raises(modelzip.Error) as e:
+        modelzip.write_tensor_file(tmp_path / "two.npy", arrays)
+    assert e.value.code == "invalid_argument"
+
+
+def test_safetensors_header_by_hand(tmp_path):
+    bits = np.array([0x3F80, 0xC020], np.uint16)  # bfloat16 1.0 and -2.5
+    w = np.arange(6, dtype=np.float32).reshape(2, 3)
+    path = tmp_path / "m.safetensors"
+    modelzip.write_tensor_file(path, {"w": w, "h": bits}, metadata={"source": "test"},
+                               bfloat16=["h"])
+    data = path.read_bytes()
+    (n,) = struct.unpack_from("<Q", data)
+    header = json.loads(data[8:8 + n])
+    assert header["__metadata__"] == {"source": "test"}
+    assert header["w"]["dtype"] == "F32" and header["w"]["shape"] == [2, 3]
+    assert header["h"]["dtype"] == "BF16" and header["h"]["shape"] == [2]
+    body = data[8 + n:]
+    start, end = header["w"]["data_offsets"]
+    assert body[start:end] == w.tobytes()
+    start, end = header["h"]["data_offsets"]
+    assert body[start:end] == bits.tobytes()
+    tensors, meta = modelzip.read_tensor_file(path)
+    assert meta == {"source": "test"} and tensors["h"].tolist() == bits.tolist()
+    with pytest.raises(modelzip.Error) as e:
+        modelzip.write_tensor_file(tmp_path / "s.safetensors", {"names": ["a"]})
+    assert e.value.code == "unsupported" and "names" in str(e.value)
+
+
+def test_import_keeps_bfloat16_and_export_round_trips(tmp_path, archive_path):
+    bits = np.array([0x3F80, 0x4000, 0x4040], np.uint16)
+    modelzip.write_tensor_file(tmp_path / "m.safetensors", {"h": bits, "f": np.ones(2)},
+                               bfloat16=["h"])
+    np.savez(tmp_path / "extra.npz", e=np.arange(3, dtype=np.int8))
+    stats = modelzip.import_tensor_files(archive_path, "imported",
+                                         [tmp_path / "m.safetensors", tmp_path / "extra.npz"],
+                                         durable=False)
+    assert stats.blobs_written == 3
+    with modelzip.open(archive_path) as ar:
+        assert {p.name: p.dtype for p in ar.params()} == {"h": "bfloat16", "f": "float64",
+                                                          "e": "int8"}
+        assert ar.tensor("h").tolist() == bits.tolist()
+    modelzip.export_tensor_file(archive_path, tmp_path / "out.npz")
+    with np.load(tmp_path / "out.npz") as z:
+        assert z["h"].tolist() == bits.tolist() and z["e"].tolist() == [0, 1, 2]
+    with pytest.raises(modelzip.Error) as e:  # BTF has no bfloat16
+        modelzip.export_tensor_file(archive_path, tmp_path / "bad.btf")
+    assert e.value.code == "unsupported" and "'h'" in str(e.value)
+    save(archive_path, "plain", {"f": np.ones(2), "e": np.arange(3, dtype=np.int8)})
+    modelzip.export_tensor_file(archive_path, tmp_path / "out.btf", "PLAIN")
+    tensors, _ = modelzip.read_tensor_file(tmp_path / "out.btf")
+    assert [t.tolist() for t in tensors.values()] == [[1.0, 1.0], [0, 1, 2]]  # names dropped
+
+
+def test_sparse_and_btf(tmp_path):
+    s = modelzip.SparseCOO(np.array([[0, 1], [1, 0]]), np.array([2.0, 3.0], np.float32), (2, 2))
+    modelzip.write_tensor_file(tmp_path / "s.btf", {"s": s, "d": np.arange(4, dtype=np.int32)})
+    tensors, _ = modelzip.read_tensor_file(tmp_path / "s.btf")
+    assert list(tensors) == ["0", "1"]
+    assert isinstance(tensors["0"], modelzip.SparseCOO)
+    np.testing.assert_array_equal(tensors["0"].to_dense(), [[0, 2], [3, 0]])
+    assert tensors["1"].tolist() == [0, 1, 2, 3]
+
+
+def test_broken_files_raise_error_with_offset(tmp_path):
+    np.save(tmp_path / "a.npy", np.arange(100, dtype=np.float32))
+    data = (tmp_path / "a.npy").read_bytes()
+    for cut in (5, 40, len(data) - 3):
+        (tmp_path / "cut.npy").write_bytes(data[:cut])
+        with pytest.raises(modelzip.Error) as e:
+            modelzip.read_tensor_file(tmp_path / "cut.npy")
+        assert e.value.code == "corrupt" and e.value.archive == str(tmp_path / "cut.npy")
+    with pytest.raises(modelzip.Error) as e:
+        modelzip.read_tensor_file(tmp_path / "x.unknown")
+    assert e.value.code == "unsupported"
+
+
+def test_tensor_file_views_outlive_nothing_but_themselves(tmp_path, archive_path):
+    """Arrays read from a tensor file can be saved into an archive as they are (zero-copy in)."""
+    np.savez(tmp_path / "w.npz", w=np.arange(50, dtype=np.float32))
+    tensors, _ = modelzip.read_tensor_file(tmp_path / "w.npz")
+    (tmp_path / "w.npz").unlink()
+    save(archive_path, "t", tensors)
+    assert modelzip.load(archive_path)["w"].tolist() == list(range(50))
