@@ -149,3 +149,17 @@ def test_embedding_parameters_in_an_archive(archive_path, finalfusion_dir):
     # Deduplicated like any blob.
     stats = save(archive_path, "t2", {"words": emb})
     assert stats.blobs_deduplicated == 1
+
+
+def test_matrix_view_keeps_the_archive_mapping_alive(archive_path, finalfusion_dir):
+    import gc
+    emb = modelzip.Embeddings.open(finalfusion_dir / "similarity.fifu")
+    expected = np.array(emb.matrix)
+    save(archive_path, "t", {"words": emb})
+    ar = modelzip.open(archive_path)
+    matrix = ar.embeddings("words").matrix
+    ar.close()
+    del ar
+    gc.collect()
+    assert not matrix.flags.writeable
+    np.testing.assert_array_equal(matrix, expected)

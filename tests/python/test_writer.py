@@ -245,3 +245,18 @@ def test_collect_garbage_drops_unreferenced_blobs(archive_path):
     with modelzip.open(archive_path) as ar:
         assert "t/params/7.fb" not in ar.entry_names()
         assert ar.tensor("w").tolist() == list(range(8))
+
+
+def test_writer_refuses_use_while_committing(archive_path):
+    """A progress callback (run during commit) cannot change the staged changes under it."""
+    writer = None
+
+    def meddle(done, total):
+        writer.add_tag("late", {"x": np.zeros(1)})
+
+    writer = modelzip.Writer(archive_path, durable=False, progress=meddle)
+    writer.add_tag("t", {"x": np.ones(1)})
+    with pytest.raises(ValueError, match="busy committing"):
+        writer.commit()
+    assert writer.tags == ["t"]  # usable again after the failed commit
+    writer.close()

@@ -167,7 +167,9 @@ class PyWriter {
 
   // Discards staged changes (releasing the borrowed arrays).
   void close() {
-    if (busy_) throw py::value_error("the Writer is committing in another thread");
+    if (busy_)
+      throw py::value_error(
+          "the Writer is busy committing (from a progress callback or another thread)");
     writer_.reset();
     dirty_ = false;
   }
@@ -175,7 +177,9 @@ class PyWriter {
  private:
   Writer& get() {
     if (!writer_) throw py::value_error("operation on closed Writer for '" + path_ + "'");
-    if (busy_) throw py::value_error("the Writer is committing in another thread");
+    if (busy_)
+      throw py::value_error(
+          "the Writer is busy committing (from a progress callback or another thread)");
     return *writer_;
   }
 
