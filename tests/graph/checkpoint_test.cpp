@@ -1,0 +1,321 @@
+// Whole checkpoints through a real archive: save, load, share, and the
+// consistency checks on save (invalid_argument) and on load (corrupt).
+#include <doctest/doctest.h>
+
+#include "graph_fixtures.hpp"
+#include "modelzip/archive.hpp"
+#include "modelzip/checkpoint.hpp"
+#include "modelzip/error.hpp"
+#include "modelzip/writer.hpp"
+#include "test_support.hpp"
+
+using namespace modelzip;
+using namespace modelzip::testing;
+
+namespace {
+
+template <class F>
+Error expect_error(F&& f, ErrorCode code, const std::string& text) {
+  try {
+    f();
+  } catch (const Error& e) {
+    INFO(e.what());
+    CHECK(e.code() == code);
+    CHECK(e.message().find(text) != std::string::npos);
+    return e;
+  }
+  FAIL("no error; expected: " << text);
+  return Error(code, "unreachable");
+}
+
+std::vector<float> ramp_values(std::size_t n, float start) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = start + 0.25f * static_cast<float>(i);
+  return v;
+}
+
+Checkpoint mlp_checkpoint(float offset = 0) {
+  Checkpoint c;
+  c.graph = mlp_graph();
+  TrainingConfig t;
+  t.updater = Adam{0.01};
+  t.feature_mapping = {"x"};
+  t.label_mapping = {"label"};
+  t.loss_variables = {"loss"};
+  t.iteration_count = 3;
+  c.training = t;
+  c.params["scale"] = f32_tensor({2}, {1.0f, 0.5f});
+  c.params["w1"] = f32_tensor({2, 3}, ramp_values(6, offset));
+  c.params["b1"] = f32_tensor({3}, ramp_values(3, offset + 1));
+  c.params["w2"] = f32_tensor({3, 1}, ramp_values(3, offset + 2));
+  c.params["b2"] = f32_tensor({1}, {offset});
+  for (const char* v : {"w1", "b1", "w2", "b2"}) {
+    const Shape& s = c.params[v].shape();
+    c.updater_state[v]["M"] = f32_tensor(s, ramp_values(shape_numel(s), offset + 10));
+    c.updater_state[v]["V"] = f32_tensor(s, ramp_values(shape_numel(s), offset + 20));
+  }
+  return c;
+}
+
+void check_same(const Checkpoint& a, const Checkpoint& b) {
+  CHECK(a.graph == b.graph);
+  CHECK(a.training == b.training);
+  REQUIRE(a.params.size() == b.params.size());
+  for (const auto& [name, t] : a.params) {
+    INFO(name);
+    REQUIRE(b.params.count(name));
+    CHECK(b.params.at(name) == t);
+  }
+  REQUIRE(a.updater_state.size() == b.updater_state.size());
+  for (const auto& [var, states] : a.updater_state) {
+    REQUIRE(b.updater_state.count(var));
+    REQUIRE(b.updater_state.at(var).size() == states.size());
+    for (const auto& [state, t] : states) CHECK(b.updater_state.at(var).at(state) == t);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("A whole checkpoint round-trips through an archive") {
+  TempDir dir;
+  auto path = dir / "ckpt.zip";
+  Checkpoint c = mlp_checkpoint();
+  {
+    Writer w = Writer::open(path);
+    save_checkpoint(w, "step-3", c);
+  }
+  Archive a = Archive::open(path);
+  CHECK(a.has_entry("step-3/graph.fb"));
+  CHECK(a.has_entry("step-3/trainingConfig.fb"));
+  CHECK(a.verify().empty());  // graph.fb and trainingConfig.fb pass the entry validators
+  // params.txt in graph order; updater.txt per trainable variable, M then V.
+  auto params = a.params("step-3");
+  std::vector<std::string> names;
+  for (const auto& p : params) names.push_back(p.name);
+  CHECK(names == std::vector<std::string>{"scale", "w1", "b1", "w2", "b2"});
+  auto states = a.updater_states("step-3");
+  REQUIRE(states.size() == 8);
+  CHECK(states[0].name == "w1");
+  CHECK(states[0].state == "M");
+  CHECK(states[1].state == "V");
+  CHECK(states[7].name == "b2");
+
+  check_same(c, load_checkpoint(a, "step-3"));
+  check_same(c, load_checkpoint(a, "STEP-3", ReadMode::copy));  // tags ignore case
+  check_same(c, load_checkpoint(a));                            // newest
+  CHECK(load_graph(a) == c.graph);
+  CHECK(load_training_config(a) == c.training);
+}
+
+TEST_CASE("Later tags share unchanged parameters explicitly and by dedup") {
+  TempDir dir;
+  auto path = dir / "ckpt.zip";
+  Writer w = Writer::open(path);
+  Checkpoint first = mlp_checkpoint(0);
+  save_checkpoint(w, "step-1", first);
+  Checkpoint second = mlp_checkpoint(1);
+  second.params["b2"] = first.params["b2"];  // unchanged, found by dedup
+  CheckpointSaveOptions options;
+  options.share_from_tag = "step-1";
+  options.unchanged_params = {"scale"};
+  save_checkpoint(w, "step-2", second, options);
+
+  Archive a = Archive::open(path);
+  CHECK(a.param("scale", "step-2").shared);
+  CHECK(a.param("scale", "step-2").blob == a.param("scale", "step-1").blob);
+  CHECK(a.param("b2", "step-2").shared);
+  CHECK_FALSE(a.param("w1", "step-2").shared);
+  check_same(second, load_checkpoint(a, "step-2"));
+  check_same(first, load_checkpoint(a, "step-1"));
+  CHECK(a.verify().empty());
+}
+
+TEST_CASE("Several checkpoints staged, one commit; inference-only checkpoints") {
+  TempDir dir;
+  auto path = dir / "ckpt.zip";
+  Checkpoint infer = mlp_checkpoint();
+  infer.training.reset();
+  infer.updater_state.clear();
+  {
+    Writer w = Writer::open(path);
+    add_checkpoint(w, "a", mlp_checkpoint(5));
+    add_checkpoint(w, "b", infer);
+    w.commit();
+  }
+  Archive a = Archive::open(path);
+  CHECK(a.tags() == std::vector<std::string>{"a", "b"});
+  Checkpoint got = load_checkpoint(a);
+  CHECK_FALSE(got.training.has_value());
+  CHECK(got.updater_state.empty());
+  CHECK_FALSE(a.has_entry("b/updater.txt"));
+  check_same(infer, got);
+  CHECK_FALSE(load_training_config(a, "b").has_value());
+  check_same(mlp_checkpoint(5), load_checkpoint(a, "a"));
+}
+
+TEST_CASE("Loading what is not a graph checkpoint") {
+  TempDir dir;
+  auto path = dir / "plain.zip";
+  {
+    Writer w = Writer::open(path);
+    NewTag t;
+    t.add("w", f32_tensor({1}, {1}));
+    w.add_tag("plain", std::move(t));
+    w.commit();
+  }
+  Archive a = Archive::open(path);
+  Error e = expect_error([&] { load_checkpoint(a); }, ErrorCode::not_found,
+                         "tag 'plain' has no graph.fb");
+  CHECK(e.context().entry == "plain/graph.fb");
+  CHECK(e.context().tag == "plain");
+  expect_error([&] { load_graph(a, "nope"); }, ErrorCode::not_found, "no tag 'nope'");
+  CHECK_FALSE(load_training_config(a).has_value());
+}
+
+TEST_CASE("check_checkpoint names the broken consistency rule") {
+  auto check = [](auto&& edit, const std::string& text) {
+    Checkpoint c = mlp_checkpoint();
+    edit(c);
+    expect_error([&] { check_checkpoint(c); }, ErrorCode::invalid_argument, text);
+    expect_error([&] { checkpoint_tag(c); }, ErrorCode::invalid_argument, text);
+  };
+  check([](Checkpoint& c) { c.params.erase("w2"); },
+        "variable 'w2' (float32 [3, 1]) has no parameter");
+  check([](Checkpoint& c) { c.params.erase("scale"); },
+        "constant 'scale' (float32 [2]) has no parameter");
+  check(
+      [](Checkpoint& c) {
+        c.params["b1"] = Tensor::dense(DType::float64, {3}, Bytes::copy_of(std::string(24, 'x')));
+      },
+      "parameter 'b1' is float64, but variable 'b1' (float32 [3]) is not");
+  check(
+      [](Checkpoint& c) {
+        c.params["b1"] = f32_tensor({1, 3}, {1, 2, 3});
+      },
+      "parameter 'b1' has shape [1, 3], but variable 'b1' (float32 [3]) does not");
+  check([](Checkpoint& c) { c.params["extra"] = f32_tensor({1}, {1}); },
+        "parameter 'extra' is not a variable of the graph");
+  check(
+      [](Checkpoint& c) {
+        c.params["x"] = f32_tensor({1, 2}, {1, 2});
+      },
+      "parameter 'x' names a placeholder, which has no stored value");
+  check([](Checkpoint& c) { c.training.reset(); },
+        "the checkpoint has updater state but no training config");
+  check(
+      [](Checkpoint& c) {
+        c.updater_state["scale"]["M"] = f32_tensor({2}, {0, 0});
+      },
+      "updater state for 'scale', a constant of type float32 (only trainable variables");
+  check(
+      [](Checkpoint& c) {
+        c.updater_state["ghost"]["M"] = f32_tensor({2}, {0, 0});
+      },
+      "updater state for 'ghost', which is not a variable of the graph");
+  check([](Checkpoint& c) { c.updater_state["w1"]["G"] = c.updater_state["w1"]["M"]; },
+        "updater state 'G' of 'w1' is not a state of updater Adam (state: M, V)");
+  check([](Checkpoint& c) { c.updater_state["b1"]["M"] = f32_tensor({1}, {0}); },
+        "updater state 'M' of 'b1' has shape [1], the variable [3]");
+  check(
+      [](Checkpoint& c) {
+        c.updater_state["b2"]["V"] =
+            Tensor::dense(DType::int32, {1}, Bytes::copy_of(std::string(4, '\0')));
+      },
+      "updater state 'V' of 'b2' is int32, not a floating-point type");
+  check([](Checkpoint& c) { c.updater_state["w2"].erase("V"); },
+        "trainable variable 'w2' has no updater state 'V'");
+  check([](Checkpoint& c) { c.updater_state.erase("b1"); },
+        "trainable variable 'b1' has no updater state 'M'");
+  check([](Checkpoint& c) { c.training->updater = Sgd{}; },
+        "updater state 'M' of 'b1' is not a state of updater Sgd (state: none)");
+  check([](Checkpoint& c) { c.training->feature_mapping = {"w1"}; },
+        "training config feature mapping names 'w1', a variable, not a placeholder");
+  check([](Checkpoint& c) { c.training->label_mask_mapping = {"mask"}; },
+        "training config label mask mapping names 'mask', which is not a variable of the graph");
+  check([](Checkpoint& c) { c.training->loss_variables = {"lost"}; },
+        "training config loss variable 'lost' is not a variable of the graph");
+  check([](Checkpoint& c) { c.graph.ops[0].inputs[0] = "nope"; },
+        "op 'scale_x' input 0 names 'nope'");
+
+  // No state at all is fine (a fresh run), as is a config without state.
+  Checkpoint fresh = mlp_checkpoint();
+  fresh.updater_state.clear();
+  CHECK_NOTHROW(check_checkpoint(fresh));
+
+  Checkpoint c = mlp_checkpoint();
+  CheckpointSaveOptions o;
+  o.unchanged_params = {"scale"};
+  expect_error([&] { checkpoint_tag(c, o); }, ErrorCode::invalid_argument,
+               "unchanged parameters are listed but share_from_tag is empty");
+  o.share_from_tag = "t";
+  o.unchanged_params = {"nope"};
+  expect_error([&] { checkpoint_tag(c, o); }, ErrorCode::invalid_argument,
+               "unchanged parameter 'nope' is not a parameter of the checkpoint");
+}
+
+TEST_CASE("Inconsistent tags written by other tools fail to load with a clear error") {
+  TempDir dir;
+  auto path = dir / "bad.zip";
+  {
+    Writer w = Writer::open(path);
+    // Right graph, a parameter of the wrong shape.
+    NewTag t1;
+    t1.set_entry("graph.fb", encode_graph(mlp_graph()));
+    Checkpoint c = mlp_checkpoint();
+    for (const auto& [name, tensor] : c.params)
+      t1.add(name, name == "w2" ? f32_tensor({1, 3}, {1, 2, 3}) : tensor);
+    w.add_tag("wrong-shape", std::move(t1));
+    // Updater state for a constant.
+    NewTag t2;
+    t2.set_entry("graph.fb", encode_graph(mlp_graph()));
+    t2.set_entry("trainingConfig.fb", encode_training_config(*c.training));
+    for (const auto& [name, tensor] : c.params) t2.add(name, tensor);
+    t2.add_updater_state("scale", "M", c.params["scale"]);
+    w.add_tag("const-state", std::move(t2));
+    // A parameter whose variable the graph lacks.
+    NewTag t3;
+    t3.set_entry("graph.fb", encode_graph(mlp_graph()));
+    for (const auto& [name, tensor] : c.params) t3.add(name, tensor);
+    t3.add("stray", f32_tensor({1}, {0}));
+    w.add_tag("stray", std::move(t3));
+    w.commit();
+  }
+  Archive a = Archive::open(path);
+  Error e = expect_error([&] { load_checkpoint(a, "wrong-shape"); }, ErrorCode::corrupt,
+                         "parameter 'w2' has shape [1, 3], but variable 'w2'");
+  CHECK(e.context().tag == "wrong-shape");
+  CHECK(e.context().archive == path.string());
+  CHECK(std::string(e.what()).find("wrong-shape") != std::string::npos);
+  expect_error([&] { load_checkpoint(a, "const-state"); }, ErrorCode::corrupt,
+               "updater state for 'scale', a constant");
+  expect_error([&] { load_checkpoint(a, "stray"); }, ErrorCode::corrupt,
+               "parameter 'stray' is not a variable of the graph");
+}
+
+TEST_CASE("The writer refuses an invalid graph.fb; a damaged one fails to load") {
+  TempDir dir;
+  auto path = dir / "ckpt.zip";
+  {
+    Writer w = Writer::open(path);
+    NewTag t;
+    t.set_entry("graph.fb", Bytes::copy_of(std::string("not a flatbuffer at all")));
+    w.add_tag("bad", std::move(t));
+    CHECK_THROWS_AS(w.commit(), Error);
+  }
+  {
+    Writer w = Writer::open(path);
+    save_checkpoint(w, "good", mlp_checkpoint());
+  }
+  // Damage the identifier of the stored graph.fb in place.
+  std::string bytes = io_bytes(path);
+  Bytes g = encode_graph(mlp_graph());
+  auto at = bytes.find(std::string(g.as_string_view()));
+  REQUIRE(at != std::string::npos);
+  bytes[at + 7] = 'X';  // "MZGR" -> "MZGX"
+  write_file(path, bytes);
+  Archive a = Archive::open(path);
+  CHECK_FALSE(a.verify().empty());
+  Error e = expect_error([&] { load_checkpoint(a); }, ErrorCode::corrupt,
+                         "file identifier is not \"MZGR\"");
+  CHECK(e.context().entry == "good/graph.fb");
+}
