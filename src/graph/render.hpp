@@ -32,7 +32,8 @@ std::string graph_json(const Graph& graph);
 // variable blue, constant grey, placeholder yellow; graph outputs doubled,
 // loss variables red) and per op (box), an edge per input (variable -> op)
 // and output (op -> variable), dashed edges for control dependencies.
-// Node ids are "v:<name>" and "op:<name>".
+// Node ids are "v:<name>" and "op:<name>". Labels show unknown dimensions
+// as "?" ("[?, 2]") and an unknown rank as "?".
 std::string graph_dot(const Graph& graph);
 
 // The training config as JSON:

@@ -45,7 +45,7 @@ std::string dot_quote(std::string_view s) {
 }
 
 std::string shape_label(const std::optional<Shape>& shape) {
-  if (!shape) return "[?]";  // unknown rank
+  if (!shape) return "?";  // unknown rank
   std::string s = "[";
   for (std::size_t i = 0; i < shape->size(); ++i) {
     if (i) s += ", ";
