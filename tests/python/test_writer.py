@@ -118,12 +118,18 @@ def test_updater_state(archive_path):
     m = np.full((2, 3), 0.1, np.float32)
     v = np.full((2, 3), 0.01, np.float32)
     save(archive_path, "t", {"w": np.ones((2, 3), np.float32)},
-         updater={("w", "M"): m, ("w", "V"): v})
+         updater={("w", "M"): m, ("w", "V"): v}, compress=[("w", "V")])
     with modelzip.open(archive_path) as ar:
         states = ar.updater_states()
         assert [(s.name, s.state) for s in states] == [("w", "M"), ("w", "V")]
+        assert [s.compressed for s in states] == [False, True]
+        assert not ar.param("w").compressed
         np.testing.assert_array_equal(ar.updater_state("w", "V"), v)
         assert list(ar.load()) == ["w"]  # updater state is not a parameter
+    with pytest.raises(ValueError, match=r"updater state \('w', 'X'\)"):
+        save(archive_path, "u", {"w": np.ones(1)}, updater={("w", "M"): m}, compress=[("w", "X")])
+    with pytest.raises(TypeError, match="pairs of str"):
+        save(archive_path, "u", {"w": np.ones(1)}, updater={"w": m})
 
 
 def test_writer_context_manager_commits_or_discards(archive_path):

@@ -59,23 +59,22 @@ class PyWriter {
   void add_tag(const std::string& tag, const py::handle& arrays, const py::object& share,
                const py::object& compress, const py::object& bfloat16, const py::object& updater) {
     Writer& w = get();
-    std::set<std::string> compressed_names, bfloat16_names, names;
-    const bool compress_all = py::isinstance<py::bool_>(compress) && compress.cast<bool>();
-    if (!py::isinstance<py::bool_>(compress)) compressed_names = names_of(compress, "compress");
-    bfloat16_names = names_of(bfloat16, "bfloat16");
-    auto options_for = [&](const std::string& name) {
-      bool deflate = compress_all || compressed_names.count(name);
+    const Selection compressed = selection_of(compress, "compress");
+    const Selection bf16 = selection_of(bfloat16, "bfloat16");
+    if (bf16.all) throw py::type_error("bfloat16 must be a collection of names, not a bool");
+    auto options = [&](bool deflate) {
       return ParamOptions{deflate ? Compression::deflate : Compression::store};
     };
     py::object to_savable = helper("_values", "to_savable");
     NewTag contents;
+    Selection present;
     if (!py::hasattr(arrays, "items"))
       throw py::type_error("arrays must be a mapping name -> array");
     for (py::handle item : arrays.attr("items")()) {
       py::tuple pair = py::reinterpret_borrow<py::tuple>(item);
       std::string name = name_of(pair[0], "parameter names");
-      names.insert(name);
-      py::tuple savable = to_savable(name, pair[1], bfloat16_names.count(name) > 0);
+      present.params.insert(name);
+      py::tuple savable = to_savable(name, pair[1], bf16.has(name));
       if (py::cast<std::string>(savable[0]) == "embedding") {
         const auto& e = savable[1].cast<const finalfusion::Embeddings&>();
         Bytes file;
@@ -85,36 +84,32 @@ class PyWriter {
         }
         contents.add_embedding(name, std::move(file));
       } else {
-        contents.add(name, tensor_from_savable(savable), options_for(name));
+        contents.add(name, tensor_from_savable(savable), options(compressed.has(name)));
       }
     }
     if (!updater.is_none()) {
       for (py::handle item : updater.attr("items")()) {
         py::tuple pair = py::reinterpret_borrow<py::tuple>(item);
-        auto key = pair[0].cast<std::pair<std::string, std::string>>();
-        std::string label = key.first + "/" + key.second;
-        names.insert(label);
-        py::tuple savable = to_savable(label, pair[1], bfloat16_names.count(label) > 0);
+        const StateKey key = state_key(pair[0], "updater keys");
+        present.states.insert(key);
+        py::tuple savable = to_savable(key.first + "/" + key.second, pair[1], bf16.has(key));
         if (py::cast<std::string>(savable[0]) == "embedding")
-          throw py::type_error("updater state '" + label + "' must be an array");
+          throw py::type_error("updater state " + key.first + "/" + key.second +
+                               " must be an array");
         contents.add_updater_state(key.first, key.second, tensor_from_savable(savable),
-                                   options_for(label));
+                                   options(compressed.has(key)));
       }
     }
     if (!share.is_none()) {
       for (py::handle item : share.attr("items")()) {
         py::tuple pair = py::reinterpret_borrow<py::tuple>(item);
         std::string name = name_of(pair[0], "shared parameter names");
-        auto from = pair[1].cast<std::pair<std::string, std::string>>();
+        const StateKey from = state_key(pair[1], "share values (tag, parameter)");
         contents.share(name, from.first, from.second);
       }
     }
-    for (const auto& [option, set] :
-         {std::pair{"compress", &compressed_names}, std::pair{"bfloat16", &bfloat16_names}})
-      for (const auto& n : *set)
-        if (!names.count(n))
-          throw py::value_error(std::string(option) + " names '" + n +
-                                "', which is not among the arrays of this tag");
+    compressed.check_within(present, "compress");
+    bf16.check_within(present, "bfloat16");
     w.add_tag(tag, std::move(contents));
     dirty_ = true;
   }
@@ -190,11 +185,50 @@ class PyWriter {
     return key.cast<std::string>();
   }
 
-  static std::set<std::string> names_of(const py::object& iterable, const char* option) {
-    std::set<std::string> out;
-    if (py::isinstance<py::str>(iterable))
-      throw py::type_error(std::string(option) + " must be a collection of names, not a str");
-    for (py::handle n : iterable) out.insert(name_of(n, option));
+  using StateKey = std::pair<std::string, std::string>;  // (variable, state) or (tag, param)
+
+  static StateKey state_key(const py::handle& key, const char* what) {
+    if (!py::isinstance<py::tuple>(key) || py::len(key) != 2)
+      throw py::type_error(std::string(what) + " must be pairs of str");
+    return {name_of(key[py::int_(0)], what), name_of(key[py::int_(1)], what)};
+  }
+
+  // The arrays an option (compress=, bfloat16=) applies to: all, or
+  // parameter names (str) and updater states ((variable, state) tuples).
+  struct Selection {
+    bool all = false;
+    std::set<std::string> params;
+    std::set<StateKey> states;
+
+    bool has(const std::string& name) const { return all || params.count(name); }
+    bool has(const StateKey& key) const { return all || states.count(key); }
+    // Throws ValueError naming an entry that is not among `present`.
+    void check_within(const Selection& present, const char* option) const {
+      for (const auto& n : params)
+        if (!present.params.count(n))
+          throw py::value_error(std::string(option) + " names '" + n +
+                                "', which is not among the arrays of this tag");
+      for (const auto& k : states)
+        if (!present.states.count(k))
+          throw py::value_error(std::string(option) + " names updater state ('" + k.first + "', '" +
+                                k.second + "'), which is not in updater");
+    }
+  };
+
+  static Selection selection_of(const py::object& option, const char* what) {
+    Selection out;
+    if (py::isinstance<py::bool_>(option)) {
+      out.all = option.cast<bool>();
+      return out;
+    }
+    if (py::isinstance<py::str>(option))
+      throw py::type_error(std::string(what) + " must be a collection of names, not a str");
+    for (py::handle n : option) {
+      if (py::isinstance<py::tuple>(n))
+        out.states.insert(state_key(n, what));
+      else
+        out.params.insert(name_of(n, what));
+    }
     return out;
   }
 
@@ -272,7 +306,8 @@ share: {name: (tag, param)}: `name` is parameter `param` of existing tag `tag`.
 compress: True, or the names to deflate (default: stored, zero-copy reads).
 bfloat16: names of uint16/int16 arrays holding bfloat16 bits (torch bfloat16
   tensors are recognised without this).
-updater: {(variable, state): array}: optimizer state arrays (e.g. Adam "M").)")
+updater: {(variable, state): array}: optimizer state arrays (e.g. Adam "M").
+  compress and bfloat16 name updater states as (variable, state) tuples.)")
       .def("remove_tag", &PyWriter::remove_tag, py::arg("tag"),
            "Stages removal of `tag` (ignoring case). Blobs other tags share are kept.")
       .def("set_metadata", &PyWriter::set_metadata, py::arg("metadata"),

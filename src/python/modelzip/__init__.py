@@ -63,8 +63,8 @@ def _metadata(metadata: Union[Metadata, Mapping[str, Optional[str]]]) -> Metadat
 
 def save(path: PathLike, tag: str, arrays: Mapping[str, Any], *,
          share: Optional[Mapping[str, tuple[str, str]]] = None,
-         compress: Union[bool, Iterable[str]] = False,
-         bfloat16: Iterable[str] = (),
+         compress: Union[bool, Iterable[Union[str, tuple[str, str]]]] = False,
+         bfloat16: Iterable[Union[str, tuple[str, str]]] = (),
          updater: Optional[Mapping[tuple[str, str], Any]] = None,
          metadata: Union[Metadata, Mapping[str, Optional[str]], None] = None,
          dedup: bool = True, durable: bool = True, append: bool = True,

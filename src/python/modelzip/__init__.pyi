@@ -263,8 +263,8 @@ class Writer:
         """
     def add_tag(self, tag: str, arrays: Mapping[str, Any], *,
                 share: Optional[Mapping[str, tuple[str, str]]] = None,
-                compress: Union[bool, Iterable[str]] = False,
-                bfloat16: Iterable[str] = (),
+                compress: Union[bool, Iterable[Union[str, tuple[str, str]]]] = False,
+                bfloat16: Iterable[Union[str, tuple[str, str]]] = (),
                 updater: Optional[Mapping[tuple[str, str], Any]] = None) -> None:
         """Stages a new tag (it becomes the newest) holding ``arrays``.
 
@@ -274,7 +274,8 @@ class Writer:
         compress: True, or the names to deflate (default: stored, zero-copy reads).
         bfloat16: names of uint16/int16 arrays holding bfloat16 bits (torch
         bfloat16 tensors are recognised without this).
-        updater: {(variable, state): array}: optimizer state arrays.
+        updater: {(variable, state): array}: optimizer state arrays; compress
+        and bfloat16 name them as (variable, state) tuples.
         Raises Error (code "already_exists") if the tag exists in any letter case.
         """
     def remove_tag(self, tag: str) -> None:
@@ -405,8 +406,8 @@ def load(path: PathLike, tag: Optional[str] = None, *, copy: bool = False) -> di
 
 def save(path: PathLike, tag: str, arrays: Mapping[str, Any], *,
          share: Optional[Mapping[str, tuple[str, str]]] = None,
-         compress: Union[bool, Iterable[str]] = False,
-         bfloat16: Iterable[str] = (),
+         compress: Union[bool, Iterable[Union[str, tuple[str, str]]]] = False,
+         bfloat16: Iterable[Union[str, tuple[str, str]]] = (),
          updater: Optional[Mapping[tuple[str, str], Any]] = None,
          metadata: Union[Metadata, Mapping[str, Optional[str]], None] = None,
          dedup: bool = True, durable: bool = True, append: bool = True,
