@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "modelzip/bytes.hpp"
+#include "modelzip/error.hpp"
 
 namespace modelzip::finalfusion {
 

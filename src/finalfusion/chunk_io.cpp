@@ -65,6 +65,14 @@ void skip_padding(ByteReader& reader, std::string_view what) {
   reader.skip(padding_at(reader.absolute_position()), what);
 }
 
+std::uint64_t checked_product(const ByteReader& reader, std::uint64_t a, std::uint64_t b,
+                              std::string_view what) {
+  std::uint64_t r;
+  if (__builtin_mul_overflow(a, b, &r))
+    reader.fail(what, std::to_string(a) + " x " + std::to_string(b) + " overflows 64 bits");
+  return r;
+}
+
 void expect_chunk_end(const ByteReader& reader, const ChunkFrame& frame) {
   const std::uint64_t used = reader.absolute_position() - frame.body_offset;
   if (used != frame.body_length)

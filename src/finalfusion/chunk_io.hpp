@@ -65,6 +65,10 @@ void expect_type(modelzip::detail::ByteReader& reader, std::uint32_t expected,
 // Skips padding_at(absolute position) bytes.
 void skip_padding(modelzip::detail::ByteReader& reader, std::string_view what);
 
+// a * b, or Error(corrupt) at the reader's position naming `what`.
+std::uint64_t checked_product(const modelzip::detail::ByteReader& reader, std::uint64_t a,
+                              std::uint64_t b, std::string_view what);
+
 // Checks the chunk body was consumed exactly.
 void expect_chunk_end(const modelzip::detail::ByteReader& reader, const ChunkFrame& frame);
 

@@ -5,7 +5,6 @@
 namespace modelzip::finalfusion::detail {
 
 using modelzip::detail::ByteReader;
-using modelzip::detail::checked_mul;
 
 DenseStorage read_ndarray(ByteReader& body, const Bytes& file) {
   const auto rows = body.read<std::uint64_t>("NdArray rows");
@@ -13,7 +12,7 @@ DenseStorage read_ndarray(ByteReader& body, const Bytes& file) {
   expect_type(body, kTypeF32, "NdArray data type");
   skip_padding(body, "NdArray padding");
   const std::uint64_t bytes =
-      checked_mul(checked_mul(rows, cols, "NdArray size"), 4, "NdArray size");
+      checked_product(body, checked_product(body, rows, cols, "NdArray size"), 4, "NdArray size");
   if (bytes > body.remaining())
     body.fail("NdArray", std::to_string(rows) + " x " + std::to_string(cols) + " matrix needs " +
                              std::to_string(bytes) + " bytes, only " +

@@ -11,8 +11,6 @@
 namespace modelzip::finalfusion::detail {
 
 using modelzip::detail::ByteReader;
-using modelzip::detail::checked_add;
-using modelzip::detail::checked_mul;
 
 void QuantizedStorage::reconstruct_unscaled(std::size_t r, float* out) const {
   const std::uint32_t ds = sub_dims();
@@ -77,15 +75,16 @@ QuantizedStorage read_quantized(ByteReader& body, const Bytes& file) {
     fail(std::to_string(k) + " centroids per subquantizer; u8 codes allow 1 to 256");
   skip_padding(body, "QuantizedArray padding");
 
-  const std::uint64_t projection_n = projection ? checked_mul(d, d, "QuantizedArray") : 0;
-  const std::uint64_t centroids_n =
-      checked_mul(static_cast<std::uint64_t>(m) * k, d / m, "QuantizedArray");
+  // d * d and m * k * (d / m) fit easily (d, m < 2^32, k <= 256); norms_n <= codes_n.
+  const std::uint64_t projection_n = projection ? static_cast<std::uint64_t>(d) * d : 0;
+  const std::uint64_t centroids_n = static_cast<std::uint64_t>(m) * k * (d / m);
   const std::uint64_t norms_n = norms ? rows : 0;
-  const std::uint64_t codes_n = checked_mul(rows, m, "QuantizedArray codes");
-  std::uint64_t floats = checked_add(projection_n, centroids_n, "QuantizedArray");
-  floats = checked_add(floats, norms_n, "QuantizedArray");
-  const std::uint64_t needed =
-      checked_add(checked_mul(floats, 4, "QuantizedArray"), codes_n, "QuantizedArray");
+  const std::uint64_t codes_n = checked_product(body, rows, m, "QuantizedArray codes");
+  const std::uint64_t floats = projection_n + centroids_n + norms_n;
+  const std::uint64_t float_bytes = checked_product(body, floats, 4, "QuantizedArray data");
+  if (float_bytes > UINT64_MAX - codes_n)
+    body.fail("QuantizedArray data", "size overflows 64 bits");
+  const std::uint64_t needed = float_bytes + codes_n;
   if (needed > body.remaining())
     body.fail("QuantizedArray", "needs " + std::to_string(needed) + " bytes of data, only " +
                                     std::to_string(body.remaining()) + " left in the chunk");

@@ -165,10 +165,8 @@ Embeddings read_fasttext(const Bytes& data, const ConvertOptions& options) {
     corrupt(matrix_at, "input matrix is " + std::to_string(m) + " x " + std::to_string(n) +
                            ", expected " + std::to_string(expected_rows) + " x " +
                            std::to_string(a.dim));
-  const std::uint64_t bytes = modelzip::detail::checked_mul(
-      modelzip::detail::checked_mul(static_cast<std::uint64_t>(m), static_cast<std::uint64_t>(n),
-                                    "fastText"),
-      4, "fastText");
+  const std::uint64_t bytes = detail::checked_product(
+      r, static_cast<std::uint64_t>(m) * static_cast<std::uint64_t>(n), 4, "fastText input matrix");
   if (bytes > r.remaining())
     corrupt(matrix_at, "input matrix needs " + std::to_string(bytes) + " bytes, " +
                            std::to_string(r.remaining()) + " left");

@@ -2,6 +2,7 @@
 // ASCII whitespace; optionally preceded by a "rows dims" line.
 #include <ostream>
 
+#include "core/utf8.hpp"
 #include "finalfusion/convert/convert_util.hpp"
 #include "finalfusion/embeddings_state.hpp"
 
@@ -46,8 +47,13 @@ void read_lines(Lines& lines, const ConvertOptions& options, std::optional<std::
   std::string_view raw;
   while (lines.next(raw)) {
     const std::uint64_t number = lines.number();
-    const std::string line =
-        detail::decode_token(raw, options.utf8, "line", ErrorContext{.line = number});
+    // Decode (copy) only lines that are not valid UTF-8 already.
+    std::string decoded;
+    std::string_view line = raw;
+    if (!modelzip::detail::utf8_valid(raw)) {
+      decoded = detail::decode_token(raw, options.utf8, "line", ErrorContext{.line = number});
+      line = decoded;
+    }
     std::string_view rest = line;
     auto next_field = [&]() -> std::string_view {
       while (!rest.empty() && detail::is_ascii_space(rest.front())) rest.remove_prefix(1);

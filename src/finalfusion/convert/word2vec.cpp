@@ -43,8 +43,7 @@ Embeddings read_word2vec_binary(const Bytes& data, const ConvertOptions& options
   const auto rows = read_header_number(reader, ' ', "word2vec header: rows");
   const auto dims = read_header_number(reader, '\n', "word2vec header: dims");
   // Every row needs at least its delimiter and dims floats.
-  const std::uint64_t row_bytes = modelzip::detail::checked_add(
-      modelzip::detail::checked_mul(dims, 4, "word2vec dims"), 1, "word2vec dims");
+  const std::uint64_t row_bytes = detail::checked_product(reader, dims, 4, "word2vec dims") + 1;
   if (rows > reader.remaining() / row_bytes)
     reader.fail("word2vec header", "declares " + std::to_string(rows) + " rows of " +
                                        std::to_string(dims) + " dims, the file has only " +

@@ -1,0 +1,256 @@
+// Converters: word2vec binary, text with and without dims, fastText, floret
+// text. Expected values come from the files' raw bytes (numpy) and from the
+// finalfusion-rust test suite.
+#include <doctest/doctest.h>
+
+#include <sstream>
+
+#include "ff_test_support.hpp"
+#include "modelzip/finalfusion_convert.hpp"
+
+using namespace modelzip;
+using namespace modelzip::finalfusion;
+using modelzip::testing::ff_bytes;
+using modelzip::testing::ff_data;
+
+namespace {
+
+const ConvertOptions kRaw{Utf8Policy::strict, false};
+const ConvertOptions kLossy{Utf8Policy::lossy, true};
+
+std::vector<std::string> word_list(const Embeddings& e) {
+  return {e.vocab().words().begin(), e.vocab().words().end()};
+}
+
+// The spaCy floret example used by finalfusion-rust's floret tests.
+const char* kFloret =
+    "10 10 2 3 2 2166136261 < >\n"
+    "0 -2.2611 3.9302 2.6676 -11.233 0.093715 -10.52 -9.6463 -0.11853 2.101 -0.10145\n"
+    "1 -3.12 -1.7981 10.7 -6.171 4.4527 10.967 9.073 6.2056 -6.1199 -2.0402\n"
+    "2 9.5689 5.6721 -8.4832 -1.2249 2.1871 -3.0264 -2.391 -5.3308 -3.2847 -4.0382\n"
+    "3 3.6268 4.2759 -1.7007 1.5002 5.5266 1.8716 -12.063 0.26314 2.7645 2.4929\n"
+    "4 -11.683 -7.7068 2.1102 2.214 7.2202 0.69799 3.2173 -5.382 -2.0838 5.0314\n"
+    "5 -4.3024 8.0241 2.0714 -1.0174 -0.28369 1.7622 7.8797 -1.7795 6.7541 5.6703\n"
+    "6 8.3574 -5.225 8.6529 8.5605 -8.9465 3.767 -5.4636 -1.4635 -0.98947 -0.58025\n"
+    "7 -10.01 3.3894 -4.4487 1.1669 -11.904 6.5158 4.3681 0.79913 -6.9131 -8.687\n"
+    "8 -5.4576 7.1019 -8.8259 1.7189 4.955 -8.9157 -3.8905 -0.60086 -2.1233 5.892\n"
+    "9 8.0678 -4.4142 3.6236 4.5889 -2.7611 2.4455 0.67096 -4.2822 2.0875 4.6274\n";
+
+// floret's own vectors for these words (the spaCy check file).
+const char* kFloretCheck =
+    "10 10\n"
+    ", -5.7814 2.6918 0.57029 -3.6985 -2.7079 1.4406 1.0084 1.7463 -3.8625 -3.0565\n"
+    ". 3.8016 -1.759 0.59118 3.3044 -0.72975 0.45221 -2.1412 -3.8933 -2.1238 -0.47409\n"
+    "der 0.08224 2.6601 -1.173 1.1549 -0.42821 -0.097268 -2.5589 -1.609 -0.16968 0.84687\n"
+    "die -2.8781 0.082576 1.9286 -0.33279 0.79488 3.36 3.5609 -0.64328 -2.4152 0.17266\n"
+    "und 2.1558 1.8606 -1.382 0.45424 -0.65889 1.2706 0.5929 -2.0592 -2.6949 -1.6015\n"
+    "\" -1.1242 1.4588 -1.6263 1.0382 -2.7609 -0.99794 -0.83478 -1.5711 -1.2137 1.0239\n"
+    "in -0.87635 2.0958 4.0018 -2.2473 -1.2429 2.3474 1.8846 0.46521 -0.506 -0.26653\n"
+    "von -0.10589 1.196 1.1143 -0.40907 -1.0848 -0.054756 -2.5016 -1.0381 -0.41598 0.36982\n"
+    "( 0.59263 2.1856 0.67346 1.0769 1.0701 1.2151 1.718 -3.0441 2.7291 3.719\n"
+    ") 0.13812 3.3267 1.657 0.34729 -3.5459 0.72372 0.63034 -1.6145 1.2733 0.37798\n";
+
+}  // namespace
+
+TEST_SUITE("finalfusion") {
+  TEST_CASE("word2vec binary: read raw, read normalised, write back byte for byte") {
+    const Bytes original = ff_bytes("similarity.bin");
+    auto raw = read_word2vec_binary(original, kRaw);
+    CHECK(raw.vocab().words_len() == 41);
+    CHECK(raw.dims() == 100);
+    CHECK_FALSE(raw.has_norms());
+    // numpy: the first row starts at byte 14 ("41 100\nBerlin ").
+    CHECK(raw.matrix()[0] == 1.4724286794662476f);
+    std::ostringstream out;
+    write_word2vec_binary(raw, out);
+    CHECK(out.str() == std::string(original.as_string_view()));
+    // Normalised: unit rows, norms kept; un-normalising restores the rows.
+    auto normalized = read_word2vec_binary(original);
+    REQUIRE(normalized.has_norms());
+    CHECK(modelzip::testing::l2(*normalized.embedding("Berlin")) == doctest::Approx(1.0f));
+    std::ostringstream restored;
+    write_word2vec_binary(normalized, restored, true);
+    auto again = read_word2vec_binary(Bytes::copy_of(restored.str()), kRaw);
+    for (std::size_t i = 0; i < raw.matrix().size(); ++i)
+      REQUIRE(again.matrix()[i] == doctest::Approx(raw.matrix()[i]).epsilon(1e-5));
+    // The same embeddings as the finalfusion file made from them.
+    auto fifu = Embeddings::open(ff_data("similarity.fifu"));
+    CHECK(fifu.vocab() == raw.vocab());
+    CHECK(std::equal(fifu.matrix().begin(), fifu.matrix().end(), raw.matrix().begin(),
+                     raw.matrix().end()));
+  }
+
+  TEST_CASE("text with and without dims equals the word2vec file and writes back identically") {
+    auto w2v = read_word2vec_binary(ff_bytes("similarity.bin"), kRaw);
+    const Bytes dims_text = ff_bytes("similarity.txt");
+    const Bytes plain_text = ff_bytes("similarity.nodims");
+    auto with_dims = read_text_dims(dims_text, kRaw);
+    auto without = read_text(plain_text, kRaw);
+    for (const auto* e : {&with_dims, &without}) {
+      CHECK(e->vocab() == w2v.vocab());
+      CHECK(std::equal(e->matrix().begin(), e->matrix().end(), w2v.matrix().begin(),
+                       w2v.matrix().end()));
+    }
+    std::ostringstream a, b;
+    write_text_dims(with_dims, a);
+    write_text(without, b);
+    CHECK(a.str() == std::string(dims_text.as_string_view()));
+    CHECK(b.str() == std::string(plain_text.as_string_view()));
+  }
+
+  TEST_CASE("invalid UTF-8 tokens: rejected, or replaced as the reference tools do") {
+    const std::vector<std::string> expected = {"meren", "zee\xEF\xBF\xBDn", "rivieren"};
+    CHECK(word_list(read_word2vec_binary(ff_bytes("utf8-incomplete.bin"), kLossy)) == expected);
+    CHECK(word_list(read_text(ff_bytes("utf8-incomplete.txt"), kLossy)) == expected);
+    CHECK(word_list(read_text_dims(ff_bytes("utf8-incomplete.dims"), kLossy)) == expected);
+    try {
+      read_word2vec_binary(ff_bytes("utf8-incomplete.bin"));
+      FAIL("invalid UTF-8 accepted");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::corrupt);
+      CHECK(e.context().offset == 26u);  // "3 3\nmeren " + 12 bytes + "\nzee" -> 0xBF
+    }
+    try {
+      read_text(ff_bytes("utf8-incomplete.txt"));
+      FAIL("invalid UTF-8 accepted");
+    } catch (const Error& e) {
+      CHECK(e.context().line == 2u);
+    }
+    try {
+      read_text_dims(ff_bytes("utf8-incomplete.dims"));
+      FAIL("invalid UTF-8 accepted");
+    } catch (const Error& e) {
+      CHECK(e.context().line == 3u);
+    }
+    // The vectors: "meren -1 0 1" normalised.
+    auto e = read_text(ff_bytes("utf8-incomplete.txt"), kLossy);
+    CHECK((*e.embedding("meren"))[0] == doctest::Approx(-0.70710678));
+    CHECK(*e.norm("meren") == doctest::Approx(1.41421356));
+  }
+
+  TEST_CASE("text format errors name the line") {
+    auto fails_at = [](const char* text, bool dims, std::optional<std::uint64_t> line) {
+      CAPTURE(text);
+      try {
+        if (dims)
+          read_text_dims(Bytes::copy_of(std::string_view(text)));
+        else
+          read_text(Bytes::copy_of(std::string_view(text)));
+        FAIL("accepted");
+      } catch (const Error& e) {
+        CHECK(e.code() == ErrorCode::corrupt);
+        CHECK(e.context().line == line);
+      }
+    };
+    fails_at("a 1 2\nb 1\n", false, 2);
+    fails_at("a 1 2\n\nb 1 2\n", false, 2);
+    fails_at("a 1 x\n", false, 1);
+    fails_at("", false, std::nullopt);
+    fails_at("2 2\na 1 2\n", true, 2);
+    fails_at("2 3\na 1 2\nb 1 2\n", true, 2);
+    fails_at("two 2\na 1 2\n", true, 1);
+    fails_at("2 2\na 1 2\na 3 4\n", true, std::nullopt);  // duplicate word
+    // Tabs, CR and extra spaces separate fields; '+' and exponents parse.
+    auto e = read_text(Bytes::copy_of(std::string_view("w\t+1.5  -2e1 \r\n")), kRaw);
+    CHECK(e.matrix()[0] == 1.5f);
+    CHECK(e.matrix()[1] == -20.0f);
+  }
+
+  TEST_CASE("fastText: word vectors as fastText computes them, subword buckets kept") {
+    auto e = read_fasttext(ff_bytes("fasttext.bin"));
+    CHECK(e.vocab().kind() == VocabKind::fasttext_subwords);
+    CHECK(e.vocab().words_len() == 157);
+    CHECK(e.vocab().n_buckets() == 100);
+    CHECK(e.vocab().min_n() == 3);
+    CHECK(e.vocab().max_n() == 6);
+    CHECK(e.rows() == 257);
+    CHECK(e.dims() == 50);
+    CHECK(e.vocab().words()[0] == "</s>");
+    // numpy (expect3.py): mean of the word row and its fastText n-gram rows,
+    // normalised.
+    auto uber = *e.embedding(
+        "\xC3\xBC"
+        "ber");
+    CHECK(uber[0] == doctest::Approx(0.37440621852874756).epsilon(1e-5));
+    CHECK(uber[1] == doctest::Approx(0.19291874766349792).epsilon(1e-5));
+    CHECK(uber[2] == doctest::Approx(0.17691002786159515).epsilon(1e-5));
+    CHECK(*e.norm("\xC3\xBC"
+                  "ber") == doctest::Approx(1.199291467666626).epsilon(1e-5));
+    // "</s>" has no n-grams: its own row only.
+    CHECK(*e.norm("</s>") == doctest::Approx(1.4020724296569824).epsilon(1e-5));
+    CHECK((*e.embedding("</s>"))[2] == doctest::Approx(-0.196777805685997).epsilon(1e-5));
+    // Unknown word: the normalised sum of its n-gram bucket rows.
+    auto unknown = *e.embedding("unknown");
+    CHECK(unknown[0] == doctest::Approx(0.35848841071128845).epsilon(1e-5));
+    CHECK(unknown[1] == doctest::Approx(-0.07142322510480881).epsilon(1e-5));
+    CHECK(*e.norm("unknown") == doctest::Approx(30.805622100830078).epsilon(1e-5));
+    // Metadata records the training arguments.
+    REQUIRE(e.metadata());
+    CHECK(e.metadata()->find("dims")->as_integer() == 50);
+    CHECK(*e.metadata()->find("model")->as_string() == "SkipGram");
+    CHECK(*e.metadata()->find("loss")->as_string() == "NegativeSampling");
+    CHECK(e.metadata()->find("sampling_threshold")->as_number() == doctest::Approx(1e-4));
+    // And the result survives a finalfusion round trip, subwords included.
+    auto back = Embeddings::read(e.to_bytes());
+    CHECK(*back.embedding("unknown") == unknown);
+    CHECK(modelzip::testing::words_of(*back.similar("unknown", 3)) ==
+          std::vector<std::string>{"einer", "und", "des"});
+  }
+
+  TEST_CASE("floret: lookups equal floret's own vectors, text round trip") {
+    auto e = read_floret_text(Bytes::copy_of(std::string_view(kFloret)));
+    CHECK(e.vocab().kind() == VocabKind::floret);
+    CHECK(e.vocab().words_len() == 0);
+    CHECK(e.rows() == 10);
+    auto check = read_text_dims(Bytes::copy_of(std::string_view(kFloretCheck)), kRaw);
+    for (std::size_t w = 0; w < check.vocab().words_len(); ++w) {
+      const std::string& word = check.vocab().words()[w];
+      CAPTURE(word);
+      auto v = e.embedding(word);
+      REQUIRE(v);
+      for (std::size_t i = 0; i < 10; ++i)
+        CHECK((*v)[i] == doctest::Approx(check.matrix()[w * 10 + i]).epsilon(2e-4));
+    }
+    std::ostringstream out;
+    write_floret_text(e, out);
+    CHECK(out.str() == kFloret);
+    // As a finalfusion file (chunk 9) and back.
+    auto back = Embeddings::read(e.to_bytes());
+    CHECK(back.vocab() == e.vocab());
+    CHECK(*back.embedding("der") == *e.embedding("der"));
+    // Square brackets as word boundaries change the n-grams (the
+    // finalfusion-rust test with "[ ]": first component of "," is 1.3844874).
+    std::string square = kFloret;
+    square.replace(square.find("< >"), 3, "[ ]");
+    auto s = read_floret_text(Bytes::copy_of(square));
+    CHECK((*s.embedding(","))[0] == doctest::Approx(1.3844874).epsilon(1e-5));
+    CHECK((*s.embedding("der"))[1] == doctest::Approx(3.038363).epsilon(1e-5));
+    CHECK_THROWS_AS(write_floret_text(check, out), Error);
+  }
+
+  TEST_CASE("load and store through format names") {
+    CHECK(parse_format("textdims") == Format::text_dims);
+    CHECK(parse_format("word2vec") == Format::word2vec_binary);
+    CHECK_FALSE(parse_format("pickle"));
+    CHECK(to_string(Format::fasttext) == "fasttext");
+    modelzip::testing::TempDir dir;
+    auto e = load(ff_data("similarity.txt"), Format::text_dims);
+    for (Format f :
+         {Format::finalfusion, Format::word2vec_binary, Format::text, Format::text_dims}) {
+      CAPTURE(to_string(f));
+      const auto path = dir / ("out." + std::string(to_string(f)));
+      store(e, path, f, true);
+      auto back = load(path, f);
+      CHECK(back.vocab() == e.vocab());
+      CHECK(modelzip::testing::words_of(*back.similar("Berlin", 5)) ==
+            modelzip::testing::words_of(*e.similar("Berlin", 5)));
+    }
+    CHECK_THROWS_AS(store(e, dir / "x.bin", Format::fasttext), Error);
+    try {
+      load(dir / "missing.txt", Format::text);
+      FAIL("missing file loaded");
+    } catch (const Error& err) {
+      CHECK(err.code() == ErrorCode::io);
+    }
+  }
+}
