@@ -32,7 +32,8 @@ Metadata parse_metadata(std::string_view text, const Limits& limits) {
   Metadata m;
   const toml::node* version = root.get("format_version");
   if (!version) throw Error(ErrorCode::corrupt, "format_version is missing");
-  auto v = version->value<std::int64_t>();
+  // Exact: a float (1.0) or a boolean is not an integer.
+  auto v = version->value_exact<std::int64_t>();
   if (!v || *v < 1)
     throw Error(ErrorCode::corrupt, "format_version must be a positive integer",
                 ErrorContext{.line = version->source().begin.line});
