@@ -1,0 +1,106 @@
+// Hand-built tensor blob entries for tests: any header field (including
+// values the writer never produces: unknown enums, lying segments, big-endian
+// data), followed by caller-chosen data bytes.
+#pragma once
+
+#include <flatbuffers/flatbuffers.h>
+
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tensor_generated.h"
+
+namespace modelzip::testing {
+
+struct BlobSpec {
+  int dtype = 5;                                                                 // FLOAT
+  std::optional<std::vector<std::int64_t>> shape = std::vector<std::int64_t>{};  // nullopt: absent
+  int layout = 0;
+  int byte_order = 0;
+  std::optional<std::pair<std::uint64_t, std::uint64_t>> values, offsets,
+      indices;  // {offset, length}
+  std::uint64_t nnz = 0;
+  std::uint32_t alignment = 64;
+  bool identifier = true;
+};
+
+// The size-prefixed FlatBuffer header alone.
+inline std::string blob_header(const BlobSpec& s) {
+  flatbuffers::FlatBufferBuilder fbb(256);
+  flatbuffers::Offset<flatbuffers::Vector<std::int64_t>> shape;
+  if (s.shape) shape = fbb.CreateVector(*s.shape);
+  fb::Segment v(s.values ? s.values->first : 0, s.values ? s.values->second : 0);
+  fb::Segment o(s.offsets ? s.offsets->first : 0, s.offsets ? s.offsets->second : 0);
+  fb::Segment ix(s.indices ? s.indices->first : 0, s.indices ? s.indices->second : 0);
+  fb::TensorHeaderBuilder h(fbb);
+  fbb.ForceDefaults(true);
+  h.add_dtype(static_cast<fb::DataType>(s.dtype));
+  if (s.shape) h.add_shape(shape);
+  h.add_layout(static_cast<fb::Layout>(s.layout));
+  h.add_byte_order(static_cast<fb::ByteOrder>(s.byte_order));
+  if (s.values) h.add_values(&v);
+  if (s.offsets) h.add_offsets(&o);
+  if (s.indices) h.add_indices(&ix);
+  h.add_nnz(s.nnz);
+  h.add_alignment(s.alignment);
+  auto root = h.Finish();
+  if (s.identifier)
+    fbb.FinishSizePrefixed(root, fb::TensorHeaderIdentifier());
+  else
+    fbb.FinishSizePrefixed(root);
+  return std::string(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
+}
+
+// Header, zero padding to `data_at`, then `data`. With data_at == 0 the data
+// starts at the first multiple of 64 after the header.
+inline std::string blob_entry(const BlobSpec& s, const std::string& data,
+                              std::uint64_t data_at = 0) {
+  std::string out = blob_header(s);
+  if (data_at == 0) data_at = (out.size() + 63) / 64 * 64;
+  if (out.size() < data_at) out.resize(data_at, '\0');
+  return out + data;
+}
+
+// Offset where blob_entry() puts the data for `s` (header size rounded up to
+// 64). The header size does not depend on the segment values.
+inline std::uint64_t blob_data_offset(const BlobSpec& s) {
+  return (blob_header(s).size() + 63) / 64 * 64;
+}
+
+// Little-endian integers in strings.
+inline std::uint64_t get_u32(const std::string& s, std::size_t at = 0) {
+  std::uint32_t v;
+  std::memcpy(&v, s.data() + at, 4);
+  return v;
+}
+inline std::uint64_t get_u64(const std::string& s, std::size_t at = 0) {
+  std::uint64_t v;
+  std::memcpy(&v, s.data() + at, 8);
+  return v;
+}
+inline void put_u32(std::string& s, std::uint32_t v) {
+  s.append(reinterpret_cast<const char*>(&v), 4);
+}
+inline void patch_u32(std::string& s, std::size_t at, std::uint32_t v) {
+  std::memcpy(s.data() + at, &v, 4);
+}
+
+// Little-endian / big-endian encodings of values.
+template <class T>
+std::string le_bytes(const std::vector<T>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+}
+template <class T>
+std::string be_bytes(const std::vector<T>& v) {
+  std::string out;
+  for (const T& x : v) {
+    std::string b(reinterpret_cast<const char*>(&x), sizeof(T));
+    out.append(b.rbegin(), b.rend());
+  }
+  return out;
+}
+
+}  // namespace modelzip::testing

@@ -1,0 +1,187 @@
+// zip::EntryReader and the CRC helpers: stored entries are zero-copy slices,
+// deflated entries are inflated and checked, lies about sizes and CRCs give
+// Error(corrupt) naming the entry.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "expect_error.hpp"
+#include "modelzip/error.hpp"
+#include "zip/zip_directory.hpp"
+#include "zip/zip_reader.hpp"
+#include "zip_builder.hpp"
+
+using namespace modelzip;
+using namespace modelzip::testing;
+
+namespace {
+
+struct Opened {
+  Bytes file;
+  zip::Directory dir;
+  zip::EntryReader reader;
+  explicit Opened(const std::string& bytes)
+      : file(Bytes::copy_of(bytes)),
+        dir(zip::parse_directory(file.span(), Limits{})),
+        reader(file, Limits{}) {}
+  const zip::EntryInfo& entry(const std::string& name) const {
+    for (const auto& e : dir.entries)
+      if (e.name == name) return e;
+    throw std::runtime_error("no entry " + name);
+  }
+};
+
+std::string text(const Bytes& b) {
+  return std::string(b.as_string_view());
+}
+
+std::string pattern(std::size_t n) {
+  std::string s(n, '\0');
+  for (std::size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i * 7 + i / 13) & 0xFF);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("crc32_of matches the CRC-32 check value; crc32_concat combines") {
+  CHECK(zip::crc32_of(span_of("123456789")) == 0xCBF43926u);  // the standard check value
+  CHECK(zip::crc32_of({}) == 0u);
+  std::string a = pattern(1000), b = pattern(777);
+  CHECK(zip::crc32_concat(zip::crc32_of(span_of(a)), zip::crc32_of(span_of(b)), b.size()) ==
+        zip::crc32_of(span_of(a + b)));
+  CHECK(zip::crc32_concat(zip::crc32_of(span_of(a)), 0, 0) == zip::crc32_of(span_of(a)));
+}
+
+TEST_CASE("Stored entries: zero-copy slices of the file, CRC checked on request") {
+  ZipSpec spec;
+  spec.entries.push_back(stored("a", "hello"));
+  spec.entries.push_back(stored("empty", ""));
+  Opened z(build_zip(spec).bytes);
+  Bytes a = z.reader.read(z.entry("a"), true);
+  CHECK(text(a) == "hello");
+  CHECK(a.data() == z.file.data() + z.entry("a").data_offset);  // no copy
+  CHECK(z.reader.read(z.entry("empty"), true).empty());
+  CHECK(text(z.reader.read_prefix(z.entry("a"), 3)) == "hel");
+  CHECK(text(z.reader.read_prefix(z.entry("a"), 100)) == "hello");  // clamped to the entry
+}
+
+TEST_CASE("Stored entries: a CRC mismatch is found only when checking") {
+  ZipSpec spec;
+  auto e = stored("a", "hello");
+  e.crc = 0x12345678u;
+  spec.entries.push_back(e);
+  Opened z(build_zip(spec).bytes);
+  CHECK(text(z.reader.read(z.entry("a"), false)) == "hello");
+  REQUIRE_ERROR_AS(err, z.reader.read(z.entry("a"), true), ErrorCode::corrupt, "CRC-32 mismatch");
+  CHECK(err.context().entry == "a");
+}
+
+TEST_CASE("Deflated entries: inflated, CRC-checked, prefixes") {
+  std::string big = pattern(300000);
+  ZipSpec spec;
+  spec.entries.push_back(deflated("d", big));
+  spec.entries.push_back(deflated("empty", ""));
+  Opened z(build_zip(spec).bytes);
+  Bytes d = z.reader.read(z.entry("d"), true);
+  CHECK(text(d) == big);
+  CHECK_FALSE(d.is_mapped());
+  CHECK(text(z.reader.read_prefix(z.entry("d"), 1000)) == big.substr(0, 1000));
+  CHECK(text(z.reader.read_prefix(z.entry("d"), 1u << 30)) == big);
+  CHECK(z.reader.read(z.entry("empty"), true).empty());
+}
+
+TEST_CASE("Deflated entries: wrong CRC, lying sizes and damaged streams are corrupt") {
+  const std::string content = pattern(5000);
+  SUBCASE("wrong CRC") {
+    ZipSpec spec;
+    auto e = deflated("d", content);
+    e.crc = 1;
+    spec.entries.push_back(e);
+    Opened z(build_zip(spec).bytes);
+    REQUIRE_ERROR_AS(err, z.reader.read(z.entry("d"), false), ErrorCode::corrupt, "");
+    CHECK(err.context().entry == "d");
+  }
+  SUBCASE("declares fewer bytes than the stream holds") {
+    ZipSpec spec;
+    auto e = deflated("d", content);
+    e.uncompressed_size = 4000;
+    spec.entries.push_back(e);
+    Opened z(build_zip(spec).bytes);
+    CHECK_ERROR(z.reader.read(z.entry("d"), true), ErrorCode::corrupt, "");
+    // A prefix that stops early never looks at the end.
+    CHECK(text(z.reader.read_prefix(z.entry("d"), 100)) == content.substr(0, 100));
+  }
+  SUBCASE("declares more bytes than the stream holds") {
+    ZipSpec spec;
+    auto e = deflated("d", content);
+    e.uncompressed_size = 6000;
+    spec.entries.push_back(e);
+    Opened z(build_zip(spec).bytes);
+    REQUIRE_ERROR_AS(err, z.reader.read(z.entry("d"), true), ErrorCode::corrupt, "");
+    CHECK(err.context().entry == "d");
+  }
+  SUBCASE("garbage instead of a deflate stream") {
+    ZipSpec spec;
+    auto e = deflated("d", content);
+    std::string junk(200, '\xFF');
+    e.raw_data = junk;
+    spec.entries.push_back(e);
+    Opened z(build_zip(spec).bytes);
+    REQUIRE_ERROR_AS(err, z.reader.read(z.entry("d"), true), ErrorCode::corrupt, "");
+    CHECK(err.context().entry == "d");
+  }
+  SUBCASE("a truncated deflate stream") {
+    ZipSpec spec;
+    auto e = deflated("d", content);
+    e.raw_data = deflate_raw(content).substr(0, 100);
+    spec.entries.push_back(e);
+    Opened z(build_zip(spec).bytes);
+    CHECK_ERROR(z.reader.read(z.entry("d"), true), ErrorCode::corrupt, "");
+  }
+}
+
+TEST_CASE("Entries found by both parsers: data descriptors, ZIP64, comments") {
+  std::string content = pattern(20000);
+  ZipSpec spec;
+  auto a = deflated("dd", content);
+  a.data_descriptor = true;
+  auto b = deflated("z64", content);
+  b.zip64 = true;
+  auto c = stored("s", content);
+  c.data_descriptor = true;
+  spec.entries = {a, b, c};
+  spec.zip64_end = true;
+  spec.comment = "comment";
+  Opened z(build_zip(spec).bytes);
+  CHECK(text(z.reader.read(z.entry("dd"), true)) == content);
+  CHECK(text(z.reader.read(z.entry("z64"), true)) == content);
+  CHECK(text(z.reader.read(z.entry("s"), true)) == content);
+}
+
+TEST_CASE("Concurrent reads of one EntryReader from several threads") {
+  std::string content = pattern(100000);
+  ZipSpec spec;
+  for (int i = 0; i < 8; ++i) {
+    spec.entries.push_back(deflated("d" + std::to_string(i), content.substr(i * 1000)));
+    spec.entries.push_back(stored("s" + std::to_string(i), content.substr(i * 500)));
+  }
+  Opened z(build_zip(spec).bytes);
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 20; ++round)
+        for (int i = 0; i < 8; ++i) {
+          int k = (i + t + round) % 8;
+          if (text(z.reader.read(z.entry("d" + std::to_string(k)), true)) !=
+              content.substr(k * 1000))
+            ++bad;
+          if (text(z.reader.read(z.entry("s" + std::to_string(k)), true)) !=
+              content.substr(k * 500))
+            ++bad;
+        }
+    });
+  for (auto& t : threads) t.join();
+  CHECK(bad == 0);
+}
