@@ -38,34 +38,56 @@ Bytes byteswapped(std::span<const std::byte> data, std::size_t element_size) {
 namespace {
 
 // Copies column-major `src` into row-major `dst`, elements of N bytes (of
-// `runtime_size` bytes when N is 0).
+// `runtime_size` bytes when N is 0). Rank >= 2.
+//
+// Element (i0, ..., ik) is at sum(i_j * in_stride_j) in `src` (in_stride_0 =
+// 1) and at sum(i_j * out_stride_j) in `dst` (out_stride_k = 1). For each
+// combination of the middle indices this is a 2-D transpose between axis 0
+// (contiguous in src) and axis k (contiguous in dst), done in square tiles
+// so that both sides stay in cache.
 template <std::size_t N>
 void transpose_elements(const std::byte* src, std::byte* dst, std::span<const std::int64_t> shape,
                         std::size_t runtime_size) {
+  constexpr std::uint64_t kTile = 32;
   const std::size_t size = N ? N : runtime_size;
   const std::size_t rank = shape.size();
-  std::vector<std::uint64_t> stride(rank), index(rank, 0);
-  std::uint64_t s = 1;
-  for (std::size_t k = 0; k < rank; ++k) {
-    stride[k] = s;
-    s *= static_cast<std::uint64_t>(shape[k]);
-  }
-  const std::uint64_t numel = s;
-  const std::uint64_t inner = static_cast<std::uint64_t>(shape[rank - 1]);
-  const std::uint64_t inner_stride = stride[rank - 1];
-  std::uint64_t source = 0;  // element index in src of the current row start
-  for (std::uint64_t out = 0; out < numel; out += inner) {
-    for (std::uint64_t i = 0; i < inner; ++i)
-      std::memcpy(dst + (out + i) * size, src + (source + i * inner_stride) * size, size);
-    // Advance the row index (dimensions 0..rank-2), last fastest.
-    for (std::size_t k = rank - 1; k-- > 0;) {
-      if (++index[k] < static_cast<std::uint64_t>(shape[k])) {
-        source += stride[k];
+  std::vector<std::uint64_t> dim(rank), in_stride(rank), out_stride(rank);
+  for (std::size_t k = 0; k < rank; ++k) dim[k] = static_cast<std::uint64_t>(shape[k]);
+  in_stride[0] = 1;
+  for (std::size_t k = 1; k < rank; ++k) in_stride[k] = in_stride[k - 1] * dim[k - 1];
+  out_stride[rank - 1] = 1;
+  for (std::size_t k = rank - 1; k-- > 0;) out_stride[k] = out_stride[k + 1] * dim[k + 1];
+  const std::uint64_t rows = dim[0], cols = dim[rank - 1];
+  const std::uint64_t row_out = out_stride[0], col_in = in_stride[rank - 1];
+
+  std::vector<std::uint64_t> middle(rank, 0);  // indices of axes 1..rank-2
+  std::uint64_t in_base = 0, out_base = 0;
+  for (;;) {
+    for (std::uint64_t r0 = 0; r0 < rows; r0 += kTile) {
+      const std::uint64_t r1 = std::min(rows, r0 + kTile);
+      for (std::uint64_t c0 = 0; c0 < cols; c0 += kTile) {
+        const std::uint64_t c1 = std::min(cols, c0 + kTile);
+        for (std::uint64_t r = r0; r < r1; ++r) {
+          std::byte* out = dst + (out_base + r * row_out) * size;
+          const std::byte* in = src + (in_base + r) * size;
+          for (std::uint64_t c = c0; c < c1; ++c)
+            std::memcpy(out + c * size, in + c * col_in * size, size);
+        }
+      }
+    }
+    // Next combination of the middle indices (last fastest).
+    std::size_t k = rank - 1;
+    while (k-- > 1) {
+      if (++middle[k] < dim[k]) {
+        in_base += in_stride[k];
+        out_base += out_stride[k];
         break;
       }
-      source -= stride[k] * (index[k] - 1);
-      index[k] = 0;
+      in_base -= in_stride[k] * (dim[k] - 1);
+      out_base -= out_stride[k] * (dim[k] - 1);
+      middle[k] = 0;
     }
+    if (k == 0) return;
   }
 }
 

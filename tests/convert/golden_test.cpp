@@ -55,6 +55,15 @@ TEST_SUITE("convert") {
     std::vector<std::int16_t> expected(24);
     for (int i = 0; i < 24; ++i) expected[i] = static_cast<std::int16_t>(i);
     CHECK(values_of<std::int16_t>(g) == expected);
+    // np.arange(6600).reshape(33, 5, 40) saved in Fortran order: row-major
+    // values are 0, 1, 2, ... again.
+    Tensor big = npy("i4_fortran_tiles.npy");
+    CHECK(big.shape() == Shape{33, 5, 40});
+    auto v = values_of<std::int32_t>(big);
+    REQUIRE(v.size() == 6600);
+    bool in_order = true;
+    for (std::int32_t i = 0; i < 6600; ++i) in_order = in_order && v[i] == i;
+    CHECK(in_order);
   }
 
   TEST_CASE("npy golden: every numeric dtype") {

@@ -48,6 +48,9 @@ save_npy("f4.npy", np.array([[1.5, -2.0, 3.25], [4.0, -0.5, 100.0]], dtype="<f4"
 save_npy("i4_big_endian.npy", np.array([1, -2, 65536, 2147483647], dtype=">i4"))
 save_npy("f8_fortran.npy", np.asfortranarray(np.arange(6, dtype="<f8").reshape(2, 3)))
 save_npy("i2_fortran_3d.npy", np.asfortranarray(np.arange(24, dtype="<i2").reshape(2, 3, 4)))
+# Larger than the 32x32 tiles of the transposition, odd sizes.
+save_npy("i4_fortran_tiles.npy",
+         np.asfortranarray(np.arange(33 * 5 * 40, dtype="<i4").reshape(33, 5, 40)))
 save_npy("bool.npy", np.array([True, False, True]))
 save_npy("f2.npy", np.array([1.0, -2.5, 65504.0], dtype="<f2"))
 save_npy("unicode.npy", np.array(["a", "h\u00e9llo", "", "\u65e5\u672c"]))
