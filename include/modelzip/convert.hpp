@@ -7,7 +7,9 @@
 //    data is byte-swapped), fortran_order=True (transposed into row-major),
 //    and unicode arrays ('<U'/'>U', UCS-4 with trailing NULs stripped as
 //    numpy does) as utf8 string tensors. Object arrays ('O'), byte strings,
-//    structured, complex and datetime dtypes: Error(unsupported).
+//    structured, complex and datetime dtypes, and '<U0' (items of no bytes,
+//    whose shape alone could claim any size): Error(unsupported). Data must
+//    fill the file exactly after the header.
 //    Written: version 1.0 (2.0 when the header needs more than 65535 bytes),
 //    C order, little-endian, header padded to 64 bytes like numpy.
 //    bfloat16: numpy has no bfloat16, so modelzip writes bfloat16 tensors as
