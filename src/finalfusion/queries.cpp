@@ -21,12 +21,22 @@ bool lookup(const EmbeddingsState& s, std::string_view word, float* out, float* 
   }
   if (!s.vocab.has_subwords()) return false;
   std::fill(out, out + d, 0.0f);
-  std::vector<float> scratch(s.storage.quantized ? d : 0);
   std::size_t count = 0;
-  s.vocab.impl().for_each_subword_row(word, [&](std::string_view, std::size_t, std::uint64_t row) {
-    s.storage.add_row(static_cast<std::size_t>(row), out, scratch.data());
-    ++count;
-  });
+  if (s.storage.quantized) {
+    std::vector<float> scratch(d);
+    s.vocab.impl().for_each_subword_row(
+        word, [&](std::string_view, std::size_t, std::uint64_t row) {
+          s.storage.add_row(static_cast<std::size_t>(row), out, scratch.data());
+          ++count;
+        });
+  } else {
+    const auto& dense = s.storage.dense;
+    s.vocab.impl().for_each_subword_row(
+        word, [&](std::string_view, std::size_t, std::uint64_t row) {
+          detail::add(out, dense.row(static_cast<std::size_t>(row)), d);
+          ++count;
+        });
+  }
   if (count == 0) return false;
   float n;
   if (s.vocab.kind() == VocabKind::floret) {

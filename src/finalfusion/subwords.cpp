@@ -19,13 +19,22 @@ namespace {
 constexpr std::uint64_t kFnv64Offset = 0xcbf29ce484222325ull;
 constexpr std::uint64_t kFnv64Prime = 0x100000001b3ull;
 
-inline std::uint64_t fnv64_bytes(std::uint64_t h, std::uint64_t value, int n) noexcept {
+constexpr std::uint64_t fnv64_bytes(std::uint64_t h, std::uint64_t value, int n) noexcept {
   for (int i = 0; i < n; ++i) {
     h ^= (value >> (8 * i)) & 0xFF;
     h *= kFnv64Prime;
   }
   return h;
 }
+
+// FNV state after the 8-byte length prefix, for short n-grams.
+struct LengthPrefixes {
+  std::uint64_t state[64];
+  constexpr LengthPrefixes() : state() {
+    for (std::uint64_t n = 0; n < 64; ++n) state[n] = fnv64_bytes(kFnv64Offset, n, 8);
+  }
+};
+constexpr LengthPrefixes kLengthPrefixes;
 
 inline std::uint64_t rotl64(std::uint64_t x, int r) noexcept {
   return (x << r) | (x >> (64 - r));
@@ -43,7 +52,8 @@ inline std::uint64_t fmix64(std::uint64_t k) noexcept {
 }  // namespace
 
 std::uint64_t finalfusion_ngram_hash(std::string_view ngram, std::uint64_t char_count) noexcept {
-  std::uint64_t h = fnv64_bytes(kFnv64Offset, char_count, 8);
+  std::uint64_t h = char_count < 64 ? kLengthPrefixes.state[char_count]
+                                    : fnv64_bytes(kFnv64Offset, char_count, 8);
   std::size_t i = 0;
   while (i < ngram.size()) {
     const auto c = static_cast<unsigned char>(ngram[i]);

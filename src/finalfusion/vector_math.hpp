@@ -40,6 +40,20 @@ inline float dot(const float* a, const float* b, std::size_t n) noexcept {
   return s;
 }
 
+// out[i] += x[i] (4-wide vector extension, unaligned loads and stores).
+inline void add(float* out, const float* x, std::size_t n) noexcept {
+  typedef float v4 __attribute__((vector_size(16)));
+  std::size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    v4 a, b;
+    std::memcpy(&a, out + i, 16);
+    std::memcpy(&b, x + i, 16);
+    a += b;
+    std::memcpy(out + i, &a, 16);
+  }
+  for (; i < n; ++i) out[i] += x[i];
+}
+
 inline float l2_norm(const float* a, std::size_t n) noexcept {
   return std::sqrt(dot(a, a, n));
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
@@ -95,14 +96,22 @@ void VocabImpl::for_each_unit_row(std::string_view unit, std::size_t char_count,
 template <class F>
 void VocabImpl::for_each_subword_row(std::string_view word, F&& fn) const {
   if (kind == VocabKind::simple) return;
-  std::string bracketed;
-  bracketed.reserve(bow.size() + word.size() + eow.size());
-  bracketed += bow;
-  if (modelzip::detail::utf8_valid(word))
-    bracketed += word;
-  else
-    bracketed += modelzip::detail::utf8_lossy(word);
-  bracketed += eow;
+  // bow + word + eow, on the stack when short.
+  const std::string lossy =
+      modelzip::detail::utf8_valid(word) ? std::string() : modelzip::detail::utf8_lossy(word);
+  const std::string_view w = lossy.empty() ? word : std::string_view(lossy);
+  const std::size_t size = bow.size() + w.size() + eow.size();
+  char small[256];
+  std::string large;
+  char* p = small;
+  if (size > sizeof small) {
+    large.resize(size);
+    p = large.data();
+  }
+  std::memcpy(p, bow.data(), bow.size());
+  std::memcpy(p + bow.size(), w.data(), w.size());
+  std::memcpy(p + bow.size() + w.size(), eow.data(), eow.size());
+  const std::string_view bracketed(p, size);
   std::size_t unit_number = 0;
   if (kind == VocabKind::floret)
     for_each_unit_row(bracketed, utf8_length(bracketed), unit_number++, fn);
