@@ -1,9 +1,28 @@
 #include "checkpoint/entry_validators.hpp"
 
+#include "graph/entry_validation.hpp"
+#include "modelzip/finalfusion.hpp"
+
 namespace modelzip {
+namespace {
+
+void validate_fifu(const Bytes& contents, const Limits&) {
+  (void)finalfusion::Embeddings::read(contents, "embedding");
+}
+
+// "<tag>/<rest>" -> "<rest>", or "" for root entries.
+std::string_view in_tag(std::string_view entry) {
+  auto slash = entry.find('/');
+  return slash == std::string_view::npos ? std::string_view() : entry.substr(slash + 1);
+}
+
+}  // namespace
 
 EntryValidator find_entry_validator(std::string_view entry_name) {
-  (void)entry_name;
+  std::string_view rest = in_tag(entry_name);
+  if (rest == "graph.fb") return &graph::validate_graph_entry;
+  if (rest == "trainingConfig.fb") return &graph::validate_training_config_entry;
+  if (rest.starts_with("params/") && rest.ends_with(".fifu")) return &validate_fifu;
   return nullptr;
 }
 

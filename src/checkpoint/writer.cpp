@@ -532,6 +532,7 @@ void Writer::Impl::append_to(const Plan& plan, const Archive::Impl& old, Stats& 
   try {
     io::write_append_journal(path, old_size);
     io::AppendFile out(path);
+    bool end_written = false;
     try {
       zip::StreamZipWriter zw(out.fd(), path.string(), old_size, expected_bytes(plan, &added),
                               progress_adapter());
@@ -541,9 +542,13 @@ void Writer::Impl::append_to(const Plan& plan, const Archive::Impl& old, Stats& 
       stats.bytes_written = zw.finish([&] {
         if (options.durable) out.sync();
       }) - old_size;
+      end_written = true;
       if (options.durable) out.sync();
     } catch (...) {
-      out.truncate(old_size);  // best effort; the journal covers a failure here
+      // Before the end record, no reader can use the new bytes: cut them
+      // (best effort; the journal covers a failure here). After it, readers
+      // may map the new entries, so they stay.
+      if (!end_written) out.truncate(old_size);
       throw;
     }
     out.close();

@@ -4,6 +4,7 @@
 #include "cli/args.hpp"
 #include "cli/command.hpp"
 #include "modelzip/archive.hpp"
+#include "modelzip/convert.hpp"
 #include "modelzip/error.hpp"
 
 namespace modelzip::cli {
@@ -19,8 +20,11 @@ int run(const std::vector<std::string>& argv) {
   args.expect_positionals(2, 2);
   Archive archive = Archive::open(args.at(0, "ARCHIVE"));
   Tensor t = archive.tensor(args.at(1, "PARAM"), args.value_or("--tag", ""), ReadMode::copy);
-  if (args.flag("--npy"))
-    throw Error(ErrorCode::unsupported, "--npy needs the converters (not built yet)");
+  if (args.flag("--npy")) {
+    convert::write_npy(std::cout, t);
+    std::cout.flush();
+    return 0;
+  }
   std::cout.flush();
   if (t.layout() == Layout::sparse_coo)
     throw Error(

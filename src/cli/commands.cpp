@@ -4,13 +4,15 @@
 
 namespace modelzip::cli {
 
-extern const Command kTagsCommand, kLsCommand, kCatCommand, kRmTagCommand, kVerifyCommand,
-    kDiffCommand, kExtractCommand, kGcCommand;
+extern const Command kTagsCommand, kLsCommand, kCatCommand, kImportCommand, kExportCommand,
+    kRmTagCommand, kVerifyCommand, kDiffCommand, kExtractCommand, kGcCommand, kEmbedCommand,
+    kSimilarCommand, kAnalogyCommand, kGraphCommand, kInfoCommand;
 
 const std::vector<const Command*>& all_commands() {
   static const std::vector<const Command*> commands = {
-      &kTagsCommand,   &kLsCommand,   &kCatCommand,     &kRmTagCommand,
-      &kVerifyCommand, &kDiffCommand, &kExtractCommand, &kGcCommand,
+      &kTagsCommand,    &kLsCommand,     &kInfoCommand,  &kGraphCommand,   &kCatCommand,
+      &kImportCommand,  &kExportCommand, &kRmTagCommand, &kDiffCommand,    &kVerifyCommand,
+      &kExtractCommand, &kGcCommand,     &kEmbedCommand, &kSimilarCommand, &kAnalogyCommand,
   };
   return commands;
 }

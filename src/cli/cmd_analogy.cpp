@@ -1,0 +1,40 @@
+#include "cli/args.hpp"
+#include "cli/command.hpp"
+#include "cli/embedding_source.hpp"
+#include "modelzip/error.hpp"
+
+namespace modelzip::cli {
+
+void print_similarities(const std::vector<finalfusion::WordSimilarity>& results, bool json);
+
+namespace {
+
+int run(const std::vector<std::string>& argv) {
+  Args args(argv, {"--tag", "-k"}, {"--json"});
+  std::size_t used = 0;
+  finalfusion::Embeddings emb = open_embeddings(args, used);
+  args.expect_positionals(used + 3, used + 3);
+  auto k = static_cast<std::size_t>(args.number_or("-k", 10, 1, 1000000));
+  const std::string &a = args.at(used, "A"), &b = args.at(used + 1, "B"),
+                    &c = args.at(used + 2, "C");
+  auto results = emb.analogy(a, b, c, k);
+  if (!results)
+    throw Error(ErrorCode::not_found,
+                "no embedding for one of '" + a + "', '" + b + "', '" + c + "'");
+  print_similarities(*results, args.flag("--json"));
+  return 0;
+}
+
+}  // namespace
+
+extern const Command kAnalogyCommand{
+    "analogy", "Solve 'A is to B as C is to ?' with embeddings",
+    "modelzip analogy (ARCHIVE PARAM | FILE.fifu) A B C [-k N] [--tag T] [--json]",
+    "Ranks words by cosine similarity to B - A + C; the three query words are\n"
+    "excluded.\n"
+    "Options:\n  -k N      how many (default 10)\n  --tag T   the tag (default: the newest)\n"
+    "  --json    a list of {\"word\", \"similarity\"}, best first\n"
+    "\nExample:\n  modelzip analogy model.zip words berlin germany paris\n",
+    run};
+
+}  // namespace modelzip::cli

@@ -1,0 +1,62 @@
+#include <iostream>
+
+#include "cli/args.hpp"
+#include "cli/command.hpp"
+#include "cli/embedding_source.hpp"
+#include "cli/json.hpp"
+
+namespace modelzip::cli {
+namespace {
+
+int run(const std::vector<std::string>& argv) {
+  Args args(argv, {"--tag"}, {"--json"});
+  std::size_t used = 0;
+  finalfusion::Embeddings emb = open_embeddings(args, used);
+  std::vector<std::string> words(args.positional().begin() + static_cast<std::ptrdiff_t>(used),
+                                 args.positional().end());
+  if (words.empty()) throw UsageError("missing WORD");
+  const bool json = args.flag("--json");
+  int missing = 0;
+  if (json) std::cout << "{";
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    auto v = emb.embedding(words[i]);
+    if (json) {
+      std::cout << (i ? ",\n " : "") << json_string(words[i]) << ": ";
+      if (!v) {
+        std::cout << "null";
+      } else {
+        std::cout << "[";
+        for (std::size_t d = 0; d < v->size(); ++d)
+          std::cout << (d ? ", " : "") << json_number((*v)[d]);
+        std::cout << "]";
+      }
+      continue;
+    }
+    if (!v) {
+      std::cerr << "modelzip: no embedding for '" << words[i] << "'\n";
+      ++missing;
+      continue;
+    }
+    std::cout << words[i];
+    for (float x : *v) std::cout << " " << json_number(x);
+    std::cout << "\n";
+  }
+  if (json) std::cout << "}\n";
+  return missing ? 1 : 0;
+}
+
+}  // namespace
+
+extern const Command kEmbedCommand{
+    "embed", "Print the embeddings of words (unknown words through their subwords)",
+    "modelzip embed (ARCHIVE PARAM | FILE.fifu) WORD... [--tag T] [--json]",
+    "Known words get their row; unknown words the normalized sum of their subword\n"
+    "n-gram rows when the vocabulary has subwords. Text output: one line per word,\n"
+    "the word then its components; exit status 1 if a word has no embedding.\n"
+    "Options:\n  --tag T   the tag (default: the newest)\n"
+    "  --json    an object: word -> list of floats, or null when there is none\n"
+    "\nExamples:\n  modelzip embed model.zip words berlin paris\n"
+    "  modelzip embed vectors.fifu berlin --json\n",
+    run};
+
+}  // namespace modelzip::cli

@@ -1,0 +1,140 @@
+#include <filesystem>
+#include <iostream>
+
+#include "cli/args.hpp"
+#include "cli/command.hpp"
+#include "io/mapped_file.hpp"
+#include "modelzip/convert.hpp"
+#include "modelzip/error.hpp"
+#include "modelzip/finalfusion.hpp"
+#include "modelzip/finalfusion_convert.hpp"
+#include "modelzip/writer.hpp"
+
+namespace modelzip::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string lower_extension(const fs::path& p) {
+  std::string ext = p.extension().string();
+  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return ext;
+}
+
+bool is_tensor_file(const std::string& ext) {
+  return ext == ".npy" || ext == ".npz" || ext == ".safetensors" || ext == ".btf";
+}
+
+// The embedding format of `path`: from --format, else by content: fastText
+// .bin files start with the magic 0x2F4F16BA, finalfusion files with
+// "FiFu", word2vec text files with a "rows dims" line.
+finalfusion::Format embedding_format(const fs::path& path, const Bytes& data,
+                                     const std::optional<std::string>& forced) {
+  if (forced) {
+    auto f = finalfusion::parse_format(*forced);
+    if (!f) throw UsageError("unknown --format '" + *forced + "'");
+    return *f;
+  }
+  std::string_view head = data.as_string_view().substr(0, 4096);
+  if (head.starts_with("FiFu")) return finalfusion::Format::finalfusion;
+  const std::string ext = lower_extension(path);
+  if (ext == ".bin")
+    return head.size() >= 4 && head.substr(0, 4) == std::string_view("\xBA\x16\x4F\x2F", 4)
+               ? finalfusion::Format::fasttext
+               : finalfusion::Format::word2vec_binary;
+  if (ext == ".txt" || ext == ".vec" || ext == ".w2v") {
+    std::string_view first = head.substr(0, head.find('\n'));
+    auto sp = first.find(' ');
+    auto digits = [](std::string_view s) {
+      return !s.empty() && s.find_first_not_of("0123456789") == std::string_view::npos;
+    };
+    bool dims_line =
+        sp != std::string_view::npos && digits(first.substr(0, sp)) && digits(first.substr(sp + 1));
+    return dims_line ? finalfusion::Format::text_dims : finalfusion::Format::text;
+  }
+  throw Error(ErrorCode::unsupported,
+              "cannot tell the format of '" + path.string() +
+                  "' (tensors: .npy .npz .safetensors .btf; embeddings: .fifu .bin .txt .vec, "
+                  "or --format)");
+}
+
+int run(const std::vector<std::string>& argv) {
+  Args args(argv, {"--tag", "--name", "--format"}, {"--no-dedup", "--compress"});
+  args.expect_positionals(2, SIZE_MAX);
+  const std::string& archive = args.at(0, "ARCHIVE");
+  auto tag = args.value("--tag");
+  if (!tag) throw UsageError("--tag is required");
+  std::size_t embedding_files = 0;
+  for (std::size_t i = 1; i < args.positional().size(); ++i)
+    embedding_files +=
+        !is_tensor_file(lower_extension(args.positional()[i])) || args.value("--format");
+  if (args.value("--name") && embedding_files != 1)
+    throw UsageError("--name needs exactly one embedding file");
+  const ParamOptions options{args.flag("--compress") ? Compression::deflate : Compression::store};
+
+  // Everything read here stays alive until the commit (tensors are views).
+  std::vector<Bytes> keep_alive;
+  NewTag contents;
+  std::size_t tensors = 0, embeddings = 0;
+  for (std::size_t i = 1; i < args.positional().size(); ++i) {
+    const fs::path file = args.positional()[i];
+    const std::string ext = lower_extension(file);
+    if (is_tensor_file(ext) && !args.value("--format")) {
+      convert::TensorFile tf = convert::read_tensor_file(file);
+      for (auto& nt : tf.tensors) {
+        contents.add(nt.name, nt.tensor, options);
+        ++tensors;
+      }
+      continue;
+    }
+    Bytes data;
+    try {
+      data = io::map_file(file);
+    } catch (const Error& e) {
+      throw e.with_context({.archive = file.string()});
+    }
+    finalfusion::Format format = embedding_format(file, data, args.value("--format"));
+    Bytes fifu = data;
+    if (format != finalfusion::Format::finalfusion)
+      fifu = finalfusion::load(file, format,
+                               finalfusion::ConvertOptions{.utf8 = finalfusion::Utf8Policy::lossy})
+                 .to_bytes();
+    keep_alive.push_back(fifu);
+    contents.add_embedding(args.value_or("--name", file.stem().string()), fifu);
+    ++embeddings;
+  }
+  Writer writer = Writer::open(archive, WriterOptions{.dedup = !args.flag("--no-dedup")});
+  writer.add_tag(*tag, std::move(contents));
+  writer.commit();
+  const auto& s = writer.last_stats();
+  std::cerr << "tag '" << *tag << "': " << tensors << " tensor(s), " << embeddings
+            << " embedding(s); " << s.blobs_written << " new blob(s), " << s.blobs_deduplicated
+            << " shared by dedup; " << human_bytes(s.bytes_written) << " written"
+            << (s.appended ? " (appended)" : "") << "\n";
+  return 0;
+}
+
+}  // namespace
+
+extern const Command kImportCommand{
+    "import", "Add a tag made of tensor and embedding files",
+    "modelzip import ARCHIVE --tag T FILE... [--no-dedup] [--compress] [--name NAME] [--format F]",
+    "Tensor files: .npy (named after the file), .npz and .safetensors (their keys),\n"
+    ".btf (\"0\", \"1\", ...). Embedding files become embedding parameters named after\n"
+    "the file (or --name): .fifu as is; word2vec .bin, fastText .bin, and word2vec /\n"
+    "GloVe text (.txt, .vec; with or without the dims line) converted to finalfusion.\n"
+    "The archive is created if needed; a tag that exists (in any letter case) is an\n"
+    "error and changes nothing. Parameters whose bytes equal a stored blob are\n"
+    "shared unless --no-dedup.\n"
+    "Options:\n"
+    "  --tag T          the new tag (required)\n"
+    "  --compress       deflate the tensors (default: stored, zero-copy)\n"
+    "  --no-dedup       store every parameter even when equal bytes exist\n"
+    "  --name NAME      the parameter name of a single embedding file\n"
+    "  --format F       embedding format: finalfusion word2vec text textdims fasttext floret\n"
+    "\nExamples:\n  modelzip import model.zip --tag step-100 weights.safetensors\n"
+    "  modelzip import model.zip --tag v1 layer1.npy extra.npz\n"
+    "  modelzip import model.zip --tag v1 vectors.bin --name words\n",
+    run};
+
+}  // namespace modelzip::cli

@@ -1,0 +1,29 @@
+#include <iostream>
+
+#include "cli/args.hpp"
+#include "cli/command.hpp"
+#include "graph/render.hpp"
+
+namespace modelzip::cli {
+namespace {
+
+int run(const std::vector<std::string>& argv) {
+  Args args(argv, {"--tag"}, {"--json"});
+  args.expect_positionals(1, 1);
+  Archive archive = Archive::open(args.at(0, "ARCHIVE"));
+  std::string tag = args.value_or("--tag", "");
+  std::cout << (args.flag("--json") ? graph::tag_summary_json(archive, tag)
+                                    : graph::tag_summary_text(archive, tag));
+  return 0;
+}
+
+}  // namespace
+
+extern const Command kInfoCommand{
+    "info", "Summarize a tag: counts, bytes, metadata, graph, training config, updater",
+    "modelzip info ARCHIVE [--tag T] [--json]",
+    "Options:\n  --tag T   the tag (default: the newest)\n  --json    the summary as JSON\n"
+    "\nExample:\n  modelzip info model.zip --tag step-100\n",
+    run};
+
+}  // namespace modelzip::cli

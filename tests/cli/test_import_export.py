@@ -1,0 +1,84 @@
+"""import / export / cat --npy against numpy and the safetensors rules."""
+import json
+import struct
+
+import numpy as np
+import pytest
+
+from conftest import run
+
+
+@pytest.fixture
+def tensor_files(tmp_path):
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    np.save(tmp_path / "bias.npy", np.array([0.5, -1.5], dtype=np.float64))
+    np.savez(tmp_path / "layers.npz", w1=a, w2=np.arange(6, dtype=np.int16).reshape(3, 2))
+    return tmp_path
+
+
+def test_import_names_tensors_by_stem_and_key(tensor_files):
+    archive = tensor_files / "m.zip"
+    run("import", archive, "--tag", "v1", tensor_files / "bias.npy", tensor_files / "layers.npz")
+    rows = {r["name"]: r for r in json.loads(run("ls", archive, "--json").stdout)}
+    assert set(rows) == {"bias", "w1", "w2"}
+    assert rows["w1"]["dtype"] == "float32" and rows["w1"]["shape"] == [3, 4]
+    assert rows["w2"]["dtype"] == "int16" and rows["bias"]["dtype"] == "float64"
+    raw = run("cat", archive, "w1").stdout
+    assert np.array_equal(np.frombuffer(raw, "<f4").reshape(3, 4), np.arange(12).reshape(3, 4))
+
+
+def test_import_dedups_and_refuses_existing_tags(tensor_files):
+    archive = tensor_files / "m.zip"
+    run("import", archive, "--tag", "v1", tensor_files / "layers.npz")
+    run("import", archive, "--tag", "v2", tensor_files / "layers.npz", "--compress")
+    rows = json.loads(run("ls", archive, "--tag", "v2", "--json").stdout)
+    assert all(r["shared"] for r in rows)
+    before = archive.read_bytes()
+    p = run("import", archive, "--tag", "V1", tensor_files / "bias.npy", check=False)
+    assert p.returncode == 1 and b"exists already" in p.stderr
+    assert archive.read_bytes() == before
+    run("import", archive, "--tag", "v3", tensor_files / "layers.npz", "--no-dedup", "--compress")
+    rows = json.loads(run("ls", archive, "--tag", "v3", "--json").stdout)
+    assert not any(r["shared"] for r in rows) and all(r["compressed"] for r in rows)
+    assert run("verify", archive).returncode == 0
+
+
+def test_cat_npy_loads_in_numpy(tensor_files, tmp_path):
+    archive = tensor_files / "m.zip"
+    run("import", archive, "--tag", "v1", tensor_files / "layers.npz")
+    (tmp_path / "w2.npy").write_bytes(run("cat", archive, "w2", "--npy").stdout)
+    assert np.array_equal(np.load(tmp_path / "w2.npy"), np.arange(6, dtype=np.int16).reshape(3, 2))
+
+
+def test_export_safetensors_follows_the_rules(tensor_files, tmp_path):
+    archive = tensor_files / "m.zip"
+    run("import", archive, "--tag", "v1", tensor_files / "layers.npz", tensor_files / "bias.npy")
+    out = tmp_path / "out.safetensors"
+    run("export", archive, out)
+    data = out.read_bytes()
+    (n,) = struct.unpack_from("<Q", data, 0)
+    assert n % 8 == 0
+    header = json.loads(data[8:8 + n])
+    names = [k for k in header if k != "__metadata__"]
+    assert names == sorted(names) == ["bias", "w1", "w2"]
+    offsets = [header[k]["data_offsets"] for k in names]
+    # Sorted by name, contiguous from 0 with no gaps, to the end of the file.
+    assert offsets[0][0] == 0
+    assert all(a[1] == b[0] for a, b in zip(offsets, offsets[1:]))
+    assert 8 + n + offsets[-1][1] == len(data)
+    w1 = np.frombuffer(data[8 + n + offsets[1][0]:8 + n + offsets[1][1]], "<f4")
+    assert header["w1"]["dtype"] == "F32" and header["w1"]["shape"] == [3, 4]
+    assert np.array_equal(w1, np.arange(12, dtype=np.float32))
+
+
+def test_export_npz_and_selected_params(tensor_files, tmp_path):
+    archive = tensor_files / "m.zip"
+    run("import", archive, "--tag", "v1", tensor_files / "layers.npz", tensor_files / "bias.npy")
+    run("export", archive, "w2", "bias", tmp_path / "sel.npz")
+    with np.load(tmp_path / "sel.npz") as z:
+        assert sorted(z.files) == ["bias", "w2"]
+        assert np.array_equal(z["bias"], [0.5, -1.5])
+    run("export", archive, "bias", tmp_path / "b.npy")
+    assert np.array_equal(np.load(tmp_path / "b.npy"), [0.5, -1.5])
+    p = run("export", archive, "w2", "bias", tmp_path / "two.npy", check=False)
+    assert p.returncode == 2
