@@ -57,6 +57,18 @@ Bytes verified_buffer(const Bytes& bytes, const Limits& limits, std::string_view
   return buf;
 }
 
+// FlatBuffers 2.0.8's verifier checks the alignment of a vector's length
+// prefix (4 bytes) but not of its elements, so a hostile buffer can place a
+// vector of 8-byte scalars or structs at an address that is only 4-byte
+// aligned. Reading it would be a misaligned load (undefined behaviour):
+// check before any element is read. `v` may be null (absent vector).
+template <class V>
+void require_aligned_elements(const V* v, std::size_t alignment, const std::string& what) {
+  if (v != nullptr && reinterpret_cast<std::uintptr_t>(v->Data()) % alignment != 0)
+    fail(ErrorCode::corrupt,
+         what + ": vector elements are not " + std::to_string(alignment) + "-byte aligned");
+}
+
 // A verified string as std::string; `what` names it in the error when it is
 // not valid UTF-8.
 inline std::string utf8_string(const flatbuffers::String* s, const std::string& what) {

@@ -110,6 +110,8 @@ Op decode_op(const fbs::Op& in, std::size_t index) {
   op.outputs = utf8_strings(in.outputs(), what + " output");
   op.control_deps = utf8_strings(in.control_deps(), what + " control dependency");
 
+  detail::require_aligned_elements(in.i_args(), 8, what + " i_args");
+  detail::require_aligned_elements(in.t_args(), 8, what + " t_args");
   check_pair(in.i_arg_names(), in.i_args(), what, "i_args");
   check_pair(in.t_arg_names(), in.t_args(), what, "t_args");
   check_pair(in.b_arg_names(), in.b_args(), what, "b_args");
@@ -165,6 +167,7 @@ Variable decode_variable(const fbs::Variable& in, std::size_t index, const Limit
              ", which this version does not support (only tensors; a newer writer?)");
   v.dtype = decode_dtype(in.dtype(), what);
   const auto* shape = in.shape();
+  detail::require_aligned_elements(shape, 8, what + " shape");
   if (shape && shape->size() > limits.max_rank)
     throw Error(ErrorCode::limit_exceeded, what + " has rank " + std::to_string(shape->size()) +
                                                ", above the limit of " +

@@ -199,6 +199,8 @@ Schedule decode_schedule(fbs::Schedule type, const void* obj, const std::string&
     case fbs::Schedule::MapSchedule: {
       auto* s = static_cast<const fbs::MapSchedule*>(obj);
       MapSchedule m{decode_type(s->type(), what), {}};
+      graph::detail::require_aligned_elements(s->steps(), alignof(fbs::ScheduleStep),
+                                              what + " steps");
       m.steps.reserve(s->steps()->size());  // steps is required: verified present
       for (const fbs::ScheduleStep* st : *s->steps()) m.steps.push_back({st->start(), st->value()});
       return m;

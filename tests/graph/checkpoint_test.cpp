@@ -319,3 +319,33 @@ TEST_CASE("The writer refuses an invalid graph.fb; a damaged one fails to load")
                          "file identifier is not \"MZGR\"");
   CHECK(e.context().entry == "good/graph.fb");
 }
+
+// The extension path documented in schemas/graph.fbs: a later version adds
+// tag-level entries such as params_maps.txt; this version's writer keeps
+// them when it appends or removes other tags, and loading ignores them.
+TEST_CASE("Entries of a later version (params_maps.txt) survive and do not disturb loading") {
+  TempDir dir;
+  auto path = dir / "future.zip";
+  {
+    Writer w = Writer::open(path);
+    NewTag t = checkpoint_tag(mlp_checkpoint());
+    t.set_entry("params_maps.txt", Bytes::copy_of(std::string("vocab 0\n")));
+    t.set_entry("params_maps/0.fb", Bytes::copy_of(std::string("future map blob")));
+    w.add_tag("v2-tag", std::move(t));
+    w.commit();
+  }
+  {
+    Writer w = Writer::open(path);
+    save_checkpoint(w, "v1-tag", mlp_checkpoint(3));
+  }
+  {
+    Writer w = Writer::open(path);
+    w.remove_tag("v1-tag");
+    w.commit();
+  }
+  Archive a = Archive::open(path);
+  CHECK(a.entry("v2-tag/params_maps.txt").as_string_view() == "vocab 0\n");
+  CHECK(a.entry("v2-tag/params_maps/0.fb").as_string_view() == "future map blob");
+  check_same(mlp_checkpoint(), load_checkpoint(a, "v2-tag"));
+  CHECK(a.verify().empty());
+}

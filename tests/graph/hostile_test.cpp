@@ -492,3 +492,25 @@ TEST_CASE("Config buffers that verify but break a rule") {
                ErrorCode::corrupt, "fails verification");
   CHECK_NOTHROW(decode_training_config(config([&](auto& fbb) { nested(10, fbb); })));
 }
+
+// The verifier of FlatBuffers 2.0.8 checks only the 4-byte alignment of a
+// vector's length, not its 8-byte elements; a flipped offset can move a
+// [double] or [long] to a 4-aligned address. The decoder must refuse it
+// instead of reading misaligned (found by UBSan on the byte-flip test).
+TEST_CASE("Vectors of 8-byte elements at 4-aligned addresses are refused") {
+  Bytes g = encode_graph(mlp_graph());
+  std::size_t misaligned = 0;
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    for (std::uint8_t x : {0x04, 0x0C, 0xFC, 0xF4}) {
+      std::vector<std::byte> v(g.span().begin(), g.span().end());
+      v[i] ^= std::byte{x};
+      try {
+        (void)decode_graph(Bytes::take(std::move(v)));
+      } catch (const Error& e) {
+        if (e.message().find("vector elements are not 8-byte aligned") != std::string::npos)
+          ++misaligned;
+      }
+    }
+  }
+  CHECK(misaligned > 0);
+}
