@@ -181,7 +181,9 @@ class Vocab {
   // n_hashes rows. Empty when there is none (or for a simple vocabulary).
   std::vector<std::uint64_t> subword_rows(std::string_view word) const;
   void subword_rows(std::string_view word, std::vector<std::uint64_t>& out) const;
-  // The same, grouped by n-gram text.
+  // The same, grouped by unit (n-gram text, or for floret also the whole
+  // bracketed word first), in lookup order; units without a row (unknown
+  // n-grams of an explicit vocabulary) are left out.
   std::vector<std::pair<std::string, std::vector<std::uint64_t>>> ngram_rows(
       std::string_view word) const;
 

@@ -3,6 +3,7 @@
 
 #include "cli/args.hpp"
 #include "cli/command.hpp"
+#include "cli/progress_bar.hpp"
 #include "modelzip/writer.hpp"
 
 namespace modelzip::cli {
@@ -13,7 +14,8 @@ int run(const std::vector<std::string>& argv) {
   args.expect_positionals(1, 1);
   const std::string& path = args.at(0, "ARCHIVE");
   auto before = std::filesystem::file_size(path);
-  Writer writer = Writer::open(path);
+  ProgressBar bar("rewriting");
+  Writer writer = Writer::open(path, WriterOptions{.progress = bar.callback()});
   writer.collect_garbage();
   writer.commit();
   auto after = std::filesystem::file_size(path);

@@ -3,6 +3,7 @@
 
 #include "cli/args.hpp"
 #include "cli/command.hpp"
+#include "cli/progress_bar.hpp"
 #include "io/mapped_file.hpp"
 #include "modelzip/convert.hpp"
 #include "modelzip/error.hpp"
@@ -103,7 +104,9 @@ int run(const std::vector<std::string>& argv) {
     contents.add_embedding(args.value_or("--name", file.stem().string()), fifu);
     ++embeddings;
   }
-  Writer writer = Writer::open(archive, WriterOptions{.dedup = !args.flag("--no-dedup")});
+  ProgressBar bar("saving");
+  Writer writer = Writer::open(
+      archive, WriterOptions{.dedup = !args.flag("--no-dedup"), .progress = bar.callback()});
   writer.add_tag(*tag, std::move(contents));
   writer.commit();
   const auto& s = writer.last_stats();

@@ -2,6 +2,7 @@
 
 #include "cli/args.hpp"
 #include "cli/command.hpp"
+#include "cli/progress_bar.hpp"
 #include "modelzip/writer.hpp"
 
 namespace modelzip::cli {
@@ -10,7 +11,8 @@ namespace {
 int run(const std::vector<std::string>& argv) {
   Args args(argv, {}, {});
   args.expect_positionals(2, 2);
-  Writer writer = Writer::open(args.at(0, "ARCHIVE"));
+  ProgressBar bar("rewriting");
+  Writer writer = Writer::open(args.at(0, "ARCHIVE"), WriterOptions{.progress = bar.callback()});
   writer.remove_tag(args.at(1, "TAG"));
   writer.commit();
   return 0;
