@@ -29,6 +29,7 @@
 #include <string_view>
 #include <vector>
 
+#include "modelzip/progress.hpp"
 #include "modelzip/bytes.hpp"
 #include "modelzip/limits.hpp"
 #include "modelzip/metadata.hpp"
@@ -95,9 +96,11 @@ class Archive {
   // tensors: use embedding_file().
   Tensor tensor(std::string_view name, std::string_view tag = {},
                 ReadMode mode = ReadMode::zero_copy) const;
-  // Every tensor parameter of `tag`, by name.
+  // Every tensor parameter of `tag`, by name. `progress` (optional) hears
+  // of the blob bytes read; returning false throws Error(cancelled).
   std::map<std::string, Tensor> load(std::string_view tag = {},
-                                     ReadMode mode = ReadMode::zero_copy) const;
+                                     ReadMode mode = ReadMode::zero_copy,
+                                     const ProgressCallback& progress = {}) const;
 
   // Optimizer state arrays of `tag` (from updater.txt), in file order; each
   // ParamInfo has `name` = variable and `state` = state name. Empty when the
@@ -119,7 +122,9 @@ class Archive {
 
   // Checks everything: zip structure, every CRC, every blob header and
   // FlatBuffer, every reference. Returns the problems found (empty: valid).
-  std::vector<Problem> verify() const;
+  // `progress` (optional) hears of the entry bytes checked; returning false
+  // throws Error(cancelled).
+  std::vector<Problem> verify(const ProgressCallback& progress = {}) const;
 
   class Impl;
   // The parsed state, for modelzip's own modules (Impl is opaque to users).

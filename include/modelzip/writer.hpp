@@ -36,6 +36,7 @@
 #include <string_view>
 #include <vector>
 
+#include "modelzip/progress.hpp"
 #include "modelzip/bytes.hpp"
 #include "modelzip/metadata.hpp"
 #include "modelzip/tensor.hpp"
@@ -105,13 +106,6 @@ class NewTag {
   std::vector<UpdaterState> updater_;
   std::vector<Entry> entries_;
 };
-
-struct Progress {
-  std::uint64_t bytes_done = 0;
-  std::uint64_t bytes_total = 0;
-};
-// Return false to cancel (commit() then throws Error(cancelled)).
-using ProgressCallback = std::function<bool(const Progress&)>;
 
 struct WriterOptions {
   bool dedup = true;

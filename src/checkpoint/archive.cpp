@@ -197,10 +197,8 @@ Tensor Archive::Impl::read_tensor(const std::string& entry_name, ReadMode mode,
                                   const std::string& tag) const {
   const zip::EntryInfo& e = entry_or_throw(entry_name);
   try {
-    Bytes data = reader.read(e, mode == ReadMode::copy);
-    Tensor t = format::decode_tensor_blob(data, limits);
-    if (mode == ReadMode::copy && data.is_mapped()) t = t.to_owned();
-    return t;
+    Bytes data = mode == ReadMode::copy ? reader.read_owned(e) : reader.read(e, false);
+    return format::decode_tensor_blob(data, limits);
   } catch (const Error& err) {
     throw err.with_context(context(entry_name, tag));
   }
@@ -286,14 +284,29 @@ Tensor Archive::tensor(std::string_view name, std::string_view tag, ReadMode mod
   return impl_->read_tensor(entry, mode, impl_->tags[t]);
 }
 
-std::map<std::string, Tensor> Archive::load(std::string_view tag, ReadMode mode) const {
+std::map<std::string, Tensor> Archive::load(std::string_view tag, ReadMode mode,
+                                            const ProgressCallback& progress) const {
   std::size_t t = impl_->tag_position(tag);
-  std::map<std::string, Tensor> out;
-  for (const auto& row : impl_->tables[t].params) {
+  const auto& rows = impl_->tables[t].params;
+  std::vector<std::pair<const BlobRow*, std::string>> blobs;
+  blobs.reserve(rows.size());
+  Progress done;
+  for (const auto& row : rows) {
     if (row.ref.format != format::BlobFormat::tensor) continue;
-    out.emplace(row.keys[0], impl_->read_tensor(impl_->blob_entry(t, row, TableKind::params), mode,
-                                                impl_->tags[t]));
+    blobs.emplace_back(&row, impl_->blob_entry(t, row, TableKind::params));
+    if (progress) done.bytes_total += impl_->entry_or_throw(blobs.back().second).compressed_size;
   }
+  std::map<std::string, Tensor> out;
+  for (const auto& [row, entry] : blobs) {
+    out.emplace(row->keys[0], impl_->read_tensor(entry, mode, impl_->tags[t]));
+    if (progress) {
+      done.bytes_done += impl_->entry_or_throw(entry).compressed_size;
+      if (!progress(done))
+        throw Error(ErrorCode::cancelled, "load cancelled", impl_->context({}, impl_->tags[t]));
+    }
+  }
+  if (progress && blobs.empty() && !progress(done))
+    throw Error(ErrorCode::cancelled, "load cancelled", impl_->context({}, impl_->tags[t]));
   return out;
 }
 
@@ -327,8 +340,7 @@ Bytes Archive::embedding_file(std::string_view name, std::string_view tag, ReadM
 Bytes Archive::entry(std::string_view entry_name, ReadMode mode) const {
   const zip::EntryInfo& e = impl_->entry_or_throw(entry_name);
   try {
-    Bytes b = impl_->reader.read(e, mode == ReadMode::copy);
-    return mode == ReadMode::copy && b.is_mapped() ? b.to_owned() : b;
+    return mode == ReadMode::copy ? impl_->reader.read_owned(e) : impl_->reader.read(e, false);
   } catch (const Error& err) {
     throw err.with_context(impl_->context(e.name));
   }

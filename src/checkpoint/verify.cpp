@@ -9,7 +9,7 @@
 
 namespace modelzip {
 
-std::vector<Problem> Archive::verify() const {
+std::vector<Problem> Archive::verify(const ProgressCallback& progress) const {
   const Impl& a = *impl_;
   std::vector<Problem> problems;
   auto record = [&](const std::string& entry, const std::string& message) {
@@ -27,25 +27,39 @@ std::vector<Problem> Archive::verify() const {
     record("", e.message());
   }
 
+  Progress done;
+  if (progress)
+    for (const auto& e : a.directory.entries) done.bytes_total += e.compressed_size;
+  auto report = [&](const zip::EntryInfo& e) {
+    if (!progress) return;
+    done.bytes_done += e.compressed_size;
+    if (!progress(done)) throw Error(ErrorCode::cancelled, "verify cancelled", a.context());
+  };
+  if (a.directory.entries.empty()) report(zip::EntryInfo{});
+
+  auto check = [&](const zip::EntryInfo& e) {
+    Bytes data = a.reader.read(e, true);  // every CRC, every decompression
+    if (e.name.ends_with("/")) return;
+    auto slash = e.name.find('/');
+    if (slash == std::string::npos) return;
+    std::string_view rest = std::string_view(e.name).substr(slash + 1);
+    bool blob_folder = rest.starts_with("params/") || rest.starts_with("updater/");
+    if (blob_folder && rest.ends_with(".fb")) {
+      (void)format::decode_tensor_blob(data, a.limits);
+    } else if (auto validator = find_entry_validator(e.name)) {
+      validator(data, a.limits);
+    }
+  };
   for (const auto& e : a.directory.entries) {
     try {
-      Bytes data = a.reader.read(e, true);  // every CRC, every decompression
-      if (e.name.ends_with("/")) continue;
-      auto slash = e.name.find('/');
-      if (slash == std::string::npos) continue;
-      std::string_view rest = std::string_view(e.name).substr(slash + 1);
-      bool blob_folder = rest.starts_with("params/") || rest.starts_with("updater/");
-      if (blob_folder && rest.ends_with(".fb")) {
-        (void)format::decode_tensor_blob(data, a.limits);
-      } else if (auto validator = find_entry_validator(e.name)) {
-        validator(data, a.limits);
-      }
+      check(e);
     } catch (const Error& err) {
       record(e.name,
              err.message() + (err.context().offset
                                   ? " (offset " + std::to_string(*err.context().offset) + ")"
                                   : std::string()));
     }
+    report(e);
   }
   return problems;
 }

@@ -2,6 +2,7 @@
 
 #include "cli/args.hpp"
 #include "cli/command.hpp"
+#include "cli/progress_bar.hpp"
 #include "modelzip/archive.hpp"
 #include "modelzip/error.hpp"
 
@@ -15,7 +16,8 @@ int run(const std::vector<std::string>& argv) {
   std::vector<Problem> problems;
   try {
     Archive archive = Archive::open(path);
-    problems = archive.verify();
+    ProgressBar bar("verifying");
+    problems = archive.verify(bar.callback());
   } catch (const Error& e) {
     if (e.code() == ErrorCode::io) throw;
     std::cout << e.what() << "\n";  // names the archive, entry and line itself

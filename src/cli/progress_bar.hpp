@@ -8,7 +8,7 @@
 #include <cstdio>
 
 #include "cli/command.hpp"
-#include "modelzip/writer.hpp"
+#include "modelzip/progress.hpp"
 
 namespace modelzip::cli {
 
@@ -19,7 +19,7 @@ class ProgressBar {
     if (drawn_) std::fputs("\r\033[K", stderr);
   }
 
-  // A callback for WriterOptions::progress (null when disabled).
+  // A callback for any ProgressCallback parameter (null when disabled).
   ProgressCallback callback() {
     if (!enabled_) return {};
     return [this](const Progress& p) {

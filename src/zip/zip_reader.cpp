@@ -3,7 +3,10 @@
 #include <zip.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <climits>
+#include <cstring>
+#include <future>
 #include <vector>
 
 #include "modelzip/error.hpp"
@@ -13,6 +16,41 @@ namespace {
 
 [[noreturn]] void corrupt(const EntryInfo& e, const std::string& what) {
   throw Error(ErrorCode::corrupt, what, ErrorContext{.entry = e.name});
+}
+
+// Copies `src` to `dst` and returns the CRC-32 of the bytes, in one pass:
+// each chunk is checksummed right after it is copied, while it is in cache.
+std::uint32_t copy_and_crc(const std::byte* src, std::byte* dst, std::size_t size) noexcept {
+  constexpr std::size_t chunk = std::size_t{256} << 10;
+  uLong crc = ::crc32(0L, Z_NULL, 0);
+  for (std::size_t done = 0; done < size;) {
+    std::size_t n = std::min(chunk, size - done);
+    std::memcpy(dst + done, src + done, n);
+    crc = ::crc32(crc, reinterpret_cast<const Bytef*>(dst + done), static_cast<uInt>(n));
+    done += n;
+  }
+  return static_cast<std::uint32_t>(crc);
+}
+
+// An owned, CRC-checked copy of a stored entry's bytes. Large entries are
+// split in two halves, one copied on a second thread (the CRCs are combined).
+Bytes copy_checked(const Bytes& stored, const EntryInfo& entry) {
+  const std::size_t size = stored.size();
+  std::shared_ptr<std::byte[]> owned = std::make_shared_for_overwrite<std::byte[]>(size);
+  const std::byte* src = stored.data();
+  std::byte* dst = owned.get();
+  constexpr std::size_t parallel_from = std::size_t{16} << 20;
+  std::uint32_t crc;
+  if (size >= parallel_from) {
+    const std::size_t half = size / 2;
+    auto second = std::async(std::launch::async, copy_and_crc, src + half, dst + half, size - half);
+    std::uint32_t first = copy_and_crc(src, dst, half);
+    crc = crc32_concat(first, second.get(), size - half);
+  } else {
+    crc = copy_and_crc(src, dst, size);
+  }
+  if (crc != entry.crc32) corrupt(entry, "CRC-32 mismatch: the entry data is damaged");
+  return Bytes::borrow({dst, size}, std::move(owned));
 }
 
 }  // namespace
@@ -109,6 +147,11 @@ Bytes EntryReader::read(const EntryInfo& entry, bool check_crc) const {
       corrupt(entry, "CRC-32 mismatch: the entry data is damaged");
     return b;
   }
+  return libzip()->read(entry, entry.uncompressed_size);
+}
+
+Bytes EntryReader::read_owned(const EntryInfo& entry) const {
+  if (entry.stored()) return copy_checked(file_.slice(entry.data_offset, entry.compressed_size), entry);
   return libzip()->read(entry, entry.uncompressed_size);
 }
 

@@ -56,6 +56,9 @@ class EntryReader {
   // The whole entry. Stored: a slice of the file (CRC checked if
   // `check_crc`); deflated: decompressed into owned memory, CRC checked.
   Bytes read(const EntryInfo& entry, bool check_crc) const;
+  // The whole entry in owned memory, CRC checked. Stored entries are copied
+  // and checksummed in one pass (large ones on two threads).
+  Bytes read_owned(const EntryInfo& entry) const;
   // The first `length` bytes (no CRC check unless the whole entry is read).
   Bytes read_prefix(const EntryInfo& entry, std::uint64_t length) const;
   std::shared_ptr<LibzipArchive> libzip() const;
