@@ -1,6 +1,7 @@
 """Embedding parameters: import (finalfusion, word2vec, text), queries
 checked against numpy, export."""
 import json
+import struct
 import os
 
 import numpy as np
@@ -103,3 +104,210 @@ def test_export_fifu_is_byte_identical(archive, tmp_path):
     run("export", archive, "words", tmp_path / "out.fifu")
     with open(data("similarity.fifu"), "rb") as f:
         assert (tmp_path / "out.fifu").read_bytes() == f.read()
+
+
+# ---------------------------------------------------------------------------
+# An independent reader of finalfusion files, written from
+# schemas/FINALFUSION.md (not from modelzip's code), for the checks below.
+
+def parse_fifu(raw):
+    """Returns {"ids": header ids, "chunks": [(id, body_offset, body)]}."""
+    assert raw[:4] == b"FiFu"
+    version, count = struct.unpack_from("<II", raw, 4)
+    assert version == 0
+    ids = list(struct.unpack_from("<%dI" % count, raw, 12))
+    pos, chunks = 12 + 4 * count, []
+    while pos < len(raw):
+        cid, length = struct.unpack_from("<IQ", raw, pos)
+        chunks.append((cid, pos + 12, raw[pos + 12:pos + 12 + length]))
+        pos += 12 + length
+    assert pos == len(raw)
+    return {"ids": ids, "chunks": chunks}
+
+
+def read_words(body, at, n):
+    words = []
+    for _ in range(n):
+        (length,) = struct.unpack_from("<I", body, at)
+        words.append(body[at + 4:at + 4 + length].decode("utf-8"))
+        at += 4 + length
+    return words, at
+
+
+def ndarray(body_offset, body):
+    rows, cols, dtype = struct.unpack_from("<QII", body, 0)
+    assert dtype == 10
+    pad = 4 - (body_offset + 16) % 4  # 1..4, never 0
+    data = np.frombuffer(body, dtype="<f4", count=rows * cols, offset=16 + pad)
+    assert len(body) == 16 + pad + 4 * rows * cols
+    return data.reshape(rows, cols).astype(np.float64)
+
+
+def bracketed_ngrams(word, min_n, max_n):
+    chars = "<" + word + ">"
+    out = []
+    for i in range(len(chars)):
+        for n in range(min(max_n, len(chars) - i), min_n - 1, -1):
+            out.append(chars[i:i + n])
+    return out
+
+
+def fnv1a64(data):
+    h = 0xcbf29ce484222325
+    for byte in data:
+        h = ((h ^ byte) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def finalfusion_index(ngram, exponent):
+    data = struct.pack("<Q", len(ngram)) + b"".join(struct.pack("<I", ord(c)) for c in ngram)
+    return fnv1a64(data) & ((1 << exponent) - 1)
+
+
+def fasttext_index(ngram, buckets):
+    h = 2166136261
+    for byte in ngram.encode("utf-8"):
+        signed = byte - 256 if byte > 127 else byte
+        h = ((h ^ (signed & 0xFFFFFFFF)) * 16777619) & 0xFFFFFFFF
+    return h % buckets
+
+
+def subword_embedding(matrix, words_len, rows):
+    v = sum(matrix[words_len + r] for r in rows)
+    return v / np.linalg.norm(v)
+
+
+def embed_json(*args):
+    return json.loads(run("embed", *args, "--json").stdout)
+
+
+def test_bucket_vocab_unknown_words_match_the_spec():
+    # ff_buckets.fifu: Metadata, BucketSubwordVocab (min_n 3, max_n 6, 2^10
+    # buckets), NdArray; an unlisted NdNorms at the end.
+    raw = open(data("ff_buckets.fifu"), "rb").read()
+    f = parse_fifu(raw)
+    assert f["ids"] == [5, 3, 2] and [c[0] for c in f["chunks"]] == [5, 3, 2, 6]
+    _, _, vocab = f["chunks"][1]
+    words_len, min_n, max_n, exponent = struct.unpack_from("<QIII", vocab, 0)
+    words, _ = read_words(vocab, 20, words_len)
+    assert (words, min_n, max_n, exponent) == (["one", "</s>"], 3, 6, 10)
+    matrix = ndarray(f["chunks"][2][1], f["chunks"][2][2])
+    assert matrix.shape == (2 + 1024, 5)
+    for word in ["two", "Bärchen", "日本語テキスト"]:
+        rows = [finalfusion_index(g, exponent) for g in bracketed_ngrams(word, min_n, max_n)]
+        want = subword_embedding(matrix, words_len, rows)
+        got = embed_json(data("ff_buckets.fifu"), word)[word]
+        assert np.allclose(got, want, atol=1e-6), word
+    # Known word: its row as stored.
+    assert np.allclose(embed_json(data("ff_buckets.fifu"), "one")["one"], matrix[0], atol=0)
+
+
+def test_fasttext_import_and_unknown_words_match_the_spec(tmp_path):
+    archive = tmp_path / "ft.zip"
+    run("import", archive, "--tag", "v1", data("fasttext.bin"), "--name", "ft")
+    run("export", archive, "ft", tmp_path / "ft.fifu")
+    f = parse_fifu((tmp_path / "ft.fifu").read_bytes())
+    assert [c[0] for c in f["chunks"]] == f["ids"]
+    vocab_chunk = [c for c in f["chunks"] if c[0] == 7]
+    assert len(vocab_chunk) == 1
+    vocab = vocab_chunk[0][2]
+    words_len, min_n, max_n, buckets = struct.unpack_from("<QIII", vocab, 0)
+    words, end = read_words(vocab, 20, words_len)
+    assert end == len(vocab)
+    (dense,) = [c for c in f["chunks"] if c[0] == 2]
+    matrix = ndarray(dense[1], dense[2])
+    assert matrix.shape == (words_len + buckets, 50)
+    for word in ["zzqx", "Übermaß", words[0] + "x"]:
+        assert word not in words
+        rows = [fasttext_index(g, buckets) for g in bracketed_ngrams(word, min_n, max_n)]
+        want = subword_embedding(matrix, words_len, rows)
+        got = embed_json(archive, "ft", word)[word]
+        assert np.allclose(got, want, atol=1e-6), word
+    # The standalone export answers like the archive.
+    assert embed_json(tmp_path / "ft.fifu", words[1]) == embed_json(archive, "ft", words[1])
+
+
+def test_quantized_rows_reconstruct_as_the_spec_says():
+    # pq.fifu: SimpleVocab, QuantizedArray with norms and without projection.
+    raw = open(data("pq.fifu"), "rb").read()
+    f = parse_fifu(raw)
+    assert f["ids"] == [1, 4]
+    (words_len,) = struct.unpack_from("<Q", f["chunks"][0][2], 0)
+    words, _ = read_words(f["chunks"][0][2], 8, words_len)
+    at, body = f["chunks"][1][1], f["chunks"][1][2]
+    proj, has_norms, m, d, k, rows, qt, rt = struct.unpack_from("<IIIIIQII", body, 0)
+    assert (proj, has_norms, qt, rt, rows) == (0, 1, 1, 10, words_len)
+    pos = 36 + (4 - (at + 36) % 4)
+    centroids = np.frombuffer(body, "<f4", m * k * (d // m), pos).reshape(m, k, d // m)
+    pos += 4 * m * k * (d // m)
+    norms = np.frombuffer(body, "<f4", rows, pos)
+    pos += 4 * rows
+    codes = np.frombuffer(body, np.uint8, rows * m, pos).reshape(rows, m)
+    assert pos + rows * m == len(body)
+    for r in (0, 7, rows - 1):
+        want = np.concatenate([centroids[j, codes[r, j]] for j in range(m)]) * norms[r]
+        got = embed_json(data("pq.fifu"), words[r])[words[r]]
+        assert np.allclose(got, want, rtol=1e-6, atol=1e-7), words[r]
+
+
+FIFU_FILES = ["embeddings.fifu", "ff_buckets.fifu", "pq.fifu", "quantized.fifu",
+              "similarity.fifu", "similarity-normalized.fifu", "simple_vocab.fifu"]
+
+
+@pytest.mark.parametrize("name", FIFU_FILES)
+def test_every_real_fifu_imports_and_exports(tmp_path, name):
+    archive = tmp_path / "f.zip"
+    run("import", archive, "--tag", "v1", data(name), "--name", "emb")
+    rows = json.loads(run("ls", archive, "--json").stdout)
+    assert [(r["name"], r["kind"]) for r in rows] == [("emb", "embedding")]
+    run("export", archive, "emb", tmp_path / "out.fifu")
+    # .fifu files are stored as they are: the export is the original file.
+    assert (tmp_path / "out.fifu").read_bytes() == open(data(name), "rb").read()
+    # And what is stored answers queries from the archive as the file does.
+    word = "Berlin" if name not in ("embeddings.fifu", "ff_buckets.fifu") else "one"
+    assert embed_json(archive, "emb", word) == embed_json(data(name), word)
+    assert run("verify", archive).returncode == 0
+
+
+def similarity_list(out):
+    got = json.loads(out)
+    assert isinstance(got, list)
+    for item in got:
+        assert set(item) == {"word", "similarity"}
+        assert isinstance(item["word"], str) and isinstance(item["similarity"], float)
+    sims = [g["similarity"] for g in got]
+    assert sims == sorted(sims, reverse=True)
+    return got
+
+
+def test_similar_and_analogy_json_shapes_in_archive_and_standalone(archive):
+    fifu = data("similarity.fifu")
+    a = similarity_list(run("similar", archive, "words", "Berlin", "-k", "4", "--json").stdout)
+    b = similarity_list(run("similar", fifu, "Berlin", "-k", "4", "--json").stdout)
+    assert a == b and len(a) == 4 and "Berlin" not in [x["word"] for x in a]
+    query = ("Berlin", "Potsdam", "Hamburg")
+    c = similarity_list(run("analogy", archive, "words", *query, "-k", "5", "--json").stdout)
+    d = similarity_list(run("analogy", fifu, *query, "-k", "5", "--json").stdout)
+    assert c == d and len(c) == 5 and not set(query) & {x["word"] for x in c}
+    e = embed_json(archive, "words", "Berlin", "Potsdam")
+    assert e == embed_json(fifu, "Berlin", "Potsdam")
+    assert list(e) == ["Berlin", "Potsdam"] and all(len(v) == 100 for v in e.values())
+
+
+def test_unknown_query_words_fail(archive):
+    p = run("similar", archive, "words", "no-such-word-xyz", "--json", check=False)
+    assert p.returncode != 0 and b"no-such-word-xyz" in p.stderr
+    p = run("analogy", data("similarity.fifu"), "Berlin", "no-such-word-xyz", "Paris",
+            check=False)
+    assert p.returncode != 0
+
+
+def test_vec_extension_imports_as_text(tmp_path):
+    vec = tmp_path / "vectors.vec"
+    vec.write_bytes(open(data("similarity.txt"), "rb").read())
+    path = tmp_path / "v.zip"
+    run("import", path, "--tag", "vec", vec, "--name", "words")
+    run("import", path, "--tag", "txt", data("similarity.txt"), "--name", "words")
+    a = run("similar", path, "words", "Berlin", "--tag", "vec", "--json").stdout
+    b = run("similar", path, "words", "Berlin", "--tag", "txt", "--json").stdout
+    assert a == b
