@@ -16,10 +16,6 @@ using format::TableKind;
 
 namespace {
 
-std::string row_key(const BlobRow& row) {
-  return row.keys.size() == 1 ? row.keys[0] : row.keys[0] + std::string(1, '\0') + row.keys[1];
-}
-
 std::string key_text(TableKind kind, std::string_view key) {
   if (kind == TableKind::params) return "parameter '" + std::string(key) + "'";
   auto nul = key.find('\0');
@@ -36,10 +32,6 @@ Archive::Impl::Impl(std::string archive_name, Bytes file, const OpenOptions& opt
   } catch (const Error& e) {
     throw e.with_context(context());
   }
-  entry_index.reserve(directory.entries.size());
-  for (std::size_t i = 0; i < directory.entries.size(); ++i)
-    entry_index.emplace(directory.entries[i].name, i);
-
   auto text_of = [&](std::string_view entry_name) {
     const auto& e = entry_or_throw(entry_name);
     if (e.uncompressed_size > limits.max_text_entry_bytes)
@@ -72,9 +64,12 @@ Archive::Impl::Impl(std::string archive_name, Bytes file, const OpenOptions& opt
   for (std::size_t i = 0; i < tags.size(); ++i) tag_index.emplace(format::ascii_lower(tags[i]), i);
 
   // Every entry in a folder belongs to a listed tag, spelled as listed.
+  std::string_view checked_folder;  // entries of one folder come together: check it once
   for (const auto& e : directory.entries) {
     auto slash = e.name.find('/');
     if (slash == std::string::npos) continue;  // root files: metadata, tags, future additions
+    if (!checked_folder.empty() && std::string_view(e.name).substr(0, slash) == checked_folder)
+      continue;
     std::string folder = e.name.substr(0, slash);
     auto it = tag_index.find(format::ascii_lower(folder));
     if (it == tag_index.end())
@@ -85,6 +80,7 @@ Archive::Impl::Impl(std::string archive_name, Bytes file, const OpenOptions& opt
       throw Error(ErrorCode::corrupt,
                   "folder '" + folder + "' differs in case from tag '" + tags[it->second] + "'",
                   context(e.name));
+    checked_folder = std::string_view(e.name).substr(0, slash);
   }
 
   tables.resize(tags.size());
@@ -101,36 +97,41 @@ Archive::Impl::Impl(std::string archive_name, Bytes file, const OpenOptions& opt
       auto& rows = kind == TableKind::params ? tt.params : tt.updater;
       auto& index = kind == TableKind::params ? tt.param_index : tt.updater_index;
       try {
-        rows = format::parse_blob_table(text.as_string_view(), kind, limits);
+        rows = format::parse_blob_table(text.as_string_view(), kind, limits, &index);
       } catch (const Error& e) {
         throw e.with_context(context(entry_name, tags[t]));
       }
       if (kind == TableKind::updater) tt.has_updater = true;
-      for (std::size_t r = 0; r < rows.size(); ++r) {
-        const BlobRow& row = rows[r];
-        index.emplace(row_key(row), r);
-        ErrorContext where{.archive = name, .entry = entry_name, .tag = tags[t], .line = row.line};
-        if (!row.ref.tag.empty() && !tag_index.count(format::ascii_lower(row.ref.tag)))
-          throw Error(ErrorCode::corrupt,
-                      "reference to tag '" + row.ref.tag + "', which tags.txt does not list",
-                      where);
-        if (!row.ref.tag.empty() &&
-            tags[tag_index.at(format::ascii_lower(row.ref.tag))] != row.ref.tag)
-          throw Error(ErrorCode::corrupt,
-                      "reference '" + format::blob_ref_text(row.ref) +
-                          "' differs in case from the tag's spelling",
-                      where);
-        std::string blob = format::blob_entry_name(row.ref, tags[t], kind);
+      std::string blob;                         // reused for every row's blob entry name
+      const std::string* ref_tag_ok = nullptr;  // last reference tag found valid
+      for (const BlobRow& row : rows) {
+        auto where = [&] {
+          return ErrorContext{
+              .archive = name, .entry = entry_name, .tag = tags[t], .line = row.line};
+        };
+        if (!row.ref.tag.empty() && !(ref_tag_ok && *ref_tag_ok == row.ref.tag)) {
+          auto it = tag_index.find(format::ascii_lower(row.ref.tag));
+          if (it == tag_index.end())
+            throw Error(ErrorCode::corrupt,
+                        "reference to tag '" + row.ref.tag + "', which tags.txt does not list",
+                        where());
+          if (tags[it->second] != row.ref.tag)
+            throw Error(ErrorCode::corrupt,
+                        "reference '" + format::blob_ref_text(row.ref) +
+                            "' differs in case from the tag's spelling",
+                        where());
+          ref_tag_ok = &row.ref.tag;
+        }
+        format::blob_entry_name_into(blob, row.ref, tags[t], kind);
         if (!find_entry(blob))
-          throw Error(ErrorCode::corrupt, "blob entry '" + blob + "' does not exist", where);
+          throw Error(ErrorCode::corrupt, "blob entry '" + blob + "' does not exist", where());
       }
     }
   }
 }
 
 const zip::EntryInfo* Archive::Impl::find_entry(std::string_view entry) const {
-  auto it = entry_index.find(std::string(entry));
-  return it == entry_index.end() ? nullptr : &directory.entries[it->second];
+  return directory.find(entry);
 }
 
 const zip::EntryInfo& Archive::Impl::entry_or_throw(std::string_view entry) const {
@@ -152,10 +153,19 @@ std::size_t Archive::Impl::tag_position(std::string_view tag) const {
 const BlobRow& Archive::Impl::row(std::size_t tag_pos, TableKind kind, std::string_view key) const {
   const TagTables& tt = tables[tag_pos];
   const auto& index = kind == TableKind::params ? tt.param_index : tt.updater_index;
-  auto it = index.find(std::string(key));
-  if (it == index.end())
+  const auto& rows = tt.rows(kind);
+  std::string_view first = key, second;
+  if (kind == TableKind::updater) {
+    auto nul = key.find('\0');
+    first = key.substr(0, nul);
+    second = nul == std::string_view::npos ? std::string_view() : key.substr(nul + 1);
+  }
+  std::size_t at = index.find(format::row_key_hash(kind, first, second), [&](std::size_t p) {
+    return format::row_has_keys(rows[p], kind, first, second);
+  });
+  if (at == detail::PositionIndex::npos)
     throw Error(ErrorCode::not_found, "no " + key_text(kind, key), context({}, tags[tag_pos]));
-  return tt.rows(kind)[it->second];
+  return rows[at];
 }
 
 std::string Archive::Impl::blob_entry(std::size_t tag_pos, const BlobRow& row,
@@ -230,7 +240,11 @@ Archive Archive::open(const std::filesystem::path& path, const OpenOptions& opti
         } catch (const Error&) {
         }
       }
-      if (!old_size || attempt == 3) throw;
+      // Without a journal the file is corrupt, unless an append finished
+      // (or was undone) after we mapped it: then its size has changed.
+      std::error_code ec;
+      if (attempt == 3 || (!old_size && std::filesystem::file_size(path, ec) == file.size()))
+        throw;
     }
   }
 }
@@ -286,27 +300,66 @@ Tensor Archive::tensor(std::string_view name, std::string_view tag, ReadMode mod
 
 std::map<std::string, Tensor> Archive::load(std::string_view tag, ReadMode mode,
                                             const ProgressCallback& progress) const {
-  std::size_t t = impl_->tag_position(tag);
+  const std::size_t t = impl_->tag_position(tag);
+  const std::string& tag_name = impl_->tags[t];
   const auto& rows = impl_->tables[t].params;
-  std::vector<std::pair<const BlobRow*, std::string>> blobs;
-  blobs.reserve(rows.size());
-  Progress done;
+  std::vector<const BlobRow*> blob_rows;
+  std::vector<const zip::EntryInfo*> entries;
+  blob_rows.reserve(rows.size());
+  entries.reserve(rows.size());
+  std::string entry_name;
   for (const auto& row : rows) {
     if (row.ref.format != format::BlobFormat::tensor) continue;
-    blobs.emplace_back(&row, impl_->blob_entry(t, row, TableKind::params));
-    if (progress) done.bytes_total += impl_->entry_or_throw(blobs.back().second).compressed_size;
+    format::blob_entry_name_into(entry_name, row.ref, tag_name, TableKind::params);
+    blob_rows.push_back(&row);
+    entries.push_back(&impl_->entry_or_throw(entry_name));
   }
   std::map<std::string, Tensor> out;
-  for (const auto& [row, entry] : blobs) {
-    out.emplace(row->keys[0], impl_->read_tensor(entry, mode, impl_->tags[t]));
-    if (progress) {
-      done.bytes_done += impl_->entry_or_throw(entry).compressed_size;
-      if (!progress(done))
-        throw Error(ErrorCode::cancelled, "load cancelled", impl_->context({}, impl_->tags[t]));
+  auto decode = [&](std::size_t i, const Bytes& data) {
+    try {
+      out.emplace(blob_rows[i]->keys[0], format::decode_tensor_blob(data, impl_->limits));
+    } catch (const Error& err) {
+      throw err.with_context(impl_->context(entries[i]->name, tag_name));
+    }
+  };
+  if (mode == ReadMode::copy) {
+    // Copies and CRC checks of all blobs at once (shared by two threads);
+    // progress once per blob, from this thread.
+    zip::EntryReader::ReadProgress report;
+    if (progress)
+      report = [&](std::uint64_t done, std::uint64_t total) {
+        return progress(Progress{done, total});
+      };
+    std::vector<Bytes> data;
+    try {
+      data = impl_->reader.read_owned_all(entries, report);
+    } catch (const Error& err) {
+      throw err.with_context(impl_->context({}, tag_name));
+    }
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      decode(i, data[i]);
+      data[i] = Bytes();  // the tensor keeps what it needs
+    }
+  } else {
+    Progress done;
+    if (progress)
+      for (const auto* e : entries) done.bytes_total += e->compressed_size;
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      const zip::EntryInfo& e = *entries[i];
+      Bytes data;
+      try {
+        data = impl_->reader.read(e, false);
+      } catch (const Error& err) {
+        throw err.with_context(impl_->context(e.name, tag_name));
+      }
+      decode(i, data);
+      done.bytes_done += e.compressed_size;
+      if (progress && !progress(done))
+        throw Error(ErrorCode::cancelled, "load cancelled", impl_->context({}, tag_name));
     }
   }
-  if (progress && blobs.empty() && !progress(done))
-    throw Error(ErrorCode::cancelled, "load cancelled", impl_->context({}, impl_->tags[t]));
+  if (progress && entries.empty() && !progress(Progress{}))
+    throw Error(ErrorCode::cancelled, "load cancelled", impl_->context({}, tag_name));
   return out;
 }
 

@@ -20,8 +20,9 @@ struct TagTables {
   std::vector<format::BlobRow> params;
   std::vector<format::BlobRow> updater;
   bool has_updater = false;
-  std::unordered_map<std::string, std::size_t> param_index;    // name -> row
-  std::unordered_map<std::string, std::size_t> updater_index;  // variable + '\0' + state -> row
+  // Rows by key (format::row_key_hash / row_has_keys).
+  detail::PositionIndex param_index;
+  detail::PositionIndex updater_index;
   const std::vector<format::BlobRow>& rows(format::TableKind kind) const {
     return kind == format::TableKind::params ? params : updater;
   }
@@ -35,7 +36,6 @@ class Archive::Impl {
   Limits limits;
   zip::Directory directory;
   zip::EntryReader reader;
-  std::unordered_map<std::string, std::size_t> entry_index;  // name -> directory.entries
   Metadata metadata;
   std::vector<std::string> tags;
   std::vector<TagTables> tables;                           // parallel to tags

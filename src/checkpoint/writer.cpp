@@ -370,6 +370,19 @@ std::uint64_t content_size(const Content& c) {
   return c.old ? c.old->compressed_size : c.size;
 }
 
+// StreamZipWriter checksums every piece after the first on a thread of its
+// own; for a small entry (a tensor's header and data) starting that thread
+// costs far more than the work. Such entries are written as one piece.
+constexpr std::uint64_t kJoinPiecesUpTo = 256u << 10;
+
+// The concatenation of `pieces` (`size` bytes in all) in one owned buffer.
+Bytes joined(const std::vector<Bytes>& pieces, std::uint64_t size) {
+  std::vector<std::byte> out;
+  out.reserve(size);
+  for (const auto& p : pieces) out.insert(out.end(), p.data(), p.data() + p.size());
+  return Bytes::take(std::move(out));
+}
+
 // Writes the entries of the plan: everything (rewrite), or for the append
 // path only tags.txt and the tags in `only_tags`.
 void emit(zip::StreamZipWriter& zw, const Plan& plan, const Archive::Impl* old_impl,
@@ -380,6 +393,8 @@ void emit(zip::StreamZipWriter& zw, const Plan& plan, const Archive::Impl* old_i
                  old_impl->reader.file().slice(c.old->data_offset, c.old->compressed_size));
     else if (c.compression == Compression::deflate)
       zw.add_deflated(name, c.pieces);
+    else if (c.pieces.size() > 1 && c.size <= kJoinPiecesUpTo)
+      zw.add_stored(name, {joined(c.pieces, c.size)});
     else
       zw.add_stored(name, c.pieces);
   };

@@ -1,6 +1,8 @@
 #include "format/blob_table.hpp"
 
-#include <unordered_map>
+#include <algorithm>
+#include <array>
+#include <charconv>
 
 #include "format/name_escape.hpp"
 #include "format/tag_name.hpp"
@@ -60,45 +62,82 @@ std::string blob_ref_text(const BlobRef& ref) {
   return s;
 }
 
-std::string blob_entry_name(const BlobRef& ref, std::string_view own_tag, TableKind kind) {
-  std::string owner = ref.tag.empty() ? std::string(own_tag) : ref.tag;
-  return owner + "/" + std::string(table_folder(kind)) + "/" + std::to_string(ref.index) +
-         (ref.format == BlobFormat::fifu ? ".fifu" : ".fb");
+void blob_entry_name_into(std::string& out, const BlobRef& ref, std::string_view own_tag,
+                          TableKind kind) {
+  char digits[20];
+  const auto end = std::to_chars(digits, digits + sizeof digits, ref.index).ptr;
+  out.assign(ref.tag.empty() ? own_tag : std::string_view(ref.tag));
+  out += '/';
+  out += table_folder(kind);
+  out += '/';
+  out.append(digits, end);
+  out += ref.format == BlobFormat::fifu ? ".fifu" : ".fb";
 }
 
-std::vector<BlobRow> parse_blob_table(std::string_view text, TableKind kind, const Limits& limits) {
+std::string blob_entry_name(const BlobRef& ref, std::string_view own_tag, TableKind kind) {
+  std::string out;
+  blob_entry_name_into(out, ref, own_tag, kind);
+  return out;
+}
+
+std::uint64_t row_key_hash(TableKind kind, std::string_view first,
+                           std::string_view second) noexcept {
+  std::uint64_t h = detail::hash_key(first);
+  if (kind == TableKind::updater) h = h * 0x9E3779B97F4A7C15ull ^ detail::hash_key(second);
+  return h;
+}
+
+bool row_has_keys(const BlobRow& row, TableKind kind, std::string_view first,
+                  std::string_view second) noexcept {
+  if (kind == TableKind::params) return row.keys.size() == 1 && row.keys[0] == first;
+  return row.keys.size() == 2 && row.keys[0] == first && row.keys[1] == second;
+}
+
+std::vector<BlobRow> parse_blob_table(std::string_view text, TableKind kind, const Limits& limits,
+                                      detail::PositionIndex* index) {
   const std::size_t keys = key_count(kind);
+  // At most one row per line; the reservation is capped because the line
+  // count comes from the input.
+  const auto lines = static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n')) + 1;
   std::vector<BlobRow> rows;
-  std::unordered_map<std::string, std::uint64_t> seen;  // joined keys -> line
+  rows.reserve(std::min<std::size_t>(lines, std::size_t{1} << 16));
+  detail::PositionIndex seen(rows.capacity());  // rows by keys
   for (const auto& line : split_lines(text, limits)) {
     if (!line.text.empty() && line.text.front() == '#') continue;
     try {
-      std::vector<std::string_view> fields;
+      std::array<std::string_view, 3> fields;
+      std::size_t count = 0;
       std::size_t start = 0;
       for (;;) {
         std::size_t sp = line.text.find(' ', start);
-        fields.push_back(line.text.substr(start, sp - start));
+        if (count < fields.size()) fields[count] = line.text.substr(start, sp - start);
+        ++count;
         if (sp == std::string_view::npos) break;
         start = sp + 1;
       }
-      if (fields.size() != keys + 1)
+      if (count != keys + 1)
         corrupt("expected " + std::to_string(keys + 1) +
-                " fields separated by single spaces, found " + std::to_string(fields.size()));
+                " fields separated by single spaces, found " + std::to_string(count));
       BlobRow row;
       row.line = line.number;
+      row.keys.reserve(keys);
       for (std::size_t k = 0; k < keys; ++k) row.keys.push_back(unescape_name(fields[k]));
       row.ref = parse_blob_ref(fields[keys], kind);
-      std::string joined = row.keys[0];
-      if (keys == 2) joined += std::string(1, '\0') + row.keys[1];
-      auto [it, inserted] = seen.emplace(joined, line.number);
-      if (!inserted)
+      const std::string_view first = row.keys[0];
+      const std::string_view second =
+          keys == 2 ? std::string_view(row.keys[1]) : std::string_view();
+      std::size_t earlier =
+          seen.insert(row_key_hash(kind, first, second), rows.size(),
+                      [&](std::size_t p) { return row_has_keys(rows[p], kind, first, second); });
+      if (earlier != detail::PositionIndex::npos)
         corrupt("'" + row.keys[0] + (keys == 2 ? " " + row.keys[1] : "") +
-                "' is listed already on line " + std::to_string(it->second));
+                "' is listed already on line " + std::to_string(rows[earlier].line));
       rows.push_back(std::move(row));
     } catch (const Error& e) {
       throw e.with_context({.line = line.number});
     }
   }
+  if (index) *index = std::move(seen);
   return rows;
 }
 

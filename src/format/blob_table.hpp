@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/position_index.hpp"
 #include "modelzip/limits.hpp"
 
 namespace modelzip::format {
@@ -42,8 +43,17 @@ std::string_view table_entry_name(TableKind kind) noexcept;  // "params.txt" / "
 std::string_view table_folder(TableKind kind) noexcept;      // "params" / "updater"
 
 // Throws Error(corrupt) with the line number on any malformed line or a
-// repeated key.
-std::vector<BlobRow> parse_blob_table(std::string_view text, TableKind kind, const Limits& limits);
+// repeated key. If `index` is given, it receives the rows' positions by key
+// (built anyway to find repeated keys): find them with row_key_hash() and
+// row_has_keys().
+std::vector<BlobRow> parse_blob_table(std::string_view text, TableKind kind, const Limits& limits,
+                                      detail::PositionIndex* index = nullptr);
+// The hash under which parse_blob_table indexes the row with keys
+// {first} (params) or {first, second} (updater).
+std::uint64_t row_key_hash(TableKind kind, std::string_view first,
+                           std::string_view second = {}) noexcept;
+bool row_has_keys(const BlobRow& row, TableKind kind, std::string_view first,
+                  std::string_view second = {}) noexcept;
 std::string write_blob_table(const std::vector<BlobRow>& rows, TableKind kind);
 
 // Parses one <blob> field; throws Error(corrupt).
@@ -51,5 +61,8 @@ BlobRef parse_blob_ref(std::string_view field, TableKind kind);
 std::string blob_ref_text(const BlobRef& ref);
 // The zip entry of `ref` as seen from the table of `own_tag`.
 std::string blob_entry_name(const BlobRef& ref, std::string_view own_tag, TableKind kind);
+// The same, written into `out` (replacing its contents; reuses its memory).
+void blob_entry_name_into(std::string& out, const BlobRef& ref, std::string_view own_tag,
+                          TableKind kind);
 
 }  // namespace modelzip::format

@@ -1,5 +1,7 @@
 #include "format/name_escape.hpp"
 
+#include <algorithm>
+
 #include "core/utf8.hpp"
 #include "modelzip/error.hpp"
 
@@ -37,6 +39,13 @@ std::string escape_name(std::string_view name) {
 }
 
 std::string unescape_name(std::string_view field) {
+  // Common case: printable ASCII without escapes is its own name (and valid
+  // UTF-8); anything else takes the full path below.
+  if (!field.empty() && std::all_of(field.begin(), field.end(), [](char ch) {
+        auto c = static_cast<unsigned char>(ch);
+        return c < 0x80 && !needs_escape(c);
+      }))
+    return std::string(field);
   auto fail = [](const std::string& what) { throw Error(ErrorCode::corrupt, what); };
   std::string out;
   out.reserve(field.size());

@@ -1,7 +1,6 @@
 #include "zip/zip_directory.hpp"
 
 #include <algorithm>
-#include <unordered_set>
 
 #include "core/checked.hpp"
 #include "core/utf8.hpp"
@@ -69,9 +68,38 @@ void apply_zip64(std::span<const std::byte> extra, Zip64Sizes& v, bool need_unc,
     corrupt("sizes need a ZIP64 extra field, but there is none", base, name);
 }
 
+// A fast check that accepts the common case: printable ASCII names without
+// backslash, drive letter, absolute path, or ".", ".." or empty components
+// (a trailing '/' is allowed). False means "look closer", not "unsafe": the
+// full rules below then decide and name the reason.
+bool plainly_safe(std::string_view name) noexcept {
+  if (name.empty() || name.front() == '/' || (name.size() >= 2 && name[1] == ':')) return false;
+  std::size_t start = 0;
+  for (std::size_t i = 0; i <= name.size(); ++i) {
+    if (i < name.size()) {
+      const auto c = static_cast<unsigned char>(name[i]);
+      if (c < 0x20 || c >= 0x7F || c == '\\') return false;
+      if (c != '/') continue;
+    }
+    const std::size_t length = i - start;
+    if (length == 0 && i != name.size()) return false;
+    if (length == 1 && name[start] == '.') return false;
+    if (length == 2 && name[start] == '.' && name[start + 1] == '.') return false;
+    start = i + 1;
+  }
+  return true;
+}
+
 }  // namespace
 
+const EntryInfo* Directory::find(std::string_view name) const {
+  std::size_t at =
+      by_name.find(detail::hash_key(name), [&](std::size_t p) { return entries[p].name == name; });
+  return at == detail::PositionIndex::npos ? nullptr : &entries[at];
+}
+
 std::string unsafe_name_reason(std::string_view name) {
+  if (plainly_safe(name)) return {};
   if (name.empty()) return "empty entry name";
   if (name.find('\0') != std::string_view::npos) return "entry name contains a NUL byte";
   if (name.find('\\') != std::string_view::npos) return "entry name contains a backslash";
@@ -148,8 +176,6 @@ Directory parse_directory(std::span<const std::byte> file, const Limits& limits)
   dir.end_of_archive = file.size();
   dir.entries.reserve(count);
   ByteReader cr(file.subspan(cd_offset, cd_size), cd_offset);
-  std::unordered_set<std::string_view> names;
-  names.reserve(count);
   for (std::uint64_t i = 0; i < count; ++i) {
     const std::uint64_t at = cr.absolute_position();
     if (cr.read<std::uint32_t>("central directory signature") != kCentralSignature)
@@ -222,16 +248,22 @@ Directory parse_directory(std::span<const std::byte> file, const Limits& limits)
     e.data_offset = data;
     dir.entries.push_back(std::move(e));
   }
-  for (const auto& e : dir.entries)
-    if (!names.insert(e.name).second)
-      corrupt("duplicate entry name", dir.central_directory_offset, e.name);
+  dir.by_name = detail::PositionIndex(dir.entries.size());
+  for (std::size_t i = 0; i < dir.entries.size(); ++i) {
+    const std::string& name = dir.entries[i].name;
+    auto same = [&](std::size_t p) { return dir.entries[p].name == name; };
+    if (dir.by_name.insert(detail::hash_key(name), i, same) != detail::PositionIndex::npos)
+      corrupt("duplicate entry name", dir.central_directory_offset, name);
+  }
 
   // No two entries may overlap (a classic zip-bomb and confusion trick).
   std::vector<const EntryInfo*> by_offset;
   by_offset.reserve(dir.entries.size());
   for (const auto& e : dir.entries) by_offset.push_back(&e);
-  std::sort(by_offset.begin(), by_offset.end(),
-            [](auto* a, auto* b) { return a->local_header_offset < b->local_header_offset; });
+  auto earlier = [](auto* a, auto* b) { return a->local_header_offset < b->local_header_offset; };
+  // Writers list entries in file order: sort only when they are not.
+  if (!std::is_sorted(by_offset.begin(), by_offset.end(), earlier))
+    std::sort(by_offset.begin(), by_offset.end(), earlier);
   for (std::size_t i = 1; i < by_offset.size(); ++i) {
     const auto* prev = by_offset[i - 1];
     if (by_offset[i]->local_header_offset < prev->data_offset + prev->compressed_size)

@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/position_index.hpp"
 #include "modelzip/limits.hpp"
 
 namespace modelzip::zip {
@@ -44,6 +45,13 @@ struct Directory {
   std::uint64_t central_directory_offset = 0;
   std::uint64_t central_directory_size = 0;
   std::uint64_t end_of_archive = 0;  // one past the end-of-central-directory record
+  // Positions in `entries` by name (built by parse_directory while it checks
+  // that names are unique). A Directory whose entries are changed afterwards
+  // must not use find().
+  detail::PositionIndex by_name;
+
+  // The entry named exactly `name`, or nullptr.
+  const EntryInfo* find(std::string_view name) const;
 };
 
 // Parses the structure of the zip archive `file` (the complete file).

@@ -7,9 +7,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "modelzip/bytes.hpp"
 #include "modelzip/limits.hpp"
@@ -59,6 +62,17 @@ class EntryReader {
   // The whole entry in owned memory, CRC checked. Stored entries are copied
   // and checksummed in one pass (large ones on two threads).
   Bytes read_owned(const EntryInfo& entry) const;
+  // Called with (bytes done, bytes total); return false to cancel.
+  using ReadProgress = std::function<bool(std::uint64_t, std::uint64_t)>;
+  // read_owned() of every entry (the result is parallel to `entries`), the
+  // stored ones copied and checksummed in chunks that the calling thread and
+  // one helper thread share. Large copies go to fresh huge-page-advised
+  // memory that is populated in bulk. `progress`, if set, runs on the calling
+  // thread only. Errors: Error(corrupt) naming the first failing entry in
+  // the order given; Error(cancelled) when `progress` returns false (no
+  // thread is left running after any throw).
+  std::vector<Bytes> read_owned_all(std::span<const EntryInfo* const> entries,
+                                    const ReadProgress& progress = {}) const;
   // The first `length` bytes (no CRC check unless the whole entry is read).
   Bytes read_prefix(const EntryInfo& entry, std::uint64_t length) const;
   std::shared_ptr<LibzipArchive> libzip() const;

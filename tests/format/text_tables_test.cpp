@@ -390,3 +390,38 @@ TEST_CASE("Blob tables: write then parse gives the rows back") {
   REQUIRE(uback.size() == 3);
   CHECK(uback[2].keys == Strings{"a b", "m v"});
 }
+
+TEST_CASE("Blob tables: the index of rows by key; repeated keys among many rows") {
+  std::string params, updater;
+  const int n = 70000;  // past the initial reservation: the index grows
+  for (int i = 0; i < n; ++i) {
+    params += "p" + std::to_string(i) + " " + std::to_string(i) + "\n";
+    updater += "v" + std::to_string(i / 2) + (i % 2 ? " M " : " V ") + std::to_string(i) + "\n";
+  }
+  detail::PositionIndex index;
+  auto rows = parse_blob_table(params, TableKind::params, {}, &index);
+  REQUIRE(rows.size() == static_cast<std::size_t>(n));
+  CHECK(index.size() == rows.size());
+  auto find = [&](const std::vector<BlobRow>& r, TableKind kind, std::string_view a,
+                  std::string_view b = {}) {
+    return index.find(row_key_hash(kind, a, b),
+                      [&](std::size_t p) { return row_has_keys(r[p], kind, a, b); });
+  };
+  CHECK(find(rows, TableKind::params, "p0") == 0);
+  CHECK(find(rows, TableKind::params, "p69999") == 69999);
+  CHECK(find(rows, TableKind::params, "p70000") == detail::PositionIndex::npos);
+  CHECK(find(rows, TableKind::params, "P1") == detail::PositionIndex::npos);
+
+  rows = parse_blob_table(updater, TableKind::updater, {}, &index);
+  REQUIRE(rows.size() == static_cast<std::size_t>(n));
+  CHECK(find(rows, TableKind::updater, "v7", "M") == 15);
+  CHECK(find(rows, TableKind::updater, "v7", "V") == 14);
+  CHECK(find(rows, TableKind::updater, "v7", "W") == detail::PositionIndex::npos);
+  CHECK(find(rows, TableKind::updater, "v7M", "") == detail::PositionIndex::npos);
+
+  REQUIRE_ERROR_AS(err, parse_blob_table(params + "p123 5\n", TableKind::params, {}),
+                   ErrorCode::corrupt, "'p123' is listed already on line 124");
+  CHECK(err.context().line == static_cast<std::uint64_t>(n + 1));
+  CHECK_ERROR(parse_blob_table(updater + "v9 M 3\n", TableKind::updater, {}), ErrorCode::corrupt,
+              "'v9 M' is listed already on line 20");
+}

@@ -610,3 +610,50 @@ TEST_CASE("Truncation at every structural boundary gives Error(corrupt), never a
   }
   CHECK(caught([&] { parse(plain.bytes.substr(1)); }).has_value());
 }
+
+TEST_CASE("Directory::find: every entry by its exact name, nothing else") {
+  ZipSpec spec;
+  // Enough entries for the name index to be large and its probes to collide.
+  for (int i = 0; i < 3000; ++i)
+    spec.entries.push_back(stored(
+        "t" + std::to_string(i % 7) + "/params/" + std::to_string(i) + ".fb", std::to_string(i)));
+  zip::Directory d = parse(build_zip(spec).bytes);
+  REQUIRE(d.entries.size() == 3000);
+  for (int i = 0; i < 3000; ++i) {
+    const std::string name = "t" + std::to_string(i % 7) + "/params/" + std::to_string(i) + ".fb";
+    const zip::EntryInfo* e = d.find(name);
+    REQUIRE(e != nullptr);
+    CHECK(e->name == name);
+  }
+  CHECK(d.find("t0/params/1.fb") == nullptr);  // 1 is in t1
+  CHECK(d.find("") == nullptr);
+  CHECK(d.find("T0/params/0.fb") == nullptr);  // exact bytes only
+  zip::Directory copy = d;                     // positions stay valid for a copy
+  CHECK(copy.find("t3/params/3.fb") == &copy.entries[3]);
+  CHECK(zip::Directory{}.find("a") == nullptr);
+
+  // A duplicate far from its twin is still found.
+  spec.entries.push_back(stored("t5/params/2000.fb", "again"));
+  REQUIRE_ERROR_AS(err, parse(build_zip(spec).bytes), ErrorCode::corrupt, "duplicate entry name");
+  CHECK(err.context().entry == "t5/params/2000.fb");
+}
+
+TEST_CASE("unsafe_name_reason: the quick path and the full rules agree") {
+  // Safe names, ASCII and not.
+  for (const char* ok :
+       {"a", "a/b", "a/b/", "a.b/c..d/.e", "..a", "a..", "x y", "~/~", "\xC3\xA9/b"})
+    CHECK_MESSAGE(zip::unsafe_name_reason(ok).empty(), ok);
+  const std::pair<std::string, std::string> bad[] = {
+      {"", "empty entry name"},       {"/a", "absolute entry name"},
+      {"c:/a", "drive letter"},       {"a\\b", "backslash"},
+      {"a/../b", "'..' component"},   {"..", "'..' component"},
+      {"a/./b", "'.' component"},     {"./a", "'.' component"},
+      {"a//b", "empty component"},    {"a\tb", "control character"},
+      {"a\x7F", "control character"}, {std::string("a\0b", 3), "NUL byte"},
+      {"a\xFF", "not valid UTF-8"},
+  };
+  for (const auto& [name, reason] : bad) {
+    CAPTURE(name);
+    CHECK(zip::unsafe_name_reason(name).find(reason) != std::string::npos);
+  }
+}

@@ -185,3 +185,89 @@ TEST_CASE("Concurrent reads of one EntryReader from several threads") {
   for (auto& t : threads) t.join();
   CHECK(bad == 0);
 }
+
+TEST_CASE("read_owned_all: owned copies of many entries, stored and deflated, in order") {
+  // Large enough for two threads and several jobs per entry (jobs of 4 MiB).
+  const std::string big = pattern((9u << 20) + 12345), mid = pattern(3u << 20);
+  ZipSpec spec;
+  spec.entries.push_back(stored("big", big));
+  spec.entries.push_back(deflated("d", pattern(70000)));
+  spec.entries.push_back(stored("empty", ""));
+  spec.entries.push_back(stored("small", "hello"));
+  spec.entries.push_back(stored("mid", mid));
+  spec.entries.push_back(stored("big2", big));
+  Opened z(build_zip(spec).bytes);
+  std::vector<const zip::EntryInfo*> entries;
+  for (const auto& e : z.dir.entries) entries.push_back(&e);
+
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> reports;
+  auto out = z.reader.read_owned_all(entries, [&](std::uint64_t done, std::uint64_t total) {
+    reports.emplace_back(done, total);
+    return true;
+  });
+  REQUIRE(out.size() == entries.size());
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    CHECK_FALSE(out[i].is_mapped());
+    CHECK(text(out[i]) == text(z.reader.read(*entries[i], true)));
+    if (entries[i]->stored() && entries[i]->compressed_size > 0)
+      CHECK(out[i].data() != z.file.data() + entries[i]->data_offset);  // a copy
+  }
+  // One report per entry, in order, ending at the total.
+  REQUIRE(reports.size() == entries.size());
+  std::uint64_t expect = 0, total = 0;
+  for (const auto* e : entries) total += e->compressed_size;
+  for (std::size_t i = 0; i < reports.size(); ++i) {
+    expect += entries[i]->compressed_size;
+    CHECK(reports[i].first == expect);
+    CHECK(reports[i].second == total);
+  }
+  CHECK(z.reader.read_owned_all({}).empty());
+}
+
+TEST_CASE("read_owned_all: a damaged stored entry anywhere is a CRC mismatch naming it") {
+  const std::string big = pattern((9u << 20) + 100), small = pattern(5000);
+  for (std::size_t flip :
+       {std::size_t{0}, std::size_t{4u << 20}, (std::size_t{8} << 20) + 99, big.size() - 1}) {
+    CAPTURE(flip);
+    std::string damaged = big;
+    damaged[flip] = static_cast<char>(damaged[flip] ^ 0x5A);
+    ZipSpec spec;
+    spec.entries.push_back(stored("first", big));
+    spec.entries.push_back(stored("small", small));
+    auto bad = stored("bad", damaged);
+    bad.crc = crc32_of(big);  // the CRC of the undamaged data
+    spec.entries.push_back(bad);
+    spec.entries.push_back(stored("last", big));
+    Opened z(build_zip(spec).bytes);
+    std::vector<const zip::EntryInfo*> entries;
+    for (const auto& e : z.dir.entries) entries.push_back(&e);
+    int reports = 0;
+    REQUIRE_ERROR_AS(err,
+                     z.reader.read_owned_all(entries,
+                                             [&](std::uint64_t, std::uint64_t) {
+                                               ++reports;
+                                               return true;
+                                             }),
+                     ErrorCode::corrupt, "CRC-32 mismatch");
+    CHECK(err.context().entry == "bad");
+    CHECK(reports == 2);  // the entries before it
+    REQUIRE_ERROR_AS(one, z.reader.read_owned(z.entry("bad")), ErrorCode::corrupt,
+                     "CRC-32 mismatch");
+    CHECK(text(z.reader.read_owned(z.entry("last"))) == big);
+  }
+}
+
+TEST_CASE("read_owned_all: cancelling stops at once and throws Error(cancelled)") {
+  const std::string big = pattern(9u << 20);
+  ZipSpec spec;
+  for (int i = 0; i < 4; ++i) spec.entries.push_back(stored("e" + std::to_string(i), big));
+  Opened z(build_zip(spec).bytes);
+  std::vector<const zip::EntryInfo*> entries;
+  for (const auto& e : z.dir.entries) entries.push_back(&e);
+  int calls = 0;
+  REQUIRE_ERROR_AS(
+      err,
+      z.reader.read_owned_all(entries, [&](std::uint64_t, std::uint64_t) { return ++calls < 2; }),
+      ErrorCode::cancelled, "cancelled");
+  CHECK(calls == 2);
+}
