@@ -102,7 +102,7 @@ std::vector<BlobRow> parse_blob_table(std::string_view text, TableKind kind, con
   std::vector<BlobRow> rows;
   rows.reserve(std::min<std::size_t>(lines, std::size_t{1} << 16));
   detail::PositionIndex seen(rows.capacity());  // rows by keys
-  for (const auto& line : split_lines(text, limits)) {
+  for (const auto& line : lines_of(text, limits)) {
     if (!line.text.empty() && line.text.front() == '#') continue;
     try {
       std::array<std::string_view, 3> fields;

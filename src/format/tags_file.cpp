@@ -11,7 +11,7 @@ namespace modelzip::format {
 std::vector<std::string> parse_tags_file(std::string_view text, const Limits& limits) {
   std::vector<std::string> tags;
   std::unordered_map<std::string, std::uint64_t> seen;  // lower-case tag -> line
-  for (const auto& line : split_lines(text, limits)) {
+  for (const auto& line : lines_of(text, limits)) {
     auto fail = [&](const std::string& what) {
       throw Error(ErrorCode::corrupt, what, ErrorContext{.line = line.number});
     };

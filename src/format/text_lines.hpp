@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iterator>
 #include <string_view>
 #include <vector>
 
@@ -16,9 +17,48 @@ struct TextLine {
   std::string_view text;
 };
 
-// The lines of `text`, without line ends. Throws Error(corrupt) with the line
-// number for invalid UTF-8, '\r' or NUL; Error(limit_exceeded) past the size
-// limit.
+// The lines of a text, produced one at a time as a loop advances: memory
+// does not grow with the number of lines, and a parser that rejects line 1
+// never looks at the rest (a text of a billion empty lines costs nothing).
+// Each line is checked when the iterator reaches it: Error(corrupt) with the
+// line number for invalid UTF-8, '\r' or NUL. Views into the text, which
+// must outlive the range.
+class LineRange {
+ public:
+  class iterator {
+   public:
+    using value_type = TextLine;
+    using difference_type = std::ptrdiff_t;
+    const TextLine& operator*() const noexcept { return line_; }
+    const TextLine* operator->() const noexcept { return &line_; }
+    iterator& operator++();
+    void operator++(int) { ++*this; }
+    bool operator==(std::default_sentinel_t) const noexcept { return done_; }
+
+   private:
+    friend class LineRange;
+    explicit iterator(std::string_view text);
+    std::string_view text_;
+    std::size_t next_ = 0;  // where the line after line_ starts
+    TextLine line_{0, {}};
+    bool done_ = false;
+  };
+
+  iterator begin() const { return iterator(text_); }
+  std::default_sentinel_t end() const noexcept { return {}; }
+
+ private:
+  friend LineRange lines_of(std::string_view text, const Limits& limits);
+  explicit LineRange(std::string_view text) : text_(text) {}
+  std::string_view text_;
+};
+
+// The lines of `text`, lazily. Throws Error(limit_exceeded) at once when the
+// text exceeds Limits::max_text_entry_bytes.
+LineRange lines_of(std::string_view text, const Limits& limits);
+
+// All lines of `text` at once, without line ends (for small texts and
+// tests; parsers iterate lines_of). Errors as lines_of.
 std::vector<TextLine> split_lines(std::string_view text, const Limits& limits);
 
 }  // namespace modelzip::format
