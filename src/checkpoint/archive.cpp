@@ -32,8 +32,13 @@ Archive::Impl::Impl(std::string archive_name, Bytes file, const OpenOptions& opt
   } catch (const Error& e) {
     throw e.with_context(context());
   }
+  // A text entry the format requires (a missing one is a corrupt archive).
   auto text_of = [&](std::string_view entry_name) {
-    const auto& e = entry_or_throw(entry_name);
+    const zip::EntryInfo* found = find_entry(entry_name);
+    if (!found)
+      throw Error(ErrorCode::corrupt, "required entry is missing",
+                  context(std::string(entry_name)));
+    const auto& e = *found;
     if (e.uncompressed_size > limits.max_text_entry_bytes)
       throw Error(
           ErrorCode::limit_exceeded,
