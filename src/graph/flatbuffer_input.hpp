@@ -6,6 +6,7 @@
 #include <flatbuffers/flatbuffers.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,12 +26,15 @@ namespace modelzip::graph::detail {
 // may read: `bytes` itself when 8-byte aligned, else an owned aligned copy.
 // `what` names the entry kind in messages ("graph.fb"); `verify` is the
 // generated Verify<Root>Buffer function.
+// `before_verify` (optional) sees the aligned buffer before the verifier
+// does; it may throw (e.g. a work bound the verifier itself lacks).
 // (FlatBuffers 2.0.8's Verifier has no size option: the size limit is checked
 // here.) Errors: limit_exceeded (size over Limits::max_flatbuffer_bytes), corrupt
 // (too short, wrong identifier, verification failure).
 template <class VerifyFn>
 Bytes verified_buffer(const Bytes& bytes, const Limits& limits, std::string_view what,
-                      const char* identifier, VerifyFn verify) {
+                      const char* identifier, VerifyFn verify,
+                      const std::function<void(const Bytes&)>& before_verify = {}) {
   if (bytes.size() > limits.max_flatbuffer_bytes)
     throw Error(ErrorCode::limit_exceeded, std::string(what) + ": " + std::to_string(bytes.size()) +
                                                " bytes exceed the FlatBuffer limit of " +
@@ -44,6 +48,7 @@ Bytes verified_buffer(const Bytes& bytes, const Limits& limits, std::string_view
     fail(ErrorCode::corrupt,
          std::string(what) + ": file identifier is not \"" + identifier + "\" (bytes 4-7)");
   Bytes buf = reinterpret_cast<std::uintptr_t>(bytes.data()) % 8 == 0 ? bytes : bytes.to_owned();
+  if (before_verify) before_verify(buf);
   flatbuffers::Verifier::Options options;
   options.max_depth = limits.max_flatbuffer_depth;
   options.max_tables = limits.max_flatbuffer_tables;

@@ -183,6 +183,98 @@ Variable decode_variable(const fbs::Variable& in, std::size_t index, const Limit
   return v;
 }
 
+// Work bound against shared sub-objects. FlatBuffers offsets may point many
+// times at one sub-object (a DAG): N references to one op whose inputs
+// vector holds M references to one string make the verifier and the decoder
+// do N x M work, and the decoder allocate N x M strings, from a buffer of
+// about 4 (N + M) bytes. Without sharing, every vector reached occupies its
+// own bytes, so the element bytes of all vectors reached (counting each
+// reference again) cannot exceed the buffer size. This pass adds them up,
+// touching each table reference once and each vector only through its
+// length, before the full verifier runs: Error(limit_exceeded) when they
+// exceed the buffer. Tables are checked shallowly here (the vtable and the
+// vector fields this pass reads); the full verifier checks everything after.
+class SharingBound {
+ public:
+  explicit SharingBound(const Bytes& buf, const Limits& limits)
+      : buf_(reinterpret_cast<const std::uint8_t*>(buf.data())),
+        size_(buf.size()),
+        verifier_(buf_, size_, options(limits)) {}
+
+  // Throws limit_exceeded when the vectors reached hold more element bytes
+  // than the buffer. Returns quietly on malformed buffers (the verifier that
+  // runs next reports them).
+  void check() {
+    if (size_ < 8) return;
+    const auto root_at = verifier_.VerifyOffset(0);
+    if (!root_at) return;
+    const auto* graph = reinterpret_cast<const flatbuffers::Table*>(buf_ + root_at);
+    if (!graph->VerifyTableStart(verifier_)) return;
+    add_vector<flatbuffers::uoffset_t>(graph, fbs::Graph::VT_OUTPUTS);
+    add_vector<flatbuffers::uoffset_t>(graph, fbs::Graph::VT_LOSS_VARIABLES);
+    if (const auto* vars = add_vector<flatbuffers::uoffset_t>(graph, fbs::Graph::VT_VARIABLES))
+      for (flatbuffers::uoffset_t i = 0; i < vars->size(); ++i)
+        if (const auto* v = table_at(vars, i)) add_vector<std::int64_t>(v, fbs::Variable::VT_SHAPE);
+    if (const auto* ops = add_vector<flatbuffers::uoffset_t>(graph, fbs::Graph::VT_OPS)) {
+      for (flatbuffers::uoffset_t i = 0; i < ops->size(); ++i) {
+        const auto* op = table_at(ops, i);
+        if (!op) return;
+        for (auto field : {fbs::Op::VT_INPUTS, fbs::Op::VT_OUTPUTS, fbs::Op::VT_CONTROL_DEPS,
+                           fbs::Op::VT_I_ARG_NAMES, fbs::Op::VT_T_ARG_NAMES,
+                           fbs::Op::VT_B_ARG_NAMES, fbs::Op::VT_D_ARG_NAMES, fbs::Op::VT_S_ARGS})
+          add_vector<flatbuffers::uoffset_t>(op, field);
+        add_vector<std::int64_t>(op, fbs::Op::VT_I_ARGS);
+        add_vector<double>(op, fbs::Op::VT_T_ARGS);
+        add_vector<std::uint8_t>(op, fbs::Op::VT_B_ARGS);
+        add_vector<std::int8_t>(op, fbs::Op::VT_D_ARGS);
+      }
+    }
+  }
+
+ private:
+  static flatbuffers::Verifier::Options options(const Limits& limits) {
+    flatbuffers::Verifier::Options o;
+    o.max_depth = limits.max_flatbuffer_depth;
+    o.max_tables = limits.max_flatbuffer_tables;
+    o.check_alignment = true;
+    return o;
+  }
+
+  // The vector in `field` of `table` (null if absent or malformed), its
+  // element bytes added to the total.
+  template <class T>
+  const flatbuffers::Vector<T>* add_vector(const flatbuffers::Table* table,
+                                           flatbuffers::voffset_t field) {
+    if (!table->VerifyOffset(verifier_, field)) return nullptr;
+    const auto* v = table->GetPointer<const flatbuffers::Vector<T>*>(field);
+    if (v == nullptr || !verifier_.VerifyVector(v)) return nullptr;
+    total_ += static_cast<std::uint64_t>(v->size()) * sizeof(T);
+    if (total_ > size_)
+      fail(ErrorCode::limit_exceeded,
+           "graph.fb: its vectors, counted at every reference, hold more than the buffer's " +
+               std::to_string(size_) +
+               " bytes: sub-objects are shared, which would multiply the work of reading it");
+    return v;
+  }
+
+  // Element `i` of a vector of table offsets, shallowly verified (null if
+  // malformed).
+  const flatbuffers::Table* table_at(const flatbuffers::Vector<flatbuffers::uoffset_t>* v,
+                                     flatbuffers::uoffset_t i) {
+    const auto* element = reinterpret_cast<const std::uint8_t*>(v->Data()) + 4ull * i;
+    const auto* t = reinterpret_cast<const flatbuffers::Table*>(
+        element + flatbuffers::ReadScalar<flatbuffers::uoffset_t>(element));
+    if (!verifier_.VerifyTableStart(reinterpret_cast<const std::uint8_t*>(t))) return nullptr;
+    verifier_.EndTable();
+    return t;
+  }
+
+  const std::uint8_t* buf_;
+  std::size_t size_;
+  flatbuffers::Verifier verifier_;
+  std::uint64_t total_ = 0;
+};
+
 }  // namespace
 
 Bytes encode_graph(const Graph& graph) {
@@ -222,9 +314,10 @@ Bytes encode_graph(const Graph& graph) {
 }
 
 Graph decode_graph(const Bytes& bytes, const Limits& limits) {
-  Bytes buf =
-      detail::verified_buffer(bytes, limits, "graph.fb", fbs::GraphIdentifier(),
-                              [](flatbuffers::Verifier& v) { return fbs::VerifyGraphBuffer(v); });
+  Bytes buf = detail::verified_buffer(
+      bytes, limits, "graph.fb", fbs::GraphIdentifier(),
+      [](flatbuffers::Verifier& v) { return fbs::VerifyGraphBuffer(v); },
+      [&](const Bytes& b) { SharingBound(b, limits).check(); });
   const fbs::Graph* in = fbs::GetGraph(buf.data());
   if (in->min_reader_version() > kGraphReaderVersion)
     fail(ErrorCode::unsupported, "graph.fb needs reader version " +
