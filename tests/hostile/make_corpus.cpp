@@ -1,0 +1,446 @@
+// Writes the hostile-input corpus of tests/hostile/ (every file that
+// expected.tsv lists) into the folder given as the only argument.
+//
+// Each file is a small, valid modelzip archive (or finalfusion / converter
+// file) with one deliberate fault, built byte by byte with the test helpers
+// (tests/zip/zip_builder.hpp, tests/format/blob_builder.hpp), so that the
+// fault is exactly the one the file name describes. The output is
+// deterministic; the committed files are the truth and this program only
+// documents how they were made. The expected outcomes live in expected.tsv,
+// written by hand from schemas/FORMAT.md, not from running modelzip.
+//
+// Usage: make_hostile_corpus <folder>
+#include <flatbuffers/flatbuffers.h>
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "../format/blob_builder.hpp"
+#include "../zip/zip_builder.hpp"
+#include "hostile_archives.hpp"
+
+using namespace modelzip::testing;
+
+namespace {
+
+std::filesystem::path g_out;
+
+void emit(const std::string& name, const std::string& bytes) {
+  std::ofstream f(g_out / name, std::ios::binary | std::ios::trunc);
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!f) throw std::runtime_error("cannot write " + name);
+}
+
+void emit_zip(const std::string& name, const ZipSpec& spec) {
+  emit(name, build_zip(spec).bytes);
+}
+
+// The minimal archive with `entry` replaced by (or, if absent, given) content.
+ZipSpec with_entry(const std::string& entry, const std::string& content) {
+  ZipSpec spec = minimal_archive();
+  set_entry(spec, entry, content);
+  return spec;
+}
+
+std::string u32s(std::uint32_t v) {
+  return std::string(reinterpret_cast<const char*>(&v), 4);
+}
+std::string u64s(std::uint64_t v) {
+  return std::string(reinterpret_cast<const char*>(&v), 8);
+}
+
+void zip_structure_cases() {
+  {
+    // Truncations of the minimal archive inside each structure kind.
+    BuiltZip z = build_zip(minimal_archive());
+    emit("zip_truncated_in_first_local_header.zip", z.bytes.substr(0, 17));
+    emit("zip_truncated_in_blob_data.zip", z.bytes.substr(0, z.data_offsets[3] + 5));
+    emit("zip_truncated_in_central_directory.zip", z.bytes.substr(0, z.central_offsets[1] + 10));
+    emit("zip_truncated_in_end_record.zip", z.bytes.substr(0, z.eocd_offset + 11));
+    ZipSpec s64 = minimal_archive();
+    s64.zip64_end = true;
+    BuiltZip z64 = build_zip(s64);
+    emit("zip_truncated_in_zip64_end_record.zip", z64.bytes.substr(0, *z64.zip64_end_offset + 30));
+    emit("zip_truncated_in_zip64_locator.zip", z64.bytes.substr(0, *z64.zip64_locator_offset + 8));
+    // End records intact, the ZIP64 locator removed.
+    std::string no_locator =
+        z64.bytes.substr(0, *z64.zip64_locator_offset) + z64.bytes.substr(z64.eocd_offset);
+    emit("zip_zip64_locator_missing.zip", no_locator);
+  }
+  {
+    ZipSpec s = minimal_archive();
+    s.cd_offset = 3;
+    emit_zip("zip_cd_offset_lies.zip", s);
+  }
+  {
+    ZipSpec s = minimal_archive();
+    s.count = 1000;
+    emit_zip("zip_entry_count_lies.zip", s);
+  }
+  {
+    ZipSpec s = minimal_archive();
+    entry(s, "t1/params/0.fb").local_offset = 0x7FFFFFF0;
+    emit_zip("zip_local_offset_outside.zip", s);
+  }
+  {
+    ZipSpec s = minimal_archive();
+    entry(s, "t1/params/0.fb").uncompressed_size = 1 << 20;
+    emit_zip("zip_stored_sizes_differ.zip", s);
+  }
+  {
+    ZipSpec s = minimal_archive();
+    auto& e = entry(s, "t1/params/0.fb");
+    e.compressed_size = e.uncompressed_size = 1 << 20;
+    emit_zip("zip_data_size_lies.zip", s);
+  }
+  {
+    ZipSpec s = minimal_archive();
+    entry(s, "tags.txt").local_name = "tags.txu";
+    emit_zip("zip_local_name_differs.zip", s);
+  }
+  {
+    // "outer" (first entry, local header at 0, name 5 bytes, data at 35)
+    // holds in its data a complete local header of "inner"; the central
+    // directory points "inner" there.
+    ZipSpec s = minimal_archive();
+    std::string inner_local;
+    put32(inner_local, 0x04034b50);
+    put16(inner_local, 20);
+    put16(inner_local, 0x0800);
+    put16(inner_local, 0);
+    put32(inner_local, 0x00210000);
+    put32(inner_local, crc32_of("x"));
+    put32(inner_local, 1);
+    put32(inner_local, 1);
+    put16(inner_local, 5);
+    put16(inner_local, 0);
+    inner_local += "innerx";
+    ZipEntrySpec outer = stored("outer", inner_local);
+    ZipEntrySpec inner = stored("inner", "x");
+    inner.local_offset = 35;
+    inner.raw_data = "";  // nothing of its own in the local area
+    inner.compressed_size = inner.uncompressed_size = 1;
+    s.entries.insert(s.entries.begin(), {outer, inner});
+    emit_zip("zip_overlapping_entries.zip", s);
+  }
+  {
+    ZipSpec s = minimal_archive();
+    s.entries.push_back(stored("tags.txt", "t1\n"));
+    emit_zip("zip_duplicate_names.zip", s);
+  }
+  {
+    ZipSpec s = minimal_archive();
+    s.entries.push_back(stored("t1/../../evil.sh", "#!/bin/sh\n"));
+    emit_zip("zip_path_traversal_dotdot.zip", s);
+  }
+  {
+    ZipSpec s = minimal_archive();
+    s.entries.push_back(stored("/etc/cron.d/evil", "x"));
+    emit_zip("zip_path_absolute.zip", s);
+  }
+  {
+    ZipSpec s = minimal_archive();
+    s.entries.push_back(stored("t1\\..\\evil", "x"));
+    emit_zip("zip_path_backslash.zip", s);
+  }
+  {
+    ZipSpec s = minimal_archive();
+    s.entries.push_back(stored("C:evil", "x"));
+    emit_zip("zip_path_drive_letter.zip", s);
+  }
+  {
+    ZipSpec s = minimal_archive();
+    s.entries.push_back(stored("t1/\xC3\x28.txt", "x"));
+    emit_zip("zip_name_invalid_utf8.zip", s);
+  }
+  {
+    ZipSpec s = minimal_archive();
+    s.entries.push_back(
+        stored("t1/a\x01"
+               "b",
+               "x"));
+    emit_zip("zip_name_control_character.zip", s);
+  }
+  {
+    // 10 MiB declared from the few bytes deflate makes of "t1\n".
+    ZipSpec s = minimal_archive();
+    auto& e = entry(s, "tags.txt");
+    e.method = 8;
+    e.uncompressed_size = 10u << 20;
+    emit_zip("zip_deflate_ratio_lie.zip", s);
+  }
+  {
+    // A deflate bomb declaring 3 bytes: 4 MiB of '\n' deflate to about 4 KiB.
+    ZipSpec s = minimal_archive();
+    auto& e = entry(s, "tags.txt");
+    e.method = 8;
+    e.raw_data = deflate_raw(std::string(4u << 20, '\n'));
+    e.uncompressed_size = 3;
+    e.crc = crc32_of("t1\n");
+    emit_zip("zip_deflate_bomb_underdeclared.zip", s);
+  }
+  {
+    ZipSpec s = minimal_archive();
+    entry(s, "t1/params/0.fb").crc = 0x12345678;
+    emit_zip("zip_crc_mismatch_blob.zip", s);
+  }
+  {
+    ZipSpec s = minimal_archive();
+    entry(s, "tags.txt").crc = 0x12345678;
+    emit_zip("zip_crc_mismatch_tags.zip", s);
+  }
+  {
+    ZipSpec s = minimal_archive();
+    entry(s, "t1/params/0.fb").flags |= 0x0001;
+    emit_zip("zip_encrypted_entry.zip", s);
+  }
+  {
+    ZipSpec s = minimal_archive();
+    entry(s, "t1/params/0.fb").method = 12;
+    emit_zip("zip_bzip2_entry.zip", s);
+  }
+  {
+    ZipSpec s = minimal_archive();
+    s.disk = 1;
+    emit_zip("zip_multi_disk.zip", s);
+  }
+  emit("zip_not_a_zip.zip", "modelzip? no: just text, long enough for an end record\n");
+}
+
+void table_cases() {
+  emit_zip("tags_case_duplicate.zip", tagged_archive({"Step-1", "STEP-1"}));
+  emit_zip("tags_invalid_utf8.zip", with_entry("tags.txt", "t1\n\xC3\x28\n"));
+  emit_zip("tags_overlong_utf8.zip", with_entry("tags.txt", "t1\n\xC0\xAF\n"));
+  emit_zip("tags_empty_line.zip", with_entry("tags.txt", "t1\n\n"));
+  emit_zip("tags_carriage_return.zip", with_entry("tags.txt", "t1\r\n"));
+  emit_zip("tags_nul_byte.zip", with_entry("tags.txt", std::string("t1\nt\0"
+                                                                   "2\n",
+                                                                   6)));
+  emit_zip("tags_path_traversal.zip", with_entry("tags.txt", "t1\n..\n"));
+  emit_zip("tags_slash.zip", with_entry("tags.txt", "t1\na/b\n"));
+  emit_zip("tags_device_name.zip", with_entry("tags.txt", "t1\nCom1.bak\n"));
+  emit_zip("tags_too_long.zip", with_entry("tags.txt", "t1\n" + std::string(101, 'a') + "\n"));
+  emit_zip("tags_missing_entry.zip", without_entry(minimal_archive(), "tags.txt"));
+  emit_zip("metadata_missing_entry.zip", without_entry(minimal_archive(), "modelzip.toml"));
+  emit_zip("metadata_newer_version.zip", with_entry("modelzip.toml", "format_version = 2\n"));
+  emit_zip("metadata_version_wrong_type.zip",
+           with_entry("modelzip.toml", "format_version = \"1\"\n"));
+  emit_zip("metadata_not_toml.zip", with_entry("modelzip.toml", "format_version = = 1\n"));
+  {
+    ZipSpec s = minimal_archive();
+    s.entries.push_back(stored("t2/params.txt", "w 0\n"));
+    emit_zip("folder_of_unlisted_tag.zip", s);
+  }
+  {
+    ZipSpec s = minimal_archive();
+    s.entries.push_back(stored("T1/notes.txt", "x"));
+    emit_zip("folder_case_differs.zip", s);
+  }
+  emit_zip("params_missing_entry.zip", without_entry(minimal_archive(), "t1/params.txt"));
+  emit_zip("params_malformed_escape.zip", with_entry("t1/params.txt", "w 0\nx%G1 0\n"));
+  emit_zip("params_truncated_escape.zip", with_entry("t1/params.txt", "w%2 0\n"));
+  emit_zip("params_unescaped_hash.zip", with_entry("t1/params.txt", "w#1 0\n"));
+  emit_zip("params_invalid_utf8_escaped.zip", with_entry("t1/params.txt", "w%FF 0\n"));
+  emit_zip("params_invalid_utf8_raw.zip", with_entry("t1/params.txt", "w\xFF 0\n"));
+  emit_zip("params_surrogate_utf8.zip", with_entry("t1/params.txt", "w\xED\xA0\x80 0\n"));
+  emit_zip("params_duplicate_name.zip", with_entry("t1/params.txt", "w 0\n# c\nw 0\n"));
+  emit_zip("params_double_space.zip", with_entry("t1/params.txt", "w  0\n"));
+  emit_zip("params_leading_zero.zip", with_entry("t1/params.txt", "w 00\n"));
+  emit_zip("params_index_too_long.zip", with_entry("t1/params.txt", "w 1234567890123456\n"));
+  emit_zip("params_ref_unlisted_tag.zip", with_entry("t1/params.txt", "w t9/0\n"));
+  {
+    ZipSpec s = tagged_archive({"Base", "t1"});
+    set_entry(s, "t1/params.txt", "w Base/0\nv base/0\n");
+    emit_zip("params_ref_tag_case_differs.zip", s);
+  }
+  emit_zip("params_ref_missing_blob.zip", with_entry("t1/params.txt", "w 0\nv 7\n"));
+  emit_zip("params_ref_missing_fifu.zip", with_entry("t1/params.txt", "e 0.fifu\n"));
+  emit_zip("params_ref_invalid_tag.zip", with_entry("t1/params.txt", "w ../0\n"));
+  {
+    ZipSpec s = minimal_archive();
+    s.entries.push_back(stored("t1/updater.txt", "w M 0.fifu\n"));
+    emit_zip("updater_fifu_reference.zip", s);
+  }
+  {
+    ZipSpec s = minimal_archive();
+    s.entries.push_back(stored("t1/updater.txt", "w M\n"));
+    emit_zip("updater_missing_field.zip", s);
+  }
+}
+
+// A blob entry whose FlatBuffer is valid but for `patch`.
+std::string patched_good_blob(void (*patch)(std::string&)) {
+  std::string b = good_blob();
+  patch(b);
+  return b;
+}
+
+void blob_cases() {
+  auto blob_zip = [](const std::string& file, const std::string& blob) {
+    emit_zip(file, with_entry("t1/params/0.fb", blob));
+  };
+  blob_zip("blob_empty.zip", "");
+  blob_zip("blob_truncated_size_prefix.zip", good_blob().substr(0, 3));
+  blob_zip("blob_truncated_flatbuffer.zip", good_blob().substr(0, 20));
+  blob_zip("blob_truncated_data.zip", good_blob().substr(0, good_blob().size() - 1));
+  blob_zip("blob_size_prefix_lies.zip",
+           patched_good_blob([](std::string& b) { patch32(b, 0, 1000); }));
+  blob_zip("blob_size_prefix_huge.zip",
+           patched_good_blob([](std::string& b) { patch32(b, 0, 0xFFFFFFF0u); }));
+  // The root table offset (bytes 4..8) pointing far past the buffer.
+  blob_zip("blob_fb_root_offset_out_of_range.zip",
+           patched_good_blob([](std::string& b) { patch32(b, 4, 0x7FFFFFF0u); }));
+  // The root table's vtable offset (first 4 bytes of the table) far out.
+  blob_zip("blob_fb_vtable_out_of_range.zip", patched_good_blob([](std::string& b) {
+             std::uint64_t table = 4 + get32(b, 4);
+             patch32(b, table, 0x7FFFFFF0u);
+           }));
+  // The shape vector's element count far past the buffer.
+  blob_zip("blob_fb_vector_length_out_of_range.zip", patched_good_blob([](std::string& b) {
+             const auto* h = modelzip::fb::GetSizePrefixedTensorHeader(b.data());
+             auto at = reinterpret_cast<const char*>(h->shape()) - b.data();
+             patch32(b, static_cast<std::size_t>(at), 0x10000000u);
+           }));
+  blob_zip("blob_fb_no_identifier.zip",
+           patched_good_blob([](std::string& b) { std::memcpy(b.data() + 8, "XXXX", 4); }));
+  blob_zip("blob_unsupported_dtype.zip", blob_with([](BlobSpec& s) { s.dtype = 2; }));
+  blob_zip("blob_negative_dimension.zip", blob_with([](BlobSpec& s) { s.shape = {{-1, -2}}; }));
+  blob_zip("blob_shape_overflows.zip", blob_with([](BlobSpec& s) {
+             s.shape = {{1ll << 31, 1ll << 31, 1ll << 31}};
+           }));
+  blob_zip("blob_shape_huge.zip", blob_with([](BlobSpec& s) {
+             s.shape = {{1ll << 30, 1ll << 30}};
+           }));
+  blob_zip("blob_rank_65.zip",
+           blob_with([](BlobSpec& s) { s.shape = std::vector<std::int64_t>(65, 1); }));
+  blob_zip("blob_alignment_not_power_of_two.zip", blob_with([](BlobSpec& s) { s.alignment = 24; }));
+  blob_zip("blob_segment_past_end.zip", blob_with([](BlobSpec& s) { s.values->first += 64; }));
+  blob_zip("blob_segment_inside_header.zip", blob_with([](BlobSpec& s) { s.values->first = 0; }));
+  blob_zip("blob_segment_offset_huge.zip",
+           blob_with([](BlobSpec& s) { s.values->first = 0xFFFFFFFFFFFFFFC0ull; }));
+  blob_zip("blob_dense_nnz.zip", blob_with([](BlobSpec& s) { s.nnz = 1; }));
+  blob_zip("blob_utf8_invalid.zip", utf8_blob({0, 2, 4}, "ok\xC3\x28"));
+  blob_zip("blob_utf8_offsets_decrease.zip", utf8_blob({0, 3, 2}, "abc"));
+  blob_zip("blob_utf8_offsets_past_values.zip", utf8_blob({0, 2, 9}, "abc"));
+  blob_zip("blob_utf8_segments_overlap.zip", utf8_blob({0, 1, 2}, "ab", /*overlap=*/true));
+  blob_zip("blob_coo_coordinate_out_of_range.zip", coo_blob({{0, 1}, {1, 5}}));
+  blob_zip("blob_coo_nnz_above_numel.zip", coo_blob({{0, 0}, {0, 1}, {1, 0}, {1, 1}, {0, 0}}));
+}
+
+// finalfusion files: "FiFu", version 0, chunk count, chunk ids, chunks.
+std::string fifu_header(std::initializer_list<std::uint32_t> ids) {
+  std::string b = "FiFu" + u32s(0) + u32s(static_cast<std::uint32_t>(ids.size()));
+  for (auto id : ids) b += u32s(id);
+  return b;
+}
+
+void finalfusion_cases() {
+  // The valid file: SimpleVocab {"a", "b"}, NdArray 2 x 2 f32.
+  // Header is 4 + 4 + 4 + 8 = 20 bytes; the vocab chunk starts at 20.
+  std::string vocab = u32s(1) + u64s(8 + 2 * 5) + u64s(2) + u32s(1) + "a" + u32s(1) + "b";
+  // NdArray at 20 + 30 = 50: id, length, rows u64, cols u32, type u32 at
+  // 62..78; padding 4 - (78 % 4) = 2 bytes; data at 80.
+  auto ndarray = [](std::uint64_t rows, std::uint32_t cols, std::uint64_t data_bytes) {
+    std::string body =
+        u64s(rows) + u32s(cols) + u32s(10) + std::string(2, '\0') + std::string(data_bytes, '\0');
+    return u32s(2) + u64s(body.size()) + body;
+  };
+  emit("ff_valid.fifu", fifu_header({1, 2}) + vocab + ndarray(2, 2, 16));
+  emit("ff_truncated_magic.fifu", std::string("FiF"));
+  emit("ff_bad_magic.fifu", "FuFi" + u32s(0) + u32s(0));
+  emit("ff_truncated_in_vocab.fifu", (fifu_header({1, 2}) + vocab).substr(0, 40));
+  emit("ff_truncated_in_matrix.fifu",
+       fifu_header({1, 2}) + vocab + ndarray(2, 2, 16).substr(0, 40));
+  emit("ff_chunk_length_lies.fifu",
+       fifu_header({1, 2}) + u32s(1) + u64s(1ull << 40) + u64s(0) + ndarray(0, 2, 0));
+  emit("ff_vocab_count_huge.fifu", fifu_header({1, 2}) + u32s(1) + u64s(8 + 64) + u64s(1ull << 60) +
+                                       std::string(64, 'x') + ndarray(0, 2, 0));
+  emit("ff_word_length_huge.fifu", fifu_header({1, 2}) + u32s(1) + u64s(8 + 4 + 1) + u64s(1) +
+                                       u32s(0xFFFFFFFFu) + "a" + ndarray(1, 2, 8));
+  emit("ff_matrix_rows_huge.fifu", fifu_header({1, 2}) + vocab + ndarray(1ull << 40, 300, 64));
+  emit("ff_matrix_size_overflows.fifu",
+       fifu_header({1, 2}) + vocab + ndarray(1ull << 62, 0xFFFFFFFFu, 64));
+  emit("ff_invalid_utf8_word.fifu", fifu_header({1, 2}) + u32s(1) + u64s(8 + 2 * 5) + u64s(2) +
+                                        u32s(1) + "a" + u32s(1) + "\xFF" + ndarray(2, 2, 16));
+  emit("ff_unknown_chunk.fifu", fifu_header({1, 77}) + vocab + u32s(77) + u64s(0));
+}
+
+void converter_cases() {
+  auto npy = [](const std::string& dict, const std::string& data) {
+    std::string header = dict;
+    while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+    header += '\n';
+    std::string out = "\x93NUMPY\x01";
+    out += '\0';
+    put16(out, header.size());
+    return out + header + data;
+  };
+  emit("npy_shape_huge.npy",
+       npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1099511627776, 1099511627776), }",
+           std::string(8, '\0')));
+  emit("npy_shape_overflows.npy",
+       npy("{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 4294967296, 16), }",
+           std::string(8, '\0')));
+  {
+    std::string f =
+        npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", std::string(8, '\0'));
+    patch16(f, 8, 0xFFFF);
+    emit("npy_header_length_lies.npy", f);
+  }
+  emit("npy_data_short.npy",
+       npy("{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }", std::string(8, '\0')));
+  auto st = [](const std::string& json, const std::string& data) {
+    return u64s(json.size()) + json + data;
+  };
+  emit("safetensors_header_size_huge.safetensors", u64s(1ull << 62) + "{}");
+  emit("safetensors_header_size_past_end.safetensors", u64s(1000) + "{}");
+  emit("safetensors_shape_huge.safetensors",
+       st(R"({"w":{"dtype":"F32","shape":[1099511627776,1099511627776],"data_offsets":[0,8]}})",
+          std::string(8, '\0')));
+  emit("safetensors_offsets_overlap.safetensors",
+       st(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+          R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+          std::string(12, '\0')));
+  // 100000 nested arrays where the metadata object belongs (offset 8 + 16).
+  emit("safetensors_deep_nesting.safetensors",
+       st(R"({"__metadata__":)" + std::string(100000, '[') + "}", ""));
+  emit("btf_tensor_count_huge.btf", u64s(1ull << 60) + u64s(16));
+  emit("btf_rank_huge.btf", u64s(1) + u64s(16) + u64s(1ull << 40) + std::string(8, '\0'));
+  {
+    // fastText: magic, version 12, args (dim 2, ws, epoch, minCount, neg,
+    // wordNgrams, loss 2, model 2, bucket 10, minn 3, maxn 6, lrUpdateRate,
+    // t), then at offset 64 the dictionary: size = nwords = 2^31 - 1, no
+    // labels, tokens, pruneidx_size -1.
+    std::string f = u32s(793712314) + u32s(12);
+    for (std::uint32_t v : {2u, 5u, 5u, 1u, 5u, 1u, 2u, 2u, 10u, 3u, 6u, 100u}) f += u32s(v);
+    f += std::string(8, '\0');
+    f += u32s(0x7FFFFFFFu) + u32s(0x7FFFFFFFu) + u32s(0) + u64s(0) + u64s(~0ull);
+    f += std::string(64, 'w');
+    emit("fasttext_billions_of_words.bin", f);
+  }
+  emit("word2vec_billions_of_words.bin", "3000000000 300\nw " + std::string(1200, '\0'));
+  emit("textdims_billions_of_words.txt", "3000000000 2\nw 1 2\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::cerr << "usage: make_hostile_corpus <folder>\n";
+    return 2;
+  }
+  g_out = argv[1];
+  std::filesystem::create_directories(g_out);
+  emit_zip("valid_minimal.zip", minimal_archive());
+  zip_structure_cases();
+  table_cases();
+  blob_cases();
+  finalfusion_cases();
+  converter_cases();
+  return 0;
+}
