@@ -467,8 +467,10 @@ class Writer::Impl {
 
   void commit();
   bool appendable(const Archive::Impl& old) const;
-  void rewrite(const Plan& plan, const Archive::Impl* old_impl, Stats& stats);
-  void append_to(const Plan& plan, const Archive::Impl& old, Stats& stats);
+  // Both set `*visible` once the new archive is what readers see; if they
+  // throw after that, the commit happened but may not be durable.
+  void rewrite(const Plan& plan, const Archive::Impl* old_impl, Stats& stats, bool* visible);
+  void append_to(const Plan& plan, const Archive::Impl& old, Stats& stats, bool* visible);
   void recover_interrupted_append();
   zip::WriteProgress progress_adapter();
 };
@@ -502,16 +504,27 @@ void Writer::Impl::commit() {
   bool only_adds = !metadata && std::all_of(ops.begin(), ops.end(), [](const auto& op) {
     return std::holds_alternative<AddOp>(op);
   });
-  if (options.append && old_impl && only_adds && appendable(*old_impl))
-    append_to(plan, *old_impl, new_stats);
-  else
-    rewrite(plan, old_impl, new_stats);
-  std::vector<std::string> tag_names;
-  for (const auto& t : plan.tags) tag_names.push_back(t.name);
-  stats = new_stats;
-  ops.clear();
-  metadata.reset();
-  current_tags = tag_names;
+  // Once the new archive is visible, the staged changes are done, even if
+  // making them durable failed afterwards: a retry must not repeat them.
+  bool visible = false;
+  auto consume_staged = [&] {
+    std::vector<std::string> tag_names;
+    for (const auto& t : plan.tags) tag_names.push_back(t.name);
+    stats = new_stats;
+    ops.clear();
+    metadata.reset();
+    current_tags = tag_names;
+  };
+  try {
+    if (options.append && old_impl && only_adds && appendable(*old_impl))
+      append_to(plan, *old_impl, new_stats, &visible);
+    else
+      rewrite(plan, old_impl, new_stats, &visible);
+  } catch (...) {
+    if (visible) consume_staged();
+    throw;
+  }
+  consume_staged();
 }
 
 // An append leaves the old central directory behind as dead bytes; once
@@ -525,7 +538,8 @@ bool Writer::Impl::appendable(const Archive::Impl& old) const {
   return dead_after * 2 <= size;
 }
 
-void Writer::Impl::rewrite(const Plan& plan, const Archive::Impl* old_impl, Stats& stats) {
+void Writer::Impl::rewrite(const Plan& plan, const Archive::Impl* old_impl, Stats& stats,
+                           bool* visible) {
   io::TempFile temp = io::TempFile::beside(path);
   try {
     io::OutputFile out(temp.path());
@@ -536,17 +550,34 @@ void Writer::Impl::rewrite(const Plan& plan, const Archive::Impl* old_impl, Stat
     out.close();
     temp.commit(options.durable);
   } catch (const Error& e) {
+    *visible = temp.committed();
     throw e.with_context(context());
   }
 }
 
-void Writer::Impl::append_to(const Plan& plan, const Archive::Impl& old, Stats& stats) {
+void Writer::Impl::append_to(const Plan& plan, const Archive::Impl& old, Stats& stats,
+                             bool* visible) {
   std::set<std::string> added;
   for (const auto& op : ops) added.insert(std::get<AddOp>(op).tag);
   const std::uint64_t old_size = old.reader.file().size();
   try {
-    io::write_append_journal(path, old_size);
-    io::AppendFile out(path);
+    // Drops the journal after a failure that left the archive unchanged;
+    // if that fails too, the next writer recovers.
+    auto drop_journal = [&] {
+      try {
+        io::remove_append_journal(path, options.durable);
+      } catch (const Error&) {
+      }
+    };
+    std::optional<io::AppendFile> opened;
+    try {
+      io::write_append_journal(path, old_size);
+      opened.emplace(path);
+    } catch (...) {
+      drop_journal();
+      throw;
+    }
+    io::AppendFile& out = *opened;
     bool end_written = false;
     try {
       zip::StreamZipWriter zw(out.fd(), path.string(), old_size, expected_bytes(plan, &added),
@@ -558,17 +589,26 @@ void Writer::Impl::append_to(const Plan& plan, const Archive::Impl& old, Stats& 
         if (options.durable) out.sync();
       }) - old_size;
       end_written = true;
+      *visible = true;
       if (options.durable) out.sync();
     } catch (...) {
-      // Before the end record, no reader can use the new bytes: cut them
-      // (best effort; the journal covers a failure here). After it, readers
-      // may map the new entries, so they stay.
-      if (!end_written) out.truncate(old_size);
+      // Before the end record, no reader can use the new bytes: cut them and
+      // drop the journal (if the cut fails, the journal stays for the next
+      // writer). After the end record, readers may map the new entries, so
+      // they stay.
+      if (!end_written && out.truncate(old_size)) drop_journal();
       throw;
     }
     out.close();
     io::remove_append_journal(path, options.durable);
   } catch (const Error& e) {
+    if (*visible)
+      throw Error(e.code(),
+                  "the appended tags are visible, but finishing the append failed (the change "
+                  "may not survive a power loss): " +
+                      e.message(),
+                  e.context())
+          .with_context(context());
     throw e.with_context(context());
   }
   stats.appended = true;
@@ -588,8 +628,11 @@ void Writer::Impl::recover_interrupted_append() {
   }
   if (!complete) {
     io::AppendFile out(path);
-    out.truncate(*old_size);
-    out.sync();
+    if (!out.truncate(*old_size))
+      throw Error(ErrorCode::io,
+                  "cannot cut an interrupted append back to the previous archive (" +
+                      std::to_string(*old_size) + " bytes): " + std::strerror(errno),
+                  context());
     out.close();
   }
   io::remove_append_journal(path, true);

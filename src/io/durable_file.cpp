@@ -9,6 +9,7 @@
 #include <cstring>
 #include <random>
 
+#include "io/syscalls.hpp"
 #include "modelzip/error.hpp"
 
 namespace modelzip::io {
@@ -52,63 +53,82 @@ TempFile TempFile::beside(const fs::path& target) {
 
 TempFile::~TempFile() {
   if (committed_) return;
-  std::error_code ec;
-  fs::remove(path_, ec);
+  sys::unlink(path_.c_str());
 }
 
 void sync_path(const fs::path& path, bool directory) {
   int fd = ::open(path.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
   if (fd < 0) fail(path, "cannot open for fsync");
-  int rc = ::fsync(fd);
+  int rc = directory ? sys::fsync_dir(fd) : sys::fsync(fd);
   int saved = errno;
-  ::close(fd);
+  sys::close(fd);
   errno = saved;
   if (rc != 0) fail(path, "fsync failed");
 }
 
 OutputFile::OutputFile(const fs::path& path) : path_(path) {
-  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  fd_ = sys::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd_ < 0) fail(path, "cannot create file");
 }
 
 OutputFile::~OutputFile() {
-  if (fd_ >= 0) ::close(fd_);
+  if (fd_ >= 0) sys::close(fd_);
 }
 
 void OutputFile::close() {
   int fd = fd_;
   fd_ = -1;
-  if (::close(fd) != 0) fail(path_, "cannot write file");
+  if (sys::close(fd) != 0) fail(path_, "cannot write file");
 }
 
 AppendFile::AppendFile(const fs::path& path) : path_(path) {
-  fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  fd_ = sys::open(path.c_str(), O_WRONLY | O_CLOEXEC);
   if (fd_ < 0) fail(path, "cannot open for appending");
 }
 
 AppendFile::~AppendFile() {
-  if (fd_ >= 0) ::close(fd_);
+  if (fd_ >= 0) sys::close(fd_);
 }
 
 void AppendFile::sync() {
-  if (::fsync(fd_) != 0) fail(path_, "fsync failed");
+  if (sys::fsync(fd_) != 0) fail(path_, "fsync failed");
 }
 
-void AppendFile::truncate(std::uint64_t size) noexcept {
-  if (::ftruncate(fd_, static_cast<off_t>(size)) == 0) ::fsync(fd_);
+bool AppendFile::truncate(std::uint64_t size) noexcept {
+  return sys::ftruncate(fd_, static_cast<off_t>(size)) == 0 && sys::fsync(fd_) == 0;
 }
 
 void AppendFile::close() {
   int fd = fd_;
   fd_ = -1;
-  if (::close(fd) != 0) fail(path_, "cannot write file");
+  if (sys::close(fd) != 0) fail(path_, "cannot write file");
 }
 
 void TempFile::commit(bool durable) {
-  if (durable) sync_path(path_, false);
-  if (::rename(path_.c_str(), target_.c_str()) != 0) fail(target_, "cannot replace the archive");
+  if (durable) {
+    try {
+      sync_path(path_, false);
+    } catch (const Error& e) {
+      throw Error(ErrorCode::io,
+                  "cannot fsync the new version (" + path_.filename().string() +
+                      "); the old one is unchanged: " + e.message(),
+                  ErrorContext{.archive = target_.string()});
+    }
+  }
+  if (sys::rename(path_.c_str(), target_.c_str()) != 0)
+    fail(target_, "cannot replace the archive (rename failed; the old version is unchanged)");
   committed_ = true;
-  if (durable) sync_path(folder_of(target_), true);
+  if (durable) {
+    try {
+      sync_path(folder_of(target_), true);
+    } catch (const Error& e) {
+      throw Error(ErrorCode::io,
+                  "the new version replaced the old one, but fsync of its folder failed (the "
+                  "replacement may not survive a power loss): " +
+                      e.message(),
+                  ErrorContext{.archive = target_.string()});
+    }
+  }
 }
 
 void remove_stale_temp_files(const fs::path& target) noexcept {
@@ -123,15 +143,14 @@ void remove_stale_temp_files(const fs::path& target) noexcept {
     long pid = std::strtol(rest.c_str(), &end_ptr, 10);
     if (end_ptr == rest.c_str() || *end_ptr != '-' || pid <= 0) continue;
     if (pid != ::getpid() && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
-      std::error_code rm;
-      fs::remove(it->path(), rm);
+      sys::unlink(it->path().c_str());
     }
   }
 }
 
 FileLock::FileLock(const fs::path& target) {
   auto lock_path = folder_of(target) / ("." + target.filename().string() + ".modelzip-lock");
-  fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  fd_ = sys::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd_ < 0) fail(lock_path, "cannot open lock file");
   while (::flock(fd_, LOCK_EX) != 0) {
     if (errno == EINTR) continue;
@@ -147,7 +166,7 @@ FileLock::FileLock(FileLock&& other) noexcept : fd_(other.fd_) {
 }
 
 FileLock::~FileLock() {
-  if (fd_ >= 0) ::close(fd_);
+  if (fd_ >= 0) sys::close(fd_);
 }
 
 }  // namespace modelzip::io

@@ -7,6 +7,11 @@
 // Temporary files are named ".<target name>.mztmp-<pid>-<random>" (plus any
 // suffix libzip appends) so that stale ones can be attributed to their
 // (dead) writer process.
+//
+// All file changes go through io::sys (io/syscalls.hpp). Thread safety: the
+// classes here are not thread-safe (one object per thread); distinct objects
+// may be used from different threads. Each FileLock opens its own descriptor,
+// so FileLocks exclude each other across processes and across threads.
 #pragma once
 
 #include <cstdint>
@@ -29,9 +34,13 @@ class TempFile {
   const std::filesystem::path& target() const noexcept { return target_; }
 
   // fsyncs the temporary file (if durable), renames it over the target, and
-  // fsyncs the folder (if durable). Throws Error(io); on failure the target
-  // is unchanged.
+  // fsyncs the folder (if durable). Throws Error(io) naming the target. If
+  // committed() is false afterwards the target is unchanged (and the
+  // temporary file is removed by the destructor); if it is true the rename
+  // happened and only the folder fsync failed: the target is the new
+  // version, which may not survive a power loss.
   void commit(bool durable);
+  bool committed() const noexcept { return committed_; }
 
  private:
   TempFile(std::filesystem::path target, std::filesystem::path path);
@@ -65,9 +74,10 @@ class AppendFile {
   AppendFile& operator=(const AppendFile&) = delete;
   ~AppendFile();
   int fd() const noexcept { return fd_; }
-  void sync();                                 // fsync; throws Error(io)
-  void truncate(std::uint64_t size) noexcept;  // best effort
-  void close();                                // throws Error(io)
+  void sync();  // fsync; throws Error(io)
+  // Cuts the file to `size` and fsyncs it; false if either failed.
+  bool truncate(std::uint64_t size) noexcept;
+  void close();  // throws Error(io)
 
  private:
   std::filesystem::path path_;

@@ -9,6 +9,7 @@
 #include <future>
 
 #include "core/checked.hpp"
+#include "io/syscalls.hpp"
 #include "modelzip/error.hpp"
 #include "zip/zip_reader.hpp"
 
@@ -97,7 +98,7 @@ void StreamZipWriter::write_at(std::uint64_t offset, const void* data, std::size
   const char* p = static_cast<const char*>(data);
   while (size > 0) {
     std::size_t n = std::min<std::size_t>(size, 1u << 30);
-    ssize_t w = ::pwrite(fd_, p, n, static_cast<off_t>(offset));
+    ssize_t w = io::sys::pwrite(fd_, p, n, static_cast<off_t>(offset));
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) {
       if (w == 0) errno = ENOSPC;
@@ -347,7 +348,7 @@ std::uint64_t StreamZipWriter::finish(const std::function<void()>& before_end_re
   cd.put<std::uint32_t>(static_cast<std::uint32_t>(std::min(cd_offset, k32)));
   cd.put<std::uint16_t>(0);
   append(cd.bytes.data(), cd.bytes.size());
-  if (::ftruncate(fd_, static_cast<off_t>(offset_)) != 0)
+  if (io::sys::ftruncate(fd_, static_cast<off_t>(offset_)) != 0)
     throw Error(ErrorCode::io, std::string("cannot set the file size: ") + std::strerror(errno),
                 ErrorContext{.archive = file_name_});
   return offset_;

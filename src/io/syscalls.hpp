@@ -1,0 +1,107 @@
+// The system calls through which modelzip changes files: every write,
+// fsync, rename, truncate, unlink and every open for writing made by the
+// writers (io/durable_file, io/append_journal, zip/zip_stream_writer) goes
+// through io::sys, so that tests can make any one of them fail or kill the
+// process right before it (io::FaultInjector).
+//
+// The functions have the contracts of the POSIX calls of the same name
+// (return value, errno). Without an installed injector they call the OS
+// directly; the only overhead is one atomic load per call.
+//
+// Reads (io/mapped_file) and libzip's own file access (zip/zip_writer, used
+// by the npz converter, not by checkpoint commits) do not go through here.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace modelzip::io {
+
+enum class SysOp : std::uint8_t {
+  open,        // open() for writing (O_WRONLY / O_RDWR)
+  write,       // write() and pwrite()
+  fsync_file,  // fsync() of a regular file
+  fsync_dir,   // fsync() of a folder
+  rename,
+  truncate,  // ftruncate()
+  unlink,
+  close,
+};
+inline constexpr int kSysOpCount = 8;
+
+const char* sys_op_name(SysOp op) noexcept;
+
+// Decides the fate of system calls, for tests. Install with
+// FaultInjector::install(); the calls of every thread of the process then
+// consult it. Counting is atomic, so calls from several threads are counted
+// exactly once each; install() and uninstall() must not race with calls
+// being made (install before the operation under test starts, uninstall
+// after it returns).
+//
+// Calls are numbered from 1 in the order they are made, once over all kinds
+// (total) and once per kind. A plan names one call, by kind or over all
+// kinds, and what happens to it.
+class FaultInjector {
+ public:
+  enum class Action : std::uint8_t {
+    count,        // nothing: only count calls
+    fail,         // the call fails with `error` without doing anything
+    fail_after,   // this call and every later one of the kind fail with `error`
+    short_write,  // a write writes half its bytes (at least 1 when possible)
+    disk_full,    // a short write, then every later write fails with ENOSPC
+    kill,         // SIGKILL the process right before the call
+  };
+  struct Plan {
+    Action action = Action::count;
+    bool any_kind = false;      // `nth` counts calls of every kind
+    SysOp kind = SysOp::write;  // else calls of this kind
+    std::uint64_t nth = 0;      // 1-based; 0 never matches
+    int error = 5;              // EIO
+  };
+
+  FaultInjector() = default;
+  explicit FaultInjector(Plan plan) : plan_(plan) {}
+  FaultInjector(const FaultInjector&) = delete;
+  FaultInjector& operator=(const FaultInjector&) = delete;
+  // Uninstalls itself if installed.
+  ~FaultInjector();
+
+  // Makes this the process's injector (replacing any other).
+  void install() noexcept;
+  void uninstall() noexcept;
+
+  std::uint64_t total_calls() const noexcept { return total_.load(); }
+  std::uint64_t calls(SysOp op) const noexcept { return by_kind_[static_cast<int>(op)].load(); }
+  // Whether the planned fault happened.
+  bool fired() const noexcept { return fired_.load(); }
+
+  // Used by io::sys: counts the call and returns the errno to fail it with
+  // (0: perform it); for writes, may shrink `*size` (short write). May not
+  // return (kill).
+  int before(SysOp op, std::size_t* size) noexcept;
+
+ private:
+  Plan plan_;
+  std::atomic<std::uint64_t> total_{0};
+  std::atomic<std::uint64_t> by_kind_[kSysOpCount] = {};
+  std::atomic<bool> fired_{false};
+  std::atomic<bool> failing_{false};  // fail_after / disk_full engaged
+};
+
+namespace sys {
+
+int open(const char* path, int flags, mode_t mode = 0);
+ssize_t write(int fd, const void* data, std::size_t size);
+ssize_t pwrite(int fd, const void* data, std::size_t size, off_t offset);
+int fsync(int fd);      // a regular file
+int fsync_dir(int fd);  // a folder
+int rename(const char* from, const char* to);
+int ftruncate(int fd, off_t size);
+int unlink(const char* path);
+int close(int fd);
+
+}  // namespace sys
+}  // namespace modelzip::io

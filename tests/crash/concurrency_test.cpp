@@ -1,0 +1,178 @@
+// Concurrency: reader processes open, load and verify an archive in a loop
+// while a writer process adds tags (append path and rewrites) and removes
+// them; readers must always see a complete archive. And several threads
+// reading one Archive object at once.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include "crash_support.hpp"
+
+using namespace modelzip;
+using namespace modelzip::crash;
+using modelzip::testing::TempDir;
+
+namespace {
+
+// Tag "t<i>": four parameters and an updater state, bytes from its name.
+TagSpec spec_of(const std::string& tag, NewTag* nt = nullptr) {
+  TagSpec spec;
+  NewTag made = make_tag(tag, 4, {}, "", &spec);
+  if (nt) *nt = std::move(made);
+  return spec;
+}
+
+std::string tag_name(int i) {
+  return "t" + std::to_string(i);
+}
+
+// What a reader checks on every round: the archive verifies, its tags are
+// t<a>..t<b> in order (a state the writer produced), each with its bytes.
+std::string check_round(const fs::path& path) {
+  Archive a = Archive::open(path);
+  auto problems = a.verify();
+  if (!problems.empty()) return "verify: " + problems[0].entry + ": " + problems[0].message;
+  const auto& tags = a.tags();
+  if (tags.empty()) return "no tags";
+  const int first = std::stoi(tags[0].substr(1));
+  for (std::size_t i = 0; i < tags.size(); ++i) {
+    if (tags[i] != tag_name(first + static_cast<int>(i))) return "unexpected tags";
+    if (auto m = tag_mismatch(a, spec_of(tags[i])); !m.empty()) return m;
+  }
+  return {};
+}
+
+constexpr int kReaders = 3;
+constexpr int kWriterRounds = 40;
+constexpr long kMaxReaderRounds = 100000;
+
+}  // namespace
+
+TEST_CASE("Concurrency: reader processes never see an incomplete archive") {
+  TempDir dir, control;
+  const fs::path path = dir / "m.zip";
+  {
+    Writer w = Writer::open(path);
+    NewTag nt;
+    spec_of(tag_name(0), &nt);
+    w.add_tag(tag_name(0), std::move(nt));
+    w.commit();
+  }
+  const fs::path done = control / "writer-done";
+
+  std::vector<pid_t> readers;
+  for (int r = 0; r < kReaders; ++r) {
+    pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      long rounds = 0;
+      std::string failure;
+      do {
+        try {
+          failure = check_round(path);
+        } catch (const std::exception& e) {
+          failure = e.what();
+        }
+        ++rounds;
+      } while (failure.empty() && !fs::exists(done) && rounds < kMaxReaderRounds);
+      testing::write_file(control / ("reader" + std::to_string(r)),
+                          std::to_string(rounds) + "\n" + failure);
+      ::_exit(failure.empty() ? 0 : 1);
+    }
+    readers.push_back(pid);
+  }
+
+  // The writer: adds t1.., mostly by appending, every third one by a
+  // rewrite; removes the oldest tag every other round (a rewrite).
+  int writer_status = run_child([&] {
+    int oldest = 0;
+    for (int i = 1; i <= kWriterRounds; ++i) {
+      Writer w = Writer::open(path, WriterOptions{.durable = false, .append = i % 3 != 0});
+      NewTag nt;
+      spec_of(tag_name(i), &nt);
+      w.add_tag(tag_name(i), std::move(nt));
+      w.commit();
+      if (i % 2 == 0) {
+        w.remove_tag(tag_name(oldest++));
+        w.commit();
+      }
+    }
+    return 0;
+  });
+  testing::write_file(done, "");
+  CHECK(exited_ok(writer_status));
+
+  long total_rounds = 0;
+  for (int r = 0; r < kReaders; ++r) {
+    int status = 0;
+    while (::waitpid(readers[r], &status, 0) < 0) {
+    }
+    const std::string report = testing::io_bytes(control / ("reader" + std::to_string(r)));
+    INFO("reader " << r << ": " << report);
+    CHECK(exited_ok(status));
+    long rounds = std::stol(report.substr(0, report.find('\n')));
+    CHECK(rounds >= 1);
+    total_rounds += rounds;
+  }
+  std::string why = check_round(path);
+  CHECK(why.empty());
+  Archive final_archive = Archive::open(path);
+  CHECK(final_archive.tags().size() == kWriterRounds / 2 + 1);
+  CHECK(final_archive.tags().back() == tag_name(kWriterRounds));
+  MESSAGE(kReaders << " reader processes: " << total_rounds << " open+load+verify rounds during "
+                   << kWriterRounds << " adds and " << kWriterRounds / 2 << " removals");
+}
+
+TEST_CASE("Concurrency: threads reading one Archive object") {
+  TempDir dir;
+  const fs::path path = dir / "m.zip";
+  Model model;
+  {
+    Writer w = Writer::open(path);
+    for (int i = 0; i < 4; ++i) {
+      NewTag nt;
+      model.push_back(spec_of(tag_name(i), &nt));
+      w.add_tag(tag_name(i), std::move(nt));
+    }
+    w.commit();
+  }
+  const Archive archive = Archive::open(path);
+  REQUIRE(mismatch(archive, model).empty());
+
+  constexpr int kThreads = 4, kRounds = 25;
+  std::mutex mutex;
+  std::vector<std::string> failures;
+  std::atomic<long> checks{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < kRounds; ++round) {
+        try {
+          const TagSpec& spec = model[static_cast<std::size_t>((t + round) % model.size())];
+          std::string m = tag_mismatch(archive, spec);
+          if (m.empty() && archive.param("p1", spec.name).nbytes != spec.params.at("p1").size())
+            m = "param info of " + spec.name;
+          if (m.empty() && round % 5 == t % 5 && !archive.verify().empty()) m = "verify";
+          if (m.empty()) {
+            auto loaded = archive.load(spec.name, ReadMode::copy);
+            for (const auto& [name, bytes] : spec.params)
+              if (text_of(loaded.at(name).values()) != bytes) m = "load " + name;
+          }
+          if (!m.empty()) {
+            std::lock_guard lock(mutex);
+            failures.push_back(m);
+          }
+          ++checks;
+        } catch (const std::exception& e) {
+          std::lock_guard lock(mutex);
+          failures.push_back(e.what());
+        }
+      }
+    });
+  for (auto& th : threads) th.join();
+  CHECK(failures.empty());
+  if (!failures.empty()) MESSAGE("first failure: " << failures[0]);
+  CHECK(checks.load() == kThreads * kRounds);
+}

@@ -1,0 +1,80 @@
+// The commits the crash suite interrupts: a full rewrite that adds a tag, a
+// remove-tag (which rewrites), and an append that adds a tag in place, each
+// on the same four-tag base archive.
+#pragma once
+
+#include "crash_support.hpp"
+
+namespace modelzip::crash {
+
+struct Scenario {
+  std::string name;
+  Model old_model, new_model;
+  std::string old_bytes;  // the base archive
+  WriterOptions options;
+  std::function<void(Writer&)> stage;  // the change to commit
+  bool appends = false;                // the commit takes the append path
+};
+
+// Base archive: tags old0..old3 with `params` parameters each; old<k> shares
+// old<k-1>'s p0. Written by one rewrite, so it has no dead bytes.
+inline Model write_base(const fs::path& path, int params) {
+  Model model;
+  Writer w = Writer::open(path, WriterOptions{.append = false});
+  for (int k = 0; k < 4; ++k) {
+    TagSpec spec;
+    std::string tag = "old" + std::to_string(k);
+    NewTag nt = make_tag(tag, params, model, k ? "old" + std::to_string(k - 1) : "", &spec);
+    w.add_tag(tag, std::move(nt));
+    model.push_back(spec);
+  }
+  w.commit();
+  return model;
+}
+
+enum class ScenarioKind { rewrite_add, remove_tag, append_add };
+
+inline Scenario make_scenario(ScenarioKind kind, const fs::path& scratch) {
+  Scenario s;
+  fs::path base = scratch / "base.zip";
+  s.old_model = write_base(base, kind == ScenarioKind::remove_tag ? 9 : 5);
+  s.old_bytes = testing::io_bytes(base);
+  fs::remove(base);
+  s.new_model = s.old_model;
+  switch (kind) {
+    case ScenarioKind::rewrite_add:
+    case ScenarioKind::append_add: {
+      const bool append = kind == ScenarioKind::append_add;
+      s.name = append ? "append" : "rewrite";
+      s.options.append = append;
+      s.appends = append;
+      TagSpec spec;
+      make_tag("new", 32, s.old_model, "old1", &spec);
+      s.new_model.push_back(spec);
+      const Model old_model = s.old_model;
+      s.stage = [old_model](Writer& w) {
+        TagSpec ignored;
+        w.add_tag("new", make_tag("new", 32, old_model, "old1", &ignored));
+      };
+      break;
+    }
+    case ScenarioKind::remove_tag:
+      s.name = "remove-tag";
+      // old1 shares old0's p0: removing old0 moves that blob into old1.
+      s.new_model.erase(s.new_model.begin());
+      s.stage = [](Writer& w) { w.remove_tag("old0"); };
+      break;
+  }
+  return s;
+}
+
+// `model` plus a small tag "next" (what the writer after a crash adds).
+inline Model with_next(const Model& model, NewTag* nt) {
+  Model out = model;
+  TagSpec spec;
+  *nt = make_tag("next", 2, model, "", &spec);
+  out.push_back(spec);
+  return out;
+}
+
+}  // namespace modelzip::crash
