@@ -3,6 +3,8 @@
 //
 // Only the types listed here are supported; other DL4J numbers (FLOAT8, HALF2,
 // QINT8, QINT16, UTF16, UTF32, INHERIT) are rejected as unsupported.
+//
+// Thread safety: plain values and pure functions; no shared state.
 #pragma once
 
 #include <cstddef>

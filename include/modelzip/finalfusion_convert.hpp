@@ -21,6 +21,9 @@
 // converted (supervised models with labels, quantized or pruned models).
 // Sizes declared in headers are checked against the input size before any
 // allocation.
+//
+// Thread safety: the functions share no state and may run concurrently
+// (on distinct output paths when writing files).
 #pragma once
 
 #include <filesystem>

@@ -1,6 +1,8 @@
 // Work and size limits applied to untrusted input. Defaults are generous for
 // real checkpoints; every limit is checked before the corresponding
 // allocation or loop, and exceeding one throws Error(limit_exceeded).
+//
+// Thread safety: a plain value type.
 #pragma once
 
 #include <cstdint>

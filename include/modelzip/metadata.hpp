@@ -1,5 +1,7 @@
 // Archive-level metadata, stored as TOML in the entry `modelzip.toml`:
 // the format version and optional compatibility metadata.
+//
+// Thread safety: a plain value type.
 #pragma once
 
 #include <cstdint>

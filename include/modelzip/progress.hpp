@@ -1,4 +1,7 @@
 // Progress reports for long operations (saves, copying loads, verify).
+//
+// Thread safety: Progress is a plain value; a callback is only called from
+// the thread that runs the operation it was given to.
 #pragma once
 
 #include <cstdint>

@@ -23,8 +23,21 @@
 // it, and every referencing params.txt is rewritten to point there.
 //
 // Thread safety: a Writer is not thread-safe; use one per thread. Two
-// processes committing to one archive at once are serialized by an exclusive
-// lock on the archive's lock file (flock), so neither loses the other's tag.
+// processes (or two Writers in different threads) committing to one archive
+// at once are serialized by an exclusive lock on the archive's lock file
+// (flock), so neither loses the other's tag. NewTag, WriterOptions and the
+// other option structs are plain values, not thread-safe to modify while
+// shared. Readers (Archive::open) never wait for a writer and always see
+// the old or the new archive, also while an append is in progress.
+//
+// A failed commit() throws Error(io) (or the error that stopped it) naming
+// the archive and what failed, and removes its temporary file; the Writer
+// stays usable. If the failure came before the new archive became visible,
+// the archive is unchanged and the changes stay staged, so commit() can be
+// called again. If only a final durability step failed (fsync of the folder
+// after the rename, of the appended file, or removing the append journal),
+// the new archive is visible, the staged changes are consumed, and the
+// error says the change may not survive a power loss.
 #pragma once
 
 #include <cstdint>
