@@ -7,6 +7,8 @@
 #include <sstream>
 
 #include "ff_test_support.hpp"
+#include "modelzip/archive.hpp"
+#include "modelzip/writer.hpp"
 
 using namespace modelzip;
 using namespace modelzip::finalfusion;
@@ -204,5 +206,35 @@ TEST_SUITE("finalfusion") {
     // Read without mmap: owned memory, still viewed without a second copy.
     auto read = Embeddings::open(ff_data("similarity.fifu"), false);
     CHECK(read.storage_is_view());
+  }
+
+  TEST_CASE("inside an archive: the entry is the file, 64-byte aligned, the matrix a view of it") {
+    modelzip::testing::TempDir dir;
+    const auto path = dir.path() / "e.zip";
+    const Bytes original = ff_bytes("similarity.fifu");
+    {
+      Writer writer = Writer::open(path);
+      NewTag tag;
+      tag.add_embedding("words", original);
+      writer.add_tag("v1", std::move(tag));
+      writer.commit();
+    }
+    Archive archive = Archive::open(path);
+    const Bytes entry = archive.embedding_file("words");
+    REQUIRE(entry.size() == original.size());
+    CHECK(std::memcmp(entry.data(), original.data(), original.size()) == 0);
+    // FORMAT.md section 1: stored entry data starts at a multiple of 64 in
+    // the file, and the archive mapping is page-aligned.
+    CHECK(reinterpret_cast<std::uintptr_t>(entry.data()) % 64 == 0);
+    auto e = Embeddings::read(entry, "words");
+    CHECK(e.storage_is_view());
+    // similarity.fifu's matrix starts at byte 576 (FINALFUSION.md: 12 + 4 * 2
+    // header bytes, SimpleVocab 12 + 514, NdArray frame 12 + 16, 2 bytes of
+    // padding).
+    CHECK(reinterpret_cast<const std::byte*>(e.matrix().data()) == entry.data() + 576);
+    auto standalone = Embeddings::open(ff_data("similarity.fifu"));
+    CHECK(std::equal(e.matrix().begin(), e.matrix().end(), standalone.matrix().begin(),
+                     standalone.matrix().end()));
+    CHECK(*e.similar("Berlin", 5) == *standalone.similar("Berlin", 5));
   }
 }
