@@ -155,6 +155,7 @@ TEST_SUITE("hostile") {
       }
       if (row.code == "ok") {
         CHECK_MESSAGE(!error, (error ? error->what() : ""));
+        CHECK(problems.empty());
         continue;
       }
       if (row.code == "problem") {
@@ -179,6 +180,15 @@ TEST_SUITE("hostile") {
       check_text("tag", row.tag, c.tag);
       check_number("line", row.line_field, c.line);
       check_number("offset", row.offset, c.offset);
+      if (row.mode == "load") {
+        // verify() checks every blob: it must find the same fault.
+        bool found = false;
+        for (const auto& p : Archive::open(path).verify())
+          found =
+              found || (p.entry == row.entry && p.message.find(row.message) != std::string::npos);
+        CHECK_MESSAGE(found, "verify() reports no problem naming '" << row.entry << "' with '"
+                                                                    << row.message << "'");
+      }
     }
   }
 

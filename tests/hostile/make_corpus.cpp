@@ -22,6 +22,7 @@
 
 #include "../format/blob_builder.hpp"
 #include "../zip/zip_builder.hpp"
+#include "graph_generated.h"
 #include "hostile_archives.hpp"
 
 using namespace modelzip::testing;
@@ -332,6 +333,32 @@ void blob_cases() {
   blob_zip("blob_coo_nnz_above_numel.zip", coo_blob({{0, 0}, {0, 1}, {1, 0}, {1, 1}, {0, 0}}));
 }
 
+// graph.fb (schemas/graph.fbs, identifier "MZGR"): one placeholder "x" and
+// `ops` references to one op "op" whose inputs hold `inputs` references to
+// the string "x" (ops = 1 and inputs = 1: a valid graph).
+std::string graph_fb(int ops, int inputs) {
+  flatbuffers::FlatBufferBuilder fbb;
+  auto x = fbb.CreateString("x");
+  auto in_vec = fbb.CreateVector(std::vector<flatbuffers::Offset<flatbuffers::String>>(inputs, x));
+  auto op = modelzip::fb::CreateOp(fbb, fbb.CreateString("op"), fbb.CreateString("add"), in_vec);
+  auto ops_vec = fbb.CreateVector(std::vector<flatbuffers::Offset<modelzip::fb::Op>>(ops, op));
+  auto var = modelzip::fb::CreateVariable(fbb, x, modelzip::fb::VariableKind::PLACEHOLDER);
+  auto vars = fbb.CreateVector(std::vector<flatbuffers::Offset<modelzip::fb::Variable>>{var});
+  fbb.Finish(modelzip::fb::CreateGraph(fbb, 1, vars, ops_vec), modelzip::fb::GraphIdentifier());
+  return std::string(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
+}
+
+void graph_cases() {
+  emit_zip("graph_valid.zip", with_entry("t1/graph.fb", graph_fb(1, 1)));
+  std::string root_out = graph_fb(1, 1);
+  patch32(root_out, 0, 0x7FFFFFF0u);
+  emit_zip("graph_root_offset_out_of_range.zip", with_entry("t1/graph.fb", root_out));
+  std::string no_id = graph_fb(1, 1);
+  std::memcpy(no_id.data() + 4, "XXXX", 4);
+  emit_zip("graph_wrong_identifier.zip", with_entry("t1/graph.fb", no_id));
+  emit_zip("graph_shared_subobjects.zip", with_entry("t1/graph.fb", graph_fb(300, 300)));
+}
+
 // finalfusion files: "FiFu", version 0, chunk count, chunk ids, chunks.
 std::string fifu_header(std::initializer_list<std::uint32_t> ids) {
   std::string b = "FiFu" + u32s(0) + u32s(static_cast<std::uint32_t>(ids.size()));
@@ -440,6 +467,7 @@ int main(int argc, char** argv) {
   zip_structure_cases();
   table_cases();
   blob_cases();
+  graph_cases();
   finalfusion_cases();
   converter_cases();
   return 0;
