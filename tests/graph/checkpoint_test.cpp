@@ -349,3 +349,36 @@ TEST_CASE("Entries of a later version (params_maps.txt) survive and do not distu
   check_same(mlp_checkpoint(), load_checkpoint(a, "v2-tag"));
   CHECK(a.verify().empty());
 }
+
+TEST_CASE("Names that need escaping: params.txt and updater.txt as FORMAT.md 4.2 spells them") {
+  TempDir dir;
+  auto path = dir / "escaped.zip";
+  Checkpoint c;
+  c.graph.add_placeholder("in put", DType::float32, Shape{kUnknownDim, 2});
+  c.graph.add_variable("enc/layer 1#w%", DType::float32, {2});
+  c.graph.add_variable("a\nb", DType::float32, {1});
+  c.graph.add_array("out", DType::float32, std::nullopt);
+  c.graph.add_op("op 1", "add", {"in put", "enc/layer 1#w%", "a\nb"}, {"out"});
+  TrainingConfig t;
+  t.updater = Nesterovs{};
+  t.feature_mapping = {"in put"};
+  c.training = t;
+  c.params["enc/layer 1#w%"] = f32_tensor({2}, {1.0f, 2.0f});
+  c.params["a\nb"] = f32_tensor({1}, {3.0f});
+  c.updater_state["enc/layer 1#w%"]["V"] = f32_tensor({2}, {0.5f, 0.25f});
+  c.updater_state["a\nb"]["V"] = f32_tensor({1}, {0.125f});
+  {
+    Writer w = Writer::open(path);
+    save_checkpoint(w, "s", c);
+  }
+  Archive a = Archive::open(path);
+  // Space, '#', '%' and LF are written %XX; '/' is not; blobs are numbered
+  // per table in line order.
+  auto text = [&](const char* entry) {
+    Bytes b = a.entry(entry, ReadMode::copy);
+    return std::string(reinterpret_cast<const char*>(b.data()), b.size());
+  };
+  CHECK(text("s/params.txt") == "enc/layer%201%23w%25 0\na%0Ab 1\n");
+  CHECK(text("s/updater.txt") == "enc/layer%201%23w%25 V 0\na%0Ab V 1\n");
+  check_same(c, load_checkpoint(a, "s"));
+}
