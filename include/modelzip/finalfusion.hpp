@@ -177,8 +177,10 @@ class Vocab {
   // Storage rows of the subword units of `word`, duplicates kept: every
   // n-gram of bow + word + eow with min_n..max_n characters (Unicode code
   // points), mapped by the indexer (explicit vocabularies skip unknown
-  // n-grams); floret adds the whole bracketed word and maps every unit to
-  // n_hashes rows. Empty when there is none (or for a simple vocabulary).
+  // n-grams; fastText vocabularies skip the 1-grams "<" and ">" at the
+  // brackets, as fastText does); floret adds the whole bracketed word and
+  // maps every unit to n_hashes rows. Empty when there is none (or for a
+  // simple vocabulary).
   std::vector<std::uint64_t> subword_rows(std::string_view word) const;
   void subword_rows(std::string_view word, std::vector<std::uint64_t>& out) const;
   // The same, grouped by unit (n-gram text, or for floret also the whole

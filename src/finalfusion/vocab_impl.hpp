@@ -115,7 +115,13 @@ void VocabImpl::for_each_subword_row(std::string_view word, F&& fn) const {
   std::size_t unit_number = 0;
   if (kind == VocabKind::floret)
     for_each_unit_row(bracketed, utf8_length(bracketed), unit_number++, fn);
+  // fastText (Dictionary::computeSubwords) never uses the 1-grams made of the
+  // opening or the closing bracket alone; with min_n = 1 neither do we.
+  const bool skip_bracket_unigrams = kind == VocabKind::fasttext_subwords;
   for_each_ngram(bracketed, min_n, max_n, [&](std::string_view g, std::size_t n) {
+    if (skip_bracket_unigrams && n == 1 &&
+        (g.data() == bracketed.data() || g.data() + g.size() == bracketed.data() + size))
+      return;
     for_each_unit_row(g, n, unit_number++, fn);
   });
 }

@@ -63,6 +63,25 @@ TEST_SUITE("finalfusion") {
     CHECK(fasttext_bucket("<\xC3\xBC", 100) == 88);
   }
 
+  TEST_CASE("fastText vocabularies skip the bracket 1-grams, as fastText's computeSubwords") {
+    // "<ab>" with n = 1..2, by start, longest first: "<a" "<" | "ab" "a" |
+    // "b>" "b" | ">". fastText drops "<" and ">" (1-grams touching a bracket).
+    auto ft = Vocab::fasttext_subwords({"x"}, 1, 2, 1000);
+    std::vector<std::uint64_t> expected;
+    for (const char* g : {"<a", "ab", "a", "b>", "b"}) expected.push_back(1 + fasttext_bucket(g, 1000));
+    CHECK(ft.subword_rows("ab") == expected);
+    // A '<' inside the word is an ordinary character.
+    auto ft1 = Vocab::fasttext_subwords({}, 1, 1, 1000);
+    CHECK(ft1.subword_rows("a<b") == std::vector<std::uint64_t>{fasttext_bucket("a", 1000),
+                                                               fasttext_bucket("<", 1000),
+                                                               fasttext_bucket("b", 1000)});
+    // finalfusion buckets keep every n-gram, brackets included.
+    auto ff = Vocab::bucket_subwords({}, 1, 1, 20);
+    CHECK(ff.subword_rows("a") == std::vector<std::uint64_t>{finalfusion_bucket("<", 20),
+                                                            finalfusion_bucket("a", 20),
+                                                            finalfusion_bucket(">", 20)});
+  }
+
   TEST_CASE("murmurhash3 x64 128 matches the published reference vectors") {
     using detail::murmur3_x64_128;
     // Vectors published for MurmurHash3_x64_128 (seed 0).
