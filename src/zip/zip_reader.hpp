@@ -22,6 +22,7 @@ struct zip;
 
 namespace modelzip::zip {
 
+// CRC-32 as zlib computes it (folded with PCLMULQDQ where the CPU has it).
 std::uint32_t crc32_of(std::span<const std::byte> data) noexcept;
 // CRC-32 of A followed by B, from crc(A), crc(B) and B's length.
 std::uint32_t crc32_concat(std::uint32_t crc_a, std::uint32_t crc_b,
@@ -65,12 +66,12 @@ class EntryReader {
   // Called with (bytes done, bytes total); return false to cancel.
   using ReadProgress = std::function<bool(std::uint64_t, std::uint64_t)>;
   // read_owned() of every entry (the result is parallel to `entries`), the
-  // stored ones copied and checksummed in chunks that the calling thread and
-  // one helper thread share. Large copies go to fresh huge-page-advised
-  // memory that is populated in bulk. `progress`, if set, runs on the calling
-  // thread only. Errors: Error(corrupt) naming the first failing entry in
-  // the order given; Error(cancelled) when `progress` returns false (no
-  // thread is left running after any throw).
+  // stored ones copied and checksummed in 4 MiB jobs that the calling thread
+  // and (from 16 MiB in all) one helper thread share. `progress`, if set,
+  // runs on the calling thread only, once per entry in order. Errors:
+  // Error(corrupt) naming the first failing entry in the order given;
+  // Error(cancelled) when `progress` returns false (no thread is left
+  // running after any throw).
   std::vector<Bytes> read_owned_all(std::span<const EntryInfo* const> entries,
                                     const ReadProgress& progress = {}) const;
   // The first `length` bytes (no CRC check unless the whole entry is read).

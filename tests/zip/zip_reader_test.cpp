@@ -271,3 +271,25 @@ TEST_CASE("read_owned_all: cancelling stops at once and throws Error(cancelled)"
       ErrorCode::cancelled, "cancelled");
   CHECK(calls == 2);
 }
+
+TEST_CASE("crc32_of equals zlib's crc32 for every length and alignment") {
+  std::string data = pattern(1 << 20);
+  for (std::size_t i = 0; i < data.size(); i += 3) data[i] = static_cast<char>(data[i] ^ (i >> 5));
+  auto zlib = [](const char* p, std::size_t n) {
+    return static_cast<std::uint32_t>(
+        ::crc32(0L, reinterpret_cast<const Bytef*>(p), static_cast<uInt>(n)));
+  };
+  for (std::size_t offset = 0; offset < 17; ++offset)
+    for (std::size_t n = 0; n < 300; ++n) {
+      CAPTURE(offset);
+      CAPTURE(n);
+      REQUIRE(zip::crc32_of(span_of(data.substr(offset, n))) == zlib(data.data() + offset, n));
+    }
+  for (std::size_t n :
+       {std::size_t{1000}, std::size_t{4096}, std::size_t{65535}, data.size() - 5, data.size()})
+    CHECK(zip::crc32_of(span_of(data.substr(5, std::min(n, data.size() - 5)))) ==
+          zlib(data.data() + 5, std::min(n, data.size() - 5)));
+  std::string zeros(100000, '\0'), ones(100000, '\xFF');
+  CHECK(zip::crc32_of(span_of(zeros)) == zlib(zeros.data(), zeros.size()));
+  CHECK(zip::crc32_of(span_of(ones)) == zlib(ones.data(), ones.size()));
+}
