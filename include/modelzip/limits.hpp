@@ -22,6 +22,10 @@ struct Limits {
   // FlatBuffers verifier limits.
   std::uint32_t max_flatbuffer_depth = 64;
   std::uint32_t max_flatbuffer_tables = 1'000'000;
+  // Bytes of strings that decoding one FlatBuffer may produce, as a multiple
+  // of its size: a string referenced many times (legitimately shared, or a
+  // hostile amplifier) is copied at every reference.
+  std::uint64_t max_flatbuffer_expansion = 64;
   // Rank of a tensor.
   std::uint32_t max_rank = 64;
 };

@@ -275,6 +275,47 @@ class SharingBound {
   std::uint64_t total_ = 0;
 };
 
+// Bytes of all strings of a verified graph, counted at every reference:
+// what decoding will copy. Error(limit_exceeded) above
+// Limits::max_flatbuffer_expansion times the buffer size (one long string
+// referenced from many vector slots would otherwise expand without bound).
+// Work: one step per string reference, which SharingBound has bounded.
+void check_string_expansion(const fbs::Graph& g, std::uint64_t size, const Limits& limits) {
+  std::uint64_t total = 0;
+  auto one = [&](const flatbuffers::String* s) {
+    if (s) total += s->size();
+  };
+  auto all = [&](const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>* v) {
+    if (v)
+      for (const auto* s : *v) one(s);
+  };
+  if (g.variables())
+    for (const auto* v : *g.variables()) one(v->name());
+  if (g.ops())
+    for (const auto* op : *g.ops()) {
+      one(op->name());
+      one(op->op_type());
+      for (const auto* v : {op->inputs(), op->outputs(), op->control_deps(), op->i_arg_names(),
+                            op->t_arg_names(), op->b_arg_names(), op->d_arg_names()})
+        all(v);
+      if (op->s_args())
+        for (const auto* a : *op->s_args()) {
+          one(a->name());
+          one(a->value());
+        }
+    }
+  all(g.outputs());
+  all(g.loss_variables());
+  const std::uint64_t allowed = limits.max_flatbuffer_expansion > UINT64_MAX / (size + 1)
+                                    ? UINT64_MAX
+                                    : limits.max_flatbuffer_expansion * size;
+  if (total > allowed)
+    fail(ErrorCode::limit_exceeded, "graph.fb: its strings, counted at every reference, hold " +
+                                        std::to_string(total) + " bytes, more than " +
+                                        std::to_string(limits.max_flatbuffer_expansion) +
+                                        " times the buffer's " + std::to_string(size));
+}
+
 }  // namespace
 
 Bytes encode_graph(const Graph& graph) {
@@ -319,6 +360,7 @@ Graph decode_graph(const Bytes& bytes, const Limits& limits) {
       [](flatbuffers::Verifier& v) { return fbs::VerifyGraphBuffer(v); },
       [&](const Bytes& b) { SharingBound(b, limits).check(); });
   const fbs::Graph* in = fbs::GetGraph(buf.data());
+  check_string_expansion(*in, buf.size(), limits);
   if (in->min_reader_version() > kGraphReaderVersion)
     fail(ErrorCode::unsupported, "graph.fb needs reader version " +
                                      std::to_string(in->min_reader_version()) +
