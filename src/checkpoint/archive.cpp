@@ -88,6 +88,14 @@ Archive::Impl::Impl(std::string archive_name, Bytes file, const OpenOptions& opt
     checked_folder = std::string_view(e.name).substr(0, slash);
   }
 
+  // Every tag has its params.txt before any per-tag state is built, so that
+  // a tags.txt of a million lines without tag folders costs no tables.
+  for (const auto& tag : tags) {
+    std::string entry_name = tag + "/" + std::string(format::table_entry_name(TableKind::params));
+    if (!find_entry(entry_name))
+      throw Error(ErrorCode::corrupt, "tag '" + tag + "' has no params.txt",
+                  context(entry_name, tag));
+  }
   tables.resize(tags.size());
   for (std::size_t t = 0; t < tags.size(); ++t) {
     TagTables& tt = tables[t];
