@@ -210,6 +210,25 @@ void zip_structure_cases() {
     s.disk = 1;
     emit_zip("zip_multi_disk.zip", s);
   }
+  {
+    // Sizes of 0xFFFFFFFF say "see the ZIP64 extra field", which is absent.
+    ZipSpec s = minimal_archive();
+    auto& e = entry(s, "t1/params/0.fb");
+    e.compressed_size = e.uncompressed_size = 0xFFFFFFFFu;
+    emit_zip("zip_zip64_extra_missing.zip", s);
+  }
+  {
+    ZipSpec s = minimal_archive();
+    s.zip64_end = true;
+    s.cd_offset = 7;  // in the ZIP64 end record
+    emit_zip("zip_zip64_cd_offset_lies.zip", s);
+  }
+  {
+    ZipSpec s = minimal_archive();
+    s.zip64_end = true;
+    s.count = 1ull << 40;  // in the ZIP64 end record
+    emit_zip("zip_zip64_entry_count_huge.zip", s);
+  }
   emit("zip_not_a_zip.zip", "modelzip? no: just text, long enough for an end record\n");
 }
 
@@ -421,6 +440,14 @@ void converter_cases() {
   }
   emit("npy_data_short.npy",
        npy("{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }", std::string(8, '\0')));
+  {
+    // An npz member "x.npy" declaring 1 GiB deflated from a few bytes.
+    ZipSpec z;
+    z.entries = {deflated("x.npy", npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }",
+                                        std::string(8, '\0')))};
+    z.entries[0].uncompressed_size = 1u << 30;
+    emit("npz_member_ratio_lie.npz", build_zip(z).bytes);
+  }
   auto st = [](const std::string& json, const std::string& data) {
     return u64s(json.size()) + json + data;
   };
