@@ -211,6 +211,7 @@ class AddContext {
                   "tag '" + plan_.find(tag)->name + "' exists already (tags ignore case)",
                   ErrorContext{.tag = tag});
     if (dedup_) build_index();
+    share_index_.clear();  // earlier operations may have changed the tables
     TagPlan tp;
     tp.name = tag;
     plan_.tags.push_back(std::move(tp));
@@ -275,10 +276,15 @@ class AddContext {
       throw Error(ErrorCode::not_found, "cannot share from tag '" + from_tag + "': no such tag",
                   ErrorContext{.tag = self.name});
     const auto& rows = const_cast<TagPlan*>(source)->table(kind);
-    for (const auto& row : rows) {
-      std::string row_key =
-          row.keys.size() == 1 ? row.keys[0] : row.keys[0] + std::string(1, '\0') + row.keys[1];
-      if (row_key != key) continue;
+    // The source's rows by key, built once per source table and add().
+    auto [cached, fresh] = share_index_.try_emplace({source->name, static_cast<int>(kind)});
+    if (fresh)
+      for (std::size_t r = 0; r < rows.size(); ++r) {
+        const auto& k = rows[r].keys;
+        cached->second.emplace(k.size() == 1 ? k[0] : k[0] + std::string(1, '\0') + k[1], r);
+      }
+    if (auto it = cached->second.find(key); it != cached->second.end()) {
+      const BlobRow& row = rows[it->second];
       return BlobRef{row.ref.tag.empty() ? source->name : row.ref.tag, row.ref.index,
                      row.ref.format};
     }
@@ -337,6 +343,9 @@ class AddContext {
   bool dedup_;
   Writer::Stats& stats_;
   DedupIndex index_;
+  // (source tag, table kind) -> row key -> row, for resolve_share: sharing
+  // n parameters costs O(n), not O(n * rows).
+  std::map<std::pair<std::string, int>, std::unordered_map<std::string, std::size_t>> share_index_;
 };
 
 struct AddOp {

@@ -27,7 +27,9 @@ Model random_model(std::mt19937_64& rng, int count) {
 
 void check_equal(const Model& expected, const std::map<std::string, Tensor>& got) {
   REQUIRE(got.size() == expected.size());
-  for (const auto& [name, t] : expected) {
+  for (const auto& entry : expected) {
+    const std::string& name = entry.first;
+    const Tensor& t = entry.second;
     INFO("parameter " << name);
     REQUIRE(got.count(name));
     CHECK(got.at(name) == t);
@@ -131,6 +133,50 @@ TEST_CASE("Sharing: explicit references and byte-equal dedup") {
   CHECK(ar.tensor("copy", "v2") == big);
   CHECK(ar.tensor("bias2", "v2") == a);
   CHECK(ar.verify().empty());
+}
+
+TEST_CASE("Sharing many parameters and updater states from two tags, in one commit") {
+  TempDir dir;
+  auto path = dir / "m.zip";
+  const int n = 3000;
+  std::vector<float> value(2);
+  auto tensor_of = [&](int i) {
+    value = {static_cast<float>(i), -static_cast<float>(i)};
+    return Tensor::dense(DType::float32, {2},
+                         Bytes::copy_of(std::as_bytes(std::span(value.data(), 2))));
+  };
+  Writer w = Writer::open(path, WriterOptions{.dedup = false});
+  for (const char* tag : {"a", "b"}) {
+    NewTag t;
+    for (int i = 0; i < n; ++i) t.add("p" + std::to_string(i), tensor_of(i));
+    t.add_updater_state("p0", "M", tensor_of(-1));
+    w.add_tag(tag, std::move(t));
+  }
+  NewTag c;  // half from a, half from b (staged in the same commit), in reverse order
+  for (int i = n - 1; i >= 0; --i)
+    c.share("p" + std::to_string(i), i % 2 ? "a" : "B", "p" + std::to_string(i));
+  c.share_updater_state("p0", "M", "b");
+  w.add_tag("c", std::move(c));
+  w.commit();
+  CHECK(w.last_stats().blobs_written == static_cast<std::uint64_t>(2 * (n + 1)));
+
+  Archive ar = Archive::open(path);
+  auto params = ar.params("c");
+  REQUIRE(params.size() == static_cast<std::size_t>(n));
+  for (const auto& p : params) {
+    int i = std::stoi(p.name.substr(1));
+    CHECK(p.shared);
+    CHECK(p.owner_tag == (i % 2 ? "a" : "b"));
+  }
+  CHECK(ar.tensor("p1234", "c") == tensor_of(1234));
+  CHECK(ar.updater_state("p0", "M", "c") == tensor_of(-1));
+
+  Writer w2 = Writer::open(path);
+  NewTag d;
+  d.share("p1", "c", "p1");
+  d.share("p9999", "c", "p9999");
+  w2.add_tag("d", std::move(d));
+  CHECK_THROWS_WITH_AS(w2.commit(), doctest::Contains("cannot share 'p9999'"), Error);
 }
 
 TEST_CASE("Dedup can be turned off") {
