@@ -413,9 +413,13 @@ int main(int argc, char** argv) {
 
   std::printf("\nsave (each run writes a fresh file; the old one is removed before the timing)\n");
   {
+    // Untimed before each run: old files gone, and no dirty pages left by
+    // the previous run (else whichever runs second is throttled by the
+    // writeback of the first one's gigabyte).
     auto setup = [&] {
       fs::remove(raw);
       fs::remove(mz);
+      ::sync();
     };
     auto t = interleaved_medians(
         o.reps,
@@ -459,6 +463,7 @@ int main(int argc, char** argv) {
   row("raw read() into a reused, pre-faulted buffer", t_read, m.bytes, t_read, "raw read");
   row("raw read() into fresh memory, then freed", t_fresh, m.bytes, t_read, "raw read");
   row("raw read() into fresh memory + CRC-32, freed", t_fresh_crc, m.bytes, t_read, "raw read");
+  std::printf("  %-46s (one allocation of the file's size: page faults on every run)\n", "");
   row("modelzip open + load newest tag (zero-copy)", t_open, 0, t_read, "raw read");
   std::printf("  %-46s (%d tensors, no data touched; target <= 5 ms)\n", "", o.tensors);
   row("modelzip open + load + touch every cache line", t_touch, m.bytes, t_read, "raw read");
@@ -542,7 +547,10 @@ int main(int argc, char** argv) {
     }
     double t_raw_new = time_median(
         o.reps, [&] { raw_write_bytes(dir / "new.bin", last_new); },
-        [&] { fs::remove(dir / "new.bin"); });
+        [&] {
+          fs::remove(dir / "new.bin");
+          ::sync();
+        });
     fs::remove(dir / "new.bin");
     std::printf("  %-46s %9.2f ms  %8.1f MiB written\n", "first tag (all data new)", first * 1e3,
                 first_bytes / 1048576.0);
@@ -597,7 +605,7 @@ int main(int argc, char** argv) {
   if (o.python && fs::exists("/usr/bin/python3")) {
     std::printf(
         "\nPython baselines (/usr/bin/python3, same data, same folder; loads touch every "
-        "cache line)\n");
+        "cache line; Python's allocator may reuse memory freed by the previous repetition)\n");
     auto script = dir / "baselines.py";
     {
       FILE* f = std::fopen(script.c_str(), "w");
@@ -616,7 +624,11 @@ int main(int argc, char** argv) {
       std::printf("  python baselines failed\n");
     } else {
       double t_raw_write = time_median(
-          o.reps, [&] { raw_write(m, raw, false); }, [&] { fs::remove(raw); });
+          o.reps, [&] { raw_write(m, raw, false); },
+          [&] {
+            fs::remove(raw);
+            ::sync();
+          });
       for (const auto& [key, value] : parse_flat_json(lines[0])) {
         double secs = std::stod(value);
         bool is_save =
