@@ -3,7 +3,9 @@
 #include <flatbuffers/flatbuffers.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "core/checked.hpp"
 #include "modelzip/error.hpp"
@@ -123,6 +125,16 @@ BlobHeader read_blob_header(std::span<const std::byte> prefix, std::uint64_t ent
   const std::uint64_t header_end = blob_header_size(prefix, entry_size, limits);
   if (prefix.size() < header_end) corrupt("header is truncated", prefix.size());
   const auto* buf = reinterpret_cast<const std::uint8_t*>(prefix.data());
+  // The verifier checks alignment relative to `buf` only; the accessors load
+  // scalars in place, so `buf` itself must be aligned for the widest scalar
+  // (int64 dimensions). A misplaced blob (a hostile archive, a mapping at an
+  // odd offset) is read from an aligned copy of its header instead.
+  std::vector<std::uint64_t> aligned_header;
+  if (reinterpret_cast<std::uintptr_t>(buf) % alignof(std::uint64_t) != 0) {
+    aligned_header.resize(static_cast<std::size_t>(header_end / 8 + 1));
+    std::memcpy(aligned_header.data(), buf, static_cast<std::size_t>(header_end));
+    buf = reinterpret_cast<const std::uint8_t*>(aligned_header.data());
+  }
   flatbuffers::Verifier::Options options;
   options.max_depth = limits.max_flatbuffer_depth;
   options.max_tables = limits.max_flatbuffer_tables;

@@ -51,7 +51,7 @@ inline Tensor random_tensor(std::mt19937_64& rng, DType dtype) {
       idx.insert(idx.end(), coord.begin(), coord.end());
     }
     std::vector<std::byte> ib(idx.size() * 8);
-    std::memcpy(ib.data(), idx.data(), ib.size());
+    if (!ib.empty()) std::memcpy(ib.data(), idx.data(), ib.size());  // nnz 0: no data pointer
     return Tensor::sparse_coo(dtype, shape, nnz, Bytes::take(std::move(ib)),
                               random_bytes(rng, nnz * dtype_size(dtype)));
   }

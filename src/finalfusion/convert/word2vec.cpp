@@ -17,7 +17,8 @@ namespace {
 // Reads up to (not including) `delimiter` and skips the delimiter.
 std::string_view read_until(ByteReader& reader, char delimiter, std::string_view what) {
   const auto rest = reader.all().subspan(reader.position());
-  const void* hit = std::memchr(rest.data(), delimiter, rest.size());
+  // memchr needs a valid pointer even for 0 bytes; an empty input has none.
+  const void* hit = rest.empty() ? nullptr : std::memchr(rest.data(), delimiter, rest.size());
   if (!hit) reader.fail(what, "missing its terminating delimiter");
   const auto length = static_cast<std::size_t>(static_cast<const std::byte*>(hit) - rest.data());
   auto text = reader.string(length, what);
