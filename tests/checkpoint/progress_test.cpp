@@ -61,7 +61,7 @@ TEST_CASE("Loading with copies and verifying report progress; either can be canc
     for (int i = 0; i < 3; ++i) {
       std::string name = "p" + std::to_string(i);
       data[name] = random_bytes(rng, sizes[i]);
-      t.add(name, Tensor::dense(DType::uint8, {sizes[i]}, data[name]));
+      t.add(name, Tensor::dense(DType::uint8, {static_cast<std::int64_t>(sizes[i])}, data[name]));
     }
     Writer w = Writer::open(path);
     w.add_tag("v1", std::move(t));

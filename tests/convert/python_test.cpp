@@ -84,8 +84,10 @@ TEST_SUITE("convert") {
 
     const auto script = tests_dir() / "convert" / "check_written.py";
     REQUIRE(std::filesystem::exists(script));
-    auto [status, output] =
+    const auto result =
         run("/usr/bin/python3 '" + script.string() + "' '" + dir.path().string() + "'");
+    const int status = result.first;
+    const std::string& output = result.second;
     INFO("check_written.py output:\n" << output);
     CHECK(status == 0);
     CHECK(output.find("ok") != std::string::npos);

@@ -61,7 +61,9 @@ void check_same(const Checkpoint& a, const Checkpoint& b) {
   CHECK(a.graph == b.graph);
   CHECK(a.training == b.training);
   REQUIRE(a.params.size() == b.params.size());
-  for (const auto& [name, t] : a.params) {
+  for (const auto& entry : a.params) {
+    const std::string& name = entry.first;
+    const Tensor& t = entry.second;
     INFO(name);
     REQUIRE(b.params.count(name));
     CHECK(b.params.at(name) == t);

@@ -652,7 +652,9 @@ TEST_CASE("unsafe_name_reason: the quick path and the full rules agree") {
       {"a\x7F", "control character"}, {std::string("a\0b", 3), "NUL byte"},
       {"a\xFF", "not valid UTF-8"},
   };
-  for (const auto& [name, reason] : bad) {
+  for (const auto& name_and_reason : bad) {
+    const std::string& name = name_and_reason.first;
+    const std::string& reason = name_and_reason.second;
     CAPTURE(name);
     CHECK(zip::unsafe_name_reason(name).find(reason) != std::string::npos);
   }

@@ -1,4 +1,4 @@
-// zip::EntryReader and the CRC helpers: stored entries are zero-copy slices,
+// modelzip::zip::EntryReader and the CRC helpers: stored entries are zero-copy slices,
 // deflated entries are inflated and checked, lies about sizes and CRCs give
 // Error(corrupt) naming the entry.
 #include <doctest/doctest.h>
@@ -19,13 +19,13 @@ namespace {
 
 struct Opened {
   Bytes file;
-  zip::Directory dir;
-  zip::EntryReader reader;
+  modelzip::zip::Directory dir;
+  modelzip::zip::EntryReader reader;
   explicit Opened(const std::string& bytes)
       : file(Bytes::copy_of(bytes)),
-        dir(zip::parse_directory(file.span(), Limits{})),
+        dir(modelzip::zip::parse_directory(file.span(), Limits{})),
         reader(file, Limits{}) {}
-  const zip::EntryInfo& entry(const std::string& name) const {
+  const modelzip::zip::EntryInfo& entry(const std::string& name) const {
     for (const auto& e : dir.entries)
       if (e.name == name) return e;
     throw std::runtime_error("no entry " + name);
@@ -45,12 +45,14 @@ std::string pattern(std::size_t n) {
 }  // namespace
 
 TEST_CASE("crc32_of matches the CRC-32 check value; crc32_concat combines") {
-  CHECK(zip::crc32_of(span_of("123456789")) == 0xCBF43926u);  // the standard check value
-  CHECK(zip::crc32_of({}) == 0u);
+  CHECK(modelzip::zip::crc32_of(span_of("123456789")) == 0xCBF43926u);  // the standard check value
+  CHECK(modelzip::zip::crc32_of({}) == 0u);
   std::string a = pattern(1000), b = pattern(777);
-  CHECK(zip::crc32_concat(zip::crc32_of(span_of(a)), zip::crc32_of(span_of(b)), b.size()) ==
-        zip::crc32_of(span_of(a + b)));
-  CHECK(zip::crc32_concat(zip::crc32_of(span_of(a)), 0, 0) == zip::crc32_of(span_of(a)));
+  CHECK(modelzip::zip::crc32_concat(modelzip::zip::crc32_of(span_of(a)),
+                                    modelzip::zip::crc32_of(span_of(b)),
+                                    b.size()) == modelzip::zip::crc32_of(span_of(a + b)));
+  CHECK(modelzip::zip::crc32_concat(modelzip::zip::crc32_of(span_of(a)), 0, 0) ==
+        modelzip::zip::crc32_of(span_of(a)));
 }
 
 TEST_CASE("Stored entries: zero-copy slices of the file, CRC checked on request") {
@@ -197,7 +199,7 @@ TEST_CASE("read_owned_all: owned copies of many entries, stored and deflated, in
   spec.entries.push_back(stored("mid", mid));
   spec.entries.push_back(stored("big2", big));
   Opened z(build_zip(spec).bytes);
-  std::vector<const zip::EntryInfo*> entries;
+  std::vector<const modelzip::zip::EntryInfo*> entries;
   for (const auto& e : z.dir.entries) entries.push_back(&e);
 
   std::vector<std::pair<std::uint64_t, std::uint64_t>> reports;
@@ -239,7 +241,7 @@ TEST_CASE("read_owned_all: a damaged stored entry anywhere is a CRC mismatch nam
     spec.entries.push_back(bad);
     spec.entries.push_back(stored("last", big));
     Opened z(build_zip(spec).bytes);
-    std::vector<const zip::EntryInfo*> entries;
+    std::vector<const modelzip::zip::EntryInfo*> entries;
     for (const auto& e : z.dir.entries) entries.push_back(&e);
     int reports = 0;
     REQUIRE_ERROR_AS(err,
@@ -262,7 +264,7 @@ TEST_CASE("read_owned_all: cancelling stops at once and throws Error(cancelled)"
   ZipSpec spec;
   for (int i = 0; i < 4; ++i) spec.entries.push_back(stored("e" + std::to_string(i), big));
   Opened z(build_zip(spec).bytes);
-  std::vector<const zip::EntryInfo*> entries;
+  std::vector<const modelzip::zip::EntryInfo*> entries;
   for (const auto& e : z.dir.entries) entries.push_back(&e);
   int calls = 0;
   REQUIRE_ERROR_AS(
@@ -283,13 +285,14 @@ TEST_CASE("crc32_of equals zlib's crc32 for every length and alignment") {
     for (std::size_t n = 0; n < 300; ++n) {
       CAPTURE(offset);
       CAPTURE(n);
-      REQUIRE(zip::crc32_of(span_of(data.substr(offset, n))) == zlib(data.data() + offset, n));
+      REQUIRE(modelzip::zip::crc32_of(span_of(data.substr(offset, n))) ==
+              zlib(data.data() + offset, n));
     }
   for (std::size_t n :
        {std::size_t{1000}, std::size_t{4096}, std::size_t{65535}, data.size() - 5, data.size()})
-    CHECK(zip::crc32_of(span_of(data.substr(5, std::min(n, data.size() - 5)))) ==
+    CHECK(modelzip::zip::crc32_of(span_of(data.substr(5, std::min(n, data.size() - 5)))) ==
           zlib(data.data() + 5, std::min(n, data.size() - 5)));
   std::string zeros(100000, '\0'), ones(100000, '\xFF');
-  CHECK(zip::crc32_of(span_of(zeros)) == zlib(zeros.data(), zeros.size()));
-  CHECK(zip::crc32_of(span_of(ones)) == zlib(ones.data(), ones.size()));
+  CHECK(modelzip::zip::crc32_of(span_of(zeros)) == zlib(zeros.data(), zeros.size()));
+  CHECK(modelzip::zip::crc32_of(span_of(ones)) == zlib(ones.data(), ones.size()));
 }

@@ -1,4 +1,4 @@
-// zip::ZipWriter: stored data at 64-byte aligned offsets whatever the name
+// modelzip::zip::ZipWriter: stored data at 64-byte aligned offsets whatever the name
 // length, entries made of several pieces, raw copies of deflated entries,
 // deterministic output, and archives that other zip tools accept.
 #include <doctest/doctest.h>
@@ -30,8 +30,8 @@ std::string text(const Bytes& b) {
 }
 
 // Extra fields of the local header of `e`, as (id, body length) pairs.
-std::vector<std::pair<std::uint64_t, std::uint64_t>> local_extras(const std::string& file,
-                                                                  const zip::EntryInfo& e) {
+std::vector<std::pair<std::uint64_t, std::uint64_t>> local_extras(
+    const std::string& file, const modelzip::zip::EntryInfo& e) {
   std::size_t lh = e.local_header_offset;
   std::uint64_t name_len = get16(file, lh + 26), extra_len = get16(file, lh + 28);
   std::vector<std::pair<std::uint64_t, std::uint64_t>> out;
@@ -50,7 +50,7 @@ TEST_CASE("Every stored entry is 64-byte aligned, for name lengths 1 to 130") {
   auto path = dir / "aligned.zip";
   std::vector<std::pair<std::string, std::string>> expected;
   {
-    zip::ZipWriter w(path);
+    modelzip::zip::ZipWriter w(path);
     for (int len = 1; len <= 130; ++len) {
       std::string name(static_cast<std::size_t>(len), 'n');
       name[0] = static_cast<char>('a' + len % 26);
@@ -64,9 +64,9 @@ TEST_CASE("Every stored entry is 64-byte aligned, for name lengths 1 to 130") {
   }
   std::string file = io_bytes(path);
   Bytes mapped = io::map_file(path);
-  zip::Directory d = zip::parse_directory(mapped.span(), Limits{});
+  modelzip::zip::Directory d = modelzip::zip::parse_directory(mapped.span(), Limits{});
   REQUIRE(d.entries.size() == expected.size() + 1);
-  zip::EntryReader reader(mapped, Limits{});
+  modelzip::zip::EntryReader reader(mapped, Limits{});
   for (std::size_t i = 0; i < expected.size(); ++i) {
     const auto& e = d.entries[i];
     INFO("entry " << e.name);
@@ -76,7 +76,7 @@ TEST_CASE("Every stored entry is 64-byte aligned, for name lengths 1 to 130") {
     CHECK(text(reader.read(e, true)) == expected[i].second);
     // The padding is a local-only extra field "mz" of 0 to 63 bytes body.
     for (auto [id, len] : local_extras(file, e)) {
-      CHECK(id == zip::kPaddingExtraId);
+      CHECK(id == modelzip::zip::kPaddingExtraId);
       CHECK(len < 64);
     }
   }
@@ -87,7 +87,7 @@ TEST_CASE("Every stored entry is 64-byte aligned, for name lengths 1 to 130") {
     p += 46 + n + x + m;
   }
   const auto& last = d.entries.back();
-  CHECK(last.method == zip::kMethodDeflate);
+  CHECK(last.method == modelzip::zip::kMethodDeflate);
   CHECK(last.compressed_size < 5000);
   CHECK(text(reader.read(last, true)) == pattern(5000, 9));
 }
@@ -97,15 +97,15 @@ TEST_CASE("An entry is the concatenation of its pieces (empty pieces included)")
   auto path = dir / "pieces.zip";
   std::string a = pattern(1000, 1), b = pattern(3, 2), c = pattern(70000, 3);
   {
-    zip::ZipWriter w(path);
+    modelzip::zip::ZipWriter w(path);
     w.add_stored("s", {Bytes::copy_of(a), Bytes(), Bytes::copy_of(b), Bytes::copy_of(c)});
     w.add_stored("empty", {});
     w.add_deflated("d", {Bytes::copy_of(c), Bytes(), Bytes::copy_of(a)});
     w.close(nullptr);
   }
   Bytes mapped = io::map_file(path);
-  zip::Directory d = zip::parse_directory(mapped.span(), Limits{});
-  zip::EntryReader r(mapped, Limits{});
+  modelzip::zip::Directory d = modelzip::zip::parse_directory(mapped.span(), Limits{});
+  modelzip::zip::EntryReader r(mapped, Limits{});
   REQUIRE(d.entries.size() == 3);
   CHECK(text(r.read(d.entries[0], true)) == a + b + c);
   CHECK(r.read(d.entries[1], true).empty());
@@ -120,17 +120,17 @@ TEST_CASE("Raw copies keep the compressed bytes of the source unchanged") {
   spec.entries.push_back(deflated("src/x.bin", content));
   BuiltZip src = build_zip(spec);
   Bytes src_bytes = Bytes::copy_of(src.bytes);
-  zip::Directory sd = zip::parse_directory(src_bytes.span(), Limits{});
-  auto lz = std::make_shared<zip::LibzipArchive>(src_bytes);
+  modelzip::zip::Directory sd = modelzip::zip::parse_directory(src_bytes.span(), Limits{});
+  auto lz = std::make_shared<modelzip::zip::LibzipArchive>(src_bytes);
   auto path = dir / "copy.zip";
   {
-    zip::ZipWriter w(path);
+    modelzip::zip::ZipWriter w(path);
     w.add_stored("first", {Bytes::copy_of(std::string("1"))});
     w.add_raw_copy("renamed.bin", lz, sd.entries[0]);
     w.close(nullptr);
   }
   Bytes mapped = io::map_file(path);
-  zip::Directory d = zip::parse_directory(mapped.span(), Limits{});
+  modelzip::zip::Directory d = modelzip::zip::parse_directory(mapped.span(), Limits{});
   REQUIRE(d.entries.size() == 2);
   const auto& e = d.entries[1];
   CHECK(e.name == "renamed.bin");
@@ -138,13 +138,13 @@ TEST_CASE("Raw copies keep the compressed bytes of the source unchanged") {
   CHECK(e.compressed_size == sd.entries[0].compressed_size);
   CHECK(mapped.as_string_view().substr(e.data_offset, e.compressed_size) ==
         std::string_view(src.bytes).substr(src.data_offsets[0], e.compressed_size));
-  CHECK(text(zip::EntryReader(mapped, Limits{}).read(e, true)) == content);
+  CHECK(text(modelzip::zip::EntryReader(mapped, Limits{}).read(e, true)) == content);
 }
 
 TEST_CASE("The same entries give the same bytes (fixed times, fixed order)") {
   TempDir dir;
   auto write = [&](const std::string& name) {
-    zip::ZipWriter w(dir / name);
+    modelzip::zip::ZipWriter w(dir / name);
     w.add_stored("b", {Bytes::copy_of(pattern(100, 1))});
     w.add_deflated("c", {Bytes::copy_of(pattern(1000, 2))});
     w.add_stored("a", {Bytes::copy_of(pattern(10, 3))});
@@ -156,7 +156,7 @@ TEST_CASE("The same entries give the same bytes (fixed times, fixed order)") {
   CHECK(one == two);
   // Stored entries come first, in the order added; then deflated ones.
   Bytes b = Bytes::copy_of(one);
-  zip::Directory d = zip::parse_directory(b.span(), Limits{});
+  modelzip::zip::Directory d = modelzip::zip::parse_directory(b.span(), Limits{});
   REQUIRE(d.entries.size() == 3);
   CHECK(d.entries[0].name == "b");
   CHECK(d.entries[1].name == "a");
@@ -167,19 +167,19 @@ TEST_CASE("close() refuses to overwrite an existing file and cancels on request"
   TempDir dir;
   write_file(dir / "exists.zip", "not mine");
   {
-    zip::ZipWriter w(dir / "exists.zip");
+    modelzip::zip::ZipWriter w(dir / "exists.zip");
     w.add_stored("a", {Bytes::copy_of(std::string("x"))});
     REQUIRE_ERROR_AS(err, w.close(nullptr), ErrorCode::io, "cannot create archive");
     CHECK(err.context().archive == (dir / "exists.zip").string());
   }
   CHECK(io_bytes(dir / "exists.zip") == "not mine");
   {
-    zip::ZipWriter w(dir / "missing-folder" / "x.zip");
+    modelzip::zip::ZipWriter w(dir / "missing-folder" / "x.zip");
     w.add_stored("a", {Bytes::copy_of(std::string("x"))});
     CHECK_ERROR(w.close(nullptr), ErrorCode::io, "");
   }
   {
-    zip::ZipWriter w(dir / "cancelled.zip");
+    modelzip::zip::ZipWriter w(dir / "cancelled.zip");
     w.add_stored("a", {Bytes::copy_of(pattern(4 << 20, 5))});
     w.add_deflated("b", {Bytes::copy_of(pattern(4 << 20, 6))});
     int calls = 0;
@@ -201,7 +201,7 @@ TEST_CASE("unzip accepts the archives (padding extra fields included)") {
   TempDir dir;
   auto path = dir / "t.zip";
   {
-    zip::ZipWriter w(path);
+    modelzip::zip::ZipWriter w(path);
     for (int i = 1; i < 70; ++i)
       w.add_stored(std::string(static_cast<std::size_t>(i), 'x') + ".bin",
                    {Bytes::copy_of(pattern(static_cast<std::size_t>(i) * 11, i))});
