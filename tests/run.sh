@@ -1,16 +1,140 @@
 #!/usr/bin/env bash
-# Installs the dependencies, builds modelzip and runs every test.
-# The last line is the summary "N passed, N failed" (test cases, from the
-# real run of every suite). Exit status 0 only if nothing failed.
-set -euo pipefail
+# Installs the dependencies, builds modelzip and runs every test stage:
+#
+#   normal    gcc build (MODELZIP_BUILD_DIR, default build/): every suite,
+#             C++ (doctest), CLI and Python (pytest), samples.
+#   sanitize  clang build with AddressSanitizer + UndefinedBehaviorSanitizer
+#             and libFuzzer targets (MODELZIP_SANITIZE_BUILD_DIR, default
+#             build-sanitize/): every suite except the Python bindings, which
+#             /usr/bin/python3 cannot load under ASan. Any finding is fatal.
+#   valgrind  the normal build's fast C++ suites under valgrind memcheck
+#             (errors and definite or indirect leaks are failures).
+#   fuzz      tests/fuzz/run_fuzzers.sh on the sanitizer build for
+#             MODELZIP_FUZZ_SECONDS (default 20) per target, if it exists.
+#
+# MODELZIP_TEST_STAGES selects stages (default: all four), e.g.
+# `MODELZIP_TEST_STAGES=normal bash tests/run.sh` for the fast one. The
+# sanitize stage builds what the fuzz stage runs; fuzz alone builds it too.
+#
+# Every stage prints "<stage>: N passed, N failed" (counted test cases); a
+# stage that stops without counts (build error, crash) counts one failure.
+# The last line is the sum over the stages: "N passed, N failed". Exit
+# status 0 only if nothing failed.
+set -uo pipefail
 cd "$(dirname "$0")/.."
-bash .ci/install-deps
+bash .ci/install-deps || exit 1
+
+stages=${MODELZIP_TEST_STAGES:-normal sanitize valgrind fuzz}
 build=${MODELZIP_BUILD_DIR:-build}
-if [ ! -f "$build/build.ninja" ]; then
-  meson setup "$build" --buildtype=debugoptimized
-fi
-ninja -C "$build"
-status=0
-meson test -C "$build" --print-errorlogs --num-processes 2 || status=$?
-/usr/bin/python3 tests/summarize.py "$build/meson-logs/testlog.json" || status=1
-exit $status
+sanitize_build=${MODELZIP_SANITIZE_BUILD_DIR:-build-sanitize}
+fuzz_seconds=${MODELZIP_FUZZ_SECONDS:-20}
+results=$(mktemp)
+trap 'rm -f "$results"' EXIT
+
+# Test binaries in these meson test suites are run under valgrind: all C++
+# suites whose run stays within about a minute under memcheck here.
+valgrind_tests=(core format zip graph finalfusion sample_quickstart sample_mlp)
+
+# Strict sanitizers for every process a test starts (children included).
+export ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=1:detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1:strict_string_checks=1:print_summary=1
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:print_summary=1
+export LSAN_OPTIONS=print_suppressions=0
+
+# record STAGE COUNTS_LINE: appends the stage's counts, or one failure when
+# the stage printed none.
+record() {
+  local stage=$1 line=$2
+  if [[ $line =~ ^[0-9]+\ passed,\ [0-9]+\ failed$ ]]; then
+    echo "$stage: $line" >>"$results"
+  else
+    echo "$stage: 0 passed, 1 failed (no counts: stopped early)" >>"$results"
+  fi
+}
+
+# setup DIR [meson options...]: configures DIR unless already configured.
+setup() {
+  local dir=$1
+  shift
+  [ -f "$dir/build.ninja" ] || meson setup "$dir" "$@"
+}
+
+# meson_stage STAGE DIR LOGBASE [meson test args...]: runs meson test and
+# records the counts summarize.py reads from its log.
+meson_stage() {
+  local stage=$1 dir=$2 logbase=$3
+  shift 3
+  local log="$dir/meson-logs/$logbase.json"
+  rm -f "$log"
+  meson test -C "$dir" --print-errorlogs --num-processes 2 --logbase "$logbase" "$@"
+  if [ -f "$log" ]; then
+    record "$stage" "$(/usr/bin/python3 tests/summarize.py "$log" | tail -n 1)"
+  else
+    record "$stage" ""
+  fi
+}
+
+build_sanitize() {
+  CC=${MODELZIP_SANITIZE_CC:-clang} CXX=${MODELZIP_SANITIZE_CXX:-clang++} \
+    setup "$sanitize_build" --buildtype=debugoptimized -Db_sanitize=address,undefined \
+    -Db_lundef=false -Dfuzzing=true -Dpython=disabled &&
+    ninja -C "$sanitize_build"
+}
+
+stage_normal() {
+  setup "$build" --buildtype=debugoptimized && ninja -C "$build" || {
+    record normal ""
+    return
+  }
+  meson_stage normal "$build" testlog
+}
+
+stage_sanitize() {
+  build_sanitize || {
+    record sanitize ""
+    return
+  }
+  meson_stage sanitize "$sanitize_build" testlog
+}
+
+stage_valgrind() {
+  setup "$build" --buildtype=debugoptimized && ninja -C "$build" || {
+    record valgrind ""
+    return
+  }
+  meson_stage valgrind "$build" testlog-valgrind --no-rebuild --timeout-multiplier 4 \
+    --wrapper "valgrind --quiet --error-exitcode=99 --leak-check=full --show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect --track-origins=yes" \
+    "${valgrind_tests[@]}"
+}
+
+stage_fuzz() {
+  if [ ! -f tests/fuzz/run_fuzzers.sh ]; then
+    echo "fuzz: tests/fuzz/run_fuzzers.sh not present, stage skipped"
+    return
+  fi
+  build_sanitize || {
+    record fuzz ""
+    return
+  }
+  local out
+  out=$(mktemp)
+  bash tests/fuzz/run_fuzzers.sh "$sanitize_build" "$fuzz_seconds" | tee "$out"
+  record fuzz "$(tail -n 1 "$out")"
+  rm -f "$out"
+}
+
+for stage in $stages; do
+  case $stage in
+    normal | sanitize | valgrind | fuzz) ;;
+    *)
+      echo "unknown stage '$stage' (stages: normal sanitize valgrind fuzz)" >&2
+      record "$stage" ""
+      continue
+      ;;
+  esac
+  echo "=== stage $stage ==="
+  start=$SECONDS
+  "stage_$stage"
+  echo "=== stage $stage: $((SECONDS - start)) s ==="
+done
+
+/usr/bin/python3 tests/summarize.py --total "$results"

@@ -6,6 +6,11 @@ Reads meson's testlog.json. A doctest suite contributes its own counts
 ("P passed, F failed"); any other test counts as one case. A suite that
 failed without printing counts (a crash) adds one failure.
 Prints "N passed, N failed" as the last line; exits 1 if anything failed.
+
+With --total FILE it sums stage lines instead ("<stage>: P passed, F failed",
+as tests/run.sh writes them): it prints each, then the sum as the last line.
+A line without counts adds one failure. An empty file (no stage ran) is one
+failure too: a run that tested nothing must not pass.
 """
 import json
 import re
@@ -34,6 +39,31 @@ def counts(entry):
     return (1, 0) if ok else (0, 1)
 
 
+STAGE = re.compile(r"^([^:]+): (\d+) passed, (\d+) failed")
+
+
+def total(path):
+    passed = failed = stages = 0
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if not line.strip():
+                continue
+            stages += 1
+            print(line)
+            m = STAGE.match(line)
+            if m:
+                passed += int(m.group(2))
+                failed += int(m.group(3))
+            else:
+                failed += 1
+    if stages == 0:
+        print("no stage ran")
+        failed += 1
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
 def main(path):
     passed = failed = 0
     with open(path, encoding="utf-8") as f:
@@ -50,4 +80,6 @@ def main(path):
 
 
 if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--total":
+        sys.exit(total(sys.argv[2]))
     sys.exit(main(sys.argv[1]))
