@@ -97,7 +97,7 @@ struct Storage {
   void row(std::size_t r, float* out) const {
     if (quantized)
       pq.reconstruct(r, out);
-    else
+    else if (dense.cols != 0)  // zero-dimensional rows: `out` may be null
       std::memcpy(out, dense.row(r), dense.cols * sizeof(float));
   }
   // out[i] += row r [i]
