@@ -6,6 +6,7 @@
 #include "cli/args.hpp"
 #include "cli/command.hpp"
 #include "cli/json.hpp"
+#include "cli/terminal.hpp"
 #include "core/float16.hpp"
 #include "modelzip/archive.hpp"
 #include "modelzip/error.hpp"
@@ -60,6 +61,14 @@ double element(const Tensor& t, std::uint64_t i) {
   }
 }
 
+// "float32 [64, 10], 2.5 KiB" (an embedding: "embedding, 1.2 MiB").
+std::string describe(const ParamInfo& p) {
+  std::string what = p.kind == BlobKind::embedding
+                         ? std::string("embedding")
+                         : std::string(dtype_name(p.dtype)) + " " + shape_text(p.shape);
+  return what + ", " + human_bytes(p.nbytes);
+}
+
 struct Row {
   std::string name;
   Change change;
@@ -77,18 +86,11 @@ int run(const std::vector<std::string>& argv) {
   for (auto& p : archive.params(tag_b)) b.emplace(p.name, p);
   std::vector<Row> rows;
   for (const auto& [name, pa] : a)
-    if (!b.count(name))
-      rows.push_back({name,
-                      Change::removed,
-                      std::string(dtype_name(pa.dtype)) + " " + shape_text(pa.shape),
-                      {}});
+    if (!b.count(name)) rows.push_back({name, Change::removed, describe(pa), {}});
   for (const auto& [name, pb] : b) {
     auto it = a.find(name);
     if (it == a.end()) {
-      rows.push_back({name,
-                      Change::added,
-                      std::string(dtype_name(pb.dtype)) + " " + shape_text(pb.shape),
-                      {}});
+      rows.push_back({name, Change::added, describe(pb), {}});
       continue;
     }
     const ParamInfo& pa = it->second;
@@ -136,10 +138,16 @@ int run(const std::vector<std::string>& argv) {
     }
     std::cout << "]\n";
   } else {
+    const bool colour = colour_enabled(1);
     std::map<Change, int> count;
     for (const Row& r : rows) {
       ++count[r.change];
-      std::cout << change_name(r.change) << "\t" << r.name << "\t" << r.detail << "\n";
+      std::string_view word = change_name(r.change);
+      std::string shown = r.change == Change::added     ? paint(word, Colour::green, colour)
+                          : r.change == Change::removed ? paint(word, Colour::red, colour)
+                          : r.change == Change::changed ? paint(word, Colour::yellow, colour)
+                                                        : std::string(word);
+      std::cout << shown << "\t" << r.name << "\t" << r.detail << "\n";
     }
     std::cerr << count[Change::added] << " added, " << count[Change::removed] << " removed, "
               << count[Change::changed] << " changed, " << count[Change::shared] << " shared, "
@@ -154,9 +162,11 @@ extern const Command kDiffCommand{
     "diff", "Compare the parameters of two tags", "modelzip diff ARCHIVE TAG_A TAG_B [--json]",
     "One line per parameter: added, removed, shared (same blob), same (equal bytes in\n"
     "separate blobs) or changed (for float tensors of equal shape, with the largest\n"
-    "absolute difference). A count goes to standard error.\n"
+    "absolute difference). A count goes to standard error. On a terminal, added,\n"
+    "removed and changed are coloured.\n"
     "Options:\n  --json   a JSON array of {name, change, detail[, max_abs_diff]}\n"
-    "\nExample:\n  modelzip diff model.zip step-100 step-200\n",
+    "\nExamples:\n  modelzip diff model.zip step-100 step-200\n"
+    "  modelzip diff model.zip step-100 step-200 | grep ^changed\n",
     run};
 
 }  // namespace modelzip::cli

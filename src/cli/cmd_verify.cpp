@@ -3,6 +3,7 @@
 #include "cli/args.hpp"
 #include "cli/command.hpp"
 #include "cli/progress_bar.hpp"
+#include "cli/terminal.hpp"
 #include "modelzip/archive.hpp"
 #include "modelzip/error.hpp"
 
@@ -25,12 +26,15 @@ int run(const std::vector<std::string>& argv) {
     if (!args.flag("--quiet")) std::cerr << path << ": cannot be opened\n";
     return 1;
   }
+  const bool colour_out = colour_enabled(1), colour_err = colour_enabled(2);
   for (const auto& p : problems)
-    std::cout << (p.entry.empty() ? path : path + ": entry '" + p.entry + "'") << ": " << p.message
-              << "\n";
+    std::cout << (p.entry.empty() ? path : path + ": entry '" + p.entry + "'") << ": "
+              << paint(p.message, Colour::red, colour_out) << "\n";
   if (!args.flag("--quiet"))
     std::cerr << path << ": "
-              << (problems.empty() ? "OK" : std::to_string(problems.size()) + " problem(s)")
+              << (problems.empty() ? paint("OK", Colour::green, colour_err)
+                                   : paint(std::to_string(problems.size()) + " problem(s)",
+                                           Colour::red, colour_err))
               << "\n";
   return problems.empty() ? 0 : 1;
 }

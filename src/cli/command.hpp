@@ -19,6 +19,12 @@ struct Command {
 
 const std::vector<const Command*>& all_commands();
 
+// The text of `modelzip --help` around the command list; the man page renders
+// the same strings.
+extern const std::string_view kTagline;      // "tagged ... archive"
+extern const std::string_view kExitStatus;   // one paragraph
+extern const std::string_view kEnvironment;  // one paragraph
+
 // "1.5 MiB"-style size.
 std::string human_bytes(std::uint64_t bytes);
 // "[2, 3]"

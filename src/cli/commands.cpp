@@ -17,6 +17,14 @@ const std::vector<const Command*>& all_commands() {
   return commands;
 }
 
+const std::string_view kTagline = "tagged machine-learning checkpoints in one zip archive";
+const std::string_view kExitStatus =
+    "0 on success; 1 on error, with one line on standard error that names the archive,\n"
+    "entry and line or offset; 2 for wrong usage, with the command's usage.\n";
+const std::string_view kEnvironment =
+    "Colour and progress bars are written only to a terminal. NO_COLOR, when set and\n"
+    "not empty, turns colour off; so does TERM=dumb.\n";
+
 std::string human_bytes(std::uint64_t bytes) {
   static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
   double v = static_cast<double>(bytes);

@@ -5,6 +5,8 @@
 
 #include "cli/args.hpp"
 #include "cli/command.hpp"
+#include "cli/man_page.hpp"
+#include "cli/terminal.hpp"
 #include "modelzip/error.hpp"
 
 using namespace modelzip;
@@ -13,15 +15,25 @@ using namespace modelzip::cli;
 namespace {
 
 void print_overview() {
-  std::cout << "modelzip " MODELZIP_VERSION
-               ": tagged machine-learning checkpoints in one zip archive\n\n"
-               "Usage: modelzip COMMAND [ARGS...]   (modelzip COMMAND --help for details)\n\n"
+  std::cout << "modelzip " MODELZIP_VERSION ": " << kTagline
+            << "\n\n"
+               "Usage: modelzip COMMAND [ARGS...]   (modelzip COMMAND --help for details)\n"
+               "       modelzip --help | --version\n\n"
                "Commands:\n";
   for (const Command* c : all_commands()) {
     std::string name(c->name);
     name.resize(10, ' ');
     std::cout << "  " << name << " " << c->summary << "\n";
   }
+  std::cout << "\nExamples:\n  modelzip ls model.zip\n  modelzip import --help\n"
+            << "\nExit status:\n"
+            << kExitStatus << "\nEnvironment:\n"
+            << kEnvironment;
+}
+
+// `prefix` ("modelzip:") in red when standard error may have colour.
+std::string error_prefix(std::string_view prefix = "modelzip:") {
+  return paint(prefix, Colour::red, colour_enabled(2));
 }
 
 void print_help(const Command& c) {
@@ -44,6 +56,10 @@ int main(int argc, char** argv) {
     print_overview();
     return args.empty() ? 2 : 0;
   }
+  if (args[0] == "--man") {  // not listed: renders modelzip.1 at build time
+    std::cout << man_page();
+    return 0;
+  }
   if (args[0] == "--version") {
     std::cout << "modelzip " MODELZIP_VERSION "\n";
     return 0;
@@ -62,21 +78,22 @@ int main(int argc, char** argv) {
       int rc = c->run(rest);
       std::cout.flush();
       if (!std::cout) {
-        std::cerr << "modelzip: cannot write to standard output\n";
+        std::cerr << error_prefix() << " cannot write to standard output\n";
         return 1;
       }
       return rc;
     } catch (const UsageError& e) {
-      std::cerr << "modelzip " << c->name << ": " << e.what() << "\nUsage: " << c->usage << "\n";
+      std::cerr << error_prefix("modelzip " + std::string(c->name) + ":") << " " << e.what()
+                << "\nUsage: " << c->usage << "\n";
       return 2;
     } catch (const Error& e) {
-      std::cerr << "modelzip: " << e.what() << "\n";
+      std::cerr << error_prefix() << " " << e.what() << "\n";
       return 1;
     } catch (const std::exception& e) {
-      std::cerr << "modelzip: " << e.what() << "\n";
+      std::cerr << error_prefix() << " " << e.what() << "\n";
       return 1;
     }
   }
-  std::cerr << "modelzip: unknown command '" << args[0] << "' (see modelzip --help)\n";
+  std::cerr << error_prefix() << " unknown command '" << args[0] << "' (see modelzip --help)\n";
   return 2;
 }

@@ -38,6 +38,10 @@ __all__ = [
 ]
 
 PathLike = Union[str, "os.PathLike[str]"]
+Similarities = list[tuple[str, float]]
+"""What Embeddings.similar/similar_to/analogy return: (word, cosine similarity), best first."""
+LoadedValue = Union["numpy.ndarray", SparseCOO]
+"""What load() returns per parameter: a numpy array, or SparseCOO for sparse tensors."""
 
 
 def open(path: PathLike) -> Archive:  # noqa: A001 (mirrors builtins.open on purpose)

@@ -1,0 +1,38 @@
+#include "cli/terminal.hpp"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace modelzip::cli {
+
+bool colour_enabled(int fd) {
+  const char* no_colour = std::getenv("NO_COLOR");
+  if (no_colour != nullptr && no_colour[0] != '\0') return false;
+  const char* term = std::getenv("TERM");
+  if (term != nullptr && std::strcmp(term, "dumb") == 0) return false;
+  return ::isatty(fd) == 1;
+}
+
+std::string paint(std::string_view text, Colour colour, bool on) {
+  if (!on) return std::string(text);
+  const char* code = "";
+  switch (colour) {
+    case Colour::red:
+      code = "\033[31m";
+      break;
+    case Colour::green:
+      code = "\033[32m";
+      break;
+    case Colour::yellow:
+      code = "\033[33m";
+      break;
+    case Colour::bold:
+      code = "\033[1m";
+      break;
+  }
+  return code + std::string(text) + "\033[0m";
+}
+
+}  // namespace modelzip::cli

@@ -1,0 +1,244 @@
+"""Colour only on a terminal, help with examples for every command, human
+sizes, and `export` choosing the format by --format or by OUT's extension."""
+import errno
+import json
+import os
+import pty
+import re
+import struct
+import subprocess
+import tempfile
+import zipfile
+
+import numpy as np
+import pytest
+
+from conftest import CLI, run
+
+ESCAPE = re.compile(rb"\x1b\[")
+
+
+def run_on_terminal(*args, env=None):
+    """Runs modelzip with stdout and stderr on a pseudo-terminal; (status, bytes shown)."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([CLI, *map(str, args)], stdin=subprocess.DEVNULL, stdout=slave,
+                            stderr=slave, env=env)
+    os.close(slave)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError as e:  # EIO: the child closed the terminal
+            if e.errno != errno.EIO:
+                raise
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(master)
+    return proc.wait(), shown
+
+
+def env_with(**changes):
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "TERM")}
+    env["TERM"] = "xterm"
+    env.update(changes)
+    return env
+
+
+@pytest.fixture
+def edited(quickstart_archive):
+    """quickstart's archive plus a tag v3 that adds, removes and changes parameters."""
+    with tempfile.TemporaryDirectory() as tmp:
+        np.savez(os.path.join(tmp, "v3.npz"), extra=np.zeros(256, np.float32),
+                 **{"fc.bias": np.full(10, 2.0, np.float32)})
+        run("import", quickstart_archive, "--tag", "v3", os.path.join(tmp, "v3.npz"))
+    return quickstart_archive
+
+
+def test_diff_is_coloured_on_a_terminal_only(edited):
+    status, shown = run_on_terminal("diff", edited, "step-2", "v3", env=env_with())
+    assert status == 0
+    assert b"\x1b[32madded\x1b[0m\textra" in shown
+    assert b"\x1b[31mremoved\x1b[0m\tembedding" in shown
+    assert b"\x1b[33mchanged\x1b[0m\tfc.bias" in shown
+    piped = run("diff", edited, "step-2", "v3")
+    assert not ESCAPE.search(piped.stdout + piped.stderr)
+    assert b"added\textra\tfloat32 [256], 1.0 KiB\n" in piped.stdout
+    assert b"removed\tembedding\tfloat32 [1000, 64], 250.0 KiB\n" in piped.stdout
+    assert b"changed\tfc.bias\tmax |a - b| = 1.5\n" in piped.stdout  # 0.5 -> 2.0
+
+
+@pytest.mark.parametrize("no_color", ["1", "yes"])
+def test_no_color_turns_colour_off_on_a_terminal(edited, no_color):
+    status, shown = run_on_terminal("diff", edited, "step-2", "v3", env=env_with(NO_COLOR=no_color))
+    assert status == 0 and b"added\textra" in shown
+    assert not ESCAPE.search(shown)
+    status, shown = run_on_terminal("diff", edited, "step-2", "v3", env=env_with(TERM="dumb"))
+    assert b"added\textra" in shown and not ESCAPE.search(shown)
+
+
+def test_empty_no_color_keeps_colour(edited):
+    # no-color.org: only a NO_COLOR that is set and not empty counts.
+    _, shown = run_on_terminal("diff", edited, "step-2", "v3", env=env_with(NO_COLOR=""))
+    assert b"\x1b[32madded" in shown
+
+
+def test_errors_and_verify_are_coloured_on_a_terminal_only(quickstart_archive, tmp_path):
+    status, shown = run_on_terminal("ls", tmp_path / "missing.zip", env=env_with())
+    assert status == 1 and shown.startswith(b"\x1b[31mmodelzip:\x1b[0m ")
+    piped = run("ls", tmp_path / "missing.zip", check=False)
+    assert piped.returncode == 1 and piped.stderr.startswith(b"modelzip: ")
+    assert not ESCAPE.search(piped.stderr)
+    status, shown = run_on_terminal("ls", env=env_with())  # wrong usage
+    assert status == 2 and shown.startswith(b"\x1b[31mmodelzip ls:\x1b[0m ")
+    status, shown = run_on_terminal("verify", quickstart_archive, env=env_with())
+    assert status == 0 and b"\x1b[32mOK\x1b[0m" in shown
+    piped = run("verify", quickstart_archive)
+    assert piped.stderr.endswith(b": OK\n") and not ESCAPE.search(piped.stderr)
+
+
+def test_verify_problems_are_red_on_a_terminal(quickstart_archive, tmp_path):
+    # A stored blob with one data byte flipped: its CRC-32 no longer matches.
+    broken = tmp_path / "broken.zip"
+    data = bytearray(quickstart_archive.read_bytes())
+    with zipfile.ZipFile(quickstart_archive) as z:
+        info = z.getinfo("step-1/params/0.fb")
+    name_len, extra_len = struct.unpack_from("<HH", data, info.header_offset + 26)
+    data[info.header_offset + 30 + name_len + extra_len + info.file_size - 1] ^= 0xFF
+    broken.write_bytes(bytes(data))
+    status, shown = run_on_terminal("verify", broken, env=env_with())
+    assert status == 1 and b"\x1b[31m" in shown and b"problem(s)\x1b[0m" in shown
+    piped = run("verify", broken, check=False)
+    assert piped.returncode == 1 and piped.stdout and not ESCAPE.search(piped.stdout)
+
+
+def commands():
+    out = run("--help").stdout.decode()
+    block = out.split("Commands:\n", 1)[1].split("\n\n", 1)[0]
+    return [line.split()[0] for line in block.splitlines()]
+
+
+def test_overview_lists_fifteen_commands_and_exit_status():
+    names = commands()
+    assert len(names) == 15 and len(set(names)) == 15
+    out = run("--help").stdout.decode()
+    assert "Exit status:" in out and "NO_COLOR" in out and "Examples:" in out
+
+
+@pytest.mark.parametrize("command", commands())
+def test_every_command_help_has_usage_and_runnable_looking_examples(command):
+    out = run(command, "--help").stdout.decode()
+    assert out.startswith(f"Usage: modelzip {command} ")
+    examples = re.search(r"\nExamples?:\n((?:  .+\n)+)", out)
+    assert examples, out
+    for line in examples.group(1).splitlines():
+        assert line.startswith(f"  modelzip {command} "), line
+    assert run("help", command).stdout.decode() == out  # `modelzip help CMD` too
+
+
+def test_man_page_from_the_build_tree_is_valid_roff():
+    page = run("--man").stdout.decode()
+    assert page.startswith(".TH MODELZIP 1 ")
+    # Hyphens are escaped (real minus signs), no raw request-looking text lines.
+    assert "\n.B modelzip export ARCHIVE [PARAM...] [\\-\\-tag T] [\\-\\-format F] OUT\n" in page
+    for line in page.splitlines():
+        if line.startswith("."):
+            assert re.match(r"\.(TH|SH|SS|B|I|BR|RI|TP|PP|RS|RE|nf|fi|br)( |$)", line), line
+    if subprocess.run(["sh", "-c", "command -v groff"], capture_output=True).returncode == 0:
+        proc = subprocess.run(["groff", "-man", "-ww", "-z"], input=page, capture_output=True,
+                              text=True)
+        assert proc.returncode == 0 and proc.stderr == ""
+    assert "--man" not in run("--help").stdout.decode()  # an internal build step
+
+
+def test_ls_sizes_are_human_readable(quickstart_archive):
+    fields = [line.split("\t") for line in run("ls", quickstart_archive).stdout.decode().splitlines()]
+    rows = {f[0]: f[3] for f in fields}  # name, dtype, shape, size, blob[, shared...]
+    assert rows["embedding"] == "250.0 KiB"  # 1000 x 64 float32 = 256000 B
+    assert rows["fc.weight"] == "2.5 KiB"    # 64 x 10 float32 = 2560 B
+    assert rows["fc.bias"] == "40 B"
+
+
+# --- export: the format from --format, else from OUT's extension -------------
+
+@pytest.fixture
+def tensors(tmp_path):
+    archive = tmp_path / "t.zip"
+    np.savez(tmp_path / "in.npz", a=np.arange(6, dtype=np.float32).reshape(2, 3),
+             b=np.array([7, -8], dtype=np.int16), c=np.array([0.25], dtype=np.float64))
+    run("import", archive, "--tag", "v1", tmp_path / "in.npz")
+    np.savez(tmp_path / "in2.npz", a=np.ones((2, 3), np.float32))
+    run("import", archive, "--tag", "v2", tmp_path / "in2.npz")
+    return archive
+
+
+def read_btf(data):
+    """Dense TFRT BTF records (tensorflow/runtime binary_tensor_format.md): u64 count,
+    u64 offsets, then per record u64 rank, u8 dtype, u8 layout, 6 reserved, u64 dims."""
+    numpy_of = {0: "<i1", 1: "<i2", 2: "<i4", 3: "<i8", 4: "<f4", 5: "<f8"}
+    (count,) = struct.unpack_from("<Q", data, 0)
+    offsets = struct.unpack_from(f"<{count}Q", data, 8)
+    out = []
+    for i, at in enumerate(offsets):
+        rank, dtype, layout = struct.unpack_from("<QBB", data, at)
+        assert layout == 0 and at % 8 == 0
+        dims = struct.unpack_from(f"<{rank}Q", data, at + 16)
+        start = at + 16 + 8 * rank
+        n = int(np.prod(dims)) * np.dtype(numpy_of[dtype]).itemsize
+        out.append(np.frombuffer(data[start:start + n], numpy_of[dtype]).reshape(dims))
+    return out
+
+
+def test_export_btf_by_extension(tensors, tmp_path):
+    run("export", tensors, "--tag", "v1", tmp_path / "out.btf")
+    a, b, c = read_btf((tmp_path / "out.btf").read_bytes())
+    assert np.array_equal(a, np.arange(6).reshape(2, 3)) and a.dtype == np.float32
+    assert b.tolist() == [7, -8] and b.dtype == np.int16
+    assert c.tolist() == [0.25]
+
+
+@pytest.mark.parametrize("fmt", ["safetensors", "npz", "btf"])
+def test_format_option_wins_over_the_extension(tensors, tmp_path, fmt):
+    out = tmp_path / "weights.bin"
+    run("export", tensors, "a", "--tag", "v1", "--format", fmt, out)
+    data = out.read_bytes()
+    if fmt == "safetensors":
+        (n,) = struct.unpack_from("<Q", data, 0)
+        header = json.loads(data[8:8 + n])
+        assert header["a"]["dtype"] == "F32" and header["a"]["shape"] == [2, 3]
+        values = np.frombuffer(data[8 + n:], "<f4")
+    elif fmt == "npz":
+        with np.load(out) as z:
+            assert z.files == ["a"]
+            values = z["a"].ravel()
+    else:
+        (values,) = read_btf(data)
+    assert values.ravel().tolist() == [0, 1, 2, 3, 4, 5]
+
+
+def test_export_npy_defaults_to_the_newest_tag(tensors, tmp_path):
+    run("export", tensors, "a", tmp_path / "a.NPY")  # extensions in any case
+    assert np.array_equal(np.load(tmp_path / "a.NPY"), np.ones((2, 3)))
+
+
+def test_export_refuses_unknown_formats(tensors, tmp_path):
+    p = run("export", tensors, tmp_path / "out.weird", check=False)
+    assert p.returncode == 2 and b"unknown format 'weird'" in p.stderr
+    assert not (tmp_path / "out.weird").exists()
+    p = run("export", tensors, "--format", "pickle", tmp_path / "out.npz", check=False)
+    assert p.returncode == 2 and not (tmp_path / "out.npz").exists()
+
+
+def test_export_embedding_with_format_option(tmp_path):
+    fifu = os.path.join(os.environ.get("MODELZIP_SHARED_TESTDATA", "../shared/testdata"),
+                        "finalfusion", "similarity.fifu")
+    archive = tmp_path / "e.zip"
+    run("import", archive, "--tag", "v1", fifu, "--name", "words")
+    run("export", archive, "words", "--format", "fifu", tmp_path / "vectors.data")
+    with open(fifu, "rb") as f:
+        assert (tmp_path / "vectors.data").read_bytes() == f.read()
+    run("export", archive, "words", "--format", "textdims", tmp_path / "vectors.out")
+    rows, dims = map(int, (tmp_path / "vectors.out").read_text().split("\n", 1)[0].split())
+    lines = (tmp_path / "vectors.out").read_text().splitlines()[1:]
+    assert len(lines) == rows and all(len(l.split()) == dims + 1 for l in lines)

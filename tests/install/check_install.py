@@ -1,0 +1,229 @@
+"""`meson install` into a temporary DESTDIR, then use the result as a user would.
+
+Checks: the installed headers stand alone (only <modelzip/...> and standard
+headers; each one compiles by itself); samples/installed/main.cpp compiles
+with `pkg-config --cflags --libs modelzip` and runs against the installed
+library; the installed CLI runs; modelzip.1 is valid roff that documents every
+command listed by `modelzip --help`, with its options and examples; the
+Python package lands in a folder /usr/bin/python3 searches under the prefix
+and imports from there (or, when the bindings are not built, nothing Python is
+installed).
+
+Environment (set by tests/cli/meson.build): MODELZIP_BUILD_DIR,
+MODELZIP_SOURCE_DIR, MODELZIP_CLI, MODELZIP_PREFIX, MODELZIP_BINDIR,
+MODELZIP_LIBDIR, MODELZIP_INCLUDEDIR, MODELZIP_MANDIR, and
+MODELZIP_PYTHON_SITE_DIR (absolute; empty when the bindings are not built).
+"""
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+ENV = os.environ
+BUILD = pathlib.Path(ENV.get("MODELZIP_BUILD_DIR", "build"))
+SOURCE = pathlib.Path(ENV.get("MODELZIP_SOURCE_DIR", "."))
+CLI = ENV.get("MODELZIP_CLI", "modelzip")
+PREFIX = ENV.get("MODELZIP_PREFIX", "/usr/local")
+
+
+def under_prefix(option, default):
+    """An install folder option as an absolute path (meson gives them relative to prefix)."""
+    value = ENV.get(option, default)
+    return value if os.path.isabs(value) else os.path.join(PREFIX, value)
+
+
+@pytest.fixture(scope="module")
+def root():
+    """The DESTDIR that `meson install` wrote to; removed afterwards."""
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix="modelzip-install-"))
+    subprocess.run(["meson", "install", "-C", str(BUILD), "--no-rebuild", "--quiet",
+                    "--destdir", str(tmp)], check=True, capture_output=True)
+    yield tmp
+    shutil.rmtree(tmp)
+
+
+def inside(root, path):
+    """`path` (absolute, as installed) inside the DESTDIR."""
+    return root / os.path.relpath(path, "/")
+
+
+def lib_env(root):
+    env = dict(ENV)
+    env["LD_LIBRARY_PATH"] = str(inside(root, under_prefix("MODELZIP_LIBDIR", "lib")))
+    return env
+
+
+def pc_file(root):
+    return inside(root, under_prefix("MODELZIP_LIBDIR", "lib")) / "pkgconfig" / "modelzip.pc"
+
+
+def relocatable(root):
+    """True for -Dpkgconfig.relocatable=true: the prefix is relative to the .pc file."""
+    prefix = [l for l in pc_file(root).read_text().splitlines() if l.startswith("prefix=")]
+    return prefix[0].startswith("prefix=${pcfiledir}")
+
+
+def pkg_config(root, *args):
+    """pkg-config run on the DESTDIR tree as it would be on another machine's /.
+
+    A relocatable .pc file finds the tree by itself; a fixed prefix needs
+    PKG_CONFIG_SYSROOT_DIR, the standard way to use a DESTDIR or sysroot.
+    """
+    env = dict(ENV)
+    env["PKG_CONFIG_PATH"] = str(pc_file(root).parent)
+    env.pop("PKG_CONFIG_SYSROOT_DIR", None)
+    if not relocatable(root):
+        env["PKG_CONFIG_SYSROOT_DIR"] = str(root)
+    out = subprocess.run(["pkg-config", *args, "modelzip"], env=env, check=True,
+                         capture_output=True, text=True).stdout
+    return out.split()
+
+
+def test_headers_stand_alone(root):
+    include = inside(root, under_prefix("MODELZIP_INCLUDEDIR", "include"))
+    headers = sorted((include / "modelzip").glob("*.hpp"))
+    assert len(headers) == len(list((SOURCE / "include" / "modelzip").glob("*.hpp"))) > 0
+    for header in headers:
+        for target in re.findall(r'#\s*include\s*[<"]([^>"]+)[>"]', header.read_text()):
+            if "/" in target or target.endswith(".h") or target.endswith(".hpp"):
+                assert target.startswith("modelzip/"), f"{header.name} includes {target}"
+                assert (include / target).is_file(), f"{header.name}: {target} not installed"
+
+    def compile_alone(header):
+        return subprocess.run(["c++", "-std=c++20", "-fsyntax-only", "-I", str(include),
+                               "-include", str(header), "-x", "c++", "/dev/null"],
+                              capture_output=True, text=True)
+
+    with ThreadPoolExecutor(2) as pool:
+        for header, proc in zip(headers, pool.map(compile_alone, headers)):
+            assert proc.returncode == 0, f"{header.name} alone:\n{proc.stderr}"
+
+
+def test_pkg_config_file(root):
+    libdir = inside(root, under_prefix("MODELZIP_LIBDIR", "lib"))
+    include = inside(root, under_prefix("MODELZIP_INCLUDEDIR", "include"))
+    def normalized(flags):  # a relocatable .pc gives .../pkgconfig/../../../include
+        return [f[:2] + os.path.normpath(f[2:]) if f[:2] in ("-I", "-L") else f for f in flags]
+
+    cflags = normalized(pkg_config(root, "--cflags"))
+    libs = normalized(pkg_config(root, "--libs"))
+    assert f"-I{include}" in cflags
+    assert f"-L{libdir}" in libs and "-lmodelzip" in libs
+    # The public headers need no other package's headers; libraries modelzip
+    # links privately (libzip...) are not forced on the program.
+    assert not pkg_config(root, "--print-requires")
+    assert "-lzip" not in libs
+    assert pkg_config(root, "--modversion") == [
+        re.search(r"version : '([^']+)'", (SOURCE / "meson.build").read_text()).group(1)]
+    if relocatable(root):  # the same answers with the tree moved elsewhere
+        moved = root.with_name(root.name + "-moved")
+        os.rename(root, moved)
+        try:
+            include_flag = f"-I{inside(moved, under_prefix('MODELZIP_INCLUDEDIR', 'include'))}"
+            assert include_flag in [f"-I{os.path.realpath(f[2:])}" for f in
+                                    pkg_config(moved, "--cflags") if f.startswith("-I")]
+        finally:
+            os.rename(moved, root)
+
+
+def test_sample_builds_and_runs_against_the_installed_library(root, tmp_path):
+    exe = tmp_path / "installed_sample"
+    subprocess.run(["c++", "-std=c++20", str(SOURCE / "samples" / "installed" / "main.cpp"),
+                    *pkg_config(root, "--cflags", "--libs"), "-o", str(exe)], check=True)
+    proc = subprocess.run([str(exe), str(tmp_path / "m.zip")], env=lib_env(root),
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    # w = 1..6 sums to 21; b = [0.5, -0.5]; one tag holding two parameters.
+    assert proc.stdout == "tags=1 params=2 sum(w)=21 b[1]=-0.5 verify=ok\nmissing: not_found\n"
+    # It linked the installed library, not the build tree's.
+    ldd = subprocess.run(["ldd", str(exe)], env=lib_env(root), capture_output=True,
+                         text=True).stdout
+    assert str(inside(root, under_prefix("MODELZIP_LIBDIR", "lib"))) in ldd
+
+
+def test_installed_cli_runs(root):
+    cli = inside(root, under_prefix("MODELZIP_BINDIR", "bin")) / "modelzip"
+    out = subprocess.run([str(cli), "--version"], env=lib_env(root), check=True,
+                         capture_output=True, text=True).stdout
+    assert re.fullmatch(r"modelzip \d+\.\d+\.\d+\n", out)
+
+
+def commands_from_help():
+    """Command names from `modelzip --help` (the lines under "Commands:")."""
+    text = subprocess.run([CLI, "--help"], check=True, capture_output=True, text=True).stdout
+    block = text.split("Commands:\n", 1)[1].split("\n\n", 1)[0]
+    return [line.split()[0] for line in block.splitlines()]
+
+
+def roff_text(s):
+    """How a plain string is written in the page: roff escapes for '-' and '\\'."""
+    return s.replace("\\", "\\e").replace("-", "\\-")
+
+
+def test_man_page_documents_every_command(root):
+    page = inside(root, under_prefix("MODELZIP_MANDIR", "share/man")) / "man1" / "modelzip.1"
+    assert page.is_file()
+    roff = page.read_text()
+    assert roff.startswith(".TH MODELZIP 1 ")
+    commands = commands_from_help()
+    assert len(commands) >= 15 and "export" in commands and "diff" in commands
+    sections = re.findall(r"^\.SS (.+)$", roff, flags=re.M)
+    assert sections == [roff_text(c) for c in commands]
+    for c in commands:
+        help_text = subprocess.run([CLI, c, "--help"], check=True, capture_output=True,
+                                   text=True).stdout
+        usage = help_text.splitlines()[0].removeprefix("Usage: ")
+        assert f".B {roff_text(usage)}\n" in roff, c
+        examples = help_text.split("Example", 1)[1].split("\n", 1)[1]
+        example_lines = [l.strip() for l in examples.splitlines() if l.startswith("  ")]
+        assert example_lines, f"{c} --help has no examples"
+        for line in example_lines:
+            assert f"\n{roff_text(line)}\n" in roff, f"{c}: example {line!r}"
+        for option in re.findall(r"^  (-{1,2}[a-z-]+)", help_text, flags=re.M):
+            assert f"\n.B {roff_text(option)}" in roff, f"{c}: option {option}"
+    for section in ["NAME", "SYNOPSIS", "DESCRIPTION", "COMMANDS", "EXIT STATUS", "ENVIRONMENT"]:
+        assert f"\n.SH {section}\n" in roff
+    # groff parses it without a single warning (-ww: all warnings).
+    if shutil.which("groff"):
+        proc = subprocess.run(["groff", "-man", "-ww", "-z", str(page)], capture_output=True,
+                              text=True)
+        assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+        rendered = subprocess.run(["groff", "-man", "-Tutf8", "-P", "-cbou", str(page)],
+                                  capture_output=True, text=True, check=True).stdout
+        assert "modelzip export ARCHIVE [PARAM...]" in rendered.replace("\u2010", "-").replace(
+            "\u2212", "-")
+
+
+def python_search_path():
+    """The folders /usr/bin/python3 imports from (sys.path, without PYTHONPATH)."""
+    env = {k: v for k, v in ENV.items() if k != "PYTHONPATH"}
+    out = subprocess.run(["/usr/bin/python3", "-c", "import sys; print('\\n'.join(sys.path))"],
+                         env=env, check=True, capture_output=True, text=True).stdout
+    return [p for p in out.splitlines() if p]
+
+
+def test_python_package_installed_where_python_looks(root, tmp_path):
+    site_dir = ENV.get("MODELZIP_PYTHON_SITE_DIR", "")
+    if not site_dir:  # bindings not built: nothing of them may be installed
+        assert not list(root.rglob("_modelzip*.so"))
+        return
+    assert site_dir in python_search_path(), f"{site_dir} is not on python3's sys.path"
+    package = inside(root, site_dir) / "modelzip"
+    assert (package / "__init__.py").is_file() and (package / "__init__.pyi").is_file()
+    assert (package / "py.typed").is_file() and list(package.glob("_modelzip*.so"))
+    env = lib_env(root)
+    env["PYTHONPATH"] = str(inside(root, site_dir))
+    script = ("import modelzip, numpy as np, sys\n"
+              "modelzip.save(sys.argv[1], 't', {'x': np.arange(4, dtype=np.float32)})\n"
+              "print(modelzip.__file__)\n"
+              "print(modelzip.load(sys.argv[1])['x'].tolist())\n")
+    out = subprocess.run(["/usr/bin/python3", "-c", script, str(tmp_path / "p.zip")], env=env,
+                         check=True, capture_output=True, text=True, cwd=tmp_path).stdout
+    imported_from, values = out.splitlines()
+    assert imported_from == str(package / "__init__.py")
+    assert values == "[0.0, 1.0, 2.0, 3.0]"
