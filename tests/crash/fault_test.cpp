@@ -55,7 +55,7 @@ Outcome fault_trial(const Scenario& s, const TempDir& dir, io::FaultInjector::Pl
     } catch (const Error& e) {
       out.error = e;
     } catch (const std::exception& e) {
-      FAIL_CHECK("not a modelzip::Error: " << e.what());
+      FAIL_CHECK("not a modelzip::Error: " << std::string(e.what()));
     }
     injector.uninstall();
     out.fired = injector.fired();
@@ -87,7 +87,7 @@ Outcome fault_trial(const Scenario& s, const TempDir& dir, io::FaultInjector::Pl
   try {
     w->commit();
   } catch (const std::exception& e) {
-    FAIL_CHECK("commit after the failure: " << e.what());
+    FAIL_CHECK("commit after the failure: " << std::string(e.what()));
   }
   CHECK(which_model(path, {&s.new_model}, &why) == 0);
   CHECK(files_in(dir.path()) == std::set<std::string>{"m.zip", ".m.zip.modelzip-lock"});
@@ -271,5 +271,45 @@ TEST_CASE("Faults: disk full through RLIMIT_FSIZE") {
       CHECK(which_model(path, {&s.new_model}, &why) == 0);
       CHECK(files_in(dir.path()) == std::set<std::string>{"m.zip", ".m.zip.modelzip-lock"});
     }
+  }
+}
+
+// Recovery of an interrupted append must not drop the journal unless the
+// file really was cut back: otherwise the previous archive is lost behind
+// bytes that do not parse.
+TEST_CASE("Faults: a failing cut-back during recovery keeps the journal") {
+  TempDir dir;
+  const Scenario s = make_scenario(ScenarioKind::append_add, dir.path());
+  const fs::path path = dir / "m.zip";
+  for (io::SysOp op : {io::SysOp::truncate, io::SysOp::fsync_file}) {
+    INFO(std::string(io::sys_op_name(op)));
+    // An interrupted append: the old archive, then part of the new entries.
+    reset_folder(dir.path(), path, s.old_bytes);
+    testing::write_file(path, s.old_bytes + std::string(5000, 'x'));
+    io::write_append_journal(path, s.old_bytes.size());
+    std::string why;
+    REQUIRE(which_model(path, {&s.old_model}, &why) == 0);  // readers use the prefix
+    {
+      io::FaultInjector injector({.action = Action::fail, .kind = op, .nth = 1});
+      injector.install();
+      Writer w = Writer::open(path, s.options);
+      s.stage(w);
+      try {
+        w.commit();
+        FAIL_CHECK("the commit succeeded");
+      } catch (const Error& e) {
+        CHECK(e.code() == ErrorCode::io);
+        CHECK(contains(e.what(), "cannot cut an interrupted append back"));
+        CHECK(contains(e.what(), "m.zip"));
+      }
+    }
+    CHECK(io::read_append_journal(path) == s.old_bytes.size());
+    CHECK(which_model(path, {&s.old_model}, &why) == 0);
+    // The next writer recovers and commits.
+    Writer w = Writer::open(path, s.options);
+    s.stage(w);
+    w.commit();
+    CHECK(which_model(path, {&s.new_model}, &why) == 0);
+    CHECK(files_in(dir.path()) == std::set<std::string>{"m.zip", ".m.zip.modelzip-lock"});
   }
 }

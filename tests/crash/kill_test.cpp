@@ -90,7 +90,7 @@ int check_after_kill(const Scenario& s, const TempDir& dir, const std::string& l
     w.add_tag("next", std::move(next));
     w.commit();
   } catch (const std::exception& e) {
-    FAIL_CHECK("next writer: " << e.what());
+    FAIL_CHECK("next writer: " << std::string(e.what()));
   }
   CHECK(which_model(path, {&expected}, &why) == 0);
   CHECK(files_in(dir.path()) == std::set<std::string>{"m.zip", ".m.zip.modelzip-lock"});
@@ -259,7 +259,7 @@ TEST_CASE("Kill trials: recovery of an interrupted append") {
       w.add_tag("after", std::move(after_tag));
       w.commit();
     } catch (const std::exception& e) {
-      FAIL_CHECK("writer after the recovery: " << e.what());
+      FAIL_CHECK("writer after the recovery: " << std::string(e.what()));
     }
     CHECK(which_model(path, {&after}, &why) == 0);
     CHECK(files_in(dir.path()) == std::set<std::string>{"m.zip", ".m.zip.modelzip-lock"});
