@@ -130,8 +130,11 @@ void sweep(ScenarioKind kind) {
                 {Action::fail, ENOSPC},
                 {Action::disk_full, ENOSPC},
                 {Action::short_write, 0}};
-    for (auto [action, error] : faults)
+    for (const auto& fault : faults)
       for (std::uint64_t n : spread(counter.calls(op), 25)) {
+        // Named copies: clang 14 cannot capture structured bindings in INFO.
+        const Action action = fault.first;
+        const int error = fault.second;
         INFO(s.name << ": " << std::string(io::sys_op_name(op)) << " call " << n << " of "
                     << counter.calls(op) << ", action " << static_cast<int>(action) << ", errno "
                     << error);
