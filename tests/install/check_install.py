@@ -189,14 +189,14 @@ def test_man_page_documents_every_command(root):
     for section in ["NAME", "SYNOPSIS", "DESCRIPTION", "COMMANDS", "EXIT STATUS", "ENVIRONMENT"]:
         assert f"\n.SH {section}\n" in roff
     # groff parses it without a single warning (-ww: all warnings).
-    if shutil.which("groff"):
-        proc = subprocess.run(["groff", "-man", "-ww", "-z", str(page)], capture_output=True,
-                              text=True)
-        assert proc.returncode == 0 and proc.stderr == "", proc.stderr
-        rendered = subprocess.run(["groff", "-man", "-Tutf8", "-P", "-cbou", str(page)],
-                                  capture_output=True, text=True, check=True).stdout
-        assert "modelzip export ARCHIVE [PARAM...]" in rendered.replace("\u2010", "-").replace(
-            "\u2212", "-")
+    assert shutil.which("groff"), "groff (package groff-base) is a test dependency"
+    proc = subprocess.run(["groff", "-man", "-ww", "-z", str(page)], capture_output=True,
+                          text=True)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    rendered = subprocess.run(["groff", "-man", "-Tutf8", "-P", "-cbou", str(page)],
+                              capture_output=True, text=True, check=True).stdout
+    assert "modelzip export ARCHIVE [PARAM...]" in rendered.replace("\u2010", "-").replace(
+        "\u2212", "-")
 
 
 def python_search_path():

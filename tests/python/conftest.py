@@ -23,7 +23,7 @@ def finalfusion_dir():
     """The shared real finalfusion/word2vec/fastText files."""
     path = TESTDATA / "finalfusion"
     if not path.is_dir():
-        pytest.skip(f"no shared test data at {path}")
+        pytest.fail(f"no shared test data at {path} (../shared must be beside the clone)")
     return path
 
 
