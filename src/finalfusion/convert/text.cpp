@@ -106,6 +106,11 @@ Embeddings read_text_dims(const Bytes& data, const ConvertOptions& options) {
                                                     : detail::parse_count(header.substr(space + 1));
   if (!rows || !dims_value)
     fail_line(1, "expected 'rows dims', got '" + std::string(header.substr(0, 64)) + "'");
+  // Each component takes at least 2 bytes: a larger count cannot be real
+  // (with 0 rows nothing else would check it, and lookups allocate dims).
+  if (*dims_value > data.size())
+    fail_line(1, "header declares " + std::to_string(*dims_value) +
+                     " dimensions, more than the file's size");
   std::optional<std::size_t> dims = static_cast<std::size_t>(*dims_value);
   // Each word needs at least 2 bytes ("w\n"); cap the reservation by the input.
   std::vector<std::string> words;
