@@ -43,6 +43,10 @@ Embeddings read_word2vec_binary(const Bytes& data, const ConvertOptions& options
   ByteReader reader(data.span());
   const auto rows = read_header_number(reader, ' ', "word2vec header: rows");
   const auto dims = read_header_number(reader, '\n', "word2vec header: dims");
+  // With 0 rows nothing below bounds dims, and lookups allocate dims floats.
+  if (dims > reader.remaining())
+    reader.fail("word2vec header",
+                "declares " + std::to_string(dims) + " dims, more than the file's remaining bytes");
   // Every row needs at least its delimiter and dims floats.
   const std::uint64_t row_bytes = detail::checked_product(reader, dims, 4, "word2vec dims") + 1;
   if (rows > reader.remaining() / row_bytes)
