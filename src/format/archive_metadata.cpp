@@ -66,8 +66,13 @@ std::string write_metadata(const Metadata& m) {
   if (m.quantization) model.insert("quantization", *m.quantization);
   if (m.description) model.insert("description", *m.description);
   if (!model.empty()) root.insert("model", std::move(model));
+  // Basic strings with escapes only: toml++'s default formatter writes a
+  // value with a newline as a multi-line literal string, and TOML drops a
+  // newline right after the opening delimiter, so "\nx" would read back "x".
+  constexpr auto flags =
+      toml::format_flags::allow_unicode_strings | toml::format_flags::indentation;
   std::ostringstream out;
-  out << root << "\n";
+  out << toml::toml_formatter{root, flags} << "\n";
   return out.str();
 }
 

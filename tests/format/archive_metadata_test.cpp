@@ -126,3 +126,18 @@ TEST_CASE("Metadata: write then parse gives it back") {
   CHECK(parse_metadata(write_metadata(plain), {}) == plain);
   CHECK(write_metadata(plain).find("[model]") == std::string::npos);
 }
+
+TEST_CASE("Metadata: values that begin or end with line breaks survive a round trip") {
+  // TOML drops a newline right after the opening delimiter of a multi-line
+  // string, so the writer must not use one (found by fuzz_text_tables).
+  for (const char* value : {"\nleading", "\n", "\r\nx", "trailing\n", "a\n\nb", "'''", "\"\"\""}) {
+    CAPTURE(value);
+    Metadata m;
+    m.model_name = value;
+    m.description = std::string(value) + value;
+    std::string text = write_metadata(m);
+    // One line per key: no value is spread over lines.
+    CHECK(text.find("name = \"") != std::string::npos);
+    CHECK(parse_metadata(text, {}) == m);
+  }
+}
