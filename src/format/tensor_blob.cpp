@@ -152,6 +152,12 @@ BlobHeader read_blob_header(std::span<const std::byte> prefix, std::uint64_t ent
                                             std::to_string(static_cast<int>(h->dtype())) +
                                             " is not supported");
   out.dtype = *dtype;
+  // FlatBuffers 2.0.8's verifier checks a vector's 4-byte length prefix but
+  // not the alignment of its elements; reading int64 dimensions at a 4 mod 8
+  // address would be a misaligned load. Builders always align them.
+  if (h->shape() && reinterpret_cast<std::uintptr_t>(h->shape()->Data()) % 8 != 0)
+    corrupt("header FlatBuffer: shape elements are not 8-byte aligned",
+            static_cast<std::uint64_t>(h->shape()->Data() - buf));
   if (h->shape()) {
     if (h->shape()->size() > limits.max_rank)
       throw Error(ErrorCode::limit_exceeded,
