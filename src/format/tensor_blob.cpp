@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/checked.hpp"
+#include "core/flatbuffer_alignment.hpp"
 #include "modelzip/error.hpp"
 #include "tensor_generated.h"
 
@@ -152,10 +153,7 @@ BlobHeader read_blob_header(std::span<const std::byte> prefix, std::uint64_t ent
                                             std::to_string(static_cast<int>(h->dtype())) +
                                             " is not supported");
   out.dtype = *dtype;
-  // FlatBuffers 2.0.8's verifier checks a vector's 4-byte length prefix but
-  // not the alignment of its elements; reading int64 dimensions at a 4 mod 8
-  // address would be a misaligned load. Builders always align them.
-  if (h->shape() && reinterpret_cast<std::uintptr_t>(h->shape()->Data()) % 8 != 0)
+  if (!detail::flatbuffer_elements_aligned(h->shape(), alignof(std::int64_t)))
     corrupt("header FlatBuffer: shape elements are not 8-byte aligned",
             static_cast<std::uint64_t>(h->shape()->Data() - buf));
   if (h->shape()) {

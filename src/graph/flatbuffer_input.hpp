@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/flatbuffer_alignment.hpp"
+
 #include "core/utf8.hpp"
 #include "modelzip/bytes.hpp"
 #include "modelzip/error.hpp"
@@ -62,14 +64,11 @@ Bytes verified_buffer(const Bytes& bytes, const Limits& limits, std::string_view
   return buf;
 }
 
-// FlatBuffers 2.0.8's verifier checks the alignment of a vector's length
-// prefix (4 bytes) but not of its elements, so a hostile buffer can place a
-// vector of 8-byte scalars or structs at an address that is only 4-byte
-// aligned. Reading it would be a misaligned load (undefined behaviour):
-// check before any element is read. `v` may be null (absent vector).
+// Throws Error(corrupt) naming `what` when the elements of `v` are not
+// aligned (see core/flatbuffer_alignment.hpp); `v` may be null (absent).
 template <class V>
 void require_aligned_elements(const V* v, std::size_t alignment, const std::string& what) {
-  if (v != nullptr && reinterpret_cast<std::uintptr_t>(v->Data()) % alignment != 0)
+  if (!modelzip::detail::flatbuffer_elements_aligned(v, alignment))
     fail(ErrorCode::corrupt,
          what + ": vector elements are not " + std::to_string(alignment) + "-byte aligned");
 }
