@@ -20,6 +20,7 @@
 #include "io/durable_file.hpp"
 #include "io/mapped_file.hpp"
 #include "modelzip/error.hpp"
+#include "zip/crc32.hpp"
 #include "zip/zip_stream_writer.hpp"
 
 namespace modelzip {
@@ -87,13 +88,7 @@ std::uint64_t pieces_size(const std::vector<Bytes>& pieces) {
 
 std::uint32_t pieces_crc(const std::vector<Bytes>& pieces) {
   std::uint32_t crc = 0;
-  bool first = true;
-  for (const auto& p : pieces) {
-    if (p.empty()) continue;
-    std::uint32_t c = zip::crc32_of(p.span());
-    crc = first ? c : zip::crc32_concat(crc, c, p.size());
-    first = false;
-  }
+  for (const auto& p : pieces) crc = zip::crc32_update(crc, p.span());
   return crc;
 }
 
@@ -379,19 +374,6 @@ std::uint64_t content_size(const Content& c) {
   return c.old ? c.old->compressed_size : c.size;
 }
 
-// StreamZipWriter checksums every piece after the first on a thread of its
-// own; for a small entry (a tensor's header and data) starting that thread
-// costs far more than the work. Such entries are written as one piece.
-constexpr std::uint64_t kJoinPiecesUpTo = 256u << 10;
-
-// The concatenation of `pieces` (`size` bytes in all) in one owned buffer.
-Bytes joined(const std::vector<Bytes>& pieces, std::uint64_t size) {
-  std::vector<std::byte> out;
-  out.reserve(size);
-  for (const auto& p : pieces) out.insert(out.end(), p.data(), p.data() + p.size());
-  return Bytes::take(std::move(out));
-}
-
 // Writes the entries of the plan: everything (rewrite), or for the append
 // path only tags.txt and the tags in `only_tags`.
 void emit(zip::StreamZipWriter& zw, const Plan& plan, const Archive::Impl* old_impl,
@@ -402,8 +384,6 @@ void emit(zip::StreamZipWriter& zw, const Plan& plan, const Archive::Impl* old_i
                  old_impl->reader.file().slice(c.old->data_offset, c.old->compressed_size));
     else if (c.compression == Compression::deflate)
       zw.add_deflated(name, c.pieces);
-    else if (c.pieces.size() > 1 && c.size <= kJoinPiecesUpTo)
-      zw.add_stored(name, {joined(c.pieces, c.size)});
     else
       zw.add_stored(name, c.pieces);
   };

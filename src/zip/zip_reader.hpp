@@ -16,17 +16,12 @@
 
 #include "modelzip/bytes.hpp"
 #include "modelzip/limits.hpp"
+#include "zip/crc32.hpp"
 #include "zip/zip_directory.hpp"
 
 struct zip;
 
 namespace modelzip::zip {
-
-// CRC-32 as zlib computes it (folded with PCLMULQDQ where the CPU has it).
-std::uint32_t crc32_of(std::span<const std::byte> data) noexcept;
-// CRC-32 of A followed by B, from crc(A), crc(B) and B's length.
-std::uint32_t crc32_concat(std::uint32_t crc_a, std::uint32_t crc_b,
-                           std::uint64_t length_b) noexcept;
 
 // libzip's view of an archive held in Bytes (kept alive).
 class LibzipArchive {

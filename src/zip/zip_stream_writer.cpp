@@ -6,12 +6,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <future>
+#include <optional>
 
 #include "core/checked.hpp"
 #include "io/syscalls.hpp"
 #include "modelzip/error.hpp"
-#include "zip/zip_reader.hpp"
+#include "zip/crc32.hpp"
 
 namespace modelzip::zip {
 namespace {
@@ -22,7 +22,13 @@ constexpr std::uint32_t kEocdSignature = 0x06054b50;
 constexpr std::uint32_t kZip64EocdSignature = 0x06064b50;
 constexpr std::uint32_t kZip64LocatorSignature = 0x07064b50;
 constexpr std::uint64_t k32 = 0xFFFFFFFFull;
-constexpr std::size_t kChunk = 8u << 20;  // CRC / write granularity
+// Write granularity, and the unit the CRC worker checksums while the same
+// bytes are written (small enough to stay in the shared cache meanwhile).
+constexpr std::size_t kChunk = 4u << 20;
+// Stored entries up to this size are checksummed first and written with
+// their local header in one write (no patch): handing them to the worker
+// would cost more than the CRC itself.
+constexpr std::uint64_t kInlineUpTo = 256u << 10;
 
 // Little-endian serialization into a byte vector.
 class Out {
@@ -68,10 +74,6 @@ std::vector<Chunk> chunks_of(const std::vector<Bytes>& pieces) {
   return out;
 }
 
-std::uint32_t crc_of(const Chunk& c) {
-  return crc32_of({c.data, c.size});
-}
-
 }  // namespace
 
 struct StreamZipWriter::Written {
@@ -82,6 +84,7 @@ struct StreamZipWriter::Written {
   std::uint64_t compressed = 0, uncompressed = 0;
   std::uint64_t local_offset = 0;
   bool zip64_local = false;
+  std::optional<std::size_t> crc_slot;  // CRC still being computed by crc_queue_
 };
 
 StreamZipWriter::StreamZipWriter(int fd, std::string file_name, std::uint64_t start_offset,
@@ -122,55 +125,56 @@ void StreamZipWriter::report(std::uint64_t bytes) {
     throw Error(ErrorCode::cancelled, "save cancelled", ErrorContext{.archive = file_name_});
 }
 
-std::uint64_t StreamZipWriter::begin_entry(const std::string& name, std::uint16_t method,
-                                           bool zip64, bool align, std::uint64_t* header_offset) {
+std::vector<std::byte> StreamZipWriter::local_header(const Written& w, bool align) const {
+  const std::string& name = w.name;
   if (name.size() > 0xFFFF)
     throw Error(ErrorCode::invalid_argument, "entry name longer than 65535 bytes",
                 ErrorContext{.entry = name.substr(0, 200)});
-  *header_offset = offset_;
+  const bool zip64 = w.zip64_local;
   const std::uint64_t zip64_len = zip64 ? 20 : 0;
   const std::uint16_t pad = align ? padding_length(offset_ + 30 + name.size() + zip64_len) : 0;
   Out h;
   h.put<std::uint32_t>(kLocalSignature);
   h.put<std::uint16_t>(zip64 ? 45 : 20);
-  h.put<std::uint16_t>(is_ascii(name) ? 0 : 0x0800);
-  h.put<std::uint16_t>(method);
+  h.put<std::uint16_t>(w.flags);
+  h.put<std::uint16_t>(w.method);
   h.put<std::uint16_t>(kDosTime);
   h.put<std::uint16_t>(kDosDate);
-  h.put<std::uint32_t>(0);  // CRC, patched
-  h.put<std::uint32_t>(zip64 ? 0xFFFFFFFFu : 0);
-  h.put<std::uint32_t>(zip64 ? 0xFFFFFFFFu : 0);
+  h.put<std::uint32_t>(w.crc);
+  h.put<std::uint32_t>(zip64 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(w.compressed));
+  h.put<std::uint32_t>(zip64 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(w.uncompressed));
   h.put<std::uint16_t>(static_cast<std::uint16_t>(name.size()));
   h.put<std::uint16_t>(static_cast<std::uint16_t>(zip64_len + pad));
   h.put_text(name);
   if (zip64) {
     h.put<std::uint16_t>(0x0001);
     h.put<std::uint16_t>(16);
-    h.zeros(16);  // sizes, patched
+    h.put<std::uint64_t>(w.uncompressed);
+    h.put<std::uint64_t>(w.compressed);
   }
   if (pad) {
     h.put<std::uint16_t>(kPaddingExtraId);
     h.put<std::uint16_t>(static_cast<std::uint16_t>(pad - 4));
     h.zeros(pad - 4u);
   }
-  append(h.bytes.data(), h.bytes.size());
-  return offset_;
+  return std::move(h.bytes);
 }
 
-void StreamZipWriter::patch_local(const Written& w) {
-  std::byte crc[4];
-  detail::store_le<std::uint32_t>(crc, w.crc);
-  write_at(w.local_offset + 14, crc, 4);
-  if (w.zip64_local) {
-    std::byte sizes[16];
-    detail::store_le<std::uint64_t>(sizes, w.uncompressed);
-    detail::store_le<std::uint64_t>(sizes + 8, w.compressed);
-    write_at(w.local_offset + 30 + w.name.size() + 4, sizes, 16);
+void StreamZipWriter::patch_local(const Written& w, bool sizes) {
+  std::byte fields[12];
+  detail::store_le<std::uint32_t>(fields, w.crc);
+  if (!sizes) {
+    write_at(w.local_offset + 14, fields, 4);
+  } else if (!w.zip64_local) {  // CRC and both sizes are contiguous: one write
+    detail::store_le<std::uint32_t>(fields + 4, static_cast<std::uint32_t>(w.compressed));
+    detail::store_le<std::uint32_t>(fields + 8, static_cast<std::uint32_t>(w.uncompressed));
+    write_at(w.local_offset + 14, fields, 12);
   } else {
-    std::byte sizes[8];
-    detail::store_le<std::uint32_t>(sizes, static_cast<std::uint32_t>(w.compressed));
-    detail::store_le<std::uint32_t>(sizes + 4, static_cast<std::uint32_t>(w.uncompressed));
-    write_at(w.local_offset + 18, sizes, 8);
+    write_at(w.local_offset + 14, fields, 4);
+    std::byte z64[16];
+    detail::store_le<std::uint64_t>(z64, w.uncompressed);
+    detail::store_le<std::uint64_t>(z64 + 8, w.compressed);
+    write_at(w.local_offset + 30 + w.name.size() + 4, z64, 16);
   }
 }
 
@@ -193,23 +197,29 @@ void StreamZipWriter::add_stored(const std::string& name, const std::vector<Byte
   for (const auto& p : pieces) w.uncompressed += p.size();
   w.compressed = w.uncompressed;
   w.zip64_local = w.uncompressed >= k32;
-  begin_entry(name, kMethodStore, w.zip64_local, true, &w.local_offset);
-  // CRC of chunk k+1 runs on another thread while chunk k is written.
-  std::vector<Chunk> chunks = chunks_of(pieces);
-  std::uint32_t crc = 0;
-  bool first = true;
-  std::future<std::uint32_t> next;
-  if (!chunks.empty()) next = std::async(std::launch::deferred, crc_of, chunks[0]);
-  for (std::size_t k = 0; k < chunks.size(); ++k) {
-    std::uint32_t c = next.get();
-    if (k + 1 < chunks.size()) next = std::async(std::launch::async, crc_of, chunks[k + 1]);
-    append(chunks[k].data, chunks[k].size);
-    crc = first ? c : crc32_concat(crc, c, chunks[k].size);
-    first = false;
-    report(chunks[k].size);
+  w.local_offset = offset_;
+  if (w.uncompressed <= kInlineUpTo) {
+    // CRC first, then header and data in one write.
+    for (const auto& p : pieces) w.crc = crc32_update(w.crc, p.span());
+    std::vector<std::byte> out = local_header(w, true);
+    out.reserve(out.size() + w.uncompressed);
+    for (const auto& p : pieces) out.insert(out.end(), p.data(), p.data() + p.size());
+    append(out.data(), out.size());
+    report(w.uncompressed);
+  } else {
+    // Header with the CRC left 0; each chunk is queued for the CRC worker
+    // just before it is written; finish() patches the CRC in.
+    const std::vector<std::byte> header = local_header(w, true);
+    append(header.data(), header.size());
+    w.crc_slot = crc_queue_.new_slot();
+    for (const Bytes& p : pieces)
+      for (std::size_t off = 0; off < p.size(); off += kChunk) {
+        const std::size_t n = std::min(kChunk, p.size() - off);
+        crc_queue_.push(*w.crc_slot, p.slice(off, n));
+        append(p.data() + off, n);
+        report(n);
+      }
   }
-  w.crc = crc;
-  patch_local(w);
   entries_.push_back(std::move(w));
 }
 
@@ -222,8 +232,12 @@ void StreamZipWriter::add_deflated(const std::string& name, const std::vector<By
   for (const auto& p : pieces) w.uncompressed += p.size();
   w.zip64_local =
       w.uncompressed >= k32 || ::deflateBound(nullptr, static_cast<uLong>(w.uncompressed)) >= k32;
-  const std::uint64_t data_start =
-      begin_entry(name, kMethodDeflate, w.zip64_local, false, &w.local_offset);
+  w.local_offset = offset_;
+  {
+    const std::vector<std::byte> header = local_header(w, false);  // CRC, sizes patched
+    append(header.data(), header.size());
+  }
+  const std::uint64_t data_start = offset_;
   z_stream z{};
   if (::deflateInit2(&z, level, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY) != Z_OK)
     throw Error(ErrorCode::io, "cannot initialize deflate", ErrorContext{.entry = name});
@@ -259,7 +273,7 @@ void StreamZipWriter::add_deflated(const std::string& name, const std::vector<By
   if (!w.zip64_local && w.compressed >= k32)
     throw Error(ErrorCode::io, "deflated entry exceeded its size estimate",
                 ErrorContext{.entry = name});
-  patch_local(w);
+  patch_local(w, true);
   entries_.push_back(std::move(w));
 }
 
@@ -273,16 +287,24 @@ void StreamZipWriter::add_raw(const std::string& name, const EntryInfo& e,
   w.compressed = e.compressed_size;
   w.uncompressed = e.uncompressed_size;
   w.zip64_local = std::max(w.compressed, w.uncompressed) >= k32;
-  begin_entry(name, e.method, w.zip64_local, e.method == kMethodStore, &w.local_offset);
+  w.local_offset = offset_;
+  const std::vector<std::byte> header = local_header(w, e.method == kMethodStore);
+  append(header.data(), header.size());
   for (const Chunk& c : chunks_of({compressed})) {
     append(c.data, c.size);
     report(c.size);
   }
-  patch_local(w);
   entries_.push_back(std::move(w));
 }
 
 std::uint64_t StreamZipWriter::finish(const std::function<void()>& before_end_record) {
+  const std::vector<std::uint32_t> crcs = crc_queue_.finish();
+  for (Written& w : entries_)
+    if (w.crc_slot) {
+      w.crc = crcs[*w.crc_slot];
+      w.crc_slot.reset();
+      patch_local(w, false);
+    }
   const std::uint64_t cd_offset = offset_;
   Out cd;
   for (const Written& w : entries_) {

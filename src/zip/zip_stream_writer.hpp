@@ -1,18 +1,27 @@
 // Writes a zip archive sequentially into a file descriptor with large
-// writes straight from the callers' buffers: no intermediate copies, the
-// CRC-32 computed while writing (on a second thread, a chunk ahead of the
-// write), the local header patched in place afterwards (no data
-// descriptors), the data of every stored entry at a 64-byte aligned offset
-// (local-only padding extra field 0x7A6D), ZIP64 records where sizes or
-// offsets need them.
+// writes straight from the callers' buffers:
+// - small stored entries (up to 256 KiB) are checksummed first and written
+//   with their complete local header in one write;
+// - larger stored entries are written in 4 MiB chunks while a CrcQueue
+//   checksums the same chunks on a second thread; finish() patches each CRC
+//   into its local header (sizes are known up front, no data descriptors);
+// - deflated entries are compressed and checksummed on the calling thread,
+//   then their CRC and sizes patched in.
+// The data of every stored entry starts at a 64-byte aligned offset
+// (local-only padding extra field 0x7A6D); ZIP64 records are used where
+// sizes or offsets need them.
 //
 // Writing starts at `start_offset`: 0 for a new archive, or the end of the
 // existing data for the append path (entries kept from before are listed
-// with keep() so that the new central directory covers them).
+// with keep() so that the new central directory covers them). The local
+// headers of large stored entries hold CRC 0 until finish(): the file is a
+// valid archive only once finish() returns.
 //
-// Lifetime: Bytes given to add() are only used during the call. Not
-// thread-safe. Errors: Error(io) naming the file; Error(cancelled) when the
-// progress callback returns false.
+// Lifetime: add_stored() keeps (shared copies of) the Bytes of entries over
+// 256 KiB until finish() returns or the writer is destroyed; memory
+// borrowed with a null keeper must stay valid that long. Other Bytes are
+// only used during the call. Not thread-safe. Errors: Error(io) naming the
+// file; Error(cancelled) when the progress callback returns false.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +30,7 @@
 #include <vector>
 
 #include "modelzip/bytes.hpp"
+#include "zip/crc_queue.hpp"
 #include "zip/zip_directory.hpp"
 
 namespace modelzip::zip {
@@ -63,9 +73,11 @@ class StreamZipWriter {
   struct Written;
   void write_at(std::uint64_t offset, const void* data, std::size_t size);
   void append(const void* data, std::size_t size);
-  std::uint64_t begin_entry(const std::string& name, std::uint16_t method, bool zip64, bool align,
-                            std::uint64_t* header_offset);
-  void patch_local(const Written& w);
+  // The local header of `w` at offset_: its CRC and sizes as they are in
+  // `w` (0 where not yet known), data aligned if `align`.
+  std::vector<std::byte> local_header(const Written& w, bool align) const;
+  // Rewrites the CRC (and, if `sizes`, the sizes) in the local header of `w`.
+  void patch_local(const Written& w, bool sizes);
   void report(std::uint64_t bytes);
 
   int fd_;
@@ -75,6 +87,7 @@ class StreamZipWriter {
   std::uint64_t done_ = 0;
   WriteProgress progress_;
   std::vector<Written> entries_;
+  CrcQueue crc_queue_;
 };
 
 }  // namespace modelzip::zip

@@ -25,12 +25,15 @@ namespace modelzip::crash {
 
 namespace fs = std::filesystem;
 
-// The bytes of parameter `index` of tag `tag`: deterministic, 1..4000 bytes.
+// The bytes of parameter `index` of tag `tag`: deterministic, 1..4000
+// bytes, except p1: 300..304 KB, above the size up to which the zip writer
+// checksums an entry before writing it, so that kills also land between
+// writing a large entry and patching its CRC in.
 inline std::string param_bytes(const std::string& tag, int index) {
   std::seed_seq seed(tag.begin(), tag.end());
   std::mt19937_64 rng(seed);
   rng.discard(static_cast<unsigned long long>(index) * 7);
-  std::string out(1 + rng() % 4000, '\0');
+  std::string out((index == 1 ? 300000 : 1) + rng() % 4000, '\0');
   for (auto& c : out) c = static_cast<char>(rng());
   return out;
 }

@@ -1,4 +1,4 @@
-// modelzip::zip::EntryReader and the CRC helpers: stored entries are zero-copy slices,
+// modelzip::zip::EntryReader: stored entries are zero-copy slices,
 // deflated entries are inflated and checked, lies about sizes and CRCs give
 // Error(corrupt) naming the entry.
 #include <doctest/doctest.h>
@@ -43,17 +43,6 @@ std::string pattern(std::size_t n) {
 }
 
 }  // namespace
-
-TEST_CASE("crc32_of matches the CRC-32 check value; crc32_concat combines") {
-  CHECK(modelzip::zip::crc32_of(span_of("123456789")) == 0xCBF43926u);  // the standard check value
-  CHECK(modelzip::zip::crc32_of({}) == 0u);
-  std::string a = pattern(1000), b = pattern(777);
-  CHECK(modelzip::zip::crc32_concat(modelzip::zip::crc32_of(span_of(a)),
-                                    modelzip::zip::crc32_of(span_of(b)),
-                                    b.size()) == modelzip::zip::crc32_of(span_of(a + b)));
-  CHECK(modelzip::zip::crc32_concat(modelzip::zip::crc32_of(span_of(a)), 0, 0) ==
-        modelzip::zip::crc32_of(span_of(a)));
-}
 
 TEST_CASE("Stored entries: zero-copy slices of the file, CRC checked on request") {
   ZipSpec spec;

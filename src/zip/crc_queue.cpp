@@ -1,0 +1,86 @@
+#include "zip/crc_queue.hpp"
+
+#include <system_error>
+
+#include "zip/crc32.hpp"
+
+namespace modelzip::zip {
+
+CrcQueue::~CrcQueue() {
+  stop();
+}
+
+void CrcQueue::stop() {
+  if (!worker_.joinable()) return;
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  worker_.join();
+}
+
+void CrcQueue::push(std::size_t slot, Bytes bytes) {
+  bool wake;
+  {
+    std::lock_guard lock(mutex_);
+    wake = started_ == ranges_.size();  // the worker may be asleep
+    ranges_.push_back(Range{slot, std::move(bytes)});
+  }
+  if (worker_.joinable()) {
+    if (wake) cv_.notify_all();
+    return;
+  }
+  if (thread_failed_) return;
+  try {
+    worker_ = std::thread([this] { run(); });
+  } catch (const std::system_error&) {
+    thread_failed_ = true;  // finish() computes everything on the caller's thread
+  }
+}
+
+bool CrcQueue::work_one(std::unique_lock<std::mutex>& lock) {
+  if (started_ == ranges_.size()) return false;
+  Range& r = ranges_[started_++];  // deque: stays put while others are appended
+  const std::span<const std::byte> bytes = r.bytes.span();
+  lock.unlock();
+  const std::uint32_t crc = crc32_of(bytes);
+  lock.lock();
+  r.crc = crc;
+  ++finished_;
+  if (finished_ == ranges_.size()) cv_.notify_all();
+  return true;
+}
+
+void CrcQueue::run() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    cv_.wait(lock, [this] { return stopping_ || started_ < ranges_.size(); });
+    if (stopping_) return;
+    work_one(lock);
+  }
+}
+
+std::vector<std::uint32_t> CrcQueue::finish() {
+  {
+    std::unique_lock lock(mutex_);
+    while (work_one(lock)) {
+    }
+    cv_.wait(lock, [this] { return finished_ == ranges_.size(); });
+  }
+  stop();
+  std::vector<std::uint32_t> crc(slots_, 0);
+  std::vector<bool> seen(slots_, false);
+  for (const Range& r : ranges_) {
+    crc[r.slot] = seen[r.slot] ? crc32_concat(crc[r.slot], r.crc, r.bytes.size()) : r.crc;
+    seen[r.slot] = true;
+  }
+  ranges_.clear();
+  started_ = finished_ = 0;
+  stopping_ = false;
+  slots_ = 0;
+  thread_failed_ = false;
+  return crc;
+}
+
+}  // namespace modelzip::zip

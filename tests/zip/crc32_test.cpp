@@ -1,0 +1,56 @@
+// modelzip::zip CRC-32: the standard check value, and agreement with zlib's
+// own crc32() (the independent reference) for every length and alignment
+// around the folding code's 16- and 64-byte block boundaries.
+#include <doctest/doctest.h>
+#include <zlib.h>
+
+#include <string>
+
+#include "zip/crc32.hpp"
+
+using namespace modelzip;
+
+namespace {
+
+std::string pattern(std::size_t n) {
+  std::string s(n, '\0');
+  for (std::size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i * 7 + i / 13) & 0xFF);
+  return s;
+}
+
+std::span<const std::byte> view(std::string_view s) {
+  return std::as_bytes(std::span(s.data(), s.size()));
+}
+
+std::uint32_t zlib_crc(std::uint32_t crc, std::string_view s) {
+  return static_cast<std::uint32_t>(
+      ::crc32(crc, reinterpret_cast<const Bytef*>(s.data()), static_cast<uInt>(s.size())));
+}
+
+}  // namespace
+
+TEST_CASE("crc32_of matches the CRC-32 check value; crc32_concat combines") {
+  CHECK(zip::crc32_of(view("123456789")) == 0xCBF43926u);  // the standard check value
+  CHECK(zip::crc32_of({}) == 0u);
+  std::string a = pattern(1000), b = pattern(777);
+  CHECK(zip::crc32_concat(zip::crc32_of(view(a)), zip::crc32_of(view(b)), b.size()) ==
+        zip::crc32_of(view(a + b)));
+  CHECK(zip::crc32_concat(zip::crc32_of(view(a)), 0, 0) == zip::crc32_of(view(a)));
+}
+
+TEST_CASE("crc32_of and crc32_update agree with zlib at every length and alignment") {
+  const std::string data = pattern(1200);
+  for (std::size_t offset = 0; offset < 17; ++offset)
+    for (std::size_t length = 0; offset + length <= data.size(); length += length < 300 ? 1 : 37) {
+      std::string_view s = std::string_view(data).substr(offset, length);
+      INFO("offset " << offset << " length " << length);
+      REQUIRE(zip::crc32_of(view(s)) == zlib_crc(0, s));
+    }
+  // Continuing from a previous CRC, split at every point of a 200-byte run.
+  const std::string_view run = std::string_view(data).substr(3, 200);
+  for (std::size_t cut = 0; cut <= run.size(); ++cut) {
+    std::uint32_t crc = zip::crc32_update(0, view(run.substr(0, cut)));
+    crc = zip::crc32_update(crc, view(run.substr(cut)));
+    REQUIRE(crc == zlib_crc(0, run));
+  }
+}
