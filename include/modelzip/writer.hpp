@@ -15,8 +15,12 @@
 // Sharing: NewTag::share() declares that a parameter is another tag's
 // parameter; it is written as a reference. With dedup on (default), a tensor
 // whose encoded blob equals a blob already in the archive (or earlier in the
-// same commit) is written as a reference too; candidates are found by CRC-32
-// and size, then compared byte for byte.
+// same commit) is written as a reference too. The parameter of the same name
+// in the previous tag is tried first (the usual case when a checkpoint
+// repeats unchanged tensors: one comparison pass, no hashing); otherwise
+// candidates are found by size and CRC-32. A match is always confirmed byte
+// for byte. Dedup thus reads every byte of the new tensors once;
+// NewTag::share() avoids even that.
 //
 // Removing a tag whose blobs other tags still reference keeps those blobs:
 // each one moves into the folder of the oldest remaining tag that references
@@ -135,6 +139,9 @@ class Writer {
  public:
   // Opens `path` for modification; a missing file starts an empty archive
   // (created at commit). Throws if `path` exists and is not a valid archive.
+  // The archive parsed here stays mapped until the next commit(), which
+  // reuses it if the file has not changed since (else it parses the file
+  // again, so changes other writers committed in between are kept).
   static Writer open(const std::filesystem::path& path, WriterOptions options = {});
   ~Writer();
   Writer(Writer&&) noexcept;

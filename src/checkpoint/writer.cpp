@@ -18,6 +18,7 @@
 #include "format/tensor_blob.hpp"
 #include "io/append_journal.hpp"
 #include "io/durable_file.hpp"
+#include "io/file_identity.hpp"
 #include "io/mapped_file.hpp"
 #include "modelzip/error.hpp"
 #include "zip/crc32.hpp"
@@ -219,8 +220,9 @@ class AddContext {
           row.ref = resolve_share(self, TableKind::params, p.from_tag, p.from_param);
           break;
         case NewTag::Param::Source::tensor:
-          row.ref = store(self, TableKind::params, BlobFormat::tensor,
-                          format::encode_tensor_blob(p.tensor).pieces, p.options.compression);
+          row.ref =
+              store(self, TableKind::params, BlobFormat::tensor,
+                    format::encode_tensor_blob(p.tensor).pieces, p.options.compression, p.name);
           break;
         case NewTag::Param::Source::embedding: {
           if (auto v = find_entry_validator(tag + "/params/0.fifu")) {
@@ -230,7 +232,8 @@ class AddContext {
               throw e.with_context({.entry = "embedding '" + p.name + "'", .tag = tag});
             }
           }
-          row.ref = store(self, TableKind::params, BlobFormat::fifu, {p.file}, Compression::store);
+          row.ref = store(self, TableKind::params, BlobFormat::fifu, {p.file}, Compression::store,
+                          p.name);
           break;
         }
       }
@@ -239,11 +242,11 @@ class AddContext {
     for (const auto& s : contents.updater_states()) {
       BlobRow row;
       row.keys = {s.variable, s.state};
-      row.ref = s.shared
-                    ? resolve_share(self, TableKind::updater, s.from_tag,
-                                    s.variable + std::string(1, '\0') + s.state)
-                    : store(self, TableKind::updater, BlobFormat::tensor,
-                            format::encode_tensor_blob(s.tensor).pieces, s.options.compression);
+      row.ref = s.shared ? resolve_share(self, TableKind::updater, s.from_tag,
+                                         s.variable + std::string(1, '\0') + s.state)
+                         : store(self, TableKind::updater, BlobFormat::tensor,
+                                 format::encode_tensor_blob(s.tensor).pieces, s.options.compression,
+                                 s.variable + std::string(1, '\0') + s.state);
       self.table(TableKind::updater).push_back(std::move(row));
     }
     self.has_updater = !contents.updater_states().empty();
@@ -270,19 +273,9 @@ class AddContext {
     if (!source || source == &self)
       throw Error(ErrorCode::not_found, "cannot share from tag '" + from_tag + "': no such tag",
                   ErrorContext{.tag = self.name});
-    const auto& rows = const_cast<TagPlan*>(source)->table(kind);
-    // The source's rows by key, built once per source table and add().
-    auto [cached, fresh] = share_index_.try_emplace({source->name, static_cast<int>(kind)});
-    if (fresh)
-      for (std::size_t r = 0; r < rows.size(); ++r) {
-        const auto& k = rows[r].keys;
-        cached->second.emplace(k.size() == 1 ? k[0] : k[0] + std::string(1, '\0') + k[1], r);
-      }
-    if (auto it = cached->second.find(key); it != cached->second.end()) {
-      const BlobRow& row = rows[it->second];
-      return BlobRef{row.ref.tag.empty() ? source->name : row.ref.tag, row.ref.index,
-                     row.ref.format};
-    }
+    if (const BlobRow* row = row_of(*source, kind, key))
+      return BlobRef{row->ref.tag.empty() ? source->name : row->ref.tag, row->ref.index,
+                     row->ref.format};
     std::string shown = key;
     std::replace(shown.begin(), shown.end(), '\0', '/');
     throw Error(ErrorCode::not_found,
@@ -291,12 +284,58 @@ class AddContext {
                 ErrorContext{.tag = self.name});
   }
 
+  // The row of `source`'s `kind` table with key `key` ("name", or
+  // "variable\0state"), or null. The rows by key are indexed once per
+  // source table and add(): n lookups cost O(n), not O(n * rows).
+  const BlobRow* row_of(const TagPlan& source, TableKind kind, const std::string& key) {
+    const auto& rows = const_cast<TagPlan&>(source).table(kind);
+    auto [cached, fresh] = share_index_.try_emplace({source.name, static_cast<int>(kind)});
+    if (fresh)
+      for (std::size_t r = 0; r < rows.size(); ++r) {
+        const auto& k = rows[r].keys;
+        cached->second.emplace(k.size() == 1 ? k[0] : k[0] + std::string(1, '\0') + k[1], r);
+      }
+    auto it = cached->second.find(key);
+    return it == cached->second.end() ? nullptr : &rows[it->second];
+  }
+
+  // The blob that parameter (or updater state) `key` of the newest tag
+  // before `self` refers to, if it has that format and lives uncompressed
+  // in memory or the old archive: the likely duplicate when a checkpoint
+  // repeats the previous one's unchanged tensors.
+  std::optional<std::pair<BlobRef, const Content*>> namesake(const TagPlan& self, TableKind kind,
+                                                             BlobFormat fmt,
+                                                             const std::string& key) {
+    if (plan_.tags.size() < 2 || &plan_.tags.back() != &self) return std::nullopt;
+    const TagPlan& prev = plan_.tags[plan_.tags.size() - 2];
+    const BlobRow* row = row_of(prev, kind, key);
+    if (!row || row->ref.format != fmt) return std::nullopt;
+    TagPlan* owner = row->ref.tag.empty() ? plan_.find(prev.name) : plan_.find(row->ref.tag);
+    if (!owner) return std::nullopt;
+    auto it = owner->blobs.find(BlobKey{kind, row->ref.index, fmt});
+    if (it == owner->blobs.end()) return std::nullopt;
+    if (it->second.old && !it->second.old->stored()) return std::nullopt;  // CRC path first
+    return std::make_pair(
+        BlobRef{owner == &self ? std::string() : owner->name, row->ref.index, fmt}, &it->second);
+  }
+
+  // Adds a blob to `self`, or with dedup returns the existing blob with the
+  // same bytes. Unchanged tensors of a new checkpoint usually equal their
+  // namesake in the previous tag: that one is compared first (a changed
+  // tensor differs early, an unchanged one costs one comparison pass and no
+  // hashing); otherwise the blob is hashed and compared with every blob of
+  // the same size and CRC-32 (stored CRCs of the old archive are reused).
   BlobRef store(TagPlan& self, TableKind kind, BlobFormat fmt, std::vector<Bytes> pieces,
-                Compression compression) {
+                Compression compression, const std::string& row_key) {
     Content c;
     c.size = pieces_size(pieces);
     c.compression = compression;
     if (dedup_) {
+      if (auto hit = namesake(self, kind, fmt, row_key);
+          hit && hit->second->size == c.size && same_bytes(pieces, content_bytes(*hit->second))) {
+        ++stats_.blobs_deduplicated;
+        return hit->first;
+      }
       c.crc = pieces_crc(pieces);
       auto hash_key =
           std::make_tuple(static_cast<int>(kind) * 2 + static_cast<int>(fmt), c.size, *c.crc);
@@ -436,10 +475,33 @@ class Writer::Impl {
   std::optional<Metadata> metadata;
   std::vector<std::string> current_tags;  // as of open / last commit
   Stats stats;
+  // The archive as parsed by open(), with the identity the file had then:
+  // commit() reuses it if the file is still the same, instead of parsing it
+  // again (it keeps the file mapped until then).
+  struct Snapshot {
+    Archive archive;
+    io::FileIdentity identity;
+  };
+  std::optional<Snapshot> snapshot;
 
   void refresh() {
     current_tags.clear();
-    if (std::filesystem::exists(path)) current_tags = Archive::open(path).tags();
+    snapshot.reset();
+    const std::optional<io::FileIdentity> before = io::identity_of(path);
+    if (!before) return;
+    Archive archive = Archive::open(path);
+    current_tags = archive.tags();
+    if (io::identity_of(path) == before) snapshot.emplace(Snapshot{std::move(archive), *before});
+  }
+
+  // The archive as it is now (under the lock), or nullopt if there is none.
+  std::optional<Archive> current_archive() {
+    std::optional<Snapshot> kept = std::move(snapshot);
+    snapshot.reset();
+    const std::optional<io::FileIdentity> now = io::identity_of(path);
+    if (!now) return std::nullopt;
+    if (kept && kept->identity == *now) return std::move(kept->archive);
+    return Archive::open(path);
   }
 
   std::vector<std::string> staged_tags() const {
@@ -468,8 +530,7 @@ void Writer::Impl::commit() {
   io::FileLock lock(path);
   io::remove_stale_temp_files(path);
   recover_interrupted_append();
-  std::optional<Archive> old;
-  if (std::filesystem::exists(path)) old = Archive::open(path);
+  std::optional<Archive> old = current_archive();
   const Archive::Impl* old_impl = old ? &old->internals() : nullptr;
 
   Stats new_stats;

@@ -1,0 +1,90 @@
+// A Writer reuses the archive it parsed at open() for its commit only if the
+// file is still the same: whatever another writer did in between (append,
+// rewrite by rename, removal) is kept by the commit, never lost.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+
+#include "model_builder.hpp"
+#include "modelzip/archive.hpp"
+#include "modelzip/writer.hpp"
+#include "test_support.hpp"
+
+using namespace modelzip;
+using namespace modelzip::testing;
+
+namespace {
+
+Tensor floats(std::mt19937_64& rng, std::int64_t n) {
+  return Tensor::dense(DType::float32, {n}, random_bytes(rng, static_cast<std::size_t>(n) * 4));
+}
+
+void commit_tag(const std::filesystem::path& path, const std::string& tag, const Tensor& t,
+                bool append = true) {
+  Writer w = Writer::open(path, WriterOptions{.append = append});
+  NewTag nt;
+  nt.add("w", t);
+  w.add_tag(tag, std::move(nt));
+  w.commit();
+}
+
+}  // namespace
+
+TEST_CASE("A commit keeps what another writer committed after this Writer was opened") {
+  std::mt19937_64 rng(21);
+  const Tensor t0 = floats(rng, 5000), t1 = floats(rng, 6000), t2 = floats(rng, 7000);
+  for (const bool other_appends : {true, false}) {
+    INFO("the other writer " << (other_appends ? "appends" : "rewrites"));
+    TempDir dir;
+    const auto path = dir / "m.zip";
+    commit_tag(path, "v0", t0);
+    Writer late = Writer::open(path);  // parses the archive holding v0
+    commit_tag(path, "v1", t1, other_appends);
+    NewTag nt;
+    nt.add("w", t2);
+    nt.add("again", t1.to_owned());  // equal to the other writer's blob: found by dedup
+    late.add_tag("v2", std::move(nt));
+    late.commit();
+    CHECK(late.last_stats().blobs_deduplicated == 1);
+    Archive a = Archive::open(path);
+    CHECK(a.tags() == std::vector<std::string>{"v0", "v1", "v2"});
+    CHECK(a.tensor("w", "v0") == t0);
+    CHECK(a.tensor("w", "v1") == t1);
+    CHECK(a.tensor("w", "v2") == t2);
+    CHECK(a.tensor("again", "v2") == t1);
+    CHECK(a.verify().empty());
+  }
+}
+
+TEST_CASE("A commit after the archive was removed or replaced builds on what is there now") {
+  std::mt19937_64 rng(22);
+  const Tensor t0 = floats(rng, 3000), t1 = floats(rng, 3000), t2 = floats(rng, 3000);
+  TempDir dir;
+  const auto path = dir / "m.zip";
+  commit_tag(path, "v0", t0);
+  {
+    Writer w = Writer::open(path);
+    std::filesystem::remove(path);
+    NewTag nt;
+    nt.add("w", t1);
+    w.add_tag("v1", std::move(nt));
+    w.commit();
+    CHECK(Archive::open(path).tags() == std::vector<std::string>{"v1"});
+  }
+  {
+    // Another archive of the same size moved into place.
+    const auto other = dir / "other.zip";
+    commit_tag(other, "x0", t2);
+    REQUIRE(std::filesystem::file_size(other) == std::filesystem::file_size(path));
+    Writer w = Writer::open(path);
+    std::filesystem::rename(other, path);
+    NewTag nt;
+    nt.add("w", t0);
+    w.add_tag("v2", std::move(nt));
+    w.commit();
+    Archive a = Archive::open(path);
+    CHECK(a.tags() == std::vector<std::string>{"x0", "v2"});
+    CHECK(a.tensor("w", "x0") == t2);
+    CHECK(a.tensor("w", "v2") == t0);
+  }
+}
