@@ -161,6 +161,9 @@ class Writer {
   std::vector<std::string> tags() const;
 
   // Writes everything staged. Afterwards the Writer can stage more changes.
+  // With nothing staged it leaves an existing archive byte for byte as it is
+  // (it still recovers an interrupted append) and creates an archive without
+  // tags where there is none.
   void commit();
 
   // Statistics of the last commit.

@@ -474,7 +474,7 @@ class Writer::Impl {
   std::vector<std::variant<AddOp, RemoveOp, GcOp>> ops;
   std::optional<Metadata> metadata;
   std::vector<std::string> current_tags;  // as of open / last commit
-  Stats stats;
+  Stats last_stats;                       // of the last commit
   // The archive as parsed by open(), with the identity the file had then:
   // commit() reuses it if the file is still the same, instead of parsing it
   // again (it keeps the file mapped until then).
@@ -531,6 +531,11 @@ void Writer::Impl::commit() {
   io::remove_stale_temp_files(path);
   recover_interrupted_append();
   std::optional<Archive> old = current_archive();
+  if (old && ops.empty() && !metadata) {  // nothing staged: the archive stays as it is
+    last_stats = {};
+    current_tags = old->tags();
+    return;
+  }
   const Archive::Impl* old_impl = old ? &old->internals() : nullptr;
 
   Stats new_stats;
@@ -560,7 +565,7 @@ void Writer::Impl::commit() {
   auto consume_staged = [&] {
     std::vector<std::string> tag_names;
     for (const auto& t : plan.tags) tag_names.push_back(t.name);
-    stats = new_stats;
+    last_stats = new_stats;
     ops.clear();
     metadata.reset();
     current_tags = tag_names;
@@ -747,7 +752,7 @@ void Writer::commit() {
 }
 
 const Writer::Stats& Writer::last_stats() const noexcept {
-  return impl_->stats;
+  return impl_->last_stats;
 }
 
 }  // namespace modelzip

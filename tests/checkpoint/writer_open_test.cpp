@@ -88,3 +88,25 @@ TEST_CASE("A commit after the archive was removed or replaced builds on what is 
     CHECK(a.tensor("w", "v2") == t0);
   }
 }
+
+TEST_CASE("A commit with nothing staged leaves the archive byte for byte as it is") {
+  std::mt19937_64 rng(23);
+  TempDir dir;
+  const auto path = dir / "m.zip";
+  {
+    Writer w = Writer::open(path);
+    w.commit();  // no archive yet: an archive without tags
+    CHECK(w.last_stats().bytes_written > 0);
+  }
+  CHECK(Archive::open(path).tags().empty());
+  commit_tag(path, "v0", floats(rng, 1000));
+  const std::string before = io_bytes(path);
+  const auto modified = std::filesystem::last_write_time(path);
+  Writer w = Writer::open(path);
+  w.commit();
+  CHECK(w.last_stats().bytes_written == 0);
+  CHECK_FALSE(w.last_stats().appended);
+  CHECK(io_bytes(path) == before);
+  CHECK(std::filesystem::last_write_time(path) == modified);
+  CHECK(w.tags() == std::vector<std::string>{"v0"});
+}
