@@ -12,6 +12,7 @@ namespace modelzip {
 struct Progress {
   std::uint64_t bytes_done = 0;
   std::uint64_t bytes_total = 0;
+  bool operator==(const Progress&) const = default;
 };
 // Called from the thread doing the work, at least once at the end
 // (bytes_done == bytes_total). Return false to cancel: the operation then

@@ -1,6 +1,7 @@
 #include <algorithm>
 
 #include "checkpoint/archive_impl.hpp"
+#include "core/progress_tracker.hpp"
 #include "format/archive_metadata.hpp"
 #include "format/tag_name.hpp"
 #include "format/tags_file.hpp"
@@ -256,8 +257,7 @@ Archive Archive::open(const std::filesystem::path& path, const OpenOptions& opti
       // Without a journal the file is corrupt, unless an append finished
       // (or was undone) after we mapped it: then its size has changed.
       std::error_code ec;
-      if (attempt == 3 || (!old_size && std::filesystem::file_size(path, ec) == file.size()))
-        throw;
+      if (attempt == 3 || (!old_size && std::filesystem::file_size(path, ec) == file.size())) throw;
     }
   }
 }
@@ -338,14 +338,9 @@ std::map<std::string, Tensor> Archive::load(std::string_view tag, ReadMode mode,
   if (mode == ReadMode::copy) {
     // Copies and CRC checks of all blobs at once (shared by two threads);
     // progress once per blob, from this thread.
-    zip::EntryReader::ReadProgress report;
-    if (progress)
-      report = [&](std::uint64_t done, std::uint64_t total) {
-        return progress(Progress{done, total});
-      };
     std::vector<Bytes> data;
     try {
-      data = impl_->reader.read_owned_all(entries, report);
+      data = impl_->reader.read_owned_all(entries, progress);
     } catch (const Error& err) {
       throw err.with_context(impl_->context({}, tag_name));
     }
@@ -354,9 +349,9 @@ std::map<std::string, Tensor> Archive::load(std::string_view tag, ReadMode mode,
       data[i] = Bytes();  // the tensor keeps what it needs
     }
   } else {
-    Progress done;
-    if (progress)
-      for (const auto* e : entries) done.bytes_total += e->compressed_size;
+    detail::ProgressTracker tracker(progress, "load", impl_->context({}, tag_name));
+    if (tracker.enabled())
+      for (const auto* e : entries) tracker.add_to_total(e->compressed_size);
     for (std::size_t i = 0; i < entries.size(); ++i) {
       const zip::EntryInfo& e = *entries[i];
       Bytes data;
@@ -366,13 +361,10 @@ std::map<std::string, Tensor> Archive::load(std::string_view tag, ReadMode mode,
         throw err.with_context(impl_->context(e.name, tag_name));
       }
       decode(i, data);
-      done.bytes_done += e.compressed_size;
-      if (progress && !progress(done))
-        throw Error(ErrorCode::cancelled, "load cancelled", impl_->context({}, tag_name));
+      tracker.advance(e.compressed_size);
     }
+    tracker.finish();
   }
-  if (progress && entries.empty() && !progress(Progress{}))
-    throw Error(ErrorCode::cancelled, "load cancelled", impl_->context({}, tag_name));
   return out;
 }
 

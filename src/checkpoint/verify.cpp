@@ -2,6 +2,7 @@
 // (open already validated the directory, metadata, tags and tables).
 #include "checkpoint/archive_impl.hpp"
 #include "checkpoint/entry_validators.hpp"
+#include "core/progress_tracker.hpp"
 #include "format/tensor_blob.hpp"
 #include "modelzip/error.hpp"
 
@@ -27,15 +28,9 @@ std::vector<Problem> Archive::verify(const ProgressCallback& progress) const {
     record("", e.message());
   }
 
-  Progress done;
-  if (progress)
-    for (const auto& e : a.directory.entries) done.bytes_total += e.compressed_size;
-  auto report = [&](const zip::EntryInfo& e) {
-    if (!progress) return;
-    done.bytes_done += e.compressed_size;
-    if (!progress(done)) throw Error(ErrorCode::cancelled, "verify cancelled", a.context());
-  };
-  if (a.directory.entries.empty()) report(zip::EntryInfo{});
+  detail::ProgressTracker tracker(progress, "verify", a.context());
+  if (tracker.enabled())
+    for (const auto& e : a.directory.entries) tracker.add_to_total(e.compressed_size);
 
   auto check = [&](const zip::EntryInfo& e) {
     Bytes data = a.reader.read(e, true);  // every CRC, every decompression
@@ -59,8 +54,9 @@ std::vector<Problem> Archive::verify(const ProgressCallback& progress) const {
                                   ? " (offset " + std::to_string(*err.context().offset) + ")"
                                   : std::string()));
     }
-    report(e);
+    tracker.advance(e.compressed_size);
   }
+  tracker.finish();
   return problems;
 }
 

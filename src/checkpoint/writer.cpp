@@ -523,7 +523,6 @@ class Writer::Impl {
   void rewrite(const Plan& plan, const Archive::Impl* old_impl, Stats& stats, bool* visible);
   void append_to(const Plan& plan, const Archive::Impl& old, Stats& stats, bool* visible);
   void recover_interrupted_append();
-  zip::WriteProgress progress_adapter();
 };
 
 void Writer::Impl::commit() {
@@ -599,7 +598,7 @@ void Writer::Impl::rewrite(const Plan& plan, const Archive::Impl* old_impl, Stat
   try {
     io::OutputFile out(temp.path());
     zip::StreamZipWriter zw(out.fd(), temp.path().string(), 0, expected_bytes(plan, nullptr),
-                            progress_adapter());
+                            options.progress);
     emit(zw, plan, old_impl, nullptr);
     stats.bytes_written = zw.finish();
     out.close();
@@ -636,7 +635,7 @@ void Writer::Impl::append_to(const Plan& plan, const Archive::Impl& old, Stats& 
     bool end_written = false;
     try {
       zip::StreamZipWriter zw(out.fd(), path.string(), old_size, expected_bytes(plan, &added),
-                              progress_adapter());
+                              options.progress);
       for (const auto& e : old.directory.entries)
         if (e.name != format::kTagsEntry) zw.keep(e);
       emit(zw, plan, &old, &added);
@@ -691,13 +690,6 @@ void Writer::Impl::recover_interrupted_append() {
     out.close();
   }
   io::remove_append_journal(path, true);
-}
-
-zip::WriteProgress Writer::Impl::progress_adapter() {
-  if (!options.progress) return {};
-  return [this](std::uint64_t done, std::uint64_t total) {
-    return options.progress(Progress{done, total});
-  };
 }
 
 // ---- Writer ----------------------------------------------------------------

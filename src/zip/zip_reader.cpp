@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/progress_tracker.hpp"
 #include "modelzip/error.hpp"
 #include "zip/crc32.hpp"
 
@@ -136,7 +137,7 @@ Bytes EntryReader::read_owned(const EntryInfo& entry) const {
 }
 
 std::vector<Bytes> EntryReader::read_owned_all(std::span<const EntryInfo* const> entries,
-                                               const ReadProgress& progress) const {
+                                               const ProgressCallback& progress) const {
   // Plan: memory for every stored entry, and its data cut into jobs (the
   // jobs of one entry are consecutive).
   struct Job {
@@ -198,7 +199,8 @@ std::vector<Bytes> EntryReader::read_owned_all(std::span<const EntryInfo* const>
   // CRC, read deflated entries, report progress.
   std::vector<Bytes> out(n);
   std::size_t finished = 0;
-  std::uint64_t done = 0;
+  detail::ProgressTracker tracker(progress, "load");
+  tracker.set_total(total);
   auto finish_ready = [&](bool wait) {
     for (; finished < n; ++finished) {
       const std::size_t i = finished;
@@ -221,12 +223,12 @@ std::vector<Bytes> EntryReader::read_owned_all(std::span<const EntryInfo* const>
       } else {
         out[i] = libzip()->read(e, e.uncompressed_size);
       }
-      done += e.compressed_size;
-      if (progress && !progress(done, total)) throw Error(ErrorCode::cancelled, "load cancelled");
+      tracker.advance(e.compressed_size);
     }
   };
   while (run_one()) finish_ready(false);
   finish_ready(true);
+  tracker.finish();
   return out;
 }
 

@@ -16,6 +16,7 @@
 
 #include "modelzip/bytes.hpp"
 #include "modelzip/limits.hpp"
+#include "modelzip/progress.hpp"
 #include "zip/crc32.hpp"
 #include "zip/zip_directory.hpp"
 
@@ -58,17 +59,16 @@ class EntryReader {
   // The whole entry in owned memory, CRC checked. Stored entries are copied
   // and checksummed in one pass (large ones on two threads).
   Bytes read_owned(const EntryInfo& entry) const;
-  // Called with (bytes done, bytes total); return false to cancel.
-  using ReadProgress = std::function<bool(std::uint64_t, std::uint64_t)>;
   // read_owned() of every entry (the result is parallel to `entries`), the
   // stored ones copied and checksummed in 4 MiB jobs that the calling thread
   // and (from 16 MiB in all) one helper thread share. `progress`, if set,
-  // runs on the calling thread only, once per entry in order. Errors:
+  // runs on the calling thread only, once per entry in order (bytes of entry
+  // data as stored), and once at the end if there are no entries. Errors:
   // Error(corrupt) naming the first failing entry in the order given;
   // Error(cancelled) when `progress` returns false (no thread is left
   // running after any throw).
   std::vector<Bytes> read_owned_all(std::span<const EntryInfo* const> entries,
-                                    const ReadProgress& progress = {}) const;
+                                    const ProgressCallback& progress = {}) const;
   // The first `length` bytes (no CRC check unless the whole entry is read).
   Bytes read_prefix(const EntryInfo& entry, std::uint64_t length) const;
   std::shared_ptr<LibzipArchive> libzip() const;

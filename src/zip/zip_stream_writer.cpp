@@ -88,12 +88,13 @@ struct StreamZipWriter::Written {
 };
 
 StreamZipWriter::StreamZipWriter(int fd, std::string file_name, std::uint64_t start_offset,
-                                 std::uint64_t expected_bytes, WriteProgress progress)
+                                 std::uint64_t expected_bytes, ProgressCallback progress)
     : fd_(fd),
       file_name_(std::move(file_name)),
       offset_(start_offset),
-      expected_(expected_bytes),
-      progress_(std::move(progress)) {}
+      progress_(std::move(progress), "save", ErrorContext{.archive = file_name_}) {
+  progress_.set_total(expected_bytes);
+}
 
 StreamZipWriter::~StreamZipWriter() = default;
 
@@ -120,9 +121,7 @@ void StreamZipWriter::append(const void* data, std::size_t size) {
 }
 
 void StreamZipWriter::report(std::uint64_t bytes) {
-  done_ += bytes;
-  if (progress_ && !progress_(done_, std::max(done_, expected_)))
-    throw Error(ErrorCode::cancelled, "save cancelled", ErrorContext{.archive = file_name_});
+  progress_.advance(bytes);
 }
 
 std::vector<std::byte> StreamZipWriter::local_header(const Written& w, bool align) const {
@@ -298,6 +297,7 @@ void StreamZipWriter::add_raw(const std::string& name, const EntryInfo& e,
 }
 
 std::uint64_t StreamZipWriter::finish(const std::function<void()>& before_end_record) {
+  progress_.finish();  // the last chance to cancel
   const std::vector<std::uint32_t> crcs = crc_queue_.finish();
   for (Written& w : entries_)
     if (w.crc_slot) {

@@ -29,7 +29,9 @@
 #include <string>
 #include <vector>
 
+#include "core/progress_tracker.hpp"
 #include "modelzip/bytes.hpp"
+#include "modelzip/progress.hpp"
 #include "zip/crc_queue.hpp"
 #include "zip/zip_directory.hpp"
 
@@ -41,14 +43,10 @@ inline constexpr std::uint64_t kDataAlignment = 64;
 inline constexpr std::uint16_t kDosTime = 12u << 11;
 inline constexpr std::uint16_t kDosDate = (1u << 5) | 1u;
 
-// Called with (bytes of entry data written so far, total expected); return
-// false to cancel.
-using WriteProgress = std::function<bool(std::uint64_t, std::uint64_t)>;
-
 class StreamZipWriter {
  public:
   StreamZipWriter(int fd, std::string file_name, std::uint64_t start_offset,
-                  std::uint64_t expected_bytes = 0, WriteProgress progress = {});
+                  std::uint64_t expected_bytes = 0, ProgressCallback progress = {});
   ~StreamZipWriter();
   StreamZipWriter(const StreamZipWriter&) = delete;
   StreamZipWriter& operator=(const StreamZipWriter&) = delete;
@@ -83,9 +81,7 @@ class StreamZipWriter {
   int fd_;
   std::string file_name_;
   std::uint64_t offset_;
-  std::uint64_t expected_;
-  std::uint64_t done_ = 0;
-  WriteProgress progress_;
+  detail::ProgressTracker progress_;  // bytes of entry data against expected_bytes
   std::vector<Written> entries_;
   CrcQueue crc_queue_;
 };

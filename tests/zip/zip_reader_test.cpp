@@ -192,8 +192,8 @@ TEST_CASE("read_owned_all: owned copies of many entries, stored and deflated, in
   for (const auto& e : z.dir.entries) entries.push_back(&e);
 
   std::vector<std::pair<std::uint64_t, std::uint64_t>> reports;
-  auto out = z.reader.read_owned_all(entries, [&](std::uint64_t done, std::uint64_t total) {
-    reports.emplace_back(done, total);
+  auto out = z.reader.read_owned_all(entries, [&](const Progress& p) {
+    reports.emplace_back(p.bytes_done, p.bytes_total);
     return true;
   });
   REQUIRE(out.size() == entries.size());
@@ -213,6 +213,16 @@ TEST_CASE("read_owned_all: owned copies of many entries, stored and deflated, in
     CHECK(reports[i].second == total);
   }
   CHECK(z.reader.read_owned_all({}).empty());
+  // Nothing to read still reports its end, once.
+  reports.clear();
+  CHECK(z.reader
+            .read_owned_all({},
+                            [&](const Progress& p) {
+                              reports.emplace_back(p.bytes_done, p.bytes_total);
+                              return true;
+                            })
+            .empty());
+  CHECK(reports == std::vector<std::pair<std::uint64_t, std::uint64_t>>{{0, 0}});
 }
 
 TEST_CASE("read_owned_all: a damaged stored entry anywhere is a CRC mismatch naming it") {
@@ -235,7 +245,7 @@ TEST_CASE("read_owned_all: a damaged stored entry anywhere is a CRC mismatch nam
     int reports = 0;
     REQUIRE_ERROR_AS(err,
                      z.reader.read_owned_all(entries,
-                                             [&](std::uint64_t, std::uint64_t) {
+                                             [&](const Progress&) {
                                                ++reports;
                                                return true;
                                              }),
@@ -256,10 +266,9 @@ TEST_CASE("read_owned_all: cancelling stops at once and throws Error(cancelled)"
   std::vector<const modelzip::zip::EntryInfo*> entries;
   for (const auto& e : z.dir.entries) entries.push_back(&e);
   int calls = 0;
-  REQUIRE_ERROR_AS(
-      err,
-      z.reader.read_owned_all(entries, [&](std::uint64_t, std::uint64_t) { return ++calls < 2; }),
-      ErrorCode::cancelled, "cancelled");
+  REQUIRE_ERROR_AS(err,
+                   z.reader.read_owned_all(entries, [&](const Progress&) { return ++calls < 2; }),
+                   ErrorCode::cancelled, "cancelled");
   CHECK(calls == 2);
 }
 

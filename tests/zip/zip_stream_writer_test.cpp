@@ -74,13 +74,13 @@ TEST_CASE("Every size class reads back CRC-checked, local headers equal the cent
   std::uint64_t size = 0, last_done = 0, total = 0;
   {
     Fd out(path);
-    modelzip::zip::StreamZipWriter w(out.fd, path.string(), 0, 0,
-                                     [&](std::uint64_t done, std::uint64_t t) {
-                                       CHECK(done >= last_done);
-                                       last_done = done;
-                                       total = t;
-                                       return true;
-                                     });
+    modelzip::zip::StreamZipWriter w(out.fd, path.string(), 0, 0, [&](const Progress& p) {
+      CHECK(p.bytes_done >= last_done);
+      CHECK(p.bytes_done <= p.bytes_total);
+      last_done = p.bytes_done;
+      total = p.bytes_total;
+      return true;
+    });
     for (const auto& e : expected) {
       if (e.name == "chunks") {
         std::vector<Bytes> pieces;
@@ -137,7 +137,7 @@ TEST_CASE("A cancel in the middle of a large entry stops the write with Error(ca
   Fd out(path);
   int calls = 0;
   modelzip::zip::StreamZipWriter w(out.fd, path.string(), 0, big.size(),
-                                   [&](std::uint64_t, std::uint64_t) { return ++calls < 3; });
+                                   [&](const Progress&) { return ++calls < 3; });
   CHECK_ERROR(w.add_stored("big", {Bytes::copy_of(big)}), ErrorCode::cancelled, "save cancelled");
   CHECK(calls == 3);
   // The writer (and its CRC worker, holding the entry's bytes) is destroyed
