@@ -496,12 +496,14 @@ class Writer::Impl {
 
   // The archive as it is now (under the lock), or nullopt if there is none.
   std::optional<Archive> current_archive() {
-    std::optional<Snapshot> kept = std::move(snapshot);
-    snapshot.reset();
     const std::optional<io::FileIdentity> now = io::identity_of(path);
-    if (!now) return std::nullopt;
-    if (kept && kept->identity == *now) return std::move(kept->archive);
-    return Archive::open(path);
+    std::optional<Archive> out;
+    if (now && snapshot && snapshot->identity == *now)
+      out.emplace(std::move(snapshot->archive));
+    else if (now)
+      out.emplace(Archive::open(path));
+    snapshot.reset();
+    return out;
   }
 
   std::vector<std::string> staged_tags() const {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <string>
 
 namespace modelzip::io {
 namespace {
@@ -20,6 +21,21 @@ bool allowed(SysOp op, std::size_t* size = nullptr) noexcept {
   if (error == 0) return true;
   errno = error;
   return false;
+}
+
+// The injector if it records calls, else null.
+FaultInjector* recorder() noexcept {
+  FaultInjector* injector = g_injector.load(std::memory_order_acquire);
+  return injector && injector->recording() ? injector : nullptr;
+}
+
+// The path behind a descriptor (for records of fsyncs, whose descriptor may
+// come from an open for reading, which is not recorded).
+std::string path_of_fd(int fd) {
+  char buf[4096];
+  const std::string link = "/proc/self/fd/" + std::to_string(fd);
+  const ssize_t n = ::readlink(link.c_str(), buf, sizeof buf);
+  return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
 }
 
 }  // namespace
@@ -59,6 +75,16 @@ void FaultInjector::uninstall() noexcept {
   g_injector.compare_exchange_strong(self, nullptr, std::memory_order_acq_rel);
 }
 
+std::vector<SysCallRecord> FaultInjector::records() const {
+  std::lock_guard lock(records_mutex_);
+  return records_;
+}
+
+void FaultInjector::record(SysCallRecord call) {
+  std::lock_guard lock(records_mutex_);
+  records_.push_back(std::move(call));
+}
+
 int FaultInjector::before(SysOp op, std::size_t* size) noexcept {
   const std::uint64_t total = ++total_;
   const std::uint64_t nth_of_kind = ++by_kind_[static_cast<int>(op)];
@@ -94,43 +120,81 @@ int FaultInjector::before(SysOp op, std::size_t* size) noexcept {
 namespace sys {
 
 int open(const char* path, int flags, mode_t mode) {
-  if ((flags & (O_WRONLY | O_RDWR)) != 0 && !allowed(SysOp::open)) return -1;
-  return ::open(path, flags, mode);
+  const bool writing = (flags & (O_WRONLY | O_RDWR)) != 0;
+  if (writing && !allowed(SysOp::open)) return -1;
+  const int fd = ::open(path, flags, mode);
+  if (fd >= 0 && writing)
+    if (auto* r = recorder())
+      r->record({.op = SysOp::open, .fd = fd, .flags = flags, .path = path});
+  return fd;
 }
 
 ssize_t write(int fd, const void* data, std::size_t size) {
   if (!allowed(SysOp::write, &size)) return -1;
-  return ::write(fd, data, size);
+  const ssize_t n = ::write(fd, data, size);
+  if (n > 0)
+    if (auto* r = recorder()) {
+      const off_t end = ::lseek(fd, 0, SEEK_CUR);  // also right for O_APPEND
+      r->record({.op = SysOp::write,
+                 .fd = fd,
+                 .offset = static_cast<std::uint64_t>(end - n),
+                 .data = std::string(static_cast<const char*>(data), static_cast<std::size_t>(n))});
+    }
+  return n;
 }
 
 ssize_t pwrite(int fd, const void* data, std::size_t size, off_t offset) {
   if (!allowed(SysOp::write, &size)) return -1;
-  return ::pwrite(fd, data, size, offset);
+  const ssize_t n = ::pwrite(fd, data, size, offset);
+  if (n > 0)
+    if (auto* r = recorder())
+      r->record({.op = SysOp::write,
+                 .fd = fd,
+                 .offset = static_cast<std::uint64_t>(offset),
+                 .data = std::string(static_cast<const char*>(data), static_cast<std::size_t>(n))});
+  return n;
 }
 
 int fsync(int fd) {
   if (!allowed(SysOp::fsync_file)) return -1;
-  return ::fsync(fd);
+  const int rc = ::fsync(fd);
+  if (rc == 0)
+    if (auto* r = recorder())
+      r->record({.op = SysOp::fsync_file, .fd = fd, .path = path_of_fd(fd)});
+  return rc;
 }
 
 int fsync_dir(int fd) {
   if (!allowed(SysOp::fsync_dir)) return -1;
-  return ::fsync(fd);
+  const int rc = ::fsync(fd);
+  if (rc == 0)
+    if (auto* r = recorder()) r->record({.op = SysOp::fsync_dir, .fd = fd, .path = path_of_fd(fd)});
+  return rc;
 }
 
 int rename(const char* from, const char* to) {
   if (!allowed(SysOp::rename)) return -1;
-  return ::rename(from, to);
+  const int rc = ::rename(from, to);
+  if (rc == 0)
+    if (auto* r = recorder()) r->record({.op = SysOp::rename, .path = from, .to = to});
+  return rc;
 }
 
 int ftruncate(int fd, off_t size) {
   if (!allowed(SysOp::truncate)) return -1;
-  return ::ftruncate(fd, size);
+  const int rc = ::ftruncate(fd, size);
+  if (rc == 0)
+    if (auto* r = recorder())
+      r->record({.op = SysOp::truncate, .fd = fd, .offset = static_cast<std::uint64_t>(size)});
+  return rc;
 }
 
 int unlink(const char* path) {
   if (!allowed(SysOp::unlink)) return -1;
-  return ::unlink(path);
+  const int rc = ::unlink(path);
+  if (rc == 0)
+    if (auto* r = recorder()) r->record({.op = SysOp::unlink, .path = path});
+  return rc;
 }
 
 int close(int fd) {
@@ -140,9 +204,12 @@ int close(int fd) {
     int saved = errno;
     ::close(fd);
     errno = saved;
+    if (auto* r = recorder()) r->record({.op = SysOp::close, .fd = fd});
     return -1;
   }
-  return ::close(fd);
+  const int rc = ::close(fd);
+  if (auto* r = recorder()) r->record({.op = SysOp::close, .fd = fd});
+  return rc;
 }
 
 }  // namespace sys

@@ -17,6 +17,9 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
 
 namespace modelzip::io {
 
@@ -33,6 +36,17 @@ enum class SysOp : std::uint8_t {
 inline constexpr int kSysOpCount = 8;
 
 const char* sys_op_name(SysOp op) noexcept;
+
+// A file-changing call that succeeded, as recorded for tests that replay a
+// commit against a model of the file system (power-loss trials).
+struct SysCallRecord {
+  SysOp op = SysOp::write;
+  int fd = -1;               // the descriptor used; open: the one returned
+  int flags = 0;             // open
+  std::string path, to;      // open, unlink, rename (path -> to); fsync: the file or folder
+  std::uint64_t offset = 0;  // write: where the bytes went; truncate: the new size
+  std::string data;          // write: the bytes written
+};
 
 // Decides the fate of system calls, for tests. Install with
 // FaultInjector::install(); the calls of every thread of the process then
@@ -60,6 +74,7 @@ class FaultInjector {
     SysOp kind = SysOp::write;  // else calls of this kind
     std::uint64_t nth = 0;      // 1-based; 0 never matches
     int error = 5;              // EIO
+    bool record_calls = false;  // keep a SysCallRecord of every successful call
   };
 
   FaultInjector() = default;
@@ -77,11 +92,16 @@ class FaultInjector {
   std::uint64_t calls(SysOp op) const noexcept { return by_kind_[static_cast<int>(op)].load(); }
   // Whether the planned fault happened.
   bool fired() const noexcept { return fired_.load(); }
+  // The successful calls, in order (with Plan::record_calls).
+  std::vector<SysCallRecord> records() const;
 
   // Used by io::sys: counts the call and returns the errno to fail it with
   // (0: perform it); for writes, may shrink `*size` (short write). May not
   // return (kill).
   int before(SysOp op, std::size_t* size) noexcept;
+  bool recording() const noexcept { return plan_.record_calls; }
+  // Used by io::sys after a successful call when recording.
+  void record(SysCallRecord call);
 
  private:
   Plan plan_;
@@ -89,6 +109,8 @@ class FaultInjector {
   std::atomic<std::uint64_t> by_kind_[kSysOpCount] = {};
   std::atomic<bool> fired_{false};
   std::atomic<bool> failing_{false};  // fail_after / disk_full engaged
+  mutable std::mutex records_mutex_;
+  std::vector<SysCallRecord> records_;  // guarded by records_mutex_
 };
 
 namespace sys {
