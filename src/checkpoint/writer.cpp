@@ -7,11 +7,11 @@
 #include <cstring>
 #include <map>
 #include <set>
-#include <unordered_map>
 #include <variant>
 
 #include "checkpoint/archive_impl.hpp"
 #include "checkpoint/entry_validators.hpp"
+#include "core/position_index.hpp"
 #include "format/archive_metadata.hpp"
 #include "format/tag_name.hpp"
 #include "format/tags_file.hpp"
@@ -207,7 +207,7 @@ class AddContext {
                   "tag '" + plan_.find(tag)->name + "' exists already (tags ignore case)",
                   ErrorContext{.tag = tag});
     if (dedup_) build_index();
-    share_index_.clear();  // earlier operations may have changed the tables
+    row_index_.clear();  // earlier operations may have changed the tables
     TagPlan tp;
     tp.name = tag;
     plan_.tags.push_back(std::move(tp));
@@ -217,12 +217,12 @@ class AddContext {
       row.keys = {p.name};
       switch (p.source) {
         case NewTag::Param::Source::shared:
-          row.ref = resolve_share(self, TableKind::params, p.from_tag, p.from_param);
+          row.ref = resolve_share(self, TableKind::params, p.from_tag, p.from_param, {});
           break;
         case NewTag::Param::Source::tensor:
           row.ref =
               store(self, TableKind::params, BlobFormat::tensor,
-                    format::encode_tensor_blob(p.tensor).pieces, p.options.compression, p.name);
+                    format::encode_tensor_blob(p.tensor).pieces, p.options.compression, p.name, {});
           break;
         case NewTag::Param::Source::embedding: {
           if (auto v = find_entry_validator(tag + "/params/0.fifu")) {
@@ -233,7 +233,7 @@ class AddContext {
             }
           }
           row.ref = store(self, TableKind::params, BlobFormat::fifu, {p.file}, Compression::store,
-                          p.name);
+                          p.name, {});
           break;
         }
       }
@@ -242,11 +242,10 @@ class AddContext {
     for (const auto& s : contents.updater_states()) {
       BlobRow row;
       row.keys = {s.variable, s.state};
-      row.ref = s.shared ? resolve_share(self, TableKind::updater, s.from_tag,
-                                         s.variable + std::string(1, '\0') + s.state)
+      row.ref = s.shared ? resolve_share(self, TableKind::updater, s.from_tag, s.variable, s.state)
                          : store(self, TableKind::updater, BlobFormat::tensor,
                                  format::encode_tensor_blob(s.tensor).pieces, s.options.compression,
-                                 s.variable + std::string(1, '\0') + s.state);
+                                 s.variable, s.state);
       self.table(TableKind::updater).push_back(std::move(row));
     }
     self.has_updater = !contents.updater_states().empty();
@@ -267,56 +266,66 @@ class AddContext {
   }
 
  private:
+  // The blob that row (first[, second]) of tag `from_tag` refers to.
   BlobRef resolve_share(const TagPlan& self, TableKind kind, const std::string& from_tag,
-                        const std::string& key) {
+                        std::string_view first, std::string_view second) {
     const TagPlan* source = plan_.find(from_tag);
     if (!source || source == &self)
       throw Error(ErrorCode::not_found, "cannot share from tag '" + from_tag + "': no such tag",
                   ErrorContext{.tag = self.name});
-    if (const BlobRow* row = row_of(*source, kind, key))
+    if (const BlobRow* row = row_of(*source, kind, first, second))
       return BlobRef{row->ref.tag.empty() ? source->name : row->ref.tag, row->ref.index,
                      row->ref.format};
-    std::string shown = key;
-    std::replace(shown.begin(), shown.end(), '\0', '/');
+    const std::string shown = kind == TableKind::params
+                                  ? std::string(first)
+                                  : std::string(first) + "/" + std::string(second);
     throw Error(ErrorCode::not_found,
                 "cannot share '" + shown + "': tag '" + source->name + "' has no such " +
                     (kind == TableKind::params ? "parameter" : "updater state"),
                 ErrorContext{.tag = self.name});
   }
 
-  // The row of `source`'s `kind` table with key `key` ("name", or
-  // "variable\0state"), or null. The rows by key are indexed once per
-  // source table and add(): n lookups cost O(n), not O(n * rows).
-  const BlobRow* row_of(const TagPlan& source, TableKind kind, const std::string& key) {
+  // The row of `source`'s `kind` table with keys `first` (params: the
+  // name; updater: the variable) and `second` (updater: the state), or
+  // null. Rows are indexed by format::row_key_hash, as the reader indexes
+  // them, once per source table and add(): n lookups cost O(n).
+  const BlobRow* row_of(const TagPlan& source, TableKind kind, std::string_view first,
+                        std::string_view second) {
     const auto& rows = const_cast<TagPlan&>(source).table(kind);
-    auto [cached, fresh] = share_index_.try_emplace({source.name, static_cast<int>(kind)});
-    if (fresh)
+    auto [cached, fresh] = row_index_.try_emplace({source.name, static_cast<int>(kind)});
+    if (fresh) {
+      cached->second = detail::PositionIndex(rows.size());
       for (std::size_t r = 0; r < rows.size(); ++r) {
         const auto& k = rows[r].keys;
-        cached->second.emplace(k.size() == 1 ? k[0] : k[0] + std::string(1, '\0') + k[1], r);
+        const std::string_view f = k[0], s = k.size() > 1 ? std::string_view(k[1]) : "";
+        cached->second.insert(format::row_key_hash(kind, f, s), r, [&](std::size_t p) {
+          return format::row_has_keys(rows[p], kind, f, s);
+        });
       }
-    auto it = cached->second.find(key);
-    return it == cached->second.end() ? nullptr : &rows[it->second];
+    }
+    const std::size_t at = cached->second.find(
+        format::row_key_hash(kind, first, second),
+        [&](std::size_t p) { return format::row_has_keys(rows[p], kind, first, second); });
+    return at == detail::PositionIndex::npos ? nullptr : &rows[at];
   }
 
-  // The blob that parameter (or updater state) `key` of the newest tag
-  // before `self` refers to, if it has that format and lives uncompressed
-  // in memory or the old archive: the likely duplicate when a checkpoint
-  // repeats the previous one's unchanged tensors.
+  // The blob that row (first[, second]) of the newest tag before `self`
+  // refers to, if it has that format and lives uncompressed in memory or
+  // the old archive: the likely duplicate when a checkpoint repeats the
+  // previous one's unchanged tensors.
   std::optional<std::pair<BlobRef, const Content*>> namesake(const TagPlan& self, TableKind kind,
-                                                             BlobFormat fmt,
-                                                             const std::string& key) {
+                                                             BlobFormat fmt, std::string_view first,
+                                                             std::string_view second) {
     if (plan_.tags.size() < 2 || &plan_.tags.back() != &self) return std::nullopt;
     const TagPlan& prev = plan_.tags[plan_.tags.size() - 2];
-    const BlobRow* row = row_of(prev, kind, key);
+    const BlobRow* row = row_of(prev, kind, first, second);
     if (!row || row->ref.format != fmt) return std::nullopt;
-    TagPlan* owner = row->ref.tag.empty() ? plan_.find(prev.name) : plan_.find(row->ref.tag);
+    const TagPlan* owner = row->ref.tag.empty() ? &prev : plan_.find(row->ref.tag);
     if (!owner) return std::nullopt;
     auto it = owner->blobs.find(BlobKey{kind, row->ref.index, fmt});
     if (it == owner->blobs.end()) return std::nullopt;
     if (it->second.old && !it->second.old->stored()) return std::nullopt;  // CRC path first
-    return std::make_pair(
-        BlobRef{owner == &self ? std::string() : owner->name, row->ref.index, fmt}, &it->second);
+    return std::make_pair(BlobRef{owner->name, row->ref.index, fmt}, &it->second);
   }
 
   // Adds a blob to `self`, or with dedup returns the existing blob with the
@@ -326,12 +335,12 @@ class AddContext {
   // hashing); otherwise the blob is hashed and compared with every blob of
   // the same size and CRC-32 (stored CRCs of the old archive are reused).
   BlobRef store(TagPlan& self, TableKind kind, BlobFormat fmt, std::vector<Bytes> pieces,
-                Compression compression, const std::string& row_key) {
+                Compression compression, std::string_view first, std::string_view second) {
     Content c;
     c.size = pieces_size(pieces);
     c.compression = compression;
     if (dedup_) {
-      if (auto hit = namesake(self, kind, fmt, row_key);
+      if (auto hit = namesake(self, kind, fmt, first, second);
           hit && hit->second->size == c.size && same_bytes(pieces, content_bytes(*hit->second))) {
         ++stats_.blobs_deduplicated;
         return hit->first;
@@ -377,9 +386,8 @@ class AddContext {
   bool dedup_;
   Writer::Stats& stats_;
   DedupIndex index_;
-  // (source tag, table kind) -> row key -> row, for resolve_share: sharing
-  // n parameters costs O(n), not O(n * rows).
-  std::map<std::pair<std::string, int>, std::unordered_map<std::string, std::size_t>> share_index_;
+  // (source tag, table kind) -> its rows by keys, for row_of.
+  std::map<std::pair<std::string, int>, detail::PositionIndex> row_index_;
 };
 
 struct AddOp {

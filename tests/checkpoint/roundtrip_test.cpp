@@ -177,6 +177,14 @@ TEST_CASE("Sharing many parameters and updater states from two tags, in one comm
   d.share("p9999", "c", "p9999");
   w2.add_tag("d", std::move(d));
   CHECK_THROWS_WITH_AS(w2.commit(), doctest::Contains("cannot share 'p9999'"), Error);
+
+  Writer w3 = Writer::open(path);
+  NewTag e;
+  e.share_updater_state("p0", "V", "c");  // c has p0/M only
+  w3.add_tag("e", std::move(e));
+  CHECK_THROWS_WITH_AS(w3.commit(),
+                       doctest::Contains("cannot share 'p0/V': tag 'c' has no such updater state"),
+                       Error);
 }
 
 TEST_CASE("Dedup can be turned off") {
