@@ -60,17 +60,13 @@ std::uint16_t padding_length(std::uint64_t unpadded) {
   return static_cast<std::uint16_t>(pad);
 }
 
-// A run of bytes to write; pieces are split into chunks of at most kChunk.
-struct Chunk {
-  const std::byte* data;
-  std::size_t size;
-};
-
-std::vector<Chunk> chunks_of(const std::vector<Bytes>& pieces) {
-  std::vector<Chunk> out;
+// `pieces` split into the runs of at most kChunk bytes that are written
+// (and checksummed) one at a time; each run shares its piece's lifetime.
+std::vector<Bytes> chunks_of(const std::vector<Bytes>& pieces) {
+  std::vector<Bytes> out;
   for (const Bytes& p : pieces)
     for (std::size_t off = 0; off < p.size(); off += kChunk)
-      out.push_back({p.data() + off, std::min(kChunk, p.size() - off)});
+      out.push_back(p.slice(off, std::min(kChunk, p.size() - off)));
   return out;
 }
 
@@ -159,6 +155,12 @@ std::vector<std::byte> StreamZipWriter::local_header(const Written& w, bool alig
   return std::move(h.bytes);
 }
 
+void StreamZipWriter::begin_entry(Written& w, bool align) {
+  w.local_offset = offset_;
+  const std::vector<std::byte> header = local_header(w, align);
+  append(header.data(), header.size());
+}
+
 void StreamZipWriter::patch_local(const Written& w, bool sizes) {
   std::byte fields[12];
   detail::store_le<std::uint32_t>(fields, w.crc);
@@ -196,8 +198,8 @@ void StreamZipWriter::add_stored(const std::string& name, const std::vector<Byte
   for (const auto& p : pieces) w.uncompressed += p.size();
   w.compressed = w.uncompressed;
   w.zip64_local = w.uncompressed >= k32;
-  w.local_offset = offset_;
   if (w.uncompressed <= kInlineUpTo) {
+    w.local_offset = offset_;
     // CRC first, then header and data in one write.
     for (const auto& p : pieces) w.crc = crc32_update(w.crc, p.span());
     std::vector<std::byte> out = local_header(w, true);
@@ -208,16 +210,13 @@ void StreamZipWriter::add_stored(const std::string& name, const std::vector<Byte
   } else {
     // Header with the CRC left 0; each chunk is queued for the CRC worker
     // just before it is written; finish() patches the CRC in.
-    const std::vector<std::byte> header = local_header(w, true);
-    append(header.data(), header.size());
+    begin_entry(w, true);
     w.crc_slot = crc_queue_.new_slot();
-    for (const Bytes& p : pieces)
-      for (std::size_t off = 0; off < p.size(); off += kChunk) {
-        const std::size_t n = std::min(kChunk, p.size() - off);
-        crc_queue_.push(*w.crc_slot, p.slice(off, n));
-        append(p.data() + off, n);
-        report(n);
-      }
+    for (const Bytes& c : chunks_of(pieces)) {
+      crc_queue_.push(*w.crc_slot, c);
+      append(c.data(), c.size());
+      report(c.size());
+    }
   }
   entries_.push_back(std::move(w));
 }
@@ -231,11 +230,7 @@ void StreamZipWriter::add_deflated(const std::string& name, const std::vector<By
   for (const auto& p : pieces) w.uncompressed += p.size();
   w.zip64_local =
       w.uncompressed >= k32 || ::deflateBound(nullptr, static_cast<uLong>(w.uncompressed)) >= k32;
-  w.local_offset = offset_;
-  {
-    const std::vector<std::byte> header = local_header(w, false);  // CRC, sizes patched
-    append(header.data(), header.size());
-  }
+  begin_entry(w, false);  // CRC and compressed size patched in below
   const std::uint64_t data_start = offset_;
   z_stream z{};
   if (::deflateInit2(&z, level, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY) != Z_OK)
@@ -245,7 +240,7 @@ void StreamZipWriter::add_deflated(const std::string& name, const std::vector<By
     ~End() { ::deflateEnd(z); }
   } end{&z};
   std::vector<unsigned char> out(1u << 20);
-  uLong crc = ::crc32(0L, Z_NULL, 0);
+  std::uint32_t crc = 0;
   auto drain = [&](int flush) {
     int rc;
     do {
@@ -257,17 +252,17 @@ void StreamZipWriter::add_deflated(const std::string& name, const std::vector<By
       append(out.data(), out.size() - z.avail_out);
     } while (z.avail_out == 0 || (flush == Z_FINISH && rc != Z_STREAM_END));
   };
-  for (const Chunk& c : chunks_of(pieces)) {
-    crc = ::crc32(crc, reinterpret_cast<const Bytef*>(c.data), static_cast<uInt>(c.size));
-    z.next_in = reinterpret_cast<Bytef*>(const_cast<std::byte*>(c.data));
-    z.avail_in = static_cast<uInt>(c.size);
+  for (const Bytes& c : chunks_of(pieces)) {
+    crc = crc32_update(crc, c.span());
+    z.next_in = reinterpret_cast<Bytef*>(const_cast<std::byte*>(c.data()));
+    z.avail_in = static_cast<uInt>(c.size());
     drain(Z_NO_FLUSH);
-    report(c.size);
+    report(c.size());
   }
   z.next_in = nullptr;
   z.avail_in = 0;
   drain(Z_FINISH);
-  w.crc = static_cast<std::uint32_t>(crc);
+  w.crc = crc;
   w.compressed = offset_ - data_start;
   if (!w.zip64_local && w.compressed >= k32)
     throw Error(ErrorCode::io, "deflated entry exceeded its size estimate",
@@ -286,12 +281,10 @@ void StreamZipWriter::add_raw(const std::string& name, const EntryInfo& e,
   w.compressed = e.compressed_size;
   w.uncompressed = e.uncompressed_size;
   w.zip64_local = std::max(w.compressed, w.uncompressed) >= k32;
-  w.local_offset = offset_;
-  const std::vector<std::byte> header = local_header(w, e.method == kMethodStore);
-  append(header.data(), header.size());
-  for (const Chunk& c : chunks_of({compressed})) {
-    append(c.data, c.size);
-    report(c.size);
+  begin_entry(w, e.method == kMethodStore);
+  for (const Bytes& c : chunks_of({compressed})) {
+    append(c.data(), c.size());
+    report(c.size());
   }
   entries_.push_back(std::move(w));
 }

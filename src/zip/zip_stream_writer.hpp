@@ -74,6 +74,8 @@ class StreamZipWriter {
   // The local header of `w` at offset_: its CRC and sizes as they are in
   // `w` (0 where not yet known), data aligned if `align`.
   std::vector<std::byte> local_header(const Written& w, bool align) const;
+  // Writes the local header of `w` at offset_ and records that offset in `w`.
+  void begin_entry(Written& w, bool align);
   // Rewrites the CRC (and, if `sizes`, the sizes) in the local header of `w`.
   void patch_local(const Written& w, bool sizes);
   void report(std::uint64_t bytes);
