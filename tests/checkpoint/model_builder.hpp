@@ -29,8 +29,8 @@ inline Tensor random_tensor(std::mt19937_64& rng, DType dtype) {
     const char* samples[] = {"",
                              "a",
                              "hello world",
-                             "\xC3\xBC"
-                             "ber",
+                             ("\xC3\xBC"  // split: "\xBCber" would be one escape
+                              "ber"),
                              "line\nbreak",
                              "tab\there",
                              "\xF0\x9F\x98\x80"};

@@ -9,12 +9,14 @@
 #pragma once
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "fuzz_support.hpp"
 #include "modelzip/finalfusion.hpp"
+#include "modelzip/finalfusion_convert.hpp"
 
 namespace modelzip::fuzz {
 
@@ -50,6 +52,20 @@ inline void check_embeddings(const finalfusion::Embeddings& embeddings) {
   const finalfusion::Embeddings again = finalfusion::Embeddings::read(embeddings.to_bytes());
   FUZZ_CHECK(again.dims() == dims && again.rows() == embeddings.rows());
   FUZZ_CHECK(again.vocab() == embeddings.vocab());
+}
+
+// The option sets the converter targets read their input with: strict
+// UTF-8 and normalised, lossy UTF-8 and not normalised.
+inline const finalfusion::ConvertOptions kConvertOptionSets[] = {
+    {finalfusion::Utf8Policy::strict, true}, {finalfusion::Utf8Policy::lossy, false}};
+
+// Runs `read` (a modelzip::Error is the answer to bad input) and checks the
+// embeddings it returned, if any.
+template <class Read>
+void read_and_check(Read read) {
+  std::optional<finalfusion::Embeddings> embeddings;
+  if (!attempt([&] { embeddings.emplace(read()); })) return;
+  FUZZ_CHECK(attempt([&] { check_embeddings(*embeddings); }));
 }
 
 }  // namespace modelzip::fuzz
