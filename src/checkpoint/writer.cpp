@@ -66,6 +66,7 @@ struct TagPlan {
 
 struct Plan {
   Metadata metadata;
+  std::string comment;  // the zip archive comment, kept across rewrites
   std::vector<TagPlan> tags;
   std::vector<std::pair<std::string, Content>> root_others;
 
@@ -132,6 +133,7 @@ Plan plan_from(const Archive::Impl* old) {
   Plan plan;
   if (!old) return plan;
   plan.metadata = old->metadata;
+  plan.comment = old->directory.comment;
   for (std::size_t t = 0; t < old->tags.size(); ++t) {
     TagPlan tp;
     tp.name = old->tags[t];
@@ -435,6 +437,7 @@ void emit(zip::StreamZipWriter& zw, const Plan& plan, const Archive::Impl* old_i
       zw.add_stored(name, c.pieces);
   };
   auto text = [](const std::string& s) { return std::vector<Bytes>{Bytes::copy_of(s)}; };
+  zw.set_comment(plan.comment);
   std::vector<std::string> names;
   for (const auto& t : plan.tags) names.push_back(t.name);
   if (!only_tags)
@@ -466,7 +469,7 @@ std::uint64_t expected_bytes(const Plan& plan, const std::set<std::string>* only
 
 // Bytes of `old` that no entry or directory uses (left behind by appends).
 std::uint64_t dead_bytes(const Archive::Impl& old) {
-  std::uint64_t live = old.directory.central_directory_size + 22;
+  std::uint64_t live = old.directory.central_directory_size + 22 + old.directory.comment.size();
   for (const auto& e : old.directory.entries)
     live += e.data_offset - e.local_header_offset + e.compressed_size;
   std::uint64_t size = old.reader.file().size();
@@ -596,7 +599,8 @@ void Writer::Impl::commit() {
 bool Writer::Impl::appendable(const Archive::Impl& old) const {
   const std::uint64_t size = old.reader.file().size();
   if (old.directory.end_of_archive != size) return false;
-  std::uint64_t dead_after = dead_bytes(old) + old.directory.central_directory_size + 22;
+  std::uint64_t dead_after =
+      dead_bytes(old) + old.directory.central_directory_size + 22 + old.directory.comment.size();
   if (const auto* tags = old.find_entry(format::kTagsEntry))
     dead_after += tags->data_offset - tags->local_header_offset + tags->compressed_size;
   return dead_after * 2 <= size;
@@ -686,8 +690,10 @@ void Writer::Impl::recover_interrupted_append() {
   bool complete = false;
   try {
     Bytes file = io::map_file(path);
-    Archive::from_memory(file, path.string());
-    complete = true;
+    // Complete means the new end record ends the file: a file that parses
+    // only as the old archive followed by part of the append is cut back.
+    complete = Archive::from_memory(file, path.string()).internals().directory.end_of_archive ==
+               file.size();
   } catch (const Error&) {
   }
   if (!complete) {

@@ -1,6 +1,7 @@
 #include "zip/zip_directory.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include "core/checked.hpp"
 #include "core/utf8.hpp"
@@ -27,8 +28,11 @@ constexpr std::uint16_t kZip64ExtraId = 0x0001;
               ErrorContext{.entry = std::move(entry), .offset = offset});
 }
 
-// Position of the end-of-central-directory record: the last signature whose
-// comment length reaches exactly the end of the file.
+// Position of the end-of-central-directory record, searched in the last
+// 22 + 65535 bytes: the last signature whose comment ends exactly at the end
+// of the file; if there is none, the last signature whose comment fits in
+// the file (the bytes after the comment are trailing bytes, which readers
+// ignore, as unzip and Python's zipfile do).
 std::uint64_t find_eocd(std::span<const std::byte> file) {
   if (file.size() < kEocdSize)
     corrupt("not a zip archive: " + std::to_string(file.size()) +
@@ -36,11 +40,14 @@ std::uint64_t find_eocd(std::span<const std::byte> file) {
             0);
   const std::uint64_t last = file.size() - kEocdSize;
   const std::uint64_t first = last > 0xFFFF ? last - 0xFFFF : 0;
+  std::optional<std::uint64_t> fitting;
   for (std::uint64_t pos = last + 1; pos-- > first;) {
     if (load_le<std::uint32_t>(file.data() + pos) != kEocdSignature) continue;
     auto comment = load_le<std::uint16_t>(file.data() + pos + 20);
     if (pos + kEocdSize + comment == file.size()) return pos;
+    if (!fitting && pos + kEocdSize + comment < file.size()) fitting = pos;
   }
+  if (fitting) return *fitting;
   corrupt("not a zip archive: no end-of-central-directory record", file.size());
 }
 
@@ -135,25 +142,61 @@ Directory parse_directory(std::span<const std::byte> file, const Limits& limits)
   if (disk != 0 || cd_disk != 0 || disk_entries != count)
     corrupt("multi-disk archives are not supported", eocd);
 
+  // The ZIP64 end records are used when a 32-bit field holds its escape
+  // value (0xFFFF, 0xFFFFFFFF), or when a ZIP64 locator precedes the end
+  // record and the 32-bit central directory does not end exactly at the end
+  // record (Python's zipfile writes ZIP64 records beyond 2 GiB while the
+  // 32-bit fields still hold the real values). Then the ZIP64 values win and
+  // every 32-bit field must hold either its escape value or the same value.
   std::uint64_t records_end = eocd;  // where the central directory must end
-  if (count == 0xFFFF || cd_size == 0xFFFFFFFF || cd_offset == 0xFFFFFFFF) {
-    if (eocd < 20) corrupt("ZIP64 end-of-central-directory locator missing", eocd);
+  const bool plain_fits =
+      detail::range_fits(cd_offset, cd_size, eocd) && cd_offset + cd_size == eocd;
+  const bool locator =
+      eocd >= 20 && load_le<std::uint32_t>(file.data() + eocd - 20) == kZip64LocatorSignature;
+  const bool escaped = count == 0xFFFF || cd_size == 0xFFFFFFFF || cd_offset == 0xFFFFFFFF;
+  if (escaped && !locator)
+    corrupt("ZIP64 end-of-central-directory locator missing", eocd >= 20 ? eocd - 20 : eocd);
+  if (escaped || (locator && !plain_fits)) {
     const std::uint64_t loc = eocd - 20;
     ByteReader lr(file.subspan(loc, 20), loc);
-    if (lr.read<std::uint32_t>("ZIP64 locator signature") != kZip64LocatorSignature)
-      corrupt("ZIP64 end-of-central-directory locator missing", loc);
-    lr.skip(4, "disk");
+    lr.skip(4, "ZIP64 locator signature");
+    auto record_disk = lr.read<std::uint32_t>("ZIP64 record disk");
     auto z64 = lr.read<std::uint64_t>("ZIP64 record offset");
+    auto disks = lr.read<std::uint32_t>("ZIP64 total disks");
+    if (record_disk != 0 || disks > 1) corrupt("multi-disk archives are not supported", loc);
     if (!detail::range_fits(z64, 56, loc))
       corrupt("ZIP64 end-of-central-directory record offset out of range", loc);
-    ByteReader zr(file.subspan(z64, 56), z64);
+    ByteReader zr(file.subspan(z64, loc - z64), z64);
     if (zr.read<std::uint32_t>("ZIP64 record signature") != kZip64EocdSignature)
       corrupt("bad ZIP64 end-of-central-directory signature", z64);
-    zr.skip(8 + 2 + 2 + 4 + 4, "ZIP64 record header");
-    zr.skip(8, "entries on disk");
-    count = zr.read<std::uint64_t>("ZIP64 entry count");
-    cd_size = zr.read<std::uint64_t>("ZIP64 central directory size");
-    cd_offset = zr.read<std::uint64_t>("ZIP64 central directory offset");
+    auto record_size = zr.read<std::uint64_t>("ZIP64 record size");
+    if (record_size < 44 || record_size != loc - z64 - 12)
+      corrupt("ZIP64 end-of-central-directory record of " + std::to_string(record_size) +
+                  " bytes does not end where the locator begins (" + std::to_string(loc) + ")",
+              z64);
+    zr.skip(2 + 2, "ZIP64 record versions");
+    auto z64_disk = zr.read<std::uint32_t>("ZIP64 disk number");
+    auto z64_cd_disk = zr.read<std::uint32_t>("ZIP64 central directory disk");
+    auto z64_disk_entries = zr.read<std::uint64_t>("ZIP64 entries on disk");
+    auto z64_count = zr.read<std::uint64_t>("ZIP64 entry count");
+    auto z64_cd_size = zr.read<std::uint64_t>("ZIP64 central directory size");
+    auto z64_cd_offset = zr.read<std::uint64_t>("ZIP64 central directory offset");
+    if (z64_disk != 0 || z64_cd_disk != 0 || z64_disk_entries != z64_count)
+      corrupt("multi-disk archives are not supported", z64);
+    auto agree = [&](const char* what, std::uint64_t value32, std::uint64_t escape,
+                     std::uint64_t value64) {
+      if (value32 != escape && value32 != value64)
+        corrupt(std::string("the end-of-central-directory record and the ZIP64 end record "
+                            "disagree on the ") +
+                    what + " (" + std::to_string(value32) + " vs " + std::to_string(value64) + ")",
+                eocd);
+    };
+    agree("entry count", count, 0xFFFF, z64_count);
+    agree("central directory size", cd_size, 0xFFFFFFFF, z64_cd_size);
+    agree("central directory offset", cd_offset, 0xFFFFFFFF, z64_cd_offset);
+    count = z64_count;
+    cd_size = z64_cd_size;
+    cd_offset = z64_cd_offset;
     records_end = z64;
   }
   if (!detail::range_fits(cd_offset, cd_size, records_end) || cd_offset + cd_size != records_end)
@@ -173,7 +216,11 @@ Directory parse_directory(std::span<const std::byte> file, const Limits& limits)
   Directory dir;
   dir.central_directory_offset = cd_offset;
   dir.central_directory_size = cd_size;
-  dir.end_of_archive = file.size();
+  {
+    const std::uint64_t comment_size = load_le<std::uint16_t>(file.data() + eocd + 20);
+    dir.end_of_archive = eocd + kEocdSize + comment_size;
+    dir.comment.assign(reinterpret_cast<const char*>(file.data()) + eocd + kEocdSize, comment_size);
+  }
   dir.entries.reserve(count);
   ByteReader cr(file.subspan(cd_offset, cd_size), cd_offset);
   for (std::uint64_t i = 0; i < count; ++i) {

@@ -3,7 +3,10 @@
 // entry's data offset so stored entries can be read in place (libzip has no
 // public API for offsets; design notes section 2).
 //
-// Accepted: single-disk archives, methods 0 (store) and 8 (deflate), ZIP64.
+// Accepted: single-disk archives, methods 0 (store) and 8 (deflate), ZIP64
+// (also end records beside 32-bit fields that hold the real values, as long
+// as both agree), an archive comment, and trailing bytes after the end
+// record (schemas/FORMAT.md section 1 fixes how the end record is found).
 // Rejected with Error(corrupt) naming the entry: unreadable structures,
 // sizes or offsets outside the file (checked with overflow-safe arithmetic),
 // entries overlapping each other or the central directory, a stored entry
@@ -44,7 +47,10 @@ struct Directory {
   std::vector<EntryInfo> entries;  // central directory order
   std::uint64_t central_directory_offset = 0;
   std::uint64_t central_directory_size = 0;
-  std::uint64_t end_of_archive = 0;  // one past the end-of-central-directory record
+  // One past the end-of-central-directory record and its comment; bytes
+  // after it (trailing bytes) are ignored.
+  std::uint64_t end_of_archive = 0;
+  std::string comment;  // the archive comment (bytes as they are)
   // Positions in `entries` by name (built by parse_directory while it checks
   // that names are unique). A Directory whose entries are changed afterwards
   // must not use find().

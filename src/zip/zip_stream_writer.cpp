@@ -289,6 +289,15 @@ void StreamZipWriter::add_raw(const std::string& name, const EntryInfo& e,
   entries_.push_back(std::move(w));
 }
 
+void StreamZipWriter::set_comment(std::string comment) {
+  if (comment.size() > 0xFFFF)
+    throw Error(
+        ErrorCode::invalid_argument,
+        "an archive comment holds at most 65535 bytes, not " + std::to_string(comment.size()),
+        ErrorContext{.archive = file_name_});
+  comment_ = std::move(comment);
+}
+
 std::uint64_t StreamZipWriter::finish(const std::function<void()>& before_end_record) {
   progress_.finish();  // the last chance to cancel
   const std::vector<std::uint32_t> crcs = crc_queue_.finish();
@@ -361,7 +370,8 @@ std::uint64_t StreamZipWriter::finish(const std::function<void()>& before_end_re
   cd.put<std::uint16_t>(static_cast<std::uint16_t>(std::min<std::uint64_t>(count, 0xFFFF)));
   cd.put<std::uint32_t>(static_cast<std::uint32_t>(std::min(cd_size, k32)));
   cd.put<std::uint32_t>(static_cast<std::uint32_t>(std::min(cd_offset, k32)));
-  cd.put<std::uint16_t>(0);
+  cd.put<std::uint16_t>(static_cast<std::uint16_t>(comment_.size()));
+  cd.put_text(comment_);
   append(cd.bytes.data(), cd.bytes.size());
   if (io::sys::ftruncate(fd_, static_cast<off_t>(offset_)) != 0)
     throw Error(ErrorCode::io, std::string("cannot set the file size: ") + std::strerror(errno),

@@ -60,6 +60,9 @@ class StreamZipWriter {
   // A copy of an entry of another archive: its compressed bytes as they are,
   // with its method, CRC and sizes (nothing is recompressed or re-hashed).
   void add_raw(const std::string& name, const EntryInfo& entry, const Bytes& compressed);
+  // The archive comment written after the end record (at most 65535 bytes;
+  // default none). Writers carry an archive's comment across rewrites.
+  void set_comment(std::string comment);
   // Writes the central directory, calls `before_end_record` (e.g. to fsync,
   // so that the end record never becomes durable before what it points
   // to), then the end records. Returns the file size.
@@ -85,6 +88,7 @@ class StreamZipWriter {
   std::uint64_t offset_;
   detail::ProgressTracker progress_;  // bytes of entry data against expected_bytes
   std::vector<Written> entries_;
+  std::string comment_;
   CrcQueue crc_queue_;
 };
 

@@ -74,6 +74,36 @@ void zip_structure_cases() {
     emit("zip_zip64_locator_missing.zip", no_locator);
   }
   {
+    // ZIP64 end records beside 32-bit fields that hold the real values
+    // (Python's zipfile beyond 2 GiB): valid; then each way to break them.
+    ZipSpec s = minimal_archive();
+    s.zip64_end = true;
+    s.zip64_real_32bit = true;
+    BuiltZip z = build_zip(s);
+    emit("valid_zip64_end_records_beside_real_values.zip", z.bytes);
+    std::string count = z.bytes;
+    patch16(count, z.eocd_offset + 8, 3);
+    patch16(count, z.eocd_offset + 10, 3);
+    emit("zip_zip64_entry_count_disagrees.zip", count);
+    std::string offset = z.bytes;
+    patch32(offset, z.eocd_offset + 16, get32(z.bytes, z.eocd_offset + 16) + 1);
+    emit("zip_zip64_cd_offset_disagrees.zip", offset);
+    std::string record = z.bytes;
+    patch64(record, *z.zip64_end_offset + 4, 60);
+    emit("zip_zip64_record_size_wrong.zip", record);
+  }
+  {
+    // A comment and trailing bytes (a newline, as some tools append): valid.
+    ZipSpec s = minimal_archive();
+    s.comment = "made by zip -z";
+    s.trailing = "\n";
+    emit_zip("valid_comment_and_trailing_newline.zip", s);
+    // A comment length that runs past the end of the file.
+    s.trailing.clear();
+    s.comment_length = static_cast<std::uint16_t>(s.comment.size() + 1);
+    emit_zip("zip_comment_length_beyond_file.zip", s);
+  }
+  {
     ZipSpec s = minimal_archive();
     s.cd_offset = 3;
     emit_zip("zip_cd_offset_lies.zip", s);

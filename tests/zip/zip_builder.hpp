@@ -102,7 +102,11 @@ struct ZipSpec {
   std::string prefix;      // bytes before the first local header (self-extractor stub)
   std::string comment;     // archive comment (after the EOCD)
   bool zip64_end = false;  // write ZIP64 end record + locator, EOCD fields 0xFFFF...
-  std::string between;     // bytes between the last entry and the central directory
+  // With zip64_end: the EOCD's fields hold the real values (as Python's
+  // zipfile writes beyond 2 GiB) instead of the escape values.
+  bool zip64_real_32bit = false;
+  std::string trailing;  // bytes after the archive comment
+  std::string between;   // bytes between the last entry and the central directory
   // Falsifications of the end records (nullopt: the truth).
   std::optional<std::uint64_t> count;
   std::optional<std::uint64_t> cd_size;
@@ -254,13 +258,15 @@ inline BuiltZip build_zip(const ZipSpec& spec) {
   put32(z, 0x06054b50);
   put16(z, spec.disk ? *spec.disk : 0);
   put16(z, 0);
-  const std::uint64_t count16 = spec.zip64_end ? 0xFFFF : count;
+  const bool escape = spec.zip64_end && !spec.zip64_real_32bit;
+  const std::uint64_t count16 = escape ? 0xFFFF : count;
   put16(z, count16);
   put16(z, count16);
-  put32(z, spec.zip64_end ? 0xFFFFFFFFu : cd_size);
-  put32(z, spec.zip64_end ? 0xFFFFFFFFu : cd_offset);
+  put32(z, escape ? 0xFFFFFFFFu : cd_size);
+  put32(z, escape ? 0xFFFFFFFFu : cd_offset);
   put16(z, spec.comment_length ? *spec.comment_length : spec.comment.size());
   z += spec.comment;
+  z += spec.trailing;
   return out;
 }
 

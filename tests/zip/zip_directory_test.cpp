@@ -92,6 +92,7 @@ TEST_CASE("Comments: archive comment, entry comments, EOCD signatures inside com
     REQUIRE(d.entries.size() == 2);
     CHECK(d.entries[1].name == "dir/b.bin");
     CHECK(d.end_of_archive == z.bytes.size());
+    CHECK(d.comment == "an archive comment");
   }
   SUBCASE("the longest comment (65535 bytes)") {
     ZipSpec spec = two_entries();
@@ -200,6 +201,125 @@ TEST_CASE("ZIP64: end record and locator, per-entry extra fields") {
     REQUIRE(d.entries.size() == 1);
     CHECK(d.entries[0].local_header_offset == 0);
     CHECK(d.entries[0].uncompressed_size == 10);
+  }
+}
+
+TEST_CASE("ZIP64 end records beside 32-bit fields that hold the real values (Python's zipfile)") {
+  ZipSpec spec = two_entries();
+  spec.zip64_end = true;
+  spec.zip64_real_32bit = true;
+  const BuiltZip good = build_zip(spec);
+  const std::uint64_t eocd = good.eocd_offset;
+  SUBCASE("accepted: the ZIP64 records are used") {
+    zip::Directory d = parse(good.bytes);
+    REQUIRE(d.entries.size() == 2);
+    CHECK(d.central_directory_offset == good.cd_offset);
+    CHECK(d.central_directory_size == good.cd_size);
+    CHECK(d.end_of_archive == good.bytes.size());
+    CHECK(d.entries[1].uncompressed_size == 1000);
+  }
+  SUBCASE("accepted: some fields escaped, the others real") {
+    BuiltZip z = good;
+    patch32(z.bytes, eocd + 12, 0xFFFFFFFFu);  // central directory size
+    CHECK(parse(z.bytes).entries.size() == 2);
+    patch16(z.bytes, eocd + 8, 0xFFFF);  // entries on this disk and in total
+    patch16(z.bytes, eocd + 10, 0xFFFF);
+    CHECK(parse(z.bytes).entries.size() == 2);
+  }
+  SUBCASE("rejected: a 32-bit field that is neither escaped nor the ZIP64 value") {
+    BuiltZip z = good;
+    patch16(z.bytes, eocd + 8, 3);
+    patch16(z.bytes, eocd + 10, 3);
+    CHECK_ERROR(parse(z.bytes), ErrorCode::corrupt,
+                "the end-of-central-directory record and the ZIP64 end record disagree on the "
+                "entry count (3 vs 2)");
+    z = good;
+    patch32(z.bytes, eocd + 12, good.cd_size + 1);
+    CHECK_ERROR(parse(z.bytes), ErrorCode::corrupt,
+                "disagree on the central directory size (" + std::to_string(good.cd_size + 1) +
+                    " vs " + std::to_string(good.cd_size) + ")");
+    z = good;
+    patch32(z.bytes, eocd + 16, good.cd_offset - 1);
+    CHECK_ERROR(parse(z.bytes), ErrorCode::corrupt, "disagree on the central directory offset");
+  }
+  SUBCASE("rejected: a ZIP64 record that does not end where the locator begins") {
+    BuiltZip z = good;
+    patch64(z.bytes, *z.zip64_end_offset + 4, 45);
+    CHECK_ERROR(parse(z.bytes), ErrorCode::corrupt,
+                "ZIP64 end-of-central-directory record of 45 bytes does not end where the "
+                "locator begins");
+    patch64(z.bytes, *z.zip64_end_offset + 4, 43);
+    CHECK_ERROR(parse(z.bytes), ErrorCode::corrupt, "record of 43 bytes");
+  }
+  SUBCASE("rejected: ZIP64 records of several disks") {
+    BuiltZip z = good;
+    patch32(z.bytes, *z.zip64_locator_offset + 16, 2);  // total disks
+    CHECK_ERROR(parse(z.bytes), ErrorCode::corrupt, "multi-disk archives are not supported");
+    z = good;
+    patch32(z.bytes, *z.zip64_locator_offset + 4, 1);  // disk of the ZIP64 record
+    CHECK_ERROR(parse(z.bytes), ErrorCode::corrupt, "multi-disk");
+    z = good;
+    patch64(z.bytes, *z.zip64_end_offset + 24, 1);  // entries on this disk
+    CHECK_ERROR(parse(z.bytes), ErrorCode::corrupt, "multi-disk");
+  }
+  SUBCASE("a locator signature inside a directory that ends at the end record is data") {
+    ZipSpec plain = two_entries();
+    std::string fake;
+    put32(fake, 0x07064b50);
+    fake += std::string(16, '\x7F');
+    plain.entries[1].comment = fake;  // the last 20 bytes of the central directory
+    BuiltZip z = build_zip(plain);
+    REQUIRE(get32(z.bytes, z.eocd_offset - 20) == 0x07064b50u);
+    zip::Directory d = parse(z.bytes);
+    CHECK(d.entries.size() == 2);
+    CHECK(d.central_directory_offset == z.cd_offset);
+  }
+}
+
+TEST_CASE("Trailing bytes after the end record and its comment are ignored") {
+  SUBCASE("a newline") {
+    ZipSpec spec = two_entries();
+    spec.trailing = "\n";
+    BuiltZip z = build_zip(spec);
+    zip::Directory d = parse(z.bytes);
+    CHECK(d.entries.size() == 2);
+    CHECK(d.end_of_archive == z.bytes.size() - 1);
+    CHECK(d.comment.empty());
+  }
+  SUBCASE("a comment, then trailing bytes holding a signature whose comment does not fit") {
+    ZipSpec spec = two_entries();
+    spec.comment = "the comment";
+    spec.trailing = "PK\x05\x06 and some more bytes";
+    BuiltZip z = build_zip(spec);
+    zip::Directory d = parse(z.bytes);
+    CHECK(d.entries.size() == 2);
+    CHECK(d.comment == "the comment");
+    CHECK(d.end_of_archive == z.eocd_offset + 22 + 11);
+  }
+  SUBCASE("with ZIP64 end records") {
+    ZipSpec spec = two_entries();
+    spec.zip64_end = true;
+    spec.zip64_real_32bit = true;
+    spec.trailing = std::string(4096, '\0');
+    CHECK(parse(build_zip(spec).bytes).entries.size() == 2);
+  }
+  SUBCASE("rejected: the end record beyond the last 65557 bytes") {
+    ZipSpec spec = two_entries();
+    spec.trailing = std::string(65536, ' ');
+    CHECK_ERROR(parse(build_zip(spec).bytes), ErrorCode::corrupt,
+                "no end-of-central-directory record");
+    spec.trailing = std::string(65535, ' ');
+    CHECK(parse(build_zip(spec).bytes).entries.size() == 2);
+  }
+  SUBCASE("rejected: a comment length beyond the file, trailing bytes or not") {
+    ZipSpec spec = two_entries();
+    spec.comment = "abc";
+    spec.trailing = "xyz";
+    spec.comment_length = 7;
+    CHECK_ERROR(parse(build_zip(spec).bytes), ErrorCode::corrupt,
+                "no end-of-central-directory record");
+    spec.comment_length = 6;  // reaches the end exactly: comment "abcxyz"
+    CHECK(parse(build_zip(spec).bytes).comment == "abcxyz");
   }
 }
 
