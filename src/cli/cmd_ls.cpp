@@ -14,7 +14,10 @@ int run(const std::vector<std::string>& argv) {
   Archive archive = Archive::open(args.at(0, "ARCHIVE"));
   std::string tag = args.value_or("--tag", "");
   bool updater = args.flag("--updater");
-  auto params = updater ? archive.updater_states(tag) : archive.params(tag);
+  // An archive without tags lists nothing (FORMAT.md section 4.1).
+  auto params = archive.tags().empty() && tag.empty() ? std::vector<ParamInfo>()
+                : updater                             ? archive.updater_states(tag)
+                                                      : archive.params(tag);
   if (args.flag("--json")) {
     std::cout << "[";
     for (std::size_t i = 0; i < params.size(); ++i) {

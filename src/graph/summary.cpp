@@ -1,6 +1,7 @@
 // tag_summary_json and tag_summary_text.
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "graph/json_writer.hpp"
@@ -131,15 +132,26 @@ void write_blob_stats(JsonWriter& w, const BlobStats& s, bool updater) {
 }  // namespace
 
 std::string tag_summary_json(const Archive& archive, std::string_view tag) {
-  TagFacts f = gather(archive, tag);
+  // An archive without tags (FORMAT.md section 4.1) has only its metadata:
+  // "tag", "position", "newest" and the per-tag sections are null.
+  const bool no_tags = archive.tags().empty() && tag.empty();
+  std::optional<TagFacts> facts;
+  if (!no_tags) facts = gather(archive, tag);
   const Metadata& m = archive.metadata();
   JsonWriter w;
   w.begin_object();
   w.key("archive").value(archive.name());
-  w.key("tag").value(f.tag);
-  w.key("position").value(static_cast<std::uint64_t>(f.position));
-  w.key("tags").value(static_cast<std::uint64_t>(f.tag_count));
-  w.key("newest").value(f.newest);
+  if (no_tags) {
+    w.key("tag").null();
+    w.key("position").null();
+    w.key("tags").value(std::uint64_t{0});
+    w.key("newest").null();
+  } else {
+    w.key("tag").value(facts->tag);
+    w.key("position").value(static_cast<std::uint64_t>(facts->position));
+    w.key("tags").value(static_cast<std::uint64_t>(facts->tag_count));
+    w.key("newest").value(facts->newest);
+  }
   w.key("metadata").begin_object();
   w.key("format_version").value(m.format_version);
   w.key("writer").value(m.writer);
@@ -155,6 +167,12 @@ std::string tag_summary_json(const Archive& archive, std::string_view tag) {
   optional("quantization", m.quantization);
   optional("description", m.description);
   w.end_object();
+  if (no_tags) {
+    for (const char* section : {"params", "updater", "graph", "training"}) w.key(section).null();
+    w.end_object();
+    return w.take();
+  }
+  const TagFacts& f = *facts;
   w.key("params");
   write_blob_stats(w, f.params, false);
   w.key("updater");
@@ -203,7 +221,9 @@ std::string tag_summary_json(const Archive& archive, std::string_view tag) {
 }
 
 std::string tag_summary_text(const Archive& archive, std::string_view tag) {
-  TagFacts f = gather(archive, tag);
+  const bool no_tags = archive.tags().empty() && tag.empty();
+  std::optional<TagFacts> facts;
+  if (!no_tags) facts = gather(archive, tag);
   const Metadata& m = archive.metadata();
   std::string s;
   auto line = [&](std::string_view label, const std::string& text) {
@@ -212,14 +232,19 @@ std::string tag_summary_text(const Archive& archive, std::string_view tag) {
     s += l + text + "\n";
   };
   line("archive", archive.name());
-  line("tag", f.tag + " (" + std::to_string(f.position) + " of " + std::to_string(f.tag_count) +
-                  (f.newest ? ", newest)" : ")"));
+  if (no_tags)
+    line("tag", "none (the archive has no tags)");
+  else
+    line("tag", facts->tag + " (" + std::to_string(facts->position) + " of " +
+                    std::to_string(facts->tag_count) + (facts->newest ? ", newest)" : ")"));
   line("format", "version " + std::to_string(m.format_version) + ", written by " + m.writer);
   if (m.model_name || m.model_version)
     line("model", m.model_name.value_or("") + (m.model_name && m.model_version ? " " : "") +
                       m.model_version.value_or(""));
   if (m.quantization) line("quant", *m.quantization);
   if (m.description) line("about", *m.description);
+  if (no_tags) return s;
+  const TagFacts& f = *facts;
 
   auto blob_line = [&](const BlobStats& b) {
     std::string t = std::to_string(b.count) + " (" + std::to_string(b.count - b.shared) + " own, " +
