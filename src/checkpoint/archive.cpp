@@ -70,10 +70,12 @@ Archive::Impl::Impl(std::string archive_name, Bytes file, const OpenOptions& opt
   for (std::size_t i = 0; i < tags.size(); ++i) tag_index.emplace(format::ascii_lower(tags[i]), i);
 
   // Every entry in a folder belongs to a listed tag, spelled as listed.
+  // Folder entries ("x/", "t1/params/") are ignored wherever they are.
   std::string_view checked_folder;  // entries of one folder come together: check it once
   for (const auto& e : directory.entries) {
     auto slash = e.name.find('/');
     if (slash == std::string::npos) continue;  // root files: metadata, tags, future additions
+    if (e.name.back() == '/') continue;
     if (!checked_folder.empty() && std::string_view(e.name).substr(0, slash) == checked_folder)
       continue;
     std::string folder = e.name.substr(0, slash);

@@ -1,5 +1,6 @@
 #include "checkpoint/entry_validators.hpp"
 
+#include "format/blob_table.hpp"
 #include "graph/entry_validation.hpp"
 #include "modelzip/finalfusion.hpp"
 
@@ -22,7 +23,8 @@ EntryValidator find_entry_validator(std::string_view entry_name) {
   std::string_view rest = in_tag(entry_name);
   if (rest == "graph.fb") return &graph::validate_graph_entry;
   if (rest == "trainingConfig.fb") return &graph::validate_training_config_entry;
-  if (rest.starts_with("params/") && rest.ends_with(".fifu")) return &validate_fifu;
+  if (auto blob = format::blob_file_of(rest); blob && blob->format == format::BlobFormat::fifu)
+    return &validate_fifu;
   return nullptr;
 }
 

@@ -3,6 +3,7 @@
 #include "checkpoint/archive_impl.hpp"
 #include "checkpoint/entry_validators.hpp"
 #include "core/progress_tracker.hpp"
+#include "format/blob_table.hpp"
 #include "format/tensor_blob.hpp"
 #include "modelzip/error.hpp"
 
@@ -37,9 +38,10 @@ std::vector<Problem> Archive::verify(const ProgressCallback& progress) const {
     if (e.name.ends_with("/")) return;
     auto slash = e.name.find('/');
     if (slash == std::string::npos) return;
-    std::string_view rest = std::string_view(e.name).substr(slash + 1);
-    bool blob_folder = rest.starts_with("params/") || rest.starts_with("updater/");
-    if (blob_folder && rest.ends_with(".fb")) {
+    // Every blob file decodes, referenced or not (FORMAT.md section 2);
+    // other files of a tag are checked only if their kind has a validator.
+    auto blob = format::blob_file_of(std::string_view(e.name).substr(slash + 1));
+    if (blob && blob->format == format::BlobFormat::tensor) {
       (void)format::decode_tensor_blob(data, a.limits);
     } else if (auto validator = find_entry_validator(e.name)) {
       validator(data, a.limits);

@@ -109,23 +109,9 @@ bool same_bytes(const std::vector<Bytes>& a, const std::vector<Bytes>& b) {
   }
 }
 
-// Index of "<n>.fb" / "<n>.fifu" file names, or nullopt.
+// The blob that the tag folder file `rest` is, or nullopt (an other file).
 std::optional<BlobKey> blob_key_of(std::string_view rest) {
-  for (TableKind kind : {TableKind::params, TableKind::updater}) {
-    std::string folder = std::string(format::table_folder(kind)) + "/";
-    if (!rest.starts_with(folder)) continue;
-    std::string_view file = rest.substr(folder.size());
-    if (file.find('/') != std::string_view::npos) return std::nullopt;
-    try {
-      BlobRef ref = format::parse_blob_ref(
-          file.ends_with(".fb") ? file.substr(0, file.size() - 3) : file, kind);
-      if (!ref.tag.empty()) return std::nullopt;
-      if (ref.format == BlobFormat::tensor && !file.ends_with(".fb")) return std::nullopt;
-      return BlobKey{kind, ref.index, ref.format};
-    } catch (const Error&) {
-      return std::nullopt;
-    }
-  }
+  if (auto f = format::blob_file_of(rest)) return BlobKey{f->kind, f->index, f->format};
   return std::nullopt;
 }
 

@@ -3,6 +3,7 @@
 #include <toml++/toml.h>
 #include <sstream>
 
+#include "format/text_lines.hpp"
 #include "modelzip/error.hpp"
 
 namespace modelzip::format {
@@ -22,6 +23,7 @@ std::optional<std::string> optional_string(const toml::table& table, std::string
 Metadata parse_metadata(std::string_view text, const Limits& limits) {
   if (text.size() > limits.max_text_entry_bytes)
     throw Error(ErrorCode::limit_exceeded, "metadata entry is too large");
+  check_no_byte_order_mark(text);
   toml::table root;
   try {
     root = toml::parse(text);

@@ -30,6 +30,43 @@ std::string_view table_folder(TableKind kind) noexcept {
   return kind == TableKind::params ? "params" : "updater";
 }
 
+namespace {
+
+// <n> of a blob reference: "0" or [1-9][0-9]{0,14}.
+std::optional<std::uint64_t> blob_index(std::string_view digits) noexcept {
+  if (digits.empty() || digits.size() > 15 || (digits.size() > 1 && digits[0] == '0'))
+    return std::nullopt;
+  std::uint64_t n = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return std::nullopt;
+    n = n * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  return n;
+}
+
+}  // namespace
+
+std::optional<BlobFile> blob_file_of(std::string_view rest) noexcept {
+  for (TableKind kind : {TableKind::params, TableKind::updater}) {
+    const std::string_view folder = table_folder(kind);
+    if (rest.size() <= folder.size() || !rest.starts_with(folder) || rest[folder.size()] != '/')
+      continue;
+    std::string_view file = rest.substr(folder.size() + 1);
+    BlobFormat format = BlobFormat::tensor;
+    if (file.ends_with(".fb")) {
+      file.remove_suffix(3);
+    } else if (kind == TableKind::params && file.ends_with(".fifu")) {
+      file.remove_suffix(5);
+      format = BlobFormat::fifu;
+    } else {
+      return std::nullopt;
+    }
+    if (auto n = blob_index(file)) return BlobFile{kind, *n, format};
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
 BlobRef parse_blob_ref(std::string_view field, TableKind kind) {
   BlobRef ref;
   std::string_view rest = field;
@@ -46,12 +83,11 @@ BlobRef parse_blob_ref(std::string_view field, TableKind kind) {
     ref.format = BlobFormat::fifu;
     rest.remove_suffix(fifu.size());
   }
-  bool digits = !rest.empty() && rest.size() <= 15;
-  for (char c : rest) digits = digits && c >= '0' && c <= '9';
-  if (!digits || (rest.size() > 1 && rest[0] == '0'))
+  const std::optional<std::uint64_t> index = blob_index(rest);
+  if (!index)
     corrupt("blob reference '" + std::string(field) +
             "' is not [<tag>/]<n>[.fifu] with <n> a decimal number without leading zeros");
-  for (char c : rest) ref.index = ref.index * 10 + static_cast<std::uint64_t>(c - '0');
+  ref.index = *index;
   return ref;
 }
 

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -55,6 +56,20 @@ std::uint64_t row_key_hash(TableKind kind, std::string_view first,
 bool row_has_keys(const BlobRow& row, TableKind kind, std::string_view first,
                   std::string_view second = {}) noexcept;
 std::string write_blob_table(const std::vector<BlobRow>& rows, TableKind kind);
+
+// The blob that the file `rest` of a tag folder is ("params/3.fb",
+// "params/0.fifu", "updater/12.fb"), or nullopt: a blob file name is exactly
+// <folder>/<n>.fb, or params/<n>.fifu, with <n> as in blob references (no
+// leading zeros, at most 15 digits; extensions are case-sensitive). Every
+// other file under params/ and updater/ ("00.fb", "1.FB", "1.fb.bak",
+// "sub/1.fb") is an ordinary file of the tag: never decoded, never
+// referenced, kept by writers (FORMAT.md section 2).
+struct BlobFile {
+  TableKind kind;
+  std::uint64_t index;
+  BlobFormat format;
+};
+std::optional<BlobFile> blob_file_of(std::string_view rest) noexcept;
 
 // Parses one <blob> field; throws Error(corrupt).
 BlobRef parse_blob_ref(std::string_view field, TableKind kind);

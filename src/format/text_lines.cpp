@@ -33,11 +33,19 @@ LineRange::iterator& LineRange::iterator::operator++() {
   return *this;
 }
 
+void check_no_byte_order_mark(std::string_view text) {
+  if (text.starts_with("\xEF\xBB\xBF"))
+    throw Error(ErrorCode::corrupt,
+                "starts with a UTF-8 byte-order mark (EF BB BF), which the format does not allow",
+                ErrorContext{.line = 1});
+}
+
 LineRange lines_of(std::string_view text, const Limits& limits) {
   if (text.size() > limits.max_text_entry_bytes)
     throw Error(ErrorCode::limit_exceeded, "text entry of " + std::to_string(text.size()) +
                                                " bytes exceeds the limit of " +
                                                std::to_string(limits.max_text_entry_bytes));
+  check_no_byte_order_mark(text);
   return LineRange(text);
 }
 

@@ -1,6 +1,7 @@
 // Splitting of the UTF-8 text entries (tags.txt, params.txt, updater.txt)
 // into lines, with the rules every text entry shares: valid UTF-8, lines end
-// with "\n" (the last one may omit it), no "\r", no NUL. Errors carry the line.
+// with "\n" (the last one may omit it), no "\r", no NUL, no byte-order mark.
+// Errors carry the line.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +24,11 @@ struct TextLine {
 // Each line is checked when the iterator reaches it: Error(corrupt) with the
 // line number for invalid UTF-8, '\r' or NUL. Views into the text, which
 // must outlive the range.
+// Throws Error(corrupt) at line 1 if `text` starts with a UTF-8 byte-order
+// mark (EF BB BF): no text entry of the format may have one (FORMAT.md
+// section 4; modelzip.toml too), so that it never becomes part of a name.
+void check_no_byte_order_mark(std::string_view text);
+
 class LineRange {
  public:
   class iterator {

@@ -38,6 +38,15 @@ TEST_CASE("Metadata: unknown keys and tables are ignored") {
       {});
   CHECK(m.model_name == "x");
   CHECK_FALSE(m.model_version.has_value());
+  // Unknown keys of any type in [model] too (FORMAT.md section 3): only the
+  // four known keys must be strings.
+  Metadata typed = parse_metadata(
+      "format_version = 1\n[model]\nversion = \"2\"\nlayers = 12\nsizes = [1, 2]\n"
+      "flags = { a = true }\nwhen = 1979-05-27\n[model.sub]\nx = 1.5\n",
+      {});
+  CHECK(typed.model_version == "2");
+  CHECK_ERROR(parse_metadata("format_version = 1\n[model]\nname = 12\n", {}), ErrorCode::corrupt,
+              "model.name must be a string");
 }
 
 TEST_CASE("Metadata: the version is required, positive, and not newer than the reader") {

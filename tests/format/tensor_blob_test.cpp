@@ -510,3 +510,47 @@ TEST_CASE("Big-endian blobs decode to native values") {
     CHECK_ERROR(decode(blob_entry(s, bad)), ErrorCode::corrupt, "COO coordinate 5");
   }
 }
+
+TEST_CASE("FlatBuffers field alignment is checked (FORMAT.md section 6, rule 1)") {
+  // The header's u64 field `nnz` (field 7 of TensorHeader) moved by 4 bytes
+  // inside its table: every byte is still inside the buffer, only the
+  // alignment is wrong.
+  BlobSpec spec = dense_f32({2}, 2);
+  spec.nnz = 0;  // written anyway (ForceDefaults)
+  const std::string good = blob_entry(spec, std::string(8, '\0'));
+  REQUIRE_NOTHROW(header_of(good));
+  auto i32 = [&](std::size_t at) { return static_cast<std::int32_t>(get_u32(good, at)); };
+  auto u16 = [&](std::size_t at) {
+    return static_cast<std::uint16_t>(static_cast<unsigned char>(good[at]) |
+                                      (static_cast<unsigned char>(good[at + 1]) << 8));
+  };
+  const std::size_t table = 4 + get_u32(good, 4);  // the root offset counts from byte 4
+  const std::size_t vtable = table - static_cast<std::size_t>(i32(table));
+  const std::uint16_t table_size = u16(vtable + 2);
+  const std::size_t nnz_slot = vtable + 4 + 2 * 7;
+  const std::uint16_t nnz_at = u16(nnz_slot);
+  REQUIRE(nnz_at != 0);
+  REQUIRE((table + nnz_at) % 8 == 0);  // where a builder puts it
+  const std::uint16_t moved = nnz_at + 12 <= table_size ? nnz_at + 4 : nnz_at - 4;
+  REQUIRE(moved >= 4);
+  std::string bad = good;
+  bad[nnz_slot] = static_cast<char>(moved & 0xFF);
+  bad[nnz_slot + 1] = static_cast<char>(moved >> 8);
+  CHECK_ERROR(header_of(bad), ErrorCode::corrupt, "fails verification");
+}
+
+TEST_CASE("An absent shape is a scalar, exactly like an empty one (FORMAT.md section 6)") {
+  BlobSpec absent;
+  absent.shape = std::nullopt;
+  absent.values = {0, 4};
+  absent.values->first = blob_data_offset(absent);
+  BlobSpec empty = absent;
+  empty.shape = std::vector<std::int64_t>{};
+  const std::string value = le_bytes(std::vector<float>{2.5f});
+  const Tensor a = decode(blob_entry(absent, value));
+  const Tensor e = decode(blob_entry(empty, value));
+  CHECK(a.rank() == 0);
+  CHECK(a.numel() == 1);
+  CHECK(a.as<float>()[0] == 2.5f);
+  CHECK(a == e);
+}

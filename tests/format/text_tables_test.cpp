@@ -9,6 +9,7 @@
 #include "format/name_escape.hpp"
 #include "format/tag_name.hpp"
 #include "format/tags_file.hpp"
+#include "format/archive_metadata.hpp"
 #include "format/text_lines.hpp"
 #include "modelzip/error.hpp"
 
@@ -152,8 +153,27 @@ TEST_CASE("tags.txt: invalid tags, empty lines and bad bytes give the line") {
   CHECK(e2.context().line == 3u);
   CHECK_ERROR(parse_tags_file("v1\r\nv2\r\n", {}), ErrorCode::corrupt, "carriage return");
   CHECK_ERROR(parse_tags_file("v1 \n", {}), ErrorCode::corrupt, "' ' at position 2");
-  CHECK_ERROR(parse_tags_file("\xEF\xBB\xBFv1\n", {}), ErrorCode::corrupt, "byte 239");  // BOM
   CHECK_ERROR(parse_tags_file("LPT3\n", {}), ErrorCode::corrupt, "reserved device name");
+}
+
+TEST_CASE("A byte-order mark is refused in every text entry, at line 1 (FORMAT.md section 4)") {
+  const std::string bom = "\xEF\xBB\xBF";
+  const std::string message = "starts with a UTF-8 byte-order mark (EF BB BF)";
+  REQUIRE_ERROR_AS(tags, parse_tags_file(bom + "v1\n", {}), ErrorCode::corrupt, message);
+  CHECK(tags.context().line == 1u);
+  REQUIRE_ERROR_AS(params, parse_blob_table(bom + "w 0\n", TableKind::params, {}),
+                   ErrorCode::corrupt, message);
+  CHECK(params.context().line == 1u);
+  REQUIRE_ERROR_AS(updater, parse_blob_table(bom + "w M 0\n", TableKind::updater, {}),
+                   ErrorCode::corrupt, message);
+  CHECK(updater.context().line == 1u);
+  REQUIRE_ERROR_AS(toml, parse_metadata(bom + "format_version = 1\n", {}), ErrorCode::corrupt,
+                   message);
+  CHECK(toml.context().line == 1u);
+  // The same bytes elsewhere are ordinary UTF-8 (U+FEFF inside a name).
+  CHECK(parse_blob_table("a" + bom + " 0\n", TableKind::params, {})[0].keys[0] == "a" + bom);
+  CHECK(parse_metadata("format_version = 1\nwriter = \"" + bom + "x\"\n", {}).writer ==
+        bom + "x");
 }
 
 // ---- name escaping -------------------------------------------------------------

@@ -291,6 +291,47 @@ void table_cases() {
     s.entries.push_back(stored("T1/notes.txt", "x"));
     emit_zip("folder_case_differs.zip", s);
   }
+  {
+    // Folder entries are ignored wherever they lie (FORMAT.md section 2).
+    ZipSpec s = minimal_archive();
+    s.entries.push_back(stored("other/", ""));
+    s.entries.push_back(stored("other/deeper/", ""));
+    s.entries.push_back(stored("T1/", ""));
+    s.entries.push_back(stored("t1/", ""));
+    s.entries.push_back(stored("t1/params/", ""));
+    emit_zip("valid_folder_entries_outside_tag_folders.zip", s);
+  }
+  {
+    // Files under params/ and updater/ whose names are not blob names are
+    // ordinary files: never decoded (these hold no tensor blob).
+    ZipSpec s = minimal_archive();
+    for (const char* name :
+         {"t1/params/00.fb", "t1/params/-1.fb", "t1/params/1234567890123456.fb",
+          "t1/params/sub/1.fb", "t1/params/1.FB", "t1/params/1.fb.bak", "t1/params/x.fb",
+          "t1/params/.fb", "t1/params/1.fifu.fb.txt", "t1/updater/x.fb", "t1/updater/1.fifu",
+          "t1/updater/01.fb", "t1/params1.fb", "t1/other/1.fb"})
+      s.entries.push_back(stored(name, "not a tensor blob"));
+    emit_zip("valid_non_blob_names_in_blob_folders.zip", s);
+  }
+  {
+    // Blob names that no table references must still be valid blobs.
+    ZipSpec s = minimal_archive();
+    s.entries.push_back(stored("t1/params/7.fb", "not a tensor blob"));
+    emit_zip("blob_unreferenced_garbage.zip", s);
+    s = minimal_archive();
+    s.entries.push_back(stored("t1/updater/123456789012345.fb", "not a tensor blob"));
+    emit_zip("blob_unreferenced_garbage_updater.zip", s);
+  }
+  {
+    // A byte-order mark is refused in every text entry.
+    emit_zip("bom_in_modelzip_toml.zip",
+             with_entry("modelzip.toml", "\xEF\xBB\xBF" "format_version = 1\n"));
+    emit_zip("bom_in_tags_txt.zip", with_entry("tags.txt", "\xEF\xBB\xBFt1\n"));
+    emit_zip("bom_in_params_txt.zip", with_entry("t1/params.txt", "\xEF\xBB\xBFw 0\n"));
+    ZipSpec s = minimal_archive();
+    s.entries.push_back(stored("t1/updater.txt", "\xEF\xBB\xBFw M 0\n"));
+    emit_zip("bom_in_updater_txt.zip", s);
+  }
   emit_zip("params_missing_entry.zip", without_entry(minimal_archive(), "t1/params.txt"));
   emit_zip("params_malformed_escape.zip", with_entry("t1/params.txt", "w 0\nx%G1 0\n"));
   emit_zip("params_truncated_escape.zip", with_entry("t1/params.txt", "w%2 0\n"));

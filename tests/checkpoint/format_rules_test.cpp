@@ -1,0 +1,133 @@
+// The rules of schemas/FORMAT.md that an independent implementation found
+// open (issue 13 section 4), as the Writer and Archive apply them: archives
+// without tags, which names under params/ and updater/ are blobs, folder
+// entries, and what deduplication compares.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+
+#include "../hostile/hostile_archives.hpp"
+#include "../zip/expect_error.hpp"
+#include "modelzip/archive.hpp"
+#include "modelzip/writer.hpp"
+#include "test_support.hpp"
+
+using namespace modelzip;
+using namespace modelzip::testing;
+
+namespace {
+
+Tensor floats(std::vector<float> v) {
+  const auto n = static_cast<std::int64_t>(v.size());
+  return Tensor::dense(DType::float32, {n}, Bytes::copy_of(le_bytes(v)));
+}
+
+void add(const std::filesystem::path& path, const std::string& tag, const Tensor& t) {
+  Writer w = Writer::open(path);
+  NewTag nt;
+  nt.add("w", t);
+  w.add_tag(tag, std::move(nt));
+  w.commit();
+}
+
+}  // namespace
+
+TEST_CASE("Removing the last tag leaves a valid archive without tags (section 4.1)") {
+  TempDir dir;
+  const auto path = dir / "m.zip";
+  add(path, "only", floats({1, 2}));
+  {
+    Writer w = Writer::open(path);
+    w.remove_tag("only");
+    w.commit();
+  }
+  Archive a = Archive::open(path);
+  CHECK(a.tags().empty());
+  CHECK(a.entry_names() == std::vector<std::string>{"modelzip.toml", "tags.txt"});
+  CHECK(a.verify().empty());
+  CHECK_ERROR(a.load(), ErrorCode::not_found, "the archive has no tags");
+  CHECK_ERROR(a.params(), ErrorCode::not_found, "the archive has no tags");
+  CHECK_ERROR(a.newest_tag(), ErrorCode::not_found, "the archive has no tags");
+  CHECK_ERROR(a.load("only"), ErrorCode::not_found, "no tag 'only'");
+  // A reader of the format accepts an empty tags.txt written by anyone.
+  ZipSpec spec;
+  spec.entries = {stored("modelzip.toml", "format_version = 1\n"), stored("tags.txt", "")};
+  CHECK(Archive::from_memory(Bytes::copy_of(build_zip(spec).bytes), "e.zip").tags().empty());
+  // And a tag can be added again.
+  add(path, "again", floats({3}));
+  CHECK(Archive::open(path).tags() == std::vector<std::string>{"again"});
+}
+
+TEST_CASE("Files under params/ and updater/ that are not blob names are kept, never decoded") {
+  TempDir dir;
+  const auto path = dir / "m.zip";
+  ZipSpec spec = minimal_archive();
+  const std::vector<std::string> others = {"t1/params/00.fb",    "t1/params/-1.fb",
+                                           "t1/params/sub/1.fb", "t1/params/1.FB",
+                                           "t1/params/1.fb.bak", "t1/updater/x.fb",
+                                           "t1/updater/1.fifu",  "t1/params/1234567890123456.fb"};
+  for (const auto& name : others) spec.entries.push_back(stored(name, "garbage of " + name));
+  spec.entries.push_back(stored("other/", ""));  // a folder entry outside every tag folder
+  spec.entries.push_back(stored("t1/params/5.fb", good_blob()));  // an unreferenced blob
+  write_file(path, build_zip(spec).bytes);
+  REQUIRE(Archive::open(path).verify().empty());
+
+  add(path, "t2", floats({9, 8, 7}));  // appends or rewrites: the old entries stay
+  {
+    Writer w = Writer::open(path);
+    NewTag t3;
+    t3.add("w", floats({1}));
+    w.add_tag("t3", std::move(t3));
+    w.collect_garbage();  // a rewrite that drops unreferenced blobs only
+    w.commit();
+    CHECK(w.last_stats().blobs_collected == 1);
+  }
+  Archive a = Archive::open(path);
+  for (const auto& name : others) {
+    INFO(name);
+    REQUIRE(a.has_entry(name));
+    CHECK(a.entry(name, ReadMode::copy).as_string_view() == "garbage of " + name);
+  }
+  CHECK_FALSE(a.has_entry("t1/params/5.fb"));  // a blob: collected
+  CHECK_FALSE(a.has_entry("other/"));          // folder entries are not kept
+  CHECK(a.verify().empty());
+  {
+    Writer w = Writer::open(path);
+    w.remove_tag("t1");
+    w.commit();
+  }
+  for (const auto& name : Archive::open(path).entry_names()) CHECK(name.rfind("t1/", 0) != 0);
+}
+
+TEST_CASE("Dedup compares whole blob entries: equal tensors under another header are not shared") {
+  TempDir dir;
+  const auto path = dir / "m.zip";
+  // Another conforming writer's blob of {1, 2}: alignment 128, data at 128.
+  ZipSpec spec = minimal_archive();
+  {
+    BlobSpec s;
+    s.shape = std::vector<std::int64_t>{2};
+    s.alignment = 128;
+    s.values = {{128, 8}};
+    set_entry(spec, "t1/params/0.fb", blob_entry(s, le_bytes(std::vector<float>{1, 2}), 128));
+  }
+  write_file(path, build_zip(spec).bytes);
+  const Tensor same = floats({1, 2});
+  REQUIRE(Archive::open(path).tensor("w", "t1") == same);
+
+  Writer w = Writer::open(path);
+  NewTag t2;
+  t2.add("w", same);
+  w.add_tag("t2", std::move(t2));
+  w.commit();
+  CHECK(w.last_stats().blobs_deduplicated == 0);
+  CHECK(w.last_stats().blobs_written == 1);
+  CHECK_FALSE(Archive::open(path).param("w", "t2").shared);
+  // The same tensor again: now equal to modelzip's own blob of t2.
+  NewTag t3;
+  t3.add("w", same);
+  w.add_tag("t3", std::move(t3));
+  w.commit();
+  CHECK(w.last_stats().blobs_deduplicated == 1);
+  CHECK(Archive::open(path).param("w", "t3").owner_tag == "t2");
+}
