@@ -5,8 +5,6 @@
 // can compare them with what numpy wrote, independently of the CLI.
 //
 //   tensor_probe npz FILE          convert::read_tensor_file (zero-copy)
-//   tensor_probe import FILE ARCHIVE TAG
-//                                  the same, then Writer: a new tag of ARCHIVE
 //   tensor_probe archive ARCHIVE TAG
 //                                  Archive::open, load(TAG) zero-copy
 // Exit status 1 with the error on stderr on any modelzip::Error.
@@ -42,18 +40,11 @@ int main(int argc, char** argv) {
     const std::string mode = argc > 1 ? argv[1] : "";
     if (mode == "npz" && argc == 3) {
       for (const auto& t : convert::read_tensor_file(argv[2]).tensors) print(t.name, t.tensor);
-    } else if (mode == "import" && argc == 5) {
-      convert::TensorFile file = convert::read_tensor_file(argv[2]);
-      NewTag tag;
-      for (const auto& t : file.tensors) tag.add(t.name, t.tensor);
-      Writer writer = Writer::open(argv[3], WriterOptions{.durable = false});
-      writer.add_tag(argv[4], std::move(tag));
-      writer.commit();
     } else if (mode == "archive" && argc == 4) {
       Archive archive = Archive::open(argv[2]);
       for (const auto& [name, t] : archive.load(argv[3])) print(name, t);
     } else {
-      std::cerr << "usage: tensor_probe npz FILE | import FILE ARCHIVE TAG | archive ARCHIVE TAG\n";
+      std::cerr << "usage: tensor_probe npz FILE | archive ARCHIVE TAG\n";
       return 2;
     }
   } catch (const Error& e) {
