@@ -315,6 +315,36 @@ class Embeddings {
 };
 
 // ---------------------------------------------------------------------------
+// What a .fifu file holds, from its chunk headers only (words, n-grams and
+// matrices are not read): cheap enough for listings of large files.
+
+struct FileSummary {
+  VocabKind vocab = VocabKind::simple;
+  std::uint64_t words = 0;         // known words (0 for floret)
+  std::uint64_t subword_rows = 0;  // storage rows after the words (buckets, n-gram rows)
+  std::uint32_t min_n = 0;         // n-gram lengths (0 for a simple vocabulary)
+  std::uint32_t max_n = 0;
+  std::uint64_t rows = 0;                  // storage rows
+  std::uint64_t dims = 0;                  // components per row
+  std::optional<QuantizerInfo> quantizer;  // set for QuantizedArray storage
+  bool norms = false;                      // an NdNorms chunk is present
+  bool metadata = false;                   // a Metadata chunk is present
+};
+
+// Reads the header and chunk frames of a .fifu file held in `file`.
+// Throws Error(corrupt) / Error(unsupported) as Embeddings::read would for a
+// broken header or frame (the bodies beyond the fixed fields are not
+// checked: use Embeddings::read for that).
+FileSummary summarize(const Bytes& file);
+// One line for listings, e.g. "fasttext_subwords 30 words + 1000 buckets
+// (n 3-6); 16 dims, array, norms".
+std::string summary_text(const FileSummary& summary);
+// A one-line JSON object with the keys vocab, words, subword_rows, min_n,
+// max_n, rows, dims, storage ("array" or "quantized"), quantizer (null, or
+// {"subquantizers", "centroids", "projection", "norms"}), norms, metadata.
+std::string summary_json(const FileSummary& summary);
+
+// ---------------------------------------------------------------------------
 // Product quantization.
 
 struct PqOptions {

@@ -4,21 +4,33 @@
 //
 // Readers take the whole input as Bytes and follow the reference tools
 // (finalfusion-rust's compat readers, fastText itself):
-// - Tokens must be valid UTF-8 unless Utf8Policy::lossy, which replaces
-//   every maximal invalid subsequence by U+FFFD (as Rust's
-//   String::from_utf8_lossy does).
+// - Words must be valid UTF-8 (Utf8Policy::strict, the default) unless
+//   Utf8Policy::lossy, which replaces every maximal invalid subsequence by
+//   U+FFFD (as Rust's String::from_utf8_lossy does; two words that differ
+//   only in invalid bytes then collide, which is Error(corrupt) naming both
+//   rows), or Utf8Policy::escape, which keeps every word reversibly:
+//   "\" becomes "\\" and each byte outside a valid UTF-8 sequence "\xNN"
+//   (lowercase hex); such embeddings carry the metadata key
+//   modelzip.word_escape = "backslash-x" and the writers below restore the
+//   original bytes (schemas/FINALFUSION.md section 11).
 // - With ConvertOptions::normalize (the default), word rows are stored
 //   L2-normalised and their original norms kept in the norms chunk, as
 //   finalfusion does; otherwise rows are stored as read, without norms.
 // - fastText: every word's vector is computed as fastText computes it (the
 //   mean of the word's own input row and the rows of its character n-grams;
 //   the end-of-sentence token "</s>" has no n-grams), and the n-gram bucket
-//   rows are kept, so unknown words still get embeddings.
+//   rows are kept, so unknown words still get embeddings. Models without
+//   character n-grams (maxn 0, the default of supervised models) become a
+//   simple vocabulary; labels of supervised models are not words and are
+//   left out; quantized models (.ftz) keep product-quantized storage when
+//   they have no character n-grams, and are reconstructed to a dense matrix
+//   otherwise (pruned n-gram buckets become zero rows).
 // - floret: the bucket matrix with a floret vocabulary (no words).
 //
 // Errors: Error(corrupt) with the line (text formats) or byte offset
-// (binary formats); Error(unsupported) for fastText models that cannot be
-// converted (supervised models with labels, quantized or pruned models).
+// (binary formats); Error(unsupported) for fastText format versions above
+// 12; Error(limit_exceeded) when a quantized fastText model with character
+// n-grams would expand to more than 256 times its file size.
 // Sizes declared in headers are checked against the input size before any
 // allocation.
 //
@@ -26,6 +38,7 @@
 // (on distinct output paths when writing files).
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <iosfwd>
 #include <optional>
@@ -36,12 +49,34 @@
 
 namespace modelzip::finalfusion {
 
-enum class Utf8Policy { strict, lossy };
+enum class Utf8Policy { strict, lossy, escape };
+// "strict", "lossy", "escape".
+std::optional<Utf8Policy> parse_utf8_policy(std::string_view name) noexcept;
+std::string_view to_string(Utf8Policy policy) noexcept;
+
+// What a conversion changed, for the caller to report.
+struct ConvertReport {
+  std::uint64_t words_replaced = 0;  // lossy: words whose invalid bytes became U+FFFD
+  std::uint64_t words_escaped = 0;   // escape: words written in the escaped form
+};
 
 struct ConvertOptions {
   Utf8Policy utf8 = Utf8Policy::strict;
   bool normalize = true;
+  // Filled in (counters added to) when not null; not owned.
+  ConvertReport* report = nullptr;
 };
+
+// The metadata key (a dotted TOML path) and value that mark embeddings whose
+// words are in the escaped form (Utf8Policy::escape).
+inline constexpr std::string_view kWordEscapeKey = "modelzip.word_escape";
+inline constexpr std::string_view kWordEscapeValue = "backslash-x";
+// True when `embeddings` carry that mark.
+bool words_escaped(const Embeddings& embeddings) noexcept;
+// The original bytes of a word of such embeddings (the word itself for
+// other embeddings). Throws Error(corrupt) for a word that is not in the
+// escaped form.
+std::string original_word(const Embeddings& embeddings, std::string_view word);
 
 // word2vec binary: "rows dims\n", then per row: the word, a space, dims f32
 // little-endian (usually followed by '\n'). Words are trimmed of
@@ -60,9 +95,9 @@ Embeddings read_floret_text(const Bytes& data);
 
 // Writers of the word rows (subword rows are not part of these formats).
 // With `unnormalize`, rows are multiplied by their norms (if any) to restore
-// the original vectors. Numbers are printed as the shortest decimal that
-// reads back to the same float, without exponent (as Rust prints f32).
-// Throw Error(io) when the stream fails.
+// the original vectors. Words are written as original_word() gives them. Numbers are printed as the
+// shortest decimal that reads back to the same float, without exponent (as Rust prints f32). Throw
+// Error(io) when the stream fails.
 void write_word2vec_binary(const Embeddings& embeddings, std::ostream& out,
                            bool unnormalize = false);
 void write_text(const Embeddings& embeddings, std::ostream& out, bool unnormalize = false);
@@ -74,6 +109,17 @@ enum class Format { finalfusion, word2vec_binary, text, text_dims, fasttext, flo
 // "finalfusion", "word2vec", "text", "textdims", "fasttext", "floret".
 std::optional<Format> parse_format(std::string_view name) noexcept;
 std::string_view to_string(Format format) noexcept;
+// The format of a file from its first bytes (`head`, up to 4 KiB is enough)
+// and its extension, as `modelzip import` decides: "FiFu" -> finalfusion;
+// fastText's magic, or the extension .ftz -> fasttext; .bin -> word2vec;
+// .txt, .vec, .w2v -> textdims when the first line is "rows dims", else
+// text. nullopt for anything else.
+std::optional<Format> detect_format(const std::filesystem::path& path,
+                                    std::string_view head) noexcept;
+// The format `export` writes for an output extension: .fifu -> finalfusion,
+// .bin -> word2vec, .txt -> text (GloVe, no dims line), .vec -> textdims
+// (fastText's .vec layout); nullopt otherwise.
+std::optional<Format> format_for_extension(const std::filesystem::path& path) noexcept;
 
 // Reads a file in any format (finalfusion files are memory-mapped, the
 // options do not apply to them). Errors name the path.

@@ -10,7 +10,7 @@ void print_similarities(const std::vector<finalfusion::WordSimilarity>& results,
 namespace {
 
 int run(const std::vector<std::string>& argv) {
-  Args args(argv, {"--tag", "-k"}, {"--json"});
+  Args args(argv, {"--tag", "--format", "--utf8", "-k"}, {"--json"});
   std::size_t used = 0;
   finalfusion::Embeddings emb = open_embeddings(args, used);
   args.expect_positionals(used + 3, used + 3);
@@ -29,11 +29,19 @@ int run(const std::vector<std::string>& argv) {
 
 extern const Command kAnalogyCommand{
     "analogy", "Solve 'A is to B as C is to ?' with embeddings",
-    "modelzip analogy (ARCHIVE PARAM | FILE.fifu) A B C [-k N] [--tag T] [--json]",
+    "modelzip analogy (ARCHIVE PARAM | FILE) A B C [-k N] [--tag T] [--format F] [--utf8 P] "
+    "[--json]",
     "Ranks words by cosine similarity to B - A + C; the three query words are\n"
     "excluded.\n"
-    "Options:\n  -k N      how many (default 10)\n  --tag T   the tag (default: the newest)\n"
-    "  --json    a list of {\"word\", \"similarity\"}, best first\n"
+    "FILE: a standalone .fifu, fastText .bin/.ftz, word2vec .bin or text .txt/.vec\n"
+    "file; other than .fifu it is converted in memory as import converts it (import it\n"
+    "once to query it often).\n"
+    "Options:\n"
+    "  -k N        how many (default 10)\n"
+    "  --tag T     the tag (default: the newest)\n"
+    "  --format F  FILE's embedding format when content and extension do not tell\n"
+    "  --utf8 P    strict (default), lossy or escape: invalid UTF-8 in a converted FILE\n"
+    "  --json      a list of {\"word\", \"similarity\"}, best first\n"
     "\nExample:\n  modelzip analogy model.zip words berlin germany paris\n",
     run};
 

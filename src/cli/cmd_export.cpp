@@ -35,7 +35,7 @@ void write_durably(const fs::path& path, const Bytes& data) {
 }
 
 int run(const std::vector<std::string>& argv) {
-  Args args(argv, {"--tag", "--format"}, {});
+  Args args(argv, {"--tag", "--format"}, {"--normalized"});
   args.expect_positionals(2, SIZE_MAX);
   const auto& pos = args.positional();
   Archive archive = Archive::open(pos.front());
@@ -43,26 +43,43 @@ int run(const std::vector<std::string>& argv) {
   std::vector<std::string> names(pos.begin() + 1, pos.end() - 1);
   const std::string tag = args.value_or("--tag", "");
   std::string format = args.value_or("--format", "");
+  std::optional<finalfusion::Format> embedding_format;
   if (format.empty()) {
+    embedding_format = finalfusion::format_for_extension(out);
     format = out.extension().string();
     if (!format.empty()) format.erase(0, 1);
     for (char& c : format) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  } else {
+    embedding_format =
+        format == "fifu" ? finalfusion::Format::finalfusion : finalfusion::parse_format(format);
   }
-  if (format == "fifu" || format == "finalfusion" || finalfusion::parse_format(format)) {
+  if (embedding_format) {
     if (names.size() != 1) throw UsageError("an embedding export names exactly one PARAM");
+    const bool normalized = args.flag("--normalized");
     Bytes file = archive.embedding_file(names[0], tag, ReadMode::copy);
-    auto ff =
-        format == "fifu" ? finalfusion::Format::finalfusion : *finalfusion::parse_format(format);
-    if (ff == finalfusion::Format::finalfusion)
+    if (*embedding_format == finalfusion::Format::finalfusion) {
+      if (normalized)
+        throw UsageError(
+            "--normalized applies to word2vec and text exports (a .fifu keeps the "
+            "rows and norms as stored)");
       write_durably(out, file);
-    else
-      finalfusion::store(finalfusion::Embeddings::read(file, names[0]), out, ff);
-    std::cerr << "wrote embedding '" << names[0] << "' to " << out.string() << "\n";
+      std::cerr << "wrote embedding '" << names[0] << "' to " << out.string() << "\n";
+      return 0;
+    }
+    const auto embeddings = finalfusion::Embeddings::read(file, names[0]);
+    finalfusion::store(embeddings, out, *embedding_format, !normalized);
+    std::cerr << "wrote embedding '" << names[0] << "' to " << out.string() << " ("
+              << finalfusion::to_string(*embedding_format) << ", "
+              << (normalized               ? "unit rows"
+                  : embeddings.has_norms() ? "original norms restored"
+                                           : "rows as stored, no norms")
+              << ")\n";
     return 0;
   }
   if (format != "safetensors" && format != "npz" && format != "npy" && format != "btf")
     throw UsageError("unknown format '" + format +
-                     "' (safetensors, npz, npy, btf, fifu, word2vec, text, textdims)");
+                     "' (safetensors, npz, npy, btf; embeddings: fifu, bin, txt, vec, or --format "
+                     "finalfusion, word2vec, text, textdims, floret)");
   if (names.empty())
     for (const auto& p : archive.params(tag))
       if (p.kind == BlobKind::tensor) names.push_back(p.name);
@@ -87,15 +104,21 @@ int run(const std::vector<std::string>& argv) {
 
 extern const Command kExportCommand{
     "export", "Write parameters of a tag to safetensors, npz, npy, BTF or an embedding file",
-    "modelzip export ARCHIVE [PARAM...] [--tag T] [--format F] OUT",
+    "modelzip export ARCHIVE [PARAM...] [--tag T] [--format F] [--normalized] OUT",
     "Without PARAM, every tensor parameter of the tag. The format defaults to OUT's\n"
     "extension: .safetensors (sorted, no gaps, header padded to 8), .npz, .npy (one\n"
     "tensor), .btf (TFRT binary tensors, dense and COO). An embedding parameter is\n"
-    "written as a .fifu file, or converted with --format word2vec / text / textdims.\n"
+    "written by OUT's extension as import reads it: .fifu as stored, .bin word2vec\n"
+    "binary, .txt text without a dims line (GloVe), .vec text with a \"rows dims\"\n"
+    "line (word2vec / fastText .vec); or --format finalfusion, word2vec, text,\n"
+    "textdims, floret. Word rows are multiplied by the stored norms, so the vectors\n"
+    "come out as the imported file had them; --normalized writes unit rows instead.\n"
+    "Words imported with --utf8 escape are written as their original bytes.\n"
     "Data is CRC-checked on the way out; files are replaced atomically.\n"
     "\nExamples:\n  modelzip export model.zip --tag step-100 weights.safetensors\n"
     "  modelzip export model.zip fc.weight fc.bias small.npz\n"
-    "  modelzip export model.zip words vectors.fifu\n",
+    "  modelzip export model.zip words vectors.fifu\n"
+    "  modelzip export model.zip words glove.txt\n",
     run};
 
 }  // namespace modelzip::cli

@@ -16,7 +16,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string lower_extension(const fs::path& p) {
+std::string lower_extension(const fs::path& p) {  // for tensor files
   std::string ext = p.extension().string();
   for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return ext;
@@ -26,9 +26,8 @@ bool is_tensor_file(const std::string& ext) {
   return ext == ".npy" || ext == ".npz" || ext == ".safetensors" || ext == ".btf";
 }
 
-// The embedding format of `path`: from --format, else by content: fastText
-// .bin files start with the magic 0x2F4F16BA, finalfusion files with
-// "FiFu", word2vec text files with a "rows dims" line.
+// The embedding format of `path`: from --format, else by content and
+// extension (finalfusion::detect_format).
 finalfusion::Format embedding_format(const fs::path& path, const Bytes& data,
                                      const std::optional<std::string>& forced) {
   if (forced) {
@@ -36,31 +35,24 @@ finalfusion::Format embedding_format(const fs::path& path, const Bytes& data,
     if (!f) throw UsageError("unknown --format '" + *forced + "'");
     return *f;
   }
-  std::string_view head = data.as_string_view().substr(0, 4096);
-  if (head.starts_with("FiFu")) return finalfusion::Format::finalfusion;
-  const std::string ext = lower_extension(path);
-  if (ext == ".bin")
-    return head.size() >= 4 && head.substr(0, 4) == std::string_view("\xBA\x16\x4F\x2F", 4)
-               ? finalfusion::Format::fasttext
-               : finalfusion::Format::word2vec_binary;
-  if (ext == ".txt" || ext == ".vec" || ext == ".w2v") {
-    std::string_view first = head.substr(0, head.find('\n'));
-    auto sp = first.find(' ');
-    auto digits = [](std::string_view s) {
-      return !s.empty() && s.find_first_not_of("0123456789") == std::string_view::npos;
-    };
-    bool dims_line =
-        sp != std::string_view::npos && digits(first.substr(0, sp)) && digits(first.substr(sp + 1));
-    return dims_line ? finalfusion::Format::text_dims : finalfusion::Format::text;
-  }
+  if (auto f = finalfusion::detect_format(path, data.as_string_view().substr(0, 4096))) return *f;
   throw Error(ErrorCode::unsupported,
               "cannot tell the format of '" + path.string() +
-                  "' (tensors: .npy .npz .safetensors .btf; embeddings: .fifu .bin .txt .vec, "
-                  "or --format)");
+                  "' (tensors: .npy .npz .safetensors .btf; embeddings: .fifu .bin .ftz .txt "
+                  ".vec, or --format)");
+}
+
+// The --utf8 policy (strict by default).
+finalfusion::Utf8Policy utf8_policy(const Args& args) {
+  const std::string name = args.value_or("--utf8", "strict");
+  auto policy = finalfusion::parse_utf8_policy(name);
+  if (!policy) throw UsageError("unknown --utf8 policy '" + name + "' (strict, lossy, escape)");
+  return *policy;
 }
 
 int run(const std::vector<std::string>& argv) {
-  Args args(argv, {"--tag", "--name", "--format"}, {"--no-dedup", "--compress"});
+  Args args(argv, {"--tag", "--name", "--format", "--utf8"}, {"--no-dedup", "--compress"});
+  const finalfusion::Utf8Policy utf8 = utf8_policy(args);
   args.expect_positionals(2, SIZE_MAX);
   const std::string& archive = args.at(0, "ARCHIVE");
   auto tag = args.value("--tag");
@@ -96,10 +88,19 @@ int run(const std::vector<std::string>& argv) {
     }
     finalfusion::Format format = embedding_format(file, data, args.value("--format"));
     Bytes fifu = data;
-    if (format != finalfusion::Format::finalfusion)
+    if (format != finalfusion::Format::finalfusion) {
+      finalfusion::ConvertReport report;
       fifu = finalfusion::load(file, format,
-                               finalfusion::ConvertOptions{.utf8 = finalfusion::Utf8Policy::lossy})
+                               finalfusion::ConvertOptions{.utf8 = utf8, .report = &report})
                  .to_bytes();
+      if (report.words_replaced)
+        std::cerr << file.string() << ": " << report.words_replaced
+                  << " word(s) had invalid UTF-8 replaced by U+FFFD (--utf8 lossy)\n";
+      if (report.words_escaped)
+        std::cerr << file.string() << ": " << report.words_escaped
+                  << " word(s) stored in the escaped form (--utf8 escape: \\\\ and \\xNN; "
+                     "export restores the original bytes)\n";
+    }
     keep_alive.push_back(fifu);
     contents.add_embedding(args.value_or("--name", file.stem().string()), fifu);
     ++embeddings;
@@ -121,11 +122,20 @@ int run(const std::vector<std::string>& argv) {
 
 extern const Command kImportCommand{
     "import", "Add a tag made of tensor and embedding files",
-    "modelzip import ARCHIVE --tag T FILE... [--no-dedup] [--compress] [--name NAME] [--format F]",
+    "modelzip import ARCHIVE --tag T FILE... [--no-dedup] [--compress] [--name NAME] [--format F]"
+    " [--utf8 P]",
     "Tensor files: .npy (named after the file), .npz and .safetensors (their keys),\n"
     ".btf (\"0\", \"1\", ...). Embedding files become embedding parameters named after\n"
-    "the file (or --name): .fifu as is; word2vec .bin, fastText .bin, and word2vec /\n"
-    "GloVe text (.txt, .vec; with or without the dims line) converted to finalfusion.\n"
+    "the file (or --name): .fifu as is; converted to finalfusion:\n"
+    "  word2vec binary (.bin), word2vec / GloVe text (.txt, .vec; with or without\n"
+    "  the dims line), floret text (--format floret), and fastText models (.bin,\n"
+    "  .ftz; format version <= 12): unsupervised (cbow, skipgram) and supervised\n"
+    "  (labels are left out), with character n-grams (fastText vocabulary, dense)\n"
+    "  or without (-maxn 0: simple vocabulary), quantized .ftz (without n-grams\n"
+    "  the quantized storage is kept; with n-grams reconstructed to a dense matrix,\n"
+    "  pruned buckets as zero rows). Refused, with the reason: format versions\n"
+    "  above 12, inconsistent headers, a .ftz that would expand to more than 256\n"
+    "  times its size.\n"
     "The archive is created if needed; a tag that exists (in any letter case) is an\n"
     "error and changes nothing. Parameters whose bytes equal a stored blob are\n"
     "shared unless --no-dedup.\n"
@@ -135,6 +145,10 @@ extern const Command kImportCommand{
     "  --no-dedup       store every parameter even when equal bytes exist\n"
     "  --name NAME      the parameter name of a single embedding file\n"
     "  --format F       embedding format: finalfusion word2vec text textdims fasttext floret\n"
+    "  --utf8 P         words that are not valid UTF-8: strict (default) refuses the file,\n"
+    "                   lossy replaces invalid bytes by U+FFFD (words that then collide\n"
+    "                   are an error), escape keeps every word reversibly: a backslash\n"
+    "                   becomes \\\\, an invalid byte \\xNN; export writes the original bytes\n"
     "\nExamples:\n  modelzip import model.zip --tag step-100 weights.safetensors\n"
     "  modelzip import model.zip --tag v1 layer1.npy extra.npz\n"
     "  modelzip import model.zip --tag v1 vectors.bin --name words\n",

@@ -4,9 +4,28 @@
 #include "cli/command.hpp"
 #include "cli/json.hpp"
 #include "modelzip/archive.hpp"
+#include "modelzip/error.hpp"
+#include "modelzip/finalfusion.hpp"
 
 namespace modelzip::cli {
 namespace {
+
+// What an embedding parameter holds (from its chunk headers), or why it
+// cannot be read: a damaged entry does not stop the listing.
+struct EmbeddingFacts {
+  std::optional<finalfusion::FileSummary> summary;
+  std::string error;
+};
+
+EmbeddingFacts embedding_facts(const Archive& archive, const ParamInfo& p, const std::string& tag) {
+  EmbeddingFacts f;
+  try {
+    f.summary = finalfusion::summarize(archive.embedding_file(p.name, tag));
+  } catch (const Error& e) {
+    f.error = e.what();
+  }
+  return f;
+}
 
 int run(const std::vector<std::string>& argv) {
   Args args(argv, {"--tag"}, {"--json", "--updater"});
@@ -18,6 +37,14 @@ int run(const std::vector<std::string>& argv) {
   auto params = archive.tags().empty() && tag.empty() ? std::vector<ParamInfo>()
                 : updater                             ? archive.updater_states(tag)
                                                       : archive.params(tag);
+  std::vector<EmbeddingFacts> embeddings(params.size());
+  for (std::size_t i = 0; i < params.size(); ++i)
+    if (params[i].kind == BlobKind::embedding) {
+      embeddings[i] = embedding_facts(archive, params[i], tag);
+      if (embeddings[i].summary)
+        params[i].shape = {static_cast<std::int64_t>(embeddings[i].summary->rows),
+                           static_cast<std::int64_t>(embeddings[i].summary->dims)};
+    }
   if (args.flag("--json")) {
     std::cout << "[";
     for (std::size_t i = 0; i < params.size(); ++i) {
@@ -36,12 +63,19 @@ int run(const std::vector<std::string>& argv) {
                 << "], \"layout\": " << json_string(layout_name(p.layout))
                 << ", \"nbytes\": " << p.nbytes << ", \"blob\": " << json_string(p.blob)
                 << ", \"shared\": " << json_bool(p.shared)
-                << ", \"compressed\": " << json_bool(p.compressed) << "}";
+                << ", \"compressed\": " << json_bool(p.compressed);
+      if (p.kind == BlobKind::embedding)
+        std::cout << ", \"embedding\": "
+                  << (embeddings[i].summary
+                          ? finalfusion::summary_json(*embeddings[i].summary)
+                          : "{\"error\": " + json_string(embeddings[i].error) + "}");
+      std::cout << "}";
     }
     std::cout << "]\n";
     return 0;
   }
-  for (const ParamInfo& p : params) {
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const ParamInfo& p = params[i];
     std::cout << p.name;
     if (updater) std::cout << " [" << p.state << "]";
     std::cout << "\t"
@@ -50,6 +84,10 @@ int run(const std::vector<std::string>& argv) {
     if (p.layout == Layout::sparse_coo) std::cout << "\tsparse";
     if (p.shared) std::cout << "\tshared";
     if (p.compressed) std::cout << "\tdeflated";
+    if (p.kind == BlobKind::embedding)
+      std::cout << "\t"
+                << (embeddings[i].summary ? finalfusion::summary_text(*embeddings[i].summary)
+                                          : "unreadable: " + embeddings[i].error);
     std::cout << "\n";
   }
   return 0;
@@ -64,7 +102,12 @@ extern const Command kLsCommand{
     "  --tag T     the tag (default: the newest)\n"
     "  --updater   list the optimizer state (updater.txt) instead of the parameters\n"
     "  --json      print a JSON array of objects with keys name, kind, dtype, shape,\n"
-    "              layout, nbytes, blob, shared, compressed (and state with --updater)\n"
+    "              layout, nbytes, blob, shared, compressed (and state with --updater);\n"
+    "              embeddings add \"embedding\": {vocab, words, subword_rows, min_n,\n"
+    "              max_n, rows, dims, storage (array or quantized), quantizer, norms,\n"
+    "              metadata} (or {error} when the entry cannot be read)\n"
+    "Embeddings show their shape as [storage rows, dims] and, last, the vocabulary\n"
+    "kind and size, dims, storage and whether norms are stored.\n"
     "\nExamples:\n  modelzip ls model.zip\n  modelzip ls model.zip --tag step-100 --json\n",
     run};
 

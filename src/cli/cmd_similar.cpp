@@ -24,7 +24,7 @@ void print_similarities(const std::vector<finalfusion::WordSimilarity>& results,
 namespace {
 
 int run(const std::vector<std::string>& argv) {
-  Args args(argv, {"--tag", "-k"}, {"--json"});
+  Args args(argv, {"--tag", "--format", "--utf8", "-k"}, {"--json"});
   std::size_t used = 0;
   finalfusion::Embeddings emb = open_embeddings(args, used);
   args.expect_positionals(used + 1, used + 1);
@@ -40,10 +40,18 @@ int run(const std::vector<std::string>& argv) {
 
 extern const Command kSimilarCommand{
     "similar", "Nearest neighbours of a word by cosine similarity",
-    "modelzip similar (ARCHIVE PARAM | FILE.fifu) WORD [-k N] [--tag T] [--json]",
+    "modelzip similar (ARCHIVE PARAM | FILE) WORD [-k N] [--tag T] [--format F] [--utf8 P] "
+    "[--json]",
     "The query word itself is excluded.\n"
-    "Options:\n  -k N      how many (default 10)\n  --tag T   the tag (default: the newest)\n"
-    "  --json    a list of {\"word\", \"similarity\"}, best first\n"
+    "FILE: a standalone .fifu, fastText .bin/.ftz, word2vec .bin or text .txt/.vec\n"
+    "file; other than .fifu it is converted in memory as import converts it (import it\n"
+    "once to query it often).\n"
+    "Options:\n"
+    "  -k N        how many (default 10)\n"
+    "  --tag T     the tag (default: the newest)\n"
+    "  --format F  FILE's embedding format when content and extension do not tell\n"
+    "  --utf8 P    strict (default), lossy or escape: invalid UTF-8 in a converted FILE\n"
+    "  --json      a list of {\"word\", \"similarity\"}, best first\n"
     "\nExample:\n  modelzip similar model.zip words berlin -k 5\n",
     run};
 

@@ -1,25 +1,71 @@
 #include "cli/embedding_source.hpp"
 
-#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
 
 #include "modelzip/error.hpp"
+#include "modelzip/finalfusion_convert.hpp"
 
 namespace modelzip::cli {
+namespace {
 
-bool is_finalfusion_file(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) return false;
-  char magic[4] = {};
-  bool yes = std::fread(magic, 1, 4, f) == 4 && std::string_view(magic, 4) == "FiFu";
-  std::fclose(f);
-  return yes;
+// The first bytes of `path` (up to 4 KiB), or nullopt when it is not a
+// readable, non-empty regular file (then Archive::open explains).
+std::optional<std::string> file_head(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::string head(4096, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<std::size_t>(in.gcount()));
+  if (head.empty()) return std::nullopt;
+  return head;
 }
 
+finalfusion::Embeddings convert_file(const Args& args, const std::string& path,
+                                     finalfusion::Format format) {
+  finalfusion::ConvertOptions options;
+  const std::string policy = args.value_or("--utf8", "strict");
+  auto utf8 = finalfusion::parse_utf8_policy(policy);
+  if (!utf8) throw UsageError("unknown --utf8 policy '" + policy + "' (strict, lossy, escape)");
+  options.utf8 = *utf8;
+  finalfusion::ConvertReport report;
+  options.report = &report;
+  auto embeddings = finalfusion::load(path, format, options);
+  if (report.words_replaced)
+    std::cerr << path << ": " << report.words_replaced
+              << " word(s) had invalid UTF-8 replaced by U+FFFD (--utf8 lossy)\n";
+  if (report.words_escaped)
+    std::cerr << path << ": " << report.words_escaped
+              << " word(s) in the escaped form (--utf8 escape: \\\\ and \\xNN)\n";
+  return embeddings;
+}
+
+}  // namespace
+
 finalfusion::Embeddings open_embeddings(const Args& args, std::size_t& used) {
-  const std::string& first = args.at(0, "ARCHIVE or FILE.fifu");
-  if (is_finalfusion_file(first)) {
+  const std::string& first = args.at(0, "ARCHIVE or FILE");
+  const auto head = file_head(first);
+  const bool zip = head && (head->starts_with("PK\x03\x04") || head->starts_with("PK\x05\x06"));
+  if (head && !zip) {
     used = 1;
-    return finalfusion::Embeddings::open(first, true);
+    std::optional<finalfusion::Format> format;
+    if (auto forced = args.value("--format")) {
+      format = finalfusion::parse_format(*forced);
+      if (!format) throw UsageError("unknown --format '" + *forced + "'");
+    } else {
+      format = finalfusion::detect_format(first, *head);
+    }
+    if (!format)
+      throw Error(ErrorCode::unsupported,
+                  "unknown format: '" + first +
+                      "' is neither a modelzip archive nor an embedding file (.fifu, fastText "
+                      ".bin/.ftz, word2vec .bin, .txt, .vec; or give --format)");
+    if (*format == finalfusion::Format::finalfusion)
+      return finalfusion::Embeddings::open(first, true);
+    return convert_file(args, first, *format);
   }
   used = 2;
   Archive archive = Archive::open(first);

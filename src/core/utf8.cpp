@@ -128,4 +128,60 @@ void utf8_append(std::string& out, char32_t cp) {
   }
 }
 
+std::string utf8_escape(std::string_view bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() + 8);
+  std::size_t i = 0;
+  while (i < bytes.size()) {
+    if (bytes[i] == '\\') {
+      out += "\\\\";
+      ++i;
+      continue;
+    }
+    if (const std::size_t n = valid_sequence_length(bytes, i)) {
+      out.append(bytes.substr(i, n));
+      i += n;
+      continue;
+    }
+    const auto b = static_cast<unsigned char>(bytes[i++]);
+    out += "\\x";
+    out += kHex[b >> 4];
+    out += kHex[b & 0xF];
+  }
+  return out;
+}
+
+bool utf8_needs_escape(std::string_view bytes) noexcept {
+  return bytes.find('\\') != std::string_view::npos || !utf8_valid(bytes);
+}
+
+std::optional<std::string> utf8_unescape(std::string_view text) {
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '\\') {
+      out += text[i];
+      continue;
+    }
+    if (i + 1 < text.size() && text[i + 1] == '\\') {
+      out += '\\';
+      ++i;
+      continue;
+    }
+    if (i + 3 >= text.size() || text[i + 1] != 'x') return std::nullopt;
+    const int hi = hex(text[i + 2]), lo = hex(text[i + 3]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    out += static_cast<char>(hi * 16 + lo);
+    i += 3;
+  }
+  return out;
+}
+
 }  // namespace modelzip::detail

@@ -20,6 +20,19 @@ inline bool utf8_valid(std::string_view text) noexcept {
 // String::from_utf8_lossy does: one replacement per maximal invalid prefix).
 std::string utf8_lossy(std::string_view text);
 
+// The reversible "escape" form of arbitrary bytes as valid UTF-8 (the
+// converters' Utf8Policy::escape, schemas/FINALFUSION.md section 11): every
+// backslash becomes two backslashes, every byte that is not part of a valid
+// UTF-8 sequence becomes "\x" and two lowercase hex digits, everything else
+// is kept. utf8_unescape(utf8_escape(b)) == b for all bytes b.
+std::string utf8_escape(std::string_view bytes);
+// True when utf8_escape would change `bytes` (invalid UTF-8 or a backslash).
+bool utf8_needs_escape(std::string_view bytes) noexcept;
+// The bytes an escaped text stands for; nullopt when `text` contains a
+// backslash that is not followed by a backslash or by "x" and two hex
+// digits (either case).
+std::optional<std::string> utf8_unescape(std::string_view text);
+
 // Decodes valid UTF-8 into code points. Precondition: utf8_valid(text).
 std::vector<char32_t> utf8_decode(std::string_view text);
 // Appends the UTF-8 encoding of `cp` to `out`.

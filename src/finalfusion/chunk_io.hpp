@@ -52,6 +52,12 @@ struct ChunkFrame {
   std::uint64_t body_length;
 };
 
+// Reads the file header (magic "FiFu", version 0, the listed chunk
+// identifiers) and returns the identifiers; the reader is left after it.
+// Error(corrupt) for a wrong magic or a short file, Error(unsupported) for
+// another version or an unknown identifier.
+std::vector<ChunkId> read_header(modelzip::detail::ByteReader& reader);
+
 // Reads an identifier and a length at the reader's position and checks that
 // the body fits in the remaining bytes. Unknown identifiers give
 // Error(unsupported). The reader is left at the start of the body.

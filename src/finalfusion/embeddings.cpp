@@ -12,12 +12,13 @@
 
 namespace modelzip::finalfusion {
 namespace detail {
-namespace {
 
 using modelzip::detail::ByteReader;
 
+namespace {
 constexpr char kMagic[4] = {'F', 'i', 'F', 'u'};
 constexpr std::uint32_t kVersion = 0;
+}  // namespace
 
 std::vector<ChunkId> read_header(ByteReader& reader) {
   auto magic = reader.bytes(4, "finalfusion magic");
@@ -45,6 +46,8 @@ std::vector<ChunkId> read_header(ByteReader& reader) {
   }
   return ids;
 }
+
+namespace {
 
 std::string ids_text(const std::vector<ChunkId>& ids) {
   std::string s;

@@ -8,6 +8,7 @@
 #include "graph/render.hpp"
 #include "modelzip/checkpoint.hpp"
 #include "modelzip/error.hpp"
+#include "modelzip/finalfusion.hpp"
 
 namespace modelzip::graph {
 namespace {
@@ -50,6 +51,13 @@ struct TagFacts {
   std::optional<BlobStats> updater;
   std::optional<Graph> graph;
   std::optional<training::TrainingConfig> training;
+  // Embedding parameters: name and summary, or why it cannot be read.
+  struct Embedding {
+    std::string name;
+    std::optional<finalfusion::FileSummary> summary;
+    std::string error;
+  };
+  std::vector<Embedding> embeddings;
 };
 
 TagFacts gather(const Archive& archive, std::string_view tag) {
@@ -63,7 +71,18 @@ TagFacts gather(const Archive& archive, std::string_view tag) {
   f.position = static_cast<std::size_t>(it - tags.begin()) + 1;
   f.tag_count = tags.size();
   f.newest = f.position == f.tag_count;
-  f.params = blob_stats(archive.params(f.tag));
+  const auto params = archive.params(f.tag);
+  f.params = blob_stats(params);
+  for (const ParamInfo& p : params) {
+    if (p.kind != BlobKind::embedding) continue;
+    TagFacts::Embedding e{p.name, std::nullopt, {}};
+    try {
+      e.summary = finalfusion::summarize(archive.embedding_file(p.name, f.tag));
+    } catch (const Error& error) {
+      e.error = error.what();
+    }
+    f.embeddings.push_back(std::move(e));
+  }
   if (archive.has_entry(f.tag + "/updater.txt"))
     f.updater = blob_stats(archive.updater_states(f.tag));
   if (archive.has_entry(f.tag + "/" + std::string(kGraphEntryName)))
@@ -175,6 +194,18 @@ std::string tag_summary_json(const Archive& archive, std::string_view tag) {
   const TagFacts& f = *facts;
   w.key("params");
   write_blob_stats(w, f.params, false);
+  w.key("embeddings").begin_object();
+  for (const auto& e : f.embeddings) {
+    w.key(e.name);
+    if (e.summary) {
+      w.raw(finalfusion::summary_json(*e.summary));
+    } else {
+      w.begin_object(true);
+      w.key("error").value(e.error);
+      w.end_object();
+    }
+  }
+  w.end_object();
   w.key("updater");
   if (f.updater)
     write_blob_stats(w, *f.updater, true);
@@ -256,6 +287,10 @@ std::string tag_summary_text(const Archive& archive, std::string_view tag) {
     return t;
   };
   line("params", blob_line(f.params));
+  for (const auto& e : f.embeddings)
+    line("embedding",
+         e.name + ": " +
+             (e.summary ? finalfusion::summary_text(*e.summary) : "unreadable: " + e.error));
   if (f.updater)
     line("updater",
          blob_line(*f.updater) + "; " + std::to_string(f.updater->variables.size()) +

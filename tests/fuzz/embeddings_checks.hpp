@@ -55,9 +55,12 @@ inline void check_embeddings(const finalfusion::Embeddings& embeddings) {
 }
 
 // The option sets the converter targets read their input with: strict
-// UTF-8 and normalised, lossy UTF-8 and not normalised.
+// UTF-8 and normalised, lossy UTF-8 and not normalised, escaped UTF-8 and
+// normalised.
 inline const finalfusion::ConvertOptions kConvertOptionSets[] = {
-    {finalfusion::Utf8Policy::strict, true}, {finalfusion::Utf8Policy::lossy, false}};
+    {finalfusion::Utf8Policy::strict, true},
+    {finalfusion::Utf8Policy::lossy, false},
+    {finalfusion::Utf8Policy::escape, true}};
 
 // Runs `read` (a modelzip::Error is the answer to bad input) and checks the
 // embeddings it returned, if any.

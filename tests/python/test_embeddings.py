@@ -163,3 +163,24 @@ def test_matrix_view_keeps_the_archive_mapping_alive(archive_path, finalfusion_d
     gc.collect()
     assert not matrix.flags.writeable
     np.testing.assert_array_equal(matrix, expected)
+
+
+def test_utf8_policies(finalfusion_dir, tmp_path):
+    path = finalfusion_dir / "utf8-incomplete.txt"
+    with pytest.raises(modelzip.Error, match="not valid UTF-8"):
+        modelzip.Embeddings.load(path, "text")
+    with pytest.warns(UnicodeWarning, match="1 word"):
+        lossy = modelzip.Embeddings.load(path, "text", utf8="lossy")
+    assert sum("\ufffd" in w for w in lossy.words) == 1
+    escaped = modelzip.Embeddings.load(path, "text", utf8="escape")
+    # The invalid byte 0xC3 (a lead byte followed by "n") as \xc3.
+    assert "zee\\xc3n" in escaped.words
+    assert escaped.embedding("zee\\xc3n") is not None
+    escaped.save(tmp_path / "back.txt", "text", unnormalize=True)
+    original = open(path, "rb").read().split(b"\n")
+    back = (tmp_path / "back.txt").read_bytes().split(b"\n")
+    assert [l.split(b" ")[0] for l in back] == [l.split(b" ")[0] for l in original]
+    with pytest.raises(ValueError, match="strict, lossy, escape"):
+        modelzip.Embeddings.load(path, "text", utf8="latin1")
+    with pytest.raises(ValueError, match="contradicts"):
+        modelzip.Embeddings.load(path, "text", lossy=True, utf8="escape")

@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <unordered_map>
 
 #include "core/utf8.hpp"
 #include "finalfusion/vector_math.hpp"
@@ -9,18 +10,70 @@
 
 namespace modelzip::finalfusion::detail {
 
-std::string decode_token(std::string_view bytes, Utf8Policy policy, std::string_view what,
-                         const ErrorContext& context) {
-  auto bad = modelzip::detail::utf8_invalid_at(bytes);
-  if (!bad) return std::string(bytes);
-  if (policy == Utf8Policy::lossy) return modelzip::detail::utf8_lossy(bytes);
+bool WordDecoder::needs_decoding(std::string_view bytes) const noexcept {
+  return options_.utf8 == Utf8Policy::escape ? modelzip::detail::utf8_needs_escape(bytes)
+                                             : !modelzip::detail::utf8_valid(bytes);
+}
+
+std::string WordDecoder::decode(std::string_view bytes, std::string_view what,
+                                const ErrorContext& context) {
+  if (!needs_decoding(bytes)) return std::string(bytes);
+  switch (options_.utf8) {
+    case Utf8Policy::lossy:
+      ++replaced_;
+      return modelzip::detail::utf8_lossy(bytes);
+    case Utf8Policy::escape:
+      ++escaped_;
+      return modelzip::detail::utf8_escape(bytes);
+    case Utf8Policy::strict:
+      break;
+  }
   ErrorContext c = context;
-  if (c.offset) *c.offset += *bad;
+  if (c.offset) *c.offset += *modelzip::detail::utf8_invalid_at(bytes);
   throw Error(ErrorCode::corrupt,
               std::string(what) +
-                  " is not valid UTF-8 (use the lossy UTF-8 policy to replace "
-                  "invalid bytes)",
+                  " is not valid UTF-8 (the lossy UTF-8 policy replaces invalid bytes by "
+                  "U+FFFD; the escape policy keeps them as \\xNN)",
               c);
+}
+
+void WordDecoder::finish(std::span<const std::string> words, std::string_view what,
+                         const ErrorContext& context) const {
+  std::unordered_map<std::string_view, std::size_t> seen;
+  seen.reserve(words.size());
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    auto [it, fresh] = seen.emplace(words[i], i);
+    if (fresh) continue;
+    std::string message = std::string(what) + ": words " + std::to_string(it->second) + " and " +
+                          std::to_string(i) + " are both '" + words[i].substr(0, 64) + "'";
+    if (options_.utf8 == Utf8Policy::lossy && replaced_ > 0 &&
+        words[i].find("\xEF\xBF\xBD") != std::string::npos)
+      message +=
+          " after lossy UTF-8 decoding (" + std::to_string(replaced_) +
+          " word(s) had invalid bytes replaced by U+FFFD, so words that differ only in those "
+          "bytes collide; the escape policy keeps them apart)";
+    else
+      message += " (a word may occur only once)";
+    throw Error(ErrorCode::corrupt, message, context);
+  }
+  if (options_.report) {
+    options_.report->words_replaced += replaced_;
+    options_.report->words_escaped += escaped_;
+  }
+}
+
+std::optional<Metadata> WordDecoder::mark(std::optional<Metadata> metadata) const {
+  if (escaped_ == 0) return metadata;
+  MetadataValue root = metadata ? metadata->root() : MetadataValue();
+  const auto dot = kWordEscapeKey.find('.');
+  MetadataValue table;
+  if (const MetadataValue* existing = root.get(kWordEscapeKey.substr(0, dot));
+      existing && existing->is_table())
+    table = *existing;
+  table.set(std::string(kWordEscapeKey.substr(dot + 1)),
+            MetadataValue::string(std::string(kWordEscapeValue)));
+  root.set(std::string(kWordEscapeKey.substr(0, dot)), std::move(table));
+  return Metadata::from_table(root);
 }
 
 namespace {
@@ -127,12 +180,15 @@ std::vector<float> normalize_rows(std::vector<float>& matrix, std::size_t rows, 
 }
 
 Embeddings simple_embeddings(std::vector<std::string> words, std::vector<float> matrix,
-                             std::size_t dims, bool normalize, std::string_view what) {
+                             std::size_t dims, const ConvertOptions& options,
+                             const WordDecoder& decoder, std::string_view what) {
+  decoder.finish(words, what, {});
   Vocab vocab(make_simple_vocab(std::move(words), Failure{ErrorCode::corrupt, {}}));
   std::optional<std::vector<float>> norms;
-  if (normalize) norms = normalize_rows(matrix, vocab.words_len(), dims);
+  if (options.normalize) norms = normalize_rows(matrix, vocab.words_len(), dims);
   try {
-    return Embeddings::from_matrix(std::move(vocab), std::move(matrix), dims, std::move(norms));
+    return Embeddings::from_matrix(std::move(vocab), std::move(matrix), dims, std::move(norms),
+                                   decoder.mark(std::nullopt));
   } catch (const Error& e) {
     throw Error(ErrorCode::corrupt, std::string(what) + ": " + e.message(), e.context());
   }

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -14,10 +15,32 @@
 
 namespace modelzip::finalfusion::detail {
 
-// `bytes` as UTF-8: unchanged if valid; replaced lossily or rejected
-// (Error(corrupt, what..., context)) otherwise.
-std::string decode_token(std::string_view bytes, Utf8Policy policy, std::string_view what,
-                         const ErrorContext& context);
+// Turns the raw words of one conversion into valid UTF-8 by the options'
+// policy, counts what it changed and checks the result (one decoder per
+// conversion; not thread-safe).
+class WordDecoder {
+ public:
+  explicit WordDecoder(const ConvertOptions& options) : options_(options) {}
+  // False when `bytes` can be used as they are (valid UTF-8, and for the
+  // escape policy without a backslash).
+  bool needs_decoding(std::string_view bytes) const noexcept;
+  // `bytes` as a word: unchanged, replaced lossily, escaped, or rejected
+  // (strict: Error(corrupt, "<what> is not valid UTF-8 ...", context with
+  // the offset of the first invalid byte added to context.offset)).
+  std::string decode(std::string_view bytes, std::string_view what, const ErrorContext& context);
+  // After all words: checks that they are distinct (Error(corrupt) naming
+  // both rows, and for the lossy policy why they collided) and adds the
+  // counts to options.report.
+  void finish(std::span<const std::string> words, std::string_view what,
+              const ErrorContext& context) const;
+  // `metadata` with the escape mark added when a word was escaped.
+  std::optional<Metadata> mark(std::optional<Metadata> metadata) const;
+
+ private:
+  ConvertOptions options_;
+  std::uint64_t replaced_ = 0;
+  std::uint64_t escaped_ = 0;
+};
 
 // Removes leading and trailing Unicode White_Space (as Rust's str::trim).
 std::string_view trim_unicode(std::string_view text) noexcept;
@@ -37,10 +60,12 @@ std::optional<float> parse_float(std::string_view text) noexcept;
 void append_float(std::string& out, float value);
 
 // Words + row-major matrix -> embeddings with a simple vocabulary;
-// normalises rows and keeps norms when `normalize`. Duplicate words give
-// Error(corrupt) naming `what`.
+// normalises rows and keeps norms when options.normalize. Calls
+// decoder.finish (duplicates: Error(corrupt) naming `what`) and marks
+// escaped words in the metadata.
 Embeddings simple_embeddings(std::vector<std::string> words, std::vector<float> matrix,
-                             std::size_t dims, bool normalize, std::string_view what);
+                             std::size_t dims, const ConvertOptions& options,
+                             const WordDecoder& decoder, std::string_view what);
 
 // Normalises the first `rows` rows of `matrix` in place and returns their norms.
 std::vector<float> normalize_rows(std::vector<float>& matrix, std::size_t rows, std::size_t dims);

@@ -1,8 +1,13 @@
-// fastText .bin models (format versions up to 12): the arguments, the
-// dictionary and the input matrix (nwords + bucket rows). Only unsupervised
-// models without quantization or pruning convert.
+// fastText models (.bin and quantized .ftz, format versions up to 12): the
+// arguments, the dictionary (words, then the labels of supervised models,
+// then the pruning table of quantized models) and the input matrix (dense,
+// or product-quantized as fastText's QuantMatrix writes it). The output
+// matrix that follows is not needed for word vectors and is not read.
 #include <cstring>
+#include <numeric>
+#include <unordered_map>
 
+#include <cmath>
 #include "core/checked.hpp"
 #include "finalfusion/convert/convert_util.hpp"
 #include "finalfusion/embeddings_state.hpp"
@@ -58,15 +63,30 @@ std::string_view model_name(std::int32_t model) {
   return {};
 }
 
-// The rows fastText sums for a vocabulary word: its own row, then (unless
-// it is "</s>") its character n-grams as Dictionary::computeSubwords finds
-// them: over UTF-8 code points of "<word>", lengths minn..maxn, except the
-// 1-grams "<" and ">".
+// Maps an n-gram bucket to its input matrix row offset (after the words):
+// the bucket itself, or through the pruning table of a quantized model
+// (nullopt: the bucket was pruned away), as Dictionary::pushHash does.
+struct BucketMap {
+  bool pruned = false;
+  std::unordered_map<std::uint32_t, std::uint32_t> kept;
+  std::optional<std::uint64_t> operator()(std::uint32_t bucket) const {
+    if (!pruned) return bucket;
+    auto it = kept.find(bucket);
+    if (it == kept.end()) return std::nullopt;
+    return it->second;
+  }
+};
+
+// The input rows fastText averages for a vocabulary word: its own row, then
+// (unless it is "</s>") its character n-grams as Dictionary::computeSubwords
+// finds them: over UTF-8 code points of "<word>", lengths minn..maxn, except
+// the 1-grams "<" and ">"; pruned buckets are skipped.
 void fasttext_word_rows(std::string_view word, std::size_t index, const Args& args,
-                        std::uint64_t nwords, std::vector<std::uint64_t>& rows) {
+                        const BucketMap& buckets, std::uint64_t nwords,
+                        std::vector<std::uint64_t>& rows) {
   rows.clear();
   rows.push_back(index);
-  if (word == kEndOfSentence || args.maxn <= 0) return;
+  if (word == kEndOfSentence || args.maxn <= 0 || args.bucket <= 0) return;
   std::string s = "<";
   s += word;
   s += '>';
@@ -80,10 +100,202 @@ void fasttext_word_rows(std::string_view word, std::size_t index, const Args& ar
       while (j < s.size() && (static_cast<unsigned char>(s[j]) & 0xC0) == 0x80) ++j;
       if (n >= minn && !(n == 1 && (i == 0 || j == s.size()))) {
         const std::uint32_t h = detail::fasttext_ngram_hash(std::string_view(s).substr(i, j - i));
-        rows.push_back(nwords + h % static_cast<std::uint32_t>(args.bucket));
+        if (auto row = buckets(h % static_cast<std::uint32_t>(args.bucket)))
+          rows.push_back(nwords + *row);
       }
     }
   }
+}
+
+// The input matrix: dense (DenseMatrix::save: i64 m, i64 n, m x n f32) or
+// product-quantized (QuantMatrix::save: bool qnorm, i64 m, i64 n,
+// i32 codesize, codesize u8 codes, a ProductQuantizer, and with qnorm m u8 norm
+// codes and a one-dimensional ProductQuantizer for the norms).
+// ProductQuantizer::save: i32 dim, nsubq, dsub, lastdsub, dim x 256 f32
+// centroids; sub-quantizer m < nsubq - 1 covers components m*dsub .. +dsub,
+// the last one lastdsub components; its centroid k starts at
+// (m*256 + k)*dsub (the last one: m*256*dsub + k*lastdsub).
+struct ProductQuantizer {
+  std::uint32_t dim = 0, nsubq = 0, dsub = 0, lastdsub = 0;
+  std::span<const std::byte> centroids;  // dim x 256 f32 (unaligned: read with memcpy)
+  static constexpr std::uint32_t kCentroids = 256;
+
+  std::uint32_t width(std::uint32_t m) const noexcept { return m + 1 == nsubq ? lastdsub : dsub; }
+  float centroid(std::uint32_t m, std::uint32_t k, std::uint32_t j) const noexcept {
+    const std::size_t at = m + 1 == nsubq
+                               ? static_cast<std::size_t>(m) * kCentroids * dsub + k * lastdsub
+                               : (static_cast<std::size_t>(m) * kCentroids + k) * dsub;
+    return modelzip::detail::load_le<float>(centroids.data() + (at + j) * 4);
+  }
+};
+
+ProductQuantizer read_pq(ByteReader& r, std::string_view what) {
+  const std::uint64_t at = r.absolute_position();
+  ProductQuantizer pq;
+  const auto dim = r.read<std::int32_t>(what);
+  const auto nsubq = r.read<std::int32_t>(what);
+  const auto dsub = r.read<std::int32_t>(what);
+  const auto lastdsub = r.read<std::int32_t>(what);
+  // fastText's ProductQuantizer(dim, dsub): nsubq = ceil(dim / dsub), the
+  // last sub-quantizer takes the rest.
+  if (dim <= 0 || dsub <= 0 || nsubq != dim / dsub + (dim % dsub != 0) ||
+      lastdsub != (dim % dsub ? dim % dsub : dsub))
+    corrupt(at, std::string(what) + ": inconsistent layout dim " + std::to_string(dim) +
+                    ", nsubq " + std::to_string(nsubq) + ", dsub " + std::to_string(dsub) +
+                    ", lastdsub " + std::to_string(lastdsub));
+  pq.dim = static_cast<std::uint32_t>(dim);
+  pq.nsubq = static_cast<std::uint32_t>(nsubq);
+  pq.dsub = static_cast<std::uint32_t>(dsub);
+  pq.lastdsub = static_cast<std::uint32_t>(lastdsub);
+  pq.centroids =
+      r.bytes(detail::checked_product(r, pq.dim, ProductQuantizer::kCentroids * 4, what), what);
+  return pq;
+}
+
+struct InputMatrix {
+  std::uint64_t rows = 0;
+  std::uint32_t dims = 0;
+  bool quantized = false;
+  std::vector<float> dense;  // rows x dims
+  // Quantized:
+  ProductQuantizer pq;
+  std::span<const std::byte> codes;  // rows x nsubq
+  bool qnorm = false;
+  ProductQuantizer npq;                   // dim 1
+  std::span<const std::byte> norm_codes;  // rows
+
+  // The norm factor of row r (1 without qnorm).
+  float alpha(std::uint64_t r) const noexcept {
+    return qnorm ? npq.centroid(0, static_cast<std::uint8_t>(norm_codes[r]), 0) : 1.0f;
+  }
+  // out += row r, as fastText's addToVector / addcode do.
+  void add_row(std::uint64_t r, float* out) const {
+    if (!quantized) {
+      const float* src = dense.data() + r * dims;
+      for (std::uint32_t t = 0; t < dims; ++t) out[t] += src[t];
+      return;
+    }
+    const float a = alpha(r);
+    const std::byte* code = codes.data() + r * pq.nsubq;
+    for (std::uint32_t m = 0; m < pq.nsubq; ++m) {
+      const auto k = static_cast<std::uint8_t>(code[m]);
+      for (std::uint32_t j = 0; j < pq.width(m); ++j)
+        out[m * pq.dsub + j] += a * pq.centroid(m, k, j);
+    }
+  }
+};
+
+InputMatrix read_input_matrix(ByteReader& r, const Args& a, std::uint64_t expected_rows) {
+  InputMatrix in;
+  const std::uint64_t quant_at = r.absolute_position();
+  const auto quant = r.read<std::uint8_t>("fastText quantization flag");
+  if (quant > 1) corrupt(quant_at, "quantization flag " + std::to_string(quant));
+  in.quantized = quant == 1;
+  const std::uint64_t matrix_at = r.absolute_position();
+  std::int32_t codesize = 0;
+  if (in.quantized) in.qnorm = r.read<std::uint8_t>("fastText qnorm flag") != 0;
+  const auto m = r.read<std::int64_t>("fastText matrix rows");
+  const auto n = r.read<std::int64_t>("fastText matrix columns");
+  if (in.quantized) codesize = r.read<std::int32_t>("fastText code size");
+  if (m < 0 || static_cast<std::uint64_t>(m) != expected_rows || n != a.dim)
+    corrupt(matrix_at, "input matrix is " + std::to_string(m) + " x " + std::to_string(n) +
+                           ", expected " + std::to_string(expected_rows) + " x " +
+                           std::to_string(a.dim));
+  in.rows = static_cast<std::uint64_t>(m);
+  in.dims = static_cast<std::uint32_t>(n);
+  if (!in.quantized) {
+    const std::uint64_t bytes =
+        detail::checked_product(r, in.rows * in.dims, 4, "fastText input matrix");
+    if (bytes > r.remaining())
+      corrupt(matrix_at, "input matrix needs " + std::to_string(bytes) + " bytes, " +
+                             std::to_string(r.remaining()) + " left");
+    in.dense.resize(static_cast<std::size_t>(in.rows * in.dims));
+    auto values = r.bytes(bytes, "fastText input matrix");
+    if (bytes) std::memcpy(in.dense.data(), values.data(), bytes);
+    return in;
+  }
+  if (codesize < 0) corrupt(matrix_at, "negative code size");
+  in.codes = r.bytes(static_cast<std::uint64_t>(codesize), "fastText quantized codes");
+  in.pq = read_pq(r, "fastText product quantizer");
+  if (in.pq.dim != in.dims ||
+      static_cast<std::uint64_t>(codesize) !=
+          detail::checked_product(r, in.rows, in.pq.nsubq, "fastText codes"))
+    corrupt(matrix_at, "quantizer of dim " + std::to_string(in.pq.dim) + " with " +
+                           std::to_string(in.pq.nsubq) + " sub-quantizers and " +
+                           std::to_string(codesize) + " codes does not fit a " +
+                           std::to_string(in.rows) + " x " + std::to_string(in.dims) + " matrix");
+  if (in.qnorm) {
+    in.norm_codes = r.bytes(in.rows, "fastText norm codes");
+    const std::uint64_t npq_at = r.absolute_position();
+    in.npq = read_pq(r, "fastText norm quantizer");
+    if (in.npq.dim != 1) corrupt(npq_at, "norm quantizer of dim " + std::to_string(in.npq.dim));
+  }
+  return in;
+}
+
+// The limit on what a quantized or pruned model may expand to.
+constexpr std::uint64_t kMaxExpansion = 256;
+
+void check_expansion(std::uint64_t bytes, std::uint64_t file_size, std::string_view what) {
+  if (bytes / kMaxExpansion > file_size)
+    throw Error(ErrorCode::limit_exceeded, "fastText: " + std::string(what) + " would take " +
+                                               std::to_string(bytes) + " bytes, more than " +
+                                               std::to_string(kMaxExpansion) +
+                                               " times the model file's size");
+}
+
+// Product-quantized storage for the first `rows` rows of a quantized input
+// matrix, exactly: fastText's sub-quantizers of dsub components (the last
+// of lastdsub) become finalfusion sub-quantizers of g = gcd(dsub, lastdsub)
+// components each (one fastText code repeated dsub / g times), and the
+// quantized norms become the storage norms. With `unit`, the storage norms
+// are instead 1 / |centroid concatenation| (rows come out unit length) and
+// `word_norms` receives the norms of the rows fastText reconstructs.
+detail::QuantizedStorage quantized_storage(const InputMatrix& in, std::uint64_t rows, bool unit,
+                                           std::uint64_t file_size,
+                                           std::vector<float>& word_norms) {
+  const ProductQuantizer& pq = in.pq;
+  const std::uint32_t g = std::gcd(pq.dsub, pq.lastdsub);
+  const std::uint32_t M = pq.dim / g;
+  check_expansion(rows * M + static_cast<std::uint64_t>(pq.dim) * ProductQuantizer::kCentroids * 4,
+                  file_size, "the quantized storage");
+  detail::QuantizedStorage q;
+  q.n_subquantizers = M;
+  q.n_centroids = ProductQuantizer::kCentroids;
+  q.dims = pq.dim;
+  q.rows = static_cast<std::size_t>(rows);
+  // Finalfusion sub-quantizer p covers components p*g .. p*g + g: fastText
+  // sub-quantizer p*g / dsub, from component p*g % dsub of its centroids.
+  std::vector<float> centroids(static_cast<std::size_t>(M) * q.n_centroids * g);
+  for (std::uint32_t p = 0; p < M; ++p)
+    for (std::uint32_t k = 0; k < q.n_centroids; ++k)
+      for (std::uint32_t j = 0; j < g; ++j)
+        centroids[(static_cast<std::size_t>(p) * q.n_centroids + k) * g + j] =
+            pq.centroid(p * g / pq.dsub, k, p * g % pq.dsub + j);
+  std::vector<std::uint8_t> codes(static_cast<std::size_t>(rows) * M);
+  for (std::uint64_t r = 0; r < rows; ++r)
+    for (std::uint32_t p = 0; p < M; ++p)
+      codes[r * M + p] = static_cast<std::uint8_t>(in.codes[r * pq.nsubq + p * g / pq.dsub]);
+  q.centroids = detail::SharedArray<float>::owned(std::move(centroids));
+  q.codes = detail::SharedArray<std::uint8_t>::owned(std::move(codes));
+  if (unit || in.qnorm) {
+    std::vector<float> norms(static_cast<std::size_t>(rows));
+    std::vector<float> y(pq.dim);
+    for (std::uint64_t r = 0; r < rows; ++r) {
+      if (!unit) {
+        norms[r] = in.alpha(r);
+        continue;
+      }
+      q.reconstruct_unscaled(static_cast<std::size_t>(r), y.data());
+      float length = 0;
+      for (float v : y) length += v * v;
+      length = std::sqrt(length);
+      norms[r] = length > 0 ? 1.0f / length : 0.0f;
+      word_norms.push_back(std::fabs(in.alpha(r)) * length);
+    }
+    q.norms = detail::SharedArray<float>::owned(std::move(norms));
+  }
+  return q;
 }
 
 }  // namespace
@@ -115,10 +327,11 @@ Embeddings read_fasttext(const Bytes& data, const ConvertOptions& options) {
   if (model_name(a.model).empty())
     corrupt(args_at + 28, "unknown model " + std::to_string(a.model));
   if (a.dim < 0) corrupt(args_at, "negative dimension");
-  if (a.bucket <= 0) unsupported(args_at + 32, "model without n-gram buckets");
-  if (a.minn <= 0 || a.maxn < a.minn)
-    unsupported(args_at + 36, "n-gram lengths minn " + std::to_string(a.minn) + ", maxn " +
-                                  std::to_string(a.maxn) + " (no character n-grams)");
+  if (a.bucket < 0) corrupt(args_at + 32, "negative bucket count");
+  // fastText hashes character n-grams modulo the bucket count.
+  if (a.maxn > 0 && a.bucket == 0)
+    corrupt(args_at + 32,
+            "character n-grams (maxn " + std::to_string(a.maxn) + ") without buckets");
 
   const std::uint64_t dict_at = r.absolute_position();
   const auto size = r.read<std::int32_t>("fastText dictionary size");
@@ -126,69 +339,64 @@ Embeddings read_fasttext(const Bytes& data, const ConvertOptions& options) {
   const auto nlabels = r.read<std::int32_t>("fastText label count");
   r.read<std::int64_t>("fastText token count");
   const auto prune_size = r.read<std::int64_t>("fastText pruned index size");
-  if (nlabels != 0) unsupported(dict_at + 8, "supervised model with labels");
-  if (size < 0 || nwords != size) corrupt(dict_at, "inconsistent dictionary sizes");
-  if (prune_size >= 0) unsupported(dict_at + 20, "pruned (quantized) model");
+  if (size < 0 || nwords < 0 || nlabels < 0 || static_cast<std::int64_t>(nwords) + nlabels != size)
+    corrupt(dict_at, "inconsistent dictionary sizes (" + std::to_string(size) + " entries, " +
+                         std::to_string(nwords) + " words, " + std::to_string(nlabels) +
+                         " labels)");
   // Each entry takes at least '\0' + i64 count + i8 type.
   if (static_cast<std::uint64_t>(size) > r.remaining() / 10)
     corrupt(dict_at, "dictionary of " + std::to_string(size) + " words exceeds the file");
 
+  // Words first (type 0), then labels (type 1): fastText sorts them so.
+  detail::WordDecoder decoder(options);
   std::vector<std::string> raw_words;
   std::vector<std::string> words;
-  raw_words.reserve(static_cast<std::size_t>(size));
-  words.reserve(static_cast<std::size_t>(size));
+  raw_words.reserve(static_cast<std::size_t>(nwords));
+  words.reserve(static_cast<std::size_t>(nwords));
   for (std::int32_t i = 0; i < size; ++i) {
     const std::uint64_t at = r.absolute_position();
     const auto rest = r.all().subspan(r.position());
-    const void* nul = std::memchr(rest.data(), 0, rest.size());
+    const void* nul = rest.empty() ? nullptr : std::memchr(rest.data(), 0, rest.size());
     if (!nul) corrupt(at, "unterminated word");
     const auto length = static_cast<std::size_t>(static_cast<const std::byte*>(nul) - rest.data());
     auto raw = r.string(length, "fastText word");
     r.skip(1, "fastText word");
     r.read<std::int64_t>("fastText word count");
     const std::uint64_t type_at = r.absolute_position();
-    if (r.read<std::int8_t>("fastText entry type") != 0) unsupported(type_at, "label entry");
-    words.push_back(detail::decode_token(raw, options.utf8, "fastText word " + std::to_string(i),
-                                         ErrorContext{.offset = at}));
+    const auto type = r.read<std::int8_t>("fastText entry type");
+    if (type != (i < nwords ? 0 : 1))
+      corrupt(type_at, "entry " + std::to_string(i) + " has type " + std::to_string(type) +
+                           ", expected " + (i < nwords ? "0 (word)" : "1 (label)"));
+    if (i >= nwords) continue;  // labels have no input rows
+    words.push_back(
+        decoder.decode(raw, "fastText word " + std::to_string(i), ErrorContext{.offset = at}));
     raw_words.emplace_back(raw);
   }
-
-  const std::uint64_t quant_at = r.absolute_position();
-  if (r.read<std::uint8_t>("fastText quantization flag") != 0)
-    unsupported(quant_at, "quantized input matrix");
-  const std::uint64_t matrix_at = r.absolute_position();
-  const auto m = r.read<std::int64_t>("fastText matrix rows");
-  const auto n = r.read<std::int64_t>("fastText matrix columns");
-  const std::uint64_t expected_rows =
-      static_cast<std::uint64_t>(size) + static_cast<std::uint64_t>(a.bucket);
-  if (m < 0 || static_cast<std::uint64_t>(m) != expected_rows || n != a.dim)
-    corrupt(matrix_at, "input matrix is " + std::to_string(m) + " x " + std::to_string(n) +
-                           ", expected " + std::to_string(expected_rows) + " x " +
-                           std::to_string(a.dim));
-  const std::uint64_t bytes = detail::checked_product(
-      r, static_cast<std::uint64_t>(m) * static_cast<std::uint64_t>(n), 4, "fastText input matrix");
-  if (bytes > r.remaining())
-    corrupt(matrix_at, "input matrix needs " + std::to_string(bytes) + " bytes, " +
-                           std::to_string(r.remaining()) + " left");
-  const std::size_t rows = static_cast<std::size_t>(m), dims = static_cast<std::size_t>(n);
-  std::vector<float> input(rows * dims);
-  auto values = r.bytes(bytes, "fastText input matrix");
-  if (bytes) std::memcpy(input.data(), values.data(), bytes);
-
-  // Word vectors as fastText computes them: the mean of the rows.
-  std::vector<float> matrix = input;
-  std::vector<std::uint64_t> word_rows;
-  for (std::size_t i = 0; i < raw_words.size(); ++i) {
-    fasttext_word_rows(raw_words[i], i, a, static_cast<std::uint64_t>(size), word_rows);
-    float* out = matrix.data() + i * dims;
-    std::fill(out, out + dims, 0.0f);
-    for (auto row : word_rows) {
-      const float* src = input.data() + row * dims;
-      for (std::size_t t = 0; t < dims; ++t) out[t] += src[t];
+  // Quantized models pruned with -cutoff keep some n-gram buckets, each
+  // mapped to a row after the words.
+  BucketMap buckets;
+  if (prune_size >= 0) {
+    const std::uint64_t at = r.absolute_position();
+    buckets.pruned = true;
+    if (static_cast<std::uint64_t>(prune_size) > r.remaining() / 8)
+      corrupt(dict_at + 20,
+              "pruning table of " + std::to_string(prune_size) + " entries exceeds the file");
+    for (std::int64_t i = 0; i < prune_size; ++i) {
+      const auto bucket = r.read<std::int32_t>("fastText pruned bucket");
+      const auto row = r.read<std::int32_t>("fastText pruned row");
+      if (bucket < 0 || bucket >= a.bucket || row < 0 || row >= prune_size)
+        corrupt(at + 8 * static_cast<std::uint64_t>(i),
+                "pruning table maps bucket " + std::to_string(bucket) + " to row " +
+                    std::to_string(row) + " (" + std::to_string(a.bucket) + " buckets, " +
+                    std::to_string(prune_size) + " kept)");
+      buckets.kept[static_cast<std::uint32_t>(bucket)] = static_cast<std::uint32_t>(row);
     }
-    const float scale = 1.0f / static_cast<float>(word_rows.size());
-    for (std::size_t t = 0; t < dims; ++t) out[t] *= scale;
   }
+  const std::uint64_t word_count = static_cast<std::uint64_t>(nwords);
+  const std::uint64_t ngram_rows = buckets.pruned ? static_cast<std::uint64_t>(prune_size)
+                                                  : static_cast<std::uint64_t>(a.bucket);
+  const InputMatrix in = read_input_matrix(r, a, word_count + ngram_rows);
+  decoder.finish(words, "fastText dictionary", ErrorContext{.offset = dict_at});
 
   std::vector<std::string> keys = {"dims",
                                    "window_size",
@@ -216,16 +424,77 @@ Embeddings read_fasttext(const Bytes& data, const ConvertOptions& options) {
                                             MetadataValue::integer(a.maxn),
                                             MetadataValue::integer(a.lr_update_rate),
                                             MetadataValue::floating(a.t)};
-  auto metadata =
-      Metadata::from_table(MetadataValue::table(std::move(keys), std::move(values_meta)));
+  if (nlabels > 0) {
+    keys.emplace_back("labels");
+    values_meta.push_back(MetadataValue::integer(nlabels));
+  }
+  if (in.quantized) {
+    keys.emplace_back("quantized");
+    values_meta.push_back(MetadataValue::boolean(true));
+  }
+  if (buckets.pruned) {
+    keys.emplace_back("kept_buckets");
+    values_meta.push_back(MetadataValue::integer(prune_size));
+  }
+  auto metadata = decoder.mark(
+      Metadata::from_table(MetadataValue::table(std::move(keys), std::move(values_meta))));
+  const std::size_t dims = in.dims;
+
+  // Without character n-grams a word's vector is its own row: a simple
+  // vocabulary over the word rows, quantized storage kept as it is.
+  const bool char_ngrams = a.maxn > 0 && a.bucket > 0 && a.maxn >= std::max(a.minn, 1) &&
+                           !(buckets.pruned && prune_size == 0);
+  if (!char_ngrams) {
+    Vocab vocab(detail::make_simple_vocab(
+        std::move(words), detail::Failure{ErrorCode::corrupt, {.offset = dict_at}}));
+    if (!in.quantized) {
+      std::vector<float> matrix(in.dense.begin(),
+                                in.dense.begin() + static_cast<std::ptrdiff_t>(word_count * dims));
+      std::optional<std::vector<float>> norms;
+      if (options.normalize) norms = detail::normalize_rows(matrix, word_count, dims);
+      return Embeddings::from_matrix(std::move(vocab), std::move(matrix), dims, std::move(norms),
+                                     std::move(metadata));
+    }
+    auto state = std::make_shared<detail::EmbeddingsState>();
+    state->vocab = std::move(vocab);
+    state->metadata = std::move(metadata);
+    std::vector<float> word_norms;
+    state->storage.quantized = true;
+    state->storage.pq =
+        quantized_storage(in, word_count, options.normalize, data.size(), word_norms);
+    if (options.normalize) {
+      state->norms = detail::SharedArray<float>::owned(std::move(word_norms));
+      state->has_norms = true;
+    }
+    detail::check_consistency(*state, detail::Failure{ErrorCode::corrupt, {.offset = dict_at}});
+    return Embeddings(std::move(state));
+  }
+
+  // With character n-grams: a fastText vocabulary over a dense matrix of the
+  // word vectors (the mean of their rows, as fastText computes them) and
+  // all n-gram buckets (pruned buckets are zero rows: they add nothing).
+  const std::uint64_t out_rows = word_count + static_cast<std::uint64_t>(a.bucket);
+  const std::uint64_t out_bytes = detail::checked_product(r, out_rows * dims, 4, "fastText matrix");
+  if (in.quantized || buckets.pruned) check_expansion(out_bytes, data.size(), "the dense matrix");
+  std::vector<float> matrix(static_cast<std::size_t>(out_rows * dims), 0.0f);
+  std::vector<std::uint64_t> word_rows;
+  for (std::size_t i = 0; i < raw_words.size(); ++i) {
+    fasttext_word_rows(raw_words[i], i, a, buckets, word_count, word_rows);
+    float* out = matrix.data() + i * dims;
+    for (auto row : word_rows) in.add_row(row, out);
+    const float scale = 1.0f / static_cast<float>(word_rows.size());
+    for (std::size_t t = 0; t < dims; ++t) out[t] *= scale;
+  }
+  for (std::uint32_t b = 0; b < static_cast<std::uint32_t>(a.bucket); ++b)
+    if (auto row = buckets(b))
+      in.add_row(word_count + *row, matrix.data() + (word_count + b) * dims);
 
   Vocab vocab(detail::make_fasttext_vocab(
-      std::move(words), static_cast<std::uint32_t>(a.minn), static_cast<std::uint32_t>(a.maxn),
-      static_cast<std::uint32_t>(a.bucket),
+      std::move(words), static_cast<std::uint32_t>(std::max(a.minn, 1)),
+      static_cast<std::uint32_t>(a.maxn), static_cast<std::uint32_t>(a.bucket),
       detail::Failure{ErrorCode::corrupt, {.offset = dict_at}}));
   std::optional<std::vector<float>> norms;
-  if (options.normalize)
-    norms = detail::normalize_rows(matrix, static_cast<std::size_t>(size), dims);
+  if (options.normalize) norms = detail::normalize_rows(matrix, word_count, dims);
   return Embeddings::from_matrix(std::move(vocab), std::move(matrix), dims, std::move(norms),
                                  std::move(metadata));
 }

@@ -40,9 +40,9 @@ Embeddings read_floret_text(const Bytes& data) {
   if (dims == 0) fail_line(1, "at least 1 dimension expected");
   if (numbers[2] > UINT32_MAX || numbers[3] > UINT32_MAX || numbers[4] > UINT32_MAX)
     fail_line(1, "n-gram lengths or hash count out of range");
-  std::string bow = detail::decode_token(fields[6], Utf8Policy::strict, "floret bow", {.line = 1});
-  std::string eow = detail::decode_token(detail::trim_ascii(fields[7]), Utf8Policy::strict,
-                                         "floret eow", {.line = 1});
+  detail::WordDecoder markers(ConvertOptions{});  // strict
+  std::string bow = markers.decode(fields[6], "floret bow", {.line = 1});
+  std::string eow = markers.decode(detail::trim_ascii(fields[7]), "floret eow", {.line = 1});
   Vocab vocab(detail::make_floret_vocab(
       static_cast<std::uint32_t>(numbers[2]), static_cast<std::uint32_t>(numbers[3]), buckets,
       static_cast<std::uint32_t>(numbers[4]), static_cast<std::uint32_t>(numbers[5]),

@@ -1,6 +1,9 @@
 // Format names, and loading/storing files in any format.
+#include <cctype>
 #include <fstream>
 
+#include "core/utf8.hpp"
+#include "finalfusion/convert/convert_util.hpp"
 #include "finalfusion/embeddings_state.hpp"
 #include "io/durable_file.hpp"
 #include "io/mapped_file.hpp"
@@ -34,6 +37,79 @@ std::string_view to_string(Format format) noexcept {
       return "floret";
   }
   return "unknown";
+}
+
+std::optional<Utf8Policy> parse_utf8_policy(std::string_view name) noexcept {
+  if (name == "strict") return Utf8Policy::strict;
+  if (name == "lossy") return Utf8Policy::lossy;
+  if (name == "escape") return Utf8Policy::escape;
+  return std::nullopt;
+}
+
+std::string_view to_string(Utf8Policy policy) noexcept {
+  switch (policy) {
+    case Utf8Policy::strict:
+      return "strict";
+    case Utf8Policy::lossy:
+      return "lossy";
+    case Utf8Policy::escape:
+      return "escape";
+  }
+  return "unknown";
+}
+
+bool words_escaped(const Embeddings& embeddings) noexcept {
+  if (!embeddings.metadata()) return false;
+  const MetadataValue* v = embeddings.metadata()->find(kWordEscapeKey);
+  return v && v->as_string() && *v->as_string() == kWordEscapeValue;
+}
+
+std::string original_word(const Embeddings& embeddings, std::string_view word) {
+  if (!words_escaped(embeddings)) return std::string(word);
+  auto bytes = modelzip::detail::utf8_unescape(word);
+  if (!bytes)
+    throw Error(ErrorCode::corrupt, "word '" + std::string(word.substr(0, 64)) +
+                                        "' is not in the escaped form its metadata (" +
+                                        std::string(kWordEscapeKey) + ") announces");
+  return std::move(*bytes);
+}
+
+namespace {
+std::string lower_extension(const std::filesystem::path& path) {
+  std::string ext = path.extension().string();
+  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return ext;
+}
+}  // namespace
+
+std::optional<Format> detect_format(const std::filesystem::path& path,
+                                    std::string_view head) noexcept {
+  if (head.starts_with("FiFu")) return Format::finalfusion;
+  if (head.starts_with(std::string_view("\xBA\x16\x4F\x2F", 4))) return Format::fasttext;
+  const std::string ext = lower_extension(path);
+  if (ext == ".ftz") return Format::fasttext;
+  if (ext == ".bin") return Format::word2vec_binary;
+  if (ext == ".txt" || ext == ".vec" || ext == ".w2v") {
+    const std::string_view first = head.substr(0, head.find('\n'));
+    const auto space = first.find(' ');
+    auto digits = [](std::string_view s) {
+      s = detail::trim_ascii(s);
+      return !s.empty() && s.find_first_not_of("0123456789") == std::string_view::npos;
+    };
+    const bool dims_line = space != std::string_view::npos && digits(first.substr(0, space)) &&
+                           digits(first.substr(space + 1));
+    return dims_line ? Format::text_dims : Format::text;
+  }
+  return std::nullopt;
+}
+
+std::optional<Format> format_for_extension(const std::filesystem::path& path) noexcept {
+  const std::string ext = lower_extension(path);
+  if (ext == ".fifu") return Format::finalfusion;
+  if (ext == ".bin") return Format::word2vec_binary;
+  if (ext == ".txt") return Format::text;
+  if (ext == ".vec") return Format::text_dims;
+  return std::nullopt;
 }
 
 Embeddings load(const std::filesystem::path& path, Format format, const ConvertOptions& options) {

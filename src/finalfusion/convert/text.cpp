@@ -2,7 +2,6 @@
 // ASCII whitespace; optionally preceded by a "rows dims" line.
 #include <ostream>
 
-#include "core/utf8.hpp"
 #include "finalfusion/convert/convert_util.hpp"
 #include "finalfusion/embeddings_state.hpp"
 
@@ -42,16 +41,17 @@ class Lines {
 
 // Reads word lines into words/matrix. `dims` is fixed when known, else set
 // by the first line.
-void read_lines(Lines& lines, const ConvertOptions& options, std::optional<std::size_t>& dims,
+void read_lines(Lines& lines, detail::WordDecoder& decoder, std::optional<std::size_t>& dims,
                 std::vector<std::string>& words, std::vector<float>& matrix) {
   std::string_view raw;
   while (lines.next(raw)) {
     const std::uint64_t number = lines.number();
-    // Decode (copy) only lines that are not valid UTF-8 already.
+    // Decode (copy) only lines that need it (the numbers are ASCII: only
+    // the word changes).
     std::string decoded;
     std::string_view line = raw;
-    if (!modelzip::detail::utf8_valid(raw)) {
-      decoded = detail::decode_token(raw, options.utf8, "line", ErrorContext{.line = number});
+    if (decoder.needs_decoding(raw)) {
+      decoded = decoder.decode(raw, "line", ErrorContext{.line = number});
       line = decoded;
     }
     std::string_view rest = line;
@@ -90,9 +90,10 @@ Embeddings read_text(const Bytes& data, const ConvertOptions& options) {
   std::optional<std::size_t> dims;
   std::vector<std::string> words;
   std::vector<float> matrix;
-  read_lines(lines, options, dims, words, matrix);
+  detail::WordDecoder decoder(options);
+  read_lines(lines, decoder, dims, words, matrix);
   if (words.empty()) throw Error(ErrorCode::corrupt, "text embeddings without any word");
-  return detail::simple_embeddings(std::move(words), std::move(matrix), *dims, options.normalize,
+  return detail::simple_embeddings(std::move(words), std::move(matrix), *dims, options, decoder,
                                    "text embeddings");
 }
 
@@ -116,11 +117,12 @@ Embeddings read_text_dims(const Bytes& data, const ConvertOptions& options) {
   std::vector<std::string> words;
   words.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(*rows, lines.remaining() / 2)));
   std::vector<float> matrix;
-  read_lines(lines, options, dims, words, matrix);
+  detail::WordDecoder decoder(options);
+  read_lines(lines, decoder, dims, words, matrix);
   if (words.size() != *rows)
     fail_line(lines.number(), "header declares " + std::to_string(*rows) + " words, the file has " +
                                   std::to_string(words.size()));
-  return detail::simple_embeddings(std::move(words), std::move(matrix), *dims, options.normalize,
+  return detail::simple_embeddings(std::move(words), std::move(matrix), *dims, options, decoder,
                                    "text embeddings");
 }
 

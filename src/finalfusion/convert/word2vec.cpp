@@ -56,17 +56,18 @@ Embeddings read_word2vec_binary(const Bytes& data, const ConvertOptions& options
   std::vector<std::string> words;
   words.reserve(static_cast<std::size_t>(rows));
   std::vector<float> matrix(static_cast<std::size_t>(rows * dims));
+  detail::WordDecoder decoder(options);
   for (std::uint64_t r = 0; r < rows; ++r) {
     const std::uint64_t at = reader.absolute_position();
     auto raw = read_until(reader, ' ', "word2vec word");
-    auto word = detail::decode_token(raw, options.utf8, "word2vec word " + std::to_string(r),
-                                     ErrorContext{.offset = at});
+    auto word =
+        decoder.decode(raw, "word2vec word " + std::to_string(r), ErrorContext{.offset = at});
     words.emplace_back(detail::trim_unicode(word));
     auto values = reader.bytes(dims * 4, "word2vec vector");
     if (dims) std::memcpy(matrix.data() + r * dims, values.data(), dims * 4);
   }
   return detail::simple_embeddings(std::move(words), std::move(matrix),
-                                   static_cast<std::size_t>(dims), options.normalize, "word2vec");
+                                   static_cast<std::size_t>(dims), options, decoder, "word2vec");
 }
 
 namespace detail {
@@ -78,11 +79,12 @@ void for_each_word_row(const Embeddings& e, bool unnormalize, F&& fn) {
   std::vector<float> row(d);
   const auto words = e.vocab().words();
   const auto norms = e.norms();
+  const bool escaped = words_escaped(e);
   for (std::size_t i = 0; i < words.size(); ++i) {
     e.row(i, row);
     if (unnormalize && !norms.empty())
       for (auto& v : row) v *= norms[i];
-    fn(words[i], row.data());
+    fn(escaped ? original_word(e, words[i]) : words[i], row.data());
   }
 }
 

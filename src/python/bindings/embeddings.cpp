@@ -92,21 +92,49 @@ Embeddings are immutable and safe to share between threads.)");
           py::arg("data"), "Parses a complete finalfusion file held in `data` (copied).")
       .def_static(
           "load",
-          [](const py::object& path, const std::string& format, bool normalize, bool lossy) {
+          [](const py::object& path, const std::string& format, bool normalize, bool lossy,
+             const std::optional<std::string>& utf8) {
             std::filesystem::path p = to_path(path);
             finalfusion::ConvertOptions options;
             options.normalize = normalize;
             options.utf8 = lossy ? finalfusion::Utf8Policy::lossy : finalfusion::Utf8Policy::strict;
+            if (utf8) {
+              auto policy = finalfusion::parse_utf8_policy(*utf8);
+              if (!policy)
+                throw py::value_error("unknown utf8 policy '" + *utf8 +
+                                      "' (known: strict, lossy, escape)");
+              if (lossy && *policy != finalfusion::Utf8Policy::lossy)
+                throw py::value_error("lossy=True contradicts utf8='" + *utf8 + "'");
+              options.utf8 = *policy;
+            }
+            finalfusion::ConvertReport report;
+            options.report = &report;
             finalfusion::Format f = format_named(format);
-            py::gil_scoped_release release;
-            return finalfusion::load(p, f, options);
+            std::optional<Embeddings> result;
+            {
+              py::gil_scoped_release release;
+              result.emplace(finalfusion::load(p, f, options));
+            }
+            if (report.words_replaced > 0) {
+              const std::string message =
+                  std::to_string(report.words_replaced) +
+                  " word(s) had invalid UTF-8 replaced by U+FFFD (lossy policy)";
+              if (PyErr_WarnEx(PyExc_UnicodeWarning, message.c_str(), 1) != 0)
+                throw py::error_already_set();
+            }
+            return std::move(*result);
           },
           py::arg("path"), py::arg("format") = "finalfusion", py::kw_only(),
-          py::arg("normalize") = true, py::arg("lossy") = false,
+          py::arg("normalize") = true, py::arg("lossy") = false, py::arg("utf8") = py::none(),
           R"(Reads embeddings in `format`: "finalfusion", "word2vec" (binary),
-"text" (GloVe), "textdims" (word2vec text), "fasttext" (.bin) or "floret" (text).
+"text" (GloVe), "textdims" (word2vec text), "fasttext" (.bin or quantized .ftz)
+or "floret" (text).
 normalize: store unit rows and keep the norms (as finalfusion does).
-lossy: replace invalid UTF-8 in words by U+FFFD instead of failing.)")
+utf8: how words that are not valid UTF-8 are handled: "strict" (the default,
+an error), "lossy" (invalid bytes become U+FFFD; a UnicodeWarning says how
+many words changed) or "escape" (reversibly: \\ for a backslash, \xNN for an
+invalid byte; save() writes the original bytes back).
+lossy: the same as utf8="lossy".)")
       .def_static(
           "from_matrix",
           [](std::vector<std::string> words,

@@ -321,13 +321,17 @@ class Embeddings:
         """Parses a complete finalfusion file held in ``data`` (copied)."""
     @staticmethod
     def load(path: PathLike, format: str = "finalfusion", *, normalize: bool = True,
-             lossy: bool = False) -> Embeddings:
+             lossy: bool = False, utf8: Optional[str] = None) -> Embeddings:
         """Reads embeddings in ``format``.
 
         Formats: "finalfusion", "word2vec" (binary), "text" (GloVe), "textdims"
-        (word2vec text), "fasttext" (.bin) or "floret" (text).
+        (word2vec text), "fasttext" (.bin or quantized .ftz) or "floret" (text).
         normalize: store unit rows and keep the norms (as finalfusion does).
-        lossy: replace invalid UTF-8 in words by U+FFFD instead of failing.
+        utf8: words that are not valid UTF-8: "strict" (default: an error),
+        "lossy" (invalid bytes become U+FFFD; a UnicodeWarning gives the count)
+        or "escape" (reversible: ``\\\\`` for a backslash, ``\\xNN`` for an
+        invalid byte; save() restores the original bytes).
+        lossy: the same as utf8="lossy".
         """
     @staticmethod
     def from_matrix(words: list[str], matrix: Any, norms: Optional[list[float]] = None) -> Embeddings:

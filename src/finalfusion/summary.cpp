@@ -1,0 +1,131 @@
+// summarize(): the vocabulary, storage and norms of a .fifu file from the
+// fixed-size fields at the start of each chunk (schemas/FINALFUSION.md
+// sections 1 to 6), skipping everything else by the chunk lengths.
+#include "finalfusion/chunk_io.hpp"
+#include "modelzip/finalfusion.hpp"
+
+namespace modelzip::finalfusion {
+
+using modelzip::detail::ByteReader;
+
+FileSummary summarize(const Bytes& file) {
+  ByteReader reader(file.span());
+  detail::read_header(reader);
+  FileSummary s;
+  bool have_vocab = false, have_storage = false;
+  std::uint64_t explicit_rows = 0;
+  while (!reader.at_end()) {
+    const detail::ChunkFrame frame = detail::read_chunk_frame(reader);
+    ByteReader body(reader.bytes(frame.body_length, "chunk body"), frame.body_offset);
+    using detail::ChunkId;
+    switch (frame.id) {
+      case ChunkId::simple_vocab:
+        s.vocab = VocabKind::simple;
+        s.words = body.read<std::uint64_t>("words_len");
+        have_vocab = true;
+        break;
+      case ChunkId::bucket_subword_vocab:
+      case ChunkId::fasttext_subword_vocab: {
+        const bool finalfusion_buckets = frame.id == ChunkId::bucket_subword_vocab;
+        s.vocab = finalfusion_buckets ? VocabKind::bucket_subwords : VocabKind::fasttext_subwords;
+        s.words = body.read<std::uint64_t>("words_len");
+        s.min_n = body.read<std::uint32_t>("min_n");
+        s.max_n = body.read<std::uint32_t>("max_n");
+        const auto buckets = body.read<std::uint32_t>("buckets");
+        s.subword_rows =
+            finalfusion_buckets ? (buckets < 64 ? std::uint64_t{1} << buckets : 0) : buckets;
+        have_vocab = true;
+        break;
+      }
+      case ChunkId::explicit_subword_vocab:
+        s.vocab = VocabKind::explicit_ngrams;
+        s.words = body.read<std::uint64_t>("words_len");
+        body.read<std::uint64_t>("ngrams_len");
+        s.min_n = body.read<std::uint32_t>("min_n");
+        s.max_n = body.read<std::uint32_t>("max_n");
+        explicit_rows = 1;  // the distinct indices: from the storage below
+        have_vocab = true;
+        break;
+      case ChunkId::floret_subword_vocab:
+        s.vocab = VocabKind::floret;
+        s.words = 0;
+        s.min_n = body.read<std::uint32_t>("min_n");
+        s.max_n = body.read<std::uint32_t>("max_n");
+        s.subword_rows = body.read<std::uint64_t>("n_buckets");
+        have_vocab = true;
+        break;
+      case ChunkId::ndarray:
+        s.rows = body.read<std::uint64_t>("rows");
+        s.dims = body.read<std::uint32_t>("cols");
+        have_storage = true;
+        break;
+      case ChunkId::quantized_array: {
+        QuantizerInfo q{};
+        q.has_projection = body.read<std::uint32_t>("projection") != 0;
+        q.has_norms = body.read<std::uint32_t>("norms") != 0;
+        q.n_subquantizers = body.read<std::uint32_t>("quantized_len");
+        q.dims = body.read<std::uint32_t>("reconstructed_len");
+        q.n_centroids = body.read<std::uint32_t>("n_centroids");
+        s.rows = body.read<std::uint64_t>("rows");
+        s.dims = q.dims;
+        s.quantizer = q;
+        have_storage = true;
+        break;
+      }
+      case ChunkId::ndnorms:
+        s.norms = true;
+        break;
+      case ChunkId::metadata:
+        s.metadata = true;
+        break;
+      case ChunkId::header:
+        break;
+    }
+  }
+  if (!have_vocab || !have_storage)
+    throw Error(ErrorCode::corrupt,
+                std::string("finalfusion file without ") + (have_vocab ? "storage" : "vocabulary") +
+                    " chunk",
+                ErrorContext{.offset = file.size()});
+  if (explicit_rows) s.subword_rows = s.rows >= s.words ? s.rows - s.words : 0;
+  return s;
+}
+
+std::string summary_text(const FileSummary& s) {
+  std::string t(to_string(s.vocab));
+  if (s.vocab != VocabKind::floret) t += " " + std::to_string(s.words) + " words";
+  if (s.vocab != VocabKind::simple) {
+    t += (s.vocab == VocabKind::floret ? " " : " + ") + std::to_string(s.subword_rows) +
+         (s.vocab == VocabKind::explicit_ngrams ? " n-gram rows" : " buckets");
+    t += " (n " + std::to_string(s.min_n) + "-" + std::to_string(s.max_n) + ")";
+  }
+  t += "; " + std::to_string(s.dims) + " dims, ";
+  if (s.quantizer)
+    t += "quantized (" + std::to_string(s.quantizer->n_subquantizers) + " x " +
+         std::to_string(s.quantizer->n_centroids) + ")";
+  else
+    t += "array";
+  t += s.norms ? ", norms" : ", no norms";
+  return t;
+}
+
+std::string summary_json(const FileSummary& s) {
+  auto boolean = [](bool b) { return b ? std::string("true") : std::string("false"); };
+  std::string j =
+      "{\"vocab\": \"" + std::string(to_string(s.vocab)) +
+      "\", \"words\": " + std::to_string(s.words) +
+      ", \"subword_rows\": " + std::to_string(s.subword_rows) +
+      ", \"min_n\": " + std::to_string(s.min_n) + ", \"max_n\": " + std::to_string(s.max_n) +
+      ", \"rows\": " + std::to_string(s.rows) + ", \"dims\": " + std::to_string(s.dims) +
+      ", \"storage\": \"" + (s.quantizer ? "quantized" : "array") + "\", \"quantizer\": ";
+  if (s.quantizer)
+    j += "{\"subquantizers\": " + std::to_string(s.quantizer->n_subquantizers) +
+         ", \"centroids\": " + std::to_string(s.quantizer->n_centroids) +
+         ", \"projection\": " + boolean(s.quantizer->has_projection) +
+         ", \"norms\": " + boolean(s.quantizer->has_norms) + "}";
+  else
+    j += "null";
+  return j + ", \"norms\": " + boolean(s.norms) + ", \"metadata\": " + boolean(s.metadata) + "}";
+}
+
+}  // namespace modelzip::finalfusion
