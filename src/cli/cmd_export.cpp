@@ -104,7 +104,7 @@ int run(const std::vector<std::string>& argv) {
 
 extern const Command kExportCommand{
     "export", "Write parameters of a tag to safetensors, npz, npy, BTF or an embedding file",
-    "modelzip export ARCHIVE [PARAM...] [--tag T] [--format F] [--normalized] OUT",
+    "modelzip export ARCHIVE [PARAM...] [--tag T] [--format F] OUT",
     "Without PARAM, every tensor parameter of the tag. The format defaults to OUT's\n"
     "extension: .safetensors (sorted, no gaps, header padded to 8), .npz, .npy (one\n"
     "tensor), .btf (TFRT binary tensors, dense and COO). An embedding parameter is\n"
@@ -114,6 +114,10 @@ extern const Command kExportCommand{
     "textdims, floret. Word rows are multiplied by the stored norms, so the vectors\n"
     "come out as the imported file had them; --normalized writes unit rows instead.\n"
     "Words imported with --utf8 escape are written as their original bytes.\n"
+    "Options:\n"
+    "  --tag T         the tag (default: the newest)\n"
+    "  --format F      the output format when OUT's extension does not tell\n"
+    "  --normalized    embeddings to word2vec or text: unit rows, not the original vectors\n"
     "Data is CRC-checked on the way out; files are replaced atomically.\n"
     "\nExamples:\n  modelzip export model.zip --tag step-100 weights.safetensors\n"
     "  modelzip export model.zip fc.weight fc.bias small.npz\n"

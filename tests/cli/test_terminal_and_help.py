@@ -141,8 +141,7 @@ def test_man_page_from_the_build_tree_is_valid_roff():
     page = run("--man").stdout.decode()
     assert page.startswith(".TH MODELZIP 1 ")
     # Hyphens are escaped (real minus signs), no raw request-looking text lines.
-    assert ("\n.B modelzip export ARCHIVE [PARAM...] [\\-\\-tag T] [\\-\\-format F] "
-            "[\\-\\-normalized] OUT\n") in page
+    assert "\n.B modelzip export ARCHIVE [PARAM...] [\\-\\-tag T] [\\-\\-format F] OUT\n" in page
     for line in page.splitlines():
         if line.startswith("."):
             assert re.match(r"\.(TH|SH|SS|B|I|BR|RI|TP|PP|RS|RE|nf|fi|br)( |$)", line), line
