@@ -32,15 +32,9 @@ extern const Command kAnalogyCommand{
     "modelzip analogy (ARCHIVE PARAM | FILE) A B C [-k N] [--tag T] [--format F] [--utf8 P] "
     "[--json]",
     "Ranks words by cosine similarity to B - A + C; the three query words are\n"
-    "excluded.\n"
-    "FILE: a standalone .fifu, fastText .bin/.ftz, word2vec .bin or text .txt/.vec\n"
-    "file; other than .fifu it is converted in memory as import converts it (import it\n"
-    "once to query it often).\n"
+    "excluded.\n" MODELZIP_EMBEDDING_SOURCE_HELP
     "Options:\n"
-    "  -k N        how many (default 10)\n"
-    "  --tag T     the tag (default: the newest)\n"
-    "  --format F  FILE's embedding format when content and extension do not tell\n"
-    "  --utf8 P    strict (default), lossy or escape: invalid UTF-8 in a converted FILE\n"
+    "  -k N        how many (default 10)\n" MODELZIP_EMBEDDING_SOURCE_OPTIONS
     "  --json      a list of {\"word\", \"similarity\"}, best first\n"
     "\nExample:\n  modelzip analogy model.zip words berlin germany paris\n",
     run};

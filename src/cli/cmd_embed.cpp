@@ -52,14 +52,8 @@ extern const Command kEmbedCommand{
     "modelzip embed (ARCHIVE PARAM | FILE) WORD... [--tag T] [--format F] [--utf8 P] [--json]",
     "Known words get their row; unknown words the normalized sum of their subword\n"
     "n-gram rows when the vocabulary has subwords. Text output: one line per word,\n"
-    "the word then its components; exit status 1 if a word has no embedding.\n"
-    "FILE: a standalone .fifu, fastText .bin/.ftz, word2vec .bin or text .txt/.vec\n"
-    "file; other than .fifu it is converted in memory as import converts it (import it\n"
-    "once to query it often).\n"
-    "Options:\n"
-    "  --tag T     the tag (default: the newest)\n"
-    "  --format F  FILE's embedding format when content and extension do not tell\n"
-    "  --utf8 P    strict (default), lossy or escape: invalid UTF-8 in a converted FILE\n"
+    "the word then its components; exit status 1 if a word has no "
+    "embedding.\n" MODELZIP_EMBEDDING_SOURCE_HELP "Options:\n" MODELZIP_EMBEDDING_SOURCE_OPTIONS
     "  --json      an object: word -> list of floats, or null when there is none\n"
     "\nExamples:\n  modelzip embed model.zip words berlin paris\n"
     "  modelzip embed vectors.fifu berlin --json\n",

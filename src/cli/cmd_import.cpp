@@ -3,6 +3,7 @@
 
 #include "cli/args.hpp"
 #include "cli/command.hpp"
+#include "cli/embedding_source.hpp"
 #include "cli/progress_bar.hpp"
 #include "io/mapped_file.hpp"
 #include "modelzip/convert.hpp"
@@ -40,14 +41,6 @@ finalfusion::Format embedding_format(const fs::path& path, const Bytes& data,
               "cannot tell the format of '" + path.string() +
                   "' (tensors: .npy .npz .safetensors .btf; embeddings: .fifu .bin .ftz .txt "
                   ".vec, or --format)");
-}
-
-// The --utf8 policy (strict by default).
-finalfusion::Utf8Policy utf8_policy(const Args& args) {
-  const std::string name = args.value_or("--utf8", "strict");
-  auto policy = finalfusion::parse_utf8_policy(name);
-  if (!policy) throw UsageError("unknown --utf8 policy '" + name + "' (strict, lossy, escape)");
-  return *policy;
 }
 
 int run(const std::vector<std::string>& argv) {
@@ -93,13 +86,7 @@ int run(const std::vector<std::string>& argv) {
       fifu = finalfusion::load(file, format,
                                finalfusion::ConvertOptions{.utf8 = utf8, .report = &report})
                  .to_bytes();
-      if (report.words_replaced)
-        std::cerr << file.string() << ": " << report.words_replaced
-                  << " word(s) had invalid UTF-8 replaced by U+FFFD (--utf8 lossy)\n";
-      if (report.words_escaped)
-        std::cerr << file.string() << ": " << report.words_escaped
-                  << " word(s) stored in the escaped form (--utf8 escape: \\\\ and \\xNN; "
-                     "export restores the original bytes)\n";
+      report_conversion(file.string(), report);
     }
     keep_alive.push_back(fifu);
     contents.add_embedding(args.value_or("--name", file.stem().string()), fifu);

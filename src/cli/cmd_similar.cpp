@@ -42,15 +42,9 @@ extern const Command kSimilarCommand{
     "similar", "Nearest neighbours of a word by cosine similarity",
     "modelzip similar (ARCHIVE PARAM | FILE) WORD [-k N] [--tag T] [--format F] [--utf8 P] "
     "[--json]",
-    "The query word itself is excluded.\n"
-    "FILE: a standalone .fifu, fastText .bin/.ftz, word2vec .bin or text .txt/.vec\n"
-    "file; other than .fifu it is converted in memory as import converts it (import it\n"
-    "once to query it often).\n"
+    "The query word itself is excluded.\n" MODELZIP_EMBEDDING_SOURCE_HELP
     "Options:\n"
-    "  -k N        how many (default 10)\n"
-    "  --tag T     the tag (default: the newest)\n"
-    "  --format F  FILE's embedding format when content and extension do not tell\n"
-    "  --utf8 P    strict (default), lossy or escape: invalid UTF-8 in a converted FILE\n"
+    "  -k N        how many (default 10)\n" MODELZIP_EMBEDDING_SOURCE_OPTIONS
     "  --json      a list of {\"word\", \"similarity\"}, best first\n"
     "\nExample:\n  modelzip similar model.zip words berlin -k 5\n",
     run};

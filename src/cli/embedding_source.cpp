@@ -26,24 +26,31 @@ std::optional<std::string> file_head(const std::string& path) {
 
 finalfusion::Embeddings convert_file(const Args& args, const std::string& path,
                                      finalfusion::Format format) {
-  finalfusion::ConvertOptions options;
-  const std::string policy = args.value_or("--utf8", "strict");
-  auto utf8 = finalfusion::parse_utf8_policy(policy);
-  if (!utf8) throw UsageError("unknown --utf8 policy '" + policy + "' (strict, lossy, escape)");
-  options.utf8 = *utf8;
   finalfusion::ConvertReport report;
-  options.report = &report;
-  auto embeddings = finalfusion::load(path, format, options);
+  auto embeddings = finalfusion::load(
+      path, format, finalfusion::ConvertOptions{.utf8 = utf8_policy(args), .report = &report});
+  report_conversion(path, report);
+  return embeddings;
+}
+
+}  // namespace
+
+finalfusion::Utf8Policy utf8_policy(const Args& args) {
+  const std::string name = args.value_or("--utf8", "strict");
+  auto policy = finalfusion::parse_utf8_policy(name);
+  if (!policy) throw UsageError("unknown --utf8 policy '" + name + "' (strict, lossy, escape)");
+  return *policy;
+}
+
+void report_conversion(const std::string& path, const finalfusion::ConvertReport& report) {
   if (report.words_replaced)
     std::cerr << path << ": " << report.words_replaced
               << " word(s) had invalid UTF-8 replaced by U+FFFD (--utf8 lossy)\n";
   if (report.words_escaped)
     std::cerr << path << ": " << report.words_escaped
-              << " word(s) in the escaped form (--utf8 escape: \\\\ and \\xNN)\n";
-  return embeddings;
+              << " word(s) stored in the escaped form (--utf8 escape: \\\\ and \\xNN; "
+                 "export restores the original bytes)\n";
 }
-
-}  // namespace
 
 finalfusion::Embeddings open_embeddings(const Args& args, std::size_t& used) {
   const std::string& first = args.at(0, "ARCHIVE or FILE");

@@ -10,6 +10,7 @@
 #include "cli/args.hpp"
 #include "modelzip/archive.hpp"
 #include "modelzip/finalfusion.hpp"
+#include "modelzip/finalfusion_convert.hpp"
 
 namespace modelzip::cli {
 
@@ -22,4 +23,22 @@ namespace modelzip::cli {
 // else: Error(unsupported, "unknown format ...").
 finalfusion::Embeddings open_embeddings(const Args& args, std::size_t& used);
 
+// The --utf8 policy (strict by default); UsageError for an unknown name.
+finalfusion::Utf8Policy utf8_policy(const Args& args);
+// One line on stderr per kind of change a conversion of `path` made (words
+// replaced by --utf8 lossy, words escaped by --utf8 escape); nothing if none.
+void report_conversion(const std::string& path, const finalfusion::ConvertReport& report);
+
 }  // namespace modelzip::cli
+
+// Help text of embed, similar and analogy for the FILE source and for the
+// options open_embeddings reads (macros: they concatenate with the
+// commands' own string literals).
+#define MODELZIP_EMBEDDING_SOURCE_HELP                                                  \
+  "FILE: a standalone .fifu, fastText .bin/.ftz, word2vec .bin or text .txt/.vec\n"     \
+  "file; other than .fifu it is converted in memory as import converts it (import it\n" \
+  "once to query it often).\n"
+#define MODELZIP_EMBEDDING_SOURCE_OPTIONS                                          \
+  "  --tag T     the tag (default: the newest)\n"                                  \
+  "  --format F  FILE's embedding format when content and extension do not tell\n" \
+  "  --utf8 P    strict (default), lossy or escape: invalid UTF-8 in a converted FILE\n"

@@ -237,3 +237,21 @@ def test_hostile_ftz_is_refused_with_the_reason(models, tmp_path):
         p = run("embed", bad, "cat", check=False)
         assert p.returncode != 0 and p.stderr.startswith(b"modelzip: "), p.stderr
         assert b"Traceback" not in p.stderr
+
+
+def test_vec_written_by_fasttext_round_trips(models, tmp_path):
+    # fastText's own .vec output (dims line, 5 significant digits): import,
+    # export by extension, same words and values within float rounding.
+    vec = models["dir"] / "sg.vec"
+    archive = tmp_path / "v.zip"
+    run("import", archive, "--tag", "v1", vec, "--name", "w")
+    run("export", archive, "w", tmp_path / "out.vec")
+    src = vec.read_bytes().splitlines()
+    out = (tmp_path / "out.vec").read_bytes().splitlines()
+    assert src[0].split() == out[0].split()
+    assert len(src) == len(out)
+    for a, b in zip(src[1:], out[1:]):
+        a, b = a.split(), b.split()
+        assert a[0] == b[0]
+        np.testing.assert_allclose([float(x) for x in b[1:]], [float(x) for x in a[1:]],
+                                   rtol=1e-6, atol=1e-7)

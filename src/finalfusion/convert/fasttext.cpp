@@ -216,7 +216,7 @@ InputMatrix read_input_matrix(ByteReader& r, const Args& a, std::uint64_t expect
   }
   if (codesize < 0) corrupt(matrix_at, "negative code size");
   in.codes = r.bytes(static_cast<std::uint64_t>(codesize), "fastText quantized codes");
-  in.pq = read_pq(r, "fastText product quantizer");
+  in.pq = read_pq(r, "product quantizer");
   if (in.pq.dim != in.dims ||
       static_cast<std::uint64_t>(codesize) !=
           detail::checked_product(r, in.rows, in.pq.nsubq, "fastText codes"))
@@ -227,7 +227,7 @@ InputMatrix read_input_matrix(ByteReader& r, const Args& a, std::uint64_t expect
   if (in.qnorm) {
     in.norm_codes = r.bytes(in.rows, "fastText norm codes");
     const std::uint64_t npq_at = r.absolute_position();
-    in.npq = read_pq(r, "fastText norm quantizer");
+    in.npq = read_pq(r, "norm quantizer");
     if (in.npq.dim != 1) corrupt(npq_at, "norm quantizer of dim " + std::to_string(in.npq.dim));
   }
   return in;
