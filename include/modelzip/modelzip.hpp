@@ -3,6 +3,8 @@
 
 #include "modelzip/archive.hpp"
 #include "modelzip/bytes.hpp"
+#include "modelzip/communicator.hpp"
+#include "modelzip/distributed.hpp"
 #include "modelzip/dtype.hpp"
 #include "modelzip/error.hpp"
 #include "modelzip/limits.hpp"

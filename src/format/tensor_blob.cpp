@@ -3,6 +3,7 @@
 #include <flatbuffers/flatbuffers.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -47,16 +48,23 @@ Bytes aligned(const Bytes& b, std::size_t alignment) {
 
 }  // namespace
 
-EncodedBlob encode_tensor_blob(const Tensor& t) {
+namespace {
+
+struct EncodedHeader {
+  Bytes bytes;                  // the size-prefixed FlatBuffer
+  std::array<Segment, 3> segs;  // values, offsets, indices
+};
+
+// The header of a blob with segments of the given lengths.
+EncodedHeader encode_header(DType dtype, const Shape& shape_dims, Layout layout, std::uint64_t nnz,
+                            std::uint64_t n_values, std::uint64_t n_offsets,
+                            std::uint64_t n_indices) {
   flatbuffers::FlatBufferBuilder fbb(256);
-  const std::uint64_t n_values = t.values().size();
-  const std::uint64_t n_offsets = t.offsets().size();
-  const std::uint64_t n_indices = t.indices().size();
   // The header size does not depend on the segment offsets (fixed-size
   // structs), so build once with placeholders to learn it, then for real.
   auto build = [&](std::uint64_t first) {
     fbb.Clear();
-    auto shape = fbb.CreateVector(t.shape());
+    auto shape = fbb.CreateVector(shape_dims);
     // Non-empty segments follow each other at aligned offsets; an empty
     // segment is written as {0, 0}.
     std::uint64_t pos = first;
@@ -72,14 +80,14 @@ EncodedBlob encode_tensor_blob(const Tensor& t) {
     fbs::Segment values_seg(v.offset, v.length), offsets_seg(o.offset, o.length),
         indices_seg(ix.offset, ix.length);
     fbs::TensorHeaderBuilder h(fbb);
-    h.add_dtype(static_cast<fbs::DataType>(t.dtype()));
+    h.add_dtype(static_cast<fbs::DataType>(dtype));
     h.add_shape(shape);
-    h.add_layout(t.layout() == Layout::dense ? fbs::Layout::DENSE : fbs::Layout::SPARSE_COO);
+    h.add_layout(layout == Layout::dense ? fbs::Layout::DENSE : fbs::Layout::SPARSE_COO);
     h.add_byte_order(fbs::ByteOrder::LITTLE);
     h.add_values(&values_seg);
     h.add_offsets(&offsets_seg);
     h.add_indices(&indices_seg);
-    h.add_nnz(t.nnz());
+    h.add_nnz(nnz);
     h.add_alignment(static_cast<std::uint32_t>(kSegmentAlignment));
     fbb.FinishSizePrefixed(h.Finish(), fbs::TensorHeaderIdentifier());
     return std::array<Segment, 3>{v, o, ix};
@@ -89,20 +97,42 @@ EncodedBlob encode_tensor_blob(const Tensor& t) {
   auto segs = build(first);
   if (detail::align_up(fbb.GetSize(), kSegmentAlignment) != first)
     throw Error(ErrorCode::invalid_argument, "tensor blob header size is not stable");
+  return EncodedHeader{
+      Bytes::copy_of(
+          std::span(reinterpret_cast<const std::byte*>(fbb.GetBufferPointer()), fbb.GetSize())),
+      segs};
+}
 
+}  // namespace
+
+EncodedBlob encode_tensor_blob(const Tensor& t) {
+  EncodedHeader h = encode_header(t.dtype(), t.shape(), t.layout(), t.nnz(), t.values().size(),
+                                  t.offsets().size(), t.indices().size());
   EncodedBlob blob;
-  blob.pieces.push_back(Bytes::copy_of(
-      std::span(reinterpret_cast<const std::byte*>(fbb.GetBufferPointer()), fbb.GetSize())));
-  std::uint64_t pos = fbb.GetSize();
+  blob.pieces.push_back(h.bytes);
+  std::uint64_t pos = h.bytes.size();
   const Bytes* data[3] = {&t.values(), &t.offsets(), &t.indices()};
   for (int i = 0; i < 3; ++i) {
     if (data[i]->empty()) continue;
-    if (segs[i].offset > pos) blob.pieces.push_back(zero_padding(segs[i].offset - pos));
+    if (h.segs[i].offset > pos) blob.pieces.push_back(zero_padding(h.segs[i].offset - pos));
     blob.pieces.push_back(*data[i]);
-    pos = segs[i].offset + segs[i].length;
+    pos = h.segs[i].offset + h.segs[i].length;
   }
   blob.size = pos;
   return blob;
+}
+
+DenseBlobLayout dense_blob_layout(DType dtype, const Shape& shape) {
+  if (dtype_size(dtype) == 0)
+    throw Error(ErrorCode::invalid_argument, "a dense blob layout needs a fixed-size dtype, not " +
+                                                 std::string(dtype_name(dtype)));
+  std::uint64_t n = detail::checked_mul(shape_numel(shape), dtype_size(dtype), "tensor bytes");
+  EncodedHeader h = encode_header(dtype, shape, Layout::dense, 0, n, 0, 0);
+  DenseBlobLayout out;
+  out.header = h.bytes;
+  out.values_offset = n == 0 ? h.bytes.size() : h.segs[0].offset;
+  out.size = n == 0 ? h.bytes.size() : h.segs[0].offset + n;
+  return out;
 }
 
 std::uint64_t blob_header_size(std::span<const std::byte> prefix, std::uint64_t entry_size,

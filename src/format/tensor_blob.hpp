@@ -36,6 +36,18 @@ struct EncodedBlob {
 
 EncodedBlob encode_tensor_blob(const Tensor& tensor);
 
+// What encode_tensor_blob writes for a dense tensor of `dtype` and `shape`,
+// without the tensor: the header piece (size-prefixed FlatBuffer), where the
+// values segment starts and the entry size. Writers that assemble one blob
+// from several ranks' blocks use it. Throws Error(invalid_argument) for
+// utf8 or an overflowing size.
+struct DenseBlobLayout {
+  Bytes header;
+  std::uint64_t values_offset = 0;  // from the entry start; 64-aligned unless numel is 0
+  std::uint64_t size = 0;           // the whole entry
+};
+DenseBlobLayout dense_blob_layout(DType dtype, const Shape& shape);
+
 struct Segment {
   std::uint64_t offset = 0, length = 0;
 };

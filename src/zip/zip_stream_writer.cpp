@@ -120,14 +120,14 @@ void StreamZipWriter::report(std::uint64_t bytes) {
   progress_.advance(bytes);
 }
 
-std::vector<std::byte> StreamZipWriter::local_header(const Written& w, bool align) const {
-  const std::string& name = w.name;
+std::vector<std::byte> encode_local_header(const LocalHeader& w, std::uint64_t offset, bool align) {
+  const std::string_view name = w.name;
   if (name.size() > 0xFFFF)
     throw Error(ErrorCode::invalid_argument, "entry name longer than 65535 bytes",
-                ErrorContext{.entry = name.substr(0, 200)});
-  const bool zip64 = w.zip64_local;
+                ErrorContext{.entry = std::string(name.substr(0, 200))});
+  const bool zip64 = w.zip64;
   const std::uint64_t zip64_len = zip64 ? 20 : 0;
-  const std::uint16_t pad = align ? padding_length(offset_ + 30 + name.size() + zip64_len) : 0;
+  const std::uint16_t pad = align ? padding_length(offset + 30 + name.size() + zip64_len) : 0;
   Out h;
   h.put<std::uint32_t>(kLocalSignature);
   h.put<std::uint16_t>(zip64 ? 45 : 20);
@@ -153,6 +153,21 @@ std::vector<std::byte> StreamZipWriter::local_header(const Written& w, bool alig
     h.zeros(pad - 4u);
   }
   return std::move(h.bytes);
+}
+
+std::uint16_t name_flags(std::string_view name) noexcept {
+  return is_ascii(name) ? 0 : 0x0800;
+}
+
+std::vector<std::byte> StreamZipWriter::local_header(const Written& w, bool align) const {
+  return encode_local_header(LocalHeader{.name = w.name,
+                                         .method = w.method,
+                                         .flags = w.flags,
+                                         .crc = w.crc,
+                                         .compressed = w.compressed,
+                                         .uncompressed = w.uncompressed,
+                                         .zip64 = w.zip64_local},
+                             offset_, align);
 }
 
 void StreamZipWriter::begin_entry(Written& w, bool align) {
@@ -194,10 +209,10 @@ void StreamZipWriter::keep(const EntryInfo& e) {
 void StreamZipWriter::add_stored(const std::string& name, const std::vector<Bytes>& pieces) {
   Written w;
   w.name = name;
-  w.flags = is_ascii(name) ? 0 : 0x0800;
+  w.flags = name_flags(name);
   for (const auto& p : pieces) w.uncompressed += p.size();
   w.compressed = w.uncompressed;
-  w.zip64_local = w.uncompressed >= k32;
+  w.zip64_local = needs_zip64_local(w.uncompressed);
   if (w.uncompressed <= kInlineUpTo) {
     w.local_offset = offset_;
     // CRC first, then header and data in one write.
@@ -226,7 +241,7 @@ void StreamZipWriter::add_deflated(const std::string& name, const std::vector<By
   Written w;
   w.name = name;
   w.method = kMethodDeflate;
-  w.flags = is_ascii(name) ? 0 : 0x0800;
+  w.flags = name_flags(name);
   for (const auto& p : pieces) w.uncompressed += p.size();
   w.zip64_local =
       w.uncompressed >= k32 || ::deflateBound(nullptr, static_cast<uLong>(w.uncompressed)) >= k32;

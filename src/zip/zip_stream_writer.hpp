@@ -43,6 +43,29 @@ inline constexpr std::uint64_t kDataAlignment = 64;
 inline constexpr std::uint16_t kDosTime = 12u << 11;
 inline constexpr std::uint16_t kDosDate = (1u << 5) | 1u;
 
+// The fields of a local header, and its bytes for a header written at
+// `offset`: with `align`, a padding extra field moves the data to a multiple
+// of kDataAlignment; `zip64` adds the ZIP64 extra field (sizes in it, 32-bit
+// fields 0xFFFFFFFF), which this writer uses for entries of 4 GiB or more.
+// Writers that place entries themselves (the collective commit) use these to
+// produce exactly the bytes StreamZipWriter would.
+struct LocalHeader {
+  std::string_view name;
+  std::uint16_t method = kMethodStore;
+  std::uint16_t flags = 0;
+  std::uint32_t crc = 0;
+  std::uint64_t compressed = 0, uncompressed = 0;
+  bool zip64 = false;
+};
+std::vector<std::byte> encode_local_header(const LocalHeader& header, std::uint64_t offset,
+                                           bool align);
+// General purpose flags for an entry name: bit 11 (UTF-8) unless ASCII.
+std::uint16_t name_flags(std::string_view name) noexcept;
+// Whether a stored entry of `size` bytes gets the ZIP64 local extra field.
+inline bool needs_zip64_local(std::uint64_t size) noexcept {
+  return size >= 0xFFFFFFFFull;
+}
+
 class StreamZipWriter {
  public:
   StreamZipWriter(int fd, std::string file_name, std::uint64_t start_offset,

@@ -1,0 +1,139 @@
+// Distributed checkpoints: N ranks commit one tag of one ordinary archive
+// together, each writing only its own bytes, and any number of ranks read
+// blocks of it back, each reading only what it needs.
+//
+// Writing (collective, over a Communicator: modelzip/mpi.hpp, or the Python
+// module modelzip.distributed for torch.distributed and mpi4py):
+//
+//   CollectiveWriter w("model.zip", comm);
+//   w.add("embedding", emb);                            // a whole parameter this rank owns
+//   w.add_shard("fc.weight", my_rows,                    // this rank's block of a
+//               ShardSpec{{4096, 1024}, {rank * 1024, 0}});  // sharded parameter
+//   w.commit("step-10");                                 // every rank calls it
+//
+// Every sharded parameter becomes ONE ordinary tensor blob entry (what a
+// single-process save of the whole tensor writes, byte for byte): row
+// blocks are contiguous ranges of it, column and other blocks are written
+// piece by piece at their row-major positions. The archive is a normal
+// modelzip archive: Archive::open, verify, zip tools read it.
+//
+// Commit protocol (FORMAT.md §8.2): the root locks the archive, recovers an
+// interrupted append and journals; it gathers every rank's staged records,
+// validates them (a parameter staged on two ranks or twice, blocks that
+// overlap, leave elements uncovered or disagree on dtype or global shape),
+// lays out the new entries after the current data exactly as a single
+// writer would (every tensor's data 64-byte aligned) and broadcasts the
+// layout; every rank pwrites its local headers, blob headers and data in
+// parallel, computing CRC-32s per piece; the root combines them in order
+// (crc32_combine), and writes params.txt, tags.txt, the central directory
+// and the end records. The commit point is the durable end record, as for
+// a single writer, so a rank killed at any point leaves the old archive or
+// the new one. Every phase ends with Communicator::agree: an error on one
+// rank throws the same modelzip::Error (naming that rank) on every rank, and
+// before the commit point the archive is left as it was.
+//
+// Dedup: each rank compares its tensors (or blocks) with the same region of
+// the namesake parameter of the archive's newest tag; a parameter whose
+// pieces all match on every rank is written as a reference. share()
+// references another tag's parameter explicitly.
+//
+// Limits: distributed tensors are dense, of fixed-size dtypes, stored
+// (uncompressed); updater state and graph entries are written by the
+// single-process Writer. Thread safety: one thread per CollectiveWriter.
+// Tensors given to add()/add_shard() are borrowed until commit() returns.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "modelzip/archive.hpp"
+#include "modelzip/communicator.hpp"
+#include "modelzip/tensor.hpp"
+
+namespace modelzip {
+
+// A rectangular block of a tensor: `offset[d]` is its first index in
+// dimension d, `shape[d]` its extent.
+struct Block {
+  std::vector<std::int64_t> offset;
+  Shape shape;
+};
+
+// This rank's block of a parameter whose whole shape is `global_shape`.
+struct ShardSpec {
+  Shape global_shape;
+  std::vector<std::int64_t> offset;  // block start in each dimension
+};
+
+// Part `part` of `parts` of `global_shape` split along dimension `dim` as
+// evenly as possible (the first `extent % parts` parts get one more index;
+// parts beyond the extent are empty). Throws Error(invalid_argument).
+Block split_block(const Shape& global_shape, std::size_t dim, std::int64_t part,
+                  std::int64_t parts);
+
+struct CollectiveOptions {
+  bool dedup = true;    // reference unchanged namesakes of the newest tag
+  bool durable = true;  // fsync data, directory and folder before commit returns
+  int root = 0;         // the rank that locks, journals and writes the directory
+};
+
+struct CollectiveStats {
+  std::uint64_t bytes_written = 0;          // by this rank
+  std::uint64_t archive_bytes_written = 0;  // by all ranks together
+  std::uint64_t blobs_written = 0;          // new blob entries (all ranks)
+  std::uint64_t blobs_deduplicated = 0;     // parameters written as references
+  bool appended = false;                    // the archive existed and grew in place
+};
+
+class CollectiveWriter {
+ public:
+  // `comm` must outlive the writer. Nothing is opened until commit().
+  CollectiveWriter(std::filesystem::path path, Communicator& comm, CollectiveOptions options = {});
+  ~CollectiveWriter();
+  CollectiveWriter(CollectiveWriter&&) noexcept;
+  CollectiveWriter& operator=(CollectiveWriter&&) noexcept;
+
+  // A whole parameter owned by this rank. Throws Error(invalid_argument) on
+  // an empty or duplicate (on this rank) name, or a tensor that is not dense
+  // with a fixed-size dtype.
+  void add(std::string name, Tensor tensor);
+  // This rank's block of a sharded parameter: `block`'s shape is the block's
+  // extent, `spec` places it (checked here: rank, bounds).
+  void add_shard(std::string name, Tensor block, ShardSpec spec);
+  // The parameter `name` is `from_param` of the existing tag `from_tag`.
+  void share(std::string name, std::string from_tag, std::string from_param);
+
+  // Collective: every rank of the communicator calls it with the same tag,
+  // staging whatever it owns (possibly nothing). Throws the same Error on
+  // every rank if anything fails anywhere; the staged parameters are kept
+  // then (commit may be retried) and dropped after success.
+  CollectiveStats commit(const std::string& tag);
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Bytes of the archive file a block read touched (for accounting).
+struct BlockReadStats {
+  std::uint64_t bytes_read = 0;
+  bool zero_copy = false;
+};
+
+// The block `block` of tensor parameter `name` of `tag` (empty: newest), as
+// a dense tensor of shape block.shape. No collective is needed: any number
+// of ranks read any blocks. A block that is contiguous in the row-major
+// data of a stored blob is a zero-copy view; otherwise the overlapping runs
+// are copied (reading only those bytes of the mapping). Deflated blobs are
+// decompressed whole. Throws Error(invalid_argument) for a block outside
+// the tensor, Error(unsupported) for sparse or utf8 tensors.
+Tensor read_block(const Archive& archive, std::string_view name, const Block& block,
+                  std::string_view tag = {}, BlockReadStats* stats = nullptr);
+
+}  // namespace modelzip

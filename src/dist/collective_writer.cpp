@@ -1,0 +1,802 @@
+// CollectiveWriter: the collective commit (FORMAT.md §8.2). Phases, each
+// closed by Communicator::agree so that a failure anywhere is the same
+// Error everywhere:
+//   1. root: lock, recover, open the archive (CommitTarget); tag checks
+//   2. all:  dedup comparisons against the newest tag; records -> root
+//   3. root: validate the records, lay out the entries, journal; plan -> all
+//   4. all:  pwrite local headers, blob headers and data; CRCs per piece -> root
+//   5. root: combine and patch CRCs, params.txt, tags.txt, directory, end
+//            records (the commit point)
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "checkpoint/archive_impl.hpp"
+#include "core/checked.hpp"
+#include "dist/blocks.hpp"
+#include "dist/commit_target.hpp"
+#include "format/blob_table.hpp"
+#include "format/tag_name.hpp"
+#include "format/tensor_blob.hpp"
+#include "io/durable_file.hpp"
+#include "io/syscalls.hpp"
+#include "modelzip/distributed.hpp"
+#include "modelzip/error.hpp"
+#include "zip/crc32.hpp"
+#include "zip/crc_queue.hpp"
+#include "zip/zip_stream_writer.hpp"
+
+namespace modelzip {
+
+using format::BlobFormat;
+using format::BlobRef;
+using format::BlobRow;
+using format::TableKind;
+
+namespace {
+
+enum class Kind : std::uint8_t { whole = 0, shard = 1, shared = 2 };
+
+// One parameter staged on this rank.
+struct Item {
+  std::string name;
+  Kind kind = Kind::whole;
+  Tensor tensor;  // whole or block
+  Shape global;
+  Block block;
+  std::string from_tag, from_param;
+};
+
+// ---- wire format of the collective messages (little-endian) ---------------
+
+class WireOut {
+ public:
+  void u64(std::uint64_t v) {
+    char b[8];
+    detail::store_le(reinterpret_cast<std::byte*>(b), v);
+    s.append(b, 8);
+  }
+  void str(std::string_view v) {
+    u64(v.size());
+    s.append(v);
+  }
+  void dims(const std::vector<std::int64_t>& v) {
+    u64(v.size());
+    for (auto d : v) u64(static_cast<std::uint64_t>(d));
+  }
+  std::string s;
+};
+
+class WireIn {
+ public:
+  WireIn(std::string_view data, int from) : d_(data), from_(from) {}
+  std::uint64_t u64() {
+    need(8);
+    std::uint64_t v = detail::load_le<std::uint64_t>(reinterpret_cast<const std::byte*>(d_.data()));
+    d_.remove_prefix(8);
+    return v;
+  }
+  std::string str() {
+    std::uint64_t n = u64();
+    need(n);
+    std::string v(d_.substr(0, n));
+    d_.remove_prefix(n);
+    return v;
+  }
+  std::vector<std::int64_t> dims() {
+    std::uint64_t n = u64();
+    if (n > 64) bad();
+    std::vector<std::int64_t> v;
+    for (std::uint64_t i = 0; i < n; ++i) v.push_back(static_cast<std::int64_t>(u64()));
+    return v;
+  }
+  bool done() const { return d_.empty(); }
+
+ private:
+  void need(std::uint64_t n) {
+    if (n > d_.size()) bad();
+  }
+  [[noreturn]] void bad() const {
+    throw Error(ErrorCode::corrupt,
+                "malformed collective message from rank " + std::to_string(from_));
+  }
+  std::string_view d_;
+  int from_;
+};
+
+// ---- agreement --------------------------------------------------------------
+
+// Runs `step` on this rank, then agrees with every rank: if any failed, all
+// throw the lowest failing rank's error (its code kept) naming that rank.
+template <class F>
+void agreed_step(Communicator& comm, const ErrorContext& ctx, F&& step) {
+  std::string error;
+  try {
+    step();
+  } catch (const Error& e) {
+    error = std::to_string(static_cast<int>(e.code())) + "|" + e.what();
+  } catch (const std::exception& e) {
+    error = std::to_string(static_cast<int>(ErrorCode::io)) + "|" + e.what();
+  }
+  if (auto failure = comm.agree(error)) {
+    ErrorCode code = ErrorCode::io;
+    std::string message = failure->message;
+    if (auto bar = message.find('|'); bar != std::string::npos) {
+      code = static_cast<ErrorCode>(std::atoi(message.substr(0, bar).c_str()));
+      message = message.substr(bar + 1);
+    }
+    throw Error(
+        code, "collective commit failed on rank " + std::to_string(failure->rank) + ": " + message,
+        ctx);
+  }
+}
+
+// A record of a staged item as sent to the root.
+struct Record {
+  int rank = 0;
+  std::string name;
+  Kind kind = Kind::whole;
+  DType dtype = DType::float32;
+  Shape global;
+  Block block;
+  std::string from_tag, from_param;
+  bool equals_namesake = false;
+};
+
+// An entry of the layout, as broadcast to every rank.
+struct PlannedEntry {
+  std::string param, entry;
+  std::uint64_t local_offset = 0, data_offset = 0, values_offset = 0, size = 0;
+  int header_rank = 0;
+};
+
+struct Plan {
+  std::string file;
+  std::vector<PlannedEntry> entries;
+};
+
+std::string encode_plan(const Plan& plan) {
+  WireOut w;
+  w.str(plan.file);
+  w.u64(plan.entries.size());
+  for (const auto& e : plan.entries) {
+    w.str(e.param);
+    w.str(e.entry);
+    w.u64(e.local_offset);
+    w.u64(e.data_offset);
+    w.u64(e.values_offset);
+    w.u64(e.size);
+    w.u64(static_cast<std::uint64_t>(e.header_rank));
+  }
+  return w.s;
+}
+
+Plan decode_plan(std::string_view bytes, int root) {
+  WireIn r(bytes, root);
+  Plan plan;
+  plan.file = r.str();
+  const std::uint64_t n = r.u64();
+  for (std::uint64_t i = 0; i < n; ++i) {
+    PlannedEntry e;
+    e.param = r.str();
+    e.entry = r.str();
+    e.local_offset = r.u64();
+    e.data_offset = r.u64();
+    e.values_offset = r.u64();
+    e.size = r.u64();
+    e.header_rank = static_cast<int>(r.u64());
+    plan.entries.push_back(std::move(e));
+  }
+  return plan;
+}
+
+// A piece of an entry's data written by one rank, with its CRC.
+struct Piece {
+  std::uint64_t entry = 0, offset = 0, length = 0;
+  std::uint32_t crc = 0;
+};
+
+void pwrite_all(int fd, const std::byte* data, std::uint64_t size, std::uint64_t offset,
+                const std::string& file) {
+  while (size > 0) {
+    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(size, 1u << 30));
+    const ssize_t w = io::sys::pwrite(fd, data, n, static_cast<off_t>(offset));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      if (w == 0) errno = ENOSPC;
+      throw Error(ErrorCode::io, std::string("cannot write: ") + std::strerror(errno),
+                  ErrorContext{.archive = file, .offset = offset});
+    }
+    data += w;
+    offset += static_cast<std::uint64_t>(w);
+    size -= static_cast<std::uint64_t>(w);
+  }
+}
+
+std::string shape_text(const Shape& s) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+constexpr std::uint64_t kChunk = 4u << 20;
+constexpr std::uint64_t kInlineUpTo = 256u << 10;
+
+}  // namespace
+
+class CollectiveWriter::Impl {
+ public:
+  std::filesystem::path path;
+  Communicator* comm = nullptr;
+  CollectiveOptions options;
+  std::vector<Item> items;
+
+  ErrorContext context(const std::string& tag = {}) const {
+    return ErrorContext{.archive = path.string(), .tag = tag};
+  }
+  void check_new(const std::string& name) const {
+    if (name.empty()) throw Error(ErrorCode::invalid_argument, "empty parameter name", context());
+    for (const auto& i : items)
+      if (i.name == name)
+        throw Error(
+            ErrorCode::invalid_argument,
+            "parameter '" + name + "' is staged twice on rank " + std::to_string(comm->rank()),
+            context());
+  }
+  void check_tensor(const std::string& name, const Tensor& t) const {
+    if (t.layout() != Layout::dense || dtype_size(t.dtype()) == 0)
+      throw Error(
+          ErrorCode::unsupported,
+          "parameter '" + name + "': distributed saves take dense tensors of fixed-size types",
+          context());
+  }
+
+  std::vector<Record> records_with_dedup(const std::optional<Archive>& old) const;
+  Plan plan(const std::vector<std::vector<Record>>& all, const std::string& tag,
+            dist::CommitTarget& target, std::vector<BlobRow>& rows, CollectiveStats& stats,
+            std::vector<std::pair<PlannedEntry, std::string>>& root_entries) const;
+  std::vector<Piece> write(const Plan& plan, int fd, std::uint64_t& written) const;
+};
+
+namespace {
+
+std::string encode_records(const std::vector<Record>& records) {
+  WireOut w;
+  w.u64(records.size());
+  for (const auto& r : records) {
+    w.str(r.name);
+    w.u64(static_cast<std::uint64_t>(r.kind));
+    w.u64(static_cast<std::uint64_t>(r.dtype));
+    w.dims(r.global);
+    w.dims(r.block.offset);
+    w.dims(r.block.shape);
+    w.str(r.from_tag);
+    w.str(r.from_param);
+    w.u64(r.equals_namesake ? 1 : 0);
+  }
+  return w.s;
+}
+
+std::vector<Record> decode_records(std::string_view bytes, int rank) {
+  WireIn in(bytes, rank);
+  std::vector<Record> out;
+  const std::uint64_t n = in.u64();
+  for (std::uint64_t i = 0; i < n; ++i) {
+    Record r;
+    r.rank = rank;
+    r.name = in.str();
+    r.kind = static_cast<Kind>(in.u64());
+    r.dtype = static_cast<DType>(in.u64());
+    r.global = in.dims();
+    r.block.offset = in.dims();
+    r.block.shape = in.dims();
+    r.from_tag = in.str();
+    r.from_param = in.str();
+    r.equals_namesake = in.u64() != 0;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::string encode_pieces(const std::vector<Piece>& pieces, std::uint64_t written) {
+  WireOut w;
+  w.u64(written);
+  w.u64(pieces.size());
+  for (const auto& p : pieces) {
+    w.u64(p.entry);
+    w.u64(p.offset);
+    w.u64(p.length);
+    w.u64(p.crc);
+  }
+  return w.s;
+}
+
+}  // namespace
+
+// Records of this rank's items; with dedup, each tensor (block) is compared
+// with the same region of its namesake in the archive's newest tag.
+std::vector<Record> CollectiveWriter::Impl::records_with_dedup(
+    const std::optional<Archive>& old) const {
+  std::vector<Record> out;
+  for (const auto& item : items) {
+    Record r;
+    r.rank = comm->rank();
+    r.name = item.name;
+    r.kind = item.kind;
+    r.dtype = item.tensor.dtype();
+    r.global = item.global;
+    r.block = item.block;
+    r.from_tag = item.from_tag;
+    r.from_param = item.from_param;
+    if (old && options.dedup && item.kind != Kind::shared && !old->tags().empty()) {
+      const auto& impl = old->internals();
+      const std::size_t prev = impl.tags.size() - 1;
+      const auto& tt = impl.tables[prev];
+      const std::size_t at = tt.param_index.find(
+          format::row_key_hash(TableKind::params, item.name, {}), [&](std::size_t p) {
+            return format::row_has_keys(tt.params[p], TableKind::params, item.name, {});
+          });
+      if (at != detail::PositionIndex::npos && tt.params[at].ref.format == BlobFormat::tensor) {
+        const ParamInfo info = impl.info(prev, tt.params[at], TableKind::params);
+        if (!info.compressed && info.layout == Layout::dense && info.dtype == r.dtype &&
+            info.shape == r.global) {
+          const Tensor before = old->tensor(item.name, impl.tags[prev], ReadMode::zero_copy);
+          const std::uint64_t esize = dtype_size(r.dtype);
+          const std::byte* mine = item.tensor.values().data();
+          const std::byte* theirs = before.values().data();
+          bool same = true;
+          dist::for_each_run(r.global, r.block,
+                             [&](std::uint64_t b, std::uint64_t g, std::uint64_t n) {
+                               if (same)
+                                 same = std::memcmp(mine + b * esize, theirs + g * esize,
+                                                    static_cast<std::size_t>(n * esize)) == 0;
+                             });
+          r.equals_namesake = same;
+        }
+      }
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+// Root: validates every rank's records together and lays out the new
+// entries (params.txt, then the blobs in parameter order) after the
+// archive's data, exactly as the single writer places them.
+Plan CollectiveWriter::Impl::plan(
+    const std::vector<std::vector<Record>>& all, const std::string& tag, dist::CommitTarget& target,
+    std::vector<BlobRow>& rows, CollectiveStats& stats,
+    std::vector<std::pair<PlannedEntry, std::string>>& root_entries) const {
+  const Archive* old = target.old();
+  // Parameters in order of first appearance (rank order, then staging order).
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<const Record*>> by_name;
+  for (const auto& rank_records : all)
+    for (const auto& r : rank_records) {
+      auto& v = by_name[r.name];
+      if (v.empty()) order.push_back(r.name);
+      v.push_back(&r);
+    }
+  auto invalid = [&](const std::string& name, const std::string& what) {
+    throw Error(ErrorCode::invalid_argument, "parameter '" + name + "': " + what,
+                ErrorContext{.tag = tag});
+  };
+  auto rank_of = [](const Record* r) { return "rank " + std::to_string(r->rank); };
+
+  struct Param {
+    const Record* first;
+    bool new_blob = false;
+    BlobRef ref;
+  };
+  std::vector<Param> params;
+  for (const auto& name : order) {
+    const auto& pieces = by_name[name];
+    const Record* first = pieces.front();
+    for (const Record* p : pieces)
+      if (p != first && (p->kind != Kind::shard || first->kind != Kind::shard))
+        invalid(name, "staged twice (by " + rank_of(first) + " and " + rank_of(p) + ")");
+    Param param{first};
+    if (first->kind == Kind::shared) {
+      if (!old || !old->find_tag(first->from_tag))
+        throw Error(ErrorCode::not_found,
+                    "cannot share '" + name + "' from tag '" + first->from_tag + "': no such tag",
+                    ErrorContext{.tag = tag});
+      const auto& impl = old->internals();
+      const std::size_t pos = impl.tag_position(first->from_tag);
+      const BlobRow& row = impl.row(pos, TableKind::params, first->from_param);
+      param.ref = row.ref;
+      if (param.ref.tag.empty()) param.ref.tag = impl.tags[pos];
+      params.push_back(param);
+      continue;
+    }
+    std::uint64_t covered = 0;
+    bool all_equal = true;
+    for (std::size_t i = 0; i < pieces.size(); ++i) {
+      const Record* p = pieces[i];
+      if (p->dtype != first->dtype)
+        invalid(name, rank_of(first) + " and " + rank_of(p) + " disagree on the dtype (" +
+                          std::string(dtype_name(first->dtype)) + " vs " +
+                          std::string(dtype_name(p->dtype)) + ")");
+      if (p->global != first->global)
+        invalid(name, rank_of(first) + " and " + rank_of(p) + " disagree on the global shape (" +
+                          shape_text(first->global) + " vs " + shape_text(p->global) + ")");
+      dist::check_block(p->global, p->block, name);
+      for (std::size_t k = 0; k < i; ++k)
+        if (dist::blocks_overlap(pieces[k]->block, p->block))
+          invalid(name, "the blocks of " + rank_of(pieces[k]) + " " +
+                            dist::block_text(pieces[k]->block) + " and " + rank_of(p) + " " +
+                            dist::block_text(p->block) + " overlap");
+      covered += dist::block_numel(p->block);
+      all_equal = all_equal && p->equals_namesake;
+    }
+    const std::uint64_t numel = shape_numel(first->global);
+    if (covered != numel)
+      invalid(name, "the blocks staged by " + std::to_string(pieces.size()) + " rank(s) cover " +
+                        std::to_string(covered) + " of its " + std::to_string(numel) +
+                        " elements (global shape " + shape_text(first->global) +
+                        "): blocks are missing");
+    if (all_equal && old && options.dedup) {
+      const auto& impl = old->internals();
+      const std::size_t prev = impl.tags.size() - 1;
+      param.ref = impl.row(prev, TableKind::params, name).ref;
+      if (param.ref.tag.empty()) param.ref.tag = impl.tags[prev];
+      ++stats.blobs_deduplicated;
+    } else {
+      param.new_blob = true;
+    }
+    params.push_back(param);
+  }
+
+  // params.txt and the blob entries, placed one after another.
+  std::uint64_t next_index = 0;
+  std::vector<PlannedEntry> blobs;
+  for (auto& p : params) {
+    if (p.new_blob) p.ref = BlobRef{"", next_index++, BlobFormat::tensor};
+    rows.push_back(BlobRow{{p.first->name}, p.ref, 0});
+  }
+  const std::string params_txt = format::write_blob_table(rows, TableKind::params);
+
+  const dist::CommitTarget::Start start = target.begin();
+  Plan plan;
+  plan.file = start.file;
+  std::uint64_t cursor = start.offset;
+  auto place = [&](const std::string& param, const std::string& entry, std::uint64_t size,
+                   std::uint64_t values_offset, int header_rank) {
+    PlannedEntry e{param, entry, cursor, 0, values_offset, size, header_rank};
+    const auto lh =
+        zip::encode_local_header(zip::LocalHeader{.name = entry,
+                                                  .compressed = size,
+                                                  .uncompressed = size,
+                                                  .zip64 = zip::needs_zip64_local(size)},
+                                 cursor, true);
+    e.data_offset = detail::checked_add(cursor, lh.size(), "archive");
+    cursor = detail::checked_add(e.data_offset, size, "archive");
+    return e;
+  };
+  root_entries.emplace_back(place("", tag + "/params.txt", params_txt.size(), 0, options.root),
+                            params_txt);
+  for (const auto& p : params) {
+    if (!p.new_blob) continue;
+    const auto layout = format::dense_blob_layout(p.first->dtype, p.first->global);
+    // The header goes with the block that holds the first element (for an
+    // empty tensor: the first rank that staged it).
+    int header_rank = p.first->rank;
+    for (const Record* r : by_name[p.first->name])
+      if (dist::block_numel(r->block) > 0 &&
+          std::all_of(r->block.offset.begin(), r->block.offset.end(),
+                      [](std::int64_t o) { return o == 0; }))
+        header_rank = r->rank;
+    plan.entries.push_back(place(p.first->name,
+                                 format::blob_entry_name(p.ref, tag, TableKind::params),
+                                 layout.size, layout.values_offset, header_rank));
+    ++stats.blobs_written;
+  }
+  return plan;
+}
+
+// Writes this rank's part of every planned entry: the local header and blob
+// header where this rank is the header rank, and the runs of its blocks.
+// Returns the pieces with their CRCs (computed on a second thread while the
+// same chunks are written).
+std::vector<Piece> CollectiveWriter::Impl::write(const Plan& plan, int fd,
+                                                 std::uint64_t& written) const {
+  std::map<std::string_view, const Item*> mine;
+  for (const auto& i : items) mine.emplace(i.name, &i);
+  std::vector<Piece> pieces;
+  zip::CrcQueue queue;
+  std::vector<std::size_t> slot_of;  // piece -> CRC slot, or npos when computed inline
+  constexpr std::size_t kInline = static_cast<std::size_t>(-1);
+  for (std::uint64_t idx = 0; idx < plan.entries.size(); ++idx) {
+    const PlannedEntry& e = plan.entries[idx];
+    auto it = mine.find(e.param);
+    const bool header = e.header_rank == comm->rank();
+    if (it == mine.end() && !header) continue;
+    const Item* item = it == mine.end() ? nullptr : it->second;
+    std::vector<std::byte> head;
+    if (header) {
+      if (!item)
+        throw Error(ErrorCode::invalid_argument, "the plan makes this rank write the header of '" +
+                                                     e.param + "', which it did not stage");
+      const auto layout = format::dense_blob_layout(item->tensor.dtype(), item->global);
+      head = zip::encode_local_header(zip::LocalHeader{.name = e.entry,
+                                                       .flags = zip::name_flags(e.entry),
+                                                       .compressed = e.size,
+                                                       .uncompressed = e.size,
+                                                       .zip64 = zip::needs_zip64_local(e.size)},
+                                      e.local_offset, true);
+      if (e.local_offset + head.size() != e.data_offset)
+        throw Error(ErrorCode::invalid_argument,
+                    "local header of '" + e.entry + "' does not end where the plan says");
+      head.insert(head.end(), layout.header.data(), layout.header.data() + layout.header.size());
+      head.resize(static_cast<std::size_t>(e.data_offset - e.local_offset + e.values_offset));
+    }
+    const std::uint64_t head_data = header ? e.values_offset : 0;  // entry bytes in `head`
+    const std::uint64_t esize = dtype_size(item->tensor.dtype());
+    const std::byte* src = item->tensor.values().data();
+    // A small whole tensor goes out with its header in one write.
+    if (header && item->kind == Kind::whole && e.size <= kInlineUpTo) {
+      head.insert(head.end(), src, src + item->tensor.values().size());
+      pwrite_all(fd, head.data(), head.size(), e.local_offset, plan.file);
+      const std::byte* data = head.data() + (e.data_offset - e.local_offset);
+      pieces.push_back(Piece{idx, 0, e.size, zip::crc32_of(std::span(data, e.size))});
+      slot_of.push_back(kInline);
+      written += head.size();
+      continue;
+    }
+    if (header) {
+      pwrite_all(fd, head.data(), head.size(), e.local_offset, plan.file);
+      const std::byte* data = head.data() + (e.data_offset - e.local_offset);
+      pieces.push_back(Piece{idx, 0, head_data, zip::crc32_of(std::span(data, head_data))});
+      slot_of.push_back(kInline);
+      written += head.size();
+    }
+    if (!item) continue;
+    const Bytes values = item->tensor.values();
+    dist::for_each_run(item->global, item->block,
+                       [&](std::uint64_t b, std::uint64_t g, std::uint64_t n) {
+                         const std::uint64_t rel = e.values_offset + g * esize;
+                         const std::uint64_t len = n * esize;
+                         const std::size_t slot = queue.new_slot();
+                         for (std::uint64_t off = 0; off < len; off += kChunk) {
+                           const std::uint64_t c = std::min(kChunk, len - off);
+                           const Bytes chunk = values.slice(b * esize + off, c);
+                           queue.push(slot, chunk);
+                           pwrite_all(fd, chunk.data(), c, e.data_offset + rel + off, plan.file);
+                         }
+                         pieces.push_back(Piece{idx, rel, len, 0});
+                         slot_of.push_back(slot);
+                         written += len;
+                       });
+  }
+  const std::vector<std::uint32_t> crcs = queue.finish();
+  for (std::size_t i = 0; i < pieces.size(); ++i)
+    if (slot_of[i] != kInline) pieces[i].crc = crcs[slot_of[i]];
+  return pieces;
+}
+
+CollectiveWriter::CollectiveWriter(std::filesystem::path path, Communicator& comm,
+                                   CollectiveOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->path = std::move(path);
+  impl_->comm = &comm;
+  impl_->options = options;
+  if (options.root < 0 || options.root >= comm.size())
+    throw Error(ErrorCode::invalid_argument,
+                "root rank " + std::to_string(options.root) + " is not in the communicator of " +
+                    std::to_string(comm.size()) + " ranks",
+                impl_->context());
+}
+CollectiveWriter::~CollectiveWriter() = default;
+CollectiveWriter::CollectiveWriter(CollectiveWriter&&) noexcept = default;
+CollectiveWriter& CollectiveWriter::operator=(CollectiveWriter&&) noexcept = default;
+
+void CollectiveWriter::add(std::string name, Tensor tensor) {
+  impl_->check_new(name);
+  impl_->check_tensor(name, tensor);
+  Item item{std::move(name), Kind::whole, std::move(tensor)};
+  item.global = item.tensor.shape();
+  item.block = Block{std::vector<std::int64_t>(item.global.size(), 0), item.global};
+  impl_->items.push_back(std::move(item));
+}
+
+void CollectiveWriter::add_shard(std::string name, Tensor block, ShardSpec spec) {
+  impl_->check_new(name);
+  impl_->check_tensor(name, block);
+  Block b{std::move(spec.offset), block.shape()};
+  try {
+    dist::check_block(spec.global_shape, b, name);
+  } catch (const Error& e) {
+    throw e.with_context(impl_->context());
+  }
+  Item item{std::move(name), Kind::shard, std::move(block)};
+  item.global = std::move(spec.global_shape);
+  item.block = std::move(b);
+  impl_->items.push_back(std::move(item));
+}
+
+void CollectiveWriter::share(std::string name, std::string from_tag, std::string from_param) {
+  impl_->check_new(name);
+  Item item{std::move(name), Kind::shared};
+  item.from_tag = std::move(from_tag);
+  item.from_param = std::move(from_param);
+  impl_->items.push_back(std::move(item));
+}
+
+CollectiveStats CollectiveWriter::commit(const std::string& tag) {
+  Impl& m = *impl_;
+  Communicator& comm = *m.comm;
+  const int root = m.options.root;
+  const bool is_root = comm.rank() == root;
+  const ErrorContext ctx = m.context(tag);
+  CollectiveStats stats;
+
+  // 1. The root locks the archive and checks the tag.
+  std::unique_ptr<dist::CommitTarget> target;
+  agreed_step(comm, ctx, [&] {
+    format::check_tag(tag);
+    if (!is_root) return;
+    target = std::make_unique<dist::CommitTarget>(m.path, m.options.durable);
+    if (target->old())
+      if (auto existing = target->old()->find_tag(tag))
+        throw Error(ErrorCode::already_exists,
+                    "tag '" + *existing + "' exists already (tags ignore case)", ctx);
+  });
+  const bool exists = comm.broadcast(is_root && target->old() ? "1" : "0", root) == "1";
+
+  // 2. Records (with dedup verdicts) to the root.
+  std::string records;
+  agreed_step(comm, ctx, [&] {
+    std::optional<Archive> old;
+    if (exists && m.options.dedup && !m.items.empty()) {
+      if (is_root)
+        old = *target->old();
+      else
+        old = Archive::open(m.path);
+    }
+    records = encode_records(m.records_with_dedup(old));
+  });
+  const std::vector<std::string> gathered = comm.gather(records, root);
+
+  // 3. The root validates and plans.
+  std::vector<BlobRow> rows;
+  std::vector<std::pair<PlannedEntry, std::string>> root_entries;
+  std::string plan_bytes;
+  agreed_step(comm, ctx, [&] {
+    if (!is_root) return;
+    std::vector<std::vector<Record>> all;
+    for (std::size_t r = 0; r < gathered.size(); ++r)
+      all.push_back(decode_records(gathered[r], static_cast<int>(r)));
+    plan_bytes = encode_plan(m.plan(all, tag, *target, rows, stats, root_entries));
+  });
+  const Plan plan = decode_plan(comm.broadcast(plan_bytes, root), root);
+
+  // 4. Every rank writes its bytes.
+  std::string pieces_bytes;
+  std::optional<io::AppendFile> out;
+  agreed_step(comm, ctx, [&] {
+    out.emplace(plan.file);
+    std::uint64_t written = 0;
+    std::vector<Piece> pieces = m.write(plan, out->fd(), written);
+    if (is_root)
+      for (const auto& [e, content] : root_entries) {
+        auto head = zip::encode_local_header(
+            zip::LocalHeader{.name = e.entry,
+                             .flags = zip::name_flags(e.entry),
+                             .crc = zip::crc32_of(std::as_bytes(std::span(content))),
+                             .compressed = e.size,
+                             .uncompressed = e.size},
+            e.local_offset, true);
+        head.insert(head.end(), reinterpret_cast<const std::byte*>(content.data()),
+                    reinterpret_cast<const std::byte*>(content.data()) + content.size());
+        pwrite_all(out->fd(), head.data(), head.size(), e.local_offset, plan.file);
+        written += head.size();
+      }
+    if (m.options.durable && written > 0) out->sync();
+    stats.bytes_written = written;
+    pieces_bytes = encode_pieces(pieces, written);
+  });
+  const std::vector<std::string> all_pieces = comm.gather(pieces_bytes, root);
+
+  // 5. The root checks that the pieces tile every entry, combines their
+  // CRCs in order, patches them into the local headers and commits.
+  std::string stats_bytes;
+  bool visible = false;
+  agreed_step(comm, ctx, [&] {
+    if (!is_root) return;
+    std::vector<std::vector<Piece>> by_entry(plan.entries.size());
+    std::uint64_t total = 0;
+    for (std::size_t r = 0; r < all_pieces.size(); ++r) {
+      WireIn in(all_pieces[r], static_cast<int>(r));
+      total += in.u64();
+      const std::uint64_t n = in.u64();
+      for (std::uint64_t i = 0; i < n; ++i) {
+        Piece p;
+        p.entry = in.u64();
+        p.offset = in.u64();
+        p.length = in.u64();
+        p.crc = static_cast<std::uint32_t>(in.u64());
+        if (p.entry >= by_entry.size())
+          throw Error(ErrorCode::corrupt, "rank " + std::to_string(r) + " wrote an unknown entry");
+        by_entry[p.entry].push_back(p);
+      }
+    }
+    std::vector<zip::EntryInfo> written;
+    for (const auto& [e, content] : root_entries) {
+      zip::EntryInfo info;
+      info.name = e.entry;
+      info.flags = zip::name_flags(e.entry);
+      info.crc32 = zip::crc32_of(std::as_bytes(std::span(content)));
+      info.compressed_size = info.uncompressed_size = e.size;
+      info.local_header_offset = e.local_offset;
+      info.data_offset = e.data_offset;
+      written.push_back(std::move(info));
+    }
+    std::uint64_t end = root_entries.back().first.data_offset + root_entries.back().first.size;
+    for (std::size_t i = 0; i < plan.entries.size(); ++i) {
+      const PlannedEntry& e = plan.entries[i];
+      auto& ps = by_entry[i];
+      std::sort(ps.begin(), ps.end(),
+                [](const Piece& a, const Piece& b) { return a.offset < b.offset; });
+      std::uint32_t crc = 0;
+      std::uint64_t pos = 0;
+      for (const auto& p : ps) {
+        if (p.offset != pos) break;
+        crc = zip::crc32_concat(crc, p.crc, p.length);
+        pos += p.length;
+      }
+      if (pos != e.size)
+        throw Error(ErrorCode::io,
+                    "the ranks' pieces of '" + e.entry + "' do not cover it (bytes " +
+                        std::to_string(pos) + " of " + std::to_string(e.size) + ")",
+                    ctx);
+      std::byte field[4];
+      detail::store_le<std::uint32_t>(field, crc);
+      pwrite_all(out->fd(), field, 4, e.local_offset + 14, plan.file);
+      zip::EntryInfo info;
+      info.name = e.entry;
+      info.flags = zip::name_flags(e.entry);
+      info.crc32 = crc;
+      info.compressed_size = info.uncompressed_size = e.size;
+      info.local_header_offset = e.local_offset;
+      info.data_offset = e.data_offset;
+      written.push_back(std::move(info));
+      end = std::max(end, e.data_offset + e.size);
+    }
+    std::vector<std::string> tags =
+        target->old() ? target->old()->tags() : std::vector<std::string>{};
+    tags.push_back(tag);
+    const std::uint64_t before = end;
+    try {
+      target->finish(written, tags, end, &visible);
+    } catch (const Error& e) {
+      if (!visible) throw;
+      throw Error(e.code(),
+                  "the new tag is visible, but finishing the commit failed (it may not survive "
+                  "a power loss): " +
+                      e.message(),
+                  e.context());
+    }
+    total += std::filesystem::file_size(m.path) - before + 4 * plan.entries.size();
+    WireOut w;
+    w.u64(total);
+    w.u64(stats.blobs_written);
+    w.u64(stats.blobs_deduplicated);
+    w.u64(exists ? 1 : 0);
+    stats_bytes = w.s;
+  });
+  out.reset();
+  target.reset();  // unlocks
+  const std::string final_stats = comm.broadcast(stats_bytes, root);
+  WireIn in(final_stats, root);
+  stats.archive_bytes_written = in.u64();
+  stats.blobs_written = in.u64();
+  stats.blobs_deduplicated = in.u64();
+  stats.appended = in.u64() != 0;
+  m.items.clear();
+  return stats;
+}
+
+}  // namespace modelzip

@@ -1,0 +1,66 @@
+// CommitTarget: the root rank's side of a collective commit that touches
+// the archive's structure: the lock, recovery of an interrupted append, the
+// file the ranks write into and where their entries start, and the final
+// step that makes the new entries the archive (the commit point).
+//
+// This is the single place that depends on the append path's contract
+// (FORMAT.md §8.1). Today: an existing archive grows after its old end
+// behind the append journal (old size); a missing one is written to a
+// temporary file beside the target that is renamed over it at the end.
+//
+// Not thread-safe. The lock is held from construction to destruction.
+// Errors: Error(io) naming the archive.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "modelzip/archive.hpp"
+#include "zip/zip_directory.hpp"
+
+namespace modelzip::dist {
+
+class CommitTarget {
+ public:
+  // Locks `path` and brings it to a committed state (an interrupted append
+  // is recovered first); opens the archive if there is one.
+  CommitTarget(std::filesystem::path path, bool durable);
+  ~CommitTarget();
+  CommitTarget(const CommitTarget&) = delete;
+  CommitTarget& operator=(const CommitTarget&) = delete;
+
+  const Archive* old() const noexcept { return old_ ? &*old_ : nullptr; }
+
+  struct Start {
+    std::string file;          // the path every rank opens for writing
+    std::uint64_t offset = 0;  // where the new entries start
+  };
+  // Journals (existing archive) or creates the temporary file holding
+  // modelzip.toml (new archive). Before the commit point, abort() undoes it.
+  Start begin();
+
+  // The commit: writes, after `end_of_data`, the central directory (the old
+  // entries but tags.txt, then `written`, then a new tags.txt holding
+  // `tags`) and the end records, fsyncing before and after the end record
+  // when durable, then drops the journal or renames the temporary file.
+  // `*visible` becomes true at the commit point; an error after it means
+  // the new archive is there but may not be durable.
+  void finish(const std::vector<zip::EntryInfo>& written, const std::vector<std::string>& tags,
+              std::uint64_t end_of_data, bool* visible);
+
+  // Before the commit point: leaves the archive as it was (cuts appended
+  // bytes and drops the journal, or removes the temporary file). Never throws.
+  void abort() noexcept;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+  std::optional<Archive> old_;
+};
+
+}  // namespace modelzip::dist

@@ -1,0 +1,412 @@
+// The collective commit and the resharding reader under MPI, run by meson
+// as `mpirun -np 1`, `2` and `4`. Every rank runs every test case (rank 0
+// prints doctest's report; the others write theirs to a log printed only
+// if they fail). Test cases call the collectives in the same order on
+// every rank, so a CHECK that fails never desynchronizes them.
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <mpi.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+
+#include "checkpoint/archive_impl.hpp"
+#include "dist/model.hpp"
+#include "io/syscalls.hpp"
+#include "modelzip/archive.hpp"
+#include "modelzip/error.hpp"
+#include "modelzip/mpi.hpp"
+#include "modelzip/writer.hpp"
+#include "test_support.hpp"
+#include "zip/crc32.hpp"
+#include "zip/zip_stream_writer.hpp"
+
+using namespace modelzip;
+using namespace modelzip::disttest;
+namespace fs = std::filesystem;
+
+namespace {
+
+MpiCommunicator* g_comm = nullptr;
+Communicator& comm() {
+  return *g_comm;
+}
+
+// A folder shared by all ranks (made by rank 0), removed at the end.
+class SharedDir {
+ public:
+  SharedDir() {
+    std::string path;
+    if (comm().rank() == 0) {
+      dir_.emplace();
+      path = dir_->path().string();
+    }
+    path_ = comm().broadcast(path, 0);
+  }
+  ~SharedDir() { comm().barrier(); }
+  fs::path operator/(const std::string& name) const { return fs::path(path_) / name; }
+  fs::path path() const { return path_; }
+
+ private:
+  std::optional<testing::TempDir> dir_;
+  std::string path_;
+};
+
+std::vector<float> floats_of(const Tensor& t) {
+  auto span = t.as<float>();
+  return {span.begin(), span.end()};
+}
+
+// Everything in `dir` but `keep`.
+std::set<std::string> others_in(const fs::path& dir, const std::string& keep) {
+  std::set<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename() != keep && !e.path().filename().string().ends_with("-lock"))
+      out.insert(e.path().filename().string());
+  return out;
+}
+
+// Whether every rank's `s` equals rank 0's.
+bool same_on_every_rank(const std::string& s) {
+  const std::string root = comm().broadcast(s, 0);
+  return !comm().agree(root == s ? "" : "differs").has_value();
+}
+
+Versions second_versions() {
+  return [](const std::string& name) {
+    return name == "embed.weight" || name == "conv.weight" || name == "big" || name == "empty" ? 1
+                                                                                               : 2;
+  };
+}
+
+// Checks every parameter of `tag` against the model at `version`.
+void check_tag_values(const Archive& a, const std::string& tag, const Versions& version) {
+  for (const auto& p : model_defs()) {
+    CAPTURE(p.name);
+    Tensor t = a.tensor(p.name, tag);
+    CHECK(t.shape() == p.shape);
+    CHECK(floats_of(t) == global_values(p, version(p.name)));
+  }
+}
+
+int run_python(const std::string& code) {
+  const std::string file = "/tmp/modelzip-dist-" + std::to_string(getpid()) + ".py";
+  testing::write_file(file, code);
+  int rc = std::system(("/usr/bin/python3 " + file).c_str());
+  fs::remove(file);
+  return rc;
+}
+
+}  // namespace
+
+TEST_CASE("communicator: prefix sum, gather, broadcast, barrier, agree") {
+  const int r = comm().rank(), n = comm().size();
+  CHECK(comm().exclusive_prefix_sum(static_cast<std::uint64_t>(r + 1)) ==
+        static_cast<std::uint64_t>(r * (r + 1) / 2));
+  auto all = comm().gather("rank-" + std::to_string(r), 0);
+  if (r == 0) {
+    REQUIRE(all.size() == static_cast<std::size_t>(n));
+    for (int i = 0; i < n; ++i)
+      CHECK(all[static_cast<std::size_t>(i)] == "rank-" + std::to_string(i));
+  } else {
+    CHECK(all.empty());
+  }
+  CHECK(comm().broadcast(r == n - 1 ? std::string("from last\0x", 11) : "", n - 1) ==
+        std::string("from last\0x", 11));
+  comm().barrier();
+  CHECK_FALSE(comm().agree("").has_value());
+  auto f = comm().agree(r == n - 1 ? "boom" : "");
+  REQUIRE(f.has_value());
+  CHECK(f->rank == n - 1);
+  CHECK(f->message == "boom");
+  f = comm().agree(r >= n / 2 ? "late " + std::to_string(r) : "");
+  REQUIRE(f.has_value());
+  CHECK(f->rank == n / 2);
+  CHECK(f->message == "late " + std::to_string(n / 2));
+}
+
+TEST_CASE("collective commits: uneven shards, idle ranks, dedup, share, resharded reads") {
+  const int r = comm().rank(), n = comm().size();
+  SharedDir dir;
+  const fs::path path = dir / "dist.zip";
+  {
+    CollectiveWriter w(path, comm());
+    stage_model(w, r, n, all_at(1));
+    CollectiveStats st = w.commit("step-1");
+    CHECK_FALSE(st.appended);
+    CHECK(st.blobs_written == model_defs().size());
+  }
+  {
+    CollectiveWriter w(path, comm());
+    stage_model(w, r, n, second_versions());
+    CollectiveStats st = w.commit("step-2");
+    CHECK(st.appended);
+    CHECK(st.blobs_deduplicated == 4);
+    CHECK(st.blobs_written == model_defs().size() - 4);
+  }
+  {
+    CollectiveWriter w(path, comm());
+    if (r == 0) w.share("fc.bias", "step-1", "fc.bias");
+    const auto defs = model_defs();
+    auto block = split_block(defs[0].shape, 0, r, n);
+    w.add_shard(
+        "embed.weight",
+        float_tensor(block.shape, block_values(global_values(defs[0], 3), defs[0].shape, block)),
+        ShardSpec{defs[0].shape, block.offset});
+    CollectiveStats st = w.commit("step-3");
+    CHECK(st.blobs_written == 1);
+  }
+
+  Archive a = Archive::open(path);
+  CHECK(a.tags() == std::vector<std::string>{"step-1", "step-2", "step-3"});
+  CHECK(a.verify().empty());
+  check_tag_values(a, "step-1", all_at(1));
+  check_tag_values(a, "step-2", second_versions());
+  CHECK(a.param("fc.bias", "step-3").owner_tag == "step-1");
+  CHECK(a.param("embed.weight", "step-2").owner_tag == "step-1");
+  CHECK(floats_of(a.tensor("embed.weight", "step-3")) == global_values(model_defs()[0], 3));
+
+  // Every stored entry's data, and so every tensor's values, is 64-aligned.
+  const Bytes file = a.entry("step-1/params/0.fb");
+  for (const auto& name : a.entry_names()) {
+    CAPTURE(name);
+    const auto* info = a.internals().find_entry(name);
+    REQUIRE(info);
+    CHECK(info->data_offset % 64 == 0);
+  }
+  for (const auto& p : model_defs()) {
+    Tensor t = a.tensor(p.name, "step-1");
+    if (t.values().size()) CHECK(reinterpret_cast<std::uintptr_t>(t.values().data()) % 64 == 0);
+  }
+
+  // Any number of readers: each reads the blocks of a split into M parts,
+  // touching only the bytes of its block.
+  for (int m = 1; m <= 4; ++m)
+    for (const auto& p : model_defs()) {
+      if (p.shape.empty()) continue;
+      for (std::size_t dim = 0; dim < std::min<std::size_t>(p.shape.size(), 2); ++dim)
+        for (int part = 0; part < m; ++part) {
+          CAPTURE(p.name);
+          CAPTURE(m);
+          CAPTURE(dim);
+          Block b = split_block(p.shape, dim, part, m);
+          BlockReadStats stats;
+          Tensor t = read_block(a, p.name, b, "step-2", &stats);
+          CHECK(t.shape() == b.shape);
+          CHECK(floats_of(t) ==
+                block_values(global_values(p, second_versions()(p.name)), p.shape, b));
+          CHECK(stats.bytes_read == numel_of(b.shape) * 4);
+          if (dim == 0 && numel_of(b.shape) > 0) CHECK(stats.zero_copy);
+        }
+    }
+
+  // Byte-exact: a single process saving the same tags writes the same entries.
+  std::string mismatch;
+  if (r == 0) {
+    const fs::path single = dir / "single.zip";
+    {
+      Writer w = Writer::open(single);
+      w.add_tag("step-1", whole_model(all_at(1), n));
+      w.commit();
+      w.add_tag("step-2", whole_model(second_versions(), n));
+      w.commit();
+      NewTag t3;
+      t3.share("fc.bias", "step-1", "fc.bias");
+      t3.add("embed.weight",
+             float_tensor(model_defs()[0].shape, global_values(model_defs()[0], 3)));
+      w.add_tag("step-3", std::move(t3));
+      w.commit();
+    }
+    Archive b = Archive::open(single);
+    auto names_a = a.entry_names(), names_b = b.entry_names();
+    std::sort(names_a.begin(), names_a.end());
+    std::sort(names_b.begin(), names_b.end());
+    CHECK(names_a == names_b);
+    for (const auto& name : names_a) {
+      if (!b.has_entry(name)) continue;
+      const Bytes x = a.entry(name, ReadMode::copy), y = b.entry(name, ReadMode::copy);
+      if (x.as_string_view() != y.as_string_view()) mismatch += name + " ";
+      CHECK(a.internals().find_entry(name)->crc32 == b.internals().find_entry(name)->crc32);
+    }
+    // Third-party readers: Info-ZIP and Python's zipfile test every CRC.
+    CHECK(std::system(("unzip -tqq " + path.string()).c_str()) == 0);
+    CHECK(run_python("import zipfile,sys\nz=zipfile.ZipFile(" + std::string("'") + path.string() +
+                     "')\nsys.exit(1 if z.testzip() is not None else 0)\n") == 0);
+  }
+  CHECK(mismatch == "");
+  comm().barrier();
+}
+
+TEST_CASE("invalid shard specs fail the same way on every rank and leave the archive as it was") {
+  const int r = comm().rank(), n = comm().size();
+  SharedDir dir;
+  const fs::path path = dir / "v.zip";
+  {
+    CollectiveWriter w(path, comm());
+    stage_model(w, r, n, all_at(1));
+    w.commit("base");
+  }
+  const std::string before = testing::io_bytes(path);
+  auto f32 = [](Shape s) { return float_tensor(s, std::vector<float>(numel_of(s), 1.0f)); };
+  struct Case {
+    const char* name;
+    std::function<void(CollectiveWriter&)> stage;
+    const char* expect;
+    bool multi_rank;  // needs two ranks or more
+  };
+  const std::vector<Case> cases = {
+      {"missing block",
+       [&](CollectiveWriter& w) {
+         if (r == 0) w.add_shard("m", f32({1, 2}), ShardSpec{{4, 2}, {0, 0}});
+       },
+       "cover 2 of its 8 elements", false},
+      {"overlap",
+       [&](CollectiveWriter& w) {
+         if (r < 2) w.add_shard("o", f32({3, 2}), ShardSpec{{4, 2}, {r, 0}});
+       },
+       "overlap", true},
+      {"dtype",
+       [&](CollectiveWriter& w) {
+         Tensor t =
+             r == 1 ? Tensor::dense(DType::float64, {1, 2}, Bytes::copy_of(std::string(16, '\0')))
+                    : f32({1, 2});
+         w.add_shard("d", t, ShardSpec{{static_cast<std::int64_t>(n), 2}, {r, 0}});
+       },
+       "disagree on the dtype", true},
+      {"global shape",
+       [&](CollectiveWriter& w) {
+         w.add_shard("g", f32({1, 2}),
+                     ShardSpec{{static_cast<std::int64_t>(n) + (r == 1), 2}, {r, 0}});
+       },
+       "disagree on the global shape", true},
+      {"staged twice",
+       [&](CollectiveWriter& w) {
+         if (r < 2) w.add("t", f32({2}));
+       },
+       "staged twice", true},
+      {"tag exists", [&](CollectiveWriter& w) { w.add("x", f32({2})); }, "exists already", false},
+  };
+  for (const auto& c : cases) {
+    if (c.multi_rank && n < 2) continue;
+    CAPTURE(c.name);
+    CollectiveWriter w(path, comm());
+    c.stage(w);
+    std::string message;
+    try {
+      w.commit(std::string(c.name) == std::string("tag exists") ? "BASE" : "next");
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    CHECK(message.find(c.expect) != std::string::npos);
+    CHECK(same_on_every_rank(message));
+    if (r == 0) {
+      CHECK(testing::io_bytes(path) == before);
+      CHECK(others_in(dir.path(), "v.zip").empty());
+    }
+  }
+  // A rank whose write fails: every rank reports it, the archive is unchanged,
+  // and the next commit works.
+  {
+    io::FaultInjector fail(io::FaultInjector::Plan{
+        .action = io::FaultInjector::Action::fail, .kind = io::SysOp::write, .nth = 1});
+    CollectiveWriter w(path, comm());
+    stage_model(w, r, n, all_at(5));
+    if (r == n - 1) fail.install();
+    std::string message;
+    try {
+      w.commit("next");
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    fail.uninstall();
+    CHECK(message.find("failed on rank " + std::to_string(n - 1)) != std::string::npos);
+    CHECK(same_on_every_rank(message));
+    if (r == 0) {
+      CHECK(testing::io_bytes(path) == before);
+      CHECK(others_in(dir.path(), "v.zip").empty());
+    }
+    w.commit("next");  // the staged tensors are kept after a failure
+  }
+  Archive a = Archive::open(path);
+  CHECK(a.tags() == std::vector<std::string>{"base", "next"});
+  check_tag_values(a, "next", all_at(5));
+  CHECK(a.verify().empty());
+}
+
+TEST_CASE("entries past 4 GiB use ZIP64 (sparse archive)") {
+  const int r = comm().rank(), n = comm().size();
+  SharedDir dir;
+  const fs::path path = dir / "big.zip";
+  constexpr std::uint64_t kPad = (4ull << 30) + (300ull << 20);
+  if (r == 0) {
+    // An archive whose first entry is 4.3 GiB of zeros left as a hole.
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
+    REQUIRE(fd >= 0);
+    std::vector<char> mib(1 << 20, 0);
+    std::uint32_t crc_mib = zip::crc32_of(std::as_bytes(std::span(mib))), crc = 0;
+    for (std::uint64_t i = 0; i < kPad >> 20; ++i) crc = zip::crc32_concat(crc, crc_mib, 1 << 20);
+    zip::EntryInfo pad;
+    pad.name = "padding.bin";
+    pad.crc32 = crc;
+    pad.compressed_size = pad.uncompressed_size = kPad;
+    auto head = zip::encode_local_header(
+        zip::LocalHeader{
+            .name = pad.name, .crc = crc, .compressed = kPad, .uncompressed = kPad, .zip64 = true},
+        0, true);
+    REQUIRE(::pwrite(fd, head.data(), head.size(), 0) == static_cast<ssize_t>(head.size()));
+    pad.data_offset = head.size();
+    REQUIRE(::ftruncate(fd, static_cast<off_t>(head.size() + kPad)) == 0);
+    zip::StreamZipWriter zw(fd, path.string(), head.size() + kPad);
+    zw.keep(pad);
+    zw.add_stored("modelzip.toml", {Bytes::copy_of(std::string("format_version = 1\n"))});
+    zw.add_stored("tags.txt", {Bytes::copy_of(std::string("old\n"))});
+    zw.add_stored("old/params.txt", {Bytes::copy_of(std::string(""))});
+    zw.finish();
+    ::close(fd);
+  }
+  comm().barrier();
+  {
+    CollectiveWriter w(path, comm());
+    stage_model(w, r, n, all_at(7));
+    CHECK(w.commit("new").appended);
+  }
+  Archive a = Archive::open(path);
+  CHECK(a.tags() == std::vector<std::string>{"old", "new"});
+  check_tag_values(a, "new", all_at(7));
+  for (const auto& name : a.entry_names())
+    if (name.starts_with("new/")) CHECK(a.internals().find_entry(name)->local_header_offset > kPad);
+  if (r == 0) {
+    // Python's zipfile checks the CRCs of the new entries past 4 GiB.
+    CHECK(run_python("import zipfile\nz=zipfile.ZipFile('" + path.string() +
+                     "')\nfor i in z.infolist():\n    if i.filename.startswith('new/'): "
+                     "z.read(i)\nassert z.getinfo('new/params/7.fb').header_offset > 2**32\n") ==
+          0);
+  }
+  comm().barrier();
+}
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int failed = 0;
+  {
+    MpiCommunicator comm(MPI_COMM_WORLD, std::chrono::seconds(60));
+    g_comm = &comm;
+    doctest::Context ctx(argc, argv);
+    const std::string log = "/tmp/modelzip-dist-test-" + std::to_string(getpid()) + ".log";
+    if (comm.rank() != 0) ctx.setOption("out", log.c_str());
+    failed = ctx.run() != 0;
+    if (comm.rank() != 0) {
+      if (failed)
+        std::fprintf(stderr, "rank %d:\n%s\n", comm.rank(), testing::io_bytes(log).c_str());
+      fs::remove(log);
+    }
+    MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    g_comm = nullptr;
+  }
+  MPI_Finalize();
+  return failed;
+}
