@@ -1,0 +1,317 @@
+// distributed_bench: N MPI ranks write one model into one archive with the
+// collective commit, beside, in the same run, the physical limit (the same
+// N ranks writing the same bytes into N raw files) and the DeepSpeed
+// pattern (each rank torch.save-ing its part, when /usr/bin/python3 has
+// torch); then M != N readers load resharded blocks, counting the bytes
+// each reads against the bytes it needs.
+//
+//   mpirun -np N build/benchmarks/distributed_bench --dir DIR [--size-mib M] [--keep]
+//
+// The model: M MiB of float32 in 16 parameters: 8 row-sharded over the
+// ranks (uneven splits), 4 column-sharded (strided pieces), 4 whole
+// parameters spread round-robin. Writes are durable on both sides (the
+// raw files are fsynced, as the archive is). Times are wall-clock from a
+// barrier before to a barrier after (the slowest rank), medians of 3.
+// The last line is the headline.
+#include <fcntl.h>
+#include <mpi.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "checkpoint/archive_impl.hpp"
+#include "format/tensor_blob.hpp"
+#include "modelzip/distributed.hpp"
+#include "modelzip/mpi.hpp"
+
+using namespace modelzip;
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Param {
+  std::string name;
+  Shape shape;
+  enum { rows, columns, whole } split;
+  int owner = 0;  // whole
+};
+
+struct Local {
+  std::string name;
+  Block block;
+  std::vector<float> data;
+};
+
+std::vector<Param> model(std::uint64_t size_mib, int n) {
+  // 16 parameters of equal size, 1024 columns each.
+  const std::int64_t cols = 1024;
+  const std::int64_t rows = std::max<std::int64_t>(
+      1, static_cast<std::int64_t>((size_mib << 20) / 16 / 4 / static_cast<std::uint64_t>(cols)));
+  std::vector<Param> out;
+  for (int i = 0; i < 16; ++i) {
+    Param p{"layer" + std::to_string(i) + ".weight", {rows + i, cols}, Param::rows, 0};
+    if (i >= 8) p.split = Param::columns;
+    if (i >= 12) {
+      p.split = Param::whole;
+      p.owner = i % n;
+    }
+    out.push_back(p);
+  }
+  return out;
+}
+
+std::vector<Local> local_part(const std::vector<Param>& params, int rank, int n) {
+  std::vector<Local> out;
+  for (const auto& p : params) {
+    Block b;
+    if (p.split == Param::whole) {
+      if (p.owner != rank) continue;
+      b = Block{{0, 0}, p.shape};
+    } else {
+      b = split_block(p.shape, p.split == Param::rows ? 0 : 1, rank, n);
+    }
+    Local l{p.name, b, std::vector<float>(static_cast<std::size_t>(b.shape[0] * b.shape[1]))};
+    for (std::size_t i = 0; i < l.data.size(); ++i)
+      l.data[i] = static_cast<float>(i % 1000) * 0.5f + static_cast<float>(rank);
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
+Tensor view(const Local& l) {
+  return Tensor::dense(DType::float32, l.block.shape,
+                       Bytes::borrow(std::as_bytes(std::span(l.data)), nullptr));
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Wall time of `f` over all ranks: barrier, f, barrier (seconds).
+template <class F>
+double timed(MpiCommunicator& comm, F&& f) {
+  comm.barrier();
+  const auto t0 = Clock::now();
+  f();
+  comm.barrier();
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+void write_raw(const fs::path& file, const std::vector<Local>& part) {
+  int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) throw std::runtime_error("cannot create " + file.string());
+  for (const auto& l : part) {
+    const char* p = reinterpret_cast<const char*>(l.data.data());
+    std::size_t left = l.data.size() * sizeof(float);
+    while (left > 0) {
+      ssize_t w = ::write(fd, p, std::min<std::size_t>(left, 4u << 20));
+      if (w <= 0) throw std::runtime_error("write failed");
+      p += w;
+      left -= static_cast<std::size_t>(w);
+    }
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) throw std::runtime_error("fsync failed");
+  int dir = ::open(file.parent_path().c_str(), O_RDONLY | O_DIRECTORY);
+  ::fsync(dir);
+  ::close(dir);
+}
+
+// Each rank runs torch.save of a state dict with its tensors' shapes (the
+// DeepSpeed pattern: one file per rank), after all ranks imported torch;
+// returns the wall time from the first start to the last end, or < 0
+// without torch.
+double torch_save(MpiCommunicator& comm, const fs::path& dir, const std::vector<Local>& part) {
+  const fs::path script = dir / ("torch_save_" + std::to_string(comm.rank()) + ".py");
+  std::string shapes;
+  for (const auto& l : part)
+    shapes +=
+        "(" + std::to_string(l.block.shape[0]) + "," + std::to_string(l.block.shape[1]) + "),";
+  std::ofstream(script)
+      << "import os, sys, time\n"
+         "try:\n    import torch\nexcept ImportError:\n    sys.exit(3)\n"
+         "d = {f'p{i}': torch.rand(s) for i, s in enumerate(["
+      << shapes << "])}\n"
+      << "open(sys.argv[1] + '.ready', 'w').close()\n"
+         "while len([f for f in os.listdir(sys.argv[2]) if f.endswith('.ready')]) < "
+      << comm.size()
+      << ":\n    time.sleep(0.001)\n"
+         "t0 = time.time()\n"
+         "with open(sys.argv[1], 'wb') as f:\n"
+         "    torch.save(d, f)\n    f.flush()\n    os.fsync(f.fileno())\n"
+         "print(t0, time.time())\n";
+  const fs::path out = dir / ("torch-" + std::to_string(comm.rank()) + ".pt");
+  const std::string cmd = "/usr/bin/python3 " + script.string() + " " + out.string() + " " +
+                          dir.string() + " > " + out.string() + ".time";
+  const int rc = std::system(cmd.c_str());
+  double t0 = 0, t1 = 0;
+  std::ifstream(out.string() + ".time") >> t0 >> t1;
+  fs::remove(script);
+  fs::remove(out.string() + ".ready");
+  fs::remove(out.string() + ".time");
+  fs::remove(out);
+  double times[2] = {rc == 0 ? t0 : -1, rc == 0 ? t1 : -1}, lo = 0, hi = 0;
+  MPI_Allreduce(&times[0], &lo, 1, MPI_DOUBLE, MPI_MIN, comm.comm());
+  MPI_Allreduce(&times[1], &hi, 1, MPI_DOUBLE, MPI_MAX, comm.comm());
+  return lo < 0 ? -1 : hi - lo;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int status = 0;
+  try {
+    MpiCommunicator comm(MPI_COMM_WORLD);
+    const int rank = comm.rank(), n = comm.size();
+    fs::path dir;
+    std::uint64_t size_mib = 512;
+    bool keep = false;
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      if (a == "--dir" && i + 1 < argc)
+        dir = argv[++i];
+      else if (a == "--size-mib" && i + 1 < argc)
+        size_mib = std::strtoull(argv[++i], nullptr, 10);
+      else if (a == "--keep")
+        keep = true;
+      else {
+        if (rank == 0)
+          std::fprintf(stderr,
+                       "usage: mpirun -np N distributed_bench --dir DIR [--size-mib M] [--keep]\n");
+        MPI_Finalize();
+        return 2;
+      }
+    }
+    if (dir.empty()) throw std::runtime_error("--dir is required");
+    fs::create_directories(dir);
+    const auto params = model(size_mib, n);
+    const auto part = local_part(params, rank, n);
+    std::uint64_t mine = 0, total = 0;
+    for (const auto& l : part) mine += l.data.size() * 4;
+    MPI_Allreduce(&mine, &total, 1, MPI_UINT64_T, MPI_SUM, comm.comm());
+    const fs::path archive = dir / "distributed_bench.zip";
+    const double gib = static_cast<double>(total) / (1u << 30);
+
+    auto stage = [&](CollectiveWriter& w) {
+      for (const auto& l : part) {
+        const Param& p = *std::find_if(params.begin(), params.end(),
+                                       [&](const Param& q) { return q.name == l.name; });
+        if (p.split == Param::whole)
+          w.add(l.name, view(l));
+        else
+          w.add_shard(l.name, view(l), ShardSpec{p.shape, l.block.offset});
+      }
+    };
+    // Raw files and new archives alternate, so both see the same machine.
+    std::vector<double> raw, fresh, append;
+    for (int rep = 0; rep < 3; ++rep) {
+      const fs::path file = dir / ("raw-" + std::to_string(rank) + ".bin");
+      raw.push_back(timed(comm, [&] { write_raw(file, part); }));
+      fs::remove(file);
+      if (rank == 0) fs::remove(archive);
+      fresh.push_back(timed(comm, [&] {
+        CollectiveWriter w(archive, comm);
+        stage(w);
+        w.commit("step-1");
+      }));
+    }
+    for (int rep = 0; rep < 3; ++rep) {
+      append.push_back(timed(comm, [&] {
+        CollectiveWriter w(archive, comm, CollectiveOptions{.dedup = false});
+        stage(w);
+        w.commit("step-" + std::to_string(rep + 2));
+      }));
+    }
+    const double torch_time = torch_save(comm, dir, part);
+
+    // Resharded loads: M readers (N-1, N+1 and 2N+1), each reading the rows
+    // of every parameter that fall to it; ranks take the reader roles in turn.
+    struct LoadRow {
+      int readers;
+      double seconds, needed, read, worst;
+    };
+    std::vector<LoadRow> loads;
+    for (int m : {std::max(1, n - 1), n + 1, 2 * n + 1}) {
+      if (m == n) continue;
+      std::uint64_t needed = 0, read = 0;
+      double worst = 0;
+      double seconds = timed(comm, [&] {
+        Archive a = Archive::open(archive);
+        // Bytes a reader reads besides tensor data: the directory and the
+        // tables (parsed at open) and the blob headers it decodes.
+        const auto& impl = a.internals();
+        std::uint64_t meta = impl.directory.central_directory_size + 22;
+        for (const auto& name : {std::string("modelzip.toml"), std::string("tags.txt"),
+                                 a.newest_tag() + "/params.txt"})
+          meta += impl.find_entry(name)->compressed_size;
+        for (int reader = rank; reader < m; reader += n) {
+          std::uint64_t r_needed = 0, r_read = meta;
+          volatile float sink = 0;
+          for (const auto& p : params) {
+            Block b = split_block(p.shape, 0, reader, m);
+            BlockReadStats stats;
+            Tensor t = read_block(a, p.name, b, {}, &stats);
+            for (float v : t.as<float>()) sink = sink + v;  // touch every byte
+            r_needed += stats.bytes_read;
+            r_read +=
+                stats.bytes_read + format::dense_blob_layout(DType::float32, p.shape).values_offset;
+          }
+          needed += r_needed;
+          read += r_read;
+          worst = std::max(worst, static_cast<double>(r_read) / static_cast<double>(r_needed));
+        }
+      });
+      std::uint64_t all_needed = 0, all_read = 0;
+      double all_worst = 0;
+      MPI_Allreduce(&needed, &all_needed, 1, MPI_UINT64_T, MPI_SUM, comm.comm());
+      MPI_Allreduce(&read, &all_read, 1, MPI_UINT64_T, MPI_SUM, comm.comm());
+      MPI_Allreduce(&worst, &all_worst, 1, MPI_DOUBLE, MPI_MAX, comm.comm());
+      loads.push_back(LoadRow{m, seconds, static_cast<double>(all_needed),
+                              static_cast<double>(all_read), all_worst});
+    }
+
+    if (rank == 0) {
+      const double r = median(raw), f = median(fresh), ap = median(append);
+      std::printf(
+          "distributed_bench: %d ranks, %.0f MiB (16 float32 parameters: 8 row-sharded, "
+          "4 column-sharded, 4 whole), %s; wall time over all ranks, median of 3\n",
+          n, gib * 1024, dir.c_str());
+      std::printf("%-52s %9s %12s %8s\n", "write (durable)", "time", "aggregate", "vs raw");
+      std::printf("%-52s %7.0f ms %7.2f GiB/s %7.2fx\n", "raw: N ranks write + fsync N files",
+                  r * 1e3, gib / r, 1.0);
+      std::printf("%-52s %7.0f ms %7.2f GiB/s %7.2fx\n", "modelzip: N ranks, one new archive",
+                  f * 1e3, gib / f, r / f);
+      std::printf("%-52s %7.0f ms %7.2f GiB/s %7.2fx\n",
+                  "modelzip: N ranks append a tag (no dedup)", ap * 1e3, gib / ap, r / ap);
+      if (torch_time > 0)
+        std::printf("%-52s %7.0f ms %7.2f GiB/s %7.2fx\n", "torch.save: one file per rank",
+                    torch_time * 1e3, gib / torch_time, r / torch_time);
+      else
+        std::printf("torch.save: not measured (no torch for /usr/bin/python3)\n");
+      std::printf("%-52s %9s %12s %8s %8s\n", "resharded load (M readers, rows of every parameter)",
+                  "time", "needed", "read", "worst");
+      for (const auto& l : loads)
+        std::printf("  M = %-46d %7.0f ms %8.1f MiB %7.3fx %7.3fx\n", l.readers, l.seconds * 1e3,
+                    l.needed / (1 << 20), l.read / l.needed, l.worst);
+      std::printf("%d ranks, one archive: %.2fx the aggregate raw write of %d files\n", n, r / f,
+                  n);
+    }
+    comm.barrier();
+    if (rank == 0 && !keep) fs::remove(archive);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "distributed_bench: %s\n", e.what());
+    status = 1;
+  }
+  MPI_Finalize();
+  return status;
+}

@@ -1,0 +1,179 @@
+// modelzip._modelzip.Communicator (subclassed in Python by the backends of
+// modelzip.distributed: torch.distributed and mpi4py), CollectiveWriter and
+// read_blocks.
+//
+// The C++ collective commit calls the Python communicator through a
+// pybind11 trampoline: commit() runs with the GIL released and each
+// collective operation acquires it to call the Python method. rank() and
+// size() are asked once and cached. An exception raised by a Python
+// collective (e.g. a torch.distributed time-out) propagates out of commit()
+// as that Python exception.
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include <mutex>
+
+#include "arrays.hpp"
+#include "bindings.hpp"
+#include "modelzip/archive.hpp"
+#include "modelzip/distributed.hpp"
+#include "modelzip/error.hpp"
+
+namespace modelzip::python {
+namespace {
+
+class PyCommunicator : public Communicator {
+ public:
+  int rank() const override {
+    cache();
+    return rank_;
+  }
+  int size() const override {
+    cache();
+    return size_;
+  }
+  std::uint64_t exclusive_prefix_sum(std::uint64_t value) override {
+    py::gil_scoped_acquire gil;
+    return call("exclusive_prefix_sum", value).cast<std::uint64_t>();
+  }
+  std::vector<std::string> gather(std::string_view bytes, int root) override {
+    py::gil_scoped_acquire gil;
+    py::object r = call("gather", py::bytes(bytes.data(), bytes.size()), root);
+    std::vector<std::string> out;
+    if (!r.is_none())
+      for (py::handle item : r) out.push_back(item.cast<std::string>());
+    return out;
+  }
+  std::string broadcast(std::string_view bytes, int root) override {
+    py::gil_scoped_acquire gil;
+    return call("broadcast", py::bytes(bytes.data(), bytes.size()), root).cast<std::string>();
+  }
+  void barrier() override {
+    py::gil_scoped_acquire gil;
+    call("barrier");
+  }
+  std::optional<Failure> agree(std::string_view error) override {
+    py::gil_scoped_acquire gil;
+    py::object r = call("agree", py::str(error.data(), error.size()));
+    if (r.is_none()) return std::nullopt;
+    auto [rank, message] = r.cast<std::pair<int, std::string>>();
+    return Failure{rank, message};
+  }
+
+ private:
+  template <class... Args>
+  py::object call(const char* method, Args&&... args) const {
+    py::function f = py::get_override(static_cast<const Communicator*>(this), method);
+    if (!f)
+      throw py::type_error(std::string("modelzip.Communicator subclasses must implement ") +
+                           method + "()");
+    return f(std::forward<Args>(args)...);
+  }
+  void cache() const {
+    std::call_once(once_, [&] {
+      py::gil_scoped_acquire gil;
+      rank_ = call("rank").cast<int>();
+      size_ = call("size").cast<int>();
+    });
+  }
+  mutable std::once_flag once_;
+  mutable int rank_ = 0, size_ = 1;
+};
+
+// (name, None: the whole tensor, or (offset, shape) of a block)
+using Request = std::tuple<std::string, std::optional<std::pair<std::vector<std::int64_t>, Shape>>>;
+
+Tensor tensor_of(const std::string& name, const py::handle& value) {
+  py::tuple savable = helper("_values", "to_savable")(name, value, false);
+  if (py::cast<std::string>(savable[0]) != "dense")
+    throw py::type_error("parameter '" + name + "': distributed saves take dense arrays");
+  return tensor_from_savable(savable);
+}
+
+}  // namespace
+
+void bind_distributed(py::module_& m) {
+  py::class_<Communicator, PyCommunicator>(m, "Communicator", R"doc(
+The collective operations a distributed commit needs. Subclass it (as
+modelzip.distributed.TorchCommunicator and MPICommunicator do) and implement
+rank(), size(), exclusive_prefix_sum(int), gather(bytes, root) -> list of
+bytes at root (None elsewhere), broadcast(bytes, root) -> bytes, barrier()
+and agree(error: str) -> None or (lowest failing rank, its message).)doc")
+      .def(py::init<>());
+
+  py::class_<CollectiveStats>(m, "CollectiveStats")
+      .def_readonly("bytes_written", &CollectiveStats::bytes_written)
+      .def_readonly("archive_bytes_written", &CollectiveStats::archive_bytes_written)
+      .def_readonly("blobs_written", &CollectiveStats::blobs_written)
+      .def_readonly("blobs_deduplicated", &CollectiveStats::blobs_deduplicated)
+      .def_readonly("appended", &CollectiveStats::appended)
+      .def("__repr__", [](const CollectiveStats& s) {
+        return "CollectiveStats(bytes_written=" + std::to_string(s.bytes_written) +
+               ", archive_bytes_written=" + std::to_string(s.archive_bytes_written) +
+               ", blobs_written=" + std::to_string(s.blobs_written) +
+               ", blobs_deduplicated=" + std::to_string(s.blobs_deduplicated) +
+               ", appended=" + (s.appended ? "True" : "False") + ")";
+      });
+
+  py::class_<CollectiveWriter>(m, "CollectiveWriter")
+      .def(py::init(
+               [](const py::object& path, Communicator& comm, bool dedup, bool durable, int root) {
+                 CollectiveOptions options;
+                 options.dedup = dedup;
+                 options.durable = durable;
+                 options.root = root;
+                 return std::make_unique<CollectiveWriter>(to_path(path), comm, options);
+               }),
+           py::arg("path"), py::arg("comm"), py::arg("dedup") = true, py::arg("durable") = true,
+           py::arg("root") = 0, py::keep_alive<1, 3>())
+      .def(
+          "add",
+          [](CollectiveWriter& w, const std::string& name, const py::handle& value) {
+            w.add(name, tensor_of(name, value));
+          },
+          py::arg("name"), py::arg("value"))
+      .def(
+          "add_shard",
+          [](CollectiveWriter& w, const std::string& name, const py::handle& value,
+             std::vector<std::int64_t> global_shape, std::vector<std::int64_t> offset) {
+            w.add_shard(name, tensor_of(name, value),
+                        ShardSpec{std::move(global_shape), std::move(offset)});
+          },
+          py::arg("name"), py::arg("value"), py::arg("global_shape"), py::arg("offset"))
+      .def("share", &CollectiveWriter::share, py::arg("name"), py::arg("from_tag"),
+           py::arg("from_param"))
+      .def("commit", &CollectiveWriter::commit, py::arg("tag"),
+           py::call_guard<py::gil_scoped_release>());
+
+  m.def(
+      "read_blocks",
+      [](const py::object& path, const std::vector<Request>& requests,
+         const std::optional<std::string>& tag) {
+        const std::filesystem::path p = to_path(path);
+        std::vector<std::pair<Tensor, BlockReadStats>> results;
+        {
+          py::gil_scoped_release release;
+          Archive archive = Archive::open(p);
+          for (const auto& [name, block] : requests) {
+            BlockReadStats stats;
+            if (block) {
+              results.emplace_back(read_block(archive, name, Block{block->first, block->second},
+                                              tag_or_newest(tag), &stats),
+                                   stats);
+            } else {
+              ParamInfo info = archive.param(name, tag_or_newest(tag));
+              stats.bytes_read = info.nbytes;
+              stats.zero_copy = !info.compressed;
+              results.emplace_back(archive.tensor(name, tag_or_newest(tag)), stats);
+            }
+          }
+        }
+        py::list out;
+        for (const auto& [t, s] : results)
+          out.append(py::make_tuple(tensor_to_python(t, false), s.bytes_read, s.zero_copy));
+        return out;
+      },
+      py::arg("path"), py::arg("requests"), py::arg("tag") = py::none());
+}
+
+}  // namespace modelzip::python

@@ -1,0 +1,258 @@
+"""modelzip.distributed: many ranks save one tag of one archive together, and
+any number of ranks load blocks of it back.
+
+Saving is collective: every rank of a ``torch.distributed`` process group or
+of an ``mpi4py`` communicator calls :func:`save` with the tensors it owns:
+whole parameters (numpy arrays, torch tensors) or :class:`Shard` blocks of
+sharded ones. Each rank writes only its own bytes, in parallel, into the one
+archive; every sharded parameter becomes one ordinary tensor entry::
+
+    import torch.distributed as dist, modelzip.distributed as mzd
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
+    rows = mzd.split(w.shape, 0, dist.get_rank(), dist.get_world_size())
+    mzd.save("model.zip", "step-10", {
+        "fc.weight": mzd.Shard(local_rows, global_shape=w.shape, offset=rows[0]),
+        "fc.bias": bias,                  # whole: exactly one rank passes it
+    })
+
+Loading needs no collective: each rank names the block of each parameter it
+wants and reads only those bytes (zero-copy when the block is contiguous)::
+
+    offset, shape = mzd.split((4096, 1024), 0, rank, world)
+    part = mzd.load("model.zip", {"fc.weight": (offset, shape)})["fc.weight"]
+
+Errors: a commit that fails on any rank raises the same modelzip.Error on
+every rank, naming the rank; the archive is left as it was. The engines'
+time-outs apply: pass ``timeout=`` to ``init_process_group`` (gloo); the
+MPI communicator polls non-blocking collectives until its ``timeout``.
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Mapping, NamedTuple, Optional, Sequence, Union
+
+import numpy as np
+
+from . import _modelzip
+from ._errors import Error
+from ._modelzip import CollectiveStats, CollectiveWriter, Communicator
+
+__all__ = ["Communicator", "CollectiveStats", "CollectiveWriter", "MPICommunicator", "Shard",
+           "TorchCommunicator", "communicator", "load", "save", "split"]
+
+PathLike = Union[str, "os.PathLike[str]"]
+Block = tuple[Sequence[int], Sequence[int]]
+
+
+class Shard(NamedTuple):
+    """This rank's block ``value`` of a parameter whose whole shape is
+    ``global_shape``; ``offset`` is the block's first index in each dimension."""
+    value: Any
+    global_shape: Sequence[int]
+    offset: Sequence[int]
+
+
+def split(global_shape: Sequence[int], dim: int, part: int, parts: int) -> tuple[list, list]:
+    """(offset, shape) of part ``part`` of ``parts`` of ``global_shape`` split
+    along ``dim`` as evenly as possible (the first ``n % parts`` get one more)."""
+    shape = [int(d) for d in global_shape]
+    if not 0 <= dim < len(shape) or parts <= 0 or not 0 <= part < parts:
+        raise ValueError(f"cannot take part {part} of {parts} along dimension {dim} of {shape}")
+    base, extra = divmod(shape[dim], parts)
+    offset = [0] * len(shape)
+    offset[dim] = part * base + min(part, extra)
+    shape[dim] = base + (1 if part < extra else 0)
+    return offset, shape
+
+
+class TorchCommunicator(Communicator):
+    """The collectives over a ``torch.distributed`` process group (gloo).
+    Time-outs are the group's (``init_process_group(timeout=...)``)."""
+
+    def __init__(self, group: Any = None) -> None:
+        super().__init__()
+        import torch.distributed as dist
+        if not dist.is_initialized():
+            raise RuntimeError("torch.distributed is not initialized (init_process_group)")
+        self._dist = dist
+        self._group = group
+        self._rank = dist.get_rank(group)
+        self._size = dist.get_world_size(group)
+
+    def rank(self) -> int:
+        return self._rank
+
+    def size(self) -> int:
+        return self._size
+
+    def _global(self, rank: int) -> int:
+        if self._group is None:
+            return rank
+        return self._dist.distributed_c10d._get_global_rank(self._group, rank)
+
+    def _all(self, obj: Any) -> list:
+        out = [None] * self._size
+        self._dist.all_gather_object(out, obj, group=self._group)
+        return out
+
+    def exclusive_prefix_sum(self, value: int) -> int:
+        return sum(self._all(int(value))[:self._rank])
+
+    def gather(self, data: bytes, root: int) -> Optional[list]:
+        out = [None] * self._size if self._rank == root else None
+        self._dist.gather_object(bytes(data), out, dst=self._global(root), group=self._group)
+        return out
+
+    def broadcast(self, data: bytes, root: int) -> bytes:
+        box = [bytes(data) if self._rank == root else None]
+        self._dist.broadcast_object_list(box, src=self._global(root), group=self._group)
+        return box[0]
+
+    def barrier(self) -> None:
+        self._dist.barrier(group=self._group)
+
+    def agree(self, error: str) -> Optional[tuple[int, str]]:
+        for rank, message in enumerate(self._all(str(error))):
+            if message:
+                return rank, message
+        return None
+
+
+class MPICommunicator(Communicator):
+    """The collectives over an ``mpi4py`` communicator, as non-blocking MPI
+    operations polled until ``timeout`` seconds (then modelzip.Error names
+    the operation and rank: a rank that died or never called)."""
+
+    def __init__(self, comm: Any = None, timeout: float = 300.0) -> None:
+        super().__init__()
+        from mpi4py import MPI
+        self._MPI = MPI
+        self._comm = (comm if comm is not None else MPI.COMM_WORLD).Dup()
+        self._timeout = timeout
+
+    def rank(self) -> int:
+        return self._comm.Get_rank()
+
+    def size(self) -> int:
+        return self._comm.Get_size()
+
+    def _wait(self, request: Any, op: str) -> None:
+        deadline = time.monotonic() + self._timeout
+        spins = 0
+        while not request.Test():
+            if time.monotonic() > deadline:
+                raise Error(f"MPI {op} timed out after {self._timeout} s on rank "
+                                      f"{self.rank()} (another rank failed or never called it)")
+            spins += 1
+            if spins > 100:
+                time.sleep(0.00005 if spins < 2000 else 0.001)
+
+    def exclusive_prefix_sum(self, value: int) -> int:
+        send = np.array([value], dtype=np.uint64)
+        recv = np.zeros(1, dtype=np.uint64)
+        self._wait(self._comm.Iexscan(send, recv, op=self._MPI.SUM), "Iexscan")
+        return 0 if self.rank() == 0 else int(recv[0])
+
+    def gather(self, data: bytes, root: int) -> Optional[list]:
+        mine = np.frombuffer(bytes(data), dtype=np.uint8)
+        count = np.array([mine.size], dtype=np.int64)
+        counts = np.zeros(self.size(), dtype=np.int64) if self.rank() == root else None
+        self._wait(self._comm.Igather(count, counts, root=root), "Igather")
+        if self.rank() == root:
+            total = np.zeros(int(counts.sum()), dtype=np.uint8)
+            displs = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+            recv = [total, (counts, displs), self._MPI.BYTE]
+        else:
+            recv = None
+        self._wait(self._comm.Igatherv(mine, recv, root=root), "Igatherv")
+        if self.rank() != root:
+            return None
+        return [total[d:d + c].tobytes() for d, c in zip(displs, counts)]
+
+    def broadcast(self, data: bytes, root: int) -> bytes:
+        count = np.array([len(data) if self.rank() == root else 0], dtype=np.int64)
+        self._wait(self._comm.Ibcast(count, root=root), "Ibcast")
+        buf = (np.frombuffer(bytes(data), dtype=np.uint8).copy() if self.rank() == root
+               else np.zeros(int(count[0]), dtype=np.uint8))
+        self._wait(self._comm.Ibcast(buf, root=root), "Ibcast")
+        return buf.tobytes()
+
+    def barrier(self) -> None:
+        self._wait(self._comm.Ibarrier(), "Ibarrier")
+
+    def agree(self, error: str) -> Optional[tuple[int, str]]:
+        big = np.iinfo(np.int32).max
+        mine = np.array([self.rank() if error else big], dtype=np.int32)
+        first = np.zeros(1, dtype=np.int32)
+        self._wait(self._comm.Iallreduce(mine, first, op=self._MPI.MIN), "Iallreduce")
+        if int(first[0]) == big:
+            return None
+        rank = int(first[0])
+        return rank, self.broadcast(error.encode() if self.rank() == rank else b"", rank).decode()
+
+
+def communicator(group: Any = None) -> Communicator:
+    """The Communicator for ``group``: a Communicator as is, an mpi4py
+    communicator (anything with ``Get_rank``), a torch.distributed process
+    group, or None: torch's default group when torch.distributed is
+    initialized, else mpi4py's COMM_WORLD."""
+    if isinstance(group, Communicator):
+        return group
+    if group is not None and hasattr(group, "Get_rank"):
+        return MPICommunicator(group)
+    if group is None:
+        try:
+            import torch.distributed as dist
+            if dist.is_available() and dist.is_initialized():
+                return TorchCommunicator()
+        except ImportError:
+            pass
+        return MPICommunicator()
+    return TorchCommunicator(group)
+
+
+def save(path: PathLike, tag: str, tensors: Mapping[str, Any], *, group: Any = None,
+         share: Optional[Mapping[str, tuple[str, str]]] = None, dedup: bool = True,
+         durable: bool = True, root: int = 0) -> CollectiveStats:
+    """Collective: every rank calls it with the parameters it owns (possibly
+    none). ``tensors`` maps names to arrays/tensors (whole parameters, owned
+    by this rank alone) or :class:`Shard` blocks. ``share`` maps names to
+    (tag, parameter) of an existing tag. Arrays are borrowed, not copied.
+    Returns this rank's CollectiveStats."""
+    writer = CollectiveWriter(path, communicator(group), dedup=dedup, durable=durable, root=root)
+    for name, value in tensors.items():
+        if isinstance(value, Shard):
+            writer.add_shard(name, value.value, [int(d) for d in value.global_shape],
+                             [int(o) for o in value.offset])
+        else:
+            writer.add(name, value)
+    for name, (from_tag, from_param) in (share or {}).items():
+        writer.share(name, from_tag, from_param)
+    return writer.commit(tag)
+
+
+def load(path: PathLike, blocks: Optional[Mapping[str, Optional[Block]]] = None, *,
+         tag: Optional[str] = None, torch: bool = False,
+         stats: Optional[dict] = None) -> dict[str, Any]:
+    """This rank's blocks, by parameter name: ``blocks`` maps each name to
+    (offset, shape) or None for the whole tensor; without ``blocks``, every
+    parameter of the tag whole. No collective: any number of ranks may load.
+    Contiguous blocks are read-only zero-copy numpy views; others are copies
+    of just the block's bytes. ``torch=True`` gives torch tensors (copies).
+    ``stats``, if given, receives per name (bytes read, zero_copy)."""
+    if blocks is None:
+        with _modelzip.Archive(path) as archive:
+            blocks = {p.name: None for p in archive.params(tag)}
+    requests = [(name, None if b is None else ([int(o) for o in b[0]], [int(s) for s in b[1]]))
+                for name, b in blocks.items()]
+    results = _modelzip.read_blocks(path, requests, tag)
+    out = {}
+    for (name, _), (array, nbytes, zero_copy) in zip(requests, results):
+        if stats is not None:
+            stats[name] = (nbytes, zero_copy)
+        out[name] = array
+    if torch:
+        import torch as _torch
+        out = {name: _torch.from_numpy(np.array(a)) for name, a in out.items()}
+    return out
