@@ -9,7 +9,10 @@
 // returned, not fatal (MPI_ERRORS_RETURN), and every operation is a
 // non-blocking MPI-3 collective polled until `timeout`: an engine error or a
 // time-out throws modelzip::Error(io) naming the operation and this rank,
-// instead of hanging on a rank that died or never called.
+// instead of hanging on a rank that died or never called. The time-out
+// bounds each phase of a commit, so it must exceed the time the slowest
+// rank needs to write its data (default 30 minutes); after a time-out the
+// communicator is unusable (MPI cannot cancel a collective).
 //
 // Thread safety: one thread at a time (MPI_THREAD_SERIALIZED suffices).
 #pragma once
@@ -31,7 +34,7 @@ namespace modelzip {
 class MpiCommunicator final : public Communicator {
  public:
   explicit MpiCommunicator(MPI_Comm comm = MPI_COMM_WORLD,
-                           std::chrono::milliseconds timeout = std::chrono::minutes(5))
+                           std::chrono::milliseconds timeout = std::chrono::minutes(30))
       : timeout_(timeout) {
     check(MPI_Comm_dup(comm, &comm_), "MPI_Comm_dup");
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);

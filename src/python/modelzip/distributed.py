@@ -122,9 +122,10 @@ class TorchCommunicator(Communicator):
 class MPICommunicator(Communicator):
     """The collectives over an ``mpi4py`` communicator, as non-blocking MPI
     operations polled until ``timeout`` seconds (then modelzip.Error names
-    the operation and rank: a rank that died or never called)."""
+    the operation and rank: a rank that died or never called). The time-out
+    bounds each phase of a commit: it must exceed the slowest rank's write."""
 
-    def __init__(self, comm: Any = None, timeout: float = 300.0) -> None:
+    def __init__(self, comm: Any = None, timeout: float = 1800.0) -> None:
         super().__init__()
         from mpi4py import MPI
         self._MPI = MPI
