@@ -184,3 +184,19 @@ def test_utf8_policies(finalfusion_dir, tmp_path):
         modelzip.Embeddings.load(path, "text", utf8="latin1")
     with pytest.raises(ValueError, match="contradicts"):
         modelzip.Embeddings.load(path, "text", lossy=True, utf8="escape")
+
+
+def test_fasttext_quantized_and_supervised_models():
+    # Seeds of the fastText fuzz corpus, trained by the real fasttext tool
+    # (supervised, -dim 4, quantized with -qnorm; and -minn 2 -maxn 3).
+    from conftest import SOURCE_DIR
+    corpus = SOURCE_DIR / "tests" / "fuzz" / "corpus" / "fasttext"
+    ftz = modelzip.Embeddings.load(corpus / "supervised-qnorm.ftz", "fasttext")
+    assert ftz.quantized and ftz.vocab_kind == "simple" and ftz.matrix is None
+    assert not any(w.startswith("__label__") for w in ftz.words)
+    assert abs(np.linalg.norm(ftz.embedding("cat")) - 1) < 1e-5
+    dense = modelzip.Embeddings.load(corpus / "supervised.bin", "fasttext")
+    assert dense.words == ftz.words and not dense.quantized
+    ngrams = modelzip.Embeddings.load(corpus / "supervised-ngrams.ftz", "fasttext")
+    assert ngrams.vocab_kind == "fasttext_subwords" and not ngrams.quantized
+    assert ngrams.embedding("catdogx") is not None  # unknown: through its n-grams
