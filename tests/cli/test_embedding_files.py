@@ -185,3 +185,13 @@ def test_lossy_collisions_are_explained_and_escape_keeps_backslashes(tmp_path):
     run("export", archive, "w", tmp_path / "back.txt")
     assert (tmp_path / "back.txt").read_bytes().splitlines() == [
         b"caf\xe9 1 0", b"caf\xe8 0 1", b"a\\b 0 2"]
+
+
+def test_escape_round_trip_of_a_word2vec_file_is_byte_identical(tmp_path):
+    # utf8-incomplete.bin holds a word with a truncated UTF-8 sequence; its
+    # vectors are unit rows times exact norms, so the export is bit-exact.
+    archive = tmp_path / "w.zip"
+    run("import", archive, "--tag", "v1", data("utf8-incomplete.bin"), "--utf8", "escape",
+        "--name", "w")
+    run("export", archive, "w", tmp_path / "back.bin")
+    assert (tmp_path / "back.bin").read_bytes() == open(data("utf8-incomplete.bin"), "rb").read()
