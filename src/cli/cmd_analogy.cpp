@@ -15,8 +15,9 @@ int run(const std::vector<std::string>& argv) {
   finalfusion::Embeddings emb = open_embeddings(args, used);
   args.expect_positionals(used + 3, used + 3);
   auto k = static_cast<std::size_t>(args.number_or("-k", 10, 1, 1000000));
-  const std::string &a = args.at(used, "A"), &b = args.at(used + 1, "B"),
-                    &c = args.at(used + 2, "C");
+  const std::string a = query_word(emb, args.at(used, "A")),
+                    b = query_word(emb, args.at(used + 1, "B")),
+                    c = query_word(emb, args.at(used + 2, "C"));
   auto results = emb.analogy(a, b, c, k);
   if (!results)
     throw Error(ErrorCode::not_found,

@@ -14,6 +14,7 @@ int run(const std::vector<std::string>& argv) {
   finalfusion::Embeddings emb = open_embeddings(args, used);
   std::vector<std::string> words(args.positional().begin() + static_cast<std::ptrdiff_t>(used),
                                  args.positional().end());
+  for (auto& w : words) w = query_word(emb, w);
   if (words.empty()) throw UsageError("missing WORD");
   const bool json = args.flag("--json");
   int missing = 0;

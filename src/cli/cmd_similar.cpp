@@ -28,7 +28,7 @@ int run(const std::vector<std::string>& argv) {
   std::size_t used = 0;
   finalfusion::Embeddings emb = open_embeddings(args, used);
   args.expect_positionals(used + 1, used + 1);
-  const std::string& word = args.at(used, "WORD");
+  const std::string word = query_word(emb, args.at(used, "WORD"));
   auto k = static_cast<std::size_t>(args.number_or("-k", 10, 1, 1000000));
   auto results = emb.similar(word, k);
   if (!results) throw Error(ErrorCode::not_found, "no embedding for '" + word + "'");

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "core/utf8.hpp"
 #include "modelzip/error.hpp"
 #include "modelzip/finalfusion_convert.hpp"
 
@@ -34,6 +35,11 @@ finalfusion::Embeddings convert_file(const Args& args, const std::string& path,
 }
 
 }  // namespace
+
+std::string query_word(const finalfusion::Embeddings& embeddings, const std::string& word) {
+  if (modelzip::detail::utf8_valid(word) || !finalfusion::words_escaped(embeddings)) return word;
+  return modelzip::detail::utf8_escape(word);
+}
 
 finalfusion::Utf8Policy utf8_policy(const Args& args) {
   const std::string name = args.value_or("--utf8", "strict");

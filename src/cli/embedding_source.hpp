@@ -23,6 +23,11 @@ namespace modelzip::cli {
 // else: Error(unsupported, "unknown format ...").
 finalfusion::Embeddings open_embeddings(const Args& args, std::size_t& used);
 
+// A query word as the vocabulary spells it: for embeddings whose words are
+// in the --utf8 escape form, a word that is not valid UTF-8 (raw bytes typed
+// in, e.g., a Latin-1 terminal) is escaped the same way; otherwise unchanged.
+std::string query_word(const finalfusion::Embeddings& embeddings, const std::string& word);
+
 // The --utf8 policy (strict by default); UsageError for an unknown name.
 finalfusion::Utf8Policy utf8_policy(const Args& args);
 // One line on stderr per kind of change a conversion of `path` made (words

@@ -6,6 +6,7 @@ n-grams (-maxn 0), supervised models, quantized .ftz files (with and without
 -qnorm, -cutoff pruning, odd -dsub layouts) and a model trained on Latin-1
 text (the --utf8 policies)."""
 import json
+import os
 import random
 import shutil
 import subprocess
@@ -218,6 +219,13 @@ def test_latin1_model_strict_refuses_lossy_explains_escape_keeps(models, tmp_pat
     nn = json.loads(run("similar", archive, "w", "caf\\xe9", "-k", "5", "--json").stdout)
     expected = [w for w, _ in tool_neighbours(model, b"caf\xe9", 5)]
     assert [n["word"] for n in nn] == [escaped_form(e) for e in expected]
+    # The raw Latin-1 bytes as a query (a Latin-1 terminal) find the same.
+    raw_query = os.fsdecode(b"caf\xe9")
+    nn_raw = json.loads(run("similar", archive, "w", raw_query, "-k", "5", "--json").stdout)
+    assert nn_raw == nn
+    got = json.loads(run("embed", archive, "w", raw_query, "--json").stdout)
+    assert got == {"caf\\xe9": json.loads(run("embed", archive, "w", "caf\\xe9",
+                                                "--json").stdout)["caf\\xe9"]}
     # Export writes the original Latin-1 bytes back.
     run("export", archive, "w", tmp_path / "w.txt")
     ours = exported_vectors(tmp_path / "w.txt")
