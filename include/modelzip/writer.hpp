@@ -53,9 +53,9 @@
 #include <string_view>
 #include <vector>
 
-#include "modelzip/progress.hpp"
 #include "modelzip/bytes.hpp"
 #include "modelzip/metadata.hpp"
+#include "modelzip/progress.hpp"
 #include "modelzip/tensor.hpp"
 
 namespace modelzip {
@@ -152,7 +152,14 @@ class Writer {
   void add_tag(std::string tag, NewTag contents);
   // Stages removal of a tag (matched without regard to case).
   void remove_tag(std::string_view tag);
+  // Stages replacing the archive metadata as a whole.
   void set_metadata(Metadata metadata);
+  // Stages an edit of the metadata: at commit, `edit` is called (once, under
+  // the lock) with the metadata the archive has then, after any earlier
+  // staged metadata change, so it can change some fields and keep the rest
+  // even when another writer committed in between. `edit` must not throw.
+  // The writer field is always set to this modelzip afterwards.
+  void update_metadata(std::function<void(Metadata&)> edit);
   // Stages garbage collection: blob entries that no params.txt or
   // updater.txt references are dropped at commit.
   void collect_garbage();

@@ -469,7 +469,9 @@ class Writer::Impl {
   std::filesystem::path path;
   WriterOptions options;
   std::vector<std::variant<AddOp, RemoveOp, GcOp>> ops;
-  std::optional<Metadata> metadata;
+  // Staged metadata changes, applied in order at commit to the metadata the
+  // archive has then (read under the lock).
+  std::vector<std::function<void(Metadata&)>> metadata_edits;
   std::vector<std::string> current_tags;  // as of open / last commit
   Stats last_stats;                       // of the last commit
   // The archive as parsed by open(), with the identity the file had then:
@@ -529,7 +531,7 @@ void Writer::Impl::commit() {
   io::remove_stale_temp_files(path);
   recover_interrupted_append();
   std::optional<Archive> old = current_archive();
-  if (old && ops.empty() && !metadata) {  // nothing staged: the archive stays as it is
+  if (old && ops.empty() && metadata_edits.empty()) {  // nothing staged: the archive stays as it is
     last_stats = {};
     current_tags = old->tags();
     return;
@@ -538,7 +540,7 @@ void Writer::Impl::commit() {
 
   Stats new_stats;
   Plan plan = plan_from(old_impl);
-  if (metadata) plan.metadata = *metadata;
+  for (const auto& edit : metadata_edits) edit(plan.metadata);
   plan.metadata.writer = "modelzip " MODELZIP_VERSION;
   AddContext adder(plan, old_impl, options.dedup, new_stats);
   for (const auto& op : ops) {
@@ -554,9 +556,9 @@ void Writer::Impl::commit() {
     }
   }
 
-  bool only_adds = !metadata && std::all_of(ops.begin(), ops.end(), [](const auto& op) {
-    return std::holds_alternative<AddOp>(op);
-  });
+  bool only_adds = metadata_edits.empty() &&
+                   std::all_of(ops.begin(), ops.end(),
+                               [](const auto& op) { return std::holds_alternative<AddOp>(op); });
   // Once the new archive is visible, the staged changes are done, even if
   // making them durable failed afterwards: a retry must not repeat them.
   bool visible = false;
@@ -565,7 +567,7 @@ void Writer::Impl::commit() {
     for (const auto& t : plan.tags) tag_names.push_back(t.name);
     last_stats = new_stats;
     ops.clear();
-    metadata.reset();
+    metadata_edits.clear();
     current_tags = tag_names;
   };
   try {
@@ -730,7 +732,11 @@ void Writer::remove_tag(std::string_view tag) {
 }
 
 void Writer::set_metadata(Metadata metadata) {
-  impl_->metadata = std::move(metadata);
+  impl_->metadata_edits.push_back([m = std::move(metadata)](Metadata& current) { current = m; });
+}
+
+void Writer::update_metadata(std::function<void(Metadata&)> edit) {
+  impl_->metadata_edits.push_back(std::move(edit));
 }
 
 void Writer::collect_garbage() {

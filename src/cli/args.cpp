@@ -5,7 +5,7 @@
 namespace modelzip::cli {
 
 Args::Args(const std::vector<std::string>& argv, const std::set<std::string>& value_options,
-           const std::set<std::string>& flags) {
+           const std::set<std::string>& flags, const std::set<std::string>& pair_options) {
   bool options_done = false;
   for (std::size_t i = 0; i < argv.size(); ++i) {
     const std::string& a = argv[i];
@@ -24,7 +24,11 @@ Args::Args(const std::vector<std::string>& argv, const std::set<std::string>& va
       inline_value = a.substr(eq + 1);
       has_inline = true;
     }
-    if (value_options.count(name)) {
+    if (pair_options.count(name) && !has_inline) {
+      if (i + 2 >= argv.size()) throw UsageError("option " + name + " needs two values");
+      pairs_.emplace(name, std::make_pair(argv[i + 1], argv[i + 2]));
+      i += 2;
+    } else if (value_options.count(name)) {
       if (!has_inline) {
         if (i + 1 >= argv.size()) throw UsageError("option " + name + " needs a value");
         inline_value = argv[++i];
@@ -33,7 +37,7 @@ Args::Args(const std::vector<std::string>& argv, const std::set<std::string>& va
     } else if (flags.count(name) && !has_inline) {
       flags_.insert(name);
     } else {
-      throw UsageError("unknown option " + name);
+      throw UsageError("unknown option " + name + " (put -- before words that start with -)");
     }
   }
 }
@@ -47,6 +51,12 @@ std::optional<std::string> Args::value(const std::string& name) const {
 std::vector<std::string> Args::values(const std::string& name) const {
   std::vector<std::string> out;
   for (auto [it, end] = values_.equal_range(name); it != end; ++it) out.push_back(it->second);
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> Args::pairs(const std::string& name) const {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (auto [it, end] = pairs_.equal_range(name); it != end; ++it) out.push_back(it->second);
   return out;
 }
 

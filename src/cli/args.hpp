@@ -1,5 +1,6 @@
 // Command-line arguments of one modelzip command: positionals, flags and
-// options with values. Options may appear anywhere; "--" ends options.
+// options with values. Options may appear anywhere; "--" ends options, so
+// words that start with '-' (a vocabulary word like "-Mozilla") follow it.
 #pragma once
 
 #include <map>
@@ -19,14 +20,17 @@ class UsageError : public std::runtime_error {
 
 class Args {
  public:
-  // `value_options` take a value ("--tag T" or "--tag=T"); `flags` do not.
+  // `value_options` take a value ("--tag T" or "--tag=T"); `flags` do not;
+  // `pair_options` take two ("--updater VAR STATE").
   Args(const std::vector<std::string>& argv, const std::set<std::string>& value_options,
-       const std::set<std::string>& flags);
+       const std::set<std::string>& flags, const std::set<std::string>& pair_options = {});
 
   const std::vector<std::string>& positional() const { return positional_; }
   bool flag(const std::string& name) const { return flags_.count(name) > 0; }
   std::optional<std::string> value(const std::string& name) const;
   std::vector<std::string> values(const std::string& name) const;  // repeated option
+  // Every (first, second) given to a pair option, in order.
+  std::vector<std::pair<std::string, std::string>> pairs(const std::string& name) const;
   std::string value_or(const std::string& name, std::string fallback) const;
   // The option as a number in [min, max]; UsageError otherwise.
   long long number_or(const std::string& name, long long fallback, long long min,
@@ -40,6 +44,7 @@ class Args {
   std::vector<std::string> positional_;
   std::set<std::string> flags_;
   std::multimap<std::string, std::string> values_;
+  std::multimap<std::string, std::pair<std::string, std::string>> pairs_;
 };
 
 }  // namespace modelzip::cli

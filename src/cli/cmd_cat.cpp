@@ -1,8 +1,11 @@
+#include <unistd.h>
+
 #include <cstdio>
 #include <iostream>
 
 #include "cli/args.hpp"
 #include "cli/command.hpp"
+#include "cli/terminal.hpp"
 #include "modelzip/archive.hpp"
 #include "modelzip/convert.hpp"
 #include "modelzip/error.hpp"
@@ -10,16 +13,32 @@
 namespace modelzip::cli {
 namespace {
 
-void write_all(const Bytes& b) {
+void write_all(std::string_view b) {
   if (!b.empty() && std::fwrite(b.data(), 1, b.size(), stdout) != b.size())
     throw Error(ErrorCode::io, "cannot write to standard output");
 }
 
 int run(const std::vector<std::string>& argv) {
-  Args args(argv, {"--tag"}, {"--npy"});
-  args.expect_positionals(2, 2);
+  Args args(argv, {"--tag"}, {"--npy", "--force", "-f"}, {"--updater"});
+  const auto updater = args.pairs("--updater");
+  if (updater.size() > 1) throw UsageError("--updater names one VAR STATE");
+  args.expect_positionals(updater.empty() ? 2 : 1, updater.empty() ? 2 : 1);
   Archive archive = Archive::open(args.at(0, "ARCHIVE"));
-  Tensor t = archive.tensor(args.at(1, "PARAM"), args.value_or("--tag", ""), ReadMode::copy);
+  const std::string tag = args.value_or("--tag", "");
+  const std::string what =
+      updater.empty() ? "'" + args.at(1, "PARAM") + "'"
+                      : "updater state '" + updater[0].second + "' of '" + updater[0].first + "'";
+  Tensor t = updater.empty()
+                 ? archive.tensor(args.at(1, "PARAM"), tag, ReadMode::copy)
+                 : archive.updater_state(updater[0].first, updater[0].second, tag, ReadMode::copy);
+  const bool force = args.flag("--force") || args.flag("-f");
+  const bool terminal = ::isatty(1) == 1;
+  // Like gzip: binary data on a terminal would be garbage at best and
+  // terminal escape sequences at worst. Strings are shown escaped instead.
+  if (terminal && !force && (args.flag("--npy") || t.dtype() != DType::utf8))
+    throw Error(ErrorCode::invalid_argument,
+                "not writing the binary data of " + what +
+                    " to a terminal (redirect it to a file or a pipe, or use --force)");
   if (args.flag("--npy")) {
     convert::write_npy(std::cout, t);
     std::cout.flush();
@@ -27,17 +46,16 @@ int run(const std::vector<std::string>& argv) {
   }
   std::cout.flush();
   if (t.layout() == Layout::sparse_coo)
-    throw Error(
-        ErrorCode::unsupported,
-        "'" + argv[1] + "' is sparse; raw output is for dense tensors (use modelzip export)");
+    throw Error(ErrorCode::unsupported,
+                what + " is sparse; raw output is for dense tensors (use modelzip export)");
   if (t.dtype() == DType::utf8) {
     for (std::uint64_t i = 0; i < t.numel(); ++i) {
       std::string_view s = t.string_at(i);
-      std::fwrite(s.data(), 1, s.size(), stdout);
-      std::fputc('\n', stdout);
+      write_all(terminal && !force ? printable(s) : std::string(s));
+      write_all("\n");
     }
   } else {
-    write_all(t.values());
+    write_all(t.values().as_string_view());
   }
   if (std::fflush(stdout) != 0) throw Error(ErrorCode::io, "cannot write to standard output");
   return 0;
@@ -47,13 +65,22 @@ int run(const std::vector<std::string>& argv) {
 
 extern const Command kCatCommand{
     "cat", "Write one tensor to standard output (raw bytes or .npy)",
-    "modelzip cat ARCHIVE PARAM [--tag T] [--npy]",
+    "modelzip cat ARCHIVE (PARAM | --updater VAR STATE) [--tag T] [--npy] [--force]",
     "Without --npy: the raw little-endian, row-major element bytes (string tensors:\n"
     "one string per line). With --npy: a complete NumPy .npy file; bfloat16 is\n"
     "written as raw '<u2' (numpy has no bfloat16).\n"
-    "The data's CRC-32 is checked.\n"
+    "The data's CRC-32 is checked. Binary data is not written to a terminal (like\n"
+    "gzip): redirect standard output, or use --force; strings shown on a terminal\n"
+    "have their control characters escaped.\n"
+    "Options:\n"
+    "  --tag T                the tag (default: the newest)\n"
+    "  --updater VAR STATE    an optimizer state array (see ls --updater) instead of\n"
+    "                         a parameter\n"
+    "  --npy                  write a .npy file\n"
+    "  -f, --force            write binary data even to a terminal\n"
     "\nExamples:\n  modelzip cat model.zip fc1.weight > w.bin\n"
-    "  modelzip cat model.zip fc1.weight --npy > w.npy\n",
+    "  modelzip cat model.zip fc1.weight --npy > w.npy\n"
+    "  modelzip cat model.zip --updater fc1.weight M --npy > m.npy\n",
     run};
 
 }  // namespace modelzip::cli

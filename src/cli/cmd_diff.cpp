@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <iostream>
@@ -71,45 +72,53 @@ std::string describe(const ParamInfo& p) {
 
 struct Row {
   std::string name;
+  std::string state;  // updater state name; empty for parameters
   Change change;
   std::string detail;
   std::optional<double> max_abs_diff;
 };
 
-int run(const std::vector<std::string>& argv) {
-  Args args(argv, {}, {"--json"});
-  args.expect_positionals(3, 3);
-  Archive archive = Archive::open(args.at(0, "ARCHIVE"));
-  const std::string tag_a = args.at(1, "TAG_A"), tag_b = args.at(2, "TAG_B");
-  std::map<std::string, ParamInfo> a, b;
-  for (auto& p : archive.params(tag_a)) a.emplace(p.name, p);
-  for (auto& p : archive.params(tag_b)) b.emplace(p.name, p);
-  std::vector<Row> rows;
-  for (const auto& [name, pa] : a)
-    if (!b.count(name)) rows.push_back({name, Change::removed, describe(pa), {}});
-  for (const auto& [name, pb] : b) {
-    auto it = a.find(name);
+// A parameter or an updater state array (keyed by variable and state name).
+using Key = std::pair<std::string, std::string>;
+
+// Compares the arrays of one kind (parameters or updater state) of two tags.
+void compare(const Archive& archive, const std::string& tag_a, const std::string& tag_b,
+             bool updater, std::vector<Row>& rows) {
+  std::map<Key, ParamInfo> a, b;
+  for (auto& p : updater ? archive.updater_states(tag_a) : archive.params(tag_a))
+    a.emplace(Key{p.name, p.state}, p);
+  for (auto& p : updater ? archive.updater_states(tag_b) : archive.params(tag_b))
+    b.emplace(Key{p.name, p.state}, p);
+  auto read = [&](const Key& k, const std::string& tag) {
+    return updater ? archive.updater_state(k.first, k.second, tag, ReadMode::copy)
+                   : archive.tensor(k.first, tag, ReadMode::copy);
+  };
+  for (const auto& [key, pa] : a)
+    if (!b.count(key)) rows.push_back({key.first, key.second, Change::removed, describe(pa), {}});
+  for (const auto& [key, pb] : b) {
+    const auto& [name, state] = key;
+    auto it = a.find(key);
     if (it == a.end()) {
-      rows.push_back({name, Change::added, describe(pb), {}});
+      rows.push_back({name, state, Change::added, describe(pb), {}});
       continue;
     }
     const ParamInfo& pa = it->second;
     if (pa.blob == pb.blob) {
-      rows.push_back({name, Change::shared, pb.blob, {}});
+      rows.push_back({name, state, Change::shared, pb.blob, {}});
       continue;
     }
     if (pa.kind != BlobKind::tensor || pb.kind != BlobKind::tensor) {
       bool same = archive.entry(pa.blob, ReadMode::copy).as_string_view() ==
                   archive.entry(pb.blob, ReadMode::copy).as_string_view();
-      rows.push_back({name, same ? Change::same : Change::changed, "embedding", {}});
+      rows.push_back({name, state, same ? Change::same : Change::changed, "embedding", {}});
       continue;
     }
-    Tensor ta = archive.tensor(name, tag_a), tb = archive.tensor(name, tag_b);
+    Tensor ta = read(key, tag_a), tb = read(key, tag_b);
     if (ta == tb) {
-      rows.push_back({name, Change::same, "equal bytes in separate blobs", {}});
+      rows.push_back({name, state, Change::same, "equal bytes in separate blobs", {}});
       continue;
     }
-    Row r{name, Change::changed, {}, {}};
+    Row r{name, state, Change::changed, {}, {}};
     if (ta.dtype() != tb.dtype() || ta.shape() != tb.shape() || ta.layout() != tb.layout()) {
       r.detail = std::string(dtype_name(ta.dtype())) + " " + shape_text(ta.shape()) + " -> " +
                  std::string(dtype_name(tb.dtype())) + " " + shape_text(tb.shape());
@@ -127,12 +136,26 @@ int run(const std::vector<std::string>& argv) {
     }
     rows.push_back(std::move(r));
   }
+}
+
+int run(const std::vector<std::string>& argv) {
+  Args args(argv, {}, {"--json"});
+  args.expect_positionals(3, 3);
+  Archive archive = Archive::open(args.at(0, "ARCHIVE"));
+  const std::string tag_a = args.at(1, "TAG_A"), tag_b = args.at(2, "TAG_B");
+  std::vector<Row> rows;
+  compare(archive, tag_a, tag_b, false, rows);
+  compare(archive, tag_a, tag_b, true, rows);
+  const bool differ = std::any_of(rows.begin(), rows.end(), [](const Row& r) {
+    return r.change != Change::shared && r.change != Change::same;
+  });
   if (args.flag("--json")) {
     std::cout << "[";
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
-      std::cout << (i ? ",\n " : "") << "{\"name\": " << json_string(r.name)
-                << ", \"change\": " << json_string(change_name(r.change));
+      std::cout << (i ? ",\n " : "") << "{\"name\": " << json_string(r.name);
+      if (!r.state.empty()) std::cout << ", \"state\": " << json_string(r.state);
+      std::cout << ", \"change\": " << json_string(change_name(r.change));
       if (r.max_abs_diff) std::cout << ", \"max_abs_diff\": " << json_number(*r.max_abs_diff);
       std::cout << ", \"detail\": " << json_string(r.detail) << "}";
     }
@@ -147,26 +170,36 @@ int run(const std::vector<std::string>& argv) {
                           : r.change == Change::removed ? paint(word, Colour::red, colour)
                           : r.change == Change::changed ? paint(word, Colour::yellow, colour)
                                                         : std::string(word);
-      std::cout << shown << "\t" << r.name << "\t" << r.detail << "\n";
+      std::cout << shown << "\t" << printable(r.name);
+      if (!r.state.empty()) std::cout << " [" << printable(r.state) << "]";
+      std::cout << "\t" << printable(r.detail) << "\n";
     }
     std::cerr << count[Change::added] << " added, " << count[Change::removed] << " removed, "
               << count[Change::changed] << " changed, " << count[Change::shared] << " shared, "
               << count[Change::same] << " same\n";
   }
-  return 0;
+  return differ ? 1 : 0;
 }
 
 }  // namespace
 
 extern const Command kDiffCommand{
-    "diff", "Compare the parameters of two tags", "modelzip diff ARCHIVE TAG_A TAG_B [--json]",
-    "One line per parameter: added, removed, shared (same blob), same (equal bytes in\n"
-    "separate blobs) or changed (for float tensors of equal shape, with the largest\n"
-    "absolute difference). A count goes to standard error. On a terminal, added,\n"
-    "removed and changed are coloured.\n"
-    "Options:\n  --json   a JSON array of {name, change, detail[, max_abs_diff]}\n"
+    "diff",
+    "Compare the parameters and optimizer state of two tags",
+    "modelzip diff ARCHIVE TAG_A TAG_B [--json]",
+    "One line per parameter, then per updater state array (shown as VAR [STATE]):\n"
+    "added, removed, shared (same blob), same (equal bytes in separate blobs) or\n"
+    "changed (for float tensors of equal shape, with the largest absolute\n"
+    "difference). A count goes to standard error. On a terminal, added, removed and\n"
+    "changed are coloured.\n"
+    "Exit status (like diff and git diff --exit-code): 0 when every array is shared or\n"
+    "same, 1 when something was added, removed or changed, 2 on trouble (a missing\n"
+    "tag, a damaged archive, wrong usage).\n"
+    "Options:\n  --json   a JSON array of {name[, state], change, detail[, max_abs_diff]}\n"
     "\nExamples:\n  modelzip diff model.zip step-100 step-200\n"
-    "  modelzip diff model.zip step-100 step-200 | grep ^changed\n",
-    run};
+    "  modelzip diff model.zip step-100 step-200 | grep ^changed\n"
+    "  modelzip diff model.zip a b >/dev/null 2>&1 && echo identical\n",
+    run,
+    2};
 
 }  // namespace modelzip::cli

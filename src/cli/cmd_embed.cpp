@@ -4,6 +4,7 @@
 #include "cli/command.hpp"
 #include "cli/embedding_source.hpp"
 #include "cli/json.hpp"
+#include "cli/terminal.hpp"
 
 namespace modelzip::cli {
 namespace {
@@ -34,11 +35,11 @@ int run(const std::vector<std::string>& argv) {
       continue;
     }
     if (!v) {
-      std::cerr << "modelzip: no embedding for '" << words[i] << "'\n";
+      std::cerr << "modelzip: no embedding for '" << printable(words[i]) << "'\n";
       ++missing;
       continue;
     }
-    std::cout << words[i];
+    std::cout << printable(words[i]);
     for (float x : *v) std::cout << " " << json_number(x);
     std::cout << "\n";
   }

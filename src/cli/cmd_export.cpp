@@ -3,6 +3,7 @@
 
 #include "cli/args.hpp"
 #include "cli/command.hpp"
+#include "cli/terminal.hpp"
 #include "io/durable_file.hpp"
 #include "modelzip/archive.hpp"
 #include "modelzip/convert.hpp"
@@ -35,7 +36,8 @@ void write_durably(const fs::path& path, const Bytes& data) {
 }
 
 int run(const std::vector<std::string>& argv) {
-  Args args(argv, {"--tag", "--format"}, {"--normalized"});
+  Args args(argv, {"--tag", "--format"}, {"--normalized"}, {"--updater"});
+  const auto updater = args.pairs("--updater");
   args.expect_positionals(2, SIZE_MAX);
   const auto& pos = args.positional();
   Archive archive = Archive::open(pos.front());
@@ -63,13 +65,14 @@ int run(const std::vector<std::string>& argv) {
             "--normalized applies to word2vec and text exports (a .fifu keeps the "
             "rows and norms as stored)");
       write_durably(out, file);
-      std::cerr << "wrote embedding '" << names[0] << "' to " << out.string() << "\n";
+      std::cerr << "wrote embedding '" << printable(names[0]) << "' to " << printable(out.string())
+                << "\n";
       return 0;
     }
     const auto embeddings = finalfusion::Embeddings::read(file, names[0]);
     finalfusion::store(embeddings, out, *embedding_format, !normalized);
-    std::cerr << "wrote embedding '" << names[0] << "' to " << out.string() << " ("
-              << finalfusion::to_string(*embedding_format) << ", "
+    std::cerr << "wrote embedding '" << printable(names[0]) << "' to " << printable(out.string())
+              << " (" << finalfusion::to_string(*embedding_format) << ", "
               << (normalized               ? "unit rows"
                   : embeddings.has_norms() ? "original norms restored"
                                            : "rows as stored, no norms")
@@ -80,11 +83,13 @@ int run(const std::vector<std::string>& argv) {
     throw UsageError("unknown format '" + format +
                      "' (safetensors, npz, npy, btf; embeddings: fifu, bin, txt, vec, or --format "
                      "finalfusion, word2vec, text, textdims, floret)");
-  if (names.empty())
+  if (names.empty() && updater.empty())
     for (const auto& p : archive.params(tag))
       if (p.kind == BlobKind::tensor) names.push_back(p.name);
   std::vector<convert::NamedTensor> tensors;
   for (const auto& n : names) tensors.push_back({n, archive.tensor(n, tag, ReadMode::copy)});
+  for (const auto& [var, state] : updater)  // named "VAR/STATE" in the file
+    tensors.push_back({var + "/" + state, archive.updater_state(var, state, tag, ReadMode::copy)});
   if (format == "safetensors")
     convert::write_safetensors(out, tensors);
   else if (format == "npz")
@@ -95,8 +100,8 @@ int run(const std::vector<std::string>& argv) {
     convert::write_npy(out, tensors[0].tensor);
   else
     throw UsageError(".npy holds one tensor: name exactly one PARAM");
-  std::cerr << "wrote " << tensors.size() << " tensor(s) to " << out.string() << " (" << format
-            << ")\n";
+  std::cerr << "wrote " << tensors.size() << " tensor(s) to " << printable(out.string()) << " ("
+            << format << ")\n";
   return 0;
 }
 
@@ -104,9 +109,10 @@ int run(const std::vector<std::string>& argv) {
 
 extern const Command kExportCommand{
     "export", "Write parameters of a tag to safetensors, npz, npy, BTF or an embedding file",
-    "modelzip export ARCHIVE [PARAM...] [--tag T] [--format F] OUT",
-    "Without PARAM, every tensor parameter of the tag. The format defaults to OUT's\n"
-    "extension: .safetensors (sorted, no gaps, header padded to 8), .npz, .npy (one\n"
+    "modelzip export ARCHIVE [PARAM...] [--updater VAR STATE]... [--tag T] [--format F] OUT",
+    "Without PARAM or --updater, every tensor parameter of the tag; updater state\n"
+    "arrays are named VAR/STATE in OUT. The format defaults to OUT's extension: .safetensors "
+    "(sorted, no gaps, header padded to 8), .npz, .npy (one\n"
     "tensor), .btf (TFRT binary tensors, dense and COO). An embedding parameter is\n"
     "written by OUT's extension as import reads it: .fifu as stored, .bin word2vec\n"
     "binary, .txt text without a dims line (GloVe), .vec text with a \"rows dims\"\n"
@@ -117,12 +123,15 @@ extern const Command kExportCommand{
     "Options:\n"
     "  --tag T         the tag (default: the newest)\n"
     "  --format F      the output format when OUT's extension does not tell\n"
+    "  --updater VAR STATE\n"
+    "                  an optimizer state array (see ls --updater), repeatable\n"
     "  --normalized    embeddings to word2vec or text: unit rows, not the original vectors\n"
     "Data is CRC-checked on the way out; files are replaced atomically.\n"
     "\nExamples:\n  modelzip export model.zip --tag step-100 weights.safetensors\n"
     "  modelzip export model.zip fc.weight fc.bias small.npz\n"
     "  modelzip export model.zip words vectors.fifu\n"
-    "  modelzip export model.zip words glove.txt\n",
+    "  modelzip export model.zip words glove.txt\n"
+    "  modelzip export model.zip --updater fc.weight M --updater fc.weight V adam.npz\n",
     run};
 
 }  // namespace modelzip::cli

@@ -8,6 +8,7 @@
 
 #include "cli/args.hpp"
 #include "cli/command.hpp"
+#include "cli/terminal.hpp"
 #include "modelzip/archive.hpp"
 #include "modelzip/error.hpp"
 
@@ -86,8 +87,8 @@ int run(const std::vector<std::string>& argv) {
     ++files;
     bytes += data.size();
   }
-  std::cerr << "extracted " << files << " files (" << human_bytes(bytes) << ") into " << target
-            << "\n";
+  std::cerr << "extracted " << files << " files (" << human_bytes(bytes) << ") into "
+            << printable(target) << "\n";
   return 0;
 }
 

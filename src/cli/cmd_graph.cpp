@@ -2,6 +2,7 @@
 
 #include "cli/args.hpp"
 #include "cli/command.hpp"
+#include "cli/terminal.hpp"
 #include "graph/render.hpp"
 #include "modelzip/checkpoint.hpp"
 
@@ -21,7 +22,7 @@ int run(const std::vector<std::string>& argv) {
   } else {
     std::cout << "variables: " << g.variables.size() << "\n";
     for (const auto& v : g.variables) {
-      std::cout << "  " << v.name << "\t" << graph::variable_kind_name(v.kind) << "\t"
+      std::cout << "  " << printable(v.name) << "\t" << graph::variable_kind_name(v.kind) << "\t"
                 << dtype_name(v.dtype) << "\t[";
       for (std::size_t i = 0; v.shape && i < v.shape->size(); ++i)
         std::cout << (i ? ", " : "")
@@ -30,12 +31,12 @@ int run(const std::vector<std::string>& argv) {
     }
     std::cout << "ops: " << g.ops.size() << "\n";
     for (const auto& op : g.ops) {
-      std::cout << "  " << op.name << " = " << op.type << "(";
+      std::cout << "  " << printable(op.name) << " = " << printable(op.type) << "(";
       for (std::size_t i = 0; i < op.inputs.size(); ++i)
-        std::cout << (i ? ", " : "") << op.inputs[i];
+        std::cout << (i ? ", " : "") << printable(op.inputs[i]);
       std::cout << ") -> ";
       for (std::size_t i = 0; i < op.outputs.size(); ++i)
-        std::cout << (i ? ", " : "") << op.outputs[i];
+        std::cout << (i ? ", " : "") << printable(op.outputs[i]);
       std::cout << "\n";
     }
   }

@@ -5,6 +5,7 @@
 #include "cli/command.hpp"
 #include "cli/embedding_source.hpp"
 #include "cli/progress_bar.hpp"
+#include "cli/terminal.hpp"
 #include "io/mapped_file.hpp"
 #include "modelzip/convert.hpp"
 #include "modelzip/error.hpp"
@@ -98,7 +99,7 @@ int run(const std::vector<std::string>& argv) {
   writer.add_tag(*tag, std::move(contents));
   writer.commit();
   const auto& s = writer.last_stats();
-  std::cerr << "tag '" << *tag << "': " << tensors << " tensor(s), " << embeddings
+  std::cerr << "tag '" << printable(*tag) << "': " << tensors << " tensor(s), " << embeddings
             << " embedding(s); " << s.blobs_written << " new blob(s), " << s.blobs_deduplicated
             << " shared by dedup; " << human_bytes(s.bytes_written) << " written"
             << (s.appended ? " (appended)" : "") << "\n";

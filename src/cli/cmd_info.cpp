@@ -2,6 +2,7 @@
 
 #include "cli/args.hpp"
 #include "cli/command.hpp"
+#include "cli/terminal.hpp"
 #include "graph/render.hpp"
 
 namespace modelzip::cli {
@@ -13,7 +14,7 @@ int run(const std::vector<std::string>& argv) {
   Archive archive = Archive::open(args.at(0, "ARCHIVE"));
   std::string tag = args.value_or("--tag", "");
   std::cout << (args.flag("--json") ? graph::tag_summary_json(archive, tag)
-                                    : graph::tag_summary_text(archive, tag));
+                                    : printable(graph::tag_summary_text(archive, tag), true));
   return 0;
 }
 

@@ -3,6 +3,7 @@
 #include "cli/args.hpp"
 #include "cli/command.hpp"
 #include "cli/json.hpp"
+#include "cli/terminal.hpp"
 #include "modelzip/archive.hpp"
 #include "modelzip/error.hpp"
 #include "modelzip/finalfusion.hpp"
@@ -76,18 +77,19 @@ int run(const std::vector<std::string>& argv) {
   }
   for (std::size_t i = 0; i < params.size(); ++i) {
     const ParamInfo& p = params[i];
-    std::cout << p.name;
-    if (updater) std::cout << " [" << p.state << "]";
+    std::cout << printable(p.name);
+    if (updater) std::cout << " [" << printable(p.state) << "]";
     std::cout << "\t"
               << (p.kind == BlobKind::embedding ? "embedding" : std::string(dtype_name(p.dtype)))
-              << "\t" << shape_text(p.shape) << "\t" << human_bytes(p.nbytes) << "\t" << p.blob;
+              << "\t" << shape_text(p.shape) << "\t" << human_bytes(p.nbytes) << "\t"
+              << printable(p.blob);
     if (p.layout == Layout::sparse_coo) std::cout << "\tsparse";
     if (p.shared) std::cout << "\tshared";
     if (p.compressed) std::cout << "\tdeflated";
     if (p.kind == BlobKind::embedding)
       std::cout << "\t"
                 << (embeddings[i].summary ? finalfusion::summary_text(*embeddings[i].summary)
-                                          : "unreadable: " + embeddings[i].error);
+                                          : "unreadable: " + printable(embeddings[i].error));
     std::cout << "\n";
   }
   return 0;

@@ -4,6 +4,7 @@
 #include "cli/command.hpp"
 #include "cli/embedding_source.hpp"
 #include "cli/json.hpp"
+#include "cli/terminal.hpp"
 #include "modelzip/error.hpp"
 
 namespace modelzip::cli {
@@ -18,7 +19,8 @@ void print_similarities(const std::vector<finalfusion::WordSimilarity>& results,
     std::cout << "]\n";
     return;
   }
-  for (const auto& r : results) std::cout << r.word << "\t" << json_number(r.similarity) << "\n";
+  for (const auto& r : results)
+    std::cout << printable(r.word) << "\t" << json_number(r.similarity) << "\n";
 }
 
 namespace {

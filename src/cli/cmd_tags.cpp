@@ -3,6 +3,7 @@
 #include "cli/args.hpp"
 #include "cli/command.hpp"
 #include "cli/json.hpp"
+#include "cli/terminal.hpp"
 #include "modelzip/archive.hpp"
 
 namespace modelzip::cli {
@@ -18,7 +19,7 @@ int run(const std::vector<std::string>& argv) {
       std::cout << (i ? ", " : "") << json_string(archive.tags()[i]);
     std::cout << "]\n";
   } else {
-    for (const auto& t : archive.tags()) std::cout << t << "\n";
+    for (const auto& t : archive.tags()) std::cout << printable(t) << "\n";
   }
   return 0;
 }

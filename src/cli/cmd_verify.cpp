@@ -21,17 +21,17 @@ int run(const std::vector<std::string>& argv) {
     problems = archive.verify(bar.callback());
   } catch (const Error& e) {
     if (e.code() == ErrorCode::io) throw;
-    std::cout << e.what() << "\n";  // names the archive, entry and line itself
+    std::cout << printable(e.what()) << "\n";  // names the archive, entry and line itself
     problems.push_back(Problem{e.context().entry, e.message()});
-    if (!args.flag("--quiet")) std::cerr << path << ": cannot be opened\n";
+    if (!args.flag("--quiet")) std::cerr << printable(path) << ": cannot be opened\n";
     return 1;
   }
   const bool colour_out = colour_enabled(1), colour_err = colour_enabled(2);
   for (const auto& p : problems)
-    std::cout << (p.entry.empty() ? path : path + ": entry '" + p.entry + "'") << ": "
-              << paint(p.message, Colour::red, colour_out) << "\n";
+    std::cout << printable(p.entry.empty() ? path : path + ": entry '" + p.entry + "'") << ": "
+              << paint(printable(p.message), Colour::red, colour_out) << "\n";
   if (!args.flag("--quiet"))
-    std::cerr << path << ": "
+    std::cerr << printable(path) << ": "
               << (problems.empty() ? paint("OK", Colour::green, colour_err)
                                    : paint(std::to_string(problems.size()) + " problem(s)",
                                            Colour::red, colour_err))

@@ -15,6 +15,9 @@ struct Command {
   std::string_view usage;    // synopsis
   std::string_view help;     // options and examples for `modelzip CMD --help`
   int (*run)(const std::vector<std::string>& args);
+  // Exit status for an error (modelzip::Error): 1, or 2 for commands whose
+  // status 1 means something else (diff: "the tags differ").
+  int error_status = 1;
 };
 
 const std::vector<const Command*>& all_commands();
@@ -24,6 +27,9 @@ const std::vector<const Command*>& all_commands();
 extern const std::string_view kTagline;      // "tagged ... archive"
 extern const std::string_view kExitStatus;   // one paragraph
 extern const std::string_view kEnvironment;  // one paragraph
+// How to pass arguments that start with '-': shown with every command's usage
+// (help and usage errors) and in the man page.
+extern const std::string_view kDoubleDash;
 
 // "1.5 MiB"-style size.
 std::string human_bytes(std::uint64_t bytes);

@@ -6,13 +6,14 @@ namespace modelzip::cli {
 
 extern const Command kTagsCommand, kLsCommand, kCatCommand, kImportCommand, kExportCommand,
     kRmTagCommand, kVerifyCommand, kDiffCommand, kExtractCommand, kGcCommand, kEmbedCommand,
-    kSimilarCommand, kAnalogyCommand, kGraphCommand, kInfoCommand;
+    kSimilarCommand, kAnalogyCommand, kGraphCommand, kInfoCommand, kMetaCommand;
 
 const std::vector<const Command*>& all_commands() {
   static const std::vector<const Command*> commands = {
-      &kTagsCommand,    &kLsCommand,     &kInfoCommand,  &kGraphCommand,   &kCatCommand,
-      &kImportCommand,  &kExportCommand, &kRmTagCommand, &kDiffCommand,    &kVerifyCommand,
-      &kExtractCommand, &kGcCommand,     &kEmbedCommand, &kSimilarCommand, &kAnalogyCommand,
+      &kTagsCommand,  &kLsCommand,    &kInfoCommand,    &kMetaCommand,
+      &kGraphCommand, &kCatCommand,   &kImportCommand,  &kExportCommand,
+      &kRmTagCommand, &kDiffCommand,  &kVerifyCommand,  &kExtractCommand,
+      &kGcCommand,    &kEmbedCommand, &kSimilarCommand, &kAnalogyCommand,
   };
   return commands;
 }
@@ -20,7 +21,11 @@ const std::vector<const Command*>& all_commands() {
 const std::string_view kTagline = "tagged machine-learning checkpoints in one zip archive";
 const std::string_view kExitStatus =
     "0 on success; 1 on error, with one line on standard error that names the archive,\n"
-    "entry and line or offset; 2 for wrong usage, with the command's usage.\n";
+    "entry and line or offset; 2 for wrong usage, with the command's usage.\n"
+    "diff exits 1 when the tags differ and 2 on errors, like diff(1).\n";
+const std::string_view kDoubleDash =
+    "Options may come anywhere; put -- before tags, words or names that start with -\n"
+    "(e.g. modelzip similar model.zip words -- -Mozilla).\n";
 const std::string_view kEnvironment =
     "Colour and progress bars are written only to a terminal. NO_COLOR, when set and\n"
     "not empty, turns colour off; so does TERM=dumb.\n";

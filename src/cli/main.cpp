@@ -26,7 +26,8 @@ void print_overview() {
     std::cout << "  " << name << " " << c->summary << "\n";
   }
   std::cout << "\nExamples:\n  modelzip ls model.zip\n  modelzip import --help\n"
-            << "\nExit status:\n"
+            << "\nArguments:\n"
+            << kDoubleDash << "\nExit status:\n"
             << kExitStatus << "\nEnvironment:\n"
             << kEnvironment;
 }
@@ -39,6 +40,7 @@ std::string error_prefix(std::string_view prefix = "modelzip:") {
 void print_help(const Command& c) {
   std::cout << "Usage: " << c.usage << "\n\n" << c.summary << "\n";
   if (!c.help.empty()) std::cout << "\n" << c.help;
+  std::cout << "\n" << kDoubleDash;
 }
 
 }  // namespace
@@ -79,21 +81,20 @@ int main(int argc, char** argv) {
       std::cout.flush();
       if (!std::cout) {
         std::cerr << error_prefix() << " cannot write to standard output\n";
-        return 1;
+        return c->error_status;
       }
       return rc;
     } catch (const UsageError& e) {
-      std::cerr << error_prefix("modelzip " + std::string(c->name) + ":") << " " << e.what()
-                << "\nUsage: " << c->usage << "\n";
+      std::cerr << error_prefix("modelzip " + std::string(c->name) + ":") << " "
+                << printable(e.what()) << "\nUsage: " << c->usage << "\n"
+                << kDoubleDash;
       return 2;
-    } catch (const Error& e) {
-      std::cerr << error_prefix() << " " << e.what() << "\n";
-      return 1;
-    } catch (const std::exception& e) {
-      std::cerr << error_prefix() << " " << e.what() << "\n";
-      return 1;
+    } catch (const std::exception& e) {  // modelzip::Error and anything else
+      std::cerr << error_prefix() << " " << printable(e.what()) << "\n";
+      return c->error_status;
     }
   }
-  std::cerr << error_prefix() << " unknown command '" << args[0] << "' (see modelzip --help)\n";
+  std::cerr << error_prefix() << " unknown command '" << printable(args[0])
+            << "' (see modelzip --help)\n";
   return 2;
 }

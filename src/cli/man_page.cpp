@@ -123,6 +123,8 @@ std::string man_page() {
       render_help(out, c->help);
     }
   }
+  out += ".SH ARGUMENTS\n";
+  render_text(out, kDoubleDash);
   out += ".SH EXIT STATUS\n";
   render_text(out, kExitStatus);
   out += ".SH ENVIRONMENT\n";

@@ -29,7 +29,9 @@ class ProgressBar {
       last_ = now;
       drawn_ = true;
       const int width = 30;
-      double f = p.bytes_total ? static_cast<double>(p.bytes_done) / static_cast<double>(p.bytes_total) : 1;
+      double f = p.bytes_total
+                     ? static_cast<double>(p.bytes_done) / static_cast<double>(p.bytes_total)
+                     : 1;
       int filled = static_cast<int>(f * width);
       std::fprintf(stderr, "\r%s [", label_);
       for (int i = 0; i < width; ++i) std::fputc(i < filled ? '#' : ' ', stderr);

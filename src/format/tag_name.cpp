@@ -1,6 +1,9 @@
 #include "format/tag_name.hpp"
 
 #include <array>
+#include <cstdio>
+
+#include "core/utf8.hpp"
 
 #include "modelzip/error.hpp"
 
@@ -24,6 +27,28 @@ bool same_tag(std::string_view a, std::string_view b) noexcept {
   return true;
 }
 
+namespace {
+
+// The character `text` starts with, for a message: "'/'", "'é' (U+00E9)", "U+001B"
+// for a control character (never written raw), "byte 0xC3" when `text` does
+// not start with a valid UTF-8 sequence.
+std::string character_name(std::string_view text) {
+  auto c = static_cast<unsigned char>(text[0]);
+  std::size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : 4;
+  char buf[32];
+  if (len > text.size() || detail::utf8_invalid_at(text.substr(0, len))) {
+    std::snprintf(buf, sizeof buf, "byte 0x%02X", c);
+    return buf;
+  }
+  char32_t cp = detail::utf8_decode(text.substr(0, len))[0];
+  std::snprintf(buf, sizeof buf, "U+%04X", static_cast<unsigned>(cp));
+  if (cp < 0x20 || (cp >= 0x7F && cp < 0xA0)) return buf;
+  if (cp < 0x7F) return "'" + std::string(1, static_cast<char>(cp)) + "'";
+  return "'" + std::string(text.substr(0, len)) + "' (" + buf + ")";
+}
+
+}  // namespace
+
 std::string invalid_tag_reason(std::string_view tag) {
   if (tag.empty()) return "a tag must not be empty";
   if (tag.size() > kMaxTagLength)
@@ -33,10 +58,8 @@ std::string invalid_tag_reason(std::string_view tag) {
     bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
               c == '.' || c == '_' || c == '+' || c == '=' || c == '@' || c == '-';
     if (!ok) {
-      std::string shown = c >= 0x20 && c < 0x7F ? std::string("'") + static_cast<char>(c) + "'"
-                                                : "byte " + std::to_string(c);
-      return "tag contains " + shown + " at position " + std::to_string(i) +
-             " (allowed: ASCII letters, digits and . _ + = @ -)";
+      return character_name(tag.substr(i)) + " at position " + std::to_string(i) +
+             " is not allowed in a tag (allowed: ASCII letters, digits and . _ + = @ -)";
     }
   }
   if (tag.front() == '.' || tag.back() == '.') return "a tag must not start or end with '.'";

@@ -7,13 +7,15 @@ from conftest import run
 
 
 def test_diff_reports_shared_and_changed(quickstart_archive):
-    rows = {r["name"]: r for r in json.loads(
-        run("diff", quickstart_archive, "step-1", "step-2", "--json").stdout)}
+    p = run("diff", quickstart_archive, "step-1", "step-2", "--json", check=False)
+    assert p.returncode == 1  # the tags differ (like diff and git diff --exit-code)
+    rows = {r["name"]: r for r in json.loads(p.stdout)}
     assert rows["embedding"]["change"] == "shared"
     assert rows["fc.weight"]["change"] == "shared"
     assert rows["fc.bias"]["change"] == "changed"
     assert rows["fc.bias"]["max_abs_diff"] == 0.5  # bias went from 0 to 0.5
-    text = run("diff", quickstart_archive, "step-2", "step-1")
+    text = run("diff", quickstart_archive, "step-2", "step-1", check=False)
+    assert text.returncode == 1
     assert b"changed\tfc.bias" in text.stdout
     assert b"0 added, 0 removed, 1 changed, 2 shared" in text.stderr
 

@@ -82,13 +82,18 @@ TEST_CASE("Tag names: every rule, with its message") {
   CHECK(invalid_tag_reason("") == "a tag must not be empty");
   CHECK(invalid_tag_reason(std::string(101, 't')) == "a tag is at most 100 characters");
   CHECK(invalid_tag_reason("a b") ==
-        "tag contains ' ' at position 1 (allowed: ASCII letters, digits and . _ + = @ -)");
+        "' ' at position 1 is not allowed in a tag (allowed: ASCII letters, digits and . _ + = @ "
+        "-)");
   CHECK(invalid_tag_reason("a/b").find("'/' at position 1") != std::string::npos);
   CHECK(invalid_tag_reason("a\\b").find("'\\' at position 1") != std::string::npos);
   CHECK(invalid_tag_reason("ab:").find("':' at position 2") != std::string::npos);
-  CHECK(invalid_tag_reason("\xC3\xA9").find("byte 195 at position 0") != std::string::npos);
-  CHECK(invalid_tag_reason("a\nb").find("byte 10 at position 1") != std::string::npos);
-  CHECK(invalid_tag_reason(std::string("a\0", 2)).find("byte 0 at position 1") !=
+  CHECK(invalid_tag_reason("a\xC3\xA9").find("'\xC3\xA9' (U+00E9) at position 1 is not allowed") !=
+        std::string::npos);
+  CHECK(invalid_tag_reason("\xC3").find("byte 0xC3 at position 0") != std::string::npos);
+  CHECK(invalid_tag_reason("a\x1b").find("U+001B at position 1") != std::string::npos);
+  CHECK(invalid_tag_reason("a\x1b").find('\x1b') == std::string::npos);
+  CHECK(invalid_tag_reason("a\nb").find("U+000A at position 1") != std::string::npos);
+  CHECK(invalid_tag_reason(std::string("a\0", 2)).find("U+0000 at position 1") !=
         std::string::npos);
   CHECK(invalid_tag_reason(".a") == "a tag must not start or end with '.'");
   CHECK(invalid_tag_reason("a.") == "a tag must not start or end with '.'");

@@ -206,8 +206,8 @@ def test_man_page_documents_every_command(root):
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     rendered = subprocess.run(["groff", "-man", "-Tutf8", "-P", "-cbou", str(page)],
                               capture_output=True, text=True, check=True).stdout
-    assert "modelzip export ARCHIVE [PARAM...]" in rendered.replace("\u2010", "-").replace(
-        "\u2212", "-")
+    plain = re.sub(r"\s+", " ", rendered.replace("\u2010", "-").replace("\u2212", "-"))
+    assert "modelzip export ARCHIVE [PARAM...] [--updater VAR STATE]..." in plain
 
 
 def python_search_path():

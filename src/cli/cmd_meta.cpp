@@ -1,0 +1,109 @@
+#include <filesystem>
+#include <iostream>
+
+#include "cli/args.hpp"
+#include "cli/command.hpp"
+#include "cli/json.hpp"
+#include "cli/terminal.hpp"
+#include "core/utf8.hpp"
+#include "modelzip/archive.hpp"
+#include "modelzip/error.hpp"
+#include "modelzip/writer.hpp"
+
+namespace modelzip::cli {
+namespace {
+
+// The metadata fields a user may set, with their option and key names.
+struct Field {
+  const char* option;  // "--name"
+  const char* key;     // "name" (for --clear and the printed list)
+  std::optional<std::string> Metadata::*member;
+};
+constexpr Field kFields[] = {
+    {"--name", "name", &Metadata::model_name},
+    {"--version", "version", &Metadata::model_version},
+    {"--quantization", "quantization", &Metadata::quantization},
+    {"--description", "description", &Metadata::description},
+};
+
+void print(const Metadata& m, bool json) {
+  if (json) {
+    std::cout << "{\"format_version\": " << m.format_version
+              << ", \"writer\": " << json_string(m.writer);
+    for (const Field& f : kFields)
+      std::cout << ", " << json_string(f.key) << ": "
+                << ((m.*f.member) ? json_string(*(m.*f.member)) : "null");
+    std::cout << "}\n";
+    return;
+  }
+  for (const Field& f : kFields) {
+    std::string label = f.key;
+    label.resize(14, ' ');
+    const auto& v = m.*f.member;
+    std::cout << label << (v ? printable(*v) : "(not set)") << "\n";
+  }
+  std::cout << "writer        " << printable(m.writer) << "\nformat        version "
+            << m.format_version << "\n";
+}
+
+int run(const std::vector<std::string>& argv) {
+  Args args(argv, {"--name", "--version", "--quantization", "--description", "--clear"},
+            {"--json"});
+  args.expect_positionals(1, 1);
+  const std::string& path = args.at(0, "ARCHIVE");
+  // Changes: a value to set, or nullopt to clear; fields not named stay.
+  std::vector<std::pair<const Field*, std::optional<std::string>>> changes;
+  for (const std::string& key : args.values("--clear")) {
+    const Field* found = nullptr;
+    for (const Field& f : kFields)
+      if (key == f.key) found = &f;
+    if (!found)
+      throw UsageError("--clear takes name, version, quantization or description, not '" + key +
+                       "'");
+    changes.emplace_back(found, std::nullopt);
+  }
+  for (const Field& f : kFields)
+    if (auto v = args.value(f.option)) {
+      if (!detail::utf8_valid(*v)) throw UsageError(std::string(f.option) + " is not UTF-8 text");
+      changes.emplace_back(&f, *v);
+    }
+  if (changes.empty()) {
+    print(Archive::open(path).metadata(), args.flag("--json"));
+    return 0;
+  }
+  if (!std::filesystem::exists(path))  // the Writer would create it
+    throw Error(ErrorCode::not_found, "no such archive (create it with modelzip import)",
+                ErrorContext{.archive = path});
+  Writer writer = Writer::open(path);
+  writer.update_metadata([&changes](Metadata& m) {
+    for (const auto& [field, value] : changes) m.*(field->member) = value;
+  });
+  writer.commit();
+  print(Archive::open(path).metadata(), args.flag("--json"));
+  return 0;
+}
+
+}  // namespace
+
+extern const Command kMetaCommand{
+    "meta", "Show or set the archive's metadata (model name, version, ...)",
+    "modelzip meta ARCHIVE [--name N] [--version V] [--quantization Q] [--description D] "
+    "[--clear KEY]... [--json]",
+    "Without options, prints the metadata (modelzip.toml). With options, changes only\n"
+    "the fields given and keeps the others, then prints the result. The archive is\n"
+    "replaced atomically; tags and data are not touched.\n"
+    "Options:\n"
+    "  --name N            the model's name\n"
+    "  --version V         the model's version\n"
+    "  --quantization Q    how the weights are quantized (e.g. none, int8-per-channel)\n"
+    "  --description D     free text\n"
+    "  --clear KEY         remove a field: name, version, quantization or description\n"
+    "                      (repeatable)\n"
+    "  --json              print an object with format_version, writer, name,\n"
+    "                      version, quantization, description (null when not set)\n"
+    "\nExamples:\n  modelzip meta model.zip\n"
+    "  modelzip meta model.zip --name resnet18 --version 2 --description 'ImageNet, 90 epochs'\n"
+    "  modelzip meta model.zip --clear quantization\n",
+    run};
+
+}  // namespace modelzip::cli
