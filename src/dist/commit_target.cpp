@@ -105,6 +105,7 @@ void CommitTarget::finish(const std::vector<zip::EntryInfo>& written,
     if (old_) {
       for (const auto& e : old_->internals().directory.entries)
         if (e.name != format::kTagsEntry) zw.keep(e);
+      zw.set_comment(old_->internals().directory.comment);  // kept, FORMAT.md section 1
     } else {
       zw.keep(m.metadata_entry);
     }

@@ -241,6 +241,40 @@ TEST_CASE("collective commits: uneven shards, idle ranks, dedup, share, resharde
   comm().barrier();
 }
 
+TEST_CASE("a collective commit keeps the archive comment (FORMAT.md section 1)") {
+  const int r = comm().rank(), n = comm().size();
+  SharedDir dir;
+  const fs::path path = dir / "comment.zip";
+  {
+    CollectiveWriter w(path, comm());
+    stage_model(w, r, n, all_at(1));
+    w.commit("step-1");
+  }
+  const std::string comment = "given by zip -z, kept by every commit";
+  if (r == 0) {  // what `zip -z` does: the end record's comment length, then the comment
+    std::string bytes = testing::io_bytes(path);
+    REQUIRE(bytes.substr(bytes.size() - 22, 4) == "PK\x05\x06");
+    bytes[bytes.size() - 2] = static_cast<char>(comment.size() & 0xFF);
+    bytes[bytes.size() - 1] = static_cast<char>(comment.size() >> 8);
+    testing::write_file(path, bytes + comment);
+  }
+  comm().barrier();
+  {
+    CollectiveWriter w(path, comm());
+    stage_model(w, r, n, second_versions());
+    CHECK(w.commit("step-2").appended);
+  }
+  if (r == 0) {
+    Archive a = Archive::open(path);
+    CHECK(a.tags() == std::vector<std::string>{"step-1", "step-2"});
+    CHECK(a.internals().directory.comment == comment);
+    CHECK(a.verify().empty());
+    CHECK(run_python("import zipfile,sys\nz=zipfile.ZipFile('" + path.string() +
+                     "')\nsys.exit(0 if z.comment == b'" + comment + "' else 1)\n") == 0);
+  }
+  comm().barrier();
+}
+
 TEST_CASE("invalid shard specs fail the same way on every rank and leave the archive as it was") {
   const int r = comm().rank(), n = comm().size();
   SharedDir dir;
