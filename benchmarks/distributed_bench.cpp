@@ -11,7 +11,7 @@
 // ranks (uneven splits), 4 column-sharded (strided pieces), 4 whole
 // parameters spread round-robin. Writes are durable on both sides (the
 // raw files are fsynced, as the archive is). Times are wall-clock from a
-// barrier before to a barrier after (the slowest rank), medians of 3.
+// barrier before to a barrier after (the slowest rank), medians of 5.
 // The last line is the headline.
 #include <fcntl.h>
 #include <mpi.h>
@@ -212,20 +212,34 @@ int main(int argc, char** argv) {
           w.add_shard(l.name, view(l), ShardSpec{p.shape, l.block.offset});
       }
     };
-    // Raw files and new archives alternate, so both see the same machine.
-    std::vector<double> raw, fresh, append;
-    for (int rep = 0; rep < 3; ++rep) {
-      const fs::path file = dir / ("raw-" + std::to_string(rank) + ".bin");
-      raw.push_back(timed(comm, [&] { write_raw(file, part); }));
-      fs::remove(file);
+    // Raw files and new archives alternate, so both see the same machine;
+    // before each timed write, files of the previous one are removed and
+    // the file system is synced (syncfs), so that no write pays for the
+    // writeback (or discard) of another.
+    const fs::path raw_file = dir / ("raw-" + std::to_string(rank) + ".bin");
+    auto settle = [&] {
+      comm.barrier();
       if (rank == 0) fs::remove(archive);
+      fs::remove(raw_file);
+      int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+      ::syncfs(fd);
+      ::close(fd);
+    };
+    std::vector<double> raw, fresh, append;
+    for (int rep = 0; rep < 5; ++rep) {
+      settle();
+      raw.push_back(timed(comm, [&] { write_raw(raw_file, part); }));
+      settle();
       fresh.push_back(timed(comm, [&] {
         CollectiveWriter w(archive, comm);
         stage(w);
         w.commit("step-1");
       }));
     }
-    for (int rep = 0; rep < 3; ++rep) {
+    for (int rep = 0; rep < 5; ++rep) {
+      int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+      ::syncfs(fd);
+      ::close(fd);
       append.push_back(timed(comm, [&] {
         CollectiveWriter w(archive, comm, CollectiveOptions{.dedup = false});
         stage(w);
@@ -284,7 +298,7 @@ int main(int argc, char** argv) {
       const double r = median(raw), f = median(fresh), ap = median(append);
       std::printf(
           "distributed_bench: %d ranks, %.0f MiB (16 float32 parameters: 8 row-sharded, "
-          "4 column-sharded, 4 whole), %s; wall time over all ranks, median of 3\n",
+          "4 column-sharded, 4 whole), %s; wall time over all ranks, median of 5\n",
           n, gib * 1024, dir.c_str());
       std::printf("%-52s %9s %12s %8s\n", "write (durable)", "time", "aggregate", "vs raw");
       std::printf("%-52s %7.0f ms %7.2f GiB/s %7.2fx\n", "raw: N ranks write + fsync N files",

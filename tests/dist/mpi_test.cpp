@@ -161,8 +161,19 @@ TEST_CASE("collective commits: uneven shards, idle ranks, dedup, share, resharde
     CHECK(st.blobs_written == 1);
   }
 
+  {
+    // Only the last rank has anything to write; the others still commit.
+    CollectiveWriter w(path, comm());
+    if (r == n - 1) w.add("solo", float_tensor({3}, {1.0f, 2.0f, 3.0f}));
+    CollectiveStats st = w.commit("step-4");
+    CHECK(st.blobs_written == 1);
+    if (r == n - 1) CHECK(st.bytes_written >= 12);
+    if (r != n - 1 && r != 0) CHECK(st.bytes_written == 0);
+  }
+
   Archive a = Archive::open(path);
-  CHECK(a.tags() == std::vector<std::string>{"step-1", "step-2", "step-3"});
+  CHECK(a.tags() == std::vector<std::string>{"step-1", "step-2", "step-3", "step-4"});
+  CHECK(floats_of(a.tensor("solo", "step-4")) == std::vector<float>{1.0f, 2.0f, 3.0f});
   CHECK(a.verify().empty());
   check_tag_values(a, "step-1", all_at(1));
   check_tag_values(a, "step-2", second_versions());
@@ -219,6 +230,10 @@ TEST_CASE("collective commits: uneven shards, idle ranks, dedup, share, resharde
       t3.add("embed.weight",
              float_tensor(model_defs()[0].shape, global_values(model_defs()[0], 3)));
       w.add_tag("step-3", std::move(t3));
+      w.commit();
+      NewTag t4;
+      t4.add("solo", float_tensor({3}, {1.0f, 2.0f, 3.0f}));
+      w.add_tag("step-4", std::move(t4));
       w.commit();
     }
     Archive b = Archive::open(single);
