@@ -142,8 +142,8 @@ class MpiCommunicator final : public Communicator {
                                        std::to_string(timeout_.count()) + " ms on rank " +
                                        std::to_string(rank_) +
                                        " (another rank failed or never called it)");
-      if (spins > 100)
-        std::this_thread::sleep_for(std::chrono::microseconds(spins > 2000 ? 1000 : 50));
+      if (spins > 20)
+        std::this_thread::sleep_for(std::chrono::microseconds(spins > 200 ? 1000 : 100));
     }
   }
 
