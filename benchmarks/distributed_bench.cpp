@@ -31,6 +31,7 @@
 #include "format/tensor_blob.hpp"
 #include "modelzip/distributed.hpp"
 #include "modelzip/mpi.hpp"
+#include "modelzip/writer.hpp"
 
 using namespace modelzip;
 namespace fs = std::filesystem;
@@ -233,7 +234,7 @@ int main(int argc, char** argv) {
       ::syncfs(fd);
       ::close(fd);
     };
-    std::vector<double> raw, fresh, append;
+    std::vector<double> raw, fresh, append, single;
     for (int rep = 0; rep < 5; ++rep) {
       settle();
       raw.push_back(timed(comm, [&] { write_raw(raw_file, part); }));
@@ -243,6 +244,16 @@ int main(int argc, char** argv) {
         stage(w);
         w.commit("step-1");
       }));
+      if (n == 1) {  // the single-process Writer saving the same tensors
+        settle();
+        single.push_back(timed(comm, [&] {
+          NewTag tag;
+          for (const auto& l : part) tag.add(l.name, view(l));
+          Writer w = Writer::open(archive);
+          w.add_tag("step-1", std::move(tag));
+          w.commit();
+        }));
+      }
     }
     // Appends grow the files, whose new pages this VM's host hands out more
     // slowly than the pages a removed file just freed: appending a tag is
@@ -327,6 +338,10 @@ int main(int argc, char** argv) {
                   r * 1e3, gib / r, 1.0, range(raw).c_str());
       std::printf("%-44s %6.0f ms %7.2f GiB/s %7.2fx   %s\n", "modelzip: N ranks, one new archive",
                   f * 1e3, gib / f, r / f, range(fresh).c_str());
+      if (!single.empty())
+        std::printf("%-44s %6.0f ms %7.2f GiB/s %7.2fx   %s\n", "modelzip: one process, Writer",
+                    median(single) * 1e3, gib / median(single), r / median(single),
+                    range(single).c_str());
       std::printf("%-44s %6.0f ms %7.2f GiB/s %7.2fx   %s\n",
                   "raw: N ranks append to + fsync N files", ra * 1e3, gib / ra, 1.0,
                   range(raw_append).c_str());
