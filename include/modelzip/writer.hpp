@@ -127,10 +127,12 @@ class NewTag {
 struct WriterOptions {
   bool dedup = true;
   bool durable = true;  // fsync file and folder before commit returns
-  // A commit that only adds tags appends the new entries and a new central
-  // directory to the archive in place (time and I/O proportional to the new
-  // data) instead of rewriting it; see FORMAT.md "Appending". Other commits,
-  // and appends once dead bytes would reach half the file, rewrite it.
+  // A commit that only adds tags extends the archive in place (time and I/O
+  // proportional to the new data): it overwrites the archive's tail
+  // (tags.txt, central directory, end records) with the new entries and a
+  // new tail, leaving no unused byte; see FORMAT.md "Appending". Other
+  // commits, and archives not in that layout (e.g. written by modelzip
+  // 0.1.0), are rewritten.
   bool append = true;
   ProgressCallback progress;
 };

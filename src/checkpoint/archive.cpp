@@ -6,9 +6,8 @@
 #include "format/tag_name.hpp"
 #include "format/tags_file.hpp"
 #include "format/tensor_blob.hpp"
-#include "io/append_journal.hpp"
-#include "io/mapped_file.hpp"
 #include "modelzip/error.hpp"
+#include "zip/archive_snapshot.hpp"
 
 namespace modelzip {
 
@@ -26,10 +25,11 @@ std::string key_text(TableKind kind, std::string_view key) {
 
 }  // namespace
 
-Archive::Impl::Impl(std::string archive_name, Bytes file, const OpenOptions& options)
+Archive::Impl::Impl(std::string archive_name, Bytes file, const OpenOptions& options,
+                    std::optional<zip::Directory> parsed)
     : name(std::move(archive_name)), limits(options.limits), reader(file, options.limits) {
   try {
-    directory = zip::parse_directory(file.span(), limits);
+    directory = parsed ? std::move(*parsed) : zip::parse_directory(file.span(), limits);
   } catch (const Error& e) {
     throw e.with_context(context());
   }
@@ -233,35 +233,17 @@ Tensor Archive::Impl::read_tensor(const std::string& entry_name, ReadMode mode,
 // ---- Archive ---------------------------------------------------------------
 
 Archive Archive::open(const std::filesystem::path& path, const OpenOptions& options) {
-  // An append in progress (or interrupted) leaves a journal naming the size
-  // of the previous archive, which is still complete at the start of the
-  // file (io/append_journal.hpp). Look again if an append finished while we
-  // were reading.
-  for (int attempt = 0;; ++attempt) {
-    Bytes file;
-    try {
-      file = io::map_file(path);
-    } catch (const Error& e) {
-      throw e.with_context({.archive = path.string()});
-    }
-    try {
-      return Archive(std::make_shared<const Impl>(path.string(), file, options));
-    } catch (const Error& e) {
-      if (e.code() != ErrorCode::corrupt) throw;
-      std::optional<std::uint64_t> old_size = io::read_append_journal(path);
-      if (old_size && *old_size < file.size()) {
-        try {
-          return Archive(
-              std::make_shared<const Impl>(path.string(), file.slice(0, *old_size), options));
-        } catch (const Error&) {
-        }
-      }
-      // Without a journal the file is corrupt, unless an append finished
-      // (or was undone) after we mapped it: then its size has changed.
-      std::error_code ec;
-      if (attempt == 3 || (!old_size && std::filesystem::file_size(path, ec) == file.size())) throw;
-    }
+  // One committed state of the archive, even while a writer appends to it
+  // (the reader protocol of FORMAT.md section 8.3); its tail is a private
+  // copy, so later appends never change what this Archive sees.
+  std::optional<zip::Directory> parsed;
+  Bytes file;
+  try {
+    file = zip::read_snapshot(path, format::kTagsEntry, options.limits, &parsed);
+  } catch (const Error& e) {
+    throw e.with_context({.archive = path.string()});
   }
+  return Archive(std::make_shared<const Impl>(path.string(), file, options, std::move(parsed)));
 }
 
 Archive Archive::from_memory(Bytes bytes, std::string name, const OpenOptions& options) {

@@ -3,6 +3,7 @@
 // Immutable after construction; safe to use from several threads.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -30,7 +31,9 @@ struct TagTables {
 
 class Archive::Impl {
  public:
-  Impl(std::string name, Bytes file, const OpenOptions& options);
+  // `parsed`, if given, is zip::parse_directory(file) done already.
+  Impl(std::string name, Bytes file, const OpenOptions& options,
+       std::optional<zip::Directory> parsed = std::nullopt);
 
   std::string name;
   Limits limits;

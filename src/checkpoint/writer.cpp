@@ -16,11 +16,11 @@
 #include "format/tag_name.hpp"
 #include "format/tags_file.hpp"
 #include "format/tensor_blob.hpp"
-#include "io/append_journal.hpp"
 #include "io/durable_file.hpp"
 #include "io/file_identity.hpp"
-#include "io/mapped_file.hpp"
 #include "modelzip/error.hpp"
+#include "zip/append_session.hpp"
+#include "zip/archive_layout.hpp"
 #include "zip/crc32.hpp"
 #include "zip/zip_stream_writer.hpp"
 
@@ -409,10 +409,10 @@ std::uint64_t content_size(const Content& c) {
   return c.old ? c.old->compressed_size : c.size;
 }
 
-// Writes the entries of the plan: everything (rewrite), or for the append
-// path only tags.txt and the tags in `only_tags`.
-void emit(zip::StreamZipWriter& zw, const Plan& plan, const Archive::Impl* old_impl,
-          const std::set<std::string>* only_tags) {
+// Writes the entries of the plan but tags.txt: everything (rewrite), or for
+// the append path only the tags in `only_tags`.
+void emit_tags(zip::StreamZipWriter& zw, const Plan& plan, const Archive::Impl* old_impl,
+               const std::set<std::string>* only_tags) {
   auto put = [&](const std::string& name, const Content& c) {
     if (c.old)
       zw.add_raw(name, *c.old,
@@ -423,14 +423,10 @@ void emit(zip::StreamZipWriter& zw, const Plan& plan, const Archive::Impl* old_i
       zw.add_stored(name, c.pieces);
   };
   auto text = [](const std::string& s) { return std::vector<Bytes>{Bytes::copy_of(s)}; };
-  zw.set_comment(plan.comment);
-  std::vector<std::string> names;
-  for (const auto& t : plan.tags) names.push_back(t.name);
-  if (!only_tags)
+  if (!only_tags) {
     zw.add_stored(std::string(format::kMetadataEntry), text(format::write_metadata(plan.metadata)));
-  zw.add_stored(std::string(format::kTagsEntry), text(format::write_tags_file(names)));
-  if (!only_tags)
     for (const auto& [name, c] : plan.root_others) put(name, c);
+  }
   for (const auto& t : plan.tags) {
     if (only_tags && !only_tags->count(t.name)) continue;
     zw.add_stored(t.name + "/params.txt",
@@ -443,6 +439,16 @@ void emit(zip::StreamZipWriter& zw, const Plan& plan, const Archive::Impl* old_i
   }
 }
 
+// A complete archive: every entry, then tags.txt last (the tail that the
+// next append overwrites, FORMAT.md section 8.1).
+void emit_all(zip::StreamZipWriter& zw, const Plan& plan, const Archive::Impl* old_impl) {
+  zw.set_comment(plan.comment);
+  emit_tags(zw, plan, old_impl, nullptr);
+  std::vector<std::string> names;
+  for (const auto& t : plan.tags) names.push_back(t.name);
+  zw.add_stored(std::string(format::kTagsEntry), {Bytes::copy_of(format::write_tags_file(names))});
+}
+
 std::uint64_t expected_bytes(const Plan& plan, const std::set<std::string>* only_tags) {
   std::uint64_t n = 0;
   for (const auto& t : plan.tags) {
@@ -451,15 +457,6 @@ std::uint64_t expected_bytes(const Plan& plan, const std::set<std::string>* only
     for (const auto& [rel, c] : t.others) n += content_size(c);
   }
   return n;
-}
-
-// Bytes of `old` that no entry or directory uses (left behind by appends).
-std::uint64_t dead_bytes(const Archive::Impl& old) {
-  std::uint64_t live = old.directory.central_directory_size + 22 + old.directory.comment.size();
-  for (const auto& e : old.directory.entries)
-    live += e.data_offset - e.local_header_offset + e.compressed_size;
-  std::uint64_t size = old.reader.file().size();
-  return size > live ? size - live : 0;
 }
 
 }  // namespace
@@ -523,13 +520,16 @@ class Writer::Impl {
   // throw after that, the commit happened but may not be durable.
   void rewrite(const Plan& plan, const Archive::Impl* old_impl, Stats& stats, bool* visible);
   void append_to(const Plan& plan, const Archive::Impl& old, Stats& stats, bool* visible);
-  void recover_interrupted_append();
 };
 
 void Writer::Impl::commit() {
   io::FileLock lock(path);
   io::remove_stale_temp_files(path);
-  recover_interrupted_append();
+  try {
+    zip::recover_append(path, true);
+  } catch (const Error& e) {
+    throw e.with_context(context());
+  }
   std::optional<Archive> old = current_archive();
   if (old && ops.empty() && metadata_edits.empty()) {  // nothing staged: the archive stays as it is
     last_stats = {};
@@ -582,16 +582,12 @@ void Writer::Impl::commit() {
   consume_staged();
 }
 
-// An append leaves the old central directory behind as dead bytes; once
-// they would make up half the file, the next commit rewrites (compacts).
+// Appending in place needs an archive in the layout modelzip writes:
+// tags.txt last, no unused bytes, nothing after the end record. Others
+// (written by modelzip 0.1.0, or by other tools) are rewritten once, which
+// puts them in that layout.
 bool Writer::Impl::appendable(const Archive::Impl& old) const {
-  const std::uint64_t size = old.reader.file().size();
-  if (old.directory.end_of_archive != size) return false;
-  std::uint64_t dead_after =
-      dead_bytes(old) + old.directory.central_directory_size + 22 + old.directory.comment.size();
-  if (const auto* tags = old.find_entry(format::kTagsEntry))
-    dead_after += tags->data_offset - tags->local_header_offset + tags->compressed_size;
-  return dead_after * 2 <= size;
+  return zip::appendable_in_place(old.directory, old.reader.file().span(), format::kTagsEntry);
 }
 
 void Writer::Impl::rewrite(const Plan& plan, const Archive::Impl* old_impl, Stats& stats,
@@ -601,7 +597,7 @@ void Writer::Impl::rewrite(const Plan& plan, const Archive::Impl* old_impl, Stat
     io::OutputFile out(temp.path());
     zip::StreamZipWriter zw(out.fd(), temp.path().string(), 0, expected_bytes(plan, nullptr),
                             options.progress);
-    emit(zw, plan, old_impl, nullptr);
+    emit_all(zw, plan, old_impl);
     stats.bytes_written = zw.finish();
     out.close();
     temp.commit(options.durable);
@@ -615,48 +611,25 @@ void Writer::Impl::append_to(const Plan& plan, const Archive::Impl& old, Stats& 
                              bool* visible) {
   std::set<std::string> added;
   for (const auto& op : ops) added.insert(std::get<AddOp>(op).tag);
-  const std::uint64_t old_size = old.reader.file().size();
+  std::vector<std::string> names;
+  for (const auto& t : plan.tags) names.push_back(t.name);
   try {
-    // Drops the journal after a failure that left the archive unchanged;
-    // if that fails too, the next writer recovers.
-    auto drop_journal = [&] {
-      try {
-        io::remove_append_journal(path, options.durable);
-      } catch (const Error&) {
-      }
-    };
-    std::optional<io::AppendFile> opened;
+    // Unless commit() returns, the session's destructor puts the old tail
+    // back (or leaves the journal for the next writer).
+    zip::AppendSession session(path, old.directory, old.reader.file(),
+                               std::string(format::kTagsEntry),
+                               {.durable = options.durable,
+                                .expected_bytes = expected_bytes(plan, &added),
+                                .progress = options.progress});
+    emit_tags(session.writer(), plan, &old, &added);
     try {
-      io::write_append_journal(path, old_size);
-      opened.emplace(path);
+      stats.bytes_written =
+          session.commit({Bytes::copy_of(format::write_tags_file(names))}) - session.start_offset();
     } catch (...) {
-      drop_journal();
+      *visible = session.committed();
       throw;
     }
-    io::AppendFile& out = *opened;
-    bool end_written = false;
-    try {
-      zip::StreamZipWriter zw(out.fd(), path.string(), old_size, expected_bytes(plan, &added),
-                              options.progress);
-      for (const auto& e : old.directory.entries)
-        if (e.name != format::kTagsEntry) zw.keep(e);
-      emit(zw, plan, &old, &added);
-      stats.bytes_written = zw.finish([&] {
-        if (options.durable) out.sync();
-      }) - old_size;
-      end_written = true;
-      *visible = true;
-      if (options.durable) out.sync();
-    } catch (...) {
-      // Before the end record, no reader can use the new bytes: cut them and
-      // drop the journal (if the cut fails, the journal stays for the next
-      // writer). After the end record, readers may map the new entries, so
-      // they stay.
-      if (!end_written && out.truncate(old_size)) drop_journal();
-      throw;
-    }
-    out.close();
-    io::remove_append_journal(path, options.durable);
+    *visible = true;
   } catch (const Error& e) {
     if (*visible)
       throw Error(e.code(),
@@ -668,32 +641,6 @@ void Writer::Impl::append_to(const Plan& plan, const Archive::Impl& old, Stats& 
     throw e.with_context(context());
   }
   stats.appended = true;
-}
-
-// A journal left by an interrupted append: keep the append if it finished
-// (the whole file parses), else cut the file back to the previous archive.
-void Writer::Impl::recover_interrupted_append() {
-  std::optional<std::uint64_t> old_size = io::read_append_journal(path);
-  if (!old_size) return;
-  bool complete = false;
-  try {
-    Bytes file = io::map_file(path);
-    // Complete means the new end record ends the file: a file that parses
-    // only as the old archive followed by part of the append is cut back.
-    complete = Archive::from_memory(file, path.string()).internals().directory.end_of_archive ==
-               file.size();
-  } catch (const Error&) {
-  }
-  if (!complete) {
-    io::AppendFile out(path);
-    if (!out.truncate(*old_size))
-      throw Error(ErrorCode::io,
-                  "cannot cut an interrupted append back to the previous archive (" +
-                      std::to_string(*old_size) + " bytes): " + std::strerror(errno),
-                  context());
-    out.close();
-  }
-  io::remove_append_journal(path, true);
 }
 
 // ---- Writer ----------------------------------------------------------------

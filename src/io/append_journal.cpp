@@ -1,13 +1,18 @@
 #include "io/append_journal.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <random>
 #include <string>
+#include <vector>
 
+#include "core/checked.hpp"
 #include "io/durable_file.hpp"
 #include "io/syscalls.hpp"
 #include "modelzip/error.hpp"
@@ -16,7 +21,9 @@ namespace modelzip::io {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr std::string_view kMagic = "modelzip-append v1 ";
+constexpr std::string_view kMagicV2 = "modelzip-append v2\n";
+constexpr std::string_view kMagicV1 = "modelzip-append v1 ";
+constexpr std::size_t kHeader = 19 + 8 + 8 + 8;  // magic, nonce, tail_start, old_size
 
 fs::path folder_of(const fs::path& p) {
   return p.parent_path().empty() ? fs::path(".") : p.parent_path();
@@ -39,52 +46,157 @@ void sync_folder(const fs::path& archive, const char* after) {
   }
 }
 
+std::uint32_t crc_of(const std::byte* data, std::size_t size, std::uint32_t crc = 0) {
+  while (size > 0) {
+    const auto n = static_cast<uInt>(std::min<std::size_t>(size, 1u << 30));
+    crc = static_cast<std::uint32_t>(::crc32(crc, reinterpret_cast<const Bytef*>(data), n));
+    data += n;
+    size -= n;
+  }
+  return crc;
+}
+
+// Parses a journal's bytes: nullopt if torn.
+std::optional<AppendJournal> parse(const std::vector<std::byte>& bytes) {
+  const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  if (text.starts_with(kMagicV1)) {
+    std::string_view number = text.substr(kMagicV1.size());
+    if (!number.ends_with("\n")) return std::nullopt;
+    number.remove_suffix(1);
+    std::uint64_t size = 0;
+    auto [p, ec] = std::from_chars(number.data(), number.data() + number.size(), size);
+    if (ec != std::errc() || p != number.data() + number.size() || number.empty())
+      return std::nullopt;
+    return AppendJournal{0, size, size, Bytes()};
+  }
+  if (!text.starts_with(kMagicV2) || bytes.size() < kHeader + 4) return std::nullopt;
+  AppendJournal j;
+  j.nonce = detail::load_le<std::uint64_t>(bytes.data() + 19);
+  j.tail_start = detail::load_le<std::uint64_t>(bytes.data() + 27);
+  j.old_size = detail::load_le<std::uint64_t>(bytes.data() + 35);
+  if (j.old_size < j.tail_start) return std::nullopt;
+  const std::uint64_t tail = j.old_size - j.tail_start;
+  if (tail != bytes.size() - kHeader - 4) return std::nullopt;
+  const std::size_t crc_at = bytes.size() - 4;
+  if (crc_of(bytes.data(), crc_at) != detail::load_le<std::uint32_t>(bytes.data() + crc_at))
+    return std::nullopt;
+  j.tail = Bytes::copy_of(std::span<const std::byte>(bytes.data() + kHeader, tail));
+  return j;
+}
+
 }  // namespace
+
+bool JournalState::same_as(const JournalState& other) const noexcept {
+  if (kind != other.kind) return false;
+  switch (kind) {
+    case Kind::absent:
+      return true;
+    case Kind::valid:
+      return journal.nonce == other.journal.nonce &&
+             journal.tail_start == other.journal.tail_start &&
+             journal.old_size == other.journal.old_size;
+    case Kind::torn:
+      return identity == other.identity;
+  }
+  return false;
+}
 
 fs::path append_journal_path(const fs::path& archive) {
   return folder_of(archive) / ("." + archive.filename().string() + ".modelzip-append");
 }
 
-std::optional<std::uint64_t> read_append_journal(const fs::path& archive) noexcept {
-  int fd = ::open(append_journal_path(archive).c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  char buf[64];
-  ssize_t n = ::read(fd, buf, sizeof buf);
-  ::close(fd);
-  if (n <= 0) return std::nullopt;
-  std::string_view text(buf, static_cast<std::size_t>(n));
-  if (!text.starts_with(kMagic) || !text.ends_with("\n")) return std::nullopt;
-  text.remove_prefix(kMagic.size());
-  text.remove_suffix(1);
-  std::uint64_t size = 0;
-  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), size);
-  if (ec != std::errc() || p != text.data() + text.size()) return std::nullopt;
-  return size;
+JournalState read_append_journal(const fs::path& archive) {
+  const fs::path path = append_journal_path(archive);
+  JournalState state;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return state;
+    fail(path, "cannot open the append journal");
+  }
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) fail(path, "cannot stat the append journal");
+  auto ns = [](const timespec& t) {
+    return static_cast<std::int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
+  };
+  state.identity =
+      FileIdentity{static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino),
+                   static_cast<std::uint64_t>(st.st_size), ns(st.st_mtim), ns(st.st_ctim)};
+  state.kind = JournalState::Kind::torn;
+  if (!S_ISREG(st.st_mode)) return state;
+  // Read what is there (one byte more than fstat said, to see growth).
+  std::vector<std::byte> bytes(static_cast<std::size_t>(st.st_size) + 1);
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail(path, "cannot read the append journal");
+    if (n == 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+  bytes.resize(done);
+  if (auto j = parse(bytes)) {
+    state.kind = JournalState::Kind::valid;
+    state.journal = std::move(*j);
+  }
+  return state;
 }
 
-void write_append_journal(const fs::path& archive, std::uint64_t old_size) {
+std::uint64_t new_journal_nonce() {
+  std::random_device rd;
+  return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+}
+
+void write_append_journal(const fs::path& archive, const AppendJournal& journal, bool durable) {
   const fs::path path = append_journal_path(archive);
-  std::string text = std::string(kMagic) + std::to_string(old_size) + "\n";
-  int fd = sys::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (journal.old_size < journal.tail_start ||
+      journal.tail.size() != journal.old_size - journal.tail_start)
+    throw Error(ErrorCode::invalid_argument, "append journal: tail size mismatch",
+                ErrorContext{.archive = archive.string()});
+  std::vector<std::byte> header(kHeader);
+  std::memcpy(header.data(), kMagicV2.data(), kMagicV2.size());
+  detail::store_le<std::uint64_t>(header.data() + 19, journal.nonce);
+  detail::store_le<std::uint64_t>(header.data() + 27, journal.tail_start);
+  detail::store_le<std::uint64_t>(header.data() + 35, journal.old_size);
+  std::uint32_t crc = crc_of(header.data(), header.size());
+  crc = crc_of(journal.tail.data(), journal.tail.size(), crc);
+  std::byte crc_bytes[4];
+  detail::store_le<std::uint32_t>(crc_bytes, crc);
+
+  int fd = sys::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) fail(path, "cannot create the append journal");
-  std::size_t done = 0;
   bool ok = true;
-  while (ok && done < text.size()) {
-    ssize_t n = sys::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n == 0) errno = ENOSPC;
-    ok = n > 0;
-    if (ok) done += static_cast<std::size_t>(n);
-  }
-  ok = ok && sys::fsync(fd) == 0;
+  std::uint64_t offset = 0;
+  auto put = [&](const std::byte* data, std::size_t size) {
+    while (ok && size > 0) {
+      ssize_t n =
+          sys::pwrite(fd, data, std::min<std::size_t>(size, 1u << 30), static_cast<off_t>(offset));
+      if (n < 0 && errno == EINTR) continue;
+      if (n == 0) errno = ENOSPC;
+      ok = n > 0;
+      if (ok) {
+        data += n;
+        size -= static_cast<std::size_t>(n);
+        offset += static_cast<std::uint64_t>(n);
+      }
+    }
+  };
+  put(header.data(), header.size());
+  put(journal.tail.data(), journal.tail.size());
+  put(crc_bytes, sizeof crc_bytes);
+  ok = ok && (!durable || sys::fsync(fd) == 0);
   int error = ok ? 0 : errno;
   if (sys::close(fd) != 0 && error == 0) error = errno;
   if (error != 0) {
-    // A partial journal reads as no journal; remove it all the same.
+    // A partial journal reads as torn; remove it all the same.
     sys::unlink(path.c_str());
     errno = error;
     fail(path, "cannot write the append journal");
   }
+  if (!durable) return;
   try {
     sync_folder(archive, "writing the append journal");
   } catch (const Error&) {
@@ -93,9 +205,11 @@ void write_append_journal(const fs::path& archive, std::uint64_t old_size) {
   }
 }
 
-void remove_append_journal(const fs::path& archive, bool durable) {
+void remove_append_journal(const fs::path& archive, bool durable, bool* removed) {
+  if (removed) *removed = false;
   if (sys::unlink(append_journal_path(archive).c_str()) != 0 && errno != ENOENT)
     fail(append_journal_path(archive), "cannot remove the append journal");
+  if (removed) *removed = true;
   if (durable) sync_folder(archive, "removing the append journal");
 }
 

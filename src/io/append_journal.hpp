@@ -1,28 +1,79 @@
-// The append journal: crash safety for archives that grow in place.
+// The append journal: crash safety for archives that are extended in place.
 //
-// Before a writer appends to an archive, it records the archive's current
-// size in ".<archive name>.modelzip-append" beside it (written and fsynced
-// before the first appended byte). The append writes new entries and a new
-// central directory after the old end, then the end record, and only then
-// removes the journal. While the journal exists, the first `old_size` bytes
-// are still the complete previous archive (appending never changes them), so:
-//  - a reader whose archive does not parse falls back to that prefix;
-//  - the next writer recovers: if the whole file parses, the append had
-//    finished (keep it), otherwise it truncates the file to `old_size`.
+// An append overwrites the archive's mutable *tail* (the bytes from
+// `tail_start` to the end of the file: tags.txt, the central directory and
+// the end records, FORMAT.md section 8.1). Before the first byte of the tail
+// changes, the writer saves the old tail in ".<archive name>.modelzip-append"
+// beside the archive (written, fsynced, and its folder fsynced when
+// durable). The bytes before `tail_start` never change during an append, so
+// while the journal exists the previous archive is exactly
+//     archive[0, tail_start) + journal tail
+// and that is what readers use. Removing the journal commits the append.
+//
+// Byte layout (little-endian), FORMAT.md section 8.2:
+//   0   19   "modelzip-append v2\n"
+//   19  8    u64 nonce: random, new for every append (readers use it to tell
+//            one journal from a later one at the same path)
+//   27  8    u64 tail_start
+//   35  8    u64 old_size (>= tail_start): the size of the previous archive
+//   43  L    the previous archive's bytes [tail_start, old_size), L = old_size - tail_start
+//   43+L 4   u32 CRC-32 of bytes [0, 43 + L)
+// The file is exactly 47 + L bytes. Anything else (short, long, bad CRC,
+// unknown magic) is a *torn* journal: one whose writing was interrupted,
+// which means the archive itself was not touched yet.
+// The version 1 journal "modelzip-append v1 <old size>\n" of modelzip 0.1.0
+// (appends wrote after the old end) reads as tail_start = old_size with an
+// empty tail and nonce 0.
+//
+// Thread safety: free functions; concurrent writers must serialize on the
+// archive's writer lock (only the lock holder writes or removes a journal).
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <optional>
 
+#include "io/file_identity.hpp"
+#include "modelzip/bytes.hpp"
+
 namespace modelzip::io {
 
+struct AppendJournal {
+  std::uint64_t nonce = 0;
+  std::uint64_t tail_start = 0;
+  std::uint64_t old_size = 0;
+  Bytes tail;  // old_size - tail_start bytes
+};
+
+struct JournalState {
+  enum class Kind { absent, torn, valid } kind = Kind::absent;
+  AppendJournal journal;                 // valid only
+  std::optional<FileIdentity> identity;  // of the journal file (torn and valid)
+  // Same state for the reader protocol: both absent, the same valid journal
+  // (nonce), or the same torn file (identity).
+  bool same_as(const JournalState& other) const noexcept;
+};
+
 std::filesystem::path append_journal_path(const std::filesystem::path& archive);
-// The recorded size, or nullopt when there is no (readable) journal.
-std::optional<std::uint64_t> read_append_journal(const std::filesystem::path& archive) noexcept;
-// Writes the journal durably (file and folder fsynced). Throws Error(io).
-void write_append_journal(const std::filesystem::path& archive, std::uint64_t old_size);
-// Removes the journal (and fsyncs the folder if `durable`). Throws Error(io).
-void remove_append_journal(const std::filesystem::path& archive, bool durable);
+
+// Reads the journal beside `archive`. Throws Error(io) only when a journal
+// exists but cannot be read (e.g. permissions).
+JournalState read_append_journal(const std::filesystem::path& archive);
+
+// A new random nonce for write_append_journal.
+std::uint64_t new_journal_nonce();
+
+// Creates the journal (exclusively: an existing one is Error(io)); with
+// `durable`, fsyncs it and its folder before returning. On failure removes
+// what it created and throws Error(io) naming the journal.
+void write_append_journal(const std::filesystem::path& archive, const AppendJournal& journal,
+                          bool durable);
+
+// Removes the journal (fine if absent). Throws Error(io). With `durable`,
+// then fsyncs the folder (Error(io) "cannot fsync the folder after removing
+// the append journal"): `*removed`, if given, tells whether the unlink
+// itself happened when that fsync throws.
+void remove_append_journal(const std::filesystem::path& archive, bool durable,
+                           bool* removed = nullptr);
 
 }  // namespace modelzip::io

@@ -70,6 +70,46 @@ Bytes map_file(const std::filesystem::path& path) {
       std::span<const std::byte>(static_cast<const std::byte*>(address), length), mapping));
 }
 
+Bytes map_prefix_with_tail(int fd, const std::filesystem::path& path, std::uint64_t prefix,
+                           std::span<const std::byte> tail) {
+  const std::uint64_t total = prefix + tail.size();
+  if (total == 0) return Bytes::take({});
+  static const std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  const std::uint64_t split = prefix / page * page;  // mapped from the file below this
+  const auto length = static_cast<std::size_t>(total);
+  // Reserve the whole range (no memory committed), then fill it in place.
+  void* base =
+      ::mmap(nullptr, length, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (base == MAP_FAILED) fail(path, "cannot reserve memory for the archive");
+  auto mapping = std::make_shared<const Mapping>(base, length);
+  auto* bytes = static_cast<std::byte*>(base);
+  if (split > 0 && ::mmap(base, static_cast<std::size_t>(split), PROT_READ, MAP_PRIVATE | MAP_FIXED,
+                          fd, 0) == MAP_FAILED)
+    fail(path, "cannot map");
+  if (total > split) {
+    const auto rest = static_cast<std::size_t>(total - split);
+    if (::mmap(bytes + split, rest, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED | MAP_ANONYMOUS,
+               -1, 0) == MAP_FAILED)
+      fail(path, "cannot allocate memory for the archive's tail");
+    std::size_t done = 0;
+    const auto head = static_cast<std::size_t>(prefix - split);
+    while (done < head) {
+      ssize_t n = ::pread(fd, bytes + split + done, head - done, static_cast<off_t>(split + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) fail(path, "cannot read");
+      if (n == 0) {
+        errno = EIO;
+        fail(path, "the file is shorter than its recorded prefix");
+      }
+      done += static_cast<std::size_t>(n);
+    }
+    if (!tail.empty()) std::memcpy(bytes + prefix, tail.data(), tail.size());
+    ::mprotect(bytes + split, rest, PROT_READ);
+  }
+  return MappedFileAccess::mark_mapped(
+      Bytes::borrow(std::span<const std::byte>(bytes, length), mapping));
+}
+
 Bytes read_file(const std::filesystem::path& path) {
   Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
   if (f.fd < 0) fail(path, "cannot open");

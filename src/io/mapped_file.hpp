@@ -3,7 +3,9 @@
 // files.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
+#include <span>
 
 #include "modelzip/bytes.hpp"
 
@@ -13,6 +15,17 @@ namespace modelzip::io {
 // alive (it is unmapped when the last view is gone) and reports is_mapped().
 // An empty file gives empty Bytes. Throws Error(io) naming the path.
 Bytes map_file(const std::filesystem::path& path);
+
+// One contiguous, read-only region holding the first `prefix` bytes of the
+// open file `fd` (mapped: zero-copy, except the part of the last page that
+// `prefix` cuts, which is copied) followed by a copy of `tail`. Used for
+// archive snapshots whose tail may be overwritten in the file meanwhile
+// (FORMAT.md section 8.3): later changes of the file at or after `prefix`
+// never show through, changes before `prefix` would. The Bytes keeps the
+// region alive and reports is_mapped(). Throws Error(io) naming `path`
+// (also when the file is shorter than `prefix`).
+Bytes map_prefix_with_tail(int fd, const std::filesystem::path& path, std::uint64_t prefix,
+                           std::span<const std::byte> tail);
 
 // Reads `path` into owned memory. Throws Error(io) naming the path.
 Bytes read_file(const std::filesystem::path& path);

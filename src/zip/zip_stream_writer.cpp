@@ -80,6 +80,7 @@ struct StreamZipWriter::Written {
   std::uint64_t compressed = 0, uncompressed = 0;
   std::uint64_t local_offset = 0;
   bool zip64_local = false;
+  std::uint64_t local_extra = 0;        // length of the local header's extra field
   std::optional<std::size_t> crc_slot;  // CRC still being computed by crc_queue_
 };
 
@@ -173,6 +174,7 @@ std::vector<std::byte> StreamZipWriter::local_header(const Written& w, bool alig
 void StreamZipWriter::begin_entry(Written& w, bool align) {
   w.local_offset = offset_;
   const std::vector<std::byte> header = local_header(w, align);
+  w.local_extra = header.size() - 30 - w.name.size();
   append(header.data(), header.size());
 }
 
@@ -203,7 +205,17 @@ void StreamZipWriter::keep(const EntryInfo& e) {
   w.compressed = e.compressed_size;
   w.uncompressed = e.uncompressed_size;
   w.local_offset = e.local_header_offset;
+  w.local_extra = e.data_offset - e.local_header_offset - 30 - e.name.size();
   entries_.push_back(std::move(w));
+}
+
+void StreamZipWriter::skip_to(std::uint64_t offset) {
+  if (offset < offset_)
+    throw Error(ErrorCode::invalid_argument,
+                "cannot move the write position back from " + std::to_string(offset_) + " to " +
+                    std::to_string(offset),
+                ErrorContext{.archive = file_name_});
+  offset_ = offset;
 }
 
 void StreamZipWriter::add_stored(const std::string& name, const std::vector<Bytes>& pieces) {
@@ -218,6 +230,7 @@ void StreamZipWriter::add_stored(const std::string& name, const std::vector<Byte
     // CRC first, then header and data in one write.
     for (const auto& p : pieces) w.crc = crc32_update(w.crc, p.span());
     std::vector<std::byte> out = local_header(w, true);
+    w.local_extra = out.size() - 30 - w.name.size();
     out.reserve(out.size() + w.uncompressed);
     for (const auto& p : pieces) out.insert(out.end(), p.data(), p.data() + p.size());
     append(out.data(), out.size());
@@ -327,9 +340,15 @@ std::uint64_t StreamZipWriter::finish(const std::function<void()>& before_end_re
   for (const Written& w : entries_) {
     const bool big_u = w.uncompressed >= k32, big_c = w.compressed >= k32,
                big_o = w.local_offset >= k32;
-    const std::uint16_t extra =
+    const std::uint16_t zip64_extra =
         static_cast<std::uint16_t>((big_u || big_c || big_o) ? 4 + 8 * (big_u + big_c + big_o) : 0);
-    const bool zip64 = extra != 0 || w.zip64_local;
+    // A padding field makes the central extra field as long as the local
+    // one where it can (zipinfo computes where an entry ends from the
+    // central header's lengths, FORMAT.md section 1).
+    const std::uint64_t filler =
+        w.local_extra >= zip64_extra + 4u ? w.local_extra - zip64_extra : 0;
+    const auto extra = static_cast<std::uint16_t>(zip64_extra + filler);
+    const bool zip64 = zip64_extra != 0 || w.zip64_local;
     cd.put<std::uint32_t>(kCentralSignature);
     cd.put<std::uint16_t>(0x0300 | 45);  // made by: Unix, zip 4.5
     cd.put<std::uint16_t>(zip64 ? 45 : 20);
@@ -348,12 +367,17 @@ std::uint64_t StreamZipWriter::finish(const std::function<void()>& before_end_re
     cd.put<std::uint32_t>(0100644u << 16);
     cd.put<std::uint32_t>(big_o ? 0xFFFFFFFFu : static_cast<std::uint32_t>(w.local_offset));
     cd.put_text(w.name);
-    if (extra) {
+    if (zip64_extra) {
       cd.put<std::uint16_t>(0x0001);
-      cd.put<std::uint16_t>(static_cast<std::uint16_t>(extra - 4));
+      cd.put<std::uint16_t>(static_cast<std::uint16_t>(zip64_extra - 4));
       if (big_u) cd.put<std::uint64_t>(w.uncompressed);
       if (big_c) cd.put<std::uint64_t>(w.compressed);
       if (big_o) cd.put<std::uint64_t>(w.local_offset);
+    }
+    if (filler) {
+      cd.put<std::uint16_t>(kPaddingExtraId);
+      cd.put<std::uint16_t>(static_cast<std::uint16_t>(filler - 4));
+      cd.zeros(filler - 4);
     }
   }
   const std::uint64_t cd_size = cd.bytes.size();

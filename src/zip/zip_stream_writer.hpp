@@ -76,6 +76,10 @@ class StreamZipWriter {
 
   // Lists an entry already in the file (append path) in the new directory.
   void keep(const EntryInfo& entry);
+  // Moves the write position forward to `offset` (>= offset()): the bytes
+  // in between were written by someone else (e.g. another process of a
+  // collective append) and must be covered by entries listed with keep().
+  void skip_to(std::uint64_t offset);
   // A new entry holding the concatenation of `pieces`, stored (aligned) or
   // deflated (zlib level `level`).
   void add_stored(const std::string& name, const std::vector<Bytes>& pieces);

@@ -17,6 +17,7 @@
 #include "io/append_journal.hpp"
 #include "io/syscalls.hpp"
 #include "scenarios.hpp"
+#include "zip/append_session.hpp"
 
 using namespace modelzip;
 using namespace modelzip::crash;
@@ -204,10 +205,10 @@ TEST_CASE("Kill trials: recovery of an interrupted append") {
   reset_folder(dir.path(), path, s.old_bytes);
   REQUIRE(killed(commit_in_child(
       s, path, {.action = io::FaultInjector::Action::kill, .any_kind = true, .nth = total / 2})));
-  REQUIRE(io::read_append_journal(path).has_value());
+  REQUIRE(io::read_append_journal(path).kind == io::JournalState::Kind::valid);
   const std::string crashed = testing::io_bytes(path);
   const std::string journal = testing::io_bytes(io::append_journal_path(path));
-  REQUIRE(crashed.size() > s.old_bytes.size());
+  REQUIRE(crashed != s.old_bytes);  // the tail was overwritten in part
 
   auto restore = [&] {
     reset_folder(dir.path(), path, crashed);
@@ -267,4 +268,51 @@ TEST_CASE("Kill trials: recovery of an interrupted append") {
     CHECK(files_in(dir.path()) == std::set<std::string>{"m.zip", ".m.zip.modelzip-lock"});
   }
   MESSAGE("recovery: " << recover_calls << " calls, each one interrupted");
+}
+
+// Journals that fail their checks (cut short, or a saved tail byte changed so
+// that the CRC no longer matches) are never applied: readers use the
+// archive file as it is, and recovery removes the journal and leaves the
+// file byte for byte. Built from the real journals of appends killed at
+// every call that leaves one.
+TEST_CASE("Kill trials: a torn journal or one whose CRC fails is never applied") {
+  TempDir dir;
+  const Scenario s = make_scenario(ScenarioKind::append_add, dir.path());
+  const fs::path path = dir / "m.zip";
+  reset_folder(dir.path(), path, s.old_bytes);
+  std::uint64_t total = 0;
+  REQUIRE(exited_ok(commit_in_child(s, path, {}, &total)));
+  int checked = 0;
+  for (std::uint64_t n = 1; n <= total; ++n) {
+    reset_folder(dir.path(), path, s.old_bytes);
+    REQUIRE(killed(commit_in_child(
+        s, path, {.action = io::FaultInjector::Action::kill, .any_kind = true, .nth = n})));
+    if (io::read_append_journal(path).kind != io::JournalState::Kind::valid) continue;
+    const std::string archive = testing::io_bytes(path);
+    const std::string journal = testing::io_bytes(io::append_journal_path(path));
+    std::string flipped = journal;
+    flipped[43] = static_cast<char>(flipped[43] ^ 0x01);  // first byte of the saved tail
+    for (const std::string& bad : {journal.substr(0, journal.size() / 2), flipped}) {
+      INFO("kill before call " << n << ", journal of " << bad.size() << " bytes");
+      reset_folder(dir.path(), path, archive);
+      testing::write_file(io::append_journal_path(path), bad);
+      REQUIRE(io::read_append_journal(path).kind == io::JournalState::Kind::torn);
+      // Readers: the file as it is (the old archive if the kill came
+      // before the first tail write, a finished new one, or a tail torn by
+      // the kill, which is refused) -- never the corrupted journal.
+      try {
+        Archive a = Archive::open(path);
+        std::string why;
+        CHECK(which_model(path, {&s.old_model, &s.new_model}, &why) >= 0);
+      } catch (const Error& e) {
+        CHECK(e.code() == ErrorCode::corrupt);
+      }
+      zip::recover_append(path, true);
+      CHECK(testing::io_bytes(path) == archive);
+      CHECK_FALSE(fs::exists(io::append_journal_path(path)));
+      ++checked;
+    }
+  }
+  CHECK(checked > 20);
+  MESSAGE("torn and bad-CRC journals: " << checked << " states checked");
 }

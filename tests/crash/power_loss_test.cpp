@@ -25,6 +25,7 @@
 #include <set>
 #include <tuple>
 
+#include "io/append_journal.hpp"
 #include "io/syscalls.hpp"
 #include "scenarios.hpp"
 
@@ -216,7 +217,7 @@ void run_power_loss_trials(ScenarioKind kind) {
   std::map<std::vector<std::tuple<std::string, std::size_t, std::size_t>>,
            std::pair<int, std::string>>
       checked;
-  std::size_t states = 0;
+  std::size_t states = 0, torn_states = 0;
   int first_new = -1;
   for (std::size_t cut = 0; cut <= calls.size(); ++cut) {
     if (cut > 0) model.apply(calls[cut - 1]);
@@ -240,6 +241,22 @@ void run_power_loss_trials(ScenarioKind kind) {
           for (const auto& [name, bytes] : folder) testing::write_file(crashed / name, bytes);
           it->second.first =
               which_model(crashed_path, {&s.old_model, &s.new_model}, &it->second.second);
+          // The journal's promise: a torn one only beside an untouched
+          // archive; a valid one saves exactly the old tail, and the bytes
+          // before it are the old ones.
+          if (folder.count(".m.zip.modelzip-append")) {
+            const io::JournalState j = io::read_append_journal(crashed_path);
+            const std::string& archive = folder.at("m.zip");
+            if (j.kind == io::JournalState::Kind::torn && archive != s.old_bytes)
+              it->second = {-1, "a torn journal beside a changed archive"};
+            if (j.kind == io::JournalState::Kind::valid &&
+                (j.journal.old_size != s.old_bytes.size() ||
+                 j.journal.tail.as_string_view() != s.old_bytes.substr(j.journal.tail_start) ||
+                 archive.compare(0, j.journal.tail_start, s.old_bytes, 0, j.journal.tail_start) !=
+                     0))
+              it->second = {-1, "the journal does not save the old tail"};
+            if (j.kind == io::JournalState::Kind::torn) ++torn_states;
+          }
         }
         // (No structured binding: clang 14 cannot capture one in INFO's lambda.)
         const int state = it->second.first;
@@ -255,8 +272,10 @@ void run_power_loss_trials(ScenarioKind kind) {
       }
   }
   MESSAGE(s.name << ": " << calls.size() << " calls, " << states << " power-loss states ("
-                 << checked.size() << " distinct); the new archive first survives after call "
+                 << checked.size() << " distinct, " << torn_states
+                 << " with a torn journal); the new archive first survives after call "
                  << first_new);
+  if (s.appends) CHECK(torn_states > 0);  // the model does produce torn journals
 }
 
 }  // namespace

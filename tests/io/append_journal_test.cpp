@@ -1,6 +1,8 @@
-// io/append_journal: the journal's name, round trip, and that anything
-// malformed reads as "no journal".
+// io/append_journal: the journal's name and byte layout (built here by hand
+// from FORMAT.md section 8.2), round trip, and that anything malformed reads
+// as a torn journal.
 #include <doctest/doctest.h>
+#include <zlib.h>
 
 #include "../zip/expect_error.hpp"
 #include "io/append_journal.hpp"
@@ -10,41 +12,104 @@
 using namespace modelzip;
 using namespace modelzip::testing;
 namespace fs = std::filesystem;
+using Kind = io::JournalState::Kind;
 
-TEST_CASE("Append journal: name, write, read, remove") {
+namespace {
+
+std::string le64(std::uint64_t v) {
+  std::string out;
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
+  return out;
+}
+
+// The journal's bytes as FORMAT.md section 8.2 lays them out.
+std::string journal_bytes(std::uint64_t nonce, std::uint64_t tail_start, const std::string& tail) {
+  std::string out = "modelzip-append v2\n" + le64(nonce) + le64(tail_start) +
+                    le64(tail_start + tail.size()) + tail;
+  const auto crc = static_cast<std::uint32_t>(
+      ::crc32(0, reinterpret_cast<const Bytef*>(out.data()), static_cast<uInt>(out.size())));
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((crc >> (8 * i)) & 0xFF));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("Append journal: name, byte layout, read, remove") {
   TempDir dir;
   auto archive = dir / "m.zip";
   CHECK(io::append_journal_path(archive) == dir / ".m.zip.modelzip-append");
-  CHECK_FALSE(io::read_append_journal(archive).has_value());
-  io::write_append_journal(archive, 12345);
-  CHECK(io_bytes(dir / ".m.zip.modelzip-append") == "modelzip-append v1 12345\n");
-  CHECK(io::read_append_journal(archive) == 12345u);
-  io::write_append_journal(archive, 18446744073709551615ull);
-  CHECK(io::read_append_journal(archive) == 18446744073709551615ull);
+  CHECK(io::read_append_journal(archive).kind == Kind::absent);
+  const std::string tail = std::string("PK\x03\x04tail bytes\0\xff", 16);
+  io::write_append_journal(
+      archive, {0x1122334455667788ull, 1000, 1000 + tail.size(), Bytes::copy_of(tail)}, true);
+  CHECK(io_bytes(dir / ".m.zip.modelzip-append") ==
+        journal_bytes(0x1122334455667788ull, 1000, tail));
+  io::JournalState s = io::read_append_journal(archive);
+  REQUIRE(s.kind == Kind::valid);
+  CHECK(s.journal.nonce == 0x1122334455667788ull);
+  CHECK(s.journal.tail_start == 1000);
+  CHECK(s.journal.old_size == 1000 + tail.size());
+  CHECK(s.journal.tail.as_string_view() == tail);
+  CHECK(s.same_as(io::read_append_journal(archive)));
+  // An existing journal is never overwritten.
+  CHECK_ERROR(io::write_append_journal(archive, {1, 5, 5, Bytes()}, false), ErrorCode::io,
+              "cannot create the append journal");
   io::remove_append_journal(archive, true);
   CHECK_FALSE(fs::exists(io::append_journal_path(archive)));
   io::remove_append_journal(archive, false);  // already gone: fine
+  // An empty tail, a new nonce: a different journal for the reader protocol.
+  io::write_append_journal(archive, {io::new_journal_nonce(), 7, 7, Bytes()}, false);
+  CHECK(io::read_append_journal(archive).kind == Kind::valid);
+  CHECK_FALSE(io::read_append_journal(archive).same_as(s));
 }
 
-TEST_CASE("Append journal: malformed contents read as no journal") {
+TEST_CASE("Append journal: the version 1 journal of modelzip 0.1.0 reads as an empty tail") {
   TempDir dir;
   auto archive = dir / "m.zip";
-  for (std::string text :
-       {"", "modelzip-append v1 \n", "modelzip-append v1 12", "modelzip-append v1 12x\n",
-        "modelzip-append v2 12\n", "modelzip-append v1 -1\n", "modelzip-append v1 +1\n",
-        "modelzip-append v1 99999999999999999999\n", "modelzip-append v1 1 2\n", "garbage"}) {
-    INFO("journal '" << text << "'");
-    write_file(io::append_journal_path(archive), text);
-    CHECK_FALSE(io::read_append_journal(archive).has_value());
+  write_file(io::append_journal_path(archive), "modelzip-append v1 12345\n");
+  io::JournalState s = io::read_append_journal(archive);
+  REQUIRE(s.kind == Kind::valid);
+  CHECK(s.journal.tail_start == 12345);
+  CHECK(s.journal.old_size == 12345);
+  CHECK(s.journal.tail.empty());
+}
+
+TEST_CASE("Append journal: torn or malformed contents read as torn") {
+  TempDir dir;
+  auto archive = dir / "m.zip";
+  const std::string good = journal_bytes(42, 100, "0123456789");
+  std::string bad_crc = good;
+  bad_crc[25] ^= 1;  // a bit of the nonce: the CRC no longer matches
+  std::string bad_tail = good;
+  bad_tail[50] ^= 0x40;  // a byte of the saved tail
+  std::string size_mismatch = journal_bytes(42, 100, "0123456789");
+  size_mismatch[35] = 120;  // old_size 120, but 10 tail bytes (CRC fixed below)
+  {
+    std::string body = size_mismatch.substr(0, size_mismatch.size() - 4);
+    const auto crc = static_cast<std::uint32_t>(
+        ::crc32(0, reinterpret_cast<const Bytef*>(body.data()), static_cast<uInt>(body.size())));
+    for (int i = 0; i < 4; ++i) body.push_back(static_cast<char>((crc >> (8 * i)) & 0xFF));
+    size_mismatch = body;
   }
+  for (std::string text :
+       {std::string(), good.substr(0, 19), good.substr(0, good.size() - 1), good + "x", bad_crc,
+        bad_tail, size_mismatch, std::string("modelzip-append v1 \n"),
+        std::string("modelzip-append v1 12"), std::string("modelzip-append v1 12x\n"),
+        std::string("modelzip-append v3\n") + good.substr(19), std::string("garbage")}) {
+    INFO("journal of " << text.size() << " bytes");
+    write_file(io::append_journal_path(archive), text);
+    CHECK(io::read_append_journal(archive).kind == Kind::torn);
+  }
+  write_file(io::append_journal_path(archive), good);
+  CHECK(io::read_append_journal(archive).kind == Kind::valid);
   // A folder in place of the journal.
   fs::remove(io::append_journal_path(archive));
   fs::create_directory(io::append_journal_path(archive));
-  CHECK_FALSE(io::read_append_journal(archive).has_value());
+  CHECK(io::read_append_journal(archive).kind == Kind::torn);
 }
 
 TEST_CASE("Append journal: a missing folder is an Error(io)") {
   TempDir dir;
-  CHECK_ERROR(io::write_append_journal(dir / "missing" / "m.zip", 1), ErrorCode::io,
-              "cannot create the append journal");
+  CHECK_ERROR(io::write_append_journal(dir / "missing" / "m.zip", {1, 1, 1, Bytes()}, true),
+              ErrorCode::io, "cannot create the append journal");
 }

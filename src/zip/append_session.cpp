@@ -1,0 +1,190 @@
+#include "zip/append_session.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+
+#include "io/append_journal.hpp"
+#include "io/syscalls.hpp"
+#include "modelzip/error.hpp"
+#include "zip/archive_layout.hpp"
+
+namespace modelzip::zip {
+namespace fs = std::filesystem;
+namespace {
+
+[[noreturn]] void fail(const fs::path& path, const std::string& what) {
+  throw Error(ErrorCode::io, what + ": " + std::strerror(errno),
+              ErrorContext{.archive = path.string()});
+}
+
+void write_all(int fd, const fs::path& path, std::uint64_t offset, const Bytes& bytes) {
+  const std::byte* p = bytes.data();
+  std::size_t size = bytes.size();
+  while (size > 0) {
+    ssize_t n =
+        io::sys::pwrite(fd, p, std::min<std::size_t>(size, 1u << 30), static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      if (n == 0) errno = ENOSPC;
+      fail(path, "cannot write the previous tail back");
+    }
+    p += n;
+    offset += static_cast<std::uint64_t>(n);
+    size -= static_cast<std::size_t>(n);
+  }
+}
+
+std::int64_t mtime_ns(int fd) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return 0;
+  return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+}
+
+// Gives the file a modification time other than `not_ns` (readers compare
+// identities; writes within one clock tick may leave it unchanged).
+void bump_mtime(int fd, std::int64_t not_ns) {
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  std::int64_t ns = static_cast<std::int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec;
+  if (ns <= not_ns) ns = not_ns + 1;
+  const timespec times[2] = {
+      {0, UTIME_OMIT}, {static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)}};
+  ::futimens(fd, times);  // best effort: the size or change time usually differ anyway
+}
+
+// Writes `tail` back at `start`, cuts the file to start + tail size, fsyncs.
+void restore_tail(int fd, const fs::path& path, std::uint64_t start, const Bytes& tail,
+                  bool durable, std::int64_t old_mtime) {
+  write_all(fd, path, start, tail);
+  if (io::sys::ftruncate(fd, static_cast<off_t>(start + tail.size())) != 0)
+    fail(path, "cannot cut the archive back to its previous size");
+  if (durable && io::sys::fsync(fd) != 0) fail(path, "cannot fsync the restored archive");
+  bump_mtime(fd, old_mtime);
+}
+
+}  // namespace
+
+AppendSession::AppendSession(fs::path path, const Directory& directory, const Bytes& file,
+                             std::string tail_entry, Options options)
+    : path_(std::move(path)), tail_entry_(std::move(tail_entry)), options_(std::move(options)) {
+  if (!appendable_in_place(directory, file.span(), tail_entry_))
+    throw Error(ErrorCode::invalid_argument,
+                "the archive's layout does not allow appending in place",
+                ErrorContext{.archive = path_.string()});
+  tail_start_ = tail_start(directory, tail_entry_);
+  old_size_ = file.size();
+  old_tail_ = file.slice(tail_start_, old_size_ - tail_start_).to_owned();
+  io::write_append_journal(
+      path_, io::AppendJournal{io::new_journal_nonce(), tail_start_, old_size_, old_tail_},
+      options_.durable);
+  journaled_ = true;
+  try {
+    fd_ = io::sys::open(path_.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd_ < 0) fail(path_, "cannot open for appending");
+    old_mtime_ns_ = mtime_ns(fd_);
+    writer_ = std::make_unique<StreamZipWriter>(fd_, path_.string(), tail_start_,
+                                                options_.expected_bytes, options_.progress);
+    writer_->set_comment(directory.comment);  // the archive's comment stays
+    for (const auto& e : directory.entries)
+      if (e.name != tail_entry_) writer_->keep(e);
+  } catch (...) {
+    try {
+      rollback();
+    } catch (const Error&) {
+    }
+    throw;
+  }
+}
+
+AppendSession::~AppendSession() {
+  if (!committed_ && journaled_) {
+    try {
+      rollback();
+    } catch (const Error&) {
+      // The journal stays: readers and the next writer restore from it.
+    }
+  }
+  close_file();
+}
+
+void AppendSession::close_file() noexcept {
+  if (fd_ >= 0) io::sys::close(fd_);
+  fd_ = -1;
+}
+
+std::uint64_t AppendSession::commit(const std::vector<Bytes>& tail_contents) {
+  writer_->add_stored(tail_entry_, tail_contents);
+  const std::uint64_t size = writer_->finish([&] {
+    if (options_.durable && io::sys::fsync(fd_) != 0) fail(path_, "fsync failed");
+  });
+  if (options_.durable && io::sys::fsync(fd_) != 0) fail(path_, "fsync failed");
+  writer_.reset();
+  const int fd = fd_;
+  fd_ = -1;
+  if (io::sys::close(fd) != 0) {
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC);  // for the rollback
+    fail(path_, "cannot write file");
+  }
+  bool removed = false;
+  try {
+    io::remove_append_journal(path_, options_.durable, &removed);
+  } catch (...) {
+    committed_ = removed;
+    if (!committed_) fd_ = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC);
+    throw;
+  }
+  committed_ = true;
+  journaled_ = false;
+  return size;
+}
+
+void AppendSession::rollback() {
+  if (committed_ || !journaled_) return;
+  writer_.reset();  // waits for its CRC worker; writes nothing more
+  if (fd_ < 0) {
+    fd_ = io::sys::open(path_.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd_ < 0) fail(path_, "cannot open to restore the previous archive");
+  }
+  restore_tail(fd_, path_, tail_start_, old_tail_, options_.durable, old_mtime_ns_);
+  close_file();
+  io::remove_append_journal(path_, options_.durable);
+  journaled_ = false;
+}
+
+void recover_append(const fs::path& path, bool durable) {
+  io::JournalState state = io::read_append_journal(path);
+  if (state.kind == io::JournalState::Kind::absent) return;
+  if (state.kind == io::JournalState::Kind::valid) {
+    const io::AppendJournal& j = state.journal;
+    int fd = io::sys::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) fail(path, "cannot open to restore the previous archive");
+    struct Closer {
+      int fd;
+      ~Closer() { io::sys::close(fd); }
+    } closer{fd};
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) fail(path, "cannot stat");
+    if (static_cast<std::uint64_t>(st.st_size) < j.tail_start)
+      throw Error(ErrorCode::corrupt,
+                  "the append journal saves a tail from offset " + std::to_string(j.tail_start) +
+                      ", but the archive has only " + std::to_string(st.st_size) +
+                      " bytes (remove " + io::append_journal_path(path).filename().string() +
+                      " if it does not belong to this archive)",
+                  ErrorContext{.archive = path.string()});
+    try {
+      restore_tail(fd, path, j.tail_start, j.tail, durable, mtime_ns(fd));
+    } catch (const Error& e) {
+      throw Error(ErrorCode::io,
+                  "cannot restore the archive from an interrupted append: " + e.message(),
+                  ErrorContext{.archive = path.string()});
+    }
+  }
+  io::remove_append_journal(path, durable);
+}
+
+}  // namespace modelzip::zip

@@ -1,0 +1,113 @@
+// An append session: extends a zip archive in place by overwriting its
+// mutable tail (FORMAT.md section 8.1), crash-safely behind the append
+// journal (io/append_journal.hpp), with rollback on failure. The one
+// implementation of the append path, meant to be reused by every writer
+// that adds entries to an archive (Writer::commit; a collective commit in
+// which several processes write entries at offsets they agree on).
+//
+// Contract:
+//  - Preconditions of the constructor: the caller holds the archive's writer
+//    lock for the whole session (io::FileLock: no other writer touches the
+//    file or the journal), has run recover_append() under that lock, and
+//    passes the archive's current bytes and parsed directory, for which
+//    zip::appendable_in_place(directory, file, tail_entry) holds.
+//  - The constructor saves the old tail [start_offset(), old size) in the
+//    journal (durably when `durable`) and opens the file for writing. From
+//    then on readers see the old archive (from the journal) until commit()
+//    removes the journal.
+//  - New entries are written from start_offset() on: through writer() (a
+//    StreamZipWriter positioned there, which already lists every old entry
+//    except `tail_entry`), or by anyone writing to the file directly (e.g.
+//    other processes, each at its own offset >= start_offset()); such
+//    entries are then listed with writer().keep() and writer().skip_to()
+//    moves past them. Entries must not overlap and must leave no gap
+//    (every byte belongs to an entry, FORMAT.md section 1).
+//  - commit(contents) writes `tail_entry` (stored) as the last entry, the
+//    central directory and the end records, fsyncs (when durable; also
+//    before the end records), and removes the journal (then fsyncs the
+//    folder when durable). The removal is the commit point: if commit()
+//    throws and committed() is false, the session rolls back; if
+//    committed() is true, the new archive is in place but may not survive a
+//    power loss (only the folder fsync failed).
+//  - rollback() (also run by the destructor of an uncommitted session,
+//    which swallows its errors) writes the old tail back, cuts the file to
+//    its old size, fsyncs when durable, gives the file a modification time
+//    different from the one it had when the session began (readers use it
+//    to see that the tail changed, zip/archive_snapshot.hpp), and removes
+//    the journal: the file is the old archive byte for byte. If that fails,
+//    the journal stays and readers and the next writer's recover_append()
+//    restore the old archive from it.
+//  - Cancellation: StreamZipWriter's progress reports (per 4 MiB written)
+//    throw Error(cancelled) when the progress callback says stop or a
+//    cancellation was requested (modelzip/cancel.hpp); the caller lets the
+//    exception unwind through the session, which rolls back.
+//
+// Not thread-safe (one session, one thread). Errors: Error(io) naming the
+// archive; Error(cancelled).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "modelzip/bytes.hpp"
+#include "modelzip/progress.hpp"
+#include "zip/zip_directory.hpp"
+#include "zip/zip_stream_writer.hpp"
+
+namespace modelzip::zip {
+
+class AppendSession {
+ public:
+  struct Options {
+    bool durable = true;
+    std::uint64_t expected_bytes = 0;  // of new entry data, for progress
+    ProgressCallback progress;
+  };
+  AppendSession(std::filesystem::path path, const Directory& directory, const Bytes& file,
+                std::string tail_entry, Options options);
+  ~AppendSession();
+  AppendSession(const AppendSession&) = delete;
+  AppendSession& operator=(const AppendSession&) = delete;
+
+  // Where new entries begin: the old tail's first byte.
+  std::uint64_t start_offset() const noexcept { return tail_start_; }
+  // The size of the archive before the session.
+  std::uint64_t old_size() const noexcept { return old_size_; }
+  StreamZipWriter& writer() { return *writer_; }
+  int fd() const noexcept { return fd_; }
+
+  // Writes the tail entry, directory and end records; removes the journal.
+  // Returns the new file size.
+  std::uint64_t commit(const std::vector<Bytes>& tail_contents);
+  bool committed() const noexcept { return committed_; }
+  void rollback();
+
+ private:
+  void close_file() noexcept;
+
+  std::filesystem::path path_;
+  std::string tail_entry_;
+  Options options_;
+  std::uint64_t tail_start_ = 0, old_size_ = 0;
+  Bytes old_tail_;
+  std::int64_t old_mtime_ns_ = 0;
+  int fd_ = -1;
+  bool journaled_ = false;
+  bool committed_ = false;
+  std::unique_ptr<StreamZipWriter> writer_;
+};
+
+// Restores the archive at `path` from an append journal left by an
+// interrupted session (valid journal: the old tail is written back and the
+// file cut to its old size; torn journal: the archive was not touched yet),
+// then removes the journal. Nothing to do without a journal. The caller
+// holds the writer lock. Throws Error(io) (the journal then stays) or
+// Error(corrupt) when the journal cannot belong to the file (it is shorter
+// than the journal's tail start).
+void recover_append(const std::filesystem::path& path, bool durable);
+
+}  // namespace modelzip::zip

@@ -1,0 +1,152 @@
+#include "zip/archive_snapshot.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "io/append_journal.hpp"
+#include "io/file_identity.hpp"
+#include "io/mapped_file.hpp"
+#include "modelzip/error.hpp"
+#include "zip/archive_layout.hpp"
+
+namespace modelzip::zip {
+namespace {
+
+constexpr int kAttempts = 50;
+
+[[noreturn]] void fail(const std::filesystem::path& path, const std::string& what) {
+  throw Error(ErrorCode::io, what + ": " + std::strerror(errno),
+              ErrorContext{.archive = path.string()});
+}
+
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+io::FileIdentity identity_of(int fd, const std::filesystem::path& path) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) fail(path, "cannot stat");
+  if (!S_ISREG(st.st_mode)) {
+    errno = EINVAL;
+    fail(path, "not a regular file");
+  }
+  auto ns = [](const timespec& t) {
+    return static_cast<std::int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
+  };
+  return io::FileIdentity{static_cast<std::uint64_t>(st.st_dev),
+                          static_cast<std::uint64_t>(st.st_ino),
+                          static_cast<std::uint64_t>(st.st_size), ns(st.st_mtim), ns(st.st_ctim)};
+}
+
+// The file's bytes [from, to) into owned memory.
+std::vector<std::byte> read_range(int fd, const std::filesystem::path& path, std::uint64_t from,
+                                  std::uint64_t to) {
+  std::vector<std::byte> out(static_cast<std::size_t>(to - from));
+  std::size_t done = 0;
+  while (done < out.size()) {
+    ssize_t n = ::pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(from + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail(path, "cannot read");
+    if (n == 0) break;  // shrank meanwhile: the identity check sees it
+    done += static_cast<std::size_t>(n);
+  }
+  out.resize(done);
+  return out;
+}
+
+// The whole file mapped as it is now (a live view: it may change).
+Bytes map_live(int fd, const std::filesystem::path& path, std::uint64_t size) {
+  if (size == 0) return Bytes();
+  void* address = ::mmap(nullptr, static_cast<std::size_t>(size), PROT_READ, MAP_SHARED, fd, 0);
+  if (address == MAP_FAILED) fail(path, "cannot map");
+  struct Unmap {
+    Unmap(void* address, std::size_t length) : a(address), n(length) {}
+    Unmap(const Unmap&) = delete;
+    Unmap& operator=(const Unmap&) = delete;
+    ~Unmap() { ::munmap(a, n); }
+    void* a;
+    std::size_t n;
+  };
+  auto keeper = std::make_shared<const Unmap>(address, static_cast<std::size_t>(size));
+  return Bytes::borrow(std::span<const std::byte>(static_cast<const std::byte*>(address), size),
+                       keeper);
+}
+
+}  // namespace
+
+Bytes read_snapshot(const std::filesystem::path& path, std::string_view tail_entry,
+                    const Limits& limits, std::optional<Directory>* directory) {
+  using Kind = io::JournalState::Kind;
+  for (int attempt = 0;; ++attempt) {
+    if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(std::min(attempt, 10)));
+    if (attempt == kAttempts) {
+      errno = EAGAIN;
+      fail(path, "the archive kept changing while it was being opened (" +
+                     std::to_string(kAttempts) + " attempts)");
+    }
+    const io::JournalState before = io::read_append_journal(path);
+    Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+    if (f.fd < 0) fail(path, "cannot open");
+    const io::FileIdentity id = identity_of(f.fd, path);
+
+    if (before.kind == Kind::valid) {
+      const io::AppendJournal& j = before.journal;
+      const bool fits = id.size >= j.tail_start;
+      Bytes snapshot;
+      if (fits) snapshot = io::map_prefix_with_tail(f.fd, path, j.tail_start, j.tail.span());
+      // The same journal still there: it existed all along, so the file we
+      // opened is its archive (no rewrite happens while a journal exists).
+      if (!io::read_append_journal(path).same_as(before)) continue;
+      if (!fits)
+        throw Error(ErrorCode::corrupt,
+                    "the append journal saves a tail from offset " + std::to_string(j.tail_start) +
+                        ", but the archive has only " + std::to_string(id.size) +
+                        " bytes (remove " + io::append_journal_path(path).filename().string() +
+                        " if it does not belong to this archive)",
+                    ErrorContext{.archive = path.string()});
+      if (directory) directory->reset();
+      return snapshot;
+    }
+
+    // No journal (or a torn one): the file is the archive, unless a writer
+    // changes its tail while we look. Map it only once the journal state and
+    // the identity are confirmed after the first look: a size taken while no
+    // append was in progress is one the file never shrinks below (a
+    // rolled-back append restores the size it started from), so the mapping
+    // cannot fault.
+    if (!io::read_append_journal(path).same_as(before) || !(identity_of(f.fd, path) == id))
+      continue;
+    std::optional<Directory> parsed;
+    std::optional<Error> parse_error;
+    std::uint64_t tail_from = id.size;
+    {
+      Bytes live = map_live(f.fd, path, id.size);
+      try {
+        parsed = parse_directory(live.span(), limits);
+        tail_from = tail_start(*parsed, tail_entry);
+      } catch (const Error& e) {
+        parse_error = e;
+      }
+    }
+    const std::vector<std::byte> tail = read_range(f.fd, path, tail_from, id.size);
+    if (!io::read_append_journal(path).same_as(before) || !(identity_of(f.fd, path) == id))
+      continue;
+    if (parse_error) throw *parse_error;
+    Bytes snapshot = io::map_prefix_with_tail(f.fd, path, tail_from, tail);
+    if (directory) *directory = std::move(parsed);
+    return snapshot;
+  }
+}
+
+}  // namespace modelzip::zip

@@ -1,0 +1,44 @@
+// Opening an archive that a writer may be appending to: the reader protocol
+// of FORMAT.md section 8.3.
+//
+// An append overwrites the archive's tail in place (zip/archive_layout.hpp)
+// behind an append journal (io/append_journal.hpp). read_snapshot returns
+// the bytes of one committed archive, never a mix of an old and a new tail:
+//  - with a valid journal: the file's first tail_start bytes plus the
+//    journal's copy of the old tail, accepted if the same journal (nonce)
+//    is still there after the file was opened (so the file was that
+//    journal's archive);
+//  - otherwise (no journal, or a torn one, which means the tail was not
+//    touched yet): the file, parsed to find its tail, the tail copied, and
+//    accepted if the journal state and the file's identity (device, inode,
+//    size, modification and change times) are the same before and after.
+//    Every append that finishes grows the file, and a rolled-back one sets
+//    a new modification time (AppendSession), so a tail written meanwhile
+//    always shows.
+// Otherwise it tries again, a bounded number of times.
+//
+// The result is one contiguous read-only region: the untouched prefix
+// mapped from the file (zero-copy, stays valid whatever later appends do),
+// the tail a private copy. `directory`, when given, receives the parsed
+// directory of the result if the protocol parsed it anyway (else it is left
+// empty and the caller parses).
+//
+// Errors: Error(io) naming the path (cannot open or map; the archive kept
+// changing through every attempt), Error(corrupt) from the directory parse
+// of a file that is stable and does not parse. Thread-safe.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string_view>
+
+#include "modelzip/bytes.hpp"
+#include "modelzip/limits.hpp"
+#include "zip/zip_directory.hpp"
+
+namespace modelzip::zip {
+
+Bytes read_snapshot(const std::filesystem::path& path, std::string_view tail_entry,
+                    const Limits& limits, std::optional<Directory>* directory = nullptr);
+
+}  // namespace modelzip::zip
