@@ -46,7 +46,7 @@ std::size_t tags_header_offset(const std::string& bytes) {
 std::uint64_t unused(const fs::path& path) {
   Archive a = Archive::open(path);
   const auto& d = a.internals().directory;
-  std::uint64_t used = d.central_directory_size + 22;
+  std::uint64_t used = d.central_directory_size + 22 + d.comment.size();
   for (const auto& e : d.entries) used += e.data_offset - e.local_header_offset + e.compressed_size;
   return fs::file_size(path) - used;
 }
@@ -210,4 +210,33 @@ TEST_CASE("A complete append whose journal remained is rolled back: the removal 
   CHECK(Archive::open(path).tags() == std::vector<std::string>{"v1"});
   add(path, "v3", tag_with(t, "q"));
   CHECK(Archive::open(path).tags() == std::vector<std::string>{"v1", "v3"});
+}
+
+TEST_CASE("An archive comment stays through appends, which still overwrite only the tail") {
+  TempDir dir;
+  auto path = dir / "m.zip";
+  Tensor t = Tensor::dense(DType::int8, {3}, Bytes::copy_of(std::string("abc")));
+  add(path, "v1", tag_with(t));
+  // Give the archive a comment: the end record's last field is its length.
+  std::string bytes = io_bytes(path);
+  const std::string comment = "made by a test";
+  REQUIRE(bytes.compare(bytes.size() - 22, 4, std::string("PK\x05\x06", 4)) == 0);
+  bytes[bytes.size() - 2] = static_cast<char>(comment.size());
+  write_file(path, bytes + comment);
+  Writer w = Writer::open(path);
+  w.add_tag("v2", tag_with(t, "x"));
+  w.commit();
+  CHECK(w.last_stats().appended);
+  const std::string after = io_bytes(path);
+  CHECK(after.ends_with(comment));
+  CHECK(unused(path) == 0);
+  CHECK(Archive::open(path).tags() == std::vector<std::string>{"v1", "v2"});
+  // Trailing bytes after the end record: the next commit rewrites.
+  write_file(path, after + "\n");
+  Writer w2 = Writer::open(path);
+  w2.add_tag("v3", tag_with(t, "y"));
+  w2.commit();
+  CHECK_FALSE(w2.last_stats().appended);
+  CHECK(io_bytes(path).ends_with(comment));
+  CHECK(unused(path) == 0);
 }
