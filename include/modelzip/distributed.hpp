@@ -17,7 +17,7 @@
 // piece by piece at their row-major positions. The archive is a normal
 // modelzip archive: Archive::open, verify, zip tools read it.
 //
-// Commit protocol (FORMAT.md §8.2): the root locks the archive, recovers an
+// Commit protocol (FORMAT.md §8.4): the root locks the archive, recovers an
 // interrupted append and journals; it gathers every rank's staged records,
 // validates them (a parameter staged on two ranks or twice, blocks that
 // overlap, leave elements uncovered or disagree on dtype or global shape),

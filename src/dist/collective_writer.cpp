@@ -1,4 +1,4 @@
-// CollectiveWriter: the collective commit (FORMAT.md §8.2). Phases, each
+// CollectiveWriter: the collective commit (FORMAT.md §8.4). Phases, each
 // closed by Communicator::agree so that a failure anywhere is the same
 // Error everywhere:
 //   1. root: lock, recover, open the archive (CommitTarget); tag checks

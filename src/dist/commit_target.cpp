@@ -5,11 +5,12 @@
 #include "checkpoint/archive_impl.hpp"
 #include "format/archive_metadata.hpp"
 #include "format/tags_file.hpp"
-#include "io/append_journal.hpp"
 #include "io/durable_file.hpp"
 #include "io/syscalls.hpp"
 #include "modelzip/error.hpp"
 #include "modelzip/writer.hpp"
+#include "zip/append_session.hpp"
+#include "zip/archive_layout.hpp"
 #include "zip/crc32.hpp"
 #include "zip/zip_stream_writer.hpp"
 
@@ -19,10 +20,9 @@ struct CommitTarget::Impl {
   std::filesystem::path path;
   bool durable = true;
   std::optional<io::FileLock> lock;
-  // Existing archive: the append.
-  std::uint64_t old_size = 0;
-  bool journaled = false;
-  std::optional<io::AppendFile> append;
+  // Existing archive: the append session (its destructor rolls back unless
+  // it committed).
+  std::optional<zip::AppendSession> append;
   // New archive: the temporary file and its modelzip.toml entry.
   std::optional<io::TempFile> temp;
   std::optional<io::AppendFile> temp_out;
@@ -35,17 +35,35 @@ CommitTarget::CommitTarget(std::filesystem::path path, bool durable)
     : impl_(std::make_unique<Impl>()) {
   impl_->path = std::move(path);
   impl_->durable = durable;
-  // An interrupted append is recovered by the single writer's own recovery
-  // (a commit with nothing staged does only that); under our lock a
-  // journal can only be one that appeared in between, so look again.
+  // The ranks' entries start where the archive's tail starts (FORMAT.md
+  // section 8.1), which needs the append layout. An archive not in it (of
+  // modelzip 0.1.0, or with trailing bytes) is rewritten into it first, by
+  // a single-writer commit that keeps everything (it takes the lock
+  // itself, so before ours).
   for (;;) {
-    if (io::read_append_journal(impl_->path)) Writer::open(impl_->path).commit();
+    if (std::filesystem::exists(impl_->path)) {
+      Archive current = Archive::open(impl_->path);
+      const auto& in = current.internals();
+      if (!zip::appendable_in_place(in.directory, in.reader.file().span(), format::kTagsEntry)) {
+        Writer w = Writer::open(impl_->path, WriterOptions{.durable = durable});
+        w.set_metadata(current.metadata());
+        w.commit();
+      }
+    }
     impl_->lock.emplace(impl_->path);
-    if (!io::read_append_journal(impl_->path)) break;
+    try {
+      zip::recover_append(impl_->path, true);
+    } catch (const Error& e) {
+      throw e.with_context(impl_->context());
+    }
+    io::remove_stale_temp_files(impl_->path);
+    if (!std::filesystem::exists(impl_->path)) break;
+    old_.emplace(Archive::open(impl_->path));
+    const auto& in = old_->internals();
+    if (zip::appendable_in_place(in.directory, in.reader.file().span(), format::kTagsEntry)) break;
+    old_.reset();  // another writer changed it in between: again
     impl_->lock.reset();
   }
-  io::remove_stale_temp_files(impl_->path);
-  if (std::filesystem::exists(impl_->path)) old_.emplace(Archive::open(impl_->path));
 }
 
 CommitTarget::~CommitTarget() {
@@ -56,11 +74,10 @@ CommitTarget::Start CommitTarget::begin() {
   Impl& m = *impl_;
   try {
     if (old_) {
-      m.old_size = old_->internals().reader.file().size();
-      io::write_append_journal(m.path, m.old_size);
-      m.journaled = true;
-      m.append.emplace(m.path);
-      return Start{m.path.string(), m.old_size};
+      const auto& in = old_->internals();
+      m.append.emplace(m.path, in.directory, in.reader.file(), std::string(format::kTagsEntry),
+                       zip::AppendSession::Options{.durable = m.durable});
+      return Start{m.path.string(), m.append->start_offset()};
     }
     m.temp.emplace(io::TempFile::beside(m.path));
     {
@@ -98,35 +115,34 @@ void CommitTarget::finish(const std::vector<zip::EntryInfo>& written,
                           const std::vector<std::string>& tags, std::uint64_t end_of_data,
                           bool* visible) {
   Impl& m = *impl_;
+  const std::vector<Bytes> tags_txt = {Bytes::copy_of(format::write_tags_file(tags))};
   try {
-    io::AppendFile& out = old_ ? *m.append : *m.temp_out;
-    const std::string shown = old_ ? m.path.string() : m.temp->path().string();
-    zip::StreamZipWriter zw(out.fd(), shown, end_of_data);
     if (old_) {
-      for (const auto& e : old_->internals().directory.entries)
-        if (e.name != format::kTagsEntry) zw.keep(e);
-      zw.set_comment(old_->internals().directory.comment);  // kept, FORMAT.md section 1
-    } else {
-      zw.keep(m.metadata_entry);
+      zip::StreamZipWriter& zw = m.append->writer();  // lists the old entries but tags.txt
+      for (const auto& e : written) zw.keep(e);
+      zw.skip_to(end_of_data);
+      try {
+        m.append->commit(tags_txt);  // removing the journal is the commit point
+      } catch (...) {
+        *visible = m.append->committed();
+        throw;
+      }
+      *visible = true;
+      m.append.reset();
+      return;
     }
+    io::AppendFile& out = *m.temp_out;
+    zip::StreamZipWriter zw(out.fd(), m.temp->path().string(), end_of_data);
+    zw.keep(m.metadata_entry);
     for (const auto& e : written) zw.keep(e);
-    zw.add_stored(std::string(format::kTagsEntry), {Bytes::copy_of(format::write_tags_file(tags))});
+    zw.add_stored(std::string(format::kTagsEntry), tags_txt);
     zw.finish([&] {
       if (m.durable) out.sync();
     });
-    if (old_) {
-      *visible = true;
-      if (m.durable) out.sync();
-      m.append->close();
-      m.append.reset();
-      m.journaled = false;
-      io::remove_append_journal(m.path, m.durable);
-    } else {
-      m.temp_out->close();
-      m.temp_out.reset();
-      m.temp->commit(m.durable);
-      *visible = true;
-    }
+    m.temp_out->close();
+    m.temp_out.reset();
+    m.temp->commit(m.durable);
+    *visible = true;
   } catch (const Error& e) {
     if (!old_ && m.temp) *visible = m.temp->committed();
     if (!*visible) abort();
@@ -136,22 +152,7 @@ void CommitTarget::finish(const std::vector<zip::EntryInfo>& written,
 
 void CommitTarget::abort() noexcept {
   Impl& m = *impl_;
-  if (m.append) {
-    if (m.append->truncate(m.old_size) && m.journaled) {
-      try {
-        io::remove_append_journal(m.path, m.durable);
-        m.journaled = false;
-      } catch (const Error&) {
-      }
-    }
-    m.append.reset();
-  } else if (m.journaled) {
-    try {
-      io::remove_append_journal(m.path, m.durable);
-      m.journaled = false;
-    } catch (const Error&) {
-    }
-  }
+  m.append.reset();  // rolls the tail back (or leaves the journal for recovery)
   m.temp_out.reset();
   m.temp.reset();  // removes the temporary file unless it was committed
 }

@@ -4,9 +4,10 @@
 // step that makes the new entries the archive (the commit point).
 //
 // This is the single place that depends on the append path's contract
-// (FORMAT.md §8.1). Today: an existing archive grows after its old end
-// behind the append journal (old size); a missing one is written to a
-// temporary file beside the target that is renamed over it at the end.
+// (FORMAT.md §8.1, zip::AppendSession): the ranks' entries overwrite an
+// existing archive's tail (tags.txt, central directory, end records), which
+// the append journal saves; a missing archive is written to a temporary
+// file beside the target that is renamed over it at the end.
 //
 // Not thread-safe. The lock is held from construction to destruction.
 // Errors: Error(io) naming the archive.
@@ -52,8 +53,9 @@ class CommitTarget {
   void finish(const std::vector<zip::EntryInfo>& written, const std::vector<std::string>& tags,
               std::uint64_t end_of_data, bool* visible);
 
-  // Before the commit point: leaves the archive as it was (cuts appended
-  // bytes and drops the journal, or removes the temporary file). Never throws.
+  // Before the commit point: leaves the archive as it was (writes the old
+  // tail back and drops the journal, or removes the temporary file; if
+  // that fails, the journal stays for recovery). Never throws.
   void abort() noexcept;
 
   struct Impl;
