@@ -11,8 +11,9 @@
 //               ShardSpec{{4096, 1024}, {rank * 1024, 0}});  // sharded parameter
 //   w.commit("step-10");                                 // every rank calls it
 //
-// Every sharded parameter becomes ONE ordinary tensor blob entry (what a
-// single-process save of the whole tensor writes, byte for byte): row
+// Every sharded parameter becomes ONE ordinary tensor blob entry, and the
+// archive is byte for byte what a single process saving the whole tensors
+// would write: row
 // blocks are contiguous ranges of it, column and other blocks are written
 // piece by piece at their row-major positions. The archive is a normal
 // modelzip archive: Archive::open, verify, zip tools read it.
@@ -26,11 +27,11 @@
 // layout; every rank pwrites its local headers, blob headers and data in
 // parallel, computing CRC-32s per piece; the root combines them in order
 // (crc32_combine), and writes params.txt, tags.txt, the central directory
-// and the end records. The commit point is the durable end record, as for
-// a single writer, so a rank killed at any point leaves the old archive or
-// the new one. Every phase ends with Communicator::agree: an error on one
-// rank throws the same modelzip::Error (naming that rank) on every rank, and
-// before the commit point the archive is left as it was.
+// and the end records. The commit point is the single writer's (the
+// append journal's removal, or the rename of a new file), so a rank killed
+// at any point leaves the old archive or the new one. Every phase ends with Communicator::agree: an
+// error on one rank throws the same modelzip::Error (naming that rank) on every rank, and before
+// the commit point the archive is left as it was.
 //
 // Dedup: each rank compares its tensors (or blocks) with the same region of
 // the namesake parameter of the archive's newest tag; a parameter whose

@@ -16,6 +16,7 @@
 
 #include "checkpoint/archive_impl.hpp"
 #include "dist/model.hpp"
+#include "format/tensor_blob.hpp"
 #include "io/syscalls.hpp"
 #include "modelzip/archive.hpp"
 #include "modelzip/error.hpp"
@@ -237,6 +238,8 @@ TEST_CASE("collective commits: uneven shards, idle ranks, dedup, share, resharde
       w.commit();
     }
     Archive b = Archive::open(single);
+    // The whole file: same entries at the same offsets, same directory.
+    CHECK(testing::io_bytes(path) == testing::io_bytes(single));
     auto names_a = a.entry_names(), names_b = b.entry_names();
     std::sort(names_a.begin(), names_a.end());
     std::sort(names_b.begin(), names_b.end());
@@ -412,8 +415,8 @@ TEST_CASE("entries past 4 GiB use ZIP64 (sparse archive)") {
     zip::StreamZipWriter zw(fd, path.string(), head.size() + kPad);
     zw.keep(pad);
     zw.add_stored("modelzip.toml", {Bytes::copy_of(std::string("format_version = 1\n"))});
-    zw.add_stored("tags.txt", {Bytes::copy_of(std::string("old\n"))});
     zw.add_stored("old/params.txt", {Bytes::copy_of(std::string(""))});
+    zw.add_stored("tags.txt", {Bytes::copy_of(std::string("old\n"))});  // last: appendable
     zw.finish();
     ::close(fd);
   }
@@ -435,6 +438,39 @@ TEST_CASE("entries past 4 GiB use ZIP64 (sparse archive)") {
                      "z.read(i)\nassert z.getinfo('new/params/7.fb').header_offset > 2**32\n") ==
           0);
   }
+  comm().barrier();
+}
+
+TEST_CASE("an archive in another layout (tags.txt not last) is rewritten once") {
+  const int r = comm().rank(), n = comm().size();
+  SharedDir dir;
+  const fs::path path = dir / "layout.zip";
+  if (r == 0) {
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
+    REQUIRE(fd >= 0);
+    zip::StreamZipWriter zw(fd, path.string(), 0);
+    zw.add_stored("modelzip.toml", {Bytes::copy_of(std::string("format_version = 1\n"))});
+    zw.add_stored("tags.txt", {Bytes::copy_of(std::string("old\n"))});
+    zw.add_stored("old/params.txt", {Bytes::copy_of(std::string("x 0\n"))});
+    zw.add_stored("old/params/0.fb", format::encode_tensor_blob(float_tensor({2}, {5, 6})).pieces);
+    zw.finish();
+    ::close(fd);
+  }
+  comm().barrier();
+  for (const char* tag : {"step-1", "step-2"}) {
+    CollectiveWriter w(path, comm());
+    stage_model(w, r, n, all_at(tag[5] - '0'));
+    // The first commit rewrites the archive into modelzip's layout (a
+    // single-writer commit), then appends in place, as the second does.
+    CHECK(w.commit(tag).appended);
+  }
+  Archive a = Archive::open(path);
+  CHECK(a.tags() == std::vector<std::string>{"old", "step-1", "step-2"});
+  CHECK(floats_of(a.tensor("x", "old")) == std::vector<float>{5, 6});
+  check_tag_values(a, "step-1", all_at(1));
+  check_tag_values(a, "step-2", all_at(2));
+  CHECK(a.entry_names().back() == "tags.txt");
+  CHECK(a.verify().empty());
   comm().barrier();
 }
 

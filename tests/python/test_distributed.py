@@ -64,6 +64,7 @@ def check_archive(path, tmp_path):
     single = tmp_path / "single.zip"
     modelzip.save(single, "step-1", model(1))
     modelzip.save(single, "step-2", model(2))
+    assert path.read_bytes() == single.read_bytes()  # the whole file, byte for byte
     with zipfile.ZipFile(path) as a, zipfile.ZipFile(single) as b:
         assert sorted(a.namelist()) == sorted(b.namelist())
         for name in a.namelist():
