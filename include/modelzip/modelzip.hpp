@@ -3,6 +3,7 @@
 
 #include "modelzip/archive.hpp"
 #include "modelzip/bytes.hpp"
+#include "modelzip/cancel.hpp"
 #include "modelzip/communicator.hpp"
 #include "modelzip/distributed.hpp"
 #include "modelzip/dtype.hpp"

@@ -18,6 +18,7 @@
 #include "format/tensor_blob.hpp"
 #include "io/durable_file.hpp"
 #include "io/file_identity.hpp"
+#include "modelzip/cancel.hpp"
 #include "modelzip/error.hpp"
 #include "zip/append_session.hpp"
 #include "zip/archive_layout.hpp"
@@ -523,7 +524,13 @@ class Writer::Impl {
 };
 
 void Writer::Impl::commit() {
+  auto check_cancel = [&] {
+    if (cancel_requested())
+      throw Error(ErrorCode::cancelled, "save cancelled (interrupted)", context());
+  };
+  check_cancel();
   io::FileLock lock(path);
+  check_cancel();
   io::remove_stale_temp_files(path);
   try {
     zip::recover_append(path, true);

@@ -34,6 +34,6 @@ extern const Command kGcCommand{
     "Blobs become unreferenced when an archive is edited by other tools; modelzip's\n"
     "own rm-tag keeps shared blobs and drops the rest. The archive is replaced\n"
     "atomically.\n\nExample:\n  modelzip gc model.zip\n",
-    run};
+    run, 1, true};
 
 }  // namespace modelzip::cli

@@ -140,6 +140,6 @@ extern const Command kImportCommand{
     "\nExamples:\n  modelzip import model.zip --tag step-100 weights.safetensors\n"
     "  modelzip import model.zip --tag v1 layer1.npy extra.npz\n"
     "  modelzip import model.zip --tag v1 vectors.bin --name words\n",
-    run};
+    run, 1, true};
 
 }  // namespace modelzip::cli

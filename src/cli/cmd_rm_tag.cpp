@@ -65,6 +65,6 @@ extern const Command kRmTagCommand{
     "is deleted. The archive is replaced atomically. Prints what was removed, like\n"
     "gc. A tag whose tables are damaged can be removed too (see verify).\n\nExample:\n"
     "  modelzip rm-tag model.zip step-100\n",
-    run};
+    run, 1, true};
 
 }  // namespace modelzip::cli

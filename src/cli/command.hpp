@@ -18,6 +18,9 @@ struct Command {
   // Exit status for an error (modelzip::Error): 1, or 2 for commands whose
   // status 1 means something else (diff: "the tags differ").
   int error_status = 1;
+  // Changes an archive: SIGINT and SIGTERM roll the change back and exit
+  // with 128 + the signal (cli/interrupt.hpp).
+  bool changes_archive = false;
 };
 
 const std::vector<const Command*>& all_commands();

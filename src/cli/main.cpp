@@ -1,10 +1,12 @@
 // modelzip: command-line front end. Exit codes: 0 success, 1 error (one line
 // on stderr naming archive/entry/line), 2 wrong usage.
+#include <csignal>
 #include <cstdio>
 #include <iostream>
 
 #include "cli/args.hpp"
 #include "cli/command.hpp"
+#include "cli/interrupt.hpp"
 #include "cli/man_page.hpp"
 #include "cli/terminal.hpp"
 #include "modelzip/error.hpp"
@@ -76,6 +78,7 @@ int main(int argc, char** argv) {
         return 0;
       }
     }
+    if (c->changes_archive) install_interrupt_handlers();
     try {
       int rc = c->run(rest);
       std::cout.flush();
@@ -90,6 +93,11 @@ int main(int argc, char** argv) {
                 << kDoubleDash;
       return 2;
     } catch (const std::exception& e) {  // modelzip::Error and anything else
+      if (const int sig = interrupt_signal()) {
+        std::cerr << error_prefix() << " interrupted by " << (sig == SIGINT ? "SIGINT" : "SIGTERM")
+                  << ", nothing changed: " << printable(e.what()) << "\n";
+        return 128 + sig;
+      }
       std::cerr << error_prefix() << " " << printable(e.what()) << "\n";
       return c->error_status;
     }

@@ -11,13 +11,15 @@
 //
 // Not thread-safe (one operation, one thread). Errors: advance() and
 // finish() throw Error(cancelled, "<operation> cancelled", context) when the
-// callback returns false.
+// callback returns false or a process-wide cancellation was requested
+// (modelzip/cancel.hpp; checked even without a callback).
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <string>
 
+#include "modelzip/cancel.hpp"
 #include "modelzip/error.hpp"
 #include "modelzip/progress.hpp"
 
@@ -51,6 +53,8 @@ class ProgressTracker {
 
  private:
   void report() {
+    if (cancel_requested())
+      throw Error(ErrorCode::cancelled, operation_ + " cancelled (interrupted)", context_);
     if (!callback_) return;
     reported_ = true;
     last_ = Progress{done_, std::max(done_, total_)};

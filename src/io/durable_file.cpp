@@ -10,6 +10,7 @@
 #include <random>
 
 #include "io/syscalls.hpp"
+#include "modelzip/cancel.hpp"
 #include "modelzip/error.hpp"
 
 namespace modelzip::io {
@@ -153,7 +154,12 @@ FileLock::FileLock(const fs::path& target) {
   fd_ = sys::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd_ < 0) fail(lock_path, "cannot open lock file");
   while (::flock(fd_, LOCK_EX) != 0) {
-    if (errno == EINTR) continue;
+    if (errno == EINTR && !cancel_requested()) continue;
+    if (errno == EINTR) {  // a signal asked to stop waiting (modelzip/cancel.hpp)
+      ::close(fd_);
+      throw Error(ErrorCode::cancelled, "cancelled while waiting for the archive's lock",
+                  ErrorContext{.archive = target.string()});
+    }
     int saved = errno;
     ::close(fd_);
     errno = saved;

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "modelzip/archive.hpp"
+#include "modelzip/cancel.hpp"
 #include "modelzip/error.hpp"
 #include "modelzip/writer.hpp"
 #include "test_support.hpp"
@@ -130,5 +131,54 @@ TEST_CASE("A copying load detects a damaged stored blob, large or small") {
     CHECK(a.tensor(name).values().size() > 0);  // zero-copy views are not CRC-checked
     CHECK_THROWS_WITH_AS(a.tensor(name, {}, ReadMode::copy), doctest::Contains("CRC-32 mismatch"),
                          Error);
+  }
+}
+
+// What a signal handler does (modelzip/cancel.hpp): the commit in progress
+// stops at its next progress point and rolls back, whether it appends or
+// rewrites; a new commit after clear_cancel() succeeds.
+TEST_CASE("A process-wide cancellation request rolls a commit back") {
+  TempDir dir;
+  auto path = dir / "m.zip";
+  std::mt19937_64 rng(8);
+  {
+    NewTag t;
+    t.add("w", Tensor::dense(DType::uint8, {1 << 20}, random_bytes(rng, 1 << 20)));
+    Writer w = Writer::open(path);
+    w.add_tag("v1", std::move(t));
+    w.commit();
+  }
+  const std::string before = io_bytes(path);
+  for (bool append : {true, false}) {
+    INFO("append " << append);
+    NewTag t;
+    t.add("big", Tensor::dense(DType::uint8, {16 << 20}, random_bytes(rng, 16 << 20)));
+    // The request arrives once writing has begun, as from a signal handler.
+    Writer w =
+        Writer::open(path, WriterOptions{.append = append, .progress = [](const Progress& p) {
+                                           if (p.bytes_done > 0) request_cancel();
+                                           return true;
+                                         }});
+    w.add_tag("v2", std::move(t));
+    try {
+      w.commit();
+      FAIL("the commit was not cancelled");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::cancelled);
+      CHECK(std::string(e.what()).find("m.zip") != std::string::npos);
+    }
+    CHECK(cancel_requested());
+    clear_cancel();
+    CHECK(io_bytes(path) == before);
+    for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
+      const std::string name = entry.path().filename().string();
+      INFO(name);
+      CHECK((name == "m.zip" || name == ".m.zip.modelzip-lock"));
+    }
+    // Requested before the commit: nothing is done at all.
+    request_cancel();
+    CHECK_THROWS_AS(w.commit(), Error);
+    clear_cancel();
+    CHECK(io_bytes(path) == before);
   }
 }

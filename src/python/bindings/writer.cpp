@@ -9,6 +9,7 @@
 
 #include <pybind11/stl.h>
 
+#include <chrono>
 #include <set>
 #include <utility>
 
@@ -39,18 +40,31 @@ class PyWriter {
     if (!progress.is_none()) {
       if (!PyCallable_Check(progress.ptr())) throw py::type_error("progress must be callable");
       progress_->function = python_keeper(progress);
-      options.progress = [state = progress_](const Progress& p) -> bool {
-        py::gil_scoped_acquire gil;
-        try {
-          const auto& fn = *static_cast<const py::object*>(state->function.get());
-          py::object result = fn(p.bytes_done, p.bytes_total);
-          return result.is_none() || PyObject_IsTrue(result.ptr()) == 1;
-        } catch (py::error_already_set& e) {
-          state->error = std::move(e);
-          return false;
-        }
-      };
     }
+    // Ctrl-C: Python's SIGINT handler only notes the signal while commit()
+    // runs without the GIL; the progress hook looks for it (with the GIL, at
+    // most every 20 ms unless there is a Python callback) and cancels, so
+    // the commit rolls back and commit() raises the KeyboardInterrupt.
+    options.progress = [state = progress_, last = std::chrono::steady_clock::time_point{}](
+                           const Progress& p) mutable -> bool {
+      const auto now = std::chrono::steady_clock::now();
+      if (!state->function && now - last < std::chrono::milliseconds(20)) return true;
+      last = now;
+      py::gil_scoped_acquire gil;
+      if (PyErr_CheckSignals() != 0) {
+        state->error = py::error_already_set();
+        return false;
+      }
+      if (!state->function) return true;
+      try {
+        const auto& fn = *static_cast<const py::object*>(state->function.get());
+        py::object result = fn(p.bytes_done, p.bytes_total);
+        return result.is_none() || PyObject_IsTrue(result.ptr()) == 1;
+      } catch (py::error_already_set& e) {
+        state->error = std::move(e);
+        return false;
+      }
+    };
     std::filesystem::path p = path_;
     py::gil_scoped_release release;
     writer_.emplace(Writer::open(p, std::move(options)));

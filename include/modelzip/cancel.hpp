@@ -1,0 +1,23 @@
+// Process-wide cancellation of long operations, for signal handlers.
+//
+// request_cancel() asks every save (Writer::commit), copying load and verify
+// of this process to stop at its next progress point (at least every 4 MiB
+// written or read, and between entries): the operation throws
+// Error(cancelled) and leaves nothing half-done behind -- a cancelled commit
+// rolls back, so the archive is the previous one byte for byte and no
+// journal or temporary file stays. A commit that is past its commit point
+// (the rename, or the journal's removal) finishes instead.
+//
+// The request stays until clear_cancel(). Thread safety: all three are
+// lock-free atomic operations, safe from any thread and async-signal-safe
+// (callable from a signal handler). The modelzip command calls
+// request_cancel() on SIGINT and SIGTERM and exits with 128 + the signal.
+#pragma once
+
+namespace modelzip {
+
+void request_cancel() noexcept;
+void clear_cancel() noexcept;
+bool cancel_requested() noexcept;
+
+}  // namespace modelzip

@@ -1,0 +1,105 @@
+"""SIGINT and SIGTERM during a change of an archive roll it back.
+
+A real signal is sent to a running `modelzip import` (an append of a large
+tensor) and to running rewrites (rm-tag, gc) once their journal or temporary
+file shows that writing has begun. Right after the process exits (130 for
+SIGINT, 143 for SIGTERM) the archive must be the previous one byte for byte,
+`unzip -t` and Python's zipfile must accept it, and the folder must hold no
+other file of the commit (journal, temporary file).
+"""
+import os
+import signal
+import subprocess
+import time
+import zipfile
+
+import numpy as np
+import pytest
+
+from conftest import CLI, run
+
+BIG_MIB = 384  # big enough that writing it takes far longer than noticing it began
+
+
+def leftovers(folder):
+    """Files of a commit that must not stay: the journal, temporary files."""
+    return sorted(n for n in os.listdir(folder)
+                  if n.endswith(".modelzip-append") or ".mztmp-" in n)
+
+
+def interrupt_when(args, folder, started, sig):
+    """Runs modelzip with `args`, sends `sig` once `started(folder)` holds
+    (checked every millisecond for at most 60 s); returns the exit status."""
+    proc = subprocess.Popen([CLI, *map(str, args)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    try:
+        while not started(folder):
+            if proc.poll() is not None:
+                out, err = proc.communicate()
+                pytest.fail(f"modelzip {args} ended before the signal: {proc.returncode} {err!r}")
+            assert time.monotonic() < deadline, "the commit never started writing"
+            time.sleep(0.001)
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, err.decode()
+
+
+def check_unchanged(path, before):
+    assert path.read_bytes() == before
+    assert subprocess.run(["unzip", "-tq", path], capture_output=True).returncode == 0
+    with zipfile.ZipFile(path) as z:
+        assert z.testzip() is None
+    assert leftovers(path.parent) == []
+    run("verify", path)
+
+
+@pytest.fixture
+def big_npy(tmp_path):
+    path = tmp_path / "in" / "big.npy"
+    path.parent.mkdir()
+    np.save(path, np.full(BIG_MIB << 18, 1.5, dtype=np.float32))
+    return path
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_during_append_restores_the_archive(tmp_path, big_npy, sig):
+    folder = tmp_path / "a"
+    folder.mkdir()
+    path = folder / "m.zip"
+    small = tmp_path / "in" / "small.npy"
+    np.save(small, np.arange(100, dtype=np.int64))
+    run("import", path, "--tag", "base", small)
+    run("import", path, "--tag", "second", small)  # an append: the tail layout
+    before = path.read_bytes()
+    journal = folder / ".m.zip.modelzip-append"
+    code, err = interrupt_when(["import", path, "--tag", "big", big_npy], folder,
+                               lambda f: journal.exists(), sig)
+    assert code == 128 + sig, err
+    assert "interrupted" in err and "m.zip" in err
+    check_unchanged(path, before)
+    # The archive takes the next append as usual.
+    run("import", path, "--tag", "third", small)
+    assert run("tags", path).stdout.split() == [b"base", b"second", b"third"]
+
+
+@pytest.mark.parametrize("command,sig", [("rm-tag", signal.SIGINT), ("gc", signal.SIGTERM)])
+def test_signal_during_rewrite_removes_the_temporary_file(tmp_path, big_npy, command, sig):
+    folder = tmp_path / "r"
+    folder.mkdir()
+    path = folder / "m.zip"
+    small = tmp_path / "in" / "small.npy"
+    np.save(small, np.arange(100, dtype=np.int64))
+    run("import", path, "--tag", "big", big_npy)
+    run("import", path, "--tag", "small", small)
+    before = path.read_bytes()
+    args = ["rm-tag", path, "small"] if command == "rm-tag" else ["gc", path]
+    code, err = interrupt_when(args, folder,
+                               lambda f: any(".mztmp-" in n for n in os.listdir(f)), sig)
+    assert code == 128 + sig, err
+    check_unchanged(path, before)
+    assert run("tags", path).stdout.split() == [b"big", b"small"]
