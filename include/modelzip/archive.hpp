@@ -29,10 +29,11 @@
 #include <string_view>
 #include <vector>
 
-#include "modelzip/progress.hpp"
 #include "modelzip/bytes.hpp"
 #include "modelzip/limits.hpp"
 #include "modelzip/metadata.hpp"
+#include "modelzip/progress.hpp"
+#include "modelzip/remote.hpp"
 #include "modelzip/tensor.hpp"
 
 namespace modelzip {
@@ -61,7 +62,8 @@ enum class ReadMode {
 };
 
 struct OpenOptions {
-  Limits limits;  // work and size limits for untrusted input
+  Limits limits;         // work and size limits for untrusted input
+  RemoteOptions remote;  // for URLs (modelzip/remote.hpp)
 };
 
 // One problem found by Archive::verify.
@@ -72,7 +74,16 @@ struct Problem {
 
 class Archive {
  public:
+  // `path` is a local file or a URL: http://, https:// or s3://bucket/key
+  // (is_remote_url). A remote archive is read by ranges: open fetches the
+  // zip tail, central directory and tables; tensor data is fetched when
+  // read, and views point into a local cache file (modelzip/remote.hpp).
+  // A remote object that changes while it is read gives Error(io,
+  // "archive changed on the server while reading").
   static Archive open(const std::filesystem::path& path, const OpenOptions& options = {});
+  // Whether open() treats `path` as a URL (a local file named like one can be
+  // opened as ./http:/...).
+  static bool is_remote_url(std::string_view path) noexcept;
   // Reads an archive held in memory; `name` is used in error messages.
   static Archive from_memory(Bytes bytes, std::string name = "<memory>",
                              const OpenOptions& options = {});
@@ -98,8 +109,7 @@ class Archive {
                 ReadMode mode = ReadMode::zero_copy) const;
   // Every tensor parameter of `tag`, by name. `progress` (optional) hears
   // of the blob bytes read; returning false throws Error(cancelled).
-  std::map<std::string, Tensor> load(std::string_view tag = {},
-                                     ReadMode mode = ReadMode::zero_copy,
+  std::map<std::string, Tensor> load(std::string_view tag = {}, ReadMode mode = ReadMode::zero_copy,
                                      const ProgressCallback& progress = {}) const;
 
   // Optimizer state arrays of `tag` (from updater.txt), in file order; each

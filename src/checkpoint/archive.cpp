@@ -8,6 +8,7 @@
 #include "format/tensor_blob.hpp"
 #include "modelzip/error.hpp"
 #include "zip/archive_snapshot.hpp"
+#include "remote/remote_source.hpp"
 
 namespace modelzip {
 
@@ -26,10 +27,31 @@ std::string key_text(TableKind kind, std::string_view key) {
 }  // namespace
 
 Archive::Impl::Impl(std::string archive_name, Bytes file, const OpenOptions& options,
-                    std::optional<zip::Directory> parsed)
-    : name(std::move(archive_name)), limits(options.limits), reader(file, options.limits) {
+                    std::optional<zip::Directory> parsed,
+                    std::shared_ptr<const io::ByteSource> source)
+    : name(std::move(archive_name)),
+      limits(options.limits),
+      reader(file, options.limits, std::move(source)) {
   try {
-    directory = parsed ? std::move(*parsed) : zip::parse_directory(file.span(), limits);
+    directory = parsed ? std::move(*parsed)
+                       : zip::parse_directory(file.span(), limits, reader.source());
+    if (reader.source()) {
+      // The text entries read below, fetched together: root files and every
+      // tag's tables (bounded by the text entry limit, checked on read).
+      std::vector<const zip::EntryInfo*> texts;
+      for (const auto& e : directory.entries) {
+        auto slash = e.name.find('/');
+        std::string_view rest = slash == std::string::npos
+                                    ? std::string_view(e.name)
+                                    : std::string_view(e.name).substr(slash + 1);
+        bool table = slash == std::string::npos
+                         ? (rest == format::kMetadataEntry || rest == format::kTagsEntry)
+                         : (rest == format::table_entry_name(TableKind::params) ||
+                            rest == format::table_entry_name(TableKind::updater));
+        if (table && e.uncompressed_size <= limits.max_text_entry_bytes) texts.push_back(&e);
+      }
+      reader.prefetch(texts);
+    }
   } catch (const Error& e) {
     throw e.with_context(context());
   }
@@ -232,7 +254,18 @@ Tensor Archive::Impl::read_tensor(const std::string& entry_name, ReadMode mode,
 
 // ---- Archive ---------------------------------------------------------------
 
+bool Archive::is_remote_url(std::string_view path) noexcept {
+  return remote::is_url(path);
+}
+
 Archive Archive::open(const std::filesystem::path& path, const OpenOptions& options) {
+  // Remote archives have no journal: the server's object is complete or the
+  // open fails (remote/remote_source.hpp).
+  if (remote::is_url(path.native())) {
+    remote::Opened r = remote::open(path.string(), options.remote);
+    return Archive(std::make_shared<const Impl>(path.string(), std::move(r.file), options,
+                                                std::nullopt, std::move(r.source)));
+  }
   // One committed state of the archive, even while a writer appends to it
   // (the reader protocol of FORMAT.md section 8.3); its tail is a private
   // copy, so later appends never change what this Archive sees.
@@ -270,8 +303,24 @@ std::optional<std::string> Archive::find_tag(std::string_view tag) const {
   return impl_->tags[it->second];
 }
 
+void Archive::Impl::prefetch_headers(std::size_t tag_pos, TableKind kind) const {
+  if (!reader.source()) return;
+  std::vector<const zip::EntryInfo*> blobs;
+  std::string entry_name;
+  for (const auto& row : tables[tag_pos].rows(kind)) {
+    format::blob_entry_name_into(entry_name, row.ref, tags[tag_pos], kind);
+    if (const auto* e = find_entry(entry_name)) blobs.push_back(e);
+  }
+  try {
+    reader.prefetch(blobs, kBlobHeaderPrefetch);
+  } catch (const Error& e) {
+    throw e.with_context(context({}, tags[tag_pos]));
+  }
+}
+
 std::vector<ParamInfo> Archive::params(std::string_view tag) const {
   std::size_t t = impl_->tag_position(tag);
+  impl_->prefetch_headers(t, TableKind::params);
   std::vector<ParamInfo> out;
   out.reserve(impl_->tables[t].params.size());
   for (const auto& row : impl_->tables[t].params)
@@ -310,6 +359,13 @@ std::map<std::string, Tensor> Archive::load(std::string_view tag, ReadMode mode,
     format::blob_entry_name_into(entry_name, row.ref, tag_name, TableKind::params);
     blob_rows.push_back(&row);
     entries.push_back(&impl_->entry_or_throw(entry_name));
+  }
+  if (mode == ReadMode::zero_copy && impl_->reader.source()) {
+    try {  // every blob's requests in flight together
+      impl_->reader.prefetch(entries);
+    } catch (const Error& err) {
+      throw err.with_context(impl_->context({}, tag_name));
+    }
   }
   std::map<std::string, Tensor> out;
   auto decode = [&](std::size_t i, const Bytes& data) {
@@ -354,6 +410,7 @@ std::map<std::string, Tensor> Archive::load(std::string_view tag, ReadMode mode,
 
 std::vector<ParamInfo> Archive::updater_states(std::string_view tag) const {
   std::size_t t = impl_->tag_position(tag);
+  impl_->prefetch_headers(t, TableKind::updater);
   std::vector<ParamInfo> out;
   for (const auto& row : impl_->tables[t].updater)
     out.push_back(impl_->info(t, row, TableKind::updater));

@@ -32,8 +32,10 @@ struct TagTables {
 class Archive::Impl {
  public:
   // `parsed`, if given, is zip::parse_directory(file) done already.
+  // `source` (remote archives) fills `file` on demand (io/byte_source.hpp).
   Impl(std::string name, Bytes file, const OpenOptions& options,
-       std::optional<zip::Directory> parsed = std::nullopt);
+       std::optional<zip::Directory> parsed = std::nullopt,
+       std::shared_ptr<const io::ByteSource> source = {});
 
   std::string name;
   Limits limits;
@@ -57,6 +59,11 @@ class Archive::Impl {
   std::string blob_entry(std::size_t tag_pos, const format::BlobRow& row,
                          format::TableKind kind) const;
   ParamInfo info(std::size_t tag_pos, const format::BlobRow& row, format::TableKind kind) const;
+  // Remote archives: fetches the blob headers of a tag's table in one batch
+  // (the first kBlobHeaderPrefetch bytes of each; info() reads more if a
+  // header is longer). No-op for local archives.
+  static constexpr std::uint64_t kBlobHeaderPrefetch = 1024;
+  void prefetch_headers(std::size_t tag_pos, format::TableKind kind) const;
   Tensor read_tensor(const std::string& entry_name, ReadMode mode, const std::string& tag) const;
 };
 

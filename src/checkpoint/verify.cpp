@@ -18,6 +18,15 @@ std::vector<Problem> Archive::verify(const ProgressCallback& progress) const {
     problems.push_back(Problem{entry, message});
   };
 
+  // A remote archive: every byte, fetched once, before the checks.
+  if (const io::ByteSource* source = a.reader.source()) {
+    try {
+      source->ensure(0, a.reader.file().size());
+    } catch (const Error& e) {
+      throw e.with_context(a.context());
+    }
+  }
+
   // libzip must see the same entries as our own parser.
   try {
     auto lz = a.reader.libzip();

@@ -5,6 +5,7 @@
 
 #include "cli/args.hpp"
 #include "cli/command.hpp"
+#include "cli/open_archive.hpp"
 #include "cli/terminal.hpp"
 #include "modelzip/archive.hpp"
 #include "modelzip/convert.hpp"
@@ -23,7 +24,7 @@ int run(const std::vector<std::string>& argv) {
   const auto updater = args.pairs("--updater");
   if (updater.size() > 1) throw UsageError("--updater names one VAR STATE");
   args.expect_positionals(updater.empty() ? 2 : 1, updater.empty() ? 2 : 1);
-  Archive archive = Archive::open(args.at(0, "ARCHIVE"));
+  Archive archive = open_archive(args.at(0, "ARCHIVE"));
   const std::string tag = args.value_or("--tag", "");
   const std::string what =
       updater.empty() ? "'" + args.at(1, "PARAM") + "'"

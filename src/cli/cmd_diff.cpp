@@ -7,6 +7,7 @@
 #include "cli/args.hpp"
 #include "cli/command.hpp"
 #include "cli/json.hpp"
+#include "cli/open_archive.hpp"
 #include "cli/terminal.hpp"
 #include "core/float16.hpp"
 #include "modelzip/archive.hpp"
@@ -141,7 +142,7 @@ void compare(const Archive& archive, const std::string& tag_a, const std::string
 int run(const std::vector<std::string>& argv) {
   Args args(argv, {}, {"--json"});
   args.expect_positionals(3, 3);
-  Archive archive = Archive::open(args.at(0, "ARCHIVE"));
+  Archive archive = open_archive(args.at(0, "ARCHIVE"));
   const std::string tag_a = args.at(1, "TAG_A"), tag_b = args.at(2, "TAG_B");
   std::vector<Row> rows;
   compare(archive, tag_a, tag_b, false, rows);

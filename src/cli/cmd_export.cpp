@@ -3,6 +3,7 @@
 
 #include "cli/args.hpp"
 #include "cli/command.hpp"
+#include "cli/open_archive.hpp"
 #include "cli/terminal.hpp"
 #include "io/durable_file.hpp"
 #include "modelzip/archive.hpp"
@@ -40,7 +41,7 @@ int run(const std::vector<std::string>& argv) {
   const auto updater = args.pairs("--updater");
   args.expect_positionals(2, SIZE_MAX);
   const auto& pos = args.positional();
-  Archive archive = Archive::open(pos.front());
+  Archive archive = open_archive(pos.front());
   const fs::path out = pos.back();
   std::vector<std::string> names(pos.begin() + 1, pos.end() - 1);
   const std::string tag = args.value_or("--tag", "");

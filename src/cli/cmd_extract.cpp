@@ -8,6 +8,7 @@
 
 #include "cli/args.hpp"
 #include "cli/command.hpp"
+#include "cli/open_archive.hpp"
 #include "cli/terminal.hpp"
 #include "modelzip/archive.hpp"
 #include "modelzip/error.hpp"
@@ -50,7 +51,7 @@ Dir subfolder(const Dir& parent, const std::string& name, const std::string& ent
 int run(const std::vector<std::string>& argv) {
   Args args(argv, {}, {"--force"});
   args.expect_positionals(2, 2);
-  Archive archive = Archive::open(args.at(0, "ARCHIVE"));
+  Archive archive = open_archive(args.at(0, "ARCHIVE"));
   const std::string& target = args.at(1, "DIR");
   ::mkdir(target.c_str(), 0755);
   Dir root(::open(target.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));

@@ -2,6 +2,7 @@
 
 #include "cli/args.hpp"
 #include "cli/command.hpp"
+#include "cli/open_archive.hpp"
 #include "cli/terminal.hpp"
 #include "graph/render.hpp"
 #include "modelzip/checkpoint.hpp"
@@ -13,7 +14,7 @@ int run(const std::vector<std::string>& argv) {
   Args args(argv, {"--tag"}, {"--json", "--dot"});
   args.expect_positionals(1, 1);
   if (args.flag("--json") && args.flag("--dot")) throw UsageError("choose one of --json and --dot");
-  Archive archive = Archive::open(args.at(0, "ARCHIVE"));
+  Archive archive = open_archive(args.at(0, "ARCHIVE"));
   graph::Graph g = load_graph(archive, args.value_or("--tag", ""));
   if (args.flag("--dot")) {
     std::cout << graph::graph_dot(g);

@@ -2,6 +2,7 @@
 
 #include "cli/args.hpp"
 #include "cli/command.hpp"
+#include "cli/open_archive.hpp"
 #include "cli/terminal.hpp"
 #include "graph/render.hpp"
 
@@ -11,7 +12,7 @@ namespace {
 int run(const std::vector<std::string>& argv) {
   Args args(argv, {"--tag"}, {"--json"});
   args.expect_positionals(1, 1);
-  Archive archive = Archive::open(args.at(0, "ARCHIVE"));
+  Archive archive = open_archive(args.at(0, "ARCHIVE"));
   std::string tag = args.value_or("--tag", "");
   std::cout << (args.flag("--json") ? graph::tag_summary_json(archive, tag)
                                     : printable(graph::tag_summary_text(archive, tag), true));

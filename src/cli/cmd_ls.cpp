@@ -3,6 +3,7 @@
 #include "cli/args.hpp"
 #include "cli/command.hpp"
 #include "cli/json.hpp"
+#include "cli/open_archive.hpp"
 #include "cli/terminal.hpp"
 #include "modelzip/archive.hpp"
 #include "modelzip/error.hpp"
@@ -31,7 +32,7 @@ EmbeddingFacts embedding_facts(const Archive& archive, const ParamInfo& p, const
 int run(const std::vector<std::string>& argv) {
   Args args(argv, {"--tag"}, {"--json", "--updater"});
   args.expect_positionals(1, 1);
-  Archive archive = Archive::open(args.at(0, "ARCHIVE"));
+  Archive archive = open_archive(args.at(0, "ARCHIVE"));
   std::string tag = args.value_or("--tag", "");
   bool updater = args.flag("--updater");
   // An archive without tags lists nothing (FORMAT.md section 4.1).

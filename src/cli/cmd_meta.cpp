@@ -4,6 +4,7 @@
 #include "cli/args.hpp"
 #include "cli/command.hpp"
 #include "cli/json.hpp"
+#include "cli/open_archive.hpp"
 #include "cli/terminal.hpp"
 #include "core/utf8.hpp"
 #include "modelzip/archive.hpp"
@@ -67,8 +68,8 @@ int run(const std::vector<std::string>& argv) {
       if (!detail::utf8_valid(*v)) throw UsageError(std::string(f.option) + " is not UTF-8 text");
       changes.emplace_back(&f, *v);
     }
-  if (changes.empty()) {
-    print(Archive::open(path).metadata(), args.flag("--json"));
+  if (changes.empty()) {  // read-only: the archive may be a URL
+    print(open_archive(path).metadata(), args.flag("--json"));
     return 0;
   }
   if (!std::filesystem::exists(path))  // the Writer would create it

@@ -2,6 +2,7 @@
 
 #include "cli/args.hpp"
 #include "cli/command.hpp"
+#include "cli/open_archive.hpp"
 #include "cli/progress_bar.hpp"
 #include "cli/terminal.hpp"
 #include "modelzip/archive.hpp"
@@ -16,7 +17,7 @@ int run(const std::vector<std::string>& argv) {
   const std::string& path = args.at(0, "ARCHIVE");
   std::vector<Problem> problems;
   try {
-    Archive archive = Archive::open(path);
+    Archive archive = open_archive(path);
     ProgressBar bar("verifying");
     problems = archive.verify(bar.callback());
   } catch (const Error& e) {

@@ -28,7 +28,18 @@ const std::string_view kDoubleDash =
     "(e.g. modelzip similar model.zip words -- -Mozilla).\n";
 const std::string_view kEnvironment =
     "Colour and progress bars are written only to a terminal. NO_COLOR, when set and\n"
-    "not empty, turns colour off; so does TERM=dumb.\n";
+    "not empty, turns colour off; so does TERM=dumb.\n"
+    "\n"
+    "The read-only commands (tags, ls, info, meta, graph, cat, export, diff, verify, extract,\n"
+    "embed, similar, analogy) accept an http://, https:// or s3://BUCKET/KEY URL as\n"
+    "ARCHIVE and fetch only the byte ranges they need. Fetched bytes are cached in\n"
+    "MODELZIP_CACHE_DIR (default $XDG_CACHE_HOME/modelzip or ~/.cache/modelzip), at most\n"
+    "MODELZIP_CACHE_LIMIT bytes (e.g. 10G, the default); MODELZIP_NO_CACHE=1 keeps them\n"
+    "in memory only. MODELZIP_CA_FILE names trusted CA certificates (PEM) for https;\n"
+    "MODELZIP_CONNECT_TIMEOUT and MODELZIP_LOW_SPEED_TIME (seconds, default 10 and 30)\n"
+    "bound waiting for a connection and for a transfer slower than 1 KiB/s. S3 reads\n"
+    "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION and\n"
+    "AWS_ENDPOINT_URL (S3-compatible stores, path-style).\n";
 
 std::string human_bytes(std::uint64_t bytes) {
   static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "cli/open_archive.hpp"
 #include "core/utf8.hpp"
 #include "modelzip/error.hpp"
 #include "modelzip/finalfusion_convert.hpp"
@@ -81,7 +82,7 @@ finalfusion::Embeddings open_embeddings(const Args& args, std::size_t& used) {
     return convert_file(args, first, *format);
   }
   used = 2;
-  Archive archive = Archive::open(first);
+  Archive archive = open_archive(first);
   const std::string& param = args.at(1, "PARAM");
   std::string tag = args.value_or("--tag", "");
   try {

@@ -108,6 +108,17 @@ Bytes map_prefix_with_tail(int fd, const std::filesystem::path& path, std::uint6
   }
   return MappedFileAccess::mark_mapped(
       Bytes::borrow(std::span<const std::byte>(bytes, length), mapping));
+Bytes map_shared(int fd, std::uint64_t length, const std::string& name) {
+  if (length == 0) return Bytes::take({});
+  if (length > SIZE_MAX) {
+    errno = EFBIG;
+    fail(name, "cannot map");
+  }
+  void* address = ::mmap(nullptr, static_cast<std::size_t>(length), PROT_READ, MAP_SHARED, fd, 0);
+  if (address == MAP_FAILED) fail(name, "cannot map");
+  auto mapping = std::make_shared<const Mapping>(address, static_cast<std::size_t>(length));
+  return MappedFileAccess::mark_mapped(Bytes::borrow(
+      std::span<const std::byte>(static_cast<const std::byte*>(address), length), mapping));
 }
 
 Bytes read_file(const std::filesystem::path& path) {

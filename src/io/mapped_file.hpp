@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <span>
+#include <string>
 
 #include "modelzip/bytes.hpp"
 
@@ -26,6 +27,11 @@ Bytes map_file(const std::filesystem::path& path);
 // (also when the file is shorter than `prefix`).
 Bytes map_prefix_with_tail(int fd, const std::filesystem::path& path, std::uint64_t prefix,
                            std::span<const std::byte> tail);
+// Maps the first `length` bytes of the open file `fd` read-only and shared,
+// so that later writes to the file (pwrite by the same process) show in the
+// mapping: remote archives fill their sparse cache file this way. `fd` may
+// be closed afterwards. `name` is used in errors. Throws Error(io).
+Bytes map_shared(int fd, std::uint64_t length, const std::string& name);
 
 // Reads `path` into owned memory. Throws Error(io) naming the path.
 Bytes read_file(const std::filesystem::path& path);

@@ -129,7 +129,16 @@ std::string unsafe_name_reason(std::string_view name) {
   return {};
 }
 
-Directory parse_directory(std::span<const std::byte> file, const Limits& limits) {
+Directory parse_directory(std::span<const std::byte> file, const Limits& limits,
+                          const io::ByteSource* source) {
+  // Fetches what a remote archive's parse touches next; no-op for local files.
+  auto ensure = [&](std::uint64_t offset, std::uint64_t length) {
+    if (source) source->ensure(offset, length);
+  };
+  // The tail: the end record with the longest possible comment, which also
+  // holds the ZIP64 records and often the whole central directory.
+  const std::uint64_t tail = std::min<std::uint64_t>(file.size(), kEocdSize + 0xFFFF);
+  ensure(file.size() - tail, tail);
   const std::uint64_t eocd = find_eocd(file);
   ByteReader er(file.subspan(eocd, kEocdSize), eocd);
   er.skip(4, "signature");
@@ -151,6 +160,7 @@ Directory parse_directory(std::span<const std::byte> file, const Limits& limits)
   std::uint64_t records_end = eocd;  // where the central directory must end
   const bool plain_fits =
       detail::range_fits(cd_offset, cd_size, eocd) && cd_offset + cd_size == eocd;
+  if (eocd >= 20) ensure(eocd - 20, 20);
   const bool locator =
       eocd >= 20 && load_le<std::uint32_t>(file.data() + eocd - 20) == kZip64LocatorSignature;
   const bool escaped = count == 0xFFFF || cd_size == 0xFFFFFFFF || cd_offset == 0xFFFFFFFF;
@@ -166,6 +176,7 @@ Directory parse_directory(std::span<const std::byte> file, const Limits& limits)
     if (record_disk != 0 || disks > 1) corrupt("multi-disk archives are not supported", loc);
     if (!detail::range_fits(z64, 56, loc))
       corrupt("ZIP64 end-of-central-directory record offset out of range", loc);
+    ensure(z64, loc - z64);
     ByteReader zr(file.subspan(z64, loc - z64), z64);
     if (zr.read<std::uint32_t>("ZIP64 record signature") != kZip64EocdSignature)
       corrupt("bad ZIP64 end-of-central-directory signature", z64);
@@ -213,6 +224,7 @@ Directory parse_directory(std::span<const std::byte> file, const Limits& limits)
                 std::to_string(cd_size) + " bytes",
             eocd);
 
+  ensure(cd_offset, cd_size);
   Directory dir;
   dir.central_directory_offset = cd_offset;
   dir.central_directory_size = cd_size;
@@ -277,6 +289,18 @@ Directory parse_directory(std::span<const std::byte> file, const Limits& limits)
     if (!detail::range_fits(lh, kLocalFixedSize, cd_offset))
       corrupt("local header offset " + std::to_string(lh) + " is outside the entry area", at,
               e.name);
+    dir.entries.push_back(std::move(e));
+  }
+  // Every local header at once (one batch of requests for a remote archive).
+  if (source) {
+    std::vector<io::ByteRange> headers;
+    headers.reserve(dir.entries.size());
+    for (const auto& e : dir.entries)
+      headers.push_back({e.local_header_offset, kLocalFixedSize + e.name.size()});
+    source->ensure(headers);
+  }
+  for (EntryInfo& e : dir.entries) {
+    const std::uint64_t lh = e.local_header_offset;
     ByteReader lr(file.subspan(lh, kLocalFixedSize), lh);
     if (lr.read<std::uint32_t>("local header signature") != kLocalSignature)
       corrupt("bad local header signature", lh, e.name);
@@ -293,7 +317,6 @@ Directory parse_directory(std::span<const std::byte> file, const Limits& limits)
                   ") extends past the entry area (" + std::to_string(cd_offset) + ")",
               lh, e.name);
     e.data_offset = data;
-    dir.entries.push_back(std::move(e));
   }
   dir.by_name = detail::PositionIndex(dir.entries.size());
   for (std::size_t i = 0; i < dir.entries.size(); ++i) {

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/position_index.hpp"
+#include "io/byte_source.hpp"
 #include "modelzip/limits.hpp"
 
 namespace modelzip::zip {
@@ -61,8 +62,11 @@ struct Directory {
 };
 
 // Parses the structure of the zip archive `file` (the complete file).
-// Errors carry the entry name (when known) and the offset.
-Directory parse_directory(std::span<const std::byte> file, const Limits& limits);
+// Errors carry the entry name (when known) and the offset. With a `source`
+// (remote archives), the ranges it touches are ensured first: the tail, the
+// ZIP64 records, the central directory, then every local header in one batch.
+Directory parse_directory(std::span<const std::byte> file, const Limits& limits,
+                          const io::ByteSource* source = nullptr);
 
 // Why `name` is not a safe relative entry name, or "" if it is.
 std::string unsafe_name_reason(std::string_view name);

@@ -121,7 +121,23 @@ std::shared_ptr<LibzipArchive> EntryReader::libzip() const {
   return libzip_;
 }
 
+void EntryReader::prefetch(std::span<const EntryInfo* const> entries, std::uint64_t prefix) const {
+  if (!source_) return;
+  std::vector<io::ByteRange> ranges;
+  ranges.reserve(entries.size());
+  for (const EntryInfo* e : entries) {
+    if (e->stored())
+      ranges.push_back({e->data_offset, std::min(prefix, e->compressed_size)});
+    else  // libzip reads the local header, then the compressed data
+      ranges.push_back(
+          {e->local_header_offset, e->data_offset - e->local_header_offset + e->compressed_size});
+  }
+  source_->ensure(ranges);
+}
+
 Bytes EntryReader::read(const EntryInfo& entry, bool check_crc) const {
+  const EntryInfo* one[] = {&entry};
+  prefetch(one);
   if (entry.stored()) {
     Bytes b = file_.slice(entry.data_offset, entry.compressed_size);
     if (check_crc && crc32_of(b.span()) != entry.crc32)
@@ -147,6 +163,7 @@ std::vector<Bytes> EntryReader::read_owned_all(std::span<const EntryInfo* const>
     std::size_t size;
     std::uint32_t crc = 0;
   };
+  prefetch(entries);
   const std::size_t n = entries.size();
   std::vector<std::shared_ptr<std::byte[]>> memory(n);
   std::vector<std::size_t> first_job(n, 0);
@@ -234,6 +251,8 @@ std::vector<Bytes> EntryReader::read_owned_all(std::span<const EntryInfo* const>
 
 Bytes EntryReader::read_prefix(const EntryInfo& entry, std::uint64_t length) const {
   length = std::min(length, entry.uncompressed_size);
+  const EntryInfo* one[] = {&entry};
+  prefetch(one, length);
   if (entry.stored()) return file_.slice(entry.data_offset, length);
   return libzip()->read(entry, length);
 }

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "io/byte_source.hpp"
 #include "modelzip/bytes.hpp"
 #include "modelzip/limits.hpp"
 #include "modelzip/progress.hpp"
@@ -48,11 +49,21 @@ class LibzipArchive {
   mutable std::mutex mutex_;
 };
 
+// Every read first ensures the bytes it touches with the archive's
+// ByteSource, if it has one (remote archives; io/byte_source.hpp).
 class EntryReader {
  public:
-  EntryReader(Bytes file, Limits limits) : file_(std::move(file)), limits_(limits) {}
+  EntryReader(Bytes file, Limits limits, std::shared_ptr<const io::ByteSource> source = {})
+      : file_(std::move(file)), limits_(limits), source_(std::move(source)) {}
 
   const Bytes& file() const noexcept { return file_; }
+  // Null for a local archive.
+  const io::ByteSource* source() const noexcept { return source_.get(); }
+  // Ensures the data of `entries` (at most the first `prefix` bytes of each
+  // stored one; deflated ones whole, with their local header) in one batch,
+  // so that a remote archive fetches them with requests in flight together.
+  // No-op without a source.
+  void prefetch(std::span<const EntryInfo* const> entries, std::uint64_t prefix = UINT64_MAX) const;
   // The whole entry. Stored: a slice of the file (CRC checked if
   // `check_crc`); deflated: decompressed into owned memory, CRC checked.
   Bytes read(const EntryInfo& entry, bool check_crc) const;
@@ -76,6 +87,7 @@ class EntryReader {
  private:
   Bytes file_;
   Limits limits_;
+  std::shared_ptr<const io::ByteSource> source_;
   mutable std::once_flag libzip_once_;
   mutable std::shared_ptr<LibzipArchive> libzip_;
 };

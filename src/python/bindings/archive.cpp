@@ -162,7 +162,9 @@ release the GIL.)");
             py::gil_scoped_release release;
             return PyArchive(Archive::open(p));
           }),
-          py::arg("path"), "Opens (maps and validates) the archive at `path`.")
+          py::arg("path"),
+          "Opens (maps and validates) the archive at `path`, a file or an http://, https:// or "
+          "s3:// URL (read by ranges into a local cache).")
       .def_property_readonly("name", &PyArchive::name, "The path given at open.")
       .def_property_readonly("closed", &PyArchive::closed, "True after close().")
       .def("close", &PyArchive::close,

@@ -45,7 +45,12 @@ LoadedValue = Union["numpy.ndarray", SparseCOO]
 
 
 def open(path: PathLike) -> Archive:  # noqa: A001 (mirrors builtins.open on purpose)
-    """Opens the archive at ``path`` for reading (same as ``Archive(path)``)."""
+    """Opens the archive at ``path`` for reading (same as ``Archive(path)``).
+
+    ``path`` may be an ``http://``, ``https://`` or ``s3://bucket/key`` URL: the
+    archive is then read by byte ranges into a local cache (README, "Remote
+    archives"; settings from ``MODELZIP_CACHE_DIR``, ``MODELZIP_NO_CACHE``...).
+    """
     return Archive(path)
 
 
@@ -53,7 +58,7 @@ def load(path: PathLike, tag: Optional[str] = None, *, copy: bool = False) -> di
     """Every tensor parameter of ``tag`` (None: the newest) of the archive at ``path``.
 
     Same as ``Archive(path).load(tag, copy=copy)``; zero-copy arrays keep the
-    file mapped after the archive is closed.
+    file mapped after the archive is closed. ``path`` may be a URL (see open()).
     """
     with Archive(path) as archive:
         return archive.load(tag, copy=copy)

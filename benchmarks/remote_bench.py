@@ -1,0 +1,163 @@
+#!/usr/bin/python3
+"""Remote archives beside the local ones and beside curl, in one run.
+
+Writes a 1 GiB archive (tag `small`: 8 tensors of 1 MiB; tag `big`, the
+newest: 200 float32 tensors of 5 MiB + 1 small one), serves it with nginx on
+127.0.0.1 (tests/remote/servers.py) and measures through the Python API
+(modelzip.open / load, i.e. the C++ library):
+
+  - open + list the newest tag: time, requests and bytes (nginx's access log)
+  - open + one small tensor: the same
+  - full load of the newest tag (zero-copy views of the cache file, every
+    byte fetched), cold (empty cache) and warm (second open, same cache)
+against the baseline `curl -s -o FILE URL` of the whole file from the same
+server, and the local file's open + load.
+
+Usage: PYTHONPATH=build/src/python benchmarks/remote_bench.py [--dir DIR] [--reps N]
+(run from the source folder; needs nginx, curl and the bindings).
+"""
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "remote"))
+import servers  # noqa: E402
+
+import modelzip  # noqa: E402
+
+MiB = 1 << 20
+
+
+def make_archive(path):
+    rng = np.random.default_rng(1)
+    small = {f"s{i}": rng.standard_normal(MiB // 4, dtype=np.float32) for i in range(8)}
+    modelzip.save(path, "small", small, durable=False)
+    big = {f"layer{i:03d}.weight": rng.standard_normal(5 * MiB // 4, dtype=np.float32)
+           for i in range(200)}
+    big["bias"] = np.arange(16, dtype=np.float32)
+    modelzip.save(path, "big", big, durable=False)
+
+
+def traffic(server, start):
+    time.sleep(0.05)  # nginx logs a request when it has ended
+    log = server.log_lines()[start:]
+    return len(log), sum(r["bytes_sent"] for r in log)
+
+
+def timed(fn, server, reps):
+    """Median seconds over `reps` runs of fn(), and the traffic of the last."""
+    times, req, sent = [], 0, 0
+    for _ in range(reps):
+        start = len(server.log_lines())
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+        req, sent = traffic(server, start)
+    return statistics.median(times), req, sent
+
+
+def human(n):
+    return f"{n / MiB:.2f} MiB" if n >= MiB else f"{n / 1024:.1f} KiB"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dir", default=None)
+    ap.add_argument("--reps", type=int, default=3)
+    args = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="remote-bench-", dir=args.dir)
+    server = None
+    try:
+        www = os.path.join(work, "www")
+        os.makedirs(www)
+        path = os.path.join(www, "model.zip")
+        make_archive(path)
+        size = os.path.getsize(path)
+        server = servers.Nginx(os.path.join(work, "nginx"), www)
+        url = server.url("model.zip")
+        cache = os.path.join(work, "cache")
+        os.environ.pop("MODELZIP_NO_CACHE", None)
+
+        def fresh_cache():
+            shutil.rmtree(cache, ignore_errors=True)
+            os.environ["MODELZIP_CACHE_DIR"] = cache
+
+        rows = []
+        # Baseline: curl downloads the whole file (to a file, as the cache does).
+        out = os.path.join(work, "curl.out")
+
+        def curl():
+            subprocess.run(["curl", "-s", "-f", "-o", out, url], check=True)
+            os.remove(out)
+        t_curl, req, sent = timed(curl, server, args.reps)
+        rows.append(("curl -o FILE, whole file (baseline)", t_curl, req, sent, size / t_curl))
+
+        def open_list():
+            fresh_cache()
+            with modelzip.open(url) as a:
+                a.params(a.tags[-1])
+        t, req, sent = timed(open_list, server, args.reps)
+        rows.append(("open + list newest tag (cold)", t, req, sent, None))
+
+        def one_tensor():
+            fresh_cache()
+            with modelzip.open(url) as a:
+                a.tensor("bias")
+        t, req, sent = timed(one_tensor, server, args.reps)
+        rows.append(("open + one 64 B tensor (cold)", t, req, sent, None))
+
+        loaded = sum(5 * MiB for _ in range(200))
+
+        def load_cold():
+            fresh_cache()
+            arrays = modelzip.load(url)
+            assert len(arrays) == 201
+        t_cold, req, sent = timed(load_cold, server, args.reps)
+        rows.append(("open + load newest tag, 1 GiB (cold cache)", t_cold, req, sent,
+                     loaded / t_cold))
+
+        def load_warm():
+            arrays = modelzip.load(url)
+            assert len(arrays) == 201
+        load_warm()  # fills the cache
+        t_warm, req, sent = timed(load_warm, server, args.reps)
+        rows.append(("open + load newest tag (warm cache)", t_warm, req, sent, loaded / t_warm))
+
+        os.environ["MODELZIP_NO_CACHE"] = "1"
+        t_mem, req, sent = timed(load_cold, server, args.reps)
+        rows.append(("open + load newest tag (no cache: memory)", t_mem, req, sent,
+                     loaded / t_mem))
+        os.environ.pop("MODELZIP_NO_CACHE")
+
+        def local():
+            arrays = modelzip.load(path)
+            assert len(arrays) == 201
+        t_local, _, _ = timed(local, server, args.reps)
+        rows.append(("local file: open + load newest tag (zero-copy)", t_local, 0, 0, None))
+
+        print(f"remote_bench: {size / MiB:.0f} MiB archive, nginx on 127.0.0.1, "
+              f"medians of {args.reps}")
+        print(f"| operation | time | requests | bytes sent | throughput | vs. curl |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for name, t, req, sent, thr in rows:
+            ratio = f"{thr / (size / t_curl):.2f}x" if thr and "curl" not in name else ""
+            print(f"| {name} | {t * 1000:.1f} ms | {req} | {human(sent) if sent else '-'} | "
+                  f"{thr / (1 << 30):.2f} GiB/s |" if thr else
+                  f"| {name} | {t * 1000:.1f} ms | {req} | {human(sent) if sent else '-'} | |",
+                  ratio, "|")
+    finally:
+        if server:
+            server.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,47 @@
+// Options for archives read from http://, https:// and s3:// URLs (see
+// Archive::open). Remote reading needs modelzip built with libcurl (meson
+// feature `remote`); without it, opening a URL throws Error(unsupported).
+//
+// Every field left unset takes its value from the environment, then from the
+// default named here, so command-line users configure the same things:
+//   cache_dir        MODELZIP_CACHE_DIR, else $XDG_CACHE_HOME/modelzip,
+//                    else ~/.cache/modelzip
+//   cache_limit      MODELZIP_CACHE_LIMIT (bytes, suffixes K M G), default 10G
+//   no_cache         MODELZIP_NO_CACHE=1
+//   ca_file          MODELZIP_CA_FILE (PEM bundle of trusted CAs for https)
+//   connect_timeout  MODELZIP_CONNECT_TIMEOUT (seconds), default 10
+//   low_speed_time   MODELZIP_LOW_SPEED_TIME (seconds below 1 KiB/s), default 30
+// S3 takes AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN,
+// AWS_REGION (default us-east-1) and AWS_ENDPOINT_URL (S3-compatible stores,
+// addressed path-style) from the environment.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "modelzip/progress.hpp"
+
+namespace modelzip {
+
+struct RemoteOptions {
+  // Folder of the byte cache: the fetched ranges of each remote object (one
+  // sparse file per URL and version), reused by later opens of the same
+  // version; least recently used objects are removed beyond cache_limit.
+  std::optional<std::filesystem::path> cache_dir;
+  std::optional<std::uint64_t> cache_limit;
+  // Keep fetched bytes in memory only (nothing is written to disk).
+  std::optional<bool> no_cache;
+  std::optional<std::string> ca_file;
+  std::optional<double> connect_timeout;  // seconds
+  std::optional<double> low_speed_time;   // seconds
+  // A server that ignores Range (answers 200 with the whole object) is only
+  // accepted for objects up to this size.
+  std::uint64_t max_unranged_bytes = std::uint64_t{64} << 20;
+  // Hears of long fetches (more than 8 MiB at once); called from the thread
+  // that reads. Returning false cancels (Error(cancelled)).
+  ProgressCallback progress;
+};
+
+}  // namespace modelzip

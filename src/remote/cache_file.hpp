@@ -1,0 +1,65 @@
+// CacheFile: the local file that holds a remote object's fetched bytes at
+// their own offsets (sparse: unfetched parts take no space), mapped read-only
+// and shared so that readers view it like a local archive.
+//
+// On disk (cache folder): <key>.bytes (the sparse file, as long as the
+// object) and <key>.ranges (which ranges it holds), where <key> is a hash of
+// the URL and the object's version (ETag or Last-Modified, and size): a new
+// version never reuses old bytes. The ranges file is written when the
+// CacheFile is destroyed, after the bytes are synced (a crash loses the
+// record, never claims bytes that are not there); it names the inode of its
+// bytes file, so a bytes file replaced by another process is not trusted.
+// Opening and closing remove least recently used objects until the folder
+// holds at most `limit` bytes (allocated blocks); an object larger than the
+// limit on its own is removed when closed. In memory mode (no cache) the bytes live in an
+// anonymous memory file and nothing is kept.
+//
+// Not thread-safe (RemoteSource guards it).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "modelzip/bytes.hpp"
+#include "remote/range_set.hpp"
+
+namespace modelzip::remote {
+
+class CacheFile {
+ public:
+  // `folder` empty: memory mode. `identity` distinguishes objects and
+  // versions; `name` (the URL) is used in errors. Throws Error(io).
+  CacheFile(const std::filesystem::path& folder, std::uint64_t limit, const std::string& identity,
+            std::uint64_t size, const std::string& name);
+  ~CacheFile();
+  CacheFile(const CacheFile&) = delete;
+  CacheFile& operator=(const CacheFile&) = delete;
+
+  const Bytes& mapping() const noexcept { return mapping_; }
+  const RangeSet& present() const noexcept { return present_; }
+  // Stores `data` at `offset` (not yet marked present). Throws Error(io).
+  void write(std::uint64_t offset, const void* data, std::size_t length);
+  // Marks [offset, offset + length) as holding the object's bytes.
+  void mark_present(std::uint64_t offset, std::uint64_t length);
+  bool on_disk() const noexcept { return !folder_.empty(); }
+
+ private:
+  void save() noexcept;
+  void evict(const std::string& keep) noexcept;
+
+  std::filesystem::path folder_;
+  std::uint64_t limit_;
+  std::uint64_t size_;
+  std::string name_;
+  std::string key_;
+  int fd_ = -1;
+  std::uint64_t inode_ = 0;
+  Bytes mapping_;
+  RangeSet present_;
+  bool dirty_ = false;
+};
+
+}  // namespace modelzip::remote

@@ -1,0 +1,654 @@
+#include "remote/remote_source.hpp"
+
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "core/progress_tracker.hpp"
+#include "modelzip/error.hpp"
+#include "remote/cache_file.hpp"
+
+namespace modelzip::remote {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kChanged = "archive changed on the server while reading";
+// Objects larger than this are refused as implausible (sizes come from the
+// server; nothing is allocated from them, the cache file is sparse).
+constexpr std::uint64_t kMaxObjectSize = std::uint64_t{1} << 46;
+// Fetches at least this large report progress.
+constexpr std::uint64_t kProgressFrom = std::uint64_t{8} << 20;
+
+[[noreturn]] void fail(ErrorCode code, const std::string& url, const std::string& message) {
+  throw Error(code, message, ErrorContext{.archive = url});
+}
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::string(v) : std::string();
+}
+
+// "10G", "512M", "4096": bytes; nullopt if malformed.
+std::optional<std::uint64_t> parse_size(const std::string& text) {
+  std::uint64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end == text.data()) return std::nullopt;
+  std::string_view unit(end, text.data() + text.size() - end);
+  int shift = unit.empty()                   ? 0
+              : unit == "K" || unit == "KiB" ? 10
+              : unit == "M" || unit == "MiB" ? 20
+              : unit == "G" || unit == "GiB" ? 30
+              : unit == "T" || unit == "TiB" ? 40
+                                             : -1;
+  if (shift < 0 || (shift > 0 && value > (UINT64_MAX >> shift))) return std::nullopt;
+  return value << shift;
+}
+
+double env_seconds(const char* name, double fallback) {
+  std::string v = env(name);
+  if (v.empty()) return fallback;
+  char* end = nullptr;
+  double d = std::strtod(v.c_str(), &end);
+  return end && *end == '\0' && d > 0 ? d : fallback;
+}
+
+// RemoteOptions with the environment's and the defaults' values filled in.
+struct Settings {
+  fs::path cache_dir;  // empty: memory only
+  std::uint64_t cache_limit = std::uint64_t{10} << 30;
+  std::string ca_file;
+  long connect_timeout_ms = 10'000;
+  long low_speed_time_s = 30;
+  std::uint64_t max_unranged = 0;
+  ProgressCallback progress;
+};
+
+Settings settings_from(const RemoteOptions& o) {
+  Settings s;
+  bool no_cache = o.no_cache ? *o.no_cache : env("MODELZIP_NO_CACHE") == "1";
+  if (!no_cache) {
+    if (o.cache_dir)
+      s.cache_dir = *o.cache_dir;
+    else if (!env("MODELZIP_CACHE_DIR").empty())
+      s.cache_dir = env("MODELZIP_CACHE_DIR");
+    else if (!env("XDG_CACHE_HOME").empty())
+      s.cache_dir = fs::path(env("XDG_CACHE_HOME")) / "modelzip";
+    else if (!env("HOME").empty())
+      s.cache_dir = fs::path(env("HOME")) / ".cache" / "modelzip";
+  }
+  if (o.cache_limit)
+    s.cache_limit = *o.cache_limit;
+  else if (auto v = parse_size(env("MODELZIP_CACHE_LIMIT")))
+    s.cache_limit = *v;
+  s.ca_file = o.ca_file ? *o.ca_file : env("MODELZIP_CA_FILE");
+  s.connect_timeout_ms =
+      static_cast<long>(1000 * (o.connect_timeout ? *o.connect_timeout
+                                                  : env_seconds("MODELZIP_CONNECT_TIMEOUT", 10)));
+  s.low_speed_time_s = std::max(
+      1L, static_cast<long>(o.low_speed_time ? *o.low_speed_time
+                                             : env_seconds("MODELZIP_LOW_SPEED_TIME", 30)));
+  s.max_unranged = o.max_unranged_bytes;
+  s.progress = o.progress;
+  return s;
+}
+
+// Where requests go and how they are signed.
+struct Endpoint {
+  std::string url;    // what the user gave (errors, cache identity)
+  std::string http;   // the http(s) URL requested
+  std::string sigv4;  // CURLOPT_AWS_SIGV4 for S3, else empty
+  std::string user, password, session_token;
+};
+
+std::string percent_encode_path(std::string_view key) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : key) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == '/') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out;
+}
+
+Endpoint resolve(const std::string& url) {
+  Endpoint ep;
+  ep.url = url;
+  if (!url.starts_with("s3://")) {
+    ep.http = url;
+    return ep;
+  }
+  std::string_view rest = std::string_view(url).substr(5);
+  auto slash = rest.find('/');
+  std::string bucket(rest.substr(0, slash));
+  std::string key(slash == std::string_view::npos ? "" : rest.substr(slash + 1));
+  bool bucket_ok = !bucket.empty() && std::all_of(bucket.begin(), bucket.end(), [](char c) {
+    return std::islower(static_cast<unsigned char>(c)) ||
+           std::isdigit(static_cast<unsigned char>(c)) || c == '-' || c == '.';
+  });
+  if (!bucket_ok || key.empty())
+    fail(ErrorCode::invalid_argument, url,
+         "an S3 URL is s3://BUCKET/KEY (bucket: lower-case letters, digits, '-', '.')");
+  std::string region = env("AWS_REGION");
+  if (region.empty()) region = env("AWS_DEFAULT_REGION");
+  if (region.empty()) region = "us-east-1";
+  std::string endpoint = env("AWS_ENDPOINT_URL");
+  while (endpoint.ends_with('/')) endpoint.pop_back();
+  if (!endpoint.empty())  // S3-compatible stores: path-style addressing
+    ep.http = endpoint + "/" + bucket + "/" + percent_encode_path(key);
+  else
+    ep.http = "https://" + bucket + ".s3." + region + ".amazonaws.com/" + percent_encode_path(key);
+  ep.user = env("AWS_ACCESS_KEY_ID");
+  ep.password = env("AWS_SECRET_ACCESS_KEY");
+  ep.session_token = env("AWS_SESSION_TOKEN");
+  if (!ep.user.empty()) ep.sigv4 = "aws:amz:" + region + ":s3";
+  return ep;
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return std::string(s);
+}
+
+std::optional<std::uint64_t> parse_u64(std::string_view s) {
+  std::uint64_t v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || s.empty()) return std::nullopt;
+  return v;
+}
+
+// The object as pinned at open.
+struct Pin {
+  std::uint64_t size = 0;
+  std::string etag;           // as the server sent it (quotes included)
+  std::string last_modified;  // used only without an ETag
+  bool strong_etag() const { return !etag.empty() && !etag.starts_with("W/"); }
+};
+
+void global_init() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+class HttpSource;
+
+// One request: a HEAD or one explicit range, with what its answer said.
+struct Transfer {
+  HttpSource* owner = nullptr;
+  bool head = false;
+  std::uint64_t offset = 0, length = 0;
+  int attempt = 0;
+  Clock::time_point not_before{};
+  // Per attempt:
+  CURL* easy = nullptr;
+  curl_slist* headers = nullptr;
+  long status = 0;
+  std::string etag, last_modified, content_range;
+  std::optional<std::uint64_t> content_length;
+  bool body_checked = false;
+  bool whole = false;  // a 200 accepted: the whole object from offset 0
+  std::uint64_t received = 0;
+  std::string failure;  // permanent failure found by a callback
+  ErrorCode failure_code = ErrorCode::io;
+  bool changed = false;  // ... because the object changed
+  char errbuf[CURL_ERROR_SIZE] = {};
+  long os_errno = 0;
+
+  void reset_attempt() {
+    status = 0;
+    etag.clear();
+    last_modified.clear();
+    content_range.clear();
+    content_length.reset();
+    body_checked = false;
+    whole = false;
+    received = 0;
+    failure.clear();
+    failure_code = ErrorCode::io;
+    changed = false;
+    errbuf[0] = '\0';
+    os_errno = 0;
+  }
+  std::string what() const {
+    if (head) return "HEAD";
+    return "bytes " + std::to_string(offset) + "-" + std::to_string(offset + length - 1);
+  }
+};
+
+class HttpSource final : public io::ByteSource {
+ public:
+  HttpSource(Endpoint endpoint, Settings settings)
+      : ep_(std::move(endpoint)), settings_(std::move(settings)) {
+    global_init();
+    multi_ = curl_multi_init();
+    if (!multi_) fail(ErrorCode::io, ep_.url, "cannot start libcurl");
+    curl_multi_setopt(multi_, CURLMOPT_MAX_HOST_CONNECTIONS, static_cast<long>(kParallelSmall));
+    try {
+      pin();
+    } catch (...) {
+      curl_multi_cleanup(multi_);
+      throw;
+    }
+  }
+  ~HttpSource() override {
+    cache_.reset();
+    curl_multi_cleanup(multi_);
+  }
+
+  Bytes file() const { return cache_->mapping(); }
+
+  void ensure(std::span<const io::ByteRange> ranges) const override {
+    std::lock_guard lock(mutex_);
+    auto* self = const_cast<HttpSource*>(this);
+    std::vector<io::ByteRange> plan =
+        plan_requests(cache_->present(), ranges, pin_.size, kMaxGap, kMaxRequest);
+    if (plan.empty()) return;
+    std::deque<Transfer> transfers;
+    for (const auto& r : plan) transfers.push_back(Transfer{self, false, r.offset, r.length});
+    self->run(transfers);
+  }
+
+  // Requests and bytes sent so far (benchmarks, tests).
+  std::uint64_t requests() const noexcept { return requests_; }
+
+ private:
+  void pin() {
+    std::deque<Transfer> head;
+    head.push_back(Transfer{this, true});
+    run(head);
+    const Transfer& h = head.front();
+    if (!h.content_length)
+      fail(ErrorCode::unsupported, ep_.url,
+           "the server does not say the object's size (no Content-Length in its answer to HEAD)");
+    pin_.size = *h.content_length;
+    if (pin_.size > kMaxObjectSize)
+      fail(ErrorCode::corrupt, ep_.url,
+           "the server says the object has " + std::to_string(pin_.size) +
+               " bytes, more than modelzip accepts");
+    pin_.etag = h.etag;
+    pin_.last_modified = h.last_modified;
+    // Without a version to check, bytes from an earlier run cannot be
+    // trusted: keep them in memory only.
+    fs::path folder =
+        pin_.etag.empty() && pin_.last_modified.empty() ? fs::path() : settings_.cache_dir;
+    cache_ = std::make_unique<CacheFile>(folder, settings_.cache_limit,
+                                         ep_.url + "\n" + ep_.http + "\n" + pin_.etag + "\n" +
+                                             pin_.last_modified + "\n" + std::to_string(pin_.size),
+                                         pin_.size, ep_.url);
+  }
+
+  static size_t on_header(char* data, size_t size, size_t count, void* user) {
+    auto* t = static_cast<Transfer*>(user);
+    const size_t n = size * count;
+    std::string_view line(data, n);
+    if (line.starts_with("HTTP/")) {  // a new response (after redirects, 100 Continue)
+      auto sp = line.find(' ');
+      t->status = 0;
+      if (sp != std::string_view::npos && line.size() >= sp + 4)
+        t->status = static_cast<long>(parse_u64(line.substr(sp + 1, 3)).value_or(0));
+      t->etag.clear();
+      t->last_modified.clear();
+      t->content_range.clear();
+      t->content_length.reset();
+      return n;
+    }
+    auto colon = line.find(':');
+    if (colon == std::string_view::npos) return n;
+    std::string name = lower(trim(line.substr(0, colon)));
+    std::string value = trim(line.substr(colon + 1));
+    if (name == "etag")
+      t->etag = value;
+    else if (name == "last-modified")
+      t->last_modified = value;
+    else if (name == "content-range")
+      t->content_range = value;
+    else if (name == "content-length")
+      t->content_length = parse_u64(value);
+    return n;
+  }
+
+  // Checks the answer before its first body byte is stored; false: abort.
+  bool check_answer(Transfer& t) {
+    t.body_checked = true;
+    if (t.status != 200 && t.status != 206) return true;  // body discarded, status judged at end
+    if (!pin_.etag.empty() && !t.etag.empty() && t.etag != pin_.etag) {
+      t.failure = kChanged;
+      t.changed = true;
+      return false;
+    }
+    if (t.status == 200) {
+      if (pin_.size > settings_.max_unranged) {
+        t.failure_code = ErrorCode::unsupported;
+        t.failure = "the server does not support range requests (it answered " + t.what() +
+                    " with the whole object, 200 instead of 206); remote archives are read by "
+                    "ranges: download it first (curl -o FILE URL) and open the local file";
+        return false;
+      }
+      if (t.content_length && *t.content_length != pin_.size) {
+        t.failure = kChanged;
+        t.changed = true;
+        return false;
+      }
+      t.whole = true;
+      return true;
+    }
+    // 206: "bytes FIRST-LAST/TOTAL" must be exactly what was asked.
+    std::string_view cr = t.content_range;
+    std::optional<std::uint64_t> first, last, total;
+    if (cr.starts_with("bytes ")) {
+      cr.remove_prefix(6);
+      auto dash = cr.find('-'), slash = cr.find('/');
+      if (dash != std::string_view::npos && slash != std::string_view::npos && dash < slash) {
+        first = parse_u64(cr.substr(0, dash));
+        last = parse_u64(cr.substr(dash + 1, slash - dash - 1));
+        total = parse_u64(cr.substr(slash + 1));
+      }
+    }
+    if (total && *total != pin_.size) {
+      t.failure = kChanged;
+      t.changed = true;
+      return false;
+    }
+    if (!first || !last || *first != t.offset || *last != t.offset + t.length - 1) {
+      t.failure = "the server answered a request for " + t.what() + " with Content-Range '" +
+                  t.content_range + "'";
+      return false;
+    }
+    return true;
+  }
+
+  static size_t on_body(char* data, size_t size, size_t count, void* user) {
+    auto* t = static_cast<Transfer*>(user);
+    const size_t n = size * count;
+    HttpSource& s = *t->owner;
+    if (!t->body_checked && !s.check_answer(*t)) return 0;
+    if (t->status != 200 && t->status != 206) return n;  // an error page
+    const std::uint64_t base = t->whole ? 0 : t->offset;
+    const std::uint64_t limit = t->whole ? s.pin_.size : t->length;
+    if (n > limit - t->received) {
+      t->failure = "the server sent more bytes than asked for " + t->what();
+      return 0;
+    }
+    try {
+      s.cache_->write(base + t->received, data, n);
+    } catch (const Error& e) {
+      t->failure = e.message();
+      return 0;
+    }
+    t->received += n;
+    s.fetched_now_ += n;
+    return n;
+  }
+
+  void start(Transfer& t) {
+    t.reset_attempt();
+    ++t.attempt;
+    CURL* e = curl_easy_init();
+    if (!e) fail(ErrorCode::io, ep_.url, "cannot start a libcurl transfer");
+    t.easy = e;
+    curl_easy_setopt(e, CURLOPT_URL, ep_.http.c_str());
+    curl_easy_setopt(e, CURLOPT_PRIVATE, &t);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t.errbuf);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, ep_.sigv4.empty() ? 1L : 0L);
+    curl_easy_setopt(e, CURLOPT_MAXREDIRS, 5L);
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, settings_.connect_timeout_ms);
+    curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+    curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, settings_.low_speed_time_s);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &HttpSource::on_header);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, &t);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &HttpSource::on_body);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, &t);
+    curl_easy_setopt(e, CURLOPT_USERAGENT, "modelzip/" MODELZIP_VERSION);
+    curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, nullptr);  // bytes as stored, no gzip
+    if (!settings_.ca_file.empty()) curl_easy_setopt(e, CURLOPT_CAINFO, settings_.ca_file.c_str());
+    if (!ep_.sigv4.empty()) {
+      curl_easy_setopt(e, CURLOPT_AWS_SIGV4, ep_.sigv4.c_str());
+      curl_easy_setopt(e, CURLOPT_USERNAME, ep_.user.c_str());
+      curl_easy_setopt(e, CURLOPT_PASSWORD, ep_.password.c_str());
+    }
+    auto add = [&](const std::string& h) {
+      if (curl_slist* l = curl_slist_append(t.headers, h.c_str())) t.headers = l;
+    };
+    if (!ep_.sigv4.empty()) {
+      // The payload hash S3 requires (of the empty body), signed along.
+      add("x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+      if (!ep_.session_token.empty()) add("x-amz-security-token: " + ep_.session_token);
+    }
+    if (t.head) {
+      curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+      curl_easy_setopt(e, CURLOPT_TIMEOUT_MS,
+                       settings_.connect_timeout_ms + 1000 * settings_.low_speed_time_s);
+    } else {
+      add("Range: bytes=" + std::to_string(t.offset) + "-" +
+          std::to_string(t.offset + t.length - 1));
+      if (pin_.strong_etag())
+        add("If-Match: " + pin_.etag);
+      else if (pin_.etag.empty() && !pin_.last_modified.empty())
+        add("If-Unmodified-Since: " + pin_.last_modified);
+    }
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, t.headers);
+    if (curl_multi_add_handle(multi_, e) != CURLM_OK) {
+      finish(t);
+      fail(ErrorCode::io, ep_.url, "cannot start a libcurl transfer");
+    }
+    ++requests_;
+  }
+
+  void finish(Transfer& t) {
+    if (t.easy) {
+      curl_multi_remove_handle(multi_, t.easy);
+      curl_easy_cleanup(t.easy);
+      t.easy = nullptr;
+    }
+    if (t.headers) {
+      curl_slist_free_all(t.headers);
+      t.headers = nullptr;
+    }
+  }
+
+  static bool transient_curl(CURLcode c) {
+    switch (c) {
+      case CURLE_COULDNT_CONNECT:
+      case CURLE_RECV_ERROR:
+      case CURLE_SEND_ERROR:
+      case CURLE_GOT_NOTHING:
+      case CURLE_PARTIAL_FILE:
+      case CURLE_HTTP2:
+      case CURLE_HTTP2_STREAM:
+        return true;
+      default:
+        return false;
+    }
+  }
+
+  // Judges a finished attempt: true if done, false to retry; throws when it
+  // failed for good.
+  bool judge(Transfer& t, CURLcode code) {
+    if (t.changed) fail(ErrorCode::io, ep_.url, kChanged);
+    if (!t.failure.empty()) fail(t.failure_code, ep_.url, t.failure);
+    bool retry = attempt_left(t);
+    if (code != CURLE_OK) {
+      std::string detail = t.errbuf[0] ? t.errbuf : curl_easy_strerror(code);
+      if (t.os_errno != 0 &&
+          detail.find(std::strerror(static_cast<int>(t.os_errno))) == std::string::npos)
+        detail += std::string(" (") + std::strerror(static_cast<int>(t.os_errno)) + ")";
+      if (code == CURLE_OPERATION_TIMEDOUT)
+        fail(ErrorCode::io, ep_.url,
+             "timed out (no connection within " + std::to_string(settings_.connect_timeout_ms) +
+                 " ms, or under 1 KiB/s for " + std::to_string(settings_.low_speed_time_s) +
+                 " s): " + detail);
+      if (transient_curl(code) && retry) return false;
+      fail(ErrorCode::io, ep_.url,
+           std::string(code == CURLE_PARTIAL_FILE ? "truncated response" : "cannot fetch") +
+               " for " + t.what() + ": " + detail +
+               (t.attempt > 1 ? " (after " + std::to_string(t.attempt) + " attempts)" : ""));
+    }
+    if (t.status == 412 || t.status == 416) fail(ErrorCode::io, ep_.url, kChanged);
+    if (t.status >= 500 || t.status == 429) {
+      if (retry) return false;
+      fail(ErrorCode::io, ep_.url,
+           "HTTP " + std::to_string(t.status) + " for " + t.what() + " (after " +
+               std::to_string(t.attempt) + " attempts)");
+    }
+    if (t.head) {
+      if (t.status != 200)
+        fail(t.status == 404 ? ErrorCode::not_found : ErrorCode::io, ep_.url,
+             "HTTP " + std::to_string(t.status) + status_text(t.status));
+      return true;
+    }
+    if (t.status != 206 && t.status != 200)
+      fail(t.status == 404 ? ErrorCode::not_found : ErrorCode::io, ep_.url,
+           "HTTP " + std::to_string(t.status) + status_text(t.status) + " for " + t.what());
+    if (!t.body_checked && !check_answer(t)) {  // an empty body
+      if (t.changed) fail(ErrorCode::io, ep_.url, kChanged);
+      fail(t.failure_code, ep_.url, t.failure);
+    }
+    const std::uint64_t expected = t.whole ? pin_.size : t.length;
+    if (t.received != expected) {
+      if (retry) return false;
+      fail(ErrorCode::io, ep_.url,
+           "truncated response for " + t.what() + ": " + std::to_string(t.received) + " of " +
+               std::to_string(expected) + " bytes (after " + std::to_string(t.attempt) +
+               " attempts)");
+    }
+    if (t.whole)
+      cache_->mark_present(0, pin_.size);
+    else
+      cache_->mark_present(t.offset, t.length);
+    return true;
+  }
+
+  static bool attempt_left(const Transfer& t) { return t.attempt < kMaxAttempts; }
+
+  static std::string status_text(long status) {
+    switch (status) {
+      case 401:
+        return " (Unauthorized)";
+      case 403:
+        return " (Forbidden)";
+      case 404:
+        return " (Not Found)";
+      case 405:
+        return " (Method Not Allowed)";
+      default:
+        return "";
+    }
+  }
+
+  // Runs every transfer to completion (kParallel at a time), retrying
+  // transient failures with backoff. Throws on the first permanent failure,
+  // leaving no transfer running.
+  void run(std::deque<Transfer>& transfers) {
+    std::vector<Transfer*> queue;
+    std::uint64_t total = 0, longest = 0;
+    for (auto& t : transfers) {
+      queue.push_back(&t);
+      total += t.length;
+      longest = std::max(longest, t.length);
+    }
+    // Small requests (local headers, blob headers) are latency, not bandwidth.
+    const std::size_t parallel = longest <= kSmallRequest ? kParallelSmall : kParallel;
+    fetched_now_ = 0;
+    detail::ProgressTracker tracker(
+        total >= kProgressFrom ? settings_.progress : ProgressCallback{}, "fetch",
+        ErrorContext{.archive = ep_.url});
+    tracker.set_total(total);
+    std::uint64_t reported = 0;
+    std::vector<Transfer*> active;
+    struct Cleanup {
+      HttpSource& s;
+      std::vector<Transfer*>& active;
+      ~Cleanup() {
+        for (Transfer* t : active) s.finish(*t);
+      }
+    } cleanup{*this, active};
+    std::size_t next = 0;
+    std::vector<Transfer*> waiting;  // retries not yet due
+    while (next < queue.size() || !active.empty() || !waiting.empty()) {
+      const auto now = Clock::now();
+      for (auto it = waiting.begin(); it != waiting.end();) {
+        if ((*it)->not_before <= now && active.size() < parallel) {
+          active.push_back(*it);
+          start(**it);
+          it = waiting.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      while (next < queue.size() && active.size() < parallel) {
+        active.push_back(queue[next]);
+        start(*queue[next++]);
+      }
+      int running = 0;
+      curl_multi_perform(multi_, &running);
+      int left = 0;
+      while (CURLMsg* msg = curl_multi_info_read(multi_, &left)) {
+        if (msg->msg != CURLMSG_DONE) continue;
+        Transfer* t = nullptr;
+        curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, reinterpret_cast<char**>(&t));
+        const CURLcode code = msg->data.result;
+        curl_easy_getinfo(t->easy, CURLINFO_OS_ERRNO, &t->os_errno);
+        finish(*t);
+        active.erase(std::find(active.begin(), active.end(), t));
+        if (!judge(*t, code)) {
+          t->not_before = Clock::now() + std::chrono::milliseconds(250 << (t->attempt - 1));
+          waiting.push_back(t);
+        }
+      }
+      if (tracker.enabled() && fetched_now_ > reported) {
+        tracker.advance(std::min(fetched_now_, total) - reported);
+        reported = std::min(fetched_now_, total);
+      }
+      if (!active.empty())
+        curl_multi_poll(multi_, nullptr, 0, 100, nullptr);
+      else if (!waiting.empty())
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    tracker.finish();
+  }
+
+  Endpoint ep_;
+  Settings settings_;
+  CURLM* multi_ = nullptr;
+  Pin pin_;
+  std::unique_ptr<CacheFile> cache_;
+  mutable std::mutex mutex_;
+  std::uint64_t requests_ = 0;
+  std::uint64_t fetched_now_ = 0;
+};
+
+}  // namespace
+
+Opened open(const std::string& url, const RemoteOptions& options) {
+  auto source = std::make_shared<HttpSource>(resolve(url), settings_from(options));
+  Bytes file = source->file();
+  return Opened{std::move(file), std::move(source)};
+}
+
+}  // namespace modelzip::remote

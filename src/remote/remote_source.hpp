@@ -1,0 +1,55 @@
+// Remote archives: the ByteSource that fetches an object's byte ranges over
+// HTTP(S) or S3 with libcurl into a local cache file (remote/cache_file.hpp),
+// which the readers map like a local archive.
+//
+// Protocol: a HEAD pins the object (size, ETag, Last-Modified); every later
+// request is an explicit range (never a suffix range) sent with If-Match
+// (strong ETag) or If-Unmodified-Since, and its answer must be a 206 whose
+// Content-Range, size and ETag agree with the pin; a 412 or any disagreement
+// throws Error(io, "archive changed on the server while reading"). Requests
+// of one ensure() are coalesced (gaps up to kMaxGap fetched along), cut into
+// pieces of at most kMaxRequest bytes and run kParallel at a time
+// (kParallelSmall for batches of small requests; curl multi, connections kept
+// alive between calls). Transient failures (5xx,
+// 429, resets, refused connections, truncated bodies) are retried
+// kMaxAttempts times in all with doubling pauses from 250 ms; time-outs
+// (connect, low speed) and other statuses are reported at once, naming the
+// URL and status. Bytes written never exceed the range asked for, whatever
+// the headers say. A server that ignores Range (200) is accepted only for
+// objects up to RemoteOptions::max_unranged_bytes.
+//
+// Thread safety: ensure() may be called from several threads; calls are
+// serialized.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "io/byte_source.hpp"
+#include "modelzip/bytes.hpp"
+#include "modelzip/remote.hpp"
+
+namespace modelzip::remote {
+
+inline constexpr std::uint64_t kMaxGap = std::uint64_t{16} << 10;
+inline constexpr std::uint64_t kMaxRequest = std::uint64_t{8} << 20;
+inline constexpr int kParallel = 4;
+// Batches of requests of at most kSmallRequest bytes run kParallelSmall at once.
+inline constexpr std::uint64_t kSmallRequest = std::uint64_t{64} << 10;
+inline constexpr int kParallelSmall = 16;
+inline constexpr int kMaxAttempts = 4;
+
+// Whether `path` is a URL open() handles (http://, https://, s3://).
+bool is_url(std::string_view path) noexcept;
+
+struct Opened {
+  Bytes file;  // the whole object's extent, filled on demand by `source`
+  std::shared_ptr<const io::ByteSource> source;
+};
+
+// Pins the object at `url` and prepares its cache. Throws Error(io) (network,
+// HTTP status), Error(unsupported) (built without libcurl, no range support).
+Opened open(const std::string& url, const RemoteOptions& options);
+
+}  // namespace modelzip::remote

@@ -1,0 +1,14 @@
+// Built without libcurl (meson feature `remote` disabled or libcurl missing).
+#include "modelzip/error.hpp"
+#include "remote/remote_source.hpp"
+
+namespace modelzip::remote {
+
+Opened open(const std::string& url, const RemoteOptions&) {
+  throw Error(ErrorCode::unsupported,
+              "this modelzip was built without remote archive support (libcurl); download the "
+              "archive and open the local file",
+              ErrorContext{.archive = url});
+}
+
+}  // namespace modelzip::remote

@@ -1,0 +1,43 @@
+"""The Python API on remote archives: modelzip.open(url), modelzip.load(url,
+tag), and an archive replaced on the server while it is open."""
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+import modelzip
+
+
+@pytest.fixture(autouse=True)
+def no_cache(monkeypatch):
+    monkeypatch.setenv("MODELZIP_NO_CACHE", "1")
+
+
+def test_load_same_arrays_as_local(nginx, site):
+    for tag in ("step-1", "step-2"):
+        local = modelzip.load(site / "qs.zip", tag)
+        remote = modelzip.load(nginx.url("qs.zip"), tag)
+        assert sorted(local) == sorted(remote)
+        for name in local:
+            assert remote[name].dtype == local[name].dtype
+            np.testing.assert_array_equal(remote[name], local[name])
+
+
+def test_open_lists_and_reads(nginx, site):
+    with modelzip.open(nginx.url("big.zip")) as a, modelzip.open(site / "big.zip") as b:
+        assert a.tags == b.tags
+        assert a.name == nginx.url("big.zip")
+        np.testing.assert_array_equal(a.tensor("small"), b.tensor("small"))
+
+
+def test_replaced_while_open_gives_changed_error(nginx, site):
+    shutil.copyfile(site / "qs.zip", site / "moving-py.zip")
+    archive = modelzip.open(nginx.url("moving-py.zip"))
+    assert archive.tags == ["step-1", "step-2"]
+    # Replaced on the server (new ETag) before the tensor data is read.
+    shutil.copyfile(site / "emb.zip", site / "moving-py.tmp")
+    os.utime(site / "moving-py.tmp", (1, 1))
+    os.replace(site / "moving-py.tmp", site / "moving-py.zip")
+    with pytest.raises(Exception, match="archive changed on the server while reading"):
+        archive.load("step-1")
