@@ -16,6 +16,7 @@ COMMANDS = [  # (archive, args after it)
     ("qs.zip", ["ls", "--tag", "step-1", "--json"]),
     ("qs.zip", ["info"]),
     ("qs.zip", ["info", "--json"]),
+    ("qs.zip", ["meta", "--json"]),
     ("qs.zip", ["cat", "fc.bias"]),
     ("qs.zip", ["cat", "fc.weight", "--tag", "step-1"]),
     ("qs.zip", ["diff", "step-1", "step-2"]),
