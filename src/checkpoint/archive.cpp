@@ -7,8 +7,8 @@
 #include "format/tags_file.hpp"
 #include "format/tensor_blob.hpp"
 #include "modelzip/error.hpp"
-#include "zip/archive_snapshot.hpp"
 #include "remote/remote_source.hpp"
+#include "zip/archive_snapshot.hpp"
 
 namespace modelzip {
 
@@ -33,8 +33,8 @@ Archive::Impl::Impl(std::string archive_name, Bytes file, const OpenOptions& opt
       limits(options.limits),
       reader(file, options.limits, std::move(source)) {
   try {
-    directory = parsed ? std::move(*parsed)
-                       : zip::parse_directory(file.span(), limits, reader.source());
+    directory =
+        parsed ? std::move(*parsed) : zip::parse_directory(file.span(), limits, reader.source());
     if (reader.source()) {
       // The text entries read below, fetched together: root files and every
       // tag's tables (bounded by the text entry limit, checked on read).
