@@ -108,59 +108,61 @@ Bytes map_prefix_with_tail(int fd, const std::filesystem::path& path, std::uint6
   }
   return MappedFileAccess::mark_mapped(
       Bytes::borrow(std::span<const std::byte>(bytes, length), mapping));
-  Bytes map_shared(int fd, std::uint64_t length, const std::string& name) {
-    if (length == 0) return Bytes::take({});
-    if (length > SIZE_MAX) {
-      errno = EFBIG;
-      fail(name, "cannot map");
-    }
-    void* address = ::mmap(nullptr, static_cast<std::size_t>(length), PROT_READ, MAP_SHARED, fd, 0);
-    if (address == MAP_FAILED) fail(name, "cannot map");
-    auto mapping = std::make_shared<const Mapping>(address, static_cast<std::size_t>(length));
-    return MappedFileAccess::mark_mapped(Bytes::borrow(
-        std::span<const std::byte>(static_cast<const std::byte*>(address), length), mapping));
-  }
+}
 
-  Bytes read_file(const std::filesystem::path& path) {
-    Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-    if (f.fd < 0) fail(path, "cannot open");
-    struct stat st {};
-    if (::fstat(f.fd, &st) != 0) fail(path, "cannot stat");
-    std::vector<std::byte> data(static_cast<std::size_t>(st.st_size));
-    std::size_t done = 0;
-    while (done < data.size()) {
-      ssize_t n = ::read(f.fd, data.data() + done, data.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) fail(path, "cannot read");
-      if (n == 0) break;
-      done += static_cast<std::size_t>(n);
-    }
-    data.resize(done);
-    return Bytes::take(std::move(data));
+Bytes map_shared(int fd, std::uint64_t length, const std::string& name) {
+  if (length == 0) return Bytes::take({});
+  if (length > SIZE_MAX) {
+    errno = EFBIG;
+    fail(name, "cannot map");
   }
+  void* address = ::mmap(nullptr, static_cast<std::size_t>(length), PROT_READ, MAP_SHARED, fd, 0);
+  if (address == MAP_FAILED) fail(name, "cannot map");
+  auto mapping = std::make_shared<const Mapping>(address, static_cast<std::size_t>(length));
+  return MappedFileAccess::mark_mapped(Bytes::borrow(
+      std::span<const std::byte>(static_cast<const std::byte*>(address), length), mapping));
+}
 
-  void advise(const Bytes& bytes, Access access) noexcept {
-    if (!bytes.is_mapped() || bytes.empty()) return;
-    static const long page = ::sysconf(_SC_PAGESIZE);
-    auto begin = reinterpret_cast<std::uintptr_t>(bytes.data());
-    auto aligned = begin / page * page;
-    int advice = MADV_NORMAL;
-    switch (access) {
-      case Access::normal:
-        advice = MADV_NORMAL;
-        break;
-      case Access::sequential:
-        advice = MADV_SEQUENTIAL;
-        break;
-      case Access::random:
-        advice = MADV_RANDOM;
-        break;
-      case Access::will_need:
-        advice = MADV_WILLNEED;
-        break;
-    }
-    ::madvise(reinterpret_cast<void*>(aligned), bytes.size() + (begin - aligned), advice);
+Bytes read_file(const std::filesystem::path& path) {
+  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (f.fd < 0) fail(path, "cannot open");
+  struct stat st {};
+  if (::fstat(f.fd, &st) != 0) fail(path, "cannot stat");
+  std::vector<std::byte> data(static_cast<std::size_t>(st.st_size));
+  std::size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::read(f.fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail(path, "cannot read");
+    if (n == 0) break;
+    done += static_cast<std::size_t>(n);
   }
+  data.resize(done);
+  return Bytes::take(std::move(data));
+}
+
+void advise(const Bytes& bytes, Access access) noexcept {
+  if (!bytes.is_mapped() || bytes.empty()) return;
+  static const long page = ::sysconf(_SC_PAGESIZE);
+  auto begin = reinterpret_cast<std::uintptr_t>(bytes.data());
+  auto aligned = begin / page * page;
+  int advice = MADV_NORMAL;
+  switch (access) {
+    case Access::normal:
+      advice = MADV_NORMAL;
+      break;
+    case Access::sequential:
+      advice = MADV_SEQUENTIAL;
+      break;
+    case Access::random:
+      advice = MADV_RANDOM;
+      break;
+    case Access::will_need:
+      advice = MADV_WILLNEED;
+      break;
+  }
+  ::madvise(reinterpret_cast<void*>(aligned), bytes.size() + (begin - aligned), advice);
+}
 
 }  // namespace io
 }  // namespace modelzip
