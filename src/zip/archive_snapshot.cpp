@@ -83,11 +83,28 @@ Bytes map_live(int fd, const std::filesystem::path& path, std::uint64_t size) {
                        keeper);
 }
 
+// The journal state of `path`: beside the name as given, or, when that is
+// a symbolic link, beside its target (where a writer that resolves links
+// keeps it).
+io::JournalState journal_state(const std::filesystem::path& path,
+                               const std::filesystem::path& resolved) {
+  io::JournalState state = io::read_append_journal(path);
+  if (state.kind == io::JournalState::Kind::absent && resolved != path)
+    state = io::read_append_journal(resolved);
+  return state;
+}
+
 }  // namespace
 
 Bytes read_snapshot(const std::filesystem::path& path, std::string_view tail_entry,
                     const Limits& limits, std::optional<Directory>* directory) {
   using Kind = io::JournalState::Kind;
+  std::filesystem::path resolved = path;
+  std::error_code ec;
+  if (std::filesystem::is_symlink(path, ec)) {
+    resolved = std::filesystem::canonical(path, ec);
+    if (ec) resolved = path;
+  }
   for (int attempt = 0;; ++attempt) {
     if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(std::min(attempt, 10)));
     if (attempt == kAttempts) {
@@ -95,7 +112,7 @@ Bytes read_snapshot(const std::filesystem::path& path, std::string_view tail_ent
       fail(path, "the archive kept changing while it was being opened (" +
                      std::to_string(kAttempts) + " attempts)");
     }
-    const io::JournalState before = io::read_append_journal(path);
+    const io::JournalState before = journal_state(path, resolved);
     Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
     if (f.fd < 0) fail(path, "cannot open");
     const io::FileIdentity id = identity_of(f.fd, path);
@@ -107,7 +124,7 @@ Bytes read_snapshot(const std::filesystem::path& path, std::string_view tail_ent
       if (fits) snapshot = io::map_prefix_with_tail(f.fd, path, j.tail_start, j.tail.span());
       // The same journal still there: it existed all along, so the file we
       // opened is its archive (no rewrite happens while a journal exists).
-      if (!io::read_append_journal(path).same_as(before)) continue;
+      if (!journal_state(path, resolved).same_as(before)) continue;
       if (!fits)
         throw Error(ErrorCode::corrupt,
                     "the append journal saves a tail from offset " + std::to_string(j.tail_start) +
@@ -125,7 +142,7 @@ Bytes read_snapshot(const std::filesystem::path& path, std::string_view tail_ent
     // append was in progress is one the file never shrinks below (a
     // rolled-back append restores the size it started from), so the mapping
     // cannot fault.
-    if (!io::read_append_journal(path).same_as(before) || !(identity_of(f.fd, path) == id))
+    if (!journal_state(path, resolved).same_as(before) || !(identity_of(f.fd, path) == id))
       continue;
     std::optional<Directory> parsed;
     std::optional<Error> parse_error;
@@ -140,7 +157,7 @@ Bytes read_snapshot(const std::filesystem::path& path, std::string_view tail_ent
       }
     }
     const std::vector<std::byte> tail = read_range(f.fd, path, tail_from, id.size);
-    if (!io::read_append_journal(path).same_as(before) || !(identity_of(f.fd, path) == id))
+    if (!journal_state(path, resolved).same_as(before) || !(identity_of(f.fd, path) == id))
       continue;
     if (parse_error) throw *parse_error;
     Bytes snapshot = io::map_prefix_with_tail(f.fd, path, tail_from, tail);

@@ -15,7 +15,9 @@
 //    Every append that finishes grows the file, and a rolled-back one sets
 //    a new modification time (AppendSession), so a tail written meanwhile
 //    always shows.
-// Otherwise it tries again, a bounded number of times.
+// Otherwise it tries again, a bounded number of times. For a path that is a
+// symbolic link, the journal is looked for beside the link and beside its
+// target.
 //
 // The result is one contiguous read-only region: the untouched prefix
 // mapped from the file (zero-copy, stays valid whatever later appends do),

@@ -240,3 +240,25 @@ TEST_CASE("An archive comment stays through appends, which still overwrite only 
   CHECK(io_bytes(path).ends_with(comment));
   CHECK(unused(path) == 0);
 }
+
+TEST_CASE("Through a symbolic link, readers find the journal beside the link or its target") {
+  TempDir dir;
+  fs::create_directory(dir / "real");
+  auto target = dir / "real" / "m.zip";
+  auto link = dir / "link.zip";
+  Tensor t = Tensor::dense(DType::int8, {3}, Bytes::copy_of(std::string("abc")));
+  add(target, "v1", tag_with(t));
+  fs::create_symlink(target, link);
+  const std::string old = io_bytes(target);
+  const std::size_t tail = tags_header_offset(old);
+  const std::string torn = old.substr(0, tail) + std::string(3000, 'z');
+  for (const auto& beside : {link, target}) {
+    INFO(beside);
+    write_file(target, torn);  // a tail overwritten in part
+    io::write_append_journal(
+        beside, {3, tail, old.size(), Bytes::copy_of(std::string_view(old).substr(tail))}, false);
+    CHECK(Archive::open(link).tags() == std::vector<std::string>{"v1"});
+    fs::remove(io::append_journal_path(beside));
+  }
+  write_file(target, old);
+}
