@@ -399,20 +399,20 @@ TEST_CASE("entries past 4 GiB use ZIP64 (sparse archive)") {
     int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
     REQUIRE(fd >= 0);
     std::vector<char> mib(1 << 20, 0);
-    std::uint32_t crc_mib = zip::crc32_of(std::as_bytes(std::span(mib))), crc = 0;
-    for (std::uint64_t i = 0; i < kPad >> 20; ++i) crc = zip::crc32_concat(crc, crc_mib, 1 << 20);
-    zip::EntryInfo pad;
+    std::uint32_t crc_mib = modelzip::zip::crc32_of(std::as_bytes(std::span(mib))), crc = 0;
+    for (std::uint64_t i = 0; i < kPad >> 20; ++i) crc = modelzip::zip::crc32_concat(crc, crc_mib, 1 << 20);
+    modelzip::zip::EntryInfo pad;
     pad.name = "padding.bin";
     pad.crc32 = crc;
     pad.compressed_size = pad.uncompressed_size = kPad;
-    auto head = zip::encode_local_header(
-        zip::LocalHeader{
+    auto head = modelzip::zip::encode_local_header(
+        modelzip::zip::LocalHeader{
             .name = pad.name, .crc = crc, .compressed = kPad, .uncompressed = kPad, .zip64 = true},
         0, true);
     REQUIRE(::pwrite(fd, head.data(), head.size(), 0) == static_cast<ssize_t>(head.size()));
     pad.data_offset = head.size();
     REQUIRE(::ftruncate(fd, static_cast<off_t>(head.size() + kPad)) == 0);
-    zip::StreamZipWriter zw(fd, path.string(), head.size() + kPad);
+    modelzip::zip::StreamZipWriter zw(fd, path.string(), head.size() + kPad);
     zw.keep(pad);
     zw.add_stored("modelzip.toml", {Bytes::copy_of(std::string("format_version = 1\n"))});
     zw.add_stored("old/params.txt", {Bytes::copy_of(std::string(""))});
@@ -448,7 +448,7 @@ TEST_CASE("an archive in another layout (tags.txt not last) is rewritten once") 
   if (r == 0) {
     int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
     REQUIRE(fd >= 0);
-    zip::StreamZipWriter zw(fd, path.string(), 0);
+    modelzip::zip::StreamZipWriter zw(fd, path.string(), 0);
     zw.add_stored("modelzip.toml", {Bytes::copy_of(std::string("format_version = 1\n"))});
     zw.add_stored("tags.txt", {Bytes::copy_of(std::string("old\n"))});
     zw.add_stored("old/params.txt", {Bytes::copy_of(std::string("x 0\n"))});
