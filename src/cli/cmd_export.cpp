@@ -1,9 +1,12 @@
 #include <filesystem>
 #include <iostream>
 
+#include "checkpoint/tensor_stream.hpp"
 #include "cli/args.hpp"
 #include "cli/command.hpp"
 #include "cli/terminal.hpp"
+#include "convert/convert_util.hpp"
+#include "convert/npy_format.hpp"
 #include "io/durable_file.hpp"
 #include "modelzip/archive.hpp"
 #include "modelzip/convert.hpp"
@@ -86,8 +89,30 @@ int run(const std::vector<std::string>& argv) {
   if (names.empty() && updater.empty())
     for (const auto& p : archive.params(tag))
       if (p.kind == BlobKind::tensor) names.push_back(p.name);
+  if (format == "npy" && names.size() == 1 && updater.empty()) {
+    TensorStream stream(archive, names[0], tag);
+    if (stream.streamable()) {  // any size, in bounded memory
+      convert::detail::write_file_atomically(out, [&](std::ostream& file) {
+        const std::string header =
+            convert::detail::npy_header(convert::detail::npy_descr(stream.dtype()), stream.shape());
+        convert::detail::write_bytes(file, header);
+        stream.write_values(
+            [&](std::span<const std::byte> piece) { convert::detail::write_bytes(file, piece); });
+      });
+      std::cerr << "wrote 1 tensor(s) to " << out.string() << " (npy)\n";
+      return 0;
+    }
+  }
+  // The other formats take whole tensors (as do updater state arrays).
+  // Stored blobs are views of the mapped archive (file pages, not memory
+  // of this process), CRC-checked first; deflated ones are decompressed
+  // whole.
   std::vector<convert::NamedTensor> tensors;
-  for (const auto& n : names) tensors.push_back({n, archive.tensor(n, tag, ReadMode::copy)});
+  for (const auto& n : names) {
+    TensorStream stream(archive, n, tag);
+    if (!archive.param(n, tag).compressed) stream.check();
+    tensors.push_back({n, archive.tensor(n, tag, ReadMode::zero_copy)});
+  }
   for (const auto& [var, state] : updater)  // named "VAR/STATE" in the file
     tensors.push_back({var + "/" + state, archive.updater_state(var, state, tag, ReadMode::copy)});
   if (format == "safetensors")
