@@ -28,7 +28,7 @@
 //
 // Thread safety: a Writer is not thread-safe; use one per thread. Two
 // processes (or two Writers in different threads) committing to one archive
-// at once are serialized by an exclusive flock of the archive file itself
+// at once are serialized by an exclusive lock of the archive file itself
 // (of its folder when there is no archive yet; no lock file is created), so
 // neither loses the other's tag. A symbolic link given as the path is
 // followed once at open(): the file it leads to is locked, replaced and

@@ -176,9 +176,23 @@ void close_fd(int fd, bool through_sys) {
     ::close(fd);
 }
 
-// flock(LOCK_EX), retried on EINTR; closes `fd` and throws on failure.
+// Waits for an exclusive lock of `fd`, retried on EINTR; closes `fd` and
+// throws on failure. The archive (`through_sys`, opened read-write) gets an
+// open-file-description lock of the whole file (F_OFD_SETLKW): like flock
+// it belongs to the descriptor, not the process, and unlike the flock
+// emulation of NFS clients (process-wide fcntl locks, which closing any
+// descriptor of the file releases) it survives the writer opening and
+// closing the archive again to read it. The folder (read-only: no write
+// lock possible) gets a flock.
 void lock_or_fail(int fd, bool through_sys, const fs::path& target) {
-  while (::flock(fd, LOCK_EX) != 0) {
+  auto lock = [&] {
+    if (!through_sys) return ::flock(fd, LOCK_EX);
+    struct flock whole {};
+    whole.l_type = F_WRLCK;
+    whole.l_whence = SEEK_SET;
+    return ::fcntl(fd, F_OFD_SETLKW, &whole);
+  };
+  while (lock() != 0) {
     if (errno == EINTR) continue;
     int saved = errno;
     close_fd(fd, through_sys);

@@ -102,7 +102,8 @@ std::filesystem::path resolve_archive_path(const std::filesystem::path& path);
 // Serializes the writers of one archive without creating any file: held
 // for the object's lifetime, blocks until acquired. Throws Error(io) naming
 // `target`.
-//  - If the archive exists: an exclusive flock on the archive itself,
+//  - If the archive exists: an exclusive lock (an open-file-description
+//    lock of the whole file, fcntl F_OFD_SETLKW) on the archive itself,
 //    through a descriptor opened read-write (so a writer refuses, before
 //    doing anything, an archive it may not modify: the kernel's rule for
 //    open(O_RDWR), under which root may modify a read-only archive). After
@@ -113,9 +114,10 @@ std::filesystem::path resolve_archive_path(const std::filesystem::path& path);
 //    after which the archive must still be missing (else: as above). Only
 //    first saves take it, for as long as their commit lasts.
 // `target` must come from resolve_archive_path (a symbolic link there is
-// refused rather than locked under its own name). flock locks belong to the
+// refused rather than locked under its own name). Both locks belong to the
 // open file description: FileLocks exclude each other across processes and
-// across threads; they die with their process.
+// across threads, opening and closing the archive elsewhere in the process
+// does not release them, and they die with their process.
 class FileLock {
  public:
   explicit FileLock(const std::filesystem::path& target);

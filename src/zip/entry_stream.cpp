@@ -1,5 +1,7 @@
 #include "zip/entry_stream.hpp"
 
+#include <sys/mman.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -26,6 +28,15 @@ struct Inflater {
   ~Inflater() { inflateEnd(&zs); }
 };
 
+// Asks the kernel to start reading `range` of a file mapping (a hint:
+// failures are ignored).
+void will_need(std::span<const std::byte> range) {
+  static const std::uintptr_t page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<std::uintptr_t>(range.data()) & ~(page - 1);
+  const auto end = reinterpret_cast<std::uintptr_t>(range.data()) + range.size();
+  (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_WILLNEED);
+}
+
 }  // namespace
 
 void stream_entry(const Bytes& file, const EntryInfo& entry,
@@ -41,6 +52,10 @@ void stream_entry(const Bytes& file, const EntryInfo& entry,
       corrupt(entry, "a stored entry whose sizes differ");
     for (std::uint64_t at = 0; at < data.size(); at += kStreamChunk) {
       auto piece = data.subspan(at, std::min<std::uint64_t>(kStreamChunk, data.size() - at));
+      if (file.is_mapped() && at + piece.size() < data.size())  // read ahead the next piece
+        will_need(
+            data.subspan(at + piece.size(),
+                         std::min<std::uint64_t>(kStreamChunk, data.size() - at - piece.size())));
       crc = crc32_update(crc, piece);
       sink(piece);
     }
