@@ -1,3 +1,4 @@
+#include <deque>
 #include <filesystem>
 #include <iostream>
 
@@ -103,10 +104,31 @@ int run(const std::vector<std::string>& argv) {
       return 0;
     }
   }
-  // The other formats take whole tensors (as do updater state arrays).
-  // Stored blobs are views of the mapped archive (file pages, not memory
-  // of this process), CRC-checked first; deflated ones are decompressed
-  // whole.
+  if (format == "safetensors" && updater.empty()) {
+    // Every tensor streams after the header, which needs only their sizes.
+    std::deque<TensorStream> streams;
+    std::vector<convert::detail::StreamedTensor> streamed;
+    for (const auto& n : names) {
+      const TensorStream& s = streams.emplace_back(archive, n, tag);
+      if (!s.streamable()) break;
+      streamed.push_back(
+          {n, s.dtype(), s.shape(), s.layout(), s.value_bytes(), [&s](std::ostream& file) {
+             s.write_values([&](std::span<const std::byte> piece) {
+               convert::detail::write_bytes(file, piece);
+             });
+           }});
+    }
+    if (streamed.size() == names.size()) {
+      convert::detail::write_safetensors_streamed(out, streamed);
+      std::cerr << "wrote " << names.size() << " tensor(s) to " << out.string()
+                << " (safetensors)\n";
+      return 0;
+    }
+  }
+  // npz and BTF take whole tensors (as do updater state arrays and sparse,
+  // string or big-endian tensors). Stored blobs are views of the mapped archive (file pages, not
+  // memory of this process), CRC-checked first; deflated ones are
+  // decompressed whole.
   std::vector<convert::NamedTensor> tensors;
   for (const auto& n : names) {
     TensorStream stream(archive, n, tag);

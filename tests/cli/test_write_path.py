@@ -325,6 +325,16 @@ def check_big_npy(path):
     assert a[0] == 1.5 and a[-1] == 2.5 and not a[1:4096].any() and not a[-4097:-1].any()
 
 
+def check_big_safetensors(path):
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n))
+    assert header == {"big": {"dtype": "F32", "shape": [BIG], "data_offsets": [0, BIG * 4]}}
+    assert os.path.getsize(path) == 8 + n + BIG * 4
+    a = np.memmap(path, np.float32, "r", offset=8 + n)
+    assert a[0] == 1.5 and a[-1] == 2.5 and not a[1:4096].any() and not a[-4097:-1].any()
+
+
 @pytest.mark.parametrize("deflated", [False, True], ids=["stored", "deflated"])
 def test_cat_and_export_stream_a_1_gib_tensor_in_bounded_memory(big_folder, deflated):
     archive = big_archive(big_folder, deflated)
@@ -349,14 +359,22 @@ def test_cat_and_export_stream_a_1_gib_tensor_in_bounded_memory(big_folder, defl
             del a
         os.remove(cat_out)
         assert peak_cat < limit_kib, f"cat: {peak_cat} KiB anonymous"
-        exported = os.path.join(out, "big.npy")
-        rc, err, peak_export = peak_anon_kib(["export", archive, "big", exported],
-                                             subprocess.DEVNULL)
-        assert rc == 0, err
-        check_big_npy(exported)
-        assert peak_export < limit_kib, f"export: {peak_export} KiB anonymous"
+        # Stored: export .safetensors; deflated: .npy and .safetensors.
+        peaks = {}
+        for suffix in ([".npy"] if deflated else []) + [".safetensors"]:
+            exported = os.path.join(out, "big" + suffix)
+            rc, err, peaks[suffix] = peak_anon_kib(["export", archive, "big", exported],
+                                                   subprocess.DEVNULL)
+            assert rc == 0, err
+            if suffix == ".npy":
+                check_big_npy(exported)
+            else:
+                check_big_safetensors(exported)
+            os.remove(exported)
+            assert peaks[suffix] < limit_kib, f"export {suffix}: {peaks[suffix]} KiB anonymous"
         print(f"\n{'deflated' if deflated else 'stored'} 1 GiB tensor, peak anonymous memory: "
-              f"cat{' --npy' if deflated else ''} {peak_cat} KiB, export .npy {peak_export} KiB")
+              f"cat{' --npy' if deflated else ''} {peak_cat} KiB, "
+              + ", ".join(f"export {k} {v} KiB" for k, v in peaks.items()))
     finally:
         subprocess.run(["rm", "-rf", out], check=True)
         os.remove(archive)
