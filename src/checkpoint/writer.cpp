@@ -16,6 +16,7 @@
 #include "format/tag_name.hpp"
 #include "format/tags_file.hpp"
 #include "format/tensor_blob.hpp"
+#include "io/append_journal.hpp"
 #include "io/durable_file.hpp"
 #include "io/file_identity.hpp"
 #include "modelzip/error.hpp"
@@ -544,6 +545,16 @@ class Writer::Impl {
 };
 
 void Writer::Impl::commit() {
+  // Nothing staged and no interrupted append to recover: the archive stays
+  // as it is, so no lock is needed, nor permission to write it.
+  if (ops.empty() && metadata_edits.empty() &&
+      !std::filesystem::exists(io::append_journal_path(path))) {
+    if (std::optional<Archive> old = current_archive()) {
+      last_stats = {};
+      current_tags = old->tags();
+      return;
+    }
+  }
   io::FileLock lock(path);
   archive_fd = lock.archive_fd();
   struct ForgetFd {
