@@ -104,7 +104,7 @@ int run(const std::vector<std::string>& argv) {
       return 0;
     }
   }
-  if (format == "safetensors" && updater.empty()) {
+  if ((format == "safetensors" || format == "btf") && updater.empty()) {
     // Every tensor streams after the header, which needs only their sizes.
     std::deque<TensorStream> streams;
     std::vector<convert::detail::StreamedTensor> streamed;
@@ -119,14 +119,18 @@ int run(const std::vector<std::string>& argv) {
            }});
     }
     if (streamed.size() == names.size()) {
-      convert::detail::write_safetensors_streamed(out, streamed);
-      std::cerr << "wrote " << names.size() << " tensor(s) to " << out.string()
-                << " (safetensors)\n";
+      if (format == "safetensors")
+        convert::detail::write_safetensors_streamed(out, streamed);
+      else
+        convert::detail::write_btf_streamed(out, streamed);
+      std::cerr << "wrote " << names.size() << " tensor(s) to " << out.string() << " (" << format
+                << ")\n";
       return 0;
     }
   }
-  // npz and BTF take whole tensors (as do updater state arrays and sparse,
-  // string or big-endian tensors). Stored blobs are views of the mapped archive (file pages, not
+  // npz takes whole tensors (libzip reads each entry from one buffer), as
+  // do updater state arrays and sparse, string or big-endian tensors in any
+  // format. Stored blobs are views of the mapped archive (file pages, not
   // memory of this process), CRC-checked first; deflated ones are
   // decompressed whole.
   std::vector<convert::NamedTensor> tensors;

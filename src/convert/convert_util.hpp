@@ -90,5 +90,7 @@ struct StreamedTensor {
 void write_safetensors_streamed(const std::filesystem::path& path,
                                 std::span<const StreamedTensor> tensors,
                                 const StringMap& metadata = {});
+// write_btf (the same file) from dense StreamedTensors.
+void write_btf_streamed(const std::filesystem::path& path, std::span<const StreamedTensor> tensors);
 
 }  // namespace modelzip::convert::detail

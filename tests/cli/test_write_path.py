@@ -335,6 +335,20 @@ def check_big_safetensors(path):
     assert a[0] == 1.5 and a[-1] == 2.5 and not a[1:4096].any() and not a[-4097:-1].any()
 
 
+def check_big_btf(path):
+    """TFRT binary tensor format: record count and offsets, then a record of
+    rank, dtype, layout (0: dense), 6 reserved bytes, dims, values."""
+    with open(path, "rb") as f:
+        head = f.read(40)
+    count, offset, rank = struct.unpack_from("<QQQ", head)
+    layout = head[25]
+    (dim,) = struct.unpack_from("<Q", head, 32)
+    assert (count, offset, rank, layout, dim) == (1, 16, 1, 0, BIG)
+    assert os.path.getsize(path) == 40 + BIG * 4
+    a = np.memmap(path, np.float32, "r", offset=40)
+    assert a[0] == 1.5 and a[-1] == 2.5 and not a[1:4096].any() and not a[-4097:-1].any()
+
+
 @pytest.mark.parametrize("deflated", [False, True], ids=["stored", "deflated"])
 def test_cat_and_export_stream_a_1_gib_tensor_in_bounded_memory(big_folder, deflated):
     archive = big_archive(big_folder, deflated)
@@ -359,17 +373,16 @@ def test_cat_and_export_stream_a_1_gib_tensor_in_bounded_memory(big_folder, defl
             del a
         os.remove(cat_out)
         assert peak_cat < limit_kib, f"cat: {peak_cat} KiB anonymous"
-        # Stored: export .safetensors; deflated: .npy and .safetensors.
+        # Each streamed export format once (the stored and deflated paths
+        # differ only below them).
         peaks = {}
-        for suffix in ([".npy"] if deflated else []) + [".safetensors"]:
+        for suffix in [".safetensors", ".btf"] if deflated else [".npy"]:
             exported = os.path.join(out, "big" + suffix)
             rc, err, peaks[suffix] = peak_anon_kib(["export", archive, "big", exported],
                                                    subprocess.DEVNULL)
             assert rc == 0, err
-            if suffix == ".npy":
-                check_big_npy(exported)
-            else:
-                check_big_safetensors(exported)
+            {".npy": check_big_npy, ".safetensors": check_big_safetensors,
+             ".btf": check_big_btf}[suffix](exported)
             os.remove(exported)
             assert peaks[suffix] < limit_kib, f"export {suffix}: {peaks[suffix]} KiB anonymous"
         print(f"\n{'deflated' if deflated else 'stored'} 1 GiB tensor, peak anonymous memory: "
