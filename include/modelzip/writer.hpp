@@ -28,8 +28,14 @@
 //
 // Thread safety: a Writer is not thread-safe; use one per thread. Two
 // processes (or two Writers in different threads) committing to one archive
-// at once are serialized by an exclusive lock on the archive's lock file
-// (flock), so neither loses the other's tag. NewTag, WriterOptions and the
+// at once are serialized by an exclusive lock of the archive file itself
+// (of its folder when there is no archive yet; no lock file is created), so
+// neither loses the other's tag. A symbolic link given as the path is
+// followed once at open(): the file it leads to is locked, replaced and
+// appended to, and the link stays a link. A rewrite keeps the archive's
+// permission bits, owner and group (Error(io), archive unchanged, if it
+// cannot); an archive this process may not open for writing is refused by
+// commit() with Error(io). NewTag, WriterOptions and the
 // other option structs are plain values, not thread-safe to modify while
 // shared. Readers (Archive::open) never wait for a writer and always see
 // the old or the new archive, also while an append is in progress.

@@ -16,6 +16,7 @@
 #include "format/tag_name.hpp"
 #include "format/tags_file.hpp"
 #include "format/tensor_blob.hpp"
+#include "io/append_journal.hpp"
 #include "io/durable_file.hpp"
 #include "io/file_identity.hpp"
 #include "modelzip/cancel.hpp"
@@ -178,9 +179,13 @@ void remove_from_plan(Plan& plan, const std::string& tag) {
   }
 }
 
+// Dedup matches only blobs stored with the compression the new one asks for:
+// sharing a deflated blob would take zero-copy reads away from a parameter
+// added as stored, and sharing a stored one would leave a parameter asked to
+// be deflated uncompressed.
 struct DedupIndex {
-  // (kind, size, crc) -> blobs with that content hash.
-  std::map<std::tuple<int, std::uint64_t, std::uint32_t>,
+  // (kind and format, compression, size, crc) -> blobs with that content hash.
+  std::map<std::tuple<int, Compression, std::uint64_t, std::uint32_t>,
            std::vector<std::pair<std::string, BlobKey>>>
       by_hash;
 };
@@ -299,11 +304,13 @@ class AddContext {
   }
 
   // The blob that row (first[, second]) of the newest tag before `self`
-  // refers to, if it has that format and lives uncompressed in memory or
-  // the old archive: the likely duplicate when a checkpoint repeats the
-  // previous one's unchanged tensors.
+  // refers to, if it has that format and compression and lives uncompressed
+  // in memory or the old archive: the likely duplicate when a checkpoint
+  // repeats the previous one's unchanged tensors.
   std::optional<std::pair<BlobRef, const Content*>> namesake(const TagPlan& self, TableKind kind,
-                                                             BlobFormat fmt, std::string_view first,
+                                                             BlobFormat fmt,
+                                                             Compression compression,
+                                                             std::string_view first,
                                                              std::string_view second) {
     if (plan_.tags.size() < 2 || &plan_.tags.back() != &self) return std::nullopt;
     const TagPlan& prev = plan_.tags[plan_.tags.size() - 2];
@@ -312,31 +319,31 @@ class AddContext {
     const TagPlan* owner = row->ref.tag.empty() ? &prev : plan_.find(row->ref.tag);
     if (!owner) return std::nullopt;
     auto it = owner->blobs.find(BlobKey{kind, row->ref.index, fmt});
-    if (it == owner->blobs.end()) return std::nullopt;
+    if (it == owner->blobs.end() || it->second.compression != compression) return std::nullopt;
     if (it->second.old && !it->second.old->stored()) return std::nullopt;  // CRC path first
     return std::make_pair(BlobRef{owner->name, row->ref.index, fmt}, &it->second);
   }
 
   // Adds a blob to `self`, or with dedup returns the existing blob with the
-  // same bytes. Unchanged tensors of a new checkpoint usually equal their
-  // namesake in the previous tag: that one is compared first (a changed
-  // tensor differs early, an unchanged one costs one comparison pass and no
-  // hashing); otherwise the blob is hashed and compared with every blob of
-  // the same size and CRC-32 (stored CRCs of the old archive are reused).
+  // same bytes and the same compression (see DedupIndex). Unchanged tensors of a new checkpoint
+  // usually equal their namesake in the previous tag: that one is compared first (a changed tensor
+  // differs early, an unchanged one costs one comparison pass and no hashing); otherwise the blob
+  // is hashed and compared with every blob of the same size and CRC-32 (stored CRCs of the old
+  // archive are reused).
   BlobRef store(TagPlan& self, TableKind kind, BlobFormat fmt, std::vector<Bytes> pieces,
                 Compression compression, std::string_view first, std::string_view second) {
     Content c;
     c.size = pieces_size(pieces);
     c.compression = compression;
     if (dedup_) {
-      if (auto hit = namesake(self, kind, fmt, first, second);
+      if (auto hit = namesake(self, kind, fmt, compression, first, second);
           hit && hit->second->size == c.size && same_bytes(pieces, content_bytes(*hit->second))) {
         ++stats_.blobs_deduplicated;
         return hit->first;
       }
       c.crc = pieces_crc(pieces);
-      auto hash_key =
-          std::make_tuple(static_cast<int>(kind) * 2 + static_cast<int>(fmt), c.size, *c.crc);
+      auto hash_key = std::make_tuple(static_cast<int>(kind) * 2 + static_cast<int>(fmt),
+                                      compression, c.size, *c.crc);
       for (const auto& [owner, key] : index_.by_hash[hash_key]) {
         TagPlan* t = plan_.find(owner);
         const Content& other = t->blobs.at(key);
@@ -366,7 +373,8 @@ class AddContext {
       for (auto& [key, c] : t.blobs) {
         if (!c.crc) c.crc = pieces_crc(c.pieces);
         int kind = static_cast<int>(key.kind) * 2 + static_cast<int>(key.format);
-        index_.by_hash[std::make_tuple(kind, c.size, *c.crc)].emplace_back(t.name, key);
+        index_.by_hash[std::make_tuple(kind, c.compression, c.size, *c.crc)].emplace_back(t.name,
+                                                                                          key);
       }
   }
 
@@ -464,7 +472,14 @@ std::uint64_t expected_bytes(const Plan& plan, const std::set<std::string>* only
 
 class Writer::Impl {
  public:
+  // The archive: `path` is where its file is (symbolic links followed once,
+  // at open: io::resolve_archive_path), `shown` what the caller named, which
+  // every error names.
   std::filesystem::path path;
+  std::filesystem::path shown;
+  // The archive's descriptor while commit() holds the writer lock; -1 when
+  // there was no archive.
+  int archive_fd = -1;
   WriterOptions options;
   std::vector<std::variant<AddOp, RemoveOp, GcOp>> ops;
   // Staged metadata changes, applied in order at commit to the metadata the
@@ -513,7 +528,14 @@ class Writer::Impl {
     return tags;
   }
 
-  ErrorContext context() const { return ErrorContext{.archive = path.string()}; }
+  ErrorContext context() const { return ErrorContext{.archive = shown.string()}; }
+  // `e` naming the archive as the caller did (not its resolved target or
+  // temporary file).
+  Error as_shown(const Error& e) const {
+    ErrorContext c = e.context();
+    c.archive = shown.string();
+    return Error(e.code(), e.message(), std::move(c));
+  }
 
   void commit();
   bool appendable(const Archive::Impl& old) const;
@@ -529,8 +551,23 @@ void Writer::Impl::commit() {
       throw Error(ErrorCode::cancelled, "save cancelled (interrupted)", context());
   };
   check_cancel();
+  // Nothing staged and no interrupted append to recover: the archive stays
+  // as it is, so no lock is needed, nor permission to write it.
+  if (ops.empty() && metadata_edits.empty() &&
+      !std::filesystem::exists(io::append_journal_path(path))) {
+    if (std::optional<Archive> old = current_archive()) {
+      last_stats = {};
+      current_tags = old->tags();
+      return;
+    }
+  }
   io::FileLock lock(path);
   check_cancel();
+  archive_fd = lock.archive_fd();
+  struct ForgetFd {
+    int& fd;
+    ~ForgetFd() { fd = -1; }
+  } forget{archive_fd};
   io::remove_stale_temp_files(path);
   try {
     zip::recover_append(path, true);
@@ -602,6 +639,7 @@ void Writer::Impl::rewrite(const Plan& plan, const Archive::Impl* old_impl, Stat
   io::TempFile temp = io::TempFile::beside(path);
   try {
     io::OutputFile out(temp.path());
+    if (archive_fd >= 0) io::keep_attributes(archive_fd, out.fd(), path);
     zip::StreamZipWriter zw(out.fd(), temp.path().string(), 0, expected_bytes(plan, nullptr),
                             options.progress);
     emit_all(zw, plan, old_impl);
@@ -659,10 +697,15 @@ Writer& Writer::operator=(Writer&&) noexcept = default;
 
 Writer Writer::open(const std::filesystem::path& path, WriterOptions options) {
   auto impl = std::make_unique<Impl>();
-  impl->path = path;
+  impl->shown = path;
   impl->options = std::move(options);
-  io::remove_stale_temp_files(path);
-  impl->refresh();
+  try {
+    impl->path = io::resolve_archive_path(path);
+    io::remove_stale_temp_files(impl->path);
+    impl->refresh();
+  } catch (const Error& e) {
+    throw impl->as_shown(e);
+  }
   return Writer(std::move(impl));
 }
 
@@ -671,7 +714,7 @@ void Writer::add_tag(std::string tag, NewTag contents) {
   for (const auto& t : impl_->staged_tags())
     if (format::same_tag(t, tag))
       throw Error(ErrorCode::already_exists, "tag '" + t + "' exists already (tags ignore case)",
-                  ErrorContext{.archive = impl_->path.string(), .tag = tag});
+                  ErrorContext{.archive = impl_->shown.string(), .tag = tag});
   impl_->ops.emplace_back(AddOp{std::move(tag), std::move(contents)});
 }
 
@@ -681,7 +724,7 @@ void Writer::remove_tag(std::string_view tag) {
                          [&](const std::string& t) { return format::same_tag(t, tag); });
   if (it == tags.end())
     throw Error(ErrorCode::not_found, "no tag '" + std::string(tag) + "' to remove",
-                ErrorContext{.archive = impl_->path.string()});
+                ErrorContext{.archive = impl_->shown.string()});
   impl_->ops.emplace_back(RemoveOp{*it});
 }
 
@@ -702,7 +745,11 @@ std::vector<std::string> Writer::tags() const {
 }
 
 void Writer::commit() {
-  impl_->commit();
+  try {
+    impl_->commit();
+  } catch (const Error& e) {
+    throw impl_->as_shown(e);
+  }
 }
 
 const Writer::Stats& Writer::last_stats() const noexcept {

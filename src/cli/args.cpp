@@ -33,6 +33,10 @@ Args::Args(const std::vector<std::string>& argv, const std::set<std::string>& va
         if (i + 1 >= argv.size()) throw UsageError("option " + name + " needs a value");
         inline_value = argv[++i];
       }
+      if (name == "--tag" && inline_value.empty())
+        throw UsageError(
+            "option --tag needs a tag name, got an empty one (leave --tag out to "
+            "mean the newest tag)");
       values_.emplace(name, inline_value);
     } else if (flags.count(name) && !has_inline) {
       flags_.insert(name);
@@ -80,6 +84,12 @@ long long Args::number_or(const std::string& name, long long fallback, long long
 const std::string& Args::at(std::size_t i, const std::string& what) const {
   if (i >= positional_.size()) throw UsageError("missing " + what);
   return positional_[i];
+}
+
+const std::string& Args::tag_at(std::size_t i, const std::string& what) const {
+  const std::string& tag = at(i, what);
+  if (tag.empty()) throw UsageError(what + " needs a tag name, got an empty one");
+  return tag;
 }
 
 void Args::expect_positionals(std::size_t min, std::size_t max) const {

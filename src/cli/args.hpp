@@ -22,6 +22,7 @@ class Args {
  public:
   // `value_options` take a value ("--tag T" or "--tag=T"); `flags` do not;
   // `pair_options` take two ("--updater VAR STATE").
+  // An empty --tag value is a UsageError (it is never a tag name).
   Args(const std::vector<std::string>& argv, const std::set<std::string>& value_options,
        const std::set<std::string>& flags, const std::set<std::string>& pair_options = {});
 
@@ -38,6 +39,8 @@ class Args {
 
   // Positional i, or UsageError naming `what`.
   const std::string& at(std::size_t i, const std::string& what) const;
+  // Positional i as a tag name: UsageError naming `what` if missing or empty.
+  const std::string& tag_at(std::size_t i, const std::string& what) const;
   void expect_positionals(std::size_t min, std::size_t max) const;
 
  private:

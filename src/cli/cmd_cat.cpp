@@ -3,10 +3,12 @@
 #include <cstdio>
 #include <iostream>
 
+#include "checkpoint/tensor_stream.hpp"
 #include "cli/args.hpp"
 #include "cli/command.hpp"
 #include "cli/open_archive.hpp"
 #include "cli/terminal.hpp"
+#include "convert/npy_format.hpp"
 #include "modelzip/archive.hpp"
 #include "modelzip/convert.hpp"
 #include "modelzip/error.hpp"
@@ -29,17 +31,38 @@ int run(const std::vector<std::string>& argv) {
   const std::string what =
       updater.empty() ? "'" + args.at(1, "PARAM") + "'"
                       : "updater state '" + updater[0].second + "' of '" + updater[0].first + "'";
-  Tensor t = updater.empty()
-                 ? archive.tensor(args.at(1, "PARAM"), tag, ReadMode::copy)
-                 : archive.updater_state(updater[0].first, updater[0].second, tag, ReadMode::copy);
   const bool force = args.flag("--force") || args.flag("-f");
   const bool terminal = ::isatty(1) == 1;
   // Like gzip: binary data on a terminal would be garbage at best and
   // terminal escape sequences at worst. Strings are shown escaped instead.
-  if (terminal && !force && (args.flag("--npy") || t.dtype() != DType::utf8))
-    throw Error(ErrorCode::invalid_argument,
-                "not writing the binary data of " + what +
-                    " to a terminal (redirect it to a file or a pipe, or use --force)");
+  auto refuse_terminal = [&](DType dtype) {
+    if (terminal && !force && (args.flag("--npy") || dtype != DType::utf8))
+      throw Error(ErrorCode::invalid_argument,
+                  "not writing the binary data of " + what +
+                      " to a terminal (redirect it to a file or a pipe, or use --force)");
+  };
+  // A dense numeric parameter streams through a small buffer (any size,
+  // bounded memory); the CRC-32 is checked at the end, so a damaged blob
+  // fails the command (exit status 1) after its bytes went out.
+  if (updater.empty()) {
+    TensorStream stream(archive, args.at(1, "PARAM"), tag);
+    if (stream.streamable()) {
+      refuse_terminal(stream.dtype());
+      if (args.flag("--npy"))
+        write_all(convert::detail::npy_header(convert::detail::npy_descr(stream.dtype()),
+                                              stream.shape()));
+      stream.write_values([](std::span<const std::byte> piece) {
+        write_all(std::string_view(reinterpret_cast<const char*>(piece.data()), piece.size()));
+      });
+      if (std::fflush(stdout) != 0) throw Error(ErrorCode::io, "cannot write to standard output");
+      return 0;
+    }
+  }
+  // Updater state, sparse, string and big-endian tensors: read whole.
+  Tensor t = updater.empty()
+                 ? archive.tensor(args.at(1, "PARAM"), tag, ReadMode::copy)
+                 : archive.updater_state(updater[0].first, updater[0].second, tag, ReadMode::copy);
+  refuse_terminal(t.dtype());
   if (args.flag("--npy")) {
     convert::write_npy(std::cout, t);
     std::cout.flush();
@@ -70,7 +93,9 @@ extern const Command kCatCommand{
     "Without --npy: the raw little-endian, row-major element bytes (string tensors:\n"
     "one string per line). With --npy: a complete NumPy .npy file; bfloat16 is\n"
     "written as raw '<u2' (numpy has no bfloat16).\n"
-    "The data's CRC-32 is checked. Binary data is not written to a terminal (like\n"
+    "The data's CRC-32 is checked (a dense parameter streams in bounded memory; if\n"
+    "it is damaged, the command fails after its bytes were written). Binary data is\n"
+    "not written to a terminal (like\n"
     "gzip): redirect standard output, or use --force; strings shown on a terminal\n"
     "have their control characters escaped.\n"
     "Options:\n"

@@ -143,7 +143,7 @@ int run(const std::vector<std::string>& argv) {
   Args args(argv, {}, {"--json"});
   args.expect_positionals(3, 3);
   Archive archive = open_archive(args.at(0, "ARCHIVE"));
-  const std::string tag_a = args.at(1, "TAG_A"), tag_b = args.at(2, "TAG_B");
+  const std::string tag_a = args.tag_at(1, "TAG_A"), tag_b = args.tag_at(2, "TAG_B");
   std::vector<Row> rows;
   compare(archive, tag_a, tag_b, false, rows);
   compare(archive, tag_a, tag_b, true, rows);

@@ -1,10 +1,14 @@
+#include <deque>
 #include <filesystem>
 #include <iostream>
 
+#include "checkpoint/tensor_stream.hpp"
 #include "cli/args.hpp"
 #include "cli/command.hpp"
 #include "cli/open_archive.hpp"
 #include "cli/terminal.hpp"
+#include "convert/convert_util.hpp"
+#include "convert/npy_format.hpp"
 #include "io/durable_file.hpp"
 #include "modelzip/archive.hpp"
 #include "modelzip/convert.hpp"
@@ -87,8 +91,55 @@ int run(const std::vector<std::string>& argv) {
   if (names.empty() && updater.empty())
     for (const auto& p : archive.params(tag))
       if (p.kind == BlobKind::tensor) names.push_back(p.name);
+  if (format == "npy" && names.size() == 1 && updater.empty()) {
+    TensorStream stream(archive, names[0], tag);
+    if (stream.streamable()) {  // any size, in bounded memory
+      convert::detail::write_file_atomically(out, [&](std::ostream& file) {
+        const std::string header =
+            convert::detail::npy_header(convert::detail::npy_descr(stream.dtype()), stream.shape());
+        convert::detail::write_bytes(file, header);
+        stream.write_values(
+            [&](std::span<const std::byte> piece) { convert::detail::write_bytes(file, piece); });
+      });
+      std::cerr << "wrote 1 tensor(s) to " << out.string() << " (npy)\n";
+      return 0;
+    }
+  }
+  if ((format == "safetensors" || format == "btf") && updater.empty()) {
+    // Every tensor streams after the header, which needs only their sizes.
+    std::deque<TensorStream> streams;
+    std::vector<convert::detail::StreamedTensor> streamed;
+    for (const auto& n : names) {
+      const TensorStream& s = streams.emplace_back(archive, n, tag);
+      if (!s.streamable()) break;
+      streamed.push_back(
+          {n, s.dtype(), s.shape(), s.layout(), s.value_bytes(), [&s](std::ostream& file) {
+             s.write_values([&](std::span<const std::byte> piece) {
+               convert::detail::write_bytes(file, piece);
+             });
+           }});
+    }
+    if (streamed.size() == names.size()) {
+      if (format == "safetensors")
+        convert::detail::write_safetensors_streamed(out, streamed);
+      else
+        convert::detail::write_btf_streamed(out, streamed);
+      std::cerr << "wrote " << names.size() << " tensor(s) to " << out.string() << " (" << format
+                << ")\n";
+      return 0;
+    }
+  }
+  // npz takes whole tensors (libzip reads each entry from one buffer), as
+  // do updater state arrays and sparse, string or big-endian tensors in any
+  // format. Stored blobs are views of the mapped archive (file pages, not
+  // memory of this process), CRC-checked first; deflated ones are
+  // decompressed whole.
   std::vector<convert::NamedTensor> tensors;
-  for (const auto& n : names) tensors.push_back({n, archive.tensor(n, tag, ReadMode::copy)});
+  for (const auto& n : names) {
+    TensorStream stream(archive, n, tag);
+    if (!archive.param(n, tag).compressed) stream.check();
+    tensors.push_back({n, archive.tensor(n, tag, ReadMode::zero_copy)});
+  }
   for (const auto& [var, state] : updater)  // named "VAR/STATE" in the file
     tensors.push_back({var + "/" + state, archive.updater_state(var, state, tag, ReadMode::copy)});
   if (format == "safetensors")

@@ -20,7 +20,7 @@ int run(const std::vector<std::string>& argv) {
   Writer writer = Writer::open(path, WriterOptions{.progress = bar.callback()});
   // What the tag holds, for the report: its own blobs, and those of them
   // another tag still references (they move instead of being deleted).
-  std::string tag = args.at(1, "TAG");
+  std::string tag = args.tag_at(1, "TAG");
   std::size_t params = 0, states = 0, moved = 0, own = 0;
   const auto before = std::filesystem::file_size(path);
   {

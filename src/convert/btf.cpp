@@ -5,6 +5,7 @@
 // 8-byte aligned record offsets) and lib/tensor/coo_host_tensor_kernels.cc
 // (COO payload: dims, then indices and values as dense payloads).
 #include <algorithm>
+#include <functional>
 #include <optional>
 #include <ostream>
 
@@ -168,27 +169,44 @@ std::vector<NamedTensor> read_btf(const Bytes& data, const Limits& limits) {
 
 namespace {
 
+// One record to write: what its header needs, the bytes of its COO indices
+// (empty when dense) and a callback that writes its values.
 struct PlannedRecord {
-  const Tensor* tensor;
-  std::uint8_t code;
-  std::uint64_t size;  // including padding
+  DType dtype;
+  Shape shape;
+  Layout layout;
+  std::uint64_t nnz;
+  std::span<const std::byte> indices;
+  std::uint64_t value_bytes;
+  std::function<void(std::ostream&)> write_values;
+  std::uint8_t code = 0;
+  std::uint64_t size = 0;  // including padding
 };
+
+void plan_record(PlannedRecord& r, std::string_view name) {
+  auto code = btf_code(r.dtype);
+  if (!code)
+    detail::unsupported_tensor("BTF", name,
+                               "dtype " + std::string(dtype_name(r.dtype)) +
+                                   " has no BTF number (BTF holds int8-64, uint8-64, float32, "
+                                   "float64)");
+  r.code = *code;
+  std::uint64_t size = kRecordHeaderSize + 8 * r.shape.size();
+  if (r.layout == Layout::sparse_coo) size += 16 + r.indices.size() + 8;
+  size += r.value_bytes;
+  r.size = modelzip::detail::align_up(size, kAlignment);
+}
 
 std::vector<PlannedRecord> plan(std::span<const NamedTensor> tensors) {
   std::vector<PlannedRecord> records;
   for (const auto& t : tensors) {
     const Tensor& x = t.tensor;
-    auto code = btf_code(x.dtype());
-    if (!code)
-      detail::unsupported_tensor("BTF", t.name,
-                                 "dtype " + std::string(dtype_name(x.dtype())) +
-                                     " has no BTF number (BTF holds int8-64, uint8-64, float32, "
-                                     "float64)");
-    std::uint64_t size = kRecordHeaderSize + 8 * x.rank();
-    if (x.layout() == Layout::sparse_coo) size += 16 + x.indices().size() + 8;
-    size += x.values().size();
-    size = modelzip::detail::align_up(size, kAlignment);
-    records.push_back({&x, *code, size});
+    records.push_back(
+        {x.dtype(), x.shape(), x.layout(), x.layout() == Layout::sparse_coo ? x.nnz() : 0,
+         x.layout() == Layout::sparse_coo ? x.indices().span() : std::span<const std::byte>(),
+         x.values().size(),
+         [&x](std::ostream& out) { detail::write_bytes(out, x.values().span()); }});
+    plan_record(records.back(), t.name);
   }
   return records;
 }
@@ -210,24 +228,23 @@ void write_records(std::ostream& out, const std::vector<PlannedRecord>& records)
     detail::write_bytes(out, b);
   };
   for (const auto& rec : records) {
-    const Tensor& x = *rec.tensor;
     std::byte header[kRecordHeaderSize] = {};
-    modelzip::detail::store_le<std::uint64_t>(header, x.rank());
+    modelzip::detail::store_le<std::uint64_t>(header, rec.shape.size());
     header[8] = static_cast<std::byte>(rec.code);
-    header[9] = static_cast<std::byte>(x.layout() == Layout::dense ? kLayoutDense : kLayoutCoo);
+    header[9] = static_cast<std::byte>(rec.layout == Layout::dense ? kLayoutDense : kLayoutCoo);
     detail::write_bytes(out, header);
-    put_u64s(x.shape());
-    std::uint64_t written = kRecordHeaderSize + 8 * x.rank() + x.values().size();
-    if (x.layout() == Layout::sparse_coo) {
-      const std::int64_t nnz = static_cast<std::int64_t>(x.nnz());
-      const std::int64_t index_dims[2] = {nnz, static_cast<std::int64_t>(x.rank())};
+    put_u64s(rec.shape);
+    std::uint64_t written = kRecordHeaderSize + 8 * rec.shape.size() + rec.value_bytes;
+    if (rec.layout == Layout::sparse_coo) {
+      const std::int64_t nnz = static_cast<std::int64_t>(rec.nnz);
+      const std::int64_t index_dims[2] = {nnz, static_cast<std::int64_t>(rec.shape.size())};
       put_u64s(index_dims);
-      detail::write_bytes(out, x.indices().span());
+      detail::write_bytes(out, rec.indices);
       const std::int64_t value_dims[1] = {nnz};
       put_u64s(value_dims);
-      written += 16 + x.indices().size() + 8;
+      written += 16 + rec.indices.size() + 8;
     }
-    detail::write_bytes(out, x.values().span());
+    rec.write_values(out);
     static constexpr std::byte kZeros[kAlignment] = {};
     detail::write_bytes(out, std::span(kZeros, rec.size - written));
   }
@@ -243,5 +260,21 @@ void write_btf(const std::filesystem::path& path, std::span<const NamedTensor> t
   auto records = plan(tensors);
   detail::write_file_atomically(path, [&](std::ostream& out) { write_records(out, records); });
 }
+
+namespace detail {
+
+void write_btf_streamed(const std::filesystem::path& path,
+                        std::span<const StreamedTensor> tensors) {
+  std::vector<PlannedRecord> records;
+  for (const auto& t : tensors) {
+    if (t.layout != Layout::dense)
+      throw Error(ErrorCode::invalid_argument, "BTF: a streamed tensor must be dense");
+    records.push_back({t.dtype, t.shape, t.layout, 0, {}, t.nbytes, t.write});
+    plan_record(records.back(), t.name);
+  }
+  write_file_atomically(path, [&](std::ostream& out) { write_records(out, records); });
+}
+
+}  // namespace detail
 
 }  // namespace modelzip::convert

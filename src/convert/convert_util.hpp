@@ -73,4 +73,24 @@ Error name_error(const Error& e, std::string_view tensor_name);
 // Error(invalid_argument) naming the first duplicate name, if any.
 void check_unique_names(std::span<const NamedTensor> tensors, std::string_view format);
 
+// A tensor given by its header fields and a callback that writes exactly
+// `nbytes` element bytes: for writers that stream tensors larger than memory
+// (modelzip export).
+struct StreamedTensor {
+  std::string name;
+  DType dtype = DType::float32;
+  Shape shape;
+  Layout layout = Layout::dense;
+  std::uint64_t nbytes = 0;
+  std::function<void(std::ostream&)> write;
+};
+
+// write_safetensors (the same file, byte for byte) from StreamedTensors: the
+// header needs only their sizes, then each one writes its bytes in turn.
+void write_safetensors_streamed(const std::filesystem::path& path,
+                                std::span<const StreamedTensor> tensors,
+                                const StringMap& metadata = {});
+// write_btf (the same file) from dense StreamedTensors.
+void write_btf_streamed(const std::filesystem::path& path, std::span<const StreamedTensor> tensors);
+
 }  // namespace modelzip::convert::detail

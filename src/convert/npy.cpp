@@ -390,78 +390,42 @@ Tensor parse_npy(const Bytes& file, const Limits& limits) {
   return Tensor::dense(dtype.dtype, std::move(shape), std::move(values));
 }
 
-NpyParts npy_parts(const Tensor& tensor) {
-  if (tensor.layout() != Layout::dense)
-    throw Error(ErrorCode::unsupported, ".npy cannot hold sparse COO tensors");
-  std::string descr;
-  Bytes data;
-  if (tensor.dtype() == DType::utf8) {
-    const std::uint64_t n = tensor.numel();
-    std::vector<std::vector<char32_t>> items(n);
-    std::uint64_t chars = 1;  // numpy never writes '<U0'
-    for (std::uint64_t i = 0; i < n; ++i) {
-      items[i] = modelzip::detail::utf8_decode(tensor.string_at(i));
-      if (!items[i].empty() && items[i].back() == 0)
-        throw Error(ErrorCode::unsupported, ".npy cannot hold string " + std::to_string(i) +
-                                                ": it ends in U+0000, which numpy strips");
-      chars = std::max<std::uint64_t>(chars, items[i].size());
-    }
-    std::vector<std::byte> out(checked_mul(checked_mul(n, chars, "string data"), 4, "string data"));
-    for (std::uint64_t i = 0; i < n; ++i)
-      for (std::size_t k = 0; k < items[i].size(); ++k)
-        modelzip::detail::store_le<std::uint32_t>(out.data() + (i * chars + k) * 4,
-                                                  static_cast<std::uint32_t>(items[i][k]));
-    descr = "<U" + std::to_string(chars);
-    data = Bytes::take(std::move(out));
-  } else {
-    switch (tensor.dtype()) {
-      case DType::bool_:
-        descr = "|b1";
-        break;
-      case DType::int8:
-        descr = "|i1";
-        break;
-      case DType::uint8:
-        descr = "|u1";
-        break;
-      case DType::int16:
-        descr = "<i2";
-        break;
-      case DType::int32:
-        descr = "<i4";
-        break;
-      case DType::int64:
-        descr = "<i8";
-        break;
-      case DType::uint16:
-        descr = "<u2";
-        break;
-      case DType::uint32:
-        descr = "<u4";
-        break;
-      case DType::uint64:
-        descr = "<u8";
-        break;
-      case DType::float16:
-        descr = "<f2";
-        break;
-      case DType::float32:
-        descr = "<f4";
-        break;
-      case DType::float64:
-        descr = "<f8";
-        break;
-      case DType::bfloat16:
-        descr = "<u2";
-        break;  // raw bit patterns (numpy has no bfloat16)
-      case DType::utf8:
-        break;
-    }
-    data = tensor.values();
+std::string npy_descr(DType dtype) {
+  switch (dtype) {
+    case DType::bool_:
+      return "|b1";
+    case DType::int8:
+      return "|i1";
+    case DType::uint8:
+      return "|u1";
+    case DType::int16:
+      return "<i2";
+    case DType::int32:
+      return "<i4";
+    case DType::int64:
+      return "<i8";
+    case DType::uint16:
+      return "<u2";
+    case DType::uint32:
+      return "<u4";
+    case DType::uint64:
+      return "<u8";
+    case DType::float16:
+      return "<f2";
+    case DType::float32:
+      return "<f4";
+    case DType::float64:
+      return "<f8";
+    case DType::bfloat16:
+      return "<u2";  // raw bit patterns (numpy has no bfloat16)
+    case DType::utf8:
+      break;
   }
+  throw Error(ErrorCode::unsupported, ".npy strings need their length: use npy_parts");
+}
 
+std::string npy_header(const std::string& descr, const Shape& shape) {
   std::string dict = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (";
-  const Shape& shape = tensor.shape();
   for (std::size_t i = 0; i < shape.size(); ++i) {
     if (i) dict += ", ";
     dict += std::to_string(shape[i]);
@@ -488,7 +452,30 @@ NpyParts npy_parts(const Tensor& tensor) {
   for (int i = 0; i < (major == 1 ? 2 : 4); ++i)
     header += static_cast<char>((header_len >> (8 * i)) & 0xFF);
   header += dict;
-  return {std::move(header), std::move(data)};
+  return header;
+}
+
+NpyParts npy_parts(const Tensor& tensor) {
+  if (tensor.layout() != Layout::dense)
+    throw Error(ErrorCode::unsupported, ".npy cannot hold sparse COO tensors");
+  if (tensor.dtype() != DType::utf8)
+    return {npy_header(npy_descr(tensor.dtype()), tensor.shape()), tensor.values()};
+  const std::uint64_t n = tensor.numel();
+  std::vector<std::vector<char32_t>> items(n);
+  std::uint64_t chars = 1;  // numpy never writes '<U0'
+  for (std::uint64_t i = 0; i < n; ++i) {
+    items[i] = modelzip::detail::utf8_decode(tensor.string_at(i));
+    if (!items[i].empty() && items[i].back() == 0)
+      throw Error(ErrorCode::unsupported, ".npy cannot hold string " + std::to_string(i) +
+                                              ": it ends in U+0000, which numpy strips");
+    chars = std::max<std::uint64_t>(chars, items[i].size());
+  }
+  std::vector<std::byte> out(checked_mul(checked_mul(n, chars, "string data"), 4, "string data"));
+  for (std::uint64_t i = 0; i < n; ++i)
+    for (std::size_t k = 0; k < items[i].size(); ++k)
+      modelzip::detail::store_le<std::uint32_t>(out.data() + (i * chars + k) * 4,
+                                                static_cast<std::uint32_t>(items[i][k]));
+  return {npy_header("<U" + std::to_string(chars), tensor.shape()), Bytes::take(std::move(out))};
 }
 
 }  // namespace detail

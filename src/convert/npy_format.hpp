@@ -25,4 +25,10 @@ struct NpyParts {
 };
 NpyParts npy_parts(const Tensor& tensor);
 
+// The header alone: numpy's type string of a non-string dtype (Error(
+// unsupported) for utf8), and the header of an array of `descr` and `shape`
+// (for writers that stream the data after it).
+std::string npy_descr(DType dtype);
+std::string npy_header(const std::string& descr, const Shape& shape);
+
 }  // namespace modelzip::convert::detail

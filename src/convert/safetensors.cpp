@@ -221,22 +221,21 @@ TensorFile read_safetensors(const Bytes& data, const Limits& limits) {
 namespace {
 
 struct Prepared {
-  std::string header;                     // size prefix, JSON, padding
-  std::vector<const NamedTensor*> order;  // data order
+  std::string header;                                // size prefix, JSON, padding
+  std::vector<const detail::StreamedTensor*> order;  // data order
 };
 
-Prepared prepare(std::span<const NamedTensor> tensors, const StringMap& metadata) {
-  detail::check_unique_names(tensors, "safetensors");
-  std::vector<const NamedTensor*> order;
+Prepared prepare(std::span<const detail::StreamedTensor> tensors, const StringMap& metadata) {
+  std::vector<const detail::StreamedTensor*> order;
   for (const auto& t : tensors) {
     if (t.name == kMetadataKey)
       throw Error(ErrorCode::invalid_argument,
                   "safetensors: '__metadata__' is reserved and cannot name a tensor");
     if (!modelzip::detail::utf8_valid(t.name))
       throw Error(ErrorCode::invalid_argument, "safetensors: a tensor name is not valid UTF-8");
-    if (t.tensor.layout() != Layout::dense)
+    if (t.layout != Layout::dense)
       detail::unsupported_tensor("safetensors", t.name, "sparse COO tensors are not supported");
-    if (t.tensor.dtype() == DType::utf8)
+    if (t.dtype == DType::utf8)
       detail::unsupported_tensor("safetensors", t.name, "string tensors are not supported");
     order.push_back(&t);
   }
@@ -244,11 +243,16 @@ Prepared prepare(std::span<const NamedTensor> tensors, const StringMap& metadata
     if (!modelzip::detail::utf8_valid(k) || !modelzip::detail::utf8_valid(v))
       throw Error(ErrorCode::invalid_argument, "safetensors: metadata is not valid UTF-8");
   // The library's order: descending dtype alignment, then name.
-  std::sort(order.begin(), order.end(), [](const NamedTensor* a, const NamedTensor* b) {
-    const int ra = find_dtype(a->tensor.dtype())->alignment_rank;
-    const int rb = find_dtype(b->tensor.dtype())->alignment_rank;
-    return ra != rb ? ra > rb : a->name < b->name;
-  });
+  std::sort(order.begin(), order.end(),
+            [](const detail::StreamedTensor* a, const detail::StreamedTensor* b) {
+              const int ra = find_dtype(a->dtype)->alignment_rank;
+              const int rb = find_dtype(b->dtype)->alignment_rank;
+              return ra != rb ? ra > rb : a->name < b->name;
+            });
+  for (std::size_t i = 1; i < order.size(); ++i)
+    if (order[i - 1]->name == order[i]->name)
+      throw Error(ErrorCode::invalid_argument,
+                  "safetensors: duplicate tensor name '" + order[i]->name + "'");
 
   std::string json = "{";
   bool first = true;
@@ -266,19 +270,18 @@ Prepared prepare(std::span<const NamedTensor> tensors, const StringMap& metadata
     first = false;
   }
   std::uint64_t offset = 0;
-  for (const NamedTensor* t : order) {
+  for (const detail::StreamedTensor* t : order) {
     if (!first) json += ',';
     first = false;
     detail::append_json_string(json, t->name);
     json += ":{\"dtype\":\"";
-    json += find_dtype(t->tensor.dtype())->name;
+    json += find_dtype(t->dtype)->name;
     json += "\",\"shape\":[";
-    const Shape& shape = t->tensor.shape();
-    for (std::size_t i = 0; i < shape.size(); ++i) {
+    for (std::size_t i = 0; i < t->shape.size(); ++i) {
       if (i) json += ',';
-      json += std::to_string(shape[i]);
+      json += std::to_string(t->shape[i]);
     }
-    const std::uint64_t end = offset + t->tensor.values().size();
+    const std::uint64_t end = offset + t->nbytes;
     json += "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(end) + "]}";
     offset = end;
   }
@@ -300,20 +303,51 @@ Prepared prepare(std::span<const NamedTensor> tensors, const StringMap& metadata
 
 void write_prepared(std::ostream& out, const Prepared& p) {
   detail::write_bytes(out, p.header);
-  for (const NamedTensor* t : p.order) detail::write_bytes(out, t->tensor.values().span());
+  for (const detail::StreamedTensor* t : p.order) {
+    const auto before = out.tellp();
+    t->write(out);
+    if (out && before >= 0 && static_cast<std::uint64_t>(out.tellp() - before) != t->nbytes)
+      throw Error(ErrorCode::io, "safetensors: tensor '" + t->name + "' wrote " +
+                                     std::to_string(out.tellp() - before) + " bytes, not " +
+                                     std::to_string(t->nbytes));
+  }
+}
+
+// The tensors as StreamedTensors that write their values.
+std::vector<detail::StreamedTensor> as_streamed(std::span<const NamedTensor> tensors) {
+  std::vector<detail::StreamedTensor> out;
+  out.reserve(tensors.size());
+  for (const auto& t : tensors)
+    out.push_back({t.name, t.tensor.dtype(), t.tensor.shape(), t.tensor.layout(),
+                   t.tensor.values().size(),
+                   [&t](std::ostream& o) { detail::write_bytes(o, t.tensor.values().span()); }});
+  return out;
 }
 
 }  // namespace
 
 void write_safetensors(std::ostream& out, std::span<const NamedTensor> tensors,
                        const StringMap& metadata) {
-  write_prepared(out, prepare(tensors, metadata));
+  detail::check_unique_names(tensors, "safetensors");
+  const auto streamed = as_streamed(tensors);
+  write_prepared(out, prepare(streamed, metadata));
 }
 
 void write_safetensors(const std::filesystem::path& path, std::span<const NamedTensor> tensors,
                        const StringMap& metadata) {
-  const Prepared p = prepare(tensors, metadata);
-  detail::write_file_atomically(path, [&](std::ostream& out) { write_prepared(out, p); });
+  detail::check_unique_names(tensors, "safetensors");
+  detail::write_safetensors_streamed(path, as_streamed(tensors), metadata);
 }
+
+namespace detail {
+
+void write_safetensors_streamed(const std::filesystem::path& path,
+                                std::span<const StreamedTensor> tensors,
+                                const StringMap& metadata) {
+  const Prepared p = prepare(tensors, metadata);
+  write_file_atomically(path, [&](std::ostream& out) { write_prepared(out, p); });
+}
+
+}  // namespace detail
 
 }  // namespace modelzip::convert

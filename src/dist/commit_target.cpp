@@ -33,7 +33,9 @@ struct CommitTarget::Impl {
 
 CommitTarget::CommitTarget(std::filesystem::path path, bool durable)
     : impl_(std::make_unique<Impl>()) {
-  impl_->path = std::move(path);
+  // A symbolic link is followed once, as Writer::open does: the lock, the
+  // journal and the temporary file belong beside the file it leads to.
+  impl_->path = io::resolve_archive_path(path);
   impl_->durable = durable;
   // The ranks' entries start where the archive's tail starts (FORMAT.md
   // section 8.1), which needs the append layout. An archive not in it (of

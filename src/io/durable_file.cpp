@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -149,30 +150,141 @@ void remove_stale_temp_files(const fs::path& target) noexcept {
   }
 }
 
-FileLock::FileLock(const fs::path& target) {
-  auto lock_path = folder_of(target) / ("." + target.filename().string() + ".modelzip-lock");
-  fd_ = sys::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd_ < 0) fail(lock_path, "cannot open lock file");
-  while (::flock(fd_, LOCK_EX) != 0) {
+fs::path resolve_archive_path(const fs::path& path) {
+  fs::path p = path;
+  for (int links = 0; links <= 40; ++links) {
+    struct stat st;
+    if (::lstat(p.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return p;
+    std::error_code ec;
+    fs::path target = fs::read_symlink(p, ec);
+    if (ec)
+      throw Error(ErrorCode::io, "cannot read the symbolic link: " + ec.message(),
+                  ErrorContext{.archive = path.string()});
+    p = target.is_absolute() ? target : p.parent_path() / target;
+  }
+  throw Error(ErrorCode::io, "too many levels of symbolic links",
+              ErrorContext{.archive = path.string()});
+}
+
+namespace {
+
+// Closes a descriptor opened through io::sys (the archive's) or directly
+// (the folder's, opened read-only: no file-changing call to record).
+void close_fd(int fd, bool through_sys) {
+  if (through_sys)
+    sys::close(fd);
+  else
+    ::close(fd);
+}
+
+// Waits for an exclusive lock of `fd`, retried on EINTR; closes `fd` and
+// throws on failure. The archive (`through_sys`, opened read-write) gets an
+// open-file-description lock of the whole file (F_OFD_SETLKW): like flock
+// it belongs to the descriptor, not the process, and unlike the flock
+// emulation of NFS clients (process-wide fcntl locks, which closing any
+// descriptor of the file releases) it survives the writer opening and
+// closing the archive again to read it. The folder (read-only: no write
+// lock possible) gets a flock.
+void lock_or_fail(int fd, bool through_sys, const fs::path& target) {
+  auto lock = [&] {
+    if (!through_sys) return ::flock(fd, LOCK_EX);
+    struct flock whole {};
+    whole.l_type = F_WRLCK;
+    whole.l_whence = SEEK_SET;
+    return ::fcntl(fd, F_OFD_SETLKW, &whole);
+  };
+  while (lock() != 0) {
     if (errno == EINTR && !cancel_requested()) continue;
     if (errno == EINTR) {  // a signal asked to stop waiting (modelzip/cancel.hpp)
-      ::close(fd_);
+      close_fd(fd, through_sys);
       throw Error(ErrorCode::cancelled, "cancelled while waiting for the archive's lock",
                   ErrorContext{.archive = target.string()});
     }
     int saved = errno;
-    ::close(fd_);
+    close_fd(fd, through_sys);
     errno = saved;
-    fail(lock_path, "cannot lock");
+    fail(target, "cannot lock the archive for writing");
   }
 }
 
-FileLock::FileLock(FileLock&& other) noexcept : fd_(other.fd_) {
+// How often a writer looks again when the archive was replaced or created
+// while it waited: each time, another writer's commit finished.
+constexpr int kLockAttempts = 10000;
+
+}  // namespace
+
+FileLock::FileLock(const fs::path& target) {
+  for (int attempt = 0; attempt < kLockAttempts; ++attempt) {
+    int fd = sys::open(target.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0) {
+      struct stat locked;
+      if (::fstat(fd, &locked) != 0 || !S_ISREG(locked.st_mode)) {
+        sys::close(fd);
+        throw Error(ErrorCode::io, "not a regular file", ErrorContext{.archive = target.string()});
+      }
+      lock_or_fail(fd, true, target);
+      struct stat now;
+      if (::stat(target.c_str(), &now) == 0 && now.st_dev == locked.st_dev &&
+          now.st_ino == locked.st_ino) {
+        fd_ = fd;
+        archive_ = true;
+        return;
+      }
+      sys::close(fd);  // replaced (or removed) meanwhile: look again
+      continue;
+    }
+    if (errno == EACCES || errno == EPERM || errno == EROFS)
+      fail(target, "cannot modify the archive (this user may not write it)");
+    if (errno == ELOOP)
+      fail(target, "cannot modify the archive (it became a symbolic link while being opened)");
+    if (errno != ENOENT) fail(target, "cannot open the archive for writing");
+    const fs::path folder = folder_of(target);
+    int dir = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0) fail(target, "cannot open the archive's folder");
+    lock_or_fail(dir, false, target);
+    struct stat st;
+    if (::lstat(target.c_str(), &st) != 0 && errno == ENOENT) {
+      fd_ = dir;
+      return;
+    }
+    ::close(dir);  // created meanwhile: lock that file instead
+  }
+  throw Error(ErrorCode::io,
+              "cannot lock the archive for writing: it was replaced " +
+                  std::to_string(kLockAttempts) + " times while this writer waited",
+              ErrorContext{.archive = target.string()});
+}
+
+void keep_attributes(int from, int to, const fs::path& target) {
+  struct stat old, now;
+  if (::fstat(from, &old) != 0 || ::fstat(to, &now) != 0)
+    fail(target, "cannot read the archive's permissions");
+  if (old.st_uid != now.st_uid || old.st_gid != now.st_gid) {
+    if (::fchown(to, old.st_uid, old.st_gid) != 0) {
+      // Not allowed to give the file away: the group alone may still be
+      // ours to set (a group this user belongs to).
+      if (old.st_gid != now.st_gid) (void)::fchown(to, static_cast<uid_t>(-1), old.st_gid);
+      if (::fstat(to, &now) != 0) fail(target, "cannot read the archive's permissions");
+      if (old.st_uid != now.st_uid || old.st_gid != now.st_gid)
+        throw Error(ErrorCode::io,
+                    "cannot rewrite the archive without changing its owner or group (it belongs "
+                    "to user " +
+                        std::to_string(old.st_uid) + ", group " + std::to_string(old.st_gid) +
+                        "; this user may not give a file to them); the archive is unchanged: run "
+                        "the command as its owner",
+                    ErrorContext{.archive = target.string()});
+    }
+  }
+  // After fchown, which clears set-user/group-ID bits.
+  if (::fchmod(to, old.st_mode & 07777) != 0) fail(target, "cannot set the archive's permissions");
+}
+
+FileLock::FileLock(FileLock&& other) noexcept : fd_(other.fd_), archive_(other.archive_) {
   other.fd_ = -1;
 }
 
 FileLock::~FileLock() {
-  if (fd_ >= 0) sys::close(fd_);
+  if (fd_ >= 0) close_fd(fd_, archive_);
 }
 
 }  // namespace modelzip::io

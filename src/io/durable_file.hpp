@@ -91,9 +91,33 @@ void sync_path(const std::filesystem::path& path, bool directory);
 // longer run. Never throws.
 void remove_stale_temp_files(const std::filesystem::path& target) noexcept;
 
-// An exclusive advisory lock (flock) on the lock file
-// ".<target name>.modelzip-lock" beside `target`, held for the object's
-// lifetime. Blocks until acquired. Throws Error(io).
+// The archive path to write to: `path` with symbolic links in its last
+// component followed (up to 40), so that the lock, the temporary file and
+// the rename happen beside the real file and a link stays a link. A
+// dangling link yields its (missing) target, where a first save creates the
+// archive. Throws Error(io) naming `path` for a link loop or an unreadable
+// link.
+std::filesystem::path resolve_archive_path(const std::filesystem::path& path);
+
+// Serializes the writers of one archive without creating any file: held
+// for the object's lifetime, blocks until acquired. Throws Error(io) naming
+// `target`.
+//  - If the archive exists: an exclusive lock (an open-file-description
+//    lock of the whole file, fcntl F_OFD_SETLKW) on the archive itself,
+//    through a descriptor opened read-write (so a writer refuses, before
+//    doing anything, an archive it may not modify: the kernel's rule for
+//    open(O_RDWR), under which root may modify a read-only archive). After
+//    locking, `target` must still name the locked file: a rewrite renames a
+//    new file over the archive, so a writer that waited on the old one
+//    locks the new one instead.
+//  - If it does not exist (first save): an exclusive flock on the folder,
+//    after which the archive must still be missing (else: as above). Only
+//    first saves take it, for as long as their commit lasts.
+// `target` must come from resolve_archive_path (a symbolic link there is
+// refused rather than locked under its own name). Both locks belong to the
+// open file description: FileLocks exclude each other across processes and
+// across threads, opening and closing the archive elsewhere in the process
+// does not release them, and they die with their process.
 class FileLock {
  public:
   explicit FileLock(const std::filesystem::path& target);
@@ -101,8 +125,20 @@ class FileLock {
   FileLock& operator=(FileLock&&) = delete;
   ~FileLock();
 
+  // The locked archive, opened read-write; -1 when there was no archive.
+  int archive_fd() const noexcept { return archive_ ? fd_ : -1; }
+
  private:
   int fd_ = -1;
+  bool archive_ = false;
 };
+
+// Gives the new version `to` of an archive the permission bits, owner and
+// group of the current one `from` (both descriptors), so that a rewrite
+// keeps what it found. The owner and group are changed only where they
+// differ; if the kernel does not allow it (an unprivileged user may not
+// give a file away), Error(io) naming `target`, and the caller leaves the
+// archive unchanged.
+void keep_attributes(int from, int to, const std::filesystem::path& target);
 
 }  // namespace modelzip::io

@@ -122,7 +122,7 @@ TEST_CASE("Deflated blobs of the old archive are still found by content") {
   {
     Writer w = Writer::open(path);
     NewTag t;
-    t.add("z", zeros.to_owned());
+    t.add("z", zeros.to_owned(), ParamOptions{Compression::deflate});
     w.add_tag("v2", std::move(t));
     w.commit();
     CHECK(w.last_stats().blobs_deduplicated == 1);
@@ -130,6 +130,51 @@ TEST_CASE("Deflated blobs of the old archive are still found by content") {
   Archive a = Archive::open(path);
   CHECK(params_by_name(a, "v2").at("z").owner_tag == "v1");
   CHECK(a.tensor("z", "v2") == zeros);
+}
+
+// Both directions, through the namesake path (same name as in the previous
+// tag) and through the CRC index (another name): equal bytes under another
+// compression are stored anew, so the parameter keeps the storage it asked
+// for (stored: zero-copy views into the file).
+TEST_CASE("Dedup never changes a parameter's compression") {
+  TempDir dir;
+  const auto path = dir / "m.zip";
+  std::mt19937_64 rng(21);
+  const Tensor w0 = floats(rng, 20000);
+  for (Compression first : {Compression::store, Compression::deflate}) {
+    const Compression other =
+        first == Compression::store ? Compression::deflate : Compression::store;
+    const std::string base = first == Compression::store ? "s" : "d";
+    std::filesystem::remove(path);
+    {
+      Writer w = Writer::open(path);
+      NewTag t;
+      t.add("w", w0, ParamOptions{first});
+      w.add_tag(base + "1", std::move(t));
+      w.commit();
+    }
+    Writer w = Writer::open(path);
+    NewTag t;
+    t.add("w", w0.to_owned(), ParamOptions{other});       // namesake, other compression
+    t.add("w_copy", w0.to_owned(), ParamOptions{other});  // found by CRC: shares "w"
+    t.add("w_same", w0.to_owned(), ParamOptions{first});  // same compression: shared
+    w.add_tag(base + "2", std::move(t));
+    w.commit();
+    CHECK(w.last_stats().blobs_written == 1);
+    CHECK(w.last_stats().blobs_deduplicated == 2);
+    Archive a = Archive::open(path);
+    auto p = params_by_name(a, base + "2");
+    CHECK_FALSE(p.at("w").shared);
+    CHECK(p.at("w").compressed == (other == Compression::deflate));
+    CHECK(p.at("w_copy").blob == p.at("w").blob);
+    CHECK(p.at("w_same").owner_tag == base + "1");
+    CHECK(p.at("w_same").compressed == (first == Compression::deflate));
+    for (const char* name : {"w", "w_copy", "w_same"}) CHECK(a.tensor(name, base + "2") == w0);
+    if (other == Compression::store) {  // the re-stored copy is a view into the file
+      Tensor view = a.tensor("w", base + "2", ReadMode::zero_copy);
+      CHECK(view.values().is_mapped());
+    }
+  }
 }
 
 TEST_CASE("Two tags added in one commit: the second dedups against the first") {

@@ -3,10 +3,16 @@
 // rewrite by rename, removal) is kept by the commit, never lost.
 #include <doctest/doctest.h>
 
+#include <grp.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <filesystem>
 
 #include "model_builder.hpp"
 #include "modelzip/archive.hpp"
+#include "modelzip/error.hpp"
 #include "modelzip/writer.hpp"
 #include "test_support.hpp"
 
@@ -109,4 +115,47 @@ TEST_CASE("A commit with nothing staged leaves the archive byte for byte as it i
   CHECK(io_bytes(path) == before);
   CHECK(std::filesystem::last_write_time(path) == modified);
   CHECK(w.tags() == std::vector<std::string>{"v0"});
+}
+
+// Run as "nobody" when the tests run as root (root may write a 0444 file).
+TEST_CASE("A commit with nothing staged needs no permission to write; a real change is refused") {
+  std::mt19937_64 rng(29);
+  TempDir dir;
+  std::filesystem::permissions(dir.path(), std::filesystem::perms::all);
+  const auto path = dir / "m.zip";
+  commit_tag(path, "v0", floats(rng, 1000));
+  REQUIRE(::chmod(path.c_str(), 0444) == 0);
+  const Tensor t = floats(rng, 100);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    if (::geteuid() == 0 &&
+        (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0))
+      ::_exit(2);
+    try {
+      Writer w = Writer::open(path);
+      w.commit();
+      if (w.tags() != std::vector<std::string>{"v0"}) ::_exit(3);
+      NewTag nt;
+      nt.add("w", t);
+      w.add_tag("v1", std::move(nt));
+      try {
+        w.commit();
+      } catch (const modelzip::Error& e) {
+        const std::string what = e.what();
+        ::_exit(what.find("may not write") != std::string::npos &&
+                        e.context().archive == path.string()
+                    ? 0
+                    : 4);
+      }
+      ::_exit(5);
+    } catch (...) {
+      ::_exit(6);
+    }
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(Archive::open(path).tags() == std::vector<std::string>{"v0"});
 }

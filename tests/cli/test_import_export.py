@@ -30,9 +30,17 @@ def test_import_names_tensors_by_stem_and_key(tensor_files):
 def test_import_dedups_and_refuses_existing_tags(tensor_files):
     archive = tensor_files / "m.zip"
     run("import", archive, "--tag", "v1", tensor_files / "layers.npz")
-    run("import", archive, "--tag", "v2", tensor_files / "layers.npz", "--compress")
+    run("import", archive, "--tag", "v2", tensor_files / "layers.npz")
     rows = json.loads(run("ls", archive, "--tag", "v2", "--json").stdout)
     assert all(r["shared"] for r in rows)
+    # Equal bytes stored uncompressed are not shared by a deflated import
+    # (dedup never changes a parameter's storage), but deflated ones are.
+    run("import", archive, "--tag", "v2c", tensor_files / "layers.npz", "--compress")
+    run("import", archive, "--tag", "v2d", tensor_files / "layers.npz", "--compress")
+    rows = json.loads(run("ls", archive, "--tag", "v2c", "--json").stdout)
+    assert not any(r["shared"] for r in rows) and all(r["compressed"] for r in rows)
+    rows = json.loads(run("ls", archive, "--tag", "v2d", "--json").stdout)
+    assert all(r["shared"] and r["compressed"] for r in rows)
     before = archive.read_bytes()
     p = run("import", archive, "--tag", "V1", tensor_files / "bias.npy", check=False)
     assert p.returncode == 1 and b"exists already" in p.stderr

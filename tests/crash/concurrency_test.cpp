@@ -1,7 +1,9 @@
 // Concurrency: reader processes open, load and verify an archive in a loop
 // while a writer process adds tags (append path and rewrites) and removes
-// them; readers must always see a complete archive. And several threads
-// reading one Archive object at once.
+// them; readers must always see a complete archive. Writer processes that
+// commit at once, through the archive's path and through a symbolic link,
+// from the first save on: none loses another's tag, and no file but the
+// archive is left. And several threads reading one Archive object at once.
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -123,6 +125,65 @@ TEST_CASE("Concurrency: reader processes never see an incomplete archive") {
   CHECK(final_archive.tags().back() == tag_name(kWriterRounds));
   MESSAGE(kReaders << " reader processes: " << total_rounds << " open+load+verify rounds during "
                    << kWriterRounds << " adds and " << kWriterRounds / 2 << " removals");
+}
+
+TEST_CASE("Concurrency: writer processes through the path and a link lose nothing, leave nothing") {
+  TempDir dir, control;
+  const fs::path path = dir / "m.zip", link = dir / "link.zip";
+  fs::create_symlink("m.zip", link);  // dangling until the first save
+  constexpr int kWriters = 4, kTagsEach = 6;
+  auto tag_of = [](int w, int i) { return "w" + std::to_string(w) + "-" + std::to_string(i); };
+  // Each writer starts when `go` exists, so the first saves race.
+  const fs::path go = control / "go";
+  std::vector<pid_t> writers;
+  for (int w = 0; w < kWriters; ++w) {
+    pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      int code = 0;
+      try {
+        for (int spin = 0; !fs::exists(go) && spin < 100000; ++spin) ::usleep(100);
+        for (int i = 0; i < kTagsEach; ++i) {
+          // Half the writers use the link; appends, and every third commit
+          // a rewrite (append off), plus a removal (always a rewrite).
+          Writer writer = Writer::open(w % 2 ? link : path,
+                                       WriterOptions{.durable = false, .append = i % 3 != 2});
+          NewTag nt;
+          spec_of(tag_of(w, i), &nt);
+          writer.add_tag(tag_of(w, i), std::move(nt));
+          writer.commit();
+          if (i == 3) {
+            writer.remove_tag(tag_of(w, 0));
+            writer.commit();
+          }
+        }
+      } catch (const std::exception& e) {
+        testing::write_file(control / ("error" + std::to_string(w)), e.what());
+        code = 1;
+      }
+      ::_exit(code);
+    }
+    writers.push_back(pid);
+  }
+  testing::write_file(go, "");
+  for (int w = 0; w < kWriters; ++w) {
+    int status = 0;
+    while (::waitpid(writers[static_cast<std::size_t>(w)], &status, 0) < 0) {
+    }
+    const fs::path error = control / ("error" + std::to_string(w));
+    INFO("writer " << w << ": " << (fs::exists(error) ? testing::io_bytes(error) : ""));
+    CHECK(exited_ok(status));
+  }
+  Archive a = Archive::open(path);
+  CHECK(a.verify().empty());
+  std::set<std::string> expected, found(a.tags().begin(), a.tags().end());
+  for (int w = 0; w < kWriters; ++w)
+    for (int i = 1; i < kTagsEach; ++i) expected.insert(tag_of(w, i));
+  CHECK(found == expected);
+  for (const auto& tag : a.tags()) CHECK(tag_mismatch(a, spec_of(tag)).empty());
+  CHECK(fs::is_symlink(link));
+  CHECK(fs::read_symlink(link) == "m.zip");
+  CHECK(files_in(dir.path()) == std::set<std::string>{"m.zip", "link.zip"});
 }
 
 TEST_CASE("Concurrency: threads reading one Archive object") {

@@ -62,11 +62,10 @@ int commit_in_child(const Scenario& s, const fs::path& path, io::FaultInjector::
 }
 
 // Files a kill may leave beside the archive, all removed by the next writer:
-// its temporary file (rewrite) or the append journal. The lock file stays
-// by design.
+// its temporary file (rewrite) or the append journal. Writers lock the
+// archive itself: no lock file.
 bool allowed_leftover(const std::string& name) {
-  return name == "m.zip" || name == ".m.zip.modelzip-lock" || name == ".m.zip.modelzip-append" ||
-         name.starts_with(".m.zip.mztmp-");
+  return name == "m.zip" || name == ".m.zip.modelzip-append" || name.starts_with(".m.zip.mztmp-");
 }
 
 // Checks the folder after an interrupted commit, then lets the next writer
@@ -94,7 +93,7 @@ int check_after_kill(const Scenario& s, const TempDir& dir, const std::string& l
     FAIL_CHECK("next writer: " << std::string(e.what()));
   }
   CHECK(which_model(path, {&expected}, &why) == 0);
-  CHECK(files_in(dir.path()) == std::set<std::string>{"m.zip", ".m.zip.modelzip-lock"});
+  CHECK(files_in(dir.path()) == std::set<std::string>{"m.zip"});
   return state;
 }
 
@@ -265,7 +264,7 @@ TEST_CASE("Kill trials: recovery of an interrupted append") {
       FAIL_CHECK("writer after the recovery: " << std::string(e.what()));
     }
     CHECK(which_model(path, {&after}, &why) == 0);
-    CHECK(files_in(dir.path()) == std::set<std::string>{"m.zip", ".m.zip.modelzip-lock"});
+    CHECK(files_in(dir.path()) == std::set<std::string>{"m.zip"});
   }
   MESSAGE("recovery: " << recover_calls << " calls, each one interrupted");
 }

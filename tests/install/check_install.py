@@ -157,6 +157,33 @@ def test_sample_builds_and_runs_against_the_installed_library(root, tmp_path):
     assert str(inside(root, under_prefix("MODELZIP_LIBDIR", "lib"))) in ldd
 
 
+USES_TOML_HEADER_ONLY = r"""
+// A program that uses toml++ header-only (its default) beside modelzip.
+#include <modelzip/modelzip.hpp>
+#include <toml++/toml.h>
+#include <iostream>
+int main() {
+  auto table = toml::parse("answer = 42");
+  std::cout << table["answer"].value_or(0) << " " << modelzip::dtype_name(modelzip::DType::float32)
+            << "\n";
+}
+"""
+
+
+def test_private_defines_stay_private(root, tmp_path):
+    """modelzip's own build settings of toml++ (a compiled shared toml++) must not reach users."""
+    cflags = pkg_config(root, "--cflags")
+    assert not [f for f in cflags if f.startswith("-D")], cflags
+    source = tmp_path / "uses_toml.cpp"
+    source.write_text(USES_TOML_HEADER_ONLY)
+    exe = tmp_path / "uses_toml"
+    # No -ltomlplusplus: a leaked -DTOML_HEADER_ONLY=0 makes this fail to link.
+    subprocess.run(["c++", "-std=c++20", str(source), *pkg_config(root, "--cflags", "--libs"),
+                    "-o", str(exe)], check=True)
+    proc = subprocess.run([str(exe)], env=lib_env(root), capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout == "42 float32\n", proc.stderr
+
+
 def test_installed_cli_runs(root):
     cli = inside(root, under_prefix("MODELZIP_BINDIR", "bin")) / "modelzip"
     out = subprocess.run([str(cli), "--version"], env=lib_env(root), check=True,

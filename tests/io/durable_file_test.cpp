@@ -1,14 +1,19 @@
 // io/durable_file: TempFile commit and cleanup, OutputFile / AppendFile,
-// remove_stale_temp_files (only dead writers' files), FileLock (excludes a
-// second process).
+// remove_stale_temp_files (only dead writers' files), FileLock (excludes
+// other processes without creating a file; follows a replaced archive),
+// resolve_archive_path, keep_attributes.
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstring>
+#include <functional>
 #include <set>
 
 #include "../zip/expect_error.hpp"
@@ -197,7 +202,6 @@ TEST_CASE("remove_stale_temp_files removes only dead writers' temporary files") 
   };
   const std::vector<std::string> kept = {
       "a.zip",
-      ".a.zip.modelzip-lock",
       ".a.zip.mztmp-" + l + "-0123",   // a live writer (another process)
       ".a.zip.mztmp-" + me + "-0123",  // this process
       ".a.zip.mztmp-1-0123",           // init is alive
@@ -225,88 +229,284 @@ TEST_CASE("remove_stale_temp_files removes only dead writers' temporary files") 
   io::remove_stale_temp_files(dir / "missing" / "a.zip");
 }
 
-TEST_CASE("FileLock: creates the lock file and excludes a second process until released") {
-  TempDir dir;
-  auto target = dir / "m.zip";
-  int go[2], ready[2], acquired[2];
-  REQUIRE(::pipe(go) == 0);
-  REQUIRE(::pipe(ready) == 0);
-  REQUIRE(::pipe(acquired) == 0);
-  // The child is forked before the parent locks: a flock lock belongs to the
-  // open file description, which a child forked later would share (and keep
-  // locked after the parent closes its descriptor).
-  pid_t child = ::fork();
-  if (child == 0) {
-    ::close(go[1]);
-    ::close(ready[0]);
-    ::close(acquired[0]);
-    char c = 0;
-    if (::read(go[0], &c, 1) != 1) ::_exit(3);
-    c = 'r';
-    (void)!::write(ready[1], &c, 1);
-    try {
-      io::FileLock second(target);  // blocks while the parent holds the lock
-      c = 'a';
-      (void)!::write(acquired[1], &c, 1);
-    } catch (...) {
-      ::_exit(2);
-    }
-    ::_exit(0);
-  }
-  // Ends the child if a REQUIRE below fails (it would otherwise block forever).
-  struct Reaper {
-    pid_t pid;
-    ~Reaper() {
-      if (pid > 0) kill_child(pid);
-    }
-  } reaper{child};
-  ::close(go[0]);
-  ::close(ready[1]);
-  ::close(acquired[1]);
-  auto lock = std::make_unique<io::FileLock>(target);
-  CHECK(fs::exists(dir / ".m.zip.modelzip-lock"));
-  char c = 'g';
-  REQUIRE(::write(go[1], &c, 1) == 1);
-  REQUIRE(::read(ready[0], &c, 1) == 1);
-  // The child is running and trying to lock: it must not get the lock.
-  pollfd p{acquired[0], POLLIN, 0};
-  CHECK(::poll(&p, 1, 500) == 0);
-  lock.reset();  // release
-  p.revents = 0;
-  REQUIRE(::poll(&p, 1, 10000) == 1);
-  CHECK(::read(acquired[0], &c, 1) == 1);
-  CHECK(c == 'a');
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  reaper.pid = 0;
-  CHECK(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);
-  ::close(go[1]);
-  ::close(ready[0]);
-  ::close(acquired[0]);
+namespace {
 
-  // A lock dies with its process: a killed holder does not block others.
-  int held[2];
-  REQUIRE(::pipe(held) == 0);
-  pid_t holder = ::fork();
-  if (holder == 0) {
-    io::FileLock l(target);
-    char h = 'h';
-    (void)!::write(held[1], &h, 1);
-    ::pause();
-    ::_exit(0);
+// Runs `body` in a forked child; its return value (or 99 if it threw, 98
+// for any other exception) is the child's exit status, which is returned.
+int in_child(const std::function<int()>& body) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int code = 98;
+    try {
+      code = body();
+    } catch (const Error& e) {
+      std::fprintf(stderr, "child: %s\n", e.what());
+      code = 99;
+    } catch (...) {
+    }
+    ::_exit(code);
   }
-  ::close(held[1]);
-  REQUIRE(::read(held[0], &c, 1) == 1);  // the child holds the lock now
-  ::close(held[0]);
-  kill_child(holder);
-  io::FileLock after(target);  // would block forever if the lock survived
-  io::FileLock moved(std::move(after));
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-TEST_CASE("FileLock: a folder that does not exist is an Error(io)") {
+// In a child: become user and group "nobody" (65534) if running as root, so
+// that permission checks apply (root may write anything).
+bool drop_root() {
+  if (::geteuid() != 0) return true;
+  return ::setgroups(0, nullptr) == 0 && ::setgid(65534) == 0 && ::setuid(65534) == 0;
+}
+
+// A child that takes FileLock(target) once `go` is written, reports 'r'
+// (ready) before locking and then 'a' (archive locked: and the inode it
+// locked as 8 bytes) or 'f' (folder locked), then holds it until killed.
+struct LockingChild {
+  pid_t pid = -1;
+  int go[2], out[2];
+  explicit LockingChild(const fs::path& target) {
+    REQUIRE(::pipe(go) == 0);
+    REQUIRE(::pipe(out) == 0);
+    pid = ::fork();
+    if (pid == 0) {
+      ::close(go[1]);
+      ::close(out[0]);
+      char c = 0;
+      if (::read(go[0], &c, 1) != 1) ::_exit(3);
+      c = 'r';
+      (void)!::write(out[1], &c, 1);
+      try {
+        io::FileLock lock(target);
+        std::uint64_t inode = 0;
+        if (lock.archive_fd() >= 0) {
+          struct stat st;
+          ::fstat(lock.archive_fd(), &st);
+          inode = st.st_ino;
+        }
+        char msg[9];
+        msg[0] = lock.archive_fd() >= 0 ? 'a' : 'f';
+        std::memcpy(msg + 1, &inode, 8);
+        (void)!::write(out[1], msg, 9);
+        ::pause();
+      } catch (...) {
+        ::_exit(2);
+      }
+      ::_exit(0);
+    }
+    ::close(go[0]);
+    ::close(out[1]);
+  }
+  // Lets the child try to lock; returns once it is about to.
+  void start() {
+    char c = 'g';
+    REQUIRE(::write(go[1], &c, 1) == 1);
+    REQUIRE(::read(out[0], &c, 1) == 1);
+    REQUIRE(c == 'r');
+  }
+  // True if the child reported a lock within `ms` milliseconds.
+  bool locked_within(int ms) {
+    pollfd p{out[0], POLLIN, 0};
+    return ::poll(&p, 1, ms) == 1;
+  }
+  // What the child locked: 'a' and its inode, or 'f'.
+  std::pair<char, std::uint64_t> report() {
+    char msg[9] = {};
+    REQUIRE(::read(out[0], msg, 9) == 9);
+    std::uint64_t inode;
+    std::memcpy(&inode, msg + 1, 8);
+    return {msg[0], inode};
+  }
+  ~LockingChild() {
+    if (pid > 0) kill_child(pid);
+    ::close(go[1]);
+    ::close(out[0]);
+  }
+};
+
+std::uint64_t inode_of(const fs::path& p) {
+  struct stat st;
+  REQUIRE(::stat(p.c_str(), &st) == 0);
+  return st.st_ino;
+}
+
+}  // namespace
+
+TEST_CASE("FileLock: locks the archive itself, creates no file, excludes others until released") {
+  TempDir dir;
+  auto target = dir / "m.zip";
+  write_file(target, "archive");
+  // The child is forked before the parent locks: a flock lock belongs to the
+  // open file description, which a child forked later would share.
+  LockingChild child(target);
+  auto lock = std::make_unique<io::FileLock>(target);
+  CHECK(lock->archive_fd() >= 0);
+  CHECK(files_in(dir.path()) == std::set<std::string>{"m.zip"});
+  child.start();
+  CHECK_FALSE(child.locked_within(500));  // the child is trying to lock: it must wait
+  lock.reset();
+  REQUIRE(child.locked_within(10000));
+  CHECK(child.report() == std::make_pair('a', inode_of(target)));
+  CHECK(files_in(dir.path()) == std::set<std::string>{"m.zip"});
+}
+
+TEST_CASE("FileLock: a lock dies with its process") {
+  TempDir dir;
+  auto target = dir / "m.zip";
+  write_file(target, "archive");
+  {
+    LockingChild holder(target);
+    holder.start();
+    REQUIRE(holder.locked_within(10000));
+  }                            // killed
+  io::FileLock after(target);  // would block forever if the lock survived
+  io::FileLock moved(std::move(after));
+  CHECK(moved.archive_fd() >= 0);
+}
+
+TEST_CASE("FileLock: a writer that waited on a replaced archive locks the new file") {
+  TempDir dir;
+  auto target = dir / "m.zip";
+  write_file(target, "old");
+  LockingChild child(target);
+  auto lock = std::make_unique<io::FileLock>(target);
+  child.start();
+  CHECK_FALSE(child.locked_within(300));  // waits on the old file
+  // A rewrite: the new version is renamed over the archive under the lock.
+  write_file(dir / "new", "new");
+  REQUIRE(::rename((dir / "new").c_str(), target.c_str()) == 0);
+  // The new file is not locked by anyone: another writer gets it at once,
+  // while the old one is still locked.
+  CHECK(in_child([&] {
+          io::FileLock other(target);
+          struct stat st;
+          ::fstat(other.archive_fd(), &st);
+          return st.st_ino == inode_of(target) ? 0 : 1;
+        }) == 0);
+  lock.reset();
+  REQUIRE(child.locked_within(10000));
+  CHECK(child.report() == std::make_pair('a', inode_of(target)));
+}
+
+TEST_CASE("FileLock: a first save locks the folder; a waiting writer then locks the new archive") {
+  TempDir dir;
+  auto target = dir / "m.zip";
+  LockingChild child(target);
+  auto lock = std::make_unique<io::FileLock>(target);
+  CHECK(lock->archive_fd() == -1);
+  CHECK(files_in(dir.path()).empty());
+  child.start();
+  CHECK_FALSE(child.locked_within(300));
+  write_file(target, "first");  // the first save creates the archive
+  lock.reset();
+  REQUIRE(child.locked_within(10000));
+  CHECK(child.report() == std::make_pair('a', inode_of(target)));
+  // A first save that failed leaves the folder as it was.
+  TempDir empty;
+  { io::FileLock first(empty / "m.zip"); }
+  CHECK(files_in(empty.path()).empty());
+}
+
+TEST_CASE("FileLock: refusals name the archive") {
   TempDir dir;
   REQUIRE_ERROR_AS(err, io::FileLock(dir / "missing" / "m.zip"), ErrorCode::io,
-                   "cannot open lock file");
-  CHECK(err.context().archive.find(".m.zip.modelzip-lock") != std::string::npos);
+                   "cannot open the archive's folder");
+  CHECK(err.context().archive == (dir / "missing" / "m.zip").string());
+  fs::create_directory(dir / "sub");
+  REQUIRE_ERROR_AS(err2, io::FileLock(dir / "sub"), ErrorCode::io, "");
+  CHECK(err2.context().archive == (dir / "sub").string());
+  // A symbolic link must have been resolved (io::resolve_archive_path).
+  write_file(dir / "real.zip", "x");
+  fs::create_symlink("real.zip", dir / "link.zip");
+  REQUIRE_ERROR_AS(err3, io::FileLock(dir / "link.zip"), ErrorCode::io, "symbolic link");
+  // An archive this user may not write: refused before anything happens
+  // (root may write a 0444 file, so the check runs as "nobody").
+  fs::permissions(dir.path(), fs::perms::all);
+  write_file(dir / "ro.zip", "x");
+  REQUIRE(::chmod((dir / "ro.zip").c_str(), 0444) == 0);
+  CHECK(in_child([&] {
+          if (!drop_root()) return 2;
+          try {
+            io::FileLock l(dir / "ro.zip");
+          } catch (const Error& e) {
+            return std::string(e.what()).find("this user may not write it") != std::string::npos &&
+                           e.context().archive == (dir / "ro.zip").string()
+                       ? 0
+                       : 3;
+          }
+          return 4;
+        }) == 0);
+}
+
+TEST_CASE("resolve_archive_path follows links in the last component, relative to their folder") {
+  TempDir dir;
+  fs::create_directory(dir / "data");
+  write_file(dir / "data" / "real.zip", "x");
+  fs::create_symlink("data/real.zip", dir / "a.zip");         // relative
+  fs::create_symlink(dir / "a.zip", dir / "data" / "b.zip");  // absolute, to a link
+  fs::create_symlink("../a.zip", dir / "data" / "c.zip");     // relative with ..
+  fs::create_symlink("gone.zip", dir / "dangling.zip");       // a first save creates gone.zip
+  CHECK(io::resolve_archive_path(dir / "a.zip") == dir / "data/real.zip");
+  CHECK(fs::equivalent(io::resolve_archive_path(dir / "data" / "b.zip"), dir / "data/real.zip"));
+  CHECK(fs::equivalent(io::resolve_archive_path(dir / "data" / "c.zip"), dir / "data/real.zip"));
+  CHECK(io::resolve_archive_path(dir / "dangling.zip") == dir / "gone.zip");
+  CHECK(io::resolve_archive_path(dir / "data" / "real.zip") == dir / "data" / "real.zip");
+  CHECK(io::resolve_archive_path(dir / "none.zip") == dir / "none.zip");
+  fs::create_symlink("loop2", dir / "loop1");
+  fs::create_symlink("loop1", dir / "loop2");
+  REQUIRE_ERROR_AS(err, io::resolve_archive_path(dir / "loop1"), ErrorCode::io,
+                   "too many levels of symbolic links");
+  CHECK(err.context().archive == (dir / "loop1").string());
+}
+
+TEST_CASE(
+    "keep_attributes: mode, owner and group of the old file; refused if they cannot be kept") {
+  TempDir dir;
+  fs::permissions(dir.path(), fs::perms::all);
+  write_file(dir / "old", "x");
+  write_file(dir / "new", "y");
+  auto attributes = [](const fs::path& p) {
+    struct stat st;
+    REQUIRE(::stat(p.c_str(), &st) == 0);
+    return std::make_tuple(st.st_mode & 07777, st.st_uid, st.st_gid);
+  };
+  auto keep = [&] {
+    int from = ::open((dir / "old").c_str(), O_RDONLY);
+    int to = ::open((dir / "new").c_str(), O_RDONLY);
+    struct Closer {
+      int a, b;
+      ~Closer() {
+        ::close(a);
+        ::close(b);
+      }
+    } closer{from, to};
+    io::keep_attributes(from, to, dir / "m.zip");
+  };
+  for (mode_t mode : {0600, 0640, 0444, 0755, 02750}) {
+    REQUIRE(::chmod((dir / "old").c_str(), mode) == 0);
+    keep();
+    CHECK(attributes(dir / "new") == attributes(dir / "old"));
+  }
+  if (::geteuid() == 0) {  // root may give files away: owner and group follow
+    REQUIRE(::chown((dir / "old").c_str(), 12345, 54321) == 0);
+    keep();
+    CHECK(attributes(dir / "new") == attributes(dir / "old"));
+    // An unprivileged writer cannot: refused, naming the archive. (Its new
+    // file belongs to it; the old one to 12345.)
+    REQUIRE(::chmod((dir / "old").c_str(), 0666) == 0);
+    CHECK(in_child([&] {
+            if (!drop_root()) return 2;
+            fs::remove(dir / "new");
+            write_file(dir / "new", "y");
+            try {
+              keep();
+            } catch (const Error& e) {
+              return std::string(e.what()).find("without changing its owner or group") !=
+                                 std::string::npos &&
+                             e.context().archive == (dir / "m.zip").string()
+                         ? 0
+                         : 3;
+            }
+            return 4;
+          }) == 0);
+  }
 }

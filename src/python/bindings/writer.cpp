@@ -294,7 +294,8 @@ As a context manager, leaving the with-block without an exception commits
 the staged changes (if any); with an exception they are discarded.
 
 A Writer is not thread-safe: use one per thread (other processes' commits to
-the same archive are serialized by a lock file).)");
+the same archive are serialized by a lock of the archive itself; no lock
+file is created).)");
   cls.def(py::init<const py::object&, bool, bool, bool, const py::object&>(), py::arg("path"),
           py::kw_only(), py::arg("dedup") = true, py::arg("durable") = true,
           py::arg("append") = true, py::arg("progress") = py::none(),

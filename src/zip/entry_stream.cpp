@@ -1,0 +1,99 @@
+#include "zip/entry_stream.hpp"
+
+#include <sys/mman.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <climits>
+#include <memory>
+
+#include "modelzip/error.hpp"
+#include "zip/crc32.hpp"
+
+namespace modelzip::zip {
+namespace {
+
+[[noreturn]] void corrupt(const EntryInfo& e, const std::string& what) {
+  throw Error(ErrorCode::corrupt, what, ErrorContext{.entry = e.name});
+}
+
+// Ends a zlib inflate stream however the scope is left.
+struct Inflater {
+  z_stream zs{};
+  Inflater() {
+    if (inflateInit2(&zs, -MAX_WBITS) != Z_OK)
+      throw Error(ErrorCode::io, "cannot start decompression (zlib)");
+  }
+  ~Inflater() { inflateEnd(&zs); }
+};
+
+// Asks the kernel to start reading `range` of a file mapping (a hint:
+// failures are ignored).
+void will_need(std::span<const std::byte> range) {
+  static const std::uintptr_t page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<std::uintptr_t>(range.data()) & ~(page - 1);
+  const auto end = reinterpret_cast<std::uintptr_t>(range.data()) + range.size();
+  (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_WILLNEED);
+}
+
+}  // namespace
+
+void stream_entry(const Bytes& file, const EntryInfo& entry,
+                  const std::function<void(std::span<const std::byte>)>& sink) {
+  if (entry.data_offset > file.size() || entry.compressed_size > file.size() - entry.data_offset)
+    corrupt(entry, "entry data beyond the end of the archive");
+  const std::span<const std::byte> data =
+      file.span().subspan(entry.data_offset, entry.compressed_size);
+  std::uint32_t crc = 0;
+  std::uint64_t total = 0;
+  if (entry.stored()) {
+    if (entry.compressed_size != entry.uncompressed_size)
+      corrupt(entry, "a stored entry whose sizes differ");
+    for (std::uint64_t at = 0; at < data.size(); at += kStreamChunk) {
+      auto piece = data.subspan(at, std::min<std::uint64_t>(kStreamChunk, data.size() - at));
+      if (file.is_mapped() && at + piece.size() < data.size())  // read ahead the next piece
+        will_need(
+            data.subspan(at + piece.size(),
+                         std::min<std::uint64_t>(kStreamChunk, data.size() - at - piece.size())));
+      crc = crc32_update(crc, piece);
+      sink(piece);
+    }
+    total = data.size();
+  } else {
+    if (entry.method != kMethodDeflate) corrupt(entry, "unsupported compression method");
+    Inflater inf;
+    const std::size_t buffer_size = static_cast<std::size_t>(
+        std::min<std::uint64_t>(kStreamChunk, std::max<std::uint64_t>(entry.uncompressed_size, 1)));
+    auto buffer = std::make_unique<std::byte[]>(buffer_size);
+    std::uint64_t consumed = 0;
+    int rc = Z_OK;
+    while (rc != Z_STREAM_END) {
+      if (inf.zs.avail_in == 0) {
+        const std::uint64_t n = std::min<std::uint64_t>(data.size() - consumed, UINT_MAX);
+        inf.zs.next_in = const_cast<Bytef*>(reinterpret_cast<const Bytef*>(data.data() + consumed));
+        inf.zs.avail_in = static_cast<uInt>(n);
+        consumed += n;
+      }
+      inf.zs.next_out = reinterpret_cast<Bytef*>(buffer.get());
+      inf.zs.avail_out = static_cast<uInt>(buffer_size);
+      rc = inflate(&inf.zs, Z_NO_FLUSH);
+      if (rc == Z_NEED_DICT || rc == Z_DATA_ERROR || rc == Z_MEM_ERROR)
+        corrupt(entry, std::string("invalid deflate data") +
+                           (inf.zs.msg ? std::string(" (") + inf.zs.msg + ")" : std::string()));
+      const std::size_t produced = buffer_size - inf.zs.avail_out;
+      if (rc == Z_BUF_ERROR && produced == 0 && inf.zs.avail_in == 0 && consumed == data.size())
+        corrupt(entry, "the deflate data ends early");
+      if (produced > entry.uncompressed_size - total)
+        corrupt(entry, "more data than the entry's size");
+      std::span<const std::byte> piece(buffer.get(), produced);
+      crc = crc32_update(crc, piece);
+      total += produced;
+      if (produced) sink(piece);
+    }
+  }
+  if (total != entry.uncompressed_size) corrupt(entry, "less data than the entry's size");
+  if (crc != entry.crc32) corrupt(entry, "CRC-32 mismatch: the entry data is damaged");
+}
+
+}  // namespace modelzip::zip

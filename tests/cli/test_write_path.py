@@ -1,0 +1,423 @@
+"""The write path leaves nothing behind and keeps what it found: no lock or
+temporary file beside the archive after any command (successful or failed),
+symbolic links stay links, a rewrite keeps mode, owner and group, an archive
+the user may not write is refused by every editing command, and an empty tag
+is a usage error."""
+import json
+import os
+import stat
+import struct
+import subprocess
+import tempfile
+import time
+import zipfile
+import zlib
+
+import numpy as np
+import pytest
+
+from conftest import CLI, run
+
+NOBODY = 65534
+
+
+@pytest.fixture
+def npy(tmp_path):
+    path = tmp_path / "w.npy"
+    np.save(path, np.arange(1000, dtype=np.float32))
+    return path
+
+
+@pytest.fixture
+def shared_dir():
+    """A folder any user may write in (tmp_path's parents are private to root)."""
+    path = tempfile.mkdtemp(prefix="modelzip-writepath-")
+    os.chmod(path, 0o777)
+    yield path
+    subprocess.run(["rm", "-rf", path], check=True)
+
+
+@pytest.fixture
+def public_npy(npy):
+    """npy where any user may read it."""
+    folder = tempfile.mkdtemp(prefix="modelzip-writepath-in-")
+    os.chmod(folder, 0o755)
+    path = os.path.join(folder, "w.npy")
+    with open(path, "wb") as f:
+        f.write(npy.read_bytes())
+    os.chmod(path, 0o644)
+    yield path
+    subprocess.run(["rm", "-rf", folder], check=True)
+
+
+def as_nobody(*args):
+    """Runs modelzip as user and group "nobody" when we are root (root may write anything)."""
+    def drop():
+        if os.geteuid() == 0:
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+    return subprocess.run([CLI, *map(str, args)], capture_output=True, preexec_fn=drop)
+
+
+def listing(folder):
+    return sorted(os.listdir(folder))
+
+
+def test_the_folder_holds_only_the_archive_after_any_command(tmp_path, npy):
+    folder = tmp_path / "f"
+    folder.mkdir()
+    archive = folder / "m.zip"
+    # A failed first save (the input is not a tensor file) creates nothing.
+    (tmp_path / "bad.npy").write_bytes(b"not an npy file")
+    assert run("import", archive, "--tag", "v1", tmp_path / "bad.npy", check=False).returncode == 1
+    assert listing(folder) == []
+    run("import", archive, "--tag", "v1", npy)  # first save
+    assert listing(folder) == ["m.zip"]
+    run("import", archive, "--tag", "v2", npy)  # append
+    run("import", archive, "--tag", "v3", npy, "--compress")
+    assert listing(folder) == ["m.zip"]
+    p = run("import", archive, "--tag", "V2", npy, check=False)  # failed commit
+    assert p.returncode == 1 and b"exists already" in p.stderr
+    run("rm-tag", archive, "v1")  # rewrite
+    run("gc", archive)
+    assert run("rm-tag", archive, "nope", check=False).returncode == 1
+    assert listing(folder) == ["m.zip"]
+    with zipfile.ZipFile(archive) as z:
+        assert z.testzip() is None
+
+
+def test_a_symbolic_link_stays_a_link_and_its_target_is_written(tmp_path, npy):
+    data = tmp_path / "data"
+    data.mkdir()
+    link = tmp_path / "latest.zip"
+    os.symlink("data/real.zip", link)  # dangling: the first save creates data/real.zip
+    run("import", link, "--tag", "v1", npy)
+    run("import", link, "--tag", "v2", npy)  # append through the link
+    run("rm-tag", link, "v1")  # rewrite through the link
+    run("gc", link)
+    assert os.readlink(link) == "data/real.zip"
+    assert listing(data) == ["real.zip"] and listing(tmp_path) == ["data", "latest.zip", "w.npy"]
+    assert run("tags", data / "real.zip").stdout.split() == [b"v2"]
+    # Errors name the path the user gave.
+    p = run("rm-tag", link, "v9", check=False)
+    assert p.returncode == 1 and str(link).encode() in p.stderr
+
+
+def test_a_rewrite_keeps_mode_owner_and_group(tmp_path, npy):
+    archive = tmp_path / "m.zip"
+    run("import", archive, "--tag", "v1", npy)
+    run("import", archive, "--tag", "v2", npy)
+    run("import", archive, "--tag", "v3", npy)
+    modes = [0o600, 0o640, 0o604]
+    if os.geteuid() == 0:
+        os.chown(archive, 4321, 8765)  # root may give files away, so modelzip keeps them
+    for mode, command in zip(modes, [("rm-tag", "v1"), ("gc",), ("rm-tag", "v2")]):
+        os.chmod(archive, mode)
+        before = os.stat(archive)
+        run(command[0], archive, *command[1:])
+        after = os.stat(archive)
+        assert after.st_ino != before.st_ino  # it was rewritten
+        assert stat.S_IMODE(after.st_mode) == mode
+        assert (after.st_uid, after.st_gid) == (before.st_uid, before.st_gid)
+
+
+def test_an_archive_the_user_may_not_write_is_refused_by_every_command(shared_dir, public_npy):
+    npy = public_npy
+    archive = os.path.join(shared_dir, "m.zip")
+    run("import", archive, "--tag", "v1", npy)
+    run("import", archive, "--tag", "v2", npy)
+    os.chmod(archive, 0o444)
+    with open(archive, "rb") as f:
+        before = f.read()
+    for command in [("rm-tag", archive, "v1"), ("gc", archive),
+                    ("import", archive, "--tag", "v3", npy)]:
+        p = as_nobody(*command)
+        assert p.returncode == 1, (command, p.stderr)
+        message = p.stderr.decode()
+        assert archive in message and "may not write" in message, message
+        assert ".mztmp" not in message
+        with open(archive, "rb") as f:
+            assert f.read() == before
+        assert listing(shared_dir) == ["m.zip"]
+    # The rule is the kernel's (open for writing): root may modify a 0444
+    # archive, and the rewrite keeps it 0444.
+    if os.geteuid() == 0:
+        run("rm-tag", archive, "v1")
+        assert stat.S_IMODE(os.stat(archive).st_mode) == 0o444
+
+
+def test_a_rewrite_refuses_to_change_the_owner(shared_dir, public_npy):
+    npy = public_npy
+    if os.geteuid() != 0:
+        pytest.skip("needs root to create an archive owned by another user")
+    archive = os.path.join(shared_dir, "m.zip")
+    run("import", archive, "--tag", "v1", npy)
+    run("import", archive, "--tag", "v2", npy)
+    os.chmod(archive, 0o666)  # nobody may write it, but not give it to root
+    with open(archive, "rb") as f:
+        before = f.read()
+    p = as_nobody("rm-tag", archive, "v1")
+    assert p.returncode == 1 and b"owner" in p.stderr and archive.encode() in p.stderr
+    with open(archive, "rb") as f:
+        assert f.read() == before
+    assert listing(shared_dir) == ["m.zip"]
+    # Appending does not change the owner: allowed.
+    assert as_nobody("import", archive, "--tag", "v3", npy).returncode == 0
+    assert os.stat(archive).st_uid == 0
+
+
+@pytest.mark.parametrize("command", [
+    ["cat", "{a}", "w", "--tag", ""],
+    ["cat", "{a}", "w", "--tag="],
+    ["export", "{a}", "{d}/out.npz", "--tag", ""],
+    ["info", "{a}", "--tag", ""],
+    ["ls", "{a}", "--tag", ""],
+    ["graph", "{a}", "--tag", ""],
+    ["import", "{a}", "--tag", "", "{d}/w.npy"],
+    ["diff", "{a}", "", "v1"],
+    ["diff", "{a}", "v1", ""],
+    ["rm-tag", "{a}", ""],
+])
+def test_an_empty_tag_is_a_usage_error(tmp_path, npy, command):
+    archive = tmp_path / "m.zip"
+    run("import", archive, "--tag", "v1", npy)
+    before = archive.read_bytes()
+    p = run(*[c.format(a=archive, d=tmp_path) for c in command], check=False)
+    assert p.returncode == 2, p.stderr
+    assert b"empty" in p.stderr and b"tag" in p.stderr.lower()
+    assert archive.read_bytes() == before
+
+
+# ---- cat / export of a tensor larger than the memory they may use ---------
+
+BIG = 2**28  # float32 elements: 1 GiB
+CHUNK = 2**26  # bytes
+
+
+def peak_anon_kib(args, stdout):
+    """Runs `args`; returns (exit status, stderr, peak RssAnon in KiB).
+
+    RssAnon (/proc/<pid>/status) counts the process's anonymous memory only:
+    the pages of the archive it maps are file pages (page cache), which the
+    kernel can drop, so they are not what limits the tensor size. Sampled
+    every millisecond: holding a 1 GiB tensor takes far longer than that to
+    fill, so a whole-tensor buffer cannot slip between two samples.
+    """
+    proc = subprocess.Popen([CLI, *map(str, args)], stdout=stdout, stderr=subprocess.PIPE)
+    peak = 0
+    while proc.poll() is None:
+        try:
+            with open(f"/proc/{proc.pid}/status") as f:
+                for line in f:
+                    if line.startswith("RssAnon:"):
+                        peak = max(peak, int(line.split()[1]))
+        except OSError:
+            pass
+        time.sleep(0.001)
+    return proc.returncode, proc.stderr.read(), peak
+
+
+def big_archive(folder, deflated):
+    """A modelzip archive whose tag "t" holds parameter "big": BIG float32
+    zeros except 1.5 at element 0 and 2.5 at the last one, written directly
+    (modelzip would take tens of seconds to write and fsync 1 GiB).
+
+    A small archive from `modelzip import` gives every entry; its blob's
+    header is patched for the big shape (the FlatBuffer's shape element and
+    values length are fixed-size fields). Stored: the zeros are a hole in a
+    sparse file. Deflated: zlib with a full flush after the first chunk, so
+    that each further chunk of zeros compresses to the same bytes, which are
+    repeated (checked on two chunks).
+    """
+    small_n = 1000
+    np.save(folder / "big.npy", np.zeros(small_n, np.float32))
+    small = folder / "small.zip"
+    if small.exists():
+        small.unlink()
+    run("import", small, "--tag", "t", folder / "big.npy")
+    with zipfile.ZipFile(small) as z:
+        entries = [(i.filename, z.read(i.filename)) for i in z.infolist()]
+    blob_name = "t/params/0.fb"
+    blob = dict(entries)[blob_name]
+    assert blob.endswith(bytes(small_n * 4))
+    header = bytearray(blob[:len(blob) - small_n * 4])
+    for old, new in [(small_n, BIG), (small_n * 4, BIG * 4)]:
+        assert bytes(header).count(struct.pack("<Q", old)) == 1
+        at = bytes(header).index(struct.pack("<Q", old))
+        header[at:at + 8] = struct.pack("<Q", new)
+    header = bytes(header)
+    first = bytearray(CHUNK)
+    first[:4] = struct.pack("<f", 1.5)
+    last = bytearray(CHUNK)
+    last[-4:] = struct.pack("<f", 2.5)
+    zeros = bytes(CHUNK)
+    middle = BIG * 4 // CHUNK - 2
+    crc = zlib.crc32(header + first)
+    for _ in range(middle):
+        crc = zlib.crc32(zeros, crc)
+    crc = zlib.crc32(last, crc)
+    size = len(header) + BIG * 4
+    path = folder / ("big-deflated.zip" if deflated else "big-stored.zip")
+    central = b""
+    with open(path, "wb") as f:
+        for name, data in entries:
+            offset = f.tell()
+            method = 8 if deflated and name == blob_name else 0
+            if name == blob_name:
+                entry_crc, usize = crc, size
+            else:
+                entry_crc, usize = zlib.crc32(data), len(data)
+            unpadded = offset + 30 + len(name)
+            pad = (64 - unpadded % 64) % 64
+            if pad and pad < 4:
+                pad += 64
+            extra = struct.pack("<HH", 0xA220, pad - 4) + bytes(pad - 4) if pad else b""
+            local = struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 0, method, 0, 0x21, entry_crc,
+                                0, usize, len(name), len(extra)) + name.encode() + extra
+            f.write(local)
+            start = f.tell()
+            if name != blob_name:
+                f.write(data)
+            elif not deflated:
+                f.write(header + first)
+                f.seek(middle * CHUNK, os.SEEK_CUR)  # a hole: zeros
+                f.write(last)
+            else:
+                c = zlib.compressobj(1, zlib.DEFLATED, -15)
+                f.write(c.compress(header + bytes(first)) + c.flush(zlib.Z_FULL_FLUSH))
+                piece = c.compress(zeros) + c.flush(zlib.Z_FULL_FLUSH)
+                assert c.compress(zeros) + c.flush(zlib.Z_FULL_FLUSH) == piece
+                for _ in range(middle):
+                    f.write(piece)
+                f.write(c.compress(bytes(last)) + c.flush())
+            csize = f.tell() - start
+            f.seek(offset + 18)
+            f.write(struct.pack("<I", csize))
+            f.seek(0, os.SEEK_END)
+            central += struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, 0, method, 0, 0x21,
+                                   entry_crc, csize, usize, len(name), 0, 0, 0, 0, 0,
+                                   offset) + name.encode()
+        cd_offset = f.tell()
+        f.write(central)
+        f.write(struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, len(entries), len(entries),
+                            len(central), cd_offset, 0))
+    os.remove(small)
+    return path
+
+
+@pytest.fixture(scope="module")
+def big_folder(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("big")
+    yield folder
+    subprocess.run(["rm", "-rf", str(folder)], check=True)
+
+
+def out_folder():
+    """Where 1 GiB outputs go: memory-backed if possible (no disk writes to
+    wait for; fsync is free), never counted as the process's memory."""
+    return "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+
+
+def check_big_npy(path):
+    a = np.load(path, mmap_mode="r")
+    assert a.dtype == np.float32 and a.shape == (BIG,)
+    assert a[0] == 1.5 and a[-1] == 2.5 and not a[1:4096].any() and not a[-4097:-1].any()
+
+
+def check_big_safetensors(path):
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n))
+    assert header == {"big": {"dtype": "F32", "shape": [BIG], "data_offsets": [0, BIG * 4]}}
+    assert os.path.getsize(path) == 8 + n + BIG * 4
+    a = np.memmap(path, np.float32, "r", offset=8 + n)
+    assert a[0] == 1.5 and a[-1] == 2.5 and not a[1:4096].any() and not a[-4097:-1].any()
+
+
+def check_big_btf(path):
+    """TFRT binary tensor format: record count and offsets, then a record of
+    rank, dtype, layout (0: dense), 6 reserved bytes, dims, values."""
+    with open(path, "rb") as f:
+        head = f.read(40)
+    count, offset, rank = struct.unpack_from("<QQQ", head)
+    layout = head[25]
+    (dim,) = struct.unpack_from("<Q", head, 32)
+    assert (count, offset, rank, layout, dim) == (1, 16, 1, 0, BIG)
+    assert os.path.getsize(path) == 40 + BIG * 4
+    a = np.memmap(path, np.float32, "r", offset=40)
+    assert a[0] == 1.5 and a[-1] == 2.5 and not a[1:4096].any() and not a[-4097:-1].any()
+
+
+@pytest.mark.parametrize("deflated", [False, True], ids=["stored", "deflated"])
+def test_cat_and_export_stream_a_1_gib_tensor_in_bounded_memory(big_folder, deflated):
+    archive = big_archive(big_folder, deflated)
+    info = [r for r in json.loads(run("ls", archive, "--json").stdout)
+            if r["name"] == "big"][0]
+    assert info["compressed"] == deflated and info["shape"] == [BIG]
+    limit_kib = 64 * 1024
+    out = tempfile.mkdtemp(dir=out_folder(), prefix="modelzip-big-")
+    try:
+        # Stored: raw cat; deflated: cat --npy; both: export to .npy.
+        cat_out = os.path.join(out, "cat.npy" if deflated else "raw")
+        with open(cat_out, "wb") as f:
+            rc, err, peak_cat = peak_anon_kib(
+                ["cat", archive, "big", *(["--npy"] if deflated else [])], f)
+        assert rc == 0, err
+        if deflated:
+            check_big_npy(cat_out)
+        else:
+            assert os.path.getsize(cat_out) == BIG * 4
+            a = np.memmap(cat_out, np.float32, "r")
+            assert a[0] == 1.5 and a[-1] == 2.5 and not a[1:4096].any()
+            del a
+        os.remove(cat_out)
+        assert peak_cat < limit_kib, f"cat: {peak_cat} KiB anonymous"
+        # Each streamed export format once (the stored and deflated paths
+        # differ only below them).
+        peaks = {}
+        for suffix in [".safetensors", ".btf"] if deflated else [".npy"]:
+            exported = os.path.join(out, "big" + suffix)
+            rc, err, peaks[suffix] = peak_anon_kib(["export", archive, "big", exported],
+                                                   subprocess.DEVNULL)
+            assert rc == 0, err
+            {".npy": check_big_npy, ".safetensors": check_big_safetensors,
+             ".btf": check_big_btf}[suffix](exported)
+            os.remove(exported)
+            assert peaks[suffix] < limit_kib, f"export {suffix}: {peaks[suffix]} KiB anonymous"
+        print(f"\n{'deflated' if deflated else 'stored'} 1 GiB tensor, peak anonymous memory: "
+              f"cat{' --npy' if deflated else ''} {peak_cat} KiB, "
+              + ", ".join(f"export {k} {v} KiB" for k, v in peaks.items()))
+    finally:
+        subprocess.run(["rm", "-rf", out], check=True)
+        os.remove(archive)
+
+
+def test_cat_and_export_refuse_a_damaged_blob_and_leave_no_file(tmp_path):
+    """The CRC check of a streamed tensor: cat fails after the data went
+    out (exit 1); export leaves no output file."""
+    a = np.arange(300000, dtype=np.float32)
+    np.save(tmp_path / "w.npy", a)
+    for compress in [[], ["--compress"]]:
+        archive = tmp_path / "m.zip"
+        if archive.exists():
+            archive.unlink()
+        run("import", archive, "--tag", "t", tmp_path / "w.npy", *compress)
+        data = bytearray(archive.read_bytes())
+        with zipfile.ZipFile(archive) as z:
+            info = z.getinfo("t/params/0.fb")
+        # The data starts after the local header; damage a byte in its middle.
+        name_len, extra_len = struct.unpack_from("<HH", data, info.header_offset + 26)
+        start = info.header_offset + 30 + name_len + extra_len
+        data[start + info.compress_size // 2] ^= 0x55
+        archive.write_bytes(bytes(data))
+        p = run("cat", archive, "w", check=False)
+        assert p.returncode == 1 and b"t/params/0.fb" in p.stderr, p.stderr
+        # Stored: the CRC; deflated: the CRC or the damaged deflate stream.
+        assert any(w in p.stderr for w in [b"CRC-32 mismatch", b"deflate data", b"data than"])
+        out = tmp_path / "out"
+        out.mkdir(exist_ok=True)
+        for name in ["w.npy", "w.safetensors"]:
+            p = run("export", archive, "w", out / name, check=False)
+            assert p.returncode == 1 and b"t/params/0.fb" in p.stderr, p.stderr
+        assert listing(out) == []
