@@ -6,7 +6,6 @@
 #include "format/tag_name.hpp"
 #include "format/tags_file.hpp"
 #include "format/tensor_blob.hpp"
-#include "io/durable_file.hpp"
 #include "modelzip/error.hpp"
 #include "remote/remote_source.hpp"
 #include "zip/archive_snapshot.hpp"
@@ -273,9 +272,9 @@ Archive Archive::open(const std::filesystem::path& path, const OpenOptions& opti
   std::optional<zip::Directory> parsed;
   Bytes file;
   try {
-    // The journal lies beside the file a symbolic link leads to.
-    file = zip::read_snapshot(io::resolve_archive_path(path), format::kTagsEntry, options.limits,
-                              &parsed);
+    // read_snapshot looks for the journal beside the name given and, for a
+    // symbolic link, beside its target (where writers keep it).
+    file = zip::read_snapshot(path, format::kTagsEntry, options.limits, &parsed);
   } catch (const Error& e) {
     throw e.with_context({.archive = path.string()});
   }
