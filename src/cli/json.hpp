@@ -1,56 +1,22 @@
-// Minimal JSON output for the CLI's --json modes (RFC 8259 string escaping;
-// non-ASCII UTF-8 passes through unchanged).
+// JSON output for the CLI's --json modes, through the one JSON text module
+// (core/json_text.hpp): exact strings, RFC 8259 escaping.
 #pragma once
 
 #include <cmath>
-#include <cstdio>
 #include <string>
 #include <string_view>
+
+#include "core/json_text.hpp"
 
 namespace modelzip::cli {
 
 inline std::string json_string(std::string_view s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20 || c == 0x7F) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += ch;
-        }
-    }
-  }
-  return out + "\"";
+  return modelzip::detail::json_string(s);
 }
 
 // Shortest round-trip text of a double; non-finite values become null.
 inline std::string json_number(double v) {
-  if (!std::isfinite(v)) return "null";
-  char buf[32];
-  for (int precision = 6; precision <= 17; ++precision) {
-    std::snprintf(buf, sizeof buf, "%.*g", precision, v);
-    if (std::strtod(buf, nullptr) == v) break;
-  }
-  return buf;
+  return std::isfinite(v) ? modelzip::detail::json_double(v, 6) : "null";
 }
 
 inline std::string json_bool(bool b) {

@@ -9,7 +9,7 @@
 #include <optional>
 #include <ostream>
 
-#include "convert/convert_util.hpp"
+#include "convert/tensor_bytes.hpp"
 #include "core/checked.hpp"
 #include "modelzip/convert.hpp"
 

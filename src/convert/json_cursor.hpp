@@ -15,6 +15,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/json_text.hpp"
+
 namespace modelzip::convert::detail {
 
 class JsonCursor {
@@ -58,9 +60,7 @@ class JsonCursor {
   std::size_t pos_ = 0;
 };
 
-// Appends `s` (valid UTF-8) as a JSON string as serde_json writes it:
-// quotes, '"' and '\\' escaped, control characters as \n \r \t \b \f or
-// \u00XX, everything else unchanged.
-void append_json_string(std::string& out, std::string_view s);
+// Writing JSON (as serde_json does): core/json_text.hpp.
+using modelzip::detail::append_json_string;
 
 }  // namespace modelzip::convert::detail

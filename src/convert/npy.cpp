@@ -5,7 +5,7 @@
 #include <ostream>
 #include <vector>
 
-#include "convert/convert_util.hpp"
+#include "convert/tensor_bytes.hpp"
 #include "convert/npy_format.hpp"
 #include "core/checked.hpp"
 #include "core/utf8.hpp"

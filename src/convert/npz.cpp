@@ -5,7 +5,7 @@
 // ZipWriter (stored members, data 64-byte aligned).
 #include <fstream>
 
-#include "convert/convert_util.hpp"
+#include "convert/tensor_bytes.hpp"
 #include "convert/npy_format.hpp"
 #include "io/durable_file.hpp"
 #include "modelzip/convert.hpp"

@@ -7,7 +7,7 @@
 #include <set>
 #include <unordered_set>
 
-#include "convert/convert_util.hpp"
+#include "convert/tensor_bytes.hpp"
 #include "convert/json_cursor.hpp"
 #include "core/checked.hpp"
 #include "core/utf8.hpp"

@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <cctype>
 
-#include "convert/convert_util.hpp"
+#include "convert/tensor_bytes.hpp"
 #include "io/mapped_file.hpp"
 #include "modelzip/convert.hpp"
 

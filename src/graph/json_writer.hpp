@@ -1,6 +1,6 @@
 // JsonWriter: builds indented JSON text (RFC 8259) for the graph, training
-// config and tag summary renderers. Strings are escaped (control characters
-// as \uXXXX; valid UTF-8 passes through). Numbers are written in the
+// config and tag summary renderers. Strings and numbers are written by the
+// one JSON text module (core/json_text.hpp; valid UTF-8 passes through). Numbers are written in the
 // shortest form that reads back to the same double; non-finite doubles
 // become the strings "NaN", "Infinity", "-Infinity" (JSON has no such
 // numbers). Internal to modelzip; not thread-safe (one writer per thread).
@@ -14,49 +14,17 @@
 #include <string_view>
 #include <vector>
 
+#include "core/json_text.hpp"
+
 namespace modelzip::graph::detail {
 
 inline std::string json_quote(std::string_view s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20 || c == 0x7F) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += ch;
-        }
-    }
-  }
-  return out + "\"";
+  return modelzip::detail::json_string(s);
 }
 
 // Shortest "%.*g" text that reads back to `v` (finite `v` only).
 inline std::string shortest_double(double v) {
-  char buf[40];
-  for (int precision = 1; precision <= 17; ++precision) {
-    std::snprintf(buf, sizeof buf, "%.*g", precision, v);
-    if (std::strtod(buf, nullptr) == v) break;
-  }
-  return buf;
+  return modelzip::detail::json_double(v);
 }
 
 class JsonWriter {

@@ -9,7 +9,7 @@
 
 #include <cmath>
 #include "core/checked.hpp"
-#include "finalfusion/convert/convert_util.hpp"
+#include "finalfusion/convert/embedding_builder.hpp"
 #include "finalfusion/embeddings_state.hpp"
 #include "finalfusion/subwords.hpp"
 #include "finalfusion/vector_math.hpp"

@@ -2,7 +2,7 @@
 // bow eow", then one "index v1 ... vd" line per bucket.
 #include <ostream>
 
-#include "finalfusion/convert/convert_util.hpp"
+#include "finalfusion/convert/embedding_builder.hpp"
 #include "finalfusion/embeddings_state.hpp"
 
 namespace modelzip::finalfusion {

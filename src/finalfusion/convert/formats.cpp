@@ -3,7 +3,7 @@
 #include <fstream>
 
 #include "core/utf8.hpp"
-#include "finalfusion/convert/convert_util.hpp"
+#include "finalfusion/convert/embedding_builder.hpp"
 #include "finalfusion/embeddings_state.hpp"
 #include "io/durable_file.hpp"
 #include "io/mapped_file.hpp"

@@ -2,7 +2,7 @@
 // ASCII whitespace; optionally preceded by a "rows dims" line.
 #include <ostream>
 
-#include "finalfusion/convert/convert_util.hpp"
+#include "finalfusion/convert/embedding_builder.hpp"
 #include "finalfusion/embeddings_state.hpp"
 
 namespace modelzip::finalfusion {

@@ -5,7 +5,7 @@
 #include <ostream>
 
 #include "core/checked.hpp"
-#include "finalfusion/convert/convert_util.hpp"
+#include "finalfusion/convert/embedding_builder.hpp"
 #include "finalfusion/embeddings_state.hpp"
 
 namespace modelzip::finalfusion {

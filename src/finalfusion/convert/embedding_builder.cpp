@@ -1,4 +1,4 @@
-#include "finalfusion/convert/convert_util.hpp"
+#include "finalfusion/convert/embedding_builder.hpp"
 
 #include <charconv>
 #include <cmath>

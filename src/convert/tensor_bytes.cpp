@@ -1,4 +1,4 @@
-#include "convert/convert_util.hpp"
+#include "convert/tensor_bytes.hpp"
 
 #include <algorithm>
 #include <cstring>

@@ -2,7 +2,7 @@
 // definition, element by element, and byte swapping.
 #include <random>
 
-#include "convert/convert_util.hpp"
+#include "convert/tensor_bytes.hpp"
 #include "convert_test_support.hpp"
 
 using namespace modelzip;
