@@ -2,6 +2,9 @@
 //
 // Opening maps the file read-only, parses and validates the zip central
 // directory, the archive metadata, tags.txt and every tag's params.txt.
+// A tag whose params.txt or updater.txt is damaged does not fail the open:
+// it is listed, reported by tag_damage() and verify(), can be removed, and
+// every read of it throws the error found; the other tags stay usable.
 // Tensor data is not touched until asked for. Tensors of stored
 // (uncompressed) blobs are zero-copy views into the mapping: each view keeps
 // the mapping alive, so they stay valid after the Archive is destroyed.
@@ -30,6 +33,7 @@
 #include <vector>
 
 #include "modelzip/bytes.hpp"
+#include "modelzip/error.hpp"
 #include "modelzip/limits.hpp"
 #include "modelzip/metadata.hpp"
 #include "modelzip/progress.hpp"
@@ -98,6 +102,11 @@ class Archive {
   // The stored spelling of `tag`, compared without regard to ASCII case;
   // nullopt if absent.
   std::optional<std::string> find_tag(std::string_view tag) const;
+
+  // The error found in `tag`'s params.txt or updater.txt at open (with the
+  // entry and line), or nullopt when its tables are intact. Throws
+  // Error(not_found) for a tag that does not exist.
+  std::optional<Error> tag_damage(std::string_view tag = {}) const;
 
   // The parameters of `tag` (empty: the newest), in params.txt order.
   std::vector<ParamInfo> params(std::string_view tag = {}) const;

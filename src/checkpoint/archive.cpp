@@ -32,6 +32,9 @@ Archive::Impl::Impl(std::string archive_name, Bytes file, const OpenOptions& opt
     : name(std::move(archive_name)),
       limits(options.limits),
       reader(file, options.limits, std::move(source)) {
+  if (file.empty() && !reader.source())
+    throw Error(ErrorCode::corrupt, "the file is empty (0 bytes), not a modelzip archive",
+                context());
   try {
     directory =
         parsed ? std::move(*parsed) : zip::parse_directory(file.span(), limits, reader.source());
@@ -55,24 +58,12 @@ Archive::Impl::Impl(std::string archive_name, Bytes file, const OpenOptions& opt
   } catch (const Error& e) {
     throw e.with_context(context());
   }
-  // A text entry the format requires (a missing one is a corrupt archive).
-  auto text_of = [&](std::string_view entry_name) {
-    const zip::EntryInfo* found = find_entry(entry_name);
-    if (!found)
-      throw Error(ErrorCode::corrupt, "required entry is missing",
-                  context(std::string(entry_name)));
-    const auto& e = *found;
-    if (e.uncompressed_size > limits.max_text_entry_bytes)
-      throw Error(
-          ErrorCode::limit_exceeded,
-          "text entry of " + std::to_string(e.uncompressed_size) + " bytes exceeds the limit",
-          context(std::string(entry_name)));
-    try {
-      return reader.read(e, true);
-    } catch (const Error& err) {
-      throw err.with_context(context(std::string(entry_name)));
-    }
-  };
+  auto text_of = [this](std::string_view entry_name) { return text_entry(entry_name); };
+  if (!find_entry(format::kMetadataEntry))  // e.g. a zip made by zip(1)
+    throw Error(ErrorCode::corrupt,
+                "not a modelzip archive (no " + std::string(format::kMetadataEntry) +
+                    "): a zip file of " + std::to_string(directory.entries.size()) + " entries",
+                context());
   {
     Bytes text = text_of(format::kMetadataEntry);
     try {
@@ -125,46 +116,70 @@ Archive::Impl::Impl(std::string archive_name, Bytes file, const OpenOptions& opt
   for (std::size_t t = 0; t < tags.size(); ++t) {
     TagTables& tt = tables[t];
     tt.tag = tags[t];
-    for (TableKind kind : {TableKind::params, TableKind::updater}) {
-      std::string entry_name = tags[t] + "/" + std::string(format::table_entry_name(kind));
-      if (kind == TableKind::updater && !find_entry(entry_name)) continue;
-      if (kind == TableKind::params && !find_entry(entry_name))
-        throw Error(ErrorCode::corrupt, "tag '" + tags[t] + "' has no params.txt",
-                    context(entry_name, tags[t]));
-      Bytes text = text_of(entry_name);
-      auto& rows = kind == TableKind::params ? tt.params : tt.updater;
-      auto& index = kind == TableKind::params ? tt.param_index : tt.updater_index;
-      try {
-        rows = format::parse_blob_table(text.as_string_view(), kind, limits, &index);
-      } catch (const Error& e) {
-        throw e.with_context(context(entry_name, tags[t]));
-      }
-      if (kind == TableKind::updater) tt.has_updater = true;
-      std::string blob;                         // reused for every row's blob entry name
-      const std::string* ref_tag_ok = nullptr;  // last reference tag found valid
-      for (const BlobRow& row : rows) {
-        auto where = [&] {
-          return ErrorContext{
-              .archive = name, .entry = entry_name, .tag = tags[t], .line = row.line};
-        };
-        if (!row.ref.tag.empty() && !(ref_tag_ok && *ref_tag_ok == row.ref.tag)) {
-          auto it = tag_index.find(format::ascii_lower(row.ref.tag));
-          if (it == tag_index.end())
-            throw Error(ErrorCode::corrupt,
-                        "reference to tag '" + row.ref.tag + "', which tags.txt does not list",
-                        where());
-          if (tags[it->second] != row.ref.tag)
-            throw Error(ErrorCode::corrupt,
-                        "reference '" + format::blob_ref_text(row.ref) +
-                            "' differs in case from the tag's spelling",
-                        where());
-          ref_tag_ok = &row.ref.tag;
-        }
-        format::blob_entry_name_into(blob, row.ref, tags[t], kind);
-        if (!find_entry(blob))
-          throw Error(ErrorCode::corrupt, "blob entry '" + blob + "' does not exist", where());
-      }
+    try {
+      read_tables(t, tt);
+    } catch (const Error& e) {  // one damaged tag does not take the others down
+      tt = TagTables{.tag = tags[t], .damage = e.with_context(context({}, tags[t]))};
     }
+  }
+}
+
+void Archive::Impl::read_tables(std::size_t t, TagTables& tt) const {
+  auto text_of = [this](std::string_view entry_name) { return text_entry(entry_name); };
+  for (TableKind kind : {TableKind::params, TableKind::updater}) {
+    std::string entry_name = tags[t] + "/" + std::string(format::table_entry_name(kind));
+    if (kind == TableKind::updater && !find_entry(entry_name)) continue;
+    if (kind == TableKind::params && !find_entry(entry_name))
+      throw Error(ErrorCode::corrupt, "tag '" + tags[t] + "' has no params.txt",
+                  context(entry_name, tags[t]));
+    Bytes text = text_of(entry_name);
+    auto& rows = kind == TableKind::params ? tt.params : tt.updater;
+    auto& index = kind == TableKind::params ? tt.param_index : tt.updater_index;
+    try {
+      rows = format::parse_blob_table(text.as_string_view(), kind, limits, &index);
+    } catch (const Error& e) {
+      throw e.with_context(context(entry_name, tags[t]));
+    }
+    if (kind == TableKind::updater) tt.has_updater = true;
+    std::string blob;                         // reused for every row's blob entry name
+    const std::string* ref_tag_ok = nullptr;  // last reference tag found valid
+    for (const BlobRow& row : rows) {
+      auto where = [&] {
+        return ErrorContext{.archive = name, .entry = entry_name, .tag = tags[t], .line = row.line};
+      };
+      if (!row.ref.tag.empty() && !(ref_tag_ok && *ref_tag_ok == row.ref.tag)) {
+        auto it = tag_index.find(format::ascii_lower(row.ref.tag));
+        if (it == tag_index.end())
+          throw Error(ErrorCode::corrupt,
+                      "reference to tag '" + row.ref.tag + "', which tags.txt does not list",
+                      where());
+        if (tags[it->second] != row.ref.tag)
+          throw Error(ErrorCode::corrupt,
+                      "reference '" + format::blob_ref_text(row.ref) +
+                          "' differs in case from the tag's spelling",
+                      where());
+        ref_tag_ok = &row.ref.tag;
+      }
+      format::blob_entry_name_into(blob, row.ref, tags[t], kind);
+      if (!find_entry(blob))
+        throw Error(ErrorCode::corrupt, "blob entry '" + blob + "' does not exist", where());
+    }
+  }
+}
+
+Bytes Archive::Impl::text_entry(std::string_view entry_name) const {
+  const zip::EntryInfo* found = find_entry(entry_name);
+  if (!found)
+    throw Error(ErrorCode::corrupt, "required entry is missing", context(std::string(entry_name)));
+  const auto& e = *found;
+  if (e.uncompressed_size > limits.max_text_entry_bytes)
+    throw Error(ErrorCode::limit_exceeded,
+                "text entry of " + std::to_string(e.uncompressed_size) + " bytes exceeds the limit",
+                context(std::string(entry_name)));
+  try {
+    return reader.read(e, true);
+  } catch (const Error& err) {
+    throw err.with_context(context(std::string(entry_name)));
   }
 }
 
@@ -186,6 +201,12 @@ std::size_t Archive::Impl::tag_position(std::string_view tag) const {
   if (it == tag_index.end())
     throw Error(ErrorCode::not_found, "no tag '" + std::string(tag) + "'", context());
   return it->second;
+}
+
+std::size_t Archive::Impl::usable_tag(std::string_view tag) const {
+  std::size_t t = tag_position(tag);
+  if (tables[t].damage) throw *tables[t].damage;
+  return t;
 }
 
 const BlobRow& Archive::Impl::row(std::size_t tag_pos, TableKind kind, std::string_view key) const {
@@ -295,6 +316,10 @@ const std::vector<std::string>& Archive::tags() const noexcept {
   return impl_->tags;
 }
 
+std::optional<Error> Archive::tag_damage(std::string_view tag) const {
+  return impl_->tables[impl_->tag_position(tag)].damage;
+}
+
 const std::string& Archive::newest_tag() const {
   return impl_->tags[impl_->tag_position({})];
 }
@@ -321,7 +346,7 @@ void Archive::Impl::prefetch_headers(std::size_t tag_pos, TableKind kind) const 
 }
 
 std::vector<ParamInfo> Archive::params(std::string_view tag) const {
-  std::size_t t = impl_->tag_position(tag);
+  std::size_t t = impl_->usable_tag(tag);
   impl_->prefetch_headers(t, TableKind::params);
   std::vector<ParamInfo> out;
   out.reserve(impl_->tables[t].params.size());
@@ -331,12 +356,12 @@ std::vector<ParamInfo> Archive::params(std::string_view tag) const {
 }
 
 ParamInfo Archive::param(std::string_view name, std::string_view tag) const {
-  std::size_t t = impl_->tag_position(tag);
+  std::size_t t = impl_->usable_tag(tag);
   return impl_->info(t, impl_->row(t, TableKind::params, name), TableKind::params);
 }
 
 Tensor Archive::tensor(std::string_view name, std::string_view tag, ReadMode mode) const {
-  std::size_t t = impl_->tag_position(tag);
+  std::size_t t = impl_->usable_tag(tag);
   const BlobRow& row = impl_->row(t, TableKind::params, name);
   std::string entry = impl_->blob_entry(t, row, TableKind::params);
   if (row.ref.format != format::BlobFormat::tensor)
@@ -348,7 +373,7 @@ Tensor Archive::tensor(std::string_view name, std::string_view tag, ReadMode mod
 
 std::map<std::string, Tensor> Archive::load(std::string_view tag, ReadMode mode,
                                             const ProgressCallback& progress) const {
-  const std::size_t t = impl_->tag_position(tag);
+  const std::size_t t = impl_->usable_tag(tag);
   const std::string& tag_name = impl_->tags[t];
   const auto& rows = impl_->tables[t].params;
   std::vector<const BlobRow*> blob_rows;
@@ -411,7 +436,7 @@ std::map<std::string, Tensor> Archive::load(std::string_view tag, ReadMode mode,
 }
 
 std::vector<ParamInfo> Archive::updater_states(std::string_view tag) const {
-  std::size_t t = impl_->tag_position(tag);
+  std::size_t t = impl_->usable_tag(tag);
   impl_->prefetch_headers(t, TableKind::updater);
   std::vector<ParamInfo> out;
   for (const auto& row : impl_->tables[t].updater)
@@ -421,14 +446,14 @@ std::vector<ParamInfo> Archive::updater_states(std::string_view tag) const {
 
 Tensor Archive::updater_state(std::string_view variable, std::string_view state,
                               std::string_view tag, ReadMode mode) const {
-  std::size_t t = impl_->tag_position(tag);
+  std::size_t t = impl_->usable_tag(tag);
   std::string key = std::string(variable) + std::string(1, '\0') + std::string(state);
   const BlobRow& row = impl_->row(t, TableKind::updater, key);
   return impl_->read_tensor(impl_->blob_entry(t, row, TableKind::updater), mode, impl_->tags[t]);
 }
 
 Bytes Archive::embedding_file(std::string_view name, std::string_view tag, ReadMode mode) const {
-  std::size_t t = impl_->tag_position(tag);
+  std::size_t t = impl_->usable_tag(tag);
   const BlobRow& row = impl_->row(t, TableKind::params, name);
   std::string entry = impl_->blob_entry(t, row, TableKind::params);
   if (row.ref.format != format::BlobFormat::fifu)

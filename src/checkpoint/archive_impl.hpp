@@ -21,6 +21,10 @@ struct TagTables {
   std::vector<format::BlobRow> params;
   std::vector<format::BlobRow> updater;
   bool has_updater = false;
+  // Set when the tag's params.txt or updater.txt could not be read (the
+  // rows are then empty): the archive still opens, so that the other tags
+  // stay usable; every use of this tag throws this error.
+  std::optional<Error> damage;
   // Rows by key (format::row_key_hash / row_has_keys).
   detail::PositionIndex param_index;
   detail::PositionIndex updater_index;
@@ -51,9 +55,16 @@ class Archive::Impl {
     return ErrorContext{.archive = name, .entry = std::move(entry), .tag = std::move(tag)};
   }
   const zip::EntryInfo* find_entry(std::string_view entry) const;
+  // The bytes of a text entry the format requires (missing: corrupt),
+  // within the text size limit.
+  Bytes text_entry(std::string_view entry_name) const;
+  // Reads and checks tag `t`'s params.txt and updater.txt into `tt`.
+  void read_tables(std::size_t t, TagTables& tt) const;
   const zip::EntryInfo& entry_or_throw(std::string_view entry) const;
   // Position of `tag` (empty: newest), matched without regard to case.
   std::size_t tag_position(std::string_view tag) const;
+  // The same, for reading the tag's tables: throws the tag's damage.
+  std::size_t usable_tag(std::string_view tag) const;
   const format::BlobRow& row(std::size_t tag_pos, format::TableKind kind,
                              std::string_view key) const;
   std::string blob_entry(std::size_t tag_pos, const format::BlobRow& row,

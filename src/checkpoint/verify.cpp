@@ -38,6 +38,13 @@ std::vector<Problem> Archive::verify(const ProgressCallback& progress) const {
     record("", e.message());
   }
 
+  for (const auto& t : a.tables)  // damaged tables, found at open
+    if (t.damage) {
+      const auto& c = t.damage->context();
+      record(c.entry, (c.line ? "line " + std::to_string(*c.line) + ": " : std::string()) +
+                          t.damage->message());
+    }
+
   detail::ProgressTracker tracker(progress, "verify", a.context());
   if (tracker.enabled())
     for (const auto& e : a.directory.entries) tracker.add_to_total(e.compressed_size);

@@ -56,6 +56,9 @@ struct TagPlan {
   std::string name;
   std::vector<BlobRow> rows[2];  // by TableKind
   bool has_updater = false;
+  // The old tag's tables could not be read (Archive::tag_damage): its rows
+  // are unknown, so the commit may only remove the tag.
+  std::optional<Error> damage;
   std::map<BlobKey, Content> blobs;
   std::vector<std::pair<std::string, Content>> others;  // relative name -> content
   std::uint64_t next_index[2] = {0, 0};
@@ -128,6 +131,7 @@ Plan plan_from(const Archive::Impl* old) {
     tp.rows[0] = old->tables[t].params;
     tp.rows[1] = old->tables[t].updater;
     tp.has_updater = old->tables[t].has_updater;
+    tp.damage = old->tables[t].damage;
     plan.tags.push_back(std::move(tp));
   }
   for (const auto& e : old->directory.entries) {
@@ -600,6 +604,16 @@ void Writer::Impl::commit() {
     }
   }
 
+  // Rewriting a damaged tag would lose what its unreadable tables held.
+  for (const auto& t : plan.tags)
+    if (t.damage)
+      throw Error(t.damage->code(),
+                  "the tag's tables are damaged (" + t.damage->message() +
+                      "); remove the tag (rm-tag, Writer::remove_tag) before changing the archive",
+                  ErrorContext{.archive = path.string(),
+                               .entry = t.damage->context().entry,
+                               .tag = t.name,
+                               .line = t.damage->context().line});
   bool only_adds = metadata_edits.empty() &&
                    std::all_of(ops.begin(), ops.end(),
                                [](const auto& op) { return std::holds_alternative<AddOp>(op); });
@@ -640,7 +654,8 @@ void Writer::Impl::rewrite(const Plan& plan, const Archive::Impl* old_impl, Stat
   try {
     io::OutputFile out(temp.path());
     if (archive_fd >= 0) io::keep_attributes(archive_fd, out.fd(), path);
-    zip::StreamZipWriter zw(out.fd(), temp.path().string(), 0, expected_bytes(plan, nullptr),
+    // Errors name the archive the user asked for, not the temporary file.
+    zip::StreamZipWriter zw(out.fd(), path.string(), 0, expected_bytes(plan, nullptr),
                             options.progress);
     emit_all(zw, plan, old_impl);
     stats.bytes_written = zw.finish();

@@ -6,8 +6,9 @@
 #include "cli/args.hpp"
 #include "cli/command.hpp"
 #include "cli/open_archive.hpp"
+#include "cli/progress_bar.hpp"
 #include "cli/terminal.hpp"
-#include "convert/convert_util.hpp"
+#include "convert/tensor_bytes.hpp"
 #include "convert/npy_format.hpp"
 #include "io/durable_file.hpp"
 #include "modelzip/archive.hpp"
@@ -134,14 +135,28 @@ int run(const std::vector<std::string>& argv) {
   // format. Stored blobs are views of the mapped archive (file pages, not
   // memory of this process), CRC-checked first; deflated ones are
   // decompressed whole.
+  // Reading (and CRC-checking) is the long part here: a bar over the bytes.
+  std::uint64_t total = 0, done = 0;
+  for (const auto& n : names) total += archive.param(n, tag).nbytes;
+  for (const auto& p : archive.updater_states(tag))
+    for (const auto& [var, state] : updater)
+      if (p.name == var && p.state == state) total += p.nbytes;
+  ProgressBar bar("reading");
+  bar.show(0, total);
   std::vector<convert::NamedTensor> tensors;
+  auto read = [&](std::string name, Tensor t) {
+    done += t.values().size();
+    bar.show(std::min(done, total), total);
+    tensors.push_back({std::move(name), std::move(t)});
+  };
   for (const auto& n : names) {
     TensorStream stream(archive, n, tag);
     if (!archive.param(n, tag).compressed) stream.check();
-    tensors.push_back({n, archive.tensor(n, tag, ReadMode::zero_copy)});
+    read(n, archive.tensor(n, tag, ReadMode::zero_copy));
   }
   for (const auto& [var, state] : updater)  // named "VAR/STATE" in the file
-    tensors.push_back({var + "/" + state, archive.updater_state(var, state, tag, ReadMode::copy)});
+    read(var + "/" + state, archive.updater_state(var, state, tag, ReadMode::copy));
+  bar.show(total, total);
   if (format == "safetensors")
     convert::write_safetensors(out, tensors);
   else if (format == "npz")

@@ -4,7 +4,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
+#include <set>
 
 #include "cli/args.hpp"
 #include "cli/command.hpp"
@@ -48,8 +50,30 @@ Dir subfolder(const Dir& parent, const std::string& name, const std::string& ent
   return Dir(fd);
 }
 
+// The entries to extract: all, or with --tag the root files, the tags'
+// folders and the blobs of other tags they share.
+std::vector<std::string> selected_entries(const Archive& archive,
+                                          const std::vector<std::string>& tags) {
+  if (tags.empty()) return archive.entry_names();
+  std::set<std::string> folders, shared;
+  for (const auto& t : tags) {
+    const std::string tag = archive.find_tag(t).value_or(t);
+    for (const auto& p : archive.params(tag)) shared.insert(p.blob);  // throws for a bad tag
+    for (const auto& p : archive.updater_states(tag)) shared.insert(p.blob);
+    folders.insert(tag + "/");
+  }
+  std::vector<std::string> out;
+  for (const auto& name : archive.entry_names()) {
+    auto slash = name.find('/');
+    if (slash == std::string::npos || folders.count(name.substr(0, slash + 1)) ||
+        shared.count(name))
+      out.push_back(name);
+  }
+  return out;
+}
+
 int run(const std::vector<std::string>& argv) {
-  Args args(argv, {}, {"--force"});
+  Args args(argv, {"--tag"}, {"--force"});
   args.expect_positionals(2, 2);
   Archive archive = open_archive(args.at(0, "ARCHIVE"));
   const std::string& target = args.at(1, "DIR");
@@ -57,7 +81,24 @@ int run(const std::vector<std::string>& argv) {
   Dir root(::open(target.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (root.fd() < 0) fail("", "cannot open folder '" + target + "'");
   std::uint64_t files = 0, bytes = 0;
-  for (const std::string& name : archive.entry_names()) {
+  const std::vector<std::string> entries = selected_entries(archive, args.values("--tag"));
+  if (!args.flag("--force")) {  // refuse before writing anything, naming the output path
+    std::string first;
+    std::size_t existing = 0;
+    for (const std::string& name : entries) {
+      struct stat st;
+      const std::string out = (std::filesystem::path(target) / name).string();
+      if (!name.ends_with("/") && ::lstat(out.c_str(), &st) == 0 && existing++ == 0) first = out;
+    }
+    if (existing)
+      throw Error(ErrorCode::already_exists,
+                  "exists already" +
+                      (existing > 1 ? " (and " + std::to_string(existing - 1) + " more file(s))"
+                                    : std::string()) +
+                      "; nothing was extracted (use --force to overwrite)",
+                  ErrorContext{.archive = first});
+  }
+  for (const std::string& name : entries) {
     // Names were validated at open: relative, no "..", no backslash. The
     // walk below refuses symbolic links as well.
     Dir dir(::dup(root.fd()));
@@ -97,11 +138,16 @@ int run(const std::vector<std::string>& argv) {
 
 extern const Command kExtractCommand{
     "extract", "Extract every entry into a folder (never outside it)",
-    "modelzip extract ARCHIVE DIR [--force]",
+    "modelzip extract ARCHIVE DIR [--tag T]... [--force]",
     "Entry names that could escape DIR are rejected when the archive is opened, and\n"
     "symbolic links inside DIR are never followed. Every CRC is checked. Existing\n"
     "files are kept unless --force is given.\n"
-    "\nExample:\n  modelzip extract model.zip unpacked/\n",
+    "Options:\n"
+    "  --tag T    only the root files, tag T's folder and the blobs of other tags it\n"
+    "             shares (repeatable); salvages the intact tags of a damaged archive\n"
+    "  --force    overwrite existing files\n"
+    "\nExamples:\n  modelzip extract model.zip unpacked/\n"
+    "  modelzip extract model.zip step-2/ --tag step-2\n",
     run};
 
 }  // namespace modelzip::cli

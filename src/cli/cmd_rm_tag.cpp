@@ -22,6 +22,7 @@ int run(const std::vector<std::string>& argv) {
   // another tag still references (they move instead of being deleted).
   std::string tag = args.tag_at(1, "TAG");
   std::size_t params = 0, states = 0, moved = 0, own = 0;
+  bool damaged = false;
   const auto before = std::filesystem::file_size(path);
   {
     Archive archive = Archive::open(path);
@@ -32,11 +33,12 @@ int run(const std::vector<std::string>& argv) {
       for (const auto& p : infos)
         if (!p.shared) own_blobs.insert(p.blob);
     };
-    if (archive.find_tag(tag)) {
+    damaged = archive.find_tag(tag) && archive.tag_damage(tag);
+    if (archive.find_tag(tag) && !damaged) {
       count(archive.params(tag), params);
       count(archive.updater_states(tag), states);
       for (const auto& other : archive.tags()) {
-        if (other == tag) continue;
+        if (other == tag || archive.tag_damage(other)) continue;
         for (const auto& p : archive.params(other))
           if (own_blobs.count(p.blob)) kept.insert(p.blob);
         for (const auto& p : archive.updater_states(other))
@@ -49,10 +51,13 @@ int run(const std::vector<std::string>& argv) {
   writer.remove_tag(tag);
   writer.commit();
   const auto after = std::filesystem::file_size(path);
-  std::cout << "removed tag '" << printable(tag) << "' (" << params << " parameter(s), " << states
-            << " updater state(s)); " << own - moved << " blob(s) deleted, " << moved
-            << " moved to a tag that shares them; archive " << human_bytes(before) << " -> "
-            << human_bytes(after) << "\n";
+  std::cout << "removed tag '" << printable(tag) << "' ";
+  if (damaged)  // its tables were unreadable: what it held is not known
+    std::cout << "(damaged tables); its blobs other tags share were kept";
+  else
+    std::cout << "(" << params << " parameter(s), " << states << " updater state(s)); "
+              << own - moved << " blob(s) deleted, " << moved << " moved to a tag that shares them";
+  std::cout << "; archive " << human_bytes(before) << " -> " << human_bytes(after) << "\n";
   return 0;
 }
 

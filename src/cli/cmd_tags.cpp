@@ -22,6 +22,7 @@ int run(const std::vector<std::string>& argv) {
   } else {
     for (const auto& t : archive.tags()) std::cout << printable(t) << "\n";
   }
+  report_damage(archive);
   return 0;
 }
 
@@ -29,6 +30,9 @@ int run(const std::vector<std::string>& argv) {
 
 extern const Command kTagsCommand{
     "tags", "List the tags of an archive, oldest first", "modelzip tags ARCHIVE [--json]",
+    "A tag whose params.txt or updater.txt is damaged is listed too, and named on\n"
+    "standard error with the damage; the other tags stay readable (ls --tag,\n"
+    "extract --tag), and rm-tag removes the damaged one.\n"
     "Options:\n  --json   print a JSON array of strings\n\nExample:\n  modelzip tags model.zip\n",
     run};
 

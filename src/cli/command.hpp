@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "modelzip/archive.hpp"
+
 namespace modelzip::cli {
 
 struct Command {
@@ -33,6 +35,10 @@ extern const std::string_view kEnvironment;  // one paragraph
 // How to pass arguments that start with '-': shown with every command's usage
 // (help and usage errors) and in the man page.
 extern const std::string_view kDoubleDash;
+
+// Names every tag of `archive` whose tables are damaged on standard error,
+// one line each, with the damage and how to salvage; returns how many.
+std::size_t report_damage(const Archive& archive);
 
 // "1.5 MiB"-style size.
 std::string human_bytes(std::uint64_t bytes);

@@ -1,6 +1,8 @@
 #include <cstdio>
+#include <iostream>
 
 #include "cli/command.hpp"
+#include "cli/terminal.hpp"
 
 namespace modelzip::cli {
 
@@ -40,6 +42,18 @@ const std::string_view kEnvironment =
     "bound waiting for a connection and for a transfer slower than 1 KiB/s. S3 reads\n"
     "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION and\n"
     "AWS_ENDPOINT_URL (S3-compatible stores, path-style).\n";
+
+std::size_t report_damage(const Archive& archive) {
+  std::size_t n = 0;
+  for (const auto& tag : archive.tags())
+    if (auto damage = archive.tag_damage(tag)) {
+      ++n;
+      std::cerr << "modelzip: tag '" << printable(tag)
+                << "' is damaged: " << printable(damage->what())
+                << " (the other tags are readable; modelzip rm-tag removes this one)\n";
+    }
+  return n;
+}
 
 std::string human_bytes(std::uint64_t bytes) {
   static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};

@@ -57,10 +57,11 @@ Bytes map_file(const std::filesystem::path& path) {
   if (f.fd < 0) fail(path, "cannot open");
   struct stat st {};
   if (::fstat(f.fd, &st) != 0) fail(path, "cannot stat");
-  if (!S_ISREG(st.st_mode)) {
-    errno = EINVAL;
-    fail(path, "not a regular file");
-  }
+  if (!S_ISREG(st.st_mode))  // a plain sentence: strerror would say "Invalid argument"
+    throw Error(ErrorCode::io,
+                S_ISDIR(st.st_mode) ? "is a folder, not a file"
+                                    : "is not a regular file (a device, pipe or socket)",
+                ErrorContext{.archive = path.string()});
   if (st.st_size == 0) return Bytes::take({});
   auto length = static_cast<std::size_t>(st.st_size);
   void* address = ::mmap(nullptr, length, PROT_READ, MAP_PRIVATE, f.fd, 0);

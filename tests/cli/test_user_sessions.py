@@ -4,6 +4,7 @@ rm-tag and diff report, updater state in cat/export/diff, archive metadata,
 and the messages for things that are not archives. Expected bytes are written
 from the rules in the help texts, not from running modelzip."""
 import json
+import re
 import os
 import shutil
 import struct
@@ -227,3 +228,185 @@ def test_meta_sets_only_the_given_fields(tmp_path):
     assert run("meta", tmp_path / "none.zip", "--name", "x", check=False).returncode == 1
     assert not (tmp_path / "none.zip").exists()
     assert run("verify", path).returncode == 0
+
+
+@pytest.fixture
+def damaged(tmp_path):
+    """quickstart's archive (step-1 owns embedding, fc.weight, fc.bias; step-2
+    shares the first two) with one byte of step-1/params.txt flipped in place:
+    its CRC no longer matches, as after bit rot."""
+    path = tmp_path / "q.zip"
+    subprocess.run([os.environ.get("MODELZIP_QUICKSTART", "quickstart"), str(path)],
+                   check=True, capture_output=True)
+    data = bytearray(path.read_bytes())
+    with zipfile.ZipFile(path) as z:
+        info = z.getinfo("step-1/params.txt")
+        assert info.compress_type == zipfile.ZIP_STORED
+        original = {n: z.read(n) for n in z.namelist()}
+    name_len, extra_len = struct.unpack("<HH", data[info.header_offset + 26:info.header_offset + 30])
+    data[info.header_offset + 30 + name_len + extra_len] ^= 0x20  # first letter's case
+    path.write_bytes(bytes(data))
+    return path, original
+
+
+def test_a_damaged_tag_leaves_the_others_usable(damaged, tmp_path):
+    path, original = damaged
+    p = run("tags", path)
+    assert p.stdout == b"step-1\nstep-2\n"
+    assert b"tag 'step-1' is damaged" in p.stderr and b"step-1/params.txt" in p.stderr
+    assert b"CRC" in p.stderr and p.stderr.count(b"\n") == 1
+    rows = {r["name"] for r in json.loads(run("ls", path, "--tag", "step-2", "--json").stdout)}
+    assert rows == {"embedding", "fc.weight", "fc.bias"}
+    assert run("cat", path, "embedding").stdout == \
+        np.array([(i % 97) / 97 for i in range(64000)], "<f4").tobytes()
+    p = run("ls", path, "--tag", "step-1", check=False)
+    assert p.returncode == 1 and b"step-1/params.txt" in p.stderr and b"CRC" in p.stderr
+    # verify names the damaged table.
+    p = run("verify", path, check=False)
+    assert p.returncode == 1 and b"step-1/params.txt" in p.stdout
+    # extract --tag step-2: its folder, the root files and the step-1 blobs it shares.
+    out = tmp_path / "out"
+    run("extract", path, out, "--tag", "step-2")
+    got = sorted(str(f.relative_to(out)) for f in out.rglob("*") if f.is_file())
+    step2 = [n for n in original if n.startswith("step-2/")]
+    assert got == sorted(["modelzip.toml", "tags.txt", "step-1/params/0.fb", "step-1/params/1.fb",
+                          *step2])
+    for name in got:
+        assert (out / name).read_bytes() == original[name]
+    assert run("extract", path, tmp_path / "o2", "--tag", "step-1", check=False).returncode == 1
+
+
+def test_a_damaged_tag_blocks_changes_until_removed(damaged, tmp_path):
+    path, _ = damaged
+    before = path.read_bytes()
+    npy = tmp_path / "a.npy"
+    np.save(npy, np.zeros(2, np.float32))
+    p = run("import", path, "--tag", "step-3", npy, check=False)
+    assert p.returncode == 1 and b"damaged" in p.stderr and b"rm-tag" in p.stderr
+    assert path.read_bytes() == before  # nothing changed
+    p = run("rm-tag", path, "step-1")
+    assert p.stdout.startswith(b"removed tag 'step-1' (damaged tables)")
+    assert run("tags", path).stdout == b"step-2\n"
+    assert run("verify", path).returncode == 0
+    # The blobs step-2 shared with the damaged tag moved into step-2.
+    assert run("cat", path, "embedding").stdout == \
+        np.array([(i % 97) / 97 for i in range(64000)], "<f4").tobytes()
+    run("import", path, "--tag", "step-3", npy)
+
+
+def test_things_that_are_not_archives_get_a_plain_sentence(tmp_path):
+    plain = tmp_path / "plain.zip"
+    with zipfile.ZipFile(plain, "w") as z:  # as zip(1) makes them: no modelzip.toml
+        z.writestr("notes.txt", "hello")
+    p = run("ls", plain, check=False)
+    assert p.returncode == 1
+    assert p.stderr.decode() == f"modelzip: {plain}: not a modelzip archive (no modelzip.toml): " \
+                                "a zip file of 1 entries\n"
+    empty = tmp_path / "empty.zip"
+    empty.write_bytes(b"")
+    p = run("tags", empty, check=False)
+    assert p.stderr.decode() == f"modelzip: {empty}: the file is empty (0 bytes), not a " \
+                                "modelzip archive\n"
+    p = run("verify", tmp_path, check=False)
+    assert p.returncode == 1 and f"{tmp_path}: is a folder, not a file".encode() in p.stderr
+    assert b"Invalid argument" not in p.stdout + p.stderr
+
+
+def test_extract_over_existing_files_names_the_output_path_once(tmp_path):
+    archive = tmp_path / "q.zip"
+    subprocess.run([os.environ.get("MODELZIP_QUICKSTART", "quickstart"), str(archive)],
+                   check=True, capture_output=True)
+    out = tmp_path / "out"
+    run("extract", archive, out)
+    before = {f: f.stat().st_mtime_ns for f in out.rglob("*")}
+    p = run("extract", archive, out, check=False)
+    assert p.returncode == 1 and p.stderr.count(b"\n") == 1
+    first = str(out / "modelzip.toml").encode()
+    assert p.stderr.count(str(out).encode()) == 1 and first in p.stderr
+    assert b"nothing was extracted (use --force to overwrite)" in p.stderr
+    assert {f: f.stat().st_mtime_ns for f in out.rglob("*")} == before
+
+
+def test_a_full_disk_names_the_archive_not_the_temporary_file(tmp_path):
+    """RLIMIT_FSIZE makes write() fail with EFBIG as a full disk fails with ENOSPC."""
+    import resource
+    import signal
+    npy = tmp_path / "big.npy"
+    np.save(npy, np.zeros(1 << 20, np.float32))  # 4 MiB
+    archive = tmp_path / "model.zip"
+
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+    p = subprocess.run([CLI, "import", str(archive), "--tag", "t", str(npy)],
+                       capture_output=True, preexec_fn=limit)
+    assert p.returncode == 1
+    err = p.stderr.decode()
+    assert err.startswith(f"modelzip: {archive}: ") and "modelzip-tmp" not in err, err
+    # Nothing half-written is left (a lock file is not data).
+    assert not archive.exists()
+    assert [n for n in os.listdir(tmp_path) if not n.endswith(".modelzip-lock")] == ["big.npy"]
+
+
+def run_on_narrow_terminal(*args, columns=40):
+    """Runs modelzip with stderr on a pseudo-terminal `columns` wide (stdout
+    to a pipe); returns (status, bytes the terminal got)."""
+    import errno
+    import fcntl
+    import pty
+    import termios
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    proc = subprocess.Popen([CLI, *map(str, args)], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=slave, env=env)
+    os.close(slave)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError as e:
+            if e.errno != errno.EIO:
+                raise
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(master)
+    return proc.wait(), shown
+
+
+def test_progress_bars_fit_a_narrow_terminal_and_leave_no_trail(tmp_path):
+    npy = tmp_path / "big.npy"
+    np.save(npy, np.arange(48 << 20 >> 2, dtype=np.float32))  # 48 MiB
+    archive = tmp_path / "m.zip"
+    for args, label in [(["import", archive, "--tag", "t", "--compress", npy], b"saving"),
+                        (["verify", archive], b"verifying"),
+                        (["export", archive, tmp_path / "out.npz"], b"reading")]:
+        status, shown = run_on_narrow_terminal(*args)
+        assert status == 0, shown
+        assert label in shown, (label, shown)  # a bar was drawn
+        # Every bar (the text between carriage returns) fits in 39 columns:
+        # a 40th character would make the terminal wrap.
+        for piece in shown.replace(b"\x1b[K", b"").replace(b"\n", b"\r").split(b"\r"):
+            if piece.startswith(label):
+                assert len(piece.decode()) <= 39, piece
+        # No trail: the last bar is erased before anything else is written.
+        last = shown.rindex(label)
+        assert b"\r\x1b[K" in shown[last:], shown[last:]
+        bars = [p for p in shown.replace(b"\x1b[K", b"").split(b"\r") if p.startswith(label)]
+        assert all(re.match(rb"^" + label + rb"( \[[#.]+\])? \d+%", b) for b in bars), bars
+
+
+def test_progress_bars_show_rate_and_eta(tmp_path):
+    npy = tmp_path / "big.npy"
+    np.save(npy, np.random.default_rng(1).random(12 << 20, dtype=np.float32))  # 48 MiB
+    status, shown = run_on_narrow_terminal("import", tmp_path / "m.zip", "--tag", "t",
+                                           "--compress", npy, columns=100)
+    assert status == 0
+    bars = [p for p in shown.replace(b"\x1b[K", b"").split(b"\r") if p.startswith(b"saving")]
+    assert bars
+    # Bars are redrawn at most every 100 ms and the rate needs 0.2 s of
+    # history: from the fourth bar on, each shows the rate and the ETA.
+    for bar in bars[3:]:
+        assert re.search(rb" \d+% ETA \d+:\d\d [\d.]+ [KMG]?i?B/s \d", bar), bar

@@ -57,7 +57,7 @@ TEST_CASE("map_file / read_file: missing files and folders are Error(io) naming 
   REQUIRE_ERROR_AS(e1, io::map_file(dir / "missing"), ErrorCode::io, "cannot open");
   CHECK(e1.context().archive == (dir / "missing").string());
   CHECK_ERROR(io::read_file(dir / "missing"), ErrorCode::io, "cannot open");
-  REQUIRE_ERROR_AS(e2, io::map_file(dir.path()), ErrorCode::io, "not a regular file");
+  REQUIRE_ERROR_AS(e2, io::map_file(dir.path()), ErrorCode::io, "is a folder, not a file");
   CHECK(e2.context().archive == dir.path().string());
   CHECK_ERROR(io::read_file(dir.path()), ErrorCode::io, "");
 }
