@@ -31,6 +31,7 @@ int run(const std::vector<std::string>& argv) {
   const std::string what =
       updater.empty() ? "'" + args.at(1, "PARAM") + "'"
                       : "updater state '" + updater[0].second + "' of '" + updater[0].first + "'";
+  if (updater.empty()) require_tensor(archive, args.at(1, "PARAM"), tag);
   const bool force = args.flag("--force") || args.flag("-f");
   const bool terminal = ::isatty(1) == 1;
   // Like gzip: binary data on a terminal would be garbage at best and

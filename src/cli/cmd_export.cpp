@@ -137,7 +137,10 @@ int run(const std::vector<std::string>& argv) {
   // decompressed whole.
   // Reading (and CRC-checking) is the long part here: a bar over the bytes.
   std::uint64_t total = 0, done = 0;
-  for (const auto& n : names) total += archive.param(n, tag).nbytes;
+  for (const auto& n : names) {
+    require_tensor(archive, n, tag);
+    total += archive.param(n, tag).nbytes;
+  }
   for (const auto& p : archive.updater_states(tag))
     for (const auto& [var, state] : updater)
       if (p.name == var && p.state == state) total += p.nbytes;

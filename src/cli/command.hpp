@@ -40,6 +40,10 @@ extern const std::string_view kDoubleDash;
 // one line each, with the damage and how to salvage; returns how many.
 std::size_t report_damage(const Archive& archive);
 
+// Throws Error(invalid_argument) naming the commands to use when parameter
+// `name` of `tag` is an embedding, which tensor commands cannot read.
+void require_tensor(const Archive& archive, const std::string& name, const std::string& tag);
+
 // "1.5 MiB"-style size.
 std::string human_bytes(std::uint64_t bytes);
 // "[2, 3]"

@@ -3,6 +3,7 @@
 
 #include "cli/command.hpp"
 #include "cli/terminal.hpp"
+#include "modelzip/error.hpp"
 
 namespace modelzip::cli {
 
@@ -53,6 +54,16 @@ std::size_t report_damage(const Archive& archive) {
                 << " (the other tags are readable; modelzip rm-tag removes this one)\n";
     }
   return n;
+}
+
+void require_tensor(const Archive& archive, const std::string& name, const std::string& tag) {
+  if (archive.param(name, tag).kind != BlobKind::embedding) return;
+  throw Error(ErrorCode::invalid_argument,
+              "parameter '" + name +
+                  "' is an embedding, not a tensor: write it with modelzip export ARCHIVE " + name +
+                  " OUT.fifu (or .vec, .txt, .bin), or query it with modelzip embed, " +
+                  "similar or analogy",
+              ErrorContext{.archive = archive.name(), .tag = tag});
 }
 
 std::string human_bytes(std::uint64_t bytes) {

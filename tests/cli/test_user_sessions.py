@@ -410,3 +410,16 @@ def test_progress_bars_show_rate_and_eta(tmp_path):
     # history: from the fourth bar on, each shows the rate and the ETA.
     for bar in bars[3:]:
         assert re.search(rb" \d+% ETA \d+:\d\d [\d.]+ [KMG]?i?B/s \d", bar), bar
+
+
+def test_tensor_commands_on_an_embedding_say_which_command_to_use(tmp_path):
+    vec = tmp_path / "v.vec"
+    vec.write_text("2 3\nberlin 1 0 0\nparis 0 1 0\n")
+    archive = tmp_path / "e.zip"
+    run("import", archive, "--tag", "v1", vec, "--name", "words")
+    for args in (["cat", archive, "words"], ["export", archive, "words", tmp_path / "w.npz"]):
+        p = run(*args, check=False)
+        assert p.returncode == 1 and p.stderr.count(b"\n") == 1
+        err = p.stderr.decode()
+        assert "'words' is an embedding" in err and "modelzip export" in err
+        assert "modelzip embed" in err and "embedding_file()" not in err

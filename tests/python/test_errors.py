@@ -83,13 +83,15 @@ def replace_in_entry(data, entry, old, new):
 
 
 def test_corrupt_text_entry_reports_entry_and_line(archive_path, tmp_path):
-    """A params.txt escape broken on purpose (CRC fixed): opening fails cleanly naming the
-    entry and the line."""
+    """A params.txt escape broken on purpose (CRC fixed): the archive opens (the tag is
+    damaged, FORMAT.md), and reading the tag fails cleanly naming the entry and the line."""
     save(archive_path, "t", {"ok": np.ones(1), "a b": np.zeros(2)})  # line 2 is a%20b
     bad = tmp_path / "bad.zip"
     bad.write_bytes(replace_in_entry(archive_path.read_bytes(), "t/params.txt", b"a%20b", b"a%G0b"))
+    archive = modelzip.open(bad)
+    assert archive.tags == ["t"]
     with pytest.raises(modelzip.Error) as e:
-        modelzip.open(bad)
+        archive.params("t")
     err = e.value
     assert err.code == "corrupt"
     assert err.entry == "t/params.txt" and err.line == 2
