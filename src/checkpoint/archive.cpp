@@ -297,6 +297,11 @@ Archive Archive::open(const std::filesystem::path& path, const OpenOptions& opti
     // symbolic link, beside its target (where writers keep it).
     file = zip::read_snapshot(path, format::kTagsEntry, options.limits, &parsed);
   } catch (const Error& e) {
+    std::error_code ec;  // a plain sentence for an empty file, as Impl gives
+    if (e.code() == ErrorCode::corrupt && std::filesystem::is_regular_file(path, ec) &&
+        std::filesystem::file_size(path, ec) == 0 && !ec)
+      throw Error(ErrorCode::corrupt, "the file is empty (0 bytes), not a modelzip archive",
+                  ErrorContext{.archive = path.string()});
     throw e.with_context({.archive = path.string()});
   }
   return Archive(std::make_shared<const Impl>(path.string(), file, options, std::move(parsed)));

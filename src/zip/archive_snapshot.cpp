@@ -37,10 +37,11 @@ struct Fd {
 io::FileIdentity identity_of(int fd, const std::filesystem::path& path) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) fail(path, "cannot stat");
-  if (!S_ISREG(st.st_mode)) {
-    errno = EINVAL;
-    fail(path, "not a regular file");
-  }
+  if (!S_ISREG(st.st_mode))  // a plain sentence: strerror would say "Invalid argument"
+    throw Error(ErrorCode::io,
+                S_ISDIR(st.st_mode) ? "is a folder, not a file"
+                                    : "is not a regular file (a device, pipe or socket)",
+                ErrorContext{.archive = path.string()});
   auto ns = [](const timespec& t) {
     return static_cast<std::int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
   };
