@@ -8,8 +8,8 @@
 #include "cli/open_archive.hpp"
 #include "cli/progress_bar.hpp"
 #include "cli/terminal.hpp"
-#include "convert/tensor_bytes.hpp"
 #include "convert/npy_format.hpp"
+#include "convert/tensor_bytes.hpp"
 #include "io/durable_file.hpp"
 #include "modelzip/archive.hpp"
 #include "modelzip/convert.hpp"
@@ -92,6 +92,7 @@ int run(const std::vector<std::string>& argv) {
   if (names.empty() && updater.empty())
     for (const auto& p : archive.params(tag))
       if (p.kind == BlobKind::tensor) names.push_back(p.name);
+  for (const auto& n : names) require_tensor(archive, n, tag);
   if (format == "npy" && names.size() == 1 && updater.empty()) {
     TensorStream stream(archive, names[0], tag);
     if (stream.streamable()) {  // any size, in bounded memory
@@ -137,10 +138,7 @@ int run(const std::vector<std::string>& argv) {
   // decompressed whole.
   // Reading (and CRC-checking) is the long part here: a bar over the bytes.
   std::uint64_t total = 0, done = 0;
-  for (const auto& n : names) {
-    require_tensor(archive, n, tag);
-    total += archive.param(n, tag).nbytes;
-  }
+  for (const auto& n : names) total += archive.param(n, tag).nbytes;
   for (const auto& p : archive.updater_states(tag))
     for (const auto& [var, state] : updater)
       if (p.name == var && p.state == state) total += p.nbytes;
