@@ -22,6 +22,7 @@
 #include "format/tag_name.hpp"
 #include "format/tensor_blob.hpp"
 #include "io/durable_file.hpp"
+#include "io/posix_file.hpp"
 #include "io/syscalls.hpp"
 #include "modelzip/distributed.hpp"
 #include "modelzip/error.hpp"
@@ -201,19 +202,7 @@ struct Piece {
 
 void pwrite_all(int fd, const std::byte* data, std::uint64_t size, std::uint64_t offset,
                 const std::string& file) {
-  while (size > 0) {
-    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(size, 1u << 30));
-    const ssize_t w = io::sys::pwrite(fd, data, n, static_cast<off_t>(offset));
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      if (w == 0) errno = ENOSPC;
-      throw Error(ErrorCode::io, std::string("cannot write: ") + std::strerror(errno),
-                  ErrorContext{.archive = file, .offset = offset});
-    }
-    data += w;
-    offset += static_cast<std::uint64_t>(w);
-    size -= static_cast<std::uint64_t>(w);
-  }
+  io::pwrite_full(fd, data, size, offset, ErrorContext{.archive = file});
 }
 
 std::string shape_text(const Shape& s) {

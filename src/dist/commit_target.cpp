@@ -1,4 +1,5 @@
 #include "dist/commit_target.hpp"
+#include "io/posix_file.hpp"
 
 #include <cstring>
 
@@ -102,10 +103,8 @@ CommitTarget::Start CommitTarget::begin() {
         0, true);
     e.data_offset = bytes.size();
     bytes.insert(bytes.end(), data, data + toml.size());
-    if (io::sys::pwrite(m.temp_out->fd(), bytes.data(), bytes.size(), 0) !=
-        static_cast<ssize_t>(bytes.size()))
-      throw Error(ErrorCode::io, std::string("cannot write: ") + std::strerror(errno),
-                  ErrorContext{.archive = m.temp->path().string()});
+    io::pwrite_full(m.temp_out->fd(), bytes.data(), bytes.size(), 0,
+                    ErrorContext{.archive = m.temp->path().string()});
     return Start{m.temp->path().string(), bytes.size()};
   } catch (const Error& e) {
     abort();

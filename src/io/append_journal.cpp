@@ -1,4 +1,5 @@
 #include "io/append_journal.hpp"
+#include "io/posix_file.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -29,10 +30,7 @@ fs::path folder_of(const fs::path& p) {
   return p.parent_path().empty() ? fs::path(".") : p.parent_path();
 }
 
-[[noreturn]] void fail(const fs::path& path, const std::string& what) {
-  throw Error(ErrorCode::io, what + ": " + std::strerror(errno),
-              ErrorContext{.archive = path.string()});
-}
+using io::throw_errno;
 
 // fsyncs the archive's folder; errors name the archive.
 void sync_folder(const fs::path& archive, const char* after) {
@@ -111,14 +109,14 @@ JournalState read_append_journal(const fs::path& archive) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) return state;
-    fail(path, "cannot open the append journal");
+    throw_errno(path, "cannot open the append journal");
   }
   struct Closer {
     int fd;
     ~Closer() { ::close(fd); }
   } closer{fd};
   struct stat st {};
-  if (::fstat(fd, &st) != 0) fail(path, "cannot stat the append journal");
+  if (::fstat(fd, &st) != 0) throw_errno(path, "cannot stat the append journal");
   auto ns = [](const timespec& t) {
     return static_cast<std::int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
   };
@@ -133,7 +131,7 @@ JournalState read_append_journal(const fs::path& archive) {
   while (done < bytes.size()) {
     ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) fail(path, "cannot read the append journal");
+    if (n < 0) throw_errno(path, "cannot read the append journal");
     if (n == 0) break;
     done += static_cast<std::size_t>(n);
   }
@@ -167,7 +165,7 @@ void write_append_journal(const fs::path& archive, const AppendJournal& journal,
   detail::store_le<std::uint32_t>(crc_bytes, crc);
 
   int fd = sys::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) fail(path, "cannot create the append journal");
+  if (fd < 0) throw_errno(path, "cannot create the append journal");
   bool ok = true;
   std::uint64_t offset = 0;
   auto put = [&](const std::byte* data, std::size_t size) {
@@ -194,7 +192,7 @@ void write_append_journal(const fs::path& archive, const AppendJournal& journal,
     // A partial journal reads as torn; remove it all the same.
     sys::unlink(path.c_str());
     errno = error;
-    fail(path, "cannot write the append journal");
+    throw_errno(path, "cannot write the append journal");
   }
   if (!durable) return;
   try {
@@ -208,7 +206,7 @@ void write_append_journal(const fs::path& archive, const AppendJournal& journal,
 void remove_append_journal(const fs::path& archive, bool durable, bool* removed) {
   if (removed) *removed = false;
   if (sys::unlink(append_journal_path(archive).c_str()) != 0 && errno != ENOENT)
-    fail(append_journal_path(archive), "cannot remove the append journal");
+    throw_errno(append_journal_path(archive), "cannot remove the append journal");
   if (removed) *removed = true;
   if (durable) sync_folder(archive, "removing the append journal");
 }

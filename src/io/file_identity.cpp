@@ -1,4 +1,5 @@
 #include "io/file_identity.hpp"
+#include "io/posix_file.hpp"
 
 #include <sys/stat.h>
 
@@ -13,8 +14,7 @@ std::optional<FileIdentity> identity_of(const std::filesystem::path& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
     if (errno == ENOENT) return std::nullopt;
-    throw Error(ErrorCode::io, std::string("cannot stat: ") + std::strerror(errno),
-                ErrorContext{.archive = path.string()});
+    throw errno_error("cannot stat", ErrorContext{.archive = path.string()});
   }
   auto ns = [](const timespec& t) {
     return static_cast<std::int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;

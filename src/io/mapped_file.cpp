@@ -9,6 +9,7 @@
 #include <cstring>
 #include <string>
 
+#include "io/posix_file.hpp"
 #include "modelzip/error.hpp"
 
 namespace modelzip {
@@ -24,18 +25,6 @@ class MappedFileAccess {
 
 namespace io {
 namespace {
-
-[[noreturn]] void fail(const std::filesystem::path& path, const std::string& what) {
-  throw Error(ErrorCode::io, what + ": " + std::strerror(errno),
-              ErrorContext{.archive = path.string()});
-}
-
-struct Fd {
-  int fd = -1;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
 
 // Owns one mapping; not copyable, so exactly one munmap happens.
 class Mapping {
@@ -53,19 +42,15 @@ class Mapping {
 }  // namespace
 
 Bytes map_file(const std::filesystem::path& path) {
-  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (f.fd < 0) fail(path, "cannot open");
+  const UniqueFd f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!f.valid()) throw_errno(path, "cannot open");
   struct stat st {};
-  if (::fstat(f.fd, &st) != 0) fail(path, "cannot stat");
-  if (!S_ISREG(st.st_mode))  // a plain sentence: strerror would say "Invalid argument"
-    throw Error(ErrorCode::io,
-                S_ISDIR(st.st_mode) ? "is a folder, not a file"
-                                    : "is not a regular file (a device, pipe or socket)",
-                ErrorContext{.archive = path.string()});
+  if (::fstat(f.get(), &st) != 0) throw_errno(path, "cannot stat");
+  require_regular_file(st, path);
   if (st.st_size == 0) return Bytes::take({});
   auto length = static_cast<std::size_t>(st.st_size);
-  void* address = ::mmap(nullptr, length, PROT_READ, MAP_PRIVATE, f.fd, 0);
-  if (address == MAP_FAILED) fail(path, "cannot map");
+  void* address = ::mmap(nullptr, length, PROT_READ, MAP_PRIVATE, f.get(), 0);
+  if (address == MAP_FAILED) throw_errno(path, "cannot map");
   auto mapping = std::make_shared<const Mapping>(address, length);
   return MappedFileAccess::mark_mapped(Bytes::borrow(
       std::span<const std::byte>(static_cast<const std::byte*>(address), length), mapping));
@@ -81,28 +66,21 @@ Bytes map_prefix_with_tail(int fd, const std::filesystem::path& path, std::uint6
   // Reserve the whole range (no memory committed), then fill it in place.
   void* base =
       ::mmap(nullptr, length, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (base == MAP_FAILED) fail(path, "cannot reserve memory for the archive");
+  if (base == MAP_FAILED) throw_errno(path, "cannot reserve memory for the archive");
   auto mapping = std::make_shared<const Mapping>(base, length);
   auto* bytes = static_cast<std::byte*>(base);
   if (split > 0 && ::mmap(base, static_cast<std::size_t>(split), PROT_READ, MAP_PRIVATE | MAP_FIXED,
                           fd, 0) == MAP_FAILED)
-    fail(path, "cannot map");
+    throw_errno(path, "cannot map");
   if (total > split) {
     const auto rest = static_cast<std::size_t>(total - split);
     if (::mmap(bytes + split, rest, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED | MAP_ANONYMOUS,
                -1, 0) == MAP_FAILED)
-      fail(path, "cannot allocate memory for the archive's tail");
-    std::size_t done = 0;
+      throw_errno(path, "cannot allocate memory for the archive's tail");
     const auto head = static_cast<std::size_t>(prefix - split);
-    while (done < head) {
-      ssize_t n = ::pread(fd, bytes + split + done, head - done, static_cast<off_t>(split + done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) fail(path, "cannot read");
-      if (n == 0) {
-        errno = EIO;
-        fail(path, "the file is shorter than its recorded prefix");
-      }
-      done += static_cast<std::size_t>(n);
+    if (pread_full(fd, bytes + split, head, split, path) != head) {
+      errno = EIO;
+      throw_errno(path, "the file is shorter than its recorded prefix");
     }
     if (!tail.empty()) std::memcpy(bytes + prefix, tail.data(), tail.size());
     ::mprotect(bytes + split, rest, PROT_READ);
@@ -115,30 +93,22 @@ Bytes map_shared(int fd, std::uint64_t length, const std::string& name) {
   if (length == 0) return Bytes::take({});
   if (length > SIZE_MAX) {
     errno = EFBIG;
-    fail(name, "cannot map");
+    throw_errno(name, "cannot map");
   }
   void* address = ::mmap(nullptr, static_cast<std::size_t>(length), PROT_READ, MAP_SHARED, fd, 0);
-  if (address == MAP_FAILED) fail(name, "cannot map");
+  if (address == MAP_FAILED) throw_errno(name, "cannot map");
   auto mapping = std::make_shared<const Mapping>(address, static_cast<std::size_t>(length));
   return MappedFileAccess::mark_mapped(Bytes::borrow(
       std::span<const std::byte>(static_cast<const std::byte*>(address), length), mapping));
 }
 
 Bytes read_file(const std::filesystem::path& path) {
-  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (f.fd < 0) fail(path, "cannot open");
+  const UniqueFd f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!f.valid()) throw_errno(path, "cannot open");
   struct stat st {};
-  if (::fstat(f.fd, &st) != 0) fail(path, "cannot stat");
+  if (::fstat(f.get(), &st) != 0) throw_errno(path, "cannot stat");
   std::vector<std::byte> data(static_cast<std::size_t>(st.st_size));
-  std::size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = ::read(f.fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) fail(path, "cannot read");
-    if (n == 0) break;
-    done += static_cast<std::size_t>(n);
-  }
-  data.resize(done);
+  data.resize(pread_full(f.get(), data.data(), data.size(), 0, path));
   return Bytes::take(std::move(data));
 }
 

@@ -1,4 +1,5 @@
 #include "zip/append_session.hpp"
+#include "io/posix_file.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -17,26 +18,9 @@ namespace modelzip::zip {
 namespace fs = std::filesystem;
 namespace {
 
-[[noreturn]] void fail(const fs::path& path, const std::string& what) {
-  throw Error(ErrorCode::io, what + ": " + std::strerror(errno),
-              ErrorContext{.archive = path.string()});
-}
-
 void write_all(int fd, const fs::path& path, std::uint64_t offset, const Bytes& bytes) {
-  const std::byte* p = bytes.data();
-  std::size_t size = bytes.size();
-  while (size > 0) {
-    ssize_t n =
-        io::sys::pwrite(fd, p, std::min<std::size_t>(size, 1u << 30), static_cast<off_t>(offset));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      if (n == 0) errno = ENOSPC;
-      fail(path, "cannot write the previous tail back");
-    }
-    p += n;
-    offset += static_cast<std::uint64_t>(n);
-    size -= static_cast<std::size_t>(n);
-  }
+  io::pwrite_full(fd, bytes.data(), bytes.size(), offset, ErrorContext{.archive = path.string()},
+                  "cannot write the previous tail back");
 }
 
 std::int64_t mtime_ns(int fd) {
@@ -62,8 +46,9 @@ void restore_tail(int fd, const fs::path& path, std::uint64_t start, const Bytes
                   bool durable, std::int64_t old_mtime) {
   write_all(fd, path, start, tail);
   if (io::sys::ftruncate(fd, static_cast<off_t>(start + tail.size())) != 0)
-    fail(path, "cannot cut the archive back to its previous size");
-  if (durable && io::sys::fsync(fd) != 0) fail(path, "cannot fsync the restored archive");
+    io::throw_errno(path, "cannot cut the archive back to its previous size");
+  if (durable && io::sys::fsync(fd) != 0)
+    io::throw_errno(path, "cannot fsync the restored archive");
   bump_mtime(fd, old_mtime);
 }
 
@@ -85,7 +70,7 @@ AppendSession::AppendSession(fs::path path, const Directory& directory, const By
   journaled_ = true;
   try {
     fd_ = io::sys::open(path_.c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd_ < 0) fail(path_, "cannot open for appending");
+    if (fd_ < 0) io::throw_errno(path_, "cannot open for appending");
     old_mtime_ns_ = mtime_ns(fd_);
     writer_ = std::make_unique<StreamZipWriter>(fd_, path_.string(), tail_start_,
                                                 options_.expected_bytes, options_.progress);
@@ -120,15 +105,15 @@ void AppendSession::close_file() noexcept {
 std::uint64_t AppendSession::commit(const std::vector<Bytes>& tail_contents) {
   writer_->add_stored(tail_entry_, tail_contents);
   const std::uint64_t size = writer_->finish([&] {
-    if (options_.durable && io::sys::fsync(fd_) != 0) fail(path_, "fsync failed");
+    if (options_.durable && io::sys::fsync(fd_) != 0) io::throw_errno(path_, "fsync failed");
   });
-  if (options_.durable && io::sys::fsync(fd_) != 0) fail(path_, "fsync failed");
+  if (options_.durable && io::sys::fsync(fd_) != 0) io::throw_errno(path_, "fsync failed");
   writer_.reset();
   const int fd = fd_;
   fd_ = -1;
   if (io::sys::close(fd) != 0) {
     fd_ = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC);  // for the rollback
-    fail(path_, "cannot write file");
+    io::throw_errno(path_, "cannot write file");
   }
   bool removed = false;
   try {
@@ -148,7 +133,7 @@ void AppendSession::rollback() {
   writer_.reset();  // waits for its CRC worker; writes nothing more
   if (fd_ < 0) {
     fd_ = io::sys::open(path_.c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd_ < 0) fail(path_, "cannot open to restore the previous archive");
+    if (fd_ < 0) io::throw_errno(path_, "cannot open to restore the previous archive");
   }
   restore_tail(fd_, path_, tail_start_, old_tail_, options_.durable, old_mtime_ns_);
   close_file();
@@ -162,13 +147,13 @@ void recover_append(const fs::path& path, bool durable) {
   if (state.kind == io::JournalState::Kind::valid) {
     const io::AppendJournal& j = state.journal;
     int fd = io::sys::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd < 0) fail(path, "cannot open to restore the previous archive");
+    if (fd < 0) io::throw_errno(path, "cannot open to restore the previous archive");
     struct Closer {
       int fd;
       ~Closer() { io::sys::close(fd); }
     } closer{fd};
     struct stat st {};
-    if (::fstat(fd, &st) != 0) fail(path, "cannot stat");
+    if (::fstat(fd, &st) != 0) io::throw_errno(path, "cannot stat");
     if (static_cast<std::uint64_t>(st.st_size) < j.tail_start)
       throw Error(ErrorCode::corrupt,
                   "the append journal saves a tail from offset " + std::to_string(j.tail_start) +

@@ -14,6 +14,7 @@
 #include "io/append_journal.hpp"
 #include "io/file_identity.hpp"
 #include "io/mapped_file.hpp"
+#include "io/posix_file.hpp"
 #include "modelzip/error.hpp"
 #include "zip/archive_layout.hpp"
 
@@ -22,26 +23,10 @@ namespace {
 
 constexpr int kAttempts = 50;
 
-[[noreturn]] void fail(const std::filesystem::path& path, const std::string& what) {
-  throw Error(ErrorCode::io, what + ": " + std::strerror(errno),
-              ErrorContext{.archive = path.string()});
-}
-
-struct Fd {
-  int fd = -1;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
 io::FileIdentity identity_of(int fd, const std::filesystem::path& path) {
   struct stat st {};
-  if (::fstat(fd, &st) != 0) fail(path, "cannot stat");
-  if (!S_ISREG(st.st_mode))  // a plain sentence: strerror would say "Invalid argument"
-    throw Error(ErrorCode::io,
-                S_ISDIR(st.st_mode) ? "is a folder, not a file"
-                                    : "is not a regular file (a device, pipe or socket)",
-                ErrorContext{.archive = path.string()});
+  if (::fstat(fd, &st) != 0) io::throw_errno(path, "cannot stat");
+  io::require_regular_file(st, path);
   auto ns = [](const timespec& t) {
     return static_cast<std::int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
   };
@@ -54,15 +39,8 @@ io::FileIdentity identity_of(int fd, const std::filesystem::path& path) {
 std::vector<std::byte> read_range(int fd, const std::filesystem::path& path, std::uint64_t from,
                                   std::uint64_t to) {
   std::vector<std::byte> out(static_cast<std::size_t>(to - from));
-  std::size_t done = 0;
-  while (done < out.size()) {
-    ssize_t n = ::pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(from + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) fail(path, "cannot read");
-    if (n == 0) break;  // shrank meanwhile: the identity check sees it
-    done += static_cast<std::size_t>(n);
-  }
-  out.resize(done);
+  // A file that shrank meanwhile gives fewer bytes: the identity check sees it.
+  out.resize(io::pread_full(fd, out.data(), out.size(), from, path));
   return out;
 }
 
@@ -70,7 +48,7 @@ std::vector<std::byte> read_range(int fd, const std::filesystem::path& path, std
 Bytes map_live(int fd, const std::filesystem::path& path, std::uint64_t size) {
   if (size == 0) return Bytes();
   void* address = ::mmap(nullptr, static_cast<std::size_t>(size), PROT_READ, MAP_SHARED, fd, 0);
-  if (address == MAP_FAILED) fail(path, "cannot map");
+  if (address == MAP_FAILED) io::throw_errno(path, "cannot map");
   struct Unmap {
     Unmap(void* address, std::size_t length) : a(address), n(length) {}
     Unmap(const Unmap&) = delete;
@@ -110,19 +88,19 @@ Bytes read_snapshot(const std::filesystem::path& path, std::string_view tail_ent
     if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(std::min(attempt, 10)));
     if (attempt == kAttempts) {
       errno = EAGAIN;
-      fail(path, "the archive kept changing while it was being opened (" +
-                     std::to_string(kAttempts) + " attempts)");
+      io::throw_errno(path, "the archive kept changing while it was being opened (" +
+                                std::to_string(kAttempts) + " attempts)");
     }
     const io::JournalState before = journal_state(path, resolved);
-    Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-    if (f.fd < 0) fail(path, "cannot open");
-    const io::FileIdentity id = identity_of(f.fd, path);
+    const io::UniqueFd f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!f.valid()) io::throw_errno(path, "cannot open");
+    const io::FileIdentity id = identity_of(f.get(), path);
 
     if (before.kind == Kind::valid) {
       const io::AppendJournal& j = before.journal;
       const bool fits = id.size >= j.tail_start;
       Bytes snapshot;
-      if (fits) snapshot = io::map_prefix_with_tail(f.fd, path, j.tail_start, j.tail.span());
+      if (fits) snapshot = io::map_prefix_with_tail(f.get(), path, j.tail_start, j.tail.span());
       // The same journal still there: it existed all along, so the file we
       // opened is its archive (no rewrite happens while a journal exists).
       if (!journal_state(path, resolved).same_as(before)) continue;
@@ -143,13 +121,13 @@ Bytes read_snapshot(const std::filesystem::path& path, std::string_view tail_ent
     // append was in progress is one the file never shrinks below (a
     // rolled-back append restores the size it started from), so the mapping
     // cannot fault.
-    if (!journal_state(path, resolved).same_as(before) || !(identity_of(f.fd, path) == id))
+    if (!journal_state(path, resolved).same_as(before) || !(identity_of(f.get(), path) == id))
       continue;
     std::optional<Directory> parsed;
     std::optional<Error> parse_error;
     std::uint64_t tail_from = id.size;
     {
-      Bytes live = map_live(f.fd, path, id.size);
+      Bytes live = map_live(f.get(), path, id.size);
       try {
         parsed = parse_directory(live.span(), limits);
         tail_from = tail_start(*parsed, tail_entry);
@@ -157,11 +135,11 @@ Bytes read_snapshot(const std::filesystem::path& path, std::string_view tail_ent
         parse_error = e;
       }
     }
-    const std::vector<std::byte> tail = read_range(f.fd, path, tail_from, id.size);
-    if (!journal_state(path, resolved).same_as(before) || !(identity_of(f.fd, path) == id))
+    const std::vector<std::byte> tail = read_range(f.get(), path, tail_from, id.size);
+    if (!journal_state(path, resolved).same_as(before) || !(identity_of(f.get(), path) == id))
       continue;
     if (parse_error) throw *parse_error;
-    Bytes snapshot = io::map_prefix_with_tail(f.fd, path, tail_from, tail);
+    Bytes snapshot = io::map_prefix_with_tail(f.get(), path, tail_from, tail);
     if (directory) *directory = std::move(parsed);
     return snapshot;
   }

@@ -1,4 +1,5 @@
 #include "zip/zip_stream_writer.hpp"
+#include "io/posix_file.hpp"
 
 #include <unistd.h>
 #include <zlib.h>
@@ -96,20 +97,7 @@ StreamZipWriter::StreamZipWriter(int fd, std::string file_name, std::uint64_t st
 StreamZipWriter::~StreamZipWriter() = default;
 
 void StreamZipWriter::write_at(std::uint64_t offset, const void* data, std::size_t size) {
-  const char* p = static_cast<const char*>(data);
-  while (size > 0) {
-    std::size_t n = std::min<std::size_t>(size, 1u << 30);
-    ssize_t w = io::sys::pwrite(fd_, p, n, static_cast<off_t>(offset));
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      if (w == 0) errno = ENOSPC;
-      throw Error(ErrorCode::io, std::string("cannot write: ") + std::strerror(errno),
-                  ErrorContext{.archive = file_name_, .offset = offset});
-    }
-    p += w;
-    offset += static_cast<std::uint64_t>(w);
-    size -= static_cast<std::size_t>(w);
-  }
+  io::pwrite_full(fd_, data, size, offset, ErrorContext{.archive = file_name_});
 }
 
 void StreamZipWriter::append(const void* data, std::size_t size) {
@@ -413,8 +401,7 @@ std::uint64_t StreamZipWriter::finish(const std::function<void()>& before_end_re
   cd.put_text(comment_);
   append(cd.bytes.data(), cd.bytes.size());
   if (io::sys::ftruncate(fd_, static_cast<off_t>(offset_)) != 0)
-    throw Error(ErrorCode::io, std::string("cannot set the file size: ") + std::strerror(errno),
-                ErrorContext{.archive = file_name_});
+    throw io::errno_error("cannot set the file size", ErrorContext{.archive = file_name_});
   return offset_;
 }
 
