@@ -61,17 +61,17 @@ inline Graph mlp_graph() {
 }
 
 inline std::string random_name(std::mt19937_64& rng, const std::string& prefix, std::size_t i) {
-  static const char* parts[] = {"w",
-                                "layer/0/kernel",
-                                "b i a s",
-                                "\xC3\xBC"
-                                "ber",
-                                "%41",
-                                "\xE6\x97\xA5\xE6\x9C\xAC",
-                                "a\"b\\c",
-                                "tab\there",
-                                "x.y",
-                                "\xF0\x9F\x98\x80"};
+  static const char* parts[] = {
+      "w",
+      "layer/0/kernel",
+      "b i a s",
+      "\xC3\xBC\x62\x65\x72",  // "über" (hex: "\xBCber" would swallow "be")
+      "%41",
+      "\xE6\x97\xA5\xE6\x9C\xAC",
+      "a\"b\\c",
+      "tab\there",
+      "x.y",
+      "\xF0\x9F\x98\x80"};
   return prefix + parts[rng() % std::size(parts)] + "#" + std::to_string(i);
 }
 
