@@ -53,11 +53,16 @@ struct ParamInfo {
   DType dtype = DType::float32;  // embeddings: float32 (rows x dims)
   Shape shape;
   Layout layout = Layout::dense;
-  std::uint64_t nbytes = 0;  // uncompressed bytes of tensor data
-  std::string blob;          // entry path of the blob in the zip
-  std::string owner_tag;     // tag whose folder holds the blob
-  bool shared = false;       // the blob belongs to another tag
-  bool compressed = false;   // the blob entry is deflated
+  // Layout::quantized: scheme, storage and the header's parameters (the
+  // `scales` and `zero_points` arrays are left empty: no data is read).
+  // `dtype` is then the original floating-point type.
+  std::optional<Quantization> quantization;
+  std::uint64_t nbytes =
+      0;  // uncompressed bytes of tensor data (quantized: integers, scales and zero points)
+  std::string blob;         // entry path of the blob in the zip
+  std::string owner_tag;    // tag whose folder holds the blob
+  bool shared = false;      // the blob belongs to another tag
+  bool compressed = false;  // the blob entry is deflated
 };
 
 enum class ReadMode {

@@ -10,5 +10,7 @@
 #include "modelzip/error.hpp"
 #include "modelzip/limits.hpp"
 #include "modelzip/metadata.hpp"
+#include "modelzip/quantization.hpp"
+#include "modelzip/quantize.hpp"
 #include "modelzip/tensor.hpp"
 #include "modelzip/writer.hpp"

@@ -255,6 +255,7 @@ ParamInfo Archive::Impl::info(std::size_t tag_pos, const BlobRow& row, TableKind
     p.dtype = h.dtype;
     p.shape = std::move(h.shape);
     p.layout = h.layout;
+    p.quantization = std::move(h.quantization);
     p.nbytes = h.data_bytes();
   } catch (const Error& err) {
     throw err.with_context(context(p.blob, tags[tag_pos]));

@@ -457,7 +457,10 @@ std::string npy_header(const std::string& descr, const Shape& shape) {
 
 NpyParts npy_parts(const Tensor& tensor) {
   if (tensor.layout() != Layout::dense)
-    throw Error(ErrorCode::unsupported, ".npy cannot hold sparse COO tensors");
+    throw Error(ErrorCode::unsupported, tensor.layout() == Layout::quantized
+                                            ? ".npy cannot hold quantized tensors (dequantize "
+                                              "them, or export the integers and scales)"
+                                            : ".npy cannot hold sparse COO tensors");
   if (tensor.dtype() != DType::utf8)
     return {npy_header(npy_descr(tensor.dtype()), tensor.shape()), tensor.values()};
   const std::uint64_t n = tensor.numel();

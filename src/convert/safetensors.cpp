@@ -234,7 +234,10 @@ Prepared prepare(std::span<const detail::StreamedTensor> tensors, const StringMa
     if (!modelzip::detail::utf8_valid(t.name))
       throw Error(ErrorCode::invalid_argument, "safetensors: a tensor name is not valid UTF-8");
     if (t.layout != Layout::dense)
-      detail::unsupported_tensor("safetensors", t.name, "sparse COO tensors are not supported");
+      detail::unsupported_tensor("safetensors", t.name,
+                                 t.layout == Layout::quantized
+                                     ? "quantized tensors are not supported (dequantize them first)"
+                                     : "sparse COO tensors are not supported");
     if (t.dtype == DType::utf8)
       detail::unsupported_tensor("safetensors", t.name, "string tensors are not supported");
     order.push_back(&t);

@@ -35,3 +35,45 @@ inline float half_to_float(std::uint16_t h) noexcept {
 }
 
 }  // namespace modelzip::detail
+
+#include <cmath>
+
+namespace modelzip::detail {
+
+// The binary floating-point format with `ebits` exponent and `mbits`
+// mantissa bits nearest to `x` (round to nearest, ties to even; overflow to
+// infinity; NaN to a quiet NaN), as its bit pattern. Exact: `x` is rounded
+// once, never through float.
+inline std::uint16_t round_to_small_float(double x, int ebits, int mbits) noexcept {
+  const std::uint32_t sign = std::signbit(x) ? 1u << (ebits + mbits) : 0u;
+  const std::uint32_t exp_all = (1u << ebits) - 1;
+  if (std::isnan(x)) return static_cast<std::uint16_t>(sign | exp_all << mbits | 1u << (mbits - 1));
+  const int bias = (1 << (ebits - 1)) - 1;
+  const int emin = 1 - bias;
+  double a = std::fabs(x);
+  if (a >= std::ldexp(2.0 - std::ldexp(1.0, -(mbits + 1)), bias))
+    return static_cast<std::uint16_t>(sign | exp_all << mbits);
+  if (a < std::ldexp(1.0, emin)) {  // subnormal (the carry into the exponent works by itself)
+    auto m = static_cast<std::uint32_t>(std::nearbyint(std::ldexp(a, mbits - emin)));
+    return static_cast<std::uint16_t>(sign | m);
+  }
+  int e2 = 0;
+  (void)std::frexp(a, &e2);
+  int e = e2 - 1;
+  auto m = static_cast<std::uint32_t>(std::nearbyint((std::ldexp(a, -e) - 1.0) * (1u << mbits)));
+  if (m == (1u << mbits)) {
+    m = 0;
+    ++e;
+  }
+  if (e > bias) return static_cast<std::uint16_t>(sign | exp_all << mbits);
+  return static_cast<std::uint16_t>(sign | static_cast<std::uint32_t>(e + bias) << mbits | m);
+}
+
+inline std::uint16_t double_to_half(double x) noexcept {
+  return round_to_small_float(x, 5, 10);
+}
+inline std::uint16_t double_to_bfloat16(double x) noexcept {
+  return round_to_small_float(x, 8, 7);
+}
+
+}  // namespace modelzip::detail

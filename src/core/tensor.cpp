@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/checked.hpp"
+#include "core/quantization_rules.hpp"
 #include "core/utf8.hpp"
 #include "modelzip/error.hpp"
 
@@ -25,7 +26,15 @@ std::string shape_text(const Shape& shape) {
 }  // namespace
 
 std::string_view layout_name(Layout layout) noexcept {
-  return layout == Layout::dense ? "dense" : "sparse_coo";
+  switch (layout) {
+    case Layout::dense:
+      return "dense";
+    case Layout::sparse_coo:
+      return "sparse_coo";
+    case Layout::quantized:
+      return "quantized";
+  }
+  return "unknown";
 }
 
 std::uint64_t shape_numel(std::span<const std::int64_t> shape) {
@@ -146,6 +155,26 @@ Tensor Tensor::sparse_coo(DType dtype, Shape shape, std::uint64_t nnz, Bytes ind
   return t;
 }
 
+Tensor Tensor::quantized(DType original, Shape shape, Quantization quantization, Bytes values) {
+  detail::QuantLengths want = detail::check_quantization_header(quantization, original, shape);
+  auto check = [](const char* field, std::uint64_t have, std::uint64_t need) {
+    if (have != need)
+      invalid(std::string(field) + " holds " + std::to_string(have) +
+              " bytes, the shape and scheme imply " + std::to_string(need));
+  };
+  check("values", values.size(), want.values);
+  check("quantization.scales", quantization.scales.size(), want.scales);
+  check("quantization.zero_points", quantization.zero_points.size(), want.zero_points);
+  detail::check_quantization_data(quantization, values, shape_numel(shape));
+  Tensor t;
+  t.dtype_ = original;
+  t.shape_ = std::move(shape);
+  t.layout_ = Layout::quantized;
+  t.values_ = std::move(values);
+  t.quantization_ = std::move(quantization);
+  return t;
+}
+
 std::string_view Tensor::string_at(std::uint64_t index) const {
   if (dtype_ != DType::utf8) invalid("not a string tensor");
   if (index >= offsets_.size() / 8 - (offsets_.empty() ? 0 : 1) || offsets_.empty())
@@ -160,6 +189,10 @@ Tensor Tensor::to_owned() const {
   t.values_ = values_.to_owned();
   t.offsets_ = offsets_.to_owned();
   t.indices_ = indices_.to_owned();
+  if (t.quantization_) {
+    t.quantization_->scales = t.quantization_->scales.to_owned();
+    t.quantization_->zero_points = t.quantization_->zero_points.to_owned();
+  }
   return t;
 }
 
@@ -169,10 +202,18 @@ bool Tensor::operator==(const Tensor& o) const {
            (a.size() == 0 || std::memcmp(a.data(), b.data(), a.size()) == 0);
   };
   return dtype_ == o.dtype_ && shape_ == o.shape_ && layout_ == o.layout_ && nnz_ == o.nnz_ &&
-         same(values_, o.values_) && same(offsets_, o.offsets_) && same(indices_, o.indices_);
+         same(values_, o.values_) && same(offsets_, o.offsets_) && same(indices_, o.indices_) &&
+         quantization_ == o.quantization_;
 }
 
 void Tensor::check_view(std::size_t element_size, std::size_t alignment) const {
+  if (layout_ == Layout::quantized) {
+    if (element_size != 1)
+      invalid("cannot view a quantized tensor as " + std::to_string(element_size) +
+              "-byte elements: its values are bytes (use dequantize() for " +
+              std::string(dtype_name(dtype_)) + " values)");
+    return;
+  }
   if (dtype_ == DType::utf8 || dtype_size(dtype_) != element_size)
     invalid("cannot view a " + std::string(dtype_name(dtype_)) + " tensor as " +
             std::to_string(element_size) + "-byte elements");

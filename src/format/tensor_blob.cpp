@@ -10,6 +10,7 @@
 
 #include "core/checked.hpp"
 #include "core/flatbuffer_alignment.hpp"
+#include "core/quantization_rules.hpp"
 #include "modelzip/error.hpp"
 #include "tensor_generated.h"
 
@@ -52,13 +53,37 @@ namespace {
 
 struct EncodedHeader {
   Bytes bytes;                  // the size-prefixed FlatBuffer
-  std::array<Segment, 3> segs;  // values, offsets, indices
+  std::array<Segment, 5> segs;  // values, offsets, indices, scales, zero points
 };
 
-// The header of a blob with segments of the given lengths.
+fbs::QuantScheme fb_scheme(QuantScheme s) {
+  switch (s) {
+    case QuantScheme::affine_per_tensor:
+      return fbs::QuantScheme::AFFINE_PER_TENSOR;
+    case QuantScheme::affine_per_axis:
+      return fbs::QuantScheme::AFFINE_PER_AXIS;
+    case QuantScheme::block_symmetric:
+      return fbs::QuantScheme::BLOCK_SYMMETRIC;
+  }
+  throw Error(ErrorCode::invalid_argument, "unknown quantization scheme");
+}
+
+fbs::QuantStorage fb_storage(QuantStorage s) {
+  switch (s) {
+    case QuantStorage::int8:
+      return fbs::QuantStorage::INT8;
+    case QuantStorage::uint8:
+      return fbs::QuantStorage::UINT8;
+    case QuantStorage::int4:
+      return fbs::QuantStorage::INT4;
+  }
+  throw Error(ErrorCode::invalid_argument, "unknown quantization storage");
+}
+
+// The header of a blob with segments of the given lengths (values, offsets,
+// indices, scales, zero points); `q` for a quantized tensor.
 EncodedHeader encode_header(DType dtype, const Shape& shape_dims, Layout layout, std::uint64_t nnz,
-                            std::uint64_t n_values, std::uint64_t n_offsets,
-                            std::uint64_t n_indices) {
+                            const std::array<std::uint64_t, 5>& lengths, const Quantization* q) {
   flatbuffers::FlatBufferBuilder fbb(256);
   // The header size does not depend on the segment offsets (fixed-size
   // structs), so build once with placeholders to learn it, then for real.
@@ -68,29 +93,47 @@ EncodedHeader encode_header(DType dtype, const Shape& shape_dims, Layout layout,
     // Non-empty segments follow each other at aligned offsets; an empty
     // segment is written as {0, 0}.
     std::uint64_t pos = first;
-    auto place = [&](std::uint64_t length) {
-      if (length == 0) return Segment{0, 0};
-      Segment s{detail::align_up(pos, kSegmentAlignment), length};
-      pos = s.offset + s.length;
-      return s;
-    };
-    Segment v = place(n_values);
-    Segment o = place(n_offsets);
-    Segment ix = place(n_indices);
-    fbs::Segment values_seg(v.offset, v.length), offsets_seg(o.offset, o.length),
-        indices_seg(ix.offset, ix.length);
+    std::array<Segment, 5> segs;
+    for (std::size_t i = 0; i < lengths.size(); ++i) {
+      if (lengths[i] == 0) continue;
+      segs[i] = Segment{detail::align_up(pos, kSegmentAlignment), lengths[i]};
+      pos = segs[i].offset + segs[i].length;
+    }
+    auto fb_seg = [&](std::size_t i) { return fbs::Segment(segs[i].offset, segs[i].length); };
+    flatbuffers::Offset<fbs::Quantization> quant;
+    if (q) {
+      fbs::Segment scales_seg = fb_seg(3), zps_seg = fb_seg(4);
+      fbs::QuantizationBuilder qb(fbb);
+      qb.add_scheme(fb_scheme(q->scheme));
+      qb.add_storage(fb_storage(q->storage));
+      if (q->scheme == QuantScheme::affine_per_tensor) {
+        qb.add_scale(q->scale);
+        qb.add_zero_point(q->zero_point);
+      } else {
+        qb.add_axis(q->axis);
+        qb.add_scale_type(static_cast<fbs::DataType>(q->scale_dtype));
+        qb.add_scales(&scales_seg);
+        if (q->scheme == QuantScheme::affine_per_axis) qb.add_zero_points(&zps_seg);
+        if (q->scheme == QuantScheme::block_symmetric) qb.add_block_size(q->block_size);
+      }
+      quant = qb.Finish();
+    }
+    fbs::Segment values_seg = fb_seg(0), offsets_seg = fb_seg(1), indices_seg = fb_seg(2);
     fbs::TensorHeaderBuilder h(fbb);
     h.add_dtype(static_cast<fbs::DataType>(dtype));
     h.add_shape(shape);
-    h.add_layout(layout == Layout::dense ? fbs::Layout::DENSE : fbs::Layout::SPARSE_COO);
+    h.add_layout(layout == Layout::dense        ? fbs::Layout::DENSE
+                 : layout == Layout::sparse_coo ? fbs::Layout::SPARSE_COO
+                                                : fbs::Layout::QUANTIZED);
     h.add_byte_order(fbs::ByteOrder::LITTLE);
     h.add_values(&values_seg);
     h.add_offsets(&offsets_seg);
     h.add_indices(&indices_seg);
     h.add_nnz(nnz);
     h.add_alignment(static_cast<std::uint32_t>(kSegmentAlignment));
+    if (q) h.add_quantization(quant);
     fbb.FinishSizePrefixed(h.Finish(), fbs::TensorHeaderIdentifier());
-    return std::array<Segment, 3>{v, o, ix};
+    return segs;
   };
   build(0);
   std::uint64_t first = detail::align_up(fbb.GetSize(), kSegmentAlignment);
@@ -106,13 +149,17 @@ EncodedHeader encode_header(DType dtype, const Shape& shape_dims, Layout layout,
 }  // namespace
 
 EncodedBlob encode_tensor_blob(const Tensor& t) {
-  EncodedHeader h = encode_header(t.dtype(), t.shape(), t.layout(), t.nnz(), t.values().size(),
-                                  t.offsets().size(), t.indices().size());
+  const Quantization* q = t.quantization();
+  static const Bytes none;
+  const Bytes* data[5] = {&t.values(), &t.offsets(), &t.indices(), q ? &q->scales : &none,
+                          q ? &q->zero_points : &none};
+  std::array<std::uint64_t, 5> lengths{};
+  for (std::size_t i = 0; i < 5; ++i) lengths[i] = data[i]->size();
+  EncodedHeader h = encode_header(t.dtype(), t.shape(), t.layout(), t.nnz(), lengths, q);
   EncodedBlob blob;
   blob.pieces.push_back(h.bytes);
   std::uint64_t pos = h.bytes.size();
-  const Bytes* data[3] = {&t.values(), &t.offsets(), &t.indices()};
-  for (int i = 0; i < 3; ++i) {
+  for (std::size_t i = 0; i < 5; ++i) {
     if (data[i]->empty()) continue;
     if (h.segs[i].offset > pos) blob.pieces.push_back(zero_padding(h.segs[i].offset - pos));
     blob.pieces.push_back(*data[i]);
@@ -127,7 +174,7 @@ DenseBlobLayout dense_blob_layout(DType dtype, const Shape& shape) {
     throw Error(ErrorCode::invalid_argument, "a dense blob layout needs a fixed-size dtype, not " +
                                                  std::string(dtype_name(dtype)));
   std::uint64_t n = detail::checked_mul(shape_numel(shape), dtype_size(dtype), "tensor bytes");
-  EncodedHeader h = encode_header(dtype, shape, Layout::dense, 0, n, 0, 0);
+  EncodedHeader h = encode_header(dtype, shape, Layout::dense, 0, {n, 0, 0, 0, 0}, nullptr);
   DenseBlobLayout out;
   out.header = h.bytes;
   out.values_offset = n == 0 ? h.bytes.size() : h.segs[0].offset;
@@ -205,6 +252,9 @@ BlobHeader read_blob_header(std::span<const std::byte> prefix, std::uint64_t ent
     case fbs::Layout::SPARSE_COO:
       out.layout = Layout::sparse_coo;
       break;
+    case fbs::Layout::QUANTIZED:
+      out.layout = Layout::quantized;
+      break;
     default:
       throw Error(ErrorCode::unsupported,
                   "tensor blob: unknown layout " + std::to_string(static_cast<int>(h->layout())));
@@ -232,8 +282,69 @@ BlobHeader read_blob_header(std::span<const std::byte> prefix, std::uint64_t ent
 
   // Sizes implied by dtype, shape and layout.
   const std::uint64_t width = dtype_size(out.dtype);
-  std::uint64_t want_values = 0, want_offsets = 0, want_indices = 0;
-  if (out.layout == Layout::dense) {
+  std::uint64_t want_values = 0, want_offsets = 0, want_indices = 0, want_scales = 0,
+                want_zero_points = 0;
+  if ((h->quantization() != nullptr) != (out.layout == Layout::quantized))
+    corrupt(out.layout == Layout::quantized ? "the QUANTIZED layout needs a quantization table"
+                                            : "a quantization table is allowed only with the "
+                                              "QUANTIZED layout");
+  if (out.layout == Layout::quantized) {
+    const fbs::Quantization* fq = h->quantization();
+    Quantization q;
+    switch (fq->scheme()) {
+      case fbs::QuantScheme::AFFINE_PER_TENSOR:
+        q.scheme = QuantScheme::affine_per_tensor;
+        break;
+      case fbs::QuantScheme::AFFINE_PER_AXIS:
+        q.scheme = QuantScheme::affine_per_axis;
+        break;
+      case fbs::QuantScheme::BLOCK_SYMMETRIC:
+        q.scheme = QuantScheme::block_symmetric;
+        break;
+      default:
+        throw Error(ErrorCode::unsupported, "tensor blob: quantization.scheme " +
+                                                std::to_string(static_cast<int>(fq->scheme())) +
+                                                " is not supported");
+    }
+    switch (fq->storage()) {
+      case fbs::QuantStorage::INT8:
+        q.storage = QuantStorage::int8;
+        break;
+      case fbs::QuantStorage::UINT8:
+        q.storage = QuantStorage::uint8;
+        break;
+      case fbs::QuantStorage::INT4:
+        q.storage = QuantStorage::int4;
+        break;
+      default:
+        throw Error(ErrorCode::unsupported, "tensor blob: quantization.storage " +
+                                                std::to_string(static_cast<int>(fq->storage())) +
+                                                " is not supported");
+    }
+    q.scale = fq->scale();
+    q.zero_point = fq->zero_point();
+    q.axis = fq->axis();
+    q.block_size = fq->block_size();
+    if (q.scheme != QuantScheme::affine_per_tensor) {
+      auto st = dtype_from_code(static_cast<std::uint32_t>(fq->scale_type()));
+      if (!st)
+        corrupt("quantization.scale_type " + std::to_string(static_cast<int>(fq->scale_type())) +
+                " is not a supported data type");
+      q.scale_dtype = *st;
+    }
+    if (out.nnz != 0) corrupt("nnz must be 0 for a quantized tensor");
+    try {
+      detail::QuantLengths lengths = detail::check_quantization_header(q, out.dtype, out.shape);
+      want_values = lengths.values;
+      want_scales = lengths.scales;
+      want_zero_points = lengths.zero_points;
+    } catch (const Error& e) {
+      corrupt(e.message());
+    }
+    out.scales = seg(fq->scales());
+    out.zero_points = seg(fq->zero_points());
+    out.quantization = std::move(q);
+  } else if (out.layout == Layout::dense) {
     if (out.nnz != 0) corrupt("nnz must be 0 for a dense tensor");
     if (out.dtype == DType::utf8) {
       want_offsets = detail::checked_mul(detail::checked_add(numel, 1, "tensor blob: shape"), 8,
@@ -253,7 +364,9 @@ BlobHeader read_blob_header(std::span<const std::byte> prefix, std::uint64_t ent
   const std::pair<const char*, std::pair<Segment, std::uint64_t>> checks[] = {
       {"values", {out.values, want_values}},
       {"offsets", {out.offsets, want_offsets}},
-      {"indices", {out.indices, want_indices}}};
+      {"indices", {out.indices, want_indices}},
+      {"quantization.scales", {out.scales, want_scales}},
+      {"quantization.zero_points", {out.zero_points, want_zero_points}}};
   std::vector<Segment> used;
   for (const auto& [name, sw] : checks) {
     const auto& [s, want] = sw;
@@ -286,6 +399,20 @@ Tensor decode_tensor_blob(const Bytes& entry, const Limits& limits) {
   Bytes values = segment(h.values);
   Bytes offsets = segment(h.offsets);
   Bytes indices = segment(h.indices);
+  if (h.quantization) {
+    Quantization q = std::move(*h.quantization);
+    q.scales = segment(h.scales);
+    q.zero_points = segment(h.zero_points);
+    if (h.big_endian && q.scheme != QuantScheme::affine_per_tensor) {
+      q.scales = byteswapped(q.scales, dtype_size(q.scale_dtype));
+      q.zero_points = byteswapped(q.zero_points, 8);
+    }
+    try {
+      return Tensor::quantized(h.dtype, std::move(h.shape), std::move(q), values);
+    } catch (const Error& e) {
+      corrupt(e.message());
+    }
+  }
   if (h.big_endian) {
     if (width > 1) values = byteswapped(values, width);
     offsets = byteswapped(offsets, 8);

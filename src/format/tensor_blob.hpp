@@ -4,7 +4,8 @@
 //   [0, 4)          u32 LE  S = size of the FlatBuffer
 //   [4, 4 + S)      FlatBuffer, root TensorHeader, identifier "MZTB"
 //   zero padding to the first segment
-//   segments        values, then offsets (utf8), then indices (COO), each at
+//   segments        values, then offsets (utf8), then indices (COO), then
+//                   quantization scales and zero points, each at
 //                   an offset (from the entry start) that is a multiple of 64
 //                   (writers) / of the header's `alignment` (readers); the
 //                   entry ends where the last segment ends.
@@ -18,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -60,9 +62,13 @@ struct BlobHeader {
   bool big_endian = false;
   std::uint64_t nnz = 0;
   Segment values, offsets, indices;
+  // Layout::quantized: the parameters (scales and zero_points left empty:
+  // their bytes are the segments below, read by decode_tensor_blob).
+  std::optional<Quantization> quantization;
+  Segment scales, zero_points;
   std::uint64_t header_end = 0;  // 4 + S
   std::uint64_t data_bytes() const noexcept {
-    return values.length + offsets.length + indices.length;
+    return values.length + offsets.length + indices.length + scales.length + zero_points.length;
   }
 };
 

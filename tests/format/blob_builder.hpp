@@ -15,6 +15,16 @@
 
 namespace modelzip::testing {
 
+// A Quantization table (FORMAT.md section 6.1), any field value.
+struct QuantSpec {
+  int scheme = 0, storage = 0;
+  double scale = 1;
+  std::int64_t zero_point = 0, axis = 0;
+  std::uint64_t block_size = 0;
+  int scale_type = 6;  // DOUBLE
+  std::optional<std::pair<std::uint64_t, std::uint64_t>> scales, zero_points;
+};
+
 struct BlobSpec {
   int dtype = 5;                                                                 // FLOAT
   std::optional<std::vector<std::int64_t>> shape = std::vector<std::int64_t>{};  // nullopt: absent
@@ -25,6 +35,7 @@ struct BlobSpec {
   std::uint64_t nnz = 0;
   std::uint32_t alignment = 64;
   bool identifier = true;
+  std::optional<QuantSpec> quantization;
 };
 
 // The size-prefixed FlatBuffer header alone.
@@ -35,8 +46,25 @@ inline std::string blob_header(const BlobSpec& s) {
   fb::Segment v(s.values ? s.values->first : 0, s.values ? s.values->second : 0);
   fb::Segment o(s.offsets ? s.offsets->first : 0, s.offsets ? s.offsets->second : 0);
   fb::Segment ix(s.indices ? s.indices->first : 0, s.indices ? s.indices->second : 0);
-  fb::TensorHeaderBuilder h(fbb);
   fbb.ForceDefaults(true);
+  flatbuffers::Offset<fb::Quantization> quant;
+  if (const auto& q = s.quantization) {
+    fb::Segment sc(q->scales ? q->scales->first : 0, q->scales ? q->scales->second : 0);
+    fb::Segment zp(q->zero_points ? q->zero_points->first : 0,
+                   q->zero_points ? q->zero_points->second : 0);
+    fb::QuantizationBuilder qb(fbb);
+    qb.add_scheme(static_cast<fb::QuantScheme>(q->scheme));
+    qb.add_storage(static_cast<fb::QuantStorage>(q->storage));
+    qb.add_scale(q->scale);
+    qb.add_zero_point(q->zero_point);
+    qb.add_axis(q->axis);
+    qb.add_block_size(q->block_size);
+    qb.add_scale_type(static_cast<fb::DataType>(q->scale_type));
+    if (q->scales) qb.add_scales(&sc);
+    if (q->zero_points) qb.add_zero_points(&zp);
+    quant = qb.Finish();
+  }
+  fb::TensorHeaderBuilder h(fbb);
   h.add_dtype(static_cast<fb::DataType>(s.dtype));
   if (s.shape) h.add_shape(shape);
   h.add_layout(static_cast<fb::Layout>(s.layout));
@@ -46,6 +74,7 @@ inline std::string blob_header(const BlobSpec& s) {
   if (s.indices) h.add_indices(&ix);
   h.add_nnz(s.nnz);
   h.add_alignment(s.alignment);
+  if (s.quantization) h.add_quantization(quant);
   auto root = h.Finish();
   if (s.identifier)
     fbb.FinishSizePrefixed(root, fb::TensorHeaderIdentifier());
@@ -68,6 +97,44 @@ inline std::string blob_entry(const BlobSpec& s, const std::string& data,
 // 64). The header size does not depend on the segment values.
 inline std::uint64_t blob_data_offset(const BlobSpec& s) {
   return (blob_header(s).size() + 63) / 64 * 64;
+}
+
+// A quantized blob (layout QUANTIZED, FORMAT.md section 6.1) as writers
+// place it: values at the first data offset, then the scales and the zero
+// points, each at the next multiple of 64. Change `spec` to make it lie.
+struct QBlob {
+  BlobSpec spec;
+  std::string data;
+};
+inline QBlob qblob(int dtype, std::vector<std::int64_t> shape, QuantSpec q,
+                   const std::string& values, const std::string& scales = "",
+                   const std::string& zps = "") {
+  using Seg = std::pair<std::uint64_t, std::uint64_t>;
+  QBlob b;
+  b.spec.dtype = dtype;
+  b.spec.shape = shape;
+  b.spec.layout = 2;
+  b.spec.quantization = q;
+  b.spec.values = b.spec.quantization->scales = b.spec.quantization->zero_points =
+      Seg{0, 0};  // present, so the header size is final
+  const std::uint64_t at = blob_data_offset(b.spec);
+  std::uint64_t pos = at;
+  auto place = [&](const std::string& bytes) -> std::optional<Seg> {
+    if (bytes.empty()) return Seg{0, 0};
+    pos = (pos + 63) / 64 * 64;
+    b.data.resize(pos - at, '\0');
+    b.data += bytes;
+    Seg seg{pos, bytes.size()};
+    pos += bytes.size();
+    return seg;
+  };
+  b.spec.values = place(values);
+  b.spec.quantization->scales = place(scales);
+  b.spec.quantization->zero_points = place(zps);
+  return b;
+}
+inline std::string entry(const QBlob& b) {
+  return blob_entry(b.spec, b.data);
 }
 
 // Little-endian integers in strings.

@@ -229,9 +229,9 @@ TEST_CASE("Header rule 2: dtype, rank, dimensions, numel, layout, byte order, al
   }
   {
     BlobSpec s = dense_f32({1}, 1);
-    s.layout = 2;
+    s.layout = 3;  // 2 is QUANTIZED since section 6.1 (which readers before it refused like this)
     CHECK_ERROR(header_of(blob_entry(s, std::string(4, '\0'))), ErrorCode::unsupported,
-                "unknown layout 2");
+                "unknown layout 3");
     s.layout = -1;
     CHECK_ERROR(header_of(blob_entry(s, std::string(4, '\0'))), ErrorCode::unsupported,
                 "unknown layout");

@@ -75,8 +75,14 @@ inline std::uint64_t touch(const Bytes& bytes) {
   return sum;
 }
 
+// Every byte of the tensor; a quantized one is also dequantized (which reads
+// every integer, scale and zero point through the scheme's indexing).
 inline std::uint64_t touch(const Tensor& tensor) {
-  return touch(tensor.values()) ^ touch(tensor.offsets()) ^ touch(tensor.indices());
+  std::uint64_t sum = touch(tensor.values()) ^ touch(tensor.offsets()) ^ touch(tensor.indices());
+  if (const Quantization* q = tensor.quantization())
+    sum ^= touch(q->scales) ^ touch(q->zero_points) ^
+           touch(tensor.dequantize(DType::float32).values());
+  return sum;
 }
 
 // Keeps a computed value alive so the reads that produced it are not

@@ -12,6 +12,7 @@
 // Usage: make_hostile_corpus <folder>
 #include <flatbuffers/flatbuffers.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -324,8 +325,9 @@ void table_cases() {
   }
   {
     // A byte-order mark is refused in every text entry.
-    emit_zip("bom_in_modelzip_toml.zip",
-             with_entry("modelzip.toml", "\xEF\xBB\xBF" "format_version = 1\n"));
+    emit_zip("bom_in_modelzip_toml.zip", with_entry("modelzip.toml",
+                                                    "\xEF\xBB\xBF"
+                                                    "format_version = 1\n"));
     emit_zip("bom_in_tags_txt.zip", with_entry("tags.txt", "\xEF\xBB\xBFt1\n"));
     emit_zip("bom_in_params_txt.zip", with_entry("t1/params.txt", "\xEF\xBB\xBFw 0\n"));
     ZipSpec s = minimal_archive();
@@ -369,6 +371,82 @@ std::string patched_good_blob(void (*patch)(std::string&)) {
   std::string b = good_blob();
   patch(b);
   return b;
+}
+
+// Quantized blobs (FORMAT.md section 6.1) that break one rule each.
+template <class Emit>
+void quantized_blob_cases(Emit blob_zip) {
+  using modelzip::testing::le_bytes;
+  using modelzip::testing::qblob;
+  using modelzip::testing::QuantSpec;
+  auto per_tensor = [](double scale, std::int64_t zp, int storage = 0) {
+    QuantSpec q;
+    q.scale = scale;
+    q.zero_point = zp;
+    q.storage = storage;
+    return q;
+  };
+  auto per_axis = [](std::int64_t axis) {
+    QuantSpec q;
+    q.scheme = 1;
+    q.axis = axis;
+    return q;
+  };
+  auto blocks = [](std::uint64_t size, int storage, int scale_type) {
+    QuantSpec q;
+    q.scheme = 2;
+    q.storage = storage;
+    q.block_size = size;
+    q.scale_type = scale_type;
+    return q;
+  };
+  const std::string six(6, '\1');
+  const std::string sc2 = le_bytes(std::vector<double>{0.5, 2.0});
+  const std::string zp2 = le_bytes(std::vector<std::int64_t>{0, 1});
+  blob_zip("blob_quant_scale_zero.zip", entry(qblob(5, {2}, per_tensor(0, 0), "\1\2")));
+  blob_zip("blob_quant_scale_negative.zip", entry(qblob(5, {2}, per_tensor(-1, 0), "\1\2")));
+  blob_zip("blob_quant_scale_nan.zip", entry(qblob(5, {2}, per_tensor(NAN, 0), "\1\2")));
+  blob_zip("blob_quant_zero_point_out_of_range.zip",
+           entry(qblob(5, {2}, per_tensor(1, 300, 1), "\1\2")));
+  blob_zip("blob_quant_unknown_scheme.zip", entry(qblob(
+                                                5, {2},
+                                                [] {
+                                                  QuantSpec q;
+                                                  q.scheme = 9;
+                                                  return q;
+                                                }(),
+                                                "\1\2")));
+  blob_zip("blob_quant_int_original.zip", entry(qblob(9, {2}, per_tensor(1, 0), "\1\2")));
+  blob_zip("blob_quant_missing_table.zip", [&] {
+    auto b = qblob(5, {2}, per_tensor(1, 0), "\1\2");
+    b.spec.quantization.reset();
+    return entry(b);
+  }());
+  blob_zip("blob_quant_axis_out_of_range.zip", entry(qblob(5, {2, 3}, per_axis(2), six, sc2, zp2)));
+  blob_zip("blob_quant_scale_count_wrong.zip", entry(qblob(5, {2, 3}, per_axis(1), six, sc2, zp2)));
+  blob_zip(
+      "blob_quant_per_axis_scale_inf.zip",
+      entry(qblob(5, {2, 3}, per_axis(0), six, le_bytes(std::vector<double>{1, INFINITY}), zp2)));
+  blob_zip(
+      "blob_quant_per_axis_zero_point_out_of_range.zip",
+      entry(qblob(5, {2, 3}, per_axis(0), six, sc2, le_bytes(std::vector<std::int64_t>{0, -200}))));
+  blob_zip("blob_quant_block_size_zero.zip",
+           entry(qblob(5, {4}, blocks(0, 0, 3), "\1\1\1\1",
+                       le_bytes(std::vector<std::uint16_t>{0x3C00}))));
+  blob_zip("blob_quant_block_scale_negative_half.zip",
+           entry(qblob(5, {4}, blocks(4, 0, 3), "\1\1\1\1",
+                       le_bytes(std::vector<std::uint16_t>{0xBC00}))));
+  blob_zip("blob_quant_int4_length_mismatch.zip",
+           entry(qblob(5, {4}, blocks(4, 2, 3), "\1\1\1\1",
+                       le_bytes(std::vector<std::uint16_t>{0x3C00}))));
+  blob_zip("blob_quant_int4_padding_nibble.zip",
+           entry(qblob(5, {3}, blocks(4, 2, 3), "\x11\x11",
+                       le_bytes(std::vector<std::uint16_t>{0x3C00}))));
+  blob_zip("blob_quant_scales_overlap_values.zip", [&] {
+    auto b = qblob(5, {2, 3}, per_axis(0), six, sc2, zp2);
+    b.spec.quantization->scales->first = b.spec.values->first;
+    return entry(b);
+  }());
 }
 
 void blob_cases() {
@@ -421,6 +499,7 @@ void blob_cases() {
   blob_zip("blob_utf8_segments_overlap.zip", utf8_blob({0, 1, 2}, "ab", /*overlap=*/true));
   blob_zip("blob_coo_coordinate_out_of_range.zip", coo_blob({{0, 1}, {1, 5}}));
   blob_zip("blob_coo_nnz_above_numel.zip", coo_blob({{0, 0}, {0, 1}, {1, 0}, {1, 1}, {0, 0}}));
+  quantized_blob_cases(blob_zip);
 }
 
 // graph.fb (schemas/graph.fbs, identifier "MZGR"): one placeholder "x" and
@@ -515,7 +594,7 @@ void converter_cases() {
     // An npz member "x.npy" declaring 1 GiB deflated from a few bytes.
     ZipSpec z;
     z.entries = {deflated("x.npy", npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }",
-                                        std::string(8, '\0')))};
+                                       std::string(8, '\0')))};
     z.entries[0].uncompressed_size = 1u << 30;
     emit("npz_member_ratio_lie.npz", build_zip(z).bytes);
   }
