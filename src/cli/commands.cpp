@@ -9,14 +9,14 @@ namespace modelzip::cli {
 
 extern const Command kTagsCommand, kLsCommand, kCatCommand, kImportCommand, kExportCommand,
     kRmTagCommand, kVerifyCommand, kDiffCommand, kExtractCommand, kGcCommand, kEmbedCommand,
-    kSimilarCommand, kAnalogyCommand, kGraphCommand, kInfoCommand, kMetaCommand;
+    kSimilarCommand, kAnalogyCommand, kGraphCommand, kInfoCommand, kMetaCommand, kQuantizeCommand;
 
 const std::vector<const Command*>& all_commands() {
   static const std::vector<const Command*> commands = {
-      &kTagsCommand,  &kLsCommand,    &kInfoCommand,    &kMetaCommand,
-      &kGraphCommand, &kCatCommand,   &kImportCommand,  &kExportCommand,
-      &kRmTagCommand, &kDiffCommand,  &kVerifyCommand,  &kExtractCommand,
-      &kGcCommand,    &kEmbedCommand, &kSimilarCommand, &kAnalogyCommand,
+      &kTagsCommand,    &kLsCommand,      &kInfoCommand,    &kMetaCommand,  &kGraphCommand,
+      &kCatCommand,     &kImportCommand,  &kExportCommand,  &kRmTagCommand, &kQuantizeCommand,
+      &kDiffCommand,    &kVerifyCommand,  &kExtractCommand, &kGcCommand,    &kEmbedCommand,
+      &kSimilarCommand, &kAnalogyCommand,
   };
   return commands;
 }

@@ -185,9 +185,9 @@ struct PlannedRecord {
 
 void plan_record(PlannedRecord& r, std::string_view name) {
   if (r.layout != Layout::dense && r.layout != Layout::sparse_coo)
-    detail::unsupported_tensor("BTF", name,
-                               std::string(layout_name(r.layout)) +
-                                   " tensors have no BTF form (dequantize them first)");
+    detail::unsupported_tensor(
+        "BTF", name,
+        std::string(layout_name(r.layout)) + " tensors have no BTF form (dequantize them first)");
   auto code = btf_code(r.dtype);
   if (!code)
     detail::unsupported_tensor("BTF", name,

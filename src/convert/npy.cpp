@@ -5,8 +5,8 @@
 #include <ostream>
 #include <vector>
 
-#include "convert/tensor_bytes.hpp"
 #include "convert/npy_format.hpp"
+#include "convert/tensor_bytes.hpp"
 #include "core/checked.hpp"
 #include "core/utf8.hpp"
 #include "modelzip/convert.hpp"

@@ -7,8 +7,8 @@
 #include <set>
 #include <unordered_set>
 
-#include "convert/tensor_bytes.hpp"
 #include "convert/json_cursor.hpp"
+#include "convert/tensor_bytes.hpp"
 #include "core/checked.hpp"
 #include "core/utf8.hpp"
 #include "modelzip/convert.hpp"

@@ -119,9 +119,9 @@ def commands():
     return [line.split()[0] for line in block.splitlines()]
 
 
-def test_overview_lists_sixteen_commands_and_exit_status():
+def test_overview_lists_seventeen_commands_and_exit_status():
     names = commands()
-    assert len(names) == 16 and len(set(names)) == 16
+    assert len(names) == 17 and len(set(names)) == 17
     out = run("--help").stdout.decode()
     assert "Exit status:" in out and "NO_COLOR" in out and "Examples:" in out
 
