@@ -141,6 +141,11 @@ struct WriterOptions {
   // 0.1.0), are rewritten.
   bool append = true;
   ProgressCallback progress;
+  // Called once by a commit that has to wait because another writer (any
+  // process or thread) holds the archive's write lock, just before it
+  // starts waiting; never when the lock is free. From the committing
+  // thread; must not throw. (The CLI says "waiting for the writer of ...".)
+  std::function<void()> on_wait;
 };
 
 class Writer {

@@ -565,7 +565,7 @@ void Writer::Impl::commit() {
       return;
     }
   }
-  io::FileLock lock(path);
+  io::FileLock lock(path, options.on_wait);
   check_cancel();
   archive_fd = lock.archive_fd();
   struct ForgetFd {
@@ -652,7 +652,7 @@ void Writer::Impl::rewrite(const Plan& plan, const Archive::Impl* old_impl, Stat
                            bool* visible) {
   io::TempFile temp = io::TempFile::beside(path);
   try {
-    io::OutputFile out(temp.path());
+    io::OutputFile out(temp);
     if (archive_fd >= 0) io::keep_attributes(archive_fd, out.fd(), path);
     // Errors name the archive the user asked for, not the temporary file.
     zip::StreamZipWriter zw(out.fd(), path.string(), 0, expected_bytes(plan, nullptr),

@@ -28,7 +28,7 @@ enum class Target { tensors, embedding };
 void write_durably(const fs::path& path, const Bytes& data) {
   io::TempFile temp = io::TempFile::beside(path);
   {
-    io::OutputFile out(temp.path());
+    io::OutputFile out(temp);
     std::size_t done = 0;
     while (done < data.size()) {
       ssize_t n = ::write(out.fd(), data.data() + done, data.size() - done);
@@ -93,48 +93,59 @@ int run(const std::vector<std::string>& argv) {
     for (const auto& p : archive.params(tag))
       if (p.kind == BlobKind::tensor) names.push_back(p.name);
   for (const auto& n : names) require_tensor(archive, n, tag);
+  // Streaming exports: a bar over the tensor bytes read (from a cold
+  // archive, reading is the long part) and written.
+  ProgressBar copying("exporting");
+  std::uint64_t copied = 0, to_copy = 0;
+  auto copy_values = [&](const TensorStream& stream, std::ostream& file) {
+    stream.write_values([&](std::span<const std::byte> piece) {
+      convert::detail::write_bytes(file, piece);
+      copied += piece.size();
+      copying.show(std::min(copied, to_copy), to_copy);
+    });
+  };
   if (format == "npy" && names.size() == 1 && updater.empty()) {
     TensorStream stream(archive, names[0], tag);
     if (stream.streamable()) {  // any size, in bounded memory
+      to_copy = stream.value_bytes();
       convert::detail::write_file_atomically(out, [&](std::ostream& file) {
         const std::string header =
             convert::detail::npy_header(convert::detail::npy_descr(stream.dtype()), stream.shape());
         convert::detail::write_bytes(file, header);
-        stream.write_values(
-            [&](std::span<const std::byte> piece) { convert::detail::write_bytes(file, piece); });
+        copy_values(stream, file);
       });
+      copying.show(to_copy, to_copy);
       std::cerr << "wrote 1 tensor(s) to " << out.string() << " (npy)\n";
       return 0;
     }
   }
-  if ((format == "safetensors" || format == "btf") && updater.empty()) {
-    // Every tensor streams after the header, which needs only their sizes.
+  if ((format == "safetensors" || format == "btf" || format == "npz") && updater.empty()) {
+    // Every tensor streams after its header, which needs only its size.
     std::deque<TensorStream> streams;
     std::vector<convert::detail::StreamedTensor> streamed;
     for (const auto& n : names) {
       const TensorStream& s = streams.emplace_back(archive, n, tag);
       if (!s.streamable()) break;
-      streamed.push_back(
-          {n, s.dtype(), s.shape(), s.layout(), s.value_bytes(), [&s](std::ostream& file) {
-             s.write_values([&](std::span<const std::byte> piece) {
-               convert::detail::write_bytes(file, piece);
-             });
-           }});
+      to_copy += s.value_bytes();
+      streamed.push_back({n, s.dtype(), s.shape(), s.layout(), s.value_bytes(),
+                          [&s, &copy_values](std::ostream& file) { copy_values(s, file); }});
     }
     if (streamed.size() == names.size()) {
       if (format == "safetensors")
         convert::detail::write_safetensors_streamed(out, streamed);
+      else if (format == "npz")
+        convert::detail::write_npz_streamed(out, streamed);
       else
         convert::detail::write_btf_streamed(out, streamed);
+      copying.show(to_copy, to_copy);
       std::cerr << "wrote " << names.size() << " tensor(s) to " << out.string() << " (" << format
                 << ")\n";
       return 0;
     }
   }
-  // npz takes whole tensors (libzip reads each entry from one buffer), as
-  // do updater state arrays and sparse, string or big-endian tensors in any
-  // format. Stored blobs are views of the mapped archive (file pages, not
-  // memory of this process), CRC-checked first; deflated ones are
+  // Updater state arrays and sparse, string or big-endian tensors are read
+  // whole, in any format. Stored blobs are views of the mapped archive (file
+  // pages, not memory of this process), CRC-checked first; deflated ones are
   // decompressed whole.
   // Reading (and CRC-checking) is the long part here: a bar over the bytes.
   std::uint64_t total = 0, done = 0;

@@ -3,6 +3,7 @@
 
 #include "cli/args.hpp"
 #include "cli/command.hpp"
+#include "cli/open_archive.hpp"
 #include "cli/progress_bar.hpp"
 #include "modelzip/writer.hpp"
 
@@ -15,7 +16,7 @@ int run(const std::vector<std::string>& argv) {
   const std::string& path = args.at(0, "ARCHIVE");
   auto before = std::filesystem::file_size(path);
   ProgressBar bar("rewriting");
-  Writer writer = Writer::open(path, WriterOptions{.progress = bar.callback()});
+  Writer writer = Writer::open(path, writer_options(path, bar.callback()));
   writer.collect_garbage();
   writer.commit();
   auto after = std::filesystem::file_size(path);

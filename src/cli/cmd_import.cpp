@@ -4,6 +4,7 @@
 #include "cli/args.hpp"
 #include "cli/command.hpp"
 #include "cli/embedding_source.hpp"
+#include "cli/open_archive.hpp"
 #include "cli/progress_bar.hpp"
 #include "cli/terminal.hpp"
 #include "io/mapped_file.hpp"
@@ -94,8 +95,9 @@ int run(const std::vector<std::string>& argv) {
     ++embeddings;
   }
   ProgressBar bar("saving");
-  Writer writer = Writer::open(
-      archive, WriterOptions{.dedup = !args.flag("--no-dedup"), .progress = bar.callback()});
+  WriterOptions saving = writer_options(archive, bar.callback());
+  saving.dedup = !args.flag("--no-dedup");
+  Writer writer = Writer::open(archive, std::move(saving));
   writer.add_tag(*tag, std::move(contents));
   writer.commit();
   const auto& s = writer.last_stats();

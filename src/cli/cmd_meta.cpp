@@ -75,7 +75,7 @@ int run(const std::vector<std::string>& argv) {
   if (!std::filesystem::exists(path))  // the Writer would create it
     throw Error(ErrorCode::not_found, "no such archive (create it with modelzip import)",
                 ErrorContext{.archive = path});
-  Writer writer = Writer::open(path);
+  Writer writer = Writer::open(path, writer_options(path));
   writer.update_metadata([&changes](Metadata& m) {
     for (const auto& [field, value] : changes) m.*(field->member) = value;
   });

@@ -4,6 +4,7 @@
 
 #include "cli/args.hpp"
 #include "cli/command.hpp"
+#include "cli/open_archive.hpp"
 #include "cli/progress_bar.hpp"
 #include "cli/terminal.hpp"
 #include "modelzip/archive.hpp"
@@ -17,7 +18,7 @@ int run(const std::vector<std::string>& argv) {
   args.expect_positionals(2, 2);
   const std::string& path = args.at(0, "ARCHIVE");
   ProgressBar bar("rewriting");
-  Writer writer = Writer::open(path, WriterOptions{.progress = bar.callback()});
+  Writer writer = Writer::open(path, writer_options(path, bar.callback()));
   // What the tag holds, for the report: its own blobs, and those of them
   // another tag still references (they move instead of being deleted).
   std::string tag = args.tag_at(1, "TAG");

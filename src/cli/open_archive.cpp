@@ -1,6 +1,9 @@
 #include "cli/open_archive.hpp"
 
+#include <iostream>
+
 #include "cli/progress_bar.hpp"
+#include "cli/terminal.hpp"
 
 namespace modelzip::cli {
 
@@ -11,6 +14,15 @@ Archive open_archive(const std::string& path_or_url) {
     options.remote.progress = bar.callback();
   }
   return Archive::open(path_or_url, options);
+}
+
+WriterOptions writer_options(const std::string& path, ProgressCallback progress) {
+  WriterOptions options;
+  options.progress = std::move(progress);
+  options.on_wait = [path] {
+    std::cerr << "modelzip: waiting for the writer of " << printable(path) << "..." << std::endl;
+  };
+  return options;
 }
 
 }  // namespace modelzip::cli

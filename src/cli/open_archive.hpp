@@ -1,14 +1,22 @@
 // Opening the ARCHIVE argument of the read-only commands: a local path or an
 // http://, https:// or s3:// URL (modelzip/remote.hpp), with a progress bar
-// on a terminal while a remote read fetches many bytes.
+// on a terminal while a remote read fetches many bytes; and the options of
+// the commands that modify an archive.
 #pragma once
 
 #include <string>
 
 #include "modelzip/archive.hpp"
+#include "modelzip/writer.hpp"
 
 namespace modelzip::cli {
 
 Archive open_archive(const std::string& path_or_url);
+
+// WriterOptions for modifying `path` with `progress`: a commit that has to
+// wait for another writer says so once on standard error ("modelzip:
+// waiting for the writer of PATH...", also when not a terminal) instead of
+// hanging silently.
+WriterOptions writer_options(const std::string& path, ProgressCallback progress = {});
 
 }  // namespace modelzip::cli

@@ -2,16 +2,19 @@
 // through modelzip's zip layer (bounds-checked directory parser; stored
 // members as zero-copy slices; deflated members inflated by libzip up to
 // their declared, ratio-checked size, CRC checked) and written with
-// ZipWriter (stored members, data 64-byte aligned).
-#include <fstream>
+// zip::StreamZipWriter (stored members, data 64-byte aligned), which streams
+// tensors of any size in bounded memory.
+#include <ostream>
+#include <set>
+#include <streambuf>
 
-#include "convert/tensor_bytes.hpp"
 #include "convert/npy_format.hpp"
+#include "convert/tensor_bytes.hpp"
 #include "io/durable_file.hpp"
 #include "modelzip/convert.hpp"
 #include "zip/zip_directory.hpp"
 #include "zip/zip_reader.hpp"
-#include "zip/zip_writer.hpp"
+#include "zip/zip_stream_writer.hpp"
 
 namespace modelzip::convert {
 namespace {
@@ -21,10 +24,6 @@ constexpr std::string_view kSuffix = ".npy";
 bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
-
-// An archive with no entries (what Python's zipfile writes for np.savez()
-// without arrays): the 22-byte end-of-central-directory record alone.
-constexpr unsigned char kEmptyZip[22] = {0x50, 0x4b, 0x05, 0x06};
 
 }  // namespace
 
@@ -48,38 +47,132 @@ std::vector<NamedTensor> read_npz(const Bytes& data, const Limits& limits) {
   return out;
 }
 
+namespace {
+
+// One .npz member to write: its name, the .npy header, and its element
+// bytes either in memory or streamed.
+struct Member {
+  std::string name;
+  std::string header;
+  Bytes data;  // when not streamed
+  const detail::StreamedTensor* streamed = nullptr;
+};
+
+// Forwards what a StreamedTensor writes to an ostream into a zip entry,
+// through a 1 MiB buffer (bigger writes go straight through).
+class PieceBuf : public std::streambuf {
+ public:
+  explicit PieceBuf(const zip::StreamZipWriter::PieceSink& sink) : sink_(sink), buf_(1u << 20) {
+    setp(buf_.data(), buf_.data() + buf_.size());
+  }
+  int sync() override {
+    flush_buffer();
+    return 0;
+  }
+
+ protected:
+  int_type overflow(int_type c) override {
+    flush_buffer();
+    if (!traits_type::eq_int_type(c, traits_type::eof())) {
+      *pptr() = traits_type::to_char_type(c);
+      pbump(1);
+    }
+    return traits_type::not_eof(c);
+  }
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    if (n < static_cast<std::streamsize>(buf_.size()) / 2) return std::streambuf::xsputn(s, n);
+    flush_buffer();
+    sink_(std::as_bytes(std::span(s, static_cast<std::size_t>(n))));
+    return n;
+  }
+
+ private:
+  void flush_buffer() {
+    if (pptr() > pbase())
+      sink_(std::as_bytes(std::span(pbase(), static_cast<std::size_t>(pptr() - pbase()))));
+    setp(buf_.data(), buf_.data() + buf_.size());
+  }
+  const zip::StreamZipWriter::PieceSink& sink_;
+  std::vector<char> buf_;
+};
+
+std::string member_name(const std::string& tensor_name) {
+  std::string member = tensor_name + std::string(kSuffix);
+  if (auto why = zip::unsafe_name_reason(member); !why.empty())
+    throw Error(ErrorCode::invalid_argument,
+                ".npz: tensor name '" + tensor_name + "' is not a safe member name: " + why);
+  return member;
+}
+
+// Writes the members, stored (data 64-byte aligned), through a temporary
+// file renamed over `path`: memory stays bounded for streamed members.
+void write_members(const std::filesystem::path& path, const std::vector<Member>& members) {
+  io::TempFile temp = io::TempFile::beside(path);
+  io::OutputFile out(temp);
+  zip::StreamZipWriter writer(out.fd(), path.string(), 0);
+  for (const auto& m : members) {
+    const Bytes header = Bytes::copy_of(m.header);
+    if (!m.streamed) {
+      writer.add_stored(m.name, {header, m.data});
+      continue;
+    }
+    writer.add_stored_streamed(m.name, header.size() + m.streamed->nbytes,
+                               [&](const zip::StreamZipWriter::PieceSink& sink) {
+                                 sink(header.span());
+                                 PieceBuf buf(sink);
+                                 std::ostream os(&buf);
+                                 m.streamed->write(os);
+                                 os.flush();
+                                 if (!os)
+                                   throw Error(ErrorCode::io, "cannot write the member",
+                                               {.entry = m.name});
+                               });
+  }
+  writer.finish();
+  out.close();
+  temp.commit(true);
+}
+
+}  // namespace
+
 void write_npz(const std::filesystem::path& path, std::span<const NamedTensor> tensors) {
   detail::check_unique_names(tensors, ".npz");
-  std::vector<std::pair<std::string, detail::NpyParts>> members;
+  std::vector<Member> members;
   members.reserve(tensors.size());
   for (const auto& t : tensors) {
-    std::string member = t.name + std::string(kSuffix);
-    if (auto why = zip::unsafe_name_reason(member); !why.empty())
-      throw Error(ErrorCode::invalid_argument,
-                  ".npz: tensor name '" + t.name + "' is not a safe member name: " + why);
+    std::string name = member_name(t.name);
     try {
-      members.emplace_back(std::move(member), detail::npy_parts(t.tensor));
+      detail::NpyParts parts = detail::npy_parts(t.tensor);
+      members.push_back({std::move(name), std::move(parts.header), std::move(parts.data)});
     } catch (const Error& e) {
       throw detail::name_error(e, t.name);
     }
   }
-  io::TempFile temp = io::TempFile::beside(path);
-  try {
-    if (members.empty()) {
-      std::ofstream out(temp.path(), std::ios::binary | std::ios::trunc);
-      out.write(reinterpret_cast<const char*>(kEmptyZip), sizeof kEmptyZip);
-      out.close();
-      if (!out) throw Error(ErrorCode::io, "cannot write the file");
-    } else {
-      zip::ZipWriter writer(temp.path());
-      for (auto& [member, parts] : members)
-        writer.add_stored(member, {Bytes::copy_of(parts.header), parts.data});
-      writer.close([](std::uint64_t, std::uint64_t) { return true; });
-    }
-    temp.commit(true);
-  } catch (const Error& e) {
-    throw Error(e.code(), e.message(), ErrorContext{.archive = path.string()});
-  }
+  write_members(path, members);
 }
+
+namespace detail {
+
+void write_npz_streamed(const std::filesystem::path& path,
+                        std::span<const StreamedTensor> tensors) {
+  std::vector<Member> members;
+  members.reserve(tensors.size());
+  std::set<std::string> seen;
+  for (const auto& t : tensors) {
+    if (!seen.insert(t.name).second)
+      throw Error(ErrorCode::invalid_argument, ".npz: duplicate tensor name '" + t.name + "'");
+    std::string name = member_name(t.name);
+    if (t.layout != Layout::dense)
+      unsupported_tensor(".npz", t.name, "sparse COO tensors have no .npy form");
+    try {
+      members.push_back({std::move(name), npy_header(npy_descr(t.dtype), t.shape), {}, &t});
+    } catch (const Error& e) {
+      throw name_error(e, t.name);
+    }
+  }
+  write_members(path, members);
+}
+
+}  // namespace detail
 
 }  // namespace modelzip::convert

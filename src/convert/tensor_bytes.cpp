@@ -173,13 +173,11 @@ void write_file_atomically(const std::filesystem::path& path,
   io::TempFile temp = io::TempFile::beside(path);
   {
     std::ofstream out(temp.path(), std::ios::binary | std::ios::trunc);
-    if (!out)
-      throw Error(ErrorCode::io, "cannot create a temporary file beside the target",
-                  ErrorContext{.archive = path.string()});
+    if (!out) io::fail_to_create(path);
     try {
       write(out);
       out.flush();
-      if (!out) throw Error(ErrorCode::io, "cannot write the file");
+      if (!out) throw Error(ErrorCode::io, std::string("cannot write: ") + std::strerror(errno));
     } catch (const Error& e) {
       throw e.with_context({.archive = path.string()});
     }

@@ -90,6 +90,8 @@ struct StreamedTensor {
 void write_safetensors_streamed(const std::filesystem::path& path,
                                 std::span<const StreamedTensor> tensors,
                                 const StringMap& metadata = {});
+// write_npz (the same file) from dense StreamedTensors, in bounded memory.
+void write_npz_streamed(const std::filesystem::path& path, std::span<const StreamedTensor> tensors);
 // write_btf (the same file) from dense StreamedTensors.
 void write_btf_streamed(const std::filesystem::path& path, std::span<const StreamedTensor> tensors);
 

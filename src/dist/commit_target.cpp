@@ -84,7 +84,7 @@ CommitTarget::Start CommitTarget::begin() {
     }
     m.temp.emplace(io::TempFile::beside(m.path));
     {
-      io::OutputFile create(m.temp->path());
+      io::OutputFile create(*m.temp);
       create.close();
     }
     m.temp_out.emplace(m.temp->path());
@@ -104,7 +104,7 @@ CommitTarget::Start CommitTarget::begin() {
     e.data_offset = bytes.size();
     bytes.insert(bytes.end(), data, data + toml.size());
     io::pwrite_full(m.temp_out->fd(), bytes.data(), bytes.size(), 0,
-                    ErrorContext{.archive = m.temp->path().string()});
+                    ErrorContext{.archive = m.path.string()});
     return Start{m.temp->path().string(), bytes.size()};
   } catch (const Error& e) {
     abort();
@@ -133,7 +133,7 @@ void CommitTarget::finish(const std::vector<zip::EntryInfo>& written,
       return;
     }
     io::AppendFile& out = *m.temp_out;
-    zip::StreamZipWriter zw(out.fd(), m.temp->path().string(), end_of_data);
+    zip::StreamZipWriter zw(out.fd(), m.path.string(), end_of_data);
     zw.keep(m.metadata_entry);
     for (const auto& e : written) zw.keep(e);
     zw.add_stored(std::string(format::kTagsEntry), tags_txt);

@@ -218,13 +218,11 @@ void Embeddings::save(const std::filesystem::path& path, bool durable) const {
   auto temp = io::TempFile::beside(path);
   {
     std::ofstream out(temp.path(), std::ios::binary | std::ios::trunc);
-    if (!out)
-      throw Error(ErrorCode::io, "cannot create " + temp.path().string(),
-                  ErrorContext{.archive = path.string()});
+    if (!out) io::fail_to_create(path);
     try {
       write(out);
       out.flush();
-      if (!out) throw Error(ErrorCode::io, "cannot write " + temp.path().string());
+      if (!out) throw Error(ErrorCode::io, std::string("cannot write: ") + std::strerror(errno));
     } catch (const Error& e) {
       throw e.with_context(ErrorContext{.archive = path.string()});
     }

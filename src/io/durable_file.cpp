@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <random>
@@ -73,6 +74,24 @@ OutputFile::OutputFile(const fs::path& path) : path_(path) {
   if (fd_ < 0) fail(path, "cannot create file");
 }
 
+void fail_to_create(const fs::path& target) {
+  std::string why = std::strerror(errno);
+  // "Permission denied" -> "permission denied", in the sentence.
+  if (!why.empty() && why[0] >= 'A' && why[0] <= 'Z' &&
+      (why.size() < 2 || !std::isupper(static_cast<unsigned char>(why[1]))))
+    why[0] = static_cast<char>(why[0] - 'A' + 'a');
+  std::string folder = folder_of(target).string();
+  if (folder.back() != '/') folder += '/';
+  throw Error(ErrorCode::io,
+              "cannot create " + target.filename().string() + " in " + folder + ": " + why,
+              ErrorContext{.archive = target.string()});
+}
+
+OutputFile::OutputFile(const TempFile& temp) : path_(temp.target()) {
+  fd_ = sys::open(temp.path().c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd_ < 0) fail_to_create(temp.target());
+}
+
 OutputFile::~OutputFile() {
   if (fd_ >= 0) sys::close(fd_);
 }
@@ -112,8 +131,7 @@ void TempFile::commit(bool durable) {
       sync_path(path_, false);
     } catch (const Error& e) {
       throw Error(ErrorCode::io,
-                  "cannot fsync the new version (" + path_.filename().string() +
-                      "); the old one is unchanged: " + e.message(),
+                  "cannot fsync the new version; the old one is unchanged: " + e.message(),
                   ErrorContext{.archive = target_.string()});
     }
   }
@@ -177,33 +195,47 @@ void close_fd(int fd, bool through_sys) {
     ::close(fd);
 }
 
-// Waits for an exclusive lock of `fd`, retried on EINTR; closes `fd` and
-// throws on failure. The archive (`through_sys`, opened read-write) gets an
-// open-file-description lock of the whole file (F_OFD_SETLKW): like flock
-// it belongs to the descriptor, not the process, and unlike the flock
-// emulation of NFS clients (process-wide fcntl locks, which closing any
-// descriptor of the file releases) it survives the writer opening and
-// closing the archive again to read it. The folder (read-only: no write
-// lock possible) gets a flock.
-void lock_or_fail(int fd, bool through_sys, const fs::path& target) {
-  auto lock = [&] {
-    if (!through_sys) return ::flock(fd, LOCK_EX);
+// Takes an exclusive lock of `fd`: first without blocking, then, if another
+// writer holds it, after calling `on_wait` (once: `*waited` records it),
+// blocking, retried on EINTR. Closes `fd` and throws on failure. The
+// archive (`through_sys`, opened read-write) gets an open-file-description
+// lock of the whole file (F_OFD_SETLK[W]): like flock it belongs to the
+// descriptor, not the process, and unlike the flock emulation of NFS
+// clients (process-wide fcntl locks, which closing any descriptor of the
+// file releases) it survives the writer opening and closing the archive
+// again to read it. The folder (read-only: no write lock possible) gets a
+// flock.
+void lock_or_fail(int fd, bool through_sys, const fs::path& target,
+                  const std::function<void()>& on_wait, bool* waited) {
+  auto lock = [&](bool block) {
+    if (!through_sys) return ::flock(fd, LOCK_EX | (block ? 0 : LOCK_NB));
     struct flock whole {};
     whole.l_type = F_WRLCK;
     whole.l_whence = SEEK_SET;
-    return ::fcntl(fd, F_OFD_SETLKW, &whole);
+    return ::fcntl(fd, block ? F_OFD_SETLKW : F_OFD_SETLK, &whole);
   };
-  while (lock() != 0) {
+  auto give_up = [&](const std::string& what) {
+    int saved = errno;
+    close_fd(fd, through_sys);
+    errno = saved;
+    fail(target, what);
+  };
+  if (lock(false) == 0) return;
+  // Held by another writer: EWOULDBLOCK (flock), EAGAIN or EACCES (fcntl).
+  if (errno != EWOULDBLOCK && errno != EAGAIN && errno != EACCES && errno != EINTR)
+    give_up("cannot lock the archive for writing");
+  if (!*waited) {
+    *waited = true;
+    if (on_wait) on_wait();
+  }
+  while (lock(true) != 0) {
     if (errno == EINTR && !cancel_requested()) continue;
     if (errno == EINTR) {  // a signal asked to stop waiting (modelzip/cancel.hpp)
       close_fd(fd, through_sys);
       throw Error(ErrorCode::cancelled, "cancelled while waiting for the archive's lock",
                   ErrorContext{.archive = target.string()});
     }
-    int saved = errno;
-    close_fd(fd, through_sys);
-    errno = saved;
-    fail(target, "cannot lock the archive for writing");
+    give_up("cannot lock the archive for writing");
   }
 }
 
@@ -213,7 +245,8 @@ constexpr int kLockAttempts = 10000;
 
 }  // namespace
 
-FileLock::FileLock(const fs::path& target) {
+FileLock::FileLock(const fs::path& target, const std::function<void()>& on_wait) {
+  bool waited = false;
   for (int attempt = 0; attempt < kLockAttempts; ++attempt) {
     int fd = sys::open(target.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
     if (fd >= 0) {
@@ -222,7 +255,7 @@ FileLock::FileLock(const fs::path& target) {
         sys::close(fd);
         throw Error(ErrorCode::io, "not a regular file", ErrorContext{.archive = target.string()});
       }
-      lock_or_fail(fd, true, target);
+      lock_or_fail(fd, true, target, on_wait, &waited);
       struct stat now;
       if (::stat(target.c_str(), &now) == 0 && now.st_dev == locked.st_dev &&
           now.st_ino == locked.st_ino) {
@@ -241,7 +274,7 @@ FileLock::FileLock(const fs::path& target) {
     const fs::path folder = folder_of(target);
     int dir = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dir < 0) fail(target, "cannot open the archive's folder");
-    lock_or_fail(dir, false, target);
+    lock_or_fail(dir, false, target, on_wait, &waited);
     struct stat st;
     if (::lstat(target.c_str(), &st) != 0 && errno == ENOENT) {
       fd_ = dir;

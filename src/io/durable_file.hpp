@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 
 namespace modelzip::io {
@@ -49,11 +50,19 @@ class TempFile {
   bool committed_ = false;
 };
 
+// Error(io) for a failure (errno says which) to create the new version of
+// `target`: names the file and the folder the user gave, never the
+// temporary file beside it, e.g. "cannot create model.zip in ./:
+// permission denied" (archive context: `target`).
+[[noreturn]] void fail_to_create(const std::filesystem::path& target);
+
 // A new file opened for writing (created exclusively, mode 0644 less the
 // umask). Closed by close() (which reports errors) or the destructor.
 class OutputFile {
  public:
   explicit OutputFile(const std::filesystem::path& path);
+  // Creates `temp`'s file; errors name its target (fail_to_create).
+  explicit OutputFile(const TempFile& temp);
   OutputFile(const OutputFile&) = delete;
   OutputFile& operator=(const OutputFile&) = delete;
   ~OutputFile();
@@ -100,8 +109,11 @@ void remove_stale_temp_files(const std::filesystem::path& target) noexcept;
 std::filesystem::path resolve_archive_path(const std::filesystem::path& path);
 
 // Serializes the writers of one archive without creating any file: held
-// for the object's lifetime, blocks until acquired. Throws Error(io) naming
-// `target`.
+// for the object's lifetime, blocks until acquired. Each lock is tried
+// without blocking first; only if another writer holds it, `on_wait` (if
+// set) is called, at most once per FileLock and before blocking, from the
+// constructing thread (so a command can say whom it waits for; it must not
+// throw). Throws Error(io) naming `target`.
 //  - If the archive exists: an exclusive lock (an open-file-description
 //    lock of the whole file, fcntl F_OFD_SETLKW) on the archive itself,
 //    through a descriptor opened read-write (so a writer refuses, before
@@ -120,7 +132,7 @@ std::filesystem::path resolve_archive_path(const std::filesystem::path& path);
 // does not release them, and they die with their process.
 class FileLock {
  public:
-  explicit FileLock(const std::filesystem::path& target);
+  explicit FileLock(const std::filesystem::path& target, const std::function<void()>& on_wait = {});
   FileLock(FileLock&&) noexcept;
   FileLock& operator=(FileLock&&) = delete;
   ~FileLock();

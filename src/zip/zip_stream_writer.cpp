@@ -237,6 +237,38 @@ void StreamZipWriter::add_stored(const std::string& name, const std::vector<Byte
   entries_.push_back(std::move(w));
 }
 
+void StreamZipWriter::add_stored_streamed(const std::string& name, std::uint64_t size,
+                                          const std::function<void(const PieceSink&)>& produce) {
+  Written w;
+  w.name = name;
+  w.flags = name_flags(name);
+  w.uncompressed = w.compressed = size;
+  w.zip64_local = needs_zip64_local(size);
+  begin_entry(w, true);  // CRC patched in below
+  std::uint64_t written = 0;
+  std::uint32_t crc = 0;
+  auto too_long = [&] {
+    return Error(ErrorCode::io,
+                 "the entry's data is longer than its announced " + std::to_string(size) + " bytes",
+                 ErrorContext{.archive = file_name_, .entry = name});
+  };
+  produce([&](std::span<const std::byte> piece) {
+    if (piece.size() > size - written) throw too_long();
+    crc = crc32_update(crc, piece);
+    append(piece.data(), piece.size());
+    written += piece.size();
+    report(piece.size());
+  });
+  if (written != size)
+    throw Error(ErrorCode::io,
+                "the entry's data ended after " + std::to_string(written) + " of its announced " +
+                    std::to_string(size) + " bytes",
+                ErrorContext{.archive = file_name_, .entry = name});
+  w.crc = crc;
+  patch_local(w, false);
+  entries_.push_back(std::move(w));
+}
+
 void StreamZipWriter::add_deflated(const std::string& name, const std::vector<Bytes>& pieces,
                                    int level) {
   Written w;

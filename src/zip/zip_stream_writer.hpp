@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -84,6 +85,14 @@ class StreamZipWriter {
   // deflated (zlib level `level`).
   void add_stored(const std::string& name, const std::vector<Bytes>& pieces);
   void add_deflated(const std::string& name, const std::vector<Bytes>& pieces, int level = 6);
+  // A new stored (aligned) entry of exactly `size` bytes that `produce`
+  // writes piece by piece into the sink it is given: nothing is kept after
+  // a piece is written (memory stays bounded whatever the size), the CRC is
+  // computed on the calling thread and patched in afterwards. Error(io)
+  // naming the entry if `produce` writes more or fewer than `size` bytes.
+  using PieceSink = std::function<void(std::span<const std::byte>)>;
+  void add_stored_streamed(const std::string& name, std::uint64_t size,
+                           const std::function<void(const PieceSink&)>& produce);
   // A copy of an entry of another archive: its compressed bytes as they are,
   // with its method, CRC and sizes (nothing is recompressed or re-hashed).
   void add_raw(const std::string& name, const EntryInfo& entry, const Bytes& compressed);

@@ -335,6 +335,30 @@ def check_big_safetensors(path):
     assert a[0] == 1.5 and a[-1] == 2.5 and not a[1:4096].any() and not a[-4097:-1].any()
 
 
+def check_big_npz(path):
+    """One stored member big.npy (Python's zipfile checks its CRC), its data
+    64-byte aligned; the array read in place through numpy's .npy header
+    parser and a memory map."""
+    with zipfile.ZipFile(path) as z:
+        (info,) = z.infolist()
+        assert info.filename == "big.npy" and info.compress_type == zipfile.ZIP_STORED
+        assert z.testzip() is None
+    with open(path, "rb") as f:
+        f.seek(info.header_offset)
+        local = f.read(30)
+        name_len, extra_len = struct.unpack_from("<HH", local, 26)
+        start = info.header_offset + 30 + name_len + extra_len
+        assert start % 64 == 0
+        f.seek(start)
+        assert np.lib.format.read_magic(f) == (1, 0)
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+        data = f.tell()
+    assert (shape, fortran, dtype) == ((BIG,), False, np.float32)
+    assert info.file_size == data - start + BIG * 4
+    a = np.memmap(path, np.float32, "r", offset=data, shape=(BIG,))
+    assert a[0] == 1.5 and a[-1] == 2.5 and not a[1:4096].any() and not a[-4097:-1].any()
+
+
 def check_big_btf(path):
     """TFRT binary tensor format: record count and offsets, then a record of
     rank, dtype, layout (0: dense), 6 reserved bytes, dims, values."""
@@ -376,13 +400,13 @@ def test_cat_and_export_stream_a_1_gib_tensor_in_bounded_memory(big_folder, defl
         # Each streamed export format once (the stored and deflated paths
         # differ only below them).
         peaks = {}
-        for suffix in [".safetensors", ".btf"] if deflated else [".npy"]:
+        for suffix in [".safetensors", ".btf", ".npz"] if deflated else [".npy"]:
             exported = os.path.join(out, "big" + suffix)
             rc, err, peaks[suffix] = peak_anon_kib(["export", archive, "big", exported],
                                                    subprocess.DEVNULL)
             assert rc == 0, err
             {".npy": check_big_npy, ".safetensors": check_big_safetensors,
-             ".btf": check_big_btf}[suffix](exported)
+             ".btf": check_big_btf, ".npz": check_big_npz}[suffix](exported)
             os.remove(exported)
             assert peaks[suffix] < limit_kib, f"export {suffix}: {peaks[suffix]} KiB anonymous"
         print(f"\n{'deflated' if deflated else 'stored'} 1 GiB tensor, peak anonymous memory: "
@@ -421,3 +445,98 @@ def test_cat_and_export_refuse_a_damaged_blob_and_leave_no_file(tmp_path):
             p = run("export", archive, "w", out / name, check=False)
             assert p.returncode == 1 and b"t/params/0.fb" in p.stderr, p.stderr
         assert listing(out) == []
+
+
+# A second process that holds a lock until its stdin closes: a POSIX record
+# lock of the whole archive (lockf; the kernel makes it conflict with the
+# open-file-description lock modelzip's writers take), or a flock of the
+# folder (what a first save waits for).
+LOCK_HOLDER = r"""
+import fcntl, os, sys
+path, kind = sys.argv[1], sys.argv[2]
+if kind == "archive":
+    fd = os.open(path, os.O_RDWR)
+    fcntl.lockf(fd, fcntl.LOCK_EX)
+else:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+print("locked", flush=True)
+sys.stdin.read()
+"""
+
+
+def wait_for_writer_message(archive, lock_path, kind, command):
+    """Runs `command` while another process holds the lock; returns its
+    stderr. Checks that it waited (still running after the message) and
+    finished once the lock was released."""
+    holder = subprocess.Popen(["/usr/bin/python3", "-c", LOCK_HOLDER, str(lock_path), kind],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout.readline() == b"locked\n"
+        with tempfile.TemporaryFile() as err:
+            writer = subprocess.Popen([CLI, *map(str, command)], stdout=subprocess.DEVNULL,
+                                      stderr=err)
+            expected = f"modelzip: waiting for the writer of {archive}...\n".encode()
+            deadline = time.monotonic() + 30
+            while True:
+                err.seek(0)
+                if expected in err.read():
+                    break
+                assert writer.poll() is None, "finished without waiting"
+                assert time.monotonic() < deadline, "no waiting message"
+                time.sleep(0.02)
+            time.sleep(0.3)
+            assert writer.poll() is None  # still waiting: the lock is held
+            holder.stdin.close()  # release
+            assert writer.wait(timeout=60) == 0
+            err.seek(0)
+            return err.read().decode()
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_writer_that_waits_for_another_says_so_once(tmp_path, npy):
+    archive = tmp_path / "m.zip"
+    # First save: waits for whoever holds the folder's lock.
+    message = wait_for_writer_message(archive, tmp_path, "folder",
+                                      ["import", archive, "--tag", "v1", npy])
+    assert message.count("waiting for the writer of") == 1, message
+    # Existing archive: append, rewrite, gc and meta all wait for its lock.
+    for command in [["import", archive, "--tag", "v2", npy], ["rm-tag", archive, "v1"],
+                    ["gc", archive], ["meta", archive, "--name", "x"]]:
+        message = wait_for_writer_message(archive, archive, "archive", command)
+        assert message.count("waiting for the writer of") == 1, (command, message)
+    assert run("tags", archive).stdout.split() == [b"v2"]
+    # Nobody holds the lock: no message.
+    p = run("import", archive, "--tag", "v3", npy)
+    assert b"waiting" not in p.stderr
+
+
+def test_a_folder_the_user_may_not_write_is_named_not_the_temporary_file(
+        shared_dir, public_npy):
+    npy = public_npy
+    folder = os.path.join(shared_dir, "ro")
+    os.mkdir(folder)
+    os.chmod(folder, 0o555)  # nobody may not create files in it (root may: run as nobody)
+    archive = os.path.join(folder, "model.zip")
+    p = as_nobody("import", archive, "--tag", "v1", npy)
+    assert p.returncode == 1
+    message = p.stderr.decode()
+    assert message == (f"modelzip: {archive}: cannot create model.zip in {folder}/: "
+                       "permission denied\n"), message
+    # A relative path names the folder as given: "./" for the current one.
+    p = subprocess.run([CLI, "import", "model.zip", "--tag", "v1", npy], capture_output=True,
+                       cwd=folder, preexec_fn=lambda: (os.setgroups([]), os.setgid(NOBODY),
+                                                       os.setuid(NOBODY))
+                       if os.geteuid() == 0 else None)
+    assert p.stderr.decode() == ("modelzip: model.zip: cannot create model.zip in ./: "
+                                 "permission denied\n")
+    # Exports too (their temporary file is as internal).
+    run("import", os.path.join(shared_dir, "m.zip"), "--tag", "v1", npy)
+    for out in ["w.npy", "w.npz", "w.safetensors"]:
+        p = as_nobody("export", os.path.join(shared_dir, "m.zip"), os.path.join(folder, out))
+        assert p.returncode == 1
+        assert p.stderr.decode().endswith(
+            f"cannot create {out} in {folder}/: permission denied\n"), p.stderr
+    assert listing(folder) == []

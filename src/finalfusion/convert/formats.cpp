@@ -1,5 +1,6 @@
 // Format names, and loading/storing files in any format.
 #include <cctype>
+#include <cstring>
 #include <fstream>
 
 #include "core/utf8.hpp"
@@ -147,7 +148,7 @@ void store(const Embeddings& embeddings, const std::filesystem::path& path, Form
   auto temp = io::TempFile::beside(path);
   try {
     std::ofstream out(temp.path(), std::ios::binary | std::ios::trunc);
-    if (!out) throw Error(ErrorCode::io, "cannot create " + temp.path().string());
+    if (!out) io::fail_to_create(path);
     switch (format) {
       case Format::word2vec_binary:
         write_word2vec_binary(embeddings, out, unnormalize);
@@ -166,7 +167,7 @@ void store(const Embeddings& embeddings, const std::filesystem::path& path, Form
         break;
     }
     out.flush();
-    if (!out) throw Error(ErrorCode::io, "cannot write " + temp.path().string());
+    if (!out) throw Error(ErrorCode::io, std::string("cannot write: ") + std::strerror(errno));
   } catch (const Error& e) {
     throw e.with_context(ErrorContext{.archive = path.string()});
   }
