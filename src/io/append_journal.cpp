@@ -54,8 +54,9 @@ std::uint32_t crc_of(const std::byte* data, std::size_t size, std::uint32_t crc 
   return crc;
 }
 
-// Parses a journal's bytes: nullopt if torn.
-std::optional<AppendJournal> parse(const std::vector<std::byte>& bytes) {
+}  // namespace
+
+std::optional<AppendJournal> parse_append_journal(std::span<const std::byte> bytes) {
   const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
   if (text.starts_with(kMagicV1)) {
     std::string_view number = text.substr(kMagicV1.size());
@@ -82,7 +83,20 @@ std::optional<AppendJournal> parse(const std::vector<std::byte>& bytes) {
   return j;
 }
 
-}  // namespace
+std::vector<std::byte> encode_append_journal(const AppendJournal& journal) {
+  if (journal.old_size < journal.tail_start ||
+      journal.tail.size() != journal.old_size - journal.tail_start)
+    throw Error(ErrorCode::invalid_argument, "append journal: tail size mismatch");
+  const std::size_t tail = journal.tail.size();
+  std::vector<std::byte> out(kHeader + tail + 4);
+  std::memcpy(out.data(), kMagicV2.data(), kMagicV2.size());
+  detail::store_le<std::uint64_t>(out.data() + 19, journal.nonce);
+  detail::store_le<std::uint64_t>(out.data() + 27, journal.tail_start);
+  detail::store_le<std::uint64_t>(out.data() + 35, journal.old_size);
+  if (tail > 0) std::memcpy(out.data() + kHeader, journal.tail.data(), tail);
+  detail::store_le<std::uint32_t>(out.data() + kHeader + tail, crc_of(out.data(), kHeader + tail));
+  return out;
+}
 
 bool JournalState::same_as(const JournalState& other) const noexcept {
   if (kind != other.kind) return false;
@@ -136,7 +150,7 @@ JournalState read_append_journal(const fs::path& archive) {
     done += static_cast<std::size_t>(n);
   }
   bytes.resize(done);
-  if (auto j = parse(bytes)) {
+  if (auto j = parse_append_journal(bytes)) {
     state.kind = JournalState::Kind::valid;
     state.journal = std::move(*j);
   }
@@ -150,19 +164,12 @@ std::uint64_t new_journal_nonce() {
 
 void write_append_journal(const fs::path& archive, const AppendJournal& journal, bool durable) {
   const fs::path path = append_journal_path(archive);
-  if (journal.old_size < journal.tail_start ||
-      journal.tail.size() != journal.old_size - journal.tail_start)
-    throw Error(ErrorCode::invalid_argument, "append journal: tail size mismatch",
-                ErrorContext{.archive = archive.string()});
-  std::vector<std::byte> header(kHeader);
-  std::memcpy(header.data(), kMagicV2.data(), kMagicV2.size());
-  detail::store_le<std::uint64_t>(header.data() + 19, journal.nonce);
-  detail::store_le<std::uint64_t>(header.data() + 27, journal.tail_start);
-  detail::store_le<std::uint64_t>(header.data() + 35, journal.old_size);
-  std::uint32_t crc = crc_of(header.data(), header.size());
-  crc = crc_of(journal.tail.data(), journal.tail.size(), crc);
-  std::byte crc_bytes[4];
-  detail::store_le<std::uint32_t>(crc_bytes, crc);
+  std::vector<std::byte> bytes;
+  try {
+    bytes = encode_append_journal(journal);
+  } catch (const Error& e) {
+    throw e.with_context({.archive = archive.string()});
+  }
 
   int fd = sys::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) throw_errno(path, "cannot create the append journal");
@@ -182,9 +189,7 @@ void write_append_journal(const fs::path& archive, const AppendJournal& journal,
       }
     }
   };
-  put(header.data(), header.size());
-  put(journal.tail.data(), journal.tail.size());
-  put(crc_bytes, sizeof crc_bytes);
+  put(bytes.data(), bytes.size());
   ok = ok && (!durable || sys::fsync(fd) == 0);
   int error = ok ? 0 : errno;
   if (sys::close(fd) != 0 && error == 0) error = errno;

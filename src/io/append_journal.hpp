@@ -29,9 +29,12 @@
 // archive's writer lock (only the lock holder writes or removes a journal).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <span>
+#include <vector>
 
 #include "io/file_identity.hpp"
 #include "modelzip/bytes.hpp"
@@ -55,6 +58,16 @@ struct JournalState {
 };
 
 std::filesystem::path append_journal_path(const std::filesystem::path& archive);
+
+// Parses the bytes of a journal file (untrusted: any bytes): the journal
+// of a complete version 1 or 2 file, nullopt for a torn one (anything
+// else). Never throws; reads only inside `bytes`.
+std::optional<AppendJournal> parse_append_journal(std::span<const std::byte> bytes);
+
+// The bytes of the version 2 journal file for `journal` (the layout
+// above). Error(invalid_argument) when the tail's size is not old_size -
+// tail_start.
+std::vector<std::byte> encode_append_journal(const AppendJournal& journal);
 
 // Reads the journal beside `archive`. Throws Error(io) only when a journal
 // exists but cannot be read (e.g. permissions).

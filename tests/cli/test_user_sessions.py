@@ -382,7 +382,7 @@ def test_progress_bars_fit_a_narrow_terminal_and_leave_no_trail(tmp_path):
     archive = tmp_path / "m.zip"
     for args, label in [(["import", archive, "--tag", "t", "--compress", npy], b"saving"),
                         (["verify", archive], b"verifying"),
-                        (["export", archive, tmp_path / "out.npz"], b"reading")]:
+                        (["export", archive, tmp_path / "out.npz"], b"exporting")]:
         status, shown = run_on_narrow_terminal(*args)
         assert status == 0, shown
         assert label in shown, (label, shown)  # a bar was drawn
