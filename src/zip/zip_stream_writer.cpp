@@ -362,11 +362,14 @@ std::uint64_t StreamZipWriter::finish(const std::function<void()>& before_end_re
                big_o = w.local_offset >= k32;
     const std::uint16_t zip64_extra =
         static_cast<std::uint16_t>((big_u || big_c || big_o) ? 4 + 8 * (big_u + big_c + big_o) : 0);
-    // A padding field makes the central extra field as long as the local
-    // one where it can (zipinfo computes where an entry ends from the
-    // central header's lengths, FORMAT.md section 1).
+    // A padding field repeats the local header's extra bytes other than its
+    // ZIP64 field (which holds both sizes when they need it): zipinfo
+    // computes where an entry ends from the central header's lengths, with
+    // the central ZIP64 field swapped for the local one (FORMAT.md section
+    // 1).
+    const std::uint64_t local_zip64 = (big_u || big_c) ? 20 : 0;
     const std::uint64_t filler =
-        w.local_extra >= zip64_extra + 4u ? w.local_extra - zip64_extra : 0;
+        w.local_extra >= local_zip64 + 4u ? w.local_extra - local_zip64 : 0;
     const auto extra = static_cast<std::uint16_t>(zip64_extra + filler);
     const bool zip64 = zip64_extra != 0 || w.zip64_local;
     cd.put<std::uint32_t>(kCentralSignature);

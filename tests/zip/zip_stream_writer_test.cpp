@@ -5,9 +5,11 @@
 // unzip accepts the result; progress and cancel.
 #include <doctest/doctest.h>
 #include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -16,6 +18,7 @@
 #include "io/mapped_file.hpp"
 #include "modelzip/error.hpp"
 #include "test_support.hpp"
+#include "zip/crc32.hpp"
 #include "zip/zip_directory.hpp"
 #include "zip/zip_reader.hpp"
 #include "zip/zip_stream_writer.hpp"
@@ -142,4 +145,120 @@ TEST_CASE("A cancel in the middle of a large entry stops the write with Error(ca
   CHECK(calls == 3);
   // The writer (and its CRC worker, holding the entry's bytes) is destroyed
   // here; sanitizers check that nothing is read afterwards.
+}
+
+namespace {
+
+// Runs a shell command; its exit status and standard output.
+std::pair<int, std::string> shell(const std::string& command) {
+  std::string out;
+  FILE* p = ::popen(command.c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[4096];
+  while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int status = ::pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+}  // namespace
+
+TEST_CASE("Entries past 4 GiB (ZIP64 offsets): zipinfo, unzip and Python's zipfile accept them") {
+  // A sparse file: its first two entries are 4 GiB + 1 MiB of zeros left as
+  // holes (their CRC from crc32_concat), so the entries after them start
+  // past 4 GiB (8 GiB: no disk used) and their central headers carry ZIP64
+  // offsets. Names of 64 lengths
+  // give the local padding every length (0 and 4..67 bytes); deflated
+  // entries (unaligned) and a streamed one are there too.
+  TempDir dir;
+  const auto path = dir / "big.zip";
+  constexpr std::uint64_t kHole = (4ull << 30) + (1ull << 20);
+  Fd out(path);
+  const std::string mib(1u << 20, '\0');
+  const std::uint32_t crc_mib = crc32_of(mib);
+  std::uint32_t crc = 0;
+  for (std::uint64_t i = 0; i < kHole >> 20; ++i)
+    crc = modelzip::zip::crc32_concat(crc, crc_mib, 1u << 20);
+  modelzip::zip::EntryInfo hole;
+  hole.name = "hole.bin";
+  hole.crc32 = crc;
+  hole.compressed_size = hole.uncompressed_size = kHole;
+  const auto head = modelzip::zip::encode_local_header(
+      {.name = hole.name, .crc = crc, .compressed = kHole, .uncompressed = kHole, .zip64 = true}, 0,
+      true);
+  REQUIRE(::pwrite(out.fd, head.data(), head.size(), 0) == static_cast<ssize_t>(head.size()));
+  hole.data_offset = head.size();
+  REQUIRE(::ftruncate(out.fd, static_cast<off_t>(head.size() + kHole)) == 0);
+
+  std::vector<Expected> expected;
+  for (int n = 1; n <= 64; ++n) expected.push_back({"s" + std::string(n - 1, 'x'), "a"});
+  for (int n = 1; n <= 8; ++n)
+    expected.push_back({"d" + std::string(n * 3, 'y'), pattern(1000 + n, n), true});
+  expected.push_back({"streamed", pattern(300000, 77)});
+  // A second one right after it: big sizes and a big offset.
+  modelzip::zip::EntryInfo hole2 = hole;
+  hole2.name = "hole2.bin";
+  hole2.local_header_offset = head.size() + kHole;
+  const auto head2 = modelzip::zip::encode_local_header(
+      {.name = hole2.name, .crc = crc, .compressed = kHole, .uncompressed = kHole, .zip64 = true},
+      hole2.local_header_offset, true);
+  REQUIRE(
+      ::pwrite(out.fd, head2.data(), head2.size(), static_cast<off_t>(hole2.local_header_offset)) ==
+      static_cast<ssize_t>(head2.size()));
+  hole2.data_offset = hole2.local_header_offset + head2.size();
+  REQUIRE(::ftruncate(out.fd, static_cast<off_t>(hole2.data_offset + kHole)) == 0);
+  modelzip::zip::StreamZipWriter w(out.fd, path.string(), hole2.data_offset + kHole);
+  w.keep(hole);
+  w.keep(hole2);
+  for (const auto& e : expected) {
+    const std::vector<Bytes> pieces = {Bytes::copy_of(e.content)};
+    if (e.deflated)
+      w.add_deflated(e.name, pieces);
+    else if (e.name == "streamed")
+      w.add_stored_streamed(e.name, e.content.size(), [&](const auto& sink) {
+        sink(std::as_bytes(std::span(e.content)).first(100000));
+        sink(std::as_bytes(std::span(e.content)).subspan(100000));
+      });
+    else
+      w.add_stored(e.name, pieces);
+  }
+  w.finish();
+
+  // modelzip's reader: every entry past 4 GiB, CRC checked.
+  Bytes mapped = io::map_file(path);
+  const auto d = modelzip::zip::parse_directory(mapped.span(), Limits{});
+  modelzip::zip::EntryReader reader(mapped, Limits{});
+  REQUIRE(d.entries.size() == expected.size() + 2);
+  CHECK(d.entries[1].local_header_offset > 0xFFFFFFFFull);
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    const auto& e = d.entries[i + 2];
+    INFO("entry " << e.name);
+    CHECK(e.name == expected[i].name);
+    CHECK(e.local_header_offset > 0xFFFFFFFFull);
+    if (e.stored()) CHECK(e.data_offset % 64 == 0);
+    CHECK(std::string(reader.read(e, true).as_string_view()) == expected[i].content);
+  }
+  // zipinfo computes where each entry ends from its central header and
+  // reports any gap or overlap before the next one ("extra bytes").
+  const auto [zi_status, zi] = shell("zipinfo -v '" + path.string() + "' 2>&1");
+  const std::size_t complaint = zi.find("preceding this file");
+  INFO(zi.substr(
+      complaint == std::string::npos ? 0 : complaint - std::min<std::size_t>(complaint, 2500),
+      3000));
+  CHECK(zi_status == 0);
+  // ("There are an extra N bytes preceding this file.")
+  CHECK(zi.find("preceding this file") == std::string::npos);
+  CHECK(zi.find("error") == std::string::npos);
+  CHECK(zi.find("warning") == std::string::npos);
+  // unzip tests the entries past the hole (CRC); Python's zipfile reads them.
+  CHECK(shell("unzip -tqq '" + path.string() + "' 's*' 'd*' 2>&1").first == 0);
+  const auto [py_status, py] = shell(
+      "/usr/bin/python3 -c \"import zipfile,sys\n"
+      "z = zipfile.ZipFile(sys.argv[1])\n"
+      "for i in z.infolist()[2:]:\n"
+      "    assert i.header_offset > 2**32, i\n"
+      "    z.read(i)\n"
+      "print(len(z.infolist()))\" '" +
+      path.string() + "' 2>&1");
+  CHECK(py_status == 0);
+  CHECK(py == std::to_string(expected.size() + 2) + "\n");
 }
