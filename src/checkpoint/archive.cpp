@@ -62,7 +62,8 @@ Archive::Impl::Impl(std::string archive_name, Bytes file, const OpenOptions& opt
   if (!find_entry(format::kMetadataEntry))  // e.g. a zip made by zip(1)
     throw Error(ErrorCode::corrupt,
                 "not a modelzip archive (no " + std::string(format::kMetadataEntry) +
-                    "): a zip file of " + std::to_string(directory.entries.size()) + " entries",
+                    "): a zip file of " + std::to_string(directory.entries.size()) +
+                    (directory.entries.size() == 1 ? " entry" : " entries"),
                 context());
   {
     Bytes text = text_of(format::kMetadataEntry);

@@ -6,12 +6,14 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 #include <variant>
 
 #include "checkpoint/archive_impl.hpp"
 #include "checkpoint/entry_validators.hpp"
 #include "core/position_index.hpp"
+#include "core/progress_tracker.hpp"
 #include "format/archive_metadata.hpp"
 #include "format/tag_name.hpp"
 #include "format/tags_file.hpp"
@@ -93,24 +95,58 @@ std::uint64_t pieces_size(const std::vector<Bytes>& pieces) {
   return n;
 }
 
-std::uint32_t pieces_crc(const std::vector<Bytes>& pieces) {
+// How far the dedup comparison has read into the blob being added: the
+// furthest byte (a blob may be read twice: compared with its namesake, then
+// hashed), reported to the commit's compare stage. Reading is what takes
+// time when the archive or the new tensors are not in the page cache.
+class ScanProgress {
+ public:
+  explicit ScanProgress(detail::ProgressTracker* tracker) : tracker_(tracker) {}
+  void start() noexcept { at_ = 0; }
+  void reached(std::uint64_t offset) {
+    if (!tracker_ || offset <= at_) return;
+    tracker_->advance(offset - at_);
+    at_ = offset;
+  }
+
+ private:
+  detail::ProgressTracker* tracker_;
+  std::uint64_t at_ = 0;
+};
+
+// Pieces are read in steps of this size between progress reports.
+constexpr std::uint64_t kScanStep = 4u << 20;
+
+// CRC-32 of the concatenation of `pieces`, reporting to `scan` if given.
+std::uint32_t pieces_crc(const std::vector<Bytes>& pieces, ScanProgress* scan = nullptr) {
   std::uint32_t crc = 0;
-  for (const auto& p : pieces) crc = zip::crc32_update(crc, p.span());
+  std::uint64_t offset = 0;
+  for (const auto& p : pieces)
+    for (std::uint64_t at = 0; at < p.size(); at += kScanStep) {
+      const std::uint64_t n = std::min<std::uint64_t>(kScanStep, p.size() - at);
+      crc = zip::crc32_update(crc, p.span().subspan(at, n));
+      offset += n;
+      if (scan) scan->reached(offset);
+    }
   return crc;
 }
 
-// Byte-for-byte equality of two concatenations.
-bool same_bytes(const std::vector<Bytes>& a, const std::vector<Bytes>& b) {
+// Byte-for-byte equality of two concatenations, reporting how far into `a`
+// it read to `scan` if given.
+bool same_bytes(const std::vector<Bytes>& a, const std::vector<Bytes>& b,
+                ScanProgress* scan = nullptr) {
   std::size_t ia = 0, ib = 0;
-  std::uint64_t oa = 0, ob = 0;
+  std::uint64_t oa = 0, ob = 0, done = 0;
   for (;;) {
     while (ia < a.size() && oa == a[ia].size()) ++ia, oa = 0;
     while (ib < b.size() && ob == b[ib].size()) ++ib, ob = 0;
     if (ia == a.size() || ib == b.size()) return ia == a.size() && ib == b.size();
-    std::uint64_t n = std::min(a[ia].size() - oa, b[ib].size() - ob);
+    std::uint64_t n = std::min({a[ia].size() - oa, b[ib].size() - ob, kScanStep});
     if (std::memcmp(a[ia].data() + oa, b[ib].data() + ob, n) != 0) return false;
     oa += n;
     ob += n;
+    done += n;
+    if (scan) scan->reached(done);
   }
 }
 
@@ -196,8 +232,10 @@ struct DedupIndex {
 
 class AddContext {
  public:
-  AddContext(Plan& plan, const Archive::Impl* old, bool dedup, Writer::Stats& stats)
-      : plan_(plan), old_(old), dedup_(dedup), stats_(stats) {}
+  // `comparing` (may be null) hears of the bytes the dedup comparison reads.
+  AddContext(Plan& plan, const Archive::Impl* old, bool dedup, Writer::Stats& stats,
+             detail::ProgressTracker* comparing)
+      : plan_(plan), old_(old), dedup_(dedup), stats_(stats), scan_(comparing) {}
 
   void add(const std::string& tag, const NewTag& contents) {
     if (plan_.find(tag))
@@ -340,12 +378,14 @@ class AddContext {
     c.size = pieces_size(pieces);
     c.compression = compression;
     if (dedup_) {
+      scan_.start();
       if (auto hit = namesake(self, kind, fmt, compression, first, second);
-          hit && hit->second->size == c.size && same_bytes(pieces, content_bytes(*hit->second))) {
+          hit && hit->second->size == c.size &&
+          same_bytes(pieces, content_bytes(*hit->second), &scan_)) {
         ++stats_.blobs_deduplicated;
         return hit->first;
       }
-      c.crc = pieces_crc(pieces);
+      c.crc = pieces_crc(pieces, &scan_);
       auto hash_key = std::make_tuple(static_cast<int>(kind) * 2 + static_cast<int>(fmt),
                                       compression, c.size, *c.crc);
       for (const auto& [owner, key] : index_.by_hash[hash_key]) {
@@ -386,6 +426,7 @@ class AddContext {
   const Archive::Impl* old_;
   bool dedup_;
   Writer::Stats& stats_;
+  ScanProgress scan_;
   DedupIndex index_;
   // (source tag, table kind) -> its rows by keys, for row_of.
   std::map<std::pair<std::string, int>, detail::PositionIndex> row_index_;
@@ -590,7 +631,24 @@ void Writer::Impl::commit() {
   Plan plan = plan_from(old_impl);
   for (const auto& edit : metadata_edits) edit(plan.metadata);
   plan.metadata.writer = "modelzip " MODELZIP_VERSION;
-  AddContext adder(plan, old_impl, options.dedup, new_stats);
+  // Dedup reads every new tensor (and the blobs it may equal) before
+  // anything is written: a stage of its own, over the new tensors' bytes.
+  std::optional<detail::ProgressTracker> comparing;
+  if (options.dedup && options.progress) {
+    comparing.emplace(options.progress, "save", context(), Progress::Stage::compare);
+    for (const auto& op : ops)
+      if (const auto* add = std::get_if<AddOp>(&op)) {
+        for (const auto& p : add->contents.params()) {
+          if (p.source == NewTag::Param::Source::tensor)
+            comparing->add_to_total(p.tensor.values().size());
+          else if (p.source == NewTag::Param::Source::embedding)
+            comparing->add_to_total(p.file.size());
+        }
+        for (const auto& u : add->contents.updater_states())
+          if (!u.shared) comparing->add_to_total(u.tensor.values().size());
+      }
+  }
+  AddContext adder(plan, old_impl, options.dedup, new_stats, comparing ? &*comparing : nullptr);
   for (const auto& op : ops) {
     if (const auto* add = std::get_if<AddOp>(&op)) {
       adder.add(add->tag, add->contents);
@@ -603,6 +661,7 @@ void Writer::Impl::commit() {
       remove_from_plan(plan, t->name);
     }
   }
+  if (comparing) comparing->finish();
 
   // Rewriting a damaged tag would lose what its unreadable tables held.
   for (const auto& t : plan.tags)

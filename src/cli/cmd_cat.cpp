@@ -7,6 +7,7 @@
 #include "cli/args.hpp"
 #include "cli/command.hpp"
 #include "cli/open_archive.hpp"
+#include "cli/progress_bar.hpp"
 #include "cli/terminal.hpp"
 #include "convert/npy_format.hpp"
 #include "modelzip/archive.hpp"
@@ -52,9 +53,16 @@ int run(const std::vector<std::string>& argv) {
       if (args.flag("--npy"))
         write_all(convert::detail::npy_header(convert::detail::npy_descr(stream.dtype()),
                                               stream.shape()));
-      stream.write_values([](std::span<const std::byte> piece) {
+      // Reading a cold archive is slow: a bar over the bytes (on a terminal).
+      ProgressBar bar("reading");
+      std::uint64_t done = 0;
+      const std::uint64_t total = stream.value_bytes();
+      stream.write_values([&](std::span<const std::byte> piece) {
         write_all(std::string_view(reinterpret_cast<const char*>(piece.data()), piece.size()));
+        done += piece.size();
+        bar.show(std::min(done, total), total);
       });
+      bar.show(total, total);
       if (std::fflush(stdout) != 0) throw Error(ErrorCode::io, "cannot write to standard output");
       return 0;
     }

@@ -14,6 +14,7 @@ int run(const std::vector<std::string>& argv) {
   Args args(argv, {}, {});
   args.expect_positionals(1, 1);
   const std::string& path = args.at(0, "ARCHIVE");
+  require_existing_archive(path);
   auto before = std::filesystem::file_size(path);
   ProgressBar bar("rewriting");
   Writer writer = Writer::open(path, writer_options(path, bar.callback()));

@@ -72,9 +72,7 @@ int run(const std::vector<std::string>& argv) {
     print(open_archive(path).metadata(), args.flag("--json"));
     return 0;
   }
-  if (!std::filesystem::exists(path))  // the Writer would create it
-    throw Error(ErrorCode::not_found, "no such archive (create it with modelzip import)",
-                ErrorContext{.archive = path});
+  require_existing_archive(path);  // the Writer would create it
   Writer writer = Writer::open(path, writer_options(path));
   writer.update_metadata([&changes](Metadata& m) {
     for (const auto& [field, value] : changes) m.*(field->member) = value;

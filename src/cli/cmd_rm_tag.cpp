@@ -17,6 +17,7 @@ int run(const std::vector<std::string>& argv) {
   Args args(argv, {}, {});
   args.expect_positionals(2, 2);
   const std::string& path = args.at(0, "ARCHIVE");
+  require_existing_archive(path);
   ProgressBar bar("rewriting");
   Writer writer = Writer::open(path, writer_options(path, bar.callback()));
   // What the tag holds, for the report: its own blobs, and those of them

@@ -1,5 +1,6 @@
 #include "cli/open_archive.hpp"
 
+#include <filesystem>
 #include <iostream>
 
 #include "cli/progress_bar.hpp"
@@ -14,6 +15,13 @@ Archive open_archive(const std::string& path_or_url) {
     options.remote.progress = bar.callback();
   }
   return Archive::open(path_or_url, options);
+}
+
+void require_existing_archive(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    throw Error(ErrorCode::not_found, "no such archive (create it with modelzip import)",
+                ErrorContext{.archive = path});
 }
 
 WriterOptions writer_options(const std::string& path, ProgressCallback progress) {

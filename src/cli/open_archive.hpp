@@ -13,6 +13,11 @@ namespace modelzip::cli {
 
 Archive open_archive(const std::string& path_or_url);
 
+// Error(not_found, "no such archive ...") naming `path` unless it exists:
+// for the commands that modify an archive but never create one (rm-tag,
+// gc, meta), where the Writer would start an empty archive.
+void require_existing_archive(const std::string& path);
+
 // WriterOptions for modifying `path` with `progress`: a commit that has to
 // wait for another writer says so once on standard error ("modelzip:
 // waiting for the writer of PATH...", also when not a terminal) instead of

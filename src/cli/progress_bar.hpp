@@ -1,5 +1,7 @@
 // A progress bar on standard error for long operations, drawn only when
 // standard error is a terminal (never in pipes or logs). Not thread-safe.
+// A commit's dedup comparison (Progress::Stage::compare) is shown as its
+// own bar labelled "comparing", before the label's bar for the writing.
 //
 // Each line fits the terminal's width as it is at every redraw (ioctl
 // TIOCGWINSZ, else $COLUMNS, else 80), one column short of it so that the
@@ -33,6 +35,11 @@ class ProgressBar {
   ProgressCallback callback() {
     if (!enabled_) return {};
     return [this](const Progress& p) {
+      if (p.stage != stage_) {  // a new stage: its own bar, rate and ETA
+        clear();
+        started_ = false;
+        stage_ = p.stage;
+      }
       show(p.bytes_done, p.bytes_total);
       return true;
     };
@@ -54,7 +61,8 @@ class ProgressBar {
     if (drawn_ && now - last_ < std::chrono::milliseconds(100)) return;
     last_ = now;
     const double seconds = std::chrono::duration<double>(now - start_).count();
-    const std::string line = render(label_, done, total, seconds, terminal_width());
+    const std::string line = render(stage_ == Progress::Stage::compare ? "comparing" : label_, done,
+                                    total, seconds, terminal_width());
     std::fprintf(stderr, "\r%s\033[K", line.c_str());
     std::fflush(stderr);
     drawn_ = true;
@@ -132,6 +140,7 @@ class ProgressBar {
   }
 
   std::string label_;
+  Progress::Stage stage_ = Progress::Stage::work;  // a commit's compare stage says "comparing"
   bool enabled_;
   bool started_ = false;
   bool drawn_ = false;

@@ -28,10 +28,12 @@ namespace modelzip::detail {
 class ProgressTracker {
  public:
   // `operation` names it in the cancel message ("save", "load", "verify").
-  ProgressTracker(ProgressCallback callback, std::string operation, ErrorContext context = {})
+  ProgressTracker(ProgressCallback callback, std::string operation, ErrorContext context = {},
+                  Progress::Stage stage = Progress::Stage::work)
       : callback_(std::move(callback)),
         operation_(std::move(operation)),
-        context_(std::move(context)) {}
+        context_(std::move(context)),
+        stage_(stage) {}
 
   // Whether anyone listens (callers may skip computing totals if not).
   bool enabled() const noexcept { return static_cast<bool>(callback_); }
@@ -46,7 +48,7 @@ class ProgressTracker {
   // The end: what was done is the total. Reports unless the last report
   // already said so.
   void finish() {
-    if (reported_ && last_ == Progress{done_, done_}) return;
+    if (reported_ && last_ == Progress{done_, done_, stage_}) return;
     total_ = done_;
     report();
   }
@@ -57,13 +59,14 @@ class ProgressTracker {
       throw Error(ErrorCode::cancelled, operation_ + " cancelled (interrupted)", context_);
     if (!callback_) return;
     reported_ = true;
-    last_ = Progress{done_, std::max(done_, total_)};
+    last_ = Progress{done_, std::max(done_, total_), stage_};
     if (!callback_(last_)) throw Error(ErrorCode::cancelled, operation_ + " cancelled", context_);
   }
 
   ProgressCallback callback_;
   std::string operation_;
   ErrorContext context_;
+  Progress::Stage stage_;
   std::uint64_t done_ = 0, total_ = 0;
   bool reported_ = false;
   Progress last_;

@@ -28,8 +28,15 @@ TEST_CASE("Progress is reported and a cancelled save changes nothing") {
     w.add_tag("v1", std::move(t));
     w.commit();
     REQUIRE(seen.size() >= 2);
+    // The comparison stage (dedup) comes first, then the writing; each
+    // counts from 0.
     for (std::size_t i = 1; i < seen.size(); ++i)
-      CHECK(seen[i].bytes_done >= seen[i - 1].bytes_done);
+      if (seen[i].stage == seen[i - 1].stage)
+        CHECK(seen[i].bytes_done >= seen[i - 1].bytes_done);
+      else
+        CHECK((seen[i - 1].stage == Progress::Stage::compare &&
+               seen[i].stage == Progress::Stage::work));
+    CHECK(seen.back().stage == Progress::Stage::work);
     CHECK(seen.back().bytes_done == seen.back().bytes_total);
     CHECK(seen.back().bytes_total >= (8u << 20));
   }
@@ -48,6 +55,80 @@ TEST_CASE("Progress is reported and a cancelled save changes nothing") {
   }
   CHECK(io_bytes(path) == before);
   CHECK(Archive::open(path).tags() == std::vector<std::string>{"v1"});
+}
+
+TEST_CASE("Dedup's comparison is a progress stage of its own, reported as it reads, cancellable") {
+  TempDir dir;
+  auto path = dir / "m.zip";
+  std::mt19937_64 rng(7);
+  const Bytes big = random_bytes(rng, 24 << 20);
+  auto tag_of = [&] {
+    NewTag t;
+    t.add("w", Tensor::dense(DType::uint8, {24 << 20}, big));
+    return t;
+  };
+  {
+    Writer w = Writer::open(path);
+    w.add_tag("v1", tag_of());
+    w.commit();
+  }
+  const auto before = io_bytes(path);
+  // The same tensor again: compared with its namesake (24 MiB read from the
+  // archive and from memory), nothing new written.
+  std::vector<Progress> seen;
+  {
+    Writer w =
+        Writer::open(path, WriterOptions{.append = false, .progress = [&](const Progress& p) {
+                                           seen.push_back(p);
+                                           return true;
+                                         }});
+    w.add_tag("v2", tag_of());
+    w.commit();
+    CHECK(w.last_stats().blobs_deduplicated == 1);
+  }
+  std::vector<Progress> compare;
+  for (const auto& p : seen)
+    if (p.stage == Progress::Stage::compare) compare.push_back(p);
+  // Reported in steps as it reads (4 MiB), not once at the end.
+  REQUIRE(compare.size() >= 6);
+  CHECK(compare.front().bytes_done <= (4u << 20));
+  for (std::size_t i = 1; i < compare.size(); ++i) {
+    CHECK(compare[i].bytes_done >= compare[i - 1].bytes_done);
+    CHECK(compare[i].bytes_done <= compare[i].bytes_total);
+  }
+  CHECK(compare.back().bytes_done == compare.back().bytes_total);
+  CHECK(compare.back().bytes_done >= (24u << 20));        // the tensor's bytes
+  CHECK(compare.back().bytes_done < (24u << 20) + 4096);  // and its blob header
+  CHECK(seen.front().stage == Progress::Stage::compare);
+  CHECK(seen.back().stage == Progress::Stage::work);
+
+  // Without dedup there is nothing to compare.
+  seen.clear();
+  {
+    Writer w = Writer::open(path, WriterOptions{.dedup = false, .progress = [&](const Progress& p) {
+                                                  seen.push_back(p);
+                                                  return true;
+                                                }});
+    w.add_tag("v3", tag_of());
+    w.commit();
+  }
+  for (const auto& p : seen) CHECK(p.stage == Progress::Stage::work);
+
+  // Cancelled halfway through the comparison: nothing written.
+  const auto three = io_bytes(path);
+  Writer w =
+      Writer::open(path, WriterOptions{.progress = [](const Progress& p) {
+                     return p.stage != Progress::Stage::compare || p.bytes_done < p.bytes_total / 2;
+                   }});
+  w.add_tag("v4", tag_of());
+  try {
+    w.commit();
+    FAIL("the save was not cancelled");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::cancelled);
+  }
+  CHECK(io_bytes(path) == three);
+  CHECK(three != before);
 }
 
 TEST_CASE("Loading with copies and verifying report progress; either can be cancelled") {

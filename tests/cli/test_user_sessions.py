@@ -301,7 +301,7 @@ def test_things_that_are_not_archives_get_a_plain_sentence(tmp_path):
     p = run("ls", plain, check=False)
     assert p.returncode == 1
     assert p.stderr.decode() == f"modelzip: {plain}: not a modelzip archive (no modelzip.toml): " \
-                                "a zip file of 1 entries\n"
+                                "a zip file of 1 entry\n"
     empty = tmp_path / "empty.zip"
     empty.write_bytes(b"")
     p = run("tags", empty, check=False)
@@ -381,8 +381,11 @@ def test_progress_bars_fit_a_narrow_terminal_and_leave_no_trail(tmp_path):
     np.save(npy, np.arange(48 << 20 >> 2, dtype=np.float32))  # 48 MiB
     archive = tmp_path / "m.zip"
     for args, label in [(["import", archive, "--tag", "t", "--compress", npy], b"saving"),
+                        # The same tensor again: dedup compares it first.
+                        (["import", archive, "--tag", "t2", "--compress", npy], b"comparing"),
                         (["verify", archive], b"verifying"),
-                        (["export", archive, tmp_path / "out.npz"], b"exporting")]:
+                        (["export", archive, tmp_path / "out.npz"], b"exporting"),
+                        (["cat", archive, "big"], b"reading")]:
         status, shown = run_on_narrow_terminal(*args)
         assert status == 0, shown
         assert label in shown, (label, shown)  # a bar was drawn

@@ -540,3 +540,14 @@ def test_a_folder_the_user_may_not_write_is_named_not_the_temporary_file(
         assert p.stderr.decode().endswith(
             f"cannot create {out} in {folder}/: permission denied\n"), p.stderr
     assert listing(folder) == []
+
+
+@pytest.mark.parametrize("command", [["rm-tag", "{a}", "v1"], ["gc", "{a}"],
+                                     ["meta", "{a}", "--name", "x"]])
+def test_commands_that_never_create_an_archive_say_it_is_missing(tmp_path, command):
+    archive = tmp_path / "missing.zip"
+    p = run(*[c.format(a=archive) for c in command], check=False)
+    assert p.returncode == 1
+    assert p.stderr.decode() == (f"modelzip: {archive}: no such archive (create it with "
+                                 "modelzip import)\n")
+    assert listing(tmp_path) == []
