@@ -29,6 +29,30 @@ EmbeddingFacts embedding_facts(const Archive& archive, const ParamInfo& p, const
   return f;
 }
 
+// "int8 affine-per-axis axis 0", "int4 block-symmetric block 32 float16
+// scales": how a quantized parameter's integers stand for its values.
+std::string quantization_text(const Quantization& q) {
+  std::string s =
+      std::string(quant_storage_name(q.storage)) + " " + std::string(quant_scheme_name(q.scheme));
+  if (q.scheme == QuantScheme::affine_per_axis) s += " axis " + std::to_string(q.axis);
+  if (q.scheme == QuantScheme::block_symmetric)
+    s += " block " + std::to_string(q.block_size) + " " + std::string(dtype_name(q.scale_dtype)) +
+         " scales";
+  return s;
+}
+
+std::string quantization_json(const Quantization& q) {
+  std::string s = "{\"scheme\": " + json_string(quant_scheme_name(q.scheme)) +
+                  ", \"storage\": " + json_string(quant_storage_name(q.storage)) +
+                  ", \"bits\": " + std::to_string(quant_storage_bits(q.storage));
+  if (q.scheme == QuantScheme::affine_per_axis) s += ", \"axis\": " + std::to_string(q.axis);
+  if (q.scheme == QuantScheme::block_symmetric)
+    s += ", \"axis\": " + std::to_string(q.axis) +
+         ", \"block_size\": " + std::to_string(q.block_size) +
+         ", \"scale_dtype\": " + json_string(dtype_name(q.scale_dtype));
+  return s + "}";
+}
+
 int run(const std::vector<std::string>& argv) {
   Args args(argv, {"--tag"}, {"--json", "--updater"});
   args.expect_positionals(1, 1);
@@ -65,7 +89,8 @@ int run(const std::vector<std::string>& argv) {
                 << "], \"layout\": " << json_string(layout_name(p.layout))
                 << ", \"nbytes\": " << p.nbytes << ", \"blob\": " << json_string(p.blob)
                 << ", \"shared\": " << json_bool(p.shared)
-                << ", \"compressed\": " << json_bool(p.compressed);
+                << ", \"compressed\": " << json_bool(p.compressed) << ", \"quantization\": "
+                << (p.quantization ? quantization_json(*p.quantization) : "null");
       if (p.kind == BlobKind::embedding)
         std::cout << ", \"embedding\": "
                   << (embeddings[i].summary
@@ -85,6 +110,7 @@ int run(const std::vector<std::string>& argv) {
               << "\t" << shape_text(p.shape) << "\t" << human_bytes(p.nbytes) << "\t"
               << printable(p.blob);
     if (p.layout == Layout::sparse_coo) std::cout << "\tsparse";
+    if (p.quantization) std::cout << "\tquantized " << quantization_text(*p.quantization);
     if (p.shared) std::cout << "\tshared";
     if (p.compressed) std::cout << "\tdeflated";
     if (p.kind == BlobKind::embedding)
@@ -105,12 +131,16 @@ extern const Command kLsCommand{
     "  --tag T     the tag (default: the newest)\n"
     "  --updater   list the optimizer state (updater.txt) instead of the parameters\n"
     "  --json      print a JSON array of objects with keys name, kind, dtype, shape,\n"
-    "              layout, nbytes, blob, shared, compressed (and state with --updater);\n"
+    "              layout, nbytes, blob, shared, compressed, quantization (null or\n"
+    "              {scheme, storage, bits, axis, block_size, scale_dtype}, the last\n"
+    "              three where the scheme has them) (and state with --updater);\n"
     "              embeddings add \"embedding\": {vocab, words, subword_rows, min_n,\n"
     "              max_n, rows, dims, storage (array or quantized), quantizer, norms,\n"
     "              metadata} (or {error} when the entry cannot be read)\n"
     "Embeddings show their shape as [storage rows, dims] and, last, the vocabulary\n"
-    "kind and size, dims, storage and whether norms are stored.\n"
+    "kind and size, dims, storage and whether norms are stored. Quantized tensors\n"
+    "(modelzip quantize) show their original dtype and shape and, last, how they\n"
+    "are stored (e.g. quantized int4 block-symmetric block 32 float16 scales).\n"
     "\nExamples:\n  modelzip ls model.zip\n  modelzip ls model.zip --tag step-100 --json\n",
     run};
 

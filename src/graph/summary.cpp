@@ -18,6 +18,8 @@ using detail::JsonWriter;
 struct BlobStats {
   std::uint64_t count = 0, shared = 0, compressed = 0, bytes = 0, own_bytes = 0;
   std::map<std::string, std::uint64_t> dtypes;
+  // Quantized parameters by "<storage> <scheme>" (e.g. "int4 block-symmetric").
+  std::map<std::string, std::uint64_t> quantized;
   std::set<std::string> variables;  // updater: variables with state
   std::vector<std::string> states;  // updater: state names, first-seen order
 };
@@ -32,6 +34,9 @@ BlobStats blob_stats(const std::vector<ParamInfo>& infos) {
     else
       s.own_bytes += p.nbytes;
     if (p.compressed) ++s.compressed;
+    if (p.quantization)
+      ++s.quantized[std::string(quant_storage_name(p.quantization->storage)) + " " +
+                    std::string(quant_scheme_name(p.quantization->scheme))];
     ++s.dtypes[p.kind == BlobKind::embedding ? "embedding" : std::string(dtype_name(p.dtype))];
     if (!p.state.empty()) {
       s.variables.insert(p.name);
@@ -144,6 +149,9 @@ void write_blob_stats(JsonWriter& w, const BlobStats& s, bool updater) {
   w.key("own_bytes").value(s.own_bytes);
   w.key("dtypes").begin_object(true);
   for (const auto& [k, n] : s.dtypes) w.key(k).value(n);
+  w.end_object();
+  w.key("quantized").begin_object(true);
+  for (const auto& [k, n] : s.quantized) w.key(k).value(n);
   w.end_object();
   w.end_object();
 }
@@ -284,6 +292,7 @@ std::string tag_summary_text(const Archive& archive, std::string_view tag) {
     t += "), " + human_bytes(b.bytes);
     if (b.shared) t += " (" + human_bytes(b.own_bytes) + " in this tag)";
     if (!b.dtypes.empty()) t += "; " + counts_text(b.dtypes);
+    if (!b.quantized.empty()) t += "; quantized: " + counts_text(b.quantized);
     return t;
   };
   line("params", blob_line(f.params));
