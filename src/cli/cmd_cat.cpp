@@ -23,7 +23,7 @@ void write_all(std::string_view b) {
 }
 
 int run(const std::vector<std::string>& argv) {
-  Args args(argv, {"--tag"}, {"--npy", "--force", "-f"}, {"--updater"});
+  Args args(argv, {"--tag"}, {"--npy", "--force", "-f", "--dequantize"}, {"--updater"});
   const auto updater = args.pairs("--updater");
   if (updater.size() > 1) throw UsageError("--updater names one VAR STATE");
   args.expect_positionals(updater.empty() ? 2 : 1, updater.empty() ? 2 : 1);
@@ -46,6 +46,7 @@ int run(const std::vector<std::string>& argv) {
   // A dense numeric parameter streams through a small buffer (any size,
   // bounded memory); the CRC-32 is checked at the end, so a damaged blob
   // fails the command (exit status 1) after its bytes went out.
+  const bool dequantize = args.flag("--dequantize");
   if (updater.empty()) {
     TensorStream stream(archive, args.at(1, "PARAM"), tag);
     if (stream.streamable()) {
@@ -71,6 +72,9 @@ int run(const std::vector<std::string>& argv) {
   Tensor t = updater.empty()
                  ? archive.tensor(args.at(1, "PARAM"), tag, ReadMode::copy)
                  : archive.updater_state(updater[0].first, updater[0].second, tag, ReadMode::copy);
+  // Quantized: the values the integers stand for (original dtype), or
+  // without --dequantize the stored integers as they are (raw only).
+  if (dequantize) t = t.dequantize();
   refuse_terminal(t.dtype());
   if (args.flag("--npy")) {
     convert::write_npy(std::cout, t);
@@ -98,10 +102,14 @@ int run(const std::vector<std::string>& argv) {
 
 extern const Command kCatCommand{
     "cat", "Write one tensor to standard output (raw bytes or .npy)",
-    "modelzip cat ARCHIVE (PARAM | --updater VAR STATE) [--tag T] [--npy] [--force]",
+    "modelzip cat ARCHIVE (PARAM | --updater VAR STATE) [--tag T] [--npy] [--dequantize]"
+    " [--force]",
     "Without --npy: the raw little-endian, row-major element bytes (string tensors:\n"
     "one string per line). With --npy: a complete NumPy .npy file; bfloat16 is\n"
     "written as raw '<u2' (numpy has no bfloat16).\n"
+    "A quantized tensor (modelzip quantize) gives its stored integers raw (int4: two\n"
+    "per byte, low nibble first), or with --dequantize the values they stand for,\n"
+    "in the original dtype (raw or --npy).\n"
     "The data's CRC-32 is checked (a dense parameter streams in bounded memory; if\n"
     "it is damaged, the command fails after its bytes were written). Binary data is\n"
     "not written to a terminal (like\n"
@@ -112,6 +120,7 @@ extern const Command kCatCommand{
     "  --updater VAR STATE    an optimizer state array (see ls --updater) instead of\n"
     "                         a parameter\n"
     "  --npy                  write a .npy file\n"
+    "  --dequantize           a quantized tensor's values, not its integers\n"
     "  -f, --force            write binary data even to a terminal\n"
     "\nExamples:\n  modelzip cat model.zip fc1.weight > w.bin\n"
     "  modelzip cat model.zip fc1.weight --npy > w.npy\n"

@@ -120,6 +120,20 @@ void compare(const Archive& archive, const std::string& tag_a, const std::string
       continue;
     }
     Row r{name, state, Change::changed, {}, {}};
+    // A quantized variant against its float source (modelzip quantize):
+    // the error of the values the integers stand for.
+    std::string dequantized;
+    if ((ta.layout() == Layout::quantized || tb.layout() == Layout::quantized) &&
+        ta.dtype() == tb.dtype() && ta.shape() == tb.shape()) {
+      for (const Tensor* t : {&ta, &tb})
+        if (const Quantization* q = t->quantization())
+          dequantized += std::string(dequantized.empty() ? " (" : ", ") + (t == &ta ? "a" : "b") +
+                         " dequantized from " + std::string(quant_storage_name(q->storage)) + " " +
+                         std::string(quant_scheme_name(q->scheme));
+      dequantized += ")";
+      ta = ta.dequantize();
+      tb = tb.dequantize();
+    }
     if (ta.dtype() != tb.dtype() || ta.shape() != tb.shape() || ta.layout() != tb.layout()) {
       r.detail = std::string(dtype_name(ta.dtype())) + " " + shape_text(ta.shape()) + " -> " +
                  std::string(dtype_name(tb.dtype())) + " " + shape_text(tb.shape());
@@ -131,7 +145,7 @@ void compare(const Archive& archive, const std::string& tag_a, const std::string
         if (std::isnan(m)) break;
       }
       r.max_abs_diff = m;
-      r.detail = "max |a - b| = " + json_number(m);
+      r.detail = "max |a - b| = " + json_number(m) + dequantized;
     } else {
       r.detail = "values differ";
     }

@@ -42,7 +42,7 @@ void write_durably(const fs::path& path, const Bytes& data) {
 }
 
 int run(const std::vector<std::string>& argv) {
-  Args args(argv, {"--tag", "--format"}, {"--normalized"}, {"--updater"});
+  Args args(argv, {"--tag", "--format"}, {"--normalized", "--dequantize"}, {"--updater"});
   const auto updater = args.pairs("--updater");
   args.expect_positionals(2, SIZE_MAX);
   const auto& pos = args.positional();
@@ -156,8 +156,10 @@ int run(const std::vector<std::string>& argv) {
   ProgressBar bar("reading");
   bar.show(0, total);
   std::vector<convert::NamedTensor> tensors;
+  const bool dequantize = args.flag("--dequantize");
   auto read = [&](std::string name, Tensor t) {
     done += t.values().size();
+    if (dequantize) t = t.dequantize();  // quantized: the values, in the original dtype
     bar.show(std::min(done, total), total);
     tensors.push_back({std::move(name), std::move(t)});
   };
@@ -188,7 +190,8 @@ int run(const std::vector<std::string>& argv) {
 
 extern const Command kExportCommand{
     "export", "Write parameters of a tag to safetensors, npz, npy, BTF or an embedding file",
-    "modelzip export ARCHIVE [PARAM...] [--updater VAR STATE]... [--tag T] [--format F] OUT",
+    "modelzip export ARCHIVE [PARAM...] [--updater VAR STATE]... [--tag T] [--format F]"
+    " [--dequantize] OUT",
     "Without PARAM or --updater, every tensor parameter of the tag; updater state\n"
     "arrays are named VAR/STATE in OUT. The format defaults to OUT's extension: .safetensors "
     "(sorted, no gaps, header padded to 8), .npz, .npy (one\n"
@@ -205,6 +208,9 @@ extern const Command kExportCommand{
     "  --updater VAR STATE\n"
     "                  an optimizer state array (see ls --updater), repeatable\n"
     "  --normalized    embeddings to word2vec or text: unit rows, not the original vectors\n"
+    "  --dequantize    quantized tensors (modelzip quantize) as the values they stand\n"
+    "                  for, in their original dtype (no format holds their integers\n"
+    "                  and scales as such)\n"
     "Data is CRC-checked on the way out; files are replaced atomically.\n"
     "\nExamples:\n  modelzip export model.zip --tag step-100 weights.safetensors\n"
     "  modelzip export model.zip fc.weight fc.bias small.npz\n"

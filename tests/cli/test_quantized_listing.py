@@ -1,5 +1,7 @@
-"""Issue 18, read side: ls and info show how quantized parameters are stored
-(scheme, storage bits, axis, block size), for tags made by modelzip quantize."""
+"""Issue 18, read side, for tags made by modelzip quantize: ls and info show
+how quantized parameters are stored (scheme, storage bits, axis, block size);
+cat and export --dequantize give the values within half a quantization step
+of the float tag's; diff reports that error per parameter."""
 import json
 
 import numpy as np
@@ -67,3 +69,44 @@ def test_info_counts_quantized_parameters_by_scheme(archive, scheme):
     assert line.endswith(f"; quantized: 1 {key}"), line
     assert json.loads(run("info", archive, "--tag", "f", "--json").stdout)["params"][
         "quantized"] == {}
+
+
+def test_cat_and_export_dequantize_within_half_a_step(archive, tmp_path):
+    raw_float = np.frombuffer(run("cat", archive, "fc", "--tag", "f").stdout, np.float32)
+    for scheme in SCHEMES:
+        # Without --dequantize: the stored integers, as they are.
+        raw = run("cat", archive, "fc", "--tag", scheme).stdout
+        assert len(raw) == (64 * 96 // 2 if scheme.startswith("int4") else 64 * 96)
+        out = tmp_path / f"{scheme}.npy"
+        with open(out, "wb") as f:
+            f.write(run("cat", archive, "fc", "--tag", scheme, "--npy", "--dequantize").stdout)
+        values = np.load(out)
+        assert values.dtype == np.float32 and values.shape == (64, 96)
+        err = np.abs(values.reshape(-1) - raw_float)
+        # Half a step (the values lie in [0, 1): a step is at most 1/127 for
+        # int8, 1/7 for symmetric int4), with room for float16 scales; a
+        # wrong dequantization (integers, a wrong scale) exceeds it by far.
+        step = 1 / 7 if scheme.startswith("int4") else 1 / 127
+        assert err.max() <= step / 2 * 1.01 + 1e-3, scheme
+        assert err.max() > 0  # really quantized
+        # export --dequantize writes the same values.
+        npz = tmp_path / f"{scheme}.npz"
+        run("export", archive, "fc", npz, "--tag", scheme, "--dequantize")
+        assert np.array_equal(np.load(npz)["fc"], values)
+        p = run("export", archive, "fc", tmp_path / "x.npz", "--tag", scheme, check=False)
+        assert p.returncode == 1 and b"quantized" in p.stderr
+
+
+def test_diff_reports_the_error_of_each_quantized_parameter(archive, tmp_path):
+    raw_float = np.frombuffer(run("cat", archive, "fc", "--tag", "f").stdout, np.float32)
+    for scheme in SCHEMES:
+        rows = {r["name"]: r for r in json.loads(
+            run("diff", archive, "f", scheme, "--json", check=False).stdout)}
+        assert rows["bias"]["change"] == "shared"
+        fc = rows["fc"]
+        assert fc["change"] == "changed"
+        values = np.frombuffer(
+            run("cat", archive, "fc", "--tag", scheme, "--dequantize").stdout, np.float32)
+        assert fc["max_abs_diff"] == pytest.approx(float(np.abs(values - raw_float).max()),
+                                                   rel=1e-12)
+        assert f"b dequantized from {SCHEMES[scheme][2]}" in fc["detail"]
