@@ -142,7 +142,7 @@ def test_man_page_from_the_build_tree_is_valid_roff():
     assert page.startswith(".TH MODELZIP 1 ")
     # Hyphens are escaped (real minus signs), no raw request-looking text lines.
     assert ("\n.B modelzip export ARCHIVE [PARAM...] [\\-\\-updater VAR STATE]... [\\-\\-tag T] "
-            "[\\-\\-format F] OUT\n") in page
+            "[\\-\\-format F] [\\-\\-dequantize] OUT\n") in page
     for line in page.splitlines():
         if line.startswith("."):
             assert re.match(r"\.(TH|SH|SS|B|I|BR|RI|TP|PP|RS|RE|nf|fi|br)( |$)", line), line

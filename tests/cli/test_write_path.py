@@ -477,13 +477,22 @@ def wait_for_writer_message(archive, lock_path, kind, command):
             writer = subprocess.Popen([CLI, *map(str, command)], stdout=subprocess.DEVNULL,
                                       stderr=err)
             expected = f"modelzip: waiting for the writer of {archive}...\n".encode()
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + 120  # generous: CI machines are loaded
             while True:
                 err.seek(0)
                 if expected in err.read():
                     break
                 assert writer.poll() is None, "finished without waiting"
-                assert time.monotonic() < deadline, "no waiting message"
+                if time.monotonic() > deadline:
+                    where = ""
+                    for f in ["wchan", "stat"]:
+                        try:
+                            with open(f"/proc/{writer.pid}/{f}") as proc:
+                                where += f"{f}: {proc.read()} "
+                        except OSError:
+                            pass
+                    writer.kill()
+                    raise AssertionError(f"no waiting message from {command}: {where}")
                 time.sleep(0.02)
             time.sleep(0.3)
             assert writer.poll() is None  # still waiting: the lock is held
