@@ -2,6 +2,15 @@
 // baselines measured in the same run. Not a test: numbers only.
 //
 //   quantize_bench [--size-mib 1024] [--tensors 64] [--reps 3] [--dir .]
+//   quantize_bench --model ARCHIVE --from TAG --dir DIR
+//
+// --model (used by quantize_models.py on torchvision models): for each
+// scheme, quantizes TAG of a copy of ARCHIVE (DIR/<scheme>.zip) with
+// quantize_tag and prints one JSON line: the bytes the quantized tag added
+// against the bytes of TAG's floating-point tensors, and the largest error
+// of a quantized element in units of its bound (half a quantization step:
+// must be <= 1); it writes the quantized tag, dequantized, to
+// DIR/<scheme>.npz.
 //
 // Rows (medians of --reps):
 //   memcpy of the float32 weights          the baseline for quantizing
@@ -13,6 +22,7 @@
 // values, --size-mib in total.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -21,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "modelzip/convert.hpp"
 #include "modelzip/modelzip.hpp"
 
 using namespace modelzip;
@@ -47,15 +58,107 @@ void row(const std::string& what, double seconds, std::uint64_t bytes, double ba
 
 volatile double sink;
 
+// As a double, element i of a dense floating-point tensor.
+double element(const Tensor& t, std::uint64_t i) {
+  const std::byte* p = t.values().data();
+  auto u16 = [&] {
+    std::uint16_t h;
+    std::memcpy(&h, p + 2 * i, 2);
+    return h;
+  };
+  switch (t.dtype()) {
+    case DType::float32: {
+      float f;
+      std::memcpy(&f, p + 4 * i, 4);
+      return f;
+    }
+    case DType::float64: {
+      double d;
+      std::memcpy(&d, p + 8 * i, 8);
+      return d;
+    }
+    case DType::float16:
+    case DType::bfloat16: {
+      // Through dequantize's own rounding is not wanted here: decode by hand.
+      std::uint16_t h = u16();
+      if (t.dtype() == DType::bfloat16) {
+        std::uint32_t bits = static_cast<std::uint32_t>(h) << 16;
+        float f;
+        std::memcpy(&f, &bits, 4);
+        return f;
+      }
+      int e = (h >> 10) & 0x1F, m = h & 0x3FF;
+      double v = e == 0 ? std::ldexp(m, -24) : std::ldexp(1024 + m, e - 25);
+      return (h & 0x8000) ? -v : v;
+    }
+    default:
+      return 0;
+  }
+}
+
+int model_mode(const fs::path& archive, const std::string& from, const fs::path& dir) {
+  fs::create_directories(dir);
+  for (auto scheme : {QuantizeScheme::int8_per_tensor, QuantizeScheme::int8_per_channel,
+                      QuantizeScheme::int8_block32, QuantizeScheme::int4_block32}) {
+    const std::string name(quantize_scheme_name(scheme));
+    const fs::path copy = dir / (name + ".zip");
+    fs::copy_file(archive, copy, fs::copy_options::overwrite_existing);
+    const auto before = fs::file_size(copy);
+    QuantizeOptions o;
+    o.scheme = scheme;
+    o.durable = false;
+    auto start = Clock::now();
+    QuantizeResult r = quantize_tag(copy, from, "q", o);
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    const auto added = fs::file_size(copy) - before;
+    Archive a = Archive::open(copy);
+    std::uint64_t weight_bytes = 0;
+    for (const auto& p : a.params(from))
+      if (p.kind == BlobKind::tensor && dtype_is_floating(p.dtype)) weight_bytes += p.nbytes;
+    double worst = 0;
+    std::vector<convert::NamedTensor> out;
+    for (const auto& p : a.params("q")) {
+      if (p.kind != BlobKind::tensor) continue;
+      Tensor t = a.tensor(p.name, "q");
+      if (const Quantization* q = t.quantization()) {
+        Tensor x = a.tensor(p.name, from);
+        Tensor d = t.dequantize(DType::float64);
+        auto dv = d.as<double>();
+        for (std::uint64_t i = 0; i < t.numel(); ++i)
+          worst = std::max(worst,
+                           std::fabs(dv[i] - element(x, i)) / (q->element_scale(t.shape(), i) / 2));
+        t = t.dequantize();
+      }
+      out.push_back({p.name, t});
+    }
+    convert::write_npz(dir / (name + ".npz"), out);
+    std::printf(
+        "{\"scheme\": \"%s\", \"quantized\": %zu, \"referenced\": %zu, \"weight_bytes\": %llu, "
+        "\"bytes_added\": %llu, \"added_ratio\": %.4f, \"max_error_over_bound\": %.4f, "
+        "\"seconds\": %.3f}\n",
+        name.c_str(), r.quantized.size(), r.referenced.size(),
+        static_cast<unsigned long long>(weight_bytes), static_cast<unsigned long long>(added),
+        static_cast<double>(added) / static_cast<double>(weight_bytes), worst, seconds);
+    std::fflush(stdout);
+    fs::remove(copy);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::uint64_t size_mib = 1024;
   int tensors = 64, reps = 3;
-  fs::path dir = ".";
+  fs::path dir = ".", model;
+  std::string from;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
-    if (a == "--size-mib")
+    if (a == "--model")
+      model = argv[i + 1];
+    else if (a == "--from")
+      from = argv[i + 1];
+    else if (a == "--size-mib")
       size_mib = std::stoull(argv[i + 1]);
     else if (a == "--tensors")
       tensors = std::stoi(argv[i + 1]);
@@ -65,10 +168,13 @@ int main(int argc, char** argv) {
       dir = argv[i + 1];
     else {
       std::fprintf(stderr,
-                   "usage: quantize_bench [--size-mib N] [--tensors N] [--reps N] [--dir D]\n");
+                   "usage: quantize_bench [--size-mib N] [--tensors N] [--reps N] [--dir D]\n"
+                   "       quantize_bench --model ARCHIVE --from TAG --dir DIR\n");
       return 2;
     }
   }
+  if (!model.empty()) return model_mode(model, from, dir);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   const std::int64_t cols = 1024;
   const std::int64_t rows = static_cast<std::int64_t>(size_mib * (1u << 20) / 4 / cols / tensors);
   const std::uint64_t per_tensor = static_cast<std::uint64_t>(rows * cols) * 4;

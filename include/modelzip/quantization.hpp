@@ -81,8 +81,12 @@ struct Quantization {
   // Number of scales the scheme needs for `shape` (1 for affine_per_tensor).
   // Throws Error(invalid_argument) when axis or block size do not fit it.
   std::uint64_t scale_count(std::span<const std::int64_t> shape) const;
-  // block_symmetric: elements per row (product of shape[axis..]) and rows.
+  // Elements per row: the product of shape[axis..] (block_symmetric rows).
   std::uint64_t row_length(std::span<const std::int64_t> shape) const;
+  // The scale that applies to row-major element `index` of a tensor of
+  // `shape` (one quantization step there; values dequantize within half of
+  // it). Throws Error(invalid_argument) when index or parameters do not fit.
+  double element_scale(std::span<const std::int64_t> shape, std::uint64_t index) const;
 
   // Same scheme, storage, parameters and scale/zero point bytes.
   bool operator==(const Quantization& other) const;

@@ -2,6 +2,7 @@
 // section 6.1): x computed in float64, rounded once to the output type.
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
@@ -71,9 +72,10 @@ Tensor Tensor::dequantize(std::optional<DType> to) const {
   const Quantization& q = *quantization_;
   const std::uint64_t n = numel();
   const std::size_t width = dtype_size(out_type);
-  std::vector<std::byte> out(static_cast<std::size_t>(n * width));
+  // Uninitialized: every byte is written below.
+  std::shared_ptr<std::byte[]> out(new std::byte[static_cast<std::size_t>(n * width)]);
   const std::byte* v = values_.data();
-  std::byte* o = out.data();
+  std::byte* o = out.get();
   dispatch(q.storage, out_type, [&](auto storage_c, auto to_c) {
     constexpr QuantStorage S = decltype(storage_c)::value;
     constexpr DType To = decltype(to_c)::value;
@@ -119,7 +121,10 @@ Tensor Tensor::dequantize(std::optional<DType> to) const {
       }
     }
   });
-  return Tensor::dense(out_type, shape_, Bytes::take(std::move(out)));
+  const std::byte* begin = out.get();
+  return Tensor::dense(out_type, shape_,
+                       Bytes::borrow(std::span(begin, static_cast<std::size_t>(n * width)),
+                                     std::shared_ptr<const void>(std::move(out))));
 }
 
 }  // namespace modelzip

@@ -1,5 +1,6 @@
 #include "modelzip/quantization.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -125,6 +126,27 @@ std::uint64_t Quantization::scale_count(std::span<const std::int64_t> shape) con
       for (std::size_t d = 0; d < static_cast<std::size_t>(axis); ++d)
         rows = mul(rows, static_cast<std::uint64_t>(shape[d]));
       return mul(rows, k / block_size + (k % block_size != 0));
+    }
+  }
+  invalid("quantization: unknown scheme");
+}
+
+double Quantization::element_scale(std::span<const std::int64_t> shape, std::uint64_t index) const {
+  switch (scheme) {
+    case QuantScheme::affine_per_tensor:
+      return scale;
+    case QuantScheme::affine_per_axis: {
+      std::uint64_t inner = row_length(shape) / static_cast<std::uint64_t>(std::max<std::int64_t>(
+                                                    shape[static_cast<std::size_t>(axis)], 1));
+      if (inner == 0) invalid("quantization: element index out of range");
+      return scale_at((index / inner) %
+                      static_cast<std::uint64_t>(shape[static_cast<std::size_t>(axis)]));
+    }
+    case QuantScheme::block_symmetric: {
+      const std::uint64_t k = row_length(shape);
+      if (k == 0 || block_size == 0) invalid("quantization: element index out of range");
+      const std::uint64_t per_row = k / block_size + (k % block_size != 0);
+      return scale_at((index / k) * per_row + (index % k) / block_size);
     }
   }
   invalid("quantization: unknown scheme");

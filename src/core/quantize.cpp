@@ -51,6 +51,14 @@ void with_loader(const Tensor& t, F&& f) {
           "; only finite values can be quantized");
 }
 
+// C's round (to nearest, halves away from zero) for |v| < 2^62, without a
+// libm call: v - trunc(v) is exact in binary floating point.
+inline std::int64_t round_half_away(double v) noexcept {
+  auto t = static_cast<std::int64_t>(v);
+  double frac = v - static_cast<double>(t);
+  return t + (frac >= 0.5) - (frac <= -0.5);
+}
+
 struct Affine {
   double scale = 1;
   std::int64_t zero_point = 0;
@@ -69,7 +77,8 @@ Affine affine_for(double lo, double hi) {
 }
 
 inline std::byte affine_q(double x, const Affine& a) {
-  auto q = static_cast<std::int64_t>(std::round(x / a.scale)) + a.zero_point;
+  // |x / scale| <= 255 (plus rounding) for values in the range the scale was made for.
+  auto q = round_half_away(x / a.scale) + a.zero_point;
   return static_cast<std::byte>(static_cast<std::int8_t>(std::clamp<std::int64_t>(q, -128, 127)));
 }
 
@@ -197,7 +206,9 @@ Tensor block(const Tensor& t, QuantStorage storage, std::uint64_t block_size) {
         }
         for (std::uint64_t j = b * block_size, end = std::min(k, j + block_size); j < end;
              ++j, ++i) {
-          auto v = static_cast<std::int32_t>(std::clamp(std::round(load(i) / scale), -qmax, qmax));
+          const auto m = static_cast<std::int64_t>(qmax);
+          auto v = static_cast<std::int32_t>(
+              std::clamp<std::int64_t>(round_half_away(load(i) / scale), -m, m));
           if (storage == QuantStorage::int8) {
             q[i] = static_cast<std::byte>(static_cast<std::int8_t>(v));
           } else {

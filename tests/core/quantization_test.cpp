@@ -299,6 +299,7 @@ TEST_CASE("quantize: every scheme x original type stays within half a step") {
           CHECK(qz.block_size == 32);
           scale = qz.scale_at((i / 75) * 3 + (i % 75) / 32);
         }
+        REQUIRE(qz.element_scale(shape, i) == scale);
         double err = std::fabs(dv[i] - x[i]);
         worst = std::max(worst, err / scale);
         REQUIRE(err <= scale / 2 * (1 + 1e-9));
