@@ -32,9 +32,9 @@ enum class ErrorCode {
 std::string_view to_string(ErrorCode code) noexcept;
 
 struct ErrorContext {
-  std::string archive;  // path or name of the archive (or standalone file)
-  std::string entry;    // entry name inside the archive
-  std::string tag;      // checkpoint tag
+  std::string archive;                  // path or name of the archive (or standalone file)
+  std::string entry;                    // entry name inside the archive
+  std::string tag;                      // checkpoint tag
   std::optional<std::uint64_t> line;    // 1-based line in a text entry
   std::optional<std::uint64_t> offset;  // byte offset inside the entry or file
 };
@@ -43,9 +43,16 @@ class Error : public std::runtime_error {
  public:
   Error(ErrorCode code, std::string message, ErrorContext context = {});
 
+  // An ErrorCode::io failure of a system call: the message is
+  // "<what>: <strerror(errnum)>" and system_error() returns errnum, so front
+  // ends can tell a missing file (ENOENT) from a permission problem (EACCES).
+  static Error from_errno(const std::string& what, int errnum, ErrorContext context = {});
+
   ErrorCode code() const noexcept { return code_; }
   const std::string& message() const noexcept { return message_; }
   const ErrorContext& context() const noexcept { return context_; }
+  // The errno value of a failed system call (see from_errno); 0 otherwise.
+  int system_error() const noexcept { return system_error_; }
 
   // A copy in which every context field that is still empty is taken from
   // `outer`. Fields already set (closer to the fault) win.
@@ -57,6 +64,7 @@ class Error : public std::runtime_error {
   ErrorCode code_;
   std::string message_;
   ErrorContext context_;
+  int system_error_ = 0;
 };
 
 }  // namespace modelzip

@@ -200,7 +200,8 @@ std::size_t Archive::Impl::tag_position(std::string_view tag) const {
   }
   auto it = tag_index.find(format::ascii_lower(tag));
   if (it == tag_index.end())
-    throw Error(ErrorCode::not_found, "no tag '" + std::string(tag) + "'", context());
+    throw Error(ErrorCode::not_found, "no such tag",
+                ErrorContext{.archive = name, .tag = std::string(tag)});
   return it->second;
 }
 

@@ -657,7 +657,9 @@ void Writer::Impl::commit() {
     } else {
       const auto& rm = std::get<RemoveOp>(op);
       TagPlan* t = plan.find(rm.tag);
-      if (!t) throw Error(ErrorCode::not_found, "no tag '" + rm.tag + "' to remove", context());
+      if (!t)
+        throw Error(ErrorCode::not_found, "no such tag to remove",
+                    ErrorContext{.archive = path.string(), .tag = rm.tag});
       remove_from_plan(plan, t->name);
     }
   }
@@ -797,8 +799,8 @@ void Writer::remove_tag(std::string_view tag) {
   auto it = std::find_if(tags.begin(), tags.end(),
                          [&](const std::string& t) { return format::same_tag(t, tag); });
   if (it == tags.end())
-    throw Error(ErrorCode::not_found, "no tag '" + std::string(tag) + "' to remove",
-                ErrorContext{.archive = impl_->shown.string()});
+    throw Error(ErrorCode::not_found, "no such tag to remove",
+                ErrorContext{.archive = impl_->shown.string(), .tag = std::string(tag)});
   impl_->ops.emplace_back(RemoveOp{*it});
 }
 

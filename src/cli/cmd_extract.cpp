@@ -37,7 +37,7 @@ class Dir {
 };
 
 [[noreturn]] void fail(const std::string& entry, const std::string& what) {
-  throw Error(ErrorCode::io, what + ": " + std::strerror(errno), ErrorContext{.entry = entry});
+  throw Error::from_errno(what, errno, ErrorContext{.entry = entry});
 }
 
 // Opens (creating if needed) the folder `name` inside `parent` without

@@ -1,5 +1,7 @@
 #include "modelzip/error.hpp"
 
+#include <cstring>
+
 namespace modelzip {
 
 std::string_view to_string(ErrorCode code) noexcept {
@@ -30,6 +32,12 @@ Error::Error(ErrorCode code, std::string message, ErrorContext context)
       message_(std::move(message)),
       context_(std::move(context)) {}
 
+Error Error::from_errno(const std::string& what, int errnum, ErrorContext context) {
+  Error e(ErrorCode::io, what + ": " + std::strerror(errnum), std::move(context));
+  e.system_error_ = errnum;
+  return e;
+}
+
 Error Error::with_context(const ErrorContext& outer) const {
   ErrorContext merged = context_;
   if (merged.archive.empty()) merged.archive = outer.archive;
@@ -37,7 +45,9 @@ Error Error::with_context(const ErrorContext& outer) const {
   if (merged.tag.empty()) merged.tag = outer.tag;
   if (!merged.line) merged.line = outer.line;
   if (!merged.offset) merged.offset = outer.offset;
-  return Error(code_, message_, std::move(merged));
+  Error e(code_, message_, std::move(merged));
+  e.system_error_ = system_error_;
+  return e;
 }
 
 std::string Error::format(const std::string& message, const ErrorContext& c) {

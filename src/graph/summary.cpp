@@ -71,8 +71,8 @@ TagFacts gather(const Archive& archive, std::string_view tag) {
   const auto& tags = archive.tags();
   auto it = std::find(tags.begin(), tags.end(), f.tag);
   if (it == tags.end())
-    throw Error(ErrorCode::not_found, "no tag '" + std::string(tag) + "'",
-                ErrorContext{.archive = archive.name()});
+    throw Error(ErrorCode::not_found, "no such tag",
+                ErrorContext{.archive = archive.name(), .tag = std::string(tag)});
   f.position = static_cast<std::size_t>(it - tags.begin()) + 1;
   f.tag_count = tags.size();
   f.newest = f.position == f.tag_count;

@@ -20,8 +20,7 @@ namespace fs = std::filesystem;
 namespace {
 
 [[noreturn]] void fail(const fs::path& path, const std::string& what) {
-  throw Error(ErrorCode::io, what + ": " + std::strerror(errno),
-              ErrorContext{.archive = path.string()});
+  throw Error::from_errno(what, errno, ErrorContext{.archive = path.string()});
 }
 
 std::string temp_prefix(const fs::path& target) {

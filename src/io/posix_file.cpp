@@ -29,8 +29,7 @@ int UniqueFd::release() noexcept {
 }
 
 Error errno_error(const std::string& what, ErrorContext context) {
-  const int e = errno;
-  return Error(ErrorCode::io, what + ": " + std::strerror(e), std::move(context));
+  return Error::from_errno(what, errno, std::move(context));
 }
 
 void throw_errno(const std::filesystem::path& path, const std::string& what) {

@@ -39,8 +39,9 @@ class UniqueFd {
   int fd_ = -1;
 };
 
-// The Error for a failed system call: "<what>: <strerror(errno)>". Reads
-// errno, so call it before anything else can change errno.
+// The Error for a failed system call: "<what>: <strerror(errno)>", with
+// system_error() = errno (Error::from_errno). Reads errno, so call it before
+// anything else can change errno.
 Error errno_error(const std::string& what, ErrorContext context);
 
 // Throws errno_error(what, {.archive = path}).

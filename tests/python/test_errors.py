@@ -1,6 +1,12 @@
 """modelzip.Error carries the full message, the code and the context fields."""
+import errno
 import io
+import os
+import pathlib
 import struct
+import subprocess
+import sys
+import tempfile
 import zipfile
 import zlib
 
@@ -135,3 +141,107 @@ def test_error_can_be_raised_and_pickled_like_any_exception():
     err = modelzip.Error("full", code="io", message="bare", archive="a.zip", line=3)
     assert (err.code, err.message, err.archive, err.line, err.offset) == ("io", "bare", "a.zip", 3, None)
     assert str(pickle.loads(pickle.dumps(err))) == "full"
+
+
+def test_missing_file_is_also_file_not_found_error(tmp_path):
+    path = tmp_path / "missing.zip"
+    for call in (lambda: modelzip.open(path), lambda: modelzip.load(path),
+                 lambda: modelzip.read_tensor_file(tmp_path / "missing.npy")):
+        with pytest.raises(FileNotFoundError) as e:
+            call()
+        err = e.value
+        assert isinstance(err, modelzip.Error) and isinstance(err, modelzip.FileError)
+        assert isinstance(err, OSError) and err.code == "io"
+        assert err.errno == errno.ENOENT and err.strerror == os.strerror(errno.ENOENT)
+        assert err.filename == err.archive and str(err).startswith(err.archive + ": ")
+    with pytest.raises(FileNotFoundError):  # a folder that does not exist, when writing
+        save(tmp_path / "no" / "such" / "m.zip", "t", {"w": np.zeros(1)})
+
+
+PERMISSION_SCRIPT = """
+import sys, modelzip
+try:
+    {call}
+except PermissionError as e:
+    assert isinstance(e, modelzip.Error) and e.code == "io", repr(e)
+    print("PermissionError", e.errno, e.filename)
+"""
+
+
+def run_without_privileges(code, cwd):
+    """Runs ``code`` in a child process that cannot bypass file permissions (not root)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in
+                                        env.get("PYTHONPATH", "").split(os.pathsep) if p)
+    kwargs = {}
+    if os.geteuid() == 0:
+        kwargs["preexec_fn"] = lambda: (os.setgid(65534), os.setuid(65534))
+    return subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True,
+                          text=True, timeout=120, **kwargs)
+
+
+@pytest.fixture
+def shared_tmp_path():
+    """A new folder that an unprivileged user can reach (pytest's tmp_path is private)."""
+    with tempfile.TemporaryDirectory(prefix="modelzip-perm-") as d:
+        os.chmod(d, 0o755)
+        yield pathlib.Path(d)
+
+
+def test_permission_problems_are_permission_errors(shared_tmp_path):
+    tmp_path = shared_tmp_path
+    readable_only_by_owner = tmp_path / "private.zip"
+    save(readable_only_by_owner, "t", {"w": np.zeros(1)})
+    os.chmod(readable_only_by_owner, 0o600 if os.geteuid() == 0 else 0o000)
+    locked_dir = tmp_path / "locked"
+    locked_dir.mkdir(mode=0o555 if os.geteuid() == 0 else 0o500)
+    for call in (f"modelzip.open({str(readable_only_by_owner)!r})",
+                 f"modelzip.save({str(locked_dir / 'm.zip')!r}, 't', {{'w': [1.0]}})"):
+        out = run_without_privileges(PERMISSION_SCRIPT.format(call=call), tmp_path)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.startswith(f"PermissionError {errno.EACCES} "), (call, out.stdout)
+
+
+@pytest.mark.parametrize("tag", ["", "a/b", "..", "x\n"])
+def test_bad_tag_names_are_value_errors(archive_path, tag):
+    with pytest.raises(ValueError) as e:
+        save(archive_path, tag, {"w": np.zeros(1)})
+    assert isinstance(e.value, modelzip.InvalidArgumentError) and e.value.code == "invalid_argument"
+
+
+def test_missing_tag_names_the_tag(archive_path):
+    save(archive_path, "t", {"w": np.zeros(1)})
+    with modelzip.open(archive_path) as ar:
+        for call in (lambda: ar.load("gone"), lambda: ar.params("gone"),
+                     lambda: ar.tensor("w", "gone"), lambda: ar.training_config("gone")):
+            with pytest.raises(modelzip.NotFoundError) as e:
+                call()
+            assert e.value.tag == "gone" and isinstance(e.value, KeyError)
+
+
+@pytest.mark.parametrize("call, sentence", [
+    (lambda ar: ar.tensor(5), "modelzip.Archive.tensor() argument 'name' must be str, not int"),
+    (lambda ar: ar.load(tag=5), "modelzip.Archive.load() argument 'tag' must be str or None, "
+                                "not int"),
+    (lambda ar: ar.load(copy="yes"), "modelzip.Archive.load() argument 'copy' must be bool, not str"),
+    (lambda ar: ar.param("w", "t", "x"), "modelzip.Archive.param() takes 2 positional arguments "
+                                         "but 3 were given"),
+    (lambda ar: ar.params(tga="t"), "modelzip.Archive.params() got an unexpected keyword argument "
+                                    "'tga'"),
+    (lambda ar: modelzip.Writer(ar.name, dedup="yes"), "modelzip.Writer() argument 'dedup' must "
+                                                       "be bool, not str"),
+    (lambda ar: modelzip.Metadata(model_name=1), "modelzip.Metadata() argument 'model_name' must "
+                                                 "be str or None, not int"),
+    (lambda ar: modelzip.Embeddings.load(3), None),
+    (lambda ar: modelzip.export_tensor_file(ar.name, "x.npz", tag=1.5),
+     "modelzip.export_tensor_file() argument 'tag' must be str or None, not float"),
+])
+def test_wrong_argument_types_raise_one_sentence(archive_path, call, sentence):
+    save(archive_path, "t", {"w": np.zeros(1)})
+    with modelzip.open(archive_path) as ar:
+        with pytest.raises(TypeError) as e:
+            call(ar)
+    message = str(e.value)
+    assert "incompatible" not in message and "Invoked with" not in message and "\n" not in message
+    if sentence is not None:
+        assert message.startswith(sentence), message

@@ -105,11 +105,30 @@ def test_metadata(archive_path):
     assert m == modelzip.open(archive_path).metadata and m != modelzip.Metadata()
     updated = modelzip.set_metadata(archive_path, model_version="2", durable=False)
     assert (updated.model_name, updated.model_version) == ("mlp", "2")
-    replaced = modelzip.set_metadata(archive_path, {"quantization": "none"}, durable=False)
-    assert (replaced.model_name, replaced.quantization) == (None, "none")
-    assert modelzip.open(archive_path).tags == ["t"]  # metadata changes keep the tags
-    with pytest.raises(TypeError, match="unexpected field"):
+    # A mapping updates the fields it names, as keywords do; None clears one.
+    merged = modelzip.set_metadata(archive_path, {"quantization": "none", "description": None},
+                                   durable=False)
+    assert (merged.model_name, merged.model_version, merged.quantization, merged.description) == (
+        "mlp", "2", "none", None)
+    both = modelzip.set_metadata(archive_path, {"model_name": "big"}, model_version=None,
+                                 durable=False)
+    assert (both.model_name, both.model_version, both.quantization) == ("big", None, "none")
+    # clear=True starts from nothing; a Metadata object replaces every field.
+    cleared = modelzip.set_metadata(archive_path, clear=True, description="only", durable=False)
+    assert (cleared.model_name, cleared.quantization, cleared.description) == (None, None, "only")
+    whole = modelzip.set_metadata(archive_path, modelzip.Metadata(model_name="x"), durable=False)
+    assert (whole.model_name, whole.description) == ("x", None)
+    # save(metadata=mapping) updates as well.
+    save(archive_path, "t2", {"x": np.ones(1)}, metadata={"model_version": "3"})
+    m = modelzip.open(archive_path).metadata
+    assert (m.model_name, m.model_version) == ("x", "3")
+    assert modelzip.open(archive_path).tags == ["t", "t2"]  # metadata changes keep the tags
+    with pytest.raises(TypeError, match="unknown metadata field 'writer'"):
         modelzip.set_metadata(archive_path, writer="me")
+    with pytest.raises(ValueError, match="unknown metadata field 'nam'"):
+        modelzip.set_metadata(archive_path, {"nam": "x"})
+    with pytest.raises(TypeError, match="'description' must be str or None"):
+        modelzip.set_metadata(archive_path, description=3)
     with pytest.raises(AttributeError):
         m.writer = "me"
 
@@ -210,7 +229,29 @@ def test_repr_and_entry_names(archive_path):
                                        " nbytes=8, blob='t/params/0.fb', shared=False,"
                                        " compressed=False)")
         assert "t/params/0.fb" in ar.entry_names() and "t/params.txt" in ar.entry_names()
-        assert repr(ar) == f"<modelzip.Archive {str(archive_path)!r}>"
+        assert repr(ar) == (f"<modelzip.Archive {str(archive_path)!r}: 1 tag ['t'], newest 't': "
+                            "1 parameter (8 B)>")
+    assert repr(ar) == f"<modelzip.Archive {str(archive_path)!r} (closed)>"
+
+
+def test_repr_of_many_tags_and_updater_state(archive_path):
+    for i in range(8):
+        save(archive_path, f"s{i}", {"w": np.full(256, i, np.float32), "b": np.zeros(3)},
+             updater={("w", "M"): np.zeros(256, np.float32)})
+    with modelzip.open(archive_path) as ar:
+        assert repr(ar) == (f"<modelzip.Archive {str(archive_path)!r}: 8 tags ['s0', 's1', 's2', "
+                            "..., 's5', 's6', 's7'], newest 's7': 2 parameters (1.0 KiB), "
+                            "1 updater state>")
+
+
+def test_in_finds_tags_and_parameters(archive_path):
+    save(archive_path, "Step-1", {"w": np.zeros(2)})
+    save(archive_path, "step-2", {"v": np.zeros(2)})
+    with modelzip.open(archive_path) as ar:
+        assert "step-1" in ar and "STEP-2" in ar  # tags, ignoring case
+        assert "v" in ar and "w" not in ar  # parameters of the newest tag
+        assert ("step-1", "w") in ar and ("step-2", "w") not in ar and ("nope", "w") not in ar
+        assert 3 not in ar and ("a",) not in ar and "nope" not in ar
 
 
 def test_append_grows_the_file_in_place_unless_disabled(archive_path):

@@ -4,11 +4,14 @@
 #include <pybind11/operators.h>
 #include <pybind11/stl.h>
 
+#include <cstdio>
+#include <iterator>
 #include <utility>
 #include <vector>
 
 #include "arrays.hpp"
 #include "bindings.hpp"
+#include "modelzip/checkpoint.hpp"
 #include "modelzip/finalfusion.hpp"
 
 namespace modelzip::python {
@@ -60,6 +63,71 @@ py::dict load_tensors(const Archive& archive, const std::string& tag, bool copy)
   py::dict out;
   for (const auto& [name, tensor] : tensors) out[py::str(name)] = tensor_to_python(tensor, copy);
   return out;
+}
+
+std::string quoted(const std::string& s) {
+  return py::repr(py::str(s)).cast<std::string>();
+}
+
+std::string byte_size(std::uint64_t n) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(n);
+  std::size_t u = 0;
+  while (v >= 1024 && u + 1 < std::size(units)) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return buf;
+}
+
+// <modelzip.Archive 'm.zip': 3 tags ['a', 'b', 'c'], newest 'c': 4 parameters
+// (1.5 MiB), 8 updater states>; at most 6 tags are listed (first 3, last 3).
+std::string archive_repr(const PyArchive& self) {
+  std::string r = "<modelzip.Archive " + quoted(self.name());
+  if (self.closed()) return r + " (closed)>";
+  const Archive& a = self.get();
+  const auto& tags = a.tags();
+  if (tags.empty()) return r + ": no tags>";
+  r += ": " + std::to_string(tags.size()) + (tags.size() == 1 ? " tag [" : " tags [");
+  for (std::size_t i = 0; i < tags.size(); ++i) {
+    if (tags.size() > 6 && i >= 3 && i < tags.size() - 3) {
+      if (i == 3) r += ", ...";
+      continue;
+    }
+    r += (i ? ", " : "") + quoted(tags[i]);
+  }
+  const std::vector<ParamInfo> params = a.params(tags.back());
+  std::uint64_t bytes = 0;
+  for (const ParamInfo& p : params) bytes += p.nbytes;
+  r += "], newest " + quoted(tags.back()) + ": " + std::to_string(params.size()) +
+       (params.size() == 1 ? " parameter (" : " parameters (") + byte_size(bytes) + ")";
+  const std::size_t states = a.updater_states(tags.back()).size();
+  if (states)
+    r += ", " + std::to_string(states) + (states == 1 ? " updater state" : " updater states");
+  return r + ">";
+}
+
+bool has_param(const Archive& a, const std::string& name, const std::string& tag) {
+  for (const ParamInfo& p : a.params(tag))
+    if (p.name == name) return true;
+  return false;
+}
+
+bool archive_contains(const PyArchive& self, const py::object& key) {
+  const Archive& a = self.get();
+  if (py::isinstance<py::str>(key)) {
+    const std::string k = key.cast<std::string>();
+    if (a.find_tag(k)) return true;
+    return !a.tags().empty() && has_param(a, k, a.tags().back());
+  }
+  if (py::isinstance<py::tuple>(key) && py::len(key) == 2 &&
+      py::isinstance<py::str>(key[py::int_(0)]) && py::isinstance<py::str>(key[py::int_(1)])) {
+    const std::optional<std::string> tag = a.find_tag(key[py::int_(0)].cast<std::string>());
+    return tag && has_param(a, key[py::int_(1)].cast<std::string>(), *tag);
+  }
+  return false;
 }
 
 void bind_metadata(py::module_& m) {
@@ -175,12 +243,10 @@ release the GIL.)");
              self.close();
              return false;
            })
-      .def("__repr__",
-           [](const PyArchive& self) {
-             return std::string("<modelzip.Archive ") +
-                    py::repr(py::str(self.name())).cast<std::string>() +
-                    (self.closed() ? " (closed)>" : ">");
-           })
+      .def("__repr__", &archive_repr)
+      .def("__contains__", &archive_contains, py::arg("key"),
+           R"(`"step-1" in archive`: a tag (ignoring case) or a parameter of the newest tag;
+`("step-1", "fc.weight") in archive`: parameter `fc.weight` of tag `step-1`.)")
       .def_property_readonly(
           "tags", [](const PyArchive& self) { return self.get().tags(); }, "Tags, oldest first.")
       .def_property_readonly(
@@ -242,16 +308,40 @@ skipped (use embeddings()).)")
             Archive a = self.get();
             std::string t = tag_or_newest(tag);
             py::dict arrays = load_tensors(a, t, /*copy=*/true);
-            py::dict dtypes;
-            for (const ParamInfo& p : a.params(t))
+            py::dict dtypes, blobs;
+            for (const ParamInfo& p : a.params(t)) {
               dtypes[py::str(p.name)] = std::string(dtype_name(p.dtype));
-            return helper("_torch", "state_dict")(arrays, dtypes);
+              blobs[py::str(p.name)] = p.blob;
+            }
+            return helper("_torch", "state_dict")(arrays, dtypes, blobs);
           },
           py::arg("tag") = py::none(),
           R"(Every tensor parameter of `tag` as torch tensors (owned, writable copies).
 
 bfloat16 comes back as torch.bfloat16, sparse tensors as torch sparse COO.
-Raises TypeError for parameters torch cannot hold (strings, uint16/32/64).)")
+Parameters stored as one blob come back as one tensor, so tied weights (two
+state-dict names sharing one storage) are tied again; byte-equal tensors that
+deduplication stored once are one tensor too (load_state_dict copies, so a
+model keeps them apart). Raises TypeError for parameters torch cannot hold
+(strings, uint16/32/64).)")
+      .def(
+          "training_config",
+          [](const PyArchive& self, const std::optional<std::string>& tag) -> py::object {
+            Archive a = self.get();
+            std::optional<training::TrainingConfig> config;
+            {
+              py::gil_scoped_release release;
+              config = load_training_config(a, tag_or_newest(tag));
+            }
+            return config ? training_config_to_python(*config) : py::none();
+          },
+          py::arg("tag") = py::none(),
+          R"(The training config of `tag` (None: the newest) as a dict, or None if it has none.
+
+The dict has the shape `modelzip info --json` prints: "updater" ({"type":
+"Adam", "learning_rate": ...}), "learning_rate_schedule", "regularization",
+"minimize", the four data-set mappings, "loss_variables", "iteration_count",
+"epoch_count" and "properties" (str -> str).)")
       .def(
           "updater_states",
           [](const PyArchive& self, const std::optional<std::string>& tag) {

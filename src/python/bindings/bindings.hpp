@@ -19,6 +19,8 @@
 #include <optional>
 #include <string>
 
+#include "modelzip/training.hpp"
+
 namespace modelzip::python {
 
 namespace py = pybind11;
@@ -43,6 +45,12 @@ std::string tag_or_newest(const std::optional<std::string>& tag);
 // Sets __module__ of a bound class or function to "modelzip", the package
 // users import, so reprs and help() show modelzip.X.
 void set_public_module(py::handle object);
+
+// A training config from / as the dict described in training.cpp. Raises
+// TypeError / ValueError for a malformed dict and modelzip.InvalidArgumentError
+// for a config that breaks the schema's rules.
+training::TrainingConfig training_config_from_python(py::handle object);
+py::object training_config_to_python(const training::TrainingConfig& config);
 
 // An attribute of the pure-Python helper module modelzip.<module>.
 py::object helper(const char* module, const char* name);

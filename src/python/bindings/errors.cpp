@@ -1,6 +1,7 @@
-// modelzip::Error -> modelzip.Error (or modelzip.NotFoundError for
-// ErrorCode::not_found), with the full message as str(e) and the code and
-// context as attributes. The exception classes live in modelzip/_errors.py.
+// modelzip::Error -> modelzip.Error or the subclass modelzip._errors.error_class
+// picks for its code and errno (NotFoundError, InvalidArgumentError,
+// FileError...), with the full message as str(e) and the code and context as
+// attributes. The exception classes live in modelzip/_errors.py.
 #include "modelzip/error.hpp"
 
 #include <exception>
@@ -20,14 +21,19 @@ py::object optional_number(const std::optional<std::uint64_t>& n) {
 
 void raise_python_error(const Error& e) {
   try {
-    const char* name = e.code() == ErrorCode::not_found ? "NotFoundError" : "Error";
-    py::object cls = helper("_errors", name);
+    const std::string code(to_string(e.code()));
+    py::object cls = helper("_errors", "error_class")(code, e.system_error());
     const ErrorContext& c = e.context();
-    py::object instance = cls(
-        py::str(e.what()), py::arg("code") = std::string(to_string(e.code())),
-        py::arg("message") = e.message(), py::arg("archive") = optional_text(c.archive),
-        py::arg("entry") = optional_text(c.entry), py::arg("tag") = optional_text(c.tag),
-        py::arg("line") = optional_number(c.line), py::arg("offset") = optional_number(c.offset));
+    py::dict kwargs;
+    kwargs["code"] = code;
+    kwargs["message"] = e.message();
+    kwargs["archive"] = optional_text(c.archive);
+    kwargs["entry"] = optional_text(c.entry);
+    kwargs["tag"] = optional_text(c.tag);
+    kwargs["line"] = optional_number(c.line);
+    kwargs["offset"] = optional_number(c.offset);
+    if (e.code() == ErrorCode::io) kwargs["errno"] = e.system_error();
+    py::object instance = cls(py::str(e.what()), **kwargs);
     PyErr_SetObject(cls.ptr(), instance.ptr());
   } catch (py::error_already_set&) {
     // The helper module could not be imported: still report the failure.

@@ -15,6 +15,7 @@
 
 #include "arrays.hpp"
 #include "bindings.hpp"
+#include "modelzip/checkpoint.hpp"
 #include "modelzip/error.hpp"
 #include "modelzip/finalfusion.hpp"
 
@@ -71,7 +72,8 @@ class PyWriter {
   }
 
   void add_tag(const std::string& tag, const py::handle& arrays, const py::object& share,
-               const py::object& compress, const py::object& bfloat16, const py::object& updater) {
+               const py::object& compress, const py::object& bfloat16, const py::object& updater,
+               const py::object& training) {
     Writer& w = get();
     const Selection compressed = selection_of(compress, "compress");
     const Selection bf16 = selection_of(bfloat16, "bfloat16");
@@ -122,6 +124,9 @@ class PyWriter {
         contents.share(name, from.first, from.second);
       }
     }
+    if (!training.is_none())
+      contents.set_entry(std::string(kTrainingConfigEntryName),
+                         training::encode_training_config(training_config_from_python(training)));
     compressed.check_within(present, "compress");
     bf16.check_within(present, "bfloat16");
     w.add_tag(tag, std::move(contents));
@@ -311,6 +316,7 @@ exception it raises is re-raised by commit().)")
       .def("add_tag", &PyWriter::add_tag, py::arg("tag"), py::arg("arrays"), py::kw_only(),
            py::arg("share") = py::none(), py::arg("compress") = false,
            py::arg("bfloat16") = py::tuple(), py::arg("updater") = py::none(),
+           py::arg("training") = py::none(),
            R"(Stages a new tag (it becomes the newest) holding `arrays`.
 
 arrays: mapping name -> numpy array, torch tensor, anything with __array__ or
@@ -322,7 +328,10 @@ compress: True, or the names to deflate (default: stored, zero-copy reads).
 bfloat16: names of uint16/int16 arrays holding bfloat16 bits (torch bfloat16
   tensors are recognised without this).
 updater: {(variable, state): array}: optimizer state arrays (e.g. Adam "M").
-  compress and bfloat16 name updater states as (variable, state) tuples.)")
+  compress and bfloat16 name updater states as (variable, state) tuples.
+training: the tag's training config (<tag>/trainingConfig.fb) as a dict in
+  the shape Archive.training_config() returns; absent keys take the schema's
+  defaults.)")
       .def("remove_tag", &PyWriter::remove_tag, py::arg("tag"),
            "Stages removal of `tag` (ignoring case). Blobs other tags share are kept.")
       .def("set_metadata", &PyWriter::set_metadata, py::arg("metadata"),

@@ -21,17 +21,24 @@ import os
 from typing import Any, Callable, Iterable, Mapping, Optional, Union
 
 from . import _modelzip
-from ._errors import Error, NotFoundError
-from ._modelzip import (Archive, Embeddings, Metadata, ParamInfo, Writer, WriteStats,
-                        export_tensor_file, import_tensor_files, read_tensor_file,
+from ._arguments import readable_type_errors
+
+readable_type_errors(_modelzip.Archive, _modelzip.Writer, _modelzip.Embeddings,
+                     _modelzip.Metadata, _modelzip)
+
+from ._errors import (Error, FileError, InvalidArgumentError, MissingFileError,  # noqa: E402
+                      NotFoundError, PermissionDeniedError)
+from ._modelzip import (Archive, Embeddings, Metadata, ParamInfo, Writer,  # noqa: E402
+                        WriteStats, export_tensor_file, import_tensor_files, read_tensor_file,
                         write_tensor_file)
-from ._values import SparseCOO
+from ._values import SparseCOO  # noqa: E402
 
 __version__: str = _modelzip.__version__
 DTYPES: tuple[str, ...] = _modelzip.DTYPES
 
 __all__ = [
-    "Archive", "DTYPES", "Embeddings", "Error", "Metadata", "NotFoundError", "ParamInfo",
+    "Archive", "DTYPES", "Embeddings", "Error", "FileError", "InvalidArgumentError", "Metadata",
+    "MissingFileError", "NotFoundError", "ParamInfo", "PermissionDeniedError",
     "SparseCOO", "WriteStats", "Writer", "collect_garbage", "export_tensor_file",
     "import_tensor_files", "load", "open", "read_tensor_file", "remove_tag", "save",
     "set_metadata", "write_tensor_file",
@@ -64,10 +71,39 @@ def load(path: PathLike, tag: Optional[str] = None, *, copy: bool = False) -> di
         return archive.load(tag, copy=copy)
 
 
-def _metadata(metadata: Union[Metadata, Mapping[str, Optional[str]]]) -> Metadata:
-    if isinstance(metadata, Metadata):
-        return metadata
-    return Metadata(**metadata)
+_METADATA_FIELDS = ("model_name", "model_version", "quantization", "description")
+MetadataUpdate = Union[Metadata, Mapping[str, Optional[str]]]
+
+
+def _updated_metadata(current: Optional[Metadata], update: Optional[MetadataUpdate],
+                      fields: Mapping[str, Optional[str]], clear: bool) -> Metadata:
+    """``current`` (None: empty) with ``update`` and ``fields`` applied (see set_metadata)."""
+    if isinstance(update, Metadata):
+        new = Metadata(**{f: getattr(update, f) for f in _METADATA_FIELDS})
+        update = None
+    elif clear or current is None:
+        new = Metadata()
+    else:
+        new = Metadata(**{f: getattr(current, f) for f in _METADATA_FIELDS})
+    if update is not None and not isinstance(update, Mapping):
+        raise TypeError(f"metadata must be a mapping or modelzip.Metadata, not {type(update).__name__}")
+    for source, items in (("metadata", dict(update or {})), ("keyword", dict(fields))):
+        for name, value in items.items():
+            if name not in _METADATA_FIELDS:
+                error = TypeError if source == "keyword" else ValueError
+                raise error(f"unknown metadata field {name!r} (fields: {', '.join(_METADATA_FIELDS)})")
+            if value is not None and not isinstance(value, str):
+                raise TypeError(f"metadata field {name!r} must be str or None (None clears it), "
+                                f"not {type(value).__name__}")
+            setattr(new, name, value)
+    return new
+
+
+def _current_metadata(path: PathLike) -> Optional[Metadata]:
+    if not os.path.exists(path):
+        return None
+    with Archive(path) as archive:
+        return archive.metadata
 
 
 def save(path: PathLike, tag: str, arrays: Mapping[str, Any], *,
@@ -75,7 +111,7 @@ def save(path: PathLike, tag: str, arrays: Mapping[str, Any], *,
          compress: Union[bool, Iterable[Union[str, tuple[str, str]]]] = False,
          bfloat16: Iterable[Union[str, tuple[str, str]]] = (),
          updater: Optional[Mapping[tuple[str, str], Any]] = None,
-         metadata: Union[Metadata, Mapping[str, Optional[str]], None] = None,
+         metadata: Optional[MetadataUpdate] = None,
          dedup: bool = True, durable: bool = True, append: bool = True,
          progress: Optional[Callable[[int, int], Optional[bool]]] = None) -> WriteStats:
     """Adds tag ``tag`` holding ``arrays`` to the archive at ``path`` (created if missing).
@@ -86,7 +122,8 @@ def save(path: PathLike, tag: str, arrays: Mapping[str, Any], *,
     arrays equal to a blob already in the archive are stored as references.
     With ``append`` the new tag is appended to the file in place (crash-safe)
     instead of rewriting the archive.
-    See Writer.add_tag for ``share``, ``compress``, ``bfloat16`` and ``updater``.
+    See Writer.add_tag for ``share``, ``compress``, ``bfloat16`` and ``updater``;
+    ``metadata`` updates the archive metadata as set_metadata() does.
     Returns the WriteStats of the commit.
     """
     writer = Writer(path, dedup=dedup, durable=durable, append=append, progress=progress)
@@ -94,7 +131,7 @@ def save(path: PathLike, tag: str, arrays: Mapping[str, Any], *,
         writer.add_tag(tag, arrays, share=share, compress=compress, bfloat16=bfloat16,
                        updater=updater)
         if metadata is not None:
-            writer.set_metadata(_metadata(metadata))
+            writer.set_metadata(_updated_metadata(_current_metadata(path), metadata, {}, False))
         return writer.commit()
     finally:
         writer.close()
@@ -126,25 +163,19 @@ def collect_garbage(path: PathLike, *, durable: bool = True) -> WriteStats:
         writer.close()
 
 
-def set_metadata(path: PathLike, metadata: Union[Metadata, Mapping[str, Optional[str]], None] = None,
-                 *, durable: bool = True, **fields: Optional[str]) -> Metadata:
-    """Replaces the archive metadata with ``metadata`` and/or updates single ``fields``.
+def set_metadata(path: PathLike, metadata: Optional[MetadataUpdate] = None, *,
+                 clear: bool = False, durable: bool = True, **fields: Optional[str]) -> Metadata:
+    """Updates the archive metadata (model_name, model_version, quantization, description).
 
-    ``set_metadata(path, description="fine-tuned")`` keeps the other fields.
-    The read-modify-write is not atomic against another process changing the
-    metadata at the same time. Returns the metadata written.
+    ``metadata`` (a mapping) and keyword ``fields`` both update only the
+    fields they name and keep the others; a value of None clears that field.
+    ``clear=True`` clears every field first. A ``modelzip.Metadata`` object
+    is a whole value: it replaces every field. A missing archive is created
+    (with no tags). The read-modify-write is not atomic against another
+    process changing the metadata at the same time. Returns the metadata
+    written.
     """
-    if metadata is not None:
-        new = _metadata(metadata)
-    elif os.path.exists(path):
-        with Archive(path) as archive:
-            new = archive.metadata
-    else:
-        new = Metadata()
-    for name, value in fields.items():
-        if name not in ("model_name", "model_version", "quantization", "description"):
-            raise TypeError(f"set_metadata() got an unexpected field {name!r}")
-        setattr(new, name, value)
+    new = _updated_metadata(_current_metadata(path), metadata, fields, clear)
     writer = Writer(path, durable=durable)
     try:
         writer.set_metadata(new)
@@ -153,3 +184,11 @@ def set_metadata(path: PathLike, metadata: Union[Metadata, Mapping[str, Optional
         writer.close()
     with Archive(path) as archive:
         return archive.metadata
+
+
+def __getattr__(name: str) -> Any:
+    """``modelzip.torch`` is imported on first use (importing torch takes a while)."""
+    if name == "torch":
+        import importlib
+        return importlib.import_module(".torch", __name__)
+    raise AttributeError(f"module 'modelzip' has no attribute {name!r}")

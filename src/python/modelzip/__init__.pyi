@@ -64,6 +64,35 @@ class NotFoundError(Error, KeyError):
         """The full message (not quoted as KeyError would)."""
 
 
+class InvalidArgumentError(Error, ValueError):
+    """An impossible request (code "invalid_argument"): a bad tag or parameter name...; also a ValueError."""
+
+
+class FileError(Error, OSError):
+    """The operating system refused an operation on a file (code "io"); also an OSError.
+
+    ``errno`` (or None), ``strerror`` and ``filename`` are set. Instances are
+    also the built-in OSError subclass of their errno: FileNotFoundError
+    (ENOENT), PermissionError (EACCES, EPERM), IsADirectoryError,
+    NotADirectoryError, FileExistsError.
+    """
+
+    errno: Optional[int]  # type: ignore[assignment]
+    strerror: Optional[str]  # type: ignore[assignment]
+    filename: Optional[str]
+
+    def __str__(self) -> str:
+        """The full message (not OSError's "[Errno N] ..." form)."""
+
+
+class MissingFileError(FileError, FileNotFoundError):
+    """A file that does not exist (ENOENT); also a FileNotFoundError."""
+
+
+class PermissionDeniedError(FileError, PermissionError):
+    """A file or folder modelzip may not read or write (EACCES, EPERM); also a PermissionError."""
+
+
 class SparseCOO(NamedTuple):
     """A sparse COO tensor: ``indices`` (nnz x rank int64), ``values`` (nnz), dense ``shape``."""
 
@@ -194,6 +223,11 @@ class Archive:
         """Returns the archive itself."""
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
         """Closes the archive."""
+    def __repr__(self) -> str:
+        """``<modelzip.Archive 'm.zip': 2 tags ['a', 'b'], newest 'b': 4 parameters (1.5 MiB)>``."""
+    def __contains__(self, key: object) -> bool:
+        """``"t" in archive``: a tag (ignoring case) or a parameter of the newest tag;
+        ``("t", "w") in archive``: parameter ``w`` of tag ``t``."""
     @property
     def tags(self) -> list[str]:
         """Tags, oldest first."""
@@ -222,7 +256,22 @@ class Archive:
         """Every tensor parameter of ``tag`` as torch tensors (owned, writable copies).
 
         bfloat16 comes back as torch.bfloat16, sparse tensors as torch sparse COO.
+        Names stored as one blob come back as one tensor, so tied weights stay
+        tied (byte-equal tensors deduplicated at save are one tensor too;
+        load_state_dict copies, so a model keeps them apart).
         Raises TypeError for parameters torch cannot hold (strings, uint16/32/64).
+        """
+    def training_config(self, tag: Optional[str] = None) -> Optional[dict[str, Any]]:
+        """The training config of ``tag`` (None: the newest) as a dict, or None if it has none.
+
+        The shape `modelzip info --json` prints: {"updater": {"type": "Adam",
+        "learning_rate": ..., ...}, "learning_rate_schedule": schedule or None,
+        "regularization": [{"type": "l1"|"l2"|"weight_decay", "coefficient":
+        schedule, "apply_learning_rate": bool}], "minimize": bool,
+        "feature_mapping", "label_mapping", "feature_mask_mapping",
+        "label_mask_mapping", "loss_variables": [str], "iteration_count": int,
+        "epoch_count": int, "properties": {str: str}}; a schedule is
+        {"schedule": "StepSchedule", "type": "iteration"|"epoch", <fields>}.
         """
     def updater_states(self, tag: Optional[str] = None) -> list[ParamInfo]:
         """Optimizer state arrays of ``tag`` (name = variable, state = state name)."""
@@ -265,7 +314,8 @@ class Writer:
                 share: Optional[Mapping[str, tuple[str, str]]] = None,
                 compress: Union[bool, Iterable[Union[str, tuple[str, str]]]] = False,
                 bfloat16: Iterable[Union[str, tuple[str, str]]] = (),
-                updater: Optional[Mapping[tuple[str, str], Any]] = None) -> None:
+                updater: Optional[Mapping[tuple[str, str], Any]] = None,
+                training: Optional[Mapping[str, Any]] = None) -> None:
         """Stages a new tag (it becomes the newest) holding ``arrays``.
 
         arrays: name -> numpy array, torch tensor, anything with __array__ or
@@ -276,6 +326,10 @@ class Writer:
         bfloat16 tensors are recognised without this).
         updater: {(variable, state): array}: optimizer state arrays; compress
         and bfloat16 name them as (variable, state) tuples.
+        training: the tag's training config (trainingConfig.fb) as a dict of the
+        shape Archive.training_config() returns; absent keys take the schema's
+        defaults (TypeError/ValueError for a malformed dict, InvalidArgumentError
+        for values the schema forbids).
         Raises Error (code "already_exists") if the tag exists in any letter case.
         """
     def remove_tag(self, tag: str) -> None:
@@ -418,7 +472,8 @@ def save(path: PathLike, tag: str, arrays: Mapping[str, Any], *,
          progress: Optional[Callable[[int, int], Optional[bool]]] = None) -> WriteStats:
     """Adds tag ``tag`` holding ``arrays`` to the archive at ``path`` (created if missing).
 
-    Arrays are borrowed, not copied; see Writer.add_tag for the options.
+    Arrays are borrowed, not copied; see Writer.add_tag for the options;
+    ``metadata`` updates the archive metadata as set_metadata() does.
     Returns the WriteStats of the commit.
     """
 
@@ -432,8 +487,13 @@ def collect_garbage(path: PathLike, *, durable: bool = True) -> WriteStats:
 
 
 def set_metadata(path: PathLike, metadata: Union[Metadata, Mapping[str, Optional[str]], None] = None,
-                 *, durable: bool = True, **fields: Optional[str]) -> Metadata:
-    """Replaces the metadata with ``metadata`` and/or updates single ``fields``; returns it."""
+                 *, clear: bool = False, durable: bool = True, **fields: Optional[str]) -> Metadata:
+    """Updates the archive metadata; returns the metadata written.
+
+    A mapping ``metadata`` and keyword ``fields`` both update only the fields
+    they name; None clears a field; ``clear=True`` clears every field first; a
+    Metadata object replaces every field. A missing archive is created.
+    """
 
 
 def read_tensor_file(path: PathLike) -> tuple[dict[str, LoadedValue], dict[str, str]]:

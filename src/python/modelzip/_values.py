@@ -8,6 +8,7 @@ contiguous); the extension then borrows the array's buffer until commit.
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -56,12 +57,24 @@ _SUPPORTED = ("bool, int8..int64, uint8..uint64, float16, float32, float64, "
               "str (strings), uint16/int16 marked bfloat16")
 
 
+_OPTIMIZER_HINT = ("an optimizer's state_dict() is not a mapping of arrays: save model and "
+                   "optimizer together with modelzip.torch.save_checkpoint(path, tag, model, "
+                   "optimizer), which stores the optimizer state by parameter name")
+
+
 def to_savable(name: str, value: Any, bfloat16: bool = False) -> tuple:
     """The tuple the extension stores for parameter ``name`` (see module doc).
 
     Raises TypeError (unsupported type) or ValueError (inconsistent sparse parts),
     naming the parameter.
     """
+    if isinstance(value, Mapping) or (isinstance(value, (list, tuple)) and value
+                                      and all(isinstance(v, Mapping) for v in value)):
+        if name in ("state", "param_groups"):
+            raise TypeError(f"parameter {name!r}: {_OPTIMIZER_HINT}")
+        what = "a mapping" if isinstance(value, Mapping) else "a list of mappings"
+        raise TypeError(f"parameter {name!r}: {what} is not an array; give each array its own "
+                        "name (e.g. 'block.weight')")
     try:
         return _to_savable(value, bfloat16)
     except (TypeError, ValueError) as e:

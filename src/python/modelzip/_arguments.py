@@ -1,0 +1,153 @@
+"""Readable TypeErrors for wrong argument types given to the compiled classes and functions.
+
+pybind11 reports a call whose arguments it cannot convert as a multi-line
+"incompatible function arguments. The following argument types are
+supported: ..." dump. ``readable_type_errors`` wraps the public callables of
+the extension so that such a call raises a TypeError with one sentence
+instead, e.g. ``Archive.tensor() argument 'name' must be str, not int``.
+Only that one pybind11 message is rewritten; every other exception passes
+through unchanged, and calls that succeed cost one Python frame.
+"""
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any, Callable, Optional
+
+_INCOMPATIBLE = "incompatible "  # "... incompatible function/constructor arguments ..."
+_SIGNATURE = re.compile(r"^\s*1\. (?:[\w.]+)?\((?P<params>.*)\)(?: -> .*)?$", re.MULTILINE)
+
+
+def _split_top_level(text: str) -> list[str]:
+    """``text`` split at commas outside brackets and quotes."""
+    parts, depth, quote, start = [], 0, "", 0
+    for i, c in enumerate(text):
+        if quote:
+            if c == quote:
+                quote = ""
+        elif c in "'\"":
+            quote = c
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif c == "," and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    if text[start:].strip():
+        parts.append(text[start:].strip())
+    return parts
+
+
+class _Param:
+    def __init__(self, spec: str, keyword_only: bool) -> None:
+        name_type, _, default = spec.partition(" = ")
+        self.name, _, self.annotation = (s.strip() for s in name_type.partition(":"))
+        self.has_default = bool(default)
+        self.keyword_only = keyword_only
+
+
+def _parse(specs: list[str]) -> list[_Param]:
+    out, keyword_only = [], False
+    for spec in specs:
+        if spec == "*":
+            keyword_only = True
+        elif spec != "/":
+            out.append(_Param(spec, keyword_only))
+    return out
+
+
+def _accepts(annotation: str, value: Any) -> Optional[str]:
+    """None when ``value`` fits ``annotation`` (or the annotation is not checked), else what it must be."""
+    optional = re.fullmatch(r"Optional\[(.*)\]", annotation)
+    if optional:
+        if value is None:
+            return None
+        inner = _accepts(optional.group(1), value)
+        return None if inner is None else inner + " or None"
+    if annotation == "str":
+        return None if isinstance(value, str) else "str"
+    if annotation == "bool":
+        return None if isinstance(value, bool) or type(value).__name__ == "bool_" else "bool"
+    if annotation == "int":
+        return None if hasattr(value, "__index__") and not isinstance(value, bool) else "int"
+    if annotation == "float":
+        return None if isinstance(value, (int, float)) or hasattr(value, "__float__") else "a number"
+    if annotation.startswith(("List[", "list[")):
+        return None if isinstance(value, (list, tuple)) else "a list"
+    return None
+
+
+def _sentence(qualname: str, message: str, args: tuple, kwargs: dict) -> Optional[str]:
+    """One sentence saying which argument of the call is wrong, or None if it cannot tell."""
+    match = _SIGNATURE.search(message)
+    if not match:
+        return None
+    specs = _split_top_level(match.group("params"))
+    if specs and specs[0].startswith("self:"):
+        specs = specs[1:]
+    signature = "(" + ", ".join(specs) + ")"
+    params = _parse(specs)
+    positional = [p for p in params if not p.keyword_only]
+    if len(args) > len(positional):
+        return (f"{qualname}() takes {len(positional)} positional argument"
+                f"{'' if len(positional) == 1 else 's'} but {len(args)} were given "
+                f"(signature: {signature})")
+    bound: dict[str, Any] = {p.name: v for p, v in zip(positional, args)}
+    names = {p.name for p in params}
+    for key, value in kwargs.items():
+        if key not in names:
+            return f"{qualname}() got an unexpected keyword argument {key!r} (signature: {signature})"
+        if key in bound:
+            return f"{qualname}() got multiple values for argument {key!r}"
+        bound[key] = value
+    for p in params:
+        if p.name not in bound:
+            if not p.has_default:
+                return f"{qualname}() missing required argument {p.name!r} (signature: {signature})"
+            continue
+        wanted = _accepts(p.annotation, bound[p.name])
+        if wanted is not None:
+            return (f"{qualname}() argument {p.name!r} must be {wanted}, "
+                    f"not {type(bound[p.name]).__name__}")
+    return f"{qualname}() got arguments of the wrong type (signature: {signature})"
+
+
+def _wrap(function: Callable, qualname: str, method: bool) -> Callable:
+    @functools.wraps(function)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return function(*args, **kwargs)
+        except TypeError as e:
+            message = str(e)
+            if _INCOMPATIBLE not in message or "Invoked with" not in message:
+                raise
+            sentence = _sentence(qualname, message, args[1:] if method else args, kwargs)
+            if sentence is None:
+                raise
+        raise TypeError(sentence) from None
+    return call
+
+
+_WRAPPED_DUNDERS = ("__init__", "__getitem__", "__contains__")
+
+
+def readable_type_errors(*targets: Any) -> None:
+    """Wraps the public methods of the given extension classes, or the given module functions'
+    (passed as a module), in place."""
+    for target in targets:
+        if isinstance(target, type):
+            for name, attribute in list(vars(target).items()):
+                if name.startswith("_") and name not in _WRAPPED_DUNDERS:
+                    continue
+                qualname = "modelzip." + target.__name__ + ("" if name == "__init__" else "." + name)
+                if isinstance(attribute, staticmethod):
+                    setattr(target, name,
+                            staticmethod(_wrap(attribute.__func__, qualname, method=False)))
+                elif type(attribute).__name__ == "instancemethod":
+                    setattr(target, name, _wrap(getattr(target, name), qualname, method=True))
+        else:
+            for name in dir(target):
+                function = getattr(target, name)
+                if not name.startswith("_") and type(function).__name__ == "builtin_function_or_method":
+                    setattr(target, name, _wrap(function, "modelzip." + name, method=False))

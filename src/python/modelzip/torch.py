@@ -1,0 +1,426 @@
+"""Whole torch training checkpoints: model, optimizer, scheduler and counters in one tag.
+
+::
+
+    import modelzip.torch
+
+    modelzip.torch.save_checkpoint("run.zip", f"step-{step}", model, optimizer,
+                                   scheduler=scheduler, epoch=epoch)
+    ...
+    state = modelzip.torch.load_checkpoint("run.zip", model, optimizer, scheduler=scheduler)
+    step, epoch = state.iteration, state.epoch   # training resumes bit-exactly
+
+What one tag holds (the layout is specified in schemas/GRAPH.md, section
+"torch training checkpoints"):
+
+- ``model.state_dict()`` as the parameters (buffers included);
+- the optimizer's per-parameter state (Adam's ``exp_avg``/``exp_avg_sq``,
+  SGD's ``momentum_buffer``, the per-parameter ``step``...) as updater state,
+  keyed by **parameter name** and torch's state name (``updater.txt`` rows
+  ``fc.weight exp_avg ...``), in the tensors' own dtype;
+- ``trainingConfig.fb``: the optimizer as the schema's updater when an exact
+  equivalent exists (Adam, AdamW, AMSGrad, SGD, SGD with Nesterov momentum,
+  Adagrad, Adadelta; torch's coupled ``weight_decay`` as L2 regularization),
+  ``iteration_count`` and ``epoch_count``, and in its properties everything
+  needed to rebuild ``optimizer.state_dict()`` losslessly for any optimizer
+  class: the class, every param group's hyperparameters with its parameters
+  by name, non-tensor state values, and the scheduler's ``state_dict()``.
+
+Importing this module imports torch.
+"""
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Callable, Iterable, Mapping, NamedTuple, Optional
+
+import torch
+
+from . import Archive, Writer, WriteStats, _torch
+
+__all__ = ["TrainingState", "load_checkpoint", "save_checkpoint"]
+
+OPTIMIZER = "torch.optimizer"
+"""Property: the optimizer's class, ``module.QualifiedName`` (``torch.optim.adam.Adam``)."""
+PARAM_GROUPS = "torch.param_groups"
+"""Property: JSON list of the param groups, each with ``params`` as a list of parameter names."""
+OPTIMIZER_STATE = "torch.optimizer_state"
+"""Property: JSON {parameter name: {state key: value}} of the state values that are not tensors."""
+LR_SCHEDULER = "torch.lr_scheduler"
+"""Property: JSON of the learning-rate scheduler's ``state_dict()`` (only when one was given)."""
+UPDATER_EXACT = "torch.updater_exact"
+"""Property: "true" when the config's ``updater`` is exactly the torch optimizer, else "false"."""
+TORCH_VERSION = "torch.version"
+"""Property: ``torch.__version__`` of the process that saved."""
+
+
+class TrainingState(NamedTuple):
+    """What load_checkpoint restored besides the model and optimizer."""
+
+    tag: str
+    """The tag loaded (the stored spelling)."""
+    iteration: int
+    """Completed optimizer steps when the checkpoint was saved (``iteration_count``)."""
+    epoch: int
+    """Completed epochs when the checkpoint was saved (``epoch_count``)."""
+    properties: dict[str, str]
+    """The training config's properties not written by this module (``properties=`` of the save)."""
+
+
+# ---- JSON encoding of values that are not top-level state tensors ------------
+#
+# None, bool, int, str and finite floats are JSON values (floats are written by
+# repr, which round-trips); other values are objects with one marker key:
+# {"$float": "nan" | "inf" | "-inf"}, {"$tuple": [...]}, {"$dict": [[key, value],
+# ...]} (keys of any encodable type, order kept) and {"$tensor": STATE}, a tensor
+# stored as updater state STATE of the same parameter (inside containers:
+# "<key>.<index>..."). Lists are JSON arrays.
+
+
+def _encode(value: Any, path: str, tensors: Optional[dict[str, Any]]) -> Any:
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else {"$float": repr(value)}
+    if isinstance(value, torch.Tensor):
+        if tensors is None:
+            raise TypeError(f"{path}: tensors are only supported in per-parameter optimizer state")
+        tensors[path] = value
+        return {"$tensor": path}
+    if isinstance(value, tuple):
+        return {"$tuple": [_encode(v, f"{path}.{i}", tensors) for i, v in enumerate(value)]}
+    if isinstance(value, list):
+        return [_encode(v, f"{path}.{i}", tensors) for i, v in enumerate(value)]
+    if isinstance(value, Mapping):
+        return {"$dict": [[_encode(k, path, None), _encode(v, f"{path}.{k}", tensors)]
+                          for k, v in value.items()]}
+    raise TypeError(f"{path}: values of type {type(value).__name__} cannot be stored in a "
+                    "checkpoint (supported: tensors, None, bool, int, float, str, and "
+                    "lists, tuples and dicts of them)")
+
+
+def _decode(value: Any, tensors: Mapping[str, Any]) -> Any:
+    if isinstance(value, list):
+        return [_decode(v, tensors) for v in value]
+    if not isinstance(value, dict):
+        return value
+    (marker, inner), = value.items()
+    if marker == "$float":
+        return float(inner)
+    if marker == "$tuple":
+        return tuple(_decode(v, tensors) for v in inner)
+    if marker == "$dict":
+        return {_decode(k, tensors): _decode(v, tensors) for k, v in inner}
+    if marker == "$tensor":
+        return tensors[inner]
+    raise ValueError(f"unknown marker {marker!r} in a torch checkpoint property")
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), allow_nan=False)
+
+
+# ---- Parameter names ----------------------------------------------------------
+
+
+def _optimizer_param_names(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> list[list[str]]:
+    """Per param group of ``optimizer``, the names of its parameters in ``model``."""
+    by_id = {id(p): name for name, p in model.named_parameters()}
+    groups = []
+    for g, group in enumerate(optimizer.param_groups):
+        names = []
+        for p in group["params"]:
+            if id(p) not in by_id:
+                raise ValueError(f"param group {g} of the optimizer holds a tensor of shape "
+                                 f"{tuple(p.shape)} that is not a parameter of the model")
+            names.append(by_id[id(p)])
+        groups.append(names)
+    return groups
+
+
+# ---- The schema's updater -----------------------------------------------------
+
+
+def _hyperparameters(group: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in group.items() if k != "params"}
+
+
+def _number(value: Any) -> Optional[float]:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _standard_updater(optimizer: torch.optim.Optimizer) -> tuple[dict, list, bool, bool]:
+    """(updater dict, regularization list, minimize, exact) for the training config.
+
+    exact: the updater, regularization and minimize describe the optimizer's
+    update rule exactly, for every param group. Otherwise the updater is Sgd
+    with the first group's learning rate (NoOp without one) and no
+    regularization: only the torch.* properties describe the optimizer.
+    """
+    updater, regularization, minimize, exact = _equivalent_updater(optimizer)
+    if exact:
+        return updater, regularization, minimize, True
+    lr = _number(optimizer.param_groups[0].get("lr"))
+    fallback = {"type": "NoOp"} if lr is None or lr < 0 else {"type": "Sgd", "learning_rate": lr}
+    return fallback, [], True, False
+
+
+def _equivalent_updater(optimizer: torch.optim.Optimizer) -> tuple[dict, list, bool, bool]:
+    groups = [_hyperparameters(g) for g in optimizer.param_groups]
+    g = groups[0]
+    exact = all(other == g for other in groups[1:])
+    lr = _number(g.get("lr"))
+    if lr is None or lr < 0:
+        return {"type": "NoOp"}, [], True, False
+    weight_decay = _number(g.get("weight_decay", 0.0)) or 0.0
+    minimize = not g.get("maximize", False)
+    l2 = [{"type": "l2", "coefficient": weight_decay}] if weight_decay else []
+
+    def adam(kind: str) -> dict:
+        beta1, beta2 = g["betas"]
+        return {"type": kind, "learning_rate": lr, "beta1": float(beta1), "beta2": float(beta2),
+                "epsilon": float(g["eps"])}
+
+    optim = torch.optim
+    if type(optimizer) is optim.AdamW:  # AMSGrad with decoupled decay has no schema equivalent
+        return (adam("AdamW") | {"weight_decay": weight_decay}, [], minimize,
+                exact and not g.get("amsgrad", False))
+    if type(optimizer) is optim.Adam:
+        return adam("AmsGrad" if g.get("amsgrad", False) else "Adam"), l2, minimize, exact
+    if type(optimizer) is optim.SGD:
+        momentum = _number(g.get("momentum", 0.0)) or 0.0
+        if momentum == 0:
+            return {"type": "Sgd", "learning_rate": lr}, l2, minimize, exact
+        nesterov_exact = g.get("nesterov", False) and not g.get("dampening", 0.0)
+        return ({"type": "Nesterovs", "learning_rate": lr, "momentum": momentum}, l2, minimize,
+                exact and bool(nesterov_exact))
+    if type(optimizer) is optim.Adagrad:
+        plain = not g.get("lr_decay", 0.0) and not g.get("initial_accumulator_value", 0.0)
+        return ({"type": "AdaGrad", "learning_rate": lr, "epsilon": float(g["eps"])}, l2, minimize,
+                exact and plain)
+    if type(optimizer) is optim.Adadelta:
+        return ({"type": "AdaDelta", "rho": float(g["rho"]), "epsilon": float(g["eps"])}, l2,
+                minimize, exact and lr == 1.0)
+    return {"type": "Sgd", "learning_rate": lr}, [], minimize, False
+
+
+def _class_path(obj: Any) -> str:
+    cls = type(obj)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _completed_steps(state: Mapping[int, Mapping[str, Any]]) -> int:
+    """The largest per-parameter ``step`` of an optimizer state (0 if none)."""
+    steps = [0]
+    for values in state.values():
+        step = values.get("step") if isinstance(values, Mapping) else None
+        if isinstance(step, torch.Tensor) and step.numel() == 1:
+            steps.append(int(step.item()))
+        elif isinstance(step, (int, float)) and not isinstance(step, bool):
+            steps.append(int(step))
+    return max(steps)
+
+
+# ---- Save and load ------------------------------------------------------------
+
+
+def save_checkpoint(path: Any, tag: str, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                    *, scheduler: Any = None, epoch: int = 0, iteration: Optional[int] = None,
+                    properties: Optional[Mapping[str, str]] = None,
+                    metadata: Any = None, compress: bool = False, dedup: bool = True,
+                    durable: bool = True, append: bool = True,
+                    progress: Optional[Callable[[int, int], Optional[bool]]] = None) -> WriteStats:
+    """Adds tag ``tag`` holding a whole training checkpoint to the archive at ``path``.
+
+    model: its ``state_dict()`` becomes the parameters.
+    optimizer: an optimizer over parameters of ``model`` (any class); its
+      state is stored by parameter name, its hyperparameters in the training
+      config (see the module documentation).
+    scheduler: a learning-rate scheduler (anything with ``state_dict()``
+      holding no tensors), restored by load_checkpoint(scheduler=...).
+    epoch, iteration: completed epochs and optimizer steps
+      (``epoch_count``, ``iteration_count``); iteration defaults to the
+      largest per-parameter ``step`` in the optimizer state (0 if none).
+    properties: extra str -> str pairs for the training config (data loader
+      position, seeds...); keys starting with "torch." are reserved.
+    metadata, compress, dedup, durable, append, progress: as for modelzip.save.
+    Tensors are read while the commit runs, without copies. Returns the WriteStats.
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, not {type(model).__name__}")
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError(f"optimizer must be a torch.optim.Optimizer, not {type(optimizer).__name__}")
+    names = _optimizer_param_names(model, optimizer)
+    packed = optimizer.state_dict()
+    by_index = {i: n for group, group_names in zip(packed["param_groups"], names)
+                for i, n in zip(group["params"], group_names)}
+
+    updater: dict[tuple[str, str], Any] = {}
+    other_state: dict[str, Any] = {}
+    for index, values in packed["state"].items():
+        name = by_index[index]
+        rest = {}
+        for key, value in values.items():
+            if not isinstance(key, str):
+                raise TypeError(f"optimizer state of {name!r}: keys must be str, not "
+                                f"{type(key).__name__}")
+            if isinstance(value, torch.Tensor):
+                updater[(name, key)] = value
+            else:
+                nested: dict[str, Any] = {}
+                rest[key] = _encode(value, key, nested)
+                for state, tensor in nested.items():
+                    updater[(name, state)] = tensor
+        if rest:
+            other_state[name] = rest
+    groups = []
+    for g, (group, group_names) in enumerate(zip(packed["param_groups"], names)):
+        encoded = {k: _encode(v, f"param group {g} {k!r}", None) for k, v in group.items()
+                   if k != "params"}
+        groups.append({"params": group_names, **encoded})
+
+    own = dict(properties or {})
+    for key, value in own.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise TypeError("properties must map str to str")
+        if key.startswith("torch."):
+            raise ValueError(f"property {key!r}: keys starting with 'torch.' are reserved")
+    updater_config, regularization, minimize, exact = _standard_updater(optimizer)
+    own.update({
+        OPTIMIZER: _class_path(optimizer),
+        PARAM_GROUPS: _dumps(groups),
+        OPTIMIZER_STATE: _dumps(other_state),
+        UPDATER_EXACT: "true" if exact else "false",
+        TORCH_VERSION: str(torch.__version__),
+    })
+    if scheduler is not None:
+        own[LR_SCHEDULER] = _dumps(_encode(scheduler.state_dict(), "scheduler", None))
+    training = {
+        "updater": updater_config,
+        "regularization": regularization,
+        "minimize": minimize,
+        "iteration_count": _completed_steps(packed["state"]) if iteration is None else int(iteration),
+        "epoch_count": int(epoch),
+        "properties": own,
+    }
+    from . import _current_metadata, _updated_metadata
+    writer = Writer(path, dedup=dedup, durable=durable, append=append, progress=progress)
+    try:
+        writer.add_tag(tag, model.state_dict(), updater=updater, training=training,
+                       compress=compress)
+        if metadata is not None:
+            writer.set_metadata(_updated_metadata(_current_metadata(path), metadata, {}, False))
+        return writer.commit()
+    finally:
+        writer.close()
+
+
+def _updater_tensors(archive: Archive, tag: str) -> dict[str, dict[str, Any]]:
+    """Every updater state of ``tag`` as owned torch tensors: variable -> state -> tensor."""
+    out: dict[str, dict[str, Any]] = {}
+    for info in archive.updater_states(tag):
+        array = archive.updater_state(info.name, info.state, tag, copy=True)
+        out.setdefault(info.name, {})[info.state] = _torch.to_torch(
+            f"{info.name}/{info.state}", array, info.dtype)
+    return out
+
+
+def load_checkpoint(path: Any, model: Optional[torch.nn.Module] = None,
+                    optimizer: Optional[torch.optim.Optimizer] = None, tag: Optional[str] = None,
+                    *, scheduler: Any = None, strict: bool = True) -> TrainingState:
+    """Restores ``model``, ``optimizer`` and ``scheduler`` from tag ``tag`` (None: the newest).
+
+    The model gets ``load_state_dict(..., strict=strict)``. The optimizer must
+    be of the class that was saved, over the same parameters by name, grouped
+    as they were (order inside a group may differ); its state and
+    hyperparameters become the saved ones. Raises ValueError when the
+    checkpoint does not fit, modelzip.NotFoundError for a missing tag.
+    Returns the counters and the extra properties that were saved.
+    """
+    with Archive(path) as archive:
+        tag = archive.newest_tag if tag is None else tag
+        stored = archive.find_tag(tag)
+        if stored is None:
+            archive.params(tag)  # raises NotFoundError with the archive's message and .tag
+        tag = stored
+        config = archive.training_config(tag)
+        if model is not None:
+            model.load_state_dict(archive.load_torch(tag), strict=strict)
+        properties = dict(config["properties"]) if config else {}
+        if optimizer is not None or scheduler is not None:
+            if PARAM_GROUPS not in properties:
+                raise ValueError(f"{archive.name}: tag {tag!r} holds no torch optimizer state "
+                                 "(it was not saved by modelzip.torch.save_checkpoint)")
+        if optimizer is not None:
+            if model is None:
+                raise ValueError("load_checkpoint needs the model to match optimizer parameters by name")
+            _load_optimizer(archive, tag, properties, model, optimizer)
+        if scheduler is not None:
+            if LR_SCHEDULER not in properties:
+                raise ValueError(f"{archive.name}: tag {tag!r} holds no learning-rate scheduler state")
+            scheduler.load_state_dict(_decode(json.loads(properties[LR_SCHEDULER]), {}))
+    own = {k: v for k, v in properties.items() if not k.startswith("torch.")}
+    return TrainingState(tag, int(config["iteration_count"]) if config else 0,
+                         int(config["epoch_count"]) if config else 0, own)
+
+
+def _load_optimizer(archive: Archive, tag: str, properties: Mapping[str, str],
+                    model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
+    saved_class = properties.get(OPTIMIZER)
+    if saved_class != _class_path(optimizer):
+        raise ValueError(f"tag {tag!r} holds the state of a {saved_class}, not of a "
+                         f"{_class_path(optimizer)}")
+    saved_groups = json.loads(properties[PARAM_GROUPS])
+    current = _optimizer_param_names(model, optimizer)
+    if len(saved_groups) != len(current):
+        raise ValueError(f"tag {tag!r} holds {len(saved_groups)} param groups, the optimizer has "
+                         f"{len(current)}")
+    # Indices as optimizer.state_dict() numbers the current parameters.
+    index: dict[str, int] = {}
+    for names in current:
+        for name in names:
+            index[name] = len(index)
+    tensors = _updater_tensors(archive, tag)
+    other = json.loads(properties.get(OPTIMIZER_STATE, "{}"))
+    packed_groups = []
+    for g, (saved, names) in enumerate(zip(saved_groups, current)):
+        if set(saved["params"]) != set(names) or len(saved["params"]) != len(names):
+            missing = sorted(set(names) - set(saved["params"]))
+            extra = sorted(set(saved["params"]) - set(names))
+            raise ValueError(f"param group {g}: the checkpoint's parameters differ from the "
+                             f"optimizer's (only in the optimizer: {missing}; only in the "
+                             f"checkpoint: {extra})")
+        group = {k: _decode(v, {}) for k, v in saved.items() if k != "params"}
+        group["params"] = [index[name] for name in names]
+        packed_groups.append(group)
+    state: dict[int, dict[str, Any]] = {}
+    for name in index:
+        own_tensors = tensors.get(name, {})
+        encoded = other.get(name, {})
+        if not own_tensors and not encoded:
+            continue
+        nested = {ref for value in encoded.values() for ref in _tensor_refs(value)}
+        values = {key: t for key, t in own_tensors.items() if key not in nested}
+        values.update({key: _decode(value, own_tensors) for key, value in encoded.items()})
+        state[index[name]] = values
+    unknown = set(tensors) - set(index)
+    if unknown:
+        raise ValueError(f"tag {tag!r} holds optimizer state of parameters the optimizer does not "
+                         f"have: {sorted(unknown)}")
+    optimizer.load_state_dict({"state": state, "param_groups": packed_groups})
+
+
+def _tensor_refs(value: Any) -> Iterable[str]:
+    if isinstance(value, list):
+        for v in value:
+            yield from _tensor_refs(v)
+    elif isinstance(value, dict):
+        (marker, inner), = value.items()
+        if marker == "$tensor":
+            yield inner
+        elif marker in ("$tuple", "$dict"):
+            yield from _tensor_refs(inner)

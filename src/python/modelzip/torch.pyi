@@ -1,0 +1,42 @@
+"""Type hints of modelzip.torch: whole torch training checkpoints (see torch.py for the layout)."""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, NamedTuple, Optional
+
+import torch
+
+from . import Metadata, PathLike, WriteStats
+
+OPTIMIZER: str
+PARAM_GROUPS: str
+OPTIMIZER_STATE: str
+LR_SCHEDULER: str
+UPDATER_EXACT: str
+TORCH_VERSION: str
+
+
+class TrainingState(NamedTuple):
+    """What load_checkpoint restored besides the model and optimizer."""
+
+    tag: str
+    iteration: int
+    epoch: int
+    properties: dict[str, str]
+
+
+def save_checkpoint(path: PathLike, tag: str, model: torch.nn.Module,
+                    optimizer: torch.optim.Optimizer, *, scheduler: Any = None, epoch: int = 0,
+                    iteration: Optional[int] = None, properties: Optional[Mapping[str, str]] = None,
+                    metadata: Optional[Metadata | Mapping[str, Optional[str]]] = None,
+                    compress: bool = False, dedup: bool = True, durable: bool = True,
+                    append: bool = True,
+                    progress: Optional[Callable[[int, int], Optional[bool]]] = None) -> WriteStats:
+    """Adds tag ``tag`` holding model parameters, optimizer state (by parameter name),
+    hyperparameters, scheduler state and step/epoch counters."""
+
+
+def load_checkpoint(path: PathLike, model: Optional[torch.nn.Module] = None,
+                    optimizer: Optional[torch.optim.Optimizer] = None, tag: Optional[str] = None,
+                    *, scheduler: Any = None, strict: bool = True) -> TrainingState:
+    """Restores model, optimizer and scheduler from ``tag`` (None: the newest) so training
+    resumes bit-exactly; returns the counters and extra properties."""

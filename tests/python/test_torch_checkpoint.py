@@ -1,0 +1,260 @@
+"""modelzip.torch: whole training checkpoints (model, optimizer by parameter name, counters)."""
+import json
+import math
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import modelzip
+import modelzip.torch as mzt
+from conftest import CLI, save
+
+HERE = pathlib.Path(__file__).parent
+
+
+def run_training(*args):
+    subprocess.run([sys.executable, str(HERE / "torch_training.py"), *map(str, args)], check=True,
+                   env=os.environ, timeout=300)
+
+
+def assert_same(a, b, where="state"):
+    """Bitwise equality of nested torch states (tensors compared by dtype, shape and bits)."""
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor), where
+        assert a.dtype == b.dtype and a.shape == b.shape, where
+        assert torch.equal(a.view(-1).view(torch.uint8) if a.numel() else a,
+                           b.view(-1).view(torch.uint8) if b.numel() else b), where
+    elif isinstance(a, dict):
+        assert isinstance(b, dict) and sorted(map(str, a)) == sorted(map(str, b)), where
+        for k in a:
+            assert_same(a[k], b[k], f"{where}[{k!r}]")
+    elif isinstance(a, (list, tuple)):
+        assert type(a) is type(b) and len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_same(x, y, f"{where}[{i}]")
+    elif isinstance(a, float) and math.isnan(a):
+        assert math.isnan(b), where
+    else:
+        assert a == b, where
+
+
+@pytest.mark.parametrize("kind", ["adam", "sgd", "custom"])
+def test_resume_in_a_fresh_process_is_bit_exact(tmp_path, kind):
+    """Train 12 steps without a break; separately resume from step 4 in a new process (after the
+    archive gained the newer tag step-8) and train to 12: every bit must agree."""
+    archive = tmp_path / "run.zip"
+    run_training("train", archive, kind, tmp_path / "uninterrupted.pt")
+    with modelzip.open(archive) as ar:
+        assert ar.tags == ["step-4", "step-8"]
+    run_training("resume", archive, kind, tmp_path / "resumed.pt", "step-4")
+    expected = torch.load(tmp_path / "uninterrupted.pt")
+    resumed = torch.load(tmp_path / "resumed.pt")
+    assert_same(resumed, expected)
+    assert expected["optimizer"]["state"], "the optimizer kept state"
+    # Resuming from the newest tag continues just as well.
+    run_training("resume", archive, kind, tmp_path / "resumed8.pt", "step-8")
+    assert_same(torch.load(tmp_path / "resumed8.pt"), expected)
+
+
+class Small(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(3, 4)
+        self.fc2 = nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.fc2(torch.tanh(self.fc1(x)))
+
+
+def train(model, optimizer, steps):
+    for i in range(steps):
+        optimizer.zero_grad()
+        x = torch.arange(6, dtype=torch.float32).reshape(2, 3) / (i + 1)
+        model(x).pow(2).sum().backward()
+        optimizer.step()
+
+
+def test_adam_state_is_stored_by_parameter_name(archive_path):
+    torch.manual_seed(0)
+    model = Small()
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.003, betas=(0.8, 0.99), eps=1e-7,
+                                 weight_decay=0.02)
+    train(model, optimizer, 3)
+    mzt.save_checkpoint(archive_path, "s3", model, optimizer, epoch=1, durable=False)
+    with modelzip.open(archive_path) as ar:
+        states = {(s.name, s.state): s for s in ar.updater_states()}
+        names = [n for n, _ in model.named_parameters()]
+        assert set(states) == {(n, k) for n in names for k in ("exp_avg", "exp_avg_sq", "step")}
+        for name, p in model.named_parameters():
+            st = optimizer.state[p]
+            assert np.array_equal(ar.updater_state(name, "exp_avg"), st["exp_avg"].numpy())
+            assert np.array_equal(ar.updater_state(name, "exp_avg_sq"), st["exp_avg_sq"].numpy())
+            assert ar.updater_state(name, "step").tolist() == 3.0
+        config = ar.training_config()
+    assert config["updater"] == {"type": "Adam", "learning_rate": 0.003, "beta1": 0.8,
+                                 "beta2": 0.99, "epsilon": 1e-7}
+    assert config["regularization"] == [
+        {"type": "l2", "coefficient": {"schedule": "FixedSchedule", "value": 0.02},
+         "apply_learning_rate": True}]
+    assert config["iteration_count"] == 3  # the optimizer's own step count
+    assert config["epoch_count"] == 1 and config["minimize"] is True
+    props = config["properties"]
+    assert props["torch.optimizer"] == "torch.optim.adam.Adam"
+    assert props["torch.updater_exact"] == "true"
+    groups = json.loads(props["torch.param_groups"])
+    assert groups[0]["params"] == names and groups[0]["lr"] == 0.003
+    assert groups[0]["betas"] == {"$tuple": [0.8, 0.99]}
+    # The command line reads the same config.
+    info = json.loads(subprocess.run([CLI, "info", str(archive_path), "--json"], check=True,
+                                     capture_output=True, text=True).stdout)
+    assert info["training"]["updater"]["type"] == "Adam"
+    assert info["training"]["iteration_count"] == 3
+
+
+@pytest.mark.parametrize("make, updater, exact", [
+    (lambda p: torch.optim.SGD(p, lr=0.1), {"type": "Sgd", "learning_rate": 0.1}, True),
+    (lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True),
+     {"type": "Nesterovs", "learning_rate": 0.1, "momentum": 0.9}, True),
+    (lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9), {"type": "Sgd", "learning_rate": 0.1},
+     False),
+    (lambda p: torch.optim.AdamW(p, lr=0.01, weight_decay=0.1),
+     {"type": "AdamW", "learning_rate": 0.01, "beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8,
+      "weight_decay": 0.1}, True),
+    (lambda p: torch.optim.Adagrad(p, lr=0.1), {"type": "AdaGrad", "learning_rate": 0.1,
+                                                "epsilon": 1e-10}, True),
+    (lambda p: torch.optim.RMSprop(p, lr=0.01), {"type": "Sgd", "learning_rate": 0.01}, False),
+])
+def test_optimizers_map_to_the_schema_updater_only_when_exact(archive_path, make, updater, exact):
+    torch.manual_seed(0)
+    model = Small()
+    optimizer = make(model.parameters())
+    train(model, optimizer, 2)
+    mzt.save_checkpoint(archive_path, "t", model, optimizer, durable=False)
+    with modelzip.open(archive_path) as ar:
+        config = ar.training_config()
+    assert config["properties"]["torch.updater_exact"] == ("true" if exact else "false")
+    assert config["updater"] == updater
+    fresh_model = Small()
+    fresh = make(fresh_model.parameters())
+    mzt.load_checkpoint(archive_path, fresh_model, fresh)
+    assert_same(fresh.state_dict(), optimizer.state_dict())
+
+
+def test_unknown_optimizer_keeps_tensors_and_scalars_losslessly(archive_path):
+    sys.path.insert(0, str(HERE))
+    try:
+        from torch_training import Lookahead, Net
+    finally:
+        sys.path.remove(str(HERE))
+    torch.manual_seed(0)
+    model = Net()
+    optimizer = Lookahead([{"params": list(model.embed.parameters()), "mix": (0.5, float("inf"))},
+                           {"params": list(model.hidden.parameters()), "tag": "h", "lr": 1e-3},
+                           {"params": list(model.norm.parameters()) + [model.out.bias]}])
+    for p in model.parameters():
+        p.grad = torch.ones_like(p)
+    optimizer.param_groups[0]["mix"] = (0.5, 0.25)
+    optimizer.step()
+    optimizer.param_groups[0]["mix"] = (0.5, float("inf"))
+    # (No str in the state: torch 1.13's load_state_dict turns str values into generators.)
+    optimizer.state[model.hidden.bias]["note"] = {"k": [1, None, 2.5, True], 3: float("nan")}
+    mzt.save_checkpoint(archive_path, "t", model, optimizer, iteration=1, durable=False)
+    with modelzip.open(archive_path) as ar:
+        states = {(s.name, s.state) for s in ar.updater_states()}
+        config = ar.training_config()
+    assert ("hidden.weight", "slow.0") in states and ("hidden.weight", "slow.1") in states
+    assert config["properties"]["torch.updater_exact"] == "false"
+    assert config["properties"]["torch.optimizer"].endswith("torch_training.Lookahead")
+    torch.manual_seed(5)
+    fresh_model = Net()
+    fresh = Lookahead([{"params": list(fresh_model.embed.parameters())},
+                       {"params": list(fresh_model.hidden.parameters())},
+                       {"params": [fresh_model.out.bias] + list(fresh_model.norm.parameters())}])
+    mzt.load_checkpoint(archive_path, fresh_model, fresh)
+    # Same state and hyperparameters; the third group's parameters come back in this
+    # optimizer's order, so compare by parameter.
+    saved, loaded = optimizer.state_dict(), fresh.state_dict()
+    assert_same([{k: v for k, v in g.items() if k != "params"} for g in loaded["param_groups"]],
+                [{k: v for k, v in g.items() if k != "params"} for g in saved["param_groups"]])
+    old_params = dict(model.named_parameters())
+    for name, p in fresh_model.named_parameters():
+        assert_same(fresh.state[p], optimizer.state[old_params[name]], name)
+        assert torch.equal(p, old_params[name])
+
+
+def test_load_checkpoint_refuses_what_does_not_fit(archive_path):
+    model = Small()
+    optimizer = torch.optim.Adam(model.parameters())
+    train(model, optimizer, 1)
+    mzt.save_checkpoint(archive_path, "t", model, optimizer, durable=False)
+    with pytest.raises(ValueError, match="torch.optim.adam.Adam, not of a torch.optim.sgd.SGD"):
+        mzt.load_checkpoint(archive_path, Small(), torch.optim.SGD(Small().parameters(), lr=1))
+    other = Small()
+    with pytest.raises(ValueError, match="param groups"):
+        mzt.load_checkpoint(archive_path, other, torch.optim.Adam(
+            [{"params": other.fc1.parameters()}, {"params": other.fc2.parameters()}]))
+    with pytest.raises(modelzip.NotFoundError) as e:
+        mzt.load_checkpoint(archive_path, Small(), tag="nope")
+    assert e.value.tag == "nope"
+    save(archive_path, "plain", {"w": np.zeros(2)})
+    with pytest.raises(ValueError, match="no torch optimizer state"):
+        mzt.load_checkpoint(archive_path, None, torch.optim.Adam(Small().parameters()))
+    with pytest.raises(ValueError, match="reserved"):
+        mzt.save_checkpoint(archive_path, "x", model, optimizer, properties={"torch.a": "b"})
+
+
+def test_saving_an_optimizer_state_dict_points_at_the_helper(archive_path):
+    model = Small()
+    optimizer = torch.optim.Adam(model.parameters())
+    train(model, optimizer, 1)
+    with pytest.raises(TypeError, match=r"modelzip\.torch\.save_checkpoint"):
+        modelzip.save(archive_path, "t", optimizer.state_dict())
+    assert not archive_path.exists()
+
+
+def test_tied_weights_load_back_tied(archive_path):
+    class Tied(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(10, 4)
+            self.out = nn.Linear(4, 10, bias=False)
+            self.out.weight = self.embed.weight
+
+    model = Tied()
+    save(archive_path, "t", model.state_dict())
+    with modelzip.open(archive_path) as ar:
+        assert ar.param("out.weight").blob == ar.param("embed.weight").blob  # stored once
+        state = ar.load_torch()
+    assert state["out.weight"] is state["embed.weight"]
+    state["embed.weight"][0, 0] = 42.0
+    assert state["out.weight"][0, 0] == 42.0
+    fresh = Tied()
+    fresh.load_state_dict(state)
+    assert fresh.out.weight is fresh.embed.weight
+    assert torch.equal(fresh.out.weight, state["embed.weight"]) and fresh.out.weight[0, 0] == 42.0
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_types_and_channels_last_round_trip(archive_path, dtype):
+    torch.manual_seed(3)
+    conv = torch.randn(4, 3, 5, 5).to(dtype)
+    tensors = {
+        "conv": conv,
+        "channels_last": conv.to(memory_format=torch.channels_last),
+        "transposed": conv[0, 0].T,
+        "strided": conv[:, ::2, 1:, ::3],
+    }
+    assert not tensors["channels_last"].is_contiguous()
+    save(archive_path, "t", tensors)
+    with modelzip.open(archive_path) as ar:
+        assert {p.dtype for p in ar.params()} == {str(dtype).removeprefix("torch.")}
+        state = ar.load_torch()
+    for name, expected in tensors.items():
+        assert state[name].dtype == dtype and state[name].shape == expected.shape, name
+        assert torch.equal(state[name], expected), name
