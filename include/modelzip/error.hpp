@@ -58,6 +58,10 @@ class Error : public std::runtime_error {
   // `outer`. Fields already set (closer to the fault) win.
   Error with_context(const ErrorContext& outer) const;
 
+  // A copy with another message and context that keeps code() and
+  // system_error(): for callers that reword an error or rename its archive.
+  Error reworded(std::string message, ErrorContext context) const;
+
  private:
   static std::string format(const std::string& message, const ErrorContext& context);
 

@@ -579,7 +579,7 @@ class Writer::Impl {
   Error as_shown(const Error& e) const {
     ErrorContext c = e.context();
     c.archive = shown.string();
-    return Error(e.code(), e.message(), std::move(c));
+    return e.reworded(e.message(), std::move(c));
   }
 
   void commit();
@@ -659,7 +659,7 @@ void Writer::Impl::commit() {
       TagPlan* t = plan.find(rm.tag);
       if (!t)
         throw Error(ErrorCode::not_found, "no such tag to remove",
-                    ErrorContext{.archive = path.string(), .tag = rm.tag});
+                    ErrorContext{.archive = shown.string(), .tag = rm.tag});
       remove_from_plan(plan, t->name);
     }
   }
@@ -753,11 +753,12 @@ void Writer::Impl::append_to(const Plan& plan, const Archive::Impl& old, Stats& 
     *visible = true;
   } catch (const Error& e) {
     if (*visible)
-      throw Error(e.code(),
-                  "the appended tags are visible, but finishing the append failed (the change "
-                  "may not survive a power loss): " +
-                      e.message(),
-                  e.context())
+      throw e
+          .reworded(
+              "the appended tags are visible, but finishing the append failed (the change "
+              "may not survive a power loss): " +
+                  e.message(),
+              e.context())
           .with_context(context());
     throw e.with_context(context());
   }

@@ -189,7 +189,7 @@ void write_file_atomically(const std::filesystem::path& path,
 }
 
 Error name_error(const Error& e, std::string_view tensor_name) {
-  return Error(e.code(), "tensor '" + std::string(tensor_name) + "': " + e.message(), e.context());
+  return e.reworded("tensor '" + std::string(tensor_name) + "': " + e.message(), e.context());
 }
 
 void unsupported_tensor(std::string_view format, std::string_view tensor_name,

@@ -45,7 +45,11 @@ Error Error::with_context(const ErrorContext& outer) const {
   if (merged.tag.empty()) merged.tag = outer.tag;
   if (!merged.line) merged.line = outer.line;
   if (!merged.offset) merged.offset = outer.offset;
-  Error e(code_, message_, std::move(merged));
+  return reworded(message_, std::move(merged));
+}
+
+Error Error::reworded(std::string message, ErrorContext context) const {
+  Error e(code_, std::move(message), std::move(context));
   e.system_error_ = system_error_;
   return e;
 }

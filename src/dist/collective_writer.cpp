@@ -762,11 +762,11 @@ CollectiveStats CollectiveWriter::commit(const std::string& tag) {
       target->finish(written, tags, end, &visible);
     } catch (const Error& e) {
       if (!visible) throw;
-      throw Error(e.code(),
-                  "the new tag is visible, but finishing the commit failed (it may not survive "
-                  "a power loss): " +
-                      e.message(),
-                  e.context());
+      throw e.reworded(
+          "the new tag is visible, but finishing the commit failed (it may not survive "
+          "a power loss): " +
+              e.message(),
+          e.context());
     }
     total += std::filesystem::file_size(m.path) - before + 4 * plan.entries.size();
     WireOut w;

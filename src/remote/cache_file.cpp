@@ -24,7 +24,7 @@ namespace fs = std::filesystem;
 constexpr const char* kMagic = "modelzip-cache-1";
 
 [[noreturn]] void fail(const std::string& name, const std::string& what) {
-  throw Error(ErrorCode::io, what + ": " + std::strerror(errno), ErrorContext{.archive = name});
+  throw Error::from_errno(what, errno, ErrorContext{.archive = name});
 }
 
 std::string hex_hash(const std::string& text) {

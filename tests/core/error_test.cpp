@@ -2,6 +2,9 @@
 
 #include "modelzip/error.hpp"
 
+#include <cerrno>
+#include <cstring>
+
 using namespace modelzip;
 
 TEST_CASE("Error formats its context from outside in") {
@@ -34,4 +37,17 @@ TEST_CASE("Every code has a name") {
                  ErrorCode::invalid_argument, ErrorCode::already_exists, ErrorCode::unsupported,
                  ErrorCode::limit_exceeded, ErrorCode::cancelled})
     CHECK(to_string(c) != "unknown");
+}
+
+TEST_CASE("The errno of a failed system call survives added context and rewording") {
+  Error e = Error::from_errno("cannot open", ENOENT, ErrorContext{.archive = "/tmp/x/m.zip"});
+  CHECK(e.code() == ErrorCode::io);
+  CHECK(e.system_error() == ENOENT);
+  CHECK(e.message() == std::string("cannot open: ") + std::strerror(ENOENT));
+  CHECK(e.with_context({.tag = "v1"}).system_error() == ENOENT);
+  Error r = e.reworded("finishing failed: " + e.message(), ErrorContext{.archive = "m.zip"});
+  CHECK(r.system_error() == ENOENT);
+  CHECK(r.code() == ErrorCode::io);
+  CHECK(std::string(r.what()).rfind("m.zip: finishing failed: cannot open: ", 0) == 0);
+  CHECK(Error(ErrorCode::io, "plain").system_error() == 0);
 }

@@ -1,4 +1,7 @@
 """Writer: tags, dedup, sharing, removal, metadata, updater state, progress, context manager."""
+import os
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -252,6 +255,39 @@ def test_in_finds_tags_and_parameters(archive_path):
         assert "v" in ar and "w" not in ar  # parameters of the newest tag
         assert ("step-1", "w") in ar and ("step-2", "w") not in ar and ("nope", "w") not in ar
         assert 3 not in ar and ("a",) not in ar and "nope" not in ar
+
+
+# What pytest, IPython and debuggers do with a failed call: repr() every local of every frame of
+# the traceback, here also the instance whose __init__ raised (pybind11 gives it uninitialized
+# memory, so a repr that reads the C++ object crashes or prints garbage, depending on what
+# malloc left there: MALLOC_PERTURB_ varies it).
+FAILED_CONSTRUCTORS = r"""
+import sys, traceback, modelzip
+def main():
+    print(repr(modelzip.Archive.__new__(modelzip.Archive)))
+    print(repr(modelzip.Writer.__new__(modelzip.Writer)))
+    for make in (lambda: modelzip.open(sys.argv[1]), lambda: modelzip.Writer(sys.argv[2])):
+        try:
+            make()
+            raise SystemExit("no error")
+        except modelzip.Error as e:
+            for frame, _ in traceback.walk_tb(e.__traceback__):
+                for value in list(frame.f_locals.values()):
+                    repr(value)
+    print("ok")
+main()
+"""
+
+
+def test_repr_of_an_archive_or_writer_whose_constructor_failed(tmp_path):
+    for perturb in ("0", "85", "170", "255"):
+        out = subprocess.run([sys.executable, "-X", "faulthandler", "-c", FAILED_CONSTRUCTORS,
+                              str(tmp_path / "missing.zip"), str(tmp_path)],
+                             env=dict(os.environ, MALLOC_PERTURB_=perturb), capture_output=True,
+                             text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.splitlines() == ["<modelzip.Archive (not opened)>",
+                                           "<modelzip.Writer (not opened)>", "ok"], out.stdout
 
 
 def test_append_grows_the_file_in_place_unless_disabled(archive_path):

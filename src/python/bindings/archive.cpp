@@ -84,7 +84,10 @@ std::string byte_size(std::uint64_t n) {
 
 // <modelzip.Archive 'm.zip': 3 tags ['a', 'b', 'c'], newest 'c': 4 parameters
 // (1.5 MiB), 8 updater states>; at most 6 tags are listed (first 3, last 3).
-std::string archive_repr(const PyArchive& self) {
+// "<modelzip.Archive (not opened)>" when the constructor failed or never ran.
+std::string archive_repr(py::handle handle) {
+  if (!constructed(handle)) return "<modelzip.Archive (not opened)>";
+  const PyArchive& self = handle.cast<const PyArchive&>();
   std::string r = "<modelzip.Archive " + quoted(self.name());
   if (self.closed()) return r + " (closed)>";
   const Archive& a = self.get();

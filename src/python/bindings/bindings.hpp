@@ -55,4 +55,11 @@ py::object training_config_to_python(const training::TrainingConfig& config);
 // An attribute of the pure-Python helper module modelzip.<module>.
 py::object helper(const char* module, const char* name);
 
+// Whether the C++ object of `self` (an instance of a bound class) was
+// constructed. When __init__ raised (a missing file, say) or never ran
+// (cls.__new__(cls)), pybind11 hands methods uninitialized memory; a
+// traceback printer, debugger or pytest still calls repr() on such an
+// instance, so a __repr__ of a class whose constructor can fail checks this.
+bool constructed(py::handle self);
+
 }  // namespace modelzip::python

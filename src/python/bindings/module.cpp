@@ -33,6 +33,11 @@ py::object helper(const char* module, const char* name) {
   return py::module_::import((std::string("modelzip.") + module).c_str()).attr(name);
 }
 
+bool constructed(py::handle self) {
+  auto* instance = reinterpret_cast<py::detail::instance*>(self.ptr());
+  return instance->get_value_and_holder(nullptr, /*throw_if_missing=*/false).holder_constructed();
+}
+
 }  // namespace modelzip::python
 
 PYBIND11_MODULE(_modelzip, m) {

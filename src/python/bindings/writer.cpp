@@ -355,7 +355,9 @@ training: the tag's training config (<tag>/trainingConfig.fb) as a dict in
              self.close();
              return false;
            })
-      .def("__repr__", [](const PyWriter& self) {
+      .def("__repr__", [](py::handle handle) {
+        if (!constructed(handle)) return std::string("<modelzip.Writer (not opened)>");
+        const PyWriter& self = handle.cast<const PyWriter&>();
         return "<modelzip.Writer " + py::repr(py::str(self.path())).cast<std::string>() +
                (self.closed() ? " (closed)>" : ">");
       });

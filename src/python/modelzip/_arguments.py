@@ -113,16 +113,27 @@ def _sentence(qualname: str, message: str, args: tuple, kwargs: dict) -> Optiona
     return f"{qualname}() got arguments of the wrong type (signature: {signature})"
 
 
-def _wrap(function: Callable, qualname: str, method: bool) -> Callable:
+def _readable(error: BaseException, qualname: str, args: tuple, kwargs: dict) -> Optional[str]:
+    """The one-sentence message replacing pybind11's dump in ``error``, or None to keep it."""
+    if not isinstance(error, TypeError):
+        return None
+    message = str(error)
+    if _INCOMPATIBLE not in message or "Invoked with" not in message:
+        return None
+    return _sentence(qualname, message, args, kwargs)
+
+
+def _wrap(function: Callable, qualname: str, method: bool, constructor: bool = False) -> Callable:
     @functools.wraps(function)
     def call(*args: Any, **kwargs: Any) -> Any:
         try:
             return function(*args, **kwargs)
-        except TypeError as e:
-            message = str(e)
-            if _INCOMPATIBLE not in message or "Invoked with" not in message:
-                raise
-            sentence = _sentence(qualname, message, args[1:] if method else args, kwargs)
+        except BaseException as e:
+            sentence = _readable(e, qualname, args[1:] if method else args, kwargs)
+            if constructor:
+                # The instance whose __init__ failed has no C++ object; keep it out of the
+                # traceback's frame locals, which tools print (its repr says "not opened").
+                del args, kwargs
             if sentence is None:
                 raise
         raise TypeError(sentence) from None
@@ -145,7 +156,8 @@ def readable_type_errors(*targets: Any) -> None:
                     setattr(target, name,
                             staticmethod(_wrap(attribute.__func__, qualname, method=False)))
                 elif type(attribute).__name__ == "instancemethod":
-                    setattr(target, name, _wrap(getattr(target, name), qualname, method=True))
+                    setattr(target, name, _wrap(getattr(target, name), qualname, method=True,
+                                                constructor=name == "__init__"))
         else:
             for name in dir(target):
                 function = getattr(target, name)
