@@ -51,17 +51,35 @@ std::string repr_optional(const std::optional<std::string>& s) {
   return s ? py::repr(py::str(*s)).cast<std::string>() : "None";
 }
 
+// A tensor read for Python, and whether its memory is its own (a copy or a
+// dequantized result: the array may be writable).
+struct Loaded {
+  Tensor tensor;
+  bool owned = false;
+};
+
+// Parameter `name` of `tag`; with dequantize, a quantized one becomes the
+// dense tensor of its original type it stands for. Call without the GIL.
+Loaded read_tensor(const Archive& archive, const std::string& name, const std::string& tag,
+                   bool copy, bool dequantize) {
+  Tensor t = archive.tensor(name, tag, read_mode(copy));
+  if (dequantize && t.layout() == Layout::quantized) return {t.dequantize(), true};
+  return {std::move(t), copy};
+}
+
 // The tensors of `names` (parameters of `tag`) read with the GIL released.
-py::dict load_tensors(const Archive& archive, const std::string& tag, bool copy) {
-  std::vector<std::pair<std::string, Tensor>> tensors;
+py::dict load_tensors(const Archive& archive, const std::string& tag, bool copy,
+                      bool dequantize = false) {
+  std::vector<std::pair<std::string, Loaded>> tensors;
   {
     py::gil_scoped_release release;
     for (const ParamInfo& p : archive.params(tag))
       if (p.kind == BlobKind::tensor)
-        tensors.emplace_back(p.name, archive.tensor(p.name, tag, read_mode(copy)));
+        tensors.emplace_back(p.name, read_tensor(archive, p.name, tag, copy, dequantize));
   }
   py::dict out;
-  for (const auto& [name, tensor] : tensors) out[py::str(name)] = tensor_to_python(tensor, copy);
+  for (const auto& [name, loaded] : tensors)
+    out[py::str(name)] = tensor_to_python(loaded.tensor, loaded.owned);
   return out;
 }
 
@@ -282,35 +300,40 @@ release the GIL.)");
       .def(
           "tensor",
           [](const PyArchive& self, const std::string& name, const std::optional<std::string>& tag,
-             bool copy) {
+             bool copy, bool dequantize) {
             Archive a = self.get();
-            Tensor t;
+            Loaded loaded;
             {
               py::gil_scoped_release release;
-              t = a.tensor(name, tag_or_newest(tag), read_mode(copy));
+              loaded = read_tensor(a, name, tag_or_newest(tag), copy, dequantize);
             }
-            return tensor_to_python(t, copy);
+            return tensor_to_python(loaded.tensor, loaded.owned);
           },
           py::arg("name"), py::arg("tag") = py::none(), py::kw_only(), py::arg("copy") = false,
+          py::arg("dequantize") = false,
           "One parameter of `tag` (None: the newest) as numpy (see load()).")
       .def(
           "load",
-          [](const PyArchive& self, const std::optional<std::string>& tag, bool copy) {
-            return load_tensors(self.get(), tag_or_newest(tag), copy);
+          [](const PyArchive& self, const std::optional<std::string>& tag, bool copy,
+             bool dequantize) {
+            return load_tensors(self.get(), tag_or_newest(tag), copy, dequantize);
           },
           py::arg("tag") = py::none(), py::kw_only(), py::arg("copy") = false,
+          py::arg("dequantize") = false,
           R"(Every tensor parameter of `tag` (None: the newest), by name, in stored order.
 
 Dense tensors are numpy arrays: read-only zero-copy views for stored blobs
 unless copy=True. bfloat16 loads as uint16 (the raw bits), strings as an
-object array of str, sparse tensors as SparseCOO. Embedding parameters are
-skipped (use embeddings()).)")
+object array of str, sparse tensors as SparseCOO, quantized tensors as
+QuantizedTensor (zero-copy views of the integers, scales and zero points)
+or, with dequantize=True, as new writable arrays of their original type.
+Embedding parameters are skipped (use embeddings()).)")
       .def(
           "load_torch",
-          [](const PyArchive& self, const std::optional<std::string>& tag) {
+          [](const PyArchive& self, const std::optional<std::string>& tag, bool dequantize) {
             Archive a = self.get();
             std::string t = tag_or_newest(tag);
-            py::dict arrays = load_tensors(a, t, /*copy=*/true);
+            py::dict arrays = load_tensors(a, t, /*copy=*/true, dequantize);
             py::dict dtypes, blobs;
             for (const ParamInfo& p : a.params(t)) {
               dtypes[py::str(p.name)] = std::string(dtype_name(p.dtype));
@@ -318,10 +341,16 @@ skipped (use embeddings()).)")
             }
             return helper("_torch", "state_dict")(arrays, dtypes, blobs);
           },
-          py::arg("tag") = py::none(),
+          py::arg("tag") = py::none(), py::kw_only(), py::arg("dequantize") = false,
           R"(Every tensor parameter of `tag` as torch tensors (owned, writable copies).
 
 bfloat16 comes back as torch.bfloat16, sparse tensors as torch sparse COO.
+Quantized tensors come back as torch quantized tensors (affine per tensor or
+per axis, int8 -> qint8, uint8 -> quint8, of float32 values), exactly as
+saved, or with dequantize=True as float tensors of their original type (the
+only way for block-wise and int4 ones, which torch cannot hold). A tag saved
+from a quantize_dynamic model's state_dict() loads back into it (torch
+dtypes and packed-parameter tuples are restored from their markers).
 Parameters stored as one blob come back as one tensor, so tied weights (two
 state-dict names sharing one storage) are tied again; byte-equal tensors that
 deduplication stored once are one tensor too (load_state_dict copies, so a

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "modelzip/error.hpp"
+#include "modelzip/quantization.hpp"
 
 namespace modelzip::python {
 namespace {
@@ -149,11 +150,93 @@ py::dtype numpy_dtype(DType type) {
   return py::dtype::from_args(py::str(name));
 }
 
+namespace {
+
+// A modelzip.QuantizedTensor viewing the tensor's integers, scales and zero points.
+py::object quantized_to_python(const Tensor& t, bool writable) {
+  const Quantization& q = *t.quantization();
+  py::dict kwargs;
+  if (q.storage == QuantStorage::int4) {
+    kwargs["values"] = view_of(t.values(), py::dtype::from_args(py::str("u1")),
+                               {static_cast<py::ssize_t>(t.values().size())}, writable);
+  } else {
+    kwargs["values"] = view_of(
+        t.values(), py::dtype::from_args(py::str(q.storage == QuantStorage::int8 ? "i1" : "u1")),
+        numpy_shape(t.shape()), writable);
+  }
+  kwargs["shape"] = py::tuple(py::cast(numpy_shape(t.shape())));
+  kwargs["dtype"] = std::string(dtype_name(t.dtype()));
+  kwargs["scheme"] = std::string(quant_scheme_name(q.scheme));
+  kwargs["storage"] = std::string(quant_storage_name(q.storage));
+  switch (q.scheme) {
+    case QuantScheme::affine_per_tensor:
+      kwargs["scale"] = q.scale;
+      kwargs["zero_point"] = q.zero_point;
+      break;
+    case QuantScheme::affine_per_axis:
+    case QuantScheme::block_symmetric: {
+      kwargs["axis"] = q.axis;
+      const py::dtype scale_type = numpy_dtype(q.scale_dtype);
+      kwargs["scales"] =
+          view_of(q.scales, scale_type,
+                  {static_cast<py::ssize_t>(q.scales.size()) / scale_type.itemsize()}, writable);
+      if (q.scheme == QuantScheme::affine_per_axis)
+        kwargs["zero_points"] =
+            view_of(q.zero_points, py::dtype::from_args(py::str("<i8")),
+                    {static_cast<py::ssize_t>(q.zero_points.size() / 8)}, writable);
+      else
+        kwargs["block_size"] = q.block_size;
+      break;
+    }
+  }
+  return helper("_values", "QuantizedTensor")(**kwargs);
+}
+
+template <typename Enum>
+Enum enum_named(const std::string& text, std::string_view (*name)(Enum) noexcept,
+                std::initializer_list<Enum> values, const char* what) {
+  for (Enum e : values)
+    if (name(e) == text) return e;
+  throw py::value_error(std::string("unknown quantization ") + what + " '" + text + "'");
+}
+
+// The bytes of an optional little-endian ndarray (None: none), borrowed.
+Bytes optional_bytes(const py::handle& array, DType type) {
+  if (array.is_none()) return {};
+  return borrow_array(as_ndarray(array), type);
+}
+
+// ("quantized", values, dtype, shape, scheme, storage, scale, zero_point, axis,
+//  block_size, scales or None, scale dtype or None, zero_points or None)
+Tensor quantized_from_savable(const py::tuple& s) {
+  Quantization q;
+  q.scheme = enum_named(
+      py::cast<std::string>(s[4]), quant_scheme_name,
+      {QuantScheme::affine_per_tensor, QuantScheme::affine_per_axis, QuantScheme::block_symmetric},
+      "scheme");
+  q.storage = enum_named(py::cast<std::string>(s[5]), quant_storage_name,
+                         {QuantStorage::int8, QuantStorage::uint8, QuantStorage::int4}, "storage");
+  q.scale = py::cast<double>(s[6]);
+  q.zero_point = py::cast<std::int64_t>(s[7]);
+  q.axis = py::cast<std::int64_t>(s[8]);
+  q.block_size = py::cast<std::uint64_t>(s[9]);
+  if (!s[11].is_none()) q.scale_dtype = dtype_named(s[11]);
+  q.scales = optional_bytes(s[10], q.scale_dtype);
+  q.zero_points = optional_bytes(s[12], DType::int64);
+  py::array values = as_ndarray(s[1]);
+  const DType storage_type = q.storage == QuantStorage::int8 ? DType::int8 : DType::uint8;
+  return Tensor::quantized(dtype_named(s[2]), shape_of(s[3]), std::move(q),
+                           borrow_array(values, storage_type));
+}
+
+}  // namespace
+
 py::object tensor_to_python(const Tensor& t, bool writable) {
   if (t.layout() == Layout::dense) {
     if (t.dtype() == DType::utf8) return strings_to_python(t, writable);
     return view_of(t.values(), numpy_dtype(t.dtype()), numpy_shape(t.shape()), writable);
   }
+  if (t.layout() == Layout::quantized) return quantized_to_python(t, writable);
   const auto nnz = static_cast<py::ssize_t>(t.nnz());
   const auto rank = static_cast<py::ssize_t>(t.rank());
   py::array indices =
@@ -183,6 +266,7 @@ Tensor tensor_from_savable(const py::tuple& savable) {
     return Tensor::sparse_coo(type, shape_of(savable[3]), static_cast<std::uint64_t>(values.size()),
                               borrow_array(indices, DType::int64), borrow_array(values, type));
   }
+  if (kind == "quantized") return quantized_from_savable(savable);
   throw py::type_error("internal: unknown savable kind '" + kind + "'");
 }
 

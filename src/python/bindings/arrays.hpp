@@ -5,7 +5,8 @@
 // the Bytes, which keeps the archive mapping alive for as long as the array
 // (or any view of it) lives. bfloat16 is viewed as uint16 (numpy has no
 // bfloat16), utf8 becomes an object ndarray of str (a copy), sparse COO a
-// modelzip.SparseCOO of two views.
+// modelzip.SparseCOO of two views, a quantized tensor a
+// modelzip.QuantizedTensor viewing its integers, scales and zero points.
 //
 // From numpy: arrays prepared by modelzip/_values.py (C-contiguous,
 // little-endian, supported dtype) are BORROWED: the Tensor views the array's
@@ -30,7 +31,8 @@ py::object tensor_to_python(const Tensor& tensor, bool writable);
 
 // A tensor from one tuple made by modelzip._values.to_savable:
 //   ("dense", ndarray, dtype_name), ("strings", list_of_str, shape) or
-//   ("sparse", indices, values, shape, dtype_name).
+//   ("sparse", indices, values, shape, dtype_name) or ("quantized", ...) as
+//   QuantizedTensor._savable() makes it.
 // Throws ValueError / TypeError when the tuple does not hold what it must.
 Tensor tensor_from_savable(const py::tuple& savable);
 

@@ -31,6 +31,7 @@ void bind_writer(py::module_& m);
 void bind_embeddings(py::module_& m);
 void bind_convert(py::module_& m);
 void bind_distributed(py::module_& m);
+void bind_quantize(py::module_& m);
 
 // A shared owner of `object` that may be released from any thread: the last
 // release acquires the GIL before dropping the reference.

@@ -54,4 +54,5 @@ PYBIND11_MODULE(_modelzip, m) {
   bind_writer(m);
   bind_convert(m);  // after Writer: returns WriteStats
   bind_distributed(m);
+  bind_quantize(m);
 }

@@ -86,7 +86,8 @@ class PyWriter {
     Selection present;
     if (!py::hasattr(arrays, "items"))
       throw py::type_error("arrays must be a mapping name -> array");
-    for (py::handle item : arrays.attr("items")()) {
+    // items(), with a torch state dict's dtypes and tuples expanded (_values.py).
+    for (py::handle item : helper("_values", "expand_torch_objects")(arrays)) {
       py::tuple pair = py::reinterpret_borrow<py::tuple>(item);
       std::string name = name_of(pair[0], "parameter names");
       present.params.insert(name);

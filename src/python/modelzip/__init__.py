@@ -28,10 +28,10 @@ readable_type_errors(_modelzip.Archive, _modelzip.Writer, _modelzip.Embeddings,
 
 from ._errors import (Error, FileError, InvalidArgumentError, MissingFileError,  # noqa: E402
                       NotFoundError, PermissionDeniedError)
-from ._modelzip import (Archive, Embeddings, Metadata, ParamInfo, Writer,  # noqa: E402
-                        WriteStats, export_tensor_file, import_tensor_files, read_tensor_file,
-                        write_tensor_file)
-from ._values import SparseCOO  # noqa: E402
+from ._modelzip import (Archive, Embeddings, Metadata, ParamInfo, QuantizeResult,  # noqa: E402
+                        Writer, WriteStats, export_tensor_file, import_tensor_files, quantize,
+                        read_tensor_file, write_tensor_file)
+from ._values import QuantizedTensor, SparseCOO  # noqa: E402
 
 __version__: str = _modelzip.__version__
 DTYPES: tuple[str, ...] = _modelzip.DTYPES
@@ -39,16 +39,18 @@ DTYPES: tuple[str, ...] = _modelzip.DTYPES
 __all__ = [
     "Archive", "DTYPES", "Embeddings", "Error", "FileError", "InvalidArgumentError", "Metadata",
     "MissingFileError", "NotFoundError", "ParamInfo", "PermissionDeniedError",
-    "SparseCOO", "WriteStats", "Writer", "collect_garbage", "export_tensor_file",
-    "import_tensor_files", "load", "open", "read_tensor_file", "remove_tag", "save",
+    "QuantizeResult", "QuantizedTensor", "SparseCOO", "WriteStats", "Writer", "collect_garbage",
+    "export_tensor_file", "import_tensor_files", "load", "open", "quantize", "read_tensor_file",
+    "remove_tag", "save",
     "set_metadata", "write_tensor_file",
 ]
 
 PathLike = Union[str, "os.PathLike[str]"]
 Similarities = list[tuple[str, float]]
 """What Embeddings.similar/similar_to/analogy return: (word, cosine similarity), best first."""
-LoadedValue = Union["numpy.ndarray", SparseCOO]
-"""What load() returns per parameter: a numpy array, or SparseCOO for sparse tensors."""
+LoadedValue = Union["numpy.ndarray", SparseCOO, QuantizedTensor]
+"""What load() returns per parameter: a numpy array, SparseCOO for sparse tensors, or
+QuantizedTensor for quantized ones (unless dequantize=True)."""
 
 
 def open(path: PathLike) -> Archive:  # noqa: A001 (mirrors builtins.open on purpose)
@@ -61,14 +63,16 @@ def open(path: PathLike) -> Archive:  # noqa: A001 (mirrors builtins.open on pur
     return Archive(path)
 
 
-def load(path: PathLike, tag: Optional[str] = None, *, copy: bool = False) -> dict[str, Any]:
+def load(path: PathLike, tag: Optional[str] = None, *, copy: bool = False,
+         dequantize: bool = False) -> dict[str, Any]:
     """Every tensor parameter of ``tag`` (None: the newest) of the archive at ``path``.
 
-    Same as ``Archive(path).load(tag, copy=copy)``; zero-copy arrays keep the
-    file mapped after the archive is closed. ``path`` may be a URL (see open()).
+    Same as ``Archive(path).load(tag, copy=copy, dequantize=dequantize)``; zero-copy
+    arrays keep the file mapped after the archive is closed. ``path`` may be a URL
+    (see open()).
     """
     with Archive(path) as archive:
-        return archive.load(tag, copy=copy)
+        return archive.load(tag, copy=copy, dequantize=dequantize)
 
 
 _METADATA_FIELDS = ("model_name", "model_version", "quantization", "description")

@@ -112,8 +112,55 @@ class SparseCOO(NamedTuple):
         """A new dense array; values at repeated coordinates are summed (bool: or-ed)."""
 
 
-LoadedValue = Union[np.ndarray, SparseCOO]
+class QuantizedTensor:
+    """A quantized tensor (FORMAT.md 6.1): stored integers and how they stand for ``dtype`` values.
+
+    ``scheme``: "affine-per-tensor" (``scale``, ``zero_point``), "affine-per-axis"
+    (``axis``, float64 ``scales`` and int64 ``zero_points`` per index along the
+    axis) or "block-symmetric" (``axis``, ``block_size``, float16/float32
+    ``scales`` per block). ``storage``: "int8", "uint8" or "int4" (``values``
+    then holds the packed bytes; ``int_values()`` unpacks them).
+    """
+
+    values: np.ndarray
+    shape: tuple[int, ...]
+    dtype: str
+    scheme: str
+    storage: str
+    scale: Optional[float]
+    zero_point: Optional[int]
+    axis: Optional[int]
+    scales: Optional[np.ndarray]
+    zero_points: Optional[np.ndarray]
+    block_size: Optional[int]
+
+    def __init__(self, values: np.ndarray, shape: tuple[int, ...], dtype: str = ...,
+                 scheme: str = ..., storage: str = ..., scale: Optional[float] = ...,
+                 zero_point: Optional[int] = ..., axis: Optional[int] = ...,
+                 scales: Optional[np.ndarray] = ..., zero_points: Optional[np.ndarray] = ...,
+                 block_size: Optional[int] = ...) -> None: ...
+    @property
+    def bits(self) -> int:
+        """Bits per stored integer: 8 or 4."""
+    def int_values(self) -> np.ndarray:
+        """The stored integers as an array of ``shape`` (int8 for int4 storage)."""
+    def dequantize(self, dtype: Optional[str] = None) -> np.ndarray:
+        """The values the integers stand for, as a new array (None: the original dtype)."""
+
+
+LoadedValue = Union[np.ndarray, SparseCOO, QuantizedTensor]
 """What load() returns per parameter (see the module docstring for dtypes)."""
+
+
+class QuantizeResult:
+    """What quantize() did."""
+
+    quantized: list[str]
+    referenced: list[str]
+    source_bytes: int
+    quantized_bytes: int
+    bytes_written: int
+    appended: bool
 
 
 class Metadata:
@@ -243,19 +290,27 @@ class Archive:
         """The parameters of ``tag`` (None: the newest), in stored order."""
     def param(self, name: str, tag: Optional[str] = None) -> ParamInfo:
         """One parameter's description; raises NotFoundError if absent."""
-    def tensor(self, name: str, tag: Optional[str] = None, *, copy: bool = False) -> LoadedValue:
+    def tensor(self, name: str, tag: Optional[str] = None, *, copy: bool = False,
+               dequantize: bool = False) -> LoadedValue:
         """One parameter of ``tag`` (None: the newest) as numpy (see load())."""
-    def load(self, tag: Optional[str] = None, *, copy: bool = False) -> dict[str, LoadedValue]:
+    def load(self, tag: Optional[str] = None, *, copy: bool = False,
+             dequantize: bool = False) -> dict[str, LoadedValue]:
         """Every tensor parameter of ``tag`` (None: the newest), by name, in stored order.
 
         Read-only zero-copy views for stored blobs unless ``copy=True``.
         bfloat16 loads as uint16 bits, strings as object arrays of str, sparse
-        tensors as SparseCOO. Embedding parameters are skipped (use embeddings()).
+        tensors as SparseCOO, quantized tensors as QuantizedTensor or, with
+        ``dequantize=True``, as new arrays of their original dtype. Embedding
+        parameters are skipped (use embeddings()).
         """
-    def load_torch(self, tag: Optional[str] = None) -> dict[str, Any]:
+    def load_torch(self, tag: Optional[str] = None, *, dequantize: bool = False) -> dict[str, Any]:
         """Every tensor parameter of ``tag`` as torch tensors (owned, writable copies).
 
         bfloat16 comes back as torch.bfloat16, sparse tensors as torch sparse COO.
+        Quantized tensors as torch quantized tensors (affine, int8/uint8 of
+        float32 values: exactly as saved), or float tensors with ``dequantize=True``
+        (required for block-wise and int4 ones). quantize_dynamic state dicts
+        come back whole (torch dtypes and packed-parameter tuples).
         Names stored as one blob come back as one tensor, so tied weights stay
         tied (byte-equal tensors deduplicated at save are one tensor too;
         load_state_dict copies, so a model keeps them apart).
@@ -458,7 +513,13 @@ def open(path: PathLike) -> Archive:
     """Opens the archive at ``path`` for reading (same as ``Archive(path)``)."""
 
 
-def load(path: PathLike, tag: Optional[str] = None, *, copy: bool = False) -> dict[str, LoadedValue]:
+def quantize(path: PathLike, from_tag: str, tag: str, *, scheme: str = "int8-per-channel",
+             params: list[str] = ..., min_elements: int = 1024,
+             durable: bool = True) -> QuantizeResult:
+    """Adds ``tag``: ``from_tag``'s parameters quantized with ``scheme`` ("int8-per-tensor",
+    "int8-per-channel", "int8-block32", "int4-block32"), everything else referenced."""
+def load(path: PathLike, tag: Optional[str] = None, *, copy: bool = False,
+         dequantize: bool = False) -> dict[str, LoadedValue]:
     """Every tensor parameter of ``tag`` (None: the newest) of the archive at ``path``."""
 
 

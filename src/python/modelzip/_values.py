@@ -1,4 +1,4 @@
-"""Conversions of Python values to what the compiled writer stores, and SparseCOO.
+"""Conversions of Python values to what the compiled writer stores, SparseCOO and QuantizedTensor.
 
 ``to_savable`` turns a value of a dict given to ``save``/``Writer.add_tag``
 into one tuple the extension understands. It never copies array data unless
@@ -7,9 +7,11 @@ contiguous); the extension then borrows the array's buffer until commit.
 """
 from __future__ import annotations
 
+import dataclasses
+import json
 import sys
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Optional
 
 import numpy as np
 
@@ -53,8 +55,155 @@ class SparseCOO(NamedTuple):
 
 SparseCOO.__module__ = "modelzip"
 
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class QuantizedTensor:
+    """A quantized tensor: stored integers and how they stand for values of ``dtype``.
+
+    (schemas/FORMAT.md section 6.1; ``modelzip quantize`` and torch's quantized
+    tensors make them.) ``scheme`` is "affine-per-tensor" (x = (q - zero_point) *
+    scale), "affine-per-axis" (x = (q - zero_points[c]) * scales[c], c the index
+    along ``axis``) or "block-symmetric" (x = q * scales[block]; rows are the
+    dimensions from ``axis`` on, cut into blocks of ``block_size`` elements, the
+    last block of a row may be shorter). ``storage`` is "int8", "uint8" or
+    "int4". ``values`` holds the integers: an int8/uint8 array of ``shape``, or
+    for int4 the packed bytes (uint8, ceil(n / 2); element 2k in the low
+    nibble of byte k, 2k+1 in the high one; ``int_values()`` unpacks them).
+    ``scales`` (float64 per axis; float16 or float32 per block) and
+    ``zero_points`` (int64) are arrays for the per-axis and block schemes.
+    Arrays loaded from an archive are read-only zero-copy views.
+    """
+
+    values: np.ndarray
+    shape: tuple[int, ...]
+    dtype: str = "float32"
+    scheme: str = "affine-per-tensor"
+    storage: str = "int8"
+    scale: Optional[float] = None
+    zero_point: Optional[int] = None
+    axis: Optional[int] = None
+    scales: Optional[np.ndarray] = None
+    zero_points: Optional[np.ndarray] = None
+    block_size: Optional[int] = None
+
+    @property
+    def bits(self) -> int:
+        """Bits per stored integer: 8 or 4."""
+        return 4 if self.storage == "int4" else 8
+
+    def int_values(self) -> np.ndarray:
+        """The stored integers as an array of ``shape`` (int8 for int4 storage)."""
+        if self.storage != "int4":
+            return np.asarray(self.values).reshape(self.shape)
+        packed = np.asarray(self.values, dtype=np.uint8)
+        n = int(np.prod(self.shape, dtype=np.int64))
+        nibbles = np.empty(packed.size * 2, dtype=np.int8)
+        nibbles[0::2] = (packed & 0x0F).astype(np.int8)
+        nibbles[1::2] = (packed >> 4).astype(np.int8)
+        nibbles[nibbles >= 8] -= 16
+        return nibbles[:n].reshape(self.shape)
+
+    def dequantize(self, dtype: Optional[str] = None) -> np.ndarray:
+        """The values the integers stand for, as a new array of ``dtype`` (None: the original
+        type; bfloat16 as uint16 bits), computed as the library does (float64, rounded once)."""
+        return _modelzip._dequantize(self._savable(), dtype)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, QuantizedTensor):
+            return NotImplemented
+        def same(a: Any, b: Any) -> bool:
+            if a is None or b is None:
+                return a is None and b is None
+            a, b = np.asarray(a), np.asarray(b)
+            return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+        return (self.shape == other.shape and self.dtype == other.dtype
+                and self.scheme == other.scheme and self.storage == other.storage
+                and self.scale == other.scale and self.zero_point == other.zero_point
+                and self.axis == other.axis and self.block_size == other.block_size
+                and same(self.values, other.values) and same(self.scales, other.scales)
+                and same(self.zero_points, other.zero_points))
+
+    def __repr__(self) -> str:
+        if self.scheme == "affine-per-tensor":
+            params = f"scale={self.scale!r}, zero_point={self.zero_point!r}"
+        elif self.scheme == "affine-per-axis":
+            params = f"axis={self.axis}"
+        else:
+            params = f"axis={self.axis}, block_size={self.block_size}"
+        return (f"modelzip.QuantizedTensor(shape={tuple(self.shape)!r}, dtype={self.dtype!r}, "
+                f"scheme={self.scheme!r}, storage={self.storage!r}, {params})")
+
+    def _savable(self) -> tuple:
+        storage_type = {"int8": np.int8, "uint8": np.uint8, "int4": np.uint8}.get(self.storage)
+        if storage_type is None:
+            raise ValueError(f"quantized storage must be int8, uint8 or int4, not {self.storage!r}")
+        values = np.asarray(self.values)
+        if values.dtype != storage_type:
+            raise TypeError(f"{self.storage} values must be a {np.dtype(storage_type)} array, "
+                            f"not {values.dtype}")
+        values = _little_endian_c_contiguous(values, "int8")
+        scales = None if self.scales is None else np.asarray(self.scales)
+        if scales is not None:
+            if scales.dtype.kind != "f":
+                raise TypeError(f"scales must be a float array, not {scales.dtype}")
+            scales = _little_endian_c_contiguous(scales.reshape(-1), "float")
+        zero_points = None if self.zero_points is None else np.asarray(self.zero_points)
+        if zero_points is not None:
+            if zero_points.dtype.kind not in "iu":
+                raise TypeError(f"zero points must be an integer array, not {zero_points.dtype}")
+            zero_points = _little_endian_c_contiguous(
+                zero_points.reshape(-1).astype(np.int64, copy=False), "int64")
+        return ("quantized", values, str(self.dtype), tuple(int(d) for d in self.shape),
+                self.scheme, self.storage,
+                1.0 if self.scale is None else float(self.scale),
+                0 if self.zero_point is None else int(self.zero_point),
+                0 if self.axis is None else int(self.axis),
+                0 if self.block_size is None else int(self.block_size),
+                scales, None if scales is None else _dtype_name(scales, False), zero_points)
+
+
+QuantizedTensor.__module__ = "modelzip"
+
 _SUPPORTED = ("bool, int8..int64, uint8..uint64, float16, float32, float64, "
               "str (strings), uint16/int16 marked bfloat16")
+
+
+# How a torch state dict's non-tensor values are stored (quantize_dynamic models have them): a
+# torch.dtype as a 0-d string parameter "torch.dtype:<name>"; a tuple of tensors (and None) as
+# a 0-d string "torch.tuple:<length>" plus parameters NAME.0, NAME.1... for the elements that
+# are not None. load_torch() turns them back into the dtype and the tuple. Such a state dict's
+# module versions (its _metadata, which quantized modules need to read it back) go into a 0-d
+# string parameter "_metadata" holding "torch.metadata:<JSON>".
+TORCH_DTYPE_MARK = "torch.dtype:"
+TORCH_TUPLE_MARK = "torch.tuple:"
+TORCH_METADATA_MARK = "torch.metadata:"
+
+
+def expand_torch_objects(arrays: Mapping[str, Any]) -> Any:
+    """``arrays.items()``, with torch dtypes and tuples of tensors replaced by their markers
+    and elements (see above); ``arrays.items()`` itself when there are none."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return arrays.items()
+    def is_tensor_tuple(value: Any) -> bool:
+        return (isinstance(value, tuple) and any(isinstance(v, torch.Tensor) for v in value)
+                and all(v is None or isinstance(v, torch.Tensor) for v in value))
+    items = list(arrays.items())
+    if not any(isinstance(v, torch.dtype) or is_tensor_tuple(v) for _, v in items):
+        return items
+    out = []
+    for name, value in items:
+        if isinstance(value, torch.dtype):
+            out.append((name, TORCH_DTYPE_MARK + str(value).removeprefix("torch.")))
+        elif is_tensor_tuple(value):
+            out.append((name, f"{TORCH_TUPLE_MARK}{len(value)}"))
+            out.extend((f"{name}.{i}", v) for i, v in enumerate(value) if v is not None)
+        else:
+            out.append((name, value))
+    metadata = getattr(arrays, "_metadata", None)
+    if isinstance(metadata, Mapping) and "_metadata" not in arrays:
+        out.append(("_metadata", TORCH_METADATA_MARK + json.dumps(dict(metadata))))
+    return out
 
 
 _OPTIMIZER_HINT = ("an optimizer's state_dict() is not a mapping of arrays: save model and "
@@ -90,6 +239,8 @@ def _to_savable(value: Any, bfloat16: bool) -> tuple:
         bfloat16 = bfloat16 or from_bf16
     if isinstance(value, SparseCOO):
         return _sparse(value, bfloat16)
+    if isinstance(value, QuantizedTensor):
+        return value._savable()
     if isinstance(value, str):
         return ("strings", [value], ())
     if isinstance(value, (bytes, bytearray)):
@@ -108,6 +259,8 @@ def _to_savable(value: Any, bfloat16: bool) -> tuple:
 def _from_torch(torch: Any, tensor: Any) -> tuple[Any, bool]:
     """A torch tensor as numpy (sharing memory when possible) or SparseCOO, and whether bf16."""
     tensor = tensor.detach()
+    if tensor.is_quantized:
+        return _from_torch_quantized(torch, tensor.cpu().contiguous()), False
     if tensor.layout == torch.sparse_coo:
         tensor = tensor.coalesce().cpu()
         values, bf16 = _from_torch(torch, tensor.values())
@@ -122,6 +275,30 @@ def _from_torch(torch: Any, tensor: Any) -> tuple[Any, bool]:
         return tensor.numpy(), False
     except TypeError as e:  # e.g. torch dtypes numpy lacks
         raise TypeError(f"torch dtype {tensor.dtype} cannot be stored: {e}") from None
+
+
+def _from_torch_quantized(torch: Any, tensor: Any) -> QuantizedTensor:
+    """torch's per-tensor and per-channel affine qint8/quint8 tensors, exactly (their integers,
+    float64 scales and int64 zero points; they dequantize to float32)."""
+    storage = {torch.qint8: "int8", torch.quint8: "uint8"}.get(tensor.dtype)
+    if storage is None:
+        raise TypeError(f"torch quantized dtype {tensor.dtype} cannot be stored "
+                        "(qint8 and quint8 only)")
+    values = tensor.int_repr().numpy()
+    shape = tuple(tensor.shape)
+    scheme = tensor.qscheme()
+    if scheme == torch.per_tensor_affine:
+        return QuantizedTensor(values, shape, "float32", "affine-per-tensor", storage,
+                               scale=float(tensor.q_scale()),
+                               zero_point=int(tensor.q_zero_point()))
+    if scheme == torch.per_channel_affine:
+        return QuantizedTensor(
+            values, shape, "float32", "affine-per-axis", storage,
+            axis=int(tensor.q_per_channel_axis()),
+            scales=tensor.q_per_channel_scales().to(torch.float64).numpy(),
+            zero_points=tensor.q_per_channel_zero_points().to(torch.int64).numpy())
+    raise TypeError(f"torch quantization scheme {scheme} cannot be stored (per-tensor and "
+                    "per-channel affine only)")
 
 
 def _dtype_name(array: np.ndarray, bfloat16: bool) -> str:
