@@ -74,16 +74,19 @@ OutputFile::OutputFile(const fs::path& path) : path_(path) {
 }
 
 void fail_to_create(const fs::path& target) {
-  std::string why = std::strerror(errno);
+  const int errnum = errno;
+  std::string why = std::strerror(errnum);
   // "Permission denied" -> "permission denied", in the sentence.
   if (!why.empty() && why[0] >= 'A' && why[0] <= 'Z' &&
       (why.size() < 2 || !std::isupper(static_cast<unsigned char>(why[1]))))
     why[0] = static_cast<char>(why[0] - 'A' + 'a');
   std::string folder = folder_of(target).string();
   if (folder.back() != '/') folder += '/';
-  throw Error(ErrorCode::io,
-              "cannot create " + target.filename().string() + " in " + folder + ": " + why,
-              ErrorContext{.archive = target.string()});
+  // The errno stays in the error (Python's PermissionError, FileNotFoundError...).
+  const ErrorContext context{.archive = target.string()};
+  throw Error::from_errno("cannot create", errnum, context)
+      .reworded("cannot create " + target.filename().string() + " in " + folder + ": " + why,
+                context);
 }
 
 OutputFile::OutputFile(const TempFile& temp) : path_(temp.target()) {

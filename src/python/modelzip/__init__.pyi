@@ -138,7 +138,8 @@ class QuantizedTensor:
                  scheme: str = ..., storage: str = ..., scale: Optional[float] = ...,
                  zero_point: Optional[int] = ..., axis: Optional[int] = ...,
                  scales: Optional[np.ndarray] = ..., zero_points: Optional[np.ndarray] = ...,
-                 block_size: Optional[int] = ...) -> None: ...
+                 block_size: Optional[int] = ...) -> None:
+        """A quantized tensor from its parts (validated when saved)."""
     @property
     def bits(self) -> int:
         """Bits per stored integer: 8 or 4."""
