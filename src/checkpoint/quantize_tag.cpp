@@ -85,7 +85,7 @@ QuantizeResult quantize_tag(const std::filesystem::path& path, std::string_view 
       result.quantized_bytes += q.nbytes();
       tag.add(p.name, std::move(q));
     } catch (const Error& e) {
-      throw Error(e.code(), "parameter '" + p.name + "': " + e.message(), e.context())
+      throw e.reworded("parameter '" + p.name + "': " + e.message(), e.context())
           .with_context(ErrorContext{.archive = archive.name(), .tag = *source});
     }
     result.quantized.push_back(p.name);
