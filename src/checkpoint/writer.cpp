@@ -23,6 +23,7 @@
 #include "io/file_identity.hpp"
 #include "modelzip/cancel.hpp"
 #include "modelzip/error.hpp"
+#include "remote/remote_source.hpp"
 #include "zip/append_session.hpp"
 #include "zip/archive_layout.hpp"
 #include "zip/crc32.hpp"
@@ -773,6 +774,7 @@ Writer::Writer(Writer&&) noexcept = default;
 Writer& Writer::operator=(Writer&&) noexcept = default;
 
 Writer Writer::open(const std::filesystem::path& path, WriterOptions options) {
+  remote::refuse_write(path.native());
   auto impl = std::make_unique<Impl>();
   impl->shown = path;
   impl->options = std::move(options);

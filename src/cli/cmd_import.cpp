@@ -3,6 +3,7 @@
 
 #include "cli/args.hpp"
 #include "cli/command.hpp"
+#include "cli/open_archive.hpp"
 #include "cli/embedding_source.hpp"
 #include "cli/open_archive.hpp"
 #include "cli/progress_bar.hpp"
@@ -50,6 +51,7 @@ int run(const std::vector<std::string>& argv) {
   const finalfusion::Utf8Policy utf8 = utf8_policy(args);
   args.expect_positionals(2, SIZE_MAX);
   const std::string& archive = args.at(0, "ARCHIVE");
+  require_writable(archive);
   auto tag = args.value("--tag");
   if (!tag) throw UsageError("--tag is required");
   std::size_t embedding_files = 0;

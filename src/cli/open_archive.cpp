@@ -5,6 +5,7 @@
 
 #include "cli/progress_bar.hpp"
 #include "cli/terminal.hpp"
+#include "remote/remote_source.hpp"
 
 namespace modelzip::cli {
 
@@ -17,7 +18,12 @@ Archive open_archive(const std::string& path_or_url) {
   return Archive::open(path_or_url, options);
 }
 
+void require_writable(const std::string& path) {
+  remote::refuse_write(path);
+}
+
 void require_existing_archive(const std::string& path) {
+  require_writable(path);
   std::error_code ec;
   if (!std::filesystem::exists(path, ec))
     throw Error(ErrorCode::not_found, "no such archive (create it with modelzip import)",

@@ -13,9 +13,14 @@ namespace modelzip::cli {
 
 Archive open_archive(const std::string& path_or_url);
 
-// Error(not_found, "no such archive ...") naming `path` unless it exists:
-// for the commands that modify an archive but never create one (rm-tag,
-// gc, meta), where the Writer would start an empty archive.
+// The ARCHIVE argument of a command that changes it: throws Error
+// ("remote archives are read-only: URL") for a URL, before any work.
+void require_writable(const std::string& path);
+
+// require_writable, then Error(not_found, "no such archive ...") naming
+// `path` unless it exists: for the commands that modify an archive but
+// never create one (rm-tag, gc, meta), where the Writer would start an
+// empty archive.
 void require_existing_archive(const std::string& path);
 
 // WriterOptions for modifying `path` with `progress`: a commit that has to

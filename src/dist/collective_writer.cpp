@@ -26,6 +26,7 @@
 #include "io/syscalls.hpp"
 #include "modelzip/distributed.hpp"
 #include "modelzip/error.hpp"
+#include "remote/remote_source.hpp"
 #include "zip/crc32.hpp"
 #include "zip/crc_queue.hpp"
 #include "zip/zip_stream_writer.hpp"
@@ -569,6 +570,7 @@ std::vector<Piece> CollectiveWriter::Impl::write(const Plan& plan, int fd,
 CollectiveWriter::CollectiveWriter(std::filesystem::path path, Communicator& comm,
                                    CollectiveOptions options)
     : impl_(std::make_unique<Impl>()) {
+  remote::refuse_write(path.native());
   impl_->path = std::move(path);
   impl_->comm = &comm;
   impl_->options = options;

@@ -43,6 +43,10 @@ inline constexpr int kMaxAttempts = 4;
 // Whether `path` is a URL open() handles (http://, https://, s3://).
 bool is_url(std::string_view path) noexcept;
 
+// Writers call this first: throws Error(unsupported, "remote archives are
+// read-only: <url>") when `path` is a URL (built with or without libcurl).
+void refuse_write(std::string_view path);
+
 struct Opened {
   Bytes file;  // the whole object's extent, filled on demand by `source`
   std::shared_ptr<const io::ByteSource> source;

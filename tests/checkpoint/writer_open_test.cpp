@@ -10,6 +10,7 @@
 
 #include <filesystem>
 
+#include "../zip/expect_error.hpp"
 #include "model_builder.hpp"
 #include "modelzip/archive.hpp"
 #include "modelzip/error.hpp"
@@ -158,4 +159,17 @@ TEST_CASE("A commit with nothing staged needs no permission to write; a real cha
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
   CHECK(Archive::open(path).tags() == std::vector<std::string>{"v0"});
+}
+
+TEST_CASE("A Writer given a URL says remote archives are read-only, before any I/O") {
+  // No server listens on port 9 of 127.0.0.1: any attempt to connect or to
+  // create a file named like the URL would give another error.
+  for (const char* url :
+       {"http://127.0.0.1:9/a.zip", "https://127.0.0.1:9/a.zip", "s3://bucket/model.zip"}) {
+    INFO(url);
+    CHECK_ERROR(Writer::open(url), ErrorCode::unsupported,
+                std::string("remote archives are read-only: ") + url);
+  }
+  CHECK_FALSE(std::filesystem::exists("http:"));
+  CHECK_FALSE(std::filesystem::exists("s3:"));
 }

@@ -2,6 +2,7 @@
 tag), and an archive replaced on the server while it is open."""
 import os
 import shutil
+import time
 
 import numpy as np
 import pytest
@@ -41,3 +42,22 @@ def test_replaced_while_open_gives_changed_error(nginx, site):
     os.replace(site / "moving-py.tmp", site / "moving-py.zip")
     with pytest.raises(Exception, match="archive changed on the server while reading"):
         archive.load("step-1")
+
+
+def test_writing_a_url_is_refused(nginx, site):
+    """Every writing entry point names the URL and says why, fetching nothing."""
+    url = nginx.url("qs.zip")
+    start = len(nginx.log_lines())
+    expected = f"remote archives are read-only: {url}"
+    arrays = {"a": np.zeros(3, dtype=np.float32)}
+    for write in (lambda: modelzip.save(url, "t9", arrays),
+                  lambda: modelzip.remove_tag(url, "step-1"),
+                  lambda: modelzip.collect_garbage(url),
+                  lambda: modelzip.set_metadata(url, {"model_name": "x"}),
+                  lambda: modelzip.Writer(url)):
+        with pytest.raises(modelzip.Error) as info:
+            write()
+        assert str(info.value) == expected
+    time.sleep(0.2)
+    assert nginx.log_lines()[start:] == []
+    assert not os.path.exists("http:")
