@@ -4,7 +4,6 @@
 
 #include "checkpoint/archive_impl.hpp"
 #include "modelzip/error.hpp"
-#include "zip/entry_stream.hpp"
 
 namespace modelzip {
 
@@ -29,13 +28,6 @@ TensorStream::TensorStream(const Archive& archive, std::string_view name, std::s
   }
 }
 
-void TensorStream::ensure_entry() const {
-  // A remote archive fetches the entry into its cache file (page cache, not
-  // anonymous memory); a local one has every byte mapped already.
-  const zip::EntryInfo* one[] = {entry_};
-  archive_.internals().reader.prefetch(one);
-}
-
 bool TensorStream::streamable() const noexcept {
   return header_.layout == Layout::dense && header_.dtype != DType::utf8 && !header_.big_endian;
 }
@@ -48,8 +40,7 @@ void TensorStream::write_values(const std::function<void(std::span<const std::by
   const std::uint64_t begin = header_.values.offset, end = begin + header_.values.length;
   std::uint64_t at = 0;  // offset in the entry of the next piece
   try {
-    ensure_entry();
-    zip::stream_entry(impl.reader.file(), *entry_, [&](std::span<const std::byte> piece) {
+    impl.reader.stream(*entry_, [&](std::span<const std::byte> piece) {
       const std::uint64_t piece_end = at + piece.size();
       const std::uint64_t from = std::max(at, begin), to = std::min(piece_end, end);
       if (from < to) sink(piece.subspan(from - at, to - from));
@@ -63,8 +54,7 @@ void TensorStream::write_values(const std::function<void(std::span<const std::by
 void TensorStream::check() const {
   const Archive::Impl& impl = archive_.internals();
   try {
-    ensure_entry();
-    zip::stream_entry(impl.reader.file(), *entry_, [](std::span<const std::byte>) {});
+    impl.reader.stream(*entry_, [](std::span<const std::byte>) {});
   } catch (const Error& e) {
     throw e.with_context(impl.context(entry_->name, tag_));
   }

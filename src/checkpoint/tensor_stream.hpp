@@ -48,9 +48,6 @@ class TensorStream {
   void check() const;
 
  private:
-  // Makes the blob entry's bytes readable in the archive's mapping.
-  void ensure_entry() const;
-
   const Archive& archive_;
   const zip::EntryInfo* entry_ = nullptr;
   std::string tag_;

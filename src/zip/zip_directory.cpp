@@ -20,7 +20,7 @@ constexpr std::uint32_t kCentralSignature = 0x02014b50;
 constexpr std::uint32_t kLocalSignature = 0x04034b50;
 constexpr std::uint64_t kEocdSize = 22;
 constexpr std::uint64_t kCentralFixedSize = 46;
-constexpr std::uint64_t kLocalFixedSize = 30;
+constexpr std::uint64_t kLocalFixedSize = kLocalHeaderFixedSize;
 constexpr std::uint16_t kZip64ExtraId = 0x0001;
 
 [[noreturn]] void corrupt(std::string message, std::uint64_t offset, std::string entry = {}) {
@@ -127,6 +127,29 @@ std::string unsafe_name_reason(std::string_view name) {
   if (auto bad = detail::utf8_invalid_at(name))
     return "entry name is not valid UTF-8 at byte " + std::to_string(*bad);
   return {};
+}
+
+std::uint64_t check_local_header(std::span<const std::byte> file, const EntryInfo& e,
+                                 std::uint64_t area_end) {
+  const std::uint64_t lh = e.local_header_offset;
+  if (!detail::range_fits(lh, kLocalFixedSize, std::min<std::uint64_t>(area_end, file.size())))
+    corrupt("local header offset " + std::to_string(lh) + " is outside the entry area", lh, e.name);
+  ByteReader lr(file.subspan(lh, kLocalFixedSize), lh);
+  if (lr.read<std::uint32_t>("local header signature") != kLocalSignature)
+    corrupt("bad local header signature", lh, e.name);
+  lr.skip(22, "local header fields");
+  std::uint64_t lname = lr.read<std::uint16_t>("local name length");
+  std::uint64_t lextra = lr.read<std::uint16_t>("local extra length");
+  const std::uint64_t data = lh + kLocalFixedSize + lname + lextra;
+  if (!detail::range_fits(lh + kLocalFixedSize, lname, area_end) ||
+      std::string_view(reinterpret_cast<const char*>(file.data()) + lh + kLocalFixedSize, lname) !=
+          e.name)
+    corrupt("local header name differs from the central directory", lh, e.name);
+  if (!detail::range_fits(data, e.compressed_size, area_end))
+    corrupt("entry data [" + std::to_string(data) + ", +" + std::to_string(e.compressed_size) +
+                ") extends past the entry area (" + std::to_string(area_end) + ")",
+            lh, e.name);
+  return data;
 }
 
 Directory parse_directory(std::span<const std::byte> file, const Limits& limits,
@@ -291,32 +314,19 @@ Directory parse_directory(std::span<const std::byte> file, const Limits& limits,
               e.name);
     dir.entries.push_back(std::move(e));
   }
-  // Every local header at once (one batch of requests for a remote archive).
-  if (source) {
-    std::vector<io::ByteRange> headers;
-    headers.reserve(dir.entries.size());
-    for (const auto& e : dir.entries)
-      headers.push_back({e.local_header_offset, kLocalFixedSize + e.name.size()});
-    source->ensure(headers);
-  }
+  // Local archives: every local header now. Remote ones: when first read;
+  // now only what the central directory tells (the smallest local header).
   for (EntryInfo& e : dir.entries) {
-    const std::uint64_t lh = e.local_header_offset;
-    ByteReader lr(file.subspan(lh, kLocalFixedSize), lh);
-    if (lr.read<std::uint32_t>("local header signature") != kLocalSignature)
-      corrupt("bad local header signature", lh, e.name);
-    lr.skip(22, "local header fields");
-    std::uint64_t lname = lr.read<std::uint16_t>("local name length");
-    std::uint64_t lextra = lr.read<std::uint16_t>("local extra length");
-    const std::uint64_t data = lh + kLocalFixedSize + lname + lextra;
-    if (!detail::range_fits(lh + kLocalFixedSize, lname, cd_offset) ||
-        std::string_view(reinterpret_cast<const char*>(file.data()) + lh + kLocalFixedSize,
-                         lname) != e.name)
-      corrupt("local header name differs from the central directory", lh, e.name);
-    if (!detail::range_fits(data, e.compressed_size, cd_offset))
-      corrupt("entry data [" + std::to_string(data) + ", +" + std::to_string(e.compressed_size) +
+    if (!source) {
+      e.data_offset = check_local_header(file, e, cd_offset);
+      continue;
+    }
+    e.data_offset = kDataOffsetUnknown;
+    const std::uint64_t least = e.local_header_offset + kLocalFixedSize + e.name.size();
+    if (!detail::range_fits(least, e.compressed_size, cd_offset))
+      corrupt("entry data [" + std::to_string(least) + ", +" + std::to_string(e.compressed_size) +
                   ") extends past the entry area (" + std::to_string(cd_offset) + ")",
-              lh, e.name);
-    e.data_offset = data;
+              e.local_header_offset, e.name);
   }
   dir.by_name = detail::PositionIndex(dir.entries.size());
   for (std::size_t i = 0; i < dir.entries.size(); ++i) {
@@ -327,19 +337,30 @@ Directory parse_directory(std::span<const std::byte> file, const Limits& limits,
   }
 
   // No two entries may overlap (a classic zip-bomb and confusion trick).
-  std::vector<const EntryInfo*> by_offset;
+  std::vector<EntryInfo*> by_offset;
   by_offset.reserve(dir.entries.size());
-  for (const auto& e : dir.entries) by_offset.push_back(&e);
+  for (auto& e : dir.entries) by_offset.push_back(&e);
   auto earlier = [](auto* a, auto* b) { return a->local_header_offset < b->local_header_offset; };
   // Writers list entries in file order: sort only when they are not.
   if (!std::is_sorted(by_offset.begin(), by_offset.end(), earlier))
     std::sort(by_offset.begin(), by_offset.end(), earlier);
+  // An unread local header is at least 30 bytes and the name (checked above
+  // to fit before the central directory with the data: no overflow).
+  auto data_end = [](const EntryInfo* e) {
+    return (e->data_offset != kDataOffsetUnknown
+                ? e->data_offset
+                : e->local_header_offset + kLocalFixedSize + e->name.size()) +
+           e->compressed_size;
+  };
   for (std::size_t i = 1; i < by_offset.size(); ++i) {
     const auto* prev = by_offset[i - 1];
-    if (by_offset[i]->local_header_offset < prev->data_offset + prev->compressed_size)
+    if (by_offset[i]->local_header_offset < data_end(prev))
       corrupt("entry overlaps entry '" + prev->name + "'", by_offset[i]->local_header_offset,
               by_offset[i]->name);
   }
+  for (std::size_t i = 0; i < by_offset.size(); ++i)
+    by_offset[i]->area_end =
+        i + 1 < by_offset.size() ? by_offset[i + 1]->local_header_offset : cd_offset;
   return dir;
 }
 

@@ -31,6 +31,10 @@ namespace modelzip::zip {
 
 inline constexpr std::uint16_t kMethodStore = 0;
 inline constexpr std::uint16_t kMethodDeflate = 8;
+inline constexpr std::uint64_t kLocalHeaderFixedSize = 30;
+// EntryInfo::data_offset of an entry whose local header was not read yet
+// (parse_directory with a source: remote archives; EntryReader reads it).
+inline constexpr std::uint64_t kDataOffsetUnknown = UINT64_MAX;
 
 struct EntryInfo {
   std::string name;
@@ -40,7 +44,12 @@ struct EntryInfo {
   std::uint64_t compressed_size = 0;
   std::uint64_t uncompressed_size = 0;
   std::uint64_t local_header_offset = 0;
-  std::uint64_t data_offset = 0;  // first byte of the (compressed) data
+  // First byte of the (compressed) data, or kDataOffsetUnknown until the
+  // local header is checked (then ask EntryReader::data_offset).
+  std::uint64_t data_offset = 0;
+  // Where the next entry in file order (or the central directory) begins:
+  // this entry's local header, extra fields and data must end by then.
+  std::uint64_t area_end = 0;
   bool stored() const noexcept { return method == kMethodStore; }
 };
 
@@ -64,9 +73,21 @@ struct Directory {
 // Parses the structure of the zip archive `file` (the complete file).
 // Errors carry the entry name (when known) and the offset. With a `source`
 // (remote archives), the ranges it touches are ensured first: the tail, the
-// ZIP64 records, the central directory, then every local header in one batch.
+// ZIP64 records, the central directory; local headers are then not read
+// (data_offset is kDataOffsetUnknown): EntryReader checks each one with
+// check_local_header when the entry is first read, fetched together with
+// its data. Overlaps are then checked at open with each entry's smallest
+// possible local header (30 bytes + its name), and the rest by
+// check_local_header against area_end: the same checks, later.
 Directory parse_directory(std::span<const std::byte> file, const Limits& limits,
                           const io::ByteSource* source = nullptr);
+
+// Checks entry `e`'s local header in `file` against the central directory
+// (signature, name, and the data [data offset, + compressed size) ending by
+// `area_end`) and returns the data offset. The header's fixed part and name
+// must be present in `file`. Throws Error(corrupt) naming the entry.
+std::uint64_t check_local_header(std::span<const std::byte> file, const EntryInfo& e,
+                                 std::uint64_t area_end);
 
 // Why `name` is not a safe relative entry name, or "" if it is.
 std::string unsafe_name_reason(std::string_view name);

@@ -15,6 +15,7 @@
 #include "core/progress_tracker.hpp"
 #include "modelzip/error.hpp"
 #include "zip/crc32.hpp"
+#include "zip/entry_stream.hpp"
 
 namespace modelzip::zip {
 namespace {
@@ -121,25 +122,74 @@ std::shared_ptr<LibzipArchive> EntryReader::libzip() const {
   return libzip_;
 }
 
+std::optional<std::uint64_t> EntryReader::known_data_offset(const EntryInfo& entry) const {
+  if (entry.data_offset != kDataOffsetUnknown) return entry.data_offset;
+  std::lock_guard lock(data_offsets_mutex_);
+  auto it = data_offsets_.find(entry.local_header_offset);
+  if (it == data_offsets_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::uint64_t EntryReader::data_offset(const EntryInfo& entry) const {
+  if (auto known = known_data_offset(entry)) return *known;
+  const EntryInfo* one[] = {&entry};
+  prefetch(one, 0);  // reads and checks the local header
+  if (auto known = known_data_offset(entry)) return *known;
+  corrupt(entry, "internal error: the local header was not read");
+}
+
 void EntryReader::prefetch(std::span<const EntryInfo* const> entries, std::uint64_t prefix) const {
   if (!source_) return;
   std::vector<io::ByteRange> ranges;
   ranges.reserve(entries.size());
+  struct Unread {
+    const EntryInfo* entry;
+    std::uint64_t want;     // data bytes needed
+    std::uint64_t fetched;  // end of the range fetched
+  };
+  std::vector<Unread> unread;
   for (const EntryInfo* e : entries) {
-    if (e->stored())
-      ranges.push_back({e->data_offset, std::min(prefix, e->compressed_size)});
-    else  // libzip reads the local header, then the compressed data
-      ranges.push_back(
-          {e->local_header_offset, e->data_offset - e->local_header_offset + e->compressed_size});
+    // Stored: the prefix asked for; deflated: everything (libzip reads the
+    // local header, then the compressed data).
+    const std::uint64_t want =
+        e->stored() ? std::min(prefix, e->compressed_size) : e->compressed_size;
+    const std::uint64_t lh = e->local_header_offset;
+    if (auto d = known_data_offset(*e)) {
+      if (e->stored())
+        ranges.push_back({*d, want});
+      else
+        ranges.push_back({lh, *d - lh + want});
+      continue;
+    }
+    // The parse checked lh + header + compressed size <= area_end.
+    const std::uint64_t header = kLocalHeaderFixedSize + e->name.size();
+    const std::uint64_t room = e->area_end - lh;
+    std::uint64_t length = std::min(room, header + kLocalExtraGuess + want);
+    if (want == e->compressed_size && room - header - want <= kTrailingOverRead) length = room;
+    ranges.push_back({lh, length});
+    unread.push_back({e, want, lh + length});
   }
   source_->ensure(ranges);
+  if (unread.empty()) return;
+  // Check the local headers before their data is used; fetch the data that
+  // longer extra fields pushed past the first range.
+  ranges.clear();
+  for (const Unread& u : unread) {
+    const std::uint64_t d = check_local_header(file_.span(), *u.entry, u.entry->area_end);
+    {
+      std::lock_guard lock(data_offsets_mutex_);
+      data_offsets_.emplace(u.entry->local_header_offset, d);
+    }
+    if (d + u.want > u.fetched) ranges.push_back({u.fetched, d + u.want - u.fetched});
+  }
+  if (!ranges.empty()) source_->ensure(ranges);
 }
 
 Bytes EntryReader::read(const EntryInfo& entry, bool check_crc) const {
   const EntryInfo* one[] = {&entry};
   prefetch(one);
   if (entry.stored()) {
-    Bytes b = file_.slice(entry.data_offset, entry.compressed_size);
+    Bytes b = file_.slice(data_offset(entry), entry.compressed_size);
     if (check_crc && crc32_of(b.span()) != entry.crc32)
       corrupt(entry, "CRC-32 mismatch: the entry data is damaged");
     return b;
@@ -174,7 +224,7 @@ std::vector<Bytes> EntryReader::read_owned_all(std::span<const EntryInfo* const>
     total += e.compressed_size;
     first_job[i] = jobs.size();
     if (!e.stored()) continue;
-    const Bytes src = file_.slice(e.data_offset, e.compressed_size);
+    const Bytes src = file_.slice(data_offset(e), e.compressed_size);
     // Fresh memory: its page faults are taken by the thread that copies.
     memory[i] = std::make_shared_for_overwrite<std::byte[]>(src.size());
     stored_total += src.size();
@@ -253,8 +303,18 @@ Bytes EntryReader::read_prefix(const EntryInfo& entry, std::uint64_t length) con
   length = std::min(length, entry.uncompressed_size);
   const EntryInfo* one[] = {&entry};
   prefetch(one, length);
-  if (entry.stored()) return file_.slice(entry.data_offset, length);
+  if (entry.stored()) return file_.slice(data_offset(entry), length);
   return libzip()->read(entry, length);
+}
+
+void EntryReader::stream(const EntryInfo& entry,
+                         const std::function<void(std::span<const std::byte>)>& sink) const {
+  const EntryInfo* one[] = {&entry};
+  prefetch(one);
+  if (entry.data_offset != kDataOffsetUnknown) return stream_entry(file_, entry, sink);
+  EntryInfo checked = entry;
+  checked.data_offset = data_offset(entry);
+  stream_entry(file_, checked, sink);
 }
 
 }  // namespace modelzip::zip

@@ -10,8 +10,10 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "io/byte_source.hpp"
@@ -50,7 +52,14 @@ class LibzipArchive {
 };
 
 // Every read first ensures the bytes it touches with the archive's
-// ByteSource, if it has one (remote archives; io/byte_source.hpp).
+// ByteSource, if it has one (remote archives; io/byte_source.hpp). The
+// directory of a remote archive is parsed without local headers
+// (parse_directory): the first read of an entry fetches its local header in
+// the same request as its data (the range from the header through the data
+// wanted, with up to kLocalExtraGuess bytes for its extra fields, or up to
+// the next entry when that adds at most kTrailingOverRead bytes), checks it
+// with check_local_header and remembers the data offset; the data is used
+// only after that check.
 class EntryReader {
  public:
   EntryReader(Bytes file, Limits limits, std::shared_ptr<const io::ByteSource> source = {})
@@ -82,12 +91,27 @@ class EntryReader {
                                     const ProgressCallback& progress = {}) const;
   // The first `length` bytes (no CRC check unless the whole entry is read).
   Bytes read_prefix(const EntryInfo& entry, std::uint64_t length) const;
+  // zip::stream_entry of `entry` (zip/entry_stream.hpp), fetched first.
+  void stream(const EntryInfo& entry,
+              const std::function<void(std::span<const std::byte>)>& sink) const;
+  // Where `entry`'s data begins: entry.data_offset, or for an entry whose
+  // local header was not read yet (kDataOffsetUnknown) the offset found by
+  // reading and checking it (fetching it if needed). Throws Error(corrupt).
+  std::uint64_t data_offset(const EntryInfo& entry) const;
+
+  static constexpr std::uint64_t kLocalExtraGuess = 256;
+  static constexpr std::uint64_t kTrailingOverRead = std::uint64_t{16} << 10;
   std::shared_ptr<LibzipArchive> libzip() const;
 
  private:
   Bytes file_;
   Limits limits_;
   std::shared_ptr<const io::ByteSource> source_;
+  // The checked data offsets of lazily read local headers, by local header
+  // offset (guarded by data_offsets_mutex_).
+  std::optional<std::uint64_t> known_data_offset(const EntryInfo& entry) const;
+  mutable std::mutex data_offsets_mutex_;
+  mutable std::unordered_map<std::uint64_t, std::uint64_t> data_offsets_;
   mutable std::once_flag libzip_once_;
   mutable std::shared_ptr<LibzipArchive> libzip_;
 };
