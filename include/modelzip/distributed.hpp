@@ -131,8 +131,10 @@ struct BlockReadStats {
 // a dense tensor of shape block.shape. No collective is needed: any number
 // of ranks read any blocks. A block that is contiguous in the row-major
 // data of a stored blob is a zero-copy view; otherwise the overlapping runs
-// are copied (reading only those bytes of the mapping). Deflated blobs are
-// decompressed whole. Throws Error(invalid_argument) for a block outside
+// are copied (reading only those bytes of the mapping). Of a remote
+// archive, only the blob header and the block's runs are fetched (nearby
+// runs coalesced, io/byte_source.hpp). Deflated blobs are decompressed (and
+// fetched) whole. Throws Error(invalid_argument) for a block outside
 // the tensor, Error(unsupported) for sparse or utf8 tensors.
 Tensor read_block(const Archive& archive, std::string_view name, const Block& block,
                   std::string_view tag = {}, BlockReadStats* stats = nullptr);

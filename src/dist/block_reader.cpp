@@ -1,15 +1,56 @@
 // read_block: one rank's block of a tensor parameter, reading only the
 // bytes of the block (the archive is mapped; only the runs copied, or the
-// pages of a zero-copy view the caller touches, are ever read).
+// pages of a zero-copy view the caller touches, are ever read). A remote
+// archive fetches the blob header, then only the block's runs (nearby runs
+// in one request: the byte source coalesces gaps up to 16 KiB).
+#include <cstdint>
 #include <cstring>
+#include <optional>
+#include <vector>
 
 #include "checkpoint/archive_impl.hpp"
 #include "core/checked.hpp"
 #include "dist/blocks.hpp"
+#include "format/tensor_blob.hpp"
 #include "modelzip/distributed.hpp"
 #include "modelzip/error.hpp"
 
 namespace modelzip {
+namespace {
+
+// For a stored blob of a remote archive: the whole tensor as a view of the
+// archive's mapping, after fetching its header and the runs of `block`
+// only (the parts of the view outside them are not fetched: callers read
+// the runs only). Nullopt where a view would not hold the stored bytes as
+// they are (big-endian or misaligned values are converted whole): then the
+// caller reads the whole tensor.
+std::optional<Tensor> view_with_runs(const Archive::Impl& impl, const zip::EntryInfo& e,
+                                     const Shape& shape, const Block& block, std::uint64_t esize) {
+  const io::ByteSource* source = impl.reader.source();
+  if (!source || !e.stored()) return std::nullopt;
+  Bytes prefix = impl.reader.read_prefix(e, 4);
+  prefix = impl.reader.read_prefix(
+      e, format::blob_header_size(prefix.span(), e.uncompressed_size, impl.limits));
+  const format::BlobHeader h =
+      format::read_blob_header(prefix.span(), e.uncompressed_size, impl.limits);
+  const Bytes entry = impl.reader.file().slice(impl.reader.data_offset(e), e.compressed_size);
+  if (h.big_endian || h.layout != Layout::dense ||
+      reinterpret_cast<std::uintptr_t>(entry.data() + h.values.offset) % esize != 0)
+    return std::nullopt;
+  const std::uint64_t base = impl.reader.data_offset(e) + h.values.offset;
+  std::vector<io::ByteRange> runs;
+  dist::for_each_run(shape, block, [&](std::uint64_t, std::uint64_t g, std::uint64_t n) {
+    const io::ByteRange r{base + g * esize, n * esize};  // inside the values: checked by the header
+    if (!runs.empty() && runs.back().offset + runs.back().length == r.offset)
+      runs.back().length += r.length;
+    else
+      runs.push_back(r);
+  });
+  source->ensure(runs);
+  return format::decode_tensor_blob(entry, impl.limits);
+}
+
+}  // namespace
 
 Tensor read_block(const Archive& archive, std::string_view name, const Block& block,
                   std::string_view tag, BlockReadStats* stats) {
@@ -22,9 +63,17 @@ Tensor read_block(const Archive& archive, std::string_view name, const Block& bl
                 ctx);
   dist::check_block(info.shape, block, name);
   // The whole tensor: a view into the mapping for stored blobs (nothing is
-  // read yet), decompressed for deflated ones.
-  const Tensor whole = archive.tensor(name, tag, ReadMode::zero_copy);
+  // read yet; of a remote archive, only the block's runs are fetched),
+  // decompressed for deflated ones.
   const std::uint64_t esize = dtype_size(info.dtype);
+  const Archive::Impl& impl = archive.internals();
+  std::optional<Tensor> view;
+  try {
+    view = view_with_runs(impl, impl.entry_or_throw(info.blob), info.shape, block, esize);
+  } catch (const Error& e) {
+    throw e.with_context(ctx);
+  }
+  const Tensor whole = view ? std::move(*view) : archive.tensor(name, tag, ReadMode::zero_copy);
   const std::uint64_t nbytes = detail::checked_mul(dist::block_numel(block), esize, "block bytes");
   BlockReadStats local;
   local.bytes_read = info.compressed ? whole.values().size() : nbytes;
