@@ -11,7 +11,9 @@ newest: 200 float32 tensors of 5 MiB + 1 small one), serves it with nginx on
   - full load of the newest tag (zero-copy views of the cache file, every
     byte fetched), cold (empty cache) and warm (second open, same cache)
 against the baseline `curl -s -o FILE URL` of the whole file from the same
-server, and the local file's open + load.
+server, and the local file's open + load. The cold loads also run each
+right after a curl run; the median of those paired ratios is printed last
+(the machine's load changes less within a pair than across the run).
 
 Usage: PYTHONPATH=build/src/python benchmarks/remote_bench.py [--dir DIR] [--reps N]
 (run from the source folder; needs nginx, curl and the bindings).
@@ -62,6 +64,20 @@ def timed(fn, server, reps):
         times.append(time.perf_counter() - t0)
         req, sent = traffic(server, start)
     return statistics.median(times), req, sent
+
+
+def paired(fn, baseline, server, reps):
+    """Like timed(), with `baseline` (curl) run just before each run of fn:
+    also returns the median of the per-pair throughput ratios, which a
+    machine whose load changes from minute to minute distorts much less
+    than the ratio of two medians taken minutes apart."""
+    times, ratios, req, sent = [], [], 0, 0
+    for _ in range(reps):
+        t_base = timed(baseline, server, 1)[0]
+        t, req, sent = timed(fn, server, 1)
+        times.append(t)
+        ratios.append(t_base / t)
+    return statistics.median(times), req, sent, statistics.median(ratios)
 
 
 def human(n):
@@ -115,14 +131,16 @@ def main():
         rows.append(("open + one 64 B tensor (cold)", t, req, sent, None))
 
         loaded = sum(5 * MiB for _ in range(200))
+        # Throughput against curl: each run right after a curl run (paired).
+        ratios = {}
 
         def load_cold():
             fresh_cache()
             arrays = modelzip.load(url)
             assert len(arrays) == 201
-        t_cold, req, sent = timed(load_cold, server, args.reps)
-        rows.append(("open + load newest tag, 1 GiB (cold cache)", t_cold, req, sent,
-                     loaded / t_cold))
+        t_cold, req, sent, ratios["cold"] = paired(load_cold, curl, server, args.reps)
+        name = "open + load newest tag, 1 GiB (cold, disk cache)"
+        rows.append((name, t_cold, req, sent, loaded / t_cold))
 
         def load_warm():
             arrays = modelzip.load(url)
@@ -132,7 +150,7 @@ def main():
         rows.append(("open + load newest tag (warm cache)", t_warm, req, sent, loaded / t_warm))
 
         os.environ["MODELZIP_NO_CACHE"] = "1"
-        t_mem, req, sent = timed(load_cold, server, args.reps)
+        t_mem, req, sent, ratios["mem"] = paired(load_cold, curl, server, args.reps)
         rows.append(("open + load newest tag (no cache: memory)", t_mem, req, sent,
                      loaded / t_mem))
         os.environ.pop("MODELZIP_NO_CACHE")
@@ -153,6 +171,9 @@ def main():
                      f"{rate / (1 << 30):.2f} GiB/s" if rate else "",
                      f"{rate / curl_rate:.2f}x" if rate and not name.startswith("curl") else ""]
             print("| " + " | ".join(cells) + " |")
+        print(f"paired with a curl run just before each (median of {args.reps} ratios of "
+              f"throughput): cold disk cache {ratios['cold']:.2f}x, "
+              f"memory only {ratios['mem']:.2f}x")
     finally:
         if server:
             server.stop()

@@ -28,7 +28,8 @@ namespace modelzip {
 struct RemoteOptions {
   // Folder of the byte cache: the fetched ranges of each remote object (one
   // sparse file per URL and version), reused by later opens of the same
-  // version; least recently used objects are removed beyond cache_limit.
+  // version until the machine reboots (the file is not synced); least
+  // recently used objects are removed beyond cache_limit.
   std::optional<std::filesystem::path> cache_dir;
   std::optional<std::uint64_t> cache_limit;
   // Keep fetched bytes in memory only (nothing is written to disk).

@@ -21,7 +21,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kMagic = "modelzip-cache-1";
+constexpr const char* kMagic = "modelzip-cache-2";
+// The boot-id word of a ranges file whose bytes were synced (fdatasync)
+// before it was written: trusted after a reboot too.
+constexpr const char* kSynced = "synced";
 
 [[noreturn]] void fail(const std::string& name, const std::string& what) {
   throw Error::from_errno(what, errno, ErrorContext{.archive = name});
@@ -47,14 +50,31 @@ std::uint64_t allocated(const fs::path& p) {
   return static_cast<std::uint64_t>(st.st_blocks) * 512;
 }
 
+// This boot of the kernel (/proc/sys/kernel/random/boot_id), or "" if it
+// cannot be read. Page-cache bytes written in one boot are what every
+// reader sees until the machine stops, synced or not.
+const std::string& boot_id() {
+  static const std::string id = [] {
+    std::ifstream in("/proc/sys/kernel/random/boot_id");
+    std::string word;
+    if (!(in >> word) || word == kSynced) return std::string();
+    return word;
+  }();
+  return id;
+}
+
 // The ranges a .ranges file records for a bytes file of `size` bytes and
-// inode `inode`; nothing if it is missing, for another file, or malformed.
+// inode `inode`; nothing if it is missing, for another file, malformed, or
+// written unsynced in an earlier boot (its bytes may not have reached the
+// disk before the machine stopped).
 RangeSet read_ranges(const fs::path& p, std::uint64_t size, std::uint64_t inode) {
   RangeSet out;
   std::ifstream in(p);
-  std::string magic;
+  std::string magic, boot;
   std::uint64_t s = 0, ino = 0;
-  if (!(in >> magic >> s >> ino) || magic != kMagic || s != size || ino != inode) return out;
+  if (!(in >> magic >> s >> ino >> boot) || magic != kMagic || s != size || ino != inode)
+    return out;
+  if (boot != kSynced && (boot_id().empty() || boot != boot_id())) return out;
   std::uint64_t b = 0, e = 0;
   for (int lines = 0; lines < 10'000'000 && (in >> b >> e); ++lines)
     if (b < e && e <= size) out.add(b, e);
@@ -130,11 +150,6 @@ void CacheFile::write(std::uint64_t offset, const void* data, std::size_t length
 void CacheFile::mark_present(std::uint64_t offset, std::uint64_t length) {
   present_.add(offset, offset + length);
   dirty_ = true;
-  // Start writing the range back now (without waiting), so that the sync
-  // before the ranges are recorded (save) finds little left to do.
-  if (on_disk() && length >= (std::uint64_t{1} << 20))
-    ::sync_file_range(fd_, static_cast<off_t>(offset), static_cast<off_t>(length),
-                      SYNC_FILE_RANGE_WRITE);
 }
 
 void CacheFile::save() noexcept {
@@ -143,13 +158,21 @@ void CacheFile::save() noexcept {
   // could vouch for a new file that happens to get the same inode.
   struct stat st {};
   if (::fstat(fd_, &st) != 0 || st.st_nlink == 0) return;
-  if (::fdatasync(fd_) != 0) return;  // unsynced bytes are never recorded
+  // The bytes are not synced (the kernel writes them back in its own time;
+  // a sync here would bound a cold read by the disk's write speed): the
+  // record names this boot, and readers of a later boot ignore it. Only
+  // where the boot cannot be told are the bytes synced first.
+  std::string boot = boot_id();
+  if (boot.empty()) {
+    if (::fdatasync(fd_) != 0) return;  // unsynced bytes are never vouched for
+    boot = kSynced;
+  }
   const fs::path path = folder_ / (key_ + ".ranges");
   // Another process may have recorded ranges of the same file meanwhile.
   RangeSet all = read_ranges(path, size_, inode_);
   for (const auto& [b, e] : present_.ranges()) all.add(b, e);
   std::ostringstream text;
-  text << kMagic << ' ' << size_ << ' ' << inode_ << '\n';
+  text << kMagic << ' ' << size_ << ' ' << inode_ << ' ' << boot << '\n';
   for (const auto& [b, e] : all.ranges()) text << b << ' ' << e << '\n';
   const fs::path tmp = path.string() + ".tmp" + std::to_string(::getpid());
   {

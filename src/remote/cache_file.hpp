@@ -6,9 +6,15 @@
 // object) and <key>.ranges (which ranges it holds), where <key> is a hash of
 // the URL and the object's version (ETag or Last-Modified, and size): a new
 // version never reuses old bytes. The ranges file is written when the
-// CacheFile is destroyed, after the bytes are synced (a crash loses the
-// record, never claims bytes that are not there); it names the inode of its
-// bytes file, so a bytes file replaced by another process is not trusted.
+// CacheFile is destroyed (a process that dies first leaves no record, so
+// nothing claims bytes that are not there); it names the inode of its bytes
+// file, so a bytes file replaced by another process is not trusted, and the
+// kernel's boot id: the bytes are not synced (a sync would bound a cold
+// read by the disk's write speed), and every process of the same boot sees
+// them in the page cache, but after a reboot unsynced bytes may never have
+// reached the disk, so a record of an earlier boot is ignored (the object
+// is fetched again). Where the boot id cannot be read, the bytes are synced
+// before the record is written and the record says so.
 // Opening and closing remove least recently used objects until the folder
 // holds at most `limit` bytes (allocated blocks); an object larger than the
 // limit on its own is removed when closed. In memory mode (no cache) the bytes live in an

@@ -445,6 +445,8 @@ class HttpSource final : public io::ByteSource {
       curl_easy_setopt(e, CURLOPT_TIMEOUT_MS,
                        settings_.connect_timeout_ms + 1000 * settings_.low_speed_time_s);
     } else {
+      // Large answers in large pieces: fewer callbacks and cache writes.
+      if (t.length > kSmallRequest) curl_easy_setopt(e, CURLOPT_BUFFERSIZE, kReceiveBuffer);
       add("Range: bytes=" + std::to_string(t.offset) + "-" +
           std::to_string(t.offset + t.length - 1));
       if (pin_.strong_etag())

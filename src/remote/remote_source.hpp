@@ -38,6 +38,9 @@ inline constexpr int kParallel = 4;
 // Batches of requests of at most kSmallRequest bytes run kParallelSmall at once.
 inline constexpr std::uint64_t kSmallRequest = std::uint64_t{64} << 10;
 inline constexpr int kParallelSmall = 16;
+// libcurl's receive buffer for requests larger than kSmallRequest (its
+// default, 16 KiB, costs a callback and a cache write per 16 KiB).
+inline constexpr long kReceiveBuffer = 512L << 10;
 inline constexpr int kMaxAttempts = 4;
 
 // Whether `path` is a URL open() handles (http://, https://, s3://).

@@ -142,3 +142,33 @@ def test_cache_limit_evicts(nginx, site, tmp_path):
     run("verify", nginx.url("big.zip"), env=env)
     # big.zip alone exceeds the limit: not kept; emb.zip made room first.
     assert sum(p.stat().st_blocks * 512 for p in cache.iterdir()) <= limit
+
+
+def test_cache_record_of_another_boot_is_not_trusted(nginx, site, tmp_path):
+    """Cached bytes are not synced: their record names the kernel's boot id,
+    and a record of another boot (bytes that may never have reached the
+    disk) is ignored; one marked 'synced' is trusted."""
+    cache = tmp_path / "cache"
+    env = cli_env(cache)
+    url = nginx.url("qs.zip")
+    first = run("cat", url, "fc.weight", "--tag", "step-1", env=env).stdout
+    with open("/proc/sys/kernel/random/boot_id") as f:
+        boot = f.read().strip()
+    [record] = [p for p in cache.iterdir() if p.suffix == ".ranges"]
+    header, *ranges = record.read_text().splitlines()
+    magic, size, inode, word = header.split()
+    assert (magic, int(size), word) == ("modelzip-cache-2", os.path.getsize(site / "qs.zip"), boot)
+    assert ranges
+
+    def methods():
+        start = len(nginx.log_lines())
+        assert run("cat", url, "fc.weight", "--tag", "step-1", env=env).stdout == first
+        return [r["request"].split()[0] for r in fetched(nginx, start)]
+
+    assert methods() == ["HEAD"]
+    other = "00000000-0000-4000-8000-000000000000"
+    record.write_text("\n".join([f"{magic} {size} {inode} {other}", *ranges]) + "\n")
+    assert "GET" in methods()  # fetched again, and recorded for this boot
+    assert record.read_text().split()[3] == boot
+    record.write_text("\n".join([f"{magic} {size} {inode} synced", *ranges]) + "\n")
+    assert methods() == ["HEAD"]
