@@ -17,6 +17,27 @@ TensorStream::TensorStream(const Archive& archive, std::string_view name, std::s
                 "parameter '" + std::string(name) + "' is an embedding; use embedding_file()",
                 impl.context(info.blob, tag_));
   entry_ = &impl.entry_or_throw(info.blob);
+  read_header();
+}
+
+TensorStream::TensorStream(const Archive& archive, const zip::EntryInfo& entry, std::string tag)
+    : archive_(archive), entry_(&entry), tag_(std::move(tag)) {
+  read_header();
+}
+
+TensorStream TensorStream::updater_state(const Archive& archive, std::string_view variable,
+                                         std::string_view state, std::string_view tag) {
+  const Archive::Impl& impl = archive.internals();
+  const std::size_t t = impl.usable_tag(tag);
+  const std::string key = std::string(variable) + std::string(1, '\0') + std::string(state);
+  const format::BlobRow& row = impl.row(t, format::TableKind::updater, key);
+  return TensorStream(archive,
+                      impl.entry_or_throw(impl.blob_entry(t, row, format::TableKind::updater)),
+                      impl.tags[t]);
+}
+
+void TensorStream::read_header() {
+  const Archive::Impl& impl = archive_.internals();
   try {
     Bytes prefix = impl.reader.read_prefix(*entry_, 4);
     const std::uint64_t size =
@@ -24,7 +45,7 @@ TensorStream::TensorStream(const Archive& archive, std::string_view name, std::s
     prefix = impl.reader.read_prefix(*entry_, size);
     header_ = format::read_blob_header(prefix.span(), entry_->uncompressed_size, impl.limits);
   } catch (const Error& e) {
-    throw e.with_context(impl.context(info.blob, tag_));
+    throw e.with_context(impl.context(entry_->name, tag_));
   }
 }
 

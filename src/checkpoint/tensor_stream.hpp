@@ -30,6 +30,11 @@ class TensorStream {
   // Finds parameter `name` of `tag` (empty: the newest) and reads its header.
   TensorStream(const Archive& archive, std::string_view name, std::string_view tag);
 
+  // Finds the updater state `state` of `variable` in `tag` (empty: the
+  // newest), as Archive::updater_state does, and reads its header.
+  static TensorStream updater_state(const Archive& archive, std::string_view variable,
+                                    std::string_view state, std::string_view tag);
+
   DType dtype() const noexcept { return header_.dtype; }
   const Shape& shape() const noexcept { return header_.shape; }
   Layout layout() const noexcept { return header_.layout; }
@@ -48,6 +53,9 @@ class TensorStream {
   void check() const;
 
  private:
+  TensorStream(const Archive& archive, const zip::EntryInfo& entry, std::string tag);
+  void read_header();
+
   const Archive& archive_;
   const zip::EntryInfo* entry_ = nullptr;
   std::string tag_;

@@ -47,8 +47,11 @@ int run(const std::vector<std::string>& argv) {
   // bounded memory); the CRC-32 is checked at the end, so a damaged blob
   // fails the command (exit status 1) after its bytes went out.
   const bool dequantize = args.flag("--dequantize");
-  if (updater.empty()) {
-    TensorStream stream(archive, args.at(1, "PARAM"), tag);
+  {
+    const TensorStream stream =
+        updater.empty()
+            ? TensorStream(archive, args.at(1, "PARAM"), tag)
+            : TensorStream::updater_state(archive, updater[0].first, updater[0].second, tag);
     if (stream.streamable()) {
       refuse_terminal(stream.dtype());
       if (args.flag("--npy"))
@@ -68,7 +71,7 @@ int run(const std::vector<std::string>& argv) {
       return 0;
     }
   }
-  // Updater state, sparse, string and big-endian tensors: read whole.
+  // Sparse, string, quantized and big-endian tensors: read whole.
   Tensor t = updater.empty()
                  ? archive.tensor(args.at(1, "PARAM"), tag, ReadMode::copy)
                  : archive.updater_state(updater[0].first, updater[0].second, tag, ReadMode::copy);
@@ -110,7 +113,7 @@ extern const Command kCatCommand{
     "A quantized tensor (modelzip quantize) gives its stored integers raw (int4: two\n"
     "per byte, low nibble first), or with --dequantize the values they stand for,\n"
     "in the original dtype (raw or --npy).\n"
-    "The data's CRC-32 is checked (a dense parameter streams in bounded memory; if\n"
+    "The data's CRC-32 is checked (a dense tensor streams in bounded memory; if\n"
     "it is damaged, the command fails after its bytes were written). Binary data is\n"
     "not written to a terminal (like\n"
     "gzip): redirect standard output, or use --force; strings shown on a terminal\n"

@@ -104,8 +104,21 @@ int run(const std::vector<std::string>& argv) {
       copying.show(std::min(copied, to_copy), to_copy);
     });
   };
-  if (format == "npy" && names.size() == 1 && updater.empty()) {
-    TensorStream stream(archive, names[0], tag);
+  // What goes into the file, in order: the parameters under their names,
+  // then the updater states as "VAR/STATE".
+  auto open_stream = [&](std::size_t i) {
+    if (i < names.size()) return TensorStream(archive, names[i], tag);
+    const auto& [var, state] = updater[i - names.size()];
+    return TensorStream::updater_state(archive, var, state, tag);
+  };
+  auto output_name = [&](std::size_t i) {
+    if (i < names.size()) return names[i];
+    const auto& [var, state] = updater[i - names.size()];
+    return var + "/" + state;
+  };
+  const std::size_t count = names.size() + updater.size();
+  if (format == "npy" && count == 1) {
+    const TensorStream stream = open_stream(0);
     if (stream.streamable()) {  // any size, in bounded memory
       to_copy = stream.value_bytes();
       convert::detail::write_file_atomically(out, [&](std::ostream& file) {
@@ -119,18 +132,18 @@ int run(const std::vector<std::string>& argv) {
       return 0;
     }
   }
-  if ((format == "safetensors" || format == "btf" || format == "npz") && updater.empty()) {
+  if (format == "safetensors" || format == "btf" || format == "npz") {
     // Every tensor streams after its header, which needs only its size.
     std::deque<TensorStream> streams;
     std::vector<convert::detail::StreamedTensor> streamed;
-    for (const auto& n : names) {
-      const TensorStream& s = streams.emplace_back(archive, n, tag);
+    for (std::size_t i = 0; i < count; ++i) {
+      const TensorStream& s = streams.emplace_back(open_stream(i));
       if (!s.streamable()) break;
       to_copy += s.value_bytes();
-      streamed.push_back({n, s.dtype(), s.shape(), s.layout(), s.value_bytes(),
+      streamed.push_back({output_name(i), s.dtype(), s.shape(), s.layout(), s.value_bytes(),
                           [&s, &copy_values](std::ostream& file) { copy_values(s, file); }});
     }
-    if (streamed.size() == names.size()) {
+    if (streamed.size() == count) {
       if (format == "safetensors")
         convert::detail::write_safetensors_streamed(out, streamed);
       else if (format == "npz")
@@ -138,14 +151,13 @@ int run(const std::vector<std::string>& argv) {
       else
         convert::detail::write_btf_streamed(out, streamed);
       copying.show(to_copy, to_copy);
-      std::cerr << "wrote " << names.size() << " tensor(s) to " << out.string() << " (" << format
-                << ")\n";
+      std::cerr << "wrote " << count << " tensor(s) to " << out.string() << " (" << format << ")\n";
       return 0;
     }
   }
-  // Updater state arrays and sparse, string or big-endian tensors are read
-  // whole, in any format. Stored blobs are views of the mapped archive (file
-  // pages, not memory of this process), CRC-checked first; deflated ones are
+  // Sparse, string, quantized or big-endian tensors (and, with one of them,
+  // the rest of the file's tensors) are read whole, in any format. Stored blobs are views of the
+  // mapped archive (file pages, not memory of this process), CRC-checked first; deflated ones are
   // decompressed whole.
   // Reading (and CRC-checking) is the long part here: a bar over the bytes.
   std::uint64_t total = 0, done = 0;
@@ -168,8 +180,11 @@ int run(const std::vector<std::string>& argv) {
     if (!archive.param(n, tag).compressed) stream.check();
     read(n, archive.tensor(n, tag, ReadMode::zero_copy));
   }
-  for (const auto& [var, state] : updater)  // named "VAR/STATE" in the file
-    read(var + "/" + state, archive.updater_state(var, state, tag, ReadMode::copy));
+  for (const auto& [var, state] : updater) {  // named "VAR/STATE" in the file
+    const TensorStream stream = TensorStream::updater_state(archive, var, state, tag);
+    stream.check();  // a view of a stored blob is not CRC-checked by itself
+    read(var + "/" + state, archive.updater_state(var, state, tag, ReadMode::zero_copy));
+  }
   bar.show(total, total);
   if (format == "safetensors")
     convert::write_safetensors(out, tensors);

@@ -219,7 +219,7 @@ def peak_anon_kib(args, stdout):
     return proc.returncode, proc.stderr.read(), peak
 
 
-def big_archive(folder, deflated):
+def big_archive(folder, deflated, updater=False):
     """A modelzip archive whose tag "t" holds parameter "big": BIG float32
     zeros except 1.5 at element 0 and 2.5 at the last one, written directly
     (modelzip would take tens of seconds to write and fsync 1 GiB).
@@ -230,6 +230,10 @@ def big_archive(folder, deflated):
     sparse file. Deflated: zlib with a full flush after the first chunk, so
     that each further chunk of zeros compresses to the same bytes, which are
     repeated (checked on two chunks).
+
+    With `updater`, the tag also holds updater state ("big", "M") in
+    t/updater/0.fb: a second copy of the same blob, listed in t/updater.txt
+    (FORMAT.md 4.2: VARIABLE SP STATE SP BLOB).
     """
     small_n = 1000
     np.save(folder / "big.npy", np.zeros(small_n, np.float32))
@@ -241,6 +245,11 @@ def big_archive(folder, deflated):
         entries = [(i.filename, z.read(i.filename)) for i in z.infolist()]
     blob_name = "t/params/0.fb"
     blob = dict(entries)[blob_name]
+    big_names = {blob_name}
+    if updater:
+        assert entries[-1][0] == "tags.txt"  # stays the last entry
+        entries[-1:-1] = [("t/updater/0.fb", blob), ("t/updater.txt", b"big M 0\n")]
+        big_names.add("t/updater/0.fb")
     assert blob.endswith(bytes(small_n * 4))
     header = bytearray(blob[:len(blob) - small_n * 4])
     for old, new in [(small_n, BIG), (small_n * 4, BIG * 4)]:
@@ -259,13 +268,14 @@ def big_archive(folder, deflated):
         crc = zlib.crc32(zeros, crc)
     crc = zlib.crc32(last, crc)
     size = len(header) + BIG * 4
-    path = folder / ("big-deflated.zip" if deflated else "big-stored.zip")
+    path = folder / (("big-deflated" if deflated else "big-stored")
+                     + ("-updater" if updater else "") + ".zip")
     central = b""
     with open(path, "wb") as f:
         for name, data in entries:
             offset = f.tell()
-            method = 8 if deflated and name == blob_name else 0
-            if name == blob_name:
+            method = 8 if deflated and name in big_names else 0
+            if name in big_names:
                 entry_crc, usize = crc, size
             else:
                 entry_crc, usize = zlib.crc32(data), len(data)
@@ -278,7 +288,7 @@ def big_archive(folder, deflated):
                                 0, usize, len(name), len(extra)) + name.encode() + extra
             f.write(local)
             start = f.tell()
-            if name != blob_name:
+            if name not in big_names:
                 f.write(data)
             elif not deflated:
                 f.write(header + first)
@@ -413,6 +423,53 @@ def test_cat_and_export_stream_a_1_gib_tensor_in_bounded_memory(big_folder, defl
         print(f"\n{'deflated' if deflated else 'stored'} 1 GiB tensor, peak anonymous memory: "
               f"cat{' --npy' if deflated else ''} {peak_cat} KiB, "
               + ", ".join(f"export {k} {v} KiB" for k, v in peaks.items()))
+    finally:
+        subprocess.run(["rm", "-rf", out], check=True)
+        os.remove(archive)
+
+
+def test_cat_and_export_stream_a_1_gib_updater_state_in_bounded_memory(big_folder):
+    """Optimizer state (Adam's M, V) is as big as the parameters: cat
+    --updater and export --updater stream it like a parameter."""
+    archive = big_archive(big_folder, False, updater=True)
+    rows = json.loads(run("ls", archive, "--updater", "--json").stdout)
+    assert [(r["name"], r["state"], r["shape"]) for r in rows] == [("big", "M", [BIG])]
+    limit_kib = 64 * 1024
+    out = tempfile.mkdtemp(dir=out_folder(), prefix="modelzip-big-")
+    try:
+        raw = os.path.join(out, "raw")
+        with open(raw, "wb") as f:
+            rc, err, peak_cat = peak_anon_kib(["cat", archive, "--updater", "big", "M"], f)
+        assert rc == 0, err
+        assert os.path.getsize(raw) == BIG * 4
+        a = np.memmap(raw, np.float32, "r")
+        assert a[0] == 1.5 and a[-1] == 2.5 and not a[1:4096].any()
+        del a
+        os.remove(raw)
+        assert peak_cat < limit_kib, f"cat --updater: {peak_cat} KiB anonymous"
+        # One state alone: .npy; named "VAR/STATE" beside a parameter: safetensors.
+        npy = os.path.join(out, "m.npy")
+        rc, err, peak_npy = peak_anon_kib(["export", archive, "--updater", "big", "M", npy],
+                                          subprocess.DEVNULL)
+        assert rc == 0, err
+        check_big_npy(npy)
+        os.remove(npy)
+        assert peak_npy < limit_kib, f"export --updater .npy: {peak_npy} KiB anonymous"
+        st = os.path.join(out, "both.safetensors")
+        rc, err, peak_st = peak_anon_kib(
+            ["export", archive, "big", "--updater", "big", "M", st], subprocess.DEVNULL)
+        assert rc == 0, err
+        with open(st, "rb") as f:
+            (n,) = struct.unpack("<Q", f.read(8))
+            header = json.loads(f.read(n))
+        assert header == {
+            "big": {"dtype": "F32", "shape": [BIG], "data_offsets": [0, BIG * 4]},
+            "big/M": {"dtype": "F32", "shape": [BIG], "data_offsets": [BIG * 4, BIG * 8]}}
+        b = np.memmap(st, np.float32, "r", offset=8 + n)
+        assert b[0] == 1.5 and b[BIG - 1] == 2.5 and b[BIG] == 1.5 and b[-1] == 2.5
+        del b
+        os.remove(st)
+        assert peak_st < limit_kib, f"export --updater .safetensors: {peak_st} KiB anonymous"
     finally:
         subprocess.run(["rm", "-rf", out], check=True)
         os.remove(archive)
