@@ -38,7 +38,7 @@ BlobHeader header_of(const std::string& entry) {
 template <class T>
 Bytes bytes_from(std::vector<T> v) {
   std::vector<std::byte> b(v.size() * sizeof(T));
-  std::memcpy(b.data(), v.data(), b.size());
+  if (!b.empty()) std::memcpy(b.data(), v.data(), b.size());  // memcpy(nullptr, ...) is UB
   return Bytes::take(std::move(b));
 }
 
