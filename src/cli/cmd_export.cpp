@@ -10,7 +10,7 @@
 #include "cli/terminal.hpp"
 #include "convert/npy_format.hpp"
 #include "convert/tensor_bytes.hpp"
-#include "io/durable_file.hpp"
+#include "io/atomic_write.hpp"
 #include "modelzip/archive.hpp"
 #include "modelzip/convert.hpp"
 #include "modelzip/error.hpp"
@@ -26,19 +26,8 @@ enum class Target { tensors, embedding };
 
 // Writes `data` to `path` crash-safely (temporary file, fsync, rename).
 void write_durably(const fs::path& path, const Bytes& data) {
-  io::TempFile temp = io::TempFile::beside(path);
-  {
-    io::OutputFile out(temp);
-    std::size_t done = 0;
-    while (done < data.size()) {
-      ssize_t n = ::write(out.fd(), data.data() + done, data.size() - done);
-      if (n <= 0)
-        throw Error(ErrorCode::io, "cannot write", ErrorContext{.archive = path.string()});
-      done += static_cast<std::size_t>(n);
-    }
-    out.close();
-  }
-  temp.commit(true);
+  io::write_file_atomically(
+      path, [&](std::ostream& file) { convert::detail::write_bytes(file, data.span()); }, true);
 }
 
 int run(const std::vector<std::string>& argv) {
@@ -121,12 +110,15 @@ int run(const std::vector<std::string>& argv) {
     const TensorStream stream = open_stream(0);
     if (stream.streamable()) {  // any size, in bounded memory
       to_copy = stream.value_bytes();
-      convert::detail::write_file_atomically(out, [&](std::ostream& file) {
-        const std::string header =
-            convert::detail::npy_header(convert::detail::npy_descr(stream.dtype()), stream.shape());
-        convert::detail::write_bytes(file, header);
-        copy_values(stream, file);
-      });
+      io::write_file_atomically(
+          out,
+          [&](std::ostream& file) {
+            const std::string header = convert::detail::npy_header(
+                convert::detail::npy_descr(stream.dtype()), stream.shape());
+            convert::detail::write_bytes(file, header);
+            copy_values(stream, file);
+          },
+          true);
       copying.show(to_copy, to_copy);
       std::cerr << "wrote 1 tensor(s) to " << out.string() << " (npy)\n";
       return 0;

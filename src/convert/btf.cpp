@@ -11,6 +11,7 @@
 
 #include "convert/tensor_bytes.hpp"
 #include "core/checked.hpp"
+#include "io/atomic_write.hpp"
 #include "modelzip/convert.hpp"
 
 namespace modelzip::convert {
@@ -262,7 +263,8 @@ void write_btf(std::ostream& out, std::span<const NamedTensor> tensors) {
 
 void write_btf(const std::filesystem::path& path, std::span<const NamedTensor> tensors) {
   auto records = plan(tensors);
-  detail::write_file_atomically(path, [&](std::ostream& out) { write_records(out, records); });
+  io::write_file_atomically(
+      path, [&](std::ostream& out) { write_records(out, records); }, true);
 }
 
 namespace detail {
@@ -276,7 +278,8 @@ void write_btf_streamed(const std::filesystem::path& path,
     records.push_back({t.dtype, t.shape, t.layout, 0, {}, t.nbytes, t.write});
     plan_record(records.back(), t.name);
   }
-  write_file_atomically(path, [&](std::ostream& out) { write_records(out, records); });
+  io::write_file_atomically(
+      path, [&](std::ostream& out) { write_records(out, records); }, true);
 }
 
 }  // namespace detail

@@ -9,6 +9,7 @@
 #include "convert/tensor_bytes.hpp"
 #include "core/checked.hpp"
 #include "core/utf8.hpp"
+#include "io/atomic_write.hpp"
 #include "modelzip/convert.hpp"
 
 namespace modelzip::convert {
@@ -497,10 +498,13 @@ void write_npy(std::ostream& out, const Tensor& tensor) {
 
 void write_npy(const std::filesystem::path& path, const Tensor& tensor) {
   auto parts = detail::npy_parts(tensor);
-  detail::write_file_atomically(path, [&](std::ostream& out) {
-    detail::write_bytes(out, parts.header);
-    detail::write_bytes(out, parts.data.span());
-  });
+  io::write_file_atomically(
+      path,
+      [&](std::ostream& out) {
+        detail::write_bytes(out, parts.header);
+        detail::write_bytes(out, parts.data.span());
+      },
+      true);
 }
 
 }  // namespace modelzip::convert

@@ -6,11 +6,11 @@
 // tensors of any size in bounded memory.
 #include <ostream>
 #include <set>
-#include <streambuf>
 
 #include "convert/npy_format.hpp"
 #include "convert/tensor_bytes.hpp"
 #include "io/durable_file.hpp"
+#include "io/sink_buf.hpp"
 #include "modelzip/convert.hpp"
 #include "zip/zip_directory.hpp"
 #include "zip/zip_reader.hpp"
@@ -58,44 +58,6 @@ struct Member {
   const detail::StreamedTensor* streamed = nullptr;
 };
 
-// Forwards what a StreamedTensor writes to an ostream into a zip entry,
-// through a 1 MiB buffer (bigger writes go straight through).
-class PieceBuf : public std::streambuf {
- public:
-  explicit PieceBuf(const zip::StreamZipWriter::PieceSink& sink) : sink_(sink), buf_(1u << 20) {
-    setp(buf_.data(), buf_.data() + buf_.size());
-  }
-  int sync() override {
-    flush_buffer();
-    return 0;
-  }
-
- protected:
-  int_type overflow(int_type c) override {
-    flush_buffer();
-    if (!traits_type::eq_int_type(c, traits_type::eof())) {
-      *pptr() = traits_type::to_char_type(c);
-      pbump(1);
-    }
-    return traits_type::not_eof(c);
-  }
-  std::streamsize xsputn(const char* s, std::streamsize n) override {
-    if (n < static_cast<std::streamsize>(buf_.size()) / 2) return std::streambuf::xsputn(s, n);
-    flush_buffer();
-    sink_(std::as_bytes(std::span(s, static_cast<std::size_t>(n))));
-    return n;
-  }
-
- private:
-  void flush_buffer() {
-    if (pptr() > pbase())
-      sink_(std::as_bytes(std::span(pbase(), static_cast<std::size_t>(pptr() - pbase()))));
-    setp(buf_.data(), buf_.data() + buf_.size());
-  }
-  const zip::StreamZipWriter::PieceSink& sink_;
-  std::vector<char> buf_;
-};
-
 std::string member_name(const std::string& tensor_name) {
   std::string member = tensor_name + std::string(kSuffix);
   if (auto why = zip::unsafe_name_reason(member); !why.empty())
@@ -119,10 +81,16 @@ void write_members(const std::filesystem::path& path, const std::vector<Member>&
     writer.add_stored_streamed(m.name, header.size() + m.streamed->nbytes,
                                [&](const zip::StreamZipWriter::PieceSink& sink) {
                                  sink(header.span());
-                                 PieceBuf buf(sink);
+                                 io::SinkBuf buf(sink);  // 1 MiB pieces
                                  std::ostream os(&buf);
-                                 m.streamed->write(os);
-                                 os.flush();
+                                 try {
+                                   m.streamed->write(os);
+                                   os.flush();
+                                 } catch (const Error&) {
+                                   buf.rethrow_error();  // the sink's reason first
+                                   throw;
+                                 }
+                                 buf.rethrow_error();
                                  if (!os)
                                    throw Error(ErrorCode::io, "cannot write the member",
                                                {.entry = m.name});

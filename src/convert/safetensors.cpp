@@ -11,6 +11,7 @@
 #include "convert/tensor_bytes.hpp"
 #include "core/checked.hpp"
 #include "core/utf8.hpp"
+#include "io/atomic_write.hpp"
 #include "modelzip/convert.hpp"
 
 namespace modelzip::convert {
@@ -348,7 +349,8 @@ void write_safetensors_streamed(const std::filesystem::path& path,
                                 std::span<const StreamedTensor> tensors,
                                 const StringMap& metadata) {
   const Prepared p = prepare(tensors, metadata);
-  write_file_atomically(path, [&](std::ostream& out) { write_prepared(out, p); });
+  io::write_file_atomically(
+      path, [&](std::ostream& out) { write_prepared(out, p); }, true);
 }
 
 }  // namespace detail

@@ -2,11 +2,10 @@
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
+#include <ostream>
 #include <vector>
 
 #include "core/checked.hpp"
-#include "io/durable_file.hpp"
 
 namespace modelzip::convert::detail {
 
@@ -166,26 +165,6 @@ void write_bytes(std::ostream& out, std::span<const std::byte> bytes) {
 
 void write_bytes(std::ostream& out, std::string_view bytes) {
   write_bytes(out, std::as_bytes(std::span(bytes.data(), bytes.size())));
-}
-
-void write_file_atomically(const std::filesystem::path& path,
-                           const std::function<void(std::ostream&)>& write) {
-  io::TempFile temp = io::TempFile::beside(path);
-  {
-    std::ofstream out(temp.path(), std::ios::binary | std::ios::trunc);
-    if (!out) io::fail_to_create(path);
-    try {
-      write(out);
-      out.flush();
-      if (!out) throw Error(ErrorCode::io, std::string("cannot write: ") + std::strerror(errno));
-    } catch (const Error& e) {
-      throw e.with_context({.archive = path.string()});
-    }
-    out.close();
-    if (out.fail())
-      throw Error(ErrorCode::io, "cannot close the file", ErrorContext{.archive = path.string()});
-  }
-  temp.commit(true);
 }
 
 Error name_error(const Error& e, std::string_view tensor_name) {

@@ -1,6 +1,6 @@
 // Helpers shared by the tensor file format converters: zero-copy or aligned
 // copies of tensor bytes, byte swapping, column-major to row-major copies,
-// error wrapping and crash-safe file output.
+// error wrapping. (Crash-safe file output: io/atomic_write.hpp.)
 #pragma once
 
 #include <cstddef>
@@ -56,12 +56,6 @@ Tensor build_tensor(const std::function<Tensor()>& make, std::string_view what,
 // Writes `bytes` to `out`; Error(io) if the stream fails.
 void write_bytes(std::ostream& out, std::span<const std::byte> bytes);
 void write_bytes(std::ostream& out, std::string_view bytes);
-
-// Writes a new version of `path` through `write` (given a binary stream on a
-// temporary file beside `path`), then flushes, fsyncs and renames it over
-// `path`. On any error the target is unchanged and the temporary removed.
-void write_file_atomically(const std::filesystem::path& path,
-                           const std::function<void(std::ostream&)>& write);
 
 // "tensor 'name': " + message, keeping the code and context of `e`.
 Error name_error(const Error& e, std::string_view tensor_name);

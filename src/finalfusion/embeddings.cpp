@@ -2,12 +2,12 @@
 // Queries are in queries.cpp, quantization in quantize.cpp.
 #include <cmath>
 #include <cstring>
-#include <fstream>
+#include <ostream>
 
 #include "finalfusion/embeddings_state.hpp"
 #include "finalfusion/metadata_chunk.hpp"
 #include "finalfusion/vocab_chunks.hpp"
-#include "io/durable_file.hpp"
+#include "io/atomic_write.hpp"
 #include "io/mapped_file.hpp"
 
 namespace modelzip::finalfusion {
@@ -215,19 +215,8 @@ Bytes Embeddings::to_bytes() const {
 }
 
 void Embeddings::save(const std::filesystem::path& path, bool durable) const {
-  auto temp = io::TempFile::beside(path);
-  {
-    std::ofstream out(temp.path(), std::ios::binary | std::ios::trunc);
-    if (!out) io::fail_to_create(path);
-    try {
-      write(out);
-      out.flush();
-      if (!out) throw Error(ErrorCode::io, std::string("cannot write: ") + std::strerror(errno));
-    } catch (const Error& e) {
-      throw e.with_context(ErrorContext{.archive = path.string()});
-    }
-  }
-  temp.commit(durable);
+  io::write_file_atomically(
+      path, [&](std::ostream& out) { write(out); }, durable);
 }
 
 namespace {

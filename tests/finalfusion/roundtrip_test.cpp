@@ -6,7 +6,9 @@
 #include <cstring>
 #include <random>
 
+#include "../zip/expect_error.hpp"
 #include "ff_test_support.hpp"
+#include "io/syscalls.hpp"
 
 using namespace modelzip;
 using namespace modelzip::finalfusion;
@@ -173,5 +175,25 @@ TEST_SUITE("finalfusion") {
     CHECK(back.metadata()->find("x")->as_integer() == 1);
     CHECK_FALSE(back.has_norms());
     CHECK_THROWS_AS(e.with_norms(std::vector<float>{1, 2}), Error);
+  }
+
+  TEST_CASE("save: a failed close of the new file leaves the old one; the error names the file") {
+    modelzip::testing::TempDir dir;
+    auto e = Embeddings::open(modelzip::testing::ff_data("embeddings.fifu"));
+    e.save(dir / "out.fifu", false);
+    const std::string before = modelzip::testing::io_bytes(dir / "out.fifu");
+    auto m = e.with_metadata(Metadata::parse("x = 1\n"));
+    io::FaultInjector injector(
+        {.action = io::FaultInjector::Action::fail, .kind = io::SysOp::close, .nth = 1});
+    injector.install();
+    auto err = modelzip::testing::caught([&] { m.save(dir / "out.fifu"); });
+    injector.uninstall();
+    REQUIRE(err.has_value());
+    CHECK(err->code() == ErrorCode::io);
+    CHECK(err->context().archive == (dir / "out.fifu").string());
+    CHECK(std::string(err->what()).find(".mztmp") == std::string::npos);
+    CHECK(modelzip::testing::io_bytes(dir / "out.fifu") == before);
+    CHECK(std::distance(std::filesystem::directory_iterator(dir.path()),
+                        std::filesystem::directory_iterator()) == 1);
   }
 }

@@ -1,12 +1,11 @@
 // Format names, and loading/storing files in any format.
 #include <cctype>
-#include <cstring>
-#include <fstream>
+#include <ostream>
 
 #include "core/utf8.hpp"
 #include "finalfusion/convert/embedding_builder.hpp"
 #include "finalfusion/embeddings_state.hpp"
-#include "io/durable_file.hpp"
+#include "io/atomic_write.hpp"
 #include "io/mapped_file.hpp"
 #include "modelzip/finalfusion_convert.hpp"
 
@@ -145,33 +144,28 @@ void store(const Embeddings& embeddings, const std::filesystem::path& path, Form
     embeddings.save(path);
     return;
   }
-  auto temp = io::TempFile::beside(path);
-  try {
-    std::ofstream out(temp.path(), std::ios::binary | std::ios::trunc);
-    if (!out) io::fail_to_create(path);
-    switch (format) {
-      case Format::word2vec_binary:
-        write_word2vec_binary(embeddings, out, unnormalize);
-        break;
-      case Format::text:
-        write_text(embeddings, out, unnormalize);
-        break;
-      case Format::text_dims:
-        write_text_dims(embeddings, out, unnormalize);
-        break;
-      case Format::floret_text:
-        write_floret_text(embeddings, out);
-        break;
-      case Format::finalfusion:
-      case Format::fasttext:
-        break;
-    }
-    out.flush();
-    if (!out) throw Error(ErrorCode::io, std::string("cannot write: ") + std::strerror(errno));
-  } catch (const Error& e) {
-    throw e.with_context(ErrorContext{.archive = path.string()});
-  }
-  temp.commit(true);
+  io::write_file_atomically(
+      path,
+      [&](std::ostream& out) {
+        switch (format) {
+          case Format::word2vec_binary:
+            write_word2vec_binary(embeddings, out, unnormalize);
+            break;
+          case Format::text:
+            write_text(embeddings, out, unnormalize);
+            break;
+          case Format::text_dims:
+            write_text_dims(embeddings, out, unnormalize);
+            break;
+          case Format::floret_text:
+            write_floret_text(embeddings, out);
+            break;
+          case Format::finalfusion:
+          case Format::fasttext:
+            break;
+        }
+      },
+      true);
 }
 
 }  // namespace modelzip::finalfusion

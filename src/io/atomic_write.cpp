@@ -1,0 +1,39 @@
+#include "io/atomic_write.hpp"
+
+#include <ostream>
+
+#include "io/durable_file.hpp"
+#include "io/posix_file.hpp"
+#include "io/sink_buf.hpp"
+#include "modelzip/error.hpp"
+
+namespace modelzip::io {
+
+void write_file_atomically(const std::filesystem::path& path,
+                           const std::function<void(std::ostream&)>& write, bool durable) {
+  TempFile temp = TempFile::beside(path);
+  const ErrorContext context{.archive = path.string()};
+  {
+    OutputFile file(temp);  // errors name `path` (fail_to_create)
+    std::uint64_t offset = 0;
+    const SinkBuf::Sink sink = [&](std::span<const std::byte> piece) {
+      pwrite_full(file.fd(), piece.data(), piece.size(), offset, context);
+      offset += piece.size();
+    };
+    SinkBuf buf(sink);
+    std::ostream out(&buf);
+    try {
+      write(out);
+      out.flush();
+    } catch (const Error& e) {
+      buf.rethrow_error();  // the system's reason beats the stream's "cannot write"
+      throw e.with_context(context);
+    }
+    buf.rethrow_error();
+    if (!out) throw Error(ErrorCode::io, "cannot write", context);
+    file.close();
+  }
+  temp.commit(durable);
+}
+
+}  // namespace modelzip::io
