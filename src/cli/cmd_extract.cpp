@@ -12,6 +12,7 @@
 #include "cli/command.hpp"
 #include "cli/open_archive.hpp"
 #include "cli/terminal.hpp"
+#include "io/posix_file.hpp"
 #include "modelzip/archive.hpp"
 #include "modelzip/error.hpp"
 
@@ -37,7 +38,7 @@ class Dir {
 };
 
 [[noreturn]] void fail(const std::string& entry, const std::string& what) {
-  throw Error::from_errno(what, errno, ErrorContext{.entry = entry});
+  throw io::errno_error(what, ErrorContext{.entry = entry});
 }
 
 // Opens (creating if needed) the folder `name` inside `parent` without

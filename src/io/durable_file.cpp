@@ -11,6 +11,7 @@
 #include <cstring>
 #include <random>
 
+#include "io/posix_file.hpp"
 #include "io/syscalls.hpp"
 #include "modelzip/cancel.hpp"
 #include "modelzip/error.hpp"
@@ -18,10 +19,6 @@
 namespace modelzip::io {
 namespace fs = std::filesystem;
 namespace {
-
-[[noreturn]] void fail(const fs::path& path, const std::string& what) {
-  throw Error::from_errno(what, errno, ErrorContext{.archive = path.string()});
-}
 
 std::string temp_prefix(const fs::path& target) {
   return "." + target.filename().string() + ".mztmp-";
@@ -60,17 +57,17 @@ TempFile::~TempFile() {
 
 void sync_path(const fs::path& path, bool directory) {
   int fd = ::open(path.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
-  if (fd < 0) fail(path, "cannot open for fsync");
+  if (fd < 0) throw_errno(path, "cannot open for fsync");
   int rc = directory ? sys::fsync_dir(fd) : sys::fsync(fd);
   int saved = errno;
   sys::close(fd);
   errno = saved;
-  if (rc != 0) fail(path, "fsync failed");
+  if (rc != 0) throw_errno(path, "fsync failed");
 }
 
 OutputFile::OutputFile(const fs::path& path) : path_(path) {
   fd_ = sys::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd_ < 0) fail(path, "cannot create file");
+  if (fd_ < 0) throw_errno(path, "cannot create file");
 }
 
 void fail_to_create(const fs::path& target) {
@@ -101,12 +98,12 @@ OutputFile::~OutputFile() {
 void OutputFile::close() {
   int fd = fd_;
   fd_ = -1;
-  if (sys::close(fd) != 0) fail(path_, "cannot write file");
+  if (sys::close(fd) != 0) throw_errno(path_, "cannot write file");
 }
 
 AppendFile::AppendFile(const fs::path& path) : path_(path) {
   fd_ = sys::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd_ < 0) fail(path, "cannot open for appending");
+  if (fd_ < 0) throw_errno(path, "cannot open for appending");
 }
 
 AppendFile::~AppendFile() {
@@ -114,7 +111,7 @@ AppendFile::~AppendFile() {
 }
 
 void AppendFile::sync() {
-  if (sys::fsync(fd_) != 0) fail(path_, "fsync failed");
+  if (sys::fsync(fd_) != 0) throw_errno(path_, "fsync failed");
 }
 
 bool AppendFile::truncate(std::uint64_t size) noexcept {
@@ -124,7 +121,7 @@ bool AppendFile::truncate(std::uint64_t size) noexcept {
 void AppendFile::close() {
   int fd = fd_;
   fd_ = -1;
-  if (sys::close(fd) != 0) fail(path_, "cannot write file");
+  if (sys::close(fd) != 0) throw_errno(path_, "cannot write file");
 }
 
 void TempFile::commit(bool durable) {
@@ -138,7 +135,8 @@ void TempFile::commit(bool durable) {
     }
   }
   if (sys::rename(path_.c_str(), target_.c_str()) != 0)
-    fail(target_, "cannot replace the archive (rename failed; the old version is unchanged)");
+    throw_errno(target_,
+                "cannot replace the archive (rename failed; the old version is unchanged)");
   committed_ = true;
   if (durable) {
     try {
@@ -220,7 +218,7 @@ void lock_or_fail(int fd, bool through_sys, const fs::path& target,
     int saved = errno;
     close_fd(fd, through_sys);
     errno = saved;
-    fail(target, what);
+    throw_errno(target, what);
   };
   if (lock(false) == 0) return;
   // Held by another writer: EWOULDBLOCK (flock), EAGAIN or EACCES (fcntl).
@@ -269,13 +267,14 @@ FileLock::FileLock(const fs::path& target, const std::function<void()>& on_wait)
       continue;
     }
     if (errno == EACCES || errno == EPERM || errno == EROFS)
-      fail(target, "cannot modify the archive (this user may not write it)");
+      throw_errno(target, "cannot modify the archive (this user may not write it)");
     if (errno == ELOOP)
-      fail(target, "cannot modify the archive (it became a symbolic link while being opened)");
-    if (errno != ENOENT) fail(target, "cannot open the archive for writing");
+      throw_errno(target,
+                  "cannot modify the archive (it became a symbolic link while being opened)");
+    if (errno != ENOENT) throw_errno(target, "cannot open the archive for writing");
     const fs::path folder = folder_of(target);
     int dir = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir < 0) fail(target, "cannot open the archive's folder");
+    if (dir < 0) throw_errno(target, "cannot open the archive's folder");
     lock_or_fail(dir, false, target, on_wait, &waited);
     struct stat st;
     if (::lstat(target.c_str(), &st) != 0 && errno == ENOENT) {
@@ -293,13 +292,13 @@ FileLock::FileLock(const fs::path& target, const std::function<void()>& on_wait)
 void keep_attributes(int from, int to, const fs::path& target) {
   struct stat old, now;
   if (::fstat(from, &old) != 0 || ::fstat(to, &now) != 0)
-    fail(target, "cannot read the archive's permissions");
+    throw_errno(target, "cannot read the archive's permissions");
   if (old.st_uid != now.st_uid || old.st_gid != now.st_gid) {
     if (::fchown(to, old.st_uid, old.st_gid) != 0) {
       // Not allowed to give the file away: the group alone may still be
       // ours to set (a group this user belongs to).
       if (old.st_gid != now.st_gid) (void)::fchown(to, static_cast<uid_t>(-1), old.st_gid);
-      if (::fstat(to, &now) != 0) fail(target, "cannot read the archive's permissions");
+      if (::fstat(to, &now) != 0) throw_errno(target, "cannot read the archive's permissions");
       if (old.st_uid != now.st_uid || old.st_gid != now.st_gid)
         throw Error(ErrorCode::io,
                     "cannot rewrite the archive without changing its owner or group (it belongs "
@@ -311,7 +310,8 @@ void keep_attributes(int from, int to, const fs::path& target) {
     }
   }
   // After fchown, which clears set-user/group-ID bits.
-  if (::fchmod(to, old.st_mode & 07777) != 0) fail(target, "cannot set the archive's permissions");
+  if (::fchmod(to, old.st_mode & 07777) != 0)
+    throw_errno(target, "cannot set the archive's permissions");
 }
 
 FileLock::FileLock(FileLock&& other) noexcept : fd_(other.fd_), archive_(other.archive_) {

@@ -1,6 +1,7 @@
-// Small POSIX building blocks shared by the io, zip and dist layers: an
-// owning file descriptor, errno turned into modelzip::Error, and full
-// positional reads and writes that retry short transfers and EINTR.
+// Small POSIX building blocks shared by the io, zip, dist, remote and cli
+// layers: an owning file descriptor, errno turned into modelzip::Error (the
+// one way to do that: errno_error / throw_errno), and full positional reads
+// and writes that retry short transfers and EINTR.
 //
 // Errors: every function throws modelzip::Error (ErrorCode::io) whose
 // message is "<what>: <strerror(errno)>" and whose context is the caller's

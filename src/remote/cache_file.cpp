@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "io/mapped_file.hpp"
+#include "io/posix_file.hpp"
 #include "modelzip/error.hpp"
 
 namespace modelzip::remote {
@@ -25,10 +26,6 @@ constexpr const char* kMagic = "modelzip-cache-2";
 // The boot-id word of a ranges file whose bytes were synced (fdatasync)
 // before it was written: trusted after a reboot too.
 constexpr const char* kSynced = "synced";
-
-[[noreturn]] void fail(const std::string& name, const std::string& what) {
-  throw Error::from_errno(what, errno, ErrorContext{.archive = name});
-}
 
 std::string hex_hash(const std::string& text) {
   std::uint64_t h = 1469598103934665603ull;  // FNV-1a, 64 bits, twice with different seeds
@@ -88,28 +85,28 @@ CacheFile::CacheFile(const fs::path& folder, std::uint64_t limit, const std::str
     : folder_(folder), limit_(limit), size_(size), name_(name), key_(hex_hash(identity)) {
   if (folder_.empty()) {
     fd_ = ::memfd_create("modelzip-remote", MFD_CLOEXEC);
-    if (fd_ < 0) fail(name_, "cannot create an in-memory cache");
+    if (fd_ < 0) io::throw_errno(name_, "cannot create an in-memory cache");
     if (::ftruncate(fd_, static_cast<off_t>(size_)) != 0) {
       ::close(fd_);
-      fail(name_, "cannot size the in-memory cache");
+      io::throw_errno(name_, "cannot size the in-memory cache");
     }
   } else {
     std::error_code ec;
     fs::create_directories(folder_, ec);
     const fs::path bytes = folder_ / (key_ + ".bytes");
     fd_ = ::open(bytes.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd_ < 0) fail(name_, "cannot open the cache file " + bytes.string());
+    if (fd_ < 0) io::throw_errno(name_, "cannot open the cache file " + bytes.string());
     struct stat st {};
     if (::fstat(fd_, &st) != 0) {
       ::close(fd_);
-      fail(name_, "cannot stat the cache file " + bytes.string());
+      io::throw_errno(name_, "cannot stat the cache file " + bytes.string());
     }
     inode_ = static_cast<std::uint64_t>(st.st_ino);
     if (static_cast<std::uint64_t>(st.st_size) == size_) {
       present_ = read_ranges(folder_ / (key_ + ".ranges"), size_, inode_);
     } else if (::ftruncate(fd_, 0) != 0 || ::ftruncate(fd_, static_cast<off_t>(size_)) != 0) {
       ::close(fd_);
-      fail(name_, "cannot size the cache file " + bytes.string());
+      io::throw_errno(name_, "cannot size the cache file " + bytes.string());
     }
     // Used now: the most recent for eviction.
     ::utimensat(AT_FDCWD, (folder_ / (key_ + ".ranges")).c_str(), nullptr, 0);
@@ -140,7 +137,7 @@ void CacheFile::write(std::uint64_t offset, const void* data, std::size_t length
   while (length > 0) {
     ssize_t n = ::pwrite(fd_, p, length, static_cast<off_t>(offset));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) fail(name_, "cannot write the cache file");
+    if (n <= 0) io::throw_errno(name_, "cannot write the cache file");
     p += n;
     offset += static_cast<std::uint64_t>(n);
     length -= static_cast<std::size_t>(n);
