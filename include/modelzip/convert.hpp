@@ -52,6 +52,32 @@
 //    are ignored when reading (TFRT leaves them uninitialized) and written
 //    as zeros.
 //
+//  - Quantized tensors (Layout::quantized, FORMAT.md section 6.1) as plain
+//    arrays, in .npz and .safetensors files only: a quantized tensor NAME
+//    becomes
+//      NAME              the integers, the original shape: int8 for int8
+//                        storage, uint8 for uint8, and int8 for int4 storage
+//                        (unpacked, one value in [-8, 7] per element);
+//      NAME.scales       affine-per-tensor: float64, shape []; affine-per-
+//                        axis: float64, [shape[axis]]; block-symmetric: the
+//                        stored float16 or float32 scales, shape[:axis] +
+//                        [ceil(K / block_size)] with K = the product of
+//                        shape[axis:];
+//      NAME.zero_points  int64, the shape of NAME.scales (affine schemes
+//                        only);
+//      NAME.quantization a compact JSON object: "version" 1, "scheme"
+//                        (quant_scheme_name), "storage" (quant_storage_name),
+//                        "bits" (8 or 4), "axis" (the two schemes that have
+//                        one), "block_size" (block-symmetric) and "dtype" (the
+//                        original type, dtype_name). safetensors: a
+//                        "__metadata__" entry; npz: a 0-d unicode array
+//                        ('<U<n>', read by np.load(allow_pickle=False)).
+//    Values are then x = (NAME - zero_points) * scales in float64, the
+//    scales broadcast along `axis` (per axis) or repeated block_size times
+//    along the row and cut to K (block-wise), rounded once to "dtype".
+//    read_tensor_file() joins such arrays back into quantized tensors
+//    (arrays_to_quantized); read_npz() and read_safetensors() do not.
+//
 // Reading: inputs are untrusted. Every size and offset is checked
 // (overflow-safe) against the bytes really there before use or allocation;
 // tensors are zero-copy views into the input Bytes when the data is
@@ -63,7 +89,8 @@
 // Writing to a path is crash-safe: the file is written beside the target,
 // fsynced and renamed over it, so the target is either the old file or the
 // complete new one. A tensor a format cannot hold (strings in safetensors
-// or BTF, float16/bfloat16/bool in BTF, sparse COO in npy/npz/safetensors)
+// or BTF, float16/bfloat16/bool in BTF, sparse COO in npy/npz/safetensors,
+// quantized tensors anywhere but through write_tensor_file to npz/safetensors)
 // gives Error(unsupported) naming the tensor; duplicate or invalid names
 // Error(invalid_argument); I/O failures Error(io).
 //
@@ -117,8 +144,9 @@ TensorFile read_safetensors(const Bytes& data, const Limits& limits = {});
 std::vector<NamedTensor> read_btf(const Bytes& data, const Limits& limits = {});
 
 // Memory-maps `path` and reads it in the format of its extension; a .npy
-// file's tensor is named after the file's stem. Errors name the path
-// (ErrorContext::archive).
+// file's tensor is named after the file's stem; quantized tensors written
+// as plain arrays are joined back (arrays_to_quantized). Errors name the
+// path (ErrorContext::archive).
 TensorFile read_tensor_file(const std::filesystem::path& path, const Limits& limits = {});
 
 // --- Writers to streams. Throw Error(io) when the stream fails.
@@ -134,11 +162,37 @@ void write_safetensors(const std::filesystem::path& path, std::span<const NamedT
                        const StringMap& metadata = {});
 void write_btf(const std::filesystem::path& path, std::span<const NamedTensor> tensors);
 
-// Writes `tensors` in the format of `path`'s extension. A .npy file holds
+// Writes `tensors` in `format` (the first form: of `path`'s extension),
+// quantized tensors as plain arrays (quantized_to_arrays). A .npy file holds
 // exactly one tensor (Error(invalid_argument) otherwise); `metadata` is
 // written only to safetensors (Error(unsupported) if non-empty for another
 // format).
 void write_tensor_file(const std::filesystem::path& path, std::span<const NamedTensor> tensors,
                        const StringMap& metadata = {});
+void write_tensor_file(const std::filesystem::path& path, Format format,
+                       std::span<const NamedTensor> tensors, const StringMap& metadata = {});
+
+// --- Quantized tensors as plain arrays (see the top of this file).
+// `tensors` with every quantized tensor replaced by its arrays (dense tensors
+// are kept; views stay views, int4 values are unpacked into owned memory);
+// for safetensors the NAME.quantization descriptions are added to
+// `metadata`. Error(unsupported) naming the tensor for npy and btf, which
+// cannot hold them; Error(invalid_argument) when a produced name is used
+// twice (a parameter named like another's NAME.scales) or a description's key
+// is already in `metadata`.
+std::vector<NamedTensor> quantized_to_arrays(std::span<const NamedTensor> tensors, Format format,
+                                             StringMap& metadata);
+// The reverse, in place: for every description (safetensors: a
+// "__metadata__" key ending in ".quantization"; npz: a utf8 tensor whose name
+// ends in ".quantization"), its arrays become one quantized tensor NAME at
+// NAME's position, and the description leaves `file.metadata`. Everything
+// is checked as the tensor blob reader checks it (Tensor::quantized: scheme
+// and storage, axis, block size, every scale positive and finite, zero
+// points in range), plus each array's dtype and exact shape, int4 values in
+// [-8, 7], and the description's JSON (strict: no unknown or duplicate
+// keys). Errors: Error(corrupt) (Error(unsupported) for an unknown version,
+// scheme or storage) whose message names the quantized tensor and whose
+// ErrorContext::entry names the array at fault.
+void arrays_to_quantized(TensorFile& file);
 
 }  // namespace modelzip::convert

@@ -178,18 +178,24 @@ int run(const std::vector<std::string>& argv) {
     read(var + "/" + state, archive.updater_state(var, state, tag, ReadMode::zero_copy));
   }
   bar.show(total, total);
-  if (format == "safetensors")
-    convert::write_safetensors(out, tensors);
-  else if (format == "npz")
-    convert::write_npz(out, tensors);
-  else if (format == "btf")
-    convert::write_btf(out, tensors);
-  else if (tensors.size() == 1)
-    convert::write_npy(out, tensors[0].tensor);
-  else
+  if (format == "npy" && tensors.size() != 1)
     throw UsageError(".npy holds one tensor: name exactly one PARAM");
+  // Quantized tensors (without --dequantize) go out as their integers,
+  // scales, zero points and a description (convert::quantized_to_arrays).
+  std::size_t quantized = 0;
+  for (const auto& t : tensors) quantized += t.tensor.layout() == Layout::quantized;
+  convert::write_tensor_file(out,
+                             format == "safetensors" ? convert::Format::safetensors
+                             : format == "npz"       ? convert::Format::npz
+                             : format == "btf"       ? convert::Format::btf
+                                                     : convert::Format::npy,
+                             tensors);
   std::cerr << "wrote " << tensors.size() << " tensor(s) to " << printable(out.string()) << " ("
-            << format << ")\n";
+            << format;
+  if (quantized)
+    std::cerr << "; " << quantized
+              << " quantized as integers, scales and description, see export --help";
+  std::cerr << ")\n";
   return 0;
 }
 
@@ -216,14 +222,26 @@ extern const Command kExportCommand{
     "                  an optimizer state array (see ls --updater), repeatable\n"
     "  --normalized    embeddings to word2vec or text: unit rows, not the original vectors\n"
     "  --dequantize    quantized tensors (modelzip quantize) as the values they stand\n"
-    "                  for, in their original dtype (no format holds their integers\n"
-    "                  and scales as such)\n"
+    "                  for, in their original dtype, instead of integers + scales\n"
+    "Quantized tensors (without --dequantize; .npz and .safetensors only): NAME\n"
+    "becomes the arrays NAME, the integers in the original shape (int8; uint8 for\n"
+    "uint8 storage; int4 unpacked to one int8 in [-8, 7] per element), NAME.scales\n"
+    "(float64 [] per tensor, float64 [C] per axis with C = shape[axis]; block-wise:\n"
+    "float16/float32 as stored, shape[:axis] + [ceil(K / block_size)], K the\n"
+    "product of shape[axis:]), NAME.zero_points (int64, shape of NAME.scales;\n"
+    "affine schemes only), and NAME.quantization, a JSON object (version 1,\n"
+    "scheme, storage, bits, axis, block_size, dtype = the original type): a\n"
+    "safetensors __metadata__ entry, in .npz a 0-d unicode array. The values are\n"
+    "(NAME - zero_points) * scales in float64 (per axis: scales broadcast along\n"
+    "axis; block-wise: each row of K elements times its scales repeated\n"
+    "block_size times, cut to K), rounded to dtype. import joins them back.\n"
     "Data is CRC-checked on the way out; files are replaced atomically.\n"
     "\nExamples:\n  modelzip export model.zip --tag step-100 weights.safetensors\n"
     "  modelzip export model.zip fc.weight fc.bias small.npz\n"
     "  modelzip export model.zip words vectors.fifu\n"
     "  modelzip export model.zip words glove.txt\n"
-    "  modelzip export model.zip --updater fc.weight M --updater fc.weight V adam.npz\n",
+    "  modelzip export model.zip --updater fc.weight M --updater fc.weight V adam.npz\n"
+    "  modelzip export model.zip --tag int4 q.safetensors    # integers + scales\n",
     run};
 
 }  // namespace modelzip::cli

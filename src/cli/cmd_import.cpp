@@ -3,7 +3,6 @@
 
 #include "cli/args.hpp"
 #include "cli/command.hpp"
-#include "cli/open_archive.hpp"
 #include "cli/embedding_source.hpp"
 #include "cli/open_archive.hpp"
 #include "cli/progress_bar.hpp"
@@ -113,11 +112,15 @@ int run(const std::vector<std::string>& argv) {
 }  // namespace
 
 extern const Command kImportCommand{
-    "import", "Add a tag made of tensor and embedding files",
+    "import",
+    "Add a tag made of tensor and embedding files",
     "modelzip import ARCHIVE --tag T FILE... [--no-dedup] [--compress] [--name NAME] [--format F]"
     " [--utf8 P]",
     "Tensor files: .npy (named after the file), .npz and .safetensors (their keys),\n"
-    ".btf (\"0\", \"1\", ...). Embedding files become embedding parameters named after\n"
+    ".btf (\"0\", \"1\", ...). Quantized tensors as export writes them (NAME,\n"
+    "NAME.scales, NAME.zero_points and the NAME.quantization description, see\n"
+    "export --help) become quantized tensors NAME again, checked as archives are.\n"
+    "Embedding files become embedding parameters named after\n"
     "the file (or --name): .fifu as is; converted to finalfusion:\n"
     "  word2vec binary (.bin), word2vec / GloVe text (.txt, .vec; with or without\n"
     "  the dims line), floret text (--format floret), and fastText models (.bin,\n"
@@ -144,6 +147,8 @@ extern const Command kImportCommand{
     "\nExamples:\n  modelzip import model.zip --tag step-100 weights.safetensors\n"
     "  modelzip import model.zip --tag v1 layer1.npy extra.npz\n"
     "  modelzip import model.zip --tag v1 vectors.bin --name words\n",
-    run, 1, true};
+    run,
+    1,
+    true};
 
 }  // namespace modelzip::cli

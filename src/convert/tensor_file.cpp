@@ -40,48 +40,65 @@ TensorFile read_tensor_file(const std::filesystem::path& path, const Limits& lim
   const Format format = format_from_extension(path);
   try {
     const Bytes data = io::map_file(path);
+    TensorFile file;
     switch (format) {
       case Format::npy:
-        return {format, read_npy(data, path.stem().string(), limits), {}};
+        file = {format, read_npy(data, path.stem().string(), limits), {}};
+        break;
       case Format::npz:
-        return {format, read_npz(data, limits), {}};
+        file = {format, read_npz(data, limits), {}};
+        break;
       case Format::safetensors:
-        return read_safetensors(data, limits);
+        file = read_safetensors(data, limits);
+        break;
       case Format::btf:
-        return {format, read_btf(data, limits), {}};
+        file = {format, read_btf(data, limits), {}};
+        break;
     }
-    throw Error(ErrorCode::unsupported, "unknown tensor file format");
+    arrays_to_quantized(file);
+    return file;
   } catch (const Error& e) {
     throw e.with_context({.archive = path.string()});
   }
 }
 
-void write_tensor_file(const std::filesystem::path& path, std::span<const NamedTensor> tensors,
-                       const StringMap& metadata) {
-  const Format format = format_from_extension(path);
+void write_tensor_file(const std::filesystem::path& path, Format format,
+                       std::span<const NamedTensor> tensors, const StringMap& metadata) {
   if (!metadata.empty() && format != Format::safetensors)
     throw Error(ErrorCode::unsupported,
                 std::string(to_string(format)) + " files cannot hold metadata (safetensors can)",
                 ErrorContext{.archive = path.string()});
+  StringMap meta = metadata;
+  std::vector<NamedTensor> arrays;
+  try {
+    arrays = quantized_to_arrays(tensors, format, meta);
+  } catch (const Error& e) {
+    throw e.with_context({.archive = path.string()});
+  }
   switch (format) {
     case Format::npy:
-      if (tensors.size() != 1)
+      if (arrays.size() != 1)
         throw Error(ErrorCode::invalid_argument,
-                    "a .npy file holds exactly one tensor, got " + std::to_string(tensors.size()),
+                    "a .npy file holds exactly one tensor, got " + std::to_string(arrays.size()),
                     ErrorContext{.archive = path.string()});
       try {
-        write_npy(path, tensors[0].tensor);
+        write_npy(path, arrays[0].tensor);
       } catch (const Error& e) {
-        throw detail::name_error(e, tensors[0].name);
+        throw detail::name_error(e, arrays[0].name);
       }
       return;
     case Format::npz:
-      return write_npz(path, tensors);
+      return write_npz(path, arrays);
     case Format::safetensors:
-      return write_safetensors(path, tensors, metadata);
+      return write_safetensors(path, arrays, meta);
     case Format::btf:
-      return write_btf(path, tensors);
+      return write_btf(path, arrays);
   }
+}
+
+void write_tensor_file(const std::filesystem::path& path, std::span<const NamedTensor> tensors,
+                       const StringMap& metadata) {
+  write_tensor_file(path, format_from_extension(path), tensors, metadata);
 }
 
 }  // namespace modelzip::convert

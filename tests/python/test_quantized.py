@@ -1,5 +1,6 @@
 """Quantized tensors in Python (issue 18): QuantizedTensor, dequantize=, torch's quantized tensors
 round-tripping exactly, a quantize_dynamic model's state dict, and modelzip.quantize()."""
+import json
 import subprocess
 
 import numpy as np
@@ -195,3 +196,40 @@ def test_quantize_a_tag_and_load_it_dequantized(archive_path):
         modelzip.quantize(archive_path, "float", "x", scheme="int3", durable=False)
     with pytest.raises(modelzip.NotFoundError):
         modelzip.quantize(archive_path, "nope", "x", durable=False)
+
+
+@pytest.mark.parametrize("suffix", [".npz", ".safetensors"])
+def test_tensor_files_hold_quantized_tensors_as_integers_and_scales(archive_path, tmp_path,
+                                                                   suffix):
+    """export_tensor_file writes torch's quantized tensors as NAME, NAME.scales,
+    NAME.zero_points and a NAME.quantization description (README, "Export and
+    import of quantized tensors"); numpy alone gives torch's values from them;
+    read_tensor_file and import_tensor_files join them back exactly."""
+    tensors = torch_quantized_tensors()
+    save(archive_path, "q", tensors)
+    out = tmp_path / ("q" + suffix)
+    modelzip.export_tensor_file(archive_path, out, "q")
+    if suffix == ".npz":
+        with np.load(out, allow_pickle=False) as z:
+            plain = {k: z[k] for k in z.files}
+        d = json.loads(str(plain["per_channel_quint8_axis1.quantization"]))
+        assert d == {"version": 1, "scheme": "affine-per-axis", "storage": "uint8", "bits": 8,
+                     "axis": 1, "dtype": "float32"}
+        # torch's per-channel uint8 along axis 1, rebuilt by broadcasting along axis 1.
+        q = plain["per_channel_quint8_axis1"]
+        assert q.dtype == np.uint8 and q.shape == (6, 5)
+        x = ((q - plain["per_channel_quint8_axis1.zero_points"].reshape(1, 5))
+             * plain["per_channel_quint8_axis1.scales"].reshape(1, 5)).astype(np.float32)
+        np.testing.assert_array_equal(x, tensors["per_channel_quint8_axis1"].dequantize().numpy())
+        assert float(plain["per_tensor_qint8.scales"]) == 0.1 / 3  # the exact double
+        assert int(plain["per_tensor_qint8.zero_points"]) == -5
+    back, meta = modelzip.read_tensor_file(out)
+    assert meta == {} and sorted(back) == sorted(tensors)
+    with modelzip.open(archive_path) as ar:
+        for name, q in ar.load().items():
+            assert isinstance(back[name], modelzip.QuantizedTensor) and back[name] == q, name
+    modelzip.import_tensor_files(archive_path, "back", [out], durable=False)
+    with modelzip.open(archive_path) as ar:
+        state = ar.load_torch(tag="back")
+    for name, expected in tensors.items():
+        assert_same_quantized(state[name], expected)

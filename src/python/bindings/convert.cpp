@@ -48,7 +48,9 @@ Returns (tensors, metadata): tensors by name, in file order, as in
 Archive.load() (read-only views into the mapped file where the data allows;
 bfloat16 as uint16 bits); metadata is safetensors' "__metadata__" ({} for
 the other formats). A .npy tensor is named after the file's stem, BTF
-tensors "0", "1"...)");
+tensors "0", "1"... Quantized tensors written as integers + scales (NAME,
+NAME.scales, NAME.zero_points, NAME.quantization) come back as
+QuantizedTensor.)");
   set_public_module(m.attr("read_tensor_file"));
 
   m.def(
@@ -78,7 +80,8 @@ tensors "0", "1"...)");
 .safetensors or .btf file, chosen by extension, through a temporary file
 renamed over `path`. metadata: str -> str, safetensors only. Raises Error
 (code "unsupported") for what the format cannot hold, e.g. strings in
-safetensors.)");
+safetensors. A QuantizedTensor goes to .npz and .safetensors as its integers,
+scales, zero points and a JSON description (README); .npy and .btf refuse it.)");
   set_public_module(m.attr("write_tensor_file"));
 
   m.def(
@@ -109,6 +112,7 @@ safetensors.)");
       R"(Adds tag `tag` to `archive` made of every tensor of the tensor files `paths`
 (.npy/.npz/.safetensors/.btf), without going through numpy: data types are
 kept exactly (bfloat16 stays bfloat16). safetensors metadata is not kept.
+Quantized tensors written as integers + scales are stored quantized again.
 Returns the WriteStats.)");
   set_public_module(m.attr("import_tensor_files"));
 
@@ -131,8 +135,8 @@ Returns the WriteStats.)");
       py::arg("archive"), py::arg("path"), py::arg("tag") = py::none(), py::kw_only(),
       py::arg("metadata") = py::none(),
       R"(Writes every tensor parameter of `tag` (None: the newest) of `archive` to the
-tensor file `path` (format by extension, as write_tensor_file). Embedding
-parameters are skipped.)");
+tensor file `path` (format by extension, as write_tensor_file; quantized
+tensors as integers + scales). Embedding parameters are skipped.)");
   set_public_module(m.attr("export_tensor_file"));
 }
 

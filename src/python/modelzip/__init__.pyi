@@ -565,6 +565,9 @@ def read_tensor_file(path: PathLike) -> tuple[dict[str, LoadedValue], dict[str, 
     views into the mapped file where the data allows; bfloat16 as uint16
     bits). metadata is safetensors' "__metadata__" ({} for other formats). A
     .npy tensor is named after the file's stem, BTF tensors "0", "1"...
+    Quantized tensors written as integers + scales (NAME, NAME.scales,
+    NAME.zero_points, NAME.quantization; see write_tensor_file) come back as
+    QuantizedTensor, checked as archive blobs are.
     """
 
 
@@ -576,7 +579,12 @@ def write_tensor_file(path: PathLike, arrays: Mapping[str, Any], *,
     The format follows the extension; .npy holds exactly one array; metadata
     is for safetensors only. Written through a temporary file renamed over
     ``path``. Raises Error (code "unsupported") for what the format cannot
-    hold (e.g. strings in safetensors).
+    hold (e.g. strings in safetensors). A QuantizedTensor NAME goes to .npz
+    and .safetensors as plain arrays (README, "Export and import of quantized
+    tensors"): NAME (the integers; int4 unpacked to one int8 per element),
+    NAME.scales, NAME.zero_points (affine schemes) and the JSON description
+    NAME.quantization (a safetensors metadata entry, in .npz a 0-d str
+    array); .npy and .btf refuse it (dequantize() it first).
     """
 
 
@@ -587,6 +595,7 @@ def import_tensor_files(archive: PathLike, tag: str, paths: list[PathLike], *,
 
     Goes straight from file to archive without numpy, so data types are kept
     exactly (bfloat16 stays bfloat16). safetensors metadata is not kept.
+    Quantized tensors written as integers + scales are stored quantized again.
     """
 
 
@@ -594,6 +603,6 @@ def export_tensor_file(archive: PathLike, path: PathLike, tag: Optional[str] = N
                        metadata: Optional[Mapping[str, str]] = None) -> None:
     """Writes every tensor parameter of ``tag`` (None: the newest) to the tensor file ``path``.
 
-    The format follows the extension, as for write_tensor_file; embedding
-    parameters are skipped.
+    The format follows the extension, as for write_tensor_file (quantized
+    tensors as integers + scales); embedding parameters are skipped.
     """
