@@ -1,6 +1,9 @@
 // Hand-built tensor blob entries for tests: any header field (including
 // values the writer never produces: unknown enums, lying segments, big-endian
-// data), followed by caller-chosen data bytes.
+// data), followed by caller-chosen data bytes; quantization tables of each
+// scheme; the bytes of an encoded blob. Used by the format tests and the
+// hostile corpus maker (tests/hostile/make_corpus.cpp), whose committed
+// files depend on these bytes: a change here must leave them identical.
 #pragma once
 
 #include <flatbuffers/flatbuffers.h>
@@ -11,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "format/tensor_blob.hpp"
 #include "tensor_generated.h"
 
 namespace modelzip::testing {
@@ -24,6 +28,35 @@ struct QuantSpec {
   int scale_type = 6;  // DOUBLE
   std::optional<std::pair<std::uint64_t, std::uint64_t>> scales, zero_points;
 };
+
+// Tables of each scheme (FORMAT.md section 6.1); the other fields keep
+// QuantSpec's defaults. Enum values as in schemas/tensor.fbs: scheme 0
+// affine-per-tensor, 1 affine-per-axis, 2 block-symmetric; storage 0 int8,
+// 1 uint8, 2 int4; scale_type 3 FLOAT16, 5 FLOAT, 6 DOUBLE.
+inline QuantSpec per_tensor(double scale, std::int64_t zero_point, int storage = 0) {
+  QuantSpec q;
+  q.scheme = 0;
+  q.storage = storage;
+  q.scale = scale;
+  q.zero_point = zero_point;
+  return q;
+}
+inline QuantSpec per_axis(std::int64_t axis) {
+  QuantSpec q;
+  q.scheme = 1;
+  q.axis = axis;
+  return q;
+}
+inline QuantSpec blocks(std::int64_t axis, std::uint64_t block_size, int storage = 0,
+                        int scale_type = 5) {
+  QuantSpec q;
+  q.scheme = 2;
+  q.storage = storage;
+  q.axis = axis;
+  q.block_size = block_size;
+  q.scale_type = scale_type;
+  return q;
+}
 
 struct BlobSpec {
   int dtype = 5;                                                                 // FLOAT
@@ -135,6 +168,14 @@ inline QBlob qblob(int dtype, std::vector<std::int64_t> shape, QuantSpec q,
 }
 inline std::string entry(const QBlob& b) {
   return blob_entry(b.spec, b.data);
+}
+
+// The bytes of an encoded blob (its pieces one after the other), as the
+// archive stores the entry.
+inline std::string concat(const format::EncodedBlob& b) {
+  std::string s;
+  for (const auto& p : b.pieces) s.append(p.as_string_view());
+  return s;
 }
 
 // Little-endian integers in strings.

@@ -21,12 +21,6 @@ using namespace modelzip::testing;
 
 namespace {
 
-std::string concat(const EncodedBlob& b) {
-  std::string s;
-  for (const auto& p : b.pieces) s.append(p.as_string_view());
-  return s;
-}
-
 Tensor decode(const std::string& entry) {
   return decode_tensor_blob(Bytes::copy_of(entry), {});
 }
@@ -45,31 +39,6 @@ Bytes bytes_from(std::vector<T> v) {
 std::vector<float> floats(const Tensor& t) {
   Tensor f = t.dequantize(DType::float32);
   return {f.as<float>().begin(), f.as<float>().end()};
-}
-
-QuantSpec per_tensor(double scale, std::int64_t zp, int storage = 0) {
-  QuantSpec q;
-  q.scheme = 0;
-  q.storage = storage;
-  q.scale = scale;
-  q.zero_point = zp;
-  return q;
-}
-QuantSpec per_axis(std::int64_t axis) {
-  QuantSpec q;
-  q.scheme = 1;
-  q.axis = axis;
-  q.scale_type = 6;
-  return q;
-}
-QuantSpec blocks(std::int64_t axis, std::uint64_t size, int storage = 0, int scale_type = 5) {
-  QuantSpec q;
-  q.scheme = 2;
-  q.storage = storage;
-  q.axis = axis;
-  q.block_size = size;
-  q.scale_type = scale_type;
-  return q;
 }
 
 std::string bytes_str(std::vector<int> v) {

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <regex>
 
+#include "blob_builder.hpp"
 #include "format/tensor_blob.hpp"
 #include "modelzip/tensor.hpp"
 #include "test_support.hpp"
@@ -163,9 +164,7 @@ TEST_CASE("Golden quantized blobs: byte for byte, and flatc reads what section 6
   TempDir tmp;
   for (const Golden& g : goldens()) {
     INFO(g.file);
-    format::EncodedBlob enc = format::encode_tensor_blob(g.tensor);
-    std::string encoded;
-    for (const auto& p : enc.pieces) encoded.append(p.as_string_view());
+    const std::string encoded = concat(format::encode_tensor_blob(g.tensor));
     if (write) {
       fs::create_directories(dir);
       write_file(dir / g.file, encoded);

@@ -17,12 +17,6 @@ using namespace modelzip::testing;
 
 namespace {
 
-std::string concat(const EncodedBlob& b) {
-  std::string s;
-  for (const auto& p : b.pieces) s.append(p.as_string_view());
-  return s;
-}
-
 Tensor decode(const std::string& entry, const Limits& limits = {}) {
   return decode_tensor_blob(Bytes::copy_of(entry), limits);
 }

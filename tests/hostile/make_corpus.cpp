@@ -376,30 +376,12 @@ std::string patched_good_blob(void (*patch)(std::string&)) {
 // Quantized blobs (FORMAT.md section 6.1) that break one rule each.
 template <class Emit>
 void quantized_blob_cases(Emit blob_zip) {
+  using modelzip::testing::blocks;
   using modelzip::testing::le_bytes;
+  using modelzip::testing::per_axis;
+  using modelzip::testing::per_tensor;
   using modelzip::testing::qblob;
   using modelzip::testing::QuantSpec;
-  auto per_tensor = [](double scale, std::int64_t zp, int storage = 0) {
-    QuantSpec q;
-    q.scale = scale;
-    q.zero_point = zp;
-    q.storage = storage;
-    return q;
-  };
-  auto per_axis = [](std::int64_t axis) {
-    QuantSpec q;
-    q.scheme = 1;
-    q.axis = axis;
-    return q;
-  };
-  auto blocks = [](std::uint64_t size, int storage, int scale_type) {
-    QuantSpec q;
-    q.scheme = 2;
-    q.storage = storage;
-    q.block_size = size;
-    q.scale_type = scale_type;
-    return q;
-  };
   const std::string six(6, '\1');
   const std::string sc2 = le_bytes(std::vector<double>{0.5, 2.0});
   const std::string zp2 = le_bytes(std::vector<std::int64_t>{0, 1});
@@ -408,14 +390,7 @@ void quantized_blob_cases(Emit blob_zip) {
   blob_zip("blob_quant_scale_nan.zip", entry(qblob(5, {2}, per_tensor(NAN, 0), "\1\2")));
   blob_zip("blob_quant_zero_point_out_of_range.zip",
            entry(qblob(5, {2}, per_tensor(1, 300, 1), "\1\2")));
-  blob_zip("blob_quant_unknown_scheme.zip", entry(qblob(
-                                                5, {2},
-                                                [] {
-                                                  QuantSpec q;
-                                                  q.scheme = 9;
-                                                  return q;
-                                                }(),
-                                                "\1\2")));
+  blob_zip("blob_quant_unknown_scheme.zip", entry(qblob(5, {2}, QuantSpec{.scheme = 9}, "\1\2")));
   blob_zip("blob_quant_int_original.zip", entry(qblob(9, {2}, per_tensor(1, 0), "\1\2")));
   blob_zip("blob_quant_missing_table.zip", [&] {
     auto b = qblob(5, {2}, per_tensor(1, 0), "\1\2");
@@ -431,16 +406,16 @@ void quantized_blob_cases(Emit blob_zip) {
       "blob_quant_per_axis_zero_point_out_of_range.zip",
       entry(qblob(5, {2, 3}, per_axis(0), six, sc2, le_bytes(std::vector<std::int64_t>{0, -200}))));
   blob_zip("blob_quant_block_size_zero.zip",
-           entry(qblob(5, {4}, blocks(0, 0, 3), "\1\1\1\1",
+           entry(qblob(5, {4}, blocks(0, 0, 0, 3), "\1\1\1\1",
                        le_bytes(std::vector<std::uint16_t>{0x3C00}))));
   blob_zip("blob_quant_block_scale_negative_half.zip",
-           entry(qblob(5, {4}, blocks(4, 0, 3), "\1\1\1\1",
+           entry(qblob(5, {4}, blocks(0, 4, 0, 3), "\1\1\1\1",
                        le_bytes(std::vector<std::uint16_t>{0xBC00}))));
   blob_zip("blob_quant_int4_length_mismatch.zip",
-           entry(qblob(5, {4}, blocks(4, 2, 3), "\1\1\1\1",
+           entry(qblob(5, {4}, blocks(0, 4, 2, 3), "\1\1\1\1",
                        le_bytes(std::vector<std::uint16_t>{0x3C00}))));
   blob_zip("blob_quant_int4_padding_nibble.zip",
-           entry(qblob(5, {3}, blocks(4, 2, 3), "\x11\x11",
+           entry(qblob(5, {3}, blocks(0, 4, 2, 3), "\x11\x11",
                        le_bytes(std::vector<std::uint16_t>{0x3C00}))));
   blob_zip("blob_quant_scales_overlap_values.zip", [&] {
     auto b = qblob(5, {2, 3}, per_axis(0), six, sc2, zp2);
