@@ -3,6 +3,7 @@
 
 #include "graph/json_writer.hpp"
 #include "graph/render.hpp"
+#include "graph/training_fields.hpp"
 
 namespace modelzip::graph {
 namespace {
@@ -11,108 +12,36 @@ using detail::JsonWriter;
 using detail::shortest_double;
 using namespace modelzip::training;
 
-template <class... F>
-struct Overloaded : F... {
-  using F::operator()...;
-};
-template <class... F>
-Overloaded(F...) -> Overloaded<F...>;
-
 using Fields = std::vector<std::pair<std::string_view, double>>;
 
-Fields updater_fields(const Updater& updater) {
-  auto adam = [](const auto& u) -> Fields {
-    return {{"learning_rate", u.learning_rate},
-            {"beta1", u.beta1},
-            {"beta2", u.beta2},
-            {"epsilon", u.epsilon}};
-  };
-  return std::visit(Overloaded{
-                        [](const Sgd& u) -> Fields {
-                          return {{"learning_rate", u.learning_rate}};
-                        },
-                        [](const Nesterovs& u) -> Fields {
-                          return {{"learning_rate", u.learning_rate}, {"momentum", u.momentum}};
-                        },
-                        [&](const Adam& u) { return adam(u); },
-                        [&](const AdamW& u) {
-                          Fields f = adam(u);
-                          f.emplace_back("weight_decay", u.weight_decay);
-                          return f;
-                        },
-                        [&](const AdaMax& u) { return adam(u); },
-                        [&](const AmsGrad& u) { return adam(u); },
-                        [&](const Nadam& u) { return adam(u); },
-                        [](const RmsProp& u) -> Fields {
-                          return {{"learning_rate", u.learning_rate},
-                                  {"rms_decay", u.rms_decay},
-                                  {"epsilon", u.epsilon}};
-                        },
-                        [](const AdaGrad& u) -> Fields {
-                          return {{"learning_rate", u.learning_rate}, {"epsilon", u.epsilon}};
-                        },
-                        [](const AdaDelta& u) -> Fields {
-                          return {{"rho", u.rho}, {"epsilon", u.epsilon}};
-                        },
-                        [](const NoOp&) -> Fields { return {}; },
-                    },
-                    updater);
+// The scalar fields of an updater or schedule (training_fields.hpp), as
+// numbers. Integers are exact in a double up to 2^53; the JSON writer prints
+// them without a fraction.
+template <class S>
+Fields numbers_of(const S& s) {
+  Fields out;
+  detail::for_each_scalar(s, [&](std::string_view key, auto value) {
+    out.emplace_back(key, static_cast<double>(value));
+  });
+  return out;
 }
 
-// Scalar fields of a schedule (everything but a map's steps and a ramp's
-// base), in schema order. Integers are exact in a double up to 2^53; the
-// JSON writer prints them without a fraction.
+Fields updater_fields(const Updater& updater) {
+  return std::visit([](const auto& u) { return numbers_of(u); }, updater);
+}
+
+// Everything of a schedule but a map's steps and a ramp's base.
 struct ScheduleFields {
   std::optional<ScheduleType> type;
   Fields numbers;
 };
 
 ScheduleFields schedule_fields(const Schedule& schedule) {
-  auto d = [](std::int64_t v) { return static_cast<double>(v); };
   return std::visit(
-      Overloaded{
-          [](const FixedSchedule& s) -> ScheduleFields {
-            return {{}, {{"value", s.value}}};
-          },
-          [](const StepSchedule& s) -> ScheduleFields {
-            return {s.type,
-                    {{"initial_value", s.initial_value},
-                     {"decay_rate", s.decay_rate},
-                     {"step", s.step}}};
-          },
-          [](const ExponentialSchedule& s) -> ScheduleFields {
-            return {s.type, {{"initial_value", s.initial_value}, {"gamma", s.gamma}}};
-          },
-          [](const InverseSchedule& s) -> ScheduleFields {
-            return {s.type,
-                    {{"initial_value", s.initial_value}, {"gamma", s.gamma}, {"power", s.power}}};
-          },
-          [&](const PolySchedule& s) -> ScheduleFields {
-            return {s.type,
-                    {{"initial_value", s.initial_value},
-                     {"power", s.power},
-                     {"max_iterations", d(s.max_iterations)}}};
-          },
-          [&](const SigmoidSchedule& s) -> ScheduleFields {
-            return {s.type,
-                    {{"initial_value", s.initial_value},
-                     {"gamma", s.gamma},
-                     {"step_size", d(s.step_size)}}};
-          },
-          [&](const CycleSchedule& s) -> ScheduleFields {
-            return {s.type,
-                    {{"initial_value", s.initial_value},
-                     {"max_value", s.max_value},
-                     {"cycle_length", d(s.cycle_length)},
-                     {"annealing_length", d(s.annealing_length)},
-                     {"annealing_decay", s.annealing_decay}}};
-          },
-          [](const MapSchedule& s) -> ScheduleFields {
-            return {s.type, {}};
-          },
-          [&](const RampSchedule& s) -> ScheduleFields {
-            return {{}, {{"num_iterations", d(s.num_iterations)}}};
-          },
+      [](const auto& s) {
+        ScheduleFields out{{}, numbers_of(s)};
+        if constexpr (requires { s.type; }) out.type = s.type;
+        return out;
       },
       static_cast<const ScheduleVariant&>(schedule));
 }

@@ -21,11 +21,16 @@
 // result is validated by the library (modelzip.InvalidArgumentError).
 #include <pybind11/stl.h>
 
+#include <optional>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <utility>
+#include <variant>
 
 #include "bindings.hpp"
 #include "graph/render.hpp"
+#include "graph/training_fields.hpp"
 #include "modelzip/error.hpp"
 #include "modelzip/training.hpp"
 
@@ -43,14 +48,15 @@ class Fields {
     dict_ = py::reinterpret_borrow<py::dict>(object);
   }
 
-  bool has(const char* key) const { return dict_.contains(key); }
-  py::object get(const char* key) {
-    seen_.append(py::str(key));
-    return dict_.contains(key) ? py::object(dict_[key]) : py::object(py::none());
+  bool has(std::string_view key) const { return dict_.contains(str(key)); }
+  py::object get(std::string_view key) {
+    const py::str k = str(key);
+    seen_.append(k);
+    return dict_.contains(k) ? py::object(dict_[k]) : py::object(py::none());
   }
-  std::string where(const char* key) const { return what_ + " '" + key + "'"; }
+  std::string where(std::string_view key) const { return what_ + " '" + std::string(key) + "'"; }
 
-  void number(const char* key, double& target) {
+  void number(std::string_view key, double& target) {
     py::object v = get(key);
     if (v.is_none()) return;
     if (py::isinstance<py::bool_>(v) ||
@@ -58,28 +64,28 @@ class Fields {
       throw py::type_error(where(key) + " must be a number, not " + type_name(v));
     target = v.cast<double>();
   }
-  void integer(const char* key, std::int64_t& target) {
+  void integer(std::string_view key, std::int64_t& target) {
     py::object v = get(key);
     if (v.is_none()) return;
     if (py::isinstance<py::bool_>(v) || !py::isinstance<py::int_>(v))
       throw py::type_error(where(key) + " must be an int, not " + type_name(v));
     target = v.cast<std::int64_t>();
   }
-  void flag(const char* key, bool& target) {
+  void flag(std::string_view key, bool& target) {
     py::object v = get(key);
     if (v.is_none()) return;
     if (!py::isinstance<py::bool_>(v))
       throw py::type_error(where(key) + " must be a bool, not " + type_name(v));
     target = v.cast<bool>();
   }
-  std::string text(const char* key, std::string fallback) {
+  std::string text(std::string_view key, std::string fallback) {
     py::object v = get(key);
     if (v.is_none()) return fallback;
     if (!py::isinstance<py::str>(v))
       throw py::type_error(where(key) + " must be a str, not " + type_name(v));
     return v.cast<std::string>();
   }
-  void texts(const char* key, std::vector<std::string>& target) {
+  void texts(std::string_view key, std::vector<std::string>& target) {
     py::object v = get(key);
     if (v.is_none()) return;
     if (!py::isinstance<py::list>(v) && !py::isinstance<py::tuple>(v))
@@ -99,76 +105,62 @@ class Fields {
     }
   }
 
+  // Reads every scalar field of `s` (graph/training_fields.hpp), in order.
+  template <class S>
+  S scalars(S s) {
+    graph::detail::for_each_scalar(s, [&](std::string_view key, auto& member) {
+      if constexpr (std::is_same_v<std::remove_reference_t<decltype(member)>, double>)
+        number(key, member);
+      else
+        integer(key, member);
+    });
+    return s;
+  }
+
   static std::string type_name(py::handle v) {
     return py::str(py::type::of(v).attr("__name__")).cast<std::string>();
   }
 
  private:
+  static py::str str(std::string_view key) { return py::str(key.data(), key.size()); }
+
   std::string what_;
   py::dict dict_;
   py::list seen_;
 };
 
-template <class U>
-U adam_like(Fields& f, U u) {
-  f.number("learning_rate", u.learning_rate);
-  f.number("beta1", u.beta1);
-  f.number("beta2", u.beta2);
-  f.number("epsilon", u.epsilon);
-  return u;
+// The alternative of variant `V` that `name_of` calls `name`, made by
+// read(alternative{}) and returned as a `Result` (V, or a type derived from
+// it such as Schedule); nullopt if no alternative has that name. `names` gets
+// every name, in order, for the error message.
+template <class V, class Result = V, class NameOf, class Read>
+std::optional<Result> read_alternative(const std::string& name, NameOf name_of, Read read,
+                                       std::string& names) {
+  std::optional<Result> out;
+  auto one = [&]<class A>(A alternative) {
+    const std::string_view n = name_of(Result(alternative));
+    names += (names.empty() ? "" : ", ") + std::string(n);
+    if (!out && n == name) out.emplace(read(std::move(alternative)));
+  };
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    (one(std::variant_alternative_t<I, V>{}), ...);
+  }
+  (std::make_index_sequence<std::variant_size_v<V>>{});
+  return out;
 }
 
 Updater updater_from(py::handle object) {
   Fields f(object, "training config 'updater'");
   const std::string type = f.text("type", "");
-  Updater out;
-  if (type == "Sgd") {
-    Sgd u;
-    f.number("learning_rate", u.learning_rate);
-    out = u;
-  } else if (type == "Nesterovs") {
-    Nesterovs u;
-    f.number("learning_rate", u.learning_rate);
-    f.number("momentum", u.momentum);
-    out = u;
-  } else if (type == "Adam") {
-    out = adam_like(f, Adam{});
-  } else if (type == "AdamW") {
-    AdamW u = adam_like(f, AdamW{});
-    f.number("weight_decay", u.weight_decay);
-    out = u;
-  } else if (type == "AdaMax") {
-    out = adam_like(f, AdaMax{});
-  } else if (type == "AmsGrad") {
-    out = adam_like(f, AmsGrad{});
-  } else if (type == "Nadam") {
-    out = adam_like(f, Nadam{});
-  } else if (type == "RmsProp") {
-    RmsProp u;
-    f.number("learning_rate", u.learning_rate);
-    f.number("rms_decay", u.rms_decay);
-    f.number("epsilon", u.epsilon);
-    out = u;
-  } else if (type == "AdaGrad") {
-    AdaGrad u;
-    f.number("learning_rate", u.learning_rate);
-    f.number("epsilon", u.epsilon);
-    out = u;
-  } else if (type == "AdaDelta") {
-    AdaDelta u;
-    f.number("rho", u.rho);
-    f.number("epsilon", u.epsilon);
-    out = u;
-  } else if (type == "NoOp") {
-    out = NoOp{};
-  } else {
-    throw py::value_error(
-        "training config 'updater' 'type' must be one of Sgd, Nesterovs, Adam, AdamW, AdaMax, "
-        "AmsGrad, Nadam, RmsProp, AdaGrad, AdaDelta, NoOp; not '" +
-        type + "'");
-  }
+  std::string names;
+  std::optional<Updater> out = read_alternative<Updater>(
+      type, [](const Updater& u) { return updater_name(u); },
+      [&](auto u) { return Updater(f.scalars(u)); }, names);
+  if (!out)
+    throw py::value_error("training config 'updater' 'type' must be one of " + names + "; not '" +
+                          type + "'");
   f.finish();
-  return out;
+  return *out;
 }
 
 ScheduleType schedule_type_from(Fields& f) {
@@ -184,86 +176,37 @@ Schedule schedule_from(py::handle object, const std::string& what) {
     return FixedSchedule{object.cast<double>()};
   Fields f(object, what);
   const std::string kind = f.text("schedule", "");
-  Schedule out;
-  if (kind == "FixedSchedule") {
-    FixedSchedule s;
-    f.number("value", s.value);
-    out = s;
-  } else if (kind == "StepSchedule") {
-    StepSchedule s;
-    s.type = schedule_type_from(f);
-    f.number("initial_value", s.initial_value);
-    f.number("decay_rate", s.decay_rate);
-    f.number("step", s.step);
-    out = s;
-  } else if (kind == "ExponentialSchedule") {
-    ExponentialSchedule s;
-    s.type = schedule_type_from(f);
-    f.number("initial_value", s.initial_value);
-    f.number("gamma", s.gamma);
-    out = s;
-  } else if (kind == "InverseSchedule") {
-    InverseSchedule s;
-    s.type = schedule_type_from(f);
-    f.number("initial_value", s.initial_value);
-    f.number("gamma", s.gamma);
-    f.number("power", s.power);
-    out = s;
-  } else if (kind == "PolySchedule") {
-    PolySchedule s;
-    s.type = schedule_type_from(f);
-    f.number("initial_value", s.initial_value);
-    f.number("power", s.power);
-    f.integer("max_iterations", s.max_iterations);
-    out = s;
-  } else if (kind == "SigmoidSchedule") {
-    SigmoidSchedule s;
-    s.type = schedule_type_from(f);
-    f.number("initial_value", s.initial_value);
-    f.number("gamma", s.gamma);
-    f.integer("step_size", s.step_size);
-    out = s;
-  } else if (kind == "CycleSchedule") {
-    CycleSchedule s;
-    s.type = schedule_type_from(f);
-    f.number("initial_value", s.initial_value);
-    f.number("max_value", s.max_value);
-    f.integer("cycle_length", s.cycle_length);
-    f.integer("annealing_length", s.annealing_length);
-    f.number("annealing_decay", s.annealing_decay);
-    out = s;
-  } else if (kind == "MapSchedule") {
-    MapSchedule s;
-    s.type = schedule_type_from(f);
-    py::object steps = f.get("steps");
-    if (!steps.is_none()) {
-      if (!py::isinstance<py::list>(steps) && !py::isinstance<py::tuple>(steps))
-        throw py::type_error(f.where("steps") + " must be a list");
-      for (py::handle step : steps) {
-        Fields sf(step, f.where("steps") + " item");
-        ScheduleStep st;
-        sf.integer("start", st.start);
-        sf.number("value", st.value);
-        sf.finish();
-        s.steps.push_back(st);
-      }
-    }
-    out = s;
-  } else if (kind == "RampSchedule") {
-    std::int64_t n = 1;
-    f.integer("num_iterations", n);
-    py::object base = f.get("base");
-    if (base.is_none()) throw py::value_error(f.where("base") + " is required");
-    out = ramp(schedule_from(base, f.where("base")), n);
-  } else {
-    throw py::value_error(what +
-                          " must be a number or a dict whose 'schedule' is one of FixedSchedule, "
-                          "StepSchedule, ExponentialSchedule, InverseSchedule, PolySchedule, "
-                          "SigmoidSchedule, CycleSchedule, MapSchedule, RampSchedule; not '" +
-                          kind + "'");
-  }
+  std::string names;
+  std::optional<Schedule> out = read_alternative<ScheduleVariant, Schedule>(
+      kind, [](const Schedule& s) { return schedule_name(s); },
+      [&]<class S>(S s) -> Schedule {
+        if constexpr (requires { s.type; }) s.type = schedule_type_from(f);
+        s = f.scalars(std::move(s));
+        if constexpr (std::is_same_v<S, MapSchedule>) {
+          py::object steps = f.get("steps");
+          if (!steps.is_none()) {
+            if (!py::isinstance<py::list>(steps) && !py::isinstance<py::tuple>(steps))
+              throw py::type_error(f.where("steps") + " must be a list");
+            for (py::handle step : steps) {
+              Fields sf(step, f.where("steps") + " item");
+              s.steps.push_back(sf.scalars(ScheduleStep{}));
+              sf.finish();
+            }
+          }
+        }
+        if constexpr (std::is_same_v<S, RampSchedule>) {
+          py::object base = f.get("base");
+          if (base.is_none()) throw py::value_error(f.where("base") + " is required");
+          return ramp(schedule_from(base, f.where("base")), s.num_iterations);
+        }
+        return s;
+      },
+      names);
+  if (!out)
+    throw py::value_error(what + " must be a number or a dict whose 'schedule' is one of " + names +
+                          "; not '" + kind + "'");
   f.finish();
-  return out;
+  return std::move(*out);
 }
 
 }  // namespace
