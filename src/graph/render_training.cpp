@@ -1,5 +1,8 @@
 // training_config_json and training_config_text.
+#include <string>
+#include <type_traits>
 #include <utility>
+#include <variant>
 
 #include "graph/json_writer.hpp"
 #include "graph/render.hpp"
@@ -12,17 +15,32 @@ using detail::JsonWriter;
 using detail::shortest_double;
 using namespace modelzip::training;
 
-using Fields = std::vector<std::pair<std::string_view, double>>;
+// A field's value: integer fields stay integers (JSON readers such as
+// Python's json module must read 10, not 1e+01, back as an int).
+using Number = std::variant<double, std::int64_t>;
+using Fields = std::vector<std::pair<std::string_view, Number>>;
 
-// The scalar fields of an updater or schedule (training_fields.hpp), as
-// numbers. Integers are exact in a double up to 2^53; the JSON writer prints
-// them without a fraction.
+std::string number_text(const Number& n) {
+  return std::visit(
+      [](auto v) {
+        if constexpr (std::is_same_v<decltype(v), double>)
+          return shortest_double(v);
+        else
+          return std::to_string(v);
+      },
+      n);
+}
+
+void write_number(JsonWriter& w, const Number& n) {
+  std::visit([&](auto v) { w.value(v); }, n);
+}
+
+// The scalar fields of an updater or schedule (training_fields.hpp).
 template <class S>
 Fields numbers_of(const S& s) {
   Fields out;
-  detail::for_each_scalar(s, [&](std::string_view key, auto value) {
-    out.emplace_back(key, static_cast<double>(value));
-  });
+  detail::for_each_scalar(s,
+                          [&](std::string_view key, auto value) { out.emplace_back(key, value); });
   return out;
 }
 
@@ -51,7 +69,7 @@ void write_schedule(JsonWriter& w, const Schedule& schedule) {
   w.begin_object(true);
   w.key("schedule").value(schedule_name(schedule));
   if (f.type) w.key("type").value(schedule_type_name(*f.type));
-  for (const auto& [k, v] : f.numbers) w.key(k).value(v);
+  for (const auto& [k, v] : f.numbers) write_number(w.key(k), v);
   if (const auto* m = std::get_if<MapSchedule>(&schedule)) {
     w.key("steps").begin_array();
     for (const auto& st : m->steps) {
@@ -87,7 +105,7 @@ std::string schedule_text(const Schedule& schedule) {
   }
   for (const auto& [k, v] : f.numbers) {
     sep();
-    s += std::string(k) + "=" + shortest_double(v);
+    s += std::string(k) + "=" + number_text(v);
   }
   if (const auto* m = std::get_if<MapSchedule>(&schedule)) {
     sep();
@@ -117,7 +135,7 @@ std::string training_config_json(const TrainingConfig& config) {
   w.begin_object();
   w.key("updater").begin_object(true);
   w.key("type").value(updater_name(config.updater));
-  for (const auto& [k, v] : updater_fields(config.updater)) w.key(k).value(v);
+  for (const auto& [k, v] : updater_fields(config.updater)) write_number(w.key(k), v);
   w.end_object();
   w.key("learning_rate_schedule");
   if (config.learning_rate_schedule)
@@ -160,7 +178,7 @@ std::string training_config_text(const TrainingConfig& config) {
   if (!fields.empty()) {
     s += " (";
     for (std::size_t i = 0; i < fields.size(); ++i)
-      s += (i ? ", " : "") + std::string(fields[i].first) + " " + shortest_double(fields[i].second);
+      s += (i ? ", " : "") + std::string(fields[i].first) + " " + number_text(fields[i].second);
     s += ")";
   }
   s += "\n";

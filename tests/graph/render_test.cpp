@@ -152,6 +152,21 @@ TEST_CASE("training_config_json and training_config_text") {
   }
 }
 
+TEST_CASE("training config rendering: integer fields print as integers, doubles as doubles") {
+  TrainingConfig c;
+  c.updater = Sgd{100};
+  c.learning_rate_schedule = CycleSchedule{ScheduleType::epoch, 0.1, 1, 100, 20, 0.5};
+  const std::string json = graph::training_config_json(c);
+  // %g would print 1e+02 and 1e+01, which JSON readers take as floats.
+  CHECK(json.find(R"("cycle_length": 100, "annealing_length": 20)") != std::string::npos);
+  CHECK(json.find(R"("learning_rate": 1e+02})") != std::string::npos);  // a double: stays one
+  CHECK(graph::training_config_text(c).find("cycle_length=100, annealing_length=20") !=
+        std::string::npos);
+  c.learning_rate_schedule = PolySchedule{ScheduleType::iteration, 1, 2, 9007199254740993};
+  CHECK(graph::training_config_json(c).find(R"("max_iterations": 9007199254740993})") !=
+        std::string::npos);  // 2^53 + 1: exact, no detour through a double
+}
+
 TEST_CASE("Tag summaries count params, shared bytes, updater state, graph and config") {
   TempDir dir;
   auto path = dir / "ckpt.zip";

@@ -154,6 +154,38 @@ def test_updater_state(archive_path):
         save(archive_path, "u", {"w": np.ones(1)}, updater={"w": m})
 
 
+def test_training_config_dict_round_trips(archive_path):
+    # Integer fields of 10 and more: JSON must say 10, not 1e+01, or the
+    # dict read back holds floats that writing it again refuses.
+    config = {
+        "updater": {"type": "Sgd", "learning_rate": 100.0},
+        "learning_rate_schedule": {
+            "schedule": "RampSchedule", "num_iterations": 1000,
+            "base": {"schedule": "CycleSchedule", "type": "epoch", "initial_value": 0.1,
+                     "max_value": 1.0, "cycle_length": 100, "annealing_length": 20,
+                     "annealing_decay": 0.5}},
+        "regularization": [{"type": "l2", "apply_learning_rate": True, "coefficient": {
+            "schedule": "PolySchedule", "type": "iteration", "initial_value": 0.01,
+            "power": 2.0, "max_iterations": 12345678901}}],
+        "minimize": True, "feature_mapping": ["x"], "label_mapping": [],
+        "feature_mask_mapping": [], "label_mask_mapping": [], "loss_variables": [],
+        "iteration_count": 50, "epoch_count": 10, "properties": {"seed": "7"},
+    }
+    def add(tag, training):
+        with modelzip.Writer(archive_path, durable=False) as w:
+            w.add_tag(tag, {"w": np.ones(2, np.float32)}, training=training)
+
+    add("a", config)
+    with modelzip.open(archive_path) as ar:
+        back = ar.training_config("a")
+    assert back == config
+    base = back["learning_rate_schedule"]["base"]
+    assert type(base["cycle_length"]) is int and type(base["annealing_length"]) is int
+    add("b", back)
+    with modelzip.open(archive_path) as ar:
+        assert ar.training_config("b") == config
+
+
 def test_writer_context_manager_commits_or_discards(archive_path):
     with modelzip.Writer(archive_path, durable=False) as w:
         w.add_tag("a", {"x": np.zeros(2)})
