@@ -1,7 +1,8 @@
 // Fuzz target: a safetensors file (convert::read_safetensors, with its
 // strict JSON parser); the tensors and metadata are written back as
 // safetensors and must read back equal (by name: the writer orders tensors
-// its own way).
+// its own way). Quantized tensors written as plain arrays are joined as
+// import joins them (check_quantized_join).
 #include <cstdint>
 #include <sstream>
 
@@ -22,5 +23,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }));
   FUZZ_CHECK(again.metadata == file.metadata);
   FUZZ_CHECK(by_name(again.tensors) == by_name(file.tensors));
+  check_quantized_join(file);
   return 0;
 }

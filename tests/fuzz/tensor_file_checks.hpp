@@ -38,4 +38,24 @@ inline std::map<std::string, Tensor> by_name(const std::vector<convert::NamedTen
   return map;
 }
 
+// Quantized tensors as plain arrays (what `modelzip import` does after
+// reading): when `file` joins (convert::arrays_to_quantized), every joined
+// tensor is touched (and so dequantized), and splitting the result and
+// joining it again gives the same tensors.
+inline void check_quantized_join(const convert::TensorFile& file) {
+  if (by_name(file.tensors).size() != file.tensors.size()) return;  // npz: duplicate members
+  convert::TensorFile joined = file;
+  if (!attempt([&] { convert::arrays_to_quantized(joined); })) return;
+  for (const auto& named : joined.tensors) keep(touch(named.tensor));
+  convert::TensorFile again;
+  again.format = file.format;
+  again.metadata = joined.metadata;
+  FUZZ_CHECK(attempt([&] {
+    again.tensors = convert::quantized_to_arrays(joined.tensors, file.format, again.metadata);
+    convert::arrays_to_quantized(again);
+  }));
+  FUZZ_CHECK(again.metadata == joined.metadata);
+  FUZZ_CHECK(by_name(again.tensors) == by_name(joined.tensors));
+}
+
 }  // namespace modelzip::fuzz

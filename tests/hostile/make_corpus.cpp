@@ -27,6 +27,7 @@
 #include "hostile_archives.hpp"
 
 using namespace modelzip::testing;
+using namespace std::string_literals;
 
 namespace {
 
@@ -588,6 +589,56 @@ void converter_cases() {
   // 100000 nested arrays where the metadata object belongs (offset 8 + 16).
   emit("safetensors_deep_nesting.safetensors",
        st(R"({"__metadata__":)" + std::string(100000, '[') + "}", ""));
+  // Quantized tensors as plain arrays (FORMAT.md section 6.1, "As plain
+  // arrays"): w (the integers), w.scales, w.zero_points and the description
+  // w.quantization; each file breaks one rule.
+  const std::string per_tensor =
+      R"({"version":1,"scheme":"affine-per-tensor","storage":"int8","bits":8,"dtype":"float32"})";
+  auto quoted = [](const std::string& json) {  // as a JSON string
+    std::string out = "\"";
+    for (char c : json) out += c == '"' ? std::string("\\\"") : std::string(1, c);
+    return out + "\"";
+  };
+  // Scale 0.0 (float64 zero: eight zero bytes).
+  emit("safetensors_quantized_scale_zero.safetensors",
+       st(R"({"__metadata__":{"w.quantization":)" + quoted(per_tensor) +
+              R"(},"w.scales":{"dtype":"F64","shape":[],"data_offsets":[0,8]},)"
+              R"("w.zero_points":{"dtype":"I64","shape":[],"data_offsets":[8,16]},)"
+              R"("w":{"dtype":"I8","shape":[2],"data_offsets":[16,18]}})",
+          std::string(16, '\0') + "\x01\x02"s));
+  // Rows of 40 in blocks of 32 need 2 scales per row; 1 is given.
+  emit("safetensors_quantized_block_count.safetensors",
+       st(R"({"__metadata__":{"w.quantization":)" +
+              quoted(R"({"version":1,"scheme":"block-symmetric","storage":"int8","bits":8,)"
+                     R"("axis":1,"block_size":32,"dtype":"float32"})") +
+              R"(},"w.scales":{"dtype":"F16","shape":[2,1],"data_offsets":[0,4]},)"
+              R"("w":{"dtype":"I8","shape":[2,40],"data_offsets":[4,84]}})",
+          "\x00\x3C\x00\x3C"s + std::string(80, '\x01')));
+  // The description's JSON ends after its first member.
+  emit("safetensors_quantized_bad_json.safetensors",
+       st(R"({"__metadata__":{"w.quantization":)" + quoted(R"({"version":1,)") +
+              R"(},"w.scales":{"dtype":"F64","shape":[],"data_offsets":[0,8]},)"
+              R"("w.zero_points":{"dtype":"I64","shape":[],"data_offsets":[8,16]},)"
+              R"("w":{"dtype":"I8","shape":[2],"data_offsets":[16,18]}})",
+          "\0\0\0\0\0\0\xF0\x3F"s + std::string(8, '\0') + "\x01\x02"s));
+  {
+    // int4 values one per int8 element; 9 does not fit in 4 bits.
+    const std::string desc =
+        R"({"version":1,"scheme":"block-symmetric","storage":"int4","bits":4,"axis":0,)"
+        R"("block_size":4,"dtype":"float32"})";
+    std::string ucs4;  // numpy's '<U' items: UTF-32LE code units
+    for (char c : desc) ucs4 += std::string(1, c) + std::string(3, '\0');
+    ZipSpec z;
+    z.entries = {
+        stored("w.npy",
+               npy("{'descr': '|i1', 'fortran_order': False, 'shape': (3,), }", "\x01\x09\x00"s)),
+        stored("w.scales.npy",
+               npy("{'descr': '<f2', 'fortran_order': False, 'shape': (1,), }", "\x00\x3C"s)),
+        stored("w.quantization.npy", npy("{'descr': '<U" + std::to_string(desc.size()) +
+                                             "', 'fortran_order': False, 'shape': (), }",
+                                         ucs4))};
+    emit("npz_quantized_int4_out_of_range.npz", build_zip(z).bytes);
+  }
   emit("btf_tensor_count_huge.btf", u64s(1ull << 60) + u64s(16));
   emit("btf_rank_huge.btf", u64s(1) + u64s(16) + u64s(1ull << 40) + std::string(8, '\0'));
   {
