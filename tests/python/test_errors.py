@@ -158,6 +158,78 @@ def test_missing_file_is_also_file_not_found_error(tmp_path):
         save(tmp_path / "no" / "such" / "m.zip", "t", {"w": np.zeros(1)})
 
 
+UNINITIALIZED_SCRIPT = """
+import sys
+import numpy as np
+import modelzip
+from modelzip.distributed import CollectiveWriter, Communicator
+
+path, missing = sys.argv[1], sys.argv[2]
+kept = []
+
+
+class KeepsSelf(modelzip.Archive):  # the C++ __init__ raises after self escaped
+    def __init__(self, p):
+        kept.append(self)
+        super().__init__(p)
+
+
+try:
+    KeepsSelf(missing)
+except FileNotFoundError:
+    pass
+half = kept[0]
+bare = {cls: cls.__new__(cls) for cls in (modelzip.Archive, modelzip.Writer, modelzip.Embeddings,
+                                          modelzip.Metadata, modelzip.WriteStats, Communicator)}
+w = modelzip.Writer(path, durable=False)
+calls = {
+    "subclass tags": lambda: half.tags,
+    "subclass load": lambda: half.load(),
+    "subclass close": lambda: half.close(),
+    "Archive.name": lambda: bare[modelzip.Archive].name,
+    "Archive.param": lambda: bare[modelzip.Archive].param("w"),
+    "Writer.add_tag": lambda: bare[modelzip.Writer].add_tag("t", {"w": np.zeros(1)}),
+    "Writer.commit": lambda: bare[modelzip.Writer].commit(),
+    "Embeddings.dims": lambda: bare[modelzip.Embeddings].dims,
+    "Embeddings.words": lambda: bare[modelzip.Embeddings].words(),
+    "Metadata.model_name": lambda: bare[modelzip.Metadata].model_name,
+    "WriteStats.bytes_written": lambda: bare[modelzip.WriteStats].bytes_written,
+    # As an argument, not self:
+    "set_metadata(Metadata)": lambda: w.set_metadata(bare[modelzip.Metadata]),
+    "add_tag(Embeddings)": lambda: w.add_tag("t", {"e": bare[modelzip.Embeddings]}),
+    "CollectiveWriter(Communicator)": lambda: CollectiveWriter(path, bare[Communicator]),
+}
+for name, call in calls.items():
+    try:
+        print(name + ": returned", repr(call())[:80])
+    except Exception as e:
+        print(name + ": raised", type(e).__name__, e)
+print("reprs", repr(half), repr(bare[modelzip.Writer]))
+"""
+
+
+def test_methods_of_an_uninitialized_instance_raise_value_error(tmp_path):
+    # An instance whose C++ object was never made (its __init__ raised after
+    # a subclass kept `self`, or cls.__new__(cls)): every method and
+    # property, and every function given one as an argument, raises
+    # ValueError instead of reading uninitialized memory. In a child process,
+    # so that a crash fails this test only.
+    result = subprocess.run(
+        [sys.executable, "-c", UNINITIALIZED_SCRIPT, str(tmp_path / "m.zip"),
+         str(tmp_path / "missing.zip")],
+        capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == 15, result.stdout
+    for line in lines[:-1]:
+        name, outcome = line.split(": ", 1)
+        assert outcome.startswith("raised ValueError "), line
+        assert outcome.endswith("object is not initialized (its __init__ raised or was not called)"), line
+    assert "__main__.KeepsSelf object is not" in lines[0]
+    assert "modelzip.Writer object is not" in lines[5]
+    assert lines[-1] == "reprs <modelzip.Archive (not opened)> <modelzip.Writer (not opened)>"
+
+
 PERMISSION_SCRIPT = """
 import sys, modelzip
 try:

@@ -37,6 +37,14 @@ class PyArchive {
   std::string name_;
 };
 
+}  // namespace
+}  // namespace modelzip::python
+
+MODELZIP_PY_INITIALIZED_CASTER(modelzip::python::PyArchive)
+
+namespace modelzip::python {
+namespace {
+
 ReadMode read_mode(bool copy) {
   return copy ? ReadMode::copy : ReadMode::zero_copy;
 }
@@ -104,7 +112,7 @@ std::string byte_size(std::uint64_t n) {
 // (1.5 MiB), 8 updater states>; at most 6 tags are listed (first 3, last 3).
 // "<modelzip.Archive (not opened)>" when the constructor failed or never ran.
 std::string archive_repr(py::handle handle) {
-  if (!constructed(handle)) return "<modelzip.Archive (not opened)>";
+  if (!initialized(handle, typeid(PyArchive))) return "<modelzip.Archive (not opened)>";
   const PyArchive& self = handle.cast<const PyArchive&>();
   std::string r = "<modelzip.Archive " + quoted(self.name());
   if (self.closed()) return r + " (closed)>";

@@ -18,8 +18,16 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <typeinfo>
 
+#include "modelzip/archive.hpp"
+#include "modelzip/communicator.hpp"
+#include "modelzip/distributed.hpp"
+#include "modelzip/finalfusion.hpp"
+#include "modelzip/metadata.hpp"
+#include "modelzip/quantize.hpp"
 #include "modelzip/training.hpp"
+#include "modelzip/writer.hpp"
 
 namespace modelzip::python {
 
@@ -56,11 +64,50 @@ py::object training_config_to_python(const training::TrainingConfig& config);
 // An attribute of the pure-Python helper module modelzip.<module>.
 py::object helper(const char* module, const char* name);
 
-// Whether the C++ object of `self` (an instance of a bound class) was
-// constructed. When __init__ raised (a missing file, say) or never ran
-// (cls.__new__(cls)), pybind11 hands methods uninitialized memory; a
-// traceback printer, debugger or pytest still calls repr() on such an
-// instance, so a __repr__ of a class whose constructor can fail checks this.
-bool constructed(py::handle self);
+// Half-constructed instances. Python can hold an instance of a bound class
+// whose C++ object was never made: cls.__new__(cls), or the `self` a
+// subclass's __init__ kept before the C++ __init__ raised (a missing file,
+// say). pybind11 would hand such an instance to a method as freshly
+// allocated, uninitialized memory. Every bound class therefore gets
+// InitializedCaster (MODELZIP_PY_INITIALIZED_CASTER below), which raises
+// ValueError("<type> object is not initialized (its __init__ raised or was
+// not called)") before a method or function receives one, as self or as an
+// argument.
+//
+// initialized(obj, type): false only for an instance of the bound class
+// `type` without its C++ object (true for anything else, which the caster
+// then accepts or refuses as usual). A __repr__ that must not raise (a
+// traceback printer, debugger or pytest calls repr() on such an instance)
+// takes a py::handle and checks this first.
+bool initialized(py::handle obj, const std::type_info& type);
+void require_initialized(py::handle obj, const std::type_info& type);
+
+template <class T>
+class InitializedCaster : public py::detail::type_caster_base<T> {
+ public:
+  bool load(py::handle src, bool convert) {
+    require_initialized(src, typeid(T));
+    return py::detail::type_caster_base<T>::load(src, convert);
+  }
+};
 
 }  // namespace modelzip::python
+
+// Declares InitializedCaster as pybind11's caster of the bound class T. At
+// global scope, in every translation unit that binds or converts T, before
+// any use (for the public types: below, so every file of the bindings sees
+// them; for a class local to one file: right after its definition).
+#define MODELZIP_PY_INITIALIZED_CASTER(T)                                    \
+  namespace pybind11::detail {                                               \
+  template <>                                                                \
+  class type_caster<T> : public ::modelzip::python::InitializedCaster<T> {}; \
+  }
+
+MODELZIP_PY_INITIALIZED_CASTER(modelzip::Metadata)
+MODELZIP_PY_INITIALIZED_CASTER(modelzip::ParamInfo)
+MODELZIP_PY_INITIALIZED_CASTER(modelzip::Writer::Stats)
+MODELZIP_PY_INITIALIZED_CASTER(modelzip::finalfusion::Embeddings)
+MODELZIP_PY_INITIALIZED_CASTER(modelzip::QuantizeResult)
+MODELZIP_PY_INITIALIZED_CASTER(modelzip::Communicator)
+MODELZIP_PY_INITIALIZED_CASTER(modelzip::CollectiveStats)
+MODELZIP_PY_INITIALIZED_CASTER(modelzip::CollectiveWriter)

@@ -33,9 +33,24 @@ py::object helper(const char* module, const char* name) {
   return py::module_::import((std::string("modelzip.") + module).c_str()).attr(name);
 }
 
-bool constructed(py::handle self) {
-  auto* instance = reinterpret_cast<py::detail::instance*>(self.ptr());
-  return instance->get_value_and_holder(nullptr, /*throw_if_missing=*/false).holder_constructed();
+bool initialized(py::handle obj, const std::type_info& type) {
+  const py::detail::type_info* info = py::detail::get_type_info(type);
+  if (!obj || !info || !PyObject_TypeCheck(obj.ptr(), info->type)) return true;
+  auto* instance = reinterpret_cast<py::detail::instance*>(obj.ptr());
+  const auto v_h = instance->get_value_and_holder(info, /*throw_if_missing=*/false);
+  // Made by __init__ or returned from C++: a value, and a holder that owns it
+  // (or none: a reference to an object owned elsewhere, instance->owned is
+  // false). pybind11 allocates the value of an instance without holder on
+  // first use, uninitialized: that is the case refused.
+  return v_h && v_h.value_ptr() != nullptr && (v_h.holder_constructed() || !instance->owned);
+}
+
+void require_initialized(py::handle obj, const std::type_info& type) {
+  if (initialized(obj, type)) return;
+  const py::handle cls = py::type::handle_of(obj);  // modelzip.Writer, or a subclass
+  throw py::value_error(py::str(cls.attr("__module__")).cast<std::string>() + "." +
+                        py::str(cls.attr("__qualname__")).cast<std::string>() +
+                        " object is not initialized (its __init__ raised or was not called)");
 }
 
 }  // namespace modelzip::python

@@ -260,6 +260,14 @@ class PyWriter {
   bool dirty_ = false;
 };
 
+}  // namespace
+}  // namespace modelzip::python
+
+MODELZIP_PY_INITIALIZED_CASTER(modelzip::python::PyWriter)
+
+namespace modelzip::python {
+namespace {
+
 std::string stats_repr(const Writer::Stats& s) {
   return "modelzip.WriteStats(bytes_written=" + std::to_string(s.bytes_written) +
          ", blobs_written=" + std::to_string(s.blobs_written) +
@@ -357,7 +365,8 @@ training: the tag's training config (<tag>/trainingConfig.fb) as a dict in
              return false;
            })
       .def("__repr__", [](py::handle handle) {
-        if (!constructed(handle)) return std::string("<modelzip.Writer (not opened)>");
+        if (!initialized(handle, typeid(PyWriter)))
+          return std::string("<modelzip.Writer (not opened)>");
         const PyWriter& self = handle.cast<const PyWriter&>();
         return "<modelzip.Writer " + py::repr(py::str(self.path())).cast<std::string>() +
                (self.closed() ? " (closed)>" : ">");
