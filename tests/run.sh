@@ -12,6 +12,10 @@
 #   fuzz      tests/fuzz/run_fuzzers.sh on the sanitizer build for
 #             MODELZIP_FUZZ_SECONDS (default 20) per target, if it exists.
 #
+# Builds use MODELZIP_BUILD_JOBS parallel jobs (default: nproc, the cores
+# this process may use; ninja's own default, nproc + 2, oversubscribes a
+# small CI machine).
+#
 # MODELZIP_TEST_STAGES selects stages (default: all four), e.g.
 # `MODELZIP_TEST_STAGES=normal bash tests/run.sh` for the fast one. The
 # sanitize stage builds what the fuzz stage runs; fuzz alone builds it too.
@@ -31,6 +35,7 @@ stages=${MODELZIP_TEST_STAGES:-normal sanitize valgrind fuzz}
 build=${MODELZIP_BUILD_DIR:-build}
 sanitize_build=${MODELZIP_SANITIZE_BUILD_DIR:-build-sanitize}
 fuzz_seconds=${MODELZIP_FUZZ_SECONDS:-20}
+jobs=${MODELZIP_BUILD_JOBS:-$(nproc)}
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
 
@@ -82,11 +87,11 @@ build_sanitize() {
   CC=${MODELZIP_SANITIZE_CC:-clang} CXX=${MODELZIP_SANITIZE_CXX:-clang++} \
     setup "$sanitize_build" --buildtype=debugoptimized -Db_sanitize=address,undefined \
     -Db_lundef=false -Dfuzzing=true -Dpython=disabled &&
-    ninja -C "$sanitize_build"
+    ninja -C "$sanitize_build" -j "$jobs"
 }
 
 stage_normal() {
-  setup "$build" --buildtype=debugoptimized && ninja -C "$build" || {
+  setup "$build" --buildtype=debugoptimized && ninja -C "$build" -j "$jobs" || {
     record normal ""
     return
   }
@@ -102,7 +107,7 @@ stage_sanitize() {
 }
 
 stage_valgrind() {
-  setup "$build" --buildtype=debugoptimized && ninja -C "$build" || {
+  setup "$build" --buildtype=debugoptimized && ninja -C "$build" -j "$jobs" || {
     record valgrind ""
     return
   }
