@@ -281,7 +281,10 @@ void arrays_to_quantized(TensorFile& file) {
 
   std::vector<bool> consumed(file.tensors.size(), false);
   std::map<std::size_t, Tensor> joined;  // position of NAME -> its quantized tensor
-  for (const auto& [name, json] : descriptions) {
+  for (const auto& description : descriptions) {
+    // Named copies, not structured bindings: clang 14 cannot capture those.
+    const std::string& name = description.first;
+    const std::string& json = description.second;
     const std::string key = name + std::string(kDescription);
     if (file.format == Format::npz) consumed[index.at(key)] = true;
     Description d;
