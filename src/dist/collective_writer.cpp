@@ -23,6 +23,7 @@
 #include "format/tensor_blob.hpp"
 #include "io/durable_file.hpp"
 #include "io/posix_file.hpp"
+#include "io/shared_file_writer.hpp"
 #include "io/syscalls.hpp"
 #include "modelzip/distributed.hpp"
 #include "modelzip/error.hpp"
@@ -484,6 +485,14 @@ Plan CollectiveWriter::Impl::plan(
                                  layout.size, layout.values_offset, header_rank));
     ++stats.blobs_written;
   }
+  // The blocks of the new entries are allocated before any rank writes, so
+  // that the ranks' writes (io::SharedFileWriter) run in parallel, none of
+  // them extending the file or allocating. An interrupted commit cuts the
+  // file back (journal) or removes it (temporary file).
+  {
+    io::AppendFile file(plan.file);
+    io::preallocate(file.fd(), start.offset, cursor - start.offset);
+  }
   return plan;
 }
 
@@ -496,6 +505,10 @@ std::vector<Piece> CollectiveWriter::Impl::write(const Plan& plan, int fd,
   std::map<std::string_view, const Item*> mine;
   for (const auto& i : items) mine.emplace(i.name, &i);
   std::vector<Piece> pieces;
+  // Tensor data goes out through io::SharedFileWriter: the middle of long
+  // runs directly, the rest through the page cache (see there for why, and
+  // why the headers, written with pwrite, can share the file with it).
+  io::SharedFileWriter out(plan.file, ErrorContext{.archive = plan.file});
   zip::CrcQueue queue;
   std::vector<std::size_t> slot_of;  // piece -> CRC slot, or npos when computed inline
   constexpr std::size_t kInline = static_cast<std::size_t>(-1);
@@ -545,21 +558,19 @@ std::vector<Piece> CollectiveWriter::Impl::write(const Plan& plan, int fd,
     }
     if (!item) continue;
     const Bytes values = item->tensor.values();
-    dist::for_each_run(item->global, item->block,
-                       [&](std::uint64_t b, std::uint64_t g, std::uint64_t n) {
-                         const std::uint64_t rel = e.values_offset + g * esize;
-                         const std::uint64_t len = n * esize;
-                         const std::size_t slot = queue.new_slot();
-                         for (std::uint64_t off = 0; off < len; off += kChunk) {
-                           const std::uint64_t c = std::min(kChunk, len - off);
-                           const Bytes chunk = values.slice(b * esize + off, c);
-                           queue.push(slot, chunk);
-                           pwrite_all(fd, chunk.data(), c, e.data_offset + rel + off, plan.file);
-                         }
-                         pieces.push_back(Piece{idx, rel, len, 0});
-                         slot_of.push_back(slot);
-                         written += len;
-                       });
+    dist::for_each_run(
+        item->global, item->block, [&](std::uint64_t b, std::uint64_t g, std::uint64_t n) {
+          const std::uint64_t rel = e.values_offset + g * esize;
+          const std::uint64_t len = n * esize;
+          const std::size_t slot = queue.new_slot();
+          // The queue's thread computes the CRC-32 while the run is written.
+          for (std::uint64_t off = 0; off < len; off += kChunk)
+            queue.push(slot, values.slice(b * esize + off, std::min(kChunk, len - off)));
+          out.write(values.data() + b * esize, len, e.data_offset + rel);
+          pieces.push_back(Piece{idx, rel, len, 0});
+          slot_of.push_back(slot);
+          written += len;
+        });
   }
   const std::vector<std::uint32_t> crcs = queue.finish();
   for (std::size_t i = 0; i < pieces.size(); ++i)

@@ -1,0 +1,212 @@
+// io/shared_file_writer: processes writing disjoint ranges of one file at
+// once leave exactly their bytes; long ranges go out directly, edges and
+// short ranges through the page cache; a refused, short or failed direct
+// write is handled (fault injection).
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "io/shared_file_writer.hpp"
+#include "io/syscalls.hpp"
+#include "test_support.hpp"
+
+using namespace modelzip;
+using namespace modelzip::testing;
+using Action = io::FaultInjector::Action;
+
+namespace {
+
+constexpr std::uint64_t MiB = 1u << 20;
+
+// The byte every writer puts at file offset `i` (no run of it repeats
+// within a page, so a misplaced page or piece shows).
+std::byte pattern(std::uint64_t i) {
+  return static_cast<std::byte>((i * 2654435761u >> 13) ^ (i >> 12));
+}
+
+std::vector<std::byte> pattern_bytes(std::uint64_t offset, std::uint64_t size) {
+  std::vector<std::byte> out(size);
+  for (std::uint64_t i = 0; i < size; ++i) out[i] = pattern(offset + i);
+  return out;
+}
+
+// A file of `size` zero bytes, preallocated.
+std::filesystem::path make_file(const TempDir& dir, std::uint64_t size) {
+  const auto path = dir / "shared.bin";
+  io::UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  REQUIRE(fd.valid());
+  REQUIRE(io::preallocate(fd.get(), 0, size));
+  return path;
+}
+
+struct Range {
+  std::uint64_t offset, size;
+};
+
+// Writes `ranges` with one writer, each from its own (unaligned) copy of
+// the pattern; returns the writer's counts.
+struct Counts {
+  std::uint64_t direct = 0, cached = 0;
+};
+Counts write_ranges(const std::filesystem::path& path, const std::vector<Range>& ranges,
+                    std::size_t chunk = 4u << 20) {
+  io::SharedFileWriter w(path, ErrorContext{.archive = path.string()}, chunk);
+  for (const Range& r : ranges) {
+    // One byte in, so that the source is never page-aligned (bounce buffer).
+    std::vector<std::byte> src(r.size + 1);
+    const auto bytes = pattern_bytes(r.offset, r.size);
+    if (r.size) std::memcpy(src.data() + 1, bytes.data(), r.size);
+    w.write(src.data() + 1, r.size, r.offset);
+  }
+  return Counts{w.direct_bytes(), w.cached_bytes()};
+}
+
+std::vector<std::byte> file_bytes(const std::filesystem::path& path) {
+  const std::string s = io_bytes(path);
+  std::vector<std::byte> out(s.size());
+  if (!s.empty()) std::memcpy(out.data(), s.data(), s.size());
+  return out;
+}
+
+// The first offset where the file differs from the pattern, or -1.
+long long first_difference(const std::filesystem::path& path, std::uint64_t size) {
+  const auto got = file_bytes(path);
+  if (got.size() != size) return static_cast<long long>(std::min<std::uint64_t>(got.size(), size));
+  for (std::uint64_t i = 0; i < size; ++i)
+    if (got[i] != pattern(i)) return static_cast<long long>(i);
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("SharedFileWriter: two processes interleave long and strided ranges; bytes exact") {
+  TempDir dir;
+  const std::uint64_t size = 24 * MiB;
+  const auto path = make_file(dir, size);
+  // Process 0: a long range from 0 to 7 MiB + 123, then the first half of
+  // every 3000-byte row of [16 MiB, 24 MiB). Process 1: the long range
+  // after it up to 16 MiB, and the second halves. The long ranges meet
+  // mid-page; every row half shares its pages with the other process's.
+  std::vector<Range> mine[2];
+  mine[0].push_back({0, 7 * MiB + 123});
+  mine[1].push_back({7 * MiB + 123, 16 * MiB - (7 * MiB + 123)});
+  for (std::uint64_t at = 16 * MiB; at < size; at += 3000) {
+    const std::uint64_t row = std::min<std::uint64_t>(3000, size - at);
+    mine[0].push_back({at, row / 2});
+    mine[1].push_back({at + row / 2, row - row / 2});
+  }
+  pid_t child[2];
+  for (int p = 0; p < 2; ++p) {
+    child[p] = ::fork();
+    REQUIRE(child[p] >= 0);
+    if (child[p] == 0) {
+      // Children exit with 0, or 2 if the long range did not go out
+      // directly, or 3 on an error.
+      try {
+        const Counts c = write_ranges(path, mine[p]);
+        std::uint64_t total = 0;
+        for (const Range& r : mine[p]) total += r.size;
+        _exit(c.direct >= 4 * MiB && c.direct + c.cached == total ? 0 : 2);
+      } catch (...) {
+        _exit(3);
+      }
+    }
+  }
+  for (int p = 0; p < 2; ++p) {
+    int status = 0;
+    REQUIRE(::waitpid(child[p], &status, 0) == child[p]);
+    INFO("process " << p);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+  }
+  CHECK(first_difference(path, size) == -1);
+}
+
+TEST_CASE("SharedFileWriter: only whole 2 MiB stretches of a range go out directly") {
+  TempDir dir;
+  const auto path = make_file(dir, 12 * MiB);
+  // [100, 9 MiB + 5): the 2 MiB boundaries inside are 2 MiB and 8 MiB.
+  const Counts c = write_ranges(path, {{100, 9 * MiB - 95}});
+  CHECK(c.direct == 6 * MiB);
+  CHECK(c.cached == 9 * MiB - 95 - 6 * MiB);
+  // No whole 2 MiB stretch (10 MiB is the only boundary inside): all
+  // through the page cache.
+  const Counts small = write_ranges(path, {{9 * MiB + 5, 2 * MiB + 2}});
+  CHECK(small.direct == 0);
+  CHECK(small.cached == 2 * MiB + 2);
+  const auto got = file_bytes(path);
+  const auto want = pattern_bytes(0, 12 * MiB);
+  REQUIRE(got.size() == want.size());
+  CHECK(std::all_of(got.begin(), got.begin() + 100, [](std::byte b) { return b == std::byte{0}; }));
+  CHECK(std::equal(got.begin() + 100, got.begin() + 11 * MiB + 7, want.begin() + 100));
+  CHECK(std::all_of(got.begin() + 11 * MiB + 7, got.end(),
+                    [](std::byte b) { return b == std::byte{0}; }));
+}
+
+TEST_CASE("SharedFileWriter: a refused direct write (EINVAL) falls back to the page cache") {
+  TempDir dir;
+  const auto path = make_file(dir, 8 * MiB);
+  io::FaultInjector refuse(io::FaultInjector::Plan{
+      .action = Action::fail, .kind = io::SysOp::write, .nth = 1, .error = EINVAL});
+  refuse.install();
+  const Counts c = write_ranges(path, {{0, 8 * MiB}});  // the first write is a direct one
+  refuse.uninstall();
+  CHECK(refuse.calls(io::SysOp::write) >= 2);
+  CHECK(c.direct == 0);
+  CHECK(c.cached == 8 * MiB);
+  CHECK(first_difference(path, 8 * MiB) == -1);
+}
+
+TEST_CASE("SharedFileWriter: a short direct write goes on from where it stopped") {
+  TempDir dir;
+  const auto path = make_file(dir, 4 * MiB);
+  // 12 KiB direct writes; the first writes half (6 KiB), so the rest of
+  // its page (2 KiB) goes through the page cache and direct writes resume.
+  io::FaultInjector shorten(
+      io::FaultInjector::Plan{.action = Action::short_write, .kind = io::SysOp::write, .nth = 1});
+  shorten.install();
+  const Counts c = write_ranges(path, {{0, 4 * MiB}}, 12 * 1024);
+  shorten.uninstall();
+  CHECK(c.cached == 2048);
+  CHECK(c.direct == 4 * MiB - 2048);
+  CHECK(first_difference(path, 4 * MiB) == -1);
+}
+
+TEST_CASE("SharedFileWriter: a failed direct write is an Error naming the file and offset") {
+  TempDir dir;
+  const auto path = make_file(dir, 6 * MiB);
+  io::FaultInjector fail(
+      io::FaultInjector::Plan{.action = Action::fail, .kind = io::SysOp::write, .nth = 2});
+  fail.install();
+  try {
+    write_ranges(path, {{0, 6 * MiB}});  // direct writes of 4 MiB, then 2 MiB
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::io);
+    CHECK(std::string(e.what()).find("cannot write") != std::string::npos);
+    CHECK(std::string(e.what()).find(path.string()) != std::string::npos);
+    CHECK(e.context().offset == 4 * MiB);
+  }
+}
+
+TEST_CASE("preallocate: extends the file with zeros; a bad descriptor is refused") {
+  TempDir dir;
+  const auto path = dir / "p.bin";
+  write_file(path, "abc");
+  io::UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+  REQUIRE(fd.valid());
+  CHECK(io::preallocate(fd.get(), 2, 3 * MiB));
+  CHECK(std::filesystem::file_size(path) == 2 + 3 * MiB);
+  const std::string s = io_bytes(path);
+  CHECK(s.substr(0, 3) == "abc");
+  CHECK(s.find_first_not_of('\0', 3) == std::string::npos);
+  CHECK_FALSE(io::preallocate(-1, 0, 4096));
+}
