@@ -5,11 +5,14 @@
 // torch); then M != N readers load resharded blocks, counting the bytes
 // each reads against the bytes it needs.
 //
-//   mpirun -np N build/benchmarks/distributed_bench --dir DIR [--size-mib M] [--keep]
+//   mpirun -np N build/benchmarks/distributed_bench --dir DIR [--size-mib M] [--cols C]
+//          [--column-shards K] [--keep]
 //
-// The model: M MiB of float32 in 16 parameters: 8 row-sharded over the
-// ranks (uneven splits), 4 column-sharded (strided pieces), 4 whole
-// parameters spread round-robin. Writes are durable on both sides (the
+// The model: M MiB of float32 in 16 parameters of C columns (default
+// 1024): 8 row-sharded over the ranks (uneven splits), 4 column-sharded
+// (strided pieces: C/N values of every row per rank; --column-shards K
+// makes K of the 12 sharded parameters column-sharded), 4 whole parameters
+// spread round-robin. Writes are durable on both sides (the
 // raw files are fsynced, as the archive is). Times are wall-clock from a
 // barrier before to a barrier after (the slowest rank), medians of 5.
 // The last line is the headline.
@@ -52,15 +55,16 @@ struct Local {
   std::vector<float> data;
 };
 
-std::vector<Param> model(std::uint64_t size_mib, int n) {
-  // 16 parameters of equal size, 1024 columns each.
-  const std::int64_t cols = 1024;
+std::vector<Param> model(std::uint64_t size_mib, std::int64_t cols, int column_shards, int n) {
+  // 16 parameters of equal size, `cols` columns each: parameters 0..11
+  // sharded (the last `column_shards` of them by columns, the rest by
+  // rows), 12..15 whole.
   const std::int64_t rows = std::max<std::int64_t>(
       1, static_cast<std::int64_t>((size_mib << 20) / 16 / 4 / static_cast<std::uint64_t>(cols)));
   std::vector<Param> out;
   for (int i = 0; i < 16; ++i) {
     Param p{"layer" + std::to_string(i) + ".weight", {rows + i, cols}, Param::rows, 0};
-    if (i >= 8) p.split = Param::columns;
+    if (i >= 12 - column_shards) p.split = Param::columns;
     if (i >= 12) {
       p.split = Param::whole;
       p.owner = i % n;
@@ -178,6 +182,8 @@ int main(int argc, char** argv) {
     const int rank = comm.rank(), n = comm.size();
     fs::path dir;
     std::uint64_t size_mib = 512;
+    std::int64_t cols = 1024;
+    int column_shards = 4;
     bool keep = false;
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
@@ -185,19 +191,24 @@ int main(int argc, char** argv) {
         dir = argv[++i];
       else if (a == "--size-mib" && i + 1 < argc)
         size_mib = std::strtoull(argv[++i], nullptr, 10);
+      else if (a == "--cols" && i + 1 < argc)
+        cols = std::max<std::int64_t>(1, std::strtoll(argv[++i], nullptr, 10));
+      else if (a == "--column-shards" && i + 1 < argc)
+        column_shards = std::clamp(std::atoi(argv[++i]), 0, 12);
       else if (a == "--keep")
         keep = true;
       else {
         if (rank == 0)
           std::fprintf(stderr,
-                       "usage: mpirun -np N distributed_bench --dir DIR [--size-mib M] [--keep]\n");
+                       "usage: mpirun -np N distributed_bench --dir DIR [--size-mib M] [--cols C]"
+                       " [--column-shards K] [--keep]\n");
         MPI_Finalize();
         return 2;
       }
     }
     if (dir.empty()) throw std::runtime_error("--dir is required");
     fs::create_directories(dir);
-    const auto params = model(size_mib, n);
+    const auto params = model(size_mib, cols, column_shards, n);
     const auto part = local_part(params, rank, n);
     std::uint64_t mine = 0, total = 0;
     for (const auto& l : part) mine += l.data.size() * 4;
@@ -322,9 +333,10 @@ int main(int argc, char** argv) {
     if (rank == 0) {
       const double r = median(raw), f = median(fresh), ap = median(append), ra = median(raw_append);
       std::printf(
-          "distributed_bench: %d ranks, %.0f MiB (16 float32 parameters: 8 row-sharded, "
-          "4 column-sharded, 4 whole), %s; wall time over all ranks, median of 5\n",
-          n, gib * 1024, dir.c_str());
+          "distributed_bench: %d ranks, %.0f MiB (16 float32 parameters of %lld columns: %d "
+          "row-sharded, %d column-sharded, 4 whole), %s; wall time over all ranks, median of 5\n",
+          n, gib * 1024, static_cast<long long>(cols), 12 - column_shards, column_shards,
+          dir.c_str());
       // min..max of the 5 runs beside each median: this VM is shared and noisy.
       auto range = [](std::vector<double> v) {
         std::sort(v.begin(), v.end());
