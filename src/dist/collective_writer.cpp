@@ -572,6 +572,7 @@ std::vector<Piece> CollectiveWriter::Impl::write(const Plan& plan, int fd,
           written += len;
         });
   }
+  out.finish();
   const std::vector<std::uint32_t> crcs = queue.finish();
   for (std::size_t i = 0; i < pieces.size(); ++i)
     if (slot_of[i] != kInline) pieces[i].crc = crcs[slot_of[i]];

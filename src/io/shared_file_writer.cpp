@@ -4,10 +4,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <new>
+
+#ifdef __linux__
+#include <linux/aio_abi.h>
+#include <sys/syscall.h>
+#endif
 
 #include "io/syscalls.hpp"
 
@@ -28,6 +34,9 @@ constexpr std::uint64_t kMinDirect = 1u << 20;
 // range; the edges go through the page cache.
 constexpr std::uint64_t kFolioPages = 512;
 
+// Asynchronous direct writes in flight at once.
+constexpr int kDepth = 4;
+
 // Direct writes are aligned (file offset, length and source address) to
 // 4 KiB or the page size if larger: no disk or file system in use asks for
 // more, ext4 keeps its lock shared only for writes aligned to its blocks,
@@ -41,8 +50,39 @@ std::uint64_t direct_alignment() noexcept {
 
 }  // namespace
 
+#ifdef __linux__
+struct SharedFileWriter::Async {
+  struct Slot {
+    iocb cb{};
+    AlignedBuffer bounce;
+    const std::byte* data = nullptr;  // the caller's bytes (to write again after a refusal)
+    const std::byte* from = nullptr;  // what the disk reads: `data` or `bounce`
+    std::uint64_t size = 0;           // the caller's bytes of this write
+    std::uint64_t submitted = 0;      // bytes submitted (fewer after an injected short write)
+    bool busy = false;
+  };
+  aio_context_t ctx = 0;
+  std::array<Slot, kDepth> slots;
+  int in_flight = 0;
+
+  // Waits for every write in flight (the kernel cannot cancel them), so
+  // that no buffer is freed under the disk.
+  ~Async() {
+    if (ctx) ::syscall(SYS_io_destroy, ctx);
+  }
+};
+#else
+struct SharedFileWriter::Async {};
+#endif
+
 void SharedFileWriter::FreeDeleter::operator()(std::byte* p) const noexcept {
   std::free(p);
+}
+
+SharedFileWriter::AlignedBuffer SharedFileWriter::aligned_buffer() const {
+  void* p = std::aligned_alloc(page_, chunk_);
+  if (!p) throw std::bad_alloc();
+  return AlignedBuffer(static_cast<std::byte*>(p));
 }
 
 SharedFileWriter::SharedFileWriter(const std::filesystem::path& path, ErrorContext context,
@@ -55,9 +95,23 @@ SharedFileWriter::SharedFileWriter(const std::filesystem::path& path, ErrorConte
   const int direct = sys::open(path.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC);
   if (direct >= 0) direct_ = UniqueFd(direct);  // else no O_DIRECT here: the page cache only
 #endif
+#ifdef __linux__
+  if (direct_.valid()) {
+    auto async = std::make_unique<Async>();
+    if (::syscall(SYS_io_setup, kDepth, &async->ctx) == 0) async_ = std::move(async);
+    // else (no AIO in this kernel, or its limit reached): synchronous writes
+  }
+#endif
 }
 
 SharedFileWriter::~SharedFileWriter() = default;
+
+void SharedFileWriter::fail(int error, std::uint64_t offset) const {
+  errno = error;
+  ErrorContext c = context_;
+  c.offset = offset;
+  throw errno_error("cannot write", std::move(c));
+}
 
 void SharedFileWriter::cached(const std::byte* data, std::uint64_t size, std::uint64_t offset) {
   if (size == 0) return;
@@ -65,24 +119,146 @@ void SharedFileWriter::cached(const std::byte* data, std::uint64_t size, std::ui
   cached_bytes_ += size;
 }
 
-std::size_t SharedFileWriter::try_direct(const std::byte* data, std::size_t size,
-                                         std::uint64_t offset) {
+std::size_t SharedFileWriter::direct_sync(const std::byte* data, std::size_t size,
+                                          std::uint64_t offset) {
+  const std::byte* from = data;
+  if (reinterpret_cast<std::uintptr_t>(data) % page_ != 0) {
+    if (!bounce_) bounce_ = aligned_buffer();
+    std::memcpy(bounce_.get(), data, size);
+    from = bounce_.get();
+  }
   for (;;) {
-    const ssize_t w = sys::pwrite(direct_.get(), data, size, static_cast<off_t>(offset));
+    const ssize_t w = sys::pwrite(direct_.get(), from, size, static_cast<off_t>(offset));
     if (w < 0 && errno == EINTR) continue;
     if (w < 0 && errno == EINVAL) {  // O_DIRECT (or its alignment) refused here
-      direct_ = UniqueFd();
+      refused_ = true;
       return 0;
     }
-    if (w <= 0) {
-      if (w == 0) errno = ENOSPC;
-      ErrorContext c = context_;
-      c.offset = offset;
-      throw errno_error("cannot write", std::move(c));
-    }
+    if (w < 0) fail(errno, offset);
+    if (w == 0) fail(ENOSPC, offset);
     direct_bytes_ += static_cast<std::uint64_t>(w);
     return static_cast<std::size_t>(w);
   }
+}
+
+void SharedFileWriter::direct(const std::byte* data, std::uint64_t size, std::uint64_t offset) {
+  std::uint64_t done = 0;
+  while (done < size && !refused_) {
+    const std::uint64_t pos = offset + done;
+    if (pos % page_ != 0) {  // a short write stopped mid-page
+      const std::uint64_t n = std::min(size - done, page_ - pos % page_);
+      cached(data + done, n, pos);
+      done += n;
+      continue;
+    }
+    const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(chunk_, size - done));
+    if (async_) {
+      submit(data + done, n, pos);
+      done += n;
+    } else {
+      done += direct_sync(data + done, n, pos);
+    }
+  }
+  cached(data + done, size - done, offset + done);  // after a refusal: the rest
+}
+
+#ifdef __linux__
+void SharedFileWriter::submit(const std::byte* data, std::size_t size, std::uint64_t offset) {
+  Async& a = *async_;
+  // (A completion may submit the rest of a short write, so: while.)
+  while (a.in_flight == kDepth) reap(1);
+  if (refused_) return cached(data, size, offset);
+  auto slot = std::find_if(a.slots.begin(), a.slots.end(), [](const auto& s) { return !s.busy; });
+  std::size_t len = size;
+  if (!sys::async_write_allowed(&len)) {
+    if (errno == EINVAL) {
+      refused_ = true;
+      return cached(data, size, offset);
+    }
+    fail(errno, offset);
+  }
+  slot->data = data;
+  slot->from = data;
+  if (reinterpret_cast<std::uintptr_t>(data) % page_ != 0) {
+    if (!slot->bounce) slot->bounce = aligned_buffer();
+    std::memcpy(slot->bounce.get(), data, len);
+    slot->from = slot->bounce.get();
+  }
+  slot->size = size;
+  slot->submitted = len;
+  slot->cb = iocb{};
+  slot->cb.aio_data = static_cast<std::uint64_t>(slot - a.slots.begin());
+  slot->cb.aio_lio_opcode = IOCB_CMD_PWRITE;
+  slot->cb.aio_fildes = static_cast<std::uint32_t>(direct_.get());
+  slot->cb.aio_buf = reinterpret_cast<std::uint64_t>(slot->from);
+  slot->cb.aio_nbytes = len;
+  slot->cb.aio_offset = static_cast<std::int64_t>(offset);
+  iocb* list[1] = {&slot->cb};
+  long r;
+  do r = ::syscall(SYS_io_submit, a.ctx, 1, list);
+  while (r < 0 && errno == EINTR);
+  if (r != 1) {
+    if (r < 0 && errno == EINVAL) {  // refused at submission
+      refused_ = true;
+      return cached(data, size, offset);
+    }
+    fail(r < 0 ? errno : EAGAIN, offset);
+  }
+  slot->busy = true;
+  ++a.in_flight;
+}
+
+void SharedFileWriter::reap(int min) {
+  Async& a = *async_;
+  io_event events[kDepth];
+  long got;
+  do got = ::syscall(SYS_io_getevents, a.ctx, min, kDepth, events, nullptr);
+  while (got < 0 && errno == EINTR);
+  if (got < 0) throw errno_error("cannot wait for a write", context_);
+  int error = 0;
+  std::uint64_t error_offset = 0;
+  // Bytes to write again (refused) or on (after a short write), once every
+  // completed slot is free again.
+  struct Rest {
+    const std::byte* data;
+    std::uint64_t size, offset;
+  };
+  std::array<Rest, kDepth> rest;
+  std::size_t rests = 0;
+  for (long i = 0; i < got; ++i) {
+    auto& s = a.slots[static_cast<std::size_t>(events[i].data)];
+    s.busy = false;
+    --a.in_flight;
+    const auto offset = static_cast<std::uint64_t>(s.cb.aio_offset);
+    const long long res = events[i].res;
+    if (res == -EINVAL) {  // O_DIRECT refused: these bytes, and all after, through the cache
+      refused_ = true;
+      rest[rests++] = {s.data, s.size, offset};
+    } else if (res < 0 || (res == 0 && s.size > 0)) {
+      if (!error) {
+        error = res < 0 ? static_cast<int>(-res) : ENOSPC;
+        error_offset = offset;
+      }
+    } else {
+      const auto n = static_cast<std::uint64_t>(res);
+      direct_bytes_ += n;
+      sys::async_write_done(direct_.get(), s.from, static_cast<std::size_t>(n),
+                            static_cast<off_t>(offset));
+      if (n < s.size) rest[rests++] = {s.data + n, s.size - n, offset + n};
+    }
+  }
+  if (error) fail(error, error_offset);
+  // A short write goes on as any run (from mid-page through the cache);
+  // after a refusal direct() writes through the cache.
+  for (std::size_t i = 0; i < rests; ++i) direct(rest[i].data, rest[i].size, rest[i].offset);
+}
+#else
+void SharedFileWriter::submit(const std::byte*, std::size_t, std::uint64_t) {}
+void SharedFileWriter::reap(int) {}
+#endif
+
+void SharedFileWriter::finish() {
+  while (async_ && async_->in_flight > 0) reap(async_->in_flight);
 }
 
 void SharedFileWriter::write(const std::byte* data, std::uint64_t size, std::uint64_t offset) {
@@ -93,32 +269,11 @@ void SharedFileWriter::write(const std::byte* data, std::uint64_t size, std::uin
   const std::uint64_t last = end / guard * guard;
   // A short range goes through the page cache whole: a direct write waits
   // for the disk, which for a few pages costs more than the copy it saves.
-  if (!direct_.valid() || first >= last || last - first < kMinDirect)
+  if (!direct_.valid() || refused_ || first >= last || last - first < kMinDirect)
     return cached(data, size, offset);
   cached(data, first - offset, offset);  // the edge before
-  std::uint64_t pos = first;
-  while (pos < last && direct_.valid()) {
-    if (pos % page_ != 0) {  // a short direct write stopped mid-page
-      const std::uint64_t to = std::min(last, (pos / page_ + 1) * page_);
-      cached(data + (pos - offset), to - pos, pos);
-      pos = to;
-      continue;
-    }
-    const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(chunk_, last - pos));
-    const std::byte* from = data + (pos - offset);
-    if (reinterpret_cast<std::uintptr_t>(from) % page_ != 0) {
-      if (!bounce_) {
-        void* p = std::aligned_alloc(page_, chunk_);
-        if (!p) throw std::bad_alloc();
-        bounce_.reset(static_cast<std::byte*>(p));
-      }
-      std::memcpy(bounce_.get(), from, n);
-      from = bounce_.get();
-    }
-    pos += try_direct(from, n, pos);
-  }
-  // The edge after; after O_DIRECT was refused, all the rest.
-  cached(data + (pos - offset), end - pos, pos);
+  direct(data + (first - offset), last - first, first);
+  cached(data + (last - offset), end - last, last);  // the edge after
 }
 
 bool preallocate(int fd, std::uint64_t offset, std::uint64_t length) noexcept {

@@ -26,18 +26,29 @@
 // after the direct write, and would later write back over it). Pages are
 // 4 KiB or the system's page size if larger.
 //
-// Memory: direct writes need 4 KiB-aligned sources; other sources go
-// through one aligned bounce buffer of chunk_bytes, owned by the writer.
+// Direct writes are asynchronous (Linux AIO): up to 4 are in flight at
+// once, so the disk works on several while the caller goes on (and ext4's
+// lock is held only while a write is submitted, not while the disk writes
+// it). Where AIO is unavailable they are synchronous.
+//
+// Memory: direct writes need 4 KiB-aligned sources; other sources are
+// copied into aligned buffers of chunk_bytes (one per write in flight),
+// owned by the writer. Lifetime: the bytes given to write() are borrowed
+// until finish() returns (a direct write may still read them, and a failed
+// one is written again from them).
 //
 // Fallback: where O_DIRECT is refused (a file system without it: the open
-// or a write fails with EINVAL), whole pages go through the page cache too;
-// the bytes in the file are the same either way. Durability is the
-// caller's: fsync the file afterwards (direct writes into preallocated
-// blocks change extent metadata that only an fsync makes durable). Every
-// write goes through io::sys (fault injection sees it).
+// or a write fails with EINVAL), the rest goes through the page cache; the
+// bytes in the file are the same either way. Durability is the caller's:
+// fsync the file after finish() (direct writes into preallocated blocks
+// change extent metadata that only an fsync makes durable). Every write
+// goes through io::sys (fault injection sees it; an asynchronous one when
+// it is submitted).
 //
 // Errors: Error(io) with the context given at construction and the failing
-// offset. Not thread-safe.
+// offset, from write() or finish(). Destroying a writer without finish()
+// (after an error) waits for the writes in flight and ignores their
+// outcome. Not thread-safe.
 #pragma once
 
 #include <cstddef>
@@ -60,30 +71,46 @@ class SharedFileWriter {
   SharedFileWriter(const SharedFileWriter&) = delete;
   SharedFileWriter& operator=(const SharedFileWriter&) = delete;
 
-  // Writes `size` bytes from `data` at `offset`.
+  // Writes `size` bytes from `data` at `offset` (borrowed until finish()).
   void write(const std::byte* data, std::uint64_t size, std::uint64_t offset);
+  // Waits for the direct writes in flight; throws the first that failed.
+  void finish();
 
   // Bytes written directly and through the page cache so far.
   std::uint64_t direct_bytes() const noexcept { return direct_bytes_; }
   std::uint64_t cached_bytes() const noexcept { return cached_bytes_; }
 
  private:
-  // Through the page cache.
-  void cached(const std::byte* data, std::uint64_t size, std::uint64_t offset);
-  // Writes directly; returns the bytes written, fewer than `size` after a
-  // short write or when the file system refused O_DIRECT (EINVAL: then
-  // direct writes stop).
-  std::size_t try_direct(const std::byte* data, std::size_t size, std::uint64_t offset);
-
+  struct Async;  // the AIO context and the writes in flight
   struct FreeDeleter {
     void operator()(std::byte* p) const noexcept;
   };
-  UniqueFd file_;    // through the page cache
-  UniqueFd direct_;  // O_DIRECT, while direct writes work
+  using AlignedBuffer = std::unique_ptr<std::byte, FreeDeleter>;
+  AlignedBuffer aligned_buffer() const;
+
+  // Through the page cache.
+  void cached(const std::byte* data, std::uint64_t size, std::uint64_t offset);
+  // Whole pages [offset, offset + size) directly, or through the page
+  // cache once O_DIRECT is refused.
+  void direct(const std::byte* data, std::uint64_t size, std::uint64_t offset);
+  // One synchronous direct write; returns the bytes written, fewer than
+  // `size` after a short write, 0 when the file system refused O_DIRECT
+  // (EINVAL: then refused_ is set).
+  std::size_t direct_sync(const std::byte* data, std::size_t size, std::uint64_t offset);
+  // Submits one asynchronous direct write of at most chunk_ bytes.
+  void submit(const std::byte* data, std::size_t size, std::uint64_t offset);
+  // Handles at least `min` completed asynchronous writes.
+  void reap(int min);
+  [[noreturn]] void fail(int error, std::uint64_t offset) const;
+
+  UniqueFd file_;         // through the page cache
+  UniqueFd direct_;       // O_DIRECT
+  bool refused_ = false;  // O_DIRECT refused: the page cache from then on
   ErrorContext context_;
   std::uint64_t page_;  // the alignment of direct writes
   std::size_t chunk_;
-  std::unique_ptr<std::byte, FreeDeleter> bounce_;
+  AlignedBuffer bounce_;  // synchronous direct writes
+  std::unique_ptr<Async> async_;
   std::uint64_t direct_bytes_ = 0, cached_bytes_ = 0;
 };
 

@@ -155,6 +155,19 @@ ssize_t pwrite(int fd, const void* data, std::size_t size, off_t offset) {
   return n;
 }
 
+bool async_write_allowed(std::size_t* size) {
+  return allowed(SysOp::write, size);
+}
+
+void async_write_done(int fd, const void* data, std::size_t n, off_t offset) {
+  if (n > 0)
+    if (auto* r = recorder())
+      r->record({.op = SysOp::write,
+                 .fd = fd,
+                 .offset = static_cast<std::uint64_t>(offset),
+                 .data = std::string(static_cast<const char*>(data), n)});
+}
+
 int fsync(int fd) {
   if (!allowed(SysOp::fsync_file)) return -1;
   const int rc = ::fsync(fd);

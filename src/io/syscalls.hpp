@@ -118,6 +118,13 @@ namespace sys {
 int open(const char* path, int flags, mode_t mode = 0);
 ssize_t write(int fd, const void* data, std::size_t size);
 ssize_t pwrite(int fd, const void* data, std::size_t size, off_t offset);
+// An asynchronous positional write (Linux AIO, io_submit), which the
+// caller makes itself: async_write_allowed is consulted before each
+// submission as a write (counted; it may fail with errno set and false
+// returned, shorten `*size`, or kill the process), async_write_done after
+// each completed one (for a recording injector).
+bool async_write_allowed(std::size_t* size);
+void async_write_done(int fd, const void* data, std::size_t n, off_t offset);
 int fsync(int fd);      // a regular file
 int fsync_dir(int fd);  // a folder
 int rename(const char* from, const char* to);

@@ -59,13 +59,15 @@ struct Counts {
 Counts write_ranges(const std::filesystem::path& path, const std::vector<Range>& ranges,
                     std::size_t chunk = 4u << 20) {
   io::SharedFileWriter w(path, ErrorContext{.archive = path.string()}, chunk);
+  std::vector<std::vector<std::byte>> sources;  // borrowed by the writer until finish()
   for (const Range& r : ranges) {
     // One byte in, so that the source is never page-aligned (bounce buffer).
-    std::vector<std::byte> src(r.size + 1);
+    std::vector<std::byte>& src = sources.emplace_back(r.size + 1);
     const auto bytes = pattern_bytes(r.offset, r.size);
     if (r.size) std::memcpy(src.data() + 1, bytes.data(), r.size);
     w.write(src.data() + 1, r.size, r.offset);
   }
+  w.finish();
   return Counts{w.direct_bytes(), w.cached_bytes()};
 }
 
