@@ -85,6 +85,14 @@ SharedFileWriter::AlignedBuffer SharedFileWriter::aligned_buffer() const {
   return AlignedBuffer(static_cast<std::byte*>(p));
 }
 
+const std::byte* SharedFileWriter::page_aligned(const std::byte* data, std::size_t size,
+                                                AlignedBuffer& buffer) const {
+  if (reinterpret_cast<std::uintptr_t>(data) % page_ == 0) return data;
+  if (!buffer) buffer = aligned_buffer();
+  std::memcpy(buffer.get(), data, size);
+  return buffer.get();
+}
+
 SharedFileWriter::SharedFileWriter(const std::filesystem::path& path, ErrorContext context,
                                    std::size_t chunk_bytes)
     : context_(std::move(context)), page_(direct_alignment()) {
@@ -121,12 +129,7 @@ void SharedFileWriter::cached(const std::byte* data, std::uint64_t size, std::ui
 
 std::size_t SharedFileWriter::direct_sync(const std::byte* data, std::size_t size,
                                           std::uint64_t offset) {
-  const std::byte* from = data;
-  if (reinterpret_cast<std::uintptr_t>(data) % page_ != 0) {
-    if (!bounce_) bounce_ = aligned_buffer();
-    std::memcpy(bounce_.get(), data, size);
-    from = bounce_.get();
-  }
+  const std::byte* from = page_aligned(data, size, bounce_);
   for (;;) {
     const ssize_t w = sys::pwrite(direct_.get(), from, size, static_cast<off_t>(offset));
     if (w < 0 && errno == EINTR) continue;
@@ -178,12 +181,7 @@ void SharedFileWriter::submit(const std::byte* data, std::size_t size, std::uint
     fail(errno, offset);
   }
   slot->data = data;
-  slot->from = data;
-  if (reinterpret_cast<std::uintptr_t>(data) % page_ != 0) {
-    if (!slot->bounce) slot->bounce = aligned_buffer();
-    std::memcpy(slot->bounce.get(), data, len);
-    slot->from = slot->bounce.get();
-  }
+  slot->from = page_aligned(data, len, slot->bounce);
   slot->size = size;
   slot->submitted = len;
   slot->cb = iocb{};

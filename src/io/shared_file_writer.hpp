@@ -87,6 +87,10 @@ class SharedFileWriter {
   };
   using AlignedBuffer = std::unique_ptr<std::byte, FreeDeleter>;
   AlignedBuffer aligned_buffer() const;
+  // `data` if page-aligned, else a copy of its `size` (<= chunk_) bytes in
+  // `buffer` (allocated on first use).
+  const std::byte* page_aligned(const std::byte* data, std::size_t size,
+                                AlignedBuffer& buffer) const;
 
   // Through the page cache.
   void cached(const std::byte* data, std::uint64_t size, std::uint64_t offset);

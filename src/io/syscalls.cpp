@@ -29,6 +29,16 @@ FaultInjector* recorder() noexcept {
   return injector && injector->recording() ? injector : nullptr;
 }
 
+// Records a write of `n` bytes at `offset` that succeeded, when recording.
+void record_write(int fd, const void* data, std::size_t n, std::uint64_t offset) {
+  if (n > 0)
+    if (auto* r = recorder())
+      r->record({.op = SysOp::write,
+                 .fd = fd,
+                 .offset = offset,
+                 .data = std::string(static_cast<const char*>(data), n)});
+}
+
 // The path behind a descriptor (for records of fsyncs, whose descriptor may
 // come from an open for reading, which is not recorded).
 std::string path_of_fd(int fd) {
@@ -132,14 +142,10 @@ int open(const char* path, int flags, mode_t mode) {
 ssize_t write(int fd, const void* data, std::size_t size) {
   if (!allowed(SysOp::write, &size)) return -1;
   const ssize_t n = ::write(fd, data, size);
-  if (n > 0)
-    if (auto* r = recorder()) {
-      const off_t end = ::lseek(fd, 0, SEEK_CUR);  // also right for O_APPEND
-      r->record({.op = SysOp::write,
-                 .fd = fd,
-                 .offset = static_cast<std::uint64_t>(end - n),
-                 .data = std::string(static_cast<const char*>(data), static_cast<std::size_t>(n))});
-    }
+  if (n > 0 && recorder()) {
+    const off_t end = ::lseek(fd, 0, SEEK_CUR);  // also right for O_APPEND
+    record_write(fd, data, static_cast<std::size_t>(n), static_cast<std::uint64_t>(end - n));
+  }
   return n;
 }
 
@@ -147,11 +153,7 @@ ssize_t pwrite(int fd, const void* data, std::size_t size, off_t offset) {
   if (!allowed(SysOp::write, &size)) return -1;
   const ssize_t n = ::pwrite(fd, data, size, offset);
   if (n > 0)
-    if (auto* r = recorder())
-      r->record({.op = SysOp::write,
-                 .fd = fd,
-                 .offset = static_cast<std::uint64_t>(offset),
-                 .data = std::string(static_cast<const char*>(data), static_cast<std::size_t>(n))});
+    record_write(fd, data, static_cast<std::size_t>(n), static_cast<std::uint64_t>(offset));
   return n;
 }
 
@@ -160,12 +162,7 @@ bool async_write_allowed(std::size_t* size) {
 }
 
 void async_write_done(int fd, const void* data, std::size_t n, off_t offset) {
-  if (n > 0)
-    if (auto* r = recorder())
-      r->record({.op = SysOp::write,
-                 .fd = fd,
-                 .offset = static_cast<std::uint64_t>(offset),
-                 .data = std::string(static_cast<const char*>(data), n)});
+  record_write(fd, data, n, static_cast<std::uint64_t>(offset));
 }
 
 int fsync(int fd) {
