@@ -498,8 +498,8 @@ Plan CollectiveWriter::Impl::plan(
 
 // Writes this rank's part of every planned entry: the local header and blob
 // header where this rank is the header rank, and the runs of its blocks.
-// Returns the pieces with their CRCs (computed on a second thread while the
-// same chunks are written).
+// Returns the pieces with their CRCs (those of long runs computed on a
+// second thread while the same chunks are written, short ones inline).
 std::vector<Piece> CollectiveWriter::Impl::write(const Plan& plan, int fd,
                                                  std::uint64_t& written) const {
   std::map<std::string_view, const Item*> mine;
@@ -562,13 +562,22 @@ std::vector<Piece> CollectiveWriter::Impl::write(const Plan& plan, int fd,
         item->global, item->block, [&](std::uint64_t b, std::uint64_t g, std::uint64_t n) {
           const std::uint64_t rel = e.values_offset + g * esize;
           const std::uint64_t len = n * esize;
-          const std::size_t slot = queue.new_slot();
-          // The queue's thread computes the CRC-32 while the run is written.
-          for (std::uint64_t off = 0; off < len; off += kChunk)
-            queue.push(slot, values.slice(b * esize + off, std::min(kChunk, len - off)));
-          out.write(values.data() + b * esize, len, e.data_offset + rel);
-          pieces.push_back(Piece{idx, rel, len, 0});
-          slot_of.push_back(slot);
+          const std::byte* from = values.data() + b * esize;
+          if (len < kInlineUpTo) {
+            // A short run (the piece of a strided shard): handing it to the
+            // queue's thread would cost more than its CRC.
+            out.write(from, len, e.data_offset + rel);
+            pieces.push_back(Piece{idx, rel, len, zip::crc32_of(std::span(from, len))});
+            slot_of.push_back(kInline);
+          } else {
+            // The queue's thread computes the CRC-32 while the run is written.
+            const std::size_t slot = queue.new_slot();
+            for (std::uint64_t off = 0; off < len; off += kChunk)
+              queue.push(slot, values.slice(b * esize + off, std::min(kChunk, len - off)));
+            out.write(from, len, e.data_offset + rel);
+            pieces.push_back(Piece{idx, rel, len, 0});
+            slot_of.push_back(slot);
+          }
           written += len;
         });
   }

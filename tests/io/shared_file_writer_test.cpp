@@ -132,6 +132,36 @@ TEST_CASE("SharedFileWriter: two processes interleave long and strided ranges; b
   CHECK(first_difference(path, size) == -1);
 }
 
+TEST_CASE("SharedFileWriter: later writers and a forked process's writer still write directly") {
+  // Writers after the first take over its AIO context; a forked child
+  // cannot use its parent's and must make its own.
+  TempDir dir;
+  const std::uint64_t size = 12 * MiB;
+  const auto path = make_file(dir, size);
+  const Counts first = write_ranges(path, {{0, 4 * MiB}});
+  CHECK(first.direct == 4 * MiB);
+  const Counts second = write_ranges(path, {{4 * MiB, 4 * MiB}});
+  CHECK(second.direct == 4 * MiB);
+  CHECK(second.cached == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    try {
+      const Counts c = write_ranges(path, {{8 * MiB, 4 * MiB}});
+      _exit(c.direct == 4 * MiB ? 0 : 2);
+    } catch (...) {
+      _exit(3);
+    }
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  const Counts third = write_ranges(path, {{0, 2 * MiB}});
+  CHECK(third.direct == 2 * MiB);
+  CHECK(first_difference(path, size) == -1);
+}
+
 TEST_CASE("SharedFileWriter: only whole 2 MiB stretches of a range go out directly") {
   TempDir dir;
   const auto path = make_file(dir, 12 * MiB);
