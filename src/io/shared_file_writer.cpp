@@ -1,6 +1,7 @@
 #include "io/shared_file_writer.hpp"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -35,6 +36,14 @@ constexpr std::uint64_t kMinDirect = 1u << 20;
 // them. So direct writes cover only whole PMD-aligned stretches of a
 // range; the edges go through the page cache.
 constexpr std::uint64_t kFolioPages = 512;
+
+// The file is mapped a window at a time (aligned to its size, a multiple
+// of the 2 MiB stretches): few mmap calls, bounded address space.
+constexpr std::uint64_t kWindow = 1ull << 30;
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14
+#endif
 
 // Asynchronous direct writes in flight at once.
 constexpr int kDepth = 4;
@@ -127,7 +136,7 @@ SharedFileWriter::SharedFileWriter(const std::filesystem::path& path, ErrorConte
                                    std::size_t chunk_bytes)
     : context_(std::move(context)), page_(direct_alignment()) {
   chunk_ = static_cast<std::size_t>(std::max<std::uint64_t>(chunk_bytes / page_ * page_, page_));
-  file_ = UniqueFd(sys::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+  file_ = UniqueFd(sys::open(path.c_str(), O_RDWR | O_CLOEXEC));
   if (!file_.valid()) throw errno_error("cannot open for writing", context_);
 #ifdef O_DIRECT
   const int direct = sys::open(path.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC);
@@ -141,7 +150,9 @@ SharedFileWriter::SharedFileWriter(const std::filesystem::path& path, ErrorConte
 #endif
 }
 
-SharedFileWriter::~SharedFileWriter() = default;
+SharedFileWriter::~SharedFileWriter() {
+  unmap();
+}
 
 void SharedFileWriter::fail(int error, std::uint64_t offset) const {
   errno = error;
@@ -150,10 +161,67 @@ void SharedFileWriter::fail(int error, std::uint64_t offset) const {
   throw errno_error("cannot write", std::move(c));
 }
 
+void SharedFileWriter::unmap() noexcept {
+  if (window_) ::munmap(window_, kWindow);
+  window_ = nullptr;
+  ready_ = ready_end_ = 0;
+}
+
+bool SharedFileWriter::mapped_ready(std::uint64_t offset, std::uint64_t size) noexcept {
+  if (offset >= ready_ && offset + size <= ready_end_) return true;
+  if (unmappable_) return false;
+  const std::uint64_t base = offset / kWindow * kWindow;
+  if (!window_ || window_offset_ != base) {
+    unmap();
+    // Pages of the window beyond the end of the file are never touched
+    // (populating them fails first).
+    void* m = ::mmap(nullptr, kWindow, PROT_READ | PROT_WRITE, MAP_SHARED, file_.get(),
+                     static_cast<off_t>(base));
+    if (m == MAP_FAILED) {
+      unmappable_ = true;
+      return false;
+    }
+    window_ = static_cast<std::byte*>(m);
+    window_offset_ = base;
+  }
+  const auto populate = [&](std::uint64_t from, std::uint64_t to) {
+    int r;
+    do r = ::madvise(window_ + (from - base), to - from, MADV_POPULATE_WRITE);
+    while (r != 0 && errno == EINTR);
+    if (r != 0) return false;
+    ready_ = from;
+    ready_end_ = to;
+    return true;
+  };
+  // The whole stretch (one call for all the pieces in it), else (at the
+  // end of the file) just the range's pages.
+  const std::uint64_t stretch = page_ * kFolioPages;
+  const std::uint64_t from = offset / stretch * stretch;
+  return populate(from, from + stretch) ||
+         populate(offset / page_ * page_, (offset + size + page_ - 1) / page_ * page_);
+}
+
 void SharedFileWriter::cached(const std::byte* data, std::uint64_t size, std::uint64_t offset) {
-  if (size == 0) return;
-  pwrite_full(file_.get(), data, size, offset, context_);
-  cached_bytes_ += size;
+  const std::uint64_t stretch = page_ * kFolioPages;
+  while (size > 0) {
+    const std::uint64_t n = std::min(size, (offset / stretch + 1) * stretch - offset);
+    if (!mapped_ready(offset, n)) {
+      pwrite_full(file_.get(), data, n, offset, context_);
+    } else {
+      std::byte* to = window_ + (offset - window_offset_);
+      for (std::uint64_t done = 0; done < n;) {  // (a short write: injected)
+        const ssize_t w = sys::mapped_write(file_.get(), to + done, data + done, n - done,
+                                            static_cast<off_t>(offset + done));
+        if (w < 0) fail(errno, offset + done);
+        if (w == 0) fail(ENOSPC, offset + done);
+        done += static_cast<std::uint64_t>(w);
+      }
+    }
+    cached_bytes_ += n;
+    data += n;
+    offset += n;
+    size -= n;
+  }
 }
 
 std::size_t SharedFileWriter::direct_sync(const std::byte* data, std::size_t size,
@@ -286,6 +354,7 @@ void SharedFileWriter::reap(int) {}
 
 void SharedFileWriter::finish() {
   while (async_ && async_->in_flight > 0) reap(async_->in_flight);
+  unmap();
 }
 
 void SharedFileWriter::write(const std::byte* data, std::uint64_t size, std::uint64_t offset) {

@@ -12,9 +12,11 @@
 //    (preallocate()) direct writes run under a shared lock, straight to
 //    the disk, as fast as each process writing a file of its own;
 //  - the edges of a range, and short ranges (less than 1 MiB between such
-//    boundaries: the pieces of a strided shard, small tensors) are written
-//    through the page cache, with pwrite. (A shared mapping instead was
-//    measured slower here, and its writes would escape io::sys.)
+//    boundaries: the pieces of a strided shard, small tensors) go through
+//    the page cache: copied into a shared mapping of the file, whose page
+//    faults hold the file's lock shared, so that ranks copy in parallel
+//    and a strided piece costs a memcpy, not a buffered write that waits
+//    for the lock (3-5 us each, one rank at a time).
 //
 // Contract for the processes sharing a file: their ranges (and any other
 // bytes written into the file meanwhile) are disjoint. Then a folio of the
@@ -34,6 +36,19 @@
 // same process (destroying one waits for an RCU grace period: 30-40 ms
 // measured, a tenth of a 512 MiB commit); that one idle context lives
 // until the process exits.
+//
+// The mapping: before the first copy into a 2 MiB stretch (aligned), its
+// pages are made present and writable (MADV_POPULATE_WRITE) in one call.
+// Every page of such a stretch is only ever written through the page
+// cache (the contract above), so dirtying all of them is harmless, and a
+// range the file cannot hold (beyond its end, no space) is an error of
+// that call, never a SIGBUS: such a range is written with pwrite instead,
+// which extends the file or reports the real error (as does everything
+// where the kernel cannot map the file). The caller must not let the file
+// shrink under the writer (another process truncating it meanwhile could
+// still cause a SIGBUS): the collective commit preallocates the planned
+// range and holds the archive's lock. Copies go through io::sys
+// (sys::mapped_write), so fault injection sees them like pwrites.
 //
 // Memory: direct writes need 4 KiB-aligned sources; other sources are
 // copied into aligned buffers of chunk_bytes (one per write in flight),
@@ -67,8 +82,9 @@ namespace modelzip::io {
 
 class SharedFileWriter {
  public:
-  // Opens `path` (which must exist) twice: for the page cache and with
-  // O_DIRECT. Throws Error(io) if it cannot be opened for writing.
+  // Opens `path` (which must exist) twice: for the page cache (reading and
+  // writing: a shared writable mapping needs both) and with O_DIRECT.
+  // Throws Error(io) if it cannot be opened so.
   SharedFileWriter(const std::filesystem::path& path, ErrorContext context,
                    std::size_t chunk_bytes = 4u << 20);
   ~SharedFileWriter();
@@ -96,8 +112,12 @@ class SharedFileWriter {
   const std::byte* page_aligned(const std::byte* data, std::size_t size,
                                 AlignedBuffer& buffer) const;
 
-  // Through the page cache.
+  // Through the page cache: the mapping, else pwrite.
   void cached(const std::byte* data, std::uint64_t size, std::uint64_t offset);
+  // Makes [offset, offset + size) (within one 2 MiB stretch) writable in
+  // the mapping; false where it cannot (then pwrite).
+  bool mapped_ready(std::uint64_t offset, std::uint64_t size) noexcept;
+  void unmap() noexcept;
   // Whole pages [offset, offset + size) directly, or through the page
   // cache once O_DIRECT is refused.
   void direct(const std::byte* data, std::uint64_t size, std::uint64_t offset);
@@ -120,6 +140,10 @@ class SharedFileWriter {
   AlignedBuffer bounce_;  // synchronous direct writes
   std::unique_ptr<Async> async_;
   std::uint64_t direct_bytes_ = 0, cached_bytes_ = 0;
+  std::byte* window_ = nullptr;  // the mapping of [window_offset_, + 1 GiB), or null
+  std::uint64_t window_offset_ = 0;
+  bool unmappable_ = false;                  // mmap refused: pwrite from then on
+  std::uint64_t ready_ = 0, ready_end_ = 0;  // populated bytes of the window
 };
 
 // Allocates the blocks of [offset, offset + length) of the open file `fd`

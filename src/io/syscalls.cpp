@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <string>
 
 namespace modelzip::io {
@@ -163,6 +164,13 @@ bool async_write_allowed(std::size_t* size) {
 
 void async_write_done(int fd, const void* data, std::size_t n, off_t offset) {
   record_write(fd, data, n, static_cast<std::uint64_t>(offset));
+}
+
+ssize_t mapped_write(int fd, void* to, const void* data, std::size_t size, off_t offset) {
+  if (!allowed(SysOp::write, &size)) return -1;
+  if (size > 0) std::memcpy(to, data, size);
+  record_write(fd, data, size, static_cast<std::uint64_t>(offset));
+  return static_cast<ssize_t>(size);
 }
 
 int fsync(int fd) {

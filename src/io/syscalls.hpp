@@ -25,7 +25,7 @@ namespace modelzip::io {
 
 enum class SysOp : std::uint8_t {
   open,        // open() for writing (O_WRONLY / O_RDWR)
-  write,       // write() and pwrite()
+  write,       // write(), pwrite(), AIO writes and copies into a mapping
   fsync_file,  // fsync() of a regular file
   fsync_dir,   // fsync() of a folder
   rename,
@@ -125,6 +125,11 @@ ssize_t pwrite(int fd, const void* data, std::size_t size, off_t offset);
 // each completed one (for a recording injector).
 bool async_write_allowed(std::size_t* size);
 void async_write_done(int fd, const void* data, std::size_t n, off_t offset);
+// Copies `size` bytes from `data` to `to`, where a shared writable mapping
+// of `fd` (pages present) holds its bytes from `offset`: a write like
+// pwrite's for fault injection and records. Returns the bytes copied (fewer
+// after an injected short write) or -1 with errno set.
+ssize_t mapped_write(int fd, void* to, const void* data, std::size_t size, off_t offset);
 int fsync(int fd);      // a regular file
 int fsync_dir(int fd);  // a folder
 int rename(const char* from, const char* to);

@@ -1,7 +1,8 @@
 // io/shared_file_writer: processes writing disjoint ranges of one file at
 // once leave exactly their bytes; long ranges go out directly, edges and
-// short ranges through the page cache; a refused, short or failed direct
-// write is handled (fault injection).
+// short ranges through a shared mapping (pwrite past the end of the file);
+// a refused, short or failed write of either kind is handled (fault
+// injection).
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -227,6 +228,88 @@ TEST_CASE("SharedFileWriter: a failed direct write is an Error naming the file a
     CHECK(std::string(e.what()).find(path.string()) != std::string::npos);
     CHECK(e.context().offset == 4 * MiB);
   }
+}
+
+TEST_CASE("SharedFileWriter: pieces go into a shared mapping, seen by fault injection as writes") {
+  TempDir dir;
+  const auto path = make_file(dir, 4 * MiB);
+  // Every other 1000 bytes of [3000, 3 MiB): pieces through the page cache.
+  std::vector<Range> pieces;
+  for (std::uint64_t at = 3000; at + 1000 <= 3 * MiB; at += 2000) pieces.push_back({at, 1000});
+  // The 2nd copy is cut short (and must go on); every copy is recorded.
+  io::FaultInjector shorten(io::FaultInjector::Plan{
+      .action = Action::short_write, .kind = io::SysOp::write, .nth = 2, .record_calls = true});
+  shorten.install();
+  const Counts c = write_ranges(path, pieces);
+  shorten.uninstall();
+  CHECK(shorten.fired());
+  CHECK(c.direct == 0);
+  CHECK(c.cached == pieces.size() * 1000);
+  // One copy per piece and per 2 MiB stretch it touches, plus the rest of
+  // the short one.
+  std::uint64_t crossing = 0;
+  for (const Range& r : pieces) crossing += r.offset / (2 * MiB) != (r.offset + r.size - 1) / (2 * MiB);
+  CHECK(crossing == 1);  // [2097000, 2098000)
+  CHECK(shorten.calls(io::SysOp::write) == pieces.size() + crossing + 1);
+  // The records are exactly the pieces (the short one in two), in order.
+  std::uint64_t at = 0, bytes = 0;
+  bool ordered = true, exact = true;
+  for (const auto& r : shorten.records()) {
+    if (r.op != io::SysOp::write) continue;
+    ordered = ordered && r.offset >= at;
+    at = r.offset + r.data.size();
+    bytes += r.data.size();
+    const auto want = pattern_bytes(r.offset, r.data.size());
+    exact = exact && std::memcmp(want.data(), r.data.data(), r.data.size()) == 0;
+  }
+  CHECK(ordered);
+  CHECK(exact);
+  CHECK(bytes == pieces.size() * 1000);
+  const auto got = file_bytes(path);
+  REQUIRE(got.size() == 4 * MiB);
+  for (const Range& r : pieces) {
+    INFO("piece at " << r.offset);
+    REQUIRE(std::equal(got.begin() + static_cast<long>(r.offset),
+                       got.begin() + static_cast<long>(r.offset + r.size),
+                       pattern_bytes(r.offset, r.size).begin()));
+    REQUIRE(got[r.offset + r.size] == std::byte{0});  // the gap after it stays zero
+  }
+}
+
+TEST_CASE(
+    "SharedFileWriter: a failed copy into the mapping is an Error naming the file and offset") {
+  TempDir dir;
+  const auto path = make_file(dir, 1 * MiB);
+  io::FaultInjector fail(io::FaultInjector::Plan{
+      .action = Action::fail, .kind = io::SysOp::write, .nth = 3, .error = ENOSPC});
+  fail.install();
+  try {
+    write_ranges(path, {{10, 100}, {5000, 100}, {70000, 100}});
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::io);
+    CHECK(std::string(e.what()).find("cannot write") != std::string::npos);
+    CHECK(std::string(e.what()).find(path.string()) != std::string::npos);
+    CHECK(e.context().offset == 70000);
+  }
+  fail.uninstall();
+  const auto got = file_bytes(path);
+  CHECK(got[70000] == std::byte{0});
+  CHECK(got[5000] == pattern(5000));
+}
+
+TEST_CASE(
+    "SharedFileWriter: a range past the end of the file is written with pwrite, never SIGBUS") {
+  TempDir dir;
+  const auto path = make_file(dir, 1 * MiB);
+  // Half in the file, half beyond its end: the mapping cannot populate the
+  // pages past the end, so the range goes out with pwrite (growing the file).
+  const Counts c = write_ranges(path, {{1 * MiB - 3000, 6000}});
+  CHECK(c.cached == 6000);
+  CHECK(std::filesystem::file_size(path) == 1 * MiB + 3000);
+  const auto got = file_bytes(path);
+  CHECK(std::equal(got.begin() + static_cast<long>(1 * MiB - 3000), got.end(),
+                   pattern_bytes(1 * MiB - 3000, 6000).begin()));
 }
 
 TEST_CASE("preallocate: extends the file with zeros; a bad descriptor is refused") {
