@@ -40,11 +40,12 @@
 // The mapping: before the first copy into a 2 MiB stretch (aligned), its
 // pages are made present and writable (MADV_POPULATE_WRITE) in one call.
 // Every page of such a stretch is only ever written through the page
-// cache (the contract above), so dirtying all of them is harmless, and a
-// range the file cannot hold (beyond its end, no space) is an error of
-// that call, never a SIGBUS: such a range is written with pwrite instead,
-// which extends the file or reports the real error (as does everything
-// where the kernel cannot map the file). The caller must not let the file
+// cache (the contract above), so dirtying all of them is harmless (a page
+// nobody writes, such as old data before the range, is written back
+// unchanged), and a range the file cannot hold (beyond its end, no space)
+// is an error of that call, never a SIGBUS: such a range is written with
+// pwrite instead, which extends the file or reports the real error (as is
+// everything where the kernel cannot map the file). The caller must not let the file
 // shrink under the writer (another process truncating it meanwhile could
 // still cause a SIGBUS): the collective commit preallocates the planned
 // range and holds the archive's lock. Copies go through io::sys
