@@ -201,12 +201,18 @@ bool SharedFileWriter::mapped_ready(std::uint64_t offset, std::uint64_t size) no
          populate(offset / page_ * page_, (offset + size + page_ - 1) / page_ * page_);
 }
 
+void SharedFileWriter::buffered(const std::byte* data, std::uint64_t size, std::uint64_t offset) {
+  if (size == 0) return;
+  pwrite_full(file_.get(), data, size, offset, context_);
+  cached_bytes_ += size;
+}
+
 void SharedFileWriter::cached(const std::byte* data, std::uint64_t size, std::uint64_t offset) {
   const std::uint64_t stretch = page_ * kFolioPages;
   while (size > 0) {
     const std::uint64_t n = std::min(size, (offset / stretch + 1) * stretch - offset);
     if (!mapped_ready(offset, n)) {
-      pwrite_full(file_.get(), data, n, offset, context_);
+      buffered(data, n, offset);
     } else {
       std::byte* to = window_ + (offset - window_offset_);
       for (std::uint64_t done = 0; done < n;) {  // (a short write: injected)
@@ -216,8 +222,8 @@ void SharedFileWriter::cached(const std::byte* data, std::uint64_t size, std::ui
         if (w == 0) fail(ENOSPC, offset + done);
         done += static_cast<std::uint64_t>(w);
       }
+      cached_bytes_ += n;
     }
-    cached_bytes_ += n;
     data += n;
     offset += n;
     size -= n;
@@ -247,7 +253,7 @@ void SharedFileWriter::direct(const std::byte* data, std::uint64_t size, std::ui
     const std::uint64_t pos = offset + done;
     if (pos % page_ != 0) {  // a short write stopped mid-page
       const std::uint64_t n = std::min(size - done, page_ - pos % page_);
-      cached(data + done, n, pos);
+      buffered(data + done, n, pos);
       done += n;
       continue;
     }
@@ -259,7 +265,7 @@ void SharedFileWriter::direct(const std::byte* data, std::uint64_t size, std::ui
       done += direct_sync(data + done, n, pos);
     }
   }
-  cached(data + done, size - done, offset + done);  // after a refusal: the rest
+  buffered(data + done, size - done, offset + done);  // after a refusal: the rest
 }
 
 #ifdef __linux__
@@ -267,13 +273,13 @@ void SharedFileWriter::submit(const std::byte* data, std::size_t size, std::uint
   Async& a = *async_;
   // (A completion may submit the rest of a short write, so: while.)
   while (a.in_flight == kDepth) reap(1);
-  if (refused_) return cached(data, size, offset);
+  if (refused_) return buffered(data, size, offset);
   auto slot = std::find_if(a.slots.begin(), a.slots.end(), [](const auto& s) { return !s.busy; });
   std::size_t len = size;
   if (!sys::async_write_allowed(&len)) {
     if (errno == EINVAL) {
       refused_ = true;
-      return cached(data, size, offset);
+      return buffered(data, size, offset);
     }
     fail(errno, offset);
   }
@@ -295,7 +301,7 @@ void SharedFileWriter::submit(const std::byte* data, std::size_t size, std::uint
   if (r != 1) {
     if (r < 0 && errno == EINVAL) {  // refused at submission
       refused_ = true;
-      return cached(data, size, offset);
+      return buffered(data, size, offset);
     }
     fail(r < 0 ? errno : EAGAIN, offset);
   }

@@ -45,11 +45,14 @@
 // unchanged), and a range the file cannot hold (beyond its end, no space)
 // is an error of that call, never a SIGBUS: such a range is written with
 // pwrite instead, which extends the file or reports the real error (as is
-// everything where the kernel cannot map the file). The caller must not let the file
-// shrink under the writer (another process truncating it meanwhile could
-// still cause a SIGBUS): the collective commit preallocates the planned
-// range and holds the archive's lock. Copies go through io::sys
-// (sys::mapped_write), so fault injection sees them like pwrites.
+// everything where the kernel cannot map the file). The caller must not
+// let the file shrink under the writer (another process truncating it
+// meanwhile could still cause a SIGBUS): the collective commit
+// preallocates the planned range and holds the archive's lock. Copies go
+// through io::sys (sys::mapped_write), so fault injection sees them like
+// pwrites. What a direct write leaves over (after a short write or a
+// refusal of O_DIRECT) goes out with pwrite, never the mapping: its
+// stretch may still have direct writes in flight.
 //
 // Memory: direct writes need 4 KiB-aligned sources; other sources are
 // copied into aligned buffers of chunk_bytes (one per write in flight),
@@ -113,8 +116,15 @@ class SharedFileWriter {
   const std::byte* page_aligned(const std::byte* data, std::size_t size,
                                 AlignedBuffer& buffer) const;
 
-  // Through the page cache: the mapping, else pwrite.
+  // Through the page cache: the mapping, else buffered(). Only for the
+  // edges and short ranges of write(), whose 2 MiB stretches nobody writes
+  // directly (the mapping populates whole stretches).
   void cached(const std::byte* data, std::uint64_t size, std::uint64_t offset);
+  // Through the page cache with pwrite, which touches only the pages of the
+  // range: for what a direct write leaves over (the rest of a page after a
+  // short write, everything after a refusal), in stretches whose other
+  // pages may still be written directly.
+  void buffered(const std::byte* data, std::uint64_t size, std::uint64_t offset);
   // Makes [offset, offset + size) (within one 2 MiB stretch) writable in
   // the mapping; false where it cannot (then pwrite).
   bool mapped_ready(std::uint64_t offset, std::uint64_t size) noexcept;
