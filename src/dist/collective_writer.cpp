@@ -563,21 +563,21 @@ std::vector<Piece> CollectiveWriter::Impl::write(const Plan& plan, int fd,
           const std::uint64_t rel = e.values_offset + g * esize;
           const std::uint64_t len = n * esize;
           const std::byte* from = values.data() + b * esize;
+          std::uint32_t crc = 0;
+          std::size_t slot = kInline;
           if (len < kInlineUpTo) {
             // A short run (the piece of a strided shard): handing it to the
             // queue's thread would cost more than its CRC.
-            out.write(from, len, e.data_offset + rel);
-            pieces.push_back(Piece{idx, rel, len, zip::crc32_of(std::span(from, len))});
-            slot_of.push_back(kInline);
+            crc = zip::crc32_of(std::span(from, len));
           } else {
             // The queue's thread computes the CRC-32 while the run is written.
-            const std::size_t slot = queue.new_slot();
+            slot = queue.new_slot();
             for (std::uint64_t off = 0; off < len; off += kChunk)
               queue.push(slot, values.slice(b * esize + off, std::min(kChunk, len - off)));
-            out.write(from, len, e.data_offset + rel);
-            pieces.push_back(Piece{idx, rel, len, 0});
-            slot_of.push_back(slot);
           }
+          out.write(from, len, e.data_offset + rel);
+          pieces.push_back(Piece{idx, rel, len, crc});
+          slot_of.push_back(slot);
           written += len;
         });
   }
