@@ -161,10 +161,15 @@ void SharedFileWriter::fail(int error, std::uint64_t offset) const {
   throw errno_error("cannot write", std::move(c));
 }
 
+std::uint64_t SharedFileWriter::stretch() const noexcept {
+  return page_ * kFolioPages;
+}
+
 void SharedFileWriter::unmap() noexcept {
   if (window_) ::munmap(window_, kWindow);
   window_ = nullptr;
   ready_ = ready_end_ = 0;
+  unpopulatable_ = kNone;
 }
 
 bool SharedFileWriter::mapped_ready(std::uint64_t offset, std::uint64_t size) noexcept {
@@ -194,11 +199,12 @@ bool SharedFileWriter::mapped_ready(std::uint64_t offset, std::uint64_t size) no
     return true;
   };
   // The whole stretch (one call for all the pieces in it), else (at the
-  // end of the file) just the range's pages.
-  const std::uint64_t stretch = page_ * kFolioPages;
-  const std::uint64_t from = offset / stretch * stretch;
-  return populate(from, from + stretch) ||
-         populate(offset / page_ * page_, (offset + size + page_ - 1) / page_ * page_);
+  // end of the file) just the range's pages; a stretch that failed once is
+  // not tried again for every piece in it.
+  const std::uint64_t from = offset / stretch() * stretch();
+  if (from != unpopulatable_ && populate(from, from + stretch())) return true;
+  unpopulatable_ = from;
+  return populate(offset / page_ * page_, (offset + size + page_ - 1) / page_ * page_);
 }
 
 void SharedFileWriter::buffered(const std::byte* data, std::uint64_t size, std::uint64_t offset) {
@@ -208,9 +214,8 @@ void SharedFileWriter::buffered(const std::byte* data, std::uint64_t size, std::
 }
 
 void SharedFileWriter::cached(const std::byte* data, std::uint64_t size, std::uint64_t offset) {
-  const std::uint64_t stretch = page_ * kFolioPages;
   while (size > 0) {
-    const std::uint64_t n = std::min(size, (offset / stretch + 1) * stretch - offset);
+    const std::uint64_t n = std::min(size, (offset / stretch() + 1) * stretch() - offset);
     if (!mapped_ready(offset, n)) {
       buffered(data, n, offset);
     } else {
@@ -365,10 +370,9 @@ void SharedFileWriter::finish() {
 
 void SharedFileWriter::write(const std::byte* data, std::uint64_t size, std::uint64_t offset) {
   const std::uint64_t end = offset + size;
-  // Direct writes cover whole folios only: see kFolioPages.
-  const std::uint64_t guard = page_ * kFolioPages;
-  const std::uint64_t first = (offset + guard - 1) / guard * guard;
-  const std::uint64_t last = end / guard * guard;
+  // Direct writes cover whole stretches only: see kFolioPages.
+  const std::uint64_t first = (offset + stretch() - 1) / stretch() * stretch();
+  const std::uint64_t last = end / stretch() * stretch();
   // A short range goes through the page cache whole: a direct write waits
   // for the disk, which for a few pages costs more than the copy it saves.
   if (!direct_.valid() || refused_ || first >= last || last - first < kMinDirect)

@@ -129,6 +129,9 @@ class SharedFileWriter {
   // the mapping; false where it cannot (then pwrite).
   bool mapped_ready(std::uint64_t offset, std::uint64_t size) noexcept;
   void unmap() noexcept;
+  // Bytes in a folio-sized stretch (kFolioPages pages), the unit of the
+  // direct/cached split and of populating the mapping.
+  std::uint64_t stretch() const noexcept;
   // Whole pages [offset, offset + size) directly, or through the page
   // cache once O_DIRECT is refused.
   void direct(const std::byte* data, std::uint64_t size, std::uint64_t offset);
@@ -155,6 +158,8 @@ class SharedFileWriter {
   std::uint64_t window_offset_ = 0;
   bool unmappable_ = false;                  // mmap refused: pwrite from then on
   std::uint64_t ready_ = 0, ready_end_ = 0;  // populated bytes of the window
+  static constexpr std::uint64_t kNone = ~std::uint64_t{0};
+  std::uint64_t unpopulatable_ = kNone;  // start of a stretch that failed to populate whole
 };
 
 // Allocates the blocks of [offset, offset + length) of the open file `fd`
