@@ -719,6 +719,7 @@ void Writer::Impl::rewrite(const Plan& plan, const Archive::Impl* old_impl, Stat
     // Errors name the archive the user asked for, not the temporary file.
     zip::StreamZipWriter zw(out.fd(), path.string(), 0, expected_bytes(plan, nullptr),
                             options.progress);
+    if (options.durable) zw.write_large_data_directly();
     emit_all(zw, plan, old_impl);
     stats.bytes_written = zw.finish();
     out.close();
@@ -742,7 +743,8 @@ void Writer::Impl::append_to(const Plan& plan, const Archive::Impl& old, Stats& 
                                std::string(format::kTagsEntry),
                                {.durable = options.durable,
                                 .expected_bytes = expected_bytes(plan, &added),
-                                .progress = options.progress});
+                                .progress = options.progress,
+                                .direct_data = options.durable});
     emit_tags(session.writer(), plan, &old, &added);
     try {
       stats.bytes_written =

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <mutex>
 #include <new>
+#include <string>
 #include <utility>
 
 #ifdef __linux__
@@ -148,6 +150,25 @@ SharedFileWriter::SharedFileWriter(const std::filesystem::path& path, ErrorConte
     if (async->start()) async_ = std::move(async);  // else synchronous writes
   }
 #endif
+}
+
+std::unique_ptr<SharedFileWriter> SharedFileWriter::reopen(int fd, ErrorContext context,
+                                                           bool map_cached) {
+  struct stat given {};
+  if (::fstat(fd, &given) != 0 || !S_ISREG(given.st_mode)) return nullptr;
+  std::unique_ptr<SharedFileWriter> w;
+  try {
+    w = std::make_unique<SharedFileWriter>("/proc/self/fd/" + std::to_string(fd),
+                                           std::move(context));
+  } catch (const Error&) {
+    return nullptr;  // no /proc, or no permission to read the file
+  }
+  struct stat opened {};
+  if (::fstat(w->file_.get(), &opened) != 0 || opened.st_dev != given.st_dev ||
+      opened.st_ino != given.st_ino)
+    return nullptr;
+  w->unmappable_ = !map_cached;
+  return w;
 }
 
 SharedFileWriter::~SharedFileWriter() {

@@ -95,6 +95,15 @@ class SharedFileWriter {
   SharedFileWriter(const SharedFileWriter&) = delete;
   SharedFileWriter& operator=(const SharedFileWriter&) = delete;
 
+  // A writer of the file open as `fd` (opened again through
+  // /proc/self/fd), or null where it cannot be opened so or the name no
+  // longer leads to the same file: then the caller writes with `fd`.
+  // Without `map_cached`, what goes through the page cache is written with
+  // pwrite, never the mapping: for a file only this process writes, where
+  // there is no lock to share and mapped pages would only count against
+  // the process's resident memory.
+  static std::unique_ptr<SharedFileWriter> reopen(int fd, ErrorContext context, bool map_cached);
+
   // Writes `size` bytes from `data` at `offset` (borrowed until finish()).
   void write(const std::byte* data, std::uint64_t size, std::uint64_t offset);
   // Waits for the direct writes in flight; throws the first that failed.

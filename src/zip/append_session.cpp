@@ -74,6 +74,7 @@ AppendSession::AppendSession(fs::path path, const Directory& directory, const By
     old_mtime_ns_ = mtime_ns(fd_);
     writer_ = std::make_unique<StreamZipWriter>(fd_, path_.string(), tail_start_,
                                                 options_.expected_bytes, options_.progress);
+    if (options_.direct_data) writer_->write_large_data_directly();
     writer_->set_comment(directory.comment);  // the archive's comment stays
     for (const auto& e : directory.entries)
       if (e.name != tail_entry_) writer_->keep(e);

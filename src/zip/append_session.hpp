@@ -66,6 +66,9 @@ class AppendSession {
     bool durable = true;
     std::uint64_t expected_bytes = 0;  // of new entry data, for progress
     ProgressCallback progress;
+    // The writer writes large entries' data directly
+    // (StreamZipWriter::write_large_data_directly).
+    bool direct_data = false;
   };
   AppendSession(std::filesystem::path path, const Directory& directory, const Bytes& file,
                 std::string tail_entry, Options options);

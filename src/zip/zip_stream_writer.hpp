@@ -26,11 +26,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "core/progress_tracker.hpp"
+#include "io/shared_file_writer.hpp"
 #include "modelzip/bytes.hpp"
 #include "modelzip/progress.hpp"
 #include "zip/crc_queue.hpp"
@@ -75,6 +77,24 @@ class StreamZipWriter {
   StreamZipWriter(const StreamZipWriter&) = delete;
   StreamZipWriter& operator=(const StreamZipWriter&) = delete;
 
+  // From now on, the data of stored entries over 256 KiB (add_stored,
+  // add_raw) is written with io::SharedFileWriter through a second opening
+  // of the file: the middle of each entry with direct I/O, straight from
+  // the caller's bytes to the disk, the rest through the page cache; the
+  // blocks of each such entry are allocated before it is written. Where the
+  // file cannot be opened again (no /proc), everything goes through `fd`
+  // as before. The bytes in the file are the same either way. For durable
+  // writes only: a direct write waits for the disk, where a write that is
+  // not to be fsynced would only wait for the page cache. What does not
+  // go directly is written with pwrite (only this process writes the file). Everything
+  // this writer writes other than that data lies outside the directly
+  // written stretches (SharedFileWriter's contract), because those lie
+  // inside one entry's data. Durability is still the caller's fsync of
+  // `fd` (after finish() has waited for the direct writes); the Bytes
+  // given are kept until finish() or the writer's destruction, which waits
+  // for the direct writes in flight.
+  void write_large_data_directly();
+
   // Lists an entry already in the file (append path) in the new directory.
   void keep(const EntryInfo& entry);
   // Moves the write position forward to `offset` (>= offset()): the bytes
@@ -118,6 +138,11 @@ class StreamZipWriter {
   // Rewrites the CRC (and, if `sizes`, the sizes) in the local header of `w`.
   void patch_local(const Written& w, bool sizes);
   void report(std::uint64_t bytes);
+  // Allocates the blocks of `size` bytes from offset_ (bulk_ writes).
+  void preallocate_data(std::uint64_t size);
+  // Writes `piece` at offset_ through bulk_, queuing its CRC in `crc_slot`
+  // unless null, and keeps it in held_.
+  void append_bulk(const Bytes& piece, const std::size_t* crc_slot);
 
   int fd_;
   std::string file_name_;
@@ -126,6 +151,11 @@ class StreamZipWriter {
   std::vector<Written> entries_;
   std::string comment_;
   CrcQueue crc_queue_;
+  // Declared after what they borrow from, so destroyed first: the direct
+  // writer (null unless write_large_data_directly()) waits for its writes
+  // in flight, which read the held Bytes.
+  std::vector<Bytes> held_;
+  std::unique_ptr<io::SharedFileWriter> bulk_;
 };
 
 }  // namespace modelzip::zip

@@ -33,7 +33,10 @@ inline std::string param_bytes(const std::string& tag, int index) {
   std::seed_seq seed(tag.begin(), tag.end());
   std::mt19937_64 rng(seed);
   rng.discard(static_cast<unsigned long long>(index) * 7);
-  std::string out((index == 1 ? 300000 : 1) + rng() % 4000, '\0');
+  // The new tag's p1 is large enough for direct writes (a whole 2 MiB
+  // stretch of the file inside it: io::SharedFileWriter).
+  const std::size_t large = tag == "new" ? 4800000 : 300000;
+  std::string out((index == 1 ? large : 1) + rng() % 4000, '\0');
   for (auto& c : out) c = static_cast<char>(rng());
   return out;
 }

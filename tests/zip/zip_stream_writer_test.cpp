@@ -11,11 +11,13 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "expect_error.hpp"
 #include "io/mapped_file.hpp"
+#include "io/syscalls.hpp"
 #include "modelzip/error.hpp"
 #include "test_support.hpp"
 #include "zip/crc32.hpp"
@@ -264,4 +266,118 @@ TEST_CASE("Entries past 4 GiB (ZIP64 offsets): zipinfo, unzip and Python's zipfi
       path.string() + "' 2>&1");
   CHECK(py_status == 0);
   CHECK(py == std::to_string(expected.size() + 2) + "\n");
+}
+
+namespace {
+
+// Writes the same entries into `path`, with or without
+// write_large_data_directly(); returns the file's size.
+std::uint64_t write_mixed(const std::filesystem::path& path, bool direct, const std::string& big,
+                          const std::string& raw_source) {
+  constexpr std::size_t kMiB = 1u << 20;
+  Fd out(path);
+  modelzip::zip::StreamZipWriter w(out.fd, path.string(), 0);
+  if (direct) w.write_large_data_directly();
+  w.add_stored("small", {Bytes::copy_of(pattern(1000, 7))});
+  // Uneven pieces: joints inside and across the writer's 2 MiB stretches.
+  std::vector<Bytes> pieces;
+  const std::vector<std::size_t> cuts = {0, 5 * kMiB + 3, 5 * kMiB + 3, 11 * kMiB + 4096,
+                                         big.size()};
+  for (std::size_t i = 0; i + 1 < cuts.size(); ++i)
+    pieces.push_back(Bytes::copy_of(std::string_view(big).substr(cuts[i], cuts[i + 1] - cuts[i])));
+  w.add_stored("big", pieces);
+  w.add_deflated("deflated", {Bytes::copy_of(pattern(300000, 8))});
+  w.add_stored("mid", {Bytes::copy_of(pattern(3 * kMiB + 17, 9))});
+  if (!raw_source.empty()) {  // a large entry of another archive, copied as it is
+    Bytes source = io::map_file(raw_source);
+    const modelzip::zip::Directory d = modelzip::zip::parse_directory(source.span(), Limits{});
+    const modelzip::zip::EntryInfo& e = d.entries.at(1);  // "big"
+    w.add_raw("copied", e, source.slice(e.data_offset, e.compressed_size));
+  }
+  w.add_stored("last", {Bytes::copy_of(pattern(77, 10))});
+  return w.finish();
+}
+
+}  // namespace
+
+TEST_CASE("Large data written directly: the same bytes as through the descriptor") {
+  constexpr std::size_t kMiB = 1u << 20;
+  const std::string big = pattern(16 * kMiB + 12345, 11);
+  TempDir dir;
+  const auto source = dir / "source.zip", plain = dir / "plain.zip", direct = dir / "direct.zip";
+  write_mixed(source, false, big, "");
+  const std::uint64_t plain_size = write_mixed(plain, false, big, source.string());
+  std::vector<io::SysCallRecord> calls;
+  std::uint64_t direct_size = 0;
+  {
+    io::FaultInjector recorder(io::FaultInjector::Plan{.record_calls = true});
+    recorder.install();
+    direct_size = write_mixed(direct, true, big, source.string());
+    recorder.uninstall();
+    calls = recorder.records();
+  }
+  CHECK(direct_size == plain_size);
+  CHECK(io_bytes(direct) == io_bytes(plain));  // the established path is the reference
+  // Most of the large entries went through a second, O_DIRECT opening.
+  std::set<int> direct_fds;
+  std::uint64_t direct_bytes = 0;
+  for (const auto& c : calls) {
+    if (c.op == io::SysOp::open && (c.flags & O_DIRECT) != 0) direct_fds.insert(c.fd);
+    if (c.op == io::SysOp::write && direct_fds.count(c.fd)) direct_bytes += c.data.size();
+  }
+  // "big" and "copied" hold 2 x 16 MiB, at most 2 x 4 MiB of edges.
+  CHECK(direct_bytes >= 24 * kMiB);
+  if (std::system("command -v unzip >/dev/null 2>&1") != 0)
+    FAIL("unzip is not installed (tests need it: see .ci/install-deps)");
+  const std::string cmd = "unzip -tqq '" + direct.string() + "' >/dev/null 2>&1";
+  CHECK(std::system(cmd.c_str()) == 0);
+}
+
+TEST_CASE("A direct write that fails names the archive and the offset") {
+  constexpr std::size_t kMiB = 1u << 20;
+  TempDir dir;
+  const auto path = dir / "fail.zip";
+  // Counting run: which write is the first direct one.
+  std::uint64_t nth = 0;
+  {
+    io::FaultInjector recorder(io::FaultInjector::Plan{.record_calls = true});
+    recorder.install();
+    Fd out(path);
+    modelzip::zip::StreamZipWriter w(out.fd, path.string(), 0);
+    w.write_large_data_directly();
+    w.add_stored("big", {Bytes::copy_of(pattern(8 * kMiB, 12))});
+    w.finish();
+    recorder.uninstall();
+    std::set<int> direct_fds;
+    std::uint64_t writes = 0;
+    for (const auto& c : recorder.records()) {
+      if (c.op == io::SysOp::open && (c.flags & O_DIRECT) != 0) direct_fds.insert(c.fd);
+      if (c.op != io::SysOp::write) continue;
+      ++writes;
+      if (direct_fds.count(c.fd) && nth == 0) nth = writes;
+    }
+  }
+  REQUIRE(nth > 0);
+  io::FaultInjector fail(io::FaultInjector::Plan{.action = io::FaultInjector::Action::fail,
+                                                 .kind = io::SysOp::write,
+                                                 .nth = nth,
+                                                 .error = ENOSPC});
+  fail.install();
+  std::string message;
+  try {
+    Fd out(path);
+    modelzip::zip::StreamZipWriter w(out.fd, path.string(), 0);
+    w.write_large_data_directly();
+    w.add_stored("big", {Bytes::copy_of(pattern(8 * kMiB, 12))});
+    w.finish();
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::io);
+    CHECK(e.context().archive == path.string());
+    CHECK(e.context().offset.has_value());
+    message = e.what();
+  }
+  fail.uninstall();
+  CHECK(fail.fired());
+  INFO(message);
+  CHECK(message.find("No space left") != std::string::npos);
 }
