@@ -165,7 +165,7 @@ class SharedFileWriter {
   std::uint64_t direct_bytes_ = 0, cached_bytes_ = 0;
   std::byte* window_ = nullptr;  // the mapping of [window_offset_, + 1 GiB), or null
   std::uint64_t window_offset_ = 0;
-  bool unmappable_ = false;                  // mmap refused: pwrite from then on
+  bool unmappable_ = false;                  // mmap refused, or not wanted (reopen): pwrite
   std::uint64_t ready_ = 0, ready_end_ = 0;  // populated bytes of the window
   static constexpr std::uint64_t kNone = ~std::uint64_t{0};
   std::uint64_t unpopulatable_ = kNone;  // start of a stretch that failed to populate whole

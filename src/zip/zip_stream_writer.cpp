@@ -229,8 +229,7 @@ void StreamZipWriter::add_stored(const std::string& name, const std::vector<Byte
     begin_entry(w, true);
     w.crc_slot = crc_queue_.new_slot();
     if (bulk_) {
-      preallocate_data(w.uncompressed);
-      for (const Bytes& p : pieces) append_bulk(p, &*w.crc_slot);
+      append_direct(pieces, w.uncompressed, &*w.crc_slot);
     } else {
       for (const Bytes& c : chunks_of(pieces)) {
         crc_queue_.push(*w.crc_slot, c);
@@ -336,8 +335,7 @@ void StreamZipWriter::add_raw(const std::string& name, const EntryInfo& e,
   w.zip64_local = std::max(w.compressed, w.uncompressed) >= k32;
   begin_entry(w, e.method == kMethodStore);
   if (bulk_ && compressed.size() > kInlineUpTo) {
-    preallocate_data(compressed.size());
-    append_bulk(compressed, nullptr);
+    append_direct({compressed}, compressed.size(), nullptr);
   } else {
     for (const Bytes& c : chunks_of({compressed})) {
       append(c.data(), c.size());
@@ -360,24 +358,24 @@ void StreamZipWriter::write_large_data_directly() {
   if (!bulk_) bulk_ = io::SharedFileWriter::reopen(fd_, ErrorContext{.archive = file_name_}, false);
 }
 
-void StreamZipWriter::preallocate_data(std::uint64_t size) {
-  // Best effort: where the file system cannot, the writes allocate.
+void StreamZipWriter::append_direct(const std::vector<Bytes>& pieces, std::uint64_t size,
+                                    const std::size_t* crc_slot) {
+  // Best effort: where the file system cannot allocate, the writes do.
   io::preallocate(fd_, offset_, size);
-}
-
-void StreamZipWriter::append_bulk(const Bytes& piece, const std::size_t* crc_slot) {
   // Runs end at multiples of kChunk in the file (a multiple of the writer's
   // 2 MiB stretches), so that consecutive runs are written directly across
   // their joints; each run is one progress report (and chance to cancel).
-  held_.push_back(piece);
-  for (std::size_t off = 0; off < piece.size();) {
-    const std::size_t n = static_cast<std::size_t>(
-        std::min<std::uint64_t>(piece.size() - off, kChunk - offset_ % kChunk));
-    if (crc_slot) crc_queue_.push(*crc_slot, piece.slice(off, n));
-    bulk_->write(piece.data() + off, n, offset_);
-    offset_ += n;
-    off += n;
-    report(n);
+  for (const Bytes& piece : pieces) {
+    held_.push_back(piece);
+    for (std::size_t off = 0; off < piece.size();) {
+      const std::size_t n = static_cast<std::size_t>(
+          std::min<std::uint64_t>(piece.size() - off, kChunk - offset_ % kChunk));
+      if (crc_slot) crc_queue_.push(*crc_slot, piece.slice(off, n));
+      bulk_->write(piece.data() + off, n, offset_);
+      offset_ += n;
+      off += n;
+      report(n);
+    }
   }
 }
 

@@ -85,14 +85,14 @@ class StreamZipWriter {
   // file cannot be opened again (no /proc), everything goes through `fd`
   // as before. The bytes in the file are the same either way. For durable
   // writes only: a direct write waits for the disk, where a write that is
-  // not to be fsynced would only wait for the page cache. What does not
-  // go directly is written with pwrite (only this process writes the file). Everything
-  // this writer writes other than that data lies outside the directly
-  // written stretches (SharedFileWriter's contract), because those lie
-  // inside one entry's data. Durability is still the caller's fsync of
-  // `fd` (after finish() has waited for the direct writes); the Bytes
-  // given are kept until finish() or the writer's destruction, which waits
-  // for the direct writes in flight.
+  // not to be fsynced would only wait for the page cache. What does not go
+  // directly is written with pwrite (only this process writes the file).
+  // Everything this writer writes other than that data lies outside the
+  // directly written stretches (SharedFileWriter's contract), because
+  // those lie inside one entry's data. Durability is still the caller's
+  // fsync of `fd` (after finish() has waited for the direct writes); the
+  // Bytes given are kept until finish() or the writer's destruction, which
+  // waits for the direct writes in flight.
   void write_large_data_directly();
 
   // Lists an entry already in the file (append path) in the new directory.
@@ -138,11 +138,11 @@ class StreamZipWriter {
   // Rewrites the CRC (and, if `sizes`, the sizes) in the local header of `w`.
   void patch_local(const Written& w, bool sizes);
   void report(std::uint64_t bytes);
-  // Allocates the blocks of `size` bytes from offset_ (bulk_ writes).
-  void preallocate_data(std::uint64_t size);
-  // Writes `piece` at offset_ through bulk_, queuing its CRC in `crc_slot`
-  // unless null, and keeps it in held_.
-  void append_bulk(const Bytes& piece, const std::size_t* crc_slot);
+  // Allocates the blocks of the `size` bytes of `pieces` from offset_, then
+  // writes them there through bulk_, queuing their CRC in `crc_slot` unless
+  // null; keeps them in held_.
+  void append_direct(const std::vector<Bytes>& pieces, std::uint64_t size,
+                     const std::size_t* crc_slot);
 
   int fd_;
   std::string file_name_;
