@@ -25,9 +25,14 @@ std::string escape_name(std::string_view name) {
   static const char* hex = "0123456789ABCDEF";
   std::string out;
   out.reserve(name.size());
-  for (char ch : name) {
+  // A name starting with U+FEFF has those three bytes (EF BB BF) escaped:
+  // the first name of a table starts the file, which must not start with a
+  // byte-order mark, and a line must stay valid UTF-8 (FORMAT.md 4.2).
+  const std::size_t bom_bytes = name.starts_with("\xEF\xBB\xBF") ? 3 : 0;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    const char ch = name[i];
     auto c = static_cast<unsigned char>(ch);
-    if (needs_escape(c)) {
+    if (needs_escape(c) || i < bom_bytes) {
       out += '%';
       out += hex[c >> 4];
       out += hex[c & 15];

@@ -5,11 +5,11 @@
 
 #include "../zip/expect_error.hpp"
 #include "core/utf8.hpp"
+#include "format/archive_metadata.hpp"
 #include "format/blob_table.hpp"
 #include "format/name_escape.hpp"
 #include "format/tag_name.hpp"
 #include "format/tags_file.hpp"
-#include "format/archive_metadata.hpp"
 #include "format/text_lines.hpp"
 #include "modelzip/error.hpp"
 
@@ -177,8 +177,7 @@ TEST_CASE("A byte-order mark is refused in every text entry, at line 1 (FORMAT.m
   CHECK(toml.context().line == 1u);
   // The same bytes elsewhere are ordinary UTF-8 (U+FEFF inside a name).
   CHECK(parse_blob_table("a" + bom + " 0\n", TableKind::params, {})[0].keys[0] == "a" + bom);
-  CHECK(parse_metadata("format_version = 1\nwriter = \"" + bom + "x\"\n", {}).writer ==
-        bom + "x");
+  CHECK(parse_metadata("format_version = 1\nwriter = \"" + bom + "x\"\n", {}).writer == bom + "x");
 }
 
 // ---- name escaping -------------------------------------------------------------
@@ -190,6 +189,25 @@ TEST_CASE("escape_name: the examples of FORMAT.md") {
   CHECK(escape_name("\xC3\xA9t\xC3\xA9") == "\xC3\xA9t\xC3\xA9");  // UTF-8 stays readable
   CHECK(escape_name(std::string("\0\x7F\t\r", 4)) == "%00%7F%09%0D");
   CHECK(escape_name(" ") == "%20");
+  // A leading U+FEFF would start the file with a byte-order mark when its
+  // row comes first: its bytes are escaped; elsewhere it stays.
+  CHECK(escape_name("\xEF\xBB\xBFw") == "%EF%BB%BFw");
+  CHECK(escape_name("w\xEF\xBB\xBF") == "w\xEF\xBB\xBF");
+  CHECK(escape_name("\xEF\xBC\xA1") == "\xEF\xBC\xA1");  // U+FF21: not a BOM
+}
+
+TEST_CASE("A table whose first name starts with U+FEFF reads back (fuzz finding)") {
+  // Accepted after a comment line; written first, it must not become a
+  // byte-order mark at the start of the file.
+  const std::string text = "# comment\n\xEF\xBB\xBFlay0Aname base/12\n";
+  const auto rows = parse_blob_table(text, TableKind::params, {});
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].keys[0] == "\xEF\xBB\xBFlay0Aname");
+  const std::string written = write_blob_table(rows, TableKind::params);
+  CHECK(written == "%EF%BB%BFlay0Aname base/12\n");
+  const auto again = parse_blob_table(written, TableKind::params, {});
+  REQUIRE(again.size() == 1);
+  CHECK(again[0].keys == rows[0].keys);
 }
 
 TEST_CASE("escape_name / unescape_name: every ASCII byte, by the rule") {
