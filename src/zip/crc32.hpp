@@ -1,7 +1,8 @@
 // CRC-32 as zip and zlib define it (polynomial 0xEDB88320, bit-reflected,
 // initial and final value inverted), several times faster than zlib where
-// the CPU can fold with carry-less multiplication (PCLMULQDQ), and zlib's
-// own code elsewhere. Pure functions: thread-safe, no errors.
+// the CPU can fold with carry-less multiplication (PCLMULQDQ on 128-bit
+// registers; VPCLMULQDQ on 512-bit ones for runs of 1 KiB and more where it
+// also has AVX-512), and zlib's own code elsewhere. Pure functions: thread-safe, no errors.
 #pragma once
 
 #include <cstddef>

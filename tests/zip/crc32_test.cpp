@@ -1,6 +1,8 @@
 // modelzip::zip CRC-32: the standard check value, and agreement with zlib's
 // own crc32() (the independent reference) for every length and alignment
-// around the folding code's 16- and 64-byte block boundaries.
+// around the folding code's 16- and 64-byte block boundaries, and around the
+// 256-byte steps of the 512-bit loop (taken from 1 KiB on where the CPU has
+// VPCLMULQDQ; elsewhere these lengths check the 128-bit loop again).
 #include <doctest/doctest.h>
 #include <zlib.h>
 
@@ -53,4 +55,26 @@ TEST_CASE("crc32_of and crc32_update agree with zlib at every length and alignme
     crc = zip::crc32_update(crc, view(run.substr(cut)));
     REQUIRE(crc == zlib_crc(0, run));
   }
+}
+
+TEST_CASE("crc32_of agrees with zlib for long runs at every 256-byte step and alignment") {
+  const std::string data = pattern(70000);
+  for (std::size_t offset : {0, 1, 7, 16, 63, 64, 100}) {
+    // Every length from just below the 1 KiB switch to past the tenth step.
+    for (std::size_t length = 1000; length <= 3900; ++length) {
+      std::string_view s = std::string_view(data).substr(offset, length);
+      INFO("offset " << offset << " length " << length);
+      REQUIRE(zip::crc32_of(view(s)) == zlib_crc(0, s));
+    }
+    for (std::size_t length : {16384, 65535, 65536, 69000}) {
+      std::string_view s = std::string_view(data).substr(offset, length);
+      INFO("offset " << offset << " length " << length);
+      REQUIRE(zip::crc32_of(view(s)) == zlib_crc(0, s));
+    }
+  }
+  // Continuing from a CRC that is not 0, as in chunked writes.
+  const std::string_view head = std::string_view(data).substr(0, 777);
+  const std::string_view rest = std::string_view(data).substr(777, 50000);
+  CHECK(zip::crc32_update(zip::crc32_of(view(head)), view(rest)) ==
+        zlib_crc(zlib_crc(0, head), rest));
 }
