@@ -292,15 +292,32 @@ std::vector<Record> decode_records(std::string_view bytes, int rank) {
   return out;
 }
 
-std::string encode_pieces(const std::vector<Piece>& pieces, std::uint64_t written) {
+// This rank's share of every entry it wrote pieces of: the bytes covered
+// and the zip::SparseCrc32 value of its pieces, from which the root gets
+// each entry's CRC-32 with one xor per rank (not one combination per
+// piece: a column-sharded tensor has a piece per row and rank).
+std::string encode_entry_crcs(std::vector<Piece> pieces, const Plan& plan, std::uint64_t written) {
+  const auto before = [](const Piece& a, const Piece& b) {
+    return a.entry != b.entry ? a.entry < b.entry : a.offset < b.offset;
+  };
+  if (!std::is_sorted(pieces.begin(), pieces.end(), before))
+    std::sort(pieces.begin(), pieces.end(), before);
   WireOut w;
   w.u64(written);
-  w.u64(pieces.size());
-  for (const auto& p : pieces) {
-    w.u64(p.entry);
-    w.u64(p.offset);
-    w.u64(p.length);
-    w.u64(p.crc);
+  std::vector<std::pair<std::uint64_t, zip::SparseCrc32>> sums;
+  for (const Piece& p : pieces) {
+    if (sums.empty() || sums.back().first != p.entry)
+      sums.emplace_back(p.entry, zip::SparseCrc32(plan.entries[p.entry].size));
+    if (!sums.back().second.add(p.offset, p.length, p.crc))
+      throw Error(ErrorCode::io, "pieces of '" + plan.entries[p.entry].entry +
+                                     "' overlap or end beyond it (at byte " +
+                                     std::to_string(p.offset) + ")");
+  }
+  w.u64(sums.size());
+  for (const auto& [entry, sum] : sums) {
+    w.u64(entry);
+    w.u64(sum.covered());
+    w.u64(sum.value());
   }
   return w.s;
 }
@@ -708,31 +725,32 @@ CollectiveStats CollectiveWriter::commit(const std::string& tag) {
       }
     if (m.options.durable && written > 0) out->sync();
     stats.bytes_written = written;
-    pieces_bytes = encode_pieces(pieces, written);
+    pieces_bytes = encode_entry_crcs(std::move(pieces), plan, written);
   });
   const std::vector<std::string> all_pieces = comm.gather(pieces_bytes, root);
 
-  // 5. The root checks that the pieces tile every entry, combines their
-  // CRCs in order, patches them into the local headers and commits.
+  // 5. The root checks that the ranks' pieces cover every entry, gets its
+  // CRC from their shares, patches it into the local header and commits.
   std::string stats_bytes;
   bool visible = false;
   agreed_step(comm, ctx, [&] {
     if (!is_root) return;
-    std::vector<std::vector<Piece>> by_entry(plan.entries.size());
+    struct Share {
+      std::uint64_t covered = 0;
+      std::uint32_t xored = 0;
+    };
+    std::vector<Share> shares(plan.entries.size());
     std::uint64_t total = 0;
     for (std::size_t r = 0; r < all_pieces.size(); ++r) {
       WireIn in(all_pieces[r], static_cast<int>(r));
       total += in.u64();
       const std::uint64_t n = in.u64();
       for (std::uint64_t i = 0; i < n; ++i) {
-        Piece p;
-        p.entry = in.u64();
-        p.offset = in.u64();
-        p.length = in.u64();
-        p.crc = static_cast<std::uint32_t>(in.u64());
-        if (p.entry >= by_entry.size())
+        const std::uint64_t entry = in.u64(), covered = in.u64(), value = in.u64();
+        if (entry >= shares.size())
           throw Error(ErrorCode::corrupt, "rank " + std::to_string(r) + " wrote an unknown entry");
-        by_entry[p.entry].push_back(p);
+        shares[entry].covered += covered;
+        shares[entry].xored ^= static_cast<std::uint32_t>(value);
       }
     }
     std::vector<zip::EntryInfo> written;
@@ -749,21 +767,15 @@ CollectiveStats CollectiveWriter::commit(const std::string& tag) {
     std::uint64_t end = root_entries.back().first.data_offset + root_entries.back().first.size;
     for (std::size_t i = 0; i < plan.entries.size(); ++i) {
       const PlannedEntry& e = plan.entries[i];
-      auto& ps = by_entry[i];
-      std::sort(ps.begin(), ps.end(),
-                [](const Piece& a, const Piece& b) { return a.offset < b.offset; });
-      std::uint32_t crc = 0;
-      std::uint64_t pos = 0;
-      for (const auto& p : ps) {
-        if (p.offset != pos) break;
-        crc = zip::crc32_concat(crc, p.crc, p.length);
-        pos += p.length;
-      }
-      if (pos != e.size)
+      // (The plan checked that the ranks' blocks are disjoint, so bytes that
+      // add up to the entry's size cover it exactly.)
+      if (shares[i].covered != e.size)
         throw Error(ErrorCode::io,
-                    "the ranks' pieces of '" + e.entry + "' do not cover it (bytes " +
-                        std::to_string(pos) + " of " + std::to_string(e.size) + ")",
+                    "the ranks' pieces of '" + e.entry + "' do not cover it (" +
+                        std::to_string(shares[i].covered) + " bytes of " + std::to_string(e.size) +
+                        ")",
                     ctx);
+      const std::uint32_t crc = zip::SparseCrc32::crc_of_run(e.size, shares[i].xored);
       std::byte field[4];
       detail::store_le<std::uint32_t>(field, crc);
       pwrite_all(out->fd(), field, 4, e.local_offset + 14, plan.file);

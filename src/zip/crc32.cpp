@@ -200,4 +200,53 @@ std::uint32_t crc32_concat(std::uint32_t crc_a, std::uint32_t crc_b,
       ::crc32_combine64(crc_a, crc_b, static_cast<z_off64_t>(length_b)));
 }
 
+namespace {
+
+// x^(8 * bytes) mod P: the operator that appends `bytes` zeros to a CRC
+// register's linear part.
+std::uint32_t shift_op(std::uint64_t bytes) noexcept {
+  return static_cast<std::uint32_t>(::crc32_combine_gen64(static_cast<z_off64_t>(bytes)));
+}
+
+std::uint32_t apply(std::uint32_t op, std::uint32_t v) noexcept {
+  return static_cast<std::uint32_t>(::crc32_combine_op(v, 0, op));
+}
+
+// The CRC-32 of `bytes` zeros: the inverted initial register shifted over
+// them, inverted again.
+std::uint32_t crc_of_zeros(std::uint64_t bytes) noexcept {
+  return apply(shift_op(bytes), 0xFFFFFFFFu) ^ 0xFFFFFFFFu;
+}
+
+}  // namespace
+
+std::uint32_t SparseCrc32::shift(std::uint32_t v, std::uint64_t bytes) const noexcept {
+  if (bytes == 0 || v == 0) return v;
+  if (bytes != op_bytes_) {
+    op_ = shift_op(bytes);
+    op_bytes_ = bytes;
+  }
+  return apply(op_, v);
+}
+
+bool SparseCrc32::add(std::uint64_t offset, std::uint64_t length, std::uint32_t crc) noexcept {
+  if (offset < end_ || offset > size_ || length > size_ - offset) return false;
+  if (length != zeros_bytes_) {
+    zeros_ = crc_of_zeros(length);
+    zeros_bytes_ = length;
+  }
+  acc_ = shift(acc_, offset - end_ + length) ^ crc ^ zeros_;
+  end_ = offset + length;
+  covered_ += length;
+  return true;
+}
+
+std::uint32_t SparseCrc32::value() const noexcept {
+  return shift(acc_, size_ - end_);
+}
+
+std::uint32_t SparseCrc32::crc_of_run(std::uint64_t size, std::uint32_t xored_values) noexcept {
+  return crc_of_zeros(size) ^ xored_values;
+}
+
 }  // namespace modelzip::zip

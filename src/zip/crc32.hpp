@@ -19,4 +19,38 @@ std::uint32_t crc32_update(std::uint32_t crc, std::span<const std::byte> data) n
 std::uint32_t crc32_concat(std::uint32_t crc_a, std::uint32_t crc_b,
                            std::uint64_t length_b) noexcept;
 
+// The CRC-32 of a run of bytes that several holders wrote, each knowing
+// only its own pieces (the ranks of a collective commit): each holder
+// summarizes its pieces in one value, and the run's CRC-32 follows from the
+// xor of those values. CRC-32 is affine in the data, so with the linear
+// part L(M) = crc(M) xor crc(zeros of |M|):
+//   crc(run) = crc(zeros of `size`) xor (xor over holders of L(the run with
+//   only that holder's pieces, zeros elsewhere)),
+// and each L is built piece by piece, shifting by carry-less
+// multiplication (zlib's crc32_combine_gen64 / crc32_combine_op).
+// Not thread-safe; no errors but add()'s refusal.
+class SparseCrc32 {
+ public:
+  explicit SparseCrc32(std::uint64_t size) noexcept : size_(size) {}
+  // Adds this holder's piece of `length` bytes at `offset` with CRC-32
+  // `crc`. Pieces come in ascending order without overlap and end within
+  // the run; false (nothing added) otherwise.
+  bool add(std::uint64_t offset, std::uint64_t length, std::uint32_t crc) noexcept;
+  // This holder's value: L of its pieces in place.
+  std::uint32_t value() const noexcept;
+  std::uint64_t covered() const noexcept { return covered_; }
+  // The run's CRC-32 from the xor of every holder's value().
+  static std::uint32_t crc_of_run(std::uint64_t size, std::uint32_t xored_values) noexcept;
+
+ private:
+  std::uint32_t shift(std::uint32_t v, std::uint64_t bytes) const noexcept;
+  std::uint64_t size_, end_ = 0, covered_ = 0;
+  std::uint32_t acc_ = 0;
+  // The last shift distance and its operator (a strided shard repeats one).
+  mutable std::uint64_t op_bytes_ = ~std::uint64_t{0};
+  mutable std::uint32_t op_ = 0;
+  mutable std::uint64_t zeros_bytes_ = ~std::uint64_t{0};
+  mutable std::uint32_t zeros_ = 0;
+};
+
 }  // namespace modelzip::zip

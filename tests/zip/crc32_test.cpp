@@ -6,7 +6,9 @@
 #include <doctest/doctest.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "zip/crc32.hpp"
 
@@ -77,4 +79,56 @@ TEST_CASE("crc32_of agrees with zlib for long runs at every 256-byte step and al
   const std::string_view rest = std::string_view(data).substr(777, 50000);
   CHECK(zip::crc32_update(zip::crc32_of(view(head)), view(rest)) ==
         zlib_crc(zlib_crc(0, head), rest));
+}
+
+TEST_CASE("SparseCrc32: holders of disjoint pieces give the CRC-32 of the whole run") {
+  const std::string data = pattern(300000);
+  const std::string_view all(data);
+  const std::uint32_t expected = zlib_crc(0, all);
+  SUBCASE("strided pieces of 1 KiB, three holders in turn (a column-sharded tensor)") {
+    std::vector<zip::SparseCrc32> holders(3, zip::SparseCrc32(data.size()));
+    std::size_t i = 0;
+    for (std::size_t at = 0; at < data.size(); at += 1024, ++i) {
+      const std::size_t n = std::min<std::size_t>(1024, data.size() - at);
+      REQUIRE(holders[i % 3].add(at, n, zlib_crc(0, all.substr(at, n))));
+    }
+    std::uint32_t xored = 0;
+    std::uint64_t covered = 0;
+    for (const auto& h : holders) {
+      xored ^= h.value();
+      covered += h.covered();
+    }
+    CHECK(covered == data.size());
+    CHECK(zip::SparseCrc32::crc_of_run(data.size(), xored) == expected);
+  }
+  SUBCASE("uneven pieces, an empty one, a holder with nothing, a holder with everything") {
+    const std::vector<std::size_t> cuts = {0, 1, 17, 17, 4096, 100000, 100001, 250000, 300000};
+    std::vector<zip::SparseCrc32> holders(4, zip::SparseCrc32(data.size()));
+    for (std::size_t k = 0; k + 1 < cuts.size(); ++k) {
+      const std::size_t at = cuts[k], n = cuts[k + 1] - cuts[k];
+      REQUIRE(holders[(k * 5) % 3].add(at, n, zlib_crc(0, all.substr(at, n))));
+    }
+    std::uint32_t xored = 0;
+    for (const auto& h : holders) xored ^= h.value();  // holders[3] wrote nothing
+    CHECK(zip::SparseCrc32::crc_of_run(data.size(), xored) == expected);
+    zip::SparseCrc32 one(data.size());
+    REQUIRE(one.add(0, data.size(), expected));
+    CHECK(zip::SparseCrc32::crc_of_run(data.size(), one.value()) == expected);
+  }
+  SUBCASE("a wrong piece CRC changes the result") {
+    zip::SparseCrc32 h(data.size());
+    REQUIRE(h.add(0, 1000, zlib_crc(0, all.substr(0, 1000)) ^ 1));
+    REQUIRE(h.add(1000, data.size() - 1000, zlib_crc(0, all.substr(1000))));
+    CHECK(zip::SparseCrc32::crc_of_run(data.size(), h.value()) != expected);
+  }
+  SUBCASE("pieces out of order, overlapping or beyond the run are refused") {
+    zip::SparseCrc32 h(1000);
+    REQUIRE(h.add(100, 100, 0));
+    CHECK_FALSE(h.add(150, 10, 0));   // overlaps
+    CHECK_FALSE(h.add(50, 10, 0));    // before the last piece
+    CHECK_FALSE(h.add(900, 101, 0));  // ends beyond the run
+    CHECK_FALSE(h.add(1001, 0, 0));
+    CHECK(h.covered() == 100);
+    CHECK(h.add(1000, 0, 0));  // an empty piece at the end
+  }
 }
