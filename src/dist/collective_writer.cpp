@@ -296,12 +296,9 @@ std::vector<Record> decode_records(std::string_view bytes, int rank) {
 // and the zip::SparseCrc32 value of its pieces, from which the root gets
 // each entry's CRC-32 with one xor per rank (not one combination per
 // piece: a column-sharded tensor has a piece per row and rank).
-std::string encode_entry_crcs(std::vector<Piece> pieces, const Plan& plan, std::uint64_t written) {
-  const auto before = [](const Piece& a, const Piece& b) {
-    return a.entry != b.entry ? a.entry < b.entry : a.offset < b.offset;
-  };
-  if (!std::is_sorted(pieces.begin(), pieces.end(), before))
-    std::sort(pieces.begin(), pieces.end(), before);
+// `pieces` come as write() returns them: by entry, then by offset.
+std::string encode_entry_crcs(const std::vector<Piece>& pieces, const Plan& plan,
+                              std::uint64_t written) {
   WireOut w;
   w.u64(written);
   std::vector<std::pair<std::uint64_t, zip::SparseCrc32>> sums;
@@ -310,7 +307,7 @@ std::string encode_entry_crcs(std::vector<Piece> pieces, const Plan& plan, std::
       sums.emplace_back(p.entry, zip::SparseCrc32(plan.entries[p.entry].size));
     if (!sums.back().second.add(p.offset, p.length, p.crc))
       throw Error(ErrorCode::io, "pieces of '" + plan.entries[p.entry].entry +
-                                     "' overlap or end beyond it (at byte " +
+                                     "' out of order, overlapping or beyond its end (at byte " +
                                      std::to_string(p.offset) + ")");
   }
   w.u64(sums.size());
@@ -515,8 +512,9 @@ Plan CollectiveWriter::Impl::plan(
 
 // Writes this rank's part of every planned entry: the local header and blob
 // header where this rank is the header rank, and the runs of its blocks.
-// Returns the pieces with their CRCs (those of long runs computed on a
-// second thread while the same chunks are written, short ones inline).
+// Returns the pieces with their CRCs, by entry and then by offset (the CRCs
+// of long runs computed on a second thread while the same chunks are
+// written, those of short ones inline).
 std::vector<Piece> CollectiveWriter::Impl::write(const Plan& plan, int fd,
                                                  std::uint64_t& written) const {
   std::map<std::string_view, const Item*> mine;
@@ -703,7 +701,7 @@ CollectiveStats CollectiveWriter::commit(const std::string& tag) {
   const Plan plan = decode_plan(comm.broadcast(plan_bytes, root), root);
 
   // 4. Every rank writes its bytes.
-  std::string pieces_bytes;
+  std::string shares_bytes;
   std::optional<io::AppendFile> out;
   agreed_step(comm, ctx, [&] {
     out.emplace(plan.file);
@@ -725,9 +723,9 @@ CollectiveStats CollectiveWriter::commit(const std::string& tag) {
       }
     if (m.options.durable && written > 0) out->sync();
     stats.bytes_written = written;
-    pieces_bytes = encode_entry_crcs(std::move(pieces), plan, written);
+    shares_bytes = encode_entry_crcs(pieces, plan, written);
   });
-  const std::vector<std::string> all_pieces = comm.gather(pieces_bytes, root);
+  const std::vector<std::string> all_shares = comm.gather(shares_bytes, root);
 
   // 5. The root checks that the ranks' pieces cover every entry, gets its
   // CRC from their shares, patches it into the local header and commits.
@@ -741,8 +739,8 @@ CollectiveStats CollectiveWriter::commit(const std::string& tag) {
     };
     std::vector<Share> shares(plan.entries.size());
     std::uint64_t total = 0;
-    for (std::size_t r = 0; r < all_pieces.size(); ++r) {
-      WireIn in(all_pieces[r], static_cast<int>(r));
+    for (std::size_t r = 0; r < all_shares.size(); ++r) {
+      WireIn in(all_shares[r], static_cast<int>(r));
       total += in.u64();
       const std::uint64_t n = in.u64();
       for (std::uint64_t i = 0; i < n; ++i) {

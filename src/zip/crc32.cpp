@@ -220,29 +220,25 @@ std::uint32_t crc_of_zeros(std::uint64_t bytes) noexcept {
 
 }  // namespace
 
-std::uint32_t SparseCrc32::shift(std::uint32_t v, std::uint64_t bytes) const noexcept {
-  if (bytes == 0 || v == 0) return v;
-  if (bytes != op_bytes_) {
-    op_ = shift_op(bytes);
-    op_bytes_ = bytes;
-  }
-  return apply(op_, v);
-}
-
 bool SparseCrc32::add(std::uint64_t offset, std::uint64_t length, std::uint32_t crc) noexcept {
   if (offset < end_ || offset > size_ || length > size_ - offset) return false;
-  if (length != zeros_bytes_) {
-    zeros_ = crc_of_zeros(length);
-    zeros_bytes_ = length;
+  const std::uint64_t stride = offset - end_ + length;
+  if (stride != stride_) {
+    stride_op_ = shift_op(stride);
+    stride_ = stride;
   }
-  acc_ = shift(acc_, offset - end_ + length) ^ crc ^ zeros_;
+  if (length != length_) {
+    zeros_ = crc_of_zeros(length);
+    length_ = length;
+  }
+  acc_ = apply(stride_op_, acc_) ^ crc ^ zeros_;
   end_ = offset + length;
   covered_ += length;
   return true;
 }
 
 std::uint32_t SparseCrc32::value() const noexcept {
-  return shift(acc_, size_ - end_);
+  return apply(shift_op(size_ - end_), acc_);
 }
 
 std::uint32_t SparseCrc32::crc_of_run(std::uint64_t size, std::uint32_t xored_values) noexcept {

@@ -2,7 +2,8 @@
 // initial and final value inverted), several times faster than zlib where
 // the CPU can fold with carry-less multiplication (PCLMULQDQ on 128-bit
 // registers; VPCLMULQDQ on 512-bit ones for runs of 1 KiB and more where it
-// also has AVX-512), and zlib's own code elsewhere. Pure functions: thread-safe, no errors.
+// also has AVX-512), and zlib's own code elsewhere. The functions are pure:
+// thread-safe, no errors.
 #pragma once
 
 #include <cstddef>
@@ -43,14 +44,12 @@ class SparseCrc32 {
   static std::uint32_t crc_of_run(std::uint64_t size, std::uint32_t xored_values) noexcept;
 
  private:
-  std::uint32_t shift(std::uint32_t v, std::uint64_t bytes) const noexcept;
   std::uint64_t size_, end_ = 0, covered_ = 0;
   std::uint32_t acc_ = 0;
-  // The last shift distance and its operator (a strided shard repeats one).
-  mutable std::uint64_t op_bytes_ = ~std::uint64_t{0};
-  mutable std::uint32_t op_ = 0;
-  mutable std::uint64_t zeros_bytes_ = ~std::uint64_t{0};
-  mutable std::uint32_t zeros_ = 0;
+  // The last piece's stride (gap + length) and shift operator, length and
+  // CRC of that many zeros: a strided shard repeats them.
+  std::uint64_t stride_ = ~std::uint64_t{0}, length_ = ~std::uint64_t{0};
+  std::uint32_t stride_op_ = 0, zeros_ = 0;
 };
 
 }  // namespace modelzip::zip
