@@ -116,14 +116,47 @@ struct SharedFileWriter::Async {
 struct SharedFileWriter::Async {};
 #endif
 
-void SharedFileWriter::FreeDeleter::operator()(std::byte* p) const noexcept {
-  std::free(p);
+SharedFileWriter::AlignedBuffer::AlignedBuffer(AlignedBuffer&& other) noexcept
+    : mapping_(std::exchange(other.mapping_, nullptr)),
+      length_(std::exchange(other.length_, 0)),
+      data_(std::exchange(other.data_, nullptr)) {}
+
+SharedFileWriter::AlignedBuffer& SharedFileWriter::AlignedBuffer::operator=(
+    AlignedBuffer&& other) noexcept {
+  if (this != &other) {
+    this->~AlignedBuffer();
+    mapping_ = std::exchange(other.mapping_, nullptr);
+    length_ = std::exchange(other.length_, 0);
+    data_ = std::exchange(other.data_, nullptr);
+  }
+  return *this;
+}
+
+SharedFileWriter::AlignedBuffer::~AlignedBuffer() {
+  if (mapping_) ::munmap(mapping_, length_);
+  mapping_ = nullptr;
+}
+
+SharedFileWriter::AlignedBuffer SharedFileWriter::AlignedBuffer::allocate(std::size_t size) {
+  constexpr std::size_t kHuge = 2u << 20;
+  AlignedBuffer b;
+  b.length_ = size + kHuge;
+  b.mapping_ =
+      ::mmap(nullptr, b.length_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (b.mapping_ == MAP_FAILED) {
+    b.mapping_ = nullptr;
+    throw std::bad_alloc();
+  }
+  const auto at = reinterpret_cast<std::uintptr_t>(b.mapping_);
+  b.data_ = static_cast<std::byte*>(b.mapping_) + ((kHuge - at % kHuge) % kHuge);
+#ifdef MADV_HUGEPAGE
+  ::madvise(b.data_, size, MADV_HUGEPAGE);  // a hint: without it, ordinary pages
+#endif
+  return b;
 }
 
 SharedFileWriter::AlignedBuffer SharedFileWriter::aligned_buffer() const {
-  void* p = std::aligned_alloc(page_, chunk_);
-  if (!p) throw std::bad_alloc();
-  return AlignedBuffer(static_cast<std::byte*>(p));
+  return AlignedBuffer::allocate(chunk_);
 }
 
 const std::byte* SharedFileWriter::page_aligned(const std::byte* data, std::size_t size,
@@ -398,9 +431,9 @@ void SharedFileWriter::write(const std::byte* data, std::uint64_t size, std::uin
   // for the disk, which for a few pages costs more than the copy it saves.
   if (!direct_.valid() || refused_ || first >= last || last - first < kMinDirect)
     return cached(data, size, offset);
-  cached(data, first - offset, offset);  // the edge before
+  buffered(data, first - offset, offset);  // the edge before
   direct(data + (first - offset), last - first, first);
-  cached(data + (last - offset), end - last, last);  // the edge after
+  buffered(data + (last - offset), end - last, last);  // the edge after
 }
 
 bool preallocate(int fd, std::uint64_t offset, std::uint64_t length) noexcept {

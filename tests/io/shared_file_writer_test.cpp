@@ -1,10 +1,11 @@
 // io/shared_file_writer: processes writing disjoint ranges of one file at
-// once leave exactly their bytes; long ranges go out directly, edges and
-// short ranges through a shared mapping (pwrite past the end of the file);
-// a refused, short or failed write of either kind is handled (fault
-// injection).
+// once leave exactly their bytes; long ranges go out directly, their edges
+// with pwrite, short ranges through a shared mapping (pwrite past the end
+// of the file); a refused, short or failed write of either kind is handled
+// (fault injection).
 #include <doctest/doctest.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -184,6 +185,38 @@ TEST_CASE("SharedFileWriter: only whole 2 MiB stretches of a range go out direct
                     [](std::byte b) { return b == std::byte{0}; }));
 }
 
+TEST_CASE("SharedFileWriter: the edges of a long range fill only their own pages of the cache") {
+  // A mapping populates whole 2 MiB stretches (zeroing every page first);
+  // an edge written with pwrite brings in only the pages it touches.
+  TempDir dir;
+  const auto path = make_file(dir, 12 * MiB);  // preallocated: nothing cached yet
+  const std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  // [3000, 7 MiB + 123): edges [3000, 2 MiB) and [6 MiB, 7 MiB + 123).
+  const Counts c = write_ranges(path, {{3000, 7 * MiB + 123 - 3000}});
+  CHECK(c.direct == 4 * MiB);
+  io::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  REQUIRE(fd.valid());
+  void* map = ::mmap(nullptr, 12 * MiB, PROT_READ, MAP_SHARED, fd.get(), 0);
+  REQUIRE(map != MAP_FAILED);
+  std::vector<unsigned char> resident(12 * MiB / page);
+  REQUIRE(::mincore(map, 12 * MiB, resident.data()) == 0);
+  ::munmap(map, 12 * MiB);
+  auto cached_pages = [&](std::uint64_t from, std::uint64_t to) {
+    std::uint64_t n = 0;
+    for (std::uint64_t p = from / page; p < to / page; ++p) n += resident[p] & 1;
+    return n;
+  };
+  CHECK(cached_pages(0, page) == 1);  // the edge's first page, partly written
+  CHECK(cached_pages(6 * MiB, 7 * MiB) == MiB / page);
+  // The rest of the last edge's stretch was never touched.
+  CHECK(cached_pages(7 * MiB + page, 8 * MiB) == 0);
+  const auto got = file_bytes(path);
+  CHECK(std::equal(got.begin() + 3000, got.begin() + static_cast<long>(7 * MiB + 123),
+                   pattern_bytes(3000, 7 * MiB + 123 - 3000).begin()));
+  CHECK(std::all_of(got.begin() + static_cast<long>(7 * MiB + 123), got.end(),
+                    [](std::byte b) { return b == std::byte{0}; }));
+}
+
 TEST_CASE("SharedFileWriter: a refused direct write (EINVAL) falls back to the page cache") {
   TempDir dir;
   const auto path = make_file(dir, 8 * MiB);
@@ -248,7 +281,8 @@ TEST_CASE("SharedFileWriter: pieces go into a shared mapping, seen by fault inje
   // One copy per piece and per 2 MiB stretch it touches, plus the rest of
   // the short one.
   std::uint64_t crossing = 0;
-  for (const Range& r : pieces) crossing += r.offset / (2 * MiB) != (r.offset + r.size - 1) / (2 * MiB);
+  for (const Range& r : pieces)
+    crossing += r.offset / (2 * MiB) != (r.offset + r.size - 1) / (2 * MiB);
   CHECK(crossing == 1);  // [2097000, 2098000)
   CHECK(shorten.calls(io::SysOp::write) == pieces.size() + crossing + 1);
   // The records are exactly the pieces (the short one in two), in order.
