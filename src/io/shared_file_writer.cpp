@@ -116,47 +116,22 @@ struct SharedFileWriter::Async {
 struct SharedFileWriter::Async {};
 #endif
 
-SharedFileWriter::AlignedBuffer::AlignedBuffer(AlignedBuffer&& other) noexcept
-    : mapping_(std::exchange(other.mapping_, nullptr)),
-      length_(std::exchange(other.length_, 0)),
-      data_(std::exchange(other.data_, nullptr)) {}
-
-SharedFileWriter::AlignedBuffer& SharedFileWriter::AlignedBuffer::operator=(
-    AlignedBuffer&& other) noexcept {
-  if (this != &other) {
-    this->~AlignedBuffer();
-    mapping_ = std::exchange(other.mapping_, nullptr);
-    length_ = std::exchange(other.length_, 0);
-    data_ = std::exchange(other.data_, nullptr);
-  }
-  return *this;
-}
-
-SharedFileWriter::AlignedBuffer::~AlignedBuffer() {
-  if (mapping_) ::munmap(mapping_, length_);
-  mapping_ = nullptr;
-}
-
-SharedFileWriter::AlignedBuffer SharedFileWriter::AlignedBuffer::allocate(std::size_t size) {
-  constexpr std::size_t kHuge = 2u << 20;
-  AlignedBuffer b;
-  b.length_ = size + kHuge;
-  b.mapping_ =
-      ::mmap(nullptr, b.length_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (b.mapping_ == MAP_FAILED) {
-    b.mapping_ = nullptr;
-    throw std::bad_alloc();
-  }
-  const auto at = reinterpret_cast<std::uintptr_t>(b.mapping_);
-  b.data_ = static_cast<std::byte*>(b.mapping_) + ((kHuge - at % kHuge) % kHuge);
-#ifdef MADV_HUGEPAGE
-  ::madvise(b.data_, size, MADV_HUGEPAGE);  // a hint: without it, ordinary pages
-#endif
-  return b;
+void SharedFileWriter::Unmapper::operator()(std::byte*) const noexcept {
+  ::munmap(mapping, length);
 }
 
 SharedFileWriter::AlignedBuffer SharedFileWriter::aligned_buffer() const {
-  return AlignedBuffer::allocate(chunk_);
+  constexpr std::size_t kHuge = 2u << 20;
+  const std::size_t length = chunk_ + kHuge;
+  void* mapping =
+      ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mapping == MAP_FAILED) throw std::bad_alloc();
+  const auto at = reinterpret_cast<std::uintptr_t>(mapping);
+  std::byte* data = static_cast<std::byte*>(mapping) + (kHuge - at % kHuge) % kHuge;
+#ifdef MADV_HUGEPAGE
+  ::madvise(data, chunk_, MADV_HUGEPAGE);  // a hint: without it, ordinary pages
+#endif
+  return AlignedBuffer(data, Unmapper{mapping, length});
 }
 
 const std::byte* SharedFileWriter::page_aligned(const std::byte* data, std::size_t size,

@@ -127,22 +127,13 @@ class SharedFileWriter {
   // that takes few segments per request, as virtio-blk's 254, splits a
   // write from 4 KiB pages into requests of 1 MiB: 1.75 against 2.5 GB/s
   // measured here). Where huge pages are off, ordinary pages.
-  class AlignedBuffer {
-   public:
-    AlignedBuffer() = default;
-    AlignedBuffer(AlignedBuffer&& other) noexcept;
-    AlignedBuffer& operator=(AlignedBuffer&& other) noexcept;
-    ~AlignedBuffer();
-    static AlignedBuffer allocate(std::size_t size);  // throws std::bad_alloc
-    std::byte* get() const noexcept { return data_; }
-    explicit operator bool() const noexcept { return data_ != nullptr; }
-
-   private:
-    void* mapping_ = nullptr;
-    std::size_t length_ = 0;
-    std::byte* data_ = nullptr;
+  struct Unmapper {  // the whole mapping, of which the buffer is a part
+    void* mapping;
+    std::size_t length;
+    void operator()(std::byte*) const noexcept;
   };
-  AlignedBuffer aligned_buffer() const;
+  using AlignedBuffer = std::unique_ptr<std::byte, Unmapper>;
+  AlignedBuffer aligned_buffer() const;  // throws std::bad_alloc
   // `data` if page-aligned, else a copy of its `size` (<= chunk_) bytes in
   // `buffer` (allocated on first use).
   const std::byte* page_aligned(const std::byte* data, std::size_t size,
