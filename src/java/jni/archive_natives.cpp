@@ -1,0 +1,156 @@
+// The natives of org.modelzip.Archive (declared in Native.java): reading
+// through modelzip::Archive, saving and removing tags through
+// modelzip::Writer. A jlong archive is a heap modelzip::Archive owned by a
+// Java NativeHandle; a jlong tensor a heap modelzip::Tensor.
+#include "natives.hpp"
+
+#include <map>
+
+#include "modelzip/archive.hpp"
+#include "modelzip/writer.hpp"
+#include "support.hpp"
+
+namespace modelzip::jni {
+namespace {
+
+const Archive& archive_of(jlong handle) { return from_handle<Archive>(handle); }
+
+jlong archive_open(JNIEnv* env, jclass, jbyteArray path) {
+  return guarded(env, [&] { return to_handle(Archive::open(to_string(env, path))); });
+}
+
+void archive_free(JNIEnv*, jclass, jlong archive) { free_handle<Archive>(archive); }
+
+jobjectArray archive_tags(JNIEnv* env, jclass, jlong archive) {
+  return guarded(env, [&] { return to_java_byte_arrays(env, archive_of(archive).tags()); });
+}
+
+jobject to_java_param(JNIEnv* env, const ParamInfo& p) {
+  jobject out = env->NewObject(
+      java_types().param, java_types().param_init, to_java_bytes(env, p.name),
+      to_java_bytes(env, dtype_name(p.dtype)), to_java_longs(env, p.shape),
+      static_cast<jlong>(p.nbytes), static_cast<jboolean>(p.shared),
+      to_java_bytes(env, p.owner_tag), to_java_bytes(env, layout_name(p.layout)),
+      static_cast<jboolean>(p.compressed), static_cast<jboolean>(p.kind == BlobKind::embedding));
+  check(env);
+  return out;
+}
+
+jobjectArray archive_params(JNIEnv* env, jclass, jlong archive, jbyteArray tag) {
+  return guarded(env, [&] {
+    const std::vector<ParamInfo> params = archive_of(archive).params(to_string(env, tag));
+    jobjectArray out =
+        env->NewObjectArray(static_cast<jsize>(params.size()), java_types().param, nullptr);
+    check(env);
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      // A frame per element: the three arrays of each Param are local refs.
+      if (env->PushLocalFrame(16) != 0) throw JavaExceptionPending{};
+      jobject item = to_java_param(env, params[i]);
+      env->SetObjectArrayElement(out, static_cast<jsize>(i), item);
+      env->PopLocalFrame(nullptr);
+    }
+    return out;
+  });
+}
+
+jobject archive_tensor(JNIEnv* env, jclass, jlong archive, jbyteArray name, jbyteArray tag) {
+  return guarded(env, [&] {
+    return to_java_tensor(env, archive_of(archive).tensor(to_string(env, name), to_string(env, tag)));
+  });
+}
+
+jobjectArray archive_load(JNIEnv* env, jclass, jlong archive, jbyteArray tag) {
+  return guarded(env, [&] {
+    const Archive& a = archive_of(archive);
+    const std::string tag_name = to_string(env, tag);
+    // params() gives the stored order (load() returns a sorted map).
+    std::vector<std::string> names;
+    for (const ParamInfo& p : a.params(tag_name))
+      if (p.kind == BlobKind::tensor) names.push_back(p.name);
+    std::map<std::string, Tensor> tensors = a.load(tag_name);
+    jobjectArray java_tensors =
+        env->NewObjectArray(static_cast<jsize>(names.size()), java_types().tensor, nullptr);
+    check(env);
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      auto found = tensors.find(names[i]);
+      if (found == tensors.end())
+        throw Error(ErrorCode::corrupt, "parameter '" + names[i] + "' listed but not loaded",
+                    {.archive = a.name(), .tag = tag_name});
+      jobject item = to_java_tensor(env, std::move(found->second));
+      env->SetObjectArrayElement(java_tensors, static_cast<jsize>(i), item);
+      env->DeleteLocalRef(item);
+    }
+    jobjectArray java_names = to_java_byte_arrays(env, names);
+    jclass object = env->FindClass("java/lang/Object");
+    check(env);
+    jobjectArray out = env->NewObjectArray(2, object, nullptr);
+    check(env);
+    env->SetObjectArrayElement(out, 0, java_names);
+    env->SetObjectArrayElement(out, 1, java_tensors);
+    return out;
+  });
+}
+
+jobjectArray archive_verify(JNIEnv* env, jclass, jlong archive) {
+  return guarded(env, [&] {
+    std::vector<std::string> lines;
+    for (const Problem& p : archive_of(archive).verify())
+      lines.push_back(p.entry.empty() ? p.message : p.entry + ": " + p.message);
+    return to_java_byte_arrays(env, lines);
+  });
+}
+
+void archive_save(JNIEnv* env, jclass, jbyteArray path, jbyteArray tag, jobjectArray names,
+                  jlongArray tensors) {
+  guarded(env, [&] {
+    const std::vector<std::string> param_names = to_strings(env, names);
+    const std::vector<std::int64_t> handles = to_longs(env, tensors);
+    if (param_names.size() != handles.size())
+      throw Error(ErrorCode::invalid_argument, "names and tensors differ in number");
+    // The Java caller holds every tensor open until this returns, so the
+    // tensors (copies sharing their bytes) stay valid through commit().
+    NewTag contents;
+    for (std::size_t i = 0; i < handles.size(); ++i)
+      contents.add(param_names[i], from_handle<Tensor>(handles[i]));
+    Writer writer = Writer::open(to_string(env, path));
+    writer.add_tag(to_string(env, tag), std::move(contents));
+    writer.commit();
+  });
+}
+
+void archive_remove_tag(JNIEnv* env, jclass, jbyteArray path, jbyteArray tag) {
+  guarded(env, [&] {
+    Writer writer = Writer::open(to_string(env, path));
+    writer.remove_tag(to_string(env, tag));
+    writer.commit();
+  });
+}
+
+const JNINativeMethod kMethods[] = {
+    {const_cast<char*>("archiveOpen"), const_cast<char*>("([B)J"),
+     reinterpret_cast<void*>(archive_open)},
+    {const_cast<char*>("archiveFree"), const_cast<char*>("(J)V"),
+     reinterpret_cast<void*>(archive_free)},
+    {const_cast<char*>("archiveTags"), const_cast<char*>("(J)[[B"),
+     reinterpret_cast<void*>(archive_tags)},
+    {const_cast<char*>("archiveParams"), const_cast<char*>("(J[B)[Lorg/modelzip/Param;"),
+     reinterpret_cast<void*>(archive_params)},
+    {const_cast<char*>("archiveTensor"), const_cast<char*>("(J[B[B)Lorg/modelzip/Tensor;"),
+     reinterpret_cast<void*>(archive_tensor)},
+    {const_cast<char*>("archiveLoad"), const_cast<char*>("(J[B)[Ljava/lang/Object;"),
+     reinterpret_cast<void*>(archive_load)},
+    {const_cast<char*>("archiveVerify"), const_cast<char*>("(J)[[B"),
+     reinterpret_cast<void*>(archive_verify)},
+    {const_cast<char*>("archiveSave"), const_cast<char*>("([B[B[[B[J)V"),
+     reinterpret_cast<void*>(archive_save)},
+    {const_cast<char*>("archiveRemoveTag"), const_cast<char*>("([B[B)V"),
+     reinterpret_cast<void*>(archive_remove_tag)},
+};
+
+}  // namespace
+
+bool register_archive_natives(JNIEnv* env, jclass native_class) {
+  return register_natives(env, native_class, kMethods);
+}
+
+}  // namespace modelzip::jni

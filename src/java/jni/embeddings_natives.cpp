@@ -1,0 +1,104 @@
+// The natives of org.modelzip.Embeddings (declared in Native.java). A jlong
+// embeddings is a heap modelzip::finalfusion::Embeddings owned by a Java
+// NativeHandle; it keeps its file (or the archive's mapping) alive.
+#include <limits>
+
+#include "modelzip/archive.hpp"
+#include "modelzip/finalfusion.hpp"
+#include "natives.hpp"
+#include "support.hpp"
+
+namespace modelzip::jni {
+namespace {
+
+using finalfusion::Embeddings;
+
+const Embeddings& embeddings_of(jlong handle) { return from_handle<Embeddings>(handle); }
+
+jfloatArray to_java_floats(JNIEnv* env, std::span<const float> values) {
+  if (values.size() > static_cast<std::size_t>(std::numeric_limits<jsize>::max()))
+    throw Error(ErrorCode::limit_exceeded, "too many values for a Java array");
+  jfloatArray out = env->NewFloatArray(static_cast<jsize>(values.size()));
+  check(env);
+  env->SetFloatArrayRegion(out, 0, static_cast<jsize>(values.size()), values.data());
+  check(env);
+  return out;
+}
+
+jlong embeddings_open(JNIEnv* env, jclass, jbyteArray path) {
+  return guarded(env, [&] { return to_handle(Embeddings::open(to_string(env, path))); });
+}
+
+jlong embeddings_from_archive(JNIEnv* env, jclass, jlong archive, jbyteArray name, jbyteArray tag) {
+  return guarded(env, [&] {
+    const std::string param = to_string(env, name);
+    const Archive& a = from_handle<Archive>(archive);
+    return to_handle(Embeddings::read(a.embedding_file(param, to_string(env, tag)), param));
+  });
+}
+
+void embeddings_free(JNIEnv*, jclass, jlong embeddings) { free_handle<Embeddings>(embeddings); }
+
+jint embeddings_dims(JNIEnv*, jclass, jlong embeddings) {
+  return static_cast<jint>(embeddings_of(embeddings).dims());
+}
+
+jobjectArray embeddings_words(JNIEnv* env, jclass, jlong embeddings) {
+  return guarded(env, [&] {
+    return to_java_byte_arrays(env, embeddings_of(embeddings).vocab().words());
+  });
+}
+
+jfloatArray embeddings_vector(JNIEnv* env, jclass, jlong embeddings, jbyteArray word) {
+  return guarded(env, [&]() -> jfloatArray {
+    const std::optional<std::vector<float>> v = embeddings_of(embeddings).embedding(to_string(env, word));
+    return v ? to_java_floats(env, *v) : nullptr;
+  });
+}
+
+jobjectArray embeddings_similar(JNIEnv* env, jclass, jlong embeddings, jbyteArray word, jint k) {
+  return guarded(env, [&]() -> jobjectArray {
+    const auto found = embeddings_of(embeddings).similar(to_string(env, word),
+                                                         static_cast<std::size_t>(k < 0 ? 0 : k));
+    if (!found) return nullptr;
+    jobjectArray out = env->NewObjectArray(static_cast<jsize>(found->size()),
+                                           java_types().word_similarity, nullptr);
+    check(env);
+    for (std::size_t i = 0; i < found->size(); ++i) {
+      jbyteArray text = to_java_bytes(env, (*found)[i].word);
+      jobject item = env->NewObject(java_types().word_similarity,
+                                    java_types().word_similarity_init, text, (*found)[i].similarity);
+      check(env);
+      env->SetObjectArrayElement(out, static_cast<jsize>(i), item);
+      env->DeleteLocalRef(item);
+      env->DeleteLocalRef(text);
+    }
+    return out;
+  });
+}
+
+const JNINativeMethod kMethods[] = {
+    {const_cast<char*>("embeddingsOpen"), const_cast<char*>("([B)J"),
+     reinterpret_cast<void*>(embeddings_open)},
+    {const_cast<char*>("embeddingsFromArchive"), const_cast<char*>("(J[B[B)J"),
+     reinterpret_cast<void*>(embeddings_from_archive)},
+    {const_cast<char*>("embeddingsFree"), const_cast<char*>("(J)V"),
+     reinterpret_cast<void*>(embeddings_free)},
+    {const_cast<char*>("embeddingsDims"), const_cast<char*>("(J)I"),
+     reinterpret_cast<void*>(embeddings_dims)},
+    {const_cast<char*>("embeddingsWords"), const_cast<char*>("(J)[[B"),
+     reinterpret_cast<void*>(embeddings_words)},
+    {const_cast<char*>("embeddingsVector"), const_cast<char*>("(J[B)[F"),
+     reinterpret_cast<void*>(embeddings_vector)},
+    {const_cast<char*>("embeddingsSimilar"),
+     const_cast<char*>("(J[BI)[Lorg/modelzip/WordSimilarity;"),
+     reinterpret_cast<void*>(embeddings_similar)},
+};
+
+}  // namespace
+
+bool register_embeddings_natives(JNIEnv* env, jclass native_class) {
+  return register_natives(env, native_class, kMethods);
+}
+
+}  // namespace modelzip::jni

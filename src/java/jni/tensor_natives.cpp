@@ -1,0 +1,160 @@
+// The natives of org.modelzip.Tensor (declared in Native.java). A jlong
+// tensor is a heap modelzip::Tensor owned by a Java NativeHandle; a jlong
+// bytes a heap modelzip::Bytes (a reference to a tensor's values) owned by a
+// Cleaner registered on the direct ByteBuffer made over it, so the bytes,
+// and the mapping they may view, live as long as that buffer is reachable.
+#include <cstring>
+#include <limits>
+
+#include "modelzip/dtype.hpp"
+#include "modelzip/tensor.hpp"
+#include "natives.hpp"
+#include "support.hpp"
+
+namespace modelzip::jni {
+namespace {
+
+const Tensor& tensor_of(jlong handle) { return from_handle<Tensor>(handle); }
+
+// The byte size of a primitive Java array of `element_bytes` wide elements.
+std::size_t array_bytes(JNIEnv* env, jarray array, jint element_bytes) {
+  if (array == nullptr || element_bytes <= 0)
+    throw Error(ErrorCode::invalid_argument, "no array");
+  return static_cast<std::size_t>(env->GetArrayLength(array)) *
+         static_cast<std::size_t>(element_bytes);
+}
+
+// Copies between a primitive Java array and native memory of its byte size.
+void copy_from_array(JNIEnv* env, jarray array, std::span<std::byte> out) {
+  if (out.empty()) return;
+  void* elements = env->GetPrimitiveArrayCritical(array, nullptr);
+  if (elements == nullptr) throw JavaExceptionPending{};
+  std::memcpy(out.data(), elements, out.size());
+  env->ReleasePrimitiveArrayCritical(array, elements, JNI_ABORT);
+}
+
+void copy_to_array(JNIEnv* env, std::span<const std::byte> in, jarray array) {
+  if (in.empty()) return;
+  void* elements = env->GetPrimitiveArrayCritical(array, nullptr);
+  if (elements == nullptr) throw JavaExceptionPending{};
+  std::memcpy(elements, in.data(), in.size());
+  env->ReleasePrimitiveArrayCritical(array, elements, 0);
+}
+
+jobject tensor_from_array(JNIEnv* env, jclass, jbyteArray dtype_name_utf8, jobject array,
+                          jint element_bytes, jlongArray shape) {
+  return guarded(env, [&]() -> jobject {
+    const std::string name = to_string(env, dtype_name_utf8);
+    const std::optional<DType> dtype = dtype_from_name(name);
+    if (!dtype || *dtype == DType::utf8)
+      throw Error(ErrorCode::invalid_argument, "unknown fixed-size data type '" + name + "'");
+    if (dtype_size(*dtype) != static_cast<std::size_t>(element_bytes))
+      throw Error(ErrorCode::invalid_argument,
+                  name + " elements are " + std::to_string(dtype_size(*dtype)) + " bytes, not " +
+                      std::to_string(element_bytes));
+    auto java_array = static_cast<jarray>(array);
+    std::vector<std::byte> values(array_bytes(env, java_array, element_bytes));
+    copy_from_array(env, java_array, values);
+    // Tensor::dense checks that the shape holds exactly these bytes.
+    return to_java_tensor(env, Tensor::dense(*dtype, to_longs(env, shape),
+                                             Bytes::take(std::move(values))));
+  });
+}
+
+jobject tensor_from_strings(JNIEnv* env, jclass, jobjectArray utf8, jlongArray shape) {
+  return guarded(env, [&] {
+    const std::vector<std::string> strings = to_strings(env, utf8);
+    return to_java_tensor(env, Tensor::strings(to_longs(env, shape), strings));
+  });
+}
+
+void tensor_free(JNIEnv*, jclass, jlong tensor) { free_handle<Tensor>(tensor); }
+
+jboolean tensor_is_mapped(JNIEnv*, jclass, jlong tensor) {
+  return static_cast<jboolean>(tensor_of(tensor).values().is_mapped());
+}
+
+void tensor_copy_values(JNIEnv* env, jclass, jlong tensor, jobject array, jint element_bytes) {
+  guarded(env, [&] {
+    const Bytes& values = tensor_of(tensor).values();
+    auto java_array = static_cast<jarray>(array);
+    if (array_bytes(env, java_array, element_bytes) != values.size())
+      throw Error(ErrorCode::invalid_argument,
+                  "the Java array does not have the size of the tensor's values");
+    copy_to_array(env, values.span(), java_array);
+  });
+}
+
+jobjectArray tensor_strings(JNIEnv* env, jclass, jlong tensor) {
+  return guarded(env, [&] {
+    const Tensor& t = tensor_of(tensor);
+    std::vector<std::string> strings;
+    const std::uint64_t n = t.numel();
+    if (n > static_cast<std::uint64_t>(std::numeric_limits<jsize>::max()))
+      throw Error(ErrorCode::limit_exceeded, "too many strings for a Java array");
+    strings.reserve(n);
+    for (std::uint64_t i = 0; i < n; ++i) strings.emplace_back(t.string_at(i));
+    return to_java_byte_arrays(env, strings);
+  });
+}
+
+jobject tensor_dequantize(JNIEnv* env, jclass, jlong tensor) {
+  return guarded(env, [&] { return to_java_tensor(env, tensor_of(tensor).dequantize()); });
+}
+
+jlong tensor_retain_values(JNIEnv* env, jclass, jlong tensor) {
+  return guarded(env, [&] { return to_handle(Bytes(tensor_of(tensor).values())); });
+}
+
+void bytes_free(JNIEnv*, jclass, jlong bytes) { free_handle<Bytes>(bytes); }
+
+jobject bytes_buffer(JNIEnv* env, jclass, jlong bytes, jlong offset, jint length) {
+  return guarded(env, [&]() -> jobject {
+    const Bytes& b = from_handle<Bytes>(bytes);
+    if (offset < 0 || length < 0 || static_cast<std::uint64_t>(offset) > b.size() ||
+        static_cast<std::uint64_t>(length) > b.size() - static_cast<std::uint64_t>(offset))
+      throw Error(ErrorCode::invalid_argument, "buffer range outside the tensor's values");
+    // A zero-length buffer needs an address all the same.
+    static std::byte empty_address;
+    const std::byte* start = length == 0 ? &empty_address : b.data() + offset;
+    // Read-only by contract: Java only hands out asReadOnlyBuffer() views.
+    jobject out = env->NewDirectByteBuffer(const_cast<std::byte*>(start), length);
+    if (out == nullptr) {
+      check(env);
+      throw Error(ErrorCode::unsupported, "this JVM does not support direct buffers from JNI");
+    }
+    return out;
+  });
+}
+
+const JNINativeMethod kMethods[] = {
+    {const_cast<char*>("tensorFromArray"),
+     const_cast<char*>("([BLjava/lang/Object;I[J)Lorg/modelzip/Tensor;"),
+     reinterpret_cast<void*>(tensor_from_array)},
+    {const_cast<char*>("tensorFromStrings"), const_cast<char*>("([[B[J)Lorg/modelzip/Tensor;"),
+     reinterpret_cast<void*>(tensor_from_strings)},
+    {const_cast<char*>("tensorFree"), const_cast<char*>("(J)V"),
+     reinterpret_cast<void*>(tensor_free)},
+    {const_cast<char*>("tensorIsMapped"), const_cast<char*>("(J)Z"),
+     reinterpret_cast<void*>(tensor_is_mapped)},
+    {const_cast<char*>("tensorCopyValues"), const_cast<char*>("(JLjava/lang/Object;I)V"),
+     reinterpret_cast<void*>(tensor_copy_values)},
+    {const_cast<char*>("tensorStrings"), const_cast<char*>("(J)[[B"),
+     reinterpret_cast<void*>(tensor_strings)},
+    {const_cast<char*>("tensorDequantize"), const_cast<char*>("(J)Lorg/modelzip/Tensor;"),
+     reinterpret_cast<void*>(tensor_dequantize)},
+    {const_cast<char*>("tensorRetainValues"), const_cast<char*>("(J)J"),
+     reinterpret_cast<void*>(tensor_retain_values)},
+    {const_cast<char*>("bytesFree"), const_cast<char*>("(J)V"),
+     reinterpret_cast<void*>(bytes_free)},
+    {const_cast<char*>("bytesBuffer"), const_cast<char*>("(JJI)Ljava/nio/ByteBuffer;"),
+     reinterpret_cast<void*>(bytes_buffer)},
+};
+
+}  // namespace
+
+bool register_tensor_natives(JNIEnv* env, jclass native_class) {
+  return register_natives(env, native_class, kMethods);
+}
+
+}  // namespace modelzip::jni

@@ -1,0 +1,200 @@
+package org.modelzip;
+
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.NoSuchElementException;
+import java.util.Objects;
+
+/**
+ * Read access to a modelzip archive: a zip of tagged checkpoints (see the
+ * project's schemas/FORMAT.md), written by this binding, Python, C++ or the
+ * modelzip command.
+ *
+ * <pre>{@code
+ * try (Archive archive = Archive.open("model.zip")) {
+ *   Tensor w = archive.tensor("fc.weight", null);   // newest tag
+ *   float[] values = w.toFloatArray();
+ * }
+ * }</pre>
+ *
+ * <p>Opening maps the file read-only and validates its tables; tensor data is
+ * read only when asked for. Tensors of stored (uncompressed) entries are
+ * zero-copy views into the mapping.
+ *
+ * <p>Lifetimes: each {@link Tensor} (and each buffer from
+ * {@link Tensor#buffer()}) keeps the mapping alive by itself, so tensors stay
+ * valid after the Archive is closed. {@link #close()} releases the archive's
+ * own hold at once; an archive that is never closed is released when it is
+ * garbage collected.
+ *
+ * <p>Thread safety: an Archive is immutable; every method may be called from
+ * several threads at once. {@link #close()} waits for calls in progress; later
+ * calls throw {@link IllegalStateException}.
+ *
+ * <p>Errors: {@link ModelzipException} with the archive, entry, tag and
+ * line/offset; missing tags and names give {@link NoSuchElementException}
+ * (see {@link ModelzipException}). A damaged or hostile file never crashes
+ * the JVM: it is reported by an exception.
+ *
+ * <p>Tags are matched without regard to ASCII case; a {@code null} tag means
+ * the newest.
+ */
+public final class Archive implements AutoCloseable {
+  private final NativeHandle handle;
+  private final String name;
+
+  private Archive(long pointer, String name) {
+    this.name = name;
+    this.handle = new NativeHandle(pointer, Native::archiveFree, "archive '" + name + "'");
+  }
+
+  /**
+   * Opens a local file, or an {@code http://}, {@code https://} or
+   * {@code s3://bucket/key} URL (read by ranges; configured by the
+   * environment as for the modelzip command: MODELZIP_CACHE_DIR, AWS_*...).
+   *
+   * @throws ModelzipException IO when the file cannot be read (errno in
+   *     {@link ModelzipException#systemError()}), CORRUPT or LIMIT_EXCEEDED
+   *     for a damaged or hostile file, UNSUPPORTED for a URL when the library
+   *     was built without remote support
+   */
+  public static Archive open(String pathOrUrl) {
+    Objects.requireNonNull(pathOrUrl, "pathOrUrl");
+    return new Archive(Native.archiveOpen(Native.utf8(pathOrUrl)), pathOrUrl);
+  }
+
+  /** The path or URL given to {@link #open}. */
+  public String name() {
+    return name;
+  }
+
+  /** The tags, oldest first. */
+  public List<String> tags() {
+    return List.of(Native.strings(handle.call(Native::archiveTags)));
+  }
+
+  /**
+   * The parameters of {@code tag} ({@code null}: the newest), in stored
+   * order, without reading tensor data.
+   *
+   * @throws NoSuchElementException if the tag does not exist (or the archive
+   *     has no tag)
+   */
+  public List<Param> params(String tag) {
+    return ModelzipException.lookup(() -> List.of(
+        handle.call(p -> Native.archiveParams(p, Native.utf8(tag)))));
+  }
+
+  /**
+   * One tensor parameter of {@code tag} ({@code null}: the newest): a
+   * zero-copy view of a stored entry, or a decompressed copy of a deflated
+   * one. Close it (or let it be collected) to release its hold on the file.
+   *
+   * @throws NoSuchElementException if the tag or the parameter does not exist
+   * @throws ModelzipException CORRUPT when its data is damaged, INVALID_ARGUMENT
+   *     for an embedding parameter (open it with {@link Embeddings#open(Archive, String, String)})
+   */
+  public Tensor tensor(String name, String tag) {
+    Objects.requireNonNull(name, "name");
+    return ModelzipException.lookup(() ->
+        handle.call(p -> Native.archiveTensor(p, Native.utf8(name), Native.utf8(tag))));
+  }
+
+  /**
+   * Every tensor parameter of {@code tag} ({@code null}: the newest), by
+   * name, in stored order (embedding parameters are left out).
+   *
+   * @throws NoSuchElementException if the tag does not exist
+   */
+  public Map<String, Tensor> load(String tag) {
+    Object[] namesAndTensors = ModelzipException.lookup(() ->
+        handle.call(p -> Native.archiveLoad(p, Native.utf8(tag))));
+    String[] names = Native.strings((byte[][]) namesAndTensors[0]);
+    Tensor[] tensors = (Tensor[]) namesAndTensors[1];
+    Map<String, Tensor> out = new LinkedHashMap<>();
+    for (int i = 0; i < names.length; i++) {
+      out.put(names[i], tensors[i]);
+    }
+    return Collections.unmodifiableMap(out);
+  }
+
+  /**
+   * Checks everything (zip structure, every CRC, every blob and reference)
+   * and returns the problems found, each as "entry: message"; empty when the
+   * archive is valid.
+   */
+  public List<String> verify() {
+    return List.of(Native.strings(handle.call(Native::archiveVerify)));
+  }
+
+  /**
+   * Adds tag {@code tag} holding {@code tensors} (in the map's iteration
+   * order) to the archive at {@code path}, created if missing. The commit is
+   * atomic and durable: the file holds the old archive or the new one, never
+   * a mix, and a failed save leaves the old one as it was. Tensors equal to
+   * data already in the archive are stored as references (dedup). Tensors
+   * are not copied; they must stay open during the call.
+   *
+   * @throws ModelzipException ALREADY_EXISTS if the tag exists (in any letter
+   *     case), INVALID_ARGUMENT for a bad tag or parameter name, IO when the
+   *     file cannot be written
+   * @throws IllegalStateException if one of the tensors is closed
+   */
+  public static void save(String path, String tag, Map<String, Tensor> tensors) {
+    Objects.requireNonNull(path, "path");
+    Objects.requireNonNull(tag, "tag");
+    Objects.requireNonNull(tensors, "tensors");
+    List<NativeHandle.Use> uses = new ArrayList<>(tensors.size());
+    try {
+      byte[][] names = new byte[tensors.size()][];
+      long[] pointers = new long[tensors.size()];
+      int i = 0;
+      for (Map.Entry<String, Tensor> e : tensors.entrySet()) {
+        names[i] = Native.utf8(Objects.requireNonNull(e.getKey(), "tensor name"));
+        NativeHandle.Use use = Objects.requireNonNull(e.getValue(), e.getKey()).handle().use();
+        uses.add(use);
+        pointers[i++] = use.pointer();
+      }
+      Native.archiveSave(Native.utf8(path), Native.utf8(tag), names, pointers);
+    } finally {
+      for (NativeHandle.Use use : uses) {
+        use.close();
+      }
+    }
+  }
+
+  /**
+   * Removes {@code tag} (matched without regard to case) from the archive at
+   * {@code path}; data that other tags share is kept. Atomic and durable as
+   * {@link #save}.
+   *
+   * @throws NoSuchElementException if the tag does not exist
+   */
+  public static void removeTag(String path, String tag) {
+    Objects.requireNonNull(path, "path");
+    Objects.requireNonNull(tag, "tag");
+    ModelzipException.lookup(() -> {
+      Native.archiveRemoveTag(Native.utf8(path), Native.utf8(tag));
+      return null;
+    });
+  }
+
+  /** The native archive, for {@link Embeddings#open(Archive, String, String)}. */
+  NativeHandle handle() {
+    return handle;
+  }
+
+  /** Releases the archive's hold on the file now; idempotent. */
+  @Override
+  public void close() {
+    handle.close();
+  }
+
+  @Override
+  public String toString() {
+    return "Archive(" + name + ")";
+  }
+}

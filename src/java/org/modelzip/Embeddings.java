@@ -1,0 +1,104 @@
+package org.modelzip;
+
+import java.util.List;
+import java.util.NoSuchElementException;
+import java.util.Objects;
+
+/**
+ * finalfusion word embeddings: a standalone .fifu file, or an embedding
+ * parameter of an archive. Lookups of known words give their row; unknown
+ * words of a subword vocabulary give the normalised sum of their n-gram rows.
+ *
+ * <p>Lifetimes: the matrix is a zero-copy view of the mapped file (or of the
+ * archive's mapping, which it keeps alive after the Archive is closed) until
+ * {@link #close()} or garbage collection.
+ *
+ * <p>Thread safety: immutable; all methods may be called from several threads
+ * at once ({@link #close()} waits for calls in progress; later calls throw
+ * {@link IllegalStateException}).
+ */
+public final class Embeddings implements AutoCloseable {
+  private final NativeHandle handle;
+
+  private Embeddings(long pointer, String name) {
+    this.handle = new NativeHandle(pointer, Native::embeddingsFree, "embeddings '" + name + "'");
+  }
+
+  /**
+   * Maps and reads a finalfusion file.
+   *
+   * @throws ModelzipException IO, CORRUPT (with the byte offset) or UNSUPPORTED
+   */
+  public static Embeddings open(String path) {
+    Objects.requireNonNull(path, "path");
+    return new Embeddings(Native.embeddingsOpen(Native.utf8(path)), path);
+  }
+
+  /**
+   * The embedding parameter {@code name} of {@code tag} ({@code null}: the
+   * newest) of an archive.
+   *
+   * @throws NoSuchElementException if the tag or parameter does not exist
+   * @throws ModelzipException INVALID_ARGUMENT if the parameter is a tensor
+   */
+  public static Embeddings open(Archive archive, String name, String tag) {
+    Objects.requireNonNull(name, "name");
+    long pointer = ModelzipException.lookup(() -> archive.handle().call(
+        p -> Native.embeddingsFromArchive(p, Native.utf8(name), Native.utf8(tag))));
+    return new Embeddings(pointer, archive.name() + ":" + name);
+  }
+
+  /** Components per vector. */
+  public int dims() {
+    return handle.call(Native::embeddingsDims);
+  }
+
+  /** The known words, in vocabulary order. */
+  public List<String> words() {
+    return List.of(Native.strings(handle.call(Native::embeddingsWords)));
+  }
+
+  /** Whether {@code word} has an embedding (known, or made of known subwords). */
+  public boolean contains(String word) {
+    Objects.requireNonNull(word, "word");
+    return handle.call(p -> Native.embeddingsVector(p, Native.utf8(word))) != null;
+  }
+
+  /**
+   * The embedding of {@code word}.
+   *
+   * @throws NoSuchElementException if the word has none
+   */
+  public float[] vector(String word) {
+    Objects.requireNonNull(word, "word");
+    float[] vector = handle.call(p -> Native.embeddingsVector(p, Native.utf8(word)));
+    if (vector == null) {
+      throw new NoSuchElementException("no embedding for '" + word + "'");
+    }
+    return vector;
+  }
+
+  /**
+   * The {@code k} words most similar (cosine) to {@code word}, best first,
+   * the word itself excluded.
+   *
+   * @throws NoSuchElementException if the word has no embedding
+   */
+  public List<WordSimilarity> similar(String word, int k) {
+    Objects.requireNonNull(word, "word");
+    if (k < 0) {
+      throw new IllegalArgumentException("k < 0");
+    }
+    WordSimilarity[] found = handle.call(p -> Native.embeddingsSimilar(p, Native.utf8(word), k));
+    if (found == null) {
+      throw new NoSuchElementException("no embedding for '" + word + "'");
+    }
+    return List.of(found);
+  }
+
+  /** Releases the embeddings now; idempotent. */
+  @Override
+  public void close() {
+    handle.close();
+  }
+}

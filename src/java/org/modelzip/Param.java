@@ -1,0 +1,87 @@
+package org.modelzip;
+
+import java.util.Arrays;
+
+/**
+ * What an archive says about one parameter of a tag, read without touching
+ * tensor data (params.txt plus the blob header). An immutable value.
+ */
+public final class Param {
+  private final String name;
+  private final String dtype;
+  private final long[] shape;
+  private final long bytes;
+  private final boolean shared;
+  private final String ownerTag;
+  private final String layout;
+  private final boolean compressed;
+  private final boolean embedding;
+
+  /** Built by the native glue (texts UTF-8). */
+  Param(byte[] name, byte[] dtype, long[] shape, long bytes, boolean shared, byte[] ownerTag,
+      byte[] layout, boolean compressed, boolean embedding) {
+    this.name = Native.string(name);
+    this.dtype = Native.string(dtype);
+    this.shape = shape;
+    this.bytes = bytes;
+    this.shared = shared;
+    this.ownerTag = Native.string(ownerTag);
+    this.layout = Native.string(layout);
+    this.compressed = compressed;
+    this.embedding = embedding;
+  }
+
+  /** The parameter name. */
+  public String name() {
+    return name;
+  }
+
+  /**
+   * The element type, as {@link Tensor#dtype()} names it ("float32",
+   * "bfloat16", "string"...); for a quantized tensor the original type.
+   */
+  public String dtype() {
+    return dtype;
+  }
+
+  /** The shape (a copy); rows x dims for an embedding parameter. */
+  public long[] shape() {
+    return shape.clone();
+  }
+
+  /** Uncompressed bytes of the tensor data. */
+  public long bytes() {
+    return bytes;
+  }
+
+  /** True when the data belongs to another tag ({@link #ownerTag()}). */
+  public boolean shared() {
+    return shared;
+  }
+
+  /** The tag whose folder holds the data. */
+  public String ownerTag() {
+    return ownerTag;
+  }
+
+  /** "dense", "sparse_coo" or "quantized". */
+  public String layout() {
+    return layout;
+  }
+
+  /** True when the data is deflated (read as a copy, not zero-copy). */
+  public boolean compressed() {
+    return compressed;
+  }
+
+  /** True for a finalfusion embedding parameter (open it with {@link Embeddings#open(Archive, String, String)}). */
+  public boolean embedding() {
+    return embedding;
+  }
+
+  @Override
+  public String toString() {
+    return name + " " + dtype + Arrays.toString(shape) + " " + bytes + " bytes"
+        + (shared ? " (shared from " + ownerTag + ")" : "");
+  }
+}

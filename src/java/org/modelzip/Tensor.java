@@ -1,0 +1,372 @@
+package org.modelzip;
+
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.Arrays;
+import java.util.Objects;
+
+/**
+ * A typed, shaped n-dimensional array: read from an {@link Archive}, or made
+ * from Java arrays with {@code of(...)} to be saved.
+ *
+ * <p>Data types are named as modelzip names them: "bool", "int8", "uint8",
+ * "int16", "uint16", "int32", "uint32", "int64", "uint64", "float16",
+ * "bfloat16", "float32", "float64" and "string" (UTF-8 strings). Values are
+ * row-major and little-endian, as stored. Each type is read into and made
+ * from one kind of Java array of its width: boolean[] (bool), byte[] (int8,
+ * uint8), short[] (int16, uint16, and the bits of float16 and bfloat16),
+ * int[] (int32, uint32), long[] (int64, uint64), float[] (float32), double[]
+ * (float64) and String[] (string); unsigned values keep their bits.
+ *
+ * <p>Layouts: "dense"; "sparse_coo" and "quantized" tensors are readable
+ * through {@link #buffer()} (their stored values) and, for quantized ones,
+ * {@link #dequantize()}.
+ *
+ * <p>Lifetimes: a tensor read from an archive is a zero-copy view of the
+ * mapped file when its entry is stored (see {@link #isMapped()}); it keeps the
+ * mapping alive until {@link #close()} or until it is garbage collected. A
+ * buffer from {@link #buffer()} keeps the mapping alive by itself for as long
+ * as the buffer (or any view made from it) is reachable, also after the
+ * tensor and the archive are closed: buffers never dangle. After
+ * {@link #close()} the tensor's own methods throw
+ * {@link IllegalStateException}.
+ *
+ * <p>Thread safety: immutable; all methods may be called from several
+ * threads at once ({@link #close()} waits for calls in progress). Each buffer
+ * returned by {@link #buffer()} is a new read-only view with its own
+ * position, for one thread.
+ */
+public final class Tensor implements AutoCloseable {
+  private final NativeHandle handle;
+  private final String dtype;
+  private final long[] shape;
+  private final String layout;
+  private final long byteSize;
+  /** The direct buffer over all values, made on first use (owns its own hold). */
+  private ByteBuffer values;
+
+  /** Built by the native glue, which hands over {@code pointer} (texts UTF-8). */
+  Tensor(long pointer, byte[] dtype, long[] shape, byte[] layout, long byteSize) {
+    this.dtype = Native.string(dtype);
+    this.shape = shape;
+    this.layout = Native.string(layout);
+    this.byteSize = byteSize;
+    this.handle = new NativeHandle(pointer, Native::tensorFree,
+        "tensor " + this.dtype + Arrays.toString(shape));
+  }
+
+  // ---------------------------------------------------------------- making
+
+  /**
+   * A tensor of {@code dtype} holding a copy of {@code data}, a Java array
+   * of the kind the type is read into (see the class comment), in row-major
+   * order; {@code shape} {@code null} means one dimension of
+   * {@code data}'s length, an empty shape a scalar.
+   *
+   * @throws IllegalArgumentException if the array kind does not fit the type
+   * @throws ModelzipException INVALID_ARGUMENT if the shape does not fit the data
+   */
+  public static Tensor of(String dtype, Object data, long[] shape) {
+    Objects.requireNonNull(dtype, "dtype");
+    Objects.requireNonNull(data, "data");
+    if (data instanceof String[]) {
+      if (!dtype.equals("string")) {
+        throw new IllegalArgumentException("a String[] makes a \"string\" tensor, not " + dtype);
+      }
+      String[] strings = (String[]) data;
+      return Native.tensorFromStrings(Native.utf8(strings),
+          shape != null ? shape.clone() : new long[] {strings.length});
+    }
+    String kind = arrayKind(dtype);
+    if (kind == null || !data.getClass().isArray()
+        || !data.getClass().getComponentType().getName().equals(kind)) {
+      throw new IllegalArgumentException("a \"" + dtype + "\" tensor is made from "
+          + (kind == null ? "no Java array" : kind + "[]") + ", not from "
+          + data.getClass().getSimpleName());
+    }
+    int length = java.lang.reflect.Array.getLength(data);
+    return Native.tensorFromArray(Native.utf8(dtype), data, elementBytes(kind),
+        shape != null ? shape.clone() : new long[] {length});
+  }
+
+  /** A float32 tensor; no shape: one dimension of the data's length. */
+  public static Tensor of(float[] data, long... shape) {
+    return of("float32", data, orLength(shape, data.length));
+  }
+
+  /** A float64 tensor; no shape: one dimension of the data's length. */
+  public static Tensor of(double[] data, long... shape) {
+    return of("float64", data, orLength(shape, data.length));
+  }
+
+  /** An int64 tensor; no shape: one dimension of the data's length. */
+  public static Tensor of(long[] data, long... shape) {
+    return of("int64", data, orLength(shape, data.length));
+  }
+
+  /** An int32 tensor; no shape: one dimension of the data's length. */
+  public static Tensor of(int[] data, long... shape) {
+    return of("int32", data, orLength(shape, data.length));
+  }
+
+  /** An int16 tensor; no shape: one dimension of the data's length. */
+  public static Tensor of(short[] data, long... shape) {
+    return of("int16", data, orLength(shape, data.length));
+  }
+
+  /** An int8 tensor; no shape: one dimension of the data's length. */
+  public static Tensor of(byte[] data, long... shape) {
+    return of("int8", data, orLength(shape, data.length));
+  }
+
+  /** A bool tensor; no shape: one dimension of the data's length. */
+  public static Tensor of(boolean[] data, long... shape) {
+    return of("bool", data, orLength(shape, data.length));
+  }
+
+  /** A string tensor (UTF-8); no shape: one dimension of the data's length. */
+  public static Tensor of(String[] data, long... shape) {
+    return of("string", data, orLength(shape, data.length));
+  }
+
+  /** A bfloat16 tensor from the 16-bit patterns (the upper half of float32 bits). */
+  public static Tensor ofBfloat16(short[] bits, long... shape) {
+    return of("bfloat16", bits, orLength(shape, bits.length));
+  }
+
+  /** A float16 (IEEE half) tensor from the 16-bit patterns. */
+  public static Tensor ofFloat16(short[] bits, long... shape) {
+    return of("float16", bits, orLength(shape, bits.length));
+  }
+
+  private static long[] orLength(long[] shape, int length) {
+    return shape == null || shape.length == 0 ? new long[] {length} : shape;
+  }
+
+  // ---------------------------------------------------------------- reading
+
+  /** The element type (see the class comment); the original type when quantized. */
+  public String dtype() {
+    return dtype;
+  }
+
+  /** The shape (a copy); empty for a scalar. */
+  public long[] shape() {
+    return shape.clone();
+  }
+
+  /** "dense", "sparse_coo" or "quantized". */
+  public String layout() {
+    return layout;
+  }
+
+  /** The number of elements (product of the shape). */
+  public long numel() {
+    long n = 1;
+    for (long d : shape) {
+      n = Math.multiplyExact(n, d);
+    }
+    return n;
+  }
+
+  /**
+   * The size of the value bytes {@link #buffer()} covers (for a string
+   * tensor: the concatenated UTF-8 strings).
+   */
+  public long byteSize() {
+    return byteSize;
+  }
+
+  /** True when the values are a zero-copy view of a mapped archive file. */
+  public boolean isMapped() {
+    return handle.call(Native::tensorIsMapped);
+  }
+
+  /**
+   * The value bytes as a read-only, direct, little-endian buffer: zero-copy
+   * over the mapped file when {@link #isMapped()}. It keeps the data alive
+   * by itself (see the class comment). A new view on each call.
+   *
+   * @throws UnsupportedOperationException when the values exceed 2 GiB - 1
+   *     (a ByteBuffer's limit): use {@link #buffer(long, int)}
+   */
+  public ByteBuffer buffer() {
+    if (byteSize > Integer.MAX_VALUE) {
+      throw new UnsupportedOperationException("tensor of " + byteSize
+          + " bytes does not fit one ByteBuffer (2 GiB - 1): use buffer(offset, length)");
+    }
+    ByteBuffer all;
+    synchronized (this) {
+      if (values == null) {
+        values = directBuffer(0, (int) byteSize);
+      }
+      all = values;
+    }
+    return all.asReadOnlyBuffer().order(ByteOrder.LITTLE_ENDIAN);
+  }
+
+  /**
+   * {@code length} value bytes from {@code offset}, as {@link #buffer()}
+   * gives them (for tensors beyond 2 GiB).
+   *
+   * @throws IndexOutOfBoundsException if the range is not inside the values
+   */
+  public ByteBuffer buffer(long offset, int length) {
+    Objects.checkFromIndexSize(offset, length, byteSize);
+    return directBuffer(offset, length).asReadOnlyBuffer().order(ByteOrder.LITTLE_ENDIAN);
+  }
+
+  /** A root buffer whose reachability keeps its own reference to the bytes alive. */
+  private ByteBuffer directBuffer(long offset, int length) {
+    long bytes = handle.call(Native::tensorRetainValues);
+    ByteBuffer root;
+    try {
+      root = Native.bytesBuffer(bytes, offset, length);
+    } catch (RuntimeException | Error e) {
+      Native.bytesFree(bytes);
+      throw e;
+    }
+    // Views made from a direct buffer (asReadOnlyBuffer, slice, duplicate)
+    // keep their root reachable, so the bytes live while any view does.
+    NativeHandle.CLEANER.register(root, () -> Native.bytesFree(bytes));
+    return root;
+  }
+
+  /** The values of a float32 tensor. */
+  public float[] toFloatArray() {
+    return (float[]) copyValues("float");
+  }
+
+  /** The values of a float64 tensor. */
+  public double[] toDoubleArray() {
+    return (double[]) copyValues("double");
+  }
+
+  /** The values of an int64 or uint64 tensor (bits kept). */
+  public long[] toLongArray() {
+    return (long[]) copyValues("long");
+  }
+
+  /** The values of an int32 or uint32 tensor (bits kept). */
+  public int[] toIntArray() {
+    return (int[]) copyValues("int");
+  }
+
+  /** The values of an int16 or uint16 tensor, or the bits of float16 and bfloat16. */
+  public short[] toShortArray() {
+    return (short[]) copyValues("short");
+  }
+
+  /** The values of an int8 or uint8 tensor (bits kept). */
+  public byte[] toByteArray() {
+    return (byte[]) copyValues("byte");
+  }
+
+  /** The values of a bool tensor. */
+  public boolean[] toBooleanArray() {
+    return (boolean[]) copyValues("boolean");
+  }
+
+  /** The strings of a string tensor, row-major. */
+  public String[] toStringArray() {
+    checkDense();
+    if (!dtype.equals("string")) {
+      throw new IllegalArgumentException("toStringArray() of a " + dtype + " tensor");
+    }
+    return Native.strings(handle.call(Native::tensorStrings));
+  }
+
+  /**
+   * The values a quantized tensor stands for, as a new dense tensor of its
+   * original type ({@link #dtype()}); a dense tensor gives a new handle on the
+   * same data.
+   */
+  public Tensor dequantize() {
+    return handle.call(Native::tensorDequantize);
+  }
+
+  private Object copyValues(String kind) {
+    checkDense();
+    if (!kind.equals(arrayKind(dtype))) {
+      throw new IllegalArgumentException("to" + Character.toUpperCase(kind.charAt(0))
+          + kind.substring(1) + "Array() of a " + dtype + " tensor (use to"
+          + Character.toUpperCase(arrayKind(dtype).charAt(0)) + arrayKind(dtype).substring(1)
+          + "Array())");
+    }
+    long n = numel();
+    if (n > Integer.MAX_VALUE - 8) {
+      throw new UnsupportedOperationException(n + " elements do not fit one Java array: use buffer(offset, length)");
+    }
+    Object array = java.lang.reflect.Array.newInstance(primitiveClass(kind), (int) n);
+    try (NativeHandle.Use use = handle.use()) {
+      Native.tensorCopyValues(use.pointer(), array, elementBytes(kind));
+    }
+    return array;
+  }
+
+  private void checkDense() {
+    if (!layout.equals("dense")) {
+      throw new UnsupportedOperationException("the tensor is " + layout
+          + ": read its stored values with buffer()"
+          + (layout.equals("quantized") ? " or dequantize() it" : ""));
+    }
+  }
+
+  /** The Java element type a dtype is read into, or null (unknown type). */
+  static String arrayKind(String dtype) {
+    switch (dtype) {
+      case "bool": return "boolean";
+      case "int8": case "uint8": return "byte";
+      case "int16": case "uint16": case "float16": case "bfloat16": return "short";
+      case "int32": case "uint32": return "int";
+      case "int64": case "uint64": return "long";
+      case "float32": return "float";
+      case "float64": return "double";
+      case "string": return "String";
+      default: return null;
+    }
+  }
+
+  private static int elementBytes(String kind) {
+    switch (kind) {
+      case "boolean": case "byte": return 1;
+      case "short": return 2;
+      case "int": case "float": return 4;
+      default: return 8;
+    }
+  }
+
+  private static Class<?> primitiveClass(String kind) {
+    switch (kind) {
+      case "boolean": return boolean.class;
+      case "byte": return byte.class;
+      case "short": return short.class;
+      case "int": return int.class;
+      case "long": return long.class;
+      case "float": return float.class;
+      default: return double.class;
+    }
+  }
+
+  NativeHandle handle() {
+    return handle;
+  }
+
+  /**
+   * Releases this tensor's hold on its data now; buffers already returned by
+   * {@link #buffer()} stay valid (they hold their own). Idempotent.
+   */
+  @Override
+  public void close() {
+    synchronized (this) {
+      values = null;
+    }
+    handle.close();
+  }
+
+  @Override
+  public String toString() {
+    return "Tensor(" + dtype + Arrays.toString(shape)
+        + (layout.equals("dense") ? "" : ", " + layout) + ")";
+  }
+}

@@ -1,0 +1,176 @@
+package org.modelzip.tests;
+
+import static org.junit.Assert.assertArrayEquals;
+import static org.junit.Assert.assertEquals;
+import static org.junit.Assert.assertFalse;
+import static org.junit.Assert.assertThrows;
+import static org.junit.Assert.assertTrue;
+
+import java.nio.file.Path;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.NoSuchElementException;
+import org.junit.After;
+import org.junit.Before;
+import org.junit.Test;
+import org.modelzip.Archive;
+import org.modelzip.ModelzipException;
+import org.modelzip.Param;
+import org.modelzip.Tensor;
+
+/** Archive and Tensor in Java alone: save, read, tags, params, sharing, removal. */
+public class ArchiveTest {
+  private Path dir;
+  private String path;
+
+  @Before
+  public void setUp() throws Exception {
+    dir = TestSupport.tempDir();
+    path = dir.resolve("model.zip").toString();
+  }
+
+  @After
+  public void tearDown() throws Exception {
+    TestSupport.deleteTree(dir);
+  }
+
+  private static Map<String, Tensor> tensors(Object... nameThenTensor) {
+    Map<String, Tensor> out = new LinkedHashMap<>();
+    for (int i = 0; i < nameThenTensor.length; i += 2) {
+      out.put((String) nameThenTensor[i], (Tensor) nameThenTensor[i + 1]);
+    }
+    return out;
+  }
+
+  @Test
+  public void everyDtypeRoundTripsInJava() {
+    Archive.save(path, "v1", Values.all());
+    try (Archive archive = Archive.open(path)) {
+      assertEquals(List.of("v1"), archive.tags());
+      Values.checkAll(archive.load("v1"));
+      for (String dtype : Values.DTYPES) {
+        try (Tensor t = archive.tensor(dtype, null)) {
+          Values.check(dtype, t);
+        }
+      }
+      assertEquals(List.of(), archive.verify());
+    }
+  }
+
+  @Test
+  public void tagsAreOrderedMatchedWithoutCaseAndNullMeansNewest() {
+    Archive.save(path, "Step-1", tensors("w", Tensor.of(new float[] {1, 2})));
+    Archive.save(path, "step-2", tensors("w", Tensor.of(new float[] {3, 4})));
+    try (Archive archive = Archive.open(path)) {
+      assertEquals(List.of("Step-1", "step-2"), archive.tags());
+      assertArrayEquals(new float[] {3, 4}, archive.tensor("w", null).toFloatArray(), 0f);
+      assertArrayEquals(new float[] {1, 2}, archive.tensor("w", "STEP-1").toFloatArray(), 0f);
+    }
+    ModelzipException e = assertThrows(ModelzipException.class,
+        () -> Archive.save(path, "STEP-2", tensors("w", Tensor.of(new float[] {5}))));
+    assertEquals(ModelzipException.Code.ALREADY_EXISTS, e.code());
+  }
+
+  @Test
+  public void paramsDescribeEachTensorAndSharedData() {
+    Tensor big = Tensor.of(new double[] {1, 2, 3, 4, 5, 6}, 2, 3);
+    Archive.save(path, "a", tensors("big", big, "n", Tensor.of(new long[] {7})));
+    // The same values again: stored as a reference to tag a's data (dedup).
+    Archive.save(path, "b", tensors("big", big, "n", Tensor.of(new long[] {8})));
+    try (Archive archive = Archive.open(path)) {
+      List<Param> params = archive.params("b");
+      assertEquals(2, params.size());
+      Param p = params.get(0);
+      assertEquals("big", p.name());
+      assertEquals("float64", p.dtype());
+      assertArrayEquals(new long[] {2, 3}, p.shape());
+      assertEquals(48, p.bytes());
+      assertTrue(p.shared());
+      assertEquals("a", p.ownerTag());
+      assertEquals("dense", p.layout());
+      assertFalse(params.get(1).shared());
+      assertEquals("b", params.get(1).ownerTag());
+      assertArrayEquals(new double[] {1, 2, 3, 4, 5, 6}, archive.tensor("big", "b").toDoubleArray(), 0);
+    }
+  }
+
+  @Test
+  public void removeTagKeepsDataOtherTagsShare() throws Exception {
+    Tensor w = Tensor.of(new int[] {1, 2, 3});
+    Archive.save(path, "a", tensors("w", w));
+    Archive.save(path, "b", tensors("w", w));
+    Archive.removeTag(path, "A");
+    try (Archive archive = Archive.open(path)) {
+      assertEquals(List.of("b"), archive.tags());
+      assertArrayEquals(new int[] {1, 2, 3}, archive.tensor("w", "b").toIntArray());
+      assertEquals(List.of(), archive.verify());
+    }
+    NoSuchElementException e =
+        assertThrows(NoSuchElementException.class, () -> Archive.removeTag(path, "a"));
+    assertEquals(ModelzipException.Code.NOT_FOUND, ((ModelzipException) e.getCause()).code());
+  }
+
+  @Test
+  public void shapesScalarsAndEmptyTensors() {
+    Archive.save(path, "s", tensors(
+        "scalar", Tensor.of("float32", new float[] {2.5f}, new long[0]),
+        "empty", Tensor.of(new float[0], 0, 4),
+        "matrix", Tensor.of(new short[] {1, 2, 3, 4, 5, 6}, 3, 2)));
+    try (Archive archive = Archive.open(path)) {
+      Tensor scalar = archive.tensor("scalar", null);
+      assertArrayEquals(new long[0], scalar.shape());
+      assertEquals(1, scalar.numel());
+      assertArrayEquals(new float[] {2.5f}, scalar.toFloatArray(), 0f);
+      Tensor empty = archive.tensor("empty", null);
+      assertArrayEquals(new long[] {0, 4}, empty.shape());
+      assertEquals(0, empty.toFloatArray().length);
+      assertEquals(0, empty.buffer().remaining());
+      assertArrayEquals(new long[] {3, 2}, archive.tensor("matrix", null).shape());
+    }
+  }
+
+  @Test
+  public void wrongArrayKindsAndShapesAreRefused() {
+    assertThrows(IllegalArgumentException.class, () -> Tensor.of("float32", new int[] {1}, null));
+    assertThrows(IllegalArgumentException.class, () -> Tensor.of("complex64", new float[] {1}, null));
+    assertThrows(IllegalArgumentException.class, () -> Tensor.of("string", new byte[] {1}, null));
+    ModelzipException e = assertThrows(ModelzipException.class,
+        () -> Tensor.of(new float[] {1, 2, 3}, 2, 2));
+    assertEquals(ModelzipException.Code.INVALID_ARGUMENT, e.code());
+    e = assertThrows(ModelzipException.class, () -> Tensor.of(new float[] {1, 2}, -1, -2));
+    assertEquals(ModelzipException.Code.INVALID_ARGUMENT, e.code());
+    Tensor f = Tensor.of(new float[] {1});
+    assertThrows(IllegalArgumentException.class, f::toDoubleArray);
+    assertThrows(IllegalArgumentException.class, f::toStringArray);
+    assertThrows(IllegalArgumentException.class, f::toIntArray);
+  }
+
+  @Test
+  public void closedObjectsThrowInsteadOfCrashing() {
+    Archive.save(path, "v", tensors("w", Tensor.of(new float[] {1})));
+    Archive archive = Archive.open(path);
+    Tensor t = archive.tensor("w", null);
+    archive.close();
+    archive.close();  // idempotent
+    assertThrows(IllegalStateException.class, archive::tags);
+    assertThrows(IllegalStateException.class, () -> archive.tensor("w", null));
+    assertArrayEquals(new float[] {1}, t.toFloatArray(), 0f);  // the tensor outlives the archive
+    t.close();
+    assertThrows(IllegalStateException.class, t::toFloatArray);
+    assertThrows(IllegalStateException.class, t::buffer);
+    assertThrows(IllegalStateException.class,
+        () -> Archive.save(path, "v2", tensors("w", t)));
+    assertEquals("float32", t.dtype());  // plain values stay readable
+  }
+
+  @Test
+  public void storedEntriesAreMappedJavaTensorsAreNot() {
+    Archive.save(path, "v", tensors("w", Tensor.of(new float[] {1, 2, 3, 4})));
+    try (Archive archive = Archive.open(path)) {
+      assertFalse(archive.params("v").get(0).compressed());
+      assertTrue(archive.tensor("w", null).isMapped());
+    }
+    assertFalse(Tensor.of(new float[] {1}).isMapped());
+  }
+}

@@ -1,0 +1,125 @@
+package org.modelzip.tests;
+
+import static org.junit.Assert.assertEquals;
+import static org.junit.Assert.assertFalse;
+import static org.junit.Assert.assertNotEquals;
+import static org.junit.Assert.assertNull;
+import static org.junit.Assert.assertThrows;
+import static org.junit.Assert.assertTrue;
+
+import java.io.File;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.util.List;
+import java.util.Map;
+import java.util.NoSuchElementException;
+import org.junit.After;
+import org.junit.Before;
+import org.junit.Test;
+import org.modelzip.Archive;
+import org.modelzip.ModelzipException;
+import org.modelzip.Tensor;
+
+/** The library's errors as Java sees them: code, context, NoSuchElementException. */
+public class ErrorsTest {
+  private Path dir;
+  private String path;
+
+  @Before
+  public void setUp() throws Exception {
+    dir = TestSupport.tempDir();
+    path = dir.resolve("model.zip").toString();
+    Archive.save(path, "v1", Map.of("w", Tensor.of(new float[] {1, 2})));
+  }
+
+  @After
+  public void tearDown() throws Exception {
+    TestSupport.deleteTree(dir);
+  }
+
+  private static ModelzipException notFound(NoSuchElementException e) {
+    assertTrue("cause is the library's error", e.getCause() instanceof ModelzipException);
+    ModelzipException cause = (ModelzipException) e.getCause();
+    assertEquals(ModelzipException.Code.NOT_FOUND, cause.code());
+    assertEquals(cause.getMessage(), e.getMessage());
+    return cause;
+  }
+
+  @Test
+  public void aMissingFileIsAnIoErrorWithErrno() {
+    String missing = dir.resolve("missing.zip").toString();
+    ModelzipException e = assertThrows(ModelzipException.class, () -> Archive.open(missing));
+    assertEquals(ModelzipException.Code.IO, e.code());
+    assertEquals(2, e.systemError());  // ENOENT
+    assertEquals(missing, e.archive());
+    assertTrue(e.getMessage(), e.getMessage().startsWith(missing));
+  }
+
+  @Test
+  public void aFileThatIsNoZipIsCorrupt() throws Exception {
+    Path junk = dir.resolve("junk.zip");
+    Files.writeString(junk, "not a zip archive at all, just some text");
+    ModelzipException e = assertThrows(ModelzipException.class, () -> Archive.open(junk.toString()));
+    assertEquals(ModelzipException.Code.CORRUPT, e.code());
+    assertEquals(junk.toString(), e.archive());
+    assertTrue(e.bareMessage(), e.getMessage().endsWith(e.bareMessage()));
+    assertEquals(0, e.systemError());
+  }
+
+  @Test
+  public void missingTagsAndNamesAreNoSuchElement() {
+    try (Archive archive = Archive.open(path)) {
+      ModelzipException e = notFound(
+          assertThrows(NoSuchElementException.class, () -> archive.tensor("nope", null)));
+      assertTrue(e.getMessage(), e.getMessage().contains("nope"));
+      e = notFound(assertThrows(NoSuchElementException.class, () -> archive.params("v9")));
+      assertTrue(e.getMessage(), e.getMessage().contains("v9"));
+      notFound(assertThrows(NoSuchElementException.class, () -> archive.load("v9")));
+      notFound(assertThrows(NoSuchElementException.class, () -> archive.tensor("w", "v9")));
+    }
+  }
+
+  @Test
+  public void aDamagedTableNamesItsEntryTagAndLine() {
+    Path file = TestSupport.TESTS_DIR.resolve("hostile/corpus/updater_missing_field.zip");
+    try (Archive archive = Archive.open(file.toString())) {
+      ModelzipException e = assertThrows(ModelzipException.class, () -> archive.load("t1"));
+      assertEquals(ModelzipException.Code.CORRUPT, e.code());
+      assertEquals("t1/updater.txt", e.entry());
+      assertEquals("t1", e.tag());
+      assertEquals(1, e.line().getAsLong());
+      assertFalse(e.offset().isPresent());
+      assertEquals(file.toString(), e.archive());
+      assertTrue(archive.verify().stream().anyMatch(p -> p.startsWith("t1/updater.txt: ")));
+    }
+  }
+
+  @Test
+  public void invalidTagNamesAreInvalidArguments() {
+    ModelzipException e = assertThrows(ModelzipException.class,
+        () -> Archive.save(path, "a/b", Map.of("w", Tensor.of(new float[] {1}))));
+    assertEquals(ModelzipException.Code.INVALID_ARGUMENT, e.code());
+    try (Archive archive = Archive.open(path)) {
+      assertEquals(List.of("v1"), archive.tags());  // the failed save changed nothing
+    }
+  }
+
+  @Test
+  public void aMissingJniLibraryNamesJavaLibraryPath() throws Exception {
+    String java = Paths.get(System.getProperty("java.home"), "bin", "java").toString();
+    TestSupport.Run r = TestSupport.run(List.of(java, "-Djava.library.path=/nonexistent-modelzip",
+        "-cp", System.getProperty("java.class.path"), LoadProbe.class.getName(), path));
+    assertNotEquals(0, r.exitCode);
+    assertTrue(r.stderr, r.stderr.contains("java.library.path=/nonexistent-modelzip"));
+    assertTrue(r.stderr, r.stderr.contains("libmodelzip_jni.so"));
+    // With the right folder the same program works.
+    String folder = System.getProperty("java.library.path");
+    r = TestSupport.run(List.of(java, "-Djava.library.path=" + folder,
+        "-cp", System.getProperty("java.class.path"), LoadProbe.class.getName(), path));
+    assertEquals(r.stderr, 0, r.exitCode);
+    assertEquals("[v1]\n", r.out());
+    assertNull(System.getProperty("org.modelzip.library"));
+    assertTrue(new File(folder, "libmodelzip_jni.so").isFile());
+  }
+}

@@ -1,0 +1,75 @@
+package org.modelzip.tests;
+
+import static org.junit.Assert.assertEquals;
+import static org.junit.Assert.assertTrue;
+import static org.junit.Assume.assumeTrue;
+
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.NoSuchElementException;
+import java.util.concurrent.TimeUnit;
+import org.junit.After;
+import org.junit.Before;
+import org.junit.Test;
+import org.modelzip.Archive;
+import org.modelzip.ModelzipException;
+
+/**
+ * Archives read from http:// URLs served by nginx on 127.0.0.1, started as
+ * the remote tests start it (tests/remote/servers.py, through
+ * tests/java/interop.py serve). Skipped without remote support or Python.
+ */
+public class RemoteTest {
+  private Path root;
+  private Process server;
+  private String baseUrl;
+
+  @Before
+  public void setUp() throws Exception {
+    assumeTrue("modelzip built without remote support", TestSupport.env("MODELZIP_REMOTE", "0").equals("1"));
+    TestSupport.assumePython();
+    root = TestSupport.tempDir();
+    Archive.save(root.resolve("model.zip").toString(), "java", Values.all());
+    server = new ProcessBuilder(TestSupport.PYTHON, TestSupport.INTEROP.toString(), "serve", root.toString())
+        .redirectError(ProcessBuilder.Redirect.INHERIT).start();
+    BufferedReader out = new BufferedReader(
+        new InputStreamReader(server.getInputStream(), StandardCharsets.UTF_8));
+    baseUrl = out.readLine();  // the server prints its URL once it listens (or exits)
+    assertTrue("server URL: " + baseUrl, baseUrl != null && baseUrl.startsWith("http://127.0.0.1:"));
+  }
+
+  @After
+  public void tearDown() throws Exception {
+    if (server != null) {
+      server.getOutputStream().close();  // interop.py serve stops nginx at end of input
+      if (!server.waitFor(30, TimeUnit.SECONDS)) {
+        server.destroyForcibly();
+      }
+    }
+    TestSupport.deleteTree(root);
+  }
+
+  @Test
+  public void everyDtypeReadsFromAnHttpUrl() {
+    try (Archive archive = Archive.open(baseUrl + "model.zip")) {
+      assertEquals(List.of("java"), archive.tags());
+      Values.checkAll(archive.load("java"));
+      assertEquals(List.of(), archive.verify());
+    }
+  }
+
+  @Test
+  public void aMissingObjectIsAnErrorNamingTheUrl() throws Exception {
+    String url = baseUrl + "missing.zip";
+    ModelzipException e = org.junit.Assert.assertThrows(ModelzipException.class, () -> Archive.open(url));
+    assertTrue(e.getMessage(), e.getMessage().contains("missing.zip"));
+    assertTrue(Files.exists(root.resolve("model.zip")));
+    try (Archive archive = Archive.open(baseUrl + "model.zip")) {
+      org.junit.Assert.assertThrows(NoSuchElementException.class, () -> archive.tensor("nope", null));
+    }
+  }
+}
