@@ -2,11 +2,12 @@
 # Installs the dependencies, builds modelzip and runs every test stage:
 #
 #   normal    gcc build (MODELZIP_BUILD_DIR, default build/): every suite,
-#             C++ (doctest), CLI and Python (pytest), samples.
+#             C++ (doctest), CLI and Python (pytest), Java (JUnit), samples.
 #   sanitize  clang build with AddressSanitizer + UndefinedBehaviorSanitizer
 #             and libFuzzer targets (MODELZIP_SANITIZE_BUILD_DIR, default
-#             build-sanitize/): every suite except the Python bindings, which
-#             /usr/bin/python3 cannot load under ASan. Any finding is fatal.
+#             build-sanitize/): every suite except the Python and Java
+#             bindings, which /usr/bin/python3 and the JVM cannot load under
+#             ASan. Any finding is fatal.
 #   valgrind  the normal build's fast C++ suites under valgrind memcheck
 #             (errors and definite or indirect leaks are failures).
 #   fuzz      tests/fuzz/run_fuzzers.sh on the sanitizer build for
@@ -86,7 +87,7 @@ meson_stage() {
 build_sanitize() {
   CC=${MODELZIP_SANITIZE_CC:-clang} CXX=${MODELZIP_SANITIZE_CXX:-clang++} \
     setup "$sanitize_build" --buildtype=debugoptimized -Db_sanitize=address,undefined \
-    -Db_lundef=false -Dfuzzing=true -Dpython=disabled &&
+    -Db_lundef=false -Dfuzzing=true -Dpython=disabled -Djava=disabled &&
     ninja -C "$sanitize_build" -j "$jobs"
 }
 
