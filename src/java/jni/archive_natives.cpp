@@ -13,13 +13,17 @@
 namespace modelzip::jni {
 namespace {
 
-const Archive& archive_of(jlong handle) { return from_handle<Archive>(handle); }
+const Archive& archive_of(jlong handle) {
+  return from_handle<Archive>(handle);
+}
 
 jlong archive_open(JNIEnv* env, jclass, jbyteArray path) {
   return guarded(env, [&] { return to_handle(Archive::open(to_string(env, path))); });
 }
 
-void archive_free(JNIEnv*, jclass, jlong archive) { free_handle<Archive>(archive); }
+void archive_free(JNIEnv*, jclass, jlong archive) {
+  free_handle<Archive>(archive);
+}
 
 jobjectArray archive_tags(JNIEnv* env, jclass, jlong archive) {
   return guarded(env, [&] { return to_java_byte_arrays(env, archive_of(archive).tags()); });
@@ -43,11 +47,8 @@ jobjectArray archive_params(JNIEnv* env, jclass, jlong archive, jbyteArray tag) 
         env->NewObjectArray(static_cast<jsize>(params.size()), java_types().param, nullptr);
     check(env);
     for (std::size_t i = 0; i < params.size(); ++i) {
-      // A frame per element: the three arrays of each Param are local refs.
-      if (env->PushLocalFrame(16) != 0) throw JavaExceptionPending{};
-      jobject item = to_java_param(env, params[i]);
-      env->SetObjectArrayElement(out, static_cast<jsize>(i), item);
-      env->PopLocalFrame(nullptr);
+      const LocalFrame frame(env, 16);  // the arrays each Param is made of
+      env->SetObjectArrayElement(out, static_cast<jsize>(i), to_java_param(env, params[i]));
     }
     return out;
   });
@@ -55,7 +56,8 @@ jobjectArray archive_params(JNIEnv* env, jclass, jlong archive, jbyteArray tag) 
 
 jobject archive_tensor(JNIEnv* env, jclass, jlong archive, jbyteArray name, jbyteArray tag) {
   return guarded(env, [&] {
-    return to_java_tensor(env, archive_of(archive).tensor(to_string(env, name), to_string(env, tag)));
+    return to_java_tensor(env,
+                          archive_of(archive).tensor(to_string(env, name), to_string(env, tag)));
   });
 }
 
@@ -127,24 +129,15 @@ void archive_remove_tag(JNIEnv* env, jclass, jbyteArray path, jbyteArray tag) {
 }
 
 const JNINativeMethod kMethods[] = {
-    {const_cast<char*>("archiveOpen"), const_cast<char*>("([B)J"),
-     reinterpret_cast<void*>(archive_open)},
-    {const_cast<char*>("archiveFree"), const_cast<char*>("(J)V"),
-     reinterpret_cast<void*>(archive_free)},
-    {const_cast<char*>("archiveTags"), const_cast<char*>("(J)[[B"),
-     reinterpret_cast<void*>(archive_tags)},
-    {const_cast<char*>("archiveParams"), const_cast<char*>("(J[B)[Lorg/modelzip/Param;"),
-     reinterpret_cast<void*>(archive_params)},
-    {const_cast<char*>("archiveTensor"), const_cast<char*>("(J[B[B)Lorg/modelzip/Tensor;"),
-     reinterpret_cast<void*>(archive_tensor)},
-    {const_cast<char*>("archiveLoad"), const_cast<char*>("(J[B)[Ljava/lang/Object;"),
-     reinterpret_cast<void*>(archive_load)},
-    {const_cast<char*>("archiveVerify"), const_cast<char*>("(J)[[B"),
-     reinterpret_cast<void*>(archive_verify)},
-    {const_cast<char*>("archiveSave"), const_cast<char*>("([B[B[[B[J)V"),
-     reinterpret_cast<void*>(archive_save)},
-    {const_cast<char*>("archiveRemoveTag"), const_cast<char*>("([B[B)V"),
-     reinterpret_cast<void*>(archive_remove_tag)},
+    native_method("archiveOpen", "([B)J", archive_open),
+    native_method("archiveFree", "(J)V", archive_free),
+    native_method("archiveTags", "(J)[[B", archive_tags),
+    native_method("archiveParams", "(J[B)[Lorg/modelzip/Param;", archive_params),
+    native_method("archiveTensor", "(J[B[B)Lorg/modelzip/Tensor;", archive_tensor),
+    native_method("archiveLoad", "(J[B)[Ljava/lang/Object;", archive_load),
+    native_method("archiveVerify", "(J)[[B", archive_verify),
+    native_method("archiveSave", "([B[B[[B[J)V", archive_save),
+    native_method("archiveRemoveTag", "([B[B)V", archive_remove_tag),
 };
 
 }  // namespace

@@ -13,7 +13,9 @@ namespace {
 
 using finalfusion::Embeddings;
 
-const Embeddings& embeddings_of(jlong handle) { return from_handle<Embeddings>(handle); }
+const Embeddings& embeddings_of(jlong handle) {
+  return from_handle<Embeddings>(handle);
+}
 
 jfloatArray to_java_floats(JNIEnv* env, std::span<const float> values) {
   if (values.size() > static_cast<std::size_t>(std::numeric_limits<jsize>::max()))
@@ -37,37 +39,39 @@ jlong embeddings_from_archive(JNIEnv* env, jclass, jlong archive, jbyteArray nam
   });
 }
 
-void embeddings_free(JNIEnv*, jclass, jlong embeddings) { free_handle<Embeddings>(embeddings); }
+void embeddings_free(JNIEnv*, jclass, jlong embeddings) {
+  free_handle<Embeddings>(embeddings);
+}
 
 jint embeddings_dims(JNIEnv*, jclass, jlong embeddings) {
   return static_cast<jint>(embeddings_of(embeddings).dims());
 }
 
 jobjectArray embeddings_words(JNIEnv* env, jclass, jlong embeddings) {
-  return guarded(env, [&] {
-    return to_java_byte_arrays(env, embeddings_of(embeddings).vocab().words());
-  });
+  return guarded(
+      env, [&] { return to_java_byte_arrays(env, embeddings_of(embeddings).vocab().words()); });
 }
 
 jfloatArray embeddings_vector(JNIEnv* env, jclass, jlong embeddings, jbyteArray word) {
   return guarded(env, [&]() -> jfloatArray {
-    const std::optional<std::vector<float>> v = embeddings_of(embeddings).embedding(to_string(env, word));
+    const std::optional<std::vector<float>> v =
+        embeddings_of(embeddings).embedding(to_string(env, word));
     return v ? to_java_floats(env, *v) : nullptr;
   });
 }
 
 jobjectArray embeddings_similar(JNIEnv* env, jclass, jlong embeddings, jbyteArray word, jint k) {
   return guarded(env, [&]() -> jobjectArray {
-    const auto found = embeddings_of(embeddings).similar(to_string(env, word),
-                                                         static_cast<std::size_t>(k < 0 ? 0 : k));
+    const auto found = embeddings_of(embeddings)
+                           .similar(to_string(env, word), static_cast<std::size_t>(k < 0 ? 0 : k));
     if (!found) return nullptr;
     jobjectArray out = env->NewObjectArray(static_cast<jsize>(found->size()),
                                            java_types().word_similarity, nullptr);
     check(env);
     for (std::size_t i = 0; i < found->size(); ++i) {
       jbyteArray text = to_java_bytes(env, (*found)[i].word);
-      jobject item = env->NewObject(java_types().word_similarity,
-                                    java_types().word_similarity_init, text, (*found)[i].similarity);
+      jobject item = env->NewObject(java_types().word_similarity, java_types().word_similarity_init,
+                                    text, (*found)[i].similarity);
       check(env);
       env->SetObjectArrayElement(out, static_cast<jsize>(i), item);
       env->DeleteLocalRef(item);
@@ -78,21 +82,13 @@ jobjectArray embeddings_similar(JNIEnv* env, jclass, jlong embeddings, jbyteArra
 }
 
 const JNINativeMethod kMethods[] = {
-    {const_cast<char*>("embeddingsOpen"), const_cast<char*>("([B)J"),
-     reinterpret_cast<void*>(embeddings_open)},
-    {const_cast<char*>("embeddingsFromArchive"), const_cast<char*>("(J[B[B)J"),
-     reinterpret_cast<void*>(embeddings_from_archive)},
-    {const_cast<char*>("embeddingsFree"), const_cast<char*>("(J)V"),
-     reinterpret_cast<void*>(embeddings_free)},
-    {const_cast<char*>("embeddingsDims"), const_cast<char*>("(J)I"),
-     reinterpret_cast<void*>(embeddings_dims)},
-    {const_cast<char*>("embeddingsWords"), const_cast<char*>("(J)[[B"),
-     reinterpret_cast<void*>(embeddings_words)},
-    {const_cast<char*>("embeddingsVector"), const_cast<char*>("(J[B)[F"),
-     reinterpret_cast<void*>(embeddings_vector)},
-    {const_cast<char*>("embeddingsSimilar"),
-     const_cast<char*>("(J[BI)[Lorg/modelzip/WordSimilarity;"),
-     reinterpret_cast<void*>(embeddings_similar)},
+    native_method("embeddingsOpen", "([B)J", embeddings_open),
+    native_method("embeddingsFromArchive", "(J[B[B)J", embeddings_from_archive),
+    native_method("embeddingsFree", "(J)V", embeddings_free),
+    native_method("embeddingsDims", "(J)I", embeddings_dims),
+    native_method("embeddingsWords", "(J)[[B", embeddings_words),
+    native_method("embeddingsVector", "(J[B)[F", embeddings_vector),
+    native_method("embeddingsSimilar", "(J[BI)[Lorg/modelzip/WordSimilarity;", embeddings_similar),
 };
 
 }  // namespace

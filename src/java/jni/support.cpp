@@ -59,7 +59,9 @@ bool init_java_types(JNIEnv* env) {
   return true;
 }
 
-const JavaTypes& java_types() noexcept { return g_types; }
+const JavaTypes& java_types() noexcept {
+  return g_types;
+}
 
 bool register_natives(JNIEnv* env, jclass cls, std::span<const JNINativeMethod> methods) {
   return env->RegisterNatives(cls, methods.data(), static_cast<jint>(methods.size())) == JNI_OK;
@@ -88,7 +90,8 @@ jbyteArray to_java_bytes(JNIEnv* env, std::string_view text) {
 jobjectArray to_java_byte_arrays(JNIEnv* env, std::span<const std::string> texts) {
   if (texts.size() > static_cast<std::size_t>(std::numeric_limits<jsize>::max()))
     throw Error(ErrorCode::limit_exceeded, "too many strings for a Java array");
-  jobjectArray out = env->NewObjectArray(static_cast<jsize>(texts.size()), g_types.byte_array, nullptr);
+  jobjectArray out =
+      env->NewObjectArray(static_cast<jsize>(texts.size()), g_types.byte_array, nullptr);
   check(env);
   for (std::size_t i = 0; i < texts.size(); ++i) {
     jbyteArray item = to_java_bytes(env, texts[i]);

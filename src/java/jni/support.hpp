@@ -52,6 +52,12 @@ struct JavaTypes {
 bool init_java_types(JNIEnv* env);
 const JavaTypes& java_types() noexcept;
 
+// One entry of a RegisterNatives table (JNI's struct takes non-const char*).
+template <class Function>
+JNINativeMethod native_method(const char* name, const char* signature, Function* function) {
+  return {const_cast<char*>(name), const_cast<char*>(signature), reinterpret_cast<void*>(function)};
+}
+
 // Registers `methods` as the natives of `cls`; returns false with a Java
 // exception pending (NoSuchMethodError names the mismatch) on failure.
 bool register_natives(JNIEnv* env, jclass cls, std::span<const JNINativeMethod> methods);
@@ -70,13 +76,29 @@ std::vector<std::int64_t> to_longs(JNIEnv* env, jlongArray values);
 // bytes are shared, so a view keeps its mapping alive).
 jobject to_java_tensor(JNIEnv* env, Tensor tensor);
 
+// A frame for `capacity` local references, popped (with every reference
+// made in it) when the scope ends, also while a Java exception is pending.
+class LocalFrame {
+ public:
+  LocalFrame(JNIEnv* env, jint capacity) : env_(env) {
+    if (env_->PushLocalFrame(capacity) != 0) throw JavaExceptionPending{};
+  }
+  ~LocalFrame() { env_->PopLocalFrame(nullptr); }
+  LocalFrame(const LocalFrame&) = delete;
+  LocalFrame& operator=(const LocalFrame&) = delete;
+
+ private:
+  JNIEnv* env_;
+};
+
 // --- Native objects owned by Java. to_handle moves `value` to the heap and
 // returns its address as the jlong Java keeps; from_handle borrows it;
 // free_handle destroys it. Java's NativeHandle guarantees that a handle is
 // used only while it is alive and freed exactly once.
 template <class T>
 jlong to_handle(T value) {
-  return static_cast<jlong>(reinterpret_cast<std::intptr_t>(new T(std::move(value))));
+  return static_cast<jlong>(
+      reinterpret_cast<std::intptr_t>(std::make_unique<T>(std::move(value)).release()));
 }
 template <class T>
 T& from_handle(jlong handle) noexcept {

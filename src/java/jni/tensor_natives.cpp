@@ -14,12 +14,13 @@
 namespace modelzip::jni {
 namespace {
 
-const Tensor& tensor_of(jlong handle) { return from_handle<Tensor>(handle); }
+const Tensor& tensor_of(jlong handle) {
+  return from_handle<Tensor>(handle);
+}
 
 // The byte size of a primitive Java array of `element_bytes` wide elements.
 std::size_t array_bytes(JNIEnv* env, jarray array, jint element_bytes) {
-  if (array == nullptr || element_bytes <= 0)
-    throw Error(ErrorCode::invalid_argument, "no array");
+  if (array == nullptr || element_bytes <= 0) throw Error(ErrorCode::invalid_argument, "no array");
   return static_cast<std::size_t>(env->GetArrayLength(array)) *
          static_cast<std::size_t>(element_bytes);
 }
@@ -49,15 +50,15 @@ jobject tensor_from_array(JNIEnv* env, jclass, jbyteArray dtype_name_utf8, jobje
     if (!dtype || *dtype == DType::utf8)
       throw Error(ErrorCode::invalid_argument, "unknown fixed-size data type '" + name + "'");
     if (dtype_size(*dtype) != static_cast<std::size_t>(element_bytes))
-      throw Error(ErrorCode::invalid_argument,
-                  name + " elements are " + std::to_string(dtype_size(*dtype)) + " bytes, not " +
-                      std::to_string(element_bytes));
+      throw Error(ErrorCode::invalid_argument, name + " elements are " +
+                                                   std::to_string(dtype_size(*dtype)) +
+                                                   " bytes, not " + std::to_string(element_bytes));
     auto java_array = static_cast<jarray>(array);
     std::vector<std::byte> values(array_bytes(env, java_array, element_bytes));
     copy_from_array(env, java_array, values);
     // Tensor::dense checks that the shape holds exactly these bytes.
-    return to_java_tensor(env, Tensor::dense(*dtype, to_longs(env, shape),
-                                             Bytes::take(std::move(values))));
+    return to_java_tensor(
+        env, Tensor::dense(*dtype, to_longs(env, shape), Bytes::take(std::move(values))));
   });
 }
 
@@ -68,7 +69,9 @@ jobject tensor_from_strings(JNIEnv* env, jclass, jobjectArray utf8, jlongArray s
   });
 }
 
-void tensor_free(JNIEnv*, jclass, jlong tensor) { free_handle<Tensor>(tensor); }
+void tensor_free(JNIEnv*, jclass, jlong tensor) {
+  free_handle<Tensor>(tensor);
+}
 
 jboolean tensor_is_mapped(JNIEnv*, jclass, jlong tensor) {
   return static_cast<jboolean>(tensor_of(tensor).values().is_mapped());
@@ -106,7 +109,9 @@ jlong tensor_retain_values(JNIEnv* env, jclass, jlong tensor) {
   return guarded(env, [&] { return to_handle(Bytes(tensor_of(tensor).values())); });
 }
 
-void bytes_free(JNIEnv*, jclass, jlong bytes) { free_handle<Bytes>(bytes); }
+void bytes_free(JNIEnv*, jclass, jlong bytes) {
+  free_handle<Bytes>(bytes);
+}
 
 jobject bytes_buffer(JNIEnv* env, jclass, jlong bytes, jlong offset, jint length) {
   return guarded(env, [&]() -> jobject {
@@ -128,27 +133,17 @@ jobject bytes_buffer(JNIEnv* env, jclass, jlong bytes, jlong offset, jint length
 }
 
 const JNINativeMethod kMethods[] = {
-    {const_cast<char*>("tensorFromArray"),
-     const_cast<char*>("([BLjava/lang/Object;I[J)Lorg/modelzip/Tensor;"),
-     reinterpret_cast<void*>(tensor_from_array)},
-    {const_cast<char*>("tensorFromStrings"), const_cast<char*>("([[B[J)Lorg/modelzip/Tensor;"),
-     reinterpret_cast<void*>(tensor_from_strings)},
-    {const_cast<char*>("tensorFree"), const_cast<char*>("(J)V"),
-     reinterpret_cast<void*>(tensor_free)},
-    {const_cast<char*>("tensorIsMapped"), const_cast<char*>("(J)Z"),
-     reinterpret_cast<void*>(tensor_is_mapped)},
-    {const_cast<char*>("tensorCopyValues"), const_cast<char*>("(JLjava/lang/Object;I)V"),
-     reinterpret_cast<void*>(tensor_copy_values)},
-    {const_cast<char*>("tensorStrings"), const_cast<char*>("(J)[[B"),
-     reinterpret_cast<void*>(tensor_strings)},
-    {const_cast<char*>("tensorDequantize"), const_cast<char*>("(J)Lorg/modelzip/Tensor;"),
-     reinterpret_cast<void*>(tensor_dequantize)},
-    {const_cast<char*>("tensorRetainValues"), const_cast<char*>("(J)J"),
-     reinterpret_cast<void*>(tensor_retain_values)},
-    {const_cast<char*>("bytesFree"), const_cast<char*>("(J)V"),
-     reinterpret_cast<void*>(bytes_free)},
-    {const_cast<char*>("bytesBuffer"), const_cast<char*>("(JJI)Ljava/nio/ByteBuffer;"),
-     reinterpret_cast<void*>(bytes_buffer)},
+    native_method("tensorFromArray", "([BLjava/lang/Object;I[J)Lorg/modelzip/Tensor;",
+                  tensor_from_array),
+    native_method("tensorFromStrings", "([[B[J)Lorg/modelzip/Tensor;", tensor_from_strings),
+    native_method("tensorFree", "(J)V", tensor_free),
+    native_method("tensorIsMapped", "(J)Z", tensor_is_mapped),
+    native_method("tensorCopyValues", "(JLjava/lang/Object;I)V", tensor_copy_values),
+    native_method("tensorStrings", "(J)[[B", tensor_strings),
+    native_method("tensorDequantize", "(J)Lorg/modelzip/Tensor;", tensor_dequantize),
+    native_method("tensorRetainValues", "(J)J", tensor_retain_values),
+    native_method("bytesFree", "(J)V", bytes_free),
+    native_method("bytesBuffer", "(JJI)Ljava/nio/ByteBuffer;", bytes_buffer),
 };
 
 }  // namespace

@@ -6,13 +6,11 @@ import static org.junit.Assert.assertFalse;
 import static org.junit.Assert.assertThrows;
 import static org.junit.Assert.assertTrue;
 
-import java.nio.file.Path;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.NoSuchElementException;
-import org.junit.After;
-import org.junit.Before;
+import org.junit.Rule;
 import org.junit.Test;
 import org.modelzip.Archive;
 import org.modelzip.ModelzipException;
@@ -21,19 +19,7 @@ import org.modelzip.Tensor;
 
 /** Archive and Tensor in Java alone: save, read, tags, params, sharing, removal. */
 public class ArchiveTest {
-  private Path dir;
-  private String path;
-
-  @Before
-  public void setUp() throws Exception {
-    dir = TestSupport.tempDir();
-    path = dir.resolve("model.zip").toString();
-  }
-
-  @After
-  public void tearDown() throws Exception {
-    TestSupport.deleteTree(dir);
-  }
+  @Rule public final ScratchFolder scratch = new ScratchFolder();
 
   private static Map<String, Tensor> tensors(Object... nameThenTensor) {
     Map<String, Tensor> out = new LinkedHashMap<>();
@@ -45,8 +31,8 @@ public class ArchiveTest {
 
   @Test
   public void everyDtypeRoundTripsInJava() {
-    Archive.save(path, "v1", Values.all());
-    try (Archive archive = Archive.open(path)) {
+    Archive.save(scratch.archive(), "v1", Values.all());
+    try (Archive archive = Archive.open(scratch.archive())) {
       assertEquals(List.of("v1"), archive.tags());
       Values.checkAll(archive.load("v1"));
       for (String dtype : Values.DTYPES) {
@@ -60,25 +46,25 @@ public class ArchiveTest {
 
   @Test
   public void tagsAreOrderedMatchedWithoutCaseAndNullMeansNewest() {
-    Archive.save(path, "Step-1", tensors("w", Tensor.of(new float[] {1, 2})));
-    Archive.save(path, "step-2", tensors("w", Tensor.of(new float[] {3, 4})));
-    try (Archive archive = Archive.open(path)) {
+    Archive.save(scratch.archive(), "Step-1", tensors("w", Tensor.of(new float[] {1, 2})));
+    Archive.save(scratch.archive(), "step-2", tensors("w", Tensor.of(new float[] {3, 4})));
+    try (Archive archive = Archive.open(scratch.archive())) {
       assertEquals(List.of("Step-1", "step-2"), archive.tags());
       assertArrayEquals(new float[] {3, 4}, archive.tensor("w", null).toFloatArray(), 0f);
       assertArrayEquals(new float[] {1, 2}, archive.tensor("w", "STEP-1").toFloatArray(), 0f);
     }
     ModelzipException e = assertThrows(ModelzipException.class,
-        () -> Archive.save(path, "STEP-2", tensors("w", Tensor.of(new float[] {5}))));
+        () -> Archive.save(scratch.archive(), "STEP-2", tensors("w", Tensor.of(new float[] {5}))));
     assertEquals(ModelzipException.Code.ALREADY_EXISTS, e.code());
   }
 
   @Test
   public void paramsDescribeEachTensorAndSharedData() {
     Tensor big = Tensor.of(new double[] {1, 2, 3, 4, 5, 6}, 2, 3);
-    Archive.save(path, "a", tensors("big", big, "n", Tensor.of(new long[] {7})));
+    Archive.save(scratch.archive(), "a", tensors("big", big, "n", Tensor.of(new long[] {7})));
     // The same values again: stored as a reference to tag a's data (dedup).
-    Archive.save(path, "b", tensors("big", big, "n", Tensor.of(new long[] {8})));
-    try (Archive archive = Archive.open(path)) {
+    Archive.save(scratch.archive(), "b", tensors("big", big, "n", Tensor.of(new long[] {8})));
+    try (Archive archive = Archive.open(scratch.archive())) {
       List<Param> params = archive.params("b");
       assertEquals(2, params.size());
       Param p = params.get(0);
@@ -98,26 +84,26 @@ public class ArchiveTest {
   @Test
   public void removeTagKeepsDataOtherTagsShare() throws Exception {
     Tensor w = Tensor.of(new int[] {1, 2, 3});
-    Archive.save(path, "a", tensors("w", w));
-    Archive.save(path, "b", tensors("w", w));
-    Archive.removeTag(path, "A");
-    try (Archive archive = Archive.open(path)) {
+    Archive.save(scratch.archive(), "a", tensors("w", w));
+    Archive.save(scratch.archive(), "b", tensors("w", w));
+    Archive.removeTag(scratch.archive(), "A");
+    try (Archive archive = Archive.open(scratch.archive())) {
       assertEquals(List.of("b"), archive.tags());
       assertArrayEquals(new int[] {1, 2, 3}, archive.tensor("w", "b").toIntArray());
       assertEquals(List.of(), archive.verify());
     }
     NoSuchElementException e =
-        assertThrows(NoSuchElementException.class, () -> Archive.removeTag(path, "a"));
+        assertThrows(NoSuchElementException.class, () -> Archive.removeTag(scratch.archive(), "a"));
     assertEquals(ModelzipException.Code.NOT_FOUND, ((ModelzipException) e.getCause()).code());
   }
 
   @Test
   public void shapesScalarsAndEmptyTensors() {
-    Archive.save(path, "s", tensors(
+    Archive.save(scratch.archive(), "s", tensors(
         "scalar", Tensor.of("float32", new float[] {2.5f}, new long[0]),
         "empty", Tensor.of(new float[0], 0, 4),
         "matrix", Tensor.of(new short[] {1, 2, 3, 4, 5, 6}, 3, 2)));
-    try (Archive archive = Archive.open(path)) {
+    try (Archive archive = Archive.open(scratch.archive())) {
       Tensor scalar = archive.tensor("scalar", null);
       assertArrayEquals(new long[0], scalar.shape());
       assertEquals(1, scalar.numel());
@@ -148,8 +134,8 @@ public class ArchiveTest {
 
   @Test
   public void closedObjectsThrowInsteadOfCrashing() {
-    Archive.save(path, "v", tensors("w", Tensor.of(new float[] {1})));
-    Archive archive = Archive.open(path);
+    Archive.save(scratch.archive(), "v", tensors("w", Tensor.of(new float[] {1})));
+    Archive archive = Archive.open(scratch.archive());
     Tensor t = archive.tensor("w", null);
     archive.close();
     archive.close();  // idempotent
@@ -160,14 +146,14 @@ public class ArchiveTest {
     assertThrows(IllegalStateException.class, t::toFloatArray);
     assertThrows(IllegalStateException.class, t::buffer);
     assertThrows(IllegalStateException.class,
-        () -> Archive.save(path, "v2", tensors("w", t)));
+        () -> Archive.save(scratch.archive(), "v2", tensors("w", t)));
     assertEquals("float32", t.dtype());  // plain values stay readable
   }
 
   @Test
   public void storedEntriesAreMappedJavaTensorsAreNot() {
-    Archive.save(path, "v", tensors("w", Tensor.of(new float[] {1, 2, 3, 4})));
-    try (Archive archive = Archive.open(path)) {
+    Archive.save(scratch.archive(), "v", tensors("w", Tensor.of(new float[] {1, 2, 3, 4})));
+    try (Archive archive = Archive.open(scratch.archive())) {
       assertFalse(archive.params("v").get(0).compressed());
       assertTrue(archive.tensor("w", null).isMapped());
     }

@@ -4,7 +4,6 @@ import static org.junit.Assert.assertEquals;
 import static org.junit.Assert.assertTrue;
 
 import java.nio.ByteBuffer;
-import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -15,21 +14,19 @@ import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import org.junit.After;
 import org.junit.Before;
+import org.junit.Rule;
 import org.junit.Test;
 import org.modelzip.Archive;
 import org.modelzip.Tensor;
 
 /** One Archive shared by threads: concurrent reads, and a close while they read. */
 public class ConcurrencyTest {
-  private Path dir;
-  private String path;
+  @Rule public final ScratchFolder scratch = new ScratchFolder();
   private ExecutorService pool;
 
   @Before
   public void setUp() throws Exception {
-    dir = TestSupport.tempDir();
-    path = dir.resolve("model.zip").toString();
-    Archive.save(path, "v", Values.all());
+    Archive.save(scratch.archive(), "v", Values.all());
     pool = Executors.newFixedThreadPool(3);
   }
 
@@ -37,12 +34,11 @@ public class ConcurrencyTest {
   public void tearDown() throws Exception {
     pool.shutdownNow();
     assertTrue(pool.awaitTermination(30, TimeUnit.SECONDS));
-    TestSupport.deleteTree(dir);
   }
 
   @Test
   public void twoThreadsReadOneArchive() throws Exception {
-    try (Archive archive = Archive.open(path)) {
+    try (Archive archive = Archive.open(scratch.archive())) {
       CountDownLatch start = new CountDownLatch(1);
       List<Future<Integer>> readers = new ArrayList<>();
       for (int thread = 0; thread < 2; thread++) {
@@ -69,7 +65,7 @@ public class ConcurrencyTest {
 
   @Test
   public void closingWhileOthersReadEndsTheirReadsWithAnException() throws Exception {
-    Archive archive = Archive.open(path);
+    Archive archive = Archive.open(scratch.archive());
     CountDownLatch reading = new CountDownLatch(2);
     List<Future<String>> readers = new ArrayList<>();
     for (int thread = 0; thread < 2; thread++) {

@@ -8,6 +8,7 @@ import static org.junit.Assert.assertTrue;
 
 import java.util.List;
 import java.util.NoSuchElementException;
+import org.junit.Rule;
 import org.junit.Test;
 import org.modelzip.Archive;
 import org.modelzip.Embeddings;
@@ -20,6 +21,7 @@ import org.modelzip.WordSimilarity;
  * checked against cosines computed here from those vectors.
  */
 public class EmbeddingsTest {
+  @Rule public final ScratchFolder scratch = new ScratchFolder();
   private static final String SIMILARITY =
       TestSupport.SHARED_TESTDATA.resolve("finalfusion/similarity.fifu").toString();
 
@@ -69,27 +71,22 @@ public class EmbeddingsTest {
 
   @Test
   public void embeddingParametersOfAnArchiveWrittenByPython() throws Exception {
-    java.nio.file.Path dir = TestSupport.tempDir();
-    try {
-      String path = dir.resolve("model.zip").toString();
-      TestSupport.python("embed", path, "v1", SIMILARITY);
-      try (Archive archive = Archive.open(path); Embeddings file = Embeddings.open(SIMILARITY)) {
-        Param p = archive.params(null).get(0);
-        assertEquals("words", p.name());
-        assertTrue(p.embedding());
-        assertEquals(List.of(), List.copyOf(archive.load(null).keySet()));
-        ModelzipException notTensor = assertThrows(ModelzipException.class,
-            () -> archive.tensor("words", null));
-        assertEquals(ModelzipException.Code.INVALID_ARGUMENT, notTensor.code());
-        Embeddings stored = Embeddings.open(archive, "words", null);
-        archive.close();  // the embeddings keep the mapping alive
-        assertEquals(file.words(), stored.words());
-        assertArrayEquals(file.vector("Berlin"), stored.vector("Berlin"), 0f);
-        stored.close();
-        assertThrows(IllegalStateException.class, () -> stored.vector("Berlin"));
-      }
-    } finally {
-      TestSupport.deleteTree(dir);
+    String path = scratch.archive();
+    TestSupport.python("embed", path, "v1", SIMILARITY);
+    try (Archive archive = Archive.open(path); Embeddings file = Embeddings.open(SIMILARITY)) {
+      Param p = archive.params(null).get(0);
+      assertEquals("words", p.name());
+      assertTrue(p.embedding());
+      assertEquals(List.of(), List.copyOf(archive.load(null).keySet()));
+      ModelzipException notTensor = assertThrows(ModelzipException.class,
+          () -> archive.tensor("words", null));
+      assertEquals(ModelzipException.Code.INVALID_ARGUMENT, notTensor.code());
+      Embeddings stored = Embeddings.open(archive, "words", null);
+      archive.close();  // the embeddings keep the mapping alive
+      assertEquals(file.words(), stored.words());
+      assertArrayEquals(file.vector("Berlin"), stored.vector("Berlin"), 0f);
+      stored.close();
+      assertThrows(IllegalStateException.class, () -> stored.vector("Berlin"));
     }
   }
 

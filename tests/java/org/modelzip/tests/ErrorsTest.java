@@ -14,8 +14,8 @@ import java.nio.file.Paths;
 import java.util.List;
 import java.util.Map;
 import java.util.NoSuchElementException;
-import org.junit.After;
 import org.junit.Before;
+import org.junit.Rule;
 import org.junit.Test;
 import org.modelzip.Archive;
 import org.modelzip.ModelzipException;
@@ -23,19 +23,11 @@ import org.modelzip.Tensor;
 
 /** The library's errors as Java sees them: code, context, NoSuchElementException. */
 public class ErrorsTest {
-  private Path dir;
-  private String path;
+  @Rule public final ScratchFolder scratch = new ScratchFolder();
 
   @Before
   public void setUp() throws Exception {
-    dir = TestSupport.tempDir();
-    path = dir.resolve("model.zip").toString();
-    Archive.save(path, "v1", Map.of("w", Tensor.of(new float[] {1, 2})));
-  }
-
-  @After
-  public void tearDown() throws Exception {
-    TestSupport.deleteTree(dir);
+    Archive.save(scratch.archive(), "v1", Map.of("w", Tensor.of(new float[] {1, 2})));
   }
 
   private static ModelzipException notFound(NoSuchElementException e) {
@@ -48,7 +40,7 @@ public class ErrorsTest {
 
   @Test
   public void aMissingFileIsAnIoErrorWithErrno() {
-    String missing = dir.resolve("missing.zip").toString();
+    String missing = scratch.file("missing.zip");
     ModelzipException e = assertThrows(ModelzipException.class, () -> Archive.open(missing));
     assertEquals(ModelzipException.Code.IO, e.code());
     assertEquals(2, e.systemError());  // ENOENT
@@ -58,7 +50,7 @@ public class ErrorsTest {
 
   @Test
   public void aFileThatIsNoZipIsCorrupt() throws Exception {
-    Path junk = dir.resolve("junk.zip");
+    Path junk = Paths.get(scratch.file("junk.zip"));
     Files.writeString(junk, "not a zip archive at all, just some text");
     ModelzipException e = assertThrows(ModelzipException.class, () -> Archive.open(junk.toString()));
     assertEquals(ModelzipException.Code.CORRUPT, e.code());
@@ -69,7 +61,7 @@ public class ErrorsTest {
 
   @Test
   public void missingTagsAndNamesAreNoSuchElement() {
-    try (Archive archive = Archive.open(path)) {
+    try (Archive archive = Archive.open(scratch.archive())) {
       ModelzipException e = notFound(
           assertThrows(NoSuchElementException.class, () -> archive.tensor("nope", null)));
       assertTrue(e.getMessage(), e.getMessage().contains("nope"));
@@ -98,9 +90,9 @@ public class ErrorsTest {
   @Test
   public void invalidTagNamesAreInvalidArguments() {
     ModelzipException e = assertThrows(ModelzipException.class,
-        () -> Archive.save(path, "a/b", Map.of("w", Tensor.of(new float[] {1}))));
+        () -> Archive.save(scratch.archive(), "a/b", Map.of("w", Tensor.of(new float[] {1}))));
     assertEquals(ModelzipException.Code.INVALID_ARGUMENT, e.code());
-    try (Archive archive = Archive.open(path)) {
+    try (Archive archive = Archive.open(scratch.archive())) {
       assertEquals(List.of("v1"), archive.tags());  // the failed save changed nothing
     }
   }
@@ -109,14 +101,14 @@ public class ErrorsTest {
   public void aMissingJniLibraryNamesJavaLibraryPath() throws Exception {
     String java = Paths.get(System.getProperty("java.home"), "bin", "java").toString();
     TestSupport.Run r = TestSupport.run(List.of(java, "-Djava.library.path=/nonexistent-modelzip",
-        "-cp", System.getProperty("java.class.path"), LoadProbe.class.getName(), path));
+        "-cp", System.getProperty("java.class.path"), LoadProbe.class.getName(), scratch.archive()));
     assertNotEquals(0, r.exitCode);
     assertTrue(r.stderr, r.stderr.contains("java.library.path=/nonexistent-modelzip"));
     assertTrue(r.stderr, r.stderr.contains("libmodelzip_jni.so"));
     // With the right folder the same program works.
     String folder = System.getProperty("java.library.path");
     r = TestSupport.run(List.of(java, "-Djava.library.path=" + folder,
-        "-cp", System.getProperty("java.class.path"), LoadProbe.class.getName(), path));
+        "-cp", System.getProperty("java.class.path"), LoadProbe.class.getName(), scratch.archive()));
     assertEquals(r.stderr, 0, r.exitCode);
     assertEquals("[v1]\n", r.out());
     assertNull(System.getProperty("org.modelzip.library"));

@@ -14,6 +14,7 @@ import java.util.NoSuchElementException;
 import java.util.concurrent.TimeUnit;
 import org.junit.After;
 import org.junit.Before;
+import org.junit.Rule;
 import org.junit.Test;
 import org.modelzip.Archive;
 import org.modelzip.ModelzipException;
@@ -24,6 +25,7 @@ import org.modelzip.ModelzipException;
  * tests/java/interop.py serve). Skipped without remote support or Python.
  */
 public class RemoteTest {
+  @Rule public final ScratchFolder scratch = new ScratchFolder();
   private Path root;
   private Process server;
   private String baseUrl;
@@ -32,7 +34,7 @@ public class RemoteTest {
   public void setUp() throws Exception {
     assumeTrue("modelzip built without remote support", TestSupport.env("MODELZIP_REMOTE", "0").equals("1"));
     TestSupport.assumePython();
-    root = TestSupport.tempDir();
+    root = scratch.getRoot().toPath();
     Archive.save(root.resolve("model.zip").toString(), "java", Values.all());
     server = new ProcessBuilder(TestSupport.PYTHON, TestSupport.INTEROP.toString(), "serve", root.toString())
         .redirectError(ProcessBuilder.Redirect.INHERIT).start();
@@ -50,7 +52,6 @@ public class RemoteTest {
         server.destroyForcibly();
       }
     }
-    TestSupport.deleteTree(root);
   }
 
   @Test

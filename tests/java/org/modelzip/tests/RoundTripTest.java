@@ -6,11 +6,10 @@ import static org.junit.Assert.assertFalse;
 import static org.junit.Assert.assertTrue;
 
 import java.nio.ByteBuffer;
-import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;
-import org.junit.After;
 import org.junit.Before;
+import org.junit.Rule;
 import org.junit.Test;
 import org.modelzip.Archive;
 import org.modelzip.Param;
@@ -22,19 +21,11 @@ import org.modelzip.Tensor;
  * formulas (Values.java, tests/java/interop.py).
  */
 public class RoundTripTest {
-  private Path dir;
-  private String path;
+  @Rule public final ScratchFolder scratch = new ScratchFolder();
 
   @Before
   public void setUp() throws Exception {
     TestSupport.assumePython();
-    dir = TestSupport.tempDir();
-    path = dir.resolve("model.zip").toString();
-  }
-
-  @After
-  public void tearDown() throws Exception {
-    TestSupport.deleteTree(dir);
   }
 
   private static byte[] bytes(ByteBuffer buffer) {
@@ -46,18 +37,18 @@ public class RoundTripTest {
   @Test
   public void javaToPythonToCliAndBack() throws Exception {
     Map<String, Tensor> mine = Values.all();
-    Archive.save(path, "java", mine);
-    TestSupport.python("check", path, "java");
-    TestSupport.cli("verify", path);
+    Archive.save(scratch.archive(), "java", mine);
+    TestSupport.python("check", scratch.archive(), "java");
+    TestSupport.cli("verify", scratch.archive());
     // The command prints the stored little-endian bytes: the same as Java's buffers.
     for (String dtype : List.of("float32", "uint64", "bfloat16", "bool")) {
       assertArrayEquals(dtype, bytes(mine.get(dtype).buffer()),
-          TestSupport.cli("cat", path, dtype, "--tag", "java").stdout);
+          TestSupport.cli("cat", scratch.archive(), dtype, "--tag", "java").stdout);
     }
 
-    TestSupport.python("write", path, "py");
-    assertEquals("java\npy\n", TestSupport.cli("tags", path).out());
-    try (Archive archive = Archive.open(path)) {
+    TestSupport.python("write", scratch.archive(), "py");
+    assertEquals("java\npy\n", TestSupport.cli("tags", scratch.archive()).out());
+    try (Archive archive = Archive.open(scratch.archive())) {
       assertEquals(List.of("java", "py"), archive.tags());
       Values.checkAll(archive.load("py"));
       for (Param p : archive.params("py")) {
@@ -65,16 +56,16 @@ public class RoundTripTest {
       }
     }
 
-    Archive.removeTag(path, "java");
-    assertEquals("py\n", TestSupport.cli("tags", path).out());
-    TestSupport.cli("verify", path);
-    TestSupport.python("check", path, "py");
+    Archive.removeTag(scratch.archive(), "java");
+    assertEquals("py\n", TestSupport.cli("tags", scratch.archive()).out());
+    TestSupport.cli("verify", scratch.archive());
+    TestSupport.python("check", scratch.archive(), "py");
   }
 
   @Test
   public void deflatedTensorsFromPythonAreReadAsCopies() throws Exception {
-    TestSupport.python("write", path, "packed", "--compress");
-    try (Archive archive = Archive.open(path)) {
+    TestSupport.python("write", scratch.archive(), "packed", "--compress");
+    try (Archive archive = Archive.open(scratch.archive())) {
       for (Param p : archive.params(null)) {
         assertTrue(p.name(), p.compressed());
       }

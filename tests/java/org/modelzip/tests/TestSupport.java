@@ -38,22 +38,6 @@ final class TestSupport {
     assumeTrue("the Python bindings are not built (MODELZIP_PYTHON unset)", !PYTHON.isEmpty());
   }
 
-  /** A new empty folder, removed by {@link #deleteTree}. */
-  static Path tempDir() throws IOException {
-    return Files.createTempDirectory("modelzip-java-");
-  }
-
-  static void deleteTree(Path root) throws IOException {
-    if (root == null || !Files.exists(root)) {
-      return;
-    }
-    try (var paths = Files.walk(root)) {
-      for (Path p : (Iterable<Path>) paths.sorted((a, b) -> b.compareTo(a))::iterator) {
-        Files.deleteIfExists(p);
-      }
-    }
-  }
-
   /** The result of a program run. */
   static final class Run {
     final int exitCode;

@@ -9,9 +9,10 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.ReadOnlyBufferException;
 import java.nio.file.Path;
+import java.nio.file.Paths;
 import java.util.Map;
-import org.junit.After;
 import org.junit.Before;
+import org.junit.Rule;
 import org.junit.Test;
 import org.modelzip.Archive;
 import org.modelzip.Tensor;
@@ -23,23 +24,17 @@ import org.modelzip.Tensor;
  */
 public class ZeroCopyTest {
   private static final int N = 1 << 18;  // float32 elements: 1 MiB
-  private Path dir;
+  @Rule public final ScratchFolder scratch = new ScratchFolder();
   private Path file;
 
   @Before
   public void setUp() throws Exception {
-    dir = TestSupport.tempDir();
-    file = dir.resolve("big.zip");
+    file = Paths.get(scratch.file("big.zip"));
     float[] values = new float[N];
     for (int i = 0; i < N; i++) {
       values[i] = i;
     }
     Archive.save(file.toString(), "v", Map.of("w", Tensor.of(values)));
-  }
-
-  @After
-  public void tearDown() throws Exception {
-    TestSupport.deleteTree(dir);
   }
 
   /** A buffer of tensor w, read and then left with only the buffer reaching the file. */
