@@ -3,12 +3,12 @@ package org.modelzip.tests;
 import static org.junit.Assert.assertArrayEquals;
 import static org.junit.Assert.assertEquals;
 import static org.junit.Assert.assertFalse;
+import static org.junit.Assert.assertThrows;
 import static org.junit.Assert.assertTrue;
 
 import java.nio.ByteBuffer;
 import java.util.List;
 import java.util.Map;
-import org.junit.Before;
 import org.junit.Rule;
 import org.junit.Test;
 import org.modelzip.Archive;
@@ -18,15 +18,11 @@ import org.modelzip.Tensor;
 /**
  * Java -> Python -> the modelzip command -> Java, with one tensor of every
  * data type; each side checks the values against its own copy of the
- * formulas (Values.java, tests/java/interop.py).
+ * formulas (Values.java, tests/java/interop.py). Tests that need Python are
+ * skipped without the bindings.
  */
 public class RoundTripTest {
   @Rule public final ScratchFolder scratch = new ScratchFolder();
-
-  @Before
-  public void setUp() throws Exception {
-    TestSupport.assumePython();
-  }
 
   private static byte[] bytes(ByteBuffer buffer) {
     byte[] out = new byte[buffer.remaining()];
@@ -75,6 +71,34 @@ public class RoundTripTest {
       ByteBuffer b = loaded.get("float32").buffer();
       assertTrue(b.isDirect());
       assertEquals(-2f, b.getFloat(0), 0f);
+    }
+  }
+
+  @Test
+  public void quantizedTagsFromTheCliAreReadAndDequantized() throws Exception {
+    float[] weights = new float[64 * 64];
+    for (int i = 0; i < weights.length; i++) {
+      weights[i] = (float) Math.sin(i * 0.01) * 3f;
+    }
+    Archive.save(scratch.archive(), "v", Map.of("fc.weight", Tensor.of(weights, 64, 64)));
+    TestSupport.cli("quantize", scratch.archive(), "--from", "v", "--tag", "q",
+        "--scheme", "int8-per-tensor", "--params", "fc.weight");
+    try (Archive archive = Archive.open(scratch.archive())) {
+      Param p = archive.params("q").get(0);
+      assertEquals("quantized", p.layout());
+      assertEquals("float32", p.dtype());
+      Tensor q = archive.tensor("fc.weight", "q");
+      assertEquals("quantized", q.layout());
+      assertEquals(64 * 64, q.buffer().remaining());  // one stored int8 per value
+      assertThrows(UnsupportedOperationException.class, q::toFloatArray);
+      Tensor dense = q.dequantize();
+      assertEquals("dense", dense.layout());
+      assertArrayEquals(new long[] {64, 64}, dense.shape());
+      float[] back = dense.toFloatArray();
+      float step = 6f / 255;  // the values span [-3, 3] in 255 steps
+      for (int i = 0; i < back.length; i++) {
+        assertEquals("value " + i, weights[i], back[i], step / 2 + 1e-5f);
+      }
     }
   }
 }
