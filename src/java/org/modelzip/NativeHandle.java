@@ -4,6 +4,7 @@ import java.lang.ref.Cleaner;
 import java.lang.ref.Reference;
 import java.util.concurrent.locks.ReentrantReadWriteLock;
 import java.util.function.LongConsumer;
+import java.util.function.LongFunction;
 
 /**
  * Owns one native object (a {@code long} made by {@link Native}) and frees it
@@ -67,18 +68,9 @@ final class NativeHandle implements AutoCloseable {
   }
 
   /** A native call on the object: {@code call.apply(pointer)} under a use. */
-  <R> R call(java.util.function.LongFunction<R> call) {
+  <R> R call(LongFunction<R> call) {
     try (Use use = use()) {
       return call.apply(use.pointer());
-    }
-  }
-
-  boolean isClosed() {
-    lock.readLock().lock();
-    try {
-      return pointer == 0;
-    } finally {
-      lock.readLock().unlock();
     }
   }
 
