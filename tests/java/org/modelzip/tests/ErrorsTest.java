@@ -3,7 +3,6 @@ package org.modelzip.tests;
 import static org.junit.Assert.assertEquals;
 import static org.junit.Assert.assertFalse;
 import static org.junit.Assert.assertNotEquals;
-import static org.junit.Assert.assertNull;
 import static org.junit.Assert.assertThrows;
 import static org.junit.Assert.assertTrue;
 
@@ -97,21 +96,33 @@ public class ErrorsTest {
     }
   }
 
+  /** LoadProbe in a JVM of its own, with these system properties. */
+  private TestSupport.Run probe(String... properties) throws Exception {
+    List<String> command = new java.util.ArrayList<>();
+    command.add(Paths.get(System.getProperty("java.home"), "bin", "java").toString());
+    command.addAll(List.of(properties));
+    command.addAll(List.of("-cp", System.getProperty("java.class.path"),
+        LoadProbe.class.getName(), scratch.archive()));
+    return TestSupport.run(command);
+  }
+
   @Test
-  public void aMissingJniLibraryNamesJavaLibraryPath() throws Exception {
-    String java = Paths.get(System.getProperty("java.home"), "bin", "java").toString();
-    TestSupport.Run r = TestSupport.run(List.of(java, "-Djava.library.path=/nonexistent-modelzip",
-        "-cp", System.getProperty("java.class.path"), LoadProbe.class.getName(), scratch.archive()));
+  public void aMissingJniLibraryNamesWhereItWasLookedFor() throws Exception {
+    TestSupport.Run r = probe("-Djava.library.path=/nonexistent-modelzip");
     assertNotEquals(0, r.exitCode);
     assertTrue(r.stderr, r.stderr.contains("java.library.path=/nonexistent-modelzip"));
     assertTrue(r.stderr, r.stderr.contains("libmodelzip_jni.so"));
-    // With the right folder the same program works.
+    r = probe("-Dorg.modelzip.library=/nonexistent-modelzip/libmodelzip_jni.so");
+    assertNotEquals(0, r.exitCode);
+    assertTrue(r.stderr, r.stderr.contains("/nonexistent-modelzip/libmodelzip_jni.so (system property org.modelzip.library)"));
+    // With the right folder, or the library named by the property, the same program works.
     String folder = System.getProperty("java.library.path");
-    r = TestSupport.run(List.of(java, "-Djava.library.path=" + folder,
-        "-cp", System.getProperty("java.class.path"), LoadProbe.class.getName(), scratch.archive()));
+    r = probe("-Djava.library.path=" + folder);
     assertEquals(r.stderr, 0, r.exitCode);
     assertEquals("[v1]\n", r.out());
-    assertNull(System.getProperty("org.modelzip.library"));
-    assertTrue(new File(folder, "libmodelzip_jni.so").isFile());
+    r = probe("-Djava.library.path=/nonexistent-modelzip",
+        "-Dorg.modelzip.library=" + new File(folder, "libmodelzip_jni.so").getAbsolutePath());
+    assertEquals(r.stderr, 0, r.exitCode);
+    assertEquals("[v1]\n", r.out());
   }
 }
