@@ -54,7 +54,7 @@ final class Native {
   static byte[][] utf8(String[] texts) {
     byte[][] out = new byte[texts.length][];
     for (int i = 0; i < texts.length; i++) {
-      out[i] = utf8(texts[i]);
+      out[i] = utf8(java.util.Objects.requireNonNull(texts[i], "string " + i + " is null"));
     }
     return out;
   }

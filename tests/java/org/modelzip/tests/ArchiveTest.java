@@ -121,6 +121,7 @@ public class ArchiveTest {
     assertThrows(IllegalArgumentException.class, () -> Tensor.of("float32", new int[] {1}, null));
     assertThrows(IllegalArgumentException.class, () -> Tensor.of("complex64", new float[] {1}, null));
     assertThrows(IllegalArgumentException.class, () -> Tensor.of("string", new byte[] {1}, null));
+    assertThrows(NullPointerException.class, () -> Tensor.of(new String[] {"a", null}));
     ModelzipException e = assertThrows(ModelzipException.class,
         () -> Tensor.of(new float[] {1, 2, 3}, 2, 2));
     assertEquals(ModelzipException.Code.INVALID_ARGUMENT, e.code());
