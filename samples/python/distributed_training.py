@@ -89,9 +89,14 @@ def worker(rank, procs, tp, steps, resume, archive, port):
         x, y = batch(step, dp_rank)
         h = torch.relu(x @ params["fc1.weight"].T + params["fc1.bias"])
         partial = h @ params["fc2.weight"].T
-        out = partial.clone()
+        out = partial.detach().clone()
         dist.all_reduce(out, group=tp_group)  # sum of the tp partial outputs
-        out = partial + (out - partial).detach() + params["fc2.bias"]
+        # The forward value is the reduced sum itself, the same bits on every
+        # tp rank (partial - partial.detach() is exactly 0 and carries the
+        # gradient to this rank's partial). Writing it partial + (sum -
+        # partial) rounded differently per rank, so the replicated fc2.bias
+        # drifted apart on the tp ranks.
+        out = out + (partial - partial.detach()) + params["fc2.bias"]
         loss = torch.mean((out - y) ** 2)
         loss.backward()
         with torch.no_grad():

@@ -107,3 +107,21 @@ def test_split_and_local_errors():
     assert mzd.split((10, 3), 0, 0, 4) == ([0, 0], [3, 3])
     with pytest.raises(ValueError):
         mzd.split((10,), 1, 0, 2)
+
+
+SAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "samples", "python",
+                      "distributed_training.py")
+
+
+@pytest.mark.parametrize("procs,tp", [(3, 3), (4, 4)])
+def test_sample_tensor_parallel_shapes(tmp_path, procs, tp):
+    """Every rank of the sample ends with exactly the parameters of the last
+    checkpoint (the sample asserts it), fresh and resumed."""
+    archive = str(tmp_path / "sample.zip")
+    for extra in ([], ["--resume"]):
+        r = subprocess.run([sys.executable, SAMPLE, archive, "--steps", "2", "--procs", str(procs),
+                            "--tp", str(tp), *extra],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=240)
+        assert r.returncode == 0, r.stdout
+    with modelzip.open(archive) as a:
+        assert a.tags == [f"step-{i}" for i in range(4)] and a.verify() == []
