@@ -197,13 +197,17 @@ def check_sharded_adam(path, tmp_path):
                 assert torch.equal(mine.state[p][key], optimizer.state[whole[n]][key][index]), (n, key)
             assert torch.equal(mine.state[p]["step"], optimizer.state[whole[n]]["step"])
         assert mine.param_groups[0]["betas"] == ADAM["betas"]
+    # Blocks that do not fit the stored tensors, an optimizer over other tensors.
+    wrong = {"w": mzd.Shard(torch.zeros(2, 6), (12, 6), (0, 0))}
+    with pytest.raises(ValueError, match="global shape is \\(12, 6\\), the stored one \\(10, 6\\)"):
+        mzd.load_checkpoint(path, wrong)
+    params = {"w": mzd.Shard(torch.nn.Parameter(torch.zeros(2, 6)), (10, 6), (0, 0))}
+    with pytest.raises(ValueError, match="not in params"):
+        mzd.load_checkpoint(path, params, torch.optim.Adam([torch.nn.Parameter(torch.zeros(3))]))
 
 
-def test_torch_gloo_sharded_adam_checkpoint(tmp_path):
-    run_torch("optim", tmp_path)
-    check_sharded_adam(tmp_path / "dist.zip", tmp_path)
-
-
-def test_mpi4py_sharded_adam_checkpoint(tmp_path):
-    run_mpi("optim", tmp_path)
+@pytest.mark.parametrize("engine", ["torch", "mpi"])
+def test_sharded_adam_checkpoint(tmp_path, engine):
+    """4 gloo processes or 2 mpi4py ranks save a sharded Adam checkpoint."""
+    (run_torch if engine == "torch" else run_mpi)("optim", tmp_path)
     check_sharded_adam(tmp_path / "dist.zip", tmp_path)

@@ -413,7 +413,14 @@ def load_checkpoint(path: PathLike, params: Mapping[str, Any], optimizer: Any = 
     with _modelzip.Archive(path) as archive:
         tag, config, properties = mzt._checkpoint_tag(
             archive, tag, optimizer is not None or scheduler is not None)
-        dtypes = {p.name: p.dtype for p in archive.params(tag)}
+        infos = {p.name: p for p in archive.params(tag)}
+        dtypes = {name: p.dtype for name, p in infos.items()}
+        for name, value in params.items():
+            if isinstance(value, Shard) and name in infos and \
+                    tuple(infos[name].shape) != tuple(int(d) for d in value.global_shape):
+                raise ValueError(f"parameter {name!r}: the Shard's global shape is "
+                                 f"{tuple(value.global_shape)}, the stored one "
+                                 f"{tuple(infos[name].shape)}")
         states = [(s.name, s.state, s.dtype, tuple(s.shape)) for s in archive.updater_states(tag)]
 
         def blocks(requests: list) -> list:
