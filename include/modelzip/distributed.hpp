@@ -47,8 +47,9 @@
 // read_updater_block() reads any block of a state back.
 //
 // Limits: distributed tensors are dense, of fixed-size dtypes, stored
-// (uncompressed); graph entries other than set_entry()'s are written by the
-// single-process Writer. Thread safety: one thread per CollectiveWriter.
+// (uncompressed), and so are set_entry()'s entries; embeddings and deflated
+// blobs are written by the single-process Writer. Thread safety: one
+// thread per CollectiveWriter.
 // Tensors given to add()/add_shard() and the add_updater_*() functions are
 // borrowed until commit() returns.
 #pragma once

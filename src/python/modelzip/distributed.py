@@ -367,7 +367,7 @@ def save_checkpoint(path: PathLike, tag: str, params: Mapping[str, Any], optimiz
         _stage_tensors(writer, params)
         if optimizer is not None:
             summary = _stage_optimizer(writer, params, optimizer)
-    except (TypeError, ValueError, Error) as e:
+    except Exception as e:  # every rank must reach the agreement, whatever failed here
         error = f"{type(e).__name__}: {e}"
     _agreed(comm, error, "save_checkpoint")
     gathered = comm.gather(json.dumps(summary).encode(), root)
@@ -384,7 +384,7 @@ def save_checkpoint(path: PathLike, tag: str, params: Mapping[str, Any], optimiz
                 writer.set_training_config(mzt._training_config(
                     optimizer, groups, other, steps if iteration is None else iteration,
                     scheduler=scheduler, epoch=epoch, properties=properties))
-        except (TypeError, ValueError, Error) as e:
+        except Exception as e:  # as above
             error = f"{type(e).__name__}: {e}"
     _agreed(comm, error, "save_checkpoint")
     return writer.commit(tag)
