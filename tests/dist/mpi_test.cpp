@@ -299,12 +299,11 @@ TEST_CASE("collective commits of updater state and a training config: a single w
             Block b = split_block(p.shape, dim, part, m);
             BlockReadStats stats;
             Tensor t = read_updater_block(a, p.name, s, b, "opt-2", &stats);
-            CHECK(floats_of(t) == block_values(global_values(state_def(p, s), s == "M" ? 2 : 1),
-                                               p.shape, b));
+            CHECK(floats_of(t) ==
+                  block_values(global_values(state_def(p, s), s == "M" ? 2 : 1), p.shape, b));
             CHECK(stats.bytes_read == numel_of(b.shape) * 4);
           }
-      CHECK(floats_of(a.updater_state(p.name, "step", "opt-2")) ==
-            floats_of(step_state(p, 1)));
+      CHECK(floats_of(a.updater_state(p.name, "step", "opt-2")) == floats_of(step_state(p, 1)));
     }
   CHECK_THROWS_WITH_AS(read_updater_block(a, "fc.weight", "M", Block{{0, 0}, {7, 9}}, "opt-2"),
                        doctest::Contains("updater state 'M' of 'fc.weight'"), Error);
@@ -327,8 +326,8 @@ TEST_CASE("collective commits of updater state and a training config: a single w
     Archive b = Archive::open(single);
     CHECK(a.entry_names() == b.entry_names());
     for (const auto& name : a.entry_names())
-      if (b.has_entry(name) &&
-          a.entry(name, ReadMode::copy).as_string_view() != b.entry(name, ReadMode::copy).as_string_view())
+      if (b.has_entry(name) && a.entry(name, ReadMode::copy).as_string_view() !=
+                                   b.entry(name, ReadMode::copy).as_string_view())
         mismatch += name + " ";
   }
   CHECK(mismatch == "");
@@ -339,15 +338,16 @@ TEST_CASE("collective commits of updater state and a training config: a single w
   if (n > 1) {
     CollectiveWriter w(path, comm());
     if (r < 2) w.add_updater_state("fc.weight", "M", float_tensor({2}, {1.0f, 2.0f}));
-    CHECK_THROWS_WITH_AS(w.commit("bad"),
-                         doctest::Contains("updater state 'M' of 'fc.weight': staged twice (by rank 0 and rank 1)"),
-                         Error);
+    CHECK_THROWS_WITH_AS(
+        w.commit("bad"),
+        doctest::Contains("updater state 'M' of 'fc.weight': staged twice (by rank 0 and rank 1)"),
+        Error);
   }
   {
     CollectiveWriter w(path, comm());
-    CHECK_THROWS_WITH_AS(w.add_updater_shard("fc.weight", "M", float_tensor({2}, {1.0f, 2.0f}),
-                                             ShardSpec{{3}, {2}}),
-                         doctest::Contains("updater state 'M' of 'fc.weight': block [2:4]"), Error);
+    CHECK_THROWS_WITH_AS(
+        w.add_updater_shard("fc.weight", "M", float_tensor({2}, {1.0f, 2.0f}), ShardSpec{{3}, {2}}),
+        doctest::Contains("updater state 'M' of 'fc.weight': block [2:4]"), Error);
     CHECK_THROWS_AS(w.add_updater_state("fc.weight", "", float_tensor({1}, {1.0f})), Error);
     CHECK_THROWS_AS(w.set_entry("updater.txt", Bytes::copy_of("x")), Error);
     if (r == 0) w.set_entry(std::string(kTrainingConfigEntryName), Bytes::copy_of("not a config"));
