@@ -1,6 +1,9 @@
 """modelzip.distributed: 4 torch.distributed (gloo) processes and 2 mpi4py
 ranks commit one archive; then 1, 2 and 3 readers load it back block by
-block. The model's values are computed here (dist_worker.model)."""
+block. The model's values are computed here (dist_worker.model). The same
+engines save a sharded Adam checkpoint, compared with one process's save
+of the whole model and loaded on another layout; the training sample runs
+its tensor-parallel shapes."""
 import os
 import socket
 import subprocess
