@@ -6,13 +6,16 @@
 // each reads against the bytes it needs.
 //
 //   mpirun -np N build/benchmarks/distributed_bench --dir DIR [--size-mib M] [--cols C]
-//          [--column-shards K] [--keep]
+//          [--column-shards K] [--adam] [--keep]
 //
 // The model: M MiB of float32 in 16 parameters of C columns (default
 // 1024): 8 row-sharded over the ranks (uneven splits), 4 column-sharded
 // (strided pieces: C/N values of every row per rank; --column-shards K
 // makes K of the 12 sharded parameters column-sharded), 4 whole parameters
-// spread round-robin. Writes are durable on both sides (the
+// spread round-robin. --adam adds Adam's exp_avg and exp_avg_sq of every
+// parameter, sharded like it, as updater state in the same commit (three
+// times the bytes; the raw files and torch.save then hold them too). Writes
+// are durable on both sides (the
 // raw files are fsynced, as the archive is). Times are wall-clock from a
 // barrier before to a barrier after (the slowest rank), medians of 5.
 // The last line is the headline.
@@ -184,7 +187,7 @@ int main(int argc, char** argv) {
     std::uint64_t size_mib = 512;
     std::int64_t cols = 1024;
     int column_shards = 4;
-    bool keep = false;
+    bool keep = false, adam = false;
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
       if (a == "--dir" && i + 1 < argc)
@@ -197,11 +200,13 @@ int main(int argc, char** argv) {
         column_shards = std::clamp(std::atoi(argv[++i]), 0, 12);
       else if (a == "--keep")
         keep = true;
+      else if (a == "--adam")
+        adam = true;
       else {
         if (rank == 0)
           std::fprintf(stderr,
                        "usage: mpirun -np N distributed_bench --dir DIR [--size-mib M] [--cols C]"
-                       " [--column-shards K] [--keep]\n");
+                       " [--column-shards K] [--adam] [--keep]\n");
         MPI_Finalize();
         return 2;
       }
@@ -210,8 +215,14 @@ int main(int argc, char** argv) {
     fs::create_directories(dir);
     const auto params = model(size_mib, cols, column_shards, n);
     const auto part = local_part(params, rank, n);
+    // What the baselines write: the parameters, and with --adam twice more.
+    std::vector<Local> raw_part = part;
+    for (int copy = 0; adam && copy < 2; ++copy)
+      raw_part.insert(raw_part.end(), part.begin(), part.end());
+    const std::vector<std::string> states =
+        adam ? std::vector<std::string>{"exp_avg", "exp_avg_sq"} : std::vector<std::string>{};
     std::uint64_t mine = 0, total = 0;
-    for (const auto& l : part) mine += l.data.size() * 4;
+    for (const auto& l : raw_part) mine += l.data.size() * 4;
     MPI_Allreduce(&mine, &total, 1, MPI_UINT64_T, MPI_SUM, comm.comm());
     const fs::path archive = dir / "distributed_bench.zip";
     const double gib = static_cast<double>(total) / (1u << 30);
@@ -224,6 +235,11 @@ int main(int argc, char** argv) {
           w.add(l.name, view(l));
         else
           w.add_shard(l.name, view(l), ShardSpec{p.shape, l.block.offset});
+        for (const auto& state : states)  // the values do not matter, the bytes do
+          if (p.split == Param::whole)
+            w.add_updater_state(l.name, state, view(l));
+          else
+            w.add_updater_shard(l.name, state, view(l), ShardSpec{p.shape, l.block.offset});
       }
     };
     // Raw files and new archives alternate, so both see the same machine;
@@ -248,7 +264,7 @@ int main(int argc, char** argv) {
     std::vector<double> raw, fresh, append, single;
     for (int rep = 0; rep < 5; ++rep) {
       settle();
-      raw.push_back(timed(comm, [&] { write_raw(raw_file, part); }));
+      raw.push_back(timed(comm, [&] { write_raw(raw_file, raw_part); }));
       settle();
       fresh.push_back(timed(comm, [&] {
         CollectiveWriter w(archive, comm);
@@ -259,7 +275,10 @@ int main(int argc, char** argv) {
         settle();
         single.push_back(timed(comm, [&] {
           NewTag tag;
-          for (const auto& l : part) tag.add(l.name, view(l));
+          for (const auto& l : part) {
+            tag.add(l.name, view(l));
+            for (const auto& state : states) tag.add_updater_state(l.name, state, view(l));
+          }
           Writer w = Writer::open(archive);
           w.add_tag("step-1", std::move(tag));
           w.commit();
@@ -273,7 +292,7 @@ int main(int argc, char** argv) {
     const fs::path raw_growing = dir / ("raw-append-" + std::to_string(rank) + ".bin");
     for (int rep = 0; rep < 5; ++rep) {
       settle_append();
-      raw_append.push_back(timed(comm, [&] { write_raw(raw_growing, part, true); }));
+      raw_append.push_back(timed(comm, [&] { write_raw(raw_growing, raw_part, true); }));
       settle_append();
       append.push_back(timed(comm, [&] {
         CollectiveWriter w(archive, comm, CollectiveOptions{.dedup = false});
@@ -282,7 +301,7 @@ int main(int argc, char** argv) {
       }));
     }
     fs::remove(raw_growing);
-    const double torch_time = torch_save(comm, dir, part);
+    const double torch_time = torch_save(comm, dir, raw_part);
 
     // Resharded loads: M readers (N-1, N+1 and 2N+1), each reading the rows
     // of every parameter that fall to it; ranks take the reader roles in turn.
@@ -334,9 +353,9 @@ int main(int argc, char** argv) {
       const double r = median(raw), f = median(fresh), ap = median(append), ra = median(raw_append);
       std::printf(
           "distributed_bench: %d ranks, %.0f MiB (16 float32 parameters of %lld columns: %d "
-          "row-sharded, %d column-sharded, 4 whole), %s; wall time over all ranks, median of 5\n",
+          "row-sharded, %d column-sharded, 4 whole%s), %s; wall time over all ranks, median of 5\n",
           n, gib * 1024, static_cast<long long>(cols), 12 - column_shards, column_shards,
-          dir.c_str());
+          adam ? "; with Adam's 2 states each as updater state" : "", dir.c_str());
       // min..max of the 5 runs beside each median: this VM is shared and noisy.
       auto range = [](std::vector<double> v) {
         std::sort(v.begin(), v.end());

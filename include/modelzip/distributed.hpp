@@ -38,10 +38,20 @@
 // pieces all match on every rank is written as a reference. share()
 // references another tag's parameter explicitly.
 //
+// Updater (optimizer) state: add_updater_state()/add_updater_shard() stage
+// the arrays of <tag>/updater.txt (FORMAT.md §4.2) the same way, e.g. each
+// rank the block of Adam's exp_avg that matches its block of the parameter;
+// set_entry() stages a tag-level entry such as trainingConfig.fb, which the
+// root writes. The tag is then what a single Writer committing the whole
+// checkpoint writes (checkpoint.hpp; modelzip.torch.save_checkpoint), and
+// read_updater_block() reads any block of a state back.
+//
 // Limits: distributed tensors are dense, of fixed-size dtypes, stored
-// (uncompressed); updater state and graph entries are written by the
-// single-process Writer. Thread safety: one thread per CollectiveWriter.
-// Tensors given to add()/add_shard() are borrowed until commit() returns.
+// (uncompressed), and so are set_entry()'s entries; embeddings and deflated
+// blobs are written by the single-process Writer. Thread safety: one
+// thread per CollectiveWriter.
+// Tensors given to add()/add_shard() and the add_updater_*() functions are
+// borrowed until commit() returns.
 #pragma once
 
 #include <cstdint>
@@ -109,6 +119,25 @@ class CollectiveWriter {
   // The parameter `name` is `from_param` of the existing tag `from_tag`.
   void share(std::string name, std::string from_tag, std::string from_param);
 
+  // Updater state `state` (e.g. "exp_avg") of parameter `variable`, whole
+  // on this rank, or this rank's block of it (checked like add_shard: a state
+  // sharded like its parameter has the parameter's global shape and this
+  // rank's block of the parameter). Listed in <tag>/updater.txt, stored under
+  // <tag>/updater/; dedup compares with the namesake state of the newest
+  // tag. Same errors as add()/add_shard() (empty names included).
+  void add_updater_state(std::string variable, std::string state, Tensor tensor);
+  void add_updater_shard(std::string variable, std::string state, Tensor block, ShardSpec spec);
+
+  // A tag-level entry `relative_name` (e.g. kTrainingConfigEntryName with
+  // training::encode_training_config, checkpoint.hpp), staged by one rank:
+  // its bytes travel to the root with the records and the root writes it,
+  // stored, after params.txt and updater.txt. Name rules as
+  // NewTag::set_entry (Error(invalid_argument) here); the root validates
+  // graph.fb and trainingConfig.fb before anything is written, and an entry
+  // staged on two ranks fails the commit. Meant for small metadata (each
+  // collective message is limited to 2 GiB).
+  void set_entry(std::string relative_name, Bytes contents);
+
   // Collective: every rank of the communicator calls it with the same tag,
   // staging whatever it owns (possibly nothing). Throws the same Error on
   // every rank if anything fails anywhere; the staged parameters are kept
@@ -138,5 +167,11 @@ struct BlockReadStats {
 // the tensor, Error(unsupported) for sparse or utf8 tensors.
 Tensor read_block(const Archive& archive, std::string_view name, const Block& block,
                   std::string_view tag = {}, BlockReadStats* stats = nullptr);
+
+// The same for updater state `state` of `variable` (updater.txt): how a
+// rank loads its block of optimizer state saved by any number of ranks.
+Tensor read_updater_block(const Archive& archive, std::string_view variable, std::string_view state,
+                          const Block& block, std::string_view tag = {},
+                          BlockReadStats* stats = nullptr);
 
 }  // namespace modelzip

@@ -1,20 +1,32 @@
-"""Trains a small MLP data-parallel and tensor-parallel in several gloo
-processes, checkpointing every step into ONE modelzip archive, then resumes
-on a different number of processes.
+"""Trains a small MLP with Adam in several gloo processes, its parameters and
+Adam state sharded over the processes, checkpointing every step into ONE
+modelzip archive (parameters, optimizer state, training config), then
+resumes on a different number of processes, bit-exactly.
 
-    python3 distributed_training.py model.zip --procs 4 --tp 2 --steps 4
-    python3 distributed_training.py model.zip --procs 2 --tp 1 --steps 3 --resume
-    python3 distributed_training.py model.zip --demo   # both: 4 procs, then 2 (a fresh archive)
+    python3 distributed_training.py model.zip --procs 4 --tp 2 --steps 3
+    python3 distributed_training.py model.zip --procs 2 --tp 1 --steps 2 --resume
+    python3 distributed_training.py model.zip --demo   # both, and an uninterrupted
+                                                       # run on 3 processes to compare
 
-The model: y = fc2(relu(fc1(x))). With tensor parallelism tp, fc1 is split
-by output rows (each rank holds 32/tp rows: a row shard) and fc2 by input
-columns (a column shard, strided in the archive); the partial outputs are
-summed over the tp group. Data parallelism: the dp = procs/tp replicas see
-different batches and average their gradients. Every step, the ranks with
-dp rank 0 commit their shards of every parameter as one tag (mzd.save): each
-writes only its bytes, and each parameter lands as one ordinary entry.
-Resuming, each rank loads just the blocks its (possibly different) tp
-layout needs.
+The model: y = fc2(relu(fc1(x))). Each parameter is sharded over --tp ranks
+the way tensor parallelism splits it: fc1 by output rows (a row shard), fc2
+by input columns (a column shard, strided in the archive); fc2.bias is
+replicated. procs/tp replicas hold the same shards. Each rank keeps an Adam
+optimizer over its own blocks only, so Adam's exp_avg and exp_avg_sq are
+sharded exactly like the parameters (ZeRO/FSDP style).
+
+A step: the ranks gather the whole weights from the shards (FSDP style), each
+computes the gradients of its microbatches of the global batch, the
+gradients are summed in microbatch order, and each rank applies Adam to its
+blocks. Every rank thus computes the same bits whatever the layout, which
+is what makes a resume on another number of processes bit-exact.
+
+Checkpoint: the replicas with dp rank 0 hold every block exactly once and
+pass it, with their optimizer, to mzd.save_checkpoint; each rank writes only
+its bytes, each parameter and each state lands as one ordinary entry, and
+the root writes the training config. Resuming, each rank loads just the
+blocks of parameters and Adam state its (possibly different) layout needs
+(mzd.load_checkpoint).
 """
 import argparse
 import datetime
@@ -30,6 +42,9 @@ import modelzip
 import modelzip.distributed as mzd
 
 IN, HIDDEN, OUT = 16, 32, 4
+MICROBATCHES, MICROBATCH = 12, 8  # the global batch of a step: at most 12 processes
+GLOBAL = {"fc1.weight": (HIDDEN, IN), "fc1.bias": (HIDDEN,), "fc2.weight": (OUT, HIDDEN),
+          "fc2.bias": (OUT,)}
 
 
 def layout(rank, tp):
@@ -40,114 +55,162 @@ def layout(rank, tp):
 def blocks(tp_rank, tp):
     """(offset, shape) of this tp rank's block of every parameter."""
     return {
-        "fc1.weight": mzd.split((HIDDEN, IN), 0, tp_rank, tp),
-        "fc1.bias": mzd.split((HIDDEN,), 0, tp_rank, tp),
-        "fc2.weight": mzd.split((OUT, HIDDEN), 1, tp_rank, tp),
+        "fc1.weight": mzd.split(GLOBAL["fc1.weight"], 0, tp_rank, tp),
+        "fc1.bias": mzd.split(GLOBAL["fc1.bias"], 0, tp_rank, tp),
+        "fc2.weight": mzd.split(GLOBAL["fc2.weight"], 1, tp_rank, tp),
         "fc2.bias": ([0], [OUT]),
     }
 
 
-GLOBAL = {"fc1.weight": (HIDDEN, IN), "fc1.bias": (HIDDEN,), "fc2.weight": (OUT, HIDDEN),
-          "fc2.bias": (OUT,)}
+def index_of(offset, shape):
+    return tuple(slice(o, o + s) for o, s in zip(offset, shape))
 
 
-def batch(step, dp_rank):
-    """Synthetic regression data of a fixed teacher, different per replica."""
-    g = torch.Generator().manual_seed(1000 * step + dp_rank)
-    x = torch.randn(64, IN, generator=g)
+def batch(step, micro):
+    """Microbatch `micro` of step `step`: synthetic data of a fixed teacher."""
+    g = torch.Generator().manual_seed(1000 * step + micro)
+    x = torch.randn(MICROBATCH, IN, generator=g)
     teacher = torch.Generator().manual_seed(7)
     w = torch.randn(OUT, IN, generator=teacher)
     return x, torch.tanh(x @ w.T)
 
 
+def gather_weights(params, mine, tp, tp_rank, dp_rank):
+    """The whole parameters, assembled from the blocks of the dp rank 0 replica."""
+    everyone = [None] * dist.get_world_size()
+    dist.all_gather_object(everyone, (tp_rank, dp_rank, {n: p.detach() for n, p in params.items()}))
+    full = {n: torch.zeros(s) for n, s in GLOBAL.items()}
+    for t, d, parts in everyone:
+        if d == 0:
+            for n, block in parts.items():
+                full[n][index_of(*blocks(t, tp)[n])] = block
+    return full
+
+
+def gradients(full, step, rank, procs):
+    """(mean loss, gradients) of the global batch, summed over microbatches in order."""
+    mine = {}
+    for m in range(rank, MICROBATCHES, procs):
+        w = {n: t.clone().requires_grad_(True) for n, t in full.items()}
+        x, y = batch(step, m)
+        out = torch.relu(x @ w["fc1.weight"].T + w["fc1.bias"]) @ w["fc2.weight"].T + w["fc2.bias"]
+        loss = torch.mean((out - y) ** 2)
+        loss.backward()
+        mine[m] = (loss.item(), {n: t.grad for n, t in w.items()})
+    everyone = [None] * procs
+    dist.all_gather_object(everyone, mine)
+    by_micro = {m: g for part in everyone for m, g in part.items()}
+    total = {n: torch.zeros(s) for n, s in GLOBAL.items()}
+    for m in range(MICROBATCHES):
+        for n in total:
+            total[n] += by_micro[m][1][n]
+    loss = sum(by_micro[m][0] for m in range(MICROBATCHES)) / MICROBATCHES
+    return loss, {n: g / MICROBATCHES for n, g in total.items()}
+
+
+def shards(params, mine):
+    return {n: mzd.Shard(p, GLOBAL[n], mine[n][0]) for n, p in params.items()}
+
+
 def worker(rank, procs, tp, steps, resume, archive, port):
+    torch.set_num_threads(1)  # the same arithmetic in every process
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=procs, timeout=datetime.timedelta(seconds=120))
     tp_rank, dp_rank = layout(rank, tp)
-    dp = procs // tp
-    tp_groups = [dist.new_group([d * tp + t for t in range(tp)]) for d in range(dp)]
-    dp_groups = [dist.new_group([d * tp + t for d in range(dp)]) for t in range(tp)]
-    tp_group, dp_group = tp_groups[dp_rank], dp_groups[tp_rank]
     mine = blocks(tp_rank, tp)
+    params = {n: torch.nn.Parameter(torch.zeros(shape)) for n, (_, shape) in mine.items()}
+    optimizer = torch.optim.Adam(params.values(), lr=0.01)
 
     if resume:
-        # Each rank reads only its blocks, whatever layout wrote them.
-        tag = modelzip.open(archive).tags[-1]
-        start = int(tag.split("-")[1]) + 1
-        loaded = mzd.load(archive, mine, tag=tag)
-        params = {n: torch.tensor(np.array(a), requires_grad=True) for n, a in loaded.items()}
+        # Each rank reads only its blocks of parameters and Adam state,
+        # whatever layout wrote them.
+        start = mzd.load_checkpoint(archive, shards(params, mine), optimizer).iteration
     else:
         start = 0
         g = torch.Generator().manual_seed(0)
         full = {n: torch.randn(*s, generator=g) * 0.3 for n, s in GLOBAL.items()}
-        params = {}
-        for n, (off, shape) in mine.items():
-            index = tuple(slice(o, o + s) for o, s in zip(off, shape))
-            params[n] = full[n][index].clone().requires_grad_(True)
+        with torch.no_grad():
+            for n, p in params.items():
+                p.copy_(full[n][index_of(*mine[n])])
 
     for step in range(start, start + steps):
-        x, y = batch(step, dp_rank)
-        h = torch.relu(x @ params["fc1.weight"].T + params["fc1.bias"])
-        partial = h @ params["fc2.weight"].T
-        out = partial.clone()
-        dist.all_reduce(out, group=tp_group)  # sum of the tp partial outputs
-        out = partial + (out - partial).detach() + params["fc2.bias"]
-        loss = torch.mean((out - y) ** 2)
-        loss.backward()
-        with torch.no_grad():
-            for n, p in params.items():  # fc2.bias: replicated over tp, same gradient
-                dist.all_reduce(p.grad, group=dp_group)
-                p -= 0.1 * p.grad / dp
-                p.grad = None
-        mean_loss = loss.detach().clone()
-        dist.all_reduce(mean_loss)
+        full = gather_weights(params, mine, tp, tp_rank, dp_rank)
+        loss, grads = gradients(full, step, rank, procs)
+        for n, p in params.items():
+            p.grad = grads[n][index_of(*mine[n])].clone()
+        optimizer.step()
         if rank == 0:
-            print(f"step {step}: loss {mean_loss.item() / procs:.4f}", flush=True)
+            print(f"step {step}: loss {loss:.4f}", flush=True)
         # Checkpoint: the dp rank 0 replicas hold every block exactly once.
         staged = {}
         if dp_rank == 0:
-            for n, p in params.items():
-                if n == "fc2.bias":
-                    if tp_rank == 0:
-                        staged[n] = p.detach()
-                else:
-                    staged[n] = mzd.Shard(p.detach(), GLOBAL[n], mine[n][0])
-        mzd.save(archive, f"step-{step}", staged)
+            staged = shards(params, mine)
+            if tp_rank != 0:
+                del staged["fc2.bias"]  # replicated: tp rank 0 writes it
+        mzd.save_checkpoint(archive, f"step-{step}", staged, optimizer if dp_rank == 0 else None)
 
-    # The last checkpoint holds exactly this process's parameters.
-    last = mzd.load(archive, mine)
+    # The last checkpoint holds exactly this process's parameters and Adam state.
+    check = {n: torch.nn.Parameter(torch.zeros(shape)) for n, (_, shape) in mine.items()}
+    check_optimizer = torch.optim.Adam(check.values(), lr=0.01)
+    state = mzd.load_checkpoint(archive, shards(check, mine), check_optimizer)
+    assert state.iteration == start + steps, state
     for n, p in params.items():
-        assert np.array_equal(last[n], p.detach().numpy()), n
+        assert torch.equal(check[n], p), n
+        for key, value in optimizer.state[p].items():
+            assert torch.equal(check_optimizer.state[check[n]][key], value), (n, key)
     dist.barrier()
     dist.destroy_process_group()
+
+
+def run(archive, procs, tp, steps, resume):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(worker, args=(procs, tp, steps, resume, archive, port), nprocs=procs)
+
+
+def same_checkpoint(a, b, tag):
+    """Whether tag `tag` of archives a and b holds the same bits (parameters and
+    optimizer state) and counters."""
+    with modelzip.open(a) as x, modelzip.open(b) as y:
+        same = x.training_config(tag)["iteration_count"] == y.training_config(tag)["iteration_count"]
+        for p in x.params(tag):
+            same = same and x.tensor(p.name, tag).tobytes() == y.tensor(p.name, tag).tobytes()
+        for s in x.updater_states(tag):
+            same = same and (x.updater_state(s.name, s.state, tag).tobytes() ==
+                             y.updater_state(s.name, s.state, tag).tobytes())
+        return same and len(x.updater_states(tag)) == len(y.updater_states(tag)) > 0
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("archive")
     ap.add_argument("--procs", type=int, default=4)
-    ap.add_argument("--tp", type=int, default=2)
+    ap.add_argument("--tp", type=int, default=2, help="ranks each parameter is sharded over")
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--demo", action="store_true",
-                    help="train 3 steps on 4 processes (tp 2, dp 2), resume 2 on 2 (tp 1, dp 2)")
+                    help="train 3 steps on 4 processes (tp 2, dp 2), resume 2 on 2 (tp 1, dp 2), "
+                         "and compare with 5 uninterrupted steps on 3 processes (tp 3)")
     args = ap.parse_args()
-    if args.procs % args.tp:
-        ap.error("--procs must be a multiple of --tp")
-    runs = [(args.procs, args.tp, args.steps, args.resume)]
-    if args.demo:
-        if os.path.exists(args.archive):
-            os.remove(args.archive)
-        runs = [(4, 2, 3, False), (2, 1, 2, True)]
-    for procs, tp, steps, resume in runs:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        mp.spawn(worker, args=(procs, tp, steps, resume, args.archive, port), nprocs=procs)
+    if args.procs % args.tp or args.procs > MICROBATCHES:
+        ap.error(f"--procs must be a multiple of --tp and at most {MICROBATCHES}")
+    if not args.demo:
+        run(args.archive, args.procs, args.tp, args.steps, args.resume)
+    else:
+        reference = args.archive + ".uninterrupted.zip"
+        for path in (args.archive, reference):
+            if os.path.exists(path):
+                os.remove(path)
+        run(args.archive, 4, 2, 3, False)
+        run(args.archive, 2, 1, 2, True)
+        run(reference, 3, 3, 5, False)
+        assert same_checkpoint(args.archive, reference, "step-4"), "the resumed run differs"
+        print("resumed on another world size: bit-exact with the uninterrupted run")
     with modelzip.open(args.archive) as a:
         problems = a.verify()
-        print(f"{args.archive}: tags {a.tags}; {len(a.params())} parameters per tag; "
-              f"verify: {problems or 'ok'}")
+        print(f"{args.archive}: tags {a.tags}; {len(a.params())} parameters and "
+              f"{len(a.updater_states())} optimizer states per tag; verify: {problems or 'ok'}")
         if args.demo:
             assert a.tags == [f"step-{i}" for i in range(5)] and not problems
 

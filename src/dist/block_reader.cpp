@@ -50,18 +50,17 @@ std::optional<Tensor> view_with_runs(const Archive::Impl& impl, const zip::Entry
   return format::decode_tensor_blob(entry, impl.limits);
 }
 
-}  // namespace
-
-Tensor read_block(const Archive& archive, std::string_view name, const Block& block,
-                  std::string_view tag, BlockReadStats* stats) {
-  const ParamInfo info = archive.param(name, tag);
+// The block of the array `info` describes (a parameter or an updater
+// state; `label` names it in messages); `read_whole` reads the whole array
+// when no view with the block's runs can be had.
+template <class ReadWhole>
+Tensor read_array_block(const Archive& archive, const ParamInfo& info, const std::string& label,
+                        const Block& block, BlockReadStats* stats, ReadWhole&& read_whole) {
   const ErrorContext ctx{.archive = archive.name(), .entry = info.blob, .tag = info.owner_tag};
   if (info.kind != BlobKind::tensor || info.layout != Layout::dense || dtype_size(info.dtype) == 0)
     throw Error(ErrorCode::unsupported,
-                "parameter '" + std::string(name) +
-                    "': blocks can be read of dense tensors of fixed-size types only",
-                ctx);
-  dist::check_block(info.shape, block, name);
+                label + ": blocks can be read of dense tensors of fixed-size types only", ctx);
+  dist::check_block(info.shape, block, label);
   // The whole tensor: a view into the mapping for stored blobs (nothing is
   // read yet; of a remote archive, only the block's runs are fetched),
   // decompressed for deflated ones.
@@ -73,7 +72,7 @@ Tensor read_block(const Archive& archive, std::string_view name, const Block& bl
   } catch (const Error& e) {
     throw e.with_context(ctx);
   }
-  const Tensor whole = view ? std::move(*view) : archive.tensor(name, tag, ReadMode::zero_copy);
+  const Tensor whole = view ? std::move(*view) : read_whole();
   const std::uint64_t nbytes = detail::checked_mul(dist::block_numel(block), esize, "block bytes");
   BlockReadStats local;
   local.bytes_read = info.compressed ? whole.values().size() : nbytes;
@@ -94,6 +93,28 @@ Tensor read_block(const Archive& archive, std::string_view name, const Block& bl
   }
   if (stats) *stats = local;
   return Tensor::dense(info.dtype, block.shape, std::move(values));
+}
+
+}  // namespace
+
+Tensor read_block(const Archive& archive, std::string_view name, const Block& block,
+                  std::string_view tag, BlockReadStats* stats) {
+  return read_array_block(archive, archive.param(name, tag),
+                          "parameter '" + std::string(name) + "'", block, stats,
+                          [&] { return archive.tensor(name, tag, ReadMode::zero_copy); });
+}
+
+Tensor read_updater_block(const Archive& archive, std::string_view variable, std::string_view state,
+                          const Block& block, std::string_view tag, BlockReadStats* stats) {
+  const Archive::Impl& impl = archive.internals();
+  const std::size_t t = impl.usable_tag(tag);
+  const std::string key = std::string(variable) + std::string(1, '\0') + std::string(state);
+  const ParamInfo info =
+      impl.info(t, impl.row(t, format::TableKind::updater, key), format::TableKind::updater);
+  return read_array_block(
+      archive, info,
+      "updater state '" + std::string(state) + "' of '" + std::string(variable) + "'", block, stats,
+      [&] { return archive.updater_state(variable, state, tag, ReadMode::zero_copy); });
 }
 
 }  // namespace modelzip

@@ -8,8 +8,8 @@
 namespace modelzip::dist {
 namespace {
 
-[[noreturn]] void invalid(std::string_view param, const std::string& what) {
-  throw Error(ErrorCode::invalid_argument, "parameter '" + std::string(param) + "': " + what);
+[[noreturn]] void invalid(std::string_view label, const std::string& what) {
+  throw Error(ErrorCode::invalid_argument, std::string(label) + ": " + what);
 }
 
 std::string dims_text(const Shape& s) {
@@ -28,15 +28,15 @@ std::size_t run_dim(const Shape& global, const Block& b) {
 
 }  // namespace
 
-void check_block(const Shape& global, const Block& block, std::string_view param) {
+void check_block(const Shape& global, const Block& block, std::string_view label) {
   if (block.offset.size() != global.size() || block.shape.size() != global.size())
-    invalid(param, "block " + block_text(block) + " does not have the rank of the global shape " +
+    invalid(label, "block " + block_text(block) + " does not have the rank of the global shape " +
                        dims_text(global));
   shape_numel(global);  // negative dimensions, overflow
   for (std::size_t d = 0; d < global.size(); ++d)
     if (block.offset[d] < 0 || block.shape[d] < 0 || block.offset[d] > global[d] ||
         block.shape[d] > global[d] - block.offset[d])
-      invalid(param, "block " + block_text(block) + " is not inside the global shape " +
+      invalid(label, "block " + block_text(block) + " is not inside the global shape " +
                          dims_text(global));
 }
 

@@ -3,7 +3,7 @@
 // data (what a rank writes, and what a resharding read copies).
 //
 // Pure functions; thread-safe. Errors: Error(invalid_argument) naming the
-// parameter.
+// parameter (or updater state).
 #pragma once
 
 #include <cstdint>
@@ -16,8 +16,8 @@
 namespace modelzip::dist {
 
 // Throws unless `block` has the rank of `global`, non-negative extents and
-// lies inside it.
-void check_block(const Shape& global, const Block& block, std::string_view param);
+// lies inside it; the message starts with `label` ("parameter 'fc.weight'").
+void check_block(const Shape& global, const Block& block, std::string_view label);
 
 // Element count of `block.shape` (overflow-checked).
 std::uint64_t block_numel(const Block& block);

@@ -15,6 +15,7 @@
 #include <map>
 
 #include "checkpoint/archive_impl.hpp"
+#include "checkpoint/entry_validators.hpp"
 #include "core/checked.hpp"
 #include "dist/blocks.hpp"
 #include "dist/commit_target.hpp"
@@ -27,6 +28,7 @@
 #include "io/syscalls.hpp"
 #include "modelzip/distributed.hpp"
 #include "modelzip/error.hpp"
+#include "modelzip/writer.hpp"
 #include "remote/remote_source.hpp"
 #include "zip/crc32.hpp"
 #include "zip/crc_queue.hpp"
@@ -41,17 +43,32 @@ using format::TableKind;
 
 namespace {
 
-enum class Kind : std::uint8_t { whole = 0, shard = 1, shared = 2 };
+// entry: a tag-level entry (CollectiveWriter::set_entry), written by the root.
+enum class Kind : std::uint8_t { whole = 0, shard = 1, shared = 2, entry = 3 };
 
-// One parameter staged on this rank.
+// One parameter or updater state staged on this rank.
 struct Item {
-  std::string name;
+  std::string name;  // updater state: the variable
   Kind kind = Kind::whole;
   Tensor tensor;  // whole or block
   Shape global;
   Block block;
   std::string from_tag, from_param;
+  TableKind table = TableKind::params;
+  std::string state;  // updater state: its name ("exp_avg"); empty for parameters
 };
+
+// What a staged array is called in the plan and in messages: parameters and
+// updater states (variable, state) have separate name spaces.
+std::string key_of(TableKind table, std::string_view name, std::string_view state) {
+  return std::to_string(static_cast<int>(table)) + ":" + std::to_string(name.size()) + ":" +
+         std::string(name) + std::string(state);
+}
+std::string label_of(TableKind table, std::string_view name, std::string_view state) {
+  return table == TableKind::params
+             ? "parameter '" + std::string(name) + "'"
+             : "updater state '" + std::string(state) + "' of '" + std::string(name) + "'";
+}
 
 // ---- wire format of the collective messages (little-endian) ---------------
 
@@ -147,6 +164,9 @@ struct Record {
   Block block;
   std::string from_tag, from_param;
   bool equals_namesake = false;
+  TableKind table = TableKind::params;
+  std::string state;
+  std::string content;  // Kind::entry: the entry's bytes
 };
 
 // An entry of the layout, as broadcast to every rank.
@@ -224,26 +244,29 @@ class CollectiveWriter::Impl {
   Communicator* comm = nullptr;
   CollectiveOptions options;
   std::vector<Item> items;
+  NewTag entries;  // set_entry(): its name rules, in staging order
 
   ErrorContext context(const std::string& tag = {}) const {
     return ErrorContext{.archive = path.string(), .tag = tag};
   }
-  void check_new(const std::string& name) const {
+  void check_new(const std::string& name, TableKind table = TableKind::params,
+                 const std::string& state = {}) const {
     if (name.empty()) throw Error(ErrorCode::invalid_argument, "empty parameter name", context());
+    if (table == TableKind::updater && state.empty())
+      throw Error(ErrorCode::invalid_argument, "empty updater state name", context());
     for (const auto& i : items)
-      if (i.name == name)
-        throw Error(
-            ErrorCode::invalid_argument,
-            "parameter '" + name + "' is staged twice on rank " + std::to_string(comm->rank()),
-            context());
+      if (i.name == name && i.table == table && i.state == state)
+        throw Error(ErrorCode::invalid_argument,
+                    label_of(table, name, state) + " is staged twice on rank " +
+                        std::to_string(comm->rank()),
+                    context());
   }
-  void check_tensor(const std::string& name, const Tensor& t) const {
+  void check_tensor(const std::string& label, const Tensor& t) const {
     if (t.layout() != Layout::dense || dtype_size(t.dtype()) == 0)
-      throw Error(
-          ErrorCode::unsupported,
-          "parameter '" + name + "': distributed saves take dense tensors of fixed-size types",
-          context());
+      throw Error(ErrorCode::unsupported,
+                  label + ": distributed saves take dense tensors of fixed-size types", context());
   }
+  void stage(Item item, const std::optional<ShardSpec>& spec);
 
   std::vector<Record> records_with_dedup(const std::optional<Archive>& old) const;
   Plan plan(const std::vector<std::vector<Record>>& all, const std::string& tag,
@@ -267,6 +290,9 @@ std::string encode_records(const std::vector<Record>& records) {
     w.str(r.from_tag);
     w.str(r.from_param);
     w.u64(r.equals_namesake ? 1 : 0);
+    w.u64(static_cast<std::uint64_t>(r.table));
+    w.str(r.state);
+    w.str(r.content);
   }
   return w.s;
 }
@@ -279,7 +305,8 @@ std::vector<Record> decode_records(std::string_view bytes, int rank) {
     Record r;
     r.rank = rank;
     r.name = in.str();
-    r.kind = static_cast<Kind>(in.u64());
+    const std::uint64_t kind = in.u64();
+    r.kind = static_cast<Kind>(std::min<std::uint64_t>(kind, 255));
     r.dtype = static_cast<DType>(in.u64());
     r.global = in.dims();
     r.block.offset = in.dims();
@@ -287,6 +314,14 @@ std::vector<Record> decode_records(std::string_view bytes, int rank) {
     r.from_tag = in.str();
     r.from_param = in.str();
     r.equals_namesake = in.u64() != 0;
+    const std::uint64_t table = in.u64();
+    if (kind > static_cast<std::uint64_t>(Kind::entry) ||
+        table > static_cast<std::uint64_t>(TableKind::updater))
+      throw Error(ErrorCode::corrupt,
+                  "malformed collective message from rank " + std::to_string(rank));
+    r.table = static_cast<TableKind>(table);
+    r.state = in.str();
+    r.content = in.str();
     out.push_back(std::move(r));
   }
   return out;
@@ -336,19 +371,26 @@ std::vector<Record> CollectiveWriter::Impl::records_with_dedup(
     r.block = item.block;
     r.from_tag = item.from_tag;
     r.from_param = item.from_param;
+    r.table = item.table;
+    r.state = item.state;
     if (old && options.dedup && item.kind != Kind::shared && !old->tags().empty()) {
       const auto& impl = old->internals();
       const std::size_t prev = impl.tags.size() - 1;
       const auto& tt = impl.tables[prev];
-      const std::size_t at = tt.param_index.find(
-          format::row_key_hash(TableKind::params, item.name, {}), [&](std::size_t p) {
-            return format::row_has_keys(tt.params[p], TableKind::params, item.name, {});
+      const auto& index = item.table == TableKind::params ? tt.param_index : tt.updater_index;
+      const auto& rows = tt.rows(item.table);
+      const std::size_t at =
+          index.find(format::row_key_hash(item.table, item.name, item.state), [&](std::size_t p) {
+            return format::row_has_keys(rows[p], item.table, item.name, item.state);
           });
-      if (at != detail::PositionIndex::npos && tt.params[at].ref.format == BlobFormat::tensor) {
-        const ParamInfo info = impl.info(prev, tt.params[at], TableKind::params);
+      if (at != detail::PositionIndex::npos && rows[at].ref.format == BlobFormat::tensor) {
+        const ParamInfo info = impl.info(prev, rows[at], item.table);
         if (!info.compressed && info.layout == Layout::dense && info.dtype == r.dtype &&
             info.shape == r.global) {
-          const Tensor before = old->tensor(item.name, impl.tags[prev], ReadMode::zero_copy);
+          const Tensor before =
+              item.table == TableKind::params
+                  ? old->tensor(item.name, impl.tags[prev], ReadMode::zero_copy)
+                  : old->updater_state(item.name, item.state, impl.tags[prev], ReadMode::zero_copy);
           const std::uint64_t esize = dtype_size(r.dtype);
           const std::byte* mine = item.tensor.values().data();
           const std::byte* theirs = before.values().data();
@@ -365,6 +407,14 @@ std::vector<Record> CollectiveWriter::Impl::records_with_dedup(
     }
     out.push_back(std::move(r));
   }
+  for (const auto& e : entries.entries()) {
+    Record r;
+    r.rank = comm->rank();
+    r.name = e.relative_name;
+    r.kind = Kind::entry;
+    r.content = std::string(e.contents.as_string_view());
+    out.push_back(std::move(r));
+  }
   return out;
 }
 
@@ -376,20 +426,39 @@ Plan CollectiveWriter::Impl::plan(
     std::vector<BlobRow>& rows, CollectiveStats& stats,
     std::vector<std::pair<PlannedEntry, std::string>>& root_entries) const {
   const Archive* old = target.old();
-  // Parameters in order of first appearance (rank order, then staging order).
+  auto rank_of = [](const Record* r) { return "rank " + std::to_string(r->rank); };
+  // Parameters and updater states in order of first appearance (rank
+  // order, then staging order); tag-level entries likewise.
   std::vector<std::string> order;
-  std::map<std::string, std::vector<const Record*>> by_name;
+  std::map<std::string, std::vector<const Record*>> by_name;  // by key_of
+  std::vector<const Record*> tag_entries;
   for (const auto& rank_records : all)
     for (const auto& r : rank_records) {
-      auto& v = by_name[r.name];
-      if (v.empty()) order.push_back(r.name);
+      if (r.kind == Kind::entry) {
+        for (const Record* e : tag_entries)
+          if (e->name == r.name)
+            throw Error(ErrorCode::invalid_argument,
+                        "entry '" + r.name + "' is staged twice (by " + rank_of(e) + " and " +
+                            rank_of(&r) + ")",
+                        ErrorContext{.tag = tag});
+        if (auto validate = find_entry_validator(tag + "/" + r.name)) {
+          try {
+            validate(Bytes::borrow(std::as_bytes(std::span(r.content)), nullptr), Limits{});
+          } catch (const Error& e) {
+            throw e.with_context({.entry = tag + "/" + r.name, .tag = tag});
+          }
+        }
+        tag_entries.push_back(&r);
+        continue;
+      }
+      const std::string key = key_of(r.table, r.name, r.state);
+      auto& v = by_name[key];
+      if (v.empty()) order.push_back(key);
       v.push_back(&r);
     }
-  auto invalid = [&](const std::string& name, const std::string& what) {
-    throw Error(ErrorCode::invalid_argument, "parameter '" + name + "': " + what,
-                ErrorContext{.tag = tag});
+  auto invalid = [&](const std::string& label, const std::string& what) {
+    throw Error(ErrorCode::invalid_argument, label + ": " + what, ErrorContext{.tag = tag});
   };
-  auto rank_of = [](const Record* r) { return "rank " + std::to_string(r->rank); };
 
   struct Param {
     const Record* first;
@@ -397,12 +466,14 @@ Plan CollectiveWriter::Impl::plan(
     BlobRef ref;
   };
   std::vector<Param> params;
-  for (const auto& name : order) {
-    const auto& pieces = by_name[name];
+  for (const auto& key : order) {
+    const auto& pieces = by_name[key];
     const Record* first = pieces.front();
+    const std::string& name = first->name;
+    const std::string label = label_of(first->table, name, first->state);
     for (const Record* p : pieces)
       if (p != first && (p->kind != Kind::shard || first->kind != Kind::shard))
-        invalid(name, "staged twice (by " + rank_of(first) + " and " + rank_of(p) + ")");
+        invalid(label, "staged twice (by " + rank_of(first) + " and " + rank_of(p) + ")");
     Param param{first};
     if (first->kind == Kind::shared) {
       if (!old || !old->find_tag(first->from_tag))
@@ -422,31 +493,33 @@ Plan CollectiveWriter::Impl::plan(
     for (std::size_t i = 0; i < pieces.size(); ++i) {
       const Record* p = pieces[i];
       if (p->dtype != first->dtype)
-        invalid(name, rank_of(first) + " and " + rank_of(p) + " disagree on the dtype (" +
-                          std::string(dtype_name(first->dtype)) + " vs " +
-                          std::string(dtype_name(p->dtype)) + ")");
+        invalid(label, rank_of(first) + " and " + rank_of(p) + " disagree on the dtype (" +
+                           std::string(dtype_name(first->dtype)) + " vs " +
+                           std::string(dtype_name(p->dtype)) + ")");
       if (p->global != first->global)
-        invalid(name, rank_of(first) + " and " + rank_of(p) + " disagree on the global shape (" +
-                          shape_text(first->global) + " vs " + shape_text(p->global) + ")");
-      dist::check_block(p->global, p->block, name);
+        invalid(label, rank_of(first) + " and " + rank_of(p) + " disagree on the global shape (" +
+                           shape_text(first->global) + " vs " + shape_text(p->global) + ")");
+      dist::check_block(p->global, p->block, label);
       for (std::size_t k = 0; k < i; ++k)
         if (dist::blocks_overlap(pieces[k]->block, p->block))
-          invalid(name, "the blocks of " + rank_of(pieces[k]) + " " +
-                            dist::block_text(pieces[k]->block) + " and " + rank_of(p) + " " +
-                            dist::block_text(p->block) + " overlap");
+          invalid(label, "the blocks of " + rank_of(pieces[k]) + " " +
+                             dist::block_text(pieces[k]->block) + " and " + rank_of(p) + " " +
+                             dist::block_text(p->block) + " overlap");
       covered += dist::block_numel(p->block);
       all_equal = all_equal && p->equals_namesake;
     }
     const std::uint64_t numel = shape_numel(first->global);
     if (covered != numel)
-      invalid(name, "the blocks staged by " + std::to_string(pieces.size()) + " rank(s) cover " +
-                        std::to_string(covered) + " of its " + std::to_string(numel) +
-                        " elements (global shape " + shape_text(first->global) +
-                        "): blocks are missing");
+      invalid(label, "the blocks staged by " + std::to_string(pieces.size()) + " rank(s) cover " +
+                         std::to_string(covered) + " of its " + std::to_string(numel) +
+                         " elements (global shape " + shape_text(first->global) +
+                         "): blocks are missing");
     if (all_equal && old && options.dedup) {
       const auto& impl = old->internals();
       const std::size_t prev = impl.tags.size() - 1;
-      param.ref = impl.row(prev, TableKind::params, name).ref;
+      const std::string row_key =
+          first->table == TableKind::params ? name : name + std::string(1, '\0') + first->state;
+      param.ref = impl.row(prev, first->table, row_key).ref;
       if (param.ref.tag.empty()) param.ref.tag = impl.tags[prev];
       ++stats.blobs_deduplicated;
     } else {
@@ -455,12 +528,18 @@ Plan CollectiveWriter::Impl::plan(
     params.push_back(param);
   }
 
-  // params.txt and the blob entries, placed one after another.
-  std::uint64_t next_index = 0;
-  std::vector<PlannedEntry> blobs;
+  // params.txt, updater.txt (when there is updater state), the tag-level
+  // entries and the blob entries (parameters, then updater states), placed
+  // one after another in the single writer's order.
+  std::uint64_t next_index[2] = {0, 0};
+  std::vector<BlobRow> updater_rows;
   for (auto& p : params) {
-    if (p.new_blob) p.ref = BlobRef{"", next_index++, BlobFormat::tensor};
-    rows.push_back(BlobRow{{p.first->name}, p.ref, 0});
+    const TableKind table = p.first->table;
+    if (p.new_blob) p.ref = BlobRef{"", next_index[static_cast<int>(table)]++, BlobFormat::tensor};
+    if (table == TableKind::params)
+      rows.push_back(BlobRow{{p.first->name}, p.ref, 0});
+    else
+      updater_rows.push_back(BlobRow{{p.first->name, p.first->state}, p.ref, 0});
   }
   const std::string params_txt = format::write_blob_table(rows, TableKind::params);
 
@@ -483,22 +562,31 @@ Plan CollectiveWriter::Impl::plan(
   };
   root_entries.emplace_back(place("", tag + "/params.txt", params_txt.size(), 0, options.root),
                             params_txt);
-  for (const auto& p : params) {
-    if (!p.new_blob) continue;
-    const auto layout = format::dense_blob_layout(p.first->dtype, p.first->global);
-    // The header goes with the block that holds the first element (for an
-    // empty tensor: the first rank that staged it).
-    int header_rank = p.first->rank;
-    for (const Record* r : by_name[p.first->name])
-      if (dist::block_numel(r->block) > 0 &&
-          std::all_of(r->block.offset.begin(), r->block.offset.end(),
-                      [](std::int64_t o) { return o == 0; }))
-        header_rank = r->rank;
-    plan.entries.push_back(place(p.first->name,
-                                 format::blob_entry_name(p.ref, tag, TableKind::params),
-                                 layout.size, layout.values_offset, header_rank));
-    ++stats.blobs_written;
+  if (!updater_rows.empty()) {
+    std::string updater_txt = format::write_blob_table(updater_rows, TableKind::updater);
+    root_entries.emplace_back(place("", tag + "/updater.txt", updater_txt.size(), 0, options.root),
+                              updater_txt);
   }
+  for (const Record* e : tag_entries)
+    root_entries.emplace_back(place("", tag + "/" + e->name, e->content.size(), 0, options.root),
+                              e->content);
+  for (TableKind table : {TableKind::params, TableKind::updater})
+    for (const auto& p : params) {
+      if (!p.new_blob || p.first->table != table) continue;
+      const auto layout = format::dense_blob_layout(p.first->dtype, p.first->global);
+      const std::string key = key_of(table, p.first->name, p.first->state);
+      // The header goes with the block that holds the first element (for an
+      // empty tensor: the first rank that staged it).
+      int header_rank = p.first->rank;
+      for (const Record* r : by_name[key])
+        if (dist::block_numel(r->block) > 0 &&
+            std::all_of(r->block.offset.begin(), r->block.offset.end(),
+                        [](std::int64_t o) { return o == 0; }))
+          header_rank = r->rank;
+      plan.entries.push_back(place(key, format::blob_entry_name(p.ref, tag, table), layout.size,
+                                   layout.values_offset, header_rank));
+      ++stats.blobs_written;
+    }
   // The blocks of the new entries are allocated before any rank writes, so
   // that the ranks' writes (io::SharedFileWriter) run in parallel, none of
   // them extending the file or allocating. An interrupted commit cuts the
@@ -517,8 +605,8 @@ Plan CollectiveWriter::Impl::plan(
 // written, those of short ones inline).
 std::vector<Piece> CollectiveWriter::Impl::write(const Plan& plan, int fd,
                                                  std::uint64_t& written) const {
-  std::map<std::string_view, const Item*> mine;
-  for (const auto& i : items) mine.emplace(i.name, &i);
+  std::map<std::string, const Item*> mine;  // by key_of
+  for (const auto& i : items) mine.emplace(key_of(i.table, i.name, i.state), &i);
   std::vector<Piece> pieces;
   // Tensor data goes out through io::SharedFileWriter: the middle of long
   // runs directly, the rest through the page cache (see there for why, and
@@ -620,28 +708,58 @@ CollectiveWriter::~CollectiveWriter() = default;
 CollectiveWriter::CollectiveWriter(CollectiveWriter&&) noexcept = default;
 CollectiveWriter& CollectiveWriter::operator=(CollectiveWriter&&) noexcept = default;
 
+// Checks and stages `item` (its name, table, state and tensor set): whole,
+// or the block `spec` places.
+void CollectiveWriter::Impl::stage(Item item, const std::optional<ShardSpec>& spec) {
+  check_new(item.name, item.table, item.state);
+  const std::string label = label_of(item.table, item.name, item.state);
+  check_tensor(label, item.tensor);
+  if (!spec) {
+    item.kind = Kind::whole;
+    item.global = item.tensor.shape();
+    item.block = Block{std::vector<std::int64_t>(item.global.size(), 0), item.global};
+  } else {
+    item.kind = Kind::shard;
+    item.block = Block{spec->offset, item.tensor.shape()};
+    item.global = spec->global_shape;
+    try {
+      dist::check_block(item.global, item.block, label);
+    } catch (const Error& e) {
+      throw e.with_context(context());
+    }
+  }
+  items.push_back(std::move(item));
+}
+
 void CollectiveWriter::add(std::string name, Tensor tensor) {
-  impl_->check_new(name);
-  impl_->check_tensor(name, tensor);
-  Item item{std::move(name), Kind::whole, std::move(tensor)};
-  item.global = item.tensor.shape();
-  item.block = Block{std::vector<std::int64_t>(item.global.size(), 0), item.global};
-  impl_->items.push_back(std::move(item));
+  impl_->stage(Item{std::move(name), Kind::whole, std::move(tensor)}, std::nullopt);
 }
 
 void CollectiveWriter::add_shard(std::string name, Tensor block, ShardSpec spec) {
-  impl_->check_new(name);
-  impl_->check_tensor(name, block);
-  Block b{std::move(spec.offset), block.shape()};
+  impl_->stage(Item{std::move(name), Kind::shard, std::move(block)}, std::move(spec));
+}
+
+void CollectiveWriter::add_updater_state(std::string variable, std::string state, Tensor tensor) {
+  Item item{std::move(variable), Kind::whole, std::move(tensor)};
+  item.table = TableKind::updater;
+  item.state = std::move(state);
+  impl_->stage(std::move(item), std::nullopt);
+}
+
+void CollectiveWriter::add_updater_shard(std::string variable, std::string state, Tensor block,
+                                         ShardSpec spec) {
+  Item item{std::move(variable), Kind::shard, std::move(block)};
+  item.table = TableKind::updater;
+  item.state = std::move(state);
+  impl_->stage(std::move(item), std::move(spec));
+}
+
+void CollectiveWriter::set_entry(std::string relative_name, Bytes contents) {
   try {
-    dist::check_block(spec.global_shape, b, name);
+    impl_->entries.set_entry(std::move(relative_name), std::move(contents));
   } catch (const Error& e) {
     throw e.with_context(impl_->context());
   }
-  Item item{std::move(name), Kind::shard, std::move(block)};
-  item.global = std::move(spec.global_shape);
-  item.block = std::move(b);
-  impl_->items.push_back(std::move(item));
 }
 
 void CollectiveWriter::share(std::string name, std::string from_tag, std::string from_param) {
@@ -818,6 +936,7 @@ CollectiveStats CollectiveWriter::commit(const std::string& tag) {
   stats.blobs_deduplicated = in.u64();
   stats.appended = in.u64() != 0;
   m.items.clear();
+  m.entries = NewTag();
   return stats;
 }
 

@@ -150,4 +150,62 @@ inline NewTag whole_model(const Versions& version, int n) {
   return tag;
 }
 
+// Updater state of the model: every parameter with elements has the
+// states "M" and "V", sharded exactly as the parameter, and a scalar "step"
+// staged whole by the first rank that stages the parameter. Values derive
+// from (parameter, state, version) like the parameters' (all distinct, so a
+// single writer's dedup by content finds no duplicates either).
+inline const std::vector<std::string>& updater_state_names() {
+  static const std::vector<std::string> names{"M", "V"};
+  return names;
+}
+inline ParamDef state_def(const ParamDef& p, const std::string& state) {
+  return ParamDef{p.name + "#" + state, p.shape, p.split};
+}
+inline Tensor step_state(const ParamDef& p, int version) {
+  return float_tensor({}, {value_of(p.name + "#step", 0, version)});
+}
+inline int first_rank_of(const ParamDef& p, int n) {
+  for (int r = 0; r < n; ++r)
+    if (block_for(p, r, n)) return r;
+  return -1;
+}
+
+// Stages this rank's part of the updater state on `w`; "M" is at
+// `m_version`, the rest at 1.
+inline void stage_updater(CollectiveWriter& w, int rank, int n, int m_version) {
+  for (const auto& p : model_defs()) {
+    auto block = block_for(p, rank, n);
+    if (!block || numel_of(p.shape) == 0) continue;
+    for (const auto& s : updater_state_names()) {
+      const ParamDef d = state_def(p, s);
+      const auto all = global_values(d, s == "M" ? m_version : 1);
+      Tensor t = float_tensor(block->shape, block_values(all, p.shape, *block));
+      if (p.split == ParamDef::whole_on_last || p.split == ParamDef::whole_on_first)
+        w.add_updater_state(p.name, s, t);
+      else
+        w.add_updater_shard(p.name, s, t, ShardSpec{p.shape, block->offset});
+    }
+    if (first_rank_of(p, n) == rank) w.add_updater_state(p.name, "step", step_state(p, 1));
+  }
+}
+
+// The same updater state added whole to `tag`, in the collective order.
+inline void add_whole_updater(NewTag& tag, int n, int m_version) {
+  std::vector<std::string> order;
+  for (int r = 0; r < n; ++r)
+    for (const auto& p : model_defs())
+      if (block_for(p, r, n) && std::find(order.begin(), order.end(), p.name) == order.end())
+        order.push_back(p.name);
+  for (const auto& name : order)
+    for (const auto& p : model_defs()) {
+      if (p.name != name || numel_of(p.shape) == 0) continue;
+      for (const auto& s : updater_state_names())
+        tag.add_updater_state(
+            p.name, s,
+            float_tensor(p.shape, global_values(state_def(p, s), s == "M" ? m_version : 1)));
+      tag.add_updater_state(p.name, "step", step_state(p, 1));
+    }
+}
+
 }  // namespace modelzip::disttest

@@ -19,6 +19,7 @@
 #include "format/tensor_blob.hpp"
 #include "io/syscalls.hpp"
 #include "modelzip/archive.hpp"
+#include "modelzip/checkpoint.hpp"
 #include "modelzip/error.hpp"
 #include "modelzip/mpi.hpp"
 #include "modelzip/writer.hpp"
@@ -256,6 +257,103 @@ TEST_CASE("collective commits: uneven shards, idle ranks, dedup, share, resharde
                      "')\nsys.exit(1 if z.testzip() is not None else 0)\n") == 0);
   }
   CHECK(mismatch == "");
+  comm().barrier();
+}
+
+TEST_CASE("collective commits of updater state and a training config: a single writer's tag") {
+  const int r = comm().rank(), n = comm().size();
+  SharedDir dir;
+  const fs::path path = dir / "optim.zip";
+  training::TrainingConfig config;
+  config.iteration_count = 7;
+  config.properties["origin"] = "last rank";
+  const Bytes config_bytes = training::encode_training_config(config);
+  for (int version = 1; version <= 2; ++version) {
+    CollectiveWriter w(path, comm());
+    stage_model(w, r, n, all_at(version));
+    stage_updater(w, r, n, version);
+    if (r == n - 1) w.set_entry(std::string(kTrainingConfigEntryName), config_bytes);
+    CollectiveStats st = w.commit("opt-" + std::to_string(version));
+    if (version == 2) {
+      // Every "V" and "step" is its namesake of opt-1, and so is "empty"
+      // (no elements); the other parameters and every "M" changed.
+      const std::uint64_t with_state = model_defs().size() - 1;  // all but "empty"
+      CHECK(st.blobs_deduplicated == 2 * with_state + 1);
+      CHECK(st.blobs_written == model_defs().size() - 1 + with_state);
+    }
+  }
+
+  Archive a = Archive::open(path);
+  CHECK(a.verify().empty());
+  CHECK(load_training_config(a, "opt-2") == config);
+  CHECK(a.updater_states("opt-2").size() == 3 * (model_defs().size() - 1));
+  // Any layout reads back any block of any state, as of parameters.
+  for (int m = 1; m <= 3; ++m)
+    for (const auto& p : model_defs()) {
+      if (numel_of(p.shape) == 0) continue;
+      for (const auto& s : updater_state_names())
+        for (std::size_t dim = 0; dim < std::min<std::size_t>(p.shape.size(), 2); ++dim)
+          for (int part = 0; part < m; ++part) {
+            CAPTURE(p.name);
+            CAPTURE(s);
+            Block b = split_block(p.shape, dim, part, m);
+            BlockReadStats stats;
+            Tensor t = read_updater_block(a, p.name, s, b, "opt-2", &stats);
+            CHECK(floats_of(t) ==
+                  block_values(global_values(state_def(p, s), s == "M" ? 2 : 1), p.shape, b));
+            CHECK(stats.bytes_read == numel_of(b.shape) * 4);
+          }
+      CHECK(floats_of(a.updater_state(p.name, "step", "opt-2")) == floats_of(step_state(p, 1)));
+    }
+  CHECK_THROWS_WITH_AS(read_updater_block(a, "fc.weight", "M", Block{{0, 0}, {7, 9}}, "opt-2"),
+                       doctest::Contains("updater state 'M' of 'fc.weight'"), Error);
+
+  // Byte-exact: the single Writer's archive of the same two tags.
+  std::string mismatch;
+  if (r == 0) {
+    const fs::path single = dir / "single.zip";
+    {
+      Writer w = Writer::open(single);
+      for (int version = 1; version <= 2; ++version) {
+        NewTag tag = whole_model(all_at(version), n);
+        add_whole_updater(tag, n, version);
+        tag.set_entry(std::string(kTrainingConfigEntryName), config_bytes);
+        w.add_tag("opt-" + std::to_string(version), std::move(tag));
+        w.commit();
+      }
+    }
+    CHECK(testing::io_bytes(path) == testing::io_bytes(single));
+    Archive b = Archive::open(single);
+    CHECK(a.entry_names() == b.entry_names());
+    for (const auto& name : a.entry_names())
+      if (b.has_entry(name) && a.entry(name, ReadMode::copy).as_string_view() !=
+                                   b.entry(name, ReadMode::copy).as_string_view())
+        mismatch += name + " ";
+  }
+  CHECK(mismatch == "");
+
+  // Updater state staged whole on two ranks, or a block that disagrees with
+  // the global shape: the same error on every rank, the archive unchanged.
+  const std::string before = testing::io_bytes(path);
+  if (n > 1) {
+    CollectiveWriter w(path, comm());
+    if (r < 2) w.add_updater_state("fc.weight", "M", float_tensor({2}, {1.0f, 2.0f}));
+    CHECK_THROWS_WITH_AS(
+        w.commit("bad"),
+        doctest::Contains("updater state 'M' of 'fc.weight': staged twice (by rank 0 and rank 1)"),
+        Error);
+  }
+  {
+    CollectiveWriter w(path, comm());
+    CHECK_THROWS_WITH_AS(
+        w.add_updater_shard("fc.weight", "M", float_tensor({2}, {1.0f, 2.0f}), ShardSpec{{3}, {2}}),
+        doctest::Contains("updater state 'M' of 'fc.weight': block [2:4]"), Error);
+    CHECK_THROWS_AS(w.add_updater_state("fc.weight", "", float_tensor({1}, {1.0f})), Error);
+    CHECK_THROWS_AS(w.set_entry("updater.txt", Bytes::copy_of("x")), Error);
+    if (r == 0) w.set_entry(std::string(kTrainingConfigEntryName), Bytes::copy_of("not a config"));
+    CHECK_THROWS_WITH_AS(w.commit("bad"), doctest::Contains("trainingConfig.fb"), Error);
+  }
+  CHECK(testing::io_bytes(path) == before);
   comm().barrier();
 }
 

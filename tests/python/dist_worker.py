@@ -7,7 +7,10 @@ Scenarios: "save" (uneven row shards as numpy, strided column shards as
 torch tensors, a whole tensor on the last rank only, ranks with nothing of
 some parameters, then a second tag where dedup finds the unchanged ones),
 "invalid" (overlapping shards: the same error on every rank, the archive
-unchanged). Exit status 0 when every check held.
+unchanged), "optim" (a sharded Adam checkpoint with save_checkpoint: w by
+rows, c by columns, b whole on the last rank, each rank's Adam over its
+blocks; then optimizers that disagree: the same ValueError on every rank).
+Exit status 0 when every check held.
 """
 import datetime
 import os
@@ -39,6 +42,45 @@ def staged(rank, world, version, torch):
     if rank == world - 1:
         out["b"] = whole["b"]
     return out
+
+
+ADAM = {"lr": 0.01, "betas": (0.8, 0.99)}
+ADAM_STEPS = 2
+
+
+def adam_model_values():
+    """The optimizer test's initial parameters and per-step gradients (whole)."""
+    g = np.random.default_rng(5)
+    start = {"w": g.standard_normal((10, 6)).astype(np.float32),
+             "c": g.standard_normal((4, 9)).astype(np.float32),
+             "b": g.standard_normal(5).astype(np.float32)}
+    grads = [{n: g.standard_normal(v.shape).astype(np.float32) for n, v in start.items()}
+             for _ in range(ADAM_STEPS)]
+    return start, grads
+
+
+def adam_blocks(rank, world):
+    """(offset, shape) of this rank's block of w, c and b (None: not held)."""
+    return {"w": mzd.split((10, 6), 0, rank, world), "c": mzd.split((4, 9), 1, rank, world),
+            "b": ([0], [5]) if rank == world - 1 else None}
+
+
+def sharded_adam(rank, world, torch):
+    """This rank's blocks as Shards of parameters trained by an Adam over them."""
+    start, grads = adam_model_values()
+    params = {}
+    for name, block in adam_blocks(rank, world).items():
+        if block is not None:
+            index = tuple(slice(o, o + s) for o, s in zip(*block))
+            params[name] = (torch.nn.Parameter(torch.from_numpy(start[name][index].copy())), index)
+    optimizer = torch.optim.Adam([p for p, _ in params.values()], **ADAM)
+    for step in range(ADAM_STEPS):
+        for name, (p, index) in params.items():
+            p.grad = torch.from_numpy(grads[step][name][index].copy())
+        optimizer.step()
+    shards = {n: mzd.Shard(p, start[n].shape, [i.start for i in index]) if n != "b" else p
+              for n, (p, index) in params.items()}
+    return shards, optimizer
 
 
 def main():
@@ -78,6 +120,26 @@ def main():
         assert comm.broadcast(message.encode(), 0).decode() == message
         assert open(path, "rb").read() == before
         assert sorted(f for f in os.listdir(folder) if not f.endswith("-lock")) == ["dist.zip"]
+    elif scenario == "optim":
+        if torch is None:
+            import torch
+        shards, optimizer = sharded_adam(rank, world, torch)
+        s = mzd.save_checkpoint(path, "adam", shards, optimizer, group=comm, durable=False,
+                                epoch=3, properties={"data.position": "17"})
+        assert s.blobs_written == 3 + 3 * 3, s  # 3 parameters, 3 states each
+        before = open(path, "rb").read()
+        if world == 1:
+            return
+        for group in optimizer.param_groups:
+            group["lr"] = 0.5 if rank == world - 1 else group["lr"]
+        try:
+            mzd.save_checkpoint(path, "bad", shards, optimizer, group=comm, durable=False)
+        except ValueError as e:
+            message = str(e)
+        else:
+            raise AssertionError("optimizers with different hyperparameters were saved")
+        assert f"the hyperparameters of rank {world - 1} differ" in message, message
+        assert open(path, "rb").read() == before
     comm.barrier()
     if engine == "torch":
         torch.distributed.destroy_process_group()

@@ -1,6 +1,9 @@
 """modelzip.distributed: 4 torch.distributed (gloo) processes and 2 mpi4py
 ranks commit one archive; then 1, 2 and 3 readers load it back block by
-block. The model's values are computed here (dist_worker.model)."""
+block. The model's values are computed here (dist_worker.model). The same
+engines save a sharded Adam checkpoint, compared with one process's save
+of the whole model and loaded on another layout; the training sample runs
+its tensor-parallel shapes."""
 import os
 import socket
 import subprocess
@@ -107,3 +110,108 @@ def test_split_and_local_errors():
     assert mzd.split((10, 3), 0, 0, 4) == ([0, 0], [3, 3])
     with pytest.raises(ValueError):
         mzd.split((10,), 1, 0, 2)
+
+
+SAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "samples", "python",
+                      "distributed_training.py")
+
+
+@pytest.mark.parametrize("procs,tp", [(3, 3), (4, 4)])
+def test_sample_tensor_parallel_shapes(tmp_path, procs, tp):
+    """Every rank of the sample ends with exactly the parameters and Adam state
+    of the last checkpoint (the sample asserts it), fresh and resumed; these
+    shapes ended in "AssertionError: fc2.bias" before (issue 27 section 3)."""
+    archive = str(tmp_path / "sample.zip")
+    for extra in ([], ["--resume"]):
+        r = subprocess.run([sys.executable, SAMPLE, archive, "--steps", "2", "--procs", str(procs),
+                            "--tp", str(tp), *extra],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=240)
+        assert r.returncode == 0, r.stdout
+    with modelzip.open(archive) as a:
+        assert a.tags == [f"step-{i}" for i in range(4)] and a.verify() == []
+
+
+def whole_adam():
+    """The optimizer test's model trained by one Adam over the whole tensors."""
+    import torch
+    from dist_worker import ADAM, ADAM_STEPS, adam_model_values
+
+    class Model(torch.nn.Module):
+        def __init__(self, start):
+            super().__init__()
+            for name in ("w", "c", "b"):  # the order in which the ranks stage them
+                self.register_parameter(name, torch.nn.Parameter(torch.from_numpy(start[name])))
+
+    start, grads = adam_model_values()
+    model = Model({n: v.copy() for n, v in start.items()})
+    optimizer = torch.optim.Adam(model.parameters(), **ADAM)
+    for step in range(ADAM_STEPS):
+        for name, p in model.named_parameters():
+            p.grad = torch.from_numpy(grads[step][name].copy())
+        optimizer.step()
+    return model, optimizer
+
+
+def check_sharded_adam(path, tmp_path):
+    import torch
+    import modelzip.torch as mzt
+    from dist_worker import ADAM
+    model, optimizer = whole_adam()
+    # What one process saving the whole model and optimizer writes, byte for
+    # byte (without its dedup by content, which would store the three equal
+    # `step` scalars once: the collective commit dedups namesakes only).
+    single = tmp_path / "single.zip"
+    mzt.save_checkpoint(single, "adam", model, optimizer, epoch=3,
+                        properties={"data.position": "17"}, durable=False, dedup=False)
+    with zipfile.ZipFile(path) as a, zipfile.ZipFile(single) as b:
+        assert a.namelist() == b.namelist()
+        for name in a.namelist():
+            assert a.read(name) == b.read(name), name
+    assert path.read_bytes() == single.read_bytes()
+    with modelzip.open(path) as a:
+        assert a.verify() == []
+        assert {(s.name, s.state) for s in a.updater_states()} == {
+            (n, k) for n in "wcb" for k in ("step", "exp_avg", "exp_avg_sq")}
+    # A single process resumes from it...
+    model2, _ = whole_adam()
+    optimizer2 = torch.optim.Adam(model2.parameters(), lr=1.0)
+    state = mzt.load_checkpoint(path, model2, optimizer2)
+    assert (state.iteration, state.epoch, state.properties) == (2, 3, {"data.position": "17"})
+    for (name, p), p2 in zip(model.named_parameters(), model2.parameters()):
+        assert torch.equal(p, p2), name
+        for key in ("step", "exp_avg", "exp_avg_sq"):
+            assert torch.equal(optimizer.state[p][key], optimizer2.state[p2][key]), (name, key)
+    assert optimizer2.param_groups[0]["lr"] == ADAM["lr"]
+    # ... and so do 3 ranks with another layout: w by columns, c by rows, b in
+    # 2 halves, each rank's Adam getting the same blocks of exp_avg/exp_avg_sq.
+    whole = dict(model.named_parameters())
+    for part in range(3):
+        blocks = {"w": mzd.split((10, 6), 1, part, 3), "c": mzd.split((4, 9), 0, part, 3),
+                  "b": mzd.split((5,), 0, part % 2, 2)}
+        params = {n: mzd.Shard(torch.nn.Parameter(torch.zeros(shape)), whole[n].shape, offset)
+                  for n, (offset, shape) in blocks.items()}
+        mine = torch.optim.Adam([s.value for s in params.values()], lr=1.0)
+        state = mzd.load_checkpoint(path, params, mine)
+        assert state.iteration == 2
+        for n, (offset, shape) in blocks.items():
+            index = tuple(slice(o, o + s) for o, s in zip(offset, shape))
+            p = params[n].value
+            assert torch.equal(p, whole[n].detach()[index]), n
+            for key in ("exp_avg", "exp_avg_sq"):
+                assert torch.equal(mine.state[p][key], optimizer.state[whole[n]][key][index]), (n, key)
+            assert torch.equal(mine.state[p]["step"], optimizer.state[whole[n]]["step"])
+        assert mine.param_groups[0]["betas"] == ADAM["betas"]
+    # Blocks that do not fit the stored tensors, an optimizer over other tensors.
+    wrong = {"w": mzd.Shard(torch.zeros(2, 6), (12, 6), (0, 0))}
+    with pytest.raises(ValueError, match="global shape is \\(12, 6\\), the stored one \\(10, 6\\)"):
+        mzd.load_checkpoint(path, wrong)
+    params = {"w": mzd.Shard(torch.nn.Parameter(torch.zeros(2, 6)), (10, 6), (0, 0))}
+    with pytest.raises(ValueError, match="not in params"):
+        mzd.load_checkpoint(path, params, torch.optim.Adam([torch.nn.Parameter(torch.zeros(3))]))
+
+
+@pytest.mark.parametrize("engine", ["torch", "mpi"])
+def test_sharded_adam_checkpoint(tmp_path, engine):
+    """4 gloo processes or 2 mpi4py ranks save a sharded Adam checkpoint."""
+    (run_torch if engine == "torch" else run_mpi)("optim", tmp_path)
+    check_sharded_adam(tmp_path / "dist.zip", tmp_path)

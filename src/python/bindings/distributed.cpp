@@ -16,6 +16,7 @@
 #include "arrays.hpp"
 #include "bindings.hpp"
 #include "modelzip/archive.hpp"
+#include "modelzip/checkpoint.hpp"
 #include "modelzip/distributed.hpp"
 #include "modelzip/error.hpp"
 
@@ -80,8 +81,10 @@ class PyCommunicator : public Communicator {
   mutable int rank_ = 0, size_ = 1;
 };
 
-// (name, None: the whole tensor, or (offset, shape) of a block)
-using Request = std::tuple<std::string, std::optional<std::pair<std::vector<std::int64_t>, Shape>>>;
+// (name, updater state name or "" for the parameter `name`, None: the whole
+// tensor, or (offset, shape) of a block)
+using Request = std::tuple<std::string, std::string,
+                           std::optional<std::pair<std::vector<std::int64_t>, Shape>>>;
 
 Tensor tensor_of(const std::string& name, const py::handle& value) {
   py::tuple savable = helper("_values", "to_savable")(name, value, false);
@@ -142,6 +145,38 @@ and agree(error: str) -> None or (lowest failing rank, its message).)doc")
           py::arg("name"), py::arg("value"), py::arg("global_shape"), py::arg("offset"))
       .def("share", &CollectiveWriter::share, py::arg("name"), py::arg("from_tag"),
            py::arg("from_param"))
+      .def(
+          "add_updater_state",
+          [](CollectiveWriter& w, const std::string& variable, const std::string& state,
+             const py::handle& value) {
+            w.add_updater_state(variable, state, tensor_of(variable + "/" + state, value));
+          },
+          py::arg("variable"), py::arg("state"), py::arg("value"))
+      .def(
+          "add_updater_shard",
+          [](CollectiveWriter& w, const std::string& variable, const std::string& state,
+             const py::handle& value, std::vector<std::int64_t> global_shape,
+             std::vector<std::int64_t> offset) {
+            w.add_updater_shard(variable, state, tensor_of(variable + "/" + state, value),
+                                ShardSpec{std::move(global_shape), std::move(offset)});
+          },
+          py::arg("variable"), py::arg("state"), py::arg("value"), py::arg("global_shape"),
+          py::arg("offset"))
+      .def(
+          "set_entry",
+          [](CollectiveWriter& w, const std::string& relative_name, const py::bytes& data) {
+            w.set_entry(relative_name, Bytes::copy_of(std::string_view(data)));
+          },
+          py::arg("relative_name"), py::arg("data"))
+      .def(
+          "set_training_config",
+          [](CollectiveWriter& w, const py::handle& training) {
+            w.set_entry(std::string(kTrainingConfigEntryName),
+                        training::encode_training_config(training_config_from_python(training)));
+          },
+          py::arg("training"),
+          "Stages <tag>/trainingConfig.fb from a dict shaped as Archive.training_config() "
+          "returns (absent keys: the schema's defaults).")
       .def("commit", &CollectiveWriter::commit, py::arg("tag"),
            py::call_guard<py::gil_scoped_release>());
 
@@ -154,17 +189,27 @@ and agree(error: str) -> None or (lowest failing rank, its message).)doc")
         {
           py::gil_scoped_release release;
           Archive archive = Archive::open(p);
-          for (const auto& [name, block] : requests) {
+          const std::string t = tag_or_newest(tag);
+          for (const auto& [name, state, block] : requests) {
             BlockReadStats stats;
-            if (block) {
-              results.emplace_back(read_block(archive, name, Block{block->first, block->second},
-                                              tag_or_newest(tag), &stats),
-                                   stats);
+            if (block && state.empty()) {
+              Block b{block->first, block->second};
+              results.emplace_back(read_block(archive, name, b, t, &stats), stats);
+            } else if (block) {
+              Block b{block->first, block->second};
+              results.emplace_back(read_updater_block(archive, name, state, b, t, &stats), stats);
             } else {
-              ParamInfo info = archive.param(name, tag_or_newest(tag));
+              ParamInfo info;
+              if (state.empty())
+                info = archive.param(name, t);
+              else
+                for (const ParamInfo& s : archive.updater_states(t))
+                  if (s.name == name && s.state == state) info = s;
               stats.bytes_read = info.nbytes;
               stats.zero_copy = !info.compressed;
-              results.emplace_back(archive.tensor(name, tag_or_newest(tag)), stats);
+              results.emplace_back(
+                  state.empty() ? archive.tensor(name, t) : archive.updater_state(name, state, t),
+                  stats);
             }
           }
         }

@@ -21,6 +21,12 @@ wants and reads only those bytes (zero-copy when the block is contiguous)::
     offset, shape = mzd.split((4096, 1024), 0, rank, world)
     part = mzd.load("model.zip", {"fc.weight": (offset, shape)})["fc.weight"]
 
+Training checkpoints (model, optimizer state sharded like the parameters,
+hyperparameters and counters in one tag, as modelzip.torch.save_checkpoint
+writes them from one process): :func:`save_checkpoint` collectively, and
+:func:`load_checkpoint` on any world size, each rank reading the blocks of
+parameters and optimizer state its new layout needs (docs/distributed.md).
+
 Errors: a commit that fails on any rank raises the same modelzip.Error on
 every rank, naming the rank; the archive is left as it was. The engines'
 time-outs apply: pass ``timeout=`` to ``init_process_group`` (gloo); the
@@ -28,6 +34,7 @@ MPI communicator polls non-blocking collectives until its ``timeout``.
 """
 from __future__ import annotations
 
+import json
 import os
 import time
 from typing import Any, Mapping, NamedTuple, Optional, Sequence, Union
@@ -39,7 +46,8 @@ from ._errors import Error
 from ._modelzip import CollectiveStats, CollectiveWriter, Communicator
 
 __all__ = ["Communicator", "CollectiveStats", "CollectiveWriter", "MPICommunicator", "Shard",
-           "TorchCommunicator", "communicator", "load", "save", "split"]
+           "TorchCommunicator", "communicator", "load", "load_checkpoint", "save",
+           "save_checkpoint", "split"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 Block = tuple[Sequence[int], Sequence[int]]
@@ -222,12 +230,7 @@ def save(path: PathLike, tag: str, tensors: Mapping[str, Any], *, group: Any = N
     (tag, parameter) of an existing tag. Arrays are borrowed, not copied.
     Returns this rank's CollectiveStats."""
     writer = CollectiveWriter(path, communicator(group), dedup=dedup, durable=durable, root=root)
-    for name, value in tensors.items():
-        if isinstance(value, Shard):
-            writer.add_shard(name, value.value, [int(d) for d in value.global_shape],
-                             [int(o) for o in value.offset])
-        else:
-            writer.add(name, value)
+    _stage_tensors(writer, tensors)
     for name, (from_tag, from_param) in (share or {}).items():
         writer.share(name, from_tag, from_param)
     return writer.commit(tag)
@@ -245,11 +248,11 @@ def load(path: PathLike, blocks: Optional[Mapping[str, Optional[Block]]] = None,
     if blocks is None:
         with _modelzip.Archive(path) as archive:
             blocks = {p.name: None for p in archive.params(tag)}
-    requests = [(name, None if b is None else ([int(o) for o in b[0]], [int(s) for s in b[1]]))
+    requests = [(name, "", None if b is None else ([int(o) for o in b[0]], [int(s) for s in b[1]]))
                 for name, b in blocks.items()]
     results = _modelzip.read_blocks(path, requests, tag)
     out = {}
-    for (name, _), (array, nbytes, zero_copy) in zip(requests, results):
+    for (name, _, _), (array, nbytes, zero_copy) in zip(requests, results):
         if stats is not None:
             stats[name] = (nbytes, zero_copy)
         out[name] = array
@@ -257,3 +260,223 @@ def load(path: PathLike, blocks: Optional[Mapping[str, Optional[Block]]] = None,
         import torch as _torch
         out = {name: _torch.from_numpy(np.array(a)) for name, a in out.items()}
     return out
+
+
+def _stage_tensors(writer: CollectiveWriter, tensors: Mapping[str, Any]) -> None:
+    for name, value in tensors.items():
+        if isinstance(value, Shard):
+            writer.add_shard(name, value.value, [int(d) for d in value.global_shape],
+                             [int(o) for o in value.offset])
+        else:
+            writer.add(name, value)
+
+
+def _names_by_id(params: Mapping[str, Any]) -> dict[int, str]:
+    return {id(v.value if isinstance(v, Shard) else v): name for name, v in params.items()}
+
+
+def _stage_optimizer(writer: CollectiveWriter, params: Mapping[str, Any], optimizer: Any) -> dict:
+    """Stages the updater state of the tensors of ``params`` (by name) held by
+    ``optimizer``: a state shaped like the tensor's block is staged as the same
+    block of a state of the parameter's global shape; any other state (a scalar
+    ``step``) whole, by the rank whose block starts at the origin. Returns
+    what the root needs for the training config (JSON-able)."""
+    from . import torch as mzt
+    by_id = _names_by_id(params)
+    names = [[by_id[id(p)] for p in group["params"] if id(p) in by_id]
+             for group in optimizer.param_groups]
+    packed = optimizer.state_dict()
+    by_index = {i: by_id[id(p)] for group, packed_group in
+                zip(optimizer.param_groups, packed["param_groups"])
+                for p, i in zip(group["params"], packed_group["params"]) if id(p) in by_id}
+    updater, other_state = mzt._split_state(packed["state"], by_index)
+    for (name, state), tensor in updater.items():
+        spec = params[name]
+        if not isinstance(spec, Shard):
+            writer.add_updater_state(name, state, tensor)
+        elif tensor.dim() > 0 and tuple(tensor.shape) == tuple(spec.value.shape):
+            writer.add_updater_shard(name, state, tensor, [int(d) for d in spec.global_shape],
+                                     [int(o) for o in spec.offset])
+        elif all(int(o) == 0 for o in spec.offset):
+            writer.add_updater_state(name, state, tensor)
+    return {"class": mzt._class_path(optimizer),
+            "groups": mzt._named_groups(packed["param_groups"], names),
+            "other": other_state,
+            "steps": mzt._completed_steps({i: packed["state"][i] for i in by_index
+                                           if i in packed["state"]})}
+
+
+def _merged_groups(parts: Sequence[tuple[int, dict]]) -> tuple[list, dict, int]:
+    """The param groups (names of every rank, in rank order), non-tensor state
+    and step count of the ranks' _stage_optimizer summaries; ValueError when
+    the ranks' optimizers disagree on class, groups or hyperparameters."""
+    (root_rank, first), *_ = parts
+    groups = [dict(g, params=[]) for g in first["groups"]]
+    other: dict[str, Any] = {}
+    steps = 0
+    for rank, part in parts:
+        if part["class"] != first["class"] or len(part["groups"]) != len(groups):
+            raise ValueError(f"rank {rank} has a {part['class']} with {len(part['groups'])} param "
+                             f"groups, rank {root_rank} a {first['class']} with {len(groups)}")
+        for g, (merged, group) in enumerate(zip(groups, part["groups"])):
+            if {k: v for k, v in group.items() if k != "params"} != \
+                    {k: v for k, v in merged.items() if k != "params"}:
+                raise ValueError(f"param group {g}: the hyperparameters of rank {rank} differ "
+                                 f"from those of rank {root_rank}")
+            merged["params"] += [n for n in group["params"] if n not in merged["params"]]
+        other.update(part["other"])
+        steps = max(steps, int(part["steps"]))
+    return groups, other, steps
+
+
+def _agreed(comm: Communicator, error: str, what: str) -> None:
+    failure = comm.agree(error)
+    if failure is not None:
+        raise ValueError(f"{what} failed on rank {failure[0]}: {failure[1]}")
+
+
+def save_checkpoint(path: PathLike, tag: str, params: Mapping[str, Any], optimizer: Any = None, *,
+                    group: Any = None, scheduler: Any = None, epoch: int = 0,
+                    iteration: Optional[int] = None, properties: Optional[Mapping[str, str]] = None,
+                    dedup: bool = True, durable: bool = True, root: int = 0) -> CollectiveStats:
+    """Collective: adds tag ``tag`` holding a training checkpoint of a sharded
+    run, the tag modelzip.torch.save_checkpoint writes from one process holding
+    the whole model (modelzip.torch.load_checkpoint reads it too).
+
+    params: the parameters this rank writes, as for :func:`save` (whole
+      tensors or :class:`Shard` blocks; a replica that another rank writes is
+      left out).
+    optimizer: this rank's torch optimizer over (some of) those tensors, or
+      None. The state of each tensor of ``params`` it holds is written as
+      updater state sharded like the parameter (Adam's ``exp_avg``,
+      ``exp_avg_sq`` as the same blocks; the scalar ``step`` whole, by the rank
+      whose block starts at index 0). Its other tensors are ignored.
+    The training config is written by the root: the optimizer's class, updater
+    and hyperparameters (which every rank's optimizer must share), the param
+    groups by name over all ranks, ``scheduler`` (the root's), ``epoch``,
+    ``iteration`` (default: the largest per-parameter ``step``) and
+    ``properties``. Without an optimizer on any rank, only parameters are saved.
+    Raises ValueError (on every rank, naming the rank) for arguments that do not
+    fit together; the commit's errors as :func:`save`. Returns this rank's stats.
+    """
+    comm = communicator(group)
+    writer = CollectiveWriter(path, comm, dedup=dedup, durable=durable, root=root)
+    summary: dict = {}
+    error = ""
+    try:
+        _stage_tensors(writer, params)
+        if optimizer is not None:
+            summary = _stage_optimizer(writer, params, optimizer)
+    except Exception as e:  # every rank must reach the agreement, whatever failed here
+        error = f"{type(e).__name__}: {e}"
+    _agreed(comm, error, "save_checkpoint")
+    gathered = comm.gather(json.dumps(summary).encode(), root)
+    if comm.rank() == root:
+        try:
+            parts = [(r, json.loads(p)) for r, p in enumerate(gathered) if p != b"{}"]
+            if parts and not summary:
+                raise ValueError(f"rank {parts[0][0]} passes an optimizer, the root rank {root} "
+                                 "none (the root writes the training config from its optimizer)")
+            if parts:
+                from . import torch as mzt
+                parts.sort(key=lambda part: part[0] != root)  # the root's first
+                groups, other, steps = _merged_groups(parts)
+                writer.set_training_config(mzt._training_config(
+                    optimizer, groups, other, steps if iteration is None else iteration,
+                    scheduler=scheduler, epoch=epoch, properties=properties))
+        except Exception as e:  # as above
+            error = f"{type(e).__name__}: {e}"
+    _agreed(comm, error, "save_checkpoint")
+    return writer.commit(tag)
+
+
+def load_checkpoint(path: PathLike, params: Mapping[str, Any], optimizer: Any = None,
+                    tag: Optional[str] = None, *, scheduler: Any = None) -> Any:
+    """Restores this rank's part of a training checkpoint (saved by
+    :func:`save_checkpoint` on any number of ranks, or by
+    modelzip.torch.save_checkpoint) from tag ``tag`` (None: the newest).
+    No collective: every rank reads only its blocks.
+
+    params: name -> torch tensor to fill in place, whole or as the
+      :class:`Shard` (block, global shape, offset) this rank holds now, in any
+      layout.
+    optimizer: a torch optimizer of the saved class over tensors of
+      ``params``, grouped as saved; gets the saved hyperparameters and, for
+      each of its tensors, the same block of every updater state sharded like
+      the parameter (other states, such as ``step``, whole).
+    scheduler: gets the saved scheduler state.
+    Returns modelzip.torch.TrainingState (tag, iteration, epoch, properties).
+    Raises ValueError when the checkpoint does not fit, modelzip errors for a
+    missing tag, parameter or block outside the saved shape.
+    """
+    from . import torch as mzt
+    with _modelzip.Archive(path) as archive:
+        tag, config, properties = mzt._checkpoint_tag(
+            archive, tag, optimizer is not None or scheduler is not None)
+        infos = {p.name: p for p in archive.params(tag)}
+        dtypes = {name: p.dtype for name, p in infos.items()}
+        for name, value in params.items():
+            if isinstance(value, Shard) and name in infos and \
+                    tuple(infos[name].shape) != tuple(int(d) for d in value.global_shape):
+                raise ValueError(f"parameter {name!r}: the Shard's global shape is "
+                                 f"{tuple(value.global_shape)}, the stored one "
+                                 f"{tuple(infos[name].shape)}")
+        states = [(s.name, s.state, s.dtype, tuple(s.shape)) for s in archive.updater_states(tag)]
+
+        def blocks(requests: list) -> list:
+            tensors = []
+            for (name, state, block), (array, _, _) in zip(
+                    requests, _modelzip.read_blocks(path, requests, tag)):
+                tensors.append(_torch_of(name, state, np.array(array), dtypes, states))
+            return tensors
+
+        def block_of(value: Any, shape: tuple) -> Any:
+            if isinstance(value, Shard) and len(shape) > 0 and \
+                    shape == tuple(int(d) for d in value.global_shape):
+                return [int(o) for o in value.offset], [int(d) for d in value.value.shape]
+            return None
+
+        requests = [(name, "", block_of(value, tuple(int(d) for d in value.global_shape))
+                     if isinstance(value, Shard) else None) for name, value in params.items()]
+        import torch
+        with torch.no_grad():
+            for (name, value), loaded in zip(params.items(), blocks(requests)):
+                target = value.value if isinstance(value, Shard) else value
+                if tuple(target.shape) != tuple(loaded.shape):
+                    raise ValueError(f"parameter {name!r}: the tensor to fill has shape "
+                                     f"{tuple(target.shape)}, the block read {tuple(loaded.shape)}")
+                target.copy_(loaded)
+        if optimizer is not None:
+            by_id = _names_by_id(params)
+
+            def names_of() -> list:
+                names = []
+                for g, group in enumerate(optimizer.param_groups):
+                    missing = [tuple(p.shape) for p in group["params"] if id(p) not in by_id]
+                    if missing:
+                        raise ValueError(f"param group {g} of the optimizer holds tensors of shapes "
+                                         f"{missing} that are not in params")
+                    names.append([by_id[id(p)] for p in group["params"]])
+                return names
+
+            def tensors_of(names: list) -> dict:
+                wanted = {n for group in names for n in group}
+                requests = [(name, state, block_of(params[name], shape))
+                            for name, state, _, shape in states if name in wanted]
+                out: dict[str, dict[str, Any]] = {}
+                for (name, state, _), tensor in zip(requests, blocks(requests)):
+                    out.setdefault(name, {})[state] = tensor
+                return out
+
+            mzt._restore_optimizer(tag, properties, optimizer, names_of, tensors_of, part=True)
+        mzt._restore_scheduler(archive.name, tag, properties, scheduler)
+    return mzt._training_state(tag, config)
+
+
+def _torch_of(name: str, state: str, array: np.ndarray, dtypes: Mapping[str, str],
+              states: Sequence[tuple]) -> Any:
+    from . import _torch
+    if not state:
+        return _torch.to_torch(name, array, dtypes[name])
+    dtype = next(d for n, s, d, _ in states if n == name and s == state)
+    return _torch.to_torch(f"{name}/{state}", array, dtype)

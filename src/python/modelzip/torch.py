@@ -258,10 +258,34 @@ def save_checkpoint(path: Any, tag: str, model: torch.nn.Module, optimizer: torc
     packed = optimizer.state_dict()
     by_index = {i: n for group, group_names in zip(packed["param_groups"], names)
                 for i, n in zip(group["params"], group_names)}
+    updater, other_state = _split_state(packed["state"], by_index)
+    groups = _named_groups(packed["param_groups"], names)
+    training = _training_config(optimizer, groups, other_state,
+                                _completed_steps(packed["state"]) if iteration is None else iteration,
+                                scheduler=scheduler, epoch=epoch, properties=properties)
+    from . import _current_metadata, _updated_metadata
+    writer = Writer(path, dedup=dedup, durable=durable, append=append, progress=progress)
+    try:
+        writer.add_tag(tag, model.state_dict(), updater=updater, training=training,
+                       compress=compress)
+        if metadata is not None:
+            writer.set_metadata(_updated_metadata(_current_metadata(path), metadata, {}, False))
+        return writer.commit()
+    finally:
+        writer.close()
 
+
+def _split_state(state: Mapping[int, Mapping[str, Any]],
+                 by_index: Mapping[int, str]) -> tuple[dict[tuple[str, str], Any], dict[str, Any]]:
+    """The optimizer state of the parameters ``by_index`` names (packed index ->
+    name; others are skipped) as updater arrays {(name, state): tensor} and
+    the JSON-encoded rest {name: {key: value}} (tensors nested in containers
+    become updater arrays named by their path, see _encode)."""
     updater: dict[tuple[str, str], Any] = {}
     other_state: dict[str, Any] = {}
-    for index, values in packed["state"].items():
+    for index, values in state.items():
+        if index not in by_index:
+            continue
         name = by_index[index]
         rest = {}
         for key, value in values.items():
@@ -273,16 +297,29 @@ def save_checkpoint(path: Any, tag: str, model: torch.nn.Module, optimizer: torc
             else:
                 nested: dict[str, Any] = {}
                 rest[key] = _encode(value, key, nested)
-                for state, tensor in nested.items():
-                    updater[(name, state)] = tensor
+                for state_name, tensor in nested.items():
+                    updater[(name, state_name)] = tensor
         if rest:
             other_state[name] = rest
+    return updater, other_state
+
+
+def _named_groups(packed_groups: list, names: list[list[str]]) -> list[dict[str, Any]]:
+    """The PARAM_GROUPS value: each group's encoded hyperparameters with its parameter names."""
     groups = []
-    for g, (group, group_names) in enumerate(zip(packed["param_groups"], names)):
+    for g, (group, group_names) in enumerate(zip(packed_groups, names)):
         encoded = {k: _encode(v, f"param group {g} {k!r}", None) for k, v in group.items()
                    if k != "params"}
-        groups.append({"params": group_names, **encoded})
+        groups.append({"params": list(group_names), **encoded})
+    return groups
 
+
+def _training_config(optimizer: torch.optim.Optimizer, groups: list, other_state: Mapping,
+                     iteration: int, *, scheduler: Any, epoch: int,
+                     properties: Optional[Mapping[str, str]]) -> dict[str, Any]:
+    """The training config dict (Writer.add_tag(training=...)) of a checkpoint of
+    ``optimizer``, whose param groups and non-tensor state are ``groups`` and
+    ``other_state`` (by parameter name)."""
     own = dict(properties or {})
     for key, value in own.items():
         if not isinstance(key, str) or not isinstance(value, str):
@@ -299,24 +336,14 @@ def save_checkpoint(path: Any, tag: str, model: torch.nn.Module, optimizer: torc
     })
     if scheduler is not None:
         own[LR_SCHEDULER] = _dumps(_encode(scheduler.state_dict(), "scheduler", None))
-    training = {
+    return {
         "updater": updater_config,
         "regularization": regularization,
         "minimize": minimize,
-        "iteration_count": _completed_steps(packed["state"]) if iteration is None else int(iteration),
+        "iteration_count": int(iteration),
         "epoch_count": int(epoch),
         "properties": own,
     }
-    from . import _current_metadata, _updated_metadata
-    writer = Writer(path, dedup=dedup, durable=durable, append=append, progress=progress)
-    try:
-        writer.add_tag(tag, model.state_dict(), updater=updater, training=training,
-                       compress=compress)
-        if metadata is not None:
-            writer.set_metadata(_updated_metadata(_current_metadata(path), metadata, {}, False))
-        return writer.commit()
-    finally:
-        writer.close()
 
 
 def _updater_tensors(archive: Archive, tag: str) -> dict[str, dict[str, Any]]:
@@ -342,40 +369,67 @@ def load_checkpoint(path: Any, model: Optional[torch.nn.Module] = None,
     Returns the counters and the extra properties that were saved.
     """
     with Archive(path) as archive:
-        tag = archive.newest_tag if tag is None else tag
-        stored = archive.find_tag(tag)
-        if stored is None:
-            archive.params(tag)  # raises NotFoundError with the archive's message and .tag
-        tag = stored
-        config = archive.training_config(tag)
+        tag, config, properties = _checkpoint_tag(archive, tag,
+                                                  optimizer is not None or scheduler is not None)
         if model is not None:
             model.load_state_dict(archive.load_torch(tag), strict=strict)
-        properties = dict(config["properties"]) if config else {}
-        if optimizer is not None or scheduler is not None:
-            if PARAM_GROUPS not in properties:
-                raise ValueError(f"{archive.name}: tag {tag!r} holds no torch optimizer state "
-                                 "(it was not saved by modelzip.torch.save_checkpoint)")
         if optimizer is not None:
             if model is None:
                 raise ValueError("load_checkpoint needs the model to match optimizer parameters by name")
-            _load_optimizer(archive, tag, properties, model, optimizer)
-        if scheduler is not None:
-            if LR_SCHEDULER not in properties:
-                raise ValueError(f"{archive.name}: tag {tag!r} holds no learning-rate scheduler state")
-            scheduler.load_state_dict(_decode(json.loads(properties[LR_SCHEDULER]), {}))
+            _restore_optimizer(tag, properties, optimizer,
+                               lambda: _optimizer_param_names(model, optimizer),
+                               lambda names: _updater_tensors(archive, tag))
+        _restore_scheduler(archive.name, tag, properties, scheduler)
+    return _training_state(tag, config)
+
+
+def _checkpoint_tag(archive: Archive, tag: Optional[str],
+                    optimizer: bool) -> tuple[str, Optional[dict], dict[str, str]]:
+    """(stored spelling of ``tag`` (None: the newest), its training config, the
+    config's properties). optimizer: the caller restores an optimizer or a
+    scheduler (ValueError when the tag holds no torch optimizer state)."""
+    tag = archive.newest_tag if tag is None else tag
+    stored = archive.find_tag(tag)
+    if stored is None:
+        archive.params(tag)  # raises NotFoundError with the archive's message and .tag
+    config = archive.training_config(stored)
+    properties = dict(config["properties"]) if config else {}
+    if optimizer and PARAM_GROUPS not in properties:
+        raise ValueError(f"{archive.name}: tag {stored!r} holds no torch optimizer state "
+                         "(it was not saved by modelzip.torch.save_checkpoint)")
+    return stored, config, properties
+
+
+def _restore_scheduler(archive_name: str, tag: str, properties: Mapping[str, str],
+                       scheduler: Any) -> None:
+    if scheduler is None:
+        return
+    if LR_SCHEDULER not in properties:
+        raise ValueError(f"{archive_name}: tag {tag!r} holds no learning-rate scheduler state")
+    scheduler.load_state_dict(_decode(json.loads(properties[LR_SCHEDULER]), {}))
+
+
+def _training_state(tag: str, config: Optional[Mapping[str, Any]]) -> TrainingState:
+    properties = config["properties"] if config else {}
     own = {k: v for k, v in properties.items() if not k.startswith("torch.")}
     return TrainingState(tag, int(config["iteration_count"]) if config else 0,
                          int(config["epoch_count"]) if config else 0, own)
 
 
-def _load_optimizer(archive: Archive, tag: str, properties: Mapping[str, str],
-                    model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
+def _restore_optimizer(tag: str, properties: Mapping[str, str], optimizer: torch.optim.Optimizer,
+                       names_of: Callable[[], list[list[str]]],
+                       tensors_of: Callable[[list[list[str]]], Mapping[str, Mapping[str, Any]]],
+                       part: bool = False) -> None:
+    """optimizer.load_state_dict() of the saved state: ``names_of()`` names the
+    optimizer's parameters per group, ``tensors_of(names)`` reads their
+    updater arrays (name -> state -> tensor). part: the optimizer holds some
+    of each saved group's parameters (a rank of a sharded run), not all."""
     saved_class = properties.get(OPTIMIZER)
     if saved_class != _class_path(optimizer):
         raise ValueError(f"tag {tag!r} holds the state of a {saved_class}, not of a "
                          f"{_class_path(optimizer)}")
     saved_groups = json.loads(properties[PARAM_GROUPS])
-    current = _optimizer_param_names(model, optimizer)
+    current = names_of()
     if len(saved_groups) != len(current):
         raise ValueError(f"tag {tag!r} holds {len(saved_groups)} param groups, the optimizer has "
                          f"{len(current)}")
@@ -384,13 +438,14 @@ def _load_optimizer(archive: Archive, tag: str, properties: Mapping[str, str],
     for names in current:
         for name in names:
             index[name] = len(index)
-    tensors = _updater_tensors(archive, tag)
+    tensors = tensors_of(current)
     other = json.loads(properties.get(OPTIMIZER_STATE, "{}"))
     packed_groups = []
     for g, (saved, names) in enumerate(zip(saved_groups, current)):
-        if set(saved["params"]) != set(names) or len(saved["params"]) != len(names):
-            missing = sorted(set(names) - set(saved["params"]))
-            extra = sorted(set(saved["params"]) - set(names))
+        missing = sorted(set(names) - set(saved["params"]))
+        extra = [] if part else sorted(set(saved["params"]) - set(names))
+        if missing or extra or len(set(names)) != len(names) or (
+                not part and len(saved["params"]) != len(names)):
             raise ValueError(f"param group {g}: the checkpoint's parameters differ from the "
                              f"optimizer's (only in the optimizer: {missing}; only in the "
                              f"checkpoint: {extra})")
