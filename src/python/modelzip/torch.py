@@ -1,6 +1,16 @@
-"""Whole torch training checkpoints: model, optimizer, scheduler and counters in one tag.
+"""Torch state dicts and whole training checkpoints in modelzip archives.
 
-::
+State dicts (the argument order of safetensors' save_file and load_file)::
+
+    import modelzip.torch
+
+    modelzip.torch.save(model.state_dict(), "model.zip", "step-1")
+    state = modelzip.torch.load("model.zip")                  # zero-copy CPU tensors
+    state = modelzip.torch.load("model.zip", device="cuda")   # staged onto the GPU
+    modelzip.torch.load_into(model, "model.zip")              # into the model's own tensors
+
+(docs/torch.md says what each does and costs.) Whole training checkpoints: model, optimizer,
+scheduler and counters in one tag::
 
     import modelzip.torch
 
@@ -37,8 +47,9 @@ from typing import Any, Callable, Iterable, Mapping, NamedTuple, Optional
 import torch
 
 from . import Archive, Writer, WriteStats, _torch
+from ._torch_load import apply_plan, load, load_into, plan_load_into, save
 
-__all__ = ["TrainingState", "load_checkpoint", "save_checkpoint"]
+__all__ = ["TrainingState", "load", "load_checkpoint", "load_into", "save", "save_checkpoint"]
 
 OPTIMIZER = "torch.optimizer"
 """Property: the optimizer's class, ``module.QualifiedName`` (``torch.optim.adam.Adam``)."""
@@ -334,12 +345,15 @@ def load_checkpoint(path: Any, model: Optional[torch.nn.Module] = None,
                     *, scheduler: Any = None, strict: bool = True) -> TrainingState:
     """Restores ``model``, ``optimizer`` and ``scheduler`` from tag ``tag`` (None: the newest).
 
-    The model gets ``load_state_dict(..., strict=strict)``. The optimizer must
-    be of the class that was saved, over the same parameters by name, grouped
-    as they were (order inside a group may differ); its state and
-    hyperparameters become the saved ones. Raises ValueError when the
-    checkpoint does not fit, modelzip.NotFoundError for a missing tag.
-    Returns the counters and the extra properties that were saved.
+    The model's tensors get the saved ones as load_into() copies them (``strict`` as for
+    ``load_state_dict``). The optimizer must be of the class that was saved, over the same
+    parameters by name, grouped as they were (order inside a group may differ); its state and
+    hyperparameters become the saved ones (state tensors moved to their parameters' devices, as
+    ``optimizer.load_state_dict`` does). Everything is checked before anything is changed:
+    raises ValueError (or RuntimeError for model keys and shapes, as ``load_state_dict``) when
+    the checkpoint does not fit, modelzip.NotFoundError for a missing tag; the model,
+    optimizer and scheduler are then as they were. Returns the counters and the extra
+    properties that were saved.
     """
     with Archive(path) as archive:
         tag = archive.newest_tag if tag is None else tag
@@ -348,28 +362,35 @@ def load_checkpoint(path: Any, model: Optional[torch.nn.Module] = None,
             archive.params(tag)  # raises NotFoundError with the archive's message and .tag
         tag = stored
         config = archive.training_config(tag)
-        if model is not None:
-            model.load_state_dict(archive.load_torch(tag), strict=strict)
         properties = dict(config["properties"]) if config else {}
         if optimizer is not None or scheduler is not None:
             if PARAM_GROUPS not in properties:
                 raise ValueError(f"{archive.name}: tag {tag!r} holds no torch optimizer state "
                                  "(it was not saved by modelzip.torch.save_checkpoint)")
-        if optimizer is not None:
-            if model is None:
-                raise ValueError("load_checkpoint needs the model to match optimizer parameters by name")
-            _load_optimizer(archive, tag, properties, model, optimizer)
+        if optimizer is not None and model is None:
+            raise ValueError("load_checkpoint needs the model to match optimizer parameters by name")
+        scheduler_state = None
         if scheduler is not None:
             if LR_SCHEDULER not in properties:
                 raise ValueError(f"{archive.name}: tag {tag!r} holds no learning-rate scheduler state")
-            scheduler.load_state_dict(_decode(json.loads(properties[LR_SCHEDULER]), {}))
+            scheduler_state = _decode(json.loads(properties[LR_SCHEDULER]), {})
+        plan = plan_load_into(archive, tag, model, strict) if model is not None else None
+        optimizer_state = (_optimizer_state(archive, tag, properties, model, optimizer)
+                           if optimizer is not None else None)
+    if plan is not None:
+        apply_plan(plan)
+    if optimizer_state is not None:
+        optimizer.load_state_dict(optimizer_state)
+    if scheduler_state is not None:
+        scheduler.load_state_dict(scheduler_state)
     own = {k: v for k, v in properties.items() if not k.startswith("torch.")}
     return TrainingState(tag, int(config["iteration_count"]) if config else 0,
                          int(config["epoch_count"]) if config else 0, own)
 
 
-def _load_optimizer(archive: Archive, tag: str, properties: Mapping[str, str],
-                    model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
+def _optimizer_state(archive: Archive, tag: str, properties: Mapping[str, str],
+                     model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+    """The ``optimizer.state_dict()`` to load, checked against the optimizer (ValueError)."""
     saved_class = properties.get(OPTIMIZER)
     if saved_class != _class_path(optimizer):
         raise ValueError(f"tag {tag!r} holds the state of a {saved_class}, not of a "
@@ -411,7 +432,7 @@ def _load_optimizer(archive: Archive, tag: str, properties: Mapping[str, str],
     if unknown:
         raise ValueError(f"tag {tag!r} holds optimizer state of parameters the optimizer does not "
                          f"have: {sorted(unknown)}")
-    optimizer.load_state_dict({"state": state, "param_groups": packed_groups})
+    return {"state": state, "param_groups": packed_groups}
 
 
 def _tensor_refs(value: Any) -> Iterable[str]:
