@@ -17,8 +17,8 @@ sources are CPU tensors (views of the archive's mapping), destinations tensors o
 The staging steps talk to the device through a Target (CudaTarget; HostTarget does the same in
 host memory without CUDA, so that tests exercise the staging logic on machines without a GPU).
 
-Thread safety: the pools are shared between threads under a lock; a pool serves one copy at a
-time. Errors: the first exception of any thread is raised after the other threads have stopped
+Thread safety: the pools are kept under a lock; copies running at once on one device share its
+pool (each job holds one buffer while it stages and sends). Errors: the first exception of any thread is raised after the other threads have stopped
 and the side stream has finished.
 """
 from __future__ import annotations

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from typing import Any, Mapping, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
@@ -234,13 +235,16 @@ def save(path: PathLike, tag: str, tensors: Mapping[str, Any], *, group: Any = N
 
 
 def load(path: PathLike, blocks: Optional[Mapping[str, Optional[Block]]] = None, *,
-         tag: Optional[str] = None, torch: bool = False,
+         tag: Optional[str] = None, torch: bool = False, device: Any = None,
          stats: Optional[dict] = None) -> dict[str, Any]:
     """This rank's blocks, by parameter name: ``blocks`` maps each name to
     (offset, shape) or None for the whole tensor; without ``blocks``, every
     parameter of the tag whole. No collective: any number of ranks may load.
     Contiguous blocks are read-only zero-copy numpy views; others are copies
     of just the block's bytes. ``torch=True`` gives torch tensors (copies).
+    ``device`` (implies torch): the blocks as torch tensors on that device
+    ("cuda", "cuda:1", a torch.device), copied from the mapping through the
+    staging pipeline of modelzip.torch.load ("cpu": as torch=True).
     ``stats``, if given, receives per name (bytes read, zero_copy)."""
     if blocks is None:
         with _modelzip.Archive(path) as archive:
@@ -253,7 +257,19 @@ def load(path: PathLike, blocks: Optional[Mapping[str, Optional[Block]]] = None,
         if stats is not None:
             stats[name] = (nbytes, zero_copy)
         out[name] = array
-    if torch:
+    if device is not None and _torch_device(device).type != "cpu":
+        from ._torch_load import to_device
+        import torch as _torch
+        with warnings.catch_warnings():  # the pipeline only reads the read-only views
+            warnings.simplefilter("ignore", UserWarning)
+            views = {name: _torch.from_numpy(a) for name, a in out.items()}
+        return to_device(views, _torch_device(device))
+    if torch or device is not None:
         import torch as _torch
         out = {name: _torch.from_numpy(np.array(a)) for name, a in out.items()}
     return out
+
+
+def _torch_device(device: Any) -> Any:
+    import torch as _torch
+    return _torch.device(device)
