@@ -59,7 +59,7 @@ def test_cpu_load_of_1_gib_maps_the_file_without_anonymous_memory(archive_path):
     assert grown < 64 << 20, f"a zero-copy load of 1 GiB grew anonymous memory by {grown} bytes"
     assert total == sum(float(i) * 64 * 64 for i in range(16))
     for tensor in state.values():
-        assert mapped_paths(tensor) == [str(archive_path)]
+        assert mapped_paths(tensor) == [os.path.realpath(archive_path)]
 
 
 def test_writes_stay_private(archive_path):
