@@ -17,7 +17,7 @@ from ._errors import Error
 ENTRY = "ties.json"
 """The entry's name inside the tag folder."""
 MAX_BYTES = 64 << 20
-"""Readers refuse a larger ties.json (Limits' text table size)."""
+"""Readers refuse a larger ties.json (FORMAT.md 5.1)."""
 
 
 def torch_ties(items: Iterable[tuple[str, Any]]) -> Optional[str]:
