@@ -418,7 +418,7 @@ std::map<std::string, Tensor> Archive::load_params(std::span<const std::string> 
     }
   }
   std::optional<PrivateViews> views;
-  if (mode == ReadMode::private_view) views.emplace(*impl_);
+  if (mode == ReadMode::private_view) views.emplace(*impl_, entries);
   std::map<std::string, Tensor> out;
   for (std::size_t i = 0; i < names.size(); ++i) {
     const zip::EntryInfo& e = *entries[i];

@@ -1,5 +1,7 @@
 #include "checkpoint/private_views.hpp"
 
+#include <algorithm>
+
 #include "io/mapped_file.hpp"
 #include "modelzip/error.hpp"
 #include "zip/crc32.hpp"
@@ -23,6 +25,17 @@ Bytes PrivateViews::checked(const zip::EntryInfo& e, Bytes data, bool check_crc)
   return data;
 }
 
+PrivateViews::PrivateViews(const Archive::Impl& archive,
+                           std::span<const zip::EntryInfo* const> entries)
+    : archive_(archive), begin_(UINT64_MAX) {
+  for (const zip::EntryInfo* e : entries) {
+    const std::uint64_t offset = mappable_offset(archive, *e);
+    if (offset == 0) continue;
+    begin_ = std::min(begin_, offset);
+    end_ = std::max(end_, offset + e->compressed_size);  // mappable: no overflow
+  }
+}
+
 Bytes PrivateViews::read(const zip::EntryInfo& e, bool check_crc) {
   const std::uint64_t offset = mappable_offset(archive_, e);
   if (offset == 0) return archive_.reader.read_owned(e);
@@ -32,9 +45,9 @@ Bytes PrivateViews::read(const zip::EntryInfo& e, bool check_crc) {
     return read_one(archive_, e, check_crc);
   }
   if (whole_.empty())
-    whole_ = io::map_private_writable(archive_.snapshot_file.fd->get(), 0,
-                                      archive_.snapshot_file.stable_prefix, archive_.name);
-  return checked(e, whole_.slice(offset, e.compressed_size), check_crc);
+    whole_ = io::map_private_writable(archive_.snapshot_file.fd->get(), begin_, end_ - begin_,
+                                      archive_.name);
+  return checked(e, whole_.slice(offset - begin_, e.compressed_size), check_crc);
 }
 
 Bytes PrivateViews::read_one(const Archive::Impl& archive, const zip::EntryInfo& e,

@@ -3,7 +3,7 @@
 //
 // Stored entries in the stable prefix of a local archive's file
 // (zip::SnapshotFile) are views of a private, writable copy-on-write mapping
-// of that file made for this reader: what the caller writes stays in these
+// of that file, made for this reader, of the range its entries span: what the caller writes stays in these
 // pages, never reaching the file, the archive's own mapping, other readers
 // or other entries. An entry handed out a second time (two parameters that
 // deduplication stored as one blob) gets its own pages: a mapping of its
@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <unordered_set>
 
 #include "checkpoint/archive_impl.hpp"
@@ -30,9 +31,11 @@ class PrivateViews {
  public:
   static constexpr std::uint64_t kOwnMappingBytes = std::uint64_t{64} << 10;
 
-  explicit PrivateViews(const Archive::Impl& archive) : archive_(archive) {}
+  // A reader of `entries` (of `archive`): the private mapping, made at the
+  // first read, covers the file range from the first to the last of them.
+  PrivateViews(const Archive::Impl& archive, std::span<const zip::EntryInfo* const> entries);
 
-  // The whole data of entry `e` (of this archive). With `check_crc`, its
+  // The whole data of entry `e` (one of the entries). With `check_crc`, its
   // CRC-32 is compared with the central directory's before it is returned.
   Bytes read(const zip::EntryInfo& e, bool check_crc);
 
@@ -46,7 +49,8 @@ class PrivateViews {
   static Bytes checked(const zip::EntryInfo& e, Bytes data, bool check_crc);
 
   const Archive::Impl& archive_;
-  Bytes whole_;  // the private mapping of the stable prefix, made at first use
+  std::uint64_t begin_ = 0, end_ = 0;  // the file range of the mappable entries
+  Bytes whole_;  // the private mapping of [begin_, end_), made at first use
   std::unordered_set<const zip::EntryInfo*> handed_out_;
 };
 
