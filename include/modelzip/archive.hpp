@@ -28,6 +28,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -68,6 +69,16 @@ struct ParamInfo {
 enum class ReadMode {
   zero_copy,  // views into the mapping where possible (stored blobs)
   copy,       // owned memory, CRC-checked
+  // Memory the caller may write, without a copy where possible: views of a
+  // private copy-on-write mapping of the archive file made for this read
+  // (stored blobs of a local archive, apart from the part an append may
+  // overwrite). Writes through it (the Tensor's Bytes are const in the
+  // type; the memory is not) stay in this process and reach neither the
+  // file, nor other reads, nor another parameter, also not one that
+  // deduplication stored in the same blob. Other blobs are read into owned
+  // memory, CRC-checked. Data is not CRC-checked otherwise (load_params
+  // can); nothing is read before the memory is touched.
+  private_view,
 };
 
 struct OpenOptions {
@@ -123,8 +134,17 @@ class Archive {
                 ReadMode mode = ReadMode::zero_copy) const;
   // Every tensor parameter of `tag`, by name. `progress` (optional) hears
   // of the blob bytes read; returning false throws Error(cancelled).
+  // (ReadMode::private_view reads nothing up front: no progress is reported.)
   std::map<std::string, Tensor> load(std::string_view tag = {}, ReadMode mode = ReadMode::zero_copy,
                                      const ProgressCallback& progress = {}) const;
+  // The tensor parameters `names` of `tag` (empty: newest), by name. Throws
+  // Error(not_found) for a name the tag lacks, Error(invalid_argument) for
+  // an embedding parameter. With `check_crc`, every blob's CRC-32 is
+  // checked before any tensor is returned (ReadMode::copy always checks).
+  std::map<std::string, Tensor> load_params(std::span<const std::string> names,
+                                            std::string_view tag = {},
+                                            ReadMode mode = ReadMode::zero_copy,
+                                            bool check_crc = false) const;
 
   // Optimizer state arrays of `tag` (from updater.txt), in file order; each
   // ParamInfo has `name` = variable and `state` = state name. Empty when the

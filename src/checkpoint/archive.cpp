@@ -1,6 +1,7 @@
 #include <algorithm>
 
 #include "checkpoint/archive_impl.hpp"
+#include "checkpoint/private_views.hpp"
 #include "core/progress_tracker.hpp"
 #include "format/archive_metadata.hpp"
 #include "format/tag_name.hpp"
@@ -269,11 +270,22 @@ Tensor Archive::Impl::read_tensor(const std::string& entry_name, ReadMode mode,
                                   const std::string& tag) const {
   const zip::EntryInfo& e = entry_or_throw(entry_name);
   try {
-    Bytes data = mode == ReadMode::copy ? reader.read_owned(e) : reader.read(e, false);
-    return format::decode_tensor_blob(data, limits);
+    return format::decode_tensor_blob(read_entry(e, mode), limits);
   } catch (const Error& err) {
     throw err.with_context(context(entry_name, tag));
   }
+}
+
+Bytes Archive::Impl::read_entry(const zip::EntryInfo& e, ReadMode mode) const {
+  switch (mode) {
+    case ReadMode::copy:
+      return reader.read_owned(e);
+    case ReadMode::private_view:
+      return PrivateViews::read_one(*this, e, false);
+    case ReadMode::zero_copy:
+      break;
+  }
+  return reader.read(e, false);
 }
 
 // ---- Archive ---------------------------------------------------------------
@@ -294,11 +306,12 @@ Archive Archive::open(const std::filesystem::path& path, const OpenOptions& opti
   // (the reader protocol of FORMAT.md section 8.3); its tail is a private
   // copy, so later appends never change what this Archive sees.
   std::optional<zip::Directory> parsed;
+  zip::SnapshotFile snapshot_file;
   Bytes file;
   try {
     // read_snapshot looks for the journal beside the name given and, for a
     // symbolic link, beside its target (where writers keep it).
-    file = zip::read_snapshot(path, format::kTagsEntry, options.limits, &parsed);
+    file = zip::read_snapshot(path, format::kTagsEntry, options.limits, &parsed, &snapshot_file);
   } catch (const Error& e) {
     std::error_code ec;  // a plain sentence for an empty file, as Impl gives
     if (e.code() == ErrorCode::corrupt && std::filesystem::is_regular_file(path, ec) &&
@@ -307,7 +320,9 @@ Archive Archive::open(const std::filesystem::path& path, const OpenOptions& opti
                   ErrorContext{.archive = path.string()});
     throw e.with_context({.archive = path.string()});
   }
-  return Archive(std::make_shared<const Impl>(path.string(), file, options, std::move(parsed)));
+  auto impl = std::make_shared<Impl>(path.string(), file, options, std::move(parsed));
+  impl->snapshot_file = std::move(snapshot_file);
+  return Archive(std::move(impl));
 }
 
 Archive Archive::from_memory(Bytes bytes, std::string name, const OpenOptions& options) {
@@ -379,11 +394,66 @@ Tensor Archive::tensor(std::string_view name, std::string_view tag, ReadMode mod
   return impl_->read_tensor(entry, mode, impl_->tags[t]);
 }
 
+std::map<std::string, Tensor> Archive::load_params(std::span<const std::string> names,
+                                                   std::string_view tag, ReadMode mode,
+                                                   bool check_crc) const {
+  const std::size_t t = impl_->usable_tag(tag);
+  const std::string& tag_name = impl_->tags[t];
+  std::vector<const zip::EntryInfo*> entries;
+  entries.reserve(names.size());
+  for (const std::string& name : names) {
+    const BlobRow& row = impl_->row(t, TableKind::params, name);
+    std::string entry = impl_->blob_entry(t, row, TableKind::params);
+    if (row.ref.format != format::BlobFormat::tensor)
+      throw Error(ErrorCode::invalid_argument,
+                  "parameter '" + name + "' is an embedding; use embedding_file()",
+                  impl_->context(entry, tag_name));
+    entries.push_back(&impl_->entry_or_throw(entry));
+  }
+  if (mode != ReadMode::copy && impl_->reader.source()) {
+    try {  // every blob's requests in flight together
+      impl_->reader.prefetch(entries);
+    } catch (const Error& err) {
+      throw err.with_context(impl_->context({}, tag_name));
+    }
+  }
+  std::optional<PrivateViews> views;
+  if (mode == ReadMode::private_view) views.emplace(*impl_, entries);
+  std::map<std::string, Tensor> out;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const zip::EntryInfo& e = *entries[i];
+    try {
+      Bytes data;
+      switch (mode) {
+        case ReadMode::copy:
+          data = impl_->reader.read_owned(e);
+          break;
+        case ReadMode::private_view:
+          data = views->read(e, check_crc);
+          break;
+        case ReadMode::zero_copy:
+          data = impl_->reader.read(e, check_crc);
+          break;
+      }
+      out.insert_or_assign(names[i], format::decode_tensor_blob(data, impl_->limits));
+    } catch (const Error& err) {
+      throw err.with_context(impl_->context(e.name, tag_name));
+    }
+  }
+  return out;
+}
+
 std::map<std::string, Tensor> Archive::load(std::string_view tag, ReadMode mode,
                                             const ProgressCallback& progress) const {
   const std::size_t t = impl_->usable_tag(tag);
   const std::string& tag_name = impl_->tags[t];
   const auto& rows = impl_->tables[t].params;
+  if (mode == ReadMode::private_view) {
+    std::vector<std::string> names;
+    for (const auto& row : rows)
+      if (row.ref.format == format::BlobFormat::tensor) names.push_back(row.keys[0]);
+    return load_params(names, tag_name, mode);
+  }
   std::vector<const BlobRow*> blob_rows;
   std::vector<const zip::EntryInfo*> entries;
   blob_rows.reserve(rows.size());
@@ -474,7 +544,7 @@ Bytes Archive::embedding_file(std::string_view name, std::string_view tag, ReadM
 Bytes Archive::entry(std::string_view entry_name, ReadMode mode) const {
   const zip::EntryInfo& e = impl_->entry_or_throw(entry_name);
   try {
-    return mode == ReadMode::copy ? impl_->reader.read_owned(e) : impl_->reader.read(e, false);
+    return impl_->read_entry(e, mode);
   } catch (const Error& err) {
     throw err.with_context(impl_->context(e.name));
   }

@@ -11,6 +11,7 @@
 #include "format/blob_table.hpp"
 #include "modelzip/archive.hpp"
 #include "modelzip/error.hpp"
+#include "zip/archive_snapshot.hpp"
 #include "zip/zip_directory.hpp"
 #include "zip/zip_reader.hpp"
 
@@ -49,6 +50,9 @@ class Archive::Impl {
   std::vector<std::string> tags;
   std::vector<TagTables> tables;                           // parallel to tags
   std::unordered_map<std::string, std::size_t> tag_index;  // lower-case tag -> position
+  // The file a local archive was read from (for ReadMode::private_view);
+  // no descriptor for remote and in-memory archives.
+  zip::SnapshotFile snapshot_file;
 
   // Error context naming this archive (and optionally an entry and tag).
   ErrorContext context(std::string entry = {}, std::string tag = {}) const {
@@ -76,6 +80,8 @@ class Archive::Impl {
   static constexpr std::uint64_t kBlobHeaderPrefetch = 1024;
   void prefetch_headers(std::size_t tag_pos, format::TableKind kind) const;
   Tensor read_tensor(const std::string& entry_name, ReadMode mode, const std::string& tag) const;
+  // The whole data of `e` as `mode` asks (no CRC check for views).
+  Bytes read_entry(const zip::EntryInfo& e, ReadMode mode) const;
 };
 
 }  // namespace modelzip

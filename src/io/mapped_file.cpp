@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "io/posix_file.hpp"
@@ -100,6 +101,27 @@ Bytes map_shared(int fd, std::uint64_t length, const std::string& name) {
   auto mapping = std::make_shared<const Mapping>(address, static_cast<std::size_t>(length));
   return MappedFileAccess::mark_mapped(Bytes::borrow(
       std::span<const std::byte>(static_cast<const std::byte*>(address), length), mapping));
+}
+
+Bytes map_private_writable(int fd, std::uint64_t offset, std::uint64_t length,
+                           const std::string& name) {
+  if (length == 0) return Bytes::take({});
+  static const std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  const std::uint64_t start = offset / page * page;
+  std::uint64_t span = 0;
+  if (__builtin_add_overflow(length, offset - start, &span) || span > SIZE_MAX ||
+      start > static_cast<std::uint64_t>(std::numeric_limits<off_t>::max())) {
+    errno = EFBIG;
+    throw_errno(name, "cannot map");
+  }
+  void* address = ::mmap(nullptr, static_cast<std::size_t>(span), PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE, fd, static_cast<off_t>(start));
+  if (address == MAP_FAILED) throw_errno(name, "cannot map privately");
+  auto mapping = std::make_shared<const Mapping>(address, static_cast<std::size_t>(span));
+  return MappedFileAccess::mark_mapped(Bytes::borrow(
+      std::span<const std::byte>(static_cast<const std::byte*>(address) + (offset - start),
+                                 static_cast<std::size_t>(length)),
+      mapping));
 }
 
 Bytes read_file(const std::filesystem::path& path) {

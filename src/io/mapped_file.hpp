@@ -33,6 +33,16 @@ Bytes map_prefix_with_tail(int fd, const std::filesystem::path& path, std::uint6
 // be closed afterwards. `name` is used in errors. Throws Error(io).
 Bytes map_shared(int fd, std::uint64_t length, const std::string& name);
 
+// Maps bytes [offset, offset + length) of the open file `fd` privately and
+// writable (copy-on-write): the caller may write through the returned Bytes
+// (const in its type, as every Bytes), and what it writes stays in this
+// mapping's pages, never reaching the file or any other mapping of it. The
+// mapping starts at the page below `offset`; the Bytes views exactly the
+// range asked for, keeps the mapping alive and reports is_mapped(). `fd` may
+// be closed afterwards. `name` is used in errors. Throws Error(io).
+Bytes map_private_writable(int fd, std::uint64_t offset, std::uint64_t length,
+                           const std::string& name);
+
 // Reads `path` into owned memory. Throws Error(io) naming the path.
 Bytes read_file(const std::filesystem::path& path);
 

@@ -76,7 +76,8 @@ io::JournalState journal_state(const std::filesystem::path& path,
 }  // namespace
 
 Bytes read_snapshot(const std::filesystem::path& path, std::string_view tail_entry,
-                    const Limits& limits, std::optional<Directory>* directory) {
+                    const Limits& limits, std::optional<Directory>* directory,
+                    SnapshotFile* file) {
   using Kind = io::JournalState::Kind;
   std::filesystem::path resolved = path;
   std::error_code ec;
@@ -92,7 +93,7 @@ Bytes read_snapshot(const std::filesystem::path& path, std::string_view tail_ent
                                 std::to_string(kAttempts) + " attempts)");
     }
     const io::JournalState before = journal_state(path, resolved);
-    const io::UniqueFd f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    io::UniqueFd f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (!f.valid()) io::throw_errno(path, "cannot open");
     const io::FileIdentity id = identity_of(f.get(), path);
 
@@ -112,6 +113,7 @@ Bytes read_snapshot(const std::filesystem::path& path, std::string_view tail_ent
                         " if it does not belong to this archive)",
                     ErrorContext{.archive = path.string()});
       if (directory) directory->reset();
+      if (file) *file = {std::make_shared<const io::UniqueFd>(std::move(f)), j.tail_start};
       return snapshot;
     }
 
@@ -141,6 +143,7 @@ Bytes read_snapshot(const std::filesystem::path& path, std::string_view tail_ent
     if (parse_error) throw *parse_error;
     Bytes snapshot = io::map_prefix_with_tail(f.get(), path, tail_from, tail);
     if (directory) *directory = std::move(parsed);
+    if (file) *file = {std::make_shared<const io::UniqueFd>(std::move(f)), tail_from};
     return snapshot;
   }
 }

@@ -25,22 +25,38 @@
 // directory of the result if the protocol parsed it anyway (else it is left
 // empty and the caller parses).
 //
+// `file`, when given, receives the descriptor of the file the snapshot
+// came from and the length of the snapshot's stable prefix: its first bytes,
+// which are that file's bytes at the same offsets for as long as the file
+// exists (an append only overwrites from its tail on, a rewrite replaces
+// the file), so they can be mapped from the file again later
+// (Archive's private views).
+//
 // Errors: Error(io) naming the path (cannot open or map; the archive kept
 // changing through every attempt), Error(corrupt) from the directory parse
 // of a file that is stable and does not parse. Thread-safe.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string_view>
 
+#include "io/posix_file.hpp"
 #include "modelzip/bytes.hpp"
 #include "modelzip/limits.hpp"
 #include "zip/zip_directory.hpp"
 
 namespace modelzip::zip {
 
+struct SnapshotFile {
+  std::shared_ptr<const io::UniqueFd> fd;
+  std::uint64_t stable_prefix = 0;
+};
+
 Bytes read_snapshot(const std::filesystem::path& path, std::string_view tail_entry,
-                    const Limits& limits, std::optional<Directory>* directory = nullptr);
+                    const Limits& limits, std::optional<Directory>* directory = nullptr,
+                    SnapshotFile* file = nullptr);
 
 }  // namespace modelzip::zip

@@ -96,6 +96,7 @@ std::vector<Problem> run(const Row& row, const fs::path& path) {
     for (const auto& tag : a.tags()) {
       a.load(tag);
       a.load(tag, ReadMode::copy);
+      a.load(tag, ReadMode::private_view);
       for (const auto& s : a.updater_states(tag)) a.updater_state(s.name, s.state, tag);
     }
   } else if (row.mode == "verify") {

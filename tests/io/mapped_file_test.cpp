@@ -1,5 +1,10 @@
 // io/mapped_file: mapping, reading, lifetimes and errors.
 #include <doctest/doctest.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
 
 #include "../zip/expect_error.hpp"
 #include "io/mapped_file.hpp"
@@ -60,4 +65,26 @@ TEST_CASE("map_file / read_file: missing files and folders are Error(io) naming 
   REQUIRE_ERROR_AS(e2, io::map_file(dir.path()), ErrorCode::io, "is a folder, not a file");
   CHECK(e2.context().archive == dir.path().string());
   CHECK_ERROR(io::read_file(dir.path()), ErrorCode::io, "");
+}
+
+TEST_CASE("map_private_writable: any range, writable, writes never reach the file") {
+  TempDir dir;
+  std::string content(3 * 4096 + 100, '\0');
+  for (std::size_t i = 0; i < content.size(); ++i) content[i] = static_cast<char>(i % 253);
+  write_file(dir / "f", content);
+  const int fd = ::open((dir / "f").c_str(), O_RDONLY | O_CLOEXEC);  // read-only is enough
+  REQUIRE(fd >= 0);
+  Bytes a = io::map_private_writable(fd, 4097, 5000, "f");  // starts inside a page
+  Bytes b = io::map_private_writable(fd, 4097, 5000, "f");
+  ::close(fd);  // the mappings stay
+  CHECK(a.is_mapped());
+  REQUIRE(a.size() == 5000);
+  CHECK(a.as_string_view() == content.substr(4097, 5000));
+  auto* writable = const_cast<std::byte*>(a.data());
+  std::memset(writable, 'x', a.size());
+  CHECK(a.as_string_view() == std::string(5000, 'x'));
+  CHECK(b.as_string_view() == content.substr(4097, 5000));  // another mapping: not seen
+  CHECK(io_bytes(dir / "f") == content);
+  CHECK(io::map_private_writable(-1, 0, 0, "f").empty());  // nothing to map
+  CHECK_THROWS_AS(io::map_private_writable(-1, 0, 10, "f"), Error);
 }

@@ -88,6 +88,27 @@ def check_archive(path, tmp_path):
     whole = mzd.load(path, torch=True)
     assert set(whole) == {"w", "c", "b"}
     np.testing.assert_array_equal(whole["w"].numpy(), model(2)["w"])
+    on_cpu = mzd.load(path, device="cpu")
+    np.testing.assert_array_equal(on_cpu["w"].numpy(), model(2)["w"])
+
+
+def cuda_available():
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+@pytest.mark.skipif(not cuda_available(), reason="no CUDA device here (device loads not run)")
+def test_device_load_of_blocks(tmp_path):
+    run_torch("save", tmp_path)
+    path = tmp_path / "dist.zip"
+    offset, shape = mzd.split(model(2)["w"].shape, 0, 1, 2)
+    got = mzd.load(path, {"w": (offset, shape)}, device="cuda")["w"]
+    assert got.is_cuda
+    index = tuple(slice(o, o + s) for o, s in zip(offset, shape))
+    np.testing.assert_array_equal(got.cpu().numpy(), model(2)["w"][index])
 
 
 def test_torch_gloo_four_processes(tmp_path):

@@ -45,8 +45,9 @@ MODELZIP_PY_INITIALIZED_CASTER(modelzip::python::PyArchive)
 namespace modelzip::python {
 namespace {
 
-ReadMode read_mode(bool copy) {
-  return copy ? ReadMode::copy : ReadMode::zero_copy;
+ReadMode read_mode(bool copy, bool writable = false) {
+  if (copy) return ReadMode::copy;
+  return writable ? ReadMode::private_view : ReadMode::zero_copy;
 }
 
 py::tuple shape_tuple(const Shape& shape) {
@@ -59,35 +60,42 @@ std::string repr_optional(const std::optional<std::string>& s) {
   return s ? py::repr(py::str(*s)).cast<std::string>() : "None";
 }
 
-// A tensor read for Python, and whether its memory is its own (a copy or a
-// dequantized result: the array may be writable).
+// A tensor read for Python, and whether its memory is its own (a copy, a
+// private view or a dequantized result: the array may be writable).
 struct Loaded {
   Tensor tensor;
   bool owned = false;
 };
 
-// Parameter `name` of `tag`; with dequantize, a quantized one becomes the
-// dense tensor of its original type it stands for. Call without the GIL.
-Loaded read_tensor(const Archive& archive, const std::string& name, const std::string& tag,
-                   bool copy, bool dequantize) {
-  Tensor t = archive.tensor(name, tag, read_mode(copy));
+// `t` read in `mode`; with dequantize, a quantized one becomes the dense
+// tensor of its original type it stands for.
+Loaded loaded(Tensor t, ReadMode mode, bool dequantize) {
   if (dequantize && t.layout() == Layout::quantized) return {t.dequantize(), true};
-  return {std::move(t), copy};
+  return {std::move(t), mode != ReadMode::zero_copy};
 }
 
-// The tensors of `names` (parameters of `tag`) read with the GIL released.
-py::dict load_tensors(const Archive& archive, const std::string& tag, bool copy,
-                      bool dequantize = false) {
+// The tensors of `names` (every tensor parameter when none), parameters of
+// `tag`, read with the GIL released; by name, in the order of `names` (else
+// stored order).
+py::dict load_tensors(const Archive& archive, const std::string& tag, ReadMode mode,
+                      bool dequantize, const std::optional<std::vector<std::string>>& names = {},
+                      bool verify = false) {
   std::vector<std::pair<std::string, Loaded>> tensors;
   {
     py::gil_scoped_release release;
-    for (const ParamInfo& p : archive.params(tag))
-      if (p.kind == BlobKind::tensor)
-        tensors.emplace_back(p.name, read_tensor(archive, p.name, tag, copy, dequantize));
+    std::vector<std::string> wanted;
+    if (names) {
+      wanted = *names;
+    } else {
+      for (const ParamInfo& p : archive.params(tag))
+        if (p.kind == BlobKind::tensor) wanted.push_back(p.name);
+    }
+    std::map<std::string, Tensor> read = archive.load_params(wanted, tag, mode, verify);
+    for (const std::string& name : wanted)
+      tensors.emplace_back(name, loaded(read.at(name), mode, dequantize));
   }
   py::dict out;
-  for (const auto& [name, loaded] : tensors)
-    out[py::str(name)] = tensor_to_python(loaded.tensor, loaded.owned);
+  for (const auto& [name, l] : tensors) out[py::str(name)] = tensor_to_python(l.tensor, l.owned);
   return out;
 }
 
@@ -308,62 +316,69 @@ release the GIL.)");
       .def(
           "tensor",
           [](const PyArchive& self, const std::string& name, const std::optional<std::string>& tag,
-             bool copy, bool dequantize) {
+             bool copy, bool dequantize, bool writable) {
             Archive a = self.get();
-            Loaded loaded;
+            const ReadMode mode = read_mode(copy, writable);
+            Loaded l;
             {
               py::gil_scoped_release release;
-              loaded = read_tensor(a, name, tag_or_newest(tag), copy, dequantize);
+              l = loaded(a.tensor(name, tag_or_newest(tag), mode), mode, dequantize);
             }
-            return tensor_to_python(loaded.tensor, loaded.owned);
+            return tensor_to_python(l.tensor, l.owned);
           },
           py::arg("name"), py::arg("tag") = py::none(), py::kw_only(), py::arg("copy") = false,
-          py::arg("dequantize") = false,
+          py::arg("dequantize") = false, py::arg("writable") = false,
           "One parameter of `tag` (None: the newest) as numpy (see load()).")
       .def(
           "load",
           [](const PyArchive& self, const std::optional<std::string>& tag, bool copy,
-             bool dequantize) {
-            return load_tensors(self.get(), tag_or_newest(tag), copy, dequantize);
+             bool dequantize, const std::optional<std::vector<std::string>>& names,
+             bool writable, bool verify) {
+            return load_tensors(self.get(), tag_or_newest(tag), read_mode(copy, writable),
+                                dequantize, names, verify);
           },
           py::arg("tag") = py::none(), py::kw_only(), py::arg("copy") = false,
-          py::arg("dequantize") = false,
+          py::arg("dequantize") = false, py::arg("names") = py::none(),
+          py::arg("writable") = false, py::arg("verify") = false,
           R"(Every tensor parameter of `tag` (None: the newest), by name, in stored order.
 
 Dense tensors are numpy arrays: read-only zero-copy views for stored blobs
-unless copy=True. bfloat16 loads as uint16 (the raw bits), strings as an
-object array of str, sparse tensors as SparseCOO, quantized tensors as
-QuantizedTensor (zero-copy views of the integers, scales and zero points)
-or, with dequantize=True, as new writable arrays of their original type.
-Embedding parameters are skipped (use embeddings()).)")
+unless copy=True or writable=True. bfloat16 loads as uint16 (the raw bits),
+strings as an object array of str, sparse tensors as SparseCOO, quantized
+tensors as QuantizedTensor (zero-copy views of the integers, scales and zero
+points) or, with dequantize=True, as new writable arrays of their original
+type. Embedding parameters are skipped (use embeddings()).
+
+names: only these parameters, in this order (NotFoundError for a missing one).
+writable: writable arrays without a copy: views of a private copy-on-write
+  mapping of the file made for this call. Writes stay in this process: they
+  never reach the file, another load, or another parameter (also not one
+  that deduplication stored in the same blob). Deflated blobs (and those of
+  remote archives) are copied.
+verify: check every blob's CRC-32 before returning (copy=True always does);
+  zero-copy loads do not check it otherwise.)")
       .def(
           "load_torch",
-          [](const PyArchive& self, const std::optional<std::string>& tag, bool dequantize) {
-            Archive a = self.get();
-            std::string t = tag_or_newest(tag);
-            py::dict arrays = load_tensors(a, t, /*copy=*/true, dequantize);
-            py::dict dtypes, blobs;
-            for (const ParamInfo& p : a.params(t)) {
-              dtypes[py::str(p.name)] = std::string(dtype_name(p.dtype));
-              blobs[py::str(p.name)] = p.blob;
-            }
-            return helper("_torch", "state_dict")(arrays, dtypes, blobs);
+          [](const py::object& self, const std::optional<std::string>& tag, bool dequantize) {
+            return helper("_torch", "load_state_dict")(self, tag, dequantize);
           },
           py::arg("tag") = py::none(), py::kw_only(), py::arg("dequantize") = false,
-          R"(Every tensor parameter of `tag` as torch tensors (owned, writable copies).
+          R"(Every tensor parameter of `tag` as torch tensors, without copies.
 
-bfloat16 comes back as torch.bfloat16, sparse tensors as torch sparse COO.
-Quantized tensors come back as torch quantized tensors (affine per tensor or
-per axis, int8 -> qint8, uint8 -> quint8, of float32 values), exactly as
-saved, or with dequantize=True as float tensors of their original type (the
-only way for block-wise and int4 ones, which torch cannot hold). A tag saved
-from a quantize_dynamic model's state_dict() loads back into it (torch
-dtypes and packed-parameter tuples are restored from their markers).
-Parameters stored as one blob come back as one tensor, so tied weights (two
-state-dict names sharing one storage) are tied again; byte-equal tensors that
-deduplication stored once are one tensor too (load_state_dict copies, so a
-model keeps them apart). Raises TypeError for parameters torch cannot hold
-(strings, uint16/32/64).)")
+The same as modelzip.torch.load(path, tag) on this archive: writable CPU
+tensors viewing a private copy-on-write mapping of the file (writes stay in
+this process), which keep it alive after close(). bfloat16 comes back as
+torch.bfloat16, sparse tensors as torch sparse COO. Quantized tensors come
+back as torch quantized tensors (affine per tensor or per axis, int8 ->
+qint8, uint8 -> quint8, of float32 values), exactly as saved, or with
+dequantize=True as float tensors of their original type (the only way for
+block-wise and int4 ones, which torch cannot hold). A tag saved from a
+quantize_dynamic model's state_dict() loads back into it (torch dtypes and
+packed-parameter tuples are restored from their markers). Weights tied in
+the saved state dict (recorded in the tag's ties.json) come back as one
+tensor; every other parameter is its own tensor, also when deduplication
+stored it in the same blob as another. Raises TypeError for parameters torch
+cannot hold (strings, uint16/32/64).)")
       .def(
           "training_config",
           [](const PyArchive& self, const std::optional<std::string>& tag) -> py::object {
@@ -432,7 +447,24 @@ The dict has the shape `modelzip info --json` prints: "updater" ({"type":
           "Returns (entry, message) problems; empty when the archive is valid.")
       .def(
           "entry_names", [](const PyArchive& self) { return self.get().entry_names(); },
-          "Every zip entry name, in central directory order.");
+          "Every zip entry name, in central directory order.")
+      .def(
+          "has_entry",
+          [](const PyArchive& self, std::string_view name) { return self.get().has_entry(name); },
+          py::arg("name"), "Whether the archive has an entry of this exact name.")
+      .def(
+          "entry",
+          [](const PyArchive& self, const std::string& name) {
+            Archive a = self.get();
+            Bytes data;
+            {
+              py::gil_scoped_release release;
+              data = a.entry(name, ReadMode::copy);
+            }
+            return py::bytes(reinterpret_cast<const char*>(data.data()), data.size());
+          },
+          py::arg("name"),
+          "The contents of entry `name` as bytes (CRC-checked); NotFoundError if absent.");
   set_public_module(cls);
 }
 

@@ -22,6 +22,8 @@
 namespace modelzip::python {
 namespace {
 
+constexpr std::string_view kTiesEntryName = "ties.json";  // modelzip/_ties.py
+
 // The Python progress callback and the exception it raised, if any (then
 // commit() re-raises that exception instead of Error(cancelled)).
 struct ProgressState {
@@ -87,7 +89,8 @@ class PyWriter {
     if (!py::hasattr(arrays, "items"))
       throw py::type_error("arrays must be a mapping name -> array");
     // items(), with a torch state dict's dtypes and tuples expanded (_values.py).
-    for (py::handle item : helper("_values", "expand_torch_objects")(arrays)) {
+    const py::list items(helper("_values", "expand_torch_objects")(arrays));
+    for (py::handle item : items) {
       py::tuple pair = py::reinterpret_borrow<py::tuple>(item);
       std::string name = name_of(pair[0], "parameter names");
       present.params.insert(name);
@@ -125,6 +128,9 @@ class PyWriter {
         contents.share(name, from.first, from.second);
       }
     }
+    // Torch tensors that are one tensor (tied weights): FORMAT.md 5.1.
+    if (const py::object ties = helper("_ties", "torch_ties")(items); !ties.is_none())
+      contents.set_entry(std::string(kTiesEntryName), Bytes::copy_of(ties.cast<std::string>()));
     if (!training.is_none())
       contents.set_entry(std::string(kTrainingConfigEntryName),
                          training::encode_training_config(training_config_from_python(training)));

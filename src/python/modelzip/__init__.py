@@ -5,7 +5,7 @@ Reading::
     with modelzip.open("model.zip") as archive:
         print(archive.tags)                  # oldest first
         weights = archive.load()             # newest tag: read-only zero-copy numpy views
-        state = archive.load_torch("step-1")  # torch tensors (owned copies)
+        state = archive.load_torch("step-1")  # torch tensors (private zero-copy views)
 
 Writing (arrays are borrowed, not copied; dedup on by default)::
 

@@ -292,29 +292,37 @@ class Archive:
     def param(self, name: str, tag: Optional[str] = None) -> ParamInfo:
         """One parameter's description; raises NotFoundError if absent."""
     def tensor(self, name: str, tag: Optional[str] = None, *, copy: bool = False,
-               dequantize: bool = False) -> LoadedValue:
+               dequantize: bool = False, writable: bool = False) -> LoadedValue:
         """One parameter of ``tag`` (None: the newest) as numpy (see load())."""
     def load(self, tag: Optional[str] = None, *, copy: bool = False,
-             dequantize: bool = False) -> dict[str, LoadedValue]:
+             dequantize: bool = False, names: Optional[Iterable[str]] = None,
+             writable: bool = False, verify: bool = False) -> dict[str, LoadedValue]:
         """Every tensor parameter of ``tag`` (None: the newest), by name, in stored order.
 
-        Read-only zero-copy views for stored blobs unless ``copy=True``.
-        bfloat16 loads as uint16 bits, strings as object arrays of str, sparse
-        tensors as SparseCOO, quantized tensors as QuantizedTensor or, with
-        ``dequantize=True``, as new arrays of their original dtype. Embedding
-        parameters are skipped (use embeddings()).
+        Read-only zero-copy views for stored blobs unless ``copy=True`` or
+        ``writable=True``. bfloat16 loads as uint16 bits, strings as object
+        arrays of str, sparse tensors as SparseCOO, quantized tensors as
+        QuantizedTensor or, with ``dequantize=True``, as new arrays of their
+        original dtype. Embedding parameters are skipped (use embeddings()).
+        ``names``: only these, in this order (NotFoundError for a missing one).
+        ``writable``: writable views of a private copy-on-write mapping made for
+        this call, no copy; writes reach neither the file, nor another load,
+        nor another parameter (also one deduplicated into the same blob).
+        ``verify``: check every blob's CRC-32 first (``copy=True`` always does).
         """
     def load_torch(self, tag: Optional[str] = None, *, dequantize: bool = False) -> dict[str, Any]:
-        """Every tensor parameter of ``tag`` as torch tensors (owned, writable copies).
+        """Every tensor parameter of ``tag`` as torch tensors, without copies.
 
-        bfloat16 comes back as torch.bfloat16, sparse tensors as torch sparse COO.
-        Quantized tensors as torch quantized tensors (affine, int8/uint8 of
-        float32 values: exactly as saved), or float tensors with ``dequantize=True``
-        (required for block-wise and int4 ones). quantize_dynamic state dicts
-        come back whole (torch dtypes and packed-parameter tuples).
-        Names stored as one blob come back as one tensor, so tied weights stay
-        tied (byte-equal tensors deduplicated at save are one tensor too;
-        load_state_dict copies, so a model keeps them apart).
+        modelzip.torch.load() on this archive (docs/torch.md): writable CPU
+        tensors viewing a private copy-on-write mapping of the file; writes stay
+        in this process. bfloat16 comes back as torch.bfloat16, sparse tensors
+        as torch sparse COO. Quantized tensors as torch quantized tensors
+        (affine, int8/uint8 of float32 values: exactly as saved), or float
+        tensors with ``dequantize=True`` (required for block-wise and int4
+        ones). quantize_dynamic state dicts come back whole (torch dtypes and
+        packed-parameter tuples). Weights tied when saved (ties.json) come
+        back as one tensor; every other name is its own tensor, also when
+        deduplication stored it in the same blob as another.
         Raises TypeError for parameters torch cannot hold (strings, uint16/32/64).
         """
     def training_config(self, tag: Optional[str] = None) -> Optional[dict[str, Any]]:
@@ -341,6 +349,10 @@ class Archive:
 
         Returns (entry, message) problems; empty when the archive is valid.
         """
+    def has_entry(self, name: str) -> bool:
+        """Whether the archive has an entry of this exact name."""
+    def entry(self, name: str) -> bytes:
+        """The contents of entry ``name`` (CRC-checked); NotFoundError if absent."""
     def entry_names(self) -> list[str]:
         """Every zip entry name, in central directory order."""
 

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import collections
 import json
-from typing import Any
+from typing import Any, Iterable, Optional
 
 import numpy as np
 
+from ._ties import read_ties
 from ._values import (TORCH_DTYPE_MARK, TORCH_METADATA_MARK, TORCH_TUPLE_MARK, QuantizedTensor,
                       SparseCOO)
 
@@ -60,20 +61,36 @@ def to_torch(name: str, value: Any, dtype: str) -> Any:
                         "use Archive.load()") from None
 
 
-def state_dict(arrays: dict[str, Any], dtypes: dict[str, str], blobs: dict[str, str]) -> dict[str, Any]:
-    """Torch tensors sharing the memory of ``arrays`` (which must be writable copies).
+def load_state_dict(archive: Any, tag: Optional[str] = None, dequantize: bool = False,
+                    names: Optional[Iterable[str]] = None, verify: bool = False) -> Any:
+    """Parameters of ``tag`` (None: the newest) of ``archive`` as torch CPU tensors viewing a
+    private copy-on-write mapping of the file (Archive.load(writable=True)); ``names``: only
+    these (in this order). Weights tied in the saved state dict (ties.json) are one tensor;
+    every other name is its own tensor."""
+    tag = archive.newest_tag if tag is None else tag
+    infos = archive.params(tag)
+    stored = archive.find_tag(tag)
+    tensors = {p.name: p for p in infos if p.kind == "tensor"}
+    ties = read_ties(archive, stored, {name: p.blob for name, p in tensors.items()})
+    wanted = [p.name for p in infos if p.kind == "tensor"] if names is None else list(names)
+    to_read = list(dict.fromkeys(ties.get(name, name) for name in wanted))
+    arrays = archive.load(tag, names=to_read, writable=True, dequantize=dequantize, verify=verify)
+    return state_dict(arrays, {name: p.dtype for name, p in tensors.items()}, wanted, ties)
 
-    Parameters stored as one blob (``blobs`` maps each name to its blob
-    entry) come back as one tensor, so weights tied in the saved model (two
-    state-dict names, one storage) are tied again.
-    """
+
+def state_dict(arrays: dict[str, Any], dtypes: dict[str, str], names: list[str],
+               ties: dict[str, str]) -> dict[str, Any]:
+    """Torch tensors of ``names`` sharing the memory of ``arrays`` (writable, the caller's
+    alone); a name in ``ties`` is the tensor of the name it maps to."""
     import torch
 
     out: Any = collections.OrderedDict()
-    by_blob: dict[str, Any] = {}
     tuples: dict[str, int] = {}
-    for name, value in arrays.items():
-        mark = _torch_mark(value, dtypes[name])
+    converted: dict[str, Any] = {}
+    for name in names:
+        source = ties.get(name, name)
+        value = arrays[source]
+        mark = _torch_mark(value, dtypes[source])
         if mark is not None and name == "_metadata" and mark.startswith(TORCH_METADATA_MARK):
             out._metadata = json.loads(mark[len(TORCH_METADATA_MARK):])  # as state_dict() has it
             continue
@@ -87,10 +104,9 @@ def state_dict(arrays: dict[str, Any], dtypes: dict[str, str], blobs: dict[str, 
             tuples[name] = _tuple_length(name, mark)
             out[name] = None  # keeps the state dict's order; filled in below
             continue
-        blob = blobs[name]
-        if blob not in by_blob:
-            by_blob[blob] = to_torch(name, value, dtypes[name])
-        out[name] = by_blob[blob]
+        if source not in converted:
+            converted[source] = to_torch(name, value, dtypes[source])
+        out[name] = converted[source]
     for name, length in tuples.items():
         out[name] = tuple(out.pop(f"{name}.{i}", None) for i in range(length))
     return out

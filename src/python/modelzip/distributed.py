@@ -37,6 +37,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import warnings
 from typing import Any, Mapping, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
@@ -237,13 +238,16 @@ def save(path: PathLike, tag: str, tensors: Mapping[str, Any], *, group: Any = N
 
 
 def load(path: PathLike, blocks: Optional[Mapping[str, Optional[Block]]] = None, *,
-         tag: Optional[str] = None, torch: bool = False,
+         tag: Optional[str] = None, torch: bool = False, device: Any = None,
          stats: Optional[dict] = None) -> dict[str, Any]:
     """This rank's blocks, by parameter name: ``blocks`` maps each name to
     (offset, shape) or None for the whole tensor; without ``blocks``, every
     parameter of the tag whole. No collective: any number of ranks may load.
     Contiguous blocks are read-only zero-copy numpy views; others are copies
     of just the block's bytes. ``torch=True`` gives torch tensors (copies).
+    ``device`` (implies torch): the blocks as torch tensors on that device
+    ("cuda", "cuda:1", a torch.device), copied from the mapping through the
+    staging pipeline of modelzip.torch.load ("cpu": as torch=True).
     ``stats``, if given, receives per name (bytes read, zero_copy)."""
     if blocks is None:
         with _modelzip.Archive(path) as archive:
@@ -256,7 +260,14 @@ def load(path: PathLike, blocks: Optional[Mapping[str, Optional[Block]]] = None,
         if stats is not None:
             stats[name] = (nbytes, zero_copy)
         out[name] = array
-    if torch:
+    if device is not None and _torch_device(device).type != "cpu":
+        from ._torch_load import to_device
+        import torch as _torch
+        with warnings.catch_warnings():  # the pipeline only reads the read-only views
+            warnings.simplefilter("ignore", UserWarning)
+            views = {name: _torch.from_numpy(a) for name, a in out.items()}
+        return to_device(views, _torch_device(device))
+    if torch or device is not None:
         import torch as _torch
         out = {name: _torch.from_numpy(np.array(a)) for name, a in out.items()}
     return out
@@ -438,14 +449,14 @@ def load_checkpoint(path: PathLike, params: Mapping[str, Any], optimizer: Any = 
 
         requests = [(name, "", block_of(value, tuple(int(d) for d in value.global_shape))
                      if isinstance(value, Shard) else None) for name, value in params.items()]
-        import torch
-        with torch.no_grad():
-            for (name, value), loaded in zip(params.items(), blocks(requests)):
-                target = value.value if isinstance(value, Shard) else value
-                if tuple(target.shape) != tuple(loaded.shape):
-                    raise ValueError(f"parameter {name!r}: the tensor to fill has shape "
-                                     f"{tuple(target.shape)}, the block read {tuple(loaded.shape)}")
-                target.copy_(loaded)
+        # Everything is read and checked before the first tensor changes.
+        loaded_params = blocks(requests)
+        for (name, value), loaded in zip(params.items(), loaded_params):
+            target = value.value if isinstance(value, Shard) else value
+            if tuple(target.shape) != tuple(loaded.shape):
+                raise ValueError(f"parameter {name!r}: the tensor to fill has shape "
+                                 f"{tuple(target.shape)}, the block read {tuple(loaded.shape)}")
+        optimizer_state = None
         if optimizer is not None:
             by_id = _names_by_id(params)
 
@@ -468,8 +479,17 @@ def load_checkpoint(path: PathLike, params: Mapping[str, Any], optimizer: Any = 
                     out.setdefault(name, {})[state] = tensor
                 return out
 
-            mzt._restore_optimizer(tag, properties, optimizer, names_of, tensors_of, part=True)
-        mzt._restore_scheduler(archive.name, tag, properties, scheduler)
+            optimizer_state = mzt._optimizer_state(tag, properties, optimizer, names_of, tensors_of,
+                                                   part=True)
+        scheduler_state = mzt._scheduler_state(archive.name, tag, properties, scheduler)
+    import torch
+    with torch.no_grad():
+        for value, loaded in zip(params.values(), loaded_params):
+            (value.value if isinstance(value, Shard) else value).copy_(loaded)
+    if optimizer_state is not None:
+        optimizer.load_state_dict(optimizer_state)
+    if scheduler_state is not None:
+        scheduler.load_state_dict(scheduler_state)
     return mzt._training_state(tag, config)
 
 
@@ -480,3 +500,8 @@ def _torch_of(name: str, state: str, array: np.ndarray, dtypes: Mapping[str, str
         return _torch.to_torch(name, array, dtypes[name])
     dtype = next(d for n, s, d, _ in states if n == name and s == state)
     return _torch.to_torch(f"{name}/{state}", array, dtype)
+
+
+def _torch_device(device: Any) -> Any:
+    import torch as _torch
+    return _torch.device(device)

@@ -1,6 +1,16 @@
-"""Whole torch training checkpoints: model, optimizer, scheduler and counters in one tag.
+"""Torch state dicts and whole training checkpoints in modelzip archives.
 
-::
+State dicts (the argument order of safetensors' save_file and load_file)::
+
+    import modelzip.torch
+
+    modelzip.torch.save(model.state_dict(), "model.zip", "step-1")
+    state = modelzip.torch.load("model.zip")                  # zero-copy CPU tensors
+    state = modelzip.torch.load("model.zip", device="cuda")   # staged onto the GPU
+    modelzip.torch.load_into(model, "model.zip")              # into the model's own tensors
+
+(docs/torch.md says what each does and costs.) Whole training checkpoints: model, optimizer,
+scheduler and counters in one tag::
 
     import modelzip.torch
 
@@ -37,8 +47,9 @@ from typing import Any, Callable, Iterable, Mapping, NamedTuple, Optional
 import torch
 
 from . import Archive, Writer, WriteStats, _torch
+from ._torch_load import apply_plan, load, load_into, plan_load_into, save
 
-__all__ = ["TrainingState", "load_checkpoint", "save_checkpoint"]
+__all__ = ["TrainingState", "load", "load_checkpoint", "load_into", "save", "save_checkpoint"]
 
 OPTIMIZER = "torch.optimizer"
 """Property: the optimizer's class, ``module.QualifiedName`` (``torch.optim.adam.Adam``)."""
@@ -361,25 +372,34 @@ def load_checkpoint(path: Any, model: Optional[torch.nn.Module] = None,
                     *, scheduler: Any = None, strict: bool = True) -> TrainingState:
     """Restores ``model``, ``optimizer`` and ``scheduler`` from tag ``tag`` (None: the newest).
 
-    The model gets ``load_state_dict(..., strict=strict)``. The optimizer must
-    be of the class that was saved, over the same parameters by name, grouped
-    as they were (order inside a group may differ); its state and
-    hyperparameters become the saved ones. Raises ValueError when the
-    checkpoint does not fit, modelzip.NotFoundError for a missing tag.
-    Returns the counters and the extra properties that were saved.
+    The model's tensors get the saved ones as load_into() copies them (``strict`` as for
+    ``load_state_dict``). The optimizer must be of the class that was saved, over the same
+    parameters by name, grouped as they were (order inside a group may differ); its state and
+    hyperparameters become the saved ones (state tensors moved to their parameters' devices, as
+    ``optimizer.load_state_dict`` does). Everything is checked before anything is changed:
+    raises ValueError (or RuntimeError for model keys and shapes, as ``load_state_dict``) when
+    the checkpoint does not fit, modelzip.NotFoundError for a missing tag; the model,
+    optimizer and scheduler are then as they were. Returns the counters and the extra
+    properties that were saved.
     """
     with Archive(path) as archive:
         tag, config, properties = _checkpoint_tag(archive, tag,
                                                   optimizer is not None or scheduler is not None)
-        if model is not None:
-            model.load_state_dict(archive.load_torch(tag), strict=strict)
-        if optimizer is not None:
-            if model is None:
-                raise ValueError("load_checkpoint needs the model to match optimizer parameters by name")
-            _restore_optimizer(tag, properties, optimizer,
-                               lambda: _optimizer_param_names(model, optimizer),
-                               lambda names: _updater_tensors(archive, tag))
-        _restore_scheduler(archive.name, tag, properties, scheduler)
+        if optimizer is not None and model is None:
+            raise ValueError("load_checkpoint needs the model to match optimizer parameters by name")
+        # Everything is read and checked before the first change.
+        scheduler_state = _scheduler_state(archive.name, tag, properties, scheduler)
+        plan = plan_load_into(archive, tag, model, strict) if model is not None else None
+        optimizer_state = (_optimizer_state(tag, properties, optimizer,
+                                            lambda: _optimizer_param_names(model, optimizer),
+                                            lambda names: _updater_tensors(archive, tag))
+                           if optimizer is not None else None)
+    if plan is not None:
+        apply_plan(plan)
+    if optimizer_state is not None:
+        optimizer.load_state_dict(optimizer_state)
+    if scheduler_state is not None:
+        scheduler.load_state_dict(scheduler_state)
     return _training_state(tag, config)
 
 
@@ -400,13 +420,15 @@ def _checkpoint_tag(archive: Archive, tag: Optional[str],
     return stored, config, properties
 
 
-def _restore_scheduler(archive_name: str, tag: str, properties: Mapping[str, str],
-                       scheduler: Any) -> None:
+def _scheduler_state(archive_name: str, tag: str, properties: Mapping[str, str],
+                     scheduler: Any) -> Optional[dict]:
+    """The saved state for ``scheduler.load_state_dict`` (None without a
+    scheduler); ValueError when the tag holds none."""
     if scheduler is None:
-        return
+        return None
     if LR_SCHEDULER not in properties:
         raise ValueError(f"{archive_name}: tag {tag!r} holds no learning-rate scheduler state")
-    scheduler.load_state_dict(_decode(json.loads(properties[LR_SCHEDULER]), {}))
+    return _decode(json.loads(properties[LR_SCHEDULER]), {})
 
 
 def _training_state(tag: str, config: Optional[Mapping[str, Any]]) -> TrainingState:
@@ -416,14 +438,15 @@ def _training_state(tag: str, config: Optional[Mapping[str, Any]]) -> TrainingSt
                          int(config["epoch_count"]) if config else 0, own)
 
 
-def _restore_optimizer(tag: str, properties: Mapping[str, str], optimizer: torch.optim.Optimizer,
-                       names_of: Callable[[], list[list[str]]],
-                       tensors_of: Callable[[list[list[str]]], Mapping[str, Mapping[str, Any]]],
-                       part: bool = False) -> None:
-    """optimizer.load_state_dict() of the saved state: ``names_of()`` names the
-    optimizer's parameters per group, ``tensors_of(names)`` reads their
-    updater arrays (name -> state -> tensor). part: the optimizer holds some
-    of each saved group's parameters (a rank of a sharded run), not all."""
+def _optimizer_state(tag: str, properties: Mapping[str, str], optimizer: torch.optim.Optimizer,
+                     names_of: Callable[[], list[list[str]]],
+                     tensors_of: Callable[[list[list[str]]], Mapping[str, Mapping[str, Any]]],
+                     part: bool = False) -> dict[str, Any]:
+    """The ``optimizer.state_dict()`` to load, checked against the optimizer
+    (ValueError): ``names_of()`` names the optimizer's parameters per group,
+    ``tensors_of(names)`` reads their updater arrays (name -> state -> tensor).
+    part: the optimizer holds some of each saved group's parameters (a rank of
+    a sharded run), not all."""
     saved_class = properties.get(OPTIMIZER)
     if saved_class != _class_path(optimizer):
         raise ValueError(f"tag {tag!r} holds the state of a {saved_class}, not of a "
@@ -466,7 +489,7 @@ def _restore_optimizer(tag: str, properties: Mapping[str, str], optimizer: torch
     if unknown:
         raise ValueError(f"tag {tag!r} holds optimizer state of parameters the optimizer does not "
                          f"have: {sorted(unknown)}")
-    optimizer.load_state_dict({"state": state, "param_groups": packed_groups})
+    return {"state": state, "param_groups": packed_groups}
 
 
 def _tensor_refs(value: Any) -> Iterable[str]:

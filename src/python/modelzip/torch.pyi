@@ -1,7 +1,7 @@
 """Type hints of modelzip.torch: whole torch training checkpoints (see torch.py for the layout)."""
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, NamedTuple, Optional
+from typing import Any, Callable, Iterable, Mapping, NamedTuple, Optional
 
 import torch
 
@@ -22,6 +22,24 @@ class TrainingState(NamedTuple):
     iteration: int
     epoch: int
     properties: dict[str, str]
+
+
+def save(tensors: Mapping[str, Any], path: PathLike, tag: str, **options: Any) -> WriteStats:
+    """modelzip.save(path, tag, tensors, **options) in safetensors' argument order; tied
+    weights are recorded (ties.json) and load as one tensor again."""
+
+
+def load(path: PathLike, tag: Optional[str] = None, *, device: Any = "cpu",
+         names: Optional[Iterable[str]] = None, verify: bool = False,
+         dequantize: bool = False) -> dict[str, torch.Tensor]:
+    """The tensors of ``tag`` (None: the newest): zero-copy private CPU views, or on
+    ``device`` through pinned staging buffers (docs/torch.md)."""
+
+
+def load_into(module: torch.nn.Module, path: PathLike, tag: Optional[str] = None, *,
+              strict: bool = True, verify: bool = False) -> Any:
+    """Copies ``tag`` into ``module``'s own parameters and buffers (CPU or GPU), checked
+    first as load_state_dict checks; returns (missing_keys, unexpected_keys)."""
 
 
 def save_checkpoint(path: PathLike, tag: str, model: torch.nn.Module,

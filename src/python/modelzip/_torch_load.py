@@ -1,0 +1,165 @@
+"""Torch state dicts in and out of archives: modelzip.torch.load, save and load_into.
+
+Loads are zero-copy on the CPU (tensors view a private copy-on-write mapping of the archive file,
+Archive.load(writable=True)) and go through the staged pipeline of _device_copy for a device.
+Importing this module imports torch.
+"""
+from __future__ import annotations
+
+import collections
+from typing import Any, Iterable, Mapping, NamedTuple, Optional
+
+import torch
+
+from . import Archive, WriteStats, _device_copy, _torch
+from . import save as _save
+
+
+def save(tensors: Mapping[str, Any], path: Any, tag: str, **options: Any) -> WriteStats:
+    """Adds tag ``tag`` holding ``tensors`` (a state dict) to the archive at ``path``: the
+    argument order of safetensors' ``save_file``. ``options`` are modelzip.save's (dedup,
+    durable, compress...). Tensors that are one tensor in ``tensors`` (tied weights) are
+    recorded as tied and load as one tensor again."""
+    return _save(path, tag, tensors, **options)
+
+
+def load(path: Any, tag: Optional[str] = None, *, device: Any = "cpu",
+         names: Optional[Iterable[str]] = None, verify: bool = False,
+         dequantize: bool = False) -> dict[str, Any]:
+    """The tensors of ``tag`` (None: the newest) of the archive at ``path``, by name.
+
+    device "cpu": writable tensors viewing a private copy-on-write mapping of the file, no copy
+      (writes stay in this process and never reach the file); they keep the mapping alive.
+      Another device ("cuda", "cuda:1", a torch.device): each tensor in its own allocation
+      there, copied through pinned staging buffers (at most 256 MiB, reused between loads).
+    names: only these parameters (in this order); NotFoundError (a KeyError) for a missing one.
+    verify: check every blob's CRC-32 before any tensor is handed out (default: not checked, as
+      for every zero-copy load; modelzip verify and copying loads check it).
+    dequantize: quantized tensors as floats of their original type (see Archive.load_torch).
+    Weights tied when saved come back as one tensor; every other name is its own tensor.
+    """
+    with Archive(path) as archive:
+        state = _torch.load_state_dict(archive, tag, dequantize, names, verify)
+    target = torch.device(device)
+    if target.type == "cpu":
+        return state
+    return to_device(state, target)
+
+
+def to_device(state: Mapping[str, Any], device: Any, *, staging: Any = None) -> Any:
+    """``state`` with its tensors copied to ``device`` (one new tensor each; tied names stay one
+    tensor); other values (torch dtypes, tuples of packed parameters) as they are, tuples with
+    their tensors moved. ``staging``: the _device_copy target to stage through (tests)."""
+    moved: dict[int, Any] = {}
+    pairs = []
+
+    def destination(tensor: Any) -> Any:
+        if id(tensor) not in moved:
+            if _device_copy.stageable(tensor, tensor):
+                moved[id(tensor)] = torch.empty(tensor.shape, dtype=tensor.dtype, device=device)
+                pairs.append((tensor, moved[id(tensor)]))
+            else:
+                moved[id(tensor)] = tensor.to(device)
+        return moved[id(tensor)]
+
+    out: Any = collections.OrderedDict()
+    for name, value in state.items():
+        if isinstance(value, torch.Tensor):
+            out[name] = destination(value)
+        elif isinstance(value, tuple):
+            out[name] = tuple(destination(v) if isinstance(v, torch.Tensor) else v for v in value)
+        else:
+            out[name] = value
+    if hasattr(state, "_metadata"):
+        out._metadata = state._metadata
+    _device_copy.copy_pairs(pairs, target=staging)
+    return out
+
+
+class LoadPlan(NamedTuple):
+    """What load_into checked and will copy."""
+
+    pairs: list[tuple[Any, Any]]
+    """(loaded tensor, the module's tensor) for every name in both."""
+    missing_keys: list[str]
+    unexpected_keys: list[str]
+    fallback: Optional[tuple[Any, Any, bool]] = None
+    """(module, whole loaded state dict, strict) for modules whose state dict holds values that
+    are not tensors (quantized modules' packed parameters): given to ``load_state_dict``."""
+
+
+def _module_name(module: Any) -> str:
+    return type(module).__name__
+
+
+def plan_load_into(archive: Archive, tag: str, module: Any, strict: bool,
+                   verify: bool = False) -> LoadPlan:
+    """Checks that tag ``tag`` fits ``module`` (keys when ``strict``; shapes always) and loads
+    its tensors zero-copy, copying nothing into the module. Raises RuntimeError worded as
+    ``load_state_dict`` words it."""
+    targets = module.state_dict(keep_vars=True)
+    if not all(isinstance(t, torch.Tensor) for t in targets.values()):
+        state = _torch.load_state_dict(archive, tag, False, None, verify)
+        return LoadPlan([], [], [], (module, state, strict))
+    infos = {p.name: p for p in archive.params(tag) if p.kind == "tensor"}
+    stored = [name for name, p in infos.items() if not _is_marker(p)]
+    missing = [name for name in targets if name not in infos]
+    unexpected = [name for name in stored if name not in targets]
+    errors = []
+    if strict and unexpected:
+        errors.append("Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected)
+                      + ". ")
+    if strict and missing:
+        errors.append("Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing)
+                      + ". ")
+    common = [name for name in targets if name in infos]
+    for name in common:
+        info, target = infos[name], targets[name]
+        if tuple(info.shape) != tuple(target.shape):
+            errors.append(f"size mismatch for {name}: copying a param with shape "
+                          f"{torch.Size(info.shape)} from checkpoint, the shape in current model "
+                          f"is {target.shape}.")
+    if errors:
+        raise RuntimeError(f"Error(s) in loading state_dict for {_module_name(module)}:\n\t"
+                           + "\n\t".join(errors))
+    state = _torch.load_state_dict(archive, tag, False, common, verify)
+    pairs = [(state[name], targets[name].detach()) for name in common]
+    return LoadPlan(pairs, missing, unexpected)
+
+
+def _is_marker(info: Any) -> bool:
+    """A 0-d string parameter: the _metadata, dtype and tuple markers of a torch state dict."""
+    return info.dtype == "string" and tuple(info.shape) == ()
+
+
+def apply_plan(plan: LoadPlan) -> Any:
+    """Copies what plan_load_into checked into the module's tensors; returns load_state_dict's
+    (missing_keys, unexpected_keys)."""
+    if plan.fallback is not None:
+        module, state, strict = plan.fallback
+        return module.load_state_dict(state, strict=strict)
+    with torch.no_grad():
+        _device_copy.copy_pairs(plan.pairs)
+    return torch.nn.modules.module._IncompatibleKeys(plan.missing_keys, plan.unexpected_keys)
+
+
+def load_into(module: Any, path: Any, tag: Optional[str] = None, *, strict: bool = True,
+              verify: bool = False) -> Any:
+    """Copies tag ``tag`` (None: the newest) into ``module``'s existing parameters and buffers,
+    wherever they live (CPU or GPU), without a second copy of the model: from the mapping
+    straight into host tensors, through the staging pipeline into device ones.
+
+    strict: every key of the module's state dict must be in the tag and no other; shapes must
+    match either way (as ``load_state_dict``: RuntimeError "Error(s) in loading state_dict...",
+    raised before anything is copied). Values are converted to the module's dtypes. Returns
+    ``(missing_keys, unexpected_keys)`` as ``load_state_dict`` does. Module hooks
+    (``_load_from_state_dict``) are not called; a module whose state dict holds values that
+    are not tensors (quantized modules' packed parameters) is given the loaded state dict with
+    ``load_state_dict`` instead. verify: as for load().
+    """
+    if not isinstance(module, torch.nn.Module):
+        raise TypeError(f"module must be a torch.nn.Module, not {type(module).__name__}")
+    with Archive(path) as archive:
+        tag = archive.newest_tag if tag is None else tag
+        plan = plan_load_into(archive, tag, module, strict, verify)
+    return apply_plan(plan)

@@ -1,0 +1,398 @@
+"""modelzip.torch.load / save / load_into: zero-copy private views, independence of deduplicated
+tensors, tied weights, strict checks before any copy, CRC checks on demand, the staging pipeline."""
+import gc
+import hashlib
+import json
+import os
+import zipfile
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import modelzip
+import modelzip.torch as mzt
+from modelzip import _device_copy
+from modelzip._torch_load import to_device
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(),
+                                reason="no CUDA device here (device loads not run)")
+
+
+def file_hash(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def mapped_paths(tensor):
+    """The file-backed mappings (/proc/self/maps) that hold the tensor's first byte."""
+    address = tensor.data_ptr()
+    paths = []
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            fields = line.split()
+            start, end = (int(x, 16) for x in fields[0].split("-"))
+            if start <= address < end:
+                paths.append(fields[5] if len(fields) > 5 else "")
+    return paths
+
+
+def anonymous_bytes():
+    with open("/proc/self/smaps_rollup") as f:
+        for line in f:
+            if line.startswith("Anonymous:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no Anonymous line in smaps_rollup")
+
+
+def test_cpu_load_of_1_gib_maps_the_file_without_anonymous_memory(archive_path):
+    tensors = {f"layer{i}.weight": torch.full((4096, 4096), float(i)) for i in range(16)}  # 1 GiB
+    mzt.save(tensors, archive_path, "t", durable=False)
+    del tensors
+    gc.collect()
+    before = anonymous_bytes()
+    state = mzt.load(archive_path)
+    total = 0.0
+    for name, tensor in state.items():
+        total += float(tensor[::64, ::64].sum())  # touches a page in every 64 rows
+    grown = anonymous_bytes() - before
+    assert grown < 64 << 20, f"a zero-copy load of 1 GiB grew anonymous memory by {grown} bytes"
+    assert total == sum(float(i) * 64 * 64 for i in range(16))
+    for tensor in state.values():
+        assert mapped_paths(tensor) == [os.path.realpath(archive_path)]
+
+
+def test_writes_stay_private(archive_path):
+    mzt.save({"w": torch.arange(10000, dtype=torch.float32)}, archive_path, "t", durable=False)
+    before = file_hash(archive_path)
+    first = mzt.load(archive_path)
+    first["w"].mul_(2)
+    second = mzt.load(archive_path)
+    with modelzip.open(archive_path) as archive:
+        numpy_view = archive.tensor("w")
+        torch_state = archive.load_torch()
+    assert file_hash(archive_path) == before
+    expected = torch.arange(10000, dtype=torch.float32)
+    assert torch.equal(second["w"], expected) and torch.equal(torch_state["w"], expected)
+    np.testing.assert_array_equal(numpy_view, expected.numpy())
+    assert torch.equal(first["w"], expected * 2)
+
+
+def test_tensors_outlive_the_archive_and_its_file(archive_path):
+    mzt.save({"w": torch.ones(3, 5)}, archive_path, "t", durable=False)
+    with modelzip.open(archive_path) as archive:
+        state = archive.load_torch()
+    os.unlink(archive_path)
+    gc.collect()
+    state["w"] += 1
+    assert torch.equal(state["w"], torch.full((3, 5), 2.0))
+
+
+@pytest.mark.parametrize("numel", [16, 1 << 16])  # copied / mapped on their own pages
+def test_deduplicated_tensors_load_independently(archive_path, numel):
+    stats = mzt.save({"a": torch.ones(numel), "b": torch.ones(numel), "c": torch.ones(numel)},
+                     archive_path, "t", durable=False)
+    assert stats.blobs_deduplicated == 2  # one blob on disk
+    state = mzt.load(archive_path)
+    state["a"].mul_(2)
+    state["b"].add_(1)
+    assert state["a"][0] == 2 and state["b"][0] == 2 and state["c"][0] == 1
+    assert len({state[n].data_ptr() for n in "abc"}) == 3
+    with modelzip.open(archive_path) as archive:
+        assert archive.entry_names().count("t/ties.json") == 0
+
+
+def test_batch_norm_statistics_do_not_alias_weights(archive_path):
+    """The issue's resnet18 case: bn.weight and bn.running_var both start as ones."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.Conv2d(8, 8, 3),
+                          nn.BatchNorm2d(8))
+    mzt.save(model.state_dict(), archive_path, "t", durable=False)
+    with modelzip.open(archive_path) as archive:
+        blobs = {p.name: p.blob for p in archive.params()}
+        assert blobs["1.weight"] == blobs["1.running_var"] == blobs["3.weight"]
+        state = archive.load_torch()
+    state["1.weight"].mul_(2)
+    assert torch.equal(state["1.running_var"], torch.ones(8))
+    assert torch.equal(state["3.weight"], torch.ones(8))
+
+
+def test_tied_weights_load_as_one_tensor(archive_path):
+    embed = nn.Embedding(100, 16)
+    head = nn.Linear(16, 100, bias=False)
+    head.weight = embed.weight
+    model = nn.ModuleDict({"embed": embed, "head": head})
+    state = model.state_dict()
+    state["copy"] = embed.weight.detach().clone()  # byte-equal, not tied
+    mzt.save(state, archive_path, "t", durable=False)
+    with modelzip.open(archive_path) as archive:
+        assert json.loads(archive.entry("t/ties.json")) == [["embed.weight", "head.weight"]]
+    loaded = mzt.load(archive_path)
+    assert loaded["embed.weight"] is loaded["head.weight"]
+    assert loaded["copy"].data_ptr() != loaded["embed.weight"].data_ptr()
+    assert torch.equal(loaded["copy"], loaded["embed.weight"])
+    only_head = mzt.load(archive_path, names=["head.weight"])
+    assert list(only_head) == ["head.weight"]
+    assert torch.equal(only_head["head.weight"], embed.weight.detach())
+
+
+def test_archives_without_ties_load_every_name_independently(archive_path):
+    """What archives written before ties.json do: names sharing a blob are not tied."""
+    same = np.arange(64, dtype=np.float32)
+    modelzip.save(archive_path, "t", {"a": same, "b": same}, durable=False)
+    with modelzip.open(archive_path) as archive:
+        assert archive.param("a").blob == archive.param("b").blob
+        state = archive.load_torch()
+    assert state["a"] is not state["b"]
+    state["a"].zero_()
+    assert state["b"][1] == 1
+
+
+def rewrite_entry(path, name, data):
+    """The archive at ``path`` with entry ``name`` replaced or added (Python's zipfile)."""
+    source = path.with_suffix(".orig")
+    path.rename(source)
+    with zipfile.ZipFile(source) as old, zipfile.ZipFile(path, "w") as new:
+        for info in old.infolist():
+            if info.filename != name:
+                new.writestr(info, old.read(info))
+        new.writestr(name, data)
+
+
+@pytest.mark.parametrize("text, why", [
+    (b"{", "not JSON"),
+    (b'{"a": 1}', "not a JSON array"),
+    (b'[["a"]]', "group 0 is not an array of at least 2"),
+    (b'[["a", "nope"]]', "'nope' is not a tensor parameter"),
+    (b'[["a", "b"], ["b", "c"]]', "'b' is named twice"),
+])
+def test_damaged_ties_are_reported_with_the_entry(archive_path, text, why):
+    mzt.save({"a": torch.ones(4), "b": torch.ones(4), "c": torch.ones(4)}, archive_path, "t",
+             durable=False)
+    rewrite_entry(archive_path, "t/ties.json", text)
+    with pytest.raises(modelzip.Error, match=why) as info:
+        mzt.load(archive_path)
+    assert info.value.code == "corrupt" and info.value.entry == "t/ties.json"
+
+
+def test_ties_of_different_blobs_stay_untied(archive_path):
+    mzt.save({"a": torch.ones(4), "b": torch.zeros(4)}, archive_path, "t", durable=False)
+    rewrite_entry(archive_path, "t/ties.json", b'[["a", "b"]]')
+    state = mzt.load(archive_path)
+    assert state["a"] is not state["b"] and state["b"].sum() == 0
+
+
+ALL_DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+              torch.float16, torch.bfloat16, torch.float32, torch.float64]
+
+
+def test_every_dtype_round_trips(archive_path):
+    tensors = {str(dtype): (torch.arange(24) % 5).to(dtype).reshape(2, 3, 4) for dtype in ALL_DTYPES}
+    tensors["scalar"] = torch.tensor(2.5)
+    tensors["empty"] = torch.zeros(0, 3)
+    tensors["channels_last"] = torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last)
+    mzt.save(tensors, archive_path, "t", durable=False)
+    state = mzt.load(archive_path)
+    assert list(state) == list(tensors)
+    for name, expected in tensors.items():
+        assert state[name].dtype == expected.dtype and torch.equal(state[name], expected), name
+
+
+def test_quantized_tensors_load_as_load_torch_gives_them(archive_path):
+    q = torch.quantize_per_tensor(torch.randn(4, 4), 0.1, 3, torch.qint8)
+    mzt.save({"q": q}, archive_path, "t", durable=False)
+    loaded = mzt.load(archive_path)["q"]
+    assert loaded.is_quantized and torch.equal(loaded.int_repr(), q.int_repr())
+    assert mzt.load(archive_path, dequantize=True)["q"].dtype == torch.float32
+
+
+def test_missing_tag_and_name_are_key_errors(archive_path):
+    mzt.save({"w": torch.ones(2)}, archive_path, "t", durable=False)
+    with pytest.raises(KeyError, match="nope"):
+        mzt.load(archive_path, "nope")
+    with pytest.raises(KeyError, match="absent"):
+        mzt.load(archive_path, names=["w", "absent"])
+    with pytest.raises(modelzip.NotFoundError):
+        mzt.load_into(nn.Linear(1, 2), archive_path, "nope")
+
+
+def flip_byte_in(path, entry):
+    """Flips one byte of the stored entry's data (its last byte: tensor data)."""
+    with zipfile.ZipFile(path) as z:
+        info = z.getinfo(entry)
+    with open(path, "r+b") as f:
+        f.seek(info.header_offset + 26)
+        name_len, extra_len = (int.from_bytes(f.read(2), "little") for _ in range(2))
+        at = info.header_offset + 30 + name_len + extra_len + info.file_size - 1
+        f.seek(at)
+        byte = f.read(1)[0]
+        f.seek(at)
+        f.write(bytes([byte ^ 0xFF]))
+
+
+def test_verify_finds_a_flipped_byte_the_default_load_does_not(archive_path):
+    mzt.save({"w": torch.ones(1000)}, archive_path, "t", durable=False)
+    flip_byte_in(archive_path, "t/params/0.fb")
+    assert mzt.load(archive_path)["w"][-1] != 1  # documented: not checked by default
+    with pytest.raises(modelzip.Error, match="CRC-32 mismatch") as info:
+        mzt.load(archive_path, verify=True)
+    assert info.value.entry == "t/params/0.fb"
+    module = nn.Module()
+    module.w = nn.Parameter(torch.zeros(1000))
+    with pytest.raises(modelzip.Error, match="CRC-32"):
+        mzt.load_into(module, archive_path, verify=True)
+    assert module.w.sum() == 0
+
+
+class Small(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+        self.norm = nn.BatchNorm1d(3)
+
+    def forward(self, x):
+        return self.norm(self.fc(x))
+
+
+def test_load_into_copies_into_the_existing_tensors(archive_path):
+    torch.manual_seed(3)
+    source = Small()
+    mzt.save(source.state_dict(), archive_path, "t", durable=False)
+    target = Small()
+    weight = target.fc.weight
+    result = mzt.load_into(target, archive_path)
+    assert result.missing_keys == [] and result.unexpected_keys == []
+    assert target.fc.weight is weight  # the same parameter, filled in place
+    for name, tensor in source.state_dict().items():
+        assert torch.equal(target.state_dict()[name], tensor), name
+
+
+def test_load_into_strict_and_not_strict(archive_path):
+    torch.manual_seed(4)
+    state = Small().state_dict()
+    state["extra"] = torch.ones(2)
+    del state["fc.bias"]
+    mzt.save(state, archive_path, "t", durable=False)
+    target = Small()
+    before = {k: v.clone() for k, v in target.state_dict().items()}
+    with pytest.raises(RuntimeError, match=r'Unexpected key\(s\).*"extra"[\s\S]*Missing key\(s\).*"fc.bias"'):
+        mzt.load_into(target, archive_path)
+    for name, tensor in target.state_dict().items():
+        assert torch.equal(tensor, before[name]), f"{name} changed by a failed load"
+    result = mzt.load_into(target, archive_path, strict=False)
+    assert result.missing_keys == ["fc.bias"] and result.unexpected_keys == ["extra"]
+    assert torch.equal(target.fc.weight, state["fc.weight"])
+    assert torch.equal(target.fc.bias, before["fc.bias"])
+
+
+def test_load_into_refuses_shape_mismatches_before_copying(archive_path):
+    state = Small().state_dict()
+    state["fc.weight"] = torch.ones(5, 4)
+    mzt.save(state, archive_path, "t", durable=False)
+    target = Small()
+    before = target.norm.running_mean.clone()
+    with pytest.raises(RuntimeError, match=r"size mismatch for fc.weight"):
+        mzt.load_into(target, archive_path, strict=False)
+    assert torch.equal(target.norm.running_mean, before)
+
+
+def test_load_into_converts_to_the_module_dtype(archive_path):
+    torch.manual_seed(5)
+    source = nn.Linear(3, 2).to(torch.float64)
+    mzt.save(source.state_dict(), archive_path, "t", durable=False)
+    target = nn.Linear(3, 2)
+    mzt.load_into(target, archive_path)
+    assert target.weight.dtype == torch.float32
+    assert torch.equal(target.weight, source.weight.float())
+
+
+@pytest.fixture
+def small_pieces(monkeypatch):
+    """Staging pieces of 4 KiB, so that small tensors exercise splitting and packing."""
+    monkeypatch.setattr(_device_copy, "_MIN_PIECE", 4096)
+    monkeypatch.setattr(_device_copy, "_MAX_PIECE", 4096)
+    monkeypatch.setattr(_device_copy, "_pools", {})
+
+
+def test_staging_pipeline_in_host_memory(archive_path, small_pieces):
+    tensors = {"big": torch.randn(3000), "small1": torch.arange(10), "small2": torch.ones(7),
+               "bf16": torch.randn(513).to(torch.bfloat16), "tied": None, "empty": torch.zeros(0)}
+    tensors["tied"] = tensors["big"]
+    mzt.save(tensors, archive_path, "t", durable=False)
+    state = mzt.load(archive_path)
+    target = _device_copy.HostTarget()
+    moved = to_device(state, torch.device("cpu"), staging=target)
+    assert moved["tied"] is moved["big"]
+    for name, tensor in tensors.items():
+        assert torch.equal(moved[name], tensor), name
+        if tensor.numel():
+            assert moved[name].data_ptr() != state[name].data_ptr()
+    pool = _device_copy._pools[("HostTarget", "cpu")]
+    again = to_device(state, torch.device("cpu"), staging=target)
+    assert _device_copy._pools[("HostTarget", "cpu")] is pool  # buffers reused between loads
+    assert torch.equal(again["big"], tensors["big"])
+
+
+def test_staging_jobs_split_large_and_pack_small_tensors():
+    pairs = [(torch.zeros(10000, dtype=torch.uint8), torch.empty(10000, dtype=torch.uint8)),
+             (torch.zeros(100, dtype=torch.uint8), torch.empty(100, dtype=torch.uint8)),
+             (torch.zeros(200, dtype=torch.uint8), torch.empty(200, dtype=torch.uint8))]
+    jobs = _device_copy._jobs(pairs, 4096)
+    assert [sum(src.numel() for src, _ in job) for job in jobs] == [4096, 4096, 1808, 300]
+
+
+def test_staging_shape_stays_within_256_mib():
+    for total in (0, 1, 10 << 20, 3 << 30, 1 << 40):
+        piece, count = _device_copy.staging_shape(total)
+        assert piece * count <= _device_copy.MAX_STAGING_BYTES
+        assert 1 << 20 <= piece <= 32 << 20 and count >= 1
+
+
+def test_a_failing_copy_is_raised(archive_path, small_pieces):
+    class Failing(_device_copy.HostTarget):
+        def send(self, destination, staged):
+            raise OSError("device gone")
+    mzt.save({"w": torch.randn(5000)}, archive_path, "t", durable=False)
+    state = mzt.load(archive_path)
+    with pytest.raises(OSError, match="device gone"):
+        to_device(state, torch.device("cpu"), staging=Failing())
+
+
+def test_failed_checkpoint_load_changes_nothing(archive_path):
+    torch.manual_seed(6)
+    model = Small()
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    model(torch.randn(5, 4)).sum().backward()
+    optimizer.step()
+    mzt.save_checkpoint(archive_path, "t", model, optimizer, durable=False)
+    fresh = Small()
+    before = {k: v.clone() for k, v in fresh.state_dict().items()}
+    wrong = torch.optim.SGD(fresh.parameters(), lr=0.1)
+    with pytest.raises(ValueError, match="Adam"):
+        mzt.load_checkpoint(archive_path, fresh, wrong, strict=False)
+    for name, tensor in fresh.state_dict().items():
+        assert torch.equal(tensor, before[name]), f"{name} overwritten by a failed load"
+    assert wrong.state_dict()["state"] == {}
+
+
+@needs_cuda
+def test_cuda_load_matches_the_cpu_load(archive_path):
+    tensors = {"w": torch.randn(1000, 1000), "b": torch.randn(1000).to(torch.bfloat16),
+               "tied": None}
+    tensors["tied"] = tensors["w"]
+    mzt.save(tensors, archive_path, "t", durable=False)
+    state = mzt.load(archive_path, device="cuda")
+    assert state["w"].is_cuda and state["tied"] is state["w"]
+    for name, tensor in tensors.items():
+        assert torch.equal(state[name].cpu(), tensor), name
+
+
+@needs_cuda
+def test_load_into_a_cuda_module(archive_path):
+    torch.manual_seed(7)
+    source = Small()
+    mzt.save(source.state_dict(), archive_path, "t", durable=False)
+    target = Small().cuda()
+    mzt.load_into(target, archive_path)
+    for name, tensor in source.state_dict().items():
+        assert torch.equal(target.state_dict()[name].cpu(), tensor), name
