@@ -82,6 +82,25 @@ def test_verify_reports_a_damaged_entry(quickstart_archive):
     assert "CRC" in p.stdout.decode()
 
 
+def test_verify_writes_its_result_on_stdout(quickstart_archive, tmp_path):
+    """`verify > report` keeps the verdict: results on stdout, diagnostics on stderr."""
+    p = run("verify", quickstart_archive)
+    assert (p.stdout, p.stderr) == (f"{quickstart_archive}: OK\n".encode(), b"")
+    assert run("verify", quickstart_archive, "--quiet").stdout == b""
+    data = bytearray(quickstart_archive.read_bytes())
+    with zipfile.ZipFile(quickstart_archive) as z:
+        info = z.getinfo("step-1/params/0.fb")
+    data[info.header_offset + 30 + len(info.filename) + 64 * 40] ^= 0xFF
+    broken = tmp_path / "broken.zip"
+    broken.write_bytes(bytes(data))
+    p = run("verify", broken, check=False)
+    lines = p.stdout.decode().splitlines()
+    assert p.returncode == 1 and p.stderr == b""
+    assert "step-1/params/0.fb" in lines[0] and lines[-1] == f"{broken}: 1 problem(s)"
+    p = run("verify", tmp_path / "missing.zip", check=False)
+    assert p.returncode == 1 and p.stdout == b"" and b"missing.zip" in p.stderr
+
+
 def test_zip_tools_accept_our_archives(quickstart_archive):
     with zipfile.ZipFile(quickstart_archive) as z:
         assert z.testzip() is None
