@@ -12,6 +12,7 @@
 
 #include "checkpoint/archive_impl.hpp"
 #include "checkpoint/entry_validators.hpp"
+#include "core/suggestions.hpp"
 #include "core/position_index.hpp"
 #include "core/progress_tracker.hpp"
 #include "format/archive_metadata.hpp"
@@ -804,7 +805,7 @@ void Writer::remove_tag(std::string_view tag) {
   auto it = std::find_if(tags.begin(), tags.end(),
                          [&](const std::string& t) { return format::same_tag(t, tag); });
   if (it == tags.end())
-    throw Error(ErrorCode::not_found, "no such tag to remove",
+    throw Error(ErrorCode::not_found, "no such tag to remove" + detail::did_you_mean(tag, tags),
                 ErrorContext{.archive = impl_->shown.string(), .tag = std::string(tag)});
   impl_->ops.emplace_back(RemoveOp{*it});
 }

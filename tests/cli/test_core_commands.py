@@ -101,6 +101,35 @@ def test_verify_writes_its_result_on_stdout(quickstart_archive, tmp_path):
     assert p.returncode == 1 and p.stdout == b"" and b"missing.zip" in p.stderr
 
 
+def test_typos_get_a_did_you_mean(quickstart_archive):
+    """Misspelt commands, options, tags and parameter names: the close names, as git does."""
+    cases = [
+        (["lss", quickstart_archive], 2, "modelzip: unknown command 'lss' (did you mean 'ls'?)"),
+        (["ls", quickstart_archive, "--tga", "step-1"], 2,
+         "modelzip ls: unknown option --tga (did you mean '--tag'?)"),
+        (["ls", quickstart_archive, "--tag", "step-99"], 1,
+         f"modelzip: {quickstart_archive}: tag 'step-99': no such tag "
+         "(did you mean 'step-1' or 'step-2'?)"),
+        (["cat", quickstart_archive, "fc.wieght"], 1,
+         f"modelzip: {quickstart_archive}: tag 'step-2': no parameter 'fc.wieght' "
+         "(did you mean 'fc.weight'?)"),
+        (["rm-tag", quickstart_archive, "step2"], 1,
+         f"modelzip: {quickstart_archive}: tag 'step2': no such tag to remove "
+         "(did you mean 'step-2'?)"),
+        (["quantize", quickstart_archive, "--from", "STEP-3", "--tag", "q", "--scheme",
+          "int8-per-tensor"], 1,
+         f"modelzip: {quickstart_archive}: no tag 'STEP-3' (did you mean 'step-1' or 'step-2'?)"),
+    ]
+    for args, status, first_line in cases:
+        p = run(*args, check=False)
+        assert (p.returncode, p.stderr.decode().splitlines()[0]) == (status, first_line), args
+    # Nothing close: no guess, the usual hint.
+    p = run("frobnicate", check=False)
+    assert p.stderr == b"modelzip: unknown command 'frobnicate' (see modelzip --help)\n"
+    p = run("ls", quickstart_archive, "--tag", "nightly", check=False)
+    assert p.stderr.decode().endswith("tag 'nightly': no such tag\n"), p.stderr
+
+
 def test_zip_tools_accept_our_archives(quickstart_archive):
     with zipfile.ZipFile(quickstart_archive) as z:
         assert z.testzip() is None
