@@ -324,7 +324,8 @@ release the GIL.)");
           "load",
           [](const PyArchive& self, const std::optional<std::string>& tag, bool copy,
              bool dequantize) {
-            return load_tensors(self.get(), tag_or_newest(tag), copy, dequantize);
+            return helper("_values", "LoadedArrays")(
+                load_tensors(self.get(), tag_or_newest(tag), copy, dequantize));
           },
           py::arg("tag") = py::none(), py::kw_only(), py::arg("copy") = false,
           py::arg("dequantize") = false,
@@ -335,7 +336,9 @@ unless copy=True. bfloat16 loads as uint16 (the raw bits), strings as an
 object array of str, sparse tensors as SparseCOO, quantized tensors as
 QuantizedTensor (zero-copy views of the integers, scales and zero points)
 or, with dequantize=True, as new writable arrays of their original type.
-Embedding parameters are skipped (use embeddings()).)")
+Embedding parameters are skipped (use embeddings()). The result is a dict
+(modelzip.LoadedArrays); torch's load_state_dict() refuses it with a TypeError
+that names load_torch(), which gives torch tensors.)")
       .def(
           "load_torch",
           [](const PyArchive& self, const std::optional<std::string>& tag, bool dequantize) {

@@ -93,6 +93,13 @@ class PermissionDeniedError(FileError, PermissionError):
     """A file or folder modelzip may not read or write (EACCES, EPERM); also a PermissionError."""
 
 
+class LoadedArrays(dict[str, Any]):
+    """What load() returns: a dict of numpy arrays (SparseCOO, QuantizedTensor) by name.
+
+    torch's Module.load_state_dict() refuses it with a TypeError that names the torch loader
+    (Archive.load_torch()), which gives torch tensors."""
+
+
 class SparseCOO(NamedTuple):
     """A sparse COO tensor: ``indices`` (nnz x rank int64), ``values`` (nnz), dense ``shape``."""
 
@@ -295,7 +302,7 @@ class Archive:
                dequantize: bool = False) -> LoadedValue:
         """One parameter of ``tag`` (None: the newest) as numpy (see load())."""
     def load(self, tag: Optional[str] = None, *, copy: bool = False,
-             dequantize: bool = False) -> dict[str, LoadedValue]:
+             dequantize: bool = False) -> LoadedArrays:
         """Every tensor parameter of ``tag`` (None: the newest), by name, in stored order.
 
         Read-only zero-copy views for stored blobs unless ``copy=True``.
@@ -520,7 +527,7 @@ def quantize(path: PathLike, from_tag: str, tag: str, *, scheme: str = "int8-per
     """Adds ``tag``: ``from_tag``'s parameters quantized with ``scheme`` ("int8-per-tensor",
     "int8-per-channel", "int8-block32", "int4-block32"), everything else referenced."""
 def load(path: PathLike, tag: Optional[str] = None, *, copy: bool = False,
-         dequantize: bool = False) -> dict[str, LoadedValue]:
+         dequantize: bool = False) -> LoadedArrays:
     """Every tensor parameter of ``tag`` (None: the newest) of the archive at ``path``."""
 
 
