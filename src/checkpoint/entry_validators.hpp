@@ -1,5 +1,5 @@
 // Validators for entry types that other modules own (finalfusion files,
-// graph and training-config FlatBuffers). Archive::verify and Writer::commit
+// graph and training-config FlatBuffers, a tag's metadata.toml). Archive::verify and Writer::commit
 // call the validator whose name pattern matches an entry.
 //
 // Each validator throws modelzip::Error for invalid content. Thread-safe:

@@ -601,7 +601,9 @@ def import_tensor_files(archive: PathLike, tag: str, paths: list[PathLike], *,
     """Adds tag ``tag`` to ``archive`` made of every tensor of the tensor files ``paths``.
 
     Goes straight from file to archive without numpy, so data types are kept
-    exactly (bfloat16 stays bfloat16). safetensors metadata is not kept.
+    exactly (bfloat16 stays bfloat16). The safetensors files' ``__metadata__`` is kept
+    with the tag (export_tensor_file writes it back); two files that give one key
+    different values raise InvalidArgumentError.
     Quantized tensors written as integers + scales are stored quantized again.
     """
 
@@ -611,5 +613,7 @@ def export_tensor_file(archive: PathLike, path: PathLike, tag: Optional[str] = N
     """Writes every tensor parameter of ``tag`` (None: the newest) to the tensor file ``path``.
 
     The format follows the extension, as for write_tensor_file (quantized
-    tensors as integers + scales); embedding parameters are skipped.
+    tensors as integers + scales); embedding parameters are skipped. A .safetensors
+    file gets the ``__metadata__`` kept with the tag by import_tensor_files (or
+    ``modelzip import``), updated by ``metadata``.
     """
