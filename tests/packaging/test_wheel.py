@@ -10,6 +10,8 @@ ccache when it is installed (.ci/install-deps installs it), so the second build 
 """
 import os
 import pathlib
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -191,14 +193,35 @@ def test_wheel_installs_into_a_fresh_venv_and_works(wheel, build_env, tmp_path):
     check_cli(venv, tmp_path / "m.zip", env)
 
 
+# The pip route exactly as README.md and docs/install.md give it; the test below runs these
+# commands (the venv in its own folder).
+DOCUMENTED_PIP_ROUTE = ["/usr/bin/python3 -m venv --system-site-packages venv",
+                        "venv/bin/pip install -v --no-build-isolation ."]
+
+
+def test_the_documented_pip_route_is_the_tested_one():
+    for doc in ("README.md", "docs/install.md"):
+        text = (SOURCE_DIR / doc).read_text()
+        for command in DOCUMENTED_PIP_ROUTE:
+            assert re.search(rf"^{re.escape(command)}( +#.*)?$", text, re.M), \
+                f"{doc} does not give: {command}"
+
+
 def test_pip_install_of_the_source_tree_into_a_venv(wheel, build_env, tmp_path):
-    """The README's route: `pip install --no-build-isolation .` in a venv with Debian's packages
-    (after the wheel test, so its compiler runs hit ccache)."""
+    """The documented route: a venv of /usr/bin/python3 with Debian's packages, then
+    `pip install -v --no-build-isolation .` (after the wheel test, so its compiler runs hit
+    ccache)."""
     env = build_env
+    make_venv_command, pip_command = (shlex.split(c) for c in DOCUMENTED_PIP_ROUTE)
+    subprocess.run(make_venv_command, check=True, env=env, cwd=tmp_path, timeout=300)
     venv = tmp_path / "venv"
-    python = make_venv(venv, env)
-    subprocess.run([str(python), "-m", "pip", "install", "--no-build-isolation", "--no-index",
-                    "--no-deps", "."], check=True, env=env, cwd=SOURCE_DIR, timeout=1700)
+    python = venv / "bin" / "python"
+    pip_command[0] = str(tmp_path / pip_command[0])
+    installed = subprocess.run(pip_command, env=env, cwd=SOURCE_DIR, timeout=1700,
+                               capture_output=True, text=True)
+    assert installed.returncode == 0, installed.stdout[-5000:] + installed.stderr[-5000:]
+    # -v shows the build's progress: meson's and ninja's lines.
+    assert "[1/" in installed.stdout + installed.stderr, installed.stdout[-5000:]
     assert package_dir(python, env, tmp_path).is_relative_to(venv)
     listed = subprocess.run([str(python), "-m", "pip", "show", "modelzip"], check=True, env=env,
                             capture_output=True, text=True).stdout
