@@ -44,10 +44,10 @@ QuantizeResult quantize_tag(const std::filesystem::path& path, std::string_view 
   Archive archive = Archive::open(path);
   auto source = archive.find_tag(from_tag);
   if (!source)
-    throw Error(ErrorCode::not_found,
-                "no tag '" + std::string(from_tag) + "'" +
-                    detail::did_you_mean(from_tag, archive.tags()),
-                ErrorContext{.archive = archive.name()});
+    throw Error(
+        ErrorCode::not_found,
+        "no tag '" + std::string(from_tag) + "'" + detail::did_you_mean(from_tag, archive.tags()),
+        ErrorContext{.archive = archive.name()});
   if (auto damage = archive.tag_damage(*source)) throw *damage;
   const std::vector<ParamInfo> params = archive.params(*source);
 

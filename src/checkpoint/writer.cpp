@@ -12,9 +12,9 @@
 
 #include "checkpoint/archive_impl.hpp"
 #include "checkpoint/entry_validators.hpp"
-#include "core/suggestions.hpp"
 #include "core/position_index.hpp"
 #include "core/progress_tracker.hpp"
+#include "core/suggestions.hpp"
 #include "format/archive_metadata.hpp"
 #include "format/tag_name.hpp"
 #include "format/tags_file.hpp"

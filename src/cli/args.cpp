@@ -48,9 +48,9 @@ Args::Args(const std::vector<std::string>& argv, const std::set<std::string>& va
       for (const auto* options : {&value_options, &flags, &pair_options})
         known.insert(known.end(), options->begin(), options->end());
       const std::string suggestion = detail::did_you_mean(name, known);
-      throw UsageError("unknown option " + name +
-                       (suggestion.empty() ? " (put -- before words that start with -)"
-                                           : suggestion));
+      throw UsageError(
+          "unknown option " + name +
+          (suggestion.empty() ? " (put -- before words that start with -)" : suggestion));
     }
   }
 }

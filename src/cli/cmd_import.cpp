@@ -122,9 +122,10 @@ extern const Command kImportCommand{
     " [--utf8 P]",
     "Tensor files: .npy (named after the file), .npz and .safetensors (their keys),\n"
     ".btf (\"0\", \"1\", ...). A safetensors file's __metadata__ is kept with the tag\n"
-    "(<tag>/metadata.toml) and written back by export to .safetensors. Quantized tensors as export writes them (NAME,\n"
-    "NAME.scales, NAME.zero_points and the NAME.quantization description, see\n"
-    "export --help) become quantized tensors NAME again, checked as archives are.\n"
+    "(<tag>/metadata.toml) and written back by export to .safetensors. Quantized\n"
+    "tensors as export writes them (NAME, NAME.scales, NAME.zero_points and the\n"
+    "NAME.quantization description, see export --help) become quantized tensors\n"
+    "NAME again, checked as archives are.\n"
     "Embedding files become embedding parameters named after\n"
     "the file (or --name): .fifu as is; converted to finalfusion:\n"
     "  word2vec binary (.bin), word2vec / GloVe text (.txt, .vec; with or without\n"

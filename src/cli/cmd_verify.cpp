@@ -33,9 +33,9 @@ int run(const std::vector<std::string>& argv) {
               << paint(printable(p.message), Colour::red, colour) << "\n";
   if (!args.flag("--quiet"))  // the result, with the problems on standard output
     std::cout << printable(path) << ": "
-              << (problems.empty() ? paint("OK", Colour::green, colour)
-                                   : paint(std::to_string(problems.size()) + " problem(s)",
-                                           Colour::red, colour))
+              << (problems.empty()
+                      ? paint("OK", Colour::green, colour)
+                      : paint(std::to_string(problems.size()) + " problem(s)", Colour::red, colour))
               << "\n";
   return problems.empty() ? 0 : 1;
 }

@@ -6,7 +6,9 @@
 namespace modelzip::detail {
 namespace {
 
-char fold(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
+char fold(char c) {
+  return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+}
 
 // Optimal string alignment distance of a and b, or `limit + 1` as soon as it
 // must exceed `limit` (then the answer is only "too far").

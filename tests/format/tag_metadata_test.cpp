@@ -30,7 +30,9 @@ TEST_CASE("Tag metadata: any UTF-8 key and value round-trips") {
                    {"lines", "one\ntwo\r\n\tthree"},
                    {"nul", std::string("a\0b", 3)},
                    {"control", "\x01\x1f\x7f"},
-                   {"gr\xC3\xBC\xC3\x9F" "e", "\xE2\x82\xAC \xF0\x9F\x98\x80"},
+                   {"gr\xC3\xBC\xC3\x9F"
+                    "e",
+                    "\xE2\x82\xAC \xF0\x9F\x98\x80"},
                    {"empty", ""},
                    {"json", "{\"total_size\": 1024, \"weight_map\": {}}"}};
   const std::string text = write_tag_metadata(m);
