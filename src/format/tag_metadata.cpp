@@ -1,24 +1,12 @@
 #include "format/tag_metadata.hpp"
 
-#include <toml++/toml.h>
-#include <sstream>
-
-#include "format/text_lines.hpp"
+#include "format/toml_entry.hpp"
 #include "modelzip/error.hpp"
 
 namespace modelzip::format {
 
 TagMetadata parse_tag_metadata(std::string_view text, const Limits& limits) {
-  if (text.size() > limits.max_text_entry_bytes)
-    throw Error(ErrorCode::limit_exceeded, "tag metadata entry is too large");
-  check_no_byte_order_mark(text);
-  toml::table root;
-  try {
-    root = toml::parse(text);
-  } catch (const toml::parse_error& e) {
-    throw Error(ErrorCode::corrupt, "TOML syntax error: " + std::string(e.description()),
-                ErrorContext{.line = e.source().begin.line});
-  }
+  const toml::table root = parse_toml_entry(text, limits, "tag metadata entry");
   TagMetadata metadata;
   const toml::node* safetensors = root.get("safetensors");
   if (!safetensors) return metadata;
@@ -41,12 +29,7 @@ std::string write_tag_metadata(const TagMetadata& metadata) {
   for (const auto& [key, value] : metadata.safetensors) safetensors.insert(key, value);
   toml::table root;
   root.insert("safetensors", std::move(safetensors));
-  // Basic strings with escapes only, as modelzip.toml (format/archive_metadata.cpp).
-  constexpr auto flags =
-      toml::format_flags::allow_unicode_strings | toml::format_flags::indentation;
-  std::ostringstream out;
-  out << toml::toml_formatter{root, flags} << "\n";
-  return out.str();
+  return write_toml_entry(root);
 }
 
 }  // namespace modelzip::format

@@ -38,6 +38,9 @@ class LoadedArrays(dict):
             f"{_torch_loader()} instead")
 
 
+LoadedArrays.__module__ = "modelzip"
+
+
 def _torch_loader() -> str:
     """How the torch loader is called (modelzip.torch.load where this version has it)."""
     try:
