@@ -12,6 +12,7 @@
 #include "modelzip/error.hpp"
 #include "modelzip/quantize.hpp"
 #include "modelzip/writer.hpp"
+#include "remote/remote_source.hpp"
 
 namespace modelzip {
 namespace {
@@ -41,6 +42,7 @@ bool quantize_by_default(const ParamInfo& p, std::uint64_t min_elements) {
 
 QuantizeResult quantize_tag(const std::filesystem::path& path, std::string_view from_tag,
                             std::string new_tag, const QuantizeOptions& options) {
+  remote::refuse_write(path.native());  // before anything is fetched
   Archive archive = Archive::open(path);
   auto source = archive.find_tag(from_tag);
   if (!source)
