@@ -15,6 +15,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import sysconfig
 import zipfile
 
 import pytest
@@ -135,10 +136,10 @@ def run_in(python, script, archive, env):
 
 
 def interpreter_tag():
-    """The tags of a wheel built for this interpreter, e.g. "cp311-cp311-linux_x86_64"."""
-    from packaging import tags
+    """The tags of a wheel built for this interpreter, e.g. "cp311-cp311-linux_x86_64"
+    (PEP 425: the platform is sysconfig's, "-" and "." replaced by "_")."""
     cp = f"cp{sys.version_info.major}{sys.version_info.minor}"
-    return f"{cp}-{cp}-{next(tags.platform_tags())}"
+    return f"{cp}-{cp}-{sysconfig.get_platform().replace('-', '_').replace('.', '_')}"
 
 
 def pip_would_install(wheel, python_version, tmp_path):
