@@ -85,9 +85,12 @@ struct QuantizeResult {
 // parameters quantized with options.scheme, every other parameter (and
 // every updater state) a reference to the blob the source tag uses (never
 // a copy). The source tag's graph.fb and trainingConfig.fb are not carried
-// over. Throws Error(not_found) for a missing tag, Error(already_exists) for
-// an existing `new_tag`, Error(invalid_argument) for a glob that matches
-// nothing or names a parameter that cannot be quantized.
+// over. An http://, https:// or s3:// `path` is refused before anything is
+// fetched: Error(unsupported) "remote archives are read-only: URL", as
+// Writer::open. Throws Error(not_found) for a missing tag,
+// Error(already_exists) for an existing `new_tag`, Error(invalid_argument)
+// for a glob that matches nothing or names a parameter that cannot be
+// quantized.
 QuantizeResult quantize_tag(const std::filesystem::path& path, std::string_view from_tag,
                             std::string new_tag, const QuantizeOptions& options = {});
 

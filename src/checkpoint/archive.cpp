@@ -3,6 +3,7 @@
 #include "checkpoint/archive_impl.hpp"
 #include "checkpoint/private_views.hpp"
 #include "core/progress_tracker.hpp"
+#include "core/suggestions.hpp"
 #include "format/archive_metadata.hpp"
 #include "format/tag_name.hpp"
 #include "format/tags_file.hpp"
@@ -201,7 +202,7 @@ std::size_t Archive::Impl::tag_position(std::string_view tag) const {
   }
   auto it = tag_index.find(format::ascii_lower(tag));
   if (it == tag_index.end())
-    throw Error(ErrorCode::not_found, "no such tag",
+    throw Error(ErrorCode::not_found, "no such tag" + detail::did_you_mean(tag, tags),
                 ErrorContext{.archive = name, .tag = std::string(tag)});
   return it->second;
 }
@@ -225,8 +226,16 @@ const BlobRow& Archive::Impl::row(std::size_t tag_pos, TableKind kind, std::stri
   std::size_t at = index.find(format::row_key_hash(kind, first, second), [&](std::size_t p) {
     return format::row_has_keys(rows[p], kind, first, second);
   });
-  if (at == detail::PositionIndex::npos)
-    throw Error(ErrorCode::not_found, "no " + key_text(kind, key), context({}, tags[tag_pos]));
+  if (at == detail::PositionIndex::npos) {
+    std::string suggestion;
+    if (kind == TableKind::params && rows.size() <= detail::kMaxSuggestionCandidates) {
+      std::vector<std::string_view> names;
+      for (const auto& r : rows) names.push_back(r.keys.front());
+      suggestion = detail::did_you_mean(key, names);
+    }
+    throw Error(ErrorCode::not_found, "no " + key_text(kind, key) + suggestion,
+                context({}, tags[tag_pos]));
+  }
   return rows[at];
 }
 

@@ -1,6 +1,7 @@
 // Validators for entry types that other modules own (finalfusion files,
-// graph and training-config FlatBuffers). Archive::verify and Writer::commit
-// call the validator whose name pattern matches an entry.
+// graph and training-config FlatBuffers, a tag's metadata.toml).
+// Archive::verify and Writer::commit call the validator whose name pattern
+// matches an entry.
 //
 // Each validator throws modelzip::Error for invalid content. Thread-safe:
 // the table is fixed at compile time.

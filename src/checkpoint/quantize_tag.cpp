@@ -8,9 +8,11 @@
 #include <vector>
 
 #include "core/progress_tracker.hpp"
+#include "core/suggestions.hpp"
 #include "modelzip/error.hpp"
 #include "modelzip/quantize.hpp"
 #include "modelzip/writer.hpp"
+#include "remote/remote_source.hpp"
 
 namespace modelzip {
 namespace {
@@ -40,11 +42,14 @@ bool quantize_by_default(const ParamInfo& p, std::uint64_t min_elements) {
 
 QuantizeResult quantize_tag(const std::filesystem::path& path, std::string_view from_tag,
                             std::string new_tag, const QuantizeOptions& options) {
+  remote::refuse_write(path.native());  // before anything is fetched
   Archive archive = Archive::open(path);
   auto source = archive.find_tag(from_tag);
   if (!source)
-    throw Error(ErrorCode::not_found, "no tag '" + std::string(from_tag) + "'",
-                ErrorContext{.archive = archive.name()});
+    throw Error(
+        ErrorCode::not_found,
+        "no tag '" + std::string(from_tag) + "'" + detail::did_you_mean(from_tag, archive.tags()),
+        ErrorContext{.archive = archive.name()});
   if (auto damage = archive.tag_damage(*source)) throw *damage;
   const std::vector<ParamInfo> params = archive.params(*source);
 

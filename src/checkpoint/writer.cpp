@@ -14,6 +14,7 @@
 #include "checkpoint/entry_validators.hpp"
 #include "core/position_index.hpp"
 #include "core/progress_tracker.hpp"
+#include "core/suggestions.hpp"
 #include "format/archive_metadata.hpp"
 #include "format/tag_name.hpp"
 #include "format/tags_file.hpp"
@@ -804,7 +805,7 @@ void Writer::remove_tag(std::string_view tag) {
   auto it = std::find_if(tags.begin(), tags.end(),
                          [&](const std::string& t) { return format::same_tag(t, tag); });
   if (it == tags.end())
-    throw Error(ErrorCode::not_found, "no such tag to remove",
+    throw Error(ErrorCode::not_found, "no such tag to remove" + detail::did_you_mean(tag, tags),
                 ErrorContext{.archive = impl_->shown.string(), .tag = std::string(tag)});
   impl_->ops.emplace_back(RemoveOp{*it});
 }

@@ -1,6 +1,9 @@
 #include "cli/args.hpp"
 
 #include <charconv>
+#include <string_view>
+
+#include "core/suggestions.hpp"
 
 namespace modelzip::cli {
 
@@ -41,7 +44,13 @@ Args::Args(const std::vector<std::string>& argv, const std::set<std::string>& va
     } else if (flags.count(name) && !has_inline) {
       flags_.insert(name);
     } else {
-      throw UsageError("unknown option " + name + " (put -- before words that start with -)");
+      std::vector<std::string_view> known{"--help"};
+      for (const auto* options : {&value_options, &flags, &pair_options})
+        known.insert(known.end(), options->begin(), options->end());
+      const std::string suggestion = detail::did_you_mean(name, known);
+      throw UsageError(
+          "unknown option " + name +
+          (suggestion.empty() ? " (put -- before words that start with -)" : suggestion));
     }
   }
 }

@@ -8,6 +8,7 @@
 #include "cli/open_archive.hpp"
 #include "cli/progress_bar.hpp"
 #include "cli/terminal.hpp"
+#include "convert/kept_metadata.hpp"
 #include "convert/npy_format.hpp"
 #include "convert/tensor_bytes.hpp"
 #include "io/atomic_write.hpp"
@@ -137,7 +138,8 @@ int run(const std::vector<std::string>& argv) {
     }
     if (streamed.size() == count) {
       if (format == "safetensors")
-        convert::detail::write_safetensors_streamed(out, streamed);
+        convert::detail::write_safetensors_streamed(
+            out, streamed, convert::detail::kept_safetensors_metadata(archive, tag));
       else if (format == "npz")
         convert::detail::write_npz_streamed(out, streamed);
       else
@@ -189,7 +191,10 @@ int run(const std::vector<std::string>& argv) {
                              : format == "npz"       ? convert::Format::npz
                              : format == "btf"       ? convert::Format::btf
                                                      : convert::Format::npy,
-                             tensors);
+                             tensors,
+                             format == "safetensors"
+                                 ? convert::detail::kept_safetensors_metadata(archive, tag)
+                                 : convert::StringMap{});
   std::cerr << "wrote " << tensors.size() << " tensor(s) to " << printable(out.string()) << " ("
             << format;
   if (quantized)
@@ -207,7 +212,8 @@ extern const Command kExportCommand{
     " [--dequantize] OUT",
     "Without PARAM or --updater, every tensor parameter of the tag; updater state\n"
     "arrays are named VAR/STATE in OUT. The format defaults to OUT's extension: .safetensors "
-    "(sorted, no gaps, header padded to 8), .npz, .npy (one\n"
+    "(sorted, no gaps, header padded to 8; the __metadata__ of the safetensors files\n"
+    "the tag was imported from), .npz, .npy (one\n"
     "tensor), .btf (TFRT binary tensors, dense and COO). An embedding parameter is\n"
     "written by OUT's extension as import reads it: .fifu as stored, .bin word2vec\n"
     "binary, .txt text without a dims line (GloVe), .vec text with a \"rows dims\"\n"

@@ -7,6 +7,7 @@
 #include "cli/open_archive.hpp"
 #include "cli/progress_bar.hpp"
 #include "cli/terminal.hpp"
+#include "convert/kept_metadata.hpp"
 #include "io/mapped_file.hpp"
 #include "modelzip/convert.hpp"
 #include "modelzip/error.hpp"
@@ -65,11 +66,13 @@ int run(const std::vector<std::string>& argv) {
   std::vector<Bytes> keep_alive;
   NewTag contents;
   std::size_t tensors = 0, embeddings = 0;
+  convert::StringMap safetensors_metadata;  // kept in <tag>/metadata.toml
   for (std::size_t i = 1; i < args.positional().size(); ++i) {
     const fs::path file = args.positional()[i];
     const std::string ext = lower_extension(file);
     if (is_tensor_file(ext) && !args.value("--format")) {
       convert::TensorFile tf = convert::read_tensor_file(file);
+      convert::detail::merge_file_metadata(safetensors_metadata, tf, file);
       for (auto& nt : tf.tensors) {
         contents.add(nt.name, nt.tensor, options);
         ++tensors;
@@ -95,6 +98,7 @@ int run(const std::vector<std::string>& argv) {
     contents.add_embedding(args.value_or("--name", file.stem().string()), fifu);
     ++embeddings;
   }
+  convert::detail::keep_metadata(contents, safetensors_metadata);
   ProgressBar bar("saving");
   WriterOptions saving = writer_options(archive, bar.callback());
   saving.dedup = !args.flag("--no-dedup");
@@ -117,9 +121,11 @@ extern const Command kImportCommand{
     "modelzip import ARCHIVE --tag T FILE... [--no-dedup] [--compress] [--name NAME] [--format F]"
     " [--utf8 P]",
     "Tensor files: .npy (named after the file), .npz and .safetensors (their keys),\n"
-    ".btf (\"0\", \"1\", ...). Quantized tensors as export writes them (NAME,\n"
-    "NAME.scales, NAME.zero_points and the NAME.quantization description, see\n"
-    "export --help) become quantized tensors NAME again, checked as archives are.\n"
+    ".btf (\"0\", \"1\", ...). A safetensors file's __metadata__ is kept with the tag\n"
+    "(<tag>/metadata.toml) and written back by export to .safetensors. Quantized\n"
+    "tensors as export writes them (NAME, NAME.scales, NAME.zero_points and the\n"
+    "NAME.quantization description, see export --help) become quantized tensors\n"
+    "NAME again, checked as archives are.\n"
     "Embedding files become embedding parameters named after\n"
     "the file (or --name): .fifu as is; converted to finalfusion:\n"
     "  word2vec binary (.bin), word2vec / GloVe text (.txt, .vec; with or without\n"

@@ -7,6 +7,7 @@
 #include "cli/args.hpp"
 #include "cli/command.hpp"
 #include "cli/json.hpp"
+#include "cli/open_archive.hpp"
 #include "cli/progress_bar.hpp"
 #include "cli/terminal.hpp"
 #include "modelzip/quantize.hpp"
@@ -24,6 +25,7 @@ int run(const std::vector<std::string>& argv) {
   Args args(argv, {"--from", "--tag", "--scheme", "--params", "--min-elements"}, {"--json"});
   args.expect_positionals(1, 1);
   const std::string& path = args.at(0, "ARCHIVE");
+  require_existing_archive(path);  // a URL: "remote archives are read-only"
   auto from = args.value("--from");
   auto tag = args.value("--tag");
   auto scheme_name = args.value("--scheme");

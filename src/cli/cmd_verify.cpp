@@ -24,18 +24,18 @@ int run(const std::vector<std::string>& argv) {
     if (e.code() == ErrorCode::io) throw;
     std::cout << printable(e.what()) << "\n";  // names the archive, entry and line itself
     problems.push_back(Problem{e.context().entry, e.message()});
-    if (!args.flag("--quiet")) std::cerr << printable(path) << ": cannot be opened\n";
+    if (!args.flag("--quiet")) std::cout << printable(path) << ": cannot be opened\n";
     return 1;
   }
-  const bool colour_out = colour_enabled(1), colour_err = colour_enabled(2);
+  const bool colour = colour_enabled(1);
   for (const auto& p : problems)
     std::cout << printable(p.entry.empty() ? path : path + ": entry '" + p.entry + "'") << ": "
-              << paint(printable(p.message), Colour::red, colour_out) << "\n";
-  if (!args.flag("--quiet"))
-    std::cerr << printable(path) << ": "
-              << (problems.empty() ? paint("OK", Colour::green, colour_err)
-                                   : paint(std::to_string(problems.size()) + " problem(s)",
-                                           Colour::red, colour_err))
+              << paint(printable(p.message), Colour::red, colour) << "\n";
+  if (!args.flag("--quiet"))  // the result, with the problems on standard output
+    std::cout << printable(path) << ": "
+              << (problems.empty()
+                      ? paint("OK", Colour::green, colour)
+                      : paint(std::to_string(problems.size()) + " problem(s)", Colour::red, colour))
               << "\n";
   return problems.empty() ? 0 : 1;
 }
@@ -45,8 +45,10 @@ int run(const std::vector<std::string>& argv) {
 extern const Command kVerifyCommand{
     "verify", "Check everything: structure, every CRC, blob, FlatBuffer and reference",
     "modelzip verify ARCHIVE [--quiet]",
-    "Prints one line per problem on standard output and exits 0 only if there is none.\n"
-    "Options:\n  --quiet   do not print the summary line on standard error\n"
+    "Prints one line per problem, then the result (\"ARCHIVE: OK\" or \"ARCHIVE: N\n"
+    "problem(s)\"), on standard output; diagnostics go to standard error. Exits 0\n"
+    "only if there is no problem.\n"
+    "Options:\n  --quiet   print the problems only, not the result line\n"
     "\nExample:\n  modelzip verify model.zip && echo intact\n",
     run};
 

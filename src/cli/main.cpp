@@ -9,6 +9,7 @@
 #include "cli/interrupt.hpp"
 #include "cli/man_page.hpp"
 #include "cli/terminal.hpp"
+#include "core/suggestions.hpp"
 #include "modelzip/error.hpp"
 
 using namespace modelzip;
@@ -102,7 +103,10 @@ int main(int argc, char** argv) {
       return c->error_status;
     }
   }
-  std::cerr << error_prefix() << " unknown command '" << printable(args[0])
-            << "' (see modelzip --help)\n";
+  std::vector<std::string_view> names;
+  for (const Command* c : all_commands()) names.push_back(c->name);
+  const std::string suggestion = detail::did_you_mean(args[0], names);
+  std::cerr << error_prefix() << " unknown command '" << printable(args[0]) << "'"
+            << (suggestion.empty() ? " (see modelzip --help)" : printable(suggestion)) << "\n";
   return 2;
 }

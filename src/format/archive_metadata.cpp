@@ -1,9 +1,6 @@
 #include "format/archive_metadata.hpp"
 
-#include <toml++/toml.h>
-#include <sstream>
-
-#include "format/text_lines.hpp"
+#include "format/toml_entry.hpp"
 #include "modelzip/error.hpp"
 
 namespace modelzip::format {
@@ -21,16 +18,7 @@ std::optional<std::string> optional_string(const toml::table& table, std::string
 }  // namespace
 
 Metadata parse_metadata(std::string_view text, const Limits& limits) {
-  if (text.size() > limits.max_text_entry_bytes)
-    throw Error(ErrorCode::limit_exceeded, "metadata entry is too large");
-  check_no_byte_order_mark(text);
-  toml::table root;
-  try {
-    root = toml::parse(text);
-  } catch (const toml::parse_error& e) {
-    throw Error(ErrorCode::corrupt, "TOML syntax error: " + std::string(e.description()),
-                ErrorContext{.line = e.source().begin.line, .offset = std::nullopt});
-  }
+  const toml::table root = parse_toml_entry(text, limits, "metadata entry");
   Metadata m;
   const toml::node* version = root.get("format_version");
   if (!version) throw Error(ErrorCode::corrupt, "format_version is missing");
@@ -68,14 +56,7 @@ std::string write_metadata(const Metadata& m) {
   if (m.quantization) model.insert("quantization", *m.quantization);
   if (m.description) model.insert("description", *m.description);
   if (!model.empty()) root.insert("model", std::move(model));
-  // Basic strings with escapes only: toml++'s default formatter writes a
-  // value with a newline as a multi-line literal string, and TOML drops a
-  // newline right after the opening delimiter, so "\nx" would read back "x".
-  constexpr auto flags =
-      toml::format_flags::allow_unicode_strings | toml::format_flags::indentation;
-  std::ostringstream out;
-  out << toml::toml_formatter{root, flags} << "\n";
-  return out.str();
+  return write_toml_entry(root);
 }
 
 }  // namespace modelzip::format

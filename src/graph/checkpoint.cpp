@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "checkpoint/archive_impl.hpp"
+#include "core/suggestions.hpp"
 #include "graph/flatbuffer_input.hpp"
 #include "graph/rules.hpp"
 #include "modelzip/error.hpp"
@@ -109,7 +110,8 @@ std::string resolve_tag(const Archive& archive, std::string_view tag) {
   if (tag.empty()) return archive.newest_tag();
   auto found = archive.find_tag(tag);
   if (!found)
-    throw Error(ErrorCode::not_found, "no such tag",
+    throw Error(ErrorCode::not_found,
+                "no such tag" + modelzip::detail::did_you_mean(tag, archive.tags()),
                 ErrorContext{.archive = archive.name(), .tag = std::string(tag)});
   return *found;
 }

@@ -4,6 +4,7 @@
 #include <optional>
 #include <set>
 
+#include "core/suggestions.hpp"
 #include "graph/json_writer.hpp"
 #include "graph/render.hpp"
 #include "modelzip/checkpoint.hpp"
@@ -71,7 +72,7 @@ TagFacts gather(const Archive& archive, std::string_view tag) {
   const auto& tags = archive.tags();
   auto it = std::find(tags.begin(), tags.end(), f.tag);
   if (it == tags.end())
-    throw Error(ErrorCode::not_found, "no such tag",
+    throw Error(ErrorCode::not_found, "no such tag" + modelzip::detail::did_you_mean(tag, tags),
                 ErrorContext{.archive = archive.name(), .tag = std::string(tag)});
   f.position = static_cast<std::size_t>(it - tags.begin()) + 1;
   f.tag_count = tags.size();

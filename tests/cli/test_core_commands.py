@@ -82,6 +82,54 @@ def test_verify_reports_a_damaged_entry(quickstart_archive):
     assert "CRC" in p.stdout.decode()
 
 
+def test_verify_writes_its_result_on_stdout(quickstart_archive, tmp_path):
+    """`verify > report` keeps the verdict: results on stdout, diagnostics on stderr."""
+    p = run("verify", quickstart_archive)
+    assert (p.stdout, p.stderr) == (f"{quickstart_archive}: OK\n".encode(), b"")
+    assert run("verify", quickstart_archive, "--quiet").stdout == b""
+    data = bytearray(quickstart_archive.read_bytes())
+    with zipfile.ZipFile(quickstart_archive) as z:
+        info = z.getinfo("step-1/params/0.fb")
+    data[info.header_offset + 30 + len(info.filename) + 64 * 40] ^= 0xFF
+    broken = tmp_path / "broken.zip"
+    broken.write_bytes(bytes(data))
+    p = run("verify", broken, check=False)
+    lines = p.stdout.decode().splitlines()
+    assert p.returncode == 1 and p.stderr == b""
+    assert "step-1/params/0.fb" in lines[0] and lines[-1] == f"{broken}: 1 problem(s)"
+    p = run("verify", tmp_path / "missing.zip", check=False)
+    assert p.returncode == 1 and p.stdout == b"" and b"missing.zip" in p.stderr
+
+
+def test_typos_get_a_did_you_mean(quickstart_archive):
+    """Misspelt commands, options, tags and parameter names: the close names, as git does."""
+    cases = [
+        (["lss", quickstart_archive], 2, "modelzip: unknown command 'lss' (did you mean 'ls'?)"),
+        (["ls", quickstart_archive, "--tga", "step-1"], 2,
+         "modelzip ls: unknown option --tga (did you mean '--tag'?)"),
+        (["ls", quickstart_archive, "--tag", "step-99"], 1,
+         f"modelzip: {quickstart_archive}: tag 'step-99': no such tag "
+         "(did you mean 'step-1' or 'step-2'?)"),
+        (["cat", quickstart_archive, "fc.wieght"], 1,
+         f"modelzip: {quickstart_archive}: tag 'step-2': no parameter 'fc.wieght' "
+         "(did you mean 'fc.weight'?)"),
+        (["rm-tag", quickstart_archive, "step2"], 1,
+         f"modelzip: {quickstart_archive}: tag 'step2': no such tag to remove "
+         "(did you mean 'step-2'?)"),
+        (["quantize", quickstart_archive, "--from", "STEP-3", "--tag", "q", "--scheme",
+          "int8-per-tensor"], 1,
+         f"modelzip: {quickstart_archive}: no tag 'STEP-3' (did you mean 'step-1' or 'step-2'?)"),
+    ]
+    for args, status, first_line in cases:
+        p = run(*args, check=False)
+        assert (p.returncode, p.stderr.decode().splitlines()[0]) == (status, first_line), args
+    # Nothing close: no guess, the usual hint.
+    p = run("frobnicate", check=False)
+    assert p.stderr == b"modelzip: unknown command 'frobnicate' (see modelzip --help)\n"
+    p = run("ls", quickstart_archive, "--tag", "nightly", check=False)
+    assert p.stderr.decode().endswith("tag 'nightly': no such tag\n"), p.stderr
+
+
 def test_zip_tools_accept_our_archives(quickstart_archive):
     with zipfile.ZipFile(quickstart_archive) as z:
         assert z.testzip() is None

@@ -90,3 +90,91 @@ def test_export_npz_and_selected_params(tensor_files, tmp_path):
     assert np.array_equal(np.load(tmp_path / "b.npy"), [0.5, -1.5])
     p = run("export", archive, "w2", "bias", tmp_path / "two.npy", check=False)
     assert p.returncode == 2
+
+
+def safetensors_bytes(tensors, metadata):
+    """A safetensors file written by hand: {name: float32 array}, "__metadata__" first."""
+    header, data = {}, b""
+    if metadata is not None:
+        header["__metadata__"] = metadata
+    for name, a in tensors.items():
+        a = np.asarray(a, "<f4")
+        header[name] = {"dtype": "F32", "shape": list(a.shape),
+                        "data_offsets": [len(data), len(data) + a.nbytes]}
+        data += a.tobytes()
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + data
+
+
+def safetensors_header(path):
+    raw = path.read_bytes()
+    (n,) = struct.unpack_from("<Q", raw)
+    return json.loads(raw[8:8 + n])
+
+
+def test_safetensors_metadata_is_kept_per_tag_and_exported_again(tmp_path):
+    import zipfile
+    w = np.arange(6, dtype=np.float32).reshape(2, 3)
+    (tmp_path / "pt.safetensors").write_bytes(safetensors_bytes({"w": w}, {"format": "pt"}))
+    (tmp_path / "more.safetensors").write_bytes(
+        safetensors_bytes({"b": np.ones(2)}, {"format": "pt", "note": "two\nlines \u00e9"}))
+    (tmp_path / "plain.safetensors").write_bytes(safetensors_bytes({"v": np.zeros(1)}, None))
+    archive = tmp_path / "m.zip"
+    run("import", archive, "--tag", "v1", tmp_path / "pt.safetensors",
+        tmp_path / "more.safetensors")
+    run("import", archive, "--tag", "v2", tmp_path / "plain.safetensors")
+    with zipfile.ZipFile(archive) as z:  # FORMAT.md 3.1: <tag>/metadata.toml
+        assert z.read("v1/metadata.toml").decode() == \
+            '[safetensors]\nformat = "pt"\nnote = "two\\nlines \u00e9"\n'
+        assert "v2/metadata.toml" not in z.namelist()
+    run("export", archive, "--tag", "v1", tmp_path / "out.safetensors")
+    header = safetensors_header(tmp_path / "out.safetensors")
+    assert header["__metadata__"] == {"format": "pt", "note": "two\nlines \u00e9"}
+    assert set(header) == {"__metadata__", "w", "b"}
+    # Selected parameters and a re-import keep it too; tags without any have none.
+    run("export", archive, "w", "--tag", "v1", tmp_path / "w.safetensors")
+    assert safetensors_header(tmp_path / "w.safetensors")["__metadata__"]["format"] == "pt"
+    run("import", archive, "--tag", "v3", tmp_path / "w.safetensors")
+    run("export", archive, tmp_path / "again.safetensors")  # the newest tag, v3
+    assert safetensors_header(tmp_path / "again.safetensors")["__metadata__"] == \
+        header["__metadata__"]
+    run("export", archive, "--tag", "v2", tmp_path / "plain-out.safetensors")
+    assert "__metadata__" not in safetensors_header(tmp_path / "plain-out.safetensors")
+    run("export", archive, "--tag", "v1", tmp_path / "out.npz")  # other formats: no metadata
+    assert run("verify", archive).returncode == 0
+
+
+def test_conflicting_safetensors_metadata_is_refused(tmp_path):
+    (tmp_path / "a.safetensors").write_bytes(
+        safetensors_bytes({"w": np.ones(2)}, {"format": "pt"}))
+    (tmp_path / "b.safetensors").write_bytes(
+        safetensors_bytes({"b": np.ones(2)}, {"format": "tf"}))
+    archive = tmp_path / "m.zip"
+    p = run("import", archive, "--tag", "v1", tmp_path / "a.safetensors",
+            tmp_path / "b.safetensors", check=False)
+    assert p.returncode == 1 and not archive.exists()
+    assert p.stderr.decode() == (f"modelzip: {tmp_path / 'b.safetensors'}: safetensors metadata "
+                                 "'format' differs from an earlier file's ('pt' there, 'tf' "
+                                 "here)\n")
+
+
+def test_damaged_tag_metadata_is_named_by_export_and_verify(tmp_path):
+    import zipfile
+    (tmp_path / "a.safetensors").write_bytes(
+        safetensors_bytes({"w": np.ones(2)}, {"format": "pt"}))
+    archive = tmp_path / "m.zip"
+    run("import", archive, "--tag", "v1", tmp_path / "a.safetensors")
+    damaged = tmp_path / "damaged.zip"
+    with zipfile.ZipFile(archive) as src, zipfile.ZipFile(damaged, "w") as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            if info.filename == "v1/metadata.toml":
+                data = b"[safetensors]\nformat = 3\n"
+            dst.writestr(info, data)
+    p = run("export", damaged, tmp_path / "x.safetensors", check=False)
+    assert p.returncode == 1
+    assert "entry 'v1/metadata.toml': line 2: safetensors.format must be a string" in \
+        p.stderr.decode(), p.stderr
+    p = run("verify", damaged, check=False)
+    assert p.returncode == 1 and b"v1/metadata.toml" in p.stdout

@@ -126,6 +126,22 @@ def test_quantize_globs_and_errors(tmp_path):
     assert path.stat().st_size == size
 
 
+def test_quantize_refuses_urls_and_missing_archives_like_every_writer(tmp_path):
+    """A URL is refused with the writers' sentence before anything is fetched (nothing listens
+    on the port), a missing archive by name; neither is created."""
+    url = "http://127.0.0.1:9/r18.zip"
+    r = run("quantize", url, "--from", "float", "--tag", "q", "--scheme", "int8-per-tensor",
+            check=False)
+    assert (r.returncode, r.stderr.decode()) == \
+        (1, f"modelzip: remote archives are read-only: {url}\n")
+    missing = tmp_path / "missing.zip"
+    r = run("quantize", missing, "--from", "float", "--tag", "q", "--scheme", "int8-per-tensor",
+            check=False)
+    assert r.returncode == 1 and str(missing) in r.stderr.decode() and \
+        "no such archive" in r.stderr.decode(), r.stderr
+    assert "filesystem error" not in r.stderr.decode() and not missing.exists()
+
+
 def test_quantize_human_output(tmp_path):
     path, _ = make_archive(tmp_path)
     out = run("quantize", path, "--from", "float", "--tag", "q8", "--scheme",

@@ -95,7 +95,7 @@ def test_errors_and_verify_are_coloured_on_a_terminal_only(quickstart_archive, t
     status, shown = run_on_terminal("verify", quickstart_archive, env=env_with())
     assert status == 0 and b"\x1b[32mOK\x1b[0m" in shown
     piped = run("verify", quickstart_archive)
-    assert piped.stderr.endswith(b": OK\n") and not ESCAPE.search(piped.stderr)
+    assert piped.stdout.endswith(b": OK\n") and not ESCAPE.search(piped.stdout)
 
 
 def test_verify_problems_are_red_on_a_terminal(quickstart_archive, tmp_path):

@@ -1,5 +1,6 @@
 // Fuzz target: the text entries of an archive (src/format): tags.txt,
-// params.txt, updater.txt, modelzip.toml and the escaped names in them. The
+// params.txt, updater.txt, modelzip.toml, <tag>/metadata.toml and the escaped
+// names in them. The
 // same bytes go to every parser.
 //
 // Invariant: whatever a parser accepts, its writer writes, and the written
@@ -11,6 +12,7 @@
 #include "format/archive_metadata.hpp"
 #include "format/blob_table.hpp"
 #include "format/name_escape.hpp"
+#include "format/tag_metadata.hpp"
 #include "format/tags_file.hpp"
 #include "fuzz_support.hpp"
 
@@ -50,6 +52,14 @@ void metadata(std::string_view text, const Limits& limits) {
   FUZZ_CHECK(again == parsed);
 }
 
+void tag_metadata(std::string_view text, const Limits& limits) {
+  TagMetadata parsed;
+  if (!attempt([&] { parsed = parse_tag_metadata(text, limits); })) return;
+  TagMetadata again;
+  FUZZ_CHECK(attempt([&] { again = parse_tag_metadata(write_tag_metadata(parsed), limits); }));
+  FUZZ_CHECK(again == parsed);
+}
+
 void name(std::string_view text) {
   std::string unescaped;
   if (!attempt([&] { unescaped = unescape_name(text); })) return;
@@ -67,6 +77,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   blob_table(text, TableKind::params, limits);
   blob_table(text, TableKind::updater, limits);
   metadata(text, limits);
+  tag_metadata(text, limits);
   name(text);
   return 0;
 }

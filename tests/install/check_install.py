@@ -184,11 +184,42 @@ def test_private_defines_stay_private(root, tmp_path):
     assert proc.returncode == 0 and proc.stdout == "42 float32\n", proc.stderr
 
 
-def test_installed_cli_runs(root):
+def test_installed_cli_runs_from_any_prefix(root, tmp_path):
+    """The installed CLI finds the installed library by itself (a RUNPATH relative to its own
+    folder), without LD_LIBRARY_PATH: from the DESTDIR tree (the prefix as seen from another
+    root) and after that tree has moved to another folder (another prefix, as with
+    -Dprefix=$HOME/opt/modelzip)."""
+    env = {k: v for k, v in ENV.items() if k != "LD_LIBRARY_PATH"}
     cli = inside(root, under_prefix("MODELZIP_BINDIR", "bin")) / "modelzip"
-    out = subprocess.run([str(cli), "--version"], env=lib_env(root), check=True,
-                         capture_output=True, text=True).stdout
-    assert re.fullmatch(r"modelzip \d+\.\d+\.\d+\n", out)
+    dynamic = subprocess.run(["readelf", "-d", str(cli)], check=True, capture_output=True,
+                             text=True).stdout
+    runpath = re.search(r"\((?:RUNPATH|RPATH)\)\s+Library r\w*path: \[([^\]]*)\]", dynamic)
+    assert runpath and runpath.group(1).startswith("$ORIGIN/"), dynamic
+    npy = tmp_path / "w.npy"  # a version 1.0 .npy of float32 [1, 2]
+    header = b"{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }"
+    header += b" " * (64 - 10 - len(header) - 1) + b"\n"
+    npy.write_bytes(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header
+                    + b"\x00\x00\x80\x3f\x00\x00\x00\x40")
+    moved = tmp_path / "elsewhere"
+    shutil.copytree(root, moved, symlinks=True)
+    for tree in (root, moved):
+        cli = inside(tree, under_prefix("MODELZIP_BINDIR", "bin")) / "modelzip"
+        proc = subprocess.run([str(cli), "--version"], env=env, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+        assert re.fullmatch(r"modelzip \d+\.\d+\.\d+\n", proc.stdout)
+        ldd = subprocess.run(["ldd", str(cli)], env=env, check=True, capture_output=True,
+                             text=True).stdout
+        found = re.search(r"libmodelzip\.so\.0 => (\S+)", ldd)
+        assert found, ldd
+        assert pathlib.Path(os.path.normpath(found.group(1))).parent == \
+            inside(tree, under_prefix("MODELZIP_LIBDIR", "lib")), ldd
+        # Real commands, not only --version: a tag written and listed.
+        archive = tmp_path / f"{tree.name}.zip"
+        subprocess.run([str(cli), "import", str(archive), "--tag", "t1", str(npy)], env=env,
+                       check=True, capture_output=True)
+        tags = subprocess.run([str(cli), "tags", str(archive)], env=env, check=True,
+                              capture_output=True, text=True).stdout
+        assert tags == "t1\n"
 
 
 def commands_from_help():

@@ -1,7 +1,8 @@
-"""The pip routes: `python3 -m build --wheel` on the source tree gives a wheel that installs into
-a fresh venv and saves and loads there, without the build tree or an installed libmodelzip; and
-`pip install --no-build-isolation .` installs the package into a venv that sees Debian's numpy
-and torch.
+"""The pip routes: `python3 -m build --wheel` on the source tree gives a wheel tagged for the
+interpreter and platform (pip refuses it for another Python) that installs into a fresh venv and
+saves and loads there, without the build tree or an installed libmodelzip, with the `modelzip`
+command in the venv's bin/; and `pip install --no-build-isolation .` installs the package and the
+command into a venv that sees Debian's numpy and torch.
 
 Run by meson as the test `python_wheel` (MODELZIP_SOURCE_DIR = the source tree). Each build
 configures and compiles the library once more (pyproject.toml: -Dwheel=true -Dtests=false), with
@@ -9,9 +10,12 @@ ccache when it is installed (.ci/install-deps installs it), so the second build 
 """
 import os
 import pathlib
+import re
+import shlex
 import shutil
 import subprocess
 import sys
+import sysconfig
 import zipfile
 
 import pytest
@@ -102,21 +106,79 @@ def package_dir(python, env, cwd):
         check=True, env=env, cwd=cwd, capture_output=True, text=True).stdout.strip())
 
 
+# The modelzip CLI, shipped in the wheel's scripts folder (pip installs it as <venv>/bin/modelzip).
+CLI_IN_WHEEL = "modelzip-0.1.0.data/scripts/modelzip"
+
+
+def check_cli(venv, archive, env):
+    """The venv's `modelzip` command: help, and real commands on the archive SAVE_AND_LOAD wrote."""
+    cli = venv / "bin" / "modelzip"
+    assert cli.is_file() and os.access(cli, os.X_OK), f"{cli} not installed"
+    dynamic = subprocess.run(["readelf", "-d", str(cli)], check=True, capture_output=True,
+                             text=True).stdout
+    assert "libmodelzip" not in dynamic and "RUNPATH" not in dynamic, dynamic
+    path_env = dict(env, PATH=f"{venv / 'bin'}:{env.get('PATH', '')}")
+    shown = subprocess.run(["modelzip", "--help"], env=path_env, capture_output=True, text=True,
+                           timeout=60)
+    assert shown.returncode == 0 and "Commands:" in shown.stdout, shown.stdout + shown.stderr
+    tags = subprocess.run(["modelzip", "tags", str(archive)], env=path_env, capture_output=True,
+                          text=True, timeout=60)
+    assert (tags.returncode, tags.stdout) == (0, "step-1\nstep-2\n"), tags.stderr
+    verified = subprocess.run(["modelzip", "verify", str(archive)], env=path_env,
+                              capture_output=True, text=True, timeout=60)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
 def run_in(python, script, archive, env):
     out = subprocess.run([str(python), "-c", script, str(archive)], env=env, cwd=archive.parent,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and out.stdout.startswith("ok"), out.stdout + out.stderr
 
 
+def interpreter_tag():
+    """The tags of a wheel built for this interpreter, e.g. "cp311-cp311-linux_x86_64"
+    (PEP 425: the platform is sysconfig's, "-" and "." replaced by "_")."""
+    cp = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    return f"{cp}-{cp}-{sysconfig.get_platform().replace('-', '_').replace('.', '_')}"
+
+
+def pip_would_install(wheel, python_version, tmp_path):
+    """pip's answer for a wheel, as if installing into Python `python_version` ("3.12")."""
+    return subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--no-index",
+                           "--no-deps", "--only-binary=:all:", "--python-version", python_version,
+                           "--target", str(tmp_path / f"target-{python_version}"), str(wheel)],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_wheel_is_tagged_for_its_interpreter_and_platform(wheel, tmp_path):
+    """The wheel holds an extension built for one CPython: tagged cpXY-cpXY-<platform>, not
+    py3-none-any, so that pip refuses to install it into another Python (which could not
+    load the extension) instead of failing later at `import modelzip`."""
+    assert wheel.name == f"modelzip-0.1.0-{interpreter_tag()}.whl", wheel.name
+    with zipfile.ZipFile(wheel) as z:
+        fields = z.read("modelzip-0.1.0.dist-info/WHEEL").decode().splitlines()
+    assert "Root-Is-Purelib: false" in fields and f"Tag: {interpreter_tag()}" in fields, fields
+    ours = pip_would_install(wheel, f"{sys.version_info.major}.{sys.version_info.minor}",
+                             tmp_path)
+    assert ours.returncode == 0 and "Would install modelzip-0.1.0" in ours.stdout, \
+        ours.stdout + ours.stderr
+    other = "3.12" if sys.version_info[:2] != (3, 12) else "3.11"
+    refused = pip_would_install(wheel, other, tmp_path)
+    assert refused.returncode != 0, refused.stdout
+    assert "is not a supported wheel on this platform" in refused.stderr, refused.stderr
+
+
 def test_wheel_installs_into_a_fresh_venv_and_works(wheel, build_env, tmp_path):
     env = build_env
     names = zipfile.ZipFile(wheel).namelist()
     for required in ("modelzip/__init__.py", "modelzip/__init__.pyi", "modelzip/py.typed",
-                     "modelzip/torch.py", "modelzip/torch.pyi", "modelzip/_errors.py"):
+                     "modelzip/torch.py", "modelzip/torch.pyi", "modelzip/_errors.py",
+                     CLI_IN_WHEEL):
         assert required in names, f"{required} missing from {wheel.name}: {names}"
     (extension,) = [n for n in names if n.startswith("modelzip/_modelzip") and n.endswith(".so")]
-    # Nothing but the package: no CLI, headers, pkg-config file or bundled libraries.
+    # Nothing but the package and the CLI: no headers, pkg-config file or bundled libraries.
     assert all(n.startswith(("modelzip/", "modelzip-")) for n in names), names
+    assert [n for n in names if n.startswith("modelzip-0.1.0.data/")] == [CLI_IN_WHEEL], names
 
     venv = tmp_path / "venv"
     python = make_venv(venv, env)
@@ -129,19 +191,42 @@ def test_wheel_installs_into_a_fresh_venv_and_works(wheel, build_env, tmp_path):
     assert "libmodelzip" not in needed, "the extension must link libmodelzip statically"
     assert "RUNPATH" not in needed and "RPATH" not in needed, needed
     run_in(python, SAVE_AND_LOAD, tmp_path / "m.zip", env)
+    check_cli(venv, tmp_path / "m.zip", env)
+
+
+# The pip route exactly as README.md and docs/install.md give it; the test below runs these
+# commands (the venv in its own folder).
+DOCUMENTED_PIP_ROUTE = ["/usr/bin/python3 -m venv --system-site-packages venv",
+                        "venv/bin/pip install -v --no-build-isolation ."]
+
+
+def test_the_documented_pip_route_is_the_tested_one():
+    for doc in ("README.md", "docs/install.md"):
+        text = (SOURCE_DIR / doc).read_text()
+        for command in DOCUMENTED_PIP_ROUTE:
+            assert re.search(rf"^{re.escape(command)}( +#.*)?$", text, re.M), \
+                f"{doc} does not give: {command}"
 
 
 def test_pip_install_of_the_source_tree_into_a_venv(wheel, build_env, tmp_path):
-    """The README's route: `pip install --no-build-isolation .` in a venv with Debian's packages
-    (after the wheel test, so its compiler runs hit ccache)."""
+    """The documented route: a venv of /usr/bin/python3 with Debian's packages, then
+    `pip install -v --no-build-isolation .` (after the wheel test, so its compiler runs hit
+    ccache)."""
     env = build_env
+    make_venv_command, pip_command = (shlex.split(c) for c in DOCUMENTED_PIP_ROUTE)
+    subprocess.run(make_venv_command, check=True, env=env, cwd=tmp_path, timeout=300)
     venv = tmp_path / "venv"
-    python = make_venv(venv, env)
-    subprocess.run([str(python), "-m", "pip", "install", "--no-build-isolation", "--no-index",
-                    "--no-deps", "."], check=True, env=env, cwd=SOURCE_DIR, timeout=1700)
+    python = venv / "bin" / "python"
+    pip_command[0] = str(tmp_path / pip_command[0])
+    installed = subprocess.run(pip_command, env=env, cwd=SOURCE_DIR, timeout=1700,
+                               capture_output=True, text=True)
+    assert installed.returncode == 0, installed.stdout[-5000:] + installed.stderr[-5000:]
+    # -v shows the build's progress: meson's and ninja's lines.
+    assert "[1/" in installed.stdout + installed.stderr, installed.stdout[-5000:]
     assert package_dir(python, env, tmp_path).is_relative_to(venv)
     listed = subprocess.run([str(python), "-m", "pip", "show", "modelzip"], check=True, env=env,
                             capture_output=True, text=True).stdout
     assert "Name: modelzip" in listed and str(venv) in listed, listed
     run_in(python, SAVE_AND_LOAD, tmp_path / "m.zip", env)
+    check_cli(venv, tmp_path / "m.zip", env)
     run_in(python, TORCH_CHECKPOINT, tmp_path / "t.zip", env)

@@ -115,7 +115,8 @@ def test_function_parameters_match(name):
 
 def test_public_classes_say_they_come_from_modelzip():
     for name in ["Archive", "Writer", "Embeddings", "Metadata", "ParamInfo", "WriteStats",
-                 "SparseCOO", "Error", "NotFoundError", "read_tensor_file", "save"]:
+                 "SparseCOO", "LoadedArrays", "Error", "NotFoundError", "read_tensor_file",
+                 "save"]:
         assert getattr(modelzip, name).__module__ == "modelzip", name
 
 

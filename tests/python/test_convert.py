@@ -2,6 +2,7 @@
 hand-parsed safetensors header."""
 import json
 import struct
+import zipfile
 
 import numpy as np
 import pytest
@@ -93,6 +94,32 @@ def test_import_keeps_bfloat16_and_export_round_trips(tmp_path, archive_path):
     modelzip.export_tensor_file(archive_path, tmp_path / "out.btf", "PLAIN")
     tensors, _ = modelzip.read_tensor_file(tmp_path / "out.btf")
     assert [t.tolist() for t in tensors.values()] == [[1.0, 1.0], [0, 1, 2]]  # names dropped
+
+
+def test_import_keeps_safetensors_metadata_for_export(tmp_path, archive_path):
+    """A safetensors file's __metadata__ survives import_tensor_files -> export_tensor_file;
+    the metadata argument updates it; files that disagree are refused."""
+    modelzip.write_tensor_file(tmp_path / "a.safetensors", {"w": np.ones(2, np.float32)},
+                               metadata={"format": "pt"})
+    modelzip.write_tensor_file(tmp_path / "b.safetensors", {"b": np.zeros(1, np.float32)},
+                               metadata={"format": "pt", "source": "b"})
+    modelzip.import_tensor_files(archive_path, "t", [tmp_path / "a.safetensors",
+                                                     tmp_path / "b.safetensors"], durable=False)
+    with zipfile.ZipFile(archive_path) as z:
+        assert z.read("t/metadata.toml") == b'[safetensors]\nformat = "pt"\nsource = "b"\n'
+    modelzip.export_tensor_file(archive_path, tmp_path / "out.safetensors")
+    tensors, meta = modelzip.read_tensor_file(tmp_path / "out.safetensors")
+    assert meta == {"format": "pt", "source": "b"} and list(tensors) == ["b", "w"]
+    modelzip.export_tensor_file(archive_path, tmp_path / "out2.safetensors",
+                                metadata={"source": "mine", "extra": "1"})
+    _, meta = modelzip.read_tensor_file(tmp_path / "out2.safetensors")
+    assert meta == {"format": "pt", "source": "mine", "extra": "1"}
+    modelzip.write_tensor_file(tmp_path / "c.safetensors", {"c": np.zeros(1, np.float32)},
+                               metadata={"format": "tf"})
+    with pytest.raises(modelzip.InvalidArgumentError, match="'format' differs"):
+        modelzip.import_tensor_files(archive_path, "u", [tmp_path / "a.safetensors",
+                                                         tmp_path / "c.safetensors"])
+    assert modelzip.open(archive_path).tags == ["t"]
 
 
 def test_sparse_and_btf(tmp_path):

@@ -89,6 +89,26 @@ def test_tensors_needing_care(archive_path):
     assert not state["requires_grad"].requires_grad
 
 
+def test_load_state_dict_of_numpy_arrays_names_the_torch_loader(archive_path):
+    """model.load_state_dict(modelzip.load(p)): one TypeError that says what to call instead of
+    one torch error per parameter; what load() returns is otherwise a plain dict."""
+    model = nn.Linear(3, 2)
+    save(archive_path, "t", model.state_dict())
+    for loaded in (modelzip.load(archive_path), modelzip.open(archive_path).load()):
+        with pytest.raises(TypeError) as info:
+            model.load_state_dict(loaded)
+        message = str(info.value)
+        assert "numpy arrays" in message and ".load_torch(tag)" in message, message
+        assert "\n" not in message
+        with pytest.raises(TypeError):
+            model.load_state_dict(loaded, strict=False)
+        assert isinstance(loaded, dict) and list(loaded) == ["weight", "bias"]
+        assert loaded == dict(loaded) and type(dict(loaded)) is dict
+        assert np.array_equal(loaded["weight"], model.weight.detach().numpy())
+        assert not hasattr(loaded, "__dict__")  # no other attributes than a dict's
+    model.load_state_dict(modelzip.open(archive_path).load_torch())  # the loader it names
+
+
 def test_saving_borrows_the_tensor_memory(archive_path):
     """The archive holds what the tensor contains at commit time: it was not copied at add_tag."""
     weight = torch.zeros(4)

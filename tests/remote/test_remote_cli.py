@@ -43,8 +43,7 @@ def test_same_answer_as_local(nginx, site, name, args):
     url = nginx.url(name)
     a = run(args[0], local, *args[1:], check=False)
     b = run(args[0], url, *args[1:], check=False, env=cli_env())
-    # The local run answered (diff exits 1 when the tags differ; verify's
-    # verdict is on stderr).
+    # The local run answered (diff exits 1 when the tags differ).
     assert a.returncode in (0, 1) and (a.stdout or a.returncode == 0), a.stderr
     assert (b.returncode, swap(b.stdout, url, local), swap(b.stderr, url, local)) == \
         (a.returncode, a.stdout, a.stderr)

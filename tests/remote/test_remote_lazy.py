@@ -150,7 +150,9 @@ def test_read_only_commands_on_url(nginx, site, tmp_path):
     url = nginx.url("qs.zip")
     start = len(nginx.log_lines())
     for args in (["import", url, "--tag", "t9", npy], ["rm-tag", url, "step-1"], ["gc", url],
-                 ["meta", url, "--name", "x"]):
+                 ["meta", url, "--name", "x"],
+                 ["quantize", url, "--from", "step-1", "--tag", "q", "--scheme",
+                  "int8-per-tensor"]):
         p = run(*args, check=False, env=cli_env())
         assert (p.returncode, p.stderr.decode()) == \
             (1, f"modelzip: remote archives are read-only: {url}\n"), args

@@ -54,7 +54,8 @@ def test_writing_a_url_is_refused(nginx, site):
                   lambda: modelzip.remove_tag(url, "step-1"),
                   lambda: modelzip.collect_garbage(url),
                   lambda: modelzip.set_metadata(url, {"model_name": "x"}),
-                  lambda: modelzip.Writer(url)):
+                  lambda: modelzip.Writer(url),
+                  lambda: modelzip.quantize(url, "step-1", "q", scheme="int8-per-tensor")):
         with pytest.raises(modelzip.Error) as info:
             write()
         assert str(info.value) == expected

@@ -334,8 +334,8 @@ release the GIL.)");
           [](const PyArchive& self, const std::optional<std::string>& tag, bool copy,
              bool dequantize, const std::optional<std::vector<std::string>>& names,
              bool writable, bool verify) {
-            return load_tensors(self.get(), tag_or_newest(tag), read_mode(copy, writable),
-                                dequantize, names, verify);
+            return helper("_values", "LoadedArrays")(load_tensors(
+                self.get(), tag_or_newest(tag), read_mode(copy, writable), dequantize, names, verify));
           },
           py::arg("tag") = py::none(), py::kw_only(), py::arg("copy") = false,
           py::arg("dequantize") = false, py::arg("names") = py::none(),
@@ -347,7 +347,9 @@ unless copy=True or writable=True. bfloat16 loads as uint16 (the raw bits),
 strings as an object array of str, sparse tensors as SparseCOO, quantized
 tensors as QuantizedTensor (zero-copy views of the integers, scales and zero
 points) or, with dequantize=True, as new writable arrays of their original
-type. Embedding parameters are skipped (use embeddings()).
+type. Embedding parameters are skipped (use embeddings()). The result is a
+dict (modelzip.LoadedArrays); torch's load_state_dict() refuses it with a
+TypeError that names modelzip.torch.load(), which gives torch tensors.
 
 names: only these parameters, in this order (NotFoundError for a missing one).
 writable: writable arrays without a copy: views of a private copy-on-write

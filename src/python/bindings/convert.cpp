@@ -8,6 +8,7 @@
 
 #include "arrays.hpp"
 #include "bindings.hpp"
+#include "convert/kept_metadata.hpp"
 #include "modelzip/archive.hpp"
 #include "modelzip/writer.hpp"
 
@@ -94,9 +95,13 @@ scales, zero points and a JSON description (README); .npy and .btf refuse it.)")
         py::gil_scoped_release release;
         const ParamOptions options{compress ? Compression::deflate : Compression::store};
         NewTag contents;  // views into the mapped files, alive until the commit returns
-        for (const auto& f : files)
-          for (auto& t : convert::read_tensor_file(f).tensors)
-            contents.add(t.name, t.tensor, options);
+        convert::StringMap safetensors_metadata;
+        for (const auto& f : files) {
+          convert::TensorFile file = convert::read_tensor_file(f);
+          convert::detail::merge_file_metadata(safetensors_metadata, file, f);
+          for (auto& t : file.tensors) contents.add(t.name, t.tensor, options);
+        }
+        convert::detail::keep_metadata(contents, safetensors_metadata);
         WriterOptions writer_options;
         writer_options.dedup = dedup;
         writer_options.durable = durable;
@@ -111,7 +116,9 @@ scales, zero points and a JSON description (README); .npy and .btf refuse it.)")
       py::arg("append") = true,
       R"(Adds tag `tag` to `archive` made of every tensor of the tensor files `paths`
 (.npy/.npz/.safetensors/.btf), without going through numpy: data types are
-kept exactly (bfloat16 stays bfloat16). safetensors metadata is not kept.
+kept exactly (bfloat16 stays bfloat16). The safetensors files' __metadata__
+is kept with the tag (export_tensor_file writes it back); two files that give
+one key different values raise InvalidArgumentError.
 Quantized tensors written as integers + scales are stored quantized again.
 Returns the WriteStats.)");
   set_public_module(m.attr("import_tensor_files"));
@@ -122,10 +129,17 @@ Returns the WriteStats.)");
          const py::object& metadata) {
         std::filesystem::path a = to_path(archive);
         std::filesystem::path p = to_path(path);
-        convert::StringMap meta = string_map(metadata);
+        const convert::StringMap given = string_map(metadata);
         std::string t = tag_or_newest(tag);
         py::gil_scoped_release release;
         Archive ar = Archive::open(a);
+        convert::StringMap meta;
+        if (convert::format_from_extension(p) == convert::Format::safetensors) {
+          meta = convert::detail::kept_safetensors_metadata(ar, t);
+          for (const auto& [key, value] : given) meta[key] = value;
+        } else {
+          meta = given;
+        }
         std::vector<convert::NamedTensor> tensors;
         for (const ParamInfo& info : ar.params(t))
           if (info.kind == BlobKind::tensor)
@@ -136,7 +150,9 @@ Returns the WriteStats.)");
       py::arg("metadata") = py::none(),
       R"(Writes every tensor parameter of `tag` (None: the newest) of `archive` to the
 tensor file `path` (format by extension, as write_tensor_file; quantized
-tensors as integers + scales). Embedding parameters are skipped.)");
+tensors as integers + scales). Embedding parameters are skipped. A .safetensors
+file gets the __metadata__ kept with the tag by import_tensor_files (or
+`modelzip import`), updated by `metadata`.)");
   set_public_module(m.attr("export_tensor_file"));
 }
 

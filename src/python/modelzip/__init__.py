@@ -31,13 +31,14 @@ from ._errors import (Error, FileError, InvalidArgumentError, MissingFileError, 
 from ._modelzip import (Archive, Embeddings, Metadata, ParamInfo, QuantizeResult,  # noqa: E402
                         Writer, WriteStats, export_tensor_file, import_tensor_files, quantize,
                         read_tensor_file, write_tensor_file)
-from ._values import QuantizedTensor, SparseCOO  # noqa: E402
+from ._values import LoadedArrays, QuantizedTensor, SparseCOO  # noqa: E402
 
 __version__: str = _modelzip.__version__
 DTYPES: tuple[str, ...] = _modelzip.DTYPES
 
 __all__ = [
-    "Archive", "DTYPES", "Embeddings", "Error", "FileError", "InvalidArgumentError", "Metadata",
+    "Archive", "DTYPES", "Embeddings", "Error", "FileError", "InvalidArgumentError", "LoadedArrays",
+    "Metadata",
     "MissingFileError", "NotFoundError", "ParamInfo", "PermissionDeniedError",
     "QuantizeResult", "QuantizedTensor", "SparseCOO", "WriteStats", "Writer", "collect_garbage",
     "export_tensor_file", "import_tensor_files", "load", "open", "quantize", "read_tensor_file",
@@ -64,7 +65,7 @@ def open(path: PathLike) -> Archive:  # noqa: A001 (mirrors builtins.open on pur
 
 
 def load(path: PathLike, tag: Optional[str] = None, *, copy: bool = False,
-         dequantize: bool = False) -> dict[str, Any]:
+         dequantize: bool = False) -> LoadedArrays:
     """Every tensor parameter of ``tag`` (None: the newest) of the archive at ``path``.
 
     Same as ``Archive(path).load(tag, copy=copy, dequantize=dequantize)``; zero-copy

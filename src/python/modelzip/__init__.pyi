@@ -93,6 +93,13 @@ class PermissionDeniedError(FileError, PermissionError):
     """A file or folder modelzip may not read or write (EACCES, EPERM); also a PermissionError."""
 
 
+class LoadedArrays(dict[str, Any]):
+    """What load() returns: a dict of numpy arrays (SparseCOO, QuantizedTensor) by name.
+
+    torch's Module.load_state_dict() refuses it with a TypeError that names the torch loader
+    (Archive.load_torch()), which gives torch tensors."""
+
+
 class SparseCOO(NamedTuple):
     """A sparse COO tensor: ``indices`` (nnz x rank int64), ``values`` (nnz), dense ``shape``."""
 
@@ -296,7 +303,7 @@ class Archive:
         """One parameter of ``tag`` (None: the newest) as numpy (see load())."""
     def load(self, tag: Optional[str] = None, *, copy: bool = False,
              dequantize: bool = False, names: Optional[Iterable[str]] = None,
-             writable: bool = False, verify: bool = False) -> dict[str, LoadedValue]:
+             writable: bool = False, verify: bool = False) -> LoadedArrays:
         """Every tensor parameter of ``tag`` (None: the newest), by name, in stored order.
 
         Read-only zero-copy views for stored blobs unless ``copy=True`` or
@@ -532,7 +539,7 @@ def quantize(path: PathLike, from_tag: str, tag: str, *, scheme: str = "int8-per
     """Adds ``tag``: ``from_tag``'s parameters quantized with ``scheme`` ("int8-per-tensor",
     "int8-per-channel", "int8-block32", "int4-block32"), everything else referenced."""
 def load(path: PathLike, tag: Optional[str] = None, *, copy: bool = False,
-         dequantize: bool = False) -> dict[str, LoadedValue]:
+         dequantize: bool = False) -> LoadedArrays:
     """Every tensor parameter of ``tag`` (None: the newest) of the archive at ``path``."""
 
 
@@ -606,7 +613,9 @@ def import_tensor_files(archive: PathLike, tag: str, paths: list[PathLike], *,
     """Adds tag ``tag`` to ``archive`` made of every tensor of the tensor files ``paths``.
 
     Goes straight from file to archive without numpy, so data types are kept
-    exactly (bfloat16 stays bfloat16). safetensors metadata is not kept.
+    exactly (bfloat16 stays bfloat16). The safetensors files' ``__metadata__`` is kept
+    with the tag (export_tensor_file writes it back); two files that give one key
+    different values raise InvalidArgumentError.
     Quantized tensors written as integers + scales are stored quantized again.
     """
 
@@ -616,5 +625,7 @@ def export_tensor_file(archive: PathLike, path: PathLike, tag: Optional[str] = N
     """Writes every tensor parameter of ``tag`` (None: the newest) to the tensor file ``path``.
 
     The format follows the extension, as for write_tensor_file (quantized
-    tensors as integers + scales); embedding parameters are skipped.
+    tensors as integers + scales); embedding parameters are skipped. A .safetensors
+    file gets the ``__metadata__`` kept with the tag by import_tensor_files (or
+    ``modelzip import``), updated by ``metadata``.
     """

@@ -18,6 +18,40 @@ import numpy as np
 from . import _modelzip
 
 
+class LoadedArrays(dict):
+    """What ``load()`` returns: a plain dict of numpy arrays (and QuantizedTensor, SparseCOO) by
+    parameter name, in stored order.
+
+    It differs from a dict in one way: torch's ``Module.load_state_dict()``, which needs torch
+    tensors, raises a TypeError that names the torch loader instead of one error per parameter.
+    (load_state_dict reads the state dict's attribute ``_metadata`` before anything else; a
+    dict has no such attribute, so nothing else that takes a dict reads it.)
+    """
+
+    __slots__ = ()
+
+    @property
+    def _metadata(self) -> Any:
+        raise TypeError(
+            "modelzip.load() and Archive.load() give numpy arrays, which "
+            "torch's load_state_dict() cannot copy into a model: load torch tensors with "
+            f"{_torch_loader()} instead")
+
+
+LoadedArrays.__module__ = "modelzip"
+
+
+def _torch_loader() -> str:
+    """How the torch loader is called (modelzip.torch.load where this version has it)."""
+    try:
+        from . import torch as modelzip_torch
+    except ImportError:  # no torch
+        modelzip_torch = None
+    if modelzip_torch is not None and hasattr(modelzip_torch, "load"):
+        return "modelzip.torch.load(path, tag) or modelzip.open(path).load_torch(tag)"
+    return "modelzip.open(path).load_torch(tag)"
+
+
 class SparseCOO(NamedTuple):
     """A sparse tensor in coordinate format (also a plain ``(indices, values, shape)`` tuple).
 
