@@ -77,7 +77,8 @@ AppendSession::AppendSession(fs::path path, const Directory& directory, const By
     if (options_.direct_data) writer_->write_large_data_directly();
     writer_->set_comment(directory.comment);  // the archive's comment stays
     for (const auto& e : directory.entries)
-      if (e.name != tail_entry_) writer_->keep(e);
+      if (e.name != tail_entry_ && (!options_.keep_entry || options_.keep_entry(e)))
+        writer_->keep(e);
   } catch (...) {
     try {
       rollback();
