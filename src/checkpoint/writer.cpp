@@ -875,11 +875,11 @@ void Writer::Impl::mark_free_ranges(const std::set<const zip::EntryInfo*>& kept,
   try {
     // The gaps lie before the old tail, which the commit did not change:
     // the old archive's mapping shows their bytes.
-    const std::size_t marked =
+    const std::uint64_t written =
         zip::format_free_ranges(archive_fd, path.string(), old.reader.file().span(), gaps);
-    if (marked > 0 && options.durable && io::sys::fsync(archive_fd) != 0)
+    if (written > 0 && options.durable && io::sys::fsync(archive_fd) != 0)
       io::throw_errno(path, "fsync failed");
-    stats.bytes_written += marked * zip::kLocalHeaderFixedSize;
+    stats.bytes_written += written;
   } catch (const Error& e) {
     throw e
         .reworded(

@@ -174,18 +174,21 @@ std::vector<std::byte> free_entry_header(std::span<const std::byte> file, const 
                              range.offset, false);
 }
 
-std::size_t format_free_ranges(int fd, const std::string& file_name,
-                               std::span<const std::byte> file,
-                               const std::vector<ByteRange>& ranges) {
+std::uint64_t format_free_ranges(int fd, const std::string& file_name,
+                                 std::span<const std::byte> file,
+                                 const std::vector<ByteRange>& ranges) {
   std::vector<std::pair<ByteRange, std::vector<std::byte>>> headers;
   for (const ByteRange& r : ranges)
     if (is_freed_range(file, r) && !is_free_entry(file, r))
       headers.emplace_back(r, free_entry_header(file, r));
-  for (const auto& [range, header] : headers)
+  std::uint64_t written = 0;
+  for (const auto& [range, header] : headers) {
     io::pwrite_full(fd, header.data(), header.size(), range.offset,
                     ErrorContext{.archive = file_name, .offset = range.offset},
                     "cannot mark freed bytes as a free entry");
-  return headers.size();
+    written += header.size();
+  }
+  return written;
 }
 
 }  // namespace modelzip::zip

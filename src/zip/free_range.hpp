@@ -68,8 +68,8 @@ std::vector<std::byte> free_entry_header(std::span<const std::byte> file, const 
 // Formats each of `ranges` that is freed (is_freed_range) and not yet a
 // free entry: computes every header from `file` (the archive's current
 // bytes, e.g. its mapping) first, then writes them through `fd`. Returns
-// the number of headers written. Error(io) naming `file_name`.
-std::size_t format_free_ranges(int fd, const std::string& file_name,
+// the number of bytes written (headers). Error(io) naming `file_name`.
+std::uint64_t format_free_ranges(int fd, const std::string& file_name,
                                std::span<const std::byte> file,
                                const std::vector<ByteRange>& ranges);
 

@@ -391,7 +391,9 @@ def test_save_replace_and_keep_last(archive_path):
         assert ar.tags == ["step-0", "step-2", "step-3", "step-1"]
         assert np.array_equal(ar.load("step-1")["emb"], arrays(9)["emb"])
     stats = save(archive_path, "step-4", arrays(4), keep_last=2)
-    assert stats.appended and stats.bytes_freed > 0
+    # Three tags freed against two live: more free than live bytes, so the
+    # commit rewrites (which drops the free entries) instead.
+    assert not stats.appended and stats.bytes_freed == 0
     with modelzip.open(archive_path) as ar:
         assert ar.tags == ["step-1", "step-4"]
         assert ar.verify() == []
