@@ -850,8 +850,8 @@ void Writer::Impl::append_to(const Plan& plan, const Archive::Impl& old,
     if (*visible)
       throw e
           .reworded(
-              "the appended tags are visible, but finishing the append failed (the change "
-              "may not survive a power loss): " +
+              "the change is visible, but finishing it in place failed (it may not survive "
+              "a power loss): " +
                   e.message(),
               e.context())
           .with_context(context());

@@ -21,8 +21,10 @@
 //    writing to the file directly (e.g. other processes, each at its own
 //    offset >= start_offset()); such
 //    entries are then listed with writer().keep() and writer().skip_to()
-//    moves past them. Entries must not overlap and must leave no gap
-//    (every byte belongs to an entry, FORMAT.md section 1).
+//    moves past them. New entries must not overlap and must leave no gap
+//    (every byte from start_offset() on belongs to an entry, FORMAT.md
+//    section 1); the old entries keep_entry drops leave gaps before it,
+//    which the caller marks as free entries after commit().
 //  - commit(contents) writes `tail_entry` (stored) as the last entry, the
 //    central directory and the end records, fsyncs (when durable; also
 //    before the end records), and removes the journal (then fsyncs the

@@ -108,6 +108,22 @@ std::vector<Tensor> build(const fs::path& path, int n, std::mt19937_64& rng) {
   return tensors;
 }
 
+// Removes `tag` in one commit; returns the commit's statistics.
+Writer::Stats remove(const fs::path& path, const std::string& tag) {
+  Writer w = Writer::open(path);
+  w.remove_tag(tag);
+  w.commit();
+  return w.last_stats();
+}
+
+// Adds `tag` with a small random tensor in one commit; returns its statistics.
+Writer::Stats add_small(const fs::path& path, const std::string& tag, std::mt19937_64& rng) {
+  Writer w = Writer::open(path);
+  w.add_tag(tag, tag_with(random_tensor(rng, 100)));
+  w.commit();
+  return w.last_stats();
+}
+
 std::string first_param_bytes(const fs::path& path, const std::string& tag) {
   Archive a = Archive::open(path);
   return bytes_of_tensor(a.tensor("w", tag));
@@ -124,10 +140,7 @@ TEST_CASE("Removing the oldest tag in place writes only the tail and leaves one 
   Archive old = Archive::open(path);
   const Tensor old_view = old.tensor("w", "t0");
 
-  Writer w = Writer::open(path);
-  w.remove_tag("t0");
-  w.commit();
-  const auto& s = w.last_stats();
+  const Writer::Stats s = remove(path, "t0");
   CHECK(s.appended);
   CHECK(s.bytes_freed > kBig);
   CHECK(s.bytes_written < 16384);  // the tail, not a megabyte
@@ -148,12 +161,7 @@ TEST_CASE("Adjacent freed ranges merge; appends and removals keep the archive in
   const auto path = dir / "m.zip";
   std::mt19937_64 rng(2);
   auto tensors = build(path, 6, rng);
-  for (const char* tag : {"t0", "t1"}) {
-    Writer w = Writer::open(path);
-    w.remove_tag(tag);
-    w.commit();
-    CHECK(w.last_stats().appended);
-  }
+  for (const char* tag : {"t0", "t1"}) CHECK(remove(path, tag).appended);
   check_streaming_view(path, 1);  // t0's and t1's bytes: one free entry
   {
     Writer w = Writer::open(path);
@@ -189,12 +197,10 @@ TEST_CASE("A blob that other tags share moves by copy; their tables are written 
     w.add_tag(tag, std::move(nt));
     w.commit();
   }
-  Writer w = Writer::open(path);
-  w.remove_tag("t0");
-  w.commit();
-  CHECK(w.last_stats().appended);
-  CHECK(w.last_stats().bytes_written > kBig);  // the shared blob, copied
-  CHECK(w.last_stats().bytes_written < kBig + 32768);
+  const Writer::Stats s = remove(path, "t0");
+  CHECK(s.appended);
+  CHECK(s.bytes_written > kBig);  // the shared blob, copied
+  CHECK(s.bytes_written < kBig + 32768);
   Archive a = Archive::open(path);
   CHECK(a.tags() == std::vector<std::string>{"t1", "t2", "t3"});
   for (const char* tag : {"t2", "t3"}) {
@@ -281,12 +287,7 @@ TEST_CASE("A commit that would leave more free than live bytes rewrites; gc drop
   const auto path = dir / "m.zip";
   std::mt19937_64 rng(7);
   build(path, 3, rng);
-  {
-    Writer w = Writer::open(path);
-    w.remove_tag("t0");
-    w.commit();
-    CHECK(w.last_stats().appended);
-  }
+  CHECK(remove(path, "t0").appended);
   const auto with_free = fs::file_size(path);
   {
     Writer w = Writer::open(path);
@@ -303,10 +304,7 @@ TEST_CASE("A commit that would leave more free than live bytes rewrites; gc drop
     w.commit();  // 1 MiB freed against 1 MiB live: in place
     CHECK(w.last_stats().appended);
   }
-  Writer w = Writer::open(path);
-  w.remove_tag("t2");  // 2 MiB free against a few bytes live
-  w.commit();
-  CHECK_FALSE(w.last_stats().appended);
+  CHECK_FALSE(remove(path, "t2").appended);  // 2 MiB free against a few bytes live
   check_streaming_view(path, 0);
   CHECK(fs::file_size(path) < 4096);
 }
@@ -317,11 +315,7 @@ TEST_CASE("Freed ranges left unmarked (a writer killed after its commit) are mar
   std::mt19937_64 rng(8);
   build(path, 3, rng);
   const std::string before = io_bytes(path);
-  {
-    Writer w = Writer::open(path);
-    w.remove_tag("t0");
-    w.commit();
-  }
+  CHECK(remove(path, "t0").appended);
   // Put back the bytes the free entry's header overwrote: the range holds
   // t0's old entries again, which the central directory no longer lists.
   std::string now = io_bytes(path);
@@ -331,10 +325,7 @@ TEST_CASE("Freed ranges left unmarked (a writer killed after its commit) are mar
   now.replace(start, 64, before, start, 64);
   write_file(path, now);
   CHECK(walk_local_headers(path).at(1).starts_with("t0/"));
-  Writer w = Writer::open(path);
-  w.add_tag("t3", tag_with(random_tensor(rng, 100)));
-  w.commit();
-  CHECK(w.last_stats().appended);
+  CHECK(add_small(path, "t3", rng).appended);
   check_streaming_view(path, 1);
 }
 
@@ -343,19 +334,12 @@ TEST_CASE("Gaps another tool left (no local header) are not overwritten: the arc
   const auto path = dir / "m.zip";
   std::mt19937_64 rng(9);
   build(path, 3, rng);
-  {
-    Writer w = Writer::open(path);
-    w.remove_tag("t0");
-    w.commit();
-  }
+  CHECK(remove(path, "t0").appended);
   std::string now = io_bytes(path);
   const std::size_t at = now.find(".modelzip-free/") - 30;
   now.replace(at, 4, "JUNK");
   write_file(path, now);
-  Writer w = Writer::open(path);
-  w.add_tag("t3", tag_with(random_tensor(rng, 100)));
-  w.commit();
-  CHECK_FALSE(w.last_stats().appended);
+  CHECK_FALSE(add_small(path, "t3", rng).appended);
   check_streaming_view(path, 0);
 }
 

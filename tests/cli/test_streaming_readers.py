@@ -87,15 +87,22 @@ def file_order(path):
         return [(i.filename, i.file_size) for i in infos], z.read("tags.txt").decode()
 
 
-def test_java_zip_input_stream_lists_every_entry(tmp_path):
-    path, tags = build_archive(tmp_path)
+def java_listing(path):
+    """ListZip's entries [(name, size)] in file order and its tags.txt text.
+    ZipInputStream reads every entry to its end and checks its CRC (an
+    exception fails the run)."""
     classes = BUILD_DIR / "interop-java"
     classes.mkdir(parents=True, exist_ok=True)
     subprocess.run(["javac", "-d", classes, INTEROP / "ListZip.java"], check=True)
     out = subprocess.run(["java", "-cp", classes, "ListZip", path], check=True,
                          capture_output=True, text=True, timeout=120).stdout
     listing, tags_text = out.split("--\n")
-    entries = [tuple(line.split("\t")) for line in listing.splitlines()]
+    return [tuple(line.split("\t")) for line in listing.splitlines()], tags_text
+
+
+def test_java_zip_input_stream_lists_every_entry(tmp_path):
+    path, tags = build_archive(tmp_path)
+    entries, tags_text = java_listing(path)
     expected, expected_tags = file_order(path)
     assert [(n, int(s)) for n, s in entries] == expected
     assert len(expected) == 15  # toml, tags.txt, 6 x (params.txt + blob), the shared blob
@@ -113,13 +120,18 @@ def install_unzipper():
     return prefix / "node_modules"
 
 
-def test_npm_unzipper_streams_every_entry(tmp_path):
-    path, tags = build_archive(tmp_path)
+def unzipper_listing(path):
+    """list_unzipper.js's entries [{name, size, text}] in file order."""
     modules = install_unzipper()
     proc = subprocess.run(["node", INTEROP / "list_unzipper.js", path], capture_output=True,
                           text=True, timeout=120, env={**os.environ, "NODE_PATH": str(modules)})
     assert proc.returncode == 0, proc.stderr
-    entries = json.loads(proc.stdout)
+    return json.loads(proc.stdout)
+
+
+def test_npm_unzipper_streams_every_entry(tmp_path):
+    path, tags = build_archive(tmp_path)
+    entries = unzipper_listing(path)
     expected, expected_tags = file_order(path)
     assert [(e["name"], e["size"]) for e in entries] == expected
     assert [e["text"] for e in entries if e["name"] == "tags.txt"] == [expected_tags]
@@ -191,15 +203,7 @@ def free_entries(names):
 
 def test_java_zip_input_stream_reads_rotated_archive(tmp_path):
     path, tags = build_rotated_archive(tmp_path)
-    classes = BUILD_DIR / "interop-java"
-    classes.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["javac", "-d", classes, INTEROP / "ListZip.java"], check=True)
-    # ZipInputStream reads every entry to its end and checks its CRC (an
-    # exception would fail the run).
-    out = subprocess.run(["java", "-cp", classes, "ListZip", path], check=True,
-                         capture_output=True, text=True, timeout=120).stdout
-    listing, tags_text = out.split("--\n")
-    entries = [tuple(line.split("\t")) for line in listing.splitlines()]
+    entries, tags_text = java_listing(path)
     names = [n for n, _ in entries]
     assert free_entries(names), "no free entry left by the in-place removals"
     expected, expected_tags = file_order(path)
@@ -210,11 +214,7 @@ def test_java_zip_input_stream_reads_rotated_archive(tmp_path):
 
 def test_npm_unzipper_streams_rotated_archive(tmp_path):
     path, tags = build_rotated_archive(tmp_path)
-    modules = install_unzipper()
-    proc = subprocess.run(["node", INTEROP / "list_unzipper.js", path], capture_output=True,
-                          text=True, timeout=120, env={**os.environ, "NODE_PATH": str(modules)})
-    assert proc.returncode == 0, proc.stderr
-    entries = json.loads(proc.stdout)
+    entries = unzipper_listing(path)
     expected, expected_tags = file_order(path)
     assert free_entries([e["name"] for e in entries])
     assert [(e["name"], e["size"]) for e in entries
