@@ -32,8 +32,9 @@
 // entry that streaming zip readers skip (FORMAT.md "Removing in place"); it
 // writes only the new tags, the blobs that move (copied), the tables that
 // change, and a new tail. Readers that opened the archive before keep
-// reading the removed tag's bytes, which stay until a rewrite (gc, or a
-// commit that would leave more freed than live bytes) drops them.
+// reading the removed tag's bytes (but the first 85 bytes at most of each
+// run, where the free entry's header goes), which stay until a rewrite
+// (gc, or a commit that would leave more freed than live bytes) drops them.
 //
 // Thread safety: a Writer is not thread-safe; use one per thread. Two
 // processes (or two Writers in different threads) committing to one archive
