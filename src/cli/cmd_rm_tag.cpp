@@ -1,6 +1,6 @@
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
-#include <algorithm>
 #include <set>
 
 #include "cli/args.hpp"
