@@ -27,7 +27,9 @@
 //    which the caller marks as free entries after commit().
 //  - commit(contents) writes `tail_entry` (stored) as the last entry, the
 //    central directory and the end records, fsyncs (when durable; also
-//    before the end records), and removes the journal (then fsyncs the
+//    before the end records), gives the file a modification time other
+//    than its old one if its size did not change (readers compare
+//    identities), and removes the journal (then fsyncs the
 //    folder when durable). The removal is the commit point: if commit()
 //    throws and committed() is false, the session rolls back; if
 //    committed() is true, the new archive is in place but may not survive a
