@@ -26,6 +26,16 @@
 // each one moves into the folder of the oldest remaining tag that references
 // it, and every referencing params.txt is rewritten to point there.
 //
+// Removing in place (WriterOptions::append): a commit that only adds and
+// removes tags leaves the removed entries' bytes where they are, no longer
+// listed in the central directory, and marks each run of them as one free
+// entry that streaming zip readers skip (FORMAT.md "Removing in place"); it
+// writes only the new tags, the blobs that move (copied), the tables that
+// change, and a new tail. Readers that opened the archive before keep
+// reading the removed tag's bytes (but the first 85 bytes at most of each
+// run, where the free entry's header goes), which stay until a rewrite
+// (gc, or a commit that would leave more freed than live bytes) drops them.
+//
 // Thread safety: a Writer is not thread-safe; use one per thread. Two
 // processes (or two Writers in different threads) committing to one archive
 // at once are serialized by an exclusive lock of the archive file itself
@@ -133,12 +143,15 @@ class NewTag {
 struct WriterOptions {
   bool dedup = true;
   bool durable = true;  // fsync file and folder before commit returns
-  // A commit that only adds tags extends the archive in place (time and I/O
-  // proportional to the new data): it overwrites the archive's tail
+  // A commit that only adds and removes tags (add_tag, replace_tag,
+  // remove_tag, keep_last) changes the archive in place (time and I/O
+  // proportional to what changes): it overwrites the archive's tail
   // (tags.txt, central directory, end records) with the new entries and a
-  // new tail, leaving no unused byte; see FORMAT.md "Appending". Other
-  // commits, and archives not in that layout (e.g. written by modelzip
-  // 0.1.0), are rewritten.
+  // new tail, and leaves the removed entries as free entries; see FORMAT.md
+  // "Appending" and "Removing in place". Such a commit that would leave more
+  // freed bytes than live ones rewrites instead, so the file stays within
+  // about twice its live data. Other commits, and archives not in that
+  // layout (e.g. written by modelzip 0.1.0), are rewritten.
   bool append = true;
   ProgressCallback progress;
   // Called once by a commit that has to wait because another writer (any
@@ -163,8 +176,20 @@ class Writer {
   // Stages a new tag (validated: name rules, unique without regard to case,
   // references resolvable). It becomes the newest tag.
   void add_tag(std::string tag, NewTag contents);
+  // Stages a new tag that replaces the tag of the same name (matched
+  // without regard to case) if there is one at commit: in one commit the
+  // old tag is removed (as remove_tag) and the new one added as the newest
+  // tag, with the new spelling. Readers see the old tag or the new one.
+  // Contents cannot share from the tag they replace (it is removed first);
+  // dedup compares with the remaining tags.
+  void replace_tag(std::string tag, NewTag contents);
   // Stages removal of a tag (matched without regard to case).
   void remove_tag(std::string_view tag);
+  // Stages keeping only the newest `n` tags: at commit, after the changes
+  // staged before it, the oldest tags beyond `n` are removed (as
+  // remove_tag), also those another writer added meanwhile.
+  // Error(invalid_argument) when n is 0.
+  void keep_last(std::size_t n);
   // Stages replacing the archive metadata as a whole.
   void set_metadata(Metadata metadata);
   // Stages an edit of the metadata: at commit, `edit` is called (once, under
@@ -193,7 +218,10 @@ class Writer {
     std::uint64_t blobs_deduplicated = 0;  // parameters written as references by dedup
     std::uint64_t blobs_collected = 0;     // unreferenced blobs dropped by collect_garbage
     std::uint64_t bytes_collected = 0;     // their uncompressed size
-    bool appended = false;                 // written by the append path
+    bool appended = false;                 // written in place (the append path)
+    // Bytes of removed entries left in the file as free entries by an
+    // in-place commit (a rewrite drops them).
+    std::uint64_t bytes_freed = 0;
   };
   const Stats& last_stats() const noexcept;
 

@@ -22,12 +22,15 @@
 #include "io/append_journal.hpp"
 #include "io/durable_file.hpp"
 #include "io/file_identity.hpp"
+#include "io/posix_file.hpp"
+#include "io/syscalls.hpp"
 #include "modelzip/cancel.hpp"
 #include "modelzip/error.hpp"
 #include "remote/remote_source.hpp"
 #include "zip/append_session.hpp"
 #include "zip/archive_layout.hpp"
 #include "zip/crc32.hpp"
+#include "zip/free_range.hpp"
 #include "zip/zip_stream_writer.hpp"
 
 namespace modelzip {
@@ -66,6 +69,11 @@ struct TagPlan {
   std::map<BlobKey, Content> blobs;
   std::vector<std::pair<std::string, Content>> others;  // relative name -> content
   std::uint64_t next_index[2] = {0, 0};
+  // The old archive's params.txt and updater.txt of this tag (null for a
+  // new tag), and whether the rows changed since (references rewritten by
+  // a removal): an in-place commit keeps unchanged tables where they are.
+  const zip::EntryInfo* old_tables[2] = {nullptr, nullptr};
+  bool tables_changed = false;
 
   std::vector<BlobRow>& table(TableKind k) { return rows[static_cast<int>(k)]; }
   std::string entry_name(const BlobKey& key) const {
@@ -187,7 +195,10 @@ Plan plan_from(const Archive::Impl* old) {
     if (e.name.ends_with("/")) continue;  // folder entries are implied
     TagPlan* tp = plan.find(e.name.substr(0, slash));
     std::string rest = e.name.substr(slash + 1);
-    if (rest == "params.txt" || rest == "updater.txt") continue;  // rewritten
+    if (rest == "params.txt" || rest == "updater.txt") {  // rows parsed above
+      tp->old_tables[rest == "updater.txt" ? 1 : 0] = &e;
+      continue;
+    }
     if (auto key = blob_key_of(rest)) {
       auto& next = tp->next_index[static_cast<int>(key->kind)];
       next = std::max(next, key->index + 1);
@@ -216,8 +227,10 @@ void remove_from_plan(Plan& plan, const std::string& tag) {
     heir->blobs.emplace(moved, std::move(content));
     for (auto& t : plan.tags)
       for (auto& row : t.table(key.kind))
-        if (row.ref == old_ref)
+        if (row.ref == old_ref) {
           row.ref = BlobRef{&t == heir ? std::string() : heir->name, moved.index, moved.format};
+          t.tables_changed = true;
+        }
   }
 }
 
@@ -437,9 +450,13 @@ class AddContext {
 struct AddOp {
   std::string tag;
   NewTag contents;
+  bool replace = false;  // replace_tag: remove the tag of that name first, if any
 };
 struct RemoveOp {
   std::string tag;
+};
+struct KeepLastOp {
+  std::size_t count;
 };
 struct GcOp {};
 
@@ -465,11 +482,24 @@ std::uint64_t content_size(const Content& c) {
   return c.old ? c.old->compressed_size : c.size;
 }
 
-// Writes the entries of the plan but tags.txt: everything (rewrite), or for
-// the append path only the tags in `only_tags`.
+// Whether the planned entry `name` holding `c` is the old archive's entry of
+// that name, which an in-place commit keeps where it is.
+bool in_place(const std::string& name, const Content& c) {
+  return c.old && c.old->name == name;
+}
+
+// Whether an in-place commit keeps the old tag's params.txt and updater.txt.
+bool tables_in_place(const TagPlan& t) {
+  return t.old_tables[0] && !t.tables_changed;
+}
+
+// Writes the entries of the plan but tags.txt: everything (rewrite), or
+// with `changes_only` (in-place commits) those that are not in the old
+// archive at their place: new tags, changed tables, blobs that moved.
 void emit_tags(zip::StreamZipWriter& zw, const Plan& plan, const Archive::Impl* old_impl,
-               const std::set<std::string>* only_tags) {
+               bool changes_only) {
   auto put = [&](const std::string& name, const Content& c) {
+    if (changes_only && in_place(name, c)) return;
     if (c.old)
       zw.add_raw(name, *c.old,
                  old_impl->reader.file().slice(c.old->data_offset, c.old->compressed_size));
@@ -479,17 +509,18 @@ void emit_tags(zip::StreamZipWriter& zw, const Plan& plan, const Archive::Impl* 
       zw.add_stored(name, c.pieces);
   };
   auto text = [](const std::string& s) { return std::vector<Bytes>{Bytes::copy_of(s)}; };
-  if (!only_tags) {
+  if (!changes_only) {
     zw.add_stored(std::string(format::kMetadataEntry), text(format::write_metadata(plan.metadata)));
     for (const auto& [name, c] : plan.root_others) put(name, c);
   }
   for (const auto& t : plan.tags) {
-    if (only_tags && !only_tags->count(t.name)) continue;
-    zw.add_stored(t.name + "/params.txt",
-                  text(format::write_blob_table(t.rows[0], TableKind::params)));
-    if (t.has_updater || !t.rows[1].empty())
-      zw.add_stored(t.name + "/updater.txt",
-                    text(format::write_blob_table(t.rows[1], TableKind::updater)));
+    if (!changes_only || !tables_in_place(t)) {
+      zw.add_stored(t.name + "/params.txt",
+                    text(format::write_blob_table(t.rows[0], TableKind::params)));
+      if (t.has_updater || !t.rows[1].empty())
+        zw.add_stored(t.name + "/updater.txt",
+                      text(format::write_blob_table(t.rows[1], TableKind::updater)));
+    }
     for (const auto& [rel, c] : t.others) put(t.name + "/" + rel, c);
     for (const auto& [key, c] : t.blobs) put(t.entry_name(key), c);
   }
@@ -499,20 +530,40 @@ void emit_tags(zip::StreamZipWriter& zw, const Plan& plan, const Archive::Impl* 
 // next append overwrites, FORMAT.md section 8.1).
 void emit_all(zip::StreamZipWriter& zw, const Plan& plan, const Archive::Impl* old_impl) {
   zw.set_comment(plan.comment);
-  emit_tags(zw, plan, old_impl, nullptr);
+  emit_tags(zw, plan, old_impl, false);
   std::vector<std::string> names;
   for (const auto& t : plan.tags) names.push_back(t.name);
   zw.add_stored(std::string(format::kTagsEntry), {Bytes::copy_of(format::write_tags_file(names))});
 }
 
-std::uint64_t expected_bytes(const Plan& plan, const std::set<std::string>* only_tags) {
+// Bytes of entry data that emit_tags writes for the tags (the tables aside).
+std::uint64_t expected_bytes(const Plan& plan, bool changes_only) {
   std::uint64_t n = 0;
   for (const auto& t : plan.tags) {
-    if (only_tags && !only_tags->count(t.name)) continue;
-    for (const auto& [key, c] : t.blobs) n += content_size(c);
-    for (const auto& [rel, c] : t.others) n += content_size(c);
+    for (const auto& [key, c] : t.blobs)
+      if (!changes_only || !in_place(t.entry_name(key), c)) n += content_size(c);
+    for (const auto& [rel, c] : t.others)
+      if (!changes_only || !in_place(t.name + "/" + rel, c)) n += content_size(c);
   }
   return n;
+}
+
+// The old entries that an in-place commit of `plan` keeps where they are.
+std::set<const zip::EntryInfo*> kept_in_place(const Plan& plan, const Archive::Impl& old) {
+  std::set<const zip::EntryInfo*> kept;
+  if (const zip::EntryInfo* m = old.directory.find(format::kMetadataEntry)) kept.insert(m);
+  auto keep = [&](const std::string& name, const Content& c) {
+    if (in_place(name, c)) kept.insert(c.old);
+  };
+  for (const auto& [name, c] : plan.root_others) keep(name, c);
+  for (const auto& t : plan.tags) {
+    if (tables_in_place(t))
+      for (const zip::EntryInfo* e : t.old_tables)
+        if (e) kept.insert(e);
+    for (const auto& [rel, c] : t.others) keep(t.name + "/" + rel, c);
+    for (const auto& [key, c] : t.blobs) keep(t.entry_name(key), c);
+  }
+  return kept;
 }
 
 }  // namespace
@@ -528,7 +579,7 @@ class Writer::Impl {
   // there was no archive.
   int archive_fd = -1;
   WriterOptions options;
-  std::vector<std::variant<AddOp, RemoveOp, GcOp>> ops;
+  std::vector<std::variant<AddOp, RemoveOp, KeepLastOp, GcOp>> ops;
   // Staged metadata changes, applied in order at commit to the metadata the
   // archive has then (read under the lock).
   std::vector<std::function<void(Metadata&)>> metadata_edits;
@@ -567,10 +618,17 @@ class Writer::Impl {
 
   std::vector<std::string> staged_tags() const {
     std::vector<std::string> tags = current_tags;
+    auto remove = [&](std::string_view tag) {
+      std::erase_if(tags, [&](const std::string& t) { return format::same_tag(t, tag); });
+    };
     for (const auto& op : ops) {
-      if (auto* add = std::get_if<AddOp>(&op)) tags.push_back(add->tag);
-      if (auto* rm = std::get_if<RemoveOp>(&op))
-        std::erase_if(tags, [&](const std::string& t) { return format::same_tag(t, rm->tag); });
+      if (auto* add = std::get_if<AddOp>(&op)) {
+        if (add->replace) remove(add->tag);
+        tags.push_back(add->tag);
+      }
+      if (auto* rm = std::get_if<RemoveOp>(&op)) remove(rm->tag);
+      if (auto* keep = std::get_if<KeepLastOp>(&op); keep && tags.size() > keep->count)
+        tags.erase(tags.begin(), tags.end() - static_cast<std::ptrdiff_t>(keep->count));
     }
     return tags;
   }
@@ -586,10 +644,20 @@ class Writer::Impl {
 
   void commit();
   bool appendable(const Archive::Impl& old) const;
+  // Whether an in-place commit of `plan` would leave more freed bytes than
+  // live ones (then it rewrites, which drops them).
+  bool mostly_free(const std::set<const zip::EntryInfo*>& kept, const Plan& plan,
+                   const Archive::Impl& old) const;
   // Both set `*visible` once the new archive is what readers see; if they
   // throw after that, the commit happened but may not be durable.
   void rewrite(const Plan& plan, const Archive::Impl* old_impl, Stats& stats, bool* visible);
-  void append_to(const Plan& plan, const Archive::Impl& old, Stats& stats, bool* visible);
+  // `kept`: the old entries that stay where they are (kept_in_place).
+  void append_to(const Plan& plan, const Archive::Impl& old,
+                 const std::set<const zip::EntryInfo*>& kept, Stats& stats, bool* visible);
+  // After an in-place commit: formats the freed ranges before the old tail
+  // (the bytes that no kept entry covers) as free entries.
+  void mark_free_ranges(const std::set<const zip::EntryInfo*>& kept, const Archive::Impl& old,
+                        std::uint64_t tail_start, Stats& stats);
 };
 
 void Writer::Impl::commit() {
@@ -653,7 +721,11 @@ void Writer::Impl::commit() {
   AddContext adder(plan, old_impl, options.dedup, new_stats, comparing ? &*comparing : nullptr);
   for (const auto& op : ops) {
     if (const auto* add = std::get_if<AddOp>(&op)) {
+      if (const TagPlan* replaced = add->replace ? plan.find(add->tag) : nullptr)
+        remove_from_plan(plan, replaced->name);
       adder.add(add->tag, add->contents);
+    } else if (const auto* keep = std::get_if<KeepLastOp>(&op)) {
+      while (plan.tags.size() > keep->count) remove_from_plan(plan, plan.tags.front().name);
     } else if (std::holds_alternative<GcOp>(op)) {
       drop_unreferenced_blobs(plan, new_stats);
     } else {
@@ -677,9 +749,10 @@ void Writer::Impl::commit() {
                                .entry = t.damage->context().entry,
                                .tag = t.name,
                                .line = t.damage->context().line});
-  bool only_adds = metadata_edits.empty() &&
-                   std::all_of(ops.begin(), ops.end(),
-                               [](const auto& op) { return std::holds_alternative<AddOp>(op); });
+  const bool only_tag_changes =
+      metadata_edits.empty() && std::none_of(ops.begin(), ops.end(), [](const auto& op) {
+        return std::holds_alternative<GcOp>(op);
+      });
   // Once the new archive is visible, the staged changes are done, even if
   // making them durable failed afterwards: a retry must not repeat them.
   bool visible = false;
@@ -692,8 +765,11 @@ void Writer::Impl::commit() {
     current_tags = tag_names;
   };
   try {
-    if (options.append && old_impl && only_adds && appendable(*old_impl))
-      append_to(plan, *old_impl, new_stats, &visible);
+    std::optional<std::set<const zip::EntryInfo*>> kept;
+    if (options.append && old_impl && only_tag_changes && appendable(*old_impl))
+      kept = kept_in_place(plan, *old_impl);
+    if (kept && !mostly_free(*kept, plan, *old_impl))
+      append_to(plan, *old_impl, *kept, new_stats, &visible);
     else
       rewrite(plan, old_impl, new_stats, &visible);
   } catch (...) {
@@ -718,7 +794,7 @@ void Writer::Impl::rewrite(const Plan& plan, const Archive::Impl* old_impl, Stat
     io::OutputFile out(temp);
     if (archive_fd >= 0) io::keep_attributes(archive_fd, out.fd(), path);
     // Errors name the archive the user asked for, not the temporary file.
-    zip::StreamZipWriter zw(out.fd(), path.string(), 0, expected_bytes(plan, nullptr),
+    zip::StreamZipWriter zw(out.fd(), path.string(), 0, expected_bytes(plan, false),
                             options.progress);
     if (options.durable) zw.write_large_data_directly();
     emit_all(zw, plan, old_impl);
@@ -731,22 +807,38 @@ void Writer::Impl::rewrite(const Plan& plan, const Archive::Impl* old_impl, Stat
   }
 }
 
-void Writer::Impl::append_to(const Plan& plan, const Archive::Impl& old, Stats& stats,
+bool Writer::Impl::mostly_free(const std::set<const zip::EntryInfo*>& kept,
+                               const Plan& plan, const Archive::Impl& old) const {
+  std::uint64_t live = expected_bytes(plan, true);
+  std::uint64_t freed = zip::unused_bytes(old.directory, old.reader.file().span());
+  for (const auto& e : old.directory.entries) {
+    const std::uint64_t n = zip::entry_extent(e).size;
+    if (kept.count(&e))
+      live += n;
+    else if (e.name != format::kTagsEntry)
+      freed += n;
+  }
+  return freed > live;
+}
+
+void Writer::Impl::append_to(const Plan& plan, const Archive::Impl& old,
+                             const std::set<const zip::EntryInfo*>& kept, Stats& stats,
                              bool* visible) {
-  std::set<std::string> added;
-  for (const auto& op : ops) added.insert(std::get<AddOp>(op).tag);
   std::vector<std::string> names;
   for (const auto& t : plan.tags) names.push_back(t.name);
+  std::uint64_t tail_start = 0;
   try {
     // Unless commit() returns, the session's destructor puts the old tail
     // back (or leaves the journal for the next writer).
-    zip::AppendSession session(path, old.directory, old.reader.file(),
-                               std::string(format::kTagsEntry),
-                               {.durable = options.durable,
-                                .expected_bytes = expected_bytes(plan, &added),
-                                .progress = options.progress,
-                                .direct_data = options.durable});
-    emit_tags(session.writer(), plan, &old, &added);
+    zip::AppendSession session(
+        path, old.directory, old.reader.file(), std::string(format::kTagsEntry),
+        {.durable = options.durable,
+         .expected_bytes = expected_bytes(plan, true),
+         .progress = options.progress,
+         .direct_data = options.durable,
+         .keep_entry = [&](const zip::EntryInfo& e) { return kept.count(&e) > 0; }});
+    tail_start = session.start_offset();
+    emit_tags(session.writer(), plan, &old, true);
     try {
       stats.bytes_written =
           session.commit({Bytes::copy_of(format::write_tags_file(names))}) - session.start_offset();
@@ -759,14 +851,45 @@ void Writer::Impl::append_to(const Plan& plan, const Archive::Impl& old, Stats& 
     if (*visible)
       throw e
           .reworded(
-              "the appended tags are visible, but finishing the append failed (the change "
-              "may not survive a power loss): " +
+              "the change is visible, but finishing it in place failed (it may not survive "
+              "a power loss): " +
                   e.message(),
               e.context())
           .with_context(context());
     throw e.with_context(context());
   }
   stats.appended = true;
+  for (const auto& e : old.directory.entries)
+    if (!kept.count(&e) && e.name != format::kTagsEntry)
+      stats.bytes_freed += zip::entry_extent(e).size;
+  mark_free_ranges(kept, old, tail_start, stats);
+}
+
+void Writer::Impl::mark_free_ranges(const std::set<const zip::EntryInfo*>& kept,
+                                    const Archive::Impl& old, std::uint64_t tail_start,
+                                    Stats& stats) {
+  std::vector<zip::ByteRange> covered;
+  covered.reserve(kept.size());
+  for (const zip::EntryInfo* e : kept) covered.push_back(zip::entry_extent(*e));
+  const std::vector<zip::ByteRange> gaps = zip::gaps_between(std::move(covered), tail_start);
+  if (gaps.empty()) return;
+  try {
+    // The gaps lie before the old tail, which the commit did not change:
+    // the old archive's mapping shows their bytes.
+    const std::uint64_t written =
+        zip::format_free_ranges(archive_fd, path.string(), old.reader.file().span(), gaps);
+    if (written > 0 && options.durable && io::sys::fsync(archive_fd) != 0)
+      io::throw_errno(path, "fsync failed");
+    stats.bytes_written += written;
+  } catch (const Error& e) {
+    throw e
+        .reworded(
+            "the change is committed, but marking the removed entries' bytes as free entries "
+            "failed (streaming zip readers may stop there; the next commit retries): " +
+                e.message(),
+            e.context())
+        .with_context(context());
+  }
 }
 
 // ---- Writer ----------------------------------------------------------------
@@ -798,6 +921,20 @@ void Writer::add_tag(std::string tag, NewTag contents) {
       throw Error(ErrorCode::already_exists, "tag '" + t + "' exists already (tags ignore case)",
                   ErrorContext{.archive = impl_->shown.string(), .tag = tag});
   impl_->ops.emplace_back(AddOp{std::move(tag), std::move(contents)});
+}
+
+void Writer::replace_tag(std::string tag, NewTag contents) {
+  format::check_tag(tag);
+  impl_->ops.emplace_back(AddOp{std::move(tag), std::move(contents), true});
+}
+
+void Writer::keep_last(std::size_t n) {
+  if (n == 0)
+    throw Error(ErrorCode::invalid_argument,
+                "keep_last needs at least 1 tag to keep (remove tags one by one to empty an "
+                "archive)",
+                ErrorContext{.archive = impl_->shown.string()});
+  impl_->ops.emplace_back(KeepLastOp{n});
 }
 
 void Writer::remove_tag(std::string_view tag) {

@@ -47,7 +47,8 @@ finalfusion::Format embedding_format(const fs::path& path, const Bytes& data,
 }
 
 int run(const std::vector<std::string>& argv) {
-  Args args(argv, {"--tag", "--name", "--format", "--utf8"}, {"--no-dedup", "--compress"});
+  Args args(argv, {"--tag", "--name", "--format", "--utf8", "--keep-last"},
+            {"--no-dedup", "--compress", "--replace"});
   const finalfusion::Utf8Policy utf8 = utf8_policy(args);
   args.expect_positionals(2, SIZE_MAX);
   const std::string& archive = args.at(0, "ARCHIVE");
@@ -61,6 +62,7 @@ int run(const std::vector<std::string>& argv) {
   if (args.value("--name") && embedding_files != 1)
     throw UsageError("--name needs exactly one embedding file");
   const ParamOptions options{args.flag("--compress") ? Compression::deflate : Compression::store};
+  const long long keep_last = args.number_or("--keep-last", 0, 1, 1000000000);
 
   // Everything read here stays alive until the commit (tensors are views).
   std::vector<Bytes> keep_alive;
@@ -103,13 +105,19 @@ int run(const std::vector<std::string>& argv) {
   WriterOptions saving = writer_options(archive, bar.callback());
   saving.dedup = !args.flag("--no-dedup");
   Writer writer = Writer::open(archive, std::move(saving));
-  writer.add_tag(*tag, std::move(contents));
+  if (args.flag("--replace"))
+    writer.replace_tag(*tag, std::move(contents));
+  else
+    writer.add_tag(*tag, std::move(contents));
+  if (keep_last > 0) writer.keep_last(static_cast<std::size_t>(keep_last));
   writer.commit();
   const auto& s = writer.last_stats();
   std::cerr << "tag '" << printable(*tag) << "': " << tensors << " tensor(s), " << embeddings
             << " embedding(s); " << s.blobs_written << " new blob(s), " << s.blobs_deduplicated
             << " shared by dedup; " << human_bytes(s.bytes_written) << " written"
-            << (s.appended ? " (appended)" : "") << "\n";
+            << (s.appended ? " (appended)" : "");
+  if (s.bytes_freed > 0) std::cerr << "; " << human_bytes(s.bytes_freed) << " freed in place";
+  std::cerr << "\n";
   return 0;
 }
 
@@ -118,8 +126,8 @@ int run(const std::vector<std::string>& argv) {
 extern const Command kImportCommand{
     "import",
     "Add a tag made of tensor and embedding files",
-    "modelzip import ARCHIVE --tag T FILE... [--no-dedup] [--compress] [--name NAME] [--format F]"
-    " [--utf8 P]",
+    "modelzip import ARCHIVE --tag T FILE... [--replace] [--keep-last N] [--no-dedup] [--compress]"
+    " [--name NAME] [--format F] [--utf8 P]",
     "Tensor files: .npy (named after the file), .npz and .safetensors (their keys),\n"
     ".btf (\"0\", \"1\", ...). A safetensors file's __metadata__ is kept with the tag\n"
     "(<tag>/metadata.toml) and written back by export to .safetensors. Quantized\n"
@@ -138,10 +146,14 @@ extern const Command kImportCommand{
     "  above 12, inconsistent headers, a .ftz that would expand to more than 256\n"
     "  times its size.\n"
     "The archive is created if needed; a tag that exists (in any letter case) is an\n"
-    "error and changes nothing. Parameters whose bytes equal a stored blob are\n"
-    "shared unless --no-dedup.\n"
+    "error and changes nothing, unless --replace. Parameters whose bytes equal a\n"
+    "stored blob are shared unless --no-dedup.\n"
     "Options:\n"
     "  --tag T          the new tag (required)\n"
+    "  --replace        replace tag T if it exists, in the same commit (readers see the\n"
+    "                   old tag or the new one); T becomes the newest tag\n"
+    "  --keep-last N    then keep only the newest N tags, in the same commit: older ones\n"
+    "                   are removed as rm-tag removes them (in place)\n"
     "  --compress       deflate the tensors (default: stored, zero-copy)\n"
     "  --no-dedup       store every parameter even when equal bytes exist\n"
     "  --name NAME      the parameter name of a single embedding file\n"
@@ -151,6 +163,8 @@ extern const Command kImportCommand{
     "                   are an error), escape keeps every word reversibly: a backslash\n"
     "                   becomes \\\\, an invalid byte \\xNN; export writes the original bytes\n"
     "\nExamples:\n  modelzip import model.zip --tag step-100 weights.safetensors\n"
+    "  modelzip import model.zip --tag latest --replace weights.safetensors\n"
+    "  modelzip import model.zip --tag step-200 --keep-last 5 weights.safetensors\n"
     "  modelzip import model.zip --tag v1 layer1.npy extra.npz\n"
     "  modelzip import model.zip --tag v1 vectors.bin --name words\n",
     run,

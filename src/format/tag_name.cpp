@@ -57,6 +57,11 @@ std::string invalid_tag_reason(std::string_view tag) {
     auto c = static_cast<unsigned char>(tag[i]);
     bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
               c == '.' || c == '_' || c == '+' || c == '=' || c == '@' || c == '-';
+    if (c == '/')
+      return "'/' at position " + std::to_string(i) +
+             " is not allowed in a tag: a tag is one folder of the archive, and '/' separates "
+             "that folder from its files in entry names and a tag from the blob in a reference "
+             "like <tag>/<n> (write run1/step-5 as run1.step-5 or run1_step-5)";
     if (!ok) {
       return character_name(tag.substr(i)) + " at position " + std::to_string(i) +
              " is not allowed in a tag (allowed: ASCII letters, digits and . _ + = @ -)";

@@ -77,7 +77,8 @@ AppendSession::AppendSession(fs::path path, const Directory& directory, const By
     if (options_.direct_data) writer_->write_large_data_directly();
     writer_->set_comment(directory.comment);  // the archive's comment stays
     for (const auto& e : directory.entries)
-      if (e.name != tail_entry_) writer_->keep(e);
+      if (e.name != tail_entry_ && (!options_.keep_entry || options_.keep_entry(e)))
+        writer_->keep(e);
   } catch (...) {
     try {
       rollback();
@@ -109,6 +110,10 @@ std::uint64_t AppendSession::commit(const std::vector<Bytes>& tail_contents) {
     if (options_.durable && io::sys::fsync(fd_) != 0) io::throw_errno(path_, "fsync failed");
   });
   if (options_.durable && io::sys::fsync(fd_) != 0) io::throw_errno(path_, "fsync failed");
+  // A new archive as long as the old one (an in-place removal can make
+  // one): readers tell the two apart by the modification time (FORMAT.md
+  // section 8.3), which writes within one clock tick may leave unchanged.
+  if (size == old_size_) bump_mtime(fd_, old_mtime_ns_);
   writer_.reset();
   const int fd = fd_;
   fd_ = -1;

@@ -17,14 +17,19 @@
 //    removes the journal.
 //  - New entries are written from start_offset() on: through writer() (a
 //    StreamZipWriter positioned there, which already lists every old entry
-//    except `tail_entry`), or by anyone writing to the file directly (e.g.
-//    other processes, each at its own offset >= start_offset()); such
+//    except `tail_entry` that Options::keep_entry keeps), or by anyone
+//    writing to the file directly (e.g. other processes, each at its own
+//    offset >= start_offset()); such
 //    entries are then listed with writer().keep() and writer().skip_to()
-//    moves past them. Entries must not overlap and must leave no gap
-//    (every byte belongs to an entry, FORMAT.md section 1).
+//    moves past them. New entries must not overlap and must leave no gap
+//    (every byte from start_offset() on belongs to an entry, FORMAT.md
+//    section 1); the old entries keep_entry drops leave gaps before it,
+//    which the caller marks as free entries after commit().
 //  - commit(contents) writes `tail_entry` (stored) as the last entry, the
 //    central directory and the end records, fsyncs (when durable; also
-//    before the end records), and removes the journal (then fsyncs the
+//    before the end records), gives the file a modification time other
+//    than its old one if its size did not change (readers compare
+//    identities), and removes the journal (then fsyncs the
 //    folder when durable). The removal is the commit point: if commit()
 //    throws and committed() is false, the session rolls back; if
 //    committed() is true, the new archive is in place but may not survive a
@@ -48,6 +53,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -69,6 +75,10 @@ class AppendSession {
     // The writer writes large entries' data directly
     // (StreamZipWriter::write_large_data_directly).
     bool direct_data = false;
+    // Which old entries the new central directory lists (all when empty;
+    // never `tail_entry`). Entries it drops keep their bytes: they become
+    // freed ranges (zip/free_range.hpp) once the session commits.
+    std::function<bool(const EntryInfo&)> keep_entry;
   };
   AppendSession(std::filesystem::path path, const Directory& directory, const Bytes& file,
                 std::string tail_entry, Options options);

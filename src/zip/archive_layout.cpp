@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/checked.hpp"
+#include "zip/free_range.hpp"
 
 namespace modelzip::zip {
 namespace {
@@ -43,10 +44,19 @@ std::uint64_t unused_bytes(const Directory& directory, std::span<const std::byte
 
 bool appendable_in_place(const Directory& directory, std::span<const std::byte> file,
                          std::string_view tail_entry) {
-  if (directory.end_of_archive != file.size() || unused_bytes(directory, file) != 0) return false;
+  if (directory.end_of_archive != file.size()) return false;
   const EntryInfo* last = last_entry(directory);
   if (!last || last->name != tail_entry || end_of_data(*last) != directory.central_directory_offset)
     return false;
+  std::vector<ByteRange> covered;
+  covered.reserve(directory.entries.size());
+  for (const auto& e : directory.entries) covered.push_back(entry_extent(e));
+  std::uint64_t freed = 0;
+  for (const ByteRange& gap : gaps_between(std::move(covered), last->local_header_offset)) {
+    if (!is_freed_range(file, gap)) return false;
+    freed += gap.size;
+  }
+  if (unused_bytes(directory, file) != freed) return false;
   const std::uint64_t cd_end =
       directory.central_directory_offset + directory.central_directory_size;
   const std::uint64_t end_record = kEocdSize + directory.comment.size();

@@ -27,11 +27,13 @@ std::uint64_t tail_start(const Directory& directory, std::string_view tail_entry
 // the end record.
 std::uint64_t unused_bytes(const Directory& directory, std::span<const std::byte> file);
 
-// Whether the archive can be appended to in place: no unused bytes (so no
-// trailing bytes), `tail_entry` is the entry with the greatest offset and
-// ends where the central directory begins, and the file ends with the
-// end-of-central-directory record and its comment (the ZIP64 records may
-// stand between the central directory and it).
+// Whether the archive can be appended to in place: every byte before the
+// tail belongs to an entry or to a freed range (zip/free_range.hpp: a gap
+// that starts with a local header, left by an in-place removal), no other
+// byte is unused (so no trailing bytes), `tail_entry` is the entry with the
+// greatest offset and ends where the central directory begins, and the file
+// ends with the end-of-central-directory record and its comment (the ZIP64
+// records may stand between the central directory and it).
 bool appendable_in_place(const Directory& directory, std::span<const std::byte> file,
                          std::string_view tail_entry);
 

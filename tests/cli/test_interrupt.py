@@ -97,7 +97,8 @@ def test_signal_during_rewrite_removes_the_temporary_file(tmp_path, big_npy, com
     run("import", path, "--tag", "big", big_npy)
     run("import", path, "--tag", "small", small)
     before = path.read_bytes()
-    args = ["rm-tag", path, "small"] if command == "rm-tag" else ["gc", path]
+    # --rewrite: rm-tag would otherwise remove in place (no temporary file).
+    args = ["rm-tag", path, "small", "--rewrite"] if command == "rm-tag" else ["gc", path]
     code, err = interrupt_when(args, folder,
                                lambda f: any(".mztmp-" in n for n in os.listdir(f)), sig)
     assert code == 128 + sig, err

@@ -87,15 +87,22 @@ def file_order(path):
         return [(i.filename, i.file_size) for i in infos], z.read("tags.txt").decode()
 
 
-def test_java_zip_input_stream_lists_every_entry(tmp_path):
-    path, tags = build_archive(tmp_path)
+def java_listing(path):
+    """ListZip's entries [(name, size)] in file order and its tags.txt text.
+    ZipInputStream reads every entry to its end and checks its CRC (an
+    exception fails the run)."""
     classes = BUILD_DIR / "interop-java"
     classes.mkdir(parents=True, exist_ok=True)
     subprocess.run(["javac", "-d", classes, INTEROP / "ListZip.java"], check=True)
     out = subprocess.run(["java", "-cp", classes, "ListZip", path], check=True,
                          capture_output=True, text=True, timeout=120).stdout
     listing, tags_text = out.split("--\n")
-    entries = [tuple(line.split("\t")) for line in listing.splitlines()]
+    return [tuple(line.split("\t")) for line in listing.splitlines()], tags_text
+
+
+def test_java_zip_input_stream_lists_every_entry(tmp_path):
+    path, tags = build_archive(tmp_path)
+    entries, tags_text = java_listing(path)
     expected, expected_tags = file_order(path)
     assert [(n, int(s)) for n, s in entries] == expected
     assert len(expected) == 15  # toml, tags.txt, 6 x (params.txt + blob), the shared blob
@@ -113,13 +120,18 @@ def install_unzipper():
     return prefix / "node_modules"
 
 
-def test_npm_unzipper_streams_every_entry(tmp_path):
-    path, tags = build_archive(tmp_path)
+def unzipper_listing(path):
+    """list_unzipper.js's entries [{name, size, text}] in file order."""
     modules = install_unzipper()
     proc = subprocess.run(["node", INTEROP / "list_unzipper.js", path], capture_output=True,
                           text=True, timeout=120, env={**os.environ, "NODE_PATH": str(modules)})
     assert proc.returncode == 0, proc.stderr
-    entries = json.loads(proc.stdout)
+    return json.loads(proc.stdout)
+
+
+def test_npm_unzipper_streams_every_entry(tmp_path):
+    path, tags = build_archive(tmp_path)
+    entries = unzipper_listing(path)
     expected, expected_tags = file_order(path)
     assert [(e["name"], e["size"]) for e in entries] == expected
     assert [e["text"] for e in entries if e["name"] == "tags.txt"] == [expected_tags]
@@ -165,3 +177,64 @@ def test_coverage_count_sees_dead_bytes(tmp_path):
     struct.pack_into("<I", dead, eocd + len(junk) + 16, cd_offset + len(junk))
     path.write_bytes(bytes(dead))
     assert unused_bytes(path) == len(junk)
+
+
+def build_rotated_archive(tmp_path):
+    """t0..t5 by import, keeping the last 3 (rm-tag in place each time), a
+    replaced tag and a removal whose shared blob moves: free entries between
+    live ones. Returns the archive and the expected tags, oldest first."""
+    path = tmp_path / "rot.zip"
+    shared = tmp_path / "shared.npy"
+    np.save(shared, np.arange(3000, dtype=np.float32))
+    for k in range(6):
+        own = tmp_path / f"r{k}.npy"
+        np.save(own, np.full(4000 + 100 * k, k, dtype=np.float64))
+        run("import", path, "--tag", f"t{k}", own, shared, "--keep-last", "3")
+    own = tmp_path / "latest.npy"
+    np.save(own, np.full(5000, 7, dtype=np.float64))
+    out = run("import", path, "--tag", "T4", own, "--replace")
+    assert b"freed in place" in out.stderr
+    return path, ["t3", "t5", "T4"]
+
+
+def free_entries(names):
+    return [n for n in names if n.startswith(".modelzip-free/")]
+
+
+def test_java_zip_input_stream_reads_rotated_archive(tmp_path):
+    path, tags = build_rotated_archive(tmp_path)
+    entries, tags_text = java_listing(path)
+    names = [n for n, _ in entries]
+    assert free_entries(names), "no free entry left by the in-place removals"
+    expected, expected_tags = file_order(path)
+    assert [(n, int(s)) for n, s in entries if not n.startswith(".modelzip-free/")] == expected
+    assert tags_text == expected_tags == "".join(t + "\n" for t in tags)
+    assert not any(n.startswith(("t0/", "t1/", "t2/", "t4/")) for n in names)
+
+
+def test_npm_unzipper_streams_rotated_archive(tmp_path):
+    path, tags = build_rotated_archive(tmp_path)
+    entries = unzipper_listing(path)
+    expected, expected_tags = file_order(path)
+    assert free_entries([e["name"] for e in entries])
+    assert [(e["name"], e["size"]) for e in entries
+            if not e["name"].startswith(".modelzip-free/")] == expected
+    assert [e["text"] for e in entries if e["name"] == "tags.txt"] == [expected_tags]
+
+
+def test_central_directory_readers_accept_rotated_archive(tmp_path):
+    path, tags = build_rotated_archive(tmp_path)
+    assert subprocess.run(["unzip", "-tq", path], capture_output=True).returncode == 0
+    listing = subprocess.run(["unzip", "-Z1", path], capture_output=True, text=True,
+                             check=True).stdout.split()
+    assert not free_entries(listing)  # free entries are in no central directory
+    with zipfile.ZipFile(path) as z:
+        assert z.testzip() is None
+        assert z.read("tags.txt").decode().splitlines() == tags
+    assert unused_bytes(path) > 0  # the free entries' bytes
+    assert run("verify", path).returncode == 0
+    # gc rewrites them away.
+    run("gc", path)
+    assert unused_bytes(path) == 0
+    info = subprocess.run(["zipinfo", "-v", path], capture_output=True, text=True, check=True)
+    assert "extra bytes" not in info.stdout

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -137,6 +138,47 @@ inline int which_model(const fs::path& path, const std::vector<const Model*>& mo
     *why = e.what();
     return -1;
   }
+}
+
+// What a streaming zip reader (Java's ZipInputStream) would stumble on:
+// walking the local headers from offset 0 in file order up to the central
+// directory, every entry's data (inflated when deflated) must match the
+// CRC-32 its header declares, computed here with zlib. "" when it reads
+// through.
+inline std::string streaming_problem(const fs::path& path) {
+  const std::string b = testing::io_bytes(path);
+  auto u16 = [&](std::size_t at) {
+    return static_cast<std::uint32_t>(static_cast<unsigned char>(b[at]) |
+                                      static_cast<unsigned char>(b[at + 1]) << 8);
+  };
+  auto u32 = [&](std::size_t at) { return u16(at) | u16(at + 2) << 16; };
+  std::size_t at = 0;
+  for (; at + 30 <= b.size() && u32(at) == 0x04034b50;) {
+    const std::uint32_t crc = u32(at + 14), csize = u32(at + 18), usize = u32(at + 22);
+    const std::size_t data = at + 30 + u16(at + 26) + u16(at + 28);
+    const std::string name = b.substr(at + 30, u16(at + 26));
+    if (csize == 0xFFFFFFFFu || data + csize > b.size()) return name + ": bad sizes";
+    std::string plain = b.substr(data, csize);
+    if (u16(at + 8) == 8) {
+      plain.assign(usize, '\0');
+      z_stream z{};
+      ::inflateInit2(&z, -MAX_WBITS);
+      z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(b.data() + data));
+      z.avail_in = csize;
+      z.next_out = reinterpret_cast<Bytef*>(plain.data());
+      z.avail_out = usize;
+      const int rc = ::inflate(&z, Z_FINISH);
+      ::inflateEnd(&z);
+      if (rc != Z_STREAM_END) return name + ": does not inflate";
+    }
+    if (::crc32(0, reinterpret_cast<const Bytef*>(plain.data()), static_cast<uInt>(plain.size())) !=
+        crc)
+      return name + " at " + std::to_string(at) + ": CRC mismatch";
+    at = data + csize;
+  }
+  if (at + 4 > b.size() || u32(at) != 0x02014b50)
+    return "the walk stops at " + std::to_string(at) + ", not at the central directory";
+  return {};
 }
 
 // The names of the files in `dir`.

@@ -1,6 +1,7 @@
 // The commits the crash suite interrupts: a full rewrite that adds a tag, a
-// remove-tag (which rewrites), and an append that adds a tag in place, each
-// on the same four-tag base archive.
+// remove-tag in place and one by a rewrite, a replace + keep-last in place,
+// and an append that adds a tag in place, each on the same four-tag base
+// archive.
 #pragma once
 
 #include "crash_support.hpp"
@@ -14,6 +15,9 @@ struct Scenario {
   WriterOptions options;
   std::function<void(Writer&)> stage;  // the change to commit
   bool appends = false;                // the commit takes the append path
+  // Fewest file-changing calls a clean commit makes (an in-place removal
+  // writes only the tail and a free entry's header).
+  std::uint64_t min_calls = 50;
 };
 
 // Base archive: tags old0..old3 with `params` parameters each; old<k> shares
@@ -32,12 +36,15 @@ inline Model write_base(const fs::path& path, int params) {
   return model;
 }
 
-enum class ScenarioKind { rewrite_add, remove_tag, append_add };
+enum class ScenarioKind { rewrite_add, remove_tag, append_add, remove_tag_rewrite, replace_keep_last };
 
 inline Scenario make_scenario(ScenarioKind kind, const fs::path& scratch) {
   Scenario s;
   fs::path base = scratch / "base.zip";
-  s.old_model = write_base(base, kind == ScenarioKind::remove_tag ? 9 : 5);
+  const bool removes = kind == ScenarioKind::remove_tag ||
+                       kind == ScenarioKind::remove_tag_rewrite ||
+                       kind == ScenarioKind::replace_keep_last;
+  s.old_model = write_base(base, removes ? 9 : 5);
   s.old_bytes = testing::io_bytes(base);
   fs::remove(base);
   s.new_model = s.old_model;
@@ -59,11 +66,34 @@ inline Scenario make_scenario(ScenarioKind kind, const fs::path& scratch) {
       break;
     }
     case ScenarioKind::remove_tag:
-      s.name = "remove-tag";
+    case ScenarioKind::remove_tag_rewrite:
+      // In place (free entries, a copy of the moved blob) or by a rewrite.
+      s.options.append = kind == ScenarioKind::remove_tag;
+      s.appends = s.options.append;
+      s.name = s.appends ? "remove-tag in place" : "remove-tag rewrite";
+      if (s.appends) s.min_calls = 20;
       // old1 shares old0's p0: removing old0 moves that blob into old1.
       s.new_model.erase(s.new_model.begin());
       s.stage = [](Writer& w) { w.remove_tag("old0"); };
       break;
+    case ScenarioKind::replace_keep_last: {
+      // old3 replaced by a new old3 (the newest), then the oldest beyond 3
+      // removed (old0, whose p0 moves into old1): one in-place commit.
+      s.name = "replace + keep-last";
+      s.appends = true;
+      s.min_calls = 30;
+      TagSpec spec;
+      Model without = s.old_model;
+      without.pop_back();
+      make_tag("old3", 6, without, "old2", &spec);
+      s.new_model = {s.old_model[1], s.old_model[2], spec};
+      s.stage = [without](Writer& w) {
+        TagSpec ignored;
+        w.replace_tag("old3", make_tag("old3", 6, without, "old2", &ignored));
+        w.keep_last(3);
+      };
+      break;
+    }
   }
   return s;
 }

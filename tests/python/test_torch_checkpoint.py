@@ -258,3 +258,25 @@ def test_half_types_and_channels_last_round_trip(archive_path, dtype):
     for name, expected in tensors.items():
         assert state[name].dtype == dtype and state[name].shape == expected.shape, name
         assert torch.equal(state[name], expected), name
+
+
+def test_save_checkpoint_keep_last_and_replace(archive_path):
+    torch.manual_seed(0)
+    model = Small()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    for step in range(4):
+        train(model, optimizer, 1)
+        stats = mzt.save_checkpoint(archive_path, f"step-{step}", model, optimizer,
+                                    durable=False, keep_last=2)
+        mzt.save_checkpoint(archive_path, "latest", model, optimizer, durable=False,
+                            replace=True)
+    with modelzip.open(archive_path) as ar:
+        # keep_last counts "latest" too: the last save kept step-3 and latest.
+        assert ar.tags == ["step-3", "latest"]
+        assert ar.verify() == []
+    assert stats.appended
+    fresh = Small()
+    fresh_opt = torch.optim.SGD(fresh.parameters(), lr=0.1, momentum=0.9)
+    mzt.load_checkpoint(archive_path, fresh, fresh_opt, tag="latest")
+    for a, b in zip(model.parameters(), fresh.parameters()):
+        assert torch.equal(a, b)

@@ -378,3 +378,37 @@ def test_writer_refuses_use_while_committing(archive_path):
         writer.commit()
     assert writer.tags == ["t"]  # usable again after the failed commit
     writer.close()
+
+
+def test_save_replace_and_keep_last(archive_path):
+    for k in range(4):
+        save(archive_path, f"step-{k}", arrays(k))
+    with pytest.raises(modelzip.Error):
+        save(archive_path, "STEP-1", arrays(9))
+    stats = save(archive_path, "step-1", arrays(9), replace=True)
+    assert stats.appended and stats.bytes_freed > 0
+    with modelzip.open(archive_path) as ar:
+        assert ar.tags == ["step-0", "step-2", "step-3", "step-1"]
+        assert np.array_equal(ar.load("step-1")["emb"], arrays(9)["emb"])
+    stats = save(archive_path, "step-4", arrays(4), keep_last=2)
+    # Three tags freed against two live: more free than live bytes, so the
+    # commit rewrites (which drops the free entries) instead.
+    assert not stats.appended and stats.bytes_freed == 0
+    with modelzip.open(archive_path) as ar:
+        assert ar.tags == ["step-1", "step-4"]
+        assert ar.verify() == []
+        assert np.array_equal(ar.load("step-1")["fc.weight"], arrays(9)["fc.weight"])
+    with pytest.raises(modelzip.Error):
+        save(archive_path, "step-5", arrays(5), keep_last=0)
+
+
+def test_writer_keep_last_counts_tags_of_other_writers(archive_path):
+    save(archive_path, "a", arrays(1))
+    w = modelzip.Writer(archive_path, durable=False)
+    w.keep_last(1)
+    save(archive_path, "b", arrays(2))  # committed by another writer meanwhile
+    stats = w.commit()
+    w.close()
+    assert "bytes_freed=" in repr(stats)
+    with modelzip.open(archive_path) as ar:
+        assert ar.tags == ["b"]

@@ -75,7 +75,7 @@ class PyWriter {
 
   void add_tag(const std::string& tag, const py::handle& arrays, const py::object& share,
                const py::object& compress, const py::object& bfloat16, const py::object& updater,
-               const py::object& training) {
+               const py::object& training, bool replace) {
     Writer& w = get();
     const Selection compressed = selection_of(compress, "compress");
     const Selection bf16 = selection_of(bfloat16, "bfloat16");
@@ -136,12 +136,20 @@ class PyWriter {
                          training::encode_training_config(training_config_from_python(training)));
     compressed.check_within(present, "compress");
     bf16.check_within(present, "bfloat16");
-    w.add_tag(tag, std::move(contents));
+    if (replace)
+      w.replace_tag(tag, std::move(contents));
+    else
+      w.add_tag(tag, std::move(contents));
     dirty_ = true;
   }
 
   void remove_tag(const std::string& tag) {
     get().remove_tag(tag);
+    dirty_ = true;
+  }
+
+  void keep_last(std::size_t n) {
+    get().keep_last(n);
     dirty_ = true;
   }
 
@@ -280,7 +288,8 @@ std::string stats_repr(const Writer::Stats& s) {
          ", blobs_deduplicated=" + std::to_string(s.blobs_deduplicated) +
          ", blobs_collected=" + std::to_string(s.blobs_collected) +
          ", bytes_collected=" + std::to_string(s.bytes_collected) +
-         ", appended=" + (s.appended ? "True" : "False") + ")";
+         ", appended=" + (s.appended ? "True" : "False") +
+         ", bytes_freed=" + std::to_string(s.bytes_freed) + ")";
 }
 
 }  // namespace
@@ -296,7 +305,10 @@ void bind_writer(py::module_& m) {
       .def_readonly("bytes_collected", &Writer::Stats::bytes_collected,
                     "Uncompressed bytes of the blobs dropped.")
       .def_readonly("appended", &Writer::Stats::appended,
-                    "True when the commit grew the archive in place instead of rewriting it.")
+                    "True when the commit changed the archive in place instead of rewriting it.")
+      .def_readonly("bytes_freed", &Writer::Stats::bytes_freed,
+                    "Bytes of removed entries left in the file as free entries by an in-place "
+                    "commit (collect_garbage() drops them).")
       .def("__repr__", &stats_repr);
   set_public_module(stats);
 
@@ -323,15 +335,16 @@ file is created).)");
 
 dedup: write arrays equal to a blob already in the archive as references.
 durable: fsync the file and folder before commit() returns.
-append: let commits that only add tags grow the archive in place (crash-safe,
-cost proportional to the new data) instead of rewriting it.
+append: let commits that only add and remove tags change the archive in place
+(crash-safe, cost proportional to what changes; removed tags' bytes stay as
+free entries until collect_garbage()) instead of rewriting it.
 progress: called as progress(bytes_done, bytes_total) during commit();
 returning False cancels (commit() raises Error with code "cancelled"); an
 exception it raises is re-raised by commit().)")
       .def("add_tag", &PyWriter::add_tag, py::arg("tag"), py::arg("arrays"), py::kw_only(),
            py::arg("share") = py::none(), py::arg("compress") = false,
            py::arg("bfloat16") = py::tuple(), py::arg("updater") = py::none(),
-           py::arg("training") = py::none(),
+           py::arg("training") = py::none(), py::arg("replace") = false,
            R"(Stages a new tag (it becomes the newest) holding `arrays`.
 
 arrays: mapping name -> numpy array, torch tensor, anything with __array__ or
@@ -346,9 +359,15 @@ updater: {(variable, state): array}: optimizer state arrays (e.g. Adam "M").
   compress and bfloat16 name updater states as (variable, state) tuples.
 training: the tag's training config (<tag>/trainingConfig.fb) as a dict in
   the shape Archive.training_config() returns; absent keys take the schema's
-  defaults.)")
+  defaults.
+replace: replace the tag of that name (any letter case) if there is one at
+  commit, in the same commit; without it an existing tag is an error. The
+  contents cannot share from the tag they replace.)")
       .def("remove_tag", &PyWriter::remove_tag, py::arg("tag"),
            "Stages removal of `tag` (ignoring case). Blobs other tags share are kept.")
+      .def("keep_last", &PyWriter::keep_last, py::arg("n"),
+           "Stages keeping only the newest `n` tags (n >= 1): at commit, after the changes "
+           "staged before, the oldest tags beyond n are removed as remove_tag() removes them.")
       .def("set_metadata", &PyWriter::set_metadata, py::arg("metadata"),
            "Stages new archive metadata (replacing all fields).")
       .def("collect_garbage", &PyWriter::collect_garbage,

@@ -118,6 +118,7 @@ def save(path: PathLike, tag: str, arrays: Mapping[str, Any], *,
          updater: Optional[Mapping[tuple[str, str], Any]] = None,
          metadata: Optional[MetadataUpdate] = None,
          dedup: bool = True, durable: bool = True, append: bool = True,
+         replace: bool = False, keep_last: Optional[int] = None,
          progress: Optional[Callable[[int, int], Optional[bool]]] = None) -> WriteStats:
     """Adds tag ``tag`` holding ``arrays`` to the archive at ``path`` (created if missing).
 
@@ -126,7 +127,10 @@ def save(path: PathLike, tag: str, arrays: Mapping[str, Any], *,
     str, SparseCOO, or Embeddings. Array data is not copied. With ``dedup``,
     arrays equal to a blob already in the archive are stored as references.
     With ``append`` the new tag is appended to the file in place (crash-safe)
-    instead of rewriting the archive.
+    instead of rewriting the archive. ``replace`` replaces an existing tag of
+    that name (any letter case) in the same commit; ``keep_last=N`` then keeps
+    only the newest N tags, removing older ones in the same commit (in place:
+    their bytes stay as free entries until collect_garbage()).
     See Writer.add_tag for ``share``, ``compress``, ``bfloat16`` and ``updater``;
     ``metadata`` updates the archive metadata as set_metadata() does.
     Returns the WriteStats of the commit.
@@ -134,7 +138,9 @@ def save(path: PathLike, tag: str, arrays: Mapping[str, Any], *,
     writer = Writer(path, dedup=dedup, durable=durable, append=append, progress=progress)
     try:
         writer.add_tag(tag, arrays, share=share, compress=compress, bfloat16=bfloat16,
-                       updater=updater)
+                       updater=updater, replace=replace)
+        if keep_last is not None:
+            writer.keep_last(keep_last)
         if metadata is not None:
             writer.set_metadata(_updated_metadata(_current_metadata(path), metadata, {}, False))
         return writer.commit()

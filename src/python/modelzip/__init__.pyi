@@ -254,7 +254,10 @@ class WriteStats:
         """Uncompressed bytes of the blobs dropped."""
     @property
     def appended(self) -> bool:
-        """True when the commit grew the archive in place instead of rewriting it."""
+        """True when the commit changed the archive in place instead of rewriting it."""
+    @property
+    def bytes_freed(self) -> int:
+        """Bytes of removed entries left as free entries by an in-place commit."""
 
 
 class Archive:
@@ -390,7 +393,7 @@ class Writer:
                 compress: Union[bool, Iterable[Union[str, tuple[str, str]]]] = False,
                 bfloat16: Iterable[Union[str, tuple[str, str]]] = (),
                 updater: Optional[Mapping[tuple[str, str], Any]] = None,
-                training: Optional[Mapping[str, Any]] = None) -> None:
+                training: Optional[Mapping[str, Any]] = None, replace: bool = False) -> None:
         """Stages a new tag (it becomes the newest) holding ``arrays``.
 
         arrays: name -> numpy array, torch tensor, anything with __array__ or
@@ -405,10 +408,15 @@ class Writer:
         shape Archive.training_config() returns; absent keys take the schema's
         defaults (TypeError/ValueError for a malformed dict, InvalidArgumentError
         for values the schema forbids).
-        Raises Error (code "already_exists") if the tag exists in any letter case.
+        replace: replace the tag of that name if there is one at commit (same
+        commit; it cannot share from the tag it replaces).
+        Raises Error (code "already_exists") if the tag exists in any letter
+        case and ``replace`` is False.
         """
     def remove_tag(self, tag: str) -> None:
         """Stages removal of ``tag`` (ignoring case). Blobs other tags share are kept."""
+    def keep_last(self, n: int) -> None:
+        """Stages keeping only the newest ``n`` tags (n >= 1), removing older ones at commit."""
     def set_metadata(self, metadata: Metadata) -> None:
         """Stages new archive metadata (replacing all fields)."""
     def collect_garbage(self) -> None:
@@ -550,9 +558,12 @@ def save(path: PathLike, tag: str, arrays: Mapping[str, Any], *,
          updater: Optional[Mapping[tuple[str, str], Any]] = None,
          metadata: Union[Metadata, Mapping[str, Optional[str]], None] = None,
          dedup: bool = True, durable: bool = True, append: bool = True,
+         replace: bool = False, keep_last: Optional[int] = None,
          progress: Optional[Callable[[int, int], Optional[bool]]] = None) -> WriteStats:
     """Adds tag ``tag`` holding ``arrays`` to the archive at ``path`` (created if missing).
 
+    ``replace``: replace an existing tag of that name in the same commit;
+    ``keep_last``: then keep only the newest ``keep_last`` tags (same commit).
     Arrays are borrowed, not copied; see Writer.add_tag for the options;
     ``metadata`` updates the archive metadata as set_metadata() does.
     Returns the WriteStats of the commit.

@@ -243,7 +243,8 @@ def save_checkpoint(path: Any, tag: str, model: torch.nn.Module, optimizer: torc
                     *, scheduler: Any = None, epoch: int = 0, iteration: Optional[int] = None,
                     properties: Optional[Mapping[str, str]] = None,
                     metadata: Any = None, compress: bool = False, dedup: bool = True,
-                    durable: bool = True, append: bool = True,
+                    durable: bool = True, append: bool = True, replace: bool = False,
+                    keep_last: Optional[int] = None,
                     progress: Optional[Callable[[int, int], Optional[bool]]] = None) -> WriteStats:
     """Adds tag ``tag`` holding a whole training checkpoint to the archive at ``path``.
 
@@ -258,7 +259,9 @@ def save_checkpoint(path: Any, tag: str, model: torch.nn.Module, optimizer: torc
       largest per-parameter ``step`` in the optimizer state (0 if none).
     properties: extra str -> str pairs for the training config (data loader
       position, seeds...); keys starting with "torch." are reserved.
-    metadata, compress, dedup, durable, append, progress: as for modelzip.save.
+    metadata, compress, dedup, durable, append, replace, keep_last, progress: as
+      for modelzip.save (``replace=True`` overwrites a tag such as "latest";
+      ``keep_last=N`` drops the oldest tags beyond N in the same commit).
     Tensors are read while the commit runs, without copies. Returns the WriteStats.
     """
     if not isinstance(model, torch.nn.Module):
@@ -278,7 +281,9 @@ def save_checkpoint(path: Any, tag: str, model: torch.nn.Module, optimizer: torc
     writer = Writer(path, dedup=dedup, durable=durable, append=append, progress=progress)
     try:
         writer.add_tag(tag, model.state_dict(), updater=updater, training=training,
-                       compress=compress)
+                       compress=compress, replace=replace)
+        if keep_last is not None:
+            writer.keep_last(keep_last)
         if metadata is not None:
             writer.set_metadata(_updated_metadata(_current_metadata(path), metadata, {}, False))
         return writer.commit()

@@ -47,7 +47,7 @@ def save_checkpoint(path: PathLike, tag: str, model: torch.nn.Module,
                     iteration: Optional[int] = None, properties: Optional[Mapping[str, str]] = None,
                     metadata: Optional[Metadata | Mapping[str, Optional[str]]] = None,
                     compress: bool = False, dedup: bool = True, durable: bool = True,
-                    append: bool = True,
+                    append: bool = True, replace: bool = False, keep_last: Optional[int] = None,
                     progress: Optional[Callable[[int, int], Optional[bool]]] = None) -> WriteStats:
     """Adds tag ``tag`` holding model parameters, optimizer state (by parameter name),
     hyperparameters, scheduler state and step/epoch counters."""

@@ -1,0 +1,358 @@
+// Removing tags in place, replace_tag and keep_last: a commit that removes
+// tags leaves their bytes in the file as free entries (FORMAT.md section
+// 8.5), writes only what changes, and every reader (the central directory
+// and a walk of the local headers in file order, as streaming readers do)
+// still reads every live entry with its CRC.
+#include <doctest/doctest.h>
+#include <zlib.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "checkpoint/archive_impl.hpp"
+#include "modelzip/archive.hpp"
+#include "modelzip/error.hpp"
+#include "modelzip/writer.hpp"
+#include "test_support.hpp"
+
+using namespace modelzip;
+using namespace modelzip::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr std::size_t kBig = 300 << 10;  // above the zip writer's inline size (256 KiB)
+
+NewTag tag_with(const Tensor& t, const std::string& name = "w") {
+  NewTag nt;
+  nt.add(name, t);
+  return nt;
+}
+
+Tensor random_tensor(std::mt19937_64& rng, std::size_t n) {
+  return Tensor::dense(DType::uint8, {static_cast<std::int64_t>(n)}, random_bytes(rng, n));
+}
+
+std::string bytes_of_tensor(const Tensor& t) {
+  return std::string(t.values().as_string_view());
+}
+
+std::uint32_t le32(const std::string& s, std::size_t at) {
+  std::uint32_t v = 0;
+  std::memcpy(&v, s.data() + at, 4);
+  return v;
+}
+std::uint16_t le16(const std::string& s, std::size_t at) {
+  std::uint16_t v = 0;
+  std::memcpy(&v, s.data() + at, 2);
+  return v;
+}
+
+// What a streaming reader sees: the local headers from offset 0 in file
+// order up to the first central directory header, each entry's data
+// checked against its header's CRC with zlib (stored entries only, as
+// modelzip writes tables and blobs). Fails the test on a malformed header
+// or a CRC mismatch; returns the names in order.
+std::vector<std::string> walk_local_headers(const fs::path& path) {
+  const std::string bytes = io_bytes(path);
+  std::vector<std::string> names;
+  std::size_t at = 0;
+  while (at + 30 <= bytes.size() && le32(bytes, at) == 0x04034b50) {
+    const std::uint16_t method = le16(bytes, at + 8);
+    const std::uint32_t crc = le32(bytes, at + 14);
+    const std::uint64_t size = le32(bytes, at + 18);
+    const std::size_t name_len = le16(bytes, at + 26), extra_len = le16(bytes, at + 28);
+    const std::string name = bytes.substr(at + 30, name_len);
+    INFO("entry " << name << " at " << at);
+    REQUIRE(method == 0);
+    REQUIRE(size != 0xFFFFFFFFu);
+    const std::size_t data = at + 30 + name_len + extra_len;
+    REQUIRE(data + size <= bytes.size());
+    const auto computed =
+        ::crc32(0, reinterpret_cast<const Bytef*>(bytes.data() + data), static_cast<uInt>(size));
+    CHECK(computed == crc);
+    names.push_back(name);
+    at = data + size;
+  }
+  CHECK(le32(bytes, at) == 0x02014b50);  // the walk ends at the central directory
+  return names;
+}
+
+// The walk without free entries equals the central directory in file order.
+void check_streaming_view(const fs::path& path, std::size_t expected_free = SIZE_MAX) {
+  std::vector<std::string> live, free;
+  for (const auto& n : walk_local_headers(path))
+    (n.starts_with(".modelzip-free/") ? free : live).push_back(n);
+  Archive a = Archive::open(path);
+  std::vector<const zip::EntryInfo*> cd;
+  for (const auto& e : a.internals().directory.entries) cd.push_back(&e);
+  std::sort(cd.begin(), cd.end(), [](auto* x, auto* y) {
+    return x->local_header_offset < y->local_header_offset;
+  });
+  std::vector<std::string> cd_names;
+  for (auto* e : cd) cd_names.push_back(e->name);
+  CHECK(live == cd_names);
+  if (expected_free != SIZE_MAX) CHECK(free.size() == expected_free);
+  CHECK(a.verify().empty());
+}
+
+// Archive with tags t0..t<n-1>, each one tensor "w" of kBig random bytes.
+std::vector<Tensor> build(const fs::path& path, int n, std::mt19937_64& rng) {
+  std::vector<Tensor> tensors;
+  for (int k = 0; k < n; ++k) {
+    tensors.push_back(random_tensor(rng, kBig));
+    Writer w = Writer::open(path);
+    w.add_tag("t" + std::to_string(k), tag_with(tensors.back()));
+    w.commit();
+  }
+  return tensors;
+}
+
+// Removes `tag` in one commit; returns the commit's statistics.
+Writer::Stats remove(const fs::path& path, const std::string& tag) {
+  Writer w = Writer::open(path);
+  w.remove_tag(tag);
+  w.commit();
+  return w.last_stats();
+}
+
+// Adds `tag` with a small random tensor in one commit; returns its statistics.
+Writer::Stats add_small(const fs::path& path, const std::string& tag, std::mt19937_64& rng) {
+  Writer w = Writer::open(path);
+  w.add_tag(tag, tag_with(random_tensor(rng, 100)));
+  w.commit();
+  return w.last_stats();
+}
+
+std::string first_param_bytes(const fs::path& path, const std::string& tag) {
+  Archive a = Archive::open(path);
+  return bytes_of_tensor(a.tensor("w", tag));
+}
+
+}  // namespace
+
+TEST_CASE("Removing the oldest tag in place writes only the tail and leaves one free entry") {
+  TempDir dir;
+  const auto path = dir / "m.zip";
+  std::mt19937_64 rng(1);
+  const auto tensors = build(path, 4, rng);
+  const auto size_before = fs::file_size(path);
+  Archive old = Archive::open(path);
+  const Tensor old_view = old.tensor("w", "t0");
+
+  const Writer::Stats s = remove(path, "t0");
+  CHECK(s.appended);
+  CHECK(s.bytes_freed > kBig);
+  CHECK(s.bytes_written < 16384);  // the tail, not the tensor
+  CHECK(fs::file_size(path) < size_before);  // a smaller directory; the bytes stay
+  CHECK(fs::file_size(path) > size_before - 4096);
+
+  Archive a = Archive::open(path);
+  CHECK(a.tags() == std::vector<std::string>{"t1", "t2", "t3"});
+  for (int k = 1; k < 4; ++k)
+    CHECK(first_param_bytes(path, "t" + std::to_string(k)) == bytes_of_tensor(tensors[k]));
+  // A reader that opened the archive before still reads the removed tag.
+  CHECK(bytes_of_tensor(old_view) == bytes_of_tensor(tensors[0]));
+  check_streaming_view(path, 1);
+}
+
+TEST_CASE("Adjacent freed ranges merge; appends and removals keep the archive in place") {
+  TempDir dir;
+  const auto path = dir / "m.zip";
+  std::mt19937_64 rng(2);
+  auto tensors = build(path, 6, rng);
+  for (const char* tag : {"t0", "t1"}) CHECK(remove(path, tag).appended);
+  check_streaming_view(path, 1);  // t0's and t1's bytes: one free entry
+  {
+    Writer w = Writer::open(path);
+    w.remove_tag("t5");  // the newest: its range ends at the old tail
+    tensors.push_back(random_tensor(rng, 1000));
+    w.add_tag("t6", tag_with(tensors.back()));
+    w.commit();  // 3 tags freed, 3 tags and a little more live: in place
+    CHECK(w.last_stats().appended);
+  }
+  check_streaming_view(path, 2);
+  CHECK(Archive::open(path).tags() == std::vector<std::string>{"t2", "t3", "t4", "t6"});
+  CHECK(first_param_bytes(path, "t6") == bytes_of_tensor(tensors[6]));
+  CHECK(first_param_bytes(path, "t2") == bytes_of_tensor(tensors[2]));
+}
+
+TEST_CASE("A blob that other tags share moves by copy; their tables are written anew") {
+  TempDir dir;
+  const auto path = dir / "m.zip";
+  std::mt19937_64 rng(3);
+  const Tensor shared = random_tensor(rng, kBig);
+  const Tensor own = random_tensor(rng, 5000);
+  {
+    Writer w = Writer::open(path);
+    w.add_tag("t0", tag_with(shared));
+    w.add_tag("t1", tag_with(random_tensor(rng, kBig)));
+    w.commit();
+  }
+  for (const char* tag : {"t2", "t3"}) {
+    Writer w = Writer::open(path);
+    NewTag nt;
+    nt.share("w", "t0", "w");
+    nt.add("own", own);
+    w.add_tag(tag, std::move(nt));
+    w.commit();
+  }
+  const Writer::Stats s = remove(path, "t0");
+  CHECK(s.appended);
+  CHECK(s.bytes_written > kBig);  // the shared blob, copied
+  CHECK(s.bytes_written < kBig + 32768);
+  Archive a = Archive::open(path);
+  CHECK(a.tags() == std::vector<std::string>{"t1", "t2", "t3"});
+  for (const char* tag : {"t2", "t3"}) {
+    CHECK(bytes_of_tensor(a.tensor("w", tag)) == bytes_of_tensor(shared));
+    CHECK(bytes_of_tensor(a.tensor("own", tag)) == bytes_of_tensor(own));
+  }
+  // The oldest remaining tag that shares it owns it now (t1 does not share it).
+  for (const auto& p : a.params("t3"))
+    if (p.name == "w") CHECK(p.blob.starts_with("t2/"));
+  check_streaming_view(path);
+}
+
+TEST_CASE("replace_tag replaces a tag in one commit and makes it the newest") {
+  TempDir dir;
+  const auto path = dir / "m.zip";
+  std::mt19937_64 rng(4);
+  auto tensors = build(path, 3, rng);
+  const Tensor fresh = random_tensor(rng, kBig);
+  {
+    Writer w = Writer::open(path);
+    CHECK_THROWS_AS(w.add_tag("T1", tag_with(fresh)), Error);  // exists (any case)
+    w.replace_tag("T1", tag_with(fresh));
+    CHECK(w.tags() == std::vector<std::string>{"t0", "t2", "T1"});
+    w.commit();
+    CHECK(w.last_stats().appended);
+    CHECK(w.last_stats().bytes_freed > kBig);
+  }
+  Archive a = Archive::open(path);
+  CHECK(a.tags() == std::vector<std::string>{"t0", "t2", "T1"});
+  CHECK(bytes_of_tensor(a.tensor("w", "T1")) == bytes_of_tensor(fresh));
+  CHECK(bytes_of_tensor(a.tensor("w", "t0")) == bytes_of_tensor(tensors[0]));
+  check_streaming_view(path, 1);
+  // A tag that does not exist is simply added.
+  Writer w = Writer::open(path);
+  w.replace_tag("new", tag_with(random_tensor(rng, 100)));
+  w.commit();
+  CHECK(Archive::open(path).tags().back() == "new");
+}
+
+TEST_CASE("replace_tag of a tag another writer added meanwhile replaces it") {
+  TempDir dir;
+  const auto path = dir / "m.zip";
+  std::mt19937_64 rng(5);
+  build(path, 1, rng);
+  Writer late = Writer::open(path);
+  late.replace_tag("latest", tag_with(random_tensor(rng, 64)));
+  {
+    Writer w = Writer::open(path);
+    w.add_tag("latest", tag_with(random_tensor(rng, 64)));
+    w.commit();
+  }
+  late.commit();
+  CHECK(Archive::open(path).tags() == std::vector<std::string>{"t0", "latest"});
+}
+
+TEST_CASE("keep_last removes the oldest tags in the same commit as an add") {
+  TempDir dir;
+  const auto path = dir / "m.zip";
+  std::mt19937_64 rng(6);
+  auto tensors = build(path, 5, rng);
+  Writer w = Writer::open(path);
+  CHECK_THROWS_AS(w.keep_last(0), Error);
+  tensors.push_back(random_tensor(rng, 2000));
+  w.add_tag("t5", tag_with(tensors.back()));
+  w.keep_last(4);
+  CHECK(w.tags() == std::vector<std::string>{"t2", "t3", "t4", "t5"});
+  w.commit();
+  CHECK(w.last_stats().appended);
+  CHECK(w.last_stats().bytes_freed > 2 * kBig);
+  Archive a = Archive::open(path);
+  CHECK(a.tags() == std::vector<std::string>{"t2", "t3", "t4", "t5"});
+  for (int k = 2; k < 6; ++k)
+    CHECK(bytes_of_tensor(a.tensor("w", "t" + std::to_string(k))) == bytes_of_tensor(tensors[k]));
+  check_streaming_view(path, 1);
+  // Fewer tags than N: nothing to remove.
+  Writer again = Writer::open(path);
+  again.keep_last(10);
+  again.commit();
+  CHECK(Archive::open(path).tags().size() == 4);
+}
+
+TEST_CASE("A commit that would leave more free than live bytes rewrites; gc drops free entries") {
+  TempDir dir;
+  const auto path = dir / "m.zip";
+  std::mt19937_64 rng(7);
+  build(path, 3, rng);
+  CHECK(remove(path, "t0").appended);
+  const auto with_free = fs::file_size(path);
+  {
+    Writer w = Writer::open(path);
+    w.collect_garbage();
+    w.commit();
+    CHECK_FALSE(w.last_stats().appended);
+  }
+  CHECK(fs::file_size(path) < with_free - kBig);
+  check_streaming_view(path, 0);
+  {
+    Writer w = Writer::open(path);
+    w.remove_tag("t1");
+    w.add_tag("small", tag_with(random_tensor(rng, 10)));
+    w.commit();  // 1 tag freed against 1 tag and more live: in place
+    CHECK(w.last_stats().appended);
+  }
+  CHECK_FALSE(remove(path, "t2").appended);  // 2 tags free against a few bytes live
+  check_streaming_view(path, 0);
+  CHECK(fs::file_size(path) < 4096);
+}
+
+TEST_CASE("Freed ranges left unmarked (a writer killed after its commit) are marked later") {
+  TempDir dir;
+  const auto path = dir / "m.zip";
+  std::mt19937_64 rng(8);
+  build(path, 3, rng);
+  const std::string before = io_bytes(path);
+  CHECK(remove(path, "t0").appended);
+  // Put back the bytes the free entry's header overwrote: the range holds
+  // t0's old entries again, which the central directory no longer lists.
+  std::string now = io_bytes(path);
+  const std::size_t at = now.find(".modelzip-free/");
+  REQUIRE(at != std::string::npos);
+  const std::size_t start = at - 30;
+  now.replace(start, 64, before, start, 64);
+  write_file(path, now);
+  CHECK(walk_local_headers(path).at(1).starts_with("t0/"));
+  CHECK(add_small(path, "t3", rng).appended);
+  check_streaming_view(path, 1);
+}
+
+TEST_CASE("Gaps another tool left (no local header) are not overwritten: the archive is rewritten") {
+  TempDir dir;
+  const auto path = dir / "m.zip";
+  std::mt19937_64 rng(9);
+  build(path, 3, rng);
+  CHECK(remove(path, "t0").appended);
+  std::string now = io_bytes(path);
+  const std::size_t at = now.find(".modelzip-free/") - 30;
+  now.replace(at, 4, "JUNK");
+  write_file(path, now);
+  CHECK_FALSE(add_small(path, "t3", rng).appended);
+  check_streaming_view(path, 0);
+}
+
+TEST_CASE("A tag cannot contain '/', and the error says why") {
+  TempDir dir;
+  Writer w = Writer::open(dir / "m.zip");
+  try {
+    w.add_tag("run1/step-5", NewTag{});
+    FAIL("accepted a tag with '/'");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::invalid_argument);
+    CHECK(std::string(e.what()).find("separates") != std::string::npos);
+    CHECK(std::string(e.what()).find("run1.step-5") != std::string::npos);
+  }
+  CHECK_THROWS_AS(w.replace_tag("a/b", NewTag{}), Error);
+}
