@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "checkpoint/archive_impl.hpp"
+#include "dist/rank_locks.hpp"
 #include "format/archive_metadata.hpp"
 #include "format/tags_file.hpp"
 #include "io/durable_file.hpp"
@@ -80,7 +81,8 @@ CommitTarget::Start CommitTarget::begin() {
       const auto& in = old_->internals();
       m.append.emplace(m.path, in.directory, in.reader.file(), std::string(format::kTagsEntry),
                        zip::AppendSession::Options{.durable = m.durable});
-      return Start{m.path.string(), m.append->start_offset()};
+      allow_rank_locks(m.lock->archive_fd(), m.path);
+      return Start{m.path.string(), m.append->start_offset(), m.append->nonce()};
     }
     m.temp.emplace(io::TempFile::beside(m.path));
     {
@@ -153,6 +155,11 @@ void CommitTarget::finish(const std::vector<zip::EntryInfo>& written,
 
 void CommitTarget::abort() noexcept {
   Impl& m = *impl_;
+  // A rank may still be writing (its engine failed it later than ours, or
+  // it never heard of the failure): restoring the tail and cutting the file
+  // now would let its writes land after the rollback.
+  if (m.append && !m.append->committed() && !wait_for_writers(m.lock->archive_fd(), kWritersTimeout))
+    m.append->abandon();
   m.append.reset();  // rolls the tail back (or leaves the journal for recovery)
   m.temp_out.reset();
   m.temp.reset();  // removes the temporary file unless it was committed

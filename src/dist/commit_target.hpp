@@ -39,9 +39,13 @@ class CommitTarget {
   struct Start {
     std::string file;          // the path every rank opens for writing
     std::uint64_t offset = 0;  // where the new entries start
+    // The append journal's nonce (existing archive; 0: a new archive's
+    // temporary file): a rank writes only while that journal exists.
+    std::uint64_t nonce = 0;
   };
   // Journals (existing archive) or creates the temporary file holding
-  // modelzip.toml (new archive). Before the commit point, abort() undoes it.
+  // modelzip.toml (new archive), and lets the ranks take their locks on the
+  // file (dist/rank_locks.hpp). Before the commit point, abort() undoes it.
   Start begin();
 
   // The commit: writes, after `end_of_data`, the central directory (the old
@@ -55,7 +59,10 @@ class CommitTarget {
 
   // Before the commit point: leaves the archive as it was (writes the old
   // tail back and drops the journal, or removes the temporary file; if
-  // that fails, the journal stays for recovery). Never throws.
+  // that fails, the journal stays for recovery). An existing archive is
+  // restored only once no rank holds its writing lock (waiting up to
+  // dist::kWritersTimeout); after that the journal is left for the next
+  // writer, which waits for them through the writer lock. Never throws.
   void abort() noexcept;
 
   struct Impl;

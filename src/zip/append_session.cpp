@@ -64,9 +64,9 @@ AppendSession::AppendSession(fs::path path, const Directory& directory, const By
   tail_start_ = tail_start(directory, tail_entry_);
   old_size_ = file.size();
   old_tail_ = file.slice(tail_start_, old_size_ - tail_start_).to_owned();
-  io::write_append_journal(
-      path_, io::AppendJournal{io::new_journal_nonce(), tail_start_, old_size_, old_tail_},
-      options_.durable);
+  nonce_ = io::new_journal_nonce();
+  io::write_append_journal(path_, io::AppendJournal{nonce_, tail_start_, old_size_, old_tail_},
+                           options_.durable);
   journaled_ = true;
   try {
     fd_ = io::sys::open(path_.c_str(), O_WRONLY | O_CLOEXEC);
@@ -140,6 +140,12 @@ void AppendSession::rollback() {
   close_file();
   io::remove_append_journal(path_, options_.durable);
   journaled_ = false;
+}
+
+void AppendSession::abandon() noexcept {
+  writer_.reset();
+  close_file();
+  journaled_ = false;  // the journal stays: the destructor leaves it alone
 }
 
 void recover_append(const fs::path& path, bool durable) {

@@ -88,6 +88,14 @@ class AppendSession {
   std::uint64_t commit(const std::vector<Bytes>& tail_contents);
   bool committed() const noexcept { return committed_; }
   void rollback();
+  // Gives up without touching the file: the journal stays, and readers and
+  // the next writer's recover_append() restore the old archive from it.
+  // For when the file may still be written by others (a collective commit
+  // whose ranks have not all stopped writing). Never throws.
+  void abandon() noexcept;
+  // The journal's nonce (FORMAT.md section 8.2): names this session's
+  // journal among later ones at the same path.
+  std::uint64_t nonce() const noexcept { return nonce_; }
 
  private:
   void close_file() noexcept;
@@ -95,7 +103,7 @@ class AppendSession {
   std::filesystem::path path_;
   std::string tail_entry_;
   Options options_;
-  std::uint64_t tail_start_ = 0, old_size_ = 0;
+  std::uint64_t tail_start_ = 0, old_size_ = 0, nonce_ = 0;
   Bytes old_tail_;
   std::int64_t old_mtime_ns_ = 0;
   int fd_ = -1;
