@@ -135,9 +135,16 @@ class Engine {
       return op();
     } catch (const std::exception& e) {
       if (locks_ == nullptr) throw;
-      const std::vector<int> lost = locks_->lost(comm_.size());
+      // A process that dies closes its descriptors one by one: its peers
+      // may see its connections closed before its lock on the archive goes.
+      std::vector<int> lost = locks_->lost(comm_.size());
+      for (int i = 0; lost.empty() && i < 100; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        lost = locks_->lost(comm_.size());
+      }
       if (lost.empty()) throw;
-      const std::string what = e.what();
+      std::string what = e.what();  // its first line (Python adds a traceback)
+      what = what.substr(0, what.find('\n'));
       // The other survivors see the same failure at about the same time and
       // look at the alive locks too: this rank keeps its own a moment
       // longer, so that they do not take it for lost.
@@ -725,9 +732,16 @@ CollectiveStats CollectiveWriter::commit(const std::string& tag) {
   const bool exists =
       engine([&] { return comm.broadcast(is_root && target->old() ? "1" : "0", root); }) == "1";
 
-  // 2. Records (with dedup verdicts) to the root.
+  // 2. Records (with dedup verdicts) to the root. From here on every rank
+  // holds its alive lock on the archive (on a new archive's temporary file
+  // from step 4), so that a failure of the engine can name a rank that died.
   std::string records;
+  std::optional<dist::RankLocks> locks;
   agreed_step(engine, ctx, [&] {
+    if (exists) {
+      locks.emplace(m.path, comm.rank());
+      engine.watch(&*locks);
+    }
     std::optional<Archive> old;
     if (exists && m.options.dedup && !m.items.empty()) {
       if (is_root)
@@ -757,11 +771,12 @@ CollectiveStats CollectiveWriter::commit(const std::string& tag) {
   // root undoes a failed commit only once no rank holds one) and its alive
   // lock until the commit ends (dist/rank_locks.hpp).
   std::string shares_bytes;
-  std::optional<dist::RankLocks> locks;
   std::optional<io::AppendFile> out;
   agreed_step(engine, ctx, [&] {
-    locks.emplace(plan.file, comm.rank());
-    engine.watch(&*locks);
+    if (!locks) {
+      locks.emplace(plan.file, comm.rank());
+      engine.watch(&*locks);
+    }
     locks->begin_writes();
     struct EndWrites {
       dist::RankLocks& locks;

@@ -64,7 +64,10 @@ CommitTarget::CommitTarget(std::filesystem::path path, bool durable)
     if (!std::filesystem::exists(impl_->path)) break;
     old_.emplace(Archive::open(impl_->path));
     const auto& in = old_->internals();
-    if (zip::appendable_in_place(in.directory, in.reader.file().span(), format::kTagsEntry)) break;
+    if (zip::appendable_in_place(in.directory, in.reader.file().span(), format::kTagsEntry)) {
+      allow_rank_locks(impl_->lock->archive_fd(), impl_->path);
+      break;
+    }
     old_.reset();  // another writer changed it in between: again
     impl_->lock.reset();
   }
@@ -81,7 +84,6 @@ CommitTarget::Start CommitTarget::begin() {
       const auto& in = old_->internals();
       m.append.emplace(m.path, in.directory, in.reader.file(), std::string(format::kTagsEntry),
                        zip::AppendSession::Options{.durable = m.durable});
-      allow_rank_locks(m.lock->archive_fd(), m.path);
       return Start{m.path.string(), m.append->start_offset(), m.append->nonce()};
     }
     m.temp.emplace(io::TempFile::beside(m.path));

@@ -28,7 +28,8 @@ namespace modelzip::dist {
 class CommitTarget {
  public:
   // Locks `path` and brings it to a committed state (an interrupted append
-  // is recovered first); opens the archive if there is one.
+  // is recovered first); opens the archive if there is one, and then lets
+  // the ranks take their locks on it (dist/rank_locks.hpp).
   CommitTarget(std::filesystem::path path, bool durable);
   ~CommitTarget();
   CommitTarget(const CommitTarget&) = delete;
@@ -44,8 +45,7 @@ class CommitTarget {
     std::uint64_t nonce = 0;
   };
   // Journals (existing archive) or creates the temporary file holding
-  // modelzip.toml (new archive), and lets the ranks take their locks on the
-  // file (dist/rank_locks.hpp). Before the commit point, abort() undoes it.
+  // modelzip.toml (new archive). Before the commit point, abort() undoes it.
   Start begin();
 
   // The commit: writes, after `end_of_data`, the central directory (the old

@@ -8,9 +8,11 @@ by rows, unevenly (rank 0 holds few rows, the last rank most), so that the
 last rank is still writing when the others are done. With mpi4py the
 communicator's time-out is short (the trials kill a rank). On a failed save
 the rank prints "save failed: <type>: <message>" and exits with 3;
-otherwise 0 after STEPS saves.
+otherwise 0 after STEPS saves. Each rank writes its pid to ARCHIVE.rank<R>.pid
+first, so that the trial can kill it.
 """
 import datetime
+import os
 import sys
 
 import numpy as np
@@ -21,9 +23,9 @@ import modelzip.distributed as mzd
 
 def rows_of(rank, world, rows):
     """Uneven row split: rank r gets a share proportional to r + 1."""
-    weights = [r + 1 for r in range(world)]
-    cuts = [rows * sum(weights[:r]) // sum(weights) for r in range(world + 1)]
-    return cuts[rank], cuts[rank + 1]
+    def cut(r):
+        return rows * (r * (r + 1) // 2) // (world * (world + 1) // 2)
+    return cut(rank), cut(rank + 1)
 
 
 def main():
@@ -37,8 +39,10 @@ def main():
         comm = mzd.communicator()
     else:
         from mpi4py import MPI
-        comm = mzd.MPICommunicator(MPI.COMM_WORLD, timeout=20.0)
+        comm = mzd.MPICommunicator(MPI.COMM_WORLD, timeout=5.0)
         rank, world = comm.rank(), comm.size()
+    with open(f"{path}.rank{rank}.pid", "w") as f:
+        f.write(str(os.getpid()))
     first, last = rows_of(rank, world, rows)
     for step in range(steps):
         block = np.full((last - first, cols), float(step), dtype=np.float32)
@@ -49,7 +53,7 @@ def main():
         except BaseException as e:  # noqa: BLE001 - the trial reads what each rank saw
             kind = "modelzip.Error" if isinstance(e, modelzip.Error) else type(e).__name__
             print(f"save failed: {kind}: {e}", flush=True)
-            sys.exit(3)
+            os._exit(3)  # no MPI_Finalize or gloo shutdown waiting for the lost rank
         print(f"saved step-{step}", flush=True)
     sys.exit(0)
 
