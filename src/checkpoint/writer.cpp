@@ -514,6 +514,36 @@ std::uint64_t expected_bytes(const Plan& plan, const std::set<std::string>* only
   return n;
 }
 
+// An upper bound of where an append of the tags in `added` ends, for
+// AppendSession::protect: the old tail's bytes (its entries' directory
+// records and end records are in the new tail again), then per new entry
+// its local header (with a ZIP64 field and the largest padding), its data
+// (deflated: at most 1/256 + 1 KiB more than the input) and its directory
+// record, the new tags.txt's added lines, and slack for the ZIP64 end
+// records.
+std::uint64_t append_end_bound(const Plan& plan, const std::set<std::string>& added,
+                               std::uint64_t old_size) {
+  constexpr std::uint64_t kLocal = 30 + 20 + 67, kCentral = 46 + 28 + 67;
+  std::uint64_t end = old_size + 4096;
+  auto entry = [&](const std::string& name, std::uint64_t size, bool deflated) {
+    end += kLocal + kCentral + 2 * name.size() + size + (deflated ? size / 256 + 1024 : 0);
+  };
+  auto content = [&](const std::string& name, const Content& c) {
+    entry(name, content_size(c), !c.old && c.compression == Compression::deflate);
+  };
+  for (const auto& t : plan.tags) {
+    if (!added.count(t.name)) continue;
+    end += t.name.size() + 1;
+    entry(t.name + "/params.txt", format::write_blob_table(t.rows[0], TableKind::params).size(),
+          false);
+    entry(t.name + "/updater.txt", format::write_blob_table(t.rows[1], TableKind::updater).size(),
+          false);
+    for (const auto& [rel, c] : t.others) content(t.name + "/" + rel, c);
+    for (const auto& [key, c] : t.blobs) content(t.entry_name(key), c);
+  }
+  return end;
+}
+
 }  // namespace
 
 class Writer::Impl {
@@ -616,7 +646,8 @@ void Writer::Impl::commit() {
   } forget{archive_fd};
   io::remove_stale_temp_files(path);
   try {
-    zip::recover_append(path, true);
+    if (auto rolled_back = zip::recover_append(path, true); rolled_back && options.on_notice)
+      options.on_notice(zip::rollback_notice(*rolled_back));
   } catch (const Error& e) {
     throw e.with_context(context());
   }
@@ -733,18 +764,26 @@ void Writer::Impl::rewrite(const Plan& plan, const Archive::Impl* old_impl, Stat
 void Writer::Impl::append_to(const Plan& plan, const Archive::Impl& old, Stats& stats,
                              bool* visible) {
   std::set<std::string> added;
-  for (const auto& op : ops) added.insert(std::get<AddOp>(op).tag);
+  std::vector<std::string> added_in_order;
+  for (const auto& op : ops) {
+    added.insert(std::get<AddOp>(op).tag);
+    added_in_order.push_back(std::get<AddOp>(op).tag);
+  }
   std::vector<std::string> names;
   for (const auto& t : plan.tags) names.push_back(t.name);
   try {
     // Unless commit() returns, the session's destructor puts the old tail
     // back (or leaves the journal for the next writer).
-    zip::AppendSession session(path, old.directory, old.reader.file(),
-                               std::string(format::kTagsEntry),
-                               {.durable = options.durable,
-                                .expected_bytes = expected_bytes(plan, &added),
-                                .progress = options.progress,
-                                .direct_data = options.durable});
+    zip::AppendSession session(
+        path, old.directory, old.reader.file(), std::string(format::kTagsEntry),
+        {.durable = options.durable,
+         .expected_bytes = expected_bytes(plan, &added),
+         .progress = options.progress,
+         .direct_data = options.durable,
+         .tags = added_in_order});
+    // Until the new end records are in place, the file stays an ordinary
+    // zip of the old archive (FORMAT.md section 8.1).
+    session.protect(append_end_bound(plan, added, session.old_size()));
     emit_tags(session.writer(), plan, &old, &added);
     try {
       stats.bytes_written =

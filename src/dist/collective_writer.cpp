@@ -520,7 +520,7 @@ Plan CollectiveWriter::Impl::plan(
   }
   const std::string params_txt = format::write_blob_table(rows, TableKind::params);
 
-  const dist::CommitTarget::Start start = target.begin();
+  const dist::CommitTarget::Start start = target.begin(tag);
   Plan plan;
   plan.file = start.file;
   plan.nonce = start.nonce;
@@ -555,6 +555,20 @@ Plan CollectiveWriter::Impl::plan(
                                  format::blob_entry_name(p.ref, tag, TableKind::params),
                                  layout.size, layout.values_offset, header_rank));
     ++stats.blobs_written;
+  }
+  // Until the new end records are in place, the file stays an ordinary zip
+  // of the old archive (FORMAT.md section 8.1): a copy of the old tail goes
+  // beyond everything this commit writes. The new tail is at most the old
+  // one plus a directory record per new entry, the tag's line in tags.txt,
+  // a larger padding and the ZIP64 end records.
+  {
+    std::uint64_t tail = 4096 + tag.size();
+    for (const auto& e : plan.entries) tail += 46 + 28 + 67 + e.entry.size();
+    for (const auto& e : root_entries) tail += 46 + 28 + 67 + e.first.entry.size();
+    const std::uint64_t old_tail = target.old() ? target.old()->internals().reader.file().size() -
+                                                      start.offset
+                                                : 0;
+    target.protect(detail::checked_add(cursor, tail + old_tail, "archive"));
   }
   // The blocks of the new entries are allocated before any rank writes, so
   // that the ranks' writes (io::SharedFileWriter) run in parallel, none of
@@ -723,7 +737,7 @@ CollectiveStats CollectiveWriter::commit(const std::string& tag) {
   agreed_step(engine, ctx, [&] {
     format::check_tag(tag);
     if (!is_root) return;
-    target = std::make_unique<dist::CommitTarget>(m.path, m.options.durable);
+    target = std::make_unique<dist::CommitTarget>(m.path, m.options.durable, m.options.on_notice);
     if (target->old())
       if (auto existing = target->old()->find_tag(tag))
         throw Error(ErrorCode::already_exists,

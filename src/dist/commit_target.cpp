@@ -33,7 +33,8 @@ struct CommitTarget::Impl {
   ErrorContext context() const { return ErrorContext{.archive = path.string()}; }
 };
 
-CommitTarget::CommitTarget(std::filesystem::path path, bool durable)
+CommitTarget::CommitTarget(std::filesystem::path path, bool durable,
+                           const std::function<void(const std::string&)>& on_notice)
     : impl_(std::make_unique<Impl>()) {
   // A symbolic link is followed once, as Writer::open does: the lock, the
   // journal and the temporary file belong beside the file it leads to.
@@ -56,7 +57,8 @@ CommitTarget::CommitTarget(std::filesystem::path path, bool durable)
     }
     impl_->lock.emplace(impl_->path);
     try {
-      zip::recover_append(impl_->path, true);
+      if (auto rolled_back = zip::recover_append(impl_->path, true); rolled_back && on_notice)
+        on_notice(zip::rollback_notice(*rolled_back));
     } catch (const Error& e) {
       throw e.with_context(impl_->context());
     }
@@ -77,13 +79,13 @@ CommitTarget::~CommitTarget() {
   abort();
 }
 
-CommitTarget::Start CommitTarget::begin() {
+CommitTarget::Start CommitTarget::begin(const std::string& tag) {
   Impl& m = *impl_;
   try {
     if (old_) {
       const auto& in = old_->internals();
       m.append.emplace(m.path, in.directory, in.reader.file(), std::string(format::kTagsEntry),
-                       zip::AppendSession::Options{.durable = m.durable});
+                       zip::AppendSession::Options{.durable = m.durable, .tags = {tag}});
       return Start{m.path.string(), m.append->start_offset(), m.append->nonce()};
     }
     m.temp.emplace(io::TempFile::beside(m.path));
@@ -113,6 +115,15 @@ CommitTarget::Start CommitTarget::begin() {
   } catch (const Error& e) {
     abort();
     throw e.with_context(m.context());
+  }
+}
+
+void CommitTarget::protect(std::uint64_t end) {
+  if (!impl_->append) return;
+  try {
+    impl_->append->protect(end);
+  } catch (const Error& e) {
+    throw e.with_context(impl_->context());
   }
 }
 

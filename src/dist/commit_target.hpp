@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,7 +31,10 @@ class CommitTarget {
   // Locks `path` and brings it to a committed state (an interrupted append
   // is recovered first); opens the archive if there is one, and then lets
   // the ranks take their locks on it (dist/rank_locks.hpp).
-  CommitTarget(std::filesystem::path path, bool durable);
+  // `on_notice` (if set) hears "rolled back an interrupted save of tag X"
+  // when an interrupted append was recovered (zip::rollback_notice).
+  CommitTarget(std::filesystem::path path, bool durable,
+               const std::function<void(const std::string&)>& on_notice = {});
   ~CommitTarget();
   CommitTarget(const CommitTarget&) = delete;
   CommitTarget& operator=(const CommitTarget&) = delete;
@@ -46,7 +50,12 @@ class CommitTarget {
   };
   // Journals (existing archive) or creates the temporary file holding
   // modelzip.toml (new archive). Before the commit point, abort() undoes it.
-  Start begin();
+  Start begin(const std::string& tag);
+
+  // Existing archive: writes the relocated copy of the old tail beyond
+  // `end` (zip::AppendSession::protect), where `end` bounds everything the
+  // commit writes. Call it after begin() and before any rank writes.
+  void protect(std::uint64_t end);
 
   // The commit: writes, after `end_of_data`, the central directory (the old
   // entries but tags.txt, then `written`, then a new tags.txt holding
