@@ -205,6 +205,10 @@ def in_flight_trial(engine, folder, delay):
     # The archive, for modelzip and for other readers, before any writer.
     verify(path)
     got = tags(path)
+    # Killed after the commit point (the journal's removal), before the last
+    # collective: the survivors fail, but the new tag is there.
+    if not committed and got == expect + ["step-2"]:
+        expect = got
     assert got == expect, f"modelzip tags {got}, expected {expect}"
     zt = zip_tags(path)
     assert zt == expect, f"zipfile tags {zt}, expected {expect}"
