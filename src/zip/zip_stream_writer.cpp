@@ -148,7 +148,8 @@ std::uint16_t name_flags(std::string_view name) noexcept {
   return is_ascii(name) ? 0 : 0x0800;
 }
 
-std::vector<std::byte> StreamZipWriter::local_header(const Written& w, bool align) const {
+std::vector<std::byte> StreamZipWriter::local_header(const Written& w, std::uint64_t at,
+                                                     bool align) const {
   return encode_local_header(LocalHeader{.name = w.name,
                                          .method = w.method,
                                          .flags = w.flags,
@@ -156,12 +157,12 @@ std::vector<std::byte> StreamZipWriter::local_header(const Written& w, bool alig
                                          .compressed = w.compressed,
                                          .uncompressed = w.uncompressed,
                                          .zip64 = w.zip64_local},
-                             offset_, align);
+                             at, align);
 }
 
 void StreamZipWriter::begin_entry(Written& w, bool align) {
   w.local_offset = offset_;
-  const std::vector<std::byte> header = local_header(w, align);
+  const std::vector<std::byte> header = local_header(w, offset_, align);
   w.local_extra = header.size() - 30 - w.name.size();
   append(header.data(), header.size());
 }
@@ -217,7 +218,7 @@ void StreamZipWriter::add_stored(const std::string& name, const std::vector<Byte
     w.local_offset = offset_;
     // CRC first, then header and data in one write.
     for (const auto& p : pieces) w.crc = crc32_update(w.crc, p.span());
-    std::vector<std::byte> out = local_header(w, true);
+    std::vector<std::byte> out = local_header(w, offset_, true);
     w.local_extra = out.size() - 30 - w.name.size();
     out.reserve(out.size() + w.uncompressed);
     for (const auto& p : pieces) out.insert(out.end(), p.data(), p.data() + p.size());
@@ -476,15 +477,7 @@ std::vector<std::byte> StreamZipWriter::render_tail(const std::string& name, con
   w.uncompressed = e.uncompressed_size;
   w.zip64_local = std::max(w.compressed, w.uncompressed) >= k32;
   w.local_offset = at;
-  std::vector<std::byte> out = encode_local_header(
-      LocalHeader{.name = w.name,
-                  .method = w.method,
-                  .flags = w.flags,
-                  .crc = w.crc,
-                  .compressed = w.compressed,
-                  .uncompressed = w.uncompressed,
-                  .zip64 = w.zip64_local},
-      at, e.method == kMethodStore);
+  std::vector<std::byte> out = local_header(w, at, e.method == kMethodStore);
   w.local_extra = out.size() - 30 - name.size();
   out.insert(out.end(), compressed.data(), compressed.data() + compressed.size());
   std::vector<Written> entries = entries_;

@@ -140,9 +140,9 @@ class StreamZipWriter {
   struct Written;
   void write_at(std::uint64_t offset, const void* data, std::size_t size);
   void append(const void* data, std::size_t size);
-  // The local header of `w` at offset_: its CRC and sizes as they are in
-  // `w` (0 where not yet known), data aligned if `align`.
-  std::vector<std::byte> local_header(const Written& w, bool align) const;
+  // The local header of `w` at `at`: its CRC and sizes as they are in `w`
+  // (0 where not yet known), data aligned if `align`.
+  std::vector<std::byte> local_header(const Written& w, std::uint64_t at, bool align) const;
   // Writes the local header of `w` at offset_ and records that offset in `w`.
   void begin_entry(Written& w, bool align);
   // Rewrites the CRC (and, if `sizes`, the sizes) in the local header of `w`.
