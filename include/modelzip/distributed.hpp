@@ -56,6 +56,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -91,6 +92,9 @@ struct CollectiveOptions {
   bool dedup = true;    // reference unchanged namesakes of the newest tag
   bool durable = true;  // fsync data, directory and folder before commit returns
   int root = 0;         // the rank that locks, journals and writes the directory
+  // Called on the root with "rolled back an interrupted save of tag X" when
+  // it recovered from an earlier commit that was killed (WriterOptions).
+  std::function<void(const std::string&)> on_notice;
 };
 
 struct CollectiveStats {

@@ -159,6 +159,11 @@ struct WriterOptions {
   // starts waiting; never when the lock is free. From the committing
   // thread; must not throw. (The CLI says "waiting for the writer of ...".)
   std::function<void()> on_wait;
+  // Called with a one-line notice when a commit recovered from an earlier
+  // writer that was killed mid-append: "rolled back an interrupted save of
+  // tag X". From the committing thread, under the lock; must not throw.
+  // (The CLI prints it on stderr; Python issues a warning.)
+  std::function<void(const std::string&)> on_notice;
 };
 
 class Writer {

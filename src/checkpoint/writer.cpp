@@ -566,6 +566,37 @@ std::set<const zip::EntryInfo*> kept_in_place(const Plan& plan, const Archive::I
   return kept;
 }
 
+// An upper bound of where an in-place commit of `plan` ends, for
+// AppendSession::protect: the old tail's bytes (its entries' directory
+// records and end records are in the new tail again, or fewer of them),
+// then per entry emit_tags(changes_only) writes its local header (with a
+// ZIP64 field and the largest padding), its data (deflated: at most 1/256 +
+// 1 KiB more than the input) and its directory record, the new tags.txt's
+// added lines, and slack for the ZIP64 end records.
+std::uint64_t append_end_bound(const Plan& plan, std::uint64_t old_size) {
+  constexpr std::uint64_t kLocal = 30 + 20 + 67, kCentral = 46 + 28 + 67;
+  std::uint64_t end = old_size + 4096;
+  auto entry = [&](const std::string& name, std::uint64_t size, bool deflated) {
+    end += kLocal + kCentral + 2 * name.size() + size + (deflated ? size / 256 + 1024 : 0);
+  };
+  auto content = [&](const std::string& name, const Content& c) {
+    if (!in_place(name, c))
+      entry(name, content_size(c), !c.old && c.compression == Compression::deflate);
+  };
+  for (const auto& t : plan.tags) {
+    end += t.name.size() + 1;
+    if (!tables_in_place(t)) {
+      entry(t.name + "/params.txt", format::write_blob_table(t.rows[0], TableKind::params).size(),
+            false);
+      entry(t.name + "/updater.txt", format::write_blob_table(t.rows[1], TableKind::updater).size(),
+            false);
+    }
+    for (const auto& [rel, c] : t.others) content(t.name + "/" + rel, c);
+    for (const auto& [key, c] : t.blobs) content(t.entry_name(key), c);
+  }
+  return end;
+}
+
 }  // namespace
 
 class Writer::Impl {
@@ -685,7 +716,8 @@ void Writer::Impl::commit() {
   } forget{archive_fd};
   io::remove_stale_temp_files(path);
   try {
-    zip::recover_append(path, true);
+    if (auto rolled_back = zip::recover_append(path, true); rolled_back && options.on_notice)
+      options.on_notice(zip::rollback_notice(*rolled_back));
   } catch (const Error& e) {
     throw e.with_context(context());
   }
@@ -824,6 +856,10 @@ bool Writer::Impl::mostly_free(const std::set<const zip::EntryInfo*>& kept,
 void Writer::Impl::append_to(const Plan& plan, const Archive::Impl& old,
                              const std::set<const zip::EntryInfo*>& kept, Stats& stats,
                              bool* visible) {
+  // The tags this commit saves (new to the archive), for the journal.
+  std::vector<std::string> saved;
+  for (const auto& t : plan.tags)
+    if (!t.old_tables[0]) saved.push_back(t.name);
   std::vector<std::string> names;
   for (const auto& t : plan.tags) names.push_back(t.name);
   std::uint64_t tail_start = 0;
@@ -836,8 +872,12 @@ void Writer::Impl::append_to(const Plan& plan, const Archive::Impl& old,
          .expected_bytes = expected_bytes(plan, true),
          .progress = options.progress,
          .direct_data = options.durable,
-         .keep_entry = [&](const zip::EntryInfo& e) { return kept.count(&e) > 0; }});
+         .keep_entry = [&](const zip::EntryInfo& e) { return kept.count(&e) > 0; },
+         .tags = saved});
     tail_start = session.start_offset();
+    // Until the new end records are in place, the file stays an ordinary
+    // zip of the old archive (FORMAT.md section 8.1).
+    session.protect(append_end_bound(plan, session.old_size()));
     emit_tags(session.writer(), plan, &old, true);
     try {
       stats.bytes_written =

@@ -36,6 +36,9 @@ WriterOptions writer_options(const std::string& path, ProgressCallback progress)
   options.on_wait = [path] {
     std::cerr << "modelzip: waiting for the writer of " << printable(path) << "..." << std::endl;
   };
+  options.on_notice = [path](const std::string& notice) {
+    std::cerr << "modelzip: " << printable(path) << ": " << printable(notice) << std::endl;
+  };
   return options;
 }
 

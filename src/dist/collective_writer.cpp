@@ -13,15 +13,18 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <thread>
 
 #include "checkpoint/archive_impl.hpp"
 #include "checkpoint/entry_validators.hpp"
 #include "core/checked.hpp"
 #include "dist/blocks.hpp"
 #include "dist/commit_target.hpp"
+#include "dist/rank_locks.hpp"
 #include "format/blob_table.hpp"
 #include "format/tag_name.hpp"
 #include "format/tensor_blob.hpp"
+#include "io/append_journal.hpp"
 #include "io/durable_file.hpp"
 #include "io/posix_file.hpp"
 #include "io/shared_file_writer.hpp"
@@ -129,10 +132,60 @@ class WireIn {
 
 // ---- agreement --------------------------------------------------------------
 
+// The communicator's operations, with its failures explained: from the write
+// phase on, every rank holds its alive lock (dist/rank_locks.hpp), so when
+// an operation fails (gloo's "Connection closed by peer", an MPI error or
+// time-out, an mpi4py exception) and some rank's alive lock is gone, the
+// failure becomes Error(io) "collective commit failed: rank R was lost
+// ...", naming the ranks whose process ended. Otherwise the engine's
+// exception passes unchanged.
+class Engine {
+ public:
+  Engine(Communicator& comm, const ErrorContext& ctx) : comm_(comm), ctx_(ctx) {}
+  Communicator& comm() { return comm_; }
+  // From now on, failures are checked against these locks (null: no more).
+  void watch(const dist::RankLocks* locks) { locks_ = locks; }
+
+  template <class F>
+  auto operator()(F&& op) -> decltype(op()) {
+    try {
+      return op();
+    } catch (const std::exception& e) {
+      if (locks_ == nullptr) throw;
+      // A process that dies closes its descriptors one by one: its peers
+      // may see its connections closed before its lock on the archive goes.
+      std::vector<int> lost = locks_->lost(comm_.size());
+      for (int i = 0; lost.empty() && i < 100; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        lost = locks_->lost(comm_.size());
+      }
+      if (lost.empty()) throw;
+      std::string what = e.what();  // its first line (Python adds a traceback)
+      what = what.substr(0, what.find('\n'));
+      // The other survivors see the same failure at about the same time and
+      // look at the alive locks too: this rank keeps its own a moment
+      // longer, so that they do not take it for lost.
+      std::this_thread::sleep_for(std::chrono::seconds(2));
+      throw Error(ErrorCode::io,
+                  "collective commit failed: " + dist::ranks_text(lost) +
+                      (lost.size() == 1 ? " was" : " were") +
+                      " lost (the process ended during the commit; noticed by rank " +
+                      std::to_string(comm_.rank()) + ", whose communication engine said: " +
+                      what + ")",
+                  ctx_);
+    }
+  }
+
+ private:
+  Communicator& comm_;
+  ErrorContext ctx_;
+  const dist::RankLocks* locks_ = nullptr;
+};
+
 // Runs `step` on this rank, then agrees with every rank: if any failed, all
 // throw the lowest failing rank's error (its code kept) naming that rank.
 template <class F>
-void agreed_step(Communicator& comm, const ErrorContext& ctx, F&& step) {
+void agreed_step(Engine& engine, const ErrorContext& ctx, F&& step) {
   std::string error;
   try {
     step();
@@ -141,7 +194,7 @@ void agreed_step(Communicator& comm, const ErrorContext& ctx, F&& step) {
   } catch (const std::exception& e) {
     error = std::to_string(static_cast<int>(ErrorCode::io)) + "|" + e.what();
   }
-  if (auto failure = comm.agree(error)) {
+  if (auto failure = engine([&] { return engine.comm().agree(error); })) {
     ErrorCode code = ErrorCode::io;
     std::string message = failure->message;
     if (auto bar = message.find('|'); bar != std::string::npos) {
@@ -178,12 +231,14 @@ struct PlannedEntry {
 
 struct Plan {
   std::string file;
+  std::uint64_t nonce = 0;  // of the append journal; 0: a new archive's temporary file
   std::vector<PlannedEntry> entries;
 };
 
 std::string encode_plan(const Plan& plan) {
   WireOut w;
   w.str(plan.file);
+  w.u64(plan.nonce);
   w.u64(plan.entries.size());
   for (const auto& e : plan.entries) {
     w.str(e.param);
@@ -201,6 +256,7 @@ Plan decode_plan(std::string_view bytes, int root) {
   WireIn r(bytes, root);
   Plan plan;
   plan.file = r.str();
+  plan.nonce = r.u64();
   const std::uint64_t n = r.u64();
   for (std::uint64_t i = 0; i < n; ++i) {
     PlannedEntry e;
@@ -543,9 +599,10 @@ Plan CollectiveWriter::Impl::plan(
   }
   const std::string params_txt = format::write_blob_table(rows, TableKind::params);
 
-  const dist::CommitTarget::Start start = target.begin();
+  const dist::CommitTarget::Start start = target.begin(tag);
   Plan plan;
   plan.file = start.file;
+  plan.nonce = start.nonce;
   std::uint64_t cursor = start.offset;
   auto place = [&](const std::string& param, const std::string& entry, std::uint64_t size,
                    std::uint64_t values_offset, int header_rank) {
@@ -587,6 +644,20 @@ Plan CollectiveWriter::Impl::plan(
                                    layout.values_offset, header_rank));
       ++stats.blobs_written;
     }
+  // Until the new end records are in place, the file stays an ordinary zip
+  // of the old archive (FORMAT.md section 8.1): a copy of the old tail goes
+  // beyond everything this commit writes. The new tail is at most the old
+  // one plus a directory record per new entry, the tag's line in tags.txt,
+  // a larger padding and the ZIP64 end records.
+  {
+    std::uint64_t tail = 4096 + tag.size();
+    for (const auto& e : plan.entries) tail += 46 + 28 + 67 + e.entry.size();
+    for (const auto& e : root_entries) tail += 46 + 28 + 67 + e.first.entry.size();
+    const std::uint64_t old_tail = target.old() ? target.old()->internals().reader.file().size() -
+                                                      start.offset
+                                                : 0;
+    target.protect(detail::checked_add(cursor, tail + old_tail, "archive"));
+  }
   // The blocks of the new entries are allocated before any rank writes, so
   // that the ranks' writes (io::SharedFileWriter) run in parallel, none of
   // them extending the file or allocating. An interrupted commit cuts the
@@ -777,23 +848,32 @@ CollectiveStats CollectiveWriter::commit(const std::string& tag) {
   const bool is_root = comm.rank() == root;
   const ErrorContext ctx = m.context(tag);
   CollectiveStats stats;
+  Engine engine(comm, ctx);
 
   // 1. The root locks the archive and checks the tag.
   std::unique_ptr<dist::CommitTarget> target;
-  agreed_step(comm, ctx, [&] {
+  agreed_step(engine, ctx, [&] {
     format::check_tag(tag);
     if (!is_root) return;
-    target = std::make_unique<dist::CommitTarget>(m.path, m.options.durable);
+    target = std::make_unique<dist::CommitTarget>(m.path, m.options.durable, m.options.on_notice);
     if (target->old())
       if (auto existing = target->old()->find_tag(tag))
         throw Error(ErrorCode::already_exists,
                     "tag '" + *existing + "' exists already (tags ignore case)", ctx);
   });
-  const bool exists = comm.broadcast(is_root && target->old() ? "1" : "0", root) == "1";
+  const bool exists =
+      engine([&] { return comm.broadcast(is_root && target->old() ? "1" : "0", root); }) == "1";
 
-  // 2. Records (with dedup verdicts) to the root.
+  // 2. Records (with dedup verdicts) to the root. From here on every rank
+  // holds its alive lock on the archive (on a new archive's temporary file
+  // from step 4), so that a failure of the engine can name a rank that died.
   std::string records;
-  agreed_step(comm, ctx, [&] {
+  std::optional<dist::RankLocks> locks;
+  agreed_step(engine, ctx, [&] {
+    if (exists) {
+      locks.emplace(m.path, comm.rank());
+      engine.watch(&*locks);
+    }
     std::optional<Archive> old;
     if (exists && m.options.dedup && !m.items.empty()) {
       if (is_root)
@@ -803,25 +883,45 @@ CollectiveStats CollectiveWriter::commit(const std::string& tag) {
     }
     records = encode_records(m.records_with_dedup(old));
   });
-  const std::vector<std::string> gathered = comm.gather(records, root);
+  const std::vector<std::string> gathered = engine([&] { return comm.gather(records, root); });
 
   // 3. The root validates and plans.
   std::vector<BlobRow> rows;
   std::vector<std::pair<PlannedEntry, std::string>> root_entries;
   std::string plan_bytes;
-  agreed_step(comm, ctx, [&] {
+  agreed_step(engine, ctx, [&] {
     if (!is_root) return;
     std::vector<std::vector<Record>> all;
     for (std::size_t r = 0; r < gathered.size(); ++r)
       all.push_back(decode_records(gathered[r], static_cast<int>(r)));
     plan_bytes = encode_plan(m.plan(all, tag, *target, rows, stats, root_entries));
   });
-  const Plan plan = decode_plan(comm.broadcast(plan_bytes, root), root);
+  const Plan plan =
+      decode_plan(engine([&] { return comm.broadcast(plan_bytes, root); }), root);
 
-  // 4. Every rank writes its bytes.
+  // 4. Every rank writes its bytes, holding its writing lock meanwhile (the
+  // root undoes a failed commit only once no rank holds one) and its alive
+  // lock until the commit ends (dist/rank_locks.hpp).
   std::string shares_bytes;
   std::optional<io::AppendFile> out;
-  agreed_step(comm, ctx, [&] {
+  agreed_step(engine, ctx, [&] {
+    if (!locks) {
+      locks.emplace(plan.file, comm.rank());
+      engine.watch(&*locks);
+    }
+    locks->begin_writes();
+    struct EndWrites {
+      dist::RankLocks& locks;
+      ~EndWrites() { locks.end_writes(); }
+    } end_writes{*locks};
+    // Locked while the commit is still on: its journal is there (once the
+    // root has undone the commit, a later writer may own the file).
+    if (plan.nonce != 0) {
+      const io::JournalState journal = io::read_append_journal(plan.file);
+      if (journal.kind != io::JournalState::Kind::valid || journal.journal.nonce != plan.nonce)
+        throw Error(ErrorCode::io, "the commit was undone before rank " +
+                                       std::to_string(comm.rank()) + " began to write");
+    }
     out.emplace(plan.file);
     std::uint64_t written = 0;
     std::vector<Piece> pieces = m.write(plan, out->fd(), written);
@@ -843,13 +943,14 @@ CollectiveStats CollectiveWriter::commit(const std::string& tag) {
     stats.bytes_written = written;
     shares_bytes = encode_entry_crcs(pieces, plan, written);
   });
-  const std::vector<std::string> all_shares = comm.gather(shares_bytes, root);
+  const std::vector<std::string> all_shares =
+      engine([&] { return comm.gather(shares_bytes, root); });
 
   // 5. The root checks that the ranks' pieces cover every entry, gets its
   // CRC from their shares, patches it into the local header and commits.
   std::string stats_bytes;
   bool visible = false;
-  agreed_step(comm, ctx, [&] {
+  agreed_step(engine, ctx, [&] {
     if (!is_root) return;
     struct Share {
       std::uint64_t covered = 0;
@@ -929,7 +1030,7 @@ CollectiveStats CollectiveWriter::commit(const std::string& tag) {
   });
   out.reset();
   target.reset();  // unlocks
-  const std::string final_stats = comm.broadcast(stats_bytes, root);
+  const std::string final_stats = engine([&] { return comm.broadcast(stats_bytes, root); });
   WireIn in(final_stats, root);
   stats.archive_bytes_written = in.u64();
   stats.blobs_written = in.u64();

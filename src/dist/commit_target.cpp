@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "checkpoint/archive_impl.hpp"
+#include "dist/rank_locks.hpp"
 #include "format/archive_metadata.hpp"
 #include "format/tags_file.hpp"
 #include "io/durable_file.hpp"
@@ -32,7 +33,8 @@ struct CommitTarget::Impl {
   ErrorContext context() const { return ErrorContext{.archive = path.string()}; }
 };
 
-CommitTarget::CommitTarget(std::filesystem::path path, bool durable)
+CommitTarget::CommitTarget(std::filesystem::path path, bool durable,
+                           const std::function<void(const std::string&)>& on_notice)
     : impl_(std::make_unique<Impl>()) {
   // A symbolic link is followed once, as Writer::open does: the lock, the
   // journal and the temporary file belong beside the file it leads to.
@@ -55,7 +57,8 @@ CommitTarget::CommitTarget(std::filesystem::path path, bool durable)
     }
     impl_->lock.emplace(impl_->path);
     try {
-      zip::recover_append(impl_->path, true);
+      if (auto rolled_back = zip::recover_append(impl_->path, true); rolled_back && on_notice)
+        on_notice(zip::rollback_notice(*rolled_back));
     } catch (const Error& e) {
       throw e.with_context(impl_->context());
     }
@@ -63,7 +66,10 @@ CommitTarget::CommitTarget(std::filesystem::path path, bool durable)
     if (!std::filesystem::exists(impl_->path)) break;
     old_.emplace(Archive::open(impl_->path));
     const auto& in = old_->internals();
-    if (zip::appendable_in_place(in.directory, in.reader.file().span(), format::kTagsEntry)) break;
+    if (zip::appendable_in_place(in.directory, in.reader.file().span(), format::kTagsEntry)) {
+      allow_rank_locks(impl_->lock->archive_fd(), impl_->path);
+      break;
+    }
     old_.reset();  // another writer changed it in between: again
     impl_->lock.reset();
   }
@@ -73,14 +79,14 @@ CommitTarget::~CommitTarget() {
   abort();
 }
 
-CommitTarget::Start CommitTarget::begin() {
+CommitTarget::Start CommitTarget::begin(const std::string& tag) {
   Impl& m = *impl_;
   try {
     if (old_) {
       const auto& in = old_->internals();
       m.append.emplace(m.path, in.directory, in.reader.file(), std::string(format::kTagsEntry),
-                       zip::AppendSession::Options{.durable = m.durable});
-      return Start{m.path.string(), m.append->start_offset()};
+                       zip::AppendSession::Options{.durable = m.durable, .tags = {tag}});
+      return Start{m.path.string(), m.append->start_offset(), m.append->nonce()};
     }
     m.temp.emplace(io::TempFile::beside(m.path));
     {
@@ -109,6 +115,15 @@ CommitTarget::Start CommitTarget::begin() {
   } catch (const Error& e) {
     abort();
     throw e.with_context(m.context());
+  }
+}
+
+void CommitTarget::protect(std::uint64_t end) {
+  if (!impl_->append) return;
+  try {
+    impl_->append->protect(end);
+  } catch (const Error& e) {
+    throw e.with_context(impl_->context());
   }
 }
 
@@ -153,6 +168,11 @@ void CommitTarget::finish(const std::vector<zip::EntryInfo>& written,
 
 void CommitTarget::abort() noexcept {
   Impl& m = *impl_;
+  // A rank may still be writing (its engine failed it later than ours, or
+  // it never heard of the failure): restoring the tail and cutting the file
+  // now would let its writes land after the rollback.
+  if (m.append && !m.append->committed() && !wait_for_writers(m.lock->archive_fd(), kWritersTimeout))
+    m.append->abandon();
   m.append.reset();  // rolls the tail back (or leaves the journal for recovery)
   m.temp_out.reset();
   m.temp.reset();  // removes the temporary file unless it was committed

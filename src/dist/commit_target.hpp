@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,8 +29,12 @@ namespace modelzip::dist {
 class CommitTarget {
  public:
   // Locks `path` and brings it to a committed state (an interrupted append
-  // is recovered first); opens the archive if there is one.
-  CommitTarget(std::filesystem::path path, bool durable);
+  // is recovered first); opens the archive if there is one, and then lets
+  // the ranks take their locks on it (dist/rank_locks.hpp).
+  // `on_notice` (if set) hears "rolled back an interrupted save of tag X"
+  // when an interrupted append was recovered (zip::rollback_notice).
+  CommitTarget(std::filesystem::path path, bool durable,
+               const std::function<void(const std::string&)>& on_notice = {});
   ~CommitTarget();
   CommitTarget(const CommitTarget&) = delete;
   CommitTarget& operator=(const CommitTarget&) = delete;
@@ -39,10 +44,18 @@ class CommitTarget {
   struct Start {
     std::string file;          // the path every rank opens for writing
     std::uint64_t offset = 0;  // where the new entries start
+    // The append journal's nonce (existing archive; 0: a new archive's
+    // temporary file): a rank writes only while that journal exists.
+    std::uint64_t nonce = 0;
   };
   // Journals (existing archive) or creates the temporary file holding
   // modelzip.toml (new archive). Before the commit point, abort() undoes it.
-  Start begin();
+  Start begin(const std::string& tag);
+
+  // Existing archive: writes the relocated copy of the old tail beyond
+  // `end` (zip::AppendSession::protect), where `end` bounds everything the
+  // commit writes. Call it after begin() and before any rank writes.
+  void protect(std::uint64_t end);
 
   // The commit: writes, after `end_of_data`, the central directory (the old
   // entries but tags.txt, then `written`, then a new tags.txt holding
@@ -55,7 +68,10 @@ class CommitTarget {
 
   // Before the commit point: leaves the archive as it was (writes the old
   // tail back and drops the journal, or removes the temporary file; if
-  // that fails, the journal stays for recovery). Never throws.
+  // that fails, the journal stays for recovery). An existing archive is
+  // restored only once no rank holds its writing lock (waiting up to
+  // dist::kWritersTimeout); after that the journal is left for the next
+  // writer, which waits for them through the writer lock. Never throws.
   void abort() noexcept;
 
   struct Impl;

@@ -22,9 +22,11 @@ namespace modelzip::io {
 namespace fs = std::filesystem;
 namespace {
 
+constexpr std::string_view kMagicV3 = "modelzip-append v3\n";
 constexpr std::string_view kMagicV2 = "modelzip-append v2\n";
 constexpr std::string_view kMagicV1 = "modelzip-append v1 ";
-constexpr std::size_t kHeader = 19 + 8 + 8 + 8;  // magic, nonce, tail_start, old_size
+constexpr std::size_t kHeaderV2 = 19 + 8 + 8 + 8;  // magic, nonce, tail_start, old_size
+constexpr std::size_t kHeaderV3 = kHeaderV2 + 8;   // ... and the tag list's length
 
 fs::path folder_of(const fs::path& p) {
   return p.parent_path().empty() ? fs::path(".") : p.parent_path();
@@ -68,18 +70,31 @@ std::optional<AppendJournal> parse_append_journal(std::span<const std::byte> byt
       return std::nullopt;
     return AppendJournal{0, size, size, Bytes()};
   }
-  if (!text.starts_with(kMagicV2) || bytes.size() < kHeader + 4) return std::nullopt;
+  const bool v3 = text.starts_with(kMagicV3);
+  if (!v3 && !text.starts_with(kMagicV2)) return std::nullopt;
+  const std::size_t header = v3 ? kHeaderV3 : kHeaderV2;
+  if (bytes.size() < header + 4) return std::nullopt;
   AppendJournal j;
   j.nonce = detail::load_le<std::uint64_t>(bytes.data() + 19);
   j.tail_start = detail::load_le<std::uint64_t>(bytes.data() + 27);
   j.old_size = detail::load_le<std::uint64_t>(bytes.data() + 35);
+  const std::uint64_t tags = v3 ? detail::load_le<std::uint64_t>(bytes.data() + 43) : 0;
   if (j.old_size < j.tail_start) return std::nullopt;
   const std::uint64_t tail = j.old_size - j.tail_start;
-  if (tail != bytes.size() - kHeader - 4) return std::nullopt;
+  const std::uint64_t room = bytes.size() - header - 4;  // tags + tail
+  if (tags > room || tail != room - tags) return std::nullopt;
   const std::size_t crc_at = bytes.size() - 4;
   if (crc_of(bytes.data(), crc_at) != detail::load_le<std::uint32_t>(bytes.data() + crc_at))
     return std::nullopt;
-  j.tail = Bytes::copy_of(std::span<const std::byte>(bytes.data() + kHeader, tail));
+  std::string_view list(text.substr(header, static_cast<std::size_t>(tags)));
+  if (!list.empty() && !list.ends_with('\n')) return std::nullopt;
+  for (std::size_t at = 0; at < list.size();) {
+    const std::size_t end = list.find('\n', at);
+    j.tags.emplace_back(list.substr(at, end - at));
+    at = end + 1;
+  }
+  j.tail = Bytes::copy_of(
+      std::span<const std::byte>(bytes.data() + header + static_cast<std::size_t>(tags), tail));
   return j;
 }
 
@@ -87,14 +102,23 @@ std::vector<std::byte> encode_append_journal(const AppendJournal& journal) {
   if (journal.old_size < journal.tail_start ||
       journal.tail.size() != journal.old_size - journal.tail_start)
     throw Error(ErrorCode::invalid_argument, "append journal: tail size mismatch");
+  std::string list;
+  for (const auto& t : journal.tags) {
+    if (t.find('\n') != std::string::npos)
+      throw Error(ErrorCode::invalid_argument, "append journal: a tag holds a line break");
+    list += t + "\n";
+  }
   const std::size_t tail = journal.tail.size();
-  std::vector<std::byte> out(kHeader + tail + 4);
-  std::memcpy(out.data(), kMagicV2.data(), kMagicV2.size());
+  const std::size_t body = kHeaderV3 + list.size() + tail;
+  std::vector<std::byte> out(body + 4);
+  std::memcpy(out.data(), kMagicV3.data(), kMagicV3.size());
   detail::store_le<std::uint64_t>(out.data() + 19, journal.nonce);
   detail::store_le<std::uint64_t>(out.data() + 27, journal.tail_start);
   detail::store_le<std::uint64_t>(out.data() + 35, journal.old_size);
-  if (tail > 0) std::memcpy(out.data() + kHeader, journal.tail.data(), tail);
-  detail::store_le<std::uint32_t>(out.data() + kHeader + tail, crc_of(out.data(), kHeader + tail));
+  detail::store_le<std::uint64_t>(out.data() + 43, list.size());
+  if (!list.empty()) std::memcpy(out.data() + kHeaderV3, list.data(), list.size());
+  if (tail > 0) std::memcpy(out.data() + kHeaderV3 + list.size(), journal.tail.data(), tail);
+  detail::store_le<std::uint32_t>(out.data() + body, crc_of(out.data(), body));
   return out;
 }
 

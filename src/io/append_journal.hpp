@@ -11,19 +11,23 @@
 // and that is what readers use. Removing the journal commits the append.
 //
 // Byte layout (little-endian), FORMAT.md section 8.2:
-//   0   19   "modelzip-append v2\n"
-//   19  8    u64 nonce: random, new for every append (readers use it to tell
+//   0    19  "modelzip-append v3\n"
+//   19   8   u64 nonce: random, new for every append (readers use it to tell
 //            one journal from a later one at the same path)
-//   27  8    u64 tail_start
-//   35  8    u64 old_size (>= tail_start): the size of the previous archive
-//   43  L    the previous archive's bytes [tail_start, old_size), L = old_size - tail_start
-//   43+L 4   u32 CRC-32 of bytes [0, 43 + L)
-// The file is exactly 47 + L bytes. Anything else (short, long, bad CRC,
+//   27   8   u64 tail_start
+//   35   8   u64 old_size (>= tail_start): the size of the previous archive
+//   43   8   u64 N: length of the tag list
+//   51   N   the tags being saved, UTF-8, each followed by "\n"
+//   51+N L   the previous archive's bytes [tail_start, old_size), L = old_size - tail_start
+//   51+N+L 4 u32 CRC-32 of everything before it
+// The file is exactly 55 + N + L bytes. Anything else (short, long, bad CRC,
 // unknown magic) is a *torn* journal: one whose writing was interrupted,
 // which means the archive itself was not touched yet.
-// The version 1 journal "modelzip-append v1 <old size>\n" of modelzip 0.1.0
-// (appends wrote after the old end) reads as tail_start = old_size with an
-// empty tail and nonce 0.
+// Version 2 (modelzip before the tag list) is the same without N and the
+// tags (header 43 bytes); the version 1 journal "modelzip-append v1 <old
+// size>\n" of modelzip 0.1.0 (appends wrote after the old end) reads as
+// tail_start = old_size with an empty tail and nonce 0. Both read with no
+// tags.
 //
 // Thread safety: free functions; concurrent writers must serialize on the
 // archive's writer lock (only the lock holder writes or removes a journal).
@@ -34,6 +38,7 @@
 #include <filesystem>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "io/file_identity.hpp"
@@ -46,6 +51,9 @@ struct AppendJournal {
   std::uint64_t tail_start = 0;
   std::uint64_t old_size = 0;
   Bytes tail;  // old_size - tail_start bytes
+  // The tags the interrupted save was adding (for the notice of the writer
+  // that rolls it back); names without "\n".
+  std::vector<std::string> tags;
 };
 
 struct JournalState {
@@ -60,13 +68,13 @@ struct JournalState {
 std::filesystem::path append_journal_path(const std::filesystem::path& archive);
 
 // Parses the bytes of a journal file (untrusted: any bytes): the journal
-// of a complete version 1 or 2 file, nullopt for a torn one (anything
-// else). Never throws; reads only inside `bytes`.
+// of a complete version 1, 2 or 3 file, nullopt for a torn one (anything
+// else). Never throws (but std::bad_alloc); reads only inside `bytes`.
 std::optional<AppendJournal> parse_append_journal(std::span<const std::byte> bytes);
 
-// The bytes of the version 2 journal file for `journal` (the layout
+// The bytes of the version 3 journal file for `journal` (the layout
 // above). Error(invalid_argument) when the tail's size is not old_size -
-// tail_start.
+// tail_start or a tag holds "\n".
 std::vector<std::byte> encode_append_journal(const AppendJournal& journal);
 
 // Reads the journal beside `archive`. Throws Error(io) only when a journal

@@ -64,8 +64,11 @@ AppendSession::AppendSession(fs::path path, const Directory& directory, const By
   tail_start_ = tail_start(directory, tail_entry_);
   old_size_ = file.size();
   old_tail_ = file.slice(tail_start_, old_size_ - tail_start_).to_owned();
+  for (const auto& e : directory.entries)
+    if (e.name == tail_entry_) tail_info_ = e;
+  nonce_ = io::new_journal_nonce();
   io::write_append_journal(
-      path_, io::AppendJournal{io::new_journal_nonce(), tail_start_, old_size_, old_tail_},
+      path_, io::AppendJournal{nonce_, tail_start_, old_size_, old_tail_, options_.tags},
       options_.durable);
   journaled_ = true;
   try {
@@ -86,6 +89,17 @@ AppendSession::AppendSession(fs::path path, const Directory& directory, const By
     }
     throw;
   }
+}
+
+void AppendSession::protect(std::uint64_t end) {
+  constexpr std::uint64_t kPage = 4096;
+  const std::uint64_t at = std::max(old_size_, end);
+  const std::uint64_t copy_at = at + (kPage - at % kPage) % kPage;
+  const std::vector<std::byte> copy = writer_->render_tail(
+      tail_entry_, tail_info_,
+      old_tail_.slice(tail_info_.data_offset - tail_start_, tail_info_.compressed_size), copy_at);
+  io::pwrite_full(fd_, copy.data(), copy.size(), copy_at, ErrorContext{.archive = path_.string()},
+                  "cannot write the copy of the archive's tail");
 }
 
 AppendSession::~AppendSession() {
@@ -147,9 +161,24 @@ void AppendSession::rollback() {
   journaled_ = false;
 }
 
-void recover_append(const fs::path& path, bool durable) {
+void AppendSession::abandon() noexcept {
+  writer_.reset();
+  close_file();
+  journaled_ = false;  // the journal stays: the destructor leaves it alone
+}
+
+std::string rollback_notice(const std::vector<std::string>& tags) {
+  std::string out = "rolled back an interrupted save";
+  for (std::size_t i = 0; i < tags.size(); ++i)
+    out += (i == 0 ? (tags.size() == 1 ? " of tag " : " of tags ")
+                   : (i + 1 == tags.size() ? " and " : ", ")) +
+           tags[i];
+  return out;
+}
+
+std::optional<std::vector<std::string>> recover_append(const fs::path& path, bool durable) {
   io::JournalState state = io::read_append_journal(path);
-  if (state.kind == io::JournalState::Kind::absent) return;
+  if (state.kind == io::JournalState::Kind::absent) return std::nullopt;
   if (state.kind == io::JournalState::Kind::valid) {
     const io::AppendJournal& j = state.journal;
     int fd = io::sys::open(path.c_str(), O_WRONLY | O_CLOEXEC);
@@ -176,6 +205,8 @@ void recover_append(const fs::path& path, bool durable) {
     }
   }
   io::remove_append_journal(path, durable);
+  if (state.kind != io::JournalState::Kind::valid) return std::nullopt;
+  return std::move(state.journal.tags);
 }
 
 }  // namespace modelzip::zip

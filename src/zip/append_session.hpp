@@ -12,9 +12,19 @@
 //    passes the archive's current bytes and parsed directory, for which
 //    zip::appendable_in_place(directory, file, tail_entry) holds.
 //  - The constructor saves the old tail [start_offset(), old size) in the
-//    journal (durably when `durable`) and opens the file for writing. From
-//    then on readers see the old archive (from the journal) until commit()
-//    removes the journal.
+//    journal (durably when `durable`), with the names of the tags being
+//    saved, and opens the file for writing. From then on modelzip's readers
+//    see the old archive (from the journal) until commit() removes the
+//    journal.
+//  - protect(end) must come next, before anything is written: it writes a
+//    copy of the old tail, re-pointed, at a 4 KiB boundary at or beyond both
+//    the old end and `end` (which the caller guarantees the new entries and
+//    the new tail stay below), so that the file stays an ordinary zip of
+//    the old archive (for every zip reader: the end records at its end lead
+//    to that copy) while new entries overwrite the old tail; commit() cuts
+//    the copy off when it sets the new size (FORMAT.md section 8.1). Without
+//    protect() only modelzip's readers (through the journal) see the old
+//    archive meanwhile.
 //  - New entries are written from start_offset() on: through writer() (a
 //    StreamZipWriter positioned there, which already lists every old entry
 //    except `tail_entry` that Options::keep_entry keeps), or by anyone
@@ -55,6 +65,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -79,6 +90,9 @@ class AppendSession {
     // never `tail_entry`). Entries it drops keep their bytes: they become
     // freed ranges (zip/free_range.hpp) once the session commits.
     std::function<bool(const EntryInfo&)> keep_entry;
+    // The tags being saved, for the journal (so that the writer that rolls
+    // an interrupted save back can name them).
+    std::vector<std::string> tags;
   };
   AppendSession(std::filesystem::path path, const Directory& directory, const Bytes& file,
                 std::string tail_entry, Options options);
@@ -91,6 +105,8 @@ class AppendSession {
   // The size of the archive before the session.
   std::uint64_t old_size() const noexcept { return old_size_; }
   StreamZipWriter& writer() { return *writer_; }
+  // Writes the relocated copy of the old tail (see above). Error(io).
+  void protect(std::uint64_t end);
   int fd() const noexcept { return fd_; }
 
   // Writes the tail entry, directory and end records; removes the journal.
@@ -98,6 +114,14 @@ class AppendSession {
   std::uint64_t commit(const std::vector<Bytes>& tail_contents);
   bool committed() const noexcept { return committed_; }
   void rollback();
+  // Gives up without touching the file: the journal stays, and readers and
+  // the next writer's recover_append() restore the old archive from it.
+  // For when the file may still be written by others (a collective commit
+  // whose ranks have not all stopped writing). Never throws.
+  void abandon() noexcept;
+  // The journal's nonce (FORMAT.md section 8.2): names this session's
+  // journal among later ones at the same path.
+  std::uint64_t nonce() const noexcept { return nonce_; }
 
  private:
   void close_file() noexcept;
@@ -105,8 +129,9 @@ class AppendSession {
   std::filesystem::path path_;
   std::string tail_entry_;
   Options options_;
-  std::uint64_t tail_start_ = 0, old_size_ = 0;
+  std::uint64_t tail_start_ = 0, old_size_ = 0, nonce_ = 0;
   Bytes old_tail_;
+  EntryInfo tail_info_;  // the old tail entry (tags.txt) as the directory lists it
   std::int64_t old_mtime_ns_ = 0;
   int fd_ = -1;
   bool journaled_ = false;
@@ -118,9 +143,17 @@ class AppendSession {
 // interrupted session (valid journal: the old tail is written back and the
 // file cut to its old size; torn journal: the archive was not touched yet),
 // then removes the journal. Nothing to do without a journal. The caller
-// holds the writer lock. Throws Error(io) (the journal then stays) or
-// Error(corrupt) when the journal cannot belong to the file (it is shorter
-// than the journal's tail start).
-void recover_append(const std::filesystem::path& path, bool durable);
+// holds the writer lock. Returns, when a save was rolled back, the tags it
+// was adding (empty when its journal, of an older modelzip, does not name
+// them); nullopt when nothing was rolled back. Throws Error(io) (the
+// journal then stays) or Error(corrupt) when the journal cannot belong to
+// the file (it is shorter than the journal's tail start).
+std::optional<std::vector<std::string>> recover_append(const std::filesystem::path& path,
+                                                       bool durable);
+
+// "rolled back an interrupted save of tag X" (tags: "of tags X and Y"; none
+// known: "rolled back an interrupted save"), what a writer reports after
+// recover_append rolled a save back.
+std::string rollback_notice(const std::vector<std::string>& tags);
 
 }  // namespace modelzip::zip

@@ -148,7 +148,8 @@ std::uint16_t name_flags(std::string_view name) noexcept {
   return is_ascii(name) ? 0 : 0x0800;
 }
 
-std::vector<std::byte> StreamZipWriter::local_header(const Written& w, bool align) const {
+std::vector<std::byte> StreamZipWriter::local_header(const Written& w, std::uint64_t at,
+                                                     bool align) const {
   return encode_local_header(LocalHeader{.name = w.name,
                                          .method = w.method,
                                          .flags = w.flags,
@@ -156,12 +157,12 @@ std::vector<std::byte> StreamZipWriter::local_header(const Written& w, bool alig
                                          .compressed = w.compressed,
                                          .uncompressed = w.uncompressed,
                                          .zip64 = w.zip64_local},
-                             offset_, align);
+                             at, align);
 }
 
 void StreamZipWriter::begin_entry(Written& w, bool align) {
   w.local_offset = offset_;
-  const std::vector<std::byte> header = local_header(w, align);
+  const std::vector<std::byte> header = local_header(w, offset_, align);
   w.local_extra = header.size() - 30 - w.name.size();
   append(header.data(), header.size());
 }
@@ -217,7 +218,7 @@ void StreamZipWriter::add_stored(const std::string& name, const std::vector<Byte
     w.local_offset = offset_;
     // CRC first, then header and data in one write.
     for (const auto& p : pieces) w.crc = crc32_update(w.crc, p.span());
-    std::vector<std::byte> out = local_header(w, true);
+    std::vector<std::byte> out = local_header(w, offset_, true);
     w.local_extra = out.size() - 30 - w.name.size();
     out.reserve(out.size() + w.uncompressed);
     for (const auto& p : pieces) out.insert(out.end(), p.data(), p.data() + p.size());
@@ -379,20 +380,13 @@ void StreamZipWriter::append_direct(const std::vector<Bytes>& pieces, std::uint6
   }
 }
 
-std::uint64_t StreamZipWriter::finish(const std::function<void()>& before_end_record) {
-  progress_.finish();          // the last chance to cancel
-  if (bulk_) bulk_->finish();  // before anything depends on the data being in the file
-  held_.clear();
-  const std::vector<std::uint32_t> crcs = crc_queue_.finish();
-  for (Written& w : entries_)
-    if (w.crc_slot) {
-      w.crc = crcs[*w.crc_slot];
-      w.crc_slot.reset();
-      patch_local(w, false);
-    }
-  const std::uint64_t cd_offset = offset_;
+// The central directory of `entries` starting at `cd_offset` with the ZIP64
+// end records when needed (first), and the end-of-central-directory record
+// with the comment (second).
+std::pair<std::vector<std::byte>, std::vector<std::byte>> StreamZipWriter::directory_bytes(
+    const std::vector<Written>& entries, std::uint64_t cd_offset) const {
   Out cd;
-  for (const Written& w : entries_) {
+  for (const Written& w : entries) {
     const bool big_u = w.uncompressed >= k32, big_c = w.compressed >= k32,
                big_o = w.local_offset >= k32;
     const std::uint16_t zip64_extra =
@@ -439,7 +433,7 @@ std::uint64_t StreamZipWriter::finish(const std::function<void()>& before_end_re
     }
   }
   const std::uint64_t cd_size = cd.bytes.size();
-  const std::uint64_t count = entries_.size();
+  const std::uint64_t count = entries.size();
   if (count >= 0xFFFF || cd_size >= k32 || cd_offset >= k32) {
     const std::uint64_t z64 = cd_offset + cd_size;
     cd.put<std::uint32_t>(kZip64EocdSignature);
@@ -457,8 +451,7 @@ std::uint64_t StreamZipWriter::finish(const std::function<void()>& before_end_re
     cd.put<std::uint64_t>(z64);
     cd.put<std::uint32_t>(1);
   }
-  append(cd.bytes.data(), cd.bytes.size());
-  if (before_end_record) before_end_record();
+  std::vector<std::byte> central = std::move(cd.bytes);
   cd.bytes.clear();
   cd.put<std::uint32_t>(kEocdSignature);
   cd.put<std::uint16_t>(0);
@@ -469,7 +462,47 @@ std::uint64_t StreamZipWriter::finish(const std::function<void()>& before_end_re
   cd.put<std::uint32_t>(static_cast<std::uint32_t>(std::min(cd_offset, k32)));
   cd.put<std::uint16_t>(static_cast<std::uint16_t>(comment_.size()));
   cd.put_text(comment_);
-  append(cd.bytes.data(), cd.bytes.size());
+  return {std::move(central), std::move(cd.bytes)};
+}
+
+std::vector<std::byte> StreamZipWriter::render_tail(const std::string& name, const EntryInfo& e,
+                                                    const Bytes& compressed,
+                                                    std::uint64_t at) const {
+  Written w;
+  w.name = name;
+  w.method = e.method;
+  w.flags = e.flags;
+  w.crc = e.crc32;
+  w.compressed = e.compressed_size;
+  w.uncompressed = e.uncompressed_size;
+  w.zip64_local = std::max(w.compressed, w.uncompressed) >= k32;
+  w.local_offset = at;
+  std::vector<std::byte> out = local_header(w, at, e.method == kMethodStore);
+  w.local_extra = out.size() - 30 - name.size();
+  out.insert(out.end(), compressed.data(), compressed.data() + compressed.size());
+  std::vector<Written> entries = entries_;
+  entries.push_back(std::move(w));
+  auto [central, end] = directory_bytes(entries, at + out.size());
+  out.insert(out.end(), central.begin(), central.end());
+  out.insert(out.end(), end.begin(), end.end());
+  return out;
+}
+
+std::uint64_t StreamZipWriter::finish(const std::function<void()>& before_end_record) {
+  progress_.finish();          // the last chance to cancel
+  if (bulk_) bulk_->finish();  // before anything depends on the data being in the file
+  held_.clear();
+  const std::vector<std::uint32_t> crcs = crc_queue_.finish();
+  for (Written& w : entries_)
+    if (w.crc_slot) {
+      w.crc = crcs[*w.crc_slot];
+      w.crc_slot.reset();
+      patch_local(w, false);
+    }
+  auto [central, end] = directory_bytes(entries_, offset_);
+  append(central.data(), central.size());
+  if (before_end_record) before_end_record();
+  append(end.data(), end.size());
   if (io::sys::ftruncate(fd_, static_cast<off_t>(offset_)) != 0)
     throw io::errno_error("cannot set the file size", ErrorContext{.archive = file_name_});
   return offset_;

@@ -29,6 +29,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/progress_tracker.hpp"
@@ -124,20 +125,31 @@ class StreamZipWriter {
   // to), then the end records. Returns the file size.
   std::uint64_t finish(const std::function<void()>& before_end_record = {});
 
+  // The bytes of a complete tail written at `at` (nothing is written): the
+  // entry `name` (local header and `compressed`, with `e`'s method, flags,
+  // CRC and sizes; aligned if stored), the central directory of every
+  // entry listed so far plus it, and the end records with the comment.
+  // The append path writes such a copy of the old tail beyond the new
+  // entries (AppendSession::protect).
+  std::vector<std::byte> render_tail(const std::string& name, const EntryInfo& e,
+                                     const Bytes& compressed, std::uint64_t at) const;
+
   std::uint64_t offset() const noexcept { return offset_; }
 
  private:
   struct Written;
   void write_at(std::uint64_t offset, const void* data, std::size_t size);
   void append(const void* data, std::size_t size);
-  // The local header of `w` at offset_: its CRC and sizes as they are in
-  // `w` (0 where not yet known), data aligned if `align`.
-  std::vector<std::byte> local_header(const Written& w, bool align) const;
+  // The local header of `w` at `at`: its CRC and sizes as they are in `w`
+  // (0 where not yet known), data aligned if `align`.
+  std::vector<std::byte> local_header(const Written& w, std::uint64_t at, bool align) const;
   // Writes the local header of `w` at offset_ and records that offset in `w`.
   void begin_entry(Written& w, bool align);
   // Rewrites the CRC (and, if `sizes`, the sizes) in the local header of `w`.
   void patch_local(const Written& w, bool sizes);
   void report(std::uint64_t bytes);
+  std::pair<std::vector<std::byte>, std::vector<std::byte>> directory_bytes(
+      const std::vector<Written>& entries, std::uint64_t cd_offset) const;
   // Allocates the blocks of the `size` bytes of `pieces` from offset_, then
   // writes them there through bulk_, queuing their CRC in `crc_slot` unless
   // null; keeps them in held_.

@@ -4,7 +4,10 @@
 // archive.
 #pragma once
 
+#include <unistd.h>
+
 #include "crash_support.hpp"
+#include "io/syscalls.hpp"
 
 namespace modelzip::crash {
 
@@ -105,6 +108,40 @@ inline Model with_next(const Model& model, NewTag* nt) {
   *nt = make_tag("next", 2, model, "", &spec);
   out.push_back(spec);
   return out;
+}
+
+// Runs the scenario's commit in a child under `plan`; returns the wait
+// status. With `count_into`, the child reports its number of calls there.
+inline int commit_in_child(const Scenario& s, const fs::path& path,
+                           io::FaultInjector::Plan plan, std::uint64_t* count_into = nullptr) {
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  int status = run_child([&] {
+    ::close(fds[0]);
+    std::uint64_t calls = 0;
+    bool appended = false;
+    {
+      io::FaultInjector injector(plan);
+      injector.install();
+      Writer w = Writer::open(path, s.options);
+      s.stage(w);
+      w.commit();
+      appended = w.last_stats().appended;
+      injector.uninstall();
+      calls = injector.total_calls();
+    }
+    if (::write(fds[1], &calls, sizeof calls) != sizeof calls) return 2;
+    return appended == s.appends ? 0 : 3;
+  });
+  ::close(fds[1]);
+  std::uint64_t calls = 0;
+  bool got = ::read(fds[0], &calls, sizeof calls) == sizeof calls;
+  ::close(fds[0]);
+  if (count_into) {
+    REQUIRE(got);
+    *count_into = calls;
+  }
+  return status;
 }
 
 }  // namespace modelzip::crash

@@ -2,6 +2,7 @@
 // kill_trials.py:
 //
 //   kill_trial ARCHIVE TAG VERSION [comm:K | SYSOP:K] [RANK]
+//   kill_trial --in-flight ARCHIVE STEPS ROWS COLS
 //
 // Every rank stages its part of the test model (tests/dist/model.hpp) at
 // VERSION and commits TAG. With comm:K, rank RANK kills itself (SIGKILL)
@@ -9,11 +10,20 @@
 // unlink, ...) right before its K-th such system call. mpirun then aborts
 // the job. Without a kill spec, after the commit every rank reads every
 // tag of the archive and checks its values: tag "step-V" holds version V.
+//
+// --in-flight: the C++ MPI side of kill_trials.py's writes-in-flight
+// trials (the same as kill_worker.py): every step, tag step-K of a float32
+// ROWS x COLS matrix split unevenly by rows (rank r holds a share
+// proportional to r + 1), with a communicator time-out of 5 s; each rank
+// writes its pid to ARCHIVE.rank<R>.pid first, so that the trial can kill
+// it. A failed save prints "save failed: <message>" and exits with 3.
 #include <mpi.h>
 
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <span>
+#include <unistd.h>
 
 #include "dist/model.hpp"
 #include "io/syscalls.hpp"
@@ -69,9 +79,54 @@ io::SysOp sys_op(const std::string& name) {
   std::exit(2);
 }
 
+int in_flight(int argc, char** argv) {
+  MpiCommunicator comm(MPI_COMM_WORLD, std::chrono::seconds(5));
+  const std::string path = argv[2];
+  const int steps = std::atoi(argv[3]);
+  const std::int64_t rows = std::atoll(argv[4]), cols = std::atoll(argv[5]);
+  (void)argc;
+  const int rank = comm.rank(), world = comm.size();
+  if (FILE* f = std::fopen((path + ".rank" + std::to_string(rank) + ".pid").c_str(), "w")) {
+    std::fprintf(f, "%d\n", static_cast<int>(::getpid()));
+    std::fclose(f);
+  }
+  auto cut = [&](int r) { return rows * (r * (r + 1) / 2) / (world * (world + 1) / 2); };
+  const std::int64_t first = cut(rank), last = cut(rank + 1);
+  for (int step = 0; step < steps; ++step) {
+    std::vector<float> block(static_cast<std::size_t>((last - first) * cols),
+                             static_cast<float>(step));
+    for (std::int64_t r = first; r < last; ++r)
+      block[static_cast<std::size_t>((r - first) * cols)] = static_cast<float>(r);
+    try {
+      CollectiveWriter w(path, comm, CollectiveOptions{.dedup = false});
+      w.add_shard("w",
+                  Tensor::dense(DType::float32, {last - first, cols},
+                                Bytes::borrow(std::as_bytes(std::span(block)), nullptr)),
+                  ShardSpec{{rows, cols}, {first, 0}});
+      w.commit("step-" + std::to_string(step));
+    } catch (const std::exception& e) {
+      std::printf("save failed: %s\n", e.what());
+      std::fflush(stdout);
+      return 3;
+    }
+    std::printf("saved step-%d\n", step);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 6 && std::string(argv[1]) == "--in-flight") {
+    MPI_Init(&argc, &argv);
+    const int status = in_flight(argc, argv);
+    // A rank was killed: MPI_Finalize would wait for it.
+    std::fflush(stdout);
+    if (status != 0) std::_Exit(status);
+    MPI_Finalize();
+    return status;
+  }
   if (argc != 4 && argc != 6) {
     std::fprintf(stderr, "usage: kill_trial ARCHIVE TAG VERSION [comm:K|SYSOP:K RANK]\n");
     return 2;

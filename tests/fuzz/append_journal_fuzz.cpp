@@ -30,9 +30,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     FUZZ_CHECK(j->old_size >= j->tail_start);
     FUZZ_CHECK(j->tail.size() == j->old_size - j->tail_start);
     const std::string_view text(reinterpret_cast<const char*>(data), size);
-    if (text.starts_with("modelzip-append v2\n")) {
+    if (text.starts_with("modelzip-append v3\n")) {
       const std::vector<std::byte> again = io::encode_append_journal(*j);
       FUZZ_CHECK(again.size() == size && (size == 0 || std::memcmp(again.data(), data, size) == 0));
+    } else if (text.starts_with("modelzip-append v2\n")) {
+      FUZZ_CHECK(j->tags.empty() && size == 47 + j->tail.size());
     } else {
       FUZZ_CHECK(text.starts_with("modelzip-append v1 "));
       FUZZ_CHECK(j->nonce == 0 && j->tail.empty() && j->tail_start == j->old_size);

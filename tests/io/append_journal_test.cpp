@@ -22,10 +22,13 @@ std::string le64(std::uint64_t v) {
   return out;
 }
 
-// The journal's bytes as FORMAT.md section 8.2 lays them out.
-std::string journal_bytes(std::uint64_t nonce, std::uint64_t tail_start, const std::string& tail) {
-  std::string out = "modelzip-append v2\n" + le64(nonce) + le64(tail_start) +
-                    le64(tail_start + tail.size()) + tail;
+// The journal's bytes as FORMAT.md section 8.2 lays them out (version 3,
+// or version 2 without the tag list).
+std::string journal_bytes(std::uint64_t nonce, std::uint64_t tail_start, const std::string& tail,
+                          const std::string& tags = "", int version = 3) {
+  std::string out = "modelzip-append v" + std::to_string(version) + "\n" + le64(nonce) +
+                    le64(tail_start) + le64(tail_start + tail.size()) +
+                    (version == 3 ? le64(tags.size()) + tags : "") + tail;
   const auto crc = static_cast<std::uint32_t>(
       ::crc32(0, reinterpret_cast<const Bytef*>(out.data()), static_cast<uInt>(out.size())));
   for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((crc >> (8 * i)) & 0xFF));
@@ -63,6 +66,35 @@ TEST_CASE("Append journal: name, byte layout, read, remove") {
   CHECK_FALSE(io::read_append_journal(archive).same_as(s));
 }
 
+TEST_CASE("Append journal: the tags being saved; version 2 journals have none") {
+  TempDir dir;
+  auto archive = dir / "m.zip";
+  io::AppendJournal j{9, 40, 43, Bytes::copy_of(std::string("abc"))};
+  j.tags = {"step-7", "caf\xc3\xa9"};
+  io::write_append_journal(archive, j, false);
+  CHECK(io_bytes(io::append_journal_path(archive)) ==
+        journal_bytes(9, 40, "abc", "step-7\ncaf\xc3\xa9\n"));
+  io::JournalState s = io::read_append_journal(archive);
+  REQUIRE(s.kind == Kind::valid);
+  CHECK(s.journal.tags == std::vector<std::string>{"step-7", "caf\xc3\xa9"});
+  CHECK(s.journal.tail.as_string_view() == "abc");
+  io::remove_append_journal(archive, false);
+  // A tag list that does not end with a line break, or longer than the
+  // file: torn.
+  for (const std::string& bad : {journal_bytes(9, 40, "abc", "step-7"),
+                                 journal_bytes(9, 40, "abc", "step-7\n").replace(43, 1, "\x20")}) {
+    write_file(io::append_journal_path(archive), bad);
+    CHECK(io::read_append_journal(archive).kind == Kind::torn);
+  }
+  write_file(io::append_journal_path(archive), journal_bytes(5, 10, "xyz", "", 2));
+  s = io::read_append_journal(archive);
+  REQUIRE(s.kind == Kind::valid);
+  CHECK(s.journal.tags.empty());
+  CHECK(s.journal.tail.as_string_view() == "xyz");
+  CHECK_ERROR(io::encode_append_journal(io::AppendJournal{1, 0, 0, Bytes(), {"a\nb"}}),
+              ErrorCode::invalid_argument, "line break");
+}
+
 TEST_CASE("Append journal: the version 1 journal of modelzip 0.1.0 reads as an empty tail") {
   TempDir dir;
   auto archive = dir / "m.zip";
@@ -95,7 +127,7 @@ TEST_CASE("Append journal: torn or malformed contents read as torn") {
        {std::string(), good.substr(0, 19), good.substr(0, good.size() - 1), good + "x", bad_crc,
         bad_tail, size_mismatch, std::string("modelzip-append v1 \n"),
         std::string("modelzip-append v1 12"), std::string("modelzip-append v1 12x\n"),
-        std::string("modelzip-append v3\n") + good.substr(19), std::string("garbage")}) {
+        std::string("modelzip-append v4\n") + good.substr(19), std::string("garbage")}) {
     INFO("journal of " << text.size() << " bytes");
     write_file(io::append_journal_path(archive), text);
     CHECK(io::read_append_journal(archive).kind == Kind::torn);

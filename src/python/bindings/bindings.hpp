@@ -45,6 +45,12 @@ void bind_quantize(py::module_& m);
 // release acquires the GIL before dropping the reference.
 std::shared_ptr<const void> python_keeper(py::object object);
 
+// A commit's notice (WriterOptions::on_notice: "rolled back an interrupted
+// save of tag X") as a Python UserWarning "<archive>: <notice>". Callable
+// from any thread, with or without the GIL; never throws (a warning that
+// the warnings filter turns into an error is printed as unraisable).
+void warn_notice(const std::string& archive, const std::string& notice);
+
 // A str or os.PathLike as a filesystem path (os.fspath semantics).
 std::filesystem::path to_path(py::handle path);
 

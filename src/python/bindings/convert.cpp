@@ -106,6 +106,9 @@ scales, zero points and a JSON description (README); .npy and .btf refuse it.)")
         writer_options.dedup = dedup;
         writer_options.durable = durable;
         writer_options.append = append;
+        writer_options.on_notice = [archive = a.string()](const std::string& notice) {
+          warn_notice(archive, notice);
+        };
         Writer writer = Writer::open(a, writer_options);
         writer.add_tag(tag, std::move(contents));
         writer.commit();

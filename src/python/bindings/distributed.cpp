@@ -125,6 +125,9 @@ and agree(error: str) -> None or (lowest failing rank, its message).)doc")
                  options.dedup = dedup;
                  options.durable = durable;
                  options.root = root;
+                 options.on_notice = [archive = to_path(path).string()](const std::string& n) {
+                   warn_notice(archive, n);
+                 };
                  return std::make_unique<CollectiveWriter>(to_path(path), comm, options);
                }),
            py::arg("path"), py::arg("comm"), py::arg("dedup") = true, py::arg("durable") = true,

@@ -40,6 +40,9 @@ class PyWriter {
     options.dedup = dedup;
     options.durable = durable;
     options.append = append;
+    options.on_notice = [archive = path_](const std::string& notice) {
+      warn_notice(archive, notice);
+    };
     if (!progress.is_none()) {
       if (!PyCallable_Check(progress.ptr())) throw py::type_error("progress must be callable");
       progress_->function = python_keeper(progress);

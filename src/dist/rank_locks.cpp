@@ -1,0 +1,89 @@
+#include "dist/rank_locks.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <thread>
+
+#include "modelzip/error.hpp"
+
+namespace modelzip::dist {
+namespace {
+
+struct flock range_lock(short type, std::uint64_t start, std::uint64_t length) {
+  struct flock l {};
+  l.l_type = type;
+  l.l_whence = SEEK_SET;
+  l.l_start = static_cast<off_t>(start);
+  l.l_len = static_cast<off_t>(length);
+  return l;
+}
+
+int set_lock(int fd, short type, std::uint64_t start, std::uint64_t length) {
+  struct flock l = range_lock(type, start, length);
+  int r;
+  do r = ::fcntl(fd, F_OFD_SETLK, &l);
+  while (r != 0 && errno == EINTR);
+  return r;
+}
+
+}  // namespace
+
+RankLocks::RankLocks(const std::filesystem::path& file, int rank) : file_(file), rank_(rank) {
+  fd_ = io::UniqueFd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd_.valid()) io::throw_errno(file, "cannot open the archive to take the rank's lock");
+  if (set_lock(fd_.get(), F_RDLCK, kAliveLocks + static_cast<std::uint64_t>(rank), 1) != 0)
+    io::throw_errno(file, "cannot take the rank's lock on the archive");
+}
+
+void RankLocks::begin_writes() {
+  if (set_lock(fd_.get(), F_RDLCK, kWritingLocks + static_cast<std::uint64_t>(rank_), 1) == 0)
+    return;
+  if (errno == EAGAIN || errno == EACCES)
+    throw Error(ErrorCode::io,
+                "the commit is being undone (another rank failed): rank " + std::to_string(rank_) +
+                    " writes nothing",
+                ErrorContext{.archive = file_.string()});
+  io::throw_errno(file_, "cannot take the rank's writing lock on the archive");
+}
+
+void RankLocks::end_writes() noexcept {
+  set_lock(fd_.get(), F_UNLCK, kWritingLocks + static_cast<std::uint64_t>(rank_), 1);
+}
+
+std::vector<int> RankLocks::lost(int size) const {
+  std::vector<int> out;
+  for (int r = 0; r < size; ++r) {
+    if (r == rank_) continue;
+    struct flock l = range_lock(F_WRLCK, kAliveLocks + static_cast<std::uint64_t>(r), 1);
+    if (::fcntl(fd_.get(), F_OFD_GETLK, &l) == 0 && l.l_type == F_UNLCK) out.push_back(r);
+  }
+  return out;
+}
+
+void allow_rank_locks(int lock_fd, const std::filesystem::path& file) {
+  if (set_lock(lock_fd, F_UNLCK, kWritingLocks, kRankLocksEnd - kWritingLocks) != 0)
+    io::throw_errno(file, "cannot open the archive's lock to the ranks");
+}
+
+bool wait_for_writers(int fd, std::chrono::milliseconds timeout) noexcept {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (set_lock(fd, F_WRLCK, kWritingLocks, kAliveLocks - kWritingLocks) == 0) return true;
+    if (errno != EAGAIN && errno != EACCES) return false;
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+std::string ranks_text(const std::vector<int>& ranks) {
+  std::string out = ranks.size() == 1 ? "rank " : "ranks ";
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    if (i > 0) out += i + 1 == ranks.size() ? " and " : ", ";
+    out += std::to_string(ranks[i]);
+  }
+  return out;
+}
+
+}  // namespace modelzip::dist
