@@ -233,7 +233,8 @@ def save_checkpoint(path: Any, tag: str, model: torch.nn.Module, optimizer: torc
                     properties: Optional[Mapping[str, str]] = None,
                     metadata: Any = None, compress: bool = False, dedup: bool = True,
                     durable: bool = True, append: bool = True,
-                    progress: Optional[Callable[[int, int], Optional[bool]]] = None) -> WriteStats:
+                    progress: Optional[Callable[[int, int], Optional[bool]]] = None,
+                    blocking: bool = True) -> Any:
     """Adds tag ``tag`` holding a whole training checkpoint to the archive at ``path``.
 
     model: its ``state_dict()`` becomes the parameters.
@@ -249,7 +250,12 @@ def save_checkpoint(path: Any, tag: str, model: torch.nn.Module, optimizer: torc
       position, seeds...); keys starting with "torch." are reserved.
     metadata, compress, dedup, durable, append, progress: as for modelzip.save.
     Tensors are read while the commit runs, without copies. Returns the WriteStats.
+    blocking=False: returns once the tensors are copied (modelzip.save_async)
+      and writes in the background; returns a modelzip.SaveFuture of the
+      WriteStats. No ``progress`` then.
     """
+    if not blocking and progress is not None:
+        raise ValueError("progress is not available with blocking=False")
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, not {type(model).__name__}")
     if not isinstance(optimizer, torch.optim.Optimizer):
@@ -307,6 +313,11 @@ def save_checkpoint(path: Any, tag: str, model: torch.nn.Module, optimizer: torc
         "epoch_count": int(epoch),
         "properties": own,
     }
+    if not blocking:
+        from ._async import save_async
+        return save_async(path, tag, model.state_dict(), updater=updater, training=training,
+                          compress=compress, metadata=metadata, dedup=dedup, durable=durable,
+                          append=append)
     from . import _current_metadata, _updated_metadata
     writer = Writer(path, dedup=dedup, durable=durable, append=append, progress=progress)
     try:
