@@ -6,8 +6,8 @@
 //   Writer::Stats stats = save.wait();  // throws what the save threw
 //
 // start() copies every byte of `contents` into a staging area (host memory,
-// several threads; reused by the next save of this process when large
-// enough) and returns; a background thread then does what Writer::open,
+// several threads; kept for later saves of this process that fit in it)
+// and returns; a background thread then does what Writer::open,
 // add_tag and commit would do, with the same guarantees: the archive holds
 // the old contents or the new ones, never a mix, also when the process is
 // killed (the next writer recovers an interrupted append). Changing or

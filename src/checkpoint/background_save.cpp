@@ -3,12 +3,14 @@
 // saves of one archive and keeps one idle staging buffer for reuse.
 #include "modelzip/background_save.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <map>
 #include <mutex>
 #include <system_error>
 #include <thread>
+#include <vector>
 
 #include "checkpoint/staging_area.hpp"
 #include "checkpoint/tag_snapshot.hpp"
@@ -115,19 +117,32 @@ class SaveRegistry {
   std::shared_ptr<detail::StagingBuffer> staging(std::size_t size) {
     {
       std::lock_guard lock(mutex_);
-      if (idle_ && idle_->capacity() >= size) return std::move(idle_);
-      idle_.reset();  // too small: free it before allocating
+      for (auto& buffer : idle_)
+        if (buffer->capacity() >= size) {
+          std::shared_ptr<detail::StagingBuffer> found = std::move(buffer);
+          std::erase(idle_, nullptr);
+          return found;
+        }
+      idle_.clear();  // all too small: free them before allocating
     }
     constexpr std::size_t kRound = std::size_t{2} << 20;
-    const std::size_t rounded = size > SIZE_MAX - kRound ? size : (size + kRound - 1) / kRound * kRound;
+    const std::size_t rounded =
+        size > SIZE_MAX - kRound ? size : (size + kRound - 1) / kRound * kRound;
     return std::make_shared<detail::StagingBuffer>(rounded);
   }
 
-  // Keeps `buffer` (no other owner left) for the next save if it is the
-  // largest idle one.
+  // Keeps `buffer` (no other owner left) for a later save. Two buffers at
+  // most stay idle (a save writing while the next one is queued needs two),
+  // the largest ones.
   void offer(std::shared_ptr<detail::StagingBuffer> buffer) {
     std::lock_guard lock(mutex_);
-    if (!idle_ || idle_->capacity() < buffer->capacity()) idle_ = std::move(buffer);
+    idle_.push_back(std::move(buffer));
+    if (idle_.size() > kMostIdle) {
+      auto smallest = std::min_element(idle_.begin(), idle_.end(), [](const auto& a, const auto& b) {
+        return a->capacity() < b->capacity();
+      });
+      idle_.erase(smallest);
+    }
   }
 
  private:
@@ -147,7 +162,8 @@ class SaveRegistry {
 
   std::mutex mutex_;
   std::map<std::string, Archive> archives_;
-  std::shared_ptr<detail::StagingBuffer> idle_;
+  static constexpr std::size_t kMostIdle = 2;
+  std::vector<std::shared_ptr<detail::StagingBuffer>> idle_;
 };
 
 // The registry's name for an archive: its canonical path (a symbolic link
@@ -198,8 +214,9 @@ void run_save(const std::shared_ptr<State>& state, const std::string& key) {
   if (state->options.keep_staging && staging.use_count() == 1)
     SaveRegistry::instance().offer(std::move(staging));
   staging.reset();
-  if (failure && !cancelled) SaveRegistry::instance().record_failure(key, state);
   state->end(failure, stats);
+  // After end(): a start() that finds the failure also finds its error.
+  if (failure && !cancelled) SaveRegistry::instance().record_failure(key, state);
 }
 
 }  // namespace
@@ -228,7 +245,10 @@ BackgroundSave BackgroundSave::start(const std::filesystem::path& archive, std::
   } catch (const std::system_error& e) {
     const Error error(ErrorCode::io, std::string("cannot start a background save: ") + e.what(),
                       {archive.string(), "", state->tag});
-    state->error_reported = true;
+    {
+      std::lock_guard lock(state->mutex);
+      state->error_reported = true;  // thrown here
+    }
     state->end(std::make_exception_ptr(error), {});
     throw error;
   }

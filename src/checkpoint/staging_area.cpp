@@ -1,11 +1,8 @@
 #include "checkpoint/staging_area.hpp"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <new>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -13,30 +10,13 @@
 namespace modelzip::detail {
 
 namespace {
-constexpr std::size_t kHugePage = std::size_t{2} << 20;
 constexpr std::size_t kPiece = std::size_t{8} << 20;      // one unit of work of parallel_copy
 constexpr std::uint64_t kBytesPerThread = 16ull << 20;  // below this a thread costs more than it saves
 constexpr unsigned kMaxThreads = 8;
 }  // namespace
 
-void StagingBuffer::Unmapper::operator()(std::byte*) const noexcept {
-  if (mapping != nullptr) ::munmap(mapping, length);
-}
-
 StagingBuffer::StagingBuffer(std::size_t capacity)
-    : data_(nullptr, Unmapper{nullptr, 0}), capacity_(capacity) {
-  if (capacity > SIZE_MAX - kHugePage) throw std::bad_alloc();
-  const std::size_t length = capacity + kHugePage;
-  void* mapping =
-      ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (mapping == MAP_FAILED) throw std::bad_alloc();
-  const auto at = reinterpret_cast<std::uintptr_t>(mapping);
-  std::byte* data = static_cast<std::byte*>(mapping) + (kHugePage - at % kHugePage) % kHugePage;
-#ifdef MADV_HUGEPAGE
-  if (capacity > 0) ::madvise(data, capacity, MADV_HUGEPAGE);  // a hint: else ordinary pages
-#endif
-  data_ = std::unique_ptr<std::byte, Unmapper>(data, Unmapper{mapping, length});
-}
+    : data_(io::huge_page_buffer(capacity)), capacity_(capacity) {}
 
 unsigned copy_threads_for(std::uint64_t total_bytes) noexcept {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());

@@ -1,9 +1,8 @@
 // Staging memory for background saves: host memory that holds a copy of a
 // tag's bytes while the copy is written, and the parallel copy that fills it.
 //
-// StagingBuffer owns an anonymous mapping (aligned to 2 MiB, transparent huge
-// pages asked for, so that filling a fresh buffer takes few page faults). It
-// is not copyable; share it through std::shared_ptr, whose aliasing
+// StagingBuffer owns an io::huge_page_buffer (so that filling a fresh
+// buffer takes few page faults). It is not copyable; share it through std::shared_ptr, whose aliasing
 // constructor lets Bytes views keep it alive (see tag_snapshot.hpp).
 //
 // Thread safety: a StagingBuffer is plain memory; callers partition it.
@@ -15,6 +14,8 @@
 #include <memory>
 #include <span>
 
+#include "io/huge_page_buffer.hpp"
+
 namespace modelzip::detail {
 
 class StagingBuffer {
@@ -23,16 +24,14 @@ class StagingBuffer {
   // system refuses the memory.
   explicit StagingBuffer(std::size_t capacity);
 
+  StagingBuffer(const StagingBuffer&) = delete;
+  StagingBuffer& operator=(const StagingBuffer&) = delete;
+
   std::byte* data() const noexcept { return data_.get(); }
   std::size_t capacity() const noexcept { return capacity_; }
 
  private:
-  struct Unmapper {  // the whole mapping, of which data_ is a part
-    void* mapping;
-    std::size_t length;
-    void operator()(std::byte*) const noexcept;
-  };
-  std::unique_ptr<std::byte, Unmapper> data_;
+  io::HugePageBuffer data_;
   std::size_t capacity_;
 };
 

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include "model_builder.hpp"
@@ -25,7 +26,7 @@ using namespace modelzip::testing;
 
 namespace {
 
-// Holds the write lock of an existing archive until release() or the end.
+// Holds the write lock of an existing archive while it lives.
 class ArchiveLock {
  public:
   explicit ArchiveLock(const std::filesystem::path& archive)
@@ -36,11 +37,9 @@ class ArchiveLock {
     whole.l_whence = SEEK_SET;
     REQUIRE(::fcntl(fd_, F_OFD_SETLKW, &whole) == 0);
   }
-  ~ArchiveLock() { release(); }
-  void release() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
+  ArchiveLock(const ArchiveLock&) = delete;
+  ArchiveLock& operator=(const ArchiveLock&) = delete;
+  ~ArchiveLock() { ::close(fd_); }
 
  private:
   int fd_;
@@ -84,17 +83,29 @@ void wait_until(const std::atomic<bool>& flag) {
   REQUIRE(flag.load());
 }
 
+// An archive with tag "base" whose write lock the test holds, and a first
+// save (tag "a", holding `values`) that has reached the lock inside its
+// commit: it is writing, and saves of the archive started later wait.
+struct FirstSaveHeld {
+  TempDir dir;
+  std::filesystem::path path = dir / "m.zip";
+  std::atomic<bool> waiting{false};
+  BackgroundSave a;                  // destroyed (waited for) after the lock is released
+  std::optional<ArchiveLock> lock;
+
+  explicit FirstSaveHeld(const std::vector<float>& values) {
+    write_archive(path, "base");
+    lock.emplace(path);
+    a = BackgroundSave::start(path, "a", borrowed_tag(values), noting_wait(waiting));
+    wait_until(waiting);
+  }
+};
+
 }  // namespace
 
 TEST_CASE("BackgroundSave: the archive holds the values of start(), not later changes") {
-  TempDir dir;
-  const auto path = dir / "m.zip";
-  write_archive(path, "base");
-  ArchiveLock lock(path);
-  std::atomic<bool> first_waiting{false};
-  const std::vector<float> a_values = ramp(1 << 16, 1);
-  BackgroundSave a = BackgroundSave::start(path, "a", borrowed_tag(a_values), noting_wait(first_waiting));
-  wait_until(first_waiting);
+  FirstSaveHeld held(ramp(1 << 16, 1));
+  const auto& path = held.path;
   // `b` waits behind `a`, which waits for the lock: it has read nothing yet.
   auto b_values = std::make_unique<std::vector<float>>(ramp(3 << 20, 7));  // 12 MiB: several copy pieces
   const std::vector<float> expected = *b_values;
@@ -102,8 +113,8 @@ TEST_CASE("BackgroundSave: the archive holds the values of start(), not later ch
   CHECK_FALSE(b.started());
   std::fill(b_values->begin(), b_values->end(), -1.0f);
   b_values.reset();
-  lock.release();
-  a.wait();
+  held.lock.reset();
+  held.a.wait();
   const Writer::Stats stats = b.wait();
   CHECK(stats.blobs_written == 1);
   CHECK(b.done());
@@ -167,20 +178,15 @@ TEST_CASE("BackgroundSave: every kind of content survives the snapshot") {
 }
 
 TEST_CASE("BackgroundSave: cancel() before the write starts leaves the archive alone") {
-  TempDir dir;
-  const auto path = dir / "m.zip";
-  write_archive(path, "base");
-  ArchiveLock lock(path);
-  std::atomic<bool> first_waiting{false};
   const auto values = ramp(1024, 3);
-  BackgroundSave a = BackgroundSave::start(path, "a", borrowed_tag(values), noting_wait(first_waiting));
-  wait_until(first_waiting);
+  FirstSaveHeld held(values);
+  const auto& path = held.path;
   BackgroundSave b = BackgroundSave::start(path, "b", borrowed_tag(values));
-  CHECK_FALSE(a.cancel());  // already writing (waiting for the lock inside commit)
+  CHECK_FALSE(held.a.cancel());  // already writing (waiting for the lock inside commit)
   CHECK(b.cancel());
   CHECK(b.cancel());
-  lock.release();
-  a.wait();
+  held.lock.reset();
+  held.a.wait();
   try {
     b.wait();
     FAIL("a cancelled save must not succeed");
@@ -218,14 +224,9 @@ TEST_CASE("BackgroundSave: an error nobody waited for is thrown by the next star
 }
 
 TEST_CASE("BackgroundSave: a third save of one archive waits until the first has ended") {
-  TempDir dir;
-  const auto path = dir / "m.zip";
-  write_archive(path, "base");
-  ArchiveLock lock(path);
-  std::atomic<bool> first_waiting{false};
   const auto values = ramp(256, 5);
-  BackgroundSave a = BackgroundSave::start(path, "a", borrowed_tag(values), noting_wait(first_waiting));
-  wait_until(first_waiting);
+  FirstSaveHeld held(values);
+  const auto& path = held.path;
   BackgroundSave b = BackgroundSave::start(path, "b", borrowed_tag(values));
   std::atomic<bool> third_started{false};
   BackgroundSave c;
@@ -235,15 +236,15 @@ TEST_CASE("BackgroundSave: a third save of one archive waits until the first has
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   CHECK_FALSE(third_started.load());
-  CHECK_FALSE(a.done());
-  lock.release();
+  CHECK_FALSE(held.a.done());
+  held.lock.reset();
   starter.join();
   CHECK(third_started.load());
-  a.wait();
+  held.a.wait();
   b.wait();
   c.wait();
   CHECK(Archive::open(path).tags() == std::vector<std::string>{"base", "a", "b", "c"});
   // Another archive is not held up by these.
-  BackgroundSave::start(dir / "other.zip", "x", borrowed_tag(values)).wait();
-  CHECK(load_w(dir / "other.zip", "x") == values);
+  BackgroundSave::start(held.dir / "other.zip", "x", borrowed_tag(values)).wait();
+  CHECK(load_w(held.dir / "other.zip", "x") == values);
 }
