@@ -48,8 +48,9 @@ struct BackgroundSaveOptions {
   WriterOptions writer;
   // When set, called once in the background at commit (Writer::update_metadata).
   std::function<void(Metadata&)> update_metadata;
-  // Keep the staging memory after the save for the next save of this
-  // process (else it is freed when the save ends).
+  // Keep the staging memory after the save for later saves of this
+  // process; false: it is freed when the save ends, and so are the idle
+  // buffers earlier saves kept.
   bool keep_staging = true;
   // Threads copying into the staging area; 0: one per core (at most 8,
   // fewer for small tags).

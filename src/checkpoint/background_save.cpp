@@ -145,6 +145,11 @@ class SaveRegistry {
     }
   }
 
+  void drop_idle() {
+    std::lock_guard lock(mutex_);
+    idle_.clear();
+  }
+
  private:
   struct Archive {
     std::weak_ptr<State> last;      // the newest save
@@ -211,7 +216,9 @@ void run_save(const std::shared_ptr<State>& state, const std::string& key) {
   }
   state->snapshot = NewTag();
   std::shared_ptr<detail::StagingBuffer> staging = std::move(state->staging);
-  if (state->options.keep_staging && staging.use_count() == 1)
+  if (!state->options.keep_staging)
+    SaveRegistry::instance().drop_idle();
+  else if (staging.use_count() == 1)
     SaveRegistry::instance().offer(std::move(staging));
   staging.reset();
   state->end(failure, stats);

@@ -125,7 +125,7 @@ def save_async(path: Union[str, "os.PathLike[str]"], tag: str, arrays: Mapping[s
 
     Returns once every array has been copied into staging memory (host
     memory, reused by the next save when large enough; ``keep_staging=False``
-    frees it after the save): changing the arrays afterwards never reaches
+    frees it, and the idle staging memory of earlier saves, after the save): changing the arrays afterwards never reaches
     the archive. The write and commit then run in a background thread with
     the guarantees of modelzip.save (the old archive or the new one, also
     after a crash). Arguments as for modelzip.save; ``training`` as for
