@@ -90,8 +90,8 @@ def bench_saves(args, folder):
 
         # A save with keep_staging=False frees the idle staging memory: the
         # first repetition below starts without any.
-        modelzip.save_async(os.path.join(folder, "tiny.zip"), "t", {"x": np.zeros(1)},
-                            durable=False, keep_staging=False).result()
+        modelzip.save_async(os.path.join(folder, f"tiny-{durable}.zip"), "t",
+                            {"x": np.zeros(1)}, durable=False, keep_staging=False).result()
         first_block, first_total, block, total = [], [], [], []
         for rep in range(args.reps):
             fresh_archive()

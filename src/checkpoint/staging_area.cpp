@@ -16,7 +16,7 @@ constexpr unsigned kMaxThreads = 8;
 }  // namespace
 
 StagingBuffer::StagingBuffer(std::size_t capacity)
-    : data_(io::huge_page_buffer(capacity)), capacity_(capacity) {}
+    : data_(io::anonymous_buffer(capacity, false)), capacity_(capacity) {}
 
 unsigned copy_threads_for(std::uint64_t total_bytes) noexcept {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());

@@ -1,8 +1,8 @@
 // Staging memory for background saves: host memory that holds a copy of a
 // tag's bytes while the copy is written, and the parallel copy that fills it.
 //
-// StagingBuffer owns an io::huge_page_buffer (so that filling a fresh
-// buffer takes few page faults). It is not copyable; share it through std::shared_ptr, whose aliasing
+// StagingBuffer owns an io::anonymous_buffer of ordinary pages (see there
+// why not huge pages). It is not copyable; share it through std::shared_ptr, whose aliasing
 // constructor lets Bytes views keep it alive (see tag_snapshot.hpp).
 //
 // Thread safety: a StagingBuffer is plain memory; callers partition it.
@@ -14,7 +14,7 @@
 #include <memory>
 #include <span>
 
-#include "io/huge_page_buffer.hpp"
+#include "io/anonymous_buffer.hpp"
 
 namespace modelzip::detail {
 
@@ -31,7 +31,7 @@ class StagingBuffer {
   std::size_t capacity() const noexcept { return capacity_; }
 
  private:
-  io::HugePageBuffer data_;
+  io::AnonymousBuffer data_;
   std::size_t capacity_;
 };
 

@@ -117,7 +117,7 @@ struct SharedFileWriter::Async {};
 #endif
 
 SharedFileWriter::AlignedBuffer SharedFileWriter::aligned_buffer() const {
-  return huge_page_buffer(chunk_);
+  return anonymous_buffer(chunk_, true);
 }
 
 const std::byte* SharedFileWriter::page_aligned(const std::byte* data, std::size_t size,

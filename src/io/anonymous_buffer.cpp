@@ -1,4 +1,4 @@
-#include "io/huge_page_buffer.hpp"
+#include "io/anonymous_buffer.hpp"
 
 #include <sys/mman.h>
 
@@ -7,11 +7,11 @@
 
 namespace modelzip::io {
 
-void HugePageUnmapper::operator()(std::byte*) const noexcept {
+void AnonymousUnmapper::operator()(std::byte*) const noexcept {
   if (mapping != nullptr) ::munmap(mapping, length);
 }
 
-HugePageBuffer huge_page_buffer(std::size_t size) {
+AnonymousBuffer anonymous_buffer(std::size_t size, bool huge_pages) {
   constexpr std::size_t kHuge = std::size_t{2} << 20;
   if (size > SIZE_MAX - kHuge) throw std::bad_alloc();
   const std::size_t length = size + kHuge;
@@ -21,9 +21,9 @@ HugePageBuffer huge_page_buffer(std::size_t size) {
   const auto at = reinterpret_cast<std::uintptr_t>(mapping);
   std::byte* data = static_cast<std::byte*>(mapping) + (kHuge - at % kHuge) % kHuge;
 #ifdef MADV_HUGEPAGE
-  if (size > 0) ::madvise(data, size, MADV_HUGEPAGE);  // a hint: without it, ordinary pages
+  if (huge_pages && size > 0) ::madvise(data, size, MADV_HUGEPAGE);  // a hint: else ordinary pages
 #endif
-  return HugePageBuffer(data, HugePageUnmapper{mapping, length});
+  return AnonymousBuffer(data, AnonymousUnmapper{mapping, length});
 }
 
 }  // namespace modelzip::io
