@@ -34,7 +34,7 @@ TEST_CASE("parallel_copy copies every job exactly, with any number of threads") 
     parallel_copy(jobs, threads);
     at = 0;
     for (const Bytes& b : sources) {
-      CHECK(std::memcmp(staging.data() + at, b.data(), b.size()) == 0);
+      if (!b.empty()) CHECK(std::memcmp(staging.data() + at, b.data(), b.size()) == 0);
       CHECK(staging.data()[at + b.size()] == std::byte{0x5A});
       at += b.size() + 1;
     }
