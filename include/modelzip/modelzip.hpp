@@ -2,6 +2,7 @@
 #pragma once
 
 #include "modelzip/archive.hpp"
+#include "modelzip/background_save.hpp"
 #include "modelzip/bytes.hpp"
 #include "modelzip/cancel.hpp"
 #include "modelzip/communicator.hpp"

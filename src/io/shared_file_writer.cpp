@@ -116,22 +116,8 @@ struct SharedFileWriter::Async {
 struct SharedFileWriter::Async {};
 #endif
 
-void SharedFileWriter::Unmapper::operator()(std::byte*) const noexcept {
-  ::munmap(mapping, length);
-}
-
 SharedFileWriter::AlignedBuffer SharedFileWriter::aligned_buffer() const {
-  constexpr std::size_t kHuge = 2u << 20;
-  const std::size_t length = chunk_ + kHuge;
-  void* mapping =
-      ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (mapping == MAP_FAILED) throw std::bad_alloc();
-  const auto at = reinterpret_cast<std::uintptr_t>(mapping);
-  std::byte* data = static_cast<std::byte*>(mapping) + (kHuge - at % kHuge) % kHuge;
-#ifdef MADV_HUGEPAGE
-  ::madvise(data, chunk_, MADV_HUGEPAGE);  // a hint: without it, ordinary pages
-#endif
-  return AlignedBuffer(data, Unmapper{mapping, length});
+  return anonymous_buffer(chunk_, true);
 }
 
 const std::byte* SharedFileWriter::page_aligned(const std::byte* data, std::size_t size,

@@ -85,6 +85,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "io/anonymous_buffer.hpp"
 #include "io/posix_file.hpp"
 #include "modelzip/error.hpp"
 
@@ -127,12 +128,7 @@ class SharedFileWriter {
   // that takes few segments per request, as virtio-blk's 254, splits a
   // write from 4 KiB pages into requests of 1 MiB: 1.75 against 2.5 GB/s
   // measured here). Where huge pages are off, ordinary pages.
-  struct Unmapper {  // the whole mapping, of which the buffer is a part
-    void* mapping;
-    std::size_t length;
-    void operator()(std::byte*) const noexcept;
-  };
-  using AlignedBuffer = std::unique_ptr<std::byte, Unmapper>;
+  using AlignedBuffer = AnonymousBuffer;
   AlignedBuffer aligned_buffer() const;  // throws std::bad_alloc
   // `data` if page-aligned, else a copy of its `size` (<= chunk_) bytes in
   // `buffer` (allocated on first use).

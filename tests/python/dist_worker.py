@@ -9,8 +9,12 @@ some parameters, then a second tag where dedup finds the unchanged ones),
 "invalid" (overlapping shards: the same error on every rank, the archive
 unchanged), "optim" (a sharded Adam checkpoint with save_checkpoint: w by
 rows, c by columns, b whole on the last rank, each rank's Adam over its
-blocks; then optimizers that disagree: the same ValueError on every rank).
-Exit status 0 when every check held.
+blocks; then optimizers that disagree: the same ValueError on every rank),
+"background" (the two tags of "save" with blocking=False, the
+tensors overwritten right after each call, a synchronous collective on the
+training's group while the saves run), "background-invalid" ("invalid" with
+blocking=False: result() raises on every rank). Exit status 0 when every
+check held.
 """
 import datetime
 import os
@@ -104,13 +108,30 @@ def main():
         assert s1.blobs_written == 3, s1
         s2 = mzd.save(path, "step-2", staged(rank, world, 2, torch), group=comm, durable=False)
         assert s2.appended and s2.blobs_deduplicated == 1 and s2.blobs_written == 2, s2
-    elif scenario == "invalid":
+    elif scenario == "background":
+        futures = []
+        for version in (1, 2):
+            tensors = staged(rank, world, version, torch)
+            futures.append(mzd.save(path, f"step-{version}", tensors, group=group,
+                                    durable=False, blocking=False))
+            for value in tensors.values():  # the next training step: must not reach the archive
+                block = value.value if isinstance(value, mzd.Shard) else value
+                block[...] = -7
+        assert not futures[0].cancel()
+        assert comm.broadcast(b"training goes on", 0) == b"training goes on"
+        s1, s2 = (f.result(timeout=120) for f in futures)
+        assert s1.blobs_written == 3, s1
+        assert s2.appended and s2.blobs_deduplicated == 1 and s2.blobs_written == 2, s2
+    elif scenario in ("invalid", "background-invalid"):
+        blocking = scenario == "invalid"
         mzd.save(path, "base", staged(rank, world, 1, torch), group=comm, durable=False)
         before = open(path, "rb").read()
         rows = np.ones((3, 6), np.float32)
         try:
-            mzd.save(path, "bad", {"w": mzd.Shard(rows, (4, 6), (min(rank, 1), 0))},
-                     group=comm, durable=False)
+            result = mzd.save(path, "bad", {"w": mzd.Shard(rows, (4, 6), (min(rank, 1), 0))},
+                              group=comm if blocking else group, durable=False, blocking=blocking)
+            if not blocking:
+                result.result(timeout=120)
         except modelzip.Error as e:
             message = str(e)
         else:

@@ -126,6 +126,17 @@ def test_invalid_shards_fail_on_every_rank(tmp_path, engine):
     (run_torch if engine == "torch" else run_mpi)("invalid", tmp_path)
 
 
+@pytest.mark.parametrize("engine,world", [("torch", 4), ("mpi", 2), ("mpi", 4)])
+def test_background_collective_saves(tmp_path, engine, world):
+    (run_torch if engine == "torch" else run_mpi)("background", tmp_path, world=world)
+    check_archive(tmp_path / "dist.zip", tmp_path)
+
+
+@pytest.mark.parametrize("engine", ["torch", "mpi"])
+def test_a_failing_background_collective_save_raises_on_every_rank(tmp_path, engine):
+    (run_torch if engine == "torch" else run_mpi)("background-invalid", tmp_path)
+
+
 def test_split_and_local_errors():
     assert mzd.split((10, 3), 0, 3, 4) == ([8, 0], [2, 3])
     assert mzd.split((10, 3), 0, 0, 4) == ([0, 0], [3, 3])

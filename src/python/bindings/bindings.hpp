@@ -36,6 +36,7 @@ namespace py = pybind11;
 void bind_errors(py::module_& m);
 void bind_archive(py::module_& m);
 void bind_writer(py::module_& m);
+void bind_background_save(py::module_& m);
 void bind_embeddings(py::module_& m);
 void bind_convert(py::module_& m);
 void bind_distributed(py::module_& m);
@@ -66,6 +67,12 @@ void set_public_module(py::handle object);
 // for a config that breaks the schema's rules.
 training::TrainingConfig training_config_from_python(py::handle object);
 py::object training_config_to_python(const training::TrainingConfig& config);
+
+// The NewTag Writer.add_tag stages for its arguments (arrays are borrowed:
+// the tensors keep them alive through python_keeper()). Needs the GIL.
+NewTag tag_contents_from_python(const py::handle& arrays, const py::object& share,
+                                const py::object& compress, const py::object& bfloat16,
+                                const py::object& updater, const py::object& training);
 
 // An attribute of the pure-Python helper module modelzip.<module>.
 py::object helper(const char* module, const char* name);

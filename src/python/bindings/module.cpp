@@ -73,6 +73,7 @@ PYBIND11_MODULE(_modelzip, m) {
   bind_embeddings(m);  // before Archive, whose signatures name Embeddings
   bind_archive(m);
   bind_writer(m);
+  bind_background_save(m);
   bind_convert(m);  // after Writer: returns WriteStats
   bind_distributed(m);
   bind_quantize(m);

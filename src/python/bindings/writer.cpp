@@ -10,19 +10,13 @@
 #include <pybind11/stl.h>
 
 #include <chrono>
-#include <set>
 #include <utility>
 
-#include "arrays.hpp"
 #include "bindings.hpp"
-#include "modelzip/checkpoint.hpp"
 #include "modelzip/error.hpp"
-#include "modelzip/finalfusion.hpp"
 
 namespace modelzip::python {
 namespace {
-
-constexpr std::string_view kTiesEntryName = "ties.json";  // modelzip/_ties.py
 
 // The Python progress callback and the exception it raised, if any (then
 // commit() re-raises that exception instead of Error(cancelled)).
@@ -80,65 +74,7 @@ class PyWriter {
                const py::object& compress, const py::object& bfloat16, const py::object& updater,
                const py::object& training, bool replace) {
     Writer& w = get();
-    const Selection compressed = selection_of(compress, "compress");
-    const Selection bf16 = selection_of(bfloat16, "bfloat16");
-    if (bf16.all) throw py::type_error("bfloat16 must be a collection of names, not a bool");
-    auto options = [&](bool deflate) {
-      return ParamOptions{deflate ? Compression::deflate : Compression::store};
-    };
-    py::object to_savable = helper("_values", "to_savable");
-    NewTag contents;
-    Selection present;
-    if (!py::hasattr(arrays, "items"))
-      throw py::type_error("arrays must be a mapping name -> array");
-    // items(), with a torch state dict's dtypes and tuples expanded (_values.py).
-    const py::list items(helper("_values", "expand_torch_objects")(arrays));
-    for (py::handle item : items) {
-      py::tuple pair = py::reinterpret_borrow<py::tuple>(item);
-      std::string name = name_of(pair[0], "parameter names");
-      present.params.insert(name);
-      py::tuple savable = to_savable(name, pair[1], bf16.has(name));
-      if (py::cast<std::string>(savable[0]) == "embedding") {
-        const auto& e = savable[1].cast<const finalfusion::Embeddings&>();
-        Bytes file;
-        {
-          py::gil_scoped_release release;
-          file = e.to_bytes();
-        }
-        contents.add_embedding(name, std::move(file));
-      } else {
-        contents.add(name, tensor_from_savable(savable), options(compressed.has(name)));
-      }
-    }
-    if (!updater.is_none()) {
-      for (py::handle item : updater.attr("items")()) {
-        py::tuple pair = py::reinterpret_borrow<py::tuple>(item);
-        const StateKey key = state_key(pair[0], "updater keys");
-        present.states.insert(key);
-        py::tuple savable = to_savable(key.first + "/" + key.second, pair[1], bf16.has(key));
-        if (py::cast<std::string>(savable[0]) == "embedding")
-          throw py::type_error("updater state " + key.first + "/" + key.second +
-                               " must be an array");
-        contents.add_updater_state(key.first, key.second, tensor_from_savable(savable),
-                                   options(compressed.has(key)));
-      }
-    }
-    if (!share.is_none()) {
-      for (py::handle item : share.attr("items")()) {
-        py::tuple pair = py::reinterpret_borrow<py::tuple>(item);
-        std::string name = name_of(pair[0], "shared parameter names");
-        const StateKey from = state_key(pair[1], "share values (tag, parameter)");
-        contents.share(name, from.first, from.second);
-      }
-    }
-    // Torch tensors that are one tensor (tied weights): FORMAT.md 5.1.
-    if (const py::object ties = helper("_ties", "torch_ties")(items); !ties.is_none())
-      contents.set_entry(std::string(kTiesEntryName), Bytes::copy_of(ties.cast<std::string>()));
-    if (!training.is_none())
-      contents.set_entry(std::string(kTrainingConfigEntryName),
-                         training::encode_training_config(training_config_from_python(training)));
-    compressed.check_within(present, "compress");
-    bf16.check_within(present, "bfloat16");
+    NewTag contents = tag_contents_from_python(arrays, share, compress, bfloat16, updater, training);
     if (replace)
       w.replace_tag(tag, std::move(contents));
     else
@@ -213,60 +149,6 @@ class PyWriter {
       throw py::value_error(
           "the Writer is busy committing (from a progress callback or another thread)");
     return *writer_;
-  }
-
-  static std::string name_of(const py::handle& key, const char* what) {
-    if (!py::isinstance<py::str>(key))
-      throw py::type_error(std::string(what) + " must be str, not " +
-                           py::str(py::type::of(key).attr("__name__")).cast<std::string>());
-    return key.cast<std::string>();
-  }
-
-  using StateKey = std::pair<std::string, std::string>;  // (variable, state) or (tag, param)
-
-  static StateKey state_key(const py::handle& key, const char* what) {
-    if (!py::isinstance<py::tuple>(key) || py::len(key) != 2)
-      throw py::type_error(std::string(what) + " must be pairs of str");
-    return {name_of(key[py::int_(0)], what), name_of(key[py::int_(1)], what)};
-  }
-
-  // The arrays an option (compress=, bfloat16=) applies to: all, or
-  // parameter names (str) and updater states ((variable, state) tuples).
-  struct Selection {
-    bool all = false;
-    std::set<std::string> params;
-    std::set<StateKey> states;
-
-    bool has(const std::string& name) const { return all || params.count(name); }
-    bool has(const StateKey& key) const { return all || states.count(key); }
-    // Throws ValueError naming an entry that is not among `present`.
-    void check_within(const Selection& present, const char* option) const {
-      for (const auto& n : params)
-        if (!present.params.count(n))
-          throw py::value_error(std::string(option) + " names '" + n +
-                                "', which is not among the arrays of this tag");
-      for (const auto& k : states)
-        if (!present.states.count(k))
-          throw py::value_error(std::string(option) + " names updater state ('" + k.first + "', '" +
-                                k.second + "'), which is not in updater");
-    }
-  };
-
-  static Selection selection_of(const py::object& option, const char* what) {
-    Selection out;
-    if (py::isinstance<py::bool_>(option)) {
-      out.all = option.cast<bool>();
-      return out;
-    }
-    if (py::isinstance<py::str>(option))
-      throw py::type_error(std::string(what) + " must be a collection of names, not a str");
-    for (py::handle n : option) {
-      if (py::isinstance<py::tuple>(n))
-        out.states.insert(state_key(n, what));
-      else
-        out.params.insert(name_of(n, what));
-    }
-    return out;
   }
 
   std::optional<Writer> writer_;

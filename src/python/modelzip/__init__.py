@@ -32,6 +32,7 @@ from ._modelzip import (Archive, Embeddings, Metadata, ParamInfo, QuantizeResult
                         Writer, WriteStats, export_tensor_file, import_tensor_files, quantize,
                         read_tensor_file, write_tensor_file)
 from ._values import LoadedArrays, QuantizedTensor, SparseCOO  # noqa: E402
+from ._async import SaveFuture, save_async  # noqa: E402
 
 __version__: str = _modelzip.__version__
 DTYPES: tuple[str, ...] = _modelzip.DTYPES
@@ -42,7 +43,7 @@ __all__ = [
     "MissingFileError", "NotFoundError", "ParamInfo", "PermissionDeniedError",
     "QuantizeResult", "QuantizedTensor", "SparseCOO", "WriteStats", "Writer", "collect_garbage",
     "export_tensor_file", "import_tensor_files", "load", "open", "quantize", "read_tensor_file",
-    "remove_tag", "save",
+    "remove_tag", "save", "save_async", "SaveFuture",
     "set_metadata", "write_tensor_file",
 ]
 

@@ -19,6 +19,7 @@ Loaded arrays and dtypes:
 """
 from __future__ import annotations
 
+import concurrent.futures
 import os
 from typing import Any, Callable, Iterable, Mapping, NamedTuple, Optional, Union
 
@@ -567,6 +568,33 @@ def save(path: PathLike, tag: str, arrays: Mapping[str, Any], *,
     Arrays are borrowed, not copied; see Writer.add_tag for the options;
     ``metadata`` updates the archive metadata as set_metadata() does.
     Returns the WriteStats of the commit.
+    """
+
+
+class SaveFuture(concurrent.futures.Future[WriteStats]):
+    """A background save (save_async): result() waits and returns the WriteStats or raises;
+    cancel() succeeds only before the save starts writing."""
+
+    path: str
+    tag: str
+
+    def started(self) -> bool:
+        """True once the save has started writing (or ended)."""
+
+
+def save_async(path: PathLike, tag: str, arrays: Mapping[str, Any], *,
+               share: Optional[Mapping[str, tuple[str, str]]] = None,
+               compress: Union[bool, Iterable[Union[str, tuple[str, str]]]] = False,
+               bfloat16: Iterable[Union[str, tuple[str, str]]] = (),
+               updater: Optional[Mapping[tuple[str, str], Any]] = None,
+               training: Optional[Mapping[str, Any]] = None,
+               metadata: Union[Metadata, Mapping[str, Optional[str]], None] = None,
+               dedup: bool = True, durable: bool = True, append: bool = True,
+               keep_staging: bool = True) -> SaveFuture:
+    """save() in the background: returns once the arrays are copied (later changes never
+    reach the archive); one save per archive at a time (a second one queues, a third
+    call waits); an error nobody retrieved is raised by the next save_async of the
+    archive; interpreter exit waits for saves in flight. See docs/saving.md.
     """
 
 

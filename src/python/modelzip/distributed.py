@@ -34,8 +34,11 @@ MPI communicator polls non-blocking collectives until its ``timeout``.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
+import sys
+import threading
 import time
 import warnings
 from typing import Any, Mapping, NamedTuple, Optional, Sequence, Union
@@ -224,17 +227,128 @@ def communicator(group: Any = None) -> Communicator:
 
 def save(path: PathLike, tag: str, tensors: Mapping[str, Any], *, group: Any = None,
          share: Optional[Mapping[str, tuple[str, str]]] = None, dedup: bool = True,
-         durable: bool = True, root: int = 0) -> CollectiveStats:
+         durable: bool = True, root: int = 0, blocking: bool = True,
+         background_group: Any = None) -> Any:
     """Collective: every rank calls it with the parameters it owns (possibly
     none). ``tensors`` maps names to arrays/tensors (whole parameters, owned
     by this rank alone) or :class:`Shard` blocks. ``share`` maps names to
     (tag, parameter) of an existing tag. Arrays are borrowed, not copied.
-    Returns this rank's CollectiveStats."""
-    writer = CollectiveWriter(path, communicator(group), dedup=dedup, durable=durable, root=root)
+    Returns this rank's CollectiveStats.
+
+    ``blocking=False``: copies this rank's tensors (CUDA tensors to host
+    memory) and returns a concurrent.futures.Future of the CollectiveStats;
+    the whole collective commit runs in a background thread over a
+    communicator of its own, so that the training's collectives never mix
+    with it: ``background_group`` if given, else one made once per group
+    (for torch.distributed's default group a gloo group from
+    ``dist.new_group``; for mpi4py a ``Dup()`` of the communicator; torch
+    subgroups need ``background_group``). Every rank must call it in the
+    same order; background saves run one after another, in call order.
+    result() raises the error of a failed commit on every rank; the
+    future cannot be cancelled (one rank alone cannot leave a collective).
+    Interpreter exit waits for background saves in flight."""
+    if blocking:
+        return _commit(path, tag, tensors, communicator(group), share, dedup, durable, root)
+    comm = (communicator(background_group) if background_group is not None
+            else _background_communicator(group))
+    return _BackgroundCommits.start(path, tag, {n: _snapshot(v) for n, v in tensors.items()},
+                                    comm, dict(share or {}), dedup, durable, root)
+
+
+def _commit(path: PathLike, tag: str, tensors: Mapping[str, Any], comm: Communicator,
+            share: Optional[Mapping[str, tuple[str, str]]], dedup: bool, durable: bool,
+            root: int) -> CollectiveStats:
+    writer = CollectiveWriter(path, comm, dedup=dedup, durable=durable, root=root)
     _stage_tensors(writer, tensors)
     for name, (from_tag, from_param) in (share or {}).items():
         writer.share(name, from_tag, from_param)
     return writer.commit(tag)
+
+
+def _snapshot(value: Any) -> Any:
+    """A copy of a tensor, array or Shard that later changes of ``value`` do not reach."""
+    if isinstance(value, Shard):
+        return Shard(_snapshot(value.value), tuple(value.global_shape), tuple(value.offset))
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor):
+        return value.detach().to("cpu", copy=True)
+    return np.array(value, copy=True)
+
+
+# Communicators of background commits, by the group they stand for (kept
+# with that group, so that its id is not reused).
+_background_comms: dict[int, tuple[Any, Communicator]] = {}
+
+
+def _background_communicator(group: Any) -> Communicator:
+    """A communicator for background commits over the ranks of ``group``, made
+    once per group (collectively: every rank is in this call)."""
+    if isinstance(group, MPICommunicator):
+        group = group._comm
+    if isinstance(group, Communicator) and not isinstance(group, TorchCommunicator):
+        raise ValueError("blocking=False with a Communicator of your own needs background_group= "
+                         "(a second communicator over the same ranks, used only by modelzip)")
+    if isinstance(group, TorchCommunicator):
+        group = group._group
+    if group is None:
+        try:
+            import torch.distributed as dist
+            torch_default = dist.is_available() and dist.is_initialized()
+        except ImportError:
+            torch_default = False
+        if not torch_default:
+            from mpi4py import MPI
+            group = MPI.COMM_WORLD
+    key = id(group)
+    if key not in _background_comms:
+        if group is None:
+            import torch.distributed as dist
+            made: Communicator = TorchCommunicator(dist.new_group(backend="gloo"))
+        elif hasattr(group, "Get_rank"):
+            made = MPICommunicator(group)  # a Dup() of it
+        else:
+            raise ValueError("blocking=False with a torch.distributed subgroup needs "
+                             "background_group= (make one with dist.new_group, which every "
+                             "process of the default group must call)")
+        _background_comms[key] = (group, made)
+    return _background_comms[key][1]
+
+
+class _CollectiveFuture(concurrent.futures.Future):
+    """A background collective save: cancel() always returns False."""
+
+    def cancel(self) -> bool:
+        return False
+
+
+class _BackgroundCommits:
+    """Runs background collective commits one after another, in call order."""
+
+    _last: Optional[threading.Thread] = None
+    _lock = threading.Lock()
+
+    @classmethod
+    def start(cls, path: PathLike, tag: str, tensors: dict, comm: Communicator, share: dict,
+              dedup: bool, durable: bool, root: int) -> concurrent.futures.Future:
+        future = _CollectiveFuture()
+
+        def run(previous: Optional[threading.Thread]) -> None:
+            if previous is not None:
+                previous.join()
+            future.set_running_or_notify_cancel()
+            try:
+                stats = _commit(path, tag, tensors, comm, share, dedup, durable, root)
+            except BaseException as error:  # noqa: B902 (handed to the future)
+                future.set_exception(error)
+            else:
+                future.set_result(stats)
+
+        with cls._lock:
+            thread = threading.Thread(target=run, args=(cls._last,), daemon=False,
+                                      name=f"modelzip collective save {tag}")
+            cls._last = thread
+            thread.start()
+        return future
 
 
 def load(path: PathLike, blocks: Optional[Mapping[str, Optional[Block]]] = None, *,

@@ -245,7 +245,8 @@ def save_checkpoint(path: Any, tag: str, model: torch.nn.Module, optimizer: torc
                     metadata: Any = None, compress: bool = False, dedup: bool = True,
                     durable: bool = True, append: bool = True, replace: bool = False,
                     keep_last: Optional[int] = None,
-                    progress: Optional[Callable[[int, int], Optional[bool]]] = None) -> WriteStats:
+                    progress: Optional[Callable[[int, int], Optional[bool]]] = None,
+                    blocking: bool = True) -> Any:
     """Adds tag ``tag`` holding a whole training checkpoint to the archive at ``path``.
 
     model: its ``state_dict()`` becomes the parameters.
@@ -263,7 +264,12 @@ def save_checkpoint(path: Any, tag: str, model: torch.nn.Module, optimizer: torc
       for modelzip.save (``replace=True`` overwrites a tag such as "latest";
       ``keep_last=N`` drops the oldest tags beyond N in the same commit).
     Tensors are read while the commit runs, without copies. Returns the WriteStats.
+    blocking=False: returns once the tensors are copied (modelzip.save_async)
+      and writes in the background; returns a modelzip.SaveFuture of the
+      WriteStats. No ``progress`` then.
     """
+    if not blocking and progress is not None:
+        raise ValueError("progress is not available with blocking=False")
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, not {type(model).__name__}")
     if not isinstance(optimizer, torch.optim.Optimizer):
@@ -277,6 +283,13 @@ def save_checkpoint(path: Any, tag: str, model: torch.nn.Module, optimizer: torc
     training = _training_config(optimizer, groups, other_state,
                                 _completed_steps(packed["state"]) if iteration is None else iteration,
                                 scheduler=scheduler, epoch=epoch, properties=properties)
+    if not blocking:
+        if replace or keep_last is not None:
+            raise ValueError("replace and keep_last are not available with blocking=False")
+        from ._async import save_async
+        return save_async(path, tag, model.state_dict(), updater=updater, training=training,
+                          compress=compress, metadata=metadata, dedup=dedup, durable=durable,
+                          append=append)
     from . import _current_metadata, _updated_metadata
     writer = Writer(path, dedup=dedup, durable=durable, append=append, progress=progress)
     try:

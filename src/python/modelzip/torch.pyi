@@ -1,11 +1,11 @@
 """Type hints of modelzip.torch: whole torch training checkpoints (see torch.py for the layout)."""
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Mapping, NamedTuple, Optional
+from typing import Any, Callable, Iterable, Mapping, NamedTuple, Optional, Union
 
 import torch
 
-from . import Metadata, PathLike, WriteStats
+from . import Metadata, PathLike, SaveFuture, WriteStats
 
 OPTIMIZER: str
 PARAM_GROUPS: str
@@ -48,9 +48,11 @@ def save_checkpoint(path: PathLike, tag: str, model: torch.nn.Module,
                     metadata: Optional[Metadata | Mapping[str, Optional[str]]] = None,
                     compress: bool = False, dedup: bool = True, durable: bool = True,
                     append: bool = True, replace: bool = False, keep_last: Optional[int] = None,
-                    progress: Optional[Callable[[int, int], Optional[bool]]] = None) -> WriteStats:
+                    progress: Optional[Callable[[int, int], Optional[bool]]] = None,
+                    blocking: bool = True) -> Union[WriteStats, SaveFuture]:
     """Adds tag ``tag`` holding model parameters, optimizer state (by parameter name),
-    hyperparameters, scheduler state and step/epoch counters."""
+    hyperparameters, scheduler state and step/epoch counters; with blocking=False
+    in the background (a SaveFuture of the WriteStats)."""
 
 
 def load_checkpoint(path: PathLike, model: Optional[torch.nn.Module] = None,

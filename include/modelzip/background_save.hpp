@@ -1,0 +1,97 @@
+// BackgroundSave: adds a tag to an archive in a background thread, so that
+// the caller only waits for a copy of the tag's bytes.
+//
+//   auto save = BackgroundSave::start("model.zip", "step-100", contents);
+//   ... go on training, change the tensors ...
+//   Writer::Stats stats = save.wait();  // throws what the save threw
+//
+// start() copies every byte of `contents` into a staging area (host memory,
+// several threads; kept for later saves of this process that fit in it)
+// and returns; a background thread then does what Writer::open,
+// add_tag and commit would do, with the same guarantees: the archive holds
+// the old contents or the new ones, never a mix, also when the process is
+// killed (the next writer recovers an interrupted append). Changing or
+// freeing the caller's buffers after start() returns never reaches the
+// archive.
+//
+// One save at a time per archive per process (archives are told apart by
+// their canonical path): a save started while another save of the same
+// archive is in flight waits in its thread until that one has finished; a
+// third start() blocks the caller until the first has finished (so at most
+// two snapshots of one archive exist). Errors of the Writer::open, add_tag
+// (e.g. a tag that exists) and commit are thrown by wait(); an error no
+// wait() has reported is thrown by the next start() for the same archive
+// (which then starts nothing), so a failed save is never silent.
+//
+// Lifetime: destroying a BackgroundSave waits for its save (without
+// throwing); saves whose handle was moved away or released keep running,
+// and normal process exit (static destruction) waits for every save still
+// in flight. A killed process leaves the old archive (or the new one).
+//
+// Thread safety: start() may be called from any thread. One BackgroundSave
+// must not be used by two threads at once, except done(), which may be
+// called from any thread. Progress and on_wait callbacks of the options run
+// in the background thread.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "modelzip/metadata.hpp"
+#include "modelzip/writer.hpp"
+
+namespace modelzip {
+
+struct BackgroundSaveOptions {
+  WriterOptions writer;
+  // When set, called once in the background at commit (Writer::update_metadata).
+  std::function<void(Metadata&)> update_metadata;
+  // Keep the staging memory after the save for later saves of this
+  // process; false: it is freed when the save ends, and so are the idle
+  // buffers earlier saves kept.
+  bool keep_staging = true;
+  // Threads copying into the staging area; 0: one per core (at most 8,
+  // fewer for small tags).
+  unsigned copy_threads = 0;
+};
+
+class BackgroundSave {
+ public:
+  // Snapshots `contents` and starts adding it as tag `tag` to the archive
+  // at `archive` (created when missing). Throws std::bad_alloc when the
+  // staging memory cannot be had, Error(invalid_argument) for a tag name
+  // that can never be valid, and the unreported error of an earlier
+  // background save of the same archive (see above); nothing is started
+  // then.
+  static BackgroundSave start(const std::filesystem::path& archive, std::string tag,
+                              const NewTag& contents, BackgroundSaveOptions options = {});
+
+  BackgroundSave() = default;  // no save: valid() is false
+  BackgroundSave(BackgroundSave&&) noexcept;
+  BackgroundSave& operator=(BackgroundSave&&) noexcept;  // waits for the save it replaces
+  ~BackgroundSave();                                      // waits for the save
+
+  bool valid() const noexcept { return state_ != nullptr; }
+  // Waits until the save has ended and returns the commit's statistics, or
+  // throws its error (Error(cancelled) after cancel()); may be called
+  // again (same result).
+  Writer::Stats wait();
+  // True once the save has ended (written, failed or cancelled).
+  bool done() const noexcept;
+  // True once the save has started writing (or ended).
+  bool started() const noexcept;
+  // Cancels a save that has not started writing (it waits for an earlier
+  // save of the same archive): returns true and the archive is never
+  // touched by it; false if it has started or ended.
+  bool cancel() noexcept;
+
+  struct State;
+
+ private:
+  explicit BackgroundSave(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace modelzip

@@ -1,0 +1,54 @@
+// Staging memory for background saves: host memory that holds a copy of a
+// tag's bytes while the copy is written, and the parallel copy that fills it.
+//
+// StagingBuffer owns an io::anonymous_buffer of ordinary pages (see there
+// why not huge pages). It is not copyable; share it through std::shared_ptr, whose aliasing
+// constructor lets Bytes views keep it alive (see tag_snapshot.hpp).
+//
+// Thread safety: a StagingBuffer is plain memory; callers partition it.
+// parallel_copy is reentrant.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "io/anonymous_buffer.hpp"
+
+namespace modelzip::detail {
+
+class StagingBuffer {
+ public:
+  // At least `capacity` bytes (0 allowed). Throws std::bad_alloc when the
+  // system refuses the memory.
+  explicit StagingBuffer(std::size_t capacity);
+
+  StagingBuffer(const StagingBuffer&) = delete;
+  StagingBuffer& operator=(const StagingBuffer&) = delete;
+
+  std::byte* data() const noexcept { return data_.get(); }
+  std::size_t capacity() const noexcept { return capacity_; }
+
+ private:
+  io::AnonymousBuffer data_;
+  std::size_t capacity_;
+};
+
+struct CopyJob {
+  const std::byte* from;
+  std::byte* to;
+  std::size_t size;
+};
+
+// Threads worth using to copy `total_bytes`: one per core (at most 8), fewer
+// for small copies (a thread per 16 MiB), at least 1.
+unsigned copy_threads_for(std::uint64_t total_bytes) noexcept;
+
+// Performs every job (non-overlapping ranges) with up to `threads` threads,
+// the calling thread being one of them; long jobs are split into 8 MiB
+// pieces. Falls back to fewer threads when the system refuses to start one.
+// Does not throw.
+void parallel_copy(std::span<const CopyJob> jobs, unsigned threads) noexcept;
+
+}  // namespace modelzip::detail

@@ -1,0 +1,125 @@
+#include "checkpoint/tag_snapshot.hpp"
+
+#include <vector>
+
+#include "modelzip/error.hpp"
+
+namespace modelzip::detail {
+
+namespace {
+
+constexpr std::uint64_t kAlignment = 64;
+
+std::uint64_t aligned(std::uint64_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
+
+void add_tensor_buffers(const Tensor& t, std::vector<const Bytes*>& out) {
+  out.push_back(&t.values());
+  out.push_back(&t.offsets());
+  out.push_back(&t.indices());
+  if (const Quantization* q = t.quantization()) {
+    out.push_back(&q->scales);
+    out.push_back(&q->zero_points);
+  }
+}
+
+// Every buffer of `tag`, in the order rebuild() takes their copies.
+std::vector<const Bytes*> buffers_of(const NewTag& tag) {
+  std::vector<const Bytes*> out;
+  for (const auto& p : tag.params()) {
+    if (p.source == NewTag::Param::Source::tensor) add_tensor_buffers(p.tensor, out);
+    if (p.source == NewTag::Param::Source::embedding) out.push_back(&p.file);
+  }
+  for (const auto& s : tag.updater_states())
+    if (!s.shared) add_tensor_buffers(s.tensor, out);
+  for (const auto& e : tag.entries()) out.push_back(&e.contents);
+  return out;
+}
+
+// Hands out the staged copies in the order buffers_of() listed the originals.
+class StagedCopies {
+ public:
+  explicit StagedCopies(std::vector<Bytes> copies) : copies_(std::move(copies)) {}
+  Bytes next() { return copies_.at(next_++); }
+
+  Tensor tensor(const Tensor& t) {
+    Bytes values = next(), offsets = next(), indices = next();
+    switch (t.layout()) {
+      case Layout::sparse_coo:
+        return Tensor::sparse_coo(t.dtype(), t.shape(), t.nnz(), indices, values);
+      case Layout::quantized: {
+        Quantization q = *t.quantization();
+        q.scales = next();
+        q.zero_points = next();
+        return Tensor::quantized(t.dtype(), t.shape(), std::move(q), values);
+      }
+      case Layout::dense:
+        break;
+    }
+    if (t.dtype() == DType::utf8) return Tensor::strings(t.shape(), offsets, values);
+    return Tensor::dense(t.dtype(), t.shape(), values);
+  }
+
+ private:
+  std::vector<Bytes> copies_;
+  std::size_t next_ = 0;
+};
+
+NewTag rebuild(const NewTag& tag, StagedCopies& copies) {
+  NewTag out;
+  for (const auto& p : tag.params()) {
+    switch (p.source) {
+      case NewTag::Param::Source::tensor:
+        out.add(p.name, copies.tensor(p.tensor), p.options);
+        break;
+      case NewTag::Param::Source::embedding:
+        out.add_embedding(p.name, copies.next());
+        break;
+      case NewTag::Param::Source::shared:
+        out.share(p.name, p.from_tag, p.from_param);
+        break;
+    }
+  }
+  for (const auto& s : tag.updater_states()) {
+    if (s.shared)
+      out.share_updater_state(s.variable, s.state, s.from_tag);
+    else
+      out.add_updater_state(s.variable, s.state, copies.tensor(s.tensor), s.options);
+  }
+  for (const auto& e : tag.entries()) out.set_entry(e.relative_name, copies.next(), e.compression);
+  return out;
+}
+
+}  // namespace
+
+std::uint64_t snapshot_size(const NewTag& tag) {
+  std::uint64_t total = 0;
+  for (const Bytes* b : buffers_of(tag)) total += aligned(b->size());
+  return total;
+}
+
+NewTag snapshot_tag(const NewTag& tag, const std::shared_ptr<StagingBuffer>& staging,
+                    unsigned threads) {
+  const std::vector<const Bytes*> originals = buffers_of(tag);
+  std::vector<CopyJob> jobs;
+  std::vector<Bytes> copies;
+  copies.reserve(originals.size());
+  const std::shared_ptr<const void> keeper = staging;
+  std::uint64_t at = 0;
+  for (const Bytes* b : originals) {
+    if (b->empty()) {
+      copies.emplace_back();
+      continue;
+    }
+    if (staging->capacity() < at || staging->capacity() - at < b->size())
+      throw Error(ErrorCode::invalid_argument, "the staging buffer is smaller than the snapshot");
+    std::byte* to = staging->data() + at;
+    jobs.push_back({b->data(), to, b->size()});
+    copies.push_back(Bytes::borrow({to, b->size()}, keeper));
+    at += aligned(b->size());
+  }
+  parallel_copy(jobs, threads);
+  StagedCopies staged(std::move(copies));
+  return rebuild(tag, staged);
+}
+
+}  // namespace modelzip::detail

@@ -1,0 +1,32 @@
+// Snapshots of a NewTag for background saves: a NewTag equal to the given
+// one whose every byte (tensor values, offsets, indices, quantization scales
+// and zero points, embedding files, extra entries) is a copy in one staging
+// buffer, so that the caller may change or free its own buffers as soon as
+// the snapshot returns.
+//
+// Ownership: each Bytes of the snapshot keeps the staging buffer alive (a
+// shared_ptr aliasing it); the buffer is free again (use_count() == 1 for
+// its last owner) once the snapshot and every copy of its tensors are gone.
+//
+// Thread safety: reads `tag` and writes only the staging buffer; `tag`'s
+// bytes must not change while snapshot_tag runs.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "checkpoint/staging_area.hpp"
+#include "modelzip/writer.hpp"
+
+namespace modelzip::detail {
+
+// Staging bytes snapshot_tag needs for `tag` (each buffer 64-byte aligned).
+std::uint64_t snapshot_size(const NewTag& tag);
+
+// A copy of `tag` whose bytes live in `staging` (capacity at least
+// snapshot_size(tag)), copied with up to `threads` threads. Throws
+// Error(invalid_argument) if the staging buffer is too small.
+NewTag snapshot_tag(const NewTag& tag, const std::shared_ptr<StagingBuffer>& staging,
+                    unsigned threads);
+
+}  // namespace modelzip::detail

@@ -1,0 +1,110 @@
+// modelzip._modelzip.BackgroundSave and start_background_save: the bindings
+// of modelzip::BackgroundSave under modelzip.save_async (_async.py, which
+// wraps the handle in a concurrent.futures.Future).
+//
+// The snapshot copy and every wait run with the GIL released; the
+// background thread never calls into Python (no progress callback), so it
+// keeps running while the interpreter is busy or shutting down.
+#include "modelzip/background_save.hpp"
+
+#include <pybind11/stl.h>
+
+#include <map>
+#include <optional>
+#include <utility>
+
+#include "bindings.hpp"
+#include "modelzip/error.hpp"
+
+namespace modelzip::python {
+namespace {
+
+// Owns one background save. Destroying it waits for the save, without the GIL.
+class PyBackgroundSave {
+ public:
+  explicit PyBackgroundSave(BackgroundSave save) : save_(std::move(save)) {}
+  PyBackgroundSave(const PyBackgroundSave&) = delete;
+  PyBackgroundSave& operator=(const PyBackgroundSave&) = delete;
+  ~PyBackgroundSave() {
+    py::gil_scoped_release release;
+    BackgroundSave ending = std::move(save_);
+  }
+
+  Writer::Stats wait() {
+    py::gil_scoped_release release;
+    return save_.wait();
+  }
+  bool done() const { return save_.done(); }
+  bool started() const { return save_.started(); }
+  bool cancel() { return save_.cancel(); }
+
+ private:
+  BackgroundSave save_;
+};
+
+using MetadataFields = std::map<std::string, std::optional<std::string>>;
+
+// Sets the named fields of the archive metadata at commit (None clears).
+std::function<void(Metadata&)> metadata_edit(MetadataFields fields) {
+  for (const auto& [name, value] : fields)
+    if (name != "model_name" && name != "model_version" && name != "quantization" &&
+        name != "description")
+      throw py::value_error("unknown metadata field '" + name + "'");
+  return [fields = std::move(fields)](Metadata& m) {
+    for (const auto& [name, value] : fields) {
+      if (name == "model_name") m.model_name = value;
+      if (name == "model_version") m.model_version = value;
+      if (name == "quantization") m.quantization = value;
+      if (name == "description") m.description = value;
+    }
+  };
+}
+
+std::unique_ptr<PyBackgroundSave> start(const py::object& path, const std::string& tag,
+                                        const py::handle& arrays, const py::object& share,
+                                        const py::object& compress, const py::object& bfloat16,
+                                        const py::object& updater, const py::object& training,
+                                        const std::optional<MetadataFields>& metadata, bool dedup,
+                                        bool durable, bool append, bool keep_staging,
+                                        unsigned copy_threads) {
+  const std::filesystem::path archive = to_path(path);
+  const NewTag contents =
+      tag_contents_from_python(arrays, share, compress, bfloat16, updater, training);
+  BackgroundSaveOptions options;
+  options.writer.dedup = dedup;
+  options.writer.durable = durable;
+  options.writer.append = append;
+  if (metadata) options.update_metadata = metadata_edit(*metadata);
+  options.keep_staging = keep_staging;
+  options.copy_threads = copy_threads;
+  py::gil_scoped_release release;
+  return std::make_unique<PyBackgroundSave>(
+      BackgroundSave::start(archive, tag, contents, std::move(options)));
+}
+
+}  // namespace
+}  // namespace modelzip::python
+
+MODELZIP_PY_INITIALIZED_CASTER(modelzip::python::PyBackgroundSave)
+
+namespace modelzip::python {
+
+void bind_background_save(py::module_& m) {
+  py::class_<PyBackgroundSave> cls(m, "BackgroundSave",
+                                   "One background save (use modelzip.save_async).");
+  cls.def("wait", &PyBackgroundSave::wait,
+          "Waits (GIL released) and returns the WriteStats or raises the save's error.")
+      .def("done", &PyBackgroundSave::done, "True once the save has ended.")
+      .def("started", &PyBackgroundSave::started, "True once the save has started writing.")
+      .def("cancel", &PyBackgroundSave::cancel,
+           "Cancels the save if it has not started writing; True if it is cancelled.");
+  m.def("start_background_save", &start, py::arg("path"), py::arg("tag"), py::arg("arrays"),
+        py::kw_only(), py::arg("share") = py::none(), py::arg("compress") = false,
+        py::arg("bfloat16") = py::tuple(), py::arg("updater") = py::none(),
+        py::arg("training") = py::none(), py::arg("metadata") = py::none(),
+        py::arg("dedup") = true, py::arg("durable") = true, py::arg("append") = true,
+        py::arg("keep_staging") = true, py::arg("copy_threads") = 0u,
+        "Snapshots the arrays (GIL released) and starts the save: see modelzip.save_async.");
+}
+
+}  // namespace modelzip::python

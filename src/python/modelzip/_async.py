@@ -1,0 +1,150 @@
+"""modelzip.save_async: background saves returning a concurrent.futures.Future.
+
+The snapshot (a copy of every array into staging memory, with the GIL
+released) happens before save_async returns; the write, CRCs, fsync and
+commit run in a C++ thread. A non-daemon Python thread per save waits for
+it and completes the future, so interpreter exit waits for saves in flight
+(as it waits for any non-daemon thread).
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import threading
+from typing import Any, Iterable, Mapping, Optional, Union
+
+from . import _modelzip
+from ._modelzip import Metadata, WriteStats
+
+_METADATA_FIELDS = ("model_name", "model_version", "quantization", "description")
+
+# Per archive (real path): the newest failed save whose error nobody has
+# retrieved yet; the next save_async of that archive raises it.
+_unretrieved: dict[str, "SaveFuture"] = {}
+_unretrieved_lock = threading.Lock()
+
+
+class SaveFuture(concurrent.futures.Future):
+    """The result of modelzip.save_async: a concurrent.futures.Future of WriteStats.
+
+    ``result()`` waits and returns the WriteStats (or raises the save's
+    error), ``done()`` says whether the save has ended, ``exception()``
+    waits and returns the error or None, and ``cancel()`` succeeds only while
+    the save has not started writing (it is waiting for an earlier save of
+    the same archive); a cancelled save never touches the archive. Callbacks
+    added with ``add_done_callback`` run in the thread that completes the
+    future. ``path`` and ``tag`` say what is saved.
+    """
+
+    def __init__(self, handle: Any, path: str, tag: str) -> None:
+        super().__init__()
+        self._handle = handle
+        self._completion = threading.Lock()  # cancel() against completion
+        self._retrieved = False
+        self.path = path
+        self.tag = tag
+
+    def cancel(self) -> bool:
+        with self._completion:
+            if self.done():
+                return self.cancelled()
+            if not self._handle.cancel():
+                return False
+            return super().cancel()
+
+    def started(self) -> bool:
+        """True once the save has started writing (or ended)."""
+        return self._handle.started()
+
+    def result(self, timeout: Optional[float] = None) -> WriteStats:
+        self._retrieved = True
+        return super().result(timeout)
+
+    def exception(self, timeout: Optional[float] = None) -> Optional[BaseException]:
+        self._retrieved = True
+        return super().exception(timeout)
+
+    def _complete(self, key: str) -> None:
+        """Waits for the save (GIL released) and completes the future."""
+        try:
+            stats = self._handle.wait()
+        except BaseException as error:  # noqa: B902 (handed to the future)
+            with self._completion:
+                if self.cancelled():
+                    return
+                with _unretrieved_lock:
+                    _unretrieved[key] = self
+                self.set_exception(error)
+            return
+        with self._completion:
+            self.set_result(stats)
+
+    def __repr__(self) -> str:
+        return f"<modelzip.SaveFuture {self.path!r} tag {self.tag!r} {self._state.lower()}>"
+
+
+def _metadata_fields(metadata: Any) -> Optional[dict[str, Optional[str]]]:
+    """The metadata fields save_async sets at commit (see modelzip.save)."""
+    if metadata is None:
+        return None
+    if isinstance(metadata, Metadata):
+        return {f: getattr(metadata, f) for f in _METADATA_FIELDS}
+    if not isinstance(metadata, Mapping):
+        raise TypeError(f"metadata must be a mapping or modelzip.Metadata, not {type(metadata).__name__}")
+    fields = dict(metadata)
+    for name, value in fields.items():
+        if name not in _METADATA_FIELDS:
+            raise ValueError(f"unknown metadata field {name!r} (fields: {', '.join(_METADATA_FIELDS)})")
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"metadata field {name!r} must be str or None (None clears it), "
+                            f"not {type(value).__name__}")
+    return fields
+
+
+def _raise_unretrieved(key: str) -> None:
+    with _unretrieved_lock:
+        failed = _unretrieved.pop(key, None)
+    if failed is not None and not failed._retrieved:
+        failed._retrieved = True
+        error = failed.exception()
+        assert error is not None
+        error.add_note(f"raised by an earlier background save (tag {failed.tag!r}) whose "
+                       f"result nobody retrieved; this save did not start")
+        raise error
+
+
+def save_async(path: Union[str, "os.PathLike[str]"], tag: str, arrays: Mapping[str, Any], *,
+               share: Optional[Mapping[str, tuple[str, str]]] = None,
+               compress: Union[bool, Iterable[Union[str, tuple[str, str]]]] = False,
+               bfloat16: Iterable[Union[str, tuple[str, str]]] = (),
+               updater: Optional[Mapping[tuple[str, str], Any]] = None,
+               training: Optional[Mapping[str, Any]] = None,
+               metadata: Any = None, dedup: bool = True, durable: bool = True,
+               append: bool = True, keep_staging: bool = True) -> SaveFuture:
+    """Adds tag ``tag`` holding ``arrays`` to the archive at ``path`` in the background.
+
+    Returns once every array has been copied into staging memory (host
+    memory, reused by the next save when large enough; ``keep_staging=False``
+    frees it, and the idle staging memory of earlier saves, after the save): changing the arrays afterwards never reaches
+    the archive. The write and commit then run in a background thread with
+    the guarantees of modelzip.save (the old archive or the new one, also
+    after a crash). Arguments as for modelzip.save; ``training`` as for
+    Writer.add_tag; no ``progress``.
+
+    One save per archive at a time: a save started while another save of
+    the same archive is in flight is queued behind it (its snapshot taken
+    now); a third call waits until the first save has ended. Errors are
+    raised by the future's result(), and, if nobody retrieved them, by the
+    next save_async of the same archive (which then saves nothing).
+    Interpreter exit waits for saves in flight.
+    """
+    key = os.path.realpath(os.fspath(path))
+    _raise_unretrieved(key)
+    handle = _modelzip.start_background_save(
+        path, tag, arrays, share=share, compress=compress, bfloat16=bfloat16, updater=updater,
+        training=training, metadata=_metadata_fields(metadata), dedup=dedup, durable=durable,
+        append=append, keep_staging=keep_staging)
+    future = SaveFuture(handle, os.fspath(path), tag)
+    threading.Thread(target=future._complete, args=(key,), name=f"modelzip save {tag}",
+                     daemon=False).start()
+    return future

@@ -1,0 +1,277 @@
+"""modelzip.save_async: snapshot semantics, queued saves, cancellation, errors
+from result() and from the next save, interpreter exit and kill -9 with a save
+in flight. Saves are held back by taking the archive's write lock here (the
+open file description lock every commit takes), so "in flight" is a state the
+tests control."""
+import concurrent.futures
+import fcntl
+import os
+import signal
+import struct
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+import modelzip
+
+from conftest import CLI
+
+
+class ArchiveLock:
+    """Holds the write lock of an existing archive while the with-block runs."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __enter__(self):
+        self.fd = os.open(self.path, os.O_RDWR)
+        # struct flock: l_type, l_whence, l_start, l_len (whole file), l_pid (0 for OFD locks)
+        whole = struct.pack("@hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)
+        fcntl.fcntl(self.fd, fcntl.F_OFD_SETLKW, whole)
+        return self
+
+    def release(self):
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __exit__(self, *exc):
+        self.release()
+
+
+def base_archive(path):
+    modelzip.save(path, "base", {"w": np.arange(8, dtype=np.float32)}, durable=False)
+
+
+def test_changes_after_save_async_returns_never_reach_the_archive(archive_path):
+    base_archive(archive_path)
+    first = np.arange(1000, dtype=np.float32)
+    second = np.linspace(0, 1, 3 << 20, dtype=np.float32)  # 12 MiB
+    expected = second.copy()
+    with ArchiveLock(archive_path) as lock:
+        a = modelzip.save_async(archive_path, "a", {"w": first}, durable=False)
+        b = modelzip.save_async(archive_path, "b", {"w": second, "v": first}, durable=False)
+        assert isinstance(b, concurrent.futures.Future)
+        assert not b.done() and not b.started()  # queued behind a, which waits for the lock
+        second[:] = -1
+        first[:] = -1
+        del second
+        lock.release()
+        assert a.result(timeout=60).blobs_written == 1
+        stats = b.result(timeout=60)
+        # b's "v" is a's "w" as both were at save_async: written as a reference.
+        assert (stats.blobs_written, stats.blobs_deduplicated) == (1, 1)
+    assert b.done() and b.exception() is None
+    with modelzip.open(archive_path) as archive:
+        assert archive.tags == ["base", "a", "b"]
+        np.testing.assert_array_equal(archive.load("b")["w"], expected)
+        np.testing.assert_array_equal(archive.load("a")["w"], np.arange(1000, dtype=np.float32))
+        np.testing.assert_array_equal(archive.load("b")["v"], np.arange(1000, dtype=np.float32))
+
+
+def test_cancel_before_the_write_starts(archive_path):
+    base_archive(archive_path)
+    w = np.ones(100, dtype=np.int64)
+    with ArchiveLock(archive_path) as lock:
+        a = modelzip.save_async(archive_path, "a", {"w": w}, durable=False)
+        b = modelzip.save_async(archive_path, "b", {"w": w}, durable=False)
+        time.sleep(0.1)
+        assert not a.cancel()  # writing (waiting for the lock inside its commit)
+        assert b.cancel() and b.cancel()
+        assert b.cancelled() and b.done()
+        lock.release()
+        a.result(timeout=60)
+    with pytest.raises(concurrent.futures.CancelledError):
+        b.result()
+    assert modelzip.open(archive_path).tags == ["base", "a"]
+    # A cancelled save is no error: the next one runs.
+    modelzip.save_async(archive_path, "c", {"w": w}, durable=False).result(timeout=60)
+    assert modelzip.open(archive_path).tags == ["base", "a", "c"]
+
+
+def test_errors_come_from_result_and_else_from_the_next_save(archive_path):
+    base_archive(archive_path)
+    w = np.zeros(4, dtype=np.float32)
+    failed = modelzip.save_async(archive_path, "BASE", {"w": w}, durable=False)
+    with pytest.raises(modelzip.Error, match="exists already"):
+        failed.result(timeout=60)
+    # Retrieved: the next save runs.
+    modelzip.save_async(archive_path, "ok", {"w": w}, durable=False).result(timeout=60)
+    unseen = modelzip.save_async(archive_path, "ok", {"w": w}, durable=False)
+    concurrent.futures.wait([unseen], timeout=60)  # looks at the state, not at the error
+    with pytest.raises(modelzip.Error, match="exists already") as raised:
+        modelzip.save_async(archive_path, "next", {"w": w}, durable=False)
+    assert any("earlier background save" in note for note in raised.value.__notes__)
+    assert modelzip.open(archive_path).tags == ["base", "ok"]
+    modelzip.save_async(archive_path, "next", {"w": w}, durable=False).result(timeout=60)
+    assert modelzip.open(archive_path).tags == ["base", "ok", "next"]
+    with pytest.raises(modelzip.InvalidArgumentError):
+        modelzip.save_async(archive_path, "bad/tag", {"w": w})
+
+
+def test_done_callbacks_and_as_completed(tmp_path):
+    seen = []
+    futures = [modelzip.save_async(tmp_path / f"m{i}.zip", "t", {"w": np.full(10, i)},
+                                   durable=False) for i in range(3)]
+    futures[0].add_done_callback(lambda f: seen.append(f.result().blobs_written))
+    done = list(concurrent.futures.as_completed(futures, timeout=60))
+    assert len(done) == 3
+    assert seen == [1]
+    for i in range(3):
+        np.testing.assert_array_equal(modelzip.load(tmp_path / f"m{i}.zip")["w"], np.full(10, i))
+
+
+def test_metadata_and_updater_go_with_the_background_save(archive_path):
+    base_archive(archive_path)
+    modelzip.set_metadata(archive_path, model_name="keep", description="old", durable=False)
+    m = np.arange(6, dtype=np.float32)
+    modelzip.save_async(archive_path, "t", {"w": m}, updater={("w", "M"): m * 2},
+                        metadata={"description": "new"}, durable=False).result(timeout=60)
+    with modelzip.open(archive_path) as archive:
+        assert archive.metadata.model_name == "keep"
+        assert archive.metadata.description == "new"
+        np.testing.assert_array_equal(archive.updater_state("w", "M", "t"), m * 2)
+    with pytest.raises(ValueError, match="unknown metadata field"):
+        modelzip.save_async(archive_path, "u", {"w": m}, metadata={"colour": "red"})
+
+
+def test_a_full_disk_is_raised_by_result(tmp_path):
+    child = textwrap.dedent("""
+        import resource, signal, sys, numpy as np, modelzip
+        path = sys.argv[1]
+        modelzip.save(path, "base", {"w": np.zeros(10)})
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, resource.RLIM_INFINITY))
+        future = modelzip.save_async(path, "big", {"w": np.ones(1 << 20)})
+        try:
+            future.result(timeout=60)
+        except modelzip.Error as e:
+            print("error:", e, flush=True)
+    """)
+    path = tmp_path / "m.zip"
+    out = subprocess.run([sys.executable, "-c", child, str(path)], capture_output=True,
+                         timeout=120, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("error:") and "File too large" in out.stdout, out.stdout
+    assert modelzip.open(path).tags == ["base"]
+
+
+EXITING_CHILD = textwrap.dedent("""
+    import sys, numpy as np, modelzip
+    modelzip.save_async(sys.argv[1], "last", {"w": np.full(1 << 22, 7, dtype=np.float32)})
+    print("returned", flush=True)
+""")
+
+
+def test_interpreter_exit_waits_for_a_save_in_flight(archive_path):
+    base_archive(archive_path)
+    with ArchiveLock(archive_path) as lock:
+        proc = subprocess.Popen([sys.executable, "-c", EXITING_CHILD, str(archive_path)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdout.readline() == "returned\n"
+            time.sleep(0.3)
+            assert proc.poll() is None  # the script ended; exit waits for the save
+            lock.release()
+            out, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 0, err
+    with modelzip.open(archive_path) as archive:
+        assert archive.tags == ["base", "last"]
+        assert float(archive.load("last")["w"][-1]) == 7.0
+        assert archive.verify() == []
+
+
+KILLED_CHILD = textwrap.dedent("""
+    import sys, time, numpy as np, modelzip
+    arrays = {f"p{i}": np.full(1 << 22, i, dtype=np.float32) for i in range(24)}  # 384 MiB
+    modelzip.save_async(sys.argv[1], "big", arrays)
+    time.sleep(600)
+""")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_a_killed_process_leaves_the_old_archive_and_the_next_writer_recovers(tmp_path, sig):
+    path = tmp_path / "m.zip"
+    base_archive(path)
+    before = path.read_bytes()
+    journal = tmp_path / ".m.zip.modelzip-append"
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_CHILD, str(path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    try:
+        while not journal.exists():  # the background append is writing
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+        proc.send_signal(sig)
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == -sig
+    with modelzip.open(path) as archive:  # readers follow the journal to the old archive
+        assert archive.tags == ["base"]
+    if CLI:
+        verify = subprocess.run([CLI, "verify", str(path)], capture_output=True, text=True,
+                                timeout=120)
+        assert verify.returncode == 0, verify.stdout + verify.stderr
+    modelzip.save(path, "after", {"w": np.zeros(3)}, durable=False)  # recovers first
+    assert not journal.exists()
+    with modelzip.open(path) as archive:
+        assert archive.tags == ["base", "after"]
+        assert archive.verify() == []
+    with modelzip.Writer(path) as w:
+        w.remove_tag("after")
+    assert path.read_bytes() != b"" and modelzip.open(path).tags == ["base"]
+    assert len(before) > 0
+
+
+def test_torch_save_checkpoint_in_the_background(archive_path):
+    torch = pytest.importorskip("torch")
+    import modelzip.torch as mzt
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    model(torch.randn(4, 8)).sum().backward()
+    optimizer.step()
+    expected = {k: v.clone() for k, v in model.state_dict().items()}
+    expected_m = optimizer.state[model[0].weight]["exp_avg"].clone()
+    future = mzt.save_checkpoint(archive_path, "step-1", model, optimizer, epoch=2, durable=False,
+                                 blocking=False)
+    assert isinstance(future, concurrent.futures.Future)
+    with torch.no_grad():  # a training step right away: must not reach the archive
+        for p in model.parameters():
+            p.add_(1.0)
+    optimizer.state[model[0].weight]["exp_avg"].add_(1.0)
+    assert future.result(timeout=60).blobs_written > 0
+    fresh = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
+    fresh_optimizer = torch.optim.Adam(fresh.parameters(), lr=1e-3)
+    state = mzt.load_checkpoint(archive_path, fresh, fresh_optimizer)
+    assert state.tag == "step-1" and state.epoch == 2
+    for k, v in fresh.state_dict().items():
+        assert torch.equal(v, expected[k]), k
+    assert torch.equal(fresh_optimizer.state[fresh[0].weight]["exp_avg"], expected_m)
+    with pytest.raises(ValueError, match="progress"):
+        mzt.save_checkpoint(archive_path, "x", model, optimizer, blocking=False,
+                            progress=lambda done, total: None)
+
+
+def test_cuda_tensors_are_saved_in_the_background(archive_path):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device here: CUDA tensors in background saves not run")
+    w = torch.arange(1 << 20, dtype=torch.float32, device="cuda")
+    future = modelzip.save_async(archive_path, "t", {"w": w}, durable=False)
+    w.fill_(-1)
+    future.result(timeout=60)
+    np.testing.assert_array_equal(modelzip.load(archive_path)["w"],
+                                  np.arange(1 << 20, dtype=np.float32))
