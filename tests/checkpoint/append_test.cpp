@@ -212,6 +212,37 @@ TEST_CASE("A complete append whose journal remained is rolled back: the removal 
   CHECK(Archive::open(path).tags() == std::vector<std::string>{"v1", "v3"});
 }
 
+TEST_CASE("A valid journal whose tail starts past the end of the file belongs to no archive") {
+  // FORMAT.md sections 8.2 and 8.3: readers and writers both stop with an
+  // error naming the journal; neither reads the file as if there were none.
+  TempDir dir;
+  auto path = dir / "m.zip";
+  Tensor t = Tensor::dense(DType::int8, {3}, Bytes::copy_of(std::string("abc")));
+  add(path, "v1", tag_with(t));
+  const std::string v1 = io_bytes(path);
+  const std::uint64_t past_end = v1.size() + 100;
+  io::write_append_journal(path, {7, past_end, past_end + 3, Bytes::copy_of(std::string("xyz"))},
+                           false);
+  const std::string journal = io::append_journal_path(path).filename().string();
+  for (int reader = 1; reader >= 0; --reader) {
+    CAPTURE(reader);
+    try {
+      if (reader) {
+        (void)Archive::open(path);
+      } else {
+        add(path, "v2", tag_with(t, "z"));
+      }
+      FAIL("no error for a journal past the end of the file");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::corrupt);
+      CHECK(e.message().find("tail from offset " + std::to_string(past_end)) != std::string::npos);
+      CHECK(e.message().find(journal) != std::string::npos);
+    }
+  }
+  CHECK(io_bytes(path) == v1);  // the archive is untouched
+  CHECK(fs::exists(io::append_journal_path(path)));
+}
+
 TEST_CASE("An archive comment stays through appends, which still overwrite only the tail") {
   TempDir dir;
   auto path = dir / "m.zip";

@@ -64,6 +64,29 @@ TEST_CASE("A plain archive: entries, methods, sizes, CRCs and data offsets") {
   CHECK(b.flags == 0x0800);
 }
 
+TEST_CASE("Padding fields (0x7A6D) are ignored whatever their bytes and lengths") {
+  // FORMAT.md section 1: readers ignore the contents of 0x7A6D fields, local
+  // and central, as every extra field they do not use.
+  ZipSpec spec = two_entries();
+  std::string local;
+  put16(local, 0x7A6D);
+  put16(local, 7);
+  local += "garbage";  // not zeros; not the length alignment would need
+  std::string central;
+  put16(central, 0x7A6D);
+  put16(central, 2);
+  central += "zz";  // not the local field's length either
+  spec.entries[0].local_extra = local;
+  spec.entries[0].central_extra = central;
+  spec.entries[1].local_extra = local;  // on a deflated entry too
+  BuiltZip z = build_zip(spec);
+  zip::Directory d = parse(z.bytes);
+  REQUIRE(d.entries.size() == 2);
+  CHECK(d.entries[0].data_offset == 30 + 5 + local.size());
+  CHECK(z.bytes.substr(d.entries[0].data_offset, 5) == "hello");
+  CHECK(d.entries[1].data_offset == d.entries[1].local_header_offset + 30 + 9 + local.size());
+}
+
 TEST_CASE("An archive without entries") {
   BuiltZip z = build_zip(ZipSpec{});
   CHECK(z.bytes.size() == 22);
