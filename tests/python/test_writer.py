@@ -3,6 +3,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -412,3 +413,86 @@ def test_writer_keep_last_counts_tags_of_other_writers(archive_path):
     assert "bytes_freed=" in repr(stats)
     with modelzip.open(archive_path) as ar:
         assert ar.tags == ["b"]
+
+
+# A process that holds the archive's write lock until its stdin closes: a
+# POSIX record lock of the whole file (lockf), which the kernel makes
+# conflict with the open-file-description lock modelzip's writers take.
+LOCK_HOLDER = r"""
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+fcntl.lockf(fd, fcntl.LOCK_EX)
+print("locked", flush=True)
+sys.stdin.read()
+"""
+
+METADATA_SETTER = r"""
+import sys
+import modelzip
+modelzip.set_metadata(sys.argv[1], durable=False, **{sys.argv[2]: sys.argv[3]})
+"""
+
+
+def sleeping_for_a_while(pid, deadline):
+    """True once process `pid` was seen sleeping (state S: e.g. waiting for a
+    lock) in 5 looks in a row, 50 ms apart; False at `deadline`."""
+    seen = 0
+    while time.monotonic() < deadline:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+        seen = seen + 1 if state == "S" else 0
+        if seen == 5:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_set_metadata_from_two_processes_keeps_both_changes(archive_path):
+    # Both setters start while a third process holds the write lock, so both
+    # have read the metadata before either commits: a read-modify-write
+    # outside the lock would lose the first commit's field.
+    save(archive_path, "t", {"x": np.zeros(1)}, metadata={"model_name": "base"})
+    holder = subprocess.Popen([sys.executable, "-c", LOCK_HOLDER, str(archive_path)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    setters = []
+    try:
+        assert holder.stdout.readline() == b"locked\n"
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+        deadline = time.monotonic() + 120  # generous: CI machines are loaded
+        for field, value in [("model_version", "2"), ("description", "tuned")]:
+            setter = subprocess.Popen(
+                [sys.executable, "-c", METADATA_SETTER, str(archive_path), field, value], env=env)
+            setters.append(setter)
+            assert sleeping_for_a_while(setter.pid, deadline), "the setter did not wait"
+            assert setter.poll() is None
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=60)
+        for setter in setters:
+            assert setter.wait(timeout=60) == 0
+    m = modelzip.open(archive_path).metadata
+    assert (m.model_name, m.model_version, m.description) == ("base", "2", "tuned")
+    assert modelzip.open(archive_path).tags == ["t"]
+
+
+def test_writer_update_metadata_changes_only_the_named_fields(archive_path):
+    save(archive_path, "t", {"x": np.zeros(1)}, metadata={"model_name": "a", "description": "d"})
+    with modelzip.Writer(archive_path, durable=False) as writer:
+        writer.update_metadata({"model_version": "1", "description": None})
+    m = modelzip.open(archive_path).metadata
+    assert (m.model_name, m.model_version, m.description) == ("a", "1", None)
+    with modelzip.Writer(archive_path, durable=False) as writer:
+        writer.update_metadata({"quantization": "none"}, clear=True)
+    m = modelzip.open(archive_path).metadata
+    assert (m.model_name, m.model_version, m.quantization) == (None, None, "none")
+    with modelzip.Writer(archive_path, durable=False) as writer:
+        with pytest.raises(ValueError, match="unknown metadata field 'writer'"):
+            writer.update_metadata({"writer": "me"})
+
+
+def test_star_import_leaves_the_builtin_open_alone():
+    assert "open" not in modelzip.__all__
+    namespace = {}
+    exec("from modelzip import *", namespace)
+    assert "open" not in namespace and "save" in namespace
+    assert modelzip.open is not None  # still there by its qualified name

@@ -10,6 +10,10 @@
 #include <pybind11/stl.h>
 
 #include <chrono>
+#include <map>
+#include <optional>
+#include <set>
+#include <string_view>
 #include <utility>
 
 #include "bindings.hpp"
@@ -17,6 +21,22 @@
 
 namespace modelzip::python {
 namespace {
+
+// The metadata fields a user sets (format_version and writer are the
+// library's), by their Python name.
+constexpr std::string_view kMetadataFields[] = {"model_name", "model_version", "quantization",
+                                                "description"};
+struct MetadataField {
+  std::optional<std::string> Metadata::*member;
+  std::optional<std::string>& get(Metadata& m) const { return m.*member; }
+};
+std::optional<MetadataField> metadata_field(std::string_view name) {
+  if (name == "model_name") return MetadataField{&Metadata::model_name};
+  if (name == "model_version") return MetadataField{&Metadata::model_version};
+  if (name == "quantization") return MetadataField{&Metadata::quantization};
+  if (name == "description") return MetadataField{&Metadata::description};
+  return std::nullopt;
+}
 
 // The Python progress callback and the exception it raised, if any (then
 // commit() re-raises that exception instead of Error(cancelled)).
@@ -94,6 +114,21 @@ class PyWriter {
 
   void set_metadata(const Metadata& metadata) {
     get().set_metadata(metadata);
+    dirty_ = true;
+  }
+
+  // Stages a change of some metadata fields, applied at commit under the
+  // write lock to the metadata the archive has then (Writer::update_metadata),
+  // so that a change another process commits in between is kept.
+  void update_metadata(const std::map<std::string, std::optional<std::string>>& fields,
+                       bool clear) {
+    for (const auto& [name, value] : fields)  // here: the edit must not throw at commit
+      if (!metadata_field(name)) throw py::value_error("unknown metadata field '" + name + "'");
+    get().update_metadata([fields, clear](Metadata& m) {
+      if (clear)
+        for (std::string_view name : kMetadataFields) metadata_field(name)->get(m).reset();
+      for (const auto& [name, value] : fields) metadata_field(name)->get(m) = value;
+    });
     dirty_ = true;
   }
 
@@ -255,6 +290,12 @@ replace: replace the tag of that name (any letter case) if there is one at
            "staged before, the oldest tags beyond n are removed as remove_tag() removes them.")
       .def("set_metadata", &PyWriter::set_metadata, py::arg("metadata"),
            "Stages new archive metadata (replacing all fields).")
+      .def("update_metadata", &PyWriter::update_metadata, py::arg("fields"), py::kw_only(),
+           py::arg("clear") = false,
+           R"(Stages a change of the metadata fields named in `fields` (None clears
+one; with clear=True every field is cleared first). It is applied at commit,
+under the archive's write lock, to the metadata the archive has then: a
+change another process committed in between is kept.)")
       .def("collect_garbage", &PyWriter::collect_garbage,
            "Stages dropping blob entries that no tag references any more.")
       .def_property_readonly("tags", &PyWriter::tags, "Tags as they will be after commit().")

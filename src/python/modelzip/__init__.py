@@ -37,12 +37,14 @@ from ._async import SaveFuture, save_async  # noqa: E402
 __version__: str = _modelzip.__version__
 DTYPES: tuple[str, ...] = _modelzip.DTYPES
 
+# `open` is left out on purpose: a star import would shadow the builtin open
+# (use modelzip.open or modelzip.Archive).
 __all__ = [
     "Archive", "DTYPES", "Embeddings", "Error", "FileError", "InvalidArgumentError", "LoadedArrays",
     "Metadata",
     "MissingFileError", "NotFoundError", "ParamInfo", "PermissionDeniedError",
     "QuantizeResult", "QuantizedTensor", "SparseCOO", "WriteStats", "Writer", "collect_garbage",
-    "export_tensor_file", "import_tensor_files", "load", "open", "quantize", "read_tensor_file",
+    "export_tensor_file", "import_tensor_files", "load", "quantize", "read_tensor_file",
     "remove_tag", "save", "save_async", "SaveFuture",
     "set_metadata", "write_tensor_file",
 ]
@@ -81,16 +83,15 @@ _METADATA_FIELDS = ("model_name", "model_version", "quantization", "description"
 MetadataUpdate = Union[Metadata, Mapping[str, Optional[str]]]
 
 
-def _updated_metadata(current: Optional[Metadata], update: Optional[MetadataUpdate],
-                      fields: Mapping[str, Optional[str]], clear: bool) -> Metadata:
-    """``current`` (None: empty) with ``update`` and ``fields`` applied (see set_metadata)."""
-    if isinstance(update, Metadata):
-        new = Metadata(**{f: getattr(update, f) for f in _METADATA_FIELDS})
-        update = None
-    elif clear or current is None:
-        new = Metadata()
-    else:
-        new = Metadata(**{f: getattr(current, f) for f in _METADATA_FIELDS})
+def _metadata_patch(update: Optional[MetadataUpdate], fields: Mapping[str, Optional[str]],
+                    clear: bool) -> tuple[dict[str, Optional[str]], bool]:
+    """``update`` and ``fields`` (see set_metadata) as the arguments of
+    Writer.update_metadata: the fields to change, and whether to clear every
+    field first. Raises TypeError / ValueError before anything is staged."""
+    changes: dict[str, Optional[str]] = {}
+    if isinstance(update, Metadata):  # a whole value: replaces every field
+        changes = {f: getattr(update, f) for f in _METADATA_FIELDS}
+        clear, update = True, None
     if update is not None and not isinstance(update, Mapping):
         raise TypeError(f"metadata must be a mapping or modelzip.Metadata, not {type(update).__name__}")
     for source, items in (("metadata", dict(update or {})), ("keyword", dict(fields))):
@@ -101,15 +102,8 @@ def _updated_metadata(current: Optional[Metadata], update: Optional[MetadataUpda
             if value is not None and not isinstance(value, str):
                 raise TypeError(f"metadata field {name!r} must be str or None (None clears it), "
                                 f"not {type(value).__name__}")
-            setattr(new, name, value)
-    return new
-
-
-def _current_metadata(path: PathLike) -> Optional[Metadata]:
-    if not os.path.exists(path):
-        return None
-    with Archive(path) as archive:
-        return archive.metadata
+            changes[name] = value
+    return changes, clear
 
 
 def save(path: PathLike, tag: str, arrays: Mapping[str, Any], *,
@@ -143,7 +137,8 @@ def save(path: PathLike, tag: str, arrays: Mapping[str, Any], *,
         if keep_last is not None:
             writer.keep_last(keep_last)
         if metadata is not None:
-            writer.set_metadata(_updated_metadata(_current_metadata(path), metadata, {}, False))
+            changes, clear = _metadata_patch(metadata, {}, False)
+            writer.update_metadata(changes, clear=clear)
         return writer.commit()
     finally:
         writer.close()
@@ -183,14 +178,14 @@ def set_metadata(path: PathLike, metadata: Optional[MetadataUpdate] = None, *,
     fields they name and keep the others; a value of None clears that field.
     ``clear=True`` clears every field first. A ``modelzip.Metadata`` object
     is a whole value: it replaces every field. A missing archive is created
-    (with no tags). The read-modify-write is not atomic against another
-    process changing the metadata at the same time. Returns the metadata
-    written.
+    (with no tags). The change is applied under the archive's write lock to
+    the metadata it has then, so fields another process changes at the same
+    time are kept. Returns the metadata as read after the commit.
     """
-    new = _updated_metadata(_current_metadata(path), metadata, fields, clear)
+    changes, clear = _metadata_patch(metadata, fields, clear)
     writer = Writer(path, durable=durable)
     try:
-        writer.set_metadata(new)
+        writer.update_metadata(changes, clear=clear)
         writer.commit()
     finally:
         writer.close()

@@ -420,6 +420,11 @@ class Writer:
         """Stages keeping only the newest ``n`` tags (n >= 1), removing older ones at commit."""
     def set_metadata(self, metadata: Metadata) -> None:
         """Stages new archive metadata (replacing all fields)."""
+    def update_metadata(self, fields: Mapping[str, Optional[str]], *, clear: bool = False) -> None:
+        """Stages a change of the metadata fields named in ``fields`` (None clears one;
+        with ``clear=True`` every field is cleared first), applied at commit under the
+        archive's write lock to the metadata it has then: a change another process
+        committed in between is kept. ValueError for an unknown field."""
     def collect_garbage(self) -> None:
         """Stages dropping blob entries that no tag references any more."""
     @property

@@ -290,7 +290,7 @@ def save_checkpoint(path: Any, tag: str, model: torch.nn.Module, optimizer: torc
         return save_async(path, tag, model.state_dict(), updater=updater, training=training,
                           compress=compress, metadata=metadata, dedup=dedup, durable=durable,
                           append=append)
-    from . import _current_metadata, _updated_metadata
+    from . import _metadata_patch
     writer = Writer(path, dedup=dedup, durable=durable, append=append, progress=progress)
     try:
         writer.add_tag(tag, model.state_dict(), updater=updater, training=training,
@@ -298,7 +298,8 @@ def save_checkpoint(path: Any, tag: str, model: torch.nn.Module, optimizer: torc
         if keep_last is not None:
             writer.keep_last(keep_last)
         if metadata is not None:
-            writer.set_metadata(_updated_metadata(_current_metadata(path), metadata, {}, False))
+            changes, clear = _metadata_patch(metadata, {}, False)
+            writer.update_metadata(changes, clear=clear)
         return writer.commit()
     finally:
         writer.close()
