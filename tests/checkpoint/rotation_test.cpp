@@ -84,7 +84,7 @@ void check_streaming_view(const fs::path& path, std::size_t expected_free = SIZE
   for (const auto& n : walk_local_headers(path))
     (n.starts_with(".modelzip-free/") ? free : live).push_back(n);
   Archive a = Archive::open(path);
-  std::vector<const zip::EntryInfo*> cd;
+  std::vector<const modelzip::zip::EntryInfo*> cd;
   for (const auto& e : a.internals().directory.entries) cd.push_back(&e);
   std::sort(cd.begin(), cd.end(), [](auto* x, auto* y) {
     return x->local_header_offset < y->local_header_offset;
