@@ -505,7 +505,7 @@ def test_cuda_load_reads_and_verifies_while_staging(archive_path):
 
 
 @needs_cuda
-def test_checkpoint_optimizer_state_lands_on_the_parameters_device(archive_path):
+def test_cuda_checkpoint_optimizer_state_lands_on_the_parameters_device(archive_path):
     torch.manual_seed(9)
     model = Small().cuda()
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
