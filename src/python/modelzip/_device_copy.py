@@ -9,16 +9,16 @@ the mapping, and its CRC-32 checked while it is copied.
 
 *Where the bytes come from* (``source``, default SOURCE): "read" reads each piece of a located
 source with os.preadv (the GIL is released) straight into the pinned buffer or host destination,
-asking the kernel to read ahead (posix_fadvise WILLNEED) the pieces a few jobs further on, so that
-a cold file keeps the disk queue full and a warm one takes no page faults; "mapping" copies from
+asking the kernel to read ahead (posix_fadvise WILLNEED) the next round of jobs, so that a cold
+file keeps the disk queue full and a warm one takes no page faults; "mapping" copies from
 the mapped views (page faults bring the pages in). Sources without a location (remote archives'
 cache files, deflated blobs) always come from their tensors.
 
 - Destinations in host memory are filled by several threads, each copying whole pieces straight
   from the file or the mapping.
 - Destinations on a CUDA device go through *staging*: several threads copy pieces from the
-  file or the mapping into pinned host buffers, each staged buffer is sent at once with a non-blocking
-  host-to-device copy on a side stream, and a buffer is reused only after the event recorded
+  file or the mapping into pinned host buffers, each staged buffer is sent at once with a
+  non-blocking host-to-device copy on a side stream, and a buffer is reused only after the event recorded
   behind its copy has completed. Large tensors are cut into pieces of one buffer; small ones are
   packed several to a buffer (each still gets its own host-to-device copy). The buffers are a
   bounded pool (at most MAX_STAGING_BYTES, sized from the load), kept between loads because
@@ -60,9 +60,9 @@ _MAX_BUFFERS = 16
 SOURCE = "read"
 """Where located sources are copied from by default: "read" (os.preadv of the file) or "mapping"
 (the mapped views). An internal knob: benchmarks/torch_bench.py compares the two."""
-READ_AHEAD_JOBS = 4
-"""How many jobs beyond those the threads are copying the kernel is asked to read ahead, per
-thread (source "read")."""
+READ_AHEAD_ROUNDS = 1
+"""Source "read": as a thread starts a job, the kernel is asked to read ahead the job this many
+rounds (one job per thread) further on, so that the disk has the next round queued."""
 
 
 def thread_count() -> int:
@@ -218,9 +218,9 @@ class FileData:
         return self.located.get(name)
 
     def close(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
+        fd, self.fd = self.fd, None
+        if fd is not None:
+            os.close(fd)
 
     def __enter__(self) -> "FileData":
         return self
@@ -311,7 +311,7 @@ class _Copier:
         self.jobs = jobs
         self.read = (source or SOURCE) == "read"
         self.verify = verify
-        self.ahead = threads * READ_AHEAD_JOBS
+        self.ahead = threads * READ_AHEAD_ROUNDS
         self.crcs: dict[int, list[tuple[int, int, int]]] = {}
         self.located: dict[int, Located] = {}
 
