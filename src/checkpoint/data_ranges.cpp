@@ -1,7 +1,7 @@
 #include "checkpoint/data_ranges.hpp"
 
 #include "format/tensor_blob.hpp"
-#include "zip/crc32.hpp"
+#include "core/crc32.hpp"
 
 namespace modelzip {
 
@@ -31,8 +31,8 @@ std::optional<DataRange> tensor_data_range(const Archive::Impl& archive, const z
   r.offset = offset + start;
   r.nbytes = values.size();
   r.entry_crc = e.crc32;
-  r.crc_before = zip::crc32_of(entry.span().subspan(0, start));
-  r.crc_after = zip::crc32_of(entry.span().subspan(start + values.size()));
+  r.crc_before = detail::crc32_of(entry.span().subspan(0, start));
+  r.crc_after = detail::crc32_of(entry.span().subspan(start + values.size()));
   r.after_bytes = after;
   return r;
 }

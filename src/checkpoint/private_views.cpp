@@ -3,9 +3,9 @@
 #include <algorithm>
 
 #include "checkpoint/data_ranges.hpp"
+#include "core/crc32.hpp"
 #include "io/mapped_file.hpp"
 #include "modelzip/error.hpp"
-#include "zip/crc32.hpp"
 
 namespace modelzip {
 
@@ -15,7 +15,7 @@ std::uint64_t PrivateViews::mappable_offset(const Archive::Impl& archive,
 }
 
 Bytes PrivateViews::checked(const zip::EntryInfo& e, Bytes data, bool check_crc) {
-  if (check_crc && zip::crc32_of(data.span()) != e.crc32)
+  if (check_crc && detail::crc32_of(data.span()) != e.crc32)
     throw Error(ErrorCode::corrupt, "CRC-32 mismatch: the entry data is damaged",
                 ErrorContext{.entry = e.name});
   return data;

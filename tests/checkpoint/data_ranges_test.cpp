@@ -12,7 +12,7 @@
 #include "modelzip/archive.hpp"
 #include "modelzip/writer.hpp"
 #include "test_support.hpp"
-#include "zip/crc32.hpp"
+#include "core/crc32.hpp"
 
 using namespace modelzip;
 using namespace modelzip::testing;

@@ -14,7 +14,7 @@
 #include "arrays.hpp"
 #include "bindings.hpp"
 #include "checkpoint/data_ranges.hpp"
-#include "zip/crc32.hpp"
+#include "core/crc32.hpp"
 #include "modelzip/checkpoint.hpp"
 #include "modelzip/finalfusion.hpp"
 
@@ -259,7 +259,7 @@ void bind_archive(py::module_& m) {
   m.def(
       "_crc32_concat",
       [](std::uint32_t crc_a, std::uint32_t crc_b, std::uint64_t length_b) {
-        return zip::crc32_concat(crc_a, crc_b, length_b);
+        return detail::crc32_concat(crc_a, crc_b, length_b);
       },
       py::arg("crc_a"), py::arg("crc_b"), py::arg("length_b"),
       "Internal: the CRC-32 of A followed by B from crc(A), crc(B) and B's length.");
