@@ -50,11 +50,11 @@ TEST_CASE("Data ranges locate stored dense tensors in the file") {
   REQUIRE(r->offset + r->nbytes <= file.size());
   CHECK(file.compare(r->offset, r->nbytes, reinterpret_cast<const char*>(dense.values().data()),
                      dense.values().size()) == 0);
-  const std::uint32_t data_crc = modelzip::zip::crc32_of(dense.values().span());
-  const std::uint32_t whole = modelzip::zip::crc32_concat(
-      modelzip::zip::crc32_concat(r->crc_before, data_crc, r->nbytes), r->crc_after, r->after_bytes);
+  const std::uint32_t data_crc = modelzip::detail::crc32_of(dense.values().span());
+  const std::uint32_t whole = modelzip::detail::crc32_concat(
+      modelzip::detail::crc32_concat(r->crc_before, data_crc, r->nbytes), r->crc_after, r->after_bytes);
   CHECK(whole == r->entry_crc);
-  CHECK(whole != modelzip::zip::crc32_concat(modelzip::zip::crc32_concat(r->crc_before, data_crc ^ 1, r->nbytes),
+  CHECK(whole != modelzip::detail::crc32_concat(modelzip::detail::crc32_concat(r->crc_before, data_crc ^ 1, r->nbytes),
                                    r->crc_after, r->after_bytes));
 
   CHECK_FALSE(range_of(a, "packed").has_value());  // deflated: not the raw bytes
