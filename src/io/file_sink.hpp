@@ -45,6 +45,7 @@ class FileSink final : public ByteSink {
 
   // Routes writes through `writer` (onto the same file; null: nothing
   // changes): all of them with `all`, else those inside expect()ed ranges.
+  // Before the first write (not concurrent with any call).
   void route_through(std::unique_ptr<SharedFileWriter> writer, bool all);
 
   void write(std::uint64_t offset, const Bytes& data) override;

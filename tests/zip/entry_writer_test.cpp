@@ -6,12 +6,11 @@
 // with their CRC give the bytes StreamZipWriter gives; io::FileSink's keep;
 // other zip tools accept the archives.
 #include <doctest/doctest.h>
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <thread>
 
 #include "expect_error.hpp"
+#include "io/durable_file.hpp"
 #include "io/file_sink.hpp"
 #include "io/mapped_file.hpp"
 #include "modelzip/error.hpp"
@@ -39,22 +38,12 @@ std::string text(const Bytes& b) {
   return std::string(b.as_string_view());
 }
 
-// An open file descriptor, closed on destruction.
-struct Fd {
-  int fd;
-  explicit Fd(const std::filesystem::path& p)
-      : fd(::open(p.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) {
-    REQUIRE(fd >= 0);
-  }
-  ~Fd() { ::close(fd); }
-};
-
 // Writes a zip at `path` with `add` and returns its bytes.
 template <class F>
 std::string write_zip(const std::filesystem::path& path, F&& add) {
   {
-    Fd out(path);
-    modelzip::zip::StreamZipWriter w(out.fd, path.string(), 0);
+    io::OutputFile out(path);
+    modelzip::zip::StreamZipWriter w(out.fd(), path.string(), 0);
     add(w);
     w.finish();
   }
@@ -187,8 +176,8 @@ TEST_CASE("Entries written in pieces from several threads, finished with their C
   });
   const auto path = dir / "pieces.zip";
   {
-    Fd out(path);
-    io::FileSink sink(out.fd, ErrorContext{.archive = path.string()}, false);
+    io::OutputFile out(path);
+    io::FileSink sink(out.fd(), ErrorContext{.archive = path.string()}, false);
     std::vector<modelzip::zip::EntryWriter> writers;
     std::uint64_t at = 0;
     for (const auto& [name, content] : entries) {
@@ -259,9 +248,9 @@ TEST_CASE("EntryPlan: headers and records as the reader parses them") {
 TEST_CASE("FileSink: keep in place does nothing, a moved range copies the existing archive") {
   TempDir dir;
   const auto path = dir / "f.bin";
-  Fd out(path);
+  io::OutputFile out(path);
   const Bytes existing = Bytes::copy_of(std::string("0123456789"));
-  io::FileSink sink(out.fd, ErrorContext{.archive = path.string()}, false, existing);
+  io::FileSink sink(out.fd(), ErrorContext{.archive = path.string()}, false, existing);
   sink.write_copy(0, std::as_bytes(std::span(std::string_view("ab"))));
   sink.keep(io::ByteRange{2, 3});     // in place: not written
   sink.keep(5, io::ByteRange{7, 3});  // "789" moved to 5
