@@ -39,17 +39,17 @@
 
 namespace modelzip {
 
-using dist::Item;
-using dist::Kind;
-using dist::Plan;
-using dist::Record;
-using dist::WireIn;
-using dist::WireOut;
 using dist::decode_plan;
 using dist::decode_records;
 using dist::encode_plan;
 using dist::encode_records;
+using dist::Item;
+using dist::Kind;
 using dist::label_of;
+using dist::Plan;
+using dist::Record;
+using dist::WireIn;
+using dist::WireOut;
 using format::TableKind;
 
 class CollectiveWriter::Impl {
@@ -81,7 +81,6 @@ class CollectiveWriter::Impl {
                   label + ": distributed saves take dense tensors of fixed-size types", context());
   }
   void stage(Item item, const std::optional<ShardSpec>& spec);
-
 };
 
 namespace {
@@ -126,8 +125,8 @@ class Engine {
                   "collective commit failed: " + dist::ranks_text(lost) +
                       (lost.size() == 1 ? " was" : " were") +
                       " lost (the process ended during the commit; noticed by rank " +
-                      std::to_string(comm_.rank()) + ", whose communication engine said: " +
-                      what + ")",
+                      std::to_string(comm_.rank()) + ", whose communication engine said: " + what +
+                      ")",
                   ctx_);
     }
   }
@@ -276,8 +275,8 @@ class CommitRun {
     agreed_step(engine_, ctx_, [&] {
       format::check_tag(tag_);
       if (!is_root_) return;
-      target_ = std::make_unique<dist::CommitTarget>(m_.path, m_.options.durable,
-                                                     m_.options.on_notice);
+      target_ =
+          std::make_unique<dist::CommitTarget>(m_.path, m_.options.durable, m_.options.on_notice);
       if (target_->old())
         if (auto existing = target_->old()->find_tag(tag_))
           throw Error(ErrorCode::already_exists,
@@ -363,8 +362,7 @@ class CommitRun {
       if (is_root_)
         for (const auto& [e, content] : planned_.root_entries) {
           const auto bytes = std::as_bytes(std::span(content));
-          root_infos_.push_back(
-              zip::write_entry(sink, e.zip_plan(), zip::crc32_of(bytes), bytes));
+          root_infos_.push_back(zip::write_entry(sink, e.zip_plan(), zip::crc32_of(bytes), bytes));
           share.written += e.data_offset + e.size - e.local_offset;
         }
       sink.finish();

@@ -125,7 +125,7 @@ struct Record {
 struct PlannedEntry {
   std::string param, entry;
   std::uint64_t local_offset = 0, data_offset = 0, values_offset = 0, size = 0;
-  int header_rank = 0;
+  int header_rank = 0;  // writes the blob header (the root writes the local header)
   // The entry as zip::EntryPlan places it: a stored entry of `size` bytes
   // at local_offset (data_offset is where that puts its data).
   zip::EntryPlan zip_plan() const { return zip::plan_stored(entry, local_offset, size); }

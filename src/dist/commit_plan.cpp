@@ -25,7 +25,6 @@ std::string shape_text(const Shape& s) {
   return out + "]";
 }
 
-
 std::string rank_of(const Record* r) {
   return "rank " + std::to_string(r->rank);
 }
@@ -82,11 +81,64 @@ struct Params {
   std::uint64_t deduplicated = 0;
 };
 
+[[noreturn]] void invalid(const std::string& tag, const std::string& label,
+                          const std::string& what) {
+  throw Error(ErrorCode::invalid_argument, label + ": " + what, ErrorContext{.tag = tag});
+}
+
+// The blob a share() names: `first->from_param` of tag `first->from_tag`.
+BlobRef shared_blob(const Record* first, const std::string& tag, const Archive* old) {
+  if (!old || !old->find_tag(first->from_tag))
+    throw Error(
+        ErrorCode::not_found,
+        "cannot share '" + first->name + "' from tag '" + first->from_tag + "': no such tag",
+        ErrorContext{.tag = tag});
+  const auto& impl = old->internals();
+  const std::size_t pos = impl.tag_position(first->from_tag);
+  BlobRef ref = impl.row(pos, TableKind::params, first->from_param).ref;
+  if (ref.tag.empty()) ref.tag = impl.tags[pos];
+  return ref;
+}
+
+// Checks that the ranks' blocks of one tensor agree on dtype and global
+// shape, lie inside it, do not overlap and cover it; returns whether every
+// block equals its namesake (dedup).
+bool check_blocks(const std::vector<const Record*>& pieces, const std::string& label,
+                  const std::string& tag) {
+  const Record* first = pieces.front();
+  std::uint64_t covered = 0;
+  bool all_equal = true;
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    const Record* p = pieces[i];
+    if (p->dtype != first->dtype)
+      invalid(tag, label,
+              rank_of(first) + " and " + rank_of(p) + " disagree on the dtype (" +
+                  std::string(dtype_name(first->dtype)) + " vs " +
+                  std::string(dtype_name(p->dtype)) + ")");
+    if (p->global != first->global)
+      invalid(tag, label,
+              rank_of(first) + " and " + rank_of(p) + " disagree on the global shape (" +
+                  shape_text(first->global) + " vs " + shape_text(p->global) + ")");
+    check_block(p->global, p->block, label);
+    for (std::size_t k = 0; k < i; ++k)
+      if (blocks_overlap(pieces[k]->block, p->block))
+        invalid(tag, label,
+                "the blocks of " + rank_of(pieces[k]) + " " + block_text(pieces[k]->block) +
+                    " and " + rank_of(p) + " " + block_text(p->block) + " overlap");
+    covered += block_numel(p->block);
+    all_equal = all_equal && p->equals_namesake;
+  }
+  const std::uint64_t numel = shape_numel(first->global);
+  if (covered != numel)
+    invalid(tag, label,
+            "the blocks staged by " + std::to_string(pieces.size()) + " rank(s) cover " +
+                std::to_string(covered) + " of its " + std::to_string(numel) +
+                " elements (global shape " + shape_text(first->global) + "): blocks are missing");
+  return all_equal;
+}
+
 // Checks each parameter's records together and decides its blob.
 Params resolve_params(const Grouped& g, const std::string& tag, const Archive* old, bool dedup) {
-  auto invalid = [&](const std::string& label, const std::string& what) {
-    throw Error(ErrorCode::invalid_argument, label + ": " + what, ErrorContext{.tag = tag});
-  };
   Params out;
   for (const auto& key : g.order) {
     const auto& pieces = g.by_name.at(key);
@@ -95,48 +147,11 @@ Params resolve_params(const Grouped& g, const std::string& tag, const Archive* o
     const std::string label = label_of(first->table, name, first->state);
     for (const Record* p : pieces)
       if (p != first && (p->kind != Kind::shard || first->kind != Kind::shard))
-        invalid(label, "staged twice (by " + rank_of(first) + " and " + rank_of(p) + ")");
+        invalid(tag, label, "staged twice (by " + rank_of(first) + " and " + rank_of(p) + ")");
     Param param{first};
     if (first->kind == Kind::shared) {
-      if (!old || !old->find_tag(first->from_tag))
-        throw Error(ErrorCode::not_found,
-                    "cannot share '" + name + "' from tag '" + first->from_tag + "': no such tag",
-                    ErrorContext{.tag = tag});
-      const auto& impl = old->internals();
-      const std::size_t pos = impl.tag_position(first->from_tag);
-      const BlobRow& row = impl.row(pos, TableKind::params, first->from_param);
-      param.ref = row.ref;
-      if (param.ref.tag.empty()) param.ref.tag = impl.tags[pos];
-      out.params.push_back(param);
-      continue;
-    }
-    std::uint64_t covered = 0;
-    bool all_equal = true;
-    for (std::size_t i = 0; i < pieces.size(); ++i) {
-      const Record* p = pieces[i];
-      if (p->dtype != first->dtype)
-        invalid(label, rank_of(first) + " and " + rank_of(p) + " disagree on the dtype (" +
-                           std::string(dtype_name(first->dtype)) + " vs " +
-                           std::string(dtype_name(p->dtype)) + ")");
-      if (p->global != first->global)
-        invalid(label, rank_of(first) + " and " + rank_of(p) + " disagree on the global shape (" +
-                           shape_text(first->global) + " vs " + shape_text(p->global) + ")");
-      check_block(p->global, p->block, label);
-      for (std::size_t k = 0; k < i; ++k)
-        if (blocks_overlap(pieces[k]->block, p->block))
-          invalid(label, "the blocks of " + rank_of(pieces[k]) + " " +
-                             block_text(pieces[k]->block) + " and " + rank_of(p) + " " +
-                             block_text(p->block) + " overlap");
-      covered += block_numel(p->block);
-      all_equal = all_equal && p->equals_namesake;
-    }
-    const std::uint64_t numel = shape_numel(first->global);
-    if (covered != numel)
-      invalid(label, "the blocks staged by " + std::to_string(pieces.size()) + " rank(s) cover " +
-                         std::to_string(covered) + " of its " + std::to_string(numel) +
-                         " elements (global shape " + shape_text(first->global) +
-                         "): blocks are missing");
-    if (all_equal && old && dedup) {
+      param.ref = shared_blob(first, tag, old);
+    } else if (check_blocks(pieces, label, tag) && old && dedup) {
       const auto& impl = old->internals();
       const std::size_t prev = impl.tags.size() - 1;
       const std::string row_key =
@@ -149,7 +164,6 @@ Params resolve_params(const Grouped& g, const std::string& tag, const Archive* o
     }
     out.params.push_back(param);
   }
-
   return out;
 }
 
@@ -173,6 +187,27 @@ Tables blob_tables(std::vector<Param>& params) {
   }
 
   return t;
+}
+
+// Until the new end records are in place, the file stays an ordinary zip
+// of the old archive (FORMAT.md section 8.1): a copy of the old tail goes
+// beyond everything this commit writes. The new tail is at most the old
+// one plus a directory record per new entry, the tag's line in tags.txt, a
+// larger padding and the ZIP64 end records. Then the blocks of the new
+// entries [start, end) are allocated before any rank writes, so that the
+// ranks' writes (io::SharedFileWriter) run in parallel, none of them
+// extending the file or allocating. An interrupted commit cuts the file
+// back (journal) or removes it (temporary file).
+void prepare_file(CommitTarget& target, const CommitPlan& out, const std::string& tag,
+                  std::uint64_t start, std::uint64_t end) {
+  std::uint64_t tail = 4096 + tag.size();
+  for (const auto& e : out.plan.entries) tail += 46 + 28 + 67 + e.entry.size();
+  for (const auto& e : out.root_entries) tail += 46 + 28 + 67 + e.entry.entry.size();
+  const std::uint64_t old_tail =
+      target.old() ? target.old()->internals().reader.file().size() - start : 0;
+  target.protect(detail::checked_add(end, tail + old_tail, "archive"));
+  io::AppendFile file(out.plan.file);
+  io::preallocate(file.fd(), start, end - start);
 }
 
 }  // namespace
@@ -202,55 +237,33 @@ CommitPlan plan_commit(const std::vector<std::vector<Record>>& all, const std::s
     cursor = detail::checked_add(e.data_offset, size, "archive");
     return e;
   };
-  out.root_entries.push_back(RootEntry{place("", tag + "/params.txt", params_txt.size(), 0, root),
-                            params_txt});
+  out.root_entries.push_back(
+      RootEntry{place("", tag + "/params.txt", params_txt.size(), 0, root), params_txt});
   if (!updater_rows.empty()) {
     std::string updater_txt = format::write_blob_table(updater_rows, TableKind::updater);
-    out.root_entries.push_back(RootEntry{place("", tag + "/updater.txt", updater_txt.size(), 0, root),
-                              updater_txt});
+    out.root_entries.push_back(
+        RootEntry{place("", tag + "/updater.txt", updater_txt.size(), 0, root), updater_txt});
   }
   for (const Record* e : g.tag_entries)
-    out.root_entries.push_back(RootEntry{place("", tag + "/" + e->name, e->content.size(), 0, root),
-                              e->content});
+    out.root_entries.push_back(
+        RootEntry{place("", tag + "/" + e->name, e->content.size(), 0, root), e->content});
   for (TableKind table : {TableKind::params, TableKind::updater})
     for (const auto& p : params) {
       if (!p.new_blob || p.first->table != table) continue;
       const auto layout = format::dense_blob_layout(p.first->dtype, p.first->global);
       const std::string key = key_of(table, p.first->name, p.first->state);
-      // The header goes with the block that holds the first element (for an
+      // The blob header goes with the block that holds the first element (for an
       // empty tensor: the first rank that staged it).
       int header_rank = p.first->rank;
       for (const Record* r : g.by_name.at(key))
-        if (block_numel(r->block) > 0 &&
-            std::all_of(r->block.offset.begin(), r->block.offset.end(),
-                        [](std::int64_t o) { return o == 0; }))
+        if (block_numel(r->block) > 0 && std::all_of(r->block.offset.begin(), r->block.offset.end(),
+                                                     [](std::int64_t o) { return o == 0; }))
           header_rank = r->rank;
       out.plan.entries.push_back(place(key, format::blob_entry_name(p.ref, tag, table), layout.size,
-                                   layout.values_offset, header_rank));
+                                       layout.values_offset, header_rank));
       ++out.blobs_written;
     }
-  // Until the new end records are in place, the file stays an ordinary zip
-  // of the old archive (FORMAT.md section 8.1): a copy of the old tail goes
-  // beyond everything this commit writes. The new tail is at most the old
-  // one plus a directory record per new entry, the tag's line in tags.txt,
-  // a larger padding and the ZIP64 end records.
-  {
-    std::uint64_t tail = 4096 + tag.size();
-    for (const auto& e : out.plan.entries) tail += 46 + 28 + 67 + e.entry.size();
-    for (const auto& e : out.root_entries) tail += 46 + 28 + 67 + e.entry.entry.size();
-    const std::uint64_t old_tail = target.old() ? target.old()->internals().reader.file().size() -
-                                                      start.offset
-                                                : 0;
-    target.protect(detail::checked_add(cursor, tail + old_tail, "archive"));
-  }
-  // The blocks of the new entries are allocated before any rank writes, so
-  // that the ranks' writes (io::SharedFileWriter) run in parallel, none of
-  // them extending the file or allocating. An interrupted commit cuts the
-  // file back (journal) or removes it (temporary file).
-  {
-    io::AppendFile file(out.plan.file);
-    io::preallocate(file.fd(), start.offset, cursor - start.offset);
-  }
+  prepare_file(target, out, tag, start.offset, cursor);
   return out;
 }
 

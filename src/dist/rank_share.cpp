@@ -114,7 +114,6 @@ std::string encode_share(const RankShare& share, const Plan& plan) {
   return w.s;
 }
 
-
 EntryCrcs combine_shares(const std::vector<std::string>& all_shares, const Plan& plan,
                          const ErrorContext& ctx) {
   struct Share {

@@ -24,7 +24,6 @@ struct Piece {  // `entry` indexes Plan::entries; `offset` is in its data
   std::uint32_t crc = 0;
 };
 
-
 struct RankShare {
   std::vector<Piece> pieces;  // by entry, then by offset
   std::uint64_t written = 0;  // bytes

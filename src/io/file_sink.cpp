@@ -55,7 +55,8 @@ void FileSink::write_copy(std::uint64_t offset, std::span<const std::byte> data)
   if (shared_) {
     std::lock_guard lock(mutex_);
     if (routed(offset, data.size())) {
-      if (data.size() < kMayGoDirect) return write_shared(data.data(), data.size(), offset, nullptr);
+      if (data.size() < kMayGoDirect)
+        return write_shared(data.data(), data.size(), offset, nullptr);
       const Bytes copy = Bytes::copy_of(data);
       return write_shared(copy.data(), copy.size(), offset, &copy);
     }

@@ -74,7 +74,7 @@ class FileSink final : public ByteSink {
   ErrorContext context_;
   bool durable_;
   Bytes existing_;
-  std::mutex mutex_;  // shared_, held_, expected_
+  std::mutex mutex_;                                 // shared_, held_, expected_
   std::map<std::uint64_t, std::uint64_t> expected_;  // offset -> length
   bool route_all_ = false;
   // Declared after what they borrow from, so destroyed first: the shared

@@ -282,8 +282,7 @@ std::pair<std::vector<std::byte>, std::vector<std::byte>> StreamZipWriter::direc
     // the central ZIP64 field swapped for the local one (FORMAT.md section
     // 1).
     const std::uint64_t local_zip64 = (big_u || big_c) ? 20 : 0;
-    const std::uint64_t filler =
-        local_extra >= local_zip64 + 4u ? local_extra - local_zip64 : 0;
+    const std::uint64_t filler = local_extra >= local_zip64 + 4u ? local_extra - local_zip64 : 0;
     const auto extra = static_cast<std::uint16_t>(zip64_extra + filler);
     const bool zip64 = zip64_extra != 0 || entry.zip64_local;
     cd.put<std::uint32_t>(kCentralSignature);

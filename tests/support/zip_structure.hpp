@@ -52,9 +52,9 @@ inline void check_zip_structure(const std::filesystem::path& path, bool tools = 
     CHECK(le_at(l + 14, 4) == e.crc32);
     CHECK(le_at(c + 16, 4) == e.crc32);
     // Non-ASCII names carry the UTF-8 flag (ASCII ones may: copies keep it).
-    CHECK(((e.flags & 0x0800) != 0) >=
-          std::any_of(e.name.begin(), e.name.end(),
-                      [](char ch) { return static_cast<unsigned char>(ch) >= 0x80; }));
+    CHECK(((e.flags & 0x0800) != 0) >= std::any_of(e.name.begin(), e.name.end(), [](char ch) {
+            return static_cast<unsigned char>(ch) >= 0x80;
+          }));
     const std::uint64_t ln = le_at(l + 26, 2), lx = le_at(l + 28, 2);
     CHECK(ln == cn);
     CHECK(std::string(reinterpret_cast<const char*>(l + 30), ln) == e.name);
@@ -89,9 +89,10 @@ inline void check_zip_structure(const std::filesystem::path& path, bool tools = 
     const std::string cmd = "unzip -tqq '" + path.string() + "' >/dev/null 2>&1";
     CHECK_MESSAGE(std::system(cmd.c_str()) == 0, "unzip -t refused " << path.string());
   }
-  const std::string py = "/usr/bin/python3 -c 'import sys, zipfile; "
-                         "sys.exit(zipfile.ZipFile(sys.argv[1]).testzip() is not None)' '" +
-                         path.string() + "' >/dev/null 2>&1";
+  const std::string py =
+      "/usr/bin/python3 -c 'import sys, zipfile; "
+      "sys.exit(zipfile.ZipFile(sys.argv[1]).testzip() is not None)' '" +
+      path.string() + "' >/dev/null 2>&1";
   CHECK_MESSAGE(std::system(py.c_str()) == 0, "Python's zipfile refused " << path.string());
 }
 

@@ -160,14 +160,17 @@ TEST_CASE("The same entries give the same bytes (fixed times, fixed order)") {
   CHECK(d.entries[2].name == "a");
 }
 
-TEST_CASE("Entries written in pieces from several threads, finished with their CRC, "
-          "equal StreamZipWriter's bytes") {
+TEST_CASE(
+    "Entries written in pieces from several threads, finished with their CRC, "
+    "equal StreamZipWriter's bytes") {
   TempDir dir;
   // Sizes on both sides of the inline threshold and of 4 GiB's ZIP64 rule's
   // neighbourhood in names: ASCII and UTF-8.
   const std::vector<std::pair<std::string, std::string>> entries = {
       {"small", pattern(100, 1)},
-      {"gr\xc3\xb6\xc3\x9f" "e", pattern(700000, 2)},
+      {"gr\xc3\xb6\xc3\x9f"
+       "e",
+       pattern(700000, 2)},
       {"empty", ""},
       {std::string(90, 'n'), pattern(5 << 20, 3)},
   };
@@ -259,7 +262,9 @@ TEST_CASE("FileSink: keep in place does nothing, a moved range copies the existi
   sink.set_end(9);
   sink.finish();
   sink.commit();
-  CHECK(io_bytes(path) == std::string("ab\0\0\0" "789\0", 9));
+  CHECK(io_bytes(path) == std::string("ab\0\0\0"
+                                      "789\0",
+                                      9));
 }
 
 TEST_CASE("unzip accepts the archives (padding extra fields included)") {
