@@ -654,11 +654,10 @@ int main(int argc, char** argv) {
       append_to(path);
       ::unsetenv("MODELZIP_BENCHMARK_NO_TAIL_COPY");
     };
-    auto timings = interleaved_timings(
-        std::max(o.reps, 5),
-        {[&] { append_to(tiny); }, [&] { append_to(mz); }, [&] { without_copy(tiny); },
-         [&] { without_copy(mz); }},
-        setup);
+    auto timings = interleaved_timings(std::max(o.reps, 5),
+                                       {[&] { append_to(tiny); }, [&] { append_to(mz); },
+                                        [&] { without_copy(tiny); }, [&] { without_copy(mz); }},
+                                       setup);
     fs::remove(tiny);
     std::printf("  %-46s %9.2f ms  (fastest %.2f ms)\n", "to an archive of one 4-byte tensor",
                 timings[0].median * 1e3, timings[0].best * 1e3);

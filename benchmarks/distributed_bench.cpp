@@ -386,8 +386,9 @@ int main(int argc, char** argv) {
       std::printf("%-44s %6.0f ms %7.2f GiB/s %7.2fx   %s\n", "modelzip: N ranks append a tag",
                   ap * 1e3, gib / ap, ra / ap, range(append).c_str());
       const double an = median(append_without_copy);
-      std::printf("%-44s %6.0f ms %7.2f GiB/s %7.2fx   %s\n", "  the same without the old tail's copy",
-                  an * 1e3, gib / an, ra / an, range(append_without_copy).c_str());
+      std::printf("%-44s %6.0f ms %7.2f GiB/s %7.2fx   %s\n",
+                  "  the same without the old tail's copy", an * 1e3, gib / an, ra / an,
+                  range(append_without_copy).c_str());
       std::printf("%-44s %6.1f ms (with) %6.1f ms (without)\n", "  append, fastest of 5",
                   *std::min_element(append.begin(), append.end()) * 1e3,
                   *std::min_element(append_without_copy.begin(), append_without_copy.end()) * 1e3);

@@ -855,9 +855,9 @@ CollectiveStats CollectiveWriter::commit(const std::string& tag) {
   agreed_step(engine, ctx, [&] {
     format::check_tag(tag);
     if (!is_root) return;
-    target = std::make_unique<dist::CommitTarget>(
-        m.path, m.options.durable, m.options.on_notice,
-        dist::writers_timeout(m.options.rank_lock_timeout));
+    target =
+        std::make_unique<dist::CommitTarget>(m.path, m.options.durable, m.options.on_notice,
+                                             dist::writers_timeout(m.options.rank_lock_timeout));
     if (target->old())
       if (auto existing = target->old()->find_tag(tag))
         throw Error(ErrorCode::already_exists,

@@ -174,7 +174,8 @@ void CommitTarget::abort() noexcept {
   // A rank may still be writing (its engine failed it later than ours, or
   // it never heard of the failure): restoring the tail and cutting the file
   // now would let its writes land after the rollback.
-  if (m.append && !m.append->committed() && !wait_for_writers(m.lock->archive_fd(), m.writers_timeout))
+  if (m.append && !m.append->committed() &&
+      !wait_for_writers(m.lock->archive_fd(), m.writers_timeout))
     m.append->abandon();
   m.append.reset();  // rolls the tail back (or leaves the journal for recovery)
   m.temp_out.reset();

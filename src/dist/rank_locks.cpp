@@ -83,9 +83,8 @@ bool wait_for_writers(int fd, std::chrono::milliseconds timeout) noexcept {
 std::chrono::milliseconds writers_timeout(std::optional<std::chrono::milliseconds> option) {
   if (option) {
     if (option->count() < 0)
-      throw Error(ErrorCode::invalid_argument,
-                  "rank_lock_timeout must not be negative (got " + std::to_string(option->count()) +
-                      " ms)");
+      throw Error(ErrorCode::invalid_argument, "rank_lock_timeout must not be negative (got " +
+                                                   std::to_string(option->count()) + " ms)");
     return *option;
   }
   const char* text = std::getenv("MODELZIP_RANK_LOCK_TIMEOUT");

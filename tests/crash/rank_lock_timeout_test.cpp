@@ -158,9 +158,9 @@ void run_case(std::optional<std::chrono::milliseconds> option, const char* env) 
 
   // The next writer rolls the abandoned commit back and says so.
   std::vector<std::string> notices;
-  Writer w = Writer::open(path, WriterOptions{.durable = false, .on_notice = [&](const std::string& n) {
-                                                notices.push_back(n);
-                                              }});
+  Writer w = Writer::open(
+      path, WriterOptions{.durable = false,
+                          .on_notice = [&](const std::string& n) { notices.push_back(n); }});
   NewTag next;
   next.add("y", bytes_tensor("y"));
   w.add_tag("next", std::move(next));
@@ -176,7 +176,9 @@ TEST_CASE("rank_lock_timeout: a short wait for a straggling rank takes effect") 
   SUBCASE("CollectiveOptions::rank_lock_timeout") {
     run_case(std::chrono::milliseconds(200), nullptr);
   }
-  SUBCASE("MODELZIP_RANK_LOCK_TIMEOUT") { run_case(std::nullopt, "0.2"); }
+  SUBCASE("MODELZIP_RANK_LOCK_TIMEOUT") {
+    run_case(std::nullopt, "0.2");
+  }
 }
 
 TEST_CASE("rank_lock_timeout: invalid values are refused") {

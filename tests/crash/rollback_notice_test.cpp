@@ -56,7 +56,9 @@ int run(const std::string& command, const fs::path& log) {
   return std::system((command + " > " + log.string() + " 2>&1").c_str());
 }
 
-std::vector<std::string> tags_of(const fs::path& path) { return Archive::open(path).tags(); }
+std::vector<std::string> tags_of(const fs::path& path) {
+  return Archive::open(path).tags();
+}
 
 }  // namespace
 
@@ -84,10 +86,10 @@ TEST_CASE("The next writer after a killed append says it rolled the save back") 
   const std::vector<Leftover> picked = {all.front(), all[all.size() / 2], all.back()};
   const std::vector<std::string> old_tags = names_of(s.old_model);
   auto notices_of_next_writer = [&](std::vector<std::string>* notices) {
-    Writer w = Writer::open(path, WriterOptions{.durable = false,
-                                                .on_notice = [notices](const std::string& n) {
-                                                  notices->push_back(n);
-                                                }});
+    Writer w = Writer::open(
+        path, WriterOptions{.durable = false, .on_notice = [notices](const std::string& n) {
+                              notices->push_back(n);
+                            }});
     NewTag next;
     next.add("y", bytes_tensor("y"));
     w.add_tag("next", std::move(next));
@@ -115,10 +117,9 @@ TEST_CASE("The next writer after a killed append says it rolled the save back") 
       CHECK(tags_of(path) == expected);
       CHECK(!fs::exists(journal));
       // Nothing to roll back: nothing said.
-      Writer again = Writer::open(path, WriterOptions{.durable = false,
-                                                      .on_notice = [&](const std::string& n) {
-                                                        notices.push_back(n);
-                                                      }});
+      Writer again = Writer::open(
+          path, WriterOptions{.durable = false,
+                              .on_notice = [&](const std::string& n) { notices.push_back(n); }});
       again.remove_tag("next");
       again.commit();
       CHECK(notices.size() == 1);
@@ -162,15 +163,17 @@ TEST_CASE("The next writer after a killed append says it rolled the save back") 
       testing::write_file(
           script,
           "import sys, numpy as np, pytest, modelzip\n"
-          "with pytest.warns(UserWarning, match=r'm\\.zip: " + kNotice + "$') as caught:\n"
-          "    modelzip.save(sys.argv[1], 'next', {'x': np.ones(3, np.float32)})\n"
-          "assert len(caught) == 1, [str(w.message) for w in caught]\n"
-          "# A writer that finds no journal says nothing.\n"
-          "import warnings\n"
-          "with warnings.catch_warnings():\n"
-          "    warnings.simplefilter('error')\n"
-          "    modelzip.save(sys.argv[1], 'after', {'x': np.ones(3, np.float32)})\n"
-          "print('ok')\n");
+          "with pytest.warns(UserWarning, match=r'm\\.zip: " +
+              kNotice +
+              "$') as caught:\n"
+              "    modelzip.save(sys.argv[1], 'next', {'x': np.ones(3, np.float32)})\n"
+              "assert len(caught) == 1, [str(w.message) for w in caught]\n"
+              "# A writer that finds no journal says nothing.\n"
+              "import warnings\n"
+              "with warnings.catch_warnings():\n"
+              "    warnings.simplefilter('error')\n"
+              "    modelzip.save(sys.argv[1], 'after', {'x': np.ones(3, np.float32)})\n"
+              "print('ok')\n");
       CHECK(run("PYTHONPATH=" + std::string(build_dir) + "/src/python " + python + " " +
                     script.string() + " " + path.string(),
                 log) == 0);

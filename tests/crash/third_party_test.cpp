@@ -37,7 +37,8 @@ TEST_CASE("Kill trials: between a killed append and the next writer, zip tools r
   reset_folder(dir.path(), path, s.old_bytes);
   // The old tags.txt header, which the append's first write at the old
   // tail overwrites.
-  const std::uint64_t tail = Archive::open(path).internals().find_entry("tags.txt")->local_header_offset;
+  const std::uint64_t tail =
+      Archive::open(path).internals().find_entry("tags.txt")->local_header_offset;
   const std::string old_header = s.old_bytes.substr(tail, 38);
   std::uint64_t total = 0;
   REQUIRE(exited_ok(commit_in_child(s, path, {}, &total)));
