@@ -54,6 +54,7 @@
 // borrowed until commit() returns.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -95,6 +96,15 @@ struct CollectiveOptions {
   // Called on the root with "rolled back an interrupted save of tag X" when
   // it recovered from an earlier commit that was killed (WriterOptions).
   std::function<void(const std::string&)> on_notice;
+  // How long the root, undoing a failed commit of an existing archive, waits
+  // for ranks still writing into it (their writing locks, FORMAT.md §8.4)
+  // before it gives up and leaves the append journal to the next writer
+  // (which then waits for those ranks through the writer lock and rolls the
+  // commit back). Unset: the environment variable
+  // MODELZIP_RANK_LOCK_TIMEOUT (seconds, a decimal number >= 0, e.g. "0.5"),
+  // else 60 s. commit() throws Error(invalid_argument) on every rank for a
+  // negative value or a malformed variable.
+  std::optional<std::chrono::milliseconds> rank_lock_timeout;
 };
 
 struct CollectiveStats {

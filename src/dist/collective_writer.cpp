@@ -275,7 +275,8 @@ class CommitRun {
       format::check_tag(tag_);
       if (!is_root_) return;
       target_ =
-          std::make_unique<dist::CommitTarget>(m_.path, m_.options.durable, m_.options.on_notice);
+          std::make_unique<dist::CommitTarget>(m_.path, m_.options.durable, m_.options.on_notice,
+                                             dist::writers_timeout(m_.options.rank_lock_timeout));
       if (target_->old())
         if (auto existing = target_->old()->find_tag(tag_))
           throw Error(ErrorCode::already_exists,

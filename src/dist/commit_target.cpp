@@ -20,6 +20,7 @@ namespace modelzip::dist {
 struct CommitTarget::Impl {
   std::filesystem::path path;
   bool durable = true;
+  std::chrono::milliseconds writers_timeout{kWritersTimeout};
   std::optional<io::FileLock> lock;
   // Existing archive: the append session (its destructor rolls back unless
   // it committed).
@@ -33,8 +34,10 @@ struct CommitTarget::Impl {
 };
 
 CommitTarget::CommitTarget(std::filesystem::path path, bool durable,
-                           const std::function<void(const std::string&)>& on_notice)
+                           const std::function<void(const std::string&)>& on_notice,
+                           std::chrono::milliseconds writers_timeout)
     : impl_(std::make_unique<Impl>()) {
+  impl_->writers_timeout = writers_timeout;
   // A symbolic link is followed once, as Writer::open does: the lock, the
   // journal and the temporary file belong beside the file it leads to.
   impl_->path = io::resolve_archive_path(path);
@@ -163,7 +166,7 @@ void CommitTarget::abort() noexcept {
   // it never heard of the failure): restoring the tail and cutting the file
   // now would let its writes land after the rollback.
   if (m.append && !m.append->committed() &&
-      !wait_for_writers(m.lock->archive_fd(), kWritersTimeout))
+      !wait_for_writers(m.lock->archive_fd(), m.writers_timeout))
     m.append->abandon();
   m.append.reset();  // rolls the tail back (or leaves the journal for recovery)
   m.temp_out.reset();

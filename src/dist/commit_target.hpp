@@ -13,6 +13,7 @@
 // Errors: Error(io) naming the archive.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -21,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "dist/rank_locks.hpp"
 #include "modelzip/archive.hpp"
 #include "zip/zip_directory.hpp"
 
@@ -33,8 +35,10 @@ class CommitTarget {
   // the ranks take their locks on it (dist/rank_locks.hpp).
   // `on_notice` (if set) hears "rolled back an interrupted save of tag X"
   // when an interrupted append was recovered (zip::rollback_notice).
+  // `writers_timeout`: abort()'s wait for ranks still writing.
   CommitTarget(std::filesystem::path path, bool durable,
-               const std::function<void(const std::string&)>& on_notice = {});
+               const std::function<void(const std::string&)>& on_notice = {},
+               std::chrono::milliseconds writers_timeout = kWritersTimeout);
   ~CommitTarget();
   CommitTarget(const CommitTarget&) = delete;
   CommitTarget& operator=(const CommitTarget&) = delete;
@@ -70,7 +74,7 @@ class CommitTarget {
   // tail back and drops the journal, or removes the temporary file; if
   // that fails, the journal stays for recovery). An existing archive is
   // restored only once no rank holds its writing lock (waiting up to
-  // dist::kWritersTimeout); after that the journal is left for the next
+  // `writers_timeout`); after that the journal is left for the next
   // writer, which waits for them through the writer lock. Never throws.
   void abort() noexcept;
 

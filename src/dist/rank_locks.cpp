@@ -4,6 +4,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
+#include <locale>
+#include <sstream>
 #include <thread>
 
 #include "modelzip/error.hpp"
@@ -75,6 +78,27 @@ bool wait_for_writers(int fd, std::chrono::milliseconds timeout) noexcept {
     if (std::chrono::steady_clock::now() > deadline) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+}
+
+std::chrono::milliseconds writers_timeout(std::optional<std::chrono::milliseconds> option) {
+  if (option) {
+    if (option->count() < 0)
+      throw Error(ErrorCode::invalid_argument, "rank_lock_timeout must not be negative (got " +
+                                                   std::to_string(option->count()) + " ms)");
+    return *option;
+  }
+  const char* text = std::getenv("MODELZIP_RANK_LOCK_TIMEOUT");
+  if (text == nullptr || *text == '\0') return kWritersTimeout;
+  // Parsed in the "C" locale's format whatever the process's locale is.
+  double seconds = -1;
+  std::istringstream in(text);
+  in.imbue(std::locale::classic());
+  in >> seconds;
+  if (in.fail() || !in.eof() || !(seconds >= 0) || seconds > 1e9)
+    throw Error(ErrorCode::invalid_argument,
+                std::string("MODELZIP_RANK_LOCK_TIMEOUT must be a number of seconds >= 0, not '") +
+                    text + "'");
+  return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000 + 0.5));
 }
 
 std::string ranks_text(const std::vector<int>& ranks) {

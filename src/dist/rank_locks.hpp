@@ -26,6 +26,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,8 +76,14 @@ bool wait_for_writers(int fd, std::chrono::milliseconds timeout) noexcept;
 
 // How long the root waits for ranks still writing before it undoes a
 // commit (then it leaves the journal to the next writer, which waits for
-// them through the writer lock).
+// them through the writer lock), unless configured otherwise.
 inline constexpr std::chrono::seconds kWritersTimeout{60};
+
+// The root's wait for writing ranks (CollectiveOptions::rank_lock_timeout):
+// `option` when set, else the environment variable
+// MODELZIP_RANK_LOCK_TIMEOUT (seconds, decimal, >= 0), else kWritersTimeout.
+// Error(invalid_argument) for a negative option or a malformed variable.
+std::chrono::milliseconds writers_timeout(std::optional<std::chrono::milliseconds> option);
 
 // "rank 1" / "ranks 1 and 3" / "ranks 1, 2 and 3".
 std::string ranks_text(const std::vector<int>& ranks);

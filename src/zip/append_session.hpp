@@ -24,7 +24,9 @@
 //    to that copy) while new entries overwrite the old tail; commit() cuts
 //    the copy off when it sets the new size (FORMAT.md section 8.1). Without
 //    protect() only modelzip's readers (through the journal) see the old
-//    archive meanwhile.
+//    archive meanwhile. (The environment variable
+//    MODELZIP_BENCHMARK_NO_TAIL_COPY=1 makes protect() write nothing: for
+//    the benchmarks that measure the copy's cost, docs/crash-safety.md.)
 //  - New entries are written from start_offset() on: through writer() (a
 //    StreamZipWriter positioned there, which already lists every old entry
 //    except `tail_entry` that Options::keep_entry keeps), or by anyone

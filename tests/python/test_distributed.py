@@ -247,3 +247,80 @@ def test_sharded_adam_checkpoint(tmp_path, engine):
     """4 gloo processes or 2 mpi4py ranks save a sharded Adam checkpoint."""
     (run_torch if engine == "torch" else run_mpi)("optim", tmp_path)
     check_sharded_adam(tmp_path / "dist.zip", tmp_path)
+
+
+class OneRank(mzd.Communicator):
+    """A group of one process (no engine): the collective commit's own logic."""
+
+    def rank(self):
+        return 0
+
+    def size(self):
+        return 1
+
+    def exclusive_prefix_sum(self, value):
+        return 0
+
+    def gather(self, data, root):
+        return [data]
+
+    def broadcast(self, data, root):
+        return data
+
+    def barrier(self):
+        pass
+
+    def agree(self, error):
+        return (0, error) if error else None
+
+
+def collective_save(path, tag, tensors, **options):
+    writer = mzd.CollectiveWriter(path, OneRank(), durable=False, **options)
+    for name, value in tensors.items():
+        writer.add(name, value)
+    return writer.commit(tag)
+
+
+def test_collective_dedup_compares_with_the_newest_tags_namesake_only(tmp_path):
+    # docs/distributed.md "Dedup": the collective commit compares each
+    # rank's block with the same block of the namesake in the newest tag; the
+    # single-process writer also finds equal blobs in older tags and under
+    # other names (by size and CRC-32).
+    a = np.arange(1000, dtype=np.float32)
+    b, c = a + 1, a + 2
+    steps = [("t0", {"w": a}), ("t1", {"w": b, "u": c}),
+             ("t2", {"w": a, "v": c}),  # t0's w (older tag), t1's u (other name)
+             ("t3", {"w": a, "v": c})]  # t2's namesakes (the newest tag)
+    single, collective = tmp_path / "single.zip", tmp_path / "collective.zip"
+    stats = {}
+    for tag, tensors in steps:
+        modelzip.save(single, tag, tensors, durable=False)
+        stats[tag] = collective_save(collective, tag, tensors)
+    with modelzip.open(single) as s, modelzip.open(collective) as m:
+        assert s.tags == m.tags == [t for t, _ in steps]
+        for tag, tensors in steps:
+            for name, value in tensors.items():
+                np.testing.assert_array_equal(s.tensor(name, tag), value)
+                np.testing.assert_array_equal(m.tensor(name, tag), value)
+        assert {p.name: p.shared for p in s.params("t2")} == {"w": True, "v": True}
+        assert {p.name: p.shared for p in m.params("t2")} == {"w": False, "v": False}
+        assert {p.name: p.shared for p in s.params("t3")} == {"w": True, "v": True}
+        assert {p.name: p.shared for p in m.params("t3")} == {"w": True, "v": True}
+    assert stats["t2"].blobs_deduplicated == 0 and stats["t2"].blobs_written == 2
+    assert stats["t3"].blobs_deduplicated == 2 and stats["t3"].blobs_written == 0
+
+
+def test_rank_lock_timeout_is_checked(tmp_path, monkeypatch):
+    # Its effect (the root gives up waiting for a straggling rank and leaves
+    # the journal): tests/crash/rank_lock_timeout_test.cpp.
+    path = tmp_path / "m.zip"
+    collective_save(path, "t0", {"w": np.ones(3, np.float32)}, rank_lock_timeout=0.5)
+    with pytest.raises(ValueError, match="rank_lock_timeout"):
+        mzd.CollectiveWriter(path, OneRank(), rank_lock_timeout=-1)
+    monkeypatch.setenv("MODELZIP_RANK_LOCK_TIMEOUT", "soon")
+    with pytest.raises(modelzip.InvalidArgumentError, match="MODELZIP_RANK_LOCK_TIMEOUT"):
+        collective_save(path, "t1", {"w": np.zeros(3, np.float32)})
+    monkeypatch.setenv("MODELZIP_RANK_LOCK_TIMEOUT", "0.25")
+    collective_save(path, "t1", {"w": np.zeros(3, np.float32)})
+    with modelzip.open(path) as a:
+        assert a.tags == ["t0", "t1"]

@@ -228,7 +228,7 @@ def communicator(group: Any = None) -> Communicator:
 def save(path: PathLike, tag: str, tensors: Mapping[str, Any], *, group: Any = None,
          share: Optional[Mapping[str, tuple[str, str]]] = None, dedup: bool = True,
          durable: bool = True, root: int = 0, blocking: bool = True,
-         background_group: Any = None) -> Any:
+         background_group: Any = None, rank_lock_timeout: Optional[float] = None) -> Any:
     """Collective: every rank calls it with the parameters it owns (possibly
     none). ``tensors`` maps names to arrays/tensors (whole parameters, owned
     by this rank alone) or :class:`Shard` blocks. ``share`` maps names to
@@ -246,19 +246,27 @@ def save(path: PathLike, tag: str, tensors: Mapping[str, Any], *, group: Any = N
     same order; background saves run one after another, in call order.
     result() raises the error of a failed commit on every rank; the
     future cannot be cancelled (one rank alone cannot leave a collective).
-    Interpreter exit waits for background saves in flight."""
+    Interpreter exit waits for background saves in flight.
+
+    ``rank_lock_timeout``: seconds the root, undoing a failed commit, waits
+    for ranks still writing into the archive before it leaves the append
+    journal to the next writer instead (None: the environment variable
+    MODELZIP_RANK_LOCK_TIMEOUT, else 60; see docs/distributed.md)."""
     if blocking:
-        return _commit(path, tag, tensors, communicator(group), share, dedup, durable, root)
+        return _commit(path, tag, tensors, communicator(group), share, dedup, durable, root,
+                       rank_lock_timeout)
     comm = (communicator(background_group) if background_group is not None
             else _background_communicator(group))
     return _BackgroundCommits.start(path, tag, {n: _snapshot(v) for n, v in tensors.items()},
-                                    comm, dict(share or {}), dedup, durable, root)
+                                    comm, dict(share or {}), dedup, durable, root,
+                                    rank_lock_timeout)
 
 
 def _commit(path: PathLike, tag: str, tensors: Mapping[str, Any], comm: Communicator,
             share: Optional[Mapping[str, tuple[str, str]]], dedup: bool, durable: bool,
-            root: int) -> CollectiveStats:
-    writer = CollectiveWriter(path, comm, dedup=dedup, durable=durable, root=root)
+            root: int, rank_lock_timeout: Optional[float] = None) -> CollectiveStats:
+    writer = CollectiveWriter(path, comm, dedup=dedup, durable=durable, root=root,
+                              rank_lock_timeout=rank_lock_timeout)
     _stage_tensors(writer, tensors)
     for name, (from_tag, from_param) in (share or {}).items():
         writer.share(name, from_tag, from_param)
@@ -329,7 +337,8 @@ class _BackgroundCommits:
 
     @classmethod
     def start(cls, path: PathLike, tag: str, tensors: dict, comm: Communicator, share: dict,
-              dedup: bool, durable: bool, root: int) -> concurrent.futures.Future:
+              dedup: bool, durable: bool, root: int,
+              rank_lock_timeout: Optional[float]) -> concurrent.futures.Future:
         future = _CollectiveFuture()
 
         def run(previous: Optional[threading.Thread]) -> None:
@@ -337,7 +346,8 @@ class _BackgroundCommits:
                 previous.join()
             future.set_running_or_notify_cancel()
             try:
-                stats = _commit(path, tag, tensors, comm, share, dedup, durable, root)
+                stats = _commit(path, tag, tensors, comm, share, dedup, durable, root,
+                                rank_lock_timeout)
             except BaseException as error:  # noqa: B902 (handed to the future)
                 future.set_exception(error)
             else:
@@ -463,7 +473,8 @@ def _agreed(comm: Communicator, error: str, what: str) -> None:
 def save_checkpoint(path: PathLike, tag: str, params: Mapping[str, Any], optimizer: Any = None, *,
                     group: Any = None, scheduler: Any = None, epoch: int = 0,
                     iteration: Optional[int] = None, properties: Optional[Mapping[str, str]] = None,
-                    dedup: bool = True, durable: bool = True, root: int = 0) -> CollectiveStats:
+                    dedup: bool = True, durable: bool = True, root: int = 0,
+                    rank_lock_timeout: Optional[float] = None) -> CollectiveStats:
     """Collective: adds tag ``tag`` holding a training checkpoint of a sharded
     run, the tag modelzip.torch.save_checkpoint writes from one process holding
     the whole model (modelzip.torch.load_checkpoint reads it too).
@@ -482,10 +493,12 @@ def save_checkpoint(path: PathLike, tag: str, params: Mapping[str, Any], optimiz
     ``iteration`` (default: the largest per-parameter ``step``) and
     ``properties``. Without an optimizer on any rank, only parameters are saved.
     Raises ValueError (on every rank, naming the rank) for arguments that do not
-    fit together; the commit's errors as :func:`save`. Returns this rank's stats.
+    fit together; the commit's errors as :func:`save`; ``rank_lock_timeout`` as
+    for :func:`save`. Returns this rank's stats.
     """
     comm = communicator(group)
-    writer = CollectiveWriter(path, comm, dedup=dedup, durable=durable, root=root)
+    writer = CollectiveWriter(path, comm, dedup=dedup, durable=durable, root=root,
+                              rank_lock_timeout=rank_lock_timeout)
     summary: dict = {}
     error = ""
     try:
