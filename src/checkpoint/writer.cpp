@@ -30,6 +30,7 @@
 #include "zip/append_session.hpp"
 #include "zip/archive_layout.hpp"
 #include "zip/crc32.hpp"
+#include "zip/known_crcs.hpp"
 #include "zip/free_range.hpp"
 #include "zip/zip_stream_writer.hpp"
 
@@ -127,8 +128,14 @@ class ScanProgress {
 // Pieces are read in steps of this size between progress reports.
 constexpr std::uint64_t kScanStep = 4u << 20;
 
-// CRC-32 of the concatenation of `pieces`, reporting to `scan` if given.
+// CRC-32 of the concatenation of `pieces`, reporting to `scan` if given;
+// taken from the calling thread's KnownCrcs (a background save's snapshot)
+// where it knows the pieces.
 std::uint32_t pieces_crc(const std::vector<Bytes>& pieces, ScanProgress* scan = nullptr) {
+  if (const std::optional<std::uint32_t> known = zip::known_crc_of(pieces)) {
+    if (scan) scan->reached(pieces_size(pieces));
+    return *known;
+  }
   std::uint32_t crc = 0;
   std::uint64_t offset = 0;
   for (const auto& p : pieces)
@@ -506,7 +513,7 @@ void emit_tags(zip::StreamZipWriter& zw, const Plan& plan, const Archive::Impl* 
     else if (c.compression == Compression::deflate)
       zw.add_deflated(name, c.pieces);
     else
-      zw.add_stored(name, c.pieces);
+      zw.add_stored(name, c.pieces, c.crc ? c.crc : zip::known_crc_of(c.pieces));
   };
   auto text = [](const std::string& s) { return std::vector<Bytes>{Bytes::copy_of(s)}; };
   if (!changes_only) {

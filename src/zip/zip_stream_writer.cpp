@@ -207,7 +207,8 @@ void StreamZipWriter::skip_to(std::uint64_t offset) {
   offset_ = offset;
 }
 
-void StreamZipWriter::add_stored(const std::string& name, const std::vector<Bytes>& pieces) {
+void StreamZipWriter::add_stored(const std::string& name, const std::vector<Bytes>& pieces,
+                                 std::optional<std::uint32_t> crc) {
   Written w;
   w.name = name;
   w.flags = name_flags(name);
@@ -217,7 +218,10 @@ void StreamZipWriter::add_stored(const std::string& name, const std::vector<Byte
   if (w.uncompressed <= kInlineUpTo) {
     w.local_offset = offset_;
     // CRC first, then header and data in one write.
-    for (const auto& p : pieces) w.crc = crc32_update(w.crc, p.span());
+    if (crc)
+      w.crc = *crc;
+    else
+      for (const auto& p : pieces) w.crc = crc32_update(w.crc, p.span());
     std::vector<std::byte> out = local_header(w, offset_, true);
     w.local_extra = out.size() - 30 - w.name.size();
     out.reserve(out.size() + w.uncompressed);
@@ -227,13 +231,17 @@ void StreamZipWriter::add_stored(const std::string& name, const std::vector<Byte
   } else {
     // Header with the CRC left 0; each chunk is queued for the CRC worker
     // just before it is written; finish() patches the CRC in.
+    // (A known CRC goes into the header at once.)
+    if (crc)
+      w.crc = *crc;
+    else
+      w.crc_slot = crc_queue_.new_slot();
     begin_entry(w, true);
-    w.crc_slot = crc_queue_.new_slot();
     if (bulk_) {
-      append_direct(pieces, w.uncompressed, &*w.crc_slot);
+      append_direct(pieces, w.uncompressed, w.crc_slot ? &*w.crc_slot : nullptr);
     } else {
       for (const Bytes& c : chunks_of(pieces)) {
-        crc_queue_.push(*w.crc_slot, c);
+        if (w.crc_slot) crc_queue_.push(*w.crc_slot, c);
         append(c.data(), c.size());
         report(c.size());
       }
