@@ -20,6 +20,7 @@
 #include "format/tags_file.hpp"
 #include "format/tensor_blob.hpp"
 #include "io/append_journal.hpp"
+#include "io/direct_write_choice.hpp"
 #include "io/durable_file.hpp"
 #include "io/file_identity.hpp"
 #include "io/posix_file.hpp"
@@ -835,7 +836,8 @@ void Writer::Impl::rewrite(const Plan& plan, const Archive::Impl* old_impl, Stat
     // Errors name the archive the user asked for, not the temporary file.
     zip::StreamZipWriter zw(out.fd(), path.string(), 0, expected_bytes(plan, false),
                             options.progress);
-    if (options.durable) zw.write_large_data_directly();
+    if (options.durable && io::use_direct_writes(path, expected_bytes(plan, false)))
+      zw.write_large_data_directly();
     emit_all(zw, plan, old_impl);
     stats.bytes_written = zw.finish();
     out.close();
@@ -878,7 +880,8 @@ void Writer::Impl::append_to(const Plan& plan, const Archive::Impl& old,
         {.durable = options.durable,
          .expected_bytes = expected_bytes(plan, true),
          .progress = options.progress,
-         .direct_data = options.durable,
+         .direct_data =
+             options.durable && io::use_direct_writes(path, expected_bytes(plan, true)),
          .keep_entry = [&](const zip::EntryInfo& e) { return kept.count(&e) > 0; },
          .tags = saved});
     tail_start = session.start_offset();
