@@ -46,7 +46,7 @@ TEST_CASE("parallel_copy copies every job exactly, with any number of threads") 
         const Bytes& b = sources[j];
         if (!b.empty()) CHECK(std::memcmp(staging.data() + at, b.data(), b.size()) == 0);
         CHECK(staging.data()[at + b.size()] == std::byte{0x5A});
-        CHECK(crcs[j] == (with_crc ? zip::crc32_of(b.span()) : 0xDEADBEEF));
+        CHECK(crcs[j] == (with_crc ? modelzip::zip::crc32_of(b.span()) : 0xDEADBEEF));
         at += b.size() + 1;
       }
     }
@@ -71,14 +71,14 @@ TEST_CASE("snapshot_tag records the CRC-32 of every copied buffer under the copy
   tag.add("small", Tensor::dense(DType::uint8, {static_cast<std::int64_t>(small.size())}, small));
   tag.add("empty", Tensor::dense(DType::uint8, {0}, Bytes()));
   auto staging = std::make_shared<StagingBuffer>(snapshot_size(tag));
-  zip::KnownCrcs crcs;
+  modelzip::zip::KnownCrcs crcs;
   const NewTag copy = snapshot_tag(tag, staging, 2, &crcs);
   CHECK(crcs.size() == 2);  // the empty buffer has nothing to record
   const Bytes& staged_big = copy.params().at(0).tensor.values();
   const Bytes& staged_small = copy.params().at(1).tensor.values();
   CHECK(staged_big.data() != big.data());
-  CHECK(crcs.find(staged_big.span()) == zip::crc32_of(big.span()));
-  CHECK(crcs.find(staged_small.span()) == zip::crc32_of(small.span()));
+  CHECK(crcs.find(staged_big.span()) == modelzip::zip::crc32_of(big.span()));
+  CHECK(crcs.find(staged_small.span()) == modelzip::zip::crc32_of(small.span()));
   CHECK_FALSE(crcs.find(big.span()));                      // the original is not the copy
   CHECK_FALSE(crcs.find(staged_big.span().subspan(1)));    // whole ranges only
 }

@@ -16,7 +16,7 @@ using modelzip::zip::known_crc_of;
 namespace {
 std::uint32_t crc_of_all(const std::vector<Bytes>& pieces) {
   std::uint32_t crc = 0;
-  for (const Bytes& p : pieces) crc = zip::crc32_update(crc, p.span());
+  for (const Bytes& p : pieces) crc = modelzip::zip::crc32_update(crc, p.span());
   return crc;
 }
 }  // namespace
@@ -24,15 +24,15 @@ std::uint32_t crc_of_all(const std::vector<Bytes>& pieces) {
 TEST_CASE("known_crc_of combines recorded CRCs of large pieces with computed small ones") {
   std::mt19937_64 rng(5);
   const Bytes header = testing::random_bytes(rng, 100);
-  const Bytes a = testing::random_bytes(rng, zip::kSmallPiece + 1);
-  const Bytes b = testing::random_bytes(rng, 3 * zip::kSmallPiece);
-  const Bytes other = testing::random_bytes(rng, zip::kSmallPiece + 5);
+  const Bytes a = testing::random_bytes(rng, modelzip::zip::kSmallPiece + 1);
+  const Bytes b = testing::random_bytes(rng, 3 * modelzip::zip::kSmallPiece);
+  const Bytes other = testing::random_bytes(rng, modelzip::zip::kSmallPiece + 5);
   const std::vector<Bytes> pieces = {header, a, Bytes(), b};
 
   CHECK_FALSE(known_crc_of(pieces));  // no scope
   auto table = std::make_shared<KnownCrcs>();
-  table->record(a.span(), zip::crc32_of(a.span()));
-  table->record(b.span(), zip::crc32_of(b.span()));
+  table->record(a.span(), modelzip::zip::crc32_of(a.span()));
+  table->record(b.span(), modelzip::zip::crc32_of(b.span()));
   {
     const KnownCrcs::Scope scope(table);
     CHECK(known_crc_of(pieces) == crc_of_all(pieces));
