@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "checkpoint/data_ranges.hpp"
 #include "io/mapped_file.hpp"
 #include "modelzip/error.hpp"
 #include "zip/crc32.hpp"
@@ -10,12 +11,7 @@ namespace modelzip {
 
 std::uint64_t PrivateViews::mappable_offset(const Archive::Impl& archive,
                                             const zip::EntryInfo& e) {
-  const zip::SnapshotFile& file = archive.snapshot_file;
-  if (!e.stored() || !file.fd || e.compressed_size == 0) return 0;
-  const std::uint64_t offset = archive.reader.data_offset(e);
-  std::uint64_t end = 0;
-  if (__builtin_add_overflow(offset, e.compressed_size, &end) || end > file.stable_prefix) return 0;
-  return offset;
+  return file_data_offset(archive, e);
 }
 
 Bytes PrivateViews::checked(const zip::EntryInfo& e, Bytes data, bool check_crc) {
