@@ -32,7 +32,6 @@ from typing import Any, Optional, Sequence
 import torch
 
 from . import _device_copy
-from ._device_copy import as_bytes
 
 
 class FetchTarget(_device_copy.CudaTarget):
@@ -66,20 +65,20 @@ def fetch_to_host(sources: Sequence[Any], target: Any, threads: Optional[int] = 
     fetched through the staging pipeline (module documentation)."""
     sources = [s.resolve_conj().resolve_neg().contiguous() for s in sources]
     destinations = [torch.empty(s.shape, dtype=s.dtype, device="cpu") for s in sources]
-    pairs = [(as_bytes(s), as_bytes(d)) for s, d in zip(sources, destinations)]
+    pairs = list(zip(sources, destinations))
     total = sum(s.numel() * s.element_size() for s in sources)
     pool = _device_copy._pool_for(target, total)
 
-    def work(job: list[tuple[Any, Any]]) -> None:
+    def work(_index: int, job: list[Any]) -> None:
         buffer = pool.acquire(target)
         pending = None
         try:
             staged, offset = [], 0
-            for src, dst in job:
-                n = src.numel()
+            for run in job:  # _device_copy._Piece: src and dst bytes of one run
+                n = run.src.numel()
                 piece = buffer[offset:offset + n]
-                pending = target.fetch(piece, src)
-                staged.append((piece, dst))
+                pending = target.fetch(piece, run.src)
+                staged.append((piece, run.dst))
                 offset += n
             if pending is not None:
                 target.wait(pending)  # the copies of one stream complete in order
