@@ -2,11 +2,15 @@
 and beside the limits of the machine, in one run.
 
     python3 benchmarks/torch_bench.py [--size-mib 3072] [--dir DIR] [--reps 3] [--no-cold]
-                                      [--no-sources]
+                                      [--no-sources] [--no-train] [--train-mib 256] [--steps 40]
+                                      [--every 5]
 
 The state dict: bfloat16 matrices [4096, 8192] (64 MiB each) plus one float32 vector [8192] per
 matrix, --size-mib in all. Rows:
 - saves (page cache, no fsync): modelzip.torch.save, torch.save, safetensors save_file;
+  then modelzip durable, modelzip.save_async (blocking time and total time), and
+  torch.distributed.checkpoint save and async_save (blocking and total) where this torch has
+  them (a gloo group of one process);
 - limits: read() of the archive file into one reused buffer (sequential read), a parallel
   memcpy of the same bytes (16 threads at most), and with CUDA the pinned and pageable
   host-to-device copies of the same bytes;
@@ -22,7 +26,9 @@ matrix, --size-mib in all. Rows:
   (HostTarget: runs without CUDA), and with CUDA onto the device over a small grid of
   threads {8, 16} x pieces {8, 32} MiB, beside staging alone (no host-to-device copy) and the
   allocation of the destinations.
-Times are medians of --reps (cold rows: one run each). The last line is the headline ratio:
+Times are medians of --reps (cold rows: one run each). The training-loop row (--no-train skips
+it) prints steps per second of a small MLP with a checkpoint every --every steps: none,
+synchronous, background. The last line is the headline ratio:
 with CUDA, the warm modelzip device load against the pinned host-to-device limit (the goal is
 >= 0.6x); without, the warm CPU load + touch against the sequential read.
 """
@@ -125,6 +131,80 @@ class Table:
         print(f"{name:46s}        - skipped: {why}", flush=True)
 
 
+def background_rows(table: Table, name: str, start, reps: int, before) -> None:
+    """Rows "<name> blocking" (until ``start()`` returns) and "<name> total" (until the handle it
+    returns is done: ``result()``), medians of ``reps``; the first run (fresh staging memory,
+    process groups) is a warm-up."""
+    blocking, total = [], []
+    for rep in range(reps + 1):
+        before()
+        began = time.perf_counter()
+        handle = start()
+        returned = time.perf_counter()
+        handle.result()
+        if rep > 0:
+            blocking.append(returned - began)
+            total.append(time.perf_counter() - began)
+    table.row(f"{name} blocking", statistics.median(blocking), "save modelzip")
+    table.row(f"{name} total", statistics.median(total), "save modelzip")
+
+
+def save_rows(args, folder: str, sd: dict, table: Table) -> None:
+    """The save rows beside "save modelzip" (issue 32): durable, background (blocking and total
+    time), and torch.distributed.checkpoint's save and async_save where this torch has them."""
+    path = f"{folder}/save-rows.zip"
+
+    def fresh():
+        if os.path.exists(path):
+            os.unlink(path)
+    table.row("save modelzip durable", median(
+        lambda: mzt.save(sd, path, "t", append=False), args.reps, fresh), "save modelzip")
+    background_rows(table, "save modelzip save_async", lambda: modelzip.save_async(
+        path, "t", sd, durable=False, append=False), args.reps, fresh)
+    dcp_rows(args, folder, sd, table)
+
+
+def dcp_rows(args, folder: str, sd: dict, table: Table) -> None:
+    """torch.distributed.checkpoint save and async_save (one process, a gloo group of one)."""
+    try:
+        import torch.distributed as dist
+        import torch.distributed.checkpoint as dcp
+    except ImportError as e:
+        table.skip("save DCP", f"torch.distributed.checkpoint cannot be imported: {e}")
+        return
+    if not hasattr(dcp, "save"):
+        table.skip("save DCP / DCP async_save", f"torch {torch.__version__} has no "
+                   "torch.distributed.checkpoint.save (torch 2.2+)")
+        return
+    if not dist.is_initialized():
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
+        dist.init_process_group("gloo", rank=0, world_size=1)
+    where = f"{folder}/dcp"
+
+    def fresh():
+        shutil.rmtree(where, ignore_errors=True)
+    table.row("save DCP", median(lambda: dcp.save(sd, checkpoint_id=where), args.reps, fresh),
+              "save modelzip")
+    if not hasattr(dcp, "async_save"):
+        table.skip("save DCP async_save", f"torch {torch.__version__} has no async_save (2.3+)")
+        return
+    background_rows(table, "save DCP async_save", lambda: dcp.async_save(sd, checkpoint_id=where),
+                    args.reps, fresh)
+
+
+def training_row(args, folder: str) -> None:
+    """Steps per second of a small model with a checkpoint every --every steps: none,
+    synchronous, background (async_save_bench.py's training loop)."""
+    if args.no_train:
+        print("training loop: skipped (--no-train)", flush=True)
+        return
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from async_save_bench import bench_training
+    bench_training(argparse.Namespace(train_mib=args.train_mib, batch=16, torch_threads=0,
+                                      steps=args.steps, every=args.every, durable=False), folder)
+
+
 @contextlib.contextmanager
 def staging_config(threads: int = 0, piece_mib: int = 0):
     """The copy pipeline with ``threads`` threads and staging pieces of ``piece_mib`` MiB (0: its
@@ -215,6 +295,11 @@ def main() -> int:
     parser.add_argument("--dir", default=None, help="folder for the files (default: a temp dir)")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--no-cold", action="store_true", help="skip the cold-cache rows")
+    parser.add_argument("--no-train", action="store_true", help="skip the training-loop row")
+    parser.add_argument("--train-mib", type=int, default=256,
+                        help="parameters + Adam state of the training-loop model")
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--every", type=int, default=5, help="checkpoint every N steps")
     parser.add_argument("--no-sources", action="store_true",
                         help="skip the read() vs mapping rows of the copy pipeline")
     args = parser.parse_args()
@@ -247,6 +332,7 @@ def run(args, folder: str) -> int:
         return lambda: os.path.exists(paths[name]) and os.unlink(paths[name])
     for name, fn in saves.items():
         table.row(f"save {name}", median(fn, args.reps, fresh(name)))
+    save_rows(args, folder, sd, table)
 
     table.row("limit: read() of the archive file", median(
         lambda: sequential_read(paths["modelzip"]), args.reps))
@@ -328,6 +414,7 @@ def run(args, folder: str) -> int:
     else:
         copy_source_rows(table, args, paths["modelzip"])
 
+    training_row(args, folder)
     if CUDA:
         ratio = table.rows["limit: pinned host-to-device copy"] / table.rows[
             "device load warm modelzip.torch.load(device=cuda)"]

@@ -16,6 +16,7 @@
 #include "checkpoint/tag_snapshot.hpp"
 #include "format/tag_name.hpp"
 #include "modelzip/error.hpp"
+#include "zip/known_crcs.hpp"
 
 namespace modelzip {
 
@@ -29,6 +30,8 @@ struct BackgroundSave::State {
   BackgroundSaveOptions options;
   NewTag snapshot;  // dropped by the worker once written
   std::shared_ptr<detail::StagingBuffer> staging;
+  // The CRC-32s of the snapshot's buffers, computed while copying them.
+  std::shared_ptr<zip::KnownCrcs> crcs;
   std::thread worker;  // joined by the owning BackgroundSave (wait or destructor)
 
   std::atomic<Phase> phase{Phase::waiting};
@@ -205,6 +208,7 @@ void run_save(const std::shared_ptr<State>& state, const std::string& key) {
                                             {state->archive.string(), "", state->tag}));
   } else {
     try {
+      const zip::KnownCrcs::Scope known(state->crcs);
       Writer writer = Writer::open(state->archive, state->options.writer);
       writer.add_tag(state->tag, std::move(state->snapshot));
       if (state->options.update_metadata) writer.update_metadata(state->options.update_metadata);
@@ -215,6 +219,7 @@ void run_save(const std::shared_ptr<State>& state, const std::string& key) {
     }
   }
   state->snapshot = NewTag();
+  state->crcs.reset();
   std::shared_ptr<detail::StagingBuffer> staging = std::move(state->staging);
   if (!state->options.keep_staging)
     SaveRegistry::instance().drop_idle();
@@ -244,7 +249,8 @@ BackgroundSave BackgroundSave::start(const std::filesystem::path& archive, std::
   state->staging = registry.staging(static_cast<std::size_t>(size));
   const unsigned threads = state->options.copy_threads != 0 ? state->options.copy_threads
                                                             : detail::copy_threads_for(size);
-  state->snapshot = detail::snapshot_tag(contents, state->staging, threads);
+  state->crcs = std::make_shared<zip::KnownCrcs>();
+  state->snapshot = detail::snapshot_tag(contents, state->staging, threads, state->crcs.get());
 
   registry.enqueue(key, state);
   try {

@@ -7,12 +7,32 @@
 #include <thread>
 #include <vector>
 
+#include "core/crc32.hpp"
+
 namespace modelzip::detail {
 
 namespace {
 constexpr std::size_t kPiece = std::size_t{8} << 20;      // one unit of work of parallel_copy
 constexpr std::uint64_t kBytesPerThread = 16ull << 20;  // below this a thread costs more than it saves
 constexpr unsigned kMaxThreads = 8;
+// A block copied and then checksummed while it is still in the core's cache.
+constexpr std::size_t kCrcBlock = std::size_t{128} << 10;
+
+struct Piece {
+  CopyJob copy;
+  std::size_t job;
+};
+
+// Copies `p` and returns the CRC-32 of its bytes.
+std::uint32_t copy_with_crc(const CopyJob& p) noexcept {
+  std::uint32_t crc = 0;
+  for (std::size_t at = 0; at < p.size; at += kCrcBlock) {
+    const std::size_t n = std::min(kCrcBlock, p.size - at);
+    std::memcpy(p.to + at, p.from + at, n);
+    crc = detail::crc32_update(crc, {p.to + at, n});
+  }
+  return crc;
+}
 }  // namespace
 
 StagingBuffer::StagingBuffer(std::size_t capacity)
@@ -24,21 +44,35 @@ unsigned copy_threads_for(std::uint64_t total_bytes) noexcept {
   return static_cast<unsigned>(std::min<std::uint64_t>({cores, kMaxThreads, by_size}));
 }
 
-void parallel_copy(std::span<const CopyJob> jobs, unsigned threads) noexcept {
-  std::vector<CopyJob> pieces;
+void parallel_copy(std::span<const CopyJob> jobs, unsigned threads,
+                   std::span<std::uint32_t> crcs) noexcept {
+  const bool with_crc = !crcs.empty() && crcs.size() >= jobs.size();
+  std::vector<Piece> pieces;
+  std::vector<std::uint32_t> piece_crcs;
   try {
-    for (const CopyJob& j : jobs)
-      for (std::size_t at = 0; at < j.size; at += kPiece)
-        pieces.push_back({j.from + at, j.to + at, std::min(kPiece, j.size - at)});
+    for (std::size_t j = 0; j < jobs.size(); ++j)
+      for (std::size_t at = 0; at < jobs[j].size; at += kPiece)
+        pieces.push_back(
+            {{jobs[j].from + at, jobs[j].to + at, std::min(kPiece, jobs[j].size - at)}, j});
+    if (with_crc) piece_crcs.resize(pieces.size());
   } catch (const std::bad_alloc&) {
-    for (const CopyJob& j : jobs)
-      if (j.size > 0) std::memcpy(j.to, j.from, j.size);
+    for (std::size_t j = 0; j < jobs.size(); ++j) {
+      if (with_crc)
+        crcs[j] = copy_with_crc(jobs[j]);
+      else if (jobs[j].size > 0)
+        std::memcpy(jobs[j].to, jobs[j].from, jobs[j].size);
+    }
     return;
   }
   std::atomic<std::size_t> next{0};
   auto work = [&]() noexcept {
-    for (std::size_t k; (k = next.fetch_add(1, std::memory_order_relaxed)) < pieces.size();)
-      std::memcpy(pieces[k].to, pieces[k].from, pieces[k].size);
+    for (std::size_t k; (k = next.fetch_add(1, std::memory_order_relaxed)) < pieces.size();) {
+      const CopyJob& c = pieces[k].copy;
+      if (with_crc)
+        piece_crcs[k] = copy_with_crc(c);
+      else
+        std::memcpy(c.to, c.from, c.size);
+    }
   };
   std::vector<std::thread> helpers;
   const std::size_t wanted = std::min<std::size_t>(std::max(threads, 1u), pieces.size());
@@ -51,6 +85,12 @@ void parallel_copy(std::span<const CopyJob> jobs, unsigned threads) noexcept {
   }
   work();
   for (auto& t : helpers) t.join();
+  if (!with_crc) return;
+  std::fill(crcs.begin(), crcs.end(), 0u);
+  for (std::size_t k = 0; k < pieces.size(); ++k) {
+    std::uint32_t& crc = crcs[pieces[k].job];
+    crc = detail::crc32_concat(crc, piece_crcs[k], pieces[k].copy.size);
+  }
 }
 
 }  // namespace modelzip::detail

@@ -47,8 +47,13 @@ unsigned copy_threads_for(std::uint64_t total_bytes) noexcept;
 
 // Performs every job (non-overlapping ranges) with up to `threads` threads,
 // the calling thread being one of them; long jobs are split into 8 MiB
-// pieces. Falls back to fewer threads when the system refuses to start one.
-// Does not throw.
-void parallel_copy(std::span<const CopyJob> jobs, unsigned threads) noexcept;
+// pieces. With `crcs` (at least one per job), also stores the CRC-32 of each job's
+// bytes there: each piece is copied in blocks that fit the core's cache and
+// each block checksummed from the copy right after it is copied (one pass
+// over memory), the pieces' CRCs combined with zlib's crc32_combine. Falls
+// back to fewer threads when the system refuses to start one. Does not
+// throw.
+void parallel_copy(std::span<const CopyJob> jobs, unsigned threads,
+                   std::span<std::uint32_t> crcs = {}) noexcept;
 
 }  // namespace modelzip::detail

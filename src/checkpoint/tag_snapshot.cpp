@@ -98,7 +98,7 @@ std::uint64_t snapshot_size(const NewTag& tag) {
 }
 
 NewTag snapshot_tag(const NewTag& tag, const std::shared_ptr<StagingBuffer>& staging,
-                    unsigned threads) {
+                    unsigned threads, zip::KnownCrcs* crcs) {
   const std::vector<const Bytes*> originals = buffers_of(tag);
   std::vector<CopyJob> jobs;
   std::vector<Bytes> copies;
@@ -117,7 +117,14 @@ NewTag snapshot_tag(const NewTag& tag, const std::shared_ptr<StagingBuffer>& sta
     copies.push_back(Bytes::borrow({to, b->size()}, keeper));
     at += aligned(b->size());
   }
-  parallel_copy(jobs, threads);
+  if (crcs) {
+    std::vector<std::uint32_t> job_crcs(jobs.size());
+    parallel_copy(jobs, threads, job_crcs);
+    for (std::size_t j = 0; j < jobs.size(); ++j)
+      crcs->record({jobs[j].to, jobs[j].size}, job_crcs[j]);
+  } else {
+    parallel_copy(jobs, threads);
+  }
   StagedCopies staged(std::move(copies));
   return rebuild(tag, staged);
 }

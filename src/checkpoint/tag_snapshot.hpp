@@ -17,6 +17,7 @@
 
 #include "checkpoint/staging_area.hpp"
 #include "modelzip/writer.hpp"
+#include "zip/known_crcs.hpp"
 
 namespace modelzip::detail {
 
@@ -24,9 +25,12 @@ namespace modelzip::detail {
 std::uint64_t snapshot_size(const NewTag& tag);
 
 // A copy of `tag` whose bytes live in `staging` (capacity at least
-// snapshot_size(tag)), copied with up to `threads` threads. Throws
-// Error(invalid_argument) if the staging buffer is too small.
+// snapshot_size(tag)), copied with up to `threads` threads. With `crcs`,
+// the copy also checksums every copied buffer (parallel_copy) and records
+// its CRC-32 there, under the copy's range: a commit of the snapshot inside
+// a KnownCrcs::Scope of that table does not checksum those bytes again.
+// Throws Error(invalid_argument) if the staging buffer is too small.
 NewTag snapshot_tag(const NewTag& tag, const std::shared_ptr<StagingBuffer>& staging,
-                    unsigned threads);
+                    unsigned threads, zip::KnownCrcs* crcs = nullptr);
 
 }  // namespace modelzip::detail

@@ -21,6 +21,7 @@
 #include "format/tags_file.hpp"
 #include "format/tensor_blob.hpp"
 #include "io/append_journal.hpp"
+#include "io/direct_write_choice.hpp"
 #include "io/durable_file.hpp"
 #include "io/file_identity.hpp"
 #include "io/posix_file.hpp"
@@ -30,6 +31,7 @@
 #include "remote/remote_source.hpp"
 #include "zip/append_session.hpp"
 #include "zip/archive_layout.hpp"
+#include "zip/known_crcs.hpp"
 #include "zip/free_range.hpp"
 #include "zip/zip_stream_writer.hpp"
 
@@ -127,8 +129,14 @@ class ScanProgress {
 // Pieces are read in steps of this size between progress reports.
 constexpr std::uint64_t kScanStep = 4u << 20;
 
-// CRC-32 of the concatenation of `pieces`, reporting to `scan` if given.
+// CRC-32 of the concatenation of `pieces`, reporting to `scan` if given;
+// taken from the calling thread's KnownCrcs (a background save's snapshot)
+// where it knows the pieces.
 std::uint32_t pieces_crc(const std::vector<Bytes>& pieces, ScanProgress* scan = nullptr) {
+  if (const std::optional<std::uint32_t> known = zip::known_crc_of(pieces)) {
+    if (scan) scan->reached(pieces_size(pieces));
+    return *known;
+  }
   std::uint32_t crc = 0;
   std::uint64_t offset = 0;
   for (const auto& p : pieces)
@@ -506,7 +514,7 @@ void emit_tags(zip::StreamZipWriter& zw, const Plan& plan, const Archive::Impl* 
     else if (c.compression == Compression::deflate)
       zw.add_deflated(name, c.pieces);
     else
-      zw.add_stored(name, c.pieces);
+      zw.add_stored(name, c.pieces, c.crc ? c.crc : zip::known_crc_of(c.pieces));
   };
   auto text = [](const std::string& s) { return std::vector<Bytes>{Bytes::copy_of(s)}; };
   if (!changes_only) {
@@ -872,7 +880,8 @@ void Writer::Impl::rewrite(const Plan& plan, const Archive::Impl* old_impl, Stat
     // Errors name the archive the user asked for, not the temporary file.
     zip::StreamZipWriter zw(out.fd(), path.string(), 0, expected_bytes(plan, false),
                             options.progress);
-    if (options.durable) zw.write_large_data_directly();
+    if (options.durable && io::use_direct_writes(path, expected_bytes(plan, false)))
+      zw.write_large_data_directly();
     emit_all(zw, plan, old_impl);
     stats.bytes_written = zw.finish();
     out.close();
@@ -915,7 +924,8 @@ void Writer::Impl::append_to(const Plan& plan, const Archive::Impl& old,
         {.durable = options.durable,
          .expected_bytes = expected_bytes(plan, true),
          .progress = options.progress,
-         .direct_data = options.durable,
+         .direct_data =
+             options.durable && io::use_direct_writes(path, expected_bytes(plan, true)),
          .keep_entry = [&](const zip::EntryInfo& e) { return kept.count(&e) > 0; },
          .tags = saved});
     tail_start = session.start_offset();

@@ -67,6 +67,7 @@ struct StreamZipWriter::Written {
   // its CRC (slot).
   std::optional<EntryPlan> pending;
   std::size_t crc_slot = 0;
+  std::optional<std::uint32_t> known_crc;  // given by the caller: no slot
 };
 
 StreamZipWriter::StreamZipWriter(io::ByteSink& sink, std::string file_name,
@@ -113,25 +114,35 @@ void StreamZipWriter::skip_to(std::uint64_t offset) {
   offset_ = offset;
 }
 
-void StreamZipWriter::add_stored(const std::string& name, const std::vector<Bytes>& pieces) {
+void StreamZipWriter::add_stored(const std::string& name, const std::vector<Bytes>& pieces,
+                                 std::optional<std::uint32_t> crc) {
   std::uint64_t size = 0;
   for (const auto& p : pieces) size += p.size();
   EntryPlan plan = plan_stored(name, offset_, size);
   Written w{.zip64_local = plan.zip64};
   if (size <= kInlineUpTo) {
-    // CRC first, then header and data in one write.
-    std::uint32_t crc = 0;
-    for (const auto& p : pieces) crc = detail::crc32_update(crc, p.span());
-    w.info = write_entry(sink_, plan, crc, pieces);
+    // CRC first (unless known), then header and data in one write.
+    std::uint32_t value = 0;
+    if (crc)
+      value = *crc;
+    else
+      for (const auto& p : pieces) value = detail::crc32_update(value, p.span());
+    w.info = write_entry(sink_, plan, value, pieces);
     offset_ = plan.end();
     report(size);
   } else {
     // The header's range reserved; each chunk is queued for the CRC worker
-    // just before it is written; finish() writes the header with the CRC.
+    // (unless the CRC is known) just before it is written; finish() writes
+    // the header with the CRC.
     sink_.reserve(io::ByteRange{plan.local_offset, plan.header_size()});
     offset_ = plan.data_offset;
-    w.crc_slot = crc_queue_.new_slot();
-    append_data(pieces, size, &w.crc_slot);
+    if (crc) {
+      w.known_crc = crc;
+      append_data(pieces, size, nullptr);
+    } else {
+      w.crc_slot = crc_queue_.new_slot();
+      append_data(pieces, size, &w.crc_slot);
+    }
     w.pending = std::move(plan);
   }
   entries_.push_back(std::move(w));
@@ -369,7 +380,7 @@ std::uint64_t StreamZipWriter::finish(const std::function<void()>& before_end_re
   const std::vector<std::uint32_t> crcs = crc_queue_.finish();
   for (Written& w : entries_)
     if (w.pending) {
-      w.info = finish_entry(sink_, *w.pending, crcs[w.crc_slot]);
+      w.info = finish_entry(sink_, *w.pending, w.known_crc ? *w.known_crc : crcs[w.crc_slot]);
       w.pending.reset();
     }
   auto [central, end] = directory_bytes(entries_, offset_);

@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -87,8 +88,11 @@ class StreamZipWriter {
   // collective append) and must be covered by entries listed with keep().
   void skip_to(std::uint64_t offset);
   // A new entry holding the concatenation of `pieces`, stored (aligned) or
-  // deflated (zlib level `level`).
-  void add_stored(const std::string& name, const std::vector<Bytes>& pieces);
+  // deflated (zlib level `level`). A stored entry whose CRC-32 the caller
+  // already knows (`crc`: that of the concatenation, trusted as is) is
+  // written without checksumming its bytes again.
+  void add_stored(const std::string& name, const std::vector<Bytes>& pieces,
+                  std::optional<std::uint32_t> crc = std::nullopt);
   void add_deflated(const std::string& name, const std::vector<Bytes>& pieces, int level = 6);
   // A new stored (aligned) entry of exactly `size` bytes that `produce`
   // writes piece by piece into the sink it is given: nothing is kept after

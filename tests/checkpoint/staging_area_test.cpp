@@ -4,6 +4,9 @@
 #include <thread>
 
 #include "checkpoint/staging_area.hpp"
+#include "checkpoint/tag_snapshot.hpp"
+#include "core/crc32.hpp"
+#include "zip/known_crcs.hpp"
 #include "test_support.hpp"
 
 using namespace modelzip;
@@ -24,19 +27,28 @@ TEST_CASE("parallel_copy copies every job exactly, with any number of threads") 
     StagingBuffer staging(total);
     REQUIRE(staging.capacity() >= total);
     REQUIRE(reinterpret_cast<std::uintptr_t>(staging.data()) % (2u << 20) == 0);
-    std::memset(staging.data(), 0x5A, total);
     std::vector<CopyJob> jobs;
     std::size_t at = 0;
     for (const Bytes& b : sources) {
       jobs.push_back({b.data(), staging.data() + at, b.size()});
       at += b.size() + 1;
     }
-    parallel_copy(jobs, threads);
-    at = 0;
-    for (const Bytes& b : sources) {
-      if (!b.empty()) CHECK(std::memcmp(staging.data() + at, b.data(), b.size()) == 0);
-      CHECK(staging.data()[at + b.size()] == std::byte{0x5A});
-      at += b.size() + 1;
+    for (bool with_crc : {false, true}) {
+      INFO("with CRC " << with_crc);
+      std::memset(staging.data(), 0x5A, total);
+      std::vector<std::uint32_t> crcs(jobs.size(), 0xDEADBEEF);
+      if (with_crc)
+        parallel_copy(jobs, threads, crcs);
+      else
+        parallel_copy(jobs, threads);
+      at = 0;
+      for (std::size_t j = 0; j < sources.size(); ++j) {
+        const Bytes& b = sources[j];
+        if (!b.empty()) CHECK(std::memcmp(staging.data() + at, b.data(), b.size()) == 0);
+        CHECK(staging.data()[at + b.size()] == std::byte{0x5A});
+        CHECK(crcs[j] == (with_crc ? modelzip::detail::crc32_of(b.span()) : 0xDEADBEEF));
+        at += b.size() + 1;
+      }
     }
   }
 }
@@ -48,4 +60,25 @@ TEST_CASE("copy_threads_for: one thread for small copies, never more than the co
   CHECK(many >= 1);
   CHECK(many <= std::max(1u, std::thread::hardware_concurrency()));
   CHECK(many <= 8);
+}
+
+TEST_CASE("snapshot_tag records the CRC-32 of every copied buffer under the copy's range") {
+  std::mt19937_64 rng(11);
+  const Bytes big = testing::random_bytes(rng, (9u << 20) + 3);
+  const Bytes small = testing::random_bytes(rng, 100);
+  NewTag tag;
+  tag.add("big", Tensor::dense(DType::uint8, {static_cast<std::int64_t>(big.size())}, big));
+  tag.add("small", Tensor::dense(DType::uint8, {static_cast<std::int64_t>(small.size())}, small));
+  tag.add("empty", Tensor::dense(DType::uint8, {0}, Bytes()));
+  auto staging = std::make_shared<StagingBuffer>(snapshot_size(tag));
+  modelzip::zip::KnownCrcs crcs;
+  const NewTag copy = snapshot_tag(tag, staging, 2, &crcs);
+  CHECK(crcs.size() == 2);  // the empty buffer has nothing to record
+  const Bytes& staged_big = copy.params().at(0).tensor.values();
+  const Bytes& staged_small = copy.params().at(1).tensor.values();
+  CHECK(staged_big.data() != big.data());
+  CHECK(crcs.find(staged_big.span()) == modelzip::detail::crc32_of(big.span()));
+  CHECK(crcs.find(staged_small.span()) == modelzip::detail::crc32_of(small.span()));
+  CHECK_FALSE(crcs.find(big.span()));                      // the original is not the copy
+  CHECK_FALSE(crcs.find(staged_big.span().subspan(1)));    // whole ranges only
 }

@@ -381,3 +381,39 @@ TEST_CASE("A direct write that fails names the archive and the offset") {
   INFO(message);
   CHECK(message.find("No space left") != std::string::npos);
 }
+
+TEST_CASE("A stored entry whose CRC the caller knows is written with that CRC as given") {
+  constexpr std::size_t kMiB = 1u << 20;
+  const std::string small = pattern(1000, 21), big = pattern(6 * kMiB + 9, 22);
+  for (bool direct : {false, true}) {
+    INFO("direct " << direct);
+    TempDir dir;
+    const auto path = dir / "k.zip";
+    {
+      Fd out(path);
+      modelzip::zip::StreamZipWriter w(out.fd, path.string(), 0);
+      if (direct) w.write_large_data_directly();
+      w.add_stored("small", {Bytes::copy_of(small)}, crc32_of(small));
+      w.add_stored("big", {Bytes::copy_of(big.substr(0, kMiB)), Bytes::copy_of(big.substr(kMiB))},
+                   crc32_of(big));
+      // Trusted, not checked: a wrong CRC given is the CRC written.
+      w.add_stored("wrong", {Bytes::copy_of(big)}, crc32_of(big) ^ 1u);
+      w.finish();
+    }
+    const std::string file = io_bytes(path);
+    Bytes mapped = io::map_file(path);
+    const modelzip::zip::Directory d = modelzip::zip::parse_directory(mapped.span(), Limits{});
+    modelzip::zip::EntryReader reader(mapped, Limits{});
+    REQUIRE(d.entries.size() == 3);
+    const std::uint32_t want[] = {crc32_of(small), crc32_of(big), crc32_of(big) ^ 1u};
+    for (std::size_t i = 0; i < 3; ++i) {
+      const auto& e = d.entries[i];
+      INFO("entry " << e.name);
+      CHECK(e.crc32 == want[i]);
+      CHECK(get32(file, e.local_header_offset + 14) == want[i]);
+    }
+    CHECK(std::string(reader.read(d.entries[0], true).as_string_view()) == small);
+    CHECK(std::string(reader.read(d.entries[1], true).as_string_view()) == big);
+    CHECK_THROWS_AS(reader.read(d.entries[2], true), Error);
+  }
+}

@@ -89,7 +89,10 @@ NewTag tag_contents_from_python(const py::handle& arrays, const py::object& shar
     throw py::type_error("arrays must be a mapping name -> array");
   // items(), with a torch state dict's dtypes and tuples expanded (_values.py).
   const py::list items(helper("_values", "expand_torch_objects")(arrays));
-  for (py::handle item : items) {
+  // CUDA tensors fetched into host memory together (pinned staging, overlapped copies); the
+  // ties below are found among the tensors as given.
+  py::object fetch = helper("_values", "fetch_device_tensors");
+  for (py::handle item : py::list(fetch(items))) {
     py::tuple pair = py::reinterpret_borrow<py::tuple>(item);
     std::string name = name_of(pair[0], "parameter names");
     present.params.insert(name);
@@ -107,7 +110,7 @@ NewTag tag_contents_from_python(const py::handle& arrays, const py::object& shar
     }
   }
   if (!updater.is_none()) {
-    for (py::handle item : updater.attr("items")()) {
+    for (py::handle item : py::list(fetch(updater.attr("items")()))) {
       py::tuple pair = py::reinterpret_borrow<py::tuple>(item);
       const StateKey key = state_key(pair[0], "updater keys");
       present.states.insert(key);

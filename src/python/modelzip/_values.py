@@ -213,6 +213,20 @@ TORCH_TUPLE_MARK = "torch.tuple:"
 TORCH_METADATA_MARK = "torch.metadata:"
 
 
+def fetch_device_tensors(items: Any) -> Any:
+    """(name, value) pairs with every dense CUDA tensor replaced by a host tensor of the same
+    bytes, fetched through pinned staging memory (_device_save.py); ``items`` as they are when
+    none is on a CUDA device (torch is not imported for that)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return items
+    items = list(items)
+    if not any(isinstance(v, torch.Tensor) and v.device.type == "cuda" for _, v in items):
+        return items
+    from . import _device_save
+    return _device_save.host_items(items)
+
+
 def expand_torch_objects(arrays: Mapping[str, Any]) -> Any:
     """``arrays.items()``, with torch dtypes and tuples of tensors replaced by their markers
     and elements (see above); ``arrays.items()`` itself when there are none."""
