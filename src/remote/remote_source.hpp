@@ -1,6 +1,8 @@
 // Remote archives: the ByteSource that fetches an object's byte ranges over
 // HTTP(S) or S3 with libcurl into a local cache file (remote/cache_file.hpp),
-// which the readers map like a local archive.
+// which the readers map like a local archive. Its settings, endpoint (URL
+// and signing) and the libcurl options it shares with the S3 writer are in
+// remote/settings.hpp, remote/endpoint.hpp and remote/curl_request.hpp.
 //
 // Protocol: a HEAD pins the object (size, ETag, Last-Modified); every later
 // request is an explicit range (never a suffix range) sent with If-Match
