@@ -105,6 +105,7 @@ class HttpSource final : public io::ByteSource {
   }
 
   Bytes file() const { return cache_->mapping(); }
+  const std::string& etag() const noexcept { return pin_.etag; }
 
   void ensure(std::span<const io::ByteRange> ranges) const override {
     std::lock_guard lock(mutex_);
@@ -435,7 +436,8 @@ class HttpSource final : public io::ByteSource {
 Opened open(const std::string& url, const RemoteOptions& options) {
   auto source = std::make_shared<HttpSource>(resolve(url), settings_from(options));
   Bytes file = source->file();
-  return Opened{std::move(file), std::move(source)};
+  std::string etag = source->etag();
+  return Opened{std::move(file), std::move(source), std::move(etag)};
 }
 
 }  // namespace modelzip::remote

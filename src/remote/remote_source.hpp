@@ -55,6 +55,7 @@ void refuse_write(std::string_view path);
 struct Opened {
   Bytes file;  // the whole object's extent, filled on demand by `source`
   std::shared_ptr<const io::ByteSource> source;
+  std::string etag;  // the version pinned (quotes included; empty if the server sent none)
 };
 
 // Pins the object at `url` and prepares its cache. Throws Error(io) (network,

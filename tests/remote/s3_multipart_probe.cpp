@@ -7,6 +7,13 @@
 //     file) or copy:KEY:FIRST:LENGTH[:ETAG] (UploadPartCopy); parts are sent
 //     from one thread each, then completed in order. Prints the upload id
 //     and then the new ETag.
+//   s3_multipart_probe sink URL [--part-size N] [--parallel N] [--old KEY]
+//                      [--if-none-match | --if-match ETAG] [--no-commit] OP...
+//     Drives an S3UploadSink (the old object KEY opened as readers do, its
+//     pinned ETag used for copies); OP: write:OFFSET:PATH:FROM:LENGTH (bytes
+//     of a local file), keep:OFFSET:FROM:LENGTH, reserve:OFFSET:LENGTH,
+//     end:SIZE. Prints "uploaded U copied C etag E" (without --no-commit,
+//     which destroys the sink after finish()).
 //   s3_multipart_probe create URL          prints the upload id
 //   s3_multipart_probe abort URL ID
 //   s3_multipart_probe list URL            one "KEY ID" line per upload
@@ -20,7 +27,9 @@
 #include <vector>
 
 #include "modelzip/error.hpp"
+#include "remote/remote_source.hpp"
 #include "remote/s3_multipart.hpp"
+#include "remote/s3_upload_sink.hpp"
 
 using modelzip::remote::S3Condition;
 using modelzip::remote::S3Multipart;
@@ -102,6 +111,60 @@ int upload(const S3Multipart& s3, const std::vector<std::string>& args) {
   return 0;
 }
 
+int sink(const std::string& url, const std::vector<std::string>& args) {
+  namespace remote = modelzip::remote;
+  remote::S3UploadOptions options;
+  std::string old_key;
+  bool commit = true;
+  std::vector<std::string> ops;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--part-size" && i + 1 < args.size())
+      options.part_size = std::stoull(args[++i]);
+    else if (args[i] == "--parallel" && i + 1 < args.size())
+      options.parallel = std::stoi(args[++i]);
+    else if (args[i] == "--old" && i + 1 < args.size())
+      old_key = args[++i];
+    else if (args[i] == "--if-none-match")
+      options.condition.if_none_match = true;
+    else if (args[i] == "--if-match" && i + 1 < args.size())
+      options.condition.if_match = args[++i];
+    else if (args[i] == "--no-commit")
+      commit = false;
+    else
+      ops.push_back(args[i]);
+  }
+  auto client = std::make_shared<remote::S3Multipart>(url, modelzip::RemoteOptions{});
+  if (!old_key.empty()) {
+    auto old = remote::open("s3://" + client->endpoint().bucket + "/" + old_key, {});
+    options.old_key = old_key;
+    options.old_etag = old.etag;
+    options.old_file = old.file;
+    options.old_source = old.source;
+  }
+  remote::S3UploadSink out(client, std::move(options));
+  for (const auto& op : ops) {
+    auto f = split(op, ':');
+    if (f.at(0) == "write") {
+      auto bytes = read_range(f.at(2), std::stoull(f.at(3)), std::stoull(f.at(4)));
+      out.write(std::stoull(f.at(1)), modelzip::Bytes::take(std::move(bytes)));
+    } else if (f.at(0) == "keep") {
+      out.keep(std::stoull(f.at(1)), {std::stoull(f.at(2)), std::stoull(f.at(3))});
+    } else if (f.at(0) == "reserve") {
+      out.reserve({std::stoull(f.at(1)), std::stoull(f.at(2))});
+    } else if (f.at(0) == "end") {
+      out.set_end(std::stoull(f.at(1)));
+    } else {
+      std::cerr << "unknown op " << op << "\n";
+      return 2;
+    }
+  }
+  out.finish();
+  if (commit) out.commit();
+  std::cout << "uploaded " << out.uploaded_bytes() << " copied " << out.copied_bytes() << " etag "
+            << out.etag() << std::endl;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -114,6 +177,7 @@ int main(int argc, char** argv) {
     S3Multipart s3(args[1], {});
     std::vector<std::string> rest(args.begin() + 2, args.end());
     if (args[0] == "upload") return upload(s3, rest);
+    if (args[0] == "sink") return sink(args[1], rest);
     if (args[0] == "create") {
       std::cout << s3.create() << std::endl;
       return 0;

@@ -283,7 +283,9 @@ class S3Proxy:
                     for k, v in answer.getheaders():
                         if k.lower() not in ("transfer-encoding", "connection", "content-length"):
                             self.send_header(k, v)
-                    self.send_header("Content-Length", str(len(data)))
+                    # A HEAD's Content-Length is the object's, not the (empty) body's.
+                    self.send_header("Content-Length", answer.getheader("Content-Length", "0")
+                                     if self.command == "HEAD" else str(len(data)))
                     self.end_headers()
                     if self.command != "HEAD":
                         self.wfile.write(data)

@@ -56,7 +56,9 @@ def probe(proxy, *args, env_extra=None, check=True):
 
 
 def upload_parts(proxy):
-    return [r for r in proxy.requests() if r["method"] == "PUT" and "partNumber=" in r["path"]]
+    """The UploadPart requests seen (not UploadPartCopy)."""
+    return [r for r in proxy.requests() if r["method"] == "PUT" and "partNumber=" in r["path"]
+            and "x-amz-copy-source" not in r["headers"]]
 
 
 def test_parts_uploaded_in_parallel_complete_to_the_bytes(s3, data):
