@@ -1,5 +1,5 @@
 // Writer: plans the new archive from the old one plus the staged changes,
-// then writes it through zip::ZipWriter to a temporary file and replaces the
+// then writes it through zip::StreamZipWriter to a temporary file and replaces the
 // archive durably (io::TempFile).
 #include "modelzip/writer.hpp"
 

@@ -1,19 +1,18 @@
 #include "dist/commit_target.hpp"
-#include "io/posix_file.hpp"
-
-#include <cstring>
 
 #include "checkpoint/archive_impl.hpp"
 #include "dist/rank_locks.hpp"
 #include "format/archive_metadata.hpp"
 #include "format/tags_file.hpp"
 #include "io/durable_file.hpp"
+#include "io/file_sink.hpp"
 #include "io/syscalls.hpp"
 #include "modelzip/error.hpp"
 #include "modelzip/writer.hpp"
 #include "zip/append_session.hpp"
 #include "zip/archive_layout.hpp"
 #include "zip/crc32.hpp"
+#include "zip/entry_writer.hpp"
 #include "zip/zip_stream_writer.hpp"
 
 namespace modelzip::dist {
@@ -97,21 +96,13 @@ CommitTarget::Start CommitTarget::begin(const std::string& tag) {
     Metadata metadata;
     metadata.writer = "modelzip " MODELZIP_VERSION;
     const std::string toml = format::write_metadata(metadata);
-    const auto* data = reinterpret_cast<const std::byte*>(toml.data());
-    zip::EntryInfo& e = m.metadata_entry;
-    e.name = std::string(format::kMetadataEntry);
-    e.crc32 = zip::crc32_of(std::span(data, toml.size()));
-    e.compressed_size = e.uncompressed_size = toml.size();
-    e.local_header_offset = 0;
-    std::vector<std::byte> bytes = zip::encode_local_header(
-        zip::LocalHeader{
-            .name = e.name, .crc = e.crc32, .compressed = toml.size(), .uncompressed = toml.size()},
-        0, true);
-    e.data_offset = bytes.size();
-    bytes.insert(bytes.end(), data, data + toml.size());
-    io::pwrite_full(m.temp_out->fd(), bytes.data(), bytes.size(), 0,
-                    ErrorContext{.archive = m.path.string()});
-    return Start{m.temp->path().string(), bytes.size()};
+    const auto data = std::as_bytes(std::span(toml));
+    io::FileSink sink(m.temp_out->fd(), ErrorContext{.archive = m.path.string()}, false);
+    m.metadata_entry = zip::write_entry(
+        sink, zip::plan_stored(std::string(format::kMetadataEntry), 0, data.size()),
+        zip::crc32_of(data), data);
+    sink.finish();
+    return Start{m.temp->path().string(), m.metadata_entry.data_offset + data.size()};
   } catch (const Error& e) {
     abort();
     throw e.with_context(m.context());

@@ -17,7 +17,6 @@
 namespace modelzip::zip {
 namespace {
 
-constexpr std::uint32_t kLocalSignature = 0x04034b50;
 constexpr std::uint32_t kCentralSignature = 0x02014b50;
 constexpr std::uint32_t kEocdSignature = 0x06054b50;
 constexpr std::uint32_t kZip64EocdSignature = 0x06064b50;
@@ -48,19 +47,6 @@ class Out {
   std::vector<std::byte> bytes;
 };
 
-bool is_ascii(std::string_view s) {
-  return std::all_of(s.begin(), s.end(),
-                     [](char c) { return static_cast<unsigned char>(c) < 0x80; });
-}
-
-// Length of the padding extra field (header included) that moves data from
-// `unpadded` to a multiple of kDataAlignment: 0, or 4..67.
-std::uint16_t padding_length(std::uint64_t unpadded) {
-  std::uint64_t pad = (kDataAlignment - unpadded % kDataAlignment) % kDataAlignment;
-  if (pad != 0 && pad < 4) pad += kDataAlignment;
-  return static_cast<std::uint16_t>(pad);
-}
-
 // `pieces` split into the runs of at most kChunk bytes that are written
 // (and checksummed) one at a time; each run shares its piece's lifetime.
 std::vector<Bytes> chunks_of(const std::vector<Bytes>& pieces) {
@@ -73,21 +59,30 @@ std::vector<Bytes> chunks_of(const std::vector<Bytes>& pieces) {
 
 }  // namespace
 
+// An entry of the new central directory.
 struct StreamZipWriter::Written {
-  std::string name;
-  std::uint16_t method = kMethodStore;
-  std::uint16_t flags = 0;
-  std::uint32_t crc = 0;
-  std::uint64_t compressed = 0, uncompressed = 0;
-  std::uint64_t local_offset = 0;
+  EntryInfo info;
   bool zip64_local = false;
-  std::uint64_t local_extra = 0;        // length of the local header's extra field
-  std::optional<std::size_t> crc_slot;  // CRC still being computed by crc_queue_
+  // A new entry whose local header finish() writes, once crc_queue_ has
+  // its CRC (slot).
+  std::optional<EntryPlan> pending;
+  std::size_t crc_slot = 0;
 };
+
+StreamZipWriter::StreamZipWriter(io::ByteSink& sink, std::string file_name,
+                                 std::uint64_t start_offset, std::uint64_t expected_bytes,
+                                 ProgressCallback progress)
+    : sink_(sink),
+      file_name_(std::move(file_name)),
+      offset_(start_offset),
+      progress_(std::move(progress), "save", ErrorContext{.archive = file_name_}) {
+  progress_.set_total(expected_bytes);
+}
 
 StreamZipWriter::StreamZipWriter(int fd, std::string file_name, std::uint64_t start_offset,
                                  std::uint64_t expected_bytes, ProgressCallback progress)
-    : fd_(fd),
+    : own_sink_(std::make_unique<io::FileSink>(fd, ErrorContext{.archive = file_name}, false)),
+      sink_(*own_sink_),
       file_name_(std::move(file_name)),
       offset_(start_offset),
       progress_(std::move(progress), "save", ErrorContext{.archive = file_name_}) {
@@ -96,12 +91,8 @@ StreamZipWriter::StreamZipWriter(int fd, std::string file_name, std::uint64_t st
 
 StreamZipWriter::~StreamZipWriter() = default;
 
-void StreamZipWriter::write_at(std::uint64_t offset, const void* data, std::size_t size) {
-  io::pwrite_full(fd_, data, size, offset, ErrorContext{.archive = file_name_});
-}
-
 void StreamZipWriter::append(const void* data, std::size_t size) {
-  write_at(offset_, data, size);
+  sink_.write_copy(offset_, std::span(static_cast<const std::byte*>(data), size));
   offset_ += size;
 }
 
@@ -109,93 +100,8 @@ void StreamZipWriter::report(std::uint64_t bytes) {
   progress_.advance(bytes);
 }
 
-std::vector<std::byte> encode_local_header(const LocalHeader& w, std::uint64_t offset, bool align) {
-  const std::string_view name = w.name;
-  if (name.size() > 0xFFFF)
-    throw Error(ErrorCode::invalid_argument, "entry name longer than 65535 bytes",
-                ErrorContext{.entry = std::string(name.substr(0, 200))});
-  const bool zip64 = w.zip64;
-  const std::uint64_t zip64_len = zip64 ? 20 : 0;
-  const std::uint16_t pad = align ? padding_length(offset + 30 + name.size() + zip64_len) : 0;
-  Out h;
-  h.put<std::uint32_t>(kLocalSignature);
-  h.put<std::uint16_t>(zip64 ? 45 : 20);
-  h.put<std::uint16_t>(w.flags);
-  h.put<std::uint16_t>(w.method);
-  h.put<std::uint16_t>(kDosTime);
-  h.put<std::uint16_t>(kDosDate);
-  h.put<std::uint32_t>(w.crc);
-  h.put<std::uint32_t>(zip64 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(w.compressed));
-  h.put<std::uint32_t>(zip64 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(w.uncompressed));
-  h.put<std::uint16_t>(static_cast<std::uint16_t>(name.size()));
-  h.put<std::uint16_t>(static_cast<std::uint16_t>(zip64_len + pad));
-  h.put_text(name);
-  if (zip64) {
-    h.put<std::uint16_t>(0x0001);
-    h.put<std::uint16_t>(16);
-    h.put<std::uint64_t>(w.uncompressed);
-    h.put<std::uint64_t>(w.compressed);
-  }
-  if (pad) {
-    h.put<std::uint16_t>(kPaddingExtraId);
-    h.put<std::uint16_t>(static_cast<std::uint16_t>(pad - 4));
-    h.zeros(pad - 4u);
-  }
-  return std::move(h.bytes);
-}
-
-std::uint16_t name_flags(std::string_view name) noexcept {
-  return is_ascii(name) ? 0 : 0x0800;
-}
-
-std::vector<std::byte> StreamZipWriter::local_header(const Written& w, std::uint64_t at,
-                                                     bool align) const {
-  return encode_local_header(LocalHeader{.name = w.name,
-                                         .method = w.method,
-                                         .flags = w.flags,
-                                         .crc = w.crc,
-                                         .compressed = w.compressed,
-                                         .uncompressed = w.uncompressed,
-                                         .zip64 = w.zip64_local},
-                             at, align);
-}
-
-void StreamZipWriter::begin_entry(Written& w, bool align) {
-  w.local_offset = offset_;
-  const std::vector<std::byte> header = local_header(w, offset_, align);
-  w.local_extra = header.size() - 30 - w.name.size();
-  append(header.data(), header.size());
-}
-
-void StreamZipWriter::patch_local(const Written& w, bool sizes) {
-  std::byte fields[12];
-  detail::store_le<std::uint32_t>(fields, w.crc);
-  if (!sizes) {
-    write_at(w.local_offset + 14, fields, 4);
-  } else if (!w.zip64_local) {  // CRC and both sizes are contiguous: one write
-    detail::store_le<std::uint32_t>(fields + 4, static_cast<std::uint32_t>(w.compressed));
-    detail::store_le<std::uint32_t>(fields + 8, static_cast<std::uint32_t>(w.uncompressed));
-    write_at(w.local_offset + 14, fields, 12);
-  } else {
-    write_at(w.local_offset + 14, fields, 4);
-    std::byte z64[16];
-    detail::store_le<std::uint64_t>(z64, w.uncompressed);
-    detail::store_le<std::uint64_t>(z64 + 8, w.compressed);
-    write_at(w.local_offset + 30 + w.name.size() + 4, z64, 16);
-  }
-}
-
 void StreamZipWriter::keep(const EntryInfo& e) {
-  Written w;
-  w.name = e.name;
-  w.method = e.method;
-  w.flags = e.flags;
-  w.crc = e.crc32;
-  w.compressed = e.compressed_size;
-  w.uncompressed = e.uncompressed_size;
-  w.local_offset = e.local_header_offset;
-  w.local_extra = e.data_offset - e.local_header_offset - 30 - e.name.size();
-  entries_.push_back(std::move(w));
+  entries_.push_back(Written{.info = e});
 }
 
 void StreamZipWriter::skip_to(std::uint64_t offset) {
@@ -208,48 +114,33 @@ void StreamZipWriter::skip_to(std::uint64_t offset) {
 }
 
 void StreamZipWriter::add_stored(const std::string& name, const std::vector<Bytes>& pieces) {
-  Written w;
-  w.name = name;
-  w.flags = name_flags(name);
-  for (const auto& p : pieces) w.uncompressed += p.size();
-  w.compressed = w.uncompressed;
-  w.zip64_local = needs_zip64_local(w.uncompressed);
-  if (w.uncompressed <= kInlineUpTo) {
-    w.local_offset = offset_;
+  std::uint64_t size = 0;
+  for (const auto& p : pieces) size += p.size();
+  EntryPlan plan = plan_stored(name, offset_, size);
+  Written w{.zip64_local = plan.zip64};
+  if (size <= kInlineUpTo) {
     // CRC first, then header and data in one write.
-    for (const auto& p : pieces) w.crc = crc32_update(w.crc, p.span());
-    std::vector<std::byte> out = local_header(w, offset_, true);
-    w.local_extra = out.size() - 30 - w.name.size();
-    out.reserve(out.size() + w.uncompressed);
-    for (const auto& p : pieces) out.insert(out.end(), p.data(), p.data() + p.size());
-    append(out.data(), out.size());
-    report(w.uncompressed);
+    std::uint32_t crc = 0;
+    for (const auto& p : pieces) crc = crc32_update(crc, p.span());
+    w.info = write_entry(sink_, plan, crc, pieces);
+    offset_ = plan.end();
+    report(size);
   } else {
-    // Header with the CRC left 0; each chunk is queued for the CRC worker
-    // just before it is written; finish() patches the CRC in.
-    begin_entry(w, true);
+    // The header's range reserved; each chunk is queued for the CRC worker
+    // just before it is written; finish() writes the header with the CRC.
+    sink_.reserve(io::ByteRange{plan.local_offset, plan.header_size()});
+    offset_ = plan.data_offset;
     w.crc_slot = crc_queue_.new_slot();
-    if (bulk_) {
-      append_direct(pieces, w.uncompressed, &*w.crc_slot);
-    } else {
-      for (const Bytes& c : chunks_of(pieces)) {
-        crc_queue_.push(*w.crc_slot, c);
-        append(c.data(), c.size());
-        report(c.size());
-      }
-    }
+    append_data(pieces, size, &w.crc_slot);
+    w.pending = std::move(plan);
   }
   entries_.push_back(std::move(w));
 }
 
 void StreamZipWriter::add_stored_streamed(const std::string& name, std::uint64_t size,
                                           const std::function<void(const PieceSink&)>& produce) {
-  Written w;
-  w.name = name;
-  w.flags = name_flags(name);
-  w.uncompressed = w.compressed = size;
-  w.zip64_local = needs_zip64_local(size);
-  begin_entry(w, true);  // CRC patched in below
+  EntryWriter entry(sink_, plan_stored(name, offset_, size));
+  offset_ = entry.plan().data_offset;
   std::uint64_t written = 0;
   std::uint32_t crc = 0;
   auto too_long = [&] {
@@ -260,8 +151,9 @@ void StreamZipWriter::add_stored_streamed(const std::string& name, std::uint64_t
   produce([&](std::span<const std::byte> piece) {
     if (piece.size() > size - written) throw too_long();
     crc = crc32_update(crc, piece);
-    append(piece.data(), piece.size());
+    entry.write_copy(written, piece);
     written += piece.size();
+    offset_ += piece.size();
     report(piece.size());
   });
   if (written != size)
@@ -269,21 +161,15 @@ void StreamZipWriter::add_stored_streamed(const std::string& name, std::uint64_t
                 "the entry's data ended after " + std::to_string(written) + " of its announced " +
                     std::to_string(size) + " bytes",
                 ErrorContext{.archive = file_name_, .entry = name});
-  w.crc = crc;
-  patch_local(w, false);
-  entries_.push_back(std::move(w));
+  entries_.push_back(Written{.info = entry.finish(crc), .zip64_local = entry.plan().zip64});
 }
 
 void StreamZipWriter::add_deflated(const std::string& name, const std::vector<Bytes>& pieces,
                                    int level) {
-  Written w;
-  w.name = name;
-  w.method = kMethodDeflate;
-  w.flags = name_flags(name);
-  for (const auto& p : pieces) w.uncompressed += p.size();
-  w.zip64_local =
-      w.uncompressed >= k32 || ::deflateBound(nullptr, static_cast<uLong>(w.uncompressed)) >= k32;
-  begin_entry(w, false);  // CRC and compressed size patched in below
+  std::uint64_t uncompressed = 0;
+  for (const auto& p : pieces) uncompressed += p.size();
+  EntryWriter entry(sink_, plan_deflated(name, offset_, uncompressed));
+  offset_ = entry.plan().data_offset;
   const std::uint64_t data_start = offset_;
   z_stream z{};
   if (::deflateInit2(&z, level, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY) != Z_OK)
@@ -315,35 +201,18 @@ void StreamZipWriter::add_deflated(const std::string& name, const std::vector<By
   z.next_in = nullptr;
   z.avail_in = 0;
   drain(Z_FINISH);
-  w.crc = crc;
-  w.compressed = offset_ - data_start;
-  if (!w.zip64_local && w.compressed >= k32)
-    throw Error(ErrorCode::io, "deflated entry exceeded its size estimate",
-                ErrorContext{.entry = name});
-  patch_local(w, true);
-  entries_.push_back(std::move(w));
+  entries_.push_back(
+      Written{.info = entry.finish(crc, offset_ - data_start), .zip64_local = entry.plan().zip64});
 }
 
 void StreamZipWriter::add_raw(const std::string& name, const EntryInfo& e,
                               const Bytes& compressed) {
-  Written w;
-  w.name = name;
-  w.method = e.method;
-  w.flags = static_cast<std::uint16_t>((e.flags & 0x0800) | (is_ascii(name) ? 0 : 0x0800));
-  w.crc = e.crc32;
-  w.compressed = e.compressed_size;
-  w.uncompressed = e.uncompressed_size;
-  w.zip64_local = std::max(w.compressed, w.uncompressed) >= k32;
-  begin_entry(w, e.method == kMethodStore);
-  if (bulk_ && compressed.size() > kInlineUpTo) {
-    append_direct({compressed}, compressed.size(), nullptr);
-  } else {
-    for (const Bytes& c : chunks_of({compressed})) {
-      append(c.data(), c.size());
-      report(c.size());
-    }
-  }
-  entries_.push_back(std::move(w));
+  const EntryPlan plan = plan_copy(name, e, offset_);
+  // The CRC is known: the header goes first, then the data as it is.
+  sink_.write(plan.local_offset, Bytes::take(plan.local_header(e.crc32)));
+  offset_ = plan.data_offset;
+  append_data({compressed}, compressed.size(), nullptr);
+  entries_.push_back(Written{.info = plan.info(e.crc32), .zip64_local = plan.zip64});
 }
 
 void StreamZipWriter::set_comment(std::string comment) {
@@ -356,23 +225,37 @@ void StreamZipWriter::set_comment(std::string comment) {
 }
 
 void StreamZipWriter::write_large_data_directly() {
-  if (!bulk_) bulk_ = io::SharedFileWriter::reopen(fd_, ErrorContext{.archive = file_name_}, false);
+  if (!own_sink_ || direct_) return;
+  own_sink_->route_through(
+      io::SharedFileWriter::reopen(own_sink_->fd(), ErrorContext{.archive = file_name_}, false),
+      false);
+  direct_ = true;
 }
 
-void StreamZipWriter::append_direct(const std::vector<Bytes>& pieces, std::uint64_t size,
-                                    const std::size_t* crc_slot) {
-  // Best effort: where the file system cannot allocate, the writes do.
-  io::preallocate(fd_, offset_, size);
-  // Runs end at multiples of kChunk in the file (a multiple of the writer's
-  // 2 MiB stretches), so that consecutive runs are written directly across
-  // their joints; each run is one progress report (and chance to cancel).
+void StreamZipWriter::append_data(const std::vector<Bytes>& pieces, std::uint64_t size,
+                                  const std::size_t* crc_slot) {
+  if (!direct_ || size <= kInlineUpTo) {
+    for (const Bytes& c : chunks_of(pieces)) {
+      if (crc_slot) crc_queue_.push(*crc_slot, c);
+      sink_.write(offset_, c);
+      offset_ += c.size();
+      report(c.size());
+    }
+    return;
+  }
+  // Blocks allocated first (best effort), and routed to direct writes.
+  // Runs end at multiples of kChunk in the file (a multiple of the direct
+  // writer's 2 MiB stretches), so that consecutive runs are written
+  // directly across their joints; each run is one progress report (and
+  // chance to cancel).
+  sink_.expect(io::ByteRange{offset_, size});
   for (const Bytes& piece : pieces) {
-    held_.push_back(piece);
     for (std::size_t off = 0; off < piece.size();) {
       const std::size_t n = static_cast<std::size_t>(
           std::min<std::uint64_t>(piece.size() - off, kChunk - offset_ % kChunk));
-      if (crc_slot) crc_queue_.push(*crc_slot, piece.slice(off, n));
-      bulk_->write(piece.data() + off, n, offset_);
+      const Bytes run = piece.slice(off, n);
+      if (crc_slot) crc_queue_.push(*crc_slot, run);
+      sink_.write(offset_, run);
       offset_ += n;
       off += n;
       report(n);
@@ -386,9 +269,11 @@ void StreamZipWriter::append_direct(const std::vector<Bytes>& pieces, std::uint6
 std::pair<std::vector<std::byte>, std::vector<std::byte>> StreamZipWriter::directory_bytes(
     const std::vector<Written>& entries, std::uint64_t cd_offset) const {
   Out cd;
-  for (const Written& w : entries) {
-    const bool big_u = w.uncompressed >= k32, big_c = w.compressed >= k32,
-               big_o = w.local_offset >= k32;
+  for (const Written& entry : entries) {
+    const EntryInfo& w = entry.info;
+    const std::uint64_t local_extra = w.data_offset - w.local_header_offset - 30 - w.name.size();
+    const bool big_u = w.uncompressed_size >= k32, big_c = w.compressed_size >= k32,
+               big_o = w.local_header_offset >= k32;
     const std::uint16_t zip64_extra =
         static_cast<std::uint16_t>((big_u || big_c || big_o) ? 4 + 8 * (big_u + big_c + big_o) : 0);
     // A padding field repeats the local header's extra bytes other than its
@@ -398,9 +283,9 @@ std::pair<std::vector<std::byte>, std::vector<std::byte>> StreamZipWriter::direc
     // 1).
     const std::uint64_t local_zip64 = (big_u || big_c) ? 20 : 0;
     const std::uint64_t filler =
-        w.local_extra >= local_zip64 + 4u ? w.local_extra - local_zip64 : 0;
+        local_extra >= local_zip64 + 4u ? local_extra - local_zip64 : 0;
     const auto extra = static_cast<std::uint16_t>(zip64_extra + filler);
-    const bool zip64 = zip64_extra != 0 || w.zip64_local;
+    const bool zip64 = zip64_extra != 0 || entry.zip64_local;
     cd.put<std::uint32_t>(kCentralSignature);
     cd.put<std::uint16_t>(0x0300 | 45);  // made by: Unix, zip 4.5
     cd.put<std::uint16_t>(zip64 ? 45 : 20);
@@ -408,23 +293,23 @@ std::pair<std::vector<std::byte>, std::vector<std::byte>> StreamZipWriter::direc
     cd.put<std::uint16_t>(w.method);
     cd.put<std::uint16_t>(kDosTime);
     cd.put<std::uint16_t>(kDosDate);
-    cd.put<std::uint32_t>(w.crc);
-    cd.put<std::uint32_t>(big_c ? 0xFFFFFFFFu : static_cast<std::uint32_t>(w.compressed));
-    cd.put<std::uint32_t>(big_u ? 0xFFFFFFFFu : static_cast<std::uint32_t>(w.uncompressed));
+    cd.put<std::uint32_t>(w.crc32);
+    cd.put<std::uint32_t>(big_c ? 0xFFFFFFFFu : static_cast<std::uint32_t>(w.compressed_size));
+    cd.put<std::uint32_t>(big_u ? 0xFFFFFFFFu : static_cast<std::uint32_t>(w.uncompressed_size));
     cd.put<std::uint16_t>(static_cast<std::uint16_t>(w.name.size()));
     cd.put<std::uint16_t>(extra);
     cd.put<std::uint16_t>(0);  // comment
     cd.put<std::uint16_t>(0);  // disk
     cd.put<std::uint16_t>(0);  // internal attributes
     cd.put<std::uint32_t>(0100644u << 16);
-    cd.put<std::uint32_t>(big_o ? 0xFFFFFFFFu : static_cast<std::uint32_t>(w.local_offset));
+    cd.put<std::uint32_t>(big_o ? 0xFFFFFFFFu : static_cast<std::uint32_t>(w.local_header_offset));
     cd.put_text(w.name);
     if (zip64_extra) {
       cd.put<std::uint16_t>(0x0001);
       cd.put<std::uint16_t>(static_cast<std::uint16_t>(zip64_extra - 4));
-      if (big_u) cd.put<std::uint64_t>(w.uncompressed);
-      if (big_c) cd.put<std::uint64_t>(w.compressed);
-      if (big_o) cd.put<std::uint64_t>(w.local_offset);
+      if (big_u) cd.put<std::uint64_t>(w.uncompressed_size);
+      if (big_c) cd.put<std::uint64_t>(w.compressed_size);
+      if (big_o) cd.put<std::uint64_t>(w.local_header_offset);
     }
     if (filler) {
       cd.put<std::uint16_t>(kPaddingExtraId);
@@ -468,20 +353,12 @@ std::pair<std::vector<std::byte>, std::vector<std::byte>> StreamZipWriter::direc
 std::vector<std::byte> StreamZipWriter::render_tail(const std::string& name, const EntryInfo& e,
                                                     const Bytes& compressed,
                                                     std::uint64_t at) const {
-  Written w;
-  w.name = name;
-  w.method = e.method;
-  w.flags = e.flags;
-  w.crc = e.crc32;
-  w.compressed = e.compressed_size;
-  w.uncompressed = e.uncompressed_size;
-  w.zip64_local = std::max(w.compressed, w.uncompressed) >= k32;
-  w.local_offset = at;
-  std::vector<std::byte> out = local_header(w, at, e.method == kMethodStore);
-  w.local_extra = out.size() - 30 - name.size();
+  EntryPlan plan = plan_copy(name, e, at);
+  plan.flags = e.flags;  // as it was
+  std::vector<std::byte> out = plan.local_header(e.crc32);
   out.insert(out.end(), compressed.data(), compressed.data() + compressed.size());
   std::vector<Written> entries = entries_;
-  entries.push_back(std::move(w));
+  entries.push_back(Written{.info = plan.info(e.crc32), .zip64_local = plan.zip64});
   auto [central, end] = directory_bytes(entries, at + out.size());
   out.insert(out.end(), central.begin(), central.end());
   out.insert(out.end(), end.begin(), end.end());
@@ -489,22 +366,20 @@ std::vector<std::byte> StreamZipWriter::render_tail(const std::string& name, con
 }
 
 std::uint64_t StreamZipWriter::finish(const std::function<void()>& before_end_record) {
-  progress_.finish();          // the last chance to cancel
-  if (bulk_) bulk_->finish();  // before anything depends on the data being in the file
-  held_.clear();
+  progress_.finish();  // the last chance to cancel
   const std::vector<std::uint32_t> crcs = crc_queue_.finish();
   for (Written& w : entries_)
-    if (w.crc_slot) {
-      w.crc = crcs[*w.crc_slot];
-      w.crc_slot.reset();
-      patch_local(w, false);
+    if (w.pending) {
+      w.info = finish_entry(sink_, *w.pending, crcs[w.crc_slot]);
+      w.pending.reset();
     }
   auto [central, end] = directory_bytes(entries_, offset_);
   append(central.data(), central.size());
+  sink_.barrier();  // e.g. the direct writes waited for, before anything depends on them
   if (before_end_record) before_end_record();
   append(end.data(), end.size());
-  if (io::sys::ftruncate(fd_, static_cast<off_t>(offset_)) != 0)
-    throw io::errno_error("cannot set the file size", ErrorContext{.archive = file_name_});
+  sink_.set_end(offset_);
+  sink_.finish();
   return offset_;
 }
 

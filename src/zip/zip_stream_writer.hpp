@@ -1,21 +1,26 @@
-// Writes a zip archive sequentially into a file descriptor with large
-// writes straight from the callers' buffers:
+// Writes a zip archive sequentially into an io::ByteSink (a file
+// descriptor: an io::FileSink of its own) with large writes straight from
+// the callers' buffers, every entry placed and finished through
+// zip/entry_writer.hpp:
 // - small stored entries (up to 256 KiB) are checksummed first and written
 //   with their complete local header in one write;
 // - larger stored entries are written in 4 MiB chunks while a CrcQueue
-//   checksums the same chunks on a second thread; finish() patches each CRC
-//   into its local header (sizes are known up front, no data descriptors);
+//   checksums the same chunks on a second thread; their local headers are
+//   reserved in the sink and written by finish() with the CRC (sizes are
+//   known up front, no data descriptors);
 // - deflated entries are compressed and checksummed on the calling thread,
-//   then their CRC and sizes patched in.
+//   then their local header written with CRC and sizes.
 // The data of every stored entry starts at a 64-byte aligned offset
 // (local-only padding extra field 0x7A6D); ZIP64 records are used where
 // sizes or offsets need them.
 //
 // Writing starts at `start_offset`: 0 for a new archive, or the end of the
 // existing data for the append path (entries kept from before are listed
-// with keep() so that the new central directory covers them). The local
-// headers of large stored entries hold CRC 0 until finish(): the file is a
-// valid archive only once finish() returns.
+// with keep() so that the new central directory covers them; declaring
+// their bytes to the sink, io::ByteSink::keep, is the caller's). The local
+// headers of large stored entries are missing until finish(): the result
+// is a valid archive only once finish() returns. finish() does not commit
+// the sink (io::ByteSink::commit is the caller's).
 //
 // Lifetime: add_stored() keeps (shared copies of) the Bytes of entries over
 // 256 KiB until finish() returns or the writer is destroyed; memory
@@ -33,45 +38,23 @@
 #include <vector>
 
 #include "core/progress_tracker.hpp"
-#include "io/shared_file_writer.hpp"
+#include "io/byte_sink.hpp"
+#include "io/file_sink.hpp"
 #include "modelzip/bytes.hpp"
 #include "modelzip/progress.hpp"
 #include "zip/crc_queue.hpp"
+#include "zip/entry_writer.hpp"
 #include "zip/zip_directory.hpp"
 
 namespace modelzip::zip {
 
-inline constexpr std::uint16_t kPaddingExtraId = 0x7A6D;  // "mz"
-inline constexpr std::uint64_t kDataAlignment = 64;
-// DOS time of every entry: 1980-01-01 12:00, so equal content gives equal archives.
-inline constexpr std::uint16_t kDosTime = 12u << 11;
-inline constexpr std::uint16_t kDosDate = (1u << 5) | 1u;
-
-// The fields of a local header, and its bytes for a header written at
-// `offset`: with `align`, a padding extra field moves the data to a multiple
-// of kDataAlignment; `zip64` adds the ZIP64 extra field (sizes in it, 32-bit
-// fields 0xFFFFFFFF), which this writer uses for entries of 4 GiB or more.
-// Writers that place entries themselves (the collective commit) use these to
-// produce exactly the bytes StreamZipWriter would.
-struct LocalHeader {
-  std::string_view name;
-  std::uint16_t method = kMethodStore;
-  std::uint16_t flags = 0;
-  std::uint32_t crc = 0;
-  std::uint64_t compressed = 0, uncompressed = 0;
-  bool zip64 = false;
-};
-std::vector<std::byte> encode_local_header(const LocalHeader& header, std::uint64_t offset,
-                                           bool align);
-// General purpose flags for an entry name: bit 11 (UTF-8) unless ASCII.
-std::uint16_t name_flags(std::string_view name) noexcept;
-// Whether a stored entry of `size` bytes gets the ZIP64 local extra field.
-inline bool needs_zip64_local(std::uint64_t size) noexcept {
-  return size >= 0xFFFFFFFFull;
-}
-
 class StreamZipWriter {
  public:
+  // Writes into `sink` (which must outlive the writer).
+  StreamZipWriter(io::ByteSink& sink, std::string file_name, std::uint64_t start_offset,
+                  std::uint64_t expected_bytes = 0, ProgressCallback progress = {});
+  // Writes into the file open as `fd` (an io::FileSink of its own, not
+  // durable: the caller fsyncs).
   StreamZipWriter(int fd, std::string file_name, std::uint64_t start_offset,
                   std::uint64_t expected_bytes = 0, ProgressCallback progress = {});
   ~StreamZipWriter();
@@ -93,7 +76,8 @@ class StreamZipWriter {
   // those lie inside one entry's data. Durability is still the caller's
   // fsync of `fd` (after finish() has waited for the direct writes); the
   // Bytes given are kept until finish() or the writer's destruction, which
-  // waits for the direct writes in flight.
+  // waits for the direct writes in flight. Only for the writer of a file
+  // descriptor (no effect on one given a sink).
   void write_large_data_directly();
 
   // Lists an entry already in the file (append path) in the new directory.
@@ -120,9 +104,11 @@ class StreamZipWriter {
   // The archive comment written after the end record (at most 65535 bytes;
   // default none). Writers carry an archive's comment across rewrites.
   void set_comment(std::string comment);
-  // Writes the central directory, calls `before_end_record` (e.g. to fsync,
-  // so that the end record never becomes durable before what it points
-  // to), then the end records. Returns the file size.
+  // Writes the local headers still missing and the central directory,
+  // passes the sink's barrier() (direct writes waited for), calls
+  // `before_end_record` (e.g. to fsync, so that the end record never
+  // becomes durable before what it points to), then writes the end records,
+  // sets the sink's end and finishes it. Returns the result's size.
   std::uint64_t finish(const std::function<void()>& before_end_record = {});
 
   // The bytes of a complete tail written at `at` (nothing is written): the
@@ -138,36 +124,28 @@ class StreamZipWriter {
 
  private:
   struct Written;
-  void write_at(std::uint64_t offset, const void* data, std::size_t size);
+  // `size` bytes of `data` at offset_ (copied where the sink needs to),
+  // moving offset_ past them.
   void append(const void* data, std::size_t size);
-  // The local header of `w` at `at`: its CRC and sizes as they are in `w`
-  // (0 where not yet known), data aligned if `align`.
-  std::vector<std::byte> local_header(const Written& w, std::uint64_t at, bool align) const;
-  // Writes the local header of `w` at offset_ and records that offset in `w`.
-  void begin_entry(Written& w, bool align);
-  // Rewrites the CRC (and, if `sizes`, the sizes) in the local header of `w`.
-  void patch_local(const Written& w, bool sizes);
   void report(std::uint64_t bytes);
   std::pair<std::vector<std::byte>, std::vector<std::byte>> directory_bytes(
       const std::vector<Written>& entries, std::uint64_t cd_offset) const;
-  // Allocates the blocks of the `size` bytes of `pieces` from offset_, then
-  // writes them there through bulk_, queuing their CRC in `crc_slot` unless
-  // null; keeps them in held_.
-  void append_direct(const std::vector<Bytes>& pieces, std::uint64_t size,
-                     const std::size_t* crc_slot);
+  // Writes the `size` bytes of `pieces` of an entry planned at offset_'s
+  // data through the sink in chunks, queuing their CRC in `crc_slot` unless
+  // null. Directly (write_large_data_directly): blocks allocated first,
+  // chunks ending at multiples of kChunk in the file.
+  void append_data(const std::vector<Bytes>& pieces, std::uint64_t size,
+                   const std::size_t* crc_slot);
 
-  int fd_;
+  std::unique_ptr<io::FileSink> own_sink_;  // the fd constructor's
+  io::ByteSink& sink_;
+  bool direct_ = false;
   std::string file_name_;
   std::uint64_t offset_;
   detail::ProgressTracker progress_;  // bytes of entry data against expected_bytes
   std::vector<Written> entries_;
   std::string comment_;
   CrcQueue crc_queue_;
-  // Declared after what they borrow from, so destroyed first: the direct
-  // writer (null unless write_large_data_directly()) waits for its writes
-  // in flight, which read the held Bytes.
-  std::vector<Bytes> held_;
-  std::unique_ptr<io::SharedFileWriter> bulk_;
 };
 
 }  // namespace modelzip::zip

@@ -12,6 +12,7 @@
 #include "modelzip/archive.hpp"
 #include "modelzip/writer.hpp"
 #include "test_support.hpp"
+#include "zip_structure.hpp"
 
 using namespace modelzip;
 using namespace modelzip::testing;
@@ -90,6 +91,27 @@ TEST_CASE("Adding a tag overwrites only the tail and keeps every entry's bytes i
   CHECK(old.entry("tags.txt").as_string_view() == "v1\n");
   CHECK(old.verify().empty());
   CHECK(old_view == big);
+}
+
+TEST_CASE("New saves and appends, durable or not: structure checked independently of the writer") {
+  // Local headers equal central records, stored data 64-byte aligned, CRCs
+  // equal zlib's, unzip and Python's zipfile accept: for a new archive and
+  // after appends, with direct writes of large entries (durable) and without.
+  for (bool durable : {true, false}) {
+    INFO("durable " << durable);
+    TempDir dir;
+    auto path = dir / "m.zip";
+    std::mt19937_64 rng(5);
+    Tensor big = Tensor::dense(DType::uint8, {(9 << 20) + 3}, random_bytes(rng, (9 << 20) + 3));
+    add(path, "v1", tag_with(big), WriterOptions{.durable = durable});
+    testing::check_zip_structure(path);
+    NewTag nt;
+    nt.add("gr\xc3\xb6\xc3\x9f" "e", Tensor::dense(DType::uint8, {1000}, random_bytes(rng, 1000)));
+    nt.add("w", Tensor::dense(DType::uint8, {5 << 20}, random_bytes(rng, 5 << 20)));
+    add(path, "v2", std::move(nt), WriterOptions{.durable = durable});
+    testing::check_zip_structure(path);
+    CHECK(Archive::open(path).verify().empty());
+  }
 }
 
 TEST_CASE("Twenty appends leave no unused byte") {

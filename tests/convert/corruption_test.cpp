@@ -7,7 +7,8 @@
 
 #include "convert_test_support.hpp"
 #include "core/checked.hpp"
-#include "zip/zip_writer.hpp"
+#include "io/durable_file.hpp"
+#include "zip/zip_stream_writer.hpp"
 
 using namespace modelzip;
 using namespace modelzip::testing;
@@ -389,12 +390,17 @@ TEST_SUITE("convert") {
 
     // Errors inside a member name the member.
     TempDir dir;
-    {
-      zip::ZipWriter w(dir / "bad.npz");
-      w.add_stored("ok.npy", {Bytes::copy_of(npy_file(npy_dict("|u1", "(1,)"), "a"))});
-      w.add_stored("lie.npy", {Bytes::copy_of(npy_file(npy_dict("|u1", "(9,)"), "a"))});
-      w.close([](std::uint64_t, std::uint64_t) { return true; });
-    }
+    // A zip of stored members.
+    auto write_zip = [](const std::filesystem::path& path,
+                        const std::vector<std::pair<std::string, std::string>>& members) {
+      io::OutputFile out(path);
+      zip::StreamZipWriter w(out.fd(), path.string(), 0);
+      for (const auto& [name, content] : members) w.add_stored(name, {Bytes::copy_of(content)});
+      w.finish();
+      out.close();
+    };
+    write_zip(dir / "bad.npz", {{"ok.npy", npy_file(npy_dict("|u1", "(1,)"), "a")},
+                                {"lie.npy", npy_file(npy_dict("|u1", "(9,)"), "a")}});
     try {
       convert::read_npz(io::read_file(dir / "bad.npz"));
       FAIL("accepted");
@@ -402,11 +408,7 @@ TEST_SUITE("convert") {
       CHECK(e.code() == ErrorCode::corrupt);
       CHECK(e.context().entry == "lie.npy");
     }
-    {
-      zip::ZipWriter w(dir / "foreign.npz");
-      w.add_stored("readme.txt", {Bytes::copy_of(std::string("hello"))});
-      w.close([](std::uint64_t, std::uint64_t) { return true; });
-    }
+    write_zip(dir / "foreign.npz", {{"readme.txt", "hello"}});
     expect_error([&] { convert::read_npz(io::read_file(dir / "foreign.npz")); },
                  ErrorCode::unsupported, "readme.txt");
   }

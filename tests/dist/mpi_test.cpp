@@ -26,6 +26,7 @@
 #include "test_support.hpp"
 #include "zip/crc32.hpp"
 #include "zip/zip_stream_writer.hpp"
+#include "zip_structure.hpp"
 
 using namespace modelzip;
 using namespace modelzip::disttest;
@@ -177,6 +178,9 @@ TEST_CASE("collective commits: uneven shards, idle ranks, dedup, share, resharde
   CHECK(a.tags() == std::vector<std::string>{"step-1", "step-2", "step-3", "step-4"});
   CHECK(floats_of(a.tensor("solo", "step-4")) == std::vector<float>{1.0f, 2.0f, 3.0f});
   CHECK(a.verify().empty());
+  // Structure checked independently of the writers (local headers equal
+  // central records, aligned data, zlib's CRCs, unzip and zipfile agree).
+  if (r == 0) testing::check_zip_structure(path);
   check_tag_values(a, "step-1", all_at(1));
   check_tag_values(a, "step-2", second_versions());
   CHECK(a.param("fc.bias", "step-3").owner_tag == "step-1");
@@ -286,6 +290,7 @@ TEST_CASE("collective commits of updater state and a training config: a single w
   Archive a = Archive::open(path);
   CHECK(a.verify().empty());
   CHECK(load_training_config(a, "opt-2") == config);
+  if (r == 0) testing::check_zip_structure(path);
   CHECK(a.updater_states("opt-2").size() == 3 * (model_defs().size() - 1));
   // Any layout reads back any block of any state, as of parameters.
   for (int m = 1; m <= 3; ++m)

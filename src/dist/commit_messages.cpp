@@ -1,0 +1,92 @@
+#include "dist/commit_messages.hpp"
+
+namespace modelzip::dist {
+
+std::string encode_plan(const Plan& plan) {
+  WireOut w;
+  w.str(plan.file);
+  w.u64(plan.nonce);
+  w.u64(plan.entries.size());
+  for (const auto& e : plan.entries) {
+    w.str(e.param);
+    w.str(e.entry);
+    w.u64(e.local_offset);
+    w.u64(e.data_offset);
+    w.u64(e.values_offset);
+    w.u64(e.size);
+    w.u64(static_cast<std::uint64_t>(e.header_rank));
+  }
+  return w.s;
+}
+
+Plan decode_plan(std::string_view bytes, int root) {
+  WireIn r(bytes, root);
+  Plan plan;
+  plan.file = r.str();
+  plan.nonce = r.u64();
+  const std::uint64_t n = r.u64();
+  for (std::uint64_t i = 0; i < n; ++i) {
+    PlannedEntry e;
+    e.param = r.str();
+    e.entry = r.str();
+    e.local_offset = r.u64();
+    e.data_offset = r.u64();
+    e.values_offset = r.u64();
+    e.size = r.u64();
+    e.header_rank = static_cast<int>(r.u64());
+    plan.entries.push_back(std::move(e));
+  }
+  return plan;
+}
+
+std::string encode_records(const std::vector<Record>& records) {
+  WireOut w;
+  w.u64(records.size());
+  for (const auto& r : records) {
+    w.str(r.name);
+    w.u64(static_cast<std::uint64_t>(r.kind));
+    w.u64(static_cast<std::uint64_t>(r.dtype));
+    w.dims(r.global);
+    w.dims(r.block.offset);
+    w.dims(r.block.shape);
+    w.str(r.from_tag);
+    w.str(r.from_param);
+    w.u64(r.equals_namesake ? 1 : 0);
+    w.u64(static_cast<std::uint64_t>(r.table));
+    w.str(r.state);
+    w.str(r.content);
+  }
+  return w.s;
+}
+
+std::vector<Record> decode_records(std::string_view bytes, int rank) {
+  WireIn in(bytes, rank);
+  std::vector<Record> out;
+  const std::uint64_t n = in.u64();
+  for (std::uint64_t i = 0; i < n; ++i) {
+    Record r;
+    r.rank = rank;
+    r.name = in.str();
+    const std::uint64_t kind = in.u64();
+    r.kind = static_cast<Kind>(std::min<std::uint64_t>(kind, 255));
+    r.dtype = static_cast<DType>(in.u64());
+    r.global = in.dims();
+    r.block.offset = in.dims();
+    r.block.shape = in.dims();
+    r.from_tag = in.str();
+    r.from_param = in.str();
+    r.equals_namesake = in.u64() != 0;
+    const std::uint64_t table = in.u64();
+    if (kind > static_cast<std::uint64_t>(Kind::entry) ||
+        table > static_cast<std::uint64_t>(TableKind::updater))
+      throw Error(ErrorCode::corrupt,
+                  "malformed collective message from rank " + std::to_string(rank));
+    r.table = static_cast<TableKind>(table);
+    r.state = in.str();
+    r.content = in.str();
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace modelzip::dist

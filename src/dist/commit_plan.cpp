@@ -1,0 +1,257 @@
+#include "dist/commit_plan.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include "checkpoint/archive_impl.hpp"
+#include "checkpoint/entry_validators.hpp"
+#include "dist/blocks.hpp"
+#include "format/blob_table.hpp"
+#include "format/tensor_blob.hpp"
+#include "io/durable_file.hpp"
+#include "io/shared_file_writer.hpp"
+
+namespace modelzip::dist {
+
+using format::BlobFormat;
+using format::BlobRef;
+using format::BlobRow;
+
+namespace {
+
+std::string shape_text(const Shape& s) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+
+std::string rank_of(const Record* r) {
+  return "rank " + std::to_string(r->rank);
+}
+
+// The records sorted out: parameters and updater states (by key_of) in
+// order of first appearance (rank order, then staging order), each with
+// its records (one per rank that staged a block); tag-level entries
+// likewise, checked for duplicates and by their validators.
+struct Grouped {
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<const Record*>> by_name;
+  std::vector<const Record*> tag_entries;
+};
+
+Grouped group_records(const std::vector<std::vector<Record>>& all, const std::string& tag) {
+  Grouped g;
+  for (const auto& rank_records : all)
+    for (const auto& r : rank_records) {
+      if (r.kind == Kind::entry) {
+        for (const Record* e : g.tag_entries)
+          if (e->name == r.name)
+            throw Error(ErrorCode::invalid_argument,
+                        "entry '" + r.name + "' is staged twice (by " + rank_of(e) + " and " +
+                            rank_of(&r) + ")",
+                        ErrorContext{.tag = tag});
+        if (auto validate = find_entry_validator(tag + "/" + r.name)) {
+          try {
+            validate(Bytes::borrow(std::as_bytes(std::span(r.content)), nullptr), Limits{});
+          } catch (const Error& e) {
+            throw e.with_context({.entry = tag + "/" + r.name, .tag = tag});
+          }
+        }
+        g.tag_entries.push_back(&r);
+        continue;
+      }
+      const std::string key = key_of(r.table, r.name, r.state);
+      auto& v = g.by_name[key];
+      if (v.empty()) g.order.push_back(key);
+      v.push_back(&r);
+    }
+  return g;
+}
+
+// A parameter or updater state of the new tag: a new blob, a dedup
+// reference to the newest tag's blob, or a share of another tag's.
+struct Param {
+  const Record* first;
+  bool new_blob = false;
+  BlobRef ref;
+};
+
+struct Params {
+  std::vector<Param> params;
+  std::uint64_t deduplicated = 0;
+};
+
+// Checks each parameter's records together and decides its blob.
+Params resolve_params(const Grouped& g, const std::string& tag, const Archive* old, bool dedup) {
+  auto invalid = [&](const std::string& label, const std::string& what) {
+    throw Error(ErrorCode::invalid_argument, label + ": " + what, ErrorContext{.tag = tag});
+  };
+  Params out;
+  for (const auto& key : g.order) {
+    const auto& pieces = g.by_name.at(key);
+    const Record* first = pieces.front();
+    const std::string& name = first->name;
+    const std::string label = label_of(first->table, name, first->state);
+    for (const Record* p : pieces)
+      if (p != first && (p->kind != Kind::shard || first->kind != Kind::shard))
+        invalid(label, "staged twice (by " + rank_of(first) + " and " + rank_of(p) + ")");
+    Param param{first};
+    if (first->kind == Kind::shared) {
+      if (!old || !old->find_tag(first->from_tag))
+        throw Error(ErrorCode::not_found,
+                    "cannot share '" + name + "' from tag '" + first->from_tag + "': no such tag",
+                    ErrorContext{.tag = tag});
+      const auto& impl = old->internals();
+      const std::size_t pos = impl.tag_position(first->from_tag);
+      const BlobRow& row = impl.row(pos, TableKind::params, first->from_param);
+      param.ref = row.ref;
+      if (param.ref.tag.empty()) param.ref.tag = impl.tags[pos];
+      out.params.push_back(param);
+      continue;
+    }
+    std::uint64_t covered = 0;
+    bool all_equal = true;
+    for (std::size_t i = 0; i < pieces.size(); ++i) {
+      const Record* p = pieces[i];
+      if (p->dtype != first->dtype)
+        invalid(label, rank_of(first) + " and " + rank_of(p) + " disagree on the dtype (" +
+                           std::string(dtype_name(first->dtype)) + " vs " +
+                           std::string(dtype_name(p->dtype)) + ")");
+      if (p->global != first->global)
+        invalid(label, rank_of(first) + " and " + rank_of(p) + " disagree on the global shape (" +
+                           shape_text(first->global) + " vs " + shape_text(p->global) + ")");
+      check_block(p->global, p->block, label);
+      for (std::size_t k = 0; k < i; ++k)
+        if (blocks_overlap(pieces[k]->block, p->block))
+          invalid(label, "the blocks of " + rank_of(pieces[k]) + " " +
+                             block_text(pieces[k]->block) + " and " + rank_of(p) + " " +
+                             block_text(p->block) + " overlap");
+      covered += block_numel(p->block);
+      all_equal = all_equal && p->equals_namesake;
+    }
+    const std::uint64_t numel = shape_numel(first->global);
+    if (covered != numel)
+      invalid(label, "the blocks staged by " + std::to_string(pieces.size()) + " rank(s) cover " +
+                         std::to_string(covered) + " of its " + std::to_string(numel) +
+                         " elements (global shape " + shape_text(first->global) +
+                         "): blocks are missing");
+    if (all_equal && old && dedup) {
+      const auto& impl = old->internals();
+      const std::size_t prev = impl.tags.size() - 1;
+      const std::string row_key =
+          first->table == TableKind::params ? name : name + std::string(1, '\0') + first->state;
+      param.ref = impl.row(prev, first->table, row_key).ref;
+      if (param.ref.tag.empty()) param.ref.tag = impl.tags[prev];
+      ++out.deduplicated;
+    } else {
+      param.new_blob = true;
+    }
+    out.params.push_back(param);
+  }
+
+  return out;
+}
+
+// The rows of params.txt and updater.txt: new blobs numbered in order.
+struct Tables {
+  std::vector<BlobRow> params, updater;
+};
+
+Tables blob_tables(std::vector<Param>& params) {
+  Tables t;
+  std::vector<BlobRow>& rows = t.params;
+  std::vector<BlobRow>& updater_rows = t.updater;
+  std::uint64_t next_index[2] = {0, 0};
+  for (auto& p : params) {
+    const TableKind table = p.first->table;
+    if (p.new_blob) p.ref = BlobRef{"", next_index[static_cast<int>(table)]++, BlobFormat::tensor};
+    if (table == TableKind::params)
+      rows.push_back(BlobRow{{p.first->name}, p.ref, 0});
+    else
+      updater_rows.push_back(BlobRow{{p.first->name, p.first->state}, p.ref, 0});
+  }
+
+  return t;
+}
+
+}  // namespace
+
+CommitPlan plan_commit(const std::vector<std::vector<Record>>& all, const std::string& tag,
+                       CommitTarget& target, bool dedup, int root) {
+  const Grouped g = group_records(all, tag);
+  Params resolved = resolve_params(g, tag, target.old(), dedup);
+  std::vector<Param>& params = resolved.params;
+  const Tables tables = blob_tables(params);
+  CommitPlan out;
+  out.blobs_deduplicated = resolved.deduplicated;
+
+  // params.txt, updater.txt (when there is updater state), the tag-level
+  // entries and the blob entries (parameters, then updater states), placed
+  // one after another in the single writer's order.
+  const std::string params_txt = format::write_blob_table(tables.params, TableKind::params);
+  const std::vector<BlobRow>& updater_rows = tables.updater;
+  const CommitTarget::Start start = target.begin(tag);
+  out.plan.file = start.file;
+  out.plan.nonce = start.nonce;
+  std::uint64_t cursor = start.offset;
+  auto place = [&](const std::string& param, const std::string& entry, std::uint64_t size,
+                   std::uint64_t values_offset, int header_rank) {
+    PlannedEntry e{param, entry, cursor, 0, values_offset, size, header_rank};
+    e.data_offset = e.zip_plan().data_offset;
+    cursor = detail::checked_add(e.data_offset, size, "archive");
+    return e;
+  };
+  out.root_entries.push_back(RootEntry{place("", tag + "/params.txt", params_txt.size(), 0, root),
+                            params_txt});
+  if (!updater_rows.empty()) {
+    std::string updater_txt = format::write_blob_table(updater_rows, TableKind::updater);
+    out.root_entries.push_back(RootEntry{place("", tag + "/updater.txt", updater_txt.size(), 0, root),
+                              updater_txt});
+  }
+  for (const Record* e : g.tag_entries)
+    out.root_entries.push_back(RootEntry{place("", tag + "/" + e->name, e->content.size(), 0, root),
+                              e->content});
+  for (TableKind table : {TableKind::params, TableKind::updater})
+    for (const auto& p : params) {
+      if (!p.new_blob || p.first->table != table) continue;
+      const auto layout = format::dense_blob_layout(p.first->dtype, p.first->global);
+      const std::string key = key_of(table, p.first->name, p.first->state);
+      // The header goes with the block that holds the first element (for an
+      // empty tensor: the first rank that staged it).
+      int header_rank = p.first->rank;
+      for (const Record* r : g.by_name.at(key))
+        if (block_numel(r->block) > 0 &&
+            std::all_of(r->block.offset.begin(), r->block.offset.end(),
+                        [](std::int64_t o) { return o == 0; }))
+          header_rank = r->rank;
+      out.plan.entries.push_back(place(key, format::blob_entry_name(p.ref, tag, table), layout.size,
+                                   layout.values_offset, header_rank));
+      ++out.blobs_written;
+    }
+  // Until the new end records are in place, the file stays an ordinary zip
+  // of the old archive (FORMAT.md section 8.1): a copy of the old tail goes
+  // beyond everything this commit writes. The new tail is at most the old
+  // one plus a directory record per new entry, the tag's line in tags.txt,
+  // a larger padding and the ZIP64 end records.
+  {
+    std::uint64_t tail = 4096 + tag.size();
+    for (const auto& e : out.plan.entries) tail += 46 + 28 + 67 + e.entry.size();
+    for (const auto& e : out.root_entries) tail += 46 + 28 + 67 + e.entry.entry.size();
+    const std::uint64_t old_tail = target.old() ? target.old()->internals().reader.file().size() -
+                                                      start.offset
+                                                : 0;
+    target.protect(detail::checked_add(cursor, tail + old_tail, "archive"));
+  }
+  // The blocks of the new entries are allocated before any rank writes, so
+  // that the ranks' writes (io::SharedFileWriter) run in parallel, none of
+  // them extending the file or allocating. An interrupted commit cuts the
+  // file back (journal) or removes it (temporary file).
+  {
+    io::AppendFile file(out.plan.file);
+    io::preallocate(file.fd(), start.offset, cursor - start.offset);
+  }
+  return out;
+}
+
+}  // namespace modelzip::dist

@@ -1,0 +1,73 @@
+#include "dist/dedup.hpp"
+
+#include <cstring>
+
+#include "checkpoint/archive_impl.hpp"
+#include "dist/blocks.hpp"
+#include "format/blob_table.hpp"
+
+namespace modelzip::dist {
+
+using format::BlobFormat;
+
+std::vector<Record> records_with_dedup(const std::vector<Item>& items, const NewTag& entries,
+                                       int rank, const Archive* old) {
+  std::vector<Record> out;
+  for (const auto& item : items) {
+    Record r;
+    r.rank = rank;
+    r.name = item.name;
+    r.kind = item.kind;
+    r.dtype = item.tensor.dtype();
+    r.global = item.global;
+    r.block = item.block;
+    r.from_tag = item.from_tag;
+    r.from_param = item.from_param;
+    r.table = item.table;
+    r.state = item.state;
+    if (old && item.kind != Kind::shared && !old->tags().empty()) {
+      const auto& impl = old->internals();
+      const std::size_t prev = impl.tags.size() - 1;
+      const auto& tt = impl.tables[prev];
+      const auto& index = item.table == TableKind::params ? tt.param_index : tt.updater_index;
+      const auto& rows = tt.rows(item.table);
+      const std::size_t at =
+          index.find(format::row_key_hash(item.table, item.name, item.state), [&](std::size_t p) {
+            return format::row_has_keys(rows[p], item.table, item.name, item.state);
+          });
+      if (at != detail::PositionIndex::npos && rows[at].ref.format == BlobFormat::tensor) {
+        const ParamInfo info = impl.info(prev, rows[at], item.table);
+        if (!info.compressed && info.layout == Layout::dense && info.dtype == r.dtype &&
+            info.shape == r.global) {
+          const Tensor before =
+              item.table == TableKind::params
+                  ? old->tensor(item.name, impl.tags[prev], ReadMode::zero_copy)
+                  : old->updater_state(item.name, item.state, impl.tags[prev], ReadMode::zero_copy);
+          const std::uint64_t esize = dtype_size(r.dtype);
+          const std::byte* mine = item.tensor.values().data();
+          const std::byte* theirs = before.values().data();
+          bool same = true;
+          dist::for_each_run(r.global, r.block,
+                             [&](std::uint64_t b, std::uint64_t g, std::uint64_t n) {
+                               if (same)
+                                 same = std::memcmp(mine + b * esize, theirs + g * esize,
+                                                    static_cast<std::size_t>(n * esize)) == 0;
+                             });
+          r.equals_namesake = same;
+        }
+      }
+    }
+    out.push_back(std::move(r));
+  }
+  for (const auto& e : entries.entries()) {
+    Record r;
+    r.rank = rank;
+    r.name = e.relative_name;
+    r.kind = Kind::entry;
+    r.content = std::string(e.contents.as_string_view());
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace modelzip::dist

@@ -1,0 +1,22 @@
+// Dedup of a collective commit: each rank compares what it staged with
+// the same region of its namesake in the archive's newest tag, and tells
+// the root in its records (equals_namesake); the root references the old
+// blob where every rank's block matched (dist/commit_plan.hpp).
+// Thread safety: as Archive's reads. Errors: Error from reading `old`.
+#pragma once
+
+#include <vector>
+
+#include "dist/commit_messages.hpp"
+#include "modelzip/archive.hpp"
+#include "modelzip/writer.hpp"
+
+namespace modelzip::dist {
+
+// Records of this rank's `items` and tag-level `entries`; with `old` (dedup
+// on and the archive existing), each dense tensor (block) is compared with
+// the same region of its namesake in old's newest tag.
+std::vector<Record> records_with_dedup(const std::vector<Item>& items, const NewTag& entries,
+                                       int rank, const Archive* old);
+
+}  // namespace modelzip::dist
