@@ -23,6 +23,11 @@ void require_writable(const std::string& path) {
 }
 
 void require_existing_archive(const std::string& path) {
+  if (remote::is_s3_url(path))
+    throw Error(ErrorCode::unsupported,
+                "only import writes s3:// archives so far (rm-tag, gc, meta and quantize "
+                "work on local archives)",
+                ErrorContext{.archive = path});
   require_writable(path);
   std::error_code ec;
   if (!std::filesystem::exists(path, ec))
