@@ -1046,7 +1046,7 @@ void Writer::Impl::upload(const Plan& plan, const Archive::Impl* old_impl,
   *visible = true;
 }
 #else
-// Built without libcurl: Writer::open refuses s3:// URLs (remote::refuse_write).
+// Built without libcurl: Writer::open refuses s3:// URLs (remote::can_upload).
 std::optional<Writer::Impl::S3Old> Writer::Impl::open_s3() const {
   remote::refuse_write(path.native());
   return std::nullopt;
@@ -1069,8 +1069,7 @@ Writer Writer::open(const std::filesystem::path& path, WriterOptions options) {
   auto impl = std::make_unique<Impl>();
   impl->shown = path;
   impl->options = std::move(options);
-  if (remote::is_s3_url(path.native())) {
-    remote::refuse_write(path.native());  // built without libcurl
+  if (remote::can_upload(path.native())) {
     impl->s3 = true;
     impl->path = path;
     impl->refresh_s3();

@@ -48,12 +48,16 @@ inline constexpr int kMaxAttempts = 4;
 // Whether `path` is a URL open() handles (http://, https://, s3://).
 bool is_url(std::string_view path) noexcept;
 
-// Whether `path` is an s3:// URL (writers upload those).
+// Whether `path` is an s3:// URL.
 bool is_s3_url(std::string_view path) noexcept;
 
-// Writers call this first: throws Error(unsupported, "remote archives are
-// read-only: <url>") when `path` is an http(s) URL, and for s3:// URLs when
-// built without libcurl.
+// Whether Writer can write `path` by uploading it: an s3:// URL, in a
+// modelzip built with libcurl.
+bool can_upload(std::string_view path) noexcept;
+
+// Writers that cannot upload call this first: throws Error(unsupported,
+// "remote archives are read-only: <url>") when `path` is a URL (built with
+// or without libcurl).
 void refuse_write(std::string_view path);
 
 struct Opened {

@@ -12,8 +12,10 @@ bool is_url(std::string_view path) noexcept {
 
 bool is_s3_url(std::string_view path) noexcept { return path.starts_with("s3://"); }
 
+bool can_upload(std::string_view path) noexcept { return kCanUpload && is_s3_url(path); }
+
 void refuse_write(std::string_view path) {
-  if (is_url(path) && !(is_s3_url(path) && kCanUpload))
+  if (is_url(path))
     throw Error(ErrorCode::unsupported, "remote archives are read-only: " + std::string(path));
 }
 
