@@ -979,7 +979,7 @@ void Writer::Impl::mark_free_ranges(const std::set<const zip::EntryInfo*>& kept,
 std::optional<Writer::Impl::S3Old> Writer::Impl::open_s3() const {
   remote::Opened opened;
   try {
-    opened = remote::open(path.string(), RemoteOptions{.no_cache = true});
+    opened = remote::open(path.string(), RemoteOptions{});
   } catch (const Error& e) {
     if (e.code() == ErrorCode::not_found) return std::nullopt;  // a new archive
     throw;
@@ -1036,6 +1036,13 @@ void Writer::Impl::upload(const Plan& plan, const Archive::Impl* old_impl,
     zw.finish();
     stats.appended = true;
   } else {
+    // Old entries the plan keeps are copied from the old object's bytes:
+    // fetched first (the reader's mapping is filled on demand).
+    if (old_impl) {
+      std::vector<const zip::EntryInfo*> entries;
+      for (const auto& e : old_impl->directory.entries) entries.push_back(&e);
+      old_impl->reader.prefetch(entries);
+    }
     zip::StreamZipWriter zw(sink, path.string(), 0, expected_bytes(plan, false),
                             options.progress);
     emit_all(zw, plan, old_impl);
