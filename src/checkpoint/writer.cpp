@@ -29,6 +29,10 @@
 #include "modelzip/cancel.hpp"
 #include "modelzip/error.hpp"
 #include "remote/remote_source.hpp"
+#include "remote/s3_multipart.hpp"
+#include "remote/settings.hpp"
+#include "remote/upload_config.hpp"
+#include "remote/s3_upload_sink.hpp"
 #include "zip/append_session.hpp"
 #include "zip/archive_layout.hpp"
 #include "zip/known_crcs.hpp"
@@ -705,7 +709,30 @@ class Writer::Impl {
   // Writes the plan (in place or by rewriting) and consumes the staged
   // operations once the new archive is visible.
   void write_staged(StagedPlan& staged, const Archive::Impl* old_impl);
+  // plan_staged, check_undamaged and write_staged from the archive as it
+  // is now (nullptr: none).
+  void plan_and_write(const Archive::Impl* old_impl);
   bool appendable(const Archive::Impl& old) const;
+
+  // s3://BUCKET/KEY archives (remote/s3_upload_sink.hpp): one object,
+  // replaced by a multipart upload completed on condition that the object
+  // is still the version planned from (If-Match), or still absent
+  // (If-None-Match).
+  bool s3 = false;
+  struct S3Old {
+    remote::Opened opened;
+    std::shared_ptr<const Archive::Impl> archive;
+  };
+  std::optional<S3Old> s3_old;  // during commit()
+  std::optional<S3Old> open_s3() const;
+  void refresh_s3();
+  // Uploads the result of `plan`: an append (every old entry kept, only
+  // tags added) copies the old object's bytes before its tail server-side
+  // and uploads the new entries and the tail; anything else uploads the
+  // whole archive.
+  void upload(const Plan& plan, const Archive::Impl* old_impl,
+              const std::optional<std::set<const zip::EntryInfo*>>& kept, Stats& stats,
+              bool* visible);
   // Whether an in-place commit of `plan` would leave more freed bytes than
   // live ones (then it rewrites, which drops them).
   bool mostly_free(const std::set<const zip::EntryInfo*>& kept, const Plan& plan,
@@ -724,6 +751,16 @@ class Writer::Impl {
 
 void Writer::Impl::commit() {
   check_cancel();
+  if (s3) {
+    if (ops.empty() && metadata_edits.empty()) {
+      last_stats = {};
+      return;
+    }
+    s3_old = open_s3();
+    plan_and_write(s3_old ? s3_old->archive.get() : nullptr);
+    s3_old.reset();
+    return;
+  }
   // Nothing staged and no interrupted append to recover: the archive stays
   // as it is, so no lock is needed, nor permission to write it.
   if (ops.empty() && metadata_edits.empty() &&
@@ -739,7 +776,10 @@ void Writer::Impl::commit() {
   } forget{archive_fd};
   std::optional<Archive> old = recovered_archive();
   if (old && ops.empty() && metadata_edits.empty()) return keep_unchanged(*old);
-  const Archive::Impl* old_impl = old ? &old->internals() : nullptr;
+  plan_and_write(old ? &old->internals() : nullptr);
+}
+
+void Writer::Impl::plan_and_write(const Archive::Impl* old_impl) {
   StagedPlan staged = plan_staged(old_impl);
   check_undamaged(staged.plan);
   write_staged(staged, old_impl);
@@ -852,7 +892,9 @@ void Writer::Impl::write_staged(StagedPlan& staged, const Archive::Impl* old_imp
     std::optional<std::set<const zip::EntryInfo*>> kept;
     if (options.append && old_impl && only_tag_changes() && appendable(*old_impl))
       kept = kept_in_place(plan, *old_impl);
-    if (kept && !mostly_free(*kept, plan, *old_impl))
+    if (s3)
+      upload(plan, old_impl, kept, staged.stats, &visible);
+    else if (kept && !mostly_free(*kept, plan, *old_impl))
       append_to(plan, *old_impl, *kept, staged.stats, &visible);
     else
       rewrite(plan, old_impl, staged.stats, &visible);
@@ -986,6 +1028,98 @@ void Writer::Impl::mark_free_ranges(const std::set<const zip::EntryInfo*>& kept,
   }
 }
 
+// ---- s3:// archives ---------------------------------------------------------
+
+#if MODELZIP_CAN_UPLOAD
+std::optional<Writer::Impl::S3Old> Writer::Impl::open_s3() const {
+  remote::Opened opened;
+  try {
+    opened = remote::open(path.string(), RemoteOptions{});
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::not_found) return std::nullopt;  // a new archive
+    throw;
+  }
+  auto archive = std::make_shared<Archive::Impl>(path.string(), opened.file, OpenOptions{},
+                                                 std::nullopt, opened.source);
+  // Planning and the new central directory need every entry's data offset:
+  // the local headers, fetched together.
+  std::vector<const zip::EntryInfo*> entries;
+  for (const auto& e : archive->directory.entries) entries.push_back(&e);
+  archive->reader.prefetch(entries, 0);
+  for (auto& e : archive->directory.entries) e.data_offset = archive->reader.data_offset(e);
+  return S3Old{std::move(opened), std::move(archive)};
+}
+
+void Writer::Impl::refresh_s3() {
+  current_tags.clear();
+  if (auto old = open_s3()) current_tags = old->archive->tags;
+}
+
+void Writer::Impl::upload(const Plan& plan, const Archive::Impl* old_impl,
+                          const std::optional<std::set<const zip::EntryInfo*>>& kept,
+                          Stats& stats, bool* visible) {
+  auto client = std::make_shared<remote::S3Multipart>(path.string(), RemoteOptions{});
+  remote::S3UploadOptions upload_options;
+  if (auto size = remote::parse_size(remote::env("MODELZIP_S3_PART_SIZE")))
+    upload_options.part_size = *size;
+  if (s3_old) {
+    upload_options.condition.if_match = s3_old->opened.etag;
+    upload_options.old_key = client->endpoint().key;
+    upload_options.old_etag = s3_old->opened.etag;
+    upload_options.old_file = s3_old->opened.file;
+    upload_options.old_source = s3_old->opened.source;
+  } else {
+    upload_options.condition.if_none_match = true;
+  }
+  // An append keeps every old entry (only tags added).
+  const bool append = old_impl && kept && kept->size() + 1 == old_impl->directory.entries.size();
+  remote::S3UploadSink sink(std::move(client), std::move(upload_options));
+  if (append) {
+    const zip::Directory& directory = old_impl->directory;
+    const std::uint64_t tail = zip::tail_start(directory, format::kTagsEntry);
+    sink.keep(io::ByteRange{0, tail});
+    zip::StreamZipWriter zw(sink, path.string(), tail, expected_bytes(plan, true),
+                            options.progress);
+    zw.set_comment(directory.comment);
+    for (const auto& e : directory.entries)
+      if (e.name != format::kTagsEntry) zw.keep(e);
+    emit_tags(zw, plan, old_impl, true);
+    std::vector<std::string> names;
+    for (const auto& t : plan.tags) names.push_back(t.name);
+    zw.add_stored(std::string(format::kTagsEntry),
+                  {Bytes::copy_of(format::write_tags_file(names))});
+    zw.finish();
+    stats.appended = true;
+  } else {
+    // Old entries the plan keeps are copied from the old object's bytes:
+    // fetched first (the reader's mapping is filled on demand).
+    if (old_impl) {
+      std::vector<const zip::EntryInfo*> entries;
+      for (const auto& e : old_impl->directory.entries) entries.push_back(&e);
+      old_impl->reader.prefetch(entries);
+    }
+    zip::StreamZipWriter zw(sink, path.string(), 0, expected_bytes(plan, false),
+                            options.progress);
+    emit_all(zw, plan, old_impl);
+    zw.finish();
+  }
+  stats.bytes_written = sink.uploaded_bytes();
+  sink.commit();
+  *visible = true;
+}
+#else
+// Built without libcurl: Writer::open refuses s3:// URLs (remote::can_upload).
+std::optional<Writer::Impl::S3Old> Writer::Impl::open_s3() const {
+  remote::refuse_write(path.native());
+  return std::nullopt;
+}
+void Writer::Impl::refresh_s3() { remote::refuse_write(path.native()); }
+void Writer::Impl::upload(const Plan&, const Archive::Impl*,
+                          const std::optional<std::set<const zip::EntryInfo*>>&, Stats&, bool*) {
+  remote::refuse_write(path.native());
+}
+#endif
+
 // ---- Writer ----------------------------------------------------------------
 
 Writer::Writer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -994,10 +1128,16 @@ Writer::Writer(Writer&&) noexcept = default;
 Writer& Writer::operator=(Writer&&) noexcept = default;
 
 Writer Writer::open(const std::filesystem::path& path, WriterOptions options) {
-  remote::refuse_write(path.native());
   auto impl = std::make_unique<Impl>();
   impl->shown = path;
   impl->options = std::move(options);
+  if (remote::can_upload(path.native())) {
+    impl->s3 = true;
+    impl->path = path;
+    impl->refresh_s3();
+    return Writer(std::move(impl));
+  }
+  remote::refuse_write(path.native());
   try {
     impl->path = io::resolve_archive_path(path);
     io::remove_stale_temp_files(impl->path);

@@ -19,10 +19,15 @@ Archive open_archive(const std::string& path_or_url) {
 }
 
 void require_writable(const std::string& path) {
-  remote::refuse_write(path);
+  if (!remote::can_upload(path)) remote::refuse_write(path);
 }
 
 void require_existing_archive(const std::string& path) {
+  if (remote::can_upload(path))
+    throw Error(ErrorCode::unsupported,
+                "only import writes s3:// archives so far (rm-tag, gc, meta and quantize "
+                "work on local archives)",
+                ErrorContext{.archive = path});
   require_writable(path);
   std::error_code ec;
   if (!std::filesystem::exists(path, ec))

@@ -3,10 +3,7 @@
 #include <curl/curl.h>
 
 #include <algorithm>
-#include <cctype>
-#include <charconv>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -17,6 +14,9 @@
 #include "core/progress_tracker.hpp"
 #include "modelzip/error.hpp"
 #include "remote/cache_file.hpp"
+#include "remote/curl_request.hpp"
+#include "remote/endpoint.hpp"
+#include "remote/settings.hpp"
 
 namespace modelzip::remote {
 namespace {
@@ -31,155 +31,6 @@ constexpr std::uint64_t kMaxObjectSize = std::uint64_t{1} << 46;
 // Fetches at least this large report progress.
 constexpr std::uint64_t kProgressFrom = std::uint64_t{8} << 20;
 
-[[noreturn]] void fail(ErrorCode code, const std::string& url, const std::string& message) {
-  throw Error(code, message, ErrorContext{.archive = url});
-}
-
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? std::string(v) : std::string();
-}
-
-// "10G", "512M", "4096": bytes; nullopt if malformed.
-std::optional<std::uint64_t> parse_size(const std::string& text) {
-  std::uint64_t value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end == text.data()) return std::nullopt;
-  std::string_view unit(end, text.data() + text.size() - end);
-  int shift = unit.empty()                   ? 0
-              : unit == "K" || unit == "KiB" ? 10
-              : unit == "M" || unit == "MiB" ? 20
-              : unit == "G" || unit == "GiB" ? 30
-              : unit == "T" || unit == "TiB" ? 40
-                                             : -1;
-  if (shift < 0 || (shift > 0 && value > (UINT64_MAX >> shift))) return std::nullopt;
-  return value << shift;
-}
-
-double env_seconds(const char* name, double fallback) {
-  std::string v = env(name);
-  if (v.empty()) return fallback;
-  char* end = nullptr;
-  double d = std::strtod(v.c_str(), &end);
-  return end && *end == '\0' && d > 0 ? d : fallback;
-}
-
-// RemoteOptions with the environment's and the defaults' values filled in.
-struct Settings {
-  fs::path cache_dir;  // empty: memory only
-  std::uint64_t cache_limit = std::uint64_t{10} << 30;
-  std::string ca_file;
-  long connect_timeout_ms = 10'000;
-  long low_speed_time_s = 30;
-  std::uint64_t max_unranged = 0;
-  ProgressCallback progress;
-};
-
-Settings settings_from(const RemoteOptions& o) {
-  Settings s;
-  bool no_cache = o.no_cache ? *o.no_cache : env("MODELZIP_NO_CACHE") == "1";
-  if (!no_cache) {
-    if (o.cache_dir)
-      s.cache_dir = *o.cache_dir;
-    else if (!env("MODELZIP_CACHE_DIR").empty())
-      s.cache_dir = env("MODELZIP_CACHE_DIR");
-    else if (!env("XDG_CACHE_HOME").empty())
-      s.cache_dir = fs::path(env("XDG_CACHE_HOME")) / "modelzip";
-    else if (!env("HOME").empty())
-      s.cache_dir = fs::path(env("HOME")) / ".cache" / "modelzip";
-  }
-  if (o.cache_limit)
-    s.cache_limit = *o.cache_limit;
-  else if (auto v = parse_size(env("MODELZIP_CACHE_LIMIT")))
-    s.cache_limit = *v;
-  s.ca_file = o.ca_file ? *o.ca_file : env("MODELZIP_CA_FILE");
-  s.connect_timeout_ms =
-      static_cast<long>(1000 * (o.connect_timeout ? *o.connect_timeout
-                                                  : env_seconds("MODELZIP_CONNECT_TIMEOUT", 10)));
-  s.low_speed_time_s = std::max(
-      1L, static_cast<long>(o.low_speed_time ? *o.low_speed_time
-                                             : env_seconds("MODELZIP_LOW_SPEED_TIME", 30)));
-  s.max_unranged = o.max_unranged_bytes;
-  s.progress = o.progress;
-  return s;
-}
-
-// Where requests go and how they are signed.
-struct Endpoint {
-  std::string url;    // what the user gave (errors, cache identity)
-  std::string http;   // the http(s) URL requested
-  std::string sigv4;  // CURLOPT_AWS_SIGV4 for S3, else empty
-  std::string user, password, session_token;
-};
-
-std::string percent_encode_path(std::string_view key) {
-  static const char* hex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : key) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == '/') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    }
-  }
-  return out;
-}
-
-Endpoint resolve(const std::string& url) {
-  Endpoint ep;
-  ep.url = url;
-  if (!url.starts_with("s3://")) {
-    ep.http = url;
-    return ep;
-  }
-  std::string_view rest = std::string_view(url).substr(5);
-  auto slash = rest.find('/');
-  std::string bucket(rest.substr(0, slash));
-  std::string key(slash == std::string_view::npos ? "" : rest.substr(slash + 1));
-  bool bucket_ok = !bucket.empty() && std::all_of(bucket.begin(), bucket.end(), [](char c) {
-    return std::islower(static_cast<unsigned char>(c)) ||
-           std::isdigit(static_cast<unsigned char>(c)) || c == '-' || c == '.';
-  });
-  if (!bucket_ok || key.empty())
-    fail(ErrorCode::invalid_argument, url,
-         "an S3 URL is s3://BUCKET/KEY (bucket: lower-case letters, digits, '-', '.')");
-  std::string region = env("AWS_REGION");
-  if (region.empty()) region = env("AWS_DEFAULT_REGION");
-  if (region.empty()) region = "us-east-1";
-  std::string endpoint = env("AWS_ENDPOINT_URL");
-  while (endpoint.ends_with('/')) endpoint.pop_back();
-  if (!endpoint.empty())  // S3-compatible stores: path-style addressing
-    ep.http = endpoint + "/" + bucket + "/" + percent_encode_path(key);
-  else
-    ep.http = "https://" + bucket + ".s3." + region + ".amazonaws.com/" + percent_encode_path(key);
-  ep.user = env("AWS_ACCESS_KEY_ID");
-  ep.password = env("AWS_SECRET_ACCESS_KEY");
-  ep.session_token = env("AWS_SESSION_TOKEN");
-  if (!ep.user.empty()) ep.sigv4 = "aws:amz:" + region + ":s3";
-  return ep;
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-std::string trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return std::string(s);
-}
-
-std::optional<std::uint64_t> parse_u64(std::string_view s) {
-  std::uint64_t v = 0;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || end != s.data() + s.size() || s.empty()) return std::nullopt;
-  return v;
-}
-
 // The object as pinned at open.
 struct Pin {
   std::uint64_t size = 0;
@@ -187,11 +38,6 @@ struct Pin {
   std::string last_modified;  // used only without an ETag
   bool strong_etag() const { return !etag.empty() && !etag.starts_with("W/"); }
 };
-
-void global_init() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
 
 class HttpSource;
 
@@ -259,6 +105,7 @@ class HttpSource final : public io::ByteSource {
   }
 
   Bytes file() const { return cache_->mapping(); }
+  const std::string& etag() const noexcept { return pin_.etag; }
 
   void ensure(std::span<const io::ByteRange> ranges) const override {
     std::lock_guard lock(mutex_);
@@ -303,22 +150,18 @@ class HttpSource final : public io::ByteSource {
   static size_t on_header(char* data, size_t size, size_t count, void* user) {
     auto* t = static_cast<Transfer*>(user);
     const size_t n = size * count;
-    std::string_view line(data, n);
-    if (line.starts_with("HTTP/")) {  // a new response (after redirects, 100 Continue)
-      auto sp = line.find(' ');
-      t->status = 0;
-      if (sp != std::string_view::npos && line.size() >= sp + 4)
-        t->status = static_cast<long>(parse_u64(line.substr(sp + 1, 3)).value_or(0));
+    auto line = parse_header_line(std::string_view(data, n));
+    if (!line) return n;
+    if (line->status_line) {
+      t->status = line->status;
       t->etag.clear();
       t->last_modified.clear();
       t->content_range.clear();
       t->content_length.reset();
       return n;
     }
-    auto colon = line.find(':');
-    if (colon == std::string_view::npos) return n;
-    std::string name = lower(trim(line.substr(0, colon)));
-    std::string value = trim(line.substr(colon + 1));
+    const std::string& name = line->name;
+    std::string& value = line->value;
     if (name == "etag")
       t->etag = value;
     else if (name == "last-modified")
@@ -409,37 +252,13 @@ class HttpSource final : public io::ByteSource {
     CURL* e = curl_easy_init();
     if (!e) fail(ErrorCode::io, ep_.url, "cannot start a libcurl transfer");
     t.easy = e;
-    curl_easy_setopt(e, CURLOPT_URL, ep_.http.c_str());
+    configure(e, ep_.http, ep_, settings_, t.errbuf, t.headers);
     curl_easy_setopt(e, CURLOPT_PRIVATE, &t);
-    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t.errbuf);
-    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, ep_.sigv4.empty() ? 1L : 0L);
-    curl_easy_setopt(e, CURLOPT_MAXREDIRS, 5L);
-    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, settings_.connect_timeout_ms);
-    curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1024L);
-    curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, settings_.low_speed_time_s);
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &HttpSource::on_header);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, &t);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &HttpSource::on_body);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, &t);
-    curl_easy_setopt(e, CURLOPT_USERAGENT, "modelzip/" MODELZIP_VERSION);
-    curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, nullptr);  // bytes as stored, no gzip
-    if (!settings_.ca_file.empty()) curl_easy_setopt(e, CURLOPT_CAINFO, settings_.ca_file.c_str());
-    if (!ep_.sigv4.empty()) {
-      curl_easy_setopt(e, CURLOPT_AWS_SIGV4, ep_.sigv4.c_str());
-      curl_easy_setopt(e, CURLOPT_USERNAME, ep_.user.c_str());
-      curl_easy_setopt(e, CURLOPT_PASSWORD, ep_.password.c_str());
-    }
-    auto add = [&](const std::string& h) {
-      if (curl_slist* l = curl_slist_append(t.headers, h.c_str())) t.headers = l;
-    };
-    if (!ep_.sigv4.empty()) {
-      // The payload hash S3 requires (of the empty body), signed along.
-      add("x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-      if (!ep_.session_token.empty()) add("x-amz-security-token: " + ep_.session_token);
-    }
+    auto add = [&](const std::string& h) { add_header(t.headers, h); };
     if (t.head) {
       curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
       curl_easy_setopt(e, CURLOPT_TIMEOUT_MS,
@@ -474,21 +293,6 @@ class HttpSource final : public io::ByteSource {
     }
   }
 
-  static bool transient_curl(CURLcode c) {
-    switch (c) {
-      case CURLE_COULDNT_CONNECT:
-      case CURLE_RECV_ERROR:
-      case CURLE_SEND_ERROR:
-      case CURLE_GOT_NOTHING:
-      case CURLE_PARTIAL_FILE:
-      case CURLE_HTTP2:
-      case CURLE_HTTP2_STREAM:
-        return true;
-      default:
-        return false;
-    }
-  }
-
   // Judges a finished attempt: true if done, false to retry; throws when it
   // failed for good.
   bool judge(Transfer& t, CURLcode code) {
@@ -496,16 +300,13 @@ class HttpSource final : public io::ByteSource {
     if (!t.failure.empty()) fail(t.failure_code, ep_.url, t.failure);
     bool retry = attempt_left(t);
     if (code != CURLE_OK) {
-      std::string detail = t.errbuf[0] ? t.errbuf : curl_easy_strerror(code);
-      if (t.os_errno != 0 &&
-          detail.find(std::strerror(static_cast<int>(t.os_errno))) == std::string::npos)
-        detail += std::string(" (") + std::strerror(static_cast<int>(t.os_errno)) + ")";
+      std::string detail = describe(code, t.errbuf, t.os_errno);
       if (code == CURLE_OPERATION_TIMEDOUT)
         fail(ErrorCode::io, ep_.url,
              "timed out (no connection within " + std::to_string(settings_.connect_timeout_ms) +
                  " ms, or under 1 KiB/s for " + std::to_string(settings_.low_speed_time_s) +
                  " s): " + detail);
-      if (transient_curl(code) && retry) return false;
+      if (transient(code) && retry) return false;
       fail(ErrorCode::io, ep_.url,
            std::string(code == CURLE_PARTIAL_FILE ? "truncated response" : "cannot fetch") +
                " for " + t.what() + ": " + detail +
@@ -547,21 +348,6 @@ class HttpSource final : public io::ByteSource {
   }
 
   static bool attempt_left(const Transfer& t) { return t.attempt < kMaxAttempts; }
-
-  static std::string status_text(long status) {
-    switch (status) {
-      case 401:
-        return " (Unauthorized)";
-      case 403:
-        return " (Forbidden)";
-      case 404:
-        return " (Not Found)";
-      case 405:
-        return " (Method Not Allowed)";
-      default:
-        return "";
-    }
-  }
 
   // Runs every transfer to completion (kParallel at a time), retrying
   // transient failures with backoff. Throws on the first permanent failure,
@@ -650,7 +436,8 @@ class HttpSource final : public io::ByteSource {
 Opened open(const std::string& url, const RemoteOptions& options) {
   auto source = std::make_shared<HttpSource>(resolve(url), settings_from(options));
   Bytes file = source->file();
-  return Opened{std::move(file), std::move(source)};
+  std::string etag = source->etag();
+  return Opened{std::move(file), std::move(source), std::move(etag)};
 }
 
 }  // namespace modelzip::remote

@@ -1,6 +1,8 @@
 // Remote archives: the ByteSource that fetches an object's byte ranges over
 // HTTP(S) or S3 with libcurl into a local cache file (remote/cache_file.hpp),
-// which the readers map like a local archive.
+// which the readers map like a local archive. Its settings, endpoint (URL
+// and signing) and the libcurl options it shares with the S3 writer are in
+// remote/settings.hpp, remote/endpoint.hpp and remote/curl_request.hpp.
 //
 // Protocol: a HEAD pins the object (size, ETag, Last-Modified); every later
 // request is an explicit range (never a suffix range) sent with If-Match
@@ -46,13 +48,22 @@ inline constexpr int kMaxAttempts = 4;
 // Whether `path` is a URL open() handles (http://, https://, s3://).
 bool is_url(std::string_view path) noexcept;
 
-// Writers call this first: throws Error(unsupported, "remote archives are
-// read-only: <url>") when `path` is a URL (built with or without libcurl).
+// Whether `path` is an s3:// URL.
+bool is_s3_url(std::string_view path) noexcept;
+
+// Whether Writer can write `path` by uploading it: an s3:// URL, in a
+// modelzip built with libcurl.
+bool can_upload(std::string_view path) noexcept;
+
+// Writers that cannot upload call this first: throws Error(unsupported,
+// "remote archives are read-only: <url>") when `path` is a URL (built with
+// or without libcurl).
 void refuse_write(std::string_view path);
 
 struct Opened {
   Bytes file;  // the whole object's extent, filled on demand by `source`
   std::shared_ptr<const io::ByteSource> source;
+  std::string etag;  // the version pinned (quotes included; empty if the server sent none)
 };
 
 // Pins the object at `url` and prepares its cache. Throws Error(io) (network,

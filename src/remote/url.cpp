@@ -1,11 +1,18 @@
 #include "modelzip/error.hpp"
 #include "remote/remote_source.hpp"
+#include "remote/upload_config.hpp"
 
 namespace modelzip::remote {
+
+constexpr bool kCanUpload = MODELZIP_CAN_UPLOAD;
 
 bool is_url(std::string_view path) noexcept {
   return path.starts_with("http://") || path.starts_with("https://") || path.starts_with("s3://");
 }
+
+bool is_s3_url(std::string_view path) noexcept { return path.starts_with("s3://"); }
+
+bool can_upload(std::string_view path) noexcept { return kCanUpload && is_s3_url(path); }
 
 void refuse_write(std::string_view path) {
   if (is_url(path))

@@ -1,12 +1,17 @@
 """Real HTTP servers on 127.0.0.1 for the remote-archive tests and benchmark:
 nginx (nginx-light) with a private configuration, Python's http.server (no
-range support) and s3rver (S3 protocol). Every server gets a free port, is
-waited for with a bounded loop and is stopped by stop()."""
+range support), s3rver (S3 protocol) and its fork @20minutes/s3rver (S3 with
+UploadPartCopy, for writers), and S3Proxy, a recording and fault-injecting
+proxy in front of either. Every server gets a free port, is waited for with a
+bounded loop and is stopped by stop()."""
+import http.client
+import http.server
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 # One access-log line per request: what was asked and what was sent.
@@ -172,3 +177,159 @@ class S3rver:
 
     def stop(self):
         stop_process(self.proc)
+
+
+S3RVER_FORK = "@20minutes/s3rver@4.0.4"
+
+
+def install_s3rver_fork(build_dir):
+    """@20minutes/s3rver 4.0.4 from npm into <build>/s3rver-fork (once): the
+    folder whose node_modules holds it. It implements multipart upload with
+    UploadPartCopy (ranges included) and checks SigV4 signatures; it has no
+    AbortMultipartUpload (405 MethodNotAllowed), no ListMultipartUploads (501
+    NotImplemented) and ignores If-Match / If-None-Match on completion."""
+    prefix = os.path.join(str(build_dir), "s3rver-fork")
+    module = os.path.join(prefix, "node_modules", "@20minutes", "s3rver", "package.json")
+    if not os.path.exists(module):
+        subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--prefix", prefix,
+                        S3RVER_FORK], check=True, capture_output=True, timeout=600)
+    return prefix
+
+
+class S3rverFork(S3rver):
+    """@20minutes/s3rver on a free port with bucket `bucket` (it ships no
+    command line: started through node -e). Same credentials as s3rver."""
+
+    def __init__(self, prefix, workdir, bucket):  # noqa: super().__init__ starts 3.7.1
+        self.port = free_port()
+        self.bucket = bucket
+        os.makedirs(str(workdir), exist_ok=True)
+        script = ("new (require('@20minutes/s3rver'))({port: %d, address: '127.0.0.1', "
+                  "silent: true, directory: %r, configureBuckets: [{name: %r}]}).run()"
+                  % (self.port, str(workdir), bucket))
+        self.proc = subprocess.Popen(["node", "-e", script], cwd=prefix,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        wait_for_port(self.port, self.proc, seconds=60)
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+
+    def get(self, key):
+        """The object's bytes (a signed GET with curl)."""
+        return subprocess.run(
+            ["curl", "-sSf", "--max-time", "60", "--aws-sigv4", "aws:amz:us-east-1:s3",
+             "--user", f"{self.ACCESS_KEY}:{self.SECRET_KEY}",
+             "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD", f"{self.endpoint}/{self.bucket}/{key}"],
+            check=True, capture_output=True, timeout=90).stdout
+
+
+class S3Proxy:
+    """An HTTP proxy on 127.0.0.1 in front of an S3 server: records every
+    request (method, path with query, headers, body bytes, status) and can
+    answer the next requests that match with an injected failure instead of
+    forwarding them. Clients are pointed at the proxy; the Host header they
+    signed (SigV4) is passed through unchanged, so the server checks the
+    signature the client made."""
+
+    def __init__(self, upstream_port):
+        self.upstream_port = upstream_port
+        self.port = free_port()
+        self.log = []
+        self.faults = []  # [match(method, path) -> bool, kind, remaining]
+        self.lock = threading.Lock()
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def handle_one(self):
+                length = int(self.headers.get("Content-Length", "0") or 0)
+                if self.headers.get("Expect", "").lower() == "100-continue":
+                    self.send_response_only(100)
+                    self.end_headers()
+                body = self.rfile.read(length) if length else b""
+                record = dict(method=self.command, path=self.path, body=len(body),
+                              headers={k.lower(): v for k, v in self.headers.items()})
+                fault = proxy._take_fault(self.command, self.path)
+                if fault == "reset":
+                    record["status"] = "reset"
+                    proxy._record(record)
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                if fault is not None:
+                    status, code = fault
+                    payload = (f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
+                               f"<Message>injected by the test proxy</Message></Error>").encode()
+                    record["status"] = status
+                    proxy._record(record)
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/xml")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                    return
+                conn = http.client.HTTPConnection("127.0.0.1", proxy.upstream_port, timeout=60)
+                try:
+                    headers = {k: v for k, v in self.headers.items()
+                               if k.lower() not in ("expect", "connection")}
+                    conn.request(self.command, self.path, body=body, headers=headers)
+                    answer = conn.getresponse()
+                    data = answer.read()
+                    record["status"] = answer.status
+                    proxy._record(record)
+                    self.send_response(answer.status)
+                    for k, v in answer.getheaders():
+                        if k.lower() not in ("transfer-encoding", "connection", "content-length"):
+                            self.send_header(k, v)
+                    # A HEAD's Content-Length is the object's, not the (empty) body's.
+                    self.send_header("Content-Length", answer.getheader("Content-Length", "0")
+                                     if self.command == "HEAD" else str(len(data)))
+                    self.end_headers()
+                    if self.command != "HEAD":
+                        self.wfile.write(data)
+                finally:
+                    conn.close()
+
+            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = handle_one
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+
+    def _record(self, record):
+        with self.lock:
+            self.log.append(record)
+
+    def _take_fault(self, method, path):
+        with self.lock:
+            for fault in self.faults:
+                match, kind, remaining = fault
+                if remaining > 0 and match(method, path):
+                    fault[2] -= 1
+                    return kind
+        return None
+
+    def inject(self, match, kind, count):
+        """Answers the next `count` requests for which match(method, path) is
+        true with `kind`: "reset" (the connection is closed unanswered) or
+        (status, S3 error code)."""
+        with self.lock:
+            self.faults.append([match, kind, count])
+
+    def clear(self):
+        with self.lock:
+            self.log.clear()
+            self.faults.clear()
+
+    def requests(self):
+        with self.lock:
+            return list(self.log)
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=10)

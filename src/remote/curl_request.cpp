@@ -1,0 +1,119 @@
+#include "remote/curl_request.hpp"
+
+#include <cctype>
+#include <charconv>
+#include <cstring>
+#include <mutex>
+
+namespace modelzip::remote {
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return std::string(s);
+}
+
+}  // namespace
+
+void global_init() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+void add_header(curl_slist*& list, const std::string& header) {
+  if (curl_slist* l = curl_slist_append(list, header.c_str())) list = l;
+}
+
+void configure(CURL* e, const std::string& http, const Endpoint& ep, const Settings& settings,
+               char* errbuf, curl_slist*& headers, std::string_view payload_sha256) {
+  curl_easy_setopt(e, CURLOPT_URL, http.c_str());
+  curl_easy_setopt(e, CURLOPT_ERRORBUFFER, errbuf);
+  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, ep.sigv4.empty() ? 1L : 0L);
+  curl_easy_setopt(e, CURLOPT_MAXREDIRS, 5L);
+  curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, settings.connect_timeout_ms);
+  curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+  curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, settings.low_speed_time_s);
+  curl_easy_setopt(e, CURLOPT_USERAGENT, "modelzip/" MODELZIP_VERSION);
+  curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, nullptr);  // bytes as stored, no gzip
+  if (!settings.ca_file.empty()) curl_easy_setopt(e, CURLOPT_CAINFO, settings.ca_file.c_str());
+  if (!ep.sigv4.empty()) {
+    curl_easy_setopt(e, CURLOPT_AWS_SIGV4, ep.sigv4.c_str());
+    curl_easy_setopt(e, CURLOPT_USERNAME, ep.user.c_str());
+    curl_easy_setopt(e, CURLOPT_PASSWORD, ep.password.c_str());
+    // The payload hash S3 requires, signed along.
+    add_header(headers, "x-amz-content-sha256: " + std::string(payload_sha256));
+    if (!ep.session_token.empty()) add_header(headers, "x-amz-security-token: " + ep.session_token);
+  }
+}
+
+bool transient(CURLcode c) noexcept {
+  switch (c) {
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_RECV_ERROR:
+    case CURLE_SEND_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::string describe(CURLcode code, const char* errbuf, long os_errno) {
+  std::string detail = errbuf && errbuf[0] ? errbuf : curl_easy_strerror(code);
+  if (os_errno != 0 && detail.find(std::strerror(static_cast<int>(os_errno))) == std::string::npos)
+    detail += std::string(" (") + std::strerror(static_cast<int>(os_errno)) + ")";
+  return detail;
+}
+
+std::string status_text(long status) {
+  switch (status) {
+    case 401:
+      return " (Unauthorized)";
+    case 403:
+      return " (Forbidden)";
+    case 404:
+      return " (Not Found)";
+    case 405:
+      return " (Method Not Allowed)";
+    default:
+      return "";
+  }
+}
+
+std::optional<std::uint64_t> parse_u64(std::string_view s) {
+  std::uint64_t v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || s.empty()) return std::nullopt;
+  return v;
+}
+
+std::optional<HeaderLine> parse_header_line(std::string_view line) {
+  HeaderLine h;
+  if (line.starts_with("HTTP/")) {  // a new response (after redirects, 100 Continue)
+    h.status_line = true;
+    auto sp = line.find(' ');
+    if (sp != std::string_view::npos && line.size() >= sp + 4)
+      h.status = static_cast<long>(parse_u64(line.substr(sp + 1, 3)).value_or(0));
+    return h;
+  }
+  auto colon = line.find(':');
+  if (colon == std::string_view::npos) return std::nullopt;
+  h.name = lower(trim(line.substr(0, colon)));
+  h.value = trim(line.substr(colon + 1));
+  return h;
+}
+
+}  // namespace modelzip::remote

@@ -1,0 +1,62 @@
+// The libcurl pieces every remote request shares, reads and writes alike:
+// one-time global initialization, the options of an easy handle (time-outs,
+// CA file, user agent, protocols, SigV4 signing), response header parsing and
+// the wording of transfer failures. Callers own the handles and lists.
+#pragma once
+
+#include <curl/curl.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "remote/endpoint.hpp"
+#include "remote/settings.hpp"
+
+namespace modelzip::remote {
+
+// x-amz-content-sha256 of an empty body, and of a body not hashed (S3
+// accepts UNSIGNED-PAYLOAD; the body is checked by Content-MD5 or a
+// checksum header instead).
+inline constexpr const char* kEmptyPayloadSha256 =
+    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+inline constexpr const char* kUnsignedPayload = "UNSIGNED-PAYLOAD";
+
+// curl_global_init, once per process (thread-safe).
+void global_init();
+
+// Appends "Name: value" to `list` (the list stays valid when out of memory).
+void add_header(curl_slist*& list, const std::string& header);
+
+// Sets the options every request has: `http` as the URL, `errbuf` (at least
+// CURL_ERROR_SIZE bytes), connect and low-speed time-outs, the CA file, the
+// user agent, http(s) only, redirects only for unsigned requests, and for
+// S3 the SigV4 signature with `payload_sha256` and the session token
+// appended to `headers` (which the caller still has to set and free).
+void configure(CURL* easy, const std::string& http, const Endpoint& endpoint,
+               const Settings& settings, char* errbuf, curl_slist*& headers,
+               std::string_view payload_sha256 = kEmptyPayloadSha256);
+
+// Failures worth another attempt: refused or reset connections, truncated
+// answers.
+bool transient(CURLcode code) noexcept;
+
+// "<curl's message> (<strerror(os_errno)>)" for a failed transfer.
+std::string describe(CURLcode code, const char* errbuf, long os_errno);
+
+// " (Forbidden)" and the like for a few statuses, else "".
+std::string status_text(long status);
+
+// One response header line: a status line ("HTTP/1.1 206 ...") or a field.
+struct HeaderLine {
+  bool status_line = false;
+  long status = 0;        // status lines only (0 if unreadable)
+  std::string name;       // lower case
+  std::string value;      // trimmed
+};
+std::optional<HeaderLine> parse_header_line(std::string_view line);
+
+std::optional<std::uint64_t> parse_u64(std::string_view text);
+
+}  // namespace modelzip::remote

@@ -1,0 +1,369 @@
+#include "remote/s3_multipart.hpp"
+
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "remote/curl_request.hpp"
+#include "core/crc32.hpp"
+
+namespace modelzip::remote {
+namespace {
+
+// Error bodies and XML answers kept at most (an answer is a few KiB).
+constexpr std::size_t kMaxAnswer = std::size_t{1} << 20;
+
+std::string query_encode(std::string_view value) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : value) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out;
+}
+
+std::string xml_escape(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string xml_unescape(std::string_view text) {
+  static const std::pair<std::string_view, char> entities[] = {
+      {"&quot;", '"'}, {"&amp;", '&'}, {"&lt;", '<'}, {"&gt;", '>'}, {"&apos;", '\''},
+      {"&#34;", '"'}};
+  std::string out;
+  for (std::size_t i = 0; i < text.size();) {
+    bool matched = false;
+    if (text[i] == '&')
+      for (auto [entity, c] : entities)
+        if (text.substr(i).starts_with(entity)) {
+          out += c;
+          i += entity.size();
+          matched = true;
+          break;
+        }
+    if (!matched) out += text[i++];
+  }
+  return out;
+}
+
+struct Body {
+  std::span<const std::byte> data;
+  std::size_t sent = 0;
+};
+
+size_t read_body(char* buffer, size_t size, size_t count, void* user) {
+  auto* b = static_cast<Body*>(user);
+  const size_t n = std::min(size * count, b->data.size() - b->sent);
+  std::memcpy(buffer, b->data.data() + b->sent, n);
+  b->sent += n;
+  return n;
+}
+
+}  // namespace
+
+struct S3Multipart::Request {
+  const char* operation;  // "UploadPart"...
+  const char* method;     // "PUT", "POST", "GET", "DELETE"
+  std::string http;       // URL with its query
+  std::vector<std::string> headers;
+  std::span<const std::byte> body;
+};
+
+struct S3Multipart::Response {
+  long status = 0;
+  std::string etag;
+  std::string checksum_crc32;
+  std::string body;  // at most kMaxAnswer bytes
+};
+
+namespace {
+
+struct Attempt {
+  long status = 0;
+  std::string etag, checksum;
+  std::string body;
+  bool overflow = false;
+
+  static size_t on_header(char* data, size_t size, size_t count, void* user) {
+    auto* a = static_cast<Attempt*>(user);
+    const size_t n = size * count;
+    if (auto line = parse_header_line(std::string_view(data, n))) {
+      if (line->status_line) {
+        a->status = line->status;
+        a->etag.clear();
+        a->checksum.clear();
+      } else if (line->name == "etag") {
+        a->etag = line->value;
+      } else if (line->name == "x-amz-checksum-crc32") {
+        a->checksum = line->value;
+      }
+    }
+    return n;
+  }
+  static size_t on_body(char* data, size_t size, size_t count, void* user) {
+    auto* a = static_cast<Attempt*>(user);
+    const size_t n = size * count;
+    if (a->body.size() + n > kMaxAnswer) {
+      a->overflow = true;
+      return 0;
+    }
+    a->body.append(data, n);
+    return n;
+  }
+};
+
+// S3 error codes worth another attempt (besides 5xx and 429).
+bool transient_s3(std::string_view code) {
+  return code == "SlowDown" || code == "RequestTimeout" || code == "InternalError" ||
+         code == "ServiceUnavailable" || code == "RequestTimeTooSkewed";
+}
+
+}  // namespace
+
+S3Multipart::S3Multipart(const std::string& url, const RemoteOptions& options)
+    : endpoint_(resolve(url)), settings_(settings_from(options)) {
+  if (!endpoint_.s3())
+    fail(ErrorCode::invalid_argument, url, "uploads need an s3://BUCKET/KEY URL");
+  global_init();
+}
+
+std::uint64_t S3Multipart::requests() const noexcept { return requests_.load(); }
+
+S3Multipart::Response S3Multipart::perform(const Request& r) const {
+  const std::string where = std::string(" (") + r.method + " " + r.http + ")";
+  for (int attempt = 1;; ++attempt) {
+    const bool retry_left = attempt < kS3Attempts;
+    auto pause = [&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(250 << (attempt - 1)));
+    };
+    CURL* e = curl_easy_init();
+    if (!e) fail(ErrorCode::io, endpoint_.url, "cannot start a libcurl transfer");
+    char errbuf[CURL_ERROR_SIZE] = {};
+    curl_slist* headers = nullptr;
+    Attempt a;
+    Body body{r.body};
+    configure(e, r.http, endpoint_, settings_, errbuf, headers,
+              r.body.empty() ? kEmptyPayloadSha256 : kUnsignedPayload);
+    for (const auto& h : r.headers) add_header(headers, h);
+    // (No "Expect:" removal: libcurl's SigV4 would sign the removed header.)
+    const std::string method = r.method;
+    if (method == "PUT" || method == "POST") {
+      curl_easy_setopt(e, CURLOPT_UPLOAD, 1L);
+      curl_easy_setopt(e, CURLOPT_READFUNCTION, &read_body);
+      curl_easy_setopt(e, CURLOPT_READDATA, &body);
+      curl_easy_setopt(e, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(r.body.size()));
+      if (method == "POST") curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, "POST");
+    } else if (method == "DELETE") {
+      curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, "DELETE");
+    }
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &Attempt::on_header);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, &a);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &Attempt::on_body);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, &a);
+    ++requests_;
+    const CURLcode code = curl_easy_perform(e);
+    long os_errno = 0;
+    curl_easy_getinfo(e, CURLINFO_OS_ERRNO, &os_errno);
+    curl_easy_cleanup(e);
+    curl_slist_free_all(headers);
+
+    const std::string attempts =
+        attempt > 1 ? " after " + std::to_string(attempt) + " attempts" : "";
+    if (code != CURLE_OK && !a.overflow) {
+      if (transient(code) && retry_left) {
+        pause();
+        continue;
+      }
+      std::string detail = describe(code, errbuf, os_errno);
+      if (code == CURLE_OPERATION_TIMEDOUT)
+        detail = "timed out (no connection within " + std::to_string(settings_.connect_timeout_ms) +
+                 " ms, or under 1 KiB/s for " + std::to_string(settings_.low_speed_time_s) +
+                 " s): " + detail;
+      fail(ErrorCode::io, endpoint_.url,
+           std::string("S3 ") + r.operation + " failed: " + detail + attempts + where);
+    }
+    // S3 may answer 200 and report an error in the body (CompleteMultipartUpload,
+    // UploadPartCopy).
+    const bool error_body = a.body.find("<Error>") != std::string::npos;
+    if (a.status >= 200 && a.status < 300 && !error_body && !a.overflow)
+      return Response{a.status, a.etag, a.checksum, std::move(a.body)};
+    const std::string s3_code = xml_element(a.body, "Code").value_or("");
+    const std::string s3_message = xml_element(a.body, "Message").value_or("");
+    // 501 NotImplemented is the server's final word.
+    if (((a.status >= 500 && a.status != 501) || a.status == 429 || transient_s3(s3_code)) &&
+        retry_left) {
+      pause();
+      continue;
+    }
+    std::string message = std::string("S3 ") + r.operation + " failed: HTTP " +
+                          std::to_string(a.status) +
+                          (s3_code.empty() ? status_text(a.status) : " " + s3_code) +
+                          (s3_message.empty() ? "" : ": " + s3_message) + attempts + where;
+    if (a.status == 412 || (a.status == 409 && s3_code == "ConditionalRequestConflict"))
+      fail(ErrorCode::io, endpoint_.url, std::string(kChangedByAnotherWriter) + ": " + message);
+    ErrorCode ec = ErrorCode::io;
+    if (s3_code == "NoSuchBucket" || s3_code == "NoSuchKey" || s3_code == "NoSuchUpload")
+      ec = ErrorCode::not_found;
+    fail(ec, endpoint_.url, message);
+  }
+}
+
+std::string S3Multipart::create() const {
+  // "?uploads=" rather than "?uploads": libcurl signs the bare form wrongly.
+  Response r = perform(Request{"CreateMultipartUpload", "POST", endpoint_.http + "?uploads=",
+                               {"x-amz-checksum-algorithm: CRC32",
+                                "Content-Type: application/zip"},
+                               {}});
+  auto id = xml_element(r.body, "UploadId");
+  if (!id || id->empty())
+    fail(ErrorCode::io, endpoint_.url,
+         "S3 CreateMultipartUpload failed: no UploadId in the answer (POST " + endpoint_.http +
+             "?uploads=)");
+  return *id;
+}
+
+namespace {
+std::string part_query(int number, const std::string& upload_id) {
+  return "?partNumber=" + std::to_string(number) + "&uploadId=" + query_encode(upload_id);
+}
+}  // namespace
+
+S3Part S3Multipart::upload_part(const std::string& upload_id, int number,
+                                std::span<const std::byte> body) const {
+  const std::string crc = s3_crc32_base64(body);
+  Response r = perform(Request{"UploadPart", "PUT", endpoint_.http + part_query(number, upload_id),
+                               {"x-amz-checksum-crc32: " + crc,
+                                "Content-Type: application/octet-stream"},
+                               body});
+  if (r.etag.empty())
+    fail(ErrorCode::io, endpoint_.url,
+         "S3 UploadPart failed: no ETag in the answer for part " + std::to_string(number));
+  return S3Part{number, r.etag, crc};
+}
+
+S3Part S3Multipart::upload_part_copy(const std::string& upload_id, int number,
+                                     const std::string& source_key, std::uint64_t first,
+                                     std::uint64_t length, const std::string& source_etag) const {
+  if (length == 0)
+    fail(ErrorCode::invalid_argument, endpoint_.url, "S3 UploadPartCopy of no bytes");
+  std::vector<std::string> headers{
+      "x-amz-copy-source: /" + endpoint_.bucket + "/" + percent_encode_path(source_key),
+      "x-amz-copy-source-range: bytes=" + std::to_string(first) + "-" +
+          std::to_string(first + length - 1)};
+  if (!source_etag.empty()) headers.push_back("x-amz-copy-source-if-match: " + source_etag);
+  Response r = perform(Request{"UploadPartCopy", "PUT",
+                               endpoint_.http + part_query(number, upload_id), headers, {}});
+  auto etag = xml_element(r.body, "ETag");
+  if (!etag || etag->empty())
+    fail(ErrorCode::io, endpoint_.url,
+         "S3 UploadPartCopy failed: no ETag in the answer for part " + std::to_string(number));
+  return S3Part{number, *etag, xml_element(r.body, "ChecksumCRC32").value_or("")};
+}
+
+std::string S3Multipart::complete(const std::string& upload_id, std::span<const S3Part> parts,
+                                  const S3Condition& condition) const {
+  std::string xml = "<CompleteMultipartUpload xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">";
+  for (const auto& p : parts) {
+    xml += "<Part><PartNumber>" + std::to_string(p.number) + "</PartNumber><ETag>" +
+           xml_escape(p.etag) + "</ETag>";
+    if (!p.checksum_crc32.empty())
+      xml += "<ChecksumCRC32>" + xml_escape(p.checksum_crc32) + "</ChecksumCRC32>";
+    xml += "</Part>";
+  }
+  xml += "</CompleteMultipartUpload>";
+  std::vector<std::string> headers{"Content-Type: application/xml"};
+  if (condition.if_none_match) headers.push_back("If-None-Match: *");
+  if (!condition.if_match.empty()) headers.push_back("If-Match: " + condition.if_match);
+  Response r = perform(Request{"CompleteMultipartUpload", "POST",
+                               endpoint_.http + "?uploadId=" + query_encode(upload_id), headers,
+                               std::as_bytes(std::span(xml))});
+  return xml_element(r.body, "ETag").value_or(r.etag);
+}
+
+void S3Multipart::abort(const std::string& upload_id) const {
+  perform(Request{"AbortMultipartUpload", "DELETE",
+                  endpoint_.http + "?uploadId=" + query_encode(upload_id), {}, {}});
+}
+
+std::vector<S3PendingUpload> S3Multipart::list_uploads() const {
+  std::vector<S3PendingUpload> out;
+  std::string key_marker, id_marker;
+  for (int page = 0; page < 10'000; ++page) {
+    // Query parameters in the order SigV4 signs them (sorted by name).
+    std::string query = "?";
+    if (!key_marker.empty()) query += "key-marker=" + query_encode(key_marker) + "&";
+    query += "prefix=" + query_encode(endpoint_.key);
+    if (!id_marker.empty()) query += "&upload-id-marker=" + query_encode(id_marker);
+    query += "&uploads=";
+    Response r = perform(Request{"ListMultipartUploads", "GET", endpoint_.bucket_http + query,
+                                 {}, {}});
+    std::size_t at = 0, end = 0;
+    while (auto upload = xml_element(r.body, "Upload", at, &end)) {
+      at = end;
+      S3PendingUpload u{xml_element(*upload, "Key").value_or(""),
+                        xml_element(*upload, "UploadId").value_or(""),
+                        xml_element(*upload, "Initiated").value_or("")};
+      if (u.key == endpoint_.key && !u.upload_id.empty()) out.push_back(std::move(u));
+    }
+    if (xml_element(r.body, "IsTruncated").value_or("false") != "true") return out;
+    key_marker = xml_element(r.body, "NextKeyMarker").value_or("");
+    id_marker = xml_element(r.body, "NextUploadIdMarker").value_or("");
+    if (key_marker.empty() && id_marker.empty()) return out;
+  }
+  fail(ErrorCode::limit_exceeded, endpoint_.url,
+       "S3 ListMultipartUploads: more than 10000 pages of uploads");
+}
+
+std::string s3_crc32_base64(std::span<const std::byte> data) {
+  static const char* alphabet =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  const std::uint32_t crc = detail::crc32_of(data);
+  const unsigned char b[4] = {static_cast<unsigned char>(crc >> 24),
+                              static_cast<unsigned char>(crc >> 16),
+                              static_cast<unsigned char>(crc >> 8), static_cast<unsigned char>(crc)};
+  std::string out;
+  out += alphabet[b[0] >> 2];
+  out += alphabet[((b[0] & 3) << 4) | (b[1] >> 4)];
+  out += alphabet[((b[1] & 15) << 2) | (b[2] >> 6)];
+  out += alphabet[b[2] & 63];
+  out += alphabet[b[3] >> 2];
+  out += alphabet[(b[3] & 3) << 4];
+  out += "==";
+  return out;
+}
+
+std::optional<std::string> xml_element(std::string_view xml, std::string_view tag,
+                                       std::size_t from, std::size_t* end) {
+  const std::string open = "<" + std::string(tag) + ">";
+  const std::string close = "</" + std::string(tag) + ">";
+  if (from > xml.size()) return std::nullopt;
+  auto a = xml.find(open, from);
+  if (a == std::string_view::npos) return std::nullopt;
+  auto b = xml.find(close, a + open.size());
+  if (b == std::string_view::npos) return std::nullopt;
+  if (end) *end = b + close.size();
+  return xml_unescape(xml.substr(a + open.size(), b - a - open.size()));
+}
+
+}  // namespace modelzip::remote

@@ -1,0 +1,123 @@
+// An S3 multipart-upload client for one object (s3://BUCKET/KEY): the
+// requests a writer of that object needs, each a blocking call.
+//
+//   create()            CreateMultipartUpload (checksum algorithm CRC32)
+//   upload_part()       UploadPart with x-amz-checksum-crc32 of the body
+//   upload_part_copy()  UploadPartCopy of a byte range of an existing object
+//                       (x-amz-copy-source-range; x-amz-copy-source-if-match
+//                       when the source's ETag is given)
+//   complete()          CompleteMultipartUpload, optionally conditional:
+//                       If-None-Match: * (the key must not exist) or
+//                       If-Match: <ETag> (the key must still be that version)
+//   abort()             AbortMultipartUpload
+//   list_uploads()      ListMultipartUploads of this key (all pages)
+//
+// Parts are numbered 1..10000; S3 requires 5 MiB..5 GiB for every part but
+// the last (checked by the server, not here). Requests are signed as reads
+// are (remote/endpoint.hpp); bodies are sent UNSIGNED-PAYLOAD and checked by
+// their CRC-32 instead.
+//
+// Retries: each request is tried up to kS3Attempts times, pausing 250 ms,
+// doubling, on refused or reset connections, truncated answers, HTTP 5xx
+// (but 501), 429 and S3's SlowDown / RequestTimeout / InternalError answers (a 200
+// carrying an <Error> body included). Time-outs are those of reads.
+//
+// Errors: Error(io) (not_found for NoSuchBucket / NoSuchKey / NoSuchUpload,
+// invalid_argument for other 4xx) whose message names the operation, the
+// request's URL, the HTTP status and S3's error code and message, e.g.
+// "S3 UploadPart failed: HTTP 403 InvalidAccessKeyId: ... (PUT http://...)";
+// the error's archive is the s3:// URL. A failed condition on complete()
+// (412 PreconditionFailed, 409 ConditionalRequestConflict) throws
+// Error(io, kChangedByAnotherWriter).
+//
+// Thread safety: every method may be called from several threads at once
+// (each request has its own libcurl handle; the object is immutable).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "modelzip/remote.hpp"
+#include "remote/endpoint.hpp"
+#include "remote/settings.hpp"
+
+namespace modelzip::remote {
+
+inline constexpr int kS3Attempts = 5;
+inline constexpr std::uint64_t kS3MinPart = std::uint64_t{5} << 20;
+inline constexpr std::uint64_t kS3MaxPart = std::uint64_t{5} << 30;
+inline constexpr int kS3MaxParts = 10'000;
+inline constexpr const char* kChangedByAnotherWriter =
+    "archive changed on the server by another writer";
+
+struct S3Part {
+  int number = 0;
+  std::string etag;            // as the server returned it (quotes included)
+  std::string checksum_crc32;  // base64, empty if the server gave none
+};
+
+struct S3PendingUpload {
+  std::string key;
+  std::string upload_id;
+  std::string initiated;  // ISO 8601, as the server wrote it
+};
+
+// The condition complete() puts on the key.
+struct S3Condition {
+  bool if_none_match = false;  // If-None-Match: * (a new key)
+  std::string if_match;        // If-Match: <ETag> (non-empty: that version)
+};
+
+class S3Multipart {
+ public:
+  // Throws Error(invalid_argument) unless `url` is an s3:// URL.
+  S3Multipart(const std::string& url, const RemoteOptions& options);
+
+  const std::string& url() const noexcept { return endpoint_.url; }
+  const Endpoint& endpoint() const noexcept { return endpoint_; }
+
+  // Returns the upload id.
+  std::string create() const;
+  S3Part upload_part(const std::string& upload_id, int number,
+                     std::span<const std::byte> body) const;
+  // Copies bytes [first, first + length) of s3://BUCKET/`source_key` (same
+  // bucket); `source_etag` non-empty: only from that version.
+  S3Part upload_part_copy(const std::string& upload_id, int number, const std::string& source_key,
+                          std::uint64_t first, std::uint64_t length,
+                          const std::string& source_etag = {}) const;
+  // `parts` in ascending number order. Returns the new object's ETag.
+  std::string complete(const std::string& upload_id, std::span<const S3Part> parts,
+                       const S3Condition& condition = {}) const;
+  void abort(const std::string& upload_id) const;
+  // Incomplete uploads whose key is exactly this object's key.
+  std::vector<S3PendingUpload> list_uploads() const;
+
+  // Requests sent so far, attempts included (tests).
+  std::uint64_t requests() const noexcept;
+
+ private:
+  struct Request;
+  struct Response;
+  Response perform(const Request& request) const;
+
+  Endpoint endpoint_;
+  Settings settings_;
+  mutable std::atomic<std::uint64_t> requests_{0};
+};
+
+// Base64 of the big-endian CRC-32 of `data` (x-amz-checksum-crc32).
+std::string s3_crc32_base64(std::span<const std::byte> data);
+
+// The text of the first <tag>...</tag> in `xml` at or after `from`, XML
+// entities decoded; nullopt if absent. `end` (optional) gets the offset just
+// past the closing tag.
+std::optional<std::string> xml_element(std::string_view xml, std::string_view tag,
+                                       std::size_t from = 0, std::size_t* end = nullptr);
+
+}  // namespace modelzip::remote

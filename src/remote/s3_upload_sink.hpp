@@ -1,0 +1,82 @@
+// io::ByteSink onto one S3 object by multipart upload (remote/s3_multipart.hpp):
+// the result becomes visible only at commit() (CompleteMultipartUpload).
+//
+// Parts: the result is cut, in offset order, into parts of `part_size`
+// bytes (default 8 MiB, at least 5 MiB; the last part may be smaller). A
+// part is uploaded, from a pool of `parallel` threads, as soon as every byte
+// of it has been given; write() waits while `parallel` parts are queued or
+// in flight, so memory stays within about (parallel + 2) parts plus the
+// parts held for reserved ranges (one per reserve() not yet written) and
+// bytes given far ahead of the first hole.
+//
+// keep(): a kept range of the old object (`old_key` at `old_etag`, the key
+// itself for an append) becomes UploadPartCopy parts of at most 5 GiB each,
+// copied server-side from that version only (x-amz-copy-source-if-match).
+// Where the part being filled before it is shorter than 5 MiB, the first
+// bytes of the kept range are fetched (from `old`, the reader's ByteSource)
+// and uploaded to bring it to 5 MiB; a kept remainder shorter than 5 MiB is
+// fetched and uploaded too. Copy parts count against `parallel` like others.
+//
+// Failures: the first error of any part is thrown by the next call (and by
+// finish()); the sink is then unusable. A sink destroyed without a
+// successful commit() aborts the upload (AbortMultipartUpload, errors of the
+// abort ignored: an incomplete upload left behind is listed and aborted by
+// the next writer of the key, and removed by a bucket lifecycle rule).
+//
+// Thread safety: as io::ByteSink.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "io/byte_sink.hpp"
+#include "modelzip/bytes.hpp"
+#include "remote/s3_multipart.hpp"
+
+namespace modelzip::remote {
+
+inline constexpr std::uint64_t kDefaultPartSize = std::uint64_t{8} << 20;
+inline constexpr int kDefaultParallelParts = 4;
+
+struct S3UploadOptions {
+  std::uint64_t part_size = kDefaultPartSize;  // >= kS3MinPart, <= kS3MaxPart
+  int parallel = kDefaultParallelParts;        // parts in flight, >= 1
+  S3Condition condition;                       // put on CompleteMultipartUpload
+  // The existing object keep() ranges come from (empty key: none).
+  std::string old_key, old_etag;
+  Bytes old_file;  // its extent as the reader maps it, filled by `old_source`
+  std::shared_ptr<const io::ByteSource> old_source;
+};
+
+class S3UploadSink final : public io::ByteSink {
+ public:
+  // Starts the upload (CreateMultipartUpload). Throws Error as S3Multipart,
+  // Error(invalid_argument) for a part size or parallelism out of range.
+  S3UploadSink(std::shared_ptr<const S3Multipart> client, S3UploadOptions options);
+  ~S3UploadSink() override;
+  S3UploadSink(const S3UploadSink&) = delete;
+  S3UploadSink& operator=(const S3UploadSink&) = delete;
+
+  void write(std::uint64_t offset, const Bytes& data) override;
+  void keep(std::uint64_t offset, io::ByteRange source) override;
+  using io::ByteSink::keep;
+  void reserve(io::ByteRange range) override;
+  void barrier() override {}
+  void set_end(std::uint64_t size) override;
+  void finish() override;
+  void commit() override;
+
+  // After commit(): the new object's ETag.
+  const std::string& etag() const noexcept;
+  // Bytes sent in UploadPart bodies, and bytes copied server-side, so far.
+  std::uint64_t uploaded_bytes() const noexcept;
+  std::uint64_t copied_bytes() const noexcept;
+  const std::string& upload_id() const noexcept;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace modelzip::remote

@@ -1,0 +1,71 @@
+#include "remote/settings.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdlib>
+#include <string_view>
+
+namespace modelzip::remote {
+namespace {
+
+double env_seconds(const char* name, double fallback) {
+  std::string v = env(name);
+  if (v.empty()) return fallback;
+  char* end = nullptr;
+  double d = std::strtod(v.c_str(), &end);
+  return end && *end == '\0' && d > 0 ? d : fallback;
+}
+
+}  // namespace
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::string(v) : std::string();
+}
+
+std::optional<std::uint64_t> parse_size(const std::string& text) {
+  std::uint64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end == text.data()) return std::nullopt;
+  std::string_view unit(end, text.data() + text.size() - end);
+  int shift = unit.empty()                   ? 0
+              : unit == "K" || unit == "KiB" ? 10
+              : unit == "M" || unit == "MiB" ? 20
+              : unit == "G" || unit == "GiB" ? 30
+              : unit == "T" || unit == "TiB" ? 40
+                                             : -1;
+  if (shift < 0 || (shift > 0 && value > (UINT64_MAX >> shift))) return std::nullopt;
+  return value << shift;
+}
+
+Settings settings_from(const RemoteOptions& o) {
+  namespace fs = std::filesystem;
+  Settings s;
+  bool no_cache = o.no_cache ? *o.no_cache : env("MODELZIP_NO_CACHE") == "1";
+  if (!no_cache) {
+    if (o.cache_dir)
+      s.cache_dir = *o.cache_dir;
+    else if (!env("MODELZIP_CACHE_DIR").empty())
+      s.cache_dir = env("MODELZIP_CACHE_DIR");
+    else if (!env("XDG_CACHE_HOME").empty())
+      s.cache_dir = fs::path(env("XDG_CACHE_HOME")) / "modelzip";
+    else if (!env("HOME").empty())
+      s.cache_dir = fs::path(env("HOME")) / ".cache" / "modelzip";
+  }
+  if (o.cache_limit)
+    s.cache_limit = *o.cache_limit;
+  else if (auto v = parse_size(env("MODELZIP_CACHE_LIMIT")))
+    s.cache_limit = *v;
+  s.ca_file = o.ca_file ? *o.ca_file : env("MODELZIP_CA_FILE");
+  s.connect_timeout_ms =
+      static_cast<long>(1000 * (o.connect_timeout ? *o.connect_timeout
+                                                  : env_seconds("MODELZIP_CONNECT_TIMEOUT", 10)));
+  s.low_speed_time_s = std::max(
+      1L, static_cast<long>(o.low_speed_time ? *o.low_speed_time
+                                             : env_seconds("MODELZIP_LOW_SPEED_TIME", 30)));
+  s.max_unranged = o.max_unranged_bytes;
+  s.progress = o.progress;
+  return s;
+}
+
+}  // namespace modelzip::remote

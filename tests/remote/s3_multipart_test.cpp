@@ -1,0 +1,40 @@
+// The pure pieces of the S3 multipart client: reading S3's XML answers and
+// the part checksum. (Requests are tested against a real server in
+// test_s3_multipart.py.)
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "remote/s3_multipart.hpp"
+
+using modelzip::remote::s3_crc32_base64;
+using modelzip::remote::xml_element;
+
+TEST_CASE("s3_crc32_base64 is base64 of the big-endian CRC-32") {
+  const std::string text = "123456789";  // CRC-32 0xCBF43926
+  CHECK(s3_crc32_base64(std::as_bytes(std::span(text))) == "y/Q5Jg==");
+  CHECK(s3_crc32_base64({}) == "AAAAAA==");
+}
+
+TEST_CASE("xml_element reads ETags with entities and walks repeated elements") {
+  // ListMultipartUploads as AWS documents it (abridged).
+  const std::string xml =
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?><ListMultipartUploadsResult>"
+      "<Bucket>models</Bucket><IsTruncated>false</IsTruncated>"
+      "<Upload><Key>ckpt.zip</Key><UploadId>id-1</UploadId>"
+      "<Initiated>2026-11-27T20:00:00.000Z</Initiated></Upload>"
+      "<Upload><Key>ckpt.zip.old</Key><UploadId>id-2</UploadId></Upload>"
+      "</ListMultipartUploadsResult>";
+  std::size_t at = 0, end = 0;
+  std::vector<std::string> ids;
+  while (auto upload = xml_element(xml, "Upload", at, &end)) {
+    at = end;
+    ids.push_back(xml_element(*upload, "UploadId").value_or("?"));
+  }
+  CHECK(ids == std::vector<std::string>{"id-1", "id-2"});
+  CHECK(xml_element(xml, "IsTruncated") == "false");
+  CHECK_FALSE(xml_element(xml, "NextKeyMarker"));
+  CHECK(xml_element("<ETag>&quot;ab&amp;c&quot;</ETag>", "ETag") == "\"ab&c\"");
+  CHECK_FALSE(xml_element("<ETag>unterminated", "ETag"));
+  CHECK_FALSE(xml_element("<A>x</A>", "A", 100));
+}
