@@ -188,6 +188,20 @@ def test_training_config_dict_round_trips(archive_path):
         assert ar.training_config("b") == config
 
 
+def test_load_gives_params_txt_order_as_the_cpp_library(archive_path):
+    """Archive.load() (and names=) give the tensors in params.txt order, the order the tag
+    was saved in; C++'s Archive::load gives the same order (tests/checkpoint/roundtrip_test)."""
+    order = ["zeta", "alpha", "mid.weight", "Beta", "a"]
+    save(archive_path, "t", {name: np.full(1, i, np.int32) for i, name in enumerate(order)})
+    with modelzip.open(archive_path) as ar:
+        assert [p.name for p in ar.params()] == order
+        assert list(ar.load()) == order
+        assert list(ar.load(copy=True)) == order
+        assert list(ar.load(writable=True)) == order
+        assert list(ar.load(names=["a", "zeta"])) == ["a", "zeta"]
+    assert list(modelzip.load(archive_path)) == order
+
+
 def keys_in_order(value):
     """``value`` with every dict turned into its list of (key, value) pairs: equality then
     also compares key order."""
