@@ -2,6 +2,7 @@
 and beside the limits of the machine, in one run.
 
     python3 benchmarks/torch_bench.py [--size-mib 3072] [--dir DIR] [--reps 3] [--no-cold]
+                                      [--no-sources]
 
 The state dict: bfloat16 matrices [4096, 8192] (64 MiB each) plus one float32 vector [8192] per
 matrix, --size-mib in all. Rows:
@@ -14,7 +15,13 @@ matrix, --size-mib in all. Rows:
 - device loads (CUDA only; the rows say why they are skipped): modelzip.torch.load(device=),
   torch.load(mmap)+.cuda(), safetensors load_file(device=);
 - cold rows: the same after evicting the files from the page cache (posix_fadvise DONTNEED
-  after fsync: only these files, no root needed), beside a cold sequential read.
+  after fsync: only these files, no root needed), beside a cold sequential read;
+- copy sources (unless --no-sources): the modelzip copy pipeline reading the tensors' bytes with
+  read() (os.preadv into the buffers) against copying them from the mapping, warm and cold:
+  into new host tensors (several threads), through the staging steps in host memory
+  (HostTarget: runs without CUDA), and with CUDA onto the device over a small grid of
+  threads {8, 16} x pieces {8, 32} MiB, beside staging alone (no host-to-device copy) and the
+  allocation of the destinations.
 Times are medians of --reps (cold rows: one run each). The last line is the headline ratio:
 with CUDA, the warm modelzip device load against the pinned host-to-device limit (the goal is
 >= 0.6x); without, the warm CPU load + touch against the sequential read.
@@ -23,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import contextlib
 import inspect
 import os
 import shutil
@@ -36,6 +44,8 @@ import torch
 
 import modelzip
 import modelzip.torch as mzt
+from modelzip import _device_copy
+from modelzip._torch_load import load_copied
 
 warnings.filterwarnings("ignore")
 try:
@@ -115,12 +125,98 @@ class Table:
         print(f"{name:46s}        - skipped: {why}", flush=True)
 
 
+@contextlib.contextmanager
+def staging_config(threads: int = 0, piece_mib: int = 0):
+    """The copy pipeline with ``threads`` threads and staging pieces of ``piece_mib`` MiB (0: its
+    defaults); fresh buffer pools before and after."""
+    saved = (_device_copy.thread_count, _device_copy._MIN_PIECE, _device_copy._MAX_PIECE)
+    if threads:
+        _device_copy.thread_count = lambda: threads
+    if piece_mib:
+        _device_copy._MIN_PIECE = _device_copy._MAX_PIECE = piece_mib << 20
+    _device_copy._pools.clear()
+    try:
+        yield
+    finally:
+        _device_copy.thread_count, _device_copy._MIN_PIECE, _device_copy._MAX_PIECE = saved
+        _device_copy._pools.clear()
+
+
+class StageOnly(_device_copy.CudaTarget if CUDA else _device_copy.HostTarget):
+    """Staging into pinned buffers without sending anything to the device."""
+
+    def __init__(self) -> None:
+        if CUDA:
+            super().__init__(torch.device("cuda"))
+
+    def send(self, destination, staged):
+        return None
+
+
+def copy_source_rows(table: "Table", args, path: str) -> None:
+    """The copy pipeline from read() against from the mapping (module documentation)."""
+    sources = ("read", "mapping")
+    cpu = torch.device("cpu")
+    warm = {}
+    for source in sources:
+        warm[f"host tensors from {source}"] = lambda s=source: load_copied(path, None, cpu,
+                                                                           source=s)
+        warm[f"host staging (HostTarget) from {source}"] = lambda s=source: load_copied(
+            path, None, cpu, source=s, staging=_device_copy.HostTarget())
+    for name, fn in warm.items():
+        table.row(f"copy {name}", median(fn, args.reps), "limit: read() of the archive file")
+    if not CUDA:
+        table.skip("device copy grid (read() vs mapping)", "no CUDA device")
+    else:
+        device = torch.device("cuda")
+
+        def synced(fn):
+            def run_it():
+                fn()
+                torch.cuda.synchronize()
+            return run_it
+        views = mzt.load(path)
+        table.row("device: allocate the destinations", median(synced(lambda: {
+            k: torch.empty(v.shape, dtype=v.dtype, device=device) for k, v in views.items()}),
+            args.reps, torch.cuda.empty_cache))
+        for source in sources:
+            with staging_config(16, 32):
+                table.row(f"device: staging only from {source} (16x32 MiB)", median(
+                    lambda s=source: load_copied(path, None, device, source=s,
+                                                 staging=StageOnly()), args.reps),
+                    "limit: pinned host-to-device copy")
+        for threads in (8, 16):
+            for piece in (8, 32):
+                for source in sources:
+                    with staging_config(threads, piece):
+                        table.row(f"device load {source} {threads} threads {piece} MiB", median(
+                            synced(lambda s=source: load_copied(path, None, device, source=s)),
+                            args.reps, torch.cuda.empty_cache),
+                            "limit: pinned host-to-device copy")
+        for source in sources:
+            table.row(f"device load {source} verify=True", median(synced(
+                lambda s=source: load_copied(path, None, device, source=s, verify=True)),
+                args.reps, torch.cuda.empty_cache), "limit: pinned host-to-device copy")
+    if args.no_cold:
+        return
+    cold = dict(warm)
+    if CUDA:
+        for source in sources:
+            cold[f"device load from {source}"] = lambda s=source: (
+                load_copied(path, None, torch.device("cuda"), source=s), torch.cuda.synchronize())
+    for name, fn in cold.items():
+        table.row(f"cold copy {name}", median(fn, 1, lambda: evict(path)),
+                  "limit: cold read() of the archive file")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mib", type=int, default=3072)
     parser.add_argument("--dir", default=None, help="folder for the files (default: a temp dir)")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--no-cold", action="store_true", help="skip the cold-cache rows")
+    parser.add_argument("--no-sources", action="store_true",
+                        help="skip the read() vs mapping rows of the copy pipeline")
     args = parser.parse_args()
     folder = tempfile.mkdtemp(prefix="torch_bench.", dir=args.dir)
     try:
@@ -226,6 +322,11 @@ def run(args, folder: str) -> int:
                          "torch" if "torch.load" in name else "safetensors"]
             table.row(f"cold device load {name}", median(fn, 1, lambda: evict(path)),
                       "limit: cold read() of the archive file")
+
+    if args.no_sources:
+        table.skip("copy sources (read() vs mapping)", "--no-sources")
+    else:
+        copy_source_rows(table, args, paths["modelzip"])
 
     if CUDA:
         ratio = table.rows["limit: pinned host-to-device copy"] / table.rows[

@@ -213,30 +213,34 @@ std::size_t Archive::Impl::usable_tag(std::string_view tag) const {
   return t;
 }
 
-const BlobRow& Archive::Impl::row(std::size_t tag_pos, TableKind kind, std::string_view key) const {
+const BlobRow* Archive::Impl::find_row(std::size_t tag_pos, TableKind kind, std::string_view name,
+                                       std::string_view state) const {
   const TagTables& tt = tables[tag_pos];
   const auto& index = kind == TableKind::params ? tt.param_index : tt.updater_index;
   const auto& rows = tt.rows(kind);
+  std::size_t at = index.find(format::row_key_hash(kind, name, state), [&](std::size_t p) {
+    return format::row_has_keys(rows[p], kind, name, state);
+  });
+  return at == detail::PositionIndex::npos ? nullptr : &rows[at];
+}
+
+const BlobRow& Archive::Impl::row(std::size_t tag_pos, TableKind kind, std::string_view key) const {
   std::string_view first = key, second;
   if (kind == TableKind::updater) {
     auto nul = key.find('\0');
     first = key.substr(0, nul);
     second = nul == std::string_view::npos ? std::string_view() : key.substr(nul + 1);
   }
-  std::size_t at = index.find(format::row_key_hash(kind, first, second), [&](std::size_t p) {
-    return format::row_has_keys(rows[p], kind, first, second);
-  });
-  if (at == detail::PositionIndex::npos) {
-    std::string suggestion;
-    if (kind == TableKind::params && rows.size() <= detail::kMaxSuggestionCandidates) {
-      std::vector<std::string_view> names;
-      for (const auto& r : rows) names.push_back(r.keys.front());
-      suggestion = detail::did_you_mean(key, names);
-    }
-    throw Error(ErrorCode::not_found, "no " + key_text(kind, key) + suggestion,
-                context({}, tags[tag_pos]));
+  if (const BlobRow* found = find_row(tag_pos, kind, first, second)) return *found;
+  const auto& rows = tables[tag_pos].rows(kind);
+  std::string suggestion;
+  if (kind == TableKind::params && rows.size() <= detail::kMaxSuggestionCandidates) {
+    std::vector<std::string_view> names;
+    for (const auto& r : rows) names.push_back(r.keys.front());
+    suggestion = detail::did_you_mean(key, names);
   }
-  return rows[at];
+  throw Error(ErrorCode::not_found, "no " + key_text(kind, key) + suggestion,
+              context({}, tags[tag_pos]));
 }
 
 std::string Archive::Impl::blob_entry(std::size_t tag_pos, const BlobRow& row,

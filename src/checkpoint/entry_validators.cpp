@@ -2,15 +2,9 @@
 
 #include "format/blob_table.hpp"
 #include "format/tag_metadata.hpp"
-#include "graph/entry_validation.hpp"
-#include "modelzip/finalfusion.hpp"
 
 namespace modelzip {
 namespace {
-
-void validate_fifu(const Bytes& contents, const Limits&) {
-  (void)finalfusion::Embeddings::read(contents, "embedding");
-}
 
 void validate_tag_metadata(const Bytes& contents, const Limits& limits) {
   (void)format::parse_tag_metadata(contents.as_string_view(), limits);
@@ -24,14 +18,33 @@ std::string_view in_tag(std::string_view entry) {
 
 }  // namespace
 
-EntryValidator find_entry_validator(std::string_view entry_name) {
+std::optional<EntryKind> entry_kind_of(std::string_view entry_name) {
   std::string_view rest = in_tag(entry_name);
-  if (rest == "graph.fb") return &graph::validate_graph_entry;
-  if (rest == "trainingConfig.fb") return &graph::validate_training_config_entry;
-  if (rest == format::kTagMetadataFile) return &validate_tag_metadata;
+  if (rest == "graph.fb") return EntryKind::graph;
+  if (rest == "trainingConfig.fb") return EntryKind::training_config;
+  if (rest == format::kTagMetadataFile) return EntryKind::tag_metadata;
   if (auto blob = format::blob_file_of(rest); blob && blob->format == format::BlobFormat::fifu)
-    return &validate_fifu;
-  return nullptr;
+    return EntryKind::embedding;
+  return std::nullopt;
+}
+
+const EntryValidators& entry_validators() {
+  static const EntryValidators registry = [] {
+    EntryValidators r;
+    r.add(EntryKind::tag_metadata, &validate_tag_metadata);
+    register_upper_entry_validators(r);
+    return r;
+  }();
+  return registry;
+}
+
+EntryValidator find_entry_validator(EntryKind kind) {
+  return entry_validators().of(kind);
+}
+
+EntryValidator find_entry_validator(std::string_view entry_name) {
+  auto kind = entry_kind_of(entry_name);
+  return kind ? find_entry_validator(*kind) : nullptr;
 }
 
 }  // namespace modelzip

@@ -2,24 +2,20 @@
 
 #include <algorithm>
 
+#include "checkpoint/data_ranges.hpp"
+#include "core/crc32.hpp"
 #include "io/mapped_file.hpp"
 #include "modelzip/error.hpp"
-#include "zip/crc32.hpp"
 
 namespace modelzip {
 
 std::uint64_t PrivateViews::mappable_offset(const Archive::Impl& archive,
                                             const zip::EntryInfo& e) {
-  const zip::SnapshotFile& file = archive.snapshot_file;
-  if (!e.stored() || !file.fd || e.compressed_size == 0) return 0;
-  const std::uint64_t offset = archive.reader.data_offset(e);
-  std::uint64_t end = 0;
-  if (__builtin_add_overflow(offset, e.compressed_size, &end) || end > file.stable_prefix) return 0;
-  return offset;
+  return file_data_offset(archive, e);
 }
 
 Bytes PrivateViews::checked(const zip::EntryInfo& e, Bytes data, bool check_crc) {
-  if (check_crc && zip::crc32_of(data.span()) != e.crc32)
+  if (check_crc && detail::crc32_of(data.span()) != e.crc32)
     throw Error(ErrorCode::corrupt, "CRC-32 mismatch: the entry data is damaged",
                 ErrorContext{.entry = e.name});
   return data;

@@ -12,6 +12,7 @@
 
 #include "checkpoint/archive_impl.hpp"
 #include "checkpoint/entry_validators.hpp"
+#include "core/crc32.hpp"
 #include "core/position_index.hpp"
 #include "core/progress_tracker.hpp"
 #include "core/suggestions.hpp"
@@ -29,7 +30,6 @@
 #include "remote/remote_source.hpp"
 #include "zip/append_session.hpp"
 #include "zip/archive_layout.hpp"
-#include "zip/crc32.hpp"
 #include "zip/free_range.hpp"
 #include "zip/zip_stream_writer.hpp"
 
@@ -134,7 +134,7 @@ std::uint32_t pieces_crc(const std::vector<Bytes>& pieces, ScanProgress* scan = 
   for (const auto& p : pieces)
     for (std::uint64_t at = 0; at < p.size(); at += kScanStep) {
       const std::uint64_t n = std::min<std::uint64_t>(kScanStep, p.size() - at);
-      crc = zip::crc32_update(crc, p.span().subspan(at, n));
+      crc = detail::crc32_update(crc, p.span().subspan(at, n));
       offset += n;
       if (scan) scan->reached(offset);
     }
@@ -276,7 +276,7 @@ class AddContext {
                     format::encode_tensor_blob(p.tensor).pieces, p.options.compression, p.name, {});
           break;
         case NewTag::Param::Source::embedding: {
-          if (auto v = find_entry_validator(tag + "/params/0.fifu")) {
+          if (auto v = find_entry_validator(EntryKind::embedding)) {
             try {
               v(p.file, Limits{});
             } catch (const Error& e) {
@@ -673,7 +673,30 @@ class Writer::Impl {
     return e.reworded(e.message(), std::move(c));
   }
 
+  // commit() runs these phases in order.
   void commit();
+  // Throws Error(cancelled) once cancel_requested().
+  void check_cancel() const;
+  // Nothing to write: the stats and tags of `archive` as it is.
+  void keep_unchanged(const Archive& archive);
+  // Under the lock: the archive after removing stale temporary files and
+  // rolling back an interrupted append, or nullopt if there is none.
+  std::optional<Archive> recovered_archive();
+  // The archive's plan after the staged operations, and the stats so far.
+  struct StagedPlan {
+    Plan plan;
+    Stats stats;
+  };
+  StagedPlan plan_staged(const Archive::Impl* old_impl) const;
+  // The progress of dedup's compare stage (none without dedup or callback).
+  std::optional<detail::ProgressTracker> compare_tracker() const;
+  // Throws when the plan keeps a tag whose tables could not be read.
+  void check_undamaged(const Plan& plan) const;
+  // Whether the staged operations only add and remove tags.
+  bool only_tag_changes() const;
+  // Writes the plan (in place or by rewriting) and consumes the staged
+  // operations once the new archive is visible.
+  void write_staged(StagedPlan& staged, const Archive::Impl* old_impl);
   bool appendable(const Archive::Impl& old) const;
   // Whether an in-place commit of `plan` would leave more freed bytes than
   // live ones (then it rewrites, which drops them).
@@ -692,20 +715,12 @@ class Writer::Impl {
 };
 
 void Writer::Impl::commit() {
-  auto check_cancel = [&] {
-    if (cancel_requested())
-      throw Error(ErrorCode::cancelled, "save cancelled (interrupted)", context());
-  };
   check_cancel();
   // Nothing staged and no interrupted append to recover: the archive stays
   // as it is, so no lock is needed, nor permission to write it.
   if (ops.empty() && metadata_edits.empty() &&
       !std::filesystem::exists(io::append_journal_path(path))) {
-    if (std::optional<Archive> old = current_archive()) {
-      last_stats = {};
-      current_tags = old->tags();
-      return;
-    }
+    if (std::optional<Archive> old = current_archive()) return keep_unchanged(*old);
   }
   io::FileLock lock(path, options.on_wait);
   check_cancel();
@@ -714,6 +729,25 @@ void Writer::Impl::commit() {
     int& fd;
     ~ForgetFd() { fd = -1; }
   } forget{archive_fd};
+  std::optional<Archive> old = recovered_archive();
+  if (old && ops.empty() && metadata_edits.empty()) return keep_unchanged(*old);
+  const Archive::Impl* old_impl = old ? &old->internals() : nullptr;
+  StagedPlan staged = plan_staged(old_impl);
+  check_undamaged(staged.plan);
+  write_staged(staged, old_impl);
+}
+
+void Writer::Impl::check_cancel() const {
+  if (cancel_requested())
+    throw Error(ErrorCode::cancelled, "save cancelled (interrupted)", context());
+}
+
+void Writer::Impl::keep_unchanged(const Archive& archive) {
+  last_stats = {};
+  current_tags = archive.tags();
+}
+
+std::optional<Archive> Writer::Impl::recovered_archive() {
   io::remove_stale_temp_files(path);
   try {
     if (auto rolled_back = zip::recover_append(path, true); rolled_back && options.on_notice)
@@ -721,36 +755,37 @@ void Writer::Impl::commit() {
   } catch (const Error& e) {
     throw e.with_context(context());
   }
-  std::optional<Archive> old = current_archive();
-  if (old && ops.empty() && metadata_edits.empty()) {  // nothing staged: the archive stays as it is
-    last_stats = {};
-    current_tags = old->tags();
-    return;
-  }
-  const Archive::Impl* old_impl = old ? &old->internals() : nullptr;
+  return current_archive();
+}
 
-  Stats new_stats;
-  Plan plan = plan_from(old_impl);
+std::optional<detail::ProgressTracker> Writer::Impl::compare_tracker() const {
+  std::optional<detail::ProgressTracker> comparing;
+  if (!options.dedup || !options.progress) return comparing;
+  comparing.emplace(options.progress, "save", context(), Progress::Stage::compare);
+  for (const auto& op : ops)
+    if (const auto* add = std::get_if<AddOp>(&op)) {
+      for (const auto& p : add->contents.params()) {
+        if (p.source == NewTag::Param::Source::tensor)
+          comparing->add_to_total(p.tensor.values().size());
+        else if (p.source == NewTag::Param::Source::embedding)
+          comparing->add_to_total(p.file.size());
+      }
+      for (const auto& u : add->contents.updater_states())
+        if (!u.shared) comparing->add_to_total(u.tensor.values().size());
+    }
+  return comparing;
+}
+
+Writer::Impl::StagedPlan Writer::Impl::plan_staged(const Archive::Impl* old_impl) const {
+  StagedPlan staged{plan_from(old_impl), {}};
+  Plan& plan = staged.plan;
   for (const auto& edit : metadata_edits) edit(plan.metadata);
   plan.metadata.writer = "modelzip " MODELZIP_VERSION;
   // Dedup reads every new tensor (and the blobs it may equal) before
   // anything is written: a stage of its own, over the new tensors' bytes.
-  std::optional<detail::ProgressTracker> comparing;
-  if (options.dedup && options.progress) {
-    comparing.emplace(options.progress, "save", context(), Progress::Stage::compare);
-    for (const auto& op : ops)
-      if (const auto* add = std::get_if<AddOp>(&op)) {
-        for (const auto& p : add->contents.params()) {
-          if (p.source == NewTag::Param::Source::tensor)
-            comparing->add_to_total(p.tensor.values().size());
-          else if (p.source == NewTag::Param::Source::embedding)
-            comparing->add_to_total(p.file.size());
-        }
-        for (const auto& u : add->contents.updater_states())
-          if (!u.shared) comparing->add_to_total(u.tensor.values().size());
-      }
-  }
-  AddContext adder(plan, old_impl, options.dedup, new_stats, comparing ? &*comparing : nullptr);
+  std::optional<detail::ProgressTracker> comparing = compare_tracker();
+  AddContext adder(plan, old_impl, options.dedup, staged.stats,
+                   comparing ? &*comparing : nullptr);
   for (const auto& op : ops) {
     if (const auto* add = std::get_if<AddOp>(&op)) {
       if (const TagPlan* replaced = add->replace ? plan.find(add->tag) : nullptr)
@@ -759,7 +794,7 @@ void Writer::Impl::commit() {
     } else if (const auto* keep = std::get_if<KeepLastOp>(&op)) {
       while (plan.tags.size() > keep->count) remove_from_plan(plan, plan.tags.front().name);
     } else if (std::holds_alternative<GcOp>(op)) {
-      drop_unreferenced_blobs(plan, new_stats);
+      drop_unreferenced_blobs(plan, staged.stats);
     } else {
       const auto& rm = std::get<RemoveOp>(op);
       TagPlan* t = plan.find(rm.tag);
@@ -770,7 +805,10 @@ void Writer::Impl::commit() {
     }
   }
   if (comparing) comparing->finish();
+  return staged;
+}
 
+void Writer::Impl::check_undamaged(const Plan& plan) const {
   // Rewriting a damaged tag would lose what its unreadable tables held.
   for (const auto& t : plan.tags)
     if (t.damage)
@@ -781,29 +819,35 @@ void Writer::Impl::commit() {
                                .entry = t.damage->context().entry,
                                .tag = t.name,
                                .line = t.damage->context().line});
-  const bool only_tag_changes =
-      metadata_edits.empty() && std::none_of(ops.begin(), ops.end(), [](const auto& op) {
-        return std::holds_alternative<GcOp>(op);
-      });
+}
+
+bool Writer::Impl::only_tag_changes() const {
+  return metadata_edits.empty() && std::none_of(ops.begin(), ops.end(), [](const auto& op) {
+           return std::holds_alternative<GcOp>(op);
+         });
+}
+
+void Writer::Impl::write_staged(StagedPlan& staged, const Archive::Impl* old_impl) {
+  const Plan& plan = staged.plan;
   // Once the new archive is visible, the staged changes are done, even if
   // making them durable failed afterwards: a retry must not repeat them.
   bool visible = false;
   auto consume_staged = [&] {
     std::vector<std::string> tag_names;
     for (const auto& t : plan.tags) tag_names.push_back(t.name);
-    last_stats = new_stats;
+    last_stats = staged.stats;
     ops.clear();
     metadata_edits.clear();
     current_tags = tag_names;
   };
   try {
     std::optional<std::set<const zip::EntryInfo*>> kept;
-    if (options.append && old_impl && only_tag_changes && appendable(*old_impl))
+    if (options.append && old_impl && only_tag_changes() && appendable(*old_impl))
       kept = kept_in_place(plan, *old_impl);
     if (kept && !mostly_free(*kept, plan, *old_impl))
-      append_to(plan, *old_impl, *kept, new_stats, &visible);
+      append_to(plan, *old_impl, *kept, staged.stats, &visible);
     else
-      rewrite(plan, old_impl, new_stats, &visible);
+      rewrite(plan, old_impl, staged.stats, &visible);
   } catch (...) {
     if (visible) consume_staged();
     throw;

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/shape_text.hpp"
 #include "modelzip/archive.hpp"
 
 namespace modelzip::cli {
@@ -46,7 +47,6 @@ void require_tensor(const Archive& archive, const std::string& name, const std::
 
 // "1.5 MiB"-style size.
 std::string human_bytes(std::uint64_t bytes);
-// "[2, 3]"
-std::string shape_text(const std::vector<std::int64_t>& shape);
+using modelzip::detail::shape_text;
 
 }  // namespace modelzip::cli

@@ -79,10 +79,4 @@ std::string human_bytes(std::uint64_t bytes) {
   return buf;
 }
 
-std::string shape_text(const std::vector<std::int64_t>& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 }  // namespace modelzip::cli

@@ -1,6 +1,6 @@
 #include "convert/kept_metadata.hpp"
 
-#include "checkpoint/archive_impl.hpp"
+#include "checkpoint/archive_state.hpp"
 #include "format/tag_metadata.hpp"
 #include "modelzip/error.hpp"
 
@@ -32,7 +32,8 @@ StringMap kept_safetensors_metadata(const Archive& archive, std::string_view tag
   if (!archive.has_entry(entry)) return {};
   const Bytes text = archive.entry(entry, ReadMode::copy);
   try {
-    return format::parse_tag_metadata(text.as_string_view(), archive.internals().limits)
+    return format::parse_tag_metadata(text.as_string_view(),
+                                      checkpoint::ArchiveState(archive).limits())
         .safetensors;
   } catch (const Error& e) {
     throw e.with_context({.archive = archive.name(), .entry = entry, .tag = resolved});

@@ -8,6 +8,7 @@
 #include "convert/npy_format.hpp"
 #include "convert/tensor_bytes.hpp"
 #include "core/checked.hpp"
+#include "core/fail.hpp"
 #include "core/utf8.hpp"
 #include "io/atomic_write.hpp"
 #include "modelzip/convert.hpp"
@@ -26,9 +27,7 @@ constexpr std::uint64_t kAlignment = 64;
 // every header modelzip can read is far below this.
 constexpr std::uint64_t kMaxHeaderBytes = 1 << 20;
 
-[[noreturn]] void corrupt(const std::string& what, std::uint64_t offset) {
-  throw Error(ErrorCode::corrupt, ".npy header: " + what, ErrorContext{.offset = offset});
-}
+using modelzip::detail::fail_corrupt;
 
 // One value of the header's Python literal.
 struct PyValue {
@@ -77,22 +76,25 @@ class HeaderParser {
                                      : key == "fortran_order" ? &h.fortran_order
                                      : key == "shape"         ? &h.shape
                                                               : nullptr;
-      if (!slot) corrupt("unexpected key '" + key + "'", key_at);
-      if (*slot) corrupt("duplicate key '" + key + "'", key_at);
+      if (!slot) fail_corrupt(".npy header: unexpected key '" + key + "'", {.offset = key_at});
+      if (*slot) fail_corrupt(".npy header: duplicate key '" + key + "'", {.offset = key_at});
       *slot = std::move(value);
     }
     ++pos_;  // '}'
     skip_space();
     if (pos_ != text_.size()) fail("unexpected text after the header dict");
     if (!h.descr || !h.fortran_order || !h.shape)
-      corrupt("the header dict must hold 'descr', 'fortran_order' and 'shape'", base_);
+      fail_corrupt(".npy header: the header dict must hold 'descr', 'fortran_order' and 'shape'",
+                   {.offset = base_});
     return h;
   }
 
  private:
   std::uint64_t offset() const { return base_ + pos_; }
   char peek() const { return pos_ < text_.size() ? text_[pos_] : '\0'; }
-  [[noreturn]] void fail(const std::string& what) const { corrupt(what, offset()); }
+  [[noreturn]] void fail(const std::string& what) const {
+    fail_corrupt(".npy header: " + what, {.offset = offset()});
+  }
   void expect(char c) {
     if (peek() != c) fail(std::string("expected '") + c + "'");
     ++pos_;
@@ -187,7 +189,8 @@ class HeaderParser {
     auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), magnitude);
     if (ec != std::errc() || end != digits.data() + digits.size() ||
         magnitude > static_cast<std::uint64_t>(INT64_MAX))
-      corrupt("integer " + std::string(digits) + " is too large", v.offset);
+      fail_corrupt(".npy header: integer " + std::string(digits) + " is too large",
+                   {.offset = v.offset});
     v.integer =
         v.negative ? -static_cast<std::int64_t>(magnitude) : static_cast<std::int64_t>(magnitude);
     if (peek() == 'L') ++pos_;  // Python 2 long literal
@@ -240,7 +243,8 @@ NpyDtype parse_descr(const PyValue& descr) {
   if (descr.kind == PyValue::Kind::list)
     throw Error(ErrorCode::unsupported, ".npy: structured dtypes are not supported",
                 ErrorContext{.offset = descr.offset});
-  if (descr.kind != PyValue::Kind::string) corrupt("'descr' is not a string", descr.offset);
+  if (descr.kind != PyValue::Kind::string)
+    fail_corrupt(".npy header: 'descr' is not a string", {.offset = descr.offset});
   std::string_view s = descr.text;
   auto unsupported = [&](const std::string& why) -> NpyDtype {
     throw Error(ErrorCode::unsupported, ".npy: dtype '" + descr.text + "' " + why,
@@ -263,7 +267,8 @@ NpyDtype parse_descr(const PyValue& descr) {
       return unsupported("is not a supported unicode dtype");
     if (chars == 0)  // items of no bytes: the shape alone could claim any size
       return unsupported("(zero-length strings) is not supported");
-    if (chars > (UINT64_MAX / 4)) corrupt("unicode item size overflows", descr.offset);
+    if (chars > (UINT64_MAX / 4))
+      fail_corrupt(".npy header: unicode item size overflows", {.offset = descr.offset});
     d.dtype = DType::utf8;
     d.item_size = chars * 4;
     return d;
@@ -287,12 +292,16 @@ NpyDtype parse_descr(const PyValue& descr) {
 }
 
 Shape parse_shape(const PyValue& shape, const Limits& limits) {
-  if (shape.kind != PyValue::Kind::tuple) corrupt("'shape' is not a tuple", shape.offset);
+  if (shape.kind != PyValue::Kind::tuple)
+    fail_corrupt(".npy header: 'shape' is not a tuple", {.offset = shape.offset});
   check_rank(shape.items.size(), limits, ".npy shape", shape.offset);
   Shape out;
   for (const auto& d : shape.items) {
-    if (d.kind != PyValue::Kind::integer) corrupt("'shape' holds a non-integer", d.offset);
-    if (d.negative) corrupt("negative dimension " + std::to_string(d.integer), d.offset);
+    if (d.kind != PyValue::Kind::integer)
+      fail_corrupt(".npy header: 'shape' holds a non-integer", {.offset = d.offset});
+    if (d.negative)
+      fail_corrupt(".npy header: negative dimension " + std::to_string(d.integer),
+                   {.offset = d.offset});
     out.push_back(d.integer);
   }
   return out;
@@ -355,7 +364,8 @@ Tensor parse_npy(const Bytes& file, const Limits& limits) {
   auto h = HeaderParser(header, header_at).parse();
   const NpyDtype dtype = parse_descr(*h.descr);
   if (h.fortran_order->kind != PyValue::Kind::boolean)
-    corrupt("'fortran_order' is not True or False", h.fortran_order->offset);
+    fail_corrupt(".npy header: 'fortran_order' is not True or False",
+                 {.offset = h.fortran_order->offset});
   const bool fortran = h.fortran_order->boolean;
   Shape shape = parse_shape(*h.shape, limits);
 

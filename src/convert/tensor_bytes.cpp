@@ -9,15 +9,6 @@
 
 namespace modelzip::convert::detail {
 
-std::string shape_text(std::span<const std::int64_t> shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(shape[i]);
-  }
-  return s + "]";
-}
-
 Bytes aligned_slice(const Bytes& data, std::uint64_t offset, std::uint64_t length,
                     std::size_t alignment) {
   Bytes view = data.slice(offset, length);

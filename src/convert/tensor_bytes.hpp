@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/shape_text.hpp"
 #include "modelzip/bytes.hpp"
 #include "modelzip/convert.hpp"
 #include "modelzip/error.hpp"
@@ -20,8 +21,7 @@
 
 namespace modelzip::convert::detail {
 
-// "[2, 3]".
-std::string shape_text(std::span<const std::int64_t> shape);
+using modelzip::detail::shape_text;
 
 // [offset, offset + length) of `data` as a zero-copy slice when its first
 // byte is aligned to `alignment`, else as an owned (suitably aligned) copy.

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/checked.hpp"
+#include "core/fail.hpp"
 #include "core/float16.hpp"
 #include "core/quantization_rules.hpp"
 #include "modelzip/error.hpp"
@@ -13,13 +14,11 @@
 namespace modelzip {
 namespace {
 
-[[noreturn]] void invalid(const std::string& message) {
-  throw Error(ErrorCode::invalid_argument, message);
-}
+using modelzip::detail::fail_invalid;
 
 std::uint64_t mul(std::uint64_t a, std::uint64_t b) {
   std::uint64_t r;
-  if (__builtin_mul_overflow(a, b, &r)) invalid("quantization: size overflows 64 bits");
+  if (__builtin_mul_overflow(a, b, &r)) fail_invalid("quantization: size overflows 64 bits");
   return r;
 }
 
@@ -73,11 +72,12 @@ std::uint64_t quant_values_bytes(QuantStorage storage, std::uint64_t numel) noex
 
 double Quantization::scale_at(std::uint64_t i) const {
   if (scheme == QuantScheme::affine_per_tensor) {
-    if (i != 0) invalid("quantization: scale index out of range");
+    if (i != 0) fail_invalid("quantization: scale index out of range");
     return scale;
   }
   const std::size_t width = dtype_size(scale_dtype);
-  if (width == 0 || i >= scales.size() / width) invalid("quantization: scale index out of range");
+  if (width == 0 || i >= scales.size() / width)
+    fail_invalid("quantization: scale index out of range");
   const std::byte* p = scales.data() + i * width;
   switch (scale_dtype) {
     case DType::float16:
@@ -87,25 +87,25 @@ double Quantization::scale_at(std::uint64_t i) const {
     case DType::float64:
       return detail::load_le<double>(p);
     default:
-      invalid("quantization: scales of type " + std::string(dtype_name(scale_dtype)) +
-              " are not supported");
+      fail_invalid("quantization: scales of type " + std::string(dtype_name(scale_dtype)) +
+                   " are not supported");
   }
 }
 
 std::int64_t Quantization::zero_point_at(std::uint64_t i) const {
   if (scheme == QuantScheme::affine_per_tensor) {
-    if (i != 0) invalid("quantization: zero point index out of range");
+    if (i != 0) fail_invalid("quantization: zero point index out of range");
     return zero_point;
   }
   if (scheme == QuantScheme::block_symmetric) return 0;
-  if (i >= zero_points.size() / 8) invalid("quantization: zero point index out of range");
+  if (i >= zero_points.size() / 8) fail_invalid("quantization: zero point index out of range");
   return detail::load_le<std::int64_t>(zero_points.data() + i * 8);
 }
 
 std::uint64_t Quantization::row_length(std::span<const std::int64_t> shape) const {
   if (axis < 0 || static_cast<std::uint64_t>(axis) >= shape.size())
-    invalid("quantization.axis " + std::to_string(axis) + " is outside a tensor of rank " +
-            std::to_string(shape.size()));
+    fail_invalid("quantization.axis " + std::to_string(axis) + " is outside a tensor of rank " +
+                 std::to_string(shape.size()));
   std::uint64_t n = 1;
   for (std::size_t d = static_cast<std::size_t>(axis); d < shape.size(); ++d)
     n = mul(n, static_cast<std::uint64_t>(shape[d]));
@@ -121,14 +121,14 @@ std::uint64_t Quantization::scale_count(std::span<const std::int64_t> shape) con
       return static_cast<std::uint64_t>(shape[static_cast<std::size_t>(axis)]);
     case QuantScheme::block_symmetric: {
       std::uint64_t k = row_length(shape);
-      if (block_size == 0) invalid("quantization.block_size is 0; it must be at least 1");
+      if (block_size == 0) fail_invalid("quantization.block_size is 0; it must be at least 1");
       std::uint64_t rows = 1;
       for (std::size_t d = 0; d < static_cast<std::size_t>(axis); ++d)
         rows = mul(rows, static_cast<std::uint64_t>(shape[d]));
       return mul(rows, k / block_size + (k % block_size != 0));
     }
   }
-  invalid("quantization: unknown scheme");
+  fail_invalid("quantization: unknown scheme");
 }
 
 double Quantization::element_scale(std::span<const std::int64_t> shape, std::uint64_t index) const {
@@ -138,18 +138,18 @@ double Quantization::element_scale(std::span<const std::int64_t> shape, std::uin
     case QuantScheme::affine_per_axis: {
       std::uint64_t inner = row_length(shape) / static_cast<std::uint64_t>(std::max<std::int64_t>(
                                                     shape[static_cast<std::size_t>(axis)], 1));
-      if (inner == 0) invalid("quantization: element index out of range");
+      if (inner == 0) fail_invalid("quantization: element index out of range");
       return scale_at((index / inner) %
                       static_cast<std::uint64_t>(shape[static_cast<std::size_t>(axis)]));
     }
     case QuantScheme::block_symmetric: {
       const std::uint64_t k = row_length(shape);
-      if (k == 0 || block_size == 0) invalid("quantization: element index out of range");
+      if (k == 0 || block_size == 0) fail_invalid("quantization: element index out of range");
       const std::uint64_t per_row = k / block_size + (k % block_size != 0);
       return scale_at((index / k) * per_row + (index % k) / block_size);
     }
   }
-  invalid("quantization: unknown scheme");
+  fail_invalid("quantization: unknown scheme");
 }
 
 bool Quantization::operator==(const Quantization& o) const {
@@ -174,11 +174,12 @@ QuantLengths check_quantization_header(const Quantization& q, DType original,
                                        std::span<const std::int64_t> shape) {
   if (original != DType::float16 && original != DType::bfloat16 && original != DType::float32 &&
       original != DType::float64)
-    invalid("a quantized tensor stands for float16, bfloat16, float32 or float64 values, not " +
-            std::string(dtype_name(original)));
+    fail_invalid(
+        "a quantized tensor stands for float16, bfloat16, float32 or float64 values, not " +
+        std::string(dtype_name(original)));
   std::uint64_t numel = 1;
   for (auto d : shape) {
-    if (d < 0) invalid("negative dimension " + std::to_string(d));
+    if (d < 0) fail_invalid("negative dimension " + std::to_string(d));
     numel = mul(numel, static_cast<std::uint64_t>(d));
   }
   QuantLengths out;
@@ -188,32 +189,32 @@ QuantLengths check_quantization_header(const Quantization& q, DType original,
     case QuantStorage::int8:
       break;
     case QuantStorage::uint8:
-      if (!affine) invalid("quantization.storage uint8 is not allowed with block-symmetric");
+      if (!affine) fail_invalid("quantization.storage uint8 is not allowed with block-symmetric");
       break;
     case QuantStorage::int4:
       if (affine)
-        invalid("quantization.storage int4 is not allowed with " +
-                std::string(quant_scheme_name(q.scheme)));
+        fail_invalid("quantization.storage int4 is not allowed with " +
+                     std::string(quant_scheme_name(q.scheme)));
       break;
     default:
-      invalid("quantization.storage " + std::to_string(static_cast<int>(q.storage)) +
-              " is unknown");
+      fail_invalid("quantization.storage " + std::to_string(static_cast<int>(q.storage)) +
+                   " is unknown");
   }
   switch (q.scheme) {
     case QuantScheme::affine_per_tensor:
       if (!std::isfinite(q.scale) || !(q.scale > 0))
-        invalid("quantization.scale " + number(q.scale) + " is not positive and finite");
+        fail_invalid("quantization.scale " + number(q.scale) + " is not positive and finite");
       if (q.zero_point < quant_storage_min(q.storage) ||
           q.zero_point > quant_storage_max(q.storage))
-        invalid("quantization.zero_point " + std::to_string(q.zero_point) + " is outside the " +
-                std::string(quant_storage_name(q.storage)) + " range [" +
-                std::to_string(quant_storage_min(q.storage)) + ", " +
-                std::to_string(quant_storage_max(q.storage)) + "]");
+        fail_invalid("quantization.zero_point " + std::to_string(q.zero_point) +
+                     " is outside the " + std::string(quant_storage_name(q.storage)) + " range [" +
+                     std::to_string(quant_storage_min(q.storage)) + ", " +
+                     std::to_string(quant_storage_max(q.storage)) + "]");
       break;
     case QuantScheme::affine_per_axis: {
       if (q.scale_dtype != DType::float64)
-        invalid("quantization.scale_type must be float64 for affine-per-axis, not " +
-                std::string(dtype_name(q.scale_dtype)));
+        fail_invalid("quantization.scale_type must be float64 for affine-per-axis, not " +
+                     std::string(dtype_name(q.scale_dtype)));
       std::uint64_t n = q.scale_count(shape);
       out.scales = mul(n, 8);
       out.zero_points = mul(n, 8);
@@ -221,13 +222,15 @@ QuantLengths check_quantization_header(const Quantization& q, DType original,
     }
     case QuantScheme::block_symmetric: {
       if (q.scale_dtype != DType::float16 && q.scale_dtype != DType::float32)
-        invalid("quantization.scale_type must be float16 or float32 for block-symmetric, not " +
-                std::string(dtype_name(q.scale_dtype)));
+        fail_invalid(
+            "quantization.scale_type must be float16 or float32 for block-symmetric, not " +
+            std::string(dtype_name(q.scale_dtype)));
       out.scales = mul(q.scale_count(shape), dtype_size(q.scale_dtype));
       break;
     }
     default:
-      invalid("quantization.scheme " + std::to_string(static_cast<int>(q.scheme)) + " is unknown");
+      fail_invalid("quantization.scheme " + std::to_string(static_cast<int>(q.scheme)) +
+                   " is unknown");
   }
   return out;
 }
@@ -238,21 +241,21 @@ void check_quantization_data(const Quantization& q, const Bytes& values, std::ui
     for (std::uint64_t i = 0; i < n; ++i) {
       double s = q.scale_at(i);
       if (!std::isfinite(s) || !(s > 0))
-        invalid("quantization.scales[" + std::to_string(i) + "] " + number(s) +
-                " is not positive and finite");
+        fail_invalid("quantization.scales[" + std::to_string(i) + "] " + number(s) +
+                     " is not positive and finite");
     }
     const std::int64_t lo = quant_storage_min(q.storage), hi = quant_storage_max(q.storage);
     for (std::uint64_t i = 0; i < q.zero_points.size() / 8; ++i) {
       std::int64_t z = q.zero_point_at(i);
       if (z < lo || z > hi)
-        invalid("quantization.zero_points[" + std::to_string(i) + "] " + std::to_string(z) +
-                " is outside the " + std::string(quant_storage_name(q.storage)) + " range [" +
-                std::to_string(lo) + ", " + std::to_string(hi) + "]");
+        fail_invalid("quantization.zero_points[" + std::to_string(i) + "] " + std::to_string(z) +
+                     " is outside the " + std::string(quant_storage_name(q.storage)) + " range [" +
+                     std::to_string(lo) + ", " + std::to_string(hi) + "]");
     }
   }
   if (q.storage == QuantStorage::int4 && numel % 2 == 1 && values.size() > 0 &&
       (static_cast<std::uint8_t>(values.data()[values.size() - 1]) >> 4) != 0)
-    invalid(
+    fail_invalid(
         "values: the unused high nibble of the last byte of an odd-length int4 tensor is not 0");
 }
 

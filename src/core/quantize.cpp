@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/checked.hpp"
+#include "core/fail.hpp"
 #include "core/float16.hpp"
 #include "modelzip/error.hpp"
 #include "modelzip/quantize.hpp"
@@ -15,9 +16,7 @@
 namespace modelzip {
 namespace {
 
-[[noreturn]] void invalid(const std::string& message) {
-  throw Error(ErrorCode::invalid_argument, "quantize: " + message);
-}
+using modelzip::detail::fail_invalid;
 
 // Calls f(load) with load(i) -> double, the i-th element of a dense
 // floating-point tensor.
@@ -41,14 +40,15 @@ void with_loader(const Tensor& t, F&& f) {
     case DType::float64:
       return f([p](std::uint64_t i) { return detail::load_le<double>(p + 8 * i); });
     default:
-      invalid("only float16, bfloat16, float32 and float64 tensors can be quantized, not " +
-              std::string(dtype_name(t.dtype())));
+      fail_invalid(
+          "quantize: only float16, bfloat16, float32 and float64 tensors can be quantized, not " +
+          std::string(dtype_name(t.dtype())));
   }
 }
 
 [[noreturn]] void not_finite(std::uint64_t i, double x) {
-  invalid("element " + std::to_string(i) + " is " + (std::isnan(x) ? "NaN" : "infinite") +
-          "; only finite values can be quantized");
+  fail_invalid("quantize: element " + std::to_string(i) + " is " +
+               (std::isnan(x) ? "NaN" : "infinite") + "; only finite values can be quantized");
 }
 
 // C's round (to nearest, halves away from zero) for |v| < 2^62, without a
@@ -69,7 +69,8 @@ Affine affine_for(double lo, double hi) {
   Affine a;
   if (!(hi > lo)) return a;  // all zero
   a.scale = hi / 255 - lo / 255;
-  if (!std::isfinite(a.scale)) invalid("the value range is too wide for a float64 scale");
+  if (!std::isfinite(a.scale))
+    fail_invalid("quantize: the value range is too wide for a float64 scale");
   if (!(a.scale > 0)) a.scale = std::numeric_limits<double>::denorm_min();
   a.zero_point = std::clamp<std::int64_t>(
       -128 - static_cast<std::int64_t>(std::round(lo / a.scale)), -128, 127);
@@ -109,7 +110,8 @@ Tensor per_tensor(const Tensor& t) {
 }
 
 Tensor per_channel(const Tensor& t) {
-  if (t.rank() == 0) invalid("int8-per-channel needs a tensor of rank >= 1 (channels on axis 0)");
+  if (t.rank() == 0)
+    fail_invalid("quantize: int8-per-channel needs a tensor of rank >= 1 (channels on axis 0)");
   const std::uint64_t n = t.numel();
   const auto channels = static_cast<std::uint64_t>(t.shape()[0]);
   const std::uint64_t inner = channels == 0 ? 0 : n / channels;
@@ -153,12 +155,13 @@ float float_at_least(double s) {
   auto f = static_cast<float>(s);
   if (f < s) f = std::nextafter(f, std::numeric_limits<float>::infinity());
   if (!(f > 0)) f = std::numeric_limits<float>::denorm_min();
-  if (!std::isfinite(f)) invalid("a block's values are too large for a float32 scale");
+  if (!std::isfinite(f))
+    fail_invalid("quantize: a block's values are too large for a float32 scale");
   return f;
 }
 
 Tensor block(const Tensor& t, QuantStorage storage, std::uint64_t block_size) {
-  if (t.rank() == 0) invalid("block schemes need a tensor of rank >= 1");
+  if (t.rank() == 0) fail_invalid("quantize: block schemes need a tensor of rank >= 1");
   Quantization qz;
   qz.scheme = QuantScheme::block_symmetric;
   qz.storage = storage;
@@ -247,11 +250,12 @@ std::optional<QuantizeScheme> quantize_scheme_from_name(std::string_view name) n
 
 Tensor quantize(const Tensor& tensor, QuantizeScheme scheme) {
   if (tensor.layout() != Layout::dense)
-    invalid("only dense tensors can be quantized, not " +
-            std::string(layout_name(tensor.layout())) + " ones");
+    fail_invalid("quantize: only dense tensors can be quantized, not " +
+                 std::string(layout_name(tensor.layout())) + " ones");
   if (!dtype_is_floating(tensor.dtype()))
-    invalid("only float16, bfloat16, float32 and float64 tensors can be quantized, not " +
-            std::string(dtype_name(tensor.dtype())));
+    fail_invalid(
+        "quantize: only float16, bfloat16, float32 and float64 tensors can be quantized, not " +
+        std::string(dtype_name(tensor.dtype())));
   switch (scheme) {
     case QuantizeScheme::int8_per_tensor:
       return per_tensor(tensor);
@@ -262,7 +266,7 @@ Tensor quantize(const Tensor& tensor, QuantizeScheme scheme) {
     case QuantizeScheme::int4_block32:
       return block(tensor, QuantStorage::int4, 32);
   }
-  invalid("unknown scheme");
+  fail_invalid("quantize: unknown scheme");
 }
 
 }  // namespace modelzip

@@ -3,25 +3,18 @@
 #include <cstring>
 
 #include "core/checked.hpp"
+#include "core/fail.hpp"
 #include "core/quantization_rules.hpp"
+#include "core/shape_text.hpp"
 #include "core/utf8.hpp"
 #include "modelzip/error.hpp"
 
 namespace modelzip {
 namespace {
 
-[[noreturn]] void invalid(const std::string& message) {
-  throw Error(ErrorCode::invalid_argument, message);
-}
+using detail::shape_text;
 
-std::string shape_text(const Shape& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(shape[i]);
-  }
-  return s + "]";
-}
+using modelzip::detail::fail_invalid;
 
 }  // namespace
 
@@ -40,9 +33,9 @@ std::string_view layout_name(Layout layout) noexcept {
 std::uint64_t shape_numel(std::span<const std::int64_t> shape) {
   std::uint64_t n = 1;
   for (std::int64_t d : shape) {
-    if (d < 0) invalid("negative dimension " + std::to_string(d));
+    if (d < 0) fail_invalid("negative dimension " + std::to_string(d));
     if (__builtin_mul_overflow(n, static_cast<std::uint64_t>(d), &n))
-      invalid("shape has more than 2^64 elements");
+      fail_invalid("shape has more than 2^64 elements");
   }
   return n;
 }
@@ -52,14 +45,15 @@ std::uint64_t Tensor::numel() const {
 }
 
 Tensor Tensor::dense(DType dtype, Shape shape, Bytes values) {
-  if (dtype == DType::utf8) invalid("dense utf8 tensors are built with Tensor::strings");
+  if (dtype == DType::utf8) fail_invalid("dense utf8 tensors are built with Tensor::strings");
   std::uint64_t n = shape_numel(shape);
   std::uint64_t expected;
   if (__builtin_mul_overflow(n, dtype_size(dtype), &expected))
-    invalid("tensor byte size overflows 64 bits");
+    fail_invalid("tensor byte size overflows 64 bits");
   if (values.size() != expected)
-    invalid("a " + std::string(dtype_name(dtype)) + " tensor of shape " + shape_text(shape) +
-            " needs " + std::to_string(expected) + " bytes, got " + std::to_string(values.size()));
+    fail_invalid("a " + std::string(dtype_name(dtype)) + " tensor of shape " + shape_text(shape) +
+                 " needs " + std::to_string(expected) + " bytes, got " +
+                 std::to_string(values.size()));
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
@@ -70,16 +64,16 @@ Tensor Tensor::dense(DType dtype, Shape shape, Bytes values) {
 Tensor Tensor::strings(Shape shape, std::span<const std::string> values) {
   std::uint64_t n = shape_numel(shape);
   if (n != values.size())
-    invalid("shape " + shape_text(shape) + " holds " + std::to_string(n) + " strings, got " +
-            std::to_string(values.size()));
+    fail_invalid("shape " + shape_text(shape) + " holds " + std::to_string(n) + " strings, got " +
+                 std::to_string(values.size()));
   std::vector<std::byte> offsets((values.size() + 1) * sizeof(std::uint64_t));
   std::string joined;
   std::uint64_t pos = 0;
   detail::store_le<std::uint64_t>(offsets.data(), 0);
   for (std::size_t i = 0; i < values.size(); ++i) {
     if (auto bad = detail::utf8_invalid_at(values[i]))
-      invalid("string " + std::to_string(i) + " is not valid UTF-8 at byte " +
-              std::to_string(*bad));
+      fail_invalid("string " + std::to_string(i) + " is not valid UTF-8 at byte " +
+                   std::to_string(*bad));
     joined += values[i];
     pos += values[i].size();
     detail::store_le<std::uint64_t>(offsets.data() + (i + 1) * 8, pos);
@@ -95,23 +89,23 @@ Tensor Tensor::strings(Shape shape, std::span<const std::string> values) {
 Tensor Tensor::strings(Shape shape, Bytes offsets, Bytes values) {
   std::uint64_t n = shape_numel(shape);
   if (n == UINT64_MAX || offsets.size() / 8 != n + 1 || offsets.size() % 8 != 0)
-    invalid("a string tensor of shape " + shape_text(shape) + " needs " + std::to_string(n + 1) +
-            " offsets");
+    fail_invalid("a string tensor of shape " + shape_text(shape) + " needs " +
+                 std::to_string(n + 1) + " offsets");
   std::uint64_t prev = 0;
   for (std::uint64_t i = 0; i <= n; ++i) {
     auto off = detail::load_le<std::uint64_t>(offsets.data() + i * 8);
     if ((i == 0 && off != 0) || off < prev || off > values.size())
-      invalid("string offset " + std::to_string(i) + " (" + std::to_string(off) +
-              ") is not monotone within " + std::to_string(values.size()) + " bytes");
+      fail_invalid("string offset " + std::to_string(i) + " (" + std::to_string(off) +
+                   ") is not monotone within " + std::to_string(values.size()) + " bytes");
     if (i > 0) {
       std::string_view s(reinterpret_cast<const char*>(values.data()) + prev, off - prev);
       if (auto bad = detail::utf8_invalid_at(s))
-        invalid("string " + std::to_string(i - 1) + " is not valid UTF-8 at byte " +
-                std::to_string(*bad));
+        fail_invalid("string " + std::to_string(i - 1) + " is not valid UTF-8 at byte " +
+                     std::to_string(*bad));
     }
     prev = off;
   }
-  if (prev != values.size()) invalid("the last string offset must equal the string bytes");
+  if (prev != values.size()) fail_invalid("the last string offset must equal the string bytes");
   Tensor t;
   t.dtype_ = DType::utf8;
   t.shape_ = std::move(shape);
@@ -122,28 +116,28 @@ Tensor Tensor::strings(Shape shape, Bytes offsets, Bytes values) {
 
 Tensor Tensor::sparse_coo(DType dtype, Shape shape, std::uint64_t nnz, Bytes indices,
                           Bytes values) {
-  if (dtype == DType::utf8) invalid("sparse tensors of strings are not supported");
+  if (dtype == DType::utf8) fail_invalid("sparse tensors of strings are not supported");
   std::uint64_t n = shape_numel(shape);
   std::uint64_t rank = shape.size();
   std::uint64_t want_idx, want_val;
   if (__builtin_mul_overflow(nnz, rank, &want_idx) ||
       __builtin_mul_overflow(want_idx, 8, &want_idx) ||
       __builtin_mul_overflow(nnz, dtype_size(dtype), &want_val))
-    invalid("sparse tensor sizes overflow 64 bits");
-  if (nnz > n) invalid("sparse tensor has more values than elements");
+    fail_invalid("sparse tensor sizes overflow 64 bits");
+  if (nnz > n) fail_invalid("sparse tensor has more values than elements");
   if (indices.size() != want_idx)
-    invalid("COO indices need " + std::to_string(want_idx) + " bytes, got " +
-            std::to_string(indices.size()));
+    fail_invalid("COO indices need " + std::to_string(want_idx) + " bytes, got " +
+                 std::to_string(indices.size()));
   if (values.size() != want_val)
-    invalid("COO values need " + std::to_string(want_val) + " bytes, got " +
-            std::to_string(values.size()));
+    fail_invalid("COO values need " + std::to_string(want_val) + " bytes, got " +
+                 std::to_string(values.size()));
   for (std::uint64_t i = 0; i < nnz; ++i)
     for (std::uint64_t d = 0; d < rank; ++d) {
       auto c = detail::load_le<std::int64_t>(indices.data() + (i * rank + d) * 8);
       if (c < 0 || c >= shape[d])
-        invalid("COO coordinate " + std::to_string(c) + " of value " + std::to_string(i) +
-                " is outside dimension " + std::to_string(d) + " of size " +
-                std::to_string(shape[d]));
+        fail_invalid("COO coordinate " + std::to_string(c) + " of value " + std::to_string(i) +
+                     " is outside dimension " + std::to_string(d) + " of size " +
+                     std::to_string(shape[d]));
     }
   Tensor t;
   t.dtype_ = dtype;
@@ -159,8 +153,8 @@ Tensor Tensor::quantized(DType original, Shape shape, Quantization quantization,
   detail::QuantLengths want = detail::check_quantization_header(quantization, original, shape);
   auto check = [](const char* field, std::uint64_t have, std::uint64_t need) {
     if (have != need)
-      invalid(std::string(field) + " holds " + std::to_string(have) +
-              " bytes, the shape and scheme imply " + std::to_string(need));
+      fail_invalid(std::string(field) + " holds " + std::to_string(have) +
+                   " bytes, the shape and scheme imply " + std::to_string(need));
   };
   check("values", values.size(), want.values);
   check("quantization.scales", quantization.scales.size(), want.scales);
@@ -176,9 +170,9 @@ Tensor Tensor::quantized(DType original, Shape shape, Quantization quantization,
 }
 
 std::string_view Tensor::string_at(std::uint64_t index) const {
-  if (dtype_ != DType::utf8) invalid("not a string tensor");
+  if (dtype_ != DType::utf8) fail_invalid("not a string tensor");
   if (index >= offsets_.size() / 8 - (offsets_.empty() ? 0 : 1) || offsets_.empty())
-    invalid("string index " + std::to_string(index) + " out of range");
+    fail_invalid("string index " + std::to_string(index) + " out of range");
   auto a = detail::load_le<std::uint64_t>(offsets_.data() + index * 8);
   auto b = detail::load_le<std::uint64_t>(offsets_.data() + (index + 1) * 8);
   return {reinterpret_cast<const char*>(values_.data()) + a, b - a};
@@ -209,16 +203,16 @@ bool Tensor::operator==(const Tensor& o) const {
 void Tensor::check_view(std::size_t element_size, std::size_t alignment) const {
   if (layout_ == Layout::quantized) {
     if (element_size != 1)
-      invalid("cannot view a quantized tensor as " + std::to_string(element_size) +
-              "-byte elements: its values are bytes (use dequantize() for " +
-              std::string(dtype_name(dtype_)) + " values)");
+      fail_invalid("cannot view a quantized tensor as " + std::to_string(element_size) +
+                   "-byte elements: its values are bytes (use dequantize() for " +
+                   std::string(dtype_name(dtype_)) + " values)");
     return;
   }
   if (dtype_ == DType::utf8 || dtype_size(dtype_) != element_size)
-    invalid("cannot view a " + std::string(dtype_name(dtype_)) + " tensor as " +
-            std::to_string(element_size) + "-byte elements");
+    fail_invalid("cannot view a " + std::string(dtype_name(dtype_)) + " tensor as " +
+                 std::to_string(element_size) + "-byte elements");
   if (reinterpret_cast<std::uintptr_t>(values_.data()) % alignment != 0)
-    invalid("tensor data is not aligned for the requested element type");
+    fail_invalid("tensor data is not aligned for the requested element type");
 }
 
 }  // namespace modelzip

@@ -8,7 +8,7 @@
 #include <optional>
 #include <vector>
 
-#include "checkpoint/archive_impl.hpp"
+#include "checkpoint/archive_state.hpp"
 #include "core/checked.hpp"
 #include "dist/blocks.hpp"
 #include "format/tensor_blob.hpp"
@@ -24,20 +24,22 @@ namespace {
 // the runs only). Nullopt where a view would not hold the stored bytes as
 // they are (big-endian or misaligned values are converted whole): then the
 // caller reads the whole tensor.
-std::optional<Tensor> view_with_runs(const Archive::Impl& impl, const zip::EntryInfo& e,
-                                     const Shape& shape, const Block& block, std::uint64_t esize) {
-  const io::ByteSource* source = impl.reader.source();
+std::optional<Tensor> view_with_runs(const checkpoint::ArchiveState& archive,
+                                     const zip::EntryInfo& e, const Shape& shape,
+                                     const Block& block, std::uint64_t esize) {
+  const zip::EntryReader& reader = archive.reader();
+  const Limits& limits = archive.limits();
+  const io::ByteSource* source = reader.source();
   if (!source || !e.stored()) return std::nullopt;
-  Bytes prefix = impl.reader.read_prefix(e, 4);
-  prefix = impl.reader.read_prefix(
-      e, format::blob_header_size(prefix.span(), e.uncompressed_size, impl.limits));
-  const format::BlobHeader h =
-      format::read_blob_header(prefix.span(), e.uncompressed_size, impl.limits);
-  const Bytes entry = impl.reader.file().slice(impl.reader.data_offset(e), e.compressed_size);
+  Bytes prefix = reader.read_prefix(e, 4);
+  prefix =
+      reader.read_prefix(e, format::blob_header_size(prefix.span(), e.uncompressed_size, limits));
+  const format::BlobHeader h = format::read_blob_header(prefix.span(), e.uncompressed_size, limits);
+  const Bytes entry = reader.file().slice(reader.data_offset(e), e.compressed_size);
   if (h.big_endian || h.layout != Layout::dense ||
       reinterpret_cast<std::uintptr_t>(entry.data() + h.values.offset) % esize != 0)
     return std::nullopt;
-  const std::uint64_t base = impl.reader.data_offset(e) + h.values.offset;
+  const std::uint64_t base = reader.data_offset(e) + h.values.offset;
   std::vector<io::ByteRange> runs;
   dist::for_each_run(shape, block, [&](std::uint64_t, std::uint64_t g, std::uint64_t n) {
     const io::ByteRange r{base + g * esize, n * esize};  // inside the values: checked by the header
@@ -47,7 +49,7 @@ std::optional<Tensor> view_with_runs(const Archive::Impl& impl, const zip::Entry
       runs.push_back(r);
   });
   source->ensure(runs);
-  return format::decode_tensor_blob(entry, impl.limits);
+  return format::decode_tensor_blob(entry, limits);
 }
 
 // The block of the array `info` describes (a parameter or an updater
@@ -65,10 +67,10 @@ Tensor read_array_block(const Archive& archive, const ParamInfo& info, const std
   // read yet; of a remote archive, only the block's runs are fetched),
   // decompressed for deflated ones.
   const std::uint64_t esize = dtype_size(info.dtype);
-  const Archive::Impl& impl = archive.internals();
+  const checkpoint::ArchiveState state(archive);
   std::optional<Tensor> view;
   try {
-    view = view_with_runs(impl, impl.entry_or_throw(info.blob), info.shape, block, esize);
+    view = view_with_runs(state, state.entry(info.blob), info.shape, block, esize);
   } catch (const Error& e) {
     throw e.with_context(ctx);
   }
@@ -106,11 +108,10 @@ Tensor read_block(const Archive& archive, std::string_view name, const Block& bl
 
 Tensor read_updater_block(const Archive& archive, std::string_view variable, std::string_view state,
                           const Block& block, std::string_view tag, BlockReadStats* stats) {
-  const Archive::Impl& impl = archive.internals();
-  const std::size_t t = impl.usable_tag(tag);
-  const std::string key = std::string(variable) + std::string(1, '\0') + std::string(state);
-  const ParamInfo info =
-      impl.info(t, impl.row(t, format::TableKind::updater, key), format::TableKind::updater);
+  const checkpoint::ArchiveState parsed(archive);
+  const std::size_t t = parsed.usable_tag(tag);
+  const ParamInfo info = parsed.info(t, parsed.row(t, format::TableKind::updater, variable, state),
+                                     format::TableKind::updater);
   return read_array_block(
       archive, info,
       "updater state '" + std::string(state) + "' of '" + std::string(variable) + "'", block, stats,

@@ -3,20 +3,14 @@
 #include <algorithm>
 
 #include "core/checked.hpp"
+#include "core/fail.hpp"
+#include "core/shape_text.hpp"
 #include "modelzip/error.hpp"
 
 namespace modelzip::dist {
 namespace {
 
-[[noreturn]] void invalid(std::string_view label, const std::string& what) {
-  throw Error(ErrorCode::invalid_argument, std::string(label) + ": " + what);
-}
-
-std::string dims_text(const Shape& s) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
+using modelzip::detail::fail_invalid;
 
 // The first dimension j such that the block spans every dimension after j
 // completely: runs are then prod(shape[j..]) elements long.
@@ -30,14 +24,15 @@ std::size_t run_dim(const Shape& global, const Block& b) {
 
 void check_block(const Shape& global, const Block& block, std::string_view label) {
   if (block.offset.size() != global.size() || block.shape.size() != global.size())
-    invalid(label, "block " + block_text(block) + " does not have the rank of the global shape " +
-                       dims_text(global));
+    fail_invalid(std::string(label) + ": " + "block " + block_text(block) +
+                 " does not have the rank of the global shape " +
+                 modelzip::detail::shape_text(global));
   shape_numel(global);  // negative dimensions, overflow
   for (std::size_t d = 0; d < global.size(); ++d)
     if (block.offset[d] < 0 || block.shape[d] < 0 || block.offset[d] > global[d] ||
         block.shape[d] > global[d] - block.offset[d])
-      invalid(label, "block " + block_text(block) + " is not inside the global shape " +
-                         dims_text(global));
+      fail_invalid(std::string(label) + ": " + "block " + block_text(block) +
+                   " is not inside the global shape " + modelzip::detail::shape_text(global));
 }
 
 std::uint64_t block_numel(const Block& block) {

@@ -15,9 +15,12 @@
 #include <map>
 #include <thread>
 
-#include "checkpoint/archive_impl.hpp"
+#include "checkpoint/archive_state.hpp"
 #include "checkpoint/entry_validators.hpp"
 #include "core/checked.hpp"
+#include "core/crc32.hpp"
+#include "core/error_wire.hpp"
+#include "core/shape_text.hpp"
 #include "dist/blocks.hpp"
 #include "dist/commit_target.hpp"
 #include "dist/rank_locks.hpp"
@@ -33,12 +36,12 @@
 #include "modelzip/error.hpp"
 #include "modelzip/writer.hpp"
 #include "remote/remote_source.hpp"
-#include "zip/crc32.hpp"
 #include "zip/crc_queue.hpp"
 #include "zip/zip_stream_writer.hpp"
 
 namespace modelzip {
 
+using detail::shape_text;
 using format::BlobFormat;
 using format::BlobRef;
 using format::BlobRow;
@@ -183,27 +186,25 @@ class Engine {
 };
 
 // Runs `step` on this rank, then agrees with every rank: if any failed, all
-// throw the lowest failing rank's error (its code kept) naming that rank.
+// throw the lowest failing rank's error (its code, errno value and context
+// kept: core/error_wire.hpp) naming that rank.
 template <class F>
 void agreed_step(Engine& engine, const ErrorContext& ctx, F&& step) {
   std::string error;
   try {
     step();
   } catch (const Error& e) {
-    error = std::to_string(static_cast<int>(e.code())) + "|" + e.what();
+    error = detail::encode_error(e);
   } catch (const std::exception& e) {
-    error = std::to_string(static_cast<int>(ErrorCode::io)) + "|" + e.what();
+    error = detail::encode_error(Error(ErrorCode::io, e.what()));
   }
   if (auto failure = engine([&] { return engine.comm().agree(error); })) {
-    ErrorCode code = ErrorCode::io;
-    std::string message = failure->message;
-    if (auto bar = message.find('|'); bar != std::string::npos) {
-      code = static_cast<ErrorCode>(std::atoi(message.substr(0, bar).c_str()));
-      message = message.substr(bar + 1);
-    }
-    throw Error(
-        code, "collective commit failed on rank " + std::to_string(failure->rank) + ": " + message,
-        ctx);
+    const Error e = detail::decode_error(failure->message);
+    throw e
+        .reworded("collective commit failed on rank " + std::to_string(failure->rank) + ": " +
+                      e.message(),
+                  e.context())
+        .with_context(ctx);
   }
 }
 
@@ -281,12 +282,6 @@ struct Piece {
 void pwrite_all(int fd, const std::byte* data, std::uint64_t size, std::uint64_t offset,
                 const std::string& file) {
   io::pwrite_full(fd, data, size, offset, ErrorContext{.archive = file});
-}
-
-std::string shape_text(const Shape& s) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
 }
 
 constexpr std::uint64_t kChunk = 4u << 20;
@@ -384,7 +379,7 @@ std::vector<Record> decode_records(std::string_view bytes, int rank) {
 }
 
 // This rank's share of every entry it wrote pieces of: the bytes covered
-// and the zip::SparseCrc32 value of its pieces, from which the root gets
+// and the detail::SparseCrc32 value of its pieces, from which the root gets
 // each entry's CRC-32 with one xor per rank (not one combination per
 // piece: a column-sharded tensor has a piece per row and rank).
 // `pieces` come as write() returns them: by entry, then by offset.
@@ -392,10 +387,10 @@ std::string encode_entry_crcs(const std::vector<Piece>& pieces, const Plan& plan
                               std::uint64_t written) {
   WireOut w;
   w.u64(written);
-  std::vector<std::pair<std::uint64_t, zip::SparseCrc32>> sums;
+  std::vector<std::pair<std::uint64_t, detail::SparseCrc32>> sums;
   for (const Piece& p : pieces) {
     if (sums.empty() || sums.back().first != p.entry)
-      sums.emplace_back(p.entry, zip::SparseCrc32(plan.entries[p.entry].size));
+      sums.emplace_back(p.entry, detail::SparseCrc32(plan.entries[p.entry].size));
     if (!sums.back().second.add(p.offset, p.length, p.crc))
       throw Error(ErrorCode::io, "pieces of '" + plan.entries[p.entry].entry +
                                      "' out of order, overlapping or beyond its end (at byte " +
@@ -430,23 +425,18 @@ std::vector<Record> CollectiveWriter::Impl::records_with_dedup(
     r.table = item.table;
     r.state = item.state;
     if (old && options.dedup && item.kind != Kind::shared && !old->tags().empty()) {
-      const auto& impl = old->internals();
-      const std::size_t prev = impl.tags.size() - 1;
-      const auto& tt = impl.tables[prev];
-      const auto& index = item.table == TableKind::params ? tt.param_index : tt.updater_index;
-      const auto& rows = tt.rows(item.table);
-      const std::size_t at =
-          index.find(format::row_key_hash(item.table, item.name, item.state), [&](std::size_t p) {
-            return format::row_has_keys(rows[p], item.table, item.name, item.state);
-          });
-      if (at != detail::PositionIndex::npos && rows[at].ref.format == BlobFormat::tensor) {
-        const ParamInfo info = impl.info(prev, rows[at], item.table);
+      const checkpoint::ArchiveState parsed(*old);
+      const std::size_t prev = parsed.tags().size() - 1;
+      const BlobRow* namesake = parsed.namesake(prev, item.table, item.name, item.state);
+      if (namesake && namesake->ref.format == BlobFormat::tensor) {
+        const ParamInfo info = parsed.info(prev, *namesake, item.table);
         if (!info.compressed && info.layout == Layout::dense && info.dtype == r.dtype &&
             info.shape == r.global) {
           const Tensor before =
               item.table == TableKind::params
-                  ? old->tensor(item.name, impl.tags[prev], ReadMode::zero_copy)
-                  : old->updater_state(item.name, item.state, impl.tags[prev], ReadMode::zero_copy);
+                  ? old->tensor(item.name, parsed.tags()[prev], ReadMode::zero_copy)
+                  : old->updater_state(item.name, item.state, parsed.tags()[prev],
+                                       ReadMode::zero_copy);
           const std::uint64_t esize = dtype_size(r.dtype);
           const std::byte* mine = item.tensor.values().data();
           const std::byte* theirs = before.values().data();
@@ -536,11 +526,11 @@ Plan CollectiveWriter::Impl::plan(
         throw Error(ErrorCode::not_found,
                     "cannot share '" + name + "' from tag '" + first->from_tag + "': no such tag",
                     ErrorContext{.tag = tag});
-      const auto& impl = old->internals();
-      const std::size_t pos = impl.tag_position(first->from_tag);
-      const BlobRow& row = impl.row(pos, TableKind::params, first->from_param);
+      const checkpoint::ArchiveState parsed(*old);
+      const std::size_t pos = parsed.tag_position(first->from_tag);
+      const BlobRow& row = parsed.row(pos, TableKind::params, first->from_param);
       param.ref = row.ref;
-      if (param.ref.tag.empty()) param.ref.tag = impl.tags[pos];
+      if (param.ref.tag.empty()) param.ref.tag = parsed.tags()[pos];
       params.push_back(param);
       continue;
     }
@@ -571,12 +561,10 @@ Plan CollectiveWriter::Impl::plan(
                          " elements (global shape " + shape_text(first->global) +
                          "): blocks are missing");
     if (all_equal && old && options.dedup) {
-      const auto& impl = old->internals();
-      const std::size_t prev = impl.tags.size() - 1;
-      const std::string row_key =
-          first->table == TableKind::params ? name : name + std::string(1, '\0') + first->state;
-      param.ref = impl.row(prev, first->table, row_key).ref;
-      if (param.ref.tag.empty()) param.ref.tag = impl.tags[prev];
+      const checkpoint::ArchiveState parsed(*old);
+      const std::size_t prev = parsed.tags().size() - 1;
+      param.ref = parsed.row(prev, first->table, name, first->state).ref;
+      if (param.ref.tag.empty()) param.ref.tag = parsed.tags()[prev];
       ++stats.blobs_deduplicated;
     } else {
       param.new_blob = true;
@@ -653,9 +641,9 @@ Plan CollectiveWriter::Impl::plan(
     std::uint64_t tail = 4096 + tag.size();
     for (const auto& e : plan.entries) tail += 46 + 28 + 67 + e.entry.size();
     for (const auto& e : root_entries) tail += 46 + 28 + 67 + e.first.entry.size();
-    const std::uint64_t old_tail = target.old() ? target.old()->internals().reader.file().size() -
-                                                      start.offset
-                                                : 0;
+    const std::uint64_t old_tail =
+        target.old() ? checkpoint::ArchiveState(*target.old()).reader().file().size() - start.offset
+                     : 0;
     target.protect(detail::checked_add(cursor, tail + old_tail, "archive"));
   }
   // The blocks of the new entries are allocated before any rank writes, so
@@ -718,7 +706,7 @@ std::vector<Piece> CollectiveWriter::Impl::write(const Plan& plan, int fd,
       head.insert(head.end(), src, src + item->tensor.values().size());
       pwrite_all(fd, head.data(), head.size(), e.local_offset, plan.file);
       const std::byte* data = head.data() + (e.data_offset - e.local_offset);
-      pieces.push_back(Piece{idx, 0, e.size, zip::crc32_of(std::span(data, e.size))});
+      pieces.push_back(Piece{idx, 0, e.size, detail::crc32_of(std::span(data, e.size))});
       slot_of.push_back(kInline);
       written += head.size();
       continue;
@@ -726,7 +714,7 @@ std::vector<Piece> CollectiveWriter::Impl::write(const Plan& plan, int fd,
     if (header) {
       pwrite_all(fd, head.data(), head.size(), e.local_offset, plan.file);
       const std::byte* data = head.data() + (e.data_offset - e.local_offset);
-      pieces.push_back(Piece{idx, 0, head_data, zip::crc32_of(std::span(data, head_data))});
+      pieces.push_back(Piece{idx, 0, head_data, detail::crc32_of(std::span(data, head_data))});
       slot_of.push_back(kInline);
       written += head.size();
     }
@@ -742,7 +730,7 @@ std::vector<Piece> CollectiveWriter::Impl::write(const Plan& plan, int fd,
           if (len < kInlineUpTo) {
             // A short run (the piece of a strided shard): handing it to the
             // queue's thread would cost more than its CRC.
-            crc = zip::crc32_of(std::span(from, len));
+            crc = detail::crc32_of(std::span(from, len));
           } else {
             // The queue's thread computes the CRC-32 while the run is written.
             slot = queue.new_slot();
@@ -930,7 +918,7 @@ CollectiveStats CollectiveWriter::commit(const std::string& tag) {
         auto head = zip::encode_local_header(
             zip::LocalHeader{.name = e.entry,
                              .flags = zip::name_flags(e.entry),
-                             .crc = zip::crc32_of(std::as_bytes(std::span(content))),
+                             .crc = detail::crc32_of(std::as_bytes(std::span(content))),
                              .compressed = e.size,
                              .uncompressed = e.size},
             e.local_offset, true);
@@ -975,7 +963,7 @@ CollectiveStats CollectiveWriter::commit(const std::string& tag) {
       zip::EntryInfo info;
       info.name = e.entry;
       info.flags = zip::name_flags(e.entry);
-      info.crc32 = zip::crc32_of(std::as_bytes(std::span(content)));
+      info.crc32 = detail::crc32_of(std::as_bytes(std::span(content)));
       info.compressed_size = info.uncompressed_size = e.size;
       info.local_header_offset = e.local_offset;
       info.data_offset = e.data_offset;
@@ -992,7 +980,7 @@ CollectiveStats CollectiveWriter::commit(const std::string& tag) {
                         std::to_string(shares[i].covered) + " bytes of " + std::to_string(e.size) +
                         ")",
                     ctx);
-      const std::uint32_t crc = zip::SparseCrc32::crc_of_run(e.size, shares[i].xored);
+      const std::uint32_t crc = detail::SparseCrc32::crc_of_run(e.size, shares[i].xored);
       std::byte field[4];
       detail::store_le<std::uint32_t>(field, crc);
       pwrite_all(out->fd(), field, 4, e.local_offset + 14, plan.file);

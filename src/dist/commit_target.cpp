@@ -3,7 +3,8 @@
 
 #include <cstring>
 
-#include "checkpoint/archive_impl.hpp"
+#include "checkpoint/archive_state.hpp"
+#include "core/crc32.hpp"
 #include "dist/rank_locks.hpp"
 #include "format/archive_metadata.hpp"
 #include "format/tags_file.hpp"
@@ -13,7 +14,6 @@
 #include "modelzip/writer.hpp"
 #include "zip/append_session.hpp"
 #include "zip/archive_layout.hpp"
-#include "zip/crc32.hpp"
 #include "zip/zip_stream_writer.hpp"
 
 namespace modelzip::dist {
@@ -48,8 +48,9 @@ CommitTarget::CommitTarget(std::filesystem::path path, bool durable,
   for (;;) {
     if (std::filesystem::exists(impl_->path)) {
       Archive current = Archive::open(impl_->path);
-      const auto& in = current.internals();
-      if (!zip::appendable_in_place(in.directory, in.reader.file().span(), format::kTagsEntry)) {
+      const checkpoint::ArchiveState in(current);
+      if (!zip::appendable_in_place(in.directory(), in.reader().file().span(),
+                                    format::kTagsEntry)) {
         Writer w = Writer::open(impl_->path, WriterOptions{.durable = durable});
         w.set_metadata(current.metadata());
         w.commit();
@@ -65,8 +66,8 @@ CommitTarget::CommitTarget(std::filesystem::path path, bool durable,
     io::remove_stale_temp_files(impl_->path);
     if (!std::filesystem::exists(impl_->path)) break;
     old_.emplace(Archive::open(impl_->path));
-    const auto& in = old_->internals();
-    if (zip::appendable_in_place(in.directory, in.reader.file().span(), format::kTagsEntry)) {
+    const checkpoint::ArchiveState in(*old_);
+    if (zip::appendable_in_place(in.directory(), in.reader().file().span(), format::kTagsEntry)) {
       allow_rank_locks(impl_->lock->archive_fd(), impl_->path);
       break;
     }
@@ -83,8 +84,8 @@ CommitTarget::Start CommitTarget::begin(const std::string& tag) {
   Impl& m = *impl_;
   try {
     if (old_) {
-      const auto& in = old_->internals();
-      m.append.emplace(m.path, in.directory, in.reader.file(), std::string(format::kTagsEntry),
+      const checkpoint::ArchiveState in(*old_);
+      m.append.emplace(m.path, in.directory(), in.reader().file(), std::string(format::kTagsEntry),
                        zip::AppendSession::Options{.durable = m.durable, .tags = {tag}});
       return Start{m.path.string(), m.append->start_offset(), m.append->nonce()};
     }
@@ -100,7 +101,7 @@ CommitTarget::Start CommitTarget::begin(const std::string& tag) {
     const auto* data = reinterpret_cast<const std::byte*>(toml.data());
     zip::EntryInfo& e = m.metadata_entry;
     e.name = std::string(format::kMetadataEntry);
-    e.crc32 = zip::crc32_of(std::span(data, toml.size()));
+    e.crc32 = detail::crc32_of(std::span(data, toml.size()));
     e.compressed_size = e.uncompressed_size = toml.size();
     e.local_header_offset = 0;
     std::vector<std::byte> bytes = zip::encode_local_header(

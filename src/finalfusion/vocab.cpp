@@ -3,16 +3,13 @@
 // and floret_vocab.cpp).
 #include <algorithm>
 
+#include "core/fail.hpp"
 #include "core/utf8.hpp"
 #include "finalfusion/vocab_impl.hpp"
 
 namespace modelzip::finalfusion {
 namespace detail {
 namespace {
-
-[[noreturn]] void fail(const Failure& f, const std::string& message) {
-  throw Error(f.code, message, f.context);
-}
 
 std::string quote_word(std::string_view s) {
   std::string out = "'";
@@ -22,10 +19,12 @@ std::string quote_word(std::string_view s) {
 }
 
 void check_ngram_range(std::uint32_t min_n, std::uint32_t max_n, const Failure& f) {
-  if (min_n == 0) fail(f, "minimum n-gram length is 0");
+  if (min_n == 0) modelzip::detail::fail(f.code, "minimum n-gram length is 0", f.context);
   if (min_n > max_n)
-    fail(f, "minimum n-gram length " + std::to_string(min_n) + " exceeds the maximum " +
-                std::to_string(max_n));
+    modelzip::detail::fail(f.code,
+                           "minimum n-gram length " + std::to_string(min_n) +
+                               " exceeds the maximum " + std::to_string(max_n),
+                           f.context);
 }
 
 std::shared_ptr<VocabImpl> with_words(VocabKind kind, std::vector<std::string> words,
@@ -35,12 +34,16 @@ std::shared_ptr<VocabImpl> with_words(VocabKind kind, std::vector<std::string> w
   v->word_index.reserve(words.size());
   for (std::size_t i = 0; i < words.size(); ++i) {
     if (auto bad = modelzip::detail::utf8_invalid_at(words[i]))
-      fail(f,
-           "word " + std::to_string(i) + " is not valid UTF-8 (byte " + std::to_string(*bad) + ")");
+      modelzip::detail::fail(
+          f.code,
+          "word " + std::to_string(i) + " is not valid UTF-8 (byte " + std::to_string(*bad) + ")",
+          f.context);
     auto [it, inserted] = v->word_index.emplace(words[i], i);
     if (!inserted)
-      fail(f, "duplicate word " + quote_word(words[i]) + " at indices " +
-                  std::to_string(it->second) + " and " + std::to_string(i));
+      modelzip::detail::fail(f.code,
+                             "duplicate word " + quote_word(words[i]) + " at indices " +
+                                 std::to_string(it->second) + " and " + std::to_string(i),
+                             f.context);
   }
   v->words = std::move(words);
   return v;
@@ -75,9 +78,12 @@ std::shared_ptr<VocabImpl> make_bucket_vocab(std::vector<std::string> words, std
                                              std::uint32_t max_n, std::uint32_t exponent,
                                              const Failure& f) {
   check_ngram_range(min_n, max_n, f);
-  if (exponent > 63) fail(f, "bucket exponent " + std::to_string(exponent) + " exceeds 63");
+  if (exponent > 63)
+    modelzip::detail::fail(f.code, "bucket exponent " + std::to_string(exponent) + " exceeds 63",
+                           f.context);
   const std::uint64_t buckets = 1ull << exponent;
-  if (words.size() > UINT64_MAX - buckets) fail(f, "vocabulary size overflows 64 bits");
+  if (words.size() > UINT64_MAX - buckets)
+    modelzip::detail::fail(f.code, "vocabulary size overflows 64 bits", f.context);
   auto v = with_words(VocabKind::bucket_subwords, std::move(words), f);
   v->min_n = min_n;
   v->max_n = max_n;
@@ -90,7 +96,8 @@ std::shared_ptr<VocabImpl> make_fasttext_vocab(std::vector<std::string> words, s
                                                std::uint32_t max_n, std::uint32_t n_buckets,
                                                const Failure& f) {
   check_ngram_range(min_n, max_n, f);
-  if (n_buckets == 0) fail(f, "fastText vocabulary with 0 buckets");
+  if (n_buckets == 0)
+    modelzip::detail::fail(f.code, "fastText vocabulary with 0 buckets", f.context);
   auto v = with_words(VocabKind::fasttext_subwords, std::move(words), f);
   v->min_n = min_n;
   v->max_n = max_n;
@@ -113,16 +120,19 @@ std::shared_ptr<VocabImpl> make_explicit_vocab(
   v->ngram_index.reserve(ngrams.size());
   for (auto& [ngram, original] : ngrams) {
     if (auto bad = modelzip::detail::utf8_invalid_at(ngram))
-      fail(f, "n-gram " + std::to_string(v->ngrams.size()) + " is not valid UTF-8");
+      modelzip::detail::fail(
+          f.code, "n-gram " + std::to_string(v->ngrams.size()) + " is not valid UTF-8", f.context);
     const auto next = static_cast<std::uint64_t>(renumbered.size());
     const std::uint64_t index = renumbered.emplace(original, next).first->second;
     auto [it, inserted] = v->ngram_index.emplace(ngram, index);
-    if (!inserted) fail(f, "duplicate n-gram " + quote_word(ngram));
+    if (!inserted)
+      modelzip::detail::fail(f.code, "duplicate n-gram " + quote_word(ngram), f.context);
     v->ngrams.push_back(std::move(ngram));
     v->ngram_rows.push_back(index);
   }
   v->ngram_bound = renumbered.size();
-  if (v->words.size() > UINT64_MAX - v->ngram_bound) fail(f, "vocabulary size overflows 64 bits");
+  if (v->words.size() > UINT64_MAX - v->ngram_bound)
+    modelzip::detail::fail(f.code, "vocabulary size overflows 64 bits", f.context);
   return v;
 }
 
@@ -131,11 +141,13 @@ std::shared_ptr<VocabImpl> make_floret_vocab(std::uint32_t min_n, std::uint32_t 
                                              std::uint32_t seed, std::string bow, std::string eow,
                                              const Failure& f) {
   check_ngram_range(min_n, max_n, f);
-  if (n_buckets == 0) fail(f, "floret vocabulary with 0 buckets");
+  if (n_buckets == 0) modelzip::detail::fail(f.code, "floret vocabulary with 0 buckets", f.context);
   if (n_hashes == 0 || n_hashes > 4)
-    fail(f, "floret needs 1 to 4 hashes per n-gram, got " + std::to_string(n_hashes));
+    modelzip::detail::fail(f.code,
+                           "floret needs 1 to 4 hashes per n-gram, got " + std::to_string(n_hashes),
+                           f.context);
   if (!modelzip::detail::utf8_valid(bow) || !modelzip::detail::utf8_valid(eow))
-    fail(f, "floret word boundary markers are not valid UTF-8");
+    modelzip::detail::fail(f.code, "floret word boundary markers are not valid UTF-8", f.context);
   auto v = std::make_shared<VocabImpl>();
   v->kind = VocabKind::floret;
   v->min_n = min_n;

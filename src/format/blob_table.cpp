@@ -4,6 +4,7 @@
 #include <array>
 #include <charconv>
 
+#include "core/fail.hpp"
 #include "format/name_escape.hpp"
 #include "format/tag_name.hpp"
 #include "format/text_lines.hpp"
@@ -12,9 +13,7 @@
 namespace modelzip::format {
 namespace {
 
-[[noreturn]] void corrupt(const std::string& what) {
-  throw Error(ErrorCode::corrupt, what);
-}
+using modelzip::detail::fail_corrupt;
 
 std::size_t key_count(TableKind kind) {
   return kind == TableKind::params ? 1 : 2;
@@ -73,20 +72,20 @@ BlobRef parse_blob_ref(std::string_view field, TableKind kind) {
   if (auto slash = rest.find('/'); slash != std::string_view::npos) {
     ref.tag = std::string(rest.substr(0, slash));
     if (auto why = invalid_tag_reason(ref.tag); !why.empty())
-      corrupt("blob reference '" + std::string(field) + "': " + why);
+      fail_corrupt("blob reference '" + std::string(field) + "': " + why);
     rest = rest.substr(slash + 1);
   }
   constexpr std::string_view fifu = ".fifu";
   if (rest.size() > fifu.size() && rest.substr(rest.size() - fifu.size()) == fifu) {
     if (kind != TableKind::params)
-      corrupt("blob reference '" + std::string(field) + "': .fifu blobs belong in params.txt");
+      fail_corrupt("blob reference '" + std::string(field) + "': .fifu blobs belong in params.txt");
     ref.format = BlobFormat::fifu;
     rest.remove_suffix(fifu.size());
   }
   const std::optional<std::uint64_t> index = blob_index(rest);
   if (!index)
-    corrupt("blob reference '" + std::string(field) +
-            "' is not [<tag>/]<n>[.fifu] with <n> a decimal number without leading zeros");
+    fail_corrupt("blob reference '" + std::string(field) +
+                 "' is not [<tag>/]<n>[.fifu] with <n> a decimal number without leading zeros");
   ref.index = *index;
   return ref;
 }
@@ -152,8 +151,8 @@ std::vector<BlobRow> parse_blob_table(std::string_view text, TableKind kind, con
         start = sp + 1;
       }
       if (count != keys + 1)
-        corrupt("expected " + std::to_string(keys + 1) +
-                " fields separated by single spaces, found " + std::to_string(count));
+        fail_corrupt("expected " + std::to_string(keys + 1) +
+                     " fields separated by single spaces, found " + std::to_string(count));
       BlobRow row;
       row.line = line.number;
       row.keys.reserve(keys);
@@ -166,8 +165,8 @@ std::vector<BlobRow> parse_blob_table(std::string_view text, TableKind kind, con
           seen.insert(row_key_hash(kind, first, second), rows.size(),
                       [&](std::size_t p) { return row_has_keys(rows[p], kind, first, second); });
       if (earlier != detail::PositionIndex::npos)
-        corrupt("'" + row.keys[0] + (keys == 2 ? " " + row.keys[1] : "") +
-                "' is listed already on line " + std::to_string(rows[earlier].line));
+        fail_corrupt("'" + row.keys[0] + (keys == 2 ? " " + row.keys[1] : "") +
+                     "' is listed already on line " + std::to_string(rows[earlier].line));
       rows.push_back(std::move(row));
     } catch (const Error& e) {
       throw e.with_context({.line = line.number});

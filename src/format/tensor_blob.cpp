@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/checked.hpp"
+#include "core/fail.hpp"
 #include "core/flatbuffer_alignment.hpp"
 #include "core/quantization_rules.hpp"
 #include "modelzip/error.hpp"
@@ -19,9 +20,7 @@ namespace {
 
 namespace fbs = modelzip::fb;
 
-[[noreturn]] void corrupt(const std::string& what, std::optional<std::uint64_t> offset = {}) {
-  throw Error(ErrorCode::corrupt, "tensor blob: " + what, ErrorContext{.offset = offset});
-}
+using modelzip::detail::fail_corrupt;
 
 Bytes zero_padding(std::uint64_t n) {
   static const std::vector<std::byte> zeros(4096);
@@ -184,7 +183,8 @@ DenseBlobLayout dense_blob_layout(DType dtype, const Shape& shape) {
 
 std::uint64_t blob_header_size(std::span<const std::byte> prefix, std::uint64_t entry_size,
                                const Limits& limits) {
-  if (prefix.size() < 4 || entry_size < 4) corrupt("shorter than its 4-byte size prefix", 0);
+  if (prefix.size() < 4 || entry_size < 4)
+    fail_corrupt("tensor blob: shorter than its 4-byte size prefix", {.offset = 0});
   std::uint64_t s = detail::load_le<std::uint32_t>(prefix.data());
   if (s > limits.max_flatbuffer_bytes)
     throw Error(ErrorCode::limit_exceeded,
@@ -192,16 +192,17 @@ std::uint64_t blob_header_size(std::span<const std::byte> prefix, std::uint64_t 
                     std::to_string(limits.max_flatbuffer_bytes),
                 ErrorContext{.offset = 0});
   if (s + 4 > entry_size)
-    corrupt("header size " + std::to_string(s) + " exceeds the entry (" +
-                std::to_string(entry_size) + " bytes)",
-            0);
+    fail_corrupt("tensor blob: header size " + std::to_string(s) + " exceeds the entry (" +
+                     std::to_string(entry_size) + " bytes)",
+                 {.offset = 0});
   return s + 4;
 }
 
 BlobHeader read_blob_header(std::span<const std::byte> prefix, std::uint64_t entry_size,
                             const Limits& limits) {
   const std::uint64_t header_end = blob_header_size(prefix, entry_size, limits);
-  if (prefix.size() < header_end) corrupt("header is truncated", prefix.size());
+  if (prefix.size() < header_end)
+    fail_corrupt("tensor blob: header is truncated", {.offset = prefix.size()});
   const auto* buf = reinterpret_cast<const std::uint8_t*>(prefix.data());
   // The verifier checks alignment relative to `buf` only; the accessors load
   // scalars in place, so `buf` itself must be aligned for the widest scalar
@@ -219,7 +220,8 @@ BlobHeader read_blob_header(std::span<const std::byte> prefix, std::uint64_t ent
   options.check_alignment = true;
   flatbuffers::Verifier verifier(buf, header_end, options);
   if (!fbs::VerifySizePrefixedTensorHeaderBuffer(verifier))
-    corrupt("header FlatBuffer fails verification (or lacks the MZTB identifier)", 4);
+    fail_corrupt("tensor blob: header FlatBuffer fails verification (or lacks the MZTB identifier)",
+                 {.offset = 4});
   const fbs::TensorHeader* h = fbs::GetSizePrefixedTensorHeader(buf);
 
   BlobHeader out;
@@ -231,8 +233,8 @@ BlobHeader read_blob_header(std::span<const std::byte> prefix, std::uint64_t ent
                                             " is not supported");
   out.dtype = *dtype;
   if (!detail::flatbuffer_elements_aligned(h->shape(), alignof(std::int64_t)))
-    corrupt("header FlatBuffer: shape elements are not 8-byte aligned",
-            static_cast<std::uint64_t>(h->shape()->Data() - buf));
+    fail_corrupt("tensor blob: header FlatBuffer: shape elements are not 8-byte aligned",
+                 {.offset = static_cast<std::uint64_t>(h->shape()->Data() - buf)});
   if (h->shape()) {
     if (h->shape()->size() > limits.max_rank)
       throw Error(ErrorCode::limit_exceeded,
@@ -242,7 +244,7 @@ BlobHeader read_blob_header(std::span<const std::byte> prefix, std::uint64_t ent
   }
   std::uint64_t numel = 1;
   for (auto d : out.shape) {
-    if (d < 0) corrupt("negative dimension " + std::to_string(d));
+    if (d < 0) fail_corrupt("tensor blob: negative dimension " + std::to_string(d));
     numel = detail::checked_mul(numel, static_cast<std::uint64_t>(d), "tensor blob: shape");
   }
   switch (h->layout()) {
@@ -271,7 +273,8 @@ BlobHeader read_blob_header(std::span<const std::byte> prefix, std::uint64_t ent
   }
   const std::uint32_t alignment = h->alignment();
   if (alignment < 8 || alignment > 4096 || (alignment & (alignment - 1)) != 0)
-    corrupt("alignment " + std::to_string(alignment) + " is not a power of two from 8 to 4096");
+    fail_corrupt("tensor blob: alignment " + std::to_string(alignment) +
+                 " is not a power of two from 8 to 4096");
   auto seg = [](const fbs::Segment* s) {
     return s ? Segment{s->offset(), s->length()} : Segment{};
   };
@@ -285,9 +288,10 @@ BlobHeader read_blob_header(std::span<const std::byte> prefix, std::uint64_t ent
   std::uint64_t want_values = 0, want_offsets = 0, want_indices = 0, want_scales = 0,
                 want_zero_points = 0;
   if ((h->quantization() != nullptr) != (out.layout == Layout::quantized))
-    corrupt(out.layout == Layout::quantized ? "the QUANTIZED layout needs a quantization table"
-                                            : "a quantization table is allowed only with the "
-                                              "QUANTIZED layout");
+    fail_corrupt(out.layout == Layout::quantized
+                     ? "tensor blob: the QUANTIZED layout needs a quantization table"
+                     : "tensor blob: a quantization table is allowed only with the QUANTIZED "
+                       "layout");
   if (out.layout == Layout::quantized) {
     const fbs::Quantization* fq = h->quantization();
     Quantization q;
@@ -328,24 +332,25 @@ BlobHeader read_blob_header(std::span<const std::byte> prefix, std::uint64_t ent
     if (q.scheme != QuantScheme::affine_per_tensor) {
       auto st = dtype_from_code(static_cast<std::uint32_t>(fq->scale_type()));
       if (!st)
-        corrupt("quantization.scale_type " + std::to_string(static_cast<int>(fq->scale_type())) +
-                " is not a supported data type");
+        fail_corrupt("tensor blob: quantization.scale_type " +
+                     std::to_string(static_cast<int>(fq->scale_type())) +
+                     " is not a supported data type");
       q.scale_dtype = *st;
     }
-    if (out.nnz != 0) corrupt("nnz must be 0 for a quantized tensor");
+    if (out.nnz != 0) fail_corrupt("tensor blob: nnz must be 0 for a quantized tensor");
     try {
       detail::QuantLengths lengths = detail::check_quantization_header(q, out.dtype, out.shape);
       want_values = lengths.values;
       want_scales = lengths.scales;
       want_zero_points = lengths.zero_points;
     } catch (const Error& e) {
-      corrupt(e.message());
+      fail_corrupt("tensor blob: " + e.message());
     }
     out.scales = seg(fq->scales());
     out.zero_points = seg(fq->zero_points());
     out.quantization = std::move(q);
   } else if (out.layout == Layout::dense) {
-    if (out.nnz != 0) corrupt("nnz must be 0 for a dense tensor");
+    if (out.nnz != 0) fail_corrupt("tensor blob: nnz must be 0 for a dense tensor");
     if (out.dtype == DType::utf8) {
       want_offsets = detail::checked_mul(detail::checked_add(numel, 1, "tensor blob: shape"), 8,
                                          "tensor blob: offsets");
@@ -354,8 +359,10 @@ BlobHeader read_blob_header(std::span<const std::byte> prefix, std::uint64_t ent
       want_values = detail::checked_mul(numel, width, "tensor blob: values");
     }
   } else {
-    if (out.dtype == DType::utf8) corrupt("sparse tensors of strings are not supported");
-    if (out.nnz > numel) corrupt("nnz " + std::to_string(out.nnz) + " exceeds the element count");
+    if (out.dtype == DType::utf8)
+      fail_corrupt("tensor blob: sparse tensors of strings are not supported");
+    if (out.nnz > numel)
+      fail_corrupt("tensor blob: nnz " + std::to_string(out.nnz) + " exceeds the element count");
     want_values = detail::checked_mul(out.nnz, width, "tensor blob: values");
     want_indices =
         detail::checked_mul(detail::checked_mul(out.nnz, out.shape.size(), "tensor blob: indices"),
@@ -371,22 +378,23 @@ BlobHeader read_blob_header(std::span<const std::byte> prefix, std::uint64_t ent
   for (const auto& [name, sw] : checks) {
     const auto& [s, want] = sw;
     if (s.length != want)
-      corrupt(std::string(name) + " segment holds " + std::to_string(s.length) +
-              " bytes, the header implies " + std::to_string(want));
+      fail_corrupt("tensor blob: " + std::string(name) + " segment holds " +
+                   std::to_string(s.length) + " bytes, the header implies " + std::to_string(want));
     if (s.length == 0) continue;
     if (s.offset % alignment != 0)
-      corrupt(std::string(name) + " segment offset " + std::to_string(s.offset) +
-              " is not a multiple of " + std::to_string(alignment));
+      fail_corrupt("tensor blob: " + std::string(name) + " segment offset " +
+                   std::to_string(s.offset) + " is not a multiple of " + std::to_string(alignment));
     if (s.offset < header_end || !detail::range_fits(s.offset, s.length, entry_size))
-      corrupt(std::string(name) + " segment " + segment_text(s) + " is outside the data area [" +
-              std::to_string(header_end) + ", " + std::to_string(entry_size) + ")");
+      fail_corrupt("tensor blob: " + std::string(name) + " segment " + segment_text(s) +
+                   " is outside the data area [" + std::to_string(header_end) + ", " +
+                   std::to_string(entry_size) + ")");
     used.push_back(s);
   }
   std::sort(used.begin(), used.end(), [](auto& a, auto& b) { return a.offset < b.offset; });
   for (std::size_t i = 1; i < used.size(); ++i)
     if (used[i].offset < used[i - 1].offset + used[i - 1].length)
-      corrupt("segments " + segment_text(used[i - 1]) + " and " + segment_text(used[i]) +
-              " overlap");
+      fail_corrupt("tensor blob: segments " + segment_text(used[i - 1]) + " and " +
+                   segment_text(used[i]) + " overlap");
   return out;
 }
 
@@ -410,7 +418,7 @@ Tensor decode_tensor_blob(const Bytes& entry, const Limits& limits) {
     try {
       return Tensor::quantized(h.dtype, std::move(h.shape), std::move(q), values);
     } catch (const Error& e) {
-      corrupt(e.message());
+      fail_corrupt("tensor blob: " + e.message());
     }
   }
   if (h.big_endian) {
@@ -427,7 +435,7 @@ Tensor decode_tensor_blob(const Bytes& entry, const Limits& limits) {
     if (h.dtype == DType::utf8) return Tensor::strings(std::move(h.shape), offsets, values);
     return Tensor::dense(h.dtype, std::move(h.shape), values);
   } catch (const Error& e) {
-    corrupt(e.message());
+    fail_corrupt("tensor blob: " + e.message());
   }
 }
 

@@ -5,7 +5,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "checkpoint/archive_impl.hpp"
+#include "checkpoint/archive_state.hpp"
+#include "core/shape_text.hpp"
 #include "core/suggestions.hpp"
 #include "graph/flatbuffer_input.hpp"
 #include "graph/rules.hpp"
@@ -16,12 +17,7 @@ namespace {
 
 using graph::detail::fail;
 using graph::detail::quote_name;
-
-std::string shape_text(const Shape& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
+using modelzip::detail::shape_text;
 
 std::string names_text(std::span<const std::string_view> names) {
   if (names.empty()) return "none";
@@ -189,7 +185,7 @@ graph::Graph load_graph(const Archive& archive, std::string_view tag) {
     throw Error(ErrorCode::not_found, "tag '" + t + "' has no graph.fb (not a graph checkpoint)",
                 ErrorContext{.archive = archive.name(), .entry = entry, .tag = t});
   return with_entry_context(archive, entry, t, [&] {
-    return graph::decode_graph(archive.entry(entry), archive.internals().limits);
+    return graph::decode_graph(archive.entry(entry), checkpoint::ArchiveState(archive).limits());
   });
 }
 
@@ -199,7 +195,8 @@ std::optional<training::TrainingConfig> load_training_config(const Archive& arch
   const std::string entry = t + "/" + std::string(kTrainingConfigEntryName);
   if (!archive.has_entry(entry)) return std::nullopt;
   return with_entry_context(archive, entry, t, [&] {
-    return training::decode_training_config(archive.entry(entry), archive.internals().limits);
+    return training::decode_training_config(archive.entry(entry),
+                                            checkpoint::ArchiveState(archive).limits());
   });
 }
 
@@ -220,7 +217,7 @@ Checkpoint load_checkpoint(const Archive& archive, std::string_view tag, ReadMod
   for (const ParamInfo& s : archive.updater_states(t))
     c.updater_state[s.name][s.state] = archive.updater_state(s.name, s.state, t, mode);
   try {
-    check_consistency(c, archive.internals().limits, ErrorCode::corrupt);
+    check_consistency(c, checkpoint::ArchiveState(archive).limits(), ErrorCode::corrupt);
   } catch (const Error& e) {
     throw e.with_context(ErrorContext{.archive = archive.name(), .tag = t});
   }

@@ -1,5 +1,7 @@
 #include "graph/entry_validation.hpp"
 
+#include "checkpoint/entry_validators.hpp"
+#include "modelzip/finalfusion.hpp"
 #include "modelzip/graph.hpp"
 #include "modelzip/training.hpp"
 
@@ -13,4 +15,21 @@ void validate_training_config_entry(const Bytes& contents, const Limits& limits)
   (void)training::decode_training_config(contents, limits);
 }
 
+namespace {
+
+void validate_embedding(const Bytes& contents, const Limits&) {
+  (void)finalfusion::Embeddings::read(contents, "embedding");
+}
+
+}  // namespace
 }  // namespace modelzip::graph
+
+namespace modelzip {
+
+void register_upper_entry_validators(EntryValidators& registry) {
+  registry.add(EntryKind::graph, &graph::validate_graph_entry);
+  registry.add(EntryKind::training_config, &graph::validate_training_config_entry);
+  registry.add(EntryKind::embedding, &graph::validate_embedding);
+}
+
+}  // namespace modelzip

@@ -1,9 +1,10 @@
-// Validators of the tag-level FlatBuffer entries written by the checkpoint
-// layer, in the shape of checkpoint/entry_validators.hpp's EntryValidator
-// (`void (*)(const Bytes&, const Limits&)`), so that Archive::verify and
-// Writer::commit can check <tag>/graph.fb and <tag>/trainingConfig.fb.
-// Each decodes the entry completely (verifier + every rule of the format)
-// and throws modelzip::Error when it is invalid. Internal to modelzip.
+// Validators of the tag-level FlatBuffer entries (<tag>/graph.fb,
+// <tag>/trainingConfig.fb), in the shape of checkpoint/entry_validators.hpp's
+// EntryValidator. Each decodes the entry completely (verifier + every rule
+// of the format) and throws modelzip::Error when it is invalid. This file
+// also defines register_upper_entry_validators, which adds them and the
+// finalfusion embedding validator to the checkpoint layer's registry.
+// Internal to modelzip.
 #pragma once
 
 #include "modelzip/bytes.hpp"

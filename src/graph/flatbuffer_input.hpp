@@ -11,8 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/fail.hpp"
 #include "core/flatbuffer_alignment.hpp"
-
 #include "core/utf8.hpp"
 #include "modelzip/bytes.hpp"
 #include "modelzip/error.hpp"
@@ -20,9 +20,7 @@
 
 namespace modelzip::graph::detail {
 
-[[noreturn]] inline void fail(ErrorCode code, const std::string& message) {
-  throw Error(code, message);
-}
+using modelzip::detail::fail;
 
 // Checks `bytes` (an untrusted entry) and returns a buffer that accessors
 // may read: `bytes` itself when 8-byte aligned, else an owned aligned copy.

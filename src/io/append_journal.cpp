@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <cerrno>
 #include <charconv>
@@ -14,6 +13,7 @@
 #include <vector>
 
 #include "core/checked.hpp"
+#include "core/crc32.hpp"
 #include "io/durable_file.hpp"
 #include "io/syscalls.hpp"
 #include "modelzip/error.hpp"
@@ -46,16 +46,6 @@ void sync_folder(const fs::path& archive, const char* after) {
   }
 }
 
-std::uint32_t crc_of(const std::byte* data, std::size_t size, std::uint32_t crc = 0) {
-  while (size > 0) {
-    const auto n = static_cast<uInt>(std::min<std::size_t>(size, 1u << 30));
-    crc = static_cast<std::uint32_t>(::crc32(crc, reinterpret_cast<const Bytef*>(data), n));
-    data += n;
-    size -= n;
-  }
-  return crc;
-}
-
 }  // namespace
 
 std::optional<AppendJournal> parse_append_journal(std::span<const std::byte> bytes) {
@@ -84,7 +74,8 @@ std::optional<AppendJournal> parse_append_journal(std::span<const std::byte> byt
   const std::uint64_t room = bytes.size() - header - 4;  // tags + tail
   if (tags > room || tail != room - tags) return std::nullopt;
   const std::size_t crc_at = bytes.size() - 4;
-  if (crc_of(bytes.data(), crc_at) != detail::load_le<std::uint32_t>(bytes.data() + crc_at))
+  if (detail::crc32_of(std::span(bytes.data(), crc_at)) !=
+      detail::load_le<std::uint32_t>(bytes.data() + crc_at))
     return std::nullopt;
   std::string_view list(text.substr(header, static_cast<std::size_t>(tags)));
   if (!list.empty() && !list.ends_with('\n')) return std::nullopt;
@@ -118,7 +109,7 @@ std::vector<std::byte> encode_append_journal(const AppendJournal& journal) {
   detail::store_le<std::uint64_t>(out.data() + 43, list.size());
   if (!list.empty()) std::memcpy(out.data() + kHeaderV3, list.data(), list.size());
   if (tail > 0) std::memcpy(out.data() + kHeaderV3 + list.size(), journal.tail.data(), tail);
-  detail::store_le<std::uint32_t>(out.data() + body, crc_of(out.data(), body));
+  detail::store_le<std::uint32_t>(out.data() + body, detail::crc32_of(std::span(out.data(), body)));
   return out;
 }
 

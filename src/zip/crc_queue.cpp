@@ -2,7 +2,7 @@
 
 #include <system_error>
 
-#include "zip/crc32.hpp"
+#include "core/crc32.hpp"
 
 namespace modelzip::zip {
 
@@ -44,7 +44,7 @@ bool CrcQueue::work_one(std::unique_lock<std::mutex>& lock) {
   Range& r = ranges_[started_++];  // deque: stays put while others are appended
   const std::span<const std::byte> bytes = r.bytes.span();
   lock.unlock();
-  const std::uint32_t crc = crc32_of(bytes);
+  const std::uint32_t crc = detail::crc32_of(bytes);
   lock.lock();
   r.crc = crc;
   ++finished_;
@@ -72,7 +72,7 @@ std::vector<std::uint32_t> CrcQueue::finish() {
   std::vector<std::uint32_t> crc(slots_, 0);
   std::vector<bool> seen(slots_, false);
   for (const Range& r : ranges_) {
-    crc[r.slot] = seen[r.slot] ? crc32_concat(crc[r.slot], r.crc, r.bytes.size()) : r.crc;
+    crc[r.slot] = seen[r.slot] ? detail::crc32_concat(crc[r.slot], r.crc, r.bytes.size()) : r.crc;
     seen[r.slot] = true;
   }
   ranges_.clear();

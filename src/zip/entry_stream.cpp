@@ -8,15 +8,14 @@
 #include <climits>
 #include <memory>
 
+#include "core/crc32.hpp"
+#include "core/fail.hpp"
 #include "modelzip/error.hpp"
-#include "zip/crc32.hpp"
 
 namespace modelzip::zip {
 namespace {
 
-[[noreturn]] void corrupt(const EntryInfo& e, const std::string& what) {
-  throw Error(ErrorCode::corrupt, what, ErrorContext{.entry = e.name});
-}
+using modelzip::detail::fail_corrupt;
 
 // Ends a zlib inflate stream however the scope is left.
 struct Inflater {
@@ -42,26 +41,27 @@ void will_need(std::span<const std::byte> range) {
 void stream_entry(const Bytes& file, const EntryInfo& entry,
                   const std::function<void(std::span<const std::byte>)>& sink) {
   if (entry.data_offset > file.size() || entry.compressed_size > file.size() - entry.data_offset)
-    corrupt(entry, "entry data beyond the end of the archive");
+    fail_corrupt("entry data beyond the end of the archive", {.entry = entry.name});
   const std::span<const std::byte> data =
       file.span().subspan(entry.data_offset, entry.compressed_size);
   std::uint32_t crc = 0;
   std::uint64_t total = 0;
   if (entry.stored()) {
     if (entry.compressed_size != entry.uncompressed_size)
-      corrupt(entry, "a stored entry whose sizes differ");
+      fail_corrupt("a stored entry whose sizes differ", {.entry = entry.name});
     for (std::uint64_t at = 0; at < data.size(); at += kStreamChunk) {
       auto piece = data.subspan(at, std::min<std::uint64_t>(kStreamChunk, data.size() - at));
       if (file.is_mapped() && at + piece.size() < data.size())  // read ahead the next piece
         will_need(
             data.subspan(at + piece.size(),
                          std::min<std::uint64_t>(kStreamChunk, data.size() - at - piece.size())));
-      crc = crc32_update(crc, piece);
+      crc = detail::crc32_update(crc, piece);
       sink(piece);
     }
     total = data.size();
   } else {
-    if (entry.method != kMethodDeflate) corrupt(entry, "unsupported compression method");
+    if (entry.method != kMethodDeflate)
+      fail_corrupt("unsupported compression method", {.entry = entry.name});
     Inflater inf;
     const std::size_t buffer_size = static_cast<std::size_t>(
         std::min<std::uint64_t>(kStreamChunk, std::max<std::uint64_t>(entry.uncompressed_size, 1)));
@@ -79,21 +79,24 @@ void stream_entry(const Bytes& file, const EntryInfo& entry,
       inf.zs.avail_out = static_cast<uInt>(buffer_size);
       rc = inflate(&inf.zs, Z_NO_FLUSH);
       if (rc == Z_NEED_DICT || rc == Z_DATA_ERROR || rc == Z_MEM_ERROR)
-        corrupt(entry, std::string("invalid deflate data") +
-                           (inf.zs.msg ? std::string(" (") + inf.zs.msg + ")" : std::string()));
+        fail_corrupt(std::string("invalid deflate data") +
+                         (inf.zs.msg ? std::string(" (") + inf.zs.msg + ")" : std::string()),
+                     {.entry = entry.name});
       const std::size_t produced = buffer_size - inf.zs.avail_out;
       if (rc == Z_BUF_ERROR && produced == 0 && inf.zs.avail_in == 0 && consumed == data.size())
-        corrupt(entry, "the deflate data ends early");
+        fail_corrupt("the deflate data ends early", {.entry = entry.name});
       if (produced > entry.uncompressed_size - total)
-        corrupt(entry, "more data than the entry's size");
+        fail_corrupt("more data than the entry's size", {.entry = entry.name});
       std::span<const std::byte> piece(buffer.get(), produced);
-      crc = crc32_update(crc, piece);
+      crc = detail::crc32_update(crc, piece);
       total += produced;
       if (produced) sink(piece);
     }
   }
-  if (total != entry.uncompressed_size) corrupt(entry, "less data than the entry's size");
-  if (crc != entry.crc32) corrupt(entry, "CRC-32 mismatch: the entry data is damaged");
+  if (total != entry.uncompressed_size)
+    fail_corrupt("less data than the entry's size", {.entry = entry.name});
+  if (crc != entry.crc32)
+    fail_corrupt("CRC-32 mismatch: the entry data is damaged", {.entry = entry.name});
 }
 
 }  // namespace modelzip::zip

@@ -4,9 +4,9 @@
 #include <optional>
 
 #include "core/checked.hpp"
+#include "core/crc32.hpp"
 #include "io/posix_file.hpp"
 #include "modelzip/error.hpp"
-#include "zip/crc32.hpp"
 #include "zip/zip_stream_writer.hpp"
 
 namespace modelzip::zip {
@@ -57,7 +57,7 @@ std::optional<Item> item_at(std::span<const std::byte> file, std::uint64_t at, s
   if (!detail::range_fits(at + header, compressed, end)) return std::nullopt;
   Item item{header, compressed, crc};
   if (method != kMethodStore)
-    item.data_crc = crc32_of(file.subspan(at + header, compressed));
+    item.data_crc = detail::crc32_of(file.subspan(at + header, compressed));
   else if (compressed != uncompressed)
     return std::nullopt;
   return item;
@@ -70,9 +70,9 @@ std::uint32_t range_crc(std::span<const std::byte> file, std::uint64_t begin, st
   std::uint32_t crc = 0;
   for (std::uint64_t at = begin; at < end;) {
     const std::optional<Item> item = item_at(file, at, end);
-    if (!item) return crc32_update(crc, file.subspan(at, end - at));
-    crc = crc32_update(crc, file.subspan(at, item->header));
-    crc = crc32_concat(crc, item->data_crc, item->data);
+    if (!item) return detail::crc32_update(crc, file.subspan(at, end - at));
+    crc = detail::crc32_update(crc, file.subspan(at, item->header));
+    crc = detail::crc32_concat(crc, item->data_crc, item->data);
     at += item->header + item->data;
   }
   return crc;
@@ -162,8 +162,8 @@ std::vector<std::byte> free_entry_header(std::span<const std::byte> file, const 
   const Layout l = layout_of(range);
   // crc(range) = crc(head ++ data) = shift(crc(head), |data|) xor crc(data).
   const std::uint32_t whole = range_crc(file, range.offset, range.end());
-  const std::uint32_t head = crc32_of(file.subspan(range.offset, l.header));
-  const std::uint32_t data_crc = whole ^ crc32_concat(head, 0, l.data);
+  const std::uint32_t head = detail::crc32_of(file.subspan(range.offset, l.header));
+  const std::uint32_t data_crc = whole ^ detail::crc32_concat(head, 0, l.data);
   return encode_local_header(LocalHeader{.name = l.name,
                                          .method = kMethodStore,
                                          .flags = 0,

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "core/checked.hpp"
+#include "core/fail.hpp"
 #include "core/utf8.hpp"
 #include "modelzip/error.hpp"
 
@@ -23,10 +24,7 @@ constexpr std::uint64_t kCentralFixedSize = 46;
 constexpr std::uint64_t kLocalFixedSize = kLocalHeaderFixedSize;
 constexpr std::uint16_t kZip64ExtraId = 0x0001;
 
-[[noreturn]] void corrupt(std::string message, std::uint64_t offset, std::string entry = {}) {
-  throw Error(ErrorCode::corrupt, std::move(message),
-              ErrorContext{.entry = std::move(entry), .offset = offset});
-}
+using modelzip::detail::fail_corrupt;
 
 // Position of the end-of-central-directory record, searched in the last
 // 22 + 65535 bytes: the last signature whose comment ends exactly at the end
@@ -35,9 +33,9 @@ constexpr std::uint16_t kZip64ExtraId = 0x0001;
 // ignore, as unzip and Python's zipfile do).
 std::uint64_t find_eocd(std::span<const std::byte> file) {
   if (file.size() < kEocdSize)
-    corrupt("not a zip archive: " + std::to_string(file.size()) +
-                " bytes is shorter than an end-of-central-directory record",
-            0);
+    fail_corrupt("not a zip archive: " + std::to_string(file.size()) +
+                     " bytes is shorter than an end-of-central-directory record",
+                 {.offset = 0});
   const std::uint64_t last = file.size() - kEocdSize;
   const std::uint64_t first = last > 0xFFFF ? last - 0xFFFF : 0;
   std::optional<std::uint64_t> fitting;
@@ -48,7 +46,7 @@ std::uint64_t find_eocd(std::span<const std::byte> file) {
     if (!fitting && pos + kEocdSize + comment < file.size()) fitting = pos;
   }
   if (fitting) return *fitting;
-  corrupt("not a zip archive: no end-of-central-directory record", file.size());
+  fail_corrupt("not a zip archive: no end-of-central-directory record", {.offset = file.size()});
 }
 
 struct Zip64Sizes {
@@ -72,7 +70,8 @@ void apply_zip64(std::span<const std::byte> extra, Zip64Sizes& v, bool need_unc,
     return;
   }
   if (need_unc || need_comp || need_off)
-    corrupt("sizes need a ZIP64 extra field, but there is none", base, name);
+    fail_corrupt("sizes need a ZIP64 extra field, but there is none",
+                 {.entry = name, .offset = base});
 }
 
 // A fast check that accepts the common case: printable ASCII names without
@@ -133,10 +132,11 @@ std::uint64_t check_local_header(std::span<const std::byte> file, const EntryInf
                                  std::uint64_t area_end) {
   const std::uint64_t lh = e.local_header_offset;
   if (!detail::range_fits(lh, kLocalFixedSize, std::min<std::uint64_t>(area_end, file.size())))
-    corrupt("local header offset " + std::to_string(lh) + " is outside the entry area", lh, e.name);
+    fail_corrupt("local header offset " + std::to_string(lh) + " is outside the entry area",
+                 {.entry = e.name, .offset = lh});
   ByteReader lr(file.subspan(lh, kLocalFixedSize), lh);
   if (lr.read<std::uint32_t>("local header signature") != kLocalSignature)
-    corrupt("bad local header signature", lh, e.name);
+    fail_corrupt("bad local header signature", {.entry = e.name, .offset = lh});
   lr.skip(22, "local header fields");
   std::uint64_t lname = lr.read<std::uint16_t>("local name length");
   std::uint64_t lextra = lr.read<std::uint16_t>("local extra length");
@@ -144,11 +144,12 @@ std::uint64_t check_local_header(std::span<const std::byte> file, const EntryInf
   if (!detail::range_fits(lh + kLocalFixedSize, lname, area_end) ||
       std::string_view(reinterpret_cast<const char*>(file.data()) + lh + kLocalFixedSize, lname) !=
           e.name)
-    corrupt("local header name differs from the central directory", lh, e.name);
+    fail_corrupt("local header name differs from the central directory",
+                 {.entry = e.name, .offset = lh});
   if (!detail::range_fits(data, e.compressed_size, area_end))
-    corrupt("entry data [" + std::to_string(data) + ", +" + std::to_string(e.compressed_size) +
-                ") extends past the entry area (" + std::to_string(area_end) + ")",
-            lh, e.name);
+    fail_corrupt("entry data [" + std::to_string(data) + ", +" + std::to_string(e.compressed_size) +
+                     ") extends past the entry area (" + std::to_string(area_end) + ")",
+                 {.entry = e.name, .offset = lh});
   return data;
 }
 
@@ -172,7 +173,7 @@ Directory parse_directory(std::span<const std::byte> file, const Limits& limits,
   std::uint64_t cd_size = er.read<std::uint32_t>("central directory size");
   std::uint64_t cd_offset = er.read<std::uint32_t>("central directory offset");
   if (disk != 0 || cd_disk != 0 || disk_entries != count)
-    corrupt("multi-disk archives are not supported", eocd);
+    fail_corrupt("multi-disk archives are not supported", {.offset = eocd});
 
   // The ZIP64 end records are used when a 32-bit field holds its escape
   // value (0xFFFF, 0xFFFFFFFF), or when a ZIP64 locator precedes the end
@@ -188,7 +189,8 @@ Directory parse_directory(std::span<const std::byte> file, const Limits& limits,
       eocd >= 20 && load_le<std::uint32_t>(file.data() + eocd - 20) == kZip64LocatorSignature;
   const bool escaped = count == 0xFFFF || cd_size == 0xFFFFFFFF || cd_offset == 0xFFFFFFFF;
   if (escaped && !locator)
-    corrupt("ZIP64 end-of-central-directory locator missing", eocd >= 20 ? eocd - 20 : eocd);
+    fail_corrupt("ZIP64 end-of-central-directory locator missing",
+                 {.offset = eocd >= 20 ? eocd - 20 : eocd});
   if (escaped || (locator && !plain_fits)) {
     const std::uint64_t loc = eocd - 20;
     ByteReader lr(file.subspan(loc, 20), loc);
@@ -196,18 +198,19 @@ Directory parse_directory(std::span<const std::byte> file, const Limits& limits,
     auto record_disk = lr.read<std::uint32_t>("ZIP64 record disk");
     auto z64 = lr.read<std::uint64_t>("ZIP64 record offset");
     auto disks = lr.read<std::uint32_t>("ZIP64 total disks");
-    if (record_disk != 0 || disks > 1) corrupt("multi-disk archives are not supported", loc);
+    if (record_disk != 0 || disks > 1)
+      fail_corrupt("multi-disk archives are not supported", {.offset = loc});
     if (!detail::range_fits(z64, 56, loc))
-      corrupt("ZIP64 end-of-central-directory record offset out of range", loc);
+      fail_corrupt("ZIP64 end-of-central-directory record offset out of range", {.offset = loc});
     ensure(z64, loc - z64);
     ByteReader zr(file.subspan(z64, loc - z64), z64);
     if (zr.read<std::uint32_t>("ZIP64 record signature") != kZip64EocdSignature)
-      corrupt("bad ZIP64 end-of-central-directory signature", z64);
+      fail_corrupt("bad ZIP64 end-of-central-directory signature", {.offset = z64});
     auto record_size = zr.read<std::uint64_t>("ZIP64 record size");
     if (record_size < 44 || record_size != loc - z64 - 12)
-      corrupt("ZIP64 end-of-central-directory record of " + std::to_string(record_size) +
-                  " bytes does not end where the locator begins (" + std::to_string(loc) + ")",
-              z64);
+      fail_corrupt("ZIP64 end-of-central-directory record of " + std::to_string(record_size) +
+                       " bytes does not end where the locator begins (" + std::to_string(loc) + ")",
+                   {.offset = z64});
     zr.skip(2 + 2, "ZIP64 record versions");
     auto z64_disk = zr.read<std::uint32_t>("ZIP64 disk number");
     auto z64_cd_disk = zr.read<std::uint32_t>("ZIP64 central directory disk");
@@ -216,14 +219,15 @@ Directory parse_directory(std::span<const std::byte> file, const Limits& limits,
     auto z64_cd_size = zr.read<std::uint64_t>("ZIP64 central directory size");
     auto z64_cd_offset = zr.read<std::uint64_t>("ZIP64 central directory offset");
     if (z64_disk != 0 || z64_cd_disk != 0 || z64_disk_entries != z64_count)
-      corrupt("multi-disk archives are not supported", z64);
+      fail_corrupt("multi-disk archives are not supported", {.offset = z64});
     auto agree = [&](const char* what, std::uint64_t value32, std::uint64_t escape,
                      std::uint64_t value64) {
       if (value32 != escape && value32 != value64)
-        corrupt(std::string("the end-of-central-directory record and the ZIP64 end record "
-                            "disagree on the ") +
-                    what + " (" + std::to_string(value32) + " vs " + std::to_string(value64) + ")",
-                eocd);
+        fail_corrupt(std::string("the end-of-central-directory record and the ZIP64 end record "
+                                 "disagree on the ") +
+                         what + " (" + std::to_string(value32) + " vs " + std::to_string(value64) +
+                         ")",
+                     {.offset = eocd});
     };
     agree("entry count", count, 0xFFFF, z64_count);
     agree("central directory size", cd_size, 0xFFFFFFFF, z64_cd_size);
@@ -234,18 +238,19 @@ Directory parse_directory(std::span<const std::byte> file, const Limits& limits,
     records_end = z64;
   }
   if (!detail::range_fits(cd_offset, cd_size, records_end) || cd_offset + cd_size != records_end)
-    corrupt("central directory [" + std::to_string(cd_offset) + ", +" + std::to_string(cd_size) +
-                ") does not end where the end records begin (" + std::to_string(records_end) + ")",
-            eocd);
+    fail_corrupt("central directory [" + std::to_string(cd_offset) + ", +" +
+                     std::to_string(cd_size) + ") does not end where the end records begin (" +
+                     std::to_string(records_end) + ")",
+                 {.offset = eocd});
   if (count > limits.max_entries)
     throw Error(ErrorCode::limit_exceeded,
                 "archive declares " + std::to_string(count) + " entries, the limit is " +
                     std::to_string(limits.max_entries),
                 ErrorContext{.offset = eocd});
   if (count > cd_size / kCentralFixedSize)
-    corrupt("archive declares " + std::to_string(count) + " entries in a central directory of " +
-                std::to_string(cd_size) + " bytes",
-            eocd);
+    fail_corrupt("archive declares " + std::to_string(count) +
+                     " entries in a central directory of " + std::to_string(cd_size) + " bytes",
+                 {.offset = eocd});
 
   ensure(cd_offset, cd_size);
   Directory dir;
@@ -261,7 +266,8 @@ Directory parse_directory(std::span<const std::byte> file, const Limits& limits,
   for (std::uint64_t i = 0; i < count; ++i) {
     const std::uint64_t at = cr.absolute_position();
     if (cr.read<std::uint32_t>("central directory signature") != kCentralSignature)
-      corrupt("bad central directory signature for entry " + std::to_string(i), at);
+      fail_corrupt("bad central directory signature for entry " + std::to_string(i),
+                   {.offset = at});
     cr.skip(4, "versions");
     EntryInfo e;
     e.flags = cr.read<std::uint16_t>("flags");
@@ -281,8 +287,10 @@ Directory parse_directory(std::span<const std::byte> file, const Limits& limits,
     const std::uint64_t extra_at = cr.absolute_position();
     auto extra = cr.bytes(extra_len, "extra fields");
     cr.skip(comment_len, "entry comment");
-    if (auto why = unsafe_name_reason(e.name); !why.empty()) corrupt(why, at, e.name);
-    if (start_disk != 0 && start_disk != 0xFFFF) corrupt("multi-disk entry", at, e.name);
+    if (auto why = unsafe_name_reason(e.name); !why.empty())
+      fail_corrupt(why, {.entry = e.name, .offset = at});
+    if (start_disk != 0 && start_disk != 0xFFFF)
+      fail_corrupt("multi-disk entry", {.entry = e.name, .offset = at});
     apply_zip64(extra, v, v.uncompressed == 0xFFFFFFFF, v.compressed == 0xFFFFFFFF,
                 v.offset == 0xFFFFFFFF, extra_at, e.name);
     e.compressed_size = v.compressed;
@@ -297,9 +305,9 @@ Directory parse_directory(std::span<const std::byte> file, const Limits& limits,
                       " is not supported (only store and deflate)",
                   ErrorContext{.entry = e.name});
     if (e.stored() && e.compressed_size != e.uncompressed_size)
-      corrupt("stored entry declares " + std::to_string(e.uncompressed_size) + " bytes but holds " +
-                  std::to_string(e.compressed_size),
-              at, e.name);
+      fail_corrupt("stored entry declares " + std::to_string(e.uncompressed_size) +
+                       " bytes but holds " + std::to_string(e.compressed_size),
+                   {.entry = e.name, .offset = at});
     if (!e.stored() && e.compressed_size < (UINT64_MAX - 1024) / limits.max_deflate_ratio &&
         e.uncompressed_size > e.compressed_size * limits.max_deflate_ratio + 1024)
       throw Error(ErrorCode::limit_exceeded,
@@ -310,8 +318,8 @@ Directory parse_directory(std::span<const std::byte> file, const Limits& limits,
     // The local header must lie before the central directory and agree.
     const std::uint64_t lh = e.local_header_offset;
     if (!detail::range_fits(lh, kLocalFixedSize, cd_offset))
-      corrupt("local header offset " + std::to_string(lh) + " is outside the entry area", at,
-              e.name);
+      fail_corrupt("local header offset " + std::to_string(lh) + " is outside the entry area",
+                   {.entry = e.name, .offset = at});
     dir.entries.push_back(std::move(e));
   }
   // Local archives: every local header now. Remote ones: when first read;
@@ -324,16 +332,17 @@ Directory parse_directory(std::span<const std::byte> file, const Limits& limits,
     e.data_offset = kDataOffsetUnknown;
     const std::uint64_t least = e.local_header_offset + kLocalFixedSize + e.name.size();
     if (!detail::range_fits(least, e.compressed_size, cd_offset))
-      corrupt("entry data [" + std::to_string(least) + ", +" + std::to_string(e.compressed_size) +
-                  ") extends past the entry area (" + std::to_string(cd_offset) + ")",
-              e.local_header_offset, e.name);
+      fail_corrupt("entry data [" + std::to_string(least) + ", +" +
+                       std::to_string(e.compressed_size) + ") extends past the entry area (" +
+                       std::to_string(cd_offset) + ")",
+                   {.entry = e.name, .offset = e.local_header_offset});
   }
   dir.by_name = detail::PositionIndex(dir.entries.size());
   for (std::size_t i = 0; i < dir.entries.size(); ++i) {
     const std::string& name = dir.entries[i].name;
     auto same = [&](std::size_t p) { return dir.entries[p].name == name; };
     if (dir.by_name.insert(detail::hash_key(name), i, same) != detail::PositionIndex::npos)
-      corrupt("duplicate entry name", dir.central_directory_offset, name);
+      fail_corrupt("duplicate entry name", {.entry = name, .offset = dir.central_directory_offset});
   }
 
   // No two entries may overlap (a classic zip-bomb and confusion trick).
@@ -355,8 +364,8 @@ Directory parse_directory(std::span<const std::byte> file, const Limits& limits,
   for (std::size_t i = 1; i < by_offset.size(); ++i) {
     const auto* prev = by_offset[i - 1];
     if (by_offset[i]->local_header_offset < data_end(prev))
-      corrupt("entry overlaps entry '" + prev->name + "'", by_offset[i]->local_header_offset,
-              by_offset[i]->name);
+      fail_corrupt("entry overlaps entry '" + prev->name + "'",
+                   {.entry = by_offset[i]->name, .offset = by_offset[i]->local_header_offset});
   }
   for (std::size_t i = 0; i < by_offset.size(); ++i)
     by_offset[i]->area_end =

@@ -12,17 +12,16 @@
 #include <thread>
 #include <vector>
 
+#include "core/crc32.hpp"
+#include "core/fail.hpp"
 #include "core/progress_tracker.hpp"
 #include "modelzip/error.hpp"
-#include "zip/crc32.hpp"
 #include "zip/entry_stream.hpp"
 
 namespace modelzip::zip {
 namespace {
 
-[[noreturn]] void corrupt(const EntryInfo& e, const std::string& what) {
-  throw Error(ErrorCode::corrupt, what, ErrorContext{.entry = e.name});
-}
+using modelzip::detail::fail_corrupt;
 
 // Copies `src` to `dst` and returns the CRC-32 of the bytes, in one pass:
 // each chunk is checksummed right after it is copied, while it is in cache.
@@ -32,7 +31,7 @@ std::uint32_t copy_and_crc(const std::byte* src, std::byte* dst, std::size_t siz
   for (std::size_t done = 0; done < size;) {
     std::size_t n = std::min(chunk, size - done);
     std::memcpy(dst + done, src + done, n);
-    crc = crc32_update(static_cast<std::uint32_t>(crc), {dst + done, n});
+    crc = detail::crc32_update(static_cast<std::uint32_t>(crc), {dst + done, n});
     done += n;
   }
   return static_cast<std::uint32_t>(crc);
@@ -78,14 +77,15 @@ LibzipArchive::~LibzipArchive() {
 
 std::uint64_t LibzipArchive::index_of(const EntryInfo& entry) const {
   zip_int64_t i = zip_name_locate(za_, entry.name.c_str(), ZIP_FL_ENC_RAW);
-  if (i < 0) corrupt(entry, "libzip does not find the entry");
+  if (i < 0) fail_corrupt("libzip does not find the entry", {.entry = entry.name});
   return static_cast<std::uint64_t>(i);
 }
 
 Bytes LibzipArchive::read(const EntryInfo& entry, std::uint64_t length) const {
   std::lock_guard lock(mutex_);
   zip_file_t* f = zip_fopen_index(za_, index_of(entry), 0);
-  if (!f) corrupt(entry, std::string("cannot open entry: ") + zip_strerror(za_));
+  if (!f)
+    fail_corrupt(std::string("cannot open entry: ") + zip_strerror(za_), {.entry = entry.name});
   std::vector<std::byte> out(length);
   std::uint64_t done = 0;
   std::string failure;
@@ -113,7 +113,7 @@ Bytes LibzipArchive::read(const EntryInfo& entry, std::uint64_t length) const {
       failure = "entry holds more data than its declared size";
   }
   zip_fclose(f);
-  if (!failure.empty()) corrupt(entry, "cannot read entry: " + failure);
+  if (!failure.empty()) fail_corrupt("cannot read entry: " + failure, {.entry = entry.name});
   return Bytes::take(std::move(out));
 }
 
@@ -135,7 +135,7 @@ std::uint64_t EntryReader::data_offset(const EntryInfo& entry) const {
   const EntryInfo* one[] = {&entry};
   prefetch(one, 0);  // reads and checks the local header
   if (auto known = known_data_offset(entry)) return *known;
-  corrupt(entry, "internal error: the local header was not read");
+  fail_corrupt("internal error: the local header was not read", {.entry = entry.name});
 }
 
 void EntryReader::prefetch(std::span<const EntryInfo* const> entries, std::uint64_t prefix) const {
@@ -190,8 +190,8 @@ Bytes EntryReader::read(const EntryInfo& entry, bool check_crc) const {
   prefetch(one);
   if (entry.stored()) {
     Bytes b = file_.slice(data_offset(entry), entry.compressed_size);
-    if (check_crc && crc32_of(b.span()) != entry.crc32)
-      corrupt(entry, "CRC-32 mismatch: the entry data is damaged");
+    if (check_crc && detail::crc32_of(b.span()) != entry.crc32)
+      fail_corrupt("CRC-32 mismatch: the entry data is damaged", {.entry = entry.name});
     return b;
   }
   return libzip()->read(entry, entry.uncompressed_size);
@@ -283,8 +283,10 @@ std::vector<Bytes> EntryReader::read_owned_all(std::span<const EntryInfo* const>
         const std::size_t end = i + 1 < n ? first_job[i + 1] : jobs.size();
         std::uint32_t crc = 0;
         for (std::size_t k = first_job[i]; k < end; ++k)
-          crc = k == first_job[i] ? jobs[k].crc : crc32_concat(crc, jobs[k].crc, jobs[k].size);
-        if (crc != e.crc32) corrupt(e, "CRC-32 mismatch: the entry data is damaged");
+          crc = k == first_job[i] ? jobs[k].crc
+                                  : detail::crc32_concat(crc, jobs[k].crc, jobs[k].size);
+        if (crc != e.crc32)
+          fail_corrupt("CRC-32 mismatch: the entry data is damaged", {.entry = e.name});
         const std::byte* data = memory[i].get();
         out[i] = Bytes::borrow({data, e.compressed_size}, std::move(memory[i]));
       } else {

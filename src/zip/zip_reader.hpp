@@ -16,11 +16,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/crc32.hpp"
 #include "io/byte_source.hpp"
 #include "modelzip/bytes.hpp"
 #include "modelzip/limits.hpp"
 #include "modelzip/progress.hpp"
-#include "zip/crc32.hpp"
 #include "zip/zip_directory.hpp"
 
 struct zip;

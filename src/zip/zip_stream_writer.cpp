@@ -10,9 +10,9 @@
 #include <optional>
 
 #include "core/checked.hpp"
+#include "core/crc32.hpp"
 #include "io/syscalls.hpp"
 #include "modelzip/error.hpp"
-#include "zip/crc32.hpp"
 
 namespace modelzip::zip {
 namespace {
@@ -217,7 +217,7 @@ void StreamZipWriter::add_stored(const std::string& name, const std::vector<Byte
   if (w.uncompressed <= kInlineUpTo) {
     w.local_offset = offset_;
     // CRC first, then header and data in one write.
-    for (const auto& p : pieces) w.crc = crc32_update(w.crc, p.span());
+    for (const auto& p : pieces) w.crc = detail::crc32_update(w.crc, p.span());
     std::vector<std::byte> out = local_header(w, offset_, true);
     w.local_extra = out.size() - 30 - w.name.size();
     out.reserve(out.size() + w.uncompressed);
@@ -259,7 +259,7 @@ void StreamZipWriter::add_stored_streamed(const std::string& name, std::uint64_t
   };
   produce([&](std::span<const std::byte> piece) {
     if (piece.size() > size - written) throw too_long();
-    crc = crc32_update(crc, piece);
+    crc = detail::crc32_update(crc, piece);
     append(piece.data(), piece.size());
     written += piece.size();
     report(piece.size());
@@ -306,7 +306,7 @@ void StreamZipWriter::add_deflated(const std::string& name, const std::vector<By
     } while (z.avail_out == 0 || (flush == Z_FINISH && rc != Z_STREAM_END));
   };
   for (const Bytes& c : chunks_of(pieces)) {
-    crc = crc32_update(crc, c.span());
+    crc = detail::crc32_update(crc, c.span());
     z.next_in = reinterpret_cast<Bytef*>(const_cast<std::byte*>(c.data()));
     z.avail_in = static_cast<uInt>(c.size());
     drain(Z_NO_FLUSH);

@@ -12,9 +12,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <set>
 
 #include "checkpoint/archive_impl.hpp"
+#include "core/crc32.hpp"
 #include "dist/model.hpp"
 #include "format/tensor_blob.hpp"
 #include "io/syscalls.hpp"
@@ -24,7 +26,6 @@
 #include "modelzip/mpi.hpp"
 #include "modelzip/writer.hpp"
 #include "test_support.hpp"
-#include "zip/crc32.hpp"
 #include "zip/zip_stream_writer.hpp"
 
 using namespace modelzip;
@@ -467,14 +468,25 @@ TEST_CASE("invalid shard specs fail the same way on every rank and leave the arc
     stage_model(w, r, n, all_at(5));
     if (r == n - 1) fail.install();
     std::string message;
+    std::optional<Error> error;
     try {
       w.commit("next");
     } catch (const Error& e) {
       message = e.what();
+      error = e;
     }
     fail.uninstall();
     CHECK(message.find("failed on rank " + std::to_string(n - 1)) != std::string::npos);
     CHECK(same_on_every_rank(message));
+    // The failing rank's error arrives whole on every rank (rank 0
+    // included): its code and errno value, and, where the failing rank is
+    // not the root (whose first write has none), the offset of its failed
+    // write into the shared file.
+    REQUIRE(error);
+    CHECK(error->code() == ErrorCode::io);
+    CHECK(error->system_error() != 0);
+    if (n > 1) CHECK(error->context().offset.has_value());
+    CHECK(same_on_every_rank(std::to_string(error->context().offset.value_or(0))));
     if (r == 0) {
       CHECK(testing::io_bytes(path) == before);
       CHECK(others_in(dir.path(), "v.zip").empty());
@@ -497,8 +509,9 @@ TEST_CASE("entries past 4 GiB use ZIP64 (sparse archive)") {
     int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
     REQUIRE(fd >= 0);
     std::vector<char> mib(1 << 20, 0);
-    std::uint32_t crc_mib = modelzip::zip::crc32_of(std::as_bytes(std::span(mib))), crc = 0;
-    for (std::uint64_t i = 0; i < kPad >> 20; ++i) crc = modelzip::zip::crc32_concat(crc, crc_mib, 1 << 20);
+    std::uint32_t crc_mib = modelzip::detail::crc32_of(std::as_bytes(std::span(mib))), crc = 0;
+    for (std::uint64_t i = 0; i < kPad >> 20; ++i)
+      crc = modelzip::detail::crc32_concat(crc, crc_mib, 1 << 20);
     modelzip::zip::EntryInfo pad;
     pad.name = "padding.bin";
     pad.crc32 = crc;

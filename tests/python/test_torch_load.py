@@ -14,7 +14,7 @@ from torch import nn
 import modelzip
 import modelzip.torch as mzt
 from modelzip import _device_copy
-from modelzip._torch_load import to_device
+from modelzip._torch_load import load_copied, to_device
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(),
                                 reason="no CUDA device here (device loads not run)")
@@ -338,7 +338,7 @@ def test_staging_jobs_split_large_and_pack_small_tensors():
              (torch.zeros(100, dtype=torch.uint8), torch.empty(100, dtype=torch.uint8)),
              (torch.zeros(200, dtype=torch.uint8), torch.empty(200, dtype=torch.uint8))]
     jobs = _device_copy._jobs(pairs, 4096)
-    assert [sum(src.numel() for src, _ in job) for job in jobs] == [4096, 4096, 1808, 300]
+    assert [sum(piece.src.numel() for piece in job) for job in jobs] == [4096, 4096, 1808, 300]
 
 
 def test_staging_shape_stays_within_256_mib():
@@ -375,6 +375,99 @@ def test_failed_checkpoint_load_changes_nothing(archive_path):
     assert wrong.state_dict()["state"] == {}
 
 
+def test_data_ranges_locate_stored_dense_tensors_only(archive_path):
+    tensors = {"w": torch.randn(300), "b": torch.arange(5).to(torch.bfloat16),
+               "q": torch.quantize_per_tensor(torch.randn(8), 0.1, 0, torch.qint8)}
+    mzt.save(tensors, archive_path, "t", durable=False)
+    mzt.save({"z": torch.ones(100)}, archive_path, "deflated", durable=False, compress=True)
+    with modelzip.Archive(archive_path) as archive:
+        blobs = {p.name: p.blob for p in archive.params("t") if p.kind == "tensor"}
+        with _device_copy.FileData(archive, "t", blobs) as files:
+            assert files.get("q") is None  # quantized: not one run of raw data
+            data = archive_path.read_bytes()
+            for name in ("w", "b"):
+                located = files.get(name)
+                raw = _device_copy.as_bytes(tensors[name]).numpy().tobytes()
+                assert located.nbytes == len(raw)
+                assert data[located.offset:located.offset + located.nbytes] == raw
+                assert f"entry '{blobs[name]}'" in located.where
+        deflated = {p.name: p.blob for p in archive.params("deflated")}
+        with _device_copy.FileData(archive, "deflated", deflated) as files:
+            assert files.get("z") is None
+
+
+@pytest.mark.parametrize("source", ["read", "mapping"])
+@pytest.mark.parametrize("staged", [True, False], ids=["staged", "direct"])
+def test_read_and_mapping_sources_copy_the_same_bytes(archive_path, small_pieces, source, staged,
+                                                      monkeypatch):
+    reads = []
+    preadv = os.preadv
+    monkeypatch.setattr(os, "preadv", lambda *a: reads.append(a[2]) or preadv(*a))
+    tensors = {"big": torch.randn(3000), "small1": torch.arange(10), "small2": torch.ones(7),
+               "bf16": torch.randn(513).to(torch.bfloat16), "tied": None, "empty": torch.zeros(0),
+               "q": torch.quantize_per_tensor(torch.randn(8), 0.1, 0, torch.qint8)}
+    tensors["tied"] = tensors["big"]
+    mzt.save(tensors, archive_path, "t", durable=False)
+    for verify in (False, True):
+        moved = load_copied(archive_path, None, torch.device("cpu"), verify=verify,
+                            staging=_device_copy.HostTarget() if staged else None, source=source)
+        assert moved["tied"] is moved["big"]
+        for name, tensor in tensors.items():
+            assert torch.equal(moved[name].dequantize() if tensor.is_quantized else moved[name],
+                               tensor.dequantize() if tensor.is_quantized else tensor), name
+        assert (len(reads) > 0) == (source == "read")
+
+
+@pytest.mark.parametrize("source", ["read", "mapping"])
+@pytest.mark.parametrize("staged", [True, False], ids=["staged", "direct"])
+def test_verify_while_copying_finds_a_flipped_byte(archive_path, small_pieces, source, staged):
+    mzt.save({"w": torch.ones(5000), "ok": torch.zeros(10)}, archive_path, "t", durable=False)
+    flip_byte_in(archive_path, "t/params/0.fb")
+
+    def copy(verify):
+        return load_copied(archive_path, "t", torch.device("cpu"), verify=verify, source=source,
+                           staging=_device_copy.HostTarget() if staged else None)
+    assert copy(False)["w"][-1] != 1  # not checked unless asked
+    with pytest.raises(modelzip.Error, match="CRC-32 mismatch") as info:
+        copy(True)
+    assert info.value.code == "corrupt"
+    assert "entry 't/params/0.fb'" in str(info.value) and "tag 't'" in str(info.value)
+
+
+def test_verify_of_a_device_load_checks_what_is_not_staged_first(archive_path):
+    quantized = torch.quantize_per_tensor(torch.randn(1000), 0.1, 0, torch.qint8)
+    mzt.save({"q": quantized}, archive_path, "t", durable=False)
+    flip_byte_in(archive_path, "t/params/0.fb")  # no data range: checked before copying
+    with pytest.raises(modelzip.Error, match="CRC-32 mismatch"):
+        load_copied(archive_path, "t", torch.device("cpu"), verify=True,
+                    staging=_device_copy.HostTarget())
+
+
+def test_load_into_runs_state_dict_hooks(archive_path):
+    torch.manual_seed(8)
+    source = Small()
+    state = {("old_" + k if k.startswith("fc.") else k): v for k, v in source.state_dict().items()}
+    mzt.save(state, archive_path, "t", durable=False)
+    target = Small()
+    renamed, reported = [], []
+
+    def rename(state_dict, prefix, *args):  # saved as old_fc.*: renamed before loading
+        for key in [k for k in state_dict if k.startswith(prefix + "old_fc.")]:
+            renamed.append(key)
+            state_dict[prefix + key[len(prefix) + 4:]] = state_dict.pop(key)
+    target._register_load_state_dict_pre_hook(rename)
+    if hasattr(target, "register_load_state_dict_post_hook"):
+        target.register_load_state_dict_post_hook(
+            lambda module, keys: reported.append(list(keys.missing_keys)))
+    result = mzt.load_into(target, archive_path)
+    assert sorted(renamed) == ["old_fc.bias", "old_fc.weight"]
+    assert result.missing_keys == [] and result.unexpected_keys == []
+    if hasattr(target, "register_load_state_dict_post_hook"):
+        assert reported == [[]]
+    for name, tensor in source.state_dict().items():
+        assert torch.equal(target.state_dict()[name], tensor), name
+
+
 @needs_cuda
 def test_cuda_load_matches_the_cpu_load(archive_path):
     tensors = {"w": torch.randn(1000, 1000), "b": torch.randn(1000).to(torch.bfloat16),
@@ -396,3 +489,34 @@ def test_load_into_a_cuda_module(archive_path):
     mzt.load_into(target, archive_path)
     for name, tensor in source.state_dict().items():
         assert torch.equal(target.state_dict()[name].cpu(), tensor), name
+
+
+@needs_cuda
+def test_cuda_load_reads_and_verifies_while_staging(archive_path):
+    tensors = {"w": torch.randn(4096, 1024), "b": torch.randn(1000).to(torch.bfloat16)}
+    mzt.save(tensors, archive_path, "t", durable=False)
+    for source in ("read", "mapping"):
+        state = load_copied(archive_path, None, torch.device("cuda"), verify=True, source=source)
+        for name, tensor in tensors.items():
+            assert torch.equal(state[name].cpu(), tensor), (source, name)
+    flip_byte_in(archive_path, "t/params/0.fb")
+    with pytest.raises(modelzip.Error, match="CRC-32 mismatch"):
+        mzt.load(archive_path, device="cuda", verify=True)
+
+
+@needs_cuda
+def test_cuda_checkpoint_optimizer_state_lands_on_the_parameters_device(archive_path):
+    torch.manual_seed(9)
+    model = Small().cuda()
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    model(torch.randn(5, 4, device="cuda")).sum().backward()
+    optimizer.step()
+    mzt.save_checkpoint(archive_path, "t", model, optimizer, durable=False)
+    fresh = Small().cuda()
+    again = torch.optim.Adam(fresh.parameters(), lr=0.01)
+    mzt.load_checkpoint(archive_path, fresh, again)
+    for state in again.state_dict()["state"].values():
+        assert state["exp_avg"].is_cuda and state["exp_avg_sq"].is_cuda
+    for a, b in zip(optimizer.state_dict()["state"].values(),
+                    again.state_dict()["state"].values()):
+        assert torch.equal(a["exp_avg"], b["exp_avg"])

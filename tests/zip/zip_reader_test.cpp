@@ -304,14 +304,14 @@ TEST_CASE("crc32_of equals zlib's crc32 for every length and alignment") {
     for (std::size_t n = 0; n < 300; ++n) {
       CAPTURE(offset);
       CAPTURE(n);
-      REQUIRE(modelzip::zip::crc32_of(span_of(data.substr(offset, n))) ==
+      REQUIRE(modelzip::detail::crc32_of(span_of(data.substr(offset, n))) ==
               zlib(data.data() + offset, n));
     }
   for (std::size_t n :
        {std::size_t{1000}, std::size_t{4096}, std::size_t{65535}, data.size() - 5, data.size()})
-    CHECK(modelzip::zip::crc32_of(span_of(data.substr(5, std::min(n, data.size() - 5)))) ==
+    CHECK(modelzip::detail::crc32_of(span_of(data.substr(5, std::min(n, data.size() - 5)))) ==
           zlib(data.data() + 5, std::min(n, data.size() - 5)));
   std::string zeros(100000, '\0'), ones(100000, '\xFF');
-  CHECK(modelzip::zip::crc32_of(span_of(zeros)) == zlib(zeros.data(), zeros.size()));
-  CHECK(modelzip::zip::crc32_of(span_of(ones)) == zlib(ones.data(), ones.size()));
+  CHECK(modelzip::detail::crc32_of(span_of(zeros)) == zlib(zeros.data(), zeros.size()));
+  CHECK(modelzip::detail::crc32_of(span_of(ones)) == zlib(ones.data(), ones.size()));
 }

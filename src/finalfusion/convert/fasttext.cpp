@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include "core/checked.hpp"
+#include "core/fail.hpp"
 #include "finalfusion/convert/embedding_builder.hpp"
 #include "finalfusion/embeddings_state.hpp"
 #include "finalfusion/subwords.hpp"
@@ -30,12 +31,8 @@ struct Args {
   double t;
 };
 
-[[noreturn]] void unsupported(std::uint64_t at, const std::string& what) {
-  throw Error(ErrorCode::unsupported, "fastText: " + what, ErrorContext{.offset = at});
-}
-[[noreturn]] void corrupt(std::uint64_t at, const std::string& what) {
-  throw Error(ErrorCode::corrupt, "fastText: " + what, ErrorContext{.offset = at});
-}
+using modelzip::detail::fail_corrupt;
+using modelzip::detail::fail_unsupported;
 
 std::string_view loss_name(std::int32_t loss) {
   switch (loss) {
@@ -140,9 +137,10 @@ ProductQuantizer read_pq(ByteReader& r, std::string_view what) {
   // last sub-quantizer takes the rest.
   if (dim <= 0 || dsub <= 0 || nsubq != dim / dsub + (dim % dsub != 0) ||
       lastdsub != (dim % dsub ? dim % dsub : dsub))
-    corrupt(at, std::string(what) + ": inconsistent layout dim " + std::to_string(dim) +
-                    ", nsubq " + std::to_string(nsubq) + ", dsub " + std::to_string(dsub) +
-                    ", lastdsub " + std::to_string(lastdsub));
+    fail_corrupt("fastText: " + std::string(what) + ": inconsistent layout dim " +
+                     std::to_string(dim) + ", nsubq " + std::to_string(nsubq) + ", dsub " +
+                     std::to_string(dsub) + ", lastdsub " + std::to_string(lastdsub),
+                 {.offset = at});
   pq.dim = static_cast<std::uint32_t>(dim);
   pq.nsubq = static_cast<std::uint32_t>(nsubq);
   pq.dsub = static_cast<std::uint32_t>(dsub);
@@ -189,7 +187,8 @@ InputMatrix read_input_matrix(ByteReader& r, const Args& a, std::uint64_t expect
   InputMatrix in;
   const std::uint64_t quant_at = r.absolute_position();
   const auto quant = r.read<std::uint8_t>("fastText quantization flag");
-  if (quant > 1) corrupt(quant_at, "quantization flag " + std::to_string(quant));
+  if (quant > 1)
+    fail_corrupt("fastText: quantization flag " + std::to_string(quant), {.offset = quant_at});
   in.quantized = quant == 1;
   const std::uint64_t matrix_at = r.absolute_position();
   std::int32_t codesize = 0;
@@ -198,37 +197,41 @@ InputMatrix read_input_matrix(ByteReader& r, const Args& a, std::uint64_t expect
   const auto n = r.read<std::int64_t>("fastText matrix columns");
   if (in.quantized) codesize = r.read<std::int32_t>("fastText code size");
   if (m < 0 || static_cast<std::uint64_t>(m) != expected_rows || n != a.dim)
-    corrupt(matrix_at, "input matrix is " + std::to_string(m) + " x " + std::to_string(n) +
-                           ", expected " + std::to_string(expected_rows) + " x " +
-                           std::to_string(a.dim));
+    fail_corrupt("fastText: input matrix is " + std::to_string(m) + " x " + std::to_string(n) +
+                     ", expected " + std::to_string(expected_rows) + " x " + std::to_string(a.dim),
+                 {.offset = matrix_at});
   in.rows = static_cast<std::uint64_t>(m);
   in.dims = static_cast<std::uint32_t>(n);
   if (!in.quantized) {
     const std::uint64_t bytes =
         detail::checked_product(r, in.rows * in.dims, 4, "fastText input matrix");
     if (bytes > r.remaining())
-      corrupt(matrix_at, "input matrix needs " + std::to_string(bytes) + " bytes, " +
-                             std::to_string(r.remaining()) + " left");
+      fail_corrupt("fastText: input matrix needs " + std::to_string(bytes) + " bytes, " +
+                       std::to_string(r.remaining()) + " left",
+                   {.offset = matrix_at});
     in.dense.resize(static_cast<std::size_t>(in.rows * in.dims));
     auto values = r.bytes(bytes, "fastText input matrix");
     if (bytes) std::memcpy(in.dense.data(), values.data(), bytes);
     return in;
   }
-  if (codesize < 0) corrupt(matrix_at, "negative code size");
+  if (codesize < 0) fail_corrupt("fastText: negative code size", {.offset = matrix_at});
   in.codes = r.bytes(static_cast<std::uint64_t>(codesize), "fastText quantized codes");
   in.pq = read_pq(r, "product quantizer");
   if (in.pq.dim != in.dims ||
       static_cast<std::uint64_t>(codesize) !=
           detail::checked_product(r, in.rows, in.pq.nsubq, "fastText codes"))
-    corrupt(matrix_at, "quantizer of dim " + std::to_string(in.pq.dim) + " with " +
-                           std::to_string(in.pq.nsubq) + " sub-quantizers and " +
-                           std::to_string(codesize) + " codes does not fit a " +
-                           std::to_string(in.rows) + " x " + std::to_string(in.dims) + " matrix");
+    fail_corrupt("fastText: quantizer of dim " + std::to_string(in.pq.dim) + " with " +
+                     std::to_string(in.pq.nsubq) + " sub-quantizers and " +
+                     std::to_string(codesize) + " codes does not fit a " + std::to_string(in.rows) +
+                     " x " + std::to_string(in.dims) + " matrix",
+                 {.offset = matrix_at});
   if (in.qnorm) {
     in.norm_codes = r.bytes(in.rows, "fastText norm codes");
     const std::uint64_t npq_at = r.absolute_position();
     in.npq = read_pq(r, "norm quantizer");
-    if (in.npq.dim != 1) corrupt(npq_at, "norm quantizer of dim " + std::to_string(in.npq.dim));
+    if (in.npq.dim != 1)
+      fail_corrupt("fastText: norm quantizer of dim " + std::to_string(in.npq.dim),
+                   {.offset = npq_at});
   }
   return in;
 }
@@ -306,7 +309,8 @@ Embeddings read_fasttext(const Bytes& data, const ConvertOptions& options) {
     throw Error(ErrorCode::corrupt, "not a fastText model (wrong magic number)",
                 ErrorContext{.offset = 0});
   const auto version = r.read<std::uint32_t>("fastText version");
-  if (version > kMaxVersion) unsupported(4, "format version " + std::to_string(version));
+  if (version > kMaxVersion)
+    fail_unsupported("fastText: format version " + std::to_string(version), {.offset = 4});
 
   Args a{};
   const std::uint64_t args_at = r.absolute_position();
@@ -323,15 +327,17 @@ Embeddings read_fasttext(const Bytes& data, const ConvertOptions& options) {
   a.maxn = r.read<std::int32_t>("fastText maxn");
   a.lr_update_rate = r.read<std::int32_t>("fastText lrUpdateRate");
   a.t = r.read<double>("fastText t");
-  if (loss_name(a.loss).empty()) corrupt(args_at + 24, "unknown loss " + std::to_string(a.loss));
+  if (loss_name(a.loss).empty())
+    fail_corrupt("fastText: unknown loss " + std::to_string(a.loss), {.offset = args_at + 24});
   if (model_name(a.model).empty())
-    corrupt(args_at + 28, "unknown model " + std::to_string(a.model));
-  if (a.dim < 0) corrupt(args_at, "negative dimension");
-  if (a.bucket < 0) corrupt(args_at + 32, "negative bucket count");
+    fail_corrupt("fastText: unknown model " + std::to_string(a.model), {.offset = args_at + 28});
+  if (a.dim < 0) fail_corrupt("fastText: negative dimension", {.offset = args_at});
+  if (a.bucket < 0) fail_corrupt("fastText: negative bucket count", {.offset = args_at + 32});
   // fastText hashes character n-grams modulo the bucket count.
   if (a.maxn > 0 && a.bucket == 0)
-    corrupt(args_at + 32,
-            "character n-grams (maxn " + std::to_string(a.maxn) + ") without buckets");
+    fail_corrupt(
+        "fastText: character n-grams (maxn " + std::to_string(a.maxn) + ") without buckets",
+        {.offset = args_at + 32});
 
   const std::uint64_t dict_at = r.absolute_position();
   const auto size = r.read<std::int32_t>("fastText dictionary size");
@@ -340,12 +346,13 @@ Embeddings read_fasttext(const Bytes& data, const ConvertOptions& options) {
   r.read<std::int64_t>("fastText token count");
   const auto prune_size = r.read<std::int64_t>("fastText pruned index size");
   if (size < 0 || nwords < 0 || nlabels < 0 || static_cast<std::int64_t>(nwords) + nlabels != size)
-    corrupt(dict_at, "inconsistent dictionary sizes (" + std::to_string(size) + " entries, " +
-                         std::to_string(nwords) + " words, " + std::to_string(nlabels) +
-                         " labels)");
+    fail_corrupt("fastText: inconsistent dictionary sizes (" + std::to_string(size) + " entries, " +
+                     std::to_string(nwords) + " words, " + std::to_string(nlabels) + " labels)",
+                 {.offset = dict_at});
   // Each entry takes at least '\0' + i64 count + i8 type.
   if (static_cast<std::uint64_t>(size) > r.remaining() / 10)
-    corrupt(dict_at, "dictionary of " + std::to_string(size) + " words exceeds the file");
+    fail_corrupt("fastText: dictionary of " + std::to_string(size) + " words exceeds the file",
+                 {.offset = dict_at});
 
   // Words first (type 0), then labels (type 1): fastText sorts them so.
   detail::WordDecoder decoder(options);
@@ -357,7 +364,7 @@ Embeddings read_fasttext(const Bytes& data, const ConvertOptions& options) {
     const std::uint64_t at = r.absolute_position();
     const auto rest = r.all().subspan(r.position());
     const void* nul = rest.empty() ? nullptr : std::memchr(rest.data(), 0, rest.size());
-    if (!nul) corrupt(at, "unterminated word");
+    if (!nul) fail_corrupt("fastText: unterminated word", {.offset = at});
     const auto length = static_cast<std::size_t>(static_cast<const std::byte*>(nul) - rest.data());
     auto raw = r.string(length, "fastText word");
     r.skip(1, "fastText word");
@@ -365,8 +372,9 @@ Embeddings read_fasttext(const Bytes& data, const ConvertOptions& options) {
     const std::uint64_t type_at = r.absolute_position();
     const auto type = r.read<std::int8_t>("fastText entry type");
     if (type != (i < nwords ? 0 : 1))
-      corrupt(type_at, "entry " + std::to_string(i) + " has type " + std::to_string(type) +
-                           ", expected " + (i < nwords ? "0 (word)" : "1 (label)"));
+      fail_corrupt("fastText: entry " + std::to_string(i) + " has type " + std::to_string(type) +
+                       ", expected " + (i < nwords ? "0 (word)" : "1 (label)"),
+                   {.offset = type_at});
     if (i >= nwords) continue;  // labels have no input rows
     words.push_back(
         decoder.decode(raw, "fastText word " + std::to_string(i), ErrorContext{.offset = at}));
@@ -379,16 +387,17 @@ Embeddings read_fasttext(const Bytes& data, const ConvertOptions& options) {
     const std::uint64_t at = r.absolute_position();
     buckets.pruned = true;
     if (static_cast<std::uint64_t>(prune_size) > r.remaining() / 8)
-      corrupt(dict_at + 20,
-              "pruning table of " + std::to_string(prune_size) + " entries exceeds the file");
+      fail_corrupt(
+          "fastText: pruning table of " + std::to_string(prune_size) + " entries exceeds the file",
+          {.offset = dict_at + 20});
     for (std::int64_t i = 0; i < prune_size; ++i) {
       const auto bucket = r.read<std::int32_t>("fastText pruned bucket");
       const auto row = r.read<std::int32_t>("fastText pruned row");
       if (bucket < 0 || bucket >= a.bucket || row < 0 || row >= prune_size)
-        corrupt(at + 8 * static_cast<std::uint64_t>(i),
-                "pruning table maps bucket " + std::to_string(bucket) + " to row " +
-                    std::to_string(row) + " (" + std::to_string(a.bucket) + " buckets, " +
-                    std::to_string(prune_size) + " kept)");
+        fail_corrupt("fastText: pruning table maps bucket " + std::to_string(bucket) + " to row " +
+                         std::to_string(row) + " (" + std::to_string(a.bucket) + " buckets, " +
+                         std::to_string(prune_size) + " kept)",
+                     {.offset = at + 8 * static_cast<std::uint64_t>(i)});
       buckets.kept[static_cast<std::uint32_t>(bucket)] = static_cast<std::uint32_t>(row);
     }
   }

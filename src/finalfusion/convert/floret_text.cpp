@@ -2,6 +2,7 @@
 // bow eow", then one "index v1 ... vd" line per bucket.
 #include <ostream>
 
+#include "core/fail.hpp"
 #include "finalfusion/convert/embedding_builder.hpp"
 #include "finalfusion/embeddings_state.hpp"
 
@@ -11,15 +12,13 @@ void write_stream(std::ostream& out, const std::string& text);
 }  // namespace detail
 
 namespace {
-[[noreturn]] void fail_line(std::uint64_t line, const std::string& message) {
-  throw Error(ErrorCode::corrupt, "floret: " + message, ErrorContext{.line = line});
-}
+using modelzip::detail::fail_corrupt;
 }  // namespace
 
 Embeddings read_floret_text(const Bytes& data) {
   const std::string_view text = data.as_string_view();
   std::size_t pos = text.find('\n');
-  if (pos == std::string_view::npos) fail_line(1, "missing the header line");
+  if (pos == std::string_view::npos) fail_corrupt("floret: missing the header line", {.line = 1});
   const std::string_view header = text.substr(0, pos);
   std::vector<std::string_view> fields;
   for (std::size_t i = 0; i <= header.size();) {
@@ -28,18 +27,21 @@ Embeddings read_floret_text(const Bytes& data) {
     i = j + 1;
   }
   if (fields.size() != 8)
-    fail_line(1, "expected 'n_buckets dims min_n max_n n_hashes seed bow eow'");
+    fail_corrupt("floret: expected 'n_buckets dims min_n max_n n_hashes seed bow eow'",
+                 {.line = 1});
   std::uint64_t numbers[6];
   for (int i = 0; i < 6; ++i) {
     auto v = detail::parse_count(fields[i]);
-    if (!v) fail_line(1, "header field " + std::to_string(i + 1) + " is not a number");
+    if (!v)
+      fail_corrupt("floret: header field " + std::to_string(i + 1) + " is not a number",
+                   {.line = 1});
     numbers[i] = *v;
   }
   const std::uint64_t buckets = numbers[0], dims = numbers[1];
-  if (buckets == 0) fail_line(1, "at least 1 bucket expected");
-  if (dims == 0) fail_line(1, "at least 1 dimension expected");
+  if (buckets == 0) fail_corrupt("floret: at least 1 bucket expected", {.line = 1});
+  if (dims == 0) fail_corrupt("floret: at least 1 dimension expected", {.line = 1});
   if (numbers[2] > UINT32_MAX || numbers[3] > UINT32_MAX || numbers[4] > UINT32_MAX)
-    fail_line(1, "n-gram lengths or hash count out of range");
+    fail_corrupt("floret: n-gram lengths or hash count out of range", {.line = 1});
   detail::WordDecoder markers(ConvertOptions{});  // strict
   std::string bow = markers.decode(fields[6], "floret bow", {.line = 1});
   std::string eow = markers.decode(detail::trim_ascii(fields[7]), "floret eow", {.line = 1});
@@ -74,17 +76,22 @@ Embeddings read_floret_text(const Bytes& data) {
       }
       auto value = detail::parse_float(field);
       if (!value)
-        fail_line(line, "cannot parse vector component '" + std::string(field.substr(0, 32)) + "'");
+        fail_corrupt(
+            "floret: cannot parse vector component '" + std::string(field.substr(0, 32)) + "'",
+            {.line = line});
       matrix.push_back(*value);
       ++count;
     }
     if (count != dims)
-      fail_line(line, std::to_string(count) + " components, expected " + std::to_string(dims));
+      fail_corrupt(
+          "floret: " + std::to_string(count) + " components, expected " + std::to_string(dims),
+          {.line = line});
     ++rows;
   }
   if (rows != buckets)
-    fail_line(line, "header declares " + std::to_string(buckets) + " buckets, the file has " +
-                        std::to_string(rows) + " rows");
+    fail_corrupt("floret: header declares " + std::to_string(buckets) + " buckets, the file has " +
+                     std::to_string(rows) + " rows",
+                 {.line = line});
   return Embeddings::from_matrix(std::move(vocab), std::move(matrix),
                                  static_cast<std::size_t>(dims));
 }

@@ -2,6 +2,7 @@
 // ASCII whitespace; optionally preceded by a "rows dims" line.
 #include <ostream>
 
+#include "core/fail.hpp"
 #include "finalfusion/convert/embedding_builder.hpp"
 #include "finalfusion/embeddings_state.hpp"
 
@@ -35,9 +36,7 @@ class Lines {
   std::uint64_t number_ = 0;
 };
 
-[[noreturn]] void fail_line(std::uint64_t line, const std::string& message) {
-  throw Error(ErrorCode::corrupt, message, ErrorContext{.line = line});
-}
+using modelzip::detail::fail_corrupt;
 
 // Reads word lines into words/matrix. `dims` is fixed when known, else set
 // by the first line.
@@ -64,21 +63,21 @@ void read_lines(Lines& lines, detail::WordDecoder& decoder, std::optional<std::s
       return field;
     };
     auto word = next_field();
-    if (word.empty()) fail_line(number, "empty line where a word was expected");
+    if (word.empty()) fail_corrupt("empty line where a word was expected", {.line = number});
     std::size_t count = 0;
     for (auto field = next_field(); !field.empty(); field = next_field()) {
       auto value = detail::parse_float(field);
       if (!value)
-        fail_line(number,
-                  "cannot parse vector component '" + std::string(field.substr(0, 32)) + "'");
+        fail_corrupt("cannot parse vector component '" + std::string(field.substr(0, 32)) + "'",
+                     {.line = number});
       matrix.push_back(*value);
       ++count;
     }
     if (!dims) dims = count;
     if (count != *dims)
-      fail_line(number, "word '" + std::string(word.substr(0, 64)) + "' has " +
-                            std::to_string(count) + " components, expected " +
-                            std::to_string(*dims));
+      fail_corrupt("word '" + std::string(word.substr(0, 64)) + "' has " + std::to_string(count) +
+                       " components, expected " + std::to_string(*dims),
+                   {.line = number});
     words.emplace_back(word);
   }
 }
@@ -100,18 +99,20 @@ Embeddings read_text(const Bytes& data, const ConvertOptions& options) {
 Embeddings read_text_dims(const Bytes& data, const ConvertOptions& options) {
   Lines lines(data.as_string_view());
   std::string_view header;
-  if (!lines.next(header)) fail_line(1, "missing the 'rows dims' line");
+  if (!lines.next(header)) fail_corrupt("missing the 'rows dims' line", {.line = 1});
   const auto space = header.find(' ');
   auto rows = detail::parse_count(header.substr(0, space));
   auto dims_value = space == std::string_view::npos ? std::nullopt
                                                     : detail::parse_count(header.substr(space + 1));
   if (!rows || !dims_value)
-    fail_line(1, "expected 'rows dims', got '" + std::string(header.substr(0, 64)) + "'");
+    fail_corrupt("expected 'rows dims', got '" + std::string(header.substr(0, 64)) + "'",
+                 {.line = 1});
   // Each component takes at least 2 bytes: a larger count cannot be real
   // (with 0 rows nothing else would check it, and lookups allocate dims).
   if (*dims_value > data.size())
-    fail_line(1, "header declares " + std::to_string(*dims_value) +
-                     " dimensions, more than the file's size");
+    fail_corrupt(
+        "header declares " + std::to_string(*dims_value) + " dimensions, more than the file's size",
+        {.line = 1});
   std::optional<std::size_t> dims = static_cast<std::size_t>(*dims_value);
   // Each word needs at least 2 bytes ("w\n"); cap the reservation by the input.
   std::vector<std::string> words;
@@ -120,8 +121,9 @@ Embeddings read_text_dims(const Bytes& data, const ConvertOptions& options) {
   detail::WordDecoder decoder(options);
   read_lines(lines, decoder, dims, words, matrix);
   if (words.size() != *rows)
-    fail_line(lines.number(), "header declares " + std::to_string(*rows) + " words, the file has " +
-                                  std::to_string(words.size()));
+    fail_corrupt("header declares " + std::to_string(*rows) + " words, the file has " +
+                     std::to_string(words.size()),
+                 {.line = lines.number()});
   return detail::simple_embeddings(std::move(words), std::move(matrix), *dims, options, decoder,
                                    "text embeddings");
 }

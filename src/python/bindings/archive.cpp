@@ -4,6 +4,8 @@
 #include <pybind11/operators.h>
 #include <pybind11/stl.h>
 
+#include <fcntl.h>
+
 #include <cstdio>
 #include <iterator>
 #include <utility>
@@ -11,6 +13,8 @@
 
 #include "arrays.hpp"
 #include "bindings.hpp"
+#include "checkpoint/data_ranges.hpp"
+#include "core/crc32.hpp"
 #include "modelzip/checkpoint.hpp"
 #include "modelzip/finalfusion.hpp"
 
@@ -252,6 +256,13 @@ void bind_param_info(py::module_& m) {
 void bind_archive(py::module_& m) {
   bind_metadata(m);
   bind_param_info(m);
+  m.def(
+      "_crc32_concat",
+      [](std::uint32_t crc_a, std::uint32_t crc_b, std::uint64_t length_b) {
+        return detail::crc32_concat(crc_a, crc_b, length_b);
+      },
+      py::arg("crc_a"), py::arg("crc_b"), py::arg("length_b"),
+      "Internal: the CRC-32 of A followed by B from crc(A), crc(B) and B's length.");
 
   py::class_<PyArchive> cls(m, "Archive", R"(A modelzip archive opened for reading.
 
@@ -411,17 +422,18 @@ The dict has the shape `modelzip info --json` prints: "updater" ({"type":
       .def(
           "updater_state",
           [](const PyArchive& self, const std::string& variable, const std::string& state,
-             const std::optional<std::string>& tag, bool copy) {
+             const std::optional<std::string>& tag, bool copy, bool writable) {
             Archive a = self.get();
             Tensor t;
             {
               py::gil_scoped_release release;
-              t = a.updater_state(variable, state, tag_or_newest(tag), read_mode(copy));
+              t = a.updater_state(variable, state, tag_or_newest(tag), read_mode(copy, writable));
             }
-            return tensor_to_python(t, copy);
+            return tensor_to_python(t, copy || writable);
           },
           py::arg("variable"), py::arg("state"), py::arg("tag") = py::none(), py::kw_only(),
-          py::arg("copy") = false, "One optimizer state array, as numpy (see load()).")
+          py::arg("copy") = false, py::arg("writable") = false,
+          "One optimizer state array, as numpy (see load(): copy and writable as there).")
       .def(
           "embeddings",
           [](const PyArchive& self, const std::string& name,
@@ -447,6 +459,53 @@ The dict has the shape `modelzip info --json` prints: "updater" ({"type":
           },
           "Checks everything (zip structure, every CRC-32, blob, reference). "
           "Returns (entry, message) problems; empty when the archive is valid.")
+      .def(
+          "_data_ranges",
+          [](const PyArchive& self, const std::vector<std::string>& entries) {
+            Archive a = self.get();
+            std::vector<std::optional<DataRange>> ranges;
+            {
+              py::gil_scoped_release release;
+              const Archive::Impl& impl = a.internals();
+              for (const std::string& entry : entries) {
+                try {
+                  ranges.push_back(tensor_data_range(impl, impl.entry_or_throw(entry)));
+                } catch (const Error& err) {
+                  throw err.with_context(impl.context(entry));
+                }
+              }
+            }
+            py::list out;
+            for (const auto& r : ranges) {
+              if (!r) {
+                out.append(py::none());
+                continue;
+              }
+              out.append(py::make_tuple(r->offset, r->nbytes, r->entry_crc, r->crc_before,
+                                        r->crc_after, r->after_bytes));
+            }
+            return out;
+          },
+          py::arg("entries"),
+          "Internal (the read() staging source of modelzip.torch): for each blob entry, "
+          "(file offset, bytes, entry CRC-32, CRC-32 of the bytes before and after the data, "
+          "bytes after) of a stored dense tensor a read() of the file can serve, else None "
+          "(checkpoint/data_ranges.hpp).")
+      .def(
+          "_data_fd",
+          [](const PyArchive& self) -> std::optional<int> {
+            const Archive a = self.get();
+            const auto& fd = a.internals().snapshot_file.fd;
+            if (!fd) return std::nullopt;
+            const int copy = ::fcntl(fd->get(), F_DUPFD_CLOEXEC, 0);
+            if (copy < 0) {
+              PyErr_SetFromErrno(PyExc_OSError);
+              throw py::error_already_set();
+            }
+            return copy;
+          },
+          "Internal: a new descriptor (the caller closes it) of the file the ranges of "
+          "_data_ranges lie in; None for remote and in-memory archives.")
       .def(
           "entry_names", [](const PyArchive& self) { return self.get().entry_names(); },
           "Every zip entry name, in central directory order.")

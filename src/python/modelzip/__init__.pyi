@@ -351,8 +351,8 @@ class Archive:
     def updater_states(self, tag: Optional[str] = None) -> list[ParamInfo]:
         """Optimizer state arrays of ``tag`` (name = variable, state = state name)."""
     def updater_state(self, variable: str, state: str, tag: Optional[str] = None, *,
-                      copy: bool = False) -> LoadedValue:
-        """One optimizer state array, as numpy (see load())."""
+                      copy: bool = False, writable: bool = False) -> LoadedValue:
+        """One optimizer state array, as numpy (see load(): copy and writable as there)."""
     def embeddings(self, name: str, tag: Optional[str] = None) -> Embeddings:
         """An embedding parameter as Embeddings (its matrix is a zero-copy view when stored)."""
     def verify(self) -> list[tuple[str, str]]:

@@ -1,14 +1,24 @@
 """Copying loaded tensors to where they are used: the pipeline behind modelzip.torch.load(device=...)
 and load_into().
 
-A copy is a list of (source, destination) pairs of dense tensors of one dtype and element count;
-sources are CPU tensors (views of the archive's mapping), destinations tensors of their own.
+A copy is a list of (source, destination) pairs of dense tensors of one dtype and element count,
+or (source, destination, located) triples; sources are CPU tensors (views of the archive's
+mapping), destinations tensors of their own. ``located`` (a Located or None) says where the
+source's bytes lie in the archive file: such a source can be read with read() instead of through
+the mapping, and its CRC-32 checked while it is copied.
+
+*Where the bytes come from* (``source``, default SOURCE): "read" reads each piece of a located
+source with os.preadv (the GIL is released) straight into the pinned buffer or host destination,
+asking the kernel to read ahead (posix_fadvise WILLNEED) the next round of jobs, so that a cold
+file keeps the disk queue full and a warm one takes no page faults; "mapping" copies from
+the mapped views (page faults bring the pages in). Sources without a location (remote archives'
+cache files, deflated blobs) always come from their tensors.
 
 - Destinations in host memory are filled by several threads, each copying whole pieces straight
-  from the mapping (the page faults of a cold file are taken by all threads at once).
+  from the file or the mapping.
 - Destinations on a CUDA device go through *staging*: several threads copy pieces from the
-  mapping into pinned host buffers, each staged buffer is sent at once with a non-blocking
-  host-to-device copy on a side stream, and a buffer is reused only after the event recorded
+  file or the mapping into pinned host buffers, each staged buffer is sent at once with a
+  non-blocking host-to-device copy on a side stream, and a buffer is reused only after the event recorded
   behind its copy has completed. Large tensors are cut into pieces of one buffer; small ones are
   packed several to a buffer (each still gets its own host-to-device copy). The buffers are a
   bounded pool (at most MAX_STAGING_BYTES, sized from the load), kept between loads because
@@ -17,9 +27,16 @@ sources are CPU tensors (views of the archive's mapping), destinations tensors o
 The staging steps talk to the device through a Target (CudaTarget; HostTarget does the same in
 host memory without CUDA, so that tests exercise the staging logic on machines without a GPU).
 
+*Verification* (``verify=True``): the CRC-32 of each staged or copied piece of a located source
+is computed as it is copied (zlib.crc32, which releases the GIL), and the entry's CRC-32 is put
+together from them and the CRC-32 of the entry's bytes around the data (crc32_concat); a
+mismatch raises modelzip.Error (code "corrupt", naming archive, tag and entry) once every copy
+has finished, before the caller hands anything out. Sources without a location are not checked
+here (their loads check them).
+
 Thread safety: the pools are kept under a lock; copies running at once on one device share its
-pool (each job holds one buffer while it stages and sends). Errors: the first exception of any thread is raised after the other threads have stopped
-and the side stream has finished.
+pool (each job holds one buffer while it stages and sends). Errors: the first exception of any
+thread is raised after the other threads have stopped and the side stream has finished.
 """
 from __future__ import annotations
 
@@ -27,15 +44,25 @@ import concurrent.futures
 import os
 import queue
 import threading
-from typing import Any, Iterable, Optional, Sequence
+import zlib
+from typing import Any, Iterable, NamedTuple, Optional, Sequence
 
 import torch
+
+from . import _modelzip
+from ._errors import Error
 
 MAX_STAGING_BYTES = 256 << 20
 """The most pinned memory a staged copy uses, whatever the size of the checkpoint."""
 _MIN_PIECE = 1 << 20
 _MAX_PIECE = 32 << 20
 _MAX_BUFFERS = 16
+SOURCE = "read"
+"""Where located sources are copied from by default: "read" (os.preadv of the file) or "mapping"
+(the mapped views). An internal knob: benchmarks/torch_bench.py compares the two."""
+READ_AHEAD_ROUNDS = 1
+"""Source "read": as a thread starts a job, the kernel is asked to read ahead the job this many
+rounds (one job per thread) further on, so that the disk has the next round queued."""
 
 
 def thread_count() -> int:
@@ -143,24 +170,105 @@ def _pool_for(target: Any, total_bytes: int) -> _BufferPool:
         return pool
 
 
-def _jobs(pairs: Sequence[tuple[Any, Any]], piece: int) -> list[list[tuple[Any, Any]]]:
-    """The pairs' bytes cut into jobs of at most ``piece`` bytes: a large tensor in consecutive
-    pieces, small ones packed together."""
-    jobs: list[list[tuple[Any, Any]]] = []
-    packed: list[tuple[Any, Any]] = []
+class Located(NamedTuple):
+    """Where a source's bytes lie in the archive file (from Archive._data_ranges, whose entries
+    the archive validated): for reading them with read() and checking their CRC-32."""
+
+    fd: int
+    """A descriptor of the archive's file (the load's FileData owns it)."""
+    offset: int
+    """The file offset of the source's first byte."""
+    nbytes: int
+    crc32: int
+    """The entry's CRC-32 (zip directory)."""
+    crc_before: int
+    """CRC-32 of the entry's bytes before the data (blob header, padding)."""
+    crc_after: int
+    """CRC-32 of the entry's bytes after the data."""
+    after: int
+    """Their count."""
+    where: str
+    """The archive, tag and entry, for error messages ("a.zip: tag 't': entry 'e'")."""
+
+
+class FileData:
+    """The file side of one load: a descriptor of the archive's file (closed by close()) and the
+    Located of each name whose blob a read() of the file can serve (stored dense tensors of a
+    local archive; none for remote and in-memory ones)."""
+
+    def __init__(self, archive: Any, tag: str, blobs: dict[str, str]) -> None:
+        """``blobs``: parameter name -> blob entry, as Archive.params gives them."""
+        self.fd = archive._data_fd()
+        self.located: dict[str, Located] = {}
+        if self.fd is None:
+            return
+        try:
+            entries = list(dict.fromkeys(blobs.values()))
+            ranges = dict(zip(entries, archive._data_ranges(entries)))
+        except BaseException:
+            self.close()
+            raise
+        for name, entry in blobs.items():
+            r = ranges[entry]
+            if r is not None:
+                self.located[name] = Located(self.fd, *r,
+                                             f"{archive.name}: tag '{tag}': entry '{entry}'")
+
+    def get(self, name: str) -> Optional[Located]:
+        return self.located.get(name)
+
+    def close(self) -> None:
+        fd, self.fd = self.fd, None
+        if fd is not None:
+            os.close(fd)
+
+    def __enter__(self) -> "FileData":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        self.close()
+
+
+class _Piece(NamedTuple):
+    """A run of at most one buffer of a pair's bytes."""
+
+    src: Any
+    dst: Any
+    located: Optional[Located]
+    start: int
+    """The run's first byte within the pair's source."""
+    pair: int
+    """The pair's position in the copy."""
+
+
+def _triples(pairs: Sequence[Any]) -> list[tuple[Any, Any, Optional[Located]]]:
+    return [(p[0], p[1], p[2] if len(p) > 2 else None) for p in pairs]
+
+
+def _jobs(pairs: Sequence[Any], piece: int) -> list[list[_Piece]]:
+    """The bytes of the pairs (or triples with a Located) cut into jobs of at most ``piece``
+    bytes: a large tensor in consecutive pieces, small ones packed together."""
+    jobs: list[list[_Piece]] = []
+    packed: list[_Piece] = []
     packed_bytes = 0
-    for source, destination in pairs:
+    for index, (source, destination, located) in enumerate(_triples(pairs)):
         if source.numel() == 0:
             continue
         src, dst = as_bytes(source), as_bytes(destination)
         n = src.numel()
+        if located is not None and located.nbytes != n:
+            located = None  # not the whole blob's data: copied from the tensor, not checked
         if n >= piece:
-            jobs.extend([(src[i:i + piece], dst[i:i + piece])] for i in range(0, n, piece))
+            jobs.extend([_Piece(src[i:i + piece], dst[i:i + piece], located, i, index)]
+                        for i in range(0, n, piece))
             continue
         if packed_bytes + n > piece:
             jobs.append(packed)
             packed, packed_bytes = [], 0
-        packed.append((src, dst))
+        packed.append(_Piece(src, dst, located, 0, index))
         packed_bytes += n
     if packed:
         jobs.append(packed)
@@ -168,10 +276,10 @@ def _jobs(pairs: Sequence[tuple[Any, Any]], piece: int) -> list[list[tuple[Any, 
 
 
 def _run(jobs: Iterable[Any], work: Any, threads: int) -> None:
-    """Runs ``work(job)`` for every job on ``threads`` threads; re-raises the first failure after
-    cancelling the jobs not started."""
+    """Runs ``work(index, job)`` for every job on ``threads`` threads; re-raises the first
+    failure after cancelling the jobs not started."""
     with concurrent.futures.ThreadPoolExecutor(max_workers=threads) as executor:
-        futures = [executor.submit(work, job) for job in jobs]
+        futures = [executor.submit(work, i, job) for i, job in enumerate(jobs)]
         try:
             for future in futures:
                 future.result()
@@ -181,40 +289,126 @@ def _run(jobs: Iterable[Any], work: Any, threads: int) -> None:
             raise
 
 
-def copy_direct(pairs: Sequence[tuple[Any, Any]], threads: Optional[int] = None) -> None:
+def _read_exactly(located: Located, start: int, into: Any) -> None:
+    """Fills ``into`` (a uint8 host tensor) with the located bytes from ``start`` on, by
+    os.preadv (which releases the GIL)."""
+    view = memoryview(into.numpy()).cast("B")
+    done = 0
+    while done < len(view):
+        got = os.preadv(located.fd, [view[done:]], located.offset + start + done)
+        if got <= 0:
+            raise Error(f"{located.where}: the file ended inside the entry's data", code="io",
+                        message="the file ended inside the entry's data")
+        done += got
+
+
+class _Copier:
+    """The per-piece steps shared by the direct and staged copies: filling from the file or the
+    mapping, read-ahead, and CRC-32 of the pieces (``verify``)."""
+
+    def __init__(self, jobs: list[list[_Piece]], source: Optional[str], verify: bool,
+                 threads: int) -> None:
+        self.jobs = jobs
+        self.read = (source or SOURCE) == "read"
+        self.verify = verify
+        self.ahead = threads * READ_AHEAD_ROUNDS
+        self.crcs: dict[int, list[tuple[int, int, int]]] = {}
+        self.located: dict[int, Located] = {}
+
+    def fill(self, piece: _Piece, into: Any) -> None:
+        """Copies ``piece``'s source bytes into ``into`` (host memory of its size)."""
+        if self.read and piece.located is not None:
+            _read_exactly(piece.located, piece.start, into)
+        else:
+            into.copy_(piece.src)
+        if self.verify and piece.located is not None:
+            crc = zlib.crc32(memoryview(into.numpy()).cast("B"))
+            self.located[piece.pair] = piece.located
+            self.crcs.setdefault(piece.pair, []).append((piece.start, into.numel(), crc))
+
+    def read_ahead(self, index: int) -> None:
+        """Asks the kernel to start reading the file range of job ``index + ahead``."""
+        if not self.read or index + self.ahead >= len(self.jobs):
+            return
+        located = [p for p in self.jobs[index + self.ahead] if p.located is not None]
+        if located:
+            first, last = located[0], located[-1]
+            if first.located.fd == last.located.fd:
+                begin = first.located.offset + first.start
+                end = last.located.offset + last.start + last.src.numel()
+                if end > begin:
+                    os.posix_fadvise(first.located.fd, begin, end - begin,
+                                     os.POSIX_FADV_WILLNEED)
+
+    def check(self) -> None:
+        """Raises modelzip.Error (corrupt) for the first located source whose CRC-32 is not its
+        entry's (verify)."""
+        concat = _modelzip._crc32_concat
+        for pair, pieces in sorted(self.crcs.items()):
+            located = self.located[pair]
+            crc, covered = 0, 0
+            for start, n, piece_crc in sorted(pieces):
+                if start != covered:
+                    break
+                crc = concat(crc, piece_crc, n)
+                covered += n
+            if covered != located.nbytes:
+                continue  # not every byte was copied: nothing to compare
+            whole = concat(concat(located.crc_before, crc, located.nbytes), located.crc_after,
+                           located.after)
+            if whole != located.crc32:
+                message = "CRC-32 mismatch: the entry data is damaged"
+                raise Error(f"{located.where}: {message}", code="corrupt", message=message)
+
+
+def copy_direct(pairs: Sequence[Any], threads: Optional[int] = None, *,
+                source: Optional[str] = None, verify: bool = False) -> None:
     """Copies every source into its destination (both addressable by the CPU) on several
-    threads, in pieces of at most 32 MiB."""
-    def work(job: list[tuple[Any, Any]]) -> None:
-        for src, dst in job:
-            dst.copy_(src)
-    _run(_jobs(pairs, _MAX_PIECE), work, threads or thread_count())
+    threads, in pieces of at most 32 MiB, from the file or the mapping (``source``); with
+    ``verify``, raises for a located source whose CRC-32 is not its entry's (after copying)."""
+    threads = threads or thread_count()
+    copier = _Copier(_jobs(pairs, _MAX_PIECE), source, verify, threads)
+
+    def work(index: int, job: list[_Piece]) -> None:
+        copier.read_ahead(index)
+        for piece in job:
+            copier.fill(piece, piece.dst)
+    _run(copier.jobs, work, threads)
+    copier.check()
 
 
-def copy_staged(pairs: Sequence[tuple[Any, Any]], target: Any,
-                threads: Optional[int] = None) -> None:
+def copy_staged(pairs: Sequence[Any], target: Any, threads: Optional[int] = None, *,
+                source: Optional[str] = None, verify: bool = False) -> None:
     """Copies every source into its destination on ``target``'s device through the staging
-    pipeline (module documentation). Returns when every copy is complete."""
-    total = sum(src.numel() * src.element_size() for src, _ in pairs)
+    pipeline (module documentation), from the file or the mapping (``source``). Returns when
+    every copy is complete; with ``verify``, then raises for a located source whose CRC-32 is not
+    its entry's."""
+    pairs = _triples(pairs)
+    total = sum(src.numel() * src.element_size() for src, _, _ in pairs)
     pool = _pool_for(target, total)
+    threads = threads or thread_count()
+    copier = _Copier(_jobs(pairs, pool.piece), source, verify, threads)
 
-    def work(job: list[tuple[Any, Any]]) -> None:
+    def work(index: int, job: list[_Piece]) -> None:
+        copier.read_ahead(index)
         buffer = pool.acquire(target)
         pending = None
         try:
             offset = 0
-            for src, dst in job:
-                n = src.numel()
+            for piece in job:
+                n = piece.src.numel()
                 staged = buffer[offset:offset + n]
-                staged.copy_(src)
-                pending = target.send(dst, staged)
+                copier.fill(piece, staged)
+                pending = target.send(piece.dst, staged)
                 offset += n
         finally:
             pool.release(buffer, pending)
 
     try:
-        _run(_jobs(pairs, pool.piece), work, threads or thread_count())
+        _run(copier.jobs, work, threads)
     finally:
         target.finish()
+    copier.check()
 
 
 def stageable(source: Any, destination: Any) -> bool:
@@ -233,21 +427,25 @@ def target_for(device: Any) -> Any:
     return None
 
 
-def copy_pairs(pairs: Sequence[tuple[Any, Any]], *, target: Any = None) -> None:
-    """Copies each (source, destination): pairs on CUDA devices through the staged pipeline (one
-    run per device), host ones directly on several threads, the rest (other devices, dtype or
-    layout conversions) one by one with ``copy_``. ``target``: use this target for every
-    stageable pair instead (the tests' HostTarget)."""
-    by_device: dict[Any, list[tuple[Any, Any]]] = {}
-    for source, destination in pairs:
-        if stageable(source, destination) and (target is not None
-                                               or destination.device.type in ("cpu", "cuda")):
-            by_device.setdefault(destination.device, []).append((source, destination))
+def copy_pairs(pairs: Sequence[Any], *, target: Any = None, source: Optional[str] = None,
+               verify: bool = False) -> None:
+    """Copies each (source, destination[, located]): pairs on CUDA devices through the staged
+    pipeline (one run per device), host ones directly on several threads, the rest (other
+    devices, dtype or layout conversions) one by one with ``copy_``. ``target``: use this target
+    for every stageable pair instead (the tests' HostTarget). ``source``: "read" or "mapping"
+    (default SOURCE) for located sources. ``verify``: check located sources' CRC-32 while
+    copying (modelzip.Error after the copies, before the caller returns anything)."""
+    by_device: dict[Any, list[Any]] = {}
+    for source_tensor, destination, located in _triples(pairs):
+        if stageable(source_tensor, destination) and (
+                target is not None or destination.device.type in ("cpu", "cuda")):
+            by_device.setdefault(destination.device, []).append(
+                (source_tensor, destination, located))
         else:
-            destination.copy_(source)
+            destination.copy_(source_tensor)
     for device, device_pairs in by_device.items():
         staging = target if target is not None else target_for(device)
         if staging is None:
-            copy_direct(device_pairs)
+            copy_direct(device_pairs, source=source, verify=verify)
         else:
-            copy_staged(device_pairs, staging)
+            copy_staged(device_pairs, staging, source=source, verify=verify)

@@ -34,30 +34,77 @@ def load(path: Any, tag: Optional[str] = None, *, device: Any = "cpu",
       there, copied through pinned staging buffers (at most 256 MiB, reused between loads).
     names: only these parameters (in this order); NotFoundError (a KeyError) for a missing one.
     verify: check every blob's CRC-32 before any tensor is handed out (default: not checked, as
-      for every zero-copy load; modelzip verify and copying loads check it).
+      for every zero-copy load; modelzip verify and copying loads check it). Device loads
+      compute it while staging.
     dequantize: quantized tensors as floats of their original type (see Archive.load_torch).
     Weights tied when saved come back as one tensor; every other name is its own tensor.
     """
-    with Archive(path) as archive:
-        state = _torch.load_state_dict(archive, tag, dequantize, names, verify)
     target = torch.device(device)
     if target.type == "cpu":
-        return state
-    return to_device(state, target)
+        with Archive(path) as archive:
+            return _torch.load_state_dict(archive, tag, dequantize, names, verify)
+    return load_copied(path, tag, target, names=names, verify=verify, dequantize=dequantize)
 
 
-def to_device(state: Mapping[str, Any], device: Any, *, staging: Any = None) -> Any:
+def load_copied(path: Any, tag: Optional[str], device: Any, *,
+                names: Optional[Iterable[str]] = None, verify: bool = False,
+                dequantize: bool = False, staging: Any = None,
+                source: Optional[str] = None) -> dict[str, Any]:
+    """load() into new tensors on ``device`` through _device_copy (staged for CUDA or with
+    ``staging``, else copied directly), from the file or the mapping (``source``, see
+    _device_copy.SOURCE). With ``verify``, the blobs copied from the file's data ranges are
+    CRC-checked while they are copied, the others (quantized, sparse, markers) before."""
+    with Archive(path) as archive:
+        tag = archive.newest_tag if tag is None else tag
+        state = _torch.load_state_dict(archive, tag, dequantize, names, False)
+        wanted = None if names is None else set(state_names(state))
+        blobs = {p.name: p.blob for p in archive.params(tag)
+                 if p.kind == "tensor" and (wanted is None or p.name in wanted)}
+        files = _device_copy.FileData(archive, tag, blobs)
+        try:
+            if verify:
+                staged = {name for name, value in state.items()
+                          if isinstance(value, torch.Tensor) and files.get(name) is not None
+                          and _device_copy.stageable(value, value)}
+                rest = [name for name in blobs if name not in staged]
+                if rest:  # checked now: they are not copied from located data
+                    archive.load(tag, names=rest, writable=True, verify=True)
+        except BaseException:
+            files.close()
+            raise
+    with files:
+        return to_device(state, device, staging=staging, files=files, source=source,
+                         verify=verify)
+
+
+def state_names(state: Mapping[str, Any]) -> list[str]:
+    """The parameter names a loaded state dict came from: its keys, tuples' elements as
+    ``name.i``."""
+    out = []
+    for name, value in state.items():
+        if isinstance(value, tuple):
+            out.extend(f"{name}.{i}" for i in range(len(value)))
+        out.append(name)
+    return out
+
+
+def to_device(state: Mapping[str, Any], device: Any, *, staging: Any = None,
+              files: Optional[_device_copy.FileData] = None, source: Optional[str] = None,
+              verify: bool = False) -> Any:
     """``state`` with its tensors copied to ``device`` (one new tensor each; tied names stay one
     tensor); other values (torch dtypes, tuples of packed parameters) as they are, tuples with
-    their tensors moved. ``staging``: the _device_copy target to stage through (tests)."""
+    their tensors moved. ``staging``: the _device_copy target to stage through (tests).
+    ``files``: where the tensors' bytes lie in the archive file, by name (read() staging, CRC
+    checks); ``source``, ``verify``: as for _device_copy.copy_pairs."""
     moved: dict[int, Any] = {}
     pairs = []
 
-    def destination(tensor: Any) -> Any:
+    def destination(tensor: Any, name: Optional[str] = None) -> Any:
         if id(tensor) not in moved:
             if _device_copy.stageable(tensor, tensor):
                 moved[id(tensor)] = torch.empty(tensor.shape, dtype=tensor.dtype, device=device)
-                pairs.append((tensor, moved[id(tensor)]))
+                located = files.get(name) if files is not None and name is not None else None
+                pairs.append((tensor, moved[id(tensor)], located))
             else:
                 moved[id(tensor)] = tensor.to(device)
         return moved[id(tensor)]
@@ -65,14 +112,14 @@ def to_device(state: Mapping[str, Any], device: Any, *, staging: Any = None) -> 
     out: Any = collections.OrderedDict()
     for name, value in state.items():
         if isinstance(value, torch.Tensor):
-            out[name] = destination(value)
+            out[name] = destination(value, name)
         elif isinstance(value, tuple):
             out[name] = tuple(destination(v) if isinstance(v, torch.Tensor) else v for v in value)
         else:
             out[name] = value
     if hasattr(state, "_metadata"):
         out._metadata = state._metadata
-    _device_copy.copy_pairs(pairs, target=staging)
+    _device_copy.copy_pairs(pairs, target=staging, source=source, verify=verify)
     return out
 
 
@@ -85,7 +132,10 @@ class LoadPlan(NamedTuple):
     unexpected_keys: list[str]
     fallback: Optional[tuple[Any, Any, bool]] = None
     """(module, whole loaded state dict, strict) for modules whose state dict holds values that
-    are not tensors (quantized modules' packed parameters): given to ``load_state_dict``."""
+    are not tensors (quantized modules' packed parameters) or that have state-dict load hooks:
+    given to ``load_state_dict``."""
+    files: Optional[_device_copy.FileData] = None
+    """Where the loaded tensors' bytes lie in the file (closed by apply_plan)."""
 
 
 def _module_name(module: Any) -> str:
@@ -98,7 +148,7 @@ def plan_load_into(archive: Archive, tag: str, module: Any, strict: bool,
     its tensors zero-copy, copying nothing into the module. Raises RuntimeError worded as
     ``load_state_dict`` words it."""
     targets = module.state_dict(keep_vars=True)
-    if not all(isinstance(t, torch.Tensor) for t in targets.values()):
+    if _has_load_hooks(module) or not all(isinstance(t, torch.Tensor) for t in targets.values()):
         state = _torch.load_state_dict(archive, tag, False, None, verify)
         return LoadPlan([], [], [], (module, state, strict))
     infos = {p.name: p for p in archive.params(tag) if p.kind == "tensor"}
@@ -123,8 +173,16 @@ def plan_load_into(archive: Archive, tag: str, module: Any, strict: bool,
         raise RuntimeError(f"Error(s) in loading state_dict for {_module_name(module)}:\n\t"
                            + "\n\t".join(errors))
     state = _torch.load_state_dict(archive, tag, False, common, verify)
-    pairs = [(state[name], targets[name].detach()) for name in common]
-    return LoadPlan(pairs, missing, unexpected)
+    files = _device_copy.FileData(archive, tag, {name: infos[name].blob for name in common})
+    pairs = [(state[name], targets[name].detach(), files.get(name)) for name in common]
+    return LoadPlan(pairs, missing, unexpected, files=files)
+
+
+def _has_load_hooks(module: Any) -> bool:
+    """Whether a module of the tree has state-dict load hooks (pre-hooks, which may rewrite the
+    state dict, or post-hooks, which may change the keys reported): load_state_dict runs them."""
+    return any(getattr(m, "_load_state_dict_pre_hooks", None)
+               or getattr(m, "_load_state_dict_post_hooks", None) for m in module.modules())
 
 
 def _is_marker(info: Any) -> bool:
@@ -138,8 +196,12 @@ def apply_plan(plan: LoadPlan) -> Any:
     if plan.fallback is not None:
         module, state, strict = plan.fallback
         return module.load_state_dict(state, strict=strict)
-    with torch.no_grad():
-        _device_copy.copy_pairs(plan.pairs)
+    try:
+        with torch.no_grad():
+            _device_copy.copy_pairs(plan.pairs)
+    finally:
+        if plan.files is not None:
+            plan.files.close()
     return torch.nn.modules.module._IncompatibleKeys(plan.missing_keys, plan.unexpected_keys)
 
 
@@ -152,10 +214,12 @@ def load_into(module: Any, path: Any, tag: Optional[str] = None, *, strict: bool
     strict: every key of the module's state dict must be in the tag and no other; shapes must
     match either way (as ``load_state_dict``: RuntimeError "Error(s) in loading state_dict...",
     raised before anything is copied). Values are converted to the module's dtypes. Returns
-    ``(missing_keys, unexpected_keys)`` as ``load_state_dict`` does. Module hooks
-    (``_load_from_state_dict``) are not called; a module whose state dict holds values that
-    are not tensors (quantized modules' packed parameters) is given the loaded state dict with
-    ``load_state_dict`` instead. verify: as for load().
+    ``(missing_keys, unexpected_keys)`` as ``load_state_dict`` does. A module with state-dict
+    load hooks (``_register_load_state_dict_pre_hook``, ``register_load_state_dict_post_hook``)
+    anywhere in its tree, or whose state dict holds values that are not tensors (quantized
+    modules' packed parameters), is given the loaded zero-copy state dict with
+    ``load_state_dict`` instead, which runs the hooks (and copies as it does). verify: as for
+    load(), checked before anything is copied.
     """
     if not isinstance(module, torch.nn.Module):
         raise TypeError(f"module must be a torch.nn.Module, not {type(module).__name__}")
@@ -163,3 +227,26 @@ def load_into(module: Any, path: Any, tag: Optional[str] = None, *, strict: bool
         tag = archive.newest_tag if tag is None else tag
         plan = plan_load_into(archive, tag, module, strict, verify)
     return apply_plan(plan)
+
+
+def to_param_devices(optimizer_state: Mapping[str, Any], optimizer: Any) -> None:
+    """Moves the state tensors of ``optimizer_state`` (an ``optimizer.state_dict()`` to load,
+    in place) onto their parameters' devices and floating types, as ``optimizer.load_state_dict``
+    casts them, through _device_copy (staged for CUDA) instead of one ``.to()`` each; ``step``
+    and state of parameters on the CPU stay as they are (load_state_dict handles them)."""
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    index = [i for group in optimizer_state["param_groups"] for i in group["params"]]
+    by_index = dict(zip(index, params))
+    pairs = []
+    for i, values in optimizer_state["state"].items():
+        param = by_index.get(i)
+        if param is None or param.device.type == "cpu" or not isinstance(values, dict):
+            continue
+        for key, value in values.items():
+            if key == "step" or not isinstance(value, torch.Tensor) or value.device == param.device:
+                continue
+            dtype = param.dtype if value.is_floating_point() else value.dtype
+            moved = torch.empty(value.shape, dtype=dtype, device=param.device)
+            pairs.append((value, moved))
+            values[key] = moved
+    _device_copy.copy_pairs(pairs)

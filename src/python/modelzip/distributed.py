@@ -607,9 +607,13 @@ def load_checkpoint(path: PathLike, tag: Optional[str] = None,
                                                    part=True)
         scheduler_state = mzt._scheduler_state(archive.name, tag, properties, scheduler)
     import torch
-    with torch.no_grad():
-        for value, loaded in zip(params.values(), loaded_params):
-            (value.value if isinstance(value, Shard) else value).copy_(loaded)
+    from . import _device_copy, _torch_load
+    if optimizer_state is not None:  # new tensors on the parameters' devices: changes nothing yet
+        _torch_load.to_param_devices(optimizer_state, optimizer)
+    targets = [(value.value if isinstance(value, Shard) else value).detach()
+               for value in params.values()]
+    with torch.no_grad():  # staged for device tensors, several threads for host ones
+        _device_copy.copy_pairs(list(zip(loaded_params, targets)))
     if optimizer_state is not None:
         optimizer.load_state_dict(optimizer_state)
     if scheduler_state is not None:

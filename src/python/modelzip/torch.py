@@ -48,7 +48,7 @@ from typing import Any, Callable, Iterable, Mapping, NamedTuple, Optional
 
 import torch
 
-from . import Archive, Writer, WriteStats, _torch
+from . import Archive, Writer, WriteStats, _torch, _torch_load
 from ._torch_load import apply_plan, load, load_into, plan_load_into, save
 
 __all__ = ["TrainingState", "load", "load_checkpoint", "load_into", "save", "save_checkpoint"]
@@ -379,10 +379,11 @@ def _training_config(optimizer: torch.optim.Optimizer, groups: list, other_state
 
 
 def _updater_tensors(archive: Archive, tag: str) -> dict[str, dict[str, Any]]:
-    """Every updater state of ``tag`` as owned torch tensors: variable -> state -> tensor."""
+    """Every updater state of ``tag`` as writable torch tensors of their own (views of a private
+    copy-on-write mapping where stored): variable -> state -> tensor."""
     out: dict[str, dict[str, Any]] = {}
     for info in archive.updater_states(tag):
-        array = archive.updater_state(info.name, info.state, tag, copy=True)
+        array = archive.updater_state(info.name, info.state, tag, writable=True)
         out.setdefault(info.name, {})[info.state] = _torch.to_torch(
             f"{info.name}/{info.state}", array, info.dtype)
     return out
@@ -400,8 +401,8 @@ def load_checkpoint(path: Any, tag: Optional[str] = None, model: Optional[torch.
     The model's tensors get the saved ones as load_into() copies them (``strict`` as for
     ``load_state_dict``). The optimizer must be of the class that was saved, over the same
     parameters by name, grouped as they were (order inside a group may differ); its state and
-    hyperparameters become the saved ones (state tensors moved to their parameters' devices, as
-    ``optimizer.load_state_dict`` does). Everything is checked before anything is changed:
+    hyperparameters become the saved ones (state tensors moved to their parameters' devices and
+    floating types, as ``optimizer.load_state_dict`` does, through the staging pipeline). Everything is checked before anything is changed:
     raises ValueError (or RuntimeError for model keys and shapes, as ``load_state_dict``) when
     the checkpoint does not fit, modelzip.NotFoundError for a missing tag; the model,
     optimizer and scheduler are then as they were. Returns the counters and the extra
@@ -423,6 +424,8 @@ def load_checkpoint(path: Any, tag: Optional[str] = None, model: Optional[torch.
                                             lambda: _optimizer_param_names(model, optimizer),
                                             lambda names: _updater_tensors(archive, tag))
                            if optimizer is not None else None)
+    if optimizer_state is not None:  # new tensors on the parameters' devices: changes nothing yet
+        _torch_load.to_param_devices(optimizer_state, optimizer)
     if plan is not None:
         apply_plan(plan)
     if optimizer_state is not None:

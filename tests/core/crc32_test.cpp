@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "zip/crc32.hpp"
+#include "core/crc32.hpp"
 
 using namespace modelzip;
 
@@ -34,12 +34,12 @@ std::uint32_t zlib_crc(std::uint32_t crc, std::string_view s) {
 }  // namespace
 
 TEST_CASE("crc32_of matches the CRC-32 check value; crc32_concat combines") {
-  CHECK(zip::crc32_of(view("123456789")) == 0xCBF43926u);  // the standard check value
-  CHECK(zip::crc32_of({}) == 0u);
+  CHECK(detail::crc32_of(view("123456789")) == 0xCBF43926u);  // the standard check value
+  CHECK(detail::crc32_of({}) == 0u);
   std::string a = pattern(1000), b = pattern(777);
-  CHECK(zip::crc32_concat(zip::crc32_of(view(a)), zip::crc32_of(view(b)), b.size()) ==
-        zip::crc32_of(view(a + b)));
-  CHECK(zip::crc32_concat(zip::crc32_of(view(a)), 0, 0) == zip::crc32_of(view(a)));
+  CHECK(detail::crc32_concat(detail::crc32_of(view(a)), detail::crc32_of(view(b)), b.size()) ==
+        detail::crc32_of(view(a + b)));
+  CHECK(detail::crc32_concat(detail::crc32_of(view(a)), 0, 0) == detail::crc32_of(view(a)));
 }
 
 TEST_CASE("crc32_of and crc32_update agree with zlib at every length and alignment") {
@@ -48,13 +48,13 @@ TEST_CASE("crc32_of and crc32_update agree with zlib at every length and alignme
     for (std::size_t length = 0; offset + length <= data.size(); length += length < 300 ? 1 : 37) {
       std::string_view s = std::string_view(data).substr(offset, length);
       INFO("offset " << offset << " length " << length);
-      REQUIRE(zip::crc32_of(view(s)) == zlib_crc(0, s));
+      REQUIRE(detail::crc32_of(view(s)) == zlib_crc(0, s));
     }
   // Continuing from a previous CRC, split at every point of a 200-byte run.
   const std::string_view run = std::string_view(data).substr(3, 200);
   for (std::size_t cut = 0; cut <= run.size(); ++cut) {
-    std::uint32_t crc = zip::crc32_update(0, view(run.substr(0, cut)));
-    crc = zip::crc32_update(crc, view(run.substr(cut)));
+    std::uint32_t crc = detail::crc32_update(0, view(run.substr(0, cut)));
+    crc = detail::crc32_update(crc, view(run.substr(cut)));
     REQUIRE(crc == zlib_crc(0, run));
   }
 }
@@ -66,18 +66,18 @@ TEST_CASE("crc32_of agrees with zlib for long runs at every 256-byte step and al
     for (std::size_t length = 1000; length <= 3900; ++length) {
       std::string_view s = std::string_view(data).substr(offset, length);
       INFO("offset " << offset << " length " << length);
-      REQUIRE(zip::crc32_of(view(s)) == zlib_crc(0, s));
+      REQUIRE(detail::crc32_of(view(s)) == zlib_crc(0, s));
     }
     for (std::size_t length : {16384, 65535, 65536, 69000}) {
       std::string_view s = std::string_view(data).substr(offset, length);
       INFO("offset " << offset << " length " << length);
-      REQUIRE(zip::crc32_of(view(s)) == zlib_crc(0, s));
+      REQUIRE(detail::crc32_of(view(s)) == zlib_crc(0, s));
     }
   }
   // Continuing from a CRC that is not 0, as in chunked writes.
   const std::string_view head = std::string_view(data).substr(0, 777);
   const std::string_view rest = std::string_view(data).substr(777, 50000);
-  CHECK(zip::crc32_update(zip::crc32_of(view(head)), view(rest)) ==
+  CHECK(detail::crc32_update(detail::crc32_of(view(head)), view(rest)) ==
         zlib_crc(zlib_crc(0, head), rest));
 }
 
@@ -86,7 +86,7 @@ TEST_CASE("SparseCrc32: holders of disjoint pieces give the CRC-32 of the whole 
   const std::string_view all(data);
   const std::uint32_t expected = zlib_crc(0, all);
   SUBCASE("strided pieces of 1 KiB, three holders in turn (a column-sharded tensor)") {
-    std::vector<zip::SparseCrc32> holders(3, zip::SparseCrc32(data.size()));
+    std::vector<detail::SparseCrc32> holders(3, detail::SparseCrc32(data.size()));
     std::size_t i = 0;
     for (std::size_t at = 0; at < data.size(); at += 1024, ++i) {
       const std::size_t n = std::min<std::size_t>(1024, data.size() - at);
@@ -99,30 +99,30 @@ TEST_CASE("SparseCrc32: holders of disjoint pieces give the CRC-32 of the whole 
       covered += h.covered();
     }
     CHECK(covered == data.size());
-    CHECK(zip::SparseCrc32::crc_of_run(data.size(), xored) == expected);
+    CHECK(detail::SparseCrc32::crc_of_run(data.size(), xored) == expected);
   }
   SUBCASE("uneven pieces, an empty one, a holder with nothing, a holder with everything") {
     const std::vector<std::size_t> cuts = {0, 1, 17, 17, 4096, 100000, 100001, 250000, 300000};
-    std::vector<zip::SparseCrc32> holders(4, zip::SparseCrc32(data.size()));
+    std::vector<detail::SparseCrc32> holders(4, detail::SparseCrc32(data.size()));
     for (std::size_t k = 0; k + 1 < cuts.size(); ++k) {
       const std::size_t at = cuts[k], n = cuts[k + 1] - cuts[k];
       REQUIRE(holders[(k * 5) % 3].add(at, n, zlib_crc(0, all.substr(at, n))));
     }
     std::uint32_t xored = 0;
     for (const auto& h : holders) xored ^= h.value();  // holders[3] wrote nothing
-    CHECK(zip::SparseCrc32::crc_of_run(data.size(), xored) == expected);
-    zip::SparseCrc32 one(data.size());
+    CHECK(detail::SparseCrc32::crc_of_run(data.size(), xored) == expected);
+    detail::SparseCrc32 one(data.size());
     REQUIRE(one.add(0, data.size(), expected));
-    CHECK(zip::SparseCrc32::crc_of_run(data.size(), one.value()) == expected);
+    CHECK(detail::SparseCrc32::crc_of_run(data.size(), one.value()) == expected);
   }
   SUBCASE("a wrong piece CRC changes the result") {
-    zip::SparseCrc32 h(data.size());
+    detail::SparseCrc32 h(data.size());
     REQUIRE(h.add(0, 1000, zlib_crc(0, all.substr(0, 1000)) ^ 1));
     REQUIRE(h.add(1000, data.size() - 1000, zlib_crc(0, all.substr(1000))));
-    CHECK(zip::SparseCrc32::crc_of_run(data.size(), h.value()) != expected);
+    CHECK(detail::SparseCrc32::crc_of_run(data.size(), h.value()) != expected);
   }
   SUBCASE("pieces out of order, overlapping or beyond the run are refused") {
-    zip::SparseCrc32 h(1000);
+    detail::SparseCrc32 h(1000);
     REQUIRE(h.add(100, 100, 0));
     CHECK_FALSE(h.add(150, 10, 0));   // overlaps
     CHECK_FALSE(h.add(50, 10, 0));    // before the last piece

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <span>
 
-namespace modelzip::zip {
+namespace modelzip::detail {
 
 // The CRC-32 of `data`.
 std::uint32_t crc32_of(std::span<const std::byte> data) noexcept;
@@ -52,4 +52,4 @@ class SparseCrc32 {
   std::uint32_t stride_op_ = 0, zeros_ = 0;
 };
 
-}  // namespace modelzip::zip
+}  // namespace modelzip::detail

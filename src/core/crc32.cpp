@@ -1,4 +1,4 @@
-#include "zip/crc32.hpp"
+#include "core/crc32.hpp"
 
 #include <zlib.h>
 
@@ -8,7 +8,7 @@
 
 #include <algorithm>
 
-namespace modelzip::zip {
+namespace modelzip::detail {
 namespace {
 
 #if defined(__x86_64__)
@@ -244,4 +244,4 @@ std::uint32_t SparseCrc32::crc_of_run(std::uint64_t size, std::uint32_t xored_va
   return crc_of_zeros(size) ^ xored_values;
 }
 
-}  // namespace modelzip::zip
+}  // namespace modelzip::detail

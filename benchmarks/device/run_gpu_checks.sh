@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The device checks of the torch loading pipeline, in one call on a GPU machine (docs/torch.md,
+# "Measuring on a GPU machine"): builds the Python package there, runs the CUDA tests of
+# tests/python, benchmarks/torch_bench.py at 3 GiB (warm and cold, every device-load variant:
+# read() against mapping staging over threads {8,16} x pieces {8,32} MiB) and
+# benchmarks/async_save_bench.py. Every step runs under `timeout`; the steps' limits add up to
+# 7 minutes. Outputs go to $OUT (the device tool's output folder; default /tmp/gpu_checks):
+# build.log, env.txt, cuda_tests.txt, torch_bench.txt, async_save_bench.txt, summary.txt.
+# TORCH_BENCH_MIB and ASYNC_BENCH_MIB change the benchmarks' sizes (a dry run on a small machine).
+#
+# Prepared here first: `bash ../shared/device/prepare.sh` (fills .devdeps/); then the device
+# tool runs, with carry [".devdeps"]: bash benchmarks/device/run_gpu_checks.sh
+set -u
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+out=${OUT:-/tmp/gpu_checks}
+mkdir -p "$out"
+summary="$out/summary.txt"
+: > "$summary"
+PY=${PY:-python3}
+export PY PYTHONPATH="$root/.devdeps/pkg" PYTHONUNBUFFERED=1
+
+# step NAME LIMIT_S LOG COMMAND...: runs COMMAND under timeout, output into $out/LOG; records
+# its status and seconds in summary.txt.
+step() {
+  local name=$1 limit=$2 log=$3
+  shift 3
+  local start=$SECONDS
+  timeout --kill-after=10 "$limit" "$@" > "$out/$log" 2>&1
+  local rc=$?
+  local why=""
+  [ "$rc" = 124 ] || [ "$rc" = 137 ] && why=" (timed out after ${limit}s)"
+  echo "$name: exit $rc$why in $((SECONDS - start)) s -> $log" | tee -a "$summary"
+  return "$rc"
+}
+
+if [ ! -f .devdeps/build_device.sh ]; then
+  echo "no .devdeps/build_device.sh: run bash ../shared/device/prepare.sh here and carry .devdeps" \
+    | tee -a "$summary"
+  exit 2
+fi
+step build 60 build.log bash .devdeps/build_device.sh || exit 1
+{
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1
+  "$PY" -c 'import torch, os; print("torch", torch.__version__, "cuda", torch.version.cuda,
+    "available", torch.cuda.is_available(), "cores", os.cpu_count())'
+  "$PY" -c 'import safetensors; print("safetensors", safetensors.__version__)' 2>&1
+  "$PY" -c 'import pytest; print("pytest", pytest.__version__)' 2>&1
+  df -h /tmp | tail -1
+} > "$out/env.txt" 2>&1
+
+# The CUDA tests (names with "cuda" or "device"); -rs lists the skipped ones with their reason.
+if "$PY" -c 'import pytest' 2>/dev/null; then
+  step cuda_tests 90 cuda_tests.txt "$PY" -m pytest -q -rs -p no:cacheprovider -k "cuda or device" \
+    tests/python/test_torch_load.py tests/python/test_distributed.py tests/python/test_save_async.py
+  grep -E "passed|failed|skipped|error" "$out/cuda_tests.txt" | tail -1 | sed 's/^/  /' | tee -a "$summary"
+else
+  echo "cuda_tests: not run (pytest is not installed on this machine)" | tee -a "$summary"
+fi
+
+step torch_bench 210 torch_bench.txt "$PY" benchmarks/torch_bench.py \
+  --size-mib "${TORCH_BENCH_MIB:-3072}" --reps 3 --dir /tmp
+tail -1 "$out/torch_bench.txt" | sed 's/^/  /' | tee -a "$summary"
+step async_save_bench 60 async_save_bench.txt "$PY" benchmarks/async_save_bench.py \
+  --mib "${ASYNC_BENCH_MIB:-1024}" --reps 3 --dir /tmp
+exit 0
