@@ -230,7 +230,7 @@ double raw_read_fresh(const fs::path& path, bool crc) {
 }
 
 // Reads every cache line of every tensor (what "touch every byte" costs).
-double touch(const std::map<std::string, Tensor>& tensors) {
+double touch(const NamedTensors& tensors) {
   double s = 0;
   for (const auto& [name, t] : tensors) {
     const auto* p = reinterpret_cast<const volatile char*>(t.values().data());
@@ -567,7 +567,9 @@ int main(int argc, char** argv) {
     long one_peak = child_peak_kib([&] {
       Archive a = Archive::open(mz);
       auto all = a.load();
-      touch({{m.names[last], all.at(m.names[last])}});
+      NamedTensors one;
+      one.insert_or_assign(m.names[last], all.at(m.names[last]));
+      touch(one);
     });
     long all_peak = child_peak_kib([&] {
       Archive a = Archive::open(mz);

@@ -25,12 +25,15 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "modelzip/bytes.hpp"
@@ -44,6 +47,60 @@
 namespace modelzip {
 
 enum class BlobKind : std::uint8_t { tensor, embedding };
+
+// Tensors by parameter name, in the order of the tag's params.txt (the
+// order Python's Archive.load() gives too). Iteration yields
+// std::pair<const std::string, Tensor> as a std::map does; at(), find(),
+// contains() and count() look a name up in O(log n). at() throws
+// std::out_of_range for a missing name. Thread safety: a plain value type.
+class NamedTensors {
+ public:
+  using value_type = std::pair<const std::string, Tensor>;
+  using iterator = std::vector<value_type>::iterator;
+  using const_iterator = std::vector<value_type>::const_iterator;
+
+  // Appends `tensor` under `name`; a name already present is replaced in
+  // place (it keeps its position).
+  void insert_or_assign(std::string name, Tensor tensor) {
+    if (auto it = index_.find(name); it != index_.end()) {
+      items_[it->second].second = std::move(tensor);
+      return;
+    }
+    index_.emplace(name, items_.size());
+    items_.emplace_back(std::move(name), std::move(tensor));
+  }
+
+  iterator begin() noexcept { return items_.begin(); }
+  iterator end() noexcept { return items_.end(); }
+  const_iterator begin() const noexcept { return items_.begin(); }
+  const_iterator end() const noexcept { return items_.end(); }
+  std::size_t size() const noexcept { return items_.size(); }
+  bool empty() const noexcept { return items_.empty(); }
+
+  iterator find(std::string_view name) { return begin() + position(name); }
+  const_iterator find(std::string_view name) const { return begin() + position(name); }
+  bool contains(std::string_view name) const { return index_.find(name) != index_.end(); }
+  std::size_t count(std::string_view name) const { return contains(name) ? 1 : 0; }
+  Tensor& at(std::string_view name) { return items_.at(checked(name)).second; }
+  const Tensor& at(std::string_view name) const { return items_.at(checked(name)).second; }
+
+ private:
+  // The index of `name` in items_, or size() if absent.
+  std::ptrdiff_t position(std::string_view name) const {
+    auto it = index_.find(name);
+    return static_cast<std::ptrdiff_t>(it == index_.end() ? items_.size() : it->second);
+  }
+  std::size_t checked(std::string_view name) const {
+    auto it = index_.find(name);
+    if (it == index_.end())
+      throw std::out_of_range("NamedTensors::at: no tensor '" + std::string(name) + "'");
+    return it->second;
+  }
+
+  std::vector<value_type> items_;
+  std::map<std::string, std::size_t, std::less<>> index_;
+};
+
 
 // What params.txt says about one parameter, plus the blob header (dtype and
 // shape) -- all without reading tensor data.
@@ -132,19 +189,20 @@ class Archive {
   // tensors: use embedding_file().
   Tensor tensor(std::string_view name, std::string_view tag = {},
                 ReadMode mode = ReadMode::zero_copy) const;
-  // Every tensor parameter of `tag`, by name. `progress` (optional) hears
-  // of the blob bytes read; returning false throws Error(cancelled).
-  // (ReadMode::private_view reads nothing up front: no progress is reported.)
-  std::map<std::string, Tensor> load(std::string_view tag = {}, ReadMode mode = ReadMode::zero_copy,
-                                     const ProgressCallback& progress = {}) const;
-  // The tensor parameters `names` of `tag` (empty: newest), by name. Throws
-  // Error(not_found) for a name the tag lacks, Error(invalid_argument) for
-  // an embedding parameter. With `check_crc`, every blob's CRC-32 is
-  // checked before any tensor is returned (ReadMode::copy always checks).
-  std::map<std::string, Tensor> load_params(std::span<const std::string> names,
-                                            std::string_view tag = {},
-                                            ReadMode mode = ReadMode::zero_copy,
-                                            bool check_crc = false) const;
+  // Every tensor parameter of `tag`, by name, in params.txt order.
+  // `progress` (optional) hears of the blob bytes read; returning false
+  // throws Error(cancelled). (ReadMode::private_view reads nothing up
+  // front: no progress is reported.)
+  NamedTensors load(std::string_view tag = {}, ReadMode mode = ReadMode::zero_copy,
+                    const ProgressCallback& progress = {}) const;
+  // The tensor parameters `names` of `tag` (empty: newest), by name, in the
+  // order of `names` (a name given twice is loaded once, at its first
+  // position). Throws Error(not_found) for a name the tag lacks,
+  // Error(invalid_argument) for an embedding parameter. With `check_crc`,
+  // every blob's CRC-32 is checked before any tensor is returned
+  // (ReadMode::copy always checks).
+  NamedTensors load_params(std::span<const std::string> names, std::string_view tag = {},
+                           ReadMode mode = ReadMode::zero_copy, bool check_crc = false) const;
 
   // Optimizer state arrays of `tag` (from updater.txt), in file order; each
   // ParamInfo has `name` = variable and `state` = state name. Empty when the

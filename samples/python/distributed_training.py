@@ -124,7 +124,7 @@ def worker(rank, procs, tp, steps, resume, archive, port):
     if resume:
         # Each rank reads only its blocks of parameters and Adam state,
         # whatever layout wrote them.
-        start = mzd.load_checkpoint(archive, shards(params, mine), optimizer).iteration
+        start = mzd.load_checkpoint(archive, None, shards(params, mine), optimizer).iteration
     else:
         start = 0
         g = torch.Generator().manual_seed(0)
@@ -152,7 +152,7 @@ def worker(rank, procs, tp, steps, resume, archive, port):
     # The last checkpoint holds exactly this process's parameters and Adam state.
     check = {n: torch.nn.Parameter(torch.zeros(shape)) for n, (_, shape) in mine.items()}
     check_optimizer = torch.optim.Adam(check.values(), lr=0.01)
-    state = mzd.load_checkpoint(archive, shards(check, mine), check_optimizer)
+    state = mzd.load_checkpoint(archive, None, shards(check, mine), check_optimizer)
     assert state.iteration == start + steps, state
     for n, p in params.items():
         assert torch.equal(check[n], p), n

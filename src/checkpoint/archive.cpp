@@ -407,9 +407,8 @@ Tensor Archive::tensor(std::string_view name, std::string_view tag, ReadMode mod
   return impl_->read_tensor(entry, mode, impl_->tags[t]);
 }
 
-std::map<std::string, Tensor> Archive::load_params(std::span<const std::string> names,
-                                                   std::string_view tag, ReadMode mode,
-                                                   bool check_crc) const {
+NamedTensors Archive::load_params(std::span<const std::string> names, std::string_view tag,
+                                  ReadMode mode, bool check_crc) const {
   const std::size_t t = impl_->usable_tag(tag);
   const std::string& tag_name = impl_->tags[t];
   std::vector<const zip::EntryInfo*> entries;
@@ -432,7 +431,7 @@ std::map<std::string, Tensor> Archive::load_params(std::span<const std::string> 
   }
   std::optional<PrivateViews> views;
   if (mode == ReadMode::private_view) views.emplace(*impl_, entries);
-  std::map<std::string, Tensor> out;
+  NamedTensors out;
   for (std::size_t i = 0; i < names.size(); ++i) {
     const zip::EntryInfo& e = *entries[i];
     try {
@@ -456,8 +455,8 @@ std::map<std::string, Tensor> Archive::load_params(std::span<const std::string> 
   return out;
 }
 
-std::map<std::string, Tensor> Archive::load(std::string_view tag, ReadMode mode,
-                                            const ProgressCallback& progress) const {
+NamedTensors Archive::load(std::string_view tag, ReadMode mode,
+                           const ProgressCallback& progress) const {
   const std::size_t t = impl_->usable_tag(tag);
   const std::string& tag_name = impl_->tags[t];
   const auto& rows = impl_->tables[t].params;
@@ -485,10 +484,10 @@ std::map<std::string, Tensor> Archive::load(std::string_view tag, ReadMode mode,
       throw err.with_context(impl_->context({}, tag_name));
     }
   }
-  std::map<std::string, Tensor> out;
+  NamedTensors out;
   auto decode = [&](std::size_t i, const Bytes& data) {
     try {
-      out.emplace(blob_rows[i]->keys[0], format::decode_tensor_blob(data, impl_->limits));
+      out.insert_or_assign(blob_rows[i]->keys[0], format::decode_tensor_blob(data, impl_->limits));
     } catch (const Error& err) {
       throw err.with_context(impl_->context(entries[i]->name, tag_name));
     }

@@ -1,5 +1,5 @@
 // CRC-32 as zip and zlib define it (polynomial 0xEDB88320, bit-reflected,
-// initial and final value inverted), several times faster than zlib where
+// initial and final value inverted), faster than zlib's where
 // the CPU can fold with carry-less multiplication (PCLMULQDQ on 128-bit
 // registers; VPCLMULQDQ on 512-bit ones for runs of 1 KiB and more where it
 // also has AVX-512), and zlib's own code elsewhere. The functions are pure:

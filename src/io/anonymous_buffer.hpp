@@ -2,9 +2,8 @@
 // asked for (madvise; where they are off, ordinary pages). Huge pages make a
 // buffer few physically contiguous segments to write from (the bounce
 // buffers of direct writes, io/shared_file_writer), but the first touch of a
-// large one can stall in memory compaction (filling 1 GiB took 4-9 s instead
-// of 1.9 s on a busy host), so the staging memory of background saves
-// (checkpoint/staging_area) asks for ordinary pages.
+// large one can stall in memory compaction, so the staging memory of
+// background saves (checkpoint/staging_area) asks for ordinary pages.
 //
 // Ownership: the unique_ptr owns the whole mapping, of which the buffer is
 // the aligned part; destroying it unmaps.

@@ -91,8 +91,7 @@ struct SharedFileWriter::Async {
   // With writes in flight, destroys the context, which waits for them (the
   // kernel cannot cancel them), so that no buffer is freed under the disk.
   // Else keeps it as the process's idle context for the next writer:
-  // destroying one waits for the kernel's next RCU grace period, which
-  // measured 30-40 ms, a tenth of a commit of 512 MiB.
+  // destroying one waits for the kernel's next RCU grace period.
   ~Async() {
     if (!ctx) return;
     if (in_flight == 0) {

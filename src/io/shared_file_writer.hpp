@@ -14,14 +14,13 @@
 //  - the edges of a long range go through the page cache with one pwrite
 //    each: it holds the file's lock exclusively, but only twice per range,
 //    and it fills only the pages of the edge (a page it covers whole is
-//    not zeroed first, as a mapping's would be: with 4 ranks on 2 cores
-//    this took the commit's CPU time from 48 to 30 jiffies per 512 MiB);
+//    not zeroed first, as a mapping's would be);
 //  - short ranges (less than 1 MiB between such boundaries: the pieces of
 //    a strided shard, small tensors) go through the page cache too, copied
 //    into a shared mapping of the file, whose page faults hold the file's
 //    lock shared, so that ranks copy in parallel and a strided piece costs
-//    a memcpy, not a buffered write that waits for the lock (3-5 us each,
-//    one rank at a time).
+//    a memcpy, not a buffered write that waits for the lock (one rank at
+//    a time).
 //
 // Contract for the processes sharing a file: their ranges (and any other
 // bytes written into the file meanwhile) are disjoint. Then a folio of the
@@ -38,9 +37,8 @@
 // lock is held only while a write is submitted, not while the disk writes
 // it). Where AIO is unavailable they are synchronous. A writer that ends
 // with no write in flight leaves its AIO context to the next writer of the
-// same process (destroying one waits for an RCU grace period: 30-40 ms
-// measured, a tenth of a 512 MiB commit); that one idle context lives
-// until the process exits.
+// same process (destroying one waits for an RCU grace period); that one
+// idle context lives until the process exits.
 //
 // The mapping: before the first copy into a 2 MiB stretch (aligned), its
 // pages are made present and writable (MADV_POPULATE_WRITE) in one call.
@@ -126,8 +124,8 @@ class SharedFileWriter {
   // mapping aligned to 2 MiB and asking for transparent huge pages, so that
   // a direct write from it is a few physically contiguous segments (a disk
   // that takes few segments per request, as virtio-blk's 254, splits a
-  // write from 4 KiB pages into requests of 1 MiB: 1.75 against 2.5 GB/s
-  // measured here). Where huge pages are off, ordinary pages.
+  // write from 4 KiB pages into requests of 1 MiB). Where huge pages are
+  // off, ordinary pages.
   using AlignedBuffer = AnonymousBuffer;
   AlignedBuffer aligned_buffer() const;  // throws std::bad_alloc
   // `data` if page-aligned, else a copy of its `size` (<= chunk_) bytes in

@@ -3,9 +3,7 @@
 // writing thread nothing. The queuing thread never waits for the worker
 // until it asks for the results, and then computes whatever the worker has
 // not started itself, so a worker that gets no CPU time delays nothing by
-// more than the one range it is checksumming. (Measured on a 2-core VM:
-// a writer that waited for the worker after every chunk ran up to 4x
-// slower than one that never waits.)
+// more than the one range it is checksumming.
 //
 // Bytes are grouped in slots: the result of a slot is the CRC-32 of the
 // concatenation of the ranges queued into it, in queuing order.

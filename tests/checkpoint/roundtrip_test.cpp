@@ -2,6 +2,9 @@
 
 #include <filesystem>
 #include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "model_builder.hpp"
 #include "modelzip/archive.hpp"
@@ -25,7 +28,7 @@ Model random_model(std::mt19937_64& rng, int count) {
   return m;
 }
 
-void check_equal(const Model& expected, const std::map<std::string, Tensor>& got) {
+void check_equal(const Model& expected, const NamedTensors& got) {
   REQUIRE(got.size() == expected.size());
   for (const auto& entry : expected) {
     const std::string& name = entry.first;
@@ -64,6 +67,35 @@ TEST_CASE("Random models round-trip through many tags, zero-copy and copied") {
   // The newest tag is the default.
   check_equal(saved.back().second, a.load());
   CHECK(a.verify().empty());
+}
+
+TEST_CASE("load and load_params give the tensors in params.txt order, as Python's load") {
+  TempDir dir;
+  auto path = dir / "order.zip";
+  const std::vector<std::string> order = {"zeta", "alpha", "mid.weight", "Beta", "a"};
+  NewTag nt;
+  for (std::size_t i = 0; i < order.size(); ++i)
+    nt.add(order[i], Tensor::dense(DType::int32, {1}, Bytes::copy_of(std::string(4, char(i)))));
+  Writer w = Writer::open(path);
+  w.add_tag("t", std::move(nt));
+  w.commit();
+  Archive a = Archive::open(path);
+  std::vector<std::string> stored;
+  for (const ParamInfo& p : a.params("t")) stored.push_back(p.name);
+  REQUIRE(stored == order);  // params.txt keeps the order the tag was built in
+  for (ReadMode mode : {ReadMode::zero_copy, ReadMode::copy, ReadMode::private_view}) {
+    NamedTensors all = a.load("t", mode);
+    std::vector<std::string> names;
+    for (const auto& [name, t] : all) names.push_back(name);
+    CHECK(names == order);
+    CHECK(all.at("mid.weight").values().data()[0] == std::byte{2});
+    CHECK(all.find("missing") == all.end());
+    CHECK_THROWS_AS(all.at("missing"), std::out_of_range);
+  }
+  const std::vector<std::string> some = {"a", "zeta", "Beta"};
+  std::vector<std::string> names;
+  for (const auto& [name, t] : a.load_params(some, "t")) names.push_back(name);
+  CHECK(names == some);
 }
 
 TEST_CASE("Stored tensors are 64-byte aligned zero-copy views that outlive the Archive") {

@@ -4,7 +4,7 @@ without --dequantize) and import of such files back into quantized tensors.
 The exported files are read here with numpy only (no modelzip module): npz
 through np.load(allow_pickle=False), safetensors by parsing its header with
 json + struct. The floats are rebuilt from the integers and scales by the
-rules the README and `export --help` document, independently of modelzip's
+rules docs/cli.md and `export --help` document, independently of modelzip's
 code, then compared with the float tag (within half a quantization step) and
 with `cat --dequantize --npy` (exactly)."""
 import json
@@ -334,12 +334,12 @@ def test_export_refuses_names_that_collide_with_companion_arrays(tmp_path):
         assert z.testzip() is None
 
 
-def test_the_readme_recipe_gives_the_values(tmp_path):
-    """The numpy snippet of the README, run as it is on a real export."""
+def test_the_manual_recipe_gives_the_values(tmp_path):
+    """The numpy snippet of docs/cli.md, run as it is on a real export."""
     import os
     import re
-    readme = open(os.path.join(os.environ.get("MODELZIP_SOURCE_DIR", "."), "README.md")).read()
-    recipes = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "w.quantization" in b]
+    manual = open(os.path.join(os.environ.get("MODELZIP_SOURCE_DIR", "."), "docs", "cli.md")).read()
+    recipes = [b for b in re.findall(r"```python\n(.*?)```", manual, re.S) if "w.quantization" in b]
     assert len(recipes) == 1
     rng = np.random.default_rng(7)
     np.savez(tmp_path / "w.npz", w=rng.normal(size=(4, 2, 20)).astype(np.float32))

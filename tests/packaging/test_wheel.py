@@ -71,7 +71,7 @@ model(torch.ones(4, 3)).sum().backward()
 optimizer.step()
 modelzip.torch.save_checkpoint(sys.argv[1], "step-1", model, optimizer, durable=False)
 again = torch.nn.Linear(3, 2)
-state = modelzip.torch.load_checkpoint(sys.argv[1], again, torch.optim.Adam(again.parameters()))
+state = modelzip.torch.load_checkpoint(sys.argv[1], None, again, torch.optim.Adam(again.parameters()))
 assert torch.equal(again.weight, model.weight) and state.iteration == 1, state
 print("ok")
 """

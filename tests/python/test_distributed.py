@@ -207,7 +207,7 @@ def check_sharded_adam(path, tmp_path):
     # A single process resumes from it...
     model2, _ = whole_adam()
     optimizer2 = torch.optim.Adam(model2.parameters(), lr=1.0)
-    state = mzt.load_checkpoint(path, model2, optimizer2)
+    state = mzt.load_checkpoint(path, None, model2, optimizer2)
     assert (state.iteration, state.epoch, state.properties) == (2, 3, {"data.position": "17"})
     for (name, p), p2 in zip(model.named_parameters(), model2.parameters()):
         assert torch.equal(p, p2), name
@@ -223,7 +223,7 @@ def check_sharded_adam(path, tmp_path):
         params = {n: mzd.Shard(torch.nn.Parameter(torch.zeros(shape)), whole[n].shape, offset)
                   for n, (offset, shape) in blocks.items()}
         mine = torch.optim.Adam([s.value for s in params.values()], lr=1.0)
-        state = mzd.load_checkpoint(path, params, mine)
+        state = mzd.load_checkpoint(path, None, params, mine)
         assert state.iteration == 2
         for n, (offset, shape) in blocks.items():
             index = tuple(slice(o, o + s) for o, s in zip(offset, shape))
@@ -236,10 +236,18 @@ def check_sharded_adam(path, tmp_path):
     # Blocks that do not fit the stored tensors, an optimizer over other tensors.
     wrong = {"w": mzd.Shard(torch.zeros(2, 6), (12, 6), (0, 0))}
     with pytest.raises(ValueError, match="global shape is \\(12, 6\\), the stored one \\(10, 6\\)"):
-        mzd.load_checkpoint(path, wrong)
+        mzd.load_checkpoint(path, None, wrong)
     params = {"w": mzd.Shard(torch.nn.Parameter(torch.zeros(2, 6)), (10, 6), (0, 0))}
     with pytest.raises(ValueError, match="not in params"):
-        mzd.load_checkpoint(path, params, torch.optim.Adam([torch.nn.Parameter(torch.zeros(3))]))
+        mzd.load_checkpoint(path, None, params,
+                            torch.optim.Adam([torch.nn.Parameter(torch.zeros(3))]))
+    # The order of earlier releases, tag last, still works with a DeprecationWarning.
+    params = {"w": mzd.Shard(torch.nn.Parameter(torch.zeros(10, 6)), (10, 6), (0, 0))}
+    with pytest.warns(DeprecationWarning, match=r"load_checkpoint\(path, tag, params, optimizer\)"):
+        assert mzd.load_checkpoint(path, params, None, "adam").tag == "adam"
+    assert torch.equal(params["w"].value, whole["w"].detach())
+    with pytest.raises(TypeError, match="needs params"):
+        mzd.load_checkpoint(path, "adam")
 
 
 @pytest.mark.parametrize("engine", ["torch", "mpi"])

@@ -202,7 +202,7 @@ def test_quantize_a_tag_and_load_it_dequantized(archive_path):
 def test_tensor_files_hold_quantized_tensors_as_integers_and_scales(archive_path, tmp_path,
                                                                    suffix):
     """export_tensor_file writes torch's quantized tensors as NAME, NAME.scales,
-    NAME.zero_points and a NAME.quantization description (README, "Export and
+    NAME.zero_points and a NAME.quantization description (docs/cli.md, "Export and
     import of quantized tensors"); numpy alone gives torch's values from them;
     read_tensor_file and import_tensor_files join them back exactly."""
     tensors = torch_quantized_tensors()

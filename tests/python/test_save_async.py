@@ -255,7 +255,7 @@ def test_torch_save_checkpoint_in_the_background(archive_path):
     assert future.result(timeout=60).blobs_written > 0
     fresh = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
     fresh_optimizer = torch.optim.Adam(fresh.parameters(), lr=1e-3)
-    state = mzt.load_checkpoint(archive_path, fresh, fresh_optimizer)
+    state = mzt.load_checkpoint(archive_path, None, fresh, fresh_optimizer)
     assert state.tag == "step-1" and state.epoch == 2
     for k, v in fresh.state_dict().items():
         assert torch.equal(v, expected[k]), k

@@ -142,7 +142,7 @@ def test_optimizers_map_to_the_schema_updater_only_when_exact(archive_path, make
     assert config["updater"] == updater
     fresh_model = Small()
     fresh = make(fresh_model.parameters())
-    mzt.load_checkpoint(archive_path, fresh_model, fresh)
+    mzt.load_checkpoint(archive_path, None, fresh_model, fresh)
     assert_same(fresh.state_dict(), optimizer.state_dict())
 
 
@@ -176,7 +176,7 @@ def test_unknown_optimizer_keeps_tensors_and_scalars_losslessly(archive_path):
     fresh = Lookahead([{"params": list(fresh_model.embed.parameters())},
                        {"params": list(fresh_model.hidden.parameters())},
                        {"params": [fresh_model.out.bias] + list(fresh_model.norm.parameters())}])
-    mzt.load_checkpoint(archive_path, fresh_model, fresh)
+    mzt.load_checkpoint(archive_path, None, fresh_model, fresh)
     # Same state and hyperparameters; the third group's parameters come back in this
     # optimizer's order, so compare by parameter.
     saved, loaded = optimizer.state_dict(), fresh.state_dict()
@@ -188,23 +188,56 @@ def test_unknown_optimizer_keeps_tensors_and_scalars_losslessly(archive_path):
         assert torch.equal(p, old_params[name])
 
 
+def test_load_checkpoint_takes_the_tag_second_and_the_old_order_with_a_warning(archive_path):
+    """load_checkpoint(path, tag, model, optimizer), as save_checkpoint(path, tag, model,
+    optimizer); the order of earlier releases (tag last) still works with a DeprecationWarning."""
+    torch.manual_seed(0)
+    model = Small()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    train(model, optimizer, 1)
+    mzt.save_checkpoint(archive_path, "t1", model, optimizer, iteration=1, durable=False)
+    first = {k: v.clone() for k, v in model.state_dict().items()}
+    train(model, optimizer, 1)
+    mzt.save_checkpoint(archive_path, "t2", model, optimizer, iteration=2, durable=False)
+
+    def fresh():
+        m = Small()
+        return m, torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+
+    m, o = fresh()
+    assert mzt.load_checkpoint(archive_path, "t1", m, o).iteration == 1
+    assert_same(m.state_dict(), first)
+    assert mzt.load_checkpoint(archive_path, None, *fresh()).iteration == 2
+    assert mzt.load_checkpoint(archive_path, tag="t1", model=Small()).iteration == 1
+    with pytest.warns(DeprecationWarning, match=r"load_checkpoint\(path, tag, model, optimizer\)"):
+        assert mzt.load_checkpoint(archive_path, *fresh()).iteration == 2
+    m, o = fresh()
+    with pytest.warns(DeprecationWarning):
+        assert mzt.load_checkpoint(archive_path, m, o, "t1").iteration == 1
+    assert_same(m.state_dict(), first)
+    with pytest.warns(DeprecationWarning):  # (path, None, optimizer): the old "no model"
+        with pytest.raises(ValueError, match="needs the model"):
+            mzt.load_checkpoint(archive_path, None, fresh()[1])
+
+
 def test_load_checkpoint_refuses_what_does_not_fit(archive_path):
     model = Small()
     optimizer = torch.optim.Adam(model.parameters())
     train(model, optimizer, 1)
     mzt.save_checkpoint(archive_path, "t", model, optimizer, durable=False)
     with pytest.raises(ValueError, match="torch.optim.adam.Adam, not of a torch.optim.sgd.SGD"):
-        mzt.load_checkpoint(archive_path, Small(), torch.optim.SGD(Small().parameters(), lr=1))
+        mzt.load_checkpoint(archive_path, None, Small(),
+                            torch.optim.SGD(Small().parameters(), lr=1))
     other = Small()
     with pytest.raises(ValueError, match="param groups"):
-        mzt.load_checkpoint(archive_path, other, torch.optim.Adam(
+        mzt.load_checkpoint(archive_path, None, other, torch.optim.Adam(
             [{"params": other.fc1.parameters()}, {"params": other.fc2.parameters()}]))
     with pytest.raises(modelzip.NotFoundError) as e:
-        mzt.load_checkpoint(archive_path, Small(), tag="nope")
+        mzt.load_checkpoint(archive_path, "nope", Small())
     assert e.value.tag == "nope"
     save(archive_path, "plain", {"w": np.zeros(2)})
     with pytest.raises(ValueError, match="no torch optimizer state"):
-        mzt.load_checkpoint(archive_path, None, torch.optim.Adam(Small().parameters()))
+        mzt.load_checkpoint(archive_path, None, None, torch.optim.Adam(Small().parameters()))
     with pytest.raises(ValueError, match="reserved"):
         mzt.save_checkpoint(archive_path, "x", model, optimizer, properties={"torch.a": "b"})
 
@@ -277,6 +310,6 @@ def test_save_checkpoint_keep_last_and_replace(archive_path):
     assert stats.appended
     fresh = Small()
     fresh_opt = torch.optim.SGD(fresh.parameters(), lr=0.1, momentum=0.9)
-    mzt.load_checkpoint(archive_path, fresh, fresh_opt, tag="latest")
+    mzt.load_checkpoint(archive_path, "latest", fresh, fresh_opt)
     for a, b in zip(model.parameters(), fresh.parameters()):
         assert torch.equal(a, b)

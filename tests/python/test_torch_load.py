@@ -369,7 +369,7 @@ def test_failed_checkpoint_load_changes_nothing(archive_path):
     before = {k: v.clone() for k, v in fresh.state_dict().items()}
     wrong = torch.optim.SGD(fresh.parameters(), lr=0.1)
     with pytest.raises(ValueError, match="Adam"):
-        mzt.load_checkpoint(archive_path, fresh, wrong, strict=False)
+        mzt.load_checkpoint(archive_path, None, fresh, wrong, strict=False)
     for name, tensor in fresh.state_dict().items():
         assert torch.equal(tensor, before[name]), f"{name} overwritten by a failed load"
     assert wrong.state_dict()["state"] == {}

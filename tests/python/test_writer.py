@@ -1,4 +1,5 @@
 """Writer: tags, dedup, sharing, removal, metadata, updater state, progress, context manager."""
+import json
 import os
 import subprocess
 import sys
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 
 import modelzip
-from conftest import save
+from conftest import CLI, save
 
 
 def arrays(seed):
@@ -185,6 +186,62 @@ def test_training_config_dict_round_trips(archive_path):
     add("b", back)
     with modelzip.open(archive_path) as ar:
         assert ar.training_config("b") == config
+
+
+def test_load_gives_params_txt_order_as_the_cpp_library(archive_path):
+    """Archive.load() (and names=) give the tensors in params.txt order, the order the tag
+    was saved in; C++'s Archive::load gives the same order (tests/checkpoint/roundtrip_test)."""
+    order = ["zeta", "alpha", "mid.weight", "Beta", "a"]
+    save(archive_path, "t", {name: np.full(1, i, np.int32) for i, name in enumerate(order)})
+    with modelzip.open(archive_path) as ar:
+        assert [p.name for p in ar.params()] == order
+        assert list(ar.load()) == order
+        assert list(ar.load(copy=True)) == order
+        assert list(ar.load(writable=True)) == order
+        assert list(ar.load(names=["a", "zeta"])) == ["a", "zeta"]
+    assert list(modelzip.load(archive_path)) == order
+
+
+def keys_in_order(value):
+    """``value`` with every dict turned into its list of (key, value) pairs: equality then
+    also compares key order."""
+    if isinstance(value, dict):
+        return [(k, keys_in_order(v)) for k, v in value.items()]
+    if isinstance(value, list):
+        return [keys_in_order(v) for v in value]
+    return value
+
+
+def test_training_config_is_the_cli_document_with_float_fields_as_floats(archive_path):
+    """Archive.training_config() is built from the C++ TrainingConfig directly, not by
+    parsing the CLI's JSON: the same keys in the same order as `modelzip info --json`, and a
+    float field holding a whole number (JSON text 100) is still a float."""
+    config = {
+        "updater": {"type": "AdamW", "learning_rate": 1.0, "beta1": 0.5, "beta2": 0.75,
+                    "epsilon": 1e-300, "weight_decay": 0.0},
+        "learning_rate_schedule": {"schedule": "MapSchedule", "type": "epoch",
+                                   "steps": [{"start": 0, "value": 2.0},
+                                             {"start": 10, "value": 0.1}]},
+        "regularization": [{"type": "weight_decay", "coefficient": 3.0,
+                            "apply_learning_rate": False}],
+        "feature_mapping": ["x", "\u00e9t\u00e9"], "iteration_count": 2 ** 62,
+        "properties": {"a": "1", "\u2603": "snow"},
+    }
+    with modelzip.Writer(archive_path, durable=False) as w:
+        w.add_tag("t", {"w": np.ones(2, np.float32)}, training=config)
+    with modelzip.open(archive_path) as ar:
+        got = ar.training_config()
+    cli = json.loads(subprocess.run([CLI, "info", str(archive_path), "--json"], check=True,
+                                    capture_output=True, text=True).stdout)["training"]
+    assert keys_in_order(got) == keys_in_order(cli)
+    assert got["updater"]["learning_rate"] == 1.0 and type(got["updater"]["learning_rate"]) is float
+    assert type(got["learning_rate_schedule"]["steps"][0]["value"]) is float
+    assert type(got["learning_rate_schedule"]["steps"][1]["start"]) is int
+    coefficient = got["regularization"][0]["coefficient"]
+    assert coefficient == {"schedule": "FixedSchedule", "value": 3.0}
+    assert type(coefficient["value"]) is float
+    assert got["iteration_count"] == 2 ** 62 and got["feature_mapping"][1] == "\u00e9t\u00e9"
+    assert got["properties"] == {"a": "1", "\u2603": "snow"}
 
 
 def test_writer_context_manager_commits_or_discards(archive_path):

@@ -115,7 +115,7 @@ def main():
                                                durable=False)
     else:
         model, optimizer, scheduler = make(kind, 123)  # other weights: all must come from the archive
-        state = modelzip.torch.load_checkpoint(archive, model, optimizer, sys.argv[5],
+        state = modelzip.torch.load_checkpoint(archive, sys.argv[5], model, optimizer,
                                                scheduler=scheduler)
         assert state.properties == {"data.position": str(state.iteration * 16)}, state
         assert state.epoch == state.iteration // 4, state

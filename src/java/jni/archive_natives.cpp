@@ -65,11 +65,11 @@ jobjectArray archive_load(JNIEnv* env, jclass, jlong archive, jbyteArray tag) {
   return guarded(env, [&] {
     const Archive& a = archive_of(archive);
     const std::string tag_name = to_string(env, tag);
-    // params() gives the stored order (load() returns a sorted map).
+    // The stored order (params.txt), as load() gives it.
     std::vector<std::string> names;
     for (const ParamInfo& p : a.params(tag_name))
       if (p.kind == BlobKind::tensor) names.push_back(p.name);
-    std::map<std::string, Tensor> tensors = a.load(tag_name);
+    NamedTensors tensors = a.load(tag_name);
     jobjectArray java_tensors =
         env->NewObjectArray(static_cast<jsize>(names.size()), java_types().tensor, nullptr);
     check(env);

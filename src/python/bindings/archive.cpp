@@ -94,7 +94,7 @@ py::dict load_tensors(const Archive& archive, const std::string& tag, ReadMode m
       for (const ParamInfo& p : archive.params(tag))
         if (p.kind == BlobKind::tensor) wanted.push_back(p.name);
     }
-    std::map<std::string, Tensor> read = archive.load_params(wanted, tag, mode, verify);
+    NamedTensors read = archive.load_params(wanted, tag, mode, verify);
     for (const std::string& name : wanted)
       tensors.emplace_back(name, loaded(read.at(name), mode, dequantize));
   }

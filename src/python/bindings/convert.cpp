@@ -82,7 +82,7 @@ QuantizedTensor.)");
 renamed over `path`. metadata: str -> str, safetensors only. Raises Error
 (code "unsupported") for what the format cannot hold, e.g. strings in
 safetensors. A QuantizedTensor goes to .npz and .safetensors as its integers,
-scales, zero points and a JSON description (README); .npy and .btf refuse it.)");
+scales, zero points and a JSON description (docs/cli.md); .npy and .btf refuse it.)");
   set_public_module(m.attr("write_tensor_file"));
 
   m.def(

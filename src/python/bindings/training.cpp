@@ -14,9 +14,10 @@
 //              <the schedule's fields>}, a MapSchedule's "steps":
 //              [{"start": int, "value": float}], a RampSchedule's "base".
 //
-// Reading renders the config as that JSON and parses it with Python's json
-// module, so both front ends show the same document. Writing accepts the
-// same shape: absent keys take the schema's defaults, unknown keys and
+// Reading builds the dict straight from the C++ TrainingConfig, with the keys
+// in the order the JSON renderer writes them (both walk the same field list,
+// graph/training_fields.hpp), so both front ends show the same document;
+// tests/python compares the two. Writing accepts the same shape: absent keys take the schema's defaults, unknown keys and
 // wrong types are errors (TypeError / ValueError naming the key), and the
 // result is validated by the library (modelzip.InvalidArgumentError).
 #include <pybind11/stl.h>
@@ -29,7 +30,6 @@
 #include <variant>
 
 #include "bindings.hpp"
-#include "graph/render.hpp"
 #include "graph/training_fields.hpp"
 #include "modelzip/error.hpp"
 #include "modelzip/training.hpp"
@@ -267,8 +267,79 @@ TrainingConfig training_config_from_python(py::handle object) {
   return c;
 }
 
+namespace {
+
+py::str text(std::string_view s) { return py::str(s.data(), s.size()); }
+
+// The scalar fields of an updater, schedule or map step into `d`, in order;
+// integer fields stay Python ints.
+template <class S>
+void put_scalars(py::dict& d, const S& s) {
+  graph::detail::for_each_scalar(
+      s, [&](std::string_view key, auto value) { d[text(key)] = py::cast(value); });
+}
+
+py::dict schedule_to_python(const Schedule& schedule) {
+  py::dict d;
+  d["schedule"] = text(schedule_name(schedule));
+  std::visit(
+      [&](const auto& s) {
+        if constexpr (requires { s.type; }) d["type"] = text(schedule_type_name(s.type));
+        put_scalars(d, s);
+      },
+      static_cast<const ScheduleVariant&>(schedule));
+  if (const auto* m = std::get_if<MapSchedule>(&schedule)) {
+    py::list steps;
+    for (const ScheduleStep& step : m->steps) {
+      py::dict sd;
+      put_scalars(sd, step);
+      steps.append(std::move(sd));
+    }
+    d["steps"] = std::move(steps);
+  }
+  if (const auto* r = std::get_if<RampSchedule>(&schedule))
+    d["base"] = r->base ? py::object(schedule_to_python(*r->base)) : py::object(py::none());
+  return d;
+}
+
+py::list texts_to_python(const std::vector<std::string>& items) {
+  py::list out;
+  for (const std::string& s : items) out.append(text(s));
+  return out;
+}
+
+}  // namespace
+
 py::object training_config_to_python(const TrainingConfig& config) {
-  return py::module_::import("json").attr("loads")(graph::training_config_json(config));
+  py::dict out;
+  py::dict updater;
+  updater["type"] = text(updater_name(config.updater));
+  std::visit([&](const auto& u) { put_scalars(updater, u); }, config.updater);
+  out["updater"] = std::move(updater);
+  out["learning_rate_schedule"] = config.learning_rate_schedule
+                                      ? py::object(schedule_to_python(*config.learning_rate_schedule))
+                                      : py::object(py::none());
+  py::list regularization;
+  for (const Regularization& r : config.regularization) {
+    py::dict rd;
+    rd["type"] = text(regularization_name(r.type));
+    rd["coefficient"] = schedule_to_python(r.coefficient);
+    rd["apply_learning_rate"] = py::bool_(r.apply_learning_rate);
+    regularization.append(std::move(rd));
+  }
+  out["regularization"] = std::move(regularization);
+  out["minimize"] = py::bool_(config.minimize);
+  out["feature_mapping"] = texts_to_python(config.feature_mapping);
+  out["label_mapping"] = texts_to_python(config.label_mapping);
+  out["feature_mask_mapping"] = texts_to_python(config.feature_mask_mapping);
+  out["label_mask_mapping"] = texts_to_python(config.label_mask_mapping);
+  out["loss_variables"] = texts_to_python(config.loss_variables);
+  out["iteration_count"] = py::int_(config.iteration_count);
+  out["epoch_count"] = py::int_(config.epoch_count);
+  py::dict properties;
+  for (const auto& [k, v] : config.properties) properties[text(k)] = text(v);
+  out["properties"] = std::move(properties);
+  return out;
 }
 
 }  // namespace modelzip::python

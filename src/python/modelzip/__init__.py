@@ -61,7 +61,7 @@ def open(path: PathLike) -> Archive:  # noqa: A001 (mirrors builtins.open on pur
     """Opens the archive at ``path`` for reading (same as ``Archive(path)``).
 
     ``path`` may be an ``http://``, ``https://`` or ``s3://bucket/key`` URL: the
-    archive is then read by byte ranges into a local cache (README, "Remote
+    archive is then read by byte ranges into a local cache (docs/remote.md, "Remote
     archives"; settings from ``MODELZIP_CACHE_DIR``, ``MODELZIP_NO_CACHE``...).
     """
     return Archive(path)

@@ -643,7 +643,7 @@ def write_tensor_file(path: PathLike, arrays: Mapping[str, Any], *,
     is for safetensors only. Written through a temporary file renamed over
     ``path``. Raises Error (code "unsupported") for what the format cannot
     hold (e.g. strings in safetensors). A QuantizedTensor NAME goes to .npz
-    and .safetensors as plain arrays (README, "Export and import of quantized
+    and .safetensors as plain arrays (docs/cli.md, "Export and import of quantized
     tensors"): NAME (the integers; int4 unpacked to one int8 per element),
     NAME.scales, NAME.zero_points (affine schemes) and the JSON description
     NAME.quantization (a safetensors metadata entry, in .npz a 0-d str

@@ -528,12 +528,16 @@ def save_checkpoint(path: PathLike, tag: str, params: Mapping[str, Any], optimiz
     return writer.commit(tag)
 
 
-def load_checkpoint(path: PathLike, params: Mapping[str, Any], optimizer: Any = None,
-                    tag: Optional[str] = None, *, scheduler: Any = None) -> Any:
+def load_checkpoint(path: PathLike, tag: Optional[str] = None,
+                    params: Optional[Mapping[str, Any]] = None, optimizer: Any = None, *,
+                    scheduler: Any = None) -> Any:
     """Restores this rank's part of a training checkpoint (saved by
     :func:`save_checkpoint` on any number of ranks, or by
     modelzip.torch.save_checkpoint) from tag ``tag`` (None: the newest).
-    No collective: every rank reads only its blocks.
+    No collective: every rank reads only its blocks. ``path, tag`` come first,
+    as for :func:`save_checkpoint`; the order of earlier releases,
+    ``(path, params, optimizer, tag)`` given positionally, still works with a
+    DeprecationWarning.
 
     params: name -> torch tensor to fill in place, whole or as the
       :class:`Shard` (block, global shape, offset) this rank holds now, in any
@@ -548,6 +552,12 @@ def load_checkpoint(path: PathLike, params: Mapping[str, Any], optimizer: Any = 
     missing tag, parameter or block outside the saved shape.
     """
     from . import torch as mzt
+    if isinstance(tag, Mapping):
+        tag, params, optimizer = optimizer, tag, params
+        mzt._warn_old_order("modelzip.distributed.load_checkpoint(path, params, optimizer, tag)",
+                            "load_checkpoint(path, tag, params, optimizer)")
+    if params is None:
+        raise TypeError("load_checkpoint() needs params: name -> tensor or Shard to fill")
     with _modelzip.Archive(path) as archive:
         tag, config, properties = mzt._checkpoint_tag(
             archive, tag, optimizer is not None or scheduler is not None)

@@ -17,7 +17,8 @@ scheduler and counters in one tag::
     modelzip.torch.save_checkpoint("run.zip", f"step-{step}", model, optimizer,
                                    scheduler=scheduler, epoch=epoch)
     ...
-    state = modelzip.torch.load_checkpoint("run.zip", model, optimizer, scheduler=scheduler)
+    state = modelzip.torch.load_checkpoint("run.zip", None, model, optimizer,  # None: newest
+                                           scheduler=scheduler)
     step, epoch = state.iteration, state.epoch   # training resumes bit-exactly
 
 What one tag holds (the layout is specified in schemas/GRAPH.md, section
@@ -42,6 +43,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from typing import Any, Callable, Iterable, Mapping, NamedTuple, Optional
 
 import torch
@@ -387,10 +389,14 @@ def _updater_tensors(archive: Archive, tag: str) -> dict[str, dict[str, Any]]:
     return out
 
 
-def load_checkpoint(path: Any, model: Optional[torch.nn.Module] = None,
-                    optimizer: Optional[torch.optim.Optimizer] = None, tag: Optional[str] = None,
+def load_checkpoint(path: Any, tag: Optional[str] = None, model: Optional[torch.nn.Module] = None,
+                    optimizer: Optional[torch.optim.Optimizer] = None,
                     *, scheduler: Any = None, strict: bool = True) -> TrainingState:
     """Restores ``model``, ``optimizer`` and ``scheduler`` from tag ``tag`` (None: the newest).
+
+    ``path, tag`` come first, as for save_checkpoint and modelzip.save/load. The order of
+    earlier releases, ``(path, model, optimizer, tag)`` given positionally, still works with
+    a DeprecationWarning.
 
     The model's tensors get the saved ones as load_into() copies them (``strict`` as for
     ``load_state_dict``). The optimizer must be of the class that was saved, over the same
@@ -402,6 +408,10 @@ def load_checkpoint(path: Any, model: Optional[torch.nn.Module] = None,
     optimizer and scheduler are then as they were. Returns the counters and the extra
     properties that were saved.
     """
+    if (tag is not None and not isinstance(tag, str)) or isinstance(model, torch.optim.Optimizer):
+        tag, model, optimizer = optimizer, tag, model
+        _warn_old_order("modelzip.torch.load_checkpoint(path, model, optimizer, tag)",
+                        "load_checkpoint(path, tag, model, optimizer)")
     with Archive(path) as archive:
         tag, config, properties = _checkpoint_tag(archive, tag,
                                                   optimizer is not None or scheduler is not None)
@@ -423,6 +433,13 @@ def load_checkpoint(path: Any, model: Optional[torch.nn.Module] = None,
     if scheduler_state is not None:
         scheduler.load_state_dict(scheduler_state)
     return _training_state(tag, config)
+
+
+def _warn_old_order(old: str, new: str) -> None:
+    """The DeprecationWarning of a checkpoint load called in the argument order of earlier
+    releases (tag last), attributed to the caller's caller."""
+    warnings.warn(f"{old} is deprecated: call {new} (tag second, as in save_checkpoint; "
+                  "tag None: the newest)", DeprecationWarning, stacklevel=3)
 
 
 def _checkpoint_tag(archive: Archive, tag: Optional[str],

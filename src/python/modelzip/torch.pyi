@@ -55,8 +55,10 @@ def save_checkpoint(path: PathLike, tag: str, model: torch.nn.Module,
     in the background (a SaveFuture of the WriteStats)."""
 
 
-def load_checkpoint(path: PathLike, model: Optional[torch.nn.Module] = None,
-                    optimizer: Optional[torch.optim.Optimizer] = None, tag: Optional[str] = None,
+def load_checkpoint(path: PathLike, tag: Optional[str] = None,
+                    model: Optional[torch.nn.Module] = None,
+                    optimizer: Optional[torch.optim.Optimizer] = None,
                     *, scheduler: Any = None, strict: bool = True) -> TrainingState:
     """Restores model, optimizer and scheduler from ``tag`` (None: the newest) so training
-    resumes bit-exactly; returns the counters and extra properties."""
+    resumes bit-exactly; returns the counters and extra properties. (The order of earlier
+    releases, ``(path, model, optimizer, tag)``, still works with a DeprecationWarning.)"""
