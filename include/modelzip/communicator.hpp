@@ -25,9 +25,11 @@
 #include <string_view>
 #include <vector>
 
+#include "modelzip/export.hpp"
+
 namespace modelzip {
 
-class Communicator {
+class MODELZIP_API Communicator {
  public:
   virtual ~Communicator() = default;
 

@@ -12,6 +12,7 @@
 
 #include "checkpoint/archive_impl.hpp"
 #include "checkpoint/entry_validators.hpp"
+#include "checkpoint/new_tag_contents.hpp"
 #include "core/position_index.hpp"
 #include "core/progress_tracker.hpp"
 #include "core/suggestions.hpp"
@@ -263,19 +264,19 @@ class AddContext {
     tp.name = tag;
     plan_.tags.push_back(std::move(tp));
     TagPlan& self = plan_.tags.back();
-    for (const auto& p : contents.params()) {
+    for (const auto& p : NewTag::Contents::of(contents).params) {
       BlobRow row;
       row.keys = {p.name};
       switch (p.source) {
-        case NewTag::Param::Source::shared:
+        case NewTag::Contents::Param::Source::shared:
           row.ref = resolve_share(self, TableKind::params, p.from_tag, p.from_param, {});
           break;
-        case NewTag::Param::Source::tensor:
+        case NewTag::Contents::Param::Source::tensor:
           row.ref =
               store(self, TableKind::params, BlobFormat::tensor,
                     format::encode_tensor_blob(p.tensor).pieces, p.options.compression, p.name, {});
           break;
-        case NewTag::Param::Source::embedding: {
+        case NewTag::Contents::Param::Source::embedding: {
           if (auto v = find_entry_validator(tag + "/params/0.fifu")) {
             try {
               v(p.file, Limits{});
@@ -290,7 +291,7 @@ class AddContext {
       }
       self.table(TableKind::params).push_back(std::move(row));
     }
-    for (const auto& s : contents.updater_states()) {
+    for (const auto& s : NewTag::Contents::of(contents).updater_states) {
       BlobRow row;
       row.keys = {s.variable, s.state};
       row.ref = s.shared ? resolve_share(self, TableKind::updater, s.from_tag, s.variable, s.state)
@@ -299,8 +300,8 @@ class AddContext {
                                  s.variable, s.state);
       self.table(TableKind::updater).push_back(std::move(row));
     }
-    self.has_updater = !contents.updater_states().empty();
-    for (const auto& e : contents.entries()) {
+    self.has_updater = !NewTag::Contents::of(contents).updater_states.empty();
+    for (const auto& e : NewTag::Contents::of(contents).entries) {
       if (auto v = find_entry_validator(tag + "/" + e.relative_name)) {
         try {
           v(e.contents, Limits{});
@@ -727,7 +728,7 @@ void Writer::Impl::commit() {
     current_tags = old->tags();
     return;
   }
-  const Archive::Impl* old_impl = old ? &old->internals() : nullptr;
+  const Archive::Impl* old_impl = old ? &Archive::Impl::of(*old) : nullptr;
 
   Stats new_stats;
   Plan plan = plan_from(old_impl);
@@ -740,13 +741,13 @@ void Writer::Impl::commit() {
     comparing.emplace(options.progress, "save", context(), Progress::Stage::compare);
     for (const auto& op : ops)
       if (const auto* add = std::get_if<AddOp>(&op)) {
-        for (const auto& p : add->contents.params()) {
-          if (p.source == NewTag::Param::Source::tensor)
+        for (const auto& p : NewTag::Contents::of(add->contents).params) {
+          if (p.source == NewTag::Contents::Param::Source::tensor)
             comparing->add_to_total(p.tensor.values().size());
-          else if (p.source == NewTag::Param::Source::embedding)
+          else if (p.source == NewTag::Contents::Param::Source::embedding)
             comparing->add_to_total(p.file.size());
         }
-        for (const auto& u : add->contents.updater_states())
+        for (const auto& u : NewTag::Contents::of(add->contents).updater_states)
           if (!u.shared) comparing->add_to_total(u.tensor.values().size());
       }
   }

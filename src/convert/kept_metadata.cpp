@@ -32,7 +32,7 @@ StringMap kept_safetensors_metadata(const Archive& archive, std::string_view tag
   if (!archive.has_entry(entry)) return {};
   const Bytes text = archive.entry(entry, ReadMode::copy);
   try {
-    return format::parse_tag_metadata(text.as_string_view(), archive.internals().limits)
+    return format::parse_tag_metadata(text.as_string_view(), Archive::Impl::of(archive).limits)
         .safetensors;
   } catch (const Error& e) {
     throw e.with_context({.archive = archive.name(), .entry = entry, .tag = resolved});

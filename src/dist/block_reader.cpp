@@ -65,7 +65,7 @@ Tensor read_array_block(const Archive& archive, const ParamInfo& info, const std
   // read yet; of a remote archive, only the block's runs are fetched),
   // decompressed for deflated ones.
   const std::uint64_t esize = dtype_size(info.dtype);
-  const Archive::Impl& impl = archive.internals();
+  const Archive::Impl& impl = Archive::Impl::of(archive);
   std::optional<Tensor> view;
   try {
     view = view_with_runs(impl, impl.entry_or_throw(info.blob), info.shape, block, esize);
@@ -106,7 +106,7 @@ Tensor read_block(const Archive& archive, std::string_view name, const Block& bl
 
 Tensor read_updater_block(const Archive& archive, std::string_view variable, std::string_view state,
                           const Block& block, std::string_view tag, BlockReadStats* stats) {
-  const Archive::Impl& impl = archive.internals();
+  const Archive::Impl& impl = Archive::Impl::of(archive);
   const std::size_t t = impl.usable_tag(tag);
   const std::string key = std::string(variable) + std::string(1, '\0') + std::string(state);
   const ParamInfo info =

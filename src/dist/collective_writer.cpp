@@ -17,6 +17,7 @@
 
 #include "checkpoint/archive_impl.hpp"
 #include "checkpoint/entry_validators.hpp"
+#include "checkpoint/new_tag_contents.hpp"
 #include "core/checked.hpp"
 #include "dist/blocks.hpp"
 #include "dist/commit_target.hpp"
@@ -430,7 +431,7 @@ std::vector<Record> CollectiveWriter::Impl::records_with_dedup(
     r.table = item.table;
     r.state = item.state;
     if (old && options.dedup && item.kind != Kind::shared && !old->tags().empty()) {
-      const auto& impl = old->internals();
+      const auto& impl = Archive::Impl::of(*old);
       const std::size_t prev = impl.tags.size() - 1;
       const auto& tt = impl.tables[prev];
       const auto& index = item.table == TableKind::params ? tt.param_index : tt.updater_index;
@@ -463,7 +464,7 @@ std::vector<Record> CollectiveWriter::Impl::records_with_dedup(
     }
     out.push_back(std::move(r));
   }
-  for (const auto& e : entries.entries()) {
+  for (const auto& e : NewTag::Contents::of(entries).entries) {
     Record r;
     r.rank = comm->rank();
     r.name = e.relative_name;
@@ -536,7 +537,7 @@ Plan CollectiveWriter::Impl::plan(
         throw Error(ErrorCode::not_found,
                     "cannot share '" + name + "' from tag '" + first->from_tag + "': no such tag",
                     ErrorContext{.tag = tag});
-      const auto& impl = old->internals();
+      const auto& impl = Archive::Impl::of(*old);
       const std::size_t pos = impl.tag_position(first->from_tag);
       const BlobRow& row = impl.row(pos, TableKind::params, first->from_param);
       param.ref = row.ref;
@@ -571,7 +572,7 @@ Plan CollectiveWriter::Impl::plan(
                          " elements (global shape " + shape_text(first->global) +
                          "): blocks are missing");
     if (all_equal && old && options.dedup) {
-      const auto& impl = old->internals();
+      const auto& impl = Archive::Impl::of(*old);
       const std::size_t prev = impl.tags.size() - 1;
       const std::string row_key =
           first->table == TableKind::params ? name : name + std::string(1, '\0') + first->state;
@@ -653,9 +654,8 @@ Plan CollectiveWriter::Impl::plan(
     std::uint64_t tail = 4096 + tag.size();
     for (const auto& e : plan.entries) tail += 46 + 28 + 67 + e.entry.size();
     for (const auto& e : root_entries) tail += 46 + 28 + 67 + e.first.entry.size();
-    const std::uint64_t old_tail = target.old() ? target.old()->internals().reader.file().size() -
-                                                      start.offset
-                                                : 0;
+    const std::uint64_t old_tail =
+        target.old() ? Archive::Impl::of(*target.old()).reader.file().size() - start.offset : 0;
     target.protect(detail::checked_add(cursor, tail + old_tail, "archive"));
   }
   // The blocks of the new entries are allocated before any rank writes, so

@@ -48,7 +48,7 @@ CommitTarget::CommitTarget(std::filesystem::path path, bool durable,
   for (;;) {
     if (std::filesystem::exists(impl_->path)) {
       Archive current = Archive::open(impl_->path);
-      const auto& in = current.internals();
+      const auto& in = Archive::Impl::of(current);
       if (!zip::appendable_in_place(in.directory, in.reader.file().span(), format::kTagsEntry)) {
         Writer w = Writer::open(impl_->path, WriterOptions{.durable = durable});
         w.set_metadata(current.metadata());
@@ -65,7 +65,7 @@ CommitTarget::CommitTarget(std::filesystem::path path, bool durable,
     io::remove_stale_temp_files(impl_->path);
     if (!std::filesystem::exists(impl_->path)) break;
     old_.emplace(Archive::open(impl_->path));
-    const auto& in = old_->internals();
+    const auto& in = Archive::Impl::of(*old_);
     if (zip::appendable_in_place(in.directory, in.reader.file().span(), format::kTagsEntry)) {
       allow_rank_locks(impl_->lock->archive_fd(), impl_->path);
       break;
@@ -83,7 +83,7 @@ CommitTarget::Start CommitTarget::begin(const std::string& tag) {
   Impl& m = *impl_;
   try {
     if (old_) {
-      const auto& in = old_->internals();
+      const auto& in = Archive::Impl::of(*old_);
       m.append.emplace(m.path, in.directory, in.reader.file(), std::string(format::kTagsEntry),
                        zip::AppendSession::Options{.durable = m.durable, .tags = {tag}});
       return Start{m.path.string(), m.append->start_offset(), m.append->nonce()};

@@ -189,7 +189,7 @@ graph::Graph load_graph(const Archive& archive, std::string_view tag) {
     throw Error(ErrorCode::not_found, "tag '" + t + "' has no graph.fb (not a graph checkpoint)",
                 ErrorContext{.archive = archive.name(), .entry = entry, .tag = t});
   return with_entry_context(archive, entry, t, [&] {
-    return graph::decode_graph(archive.entry(entry), archive.internals().limits);
+    return graph::decode_graph(archive.entry(entry), Archive::Impl::of(archive).limits);
   });
 }
 
@@ -199,7 +199,8 @@ std::optional<training::TrainingConfig> load_training_config(const Archive& arch
   const std::string entry = t + "/" + std::string(kTrainingConfigEntryName);
   if (!archive.has_entry(entry)) return std::nullopt;
   return with_entry_context(archive, entry, t, [&] {
-    return training::decode_training_config(archive.entry(entry), archive.internals().limits);
+    return training::decode_training_config(archive.entry(entry),
+                                            Archive::Impl::of(archive).limits);
   });
 }
 
@@ -220,7 +221,7 @@ Checkpoint load_checkpoint(const Archive& archive, std::string_view tag, ReadMod
   for (const ParamInfo& s : archive.updater_states(t))
     c.updater_state[s.name][s.state] = archive.updater_state(s.name, s.state, t, mode);
   try {
-    check_consistency(c, archive.internals().limits, ErrorCode::corrupt);
+    check_consistency(c, Archive::Impl::of(archive).limits, ErrorCode::corrupt);
   } catch (const Error& e) {
     throw e.with_context(ErrorContext{.archive = archive.name(), .tag = t});
   }
