@@ -35,8 +35,8 @@
 
 #include "checkpoint/archive_impl.hpp"
 #include "format/tensor_blob.hpp"
-#include "modelzip/distributed.hpp"
-#include "modelzip/mpi.hpp"
+#include "modelzip/dist/distributed.hpp"
+#include "modelzip/dist/mpi.hpp"
 #include "modelzip/writer.hpp"
 
 using namespace modelzip;

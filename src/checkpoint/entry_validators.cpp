@@ -3,7 +3,7 @@
 #include "format/blob_table.hpp"
 #include "format/tag_metadata.hpp"
 #include "graph/entry_validation.hpp"
-#include "modelzip/finalfusion.hpp"
+#include "modelzip/finalfusion/embeddings.hpp"
 
 namespace modelzip {
 namespace {

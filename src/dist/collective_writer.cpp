@@ -30,7 +30,7 @@
 #include "io/posix_file.hpp"
 #include "io/shared_file_writer.hpp"
 #include "io/syscalls.hpp"
-#include "modelzip/distributed.hpp"
+#include "modelzip/dist/distributed.hpp"
 #include "modelzip/error.hpp"
 #include "modelzip/writer.hpp"
 #include "remote/remote_source.hpp"

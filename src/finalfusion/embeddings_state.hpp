@@ -8,7 +8,7 @@
 
 #include "finalfusion/storage.hpp"
 #include "finalfusion/vocab_impl.hpp"
-#include "modelzip/finalfusion.hpp"
+#include "modelzip/finalfusion/embeddings.hpp"
 
 namespace modelzip::finalfusion::detail {
 

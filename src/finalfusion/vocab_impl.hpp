@@ -14,7 +14,7 @@
 #include "core/utf8.hpp"
 #include "finalfusion/subwords.hpp"
 #include "modelzip/error.hpp"
-#include "modelzip/finalfusion.hpp"
+#include "modelzip/finalfusion/embeddings.hpp"
 
 namespace modelzip::finalfusion::detail {
 

@@ -1,7 +1,7 @@
 #include "graph/entry_validation.hpp"
 
-#include "modelzip/graph.hpp"
-#include "modelzip/training.hpp"
+#include "modelzip/graph/graph.hpp"
+#include "modelzip/graph/training.hpp"
 
 namespace modelzip::graph {
 

@@ -86,25 +86,29 @@ def pkg_config(root, *args):
 
 # Headers dedicated to an engine backend: the one foreign header each may
 # include, and the pkg-config package that provides it.
-ENGINE_HEADERS = {"mpi.hpp": ("mpi.h", "ompi-c")}
+ENGINE_HEADERS = {"dist/mpi.hpp": ("mpi.h", "ompi-c")}
 
 
 def test_headers_stand_alone(root):
     include = inside(root, under_prefix("MODELZIP_INCLUDEDIR", "include"))
-    headers = sorted((include / "modelzip").glob("*.hpp"))
-    assert len(headers) == len(list((SOURCE / "include" / "modelzip").glob("*.hpp"))) > 0
+    headers = sorted((include / "modelzip").rglob("*.hpp"))
+    assert len(headers) == len(list((SOURCE / "include" / "modelzip").rglob("*.hpp"))) > 0
+
+    def key(header):  # "archive.hpp", "dist/mpi.hpp"
+        return header.relative_to(include / "modelzip").as_posix()
+
     for header in headers:
         for target in re.findall(r'#\s*include\s*[<"]([^>"]+)[>"]', header.read_text()):
-            if target == ENGINE_HEADERS.get(header.name, ("",))[0]:
+            if target == ENGINE_HEADERS.get(key(header), ("",))[0]:
                 continue
             if "/" in target or target.endswith(".h") or target.endswith(".hpp"):
-                assert target.startswith("modelzip/"), f"{header.name} includes {target}"
-                assert (include / target).is_file(), f"{header.name}: {target} not installed"
+                assert target.startswith("modelzip/"), f"{key(header)} includes {target}"
+                assert (include / target).is_file(), f"{key(header)}: {target} not installed"
 
     def compile_alone(header):
         engine = []
-        if header.name in ENGINE_HEADERS:
-            engine = subprocess.run(["pkg-config", "--cflags", ENGINE_HEADERS[header.name][1]],
+        if key(header) in ENGINE_HEADERS:
+            engine = subprocess.run(["pkg-config", "--cflags", ENGINE_HEADERS[key(header)][1]],
                                     check=True, capture_output=True, text=True).stdout.split()
         return subprocess.run(["c++", "-std=c++20", "-fsyntax-only", "-I", str(include), *engine,
                                "-include", str(header), "-x", "c++", "/dev/null"],
@@ -112,7 +116,7 @@ def test_headers_stand_alone(root):
 
     with ThreadPoolExecutor(2) as pool:
         for header, proc in zip(headers, pool.map(compile_alone, headers)):
-            assert proc.returncode == 0, f"{header.name} alone:\n{proc.stderr}"
+            assert proc.returncode == 0, f"{key(header)} alone:\n{proc.stderr}"
 
 
 def test_pkg_config_file(root):

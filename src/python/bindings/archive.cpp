@@ -11,8 +11,8 @@
 
 #include "arrays.hpp"
 #include "bindings.hpp"
-#include "modelzip/checkpoint.hpp"
-#include "modelzip/finalfusion.hpp"
+#include "modelzip/graph/checkpoint.hpp"
+#include "modelzip/finalfusion/embeddings.hpp"
 
 namespace modelzip::python {
 namespace {

@@ -34,9 +34,9 @@
 
 #include "modelzip/archive.hpp"
 #include "modelzip/export.hpp"
-#include "modelzip/graph.hpp"
+#include "modelzip/graph/graph.hpp"
 #include "modelzip/tensor.hpp"
-#include "modelzip/training.hpp"
+#include "modelzip/graph/training.hpp"
 #include "modelzip/writer.hpp"
 
 namespace modelzip {

@@ -46,7 +46,7 @@
 
 #include "modelzip/bytes.hpp"
 #include "modelzip/export.hpp"
-#include "modelzip/finalfusion.hpp"
+#include "modelzip/finalfusion/embeddings.hpp"
 
 namespace modelzip::finalfusion {
 

@@ -2,7 +2,7 @@
 // together, each writing only its own bytes, and any number of ranks read
 // blocks of it back, each reading only what it needs.
 //
-// Writing (collective, over a Communicator: modelzip/mpi.hpp, or the Python
+// Writing (collective, over a Communicator: modelzip/dist/mpi.hpp, or the Python
 // module modelzip.distributed for torch.distributed and mpi4py):
 //
 //   CollectiveWriter w("model.zip", comm);
@@ -64,7 +64,7 @@
 #include <vector>
 
 #include "modelzip/archive.hpp"
-#include "modelzip/communicator.hpp"
+#include "modelzip/dist/communicator.hpp"
 #include "modelzip/export.hpp"
 #include "modelzip/tensor.hpp"
 
