@@ -35,8 +35,8 @@
 
 #include "checkpoint/archive_impl.hpp"
 #include "format/tensor_blob.hpp"
-#include "modelzip/distributed.hpp"
-#include "modelzip/mpi.hpp"
+#include "modelzip/dist/distributed.hpp"
+#include "modelzip/dist/mpi.hpp"
 #include "modelzip/writer.hpp"
 
 using namespace modelzip;
@@ -325,7 +325,7 @@ int main(int argc, char** argv) {
         Archive a = Archive::open(archive);
         // Bytes a reader reads besides tensor data: the directory and the
         // tables (parsed at open) and the blob headers it decodes.
-        const auto& impl = a.internals();
+        const auto& impl = Archive::Impl::of(a);
         std::uint64_t meta = impl.directory.central_directory_size + 22;
         for (const auto& name : {std::string("modelzip.toml"), std::string("tags.txt"),
                                  a.newest_tag() + "/params.txt"})

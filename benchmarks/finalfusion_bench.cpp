@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "modelzip/archive.hpp"
-#include "modelzip/finalfusion.hpp"
+#include "modelzip/finalfusion/embeddings.hpp"
 #include "modelzip/writer.hpp"
 
 namespace ff = modelzip::finalfusion;

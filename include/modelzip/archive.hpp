@@ -38,6 +38,7 @@
 
 #include "modelzip/bytes.hpp"
 #include "modelzip/error.hpp"
+#include "modelzip/export.hpp"
 #include "modelzip/limits.hpp"
 #include "modelzip/metadata.hpp"
 #include "modelzip/progress.hpp"
@@ -104,7 +105,7 @@ class NamedTensors {
 
 // What params.txt says about one parameter, plus the blob header (dtype and
 // shape) -- all without reading tensor data.
-struct ParamInfo {
+struct MODELZIP_API ParamInfo {
   std::string name;   // parameter name; for updater state: the variable
   std::string state;  // updater state name ("M", "V"...); empty for parameters
   BlobKind kind = BlobKind::tensor;
@@ -138,18 +139,18 @@ enum class ReadMode {
   private_view,
 };
 
-struct OpenOptions {
+struct MODELZIP_API OpenOptions {
   Limits limits;         // work and size limits for untrusted input
   RemoteOptions remote;  // for URLs (modelzip/remote.hpp)
 };
 
 // One problem found by Archive::verify.
-struct Problem {
+struct MODELZIP_API Problem {
   std::string entry;  // the entry concerned ("" for the archive as a whole)
   std::string message;
 };
 
-class Archive {
+class MODELZIP_API Archive {
  public:
   // `path` is a local file or a URL: http://, https:// or s3://bucket/key
   // (is_remote_url). A remote archive is read by ranges: open fetches the
@@ -228,9 +229,8 @@ class Archive {
   // throws Error(cancelled).
   std::vector<Problem> verify(const ProgressCallback& progress = {}) const;
 
+  // The parsed state (opaque: defined and used only inside modelzip).
   class Impl;
-  // The parsed state, for modelzip's own modules (Impl is opaque to users).
-  const Impl& internals() const noexcept { return *impl_; }
 
  private:
   explicit Archive(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}

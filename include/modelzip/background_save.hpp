@@ -39,12 +39,13 @@
 #include <memory>
 #include <string>
 
+#include "modelzip/export.hpp"
 #include "modelzip/metadata.hpp"
 #include "modelzip/writer.hpp"
 
 namespace modelzip {
 
-struct BackgroundSaveOptions {
+struct MODELZIP_API BackgroundSaveOptions {
   WriterOptions writer;
   // When set, called once in the background at commit (Writer::update_metadata).
   std::function<void(Metadata&)> update_metadata;
@@ -57,7 +58,7 @@ struct BackgroundSaveOptions {
   unsigned copy_threads = 0;
 };
 
-class BackgroundSave {
+class MODELZIP_API BackgroundSave {
  public:
   // Snapshots `contents` and starts adding it as tag `tag` to the archive
   // at `archive` (created when missing). Throws std::bad_alloc when the

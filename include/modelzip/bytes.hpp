@@ -18,9 +18,11 @@
 #include <string_view>
 #include <vector>
 
+#include "modelzip/export.hpp"
+
 namespace modelzip {
 
-class Bytes {
+class MODELZIP_API Bytes {
  public:
   Bytes() = default;
 
@@ -51,12 +53,15 @@ class Bytes {
   // True when the bytes live in a memory mapping of a file (zero-copy view).
   bool is_mapped() const noexcept { return mapped_; }
 
+  // Sets is_mapped() (opaque: defined and used only inside modelzip, where
+  // files are mapped).
+  class MappedAccess;
+
  private:
   const std::byte* data_ = nullptr;
   std::size_t size_ = 0;
   std::shared_ptr<const void> keeper_;
   bool mapped_ = false;
-  friend class MappedFileAccess;
 };
 
 }  // namespace modelzip

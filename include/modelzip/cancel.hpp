@@ -14,10 +14,12 @@
 // request_cancel() on SIGINT and SIGTERM and exits with 128 + the signal.
 #pragma once
 
+#include "modelzip/export.hpp"
+
 namespace modelzip {
 
-void request_cancel() noexcept;
-void clear_cancel() noexcept;
-bool cancel_requested() noexcept;
+MODELZIP_API void request_cancel() noexcept;
+MODELZIP_API void clear_cancel() noexcept;
+MODELZIP_API bool cancel_requested() noexcept;
 
 }  // namespace modelzip

@@ -106,12 +106,13 @@
 #include <vector>
 
 #include "modelzip/bytes.hpp"
+#include "modelzip/export.hpp"
 #include "modelzip/limits.hpp"
 #include "modelzip/tensor.hpp"
 
 namespace modelzip::convert {
 
-struct NamedTensor {
+struct MODELZIP_API NamedTensor {
   std::string name;
   Tensor tensor;
 };
@@ -120,14 +121,14 @@ using StringMap = std::map<std::string, std::string>;
 
 enum class Format { npy, npz, safetensors, btf };
 // "npy", "npz", "safetensors", "btf".
-std::string_view to_string(Format format) noexcept;
+MODELZIP_API std::string_view to_string(Format format) noexcept;
 // The format of `path` by its extension (".npy", ".npz", ".safetensors",
 // ".btf"; letter case ignored). Throws Error(unsupported) otherwise.
-Format format_from_extension(const std::filesystem::path& path);
+MODELZIP_API Format format_from_extension(const std::filesystem::path& path);
 
 // The tensors of a file with the format's metadata (safetensors'
 // "__metadata__"; empty for the other formats).
-struct TensorFile {
+struct MODELZIP_API TensorFile {
   Format format = Format::npy;
   std::vector<NamedTensor> tensors;
   StringMap metadata;
@@ -135,42 +136,49 @@ struct TensorFile {
 
 // --- Readers. The returned tensors may view `data` (they keep it alive).
 // One tensor named `name`.
-std::vector<NamedTensor> read_npy(const Bytes& data, std::string name, const Limits& limits = {});
+MODELZIP_API std::vector<NamedTensor> read_npy(const Bytes& data, std::string name,
+                                               const Limits& limits = {});
 // Every member, in the archive's central directory order.
-std::vector<NamedTensor> read_npz(const Bytes& data, const Limits& limits = {});
+MODELZIP_API std::vector<NamedTensor> read_npz(const Bytes& data, const Limits& limits = {});
 // Tensors in data order, and the "__metadata__" map.
-TensorFile read_safetensors(const Bytes& data, const Limits& limits = {});
+MODELZIP_API TensorFile read_safetensors(const Bytes& data, const Limits& limits = {});
 // Tensors in file order, named "0", "1", ...
-std::vector<NamedTensor> read_btf(const Bytes& data, const Limits& limits = {});
+MODELZIP_API std::vector<NamedTensor> read_btf(const Bytes& data, const Limits& limits = {});
 
 // Memory-maps `path` and reads it in the format of its extension; a .npy
 // file's tensor is named after the file's stem; quantized tensors written
 // as plain arrays are joined back (arrays_to_quantized). Errors name the
 // path (ErrorContext::archive).
-TensorFile read_tensor_file(const std::filesystem::path& path, const Limits& limits = {});
+MODELZIP_API TensorFile read_tensor_file(const std::filesystem::path& path,
+                                         const Limits& limits = {});
 
 // --- Writers to streams. Throw Error(io) when the stream fails.
-void write_npy(std::ostream& out, const Tensor& tensor);
-void write_safetensors(std::ostream& out, std::span<const NamedTensor> tensors,
-                       const StringMap& metadata = {});
-void write_btf(std::ostream& out, std::span<const NamedTensor> tensors);
+MODELZIP_API void write_npy(std::ostream& out, const Tensor& tensor);
+MODELZIP_API void write_safetensors(std::ostream& out, std::span<const NamedTensor> tensors,
+                                    const StringMap& metadata = {});
+MODELZIP_API void write_btf(std::ostream& out, std::span<const NamedTensor> tensors);
 
 // --- Writers to files (crash-safe replacement of `path`).
-void write_npy(const std::filesystem::path& path, const Tensor& tensor);
-void write_npz(const std::filesystem::path& path, std::span<const NamedTensor> tensors);
-void write_safetensors(const std::filesystem::path& path, std::span<const NamedTensor> tensors,
-                       const StringMap& metadata = {});
-void write_btf(const std::filesystem::path& path, std::span<const NamedTensor> tensors);
+MODELZIP_API void write_npy(const std::filesystem::path& path, const Tensor& tensor);
+MODELZIP_API void write_npz(const std::filesystem::path& path,
+                            std::span<const NamedTensor> tensors);
+MODELZIP_API void write_safetensors(const std::filesystem::path& path,
+                                    std::span<const NamedTensor> tensors,
+                                    const StringMap& metadata = {});
+MODELZIP_API void write_btf(const std::filesystem::path& path,
+                            std::span<const NamedTensor> tensors);
 
 // Writes `tensors` in `format` (the first form: of `path`'s extension),
 // quantized tensors as plain arrays (quantized_to_arrays). A .npy file holds
 // exactly one tensor (Error(invalid_argument) otherwise); `metadata` is
 // written only to safetensors (Error(unsupported) if non-empty for another
 // format).
-void write_tensor_file(const std::filesystem::path& path, std::span<const NamedTensor> tensors,
-                       const StringMap& metadata = {});
-void write_tensor_file(const std::filesystem::path& path, Format format,
-                       std::span<const NamedTensor> tensors, const StringMap& metadata = {});
+MODELZIP_API void write_tensor_file(const std::filesystem::path& path,
+                                    std::span<const NamedTensor> tensors,
+                                    const StringMap& metadata = {});
+MODELZIP_API void write_tensor_file(const std::filesystem::path& path, Format format,
+                                    std::span<const NamedTensor> tensors,
+                                    const StringMap& metadata = {});
 
 // --- Quantized tensors as plain arrays (see the top of this file).
 // `tensors` with every quantized tensor replaced by its arrays (dense tensors
@@ -180,8 +188,8 @@ void write_tensor_file(const std::filesystem::path& path, Format format,
 // cannot hold them; Error(invalid_argument) when a produced name is used
 // twice (a parameter named like another's NAME.scales) or a description's key
 // is already in `metadata`.
-std::vector<NamedTensor> quantized_to_arrays(std::span<const NamedTensor> tensors, Format format,
-                                             StringMap& metadata);
+MODELZIP_API std::vector<NamedTensor> quantized_to_arrays(std::span<const NamedTensor> tensors,
+                                                          Format format, StringMap& metadata);
 // The reverse, in place: for every description (safetensors: a
 // "__metadata__" key ending in ".quantization"; npz: a utf8 tensor whose name
 // ends in ".quantization"), its arrays become one quantized tensor NAME at
@@ -193,6 +201,6 @@ std::vector<NamedTensor> quantized_to_arrays(std::span<const NamedTensor> tensor
 // keys). Errors: Error(corrupt) (Error(unsupported) for an unknown version,
 // scheme or storage) whose message names the quantized tensor and whose
 // ErrorContext::entry names the array at fault.
-void arrays_to_quantized(TensorFile& file);
+MODELZIP_API void arrays_to_quantized(TensorFile& file);
 
 }  // namespace modelzip::convert

@@ -12,6 +12,8 @@
 #include <optional>
 #include <string_view>
 
+#include "modelzip/export.hpp"
+
 namespace modelzip {
 
 enum class DType : std::uint8_t {
@@ -38,16 +40,16 @@ inline constexpr DType kAllDTypes[] = {
     DType::uint32, DType::uint64,  DType::bfloat16, DType::utf8};
 
 // The type with DL4J number `code`, or nullopt when unsupported.
-std::optional<DType> dtype_from_code(std::uint32_t code) noexcept;
+MODELZIP_API std::optional<DType> dtype_from_code(std::uint32_t code) noexcept;
 
 // numpy-style name: "bool", "float16", "bfloat16", "float32", "int64",
 // "uint8", ..., and "string" for utf8.
-std::string_view dtype_name(DType type) noexcept;
-std::optional<DType> dtype_from_name(std::string_view name) noexcept;
+MODELZIP_API std::string_view dtype_name(DType type) noexcept;
+MODELZIP_API std::optional<DType> dtype_from_name(std::string_view name) noexcept;
 
 // Bytes per element; 0 for utf8 (variable length).
-std::size_t dtype_size(DType type) noexcept;
+MODELZIP_API std::size_t dtype_size(DType type) noexcept;
 
-bool dtype_is_floating(DType type) noexcept;
+MODELZIP_API bool dtype_is_floating(DType type) noexcept;
 
 }  // namespace modelzip

@@ -16,6 +16,8 @@
 #include <string>
 #include <string_view>
 
+#include "modelzip/export.hpp"
+
 namespace modelzip {
 
 enum class ErrorCode {
@@ -29,9 +31,9 @@ enum class ErrorCode {
   cancelled,         // a progress callback asked to stop
 };
 
-std::string_view to_string(ErrorCode code) noexcept;
+MODELZIP_API std::string_view to_string(ErrorCode code) noexcept;
 
-struct ErrorContext {
+struct MODELZIP_API ErrorContext {
   std::string archive;                  // path or name of the archive (or standalone file)
   std::string entry;                    // entry name inside the archive
   std::string tag;                      // checkpoint tag
@@ -39,7 +41,7 @@ struct ErrorContext {
   std::optional<std::uint64_t> offset;  // byte offset inside the entry or file
 };
 
-class Error : public std::runtime_error {
+class MODELZIP_API Error : public std::runtime_error {
  public:
   Error(ErrorCode code, std::string message, ErrorContext context = {});
 

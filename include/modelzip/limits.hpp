@@ -7,9 +7,11 @@
 
 #include <cstdint>
 
+#include "modelzip/export.hpp"
+
 namespace modelzip {
 
-struct Limits {
+struct MODELZIP_API Limits {
   // Entries in one zip archive.
   std::uint64_t max_entries = 10'000'000;
   // Bytes of one text or metadata entry (tags.txt, params.txt, TOML).

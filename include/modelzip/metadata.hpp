@@ -8,11 +8,13 @@
 #include <optional>
 #include <string>
 
+#include "modelzip/export.hpp"
+
 namespace modelzip {
 
 inline constexpr std::uint32_t kFormatVersion = 1;
 
-struct Metadata {
+struct MODELZIP_API Metadata {
   std::uint32_t format_version = kFormatVersion;
   std::optional<std::string> model_name;
   std::optional<std::string> model_version;

@@ -7,9 +7,11 @@
 #include <cstdint>
 #include <functional>
 
+#include "modelzip/export.hpp"
+
 namespace modelzip {
 
-struct Progress {
+struct MODELZIP_API Progress {
   // What the bytes count. A commit with dedup first compares the new
   // tensors with the archive's blobs (reading both: slow on a cold archive)
   // before it writes anything; every other report is `work` (what the

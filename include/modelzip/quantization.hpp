@@ -31,6 +31,7 @@
 
 #include "modelzip/bytes.hpp"
 #include "modelzip/dtype.hpp"
+#include "modelzip/export.hpp"
 
 namespace modelzip {
 
@@ -42,17 +43,17 @@ enum class QuantScheme : std::uint8_t {
 enum class QuantStorage : std::uint8_t { int8 = 0, uint8 = 1, int4 = 2 };
 
 // "affine-per-tensor", "affine-per-axis", "block-symmetric".
-std::string_view quant_scheme_name(QuantScheme scheme) noexcept;
+MODELZIP_API std::string_view quant_scheme_name(QuantScheme scheme) noexcept;
 // "int8", "uint8", "int4".
-std::string_view quant_storage_name(QuantStorage storage) noexcept;
-unsigned quant_storage_bits(QuantStorage storage) noexcept;  // 8 or 4
+MODELZIP_API std::string_view quant_storage_name(QuantStorage storage) noexcept;
+MODELZIP_API unsigned quant_storage_bits(QuantStorage storage) noexcept;  // 8 or 4
 // Smallest and largest storable integer: [-128, 127], [0, 255], [-8, 7].
-std::int64_t quant_storage_min(QuantStorage storage) noexcept;
-std::int64_t quant_storage_max(QuantStorage storage) noexcept;
+MODELZIP_API std::int64_t quant_storage_min(QuantStorage storage) noexcept;
+MODELZIP_API std::int64_t quant_storage_max(QuantStorage storage) noexcept;
 // Bytes of `values` for `numel` elements: numel (8-bit) or ceil(numel / 2).
-std::uint64_t quant_values_bytes(QuantStorage storage, std::uint64_t numel) noexcept;
+MODELZIP_API std::uint64_t quant_values_bytes(QuantStorage storage, std::uint64_t numel) noexcept;
 
-struct Quantization {
+struct MODELZIP_API Quantization {
   QuantScheme scheme = QuantScheme::affine_per_tensor;
   QuantStorage storage = QuantStorage::int8;
   // affine_per_tensor: the scale (> 0, finite) and zero point (in the

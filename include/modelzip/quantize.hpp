@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "modelzip/archive.hpp"
+#include "modelzip/export.hpp"
 #include "modelzip/progress.hpp"
 #include "modelzip/tensor.hpp"
 
@@ -41,15 +42,16 @@ enum class QuantizeScheme : std::uint8_t {
 };
 
 // "int8-per-tensor", "int8-per-channel", "int8-block32", "int4-block32".
-std::string_view quantize_scheme_name(QuantizeScheme scheme) noexcept;
-std::optional<QuantizeScheme> quantize_scheme_from_name(std::string_view name) noexcept;
+MODELZIP_API std::string_view quantize_scheme_name(QuantizeScheme scheme) noexcept;
+MODELZIP_API std::optional<QuantizeScheme> quantize_scheme_from_name(
+    std::string_view name) noexcept;
 
 // Quantizes a dense float16, bfloat16, float32 or float64 tensor of rank >= 1
 // (int8-per-tensor also rank 0). Throws Error(invalid_argument) for another
 // tensor, or when an element is NaN or infinite (naming the element index).
-Tensor quantize(const Tensor& tensor, QuantizeScheme scheme);
+MODELZIP_API Tensor quantize(const Tensor& tensor, QuantizeScheme scheme);
 
-struct QuantizeOptions {
+struct MODELZIP_API QuantizeOptions {
   QuantizeScheme scheme = QuantizeScheme::int8_per_channel;
   // Shell-style globs (fnmatch without flags: `*` also matches `/` and `.`)
   // naming the parameters to quantize. Empty: the default selection below.
@@ -69,9 +71,9 @@ struct QuantizeOptions {
 };
 
 // Whether the default selection quantizes `param` (see QuantizeOptions).
-bool quantize_by_default(const ParamInfo& param, std::uint64_t min_elements);
+MODELZIP_API bool quantize_by_default(const ParamInfo& param, std::uint64_t min_elements);
 
-struct QuantizeResult {
+struct MODELZIP_API QuantizeResult {
   std::vector<std::string> quantized;   // parameters stored quantized, in params.txt order
   std::vector<std::string> referenced;  // parameters written as references to the source tag
   std::uint64_t source_bytes = 0;       // data bytes of the quantized parameters in the source tag
@@ -91,7 +93,8 @@ struct QuantizeResult {
 // Error(already_exists) for an existing `new_tag`, Error(invalid_argument)
 // for a glob that matches nothing or names a parameter that cannot be
 // quantized.
-QuantizeResult quantize_tag(const std::filesystem::path& path, std::string_view from_tag,
-                            std::string new_tag, const QuantizeOptions& options = {});
+MODELZIP_API QuantizeResult quantize_tag(const std::filesystem::path& path,
+                                         std::string_view from_tag, std::string new_tag,
+                                         const QuantizeOptions& options = {});
 
 }  // namespace modelzip

@@ -21,11 +21,12 @@
 #include <optional>
 #include <string>
 
+#include "modelzip/export.hpp"
 #include "modelzip/progress.hpp"
 
 namespace modelzip {
 
-struct RemoteOptions {
+struct MODELZIP_API RemoteOptions {
   // Folder of the byte cache: the fetched ranges of each remote object (one
   // sparse file per URL and version), reused by later opens of the same
   // version until the machine reboots (the file is not synced); least

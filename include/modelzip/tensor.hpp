@@ -32,20 +32,21 @@
 
 #include "modelzip/bytes.hpp"
 #include "modelzip/dtype.hpp"
+#include "modelzip/export.hpp"
 #include "modelzip/quantization.hpp"
 
 namespace modelzip {
 
 enum class Layout : std::uint8_t { dense = 0, sparse_coo = 1, quantized = 2 };
-std::string_view layout_name(Layout layout) noexcept;
+MODELZIP_API std::string_view layout_name(Layout layout) noexcept;
 
 using Shape = std::vector<std::int64_t>;
 
 // Number of elements of `shape`; throws Error(invalid_argument) on a negative
 // dimension or on overflow of uint64.
-std::uint64_t shape_numel(std::span<const std::int64_t> shape);
+MODELZIP_API std::uint64_t shape_numel(std::span<const std::int64_t> shape);
 
-class Tensor {
+class MODELZIP_API Tensor {
  public:
   Tensor() = default;
 

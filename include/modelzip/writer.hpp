@@ -70,6 +70,7 @@
 #include <vector>
 
 #include "modelzip/bytes.hpp"
+#include "modelzip/export.hpp"
 #include "modelzip/metadata.hpp"
 #include "modelzip/progress.hpp"
 #include "modelzip/tensor.hpp"
@@ -81,13 +82,20 @@ enum class Compression : std::uint8_t {
   deflate,  // smaller; decompressed on read
 };
 
-struct ParamOptions {
+struct MODELZIP_API ParamOptions {
   Compression compression = Compression::store;
 };
 
 // The contents of one new tag. Parameters keep their insertion order.
-class NewTag {
+class MODELZIP_API NewTag {
  public:
+  NewTag();
+  ~NewTag();
+  NewTag(const NewTag& other);
+  NewTag& operator=(const NewTag& other);
+  NewTag(NewTag&& other) noexcept;  // leaves `other` empty
+  NewTag& operator=(NewTag&& other) noexcept;
+
   // A tensor parameter. Throws Error(invalid_argument) on an empty or
   // duplicate name.
   void add(std::string name, Tensor tensor, ParamOptions options = {});
@@ -109,38 +117,15 @@ class NewTag {
   void set_entry(std::string relative_name, Bytes contents,
                  Compression compression = Compression::store);
 
-  struct Param {
-    std::string name;
-    enum class Source { tensor, embedding, shared } source = Source::tensor;
-    Tensor tensor;
-    Bytes file;  // embedding
-    std::string from_tag, from_param;
-    ParamOptions options;
-  };
-  struct Entry {
-    std::string relative_name;
-    Bytes contents;
-    Compression compression;
-  };
-  struct UpdaterState {
-    std::string variable, state;
-    bool shared = false;
-    Tensor tensor;
-    std::string from_tag;
-    ParamOptions options;
-  };
-  const std::vector<Param>& params() const noexcept { return params_; }
-  const std::vector<UpdaterState>& updater_states() const noexcept { return updater_; }
-  const std::vector<Entry>& entries() const noexcept { return entries_; }
+  // What was added, in order (opaque: defined and used only inside modelzip).
+  struct Contents;
 
  private:
-  void check_new_name(const std::string& name) const;
-  std::vector<Param> params_;
-  std::vector<UpdaterState> updater_;
-  std::vector<Entry> entries_;
+  Contents& mutable_contents();  // allocates contents_ when null
+  std::unique_ptr<Contents> contents_;  // null when nothing was added (or moved from)
 };
 
-struct WriterOptions {
+struct MODELZIP_API WriterOptions {
   bool dedup = true;
   bool durable = true;  // fsync file and folder before commit returns
   // A commit that only adds and removes tags (add_tag, replace_tag,
@@ -166,7 +151,7 @@ struct WriterOptions {
   std::function<void(const std::string&)> on_notice;
 };
 
-class Writer {
+class MODELZIP_API Writer {
  public:
   // Opens `path` for modification; a missing file starts an empty archive
   // (created at commit). Throws if `path` exists and is not a valid archive.

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "modelzip/archive.hpp"
-#include "modelzip/checkpoint.hpp"
+#include "modelzip/graph/checkpoint.hpp"
 #include "modelzip/error.hpp"
 #include "modelzip/writer.hpp"
 

@@ -41,6 +41,8 @@ class Archive::Impl {
   Impl(std::string name, Bytes file, const OpenOptions& options,
        std::optional<zip::Directory> parsed = std::nullopt,
        std::shared_ptr<const io::ByteSource> source = {});
+  // The parsed state of `archive`, for modelzip's own modules.
+  static const Impl& of(const Archive& archive) noexcept { return *archive.impl_; }
 
   std::string name;
   Limits limits;

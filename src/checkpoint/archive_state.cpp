@@ -4,7 +4,7 @@
 
 namespace modelzip::checkpoint {
 
-ArchiveState::ArchiveState(const Archive& archive) noexcept : impl_(archive.internals()) {}
+ArchiveState::ArchiveState(const Archive& archive) noexcept : impl_(Archive::Impl::of(archive)) {}
 
 const Limits& ArchiveState::limits() const noexcept {
   return impl_.limits;

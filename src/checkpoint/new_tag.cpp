@@ -1,47 +1,76 @@
+#include "checkpoint/new_tag_contents.hpp"
 #include "modelzip/error.hpp"
 #include "modelzip/writer.hpp"
 #include "zip/zip_directory.hpp"
 
 namespace modelzip {
 
-void NewTag::check_new_name(const std::string& name) const {
+using Param = NewTag::Contents::Param;
+using UpdaterState = NewTag::Contents::UpdaterState;
+using Entry = NewTag::Contents::Entry;
+
+NewTag::NewTag() = default;
+NewTag::~NewTag() = default;
+NewTag::NewTag(const NewTag& other)
+    : contents_(other.contents_ ? std::make_unique<Contents>(*other.contents_) : nullptr) {}
+NewTag& NewTag::operator=(const NewTag& other) {
+  if (this != &other)
+    contents_ = other.contents_ ? std::make_unique<Contents>(*other.contents_) : nullptr;
+  return *this;
+}
+NewTag::NewTag(NewTag&& other) noexcept = default;
+NewTag& NewTag::operator=(NewTag&& other) noexcept = default;
+
+NewTag::Contents& NewTag::mutable_contents() {
+  if (!contents_) contents_ = std::make_unique<Contents>();
+  return *contents_;
+}
+
+const NewTag::Contents& NewTag::Contents::of(const NewTag& tag) noexcept {
+  static const Contents empty;
+  return tag.contents_ ? *tag.contents_ : empty;
+}
+
+namespace {
+void check_new_name(const std::vector<Param>& params, const std::string& name) {
   if (name.empty()) throw Error(ErrorCode::invalid_argument, "a parameter name must not be empty");
-  for (const auto& p : params_)
+  for (const auto& p : params)
     if (p.name == name)
       throw Error(ErrorCode::invalid_argument, "parameter '" + name + "' is added twice");
 }
+}  // namespace
 
 void NewTag::add(std::string name, Tensor tensor, ParamOptions options) {
-  check_new_name(name);
+  check_new_name(mutable_contents().params, name);
   Param p;
   p.name = std::move(name);
   p.source = Param::Source::tensor;
   p.tensor = std::move(tensor);
   p.options = options;
-  params_.push_back(std::move(p));
+  mutable_contents().params.push_back(std::move(p));
 }
 
 void NewTag::add_embedding(std::string name, Bytes fifu_file) {
-  check_new_name(name);
+  check_new_name(mutable_contents().params, name);
   Param p;
   p.name = std::move(name);
   p.source = Param::Source::embedding;
   p.file = std::move(fifu_file);
-  params_.push_back(std::move(p));
+  mutable_contents().params.push_back(std::move(p));
 }
 
 void NewTag::share(std::string name, std::string from_tag, std::string from_param) {
-  check_new_name(name);
+  check_new_name(mutable_contents().params, name);
   Param p;
   p.name = std::move(name);
   p.source = Param::Source::shared;
   p.from_tag = std::move(from_tag);
   p.from_param = std::move(from_param);
-  params_.push_back(std::move(p));
+  mutable_contents().params.push_back(std::move(p));
 }
 
 namespace {
-void check_state_key(const std::vector<NewTag::UpdaterState>& states, const std::string& variable,
+void check_state_key(const std::vector<UpdaterState>& states, const std::string& variable,
                      const std::string& state) {
   if (variable.empty() || state.empty())
     throw Error(ErrorCode::invalid_argument, "updater variable and state names must not be empty");
@@ -54,14 +83,14 @@ void check_state_key(const std::vector<NewTag::UpdaterState>& states, const std:
 
 void NewTag::add_updater_state(std::string variable, std::string state, Tensor tensor,
                                ParamOptions options) {
-  check_state_key(updater_, variable, state);
-  updater_.push_back(
+  check_state_key(mutable_contents().updater_states, variable, state);
+  mutable_contents().updater_states.push_back(
       UpdaterState{std::move(variable), std::move(state), false, std::move(tensor), {}, options});
 }
 
 void NewTag::share_updater_state(std::string variable, std::string state, std::string from_tag) {
-  check_state_key(updater_, variable, state);
-  updater_.push_back(
+  check_state_key(mutable_contents().updater_states, variable, state);
+  mutable_contents().updater_states.push_back(
       UpdaterState{std::move(variable), std::move(state), true, {}, std::move(from_tag), {}});
 }
 
@@ -73,13 +102,14 @@ void NewTag::set_entry(std::string relative_name, Bytes contents, Compression co
       relative_name.ends_with("/"))
     throw Error(ErrorCode::invalid_argument,
                 "'" + relative_name + "' is reserved for parameters and updater state");
-  for (auto& e : entries_)
+  for (auto& e : mutable_contents().entries)
     if (e.relative_name == relative_name) {
       e.contents = std::move(contents);
       e.compression = compression;
       return;
     }
-  entries_.push_back(Entry{std::move(relative_name), std::move(contents), compression});
+  mutable_contents().entries.push_back(
+      Entry{std::move(relative_name), std::move(contents), compression});
 }
 
 }  // namespace modelzip

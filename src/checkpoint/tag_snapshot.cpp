@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "checkpoint/new_tag_contents.hpp"
 #include "modelzip/error.hpp"
 
 namespace modelzip::detail {
@@ -25,13 +26,13 @@ void add_tensor_buffers(const Tensor& t, std::vector<const Bytes*>& out) {
 // Every buffer of `tag`, in the order rebuild() takes their copies.
 std::vector<const Bytes*> buffers_of(const NewTag& tag) {
   std::vector<const Bytes*> out;
-  for (const auto& p : tag.params()) {
-    if (p.source == NewTag::Param::Source::tensor) add_tensor_buffers(p.tensor, out);
-    if (p.source == NewTag::Param::Source::embedding) out.push_back(&p.file);
+  for (const auto& p : NewTag::Contents::of(tag).params) {
+    if (p.source == NewTag::Contents::Param::Source::tensor) add_tensor_buffers(p.tensor, out);
+    if (p.source == NewTag::Contents::Param::Source::embedding) out.push_back(&p.file);
   }
-  for (const auto& s : tag.updater_states())
+  for (const auto& s : NewTag::Contents::of(tag).updater_states)
     if (!s.shared) add_tensor_buffers(s.tensor, out);
-  for (const auto& e : tag.entries()) out.push_back(&e.contents);
+  for (const auto& e : NewTag::Contents::of(tag).entries) out.push_back(&e.contents);
   return out;
 }
 
@@ -66,26 +67,27 @@ class StagedCopies {
 
 NewTag rebuild(const NewTag& tag, StagedCopies& copies) {
   NewTag out;
-  for (const auto& p : tag.params()) {
+  for (const auto& p : NewTag::Contents::of(tag).params) {
     switch (p.source) {
-      case NewTag::Param::Source::tensor:
+      case NewTag::Contents::Param::Source::tensor:
         out.add(p.name, copies.tensor(p.tensor), p.options);
         break;
-      case NewTag::Param::Source::embedding:
+      case NewTag::Contents::Param::Source::embedding:
         out.add_embedding(p.name, copies.next());
         break;
-      case NewTag::Param::Source::shared:
+      case NewTag::Contents::Param::Source::shared:
         out.share(p.name, p.from_tag, p.from_param);
         break;
     }
   }
-  for (const auto& s : tag.updater_states()) {
+  for (const auto& s : NewTag::Contents::of(tag).updater_states) {
     if (s.shared)
       out.share_updater_state(s.variable, s.state, s.from_tag);
     else
       out.add_updater_state(s.variable, s.state, copies.tensor(s.tensor), s.options);
   }
-  for (const auto& e : tag.entries()) out.set_entry(e.relative_name, copies.next(), e.compression);
+  for (const auto& e : NewTag::Contents::of(tag).entries)
+    out.set_entry(e.relative_name, copies.next(), e.compression);
   return out;
 }
 

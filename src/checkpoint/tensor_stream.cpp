@@ -10,7 +10,7 @@ namespace modelzip {
 TensorStream::TensorStream(const Archive& archive, std::string_view name, std::string_view tag)
     : archive_(archive) {
   const ParamInfo info = archive.param(name, tag);
-  const Archive::Impl& impl = archive.internals();
+  const Archive::Impl& impl = Archive::Impl::of(archive);
   tag_ = archive.find_tag(tag.empty() ? archive.newest_tag() : tag).value_or(std::string(tag));
   if (info.kind != BlobKind::tensor)
     throw Error(ErrorCode::invalid_argument,
@@ -27,7 +27,7 @@ TensorStream::TensorStream(const Archive& archive, const zip::EntryInfo& entry, 
 
 TensorStream TensorStream::updater_state(const Archive& archive, std::string_view variable,
                                          std::string_view state, std::string_view tag) {
-  const Archive::Impl& impl = archive.internals();
+  const Archive::Impl& impl = Archive::Impl::of(archive);
   const std::size_t t = impl.usable_tag(tag);
   const std::string key = std::string(variable) + std::string(1, '\0') + std::string(state);
   const format::BlobRow& row = impl.row(t, format::TableKind::updater, key);
@@ -37,7 +37,7 @@ TensorStream TensorStream::updater_state(const Archive& archive, std::string_vie
 }
 
 void TensorStream::read_header() {
-  const Archive::Impl& impl = archive_.internals();
+  const Archive::Impl& impl = Archive::Impl::of(archive_);
   try {
     Bytes prefix = impl.reader.read_prefix(*entry_, 4);
     const std::uint64_t size =
@@ -54,7 +54,7 @@ bool TensorStream::streamable() const noexcept {
 }
 
 void TensorStream::write_values(const std::function<void(std::span<const std::byte>)>& sink) const {
-  const Archive::Impl& impl = archive_.internals();
+  const Archive::Impl& impl = Archive::Impl::of(archive_);
   if (!streamable())
     throw Error(ErrorCode::unsupported, "this tensor cannot be streamed",
                 impl.context(entry_->name, tag_));
@@ -73,7 +73,7 @@ void TensorStream::write_values(const std::function<void(std::span<const std::by
 }
 
 void TensorStream::check() const {
-  const Archive::Impl& impl = archive_.internals();
+  const Archive::Impl& impl = Archive::Impl::of(archive_);
   try {
     impl.reader.stream(*entry_, [](std::span<const std::byte>) {});
   } catch (const Error& e) {

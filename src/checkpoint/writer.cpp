@@ -275,14 +275,14 @@ class AddContext {
     tp.name = tag;
     plan_.tags.push_back(std::move(tp));
     TagPlan& self = plan_.tags.back();
-    for (const auto& p : contents.params()) {
+    for (const auto& p : NewTag::Contents::of(contents).params) {
       BlobRow row;
       row.keys = {p.name};
       switch (p.source) {
-        case NewTag::Param::Source::shared:
+        case NewTag::Contents::Param::Source::shared:
           row.ref = resolve_share(self, TableKind::params, p.from_tag, p.from_param, {});
           break;
-        case NewTag::Param::Source::tensor:
+        case NewTag::Contents::Param::Source::tensor:
           row.ref =
               store(self, TableKind::params, BlobFormat::tensor,
                     format::encode_tensor_blob(p.tensor).pieces, p.options.compression, p.name, {});
@@ -302,7 +302,7 @@ class AddContext {
       }
       self.table(TableKind::params).push_back(std::move(row));
     }
-    for (const auto& s : contents.updater_states()) {
+    for (const auto& s : NewTag::Contents::of(contents).updater_states) {
       BlobRow row;
       row.keys = {s.variable, s.state};
       row.ref = s.shared ? resolve_share(self, TableKind::updater, s.from_tag, s.variable, s.state)
@@ -311,8 +311,8 @@ class AddContext {
                                  s.variable, s.state);
       self.table(TableKind::updater).push_back(std::move(row));
     }
-    self.has_updater = !contents.updater_states().empty();
-    for (const auto& e : contents.entries()) {
+    self.has_updater = !NewTag::Contents::of(contents).updater_states.empty();
+    for (const auto& e : NewTag::Contents::of(contents).entries) {
       if (auto v = find_entry_validator(tag + "/" + e.relative_name)) {
         try {
           v(e.contents, Limits{});
@@ -776,7 +776,7 @@ void Writer::Impl::commit() {
   } forget{archive_fd};
   std::optional<Archive> old = recovered_archive();
   if (old && ops.empty() && metadata_edits.empty()) return keep_unchanged(*old);
-  plan_and_write(old ? &old->internals() : nullptr);
+  plan_and_write(old ? &Archive::Impl::of(*old) : nullptr);
 }
 
 void Writer::Impl::plan_and_write(const Archive::Impl* old_impl) {

@@ -15,8 +15,8 @@
 #include "modelzip/archive.hpp"
 #include "modelzip/convert.hpp"
 #include "modelzip/error.hpp"
-#include "modelzip/finalfusion.hpp"
-#include "modelzip/finalfusion_convert.hpp"
+#include "modelzip/finalfusion/embeddings.hpp"
+#include "modelzip/finalfusion/convert.hpp"
 
 namespace modelzip::cli {
 namespace {

@@ -5,7 +5,7 @@
 #include "cli/open_archive.hpp"
 #include "cli/terminal.hpp"
 #include "graph/render.hpp"
-#include "modelzip/checkpoint.hpp"
+#include "modelzip/graph/checkpoint.hpp"
 
 namespace modelzip::cli {
 namespace {

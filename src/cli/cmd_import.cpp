@@ -11,8 +11,8 @@
 #include "io/mapped_file.hpp"
 #include "modelzip/convert.hpp"
 #include "modelzip/error.hpp"
-#include "modelzip/finalfusion.hpp"
-#include "modelzip/finalfusion_convert.hpp"
+#include "modelzip/finalfusion/embeddings.hpp"
+#include "modelzip/finalfusion/convert.hpp"
 #include "modelzip/writer.hpp"
 
 namespace modelzip::cli {

@@ -7,7 +7,7 @@
 #include "cli/terminal.hpp"
 #include "modelzip/archive.hpp"
 #include "modelzip/error.hpp"
-#include "modelzip/finalfusion.hpp"
+#include "modelzip/finalfusion/embeddings.hpp"
 
 namespace modelzip::cli {
 namespace {

@@ -7,7 +7,7 @@
 #include "cli/open_archive.hpp"
 #include "core/utf8.hpp"
 #include "modelzip/error.hpp"
-#include "modelzip/finalfusion_convert.hpp"
+#include "modelzip/finalfusion/convert.hpp"
 
 namespace modelzip::cli {
 namespace {

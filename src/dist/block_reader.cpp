@@ -12,7 +12,7 @@
 #include "core/checked.hpp"
 #include "dist/blocks.hpp"
 #include "format/tensor_blob.hpp"
-#include "modelzip/distributed.hpp"
+#include "modelzip/dist/distributed.hpp"
 #include "modelzip/error.hpp"
 
 namespace modelzip {

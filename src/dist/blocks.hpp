@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "modelzip/distributed.hpp"
+#include "modelzip/dist/distributed.hpp"
 
 namespace modelzip::dist {
 

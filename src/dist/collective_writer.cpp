@@ -30,7 +30,7 @@
 #include "io/durable_file.hpp"
 #include "io/file_sink.hpp"
 #include "io/shared_file_writer.hpp"
-#include "modelzip/distributed.hpp"
+#include "modelzip/dist/distributed.hpp"
 #include "modelzip/error.hpp"
 #include "modelzip/writer.hpp"
 #include "remote/remote_source.hpp"

@@ -13,7 +13,7 @@
 
 #include "core/checked.hpp"
 #include "format/blob_table.hpp"
-#include "modelzip/distributed.hpp"
+#include "modelzip/dist/distributed.hpp"
 #include "modelzip/error.hpp"
 #include "modelzip/tensor.hpp"
 #include "zip/entry_writer.hpp"

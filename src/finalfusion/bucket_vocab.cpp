@@ -12,7 +12,7 @@ Vocab read_bucket_vocab(modelzip::detail::ByteReader& body) {
   const auto max_n = body.read<std::uint32_t>("BucketSubwordVocab max_n");
   const auto exponent = body.read<std::uint32_t>("BucketSubwordVocab bucket exponent");
   auto words = read_words(body, count, "BucketSubwordVocab word");
-  return Vocab(make_bucket_vocab(std::move(words), min_n, max_n, exponent, failure));
+  return Vocab::Access::make(make_bucket_vocab(std::move(words), min_n, max_n, exponent, failure));
 }
 
 void write_bucket_vocab(Sink& sink, const VocabImpl& vocab) {

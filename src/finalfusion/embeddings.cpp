@@ -145,7 +145,7 @@ void write_file(Sink& sink, const EmbeddingsState& state) {
   sink.u32(static_cast<std::uint32_t>(ids.size()));
   for (auto id : ids) sink.u32(static_cast<std::uint32_t>(id));
   if (state.metadata) write_metadata(sink, *state.metadata);
-  write_vocab_chunk(sink, state.vocab.impl());
+  write_vocab_chunk(sink, Vocab::Access::impl(state.vocab));
   if (state.storage.quantized)
     write_quantized(sink, state.storage.pq);
   else
@@ -163,7 +163,7 @@ Embeddings Embeddings::read(Bytes file, std::string name) {
   try {
     auto state = detail::parse_file(file);
     state->name = std::move(name);
-    return Embeddings(std::move(state));
+    return Embeddings::Access::make(std::move(state));
   } catch (const Error& e) {
     throw e.with_context(ErrorContext{.entry = name});
   }
@@ -174,7 +174,7 @@ Embeddings Embeddings::open(const std::filesystem::path& path, bool mmap) {
   try {
     auto state = detail::parse_file(bytes);
     state->name = path.string();
-    return Embeddings(std::move(state));
+    return Embeddings::Access::make(std::move(state));
   } catch (const Error& e) {
     throw e.with_context(ErrorContext{.archive = path.string()});
   }
@@ -199,7 +199,7 @@ Embeddings Embeddings::from_matrix(Vocab vocab, std::vector<float> matrix, std::
   }
   state->metadata = std::move(metadata);
   detail::check_consistency(*state, detail::Failure{ErrorCode::invalid_argument, {}});
-  return Embeddings(std::move(state));
+  return Embeddings::Access::make(std::move(state));
 }
 
 void Embeddings::write(std::ostream& out) const {
@@ -235,7 +235,7 @@ std::shared_ptr<EmbeddingsState> copy_state(const EmbeddingsState& s) {
 Embeddings Embeddings::with_metadata(std::optional<Metadata> metadata) const {
   auto c = copy_state(*state_);
   c->metadata = std::move(metadata);
-  return Embeddings(std::move(c));
+  return Embeddings::Access::make(std::move(c));
 }
 
 Embeddings Embeddings::with_norms(std::optional<std::vector<float>> norms) const {
@@ -244,7 +244,7 @@ Embeddings Embeddings::with_norms(std::optional<std::vector<float>> norms) const
   c->norms =
       norms ? detail::SharedArray<float>::owned(std::move(*norms)) : detail::SharedArray<float>{};
   detail::check_consistency(*c, detail::Failure{ErrorCode::invalid_argument, {}});
-  return Embeddings(std::move(c));
+  return Embeddings::Access::make(std::move(c));
 }
 
 const std::string& Embeddings::name() const noexcept {

@@ -8,13 +8,13 @@
 
 #include "finalfusion/storage.hpp"
 #include "finalfusion/vocab_impl.hpp"
-#include "modelzip/finalfusion.hpp"
+#include "modelzip/finalfusion/embeddings.hpp"
 
 namespace modelzip::finalfusion::detail {
 
 struct EmbeddingsState {
   std::string name;
-  Vocab vocab{nullptr};
+  Vocab vocab = Vocab::Access::make(nullptr);
   std::optional<Metadata> metadata;
   Storage storage;
   SharedArray<float> norms;  // one per word, or empty
@@ -32,3 +32,17 @@ struct EmbeddingsState {
 void check_consistency(const EmbeddingsState& state, const Failure& failure);
 
 }  // namespace modelzip::finalfusion::detail
+
+namespace modelzip::finalfusion {
+
+class Embeddings::Access {
+ public:
+  static Embeddings make(std::shared_ptr<const detail::EmbeddingsState> state) {
+    return Embeddings(std::move(state));
+  }
+  static const detail::EmbeddingsState& state(const Embeddings& embeddings) noexcept {
+    return *embeddings.state_;
+  }
+};
+
+}  // namespace modelzip::finalfusion

@@ -25,7 +25,8 @@ Vocab read_explicit_vocab(modelzip::detail::ByteReader& body) {
     const auto index = body.read<std::uint64_t>("ExplicitSubwordVocab n-gram index");
     ngrams.emplace_back(std::move(ngram), index);
   }
-  return Vocab(make_explicit_vocab(std::move(words), min_n, max_n, std::move(ngrams), failure));
+  return Vocab::Access::make(
+      make_explicit_vocab(std::move(words), min_n, max_n, std::move(ngrams), failure));
 }
 
 void write_explicit_vocab(Sink& sink, const VocabImpl& vocab) {

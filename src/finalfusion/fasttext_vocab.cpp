@@ -11,7 +11,7 @@ Vocab read_fasttext_vocab(modelzip::detail::ByteReader& body) {
   const auto max_n = body.read<std::uint32_t>("FastTextSubwordVocab max_n");
   const auto buckets = body.read<std::uint32_t>("FastTextSubwordVocab buckets");
   auto words = read_words(body, count, "FastTextSubwordVocab word");
-  return Vocab(make_fasttext_vocab(std::move(words), min_n, max_n, buckets, failure));
+  return Vocab::Access::make(make_fasttext_vocab(std::move(words), min_n, max_n, buckets, failure));
 }
 
 void write_fasttext_vocab(Sink& sink, const VocabImpl& vocab) {

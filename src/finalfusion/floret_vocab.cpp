@@ -14,8 +14,8 @@ Vocab read_floret_vocab(modelzip::detail::ByteReader& body) {
   const auto seed = body.read<std::uint32_t>("FloretSubwordVocab seed");
   std::string bow(read_string(body, "FloretSubwordVocab begin-of-word marker"));
   std::string eow(read_string(body, "FloretSubwordVocab end-of-word marker"));
-  return Vocab(make_floret_vocab(min_n, max_n, buckets, hashes, seed, std::move(bow),
-                                 std::move(eow), failure));
+  return Vocab::Access::make(make_floret_vocab(min_n, max_n, buckets, hashes, seed, std::move(bow),
+                                               std::move(eow), failure));
 }
 
 void write_floret_vocab(Sink& sink, const VocabImpl& vocab) {

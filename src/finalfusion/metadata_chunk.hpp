@@ -2,7 +2,7 @@
 #pragma once
 
 #include "finalfusion/chunk_io.hpp"
-#include "modelzip/finalfusion.hpp"
+#include "modelzip/finalfusion/embeddings.hpp"
 
 namespace modelzip::finalfusion::detail {
 

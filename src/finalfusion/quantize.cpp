@@ -216,7 +216,7 @@ QuantizeResult quantize(const Embeddings& embeddings, const PqOptions& options) 
   for (auto& t : pool) t.join();
 
   auto state = std::make_shared<detail::EmbeddingsState>();
-  const auto& in = embeddings.state();
+  const auto& in = Embeddings::Access::state(embeddings);
   state->name = in.name;
   state->vocab = in.vocab;
   state->metadata = in.metadata;
@@ -243,7 +243,7 @@ QuantizeResult quantize(const Embeddings& embeddings, const PqOptions& options) 
     }
   }
   const double mse = n ? error / (static_cast<double>(n) * static_cast<double>(d)) : 0.0;
-  return QuantizeResult{Embeddings(std::move(state)), mse};
+  return QuantizeResult{Embeddings::Access::make(std::move(state)), mse};
 }
 
 Embeddings dequantize(const Embeddings& embeddings) {
@@ -251,7 +251,7 @@ Embeddings dequantize(const Embeddings& embeddings) {
   const std::size_t n = embeddings.rows(), d = embeddings.dims();
   std::vector<float> matrix(n * d);
   for (std::size_t r = 0; r < n; ++r)
-    embeddings.state().storage.pq.reconstruct(r, matrix.data() + r * d);
+    Embeddings::Access::state(embeddings).storage.pq.reconstruct(r, matrix.data() + r * d);
   std::optional<std::vector<float>> norms;
   if (embeddings.has_norms()) norms.emplace(embeddings.norms().begin(), embeddings.norms().end());
   auto out = Embeddings::from_matrix(embeddings.vocab(), std::move(matrix), d, std::move(norms),

@@ -24,14 +24,14 @@ bool lookup(const EmbeddingsState& s, std::string_view word, float* out, float* 
   std::size_t count = 0;
   if (s.storage.quantized) {
     std::vector<float> scratch(d);
-    s.vocab.impl().for_each_subword_row(
+    Vocab::Access::impl(s.vocab).for_each_subword_row(
         word, [&](std::string_view, std::size_t, std::uint64_t row) {
           s.storage.add_row(static_cast<std::size_t>(row), out, scratch.data());
           ++count;
         });
   } else {
     const auto& dense = s.storage.dense;
-    s.vocab.impl().for_each_subword_row(
+    Vocab::Access::impl(s.vocab).for_each_subword_row(
         word, [&](std::string_view, std::size_t, std::uint64_t row) {
           detail::add(out, dense.row(static_cast<std::size_t>(row)), d);
           ++count;
@@ -60,7 +60,7 @@ std::vector<WordSimilarity> top_k(const EmbeddingsState& s, const float* query, 
   const std::size_t d = s.storage.dims();
   const std::size_t n = s.vocab.words_len();
   if (k == 0 || n == 0) return {};
-  const auto& words = s.vocab.impl().words;
+  const auto& words = Vocab::Access::impl(s.vocab).words;
   std::vector<float> q(query, query + d);
   detail::l2_normalize(q.data(), d);
   const std::vector<float>& inverse = s.word_inverse_norms();

@@ -7,7 +7,7 @@ Vocab read_simple_vocab(modelzip::detail::ByteReader& body) {
   const Failure failure = corrupt_at(body);
   const auto count = body.read<std::uint64_t>("SimpleVocab length");
   auto words = read_words(body, count, "SimpleVocab word");
-  return Vocab(make_simple_vocab(std::move(words), failure));
+  return Vocab::Access::make(make_simple_vocab(std::move(words), failure));
 }
 
 void write_simple_vocab(Sink& sink, const VocabImpl& vocab) {

@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "modelzip/error.hpp"
-#include "modelzip/finalfusion.hpp"
+#include "modelzip/finalfusion/embeddings.hpp"
 
 namespace modelzip::finalfusion {
 namespace detail {

@@ -2,7 +2,7 @@
 // fixed-size fields at the start of each chunk (schemas/FINALFUSION.md
 // sections 1 to 6), skipping everything else by the chunk lengths.
 #include "finalfusion/chunk_io.hpp"
-#include "modelzip/finalfusion.hpp"
+#include "modelzip/finalfusion/embeddings.hpp"
 
 namespace modelzip::finalfusion {
 

@@ -181,25 +181,28 @@ std::string_view to_string(VocabKind kind) noexcept {
 Vocab::Vocab(std::shared_ptr<const detail::VocabImpl> impl) : impl_(std::move(impl)) {}
 
 Vocab Vocab::simple(std::vector<std::string> words) {
-  return Vocab(detail::make_simple_vocab(std::move(words), {}));
+  return Vocab::Access::make(detail::make_simple_vocab(std::move(words), {}));
 }
 Vocab Vocab::bucket_subwords(std::vector<std::string> words, std::uint32_t min_n,
                              std::uint32_t max_n, std::uint32_t bucket_exponent) {
-  return Vocab(detail::make_bucket_vocab(std::move(words), min_n, max_n, bucket_exponent, {}));
+  return Vocab::Access::make(
+      detail::make_bucket_vocab(std::move(words), min_n, max_n, bucket_exponent, {}));
 }
 Vocab Vocab::fasttext_subwords(std::vector<std::string> words, std::uint32_t min_n,
                                std::uint32_t max_n, std::uint32_t n_buckets) {
-  return Vocab(detail::make_fasttext_vocab(std::move(words), min_n, max_n, n_buckets, {}));
+  return Vocab::Access::make(
+      detail::make_fasttext_vocab(std::move(words), min_n, max_n, n_buckets, {}));
 }
 Vocab Vocab::explicit_ngrams(std::vector<std::string> words, std::uint32_t min_n,
                              std::uint32_t max_n,
                              std::vector<std::pair<std::string, std::uint64_t>> ngrams) {
-  return Vocab(detail::make_explicit_vocab(std::move(words), min_n, max_n, std::move(ngrams), {}));
+  return Vocab::Access::make(
+      detail::make_explicit_vocab(std::move(words), min_n, max_n, std::move(ngrams), {}));
 }
 Vocab Vocab::floret(std::uint32_t min_n, std::uint32_t max_n, std::uint64_t n_buckets,
                     std::uint32_t n_hashes, std::uint32_t seed, std::string bow, std::string eow) {
-  return Vocab(detail::make_floret_vocab(min_n, max_n, n_buckets, n_hashes, seed, std::move(bow),
-                                         std::move(eow), {}));
+  return Vocab::Access::make(detail::make_floret_vocab(min_n, max_n, n_buckets, n_hashes, seed,
+                                                       std::move(bow), std::move(eow), {}));
 }
 
 VocabKind Vocab::kind() const noexcept {

@@ -14,7 +14,7 @@
 #include "core/utf8.hpp"
 #include "finalfusion/subwords.hpp"
 #include "modelzip/error.hpp"
-#include "modelzip/finalfusion.hpp"
+#include "modelzip/finalfusion/embeddings.hpp"
 
 namespace modelzip::finalfusion::detail {
 
@@ -150,3 +150,13 @@ std::shared_ptr<VocabImpl> make_floret_vocab(std::uint32_t min_n, std::uint32_t 
                                              const Failure& f);
 
 }  // namespace modelzip::finalfusion::detail
+
+namespace modelzip::finalfusion {
+
+class Vocab::Access {
+ public:
+  static Vocab make(std::shared_ptr<const detail::VocabImpl> impl) { return Vocab(std::move(impl)); }
+  static const detail::VocabImpl& impl(const Vocab& vocab) noexcept { return *vocab.impl_; }
+};
+
+}  // namespace modelzip::finalfusion

@@ -1,5 +1,5 @@
 // Whole checkpoints: graph.fb + trainingConfig.fb + params + updater state.
-#include "modelzip/checkpoint.hpp"
+#include "modelzip/graph/checkpoint.hpp"
 
 #include <algorithm>
 #include <unordered_map>

@@ -1,9 +1,9 @@
 #include "graph/entry_validation.hpp"
 
 #include "checkpoint/entry_validators.hpp"
-#include "modelzip/finalfusion.hpp"
-#include "modelzip/graph.hpp"
-#include "modelzip/training.hpp"
+#include "modelzip/finalfusion/embeddings.hpp"
+#include "modelzip/graph/graph.hpp"
+#include "modelzip/graph/training.hpp"
 
 namespace modelzip::graph {
 

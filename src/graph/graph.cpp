@@ -7,7 +7,7 @@
 #include "graph/flatbuffer_input.hpp"
 #include "graph/rules.hpp"
 #include "modelzip/error.hpp"
-#include "modelzip/graph.hpp"
+#include "modelzip/graph/graph.hpp"
 
 namespace modelzip::graph {
 

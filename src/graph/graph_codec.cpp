@@ -3,7 +3,7 @@
 #include "graph/rules.hpp"
 #include "graph_generated.h"
 #include "modelzip/error.hpp"
-#include "modelzip/graph.hpp"
+#include "modelzip/graph/graph.hpp"
 
 namespace modelzip::graph {
 namespace {

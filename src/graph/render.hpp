@@ -12,8 +12,8 @@
 #include <string_view>
 
 #include "modelzip/archive.hpp"
-#include "modelzip/graph.hpp"
-#include "modelzip/training.hpp"
+#include "modelzip/graph/graph.hpp"
+#include "modelzip/graph/training.hpp"
 
 namespace modelzip::graph {
 

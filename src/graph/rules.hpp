@@ -4,16 +4,16 @@
 #pragma once
 
 #include "modelzip/error.hpp"
-#include "modelzip/graph.hpp"
+#include "modelzip/graph/graph.hpp"
 #include "modelzip/limits.hpp"
-#include "modelzip/training.hpp"
+#include "modelzip/graph/training.hpp"
 
 namespace modelzip::graph::detail {
 
-// The rules listed in modelzip/graph.hpp.
+// The rules listed in modelzip/graph/graph.hpp.
 void check_graph(const Graph& graph, const Limits& limits, ErrorCode code);
 
-// The rules listed in modelzip/training.hpp.
+// The rules listed in modelzip/graph/training.hpp.
 void check_training_config(const training::TrainingConfig& config, ErrorCode code);
 
 // Config names that must exist in the graph: mappings name placeholders,

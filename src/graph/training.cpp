@@ -6,7 +6,7 @@
 #include "graph/flatbuffer_input.hpp"
 #include "graph/rules.hpp"
 #include "modelzip/error.hpp"
-#include "modelzip/training.hpp"
+#include "modelzip/graph/training.hpp"
 
 namespace modelzip::training {
 namespace {

@@ -2,7 +2,7 @@
 #include "graph/flatbuffer_input.hpp"
 #include "graph/rules.hpp"
 #include "modelzip/error.hpp"
-#include "modelzip/training.hpp"
+#include "modelzip/graph/training.hpp"
 #include "training_generated.h"
 
 namespace modelzip::training {

@@ -1,5 +1,5 @@
 // The named scalar fields of every updater and schedule struct
-// (modelzip/training.hpp) and of a MapSchedule's steps, in schema order: the one list that the JSON
+// (modelzip/graph/training.hpp) and of a MapSchedule's steps, in schema order: the one list that the JSON
 // and text rendering (render_training.cpp) and the Python dict reader
 // (python/bindings/training.cpp) share, so both front ends use the same keys
 // in the same order. Not listed: a schedule's `type` (a name), a
@@ -17,7 +17,7 @@
 #include <type_traits>
 #include <variant>
 
-#include "modelzip/training.hpp"
+#include "modelzip/graph/training.hpp"
 
 namespace modelzip::graph::detail {
 

@@ -15,8 +15,8 @@
 
 namespace modelzip {
 
-// Grants io::map_file access to Bytes' mapped flag.
-class MappedFileAccess {
+// Sets Bytes' mapped flag for the views made here.
+class Bytes::MappedAccess {
  public:
   static Bytes mark_mapped(Bytes b) {
     b.mapped_ = true;
@@ -53,7 +53,7 @@ Bytes map_file(const std::filesystem::path& path) {
   void* address = ::mmap(nullptr, length, PROT_READ, MAP_PRIVATE, f.get(), 0);
   if (address == MAP_FAILED) throw_errno(path, "cannot map");
   auto mapping = std::make_shared<const Mapping>(address, length);
-  return MappedFileAccess::mark_mapped(Bytes::borrow(
+  return Bytes::MappedAccess::mark_mapped(Bytes::borrow(
       std::span<const std::byte>(static_cast<const std::byte*>(address), length), mapping));
 }
 
@@ -86,7 +86,7 @@ Bytes map_prefix_with_tail(int fd, const std::filesystem::path& path, std::uint6
     if (!tail.empty()) std::memcpy(bytes + prefix, tail.data(), tail.size());
     ::mprotect(bytes + split, rest, PROT_READ);
   }
-  return MappedFileAccess::mark_mapped(
+  return Bytes::MappedAccess::mark_mapped(
       Bytes::borrow(std::span<const std::byte>(bytes, length), mapping));
 }
 
@@ -99,7 +99,7 @@ Bytes map_shared(int fd, std::uint64_t length, const std::string& name) {
   void* address = ::mmap(nullptr, static_cast<std::size_t>(length), PROT_READ, MAP_SHARED, fd, 0);
   if (address == MAP_FAILED) throw_errno(name, "cannot map");
   auto mapping = std::make_shared<const Mapping>(address, static_cast<std::size_t>(length));
-  return MappedFileAccess::mark_mapped(Bytes::borrow(
+  return Bytes::MappedAccess::mark_mapped(Bytes::borrow(
       std::span<const std::byte>(static_cast<const std::byte*>(address), length), mapping));
 }
 
@@ -118,7 +118,7 @@ Bytes map_private_writable(int fd, std::uint64_t offset, std::uint64_t length,
                          MAP_PRIVATE, fd, static_cast<off_t>(start));
   if (address == MAP_FAILED) throw_errno(name, "cannot map privately");
   auto mapping = std::make_shared<const Mapping>(address, static_cast<std::size_t>(span));
-  return MappedFileAccess::mark_mapped(Bytes::borrow(
+  return Bytes::MappedAccess::mark_mapped(Bytes::borrow(
       std::span<const std::byte>(static_cast<const std::byte*>(address) + (offset - start),
                                  static_cast<std::size_t>(length)),
       mapping));

@@ -46,7 +46,7 @@ std::size_t tags_header_offset(const std::string& bytes) {
 // end record, computed from the central directory's own fields.
 std::uint64_t unused(const fs::path& path) {
   Archive a = Archive::open(path);
-  const auto& d = a.internals().directory;
+  const auto& d = Archive::Impl::of(a).directory;
   std::uint64_t used = d.central_directory_size + 22 + d.comment.size();
   for (const auto& e : d.entries) used += e.data_offset - e.local_header_offset + e.compressed_size;
   return fs::file_size(path) - used;

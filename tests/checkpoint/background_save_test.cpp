@@ -15,6 +15,7 @@
 #include <mutex>
 #include <thread>
 
+#include "checkpoint/new_tag_contents.hpp"
 #include "model_builder.hpp"
 #include "modelzip/archive.hpp"
 #include "modelzip/background_save.hpp"
@@ -160,8 +161,8 @@ TEST_CASE("BackgroundSave: every kind of content survives the snapshot") {
     CHECK_THROWS_AS(bad.wait(), Error);
   }
   NewTag good;
-  for (const auto& p : nt.params()) {
-    if (p.source == NewTag::Param::Source::shared)
+  for (const auto& p : NewTag::Contents::of(nt).params) {
+    if (p.source == NewTag::Contents::Param::Source::shared)
       good.share(p.name, p.from_tag, p.from_param);
     else
       good.add(p.name, p.tensor, p.options);

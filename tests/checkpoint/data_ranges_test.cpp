@@ -20,7 +20,7 @@ using namespace modelzip::testing;
 namespace {
 
 std::optional<DataRange> range_of(const Archive& a, const std::string& name) {
-  const Archive::Impl& impl = a.internals();
+  const Archive::Impl& impl = Archive::Impl::of(a);
   return tensor_data_range(impl, impl.entry_or_throw(a.param(name).blob));
 }
 

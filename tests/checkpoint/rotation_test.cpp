@@ -85,7 +85,7 @@ void check_streaming_view(const fs::path& path, std::size_t expected_free = SIZE
     (n.starts_with(".modelzip-free/") ? free : live).push_back(n);
   Archive a = Archive::open(path);
   std::vector<const modelzip::zip::EntryInfo*> cd;
-  for (const auto& e : a.internals().directory.entries) cd.push_back(&e);
+  for (const auto& e : Archive::Impl::of(a).directory.entries) cd.push_back(&e);
   std::sort(cd.begin(), cd.end(), [](auto* x, auto* y) {
     return x->local_header_offset < y->local_header_offset;
   });

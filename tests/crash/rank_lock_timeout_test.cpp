@@ -21,7 +21,7 @@
 #include "crash_support.hpp"
 #include "dist/rank_locks.hpp"
 #include "io/append_journal.hpp"
-#include "modelzip/distributed.hpp"
+#include "modelzip/dist/distributed.hpp"
 
 using namespace modelzip;
 using namespace modelzip::crash;

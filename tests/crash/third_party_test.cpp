@@ -38,7 +38,7 @@ TEST_CASE("Kill trials: between a killed append and the next writer, zip tools r
   // The old tags.txt header, which the append's first write at the old
   // tail overwrites.
   const std::uint64_t tail =
-      Archive::open(path).internals().find_entry("tags.txt")->local_header_offset;
+      Archive::Impl::of(Archive::open(path)).find_entry("tags.txt")->local_header_offset;
   const std::string old_header = s.old_bytes.substr(tail, 38);
   std::uint64_t total = 0;
   REQUIRE(exited_ok(commit_in_child(s, path, {}, &total)));

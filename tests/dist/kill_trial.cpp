@@ -29,7 +29,7 @@
 #include "io/syscalls.hpp"
 #include "modelzip/archive.hpp"
 #include "modelzip/error.hpp"
-#include "modelzip/mpi.hpp"
+#include "modelzip/dist/mpi.hpp"
 
 using namespace modelzip;
 using namespace modelzip::disttest;

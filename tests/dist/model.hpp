@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "modelzip/distributed.hpp"
+#include "modelzip/dist/distributed.hpp"
 #include "modelzip/tensor.hpp"
 #include "modelzip/writer.hpp"
 

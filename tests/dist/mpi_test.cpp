@@ -21,9 +21,9 @@
 #include "format/tensor_blob.hpp"
 #include "io/syscalls.hpp"
 #include "modelzip/archive.hpp"
-#include "modelzip/checkpoint.hpp"
+#include "modelzip/graph/checkpoint.hpp"
 #include "modelzip/error.hpp"
-#include "modelzip/mpi.hpp"
+#include "modelzip/dist/mpi.hpp"
 #include "modelzip/writer.hpp"
 #include "test_support.hpp"
 #include "zip/zip_stream_writer.hpp"
@@ -192,7 +192,7 @@ TEST_CASE("collective commits: uneven shards, idle ranks, dedup, share, resharde
   const Bytes file = a.entry("step-1/params/0.fb");
   for (const auto& name : a.entry_names()) {
     CAPTURE(name);
-    const auto* info = a.internals().find_entry(name);
+    const auto* info = Archive::Impl::of(a).find_entry(name);
     REQUIRE(info);
     CHECK(info->data_offset % 64 == 0);
   }
@@ -254,7 +254,8 @@ TEST_CASE("collective commits: uneven shards, idle ranks, dedup, share, resharde
       if (!b.has_entry(name)) continue;
       const Bytes x = a.entry(name, ReadMode::copy), y = b.entry(name, ReadMode::copy);
       if (x.as_string_view() != y.as_string_view()) mismatch += name + " ";
-      CHECK(a.internals().find_entry(name)->crc32 == b.internals().find_entry(name)->crc32);
+      CHECK(Archive::Impl::of(a).find_entry(name)->crc32 ==
+            Archive::Impl::of(b).find_entry(name)->crc32);
     }
     // Third-party readers: Info-ZIP and Python's zipfile test every CRC.
     CHECK(std::system(("unzip -tqq " + path.string()).c_str()) == 0);
@@ -389,7 +390,7 @@ TEST_CASE("a collective commit keeps the archive comment (FORMAT.md section 1)")
   if (r == 0) {
     Archive a = Archive::open(path);
     CHECK(a.tags() == std::vector<std::string>{"step-1", "step-2"});
-    CHECK(a.internals().directory.comment == comment);
+    CHECK(Archive::Impl::of(a).directory.comment == comment);
     CHECK(a.verify().empty());
     CHECK(run_python("import zipfile,sys\nz=zipfile.ZipFile('" + path.string() +
                      "')\nsys.exit(0 if z.comment == b'" + comment + "' else 1)\n") == 0);
@@ -546,7 +547,8 @@ TEST_CASE("entries past 4 GiB use ZIP64 (sparse archive)") {
   CHECK(a.tags() == std::vector<std::string>{"old", "new"});
   check_tag_values(a, "new", all_at(7));
   for (const auto& name : a.entry_names())
-    if (name.starts_with("new/")) CHECK(a.internals().find_entry(name)->local_header_offset > kPad);
+    if (name.starts_with("new/"))
+      CHECK(Archive::Impl::of(a).find_entry(name)->local_header_offset > kPad);
   if (r == 0) {
     // Python's zipfile checks the CRCs of the new entries past 4 GiB.
     CHECK(run_python("import zipfile\nz=zipfile.ZipFile('" + path.string() +

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "ff_test_support.hpp"
-#include "modelzip/finalfusion_convert.hpp"
+#include "modelzip/finalfusion/convert.hpp"
 
 namespace {
 std::atomic<std::size_t> g_largest{0};

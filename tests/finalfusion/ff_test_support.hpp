@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "io/mapped_file.hpp"
-#include "modelzip/finalfusion.hpp"
+#include "modelzip/finalfusion/embeddings.hpp"
 #include "test_support.hpp"
 
 namespace modelzip::testing {

@@ -7,7 +7,7 @@
 #include <random>
 
 #include "ff_test_support.hpp"
-#include "modelzip/finalfusion_convert.hpp"
+#include "modelzip/finalfusion/convert.hpp"
 
 using namespace modelzip;
 using namespace modelzip::finalfusion;

@@ -12,7 +12,7 @@
 
 #include "fuzz_support.hpp"
 #include "modelzip/archive.hpp"
-#include "modelzip/finalfusion.hpp"
+#include "modelzip/finalfusion/embeddings.hpp"
 
 using namespace modelzip;
 using namespace modelzip::fuzz;

@@ -10,7 +10,7 @@
 #include "fuzz_support.hpp"
 #include "graph/render.hpp"
 #include "modelzip/archive.hpp"
-#include "modelzip/checkpoint.hpp"
+#include "modelzip/graph/checkpoint.hpp"
 
 using namespace modelzip;
 using namespace modelzip::fuzz;

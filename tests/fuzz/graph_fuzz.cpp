@@ -7,7 +7,7 @@
 
 #include "fuzz_support.hpp"
 #include "graph/render.hpp"
-#include "modelzip/graph.hpp"
+#include "modelzip/graph/graph.hpp"
 
 using namespace modelzip;
 using namespace modelzip::fuzz;

@@ -9,7 +9,7 @@
 
 #include "fuzz_support.hpp"
 #include "graph/render.hpp"
-#include "modelzip/training.hpp"
+#include "modelzip/graph/training.hpp"
 
 using namespace modelzip;
 using namespace modelzip::fuzz;

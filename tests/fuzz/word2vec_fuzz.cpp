@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "embeddings_checks.hpp"
-#include "modelzip/finalfusion_convert.hpp"
+#include "modelzip/finalfusion/convert.hpp"
 
 using namespace modelzip;
 using namespace modelzip::fuzz;

@@ -4,7 +4,7 @@
 
 #include "graph_fixtures.hpp"
 #include "modelzip/archive.hpp"
-#include "modelzip/checkpoint.hpp"
+#include "modelzip/graph/checkpoint.hpp"
 #include "modelzip/error.hpp"
 #include "modelzip/writer.hpp"
 #include "test_support.hpp"

@@ -8,7 +8,7 @@
 #include <cmath>
 
 #include "modelzip/archive.hpp"
-#include "modelzip/checkpoint.hpp"
+#include "modelzip/graph/checkpoint.hpp"
 #include "test_support.hpp"
 
 using namespace modelzip;

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "modelzip/checkpoint.hpp"
-#include "modelzip/graph.hpp"
-#include "modelzip/training.hpp"
+#include "modelzip/graph/checkpoint.hpp"
+#include "modelzip/graph/graph.hpp"
+#include "modelzip/graph/training.hpp"
 
 namespace modelzip::testing {
 

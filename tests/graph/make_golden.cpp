@@ -12,7 +12,7 @@
 #include <filesystem>
 #include <iostream>
 
-#include "modelzip/checkpoint.hpp"
+#include "modelzip/graph/checkpoint.hpp"
 #include "modelzip/writer.hpp"
 
 using namespace modelzip;

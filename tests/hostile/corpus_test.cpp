@@ -16,7 +16,7 @@
 #include "modelzip/archive.hpp"
 #include "modelzip/convert.hpp"
 #include "modelzip/error.hpp"
-#include "modelzip/finalfusion_convert.hpp"
+#include "modelzip/finalfusion/convert.hpp"
 #include "test_support.hpp"
 
 using namespace modelzip;

@@ -22,8 +22,8 @@
 #include "hostile_archives.hpp"
 #include "modelzip/archive.hpp"
 #include "modelzip/convert.hpp"
-#include "modelzip/finalfusion_convert.hpp"
-#include "modelzip/graph.hpp"
+#include "modelzip/finalfusion/convert.hpp"
+#include "modelzip/graph/graph.hpp"
 
 using namespace modelzip;
 using namespace modelzip::testing;

@@ -13,7 +13,7 @@
 #include "../zip/expect_error.hpp"
 #include "hostile_archives.hpp"
 #include "modelzip/archive.hpp"
-#include "modelzip/finalfusion.hpp"
+#include "modelzip/finalfusion/embeddings.hpp"
 #include "test_support.hpp"
 
 using namespace modelzip;

@@ -86,25 +86,29 @@ def pkg_config(root, *args):
 
 # Headers dedicated to an engine backend: the one foreign header each may
 # include, and the pkg-config package that provides it.
-ENGINE_HEADERS = {"mpi.hpp": ("mpi.h", "ompi-c")}
+ENGINE_HEADERS = {"dist/mpi.hpp": ("mpi.h", "ompi-c")}
 
 
 def test_headers_stand_alone(root):
     include = inside(root, under_prefix("MODELZIP_INCLUDEDIR", "include"))
-    headers = sorted((include / "modelzip").glob("*.hpp"))
-    assert len(headers) == len(list((SOURCE / "include" / "modelzip").glob("*.hpp"))) > 0
+    headers = sorted((include / "modelzip").rglob("*.hpp"))
+    assert len(headers) == len(list((SOURCE / "include" / "modelzip").rglob("*.hpp"))) > 0
+
+    def key(header):  # "archive.hpp", "dist/mpi.hpp"
+        return header.relative_to(include / "modelzip").as_posix()
+
     for header in headers:
         for target in re.findall(r'#\s*include\s*[<"]([^>"]+)[>"]', header.read_text()):
-            if target == ENGINE_HEADERS.get(header.name, ("",))[0]:
+            if target == ENGINE_HEADERS.get(key(header), ("",))[0]:
                 continue
             if "/" in target or target.endswith(".h") or target.endswith(".hpp"):
-                assert target.startswith("modelzip/"), f"{header.name} includes {target}"
-                assert (include / target).is_file(), f"{header.name}: {target} not installed"
+                assert target.startswith("modelzip/"), f"{key(header)} includes {target}"
+                assert (include / target).is_file(), f"{key(header)}: {target} not installed"
 
     def compile_alone(header):
         engine = []
-        if header.name in ENGINE_HEADERS:
-            engine = subprocess.run(["pkg-config", "--cflags", ENGINE_HEADERS[header.name][1]],
+        if key(header) in ENGINE_HEADERS:
+            engine = subprocess.run(["pkg-config", "--cflags", ENGINE_HEADERS[key(header)][1]],
                                     check=True, capture_output=True, text=True).stdout.split()
         return subprocess.run(["c++", "-std=c++20", "-fsyntax-only", "-I", str(include), *engine,
                                "-include", str(header), "-x", "c++", "/dev/null"],
@@ -112,7 +116,7 @@ def test_headers_stand_alone(root):
 
     with ThreadPoolExecutor(2) as pool:
         for header, proc in zip(headers, pool.map(compile_alone, headers)):
-            assert proc.returncode == 0, f"{header.name} alone:\n{proc.stderr}"
+            assert proc.returncode == 0, f"{key(header)} alone:\n{proc.stderr}"
 
 
 def test_pkg_config_file(root):
@@ -185,16 +189,15 @@ def test_private_defines_stay_private(root, tmp_path):
 
 
 def test_installed_cli_runs_from_any_prefix(root, tmp_path):
-    """The installed CLI finds the installed library by itself (a RUNPATH relative to its own
-    folder), without LD_LIBRARY_PATH: from the DESTDIR tree (the prefix as seen from another
-    root) and after that tree has moved to another folder (another prefix, as with
-    -Dprefix=$HOME/opt/modelzip)."""
+    """The installed CLI carries the library inside (it links it statically: it uses internal
+    headers too), so it runs without LD_LIBRARY_PATH or a RUNPATH: from the DESTDIR tree (the
+    prefix as seen from another root) and after that tree has moved to another folder (another
+    prefix, as with -Dprefix=$HOME/opt/modelzip)."""
     env = {k: v for k, v in ENV.items() if k != "LD_LIBRARY_PATH"}
     cli = inside(root, under_prefix("MODELZIP_BINDIR", "bin")) / "modelzip"
     dynamic = subprocess.run(["readelf", "-d", str(cli)], check=True, capture_output=True,
                              text=True).stdout
-    runpath = re.search(r"\((?:RUNPATH|RPATH)\)\s+Library r\w*path: \[([^\]]*)\]", dynamic)
-    assert runpath and runpath.group(1).startswith("$ORIGIN/"), dynamic
+    assert "libmodelzip" not in dynamic and "RUNPATH" not in dynamic, dynamic
     npy = tmp_path / "w.npy"  # a version 1.0 .npy of float32 [1, 2]
     header = b"{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }"
     header += b" " * (64 - 10 - len(header) - 1) + b"\n"
@@ -207,12 +210,6 @@ def test_installed_cli_runs_from_any_prefix(root, tmp_path):
         proc = subprocess.run([str(cli), "--version"], env=env, capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr
         assert re.fullmatch(r"modelzip \d+\.\d+\.\d+\n", proc.stdout)
-        ldd = subprocess.run(["ldd", str(cli)], env=env, check=True, capture_output=True,
-                             text=True).stdout
-        found = re.search(r"libmodelzip\.so\.0 => (\S+)", ldd)
-        assert found, ldd
-        assert pathlib.Path(os.path.normpath(found.group(1))).parent == \
-            inside(tree, under_prefix("MODELZIP_LIBDIR", "lib")), ldd
         # Real commands, not only --version: a tag written and listed.
         archive = tmp_path / f"{tree.name}.zip"
         subprocess.run([str(cli), "import", str(archive), "--tag", "t1", str(npy)], env=env,

@@ -34,15 +34,15 @@ for name in TOP:
 
 # Public headers of the optional parts -> the layer that implements them.
 PUBLIC_HEADERS = {
-    "modelzip/finalfusion.hpp": "finalfusion",
-    "modelzip/finalfusion_convert.hpp": "finalfusion",
-    "modelzip/graph.hpp": "graph",
-    "modelzip/training.hpp": "graph",
-    "modelzip/checkpoint.hpp": "graph",
+    "modelzip/finalfusion/embeddings.hpp": "finalfusion",
+    "modelzip/finalfusion/convert.hpp": "finalfusion",
+    "modelzip/graph/graph.hpp": "graph",
+    "modelzip/graph/training.hpp": "graph",
+    "modelzip/graph/checkpoint.hpp": "graph",
     "modelzip/convert.hpp": "convert",
-    "modelzip/distributed.hpp": "dist",
-    "modelzip/communicator.hpp": "dist",
-    "modelzip/mpi.hpp": "dist",
+    "modelzip/dist/distributed.hpp": "dist",
+    "modelzip/dist/communicator.hpp": "dist",
+    "modelzip/dist/mpi.hpp": "dist",
 }
 
 # Internal headers private to their own layer: Archive::Impl is reached from
@@ -101,7 +101,7 @@ def self_test():
                                             '#include "modelzip/archive.hpp"\n')
         (src / "checkpoint" / "up.cpp").write_text('// a comment\n#include "graph/rules.hpp"\n')
         (src / "format" / "public.cpp").write_text('#include <vector>\n'
-                                                   '#include "modelzip/finalfusion.hpp"\n')
+                                                   '#include "modelzip/finalfusion/embeddings.hpp"\n')
         (src / "dist" / "private.cpp").write_text('#include "checkpoint/archive_impl.hpp"\n')
         (src / "cli" / "sideways.cpp").write_text('#include "python/x.hpp"\n')
         found = violations(src)

@@ -183,7 +183,8 @@ Embeddings simple_embeddings(std::vector<std::string> words, std::vector<float> 
                              std::size_t dims, const ConvertOptions& options,
                              const WordDecoder& decoder, std::string_view what) {
   decoder.finish(words, what, {});
-  Vocab vocab(make_simple_vocab(std::move(words), Failure{ErrorCode::corrupt, {}}));
+  Vocab vocab =
+      Vocab::Access::make(make_simple_vocab(std::move(words), Failure{ErrorCode::corrupt, {}}));
   std::optional<std::vector<float>> norms;
   if (options.normalize) norms = normalize_rows(matrix, vocab.words_len(), dims);
   try {

@@ -454,7 +454,7 @@ Embeddings read_fasttext(const Bytes& data, const ConvertOptions& options) {
   const bool char_ngrams = a.maxn > 0 && a.bucket > 0 && a.maxn >= std::max(a.minn, 1) &&
                            !(buckets.pruned && prune_size == 0);
   if (!char_ngrams) {
-    Vocab vocab(detail::make_simple_vocab(
+    Vocab vocab = Vocab::Access::make(detail::make_simple_vocab(
         std::move(words), detail::Failure{ErrorCode::corrupt, {.offset = dict_at}}));
     if (!in.quantized) {
       std::vector<float> matrix(in.dense.begin(),
@@ -476,7 +476,7 @@ Embeddings read_fasttext(const Bytes& data, const ConvertOptions& options) {
       state->has_norms = true;
     }
     detail::check_consistency(*state, detail::Failure{ErrorCode::corrupt, {.offset = dict_at}});
-    return Embeddings(std::move(state));
+    return Embeddings::Access::make(std::move(state));
   }
 
   // With character n-grams: a fastText vocabulary over a dense matrix of the
@@ -498,7 +498,7 @@ Embeddings read_fasttext(const Bytes& data, const ConvertOptions& options) {
     if (auto row = buckets(b))
       in.add_row(word_count + *row, matrix.data() + (word_count + b) * dims);
 
-  Vocab vocab(detail::make_fasttext_vocab(
+  Vocab vocab = Vocab::Access::make(detail::make_fasttext_vocab(
       std::move(words), static_cast<std::uint32_t>(std::max(a.minn, 1)),
       static_cast<std::uint32_t>(a.maxn), static_cast<std::uint32_t>(a.bucket),
       detail::Failure{ErrorCode::corrupt, {.offset = dict_at}}));

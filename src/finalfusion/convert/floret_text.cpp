@@ -45,7 +45,7 @@ Embeddings read_floret_text(const Bytes& data) {
   detail::WordDecoder markers(ConvertOptions{});  // strict
   std::string bow = markers.decode(fields[6], "floret bow", {.line = 1});
   std::string eow = markers.decode(detail::trim_ascii(fields[7]), "floret eow", {.line = 1});
-  Vocab vocab(detail::make_floret_vocab(
+  Vocab vocab = Vocab::Access::make(detail::make_floret_vocab(
       static_cast<std::uint32_t>(numbers[2]), static_cast<std::uint32_t>(numbers[3]), buckets,
       static_cast<std::uint32_t>(numbers[4]), static_cast<std::uint32_t>(numbers[5]),
       std::move(bow), std::move(eow), detail::Failure{ErrorCode::corrupt, {.line = 1}}));

@@ -7,7 +7,7 @@
 #include "finalfusion/embeddings_state.hpp"
 #include "io/atomic_write.hpp"
 #include "io/mapped_file.hpp"
-#include "modelzip/finalfusion_convert.hpp"
+#include "modelzip/finalfusion/convert.hpp"
 
 namespace modelzip::finalfusion {
 

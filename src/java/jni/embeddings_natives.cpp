@@ -4,7 +4,7 @@
 #include <limits>
 
 #include "modelzip/archive.hpp"
-#include "modelzip/finalfusion.hpp"
+#include "modelzip/finalfusion/embeddings.hpp"
 #include "natives.hpp"
 #include "support.hpp"
 

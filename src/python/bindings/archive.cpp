@@ -15,8 +15,8 @@
 #include "bindings.hpp"
 #include "checkpoint/data_ranges.hpp"
 #include "core/crc32.hpp"
-#include "modelzip/checkpoint.hpp"
-#include "modelzip/finalfusion.hpp"
+#include "modelzip/graph/checkpoint.hpp"
+#include "modelzip/finalfusion/embeddings.hpp"
 
 namespace modelzip::python {
 namespace {
@@ -466,7 +466,7 @@ The dict has the shape `modelzip info --json` prints: "updater" ({"type":
             std::vector<std::optional<DataRange>> ranges;
             {
               py::gil_scoped_release release;
-              const Archive::Impl& impl = a.internals();
+              const Archive::Impl& impl = Archive::Impl::of(a);
               for (const std::string& entry : entries) {
                 try {
                   ranges.push_back(tensor_data_range(impl, impl.entry_or_throw(entry)));
@@ -495,7 +495,7 @@ The dict has the shape `modelzip info --json` prints: "updater" ({"type":
           "_data_fd",
           [](const PyArchive& self) -> std::optional<int> {
             const Archive a = self.get();
-            const auto& fd = a.internals().snapshot_file.fd;
+            const auto& fd = Archive::Impl::of(a).snapshot_file.fd;
             if (!fd) return std::nullopt;
             const int copy = ::fcntl(fd->get(), F_DUPFD_CLOEXEC, 0);
             if (copy < 0) {

@@ -21,12 +21,12 @@
 #include <typeinfo>
 
 #include "modelzip/archive.hpp"
-#include "modelzip/communicator.hpp"
-#include "modelzip/distributed.hpp"
-#include "modelzip/finalfusion.hpp"
+#include "modelzip/dist/communicator.hpp"
+#include "modelzip/dist/distributed.hpp"
+#include "modelzip/finalfusion/embeddings.hpp"
 #include "modelzip/metadata.hpp"
 #include "modelzip/quantize.hpp"
-#include "modelzip/training.hpp"
+#include "modelzip/graph/training.hpp"
 #include "modelzip/writer.hpp"
 
 namespace modelzip::python {

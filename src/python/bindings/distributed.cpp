@@ -16,8 +16,8 @@
 #include "arrays.hpp"
 #include "bindings.hpp"
 #include "modelzip/archive.hpp"
-#include "modelzip/checkpoint.hpp"
-#include "modelzip/distributed.hpp"
+#include "modelzip/graph/checkpoint.hpp"
+#include "modelzip/dist/distributed.hpp"
 #include "modelzip/error.hpp"
 
 namespace modelzip::python {

@@ -8,9 +8,9 @@
 
 #include "arrays.hpp"
 #include "bindings.hpp"
-#include "modelzip/checkpoint.hpp"
+#include "modelzip/graph/checkpoint.hpp"
 #include "modelzip/error.hpp"
-#include "modelzip/finalfusion.hpp"
+#include "modelzip/finalfusion/embeddings.hpp"
 
 namespace modelzip::python {
 namespace {

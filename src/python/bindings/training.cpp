@@ -32,7 +32,7 @@
 #include "bindings.hpp"
 #include "graph/training_fields.hpp"
 #include "modelzip/error.hpp"
-#include "modelzip/training.hpp"
+#include "modelzip/graph/training.hpp"
 
 namespace modelzip::python {
 namespace {

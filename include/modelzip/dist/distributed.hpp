@@ -2,7 +2,7 @@
 // together, each writing only its own bytes, and any number of ranks read
 // blocks of it back, each reading only what it needs.
 //
-// Writing (collective, over a Communicator: modelzip/mpi.hpp, or the Python
+// Writing (collective, over a Communicator: modelzip/dist/mpi.hpp, or the Python
 // module modelzip.distributed for torch.distributed and mpi4py):
 //
 //   CollectiveWriter w("model.zip", comm);
@@ -65,20 +65,21 @@
 #include <vector>
 
 #include "modelzip/archive.hpp"
-#include "modelzip/communicator.hpp"
+#include "modelzip/dist/communicator.hpp"
+#include "modelzip/export.hpp"
 #include "modelzip/tensor.hpp"
 
 namespace modelzip {
 
 // A rectangular block of a tensor: `offset[d]` is its first index in
 // dimension d, `shape[d]` its extent.
-struct Block {
+struct MODELZIP_API Block {
   std::vector<std::int64_t> offset;
   Shape shape;
 };
 
 // This rank's block of a parameter whose whole shape is `global_shape`.
-struct ShardSpec {
+struct MODELZIP_API ShardSpec {
   Shape global_shape;
   std::vector<std::int64_t> offset;  // block start in each dimension
 };
@@ -86,10 +87,10 @@ struct ShardSpec {
 // Part `part` of `parts` of `global_shape` split along dimension `dim` as
 // evenly as possible (the first `extent % parts` parts get one more index;
 // parts beyond the extent are empty). Throws Error(invalid_argument).
-Block split_block(const Shape& global_shape, std::size_t dim, std::int64_t part,
-                  std::int64_t parts);
+MODELZIP_API Block split_block(const Shape& global_shape, std::size_t dim, std::int64_t part,
+                               std::int64_t parts);
 
-struct CollectiveOptions {
+struct MODELZIP_API CollectiveOptions {
   bool dedup = true;    // reference unchanged namesakes of the newest tag
   bool durable = true;  // fsync data, directory and folder before commit returns
   int root = 0;         // the rank that locks, journals and writes the directory
@@ -107,7 +108,7 @@ struct CollectiveOptions {
   std::optional<std::chrono::milliseconds> rank_lock_timeout;
 };
 
-struct CollectiveStats {
+struct MODELZIP_API CollectiveStats {
   std::uint64_t bytes_written = 0;          // by this rank
   std::uint64_t archive_bytes_written = 0;  // by all ranks together
   std::uint64_t blobs_written = 0;          // new blob entries (all ranks)
@@ -115,7 +116,7 @@ struct CollectiveStats {
   bool appended = false;                    // the archive existed and grew in place
 };
 
-class CollectiveWriter {
+class MODELZIP_API CollectiveWriter {
  public:
   // `comm` must outlive the writer. Nothing is opened until commit().
   CollectiveWriter(std::filesystem::path path, Communicator& comm, CollectiveOptions options = {});
@@ -165,7 +166,7 @@ class CollectiveWriter {
 };
 
 // Bytes of the archive file a block read touched (for accounting).
-struct BlockReadStats {
+struct MODELZIP_API BlockReadStats {
   std::uint64_t bytes_read = 0;
   bool zero_copy = false;
 };
@@ -179,13 +180,13 @@ struct BlockReadStats {
 // runs coalesced, io/byte_source.hpp). Deflated blobs are decompressed (and
 // fetched) whole. Throws Error(invalid_argument) for a block outside
 // the tensor, Error(unsupported) for sparse or utf8 tensors.
-Tensor read_block(const Archive& archive, std::string_view name, const Block& block,
-                  std::string_view tag = {}, BlockReadStats* stats = nullptr);
+MODELZIP_API Tensor read_block(const Archive& archive, std::string_view name, const Block& block,
+                               std::string_view tag = {}, BlockReadStats* stats = nullptr);
 
 // The same for updater state `state` of `variable` (updater.txt): how a
 // rank loads its block of optimizer state saved by any number of ranks.
-Tensor read_updater_block(const Archive& archive, std::string_view variable, std::string_view state,
-                          const Block& block, std::string_view tag = {},
-                          BlockReadStats* stats = nullptr);
+MODELZIP_API Tensor read_updater_block(const Archive& archive, std::string_view variable,
+                                       std::string_view state, const Block& block,
+                                       std::string_view tag = {}, BlockReadStats* stats = nullptr);
 
 }  // namespace modelzip

@@ -26,7 +26,7 @@
 #include <thread>
 #include <vector>
 
-#include "modelzip/communicator.hpp"
+#include "modelzip/dist/communicator.hpp"
 #include "modelzip/error.hpp"
 
 namespace modelzip {

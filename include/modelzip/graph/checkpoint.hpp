@@ -33,9 +33,10 @@
 #include <vector>
 
 #include "modelzip/archive.hpp"
-#include "modelzip/graph.hpp"
+#include "modelzip/export.hpp"
+#include "modelzip/graph/graph.hpp"
 #include "modelzip/tensor.hpp"
-#include "modelzip/training.hpp"
+#include "modelzip/graph/training.hpp"
 #include "modelzip/writer.hpp"
 
 namespace modelzip {
@@ -47,7 +48,7 @@ inline constexpr std::string_view kTrainingConfigEntryName = "trainingConfig.fb"
 // variable -> state name -> array.
 using UpdaterState = std::map<std::string, std::map<std::string, Tensor>>;
 
-struct Checkpoint {
+struct MODELZIP_API Checkpoint {
   graph::Graph graph;
   std::optional<training::TrainingConfig> training;  // none: inference only
   std::map<std::string, Tensor> params;              // variable name -> value
@@ -55,9 +56,9 @@ struct Checkpoint {
 };
 
 // Throws Error(invalid_argument) naming the first consistency rule broken.
-void check_checkpoint(const Checkpoint& checkpoint, const Limits& limits = {});
+MODELZIP_API void check_checkpoint(const Checkpoint& checkpoint, const Limits& limits = {});
 
-struct CheckpointSaveOptions {
+struct MODELZIP_API CheckpointSaveOptions {
   // Compression of new parameter and updater-state blobs.
   ParamOptions param_options;
   // Compression of graph.fb and trainingConfig.fb.
@@ -74,27 +75,28 @@ struct CheckpointSaveOptions {
 
 // The tag contents of `checkpoint` (checked first). The tensors are not
 // copied: their Bytes must stay valid until the Writer's commit returns.
-NewTag checkpoint_tag(const Checkpoint& checkpoint, const CheckpointSaveOptions& options = {});
+MODELZIP_API NewTag checkpoint_tag(const Checkpoint& checkpoint,
+                                   const CheckpointSaveOptions& options = {});
 
 // Stages `checkpoint` as the new newest tag `tag` of `writer` (commit not
 // called: stage several changes, then commit once).
-void add_checkpoint(Writer& writer, std::string tag, const Checkpoint& checkpoint,
-                    const CheckpointSaveOptions& options = {});
+MODELZIP_API void add_checkpoint(Writer& writer, std::string tag, const Checkpoint& checkpoint,
+                                 const CheckpointSaveOptions& options = {});
 // add_checkpoint, then writer.commit().
-void save_checkpoint(Writer& writer, std::string tag, const Checkpoint& checkpoint,
-                     const CheckpointSaveOptions& options = {});
+MODELZIP_API void save_checkpoint(Writer& writer, std::string tag, const Checkpoint& checkpoint,
+                                  const CheckpointSaveOptions& options = {});
 
 // The graph of `tag` (empty: newest). Error(not_found) if the tag has no
 // graph.fb.
-graph::Graph load_graph(const Archive& archive, std::string_view tag = {});
+MODELZIP_API graph::Graph load_graph(const Archive& archive, std::string_view tag = {});
 // The training config of `tag` (empty: newest); nullopt if it has none.
-std::optional<training::TrainingConfig> load_training_config(const Archive& archive,
-                                                             std::string_view tag = {});
+MODELZIP_API std::optional<training::TrainingConfig> load_training_config(
+    const Archive& archive, std::string_view tag = {});
 
 // The whole checkpoint of `tag` (empty: newest), checked for consistency.
 // Parameters and updater state are zero-copy views when `mode` allows (they
 // keep the mapping alive). Errors name the archive, tag and entry.
-Checkpoint load_checkpoint(const Archive& archive, std::string_view tag = {},
-                           ReadMode mode = ReadMode::zero_copy);
+MODELZIP_API Checkpoint load_checkpoint(const Archive& archive, std::string_view tag = {},
+                                        ReadMode mode = ReadMode::zero_copy);
 
 }  // namespace modelzip

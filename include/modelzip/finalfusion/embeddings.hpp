@@ -38,6 +38,7 @@
 
 #include "modelzip/bytes.hpp"
 #include "modelzip/error.hpp"
+#include "modelzip/export.hpp"
 
 namespace modelzip::finalfusion {
 
@@ -49,7 +50,7 @@ struct EmbeddingsState;
 // ---------------------------------------------------------------------------
 // Metadata (chunk 5): TOML text plus a parsed, TOML-library-free value tree.
 
-class MetadataValue {
+class MODELZIP_API MetadataValue {
  public:
   enum class Kind { string, integer, floating, boolean, datetime, array, table };
 
@@ -99,7 +100,7 @@ class MetadataValue {
   std::vector<MetadataValue> items_;
 };
 
-class Metadata {
+class MODELZIP_API Metadata {
  public:
   // Parses TOML text. Throws Error(corrupt) with the line on invalid TOML
   // or invalid UTF-8.
@@ -132,9 +133,9 @@ enum class VocabKind {
   explicit_ngrams,    // chunk 8: an explicit n-gram -> row table
   floret,             // chunk 9: no words; murmur3 hashes of the word and its n-grams
 };
-std::string_view to_string(VocabKind kind) noexcept;
+MODELZIP_API std::string_view to_string(VocabKind kind) noexcept;
 
-class Vocab {
+class MODELZIP_API Vocab {
  public:
   // Throw Error(invalid_argument) on duplicate words, invalid UTF-8,
   // min_n == 0 or min_n > max_n, or sizes that overflow.
@@ -191,10 +192,12 @@ class Vocab {
 
   bool operator==(const Vocab& other) const;
 
-  const detail::VocabImpl& impl() const noexcept { return *impl_; }  // internal
-  explicit Vocab(std::shared_ptr<const detail::VocabImpl> impl);     // internal
+  // Makes a Vocab and reads its state (opaque: defined and used only inside
+  // modelzip).
+  class Access;
 
  private:
+  explicit Vocab(std::shared_ptr<const detail::VocabImpl> impl);
   std::shared_ptr<const detail::VocabImpl> impl_;
 };
 
@@ -202,29 +205,31 @@ class Vocab {
 // All n-grams of `text` (already bracketed) with min_n..max_n code points,
 // in the reference order (per start position, longest first). `text` must be
 // valid UTF-8.
-std::vector<std::string> ngrams(std::string_view text, std::uint32_t min_n, std::uint32_t max_n);
+MODELZIP_API std::vector<std::string> ngrams(std::string_view text, std::uint32_t min_n,
+                                             std::uint32_t max_n);
 // finalfusion bucket index: FNV-1a 64 over the code-point count (u64 LE)
 // and each code point (u32 LE), masked to `exponent` bits (exponent <= 64).
-std::uint64_t finalfusion_bucket(std::string_view ngram, std::uint32_t exponent);
+MODELZIP_API std::uint64_t finalfusion_bucket(std::string_view ngram, std::uint32_t exponent);
 // fastText bucket index: FNV-1a 32 over the sign-extended UTF-8 bytes, mod n_buckets.
-std::uint32_t fasttext_hash(std::string_view ngram) noexcept;
-std::uint64_t fasttext_bucket(std::string_view ngram, std::uint32_t n_buckets);
+MODELZIP_API std::uint32_t fasttext_hash(std::string_view ngram) noexcept;
+MODELZIP_API std::uint64_t fasttext_bucket(std::string_view ngram, std::uint32_t n_buckets);
 // floret: murmurhash3 x64 128 of the UTF-8 bytes with `seed`, split in four
 // u32 words (low word of the low half first); bucket i = word[i] % n_buckets.
-std::vector<std::uint64_t> floret_buckets(std::string_view ngram, std::uint64_t n_buckets,
-                                          std::uint32_t n_hashes, std::uint32_t seed);
+MODELZIP_API std::vector<std::uint64_t> floret_buckets(std::string_view ngram,
+                                                       std::uint64_t n_buckets,
+                                                       std::uint32_t n_hashes, std::uint32_t seed);
 
 // ---------------------------------------------------------------------------
 // Embeddings.
 
-struct WordSimilarity {
+struct MODELZIP_API WordSimilarity {
   std::string word;
   float similarity;  // cosine similarity
   bool operator==(const WordSimilarity&) const = default;
 };
 
 // Layout of a product quantizer (chunk 4).
-struct QuantizerInfo {
+struct MODELZIP_API QuantizerInfo {
   std::uint32_t n_subquantizers;  // M: codes per row
   std::uint32_t n_centroids;      // K: centroids per subquantizer (<= 256)
   std::uint32_t dims;             // D: reconstructed length, a multiple of M
@@ -232,7 +237,7 @@ struct QuantizerInfo {
   bool has_norms;                 // rows were normalised; reconstruction is scaled
 };
 
-class Embeddings {
+class MODELZIP_API Embeddings {
  public:
   // Parses a complete .fifu file. `name` is used in error messages (as the
   // entry name). The result keeps `file` alive (see the top of this file).
@@ -307,10 +312,12 @@ class Embeddings {
   std::optional<std::vector<WordSimilarity>> analogy(std::string_view a, std::string_view b,
                                                      std::string_view c, std::size_t k) const;
 
-  const detail::EmbeddingsState& state() const noexcept { return *state_; }   // internal
-  explicit Embeddings(std::shared_ptr<const detail::EmbeddingsState> state);  // internal
+  // Makes Embeddings and reads their state (opaque: defined and used only
+  // inside modelzip).
+  class Access;
 
  private:
+  explicit Embeddings(std::shared_ptr<const detail::EmbeddingsState> state);
   std::shared_ptr<const detail::EmbeddingsState> state_;
 };
 
@@ -318,7 +325,7 @@ class Embeddings {
 // What a .fifu file holds, from its chunk headers only (words, n-grams and
 // matrices are not read): cheap enough for listings of large files.
 
-struct FileSummary {
+struct MODELZIP_API FileSummary {
   VocabKind vocab = VocabKind::simple;
   std::uint64_t words = 0;         // known words (0 for floret)
   std::uint64_t subword_rows = 0;  // storage rows after the words (buckets, n-gram rows)
@@ -335,19 +342,19 @@ struct FileSummary {
 // Throws Error(corrupt) / Error(unsupported) as Embeddings::read would for a
 // broken header or frame (the bodies beyond the fixed fields are not
 // checked: use Embeddings::read for that).
-FileSummary summarize(const Bytes& file);
+MODELZIP_API FileSummary summarize(const Bytes& file);
 // One line for listings, e.g. "fasttext_subwords 30 words + 1000 buckets
 // (n 3-6); 16 dims, array, norms".
-std::string summary_text(const FileSummary& summary);
+MODELZIP_API std::string summary_text(const FileSummary& summary);
 // A one-line JSON object with the keys vocab, words, subword_rows, min_n,
 // max_n, rows, dims, storage ("array" or "quantized"), quantizer (null, or
 // {"subquantizers", "centroids", "projection", "norms"}), norms, metadata.
-std::string summary_json(const FileSummary& summary);
+MODELZIP_API std::string summary_json(const FileSummary& summary);
 
 // ---------------------------------------------------------------------------
 // Product quantization.
 
-struct PqOptions {
+struct MODELZIP_API PqOptions {
   std::uint32_t n_subquantizers = 0;  // M; must divide dims (0: dims / 2 rounded to a divisor)
   std::uint32_t n_centroids = 256;    // K, 1..256
   std::uint32_t n_iterations = 25;    // k-means iterations per subquantizer
@@ -356,7 +363,7 @@ struct PqOptions {
   bool random_rotation = false;       // apply a seeded random orthogonal projection first
 };
 
-struct QuantizeResult {
+struct MODELZIP_API QuantizeResult {
   Embeddings embeddings;
   // Mean over all rows and components of (original - reconstructed)^2.
   double mean_squared_error;
@@ -365,9 +372,9 @@ struct QuantizeResult {
 // Quantizes every storage row (words and subword rows). Vocabulary,
 // metadata and word norms are kept. Throws Error(invalid_argument) on bad
 // options or already quantized input.
-QuantizeResult quantize(const Embeddings& embeddings, const PqOptions& options);
+MODELZIP_API QuantizeResult quantize(const Embeddings& embeddings, const PqOptions& options);
 // Reconstructs a dense copy of quantized embeddings (a dense input is
 // returned as is).
-Embeddings dequantize(const Embeddings& embeddings);
+MODELZIP_API Embeddings dequantize(const Embeddings& embeddings);
 
 }  // namespace modelzip::finalfusion

@@ -45,22 +45,23 @@
 #include <string_view>
 
 #include "modelzip/bytes.hpp"
-#include "modelzip/finalfusion.hpp"
+#include "modelzip/export.hpp"
+#include "modelzip/finalfusion/embeddings.hpp"
 
 namespace modelzip::finalfusion {
 
 enum class Utf8Policy { strict, lossy, escape };
 // "strict", "lossy", "escape".
-std::optional<Utf8Policy> parse_utf8_policy(std::string_view name) noexcept;
-std::string_view to_string(Utf8Policy policy) noexcept;
+MODELZIP_API std::optional<Utf8Policy> parse_utf8_policy(std::string_view name) noexcept;
+MODELZIP_API std::string_view to_string(Utf8Policy policy) noexcept;
 
 // What a conversion changed, for the caller to report.
-struct ConvertReport {
+struct MODELZIP_API ConvertReport {
   std::uint64_t words_replaced = 0;  // lossy: words whose invalid bytes became U+FFFD
   std::uint64_t words_escaped = 0;   // escape: words written in the escaped form
 };
 
-struct ConvertOptions {
+struct MODELZIP_API ConvertOptions {
   Utf8Policy utf8 = Utf8Policy::strict;
   bool normalize = true;
   // Filled in (counters added to) when not null; not owned.
@@ -72,62 +73,64 @@ struct ConvertOptions {
 inline constexpr std::string_view kWordEscapeKey = "modelzip.word_escape";
 inline constexpr std::string_view kWordEscapeValue = "backslash-x";
 // True when `embeddings` carry that mark.
-bool words_escaped(const Embeddings& embeddings) noexcept;
+MODELZIP_API bool words_escaped(const Embeddings& embeddings) noexcept;
 // The original bytes of a word of such embeddings (the word itself for
 // other embeddings). Throws Error(corrupt) for a word that is not in the
 // escaped form.
-std::string original_word(const Embeddings& embeddings, std::string_view word);
+MODELZIP_API std::string original_word(const Embeddings& embeddings, std::string_view word);
 
 // word2vec binary: "rows dims\n", then per row: the word, a space, dims f32
 // little-endian (usually followed by '\n'). Words are trimmed of
 // surrounding whitespace. Bytes after the last row are ignored.
-Embeddings read_word2vec_binary(const Bytes& data, const ConvertOptions& options = {});
+MODELZIP_API Embeddings read_word2vec_binary(const Bytes& data, const ConvertOptions& options = {});
 // Text, one "word v1 v2 ... vd" line per word, fields separated by ASCII
 // whitespace (GloVe). Every line must have the same number of components.
-Embeddings read_text(const Bytes& data, const ConvertOptions& options = {});
+MODELZIP_API Embeddings read_text(const Bytes& data, const ConvertOptions& options = {});
 // The same preceded by a "rows dims" line (word2vec text output).
-Embeddings read_text_dims(const Bytes& data, const ConvertOptions& options = {});
+MODELZIP_API Embeddings read_text_dims(const Bytes& data, const ConvertOptions& options = {});
 // A fastText model (.bin, format version <= 12).
-Embeddings read_fasttext(const Bytes& data, const ConvertOptions& options = {});
+MODELZIP_API Embeddings read_fasttext(const Bytes& data, const ConvertOptions& options = {});
 // floret text vectors: "n_buckets dims min_n max_n n_hashes seed bow eow",
 // then n_buckets lines "index v1 ... vd".
-Embeddings read_floret_text(const Bytes& data);
+MODELZIP_API Embeddings read_floret_text(const Bytes& data);
 
 // Writers of the word rows (subword rows are not part of these formats).
 // With `unnormalize`, rows are multiplied by their norms (if any) to restore
 // the original vectors. Words are written as original_word() gives them. Numbers are printed as the
 // shortest decimal that reads back to the same float, without exponent (as Rust prints f32). Throw
 // Error(io) when the stream fails.
-void write_word2vec_binary(const Embeddings& embeddings, std::ostream& out,
-                           bool unnormalize = false);
-void write_text(const Embeddings& embeddings, std::ostream& out, bool unnormalize = false);
-void write_text_dims(const Embeddings& embeddings, std::ostream& out, bool unnormalize = false);
+MODELZIP_API void write_word2vec_binary(const Embeddings& embeddings, std::ostream& out,
+                                        bool unnormalize = false);
+MODELZIP_API void write_text(const Embeddings& embeddings, std::ostream& out,
+                             bool unnormalize = false);
+MODELZIP_API void write_text_dims(const Embeddings& embeddings, std::ostream& out,
+                                  bool unnormalize = false);
 // floret embeddings only (Error(invalid_argument) otherwise).
-void write_floret_text(const Embeddings& embeddings, std::ostream& out);
+MODELZIP_API void write_floret_text(const Embeddings& embeddings, std::ostream& out);
 
 enum class Format { finalfusion, word2vec_binary, text, text_dims, fasttext, floret_text };
 // "finalfusion", "word2vec", "text", "textdims", "fasttext", "floret".
-std::optional<Format> parse_format(std::string_view name) noexcept;
-std::string_view to_string(Format format) noexcept;
+MODELZIP_API std::optional<Format> parse_format(std::string_view name) noexcept;
+MODELZIP_API std::string_view to_string(Format format) noexcept;
 // The format of a file from its first bytes (`head`, up to 4 KiB is enough)
 // and its extension, as `modelzip import` decides: "FiFu" -> finalfusion;
 // fastText's magic, or the extension .ftz -> fasttext; .bin -> word2vec;
 // .txt, .vec, .w2v -> textdims when the first line is "rows dims", else
 // text. nullopt for anything else.
-std::optional<Format> detect_format(const std::filesystem::path& path,
-                                    std::string_view head) noexcept;
+MODELZIP_API std::optional<Format> detect_format(const std::filesystem::path& path,
+                                                 std::string_view head) noexcept;
 // The format `export` writes for an output extension: .fifu -> finalfusion,
 // .bin -> word2vec, .txt -> text (GloVe, no dims line), .vec -> textdims
 // (fastText's .vec layout); nullopt otherwise.
-std::optional<Format> format_for_extension(const std::filesystem::path& path) noexcept;
+MODELZIP_API std::optional<Format> format_for_extension(const std::filesystem::path& path) noexcept;
 
 // Reads a file in any format (finalfusion files are memory-mapped, the
 // options do not apply to them). Errors name the path.
-Embeddings load(const std::filesystem::path& path, Format format,
-                const ConvertOptions& options = {});
+MODELZIP_API Embeddings load(const std::filesystem::path& path, Format format,
+                             const ConvertOptions& options = {});
 // Writes `embeddings` to `path` in `format` (not fasttext) through a
 // temporary file renamed over the target.
-void store(const Embeddings& embeddings, const std::filesystem::path& path, Format format,
-           bool unnormalize = false);
+MODELZIP_API void store(const Embeddings& embeddings, const std::filesystem::path& path,
+                        Format format, bool unnormalize = false);
 
 }  // namespace modelzip::finalfusion

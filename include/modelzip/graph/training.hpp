@@ -34,29 +34,30 @@
 #include <vector>
 
 #include "modelzip/bytes.hpp"
+#include "modelzip/export.hpp"
 #include "modelzip/limits.hpp"
 
 namespace modelzip::training {
 
 // ---- Updaters ------------------------------------------------------------
 
-struct Sgd {
+struct MODELZIP_API Sgd {
   double learning_rate = 1e-3;
   bool operator==(const Sgd&) const = default;
 };
-struct Nesterovs {
+struct MODELZIP_API Nesterovs {
   double learning_rate = 0.1;
   double momentum = 0.9;
   bool operator==(const Nesterovs&) const = default;
 };
-struct Adam {
+struct MODELZIP_API Adam {
   double learning_rate = 1e-3;
   double beta1 = 0.9;
   double beta2 = 0.999;
   double epsilon = 1e-8;
   bool operator==(const Adam&) const = default;
 };
-struct AdamW {
+struct MODELZIP_API AdamW {
   double learning_rate = 1e-3;
   double beta1 = 0.9;
   double beta2 = 0.999;
@@ -64,44 +65,44 @@ struct AdamW {
   double weight_decay = 0.01;
   bool operator==(const AdamW&) const = default;
 };
-struct AdaMax {
+struct MODELZIP_API AdaMax {
   double learning_rate = 1e-3;
   double beta1 = 0.9;
   double beta2 = 0.999;
   double epsilon = 1e-8;
   bool operator==(const AdaMax&) const = default;
 };
-struct AmsGrad {
+struct MODELZIP_API AmsGrad {
   double learning_rate = 1e-3;
   double beta1 = 0.9;
   double beta2 = 0.999;
   double epsilon = 1e-8;
   bool operator==(const AmsGrad&) const = default;
 };
-struct Nadam {
+struct MODELZIP_API Nadam {
   double learning_rate = 1e-3;
   double beta1 = 0.9;
   double beta2 = 0.999;
   double epsilon = 1e-8;
   bool operator==(const Nadam&) const = default;
 };
-struct RmsProp {
+struct MODELZIP_API RmsProp {
   double learning_rate = 0.1;
   double rms_decay = 0.95;
   double epsilon = 1e-8;
   bool operator==(const RmsProp&) const = default;
 };
-struct AdaGrad {
+struct MODELZIP_API AdaGrad {
   double learning_rate = 0.1;
   double epsilon = 1e-6;
   bool operator==(const AdaGrad&) const = default;
 };
-struct AdaDelta {  // no learning rate
+struct MODELZIP_API AdaDelta {  // no learning rate
   double rho = 0.95;
   double epsilon = 1e-6;
   bool operator==(const AdaDelta&) const = default;
 };
-struct NoOp {
+struct MODELZIP_API NoOp {
   bool operator==(const NoOp&) const = default;
 };
 
@@ -111,12 +112,12 @@ using Updater = std::variant<Sgd, Nesterovs, Adam, AdamW, AdaMax, AmsGrad, Nadam
 
 // "Sgd", "Nesterovs", "Adam", "AdamW", "AdaMax", "AmsGrad", "Nadam",
 // "RmsProp", "AdaGrad", "AdaDelta", "NoOp" (the schema's names).
-std::string_view updater_name(const Updater& updater) noexcept;
+MODELZIP_API std::string_view updater_name(const Updater& updater) noexcept;
 // Names of the state arrays the updater keeps per trainable variable
 // (updater.txt), e.g. {"M", "V"} for Adam; empty for Sgd and NoOp.
-std::span<const std::string_view> updater_state_names(const Updater& updater) noexcept;
+MODELZIP_API std::span<const std::string_view> updater_state_names(const Updater& updater) noexcept;
 // The fixed learning rate; nullopt for AdaDelta and NoOp.
-std::optional<double> updater_learning_rate(const Updater& updater) noexcept;
+MODELZIP_API std::optional<double> updater_learning_rate(const Updater& updater) noexcept;
 
 // ---- Schedules -------------------------------------------------------------
 // i is the iteration count or the epoch count (both from 0), as `type` says.
@@ -124,45 +125,45 @@ std::optional<double> updater_learning_rate(const Updater& updater) noexcept;
 
 enum class ScheduleType : std::uint8_t { iteration = 0, epoch = 1 };
 
-struct FixedSchedule {  // value
+struct MODELZIP_API FixedSchedule {  // value
   double value = 0;
   bool operator==(const FixedSchedule&) const = default;
 };
-struct StepSchedule {  // initial_value * decay_rate ^ floor(i / step)
+struct MODELZIP_API StepSchedule {  // initial_value * decay_rate ^ floor(i / step)
   ScheduleType type = ScheduleType::iteration;
   double initial_value = 0;
   double decay_rate = 0;
   double step = 1;
   bool operator==(const StepSchedule&) const = default;
 };
-struct ExponentialSchedule {  // initial_value * gamma ^ i
+struct MODELZIP_API ExponentialSchedule {  // initial_value * gamma ^ i
   ScheduleType type = ScheduleType::iteration;
   double initial_value = 0;
   double gamma = 0;
   bool operator==(const ExponentialSchedule&) const = default;
 };
-struct InverseSchedule {  // initial_value / (1 + gamma * i) ^ power
+struct MODELZIP_API InverseSchedule {  // initial_value / (1 + gamma * i) ^ power
   ScheduleType type = ScheduleType::iteration;
   double initial_value = 0;
   double gamma = 0;
   double power = 0;
   bool operator==(const InverseSchedule&) const = default;
 };
-struct PolySchedule {  // initial_value * (1 - min(i, max) / max) ^ power
+struct MODELZIP_API PolySchedule {  // initial_value * (1 - min(i, max) / max) ^ power
   ScheduleType type = ScheduleType::iteration;
   double initial_value = 0;
   double power = 0;
   std::int64_t max_iterations = 1;
   bool operator==(const PolySchedule&) const = default;
 };
-struct SigmoidSchedule {  // initial_value / (1 + exp(-gamma * (i - step_size)))
+struct MODELZIP_API SigmoidSchedule {  // initial_value / (1 + exp(-gamma * (i - step_size)))
   ScheduleType type = ScheduleType::iteration;
   double initial_value = 0;
   double gamma = 0;
   std::int64_t step_size = 0;
   bool operator==(const SigmoidSchedule&) const = default;
 };
-struct CycleSchedule {  // one-cycle policy, see schemas/training.fbs
+struct MODELZIP_API CycleSchedule {  // one-cycle policy, see schemas/training.fbs
   ScheduleType type = ScheduleType::iteration;
   double initial_value = 0;
   double max_value = 0;
@@ -171,12 +172,12 @@ struct CycleSchedule {  // one-cycle policy, see schemas/training.fbs
   double annealing_decay = 1;
   bool operator==(const CycleSchedule&) const = default;
 };
-struct ScheduleStep {
+struct MODELZIP_API ScheduleStep {
   std::int64_t start = 0;  // first i at which `value` applies
   double value = 0;
   bool operator==(const ScheduleStep&) const = default;
 };
-struct MapSchedule {  // value of the last step with start <= i
+struct MODELZIP_API MapSchedule {  // value of the last step with start <= i
   ScheduleType type = ScheduleType::iteration;
   std::vector<ScheduleStep> steps;
   bool operator==(const MapSchedule&) const = default;
@@ -185,7 +186,7 @@ struct MapSchedule {  // value of the last step with start <= i
 struct Schedule;
 // Warm-up: base(i) * min(1, (iteration + 1) / num_iterations). The base is
 // immutable and shared between copies (make one with ramp()).
-struct RampSchedule {
+struct MODELZIP_API RampSchedule {
   std::shared_ptr<const Schedule> base;
   std::int64_t num_iterations = 1;
   bool operator==(const RampSchedule& other) const;  // compares *base
@@ -196,22 +197,24 @@ using ScheduleVariant =
     std::variant<FixedSchedule, StepSchedule, ExponentialSchedule, InverseSchedule, PolySchedule,
                  SigmoidSchedule, CycleSchedule, MapSchedule, RampSchedule>;
 // A std::variant (use std::visit, std::get, std::holds_alternative).
-struct Schedule : ScheduleVariant {
+struct MODELZIP_API Schedule : ScheduleVariant {
   using ScheduleVariant::ScheduleVariant;
   Schedule() : ScheduleVariant(FixedSchedule{}) {}
 };
 
 inline constexpr int kMaxScheduleDepth = 16;
 
-RampSchedule ramp(Schedule base, std::int64_t num_iterations);
+MODELZIP_API RampSchedule ramp(Schedule base, std::int64_t num_iterations);
 
 // "FixedSchedule", "StepSchedule", ... (the schema's names).
-std::string_view schedule_name(const Schedule& schedule) noexcept;
-std::string_view schedule_type_name(ScheduleType type) noexcept;  // "iteration", "epoch"
+MODELZIP_API std::string_view schedule_name(const Schedule& schedule) noexcept;
+MODELZIP_API std::string_view schedule_type_name(
+    ScheduleType type) noexcept;  // "iteration", "epoch"
 
 // The schedule's value at `iteration` / `epoch` (>= 0; negative counts are
 // treated as 0). Throws Error(invalid_argument) if the schedule is invalid.
-double schedule_value(const Schedule& schedule, std::int64_t iteration, std::int64_t epoch);
+MODELZIP_API double schedule_value(const Schedule& schedule, std::int64_t iteration,
+                                   std::int64_t epoch);
 
 // ---- Regularization ----------------------------------------------------------
 
@@ -220,9 +223,9 @@ enum class RegularizationType : std::uint8_t {
   l2 = 1,            // coefficient * 0.5 * sum w^2 added to the loss
   weight_decay = 2,  // w -= coefficient * w (* learning rate if apply_learning_rate)
 };
-std::string_view regularization_name(RegularizationType type) noexcept;  // "l1"...
+MODELZIP_API std::string_view regularization_name(RegularizationType type) noexcept;  // "l1"...
 
-struct Regularization {
+struct MODELZIP_API Regularization {
   RegularizationType type = RegularizationType::l1;
   Schedule coefficient = FixedSchedule{0};
   bool apply_learning_rate = true;  // weight_decay only
@@ -231,7 +234,7 @@ struct Regularization {
 
 // ---- The configuration --------------------------------------------------------
 
-struct TrainingConfig {
+struct MODELZIP_API TrainingConfig {
   Updater updater = Adam{};
   // Replaces the updater's fixed learning rate when set.
   std::optional<Schedule> learning_rate_schedule;
@@ -256,21 +259,21 @@ struct TrainingConfig {
 // The learning rate in effect at `iteration` / `epoch`: the schedule's value
 // if there is one, else the updater's fixed rate; nullopt for AdaDelta and
 // NoOp.
-std::optional<double> learning_rate_at(const TrainingConfig& config, std::int64_t iteration,
-                                       std::int64_t epoch);
+MODELZIP_API std::optional<double> learning_rate_at(const TrainingConfig& config,
+                                                    std::int64_t iteration, std::int64_t epoch);
 
 // Throws Error(invalid_argument) naming the first rule `config` breaks.
-void validate_training_config(const TrainingConfig& config);
+MODELZIP_API void validate_training_config(const TrainingConfig& config);
 
 // trainingConfig.fb: a FlatBuffer (identifier "MZTC", not size-prefixed).
 // Validates first (Error(invalid_argument)).
-Bytes encode_training_config(const TrainingConfig& config);
+MODELZIP_API Bytes encode_training_config(const TrainingConfig& config);
 
 // Decodes untrusted bytes: the FlatBuffers verifier runs before any read,
 // then the rules above. Errors: corrupt, unsupported (min_reader_version > 1,
 // an unknown updater, schedule, schedule type or regularization: resuming
 // with a silently different optimizer would not be a resume),
 // limit_exceeded. Absent fields take the schema's defaults.
-TrainingConfig decode_training_config(const Bytes& bytes, const Limits& limits = {});
+MODELZIP_API TrainingConfig decode_training_config(const Bytes& bytes, const Limits& limits = {});
 
 }  // namespace modelzip::training

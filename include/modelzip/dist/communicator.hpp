@@ -1,6 +1,6 @@
 // Communicator: the few collective operations a distributed commit needs,
 // behind one interface with one backend per engine. modelzip never builds
-// its own networking: MPI (modelzip/mpi.hpp), torch.distributed and mpi4py
+// its own networking: MPI (modelzip/dist/mpi.hpp), torch.distributed and mpi4py
 // (the Python module modelzip.distributed) implement this interface.
 //
 // Contract for implementations:
@@ -25,9 +25,11 @@
 #include <string_view>
 #include <vector>
 
+#include "modelzip/export.hpp"
+
 namespace modelzip {
 
-class Communicator {
+class MODELZIP_API Communicator {
  public:
   virtual ~Communicator() = default;
 

@@ -32,6 +32,7 @@
 
 #include "modelzip/bytes.hpp"
 #include "modelzip/dtype.hpp"
+#include "modelzip/export.hpp"
 #include "modelzip/limits.hpp"
 #include "modelzip/tensor.hpp"
 
@@ -46,12 +47,12 @@ enum class VariableKind : std::uint8_t {
   sequence = 4,     // list of arrays produced at run time, no stored value
 };
 // "variable", "constant", "array", "placeholder", "sequence".
-std::string_view variable_kind_name(VariableKind kind) noexcept;
+MODELZIP_API std::string_view variable_kind_name(VariableKind kind) noexcept;
 
 // A dimension whose size is known only at run time (e.g. a batch size).
 inline constexpr std::int64_t kUnknownDim = -1;
 
-struct Variable {
+struct MODELZIP_API Variable {
   std::string name;
   VariableKind kind = VariableKind::variable;
   DType dtype = DType::float32;
@@ -79,7 +80,7 @@ struct NamedArg {
   bool operator==(const NamedArg&) const = default;
 };
 
-struct Op {
+struct MODELZIP_API Op {
   std::string name;
   std::string type;  // op type name, e.g. "matmul"
   std::vector<std::string> inputs;
@@ -111,7 +112,7 @@ struct Op {
   bool operator==(const Op& other) const;
 };
 
-struct Graph {
+struct MODELZIP_API Graph {
   std::vector<Variable> variables;
   std::vector<Op> ops;  // in execution order when known
   std::vector<std::string> outputs;
@@ -140,17 +141,17 @@ struct Graph {
 
 // Throws Error(invalid_argument) naming the first rule `graph` breaks (see
 // the top of this file). Work is linear in the size of the graph.
-void validate_graph(const Graph& graph, const Limits& limits = {});
+MODELZIP_API void validate_graph(const Graph& graph, const Limits& limits = {});
 
 // graph.fb: a FlatBuffer (identifier "MZGR", not size-prefixed). Validates
 // first (Error(invalid_argument)).
-Bytes encode_graph(const Graph& graph);
+MODELZIP_API Bytes encode_graph(const Graph& graph);
 
 // Decodes untrusted bytes: runs the FlatBuffers verifier (limits: depth,
 // tables, Limits::max_flatbuffer_bytes) before reading anything, then checks
 // every rule above. Errors: corrupt (verifier, broken rules),
 // unsupported (min_reader_version > 1, an unknown variable kind, value kind
 // or data type), limit_exceeded (size, rank). The result owns its memory.
-Graph decode_graph(const Bytes& bytes, const Limits& limits = {});
+MODELZIP_API Graph decode_graph(const Bytes& bytes, const Limits& limits = {});
 
 }  // namespace modelzip::graph
