@@ -12,6 +12,7 @@
 
 #include "checkpoint/archive_impl.hpp"
 #include "checkpoint/entry_validators.hpp"
+#include "checkpoint/new_tag_contents.hpp"
 #include "core/crc32.hpp"
 #include "core/position_index.hpp"
 #include "core/progress_tracker.hpp"
@@ -287,7 +288,7 @@ class AddContext {
               store(self, TableKind::params, BlobFormat::tensor,
                     format::encode_tensor_blob(p.tensor).pieces, p.options.compression, p.name, {});
           break;
-        case NewTag::Param::Source::embedding: {
+        case NewTag::Contents::Param::Source::embedding: {
           if (auto v = find_entry_validator(EntryKind::embedding)) {
             try {
               v(p.file, Limits{});
@@ -812,13 +813,13 @@ std::optional<detail::ProgressTracker> Writer::Impl::compare_tracker() const {
   comparing.emplace(options.progress, "save", context(), Progress::Stage::compare);
   for (const auto& op : ops)
     if (const auto* add = std::get_if<AddOp>(&op)) {
-      for (const auto& p : add->contents.params()) {
-        if (p.source == NewTag::Param::Source::tensor)
+      for (const auto& p : NewTag::Contents::of(add->contents).params) {
+        if (p.source == NewTag::Contents::Param::Source::tensor)
           comparing->add_to_total(p.tensor.values().size());
-        else if (p.source == NewTag::Param::Source::embedding)
+        else if (p.source == NewTag::Contents::Param::Source::embedding)
           comparing->add_to_total(p.file.size());
       }
-      for (const auto& u : add->contents.updater_states())
+      for (const auto& u : NewTag::Contents::of(add->contents).updater_states)
         if (!u.shared) comparing->add_to_total(u.tensor.values().size());
     }
   return comparing;

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "checkpoint/archive_state.hpp"
+#include "checkpoint/new_tag_contents.hpp"
 #include "dist/blocks.hpp"
 #include "format/blob_table.hpp"
 
@@ -54,7 +55,7 @@ std::vector<Record> records_with_dedup(const std::vector<Item>& items, const New
     }
     out.push_back(std::move(r));
   }
-  for (const auto& e : entries.entries()) {
+  for (const auto& e : NewTag::Contents::of(entries).entries) {
     Record r;
     r.rank = rank;
     r.name = e.relative_name;

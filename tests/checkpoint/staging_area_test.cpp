@@ -3,6 +3,7 @@
 #include <cstring>
 #include <thread>
 
+#include "checkpoint/new_tag_contents.hpp"
 #include "checkpoint/staging_area.hpp"
 #include "checkpoint/tag_snapshot.hpp"
 #include "core/crc32.hpp"
@@ -74,8 +75,8 @@ TEST_CASE("snapshot_tag records the CRC-32 of every copied buffer under the copy
   modelzip::zip::KnownCrcs crcs;
   const NewTag copy = snapshot_tag(tag, staging, 2, &crcs);
   CHECK(crcs.size() == 2);  // the empty buffer has nothing to record
-  const Bytes& staged_big = copy.params().at(0).tensor.values();
-  const Bytes& staged_small = copy.params().at(1).tensor.values();
+  const Bytes& staged_big = NewTag::Contents::of(copy).params.at(0).tensor.values();
+  const Bytes& staged_small = NewTag::Contents::of(copy).params.at(1).tensor.values();
   CHECK(staged_big.data() != big.data());
   CHECK(crcs.find(staged_big.span()) == modelzip::detail::crc32_of(big.span()));
   CHECK(crcs.find(staged_small.span()) == modelzip::detail::crc32_of(small.span()));
