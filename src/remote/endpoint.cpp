@@ -11,11 +11,12 @@ void fail(ErrorCode code, const std::string& url, const std::string& message) {
   throw Error(code, message, ErrorContext{.archive = url});
 }
 
-std::string percent_encode_path(std::string_view key) {
+std::string percent_encode(std::string_view value, bool keep_slash) {
   static const char* hex = "0123456789ABCDEF";
   std::string out;
-  for (unsigned char c : key) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == '/') {
+  for (unsigned char c : value) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' ||
+        (keep_slash && c == '/')) {
       out += static_cast<char>(c);
     } else {
       out += '%';
@@ -24,6 +25,10 @@ std::string percent_encode_path(std::string_view key) {
     }
   }
   return out;
+}
+
+std::string percent_encode_path(std::string_view key) {
+  return percent_encode(key, true);
 }
 
 Endpoint resolve(const std::string& url) {

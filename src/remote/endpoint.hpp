@@ -27,6 +27,9 @@ struct Endpoint {
 // Throws Error(invalid_argument) for a malformed s3:// URL.
 Endpoint resolve(const std::string& url);
 
+// `value` with every byte but unreserved characters (and '/' if
+// `keep_slash`) percent-encoded: paths keep '/', query values do not.
+std::string percent_encode(std::string_view value, bool keep_slash);
 // `key` with every byte but unreserved characters and '/' percent-encoded.
 std::string percent_encode_path(std::string_view key);
 

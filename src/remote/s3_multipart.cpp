@@ -18,18 +18,7 @@ namespace {
 constexpr std::size_t kMaxAnswer = std::size_t{1} << 20;
 
 std::string query_encode(std::string_view value) {
-  static const char* hex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : value) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    }
-  }
-  return out;
+  return percent_encode(value, false);
 }
 
 std::string xml_escape(std::string_view text) {
