@@ -118,6 +118,11 @@ Tensor tensor_of(const std::string& name, const py::handle& value) {
 }
 
 }  // namespace
+}  // namespace modelzip::python
+
+MODELZIP_PY_INITIALIZED_CASTER(modelzip::python::PyBackgroundCollectiveSave)
+
+namespace modelzip::python {
 
 void bind_distributed(py::module_& m) {
   py::class_<Communicator, PyCommunicator>(m, "Communicator", R"doc(
