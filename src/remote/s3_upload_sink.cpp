@@ -66,6 +66,7 @@ struct S3UploadSink::Impl {
   std::map<std::uint64_t, Part> held;               // closed, with holes
   int next_number = 1;
   std::optional<std::uint64_t> end;
+  bool flushing = false;  // finish(): kept ranges at the end are taken too
   bool finished = false, committed = false;
   std::string etag;
   std::atomic<std::uint64_t> uploaded{0}, copied{0};
@@ -178,10 +179,21 @@ struct S3UploadSink::Impl {
     open = Part{0, cursor, {}, 0};
   }
 
-  // Takes every given or reserved byte at the cursor into parts.
+  // Whether bytes are given or reserved at `offset`.
+  bool followed(std::uint64_t offset) const {
+    return ahead.count(offset) > 0 || reserved.count(offset) > 0;
+  }
+
+  // Takes every given or reserved byte at the cursor into parts. A kept
+  // range is taken only once something follows it (or at finish()), so
+  // that kept ranges given one after the other, contiguous in the old
+  // object too, become copies of one range instead of a part each.
+
   void advance(std::unique_lock<std::mutex>& lock) {
     for (;;) {
       if (auto it = ahead.find(cursor); it != ahead.end()) {
+        if (it->second.keep && !flushing && !followed(cursor + it->second.length))
+          return;  // held: a contiguous kept range may follow (keep() merges it)
         Segment s = std::move(it->second);
         ahead.erase(it);
         if (s.keep) {
@@ -331,6 +343,15 @@ void S3UploadSink::keep(std::uint64_t offset, io::ByteRange source) {
     s.fail(ErrorCode::invalid_argument,
            "kept range at " + std::to_string(offset) + " is behind bytes already given");
   s.no_overlap_ahead(offset, source.length);
+  if (auto prev = s.ahead.lower_bound(offset); prev != s.ahead.begin()) {
+    --prev;
+    Segment& p = prev->second;
+    if (p.keep && prev->first + p.length == offset && p.from + p.length == source.offset) {
+      p.length += source.length;  // one range of the old object, moved as a whole
+      s.advance(lock);
+      return;
+    }
+  }
   s.ahead[offset] = Segment{true, {}, source.offset, source.length};
   s.advance(lock);
 }
@@ -357,6 +378,8 @@ void S3UploadSink::finish() {
   std::unique_lock lock(impl_->m);
   auto& s = *impl_;
   s.check_error();
+  s.flushing = true;
+  s.advance(lock);
   if (!s.ahead.empty() || !s.reserved.empty() || !s.holes.empty() || s.open.missing > 0) {
     std::uint64_t first = s.cursor;
     if (!s.holes.empty()) first = s.holes.begin()->first;

@@ -16,6 +16,9 @@
 // bytes of the kept range are fetched (from `old`, the reader's ByteSource)
 // and uploaded to bring it to 5 MiB; a kept remainder shorter than 5 MiB is
 // fetched and uploaded too. Copy parts count against `parallel` like others.
+// Kept ranges given one after the other whose sources are contiguous too
+// (entries that moved together) are copied as one range: a kept range is
+// held until bytes after it are given, or finish().
 //
 // Failures: the first error of any part is thrown by the next call (and by
 // finish()); the sink is then unusable. A sink destroyed without a
