@@ -34,6 +34,7 @@
 #include "remote/settings.hpp"
 #include "remote/upload_config.hpp"
 #include "remote/s3_upload_sink.hpp"
+#include "remote/stale_uploads.hpp"
 #include "zip/append_session.hpp"
 #include "zip/archive_layout.hpp"
 #include "zip/known_crcs.hpp"
@@ -1085,6 +1086,7 @@ void Writer::Impl::upload(const Plan& plan, const Archive::Impl* old_impl,
   } else {
     upload_options.condition.if_none_match = true;
   }
+  upload_options.abort_stale_after = remote::stale_upload_age();
   remote::S3UploadSink sink(std::move(client), std::move(upload_options));
   if (old_impl && kept && !mostly_free(*kept, plan, *old_impl)) {
     // In place, as append_to does locally: the old entries the plan keeps
@@ -1132,6 +1134,7 @@ void Writer::Impl::upload(const Plan& plan, const Archive::Impl* old_impl,
     zw.finish();
   }
   stats.bytes_written = sink.uploaded_bytes();
+  check_cancel();  // the last point where an interrupt aborts the upload
   sink.commit();
   *visible = true;
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "modelzip/error.hpp"
+#include "remote/stale_uploads.hpp"
 
 namespace modelzip::remote {
 namespace {
@@ -290,6 +291,7 @@ S3UploadSink::S3UploadSink(std::shared_ptr<const S3Multipart> client, S3UploadOp
     impl_->fail(ErrorCode::invalid_argument,
                 "S3 part size must be 5 MiB to 5 GiB and parts in flight 1 to 64 (got " +
                     std::to_string(o.part_size) + " bytes, " + std::to_string(o.parallel) + ")");
+  if (o.abort_stale_after) abort_stale_uploads(*impl_->s3, *o.abort_stale_after);
   impl_->upload_id = impl_->s3->create();
 }
 

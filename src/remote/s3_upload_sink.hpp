@@ -29,7 +29,9 @@
 // Thread safety: as io::ByteSink.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <optional>
 #include <memory>
 #include <string>
 
@@ -50,11 +52,15 @@ struct S3UploadOptions {
   std::string old_key, old_etag;
   Bytes old_file;  // its extent as the reader maps it, filled by `old_source`
   std::shared_ptr<const io::ByteSource> old_source;
+  // Set: before starting, incomplete uploads of the key older than this are
+  // aborted (remote/stale_uploads.hpp).
+  std::optional<std::chrono::seconds> abort_stale_after;
 };
 
 class S3UploadSink final : public io::ByteSink {
  public:
-  // Starts the upload (CreateMultipartUpload). Throws Error as S3Multipart,
+  // Starts the upload (CreateMultipartUpload), after the clean-up of stale
+  // uploads where `abort_stale_after` is set. Throws Error as S3Multipart,
   // Error(invalid_argument) for a part size or parallelism out of range.
   S3UploadSink(std::shared_ptr<const S3Multipart> client, S3UploadOptions options);
   ~S3UploadSink() override;
