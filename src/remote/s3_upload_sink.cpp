@@ -39,6 +39,11 @@ struct Job {
   std::uint64_t first = 0, length = 0;
 };
 
+// The size of copy parts a kept range is cut into: several copies run in
+// parallel (a server copies one part at a time per request), few enough
+// that 10,000 parts cover 640 GB.
+constexpr std::uint64_t kCopyPart = std::uint64_t{64} << 20;
+
 std::string range_text(std::uint64_t offset, std::uint64_t length) {
   return "[" + std::to_string(offset) + ", " + std::to_string(offset + length) + ")";
 }
@@ -171,7 +176,10 @@ struct S3UploadSink::Impl {
       return;
     }
     if (!open.bytes.empty()) close_open(lock);
-    const std::uint64_t n = (s.length + kS3MaxPart - 1) / kS3MaxPart;
+    // Copies of at most kCopyPart (parallel, like uploads), and at most 5 GiB.
+    const std::uint64_t n =
+        std::max((s.length + kS3MaxPart - 1) / kS3MaxPart,
+                 std::min((s.length + kCopyPart - 1) / kCopyPart, s.length / kS3MinPart));
     for (std::uint64_t i = 0; i < n; ++i) {
       const std::uint64_t a = s.length * i / n, b = s.length * (i + 1) / n;
       enqueue(lock, Job{number_next(), {}, true, s.from + a, b - a});
