@@ -39,9 +39,8 @@ struct Job {
   std::uint64_t first = 0, length = 0;
 };
 
-// The size of copy parts a kept range is cut into: several copies run in
-// parallel (a server copies one part at a time per request), few enough
-// that 10,000 parts cover 640 GB.
+// The largest copy part a kept range is cut into where the range allows
+// several (a server copies one part per request: parts copy in parallel).
 constexpr std::uint64_t kCopyPart = std::uint64_t{64} << 20;
 
 std::string range_text(std::uint64_t offset, std::uint64_t length) {
@@ -176,10 +175,11 @@ struct S3UploadSink::Impl {
       return;
     }
     if (!open.bytes.empty()) close_open(lock);
-    // Copies of at most kCopyPart (parallel, like uploads), and at most 5 GiB.
-    const std::uint64_t n =
-        std::max((s.length + kS3MaxPart - 1) / kS3MaxPart,
-                 std::min((s.length + kCopyPart - 1) / kCopyPart, s.length / kS3MinPart));
+    // Equal copies (see the header): at least 5 MiB, at most 5 GiB.
+    const std::uint64_t wanted = std::min<std::uint64_t>(
+        {(s.length + kCopyPart - 1) / kCopyPart, s.length / kS3MinPart,
+         2 * static_cast<std::uint64_t>(o.parallel)});
+    const std::uint64_t n = std::max((s.length + kS3MaxPart - 1) / kS3MaxPart, wanted);
     for (std::uint64_t i = 0; i < n; ++i) {
       const std::uint64_t a = s.length * i / n, b = s.length * (i + 1) / n;
       enqueue(lock, Job{number_next(), {}, true, s.from + a, b - a});

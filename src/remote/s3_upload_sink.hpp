@@ -10,8 +10,10 @@
 // bytes given far ahead of the first hole.
 //
 // keep(): a kept range of the old object (`old_key` at `old_etag`, the key
-// itself for an append) becomes UploadPartCopy parts of at most 5 GiB each,
-// copied server-side from that version only (x-amz-copy-source-if-match).
+// itself for an append) becomes UploadPartCopy parts, copied server-side
+// from that version only (x-amz-copy-source-if-match): equal parts of at
+// most 64 MiB where that makes at most 2 x `parallel` of them (so that the
+// copies run at once), else that many parts, or parts of 5 GiB if larger.
 // Where the part being filled before it is shorter than 5 MiB, the first
 // bytes of the kept range are fetched (from `old`, the reader's ByteSource)
 // and uploaded to bring it to 5 MiB; a kept remainder shorter than 5 MiB is
