@@ -1066,8 +1066,13 @@ std::optional<Writer::Impl::S3Old> Writer::Impl::open_s3() const {
 }
 
 void Writer::Impl::refresh_s3() {
+  // Only the tags: what a commit needs besides them is read by open_s3().
   current_tags.clear();
-  if (auto old = open_s3()) current_tags = old->archive->tags;
+  try {
+    current_tags = Archive::open(path.string()).tags();
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::not_found) throw;  // else a new archive
+  }
 }
 
 void Writer::Impl::upload(const Plan& plan, const Archive::Impl* old_impl,
