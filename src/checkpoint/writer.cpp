@@ -1092,6 +1092,20 @@ void Writer::Impl::upload(const Plan& plan, const Archive::Impl* old_impl,
     upload_options.condition.if_none_match = true;
   }
   upload_options.abort_stale_after = remote::stale_upload_age();
+  // While the commit waits for parts in flight, the progress callback is
+  // asked again with what it saw last (it may cancel, e.g. on Ctrl-C in
+  // Python, which only a callback notices).
+  ProgressCallback progress = options.progress;
+  if (progress) {
+    auto last = std::make_shared<std::optional<Progress>>();
+    progress = [inner = options.progress, last](const Progress& p) {
+      *last = p;
+      return inner(p);
+    };
+    upload_options.keep_going = [inner = options.progress, last] {
+      return !*last || inner(**last);
+    };
+  }
   remote::S3UploadSink sink(std::move(client), std::move(upload_options));
   if (old_impl && kept && !mostly_free(*kept, plan, *old_impl)) {
     // In place, as append_to does locally: the old entries the plan keeps
@@ -1115,7 +1129,7 @@ void Writer::Impl::upload(const Plan& plan, const Archive::Impl* old_impl,
     }
     sink.keep(io::ByteRange{at, tail - at});
     zip::StreamZipWriter zw(sink, path.string(), tail, expected_bytes(plan, true),
-                            options.progress);
+                            progress);
     zw.set_comment(directory.comment);
     for (const auto& e : directory.entries)
       if (kept->count(&e)) zw.keep(e);
@@ -1134,7 +1148,7 @@ void Writer::Impl::upload(const Plan& plan, const Archive::Impl* old_impl,
     // they keep their local header (moved by a multiple of 64 bytes), else
     // their data is.
     zip::StreamZipWriter zw(sink, path.string(), 0, expected_bytes(plan, false),
-                            options.progress);
+                            progress);
     emit_all(zw, plan, old_impl, old_impl != nullptr);
     zw.finish();
   }

@@ -119,10 +119,24 @@ struct S3UploadSink::Impl {
     }
   }
 
+  // Waits until `done`, asking o.keep_going about every 100 ms meanwhile
+  // (without the lock).
+  template <class Pred>
+  void wait_for_parts(std::unique_lock<std::mutex>& lock, Pred done) {
+    while (!cv.wait_for(lock, std::chrono::milliseconds(100), done)) {
+      if (!o.keep_going) continue;
+      lock.unlock();
+      const bool go = o.keep_going();
+      lock.lock();
+      if (!go)
+        throw Error(ErrorCode::cancelled, "save cancelled", ErrorContext{.archive = s3->url()});
+    }
+  }
+
   void enqueue(std::unique_lock<std::mutex>& lock, Job job) {
     if (workers.empty())
       for (int i = 0; i < o.parallel; ++i) workers.emplace_back([this] { work(); });
-    cv.wait(lock, [&] {
+    wait_for_parts(lock, [&] {
       return error || queue.size() + static_cast<std::size_t>(running) <
                           static_cast<std::size_t>(o.parallel);
     });
@@ -401,7 +415,7 @@ void S3UploadSink::finish() {
                                             " bytes but " + std::to_string(s.cursor) +
                                             " were given");
   if (!s.open.bytes.empty() || s.next_number == 1) s.close_open(lock);  // the last part
-  s.cv.wait(lock, [&] { return s.error || (s.queue.empty() && s.running == 0); });
+  s.wait_for_parts(lock, [&] { return s.error || (s.queue.empty() && s.running == 0); });
   s.check_error();
   s.finished = true;
 }

@@ -33,6 +33,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <memory>
 #include <string>
@@ -57,6 +58,10 @@ struct S3UploadOptions {
   // Set: before starting, incomplete uploads of the key older than this are
   // aborted (remote/stale_uploads.hpp).
   std::optional<std::chrono::seconds> abort_stale_after;
+  // Set: asked about every 100 ms while a call waits for parts in flight
+  // (from the calling thread); false makes that call throw
+  // Error(cancelled) (e.g. a progress callback that saw an interrupt).
+  std::function<bool()> keep_going;
 };
 
 class S3UploadSink final : public io::ByteSink {

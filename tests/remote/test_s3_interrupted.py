@@ -7,6 +7,7 @@ server does not implement it) and slows parts down."""
 import datetime
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -102,3 +103,48 @@ def test_an_interrupted_upload_is_aborted_and_the_object_kept(s3, tensors, sig):
                 if r["method"] == "POST" and "uploadId=" in r["path"]]  # never completed
     assert fork.get(key) == before
     assert run("tags", url, env=env).stdout.split() == [b"t1"]
+
+
+SAVE = """
+import sys, numpy as np, modelzip
+weights = {f"w{i}": np.full(2 << 20, i, dtype=np.float32) for i in range(8)}  # 64 MiB
+try:
+    modelzip.save(sys.argv[1], "t2", weights)
+except KeyboardInterrupt:
+    sys.exit(42)
+"""
+
+
+def test_ctrl_c_in_a_python_save_aborts_the_upload(s3, tensors):
+    pytest.importorskip("modelzip")
+    fork, proxy = s3
+    key = "w/interrupted-python.zip"
+    url = f"s3://models/{key}"
+    env = env_for(proxy, MODELZIP_S3_PART_SIZE="5M")
+    run("import", url, "--tag", "t1", tensors / "small.npy", env=env)
+    before = fork.get(key)
+    proxy.clear()
+    # Parts wait 3 s each. All data is handed to the upload at once, so the
+    # save is waiting for parts when Ctrl-C comes: the progress hook, asked
+    # again while it waits, notices it; the parts in flight finish, the
+    # upload is aborted, nothing completed.
+    proxy.inject(lambda m, p: m == "PUT" and "partNumber=" in p, ("delay", 3.0), 10_000)
+    p = subprocess.Popen([sys.executable, "-c", SAVE, url], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while not [r for r in proxy.requests() if r["path"].endswith("?uploads=")]:
+            assert time.monotonic() < deadline and p.poll() is None, "no upload started"
+            time.sleep(0.05)
+        time.sleep(1.0)
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 42, (p.returncode, err)  # KeyboardInterrupt raised by save
+    assert aborted_ids(proxy), err  # AbortMultipartUpload sent
+    assert not [r for r in proxy.requests()
+                if r["method"] == "POST" and "uploadId=" in r["path"]]
+    assert fork.get(key) == before
