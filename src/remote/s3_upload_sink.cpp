@@ -119,11 +119,11 @@ struct S3UploadSink::Impl {
     }
   }
 
-  // Waits until `done`, asking o.keep_going about every 100 ms meanwhile
+  // Waits until `ready`, asking o.keep_going about every 100 ms meanwhile
   // (without the lock).
   template <class Pred>
-  void wait_for_parts(std::unique_lock<std::mutex>& lock, Pred done) {
-    while (!cv.wait_for(lock, std::chrono::milliseconds(100), done)) {
+  void wait_for_parts(std::unique_lock<std::mutex>& lock, Pred ready) {
+    while (!cv.wait_for(lock, std::chrono::milliseconds(100), ready)) {
       if (!o.keep_going) continue;
       lock.unlock();
       const bool go = o.keep_going();
