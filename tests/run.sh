@@ -11,7 +11,9 @@
 #   valgrind  the normal build's fast C++ suites under valgrind memcheck
 #             (errors and definite or indirect leaks are failures).
 #   fuzz      tests/fuzz/run_fuzzers.sh on the sanitizer build for
-#             MODELZIP_FUZZ_SECONDS (default 20) per target, if it exists.
+#             MODELZIP_FUZZ_SECONDS (default 12) per target, nproc targets at
+#             a time (the checked-in corpora also replay as plain tests in
+#             every stage), if it exists.
 #
 # Builds use MODELZIP_BUILD_JOBS parallel jobs (default: nproc, the cores
 # this process may use; ninja's own default, nproc + 2, oversubscribes a
@@ -35,7 +37,7 @@ fi
 stages=${MODELZIP_TEST_STAGES:-normal sanitize valgrind fuzz}
 build=${MODELZIP_BUILD_DIR:-build}
 sanitize_build=${MODELZIP_SANITIZE_BUILD_DIR:-build-sanitize}
-fuzz_seconds=${MODELZIP_FUZZ_SECONDS:-20}
+fuzz_seconds=${MODELZIP_FUZZ_SECONDS:-12}
 jobs=${MODELZIP_BUILD_JOBS:-$(nproc)}
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT

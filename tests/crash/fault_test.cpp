@@ -13,6 +13,7 @@
 #include "io/append_journal.hpp"
 #include "io/syscalls.hpp"
 #include "scenarios.hpp"
+#include "sweep.hpp"
 #include "zip/append_session.hpp"
 
 using namespace modelzip;
@@ -142,7 +143,7 @@ void sweep(ScenarioKind kind) {
                 {Action::disk_full, ENOSPC},
                 {Action::short_write, 0}};
     for (const auto& fault : faults)
-      for (std::uint64_t n : spread(counter.calls(op), 25)) {
+      for (std::uint64_t n : spread(counter.calls(op), testing::kUnderSanitizers ? 10 : 25)) {
         // Named copies: clang 14 cannot capture structured bindings in INFO.
         const Action action = fault.first;
         const int error = fault.second;

@@ -17,6 +17,7 @@
 #include "io/append_journal.hpp"
 #include "io/syscalls.hpp"
 #include "scenarios.hpp"
+#include "sweep.hpp"
 #include "zip/append_session.hpp"
 
 using namespace modelzip;
@@ -83,9 +84,10 @@ void run_kill_trials(ScenarioKind kind) {
   // would mean the injector does not see the writer's calls.
   REQUIRE(total >= s.min_calls);
 
-  // A kill before every call, and one run that passes them all.
+  // A kill before every call, and one run that passes them all (under the
+  // sanitizers a sample of the calls: tests/support/sweep.hpp).
   int first_new = -1, trials = 0;
-  for (std::uint64_t n = 1; n <= total + 1; ++n) {
+  for (std::uint64_t n : testing::sweep_points(1, total + 1, 24, 3)) {
     reset_folder(dir.path(), path, s.old_bytes);
     io::FaultInjector::Plan plan{
         .action = io::FaultInjector::Action::kill, .any_kind = true, .nth = n};

@@ -1,4 +1,5 @@
 // Every file of the shared finalfusion test data, cut at every byte offset
+// (a sample of them under the sanitizers: tests/support/sweep.hpp)
 // and with bytes changed at many (deterministic) random positions, gives a
 // modelzip::Error or a valid result -- never a crash, a hang or another
 // exception. Valid results are exercised (lookups, queries, rewriting).
@@ -6,11 +7,13 @@
 // out of bounds: every input is copied into a buffer of exactly its size.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <random>
 
 #include "ff_test_support.hpp"
+#include "sweep.hpp"
 #include "modelzip/finalfusion/convert.hpp"
 
 using namespace modelzip;
@@ -117,7 +120,10 @@ TEST_SUITE("finalfusion") {
       std::size_t valid = 0;
       const auto start = std::chrono::steady_clock::now();
       std::size_t first_valid = original.size();
-      for (std::size_t cut = 0; cut < original.size(); ++cut) {
+      // Every cut (under the sanitizers a sample: tests/support/sweep.hpp).
+      const auto cuts = modelzip::testing::sweep_points(0, original.size() - 1, 4096, 8);
+      for (const std::uint64_t point : cuts) {
+        const auto cut = static_cast<std::size_t>(point);
         CAPTURE(cut);
         // Every valid result is parsed; the first few and then every 256th
         // are also exercised (they repeat each other, e.g. fastText cuts
@@ -130,7 +136,7 @@ TEST_SUITE("finalfusion") {
       const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                           std::chrono::steady_clock::now() - start)
                           .count();
-      MESSAGE(std::string(c.file) << ": " << original.size() << " cuts, " << valid
+      MESSAGE(std::string(c.file) << ": " << cuts.size() << " cuts, " << valid
                                   << " still valid (" << ms << " ms)");
       if (c.reader == Reader::fifu) {
         // Sizes up front: only a cut that drops a whole trailing optional
@@ -141,8 +147,10 @@ TEST_SUITE("finalfusion") {
         // Valid exactly when the input matrix is complete: it ends at byte
         // 53636 (Python: past the dictionary, the flag and the 257 x 50
         // floats); the output matrix after it is not needed.
-        CHECK(first_valid == 53636);
-        CHECK(valid == original.size() - 53636);
+        const auto complete = std::lower_bound(cuts.begin(), cuts.end(), std::uint64_t{53636});
+        REQUIRE(complete != cuts.end());
+        CHECK(first_valid == *complete);
+        CHECK(valid == static_cast<std::size_t>(cuts.end() - complete));
       }
     }
   }

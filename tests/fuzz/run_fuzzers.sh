@@ -6,9 +6,9 @@
 # Each target (default: every tests/fuzz/corpus/<target>/ that has a
 # BUILD_DIR/tests/fuzz/fuzz_<target> executable) runs for SECONDS on a
 # temporary copy of its checked-in corpus (the repository is never written
-# to), one after the other. A target passes when libFuzzer finds no crash,
-# sanitizer report, leak, timeout (an input taking over 30 s) or memory
-# blow-up (over 2048 MB). A failing input is kept in
+# to), MODELZIP_FUZZ_JOBS targets at a time (default: nproc). A target
+# passes when libFuzzer finds no crash, sanitizer report, leak, timeout (an
+# input taking over 30 s) or memory blow-up (over 2048 MB). A failing input is kept in
 # BUILD_DIR/fuzz-findings/<target>/ and its path printed.
 #
 # Output: one line per target, then as the last line exactly
@@ -24,6 +24,10 @@ seconds=$2
 shift 2
 case "$seconds" in
   '' | *[!0-9]*) echo "SECONDS must be a whole number: $seconds" >&2; exit 2 ;;
+esac
+jobs=${MODELZIP_FUZZ_JOBS:-$(nproc)}
+case "$jobs" in
+  '' | *[!0-9]* | 0) echo "MODELZIP_FUZZ_JOBS must be a positive whole number: $jobs" >&2; exit 2 ;;
 esac
 
 fuzz_dir=$(cd "$(dirname "$0")" && pwd)
@@ -42,14 +46,15 @@ fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/modelzip-fuzz.XXXXXX") || exit 2
 trap 'rm -rf "$work"' EXIT
 
-passed=0
-failed=0
-for target in "${targets[@]}"; do
+# fuzz_one TARGET: fuzzes one target; its verdict ("ok ..." or "FAIL ...")
+# goes to $work/TARGET.result.
+fuzz_one() {
+  local target=$1 exe corpus artifacts max_len seed size log status runs found
+  local result="$work/$target.result"
   exe="$build_dir/tests/fuzz/fuzz_$target"
   if [ ! -x "$exe" ]; then
-    echo "FAIL $target: $exe not built (configure with -Dfuzzing=true and build it)"
-    failed=$((failed + 1))
-    continue
+    echo "FAIL $target: $exe not built (configure with -Dfuzzing=true and build it)" >"$result"
+    return
   fi
   corpus="$work/$target/corpus"
   artifacts="$work/$target/artifacts"
@@ -70,22 +75,48 @@ for target in "${targets[@]}"; do
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   found=$(ls "$artifacts" 2>/dev/null | head -1)
   if [ $status -eq 0 ] && [ -z "$found" ]; then
-    echo "ok   $target: ${runs:-?} runs in ${seconds} s, corpus $(ls "$corpus" | wc -l) inputs"
-    passed=$((passed + 1))
-  else
-    mkdir -p "$findings/$target"
-    cp "$log" "$findings/$target/log"
-    if [ -n "$found" ]; then
-      cp "$artifacts/$found" "$findings/$target/$found"
-      echo "FAIL $target: libFuzzer exit status $status, input $findings/$target/$found" \
-        "(log: $findings/$target/log). Reproduce: $exe $findings/$target/$found;" \
-        "once fixed, add it as a regression file to tests/fuzz/corpus/$target/"
-    else
-      echo "FAIL $target: libFuzzer exit status $status without a saved input" \
-        "(log: $findings/$target/log)"
-    fi
-    failed=$((failed + 1))
+    echo "ok   $target: ${runs:-?} runs in ${seconds} s, corpus $(ls "$corpus" | wc -l) inputs" \
+      >"$result"
+    return
   fi
+  mkdir -p "$findings/$target"
+  cp "$log" "$findings/$target/log"
+  if [ -n "$found" ]; then
+    cp "$artifacts/$found" "$findings/$target/$found"
+    echo "FAIL $target: libFuzzer exit status $status, input $findings/$target/$found" \
+      "(log: $findings/$target/log). Reproduce: $exe $findings/$target/$found;" \
+      "once fixed, add it as a regression file to tests/fuzz/corpus/$target/" >"$result"
+  else
+    echo "FAIL $target: libFuzzer exit status $status without a saved input" \
+      "(log: $findings/$target/log)" >"$result"
+  fi
+}
+
+# Up to $jobs targets at once (libFuzzer runs one thread per target).
+running=0
+for target in "${targets[@]}"; do
+  if [ "$running" -ge "$jobs" ]; then
+    wait -n
+    running=$((running - 1))
+  fi
+  fuzz_one "$target" &
+  running=$((running + 1))
+done
+wait
+
+passed=0
+failed=0
+for target in "${targets[@]}"; do
+  if [ -f "$work/$target.result" ]; then
+    line=$(cat "$work/$target.result")
+  else
+    line="FAIL $target: no verdict (the fuzzing job died)"
+  fi
+  echo "$line"
+  case $line in
+    ok*) passed=$((passed + 1)) ;;
+    *) failed=$((failed + 1)) ;;
+  esac
 done
 
 [ $((passed + failed)) -eq 0 ] && failed=1
