@@ -161,9 +161,11 @@ def main():
             raise AssertionError("optimizers with different hyperparameters were saved")
         assert f"the hyperparameters of rank {world - 1} differ" in message, message
         assert open(path, "rb").read() == before
-    comm.barrier()
-    if engine == "torch":
+    if engine == "torch":  # the engine's own barrier: modelzip's Communicator has none
+        torch.distributed.barrier()
         torch.distributed.destroy_process_group()
+    else:
+        group.Barrier()
 
 
 if __name__ == "__main__":
