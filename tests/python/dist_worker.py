@@ -151,8 +151,8 @@ def main():
         before = open(path, "rb").read()
         if world == 1:
             return
-        for group in optimizer.param_groups:
-            group["lr"] = 0.5 if rank == world - 1 else group["lr"]
+        for param_group in optimizer.param_groups:
+            param_group["lr"] = 0.5 if rank == world - 1 else param_group["lr"]
         try:
             mzd.save_checkpoint(path, "bad", shards, optimizer, group=comm, durable=False)
         except ValueError as e:
