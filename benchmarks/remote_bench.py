@@ -15,8 +15,20 @@ server, and the local file's open + load. The cold loads also run each
 right after a curl run; the median of those paired ratios is printed last
 (the machine's load changes less within a pair than across the run).
 
+Write rows (s3:// writers, issue 29), against @20minutes/s3rver on 127.0.0.1
+(installed by npm into BUILD/s3rver-fork, as the tests do), in the same run:
+
+  - a new archive of --write-mib MiB (float32 tensors of 8 MiB) saved with
+    modelzip.save to s3:// (multipart upload, 8 MiB parts, 4 in flight)
+    against the baseline `curl -T` (SigV4, one PUT) of the same archive's
+    bytes, each run right after a curl run (paired ratios, as above);
+  - appending a 10 MiB tag to that object: time (against the full upload's)
+    and bytes uploaded (WriteStats.bytes_written: UploadPart bodies; the old
+    object's bytes are copied server-side).
+
 Usage: PYTHONPATH=build/src/python benchmarks/remote_bench.py [--dir DIR] [--reps N]
-(run from the source folder; needs nginx, curl and the bindings).
+       [--write-mib M] [--build BUILD] [--no-reads] [--no-writes]
+(run from the source folder; needs nginx, curl, node/npm and the bindings).
 """
 import argparse
 import os
@@ -84,12 +96,82 @@ def human(n):
     return f"{n / MiB:.2f} MiB" if n >= MiB else f"{n / 1024:.1f} KiB"
 
 
+def write_rows(work, args):
+    """The s3:// write rows (see the module's doc)."""
+    prefix = servers.install_s3rver_fork(args.build)
+    fork = servers.S3rverFork(prefix, os.path.join(work, "s3rver"), "bench")
+    saved_env = dict(os.environ)
+    try:
+        os.environ.update(fork.env())
+        rng = np.random.default_rng(2)
+        n = max(1, args.write_mib // 8)
+        tensors = {f"w{i:03d}": rng.standard_normal(2 * MiB, dtype=np.float32)
+                   for i in range(n)}
+        extra = {"new": rng.standard_normal(10 * MiB // 4, dtype=np.float32)}
+        local = os.path.join(work, "write.zip")
+        modelzip.save(local, "t1", tensors, durable=False)
+        size = os.path.getsize(local)
+
+        def curl(key):
+            subprocess.run(["curl", "-sSf", "--aws-sigv4", "aws:amz:us-east-1:s3",
+                            "--user", f"{fork.ACCESS_KEY}:{fork.SECRET_KEY}",
+                            "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD", "-T", local,
+                            f"{fork.endpoint}/bench/{key}"], check=True, capture_output=True)
+
+        t_curl, t_new, t_app, ratios, sent_new, sent_app = [], [], [], [], 0, 0
+        for rep in range(args.reps):
+            t0 = time.perf_counter()
+            curl(f"curl-{rep}.zip")
+            t_curl.append(time.perf_counter() - t0)
+            url = f"s3://bench/model-{rep}.zip"
+            t0 = time.perf_counter()
+            stats = modelzip.save(url, "t1", tensors)
+            t_new.append(time.perf_counter() - t0)
+            ratios.append(t_curl[-1] / t_new[-1])
+            sent_new = stats.bytes_written
+            t0 = time.perf_counter()
+            stats = modelzip.save(url, "t2", extra)
+            t_app.append(time.perf_counter() - t0)
+            sent_app = stats.bytes_written
+            assert modelzip.open(url).tags == ["t1", "t2"]
+        med = statistics.median
+        new_bytes = extra["new"].nbytes
+        print(f"remote_bench writes: {size / MiB:.0f} MiB archive ({n} tensors of 8 MiB), "
+              f"@20minutes/s3rver on 127.0.0.1, medians of {args.reps}")
+        print("| operation | time | bytes uploaded | throughput | vs. baseline |")
+        print("|---|---:|---:|---:|---:|")
+        print(f"| curl -T (SigV4, one PUT) of the archive (baseline) | {med(t_curl) * 1000:.0f} ms"
+              f" | {human(size)} | {size / med(t_curl) / MiB:.0f} MiB/s | |")
+        print(f"| modelzip.save to s3://, new archive | {med(t_new) * 1000:.0f} ms | "
+              f"{human(sent_new)} | {size / med(t_new) / MiB:.0f} MiB/s | "
+              f"{med(ratios):.2f}x curl (paired) |")
+        print(f"| modelzip.save to s3://, append a 10 MiB tag | {med(t_app) * 1000:.0f} ms | "
+              f"{human(sent_app)} ({sent_app / new_bytes:.2f}x the new tensor) | | "
+              f"{med(t_app) / med(t_new):.3f}x the new archive's time |")
+    finally:
+        os.environ.clear()
+        os.environ.update(saved_env)
+        fork.stop()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", default=None)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--write-mib", type=int, default=1024)
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--no-reads", action="store_true")
+    ap.add_argument("--no-writes", action="store_true")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="remote-bench-", dir=args.dir)
+    if not args.no_writes:
+        try:
+            write_rows(work, args)
+        finally:
+            if args.no_reads:
+                shutil.rmtree(work, ignore_errors=True)
+    if args.no_reads:
+        return
     server = None
     try:
         www = os.path.join(work, "www")

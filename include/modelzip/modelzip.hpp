@@ -14,6 +14,7 @@
 #include "modelzip/bytes.hpp"
 #include "modelzip/cancel.hpp"
 #include "modelzip/dist/communicator.hpp"
+#include "modelzip/dist/background_save.hpp"
 #include "modelzip/dist/distributed.hpp"
 #include "modelzip/dtype.hpp"
 #include "modelzip/error.hpp"

@@ -1,6 +1,6 @@
 // BackgroundSave: the snapshot on the caller's thread, then Writer::open,
 // add_tag and commit on a worker thread; a process-wide registry orders the
-// saves of one archive and keeps one idle staging buffer for reuse.
+// saves of one archive (idle staging buffers: detail::StagingPool).
 #include "modelzip/background_save.hpp"
 
 #include <algorithm>
@@ -68,7 +68,7 @@ namespace {
 
 using State = BackgroundSave::State;
 
-// The saves of this process, by archive, and the idle staging buffer.
+// The saves of this process, by archive.
 // Allocated once and never destroyed, so that workers still running during
 // static destruction never see it gone.
 class SaveRegistry {
@@ -116,43 +116,6 @@ class SaveRegistry {
     archives_[key].failed = state;
   }
 
-  // An idle buffer of at least `size` bytes, or a new one.
-  std::shared_ptr<detail::StagingBuffer> staging(std::size_t size) {
-    {
-      std::lock_guard lock(mutex_);
-      for (auto& buffer : idle_)
-        if (buffer->capacity() >= size) {
-          std::shared_ptr<detail::StagingBuffer> found = std::move(buffer);
-          std::erase(idle_, nullptr);
-          return found;
-        }
-      idle_.clear();  // all too small: free them before allocating
-    }
-    constexpr std::size_t kRound = std::size_t{2} << 20;
-    const std::size_t rounded =
-        size > SIZE_MAX - kRound ? size : (size + kRound - 1) / kRound * kRound;
-    return std::make_shared<detail::StagingBuffer>(rounded);
-  }
-
-  // Keeps `buffer` (no other owner left) for a later save. Two buffers at
-  // most stay idle (a save writing while the next one is queued needs two),
-  // the largest ones.
-  void offer(std::shared_ptr<detail::StagingBuffer> buffer) {
-    std::lock_guard lock(mutex_);
-    idle_.push_back(std::move(buffer));
-    if (idle_.size() > kMostIdle) {
-      auto smallest = std::min_element(idle_.begin(), idle_.end(), [](const auto& a, const auto& b) {
-        return a->capacity() < b->capacity();
-      });
-      idle_.erase(smallest);
-    }
-  }
-
-  void drop_idle() {
-    std::lock_guard lock(mutex_);
-    idle_.clear();
-  }
-
  private:
   struct Archive {
     std::weak_ptr<State> last;      // the newest save
@@ -170,8 +133,6 @@ class SaveRegistry {
 
   std::mutex mutex_;
   std::map<std::string, Archive> archives_;
-  static constexpr std::size_t kMostIdle = 2;
-  std::vector<std::shared_ptr<detail::StagingBuffer>> idle_;
 };
 
 // The registry's name for an archive: its canonical path (a symbolic link
@@ -220,12 +181,7 @@ void run_save(const std::shared_ptr<State>& state, const std::string& key) {
   }
   state->snapshot = NewTag();
   state->crcs.reset();
-  std::shared_ptr<detail::StagingBuffer> staging = std::move(state->staging);
-  if (!state->options.keep_staging)
-    SaveRegistry::instance().drop_idle();
-  else if (staging.use_count() == 1)
-    SaveRegistry::instance().offer(std::move(staging));
-  staging.reset();
+  detail::StagingPool::instance().release(state->staging, state->options.keep_staging);
   state->end(failure, stats);
   // After end(): a start() that finds the failure also finds its error.
   if (failure && !cancelled) SaveRegistry::instance().record_failure(key, state);
@@ -246,7 +202,7 @@ BackgroundSave BackgroundSave::start(const std::filesystem::path& archive, std::
 
   const std::uint64_t size = detail::snapshot_size(contents);
   if (size > SIZE_MAX) throw std::bad_alloc();
-  state->staging = registry.staging(static_cast<std::size_t>(size));
+  state->staging = detail::StagingPool::instance().take(static_cast<std::size_t>(size));
   const unsigned threads = state->options.copy_threads != 0 ? state->options.copy_threads
                                                             : detail::copy_threads_for(size);
   state->crcs = std::make_shared<zip::KnownCrcs>();

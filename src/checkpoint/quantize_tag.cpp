@@ -42,7 +42,8 @@ bool quantize_by_default(const ParamInfo& p, std::uint64_t min_elements) {
 
 QuantizeResult quantize_tag(const std::filesystem::path& path, std::string_view from_tag,
                             std::string new_tag, const QuantizeOptions& options) {
-  remote::refuse_write(path.native());  // before anything is fetched
+  // Before anything is fetched: only s3:// URLs are writable.
+  if (!remote::can_upload(path.native())) remote::refuse_write(path.native());
   Archive archive = Archive::open(path);
   auto source = archive.find_tag(from_tag);
   if (!source)

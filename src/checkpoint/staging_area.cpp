@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <system_error>
 #include <thread>
@@ -37,6 +38,52 @@ std::uint32_t copy_with_crc(const CopyJob& p) noexcept {
 
 StagingBuffer::StagingBuffer(std::size_t capacity)
     : data_(io::anonymous_buffer(capacity, false)), capacity_(capacity) {}
+
+StagingPool& StagingPool::instance() {
+  static StagingPool* pool = new StagingPool;
+  return *pool;
+}
+
+std::shared_ptr<StagingBuffer> StagingPool::take(std::size_t size) {
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& buffer : idle_)
+      if (buffer->capacity() >= size) {
+        std::shared_ptr<StagingBuffer> found = std::move(buffer);
+        std::erase(idle_, nullptr);
+        return found;
+      }
+    idle_.clear();  // all too small: free them before allocating
+  }
+  constexpr std::size_t kRound = std::size_t{2} << 20;
+  const std::size_t rounded =
+      size > SIZE_MAX - kRound ? size : (size + kRound - 1) / kRound * kRound;
+  return std::make_shared<StagingBuffer>(rounded);
+}
+
+void StagingPool::offer(std::shared_ptr<StagingBuffer> buffer) {
+  std::lock_guard lock(mutex_);
+  idle_.push_back(std::move(buffer));
+  if (idle_.size() > kMostIdle) {
+    auto smallest = std::min_element(idle_.begin(), idle_.end(), [](const auto& a, const auto& b) {
+      return a->capacity() < b->capacity();
+    });
+    idle_.erase(smallest);
+  }
+}
+
+void StagingPool::drop_idle() {
+  std::lock_guard lock(mutex_);
+  idle_.clear();
+}
+
+void StagingPool::release(std::shared_ptr<StagingBuffer>& buffer, bool keep) {
+  std::shared_ptr<StagingBuffer> ending = std::move(buffer);
+  if (!keep)
+    drop_idle();
+  else if (ending && ending.use_count() == 1)
+    offer(std::move(ending));
+}
 
 unsigned copy_threads_for(std::uint64_t total_bytes) noexcept {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());

@@ -5,14 +5,19 @@
 // why not huge pages). It is not copyable; share it through std::shared_ptr, whose aliasing
 // constructor lets Bytes views keep it alive (see tag_snapshot.hpp).
 //
+// StagingPool keeps idle staging buffers between the background saves of
+// this process (BackgroundSave and BackgroundCollectiveSave share it).
+//
 // Thread safety: a StagingBuffer is plain memory; callers partition it.
-// parallel_copy is reentrant.
+// parallel_copy is reentrant; StagingPool is thread-safe.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
+#include <vector>
 
 #include "io/anonymous_buffer.hpp"
 
@@ -33,6 +38,34 @@ class StagingBuffer {
  private:
   io::AnonymousBuffer data_;
   std::size_t capacity_;
+};
+
+// The process's idle staging buffers: at most two (a save writing while the
+// next one is queued needs two), the largest ones. Allocated once and never
+// destroyed, so that save threads still running during static destruction
+// never see it gone.
+class StagingPool {
+ public:
+  static StagingPool& instance();
+
+  // An idle buffer of at least `size` bytes, or a new one (rounded up to
+  // 2 MiB; the idle ones, all too small, are freed first). Throws
+  // std::bad_alloc.
+  std::shared_ptr<StagingBuffer> take(std::size_t size);
+  // Keeps `buffer` (which has no other owner left) for a later save.
+  void offer(std::shared_ptr<StagingBuffer> buffer);
+  // Frees the idle buffers.
+  void drop_idle();
+  // What a save does with its buffer when it ends: offer() it when
+  // `keep` (and nobody else holds it), else drop_idle(); `buffer` is
+  // reset either way.
+  void release(std::shared_ptr<StagingBuffer>& buffer, bool keep);
+
+ private:
+  StagingPool() = default;
+  static constexpr std::size_t kMostIdle = 2;
+  std::mutex mutex_;
+  std::vector<std::shared_ptr<StagingBuffer>> idle_;
 };
 
 struct CopyJob {

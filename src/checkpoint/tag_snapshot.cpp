@@ -93,21 +93,21 @@ NewTag rebuild(const NewTag& tag, StagedCopies& copies) {
 
 }  // namespace
 
-std::uint64_t snapshot_size(const NewTag& tag) {
+std::uint64_t staged_size(std::span<const Bytes* const> buffers) {
   std::uint64_t total = 0;
-  for (const Bytes* b : buffers_of(tag)) total += aligned(b->size());
+  for (const Bytes* b : buffers) total += aligned(b->size());
   return total;
 }
 
-NewTag snapshot_tag(const NewTag& tag, const std::shared_ptr<StagingBuffer>& staging,
-                    unsigned threads, zip::KnownCrcs* crcs) {
-  const std::vector<const Bytes*> originals = buffers_of(tag);
+std::vector<Bytes> stage_buffers(std::span<const Bytes* const> buffers,
+                                 const std::shared_ptr<StagingBuffer>& staging, unsigned threads,
+                                 zip::KnownCrcs* crcs) {
   std::vector<CopyJob> jobs;
   std::vector<Bytes> copies;
-  copies.reserve(originals.size());
+  copies.reserve(buffers.size());
   const std::shared_ptr<const void> keeper = staging;
   std::uint64_t at = 0;
-  for (const Bytes* b : originals) {
+  for (const Bytes* b : buffers) {
     if (b->empty()) {
       copies.emplace_back();
       continue;
@@ -127,7 +127,14 @@ NewTag snapshot_tag(const NewTag& tag, const std::shared_ptr<StagingBuffer>& sta
   } else {
     parallel_copy(jobs, threads);
   }
-  StagedCopies staged(std::move(copies));
+  return copies;
+}
+
+std::uint64_t snapshot_size(const NewTag& tag) { return staged_size(buffers_of(tag)); }
+
+NewTag snapshot_tag(const NewTag& tag, const std::shared_ptr<StagingBuffer>& staging,
+                    unsigned threads, zip::KnownCrcs* crcs) {
+  StagedCopies staged(stage_buffers(buffers_of(tag), staging, threads, crcs));
   return rebuild(tag, staged);
 }
 

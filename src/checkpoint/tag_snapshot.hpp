@@ -14,12 +14,26 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
+#include <vector>
 
 #include "checkpoint/staging_area.hpp"
 #include "modelzip/writer.hpp"
 #include "zip/known_crcs.hpp"
 
 namespace modelzip::detail {
+
+// Staging bytes stage_buffers needs for `buffers` (each 64-byte aligned).
+std::uint64_t staged_size(std::span<const Bytes* const> buffers);
+
+// Copies of `buffers`, in order, in `staging` (capacity at least
+// staged_size(buffers)); an empty buffer's copy is empty. Each copy keeps
+// `staging` alive. Copied with up to `threads` threads; with `crcs`, each
+// copy's CRC-32 is recorded there too (see snapshot_tag). Throws
+// Error(invalid_argument) if the staging buffer is too small.
+std::vector<Bytes> stage_buffers(std::span<const Bytes* const> buffers,
+                                 const std::shared_ptr<StagingBuffer>& staging, unsigned threads,
+                                 zip::KnownCrcs* crcs = nullptr);
 
 // Staging bytes snapshot_tag needs for `tag` (each buffer 64-byte aligned).
 std::uint64_t snapshot_size(const NewTag& tag);

@@ -34,6 +34,7 @@
 #include "remote/settings.hpp"
 #include "remote/upload_config.hpp"
 #include "remote/s3_upload_sink.hpp"
+#include "remote/stale_uploads.hpp"
 #include "zip/append_session.hpp"
 #include "zip/archive_layout.hpp"
 #include "zip/known_crcs.hpp"
@@ -508,12 +509,16 @@ bool tables_in_place(const TagPlan& t) {
 
 // Writes the entries of the plan but tags.txt: everything (rewrite), or
 // with `changes_only` (in-place commits) those that are not in the old
-// archive at their place: new tags, changed tables, blobs that moved.
+// archive at their place: new tags, changed tables, blobs that moved. With
+// `keep_old` (s3:// uploads), old entries are declared kept in the sink
+// (copied server-side) instead of copied through this process.
 void emit_tags(zip::StreamZipWriter& zw, const Plan& plan, const Archive::Impl* old_impl,
-               bool changes_only) {
+               bool changes_only, bool keep_old = false) {
   auto put = [&](const std::string& name, const Content& c) {
     if (changes_only && in_place(name, c)) return;
-    if (c.old)
+    if (c.old && keep_old)
+      zw.add_kept(name, *c.old, old_impl->reader.file().span());
+    else if (c.old)
       zw.add_raw(name, *c.old,
                  old_impl->reader.file().slice(c.old->data_offset, c.old->compressed_size));
     else if (c.compression == Compression::deflate)
@@ -541,9 +546,10 @@ void emit_tags(zip::StreamZipWriter& zw, const Plan& plan, const Archive::Impl* 
 
 // A complete archive: every entry, then tags.txt last (the tail that the
 // next append overwrites, FORMAT.md section 8.1).
-void emit_all(zip::StreamZipWriter& zw, const Plan& plan, const Archive::Impl* old_impl) {
+void emit_all(zip::StreamZipWriter& zw, const Plan& plan, const Archive::Impl* old_impl,
+              bool keep_old = false) {
   zw.set_comment(plan.comment);
-  emit_tags(zw, plan, old_impl, false);
+  emit_tags(zw, plan, old_impl, false, keep_old);
   std::vector<std::string> names;
   for (const auto& t : plan.tags) names.push_back(t.name);
   zw.add_stored(std::string(format::kTagsEntry), {Bytes::copy_of(format::write_tags_file(names))});
@@ -1048,12 +1054,25 @@ std::optional<Writer::Impl::S3Old> Writer::Impl::open_s3() const {
   for (const auto& e : archive->directory.entries) entries.push_back(&e);
   archive->reader.prefetch(entries, 0);
   for (auto& e : archive->directory.entries) e.data_offset = archive->reader.data_offset(e);
+  // And the first bytes of every range no entry covers (free entries'
+  // headers), which appendable() and the free ranges of an in-place
+  // commit read.
+  std::vector<zip::ByteRange> covered;
+  for (const auto& e : archive->directory.entries) covered.push_back(zip::entry_extent(e));
+  for (const zip::ByteRange& gap :
+       zip::gaps_between(std::move(covered), archive->directory.central_directory_offset))
+    opened.source->ensure(gap.offset, std::min<std::uint64_t>(gap.size, 256));
   return S3Old{std::move(opened), std::move(archive)};
 }
 
 void Writer::Impl::refresh_s3() {
+  // Only the tags: what a commit needs besides them is read by open_s3().
   current_tags.clear();
-  if (auto old = open_s3()) current_tags = old->archive->tags;
+  try {
+    current_tags = Archive::open(path.string()).tags();
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::not_found) throw;  // else a new archive
+  }
 }
 
 void Writer::Impl::upload(const Plan& plan, const Archive::Impl* old_impl,
@@ -1072,39 +1091,69 @@ void Writer::Impl::upload(const Plan& plan, const Archive::Impl* old_impl,
   } else {
     upload_options.condition.if_none_match = true;
   }
-  // An append keeps every old entry (only tags added).
-  const bool append = old_impl && kept && kept->size() + 1 == old_impl->directory.entries.size();
+  upload_options.abort_stale_after = remote::stale_upload_age();
+  // While the commit waits for parts in flight, the progress callback is
+  // asked again with what it saw last (it may cancel, e.g. on Ctrl-C in
+  // Python, which only a callback notices).
+  ProgressCallback progress = options.progress;
+  if (progress) {
+    auto last = std::make_shared<std::optional<Progress>>();
+    progress = [inner = options.progress, last](const Progress& p) {
+      *last = p;
+      return inner(p);
+    };
+    upload_options.keep_going = [inner = options.progress, last] {
+      return !*last || inner(**last);
+    };
+  }
   remote::S3UploadSink sink(std::move(client), std::move(upload_options));
-  if (append) {
+  if (old_impl && kept && !mostly_free(*kept, plan, *old_impl)) {
+    // In place, as append_to does locally: the old entries the plan keeps
+    // stay where they are, copied server-side with everything before the
+    // old tail; removed entries' ranges become free entries (their new
+    // local header uploaded, their bytes copied as the free entry's data);
+    // the new entries and the new tail are uploaded after them.
     const zip::Directory& directory = old_impl->directory;
+    const std::span<const std::byte> file = old_impl->reader.file().span();
     const std::uint64_t tail = zip::tail_start(directory, format::kTagsEntry);
-    sink.keep(io::ByteRange{0, tail});
+    std::vector<zip::ByteRange> covered;
+    for (const zip::EntryInfo* e : *kept) covered.push_back(zip::entry_extent(*e));
+    std::uint64_t at = 0;
+    const io::ByteSource* source = s3_old->opened.source.get();
+    for (const zip::ByteRange& gap : zip::gaps_between(std::move(covered), tail)) {
+      if (!zip::is_freed_range(file, gap) || zip::is_free_entry(file, gap)) continue;
+      std::vector<std::byte> header = zip::free_entry_header(file, gap, source);
+      sink.keep(io::ByteRange{at, gap.offset - at});
+      at = gap.offset + header.size();
+      sink.write(gap.offset, Bytes::take(std::move(header)));
+    }
+    sink.keep(io::ByteRange{at, tail - at});
     zip::StreamZipWriter zw(sink, path.string(), tail, expected_bytes(plan, true),
-                            options.progress);
+                            progress);
     zw.set_comment(directory.comment);
     for (const auto& e : directory.entries)
-      if (e.name != format::kTagsEntry) zw.keep(e);
-    emit_tags(zw, plan, old_impl, true);
+      if (kept->count(&e)) zw.keep(e);
+    emit_tags(zw, plan, old_impl, true, true);
     std::vector<std::string> names;
     for (const auto& t : plan.tags) names.push_back(t.name);
     zw.add_stored(std::string(format::kTagsEntry),
                   {Bytes::copy_of(format::write_tags_file(names))});
     zw.finish();
     stats.appended = true;
+    for (const auto& e : directory.entries)
+      if (!kept->count(&e) && e.name != format::kTagsEntry)
+        stats.bytes_freed += zip::entry_extent(e).size;
   } else {
-    // Old entries the plan keeps are copied from the old object's bytes:
-    // fetched first (the reader's mapping is filled on demand).
-    if (old_impl) {
-      std::vector<const zip::EntryInfo*> entries;
-      for (const auto& e : old_impl->directory.entries) entries.push_back(&e);
-      old_impl->reader.prefetch(entries);
-    }
+    // A rewrite: old entries the plan keeps are copied server-side where
+    // they keep their local header (moved by a multiple of 64 bytes), else
+    // their data is.
     zip::StreamZipWriter zw(sink, path.string(), 0, expected_bytes(plan, false),
-                            options.progress);
-    emit_all(zw, plan, old_impl);
+                            progress);
+    emit_all(zw, plan, old_impl, old_impl != nullptr);
     zw.finish();
   }
   stats.bytes_written = sink.uploaded_bytes();
+  check_cancel();  // the last point where an interrupt aborts the upload
   sink.commit();
   *visible = true;
 }

@@ -15,12 +15,12 @@ int run(const std::vector<std::string>& argv) {
   args.expect_positionals(1, 1);
   const std::string& path = args.at(0, "ARCHIVE");
   require_existing_archive(path);
-  auto before = std::filesystem::file_size(path);
+  auto before = archive_size(path);
   ProgressBar bar("rewriting");
   Writer writer = Writer::open(path, writer_options(path, bar.callback()));
   writer.collect_garbage();
   writer.commit();
-  auto after = std::filesystem::file_size(path);
+  auto after = archive_size(path);
   const auto& s = writer.last_stats();
   std::cout << "removed " << s.blobs_collected << " unreferenced blob(s), "
             << human_bytes(s.bytes_collected) << "; archive " << human_bytes(before) << " -> "

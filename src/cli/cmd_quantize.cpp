@@ -25,7 +25,7 @@ int run(const std::vector<std::string>& argv) {
   Args args(argv, {"--from", "--tag", "--scheme", "--params", "--min-elements"}, {"--json"});
   args.expect_positionals(1, 1);
   const std::string& path = args.at(0, "ARCHIVE");
-  require_existing_archive(path);  // a URL: "remote archives are read-only"
+  require_existing_archive(path);  // an http(s) URL: "remote archives are read-only"
   auto from = args.value("--from");
   auto tag = args.value("--tag");
   auto scheme_name = args.value("--scheme");
@@ -44,7 +44,7 @@ int run(const std::vector<std::string>& argv) {
   options.min_elements = static_cast<std::uint64_t>(
       args.number_or("--min-elements", static_cast<long long>(options.min_elements), 0,
                      1'000'000'000'000'000'000LL));
-  const auto before = std::filesystem::file_size(path);
+  const auto before = archive_size(path);
   QuantizeResult r;
   {
     ProgressBar bar("quantizing");  // erased when it goes out of scope
@@ -52,7 +52,7 @@ int run(const std::vector<std::string>& argv) {
     r = quantize_tag(path, *from, *tag, options);
     options.progress = {};
   }
-  const auto after = std::filesystem::file_size(path);
+  const auto after = archive_size(path);
   const std::uint64_t added = after > before ? after - before : 0;
   if (args.flag("--json")) {
     std::cout << "{\"tag\": " << json_string(*tag) << ", \"from\": " << json_string(*from)

@@ -25,7 +25,7 @@ std::string outcome(const Writer::Stats& s, std::uintmax_t before, std::uintmax_
 
 // rm-tag ARCHIVE --keep-last N: removes the oldest tags beyond N.
 int keep_last(const std::string& path, long long n, WriterOptions options) {
-  const auto before = std::filesystem::file_size(path);
+  const auto before = archive_size(path);
   Writer writer = Writer::open(path, std::move(options));
   const std::vector<std::string> tags = writer.tags();
   writer.keep_last(static_cast<std::size_t>(n));
@@ -38,7 +38,7 @@ int keep_last(const std::string& path, long long n, WriterOptions options) {
   for (std::size_t i = 0; i < removed.size(); ++i)
     std::cout << (i ? ", '" : ": '") << printable(removed[i]) << "'";
   std::cout << "; kept " << now.size()
-            << outcome(writer.last_stats(), before, std::filesystem::file_size(path)) << "\n";
+            << outcome(writer.last_stats(), before, archive_size(path)) << "\n";
   return 0;
 }
 
@@ -58,7 +58,7 @@ int run(const std::vector<std::string>& argv) {
   std::string tag = args.tag_at(1, "TAG");
   std::size_t params = 0, states = 0, moved = 0, own = 0;
   bool damaged = false;
-  const auto before = std::filesystem::file_size(path);
+  const auto before = archive_size(path);
   {
     Archive archive = Archive::open(path);
     tag = archive.find_tag(tag).value_or(tag);
@@ -91,7 +91,7 @@ int run(const std::vector<std::string>& argv) {
   else
     std::cout << "(" << params << " parameter(s), " << states << " updater state(s)); "
               << own - moved << " blob(s) deleted, " << moved << " moved to a tag that shares them";
-  std::cout << outcome(writer.last_stats(), before, std::filesystem::file_size(path)) << "\n";
+  std::cout << outcome(writer.last_stats(), before, archive_size(path)) << "\n";
   return 0;
 }
 

@@ -42,7 +42,11 @@ const std::string_view kEnvironment =
     "MODELZIP_CONNECT_TIMEOUT and MODELZIP_LOW_SPEED_TIME (seconds, default 10 and 30)\n"
     "bound waiting for a connection and for a transfer slower than 1 KiB/s. S3 reads\n"
     "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION and\n"
-    "AWS_ENDPOINT_URL (S3-compatible stores, path-style).\n";
+    "AWS_ENDPOINT_URL (S3-compatible stores, path-style). import, rm-tag, gc, meta and\n"
+    "quantize also write s3:// archives (one object, by multipart upload; unchanged\n"
+    "bytes are copied server-side; MODELZIP_S3_PART_SIZE, default 8M); a writer aborts\n"
+    "its key's incomplete uploads older than MODELZIP_S3_STALE_UPLOAD_AGE seconds\n"
+    "(default 86400).\n";
 
 std::size_t report_damage(const Archive& archive) {
   std::size_t n = 0;

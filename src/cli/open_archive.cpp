@@ -23,16 +23,20 @@ void require_writable(const std::string& path) {
 }
 
 void require_existing_archive(const std::string& path) {
-  if (remote::can_upload(path))
-    throw Error(ErrorCode::unsupported,
-                "only import writes s3:// archives so far (rm-tag, gc, meta and quantize "
-                "work on local archives)",
-                ErrorContext{.archive = path});
   require_writable(path);
+  if (remote::can_upload(path)) {
+    remote::open(path, RemoteOptions{});  // Error(not_found) naming the URL if absent
+    return;
+  }
   std::error_code ec;
   if (!std::filesystem::exists(path, ec))
     throw Error(ErrorCode::not_found, "no such archive (create it with modelzip import)",
                 ErrorContext{.archive = path});
+}
+
+std::uint64_t archive_size(const std::string& path) {
+  if (remote::can_upload(path)) return remote::open(path, RemoteOptions{}).file.size();
+  return std::filesystem::file_size(path);
 }
 
 WriterOptions writer_options(const std::string& path, ProgressCallback progress) {

@@ -4,6 +4,7 @@
 // the commands that modify an archive.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "modelzip/archive.hpp"
@@ -20,8 +21,11 @@ void require_writable(const std::string& path);
 // require_writable, then Error(not_found, "no such archive ...") naming
 // `path` unless it exists: for the commands that modify an archive but
 // never create one (rm-tag, gc, meta), where the Writer would start an
-// empty archive.
+// empty archive. An s3:// archive is looked up on the server.
 void require_existing_archive(const std::string& path);
+
+// The size of the archive at `path` (a local file, or an s3:// object).
+std::uint64_t archive_size(const std::string& path);
 
 // WriterOptions for modifying `path` with `progress`: a commit that has to
 // wait for another writer says so once on standard error ("modelzip:

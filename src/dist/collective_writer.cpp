@@ -23,6 +23,7 @@
 #include "dist/commit_plan.hpp"
 #include "dist/commit_target.hpp"
 #include "dist/dedup.hpp"
+#include "dist/detached_commit.hpp"
 #include "dist/rank_locks.hpp"
 #include "dist/rank_share.hpp"
 #include "format/tag_name.hpp"
@@ -36,6 +37,7 @@
 #include "remote/remote_source.hpp"
 #include "core/crc32.hpp"
 #include "core/error_wire.hpp"
+#include "checkpoint/new_tag_contents.hpp"
 #include "core/shape_text.hpp"
 #include "zip/entry_writer.hpp"
 
@@ -61,6 +63,8 @@ class CollectiveWriter::Impl {
   CollectiveOptions options;
   std::vector<Item> items;
   NewTag entries;  // set_entry(): its name rules, in staging order
+  // Thrown by the commit's first agreed step (dist/detached_commit.hpp).
+  std::exception_ptr fail_first_step;
 
   ErrorContext context(const std::string& tag = {}) const {
     return ErrorContext{.archive = path.string(), .tag = tag};
@@ -279,6 +283,7 @@ class CommitRun {
   // whether the archive exists.
   void lock() {
     agreed_step(engine_, ctx_, [&] {
+      if (m_.fail_first_step) std::rethrow_exception(m_.fail_first_step);
       format::check_tag(tag_);
       if (!is_root_) return;
       target_ =
@@ -461,5 +466,56 @@ CollectiveStats CollectiveWriter::commit(const std::string& tag) {
   impl_->entries = NewTag();
   return stats;
 }
+
+// ---- dist::DetachedCommit ----------------------------------------------------
+
+namespace dist {
+
+DetachedCommit::DetachedCommit(CollectiveWriter::Impl& writer)
+    : impl_(std::make_unique<CollectiveWriter::Impl>()) {
+  impl_->path = writer.path;
+  impl_->comm = writer.comm;
+  impl_->options = writer.options;
+  impl_->items = std::move(writer.items);
+  impl_->entries = std::move(writer.entries);
+  writer.items.clear();
+  writer.entries = NewTag();
+}
+DetachedCommit::~DetachedCommit() = default;
+DetachedCommit::DetachedCommit(DetachedCommit&&) noexcept = default;
+DetachedCommit& DetachedCommit::operator=(DetachedCommit&&) noexcept = default;
+
+std::vector<const Bytes*> DetachedCommit::buffers() const {
+  std::vector<const Bytes*> out;
+  for (const Item& item : impl_->items)
+    if (item.kind != Kind::shared) out.push_back(&item.tensor.values());
+  for (const auto& e : NewTag::Contents::of(impl_->entries).entries) out.push_back(&e.contents);
+  return out;
+}
+
+void DetachedCommit::replace_buffers(std::vector<Bytes> copies) {
+  std::size_t next = 0;
+  for (Item& item : impl_->items)
+    if (item.kind != Kind::shared) {
+      const Tensor& t = item.tensor;
+      item.tensor = Tensor::dense(t.dtype(), t.shape(), std::move(copies.at(next++)));
+    }
+  NewTag entries;
+  for (const auto& e : NewTag::Contents::of(impl_->entries).entries)
+    entries.set_entry(e.relative_name, std::move(copies.at(next++)), e.compression);
+  impl_->entries = std::move(entries);
+}
+
+void DetachedCommit::fail_first_step(std::exception_ptr error) {
+  impl_->fail_first_step = std::move(error);
+}
+
+CollectiveStats DetachedCommit::run(const std::string& tag) {
+  return CommitRun(*impl_, tag).run();
+}
+
+ErrorContext DetachedCommit::context() const { return impl_->context(); }
+
+}  // namespace dist
 
 }  // namespace modelzip

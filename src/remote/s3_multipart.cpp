@@ -10,6 +10,7 @@
 
 #include "remote/curl_request.hpp"
 #include "core/crc32.hpp"
+#include "modelzip/cancel.hpp"
 
 namespace modelzip::remote {
 namespace {
@@ -76,6 +77,9 @@ struct S3Multipart::Request {
   std::string http;       // URL with its query
   std::vector<std::string> headers;
   std::span<const std::byte> body;
+  // Stopped by modelzip::request_cancel() (UploadPart, UploadPartCopy: the
+  // parts of an upload that will be aborted), between attempts too.
+  bool cancellable = false;
 };
 
 struct S3Multipart::Response {
@@ -120,6 +124,10 @@ struct Attempt {
     return n;
   }
 };
+
+int stop_if_cancelled(void*, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  return cancel_requested() ? 1 : 0;
+}
 
 // S3 error codes worth another attempt (besides 5xx and 429).
 bool transient_s3(std::string_view code) {
@@ -170,6 +178,10 @@ S3Multipart::Response S3Multipart::perform(const Request& r) const {
     curl_easy_setopt(e, CURLOPT_HEADERDATA, &a);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &Attempt::on_body);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, &a);
+    if (r.cancellable) {  // called at least once a second while the transfer runs
+      curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
+      curl_easy_setopt(e, CURLOPT_XFERINFOFUNCTION, &stop_if_cancelled);
+    }
     ++requests_;
     const CURLcode code = curl_easy_perform(e);
     long os_errno = 0;
@@ -179,6 +191,10 @@ S3Multipart::Response S3Multipart::perform(const Request& r) const {
 
     const std::string attempts =
         attempt > 1 ? " after " + std::to_string(attempt) + " attempts" : "";
+    if (r.cancellable && cancel_requested())
+      throw Error(ErrorCode::cancelled,
+                  std::string("S3 ") + r.operation + " cancelled (interrupted)" + where,
+                  ErrorContext{.archive = endpoint_.url});
     if (code != CURLE_OK && !a.overflow) {
       if (transient(code) && retry_left) {
         pause();
@@ -244,7 +260,7 @@ S3Part S3Multipart::upload_part(const std::string& upload_id, int number,
   Response r = perform(Request{"UploadPart", "PUT", endpoint_.http + part_query(number, upload_id),
                                {"x-amz-checksum-crc32: " + crc,
                                 "Content-Type: application/octet-stream"},
-                               body});
+                               body, true});
   if (r.etag.empty())
     fail(ErrorCode::io, endpoint_.url,
          "S3 UploadPart failed: no ETag in the answer for part " + std::to_string(number));
@@ -262,7 +278,8 @@ S3Part S3Multipart::upload_part_copy(const std::string& upload_id, int number,
           std::to_string(first + length - 1)};
   if (!source_etag.empty()) headers.push_back("x-amz-copy-source-if-match: " + source_etag);
   Response r = perform(Request{"UploadPartCopy", "PUT",
-                               endpoint_.http + part_query(number, upload_id), headers, {}});
+                               endpoint_.http + part_query(number, upload_id), headers, {},
+                               true});
   auto etag = xml_element(r.body, "ETag");
   if (!etag || etag->empty())
     fail(ErrorCode::io, endpoint_.url,

@@ -22,6 +22,11 @@
 // (but 501), 429 and S3's SlowDown / RequestTimeout / InternalError answers (a 200
 // carrying an <Error> body included). Time-outs are those of reads.
 //
+// Cancellation: UploadPart and UploadPartCopy stop within about a second of
+// modelzip::request_cancel() (libcurl's progress callback) and throw
+// Error(cancelled); the other requests (an abort included) are not
+// interrupted.
+//
 // Errors: Error(io) (not_found for NoSuchBucket / NoSuchKey / NoSuchUpload,
 // invalid_argument for other 4xx) whose message names the operation, the
 // request's URL, the HTTP status and S3's error code and message, e.g.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "modelzip/error.hpp"
+#include "remote/stale_uploads.hpp"
 
 namespace modelzip::remote {
 namespace {
@@ -37,6 +38,10 @@ struct Job {
   bool copy = false;             // an UploadPartCopy of [first, first + length)
   std::uint64_t first = 0, length = 0;
 };
+
+// The largest copy part a kept range is cut into where the range allows
+// several (a server copies one part per request: parts copy in parallel).
+constexpr std::uint64_t kCopyPart = std::uint64_t{64} << 20;
 
 std::string range_text(std::uint64_t offset, std::uint64_t length) {
   return "[" + std::to_string(offset) + ", " + std::to_string(offset + length) + ")";
@@ -66,6 +71,7 @@ struct S3UploadSink::Impl {
   std::map<std::uint64_t, Part> held;               // closed, with holes
   int next_number = 1;
   std::optional<std::uint64_t> end;
+  bool flushing = false;  // finish(): kept ranges at the end are taken too
   bool finished = false, committed = false;
   std::string etag;
   std::atomic<std::uint64_t> uploaded{0}, copied{0};
@@ -113,10 +119,24 @@ struct S3UploadSink::Impl {
     }
   }
 
+  // Waits until `ready`, asking o.keep_going about every 100 ms meanwhile
+  // (without the lock).
+  template <class Pred>
+  void wait_for_parts(std::unique_lock<std::mutex>& lock, Pred ready) {
+    while (!cv.wait_for(lock, std::chrono::milliseconds(100), ready)) {
+      if (!o.keep_going) continue;
+      lock.unlock();
+      const bool go = o.keep_going();
+      lock.lock();
+      if (!go)
+        throw Error(ErrorCode::cancelled, "save cancelled", ErrorContext{.archive = s3->url()});
+    }
+  }
+
   void enqueue(std::unique_lock<std::mutex>& lock, Job job) {
     if (workers.empty())
       for (int i = 0; i < o.parallel; ++i) workers.emplace_back([this] { work(); });
-    cv.wait(lock, [&] {
+    wait_for_parts(lock, [&] {
       return error || queue.size() + static_cast<std::size_t>(running) <
                           static_cast<std::size_t>(o.parallel);
     });
@@ -169,7 +189,11 @@ struct S3UploadSink::Impl {
       return;
     }
     if (!open.bytes.empty()) close_open(lock);
-    const std::uint64_t n = (s.length + kS3MaxPart - 1) / kS3MaxPart;
+    // Equal copies (see the header): at least 5 MiB, at most 5 GiB.
+    const std::uint64_t wanted = std::min<std::uint64_t>(
+        {(s.length + kCopyPart - 1) / kCopyPart, s.length / kS3MinPart,
+         2 * static_cast<std::uint64_t>(o.parallel)});
+    const std::uint64_t n = std::max((s.length + kS3MaxPart - 1) / kS3MaxPart, wanted);
     for (std::uint64_t i = 0; i < n; ++i) {
       const std::uint64_t a = s.length * i / n, b = s.length * (i + 1) / n;
       enqueue(lock, Job{number_next(), {}, true, s.from + a, b - a});
@@ -178,10 +202,21 @@ struct S3UploadSink::Impl {
     open = Part{0, cursor, {}, 0};
   }
 
-  // Takes every given or reserved byte at the cursor into parts.
+  // Whether bytes are given or reserved at `offset`.
+  bool followed(std::uint64_t offset) const {
+    return ahead.count(offset) > 0 || reserved.count(offset) > 0;
+  }
+
+  // Takes every given or reserved byte at the cursor into parts. A kept
+  // range is taken only once something follows it (or at finish()), so
+  // that kept ranges given one after the other, contiguous in the old
+  // object too, become copies of one range instead of a part each.
+
   void advance(std::unique_lock<std::mutex>& lock) {
     for (;;) {
       if (auto it = ahead.find(cursor); it != ahead.end()) {
+        if (it->second.keep && !flushing && !followed(cursor + it->second.length))
+          return;  // held: a contiguous kept range may follow (keep() merges it)
         Segment s = std::move(it->second);
         ahead.erase(it);
         if (s.keep) {
@@ -278,6 +313,7 @@ S3UploadSink::S3UploadSink(std::shared_ptr<const S3Multipart> client, S3UploadOp
     impl_->fail(ErrorCode::invalid_argument,
                 "S3 part size must be 5 MiB to 5 GiB and parts in flight 1 to 64 (got " +
                     std::to_string(o.part_size) + " bytes, " + std::to_string(o.parallel) + ")");
+  if (o.abort_stale_after) abort_stale_uploads(*impl_->s3, *o.abort_stale_after);
   impl_->upload_id = impl_->s3->create();
 }
 
@@ -331,6 +367,15 @@ void S3UploadSink::keep(std::uint64_t offset, io::ByteRange source) {
     s.fail(ErrorCode::invalid_argument,
            "kept range at " + std::to_string(offset) + " is behind bytes already given");
   s.no_overlap_ahead(offset, source.length);
+  if (auto prev = s.ahead.lower_bound(offset); prev != s.ahead.begin()) {
+    --prev;
+    Segment& p = prev->second;
+    if (p.keep && prev->first + p.length == offset && p.from + p.length == source.offset) {
+      p.length += source.length;  // one range of the old object, moved as a whole
+      s.advance(lock);
+      return;
+    }
+  }
   s.ahead[offset] = Segment{true, {}, source.offset, source.length};
   s.advance(lock);
 }
@@ -357,6 +402,8 @@ void S3UploadSink::finish() {
   std::unique_lock lock(impl_->m);
   auto& s = *impl_;
   s.check_error();
+  s.flushing = true;
+  s.advance(lock);
   if (!s.ahead.empty() || !s.reserved.empty() || !s.holes.empty() || s.open.missing > 0) {
     std::uint64_t first = s.cursor;
     if (!s.holes.empty()) first = s.holes.begin()->first;
@@ -368,7 +415,7 @@ void S3UploadSink::finish() {
                                             " bytes but " + std::to_string(s.cursor) +
                                             " were given");
   if (!s.open.bytes.empty() || s.next_number == 1) s.close_open(lock);  // the last part
-  s.cv.wait(lock, [&] { return s.error || (s.queue.empty() && s.running == 0); });
+  s.wait_for_parts(lock, [&] { return s.error || (s.queue.empty() && s.running == 0); });
   s.check_error();
   s.finished = true;
 }

@@ -10,12 +10,17 @@
 // bytes given far ahead of the first hole.
 //
 // keep(): a kept range of the old object (`old_key` at `old_etag`, the key
-// itself for an append) becomes UploadPartCopy parts of at most 5 GiB each,
-// copied server-side from that version only (x-amz-copy-source-if-match).
+// itself for an append) becomes UploadPartCopy parts, copied server-side
+// from that version only (x-amz-copy-source-if-match): equal parts of at
+// most 64 MiB where that makes at most 2 x `parallel` of them (so that the
+// copies run at once), else that many parts, or parts of 5 GiB if larger.
 // Where the part being filled before it is shorter than 5 MiB, the first
 // bytes of the kept range are fetched (from `old`, the reader's ByteSource)
 // and uploaded to bring it to 5 MiB; a kept remainder shorter than 5 MiB is
 // fetched and uploaded too. Copy parts count against `parallel` like others.
+// Kept ranges given one after the other whose sources are contiguous too
+// (entries that moved together) are copied as one range: a kept range is
+// held until bytes after it are given, or finish().
 //
 // Failures: the first error of any part is thrown by the next call (and by
 // finish()); the sink is then unusable. A sink destroyed without a
@@ -26,7 +31,10 @@
 // Thread safety: as io::ByteSink.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <memory>
 #include <string>
 
@@ -47,11 +55,19 @@ struct S3UploadOptions {
   std::string old_key, old_etag;
   Bytes old_file;  // its extent as the reader maps it, filled by `old_source`
   std::shared_ptr<const io::ByteSource> old_source;
+  // Set: before starting, incomplete uploads of the key older than this are
+  // aborted (remote/stale_uploads.hpp).
+  std::optional<std::chrono::seconds> abort_stale_after;
+  // Set: asked about every 100 ms while a call waits for parts in flight
+  // (from the calling thread); false makes that call throw
+  // Error(cancelled) (e.g. a progress callback that saw an interrupt).
+  std::function<bool()> keep_going;
 };
 
 class S3UploadSink final : public io::ByteSink {
  public:
-  // Starts the upload (CreateMultipartUpload). Throws Error as S3Multipart,
+  // Starts the upload (CreateMultipartUpload), after the clean-up of stale
+  // uploads where `abort_stale_after` is set. Throws Error as S3Multipart,
   // Error(invalid_argument) for a part size or parallelism out of range.
   S3UploadSink(std::shared_ptr<const S3Multipart> client, S3UploadOptions options);
   ~S3UploadSink() override;

@@ -25,8 +25,10 @@ struct Item {
 // The entry whose local header is at `at`, if a well-formed one lies
 // wholly inside [at, end) without a data descriptor. A deflated entry's
 // CRC covers its uncompressed bytes, so its data is read.
-std::optional<Item> item_at(std::span<const std::byte> file, std::uint64_t at, std::uint64_t end) {
+std::optional<Item> item_at(std::span<const std::byte> file, std::uint64_t at, std::uint64_t end,
+                            const io::ByteSource* source) {
   if (!detail::range_fits(at, kLocalHeaderFixedSize, end)) return std::nullopt;
+  if (source) source->ensure(at, kLocalHeaderFixedSize);
   const std::byte* h = file.data() + at;
   if (detail::load_le<std::uint32_t>(h) != kLocalSignature) return std::nullopt;
   const auto flags = detail::load_le<std::uint16_t>(h + 6);
@@ -38,6 +40,7 @@ std::optional<Item> item_at(std::span<const std::byte> file, std::uint64_t at, s
   const std::uint64_t extra = detail::load_le<std::uint16_t>(h + 28);
   const std::uint64_t header = kLocalHeaderFixedSize + name + extra;
   if ((flags & 0x0008) != 0 || !detail::range_fits(at, header, end)) return std::nullopt;
+  if (source) source->ensure(at, header);
   if (compressed == k32 || uncompressed == k32) {  // sizes in the ZIP64 extra field
     bool found = false;
     for (std::uint64_t p = at + kLocalHeaderFixedSize + name; p + 4 <= at + header;) {
@@ -56,6 +59,7 @@ std::optional<Item> item_at(std::span<const std::byte> file, std::uint64_t at, s
   }
   if (!detail::range_fits(at + header, compressed, end)) return std::nullopt;
   Item item{header, compressed, crc};
+  if (method != kMethodStore && source) source->ensure(at + header, compressed);
   if (method != kMethodStore)
     item.data_crc = detail::crc32_of(file.subspan(at + header, compressed));
   else if (compressed != uncompressed)
@@ -66,10 +70,12 @@ std::optional<Item> item_at(std::span<const std::byte> file, std::uint64_t at, s
 // The CRC-32 of file[begin, end): header bytes are read, stored data is
 // taken from its header's CRC; where no well-formed header is found, the
 // rest of the range is read.
-std::uint32_t range_crc(std::span<const std::byte> file, std::uint64_t begin, std::uint64_t end) {
+std::uint32_t range_crc(std::span<const std::byte> file, std::uint64_t begin, std::uint64_t end,
+                        const io::ByteSource* source) {
   std::uint32_t crc = 0;
   for (std::uint64_t at = begin; at < end;) {
-    const std::optional<Item> item = item_at(file, at, end);
+    const std::optional<Item> item = item_at(file, at, end, source);
+    if (!item && source) source->ensure(at, end - at);
     if (!item) return detail::crc32_update(crc, file.subspan(at, end - at));
     crc = detail::crc32_update(crc, file.subspan(at, item->header));
     crc = detail::crc32_concat(crc, item->data_crc, item->data);
@@ -154,14 +160,16 @@ bool is_freed_range(std::span<const std::byte> file, const ByteRange& range) {
          detail::load_le<std::uint32_t>(file.data() + range.offset) == kLocalSignature;
 }
 
-std::vector<std::byte> free_entry_header(std::span<const std::byte> file, const ByteRange& range) {
+std::vector<std::byte> free_entry_header(std::span<const std::byte> file, const ByteRange& range,
+                                         const io::ByteSource* source) {
   if (range.size < kMinFreeRange || !detail::range_fits(range.offset, range.size, file.size()))
     throw Error(ErrorCode::invalid_argument,
                 "cannot format a free range of " + std::to_string(range.size) + " bytes at " +
                     std::to_string(range.offset));
   const Layout l = layout_of(range);
   // crc(range) = crc(head ++ data) = shift(crc(head), |data|) xor crc(data).
-  const std::uint32_t whole = range_crc(file, range.offset, range.end());
+  if (source) source->ensure(range.offset, l.header);
+  const std::uint32_t whole = range_crc(file, range.offset, range.end(), source);
   const std::uint32_t head = detail::crc32_of(file.subspan(range.offset, l.header));
   const std::uint32_t data_crc = whole ^ detail::crc32_concat(head, 0, l.data);
   return encode_local_header(LocalHeader{.name = l.name,
@@ -180,7 +188,7 @@ std::uint64_t format_free_ranges(int fd, const std::string& file_name,
   std::vector<std::pair<ByteRange, std::vector<std::byte>>> headers;
   for (const ByteRange& r : ranges)
     if (is_freed_range(file, r) && !is_free_entry(file, r))
-      headers.emplace_back(r, free_entry_header(file, r));
+      headers.emplace_back(r, free_entry_header(file, r, nullptr));
   std::uint64_t written = 0;
   for (const auto& [range, header] : headers) {
     io::pwrite_full(fd, header.data(), header.size(), range.offset,

@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "io/byte_source.hpp"
 #include "zip/zip_directory.hpp"
 
 namespace modelzip::zip {
@@ -62,8 +63,11 @@ bool is_freed_range(std::span<const std::byte> file, const ByteRange& range);
 // that are in `file` now. Its CRC-32 follows from the CRCs that the local
 // headers of the entries in the range declare (a stored entry's data is
 // not read; the range's bytes are read where no such header describes
-// them), so the cost is O(entries), not O(bytes).
-std::vector<std::byte> free_entry_header(std::span<const std::byte> file, const ByteRange& range);
+// them), so the cost is O(entries), not O(bytes). `source` (optional): the
+// ByteSource that fills `file` on demand (a remote archive's mapping); the
+// bytes read are ensure()d first.
+std::vector<std::byte> free_entry_header(std::span<const std::byte> file, const ByteRange& range,
+                                         const io::ByteSource* source = nullptr);
 
 // Formats each of `ranges` that is freed (is_freed_range) and not yet a
 // free entry: computes every header from `file` (the archive's current

@@ -226,6 +226,26 @@ void StreamZipWriter::add_raw(const std::string& name, const EntryInfo& e,
   entries_.push_back(Written{.info = plan.info(e.crc32), .zip64_local = plan.zip64});
 }
 
+void StreamZipWriter::add_kept(const std::string& name, const EntryInfo& e,
+                               std::span<const std::byte> old_file) {
+  const EntryPlan plan = plan_copy(name, e, offset_);
+  std::vector<std::byte> header = plan.local_header(e.crc32);
+  const std::uint64_t old_header = e.data_offset - e.local_header_offset;
+  const bool same = header.size() == old_header &&
+                    detail::range_fits(e.local_header_offset, old_header, old_file.size()) &&
+                    std::equal(header.begin(), header.end(),
+                               old_file.begin() + static_cast<std::ptrdiff_t>(e.local_header_offset));
+  if (same) {
+    sink_.keep(plan.local_offset, io::ByteRange{e.local_header_offset, old_header + e.compressed_size});
+  } else {
+    sink_.write(plan.local_offset, Bytes::take(std::move(header)));
+    sink_.keep(plan.data_offset, io::ByteRange{e.data_offset, e.compressed_size});
+  }
+  offset_ = plan.data_offset + e.compressed_size;
+  report(e.compressed_size);
+  entries_.push_back(Written{.info = plan.info(e.crc32), .zip64_local = plan.zip64});
+}
+
 void StreamZipWriter::set_comment(std::string comment) {
   if (comment.size() > 0xFFFF)
     throw Error(

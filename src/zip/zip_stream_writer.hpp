@@ -105,6 +105,14 @@ class StreamZipWriter {
   // A copy of an entry of another archive: its compressed bytes as they are,
   // with its method, CRC and sizes (nothing is recompressed or re-hashed).
   void add_raw(const std::string& name, const EntryInfo& entry, const Bytes& compressed);
+  // The same for an entry of the archive this one replaces, declared kept
+  // (io::ByteSink::keep) instead of written: the sink takes its bytes from
+  // the old archive (an upload copies them server-side). The whole entry is
+  // kept where its new local header equals the old one in `old_file` (same
+  // name, same alignment), else the new header is written and the data
+  // kept. `old_file` must hold the entry's local header.
+  void add_kept(const std::string& name, const EntryInfo& entry,
+                std::span<const std::byte> old_file);
   // The archive comment written after the end record (at most 65535 bytes;
   // default none). Writers carry an archive's comment across rewrites.
   void set_comment(std::string comment);

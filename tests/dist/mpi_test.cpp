@@ -25,6 +25,7 @@
 #include "modelzip/archive.hpp"
 #include "modelzip/graph/checkpoint.hpp"
 #include "modelzip/error.hpp"
+#include "modelzip/dist/background_save.hpp"
 #include "modelzip/dist/mpi.hpp"
 #include "modelzip/writer.hpp"
 #include "test_support.hpp"
@@ -522,6 +523,101 @@ TEST_CASE("invalid shard specs fail the same way on every rank and leave the arc
   CHECK(a.verify().empty());
 }
 
+TEST_CASE("background collective saves: snapshots, two in flight in order, errors on every rank") {
+  const int r = comm().rank(), n = comm().size();
+  SharedDir dir;
+  const fs::path path = dir / "bg.zip";
+  // The saves' own communicator (an MPI_Comm_dup), while the main thread
+  // goes on using comm() as a training loop would.
+  std::optional<MpiCommunicator> saves;
+  saves.emplace(MPI_COMM_WORLD, std::chrono::seconds(60));
+  // A whole parameter per rank whose buffer the test changes after start().
+  std::vector<float> mine(1000, static_cast<float>(r));
+  const std::string mine_name = "mine." + std::to_string(r);
+  auto borrowed = [&] {
+    return Tensor::dense(DType::float32, {1000},
+                         Bytes::borrow(std::as_bytes(std::span(mine)), nullptr));
+  };
+  {
+    CollectiveWriter w(path, *saves);
+    stage_model(w, r, n, all_at(1));
+    w.add(mine_name, borrowed());
+    BackgroundCollectiveSave first = BackgroundCollectiveSave::start(w, "step-1");
+    std::fill(mine.begin(), mine.end(), -1.0f);  // never reaches step-1
+    stage_model(w, r, n, second_versions());
+    w.add(mine_name, borrowed());
+    BackgroundCollectiveSave second = BackgroundCollectiveSave::start(w, "step-2");
+    std::fill(mine.begin(), mine.end(), -2.0f);  // never reaches step-2
+    CHECK_FALSE(comm().agree("").has_value());   // the training's collectives go on
+    const CollectiveStats s2 = second.wait();    // the first ended before it
+    CHECK(first.done());
+    const CollectiveStats s1 = first.wait();
+    CHECK_FALSE(s1.appended);
+    CHECK(s1.blobs_written == model_defs().size() + static_cast<std::uint64_t>(n));
+    CHECK(s2.appended);
+    CHECK(s2.blobs_deduplicated == 4);
+    CHECK(first.wait().blobs_written == s1.blobs_written);  // again: the same result
+  }
+  {
+    Archive a = Archive::open(path);
+    CHECK(a.tags() == std::vector<std::string>{"step-1", "step-2"});
+    check_tag_values(a, "step-1", all_at(1));
+    check_tag_values(a, "step-2", second_versions());
+    for (int k = 0; k < n; ++k) {
+      const std::string name = "mine." + std::to_string(k);
+      CHECK(floats_of(a.tensor(name, "step-1")) == std::vector<float>(1000, static_cast<float>(k)));
+      CHECK(floats_of(a.tensor(name, "step-2")) == std::vector<float>(1000, -1.0f));
+    }
+    CHECK(a.verify().empty());
+  }
+  const std::string before = testing::io_bytes(path);
+  // A rank whose write fails in the background: wait() throws the same
+  // error, naming that rank, on every rank; the archive is unchanged.
+  {
+    io::FaultInjector fail(io::FaultInjector::Plan{
+        .action = io::FaultInjector::Action::fail, .kind = io::SysOp::write, .nth = 1});
+    if (r == n - 1) fail.install();
+    CollectiveWriter w(path, *saves);
+    stage_model(w, r, n, all_at(5));
+    BackgroundCollectiveSave save = BackgroundCollectiveSave::start(w, "step-3");
+    std::string message;
+    try {
+      save.wait();
+    } catch (const Error& e) {
+      message = e.what();
+      CHECK(e.code() == ErrorCode::io);
+    }
+    fail.uninstall();
+    CHECK(message.find("failed on rank " + std::to_string(n - 1)) != std::string::npos);
+    CHECK(same_on_every_rank(message));
+    if (r == 0) CHECK(testing::io_bytes(path) == before);
+  }
+  // A failed save nobody waited for: the next start() throws its error on
+  // every rank and takes nothing; the one after works.
+  {
+    CollectiveWriter w(path, *saves);
+    stage_model(w, r, n, all_at(6));
+    BackgroundCollectiveSave::start(w, "STEP-1");  // the tag exists: fails, handle dropped
+    stage_model(w, r, n, all_at(6));
+    std::string message;
+    try {
+      BackgroundCollectiveSave::start(w, "step-3");
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    CHECK(message.find("nobody waited for it") != std::string::npos);
+    CHECK(message.find("exists already") != std::string::npos);
+    CHECK(same_on_every_rank(message));
+    BackgroundCollectiveSave save = BackgroundCollectiveSave::start(w, "step-3");
+    CHECK(save.wait().appended);
+  }
+  saves.reset();
+  Archive a = Archive::open(path);
+  CHECK(a.tags() == std::vector<std::string>{"step-1", "step-2", "step-3"});
+  check_tag_values(a, "step-3", all_at(6));
+  CHECK(a.verify().empty());
+}
+
 TEST_CASE("entries past 4 GiB use ZIP64 (sparse archive)") {
   const int r = comm().rank(), n = comm().size();
   SharedDir dir;
@@ -610,7 +706,14 @@ TEST_CASE("an archive in another layout (tags.txt not last) is rewritten once") 
 }
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  // Background collective saves call MPI from their own thread while the
+  // main thread goes on using MPI (on another communicator).
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  if (provided < MPI_THREAD_MULTIPLE) {
+    std::fprintf(stderr, "this MPI does not provide MPI_THREAD_MULTIPLE\n");
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
   int failed = 0;
   {
     MpiCommunicator comm(MPI_COMM_WORLD, std::chrono::seconds(60));

@@ -326,3 +326,69 @@ def test_rank_lock_timeout_is_checked(tmp_path, monkeypatch):
     collective_save(path, "t1", {"w": np.zeros(3, np.float32)})
     with modelzip.open(path) as a:
         assert a.tags == ["t0", "t1"]
+
+
+def _torch_tensors(torch, device="cpu"):
+    g = torch.Generator().manual_seed(5)
+    whole = torch.randn(300, 40, generator=g)
+    rows = torch.randn(64, 48, generator=g).t()  # not contiguous: a Shard's block
+    return ({"whole": whole.to(device), "half": torch.arange(7, dtype=torch.float16).to(device),
+             "rows": mzd.Shard(rows.to(device), (48, 64), (0, 0))},
+            {"whole": whole.numpy().copy(), "half": np.arange(7, dtype=np.float16),
+             "rows": rows.numpy().copy()})
+
+
+def _check_saved(path, tags, expected):
+    with modelzip.open(path) as a:
+        assert a.tags == tags
+        for tag in tags:
+            for name, value in expected.items():
+                np.testing.assert_array_equal(a.tensor(name, tag), value, err_msg=f"{tag} {name}")
+        assert a.verify() == []
+
+
+def _save_both_ways(path, tensors):
+    """A blocking save, then one with blocking=False whose tensors change right after."""
+    mzd.save(path, "sync", tensors, group=OneRank(), durable=False)
+    future = mzd.save(path, "bg", tensors, group=OneRank(), background_group=OneRank(),
+                      durable=False, blocking=False)
+    for value in tensors.values():  # the next training step: must not reach the archive
+        (value.value if isinstance(value, mzd.Shard) else value).add_(1)
+    future.result(timeout=120)
+
+
+def test_distributed_save_stages_tensors_through_the_fetch_pipeline(tmp_path, monkeypatch):
+    # The path CUDA tensors take (_device_save's pipeline), with host tensors
+    # standing for device ones, so that it runs without a GPU.
+    torch = pytest.importorskip("torch")
+    from modelzip import _device_save
+    fetched = []
+
+    class Counting(_device_save.HostFetchTarget):
+        def fetch(self, staged, source):
+            fetched.append(source.numel())
+            return super().fetch(staged, source)
+
+    monkeypatch.setattr(mzd, "_fetch_target", Counting)
+    tensors, expected = _torch_tensors(torch)
+    _save_both_ways(tmp_path / "m.zip", tensors)
+    assert sum(fetched) == 2 * sum(v.nbytes for v in expected.values())  # bytes, both saves
+    _check_saved(tmp_path / "m.zip", ["sync", "bg"], expected)
+
+
+def test_distributed_save_leaves_host_values_to_the_writer(tmp_path):
+    # Without CUDA tensors nothing is fetched (the values are the caller's own
+    # objects, borrowed by the writer).
+    torch = pytest.importorskip("torch")
+    tensors, _ = _torch_tensors(torch)
+    assert mzd._host_values(tensors) is tensors
+    plain = {"a": np.ones(3, np.float32)}
+    assert mzd._host_values(plain) is plain
+
+
+@pytest.mark.skipif(not cuda_available(), reason="no CUDA device here (CUDA saves not run)")
+def test_cuda_tensors_in_distributed_save(tmp_path):
+    import torch
+    tensors, expected = _torch_tensors(torch, "cuda")
+    _save_both_ways(tmp_path / "c.zip", tensors)
+    _check_saved(tmp_path / "c.zip", ["sync", "bg"], expected)

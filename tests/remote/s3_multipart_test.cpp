@@ -3,9 +3,11 @@
 // test_s3_multipart.py.)
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <string>
 
 #include "remote/s3_multipart.hpp"
+#include "remote/stale_uploads.hpp"
 
 using modelzip::remote::s3_crc32_base64;
 using modelzip::remote::xml_element;
@@ -37,4 +39,19 @@ TEST_CASE("xml_element reads ETags with entities and walks repeated elements") {
   CHECK(xml_element("<ETag>&quot;ab&amp;c&quot;</ETag>", "ETag") == "\"ab&c\"");
   CHECK_FALSE(xml_element("<ETag>unterminated", "ETag"));
   CHECK_FALSE(xml_element("<A>x</A>", "A", 100));
+}
+
+TEST_CASE("parse_s3_time reads S3's Initiated times (UTC) and rejects malformed ones") {
+  using modelzip::remote::parse_s3_time;
+  auto seconds = [](std::string_view t) {
+    auto p = parse_s3_time(t);
+    REQUIRE(p);
+    return std::chrono::duration_cast<std::chrono::seconds>(p->time_since_epoch()).count();
+  };
+  CHECK(seconds("2026-11-27T23:10:05.123Z") == 1795821005);
+  CHECK(seconds("2000-02-29T00:00:00Z") == 951782400);
+  CHECK(seconds("1970-01-01T00:00:00.000Z") == 0);
+  for (std::string_view bad : {"", "2026-11-27", "2026-13-01T00:00:00Z", "2026-11-27 23:10:05Z",
+                               "20x6-11-27T23:10:05Z", "2026-11-27T24:00:00Z"})
+    CHECK_FALSE(parse_s3_time(bad));
 }

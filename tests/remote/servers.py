@@ -252,16 +252,22 @@ class S3Proxy:
                 record = dict(method=self.command, path=self.path, body=len(body),
                               headers={k.lower(): v for k, v in self.headers.items()})
                 fault = proxy._take_fault(self.command, self.path)
+                if isinstance(fault, tuple) and fault[0] == "delay":
+                    time.sleep(fault[1])
+                    fault = None
                 if fault == "reset":
                     record["status"] = "reset"
                     proxy._record(record)
                     self.close_connection = True
                     self.connection.shutdown(socket.SHUT_RDWR)
                     return
-                if fault is not None:
+                if fault is not None and fault[0] != "answer":  # (status, S3 error code)
                     status, code = fault
-                    payload = (f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
-                               f"<Message>injected by the test proxy</Message></Error>").encode()
+                    fault = ("answer", status,
+                             (f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
+                              f"<Message>injected by the test proxy</Message></Error>").encode())
+                if fault is not None:
+                    _, status, payload = fault
                     record["status"] = status
                     proxy._record(record)
                     self.send_response(status)
@@ -315,8 +321,10 @@ class S3Proxy:
 
     def inject(self, match, kind, count):
         """Answers the next `count` requests for which match(method, path) is
-        true with `kind`: "reset" (the connection is closed unanswered) or
-        (status, S3 error code)."""
+        true with `kind`: "reset" (the connection is closed unanswered),
+        (status, S3 error code), ("answer", status, body bytes) (that answer
+        instead of the server's), or ("delay", seconds) (forwarded after that
+        pause)."""
         with self.lock:
             self.faults.append([match, kind, count])
 

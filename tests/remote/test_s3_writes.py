@@ -88,14 +88,105 @@ def test_append_uploads_only_the_new_bytes_and_the_tail(s3, tensors, tmp_path):
     check_downloaded(blob, tmp_path)
 
 
-def test_other_commands_refuse_s3_archives_clearly(s3, tensors):
+def copied(proxy):
+    """Bytes copied server-side (UploadPartCopy ranges)."""
+    total = 0
+    for r in proxy.requests():
+        if "x-amz-copy-source-range" in r["headers"]:
+            first, last = r["headers"]["x-amz-copy-source-range"][6:].split("-")
+            total += int(last) - int(first) + 1
+    return total
+
+
+@pytest.fixture()
+def three_tags(s3, tensors, request):
+    """An archive of tags a (1 MiB), b (64 MiB), c (small) at s3://models/w/<test>.zip."""
     fork, proxy = s3
-    url = "s3://models/w/rm.zip"
+    url = f"s3://models/w/{request.node.name}.zip"
     env = env_for(proxy)
-    run("import", url, "--tag", "a", tensors / "small.npy", env=env)
-    for args in (["rm-tag", url, "a"], ["gc", url]):
-        p = run(*args, env=env, check=False)
-        assert p.returncode != 0 and b"only import writes s3:// archives so far" in p.stderr
+    run("import", url, "--tag", "a", tensors / "new.npy", env=env, timeout=300)
+    run("import", url, "--tag", "b", tensors / "big.npy", env=env, timeout=300)
+    run("import", url, "--tag", "c", tensors / "small.npy", env=env, timeout=300)
+    return url, env
+
+
+def test_rm_tag_copies_the_surviving_ranges(s3, three_tags, tensors, tmp_path):
+    fork, proxy = s3
+    url, env = three_tags
+    old = fork.get(url[len("s3://models/"):])
+    proxy.clear()
+    p = run("rm-tag", url, "a", env=env, timeout=300)
+    assert b"freed in place" in p.stdout, p.stdout
+    blob = fork.get(url[len("s3://models/"):])
+    # In place: the removed tag's bytes stay as a free entry, everything
+    # else before the old tail is copied; only the free entry's header
+    # (with the 5 MiB a part needs at least) and the new tail are uploaded.
+    assert copied(proxy) >= 60 * MIB and uploaded(proxy) <= 5 * MIB + (256 << 10), (
+        copied(proxy), uploaded(proxy))
+    assert len(blob) >= 64 * MIB and blob[MIB:60 * MIB] == old[MIB:60 * MIB]
+    assert run("tags", url, env=env).stdout.split() == [b"b", b"c"]
+    run("verify", url, env=env)
+    check_downloaded(blob, tmp_path)
+    # The result is still appendable: the next tag copies the prefix.
+    proxy.clear()
+    run("import", url, "--tag", "d", tensors / "small.npy", env=env, timeout=300)
+    assert uploaded(proxy) <= 5 * MIB + (256 << 10) and copied(proxy) >= 60 * MIB
+    assert run("tags", url, env=env).stdout.split() == [b"b", b"c", b"d"]
+    check_downloaded(fork.get(url[len("s3://models/"):]), tmp_path)
+    # gc rewrites without the free bytes; the entries moved, their data is
+    # copied (at most a part's minimum of each fetched and uploaded again).
+    proxy.clear()
+    p = run("gc", url, env=env, timeout=300)
+    assert b"archive" in p.stdout
+    gc_blob = fork.get(url[len("s3://models/"):])
+    assert len(gc_blob) < len(blob)
+    assert copied(proxy) >= 55 * MIB and uploaded(proxy) <= 6 * MIB, (
+        copied(proxy), uploaded(proxy))
+    assert run("tags", url, env=env).stdout.split() == [b"b", b"c", b"d"]
+    run("verify", url, env=env)
+    check_downloaded(gc_blob, tmp_path)
+    local = tmp_path / "big.zip"
+    run("import", local, "--tag", "b", tensors / "big.npy")
+    assert (run("cat", url, "--tag", "b", "big", env=env).stdout
+            == run("cat", local, "--tag", "b", "big").stdout)
+
+
+def test_rm_tag_keep_last_and_rewrite(s3, three_tags, tmp_path):
+    fork, proxy = s3
+    url, env = three_tags
+    proxy.clear()
+    run("rm-tag", url, "--keep-last", "2", "--rewrite", env=env, timeout=300)
+    assert copied(proxy) >= 55 * MIB and uploaded(proxy) <= 6 * MIB
+    assert run("tags", url, env=env).stdout.split() == [b"b", b"c"]
+    run("verify", url, env=env)
+    check_downloaded(fork.get(url[len("s3://models/"):]), tmp_path)
+
+
+def test_meta_and_quantize_on_s3(s3, tensors, tmp_path):
+    fork, proxy = s3
+    url = "s3://models/w/meta.zip"
+    env = env_for(proxy)
+    mat = tmp_path / "mat.npy"
+    np.save(mat, np.random.default_rng(1).standard_normal((256, 256)).astype(np.float32))
+    run("import", url, "--tag", "t", mat, tensors / "big.npy", env=env, timeout=300)
+    proxy.clear()
+    p = run("meta", url, "--name", "resnet", "--description", "on s3", "--json", env=env,
+            timeout=300)
+    assert b'"name": "resnet"' in p.stdout, p.stdout
+    assert copied(proxy) >= 55 * MIB and uploaded(proxy) <= 6 * MIB
+    assert b'"description": "on s3"' in run("meta", url, "--json", env=env).stdout
+    check_downloaded(fork.get("w/meta.zip"), tmp_path)
+    proxy.clear()
+    run("quantize", url, "--from", "t", "--tag", "q", "--scheme", "int8-per-tensor", env=env,
+        timeout=300)
+    assert copied(proxy) >= 60 * MIB  # an append: the old object copied
+    assert run("tags", url, env=env).stdout.split() == [b"t", b"q"]
+    run("verify", url, env=env)
+    check_downloaded(fork.get("w/meta.zip"), tmp_path)
+    p = run("rm-tag", url, "nosuch", env=env, check=False)
+    assert p.returncode != 0 and b"nosuch" in p.stderr
+    p = run("gc", "s3://models/w/absent.zip", env=env, check=False)
+    assert p.returncode != 0 and b"s3://models/w/absent.zip" in p.stderr
 
 
 def test_a_rewrite_through_the_writer_replaces_the_object(s3, tensors, tmp_path):
@@ -152,3 +243,9 @@ def test_python_save_to_s3(s3, tensors, monkeypatch):
     assert modelzip.open(url).tags == ["s2"]
     np.testing.assert_array_equal(modelzip.load(url, "s2")["w"], weights["w"] * 2)
     assert not modelzip.open(url).verify()
+    m = modelzip.update_metadata(url, model_name="py-model")
+    assert m.model_name == "py-model" and modelzip.open(url).metadata.model_name == "py-model"
+    assert modelzip.open(url).tags == ["s2"]
+    blob = fork.get("w/py.zip")
+    with zipfile.ZipFile(io.BytesIO(blob)) as z:
+        assert z.testzip() is None

@@ -159,6 +159,7 @@ class MODELZIP_API CollectiveWriter {
   class Impl;
 
  private:
+  friend class BackgroundCollectiveSave;  // takes the staged contents (dist/background_save.hpp)
   std::unique_ptr<Impl> impl_;
 };
 

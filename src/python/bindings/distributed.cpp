@@ -1,6 +1,8 @@
 // modelzip._modelzip.Communicator (subclassed in Python by the backends of
 // modelzip.distributed: torch.distributed and mpi4py), CollectiveWriter and
-// read_blocks.
+// read_blocks, and the handle of a background collective save
+// (CollectiveWriter.start_background, under modelzip.distributed.save with
+// blocking=False).
 //
 // The C++ collective commit calls the Python communicator through a
 // pybind11 trampoline: commit() runs with the GIL released and each
@@ -17,6 +19,7 @@
 #include "bindings.hpp"
 #include "modelzip/archive.hpp"
 #include "modelzip/graph/checkpoint.hpp"
+#include "modelzip/dist/background_save.hpp"
 #include "modelzip/dist/distributed.hpp"
 #include "modelzip/error.hpp"
 
@@ -78,6 +81,27 @@ class PyCommunicator : public Communicator {
 using Request = std::tuple<std::string, std::string,
                            std::optional<std::pair<std::vector<std::int64_t>, Shape>>>;
 
+// Owns one background collective save. Waiting, and destroying it (which
+// waits), run without the GIL: the save's communicator may need it.
+class PyBackgroundCollectiveSave {
+ public:
+  explicit PyBackgroundCollectiveSave(BackgroundCollectiveSave save) : save_(std::move(save)) {}
+  PyBackgroundCollectiveSave(const PyBackgroundCollectiveSave&) = delete;
+  PyBackgroundCollectiveSave& operator=(const PyBackgroundCollectiveSave&) = delete;
+  ~PyBackgroundCollectiveSave() {
+    py::gil_scoped_release release;
+    BackgroundCollectiveSave ending = std::move(save_);
+  }
+  CollectiveStats wait() {
+    py::gil_scoped_release release;
+    return save_.wait();
+  }
+  bool done() const { return save_.done(); }
+
+ private:
+  BackgroundCollectiveSave save_;
+};
+
 Tensor tensor_of(const std::string& name, const py::handle& value) {
   py::tuple savable = helper("_values", "to_savable")(name, value, false);
   if (py::cast<std::string>(savable[0]) != "dense")
@@ -86,6 +110,11 @@ Tensor tensor_of(const std::string& name, const py::handle& value) {
 }
 
 }  // namespace
+}  // namespace modelzip::python
+
+MODELZIP_PY_INITIALIZED_CASTER(modelzip::python::PyBackgroundCollectiveSave)
+
+namespace modelzip::python {
 
 void bind_distributed(py::module_& m) {
   py::class_<Communicator, PyCommunicator>(m, "Communicator", R"doc(
@@ -184,7 +213,30 @@ elsewhere), broadcast(bytes, root) -> bytes and agree(error: str) -> None or
           "Stages <tag>/trainingConfig.fb from a dict shaped as Archive.training_config() "
           "returns (absent keys: the schema's defaults).")
       .def("commit", &CollectiveWriter::commit, py::arg("tag"),
-           py::call_guard<py::gil_scoped_release>());
+           py::call_guard<py::gil_scoped_release>())
+      .def(
+          "start_background",
+          [](CollectiveWriter& w, std::string tag, bool keep_staging, unsigned copy_threads) {
+            BackgroundCollectiveOptions options;
+            options.keep_staging = keep_staging;
+            options.copy_threads = copy_threads;
+            py::gil_scoped_release release;
+            return std::make_unique<PyBackgroundCollectiveSave>(
+                BackgroundCollectiveSave::start(w, std::move(tag), options));
+          },
+          py::arg("tag"), py::kw_only(), py::arg("keep_staging") = true,
+          py::arg("copy_threads") = 0u,
+          "Snapshots what is staged (GIL released) and commits it as `tag` in a background "
+          "thread over this writer's communicator, which nothing else may use meanwhile; "
+          "collective. Returns a BackgroundCollectiveSave (see modelzip.distributed.save).");
+
+  py::class_<PyBackgroundCollectiveSave>(m, "BackgroundCollectiveSave",
+                                         "One background collective save "
+                                         "(use modelzip.distributed.save(blocking=False)).")
+      .def("wait", &PyBackgroundCollectiveSave::wait,
+           "Waits (GIL released) and returns this rank's CollectiveStats or raises the "
+           "commit's error (the same on every rank).")
+      .def("done", &PyBackgroundCollectiveSave::done, "True once the save has ended.");
 
   m.def(
       "read_blocks",

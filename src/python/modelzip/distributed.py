@@ -220,52 +220,84 @@ def save(path: PathLike, tag: str, tensors: Mapping[str, Any], *, group: Any = N
     (tag, parameter) of an existing tag. Arrays are borrowed, not copied.
     Returns this rank's CollectiveStats.
 
-    ``blocking=False``: copies this rank's tensors (CUDA tensors to host
-    memory) and returns a concurrent.futures.Future of the CollectiveStats;
-    the whole collective commit runs in a background thread over a
-    communicator of its own, so that the training's collectives never mix
-    with it: ``background_group`` if given, else one made once per group
-    (for torch.distributed's default group a gloo group from
-    ``dist.new_group``; for mpi4py a ``Dup()`` of the communicator; torch
+    CUDA tensors (whole or a Shard's block) are fetched to host memory
+    through the pinned staging pipeline of modelzip.save (device-to-host
+    copies of one piece overlapped with the host copy of the previous one),
+    not one ``.cpu()`` per tensor; host arrays are used as they are.
+
+    ``blocking=False``: snapshots this rank's tensors (a copy into staging
+    memory, several threads, GIL released; CUDA tensors fetched as above
+    first) and returns a concurrent.futures.Future of the CollectiveStats;
+    the collective commit runs in a background thread
+    (modelzip::BackgroundCollectiveSave) over a communicator of its own, so
+    that the training's collectives never mix with it: ``background_group``
+    if given, else one made once per group (for torch.distributed's default
+    group a gloo group from ``dist.new_group``; for mpi4py a ``Dup()`` of the
+    communicator, which needs MPI_THREAD_MULTIPLE, mpi4py's default; torch
     subgroups need ``background_group``). Every rank must call it in the
     same order; background saves run one after another, in call order.
-    result() raises the error of a failed commit on every rank; the
-    future cannot be cancelled (one rank alone cannot leave a collective).
+    result() raises the error of a failed commit on every rank; the future
+    cannot be cancelled (one rank alone cannot leave a collective).
     Interpreter exit waits for background saves in flight.
 
     ``rank_lock_timeout``: seconds the root, undoing a failed commit, waits
     for ranks still writing into the archive before it leaves the append
     journal to the next writer instead (None: the environment variable
     MODELZIP_RANK_LOCK_TIMEOUT, else 60; see docs/distributed.md)."""
+    tensors = _host_values(tensors)
     if blocking:
         return _commit(path, tag, tensors, communicator(group), share, dedup, durable, root,
                        rank_lock_timeout)
     comm = (communicator(background_group) if background_group is not None
             else _background_communicator(group))
-    return _BackgroundCommits.start(path, tag, {n: _snapshot(v) for n, v in tensors.items()},
-                                    comm, dict(share or {}), dedup, durable, root,
-                                    rank_lock_timeout)
+    writer = _staged_writer(path, tensors, comm, share, dedup, durable, root, rank_lock_timeout)
+    return _BackgroundCommits.start(writer.start_background(tag), comm, tag)
 
 
-def _commit(path: PathLike, tag: str, tensors: Mapping[str, Any], comm: Communicator,
-            share: Optional[Mapping[str, tuple[str, str]]], dedup: bool, durable: bool,
-            root: int, rank_lock_timeout: Optional[float] = None) -> CollectiveStats:
+def _staged_writer(path: PathLike, tensors: Mapping[str, Any], comm: Communicator,
+                   share: Optional[Mapping[str, tuple[str, str]]], dedup: bool, durable: bool,
+                   root: int, rank_lock_timeout: Optional[float]) -> CollectiveWriter:
     writer = CollectiveWriter(path, comm, dedup=dedup, durable=durable, root=root,
                               rank_lock_timeout=rank_lock_timeout)
     _stage_tensors(writer, tensors)
     for name, (from_tag, from_param) in (share or {}).items():
         writer.share(name, from_tag, from_param)
-    return writer.commit(tag)
+    return writer
 
 
-def _snapshot(value: Any) -> Any:
-    """A copy of a tensor, array or Shard that later changes of ``value`` do not reach."""
-    if isinstance(value, Shard):
-        return Shard(_snapshot(value.value), tuple(value.global_shape), tuple(value.offset))
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(value, torch.Tensor):
-        return value.detach().to("cpu", copy=True)
-    return np.array(value, copy=True)
+def _commit(path: PathLike, tag: str, tensors: Mapping[str, Any], comm: Communicator,
+            share: Optional[Mapping[str, tuple[str, str]]], dedup: bool, durable: bool,
+            root: int, rank_lock_timeout: Optional[float] = None) -> CollectiveStats:
+    return _staged_writer(path, tensors, comm, share, dedup, durable, root,
+                          rank_lock_timeout).commit(tag)
+
+
+def _fetch_target() -> Any:
+    """The staging target _host_values fetches through: None, the pinned pipeline for CUDA
+    tensors only (tests substitute _device_save.HostFetchTarget, which sends host tensors
+    through the same pipeline)."""
+    return None
+
+
+def _host_values(tensors: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``tensors`` with each dense CUDA tensor (whole or a Shard's block) replaced by a host
+    tensor of the same bytes, fetched through pinned staging memory (_device_save.py);
+    ``tensors`` itself when there is none (torch is not imported for that)."""
+    if "torch" not in sys.modules:
+        return tensors
+    items = [(name, v.value if isinstance(v, Shard) else v) for name, v in tensors.items()]
+    target = _fetch_target()
+    if target is None:
+        from ._values import fetch_device_tensors
+        fetched = fetch_device_tensors(items)
+    else:
+        from ._device_save import host_items
+        fetched = host_items(items, target)
+    if all(new is old for (_, new), (_, old) in zip(fetched, items)):
+        return tensors
+    return {name: (Shard(host, value.global_shape, value.offset) if isinstance(value, Shard)
+                   else host)
+            for (name, value), (_, host) in zip(tensors.items(), fetched)}
 
 
 # Communicators of background commits, by the group they stand for (kept
@@ -315,34 +347,25 @@ class _CollectiveFuture(concurrent.futures.Future):
 
 
 class _BackgroundCommits:
-    """Runs background collective commits one after another, in call order."""
+    """Completes the futures of background collective saves: a non-daemon thread per save
+    waits for it (GIL released), so that interpreter exit waits for saves in flight. The
+    saves themselves run in C++ threads, one after another in start order."""
 
-    _last: Optional[threading.Thread] = None
-    _lock = threading.Lock()
-
-    @classmethod
-    def start(cls, path: PathLike, tag: str, tensors: dict, comm: Communicator, share: dict,
-              dedup: bool, durable: bool, root: int,
-              rank_lock_timeout: Optional[float]) -> concurrent.futures.Future:
+    @staticmethod
+    def start(handle: Any, comm: Communicator, tag: str) -> concurrent.futures.Future:
         future = _CollectiveFuture()
+        future.set_running_or_notify_cancel()
 
-        def run(previous: Optional[threading.Thread]) -> None:
-            if previous is not None:
-                previous.join()
-            future.set_running_or_notify_cancel()
+        def complete(_comm: Communicator) -> None:  # holds the communicator until the end
             try:
-                stats = _commit(path, tag, tensors, comm, share, dedup, durable, root,
-                                rank_lock_timeout)
+                stats = handle.wait()
             except BaseException as error:  # noqa: B902 (handed to the future)
                 future.set_exception(error)
             else:
                 future.set_result(stats)
 
-        with cls._lock:
-            thread = threading.Thread(target=run, args=(cls._last,), daemon=False,
-                                      name=f"modelzip collective save {tag}")
-            cls._last = thread
-            thread.start()
+        threading.Thread(target=complete, args=(comm,), daemon=False,
+                         name=f"modelzip collective save {tag}").start()
         return future
 
 
@@ -487,7 +510,7 @@ def save_checkpoint(path: PathLike, tag: str, params: Mapping[str, Any], optimiz
     summary: dict = {}
     error = ""
     try:
-        _stage_tensors(writer, params)
+        _stage_tensors(writer, _host_values(params))
         if optimizer is not None:
             summary = _stage_optimizer(writer, params, optimizer)
     except Exception as e:  # every rank must reach the agreement, whatever failed here

@@ -1,0 +1,150 @@
+"""Writers of s3:// archives that stop early (issue 29): an incomplete upload
+a killed writer left behind is aborted by the next writer of the key once it
+is old enough; SIGINT / SIGTERM during an upload abort it and leave the old
+object as it was. Against @20minutes/s3rver 4.0.4 through the recording
+proxy (servers.S3Proxy), which here also answers ListMultipartUploads (the
+server does not implement it) and slows parts down."""
+import datetime
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import CLI
+from test_s3_multipart import MIB, fork, s3  # noqa: F401
+from test_s3_writes import env_for, run, tensors  # noqa: F401
+
+
+def listing(key, uploads):
+    """A ListMultipartUploads answer naming (key, upload id, initiated) uploads."""
+    items = "".join(f"<Upload><Key>{k}</Key><UploadId>{u}</UploadId>"
+                    f"<Initiated>{t}</Initiated></Upload>" for k, u, t in uploads)
+    return (f'<?xml version="1.0" encoding="UTF-8"?><ListMultipartUploadsResult>'
+            f"<Bucket>models</Bucket><Prefix>{key}</Prefix><IsTruncated>false</IsTruncated>"
+            f"{items}</ListMultipartUploadsResult>").encode()
+
+
+def aborted_ids(proxy):
+    return [r["path"].split("uploadId=")[1] for r in proxy.requests()
+            if r["method"] == "DELETE" and "uploadId=" in r["path"]]
+
+
+def is_listing(method, path):
+    return method == "GET" and "uploads=" in path
+
+
+def test_the_server_without_listing_lets_the_writer_go_on(s3, tensors):
+    fork, proxy = s3
+    url = "s3://models/w/nolist.zip"
+    run("import", url, "--tag", "t", tensors / "small.npy", env=env_for(proxy))
+    listed = [r for r in proxy.requests() if is_listing(r["method"], r["path"])]
+    assert listed and listed[0]["status"] == 501  # s3rver: NotImplemented
+    assert "prefix=w%2Fnolist.zip" in listed[0]["path"]
+    assert run("tags", url, env=env_for(proxy)).stdout.split() == [b"t"]
+
+
+def test_stale_uploads_of_the_key_are_aborted(s3, tensors):
+    fork, proxy = s3
+    key = "w/stale.zip"
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    uploads = [(key, "stale-1", "2020-01-01T00:00:00.000Z"), (key, "fresh-1", now),
+               (key + ".bak", "other-1", "2020-01-01T00:00:00.000Z")]
+    proxy.inject(is_listing, ("answer", 200, listing(key, uploads)), 1)
+    run("import", f"s3://models/{key}", "--tag", "t", tensors / "small.npy",
+        env=env_for(proxy))
+    # Only the old upload of this very key; the young one may be a live writer's.
+    assert aborted_ids(proxy) == ["stale-1"]
+    assert run("tags", f"s3://models/{key}", env=env_for(proxy)).stdout.split() == [b"t"]
+    # A bound of 0 seconds takes every incomplete upload of the key.
+    proxy.clear()
+    proxy.inject(is_listing, ("answer", 200, listing(key, uploads)), 1)
+    run("import", f"s3://models/{key}", "--tag", "u", tensors / "small.npy",
+        env=env_for(proxy, MODELZIP_S3_STALE_UPLOAD_AGE="0"))
+    assert aborted_ids(proxy) == ["stale-1", "fresh-1"]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_upload_is_aborted_and_the_object_kept(s3, tensors, sig):
+    fork, proxy = s3
+    key = f"w/interrupted-{sig.name}.zip"
+    url = f"s3://models/{key}"
+    env = env_for(proxy, MODELZIP_S3_PART_SIZE="5M")
+    run("import", url, "--tag", "t1", tensors / "small.npy", env=env)
+    before = fork.get(key)
+    proxy.clear()
+    # Every part waits 30 s in the proxy: the 64 MiB upload is mid-way for long,
+    # and a writer that waited for its parts in flight would take that long.
+    proxy.inject(lambda m, p: m == "PUT" and "partNumber=" in p, ("delay", 30.0), 10_000)
+    p = subprocess.Popen([CLI, "import", url, "--tag", "t2", str(tensors / "big.npy")],
+                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while not [r for r in proxy.requests() if r["path"].endswith("?uploads=")]:
+            assert time.monotonic() < deadline and p.poll() is None, "no upload started"
+            time.sleep(0.05)
+        time.sleep(1.0)  # parts in flight, held by the proxy
+        assert p.poll() is None
+        sent = time.monotonic()
+        p.send_signal(sig)
+        _, err = p.communicate(timeout=25)
+        took = time.monotonic() - sent
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 128 + sig, (p.returncode, err)
+    assert took < 15, took  # in-flight parts are stopped, not waited for
+    assert b"interrupted" in err, err
+    created = [r for r in proxy.requests() if r["path"].endswith("?uploads=")]
+    assert len(created) == 1 and aborted_ids(proxy)  # AbortMultipartUpload sent
+    assert not [r for r in proxy.requests()
+                if r["method"] == "POST" and "uploadId=" in r["path"]]  # never completed
+    assert fork.get(key) == before
+    assert run("tags", url, env=env).stdout.split() == [b"t1"]
+
+
+SAVE = """
+import sys, numpy as np, modelzip
+weights = {f"w{i}": np.full(2 << 20, i, dtype=np.float32) for i in range(8)}  # 64 MiB
+try:
+    modelzip.save(sys.argv[1], "t2", weights)
+except KeyboardInterrupt:
+    sys.exit(42)
+"""
+
+
+def test_ctrl_c_in_a_python_save_aborts_the_upload(s3, tensors):
+    pytest.importorskip("modelzip")
+    fork, proxy = s3
+    key = "w/interrupted-python.zip"
+    url = f"s3://models/{key}"
+    env = env_for(proxy, MODELZIP_S3_PART_SIZE="5M")
+    run("import", url, "--tag", "t1", tensors / "small.npy", env=env)
+    before = fork.get(key)
+    proxy.clear()
+    # Parts wait 3 s each. All data is handed to the upload at once, so the
+    # save is waiting for parts when Ctrl-C comes: the progress hook, asked
+    # again while it waits, notices it; the parts in flight finish, the
+    # upload is aborted, nothing completed.
+    proxy.inject(lambda m, p: m == "PUT" and "partNumber=" in p, ("delay", 3.0), 10_000)
+    p = subprocess.Popen([sys.executable, "-c", SAVE, url], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while not [r for r in proxy.requests() if r["path"].endswith("?uploads=")]:
+            assert time.monotonic() < deadline and p.poll() is None, "no upload started"
+            time.sleep(0.05)
+        time.sleep(1.0)
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 42, (p.returncode, err)  # KeyboardInterrupt raised by save
+    assert aborted_ids(proxy), err  # AbortMultipartUpload sent
+    assert not [r for r in proxy.requests()
+                if r["method"] == "POST" and "uploadId=" in r["path"]]
+    assert fork.get(key) == before
