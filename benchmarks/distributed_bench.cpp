@@ -108,10 +108,10 @@ double median(std::vector<double> v) {
 // Wall time of `f` over all ranks: barrier, f, barrier (seconds).
 template <class F>
 double timed(MpiCommunicator& comm, F&& f) {
-  comm.barrier();
+  MPI_Barrier(comm.comm());
   const auto t0 = Clock::now();
   f();
-  comm.barrier();
+  MPI_Barrier(comm.comm());
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
@@ -234,12 +234,12 @@ int main(int argc, char** argv) {
         if (p.split == Param::whole)
           w.add(l.name, view(l));
         else
-          w.add_shard(l.name, view(l), ShardSpec{p.shape, l.block.offset});
+          w.add_shard(l.name, view(l), p.shape, l.block);
         for (const auto& state : states)  // the values do not matter, the bytes do
           if (p.split == Param::whole)
             w.add_updater_state(l.name, state, view(l));
           else
-            w.add_updater_shard(l.name, state, view(l), ShardSpec{p.shape, l.block.offset});
+            w.add_updater_shard(l.name, state, view(l), p.shape, l.block);
       }
     };
     // Raw files and new archives alternate, so both see the same machine;
@@ -248,7 +248,7 @@ int main(int argc, char** argv) {
     // writeback (or discard) of another.
     const fs::path raw_file = dir / ("raw-" + std::to_string(rank) + ".bin");
     auto settle = [&] {
-      comm.barrier();
+      MPI_Barrier(comm.comm());
       if (rank == 0) fs::remove(archive);
       fs::remove(raw_file);
       int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
@@ -256,7 +256,7 @@ int main(int argc, char** argv) {
       ::close(fd);
     };
     auto settle_append = [&] {
-      comm.barrier();
+      MPI_Barrier(comm.comm());
       int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
       ::syncfs(fd);
       ::close(fd);
@@ -405,7 +405,7 @@ int main(int argc, char** argv) {
       std::printf("%d ranks, one archive: %.2fx the aggregate raw write of %d files\n", n, r / f,
                   n);
     }
-    comm.barrier();
+    MPI_Barrier(comm.comm());
     if (rank == 0 && !keep) fs::remove(archive);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "distributed_bench: %s\n", e.what());

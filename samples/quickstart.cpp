@@ -34,10 +34,10 @@ int main(int argc, char** argv) {
 
     std::filesystem::remove(argv[1]);
     Writer writer = Writer::open(argv[1]);
-    Metadata meta;
-    meta.model_name = "quickstart-mlp";
-    meta.model_version = "1";
-    writer.set_metadata(meta);
+    writer.update_metadata([](Metadata& meta) {  // under the archive's lock, at commit
+      meta.model_name = "quickstart-mlp";
+      meta.model_version = "1";
+    });
 
     NewTag step1;
     step1.add("embedding", view(embedding, {1000, 64}));

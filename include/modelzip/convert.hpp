@@ -121,7 +121,7 @@ using StringMap = std::map<std::string, std::string>;
 
 enum class Format { npy, npz, safetensors, btf };
 // "npy", "npz", "safetensors", "btf".
-MODELZIP_API std::string_view to_string(Format format) noexcept;
+MODELZIP_API std::string_view format_name(Format format) noexcept;
 // The format of `path` by its extension (".npy", ".npz", ".safetensors",
 // ".btf"; letter case ignored). Throws Error(unsupported) otherwise.
 MODELZIP_API Format format_from_extension(const std::filesystem::path& path);

@@ -31,7 +31,9 @@ enum class ErrorCode {
   cancelled,         // a progress callback asked to stop
 };
 
-MODELZIP_API std::string_view to_string(ErrorCode code) noexcept;
+// "ok", "io", "corrupt"...: the name of `code` (messages, the Python and
+// Java bindings, the error wire format).
+MODELZIP_API std::string_view error_code_name(ErrorCode code) noexcept;
 
 struct MODELZIP_API ErrorContext {
   std::string archive;                  // path or name of the archive (or standalone file)

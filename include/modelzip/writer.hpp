@@ -180,12 +180,12 @@ class MODELZIP_API Writer {
   // remove_tag), also those another writer added meanwhile.
   // Error(invalid_argument) when n is 0.
   void keep_last(std::size_t n);
-  // Stages replacing the archive metadata as a whole.
-  void set_metadata(Metadata metadata);
-  // Stages an edit of the metadata: at commit, `edit` is called (once, under
-  // the lock) with the metadata the archive has then, after any earlier
-  // staged metadata change, so it can change some fields and keep the rest
-  // even when another writer committed in between. `edit` must not throw.
+  // Stages an edit of the metadata, the one way to change it: at commit,
+  // `edit` is called (once, under the lock) with the metadata the archive
+  // has then, after any earlier staged metadata change, so it can change
+  // some fields and keep the rest even when another writer committed in
+  // between. A whole replacement is an edit that assigns
+  // (`[m](Metadata& current) { current = m; }`). `edit` must not throw.
   // The writer field is always set to this modelzip afterwards.
   void update_metadata(std::function<void(Metadata&)> edit);
   // Stages garbage collection: blob entries that no params.txt or

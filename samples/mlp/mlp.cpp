@@ -248,7 +248,8 @@ void save(Writer& writer, const TrainState& s) {
     options.share_from_tag = tag_of(1);
     options.unchanged_params = {"scale"};
   }
-  save_checkpoint(writer, tag_of(s.config.iteration_count), c, options);
+  writer.add_tag(tag_of(s.config.iteration_count), checkpoint_tag(c, options));
+  writer.commit();
 }
 
 TrainState load(const Archive& archive) {

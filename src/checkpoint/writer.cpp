@@ -1231,10 +1231,6 @@ void Writer::remove_tag(std::string_view tag) {
   impl_->ops.emplace_back(RemoveOp{*it});
 }
 
-void Writer::set_metadata(Metadata metadata) {
-  impl_->metadata_edits.push_back([m = std::move(metadata)](Metadata& current) { current = m; });
-}
-
 void Writer::update_metadata(std::function<void(Metadata&)> edit) {
   impl_->metadata_edits.push_back(std::move(edit));
 }

@@ -49,7 +49,7 @@ int run(const std::vector<std::string>& argv) {
     for (char& c : format) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   } else {
     embedding_format =
-        format == "fifu" ? finalfusion::Format::finalfusion : finalfusion::parse_format(format);
+        format == "fifu" ? finalfusion::Format::finalfusion : finalfusion::format_from_name(format);
   }
   if (embedding_format) {
     if (names.size() != 1) throw UsageError("an embedding export names exactly one PARAM");
@@ -66,9 +66,9 @@ int run(const std::vector<std::string>& argv) {
       return 0;
     }
     const auto embeddings = finalfusion::Embeddings::read(file, names[0]);
-    finalfusion::store(embeddings, out, *embedding_format, !normalized);
+    finalfusion::store(out, embeddings, *embedding_format, !normalized);
     std::cerr << "wrote embedding '" << printable(names[0]) << "' to " << printable(out.string())
-              << " (" << finalfusion::to_string(*embedding_format) << ", "
+              << " (" << finalfusion::format_name(*embedding_format) << ", "
               << (normalized               ? "unit rows"
                   : embeddings.has_norms() ? "original norms restored"
                                            : "rows as stored, no norms")

@@ -35,7 +35,7 @@ bool is_tensor_file(const std::string& ext) {
 finalfusion::Format embedding_format(const fs::path& path, const Bytes& data,
                                      const std::optional<std::string>& forced) {
   if (forced) {
-    auto f = finalfusion::parse_format(*forced);
+    auto f = finalfusion::format_from_name(*forced);
     if (!f) throw UsageError("unknown --format '" + *forced + "'");
     return *f;
   }

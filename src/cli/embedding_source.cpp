@@ -44,7 +44,7 @@ std::string query_word(const finalfusion::Embeddings& embeddings, const std::str
 
 finalfusion::Utf8Policy utf8_policy(const Args& args) {
   const std::string name = args.value_or("--utf8", "strict");
-  auto policy = finalfusion::parse_utf8_policy(name);
+  auto policy = finalfusion::utf8_policy_from_name(name);
   if (!policy) throw UsageError("unknown --utf8 policy '" + name + "' (strict, lossy, escape)");
   return *policy;
 }
@@ -67,7 +67,7 @@ finalfusion::Embeddings open_embeddings(const Args& args, std::size_t& used) {
     used = 1;
     std::optional<finalfusion::Format> format;
     if (auto forced = args.value("--format")) {
-      format = finalfusion::parse_format(*forced);
+      format = finalfusion::format_from_name(*forced);
       if (!format) throw UsageError("unknown --format '" + *forced + "'");
     } else {
       format = finalfusion::detect_format(first, *head);

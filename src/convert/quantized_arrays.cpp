@@ -96,7 +96,7 @@ std::vector<NamedTensor> quantized_to_arrays(std::span<const NamedTensor> tensor
     }
     if (format != Format::npz && format != Format::safetensors)
       throw Error(ErrorCode::unsupported,
-                  std::string(to_string(format)) + " cannot hold quantized tensor '" + nt.name +
+                  std::string(format_name(format)) + " cannot hold quantized tensor '" + nt.name +
                       "': its integers go with scales" +
                       (format == Format::npy ? std::string(" and a .npy file holds one array")
                                              : std::string(" and a description, and BTF has "
@@ -138,7 +138,7 @@ std::vector<NamedTensor> quantized_to_arrays(std::span<const NamedTensor> tensor
   for (std::size_t i = 0; i < out.size(); ++i)
     if (auto [it, fresh] = seen.emplace(out[i].name, i); !fresh)
       throw Error(ErrorCode::invalid_argument,
-                  std::string(to_string(format)) + ": the name '" + out[i].name +
+                  std::string(format_name(format)) + ": the name '" + out[i].name +
                       "' is used twice (a quantized tensor NAME is written as NAME, NAME.scales, "
                       "NAME.zero_points and NAME.quantization)");
   return out;

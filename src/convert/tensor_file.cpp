@@ -8,7 +8,7 @@
 
 namespace modelzip::convert {
 
-std::string_view to_string(Format format) noexcept {
+std::string_view format_name(Format format) noexcept {
   switch (format) {
     case Format::npy:
       return "npy";
@@ -66,7 +66,7 @@ void write_tensor_file(const std::filesystem::path& path, Format format,
                        std::span<const NamedTensor> tensors, const StringMap& metadata) {
   if (!metadata.empty() && format != Format::safetensors)
     throw Error(ErrorCode::unsupported,
-                std::string(to_string(format)) + " files cannot hold metadata (safetensors can)",
+                std::string(format_name(format)) + " files cannot hold metadata (safetensors can)",
                 ErrorContext{.archive = path.string()});
   StringMap meta = metadata;
   std::vector<NamedTensor> arrays;

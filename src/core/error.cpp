@@ -4,7 +4,7 @@
 
 namespace modelzip {
 
-std::string_view to_string(ErrorCode code) noexcept {
+std::string_view error_code_name(ErrorCode code) noexcept {
   switch (code) {
     case ErrorCode::io:
       return "io";

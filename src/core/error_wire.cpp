@@ -82,7 +82,7 @@ std::optional<std::uint64_t> parse_optional(std::string_view field, const char* 
 std::string encode_error(const Error& error) {
   const ErrorContext& c = error.context();
   std::string out(kMagic);
-  put(out, to_string(error.code()));
+  put(out, error_code_name(error.code()));
   put(out, std::to_string(error.system_error()));
   put(out, error.message());
   put(out, c.archive);
@@ -106,7 +106,7 @@ Error decode_error(std::string_view text) {
                  std::string(kMagic) + "\"");
   std::optional<ErrorCode> code;
   for (ErrorCode k : kCodes)
-    if (fields[1] == to_string(k)) code = k;
+    if (fields[1] == error_code_name(k)) code = k;
   if (!code) fail_corrupt("malformed error text: unknown error code");
   const int errnum = parse_int<int>(fields[2], "errno value");
   ErrorContext context{.archive = unescape(fields[4]),

@@ -38,6 +38,7 @@
 #include "core/crc32.hpp"
 #include "core/error_wire.hpp"
 #include "checkpoint/new_tag_contents.hpp"
+#include "core/shape_text.hpp"
 #include "zip/entry_writer.hpp"
 
 namespace modelzip {
@@ -85,7 +86,7 @@ class CollectiveWriter::Impl {
       throw Error(ErrorCode::unsupported,
                   label + ": distributed saves take dense tensors of fixed-size types", context());
   }
-  void stage(Item item, const std::optional<ShardSpec>& spec);
+  void stage(Item item, std::optional<std::pair<Shape, Block>> placed);
 };
 
 namespace {
@@ -185,19 +186,24 @@ CollectiveWriter::CollectiveWriter(CollectiveWriter&&) noexcept = default;
 CollectiveWriter& CollectiveWriter::operator=(CollectiveWriter&&) noexcept = default;
 
 // Checks and stages `item` (its name, table, state and tensor set): whole,
-// or the block `spec` places.
-void CollectiveWriter::Impl::stage(Item item, const std::optional<ShardSpec>& spec) {
+// or as the block `placed` (global shape, block) places.
+void CollectiveWriter::Impl::stage(Item item, std::optional<std::pair<Shape, Block>> placed) {
   check_new(item.name, item.table, item.state);
   const std::string label = label_of(item.table, item.name, item.state);
   check_tensor(label, item.tensor);
-  if (!spec) {
+  if (!placed) {
     item.kind = Kind::whole;
     item.global = item.tensor.shape();
     item.block = Block{std::vector<std::int64_t>(item.global.size(), 0), item.global};
   } else {
     item.kind = Kind::shard;
-    item.block = Block{spec->offset, item.tensor.shape()};
-    item.global = spec->global_shape;
+    item.global = std::move(placed->first);
+    item.block = std::move(placed->second);
+    if (item.block.shape != item.tensor.shape())
+      throw Error(ErrorCode::invalid_argument,
+                  label + ": the data has shape " + detail::shape_text(item.tensor.shape()) +
+                      ", the block " + detail::shape_text(item.block.shape),
+                  context());
     try {
       dist::check_block(item.global, item.block, label);
     } catch (const Error& e) {
@@ -211,8 +217,9 @@ void CollectiveWriter::add(std::string name, Tensor tensor) {
   impl_->stage(Item{std::move(name), Kind::whole, std::move(tensor)}, std::nullopt);
 }
 
-void CollectiveWriter::add_shard(std::string name, Tensor block, ShardSpec spec) {
-  impl_->stage(Item{std::move(name), Kind::shard, std::move(block)}, std::move(spec));
+void CollectiveWriter::add_shard(std::string name, Tensor data, Shape global_shape, Block block) {
+  impl_->stage(Item{std::move(name), Kind::shard, std::move(data)},
+               std::pair{std::move(global_shape), std::move(block)});
 }
 
 void CollectiveWriter::add_updater_state(std::string variable, std::string state, Tensor tensor) {
@@ -222,12 +229,12 @@ void CollectiveWriter::add_updater_state(std::string variable, std::string state
   impl_->stage(std::move(item), std::nullopt);
 }
 
-void CollectiveWriter::add_updater_shard(std::string variable, std::string state, Tensor block,
-                                         ShardSpec spec) {
-  Item item{std::move(variable), Kind::shard, std::move(block)};
+void CollectiveWriter::add_updater_shard(std::string variable, std::string state, Tensor data,
+                                         Shape global_shape, Block block) {
+  Item item{std::move(variable), Kind::shard, std::move(data)};
   item.table = TableKind::updater;
   item.state = std::move(state);
-  impl_->stage(std::move(item), std::move(spec));
+  impl_->stage(std::move(item), std::pair{std::move(global_shape), std::move(block)});
 }
 
 void CollectiveWriter::set_entry(std::string relative_name, Bytes contents) {

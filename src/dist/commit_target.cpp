@@ -53,7 +53,7 @@ CommitTarget::CommitTarget(std::filesystem::path path, bool durable,
       const checkpoint::ArchiveState in(current);
       if (!zip::appendable_in_place(in.directory(), in.reader().file().span(), format::kTagsEntry)) {
         Writer w = Writer::open(impl_->path, WriterOptions{.durable = durable});
-        w.set_metadata(current.metadata());
+        w.update_metadata([](Metadata&) {});  // a change that keeps everything
         w.commit();
       }
     }

@@ -92,7 +92,7 @@ FileSummary summarize(const Bytes& file) {
 }
 
 std::string summary_text(const FileSummary& s) {
-  std::string t(to_string(s.vocab));
+  std::string t(vocab_kind_name(s.vocab));
   if (s.vocab != VocabKind::floret) t += " " + std::to_string(s.words) + " words";
   if (s.vocab != VocabKind::simple) {
     t += (s.vocab == VocabKind::floret ? " " : " + ") + std::to_string(s.subword_rows) +
@@ -112,7 +112,7 @@ std::string summary_text(const FileSummary& s) {
 std::string summary_json(const FileSummary& s) {
   auto boolean = [](bool b) { return b ? std::string("true") : std::string("false"); };
   std::string j =
-      "{\"vocab\": \"" + std::string(to_string(s.vocab)) +
+      "{\"vocab\": \"" + std::string(vocab_kind_name(s.vocab)) +
       "\", \"words\": " + std::to_string(s.words) +
       ", \"subword_rows\": " + std::to_string(s.subword_rows) +
       ", \"min_n\": " + std::to_string(s.min_n) + ", \"max_n\": " + std::to_string(s.max_n) +

@@ -162,7 +162,7 @@ std::shared_ptr<VocabImpl> make_floret_vocab(std::uint32_t min_n, std::uint32_t 
 
 }  // namespace detail
 
-std::string_view to_string(VocabKind kind) noexcept {
+std::string_view vocab_kind_name(VocabKind kind) noexcept {
   switch (kind) {
     case VocabKind::simple:
       return "simple";

@@ -167,16 +167,6 @@ NewTag checkpoint_tag(const Checkpoint& c, const CheckpointSaveOptions& options)
   return tag;
 }
 
-void add_checkpoint(Writer& writer, std::string tag, const Checkpoint& checkpoint,
-                    const CheckpointSaveOptions& options) {
-  writer.add_tag(std::move(tag), checkpoint_tag(checkpoint, options));
-}
-
-void save_checkpoint(Writer& writer, std::string tag, const Checkpoint& checkpoint,
-                     const CheckpointSaveOptions& options) {
-  add_checkpoint(writer, std::move(tag), checkpoint, options);
-  writer.commit();
-}
 
 graph::Graph load_graph(const Archive& archive, std::string_view tag) {
   const std::string t = resolve_tag(archive, tag);

@@ -26,7 +26,7 @@ inline void write_golden(const std::filesystem::path& path) {
   m.model_name = "golden";
   m.model_version = "1";
   m.description = "format regression archive";
-  w.set_metadata(m);
+  w.update_metadata([m](Metadata& current) { current = m; });
   NewTag base;
   base.add("matrix", Tensor::dense(DType::float32, {2, 3}, le_bytes<float>({1, 2, 3, 4, 5, 6})));
   base.add("count", Tensor::dense(DType::int64, {}, le_bytes<std::int64_t>({42})));

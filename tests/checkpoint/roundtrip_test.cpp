@@ -340,7 +340,7 @@ TEST_CASE("Metadata round-trips") {
   m.model_version = "1.2";
   m.quantization = "none";
   m.description = "line one\nline two";
-  w.set_metadata(m);
+  w.update_metadata([m](Metadata& current) { current = m; });
   w.add_tag("v1", NewTag{});
   w.commit();
   Archive a = Archive::open(path);

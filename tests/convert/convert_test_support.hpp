@@ -63,7 +63,7 @@ inline void expect_error(const std::function<void()>& f, ErrorCode code,
                          const std::string& part = "") {
   try {
     f();
-    FAIL("expected an Error(" << to_string(code) << ") containing '" << part << "'");
+    FAIL("expected an Error(" << error_code_name(code) << ") containing '" << part << "'");
   } catch (const Error& e) {
     INFO("what(): " << e.what());
     CHECK(e.code() == code);

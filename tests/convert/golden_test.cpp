@@ -249,6 +249,6 @@ TEST_SUITE("convert") {
     CHECK(convert::format_from_extension("t.btf") == convert::Format::btf);
     expect_error([] { convert::format_from_extension("t.pt"); }, ErrorCode::unsupported);
     expect_error([] { convert::format_from_extension("noext"); }, ErrorCode::unsupported);
-    CHECK(convert::to_string(convert::Format::safetensors) == "safetensors");
+    CHECK(convert::format_name(convert::Format::safetensors) == "safetensors");
   }
 }

@@ -36,7 +36,7 @@ TEST_CASE("Every code has a name") {
   for (auto c : {ErrorCode::io, ErrorCode::corrupt, ErrorCode::not_found,
                  ErrorCode::invalid_argument, ErrorCode::already_exists, ErrorCode::unsupported,
                  ErrorCode::limit_exceeded, ErrorCode::cancelled})
-    CHECK(to_string(c) != "unknown");
+    CHECK(error_code_name(c) != "unknown");
 }
 
 TEST_CASE("The errno of a failed system call survives added context and rewording") {

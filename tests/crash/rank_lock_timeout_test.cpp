@@ -36,10 +36,6 @@ class OneRank final : public Communicator {
   std::function<void()> before;
   int rank() const override { return 0; }
   int size() const override { return 1; }
-  std::uint64_t exclusive_prefix_sum(std::uint64_t) override {
-    before();
-    return 0;
-  }
   std::vector<std::string> gather(std::string_view bytes, int) override {
     before();
     return {std::string(bytes)};
@@ -48,7 +44,6 @@ class OneRank final : public Communicator {
     before();
     return std::string(bytes);
   }
-  void barrier() override { before(); }
   std::optional<Failure> agree(std::string_view error) override {
     before();
     if (error.empty()) return std::nullopt;

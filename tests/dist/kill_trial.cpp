@@ -42,10 +42,6 @@ class KillingCommunicator final : public Communicator {
   KillingCommunicator(Communicator& inner, int kill_at) : inner_(inner), kill_at_(kill_at) {}
   int rank() const override { return inner_.rank(); }
   int size() const override { return inner_.size(); }
-  std::uint64_t exclusive_prefix_sum(std::uint64_t v) override {
-    tick();
-    return inner_.exclusive_prefix_sum(v);
-  }
   std::vector<std::string> gather(std::string_view b, int root) override {
     tick();
     return inner_.gather(b, root);
@@ -53,10 +49,6 @@ class KillingCommunicator final : public Communicator {
   std::string broadcast(std::string_view b, int root) override {
     tick();
     return inner_.broadcast(b, root);
-  }
-  void barrier() override {
-    tick();
-    inner_.barrier();
   }
   std::optional<Failure> agree(std::string_view e) override {
     tick();
@@ -102,7 +94,7 @@ int in_flight(int argc, char** argv) {
       w.add_shard("w",
                   Tensor::dense(DType::float32, {last - first, cols},
                                 Bytes::borrow(std::as_bytes(std::span(block)), nullptr)),
-                  ShardSpec{{rows, cols}, {first, 0}});
+                  {rows, cols}, Block{{first, 0}, {last - first, cols}});
       w.commit("step-" + std::to_string(step));
     } catch (const std::exception& e) {
       std::printf("save failed: %s\n", e.what());

@@ -130,7 +130,7 @@ inline void stage_model(CollectiveWriter& w, int rank, int n, const Versions& ve
     if (p.split == ParamDef::whole_on_last || p.split == ParamDef::whole_on_first)
       w.add(p.name, t);
     else
-      w.add_shard(p.name, t, ShardSpec{p.shape, block->offset});
+      w.add_shard(p.name, t, p.shape, *block);
   }
 }
 
@@ -184,7 +184,7 @@ inline void stage_updater(CollectiveWriter& w, int rank, int n, int m_version) {
       if (p.split == ParamDef::whole_on_last || p.split == ParamDef::whole_on_first)
         w.add_updater_state(p.name, s, t);
       else
-        w.add_updater_shard(p.name, s, t, ShardSpec{p.shape, block->offset});
+        w.add_updater_shard(p.name, s, t, p.shape, *block);
     }
     if (first_rank_of(p, n) == rank) w.add_updater_state(p.name, "step", step_state(p, 1));
   }

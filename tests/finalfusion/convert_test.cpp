@@ -62,14 +62,14 @@ TEST_SUITE("finalfusion") {
     // numpy: the first row starts at byte 14 ("41 100\nBerlin ").
     CHECK(raw.matrix()[0] == 1.4724286794662476f);
     std::ostringstream out;
-    write_word2vec_binary(raw, out);
+    write_word2vec_binary(out, raw);
     CHECK(out.str() == std::string(original.as_string_view()));
     // Normalised: unit rows, norms kept; un-normalising restores the rows.
     auto normalized = read_word2vec_binary(original);
     REQUIRE(normalized.has_norms());
     CHECK(modelzip::testing::l2(*normalized.embedding("Berlin")) == doctest::Approx(1.0f));
     std::ostringstream restored;
-    write_word2vec_binary(normalized, restored, true);
+    write_word2vec_binary(restored, normalized, true);
     auto again = read_word2vec_binary(Bytes::copy_of(restored.str()), kRaw);
     for (std::size_t i = 0; i < raw.matrix().size(); ++i)
       REQUIRE(again.matrix()[i] == doctest::Approx(raw.matrix()[i]).epsilon(1e-5));
@@ -92,8 +92,8 @@ TEST_SUITE("finalfusion") {
                        w2v.matrix().end()));
     }
     std::ostringstream a, b;
-    write_text_dims(with_dims, a);
-    write_text(without, b);
+    write_text_dims(a, with_dims);
+    write_text(b, without);
     CHECK(a.str() == std::string(dims_text.as_string_view()));
     CHECK(b.str() == std::string(plain_text.as_string_view()));
   }
@@ -212,7 +212,7 @@ TEST_SUITE("finalfusion") {
         CHECK((*v)[i] == doctest::Approx(check.matrix()[w * 10 + i]).epsilon(2e-4));
     }
     std::ostringstream out;
-    write_floret_text(e, out);
+    write_floret_text(out, e);
     CHECK(out.str() == kFloret);
     // As a finalfusion file (chunk 9) and back.
     auto back = Embeddings::read(e.to_bytes());
@@ -225,27 +225,27 @@ TEST_SUITE("finalfusion") {
     auto s = read_floret_text(Bytes::copy_of(square));
     CHECK((*s.embedding(","))[0] == doctest::Approx(1.3844874).epsilon(1e-5));
     CHECK((*s.embedding("der"))[1] == doctest::Approx(3.038363).epsilon(1e-5));
-    CHECK_THROWS_AS(write_floret_text(check, out), Error);
+    CHECK_THROWS_AS(write_floret_text(out, check), Error);
   }
 
   TEST_CASE("load and store through format names") {
-    CHECK(parse_format("textdims") == Format::text_dims);
-    CHECK(parse_format("word2vec") == Format::word2vec_binary);
-    CHECK_FALSE(parse_format("pickle"));
-    CHECK(to_string(Format::fasttext) == "fasttext");
+    CHECK(format_from_name("textdims") == Format::text_dims);
+    CHECK(format_from_name("word2vec") == Format::word2vec_binary);
+    CHECK_FALSE(format_from_name("pickle"));
+    CHECK(format_name(Format::fasttext) == "fasttext");
     modelzip::testing::TempDir dir;
     auto e = load(ff_data("similarity.txt"), Format::text_dims);
     for (Format f :
          {Format::finalfusion, Format::word2vec_binary, Format::text, Format::text_dims}) {
-      CAPTURE(to_string(f));
-      const auto path = dir / ("out." + std::string(to_string(f)));
-      store(e, path, f, true);
+      CAPTURE(format_name(f));
+      const auto path = dir / ("out." + std::string(format_name(f)));
+      store(path, e, f, true);
       auto back = load(path, f);
       CHECK(back.vocab() == e.vocab());
       CHECK(modelzip::testing::words_of(*back.similar("Berlin", 5)) ==
             modelzip::testing::words_of(*e.similar("Berlin", 5)));
     }
-    CHECK_THROWS_AS(store(e, dir / "x.bin", Format::fasttext), Error);
+    CHECK_THROWS_AS(store(dir / "x.bin", e, Format::fasttext), Error);
     try {
       load(dir / "missing.txt", Format::text);
       FAIL("missing file loaded");

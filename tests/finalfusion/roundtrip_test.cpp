@@ -70,7 +70,7 @@ TEST_SUITE("finalfusion") {
         Vocab::floret(3, 5, 9, 3, 1234, "[", "]"),
     };
     for (const auto& vocab : vocabs) {
-      CAPTURE(to_string(vocab.kind()));
+      CAPTURE(vocab_kind_name(vocab.kind()));
       const std::size_t rows = vocab.rows(), dims = 6;
       auto matrix = random_matrix(rows, dims, rows);
       std::vector<float> norms(vocab.words_len(), 2.5f);

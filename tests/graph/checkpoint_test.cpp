@@ -84,7 +84,8 @@ TEST_CASE("A whole checkpoint round-trips through an archive") {
   Checkpoint c = mlp_checkpoint();
   {
     Writer w = Writer::open(path);
-    save_checkpoint(w, "step-3", c);
+    w.add_tag("step-3", checkpoint_tag(c));
+    w.commit();
   }
   Archive a = Archive::open(path);
   CHECK(a.has_entry("step-3/graph.fb"));
@@ -114,13 +115,15 @@ TEST_CASE("Later tags share unchanged parameters explicitly and by dedup") {
   auto path = dir / "ckpt.zip";
   Writer w = Writer::open(path);
   Checkpoint first = mlp_checkpoint(0);
-  save_checkpoint(w, "step-1", first);
+  w.add_tag("step-1", checkpoint_tag(first));
+  w.commit();
   Checkpoint second = mlp_checkpoint(1);
   second.params["b2"] = first.params["b2"];  // unchanged, found by dedup
   CheckpointSaveOptions options;
   options.share_from_tag = "step-1";
   options.unchanged_params = {"scale"};
-  save_checkpoint(w, "step-2", second, options);
+  w.add_tag("step-2", checkpoint_tag(second, options));
+  w.commit();
 
   Archive a = Archive::open(path);
   CHECK(a.param("scale", "step-2").shared);
@@ -140,8 +143,8 @@ TEST_CASE("Several checkpoints staged, one commit; inference-only checkpoints") 
   infer.updater_state.clear();
   {
     Writer w = Writer::open(path);
-    add_checkpoint(w, "a", mlp_checkpoint(5));
-    add_checkpoint(w, "b", infer);
+    w.add_tag("a", checkpoint_tag(mlp_checkpoint(5)));
+    w.add_tag("b", checkpoint_tag(infer));
     w.commit();
   }
   Archive a = Archive::open(path);
@@ -307,7 +310,8 @@ TEST_CASE("The writer refuses an invalid graph.fb; a damaged one fails to load")
   }
   {
     Writer w = Writer::open(path);
-    save_checkpoint(w, "good", mlp_checkpoint());
+    w.add_tag("good", checkpoint_tag(mlp_checkpoint()));
+    w.commit();
   }
   // Damage the identifier of the stored graph.fb in place.
   std::string bytes = io_bytes(path);
@@ -339,7 +343,8 @@ TEST_CASE("Entries of a later version (params_maps.txt) survive and do not distu
   }
   {
     Writer w = Writer::open(path);
-    save_checkpoint(w, "v1-tag", mlp_checkpoint(3));
+    w.add_tag("v1-tag", checkpoint_tag(mlp_checkpoint(3)));
+    w.commit();
   }
   {
     Writer w = Writer::open(path);
@@ -372,7 +377,8 @@ TEST_CASE("Names that need escaping: params.txt and updater.txt as FORMAT.md 4.2
   c.updater_state["a\nb"]["V"] = f32_tensor({1}, {0.125f});
   {
     Writer w = Writer::open(path);
-    save_checkpoint(w, "s", c);
+    w.add_tag("s", checkpoint_tag(c));
+    w.commit();
   }
   Archive a = Archive::open(path);
   // Space, '#', '%' and LF are written %XX; '/' is not; blobs are numbered

@@ -115,16 +115,19 @@ int main(int argc, char** argv) {
   Metadata m;
   m.model_name = "golden-mlp";
   m.description = "graph checkpoint regression archive, format version 1";
-  w.set_metadata(m);
-  save_checkpoint(w, "step-1", golden_checkpoint(1));
+  w.update_metadata([m](Metadata& current) { current = m; });
+  w.add_tag("step-1", checkpoint_tag(golden_checkpoint(1)));
+  w.commit();
   CheckpointSaveOptions o;
   o.share_from_tag = "step-1";
   o.unchanged_params = {"scale"};
-  save_checkpoint(w, "step-2", golden_checkpoint(2), o);
+  w.add_tag("step-2", checkpoint_tag(golden_checkpoint(2), o));
+  w.commit();
   Checkpoint inference = golden_checkpoint(2);
   inference.training.reset();
   inference.updater_state.clear();
-  save_checkpoint(w, "export", inference);
+  w.add_tag("export", checkpoint_tag(inference));
+  w.commit();
   std::cout << "wrote " << argv[1] << "\n";
   return 0;
 }

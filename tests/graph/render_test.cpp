@@ -189,13 +189,15 @@ TEST_CASE("Tag summaries count params, shared bytes, updater state, graph and co
     Writer w = Writer::open(path, wo);
     Metadata m;
     m.model_name = "mlp";
-    w.set_metadata(m);
-    save_checkpoint(w, "step-1", c);
+    w.update_metadata([m](Metadata& current) { current = m; });
+    w.add_tag("step-1", checkpoint_tag(c));
+    w.commit();
     c.params["w1"] = f32_tensor({2, 3}, {1, 2, 3, 4, 5, 6});
     CheckpointSaveOptions o;
     o.share_from_tag = "step-1";
     o.unchanged_params = {"scale"};
-    save_checkpoint(w, "step-2", c, o);
+    w.add_tag("step-2", checkpoint_tag(c, o));
+    w.commit();
   }
   Archive a = Archive::open(path);
   std::string j = graph::tag_summary_json(a);

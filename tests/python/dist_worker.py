@@ -151,8 +151,8 @@ def main():
         before = open(path, "rb").read()
         if world == 1:
             return
-        for group in optimizer.param_groups:
-            group["lr"] = 0.5 if rank == world - 1 else group["lr"]
+        for param_group in optimizer.param_groups:
+            param_group["lr"] = 0.5 if rank == world - 1 else param_group["lr"]
         try:
             mzd.save_checkpoint(path, "bad", shards, optimizer, group=comm, durable=False)
         except ValueError as e:
@@ -161,9 +161,11 @@ def main():
             raise AssertionError("optimizers with different hyperparameters were saved")
         assert f"the hyperparameters of rank {world - 1} differ" in message, message
         assert open(path, "rb").read() == before
-    comm.barrier()
-    if engine == "torch":
+    if engine == "torch":  # the engine's own barrier: modelzip's Communicator has none
+        torch.distributed.barrier()
         torch.distributed.destroy_process_group()
+    else:
+        group.Barrier()
 
 
 if __name__ == "__main__":

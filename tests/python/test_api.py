@@ -104,7 +104,8 @@ def test_class_members_match(name):
         assert attr.__doc__, f"{name}.{method_name} has no runtime docstring"
 
 
-@pytest.mark.parametrize("name", ["open", "load", "save", "remove_tag", "set_metadata",
+@pytest.mark.parametrize("name", ["open", "load", "save", "remove_tag", "update_metadata",
+                                  "set_metadata",
                                   "collect_garbage", "read_tensor_file", "write_tensor_file",
                                   "import_tensor_files", "export_tensor_file"])
 def test_function_parameters_match(name):

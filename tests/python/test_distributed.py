@@ -266,17 +266,11 @@ class OneRank(mzd.Communicator):
     def size(self):
         return 1
 
-    def exclusive_prefix_sum(self, value):
-        return 0
-
     def gather(self, data, root):
         return [data]
 
     def broadcast(self, data, root):
         return data
-
-    def barrier(self):
-        pass
 
     def agree(self, error):
         return (0, error) if error else None

@@ -195,7 +195,7 @@ calls = {
     "Metadata.model_name": lambda: bare[modelzip.Metadata].model_name,
     "WriteStats.bytes_written": lambda: bare[modelzip.WriteStats].bytes_written,
     # As an argument, not self:
-    "set_metadata(Metadata)": lambda: w.set_metadata(bare[modelzip.Metadata]),
+    "update_metadata(Metadata)": lambda: w.update_metadata(bare[modelzip.Metadata]),
     "add_tag(Embeddings)": lambda: w.add_tag("t", {"e": bare[modelzip.Embeddings]}),
     "CollectiveWriter(Communicator)": lambda: CollectiveWriter(path, bare[Communicator]),
 }

@@ -127,7 +127,7 @@ def test_done_callbacks_and_as_completed(tmp_path):
 
 def test_metadata_and_updater_go_with_the_background_save(archive_path):
     base_archive(archive_path)
-    modelzip.set_metadata(archive_path, model_name="keep", description="old", durable=False)
+    modelzip.update_metadata(archive_path, model_name="keep", description="old", durable=False)
     m = np.arange(6, dtype=np.float32)
     modelzip.save_async(archive_path, "t", {"w": m}, updater={("w", "M"): m * 2},
                         metadata={"description": "new"}, durable=False).result(timeout=60)

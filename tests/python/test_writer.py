@@ -108,20 +108,20 @@ def test_metadata(archive_path):
     assert (m.model_name, m.model_version, m.description) == ("mlp", None, "tiny")
     assert m.format_version == 1 and m.writer.startswith("modelzip")
     assert m == modelzip.open(archive_path).metadata and m != modelzip.Metadata()
-    updated = modelzip.set_metadata(archive_path, model_version="2", durable=False)
+    updated = modelzip.update_metadata(archive_path, model_version="2", durable=False)
     assert (updated.model_name, updated.model_version) == ("mlp", "2")
     # A mapping updates the fields it names, as keywords do; None clears one.
-    merged = modelzip.set_metadata(archive_path, {"quantization": "none", "description": None},
+    merged = modelzip.update_metadata(archive_path, {"quantization": "none", "description": None},
                                    durable=False)
     assert (merged.model_name, merged.model_version, merged.quantization, merged.description) == (
         "mlp", "2", "none", None)
-    both = modelzip.set_metadata(archive_path, {"model_name": "big"}, model_version=None,
+    both = modelzip.update_metadata(archive_path, {"model_name": "big"}, model_version=None,
                                  durable=False)
     assert (both.model_name, both.model_version, both.quantization) == ("big", None, "none")
     # clear=True starts from nothing; a Metadata object replaces every field.
-    cleared = modelzip.set_metadata(archive_path, clear=True, description="only", durable=False)
+    cleared = modelzip.update_metadata(archive_path, clear=True, description="only", durable=False)
     assert (cleared.model_name, cleared.quantization, cleared.description) == (None, None, "only")
-    whole = modelzip.set_metadata(archive_path, modelzip.Metadata(model_name="x"), durable=False)
+    whole = modelzip.update_metadata(archive_path, modelzip.Metadata(model_name="x"), durable=False)
     assert (whole.model_name, whole.description) == ("x", None)
     # save(metadata=mapping) updates as well.
     save(archive_path, "t2", {"x": np.ones(1)}, metadata={"model_version": "3"})
@@ -129,11 +129,11 @@ def test_metadata(archive_path):
     assert (m.model_name, m.model_version) == ("x", "3")
     assert modelzip.open(archive_path).tags == ["t", "t2"]  # metadata changes keep the tags
     with pytest.raises(TypeError, match="unknown metadata field 'writer'"):
-        modelzip.set_metadata(archive_path, writer="me")
+        modelzip.update_metadata(archive_path, writer="me")
     with pytest.raises(ValueError, match="unknown metadata field 'nam'"):
-        modelzip.set_metadata(archive_path, {"nam": "x"})
+        modelzip.update_metadata(archive_path, {"nam": "x"})
     with pytest.raises(TypeError, match="'description' must be str or None"):
-        modelzip.set_metadata(archive_path, description=3)
+        modelzip.update_metadata(archive_path, description=3)
     with pytest.raises(AttributeError):
         m.writer = "me"
 
@@ -486,7 +486,7 @@ sys.stdin.read()
 METADATA_SETTER = r"""
 import sys
 import modelzip
-modelzip.set_metadata(sys.argv[1], durable=False, **{sys.argv[2]: sys.argv[3]})
+modelzip.update_metadata(sys.argv[1], durable=False, **{sys.argv[2]: sys.argv[3]})
 """
 
 
@@ -504,7 +504,7 @@ def sleeping_for_a_while(pid, deadline):
     return False
 
 
-def test_set_metadata_from_two_processes_keeps_both_changes(archive_path):
+def test_update_metadata_from_two_processes_keeps_both_changes(archive_path):
     # Both setters start while a third process holds the write lock, so both
     # have read the metadata before either commits: a read-modify-write
     # outside the lock would lose the first commit's field.
@@ -545,6 +545,26 @@ def test_writer_update_metadata_changes_only_the_named_fields(archive_path):
     with modelzip.Writer(archive_path, durable=False) as writer:
         with pytest.raises(ValueError, match="unknown metadata field 'writer'"):
             writer.update_metadata({"writer": "me"})
+        with pytest.raises(TypeError, match="must be a mapping of str to str or None"):
+            writer.update_metadata(["model_name"])
+    # A Metadata is a whole value: it replaces every field.
+    with modelzip.Writer(archive_path, durable=False) as writer:
+        writer.update_metadata(modelzip.Metadata(model_name="whole"))
+    m = modelzip.open(archive_path).metadata
+    assert (m.model_name, m.quantization) == ("whole", None)
+
+
+def test_set_metadata_spellings_are_deprecated_and_still_work(archive_path):
+    save(archive_path, "t", {"x": np.zeros(1)}, metadata={"model_name": "a"})
+    with pytest.warns(DeprecationWarning, match="use modelzip.update_metadata"):
+        m = modelzip.set_metadata(archive_path, description="d", durable=False)
+    assert (m.model_name, m.description) == ("a", "d")
+    with modelzip.Writer(archive_path, durable=False) as writer:
+        with pytest.warns(DeprecationWarning, match=r"use Writer.update_metadata\(metadata\)"):
+            writer.set_metadata(modelzip.Metadata(model_version="2"))
+    m = modelzip.open(archive_path).metadata
+    assert (m.model_name, m.model_version, m.description) == (None, "2", None)
+    assert "set_metadata" not in modelzip.__all__
 
 
 def test_star_import_leaves_the_builtin_open_alone():

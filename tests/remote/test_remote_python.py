@@ -53,7 +53,7 @@ def test_writing_a_url_is_refused(nginx, site):
     for write in (lambda: modelzip.save(url, "t9", arrays),
                   lambda: modelzip.remove_tag(url, "step-1"),
                   lambda: modelzip.collect_garbage(url),
-                  lambda: modelzip.set_metadata(url, {"model_name": "x"}),
+                  lambda: modelzip.update_metadata(url, {"model_name": "x"}),
                   lambda: modelzip.Writer(url),
                   lambda: modelzip.quantize(url, "step-1", "q", scheme="int8-per-tensor")):
         with pytest.raises(modelzip.Error) as info:

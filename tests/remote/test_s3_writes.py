@@ -243,7 +243,7 @@ def test_python_save_to_s3(s3, tensors, monkeypatch):
     assert modelzip.open(url).tags == ["s2"]
     np.testing.assert_array_equal(modelzip.load(url, "s2")["w"], weights["w"] * 2)
     assert not modelzip.open(url).verify()
-    m = modelzip.set_metadata(url, model_name="py-model")
+    m = modelzip.update_metadata(url, model_name="py-model")
     assert m.model_name == "py-model" and modelzip.open(url).metadata.model_name == "py-model"
     assert modelzip.open(url).tags == ["s2"]
     blob = fork.get("w/py.zip")

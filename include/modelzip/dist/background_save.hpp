@@ -6,7 +6,7 @@
 //   MpiCommunicator saves(MPI_COMM_WORLD);       // its own MPI_Comm_dup:
 //                                                // used by background saves only
 //   CollectiveWriter w("model.zip", saves);
-//   w.add_shard("fc.weight", my_rows, spec);
+//   w.add_shard("fc.weight", my_rows, {4096, 1024}, my_block);
 //   auto save = BackgroundCollectiveSave::start(w, "step-100");  // every rank
 //   ... go on training, change the tensors ...
 //   CollectiveStats stats = save.wait();  // throws what the commit threw

@@ -1,4 +1,5 @@
-// Communicator: the few collective operations a distributed commit needs,
+// Communicator: the few collective operations a distributed commit needs
+// (and only those: every operation here has a caller in the library),
 // behind one interface with one backend per engine. modelzip never builds
 // its own networking: MPI (modelzip/dist/mpi.hpp), torch.distributed and mpi4py
 // (the Python module modelzip.distributed) implement this interface.
@@ -19,7 +20,6 @@
 // Error on every rank (naming the rank) instead of a hang or a partial commit.
 #pragma once
 
-#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -36,15 +36,11 @@ class MODELZIP_API Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
 
-  // The sum of `value` over the ranks before this one (rank 0 gets 0). The
-  // values of all ranks must sum to less than 2^64.
-  virtual std::uint64_t exclusive_prefix_sum(std::uint64_t value) = 0;
   // Every rank's `bytes`, indexed by rank, at `root`; an empty vector on the
   // other ranks.
   virtual std::vector<std::string> gather(std::string_view bytes, int root) = 0;
   // `bytes` of `root`, on every rank (the argument is ignored elsewhere).
   virtual std::string broadcast(std::string_view bytes, int root) = 0;
-  virtual void barrier() = 0;
   // Every rank passes "" (its step succeeded) or an error message. Returns,
   // on every rank, the lowest failing rank and its message, or nullopt when
   // all succeeded.

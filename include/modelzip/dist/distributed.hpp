@@ -7,8 +7,8 @@
 //
 //   CollectiveWriter w("model.zip", comm);
 //   w.add("embedding", emb);                            // a whole parameter this rank owns
-//   w.add_shard("fc.weight", my_rows,                    // this rank's block of a
-//               ShardSpec{{4096, 1024}, {rank * 1024, 0}});  // sharded parameter
+//   Block rows = split_block({4096, 1024}, 0, rank, size);  // this rank's rows
+//   w.add_shard("fc.weight", my_rows, {4096, 1024}, rows);  // of a sharded parameter
 //   w.commit("step-10");                                 // every rank calls it
 //
 // Every sharded parameter becomes ONE ordinary tensor blob entry, and the
@@ -71,17 +71,12 @@
 
 namespace modelzip {
 
-// A rectangular block of a tensor: `offset[d]` is its first index in
-// dimension d, `shape[d]` its extent.
+// A rectangular block of a global array (a tensor of a larger shape):
+// `offset[d]` is its first index in dimension d, `shape[d]` its extent. The
+// one type for a block, written (add_shard) and read (read_block).
 struct MODELZIP_API Block {
   std::vector<std::int64_t> offset;
   Shape shape;
-};
-
-// This rank's block of a parameter whose whole shape is `global_shape`.
-struct MODELZIP_API ShardSpec {
-  Shape global_shape;
-  std::vector<std::int64_t> offset;  // block start in each dimension
 };
 
 // Part `part` of `parts` of `global_shape` split along dimension `dim` as
@@ -128,9 +123,10 @@ class MODELZIP_API CollectiveWriter {
   // an empty or duplicate (on this rank) name, or a tensor that is not dense
   // with a fixed-size dtype.
   void add(std::string name, Tensor tensor);
-  // This rank's block of a sharded parameter: `block`'s shape is the block's
-  // extent, `spec` places it (checked here: rank, bounds).
-  void add_shard(std::string name, Tensor block, ShardSpec spec);
+  // This rank's block `block` of a sharded parameter whose whole shape is
+  // `global_shape`; `data` holds the block's elements (its shape must be
+  // block.shape). Checked here (rank, bounds, shapes): Error(invalid_argument).
+  void add_shard(std::string name, Tensor data, Shape global_shape, Block block);
   // The parameter `name` is `from_param` of the existing tag `from_tag`.
   void share(std::string name, std::string from_tag, std::string from_param);
 
@@ -141,7 +137,8 @@ class MODELZIP_API CollectiveWriter {
   // <tag>/updater/; dedup compares with the namesake state of the newest
   // tag. Same errors as add()/add_shard() (empty names included).
   void add_updater_state(std::string variable, std::string state, Tensor tensor);
-  void add_updater_shard(std::string variable, std::string state, Tensor block, ShardSpec spec);
+  void add_updater_shard(std::string variable, std::string state, Tensor data, Shape global_shape,
+                         Block block);
 
   // A tag-level entry `relative_name` (e.g. kTrainingConfigEntryName with
   // training::encode_training_config, checkpoint.hpp), staged by one rank:

@@ -53,14 +53,6 @@ class MpiCommunicator final : public Communicator {
   int size() const override { return size_; }
   MPI_Comm comm() const noexcept { return comm_; }
 
-  std::uint64_t exclusive_prefix_sum(std::uint64_t value) override {
-    std::uint64_t out = 0;
-    MPI_Request r;
-    check(MPI_Iexscan(&value, &out, 1, MPI_UINT64_T, MPI_SUM, comm_, &r), "MPI_Iexscan");
-    wait(r, "MPI_Iexscan");
-    return rank_ == 0 ? 0 : out;  // undefined on rank 0
-  }
-
   std::vector<std::string> gather(std::string_view bytes, int root) override {
     const int n = count_of(bytes.size(), "gather");
     std::vector<int> counts(rank_ == root ? static_cast<std::size_t>(size_) : 0);
@@ -97,12 +89,6 @@ class MpiCommunicator final : public Communicator {
     check(MPI_Ibcast(out.data(), n, MPI_BYTE, root, comm_, &r), "MPI_Ibcast");
     wait(r, "MPI_Ibcast");
     return out;
-  }
-
-  void barrier() override {
-    MPI_Request r;
-    check(MPI_Ibarrier(comm_, &r), "MPI_Ibarrier");
-    wait(r, "MPI_Ibarrier");
   }
 
   std::optional<Failure> agree(std::string_view error) override {

@@ -52,8 +52,8 @@ namespace modelzip::finalfusion {
 
 enum class Utf8Policy { strict, lossy, escape };
 // "strict", "lossy", "escape".
-MODELZIP_API std::optional<Utf8Policy> parse_utf8_policy(std::string_view name) noexcept;
-MODELZIP_API std::string_view to_string(Utf8Policy policy) noexcept;
+MODELZIP_API std::optional<Utf8Policy> utf8_policy_from_name(std::string_view name) noexcept;
+MODELZIP_API std::string_view utf8_policy_name(Utf8Policy policy) noexcept;
 
 // What a conversion changed, for the caller to report.
 struct MODELZIP_API ConvertReport {
@@ -99,19 +99,21 @@ MODELZIP_API Embeddings read_floret_text(const Bytes& data);
 // the original vectors. Words are written as original_word() gives them. Numbers are printed as the
 // shortest decimal that reads back to the same float, without exponent (as Rust prints f32). Throw
 // Error(io) when the stream fails.
-MODELZIP_API void write_word2vec_binary(const Embeddings& embeddings, std::ostream& out,
+// The destination comes first, as in every writer of the API
+// (convert::write_npy...).
+MODELZIP_API void write_word2vec_binary(std::ostream& out, const Embeddings& embeddings,
                                         bool unnormalize = false);
-MODELZIP_API void write_text(const Embeddings& embeddings, std::ostream& out,
+MODELZIP_API void write_text(std::ostream& out, const Embeddings& embeddings,
                              bool unnormalize = false);
-MODELZIP_API void write_text_dims(const Embeddings& embeddings, std::ostream& out,
+MODELZIP_API void write_text_dims(std::ostream& out, const Embeddings& embeddings,
                                   bool unnormalize = false);
 // floret embeddings only (Error(invalid_argument) otherwise).
-MODELZIP_API void write_floret_text(const Embeddings& embeddings, std::ostream& out);
+MODELZIP_API void write_floret_text(std::ostream& out, const Embeddings& embeddings);
 
 enum class Format { finalfusion, word2vec_binary, text, text_dims, fasttext, floret_text };
 // "finalfusion", "word2vec", "text", "textdims", "fasttext", "floret".
-MODELZIP_API std::optional<Format> parse_format(std::string_view name) noexcept;
-MODELZIP_API std::string_view to_string(Format format) noexcept;
+MODELZIP_API std::optional<Format> format_from_name(std::string_view name) noexcept;
+MODELZIP_API std::string_view format_name(Format format) noexcept;
 // The format of a file from its first bytes (`head`, up to 4 KiB is enough)
 // and its extension, as `modelzip import` decides: "FiFu" -> finalfusion;
 // fastText's magic, or the extension .ftz -> fasttext; .bin -> word2vec;
@@ -130,7 +132,7 @@ MODELZIP_API Embeddings load(const std::filesystem::path& path, Format format,
                              const ConvertOptions& options = {});
 // Writes `embeddings` to `path` in `format` (not fasttext) through a
 // temporary file renamed over the target.
-MODELZIP_API void store(const Embeddings& embeddings, const std::filesystem::path& path,
+MODELZIP_API void store(const std::filesystem::path& path, const Embeddings& embeddings,
                         Format format, bool unnormalize = false);
 
 }  // namespace modelzip::finalfusion

@@ -133,7 +133,7 @@ enum class VocabKind {
   explicit_ngrams,    // chunk 8: an explicit n-gram -> row table
   floret,             // chunk 9: no words; murmur3 hashes of the word and its n-grams
 };
-MODELZIP_API std::string_view to_string(VocabKind kind) noexcept;
+MODELZIP_API std::string_view vocab_kind_name(VocabKind kind) noexcept;
 
 class MODELZIP_API Vocab {
  public:

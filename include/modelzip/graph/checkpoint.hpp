@@ -73,18 +73,15 @@ struct MODELZIP_API CheckpointSaveOptions {
   std::vector<std::string> unchanged_params;
 };
 
-// The tag contents of `checkpoint` (checked first). The tensors are not
-// copied: their Bytes must stay valid until the Writer's commit returns.
+// The tag contents of `checkpoint` (checked first): the one way to write a
+// checkpoint. A NewTag composes with everything that stages a tag, e.g.
+//   writer.add_tag("step-10", checkpoint_tag(c));  // or replace_tag
+//   writer.commit();
+// and BackgroundSave::start, so there is no separate save function. The
+// tensors are not copied: their Bytes must stay valid until the commit that
+// writes the tag returns.
 MODELZIP_API NewTag checkpoint_tag(const Checkpoint& checkpoint,
                                    const CheckpointSaveOptions& options = {});
-
-// Stages `checkpoint` as the new newest tag `tag` of `writer` (commit not
-// called: stage several changes, then commit once).
-MODELZIP_API void add_checkpoint(Writer& writer, std::string tag, const Checkpoint& checkpoint,
-                                 const CheckpointSaveOptions& options = {});
-// add_checkpoint, then writer.commit().
-MODELZIP_API void save_checkpoint(Writer& writer, std::string tag, const Checkpoint& checkpoint,
-                                  const CheckpointSaveOptions& options = {});
 
 // The graph of `tag` (empty: newest). Error(not_found) if the tag has no
 // graph.fb.

@@ -96,7 +96,7 @@ Embeddings read_floret_text(const Bytes& data) {
                                  static_cast<std::size_t>(dims));
 }
 
-void write_floret_text(const Embeddings& embeddings, std::ostream& out) {
+void write_floret_text(std::ostream& out, const Embeddings& embeddings) {
   const Vocab& v = embeddings.vocab();
   if (v.kind() != VocabKind::floret)
     throw Error(ErrorCode::invalid_argument, "floret text needs a floret vocabulary");

@@ -11,7 +11,7 @@
 
 namespace modelzip::finalfusion {
 
-std::optional<Format> parse_format(std::string_view name) noexcept {
+std::optional<Format> format_from_name(std::string_view name) noexcept {
   if (name == "finalfusion" || name == "fifu") return Format::finalfusion;
   if (name == "word2vec") return Format::word2vec_binary;
   if (name == "text") return Format::text;
@@ -21,7 +21,7 @@ std::optional<Format> parse_format(std::string_view name) noexcept {
   return std::nullopt;
 }
 
-std::string_view to_string(Format format) noexcept {
+std::string_view format_name(Format format) noexcept {
   switch (format) {
     case Format::finalfusion:
       return "finalfusion";
@@ -39,14 +39,14 @@ std::string_view to_string(Format format) noexcept {
   return "unknown";
 }
 
-std::optional<Utf8Policy> parse_utf8_policy(std::string_view name) noexcept {
+std::optional<Utf8Policy> utf8_policy_from_name(std::string_view name) noexcept {
   if (name == "strict") return Utf8Policy::strict;
   if (name == "lossy") return Utf8Policy::lossy;
   if (name == "escape") return Utf8Policy::escape;
   return std::nullopt;
 }
 
-std::string_view to_string(Utf8Policy policy) noexcept {
+std::string_view utf8_policy_name(Utf8Policy policy) noexcept {
   switch (policy) {
     case Utf8Policy::strict:
       return "strict";
@@ -136,7 +136,7 @@ Embeddings load(const std::filesystem::path& path, Format format, const ConvertO
   throw Error(ErrorCode::invalid_argument, "unknown input format");
 }
 
-void store(const Embeddings& embeddings, const std::filesystem::path& path, Format format,
+void store(const std::filesystem::path& path, const Embeddings& embeddings, Format format,
            bool unnormalize) {
   if (format == Format::fasttext)
     throw Error(ErrorCode::unsupported, "writing fastText models is not supported");
@@ -149,16 +149,16 @@ void store(const Embeddings& embeddings, const std::filesystem::path& path, Form
       [&](std::ostream& out) {
         switch (format) {
           case Format::word2vec_binary:
-            write_word2vec_binary(embeddings, out, unnormalize);
+            write_word2vec_binary(out, embeddings, unnormalize);
             break;
           case Format::text:
-            write_text(embeddings, out, unnormalize);
+            write_text(out, embeddings, unnormalize);
             break;
           case Format::text_dims:
-            write_text_dims(embeddings, out, unnormalize);
+            write_text_dims(out, embeddings, unnormalize);
             break;
           case Format::floret_text:
-            write_floret_text(embeddings, out);
+            write_floret_text(out, embeddings);
             break;
           case Format::finalfusion:
           case Format::fasttext:

@@ -128,11 +128,11 @@ Embeddings read_text_dims(const Bytes& data, const ConvertOptions& options) {
                                    "text embeddings");
 }
 
-void write_text(const Embeddings& embeddings, std::ostream& out, bool unnormalize) {
+void write_text(std::ostream& out, const Embeddings& embeddings, bool unnormalize) {
   detail::write_rows_text(embeddings, out, unnormalize);
 }
 
-void write_text_dims(const Embeddings& embeddings, std::ostream& out, bool unnormalize) {
+void write_text_dims(std::ostream& out, const Embeddings& embeddings, bool unnormalize) {
   detail::write_stream(out, std::to_string(embeddings.vocab().words_len()) + " " +
                                 std::to_string(embeddings.dims()) + "\n");
   detail::write_rows_text(embeddings, out, unnormalize);

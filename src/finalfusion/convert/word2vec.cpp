@@ -110,7 +110,7 @@ void write_rows_text(const Embeddings& e, std::ostream& out, bool unnormalize) {
 
 }  // namespace detail
 
-void write_word2vec_binary(const Embeddings& embeddings, std::ostream& out, bool unnormalize) {
+void write_word2vec_binary(std::ostream& out, const Embeddings& embeddings, bool unnormalize) {
   const std::size_t d = embeddings.dims();
   detail::write_stream(
       out, std::to_string(embeddings.vocab().words_len()) + " " + std::to_string(d) + "\n");

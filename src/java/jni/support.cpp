@@ -19,7 +19,7 @@ jclass global_class(JNIEnv* env, const char* name) {
 void throw_modelzip_exception(JNIEnv* env, const Error& e) {
   const ErrorContext& c = e.context();
   jbyteArray full = to_java_bytes(env, e.what());
-  jbyteArray code = to_java_bytes(env, modelzip::to_string(e.code()));
+  jbyteArray code = to_java_bytes(env, modelzip::error_code_name(e.code()));
   jbyteArray bare = to_java_bytes(env, e.message());
   jbyteArray archive = to_java_bytes(env, c.archive);
   jbyteArray entry = to_java_bytes(env, c.entry);

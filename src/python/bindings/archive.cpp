@@ -175,8 +175,8 @@ void bind_metadata(py::module_& m) {
   py::class_<Metadata> cls(m, "Metadata", R"(Archive-level metadata (the entry modelzip.toml).
 
 Every field except format_version and writer is optional (None when absent).
-Set it with Writer.set_metadata(), modelzip.save(..., metadata=...) or
-modelzip.set_metadata().)");
+Change it with Writer.update_metadata(), modelzip.save(..., metadata=...) or
+modelzip.update_metadata().)");
   cls.def(py::init(
               [](std::optional<std::string> model_name, std::optional<std::string> model_version,
                  std::optional<std::string> quantization, std::optional<std::string> description) {

@@ -36,10 +36,6 @@ class PyCommunicator : public Communicator {
     cache();
     return size_;
   }
-  std::uint64_t exclusive_prefix_sum(std::uint64_t value) override {
-    py::gil_scoped_acquire gil;
-    return call("exclusive_prefix_sum", value).cast<std::uint64_t>();
-  }
   std::vector<std::string> gather(std::string_view bytes, int root) override {
     py::gil_scoped_acquire gil;
     py::object r = call("gather", py::bytes(bytes.data(), bytes.size()), root);
@@ -51,10 +47,6 @@ class PyCommunicator : public Communicator {
   std::string broadcast(std::string_view bytes, int root) override {
     py::gil_scoped_acquire gil;
     return call("broadcast", py::bytes(bytes.data(), bytes.size()), root).cast<std::string>();
-  }
-  void barrier() override {
-    py::gil_scoped_acquire gil;
-    call("barrier");
   }
   std::optional<Failure> agree(std::string_view error) override {
     py::gil_scoped_acquire gil;
@@ -128,9 +120,9 @@ void bind_distributed(py::module_& m) {
   py::class_<Communicator, PyCommunicator>(m, "Communicator", R"doc(
 The collective operations a distributed commit needs. Subclass it (as
 modelzip.distributed.TorchCommunicator and MPICommunicator do) and implement
-rank(), size(), exclusive_prefix_sum(int), gather(bytes, root) -> list of
-bytes at root (None elsewhere), broadcast(bytes, root) -> bytes, barrier()
-and agree(error: str) -> None or (lowest failing rank, its message).)doc")
+rank(), size(), gather(bytes, root) -> list of bytes at root (None
+elsewhere), broadcast(bytes, root) -> bytes and agree(error: str) -> None or
+(lowest failing rank, its message), as the C++ modelzip::Communicator.)doc")
       .def(py::init<>());
 
   py::class_<CollectiveStats>(m, "CollectiveStats")
@@ -179,8 +171,9 @@ and agree(error: str) -> None or (lowest failing rank, its message).)doc")
           "add_shard",
           [](CollectiveWriter& w, const std::string& name, const py::handle& value,
              std::vector<std::int64_t> global_shape, std::vector<std::int64_t> offset) {
-            w.add_shard(name, tensor_of(name, value),
-                        ShardSpec{std::move(global_shape), std::move(offset)});
+            Tensor data = tensor_of(name, value);
+            Block block{std::move(offset), data.shape()};
+            w.add_shard(name, std::move(data), std::move(global_shape), std::move(block));
           },
           py::arg("name"), py::arg("value"), py::arg("global_shape"), py::arg("offset"))
       .def("share", &CollectiveWriter::share, py::arg("name"), py::arg("from_tag"),
@@ -197,8 +190,10 @@ and agree(error: str) -> None or (lowest failing rank, its message).)doc")
           [](CollectiveWriter& w, const std::string& variable, const std::string& state,
              const py::handle& value, std::vector<std::int64_t> global_shape,
              std::vector<std::int64_t> offset) {
-            w.add_updater_shard(variable, state, tensor_of(variable + "/" + state, value),
-                                ShardSpec{std::move(global_shape), std::move(offset)});
+            Tensor data = tensor_of(variable + "/" + state, value);
+            Block block{std::move(offset), data.shape()};
+            w.add_updater_shard(variable, state, std::move(data), std::move(global_shape),
+                                std::move(block));
           },
           py::arg("variable"), py::arg("state"), py::arg("value"), py::arg("global_shape"),
           py::arg("offset"))

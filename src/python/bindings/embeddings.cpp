@@ -45,7 +45,7 @@ py::array_t<float> to_numpy(const std::vector<float>& v) {
 }
 
 finalfusion::Format format_named(const std::string& name) {
-  auto format = finalfusion::parse_format(name);
+  auto format = finalfusion::format_from_name(name);
   if (!format)
     throw py::value_error("unknown embedding format '" + name +
                           "' (known: finalfusion, word2vec, text, textdims, fasttext, floret)");
@@ -99,7 +99,7 @@ Embeddings are immutable and safe to share between threads.)");
             options.normalize = normalize;
             options.utf8 = lossy ? finalfusion::Utf8Policy::lossy : finalfusion::Utf8Policy::strict;
             if (utf8) {
-              auto policy = finalfusion::parse_utf8_policy(*utf8);
+              auto policy = finalfusion::utf8_policy_from_name(*utf8);
               if (!policy)
                 throw py::value_error("unknown utf8 policy '" + *utf8 +
                                       "' (known: strict, lossy, escape)");
@@ -159,7 +159,7 @@ lossy: the same as utf8="lossy".)")
             std::filesystem::path p = to_path(path);
             finalfusion::Format f = format_named(format);
             py::gil_scoped_release release;
-            finalfusion::store(e, p, f, unnormalize);
+            finalfusion::store(p, e, f, unnormalize);
           },
           py::arg("path"), py::arg("format") = "finalfusion", py::kw_only(),
           py::arg("unnormalize") = false,
@@ -190,7 +190,9 @@ rows only; unnormalize=True multiplies them by their norms first.)")
           "The known words, in storage row order (a new list).")
       .def_property_readonly(
           "vocab_kind",
-          [](const Embeddings& e) { return std::string(finalfusion::to_string(e.vocab().kind())); },
+          [](const Embeddings& e) {
+            return std::string(finalfusion::vocab_kind_name(e.vocab().kind()));
+          },
           "The vocabulary type (\"simple\", \"bucket_subwords\", \"fasttext_subwords\"...).")
       .def_property_readonly("quantized", &Embeddings::quantized,
                              "True for product-quantized storage.")
@@ -335,7 +337,7 @@ rows only; unnormalize=True multiplies them by their norms first.)")
       .def("__repr__", [](const Embeddings& e) {
         return "<modelzip.Embeddings " + std::to_string(e.vocab().words_len()) + " words x " +
                std::to_string(e.dims()) + " dims, " +
-               std::string(finalfusion::to_string(e.vocab().kind())) +
+               std::string(finalfusion::vocab_kind_name(e.vocab().kind())) +
                (e.quantized() ? ", quantized>" : ">");
       });
   set_public_module(cls);

@@ -21,7 +21,7 @@ py::object optional_number(const std::optional<std::uint64_t>& n) {
 
 void raise_python_error(const Error& e) {
   try {
-    const std::string code(to_string(e.code()));
+    const std::string code(error_code_name(e.code()));
     py::object cls = helper("_errors", "error_class")(code, e.system_error());
     const ErrorContext& c = e.context();
     py::dict kwargs;

@@ -112,16 +112,36 @@ class PyWriter {
     dirty_ = true;
   }
 
+  // Deprecated spelling of update_metadata(metadata) (a whole value): kept
+  // for one release, with a DeprecationWarning.
   void set_metadata(const Metadata& metadata) {
-    get().set_metadata(metadata);
+    if (PyErr_WarnEx(PyExc_DeprecationWarning,
+                     "Writer.set_metadata(metadata) is deprecated: use "
+                     "Writer.update_metadata(metadata), which replaces every field the same way",
+                     1) != 0)
+      throw py::error_already_set();
+    get().update_metadata([metadata](Metadata& m) { m = metadata; });
     dirty_ = true;
   }
 
-  // Stages a change of some metadata fields, applied at commit under the
-  // write lock to the metadata the archive has then (Writer::update_metadata),
-  // so that a change another process commits in between is kept.
-  void update_metadata(const std::map<std::string, std::optional<std::string>>& fields,
-                       bool clear) {
+  // Stages a change of some metadata fields (a mapping), or of every field
+  // (a Metadata), applied at commit under the write lock to the metadata the
+  // archive has then (Writer::update_metadata), so that a change another
+  // process commits in between is kept.
+  void update_metadata(const py::object& update, bool clear) {
+    if (py::isinstance<Metadata>(update)) {
+      get().update_metadata([whole = update.cast<Metadata>()](Metadata& m) { m = whole; });
+      dirty_ = true;
+      return;
+    }
+    std::map<std::string, std::optional<std::string>> fields;
+    try {
+      fields = update.cast<decltype(fields)>();
+    } catch (const py::cast_error&) {
+      throw py::type_error("Writer.update_metadata: fields must be a mapping of str to str or "
+                           "None, or a modelzip.Metadata, not " +
+                           std::string(py::str(update.get_type().attr("__name__"))));
+    }
     for (const auto& [name, value] : fields)  // here: the edit must not throw at commit
       if (!metadata_field(name)) throw py::value_error("unknown metadata field '" + name + "'");
     get().update_metadata([fields, clear](Metadata& m) {
@@ -289,11 +309,13 @@ replace: replace the tag of that name (any letter case) if there is one at
            "Stages keeping only the newest `n` tags (n >= 1): at commit, after the changes "
            "staged before, the oldest tags beyond n are removed as remove_tag() removes them.")
       .def("set_metadata", &PyWriter::set_metadata, py::arg("metadata"),
-           "Stages new archive metadata (replacing all fields).")
+           "Deprecated (DeprecationWarning): use update_metadata(metadata), which "
+           "replaces every field the same way.")
       .def("update_metadata", &PyWriter::update_metadata, py::arg("fields"), py::kw_only(),
            py::arg("clear") = false,
-           R"(Stages a change of the metadata fields named in `fields` (None clears
-one; with clear=True every field is cleared first). It is applied at commit,
+           R"(Stages a change of the metadata fields named in the mapping `fields`
+(None clears one; with clear=True every field is cleared first), or, given a
+Metadata, of every field (a whole replacement). It is applied at commit,
 under the archive's write lock, to the metadata the archive has then: a
 change another process committed in between is kept.)")
       .def("collect_garbage", &PyWriter::collect_garbage,

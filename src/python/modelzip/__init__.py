@@ -18,6 +18,7 @@ See __init__.pyi for the typed API.
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any, Callable, Iterable, Mapping, Optional, Union
 
 from . import _modelzip
@@ -46,7 +47,7 @@ __all__ = [
     "QuantizeResult", "QuantizedTensor", "SparseCOO", "WriteStats", "Writer", "collect_garbage",
     "export_tensor_file", "import_tensor_files", "load", "quantize", "read_tensor_file",
     "remove_tag", "save", "save_async", "SaveFuture",
-    "set_metadata", "write_tensor_file",
+    "update_metadata", "write_tensor_file",
 ]
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -85,7 +86,7 @@ MetadataUpdate = Union[Metadata, Mapping[str, Optional[str]]]
 
 def _metadata_patch(update: Optional[MetadataUpdate], fields: Mapping[str, Optional[str]],
                     clear: bool) -> tuple[dict[str, Optional[str]], bool]:
-    """``update`` and ``fields`` (see set_metadata) as the arguments of
+    """``update`` and ``fields`` (see update_metadata) as the arguments of
     Writer.update_metadata: the fields to change, and whether to clear every
     field first. Raises TypeError / ValueError before anything is staged."""
     changes: dict[str, Optional[str]] = {}
@@ -127,7 +128,7 @@ def save(path: PathLike, tag: str, arrays: Mapping[str, Any], *,
     only the newest N tags, removing older ones in the same commit (in place:
     their bytes stay as free entries until collect_garbage()).
     See Writer.add_tag for ``share``, ``compress``, ``bfloat16`` and ``updater``;
-    ``metadata`` updates the archive metadata as set_metadata() does.
+    ``metadata`` updates the archive metadata as update_metadata() does.
     Returns the WriteStats of the commit.
     """
     writer = Writer(path, dedup=dedup, durable=durable, append=append, progress=progress)
@@ -170,8 +171,9 @@ def collect_garbage(path: PathLike, *, durable: bool = True) -> WriteStats:
         writer.close()
 
 
-def set_metadata(path: PathLike, metadata: Optional[MetadataUpdate] = None, *,
-                 clear: bool = False, durable: bool = True, **fields: Optional[str]) -> Metadata:
+def update_metadata(path: PathLike, metadata: Optional[MetadataUpdate] = None, *,
+                    clear: bool = False, durable: bool = True,
+                    **fields: Optional[str]) -> Metadata:
     """Updates the archive metadata (model_name, model_version, quantization, description).
 
     ``metadata`` (a mapping) and keyword ``fields`` both update only the
@@ -191,6 +193,15 @@ def set_metadata(path: PathLike, metadata: Optional[MetadataUpdate] = None, *,
         writer.close()
     with Archive(path) as archive:
         return archive.metadata
+
+
+def set_metadata(path: PathLike, metadata: Optional[MetadataUpdate] = None, *,
+                 clear: bool = False, durable: bool = True, **fields: Optional[str]) -> Metadata:
+    """Deprecated spelling of update_metadata() (same arguments, same result);
+    emits a DeprecationWarning. Kept for one release."""
+    warnings.warn("modelzip.set_metadata is deprecated: use modelzip.update_metadata "
+                  "(same arguments)", DeprecationWarning, stacklevel=2)
+    return update_metadata(path, metadata, clear=clear, durable=durable, **fields)
 
 
 def __getattr__(name: str) -> Any:

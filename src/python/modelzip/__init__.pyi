@@ -419,10 +419,12 @@ class Writer:
     def keep_last(self, n: int) -> None:
         """Stages keeping only the newest ``n`` tags (n >= 1), removing older ones at commit."""
     def set_metadata(self, metadata: Metadata) -> None:
-        """Stages new archive metadata (replacing all fields)."""
-    def update_metadata(self, fields: Mapping[str, Optional[str]], *, clear: bool = False) -> None:
+        """Deprecated (DeprecationWarning): use update_metadata(metadata)."""
+    def update_metadata(self, fields: Union[Metadata, Mapping[str, Optional[str]]], *,
+                        clear: bool = False) -> None:
         """Stages a change of the metadata fields named in ``fields`` (None clears one;
-        with ``clear=True`` every field is cleared first), applied at commit under the
+        with ``clear=True`` every field is cleared first; a Metadata replaces every
+        field), applied at commit under the
         archive's write lock to the metadata it has then: a change another process
         committed in between is kept. ValueError for an unknown field."""
     def collect_garbage(self) -> None:
@@ -571,7 +573,7 @@ def save(path: PathLike, tag: str, arrays: Mapping[str, Any], *,
     ``replace``: replace an existing tag of that name in the same commit;
     ``keep_last``: then keep only the newest ``keep_last`` tags (same commit).
     Arrays are borrowed, not copied; see Writer.add_tag for the options;
-    ``metadata`` updates the archive metadata as set_metadata() does.
+    ``metadata`` updates the archive metadata as update_metadata() does.
     Returns the WriteStats of the commit.
     """
 
@@ -611,14 +613,22 @@ def collect_garbage(path: PathLike, *, durable: bool = True) -> WriteStats:
     """Drops blob entries no tag references (rewrites the archive); returns the WriteStats."""
 
 
-def set_metadata(path: PathLike, metadata: Union[Metadata, Mapping[str, Optional[str]], None] = None,
-                 *, clear: bool = False, durable: bool = True, **fields: Optional[str]) -> Metadata:
-    """Updates the archive metadata; returns the metadata written.
+def update_metadata(path: PathLike,
+                    metadata: Union[Metadata, Mapping[str, Optional[str]], None] = None, *,
+                    clear: bool = False, durable: bool = True,
+                    **fields: Optional[str]) -> Metadata:
+    """Updates the archive metadata under its write lock; returns the metadata written.
 
     A mapping ``metadata`` and keyword ``fields`` both update only the fields
     they name; None clears a field; ``clear=True`` clears every field first; a
     Metadata object replaces every field. A missing archive is created.
     """
+
+
+def set_metadata(path: PathLike,
+                 metadata: Union[Metadata, Mapping[str, Optional[str]], None] = None, *,
+                 clear: bool = False, durable: bool = True, **fields: Optional[str]) -> Metadata:
+    """Deprecated (DeprecationWarning): use update_metadata (same arguments)."""
 
 
 def read_tensor_file(path: PathLike) -> tuple[dict[str, LoadedValue], dict[str, str]]:

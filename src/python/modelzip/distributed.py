@@ -108,9 +108,6 @@ class TorchCommunicator(Communicator):
         self._dist.all_gather_object(out, obj, group=self._group)
         return out
 
-    def exclusive_prefix_sum(self, value: int) -> int:
-        return sum(self._all(int(value))[:self._rank])
-
     def gather(self, data: bytes, root: int) -> Optional[list]:
         out = [None] * self._size if self._rank == root else None
         self._dist.gather_object(bytes(data), out, dst=self._global(root), group=self._group)
@@ -120,9 +117,6 @@ class TorchCommunicator(Communicator):
         box = [bytes(data) if self._rank == root else None]
         self._dist.broadcast_object_list(box, src=self._global(root), group=self._group)
         return box[0]
-
-    def barrier(self) -> None:
-        self._dist.barrier(group=self._group)
 
     def agree(self, error: str) -> Optional[tuple[int, str]]:
         for rank, message in enumerate(self._all(str(error))):
@@ -161,12 +155,6 @@ class MPICommunicator(Communicator):
             if spins > 100:
                 time.sleep(0.00005 if spins < 2000 else 0.001)
 
-    def exclusive_prefix_sum(self, value: int) -> int:
-        send = np.array([value], dtype=np.uint64)
-        recv = np.zeros(1, dtype=np.uint64)
-        self._wait(self._comm.Iexscan(send, recv, op=self._MPI.SUM), "Iexscan")
-        return 0 if self.rank() == 0 else int(recv[0])
-
     def gather(self, data: bytes, root: int) -> Optional[list]:
         mine = np.frombuffer(bytes(data), dtype=np.uint8)
         count = np.array([mine.size], dtype=np.int64)
@@ -190,9 +178,6 @@ class MPICommunicator(Communicator):
                else np.zeros(int(count[0]), dtype=np.uint8))
         self._wait(self._comm.Ibcast(buf, root=root), "Ibcast")
         return buf.tobytes()
-
-    def barrier(self) -> None:
-        self._wait(self._comm.Ibarrier(), "Ibarrier")
 
     def agree(self, error: str) -> Optional[tuple[int, str]]:
         big = np.iinfo(np.int32).max
