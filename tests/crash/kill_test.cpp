@@ -87,7 +87,7 @@ void run_kill_trials(ScenarioKind kind) {
   // A kill before every call, and one run that passes them all (under the
   // sanitizers a sample of the calls: tests/support/sweep.hpp).
   int first_new = -1, trials = 0;
-  for (std::uint64_t n : testing::sweep_points(1, total + 1, 24, 3)) {
+  for (std::uint64_t n : testing::sweep_points(1, total + 1, 16, 5)) {
     reset_folder(dir.path(), path, s.old_bytes);
     io::FaultInjector::Plan plan{
         .action = io::FaultInjector::Action::kill, .any_kind = true, .nth = n};
