@@ -65,6 +65,28 @@ def test_stale_uploads_of_the_key_are_aborted(s3, tensors):
     assert aborted_ids(proxy) == ["stale-1", "fresh-1"]
 
 
+def interrupt_mid_upload(proxy, argv, env, sig, timeout):
+    """Starts `argv`, sends `sig` once its multipart upload has been created and
+    has had a second for parts (which the proxy holds), and returns (exit
+    status, stderr, seconds from the signal to the exit)."""
+    p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while not [r for r in proxy.requests() if r["path"].endswith("?uploads=")]:
+            assert time.monotonic() < deadline and p.poll() is None, "no upload started"
+            time.sleep(0.05)
+        time.sleep(1.0)  # parts in flight, held by the proxy
+        assert p.poll() is None
+        sent = time.monotonic()
+        p.send_signal(sig)
+        _, err = p.communicate(timeout=timeout)
+        return p.returncode, err, time.monotonic() - sent
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_an_interrupted_upload_is_aborted_and_the_object_kept(s3, tensors, sig):
     fork, proxy = s3
@@ -77,24 +99,9 @@ def test_an_interrupted_upload_is_aborted_and_the_object_kept(s3, tensors, sig):
     # Every part waits 30 s in the proxy: the 64 MiB upload is mid-way for long,
     # and a writer that waited for its parts in flight would take that long.
     proxy.inject(lambda m, p: m == "PUT" and "partNumber=" in p, ("delay", 30.0), 10_000)
-    p = subprocess.Popen([CLI, "import", url, "--tag", "t2", str(tensors / "big.npy")],
-                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 60
-        while not [r for r in proxy.requests() if r["path"].endswith("?uploads=")]:
-            assert time.monotonic() < deadline and p.poll() is None, "no upload started"
-            time.sleep(0.05)
-        time.sleep(1.0)  # parts in flight, held by the proxy
-        assert p.poll() is None
-        sent = time.monotonic()
-        p.send_signal(sig)
-        _, err = p.communicate(timeout=25)
-        took = time.monotonic() - sent
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    assert p.returncode == 128 + sig, (p.returncode, err)
+    returncode, err, took = interrupt_mid_upload(
+        proxy, [CLI, "import", url, "--tag", "t2", str(tensors / "big.npy")], env, sig, 25)
+    assert returncode == 128 + sig, (returncode, err)
     assert took < 15, took  # in-flight parts are stopped, not waited for
     assert b"interrupted" in err, err
     created = [r for r in proxy.requests() if r["path"].endswith("?uploads=")]
@@ -129,21 +136,9 @@ def test_ctrl_c_in_a_python_save_aborts_the_upload(s3, tensors):
     # again while it waits, notices it; the parts in flight finish, the
     # upload is aborted, nothing completed.
     proxy.inject(lambda m, p: m == "PUT" and "partNumber=" in p, ("delay", 3.0), 10_000)
-    p = subprocess.Popen([sys.executable, "-c", SAVE, url], env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 60
-        while not [r for r in proxy.requests() if r["path"].endswith("?uploads=")]:
-            assert time.monotonic() < deadline and p.poll() is None, "no upload started"
-            time.sleep(0.05)
-        time.sleep(1.0)
-        p.send_signal(signal.SIGINT)
-        _, err = p.communicate(timeout=60)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    assert p.returncode == 42, (p.returncode, err)  # KeyboardInterrupt raised by save
+    returncode, err, _ = interrupt_mid_upload(proxy, [sys.executable, "-c", SAVE, url], env,
+                                              signal.SIGINT, 60)
+    assert returncode == 42, (returncode, err)  # KeyboardInterrupt raised by save
     assert aborted_ids(proxy), err  # AbortMultipartUpload sent
     assert not [r for r in proxy.requests()
                 if r["method"] == "POST" and "uploadId=" in r["path"]]
