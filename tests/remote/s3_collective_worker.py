@@ -23,12 +23,12 @@ MIB = 1 << 20
 
 def model(mib, tag="t1"):
     """The whole tensors: "big" of `mib` MiB (float32, rows of 64 KiB),
-    "small" of 1000 floats; tag t2 adds "extra" (mib / 8 MiB + 1 row)."""
+    "small" of 1000 floats; tag t2 adds "extra" (half as many rows + 1)."""
     rows = max(1, mib * MIB // (64 << 10))
     out = {"big": (np.arange(rows * 16384, dtype=np.float32) % 9973).reshape(rows, 16384),
            "small": np.arange(1000, dtype=np.float32)}
     if tag == "t2":
-        out["extra"] = np.full((rows // 8 + 1, 16384), 7.5, dtype=np.float32)
+        out["extra"] = np.full((rows // 2 + 1, 16384), 7.5, dtype=np.float32)
     return out
 
 
@@ -73,9 +73,10 @@ def main():
         return 1
     if scenario == "checkpoint":
         import torch
-        params = {n: mzd.Shard(torch.nn.Parameter(torch.from_numpy(v.value)), v.global_shape,
-                               v.offset) if isinstance(v, mzd.Shard)
-                  else torch.nn.Parameter(torch.from_numpy(v)) for n, v in mine.items()}
+        def parameter(array):
+            return torch.nn.Parameter(torch.from_numpy(array.copy()))
+        params = {n: mzd.Shard(parameter(v.value), v.global_shape, v.offset)
+                  if isinstance(v, mzd.Shard) else parameter(v) for n, v in mine.items()}
         tensors = [v.value if isinstance(v, mzd.Shard) else v for v in params.values()]
         optimizer = torch.optim.Adam(tensors, lr=0.01)
         for t in tensors:
