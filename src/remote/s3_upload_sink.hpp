@@ -28,7 +28,8 @@
 // add_parts() for their parts before commit(); a sink made with
 // `join_upload` uploads into that upload the ranges it is given (skip()
 // for the rest) and hands its parts() to the creator. A part that ends at
-// a skipped range, or at set_end() of a joined sink, is stretched to it
+// a skipped range, or at set_end() of a joined sink (called before the
+// writes), is stretched to it
 // instead of being cut at `part_size` where the remainder would be under
 // 5 MiB; so a range of L bytes between skips is uploaded as
 // shared_part_count(L, part_size) parts, numbered on from the `next_number`
@@ -106,7 +107,9 @@ class S3UploadSink final : public io::ByteSink {
 
   // Shared uploads (see above). skip(): bytes [range) are uploaded by
   // another sink; the part after them is numbered `next_number`. Call it
-  // before any byte at or after range.offset is given.
+  // before any byte of the part that ends at it is given (in practice
+  // before the bytes within part_size + 5 MiB of range.offset: a part
+  // already cut at part_size is not stretched).
   void skip(io::ByteRange range, int next_number);
   // Before commit(): parts uploaded by joined sinks, included in the
   // completion.
