@@ -123,16 +123,6 @@ class RoutedSink final : public io::ByteSink {
   std::vector<std::pair<std::uint64_t, std::string>> for_root_;
 };
 
-// Writes the local headers of the entries `rank` writes the blob header of
-// (their CRCs known from the layout).
-void write_local_headers(const Plan& plan, const S3Layout& layout, int rank, io::ByteSink& sink) {
-  if (layout.crcs.size() != plan.entries.size())
-    throw Error(ErrorCode::invalid_argument, "the S3 layout does not fit the plan");
-  for (std::size_t i = 0; i < plan.entries.size(); ++i)
-    if (plan.entries[i].header_rank == rank)
-      zip::finish_entry(sink, plan.entries[i].zip_plan(), layout.crcs[i]);
-}
-
 }  // namespace
 
 std::string encode_layout(const S3Layout& layout) {
@@ -199,6 +189,16 @@ namespace {
 
 std::shared_ptr<const remote::S3Multipart> client_of(const std::string& url) {
   return std::make_shared<remote::S3Multipart>(url, RemoteOptions{});
+}
+
+// Writes the local headers of the entries `rank` writes the blob header of
+// (their CRCs known from the layout).
+void write_local_headers(const Plan& plan, const S3Layout& layout, int rank, io::ByteSink& sink) {
+  if (layout.crcs.size() != plan.entries.size())
+    throw Error(ErrorCode::invalid_argument, "the S3 layout does not fit the plan");
+  for (std::size_t i = 0; i < plan.entries.size(); ++i)
+    if (plan.entries[i].header_rank == rank)
+      zip::finish_entry(sink, plan.entries[i].zip_plan(), layout.crcs[i]);
 }
 
 }  // namespace
