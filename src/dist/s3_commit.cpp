@@ -259,6 +259,7 @@ struct S3CommitTarget::Impl {
   std::optional<remote::S3UploadSink> sink;
   zip::EntryInfo metadata_entry;  // new archive
   std::uint64_t uploaded_by_others = 0;
+  std::uint64_t part_size = 0;  // the root's sink's, and every rank's
 
   ErrorContext context() const { return ErrorContext{.archive = url}; }
 };
@@ -312,6 +313,7 @@ CommitTarget::Start S3CommitTarget::begin(const std::string&) {
       o.condition.if_none_match = true;
     }
     o.abort_stale_after = remote::stale_upload_age();
+    m.part_size = o.part_size;
     m.sink.emplace(std::move(client), std::move(o));
     if (m.old) {
       m.start = zip::tail_start(checkpoint::ArchiveState(*m.old_archive).directory(),
@@ -356,8 +358,7 @@ S3Layout S3CommitTarget::lay_out(const std::vector<std::string>& surveys, const 
   }
   S3Layout out;
   out.crcs = combine_shares(shares, plan, context).crcs;
-  out.part_size = remote::kDefaultPartSize;
-  if (auto size = remote::parse_size(remote::env("MODELZIP_S3_PART_SIZE"))) out.part_size = *size;
+  out.part_size = m.part_size;
   std::sort(runs.begin(), runs.end(),
             [](const S3Run& a, const S3Run& b) { return a.offset < b.offset; });
 

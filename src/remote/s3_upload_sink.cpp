@@ -474,6 +474,9 @@ void S3UploadSink::skip(io::ByteRange range, int next_number) {
   if (next_number < 1 || next_number > kS3MaxParts)
     s.fail(ErrorCode::invalid_argument, "part number " + std::to_string(next_number) +
                                             " is not in 1..10000");
+  if (s.o.part_size > kS3MaxPart - kS3MinPart)  // a stretched part would pass 5 GiB
+    s.fail(ErrorCode::invalid_argument, "S3 part size of a shared upload must be at most 5 GiB "
+                                        "less 5 MiB");
   s.no_overlap_ahead(range.offset, std::max<std::uint64_t>(range.length, 1));
   s.ahead[range.offset] = Segment{false, {}, 0, range.length, true, next_number};
   s.skip_starts.insert(range.offset);
