@@ -24,10 +24,15 @@ Write rows (s3:// writers, issue 29), against @20minutes/s3rver on 127.0.0.1
     bytes, each run right after a curl run (paired ratios, as above);
   - appending a 10 MiB tag to that object: time (against the full upload's)
     and bytes uploaded (WriteStats.bytes_written: UploadPart bodies; the old
-    object's bytes are copied server-side).
+    object's bytes are copied server-side);
+  - the same two saves collectively by N = 1, 2, 4 ranks (mpirun, mpi4py:
+    modelzip.distributed.save; tensor i whole on rank i % N, the 10 MiB
+    tensor split by rows), timed on rank 0 between barriers (process start
+    and MPI set-up excluded); bytes uploaded are
+    CollectiveStats.archive_bytes_written (all ranks' UploadPart bodies).
 
 Usage: PYTHONPATH=build/src/python benchmarks/remote_bench.py [--dir DIR] [--reps N]
-       [--write-mib M] [--build BUILD] [--no-reads] [--no-writes]
+       [--write-mib M] [--build BUILD] [--no-reads] [--no-writes] [--no-ranks]
 (run from the source folder; needs nginx, curl, node/npm and the bindings).
 """
 import argparse
@@ -96,6 +101,64 @@ def human(n):
     return f"{n / MiB:.2f} MiB" if n >= MiB else f"{n / 1024:.1f} KiB"
 
 
+def write_tensors(write_mib):
+    """The tensors of the write rows: float32 tensors of 8 MiB, and the 10 MiB one appended."""
+    rng = np.random.default_rng(2)
+    n = max(1, write_mib // 8)
+    tensors = {f"w{i:03d}": rng.standard_normal(2 * MiB, dtype=np.float32) for i in range(n)}
+    extra = {"new": rng.standard_normal(10 * MiB // 4, dtype=np.float32)}
+    return tensors, extra
+
+
+def rank_worker(url, write_mib):
+    """One rank of the N-rank rows (under mpirun): saves the tensors it owns to
+    `url`, then appends its rows of the 10 MiB tensor; rank 0 prints
+    "RESULT new_s new_bytes append_s append_bytes"."""
+    import modelzip.distributed as mzd
+    from mpi4py import MPI
+    comm = MPI.COMM_WORLD
+    rank, world = comm.Get_rank(), comm.Get_size()
+    tensors, extra = write_tensors(write_mib)
+    mine = {k: v for i, (k, v) in enumerate(sorted(tensors.items())) if i % world == rank}
+    new = extra["new"]
+    off, shape = mzd.split(new.shape, 0, rank, world)
+    rows = {"new": mzd.Shard(new[off[0]:off[0] + shape[0]], new.shape, off)}
+    out = []
+    for tag, staged in (("t1", mine), ("t2", rows)):
+        comm.Barrier()
+        t0 = time.perf_counter()
+        stats = mzd.save(url, tag, staged, group=comm)
+        comm.Barrier()
+        out += [time.perf_counter() - t0, stats.archive_bytes_written]
+    if rank == 0:
+        print("RESULT", *out, flush=True)
+
+
+def rank_rows(args, t_curl):
+    """The N-rank rows (see the module's doc), beside curl's median time."""
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    rows = []
+    for world in (1, 2, 4):
+        runs = []
+        for rep in range(args.reps):
+            r = subprocess.run(["mpirun", "--oversubscribe", "-np", str(world), sys.executable,
+                                os.path.abspath(__file__), "--rank-worker",
+                                f"s3://bench/ranks{world}-{rep}.zip", "--write-mib",
+                                str(args.write_mib)],
+                               env=env, capture_output=True, text=True, timeout=1800)
+            if r.returncode != 0:
+                raise RuntimeError(f"mpirun -np {world} failed:\n{r.stdout}\n{r.stderr}")
+            line = next(x for x in r.stdout.splitlines() if x.startswith("RESULT"))
+            runs.append([float(v) for v in line.split()[1:]])
+        med = [statistics.median(run[i] for run in runs) for i in range(4)]
+        rows.append((world, med))
+    for world, (t_new, b_new, t_app, b_app) in rows:
+        print(f"| distributed.save, {world} rank(s), new archive | {t_new * 1000:.0f} ms | "
+              f"{human(b_new)} | | {t_curl / t_new:.2f}x curl (medians) |")
+        print(f"| distributed.save, {world} rank(s), append a 10 MiB tag | {t_app * 1000:.0f} ms "
+              f"| {human(b_app)} | | {t_app / t_new:.3f}x the new archive's time |")
+
+
 def write_rows(work, args):
     """The s3:// write rows (see the module's doc)."""
     prefix = servers.install_s3rver_fork(args.build)
@@ -103,11 +166,8 @@ def write_rows(work, args):
     saved_env = dict(os.environ)
     try:
         os.environ.update(fork.env())
-        rng = np.random.default_rng(2)
-        n = max(1, args.write_mib // 8)
-        tensors = {f"w{i:03d}": rng.standard_normal(2 * MiB, dtype=np.float32)
-                   for i in range(n)}
-        extra = {"new": rng.standard_normal(10 * MiB // 4, dtype=np.float32)}
+        tensors, extra = write_tensors(args.write_mib)
+        n = len(tensors)
         local = os.path.join(work, "write.zip")
         modelzip.save(local, "t1", tensors, durable=False)
         size = os.path.getsize(local)
@@ -148,6 +208,8 @@ def write_rows(work, args):
         print(f"| modelzip.save to s3://, append a 10 MiB tag | {med(t_app) * 1000:.0f} ms | "
               f"{human(sent_app)} ({sent_app / new_bytes:.2f}x the new tensor) | | "
               f"{med(t_app) / med(t_new):.3f}x the new archive's time |")
+        if not args.no_ranks:
+            rank_rows(args, med(t_curl))
     finally:
         os.environ.clear()
         os.environ.update(saved_env)
@@ -162,7 +224,12 @@ def main():
     ap.add_argument("--build", default="build")
     ap.add_argument("--no-reads", action="store_true")
     ap.add_argument("--no-writes", action="store_true")
+    ap.add_argument("--no-ranks", action="store_true")
+    ap.add_argument("--rank-worker", metavar="URL", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.rank_worker:
+        rank_worker(args.rank_worker, args.write_mib)
+        return
     work = tempfile.mkdtemp(prefix="remote-bench-", dir=args.dir)
     if not args.no_writes:
         try:

@@ -43,6 +43,8 @@ class Archive::Impl {
        std::shared_ptr<const io::ByteSource> source = {});
   // The parsed state of `archive`, for modelzip's own modules.
   static const Impl& of(const Archive& archive) noexcept { return *archive.impl_; }
+  // An Archive of this state (for modelzip's own modules that build one).
+  static Archive wrap(std::shared_ptr<const Impl> impl) { return Archive(std::move(impl)); }
 
   std::string name;
   Limits limits;

@@ -13,6 +13,7 @@
 #include "checkpoint/archive_impl.hpp"
 #include "checkpoint/entry_validators.hpp"
 #include "checkpoint/new_tag_contents.hpp"
+#include "checkpoint/s3_old_archive.hpp"
 #include "core/crc32.hpp"
 #include "core/position_index.hpp"
 #include "core/progress_tracker.hpp"
@@ -726,10 +727,7 @@ class Writer::Impl {
   // is still the version planned from (If-Match), or still absent
   // (If-None-Match).
   bool s3 = false;
-  struct S3Old {
-    remote::Opened opened;
-    std::shared_ptr<const Archive::Impl> archive;
-  };
+  using S3Old = checkpoint::S3OldArchive;
   std::optional<S3Old> s3_old;  // during commit()
   std::optional<S3Old> open_s3() const;
   void refresh_s3();
@@ -1039,30 +1037,7 @@ void Writer::Impl::mark_free_ranges(const std::set<const zip::EntryInfo*>& kept,
 
 #if MODELZIP_CAN_UPLOAD
 std::optional<Writer::Impl::S3Old> Writer::Impl::open_s3() const {
-  remote::Opened opened;
-  try {
-    opened = remote::open(path.string(), RemoteOptions{});
-  } catch (const Error& e) {
-    if (e.code() == ErrorCode::not_found) return std::nullopt;  // a new archive
-    throw;
-  }
-  auto archive = std::make_shared<Archive::Impl>(path.string(), opened.file, OpenOptions{},
-                                                 std::nullopt, opened.source);
-  // Planning and the new central directory need every entry's data offset:
-  // the local headers, fetched together.
-  std::vector<const zip::EntryInfo*> entries;
-  for (const auto& e : archive->directory.entries) entries.push_back(&e);
-  archive->reader.prefetch(entries, 0);
-  for (auto& e : archive->directory.entries) e.data_offset = archive->reader.data_offset(e);
-  // And the first bytes of every range no entry covers (free entries'
-  // headers), which appendable() and the free ranges of an in-place
-  // commit read.
-  std::vector<zip::ByteRange> covered;
-  for (const auto& e : archive->directory.entries) covered.push_back(zip::entry_extent(e));
-  for (const zip::ByteRange& gap :
-       zip::gaps_between(std::move(covered), archive->directory.central_directory_offset))
-    opened.source->ensure(gap.offset, std::min<std::uint64_t>(gap.size, 256));
-  return S3Old{std::move(opened), std::move(archive)};
+  return checkpoint::open_s3_old(path.string());
 }
 
 void Writer::Impl::refresh_s3() {

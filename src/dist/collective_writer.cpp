@@ -26,6 +26,7 @@
 #include "dist/detached_commit.hpp"
 #include "dist/rank_locks.hpp"
 #include "dist/rank_share.hpp"
+#include "dist/s3_commit.hpp"
 #include "format/tag_name.hpp"
 #include "io/append_journal.hpp"
 #include "io/durable_file.hpp"
@@ -171,7 +172,7 @@ void agreed_step(Engine& engine, const ErrorContext& ctx, F&& step) {
 CollectiveWriter::CollectiveWriter(std::filesystem::path path, Communicator& comm,
                                    CollectiveOptions options)
     : impl_(std::make_unique<Impl>()) {
-  remote::refuse_write(path.native());
+  if (!remote::can_upload(path.native())) remote::refuse_write(path.native());
   impl_->path = std::move(path);
   impl_->comm = &comm;
   impl_->options = options;
@@ -275,6 +276,7 @@ class CommitRun {
     const std::string stats = finish(plan, shares);
     out_.reset();
     target_.reset();  // unlocks
+    s3_target_.reset();
     return final_stats(engine_([&] { return comm_.broadcast(stats, root_); }));
   }
 
@@ -286,16 +288,19 @@ class CommitRun {
       if (m_.fail_first_step) std::rethrow_exception(m_.fail_first_step);
       format::check_tag(tag_);
       if (!is_root_) return;
-      target_ =
-          std::make_unique<dist::CommitTarget>(m_.path, m_.options.durable, m_.options.on_notice,
-                                             dist::writers_timeout(m_.options.rank_lock_timeout));
-      if (target_->old())
-        if (auto existing = target_->old()->find_tag(tag_))
+      if (s3_)
+        s3_target_ = std::make_unique<dist::S3CommitTarget>(m_.path.string());
+      else
+        target_ = std::make_unique<dist::CommitTarget>(
+            m_.path, m_.options.durable, m_.options.on_notice,
+            dist::writers_timeout(m_.options.rank_lock_timeout));
+      if (old())
+        if (auto existing = old()->find_tag(tag_))
           throw Error(ErrorCode::already_exists,
                       "tag '" + *existing + "' exists already (tags ignore case)", ctx_);
     });
     exists_ = engine_([&] {
-                return comm_.broadcast(is_root_ && target_->old() ? "1" : "0", root_);
+                return comm_.broadcast(is_root_ && old() ? "1" : "0", root_);
               }) == "1";
   }
 
@@ -305,14 +310,14 @@ class CommitRun {
   std::vector<std::string> gather_records() {
     std::string records;
     agreed_step(engine_, ctx_, [&] {
-      if (exists_) {
+      if (exists_ && !s3_) {
         locks_.emplace(m_.path, comm_.rank());
         engine_.watch(&*locks_);
       }
       std::optional<Archive> old;
       if (exists_ && m_.options.dedup && !m_.items.empty()) {
         if (is_root_)
-          old = *target_->old();
+          old = *this->old();
         else
           old = Archive::open(m_.path);
       }
@@ -330,7 +335,11 @@ class CommitRun {
       std::vector<std::vector<Record>> all;
       for (std::size_t r = 0; r < gathered.size(); ++r)
         all.push_back(decode_records(gathered[r], static_cast<int>(r)));
-      planned_ = dist::plan_commit(all, tag_, *target_, m_.options.dedup, root_);
+      planned_ = dist::plan_commit(
+          all, tag_, old(),
+          [&] { return s3_ ? s3_target_->begin(tag_) : target_->begin(tag_); }, m_.options.dedup,
+          root_);
+      if (!s3_) dist::prepare_file(*target_, planned_, tag_);
       stats_.blobs_written = planned_.blobs_written;
       stats_.blobs_deduplicated = planned_.blobs_deduplicated;
       plan_bytes = encode_plan(planned_.plan);
@@ -343,6 +352,7 @@ class CommitRun {
   // lock until the commit ends (dist/rank_locks.hpp); the root also writes
   // its own entries. Every rank's share -> root.
   std::vector<std::string> write_shares(const Plan& plan) {
+    if (s3_) return upload_shares(plan);
     std::string share_bytes;
     agreed_step(engine_, ctx_, [&] {
       if (!locks_) {
@@ -389,6 +399,7 @@ class CommitRun {
   // CRC from their shares, writes its local header with it and commits.
   // Returns the stats for every rank (root; empty elsewhere).
   std::string finish(const Plan& plan, const std::vector<std::string>& shares) {
+    if (s3_) return finish_upload(plan, shares);
     std::string stats_bytes;
     bool visible = false;
     agreed_step(engine_, ctx_, [&] {
@@ -422,11 +433,73 @@ class CommitRun {
       }
       total += std::filesystem::file_size(m_.path) - before;
       WireOut w;
-      w.u64(total);
-      w.u64(stats_.blobs_written);
-      w.u64(stats_.blobs_deduplicated);
-      w.u64(exists_ ? 1 : 0);
-      stats_bytes = w.s;
+      stats_bytes = stats_message(total);
+    });
+    return stats_bytes;
+  }
+
+  std::string stats_message(std::uint64_t total) const {
+    WireOut w;
+    w.u64(total);
+    w.u64(stats_.blobs_written);
+    w.u64(stats_.blobs_deduplicated);
+    w.u64(exists_ ? 1 : 0);
+    return w.s;
+  }
+
+  const Archive* old() const {
+    return s3_target_ ? s3_target_->old() : target_ ? target_->old() : nullptr;
+  }
+
+  // 4 (s3://, dist/s3_commit.hpp). Every rank surveys its share (CRCs, its
+  // long runs) -> root; the root lays out the parts -> all; every rank
+  // uploads its runs as parts of the root's upload and writes its local
+  // headers; its parts' ETags and the bytes it holds for the root -> root.
+  std::vector<std::string> upload_shares(const Plan& plan) {
+    std::string survey;
+    agreed_step(engine_, ctx_, [&] { survey = dist::s3_survey(plan, m_.items, comm_.rank()); });
+    const std::vector<std::string> surveys =
+        engine_([&] { return comm_.gather(survey, root_); });
+    std::string layout_bytes;
+    agreed_step(engine_, ctx_, [&] {
+      if (!is_root_) return;
+      layout_bytes = encode_layout(
+          s3_target_->lay_out(surveys, plan, planned_.end, root_, ctx_));
+    });
+    layout_ = dist::decode_layout(
+        engine_([&] { return comm_.broadcast(layout_bytes, root_); }), root_);
+    std::string result;
+    agreed_step(engine_, ctx_, [&] {
+      io::ByteSink* root_sink = is_root_ ? &s3_target_->sink() : nullptr;
+      dist::S3RankResult r = dist::s3_upload_share(m_.path.string(), plan, layout_, m_.items,
+                                                   comm_.rank(), root_sink);
+      if (is_root_)
+        for (const auto& [e, content] : planned_.root_entries) {
+          const auto bytes = std::as_bytes(std::span(content));
+          root_infos_.push_back(
+              zip::write_entry(*root_sink, e.zip_plan(), detail::crc32_of(bytes), bytes));
+        }
+      stats_.bytes_written = r.uploaded;
+      result = std::move(r.message);
+    });
+    return engine_([&] { return comm_.gather(result, root_); });
+  }
+
+  // 5 (s3://): the root writes the bytes the ranks sent it and the tail,
+  // and completes the upload.
+  std::string finish_upload(const Plan& plan, const std::vector<std::string>& results) {
+    std::string stats_bytes;
+    bool visible = false;
+    agreed_step(engine_, ctx_, [&] {
+      if (!is_root_) return;
+      s3_target_->take_results(results, root_);
+      std::vector<zip::EntryInfo> written = root_infos_;
+      for (const zip::EntryInfo& e : dist::s3_entry_infos(plan, layout_)) written.push_back(e);
+      std::vector<std::string> tags = old() ? old()->tags() : std::vector<std::string>{};
+      tags.push_back(tag_);
+      s3_target_->finish(written, tags, planned_.end, &visible);
+      stats_.bytes_written = s3_target_->uploaded() - s3_target_->uploaded_by_others();
+      stats_bytes = stats_message(s3_target_->uploaded());
     });
     return stats_bytes;
   }
@@ -451,6 +524,9 @@ class CommitRun {
   // Destroyed in reverse: the file, the rank's locks, then the target
   // (whose abort waits for the ranks' writing locks).
   std::unique_ptr<dist::CommitTarget> target_;
+  std::unique_ptr<dist::S3CommitTarget> s3_target_;  // root, s3://
+  const bool s3_ = remote::can_upload(m_.path.native());
+  dist::S3Layout layout_;                            // s3://
   bool exists_ = false;
   std::optional<dist::RankLocks> locks_;
   dist::CommitPlan planned_;                // root

@@ -183,6 +183,8 @@ Tables blob_tables(std::vector<Param>& params) {
   return t;
 }
 
+}  // namespace
+
 // Until the new end records are in place, the file stays an ordinary zip
 // of the old archive (FORMAT.md section 8.1): a copy of the old tail goes
 // beyond everything this commit writes. The new tail is at most the old
@@ -192,8 +194,8 @@ Tables blob_tables(std::vector<Param>& params) {
 // ranks' writes (io::SharedFileWriter) run in parallel, none of them
 // extending the file or allocating. An interrupted commit cuts the file
 // back (journal) or removes it (temporary file).
-void prepare_file(CommitTarget& target, const CommitPlan& out, const std::string& tag,
-                  std::uint64_t start, std::uint64_t end) {
+void prepare_file(CommitTarget& target, const CommitPlan& out, const std::string& tag) {
+  const std::uint64_t start = out.start, end = out.end;
   std::uint64_t tail = 4096 + tag.size();
   for (const auto& e : out.plan.entries) tail += 46 + 28 + 67 + e.entry.size();
   for (const auto& e : out.root_entries) tail += 46 + 28 + 67 + e.entry.entry.size();
@@ -204,12 +206,11 @@ void prepare_file(CommitTarget& target, const CommitPlan& out, const std::string
   io::preallocate(file.fd(), start, end - start);
 }
 
-}  // namespace
-
 CommitPlan plan_commit(const std::vector<std::vector<Record>>& all, const std::string& tag,
-                       CommitTarget& target, bool dedup, int root) {
+                       const Archive* old, const std::function<CommitTarget::Start()>& begin,
+                       bool dedup, int root) {
   const Grouped g = group_records(all, tag);
-  Params resolved = resolve_params(g, tag, target.old(), dedup);
+  Params resolved = resolve_params(g, tag, old, dedup);
   std::vector<Param>& params = resolved.params;
   const Tables tables = blob_tables(params);
   CommitPlan out;
@@ -220,7 +221,7 @@ CommitPlan plan_commit(const std::vector<std::vector<Record>>& all, const std::s
   // one after another in the single writer's order.
   const std::string params_txt = format::write_blob_table(tables.params, TableKind::params);
   const std::vector<BlobRow>& updater_rows = tables.updater;
-  const CommitTarget::Start start = target.begin(tag);
+  const CommitTarget::Start start = begin();
   out.plan.file = start.file;
   out.plan.nonce = start.nonce;
   std::uint64_t cursor = start.offset;
@@ -257,7 +258,8 @@ CommitPlan plan_commit(const std::vector<std::vector<Record>>& all, const std::s
                                        layout.values_offset, header_rank));
       ++out.blobs_written;
     }
-  prepare_file(target, out, tag, start.offset, cursor);
+  out.start = start.offset;
+  out.end = cursor;
   return out;
 }
 

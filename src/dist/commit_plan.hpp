@@ -9,9 +9,12 @@
 // Not thread-safe (the target). Errors: Error(invalid_argument) naming the
 // parameter and ranks; Error(not_found) for a share of a missing tag; the
 // target's errors.
+// The target is either a local file (dist/commit_target.hpp: planning is
+// followed by prepare_file) or an S3 upload (dist/s3_commit.hpp).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -31,11 +34,19 @@ struct CommitPlan {
   Plan plan;  // broadcast to every rank
   std::vector<RootEntry> root_entries;
   std::uint64_t blobs_written = 0, blobs_deduplicated = 0;
+  std::uint64_t start = 0, end = 0;  // the new entries' bytes
 };
 
-// `all`: every rank's records, by rank. `dedup`: reference old blobs
-// where every rank's block equals its namesake.
+// `all`: every rank's records, by rank. `old`: the archive committed to
+// (null: a new one). `begin`: the target's begin() (the journal, the
+// temporary file or the upload). `dedup`: reference old blobs where every
+// rank's block equals its namesake.
 CommitPlan plan_commit(const std::vector<std::vector<Record>>& all, const std::string& tag,
-                       CommitTarget& target, bool dedup, int root);
+                       const Archive* old, const std::function<CommitTarget::Start()>& begin,
+                       bool dedup, int root);
+
+// A local target: protects the old tail beyond everything the plan writes
+// and allocates the new entries' blocks (before any rank writes).
+void prepare_file(CommitTarget& target, const CommitPlan& plan, const std::string& tag);
 
 }  // namespace modelzip::dist

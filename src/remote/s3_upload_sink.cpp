@@ -8,6 +8,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -23,6 +24,8 @@ struct Segment {
   Bytes data;               // !keep: data.span().subspan(from, length)
   std::uint64_t from = 0;   // keep: offset in the old object
   std::uint64_t length = 0;
+  bool skip = false;        // uploaded by another sink (S3UploadSink::skip)
+  int next_number = 0;      // skip: the number of the part after it
 };
 
 struct Part {
@@ -69,6 +72,8 @@ struct S3UploadSink::Impl {
   std::map<std::uint64_t, std::uint64_t> holes;     // reserved, behind the cursor
   Part open;                                        // ends at the cursor
   std::map<std::uint64_t, Part> held;               // closed, with holes
+  std::set<std::uint64_t> skip_starts;              // where skipped ranges begin
+  std::vector<S3Part> foreign;                      // add_parts()
   int next_number = 1;
   std::optional<std::uint64_t> end;
   bool flushing = false;  // finish(): kept ranges at the end are taken too
@@ -164,7 +169,18 @@ struct S3UploadSink::Impl {
     enqueue(lock, Job{part.number, std::move(part.bytes)});
   }
 
-  std::uint64_t room() const { return o.part_size - open.bytes.size(); }
+  // The size the open part closes at: part_size, or up to the next skipped
+  // range (or a joined sink's end) where the rest would be under 5 MiB.
+  std::uint64_t part_limit() const {
+    std::optional<std::uint64_t> boundary;
+    if (auto f = skip_starts.upper_bound(open.start); f != skip_starts.end()) boundary = *f;
+    if (!o.join_upload.empty() && end && *end > open.start && (!boundary || *end < *boundary))
+      boundary = *end;
+    if (boundary && *boundary - open.start < o.part_size + kS3MinPart)
+      return std::max<std::uint64_t>(*boundary - open.start, 1);
+    return o.part_size;
+  }
+  std::uint64_t room() const { return part_limit() - open.bytes.size(); }
 
   Bytes fetch(std::uint64_t from, std::uint64_t length) const {
     if (!o.old_source || from > o.old_file.size() || length > o.old_file.size() - from)
@@ -219,6 +235,17 @@ struct S3UploadSink::Impl {
           return;  // held: a contiguous kept range may follow (keep() merges it)
         Segment s = std::move(it->second);
         ahead.erase(it);
+        if (s.skip) {
+          if (!open.bytes.empty() || open.missing > 0) close_open(lock);
+          if (next_number > s.next_number)
+            fail(ErrorCode::invalid_argument,
+                 "part " + std::to_string(next_number) + " before " +
+                     range_text(cursor, s.length) + " overlaps the parts numbered after it");
+          cursor += s.length;
+          next_number = s.next_number;
+          open = Part{0, cursor, {}, 0};
+          continue;
+        }
         if (s.keep) {
           take_kept(lock, std::move(s));
           continue;
@@ -241,7 +268,7 @@ struct S3UploadSink::Impl {
       } else {
         return;
       }
-      if (open.bytes.size() == o.part_size) close_open(lock);
+      if (open.bytes.size() == part_limit()) close_open(lock);
     }
   }
 
@@ -313,6 +340,10 @@ S3UploadSink::S3UploadSink(std::shared_ptr<const S3Multipart> client, S3UploadOp
     impl_->fail(ErrorCode::invalid_argument,
                 "S3 part size must be 5 MiB to 5 GiB and parts in flight 1 to 64 (got " +
                     std::to_string(o.part_size) + " bytes, " + std::to_string(o.parallel) + ")");
+  if (!o.join_upload.empty()) {
+    impl_->upload_id = o.join_upload;
+    return;
+  }
   if (o.abort_stale_after) abort_stale_uploads(*impl_->s3, *o.abort_stale_after);
   impl_->upload_id = impl_->s3->create();
 }
@@ -325,7 +356,7 @@ S3UploadSink::~S3UploadSink() {
   }
   impl_->cv.notify_all();
   for (auto& t : impl_->workers) t.join();
-  if (!impl_->committed) {
+  if (!impl_->committed && impl_->o.join_upload.empty()) {
     try {
       impl_->s3->abort(impl_->upload_id);
     } catch (...) {  // listed and aborted by the next writer (see header)
@@ -414,7 +445,8 @@ void S3UploadSink::finish() {
     s.fail(ErrorCode::invalid_argument, "the result's size is " + std::to_string(*s.end) +
                                             " bytes but " + std::to_string(s.cursor) +
                                             " were given");
-  if (!s.open.bytes.empty() || s.next_number == 1) s.close_open(lock);  // the last part
+  if (!s.open.bytes.empty() || (s.next_number == 1 && s.o.join_upload.empty()))
+    s.close_open(lock);  // the last part
   s.wait_for_parts(lock, [&] { return s.error || (s.queue.empty() && s.running == 0); });
   s.check_error();
   s.finished = true;
@@ -423,10 +455,46 @@ void S3UploadSink::finish() {
 void S3UploadSink::commit() {
   auto& s = *impl_;
   if (!s.finished) s.fail(ErrorCode::invalid_argument, "commit() before finish()");
+  if (!s.o.join_upload.empty())
+    s.fail(ErrorCode::invalid_argument, "commit() of a sink that joined another's upload");
+  s.done.insert(s.done.end(), s.foreign.begin(), s.foreign.end());
   std::sort(s.done.begin(), s.done.end(),
             [](const S3Part& a, const S3Part& b) { return a.number < b.number; });
   s.etag = s.s3->complete(s.upload_id, s.done, s.o.condition);
   s.committed = true;
+}
+
+void S3UploadSink::skip(io::ByteRange range, int next_number) {
+  std::unique_lock lock(impl_->m);
+  auto& s = *impl_;
+  s.check_error();
+  if (range.offset < s.cursor)
+    s.fail(ErrorCode::invalid_argument, "skipped range " + range_text(range.offset, range.length) +
+                                            " is behind bytes already given");
+  if (next_number < 1 || next_number > kS3MaxParts)
+    s.fail(ErrorCode::invalid_argument, "part number " + std::to_string(next_number) +
+                                            " is not in 1..10000");
+  if (s.o.part_size > kS3MaxPart - kS3MinPart)  // a stretched part would pass 5 GiB
+    s.fail(ErrorCode::invalid_argument, "S3 part size of a shared upload must be at most 5 GiB "
+                                        "less 5 MiB");
+  s.no_overlap_ahead(range.offset, std::max<std::uint64_t>(range.length, 1));
+  s.ahead[range.offset] = Segment{false, {}, 0, range.length, true, next_number};
+  s.skip_starts.insert(range.offset);
+  s.advance(lock);
+}
+
+void S3UploadSink::add_parts(const std::vector<S3Part>& parts) {
+  std::lock_guard lock(impl_->m);
+  impl_->foreign.insert(impl_->foreign.end(), parts.begin(), parts.end());
+}
+
+std::vector<S3Part> S3UploadSink::parts() const {
+  std::lock_guard lock(impl_->m);
+  return impl_->done;
+}
+
+std::uint64_t shared_part_count(std::uint64_t length, std::uint64_t part_size) noexcept {
+  return length < kS3MinPart + part_size ? 1 : (length - kS3MinPart) / part_size + 1;
 }
 
 const std::string& S3UploadSink::etag() const noexcept { return impl_->etag; }

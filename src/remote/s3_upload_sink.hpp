@@ -22,6 +22,19 @@
 // (entries that moved together) are copied as one range: a kept range is
 // held until bytes after it are given, or finish().
 //
+// Shared uploads (a collective commit, dist/s3_commit.hpp): several sinks,
+// one per process, may upload the parts of one object. The sink that
+// creates the upload is given skip() for the ranges the others upload and
+// add_parts() for their parts before commit(); a sink made with
+// `join_upload` uploads into that upload the ranges it is given (skip()
+// for the rest) and hands its parts() to the creator. A part that ends at
+// a skipped range, or at set_end() of a joined sink (called before the
+// writes), is stretched to it
+// instead of being cut at `part_size` where the remainder would be under
+// 5 MiB; so a range of L bytes between skips is uploaded as
+// shared_part_count(L, part_size) parts, numbered on from the `next_number`
+// of the skip before it.
+//
 // Failures: the first error of any part is thrown by the next call (and by
 // finish()); the sink is then unusable. A sink destroyed without a
 // successful commit() aborts the upload (AbortMultipartUpload, errors of the
@@ -37,6 +50,7 @@
 #include <optional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "io/byte_sink.hpp"
 #include "modelzip/bytes.hpp"
@@ -62,7 +76,15 @@ struct S3UploadOptions {
   // (from the calling thread); false makes that call throw
   // Error(cancelled) (e.g. a progress callback that saw an interrupt).
   std::function<bool()> keep_going;
+  // Non-empty: upload parts into this upload, created (and completed or
+  // aborted) by another sink: no CreateMultipartUpload, no clean-up of
+  // stale uploads, no abort on destruction; commit() is refused.
+  std::string join_upload;
 };
+
+// The parts a sink uploads for a range of `length` bytes between skipped
+// ranges (see above).
+std::uint64_t shared_part_count(std::uint64_t length, std::uint64_t part_size) noexcept;
 
 class S3UploadSink final : public io::ByteSink {
  public:
@@ -82,6 +104,18 @@ class S3UploadSink final : public io::ByteSink {
   void set_end(std::uint64_t size) override;
   void finish() override;
   void commit() override;
+
+  // Shared uploads (see above). skip(): bytes [range) are uploaded by
+  // another sink; the part after them is numbered `next_number`. Call it
+  // before any byte of the part that ends at it is given (in practice
+  // before the bytes within part_size + 5 MiB of range.offset: a part
+  // already cut at part_size is not stretched).
+  void skip(io::ByteRange range, int next_number);
+  // Before commit(): parts uploaded by joined sinks, included in the
+  // completion.
+  void add_parts(const std::vector<S3Part>& parts);
+  // After finish(): the parts this sink uploaded.
+  std::vector<S3Part> parts() const;
 
   // After commit(): the new object's ETag.
   const std::string& etag() const noexcept;

@@ -141,6 +141,7 @@ int sink(const std::string& url, const std::vector<std::string>& args) {
     options.old_file = old.file;
     options.old_source = old.source;
   }
+  const std::uint64_t options_part_size = options.part_size;
   remote::S3UploadSink out(client, std::move(options));
   for (const auto& op : ops) {
     auto f = split(op, ':');
@@ -153,6 +154,22 @@ int sink(const std::string& url, const std::vector<std::string>& args) {
       out.reserve({std::stoull(f.at(1)), std::stoull(f.at(2))});
     } else if (f.at(0) == "end") {
       out.set_end(std::stoull(f.at(1)));
+    } else if (f.at(0) == "skip") {  // skip:OFFSET:LENGTH:NEXT_NUMBER
+      out.skip({std::stoull(f.at(1)), std::stoull(f.at(2))}, std::stoi(f.at(3)));
+    } else if (f.at(0) == "join") {
+      // join:OFFSET:LENGTH:FIRST_NUMBER:FILE:FROM: a second sink joins the
+      // upload and uploads bytes [FROM, FROM + LENGTH) of FILE at OFFSET as
+      // the parts numbered from FIRST_NUMBER on; its parts go to this one.
+      const std::uint64_t at = std::stoull(f.at(1)), length = std::stoull(f.at(2));
+      remote::S3UploadOptions joined;
+      joined.part_size = options_part_size;
+      joined.join_upload = out.upload_id();
+      remote::S3UploadSink other(client, std::move(joined));
+      other.skip({0, at}, std::stoi(f.at(3)));
+      other.set_end(at + length);
+      other.write(at, modelzip::Bytes::take(read_range(f.at(4), std::stoull(f.at(5)), length)));
+      other.finish();
+      out.add_parts(other.parts());
     } else {
       std::cerr << "unknown op " << op << "\n";
       return 2;

@@ -131,3 +131,19 @@ def test_a_reserved_range_never_written_fails_finish(s3, data):
     p = sink(proxy, "s3://models/hole.zip", "reserve:0:10", f"write:10:{data}:0:10", check=False)
     assert p.returncode == 1 and b"never given" in p.stderr
     assert proxy.requests()[-1]["method"] == "DELETE"
+
+
+def test_shared_upload_parts_from_two_sinks(s3, data):
+    """A collective commit's upload (dist/s3_commit.hpp): the creating sink
+    skips a range that a joined sink uploads as parts numbered from 2; the
+    parts before a skip and at a joined sink's end are stretched rather than
+    cut short of 5 MiB."""
+    fork, proxy = s3
+    blob = data.read_bytes()
+    cut, end = 5 * MIB + 100, 11 * MIB
+    ops = [f"skip:{cut}:{end - cut}:3", *writes(data, 0, cut, MIB),
+           f"join:{cut}:{end - cut}:2:{data}:{cut}", *writes(data, end, len(blob), MIB)]
+    out = sink(proxy, "s3://models/shared.bin", "--part-size", 5 * MIB, *ops)
+    assert fork.get("shared.bin") == blob
+    assert part_sizes(proxy) == [cut, end - cut, len(blob) - end]
+    assert out["uploaded"] == cut + len(blob) - end  # the creator's own parts

@@ -33,6 +33,10 @@
 // error on one rank throws the same modelzip::Error (naming that rank) on every rank, and before
 // the commit point the archive is left as it was.
 //
+// s3://BUCKET/KEY (built with libcurl): the same commit onto one S3
+// object, by one multipart upload whose parts the ranks upload and the root
+// completes conditionally (docs/s3-writes.md, "Collective saves").
+//
 // Dedup: each rank compares its tensors (or blocks) with the same region of
 // the namesake parameter of the archive's newest tag; a parameter whose
 // pieces all match on every rank is written as a reference. share()

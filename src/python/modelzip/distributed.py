@@ -220,6 +220,9 @@ def save(path: PathLike, tag: str, tensors: Mapping[str, Any], *, group: Any = N
     (tag, parameter) of an existing tag. Arrays are borrowed, not copied.
     Returns this rank's CollectiveStats.
 
+    ``path`` may be ``s3://BUCKET/KEY``: the ranks upload the parts of one
+    multipart upload and the root completes it (docs/s3-writes.md).
+
     CUDA tensors (whole or a Shard's block) are fetched to host memory
     through the pinned staging pipeline of modelzip.save (device-to-host
     copies of one piece overlapped with the host copy of the previous one),

@@ -1,0 +1,110 @@
+"""One rank of the collective s3:// tests (test_s3_collective.py starts it
+under mpirun, or in N torch gloo processes).
+
+usage: s3_collective_worker.py {torch|mpi} SCENARIO URL MIB [RANK WORLD PORT]
+
+Every rank saves its row block of the model (model(), values the test
+computes too) to URL with modelzip.distributed.save, tag "t1" ("append":
+tag "t2" of a new 10% larger tensor on top of an existing archive;
+"background": the same with blocking=False; "checkpoint": with
+modelzip.torch.save_checkpoint). Scenario "fail": the save must raise
+on every rank (the test injects a fault). After a save, every rank reads
+its block back from URL with modelzip.distributed.load. Prints
+"rank R ok" and exits 0 when every check held.
+"""
+import sys
+
+import numpy as np
+
+import modelzip.distributed as mzd
+
+MIB = 1 << 20
+
+
+def model(mib, tag="t1"):
+    """The whole tensors: "big" of `mib` MiB (float32, rows of 64 KiB),
+    "small" of 1000 floats; tag t2 adds "extra" (half as many rows + 1)."""
+    rows = max(1, mib * MIB // (64 << 10))
+    out = {"big": (np.arange(rows * 16384, dtype=np.float32) % 9973).reshape(rows, 16384),
+           "small": np.arange(1000, dtype=np.float32)}
+    if tag == "t2":
+        out["extra"] = np.full((rows // 2 + 1, 16384), 7.5, dtype=np.float32)
+    return out
+
+
+def shards(whole, rank, world):
+    out = {}
+    for name, value in whole.items():
+        if name == "small":
+            if rank == world - 1:
+                out[name] = value
+            continue
+        off, shape = mzd.split(value.shape, 0, rank, world)
+        out[name] = mzd.Shard(value[off[0]:off[0] + shape[0]].copy(), value.shape, off)
+    return out
+
+
+def main():
+    engine, scenario, url, mib = sys.argv[1:5]
+    mib = int(mib)
+    group = None
+    if engine == "torch":
+        import datetime
+
+        import torch.distributed as dist
+        rank, world, port = map(int, sys.argv[5:8])
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                                world_size=world, timeout=datetime.timedelta(seconds=120))
+    else:
+        from mpi4py import MPI
+        group = MPI.COMM_WORLD
+        rank, world = group.Get_rank(), group.Get_size()
+    tag = "t2" if scenario in ("append", "fail") else "t1"
+    whole = model(mib, tag)
+    mine = shards(whole, rank, world)
+    if scenario == "fail":
+        try:
+            mzd.save(url, tag, mine, group=group)
+        except Exception as e:  # noqa: BLE001 - every rank must see the failure
+            print(f"rank {rank} raised: {e}")
+            print(f"rank {rank} ok")
+            return 0
+        print(f"rank {rank}: the save did not fail")
+        return 1
+    if scenario == "checkpoint":
+        import torch
+        def parameter(array):
+            return torch.nn.Parameter(torch.from_numpy(array.copy()))
+        params = {n: mzd.Shard(parameter(v.value), v.global_shape, v.offset)
+                  if isinstance(v, mzd.Shard) else parameter(v) for n, v in mine.items()}
+        tensors = [v.value if isinstance(v, mzd.Shard) else v for v in params.values()]
+        optimizer = torch.optim.Adam(tensors, lr=0.01)
+        for t in tensors:
+            t.grad = torch.ones_like(t)
+        optimizer.step()
+        with torch.no_grad():  # the values the test expects back
+            for t, v in zip(tensors, mine.values()):
+                t.copy_(torch.from_numpy(v.value if isinstance(v, mzd.Shard) else v))
+        mzd.save_checkpoint(url, tag, params, optimizer, group=group, epoch=2)
+    elif scenario == "background":
+        stats = mzd.save(url, tag, mine, group=group, blocking=False).result(timeout=300)
+    else:
+        stats = mzd.save(url, tag, mine, group=group)
+        print(f"rank {rank} uploaded {stats.bytes_written} of {stats.archive_bytes_written}")
+    # Every rank reads its own block back from the object (a resharded load:
+    # blocks of the other split too).
+    for name, value in whole.items():
+        if name == "small":
+            continue
+        off, shape = mzd.split(value.shape, 1, rank, world)
+        got = mzd.load(url, {name: (off, shape)}, tag=tag)[name]
+        want = value[:, off[1]:off[1] + shape[1]]
+        if not np.array_equal(np.asarray(got), want):
+            print(f"rank {rank}: {name} differs")
+            return 1
+    print(f"rank {rank} ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

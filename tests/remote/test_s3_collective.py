@@ -1,0 +1,134 @@
+"""Collective saves into one S3 object (issue 29, "N ranks, one object"):
+modelzip.distributed.save / save_checkpoint on s3://BUCKET/KEY under
+mpirun (mpi4py) and torch gloo, against @20minutes/s3rver 4.0.4 through the
+recording, fault-injecting proxy (servers.S3Proxy). Each rank runs
+s3_collective_worker.py, which also reads its blocks back from the object
+resharded (modelzip.distributed.load)."""
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from conftest import run
+from test_s3_multipart import MIB, fork, s3  # noqa: F401
+from test_s3_writes import check_downloaded, env_for, uploaded
+
+WORKER = os.path.join(os.path.dirname(__file__), "s3_collective_worker.py")
+PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+
+pytestmark = pytest.mark.skipif(
+    subprocess.run([PYTHON, "-c", "import modelzip.distributed, mpi4py, torch"],
+                   capture_output=True).returncode != 0 or shutil.which("mpirun") is None,
+    reason="needs the Python bindings, mpi4py, torch and mpirun")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ranks(proxy, engine, world, scenario, url, mib=24):
+    """Runs the worker on `world` ranks; their output, by rank, and whether all succeeded."""
+    env = dict(env_for(proxy), OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               PYTHONPATH=os.environ.get("PYTHONPATH", ""))
+    if engine == "mpi":
+        r = subprocess.run(["mpirun", "--oversubscribe", "-np", str(world), PYTHON, WORKER, "mpi",
+                            scenario, url, str(mib)], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=300)
+        return r.stdout, r.returncode == 0 and len(re.findall(r"rank \d+ ok", r.stdout)) == world
+    port = free_port()
+    procs = [subprocess.Popen([PYTHON, WORKER, "torch", scenario, url, str(mib), str(rank),
+                               str(world), str(port)], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for rank in range(world)]
+    outs = [p.communicate(timeout=300)[0] for p in procs]
+    return "".join(outs), all(p.returncode == 0 for p in procs)
+
+
+def saved(proxy, engine, world, scenario, url, mib=24):
+    out, ok = ranks(proxy, engine, world, scenario, url, mib)
+    assert ok, out
+    return out
+
+
+def uploads_by_rank(out):
+    return {int(m[1]): int(m[2]) for m in re.finditer(r"rank (\d+) uploaded (\d+) of", out)}
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_mpi_new_archive_then_append(s3, tmp_path, world):
+    fork, proxy = s3
+    key = f"coll/mpi{world}.zip"
+    url = f"s3://models/{key}"
+    out = saved(proxy, "mpi", world, "save", url)
+    by_rank = uploads_by_rank(out)
+    # 24 MiB of rows: every rank's block is a run over 5 MiB, uploaded by that rank.
+    assert all(by_rank[r] >= 5 * MIB for r in range(1, world)), out
+    complete = [r for r in proxy.requests() if r["method"] == "POST" and "uploadId=" in r["path"]]
+    assert len(complete) == 1 and complete[0]["headers"].get("if-none-match") == "*"
+    creates = [r for r in proxy.requests() if r["path"].endswith("?uploads=")]
+    assert len(creates) == 1  # one upload for all ranks
+    blob = fork.get(key)
+    check_downloaded(blob, tmp_path)
+    run("verify", url, env=env_for(proxy))
+    # Byte for byte the local collective save of the same tensors.
+    local = tmp_path / "local.zip"
+    saved(proxy, "mpi", world, "save", str(local))
+    assert local.read_bytes() == blob
+
+    proxy.clear()
+    out = saved(proxy, "mpi", world, "append", url)
+    new = fork.get(key)
+    assert run("tags", url, env=env_for(proxy)).stdout.split() == [b"t1", b"t2"]
+    new_bytes = ((24 * 16) // 2 + 1) * (64 << 10)  # the tensor "extra"
+    sent = uploaded(proxy)
+    assert sent <= 1.1 * new_bytes + (64 << 10), (sent, new_bytes)
+    copies = [r for r in proxy.requests() if "x-amz-copy-source" in r["headers"]]
+    assert copies, "the old object's prefix is copied server-side"
+    complete = [r for r in proxy.requests() if r["method"] == "POST" and "uploadId=" in r["path"]]
+    assert complete[-1]["headers"].get("if-match"), "completion is conditional on the old ETag"
+    if world == 4:  # 3 MiB per rank: every rank's range is under 5 MiB, the root uploads it
+        assert not any(uploads_by_rank(out).get(r) for r in range(1, world)), out
+    check_downloaded(new, tmp_path)
+    run("verify", url, env=env_for(proxy))
+    saved(proxy, "mpi", world, "append", str(local))
+    assert local.read_bytes() == new
+
+
+def test_gloo_save_checkpoint_and_background_save(s3, tmp_path):
+    fork, proxy = s3
+    saved(proxy, "torch", 2, "checkpoint", "s3://models/coll/ckpt.zip")
+    run("verify", "s3://models/coll/ckpt.zip", env=env_for(proxy))
+    check_downloaded(fork.get("coll/ckpt.zip"), tmp_path)
+    saved(proxy, "torch", 2, "background", "s3://models/coll/bg.zip")
+    check_downloaded(fork.get("coll/bg.zip"), tmp_path)
+    local = tmp_path / "bg.zip"
+    saved(proxy, "torch", 2, "save", str(local))
+    assert local.read_bytes() == fork.get("coll/bg.zip")
+
+
+def test_a_failing_rank_aborts_the_upload_on_every_rank(s3, tmp_path):
+    fork, proxy = s3
+    key = "coll/fail.zip"
+    url = f"s3://models/{key}"
+    saved(proxy, "mpi", 2, "save", url)
+    before = fork.get(key)
+    proxy.clear()
+    # The append's parts: 1 to 11 are the root's (copies of the old prefix,
+    # then its own rows), rank 1's rows begin at part 12.
+    proxy.inject(lambda method, path: method == "PUT" and re.search(r"[?&]partNumber=12(&|$)",
+                                                                    path) is not None,
+                 (403, "AccessDenied"), 1)
+    out, ok = ranks(proxy, "mpi", 2, "fail", url)
+    assert ok, out
+    assert out.count("collective commit failed on rank 1") == 2, out
+    assert "AccessDenied" in out, out
+    log = proxy.requests()
+    assert any(r["method"] == "DELETE" and "uploadId=" in r["path"] for r in log), \
+        "the root aborts the upload"
+    assert not any(r["method"] == "POST" and "uploadId=" in r["path"] for r in log)
+    assert fork.get(key) == before
