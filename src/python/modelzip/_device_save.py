@@ -59,11 +59,12 @@ class _Landing:
 
 class FetchTarget(_Landing, _device_copy.CudaTarget):
     """Pinned buffers; device-to-host copies on a side stream of ``device``, ordered after the
-    work already queued on the caller's current stream."""
+    work queued on the caller's current stream before begin()."""
 
-    def __init__(self, device: Any) -> None:
-        super().__init__(device)
-        self.stream.wait_stream(torch.cuda.current_stream(device))
+    def begin(self) -> None:
+        """Orders the fetches after the work queued so far on the calling thread's current
+        stream (the sources made contiguous there included)."""
+        self.stream.wait_stream(torch.cuda.current_stream(self.device))
 
     def fetch(self, staged: Any, source: Any) -> Any:
         """Starts copying ``source`` (device bytes) into ``staged``; returns what to wait for
@@ -77,6 +78,9 @@ class FetchTarget(_Landing, _device_copy.CudaTarget):
 
 class HostFetchTarget(_Landing, _device_copy.HostTarget):
     """The same steps in host memory: ordinary buffers, synchronous fetches."""
+
+    def begin(self) -> None:
+        pass
 
     def fetch(self, staged: Any, source: Any) -> Any:
         staged.copy_(source)
@@ -161,6 +165,7 @@ def fetch_to_host(sources: Sequence[Any], target: Any, threads: Optional[int] = 
     in ``fetches``; with ``fetches.overlap`` returned before the bytes have arrived (module
     documentation)."""
     sources = [s.resolve_conj().resolve_neg().contiguous() for s in sources]
+    target.begin()
     destinations, area = _destinations(sources, fetches)
     base = torch.frombuffer(area, dtype=torch.uint8).data_ptr() if area is not None else 0
     pairs = list(zip(sources, destinations))
