@@ -228,9 +228,9 @@ def test_blocking_checkpoints_go_through_the_fetch(tmp_path, counting):
     _check_tag(tmp_path / "c.zip", "s", expected)
 
 
-def test_staging_areas_are_writable_buffers_the_save_keeps_alive():
+def test_staging_areas_are_writable_memory_that_views_keep_alive():
     area = _modelzip._StagingArea(1000)
-    view = torch.frombuffer(area, dtype=torch.uint8)
+    view = torch.from_numpy(area.array())
     assert len(area) == view.numel() == 1000
     view.fill_(7)
     del area  # the view keeps the memory alive

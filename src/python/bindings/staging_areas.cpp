@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <string>
 
+#include <pybind11/numpy.h>
+
 #include "checkpoint/staging_area.hpp"
 
 namespace modelzip::python {
@@ -50,12 +52,20 @@ std::vector<std::shared_ptr<const detail::FillGate>> fill_gates(const py::handle
 }
 
 void bind_staging_areas(py::module_& m) {
-  py::class_<PyStagingArea>(m, "_StagingArea", py::buffer_protocol(),
+  py::class_<PyStagingArea>(m, "_StagingArea",
                             "Staging memory a save adopts or writes from (_device_save.py).")
       .def(py::init<std::size_t, bool>(), py::arg("size"), py::arg("keep") = true,
            "At least `size` bytes of staging memory (from the pool of idle staging buffers); "
            "`keep`: back to that pool at the end (else freed; a save that adopts it decides).")
       .def("__len__", &PyStagingArea::size)
+      .def(
+          "array",
+          [](const py::object& self) {
+            const auto& a = self.cast<const PyStagingArea&>();
+            return py::array_t<std::uint8_t>({static_cast<py::ssize_t>(a.size())},
+                                             reinterpret_cast<std::uint8_t*>(a.data()), self);
+          },
+          "The memory as a writable uint8 numpy array (which keeps this area alive).")
       .def(
           "filled",
           [](const PyStagingArea& a, std::size_t offset, std::size_t n) {
@@ -66,12 +76,7 @@ void bind_staging_areas(py::module_& m) {
       .def(
           "fail", [](const PyStagingArea& a, std::string message) { a.gate()->fail(message); },
           py::arg("message"),
-          "The filling stopped: a commit waiting for bytes not filled fails with `message`.")
-      .def_buffer([](PyStagingArea& a) {
-        return py::buffer_info(a.data(), 1, py::format_descriptor<std::uint8_t>::format(), 1,
-                               {static_cast<py::ssize_t>(a.size())}, {py::ssize_t{1}},
-                               /*readonly=*/false);
-      });
+          "The filling stopped: a commit waiting for bytes not filled fails with `message`.");
 }
 
 }  // namespace modelzip::python

@@ -1,5 +1,5 @@
 // modelzip._modelzip._StagingArea: staging memory (detail::StagingLease)
-// that Python fills itself, exported as a writable buffer. The fetch of CUDA
+// that Python fills itself, as a writable numpy array. The fetch of CUDA
 // tensors (_device_save.py) lands their bytes in such areas:
 // - a background save adopts them (BackgroundSaveOptions::adopt) instead of
 //   copying those bytes again (adopted_areas);
@@ -8,8 +8,8 @@
 //   commit waits on it (fill_gates, under a FillGate::Scope).
 //
 // Ownership: the save's Bytes views keep the lease alive, never a Python
-// object, so background threads need no GIL. Views of the buffer (memoryview,
-// numpy, torch) keep the Python object alive.
+// object, so background threads need no GIL. The arrays (and torch tensors
+// viewing them) keep the Python object alive.
 #pragma once
 
 #include <memory>

@@ -144,7 +144,7 @@ def _destinations(sources: Sequence[Any], fetches: Optional[Fetches]) -> tuple[l
         return [torch.empty(s.shape, dtype=s.dtype, device="cpu") for s in sources], None
     area = _modelzip._StagingArea(total, keep=not fetches.overlap)
     fetches.areas.append(area)
-    flat = torch.frombuffer(area, dtype=torch.uint8)
+    flat = torch.from_numpy(area.array())
     out, offset = [], 0
     for source, n in zip(sources, sizes):
         out.append(flat[offset:offset + n].view(source.dtype).reshape(source.shape))
@@ -167,7 +167,7 @@ def fetch_to_host(sources: Sequence[Any], target: Any, threads: Optional[int] = 
     sources = [s.resolve_conj().resolve_neg().contiguous() for s in sources]
     target.begin()
     destinations, area = _destinations(sources, fetches)
-    base = torch.frombuffer(area, dtype=torch.uint8).data_ptr() if area is not None else 0
+    base = area.array().ctypes.data if area is not None else 0
     pairs = list(zip(sources, destinations))
     total = sum(s.numel() * s.element_size() for s in sources)
     pool = _device_copy._pool_for(target, total)
