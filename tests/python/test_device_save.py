@@ -151,6 +151,37 @@ def test_save_checkpoint_in_the_background_adopts_the_fetched_bytes(tmp_path, co
     _check_tag(tmp_path / "c.zip", "bg", expected)
 
 
+def test_distributed_background_saves_hand_the_fetched_bytes_over(tmp_path, counting,
+                                                                   monkeypatch):
+    # The staging areas the fetch filled go to the collective save to adopt (C++:
+    # BackgroundCollectiveOptions::adopt); the tensors change right after return.
+    mzd = pytest.importorskip("modelzip.distributed")
+    from test_distributed import OneRank
+    adopted = []
+    staged_writer = mzd._staged_writer
+
+    class Recording:
+        def __init__(self, writer):
+            self.writer = writer
+
+        def start_background(self, tag, adopt=None):
+            adopted.append(adopt)
+            return self.writer.start_background(tag, adopt=adopt)
+    monkeypatch.setattr(mzd, "_staged_writer", lambda *a, **k: Recording(staged_writer(*a, **k)))
+    tensors = {"w": torch.randn(300, 40), "h": torch.arange(7, dtype=torch.float16)}
+    expected = {k: v.clone() for k, v in tensors.items()}
+    path = tmp_path / "d.zip"
+    future = mzd.save(path, "bg", tensors, group=OneRank(), background_group=OneRank(),
+                      durable=False, blocking=False)
+    for t in tensors.values():
+        t.add_(1)
+    future.result(timeout=120)
+    assert counting.fetched == counting.landed == _nbytes(expected)
+    (areas,) = adopted
+    assert sum(len(a) for a in areas) >= _nbytes(expected)
+    _check_tag(path, "bg", expected)
+
+
 def test_a_failing_fetch_in_a_background_save_leaves_the_archive_unchanged(tmp_path,
                                                                           monkeypatch):
     path = tmp_path / "a.zip"
