@@ -8,9 +8,12 @@ and beside the limits of the machine, in one run.
 The state dict: bfloat16 matrices [4096, 8192] (64 MiB each) plus one float32 vector [8192] per
 matrix, --size-mib in all. Rows:
 - saves (page cache, no fsync): modelzip.torch.save, torch.save, safetensors save_file;
-  then modelzip durable, modelzip.save_async (blocking time and total time), and
-  torch.distributed.checkpoint save and async_save (blocking and total) where this torch has
-  them (a gloo group of one process);
+  then modelzip durable, modelzip.save_async (blocking time and total time), saves of device
+  tensors (with CUDA: the state dict on the GPU, blocking and background, beside .cpu() then
+  save; without: through the fetch pipeline with host tensors standing for device ones,
+  save_async fetching into the staging area it adopts against the path before, which fetched
+  into new host tensors and copied them again), and torch.distributed.checkpoint save and
+  async_save (blocking and total) where this torch has them (a gloo group of one process);
 - limits: read() of the archive file into one reused buffer (sequential read), a parallel
   memcpy of the same bytes (16 threads at most), and with CUDA the pinned and pageable
   host-to-device copies of the same bytes;
@@ -161,7 +164,58 @@ def save_rows(args, folder: str, sd: dict, table: Table) -> None:
         lambda: mzt.save(sd, path, "t", append=False), args.reps, fresh), "save modelzip")
     background_rows(table, "save modelzip save_async", lambda: modelzip.save_async(
         path, "t", sd, durable=False, append=False), args.reps, fresh)
+    fetch_save_rows(args, sd, table, path, fresh)
     dcp_rows(args, folder, sd, table)
+
+
+def fetch_save_rows(args, sd: dict, table: Table, path: str, fresh) -> None:
+    """Saves of device tensors (issue 32). Without CUDA: the state dict sent through the fetch
+    pipeline with HostFetchTarget (host tensors standing for device ones): save_async as it is
+    (fetched bytes land in the staging area the save adopts) against the path before (fetched
+    into new host tensors, which the snapshot then copies again), blocking and total time; and
+    blocking saves written while the fetch runs against fetch-then-save, with and without dedup.
+    With CUDA: the state dict on the device, blocking and background saves beside .cpu() then
+    save and .cpu() then save_async."""
+    if CUDA:
+        device_sd = {k: v.cuda() for k, v in sd.items()}
+        torch.cuda.synchronize()
+
+        def to_host_then_save():
+            mzt.save({k: v.cpu() for k, v in device_sd.items()}, path, "t", durable=False,
+                     append=False)
+        table.row("save cuda: .cpu() then save", median(to_host_then_save, args.reps, fresh),
+                  "save modelzip")
+        table.row("save cuda: modelzip.torch.save", median(lambda: mzt.save(
+            device_sd, path, "t", durable=False, append=False), args.reps, fresh),
+            "save cuda: .cpu() then save")
+        background_rows(table, "save cuda: .cpu() then save_async", lambda: modelzip.save_async(
+            path, "t", {k: v.cpu() for k, v in device_sd.items()}, durable=False, append=False),
+            args.reps, fresh)
+        background_rows(table, "save cuda: save_async", lambda: modelzip.save_async(
+            path, "t", device_sd, durable=False, append=False), args.reps, fresh)
+        del device_sd
+        torch.cuda.empty_cache()
+        return
+    from modelzip import _device_save
+
+    def fetched(items):  # the path before: new host tensors, complete before the save
+        return dict(_device_save.host_items(items, _device_save.HostFetchTarget()))
+    background_rows(table, "save fetch path: save_async before (fetch+copy)",
+                    lambda: modelzip.save_async(path, "t", fetched(sd.items()), durable=False,
+                                                append=False), args.reps, fresh)
+    with _fetch_target(_device_save.HostFetchTarget):
+        background_rows(table, "save fetch path: save_async (fetch into staging)",
+                        lambda: modelzip.save_async(path, "t", sd, durable=False, append=False),
+                        args.reps, fresh)
+    for dedup in (True, False):
+        before = f"save fetch path: blocking dedup={dedup} before (fetch, then save)"
+        table.row(before, median(lambda: mzt.save(
+            fetched(sd.items()), path, "t", durable=False, append=False, dedup=dedup),
+            args.reps, fresh), "save modelzip")
+        with _fetch_target(_device_save.HostFetchTarget):
+            table.row(f"save fetch path: blocking dedup={dedup} (written while fetched)",
+                      median(lambda: mzt.save(sd, path, "t", durable=False, append=False,
+                                              dedup=dedup), args.reps, fresh), before)
 
 
 def dcp_rows(args, folder: str, sd: dict, table: Table) -> None:
@@ -203,6 +257,17 @@ def training_row(args, folder: str) -> None:
     from async_save_bench import bench_training
     bench_training(argparse.Namespace(train_mib=args.train_mib, batch=16, torch_threads=0,
                                       steps=args.steps, every=args.every, durable=False), folder)
+
+
+@contextlib.contextmanager
+def _fetch_target(target):
+    """_device_save.fetch_target set to ``target`` while the block runs."""
+    from modelzip import _device_save
+    saved, _device_save.fetch_target = _device_save.fetch_target, target
+    try:
+        yield
+    finally:
+        _device_save.fetch_target = saved
 
 
 @contextlib.contextmanager

@@ -2,7 +2,8 @@
 # The device checks of the torch loading pipeline, in one call on a GPU machine (docs/torch.md,
 # "Measuring on a GPU machine"): builds the Python package there, runs the CUDA tests of
 # tests/python, benchmarks/torch_bench.py at 3 GiB (warm and cold, every device-load variant:
-# read() against mapping staging over threads {8,16} x pieces {8,32} MiB) and
+# read() against mapping staging over threads {8,16} x pieces {8,32} MiB; the saves of the
+# state dict from the GPU, blocking and save_async, beside .cpu() then save) and
 # benchmarks/async_save_bench.py. Every step runs under `timeout`; the steps' limits add up to
 # 7 minutes. Outputs go to $OUT (the device tool's output folder; default /tmp/gpu_checks):
 # build.log, env.txt, cuda_tests.txt, torch_bench.txt, async_save_bench.txt, summary.txt.
@@ -52,7 +53,8 @@ step build 60 build.log bash .devdeps/build_device.sh || exit 1
 # The CUDA tests (names with "cuda" or "device"); -rs lists the skipped ones with their reason.
 if "$PY" -c 'import pytest' 2>/dev/null; then
   step cuda_tests 90 cuda_tests.txt "$PY" -m pytest -q -rs -p no:cacheprovider -k "cuda or device" \
-    tests/python/test_torch_load.py tests/python/test_distributed.py tests/python/test_save_async.py
+    tests/python/test_torch_load.py tests/python/test_distributed.py tests/python/test_save_async.py \
+    tests/python/test_device_save.py
   grep -E "passed|failed|skipped|error" "$out/cuda_tests.txt" | tail -1 | sed 's/^/  /' | tee -a "$summary"
 else
   echo "cuda_tests: not run (pytest is not installed on this machine)" | tee -a "$summary"

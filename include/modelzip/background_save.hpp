@@ -6,7 +6,8 @@
 //   Writer::Stats stats = save.wait();  // throws what the save threw
 //
 // start() copies every byte of `contents` into a staging area (host memory,
-// several threads; kept for later saves of this process that fit in it)
+// several threads; kept for later saves of this process that fit in it),
+// except the buffers the caller hands over (BackgroundSaveOptions::adopt),
 // and returns; a background thread then does what Writer::open,
 // add_tag and commit would do, with the same guarantees: the archive holds
 // the old contents or the new ones, never a mix, also when the process is
@@ -34,10 +35,12 @@
 // in the background thread.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "modelzip/export.hpp"
 #include "modelzip/metadata.hpp"
@@ -56,6 +59,14 @@ struct MODELZIP_API BackgroundSaveOptions {
   // Threads copying into the staging area; 0: one per core (at most 8,
   // fewer for small tags).
   unsigned copy_threads = 0;
+  // Buffers the save takes over as its snapshot instead of copying them:
+  // a buffer of `contents` lying wholly inside one of them is written from
+  // where it is (and checksummed in the background), not copied into the
+  // staging area. The save keeps them alive (these Bytes) until it ends;
+  // the caller promises that their bytes do not change after start().
+  // (Python's save_async fetches CUDA tensors into such buffers, so that
+  // the device's bytes are not copied again.)
+  std::vector<Bytes> adopt;
 };
 
 class MODELZIP_API BackgroundSave {
@@ -87,6 +98,9 @@ class MODELZIP_API BackgroundSave {
   // save of the same archive): returns true and the archive is never
   // touched by it; false if it has started or ended.
   bool cancel() noexcept;
+  // Staging bytes start() filled with copies (each buffer rounded up to 64
+  // bytes; buffers inside BackgroundSaveOptions::adopt are not copied).
+  std::uint64_t snapshot_bytes() const noexcept;
 
   struct State;
 

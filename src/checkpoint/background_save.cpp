@@ -29,6 +29,7 @@ struct BackgroundSave::State {
   std::string tag;
   BackgroundSaveOptions options;
   NewTag snapshot;  // dropped by the worker once written
+  std::uint64_t snapshot_bytes = 0;  // copied into `staging` by start()
   std::shared_ptr<detail::StagingBuffer> staging;
   // The CRC-32s of the snapshot's buffers, computed while copying them.
   std::shared_ptr<zip::KnownCrcs> crcs;
@@ -180,6 +181,7 @@ void run_save(const std::shared_ptr<State>& state, const std::string& key) {
     }
   }
   state->snapshot = NewTag();
+  state->options.adopt.clear();  // their owners may reuse them (the Python staging areas)
   state->crcs.reset();
   detail::StagingPool::instance().release(state->staging, state->options.keep_staging);
   state->end(failure, stats);
@@ -200,13 +202,17 @@ BackgroundSave BackgroundSave::start(const std::filesystem::path& archive, std::
   SaveRegistry& registry = SaveRegistry::instance();
   registry.enqueue(key, nullptr);  // an earlier error, or too many saves in flight: before copying
 
-  const std::uint64_t size = detail::snapshot_size(contents);
+  const std::span<const Bytes> adopted = state->options.adopt;
+  const std::uint64_t size = detail::snapshot_size(contents, adopted);
   if (size > SIZE_MAX) throw std::bad_alloc();
-  state->staging = detail::StagingPool::instance().take(static_cast<std::size_t>(size));
+  if (size > 0)
+    state->staging = detail::StagingPool::instance().take(static_cast<std::size_t>(size));
+  state->snapshot_bytes = size;
   const unsigned threads = state->options.copy_threads != 0 ? state->options.copy_threads
                                                             : detail::copy_threads_for(size);
   state->crcs = std::make_shared<zip::KnownCrcs>();
-  state->snapshot = detail::snapshot_tag(contents, state->staging, threads, state->crcs.get());
+  state->snapshot =
+      detail::snapshot_tag(contents, state->staging, threads, state->crcs.get(), adopted);
 
   registry.enqueue(key, state);
   try {
@@ -261,6 +267,10 @@ bool BackgroundSave::done() const noexcept {
 
 bool BackgroundSave::started() const noexcept {
   return state_ && state_->phase.load() != Phase::waiting;
+}
+
+std::uint64_t BackgroundSave::snapshot_bytes() const noexcept {
+  return state_ ? state_->snapshot_bytes : 0;
 }
 
 bool BackgroundSave::cancel() noexcept {

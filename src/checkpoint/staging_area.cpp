@@ -85,6 +85,13 @@ void StagingPool::release(std::shared_ptr<StagingBuffer>& buffer, bool keep) {
     offer(std::move(ending));
 }
 
+StagingLease::StagingLease(std::size_t size, bool keep)
+    : buffer_(StagingPool::instance().take(size)), keep_(keep) {}
+
+StagingLease::~StagingLease() {
+  if (keep_) StagingPool::instance().release(buffer_, true);
+}
+
 unsigned copy_threads_for(std::uint64_t total_bytes) noexcept {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const std::uint64_t by_size = std::max<std::uint64_t>(1, total_bytes / kBytesPerThread);

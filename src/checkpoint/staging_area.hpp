@@ -68,6 +68,32 @@ class StagingPool {
   std::vector<std::shared_ptr<StagingBuffer>> idle_;
 };
 
+// A staging buffer taken from the pool for a caller that fills it itself
+// (Python's fetch of CUDA tensors for a background save, which then adopts
+// it: BackgroundSaveOptions::adopt). Share it through std::shared_ptr (as
+// the keeper of Bytes views); when the last owner lets go, the buffer goes
+// back to the pool (`keep`, StagingPool::release) or is freed (the pool's
+// idle buffers are left alone). Thread safety: as StagingBuffer.
+class StagingLease {
+ public:
+  // A buffer of at least `size` bytes (StagingPool::take; throws
+  // std::bad_alloc).
+  StagingLease(std::size_t size, bool keep);
+  ~StagingLease();
+  StagingLease(const StagingLease&) = delete;
+  StagingLease& operator=(const StagingLease&) = delete;
+
+  std::byte* data() const noexcept { return buffer_->data(); }
+  std::size_t capacity() const noexcept { return buffer_->capacity(); }
+  // Whether the buffer goes back to the pool at the end (the save that
+  // adopts it decides: BackgroundSaveOptions::keep_staging).
+  void set_keep(bool keep) noexcept { keep_ = keep; }
+
+ private:
+  std::shared_ptr<StagingBuffer> buffer_;
+  bool keep_;
+};
+
 struct CopyJob {
   const std::byte* from;
   std::byte* to;

@@ -1,5 +1,6 @@
 #include "checkpoint/tag_snapshot.hpp"
 
+#include <cstdint>
 #include <vector>
 
 #include "checkpoint/new_tag_contents.hpp"
@@ -93,15 +94,28 @@ NewTag rebuild(const NewTag& tag, StagedCopies& copies) {
 
 }  // namespace
 
-std::uint64_t staged_size(std::span<const Bytes* const> buffers) {
+std::optional<Bytes> adopted_view(const Bytes& b, std::span<const Bytes> adopted) {
+  const auto at = reinterpret_cast<std::uintptr_t>(b.data());
+  for (const Bytes& a : adopted) {
+    const auto begin = reinterpret_cast<std::uintptr_t>(a.data());
+    if (b.empty() || a.empty() || at < begin || at - begin > a.size() ||
+        a.size() - (at - begin) < b.size())
+      continue;
+    return a.slice(at - begin, b.size());
+  }
+  return std::nullopt;
+}
+
+std::uint64_t staged_size(std::span<const Bytes* const> buffers, std::span<const Bytes> adopted) {
   std::uint64_t total = 0;
-  for (const Bytes* b : buffers) total += aligned(b->size());
+  for (const Bytes* b : buffers)
+    if (!adopted_view(*b, adopted)) total += aligned(b->size());
   return total;
 }
 
 std::vector<Bytes> stage_buffers(std::span<const Bytes* const> buffers,
                                  const std::shared_ptr<StagingBuffer>& staging, unsigned threads,
-                                 zip::KnownCrcs* crcs) {
+                                 zip::KnownCrcs* crcs, std::span<const Bytes> adopted) {
   std::vector<CopyJob> jobs;
   std::vector<Bytes> copies;
   copies.reserve(buffers.size());
@@ -112,7 +126,11 @@ std::vector<Bytes> stage_buffers(std::span<const Bytes* const> buffers,
       copies.emplace_back();
       continue;
     }
-    if (staging->capacity() < at || staging->capacity() - at < b->size())
+    if (std::optional<Bytes> view = adopted_view(*b, adopted)) {
+      copies.push_back(std::move(*view));
+      continue;
+    }
+    if (!staging || staging->capacity() < at || staging->capacity() - at < b->size())
       throw Error(ErrorCode::invalid_argument, "the staging buffer is smaller than the snapshot");
     std::byte* to = staging->data() + at;
     jobs.push_back({b->data(), to, b->size()});
@@ -130,11 +148,13 @@ std::vector<Bytes> stage_buffers(std::span<const Bytes* const> buffers,
   return copies;
 }
 
-std::uint64_t snapshot_size(const NewTag& tag) { return staged_size(buffers_of(tag)); }
+std::uint64_t snapshot_size(const NewTag& tag, std::span<const Bytes> adopted) {
+  return staged_size(buffers_of(tag), adopted);
+}
 
 NewTag snapshot_tag(const NewTag& tag, const std::shared_ptr<StagingBuffer>& staging,
-                    unsigned threads, zip::KnownCrcs* crcs) {
-  StagedCopies staged(stage_buffers(buffers_of(tag), staging, threads, crcs));
+                    unsigned threads, zip::KnownCrcs* crcs, std::span<const Bytes> adopted) {
+  StagedCopies staged(stage_buffers(buffers_of(tag), staging, threads, crcs, adopted));
   return rebuild(tag, staged);
 }
 

@@ -12,6 +12,7 @@
 
 #include "checkpoint/archive_impl.hpp"
 #include "checkpoint/entry_validators.hpp"
+#include "checkpoint/fill_gate.hpp"
 #include "checkpoint/new_tag_contents.hpp"
 #include "checkpoint/s3_old_archive.hpp"
 #include "core/crc32.hpp"
@@ -140,6 +141,7 @@ constexpr std::uint64_t kScanStep = 4u << 20;
 // taken from the calling thread's KnownCrcs (a background save's snapshot)
 // where it knows the pieces.
 std::uint32_t pieces_crc(const std::vector<Bytes>& pieces, ScanProgress* scan = nullptr) {
+  detail::wait_filled(pieces);  // bytes still arriving (FillGate): before reading them
   if (const std::optional<std::uint32_t> known = zip::known_crc_of(pieces)) {
     if (scan) scan->reached(pieces_size(pieces));
     return *known;
@@ -160,6 +162,7 @@ std::uint32_t pieces_crc(const std::vector<Bytes>& pieces, ScanProgress* scan = 
 // it read to `scan` if given.
 bool same_bytes(const std::vector<Bytes>& a, const std::vector<Bytes>& b,
                 ScanProgress* scan = nullptr) {
+  detail::wait_filled(a);
   std::size_t ia = 0, ib = 0;
   std::uint64_t oa = 0, ob = 0, done = 0;
   for (;;) {
@@ -522,10 +525,13 @@ void emit_tags(zip::StreamZipWriter& zw, const Plan& plan, const Archive::Impl* 
     else if (c.old)
       zw.add_raw(name, *c.old,
                  old_impl->reader.file().slice(c.old->data_offset, c.old->compressed_size));
-    else if (c.compression == Compression::deflate)
-      zw.add_deflated(name, c.pieces);
-    else
-      zw.add_stored(name, c.pieces, c.crc ? c.crc : zip::known_crc_of(c.pieces));
+    else {
+      detail::wait_filled(c.pieces);  // new bytes, maybe still arriving (FillGate)
+      if (c.compression == Compression::deflate)
+        zw.add_deflated(name, c.pieces);
+      else
+        zw.add_stored(name, c.pieces, c.crc ? c.crc : zip::known_crc_of(c.pieces));
+    }
   };
   auto text = [](const std::string& s) { return std::vector<Bytes>{Bytes::copy_of(s)}; };
   if (!changes_only) {

@@ -123,6 +123,7 @@ void run_save(const std::shared_ptr<State>& state) {
     failure = std::current_exception();
   }
   state->commit.reset();
+  state->options.adopt.clear();  // their owners may reuse them
   detail::StagingPool::instance().release(state->staging, state->options.keep_staging);
   state->end(failure, stats);
 }
@@ -141,19 +142,22 @@ BackgroundCollectiveSave BackgroundCollectiveSave::start(CollectiveWriter& write
   chain.throw_abandoned_failure();
   auto state = std::make_shared<State>();
   state->tag = std::move(tag);
-  state->options = options;
+  state->options = std::move(options);
   state->commit.emplace(*writer.impl_);
   dist::DetachedCommit& commit = *state->commit;
   // A snapshot that fails here fails the commit on every rank (its first
   // agreed step) rather than leaving the other ranks waiting for this one.
   try {
     const std::vector<const Bytes*> buffers = commit.buffers();
-    const std::uint64_t size = detail::staged_size(buffers);
+    const std::span<const Bytes> adopted = state->options.adopt;
+    const std::uint64_t size = detail::staged_size(buffers, adopted);
     if (size > SIZE_MAX) throw std::bad_alloc();
-    state->staging = detail::StagingPool::instance().take(static_cast<std::size_t>(size));
-    const unsigned threads =
-        options.copy_threads != 0 ? options.copy_threads : detail::copy_threads_for(size);
-    commit.replace_buffers(detail::stage_buffers(buffers, state->staging, threads));
+    if (size > 0)
+      state->staging = detail::StagingPool::instance().take(static_cast<std::size_t>(size));
+    const unsigned threads = state->options.copy_threads != 0 ? state->options.copy_threads
+                                                              : detail::copy_threads_for(size);
+    commit.replace_buffers(
+        detail::stage_buffers(buffers, state->staging, threads, nullptr, adopted));
   } catch (const std::bad_alloc&) {
     state->staging.reset();
     commit.fail_first_step(std::make_exception_ptr(

@@ -127,6 +127,44 @@ TEST_CASE("BackgroundSave: the archive holds the values of start(), not later ch
   CHECK(Archive::open(path).tags() == std::vector<std::string>{"base", "a", "b"});
 }
 
+TEST_CASE("BackgroundSave: adopted buffers are the snapshot: not copied, kept until the end") {
+  TempDir dir;
+  const auto path = dir / "m.zip";
+  constexpr std::size_t n = 1 << 18;
+  std::atomic<bool> freed{false};
+  std::shared_ptr<std::vector<float>> owned(new std::vector<float>(ramp(n, 3)),
+                                            [&freed](std::vector<float>* v) {
+                                              delete v;
+                                              freed = true;
+                                            });
+  const std::vector<float> expected(owned->begin() + n / 2, owned->end());
+  const std::vector<float> other = ramp(1000, 9);  // not adopted: copied
+  Bytes whole = Bytes::borrow(std::as_bytes(std::span(*owned)), owned);
+  owned.reset();
+  NewTag nt;
+  nt.add("w", Tensor::dense(DType::float32, {static_cast<std::int64_t>(n / 2)},
+                            whole.slice(n / 2 * sizeof(float), n / 2 * sizeof(float))));
+  nt.add("v", Tensor::dense(DType::float32, {1000},
+                            Bytes::borrow(std::as_bytes(std::span(other)), nullptr)));
+  Gate gate;
+  BackgroundSaveOptions options = gate.stopping_here();
+  options.adopt = {std::move(whole)};
+  BackgroundSave save = BackgroundSave::start(path, "t", nt, std::move(options));
+  nt = NewTag();
+  CHECK(save.snapshot_bytes() == 4032);  // "v" only, rounded up to 64 bytes
+  const bool reached = gate.wait_reached();
+  CHECK_FALSE(freed.load());  // the save holds the adopted buffer while it writes
+  gate.open();
+  REQUIRE(reached);
+  save.wait();
+  CHECK(freed.load());  // and lets it go when it ends
+  CHECK(load_w(path, "t") == expected);
+  Archive a = Archive::open(path);
+  auto v = a.tensor("v", "t").as<float>();
+  CHECK(std::vector<float>(v.begin(), v.end()) == other);
+  CHECK(a.verify().empty());
+}
+
 TEST_CASE("BackgroundSave: every kind of content survives the snapshot") {
   TempDir dir;
   const auto path = dir / "m.zip";

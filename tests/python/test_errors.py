@@ -208,6 +208,9 @@ calls["BackgroundCollectiveSave.wait"] = \
     lambda: BackgroundCollectiveSave.__new__(BackgroundCollectiveSave).wait()
 calls["BackgroundCollectiveSave.done"] = \
     lambda: BackgroundCollectiveSave.__new__(BackgroundCollectiveSave).done()
+StagingArea = modelzip._modelzip._StagingArea
+calls["_StagingArea.array"] = lambda: StagingArea.__new__(StagingArea).array()
+calls["_StagingArea.filled"] = lambda: StagingArea.__new__(StagingArea).filled(0, 1)
 # Every property of every bound class, so that a class added later without
 # the guard (MODELZIP_PY_INITIALIZED_CASTER) shows up here.
 without_properties = []
@@ -244,7 +247,7 @@ def test_methods_of_an_uninitialized_instance_raise_value_error(tmp_path):
     assert len(lines) > 40, result.stdout  # 15 calls and every property of 8 classes
     # Checked through a method or as an argument above instead:
     assert lines[-2] == ("without properties ['BackgroundCollectiveSave', 'BackgroundSave', "
-                         "'CollectiveWriter', 'Communicator']")
+                         "'CollectiveWriter', 'Communicator', '_StagingArea']")
     for line in lines[:-2]:
         name, outcome = line.split(": ", 1)
         assert outcome.startswith("raised ValueError "), line

@@ -55,6 +55,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "modelzip/dist/distributed.hpp"
 #include "modelzip/export.hpp"
@@ -69,6 +70,11 @@ struct MODELZIP_API BackgroundCollectiveOptions {
   // Threads copying into the staging area; 0: one per core (at most 8,
   // fewer for small snapshots).
   unsigned copy_threads = 0;
+  // Buffers the save takes over as its snapshot instead of copying them,
+  // as BackgroundSaveOptions::adopt (modelzip/background_save.hpp): staged
+  // bytes lying wholly inside one of them are written from there; they are
+  // kept alive until the save ends and must not change after start().
+  std::vector<Bytes> adopt;
 };
 
 class MODELZIP_API BackgroundCollectiveSave {

@@ -5,6 +5,9 @@
 // The snapshot copy and every wait run with the GIL released; the
 // background thread never calls into Python (no progress callback), so it
 // keeps running while the interpreter is busy or shutting down.
+//
+// CUDA tensors are fetched into staging areas (staging_areas.hpp) that the
+// save adopts instead of copying those bytes again.
 #include "modelzip/background_save.hpp"
 
 #include <pybind11/stl.h>
@@ -15,8 +18,10 @@
 
 #include "bindings.hpp"
 #include "modelzip/error.hpp"
+#include "staging_areas.hpp"
 
 namespace modelzip::python {
+
 namespace {
 
 // Owns one background save. Destroying it waits for the save, without the GIL.
@@ -37,6 +42,7 @@ class PyBackgroundSave {
   bool done() const { return save_.done(); }
   bool started() const { return save_.started(); }
   bool cancel() { return save_.cancel(); }
+  std::uint64_t snapshot_bytes() const { return save_.snapshot_bytes(); }
 
  private:
   BackgroundSave save_;
@@ -68,9 +74,12 @@ std::unique_ptr<PyBackgroundSave> start(const py::object& path, const std::strin
                                         bool durable, bool append, bool keep_staging,
                                         unsigned copy_threads) {
   const std::filesystem::path archive = to_path(path);
+  // CUDA tensors are fetched into staging areas the save adopts.
+  const py::object fetches = helper("_values", "new_fetches")();
   const NewTag contents =
-      tag_contents_from_python(arrays, share, compress, bfloat16, updater, training);
+      tag_contents_from_python(arrays, share, compress, bfloat16, updater, training, fetches);
   BackgroundSaveOptions options;
+  if (!fetches.is_none()) options.adopt = adopted_areas(fetches.attr("areas"), keep_staging);
   options.writer.dedup = dedup;
   options.writer.durable = durable;
   options.writer.append = append;
@@ -97,7 +106,10 @@ void bind_background_save(py::module_& m) {
       .def("done", &PyBackgroundSave::done, "True once the save has ended.")
       .def("started", &PyBackgroundSave::started, "True once the save has started writing.")
       .def("cancel", &PyBackgroundSave::cancel,
-           "Cancels the save if it has not started writing; True if it is cancelled.");
+           "Cancels the save if it has not started writing; True if it is cancelled.")
+      .def("snapshot_bytes", &PyBackgroundSave::snapshot_bytes,
+           "Bytes the snapshot copied into the staging area (adopted areas not counted).");
+  bind_staging_areas(m);
   m.def("start_background_save", &start, py::arg("path"), py::arg("tag"), py::arg("arrays"),
         py::kw_only(), py::arg("share") = py::none(), py::arg("compress") = false,
         py::arg("bfloat16") = py::tuple(), py::arg("updater") = py::none(),

@@ -69,10 +69,14 @@ training::TrainingConfig training_config_from_python(py::handle object);
 py::object training_config_to_python(const training::TrainingConfig& config);
 
 // The NewTag Writer.add_tag stages for its arguments (arrays are borrowed:
-// the tensors keep them alive through python_keeper()). Needs the GIL.
+// the tensors keep them alive through python_keeper()). `fetches`: None, or
+// a _device_save.Fetches (background saves, and saves that write while the
+// fetch runs): CUDA tensors are fetched into staging areas it collects
+// (staging_areas.hpp) instead of into new host tensors. Needs the GIL.
 NewTag tag_contents_from_python(const py::handle& arrays, const py::object& share,
                                 const py::object& compress, const py::object& bfloat16,
-                                const py::object& updater, const py::object& training);
+                                const py::object& updater, const py::object& training,
+                                const py::object& fetches = py::none());
 
 // An attribute of the pure-Python helper module modelzip.<module>.
 py::object helper(const char* module, const char* name);

@@ -22,6 +22,7 @@
 #include "modelzip/dist/background_save.hpp"
 #include "modelzip/dist/distributed.hpp"
 #include "modelzip/error.hpp"
+#include "staging_areas.hpp"
 
 namespace modelzip::python {
 namespace {
@@ -216,19 +217,23 @@ elsewhere), broadcast(bytes, root) -> bytes and agree(error: str) -> None or
            py::call_guard<py::gil_scoped_release>())
       .def(
           "start_background",
-          [](CollectiveWriter& w, std::string tag, bool keep_staging, unsigned copy_threads) {
+          [](CollectiveWriter& w, std::string tag, bool keep_staging, unsigned copy_threads,
+             const py::object& adopt) {
             BackgroundCollectiveOptions options;
             options.keep_staging = keep_staging;
             options.copy_threads = copy_threads;
+            if (!adopt.is_none()) options.adopt = adopted_areas(adopt, keep_staging);
             py::gil_scoped_release release;
             return std::make_unique<PyBackgroundCollectiveSave>(
                 BackgroundCollectiveSave::start(w, std::move(tag), options));
           },
           py::arg("tag"), py::kw_only(), py::arg("keep_staging") = true,
-          py::arg("copy_threads") = 0u,
+          py::arg("copy_threads") = 0u, py::arg("adopt") = py::none(),
           "Snapshots what is staged (GIL released) and commits it as `tag` in a background "
           "thread over this writer's communicator, which nothing else may use meanwhile; "
-          "collective. Returns a BackgroundCollectiveSave (see modelzip.distributed.save).");
+          "collective. ``adopt``: _StagingArea objects whose bytes the staged arrays may view, "
+          "taken over instead of copied (they must not change afterwards). Returns a "
+          "BackgroundCollectiveSave (see modelzip.distributed.save).");
 
   py::class_<PyBackgroundCollectiveSave>(m, "BackgroundCollectiveSave",
                                          "One background collective save "

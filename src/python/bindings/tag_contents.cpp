@@ -75,7 +75,8 @@ Selection selection_of(const py::object& option, const char* what) {
 
 NewTag tag_contents_from_python(const py::handle& arrays, const py::object& share,
                                 const py::object& compress, const py::object& bfloat16,
-                                const py::object& updater, const py::object& training) {
+                                const py::object& updater, const py::object& training,
+                                const py::object& fetches) {
   const Selection compressed = selection_of(compress, "compress");
   const Selection bf16 = selection_of(bfloat16, "bfloat16");
   if (bf16.all) throw py::type_error("bfloat16 must be a collection of names, not a bool");
@@ -91,7 +92,8 @@ NewTag tag_contents_from_python(const py::handle& arrays, const py::object& shar
   const py::list items(helper("_values", "expand_torch_objects")(arrays));
   // CUDA tensors fetched into host memory together (pinned staging, overlapped copies); the
   // ties below are found among the tensors as given.
-  py::object fetch = helper("_values", "fetch_device_tensors");
+  const py::object fetch_into = helper("_values", "fetch_device_tensors");
+  auto fetch = [&](const py::handle& pairs) { return fetch_into(pairs, fetches); };
   for (py::handle item : py::list(fetch(items))) {
     py::tuple pair = py::reinterpret_borrow<py::tuple>(item);
     std::string name = name_of(pair[0], "parameter names");

@@ -15,9 +15,11 @@
 #include <set>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "bindings.hpp"
 #include "modelzip/error.hpp"
+#include "staging_areas.hpp"
 
 namespace modelzip::python {
 namespace {
@@ -90,15 +92,27 @@ class PyWriter {
     writer_.emplace(Writer::open(p, std::move(options)));
   }
 
+  // `overlap_fetch` (modelzip.save and the torch saves, which commit right
+  // after): CUDA tensors are fetched in the background into staging areas
+  // that commit() writes from as their bytes arrive (staging_areas.hpp).
   void add_tag(const std::string& tag, const py::handle& arrays, const py::object& share,
                const py::object& compress, const py::object& bfloat16, const py::object& updater,
-               const py::object& training, bool replace) {
+               const py::object& training, bool replace, bool overlap_fetch) {
     Writer& w = get();
-    NewTag contents = tag_contents_from_python(arrays, share, compress, bfloat16, updater, training);
-    if (replace)
-      w.replace_tag(tag, std::move(contents));
-    else
-      w.add_tag(tag, std::move(contents));
+    py::object fetches = py::none();
+    if (overlap_fetch) fetches = helper("_values", "new_fetches")(true);
+    try {
+      NewTag contents =
+          tag_contents_from_python(arrays, share, compress, bfloat16, updater, training, fetches);
+      if (replace)
+        w.replace_tag(tag, std::move(contents));
+      else
+        w.add_tag(tag, std::move(contents));
+    } catch (...) {
+      if (!fetches.is_none()) fetches.attr("stop")();  // waits for them, errors aside
+      throw;
+    }
+    if (!fetches.is_none()) fetches_.push_back(std::move(fetches));
     dirty_ = true;
   }
 
@@ -167,9 +181,15 @@ class PyWriter {
       ~Busy() { flag = false; }
     } busy(busy_);
     try {
+      std::vector<std::shared_ptr<const detail::FillGate>> gates;
+      for (const py::object& f : fetches_)
+        for (auto& gate : fill_gates(f.attr("areas"))) gates.push_back(std::move(gate));
       py::gil_scoped_release release;
+      const detail::FillGate::Scope arriving(std::move(gates));
       w.commit();
     } catch (const Error& e) {
+      // A fetch that failed failed the commit: its own error is raised.
+      finish_fetches();
       if (e.code() == ErrorCode::cancelled && progress_->error) {
         py::error_already_set raised = std::move(*progress_->error);
         progress_->error.reset();
@@ -177,6 +197,8 @@ class PyWriter {
       }
       throw;
     }
+    finish_fetches();
+    fetches_.clear();
     progress_->error.reset();
     dirty_ = false;
     last_stats_ = w.last_stats();
@@ -193,11 +215,19 @@ class PyWriter {
     if (busy_)
       throw py::value_error(
           "the Writer is busy committing (from a progress callback or another thread)");
+    for (const py::object& f : std::exchange(fetches_, {})) f.attr("stop")();
     writer_.reset();
     dirty_ = false;
   }
 
  private:
+  // Waits for the fetches of the staged tags; raises the first one's error.
+  // They stay listed until a commit succeeds: the bytes of a failed fetch
+  // never become filled, so a commit retried later fails again.
+  void finish_fetches() {
+    for (const py::object& f : fetches_) f.attr("wait")();
+  }
+
   Writer& get() {
     if (!writer_) throw py::value_error("operation on closed Writer for '" + path_ + "'");
     if (busy_)
@@ -212,6 +242,7 @@ class PyWriter {
   Writer::Stats last_stats_;
   bool busy_ = false;  // commit() is running with the GIL released
   bool dirty_ = false;
+  std::vector<py::object> fetches_;  // _device_save.Fetches still filling staged tags
 };
 
 }  // namespace
@@ -285,6 +316,7 @@ exception it raises is re-raised by commit().)")
            py::arg("share") = py::none(), py::arg("compress") = false,
            py::arg("bfloat16") = py::tuple(), py::arg("updater") = py::none(),
            py::arg("training") = py::none(), py::arg("replace") = false,
+           py::arg("_overlap_fetch") = false,
            R"(Stages a new tag (it becomes the newest) holding `arrays`.
 
 arrays: mapping name -> numpy array, torch tensor, anything with __array__ or

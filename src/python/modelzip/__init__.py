@@ -133,8 +133,9 @@ def save(path: PathLike, tag: str, arrays: Mapping[str, Any], *,
     """
     writer = Writer(path, dedup=dedup, durable=durable, append=append, progress=progress)
     try:
+        # CUDA tensors: written while they are fetched (commit follows at once).
         writer.add_tag(tag, arrays, share=share, compress=compress, bfloat16=bfloat16,
-                       updater=updater, replace=replace)
+                       updater=updater, replace=replace, _overlap_fetch=True)
         if keep_last is not None:
             writer.keep_last(keep_last)
         if metadata is not None:

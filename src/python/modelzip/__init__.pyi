@@ -394,7 +394,8 @@ class Writer:
                 compress: Union[bool, Iterable[Union[str, tuple[str, str]]]] = False,
                 bfloat16: Iterable[Union[str, tuple[str, str]]] = (),
                 updater: Optional[Mapping[tuple[str, str], Any]] = None,
-                training: Optional[Mapping[str, Any]] = None, replace: bool = False) -> None:
+                training: Optional[Mapping[str, Any]] = None, replace: bool = False,
+                _overlap_fetch: bool = False) -> None:
         """Stages a new tag (it becomes the newest) holding ``arrays``.
 
         arrays: name -> numpy array, torch tensor, anything with __array__ or

@@ -213,18 +213,32 @@ TORCH_TUPLE_MARK = "torch.tuple:"
 TORCH_METADATA_MARK = "torch.metadata:"
 
 
-def fetch_device_tensors(items: Any) -> Any:
+def new_fetches(overlap: bool = False) -> Any:
+    """A _device_save.Fetches for one save (see fetch_device_tensors); None while torch is not
+    imported (there are no CUDA tensors then, and torch is not imported for that)."""
+    if "torch" not in sys.modules:
+        return None
+    from . import _device_save
+    return _device_save.Fetches(overlap)
+
+
+def fetch_device_tensors(items: Any, fetches: Any = None) -> Any:
     """(name, value) pairs with every dense CUDA tensor replaced by a host tensor of the same
     bytes, fetched through pinned staging memory (_device_save.py); ``items`` as they are when
-    none is on a CUDA device (torch is not imported for that)."""
+    none is on a CUDA device (torch is not imported for that). ``fetches``: a
+    _device_save.Fetches of the save: the host tensors are views of staging areas it collects
+    (adopted by background saves; written while they fill by blocking ones)."""
     torch = sys.modules.get("torch")
     if torch is None:
         return items
     items = list(items)
-    if not any(isinstance(v, torch.Tensor) and v.device.type == "cuda" for _, v in items):
+    device_save = sys.modules.get("modelzip._device_save")
+    target = device_save.fetch_target() if device_save is not None else None
+    if target is None and not any(isinstance(v, torch.Tensor) and v.device.type == "cuda"
+                                  for _, v in items):
         return items
     from . import _device_save
-    return _device_save.host_items(items)
+    return _device_save.host_items(items, target, fetches)
 
 
 def expand_torch_objects(arrays: Mapping[str, Any]) -> Any:

@@ -247,14 +247,17 @@ def save(path: PathLike, tag: str, tensors: Mapping[str, Any], *, group: Any = N
     for ranks still writing into the archive before it leaves the append
     journal to the next writer instead (None: the environment variable
     MODELZIP_RANK_LOCK_TIMEOUT, else 60; see docs/distributed.md)."""
-    tensors = _host_values(tensors)
     if blocking:
-        return _commit(path, tag, tensors, communicator(group), share, dedup, durable, root,
-                       rank_lock_timeout)
+        return _commit(path, tag, _host_values(tensors), communicator(group), share, dedup,
+                       durable, root, rank_lock_timeout)
     comm = (communicator(background_group) if background_group is not None
             else _background_communicator(group))
-    writer = _staged_writer(path, tensors, comm, share, dedup, durable, root, rank_lock_timeout)
-    return _BackgroundCommits.start(writer.start_background(tag), comm, tag)
+    from ._values import new_fetches
+    fetches = new_fetches()  # CUDA tensors land in staging areas that the save adopts
+    writer = _staged_writer(path, _host_values(tensors, fetches), comm, share, dedup, durable,
+                            root, rank_lock_timeout)
+    adopt = fetches.areas if fetches is not None else None
+    return _BackgroundCommits.start(writer.start_background(tag, adopt=adopt), comm, tag)
 
 
 def _staged_writer(path: PathLike, tensors: Mapping[str, Any], comm: Communicator,
@@ -282,20 +285,22 @@ def _fetch_target() -> Any:
     return None
 
 
-def _host_values(tensors: Mapping[str, Any]) -> Mapping[str, Any]:
+def _host_values(tensors: Mapping[str, Any], fetches: Any = None) -> Mapping[str, Any]:
     """``tensors`` with each dense CUDA tensor (whole or a Shard's block) replaced by a host
     tensor of the same bytes, fetched through pinned staging memory (_device_save.py);
-    ``tensors`` itself when there is none (torch is not imported for that)."""
+    ``tensors`` itself when there is none (torch is not imported for that). ``fetches``: a
+    _device_save.Fetches collecting the staging areas the host tensors view (a background save
+    adopts them)."""
     if "torch" not in sys.modules:
         return tensors
     items = [(name, v.value if isinstance(v, Shard) else v) for name, v in tensors.items()]
     target = _fetch_target()
     if target is None:
         from ._values import fetch_device_tensors
-        fetched = fetch_device_tensors(items)
+        fetched = fetch_device_tensors(items, fetches)
     else:
         from ._device_save import host_items
-        fetched = host_items(items, target)
+        fetched = host_items(items, target, fetches)
     if all(new is old for (_, new), (_, old) in zip(fetched, items)):
         return tensors
     return {name: (Shard(host, value.global_shape, value.offset) if isinstance(value, Shard)

@@ -296,7 +296,7 @@ def save_checkpoint(path: Any, tag: str, model: torch.nn.Module, optimizer: torc
     writer = Writer(path, dedup=dedup, durable=durable, append=append, progress=progress)
     try:
         writer.add_tag(tag, model.state_dict(), updater=updater, training=training,
-                       compress=compress, replace=replace)
+                       compress=compress, replace=replace, _overlap_fetch=True)
         if keep_last is not None:
             writer.keep_last(keep_last)
         if metadata is not None:
