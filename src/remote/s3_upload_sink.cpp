@@ -75,6 +75,9 @@ struct S3UploadSink::Impl {
   bool finished = false, committed = false;
   std::string etag;
   std::atomic<std::uint64_t> uploaded{0}, copied{0};
+  // Bytes in part buffers (filling, held, queued, being uploaded), and the
+  // most at once; guarded by m.
+  std::uint64_t buffered = 0, peak_buffered = 0;
 
   [[noreturn]] void fail(ErrorCode code, const std::string& message) const {
     remote::fail(code, s3->url(), message);
@@ -107,8 +110,10 @@ struct S3UploadSink::Impl {
       } catch (...) {
         failure = std::current_exception();
       }
+      const std::uint64_t body = job.bytes.size();
       job.bytes = {};
       lock.lock();
+      buffered -= body;
       --running;
       if (failure && !error) {
         error = failure;
@@ -153,9 +158,21 @@ struct S3UploadSink::Impl {
     return next_number++;
   }
 
+  // A new, empty part to fill at the cursor, its buffer allocated once.
+  void open_part() {
+    open = Part{0, cursor, {}, 0};
+    open.bytes.reserve(o.part_size);
+  }
+
+  // `n` more bytes in open.bytes.
+  void grew(std::uint64_t n) {
+    buffered += n;
+    peak_buffered = std::max(peak_buffered, buffered);
+  }
+
   void close_open(std::unique_lock<std::mutex>& lock) {
     Part part = std::move(open);
-    open = Part{0, cursor, {}, 0};
+    open_part();
     part.number = number_next();
     if (part.missing > 0) {
       held.emplace(part.start, std::move(part));
@@ -199,7 +216,7 @@ struct S3UploadSink::Impl {
       enqueue(lock, Job{number_next(), {}, true, s.from + a, b - a});
     }
     cursor += s.length;
-    open = Part{0, cursor, {}, 0};
+    open_part();
   }
 
   // Whether bytes are given or reserved at `offset`.
@@ -226,6 +243,7 @@ struct S3UploadSink::Impl {
         const std::uint64_t take = std::min(s.length, room());
         const auto* p = s.data.data() + s.from;
         open.bytes.insert(open.bytes.end(), p, p + take);
+        grew(take);
         cursor += take;
         if (take < s.length) ahead[cursor] = Segment{false, std::move(s.data), s.from + take,
                                                      s.length - take};
@@ -234,6 +252,7 @@ struct S3UploadSink::Impl {
         reserved.erase(r);
         const std::uint64_t take = std::min(length, room());
         open.bytes.resize(open.bytes.size() + take);
+        grew(take);
         open.missing += take;
         holes[cursor] = take;
         cursor += take;
@@ -315,6 +334,7 @@ S3UploadSink::S3UploadSink(std::shared_ptr<const S3Multipart> client, S3UploadOp
                     std::to_string(o.part_size) + " bytes, " + std::to_string(o.parallel) + ")");
   if (o.abort_stale_after) abort_stale_uploads(*impl_->s3, *o.abort_stale_after);
   impl_->upload_id = impl_->s3->create();
+  impl_->open_part();
 }
 
 S3UploadSink::~S3UploadSink() {
@@ -433,5 +453,9 @@ const std::string& S3UploadSink::etag() const noexcept { return impl_->etag; }
 std::uint64_t S3UploadSink::uploaded_bytes() const noexcept { return impl_->uploaded.load(); }
 std::uint64_t S3UploadSink::copied_bytes() const noexcept { return impl_->copied.load(); }
 const std::string& S3UploadSink::upload_id() const noexcept { return impl_->upload_id; }
+std::uint64_t S3UploadSink::peak_buffered_bytes() const {
+  std::lock_guard lock(impl_->m);
+  return impl_->peak_buffered;
+}
 
 }  // namespace modelzip::remote

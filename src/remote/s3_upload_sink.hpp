@@ -5,9 +5,10 @@
 // bytes (default 8 MiB, at least 5 MiB; the last part may be smaller). A
 // part is uploaded, from a pool of `parallel` threads, as soon as every byte
 // of it has been given; write() waits while `parallel` parts are queued or
-// in flight, so memory stays within about (parallel + 2) parts plus the
-// parts held for reserved ranges (one per reserve() not yet written) and
-// bytes given far ahead of the first hole.
+// in flight, so part buffers stay within (parallel + 1) parts plus the
+// parts held for reserved ranges (one per reserve() not yet written: a
+// writer fills them as soon as it can, holds_reserved(), so that it holds
+// one at a time) and bytes given far ahead of the first hole.
 //
 // keep(): a kept range of the old object (`old_key` at `old_etag`, the key
 // itself for an append) becomes UploadPartCopy parts, copied server-side
@@ -78,6 +79,7 @@ class S3UploadSink final : public io::ByteSink {
   void keep(std::uint64_t offset, io::ByteRange source) override;
   using io::ByteSink::keep;
   void reserve(io::ByteRange range) override;
+  bool holds_reserved() const noexcept override { return true; }
   void barrier() override {}
   void set_end(std::uint64_t size) override;
   void finish() override;
@@ -89,6 +91,9 @@ class S3UploadSink final : public io::ByteSink {
   std::uint64_t uploaded_bytes() const noexcept;
   std::uint64_t copied_bytes() const noexcept;
   const std::string& upload_id() const noexcept;
+  // The most bytes held at once in part buffers (the part filling, parts
+  // held for reserved ranges, parts queued or being uploaded).
+  std::uint64_t peak_buffered_bytes() const;
 
  private:
   struct Impl;
