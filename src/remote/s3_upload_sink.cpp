@@ -49,6 +49,33 @@ std::string range_text(std::uint64_t offset, std::uint64_t length) {
 
 }  // namespace
 
+S3UploadStart::S3UploadStart(std::shared_ptr<const S3Multipart> client,
+                             std::optional<std::chrono::seconds> abort_stale_after)
+    : s3_(std::move(client)) {
+  id_ = std::async(std::launch::async, [s3 = s3_, abort_stale_after] {
+    std::future<std::vector<S3PendingUpload>> stale;
+    if (abort_stale_after)
+      stale = std::async(std::launch::async, [&] {
+        return list_stale_uploads(*s3, *abort_stale_after);
+      });
+    std::string id = s3->create();  // a throw waits for the listing (future)
+    if (stale.valid()) abort_uploads(*s3, stale.get(), id);
+    return id;
+  });
+}
+
+S3UploadStart::~S3UploadStart() {
+  if (!id_.valid()) return;  // taken
+  try {
+    s3_->abort(id_.get());
+  } catch (...) {  // not created, or listed and aborted by the next writer
+  }
+}
+
+std::string S3UploadStart::take() {
+  return id_.get();  // a second call: std::future_error
+}
+
 struct S3UploadSink::Impl {
   std::shared_ptr<const S3Multipart> s3;
   S3UploadOptions o;
@@ -332,8 +359,8 @@ S3UploadSink::S3UploadSink(std::shared_ptr<const S3Multipart> client, S3UploadOp
     impl_->fail(ErrorCode::invalid_argument,
                 "S3 part size must be 5 MiB to 5 GiB and parts in flight 1 to 64 (got " +
                     std::to_string(o.part_size) + " bytes, " + std::to_string(o.parallel) + ")");
-  if (o.abort_stale_after) abort_stale_uploads(*impl_->s3, *o.abort_stale_after);
-  impl_->upload_id = impl_->s3->create();
+  impl_->upload_id = o.started ? o.started->take()
+                               : S3UploadStart(impl_->s3, o.abort_stale_after).take();
   impl_->open_part();
 }
 
