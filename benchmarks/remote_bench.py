@@ -21,13 +21,18 @@ Write rows (s3:// writers, issue 29), against @20minutes/s3rver on 127.0.0.1
   - a new archive of --write-mib MiB (float32 tensors of 8 MiB) saved with
     modelzip.save to s3:// (multipart upload, 8 MiB parts, 4 in flight)
     against the baseline `curl -T` (SigV4, one PUT) of the same archive's
-    bytes, each run right after a curl run (paired ratios, as above);
+    bytes, each run right after a curl run (paired ratios, as above), and
+    against a multipart upload of the same bytes with curl (create, 8 MiB
+    parts 4 at once, complete: the server's own multipart cost, its
+    CompleteMultipartUpload timed alone);
   - appending a 10 MiB tag to that object: time (against the full upload's)
     and bytes uploaded (WriteStats.bytes_written: UploadPart bodies; the old
-    object's bytes are copied server-side).
+    object's bytes are copied server-side);
+  - with --sweep, new archives by part size (5 to 32 MiB) and parts in
+    flight (2, 4, 8), each paired with a run of the defaults.
 
 Usage: PYTHONPATH=build/src/python benchmarks/remote_bench.py [--dir DIR] [--reps N]
-       [--write-mib M] [--build BUILD] [--no-reads] [--no-writes]
+       [--write-mib M] [--build BUILD] [--no-reads] [--no-writes] [--sweep]
 (run from the source folder; needs nginx, curl, node/npm and the bindings).
 """
 import argparse
@@ -206,6 +211,29 @@ def write_rows(work, args):
         print(f"| modelzip.save to s3://, append a 10 MiB tag | {med(t_app) * 1000:.0f} ms | "
               f"{human(sent_app)} ({sent_app / new_bytes:.2f}x the new tensor) | | "
               f"{med(t_app) / med(t_new):.3f}x the new archive's time |")
+        if args.sweep:
+            print(f"new archive by part size and parts in flight (MODELZIP_S3_PART_SIZE, "
+                  f"MODELZIP_S3_PARTS_IN_FLIGHT), medians of {args.reps}, paired ratio to "
+                  f"the default (8 MiB, 4) run just before each")
+            print("| part size | in flight | time | vs. 8 MiB x 4 (paired) |")
+            print("|---:|---:|---:|---:|")
+
+            def save_new(key, part, flight):
+                os.environ["MODELZIP_S3_PART_SIZE"] = f"{part}M"
+                os.environ["MODELZIP_S3_PARTS_IN_FLIGHT"] = str(flight)
+                t0 = time.perf_counter()
+                modelzip.save(f"s3://bench/{key}", "t1", tensors)
+                return time.perf_counter() - t0
+
+            for part in (5, 8, 16, 32):
+                for flight in (2, 4, 8):
+                    times, pair = [], []
+                    for rep in range(args.reps):
+                        base = save_new(f"sweep-base-{part}-{flight}-{rep}.zip", 8, 4)
+                        times.append(save_new(f"sweep-{part}-{flight}-{rep}.zip", part, flight))
+                        pair.append(base / times[-1])
+                    print(f"| {part} MiB | {flight} | {med(times) * 1000:.0f} ms | "
+                          f"{med(pair):.2f}x |")
     finally:
         os.environ.clear()
         os.environ.update(saved_env)
@@ -220,6 +248,8 @@ def main():
     ap.add_argument("--build", default="build")
     ap.add_argument("--no-reads", action="store_true")
     ap.add_argument("--no-writes", action="store_true")
+    ap.add_argument("--sweep", action="store_true",
+                    help="also time new archives by part size and parts in flight")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="remote-bench-", dir=args.dir)
     if not args.no_writes:

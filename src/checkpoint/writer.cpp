@@ -1099,6 +1099,8 @@ void Writer::Impl::upload(const Plan& plan, const Archive::Impl* old_impl,
   remote::S3UploadOptions upload_options;
   if (auto size = remote::parse_size(remote::env("MODELZIP_S3_PART_SIZE")))
     upload_options.part_size = *size;
+  if (auto parts = remote::parse_size(remote::env("MODELZIP_S3_PARTS_IN_FLIGHT")))
+    upload_options.parallel = static_cast<int>(std::min<std::uint64_t>(*parts, 1000));
   if (s3_old) {
     upload_options.condition.if_match = s3_old->opened.etag;
     upload_options.old_key = client->endpoint().key;
