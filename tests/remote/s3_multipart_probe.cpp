@@ -121,6 +121,20 @@ int upload(const S3Multipart& s3, const std::vector<std::string>& args) {
   return 0;
 }
 
+// Takes "--part-size N" or "--parallel N" at args[i] into `options`
+// (moving i past N); false for any other argument.
+bool part_option(const std::vector<std::string>& args, std::size_t& i,
+                 modelzip::remote::S3UploadOptions& options) {
+  if (i + 1 >= args.size()) return false;
+  if (args[i] == "--part-size")
+    options.part_size = std::stoull(args[++i]);
+  else if (args[i] == "--parallel")
+    options.parallel = std::stoi(args[++i]);
+  else
+    return false;
+  return true;
+}
+
 int sink(const std::string& url, const std::vector<std::string>& args) {
   namespace remote = modelzip::remote;
   remote::S3UploadOptions options;
@@ -128,11 +142,8 @@ int sink(const std::string& url, const std::vector<std::string>& args) {
   bool commit = true;
   std::vector<std::string> ops;
   for (std::size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--part-size" && i + 1 < args.size())
-      options.part_size = std::stoull(args[++i]);
-    else if (args[i] == "--parallel" && i + 1 < args.size())
-      options.parallel = std::stoi(args[++i]);
-    else if (args[i] == "--old" && i + 1 < args.size())
+    if (part_option(args, i, options)) continue;
+    if (args[i] == "--old" && i + 1 < args.size())
       old_key = args[++i];
     else if (args[i] == "--if-none-match")
       options.condition.if_none_match = true;
@@ -196,12 +207,7 @@ int zip_both(const std::string& url, const std::vector<std::string>& args) {
   options.condition.if_none_match = true;
   std::vector<std::string> rest;
   for (std::size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--part-size" && i + 1 < args.size())
-      options.part_size = std::stoull(args[++i]);
-    else if (args[i] == "--parallel" && i + 1 < args.size())
-      options.parallel = std::stoi(args[++i]);
-    else
-      rest.push_back(args[i]);
+    if (!part_option(args, i, options)) rest.push_back(args[i]);
   }
   if (rest.size() != 3) {
     std::cerr << "usage: s3_multipart_probe zip URL LOCAL [options] ENTRIES BYTES\n";
