@@ -21,7 +21,10 @@ Write rows (s3:// writers, issue 29), against @20minutes/s3rver on 127.0.0.1
   - a new archive of --write-mib MiB (float32 tensors of 8 MiB) saved with
     modelzip.save to s3:// (multipart upload, 8 MiB parts, 4 in flight)
     against the baseline `curl -T` (SigV4, one PUT) of the same archive's
-    bytes, each run right after a curl run (paired ratios, as above);
+    bytes, each run right after a curl run (paired ratios, as above), and
+    against a multipart upload of the same bytes with curl (create, 8 MiB
+    parts 4 at once, complete: the server's own multipart cost, its
+    CompleteMultipartUpload timed alone);
   - appending a 10 MiB tag to that object: time (against the full upload's)
     and bytes uploaded (WriteStats.bytes_written: UploadPart bodies; the old
     object's bytes are copied server-side);
@@ -29,14 +32,18 @@ Write rows (s3:// writers, issue 29), against @20minutes/s3rver on 127.0.0.1
     modelzip.distributed.save; tensor i whole on rank i % N, the 10 MiB
     tensor split by rows), timed on rank 0 between barriers (process start
     and MPI set-up excluded); bytes uploaded are
-    CollectiveStats.archive_bytes_written (all ranks' UploadPart bodies).
+    CollectiveStats.archive_bytes_written (all ranks' UploadPart bodies);
+  - with --sweep, new archives by part size (5 to 32 MiB) and parts in
+    flight (2, 4, 8), each paired with a run of the defaults.
 
 Usage: PYTHONPATH=build/src/python benchmarks/remote_bench.py [--dir DIR] [--reps N]
-       [--write-mib M] [--build BUILD] [--no-reads] [--no-writes] [--no-ranks]
+       [--write-mib M] [--build BUILD] [--no-reads] [--no-writes] [--no-ranks] [--sweep]
 (run from the source folder; needs nginx, curl, node/npm and the bindings).
 """
 import argparse
+import concurrent.futures
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -159,6 +166,45 @@ def rank_rows(args, t_curl):
               f"| {human(b_app)} | | {t_app / t_new:.3f}x the new archive's time |")
 
 
+PART = 8 * MiB  # modelzip's default part size and parts in flight
+PARALLEL = 4
+
+
+def curl_multipart(fork, parts, key, parallel):
+    """Uploads the files `parts` (in order) as one object by multipart upload
+    with curl: CreateMultipartUpload, `parallel` UploadParts at once,
+    CompleteMultipartUpload. Returns (total seconds, seconds of the
+    completion alone): what the server's multipart path costs without
+    modelzip."""
+    base = ["curl", "-sSf", "--aws-sigv4", "aws:amz:us-east-1:s3",
+            "--user", f"{fork.ACCESS_KEY}:{fork.SECRET_KEY}",
+            "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD"]
+    url = f"{fork.endpoint}/{fork.bucket}/{key}"
+
+    def run(*more):
+        return subprocess.run([*base, *more], check=True, capture_output=True).stdout.decode()
+
+    t0 = time.perf_counter()
+    upload_id = re.search(r"<UploadId>([^<]+)</UploadId>", run("-X", "POST", url + "?uploads=")
+                          ).group(1)
+
+    def put(number):
+        head = run("-D", "-", "-o", os.devnull, "-T", parts[number - 1],
+                   f"{url}?partNumber={number}&uploadId={upload_id}")
+        return re.search(r"(?im)^etag:\s*(\S+)", head).group(1)
+
+    with concurrent.futures.ThreadPoolExecutor(parallel) as pool:
+        etags = list(pool.map(put, range(1, len(parts) + 1)))
+    body = "<CompleteMultipartUpload>" + "".join(
+        f"<Part><PartNumber>{i}</PartNumber><ETag>{e}</ETag></Part>"
+        for i, e in enumerate(etags, 1)) + "</CompleteMultipartUpload>"
+    t1 = time.perf_counter()
+    run("-X", "POST", "--data-binary", body, "-H", "Content-Type: application/xml",
+        f"{url}?uploadId={upload_id}")
+    t2 = time.perf_counter()
+    return t2 - t0, t2 - t1
+
+
 def write_rows(work, args):
     """The s3:// write rows (see the module's doc)."""
     prefix = servers.install_s3rver_fork(args.build)
@@ -178,16 +224,29 @@ def write_rows(work, args):
                             "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD", "-T", local,
                             f"{fork.endpoint}/bench/{key}"], check=True, capture_output=True)
 
+        # The archive cut into modelzip's parts, for curl's multipart baseline.
+        parts = []
+        with open(local, "rb") as f:
+            while chunk := f.read(PART):
+                parts.append(os.path.join(work, f"part-{len(parts) + 1}"))
+                with open(parts[-1], "wb") as out:
+                    out.write(chunk)
+
         t_curl, t_new, t_app, ratios, sent_new, sent_app = [], [], [], [], 0, 0
+        t_multi, t_complete, multi_ratios = [], [], []
         for rep in range(args.reps):
             t0 = time.perf_counter()
             curl(f"curl-{rep}.zip")
             t_curl.append(time.perf_counter() - t0)
+            total, complete = curl_multipart(fork, parts, f"multi-{rep}.zip", PARALLEL)
+            t_multi.append(total)
+            t_complete.append(complete)
             url = f"s3://bench/model-{rep}.zip"
             t0 = time.perf_counter()
             stats = modelzip.save(url, "t1", tensors)
             t_new.append(time.perf_counter() - t0)
             ratios.append(t_curl[-1] / t_new[-1])
+            multi_ratios.append(t_multi[-1] / t_new[-1])
             sent_new = stats.bytes_written
             t0 = time.perf_counter()
             stats = modelzip.save(url, "t2", extra)
@@ -202,14 +261,41 @@ def write_rows(work, args):
         print("|---|---:|---:|---:|---:|")
         print(f"| curl -T (SigV4, one PUT) of the archive (baseline) | {med(t_curl) * 1000:.0f} ms"
               f" | {human(size)} | {size / med(t_curl) / MiB:.0f} MiB/s | |")
+        print(f"| curl multipart upload of the archive: {len(parts)} parts of {PART // MiB} MiB, "
+              f"{PARALLEL} at once (baseline) | {med(t_multi) * 1000:.0f} ms | {human(size)} | "
+              f"{size / med(t_multi) / MiB:.0f} MiB/s | |")
+        print(f"| of which CompleteMultipartUpload | {med(t_complete) * 1000:.0f} ms | | | |")
         print(f"| modelzip.save to s3://, new archive | {med(t_new) * 1000:.0f} ms | "
               f"{human(sent_new)} | {size / med(t_new) / MiB:.0f} MiB/s | "
-              f"{med(ratios):.2f}x curl (paired) |")
+              f"{med(ratios):.2f}x curl -T, {med(multi_ratios):.2f}x curl multipart (paired) |")
         print(f"| modelzip.save to s3://, append a 10 MiB tag | {med(t_app) * 1000:.0f} ms | "
               f"{human(sent_app)} ({sent_app / new_bytes:.2f}x the new tensor) | | "
               f"{med(t_app) / med(t_new):.3f}x the new archive's time |")
         if not args.no_ranks:
             rank_rows(args, med(t_curl))
+        if args.sweep:
+            print(f"new archive by part size and parts in flight (MODELZIP_S3_PART_SIZE, "
+                  f"MODELZIP_S3_PARTS_IN_FLIGHT), medians of {args.reps}, paired ratio to "
+                  f"the default (8 MiB, 4) run just before each")
+            print("| part size | in flight | time | vs. 8 MiB x 4 (paired) |")
+            print("|---:|---:|---:|---:|")
+
+            def save_new(key, part, flight):
+                os.environ["MODELZIP_S3_PART_SIZE"] = f"{part}M"
+                os.environ["MODELZIP_S3_PARTS_IN_FLIGHT"] = str(flight)
+                t0 = time.perf_counter()
+                modelzip.save(f"s3://bench/{key}", "t1", tensors)
+                return time.perf_counter() - t0
+
+            for part in (5, 8, 16, 32):
+                for flight in (2, 4, 8):
+                    times, pair = [], []
+                    for rep in range(args.reps):
+                        base = save_new(f"sweep-base-{part}-{flight}-{rep}.zip", 8, 4)
+                        times.append(save_new(f"sweep-{part}-{flight}-{rep}.zip", part, flight))
+                        pair.append(base / times[-1])
+                    print(f"| {part} MiB | {flight} | {med(times) * 1000:.0f} ms | "
+                          f"{med(pair):.2f}x |")
     finally:
         os.environ.clear()
         os.environ.update(saved_env)
@@ -226,6 +312,8 @@ def main():
     ap.add_argument("--no-writes", action="store_true")
     ap.add_argument("--no-ranks", action="store_true")
     ap.add_argument("--rank-worker", metavar="URL", help=argparse.SUPPRESS)
+    ap.add_argument("--sweep", action="store_true",
+                    help="also time new archives by part size and parts in flight")
     args = ap.parse_args()
     if args.rank_worker:
         rank_worker(args.rank_worker, args.write_mib)

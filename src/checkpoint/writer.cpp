@@ -736,6 +736,10 @@ class Writer::Impl {
   using S3Old = checkpoint::S3OldArchive;
   std::optional<S3Old> s3_old;  // during commit()
   std::optional<S3Old> open_s3() const;
+  // The commit's upload, created (and stale ones cleaned up) while
+  // open_s3() reads the old object; upload() takes it over. During commit().
+  std::shared_ptr<remote::S3UploadStart> s3_start;
+  std::shared_ptr<remote::S3UploadStart> start_s3_upload() const;
   void refresh_s3();
   // Uploads the result of `plan`: an append (every old entry kept, only
   // tags added) copies the old object's bytes before its tail server-side
@@ -767,9 +771,16 @@ void Writer::Impl::commit() {
       last_stats = {};
       return;
     }
+    struct Done {
+      Impl& impl;
+      ~Done() {
+        impl.s3_old.reset();
+        impl.s3_start.reset();  // not taken (a failed commit): aborted
+      }
+    } done{*this};
+    s3_start = start_s3_upload();
     s3_old = open_s3();
     plan_and_write(s3_old ? s3_old->archive.get() : nullptr);
-    s3_old.reset();
     return;
   }
   // Nothing staged and no interrupted append to recover: the archive stays
@@ -1042,6 +1053,12 @@ void Writer::Impl::mark_free_ranges(const std::set<const zip::EntryInfo*>& kept,
 // ---- s3:// archives ---------------------------------------------------------
 
 #if MODELZIP_CAN_UPLOAD
+std::shared_ptr<remote::S3UploadStart> Writer::Impl::start_s3_upload() const {
+  return std::make_shared<remote::S3UploadStart>(
+      std::make_shared<remote::S3Multipart>(path.string(), RemoteOptions{}),
+      remote::stale_upload_age());
+}
+
 std::optional<Writer::Impl::S3Old> Writer::Impl::open_s3() const {
   return checkpoint::open_s3_old(path.string());
 }
@@ -1063,6 +1080,8 @@ void Writer::Impl::upload(const Plan& plan, const Archive::Impl* old_impl,
   remote::S3UploadOptions upload_options;
   if (auto size = remote::parse_size(remote::env("MODELZIP_S3_PART_SIZE")))
     upload_options.part_size = *size;
+  if (auto parts = remote::parse_size(remote::env("MODELZIP_S3_PARTS_IN_FLIGHT")))
+    upload_options.parallel = static_cast<int>(std::min<std::uint64_t>(*parts, 1000));
   if (s3_old) {
     upload_options.condition.if_match = s3_old->opened.etag;
     upload_options.old_key = client->endpoint().key;
@@ -1072,7 +1091,7 @@ void Writer::Impl::upload(const Plan& plan, const Archive::Impl* old_impl,
   } else {
     upload_options.condition.if_none_match = true;
   }
-  upload_options.abort_stale_after = remote::stale_upload_age();
+  upload_options.started = std::move(s3_start);
   // While the commit waits for parts in flight, the progress callback is
   // asked again with what it saw last (it may cancel, e.g. on Ctrl-C in
   // Python, which only a callback notices).
@@ -1140,6 +1159,10 @@ void Writer::Impl::upload(const Plan& plan, const Archive::Impl* old_impl,
 }
 #else
 // Built without libcurl: Writer::open refuses s3:// URLs (remote::can_upload).
+std::shared_ptr<remote::S3UploadStart> Writer::Impl::start_s3_upload() const {
+  remote::refuse_write(path.native());
+  return nullptr;
+}
 std::optional<Writer::Impl::S3Old> Writer::Impl::open_s3() const {
   remote::refuse_write(path.native());
   return std::nullopt;

@@ -44,7 +44,8 @@ const std::string_view kEnvironment =
     "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION and\n"
     "AWS_ENDPOINT_URL (S3-compatible stores, path-style). import, rm-tag, gc, meta and\n"
     "quantize also write s3:// archives (one object, by multipart upload; unchanged\n"
-    "bytes are copied server-side; MODELZIP_S3_PART_SIZE, default 8M); a writer aborts\n"
+    "bytes are copied server-side; MODELZIP_S3_PART_SIZE, default 8M, and\n"
+    "MODELZIP_S3_PARTS_IN_FLIGHT, default 4, 1 to 64); a writer aborts\n"
     "its key's incomplete uploads older than MODELZIP_S3_STALE_UPLOAD_AGE seconds\n"
     "(default 86400).\n";
 

@@ -20,7 +20,8 @@
 //    has been given, so a writer that leaves a hole behind it for long
 //    (a local header whose CRC is known only after the entry's data) says so
 //    first with reserve(): then the sink holds back only what surrounds the
-//    hole (at most one part) and goes on with what follows it.
+//    hole (at most one part) and goes on with what follows it; where
+//    holds_reserved(), the writer fills the hole as soon as it can.
 //  - Lifetime of written bytes: write() keeps a copy of the Bytes it is given
 //    (sharing its keeper) as long as it needs it; a Bytes borrowed with a
 //    null keeper must stay valid until finish() returns or the sink is
@@ -80,6 +81,12 @@ class ByteSink {
   // holds back the part that holds it until then and goes on with what
   // follows. A sink that writes in place has nothing to do.
   virtual void reserve(ByteRange range) = 0;
+  // Whether a reserved range costs memory until it is written (a streaming
+  // sink holds the part around it): a writer then writes it as soon as it
+  // can, even if that means waiting for a checksum, so that at most one
+  // reserved range is outstanding per writer. False (a file written in
+  // place): a writer may leave reserved ranges until its end.
+  virtual bool holds_reserved() const noexcept { return false; }
 
   // A hint: `range` is about to be written with large writes (a stored
   // entry's data); a local file allocates its blocks. No effect on bytes.

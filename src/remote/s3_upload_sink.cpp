@@ -52,6 +52,33 @@ std::string range_text(std::uint64_t offset, std::uint64_t length) {
 
 }  // namespace
 
+S3UploadStart::S3UploadStart(std::shared_ptr<const S3Multipart> client,
+                             std::optional<std::chrono::seconds> abort_stale_after)
+    : s3_(std::move(client)) {
+  id_ = std::async(std::launch::async, [s3 = s3_, abort_stale_after] {
+    std::future<std::vector<S3PendingUpload>> stale;
+    if (abort_stale_after)
+      stale = std::async(std::launch::async, [&] {
+        return list_stale_uploads(*s3, *abort_stale_after);
+      });
+    std::string id = s3->create();  // a throw waits for the listing (future)
+    if (stale.valid()) abort_uploads(*s3, stale.get(), id);
+    return id;
+  });
+}
+
+S3UploadStart::~S3UploadStart() {
+  if (!id_.valid()) return;  // taken
+  try {
+    s3_->abort(id_.get());
+  } catch (...) {  // not created, or listed and aborted by the next writer
+  }
+}
+
+std::string S3UploadStart::take() {
+  return id_.get();  // a second call: std::future_error
+}
+
 struct S3UploadSink::Impl {
   std::shared_ptr<const S3Multipart> s3;
   S3UploadOptions o;
@@ -80,6 +107,9 @@ struct S3UploadSink::Impl {
   bool finished = false, committed = false;
   std::string etag;
   std::atomic<std::uint64_t> uploaded{0}, copied{0};
+  // Bytes in part buffers (filling, held, queued, being uploaded), and the
+  // most at once; guarded by m.
+  std::uint64_t buffered = 0, peak_buffered = 0;
 
   [[noreturn]] void fail(ErrorCode code, const std::string& message) const {
     remote::fail(code, s3->url(), message);
@@ -112,8 +142,10 @@ struct S3UploadSink::Impl {
       } catch (...) {
         failure = std::current_exception();
       }
+      const std::uint64_t body = job.bytes.size();
       job.bytes = {};
       lock.lock();
+      buffered -= body;
       --running;
       if (failure && !error) {
         error = failure;
@@ -158,9 +190,21 @@ struct S3UploadSink::Impl {
     return next_number++;
   }
 
+  // A new, empty part to fill at the cursor, its buffer allocated once.
+  void open_part() {
+    open = Part{0, cursor, {}, 0};
+    open.bytes.reserve(o.part_size);
+  }
+
+  // `n` more bytes in open.bytes.
+  void grew(std::uint64_t n) {
+    buffered += n;
+    peak_buffered = std::max(peak_buffered, buffered);
+  }
+
   void close_open(std::unique_lock<std::mutex>& lock) {
     Part part = std::move(open);
-    open = Part{0, cursor, {}, 0};
+    open_part();
     part.number = number_next();
     if (part.missing > 0) {
       held.emplace(part.start, std::move(part));
@@ -215,7 +259,7 @@ struct S3UploadSink::Impl {
       enqueue(lock, Job{number_next(), {}, true, s.from + a, b - a});
     }
     cursor += s.length;
-    open = Part{0, cursor, {}, 0};
+    open_part();
   }
 
   // Whether bytes are given or reserved at `offset`.
@@ -243,7 +287,7 @@ struct S3UploadSink::Impl {
                      range_text(cursor, s.length) + " overlaps the parts numbered after it");
           cursor += s.length;
           next_number = s.next_number;
-          open = Part{0, cursor, {}, 0};
+          open_part();
           continue;
         }
         if (s.keep) {
@@ -253,6 +297,7 @@ struct S3UploadSink::Impl {
         const std::uint64_t take = std::min(s.length, room());
         const auto* p = s.data.data() + s.from;
         open.bytes.insert(open.bytes.end(), p, p + take);
+        grew(take);
         cursor += take;
         if (take < s.length) ahead[cursor] = Segment{false, std::move(s.data), s.from + take,
                                                      s.length - take};
@@ -261,6 +306,7 @@ struct S3UploadSink::Impl {
         reserved.erase(r);
         const std::uint64_t take = std::min(length, room());
         open.bytes.resize(open.bytes.size() + take);
+        grew(take);
         open.missing += take;
         holes[cursor] = take;
         cursor += take;
@@ -340,12 +386,12 @@ S3UploadSink::S3UploadSink(std::shared_ptr<const S3Multipart> client, S3UploadOp
     impl_->fail(ErrorCode::invalid_argument,
                 "S3 part size must be 5 MiB to 5 GiB and parts in flight 1 to 64 (got " +
                     std::to_string(o.part_size) + " bytes, " + std::to_string(o.parallel) + ")");
-  if (!o.join_upload.empty()) {
+  if (!o.join_upload.empty())
     impl_->upload_id = o.join_upload;
-    return;
-  }
-  if (o.abort_stale_after) abort_stale_uploads(*impl_->s3, *o.abort_stale_after);
-  impl_->upload_id = impl_->s3->create();
+  else
+    impl_->upload_id = o.started ? o.started->take()
+                                 : S3UploadStart(impl_->s3, o.abort_stale_after).take();
+  impl_->open_part();
 }
 
 S3UploadSink::~S3UploadSink() {
@@ -501,5 +547,9 @@ const std::string& S3UploadSink::etag() const noexcept { return impl_->etag; }
 std::uint64_t S3UploadSink::uploaded_bytes() const noexcept { return impl_->uploaded.load(); }
 std::uint64_t S3UploadSink::copied_bytes() const noexcept { return impl_->copied.load(); }
 const std::string& S3UploadSink::upload_id() const noexcept { return impl_->upload_id; }
+std::uint64_t S3UploadSink::peak_buffered_bytes() const {
+  std::lock_guard lock(impl_->m);
+  return impl_->peak_buffered;
+}
 
 }  // namespace modelzip::remote

@@ -5,9 +5,10 @@
 // bytes (default 8 MiB, at least 5 MiB; the last part may be smaller). A
 // part is uploaded, from a pool of `parallel` threads, as soon as every byte
 // of it has been given; write() waits while `parallel` parts are queued or
-// in flight, so memory stays within about (parallel + 2) parts plus the
-// parts held for reserved ranges (one per reserve() not yet written) and
-// bytes given far ahead of the first hole.
+// in flight, so part buffers stay within (parallel + 1) parts plus the
+// parts held for reserved ranges (one per reserve() not yet written: a
+// writer fills them as soon as it can, holds_reserved(), so that it holds
+// one at a time) and bytes given far ahead of the first hole.
 //
 // keep(): a kept range of the old object (`old_key` at `old_etag`, the key
 // itself for an append) becomes UploadPartCopy parts, copied server-side
@@ -47,6 +48,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <optional>
 #include <memory>
 #include <string>
@@ -57,6 +59,31 @@
 #include "remote/s3_multipart.hpp"
 
 namespace modelzip::remote {
+
+// An upload started ahead of its sink: on a thread of its own,
+// CreateMultipartUpload beside the listing of the key's stale uploads
+// (remote/stale_uploads.hpp; those are aborted once the new upload's id is
+// known, never the new upload itself), so that a writer reads the old object
+// meanwhile. An S3UploadSink given it (S3UploadOptions::started) takes the
+// upload over; destroyed before that, it waits for the thread and aborts the
+// upload (best effort, as the sink does). Errors: take() throws
+// CreateMultipartUpload's. Thread safety: one thread uses it.
+class S3UploadStart {
+ public:
+  // `abort_stale_after` set: incomplete uploads older than it are aborted.
+  S3UploadStart(std::shared_ptr<const S3Multipart> client,
+                std::optional<std::chrono::seconds> abort_stale_after);
+  ~S3UploadStart();
+  S3UploadStart(const S3UploadStart&) = delete;
+  S3UploadStart& operator=(const S3UploadStart&) = delete;
+
+  // Waits for the upload and hands it over (once): its id.
+  std::string take();
+
+ private:
+  std::shared_ptr<const S3Multipart> s3_;
+  std::future<std::string> id_;
+};
 
 inline constexpr std::uint64_t kDefaultPartSize = std::uint64_t{8} << 20;
 inline constexpr int kDefaultParallelParts = 4;
@@ -69,9 +96,11 @@ struct S3UploadOptions {
   std::string old_key, old_etag;
   Bytes old_file;  // its extent as the reader maps it, filled by `old_source`
   std::shared_ptr<const io::ByteSource> old_source;
-  // Set: before starting, incomplete uploads of the key older than this are
-  // aborted (remote/stale_uploads.hpp).
+  // Set: incomplete uploads of the key older than this are aborted
+  // (remote/stale_uploads.hpp) while the upload is created.
   std::optional<std::chrono::seconds> abort_stale_after;
+  // Set: the upload started ahead (then abort_stale_after is its business).
+  std::shared_ptr<S3UploadStart> started;
   // Set: asked about every 100 ms while a call waits for parts in flight
   // (from the calling thread); false makes that call throw
   // Error(cancelled) (e.g. a progress callback that saw an interrupt).
@@ -88,9 +117,10 @@ std::uint64_t shared_part_count(std::uint64_t length, std::uint64_t part_size) n
 
 class S3UploadSink final : public io::ByteSink {
  public:
-  // Starts the upload (CreateMultipartUpload), after the clean-up of stale
-  // uploads where `abort_stale_after` is set. Throws Error as S3Multipart,
-  // Error(invalid_argument) for a part size or parallelism out of range.
+  // Starts the upload (CreateMultipartUpload, beside the clean-up of stale
+  // uploads where `abort_stale_after` is set), or takes over
+  // `options.started`. Throws Error as S3Multipart, Error(invalid_argument)
+  // for a part size or parallelism out of range.
   S3UploadSink(std::shared_ptr<const S3Multipart> client, S3UploadOptions options);
   ~S3UploadSink() override;
   S3UploadSink(const S3UploadSink&) = delete;
@@ -100,6 +130,7 @@ class S3UploadSink final : public io::ByteSink {
   void keep(std::uint64_t offset, io::ByteRange source) override;
   using io::ByteSink::keep;
   void reserve(io::ByteRange range) override;
+  bool holds_reserved() const noexcept override { return true; }
   void barrier() override {}
   void set_end(std::uint64_t size) override;
   void finish() override;
@@ -123,6 +154,9 @@ class S3UploadSink final : public io::ByteSink {
   std::uint64_t uploaded_bytes() const noexcept;
   std::uint64_t copied_bytes() const noexcept;
   const std::string& upload_id() const noexcept;
+  // The most bytes held at once in part buffers (the part filling, parts
+  // held for reserved ranges, parts queued or being uploaded).
+  std::uint64_t peak_buffered_bytes() const;
 
  private:
   struct Impl;

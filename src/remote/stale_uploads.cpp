@@ -48,22 +48,37 @@ std::chrono::seconds stale_upload_age() {
   return std::chrono::seconds(static_cast<long long>(n));
 }
 
-std::size_t abort_stale_uploads(const S3Multipart& s3, std::chrono::seconds older_than,
-                                std::chrono::system_clock::time_point now) noexcept {
-  std::size_t aborted = 0;
+std::vector<S3PendingUpload> list_stale_uploads(const S3Multipart& s3,
+                                                std::chrono::seconds older_than,
+                                                std::chrono::system_clock::time_point now) noexcept {
+  std::vector<S3PendingUpload> stale;
   try {
-    for (const S3PendingUpload& u : s3.list_uploads()) {
+    for (S3PendingUpload& u : s3.list_uploads()) {
       const auto initiated = parse_s3_time(u.initiated);
-      if (!initiated || now - *initiated < older_than) continue;
-      try {
-        s3.abort(u.upload_id);
-        ++aborted;
-      } catch (const std::exception&) {  // best effort (see header)
-      }
+      if (initiated && now - *initiated >= older_than) stale.push_back(std::move(u));
     }
-  } catch (const std::exception&) {  // listing unsupported or refused: go on
+  } catch (const std::exception&) {  // listing unsupported or refused: go on (see header)
+  }
+  return stale;
+}
+
+std::size_t abort_uploads(const S3Multipart& s3, const std::vector<S3PendingUpload>& uploads,
+                          std::string_view except) noexcept {
+  std::size_t aborted = 0;
+  for (const S3PendingUpload& u : uploads) {
+    if (u.upload_id == except) continue;
+    try {
+      s3.abort(u.upload_id);
+      ++aborted;
+    } catch (const std::exception&) {  // best effort (see header)
+    }
   }
   return aborted;
+}
+
+std::size_t abort_stale_uploads(const S3Multipart& s3, std::chrono::seconds older_than,
+                                std::chrono::system_clock::time_point now) noexcept {
+  return abort_uploads(s3, list_stale_uploads(s3, older_than, now));
 }
 
 }  // namespace modelzip::remote

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include "remote/s3_multipart.hpp"
 
@@ -29,6 +30,15 @@ inline constexpr std::chrono::seconds kDefaultStaleUploadAge{24 * 3600};
 std::size_t abort_stale_uploads(
     const S3Multipart& s3, std::chrono::seconds older_than,
     std::chrono::system_clock::time_point now = std::chrono::system_clock::now()) noexcept;
+// Its two steps, for a writer that creates its own upload meanwhile: the
+// key's incomplete uploads initiated more than `older_than` before `now`
+// (none where listing fails), and the abort of `uploads` but the one whose
+// id is `except` (the writer's own); returns how many were aborted.
+std::vector<S3PendingUpload> list_stale_uploads(
+    const S3Multipart& s3, std::chrono::seconds older_than,
+    std::chrono::system_clock::time_point now = std::chrono::system_clock::now()) noexcept;
+std::size_t abort_uploads(const S3Multipart& s3, const std::vector<S3PendingUpload>& uploads,
+                          std::string_view except = {}) noexcept;
 
 // The bound the writers use: MODELZIP_S3_STALE_UPLOAD_AGE (whole seconds,
 // 0 aborts every incomplete upload of the key) or kDefaultStaleUploadAge.

@@ -5,6 +5,9 @@
 #include "core/crc32.hpp"
 
 namespace modelzip::zip {
+namespace {
+constexpr std::size_t kNone = static_cast<std::size_t>(-1);  // a slot with no range yet
+}  // namespace
 
 CrcQueue::~CrcQueue() {
   stop();
@@ -25,6 +28,12 @@ void CrcQueue::push(std::size_t slot, Bytes bytes) {
   {
     std::lock_guard lock(mutex_);
     wake = started_ == ranges_.size();  // the worker may be asleep
+    if (unfinished_.size() <= slot) {
+      unfinished_.resize(slot + 1, 0);
+      first_range_.resize(slot + 1, kNone);
+    }
+    if (first_range_[slot] == kNone) first_range_[slot] = ranges_.size();
+    ++unfinished_[slot];
     ranges_.push_back(Range{slot, std::move(bytes)});
   }
   if (worker_.joinable()) {
@@ -48,8 +57,27 @@ bool CrcQueue::work_one(std::unique_lock<std::mutex>& lock) {
   lock.lock();
   r.crc = crc;
   ++finished_;
-  if (finished_ == ranges_.size()) cv_.notify_all();
+  if (--unfinished_[r.slot] == 0 || finished_ == ranges_.size()) cv_.notify_all();
   return true;
+}
+
+std::uint32_t CrcQueue::result(std::size_t slot) {
+  std::unique_lock lock(mutex_);
+  if (slot >= unfinished_.size() || first_range_[slot] == kNone) return 0;  // nothing queued
+  // Unstarted ranges are claimed in queuing order: computing them here
+  // reaches the slot's last one without waiting for the worker's turn.
+  while (unfinished_[slot] > 0 && work_one(lock)) {
+  }
+  cv_.wait(lock, [&] { return unfinished_[slot] == 0; });
+  std::uint32_t crc = 0;
+  bool seen = false;
+  for (std::size_t i = first_range_[slot]; i < ranges_.size(); ++i) {
+    const Range& r = ranges_[i];
+    if (r.slot != slot) continue;
+    crc = seen ? detail::crc32_concat(crc, r.crc, r.bytes.size()) : r.crc;
+    seen = true;
+  }
+  return crc;
 }
 
 void CrcQueue::run() {
@@ -76,6 +104,8 @@ std::vector<std::uint32_t> CrcQueue::finish() {
     seen[r.slot] = true;
   }
   ranges_.clear();
+  first_range_.clear();
+  unfinished_.clear();
   started_ = finished_ = 0;
   stopping_ = false;
   slots_ = 0;

@@ -39,6 +39,12 @@ class CrcQueue {
   std::size_t new_slot() { return slots_++; }
   // Queues `bytes` at the end of `slot`.
   void push(std::size_t slot, Bytes bytes);
+  // The CRC-32 of `slot` as queued so far, once every range of it is
+  // checksummed: computes the ranges the worker has not started (those
+  // queued before the slot's last one, in order) on the calling thread and
+  // waits for the rest. For a slot the caller queues nothing more into;
+  // the ranges stay queued (finish() still reports the slot).
+  std::uint32_t result(std::size_t slot);
   // The CRC-32 of every slot, by slot number. Computes the ranges the worker
   // has not started on the calling thread, waits for the rest, stops the
   // worker. The queue is empty afterwards (slots start again from 0).
@@ -57,6 +63,10 @@ class CrcQueue {
   void stop();
 
   std::size_t slots_ = 0;
+  // Per slot: the index in ranges_ of its first range, and how many of its
+  // ranges are not checksummed yet (guarded by mutex_).
+  std::vector<std::size_t> first_range_;
+  std::vector<std::size_t> unfinished_;
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<Range> ranges_;  // guarded by mutex_

@@ -67,7 +67,6 @@ struct StreamZipWriter::Written {
   // its CRC (slot).
   std::optional<EntryPlan> pending;
   std::size_t crc_slot = 0;
-  std::optional<std::uint32_t> known_crc;  // given by the caller: no slot
 };
 
 StreamZipWriter::StreamZipWriter(io::ByteSink& sink, std::string file_name,
@@ -130,20 +129,25 @@ void StreamZipWriter::add_stored(const std::string& name, const std::vector<Byte
     w.info = write_entry(sink_, plan, value, pieces);
     offset_ = plan.end();
     report(size);
+  } else if (crc) {
+    // The CRC is known: the header goes first, then the data.
+    sink_.write(plan.local_offset, Bytes::take(plan.local_header(*crc)));
+    offset_ = plan.data_offset;
+    append_data(pieces, size, nullptr);
+    w.info = plan.info(*crc);
   } else {
     // The header's range reserved; each chunk is queued for the CRC worker
-    // (unless the CRC is known) just before it is written; finish() writes
-    // the header with the CRC.
+    // just before it is written; the header is written with the CRC: at
+    // once where the sink holds the reserved range (its CRC is then at
+    // most the last chunks away), else by finish().
     sink_.reserve(io::ByteRange{plan.local_offset, plan.header_size()});
     offset_ = plan.data_offset;
-    if (crc) {
-      w.known_crc = crc;
-      append_data(pieces, size, nullptr);
-    } else {
-      w.crc_slot = crc_queue_.new_slot();
-      append_data(pieces, size, &w.crc_slot);
-    }
-    w.pending = std::move(plan);
+    w.crc_slot = crc_queue_.new_slot();
+    append_data(pieces, size, &w.crc_slot);
+    if (sink_.holds_reserved())
+      w.info = finish_entry(sink_, plan, crc_queue_.result(w.crc_slot));
+    else
+      w.pending = std::move(plan);
   }
   entries_.push_back(std::move(w));
 }
@@ -400,7 +404,7 @@ std::uint64_t StreamZipWriter::finish(const std::function<void()>& before_end_re
   const std::vector<std::uint32_t> crcs = crc_queue_.finish();
   for (Written& w : entries_)
     if (w.pending) {
-      w.info = finish_entry(sink_, *w.pending, w.known_crc ? *w.known_crc : crcs[w.crc_slot]);
+      w.info = finish_entry(sink_, *w.pending, crcs[w.crc_slot]);
       w.pending.reset();
     }
   auto [central, end] = directory_bytes(entries_, offset_);

@@ -6,8 +6,11 @@
 //   with their complete local header in one write;
 // - larger stored entries are written in 4 MiB chunks while a CrcQueue
 //   checksums the same chunks on a second thread; their local headers are
-//   reserved in the sink and written by finish() with the CRC (sizes are
-//   known up front, no data descriptors);
+//   reserved in the sink and written with the CRC (sizes are known up
+//   front, no data descriptors): right after the entry's data where the
+//   sink holds reserved ranges in memory (io::ByteSink::holds_reserved, an
+//   upload: so at most one part is held for a header), else by finish();
+//   a larger entry whose CRC the caller gives is written header first;
 // - deflated entries are compressed and checksummed on the calling thread,
 //   then their local header written with CRC and sizes.
 // The data of every stored entry starts at a 64-byte aligned offset
@@ -18,8 +21,8 @@
 // existing data for the append path (entries kept from before are listed
 // with keep() so that the new central directory covers them; declaring
 // their bytes to the sink, io::ByteSink::keep, is the caller's). The local
-// headers of large stored entries are missing until finish(): the result
-// is a valid archive only once finish() returns. finish() does not commit
+// headers of large stored entries may be missing until finish(): the
+// result is a valid archive only once finish() returns. finish() does not commit
 // the sink (io::ByteSink::commit is the caller's).
 //
 // Lifetime: add_stored() keeps (shared copies of) the Bytes of entries over

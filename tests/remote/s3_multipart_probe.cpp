@@ -14,10 +14,19 @@
 //     of a local file), keep:OFFSET:FROM:LENGTH, reserve:OFFSET:LENGTH,
 //     end:SIZE. Prints "uploaded U copied C etag E" (without --no-commit,
 //     which destroys the sink after finish()).
+//   s3_multipart_probe zip URL LOCAL [--part-size N] [--parallel N]
+//                      ENTRIES BYTES
+//     Writes an archive of ENTRIES stored entries of BYTES pseudo-random
+//     bytes each through zip::StreamZipWriter, once into an S3UploadSink
+//     (committed) and once into the local file LOCAL. Prints "peak P
+//     uploaded U": the sink's peak_buffered_bytes() and bytes uploaded.
 //   s3_multipart_probe create URL          prints the upload id
 //   s3_multipart_probe abort URL ID
 //   s3_multipart_probe list URL            one "KEY ID" line per upload
 // Exit status 1 with the Error's text on stderr on failure.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -30,6 +39,7 @@
 #include "remote/remote_source.hpp"
 #include "remote/s3_multipart.hpp"
 #include "remote/s3_upload_sink.hpp"
+#include "zip/zip_stream_writer.hpp"
 
 using modelzip::remote::S3Condition;
 using modelzip::remote::S3Multipart;
@@ -111,6 +121,20 @@ int upload(const S3Multipart& s3, const std::vector<std::string>& args) {
   return 0;
 }
 
+// Takes "--part-size N" or "--parallel N" at args[i] into `options`
+// (moving i past N); false for any other argument.
+bool part_option(const std::vector<std::string>& args, std::size_t& i,
+                 modelzip::remote::S3UploadOptions& options) {
+  if (i + 1 >= args.size()) return false;
+  if (args[i] == "--part-size")
+    options.part_size = std::stoull(args[++i]);
+  else if (args[i] == "--parallel")
+    options.parallel = std::stoi(args[++i]);
+  else
+    return false;
+  return true;
+}
+
 int sink(const std::string& url, const std::vector<std::string>& args) {
   namespace remote = modelzip::remote;
   remote::S3UploadOptions options;
@@ -118,11 +142,8 @@ int sink(const std::string& url, const std::vector<std::string>& args) {
   bool commit = true;
   std::vector<std::string> ops;
   for (std::size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--part-size" && i + 1 < args.size())
-      options.part_size = std::stoull(args[++i]);
-    else if (args[i] == "--parallel" && i + 1 < args.size())
-      options.parallel = std::stoi(args[++i]);
-    else if (args[i] == "--old" && i + 1 < args.size())
+    if (part_option(args, i, options)) continue;
+    if (args[i] == "--old" && i + 1 < args.size())
       old_key = args[++i];
     else if (args[i] == "--if-none-match")
       options.condition.if_none_match = true;
@@ -182,6 +203,59 @@ int sink(const std::string& url, const std::vector<std::string>& args) {
   return 0;
 }
 
+// The stored entries "t0", "t1", ... of `bytes` pseudo-random bytes each.
+void write_entries(modelzip::zip::StreamZipWriter& zw, int entries, std::size_t bytes) {
+  for (int i = 0; i < entries; ++i) {
+    std::vector<std::byte> data(bytes);
+    std::uint64_t x = 0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(i + 1);
+    for (auto& b : data) {
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      b = static_cast<std::byte>(x);
+    }
+    zw.add_stored("t" + std::to_string(i), {modelzip::Bytes::take(std::move(data))});
+  }
+}
+
+int zip_both(const std::string& url, const std::vector<std::string>& args) {
+  namespace remote = modelzip::remote;
+  remote::S3UploadOptions options;
+  options.condition.if_none_match = true;
+  std::vector<std::string> rest;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (!part_option(args, i, options)) rest.push_back(args[i]);
+  }
+  if (rest.size() != 3) {
+    std::cerr << "usage: s3_multipart_probe zip URL LOCAL [options] ENTRIES BYTES\n";
+    return 2;
+  }
+  const int entries = std::stoi(rest[1]);
+  const std::size_t bytes = std::stoull(rest[2]);
+  auto client = std::make_shared<remote::S3Multipart>(url, modelzip::RemoteOptions{});
+  remote::S3UploadSink out(client, std::move(options));
+  {
+    modelzip::zip::StreamZipWriter zw(out, url, 0);
+    write_entries(zw, entries, bytes);
+    zw.finish();
+  }
+  out.commit();
+  const int fd = ::open(rest[0].c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) {
+    std::cerr << "cannot create " << rest[0] << "\n";
+    return 2;
+  }
+  {
+    modelzip::zip::StreamZipWriter zw(fd, rest[0], 0);
+    write_entries(zw, entries, bytes);
+    zw.finish();
+  }
+  ::close(fd);
+  std::cout << "peak " << out.peak_buffered_bytes() << " uploaded " << out.uploaded_bytes()
+            << std::endl;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -195,6 +269,7 @@ int main(int argc, char** argv) {
     std::vector<std::string> rest(args.begin() + 2, args.end());
     if (args[0] == "upload") return upload(s3, rest);
     if (args[0] == "sink") return sink(args[1], rest);
+    if (args[0] == "zip") return zip_both(args[1], rest);
     if (args[0] == "create") {
       std::cout << s3.create() << std::endl;
       return 0;

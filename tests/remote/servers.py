@@ -223,7 +223,8 @@ class S3rverFork(S3rver):
 
 class S3Proxy:
     """An HTTP proxy on 127.0.0.1 in front of an S3 server: records every
-    request (method, path with query, headers, body bytes, status) and can
+    request (method, path with query, headers, body bytes, status, and
+    time.monotonic() when it arrived and when its answer was known) and can
     answer the next requests that match with an injected failure instead of
     forwarding them. Clients are pointed at the proxy; the Host header they
     signed (SigV4) is passed through unchanged, so the server checks the
@@ -244,13 +245,15 @@ class S3Proxy:
                 pass
 
             def handle_one(self):
+                start = time.monotonic()
                 length = int(self.headers.get("Content-Length", "0") or 0)
                 if self.headers.get("Expect", "").lower() == "100-continue":
                     self.send_response_only(100)
                     self.end_headers()
                 body = self.rfile.read(length) if length else b""
                 record = dict(method=self.command, path=self.path, body=len(body),
-                              headers={k.lower(): v for k, v in self.headers.items()})
+                              headers={k.lower(): v for k, v in self.headers.items()},
+                              start=start)
                 fault = proxy._take_fault(self.command, self.path)
                 if isinstance(fault, tuple) and fault[0] == "delay":
                     time.sleep(fault[1])
@@ -300,13 +303,20 @@ class S3Proxy:
 
             do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = handle_one
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        class Server(http.server.ThreadingHTTPServer):
+            # Python's default backlog (5) drops the connections of a burst
+            # of parallel requests beyond it, which the client's TCP then
+            # retries after 1 s: a delay no real server adds.
+            request_queue_size = 128
+
+        self.server = Server(("127.0.0.1", self.port), Handler)
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
         self.endpoint = f"http://127.0.0.1:{self.port}"
 
     def _record(self, record):
+        record["end"] = time.monotonic()
         with self.lock:
             self.log.append(record)
 

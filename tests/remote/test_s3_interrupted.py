@@ -65,6 +65,45 @@ def test_stale_uploads_of_the_key_are_aborted(s3, tensors):
     assert aborted_ids(proxy) == ["stale-1", "fresh-1"]
 
 
+def test_the_upload_is_created_while_the_old_object_is_read(s3, tensors):
+    """CreateMultipartUpload and the stale-upload listing do not wait for the
+    commit's reads of the old object (each HEAD is held 1 s here); a commit
+    whose reads fail aborts the upload it created."""
+    fork, proxy = s3
+    url = "s3://models/w/early.zip"
+    run("import", url, "--tag", "t", tensors / "small.npy", env=env_for(proxy))
+    proxy.clear()
+    proxy.inject(lambda m, p: m == "HEAD", ("delay", 1.0), 10)
+    run("import", url, "--tag", "u", tensors / "new.npy", env=env_for(proxy))
+    log = proxy.requests()
+    heads = [r for r in log if r["method"] == "HEAD"]
+    create = [r for r in log if r["method"] == "POST" and r["path"].endswith("uploads=")]
+    listed = [r for r in log if is_listing(r["method"], r["path"])]
+    assert len(create) == 1 and listed and len(heads) >= 2
+    # Sent before the commit's HEAD (the last one) was answered.
+    assert create[0]["start"] < heads[-1]["end"] and listed[0]["start"] < heads[-1]["end"]
+    assert run("tags", url, env=env_for(proxy)).stdout.split() == [b"t", b"u"]
+
+    proxy.clear()
+    seen = []
+
+    def commits_head(method, path):  # the writer's own opening HEAD passes
+        if method != "HEAD":
+            return False
+        seen.append(path)
+        return len(seen) == 2
+
+    proxy.inject(commits_head, (403, "AccessDenied"), 1)
+    before = fork.get("w/early.zip")
+    p = run("import", url, "--tag", "v", tensors / "new.npy", env=env_for(proxy), check=False)
+    assert p.returncode != 0 and b"403" in p.stderr
+    created = [r for r in proxy.requests()
+               if r["method"] == "POST" and r["path"].endswith("uploads=")]
+    assert len(created) == 1 and len(aborted_ids(proxy)) == 1  # s3rver answers 405
+    assert not any(r["method"] == "POST" and "uploadId=" in r["path"] for r in proxy.requests())
+    assert fork.get("w/early.zip") == before
+
+
 def interrupt_mid_upload(proxy, argv, env, sig, timeout):
     """Starts `argv`, sends `sig` once its multipart upload has been created and
     has had a second for parts (which the proxy holds), and returns (exit

@@ -147,3 +147,24 @@ def test_shared_upload_parts_from_two_sinks(s3, data):
     assert fork.get("shared.bin") == blob
     assert part_sizes(proxy) == [cut, end - cut, len(blob) - end]
     assert out["uploaded"] == cut + len(blob) - end  # the creator's own parts
+
+
+def test_an_archive_of_large_entries_holds_only_the_parts_in_flight(s3, tmp_path):
+    """Each large stored entry's local header is written (its part released)
+    as soon as the entry's CRC is known, not at the archive's end: 40
+    entries of 8 MiB in parts of 5 MiB, 2 in flight, never buffer more than
+    (2 + 2) parts; the object is byte for byte the local writer's file."""
+    import zipfile
+    fork, proxy = s3
+    local = tmp_path / "local.zip"
+    parallel, part = 2, 5 * MIB
+    p = probe(proxy, "zip", "s3://models/large.zip", local, "--part-size", part,
+              "--parallel", parallel, 40, 8 * MIB)
+    words = p.stdout.decode().split()
+    peak, uploaded = int(words[1]), int(words[3])
+    blob = fork.get("large.zip")
+    assert blob == local.read_bytes()
+    assert uploaded == len(blob) > 320 * MIB
+    assert 0 < peak <= (parallel + 2) * part, peak
+    with zipfile.ZipFile(local) as z:
+        assert z.testzip() is None and len(z.namelist()) == 40

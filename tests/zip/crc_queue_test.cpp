@@ -57,6 +57,30 @@ TEST_CASE("Each slot's CRC is that of its ranges in queuing order") {
   }
 }
 
+TEST_CASE("A slot's result is ready as soon as its ranges are queued, finish() still has it") {
+  zip::CrcQueue q;
+  for (int round = 0; round < 2; ++round) {
+    std::vector<std::uint32_t> early;
+    std::vector<std::string> expected;
+    for (int slot = 0; slot < 12; ++slot) {
+      const std::string whole = pattern(static_cast<std::size_t>(slot) * 300'001 + 7, slot + round);
+      REQUIRE(q.new_slot() == static_cast<std::size_t>(slot));
+      for (std::size_t off = 0; off < whole.size(); off += 65'536)
+        q.push(static_cast<std::size_t>(slot),
+               Bytes::copy_of(std::string_view(whole).substr(off, 65'536)));
+      // Asked at once, before the worker can have caught up.
+      early.push_back(q.result(static_cast<std::size_t>(slot)));
+      CHECK(early.back() == zlib_crc(whole));
+      expected.push_back(whole);
+    }
+    const std::size_t empty = q.new_slot();
+    CHECK(q.result(empty) == 0u);
+    const auto crcs = q.finish();
+    REQUIRE(crcs.size() == expected.size() + 1);
+    for (std::size_t i = 0; i < expected.size(); ++i) CHECK(crcs[i] == early[i]);
+  }
+}
+
 TEST_CASE("A slot without bytes has CRC 0; an unused queue finishes empty") {
   zip::CrcQueue q;
   CHECK(q.finish().empty());
