@@ -126,15 +126,24 @@ def interrupt_mid_upload(proxy, argv, env, sig, timeout):
             p.wait()
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_an_interrupted_upload_is_aborted_and_the_object_kept(s3, tensors, sig):
+def object_with_t1(s3, tensors, key):
+    """Imports tag t1 (a small tensor) into s3://models/KEY with 5 MiB parts
+    and clears the proxy's record: returns the URL, the environment of the
+    writers (through the proxy) and the object's bytes."""
     fork, proxy = s3
-    key = f"w/interrupted-{sig.name}.zip"
     url = f"s3://models/{key}"
     env = env_for(proxy, MODELZIP_S3_PART_SIZE="5M")
     run("import", url, "--tag", "t1", tensors / "small.npy", env=env)
     before = fork.get(key)
     proxy.clear()
+    return url, env, before
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_upload_is_aborted_and_the_object_kept(s3, tensors, sig):
+    fork, proxy = s3
+    key = f"w/interrupted-{sig.name}.zip"
+    url, env, before = object_with_t1(s3, tensors, key)
     # Every part waits 30 s in the proxy: the 64 MiB upload is mid-way for long,
     # and a writer that waited for its parts in flight would take that long.
     proxy.inject(lambda m, p: m == "PUT" and "partNumber=" in p, ("delay", 30.0), 10_000)
@@ -165,11 +174,7 @@ def test_ctrl_c_in_a_python_save_aborts_the_upload(s3, tensors):
     pytest.importorskip("modelzip")
     fork, proxy = s3
     key = "w/interrupted-python.zip"
-    url = f"s3://models/{key}"
-    env = env_for(proxy, MODELZIP_S3_PART_SIZE="5M")
-    run("import", url, "--tag", "t1", tensors / "small.npy", env=env)
-    before = fork.get(key)
-    proxy.clear()
+    url, env, before = object_with_t1(s3, tensors, key)
     # Parts wait 3 s each. All data is handed to the upload at once, so the
     # save is waiting for parts when Ctrl-C comes: the progress hook, asked
     # again while it waits, notices it; the parts in flight finish, the
