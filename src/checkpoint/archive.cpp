@@ -213,13 +213,13 @@ std::size_t Archive::Impl::usable_tag(std::string_view tag) const {
   return t;
 }
 
-const BlobRow* Archive::Impl::find_row(std::size_t tag_pos, TableKind kind, std::string_view name,
-                                       std::string_view state) const {
+const BlobRow* Archive::Impl::find_row(std::size_t tag_pos, TableKind kind,
+                                       std::string_view param, std::string_view state) const {
   const TagTables& tt = tables[tag_pos];
   const auto& index = kind == TableKind::params ? tt.param_index : tt.updater_index;
   const auto& rows = tt.rows(kind);
-  std::size_t at = index.find(format::row_key_hash(kind, name, state), [&](std::size_t p) {
-    return format::row_has_keys(rows[p], kind, name, state);
+  std::size_t at = index.find(format::row_key_hash(kind, param, state), [&](std::size_t p) {
+    return format::row_has_keys(rows[p], kind, param, state);
   });
   return at == detail::PositionIndex::npos ? nullptr : &rows[at];
 }

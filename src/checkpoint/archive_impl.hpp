@@ -73,9 +73,10 @@ class Archive::Impl {
   std::size_t tag_position(std::string_view tag) const;
   // The same, for reading the tag's tables: throws the tag's damage.
   std::size_t usable_tag(std::string_view tag) const;
-  // The row of `name` (updater: and `state`) in the tag at `tag_pos`, or nullptr.
+  // The row of parameter `param` (updater: and `state`) in the tag at
+  // `tag_pos`, or nullptr.
   const format::BlobRow* find_row(std::size_t tag_pos, format::TableKind kind,
-                                  std::string_view name, std::string_view state) const;
+                                  std::string_view param, std::string_view state) const;
   // The row of `key` ("name", updater: "name\0state"); throws not_found.
   const format::BlobRow& row(std::size_t tag_pos, format::TableKind kind,
                              std::string_view key) const;

@@ -44,13 +44,15 @@ StagingPool& StagingPool::instance() {
   return *pool;
 }
 
-std::shared_ptr<StagingBuffer> StagingPool::take(std::size_t size) {
+std::shared_ptr<StagingBuffer> StagingPool::take(std::size_t size, bool* was_idle) {
+  if (was_idle) *was_idle = false;
   {
     std::lock_guard lock(mutex_);
     for (auto& buffer : idle_)
       if (buffer->capacity() >= size) {
         std::shared_ptr<StagingBuffer> found = std::move(buffer);
         std::erase(idle_, nullptr);
+        if (was_idle) *was_idle = true;
         return found;
       }
     idle_.clear();  // all too small: free them before allocating
@@ -86,10 +88,13 @@ void StagingPool::release(std::shared_ptr<StagingBuffer>& buffer, bool keep) {
 }
 
 StagingLease::StagingLease(std::size_t size, bool keep)
-    : buffer_(StagingPool::instance().take(size)), keep_(keep) {}
+    : buffer_(StagingPool::instance().take(size, &was_idle_)), keep_(keep) {}
 
 StagingLease::~StagingLease() {
-  if (keep_) StagingPool::instance().release(buffer_, true);
+  if (keep_)
+    StagingPool::instance().release(buffer_, true);
+  else if (was_idle_ && buffer_.use_count() == 1)
+    StagingPool::instance().offer(std::move(buffer_));
 }
 
 unsigned copy_threads_for(std::uint64_t total_bytes) noexcept {

@@ -50,8 +50,8 @@ class StagingPool {
 
   // An idle buffer of at least `size` bytes, or a new one (rounded up to
   // 2 MiB; the idle ones, all too small, are freed first). Throws
-  // std::bad_alloc.
-  std::shared_ptr<StagingBuffer> take(std::size_t size);
+  // std::bad_alloc. `was_idle`, when given, tells which.
+  std::shared_ptr<StagingBuffer> take(std::size_t size, bool* was_idle = nullptr);
   // Keeps `buffer` (which has no other owner left) for a later save.
   void offer(std::shared_ptr<StagingBuffer> buffer);
   // Frees the idle buffers.
@@ -70,10 +70,14 @@ class StagingPool {
 
 // A staging buffer taken from the pool for a caller that fills it itself
 // (Python's fetch of CUDA tensors for a background save, which then adopts
-// it: BackgroundSaveOptions::adopt). Share it through std::shared_ptr (as
-// the keeper of Bytes views); when the last owner lets go, the buffer goes
-// back to the pool (`keep`, StagingPool::release) or is freed (the pool's
-// idle buffers are left alone). Thread safety: as StagingBuffer.
+// it: BackgroundSaveOptions::adopt; or for a blocking save that writes from
+// it). Share it through std::shared_ptr (as the keeper of Bytes views); when
+// the last owner lets go, the buffer goes back to the pool (`keep`,
+// StagingPool::release), or, without `keep`, is freed if it was allocated
+// for this lease and offered back if it was an idle buffer of the pool: a
+// save that keeps no staging memory leaves the pool as it found it (the
+// pool's other idle buffers are left alone). Thread safety: as
+// StagingBuffer.
 class StagingLease {
  public:
   // A buffer of at least `size` bytes (StagingPool::take; throws
@@ -90,6 +94,7 @@ class StagingLease {
   void set_keep(bool keep) noexcept { keep_ = keep; }
 
  private:
+  bool was_idle_ = false;  // before buffer_: set while buffer_ is taken
   std::shared_ptr<StagingBuffer> buffer_;
   bool keep_;
 };

@@ -83,3 +83,42 @@ TEST_CASE("snapshot_tag records the CRC-32 of every copied buffer under the copy
   CHECK_FALSE(crcs.find(big.span()));                      // the original is not the copy
   CHECK_FALSE(crcs.find(staged_big.span().subspan(1)));    // whole ranges only
 }
+
+TEST_CASE("A lease that keeps nothing returns a borrowed idle buffer to the pool, frees its own") {
+  StagingPool& pool = StagingPool::instance();
+  pool.drop_idle();
+  constexpr std::size_t MiB = std::size_t{1} << 20;
+  // An idle 8 MiB buffer, as a background save that keeps its staging leaves it.
+  pool.offer(std::make_shared<StagingBuffer>(8 * MiB));
+  const std::byte* idle_bytes = nullptr;
+  {
+    StagingLease borrowing(1 * MiB, /*keep=*/false);
+    CHECK(borrowing.capacity() == 8 * MiB);  // the idle buffer, not a new one
+    idle_bytes = borrowing.data();
+  }
+  {
+    bool was_idle = false;
+    auto again = pool.take(1 * MiB, &was_idle);
+    CHECK(was_idle);
+    CHECK(again->capacity() == 8 * MiB);
+    CHECK(again->data() == idle_bytes);
+    pool.offer(std::move(again));
+  }
+  // A lease too large for the idle buffer allocates its own (freeing the
+  // idle one, as take() does) and frees it at the end: nothing stays idle.
+  {
+    StagingLease own(12 * MiB, /*keep=*/false);
+    CHECK(own.capacity() == 12 * MiB);
+  }
+  bool was_idle = true;
+  auto fresh = pool.take(1 * MiB, &was_idle);
+  CHECK_FALSE(was_idle);
+  CHECK(fresh->capacity() == 2 * MiB);
+  // With keep, a lease's own buffer stays idle for the next save.
+  pool.drop_idle();
+  { StagingLease kept(4 * MiB, /*keep=*/true); }
+  auto reused = pool.take(1 * MiB, &was_idle);
+  CHECK(was_idle);
+  CHECK(reused->capacity() == 4 * MiB);
+  pool.drop_idle();
+}
