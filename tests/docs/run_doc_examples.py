@@ -23,7 +23,7 @@ an HTML comment that says why not. The vocabulary (invisible when rendered):
 
 How blocks run (each block, or blocks that continue one another, in a fresh
 temporary folder, never in the source tree; nothing but 127.0.0.1 is
-contacted):
+contacted; two at a time, --jobs):
 
   python  /usr/bin/python3 (this interpreter) with the build's package on
           PYTHONPATH; tracebacks name the page and its line.
@@ -44,6 +44,7 @@ ran or is excused. A failure prints PAGE:LINE: what went wrong.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import json
 import os
 import re
@@ -323,6 +324,7 @@ def main() -> int:
     parser.add_argument("--cli", help="the modelzip command (default: BUILD/src/cli/modelzip)")
     parser.add_argument("--no-mpi", action="store_true",
                         help="skip (and count) the C++ examples that need MPI: a build without it")
+    parser.add_argument("--jobs", type=int, default=2, help="examples run at once (default 2)")
     parser.add_argument("pages", nargs="*", help="pages to check (default: README.md, docs/*.md)")
     args = parser.parse_args()
     bin_dir = tempfile.TemporaryDirectory(prefix="modelzip-doc-bin-")
@@ -333,8 +335,8 @@ def main() -> int:
     failures: list[str] = []
     ran = excused = skipped = 0
     started = time.monotonic()
+    jobs: list[tuple[Path, Chain]] = []
     for page in pages:
-        shown = page.relative_to(source) if page.is_relative_to(source) else page
         try:
             blocks = parse_page(page)
         except PageError as e:
@@ -343,25 +345,28 @@ def main() -> int:
         chains, page_failures, page_excused = plan(page, blocks)
         failures += page_failures
         excused += page_excused
-        if not chains:
-            continue
-        with tempfile.TemporaryDirectory(prefix="modelzip-doc-") as tmp:
-            for chain in chains:
-                page_started = time.monotonic()
-                workdir = Path(tempfile.mkdtemp(dir=tmp))
-                problem = runner.run(chain, workdir)
-                first = chain.blocks[0]
-                if problem == SKIPPED:
-                    skipped += len(chain.blocks)
-                    problem, status = None, "skip"
-                else:
-                    ran += len(chain.blocks)
-                    status = "FAIL" if problem else "ok"
-                print(f"{status:4} {shown}:{first.line - 1} {chain.lang} "
-                      f"({len(chain.blocks)} block(s), {time.monotonic() - page_started:.1f} s)",
-                      flush=True)
-                if problem:
-                    failures.append(problem)
+        jobs += [(page, chain) for chain in chains]
+
+    def run_one(job: tuple[Path, Chain]) -> tuple[str | None, float]:
+        chain_started = time.monotonic()
+        with tempfile.TemporaryDirectory(prefix="modelzip-doc-") as workdir:
+            problem = runner.run(job[1], Path(workdir))
+        return problem, time.monotonic() - chain_started
+
+    # Two at a time: the examples are mostly process start-up and compiles.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        for (page, chain), (problem, seconds) in zip(jobs, pool.map(run_one, jobs)):
+            shown = page.relative_to(source) if page.is_relative_to(source) else page
+            if problem == SKIPPED:
+                skipped += len(chain.blocks)
+                problem, status = None, "skip"
+            else:
+                ran += len(chain.blocks)
+                status = "FAIL" if problem else "ok"
+            print(f"{status:4} {shown}:{chain.blocks[0].line - 1} {chain.lang} "
+                  f"({len(chain.blocks)} block(s), {seconds:.1f} s)", flush=True)
+            if problem:
+                failures.append(problem)
     bin_dir.cleanup()
     for f in failures:
         print(f.replace(f"{source}/", ""), file=sys.stderr)
