@@ -122,8 +122,8 @@ def parse_page(page: Path) -> list[Block]:
             pending = []
             i = j + 1
             continue
-        start = line.find("<!--")
-        if start >= 0 and "example:" in line:
+        if re.match(r"\s*<!--\s*example:", line):  # not inside text (`<!-- example: ...`)
+            start = line.find("<!--")
             # A marker comment, possibly over several lines.
             j = i
             chunk = line[start:]
