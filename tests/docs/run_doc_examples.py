@@ -257,21 +257,27 @@ class Runner:
         return f"{pos}: python example failed (exit {rc}):\n{tail(out)}"
 
     def run_sh(self, chain: Chain, workdir: Path) -> str | None:
-        lines = ["trap 'echo \"__doc_example_line $LINENO\" >&2' ERR"]
-        origin: dict[int, tuple[Path, int]] = {}
-        for s in chain.setups + [Snippet(b.page, b.line, b.code) for b in chain.blocks]:
+        # errtrace: functions a setup defines report the example line that called them.
+        lines = ["set -E", "trap 'echo \"__doc_example_lines $LINENO ${BASH_LINENO[*]}\" >&2' ERR"]
+        origin: dict[int, tuple[Path, int, bool]] = {}  # script line -> page, line, in a block
+        snippets = [(s, False) for s in chain.setups]
+        snippets += [(Snippet(b.page, b.line, b.code), True) for b in chain.blocks]
+        for s, in_block in snippets:
             for k, text in enumerate(s.code.rstrip("\n").split("\n")):
                 lines.append(text)
-                origin[len(lines)] = (s.page, s.line + k)
+                origin[len(lines)] = (s.page, s.line + k, in_block)
         script = workdir / ".doc_example.sh"
         script.write_text("\n".join(lines) + "\n")
         rc, out = self._call(["bash", "-euo", "pipefail", str(script)], workdir, "bash")
-        script.unlink()
         if rc == 0:
             return None
-        at = re.findall(r"__doc_example_line (\d+)", out)
-        page, line = origin.get(int(at[-1]), (chain.blocks[0].page, chain.blocks[0].line)) \
-            if at else (chain.blocks[0].page, chain.blocks[0].line)
+        # The innermost line of the trace that is an example's own (not its setup's).
+        page, line = chain.blocks[0].page, chain.blocks[0].line
+        for trace in re.findall(r"__doc_example_lines ([\d ]+)", out)[:1]:
+            places = [origin[int(n)] for n in trace.split() if int(n) in origin]
+            places = [p for p in places if p[2]] or places
+            if places:
+                page, line = places[0][0], places[0][1]
         return f"{page}:{line}: shell example failed (exit {rc}):\n{tail(out)}"
 
     def run_cpp(self, chain: Chain, workdir: Path) -> str | None:
