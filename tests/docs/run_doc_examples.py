@@ -29,9 +29,12 @@ contacted; two at a time, --jobs):
           PYTHONPATH; tracebacks name the page and its line.
   sh      bash -euo pipefail with the build's `modelzip` first on PATH.
   cpp     compiled with c++ -std=c++20 against include/ and the build's
-          libmodelzip.so. A block without `int main` is a fragment: its
-          #include and using-directive lines stay at file scope, the rest
-          (after the page's setup) becomes main's body.
+          libmodelzip.so (mpicxx when it includes mpi.hpp; it runs as one
+          rank). A block without `int main` is a fragment: its #include and
+          using-directive lines stay at file scope, the rest (after the
+          page's setup) becomes main's body.
+  java    with the build's modelzip.jar and JNI library, through java's
+          source launcher: import lines at file scope, the rest in main.
 
 Hidden setups may `import doc_fixtures` (tests/docs/doc_fixtures.py: tiny
 models, files and helpers the examples presuppose).
@@ -57,7 +60,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 LANGUAGES = {"python": "python", "py": "python", "sh": "sh", "bash": "sh", "shell": "sh",
-             "cpp": "cpp", "c++": "cpp"}
+             "cpp": "cpp", "c++": "cpp", "java": "java"}
 FENCE = re.compile(r"^(?P<indent> *)(?P<fence>```+)(?P<info>[^`]*)$")
 MARKER = re.compile(r"<!--\s*example:\s*(?P<body>.*?)-->", re.S)
 NOT_RUN = re.compile(r"not run \((?P<reason>[^)]+)\)\s*$", re.S)
@@ -72,7 +75,7 @@ class Block:
     line: int            # line of the first code line (1-based)
     info: str            # the fence's info string
     code: str
-    lang: str | None     # python, sh, cpp; None for a language not run here
+    lang: str | None     # python, sh, cpp, java; None for a language not run here
     markers: list[str] = field(default_factory=list)
 
 
@@ -184,7 +187,7 @@ def plan(page: Path, blocks: list[Block]) -> tuple[list[Chain], list[str], int]:
         if block.lang is None:
             failures.append(f"{rel}:{block.line - 1}: code block ```{block.info} is neither run "
                             "nor excused: add a marker (<!-- example: not run (REASON) -->) "
-                            "or a language that runs (python, sh, cpp)")
+                            "or a language that runs (python, sh, cpp, java)")
             continue
         if "continues" in block.markers:
             chain = last_chain.get(block.lang)
@@ -207,6 +210,8 @@ class Runner:
         self.cli = Path(args.cli).resolve() if args.cli else self.build / "src" / "cli" / "modelzip"
         self.lib_dir = self.build
         self.mpi = not args.no_mpi
+        self.java_jar = args.java_jar and str(Path(args.java_jar).resolve())
+        self.jni_dir = args.jni_dir and str(Path(args.jni_dir).resolve())
         here = Path(__file__).resolve().parent
         self.env = dict(os.environ)
         self.env["PYTHONPATH"] = os.pathsep.join(
@@ -226,8 +231,8 @@ class Runner:
 
     def run(self, chain: Chain, workdir: Path) -> str | None:
         """Runs one chain in workdir; returns None or a failure text."""
-        return {"python": self.run_python, "sh": self.run_sh, "cpp": self.run_cpp}[chain.lang](
-            chain, workdir)
+        return {"python": self.run_python, "sh": self.run_sh, "cpp": self.run_cpp,
+                "java": self.run_java}[chain.lang](chain, workdir)
 
     def _call(self, argv, workdir, what):
         try:
@@ -318,6 +323,33 @@ class Runner:
             return f"{first.page}:{first.line}: C++ example failed (exit {rc}):\n{tail(out)}"
         return None
 
+    def run_java(self, chain: Chain, workdir: Path) -> str | None:
+        if not self.java_jar:
+            return SKIPPED
+        snippets = chain.setups + [Snippet(b.page, b.line, b.code) for b in chain.blocks]
+        imports, body = [], []
+        origin: dict[int, tuple[Path, int]] = {}
+        for s in snippets:
+            for k, text in enumerate(s.code.rstrip("\n").split("\n")):
+                (imports if re.match(r"\s*import\s", text) else body).append((text, s.page, s.line + k))
+        program = []
+        for text, page, line in imports + [("public class DocExample {", None, 0),
+                                           ("public static void main(String[] args) throws Exception {",
+                                            None, 0)] + body + [("}}", None, 0)]:
+            program.append(text)
+            if page is not None:
+                origin[len(program)] = (page, line)
+        source = workdir / "DocExample.java"
+        source.write_text("\n".join(program) + "\n")
+        # The source launcher: compiles in memory and runs, one JVM.
+        rc, out = self._call(["java", f"-Djava.library.path={self.jni_dir}", "-cp", self.java_jar,
+                              str(source)], workdir, "java")
+        if rc == 0:
+            return None
+        at = [origin[int(n)] for n in re.findall(r"DocExample\.java:(\d+)", out) if int(n) in origin]
+        page, line = at[0] if at else (chain.blocks[0].page, chain.blocks[0].line)
+        return f"{page}:{line}: Java example failed (exit {rc}):\n{tail(out)}"
+
 
 def tail(text: str, lines: int = 25) -> str:
     return "\n".join("    " + t for t in text.rstrip().split("\n")[-lines:])
@@ -330,6 +362,8 @@ def main() -> int:
     parser.add_argument("--cli", help="the modelzip command (default: BUILD/src/cli/modelzip)")
     parser.add_argument("--no-mpi", action="store_true",
                         help="skip (and count) the C++ examples that need MPI: a build without it")
+    parser.add_argument("--java-jar", help="modelzip.jar (without it, Java examples are skipped)")
+    parser.add_argument("--jni-dir", help="the folder of libmodelzip_jni.so")
     parser.add_argument("--jobs", type=int, default=2, help="examples run at once (default 2)")
     parser.add_argument("pages", nargs="*", help="pages to check (default: README.md, docs/*.md)")
     args = parser.parse_args()
