@@ -51,7 +51,6 @@ import concurrent.futures
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -148,7 +147,8 @@ def parse_page(page: Path) -> list[Block]:
                 if lang is None:
                     raise PageError(f"{page}:{i + 1}: setup for unknown language {setup['lang']}")
                 # The code starts on the line after "<!-- example: setup LANG".
-                blocks.append(Block(page, i + 2, "hidden setup", setup["code"], lang, ["hidden setup"]))
+                blocks.append(Block(page, i + 2, "hidden setup", setup["code"], lang,
+                                    ["setup"]))
             else:
                 if not (body == "continues" or body == "setup" or NOT_RUN.match(body)):
                     raise PageError(f"{page}:{i + 1}: unknown example marker {body!r} "
@@ -165,7 +165,7 @@ def parse_page(page: Path) -> list[Block]:
     return blocks
 
 
-def plan(page: Path, blocks: list[Block]) -> tuple[list[Chain], list[str], int]:
+def plan(blocks: list[Block]) -> tuple[list[Chain], list[str], int]:
     """Groups the blocks to run into chains; returns (chains, failures, excused count)."""
     failures: list[str] = []
     excused = 0
@@ -174,7 +174,7 @@ def plan(page: Path, blocks: list[Block]) -> tuple[list[Chain], list[str], int]:
     last_chain: dict[str, Chain] = {}
     for block in blocks:
         rel = block.page
-        if block.markers == ["hidden setup"] or "setup" in block.markers:
+        if "setup" in block.markers:
             if block.lang is None:
                 failures.append(f"{rel}:{block.line}: setup block in a language not run here")
                 continue
@@ -382,7 +382,7 @@ def main() -> int:
         except PageError as e:
             failures.append(str(e))
             continue
-        chains, page_failures, page_excused = plan(page, blocks)
+        chains, page_failures, page_excused = plan(blocks)
         failures += page_failures
         excused += page_excused
         jobs += [(page, chain) for chain in chains]
