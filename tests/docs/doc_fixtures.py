@@ -1,0 +1,69 @@
+"""What the manuals' examples presuppose, kept tiny (a few KiB): the hidden
+setups of README.md and docs/*.md import this module (run_doc_examples.py
+puts its folder on PYTHONPATH). Files are written into the current folder,
+the page's temporary folder."""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import numpy as np
+
+WORDS = ["Berlin", "Paris", "France", "Germany", "Rome", "Italy", "chat", "chien"]
+
+
+def write_safetensors(path: str, arrays: dict) -> None:
+    """A .safetensors file (float32 arrays), written as its specification says."""
+    header, offset, data = {}, 0, b""
+    for name, array in arrays.items():
+        raw = np.ascontiguousarray(array, dtype=np.float32).tobytes()
+        header[name] = {"dtype": "F32", "shape": list(np.shape(array)),
+                        "data_offsets": [offset, offset + len(raw)]}
+        offset += len(raw)
+        data += raw
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + data)
+
+
+def layer_arrays(bias: float = 0.0) -> dict:
+    """fc.weight (64 x 10) and fc.bias, as the README's examples name them."""
+    return {"fc.weight": np.ones((64, 10), np.float32),
+            "fc.bias": np.full(64, bias, np.float32)}
+
+
+def write_word2vec(path: str, dims: int = 4) -> None:
+    """A word2vec binary file over WORDS with made-up vectors."""
+    rng = np.random.default_rng(7)
+    vectors = rng.standard_normal((len(WORDS), dims)).astype(np.float32)
+    with open(path, "wb") as f:
+        f.write(f"{len(WORDS)} {dims}\n".encode())
+        for word, vector in zip(WORDS, vectors):
+            f.write(word.encode() + b" " + vector.tobytes() + b"\n")
+
+
+def torch_training():
+    """A tiny model with parameters emb, fc.weight and fc.bias, an Adam optimizer
+    that took one step, a scheduler: (model, optimizer, scheduler)."""
+    import torch
+
+    torch.manual_seed(0)
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = torch.nn.Parameter(torch.randn(8, 10))
+            self.fc = torch.nn.Linear(10, 64)
+
+        def forward(self, x):
+            return self.fc(self.emb[x])
+
+    model = Net()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=10)
+    model(torch.tensor([1, 2])).sum().backward()
+    optimizer.step()
+    scheduler.step()
+    return model, optimizer, scheduler
