@@ -58,10 +58,10 @@ def check_unchanged(path, before):
     run("verify", path)
 
 
-@pytest.fixture
-def big_npy(tmp_path):
-    path = tmp_path / "in" / "big.npy"
-    path.parent.mkdir()
+@pytest.fixture(scope="module")
+def big_npy(tmp_path_factory):
+    """The large input (only read: every test imports it into its own archive)."""
+    path = tmp_path_factory.mktemp("in") / "big.npy"
     np.save(path, np.full(BIG_MIB << 18, 1.5, dtype=np.float32))
     return path
 
@@ -71,7 +71,7 @@ def test_signal_during_append_restores_the_archive(tmp_path, big_npy, sig):
     folder = tmp_path / "a"
     folder.mkdir()
     path = folder / "m.zip"
-    small = tmp_path / "in" / "small.npy"
+    small = tmp_path / "small.npy"
     np.save(small, np.arange(100, dtype=np.int64))
     run("import", path, "--tag", "base", small)
     run("import", path, "--tag", "second", small)  # an append: the tail layout
@@ -92,7 +92,7 @@ def test_signal_during_rewrite_removes_the_temporary_file(tmp_path, big_npy, com
     folder = tmp_path / "r"
     folder.mkdir()
     path = folder / "m.zip"
-    small = tmp_path / "in" / "small.npy"
+    small = tmp_path / "small.npy"
     np.save(small, np.arange(100, dtype=np.int64))
     run("import", path, "--tag", "big", big_npy)
     run("import", path, "--tag", "small", small)

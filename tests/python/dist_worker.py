@@ -1,7 +1,12 @@
 """One rank of the distributed tests (test_distributed.py starts it in 4
 gloo processes, or under mpirun for mpi4py).
 
-usage: dist_worker.py {torch|mpi} SCENARIO ARCHIVE_DIR [RANK WORLD PORT]
+usage: dist_worker.py mpi SCENARIO ARCHIVE_DIR
+       dist_worker.py torch SCENARIO ARCHIVE_DIR RANK WORLD PORT [SCENARIO ARCHIVE_DIR ...]
+
+With torch, further SCENARIO ARCHIVE_DIR pairs run in turn in the same
+process group (the ranks start, and import torch, once for all of them);
+after each pair every rank prints "rank R SCENARIO ARCHIVE_DIR ok".
 
 Scenarios: "save" (uneven row shards as numpy, strided column shards as
 torch tensors, a whole tensor on the last rank only, ranks with nothing of
@@ -14,7 +19,7 @@ blocks; then optimizers that disagree: the same ValueError on every rank),
 tensors overwritten right after each call, a synchronous collective on the
 training's group while the saves run), "background-invalid" ("invalid" with
 blocking=False: result() raises on every rank). Exit status 0 when every
-check held.
+check held (of every pair).
 """
 import datetime
 import os
@@ -87,21 +92,8 @@ def sharded_adam(rank, world, torch):
     return shards, optimizer
 
 
-def main():
-    engine, scenario, folder = sys.argv[1:4]
-    torch = None
-    if engine == "torch":
-        import torch
-        import torch.distributed as dist
-        rank, world, port = map(int, sys.argv[4:7])
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                                world_size=world, timeout=datetime.timedelta(seconds=60))
-        group = None
-    else:
-        from mpi4py import MPI
-        group = MPI.COMM_WORLD
-        rank, world = group.Get_rank(), group.Get_size()
-    comm = mzd.communicator(group)
+def run(scenario, folder, rank, world, torch, group, comm):
+    """One scenario into FOLDER/dist.zip; raises when a check fails."""
     path = os.path.join(folder, "dist.zip")
     if scenario == "save":
         s1 = mzd.save(path, "step-1", staged(rank, world, 1, torch), group=comm, durable=False)
@@ -161,8 +153,32 @@ def main():
             raise AssertionError("optimizers with different hyperparameters were saved")
         assert f"the hyperparameters of rank {world - 1} differ" in message, message
         assert open(path, "rb").read() == before
-    if engine == "torch":  # the engine's own barrier: modelzip's Communicator has none
-        torch.distributed.barrier()
+
+
+def main():
+    engine, scenario, folder = sys.argv[1:4]
+    jobs = [(scenario, folder)]
+    torch = None
+    if engine == "torch":
+        import torch
+        import torch.distributed as dist
+        rank, world, port = map(int, sys.argv[4:7])
+        rest = sys.argv[7:]
+        jobs += list(zip(rest[::2], rest[1::2]))
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                                world_size=world, timeout=datetime.timedelta(seconds=60))
+        group = None
+    else:
+        from mpi4py import MPI
+        group = MPI.COMM_WORLD
+        rank, world = group.Get_rank(), group.Get_size()
+    comm = mzd.communicator(group)
+    for scenario, folder in jobs:
+        run(scenario, folder, rank, world, torch, group, comm)
+        if engine == "torch":  # the engine's own barrier: modelzip's Communicator has none
+            torch.distributed.barrier()
+        print(f"rank {rank} {scenario} {folder} ok", flush=True)
+    if engine == "torch":
         torch.distributed.destroy_process_group()
     else:
         group.Barrier()

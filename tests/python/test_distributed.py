@@ -28,14 +28,43 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run_torch(scenario, folder, world=4):
+def start_torch(jobs, world):
+    """Runs the worker in `world` gloo processes, which do the (scenario,
+    folder) jobs in turn; each rank's (exit status, output)."""
     port = free_port()
+    (scenario, folder), more = jobs[0], [str(x) for job in jobs[1:] for x in job]
     procs = [subprocess.Popen([sys.executable, WORKER, "torch", scenario, str(folder), str(r),
-                               str(world), str(port)], stdout=subprocess.PIPE,
+                               str(world), str(port), *more], stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True) for r in range(world)]
     outs = [p.communicate(timeout=240)[0] for p in procs]
-    for r, (p, out) in enumerate(zip(procs, outs)):
-        assert p.returncode == 0, f"rank {r}:\n{out}"
+    return [(p.returncode, out) for p, out in zip(procs, outs)]
+
+
+def run_torch(scenario, folder, world=4):
+    for r, (code, out) in enumerate(start_torch([(scenario, folder)], world)):
+        assert code == 0, f"rank {r}:\n{out}"
+
+
+TORCH_SCENARIOS = ["save", "invalid", "background", "background-invalid", "optim"]
+
+
+@pytest.fixture(scope="module")
+def torch_ranks(tmp_path_factory):
+    """The gloo scenarios of the tests below, each into a folder of its own,
+    done in turn by one start of 4 processes (4 imports of torch, not 4 per
+    test): (folder by scenario, each rank's (exit status, output))."""
+    folders = {s: tmp_path_factory.mktemp(s) for s in TORCH_SCENARIOS}
+    return folders, start_torch([(s, folders[s]) for s in TORCH_SCENARIOS], 4)
+
+
+def torch_scenario(request, scenario, world=4):
+    """The folder of `scenario` once every rank finished it with every check held
+    (the fixture asked for here: the tests of mpi4py do not wait for it)."""
+    folders, ranks = request.getfixturevalue("torch_ranks")
+    assert len(ranks) == world
+    for r, (_, out) in enumerate(ranks):
+        assert f"rank {r} {scenario} {folders[scenario]} ok" in out, f"rank {r}:\n{out}"
+    return folders[scenario]
 
 
 def run_mpi(scenario, folder, world=2):
@@ -111,9 +140,8 @@ def test_device_load_of_blocks(tmp_path):
     np.testing.assert_array_equal(got.cpu().numpy(), model(2)["w"][index])
 
 
-def test_torch_gloo_four_processes(tmp_path):
-    run_torch("save", tmp_path)
-    check_archive(tmp_path / "dist.zip", tmp_path)
+def test_torch_gloo_four_processes(request, tmp_path):
+    check_archive(torch_scenario(request, "save") / "dist.zip", tmp_path)
 
 
 def test_mpi4py_two_ranks(tmp_path):
@@ -122,19 +150,29 @@ def test_mpi4py_two_ranks(tmp_path):
 
 
 @pytest.mark.parametrize("engine", ["torch", "mpi"])
-def test_invalid_shards_fail_on_every_rank(tmp_path, engine):
-    (run_torch if engine == "torch" else run_mpi)("invalid", tmp_path)
+def test_invalid_shards_fail_on_every_rank(request, tmp_path, engine):
+    if engine == "torch":
+        torch_scenario(request, "invalid")
+    else:
+        run_mpi("invalid", tmp_path)
 
 
 @pytest.mark.parametrize("engine,world", [("torch", 4), ("mpi", 2), ("mpi", 4)])
-def test_background_collective_saves(tmp_path, engine, world):
-    (run_torch if engine == "torch" else run_mpi)("background", tmp_path, world=world)
-    check_archive(tmp_path / "dist.zip", tmp_path)
+def test_background_collective_saves(request, tmp_path, engine, world):
+    if engine == "torch":
+        folder = torch_scenario(request, "background", world=world)
+    else:
+        run_mpi("background", tmp_path, world=world)
+        folder = tmp_path
+    check_archive(folder / "dist.zip", tmp_path)
 
 
 @pytest.mark.parametrize("engine", ["torch", "mpi"])
-def test_a_failing_background_collective_save_raises_on_every_rank(tmp_path, engine):
-    (run_torch if engine == "torch" else run_mpi)("background-invalid", tmp_path)
+def test_a_failing_background_collective_save_raises_on_every_rank(request, tmp_path, engine):
+    if engine == "torch":
+        torch_scenario(request, "background-invalid")
+    else:
+        run_mpi("background-invalid", tmp_path)
 
 
 def test_split_and_local_errors():
@@ -251,10 +289,14 @@ def check_sharded_adam(path, tmp_path):
 
 
 @pytest.mark.parametrize("engine", ["torch", "mpi"])
-def test_sharded_adam_checkpoint(tmp_path, engine):
+def test_sharded_adam_checkpoint(request, tmp_path, engine):
     """4 gloo processes or 2 mpi4py ranks save a sharded Adam checkpoint."""
-    (run_torch if engine == "torch" else run_mpi)("optim", tmp_path)
-    check_sharded_adam(tmp_path / "dist.zip", tmp_path)
+    if engine == "torch":
+        folder = torch_scenario(request, "optim")
+    else:
+        run_mpi("optim", tmp_path)
+        folder = tmp_path
+    check_sharded_adam(folder / "dist.zip", tmp_path)
 
 
 class OneRank(mzd.Communicator):

@@ -1,16 +1,20 @@
 """One rank of the collective s3:// tests (test_s3_collective.py starts it
 under mpirun, or in N torch gloo processes).
 
-usage: s3_collective_worker.py {torch|mpi} SCENARIO URL MIB [RANK WORLD PORT]
+usage: s3_collective_worker.py mpi MIB SCENARIO URL [SCENARIO URL ...]
+       s3_collective_worker.py torch RANK WORLD PORT MIB SCENARIO URL [...]
 
-Every rank saves its row block of the model (model(), values the test
-computes too) to URL with modelzip.distributed.save, tag "t1" ("append":
-tag "t2" of a new 10% larger tensor on top of an existing archive;
-"background": the same with blocking=False; "checkpoint": with
-modelzip.torch.save_checkpoint). Scenario "fail": the save must raise
-on every rank (the test injects a fault). After a save, every rank reads
-its block back from URL with modelzip.distributed.load. Prints
-"rank R ok" and exits 0 when every check held.
+For each SCENARIO URL pair in turn (one process group for all of them, so
+that a test pays for the start of the ranks once), every rank saves its row
+block of the model (model(), values the test computes too) to URL with
+modelzip.distributed.save, tag "t1" ("append": tag "t2" of a new 10% larger
+tensor on top of an existing archive; "background": the same with
+blocking=False; "checkpoint": with modelzip.torch.save_checkpoint).
+Scenario "fail": the save must raise on every rank (the test injects a
+fault). After a save, every rank reads its block back from URL with
+modelzip.distributed.load. A save prints "rank R uploaded N of M into URL";
+"rank R ok" is printed once, and the exit status is 0, when every check of
+every pair held.
 """
 import sys
 
@@ -44,21 +48,9 @@ def shards(whole, rank, world):
     return out
 
 
-def main():
-    engine, scenario, url, mib = sys.argv[1:5]
-    mib = int(mib)
-    group = None
-    if engine == "torch":
-        import datetime
-
-        import torch.distributed as dist
-        rank, world, port = map(int, sys.argv[5:8])
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                                world_size=world, timeout=datetime.timedelta(seconds=120))
-    else:
-        from mpi4py import MPI
-        group = MPI.COMM_WORLD
-        rank, world = group.Get_rank(), group.Get_size()
+def run(scenario, url, mib, rank, world, group):
+    """One save (or failing save) of `scenario` into `url` and the read-back:
+    True when every check held."""
     tag = "t2" if scenario in ("append", "fail") else "t1"
     whole = model(mib, tag)
     mine = shards(whole, rank, world)
@@ -67,10 +59,9 @@ def main():
             mzd.save(url, tag, mine, group=group)
         except Exception as e:  # noqa: BLE001 - every rank must see the failure
             print(f"rank {rank} raised: {e}")
-            print(f"rank {rank} ok")
-            return 0
+            return True
         print(f"rank {rank}: the save did not fail")
-        return 1
+        return False
     if scenario == "checkpoint":
         import torch
         def parameter(array):
@@ -90,7 +81,8 @@ def main():
         stats = mzd.save(url, tag, mine, group=group, blocking=False).result(timeout=300)
     else:
         stats = mzd.save(url, tag, mine, group=group)
-        print(f"rank {rank} uploaded {stats.bytes_written} of {stats.archive_bytes_written}")
+        print(f"rank {rank} uploaded {stats.bytes_written} of {stats.archive_bytes_written} "
+              f"into {url}")
     # Every rank reads its own block back from the object (a resharded load:
     # blocks of the other split too).
     for name, value in whole.items():
@@ -100,7 +92,31 @@ def main():
         got = mzd.load(url, {name: (off, shape)}, tag=tag)[name]
         want = value[:, off[1]:off[1] + shape[1]]
         if not np.array_equal(np.asarray(got), want):
-            print(f"rank {rank}: {name} differs")
+            print(f"rank {rank}: {name} of {url} differs")
+            return False
+    return True
+
+
+def main():
+    engine = sys.argv[1]
+    group = None
+    if engine == "torch":
+        import datetime
+
+        import torch.distributed as dist
+        rank, world, port = map(int, sys.argv[2:5])
+        args = sys.argv[5:]
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                                world_size=world, timeout=datetime.timedelta(seconds=120))
+    else:
+        from mpi4py import MPI
+        group = MPI.COMM_WORLD
+        rank, world = group.Get_rank(), group.Get_size()
+        args = sys.argv[2:]
+    mib, jobs = int(args[0]), args[1:]
+    assert jobs and len(jobs) % 2 == 0, "SCENARIO URL pairs expected"
+    for scenario, url in zip(jobs[::2], jobs[1::2]):
+        if not run(scenario, url, mib, rank, world, group):
             return 1
     print(f"rank {rank} ok")
     return 0

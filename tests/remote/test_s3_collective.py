@@ -32,31 +32,36 @@ def free_port():
         return s.getsockname()[1]
 
 
-def ranks(proxy, engine, world, scenario, url, mib=24):
-    """Runs the worker on `world` ranks; their output, by rank, and whether all succeeded."""
+def ranks(proxy, engine, world, jobs, mib=24):
+    """Runs the worker on `world` ranks, which do the (scenario, url) jobs in
+    turn; their output, by rank, and whether all succeeded."""
+    pairs = [str(x) for job in jobs for x in job]
     env = dict(env_for(proxy), OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                PYTHONPATH=os.environ.get("PYTHONPATH", ""))
     if engine == "mpi":
         r = subprocess.run(["mpirun", "--oversubscribe", "-np", str(world), PYTHON, WORKER, "mpi",
-                            scenario, url, str(mib)], env=env, stdout=subprocess.PIPE,
+                            str(mib), *pairs], env=env, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True, timeout=300)
         return r.stdout, r.returncode == 0 and len(re.findall(r"rank \d+ ok", r.stdout)) == world
     port = free_port()
-    procs = [subprocess.Popen([PYTHON, WORKER, "torch", scenario, url, str(mib), str(rank),
-                               str(world), str(port)], env=env, stdout=subprocess.PIPE,
+    procs = [subprocess.Popen([PYTHON, WORKER, "torch", str(rank), str(world), str(port),
+                               str(mib), *pairs], env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True) for rank in range(world)]
     outs = [p.communicate(timeout=300)[0] for p in procs]
     return "".join(outs), all(p.returncode == 0 for p in procs)
 
 
-def saved(proxy, engine, world, scenario, url, mib=24):
-    out, ok = ranks(proxy, engine, world, scenario, url, mib)
+def saved(proxy, engine, world, jobs, mib=24):
+    out, ok = ranks(proxy, engine, world, jobs, mib)
     assert ok, out
     return out
 
 
-def uploads_by_rank(out):
-    return {int(m[1]): int(m[2]) for m in re.finditer(r"rank (\d+) uploaded (\d+) of", out)}
+def uploads_by_rank(out, url):
+    """Bytes each rank uploaded in its save into `url` (the worker's lines;
+    mpirun may join two ranks' lines)."""
+    return {int(m[1]): int(m[2]) for m in re.finditer(
+        r"rank (\d+) uploaded (\d+) of \d+ into " + re.escape(url), out)}
 
 
 @pytest.mark.parametrize("world", [2, 4])
@@ -64,8 +69,11 @@ def test_mpi_new_archive_then_append(s3, tmp_path, world):
     fork, proxy = s3
     key = f"coll/mpi{world}.zip"
     url = f"s3://models/{key}"
-    out = saved(proxy, "mpi", world, "save", url)
-    by_rank = uploads_by_rank(out)
+    # The same ranks then save the same tensors into a local file (compared
+    # below): one start of the ranks for both saves.
+    local = tmp_path / "local.zip"
+    out = saved(proxy, "mpi", world, [("save", url), ("save", local)])
+    by_rank = uploads_by_rank(out, url)
     # 24 MiB of rows: every rank's block is a run over 5 MiB, uploaded by that rank.
     assert all(by_rank[r] >= 5 * MIB for r in range(1, world)), out
     complete = [r for r in proxy.requests() if r["method"] == "POST" and "uploadId=" in r["path"]]
@@ -76,12 +84,10 @@ def test_mpi_new_archive_then_append(s3, tmp_path, world):
     check_downloaded(blob, tmp_path)
     run("verify", url, env=env_for(proxy))
     # Byte for byte the local collective save of the same tensors.
-    local = tmp_path / "local.zip"
-    saved(proxy, "mpi", world, "save", str(local))
     assert local.read_bytes() == blob
 
     proxy.clear()
-    out = saved(proxy, "mpi", world, "append", url)
+    out = saved(proxy, "mpi", world, [("append", url), ("append", local)])
     new = fork.get(key)
     assert run("tags", url, env=env_for(proxy)).stdout.split() == [b"t1", b"t2"]
     new_bytes = ((24 * 16) // 2 + 1) * (64 << 10)  # the tensor "extra"
@@ -92,22 +98,21 @@ def test_mpi_new_archive_then_append(s3, tmp_path, world):
     complete = [r for r in proxy.requests() if r["method"] == "POST" and "uploadId=" in r["path"]]
     assert complete[-1]["headers"].get("if-match"), "completion is conditional on the old ETag"
     if world == 4:  # 3 MiB per rank: every rank's range is under 5 MiB, the root uploads it
-        assert not any(uploads_by_rank(out).get(r) for r in range(1, world)), out
+        assert not any(uploads_by_rank(out, url).get(r) for r in range(1, world)), out
     check_downloaded(new, tmp_path)
     run("verify", url, env=env_for(proxy))
-    saved(proxy, "mpi", world, "append", str(local))
     assert local.read_bytes() == new
 
 
 def test_gloo_save_checkpoint_and_background_save(s3, tmp_path):
     fork, proxy = s3
-    saved(proxy, "torch", 2, "checkpoint", "s3://models/coll/ckpt.zip")
+    # One start of the two gloo ranks for the three saves.
+    local = tmp_path / "bg.zip"
+    saved(proxy, "torch", 2, [("checkpoint", "s3://models/coll/ckpt.zip"),
+                              ("background", "s3://models/coll/bg.zip"), ("save", local)])
     run("verify", "s3://models/coll/ckpt.zip", env=env_for(proxy))
     check_downloaded(fork.get("coll/ckpt.zip"), tmp_path)
-    saved(proxy, "torch", 2, "background", "s3://models/coll/bg.zip")
     check_downloaded(fork.get("coll/bg.zip"), tmp_path)
-    local = tmp_path / "bg.zip"
-    saved(proxy, "torch", 2, "save", str(local))
     assert local.read_bytes() == fork.get("coll/bg.zip")
 
 
@@ -115,7 +120,7 @@ def test_a_failing_rank_aborts_the_upload_on_every_rank(s3, tmp_path):
     fork, proxy = s3
     key = "coll/fail.zip"
     url = f"s3://models/{key}"
-    saved(proxy, "mpi", 2, "save", url)
+    saved(proxy, "mpi", 2, [("save", url)])
     before = fork.get(key)
     proxy.clear()
     # The append's parts: 1 to 11 are the root's (copies of the old prefix,
@@ -123,7 +128,7 @@ def test_a_failing_rank_aborts_the_upload_on_every_rank(s3, tmp_path):
     proxy.inject(lambda method, path: method == "PUT" and re.search(r"[?&]partNumber=12(&|$)",
                                                                     path) is not None,
                  (403, "AccessDenied"), 1)
-    out, ok = ranks(proxy, "mpi", 2, "fail", url)
+    out, ok = ranks(proxy, "mpi", 2, [("fail", url)])
     assert ok, out
     assert out.count("collective commit failed on rank 1") == 2, out
     assert "AccessDenied" in out, out
