@@ -26,12 +26,15 @@ CHILD = textwrap.dedent("""
 """)
 
 
-def test_sigint_during_commit_raises_keyboard_interrupt(tmp_path):
-    path = tmp_path / "m.zip"
+def interrupt_commit(folder):
+    """Starts CHILD on an archive of two tags in `folder` and sends it SIGINT
+    once its commit's journal exists: (exit status, stdout, stderr, the
+    archive's bytes before)."""
+    path = folder / "m.zip"
     modelzip.save(path, "base", {"w": np.arange(10, dtype=np.int32)}, durable=False)
     modelzip.save(path, "next", {"w": np.arange(12, dtype=np.int32)}, durable=False)
     before = path.read_bytes()
-    journal = tmp_path / ".m.zip.modelzip-append"
+    journal = folder / ".m.zip.modelzip-append"
     proc = subprocess.Popen([sys.executable, "-c", CHILD, str(path)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=os.environ.copy())
     deadline = time.monotonic() + 60
@@ -46,10 +49,25 @@ def test_sigint_during_commit_raises_keyboard_interrupt(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 42, (out, err)
-    assert out.decode().strip() == "KeyboardInterrupt"
+    return proc.returncode, out.decode(), err.decode(), before
+
+
+def test_sigint_during_commit_raises_keyboard_interrupt(tmp_path):
+    # On a busy machine this process may run again only after the child's
+    # commit point (the journal's removal), when the signal can no longer
+    # stop the commit: then the child prints "committed" and the trial runs
+    # again in a new folder (at most 3 times).
+    for attempt in range(3):
+        folder = tmp_path / f"attempt-{attempt}"
+        folder.mkdir()
+        code, out, err, before = interrupt_commit(folder)
+        if not (code == 0 and out.strip() == "committed"):
+            break
+    path = folder / "m.zip"
+    assert code == 42, (out, err)
+    assert out.strip() == "KeyboardInterrupt"
     assert path.read_bytes() == before
-    assert sorted(os.listdir(tmp_path)) in (["m.zip"], [".m.zip.modelzip-lock", "m.zip"])
+    assert sorted(os.listdir(folder)) in (["m.zip"], [".m.zip.modelzip-lock", "m.zip"])
     with zipfile.ZipFile(path) as z:
         assert z.testzip() is None
     with modelzip.open(path) as a:
