@@ -25,11 +25,11 @@ TagMetadata parse_tag_metadata(std::string_view text, const Limits& limits) {
 }
 
 std::string write_tag_metadata(const TagMetadata& metadata) {
-  toml::table safetensors;
-  for (const auto& [key, value] : metadata.safetensors) safetensors.insert(key, value);
-  toml::table root;
-  root.insert("safetensors", std::move(safetensors));
-  return write_toml_entry(root);
+  // Written line by line: the keys are arbitrary text (toml_key).
+  std::string out = "[safetensors]\n";
+  for (const auto& [key, value] : metadata.safetensors)
+    out += toml_key(key) + " = " + toml_basic_string(value) + "\n";
+  return out;
 }
 
 }  // namespace modelzip::format

@@ -25,4 +25,14 @@ toml::table parse_toml_entry(std::string_view text, const Limits& limits, std::s
 // read back "x"), ending in a newline.
 std::string write_toml_entry(const toml::table& root);
 
+// `text` as a TOML basic string ("...", with escapes), as write_toml_entry
+// writes string values.
+std::string toml_basic_string(std::string_view text);
+
+// `key` as a TOML key: bare when it is one or more of A-Z a-z 0-9 _ -, else
+// quoted (a basic string). toml++'s formatter cannot be used for keys of
+// arbitrary text: it writes a key with a single quote (a'b) bare, which no
+// TOML parser reads back.
+std::string toml_key(std::string_view key);
+
 }  // namespace modelzip::format

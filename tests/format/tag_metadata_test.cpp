@@ -34,9 +34,18 @@ TEST_CASE("Tag metadata: any UTF-8 key and value round-trips") {
                     "e",
                     "\xE2\x82\xAC \xF0\x9F\x98\x80"},
                    {"empty", ""},
-                   {"json", "{\"total_size\": 1024, \"weight_map\": {}}"}};
+                   {"json", "{\"total_size\": 1024, \"weight_map\": {}}"},
+                   // Keys that toml++'s formatter wrote bare, which no parser
+                   // reads back (found by fuzz_text_tables): a single quote,
+                   // a line break, a tab.
+                   {"a'b", "format"},
+                   {"it's", "'"},
+                   {"two\nlines", "key with a line break"},
+                   {"tab\tbed", "key with a tab"},
+                   {"'", "only a quote"}};
   const std::string text = write_tag_metadata(m);
   CHECK(parse_tag_metadata(text, {}) == m);
+  CHECK(text.find("\"a'b\" = \"format\"\n") != std::string::npos);
 }
 
 TEST_CASE("Tag metadata: unknown keys and tables are ignored") {
