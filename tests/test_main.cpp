@@ -3,8 +3,8 @@
 // MODELZIP_TEST_CASE_EXCLUDE, when set and not empty, adds doctest filters
 // before the command line's: a comma-separated list of test case names
 // (wildcards * and ?) to leave out, as --test-case-exclude takes it.
-// tests/run.sh's valgrind stage uses it for the cases that move gigabytes or
-// loop over thousands of inputs, which the other stages run in full.
+// tests/run.sh's valgrind stage uses it for its slowest cases (large data,
+// loops over every byte of an input), which the other stages run in full.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
