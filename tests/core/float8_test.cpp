@@ -13,7 +13,9 @@ using modelzip::detail::float8_e5m2_to_float;
 
 namespace {
 
-float pow2(int e) { return std::ldexp(1.0f, e); }
+float pow2(int e) {
+  return std::ldexp(1.0f, e);
+}
 
 }  // namespace
 
