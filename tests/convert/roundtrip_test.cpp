@@ -304,6 +304,10 @@ TEST_SUITE("convert") {
     expect_error([&] { convert::write_btf(out, text); }, ErrorCode::unsupported, "vocab");
     std::vector<NamedTensor> half = {{"h", dense<std::uint16_t>(DType::float16, {1}, {0})}};
     expect_error([&] { convert::write_btf(out, half); }, ErrorCode::unsupported, "'h'");
+    std::vector<NamedTensor> fp8 = {
+        {"f8", dense<std::uint8_t>(DType::float8_e4m3fn, {1}, {0x38})}};
+    expect_error([&] { convert::write_btf(out, fp8); }, ErrorCode::unsupported,
+                 "dtype float8_e4m3fn has no BTF number");
     std::vector<NamedTensor> nul = {
         {"z", Tensor::strings({1}, std::vector<std::string>{std::string("a\0", 2)})}};
     expect_error([&] { convert::write_npz(dir / "z.npz", nul); }, ErrorCode::unsupported, "U+0000");
