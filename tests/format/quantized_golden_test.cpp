@@ -209,7 +209,7 @@ TEST_CASE("Golden float8 blobs: flatc names the dtype as tensor.fbs does") {
     std::string values;
   };
   // e4m3fn: 1.0, -448, 2^-9, NaN; e5m2: 1.0, -57344, 2^-16, +inf (FORMAT.md section 6).
-  const Float8Golden goldens[] = {
+  const Float8Golden blobs[] = {
       {"dense-float8-e4m3fn.fb", DType::float8_e4m3fn, "FLOAT8_E4M3FN",
        bytes({0x38, 0xFE, 0x01, 0x7F})},
       {"dense-float8-e5m2.fb", DType::float8_e5m2, "FLOAT8_E5M2", bytes({0x3C, 0xFB, 0x01, 0x7C})},
@@ -217,7 +217,7 @@ TEST_CASE("Golden float8 blobs: flatc names the dtype as tensor.fbs does") {
   const fs::path dir = tests_dir() / "golden" / "format";
   const bool write = std::getenv("MODELZIP_WRITE_QUANT_GOLDEN") != nullptr;
   TempDir tmp;
-  for (const Float8Golden& g : goldens) {
+  for (const Float8Golden& g : blobs) {
     INFO(g.file);
     const Tensor t = Tensor::dense(g.dtype, {2, 2}, b(g.values));
     const std::string encoded = concat(format::encode_tensor_blob(t));
