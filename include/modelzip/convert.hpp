@@ -13,7 +13,9 @@
 //    Written: version 1.0 (2.0 when the header needs more than 65535 bytes),
 //    C order, little-endian, header padded to 64 bytes like numpy.
 //    bfloat16: numpy has no bfloat16, so modelzip writes bfloat16 tensors as
-//    raw '<u2' (the bit patterns); reading them back gives uint16.
+//    raw '<u2' (the bit patterns); reading them back gives uint16. Likewise
+//    float8_e4m3fn and float8_e5m2 are written as raw '|u1' and read back as
+//    uint8.
 //    utf8 tensors are written as '<U<n>' (n = longest string in code
 //    points); a string ending in U+0000 cannot be stored (numpy strips
 //    trailing NULs): Error(unsupported).
@@ -30,8 +32,9 @@
 //    {string: string}}, then the data. Read strictly: the JSON is parsed by
 //    a small strict parser (no duplicate keys, no unknown fields), data
 //    offsets must cover the data area exactly, without gaps or overlaps;
-//    dtypes BOOL U8 I8 U16 I16 U32 I32 U64 I64 F16 BF16 F32 F64 (other
-//    safetensors dtypes such as F8_E4M3: Error(unsupported)). Written as the
+//    dtypes BOOL U8 I8 U16 I16 U32 I32 U64 I64 F16 BF16 F32 F64, and
+//    F8_E4M3 / F8_E5M2 as float8_e4m3fn / float8_e5m2 (other safetensors
+//    dtypes such as F8_E8M0, F4, F6_E2M3: Error(unsupported)). Written as the
 //    safetensors library writes: tensors ordered by descending dtype
 //    alignment, then by name; no gaps; compact JSON with "__metadata__"
 //    first (omitted when empty) and the tensors in data order; header padded
@@ -89,7 +92,7 @@
 // Writing to a path is crash-safe: the file is written beside the target,
 // fsynced and renamed over it, so the target is either the old file or the
 // complete new one. A tensor a format cannot hold (strings in safetensors
-// or BTF, float16/bfloat16/bool in BTF, sparse COO in npy/npz/safetensors,
+// or BTF, float16/bfloat16/float8/bool in BTF, sparse COO in npy/npz/safetensors,
 // quantized tensors anywhere but through write_tensor_file to npz/safetensors)
 // gives Error(unsupported) naming the tensor; duplicate or invalid names
 // Error(invalid_argument); I/O failures Error(io).

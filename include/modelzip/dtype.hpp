@@ -2,7 +2,13 @@
 // the numbers stored in tensor blobs mean the same thing in both projects.
 //
 // Only the types listed here are supported; other DL4J numbers (FLOAT8, HALF2,
-// QINT8, QINT16, UTF16, UTF32, INHERIT) are rejected as unsupported.
+// QINT8, QINT16, UTF16, UTF32, INHERIT) are rejected as unsupported. The two
+// 8-bit floating-point types are modelzip's additions after DL4J's numbers
+// (DL4J's FLOAT8 never said which 8-bit format it meant): float8_e4m3fn
+// (torch.float8_e4m3fn, safetensors F8_E4M3: 4 exponent bits, bias 7, no
+// infinity, NaN only as S.1111.111, largest 448) and float8_e5m2
+// (torch.float8_e5m2, safetensors F8_E5M2: IEEE-style, the top byte of a
+// binary16).
 //
 // Thread safety: plain values and pure functions; no shared state.
 #pragma once
@@ -30,6 +36,8 @@ enum class DType : std::uint8_t {
   uint32 = 13,
   uint64 = 14,
   bfloat16 = 17,
+  float8_e4m3fn = 18,
+  float8_e5m2 = 19,
   utf8 = 50,  // variable-length UTF-8 strings (see Tensor)
 };
 
@@ -37,13 +45,15 @@ enum class DType : std::uint8_t {
 inline constexpr DType kAllDTypes[] = {
     DType::bool_,  DType::float16, DType::float32, DType::float64, DType::int8,
     DType::int16,  DType::int32,   DType::int64,   DType::uint8,   DType::uint16,
-    DType::uint32, DType::uint64,  DType::bfloat16, DType::utf8};
+    DType::uint32, DType::uint64,  DType::bfloat16, DType::float8_e4m3fn, DType::float8_e5m2,
+    DType::utf8};
 
 // The type with DL4J number `code`, or nullopt when unsupported.
 MODELZIP_API std::optional<DType> dtype_from_code(std::uint32_t code) noexcept;
 
 // numpy-style name: "bool", "float16", "bfloat16", "float32", "int64",
-// "uint8", ..., and "string" for utf8.
+// "uint8", ..., "float8_e4m3fn", "float8_e5m2" (torch's and ml_dtypes'
+// names), and "string" for utf8.
 MODELZIP_API std::string_view dtype_name(DType type) noexcept;
 MODELZIP_API std::optional<DType> dtype_from_name(std::string_view name) noexcept;
 

@@ -48,7 +48,8 @@ MODELZIP_API std::optional<QuantizeScheme> quantize_scheme_from_name(
 
 // Quantizes a dense float16, bfloat16, float32 or float64 tensor of rank >= 1
 // (int8-per-tensor also rank 0). Throws Error(invalid_argument) for another
-// tensor, or when an element is NaN or infinite (naming the element index).
+// tensor (8-bit floats included: FORMAT.md section 6.1), or when an element
+// is NaN or infinite (naming the element index).
 MODELZIP_API Tensor quantize(const Tensor& tensor, QuantizeScheme scheme);
 
 struct MODELZIP_API QuantizeOptions {
@@ -60,9 +61,9 @@ struct MODELZIP_API QuantizeOptions {
   // Default selection: dense float16/bfloat16/float32/float64 tensors of
   // rank >= 2 with at least `min_elements` elements whose name contains none
   // of "bias", "norm", "embed" (ASCII case-insensitive). Never finalfusion
-  // embeddings, integer, string, sparse or already quantized tensors. A
-  // parameter named by a glob is quantized whatever its name, rank or size
-  // (it must still be a dense floating-point tensor).
+  // embeddings, integer, 8-bit float, string, sparse or already quantized
+  // tensors. A parameter named by a glob is quantized whatever its name, rank
+  // or size (it must still be a dense float16/bfloat16/float32/float64 tensor).
   std::uint64_t min_elements = 1024;
   bool durable = true;  // WriterOptions::durable
   // Hears of the source bytes quantized; returning false cancels (the

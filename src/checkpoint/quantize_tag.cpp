@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/progress_tracker.hpp"
+#include "core/quantization_rules.hpp"
 #include "core/suggestions.hpp"
 #include "modelzip/error.hpp"
 #include "modelzip/quantize.hpp"
@@ -31,8 +32,8 @@ bool glob_matches(const std::string& glob, const std::string& name) {
 }  // namespace
 
 bool quantize_by_default(const ParamInfo& p, std::uint64_t min_elements) {
-  if (p.kind != BlobKind::tensor || p.layout != Layout::dense || !dtype_is_floating(p.dtype) ||
-      p.shape.size() < 2)
+  if (p.kind != BlobKind::tensor || p.layout != Layout::dense ||
+      !detail::quantizable_type(p.dtype) || p.shape.size() < 2)
     return false;
   if (shape_numel(p.shape) < min_elements) return false;
   for (std::string_view word : {"bias", "norm", "embed"})

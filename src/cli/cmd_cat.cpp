@@ -109,7 +109,8 @@ extern const Command kCatCommand{
     " [--force]",
     "Without --npy: the raw little-endian, row-major element bytes (string tensors:\n"
     "one string per line). With --npy: a complete NumPy .npy file; bfloat16 is\n"
-    "written as raw '<u2' (numpy has no bfloat16).\n"
+    "written as raw '<u2' and float8_e4m3fn/float8_e5m2 as raw '|u1' (numpy has\n"
+    "no such types: the bit patterns).\n"
     "A quantized tensor (modelzip quantize) gives its stored integers raw (int4: two\n"
     "per byte, low nibble first), or with --dequantize the values they stand for,\n"
     "in the original dtype (raw or --npy).\n"

@@ -58,6 +58,10 @@ double element(const Tensor& t, std::uint64_t i) {
       std::memcpy(&h, p + i * 2, 2);
       return detail::bfloat16_to_float(h);
     }
+    case DType::float8_e4m3fn:
+      return detail::float8_e4m3fn_to_float(static_cast<std::uint8_t>(p[i]));
+    case DType::float8_e5m2:
+      return detail::float8_e5m2_to_float(static_cast<std::uint8_t>(p[i]));
     default:
       return 0;
   }

@@ -130,7 +130,9 @@ extern const Command kImportCommand{
     " [--name NAME] [--format F] [--utf8 P]",
     "Tensor files: .npy (named after the file), .npz and .safetensors (their keys),\n"
     ".btf (\"0\", \"1\", ...). A safetensors file's __metadata__ is kept with the tag\n"
-    "(<tag>/metadata.toml) and written back by export to .safetensors. Quantized\n"
+    "(<tag>/metadata.toml) and written back by export to .safetensors. FP8 tensors\n"
+    "(safetensors F8_E4M3, F8_E5M2) become float8_e4m3fn, float8_e5m2; numpy has no\n"
+    "such types (.npy/.npz hold their bits as uint8). Quantized\n"
     "tensors as export writes them (NAME, NAME.scales, NAME.zero_points and the\n"
     "NAME.quantization description, see export --help) become quantized tensors\n"
     "NAME again, checked as archives are.\n"

@@ -408,6 +408,8 @@ std::string npy_descr(DType dtype) {
     case DType::int8:
       return "|i1";
     case DType::uint8:
+    case DType::float8_e4m3fn:  // raw bit patterns (numpy has no 8-bit floats)
+    case DType::float8_e5m2:
       return "|u1";
     case DType::int16:
       return "<i2";

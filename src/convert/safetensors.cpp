@@ -29,16 +29,26 @@ struct DtypeName {
 };
 
 constexpr DtypeName kDtypes[] = {
-    {"BOOL", DType::bool_, 0},    {"U8", DType::uint8, 1},     {"I8", DType::int8, 2},
-    {"I16", DType::int16, 5},     {"U16", DType::uint16, 6},   {"F16", DType::float16, 7},
-    {"BF16", DType::bfloat16, 8}, {"I32", DType::int32, 9},    {"U32", DType::uint32, 10},
-    {"F32", DType::float32, 11},  {"F64", DType::float64, 12}, {"I64", DType::int64, 13},
+    {"BOOL", DType::bool_, 0},
+    {"U8", DType::uint8, 1},
+    {"I8", DType::int8, 2},
+    {"F8_E5M2", DType::float8_e5m2, 3},
+    {"F8_E4M3", DType::float8_e4m3fn, 4},
+    {"I16", DType::int16, 5},
+    {"U16", DType::uint16, 6},
+    {"F16", DType::float16, 7},
+    {"BF16", DType::bfloat16, 8},
+    {"I32", DType::int32, 9},
+    {"U32", DType::uint32, 10},
+    {"F32", DType::float32, 11},
+    {"F64", DType::float64, 12},
+    {"I64", DType::int64, 13},
     {"U64", DType::uint64, 14},
 };
 
 // safetensors dtypes that exist but modelzip has no type for.
-constexpr std::string_view kKnownUnsupported[] = {
-    "F8_E5M2", "F8_E4M3", "F8_E8M0", "F4", "F6_E2M3", "F6_E3M2", "C64", "PackedU4", "PackedI4"};
+constexpr std::string_view kKnownUnsupported[] = {"F8_E8M0", "F4",       "F6_E2M3", "F6_E3M2",
+                                                  "C64",     "PackedU4", "PackedI4"};
 
 const DtypeName* find_dtype(DType dtype) {
   for (const auto& d : kDtypes)

@@ -8,6 +8,7 @@
 
 #include "core/checked.hpp"
 #include "core/float16.hpp"
+#include "core/quantization_rules.hpp"
 #include "modelzip/error.hpp"
 #include "modelzip/tensor.hpp"
 
@@ -64,8 +65,7 @@ Tensor Tensor::dequantize(std::optional<DType> to) const {
                                                  ", not convertible to " +
                                                  std::string(dtype_name(out_type)) + ")");
   }
-  if (out_type != DType::float16 && out_type != DType::bfloat16 && out_type != DType::float32 &&
-      out_type != DType::float64)
+  if (!detail::quantizable_type(out_type))
     throw Error(ErrorCode::invalid_argument,
                 "dequantize: the output type must be float16, bfloat16, float32 or float64, not " +
                     std::string(dtype_name(out_type)));

@@ -36,6 +36,10 @@ std::string_view dtype_name(DType type) noexcept {
       return "uint64";
     case DType::bfloat16:
       return "bfloat16";
+    case DType::float8_e4m3fn:
+      return "float8_e4m3fn";
+    case DType::float8_e5m2:
+      return "float8_e5m2";
     case DType::utf8:
       return "string";
   }
@@ -53,6 +57,8 @@ std::size_t dtype_size(DType type) noexcept {
     case DType::bool_:
     case DType::int8:
     case DType::uint8:
+    case DType::float8_e4m3fn:
+    case DType::float8_e5m2:
       return 1;
     case DType::float16:
     case DType::bfloat16:
@@ -75,7 +81,7 @@ std::size_t dtype_size(DType type) noexcept {
 
 bool dtype_is_floating(DType type) noexcept {
   return type == DType::float16 || type == DType::bfloat16 || type == DType::float32 ||
-         type == DType::float64;
+         type == DType::float64 || type == DType::float8_e4m3fn || type == DType::float8_e5m2;
 }
 
 }  // namespace modelzip

@@ -1,4 +1,5 @@
-// Conversions of IEEE binary16 and bfloat16 bit patterns to float (exact).
+// Conversions of IEEE binary16, bfloat16 and the two float8 formats' bit
+// patterns to float (exact: every value of these formats is a float).
 #pragma once
 
 #include <bit>
@@ -32,6 +33,26 @@ inline float half_to_float(std::uint16_t h) noexcept {
     bits = sign | (exponent + 127 - 15) << 23 | mantissa << 13;
   }
   return std::bit_cast<float>(bits);
+}
+
+// float8_e5m2 is binary16 with the low 8 mantissa bits cut off.
+inline float float8_e5m2_to_float(std::uint8_t bits) noexcept {
+  return half_to_float(static_cast<std::uint16_t>(bits << 8));
+}
+
+// float8_e4m3fn: sign, 4 exponent bits (bias 7), 3 mantissa bits; exponent 0
+// is subnormal; no infinity; S.1111.111 is NaN, every other pattern a number
+// (S.1111.110 = 448).
+inline float float8_e4m3fn_to_float(std::uint8_t bits) noexcept {
+  const std::uint32_t sign = static_cast<std::uint32_t>(bits & 0x80) << 24;
+  const std::uint32_t exponent = (bits >> 3) & 0xF;
+  const std::uint32_t mantissa = bits & 0x7;
+  if (exponent == 0xF && mantissa == 0x7) return std::bit_cast<float>(sign | 0x7FC00000u);
+  if (exponent == 0) {  // mantissa * 2^-9, computed exactly in float
+    const float magnitude = static_cast<float>(mantissa) / 512.0f;
+    return std::bit_cast<float>(sign | std::bit_cast<std::uint32_t>(magnitude));
+  }
+  return std::bit_cast<float>(sign | (exponent + 127 - 7) << 23 | mantissa << 20);
 }
 
 }  // namespace modelzip::detail

@@ -172,8 +172,7 @@ namespace detail {
 
 QuantLengths check_quantization_header(const Quantization& q, DType original,
                                        std::span<const std::int64_t> shape) {
-  if (original != DType::float16 && original != DType::bfloat16 && original != DType::float32 &&
-      original != DType::float64)
+  if (!quantizable_type(original))
     fail_invalid(
         "a quantized tensor stands for float16, bfloat16, float32 or float64 values, not " +
         std::string(dtype_name(original)));

@@ -12,6 +12,15 @@
 
 namespace modelzip::detail {
 
+// The types a quantized tensor may stand for (section 6.1), which are also
+// the types quantize() takes and dequantize() gives: float16, bfloat16,
+// float32, float64. Not the 8-bit floats: the format keeps quantization for
+// the wider types, whose size int8 codes at least halve.
+constexpr bool quantizable_type(DType type) noexcept {
+  return type == DType::float16 || type == DType::bfloat16 || type == DType::float32 ||
+         type == DType::float64;
+}
+
 // Byte lengths the segments must have.
 struct QuantLengths {
   std::uint64_t values = 0, scales = 0, zero_points = 0;

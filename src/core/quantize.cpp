@@ -10,6 +10,7 @@
 #include "core/checked.hpp"
 #include "core/fail.hpp"
 #include "core/float16.hpp"
+#include "core/quantization_rules.hpp"
 #include "modelzip/error.hpp"
 #include "modelzip/quantize.hpp"
 
@@ -252,10 +253,12 @@ Tensor quantize(const Tensor& tensor, QuantizeScheme scheme) {
   if (tensor.layout() != Layout::dense)
     fail_invalid("quantize: only dense tensors can be quantized, not " +
                  std::string(layout_name(tensor.layout())) + " ones");
-  if (!dtype_is_floating(tensor.dtype()))
+  if (!detail::quantizable_type(tensor.dtype()))
     fail_invalid(
         "quantize: only float16, bfloat16, float32 and float64 tensors can be quantized, not " +
-        std::string(dtype_name(tensor.dtype())));
+        std::string(dtype_name(tensor.dtype())) +
+        (dtype_is_floating(tensor.dtype()) ? " (a quantized tensor cannot stand for 8-bit floats)"
+                                           : ""));
   switch (scheme) {
     case QuantizeScheme::int8_per_tensor:
       return per_tensor(tensor);

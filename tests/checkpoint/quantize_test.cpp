@@ -98,6 +98,10 @@ TEST_CASE("quantize_tag: one append, quantized weights, references for the rest"
     t.add("LayerNorm.weight2d", normal(rng, DType::float32, {64, 64}));
     t.add("steps",
           Tensor::dense(DType::int64, {64, 64}, Bytes::take(std::vector<std::byte>(64 * 64 * 8))));
+    // 8-bit floats are left alone: a quantized tensor cannot stand for them.
+    t.add("fp8.weight",
+          Tensor::dense(DType::float8_e4m3fn, {64, 64},
+                        Bytes::take(std::vector<std::byte>(64 * 64, std::byte{0x38}))));
     wr.add_tag("float", std::move(t));
     wr.commit();
   }
@@ -106,7 +110,7 @@ TEST_CASE("quantize_tag: one append, quantized weights, references for the rest"
   o.scheme = QuantizeScheme::int8_per_channel;
   QuantizeResult r = quantize_tag(path, "FLOAT", "int8", o);
   CHECK(r.quantized == std::vector<std::string>{"layer1.conv.weight", "fc.weight"});
-  CHECK(r.referenced.size() == 6);
+  CHECK(r.referenced.size() == 7);
   CHECK(r.appended);
   CHECK(r.source_bytes == 32 * 16 * 9 * 4 + 10 * 512 * 2);
   CHECK(r.quantized_bytes == 32 * 16 * 9 + 32 * 16 + 10 * 512 + 10 * 16);
@@ -155,6 +159,11 @@ TEST_CASE("quantize_tag: one append, quantized weights, references for the rest"
     bad.params = {"steps"};
     CHECK_ERROR(quantize_tag(path, "float", "x", bad), ErrorCode::invalid_argument,
                 "parameter 'steps': quantize: only float16, bfloat16, float32 and float64");
+    bad.params = {"fp8.*"};
+    CHECK_ERROR(quantize_tag(path, "float", "x", bad), ErrorCode::invalid_argument,
+                "parameter 'fp8.weight': quantize: only float16, bfloat16, float32 and float64 "
+                "tensors can be quantized, not float8_e4m3fn (a quantized tensor cannot stand for "
+                "8-bit floats)");
     CHECK_ERROR(quantize_tag(path, "nope", "x", o), ErrorCode::not_found, "no tag 'nope'");
     CHECK_ERROR(quantize_tag(path, "float", "INT8", o), ErrorCode::already_exists, "");
     CHECK(io_bytes(path) == bytes);

@@ -41,7 +41,49 @@ EXPECTED = {
     "u64": ("<u8", (1,), [2**64 - 1]),
     "i8": ("|i1", (3,), [-128, 0, 127]),
     "empty": ("<f4", (0, 4), []),
+    # 8-bit floats as raw '|u1': e4m3fn 1.0, -448, 2^-9, NaN; e5m2 1.0, +inf, -3 * 2^-16
+    "e4m3": ("|u1", (4,), [0x38, 0xFE, 0x01, 0x7F]),
+    "e5m2": ("|u1", (3,), [0x3C, 0x7C, 0x83]),
 }
+
+# The values the 8-bit float patterns stand for, decoded here from the formats'
+# definitions (sign, exponent, mantissa; e4m3fn: bias 7, S.1111.111 NaN, no
+# infinity; e5m2: bias 15, IEEE infinity and NaN).
+def float8_value(b, exponent_bits, mantissa_bits, bias, ieee):
+    sign = -1.0 if b & 0x80 else 1.0
+    e = (b >> mantissa_bits) & ((1 << exponent_bits) - 1)
+    m = b & ((1 << mantissa_bits) - 1)
+    top = (1 << exponent_bits) - 1
+    if ieee and e == top:
+        return sign * float("inf") if m == 0 else float("nan")
+    if not ieee and e == top and m == (1 << mantissa_bits) - 1:
+        return float("nan")
+    if e == 0:
+        return sign * m * 2.0 ** (1 - bias - mantissa_bits)
+    return sign * (1 + m / 2.0 ** mantissa_bits) * 2.0 ** (e - bias)
+
+
+# name: (safetensors dtype, decoder arguments, values, torch dtype name)
+FLOAT8 = {
+    "e4m3": ("F8_E4M3", (4, 3, 7, False), [1.0, -448.0, 2.0 ** -9, float("nan")],
+             "float8_e4m3fn"),
+    "e5m2": ("F8_E5M2", (5, 2, 15, True), [1.0, float("inf"), -3 * 2.0 ** -16], "float8_e5m2"),
+}
+
+
+def same_floats(got, want):
+    return len(got) == len(want) and all(
+        (g != g and w != w) or g == w for g, w in zip(got, want))
+
+
+def check_float8(where, name, raw_bytes):
+    _, args, want, torch_name = FLOAT8[name]
+    got = [float8_value(b, *args) for b in raw_bytes]
+    check(same_floats(got, want), "%s %s: decodes to %r, expected %r" % (where, name, got, want))
+    if torch is not None and hasattr(torch, torch_name):  # torch >= 2.1
+        t = torch.frombuffer(bytearray(raw_bytes), dtype=getattr(torch, torch_name))
+        got = t.float().tolist()
+        check(same_floats(got, want), "%s %s: torch reads %r" % (where, name, got))
 
 
 def check(cond, what):
@@ -79,14 +121,15 @@ for name in EXPECTED:
     check(raw[10 + hlen - 1:10 + hlen] == b"\n", "npy %s: header does not end with newline" % name)
 
 # ---- safetensors: the library's rules, checked by hand ---------------------------
-ST_ORDER = ["BOOL", "U8", "I8", "I16", "U16", "F16", "BF16", "I32", "U32", "F32", "F64",
-            "I64", "U64"]
-ST_NUMPY = {"BOOL": "|b1", "U8": "|u1", "I8": "|i1", "I16": "<i2", "U16": "<u2", "F16": "<f2",
-            "BF16": "<u2", "I32": "<i4", "U32": "<u4", "F32": "<f4", "F64": "<f8", "I64": "<i8",
-            "U64": "<u8"}
+ST_ORDER = ["BOOL", "U8", "I8", "F8_E5M2", "F8_E4M3", "I16", "U16", "F16", "BF16", "I32", "U32",
+            "F32", "F64", "I64", "U64"]
+ST_NUMPY = {"BOOL": "|b1", "U8": "|u1", "I8": "|i1", "F8_E5M2": "|u1", "F8_E4M3": "|u1",
+            "I16": "<i2", "U16": "<u2", "F16": "<f2", "BF16": "<u2", "I32": "<i4", "U32": "<u4",
+            "F32": "<f4", "F64": "<f8", "I64": "<i8", "U64": "<u8"}
 ST_EXPECTED_DTYPE = {"weights": "F32", "ids": "I64", "flags": "BOOL", "half": "F16",
                      "brain": "BF16", "u8": "U8", "scalar": "F64", "u16": "U16", "i16": "I16",
-                     "u32": "U32", "i32": "I32", "u64": "U64", "i8": "I8", "empty": "F32"}
+                     "u32": "U32", "i32": "I32", "u64": "U64", "i8": "I8", "empty": "F32",
+                     "e4m3": "F8_E4M3", "e5m2": "F8_E5M2"}
 with open(os.path.join(d, "model.safetensors"), "rb") as f:
     raw = f.read()
 n = struct.unpack("<Q", raw[:8])[0]
@@ -120,6 +163,8 @@ for name in names:
     check((8 + n + b) % dt.itemsize == 0, "safetensors %s: misaligned" % name)
     a = np.frombuffer(data[b:e], dtype=dt).reshape(info["shape"])
     check_array("safetensors", a, name)
+    if name in FLOAT8:
+        check_float8("safetensors", name, data[b:e])
     if name == "brain" and torch is not None:
         as_float = torch.frombuffer(bytearray(data[b:e]), dtype=torch.bfloat16).float().tolist()
         check(as_float == [1.0, -2.0], "safetensors brain: bfloat16 values %r" % (as_float,))

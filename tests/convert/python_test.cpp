@@ -61,6 +61,8 @@ TEST_SUITE("convert") {
     t.push_back({"u64", dense<std::uint64_t>(DType::uint64, {1}, {18446744073709551615ull})});
     t.push_back({"i8", dense<std::int8_t>(DType::int8, {3}, {-128, 0, 127})});
     t.push_back({"empty", dense<float>(DType::float32, {0, 4}, {})});
+    t.push_back({"e4m3", dense<std::uint8_t>(DType::float8_e4m3fn, {4}, {0x38, 0xFE, 0x01, 0x7F})});
+    t.push_back({"e5m2", dense<std::uint8_t>(DType::float8_e5m2, {3}, {0x3C, 0x7C, 0x83})});
 
     TempDir dir;
     convert::write_npz(dir / "all.npz", t);

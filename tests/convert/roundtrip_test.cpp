@@ -33,6 +33,9 @@ std::vector<NamedTensor> numeric_tensors() {
   t.push_back({"f32", dense<float>(DType::float32, {2, 3}, {1.5f, -2, 3.25f, 4, -0.5f, 100})});
   t.push_back({"f64", dense<double>(DType::float64, {}, {2.5})});
   t.push_back({"bf16", dense<std::uint16_t>(DType::bfloat16, {2}, {bits(1.0f), bits(-2.0f)})});
+  // e4m3fn 1.0, -448, NaN; e5m2 1.0, +inf (FORMAT.md section 6).
+  t.push_back({"e4m3", dense<std::uint8_t>(DType::float8_e4m3fn, {3}, {0x38, 0xFE, 0x7F})});
+  t.push_back({"e5m2", dense<std::uint8_t>(DType::float8_e5m2, {1, 2}, {0x3C, 0x7C})});
   t.push_back({"empty", dense<float>(DType::float32, {0, 4}, {})});
   return t;
 }
@@ -59,6 +62,12 @@ void check_same(const std::vector<NamedTensor>& expected, const std::vector<Name
       // npy stores bfloat16 as raw '<u2'.
       CHECK(g.shape() == e.tensor.shape());
       CHECK(values_of<std::uint16_t>(g) == values_of<std::uint16_t>(e.tensor));
+    } else if ((e.tensor.dtype() == DType::float8_e4m3fn ||
+                e.tensor.dtype() == DType::float8_e5m2) &&
+               g.dtype() == DType::uint8) {
+      // npy stores the 8-bit floats as raw '|u1'.
+      CHECK(g.shape() == e.tensor.shape());
+      CHECK(g.values().as_string_view() == e.tensor.values().as_string_view());
     } else {
       CHECK(g == e.tensor);
     }
@@ -148,7 +157,8 @@ TEST_SUITE("convert") {
     std::vector<std::string> names;
     for (const auto& t : back.tensors) names.push_back(t.name);
     CHECK(names == std::vector<std::string>{"u64", "i64", "f64", "empty", "f32", "u32", "i32",
-                                            "bf16", "f16", "u16", "i16", "i8", "u8", "bool"});
+                                            "bf16", "f16", "u16", "i16", "e4m3", "e5m2", "i8", "u8",
+                                            "bool"});
     TempDir dir;
     convert::write_safetensors(dir / "m.safetensors", tensors, meta);
     CHECK(io::read_file(dir / "m.safetensors").as_string_view() == out.str());
@@ -188,11 +198,41 @@ TEST_SUITE("convert") {
           std::string("\x28\0\0\0\0\0\0\0", 8) + R"({"__metadata__":{"framework":"pt"}}     )");
   }
 
+  TEST_CASE(
+      "safetensors: F8_E4M3 and F8_E5M2 files read as the float8 types, written back byte "
+      "for byte") {
+    // Written by hand as the library writes: compact JSON, tensors by
+    // descending dtype (F8_E4M3 after F8_E5M2 in its enum), header padded
+    // with spaces to a multiple of 8 bytes.
+    std::string json = R"({"a":{"dtype":"F8_E4M3","shape":[2,2],"data_offsets":[0,4]},)"
+                       R"("b":{"dtype":"F8_E5M2","shape":[3],"data_offsets":[4,7]}})";
+    json.append((8 - json.size() % 8) % 8, ' ');
+    std::string file(8, '\0');
+    for (int i = 0; i < 8; ++i) file[i] = static_cast<char>((json.size() >> (8 * i)) & 0xFF);
+    // e4m3fn 1.0, -448, 2^-9, NaN; e5m2 1.0, +inf, -3 * 2^-16.
+    const std::string a = "\x38\xFE\x01\x7F", b = "\x3C\x7C\x83";
+    file += json + a + b;
+    auto f = convert::read_safetensors(Bytes::copy_of(file));
+    REQUIRE(f.tensors.size() == 2);
+    CHECK(f.tensors[0].name == "a");
+    CHECK(f.tensors[0].tensor.dtype() == DType::float8_e4m3fn);
+    CHECK(f.tensors[0].tensor.shape() == Shape{2, 2});
+    CHECK(f.tensors[0].tensor.values().as_string_view() == a);
+    CHECK(f.tensors[1].tensor.dtype() == DType::float8_e5m2);
+    CHECK(f.tensors[1].tensor.shape() == Shape{3});
+    CHECK(f.tensors[1].tensor.values().as_string_view() == b);
+    std::ostringstream out;
+    convert::write_safetensors(out, f.tensors);
+    CHECK(out.str() == file);
+  }
+
   TEST_CASE("btf: stream and file round trip, dense and COO, order kept") {
     std::vector<NamedTensor> tensors;
     for (auto& t : numeric_tensors()) {
       const DType d = t.tensor.dtype();
-      if (d != DType::bool_ && d != DType::float16 && d != DType::bfloat16) tensors.push_back(t);
+      if (d != DType::bool_ && d != DType::float16 && d != DType::bfloat16 &&
+          d != DType::float8_e4m3fn && d != DType::float8_e5m2)
+        tensors.push_back(t);
     }
     tensors.push_back({"coo", coo_tensor()});
     tensors.push_back({"coo_empty", Tensor::sparse_coo(DType::int32, {5}, 0, Bytes(), Bytes())});
@@ -264,6 +304,10 @@ TEST_SUITE("convert") {
     expect_error([&] { convert::write_btf(out, text); }, ErrorCode::unsupported, "vocab");
     std::vector<NamedTensor> half = {{"h", dense<std::uint16_t>(DType::float16, {1}, {0})}};
     expect_error([&] { convert::write_btf(out, half); }, ErrorCode::unsupported, "'h'");
+    std::vector<NamedTensor> fp8 = {
+        {"f8", dense<std::uint8_t>(DType::float8_e4m3fn, {1}, {0x38})}};
+    expect_error([&] { convert::write_btf(out, fp8); }, ErrorCode::unsupported,
+                 "dtype float8_e4m3fn has no BTF number");
     std::vector<NamedTensor> nul = {
         {"z", Tensor::strings({1}, std::vector<std::string>{std::string("a\0", 2)})}};
     expect_error([&] { convert::write_npz(dir / "z.npz", nul); }, ErrorCode::unsupported, "U+0000");

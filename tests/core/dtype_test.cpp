@@ -16,6 +16,9 @@ TEST_CASE("DTypes carry Deeplearning4j's numbers") {
   CHECK(static_cast<int>(DType::uint64) == 14);
   CHECK(static_cast<int>(DType::bfloat16) == 17);
   CHECK(static_cast<int>(DType::utf8) == 50);
+  // modelzip's own numbers after DL4J's last (FORMAT.md section 6).
+  CHECK(static_cast<int>(DType::float8_e4m3fn) == 18);
+  CHECK(static_cast<int>(DType::float8_e5m2) == 19);
   CHECK_FALSE(dtype_from_code(0));   // INHERIT
   CHECK_FALSE(dtype_from_code(2));   // FLOAT8
   CHECK_FALSE(dtype_from_code(15));  // QINT8
@@ -34,4 +37,23 @@ TEST_CASE("Names and sizes round-trip") {
   CHECK(dtype_size(DType::bool_) == 1);
   CHECK(dtype_size(DType::utf8) == 0);
   CHECK_FALSE(dtype_from_name("float128"));
+}
+
+TEST_CASE("The 8-bit floats: names, codes, size 1, floating point") {
+  CHECK(dtype_name(DType::float8_e4m3fn) == "float8_e4m3fn");
+  CHECK(dtype_name(DType::float8_e5m2) == "float8_e5m2");
+  CHECK(dtype_from_name("float8_e4m3fn") == DType::float8_e4m3fn);
+  CHECK(dtype_from_name("float8_e5m2") == DType::float8_e5m2);
+  CHECK(dtype_from_code(18) == DType::float8_e4m3fn);
+  CHECK(dtype_from_code(19) == DType::float8_e5m2);
+  CHECK(dtype_size(DType::float8_e4m3fn) == 1);
+  CHECK(dtype_size(DType::float8_e5m2) == 1);
+  CHECK(dtype_is_floating(DType::float8_e4m3fn));
+  CHECK(dtype_is_floating(DType::float8_e5m2));
+  // Names of other 8-bit formats are not aliases of these.
+  CHECK_FALSE(dtype_from_name("float8"));
+  CHECK_FALSE(dtype_from_name("float8_e4m3"));
+  CHECK_FALSE(dtype_from_name("float8_e4m3fnuz"));
+  CHECK_FALSE(dtype_from_name("F8_E4M3"));
+  CHECK_FALSE(dtype_from_code(20));
 }

@@ -152,6 +152,18 @@ TEST_CASE("Dequantize rounds once to the original type") {
   CHECK(plain.dequantize() == plain);
   CHECK_THROWS_AS(plain.dequantize(DType::float16), Error);
   CHECK_THROWS_AS(t.dequantize(DType::int32), Error);
+  CHECK_THROWS_WITH_AS(t.dequantize(DType::float8_e4m3fn),
+                       "dequantize: the output type must be float16, bfloat16, float32 or "
+                       "float64, not float8_e4m3fn",
+                       Error);
+  // quantize() refuses 8-bit floats with the reason.
+  Tensor fp8 = Tensor::dense(DType::float8_e5m2, {2}, raw({0x3C, 0xC0}));
+  for (QuantizeScheme s : {QuantizeScheme::int8_per_tensor, QuantizeScheme::int4_block32})
+    CHECK_THROWS_WITH_AS(quantize(fp8, s),
+                         "quantize: only float16, bfloat16, float32 and float64 tensors can be "
+                         "quantized, not float8_e5m2 (a quantized tensor cannot stand for 8-bit "
+                         "floats)",
+                         Error);
 }
 
 TEST_CASE("Float16 and bfloat16 rounding of doubles") {
@@ -182,6 +194,8 @@ TEST_CASE("Invalid quantization parameters name the field") {
                  "quantization.zero_point -1 is outside the uint8 range [0, 255]");
   check_rejected(DType::float32, {2}, per_tensor(1, 0), raw({1}), "values holds 1 bytes");
   check_rejected(DType::int32, {2}, per_tensor(1, 0), raw({1, 2}), "not int32");
+  check_rejected(DType::float8_e4m3fn, {2}, per_tensor(1, 0), raw({1, 2}), "not float8_e4m3fn");
+  check_rejected(DType::float8_e5m2, {2}, per_tensor(1, 0), raw({1, 2}), "not float8_e5m2");
   check_rejected(DType::float32, {2}, per_tensor(1, 0, QuantStorage::int4), raw({1}),
                  "storage int4 is not allowed with affine-per-tensor");
   check_rejected(DType::float32, {2, 2}, per_axis(2, {1, 1}, {0, 0}), raw({1, 2, 3, 4}),

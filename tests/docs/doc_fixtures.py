@@ -28,6 +28,22 @@ def write_safetensors(path: str, arrays: dict) -> None:
         f.write(struct.pack("<Q", len(text)) + text + data)
 
 
+def write_fp8_safetensors(path: str) -> None:
+    """An FP8 layer as DeepSeek-V3-style releases ship it: a float8_e4m3fn
+    weight (safetensors F8_E4M3, 1.0 everywhere: 0x38) and its float32
+    scale, written as the safetensors library writes (compact JSON, F32
+    before F8_E4M3, header padded to 8 bytes), so an export gives the same
+    bytes."""
+    scale = np.float32(0.5).tobytes()
+    weight = bytes([0x38]) * 32
+    header = {"fc.weight_scale_inv": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
+              "fc.weight": {"dtype": "F8_E4M3", "shape": [4, 8], "data_offsets": [4, 36]}}
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + scale + weight)
+
+
 def layer_arrays(bias: float = 0.0) -> dict:
     """fc.weight (64 x 10) and fc.bias, as the README's examples name them."""
     return {"fc.weight": np.ones((64, 10), np.float32),

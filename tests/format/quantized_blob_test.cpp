@@ -115,6 +115,11 @@ TEST_CASE("Quantized header rules (FORMAT.md section 6.1)") {
   SUBCASE("original type must be floating point") {
     CHECK_ERROR(header_of(entry(qblob(7, {2}, per_tensor(1, 0), "\x01\x02"))), ErrorCode::corrupt,
                 "stands for float16, bfloat16, float32 or float64 values, not int8");
+    // Not the 8-bit floats either (section 6.1): int8 codes would not be smaller.
+    CHECK_ERROR(header_of(entry(qblob(18, {2}, per_tensor(1, 0), "\x01\x02"))), ErrorCode::corrupt,
+                "float32 or float64 values, not float8_e4m3fn");
+    CHECK_ERROR(header_of(entry(qblob(19, {2}, per_tensor(1, 0), "\x01\x02"))), ErrorCode::corrupt,
+                "float32 or float64 values, not float8_e5m2");
   }
   SUBCASE("per-tensor scale and zero point") {
     CHECK_ERROR(header_of(entry(qblob(5, {2}, per_tensor(0, 0), "\x01\x02"))), ErrorCode::corrupt,

@@ -1,9 +1,10 @@
-// Golden quantized blobs, one per scheme and storage (tests/golden/format/):
-// today's writer must produce them byte for byte, and flatc (a third-party
-// FlatBuffers reader) must decode their headers to the fields written here by
-// hand, with the hand-computed integers, scales and zero points at the
-// segment offsets flatc reports. Regenerate only for an intended format
-// change: MODELZIP_WRITE_QUANT_GOLDEN=1 build/tests/test_format -tc='Golden*'.
+// Golden quantized blobs, one per scheme and storage, and dense blobs of the
+// 8-bit float types (tests/golden/format/): today's writer must produce them
+// byte for byte, and flatc (a third-party FlatBuffers reader) must decode
+// their headers to the fields written here by hand, with the hand-computed
+// integers, scales and zero points at the segment offsets flatc reports.
+// Regenerate only for an intended format change:
+// MODELZIP_WRITE_QUANT_GOLDEN=1 build/tests/test_format -tc='Golden*'.
 #include <doctest/doctest.h>
 
 #include <cstdlib>
@@ -197,5 +198,40 @@ TEST_CASE("Golden quantized blobs: byte for byte, and flatc reads what section 6
     CHECK(t == g.tensor);
     Tensor f = t.dequantize(DType::float32);
     CHECK(std::vector<float>(f.as<float>().begin(), f.as<float>().end()) == g.dequantized);
+  }
+}
+
+TEST_CASE("Golden float8 blobs: flatc names the dtype as tensor.fbs does") {
+  struct Float8Golden {
+    const char* file;
+    DType dtype;
+    const char* fbs_name;
+    std::string values;
+  };
+  // e4m3fn: 1.0, -448, 2^-9, NaN; e5m2: 1.0, -57344, 2^-16, +inf (FORMAT.md section 6).
+  const Float8Golden blobs[] = {
+      {"dense-float8-e4m3fn.fb", DType::float8_e4m3fn, "FLOAT8_E4M3FN",
+       bytes({0x38, 0xFE, 0x01, 0x7F})},
+      {"dense-float8-e5m2.fb", DType::float8_e5m2, "FLOAT8_E5M2", bytes({0x3C, 0xFB, 0x01, 0x7C})},
+  };
+  const fs::path dir = tests_dir() / "golden" / "format";
+  const bool write = std::getenv("MODELZIP_WRITE_QUANT_GOLDEN") != nullptr;
+  TempDir tmp;
+  for (const Float8Golden& g : blobs) {
+    INFO(g.file);
+    const Tensor t = Tensor::dense(g.dtype, {2, 2}, b(g.values));
+    const std::string encoded = concat(format::encode_tensor_blob(t));
+    if (write) write_file(dir / g.file, encoded);
+    const std::string golden = io_bytes(dir / g.file);
+    REQUIRE(!golden.empty());
+    CHECK(encoded == golden);
+    const std::string json = flatc_json(dir / g.file, tmp);
+    CHECK_MESSAGE(json.find("\"dtype\": \"" + std::string(g.fbs_name) + "\"") != std::string::npos,
+                  json);
+    CHECK_MESSAGE(json.find("\"layout\": \"DENSE\"") != std::string::npos, json);
+    auto [vo, vl] = segment(json, "values");
+    CHECK(vl == 4);
+    CHECK(golden.substr(vo, vl) == g.values);
+    CHECK(format::decode_tensor_blob(Bytes::copy_of(golden), {}) == t);
   }
 }

@@ -186,7 +186,8 @@ TEST_CASE("Header rule 1: FlatBuffers with out-of-range offsets fail verificatio
 }
 
 TEST_CASE("Header rule 2: dtype, rank, dimensions, numel, layout, byte order, alignment") {
-  for (int code : {0, 2, 4, 15, 16, 18, 49, 51, 52, 100, 127, -1}) {
+  // 2 is DL4J's FLOAT8, which never said which 8-bit format it meant.
+  for (int code : {0, 2, 4, 15, 16, 20, 49, 51, 52, 100, 127, -1}) {
     BlobSpec s = dense_f32({1}, 1);
     s.dtype = code;
     INFO("dtype " << code);
@@ -547,4 +548,29 @@ TEST_CASE("An absent shape is a scalar, exactly like an empty one (FORMAT.md sec
   CHECK(a.numel() == 1);
   CHECK(a.as<float>()[0] == 2.5f);
   CHECK(a == e);
+}
+
+TEST_CASE("The 8-bit float types 18 and 19: one byte per element") {
+  // Four bytes of hand-built data: e4m3fn 1.0, -448, NaN, 2^-9 (FORMAT.md section 6).
+  const std::string data = "\x38\xFE\x7F\x01";
+  for (int code : {18, 19}) {
+    INFO("dtype " << code);
+    BlobSpec s;
+    s.dtype = code;
+    s.shape = {2, 2};
+    s.values = {0, 4};
+    s.values->first = blob_data_offset(s);
+    const std::string entry = blob_entry(s, data);
+    BlobHeader h = header_of(entry);
+    CHECK(h.dtype == (code == 18 ? DType::float8_e4m3fn : DType::float8_e5m2));
+    CHECK(h.values.length == 4);
+    Tensor t = decode(entry);
+    CHECK(t.dtype() == h.dtype);
+    CHECK(t.values().as_string_view() == data);
+    // The values segment is one byte per element: 3 bytes for 4 elements lie.
+    BlobSpec short_values = s;
+    short_values.values->second = 3;
+    CHECK_ERROR(header_of(blob_entry(short_values, data.substr(0, 3))), ErrorCode::corrupt,
+                "values");
+  }
 }

@@ -82,6 +82,22 @@ TEST_CASE("NaN op arguments compare by bits") {
   CHECK_FALSE(a == b);  // -0.0 and 0.0 differ in bits
 }
 
+TEST_CASE("8-bit float variables round-trip and are trainable like the other float types") {
+  Graph g = mlp_graph();
+  g.variables[3].dtype = DType::float8_e4m3fn;  // w1
+  g.variables[4].dtype = DType::float8_e5m2;    // b1
+  Graph d = decode_graph(encode_graph(g));
+  CHECK(d == g);
+  CHECK(d.variables[3].dtype == DType::float8_e4m3fn);
+  CHECK(d.variables[4].dtype == DType::float8_e5m2);
+  CHECK(d.trainable_variables() == std::vector<std::string>{"w1", "b1", "w2", "b2"});
+  for (DType t : kAllDTypes) {
+    Variable v;
+    v.dtype = t;
+    CHECK(v.is_trainable() == dtype_is_floating(t));
+  }
+}
+
 TEST_CASE("The empty graph round-trips") {
   Graph g;
   CHECK(decode_graph(encode_graph(g)) == g);

@@ -11,10 +11,11 @@ import java.util.Objects;
  *
  * <p>Data types are named as modelzip names them: "bool", "int8", "uint8",
  * "int16", "uint16", "int32", "uint32", "int64", "uint64", "float16",
- * "bfloat16", "float32", "float64" and "string" (UTF-8 strings). Values are
- * row-major and little-endian, as stored. Each type is read into and made
- * from one kind of Java array of its width: boolean[] (bool), byte[] (int8,
- * uint8), short[] (int16, uint16, and the bits of float16 and bfloat16),
+ * "bfloat16", "float8_e4m3fn", "float8_e5m2", "float32", "float64" and
+ * "string" (UTF-8 strings). Values are row-major and little-endian, as
+ * stored. Each type is read into and made from one kind of Java array of its
+ * width: boolean[] (bool), byte[] (int8, uint8, and the bits of the 8-bit
+ * floats), short[] (int16, uint16, and the bits of float16 and bfloat16),
  * int[] (int32, uint32), long[] (int64, uint64), float[] (float32), double[]
  * (float64) and String[] (string); unsigned values keep their bits.
  *
@@ -139,6 +140,23 @@ public final class Tensor implements AutoCloseable {
     return of("float16", bits, orLength(shape, bits.length));
   }
 
+  /**
+   * A float8_e4m3fn tensor (torch.float8_e4m3fn, safetensors F8_E4M3) from the
+   * 8-bit patterns: sign, 4 exponent bits (bias 7), 3 mantissa bits; no
+   * infinity, 0x7F and 0xFF are NaN.
+   */
+  public static Tensor ofFloat8E4M3fn(byte[] bits, long... shape) {
+    return of("float8_e4m3fn", bits, orLength(shape, bits.length));
+  }
+
+  /**
+   * A float8_e5m2 tensor (torch.float8_e5m2, safetensors F8_E5M2) from the
+   * 8-bit patterns: the high byte of an IEEE half.
+   */
+  public static Tensor ofFloat8E5M2(byte[] bits, long... shape) {
+    return of("float8_e5m2", bits, orLength(shape, bits.length));
+  }
+
   private static long[] orLength(long[] shape, int length) {
     return shape == null || shape.length == 0 ? new long[] {length} : shape;
   }
@@ -257,7 +275,7 @@ public final class Tensor implements AutoCloseable {
     return (short[]) copyValues("short");
   }
 
-  /** The values of an int8 or uint8 tensor (bits kept). */
+  /** The values of an int8 or uint8 tensor (bits kept), or the bits of the 8-bit floats. */
   public byte[] toByteArray() {
     return (byte[]) copyValues("byte");
   }
@@ -316,7 +334,7 @@ public final class Tensor implements AutoCloseable {
   static String arrayKind(String dtype) {
     switch (dtype) {
       case "bool": return "boolean";
-      case "int8": case "uint8": return "byte";
+      case "int8": case "uint8": case "float8_e4m3fn": case "float8_e5m2": return "byte";
       case "int16": case "uint16": case "float16": case "bfloat16": return "short";
       case "int32": case "uint32": return "int";
       case "int64": case "uint64": return "long";

@@ -7,6 +7,11 @@ import static org.junit.Assert.assertThrows;
 import static org.junit.Assert.assertTrue;
 
 import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Paths;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import org.junit.Rule;
@@ -100,5 +105,43 @@ public class RoundTripTest {
         assertEquals("value " + i, weights[i], back[i], step / 2 + 1e-5f);
       }
     }
+  }
+
+  @Test
+  public void float8TensorsKeepTheirBitsThroughTheCliAndSafetensors() throws Exception {
+    // e4m3fn 1.0, -448, 2^-9, NaN; e5m2 1.0, +inf, -3 * 2^-16 (FORMAT.md section 6).
+    byte[] e4 = {0x38, (byte) 0xFE, 0x01, 0x7F};
+    byte[] e5 = {0x3C, 0x7C, (byte) 0x83};
+    Archive.save(scratch.archive(), "fp8",
+        Map.of("e4", Tensor.ofFloat8E4M3fn(e4, 2, 2), "e5", Tensor.ofFloat8E5M2(e5)));
+    assertArrayEquals(e4, TestSupport.cli("cat", scratch.archive(), "e4").stdout);
+    String listing = TestSupport.cli("ls", scratch.archive(), "--json").out();
+    assertTrue(listing, listing.contains("\"dtype\": \"float8_e4m3fn\""));
+    assertTrue(listing, listing.contains("\"dtype\": \"float8_e5m2\""));
+    try (Archive archive = Archive.open(scratch.archive())) {
+      for (Param p : archive.params("fp8")) {
+        assertEquals(p.name().equals("e4") ? "float8_e4m3fn" : "float8_e5m2", p.dtype());
+      }
+      Tensor t = archive.tensor("e4", "fp8");
+      assertEquals("float8_e4m3fn", t.dtype());
+      assertArrayEquals(new long[] {2, 2}, t.shape());
+      assertArrayEquals(e4, t.toByteArray());
+      assertThrows(IllegalArgumentException.class, t::toShortArray);
+      assertArrayEquals(e5, archive.tensor("e5", "fp8").toByteArray());
+    }
+    // Exported to safetensors under the library's names, with the same bytes.
+    String out = scratch.file("fp8.safetensors");
+    TestSupport.cli("export", scratch.archive(), out);
+    byte[] file = Files.readAllBytes(Paths.get(out));
+    int headerSize = (int) ByteBuffer.wrap(file).order(ByteOrder.LITTLE_ENDIAN).getLong(0);
+    String header = new String(file, 8, headerSize, StandardCharsets.UTF_8);
+    assertTrue(header, header.startsWith(
+        "{\"e4\":{\"dtype\":\"F8_E4M3\",\"shape\":[2,2],\"data_offsets\":[0,4]},"
+        + "\"e5\":{\"dtype\":\"F8_E5M2\",\"shape\":[3],\"data_offsets\":[4,7]}}"));
+    assertArrayEquals(new byte[] {0x38, (byte) 0xFE, 0x01, 0x7F, 0x3C, 0x7C, (byte) 0x83},
+        Arrays.copyOfRange(file, 8 + headerSize, file.length));
+    // A float8 tensor is made from bytes only.
+    assertThrows(IllegalArgumentException.class,
+        () -> Tensor.of("float8_e5m2", new short[] {1}, null));
   }
 }
