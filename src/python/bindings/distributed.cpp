@@ -104,7 +104,7 @@ class PyBackgroundCollectiveSave {
 };
 
 Tensor tensor_of(const std::string& name, const py::handle& value) {
-  py::tuple savable = helper("_values", "to_savable")(name, value, false);
+  py::tuple savable = helper("_values", "to_savable")(name, value, py::none());
   if (py::cast<std::string>(savable[0]) != "dense")
     throw py::type_error("parameter '" + name + "': distributed saves take dense arrays");
   return tensor_from_savable(savable);

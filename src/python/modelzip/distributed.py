@@ -388,10 +388,15 @@ def load(path: PathLike, blocks: Optional[Mapping[str, Optional[Block]]] = None,
     ``device`` (implies torch): the blocks as torch tensors on that device
     ("cuda", "cuda:1", a torch.device), copied from the mapping through the
     staging pipeline of modelzip.torch.load ("cpu": as torch=True).
-    ``stats``, if given, receives per name (bytes read, zero_copy)."""
-    if blocks is None:
+    ``stats``, if given, receives per name (bytes read, zero_copy).
+    Torch tensors have the stored dtype (bfloat16, float8_* too: TypeError for float8 before
+    torch 2.1); numpy arrays hold the raw bits of the types numpy lacks, as Archive.load()."""
+    dtypes: dict[str, str] = {}
+    if blocks is None or torch or device is not None:
         with _modelzip.Archive(path) as archive:
-            blocks = {p.name: None for p in archive.params(tag)}
+            dtypes = {p.name: p.dtype for p in archive.params(tag)}
+    if blocks is None:
+        blocks = {name: None for name in dtypes}
     requests = [(name, "", None if b is None else ([int(o) for o in b[0]], [int(s) for s in b[1]]))
                 for name, b in blocks.items()]
     results = _modelzip.read_blocks(path, requests, tag)
@@ -405,11 +410,10 @@ def load(path: PathLike, blocks: Optional[Mapping[str, Optional[Block]]] = None,
         import torch as _torch
         with warnings.catch_warnings():  # the pipeline only reads the read-only views
             warnings.simplefilter("ignore", UserWarning)
-            views = {name: _torch.from_numpy(a) for name, a in out.items()}
+            views = {name: _torch_of(name, "", a, dtypes, ()) for name, a in out.items()}
         return to_device(views, _torch_device(device))
     if torch or device is not None:
-        import torch as _torch
-        out = {name: _torch.from_numpy(np.array(a)) for name, a in out.items()}
+        out = {name: _torch_of(name, "", np.array(a), dtypes, ()) for name, a in out.items()}
     return out
 
 
