@@ -7,9 +7,10 @@ from typing import Any, Iterable, Optional
 
 import numpy as np
 
+from . import _values
 from ._ties import read_ties
 from ._values import (RAW_BITS_DTYPES, TORCH_DTYPE_MARK, TORCH_METADATA_MARK, TORCH_TUPLE_MARK,
-                      QuantizedTensor, SparseCOO, torch_raw_bits_types)
+                      QuantizedTensor, SparseCOO)
 
 
 def _quantized_to_torch(name: str, value: QuantizedTensor) -> Any:
@@ -52,7 +53,7 @@ def to_torch(name: str, value: Any, dtype: str) -> Any:
         indices = torch.from_numpy(value.indices).T
         return torch.sparse_coo_tensor(indices, values, value.shape)
     if dtype in RAW_BITS_DTYPES:
-        torch_type = torch_raw_bits_types(torch).get(dtype)
+        torch_type = _values.torch_raw_bits_types(torch).get(dtype)
         if torch_type is None:
             raise TypeError(f"parameter {name!r} is {dtype}, a type torch {torch.__version__} "
                             "does not have: loading it as a torch tensor needs torch >= 2.1 "

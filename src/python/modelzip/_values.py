@@ -386,7 +386,7 @@ def _from_torch(torch: Any, tensor: Any) -> tuple[Any, Optional[str]]:
     for name, dtype in torch_raw_bits_types(torch).items():
         if tensor.dtype == dtype:
             bits = torch.int16 if RAW_BITS_DTYPES[name] == 2 else torch.uint8
-            array = tensor.contiguous().view(bits).numpy()
+            array = tensor.view(bits).contiguous().numpy()  # the copy, if any, of integers
             return (array.view(np.uint16) if RAW_BITS_DTYPES[name] == 2 else array), name
     try:
         return tensor.numpy(), None
