@@ -173,6 +173,44 @@ def test_distributed_load_gives_the_bits_in_numpy(archive_path):
     assert stats["w"][1]  # a zero-copy view
 
 
+class _OneRank(modelzip.distributed.Communicator):
+    """A group of one process (no engine)."""
+
+    def rank(self):
+        return 0
+
+    def size(self):
+        return 1
+
+    def gather(self, data, root):
+        return [data]
+
+    def broadcast(self, data, root):
+        return data
+
+    def agree(self, error):
+        return (0, error) if error else None
+
+
+def test_distributed_save_takes_dtypes(archive_path):
+    mzd = modelzip.distributed
+    tensors = {"w": ALL_BITS[:128], "s": mzd.Shard(ALL_BITS.reshape(2, 128), (2, 128), (0, 0))}
+    mzd.save(archive_path, "t", tensors, group=_OneRank(), durable=False,
+             dtypes={"w": "float8_e5m2"})
+    with pytest.raises(ValueError, match="'nope', which is not among this rank's tensors"):
+        mzd.save(archive_path, "u", tensors, group=_OneRank(), dtypes={"nope": "float8_e5m2"})
+    with pytest.raises(TypeError, match="'w'.*uint8/int8.*float8_e4m3fn"):
+        mzd.save(archive_path, "u", {"w": np.zeros(2, np.float16)}, group=_OneRank(),
+                 dtypes={"w": "float8_e4m3fn"})
+    mzd.save(archive_path, "shards", {"s": tensors["s"]}, group=_OneRank(), durable=False,
+             dtypes={"s": "float8_e4m3fn"})
+    with modelzip.open(archive_path) as ar:
+        assert ar.tags == ["t", "shards"]
+        assert {p.name: p.dtype for p in ar.params("t")} == {"w": "float8_e5m2", "s": "uint8"}
+        assert ar.param("s", "shards").dtype == "float8_e4m3fn"
+        assert ar.tensor("w", "t").reshape(-1).tolist() == list(range(128))
+
+
 def _blob_bytes(path, blob):
     with zipfile.ZipFile(path) as z:
         return z.read(blob)
