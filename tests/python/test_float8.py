@@ -18,7 +18,7 @@ import pytest
 import modelzip
 import modelzip.distributed
 from modelzip import _values
-from conftest import CLI, save
+from conftest import CLI, OneRank, save
 
 try:
     import torch
@@ -173,36 +173,17 @@ def test_distributed_load_gives_the_bits_in_numpy(archive_path):
     assert stats["w"][1]  # a zero-copy view
 
 
-class _OneRank(modelzip.distributed.Communicator):
-    """A group of one process (no engine)."""
-
-    def rank(self):
-        return 0
-
-    def size(self):
-        return 1
-
-    def gather(self, data, root):
-        return [data]
-
-    def broadcast(self, data, root):
-        return data
-
-    def agree(self, error):
-        return (0, error) if error else None
-
-
 def test_distributed_save_takes_dtypes(archive_path):
     mzd = modelzip.distributed
     tensors = {"w": ALL_BITS[:128], "s": mzd.Shard(ALL_BITS.reshape(2, 128), (2, 128), (0, 0))}
-    mzd.save(archive_path, "t", tensors, group=_OneRank(), durable=False,
+    mzd.save(archive_path, "t", tensors, group=OneRank(), durable=False,
              dtypes={"w": "float8_e5m2"})
     with pytest.raises(ValueError, match="'nope', which is not among this rank's tensors"):
-        mzd.save(archive_path, "u", tensors, group=_OneRank(), dtypes={"nope": "float8_e5m2"})
+        mzd.save(archive_path, "u", tensors, group=OneRank(), dtypes={"nope": "float8_e5m2"})
     with pytest.raises(TypeError, match="'w'.*uint8/int8.*float8_e4m3fn"):
-        mzd.save(archive_path, "u", {"w": np.zeros(2, np.float16)}, group=_OneRank(),
+        mzd.save(archive_path, "u", {"w": np.zeros(2, np.float16)}, group=OneRank(),
                  dtypes={"w": "float8_e4m3fn"})
-    mzd.save(archive_path, "shards", {"s": tensors["s"]}, group=_OneRank(), durable=False,
+    mzd.save(archive_path, "shards", {"s": tensors["s"]}, group=OneRank(), durable=False,
              dtypes={"s": "float8_e4m3fn"})
     with modelzip.open(archive_path) as ar:
         assert ar.tags == ["t", "shards"]
