@@ -4,9 +4,11 @@
 # tests/python, benchmarks/torch_bench.py at 3 GiB (warm and cold, every device-load variant:
 # read() against mapping staging over threads {8,16} x pieces {8,32} MiB; the saves of the
 # state dict from the GPU, blocking and save_async, beside .cpu() then save) and
-# benchmarks/async_save_bench.py. Every step runs under `timeout`; the steps' limits add up to
-# 7 minutes. Outputs go to $OUT (the device tool's output folder; default /tmp/gpu_checks):
-# build.log, env.txt, cuda_tests.txt, torch_bench.txt, async_save_bench.txt, summary.txt.
+# benchmarks/async_save_bench.py, and every test of tests/python/test_float8.py (torch >= 2.1
+# has the float8 dtypes the CPU-only machines' torch lacks). Every step runs under `timeout`;
+# the steps' limits add up to 7.5 minutes. Outputs go to $OUT (the device tool's output folder;
+# default /tmp/gpu_checks): build.log, env.txt, cuda_tests.txt, float8_tests.txt,
+# torch_bench.txt, async_save_bench.txt, summary.txt.
 # TORCH_BENCH_MIB and ASYNC_BENCH_MIB change the benchmarks' sizes (a dry run on a small machine).
 #
 # Prepared here first: `bash ../shared/device/prepare.sh` (fills .devdeps/); then the device
@@ -56,6 +58,9 @@ if "$PY" -c 'import pytest' 2>/dev/null; then
     tests/python/test_torch_load.py tests/python/test_distributed.py tests/python/test_save_async.py \
     tests/python/test_device_save.py
   grep -E "passed|failed|skipped|error" "$out/cuda_tests.txt" | tail -1 | sed 's/^/  /' | tee -a "$summary"
+  step float8_tests 30 float8_tests.txt "$PY" -m pytest -q -rs -p no:cacheprovider \
+    tests/python/test_float8.py
+  grep -E "passed|failed|skipped|error" "$out/float8_tests.txt" | tail -1 | sed 's/^/  /' | tee -a "$summary"
 else
   echo "cuda_tests: not run (pytest is not installed on this machine)" | tee -a "$summary"
 fi

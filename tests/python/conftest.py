@@ -5,6 +5,7 @@ import pathlib
 import pytest
 
 import modelzip
+import modelzip.distributed
 
 TESTDATA = pathlib.Path(os.environ.get("MODELZIP_SHARED_TESTDATA",
                                        pathlib.Path(__file__).parents[3] / "shared" / "testdata"))
@@ -25,6 +26,25 @@ def finalfusion_dir():
     if not path.is_dir():
         pytest.fail(f"no shared test data at {path} (../shared must be beside the clone)")
     return path
+
+
+class OneRank(modelzip.distributed.Communicator):
+    """A group of one process (no engine): the collective commit's own logic."""
+
+    def rank(self):
+        return 0
+
+    def size(self):
+        return 1
+
+    def gather(self, data, root):
+        return [data]
+
+    def broadcast(self, data, root):
+        return data
+
+    def agree(self, error):
+        return (0, error) if error else None
 
 
 def save(path, tag, arrays, **kwargs):

@@ -18,6 +18,7 @@ import modelzip.distributed as mzd
 
 sys.path.insert(0, os.path.dirname(__file__))
 from dist_worker import model  # noqa: E402
+from conftest import OneRank  # noqa: E402
 
 WORKER = os.path.join(os.path.dirname(__file__), "dist_worker.py")
 
@@ -297,25 +298,6 @@ def test_sharded_adam_checkpoint(request, tmp_path, engine):
         run_mpi("optim", tmp_path)
         folder = tmp_path
     check_sharded_adam(folder / "dist.zip", tmp_path)
-
-
-class OneRank(mzd.Communicator):
-    """A group of one process (no engine): the collective commit's own logic."""
-
-    def rank(self):
-        return 0
-
-    def size(self):
-        return 1
-
-    def gather(self, data, root):
-        return [data]
-
-    def broadcast(self, data, root):
-        return data
-
-    def agree(self, error):
-        return (0, error) if error else None
 
 
 def collective_save(path, tag, tensors, **options):

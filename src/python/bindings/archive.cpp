@@ -224,7 +224,7 @@ void bind_param_info(py::module_& m) {
           "\"tensor\", or \"embedding\" for a finalfusion embedding parameter.")
       .def_property_readonly(
           "dtype", [](const ParamInfo& p) { return std::string(dtype_name(p.dtype)); },
-          "numpy-style dtype name: \"float32\", \"bfloat16\", \"string\"...")
+          "numpy-style dtype name: \"float32\", \"bfloat16\", \"float8_e4m3fn\", \"string\"...")
       .def_property_readonly(
           "shape", [](const ParamInfo& p) { return shape_tuple(p.shape); }, "The dense shape.")
       .def_property_readonly(
@@ -355,7 +355,7 @@ release the GIL.)");
 
 Dense tensors are numpy arrays: read-only zero-copy views for stored blobs
 unless copy=True or writable=True. bfloat16 loads as uint16 (the raw bits),
-strings as an object array of str, sparse tensors as SparseCOO, quantized
+float8_e4m3fn and float8_e5m2 as uint8 (the raw bits), strings as an object array of str, sparse tensors as SparseCOO, quantized
 tensors as QuantizedTensor (zero-copy views of the integers, scales and zero
 points) or, with dequantize=True, as new writable arrays of their original
 type. Embedding parameters are skipped (use embeddings()). The result is a
@@ -381,7 +381,9 @@ verify: check every blob's CRC-32 before returning (copy=True always does);
 The same as modelzip.torch.load(path, tag) on this archive: writable CPU
 tensors viewing a private copy-on-write mapping of the file (writes stay in
 this process), which keep it alive after close(). bfloat16 comes back as
-torch.bfloat16, sparse tensors as torch sparse COO. Quantized tensors come
+torch.bfloat16, float8_e4m3fn and float8_e5m2 as torch.float8_* (torch >=
+2.1; TypeError naming the parameter before), sparse tensors as torch sparse
+COO. Quantized tensors come
 back as torch quantized tensors (affine per tensor or per axis, int8 ->
 qint8, uint8 -> quint8, of float32 values), exactly as saved, or with
 dequantize=True as float tensors of their original type (the only way for

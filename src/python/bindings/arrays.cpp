@@ -143,6 +143,10 @@ py::dtype numpy_dtype(DType type) {
     case DType::bfloat16:
       name = "<u2";
       break;
+    case DType::float8_e4m3fn:
+    case DType::float8_e5m2:
+      name = "u1";
+      break;
     case DType::utf8:
       name = "O";
       break;

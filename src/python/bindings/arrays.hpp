@@ -3,8 +3,8 @@
 // To numpy: dense tensors of fixed-size types become ndarrays that VIEW the
 // tensor's bytes (no copy); the array's base is a capsule owning a copy of
 // the Bytes, which keeps the archive mapping alive for as long as the array
-// (or any view of it) lives. bfloat16 is viewed as uint16 (numpy has no
-// bfloat16), utf8 becomes an object ndarray of str (a copy), sparse COO a
+// (or any view of it) lives. bfloat16 is viewed as uint16 and the float8
+// types as uint8 (numpy has none of them: the raw bits), utf8 becomes an object ndarray of str (a copy), sparse COO a
 // modelzip.SparseCOO of two views, a quantized tensor a
 // modelzip.QuantizedTensor viewing its integers, scales and zero points.
 //
@@ -22,7 +22,8 @@
 
 namespace modelzip::python {
 
-// The numpy dtype arrays of `type` get: "<u2" for bfloat16, object for utf8.
+// The numpy dtype arrays of `type` get: "<u2" for bfloat16, "u1" for the
+// float8 types, object for utf8.
 py::dtype numpy_dtype(DType type);
 
 // The tensor as numpy (see above). Arrays are read-only unless `writable`

@@ -69,7 +69,8 @@ std::function<void(Metadata&)> metadata_edit(MetadataFields fields) {
 std::unique_ptr<PyBackgroundSave> start(const py::object& path, const std::string& tag,
                                         const py::handle& arrays, const py::object& share,
                                         const py::object& compress, const py::object& bfloat16,
-                                        const py::object& updater, const py::object& training,
+                                        const py::object& dtypes, const py::object& updater,
+                                        const py::object& training,
                                         const std::optional<MetadataFields>& metadata, bool dedup,
                                         bool durable, bool append, bool keep_staging,
                                         unsigned copy_threads) {
@@ -77,7 +78,8 @@ std::unique_ptr<PyBackgroundSave> start(const py::object& path, const std::strin
   // CUDA tensors are fetched into staging areas the save adopts.
   const py::object fetches = helper("_values", "new_fetches")();
   const NewTag contents =
-      tag_contents_from_python(arrays, share, compress, bfloat16, updater, training, fetches);
+      tag_contents_from_python(arrays, share, compress, bfloat16, dtypes, updater, training,
+                               fetches);
   BackgroundSaveOptions options;
   if (!fetches.is_none()) options.adopt = adopted_areas(fetches.attr("areas"), keep_staging);
   options.writer.dedup = dedup;
@@ -112,8 +114,9 @@ void bind_background_save(py::module_& m) {
   bind_staging_areas(m);
   m.def("start_background_save", &start, py::arg("path"), py::arg("tag"), py::arg("arrays"),
         py::kw_only(), py::arg("share") = py::none(), py::arg("compress") = false,
-        py::arg("bfloat16") = py::tuple(), py::arg("updater") = py::none(),
-        py::arg("training") = py::none(), py::arg("metadata") = py::none(),
+        py::arg("bfloat16") = py::tuple(), py::arg("dtypes") = py::none(),
+        py::arg("updater") = py::none(), py::arg("training") = py::none(),
+        py::arg("metadata") = py::none(),
         py::arg("dedup") = true, py::arg("durable") = true, py::arg("append") = true,
         py::arg("keep_staging") = true, py::arg("copy_threads") = 0u,
         "Snapshots the arrays (GIL released) and starts the save: see modelzip.save_async.");

@@ -75,7 +75,8 @@ py::object training_config_to_python(const training::TrainingConfig& config);
 // (staging_areas.hpp) instead of into new host tensors. Needs the GIL.
 NewTag tag_contents_from_python(const py::handle& arrays, const py::object& share,
                                 const py::object& compress, const py::object& bfloat16,
-                                const py::object& updater, const py::object& training,
+                                const py::object& dtypes, const py::object& updater,
+                                const py::object& training,
                                 const py::object& fetches = py::none());
 
 // An attribute of the pure-Python helper module modelzip.<module>.

@@ -3,7 +3,6 @@
 #include "modelzip/convert.hpp"
 
 #include <pybind11/stl.h>
-#include <set>
 #include <vector>
 
 #include "arrays.hpp"
@@ -47,7 +46,7 @@ void bind_convert(py::module_& m) {
 
 Returns (tensors, metadata): tensors by name, in file order, as in
 Archive.load() (read-only views into the mapped file where the data allows;
-bfloat16 as uint16 bits); metadata is safetensors' "__metadata__" ({} for
+bfloat16 as uint16 bits, float8_e4m3fn and float8_e5m2 as uint8 bits); metadata is safetensors' "__metadata__" ({} for
 the other formats). A .npy tensor is named after the file's stem, BTF
 tensors "0", "1"... Quantized tensors written as integers + scales (NAME,
 NAME.scales, NAME.zero_points, NAME.quantization) come back as
@@ -57,16 +56,16 @@ QuantizedTensor.)");
   m.def(
       "write_tensor_file",
       [](const py::object& path, const py::handle& arrays, const py::object& metadata,
-         const py::object& bfloat16) {
+         const py::object& bfloat16, const py::object& dtypes) {
         std::filesystem::path p = to_path(path);
-        std::set<std::string> bf16;
-        for (py::handle n : bfloat16) bf16.insert(n.cast<std::string>());
+        // {name: dtype name} of the arrays given as raw bits (_values.py).
+        const py::dict raw_bits(helper("_values", "raw_bits_marks")(bfloat16, dtypes));
         py::object to_savable = helper("_values", "to_savable");
         std::vector<convert::NamedTensor> tensors;
         for (py::handle item : arrays.attr("items")()) {
           py::tuple pair = py::reinterpret_borrow<py::tuple>(item);
           std::string name = pair[0].cast<std::string>();
-          py::tuple savable = to_savable(name, pair[1], bf16.count(name) > 0);
+          py::tuple savable = to_savable(name, pair[1], raw_bits.attr("get")(py::str(name)));
           if (savable[0].cast<std::string>() == "embedding")
             throw py::type_error("parameter '" + name + "': embeddings cannot go in tensor files");
           tensors.push_back({name, tensor_from_savable(savable)});
@@ -76,8 +75,8 @@ QuantizedTensor.)");
         convert::write_tensor_file(p, tensors, meta);
       },
       py::arg("path"), py::arg("arrays"), py::kw_only(), py::arg("metadata") = py::none(),
-      py::arg("bfloat16") = py::tuple(),
-      R"(Writes `arrays` (as for Writer.add_tag) to a .npy (exactly one array), .npz,
+      py::arg("bfloat16") = py::tuple(), py::arg("dtypes") = py::none(),
+      R"(Writes `arrays` (as for Writer.add_tag, with its dtypes= and bfloat16=) to a .npy (exactly one array), .npz,
 .safetensors or .btf file, chosen by extension, through a temporary file
 renamed over `path`. metadata: str -> str, safetensors only. Raises Error
 (code "unsupported") for what the format cannot hold, e.g. strings in

@@ -103,8 +103,11 @@ class PyBackgroundCollectiveSave {
   BackgroundCollectiveSave save_;
 };
 
-Tensor tensor_of(const std::string& name, const py::handle& value) {
-  py::tuple savable = helper("_values", "to_savable")(name, value, false);
+// `raw_bits`: None, or the type whose raw bits `value` holds (bfloat16, float8_*: see
+// modelzip._values.to_savable).
+Tensor tensor_of(const std::string& name, const py::handle& value,
+                 const py::object& raw_bits = py::none()) {
+  py::tuple savable = helper("_values", "to_savable")(name, value, raw_bits);
   if (py::cast<std::string>(savable[0]) != "dense")
     throw py::type_error("parameter '" + name + "': distributed saves take dense arrays");
   return tensor_from_savable(savable);
@@ -164,19 +167,20 @@ elsewhere), broadcast(bytes, root) -> bytes and agree(error: str) -> None or
            py::keep_alive<1, 3>())
       .def(
           "add",
-          [](CollectiveWriter& w, const std::string& name, const py::handle& value) {
-            w.add(name, tensor_of(name, value));
-          },
-          py::arg("name"), py::arg("value"))
+          [](CollectiveWriter& w, const std::string& name, const py::handle& value,
+             const py::object& dtype) { w.add(name, tensor_of(name, value, dtype)); },
+          py::arg("name"), py::arg("value"), py::kw_only(), py::arg("dtype") = py::none())
       .def(
           "add_shard",
           [](CollectiveWriter& w, const std::string& name, const py::handle& value,
-             std::vector<std::int64_t> global_shape, std::vector<std::int64_t> offset) {
-            Tensor data = tensor_of(name, value);
+             std::vector<std::int64_t> global_shape, std::vector<std::int64_t> offset,
+             const py::object& dtype) {
+            Tensor data = tensor_of(name, value, dtype);
             Block block{std::move(offset), data.shape()};
             w.add_shard(name, std::move(data), std::move(global_shape), std::move(block));
           },
-          py::arg("name"), py::arg("value"), py::arg("global_shape"), py::arg("offset"))
+          py::arg("name"), py::arg("value"), py::arg("global_shape"), py::arg("offset"),
+          py::kw_only(), py::arg("dtype") = py::none())
       .def("share", &CollectiveWriter::share, py::arg("name"), py::arg("from_tag"),
            py::arg("from_param"))
       .def(

@@ -1,6 +1,6 @@
 // The contents of a new tag from the arguments of Writer.add_tag (and
-// modelzip.save_async): arrays, shared parameters, compression and bfloat16
-// selections, updater state, training config.
+// modelzip.save_async): arrays, shared parameters, compression and raw-bits
+// (dtypes=, bfloat16=) selections, updater state, training config.
 #include <pybind11/stl.h>
 
 #include <set>
@@ -32,7 +32,7 @@ StateKey state_key(const py::handle& key, const char* what) {
   return {name_of(key[py::int_(0)], what), name_of(key[py::int_(1)], what)};
 }
 
-// The arrays an option (compress=, bfloat16=) applies to: all, or
+// The arrays an option (compress=, dtypes=) applies to: all, or
 // parameter names (str) and updater states ((variable, state) tuples).
 struct Selection {
   bool all = false;
@@ -75,11 +75,14 @@ Selection selection_of(const py::object& option, const char* what) {
 
 NewTag tag_contents_from_python(const py::handle& arrays, const py::object& share,
                                 const py::object& compress, const py::object& bfloat16,
-                                const py::object& updater, const py::object& training,
-                                const py::object& fetches) {
+                                const py::object& dtypes, const py::object& updater,
+                                const py::object& training, const py::object& fetches) {
   const Selection compressed = selection_of(compress, "compress");
-  const Selection bf16 = selection_of(bfloat16, "bfloat16");
-  if (bf16.all) throw py::type_error("bfloat16 must be a collection of names, not a bool");
+  // {name or (variable, state): dtype name} of the arrays given as raw bits (_values.py).
+  const py::dict raw_bits(helper("_values", "raw_bits_marks")(bfloat16, dtypes));
+  const char* marks_option = dtypes.is_none() ? "bfloat16" : "dtypes";
+  const Selection marked = selection_of(py::list(raw_bits), marks_option);
+  auto raw_bits_of = [&](const py::object& key) { return raw_bits.attr("get")(key); };
   auto options = [&](bool deflate) {
     return ParamOptions{deflate ? Compression::deflate : Compression::store};
   };
@@ -98,7 +101,7 @@ NewTag tag_contents_from_python(const py::handle& arrays, const py::object& shar
     py::tuple pair = py::reinterpret_borrow<py::tuple>(item);
     std::string name = name_of(pair[0], "parameter names");
     present.params.insert(name);
-    py::tuple savable = to_savable(name, pair[1], bf16.has(name));
+    py::tuple savable = to_savable(name, pair[1], raw_bits_of(py::str(name)));
     if (py::cast<std::string>(savable[0]) == "embedding") {
       const auto& e = savable[1].cast<const finalfusion::Embeddings&>();
       Bytes file;
@@ -116,7 +119,8 @@ NewTag tag_contents_from_python(const py::handle& arrays, const py::object& shar
       py::tuple pair = py::reinterpret_borrow<py::tuple>(item);
       const StateKey key = state_key(pair[0], "updater keys");
       present.states.insert(key);
-      py::tuple savable = to_savable(key.first + "/" + key.second, pair[1], bf16.has(key));
+      py::tuple savable = to_savable(key.first + "/" + key.second, pair[1],
+                                     raw_bits_of(py::make_tuple(key.first, key.second)));
       if (py::cast<std::string>(savable[0]) == "embedding")
         throw py::type_error("updater state " + key.first + "/" + key.second +
                              " must be an array");
@@ -139,7 +143,7 @@ NewTag tag_contents_from_python(const py::handle& arrays, const py::object& shar
     contents.set_entry(std::string(kTrainingConfigEntryName),
                        training::encode_training_config(training_config_from_python(training)));
   compressed.check_within(present, "compress");
-  bf16.check_within(present, "bfloat16");
+  marked.check_within(present, marks_option);
   return contents;
 }
 

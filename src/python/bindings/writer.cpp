@@ -96,14 +96,15 @@ class PyWriter {
   // after): CUDA tensors are fetched in the background into staging areas
   // that commit() writes from as their bytes arrive (staging_areas.hpp).
   void add_tag(const std::string& tag, const py::handle& arrays, const py::object& share,
-               const py::object& compress, const py::object& bfloat16, const py::object& updater,
-               const py::object& training, bool replace, bool overlap_fetch) {
+               const py::object& compress, const py::object& bfloat16, const py::object& dtypes,
+               const py::object& updater, const py::object& training, bool replace,
+               bool overlap_fetch) {
     Writer& w = get();
     py::object fetches = py::none();
     if (overlap_fetch) fetches = helper("_values", "new_fetches")(true);
     try {
-      NewTag contents =
-          tag_contents_from_python(arrays, share, compress, bfloat16, updater, training, fetches);
+      NewTag contents = tag_contents_from_python(arrays, share, compress, bfloat16, dtypes, updater,
+                                                 training, fetches);
       if (replace)
         w.replace_tag(tag, std::move(contents));
       else
@@ -314,8 +315,9 @@ returning False cancels (commit() raises Error with code "cancelled"); an
 exception it raises is re-raised by commit().)")
       .def("add_tag", &PyWriter::add_tag, py::arg("tag"), py::arg("arrays"), py::kw_only(),
            py::arg("share") = py::none(), py::arg("compress") = false,
-           py::arg("bfloat16") = py::tuple(), py::arg("updater") = py::none(),
-           py::arg("training") = py::none(), py::arg("replace") = false,
+           py::arg("bfloat16") = py::tuple(), py::arg("dtypes") = py::none(),
+           py::arg("updater") = py::none(), py::arg("training") = py::none(),
+           py::arg("replace") = false,
            py::arg("_overlap_fetch") = false,
            R"(Stages a new tag (it becomes the newest) holding `arrays`.
 
@@ -325,10 +327,14 @@ arrays: mapping name -> numpy array, torch tensor, anything with __array__ or
   only for arrays that are not).
 share: {name: (tag, param)}: `name` is parameter `param` of existing tag `tag`.
 compress: True, or the names to deflate (default: stored, zero-copy reads).
-bfloat16: names of uint16/int16 arrays holding bfloat16 bits (torch bfloat16
-  tensors are recognised without this).
+dtypes: {name: "bfloat16" | "float8_e4m3fn" | "float8_e5m2"}: arrays holding
+  the raw bits of a type numpy lacks (uint16/int16 for bfloat16, uint8/int8 for
+  the float8 types). torch tensors and ml_dtypes arrays of these types are
+  recognised without it.
+bfloat16: names of uint16/int16 arrays holding bfloat16 bits (the older
+  shorthand of dtypes={name: "bfloat16"}).
 updater: {(variable, state): array}: optimizer state arrays (e.g. Adam "M").
-  compress and bfloat16 name updater states as (variable, state) tuples.
+  compress, dtypes and bfloat16 name updater states as (variable, state) tuples.
 training: the tag's training config (<tag>/trainingConfig.fb) as a dict in
   the shape Archive.training_config() returns; absent keys take the schema's
   defaults.

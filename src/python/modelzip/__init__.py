@@ -111,6 +111,7 @@ def save(path: PathLike, tag: str, arrays: Mapping[str, Any], *,
          share: Optional[Mapping[str, tuple[str, str]]] = None,
          compress: Union[bool, Iterable[Union[str, tuple[str, str]]]] = False,
          bfloat16: Iterable[Union[str, tuple[str, str]]] = (),
+         dtypes: Optional[Mapping[Union[str, tuple[str, str]], str]] = None,
          updater: Optional[Mapping[tuple[str, str], Any]] = None,
          metadata: Optional[MetadataUpdate] = None,
          dedup: bool = True, durable: bool = True, append: bool = True,
@@ -127,7 +128,8 @@ def save(path: PathLike, tag: str, arrays: Mapping[str, Any], *,
     that name (any letter case) in the same commit; ``keep_last=N`` then keeps
     only the newest N tags, removing older ones in the same commit (in place:
     their bytes stay as free entries until collect_garbage()).
-    See Writer.add_tag for ``share``, ``compress``, ``bfloat16`` and ``updater``;
+    See Writer.add_tag for ``share``, ``compress``, ``dtypes`` (arrays holding the raw bits of
+    bfloat16, float8_e4m3fn or float8_e5m2), ``bfloat16`` and ``updater``;
     ``metadata`` updates the archive metadata as update_metadata() does.
     Returns the WriteStats of the commit.
     """
@@ -135,7 +137,7 @@ def save(path: PathLike, tag: str, arrays: Mapping[str, Any], *,
     try:
         # CUDA tensors: written while they are fetched (commit follows at once).
         writer.add_tag(tag, arrays, share=share, compress=compress, bfloat16=bfloat16,
-                       updater=updater, replace=replace, _overlap_fetch=True)
+                       dtypes=dtypes, updater=updater, replace=replace, _overlap_fetch=True)
         if keep_last is not None:
             writer.keep_last(keep_last)
         if metadata is not None:

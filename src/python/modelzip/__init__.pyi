@@ -13,6 +13,10 @@ Loaded arrays and dtypes:
   ``ParamInfo.dtype`` says "bfloat16". ``Archive.load_torch`` restores
   ``torch.bfloat16``; ``arr.astype(np.uint32) << 16`` viewed as float32 gives
   the values in numpy.
+- float8_e4m3fn and float8_e5m2 load as **uint8** holding the raw bits;
+  ``ParamInfo.dtype`` says which. ``Archive.load_torch`` restores
+  ``torch.float8_e4m3fn`` / ``torch.float8_e5m2`` (torch >= 2.1; older torch
+  raises TypeError); ``ml_dtypes`` arrays: ``arr.view(ml_dtypes.float8_e4m3fn)``.
 - Strings ("string", UTF-8) load as numpy **object** arrays of ``str`` with
   the stored shape (always a copy).
 - Sparse COO tensors load as ``SparseCOO(indices, values, shape)``.
@@ -211,7 +215,7 @@ class ParamInfo:
         """"tensor", or "embedding" for a finalfusion embedding parameter."""
     @property
     def dtype(self) -> str:
-        """numpy-style dtype name: "float32", "bfloat16", "string"..."""
+        """numpy-style dtype name: "float32", "bfloat16", "float8_e4m3fn", "string"..."""
     @property
     def shape(self) -> tuple[int, ...]:
         """The dense shape."""
@@ -311,7 +315,8 @@ class Archive:
         """Every tensor parameter of ``tag`` (None: the newest), by name, in stored order.
 
         Read-only zero-copy views for stored blobs unless ``copy=True`` or
-        ``writable=True``. bfloat16 loads as uint16 bits, strings as object
+        ``writable=True``. bfloat16 loads as uint16 bits, float8_e4m3fn and
+        float8_e5m2 as uint8 bits, strings as object
         arrays of str, sparse tensors as SparseCOO, quantized tensors as
         QuantizedTensor or, with ``dequantize=True``, as new arrays of their
         original dtype. Embedding parameters are skipped (use embeddings()).
@@ -326,7 +331,8 @@ class Archive:
 
         modelzip.torch.load() on this archive (docs/torch.md): writable CPU
         tensors viewing a private copy-on-write mapping of the file; writes stay
-        in this process. bfloat16 comes back as torch.bfloat16, sparse tensors
+        in this process. bfloat16 comes back as torch.bfloat16, float8_e4m3fn and
+        float8_e5m2 as torch.float8_* (torch >= 2.1, else TypeError), sparse tensors
         as torch sparse COO. Quantized tensors as torch quantized tensors
         (affine, int8/uint8 of float32 values: exactly as saved), or float
         tensors with ``dequantize=True`` (required for block-wise and int4
@@ -393,6 +399,7 @@ class Writer:
                 share: Optional[Mapping[str, tuple[str, str]]] = None,
                 compress: Union[bool, Iterable[Union[str, tuple[str, str]]]] = False,
                 bfloat16: Iterable[Union[str, tuple[str, str]]] = (),
+                dtypes: Optional[Mapping[Union[str, tuple[str, str]], str]] = None,
                 updater: Optional[Mapping[tuple[str, str], Any]] = None,
                 training: Optional[Mapping[str, Any]] = None, replace: bool = False,
                 _overlap_fetch: bool = False) -> None:
@@ -402,10 +409,15 @@ class Writer:
         .numpy(), str / (nested) list of str, SparseCOO, or Embeddings.
         share: {name: (tag, param)}: ``name`` is parameter ``param`` of tag ``tag``.
         compress: True, or the names to deflate (default: stored, zero-copy reads).
-        bfloat16: names of uint16/int16 arrays holding bfloat16 bits (torch
-        bfloat16 tensors are recognised without this).
-        updater: {(variable, state): array}: optimizer state arrays; compress
-        and bfloat16 name them as (variable, state) tuples.
+        dtypes: {name: "bfloat16" | "float8_e4m3fn" | "float8_e5m2"}: arrays
+        holding the raw bits of a type numpy lacks (uint16/int16 for bfloat16,
+        uint8/int8 for the float8 types; TypeError for another itemsize,
+        ValueError for another type name). torch tensors and ml_dtypes arrays
+        of these types are recognised without it.
+        bfloat16: names of uint16/int16 arrays holding bfloat16 bits (the older
+        shorthand of ``dtypes={name: "bfloat16"}``).
+        updater: {(variable, state): array}: optimizer state arrays; compress,
+        dtypes and bfloat16 name them as (variable, state) tuples.
         training: the tag's training config (trainingConfig.fb) as a dict of the
         shape Archive.training_config() returns; absent keys take the schema's
         defaults (TypeError/ValueError for a malformed dict, InvalidArgumentError
@@ -564,6 +576,7 @@ def save(path: PathLike, tag: str, arrays: Mapping[str, Any], *,
          share: Optional[Mapping[str, tuple[str, str]]] = None,
          compress: Union[bool, Iterable[Union[str, tuple[str, str]]]] = False,
          bfloat16: Iterable[Union[str, tuple[str, str]]] = (),
+         dtypes: Optional[Mapping[Union[str, tuple[str, str]], str]] = None,
          updater: Optional[Mapping[tuple[str, str], Any]] = None,
          metadata: Union[Metadata, Mapping[str, Optional[str]], None] = None,
          dedup: bool = True, durable: bool = True, append: bool = True,
@@ -594,6 +607,7 @@ def save_async(path: PathLike, tag: str, arrays: Mapping[str, Any], *,
                share: Optional[Mapping[str, tuple[str, str]]] = None,
                compress: Union[bool, Iterable[Union[str, tuple[str, str]]]] = False,
                bfloat16: Iterable[Union[str, tuple[str, str]]] = (),
+               dtypes: Optional[Mapping[Union[str, tuple[str, str]], str]] = None,
                updater: Optional[Mapping[tuple[str, str], Any]] = None,
                training: Optional[Mapping[str, Any]] = None,
                metadata: Union[Metadata, Mapping[str, Optional[str]], None] = None,
@@ -637,7 +651,7 @@ def read_tensor_file(path: PathLike) -> tuple[dict[str, LoadedValue], dict[str, 
 
     Tensors by name in file order, as Archive.load() gives them (read-only
     views into the mapped file where the data allows; bfloat16 as uint16
-    bits). metadata is safetensors' "__metadata__" ({} for other formats). A
+    bits, float8_e4m3fn and float8_e5m2 as uint8 bits). metadata is safetensors' "__metadata__" ({} for other formats). A
     .npy tensor is named after the file's stem, BTF tensors "0", "1"...
     Quantized tensors written as integers + scales (NAME, NAME.scales,
     NAME.zero_points, NAME.quantization; see write_tensor_file) come back as
@@ -647,7 +661,8 @@ def read_tensor_file(path: PathLike) -> tuple[dict[str, LoadedValue], dict[str, 
 
 def write_tensor_file(path: PathLike, arrays: Mapping[str, Any], *,
                       metadata: Optional[Mapping[str, str]] = None,
-                      bfloat16: Iterable[str] = ()) -> None:
+                      bfloat16: Iterable[str] = (),
+                      dtypes: Optional[Mapping[str, str]] = None) -> None:
     """Writes ``arrays`` (as for Writer.add_tag) to a .npy/.npz/.safetensors/.btf file.
 
     The format follows the extension; .npy holds exactly one array; metadata
@@ -668,7 +683,7 @@ def import_tensor_files(archive: PathLike, tag: str, paths: list[PathLike], *,
     """Adds tag ``tag`` to ``archive`` made of every tensor of the tensor files ``paths``.
 
     Goes straight from file to archive without numpy, so data types are kept
-    exactly (bfloat16 stays bfloat16). The safetensors files' ``__metadata__`` is kept
+    exactly (bfloat16 and the float8 types stay what they are). The safetensors files' ``__metadata__`` is kept
     with the tag (export_tensor_file writes it back); two files that give one key
     different values raise InvalidArgumentError.
     Quantized tensors written as integers + scales are stored quantized again.

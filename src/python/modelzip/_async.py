@@ -117,6 +117,7 @@ def save_async(path: Union[str, "os.PathLike[str]"], tag: str, arrays: Mapping[s
                share: Optional[Mapping[str, tuple[str, str]]] = None,
                compress: Union[bool, Iterable[Union[str, tuple[str, str]]]] = False,
                bfloat16: Iterable[Union[str, tuple[str, str]]] = (),
+               dtypes: Optional[Mapping[Union[str, tuple[str, str]], str]] = None,
                updater: Optional[Mapping[tuple[str, str], Any]] = None,
                training: Optional[Mapping[str, Any]] = None,
                metadata: Any = None, dedup: bool = True, durable: bool = True,
@@ -141,9 +142,9 @@ def save_async(path: Union[str, "os.PathLike[str]"], tag: str, arrays: Mapping[s
     key = os.path.realpath(os.fspath(path))
     _raise_unretrieved(key)
     handle = _modelzip.start_background_save(
-        path, tag, arrays, share=share, compress=compress, bfloat16=bfloat16, updater=updater,
-        training=training, metadata=_metadata_fields(metadata), dedup=dedup, durable=durable,
-        append=append, keep_staging=keep_staging)
+        path, tag, arrays, share=share, compress=compress, bfloat16=bfloat16, dtypes=dtypes,
+        updater=updater, training=training, metadata=_metadata_fields(metadata), dedup=dedup,
+        durable=durable, append=append, keep_staging=keep_staging)
     future = SaveFuture(handle, os.fspath(path), tag)
     threading.Thread(target=future._complete, args=(key,), name=f"modelzip save {tag}",
                      daemon=False).start()

@@ -7,9 +7,10 @@ from typing import Any, Iterable, Optional
 
 import numpy as np
 
+from . import _values
 from ._ties import read_ties
-from ._values import (TORCH_DTYPE_MARK, TORCH_METADATA_MARK, TORCH_TUPLE_MARK, QuantizedTensor,
-                      SparseCOO)
+from ._values import (RAW_BITS_DTYPES, TORCH_DTYPE_MARK, TORCH_METADATA_MARK, TORCH_TUPLE_MARK,
+                      QuantizedTensor, SparseCOO)
 
 
 def _quantized_to_torch(name: str, value: QuantizedTensor) -> Any:
@@ -38,9 +39,10 @@ def _quantized_to_torch(name: str, value: QuantizedTensor) -> Any:
 def to_torch(name: str, value: Any, dtype: str) -> Any:
     """A torch tensor sharing the memory of ``value`` (a writable numpy copy, or SparseCOO).
 
-    ``dtype`` is the modelzip dtype, so bfloat16 (loaded as uint16 bits)
-    becomes ``torch.bfloat16`` again. Raises TypeError, naming ``name``, for
-    what torch cannot hold (strings, unsigned types it lacks).
+    ``dtype`` is the modelzip dtype, so bfloat16 (loaded as uint16 bits) becomes
+    ``torch.bfloat16`` again, float8_e4m3fn and float8_e5m2 (uint8 bits) ``torch.float8_*``.
+    Raises TypeError, naming ``name``, for what torch cannot hold (strings, unsigned types it
+    lacks, float8 types before torch 2.1).
     """
     import torch
 
@@ -50,8 +52,14 @@ def to_torch(name: str, value: Any, dtype: str) -> Any:
         values = to_torch(name, value.values, dtype)
         indices = torch.from_numpy(value.indices).T
         return torch.sparse_coo_tensor(indices, values, value.shape)
-    if dtype == "bfloat16":
-        return torch.from_numpy(value.view(np.int16)).view(torch.bfloat16)
+    if dtype in RAW_BITS_DTYPES:
+        torch_type = _values.torch_raw_bits_types(torch).get(dtype)
+        if torch_type is None:
+            raise TypeError(f"parameter {name!r} is {dtype}, a type torch {torch.__version__} "
+                            "does not have: loading it as a torch tensor needs torch >= 2.1 "
+                            "(modelzip.load() gives its raw bits as uint8)")
+        bits = np.int16 if RAW_BITS_DTYPES[dtype] == 2 else np.uint8  # torch has no uint16
+        return torch.from_numpy(value.view(bits)).view(torch_type)
     if dtype == "string":
         raise TypeError(f"parameter {name!r}: torch has no string tensors; use Archive.load()")
     try:

@@ -2,8 +2,12 @@
 
 ``to_savable`` turns a value of a dict given to ``save``/``Writer.add_tag``
 into one tuple the extension understands. It never copies array data unless
-it must (non-contiguous, big-endian, or a torch bfloat16 tensor that is not
-contiguous); the extension then borrows the array's buffer until commit.
+it must (non-contiguous, big-endian, or a torch bfloat16 or float8 tensor that is
+not contiguous); the extension then borrows the array's buffer until commit.
+
+numpy has no bfloat16 or 8-bit float types: arrays of them are given as their raw
+bits (uint16/int16, uint8/int8) marked with the type (``dtypes=``, or the older
+``bfloat16=``), as ml_dtypes' types, or as torch tensors of those types.
 """
 from __future__ import annotations
 
@@ -193,13 +197,45 @@ class QuantizedTensor:
                 0 if self.zero_point is None else int(self.zero_point),
                 0 if self.axis is None else int(self.axis),
                 0 if self.block_size is None else int(self.block_size),
-                scales, None if scales is None else _dtype_name(scales, False), zero_points)
+                scales, None if scales is None else _dtype_name(scales, None), zero_points)
 
 
 QuantizedTensor.__module__ = "modelzip"
 
+# The types numpy lacks, stored from arrays of their raw bits (or ml_dtypes' types of the same
+# name): modelzip dtype name -> bytes per element.
+RAW_BITS_DTYPES = {"bfloat16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1}
+
 _SUPPORTED = ("bool, int8..int64, uint8..uint64, float16, float32, float64, "
-              "str (strings), uint16/int16 marked bfloat16")
+              "str (strings), raw bits marked with dtypes= (bfloat16, float8_e4m3fn, float8_e5m2)")
+
+
+def raw_bits_marks(bfloat16: Any = (), dtypes: Any = None) -> dict:
+    """The arrays the caller gives as raw bits, ``{name or (variable, state): dtype name}``, from
+    ``bfloat16=`` (a collection of names, each marked "bfloat16") and ``dtypes=`` (a mapping of
+    names to "bfloat16", "float8_e4m3fn" or "float8_e5m2"). Keys are checked by the caller
+    (tag_contents.cpp). Raises TypeError for arguments of the wrong kind, ValueError for an
+    unknown type name or a name that the two arguments mark differently."""
+    if isinstance(bfloat16, (bool, str)):
+        raise TypeError(f"bfloat16 must be a collection of names, not a {type(bfloat16).__name__}")
+    marks = {key: "bfloat16" for key in bfloat16}
+    if dtypes is None:
+        return marks
+    if not isinstance(dtypes, Mapping):
+        raise TypeError("dtypes must be a mapping of names to dtype names, not "
+                        f"{type(dtypes).__name__}")
+    for key, name in dtypes.items():
+        if not isinstance(name, str):
+            raise TypeError(f"dtypes[{key!r}] must be a dtype name (str), not "
+                            f"{type(name).__name__}")
+        if name not in RAW_BITS_DTYPES:
+            raise ValueError(f"dtypes[{key!r}] is {name!r}: dtypes= names the types numpy lacks "
+                             f"({', '.join(RAW_BITS_DTYPES)}); other types are taken from the "
+                             "array's own dtype")
+        if marks.get(key, name) != name:
+            raise ValueError(f"{key!r} is marked bfloat16 by bfloat16= and {name} by dtypes=")
+        marks[key] = name
+    return marks
 
 
 # How a torch state dict's non-tensor values are stored (quantize_dynamic models have them): a
@@ -273,8 +309,9 @@ _OPTIMIZER_HINT = ("an optimizer's state_dict() is not a mapping of arrays: save
                    "optimizer), which stores the optimizer state by parameter name")
 
 
-def to_savable(name: str, value: Any, bfloat16: bool = False) -> tuple:
-    """The tuple the extension stores for parameter ``name`` (see module doc).
+def to_savable(name: str, value: Any, raw_bits: Optional[str] = None) -> tuple:
+    """The tuple the extension stores for parameter ``name`` (see module doc). ``raw_bits``: the
+    type (a key of RAW_BITS_DTYPES) whose raw bits the caller marked ``value`` as holding.
 
     Raises TypeError (unsupported type) or ValueError (inconsistent sparse parts),
     naming the parameter.
@@ -287,20 +324,23 @@ def to_savable(name: str, value: Any, bfloat16: bool = False) -> tuple:
         raise TypeError(f"parameter {name!r}: {what} is not an array; give each array its own "
                         "name (e.g. 'block.weight')")
     try:
-        return _to_savable(value, bfloat16)
+        return _to_savable(value, raw_bits)
     except (TypeError, ValueError) as e:
         raise type(e)(f"parameter {name!r}: {e}") from None
 
 
-def _to_savable(value: Any, bfloat16: bool) -> tuple:
+def _to_savable(value: Any, raw_bits: Optional[str]) -> tuple:
     if isinstance(value, _modelzip.Embeddings):
         return ("embedding", value)
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(value, torch.Tensor):
-        value, from_bf16 = _from_torch(torch, value)
-        bfloat16 = bfloat16 or from_bf16
+        value, torch_bits = _from_torch(torch, value)
+        if torch_bits is not None:
+            if raw_bits is not None and raw_bits != torch_bits:
+                raise TypeError(f"a torch {torch_bits} tensor cannot be stored as {raw_bits}")
+            raw_bits = torch_bits
     if isinstance(value, SparseCOO):
-        return _sparse(value, bfloat16)
+        return _sparse(value, raw_bits)
     if isinstance(value, QuantizedTensor):
         return value._savable()
     if isinstance(value, str):
@@ -315,26 +355,41 @@ def _to_savable(value: Any, bfloat16: bool) -> tuple:
     if not isinstance(value, np.ndarray) and not hasattr(value, "__array__") \
             and callable(getattr(value, "numpy", None)):
         value = value.numpy()
-    return _dense(np.asarray(value), bfloat16)
+    return _dense(np.asarray(value), raw_bits)
 
 
-def _from_torch(torch: Any, tensor: Any) -> tuple[Any, bool]:
-    """A torch tensor as numpy (sharing memory when possible) or SparseCOO, and whether bf16."""
+def torch_raw_bits_types(torch: Any) -> dict:
+    """The torch dtypes numpy lacks that this torch has, by modelzip dtype name (torch before
+    2.1 has no float8 types)."""
+    out = {}
+    for name in RAW_BITS_DTYPES:
+        dtype = getattr(torch, name, None)
+        if isinstance(dtype, torch.dtype):
+            out[name] = dtype
+    return out
+
+
+def _from_torch(torch: Any, tensor: Any) -> tuple[Any, Optional[str]]:
+    """A torch tensor as numpy (sharing memory when possible) or SparseCOO, and the modelzip
+    dtype whose raw bits that numpy array holds (bfloat16, float8_*), else None."""
     tensor = tensor.detach()
     if tensor.is_quantized:
-        return _from_torch_quantized(torch, tensor.cpu().contiguous()), False
+        return _from_torch_quantized(torch, tensor.cpu().contiguous()), None
     if tensor.layout == torch.sparse_coo:
         tensor = tensor.coalesce().cpu()
-        values, bf16 = _from_torch(torch, tensor.values())
+        values, raw_bits = _from_torch(torch, tensor.values())
         indices = tensor.indices().T.contiguous().numpy()
-        return SparseCOO(indices, values, tuple(tensor.shape)), bf16
+        return SparseCOO(indices, values, tuple(tensor.shape)), raw_bits
     if tensor.layout != torch.strided:
         raise TypeError(f"torch layout {tensor.layout} is not supported (dense or sparse COO only)")
     tensor = tensor.cpu().resolve_conj().resolve_neg()
-    if tensor.dtype == torch.bfloat16:
-        return tensor.contiguous().view(torch.int16).numpy().view(np.uint16), True
+    for name, dtype in torch_raw_bits_types(torch).items():
+        if tensor.dtype == dtype:
+            bits = torch.int16 if RAW_BITS_DTYPES[name] == 2 else torch.uint8
+            array = tensor.view(bits).contiguous().numpy()  # the copy, if any, of integers
+            return (array.view(np.uint16) if RAW_BITS_DTYPES[name] == 2 else array), name
     try:
-        return tensor.numpy(), False
+        return tensor.numpy(), None
     except TypeError as e:  # e.g. torch dtypes numpy lacks
         raise TypeError(f"torch dtype {tensor.dtype} cannot be stored: {e}") from None
 
@@ -363,14 +418,19 @@ def _from_torch_quantized(torch: Any, tensor: Any) -> QuantizedTensor:
                     "per-channel affine only)")
 
 
-def _dtype_name(array: np.ndarray, bfloat16: bool) -> str:
+def _dtype_name(array: np.ndarray, raw_bits: Optional[str]) -> str:
     dt = array.dtype
-    if bfloat16:
-        if dt.kind in "iu" and dt.itemsize == 2:
-            return "bfloat16"
-        raise TypeError(f"only uint16/int16 arrays can be stored as bfloat16, not {dt}")
-    if dt.name == "bfloat16" and dt.itemsize == 2:  # ml_dtypes.bfloat16
-        return "bfloat16"
+    if raw_bits is not None:
+        size = RAW_BITS_DTYPES.get(raw_bits)
+        if size is None:
+            raise ValueError(f"{raw_bits!r} is not a type given as raw bits "
+                             f"({', '.join(RAW_BITS_DTYPES)})")
+        if (dt.kind in "iu" or dt.name == raw_bits) and dt.itemsize == size:
+            return raw_bits
+        raise TypeError(f"only uint{size * 8}/int{size * 8} arrays can be stored as {raw_bits}, "
+                        f"not {dt}")
+    if dt.kind not in "biuf" and RAW_BITS_DTYPES.get(dt.name) == dt.itemsize:
+        return dt.name  # ml_dtypes.bfloat16, float8_e4m3fn, float8_e5m2
     if dt.kind == "b":
         return "bool"
     if dt.kind in "iu" and dt.itemsize in (1, 2, 4, 8):
@@ -382,8 +442,8 @@ def _dtype_name(array: np.ndarray, bfloat16: bool) -> str:
 
 def _little_endian_c_contiguous(array: np.ndarray, name: str) -> np.ndarray:
     """The array itself when it already is C-contiguous little-endian, else a converted copy."""
-    if name == "bfloat16" and array.dtype.kind not in "iu":  # ml_dtypes.bfloat16: the raw bits
-        array = array.view(np.uint16)
+    if name in RAW_BITS_DTYPES and array.dtype.kind not in "iu":  # ml_dtypes' types: the raw bits
+        array = array.view(np.uint16 if RAW_BITS_DTYPES[name] == 2 else np.uint8)
     if array.dtype.byteorder == ">" or (array.dtype.byteorder == "=" and sys.byteorder == "big"):
         array = array.astype(array.dtype.newbyteorder("<"))
     if not array.flags.c_contiguous:
@@ -391,16 +451,16 @@ def _little_endian_c_contiguous(array: np.ndarray, name: str) -> np.ndarray:
     return array
 
 
-def _dense(array: np.ndarray, bfloat16: bool) -> tuple:
+def _dense(array: np.ndarray, raw_bits: Optional[str]) -> tuple:
     if array.dtype.kind in "UO":
         if array.dtype.kind == "O" and not all(isinstance(v, str) for v in array.flat):
             raise TypeError("object arrays can only be stored when every element is a str")
         return ("strings", [str(v) for v in array.flat], array.shape)
-    name = _dtype_name(array, bfloat16)
+    name = _dtype_name(array, raw_bits)
     return ("dense", _little_endian_c_contiguous(array, name), name)
 
 
-def _sparse(value: SparseCOO, bfloat16: bool) -> tuple:
+def _sparse(value: SparseCOO, raw_bits: Optional[str]) -> tuple:
     shape = tuple(int(d) for d in value.shape)
     values = np.asarray(value.values)
     if values.ndim != 1:
@@ -415,5 +475,5 @@ def _sparse(value: SparseCOO, bfloat16: bool) -> tuple:
     if values.dtype.kind in "UO":
         raise TypeError("sparse tensors of strings are not supported")
     indices = _little_endian_c_contiguous(indices.astype(np.int64, copy=False), "int64")
-    name = _dtype_name(values, bfloat16)
+    name = _dtype_name(values, raw_bits)
     return ("sparse", indices, _little_endian_c_contiguous(values, name), shape, name)

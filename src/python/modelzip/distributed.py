@@ -213,11 +213,15 @@ def communicator(group: Any = None) -> Communicator:
 def save(path: PathLike, tag: str, tensors: Mapping[str, Any], *, group: Any = None,
          share: Optional[Mapping[str, tuple[str, str]]] = None, dedup: bool = True,
          durable: bool = True, root: int = 0, blocking: bool = True,
-         background_group: Any = None, rank_lock_timeout: Optional[float] = None) -> Any:
+         background_group: Any = None, rank_lock_timeout: Optional[float] = None,
+         dtypes: Optional[Mapping[str, str]] = None) -> Any:
     """Collective: every rank calls it with the parameters it owns (possibly
     none). ``tensors`` maps names to arrays/tensors (whole parameters, owned
     by this rank alone) or :class:`Shard` blocks. ``share`` maps names to
     (tag, parameter) of an existing tag. Arrays are borrowed, not copied.
+    ``dtypes``: {name: "bfloat16" | "float8_e4m3fn" | "float8_e5m2"} for
+    arrays of this rank holding raw bits of those types, as for
+    modelzip.save (torch tensors of these types need none).
     Returns this rank's CollectiveStats.
 
     ``path`` may be ``s3://BUCKET/KEY``: the ranks upload the parts of one
@@ -247,25 +251,27 @@ def save(path: PathLike, tag: str, tensors: Mapping[str, Any], *, group: Any = N
     for ranks still writing into the archive before it leaves the append
     journal to the next writer instead (None: the environment variable
     MODELZIP_RANK_LOCK_TIMEOUT, else 60; see docs/distributed.md)."""
+    raw_bits = _raw_bits_marks(tensors, dtypes)
     if blocking:
         return _commit(path, tag, _host_values(tensors), communicator(group), share, dedup,
-                       durable, root, rank_lock_timeout)
+                       durable, root, rank_lock_timeout, raw_bits)
     comm = (communicator(background_group) if background_group is not None
             else _background_communicator(group))
     from ._values import new_fetches
     fetches = new_fetches()  # CUDA tensors land in staging areas that the save adopts
     writer = _staged_writer(path, _host_values(tensors, fetches), comm, share, dedup, durable,
-                            root, rank_lock_timeout)
+                            root, rank_lock_timeout, raw_bits)
     adopt = fetches.areas if fetches is not None else None
     return _BackgroundCommits.start(writer.start_background(tag, adopt=adopt), comm, tag)
 
 
 def _staged_writer(path: PathLike, tensors: Mapping[str, Any], comm: Communicator,
                    share: Optional[Mapping[str, tuple[str, str]]], dedup: bool, durable: bool,
-                   root: int, rank_lock_timeout: Optional[float]) -> CollectiveWriter:
+                   root: int, rank_lock_timeout: Optional[float],
+                   raw_bits: Optional[Mapping[str, str]] = None) -> CollectiveWriter:
     writer = CollectiveWriter(path, comm, dedup=dedup, durable=durable, root=root,
                               rank_lock_timeout=rank_lock_timeout)
-    _stage_tensors(writer, tensors)
+    _stage_tensors(writer, tensors, raw_bits or {})
     for name, (from_tag, from_param) in (share or {}).items():
         writer.share(name, from_tag, from_param)
     return writer
@@ -273,9 +279,20 @@ def _staged_writer(path: PathLike, tensors: Mapping[str, Any], comm: Communicato
 
 def _commit(path: PathLike, tag: str, tensors: Mapping[str, Any], comm: Communicator,
             share: Optional[Mapping[str, tuple[str, str]]], dedup: bool, durable: bool,
-            root: int, rank_lock_timeout: Optional[float] = None) -> CollectiveStats:
+            root: int, rank_lock_timeout: Optional[float] = None,
+            raw_bits: Optional[Mapping[str, str]] = None) -> CollectiveStats:
     return _staged_writer(path, tensors, comm, share, dedup, durable, root,
-                          rank_lock_timeout).commit(tag)
+                          rank_lock_timeout, raw_bits).commit(tag)
+
+
+def _raw_bits_marks(tensors: Mapping[str, Any], dtypes: Optional[Mapping[str, str]]) -> dict:
+    """save()'s ``dtypes``, checked (_values.raw_bits_marks): names of this rank's tensors only."""
+    from ._values import raw_bits_marks
+    marks = raw_bits_marks((), dtypes)
+    for name in marks:
+        if name not in tensors:
+            raise ValueError(f"dtypes names {name!r}, which is not among this rank's tensors")
+    return marks
 
 
 def _fetch_target() -> Any:
@@ -388,10 +405,15 @@ def load(path: PathLike, blocks: Optional[Mapping[str, Optional[Block]]] = None,
     ``device`` (implies torch): the blocks as torch tensors on that device
     ("cuda", "cuda:1", a torch.device), copied from the mapping through the
     staging pipeline of modelzip.torch.load ("cpu": as torch=True).
-    ``stats``, if given, receives per name (bytes read, zero_copy)."""
-    if blocks is None:
+    ``stats``, if given, receives per name (bytes read, zero_copy).
+    Torch tensors have the stored dtype (bfloat16, float8_* too: TypeError for float8 before
+    torch 2.1); numpy arrays hold the raw bits of the types numpy lacks, as Archive.load()."""
+    dtypes: dict[str, str] = {}
+    if blocks is None or torch or device is not None:
         with _modelzip.Archive(path) as archive:
-            blocks = {p.name: None for p in archive.params(tag)}
+            dtypes = {p.name: p.dtype for p in archive.params(tag)}
+    if blocks is None:
+        blocks = {name: None for name in dtypes}
     requests = [(name, "", None if b is None else ([int(o) for o in b[0]], [int(s) for s in b[1]]))
                 for name, b in blocks.items()]
     results = _modelzip.read_blocks(path, requests, tag)
@@ -405,21 +427,21 @@ def load(path: PathLike, blocks: Optional[Mapping[str, Optional[Block]]] = None,
         import torch as _torch
         with warnings.catch_warnings():  # the pipeline only reads the read-only views
             warnings.simplefilter("ignore", UserWarning)
-            views = {name: _torch.from_numpy(a) for name, a in out.items()}
+            views = {name: _torch_of(name, "", a, dtypes, ()) for name, a in out.items()}
         return to_device(views, _torch_device(device))
     if torch or device is not None:
-        import torch as _torch
-        out = {name: _torch.from_numpy(np.array(a)) for name, a in out.items()}
+        out = {name: _torch_of(name, "", np.array(a), dtypes, ()) for name, a in out.items()}
     return out
 
 
-def _stage_tensors(writer: CollectiveWriter, tensors: Mapping[str, Any]) -> None:
+def _stage_tensors(writer: CollectiveWriter, tensors: Mapping[str, Any],
+                   raw_bits: Mapping[str, str]) -> None:
     for name, value in tensors.items():
         if isinstance(value, Shard):
             writer.add_shard(name, value.value, [int(d) for d in value.global_shape],
-                             [int(o) for o in value.offset])
+                             [int(o) for o in value.offset], dtype=raw_bits.get(name))
         else:
-            writer.add(name, value)
+            writer.add(name, value, dtype=raw_bits.get(name))
 
 
 def _names_by_id(params: Mapping[str, Any]) -> dict[int, str]:
@@ -518,7 +540,7 @@ def save_checkpoint(path: PathLike, tag: str, params: Mapping[str, Any], optimiz
     summary: dict = {}
     error = ""
     try:
-        _stage_tensors(writer, _host_values(params))
+        _stage_tensors(writer, _host_values(params), {})
         if optimizer is not None:
             summary = _stage_optimizer(writer, params, optimizer)
     except Exception as e:  # every rank must reach the agreement, whatever failed here
