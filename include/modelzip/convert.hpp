@@ -3,11 +3,12 @@
 //
 //  - NumPy .npy (format versions 1.0, 2.0 and 3.0). The header dict must hold
 //    exactly 'descr', 'fortran_order' and 'shape'. Read: dtypes b1 i1 i2 i4
-//    i8 u1 u2 u4 u8 f2 f4 f8 in any byte order ('<', '>', '|'; big-endian
-//    data is byte-swapped), fortran_order=True (transposed into row-major),
+//    i8 u1 u2 u4 u8 f2 f4 f8 c8 c16 in any byte order ('<', '>', '|';
+//    big-endian data is byte-swapped, a complex element's real and imaginary
+//    parts each on its own), fortran_order=True (transposed into row-major),
 //    and unicode arrays ('<U'/'>U', UCS-4 with trailing NULs stripped as
 //    numpy does) as utf8 string tensors. Object arrays ('O'), byte strings,
-//    structured, complex and datetime dtypes, and '<U0' (items of no bytes,
+//    structured, complex256 and datetime dtypes, and '<U0' (items of no bytes,
 //    whose shape alone could claim any size): Error(unsupported). Data must
 //    fill the file exactly after the header.
 //    Written: version 1.0 (2.0 when the header needs more than 65535 bytes),
@@ -15,7 +16,7 @@
 //    bfloat16: numpy has no bfloat16, so modelzip writes bfloat16 tensors as
 //    raw '<u2' (the bit patterns); reading them back gives uint16. Likewise
 //    float8_e4m3fn and float8_e5m2 are written as raw '|u1' and read back as
-//    uint8.
+//    uint8. complex64 and complex128 are written as '<c8' and '<c16'.
 //    utf8 tensors are written as '<U<n>' (n = longest string in code
 //    points); a string ending in U+0000 cannot be stored (numpy strips
 //    trailing NULs): Error(unsupported).
@@ -33,8 +34,10 @@
 //    a small strict parser (no duplicate keys, no unknown fields), data
 //    offsets must cover the data area exactly, without gaps or overlaps;
 //    dtypes BOOL U8 I8 U16 I16 U32 I32 U64 I64 F16 BF16 F32 F64, and
-//    F8_E4M3 / F8_E5M2 as float8_e4m3fn / float8_e5m2 (other safetensors
-//    dtypes such as F8_E8M0, F4, F6_E2M3: Error(unsupported)). Written as the
+//    F8_E4M3 / F8_E5M2 as float8_e4m3fn / float8_e5m2, C64 as complex64
+//    (other safetensors dtypes such as F8_E8M0, F4, F6_E2M3:
+//    Error(unsupported)). safetensors has no complex128: writing one is
+//    Error(unsupported) naming the tensor. Written as the
 //    safetensors library writes: tensors ordered by descending dtype
 //    alignment, then by name; no gaps; compact JSON with "__metadata__"
 //    first (omitted when empty) and the tensors in data order; header padded
@@ -92,7 +95,8 @@
 // Writing to a path is crash-safe: the file is written beside the target,
 // fsynced and renamed over it, so the target is either the old file or the
 // complete new one. A tensor a format cannot hold (strings in safetensors
-// or BTF, float16/bfloat16/float8/bool in BTF, sparse COO in npy/npz/safetensors,
+// or BTF, complex128 in safetensors, float16/bfloat16/float8/complex/bool in
+// BTF, sparse COO in npy/npz/safetensors,
 // quantized tensors anywhere but through write_tensor_file to npz/safetensors)
 // gives Error(unsupported) naming the tensor; duplicate or invalid names
 // Error(invalid_argument); I/O failures Error(io).

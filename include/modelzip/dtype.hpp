@@ -8,7 +8,9 @@
 // (torch.float8_e4m3fn, safetensors F8_E4M3: 4 exponent bits, bias 7, no
 // infinity, NaN only as S.1111.111, largest 448) and float8_e5m2
 // (torch.float8_e5m2, safetensors F8_E5M2: IEEE-style, the top byte of a
-// binary16).
+// binary16). complex64 and complex128 (20, 21) are modelzip's too: each
+// element is the real part then the imaginary part, IEEE binary32 or binary64
+// little-endian, as numpy, torch and safetensors (C64) lay them out.
 //
 // Thread safety: plain values and pure functions; no shared state.
 #pragma once
@@ -38,6 +40,8 @@ enum class DType : std::uint8_t {
   bfloat16 = 17,
   float8_e4m3fn = 18,
   float8_e5m2 = 19,
+  complex64 = 20,
+  complex128 = 21,
   utf8 = 50,  // variable-length UTF-8 strings (see Tensor)
 };
 
@@ -46,20 +50,25 @@ inline constexpr DType kAllDTypes[] = {
     DType::bool_,  DType::float16, DType::float32, DType::float64, DType::int8,
     DType::int16,  DType::int32,   DType::int64,   DType::uint8,   DType::uint16,
     DType::uint32, DType::uint64,  DType::bfloat16, DType::float8_e4m3fn, DType::float8_e5m2,
-    DType::utf8};
+    DType::complex64, DType::complex128, DType::utf8};
 
 // The type with DL4J number `code`, or nullopt when unsupported.
 MODELZIP_API std::optional<DType> dtype_from_code(std::uint32_t code) noexcept;
 
 // numpy-style name: "bool", "float16", "bfloat16", "float32", "int64",
 // "uint8", ..., "float8_e4m3fn", "float8_e5m2" (torch's and ml_dtypes'
-// names), and "string" for utf8.
+// names), "complex64", "complex128", and "string" for utf8.
 MODELZIP_API std::string_view dtype_name(DType type) noexcept;
 MODELZIP_API std::optional<DType> dtype_from_name(std::string_view name) noexcept;
 
 // Bytes per element; 0 for utf8 (variable length).
 MODELZIP_API std::size_t dtype_size(DType type) noexcept;
 
+// Real floating-point types (float16, bfloat16, float32, float64, the float8
+// types); not the complex ones.
 MODELZIP_API bool dtype_is_floating(DType type) noexcept;
+
+// complex64 and complex128.
+MODELZIP_API bool dtype_is_complex(DType type) noexcept;
 
 }  // namespace modelzip

@@ -105,7 +105,9 @@ class MODELZIP_API Tensor {
   std::string_view string_at(std::uint64_t index) const;
 
   // Typed view of the values. Throws Error(invalid_argument) if T does not
-  // match the dtype's size or the data is misaligned for T. For a quantized
+  // match the dtype's size or the data is misaligned for T. complex64 and
+  // complex128 tensors view as std::complex<float> / std::complex<double>
+  // (whose layout, real part then imaginary part, is theirs). For a quantized
   // tensor the values are bytes: T must be 1 byte (std::int8_t for int8
   // and int4 storage, std::uint8_t for uint8), a zero-copy view of the
   // stored integers (int4: packed pairs, see quant_value_at()).

@@ -67,6 +67,27 @@ double element(const Tensor& t, std::uint64_t i) {
   }
 }
 
+// |a_i - b_i| for dense complex tensors of the same type: hypot of the
+// differences of the parts, NaN when either difference is NaN (hypot would
+// give infinity for an infinite other part).
+double complex_abs_diff(const Tensor& a, const Tensor& b, std::uint64_t i) {
+  const bool wide = a.dtype() == DType::complex128;
+  auto part = [&](const Tensor& t, std::uint64_t k) -> double {
+    const std::byte* p = t.values().data();
+    if (wide) {
+      double d;
+      std::memcpy(&d, p + k * 8, 8);
+      return d;
+    }
+    float f;
+    std::memcpy(&f, p + k * 4, 4);
+    return f;
+  };
+  const double re = part(a, 2 * i) - part(b, 2 * i), im = part(a, 2 * i + 1) - part(b, 2 * i + 1);
+  if (std::isnan(re) || std::isnan(im)) return NAN;
+  return std::hypot(re, im);
+}
+
 // "float32 [64, 10], 2.5 KiB" (an embedding: "embedding, 1.2 MiB").
 std::string describe(const ParamInfo& p) {
   std::string what = p.kind == BlobKind::embedding
@@ -141,10 +162,13 @@ void compare(const Archive& archive, const std::string& tag_a, const std::string
     if (ta.dtype() != tb.dtype() || ta.shape() != tb.shape() || ta.layout() != tb.layout()) {
       r.detail = std::string(dtype_name(ta.dtype())) + " " + shape_text(ta.shape()) + " -> " +
                  std::string(dtype_name(tb.dtype())) + " " + shape_text(tb.shape());
-    } else if (dtype_is_floating(ta.dtype()) && ta.layout() == Layout::dense) {
+    } else if ((dtype_is_floating(ta.dtype()) || dtype_is_complex(ta.dtype())) &&
+               ta.layout() == Layout::dense) {
+      const bool complex = dtype_is_complex(ta.dtype());
       double m = 0;
       for (std::uint64_t i = 0; i < ta.numel(); ++i) {
-        double d = std::fabs(element(ta, i) - element(tb, i));
+        double d =
+            complex ? complex_abs_diff(ta, tb, i) : std::fabs(element(ta, i) - element(tb, i));
         if (std::isnan(d) || d > m) m = std::isnan(d) ? NAN : d;
         if (std::isnan(m)) break;
       }
@@ -208,8 +232,9 @@ extern const Command kDiffCommand{
     "modelzip diff ARCHIVE TAG_A TAG_B [--json]",
     "One line per parameter, then per updater state array (shown as VAR [STATE]):\n"
     "added, removed, shared (same blob), same (equal bytes in separate blobs) or\n"
-    "changed (for float tensors of equal shape, with the largest absolute\n"
-    "difference). A count goes to standard error. On a terminal, added, removed and\n"
+    "changed (for float and complex tensors of equal type and shape, with the\n"
+    "largest absolute difference; complex: |z| = hypot(re, im), NaN when a part's\n"
+    "difference is NaN). A count goes to standard error. On a terminal, added, removed and\n"
     "changed are coloured.\n"
     "Exit status (like diff and git diff --exit-code): 0 when every array is shared or\n"
     "same, 1 when something was added, removed or changed, 2 on trouble (a missing\n"

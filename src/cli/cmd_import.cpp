@@ -11,8 +11,8 @@
 #include "io/mapped_file.hpp"
 #include "modelzip/convert.hpp"
 #include "modelzip/error.hpp"
-#include "modelzip/finalfusion/embeddings.hpp"
 #include "modelzip/finalfusion/convert.hpp"
+#include "modelzip/finalfusion/embeddings.hpp"
 #include "modelzip/writer.hpp"
 
 namespace modelzip::cli {
@@ -132,7 +132,8 @@ extern const Command kImportCommand{
     ".btf (\"0\", \"1\", ...). A safetensors file's __metadata__ is kept with the tag\n"
     "(<tag>/metadata.toml) and written back by export to .safetensors. FP8 tensors\n"
     "(safetensors F8_E4M3, F8_E5M2) become float8_e4m3fn, float8_e5m2; numpy has no\n"
-    "such types (.npy/.npz hold their bits as uint8). Quantized\n"
+    "such types (.npy/.npz hold their bits as uint8). Complex arrays (numpy c8/c16,\n"
+    "safetensors C64) become complex64/complex128. Quantized\n"
     "tensors as export writes them (NAME, NAME.scales, NAME.zero_points and the\n"
     "NAME.quantization description, see export --help) become quantized tensors\n"
     "NAME again, checked as archives are.\n"

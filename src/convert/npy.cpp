@@ -7,6 +7,7 @@
 
 #include "convert/npy_format.hpp"
 #include "convert/tensor_bytes.hpp"
+#include "core/byte_swap.hpp"
 #include "core/checked.hpp"
 #include "core/fail.hpp"
 #include "core/utf8.hpp"
@@ -278,9 +279,11 @@ NpyDtype parse_descr(const PyValue& descr) {
     DType dtype;
   };
   static constexpr Known kKnown[] = {
-      {"b1", DType::bool_},  {"i1", DType::int8},    {"i2", DType::int16},   {"i4", DType::int32},
-      {"i8", DType::int64},  {"u1", DType::uint8},   {"u2", DType::uint16},  {"u4", DType::uint32},
-      {"u8", DType::uint64}, {"f2", DType::float16}, {"f4", DType::float32}, {"f8", DType::float64},
+      {"b1", DType::bool_},     {"i1", DType::int8},        {"i2", DType::int16},
+      {"i4", DType::int32},     {"i8", DType::int64},       {"u1", DType::uint8},
+      {"u2", DType::uint16},    {"u4", DType::uint32},      {"u8", DType::uint64},
+      {"f2", DType::float16},   {"f4", DType::float32},     {"f8", DType::float64},
+      {"c8", DType::complex64}, {"c16", DType::complex128},
   };
   for (const auto& k : kKnown)
     if (s == k.code) {
@@ -288,7 +291,8 @@ NpyDtype parse_descr(const PyValue& descr) {
       d.item_size = dtype_size(k.dtype);
       return d;
     }
-  return unsupported("is not supported (supported: b1 i1 i2 i4 i8 u1 u2 u4 u8 f2 f4 f8 and U<n>)");
+  return unsupported(
+      "is not supported (supported: b1 i1 i2 i4 i8 u1 u2 u4 u8 f2 f4 f8 c8 c16 and U<n>)");
 }
 
 Shape parse_shape(const PyValue& shape, const Limits& limits) {
@@ -390,8 +394,9 @@ Tensor parse_npy(const Bytes& file, const Limits& limits) {
   const std::size_t element = dtype.item_size;
   Bytes values;
   const bool swap = dtype.order == ByteOrder::big && element > 1;
-  if (swap) {
-    values = byteswapped(file.span().subspan(data_at, size), element);
+  if (swap) {  // complex: each part on its own
+    values = modelzip::detail::byteswapped(file.span().subspan(data_at, size),
+                                           modelzip::detail::byte_swap_unit(dtype.dtype));
     if (fortran && shape.size() > 1) values = fortran_to_c_order(values.span(), shape, element);
   } else if (fortran && shape.size() > 1) {
     values = fortran_to_c_order(file.span().subspan(data_at, size), shape, element);
@@ -431,6 +436,10 @@ std::string npy_descr(DType dtype) {
       return "<f8";
     case DType::bfloat16:
       return "<u2";  // raw bit patterns (numpy has no bfloat16)
+    case DType::complex64:
+      return "<c8";
+    case DType::complex128:
+      return "<c16";
     case DType::utf8:
       break;
   }

@@ -25,7 +25,7 @@ constexpr std::string_view kMetadataKey = "__metadata__";
 struct DtypeName {
   std::string_view name;
   DType dtype;
-  int alignment_rank;  // position in the library's Dtype enum (increasing alignment)
+  int alignment_rank;  // order in the library's Dtype enum (increasing alignment)
 };
 
 constexpr DtypeName kDtypes[] = {
@@ -41,14 +41,15 @@ constexpr DtypeName kDtypes[] = {
     {"I32", DType::int32, 9},
     {"U32", DType::uint32, 10},
     {"F32", DType::float32, 11},
-    {"F64", DType::float64, 12},
-    {"I64", DType::int64, 13},
-    {"U64", DType::uint64, 14},
+    {"C64", DType::complex64, 12},
+    {"F64", DType::float64, 13},
+    {"I64", DType::int64, 14},
+    {"U64", DType::uint64, 15},
 };
 
 // safetensors dtypes that exist but modelzip has no type for.
-constexpr std::string_view kKnownUnsupported[] = {"F8_E8M0", "F4",       "F6_E2M3", "F6_E3M2",
-                                                  "C64",     "PackedU4", "PackedI4"};
+constexpr std::string_view kKnownUnsupported[] = {"F8_E8M0", "F4",       "F6_E2M3",
+                                                  "F6_E3M2", "PackedU4", "PackedI4"};
 
 const DtypeName* find_dtype(DType dtype) {
   for (const auto& d : kDtypes)
@@ -251,6 +252,11 @@ Prepared prepare(std::span<const detail::StreamedTensor> tensors, const StringMa
                                      : "sparse COO tensors are not supported");
     if (t.dtype == DType::utf8)
       detail::unsupported_tensor("safetensors", t.name, "string tensors are not supported");
+    if (!find_dtype(t.dtype))
+      detail::unsupported_tensor("safetensors", t.name,
+                                 std::string(dtype_name(t.dtype)) +
+                                     " tensors are not supported (safetensors has no such dtype" +
+                                     (t.dtype == DType::complex128 ? "; C64 is complex64)" : ")"));
     order.push_back(&t);
   }
   for (const auto& [k, v] : metadata)

@@ -16,15 +16,6 @@ Bytes aligned_slice(const Bytes& data, std::uint64_t offset, std::uint64_t lengt
   return view.to_owned();  // operator new memory: aligned for every element type
 }
 
-Bytes byteswapped(std::span<const std::byte> data, std::size_t element_size) {
-  std::vector<std::byte> out(data.begin(), data.end());
-  if (element_size > 1)
-    for (std::size_t i = 0; i + element_size <= out.size(); i += element_size)
-      std::reverse(out.begin() + static_cast<std::ptrdiff_t>(i),
-                   out.begin() + static_cast<std::ptrdiff_t>(i + element_size));
-  return Bytes::take(std::move(out));
-}
-
 namespace {
 
 // Copies column-major `src` into row-major `dst`, elements of N bytes (of

@@ -1,5 +1,5 @@
 // Helpers shared by the tensor file format converters: zero-copy or aligned
-// copies of tensor bytes, byte swapping, column-major to row-major copies,
+// copies of tensor bytes, column-major to row-major copies,
 // error wrapping. (Crash-safe file output: io/atomic_write.hpp.)
 #pragma once
 
@@ -28,10 +28,6 @@ using modelzip::detail::shape_text;
 // Precondition: the range lies inside `data`.
 Bytes aligned_slice(const Bytes& data, std::uint64_t offset, std::uint64_t length,
                     std::size_t alignment);
-
-// A copy of `data` with the bytes of every `element_size`-byte element
-// reversed (big-endian <-> little-endian). element_size divides data.size().
-Bytes byteswapped(std::span<const std::byte> data, std::size_t element_size);
 
 // The row-major (C order) copy of column-major (Fortran order) `data` of
 // `shape`, elements of `element_size` bytes. data.size() must equal

@@ -40,6 +40,10 @@ std::string_view dtype_name(DType type) noexcept {
       return "float8_e4m3fn";
     case DType::float8_e5m2:
       return "float8_e5m2";
+    case DType::complex64:
+      return "complex64";
+    case DType::complex128:
+      return "complex128";
     case DType::utf8:
       return "string";
   }
@@ -72,7 +76,10 @@ std::size_t dtype_size(DType type) noexcept {
     case DType::float64:
     case DType::int64:
     case DType::uint64:
+    case DType::complex64:
       return 8;
+    case DType::complex128:
+      return 16;
     case DType::utf8:
       return 0;
   }
@@ -82,6 +89,10 @@ std::size_t dtype_size(DType type) noexcept {
 bool dtype_is_floating(DType type) noexcept {
   return type == DType::float16 || type == DType::bfloat16 || type == DType::float32 ||
          type == DType::float64 || type == DType::float8_e4m3fn || type == DType::float8_e5m2;
+}
+
+bool dtype_is_complex(DType type) noexcept {
+  return type == DType::complex64 || type == DType::complex128;
 }
 
 }  // namespace modelzip

@@ -258,7 +258,9 @@ Tensor quantize(const Tensor& tensor, QuantizeScheme scheme) {
         "quantize: only float16, bfloat16, float32 and float64 tensors can be quantized, not " +
         std::string(dtype_name(tensor.dtype())) +
         (dtype_is_floating(tensor.dtype()) ? " (a quantized tensor cannot stand for 8-bit floats)"
-                                           : ""));
+         : dtype_is_complex(tensor.dtype())
+             ? " (complex tensors are not quantized: the schemes map real values to integers)"
+             : ""));
   switch (scheme) {
     case QuantizeScheme::int8_per_tensor:
       return per_tensor(tensor);

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/byte_swap.hpp"
 #include "core/checked.hpp"
 #include "core/fail.hpp"
 #include "core/flatbuffer_alignment.hpp"
@@ -30,14 +31,6 @@ Bytes zero_padding(std::uint64_t n) {
 
 std::string segment_text(const Segment& s) {
   return "[" + std::to_string(s.offset) + ", +" + std::to_string(s.length) + ")";
-}
-
-// Reverses the bytes of every `width`-byte element (big-endian input).
-Bytes byteswapped(const Bytes& in, std::size_t width) {
-  std::vector<std::byte> out(in.size());
-  for (std::size_t i = 0; i + width <= in.size(); i += width)
-    for (std::size_t k = 0; k < width; ++k) out[i + k] = in.data()[i + width - 1 - k];
-  return Bytes::take(std::move(out));
 }
 
 // `b` as is when aligned to `alignment`, else an owned (aligned) copy.
@@ -412,8 +405,8 @@ Tensor decode_tensor_blob(const Bytes& entry, const Limits& limits) {
     q.scales = segment(h.scales);
     q.zero_points = segment(h.zero_points);
     if (h.big_endian && q.scheme != QuantScheme::affine_per_tensor) {
-      q.scales = byteswapped(q.scales, dtype_size(q.scale_dtype));
-      q.zero_points = byteswapped(q.zero_points, 8);
+      q.scales = modelzip::detail::byteswapped(q.scales.span(), dtype_size(q.scale_dtype));
+      q.zero_points = modelzip::detail::byteswapped(q.zero_points.span(), 8);
     }
     try {
       return Tensor::quantized(h.dtype, std::move(h.shape), std::move(q), values);
@@ -422,9 +415,12 @@ Tensor decode_tensor_blob(const Bytes& entry, const Limits& limits) {
     }
   }
   if (h.big_endian) {
-    if (width > 1) values = byteswapped(values, width);
-    offsets = byteswapped(offsets, 8);
-    indices = byteswapped(indices, 8);
+    // Complex elements swap each part on its own (FORMAT.md section 6).
+    if (width > 1)
+      values =
+          modelzip::detail::byteswapped(values.span(), modelzip::detail::byte_swap_unit(h.dtype));
+    offsets = modelzip::detail::byteswapped(offsets.span(), 8);
+    indices = modelzip::detail::byteswapped(indices.span(), 8);
   }
   values = aligned(values, width);
   offsets = aligned(offsets, 8);

@@ -78,14 +78,15 @@ void check_consistency(const Checkpoint& c, const Limits& limits, ErrorCode code
       fail(code, "updater state for " + quote_name(var_name) + ", a " +
                      std::string(graph::variable_kind_name(v.kind)) + " of type " +
                      std::string(dtype_name(v.dtype)) +
-                     " (only trainable variables: floating-point VARIABLEs have updater state)");
+                     " (only trainable variables: floating-point or complex VARIABLEs have "
+                     "updater state)");
     for (const auto& [state, tensor] : states) {
       const std::string what = "updater state " + quote_name(state) + " of " + quote_name(var_name);
       if (std::find(state_names.begin(), state_names.end(), state) == state_names.end())
         fail(code, what + " is not a state of " + updater_text);
-      if (!dtype_is_floating(tensor.dtype()))
+      if (!dtype_is_floating(tensor.dtype()) && !dtype_is_complex(tensor.dtype()))
         fail(code, what + " is " + std::string(dtype_name(tensor.dtype())) +
-                       ", not a floating-point type");
+                       ", not a floating-point or complex type");
       if (tensor.shape() != *v.shape)
         fail(code, what + " has shape " + shape_text(tensor.shape()) + ", the variable " +
                        shape_text(*v.shape));
@@ -166,7 +167,6 @@ NewTag checkpoint_tag(const Checkpoint& c, const CheckpointSaveOptions& options)
   }
   return tag;
 }
-
 
 graph::Graph load_graph(const Archive& archive, std::string_view tag) {
   const std::string t = resolve_tag(archive, tag);

@@ -102,6 +102,9 @@ TEST_CASE("quantize_tag: one append, quantized weights, references for the rest"
     t.add("fp8.weight",
           Tensor::dense(DType::float8_e4m3fn, {64, 64},
                         Bytes::take(std::vector<std::byte>(64 * 64, std::byte{0x38}))));
+    // So are complex tensors: the schemes map real values to integers.
+    t.add("spectral.weight", Tensor::dense(DType::complex64, {64, 64},
+                                           Bytes::take(std::vector<std::byte>(64 * 64 * 8))));
     wr.add_tag("float", std::move(t));
     wr.commit();
   }
@@ -110,7 +113,7 @@ TEST_CASE("quantize_tag: one append, quantized weights, references for the rest"
   o.scheme = QuantizeScheme::int8_per_channel;
   QuantizeResult r = quantize_tag(path, "FLOAT", "int8", o);
   CHECK(r.quantized == std::vector<std::string>{"layer1.conv.weight", "fc.weight"});
-  CHECK(r.referenced.size() == 7);
+  CHECK(r.referenced.size() == 8);
   CHECK(r.appended);
   CHECK(r.source_bytes == 32 * 16 * 9 * 4 + 10 * 512 * 2);
   CHECK(r.quantized_bytes == 32 * 16 * 9 + 32 * 16 + 10 * 512 + 10 * 16);
@@ -164,6 +167,11 @@ TEST_CASE("quantize_tag: one append, quantized weights, references for the rest"
                 "parameter 'fp8.weight': quantize: only float16, bfloat16, float32 and float64 "
                 "tensors can be quantized, not float8_e4m3fn (a quantized tensor cannot stand for "
                 "8-bit floats)");
+    bad.params = {"spectral.*"};
+    CHECK_ERROR(quantize_tag(path, "float", "x", bad), ErrorCode::invalid_argument,
+                "parameter 'spectral.weight': quantize: only float16, bfloat16, float32 and "
+                "float64 tensors can be quantized, not complex64 (complex tensors are not "
+                "quantized: the schemes map real values to integers)");
     CHECK_ERROR(quantize_tag(path, "nope", "x", o), ErrorCode::not_found, "no tag 'nope'");
     CHECK_ERROR(quantize_tag(path, "float", "INT8", o), ErrorCode::already_exists, "");
     CHECK(io_bytes(path) == bytes);

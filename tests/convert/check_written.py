@@ -44,6 +44,9 @@ EXPECTED = {
     # 8-bit floats as raw '|u1': e4m3fn 1.0, -448, 2^-9, NaN; e5m2 1.0, +inf, -3 * 2^-16
     "e4m3": ("|u1", (4,), [0x38, 0xFE, 0x01, 0x7F]),
     "e5m2": ("|u1", (3,), [0x3C, 0x7C, 0x83]),
+    # complex: numpy's own '<c8' / '<c16' (real part, then imaginary part)
+    "c64": ("<c8", (2,), [1 + 2j, -0.5 + 0j]),
+    "c128": ("<c16", (1,), [3 - 4j]),
 }
 
 # The values the 8-bit float patterns stand for, decoded here from the formats'
@@ -122,14 +125,14 @@ for name in EXPECTED:
 
 # ---- safetensors: the library's rules, checked by hand ---------------------------
 ST_ORDER = ["BOOL", "U8", "I8", "F8_E5M2", "F8_E4M3", "I16", "U16", "F16", "BF16", "I32", "U32",
-            "F32", "F64", "I64", "U64"]
+            "F32", "C64", "F64", "I64", "U64"]
 ST_NUMPY = {"BOOL": "|b1", "U8": "|u1", "I8": "|i1", "F8_E5M2": "|u1", "F8_E4M3": "|u1",
             "I16": "<i2", "U16": "<u2", "F16": "<f2", "BF16": "<u2", "I32": "<i4", "U32": "<u4",
-            "F32": "<f4", "F64": "<f8", "I64": "<i8", "U64": "<u8"}
+            "F32": "<f4", "C64": "<c8", "F64": "<f8", "I64": "<i8", "U64": "<u8"}
 ST_EXPECTED_DTYPE = {"weights": "F32", "ids": "I64", "flags": "BOOL", "half": "F16",
                      "brain": "BF16", "u8": "U8", "scalar": "F64", "u16": "U16", "i16": "I16",
                      "u32": "U32", "i32": "I32", "u64": "U64", "i8": "I8", "empty": "F32",
-                     "e4m3": "F8_E4M3", "e5m2": "F8_E5M2"}
+                     "e4m3": "F8_E4M3", "e5m2": "F8_E5M2", "c64": "C64"}
 with open(os.path.join(d, "model.safetensors"), "rb") as f:
     raw = f.read()
 n = struct.unpack("<Q", raw[:8])[0]

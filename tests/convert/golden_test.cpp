@@ -45,6 +45,26 @@ TEST_SUITE("convert") {
     CHECK(npy("i4_big_endian.npy").dtype() == DType::int32);
   }
 
+  TEST_CASE("npy golden: complex64 and complex128, big-endian parts swapped each on its own") {
+    // np.array([[1 + 2j, -0.5 + 0j], [0 - 1j, 4 + 0.25j]], dtype="<c8"): a
+    // zero-copy view of the file, the real part then the imaginary part.
+    Bytes file = golden_bytes("c8.npy");
+    Tensor c = convert::read_npy(file, "c")[0].tensor;
+    CHECK(c.dtype() == DType::complex64);
+    CHECK(c.shape() == Shape{2, 2});
+    CHECK(values_of<float>(c) == std::vector<float>{1, 2, -0.5f, 0, 0, -1, 4, 0.25f});
+    CHECK(c.values().is_mapped());
+    // '>c8' [1 - 2j, 0.5j] and '>c16' [0.5 - 1j, -1.25 + 1e300j].
+    Tensor b = npy("c8_big_endian.npy");
+    CHECK(b.dtype() == DType::complex64);
+    CHECK(b.shape() == Shape{2});
+    CHECK(values_of<float>(b) == std::vector<float>{1, -2, 0, 0.5f});
+    Tensor w = npy("c16_big_endian.npy");
+    CHECK(w.dtype() == DType::complex128);
+    CHECK(w.shape() == Shape{2});
+    CHECK(values_of<double>(w) == std::vector<double>{0.5, -1, -1.25, 1e300});
+  }
+
   TEST_CASE("npy golden: fortran_order=True is transposed into row-major") {
     Tensor f = npy("f8_fortran.npy");
     CHECK(f.dtype() == DType::float64);

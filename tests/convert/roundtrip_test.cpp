@@ -226,6 +226,54 @@ TEST_SUITE("convert") {
     CHECK(out.str() == file);
   }
 
+  TEST_CASE("npy and npz: complex64 and complex128 round trip as '<c8' and '<c16'") {
+    // [1 + 2i, -0.5 + 0i] and [3 - 4i]: interleaved real and imaginary parts.
+    std::vector<NamedTensor> t = {{"c64", dense<float>(DType::complex64, {2}, {1, 2, -0.5f, 0})},
+                                  {"c128", dense<double>(DType::complex128, {1, 1}, {3, -4})}};
+    for (const auto& n : t) {
+      INFO(n.name);
+      std::ostringstream out;
+      convert::write_npy(out, n.tensor);
+      const std::string descr = n.name == "c64" ? "'descr': '<c8'" : "'descr': '<c16'";
+      CHECK(out.str().find(descr) != std::string::npos);
+      check_same({n}, convert::read_npy(Bytes::copy_of(out.str()), n.name));
+    }
+    TempDir dir;
+    convert::write_npz(dir / "c.npz", t);
+    check_same(t, convert::read_npz(io::read_file(dir / "c.npz")));
+  }
+
+  TEST_CASE("safetensors: C64 reads as complex64 and is written back byte for byte") {
+    // By hand as the library writes: descending dtype (F64, then C64, then
+    // F32 in its enum), then name; compact JSON padded to 8 bytes.
+    std::string json = R"({"b":{"dtype":"F64","shape":[1],"data_offsets":[0,8]},)"
+                       R"("a":{"dtype":"C64","shape":[2],"data_offsets":[8,24]},)"
+                       R"("c":{"dtype":"F32","shape":[1],"data_offsets":[24,28]}})";
+    json.append((8 - json.size() % 8) % 8, ' ');
+    std::string file(8, '\0');
+    for (int i = 0; i < 8; ++i) file[i] = static_cast<char>((json.size() >> (8 * i)) & 0xFF);
+    // b = 2.0; a = [1 + 2i, -0.5 + 0i]; c = 1.0.
+    const std::string b("\0\0\0\0\0\0\x00\x40", 8);
+    const std::string a("\x00\x00\x80\x3F\x00\x00\x00\x40\x00\x00\x00\xBF\x00\x00\x00\x00", 16);
+    const std::string c("\x00\x00\x80\x3F", 4);
+    file += json + b + a + c;
+    auto f = convert::read_safetensors(Bytes::copy_of(file));
+    REQUIRE(f.tensors.size() == 3);
+    CHECK(f.tensors[1].name == "a");
+    const Tensor& z = f.tensors[1].tensor;
+    CHECK(z.dtype() == DType::complex64);
+    CHECK(z.shape() == Shape{2});
+    CHECK(values_of<float>(z) == std::vector<float>{1, 2, -0.5f, 0});
+    std::ostringstream out;
+    convert::write_safetensors(out, f.tensors);
+    CHECK(out.str() == file);
+    // Given in another order, the writer sorts them the same way.
+    std::vector<NamedTensor> shuffled = {f.tensors[2], f.tensors[1], f.tensors[0]};
+    std::ostringstream again;
+    convert::write_safetensors(again, shuffled);
+    CHECK(again.str() == file);
+  }
+
   TEST_CASE("btf: stream and file round trip, dense and COO, order kept") {
     std::vector<NamedTensor> tensors;
     for (auto& t : numeric_tensors()) {
@@ -304,10 +352,22 @@ TEST_SUITE("convert") {
     expect_error([&] { convert::write_btf(out, text); }, ErrorCode::unsupported, "vocab");
     std::vector<NamedTensor> half = {{"h", dense<std::uint16_t>(DType::float16, {1}, {0})}};
     expect_error([&] { convert::write_btf(out, half); }, ErrorCode::unsupported, "'h'");
-    std::vector<NamedTensor> fp8 = {
-        {"f8", dense<std::uint8_t>(DType::float8_e4m3fn, {1}, {0x38})}};
+    std::vector<NamedTensor> fp8 = {{"f8", dense<std::uint8_t>(DType::float8_e4m3fn, {1}, {0x38})}};
     expect_error([&] { convert::write_btf(out, fp8); }, ErrorCode::unsupported,
                  "dtype float8_e4m3fn has no BTF number");
+    std::vector<NamedTensor> complex = {
+        {"spectral.weight", dense<float>(DType::complex64, {1}, {1, 2})}};
+    expect_error([&] { convert::write_btf(out, complex); }, ErrorCode::unsupported,
+                 "dtype complex64 has no BTF number");
+    // safetensors has C64 but no complex128.
+    std::vector<NamedTensor> wide = {
+        {"ok", dense<float>(DType::float32, {1}, {1})},
+        {"spectral.weight", dense<double>(DType::complex128, {1}, {1, 2})}};
+    expect_error([&] { convert::write_safetensors(out, wide); }, ErrorCode::unsupported,
+                 "'spectral.weight': complex128 tensors are not supported (safetensors has no such "
+                 "dtype; C64 is complex64)");
+    expect_error([&] { convert::write_safetensors(dir / "w.safetensors", wide); },
+                 ErrorCode::unsupported, "spectral.weight");
     std::vector<NamedTensor> nul = {
         {"z", Tensor::strings({1}, std::vector<std::string>{std::string("a\0", 2)})}};
     expect_error([&] { convert::write_npz(dir / "z.npz", nul); }, ErrorCode::unsupported, "U+0000");

@@ -44,13 +44,4 @@ TEST_SUITE("convert") {
       CHECK(same);
     }
   }
-
-  TEST_CASE("byteswapped reverses every element") {
-    Bytes in = bytes_of(std::string("\x01\x02\x03\x04\x05\x06\x07\x08", 8));
-    CHECK(convert::detail::byteswapped(in.span(), 4).as_string_view() ==
-          std::string_view("\x04\x03\x02\x01\x08\x07\x06\x05", 8));
-    CHECK(convert::detail::byteswapped(in.span(), 2).as_string_view() ==
-          std::string_view("\x02\x01\x04\x03\x06\x05\x08\x07", 8));
-    CHECK(convert::detail::byteswapped(in.span(), 1).as_string_view() == in.as_string_view());
-  }
 }

@@ -55,5 +55,32 @@ TEST_CASE("The 8-bit floats: names, codes, size 1, floating point") {
   CHECK_FALSE(dtype_from_name("float8_e4m3"));
   CHECK_FALSE(dtype_from_name("float8_e4m3fnuz"));
   CHECK_FALSE(dtype_from_name("F8_E4M3"));
-  CHECK_FALSE(dtype_from_code(20));
+  CHECK(dtype_from_code(20) == DType::complex64);
+}
+
+TEST_CASE("The complex types: codes, names, sizes, complex but not floating") {
+  CHECK(static_cast<int>(DType::complex64) == 20);
+  CHECK(static_cast<int>(DType::complex128) == 21);
+  CHECK(dtype_from_code(20) == DType::complex64);
+  CHECK(dtype_from_code(21) == DType::complex128);
+  CHECK_FALSE(dtype_from_code(22));
+  CHECK(dtype_name(DType::complex64) == "complex64");
+  CHECK(dtype_name(DType::complex128) == "complex128");
+  CHECK(dtype_from_name("complex64") == DType::complex64);
+  CHECK(dtype_from_name("complex128") == DType::complex128);
+  CHECK_FALSE(dtype_from_name("complex"));     // numpy's alias of complex128 is not a name here
+  CHECK_FALSE(dtype_from_name("complex256"));  // numpy's long double pairs: unsupported
+  CHECK_FALSE(dtype_from_name("C64"));
+  CHECK(dtype_size(DType::complex64) == 8);
+  CHECK(dtype_size(DType::complex128) == 16);
+  CHECK(dtype_is_complex(DType::complex64));
+  CHECK(dtype_is_complex(DType::complex128));
+  CHECK_FALSE(dtype_is_floating(DType::complex64));
+  CHECK_FALSE(dtype_is_floating(DType::complex128));
+  int complex_types = 0;
+  for (DType t : kAllDTypes) {
+    complex_types += dtype_is_complex(t);
+    CHECK_FALSE((dtype_is_complex(t) && dtype_is_floating(t)));
+  }
+  CHECK(complex_types == 2);
 }

@@ -164,6 +164,13 @@ TEST_CASE("Dequantize rounds once to the original type") {
                          "quantized, not float8_e5m2 (a quantized tensor cannot stand for 8-bit "
                          "floats)",
                          Error);
+  Tensor c128 = Tensor::dense(DType::complex128, {1}, Bytes::take(std::vector<std::byte>(16)));
+  CHECK_THROWS_WITH_AS(quantize(c128, QuantizeScheme::int8_per_channel),
+                       "quantize: only float16, bfloat16, float32 and float64 tensors can be "
+                       "quantized, not complex128 (complex tensors are not quantized: the schemes "
+                       "map real values to integers)",
+                       Error);
+  CHECK_THROWS_AS(t.dequantize(DType::complex64), Error);
 }
 
 TEST_CASE("Float16 and bfloat16 rounding of doubles") {

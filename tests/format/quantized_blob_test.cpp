@@ -120,6 +120,11 @@ TEST_CASE("Quantized header rules (FORMAT.md section 6.1)") {
                 "float32 or float64 values, not float8_e4m3fn");
     CHECK_ERROR(header_of(entry(qblob(19, {2}, per_tensor(1, 0), "\x01\x02"))), ErrorCode::corrupt,
                 "float32 or float64 values, not float8_e5m2");
+    // Nor complex values: the schemes map real values to integers.
+    CHECK_ERROR(header_of(entry(qblob(20, {2}, per_tensor(1, 0), "\x01\x02"))), ErrorCode::corrupt,
+                "float32 or float64 values, not complex64");
+    CHECK_ERROR(header_of(entry(qblob(21, {2}, per_tensor(1, 0), "\x01\x02"))), ErrorCode::corrupt,
+                "float32 or float64 values, not complex128");
   }
   SUBCASE("per-tensor scale and zero point") {
     CHECK_ERROR(header_of(entry(qblob(5, {2}, per_tensor(0, 0), "\x01\x02"))), ErrorCode::corrupt,

@@ -1,5 +1,5 @@
 // Golden quantized blobs, one per scheme and storage, and dense blobs of the
-// 8-bit float types (tests/golden/format/): today's writer must produce them
+// 8-bit float and complex types (tests/golden/format/): today's writer must produce them
 // byte for byte, and flatc (a third-party FlatBuffers reader) must decode
 // their headers to the fields written here by hand, with the hand-computed
 // integers, scales and zero points at the segment offsets flatc reports.
@@ -201,23 +201,34 @@ TEST_CASE("Golden quantized blobs: byte for byte, and flatc reads what section 6
   }
 }
 
-TEST_CASE("Golden float8 blobs: flatc names the dtype as tensor.fbs does") {
-  struct Float8Golden {
+TEST_CASE("Golden float8 and complex blobs: flatc names the dtype as tensor.fbs does") {
+  struct DenseGolden {
     const char* file;
     DType dtype;
     const char* fbs_name;
     std::string values;
   };
   // e4m3fn: 1.0, -448, 2^-9, NaN; e5m2: 1.0, -57344, 2^-16, +inf (FORMAT.md section 6).
-  const Float8Golden blobs[] = {
+  const DenseGolden blobs[] = {
       {"dense-float8-e4m3fn.fb", DType::float8_e4m3fn, "FLOAT8_E4M3FN",
        bytes({0x38, 0xFE, 0x01, 0x7F})},
       {"dense-float8-e5m2.fb", DType::float8_e5m2, "FLOAT8_E5M2", bytes({0x3C, 0xFB, 0x01, 0x7C})},
+      // complex64 [[1 + 2i, -0.5 + 0i], [0 - 1i, 4 + 0.25i]]: float32 parts, real first.
+      {"dense-complex64.fb", DType::complex64, "COMPLEX64",
+       bytes({0x00, 0x00, 0x80, 0x3F, 0x00, 0x00, 0x00, 0x40, 0x00, 0x00, 0x00,
+              0xBF, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+              0x80, 0xBF, 0x00, 0x00, 0x80, 0x40, 0x00, 0x00, 0x80, 0x3E})},
+      // complex128 [[1 + 2i, -0.5 + 0i], [0 - 1i, 4 + 0.25i]]: float64 parts.
+      {"dense-complex128.fb", DType::complex128, "COMPLEX128",
+       bytes({0, 0, 0, 0, 0, 0, 0xF0, 0x3F, 0, 0, 0, 0, 0, 0, 0x00, 0x40,
+              0, 0, 0, 0, 0, 0, 0xE0, 0xBF, 0, 0, 0, 0, 0, 0, 0x00, 0x00,
+              0, 0, 0, 0, 0, 0, 0x00, 0x00, 0, 0, 0, 0, 0, 0, 0xF0, 0xBF,
+              0, 0, 0, 0, 0, 0, 0x10, 0x40, 0, 0, 0, 0, 0, 0, 0xD0, 0x3F})},
   };
   const fs::path dir = tests_dir() / "golden" / "format";
   const bool write = std::getenv("MODELZIP_WRITE_QUANT_GOLDEN") != nullptr;
   TempDir tmp;
-  for (const Float8Golden& g : blobs) {
+  for (const DenseGolden& g : blobs) {
     INFO(g.file);
     const Tensor t = Tensor::dense(g.dtype, {2, 2}, b(g.values));
     const std::string encoded = concat(format::encode_tensor_blob(t));
@@ -230,7 +241,7 @@ TEST_CASE("Golden float8 blobs: flatc names the dtype as tensor.fbs does") {
                   json);
     CHECK_MESSAGE(json.find("\"layout\": \"DENSE\"") != std::string::npos, json);
     auto [vo, vl] = segment(json, "values");
-    CHECK(vl == 4);
+    CHECK(vl == g.values.size());
     CHECK(golden.substr(vo, vl) == g.values);
     CHECK(format::decode_tensor_blob(Bytes::copy_of(golden), {}) == t);
   }

@@ -4,6 +4,7 @@
 // FlatBuffers; big-endian blobs decode to the right values.
 #include <doctest/doctest.h>
 
+#include <complex>
 #include <cstring>
 
 #include "../zip/expect_error.hpp"
@@ -187,7 +188,7 @@ TEST_CASE("Header rule 1: FlatBuffers with out-of-range offsets fail verificatio
 
 TEST_CASE("Header rule 2: dtype, rank, dimensions, numel, layout, byte order, alignment") {
   // 2 is DL4J's FLOAT8, which never said which 8-bit format it meant.
-  for (int code : {0, 2, 4, 15, 16, 20, 49, 51, 52, 100, 127, -1}) {
+  for (int code : {0, 2, 4, 15, 16, 22, 49, 51, 52, 100, 127, -1}) {
     BlobSpec s = dense_f32({1}, 1);
     s.dtype = code;
     INFO("dtype " << code);
@@ -459,6 +460,24 @@ TEST_CASE("Big-endian blobs decode to native values") {
     CHECK(decode(blob_entry(s, std::string("\x3C\x00", 2))).values().as_string_view() ==
           std::string_view("\x00\x3C", 2));
   }
+  SUBCASE("complex: the real and imaginary parts are swapped each on its own") {
+    BlobSpec s;
+    s.byte_order = 1;
+    s.dtype = 20;  // COMPLEX64: 1.0 + -2.0i is 3F800000 C0000000 big-endian
+    s.shape = std::vector<std::int64_t>{2};
+    s.values = {blob_data_offset(s), 16};
+    Tensor c = decode(blob_entry(
+        s, std::string("\x3F\x80\x00\x00\xC0\x00\x00\x00\x00\x00\x00\x00\x3F\x00\x00\x00", 16)));
+    REQUIRE(c.dtype() == DType::complex64);
+    // 1 - 2i, 0 + 0.5i: little-endian float32 parts, real first.
+    CHECK(c.as<std::complex<float>>()[0] == std::complex<float>(1, -2));
+    CHECK(c.as<std::complex<float>>()[1] == std::complex<float>(0, 0.5f));
+    s.dtype = 21;  // COMPLEX128: 0.5 - 1.0i is 3FE0000000000000 BFF0000000000000
+    s.shape = std::vector<std::int64_t>{1};
+    Tensor d = decode(blob_entry(s, std::string("\x3F\xE0\0\0\0\0\0\0\xBF\xF0\0\0\0\0\0\0", 16)));
+    REQUIRE(d.dtype() == DType::complex128);
+    CHECK(d.as<std::complex<double>>()[0] == std::complex<double>(0.5, -1));
+  }
   SUBCASE("one-byte types are unchanged") {
     BlobSpec s;
     s.byte_order = 1;
@@ -571,6 +590,38 @@ TEST_CASE("The 8-bit float types 18 and 19: one byte per element") {
     BlobSpec short_values = s;
     short_values.values->second = 3;
     CHECK_ERROR(header_of(blob_entry(short_values, data.substr(0, 3))), ErrorCode::corrupt,
+                "values");
+  }
+}
+
+TEST_CASE("The complex types 20 and 21: two IEEE parts per element, real first") {
+  // complex64 [1 + 2i, -0.5 + 0i]; complex128 [3 - 4i] (FORMAT.md section 6).
+  const std::string c64("\x00\x00\x80\x3F\x00\x00\x00\x40\x00\x00\x00\xBF\x00\x00\x00\x00", 16);
+  const std::string c128("\0\0\0\0\0\0\x08\x40\0\0\0\0\0\0\x10\xC0", 16);
+  for (int code : {20, 21}) {
+    INFO("dtype " << code);
+    BlobSpec s;
+    s.dtype = code;
+    s.shape = std::vector<std::int64_t>{code == 20 ? 2 : 1};
+    s.values = {0, 16};
+    s.values->first = blob_data_offset(s);
+    const std::string& data = code == 20 ? c64 : c128;
+    const std::string entry = blob_entry(s, data);
+    BlobHeader h = header_of(entry);
+    CHECK(h.dtype == (code == 20 ? DType::complex64 : DType::complex128));
+    Tensor t = decode(entry);
+    CHECK(t.values().as_string_view() == data);
+    if (code == 20) {
+      CHECK(t.as<std::complex<float>>()[0] == std::complex<float>(1, 2));
+      CHECK(t.as<std::complex<float>>()[1] == std::complex<float>(-0.5f, 0));
+      CHECK_THROWS_AS(t.as<float>(), Error);  // an element is two floats
+    } else {
+      CHECK(t.as<std::complex<double>>()[0] == std::complex<double>(3, -4));
+    }
+    // 8 or 16 bytes per element: one byte short is corrupt.
+    BlobSpec short_values = s;
+    short_values.values->second = 15;
+    CHECK_ERROR(header_of(blob_entry(short_values, data.substr(0, 15))), ErrorCode::corrupt,
                 "values");
   }
 }

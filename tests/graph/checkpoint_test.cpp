@@ -4,8 +4,8 @@
 
 #include "graph_fixtures.hpp"
 #include "modelzip/archive.hpp"
-#include "modelzip/graph/checkpoint.hpp"
 #include "modelzip/error.hpp"
+#include "modelzip/graph/checkpoint.hpp"
 #include "modelzip/writer.hpp"
 #include "test_support.hpp"
 
@@ -178,6 +178,40 @@ TEST_CASE("Loading what is not a graph checkpoint") {
   CHECK_FALSE(load_training_config(a).has_value());
 }
 
+TEST_CASE("Complex variables are trainable and keep complex Adam state") {
+  // A spectral weight as Fourier neural operators have: complex64, with
+  // complex M and V (torch's Adam keeps complex state for complex params).
+  auto c64 = [](Shape shape, float start) {
+    std::vector<float> parts(2 * shape_numel(shape));
+    for (std::size_t i = 0; i < parts.size(); ++i) parts[i] = start - 0.5f * static_cast<float>(i);
+    return Tensor::dense(
+        DType::complex64, std::move(shape),
+        Bytes::copy_of(std::string_view(reinterpret_cast<const char*>(parts.data()),
+                                        parts.size() * sizeof(float))));
+  };
+  Checkpoint c = mlp_checkpoint();
+  c.graph.variables[3].dtype = DType::complex64;  // w1
+  REQUIRE(c.graph.variables[3].name == "w1");
+  CHECK(c.graph.variables[3].is_trainable());
+  c.params["w1"] = c64({2, 3}, 1);
+  c.updater_state["w1"]["M"] = c64({2, 3}, 2);
+  c.updater_state["w1"]["V"] = c64({2, 3}, 3);
+  TempDir dir;
+  auto path = dir / "ckpt.zip";
+  {
+    Writer w = Writer::open(path);
+    w.add_tag("step-1", checkpoint_tag(c));
+    w.commit();
+  }
+  Archive a = Archive::open(path);
+  CHECK(a.verify().empty());
+  check_same(c, load_checkpoint(a, "step-1"));
+  // Without its state it is a trainable variable with state missing.
+  c.updater_state.erase("w1");
+  expect_error([&] { check_checkpoint(c); }, ErrorCode::invalid_argument,
+               "trainable variable 'w1' has no updater state 'M'");
+}
+
 TEST_CASE("check_checkpoint names the broken consistency rule") {
   auto check = [](auto&& edit, const std::string& text) {
     Checkpoint c = mlp_checkpoint();
@@ -227,7 +261,7 @@ TEST_CASE("check_checkpoint names the broken consistency rule") {
         c.updater_state["b2"]["V"] =
             Tensor::dense(DType::int32, {1}, Bytes::copy_of(std::string(4, '\0')));
       },
-      "updater state 'V' of 'b2' is int32, not a floating-point type");
+      "updater state 'V' of 'b2' is int32, not a floating-point or complex type");
   check([](Checkpoint& c) { c.updater_state["w2"].erase("V"); },
         "trainable variable 'w2' has no updater state 'V'");
   check([](Checkpoint& c) { c.updater_state.erase("b1"); },

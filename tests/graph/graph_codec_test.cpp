@@ -94,8 +94,24 @@ TEST_CASE("8-bit float variables round-trip and are trainable like the other flo
   for (DType t : kAllDTypes) {
     Variable v;
     v.dtype = t;
-    CHECK(v.is_trainable() == dtype_is_floating(t));
+    CHECK(v.is_trainable() == (dtype_is_floating(t) || dtype_is_complex(t)));
   }
+}
+
+TEST_CASE("Complex variables round-trip and are trainable") {
+  Graph g = mlp_graph();
+  g.variables[3].dtype = DType::complex64;   // w1
+  g.variables[4].dtype = DType::complex128;  // b1
+  Graph d = decode_graph(encode_graph(g));
+  CHECK(d == g);
+  CHECK(d.variables[3].dtype == DType::complex64);
+  CHECK(d.variables[4].dtype == DType::complex128);
+  CHECK(d.trainable_variables() == std::vector<std::string>{"w1", "b1", "w2", "b2"});
+  // A complex CONSTANT is not trainable (only VARIABLEs are).
+  Variable k;
+  k.kind = VariableKind::constant;
+  k.dtype = DType::complex64;
+  CHECK_FALSE(k.is_trainable());
 }
 
 TEST_CASE("The empty graph round-trips") {

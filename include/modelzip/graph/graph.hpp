@@ -64,10 +64,11 @@ struct MODELZIP_API Variable {
   bool has_value() const noexcept {
     return kind == VariableKind::variable || kind == VariableKind::constant;
   }
-  // Trained by the updater: a VARIABLE of a floating-point type. Only
+  // Trained by the updater: a VARIABLE of a floating-point or complex type
+  // (complex parameters are trained too, e.g. spectral weights). Only
   // trainable variables may have updater state.
   bool is_trainable() const noexcept {
-    return kind == VariableKind::variable && dtype_is_floating(dtype);
+    return kind == VariableKind::variable && (dtype_is_floating(dtype) || dtype_is_complex(dtype));
   }
   bool operator==(const Variable&) const = default;
 };

@@ -49,10 +49,13 @@ jobject tensor_from_array(JNIEnv* env, jclass, jbyteArray dtype_name_utf8, jobje
     const std::optional<DType> dtype = dtype_from_name(name);
     if (!dtype || *dtype == DType::utf8)
       throw Error(ErrorCode::invalid_argument, "unknown fixed-size data type '" + name + "'");
-    if (dtype_size(*dtype) != static_cast<std::size_t>(element_bytes))
-      throw Error(ErrorCode::invalid_argument, name + " elements are " +
-                                                   std::to_string(dtype_size(*dtype)) +
-                                                   " bytes, not " + std::to_string(element_bytes));
+    // A complex element is two array values (real, imaginary).
+    const std::size_t value_bytes =
+        dtype_is_complex(*dtype) ? dtype_size(*dtype) / 2 : dtype_size(*dtype);
+    if (value_bytes != static_cast<std::size_t>(element_bytes))
+      throw Error(ErrorCode::invalid_argument, name + " array values are " +
+                                                   std::to_string(value_bytes) + " bytes, not " +
+                                                   std::to_string(element_bytes));
     auto java_array = static_cast<jarray>(array);
     std::vector<std::byte> values(array_bytes(env, java_array, element_bytes));
     copy_from_array(env, java_array, values);

@@ -68,6 +68,10 @@ save_npy("v2.npy", np.array([7.0, 8.0], dtype="<f4"), version=(2, 0))
 save_npy("v3.npy", np.array([9.0, 10.0], dtype="<f4"), version=(3, 0))
 save_npy("object.npy", np.array([{"a": 1}, None], dtype=object), allow_pickle=True)
 save_npy("bf16_as_u2.npy", bf16_bits([1.0, -2.0, 0.5]))
+# Complex: big-endian files swap each part (real, imaginary) on its own.
+save_npy("c8.npy", np.array([[1 + 2j, -0.5 + 0j], [0 - 1j, 4 + 0.25j]], dtype="<c8"))
+save_npy("c8_big_endian.npy", np.array([1 - 2j, 0 + 0.5j], dtype=">c8"))
+save_npy("c16_big_endian.npy", np.array([0.5 - 1j, -1.25 + 1e300j], dtype=">c16"))
 
 # ---- .npz -------------------------------------------------------------------
 np.savez(path("savez.npz"),

@@ -38,8 +38,8 @@ public final class Param {
 
   /**
    * The element type, as {@link Tensor#dtype()} names it ("float32",
-   * "bfloat16", "float8_e4m3fn", "string"...); for a quantized tensor the
-   * original type.
+   * "bfloat16", "float8_e4m3fn", "complex64", "string"...); for a quantized
+   * tensor the original type.
    */
   public String dtype() {
     return dtype;

@@ -11,13 +11,17 @@ import java.util.Objects;
  *
  * <p>Data types are named as modelzip names them: "bool", "int8", "uint8",
  * "int16", "uint16", "int32", "uint32", "int64", "uint64", "float16",
- * "bfloat16", "float8_e4m3fn", "float8_e5m2", "float32", "float64" and
- * "string" (UTF-8 strings). Values are row-major and little-endian, as
- * stored. Each type is read into and made from one kind of Java array of its
- * width: boolean[] (bool), byte[] (int8, uint8, and the bits of the 8-bit
- * floats), short[] (int16, uint16, and the bits of float16 and bfloat16),
- * int[] (int32, uint32), long[] (int64, uint64), float[] (float32), double[]
- * (float64) and String[] (string); unsigned values keep their bits.
+ * "bfloat16", "float8_e4m3fn", "float8_e5m2", "float32", "float64",
+ * "complex64", "complex128" and "string" (UTF-8 strings). Values are
+ * row-major and little-endian, as stored. Each type is read into and made
+ * from one kind of Java array of its width: boolean[] (bool), byte[] (int8,
+ * uint8, and the bits of the 8-bit floats), short[] (int16, uint16, and the
+ * bits of float16 and bfloat16), int[] (int32, uint32), long[] (int64,
+ * uint64), float[] (float32; complex64 interleaved), double[] (float64;
+ * complex128 interleaved) and String[] (string); unsigned values keep their
+ * bits. A complex tensor's array holds two values per element, the real part
+ * then the imaginary part, so it is twice as long as the tensor has
+ * elements.
  *
  * <p>Layouts: "dense"; "sparse_coo" and "quantized" tensors are readable
  * through {@link #buffer()} (their stored values) and, for quantized ones,
@@ -68,6 +72,7 @@ public final class Tensor implements AutoCloseable {
    * @throws ModelzipException INVALID_ARGUMENT if the shape does not fit the data
    */
   public static Tensor of(String dtype, Object data, long[] shape) {
+    // Complex types: two array values (real, imaginary) per element.
     Objects.requireNonNull(dtype, "dtype");
     Objects.requireNonNull(data, "data");
     if (data instanceof String[]) {
@@ -86,8 +91,12 @@ public final class Tensor implements AutoCloseable {
           + data.getClass().getSimpleName());
     }
     int length = java.lang.reflect.Array.getLength(data);
+    if (isComplex(dtype) && length % 2 != 0) {
+      throw new IllegalArgumentException("a \"" + dtype + "\" tensor is made from (real, imaginary)"
+          + " pairs, not from an odd number (" + length + ") of values");
+    }
     return Native.tensorFromArray(Native.utf8(dtype), data, elementBytes(kind),
-        shape != null ? shape.clone() : new long[] {length});
+        shape != null ? shape.clone() : new long[] {isComplex(dtype) ? length / 2 : length});
   }
 
   /** A float32 tensor; no shape: one dimension of the data's length. */
@@ -155,6 +164,27 @@ public final class Tensor implements AutoCloseable {
    */
   public static Tensor ofFloat8E5M2(byte[] bits, long... shape) {
     return of("float8_e5m2", bits, orLength(shape, bits.length));
+  }
+
+  /**
+   * A complex64 tensor (numpy/torch complex64, safetensors C64) from
+   * {@code interleaved} float32 values: element i is
+   * {@code interleaved[2 * i] + interleaved[2 * i + 1] * i}. No shape: one
+   * dimension of half the array's length.
+   *
+   * @throws IllegalArgumentException if the array's length is odd
+   */
+  public static Tensor ofComplex64(float[] interleaved, long... shape) {
+    return of("complex64", interleaved, shape == null || shape.length == 0 ? null : shape);
+  }
+
+  /** A complex128 tensor from interleaved float64 values, as {@link #ofComplex64}. */
+  public static Tensor ofComplex128(double[] interleaved, long... shape) {
+    return of("complex128", interleaved, shape == null || shape.length == 0 ? null : shape);
+  }
+
+  private static boolean isComplex(String dtype) {
+    return dtype.equals("complex64") || dtype.equals("complex128");
   }
 
   private static long[] orLength(long[] shape, int length) {
@@ -250,12 +280,18 @@ public final class Tensor implements AutoCloseable {
     return root;
   }
 
-  /** The values of a float32 tensor. */
+  /**
+   * The values of a float32 tensor, or of a complex64 tensor interleaved
+   * (real, imaginary; twice {@link #numel()} values).
+   */
   public float[] toFloatArray() {
     return (float[]) copyValues("float");
   }
 
-  /** The values of a float64 tensor. */
+  /**
+   * The values of a float64 tensor, or of a complex128 tensor interleaved
+   * (real, imaginary; twice {@link #numel()} values).
+   */
   public double[] toDoubleArray() {
     return (double[]) copyValues("double");
   }
@@ -311,7 +347,7 @@ public final class Tensor implements AutoCloseable {
           + Character.toUpperCase(arrayKind(dtype).charAt(0)) + arrayKind(dtype).substring(1)
           + "Array())");
     }
-    long n = numel();
+    long n = isComplex(dtype) ? Math.multiplyExact(numel(), 2) : numel();
     if (n > Integer.MAX_VALUE - 8) {
       throw new UnsupportedOperationException(n + " elements do not fit one Java array: use buffer(offset, length)");
     }
@@ -338,8 +374,8 @@ public final class Tensor implements AutoCloseable {
       case "int16": case "uint16": case "float16": case "bfloat16": return "short";
       case "int32": case "uint32": return "int";
       case "int64": case "uint64": return "long";
-      case "float32": return "float";
-      case "float64": return "double";
+      case "float32": case "complex64": return "float";
+      case "float64": case "complex128": return "double";
       case "string": return "String";
       default: return null;
     }

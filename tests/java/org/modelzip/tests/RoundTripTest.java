@@ -144,4 +144,45 @@ public class RoundTripTest {
     assertThrows(IllegalArgumentException.class,
         () -> Tensor.of("float8_e5m2", new short[] {1}, null));
   }
+
+  @Test
+  public void complexTensorsInterleaveRealAndImaginaryParts() throws Exception {
+    // complex64 [[1 + 2i, -0.5], [-1i, 4 + 0.25i]]; complex128 [3 - 4i].
+    float[] c64 = {1, 2, -0.5f, 0, 0, -1, 4, 0.25f};
+    double[] c128 = {3, -4};
+    Archive.save(scratch.archive(), "cplx",
+        Map.of("spectral", Tensor.ofComplex64(c64, 2, 2), "wide", Tensor.ofComplex128(c128)));
+    // The command prints the stored bytes: little-endian parts, real first.
+    ByteBuffer expected = ByteBuffer.allocate(32).order(ByteOrder.LITTLE_ENDIAN);
+    for (float f : c64) {
+      expected.putFloat(f);
+    }
+    assertArrayEquals(expected.array(), TestSupport.cli("cat", scratch.archive(), "spectral").stdout);
+    String listing = TestSupport.cli("ls", scratch.archive(), "--json").out();
+    assertTrue(listing, listing.contains("\"dtype\": \"complex64\""));
+    assertTrue(listing, listing.contains("\"dtype\": \"complex128\""));
+    try (Archive archive = Archive.open(scratch.archive())) {
+      for (Param p : archive.params("cplx")) {
+        assertEquals(p.name().equals("spectral") ? "complex64" : "complex128", p.dtype());
+      }
+      Tensor t = archive.tensor("spectral", "cplx");
+      assertEquals("complex64", t.dtype());
+      assertArrayEquals(new long[] {2, 2}, t.shape());
+      assertEquals(4, t.numel());
+      assertEquals(32, t.byteSize());
+      assertArrayEquals(c64, t.toFloatArray(), 0f);
+      assertEquals(-0.5f, t.buffer().getFloat(8), 0f);  // element 1, real part
+      assertThrows(IllegalArgumentException.class, t::toDoubleArray);
+      Tensor w = archive.tensor("wide", "cplx");
+      assertArrayEquals(new long[] {1}, w.shape());
+      assertArrayEquals(c128, w.toDoubleArray(), 0.0);
+    }
+    // Made from the generic factory too; an odd number of parts is no tensor.
+    try (Tensor g = Tensor.of("complex128", new double[] {1, 2, 3, 4}, null)) {
+      assertArrayEquals(new long[] {2}, g.shape());
+    }
+    assertThrows(IllegalArgumentException.class, () -> Tensor.ofComplex64(new float[] {1, 2, 3}));
+    assertThrows(IllegalArgumentException.class,
+        () -> Tensor.of("complex64", new double[] {1, 2}, null));
+  }
 }
