@@ -231,9 +231,10 @@ def load_into(module: Any, path: Any, tag: Optional[str] = None, *, strict: bool
 
 def to_param_devices(optimizer_state: Mapping[str, Any], optimizer: Any) -> None:
     """Moves the state tensors of ``optimizer_state`` (an ``optimizer.state_dict()`` to load,
-    in place) onto their parameters' devices and, for floating-point parameters, their types, as
-    ``optimizer.load_state_dict`` casts them, through _device_copy (staged for CUDA) instead of one ``.to()`` each; ``step``
-    and state of parameters on the CPU stay as they are (load_state_dict handles them)."""
+    in place) onto their parameters' devices and, for floating-point parameters, their types,
+    as ``optimizer.load_state_dict`` casts them, through _device_copy (staged for CUDA) instead
+    of one ``.to()`` each; ``step`` and state of parameters on the CPU stay as they are
+    (load_state_dict handles them)."""
     params = [p for group in optimizer.param_groups for p in group["params"]]
     index = [i for group in optimizer_state["param_groups"] for i in group["params"]]
     by_index = dict(zip(index, params))
