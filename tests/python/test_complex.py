@@ -343,6 +343,19 @@ def test_fno_checkpoint_resumes_bit_exactly_with_adam(tmp_path):
     for key in ("exp_avg", "exp_avg_sq"):
         assert _same_bits(state[key].numpy(), rstate[key].numpy()), key
 
+    # modelzip.distributed.load_checkpoint: this rank's blocks (here half the complex weight)
+    other = _Spectral()
+    params = dict(other.named_parameters())
+    half = torch.zeros(3, 3, 2, dtype=torch.complex64)
+    params["weight"] = modelzip.distributed.Shard(half, (3, 3, 4), (0, 0, 2))
+    adam = torch.optim.Adam([half, other.lift.weight, other.lift.bias], lr=0.01)
+    modelzip.distributed.load_checkpoint(tmp_path / "run.zip", "step-3", params, adam)
+    with modelzip.open(tmp_path / "run.zip") as ar:
+        saved = ar.load("step-3")["weight"]
+        exp_avg = ar.updater_state("weight", "exp_avg", "step-3")
+    assert _same_bits(half.detach().numpy(), saved[..., 2:])
+    assert _same_bits(adam.state[half]["exp_avg"].numpy(), exp_avg[..., 2:])
+
 
 @needs_cuda
 def test_cuda_complex_save_and_load(tmp_path):
