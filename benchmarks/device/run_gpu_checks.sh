@@ -56,7 +56,7 @@ step build 60 build.log bash .devdeps/build_device.sh || exit 1
 if "$PY" -c 'import pytest' 2>/dev/null; then
   step cuda_tests 90 cuda_tests.txt "$PY" -m pytest -q -rs -p no:cacheprovider -k "cuda or device" \
     tests/python/test_torch_load.py tests/python/test_distributed.py tests/python/test_save_async.py \
-    tests/python/test_device_save.py
+    tests/python/test_device_save.py tests/python/test_complex.py
   grep -E "passed|failed|skipped|error" "$out/cuda_tests.txt" | tail -1 | sed 's/^/  /' | tee -a "$summary"
   step float8_tests 30 float8_tests.txt "$PY" -m pytest -q -rs -p no:cacheprovider \
     tests/python/test_float8.py

@@ -183,7 +183,8 @@ def test_ties_of_different_blobs_stay_untied(archive_path):
 
 
 ALL_DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
-              torch.float16, torch.bfloat16, torch.float32, torch.float64]
+              torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64,
+              torch.complex128]
 
 
 def test_every_dtype_round_trips(archive_path):

@@ -224,7 +224,8 @@ void bind_param_info(py::module_& m) {
           "\"tensor\", or \"embedding\" for a finalfusion embedding parameter.")
       .def_property_readonly(
           "dtype", [](const ParamInfo& p) { return std::string(dtype_name(p.dtype)); },
-          "numpy-style dtype name: \"float32\", \"bfloat16\", \"float8_e4m3fn\", \"string\"...")
+          "numpy-style dtype name: \"float32\", \"bfloat16\", \"float8_e4m3fn\", \"complex64\", "
+          "\"string\"...")
       .def_property_readonly(
           "shape", [](const ParamInfo& p) { return shape_tuple(p.shape); }, "The dense shape.")
       .def_property_readonly(

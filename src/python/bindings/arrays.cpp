@@ -147,6 +147,12 @@ py::dtype numpy_dtype(DType type) {
     case DType::float8_e5m2:
       name = "u1";
       break;
+    case DType::complex64:
+      name = "<c8";
+      break;
+    case DType::complex128:
+      name = "<c16";
+      break;
     case DType::utf8:
       name = "O";
       break;

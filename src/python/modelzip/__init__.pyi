@@ -7,8 +7,9 @@ Loaded arrays and dtypes:
   keeps the mapping alive (``arr.base`` owns it), so arrays outlive
   ``Archive.close()``. ``copy=True`` gives writable arrays in owned memory
   (CRC-32 checked). Deflated blobs are decompressed (read-only unless copy).
-- bool, int8..int64, uint8..uint64, float16, float32, float64 load as the
-  numpy dtype of the same name (little-endian).
+- bool, int8..int64, uint8..uint64, float16, float32, float64, complex64,
+  complex128 load as the numpy dtype of the same name (little-endian;
+  ``load_torch`` gives torch.complex64 / torch.complex128).
 - bfloat16 loads as **uint16** holding the raw bits (numpy has no bfloat16);
   ``ParamInfo.dtype`` says "bfloat16". ``Archive.load_torch`` restores
   ``torch.bfloat16``; ``arr.astype(np.uint32) << 16`` viewed as float32 gives
@@ -215,7 +216,7 @@ class ParamInfo:
         """"tensor", or "embedding" for a finalfusion embedding parameter."""
     @property
     def dtype(self) -> str:
-        """numpy-style dtype name: "float32", "bfloat16", "float8_e4m3fn", "string"..."""
+        """numpy-style dtype name: "float32", "bfloat16", "float8_e4m3fn", "complex64", "string"..."""
     @property
     def shape(self) -> tuple[int, ...]:
         """The dense shape."""

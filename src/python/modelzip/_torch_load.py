@@ -231,9 +231,10 @@ def load_into(module: Any, path: Any, tag: Optional[str] = None, *, strict: bool
 
 def to_param_devices(optimizer_state: Mapping[str, Any], optimizer: Any) -> None:
     """Moves the state tensors of ``optimizer_state`` (an ``optimizer.state_dict()`` to load,
-    in place) onto their parameters' devices and floating types, as ``optimizer.load_state_dict``
-    casts them, through _device_copy (staged for CUDA) instead of one ``.to()`` each; ``step``
-    and state of parameters on the CPU stay as they are (load_state_dict handles them)."""
+    in place) onto their parameters' devices and, for floating-point parameters, their types,
+    as ``optimizer.load_state_dict`` casts them, through _device_copy (staged for CUDA) instead
+    of one ``.to()`` each; ``step`` and state of parameters on the CPU stay as they are
+    (load_state_dict handles them)."""
     params = [p for group in optimizer.param_groups for p in group["params"]]
     index = [i for group in optimizer_state["param_groups"] for i in group["params"]]
     by_index = dict(zip(index, params))
@@ -245,7 +246,9 @@ def to_param_devices(optimizer_state: Mapping[str, Any], optimizer: Any) -> None
         for key, value in values.items():
             if key == "step" or not isinstance(value, torch.Tensor) or value.device == param.device:
                 continue
-            dtype = param.dtype if value.is_floating_point() else value.dtype
+            # as load_state_dict casts: to a floating parameter's dtype; complex and integer
+            # parameters' state keeps its own
+            dtype = param.dtype if param.is_floating_point() else value.dtype
             moved = torch.empty(value.shape, dtype=dtype, device=param.device)
             pairs.append((value, moved))
             values[key] = moved

@@ -206,7 +206,8 @@ QuantizedTensor.__module__ = "modelzip"
 # name): modelzip dtype name -> bytes per element.
 RAW_BITS_DTYPES = {"bfloat16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1}
 
-_SUPPORTED = ("bool, int8..int64, uint8..uint64, float16, float32, float64, "
+_SUPPORTED = ("bool, int8..int64, uint8..uint64, float16, float32, float64, complex64, "
+              "complex128, "
               "str (strings), raw bits marked with dtypes= (bfloat16, float8_e4m3fn, float8_e5m2)")
 
 
@@ -437,6 +438,8 @@ def _dtype_name(array: np.ndarray, raw_bits: Optional[str]) -> str:
         return ("int" if dt.kind == "i" else "uint") + str(dt.itemsize * 8)
     if dt.kind == "f" and dt.itemsize in (2, 4, 8):
         return "float" + str(dt.itemsize * 8)
+    if dt.kind == "c" and dt.itemsize in (8, 16):
+        return "complex" + str(dt.itemsize * 8)
     raise TypeError(f"numpy dtype {dt} cannot be stored (supported: {_SUPPORTED})")
 
 
