@@ -9,24 +9,11 @@ import struct
 
 import numpy as np
 
-from conftest import run
+from conftest import run, safetensors_file
 
 # [[1 + 2j, -0.5], [-1j, 4 + 0.25j]] and [3 - 4j, 1e300 + 0.5j]
 C64 = np.array([[1 + 2j, -0.5 + 0j], [0 - 1j, 4 + 0.25j]], dtype="<c8")
 C128 = np.array([3 - 4j, 1e300 + 0.5j], dtype="<c16")
-
-
-def safetensors_file(tensors):
-    """{name: (safetensors dtype, shape, raw bytes)} as the library writes
-    them: compact JSON, tensors in the order given, header padded to 8."""
-    header, data = {}, b""
-    for name, (dtype, shape, raw) in tensors.items():
-        header[name] = {"dtype": dtype, "shape": shape,
-                        "data_offsets": [len(data), len(data) + len(raw)]}
-        data += raw
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    return struct.pack("<Q", len(text)) + text + data
 
 
 def imported(tmp_path, tag="v1"):

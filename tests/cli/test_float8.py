@@ -4,38 +4,15 @@ F8_E5M2) is imported, listed, printed, compared, left alone by quantize and
 exported again byte for byte; the exported header and data are checked by
 hand. Values from the formats' definitions (schemas/FORMAT.md section 6)."""
 import json
-import struct
 
 import numpy as np
 
-from conftest import run
+from conftest import read_safetensors, run, safetensors_file
 
 # e4m3fn: 1.0, -448, 2^-9 (smallest subnormal), 2^-6 (smallest normal), 2 x 2
 E4M3 = bytes([0x38, 0xFE, 0x01, 0x08])
 # e5m2: 1.0, +inf, -3 * 2^-16
 E5M2 = bytes([0x3C, 0x7C, 0x83])
-
-
-def safetensors_file(tensors):
-    """{name: (safetensors dtype, shape, raw bytes)} as the library writes
-    them: compact JSON, tensors in the order given, header padded to 8."""
-    header, data = {}, b""
-    for name, (dtype, shape, raw) in tensors.items():
-        header[name] = {"dtype": dtype, "shape": shape,
-                        "data_offsets": [len(data), len(data) + len(raw)]}
-        data += raw
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    return struct.pack("<Q", len(text)) + text + data
-
-
-def read_safetensors(raw):
-    """(header dict, {name: raw bytes}) of a safetensors file, read by hand."""
-    (n,) = struct.unpack_from("<Q", raw)
-    header = json.loads(raw[8:8 + n])
-    data = raw[8 + n:]
-    return header, {k: data[v["data_offsets"][0]:v["data_offsets"][1]]
-                    for k, v in header.items() if k != "__metadata__"}
 
 
 # F8_E4M3 sorts after F8_E5M2 in the library's dtype enum: written first.
