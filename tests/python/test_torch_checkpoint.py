@@ -251,6 +251,43 @@ def test_saving_an_optimizer_state_dict_points_at_the_helper(archive_path):
     assert not archive_path.exists()
 
 
+@pytest.mark.parametrize("make_scheduler", [
+    lambda o: torch.optim.lr_scheduler.OneCycleLR(o, max_lr=0.1, total_steps=20),
+    lambda o: torch.optim.lr_scheduler.CyclicLR(o, 0.001, 0.1, step_size_up=3,
+                                                cycle_momentum=False, mode="triangular2"),
+    lambda o: torch.optim.lr_scheduler.SequentialLR(
+        o, [torch.optim.lr_scheduler.ConstantLR(o, total_iters=2),
+            torch.optim.lr_scheduler.OneCycleLR(o, max_lr=0.1, total_steps=20)], milestones=[2]),
+], ids=["OneCycleLR", "CyclicLR", "SequentialLR"])
+def test_schedulers_whose_state_holds_their_own_methods(archive_path, make_scheduler):
+    """torch 1.13's OneCycleLR and CyclicLR keep bound methods in state_dict() (the annealing
+    and scale functions their arguments chose): not stored, the loading scheduler keeps its own,
+    and the learning rates go on as they would have."""
+    def make():
+        torch.manual_seed(0)
+        model = Small()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        return model, optimizer, make_scheduler(optimizer)
+
+    def steps(model, optimizer, scheduler, n):
+        rates = []
+        for _ in range(n):
+            train(model, optimizer, 1)
+            scheduler.step()
+            rates.append(optimizer.param_groups[0]["lr"])
+        return rates
+
+    model, optimizer, scheduler = make()
+    steps(model, optimizer, scheduler, 4)
+    mzt.save_checkpoint(archive_path, "s4", model, optimizer, scheduler=scheduler, durable=False)
+    expected = steps(model, optimizer, scheduler, 5)
+    fresh_model, fresh, fresh_scheduler = make()
+    mzt.load_checkpoint(archive_path, "s4", fresh_model, fresh, scheduler=fresh_scheduler)
+    assert steps(fresh_model, fresh, fresh_scheduler, 5) == expected
+    for name, value in fresh_model.state_dict().items():
+        assert torch.equal(value, model.state_dict()[name]), name
+
+
 def test_tied_weights_load_back_tied(archive_path):
     class Tied(nn.Module):
         def __init__(self):

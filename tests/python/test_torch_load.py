@@ -217,6 +217,15 @@ def test_missing_tag_and_name_are_key_errors(archive_path):
         mzt.load_into(nn.Linear(1, 2), archive_path, "nope")
 
 
+def test_names_must_be_a_list_not_one_str(archive_path):
+    """A str is iterable: taken as names it would ask for each of its characters."""
+    mzt.save({"emb": torch.ones(2), "e": torch.zeros(1)}, archive_path, "t", durable=False)
+    with pytest.raises(TypeError, match=r"argument 'names' must be a list .* not str "
+                                        r"\(one name: names=\['emb'\]\)"):
+        mzt.load(archive_path, names="emb")
+    assert list(mzt.load(archive_path, names=["emb"])) == ["emb"]
+
+
 def flip_byte_in(path, entry):
     """Flips one byte of the stored entry's data (its last byte: tensor data)."""
     with zipfile.ZipFile(path) as z:

@@ -14,6 +14,7 @@ import threading
 from typing import Any, Iterable, Mapping, Optional, Union
 
 from . import _modelzip
+from ._arguments import check_save_path
 from ._modelzip import Metadata, WriteStats
 
 _METADATA_FIELDS = ("model_name", "model_version", "quantization", "description")
@@ -139,6 +140,7 @@ def save_async(path: Union[str, "os.PathLike[str]"], tag: str, arrays: Mapping[s
     next save_async of the same archive (which then saves nothing).
     Interpreter exit waits for saves in flight.
     """
+    check_save_path("modelzip.save_async", path)
     key = os.path.realpath(os.fspath(path))
     _raise_unretrieved(key)
     handle = _modelzip.start_background_save(

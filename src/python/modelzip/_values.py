@@ -346,6 +346,8 @@ def _to_savable(value: Any, raw_bits: Optional[str]) -> tuple:
         return value._savable()
     if isinstance(value, str):
         return ("strings", [value], ())
+    if value is None:
+        raise TypeError("None cannot be stored (leave the name out, or store an empty array)")
     if isinstance(value, (bytes, bytearray)):
         raise TypeError("bytes cannot be stored: decode them to str, or wrap them in "
                         "np.frombuffer(..., dtype=np.uint8)")
@@ -383,6 +385,8 @@ def _from_torch(torch: Any, tensor: Any) -> tuple[Any, Optional[str]]:
         return SparseCOO(indices, values, tuple(tensor.shape)), raw_bits
     if tensor.layout != torch.strided:
         raise TypeError(f"torch layout {tensor.layout} is not supported (dense or sparse COO only)")
+    if tensor.is_meta:
+        raise TypeError("a tensor on the meta device has no data to store (materialize it first)")
     tensor = tensor.cpu().resolve_conj().resolve_neg()
     for name, dtype in torch_raw_bits_types(torch).items():
         if tensor.dtype == dtype:

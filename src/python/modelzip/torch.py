@@ -41,9 +41,11 @@ Importing this module imports torch.
 """
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import warnings
+import weakref
 from typing import Any, Callable, Iterable, Mapping, NamedTuple, Optional
 
 import torch
@@ -256,7 +258,10 @@ def save_checkpoint(path: Any, tag: str, model: torch.nn.Module, optimizer: torc
       state is stored by parameter name, its hyperparameters in the training
       config (see the module documentation).
     scheduler: a learning-rate scheduler (anything with ``state_dict()``
-      holding no tensors), restored by load_checkpoint(scheduler=...).
+      holding no tensors), restored by load_checkpoint(scheduler=...). Methods of
+      schedulers in that state (torch 1.13's OneCycleLR and CyclicLR keep their
+      annealing and scale functions there) are not stored: the loading scheduler
+      keeps its own, which its arguments chose.
     epoch, iteration: completed epochs and optimizer steps
       (``epoch_count``, ``iteration_count``); iteration defaults to the
       largest per-parameter ``step`` in the optimizer state (0 if none).
@@ -367,7 +372,8 @@ def _training_config(optimizer: torch.optim.Optimizer, groups: list, other_state
         TORCH_VERSION: str(torch.__version__),
     })
     if scheduler is not None:
-        own[LR_SCHEDULER] = _dumps(_encode(scheduler.state_dict(), "scheduler", None))
+        state = _without_scheduler_methods(scheduler.state_dict(), scheduler)
+        own[LR_SCHEDULER] = _dumps(_encode(state, "scheduler", None))
     return {
         "updater": updater_config,
         "regularization": regularization,
@@ -376,6 +382,33 @@ def _training_config(optimizer: torch.optim.Optimizer, groups: list, other_state
         "epoch_count": int(epoch),
         "properties": own,
     }
+
+
+def _scheduler_method(value: Any, scheduler: Any) -> bool:
+    """Whether ``value`` is a method (or a weakref.WeakMethod of one) bound to ``scheduler`` or
+    to another learning-rate scheduler, which the constructor's arguments chose: torch 1.13's
+    state_dict() holds such methods (OneCycleLR's ``anneal_func``, CyclicLR's
+    ``_scale_fn_ref``; later releases hold the choice by name instead)."""
+    if isinstance(value, weakref.WeakMethod):
+        value = value()
+    if not inspect.ismethod(value):
+        return False
+    kinds = tuple(getattr(torch.optim.lr_scheduler, name) for name in
+                  ("LRScheduler", "_LRScheduler", "ReduceLROnPlateau")
+                  if hasattr(torch.optim.lr_scheduler, name))
+    return value.__self__ is scheduler or isinstance(value.__self__, kinds)
+
+
+def _without_scheduler_methods(state: Any, scheduler: Any) -> Any:
+    """A scheduler's ``state_dict()`` without the scheduler methods in it (and in the state
+    dicts of the schedulers it holds, SequentialLR's ``_schedulers``): they are not state, and
+    the scheduler that loads the state keeps its own."""
+    if isinstance(state, Mapping):
+        return {key: _without_scheduler_methods(value, scheduler) for key, value in state.items()
+                if not _scheduler_method(value, scheduler)}
+    if isinstance(state, list):
+        return [_without_scheduler_methods(value, scheduler) for value in state]
+    return state
 
 
 def _updater_tensors(archive: Archive, tag: str) -> dict[str, dict[str, Any]]:
