@@ -225,13 +225,18 @@ def test_load_checkpoint_refuses_what_does_not_fit(archive_path):
     optimizer = torch.optim.Adam(model.parameters())
     train(model, optimizer, 1)
     mzt.save_checkpoint(archive_path, "t", model, optimizer, durable=False)
-    with pytest.raises(ValueError, match="torch.optim.adam.Adam, not of a torch.optim.sgd.SGD"):
+    where = f"^{archive_path}: tag 't'"  # every message names the archive and the tag
+    with pytest.raises(ValueError, match=where + " holds the state of a torch.optim.adam.Adam, "
+                                                 "not of a torch.optim.sgd.SGD"):
         mzt.load_checkpoint(archive_path, None, Small(),
                             torch.optim.SGD(Small().parameters(), lr=1))
     other = Small()
-    with pytest.raises(ValueError, match="param groups"):
+    with pytest.raises(ValueError, match=where + " holds 1 param groups"):
         mzt.load_checkpoint(archive_path, None, other, torch.optim.Adam(
             [{"params": other.fc1.parameters()}, {"params": other.fc2.parameters()}]))
+    with pytest.raises(ValueError, match=where + r", param group 0: .*only in the checkpoint: "
+                                                 r"\['fc2.bias', 'fc2.weight'\]"):
+        mzt.load_checkpoint(archive_path, None, other, torch.optim.Adam(other.fc1.parameters()))
     with pytest.raises(modelzip.NotFoundError) as e:
         mzt.load_checkpoint(archive_path, "nope", Small())
     assert e.value.tag == "nope"

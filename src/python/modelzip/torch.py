@@ -453,7 +453,7 @@ def load_checkpoint(path: Any, tag: Optional[str] = None, model: Optional[torch.
         # Everything is read and checked before the first change.
         scheduler_state = _scheduler_state(archive.name, tag, properties, scheduler)
         plan = plan_load_into(archive, tag, model, strict) if model is not None else None
-        optimizer_state = (_optimizer_state(tag, properties, optimizer,
+        optimizer_state = (_optimizer_state(f"{archive.name}: tag {tag!r}", properties, optimizer,
                                             lambda: _optimizer_param_names(model, optimizer),
                                             lambda names: _updater_tensors(archive, tag))
                            if optimizer is not None else None)
@@ -510,23 +510,23 @@ def _training_state(tag: str, config: Optional[Mapping[str, Any]]) -> TrainingSt
                          int(config["epoch_count"]) if config else 0, own)
 
 
-def _optimizer_state(tag: str, properties: Mapping[str, str], optimizer: torch.optim.Optimizer,
+def _optimizer_state(where: str, properties: Mapping[str, str], optimizer: torch.optim.Optimizer,
                      names_of: Callable[[], list[list[str]]],
                      tensors_of: Callable[[list[list[str]]], Mapping[str, Mapping[str, Any]]],
                      part: bool = False) -> dict[str, Any]:
     """The ``optimizer.state_dict()`` to load, checked against the optimizer
-    (ValueError): ``names_of()`` names the optimizer's parameters per group,
+    (ValueError, its message starting with ``where``: "ARCHIVE: tag 'TAG'"): ``names_of()`` names the optimizer's parameters per group,
     ``tensors_of(names)`` reads their updater arrays (name -> state -> tensor).
     part: the optimizer holds some of each saved group's parameters (a rank of
     a sharded run), not all."""
     saved_class = properties.get(OPTIMIZER)
     if saved_class != _class_path(optimizer):
-        raise ValueError(f"tag {tag!r} holds the state of a {saved_class}, not of a "
+        raise ValueError(f"{where} holds the state of a {saved_class}, not of a "
                          f"{_class_path(optimizer)}")
     saved_groups = json.loads(properties[PARAM_GROUPS])
     current = names_of()
     if len(saved_groups) != len(current):
-        raise ValueError(f"tag {tag!r} holds {len(saved_groups)} param groups, the optimizer has "
+        raise ValueError(f"{where} holds {len(saved_groups)} param groups, the optimizer has "
                          f"{len(current)}")
     # Indices as optimizer.state_dict() numbers the current parameters.
     index: dict[str, int] = {}
@@ -541,7 +541,7 @@ def _optimizer_state(tag: str, properties: Mapping[str, str], optimizer: torch.o
         extra = [] if part else sorted(set(saved["params"]) - set(names))
         if missing or extra or len(set(names)) != len(names) or (
                 not part and len(saved["params"]) != len(names)):
-            raise ValueError(f"param group {g}: the checkpoint's parameters differ from the "
+            raise ValueError(f"{where}, param group {g}: the checkpoint's parameters differ from the "
                              f"optimizer's (only in the optimizer: {missing}; only in the "
                              f"checkpoint: {extra})")
         group = {k: _decode(v, {}) for k, v in saved.items() if k != "params"}
@@ -559,7 +559,7 @@ def _optimizer_state(tag: str, properties: Mapping[str, str], optimizer: torch.o
         state[index[name]] = values
     unknown = set(tensors) - set(index)
     if unknown:
-        raise ValueError(f"tag {tag!r} holds optimizer state of parameters the optimizer does not "
+        raise ValueError(f"{where} holds optimizer state of parameters the optimizer does not "
                          f"have: {sorted(unknown)}")
     return {"state": state, "param_groups": packed_groups}
 
