@@ -218,6 +218,9 @@ def test_load_checkpoint_takes_the_tag_second_and_the_old_order_with_a_warning(a
     with pytest.warns(DeprecationWarning):  # (path, None, optimizer): the old "no model"
         with pytest.raises(ValueError, match="needs the model"):
             mzt.load_checkpoint(archive_path, None, fresh()[1])
+    with pytest.raises(TypeError, match="^modelzip.torch.load_checkpoint.. argument 'tag' must "
+                                        "be str or None, not int$"):  # not taken for the old order
+        mzt.load_checkpoint(archive_path, 2, *fresh())
 
 
 def test_load_checkpoint_refuses_what_does_not_fit(archive_path):

@@ -441,10 +441,13 @@ def load_checkpoint(path: Any, tag: Optional[str] = None, model: Optional[torch.
     optimizer and scheduler are then as they were. Returns the counters and the extra
     properties that were saved.
     """
-    if (tag is not None and not isinstance(tag, str)) or isinstance(model, torch.optim.Optimizer):
+    if isinstance(tag, torch.nn.Module) or isinstance(model, torch.optim.Optimizer):
         tag, model, optimizer = optimizer, tag, model
         _warn_old_order("modelzip.torch.load_checkpoint(path, model, optimizer, tag)",
                         "load_checkpoint(path, tag, model, optimizer)")
+    if tag is not None and not isinstance(tag, str):
+        raise TypeError("modelzip.torch.load_checkpoint() argument 'tag' must be str or None, "
+                        f"not {type(tag).__name__}")
     with Archive(path) as archive:
         tag, config, properties = _checkpoint_tag(archive, tag,
                                                   optimizer is not None or scheduler is not None)
