@@ -306,6 +306,18 @@ def test_load_into_refuses_shape_mismatches_before_copying(archive_path):
     assert torch.equal(target.norm.running_mean, before)
 
 
+def test_load_into_refuses_expanded_tensors_by_name_before_copying(archive_path):
+    """A buffer made by expand() has elements sharing memory: copying into it fails, so the
+    load names it before anything is copied (load_state_dict names it too)."""
+    module = nn.Module()
+    module.a = nn.Parameter(torch.zeros(3))
+    module.register_buffer("b", torch.zeros(4, 1).expand(4, 3))
+    mzt.save({"a": torch.ones(3), "b": torch.ones(4, 3)}, archive_path, "t", durable=False)
+    with pytest.raises(RuntimeError, match='parameter named "b": .*expand'):
+        mzt.load_into(module, archive_path)
+    assert torch.equal(module.a, torch.zeros(3))
+
+
 def test_load_into_converts_to_the_module_dtype(archive_path):
     torch.manual_seed(5)
     source = nn.Linear(3, 2).to(torch.float64)

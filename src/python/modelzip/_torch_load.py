@@ -179,6 +179,10 @@ def plan_load_into(archive: Archive, tag: str, module: Any, strict: bool,
             errors.append(f"size mismatch for {name}: copying a param with shape "
                           f"{torch.Size(info.shape)} from checkpoint, the shape in current model "
                           f"is {target.shape}.")
+        elif any(stride == 0 and size > 1 for size, stride in zip(target.shape, target.stride())):
+            errors.append(f'While copying the parameter named "{name}": the tensor in the current '
+                          "model has elements that share memory (an expand()ed tensor), which "
+                          "cannot be written; clone() it first.")
     if errors:
         raise RuntimeError(f"Error(s) in loading state_dict for {_module_name(module)}:\n\t"
                            + "\n\t".join(errors))
