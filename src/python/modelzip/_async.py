@@ -131,7 +131,7 @@ def save_async(path: Union[str, "os.PathLike[str]"], tag: str, arrays: Mapping[s
     the archive. The write and commit then run in a background thread with
     the guarantees of modelzip.save (the old archive or the new one, also
     after a crash). Arguments as for modelzip.save; ``training`` as for
-    Writer.add_tag; no ``progress``.
+    Writer.add_tag; no ``progress``, ``replace`` or ``keep_last``.
 
     One save per archive at a time: a save started while another save of
     the same archive is in flight is queued behind it (its snapshot taken
