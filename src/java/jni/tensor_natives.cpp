@@ -99,13 +99,21 @@ void tensor_copy_values(JNIEnv* env, jclass, jlong tensor, jobject array, jint e
 // lets through: every value of the narrower formats is a float.
 template <class Out>
 Out decode_element(DType dtype, const std::byte* p) noexcept {
+  // Only the element's own bytes are read (a 1-byte element may be the last
+  // byte of the mapping).
   const auto u8 = static_cast<std::uint8_t>(p[0]);
-  const auto u16 = static_cast<std::uint16_t>(u8 | static_cast<unsigned>(p[1]) << 8);
+  const auto u16 = [&] {
+    return static_cast<std::uint16_t>(u8 | static_cast<unsigned>(p[1]) << 8);
+  };
   switch (dtype) {
-    case DType::float16: return static_cast<Out>(detail::half_to_float(u16));
-    case DType::bfloat16: return static_cast<Out>(detail::bfloat16_to_float(u16));
-    case DType::float8_e4m3fn: return static_cast<Out>(detail::float8_e4m3fn_to_float(u8));
-    case DType::float8_e5m2: return static_cast<Out>(detail::float8_e5m2_to_float(u8));
+    case DType::float16:
+      return static_cast<Out>(detail::half_to_float(u16()));
+    case DType::bfloat16:
+      return static_cast<Out>(detail::bfloat16_to_float(u16()));
+    case DType::float8_e4m3fn:
+      return static_cast<Out>(detail::float8_e4m3fn_to_float(u8));
+    case DType::float8_e5m2:
+      return static_cast<Out>(detail::float8_e5m2_to_float(u8));
     case DType::float32:
     case DType::complex64: {
       float f;
