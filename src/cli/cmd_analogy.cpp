@@ -19,9 +19,12 @@ int run(const std::vector<std::string>& argv) {
                     b = query_word(emb, args.at(used + 1, "B")),
                     c = query_word(emb, args.at(used + 2, "C"));
   auto results = emb.analogy(a, b, c, k);
-  if (!results)
-    throw Error(ErrorCode::not_found,
-                "no embedding for one of '" + a + "', '" + b + "', '" + c + "'");
+  if (!results) {
+    std::string missing;  // the words without one
+    for (const std::string* w : {&a, &b, &c})
+      if (!emb.embedding(*w)) missing += (missing.empty() ? "'" : ", '") + *w + "'";
+    throw no_embedding(args, used, emb, missing);
+  }
   print_similarities(*results, args.flag("--json"));
   return 0;
 }

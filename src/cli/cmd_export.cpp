@@ -137,13 +137,17 @@ int run(const std::vector<std::string>& argv) {
                           [&s, &copy_values](std::ostream& file) { copy_values(s, file); }});
     }
     if (streamed.size() == count) {
-      if (format == "safetensors")
-        convert::detail::write_safetensors_streamed(
-            out, streamed, convert::detail::kept_safetensors_metadata(archive, tag));
-      else if (format == "npz")
-        convert::detail::write_npz_streamed(out, streamed);
-      else
-        convert::detail::write_btf_streamed(out, streamed);
+      try {
+        if (format == "safetensors")
+          convert::detail::write_safetensors_streamed(
+              out, streamed, convert::detail::kept_safetensors_metadata(archive, tag));
+        else if (format == "npz")
+          convert::detail::write_npz_streamed(out, streamed);
+        else
+          convert::detail::write_btf_streamed(out, streamed);
+      } catch (const Error& e) {
+        throw e.with_context({.archive = out.string()});  // what cannot be written, and where
+      }
       copying.show(to_copy, to_copy);
       std::cerr << "wrote " << count << " tensor(s) to " << out.string() << " (" << format << ")\n";
       return 0;

@@ -75,9 +75,13 @@ int run(const std::vector<std::string>& argv) {
     if (is_tensor_file(ext) && !args.value("--format")) {
       convert::TensorFile tf = convert::read_tensor_file(file);
       convert::detail::merge_file_metadata(safetensors_metadata, tf, file);
-      for (auto& nt : tf.tensors) {
-        contents.add(nt.name, nt.tensor, options);
-        ++tensors;
+      try {
+        for (auto& nt : tf.tensors) {
+          contents.add(nt.name, nt.tensor, options);
+          ++tensors;
+        }
+      } catch (const Error& e) {
+        throw e.with_context({.archive = file.string()});  // a name an earlier file gave
       }
       continue;
     }
@@ -97,7 +101,11 @@ int run(const std::vector<std::string>& argv) {
       report_conversion(file.string(), report);
     }
     keep_alive.push_back(fifu);
-    contents.add_embedding(args.value_or("--name", file.stem().string()), fifu);
+    try {
+      contents.add_embedding(args.value_or("--name", file.stem().string()), fifu);
+    } catch (const Error& e) {
+      throw e.with_context({.archive = file.string()});  // a name an earlier file gave
+    }
     ++embeddings;
   }
   convert::detail::keep_metadata(contents, safetensors_metadata);

@@ -59,6 +59,17 @@ void report_conversion(const std::string& path, const finalfusion::ConvertReport
                  "export restores the original bytes)\n";
 }
 
+Error no_embedding(const Args& args, std::size_t used, const finalfusion::Embeddings& embeddings,
+                   const std::string& words) {
+  const std::string why = embeddings.vocab().has_subwords()
+                              ? "not in the vocabulary, and no subword n-gram of it"
+                              : "not in the vocabulary (which has no subwords)";
+  std::string message = "no embedding for " + words + ": " + why;
+  if (used == 1) return Error(ErrorCode::not_found, message, {.archive = args.at(0, "FILE")});
+  return Error(ErrorCode::not_found, "parameter '" + args.at(1, "PARAM") + "': " + message,
+               {.archive = args.at(0, "ARCHIVE"), .tag = args.value_or("--tag", "")});
+}
+
 finalfusion::Embeddings open_embeddings(const Args& args, std::size_t& used) {
   const std::string& first = args.at(0, "ARCHIVE or FILE");
   const auto head = file_head(first);

@@ -28,6 +28,13 @@ finalfusion::Embeddings open_embeddings(const Args& args, std::size_t& used);
 // in, e.g., a Latin-1 terminal) is escaped the same way; otherwise unchanged.
 std::string query_word(const finalfusion::Embeddings& embeddings, const std::string& word);
 
+// Error(not_found) for query words without an embedding (`words`: the
+// quoted words): names the source the positionals give (FILE, or ARCHIVE,
+// PARAM and --tag) and why (not in the vocabulary, which has no subwords;
+// or no n-gram of the word).
+Error no_embedding(const Args& args, std::size_t used, const finalfusion::Embeddings& embeddings,
+                   const std::string& words);
+
 // The --utf8 policy (strict by default); UsageError for an unknown name.
 finalfusion::Utf8Policy utf8_policy(const Args& args);
 // One line on stderr per kind of change a conversion of `path` made (words

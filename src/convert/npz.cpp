@@ -62,7 +62,7 @@ std::string member_name(const std::string& tensor_name) {
   std::string member = tensor_name + std::string(kSuffix);
   if (auto why = zip::unsafe_name_reason(member); !why.empty())
     throw Error(ErrorCode::invalid_argument,
-                ".npz: tensor name '" + tensor_name + "' is not a safe member name: " + why);
+                "tensor name '" + tensor_name + "' is not a safe .npz member name: " + why);
   return member;
 }
 

@@ -75,24 +75,27 @@ void write_tensor_file(const std::filesystem::path& path, Format format,
   } catch (const Error& e) {
     throw e.with_context({.archive = path.string()});
   }
-  switch (format) {
-    case Format::npy:
-      if (arrays.size() != 1)
-        throw Error(ErrorCode::invalid_argument,
-                    "a .npy file holds exactly one tensor, got " + std::to_string(arrays.size()),
-                    ErrorContext{.archive = path.string()});
-      try {
-        write_npy(path, arrays[0].tensor);
-      } catch (const Error& e) {
-        throw detail::name_error(e, arrays[0].name);
-      }
-      return;
-    case Format::npz:
-      return write_npz(path, arrays);
-    case Format::safetensors:
-      return write_safetensors(path, arrays, meta);
-    case Format::btf:
-      return write_btf(path, arrays);
+  try {
+    switch (format) {
+      case Format::npy:
+        if (arrays.size() != 1)
+          throw Error(ErrorCode::invalid_argument,
+                      "a .npy file holds exactly one tensor, got " + std::to_string(arrays.size()));
+        try {
+          write_npy(path, arrays[0].tensor);
+        } catch (const Error& e) {
+          throw detail::name_error(e, arrays[0].name);
+        }
+        return;
+      case Format::npz:
+        return write_npz(path, arrays);
+      case Format::safetensors:
+        return write_safetensors(path, arrays, meta);
+      case Format::btf:
+        return write_btf(path, arrays);
+    }
+  } catch (const Error& e) {
+    throw e.with_context({.archive = path.string()});  // what cannot be written, and where
   }
 }
 

@@ -311,3 +311,23 @@ def test_vec_extension_imports_as_text(tmp_path):
     a = run("similar", path, "words", "Berlin", "--tag", "vec", "--json").stdout
     b = run("similar", path, "words", "Berlin", "--tag", "txt", "--json").stdout
     assert a == b
+
+
+def test_words_without_an_embedding_are_named_with_their_source_and_why(archive):
+    p = run("similar", archive, "words", "Nichtda", "--tag", "v1", check=False)
+    assert p.returncode == 1
+    assert p.stderr.decode() == (
+        f"modelzip: {archive}: tag 'v1': parameter 'words': no embedding for 'Nichtda': "
+        "not in the vocabulary (which has no subwords)\n")
+    # analogy names only the words that have none.
+    p = run("analogy", data("similarity.fifu"), "Berlin", "Nichtda", "Paris", check=False)
+    assert p.returncode == 1
+    assert p.stderr.decode().startswith(
+        f"modelzip: {data('similarity.fifu')}: no embedding for 'Nichtda': not in")
+    assert "'Berlin'" not in p.stderr.decode()
+    # The empty word has no n-gram of 3 to 6 characters ("<>").
+    p = run("embed", data("fasttext.bin"), "", check=False)
+    assert p.returncode == 1
+    assert p.stderr.decode() == (
+        f"modelzip: {data('fasttext.bin')}: no embedding for '': "
+        "not in the vocabulary, and no subword n-gram of it\n")

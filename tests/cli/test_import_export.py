@@ -178,3 +178,24 @@ def test_damaged_tag_metadata_is_named_by_export_and_verify(tmp_path):
         p.stderr.decode(), p.stderr
     p = run("verify", damaged, check=False)
     assert p.returncode == 1 and b"v1/metadata.toml" in p.stdout
+
+
+def test_import_and_export_errors_name_the_file(tensor_files):
+    archive = tensor_files / "m.zip"
+    (tensor_files / "sub").mkdir()
+    np.save(tensor_files / "sub" / "bias.npy", np.zeros(2))
+    p = run("import", archive, "--tag", "v1", tensor_files / "bias.npy",
+            tensor_files / "sub" / "bias.npy", check=False)
+    assert p.returncode == 1
+    assert p.stderr.decode() == (
+        f"modelzip: {tensor_files / 'sub' / 'bias.npy'}: parameter 'bias' is added twice\n")
+    np.save(tensor_files / "z.npy", np.ones(2, np.complex128))
+    np.save(tensor_files / "s.npy", np.array(["a", "b"]))
+    run("import", archive, "--tag", "v1", tensor_files / "z.npy", tensor_files / "s.npy")
+    # complex128 streams to safetensors, which has no such type; strings are read whole.
+    for name, out in (("z", "out.safetensors"), ("s", "out.btf"), ("s", "out.safetensors")):
+        p = run("export", archive, name, tensor_files / out, check=False)
+        assert p.returncode == 1
+        assert p.stderr.decode().startswith(f"modelzip: {tensor_files / out}: "), p.stderr
+        assert f"'{name}'" in p.stderr.decode()
+        assert not (tensor_files / out).exists()

@@ -5,6 +5,7 @@
 
 #include <sstream>
 
+#include "core/utf8.hpp"
 #include "ff_test_support.hpp"
 #include "modelzip/finalfusion/convert.hpp"
 
@@ -96,6 +97,22 @@ TEST_SUITE("finalfusion") {
     write_text(b, without);
     CHECK(a.str() == std::string(dims_text.as_string_view()));
     CHECK(b.str() == std::string(plain_text.as_string_view()));
+  }
+
+  TEST_CASE("word2vec header of another format: the quoted bytes are escaped and whole") {
+    // A fastText model read as word2vec: its magic number has invalid UTF-8
+    // and a NUL byte within the first token.
+    try {
+      read_word2vec_binary(ff_bytes("fasttext.bin"));
+      FAIL("a fastText model read as word2vec");
+    } catch (const Error& e) {
+      const std::string message = e.what();
+      CHECK(e.code() == ErrorCode::corrupt);
+      CHECK(e.context().offset == 0u);
+      CHECK(modelzip::detail::utf8_valid(message));
+      CHECK(message.find('\0') == std::string::npos);
+      CHECK(message.find("'\\xba\x16O/\x0c' is not a number") != std::string::npos);
+    }
   }
 
   TEST_CASE("invalid UTF-8 tokens: rejected, or replaced as the reference tools do") {

@@ -152,3 +152,21 @@ def test_tensor_file_views_outlive_nothing_but_themselves(tmp_path, archive_path
     (tmp_path / "w.npz").unlink()
     save(archive_path, "t", tensors)
     assert modelzip.load(archive_path)["w"].tolist() == list(range(50))
+
+
+def test_write_and_import_errors_name_the_file(tmp_path, archive_path):
+    for name, arrays in (("o.npz", {"../x": np.ones(2)}),
+                         ("o.safetensors", {"z": np.ones(2, np.complex128)}),
+                         ("o.btf", {"s": np.array(["a"])})):
+        with pytest.raises(modelzip.Error) as e:
+            modelzip.write_tensor_file(tmp_path / name, arrays)
+        assert e.value.archive == str(tmp_path / name), e.value
+        assert str(e.value).startswith(f"{tmp_path / name}: ")
+        assert not (tmp_path / name).exists()
+    (tmp_path / "sub").mkdir()
+    np.save(tmp_path / "x.npy", np.ones(2))
+    np.save(tmp_path / "sub" / "x.npy", np.zeros(2))
+    with pytest.raises(modelzip.InvalidArgumentError) as e:
+        modelzip.import_tensor_files(archive_path, "t", [tmp_path / "x.npy", tmp_path / "sub" / "x.npy"])
+    assert str(e.value) == f"{tmp_path / 'sub' / 'x.npy'}: parameter 'x' is added twice"
+    assert not archive_path.exists()

@@ -200,3 +200,24 @@ def test_fasttext_quantized_and_supervised_models():
     ngrams = modelzip.Embeddings.load(corpus / "supervised-ngrams.ftz", "fasttext")
     assert ngrams.vocab_kind == "fasttext_subwords" and not ngrams.quantized
     assert ngrams.embedding("catdogx") is not None  # unknown: through its n-grams
+
+
+def test_reading_an_embedding_as_a_tensor_names_the_python_call(archive_path, finalfusion_dir):
+    save(archive_path, "t", {"words": modelzip.Embeddings.open(finalfusion_dir / "similarity.fifu")})
+    with modelzip.open(archive_path) as ar:
+        for read in (lambda: ar.tensor("words"), lambda: ar.tensor("words", "t"),
+                     lambda: ar.load(names=["words"])):
+            with pytest.raises(modelzip.InvalidArgumentError) as e:
+                read()
+            assert "parameter 'words' is an embedding, not a tensor" in str(e.value)
+            assert "Archive.embeddings('words')" in str(e.value)
+            assert "embedding_file()" not in str(e.value)  # the C++ call
+
+
+def test_a_model_of_another_format_raises_error_with_escaped_bytes(finalfusion_dir):
+    # The fastText magic number read as a word2vec header: bytes that are not
+    # UTF-8 (and a NUL) are quoted as escapes, and the error is modelzip's.
+    with pytest.raises(modelzip.Error) as e:
+        modelzip.Embeddings.load(finalfusion_dir / "fasttext.bin", "word2vec")
+    assert e.value.code == "corrupt" and e.value.offset == 0
+    assert "word2vec header: rows: '\\xba\x16O/\x0c' is not a number" in str(e.value)

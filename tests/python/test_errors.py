@@ -367,3 +367,21 @@ def test_wrong_argument_types_raise_one_sentence(archive_path, call, sentence):
     assert "incompatible" not in message and "Invoked with" not in message and "\n" not in message
     if sentence is not None:
         assert message.startswith(sentence), message
+
+
+def test_paths_that_are_not_utf8(tmp_path):
+    # os.listdir() gives such names as str with surrogate escapes.
+    path = os.fsdecode(os.fsencode(str(tmp_path)) + b"/caf\xe9.zip")
+    with pytest.raises(FileNotFoundError) as e:
+        modelzip.open(path)
+    assert str(e.value).startswith(str(tmp_path) + "/caf\\xe9.zip: ")
+    modelzip.save(path, "t", {"w": np.ones(2)})
+    assert os.listdir(tmp_path) == ["caf\udce9.zip"]
+    with modelzip.open(path) as archive:
+        assert archive.name == path and "caf\\udce9.zip" in repr(archive)
+        assert modelzip.open(archive.name).tags == ["t"]
+    with modelzip.Writer(path) as w:
+        assert w.path == path and "caf\\udce9.zip" in repr(w)
+    npz = path[:-4] + ".npz"
+    modelzip.write_tensor_file(npz, {"w": np.ones(1)})
+    assert list(modelzip.read_tensor_file(npz)[0]) == ["w"]

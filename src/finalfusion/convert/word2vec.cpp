@@ -1,10 +1,12 @@
 // word2vec binary format: "rows dims\n", then per row the word, a space and
 // dims little-endian f32 (writers add '\n' after each row; readers trim the
 // word, which removes it).
+#include <algorithm>
 #include <cstring>
 #include <ostream>
 
 #include "core/checked.hpp"
+#include "core/utf8.hpp"
 #include "finalfusion/convert/embedding_builder.hpp"
 #include "finalfusion/embeddings_state.hpp"
 
@@ -30,10 +32,15 @@ std::uint64_t read_header_number(ByteReader& reader, char delimiter, std::string
   const std::uint64_t at = reader.absolute_position();
   auto text = read_until(reader, delimiter, what);
   auto value = detail::parse_count(text);
-  if (!value)
+  if (!value) {
+    // Quoted up to the first NUL (which would end the message for C
+    // readers), escaped to valid UTF-8: other formats' binary headers land here.
+    const std::string_view shown = text.substr(0, std::min<std::size_t>(text.find('\0'), 32));
     throw Error(ErrorCode::corrupt,
-                std::string(what) + ": '" + std::string(text.substr(0, 32)) + "' is not a number",
+                std::string(what) + ": '" + modelzip::detail::utf8_escape(shown) +
+                    "' is not a number",
                 ErrorContext{.offset = at});
+  }
   return *value;
 }
 

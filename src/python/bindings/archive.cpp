@@ -71,6 +71,16 @@ struct Loaded {
   bool owned = false;
 };
 
+// Refuses an embedding parameter with the Python way to read it (the
+// library's own message names the C++ call).
+void require_tensor(const Archive& archive, const std::string& name, const std::string& tag) {
+  if (archive.param(name, tag).kind != BlobKind::embedding) return;
+  throw Error(ErrorCode::invalid_argument,
+              "parameter '" + name + "' is an embedding, not a tensor: read it with " +
+                  "Archive.embeddings(" + py::repr(py::str(name)).cast<std::string>() + ")",
+              ErrorContext{.archive = archive.name(), .tag = tag});
+}
+
 // `t` read in `mode`; with dequantize, a quantized one becomes the dense
 // tensor of its original type it stands for.
 Loaded loaded(Tensor t, ReadMode mode, bool dequantize) {
@@ -84,6 +94,8 @@ Loaded loaded(Tensor t, ReadMode mode, bool dequantize) {
 py::dict load_tensors(const Archive& archive, const std::string& tag, ReadMode mode,
                       bool dequantize, const std::optional<std::vector<std::string>>& names = {},
                       bool verify = false) {
+  if (names)
+    for (const std::string& name : *names) require_tensor(archive, name, tag);
   std::vector<std::pair<std::string, Loaded>> tensors;
   {
     py::gil_scoped_release release;
@@ -126,7 +138,7 @@ std::string byte_size(std::uint64_t n) {
 std::string archive_repr(py::handle handle) {
   if (!initialized(handle, typeid(PyArchive))) return "<modelzip.Archive (not opened)>";
   const PyArchive& self = handle.cast<const PyArchive&>();
-  std::string r = "<modelzip.Archive " + quoted(self.name());
+  std::string r = "<modelzip.Archive " + py::repr(from_path(self.name())).cast<std::string>();
   if (self.closed()) return r + " (closed)>";
   const Archive& a = self.get();
   const auto& tags = a.tags();
@@ -282,7 +294,9 @@ release the GIL.)");
           py::arg("path"),
           "Opens (maps and validates) the archive at `path`, a file or an http://, https:// or "
           "s3:// URL (read by ranges into a local cache).")
-      .def_property_readonly("name", &PyArchive::name, "The path given at open.")
+      .def_property_readonly(
+          "name", [](const PyArchive& self) { return from_path(self.name()); },
+          "The path given at open.")
       .def_property_readonly("closed", &PyArchive::closed, "True after close().")
       .def("close", &PyArchive::close,
            "Releases the archive. Arrays already loaded stay valid (they keep the mapping).")
@@ -331,6 +345,7 @@ release the GIL.)");
              bool copy, bool dequantize, bool writable) {
             Archive a = self.get();
             const ReadMode mode = read_mode(copy, writable);
+            require_tensor(a, name, tag_or_newest(tag));
             Loaded l;
             {
               py::gil_scoped_release release;

@@ -52,8 +52,12 @@ std::shared_ptr<const void> python_keeper(py::object object);
 // the warnings filter turns into an error is printed as unraisable).
 void warn_notice(const std::string& archive, const std::string& notice);
 
-// A str or os.PathLike as a filesystem path (os.fspath semantics).
+// A str or os.PathLike as a filesystem path (os.fspath semantics; the
+// bytes os.fsencode gives, so names that are not UTF-8 work).
 std::filesystem::path to_path(py::handle path);
+// A path's bytes as the str Python uses for them (os.fsdecode: bytes that are
+// not UTF-8 become surrogate escapes, which to_path turns back).
+py::str from_path(const std::string& path);
 
 // None -> "" (the C++ API's "newest tag"), else the str.
 std::string tag_or_newest(const std::optional<std::string>& tag);

@@ -98,7 +98,11 @@ scales, zero points and a JSON description (docs/cli.md); .npy and .btf refuse i
         for (const auto& f : files) {
           convert::TensorFile file = convert::read_tensor_file(f);
           convert::detail::merge_file_metadata(safetensors_metadata, file, f);
-          for (auto& t : file.tensors) contents.add(t.name, t.tensor, options);
+          try {
+            for (auto& t : file.tensors) contents.add(t.name, t.tensor, options);
+          } catch (const Error& e) {
+            throw e.with_context({.archive = f.string()});  // a name an earlier file gave
+          }
         }
         convert::detail::keep_metadata(contents, safetensors_metadata);
         WriterOptions writer_options;

@@ -11,8 +11,17 @@
 namespace modelzip::python {
 namespace {
 
+// Messages quote names and bytes from untrusted files, which need not be
+// UTF-8: such bytes show as \xNN escapes instead of failing the conversion.
+py::str text(const std::string& s) {
+  PyObject* decoded = PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()),
+                                           "backslashreplace");
+  if (!decoded) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(decoded);
+}
+
 py::object optional_text(const std::string& s) {
-  return s.empty() ? py::none() : py::object(py::str(s));
+  return s.empty() ? py::none() : py::object(text(s));
 }
 
 py::object optional_number(const std::optional<std::uint64_t>& n) {
@@ -26,14 +35,14 @@ void raise_python_error(const Error& e) {
     const ErrorContext& c = e.context();
     py::dict kwargs;
     kwargs["code"] = code;
-    kwargs["message"] = e.message();
+    kwargs["message"] = text(e.message());
     kwargs["archive"] = optional_text(c.archive);
     kwargs["entry"] = optional_text(c.entry);
     kwargs["tag"] = optional_text(c.tag);
     kwargs["line"] = optional_number(c.line);
     kwargs["offset"] = optional_number(c.offset);
     if (e.code() == ErrorCode::io) kwargs["errno"] = e.system_error();
-    py::object instance = cls(py::str(e.what()), **kwargs);
+    py::object instance = cls(text(e.what()), **kwargs);
     PyErr_SetObject(cls.ptr(), instance.ptr());
   } catch (py::error_already_set&) {
     // The helper module could not be imported: still report the failure.

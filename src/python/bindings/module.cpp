@@ -24,7 +24,14 @@ std::filesystem::path to_path(py::handle path) {
   py::object fs = py::module_::import("os").attr("fspath")(path);
   if (!py::isinstance<py::str>(fs))
     throw py::type_error("paths must be str or os.PathLike of str, not bytes");
-  return std::filesystem::path(fs.cast<std::string>());
+  // The file system's bytes: a name that is not UTF-8 comes from os.listdir()
+  // and the like as a str with surrogate escapes, which os.fsencode() undoes.
+  return std::filesystem::path(
+      py::module_::import("os").attr("fsencode")(fs).cast<std::string>());
+}
+
+py::str from_path(const std::string& path) {
+  return py::module_::import("os").attr("fsdecode")(py::bytes(path));
 }
 
 std::string tag_or_newest(const std::optional<std::string>& tag) {

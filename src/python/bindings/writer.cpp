@@ -364,7 +364,8 @@ change another process committed in between is kept.)")
            "On failure the old archive is untouched and the changes stay staged.")
       .def_property_readonly("last_stats", &PyWriter::last_stats,
                              "WriteStats of the last commit() (also after close()).")
-      .def_property_readonly("path", &PyWriter::path, "The archive path.")
+      .def_property_readonly(
+          "path", [](const PyWriter& self) { return from_path(self.path()); }, "The archive path.")
       .def_property_readonly("closed", &PyWriter::closed, "True after close().")
       .def("close", &PyWriter::close,
            "Discards the staged changes and releases the borrowed arrays.")
@@ -379,7 +380,7 @@ change another process committed in between is kept.)")
         if (!initialized(handle, typeid(PyWriter)))
           return std::string("<modelzip.Writer (not opened)>");
         const PyWriter& self = handle.cast<const PyWriter&>();
-        return "<modelzip.Writer " + py::repr(py::str(self.path())).cast<std::string>() +
+        return "<modelzip.Writer " + py::repr(from_path(self.path())).cast<std::string>() +
                (self.closed() ? " (closed)>" : ">");
       });
   set_public_module(cls);
