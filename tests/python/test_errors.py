@@ -355,6 +355,12 @@ def test_missing_tag_names_the_tag(archive_path):
     (lambda ar: modelzip.Metadata(model_name=1), "modelzip.Metadata() argument 'model_name' must "
                                                  "be str or None, not int"),
     (lambda ar: modelzip.Embeddings.load(3), None),
+    (lambda ar: modelzip.Writer(ar.name).keep_last(-1),
+     "modelzip.Writer.keep_last() argument 'n' must not be negative, not -1"),
+    (lambda ar: modelzip.Embeddings.from_matrix(["a"], np.ones((1, 2), np.float32)).similar("a", -2),
+     "modelzip.Embeddings.similar() argument 'k' must not be negative, not -2"),
+    (lambda ar: modelzip.Writer(ar.name).keep_last(2**70),
+     "modelzip.Writer.keep_last() argument 'n' is out of range: 1180591620717411303424"),
     (lambda ar: modelzip.export_tensor_file(ar.name, "x.npz", tag=1.5),
      "modelzip.export_tensor_file() argument 'tag' must be str or None, not float"),
 ])

@@ -264,7 +264,10 @@ rows only; unnormalize=True multiplies them by their norms first.)")
           "without an embedding are zero.")
       .def(
           "norm", [](const Embeddings& e, std::string_view word) { return e.norm(word); },
-          py::arg("word"), "The norm of the word's original vector, or None.")
+          py::arg("word"),
+          "The norm of the word's original vector, or None when it has no embedding: a known "
+          "word's stored norm (its row's L2 norm when the file has none); an unknown word's "
+          "subword sum's L2 norm before normalisation (floret: of their mean).")
       .def(
           "similar",
           [](const Embeddings& e, const std::string& word, std::size_t k) {

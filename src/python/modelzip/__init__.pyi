@@ -544,7 +544,12 @@ class Embeddings:
     def embeddings(self, words: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """Batch lookup: (len(words) x dims float32 matrix, bool found mask); missing rows are zero."""
     def norm(self, word: str) -> Optional[float]:
-        """The norm of the word's original vector, or None."""
+        """The norm of the word's original vector, or None when it has no embedding.
+
+        A known word: its stored norm (the L2 norm of its row when the file has
+        none). An unknown word: the L2 norm of the sum of its subword rows before
+        normalisation (floret: of their mean), not a norm fastText would report.
+        """
     def similar(self, word: str, k: int = 10) -> Optional[Similarities]:
         """The k words most similar (cosine) to ``word``, best first, itself excluded; or None."""
     def similar_to(self, vector: Any, k: int = 10, skip: Iterable[str] = ()) -> Similarities:

@@ -112,6 +112,18 @@ def _sentence(qualname: str, message: str, args: tuple, kwargs: dict) -> Optiona
         if wanted is not None:
             return (f"{qualname}() argument {p.name!r} must be {wanted}, "
                     f"not {type(bound[p.name]).__name__}")
+    # Every type fits: an int out of its C++ type's range was refused (a
+    # negative count or size, or one beyond 64 bits).
+    for p in params:
+        value = bound.get(p.name)
+        if p.name in bound and p.annotation in ("int", "Optional[int]") \
+                and _accepts("int", value) is None and not -2**63 <= int(value) < 2**64:
+            return f"{qualname}() argument {p.name!r} is out of range: {int(value)}"
+    for p in params:
+        value = bound.get(p.name)
+        if p.name in bound and p.annotation in ("int", "Optional[int]") \
+                and _accepts("int", value) is None and int(value) < 0:
+            return f"{qualname}() argument {p.name!r} must not be negative, not {int(value)}"
     return f"{qualname}() got arguments of the wrong type (signature: {signature})"
 
 
