@@ -76,8 +76,9 @@ int run(const std::vector<std::string>& argv) {
     return 0;
   }
   if (format != "safetensors" && format != "npz" && format != "npy" && format != "btf")
-    throw UsageError("unknown format '" + format +
-                     "' (safetensors, npz, npy, btf; embeddings: fifu, bin, txt, vec, or --format "
+    throw UsageError((format.empty() ? "OUT '" + out.string() + "' has no extension: give --format"
+                                     : "unknown format '" + format + "'") +
+                     " (safetensors, npz, npy, btf; embeddings: fifu, bin, txt, vec, or --format "
                      "finalfusion, word2vec, text, textdims, floret)");
   if (names.empty() && updater.empty())
     for (const auto& p : archive.params(tag))
@@ -241,7 +242,9 @@ extern const Command kExportCommand{
     "(NAME - zero_points) * scales in float64 (per axis: scales broadcast along\n"
     "axis; block-wise: each row of K elements times its scales repeated\n"
     "block_size times, cut to K), rounded to dtype. import joins them back.\n"
-    "Data is CRC-checked on the way out; files are replaced atomically.\n"
+    "Data is CRC-checked on the way out; files are replaced atomically (a symbolic\n"
+    "link stays a link; OUT may not be a pipe or device: cat --npy writes one tensor\n"
+    "to standard output).\n"
     "\nExamples:\n  modelzip export model.zip --tag step-100 weights.safetensors\n"
     "  modelzip export model.zip fc.weight fc.bias small.npz\n"
     "  modelzip export model.zip words vectors.fifu\n"
