@@ -92,4 +92,15 @@ finalfusion::Embeddings open_embeddings(const Args& args, std::size_t& used) {
   }
 }
 
+Error no_embedding(const Args& args, std::size_t used, const finalfusion::Embeddings& embeddings,
+                   const std::vector<std::string>& words) {
+  std::string missing;
+  for (const auto& w : words)
+    if (!embeddings.embedding(w)) missing += (missing.empty() ? "'" : ", '") + w + "'";
+  if (used == 2) missing += " in parameter '" + args.at(1, "PARAM") + "'";
+  return Error(ErrorCode::not_found, "no embedding for " + missing,
+               ErrorContext{.archive = args.at(0, "ARCHIVE or FILE"),
+                            .tag = used == 2 ? args.value_or("--tag", "") : ""});
+}
+
 }  // namespace modelzip::cli

@@ -9,6 +9,7 @@
 
 #include "cli/args.hpp"
 #include "modelzip/archive.hpp"
+#include "modelzip/error.hpp"
 #include "modelzip/finalfusion/embeddings.hpp"
 #include "modelzip/finalfusion/convert.hpp"
 
@@ -27,6 +28,12 @@ finalfusion::Embeddings open_embeddings(const Args& args, std::size_t& used);
 // in the --utf8 escape form, a word that is not valid UTF-8 (raw bytes typed
 // in, e.g., a Latin-1 terminal) is escaped the same way; otherwise unchanged.
 std::string query_word(const finalfusion::Embeddings& embeddings, const std::string& word);
+
+// Error(not_found, "no embedding for 'W1', 'W2' in parameter 'P'") naming
+// the `words` that `embeddings` has none for and the source (ARCHIVE and
+// --tag, or FILE): the first `used` positionals (open_embeddings).
+Error no_embedding(const Args& args, std::size_t used, const finalfusion::Embeddings& embeddings,
+                   const std::vector<std::string>& words);
 
 // The --utf8 policy (strict by default); UsageError for an unknown name.
 finalfusion::Utf8Policy utf8_policy(const Args& args);

@@ -300,6 +300,16 @@ def test_unknown_query_words_fail(archive):
     p = run("analogy", data("similarity.fifu"), "Berlin", "no-such-word-xyz", "Paris",
             check=False)
     assert p.returncode != 0
+    # The message names the source and, of three words, the missing ones
+    # (this vocabulary has no Paris).
+    assert p.stderr.decode() == (f"modelzip: {data('similarity.fifu')}: no embedding for "
+                                 "'no-such-word-xyz', 'Paris'\n")
+    p = run("similar", archive, "words", "zzz", "--tag", "v1", check=False)
+    assert p.returncode == 1 and p.stderr.decode() == (
+        f"modelzip: {archive}: tag 'v1': no embedding for 'zzz' in parameter 'words'\n")
+    p = run("embed", archive, "words", "Berlin", "qqq", check=False)
+    assert p.returncode == 1 and p.stdout.startswith(b"Berlin ") and p.stderr.decode() == (
+        f"modelzip: {archive}: no embedding for 'qqq' in parameter 'words'\n")
 
 
 def test_vec_extension_imports_as_text(tmp_path):
