@@ -36,6 +36,8 @@ int run(const std::vector<std::string>& argv) {
   const auto updater = args.pairs("--updater");
   args.expect_positionals(2, SIZE_MAX);
   const auto& pos = args.positional();
+  if (pos.back() == "-")
+    throw UsageError("OUT '-': export writes a file (cat --npy writes one tensor to standard output)");
   Archive archive = open_archive(pos.front());
   const fs::path out = pos.back();
   std::vector<std::string> names(pos.begin() + 1, pos.end() - 1);

@@ -234,6 +234,10 @@ def test_export_npy_defaults_to_the_newest_tag(tensors, tmp_path):
 def test_export_refuses_unknown_formats(tensors, tmp_path):
     p = run("export", tensors, tmp_path / "out.weird", check=False)
     assert p.returncode == 2 and b"unknown format 'weird'" in p.stderr
+    p = subprocess.run([CLI, "export", str(tensors), "a", "--format", "npy", "-"],
+                       capture_output=True, cwd=tmp_path)
+    assert p.returncode == 2 and b"OUT '-': export writes a file" in p.stderr
+    assert not (tmp_path / "-").exists()  # not a file named "-"
     p = run("export", tensors, tmp_path / "out", check=False)  # says what is missing
     assert p.returncode == 2 and p.stderr.decode().startswith(
         f"modelzip export: OUT '{tmp_path / 'out'}' has no extension: give --format (")
