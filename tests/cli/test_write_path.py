@@ -182,6 +182,19 @@ def test_an_archive_the_user_may_not_write_is_refused_by_every_command(shared_di
         assert stat.S_IMODE(os.stat(archive).st_mode) == 0o444
 
 
+def test_extract_into_a_folder_it_may_not_create_says_so(shared_dir, public_npy):
+    archive = os.path.join(shared_dir, "m.zip")
+    run("import", archive, "--tag", "v1", public_npy)
+    os.chmod(archive, 0o644)
+    locked = os.path.join(shared_dir, "locked")
+    os.mkdir(locked, 0o555)
+    out = os.path.join(locked, "out")
+    p = as_nobody("extract", archive, out)
+    assert p.returncode == 1 and p.stderr.decode() == (
+        f"modelzip: cannot create folder '{out}': Permission denied\n")  # not "No such file"
+    assert listing(locked) == []
+
+
 def test_a_rewrite_refuses_to_change_the_owner(shared_dir, public_npy):
     npy = public_npy
     # The suite runs as root (README, CI): only root can make an archive that
