@@ -82,9 +82,23 @@ int run(const std::vector<std::string>& argv) {
                                      : "unknown format '" + format + "'") +
                      " (safetensors, npz, npy, btf; embeddings: fifu, bin, txt, vec, or --format "
                      "finalfusion, word2vec, text, textdims, floret)");
-  if (names.empty() && updater.empty())
+  if (names.empty() && updater.empty()) {
+    std::vector<std::string> embeddings;  // written one at a time, by name
     for (const auto& p : archive.params(tag))
-      if (p.kind == BlobKind::tensor) names.push_back(p.name);
+      (p.kind == BlobKind::tensor ? names : embeddings).push_back(p.name);
+    if (!embeddings.empty()) {
+      const std::string how = "export each by name (modelzip export ARCHIVE " + embeddings[0] +
+                              " OUT.fifu, or .vec, .txt, .bin)";
+      if (names.empty())
+        throw Error(ErrorCode::invalid_argument,
+                    "has " + std::to_string(embeddings.size()) +
+                        " embedding(s) and no tensors to write to " + out.string() + ": " + how,
+                    ErrorContext{.archive = archive.name(),
+                                 .tag = tag.empty() ? archive.tags().back() : tag});
+      std::cerr << "modelzip: " << embeddings.size() << " embedding(s) not written to "
+                << printable(out.string()) << ": " << printable(how) << "\n";
+    }
+  }
   for (const auto& n : names) require_tensor(archive, n, tag);
   // Streaming exports: a bar over the tensor bytes read (from a cold
   // archive, reading is the long part) and written.
@@ -124,7 +138,7 @@ int run(const std::vector<std::string>& argv) {
           },
           true);
       copying.show(to_copy, to_copy);
-      std::cerr << "wrote 1 tensor(s) to " << out.string() << " (npy)\n";
+      std::cerr << "wrote 1 tensor(s) to " << printable(out.string()) << " (npy)\n";
       return 0;
     }
   }
@@ -148,7 +162,8 @@ int run(const std::vector<std::string>& argv) {
       else
         convert::detail::write_btf_streamed(out, streamed);
       copying.show(to_copy, to_copy);
-      std::cerr << "wrote " << count << " tensor(s) to " << out.string() << " (" << format << ")\n";
+      std::cerr << "wrote " << count << " tensor(s) to " << printable(out.string()) << " ("
+                << format << ")\n";
       return 0;
     }
   }
@@ -213,7 +228,8 @@ extern const Command kExportCommand{
     "export", "Write parameters of a tag to safetensors, npz, npy, BTF or an embedding file",
     "modelzip export ARCHIVE [PARAM...] [--updater VAR STATE]... [--tag T] [--format F]"
     " [--dequantize] OUT",
-    "Without PARAM or --updater, every tensor parameter of the tag; updater state\n"
+    "Without PARAM or --updater, every tensor parameter of the tag (embeddings are\n"
+    "exported one at a time, by name; a tag of only embeddings is an error); updater state\n"
     "arrays are named VAR/STATE in OUT. The format defaults to OUT's extension: .safetensors "
     "(sorted, no gaps, header padded to 8; the __metadata__ of the safetensors files\n"
     "the tag was imported from), .npz, .npy (one\n"

@@ -312,6 +312,21 @@ def test_unknown_query_words_fail(archive):
         f"modelzip: {archive}: no embedding for 'qqq' in parameter 'words'\n")
 
 
+def test_export_of_a_whole_tag_says_which_embeddings_it_leaves_out(archive, tmp_path):
+    out = tmp_path / "all.npz"
+    p = run("export", archive, out, check=False)  # the tag holds only an embedding
+    assert p.returncode == 1 and p.stderr.decode() == (
+        f"modelzip: {archive}: tag 'v1': has 1 embedding(s) and no tensors to write to {out}: "
+        f"export each by name (modelzip export ARCHIVE words OUT.fifu, or .vec, .txt, .bin)\n")
+    assert not out.exists()
+    np.save(tmp_path / "bias.npy", np.ones(3, np.float32))
+    run("import", archive, "--tag", "v2", tmp_path / "bias.npy", data("similarity.fifu"),
+        "--name", "words")
+    p = run("export", archive, out)
+    assert p.stderr.decode().startswith(f"modelzip: 1 embedding(s) not written to {out}: ")
+    assert list(np.load(out).keys()) == ["bias"]
+
+
 def test_vec_extension_imports_as_text(tmp_path):
     vec = tmp_path / "vectors.vec"
     vec.write_bytes(open(data("similarity.txt"), "rb").read())
