@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
   std::ios::sync_with_stdio(false);
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
-    if (args.size() >= 2) {
+    if (args.size() >= 2 && args[1] != "help" && args[1] != "--help" && args[1] != "-h") {
       for (const Command* c : all_commands())
         if (c->name == args[1]) {
           print_help(*c);

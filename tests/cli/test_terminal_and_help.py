@@ -143,6 +143,7 @@ def test_help_for_an_unknown_command_is_a_usage_error():
     assert p.stderr.decode() == "modelzip: unknown command 'lss' (did you mean 'ls'?)\n"
     p = run("--help", "frobnicate", check=False)
     assert p.returncode == 2 and b"unknown command 'frobnicate'" in p.stderr
+    assert run("help", "help").stdout == run("--help").stdout  # the overview
 
 
 def test_man_page_from_the_build_tree_is_valid_roff():
