@@ -13,21 +13,66 @@
 
 The arrays come from the same formulas as Values.java (element index i in
 0..11, shape 3 x 4; strings 2 x 2), written here independently with numpy,
-so each language checks what the other wrote. Run with the build's Python
-bindings on PYTHONPATH.
+so each language checks what the other wrote. The 8-bit floats are twelve
+bit patterns each whose values were worked out by hand from the formats'
+definitions (FORMAT.md section 6); check() also checks that table against
+the definitions. Run with the build's Python bindings on PYTHONPATH.
 """
+import math
 import os
 import sys
 
 import numpy as np
 
 DTYPES = ["bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
-          "float16", "bfloat16", "float32", "float64", "string"]
+          "float16", "bfloat16", "float32", "float64", "float8_e4m3fn", "float8_e5m2",
+          "complex64", "complex128", "string"]
 STRINGS = ["", "a", "\u03b2eta", "\u65e5\u672c\u8a9e \U0001f642"]
+NAN = float("nan")
+INF = float("inf")
+# (bits, value): +-0, the smallest and largest subnormals, the smallest normal,
+# 1 and its successor, -3, the largest finite values, NaN (e4m3fn has no
+# infinity: S.1111.111 is NaN, S.1111.110 = 1.75 * 2^8 = 448).
+FLOAT8 = {
+    "float8_e4m3fn": [(0x00, 0.0), (0x80, -0.0), (0x01, 2.0**-9), (0x07, 7 * 2.0**-9),
+                      (0x08, 2.0**-6), (0x38, 1.0), (0x39, 1.125), (0xC4, -3.0), (0x7E, 448.0),
+                      (0xFE, -448.0), (0x7F, NAN), (0xFF, NAN)],
+    "float8_e5m2": [(0x00, 0.0), (0x80, -0.0), (0x01, 2.0**-16), (0x03, 3 * 2.0**-16),
+                    (0x04, 2.0**-14), (0x3C, 1.0), (0x3D, 1.25), (0xC2, -3.0), (0x7B, 57344.0),
+                    (0x7C, INF), (0xFC, -INF), (0x7E, NAN)],
+}
+
+
+def float8_value(dtype, bits):
+    """The value of an 8-bit float pattern, from FORMAT.md's definition."""
+    ebits, bias = (4, 7) if dtype == "float8_e4m3fn" else (5, 15)
+    mbits = 7 - ebits
+    sign = -1.0 if bits & 0x80 else 1.0
+    exponent, mantissa = (bits >> mbits) & ((1 << ebits) - 1), bits & ((1 << mbits) - 1)
+    if dtype == "float8_e4m3fn" and exponent == 15 and mantissa == 7:
+        return NAN
+    if dtype == "float8_e5m2" and exponent == 31:
+        return sign * INF if mantissa == 0 else NAN
+    if exponent == 0:
+        return sign * mantissa * 2.0**(1 - bias - mbits)
+    return sign * (1 + mantissa / 2**mbits) * 2.0**(exponent - bias)
+
+
+def same_number(a, b):
+    """Equal as numbers, NaN equal to NaN, -0.0 not equal to 0.0."""
+    return (math.isnan(a) and math.isnan(b)) or (a == b and math.copysign(1, a) == math.copysign(1, b))
+
+
+def complex_array(dtype, real, imag):
+    """Parts set one by one (complex arithmetic could turn a zero's sign)."""
+    out = np.empty(real.shape, dtype=dtype)
+    out.real, out.imag = real, imag
+    return out
 
 
 def expected():
-    """name (= dtype) -> numpy array; bfloat16 as its uint16 bits, as modelzip loads it."""
+    """name (= dtype) -> numpy array; bfloat16 and the float8 types as their uint16 / uint8
+    bits, as modelzip loads them."""
     i = np.arange(12, dtype=np.int64)
     halves = (i * 0.5 - 2).astype(np.float32)
     arrays = {
@@ -44,6 +89,10 @@ def expected():
         "bfloat16": (halves.view(np.uint32) >> 16).astype(np.uint16),
         "float32": (i * 0.375 - 2).astype(np.float32),
         "float64": i / 3.0 - 1.0,
+        "float8_e4m3fn": np.array([b for b, _ in FLOAT8["float8_e4m3fn"]], dtype=np.uint8),
+        "float8_e5m2": np.array([b for b, _ in FLOAT8["float8_e5m2"]], dtype=np.uint8),
+        "complex64": complex_array(np.complex64, i * 0.25 - 1, 3 - i * 0.5),
+        "complex128": complex_array(np.complex128, i / 3.0, -i / 7.0),
     }
     out = {name: a.reshape(3, 4) for name, a in arrays.items()}
     out["string"] = np.array(STRINGS, dtype=object).reshape(2, 2)
@@ -52,11 +101,17 @@ def expected():
 
 def write(path, tag, compress):
     import modelzip
-    modelzip.save(path, tag, expected(), bfloat16=["bfloat16"], compress=compress)
+    modelzip.save(path, tag, expected(), compress=compress,
+                  dtypes={name: name for name in ("bfloat16", "float8_e4m3fn", "float8_e5m2")})
 
 
 def check(path, tag):
     import modelzip
+    for dtype, table in FLOAT8.items():  # the hand-worked table against the definitions
+        for bits, value in table:
+            if not same_number(float8_value(dtype, bits), value):
+                sys.exit(f"{dtype} 0x{bits:02X}: the table says {value}, the definition "
+                         f"{float8_value(dtype, bits)}")
     with modelzip.open(path) as archive:
         dtypes = {p.name: p.dtype for p in archive.params(tag)}
         if list(dtypes) != DTYPES or any(dtypes[n] != n for n in DTYPES):

@@ -3,9 +3,12 @@
 // bytes a heap modelzip::Bytes (a reference to a tensor's values) owned by a
 // Cleaner registered on the direct ByteBuffer made over it, so the bytes,
 // and the mapping they may view, live as long as that buffer is reachable.
+#include <algorithm>
+#include <array>
 #include <cstring>
 #include <limits>
 
+#include "core/float16.hpp"  // the library's exact decoders (header-only, inline)
 #include "modelzip/dtype.hpp"
 #include "modelzip/tensor.hpp"
 #include "natives.hpp"
@@ -91,6 +94,85 @@ void tensor_copy_values(JNIEnv* env, jclass, jlong tensor, jobject array, jint e
   });
 }
 
+// The little-endian value at `p` of a floating-point `dtype` (one part of a
+// complex one) as Out (float or double). Exact for the pairs decode_values
+// lets through: every value of the narrower formats is a float.
+template <class Out>
+Out decode_element(DType dtype, const std::byte* p) noexcept {
+  // Only the element's own bytes are read (a 1-byte element may be the last
+  // byte of the mapping).
+  const auto u8 = static_cast<std::uint8_t>(p[0]);
+  const auto u16 = [&] {
+    return static_cast<std::uint16_t>(u8 | static_cast<unsigned>(p[1]) << 8);
+  };
+  switch (dtype) {
+    case DType::float16:
+      return static_cast<Out>(detail::half_to_float(u16()));
+    case DType::bfloat16:
+      return static_cast<Out>(detail::bfloat16_to_float(u16()));
+    case DType::float8_e4m3fn:
+      return static_cast<Out>(detail::float8_e4m3fn_to_float(u8));
+    case DType::float8_e5m2:
+      return static_cast<Out>(detail::float8_e5m2_to_float(u8));
+    case DType::float32:
+    case DType::complex64: {
+      float f;
+      std::memcpy(&f, p, sizeof f);
+      return static_cast<Out>(f);
+    }
+    default: {  // float64, complex128 (into double only)
+      double d;
+      std::memcpy(&d, p, sizeof d);
+      return static_cast<Out>(d);
+    }
+  }
+}
+
+// The values of `t` (a dense real or complex floating-point tensor) widened
+// exactly to Out into the Java array `array` (float[] or double[], as long
+// as the tensor has values, complex parts counting twice).
+template <class Out, class JavaArray>
+void decode_values(JNIEnv* env, const Tensor& t, JavaArray array,
+                   void (JNIEnv::*set_region)(JavaArray, jsize, jsize, const Out*)) {
+  const DType dtype = t.dtype();
+  const bool exact = dtype_is_floating(dtype) || dtype_is_complex(dtype);
+  const std::size_t part_bytes =
+      dtype_is_complex(dtype) ? dtype_size(dtype) / 2 : dtype_size(dtype);
+  if (!exact || part_bytes > sizeof(Out))
+    throw Error(ErrorCode::invalid_argument, std::string("a ") + std::string(dtype_name(dtype)) +
+                                                 " tensor does not widen exactly to " +
+                                                 (sizeof(Out) == 4 ? "float" : "double"));
+  const std::span<const std::byte> bytes = t.values().span();
+  const std::size_t n = bytes.size() / part_bytes;
+  if (static_cast<std::size_t>(env->GetArrayLength(array)) != n)
+    throw Error(ErrorCode::invalid_argument,
+                "the Java array does not have the length of the tensor's values");
+  // In chunks through a buffer: no critical section while converting.
+  std::array<Out, 1024> chunk;
+  for (std::size_t start = 0; start < n; start += chunk.size()) {
+    const std::size_t count = std::min(chunk.size(), n - start);
+    for (std::size_t i = 0; i < count; ++i)
+      chunk[i] = decode_element<Out>(dtype, bytes.data() + (start + i) * part_bytes);
+    (env->*set_region)(array, static_cast<jsize>(start), static_cast<jsize>(count), chunk.data());
+    check(env);
+  }
+}
+
+void tensor_decode_values(JNIEnv* env, jclass, jlong tensor, jobject array, jint element_bytes) {
+  guarded(env, [&] {
+    const Tensor& t = tensor_of(tensor);
+    if (t.layout() != Layout::dense)
+      throw Error(ErrorCode::invalid_argument, "only dense tensors are decoded");
+    if (element_bytes == 4)
+      decode_values<jfloat>(env, t, static_cast<jfloatArray>(array), &JNIEnv::SetFloatArrayRegion);
+    else if (element_bytes == 8)
+      decode_values<jdouble>(env, t, static_cast<jdoubleArray>(array),
+                             &JNIEnv::SetDoubleArrayRegion);
+    else
+      throw Error(ErrorCode::invalid_argument, "values decode into float[] or double[] only");
+  });
+}
+
 jobjectArray tensor_strings(JNIEnv* env, jclass, jlong tensor) {
   return guarded(env, [&] {
     const Tensor& t = tensor_of(tensor);
@@ -142,6 +224,7 @@ const JNINativeMethod kMethods[] = {
     native_method("tensorFree", "(J)V", tensor_free),
     native_method("tensorIsMapped", "(J)Z", tensor_is_mapped),
     native_method("tensorCopyValues", "(JLjava/lang/Object;I)V", tensor_copy_values),
+    native_method("tensorDecodeValues", "(JLjava/lang/Object;I)V", tensor_decode_values),
     native_method("tensorStrings", "(J)[[B", tensor_strings),
     native_method("tensorDequantize", "(J)Lorg/modelzip/Tensor;", tensor_dequantize),
     native_method("tensorRetainValues", "(J)J", tensor_retain_values),

@@ -13,15 +13,22 @@ import java.util.Objects;
  * "int16", "uint16", "int32", "uint32", "int64", "uint64", "float16",
  * "bfloat16", "float8_e4m3fn", "float8_e5m2", "float32", "float64",
  * "complex64", "complex128" and "string" (UTF-8 strings). Values are
- * row-major and little-endian, as stored. Each type is read into and made
- * from one kind of Java array of its width: boolean[] (bool), byte[] (int8,
- * uint8, and the bits of the 8-bit floats), short[] (int16, uint16, and the
- * bits of float16 and bfloat16), int[] (int32, uint32), long[] (int64,
- * uint64), float[] (float32; complex64 interleaved), double[] (float64;
- * complex128 interleaved) and String[] (string); unsigned values keep their
- * bits. A complex tensor's array holds two values per element, the real part
- * then the imaginary part, so it is twice as long as the tensor has
- * elements.
+ * row-major and little-endian, as stored. Each type is made from, and its
+ * stored bits read into, one kind of Java array of its width: boolean[]
+ * (bool), byte[] (int8, uint8, and the bits of the 8-bit floats), short[]
+ * (int16, uint16, and the bits of float16 and bfloat16), int[] (int32,
+ * uint32), long[] (int64, uint64), float[] (float32; complex64 interleaved),
+ * double[] (float64; complex128 interleaved) and String[] (string); unsigned
+ * values keep their bits. A complex tensor's array holds two values per
+ * element, the real part then the imaginary part, so it is twice as long as
+ * the tensor has elements.
+ *
+ * <p>The numbers of the floating-point types are read, widened exactly, with
+ * {@link #toFloatArray()} (float16, bfloat16, float8_e4m3fn, float8_e5m2,
+ * float32, complex64) and {@link #toDoubleArray()} (those and float64,
+ * complex128): NaN stays NaN, infinities, signed zeros and subnormals are
+ * kept. Floats are never rounded to the narrow types: those are made from
+ * their bits.
  *
  * <p>Layouts: "dense"; "sparse_coo" and "quantized" tensors are readable
  * through {@link #buffer()} (their stored values) and, for quantized ones,
@@ -281,19 +288,31 @@ public final class Tensor implements AutoCloseable {
   }
 
   /**
-   * The values of a float32 tensor, or of a complex64 tensor interleaved
-   * (real, imaginary; twice {@link #numel()} values).
+   * The values of a float32, float16, bfloat16, float8_e4m3fn or float8_e5m2
+   * tensor as floats, or of a complex64 tensor interleaved (real, imaginary;
+   * twice {@link #numel()} values). Exact: every value of these types is a
+   * float (NaN stays NaN; infinities, signed zeros and subnormals are kept).
+   *
+   * @throws IllegalArgumentException for float64, complex128 (use
+   *     {@link #toDoubleArray()}) and the non-floating types (naming their
+   *     accessor)
+   * @throws UnsupportedOperationException for a sparse or quantized tensor
    */
   public float[] toFloatArray() {
-    return (float[]) copyValues("float");
+    return (float[]) decodeValues("float");
   }
 
   /**
-   * The values of a float64 tensor, or of a complex128 tensor interleaved
-   * (real, imaginary; twice {@link #numel()} values).
+   * The values of any floating-point tensor as doubles: float64, and every
+   * type {@link #toFloatArray()} reads, widened exactly; complex64 and
+   * complex128 interleaved (real, imaginary; twice {@link #numel()} values).
+   *
+   * @throws IllegalArgumentException for the non-floating types (naming
+   *     their accessor)
+   * @throws UnsupportedOperationException for a sparse or quantized tensor
    */
   public double[] toDoubleArray() {
-    return (double[]) copyValues("double");
+    return (double[]) decodeValues("double");
   }
 
   /** The values of an int64 or uint64 tensor (bits kept). */
@@ -339,23 +358,54 @@ public final class Tensor implements AutoCloseable {
     return handle.call(Native::tensorDequantize);
   }
 
+  /** The stored values, as the array of their width ({@link #arrayKind}). */
   private Object copyValues(String kind) {
     checkDense();
     if (!kind.equals(arrayKind(dtype))) {
-      throw new IllegalArgumentException("to" + Character.toUpperCase(kind.charAt(0))
-          + kind.substring(1) + "Array() of a " + dtype + " tensor (use to"
-          + Character.toUpperCase(arrayKind(dtype).charAt(0)) + arrayKind(dtype).substring(1)
-          + "Array())");
+      throw wrongAccessor(kind, arrayKind(dtype));
     }
-    long n = isComplex(dtype) ? Math.multiplyExact(numel(), 2) : numel();
-    if (n > Integer.MAX_VALUE - 8) {
-      throw new UnsupportedOperationException(n + " elements do not fit one Java array: use buffer(offset, length)");
-    }
-    Object array = java.lang.reflect.Array.newInstance(primitiveClass(kind), (int) n);
+    Object array = newArray(kind);
     try (NativeHandle.Use use = handle.use()) {
       Native.tensorCopyValues(use.pointer(), array, elementBytes(kind));
     }
     return array;
+  }
+
+  /**
+   * The values of a floating-point type as float[] or double[], widened
+   * exactly by the library's decoders (a plain copy when the widths match).
+   */
+  private Object decodeValues(String kind) {
+    checkDense();
+    String floating = floatKind(dtype);
+    if (floating == null || (kind.equals("float") && floating.equals("double"))) {
+      throw wrongAccessor(kind, floating != null ? floating : arrayKind(dtype));
+    }
+    if (kind.equals(arrayKind(dtype))) {
+      return copyValues(kind);
+    }
+    Object array = newArray(kind);
+    try (NativeHandle.Use use = handle.use()) {
+      Native.tensorDecodeValues(use.pointer(), array, elementBytes(kind));
+    }
+    return array;
+  }
+
+  private Object newArray(String kind) {
+    long n = isComplex(dtype) ? Math.multiplyExact(numel(), 2) : numel();
+    if (n > Integer.MAX_VALUE - 8) {
+      throw new UnsupportedOperationException(n + " elements do not fit one Java array: use buffer(offset, length)");
+    }
+    return java.lang.reflect.Array.newInstance(primitiveClass(kind), (int) n);
+  }
+
+  private IllegalArgumentException wrongAccessor(String kind, String right) {
+    return new IllegalArgumentException(accessor(kind) + " of a " + dtype + " tensor (use "
+        + accessor(right) + ")");
+  }
+
+  private static String accessor(String kind) {
+    return "to" + Character.toUpperCase(kind.charAt(0)) + kind.substring(1) + "Array()";
   }
 
   private void checkDense() {
@@ -378,6 +428,22 @@ public final class Tensor implements AutoCloseable {
       case "float64": case "complex128": return "double";
       case "string": return "String";
       default: return null;
+    }
+  }
+
+  /**
+   * The narrowest Java floating type every value of a dtype widens to
+   * exactly ("float" or "double"), or null (not a floating-point type).
+   */
+  static String floatKind(String dtype) {
+    switch (dtype) {
+      case "float16": case "bfloat16": case "float8_e4m3fn": case "float8_e5m2":
+      case "float32": case "complex64":
+        return "float";
+      case "float64": case "complex128":
+        return "double";
+      default:
+        return null;
     }
   }
 

@@ -128,7 +128,8 @@ public class ArchiveTest {
     e = assertThrows(ModelzipException.class, () -> Tensor.of(new float[] {1, 2}, -1, -2));
     assertEquals(ModelzipException.Code.INVALID_ARGUMENT, e.code());
     Tensor f = Tensor.of(new float[] {1});
-    assertThrows(IllegalArgumentException.class, f::toDoubleArray);
+    assertArrayEquals(new double[] {1}, f.toDoubleArray(), 0.0);  // widened exactly
+    assertThrows(IllegalArgumentException.class, Tensor.of(new double[] {1})::toFloatArray);
     assertThrows(IllegalArgumentException.class, f::toStringArray);
     assertThrows(IllegalArgumentException.class, f::toIntArray);
   }
