@@ -21,7 +21,9 @@ namespace modelzip::cli {
 // regular file) is taken as an archive; a .fifu file or archive entry is
 // memory-mapped (zero-copy); other embedding files are converted in memory
 // (a note on stderr counts words changed by --utf8 lossy/escape). Anything
-// else: Error(unsupported, "unknown format ...").
+// else: Error(unsupported, "unknown format ..."). An option that does not
+// apply to the source (--tag to a FILE, --format or --utf8 to an ARCHIVE)
+// is a UsageError rather than ignored.
 finalfusion::Embeddings open_embeddings(const Args& args, std::size_t& used);
 
 // A query word as the vocabulary spells it: for embeddings whose words are

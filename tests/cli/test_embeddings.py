@@ -327,6 +327,18 @@ def test_export_of_a_whole_tag_says_which_embeddings_it_leaves_out(archive, tmp_
     assert list(np.load(out).keys()) == ["bias"]
 
 
+@pytest.mark.parametrize("command", [["similar"], ["embed"], ["analogy", "Berlin", "Potsdam"]])
+def test_options_that_do_not_apply_to_the_source_are_usage_errors(archive, command):
+    name, *words = command
+    for source, option, message in [
+            ([data("similarity.fifu")], ["--tag", "v1"], "--tag selects a tag of an ARCHIVE"),
+            ([archive, "words"], ["--format", "text"], "--format and --utf8 apply to a"),
+            ([archive, "words"], ["--utf8", "lossy"], "--format and --utf8 apply to a"),
+            ([data("similarity.fifu")], ["--utf8", "bogus"], "unknown --utf8 policy 'bogus'")]:
+        p = run(name, *source, *words, "Hamburg", *option, check=False)
+        assert p.returncode == 2 and message in p.stderr.decode() and p.stdout == b"", option
+
+
 def test_vec_extension_imports_as_text(tmp_path):
     vec = tmp_path / "vectors.vec"
     vec.write_bytes(open(data("similarity.txt"), "rb").read())
