@@ -82,6 +82,9 @@ int run(const std::vector<std::string>& argv) {
                                      : "unknown format '" + format + "'") +
                      " (safetensors, npz, npy, btf; embeddings: fifu, bin, txt, vec, or --format "
                      "finalfusion, word2vec, text, textdims, floret)");
+  if (args.flag("--normalized"))
+    throw UsageError("--normalized applies to embedding exports to word2vec or text (." + format +
+                     " holds tensors as stored)");
   if (names.empty() && updater.empty()) {
     std::vector<std::string> embeddings;  // written one at a time, by name
     for (const auto& p : archive.params(tag))

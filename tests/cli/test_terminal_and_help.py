@@ -239,6 +239,9 @@ def test_export_refuses_unknown_formats(tensors, tmp_path):
                        capture_output=True, cwd=tmp_path)
     assert p.returncode == 2 and b"OUT '-': export writes a file" in p.stderr
     assert not (tmp_path / "-").exists()  # not a file named "-"
+    p = run("export", tensors, tmp_path / "n.npz", "--normalized", check=False)  # not ignored
+    assert p.returncode == 2 and b"--normalized applies to embedding exports" in p.stderr
+    assert not (tmp_path / "n.npz").exists()
     p = run("export", tensors, tmp_path / "out", check=False)  # says what is missing
     assert p.returncode == 2 and p.stderr.decode().startswith(
         f"modelzip export: OUT '{tmp_path / 'out'}' has no extension: give --format (")
