@@ -35,7 +35,7 @@ int run(const std::vector<std::string>& argv) {
       continue;
     }
     if (!v) {
-      std::cerr << "modelzip: " << printable(no_embedding(args, used, emb, "'" + words[i] + "'").what())
+      std::cerr << "modelzip: " << printable(no_embedding(args, used, emb, {words[i]}).what())
                 << "\n";
       ++missing;
       continue;

@@ -3,6 +3,7 @@
 #include "modelzip/convert.hpp"
 
 #include <pybind11/stl.h>
+#include <map>
 #include <vector>
 
 #include "arrays.hpp"
@@ -95,13 +96,20 @@ scales, zero points and a JSON description (docs/cli.md); .npy and .btf refuse i
         const ParamOptions options{compress ? Compression::deflate : Compression::store};
         NewTag contents;  // views into the mapped files, alive until the commit returns
         convert::StringMap safetensors_metadata;
+        std::map<std::string, std::filesystem::path> source_of;  // as modelzip import names a clash
         for (const auto& f : files) {
           convert::TensorFile file = convert::read_tensor_file(f);
           convert::detail::merge_file_metadata(safetensors_metadata, file, f);
-          try {
-            for (auto& t : file.tensors) contents.add(t.name, t.tensor, options);
-          } catch (const Error& e) {
-            throw e.with_context({.archive = f.string()});  // a name an earlier file gave
+          for (auto& t : file.tensors) {
+            if (auto [it, fresh] = source_of.emplace(t.name, f); !fresh)
+              throw Error(ErrorCode::invalid_argument, "parameter '" + t.name + "' is in both " +
+                                                           it->second.string() + " and " +
+                                                           f.string());
+            try {
+              contents.add(t.name, t.tensor, options);
+            } catch (const Error& e) {
+              throw e.with_context({.archive = f.string()});
+            }
           }
         }
         convert::detail::keep_metadata(contents, safetensors_metadata);
