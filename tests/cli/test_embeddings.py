@@ -348,3 +348,25 @@ def test_vec_extension_imports_as_text(tmp_path):
     a = run("similar", path, "words", "Berlin", "--tag", "vec", "--json").stdout
     b = run("similar", path, "words", "Berlin", "--tag", "txt", "--json").stdout
     assert a == b
+
+
+def test_export_refuses_words_the_text_formats_cannot_hold(tmp_path):
+    # A finalfusion vocabulary may hold phrases; word2vec and text files end a word at
+    # whitespace, so writing one would give a file that reads back wrong or not at all.
+    phrases = tmp_path / "phrases.txt"
+    phrases.write_text("Berlin 1 2\nPotsdam 3 4\n")
+    path = tmp_path / "p.zip"
+    run("import", path, "--tag", "v1", phrases, "--name", "words")
+    fifu = tmp_path / "words.fifu"
+    run("export", path, "words", fifu)
+    data_ = bytearray(fifu.read_bytes())
+    at = data_.index(b"Potsdam")
+    data_[at:at + 7] = b"New Yrk"  # same length: a phrase in the vocabulary
+    fifu.write_bytes(bytes(data_))
+    run("import", path, "--tag", "v2", fifu, "--name", "words")
+    for out in ("o.txt", "o.vec", "o.bin"):
+        p = run("export", path, "words", tmp_path / out, check=False)
+        assert p.returncode == 1 and not (tmp_path / out).exists()
+        assert p.stderr.decode().startswith(
+            f"modelzip: {tmp_path / out}: word 1 'New Yrk' cannot be written to "), p.stderr
+    run("export", path, "words", tmp_path / "o.fifu")

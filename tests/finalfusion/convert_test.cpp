@@ -115,6 +115,46 @@ TEST_SUITE("finalfusion") {
     }
   }
 
+  TEST_CASE("words the word2vec and text readers would not give back are refused before writing") {
+    // finalfusion vocabularies hold any string; these formats end a word at
+    // whitespace (word2vec: at a space, then trim it).
+    const auto embeddings = [](std::string word) {
+      return Embeddings::from_matrix(Vocab::simple({"ok", std::move(word)}),
+                                     {1, 2, 3, 4}, 2);
+    };
+    for (const std::string word : {"New York", "", "tab\there", "cr\r", "\nlead"}) {
+      std::ostringstream out;
+      try {
+        write_text(out, embeddings(word));
+        FAIL("written to text: " << word);
+      } catch (const Error& e) {
+        CHECK(e.code() == ErrorCode::invalid_argument);
+        CHECK(std::string(e.what()).starts_with("word 1 '"));
+      }
+      CHECK(out.str().empty());  // nothing written
+      std::ostringstream dims;
+      CHECK_THROWS_AS(write_text_dims(dims, embeddings(word)), Error);
+      CHECK(dims.str().empty());
+    }
+    for (const std::string word : {"New York", " lead", "trail\n", "ideographic\u3000"}) {
+      std::ostringstream out;
+      CHECK_THROWS_AS(write_word2vec_binary(out, embeddings(word)), Error);
+      CHECK(out.str().empty());
+    }
+    // What the readers keep: inner tabs and Unicode spaces (word2vec), and
+    // no-break or ideographic spaces (text).
+    for (const std::string word : {"a\tb", "", "a\u00a0b"}) {
+      std::ostringstream out;
+      write_word2vec_binary(out, embeddings(word));
+      CHECK(word_list(read_word2vec_binary(Bytes::copy_of(out.str()), kRaw))[1] == word);
+    }
+    for (const std::string word : {"a\u00a0b", "a\u3000"}) {
+      std::ostringstream out;
+      write_text(out, embeddings(word));
+      CHECK(word_list(read_text(Bytes::copy_of(out.str()), kRaw))[1] == word);
+    }
+  }
+
   TEST_CASE("invalid UTF-8 tokens: rejected, or replaced as the reference tools do") {
     const std::vector<std::string> expected = {"meren", "zee\xEF\xBF\xBDn", "rivieren"};
     CHECK(word_list(read_word2vec_binary(ff_bytes("utf8-incomplete.bin"), kLossy)) == expected);

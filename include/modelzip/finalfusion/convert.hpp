@@ -98,7 +98,9 @@ MODELZIP_API Embeddings read_floret_text(const Bytes& data);
 // With `unnormalize`, rows are multiplied by their norms (if any) to restore
 // the original vectors. Words are written as original_word() gives them. Numbers are printed as the
 // shortest decimal that reads back to the same float, without exponent (as Rust prints f32). Throw
-// Error(io) when the stream fails.
+// Error(io) when the stream fails, and Error(invalid_argument), before writing anything, for a
+// word the format's reader would not give back (text: an empty word or one with ASCII
+// whitespace; word2vec: a space, or Unicode whitespace at either end).
 // The destination comes first, as in every writer of the API
 // (convert::write_npy...).
 MODELZIP_API void write_word2vec_binary(std::ostream& out, const Embeddings& embeddings,

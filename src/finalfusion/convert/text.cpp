@@ -9,7 +9,9 @@
 namespace modelzip::finalfusion {
 namespace detail {
 void write_stream(std::ostream& out, const std::string& text);
-void write_rows_text(const Embeddings& e, std::ostream& out, bool unnormalize);
+// Writes `header`, then a line per word, after checking every word reads back.
+void write_rows_text(const Embeddings& e, std::ostream& out, bool unnormalize,
+                     std::string_view header);
 }  // namespace detail
 
 namespace {
@@ -129,13 +131,13 @@ Embeddings read_text_dims(const Bytes& data, const ConvertOptions& options) {
 }
 
 void write_text(std::ostream& out, const Embeddings& embeddings, bool unnormalize) {
-  detail::write_rows_text(embeddings, out, unnormalize);
+  detail::write_rows_text(embeddings, out, unnormalize, "");
 }
 
 void write_text_dims(std::ostream& out, const Embeddings& embeddings, bool unnormalize) {
-  detail::write_stream(out, std::to_string(embeddings.vocab().words_len()) + " " +
-                                std::to_string(embeddings.dims()) + "\n");
-  detail::write_rows_text(embeddings, out, unnormalize);
+  detail::write_rows_text(embeddings, out, unnormalize,
+                          std::to_string(embeddings.vocab().words_len()) + " " +
+                              std::to_string(embeddings.dims()) + "\n");
 }
 
 }  // namespace modelzip::finalfusion

@@ -79,6 +79,34 @@ Embeddings read_word2vec_binary(const Bytes& data, const ConvertOptions& options
 
 namespace detail {
 
+// Where a word ends in a file of these formats: text fields are separated
+// by ASCII whitespace; a word2vec word ends at a space and is read back
+// trimmed of Unicode whitespace.
+enum class WordEnd { ascii_space, word2vec };
+
+// Refuses, before anything is written, a word the format's reader would not
+// give back (finalfusion vocabularies hold any string: phrases, "").
+void check_words(const Embeddings& e, WordEnd end) {
+  const auto words = e.vocab().words();
+  const bool escaped = words_escaped(e);
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    const std::string word = escaped ? original_word(e, words[i]) : words[i];
+    const bool text = end == WordEnd::ascii_space;
+    const bool lost = text ? word.empty() || std::any_of(word.begin(), word.end(), is_ascii_space)
+                           : word.find(' ') != std::string::npos || trim_unicode(word) != word;
+    if (lost)
+      throw Error(ErrorCode::invalid_argument,
+                  "word " + std::to_string(i) + " '" + modelzip::detail::utf8_escape(words[i]) +
+                      "' cannot be written to " + (text ? "a text" : "a word2vec binary") +
+                      " file: " +
+                      (word.empty() ? "an empty word"
+                                    : text ? "whitespace separates the fields there"
+                                           : "a space ends a word and whitespace around it is "
+                                             "trimmed there") +
+                      " (a .fifu file holds any word)");
+  }
+}
+
 // Calls fn(word, row pointer) for every word, unnormalised on request.
 template <class F>
 void for_each_word_row(const Embeddings& e, bool unnormalize, F&& fn) {
@@ -100,7 +128,10 @@ void write_stream(std::ostream& out, const std::string& text) {
   if (!out) throw Error(ErrorCode::io, "cannot write embeddings to the output stream");
 }
 
-void write_rows_text(const Embeddings& e, std::ostream& out, bool unnormalize) {
+void write_rows_text(const Embeddings& e, std::ostream& out, bool unnormalize,
+                     std::string_view header) {
+  check_words(e, WordEnd::ascii_space);
+  write_stream(out, std::string(header));
   std::string line;
   const std::size_t d = e.dims();
   for_each_word_row(e, unnormalize, [&](const std::string& word, const float* row) {
@@ -119,6 +150,7 @@ void write_rows_text(const Embeddings& e, std::ostream& out, bool unnormalize) {
 
 void write_word2vec_binary(std::ostream& out, const Embeddings& embeddings, bool unnormalize) {
   const std::size_t d = embeddings.dims();
+  detail::check_words(embeddings, detail::WordEnd::word2vec);
   detail::write_stream(
       out, std::to_string(embeddings.vocab().words_len()) + " " + std::to_string(d) + "\n");
   std::string buffer;
