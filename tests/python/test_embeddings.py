@@ -221,3 +221,14 @@ def test_a_model_of_another_format_raises_error_with_escaped_bytes(finalfusion_d
         modelzip.Embeddings.load(finalfusion_dir / "fasttext.bin", "word2vec")
     assert e.value.code == "corrupt" and e.value.offset == 0
     assert "word2vec header: rows: '\\xba\x16O/\x0c' is not a number" in str(e.value)
+
+
+def test_save_refuses_words_word2vec_and_text_cannot_hold(tmp_path):
+    emb = modelzip.Embeddings.from_matrix(["Berlin", "New York"], np.ones((2, 3), np.float32))
+    for name, fmt in (("a.txt", "text"), ("a.vec", "textdims"), ("a.bin", "word2vec")):
+        with pytest.raises(modelzip.InvalidArgumentError) as e:
+            emb.save(tmp_path / name, fmt)
+        assert str(e.value).startswith(f"{tmp_path / name}: word 1 'New York' cannot be written")
+        assert not (tmp_path / name).exists()
+    emb.save(tmp_path / "a.fifu")
+    assert modelzip.Embeddings.open(tmp_path / "a.fifu").words == ["Berlin", "New York"]

@@ -165,7 +165,9 @@ lossy: the same as utf8="lossy".)")
           py::arg("unnormalize") = false,
           R"(Writes the embeddings to `path` (through a temporary file renamed over it)
 in `format` (any of load()'s but "fasttext"). Text formats hold the word
-rows only; unnormalize=True multiplies them by their norms first.)")
+rows only; unnormalize=True multiplies them by their norms first. word2vec
+and text files end a word at whitespace: a word they cannot hold (a phrase,
+"") raises InvalidArgumentError naming it, and nothing is written.)")
       .def(
           "to_bytes",
           [](const Embeddings& e) {

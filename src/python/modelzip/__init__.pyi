@@ -500,7 +500,9 @@ class Embeddings:
         """Writes the embeddings in ``format`` (any of load()'s but "fasttext") via a temp file.
 
         Text formats hold the word rows only; unnormalize=True multiplies them
-        by their norms first.
+        by their norms first. word2vec and text files end a word at whitespace:
+        a word they cannot hold (a phrase, "") raises InvalidArgumentError
+        naming it, and nothing is written.
         """
     def to_bytes(self) -> bytes:
         """The embeddings as a finalfusion file."""
