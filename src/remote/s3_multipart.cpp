@@ -141,7 +141,7 @@ bool transient_s3(std::string_view code) {
 }  // namespace
 
 S3Multipart::S3Multipart(const std::string& url, const RemoteOptions& options)
-    : endpoint_(resolve(url)), settings_(settings_from(options)) {
+    : endpoint_(resolve(url)), settings_(settings_from(options, url)) {
   if (!endpoint_.s3())
     fail(ErrorCode::invalid_argument, url, "uploads need an s3://BUCKET/KEY URL");
   global_init();

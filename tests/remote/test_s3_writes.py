@@ -256,6 +256,9 @@ def test_parts_in_flight_and_part_size_are_configurable(s3, tensors):
     p = run("import", url, "--tag", "u", tensors / "small.npy",
             env=env_for(proxy, MODELZIP_S3_PARTS_IN_FLIGHT="0"), check=False)
     assert p.returncode != 0 and b"parts in flight 1 to 64" in p.stderr, p.stderr
+    p = run("import", url, "--tag", "u", tensors / "small.npy",
+            env=env_for(proxy, MODELZIP_S3_PART_SIZE="8X"), check=False)
+    assert p.returncode != 0 and b"MODELZIP_S3_PART_SIZE='8X' is not a size" in p.stderr, p.stderr
 
 
 def test_python_save_to_s3(s3, tensors, monkeypatch):
