@@ -152,11 +152,10 @@ std::uint64_t S3Multipart::requests() const noexcept { return requests_.load(); 
 S3Multipart::Response S3Multipart::perform(const Request& r) const {
   const std::string where = std::string(" (") + r.method + " " + r.http + ")";
   bool answer_lost = false;  // an attempt reached the server and got no answer
-  auto lost_note = [&] {
-    return r.once && answer_lost ? std::string("; an attempt's answer was lost, so it may have "
-                                               "taken effect: check the object before writing "
-                                               "again")
-                                 : std::string();
+  auto lost_note = [&]() -> std::string {
+    if (!r.once || !answer_lost) return {};
+    return "; an attempt's answer was lost, so it may have taken effect: check the object "
+           "before writing again";
   };
   for (int attempt = 1;; ++attempt) {
     const bool retry_left = attempt < kS3Attempts;
@@ -218,9 +217,9 @@ S3Multipart::Response S3Multipart::perform(const Request& r) const {
         detail = "timed out (no connection within " + std::to_string(settings_.connect_timeout_ms) +
                  " ms, or under 1 KiB/s for " + std::to_string(settings_.low_speed_time_s) +
                  " s): " + detail;
-      fail(ErrorCode::io, endpoint_.url,
-           std::string("S3 ") + r.operation + " failed: " + detail + attempts + where +
-               lost_note());
+      fail(
+          ErrorCode::io, endpoint_.url,
+          std::string("S3 ") + r.operation + " failed: " + detail + attempts + where + lost_note());
     }
     // S3 may answer 200 and report an error in the body (CompleteMultipartUpload,
     // UploadPartCopy).
@@ -235,11 +234,10 @@ S3Multipart::Response S3Multipart::perform(const Request& r) const {
       pause();
       continue;
     }
-    std::string message = std::string("S3 ") + r.operation + " failed: HTTP " +
-                          std::to_string(a.status) +
-                          (s3_code.empty() ? status_text(a.status) : " " + s3_code) +
-                          (s3_message.empty() ? "" : ": " + s3_message) + attempts + where +
-                          lost_note();
+    std::string message =
+        std::string("S3 ") + r.operation + " failed: HTTP " + std::to_string(a.status) +
+        (s3_code.empty() ? status_text(a.status) : " " + s3_code) +
+        (s3_message.empty() ? "" : ": " + s3_message) + attempts + where + lost_note();
     if (a.status == 412 || (a.status == 409 && s3_code == "ConditionalRequestConflict"))
       fail(ErrorCode::io, endpoint_.url, std::string(kChangedByAnotherWriter) + ": " + message);
     ErrorCode ec = ErrorCode::io;

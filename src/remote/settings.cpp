@@ -73,9 +73,9 @@ Settings settings_from(const RemoteOptions& o, const std::string& url) {
   else if (auto v = env_size("MODELZIP_CACHE_LIMIT", url))
     s.cache_limit = *v;
   s.ca_file = o.ca_file ? *o.ca_file : env("MODELZIP_CA_FILE");
-  s.connect_timeout_ms =
-      static_cast<long>(1000 * (o.connect_timeout ? *o.connect_timeout
-                                                  : env_seconds("MODELZIP_CONNECT_TIMEOUT", 10, url)));
+  s.connect_timeout_ms = static_cast<long>(
+      1000 *
+      (o.connect_timeout ? *o.connect_timeout : env_seconds("MODELZIP_CONNECT_TIMEOUT", 10, url)));
   s.low_speed_time_s = std::max(
       1L, static_cast<long>(o.low_speed_time ? *o.low_speed_time
                                              : env_seconds("MODELZIP_LOW_SPEED_TIME", 30, url)));
