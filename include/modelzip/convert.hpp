@@ -94,7 +94,9 @@
 //
 // Writing to a path is crash-safe: the file is written beside the target,
 // fsynced and renamed over it, so the target is either the old file or the
-// complete new one. A tensor a format cannot hold (strings in safetensors
+// complete new one. A symbolic link stays a link (the file it leads to is
+// replaced); a folder, pipe or device is refused (Error(io)), never renamed
+// over. A tensor a format cannot hold (strings in safetensors
 // or BTF, complex128 in safetensors, float16/bfloat16/float8/complex/bool in
 // BTF, sparse COO in npy/npz/safetensors,
 // quantized tensors anywhere but through write_tensor_file to npz/safetensors)

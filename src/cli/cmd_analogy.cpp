@@ -19,9 +19,7 @@ int run(const std::vector<std::string>& argv) {
                     b = query_word(emb, args.at(used + 1, "B")),
                     c = query_word(emb, args.at(used + 2, "C"));
   auto results = emb.analogy(a, b, c, k);
-  if (!results)
-    throw Error(ErrorCode::not_found,
-                "no embedding for one of '" + a + "', '" + b + "', '" + c + "'");
+  if (!results) throw no_embedding(args, used, emb, {a, b, c});
   print_similarities(*results, args.flag("--json"));
   return 0;
 }

@@ -79,6 +79,14 @@ int run(const std::vector<std::string>& argv) {
   // without --dequantize the stored integers as they are (raw only).
   if (dequantize) t = t.dequantize();
   refuse_terminal(t.dtype());
+  const ErrorContext context{.archive = archive.name(),
+                             .tag = tag.empty() ? archive.tags().back() : tag};
+  if (args.flag("--npy") && t.layout() == Layout::quantized)
+    throw Error(ErrorCode::unsupported,
+                what +
+                    " is quantized: .npy cannot hold its integers and scales (add --dequantize "
+                    "for its values, or export it to .npz or .safetensors)",
+                context);
   if (args.flag("--npy")) {
     convert::write_npy(std::cout, t);
     std::cout.flush();
@@ -87,7 +95,8 @@ int run(const std::vector<std::string>& argv) {
   std::cout.flush();
   if (t.layout() == Layout::sparse_coo)
     throw Error(ErrorCode::unsupported,
-                what + " is sparse; raw output is for dense tensors (use modelzip export)");
+                what + " is sparse; raw output is for dense tensors (use modelzip export)",
+                context);
   if (t.dtype() == DType::utf8) {
     for (std::uint64_t i = 0; i < t.numel(); ++i) {
       std::string_view s = t.string_at(i);

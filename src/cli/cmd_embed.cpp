@@ -35,7 +35,8 @@ int run(const std::vector<std::string>& argv) {
       continue;
     }
     if (!v) {
-      std::cerr << "modelzip: no embedding for '" << printable(words[i]) << "'\n";
+      std::cerr << "modelzip: " << printable(no_embedding(args, used, emb, {words[i]}).what())
+                << "\n";
       ++missing;
       continue;
     }

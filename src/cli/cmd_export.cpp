@@ -36,6 +36,8 @@ int run(const std::vector<std::string>& argv) {
   const auto updater = args.pairs("--updater");
   args.expect_positionals(2, SIZE_MAX);
   const auto& pos = args.positional();
+  if (pos.back() == "-")
+    throw UsageError("OUT '-': export writes a file (cat --npy writes one tensor to standard output)");
   Archive archive = open_archive(pos.front());
   const fs::path out = pos.back();
   std::vector<std::string> names(pos.begin() + 1, pos.end() - 1);
@@ -76,12 +78,30 @@ int run(const std::vector<std::string>& argv) {
     return 0;
   }
   if (format != "safetensors" && format != "npz" && format != "npy" && format != "btf")
-    throw UsageError("unknown format '" + format +
-                     "' (safetensors, npz, npy, btf; embeddings: fifu, bin, txt, vec, or --format "
+    throw UsageError((format.empty() ? "OUT '" + out.string() + "' has no extension: give --format"
+                                     : "unknown format '" + format + "'") +
+                     " (safetensors, npz, npy, btf; embeddings: fifu, bin, txt, vec, or --format "
                      "finalfusion, word2vec, text, textdims, floret)");
-  if (names.empty() && updater.empty())
+  if (args.flag("--normalized"))
+    throw UsageError("--normalized applies to embedding exports to word2vec or text (." + format +
+                     " holds tensors as stored)");
+  if (names.empty() && updater.empty()) {
+    std::vector<std::string> embeddings;  // written one at a time, by name
     for (const auto& p : archive.params(tag))
-      if (p.kind == BlobKind::tensor) names.push_back(p.name);
+      (p.kind == BlobKind::tensor ? names : embeddings).push_back(p.name);
+    if (!embeddings.empty()) {
+      const std::string how = "export each by name (modelzip export ARCHIVE " + embeddings[0] +
+                              " OUT.fifu, or .vec, .txt, .bin)";
+      if (names.empty())
+        throw Error(ErrorCode::invalid_argument,
+                    "has " + std::to_string(embeddings.size()) +
+                        " embedding(s) and no tensors to write to " + out.string() + ": " + how,
+                    ErrorContext{.archive = archive.name(),
+                                 .tag = tag.empty() ? archive.tags().back() : tag});
+      std::cerr << "modelzip: " << embeddings.size() << " embedding(s) not written to "
+                << printable(out.string()) << ": " << printable(how) << "\n";
+    }
+  }
   for (const auto& n : names) require_tensor(archive, n, tag);
   // Streaming exports: a bar over the tensor bytes read (from a cold
   // archive, reading is the long part) and written.
@@ -121,7 +141,7 @@ int run(const std::vector<std::string>& argv) {
           },
           true);
       copying.show(to_copy, to_copy);
-      std::cerr << "wrote 1 tensor(s) to " << out.string() << " (npy)\n";
+      std::cerr << "wrote 1 tensor(s) to " << printable(out.string()) << " (npy)\n";
       return 0;
     }
   }
@@ -145,7 +165,8 @@ int run(const std::vector<std::string>& argv) {
       else
         convert::detail::write_btf_streamed(out, streamed);
       copying.show(to_copy, to_copy);
-      std::cerr << "wrote " << count << " tensor(s) to " << out.string() << " (" << format << ")\n";
+      std::cerr << "wrote " << count << " tensor(s) to " << printable(out.string()) << " ("
+                << format << ")\n";
       return 0;
     }
   }
@@ -210,7 +231,8 @@ extern const Command kExportCommand{
     "export", "Write parameters of a tag to safetensors, npz, npy, BTF or an embedding file",
     "modelzip export ARCHIVE [PARAM...] [--updater VAR STATE]... [--tag T] [--format F]"
     " [--dequantize] OUT",
-    "Without PARAM or --updater, every tensor parameter of the tag; updater state\n"
+    "Without PARAM or --updater, every tensor parameter of the tag (embeddings are\n"
+    "exported one at a time, by name; a tag of only embeddings is an error); updater state\n"
     "arrays are named VAR/STATE in OUT. The format defaults to OUT's extension: .safetensors "
     "(sorted, no gaps, header padded to 8; the __metadata__ of the safetensors files\n"
     "the tag was imported from), .npz, .npy (one\n"
@@ -241,7 +263,9 @@ extern const Command kExportCommand{
     "(NAME - zero_points) * scales in float64 (per axis: scales broadcast along\n"
     "axis; block-wise: each row of K elements times its scales repeated\n"
     "block_size times, cut to K), rounded to dtype. import joins them back.\n"
-    "Data is CRC-checked on the way out; files are replaced atomically.\n"
+    "Data is CRC-checked on the way out; files are replaced atomically (a symbolic\n"
+    "link stays a link; OUT may not be a pipe or device: cat --npy writes one tensor\n"
+    "to standard output).\n"
     "\nExamples:\n  modelzip export model.zip --tag step-100 weights.safetensors\n"
     "  modelzip export model.zip fc.weight fc.bias small.npz\n"
     "  modelzip export model.zip words vectors.fifu\n"

@@ -78,7 +78,8 @@ int run(const std::vector<std::string>& argv) {
   args.expect_positionals(2, 2);
   Archive archive = open_archive(args.at(0, "ARCHIVE"));
   const std::string& target = args.at(1, "DIR");
-  ::mkdir(target.c_str(), 0755);
+  if (::mkdir(target.c_str(), 0755) != 0 && errno != EEXIST)
+    fail("", "cannot create folder '" + target + "'");
   Dir root(::open(target.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (root.fd() < 0) fail("", "cannot open folder '" + target + "'");
   std::uint64_t files = 0, bytes = 0;

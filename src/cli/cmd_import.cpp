@@ -1,5 +1,6 @@
 #include <filesystem>
 #include <iostream>
+#include <map>
 
 #include "cli/args.hpp"
 #include "cli/command.hpp"
@@ -69,6 +70,19 @@ int run(const std::vector<std::string>& argv) {
   NewTag contents;
   std::size_t tensors = 0, embeddings = 0;
   convert::StringMap safetensors_metadata;  // kept in <tag>/metadata.toml
+  // Adds parameter `name` from `file` through `add`: errors name the file,
+  // a name two files hold names both.
+  std::map<std::string, fs::path> source_of;
+  const auto add_from = [&](const std::string& name, const fs::path& file, const auto& add) {
+    if (auto [it, fresh] = source_of.emplace(name, file); !fresh)
+      throw Error(ErrorCode::invalid_argument, "parameter '" + name + "' is in both " +
+                                                   it->second.string() + " and " + file.string());
+    try {
+      add();
+    } catch (const Error& e) {
+      throw e.with_context({.archive = file.string()});
+    }
+  };
   for (std::size_t i = 1; i < args.positional().size(); ++i) {
     const fs::path file = args.positional()[i];
     const std::string ext = lower_extension(file);
@@ -76,7 +90,7 @@ int run(const std::vector<std::string>& argv) {
       convert::TensorFile tf = convert::read_tensor_file(file);
       convert::detail::merge_file_metadata(safetensors_metadata, tf, file);
       for (auto& nt : tf.tensors) {
-        contents.add(nt.name, nt.tensor, options);
+        add_from(nt.name, file, [&] { contents.add(nt.name, nt.tensor, options); });
         ++tensors;
       }
       continue;
@@ -97,7 +111,8 @@ int run(const std::vector<std::string>& argv) {
       report_conversion(file.string(), report);
     }
     keep_alive.push_back(fifu);
-    contents.add_embedding(args.value_or("--name", file.stem().string()), fifu);
+    const std::string name = args.value_or("--name", file.stem().string());
+    add_from(name, file, [&] { contents.add_embedding(name, fifu); });
     ++embeddings;
   }
   convert::detail::keep_metadata(contents, safetensors_metadata);

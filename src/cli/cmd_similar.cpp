@@ -33,7 +33,7 @@ int run(const std::vector<std::string>& argv) {
   const std::string word = query_word(emb, args.at(used, "WORD"));
   auto k = static_cast<std::size_t>(args.number_or("-k", 10, 1, 1000000));
   auto results = emb.similar(word, k);
-  if (!results) throw Error(ErrorCode::not_found, "no embedding for '" + word + "'");
+  if (!results) throw no_embedding(args, used, emb, {word});
   print_similarities(*results, args.flag("--json"));
   return 0;
 }

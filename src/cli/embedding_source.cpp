@@ -61,10 +61,14 @@ void report_conversion(const std::string& path, const finalfusion::ConvertReport
 
 finalfusion::Embeddings open_embeddings(const Args& args, std::size_t& used) {
   const std::string& first = args.at(0, "ARCHIVE or FILE");
+  utf8_policy(args);  // an unknown --utf8 is a usage error whatever the source
   const auto head = file_head(first);
   const bool zip = head && (head->starts_with("PK\x03\x04") || head->starts_with("PK\x05\x06"));
   if (head && !zip) {
     used = 1;
+    if (args.value("--tag"))
+      throw UsageError("--tag selects a tag of an ARCHIVE; '" + first +
+                       "' is a standalone embedding file");
     std::optional<finalfusion::Format> format;
     if (auto forced = args.value("--format")) {
       format = finalfusion::format_from_name(*forced);
@@ -83,6 +87,9 @@ finalfusion::Embeddings open_embeddings(const Args& args, std::size_t& used) {
   }
   used = 2;
   Archive archive = open_archive(first);
+  if (args.value("--format") || args.value("--utf8"))
+    throw UsageError("--format and --utf8 apply to a standalone FILE that is converted; '" + first +
+                     "' is an archive (import converted the embeddings)");
   const std::string& param = args.at(1, "PARAM");
   std::string tag = args.value_or("--tag", "");
   try {
@@ -90,6 +97,17 @@ finalfusion::Embeddings open_embeddings(const Args& args, std::size_t& used) {
   } catch (const Error& e) {
     throw e.with_context({.archive = archive.name(), .tag = tag});
   }
+}
+
+Error no_embedding(const Args& args, std::size_t used, const finalfusion::Embeddings& embeddings,
+                   const std::vector<std::string>& words) {
+  std::string missing;
+  for (const auto& w : words)
+    if (!embeddings.embedding(w)) missing += (missing.empty() ? "'" : ", '") + w + "'";
+  if (used == 2) missing += " in parameter '" + args.at(1, "PARAM") + "'";
+  return Error(ErrorCode::not_found, "no embedding for " + missing,
+               ErrorContext{.archive = args.at(0, "ARCHIVE or FILE"),
+                            .tag = used == 2 ? args.value_or("--tag", "") : ""});
 }
 
 }  // namespace modelzip::cli

@@ -9,6 +9,7 @@
 
 #include "cli/args.hpp"
 #include "modelzip/archive.hpp"
+#include "modelzip/error.hpp"
 #include "modelzip/finalfusion/embeddings.hpp"
 #include "modelzip/finalfusion/convert.hpp"
 
@@ -20,13 +21,21 @@ namespace modelzip::cli {
 // regular file) is taken as an archive; a .fifu file or archive entry is
 // memory-mapped (zero-copy); other embedding files are converted in memory
 // (a note on stderr counts words changed by --utf8 lossy/escape). Anything
-// else: Error(unsupported, "unknown format ...").
+// else: Error(unsupported, "unknown format ..."). An option that does not
+// apply to the source (--tag to a FILE, --format or --utf8 to an ARCHIVE)
+// is a UsageError rather than ignored.
 finalfusion::Embeddings open_embeddings(const Args& args, std::size_t& used);
 
 // A query word as the vocabulary spells it: for embeddings whose words are
 // in the --utf8 escape form, a word that is not valid UTF-8 (raw bytes typed
 // in, e.g., a Latin-1 terminal) is escaped the same way; otherwise unchanged.
 std::string query_word(const finalfusion::Embeddings& embeddings, const std::string& word);
+
+// Error(not_found, "no embedding for 'W1', 'W2' in parameter 'P'") naming
+// the `words` that `embeddings` has none for and the source (ARCHIVE and
+// --tag, or FILE): the first `used` positionals (open_embeddings).
+Error no_embedding(const Args& args, std::size_t used, const finalfusion::Embeddings& embeddings,
+                   const std::vector<std::string>& words);
 
 // The --utf8 policy (strict by default); UsageError for an unknown name.
 finalfusion::Utf8Policy utf8_policy(const Args& args);

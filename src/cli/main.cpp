@@ -46,18 +46,30 @@ void print_help(const Command& c) {
   std::cout << "\n" << kDoubleDash;
 }
 
+// "unknown command" on stderr, with a suggestion; the exit status (2).
+int unknown_command(const std::string& name) {
+  std::vector<std::string_view> names;
+  for (const Command* c : all_commands()) names.push_back(c->name);
+  const std::string suggestion = detail::did_you_mean(name, names);
+  std::cerr << error_prefix() << " unknown command '" << printable(name) << "'"
+            << (suggestion.empty() ? " (see modelzip --help)" : printable(suggestion)) << "\n";
+  return 2;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::ios::sync_with_stdio(false);
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
-    if (args.size() >= 2)
+    if (args.size() >= 2 && args[1] != "help" && args[1] != "--help" && args[1] != "-h") {
       for (const Command* c : all_commands())
         if (c->name == args[1]) {
           print_help(*c);
           return 0;
         }
+      return unknown_command(args[1]);
+    }
     print_overview();
     return args.empty() ? 2 : 0;
   }
@@ -103,10 +115,5 @@ int main(int argc, char** argv) {
       return c->error_status;
     }
   }
-  std::vector<std::string_view> names;
-  for (const Command* c : all_commands()) names.push_back(c->name);
-  const std::string suggestion = detail::did_you_mean(args[0], names);
-  std::cerr << error_prefix() << " unknown command '" << printable(args[0]) << "'"
-            << (suggestion.empty() ? " (see modelzip --help)" : printable(suggestion)) << "\n";
-  return 2;
+  return unknown_command(args[0]);
 }

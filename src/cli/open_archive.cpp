@@ -32,6 +32,8 @@ void require_existing_archive(const std::string& path) {
   if (!std::filesystem::exists(path, ec))
     throw Error(ErrorCode::not_found, "no such archive (create it with modelzip import)",
                 ErrorContext{.archive = path});
+  if (std::filesystem::is_directory(path, ec))
+    throw Error(ErrorCode::io, "is a folder, not a file", ErrorContext{.archive = path});
 }
 
 std::uint64_t archive_size(const std::string& path) {

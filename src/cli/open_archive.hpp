@@ -19,7 +19,8 @@ Archive open_archive(const std::string& path_or_url);
 void require_writable(const std::string& path);
 
 // require_writable, then Error(not_found, "no such archive ...") naming
-// `path` unless it exists: for the commands that modify an archive but
+// `path` unless it exists (Error(io, "is a folder, not a file") for a
+// folder): for the commands that modify an archive but
 // never create one (rm-tag, gc, meta), where the Writer would start an
 // empty archive. An s3:// archive is looked up on the server.
 void require_existing_archive(const std::string& path);

@@ -70,6 +70,7 @@ std::string member_name(const std::string& tensor_name) {
 // file renamed over `path`: memory stays bounded for streamed members.
 void write_members(const std::filesystem::path& path, const std::vector<Member>& members) {
   io::TempFile temp = io::TempFile::beside(path);
+  io::remove_stale_temp_files(temp.target());  // of writers killed before their rename
   io::OutputFile out(temp);
   zip::StreamZipWriter writer(out.fd(), path.string(), 0);
   for (const auto& m : members) {

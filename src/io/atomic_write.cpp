@@ -12,6 +12,7 @@ namespace modelzip::io {
 void write_file_atomically(const std::filesystem::path& path,
                            const std::function<void(std::ostream&)>& write, bool durable) {
   TempFile temp = TempFile::beside(path);
+  remove_stale_temp_files(temp.target());  // of writers killed before their rename
   const ErrorContext context{.archive = path.string()};
   {
     OutputFile file(temp);  // errors name `path` (fail_to_create)

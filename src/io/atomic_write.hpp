@@ -21,6 +21,8 @@ namespace modelzip::io {
 // Writes a new version of `path` through `write` (given a binary stream on a
 // temporary file beside `path`), flushes and closes it, then renames it over
 // `path`, fsyncing the file and its folder when `durable` (TempFile::commit).
+// Temporary files of `path` that writers which no longer run left behind
+// are deleted first (remove_stale_temp_files).
 // Every write, the close and the commit go through io::sys (fault
 // injection sees them). Creation failures read like io::fail_to_create
 // ("cannot create <name> in <folder>/: ..."); a failed write is "cannot

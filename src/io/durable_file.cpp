@@ -41,7 +41,10 @@ TempFile::TempFile(TempFile&& other) noexcept
   other.committed_ = true;
 }
 
-TempFile TempFile::beside(const fs::path& target) {
+TempFile TempFile::beside(const fs::path& given) {
+  struct stat st;  // follows every link (also /dev/stdout's to a pipe)
+  if (::stat(given.c_str(), &st) == 0) require_regular_file(st, given);
+  const fs::path target = resolve_archive_path(given);
   std::random_device rd;
   std::uint64_t r = (static_cast<std::uint64_t>(rd()) << 32) | rd();
   char hex[17];

@@ -24,7 +24,10 @@ namespace modelzip::io {
 class TempFile {
  public:
   // Reserves a new, unique temporary path beside `target`. The file itself
-  // is not created (the writer creates it).
+  // is not created (the writer creates it). A symbolic link stays a link:
+  // the file it leads to (resolve_archive_path) is the one replaced. An
+  // existing folder, device, pipe or socket is never replaced: Error(io,
+  // "is a folder, not a file" / "is not a regular file ...") naming `target`.
   static TempFile beside(const std::filesystem::path& target);
   TempFile(TempFile&&) noexcept;
   TempFile& operator=(TempFile&&) = delete;

@@ -300,6 +300,43 @@ def test_unknown_query_words_fail(archive):
     p = run("analogy", data("similarity.fifu"), "Berlin", "no-such-word-xyz", "Paris",
             check=False)
     assert p.returncode != 0
+    # The message names the source and, of three words, the missing ones
+    # (this vocabulary has no Paris).
+    assert p.stderr.decode() == (f"modelzip: {data('similarity.fifu')}: no embedding for "
+                                 "'no-such-word-xyz', 'Paris'\n")
+    p = run("similar", archive, "words", "zzz", "--tag", "v1", check=False)
+    assert p.returncode == 1 and p.stderr.decode() == (
+        f"modelzip: {archive}: tag 'v1': no embedding for 'zzz' in parameter 'words'\n")
+    p = run("embed", archive, "words", "Berlin", "qqq", check=False)
+    assert p.returncode == 1 and p.stdout.startswith(b"Berlin ") and p.stderr.decode() == (
+        f"modelzip: {archive}: no embedding for 'qqq' in parameter 'words'\n")
+
+
+def test_export_of_a_whole_tag_says_which_embeddings_it_leaves_out(archive, tmp_path):
+    out = tmp_path / "all.npz"
+    p = run("export", archive, out, check=False)  # the tag holds only an embedding
+    assert p.returncode == 1 and p.stderr.decode() == (
+        f"modelzip: {archive}: tag 'v1': has 1 embedding(s) and no tensors to write to {out}: "
+        f"export each by name (modelzip export ARCHIVE words OUT.fifu, or .vec, .txt, .bin)\n")
+    assert not out.exists()
+    np.save(tmp_path / "bias.npy", np.ones(3, np.float32))
+    run("import", archive, "--tag", "v2", tmp_path / "bias.npy", data("similarity.fifu"),
+        "--name", "words")
+    p = run("export", archive, out)
+    assert p.stderr.decode().startswith(f"modelzip: 1 embedding(s) not written to {out}: ")
+    assert list(np.load(out).keys()) == ["bias"]
+
+
+@pytest.mark.parametrize("command", [["similar"], ["embed"], ["analogy", "Berlin", "Potsdam"]])
+def test_options_that_do_not_apply_to_the_source_are_usage_errors(archive, command):
+    name, *words = command
+    for source, option, message in [
+            ([data("similarity.fifu")], ["--tag", "v1"], "--tag selects a tag of an ARCHIVE"),
+            ([archive, "words"], ["--format", "text"], "--format and --utf8 apply to a"),
+            ([archive, "words"], ["--utf8", "lossy"], "--format and --utf8 apply to a"),
+            ([data("similarity.fifu")], ["--utf8", "bogus"], "unknown --utf8 policy 'bogus'")]:
+        p = run(name, *source, *words, "Hamburg", *option, check=False)
+        assert p.returncode == 2 and message in p.stderr.decode() and p.stdout == b"", option
 
 
 def test_vec_extension_imports_as_text(tmp_path):

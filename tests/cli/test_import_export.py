@@ -5,7 +5,7 @@ import struct
 import numpy as np
 import pytest
 
-from conftest import run
+from conftest import run, safetensors_file
 
 
 @pytest.fixture
@@ -25,6 +25,22 @@ def test_import_names_tensors_by_stem_and_key(tensor_files):
     assert rows["w2"]["dtype"] == "int16" and rows["bias"]["dtype"] == "float64"
     raw = run("cat", archive, "w1").stdout
     assert np.array_equal(np.frombuffer(raw, "<f4").reshape(3, 4), np.arange(12).reshape(3, 4))
+
+
+def test_import_names_the_files_of_a_clash_or_a_bad_name(tensor_files):
+    archive = tensor_files / "m.zip"
+    np.savez(tensor_files / "more.npz", w2=np.zeros(2), bias=np.ones(2))
+    p = run("import", archive, "--tag", "v1", tensor_files / "layers.npz",
+            tensor_files / "more.npz", check=False)
+    assert p.returncode == 1 and p.stderr.decode() == (
+        f"modelzip: parameter 'w2' is in both {tensor_files / 'layers.npz'} and "
+        f"{tensor_files / 'more.npz'}\n")
+    unnamed = tensor_files / "unnamed.safetensors"
+    unnamed.write_bytes(safetensors_file({"": ("F32", [1], b"\0" * 4)}))
+    p = run("import", archive, "--tag", "v1", unnamed, check=False)
+    assert p.returncode == 1 and p.stderr.decode() == (
+        f"modelzip: {unnamed}: a parameter name must not be empty\n")
+    assert not archive.exists()
 
 
 def test_import_dedups_and_refuses_existing_tags(tensor_files):

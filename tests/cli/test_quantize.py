@@ -126,6 +126,17 @@ def test_quantize_globs_and_errors(tmp_path):
     assert path.stat().st_size == size
 
 
+def test_cat_npy_of_a_quantized_tensor_names_it_and_the_way_out(tmp_path):
+    path, arrays = make_archive(tmp_path)
+    run("quantize", path, "--from", "float", "--tag", "q", "--scheme", "int8-per-tensor")
+    p = run("cat", path, "fc.weight", "--npy", check=False)
+    assert p.returncode == 1 and p.stdout == b"" and p.stderr.decode() == (
+        f"modelzip: {path}: tag 'q': 'fc.weight' is quantized: .npy cannot hold its integers "
+        "and scales (add --dequantize for its values, or export it to .npz or .safetensors)\n")
+    raw = run("cat", path, "fc.weight", "--npy", "--dequantize").stdout
+    assert raw.startswith(b"\x93NUMPY") and len(raw) > arrays["fc.weight"].nbytes
+
+
 def test_quantize_refuses_urls_and_missing_archives_like_every_writer(tmp_path):
     """A URL is refused with the writers' sentence before anything is fetched (nothing listens
     on the port), a missing archive by name; neither is created."""

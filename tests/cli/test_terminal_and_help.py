@@ -137,6 +137,15 @@ def test_every_command_help_has_usage_and_runnable_looking_examples(command):
     assert run("help", command).stdout.decode() == out  # `modelzip help CMD` too
 
 
+def test_help_for_an_unknown_command_is_a_usage_error():
+    p = run("help", "lss", check=False)
+    assert p.returncode == 2 and p.stdout == b""
+    assert p.stderr.decode() == "modelzip: unknown command 'lss' (did you mean 'ls'?)\n"
+    p = run("--help", "frobnicate", check=False)
+    assert p.returncode == 2 and b"unknown command 'frobnicate'" in p.stderr
+    assert run("help", "help").stdout == run("--help").stdout  # the overview
+
+
 def test_man_page_from_the_build_tree_is_valid_roff():
     page = run("--man").stdout.decode()
     assert page.startswith(".TH MODELZIP 1 ")
@@ -226,6 +235,16 @@ def test_export_npy_defaults_to_the_newest_tag(tensors, tmp_path):
 def test_export_refuses_unknown_formats(tensors, tmp_path):
     p = run("export", tensors, tmp_path / "out.weird", check=False)
     assert p.returncode == 2 and b"unknown format 'weird'" in p.stderr
+    p = subprocess.run([CLI, "export", str(tensors), "a", "--format", "npy", "-"],
+                       capture_output=True, cwd=tmp_path)
+    assert p.returncode == 2 and b"OUT '-': export writes a file" in p.stderr
+    assert not (tmp_path / "-").exists()  # not a file named "-"
+    p = run("export", tensors, tmp_path / "n.npz", "--normalized", check=False)  # not ignored
+    assert p.returncode == 2 and b"--normalized applies to embedding exports" in p.stderr
+    assert not (tmp_path / "n.npz").exists()
+    p = run("export", tensors, tmp_path / "out", check=False)  # says what is missing
+    assert p.returncode == 2 and p.stderr.decode().startswith(
+        f"modelzip export: OUT '{tmp_path / 'out'}' has no extension: give --format (")
     assert not (tmp_path / "out.weird").exists()
     p = run("export", tensors, "--format", "pickle", tmp_path / "out.npz", check=False)
     assert p.returncode == 2 and not (tmp_path / "out.npz").exists()

@@ -104,6 +104,41 @@ def test_a_symbolic_link_stays_a_link_and_its_target_is_written(tmp_path, npy):
     assert p.returncode == 1 and str(link).encode() in p.stderr
 
 
+@pytest.mark.parametrize("out", ["w.npz", "w.npy", "w.safetensors", "w.btf"])
+def test_export_writes_through_a_link_and_never_replaces_a_pipe(tmp_path, npy, out):
+    archive = tmp_path / "m.zip"
+    run("import", archive, "--tag", "v1", npy)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / out).write_bytes(b"old")
+    link = tmp_path / ("latest" + os.path.splitext(out)[1])
+    os.symlink("data/" + out, link)
+    run("export", archive, "w", link)
+    assert os.readlink(link) == "data/" + out  # the link stays, its file is replaced
+    assert (tmp_path / "data" / out).read_bytes()[:3] != b"old"
+    assert listing(tmp_path / "data") == [out]
+    # A pipe (or a device: /dev/stdout, /dev/null) is refused, never renamed over.
+    fifo = tmp_path / ("fifo" + os.path.splitext(out)[1])
+    os.mkfifo(fifo)
+    p = run("export", archive, "w", fifo, check=False)
+    assert p.returncode == 1 and p.stderr.decode() == (
+        f"modelzip: {fifo}: is not a regular file (a device, pipe or socket)\n")
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert not [n for n in listing(tmp_path) if ".mztmp" in n]
+
+
+@pytest.mark.parametrize("command", [["rm-tag", "{a}", "v1"], ["gc", "{a}"],
+                                     ["meta", "{a}", "--name", "x"], ["import", "{a}", "--tag", "v2", "{npy}"],
+                                     ["quantize", "{a}", "--from", "v1", "--tag", "q",
+                                      "--scheme", "int8-per-tensor"]])
+def test_commands_that_change_an_archive_refuse_a_folder_with_a_sentence(tmp_path, npy, command):
+    folder = tmp_path / "folder.zip"
+    folder.mkdir()
+    p = run(*[c.format(a=folder, npy=npy) for c in command], check=False)
+    assert p.returncode == 1
+    assert p.stderr.decode() == f"modelzip: {folder}: is a folder, not a file\n"
+    assert listing(folder) == []
+
+
 def test_a_rewrite_keeps_mode_owner_and_group(tmp_path, npy):
     archive = tmp_path / "m.zip"
     run("import", archive, "--tag", "v1", npy)
@@ -145,6 +180,19 @@ def test_an_archive_the_user_may_not_write_is_refused_by_every_command(shared_di
     if os.geteuid() == 0:
         run("rm-tag", archive, "v1")
         assert stat.S_IMODE(os.stat(archive).st_mode) == 0o444
+
+
+def test_extract_into_a_folder_it_may_not_create_says_so(shared_dir, public_npy):
+    archive = os.path.join(shared_dir, "m.zip")
+    run("import", archive, "--tag", "v1", public_npy)
+    os.chmod(archive, 0o644)
+    locked = os.path.join(shared_dir, "locked")
+    os.mkdir(locked, 0o555)
+    out = os.path.join(locked, "out")
+    p = as_nobody("extract", archive, out)
+    assert p.returncode == 1 and p.stderr.decode() == (
+        f"modelzip: cannot create folder '{out}': Permission denied\n")  # not "No such file"
+    assert listing(locked) == []
 
 
 def test_a_rewrite_refuses_to_change_the_owner(shared_dir, public_npy):

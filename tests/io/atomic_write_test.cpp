@@ -4,6 +4,9 @@
 // user's path, never the temporary file.
 #include <doctest/doctest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <ostream>
 #include <set>
@@ -80,6 +83,20 @@ TEST_CASE("write_file_atomically: replaces the target with exactly what was writ
   io::write_file_atomically(
       dir / "new.bin", [](std::ostream&) {}, true);  // an empty new file
   CHECK(io_bytes(dir / "new.bin").empty());
+}
+
+TEST_CASE("write_file_atomically: deletes the temporary files a killed writer left") {
+  TempDir dir;
+  pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  int status = 0;
+  ::waitpid(dead, &status, 0);
+  const std::string stale = ".a.bin.mztmp-" + std::to_string(dead) + "-0123456789abcdef";
+  const std::string live = ".a.bin.mztmp-" + std::to_string(::getppid()) + "-0123456789abcdef";
+  write_file(dir / stale, "half");
+  write_file(dir / live, "in use");  // a running process's: kept
+  io::write_file_atomically(dir / "a.bin", write_pattern, false);
+  CHECK(files_in(dir.path()) == std::set<std::string>{"a.bin", live});
 }
 
 TEST_CASE("write_file_atomically: a failed write reports the system's reason and the offset") {

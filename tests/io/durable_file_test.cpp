@@ -119,18 +119,40 @@ TEST_CASE("TempFile: a failing commit throws Error(io) and leaves the target alo
     io::TempFile t = io::TempFile::beside(target);
     CHECK_ERROR(t.commit(true), ErrorCode::io, "cannot open for fsync");
   }
-  {
-    // The target is a non-empty folder: rename refuses.
-    auto folder_target = dir / "folder.zip";
-    fs::create_directory(folder_target);
-    write_file(folder_target / "inside", "x");
-    io::TempFile t = io::TempFile::beside(folder_target);
-    write_file(t.path(), "new");
-    CHECK_ERROR(t.commit(true), ErrorCode::io, "cannot replace the archive");
-    CHECK(io_bytes(folder_target / "inside") == "x");
-  }
   CHECK(io_bytes(target) == "old");
-  CHECK(files_in(dir.path()) == std::set<std::string>{"m.zip", "folder.zip"});
+  CHECK(files_in(dir.path()) == std::set<std::string>{"m.zip"});
+}
+
+TEST_CASE("TempFile: a folder, pipe or device is never replaced; a symbolic link stays a link") {
+  TempDir dir;
+  auto folder = dir / "folder.zip";
+  fs::create_directory(folder);
+  write_file(folder / "inside", "x");
+  REQUIRE_ERROR_AS(err, io::TempFile::beside(folder), ErrorCode::io, "is a folder, not a file");
+  CHECK(err.context().archive == folder.string());
+  auto fifo = dir / "fifo.npz";
+  REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
+  CHECK_ERROR(io::TempFile::beside(fifo), ErrorCode::io, "is not a regular file");
+  auto link = dir / "link.npz";  // leads to the pipe
+  fs::create_symlink("fifo.npz", link);
+  CHECK_ERROR(io::TempFile::beside(link), ErrorCode::io, "is not a regular file");
+  CHECK(fs::is_fifo(fifo));
+  CHECK(io_bytes(folder / "inside") == "x");
+
+  // A link to a file: the file is replaced, the link stays.
+  fs::create_directory(dir / "real");
+  write_file(dir / "real" / "w.npz", "old");
+  auto to_file = dir / "w.npz";
+  fs::create_symlink("real/w.npz", to_file);
+  {
+    io::TempFile t = io::TempFile::beside(to_file);
+    CHECK(t.path().parent_path() == dir / "real");
+    write_file(t.path(), "new");
+    t.commit(true);
+  }
+  CHECK(fs::is_symlink(to_file));
+  CHECK(io_bytes(dir / "real" / "w.npz") == "new");
+  CHECK(files_in(dir / "real") == std::set<std::string>{"w.npz"});
 }
 
 TEST_CASE("TempFile: a target without a folder part lives in the current folder") {

@@ -136,6 +136,29 @@ def test_invalid_arguments(archive_path):
     assert e.value.code == "invalid_argument"
 
 
+def test_saves_given_the_other_argument_order_say_so(archive_path):
+    """modelzip.save takes (path, tag, arrays), modelzip.torch.save (tensors, path, tag) as
+    safetensors' save_file: either mixed up is a TypeError naming the argument and the order."""
+    torch = pytest.importorskip("torch")
+    import modelzip.torch as mzt
+    tensors = {"w": np.zeros(1)}
+    for call, argument in [(lambda: modelzip.save(tensors, archive_path, "t"), "modelzip.save() "
+                            "argument 'path'"),
+                           (lambda: modelzip.save_async(tensors, archive_path, "t"),
+                            "modelzip.save_async() argument 'path'"),
+                           (lambda: mzt.save(archive_path, "t", tensors), "modelzip.torch.save() "
+                            "argument 'tensors'"),
+                           (lambda: mzt.save(str(archive_path), tensors, "t"),
+                            "modelzip.torch.save() argument 'tensors'")]:
+        with pytest.raises(TypeError) as e:
+            call()
+        assert str(e.value).startswith(argument), str(e.value)
+        assert "modelzip.torch.save takes the tensors first" in str(e.value)
+    with pytest.raises(TypeError, match=r"not Linear \(save module.state_dict\(\)\)"):
+        mzt.save(torch.nn.Linear(1, 1), archive_path, "t")
+    assert not archive_path.exists()
+
+
 def test_error_can_be_raised_and_pickled_like_any_exception():
     import pickle
     err = modelzip.Error("full", code="io", message="bare", archive="a.zip", line=3)

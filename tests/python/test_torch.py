@@ -89,6 +89,13 @@ def test_tensors_needing_care(archive_path):
     assert not state["requires_grad"].requires_grad
 
 
+def test_meta_tensors_are_refused_by_name(archive_path):
+    """A model built on the meta device has no data: the error names the parameter."""
+    with pytest.raises(TypeError, match="parameter 'fc.weight': .*meta device has no data"):
+        save(archive_path, "t", {"fc.weight": torch.empty(2, 3, device="meta")})
+    assert not archive_path.exists()
+
+
 def test_load_state_dict_of_numpy_arrays_names_the_torch_loader(archive_path):
     """model.load_state_dict(modelzip.load(p)): one TypeError that says what to call instead of
     one torch error per parameter; what load() returns is otherwise a plain dict."""

@@ -218,6 +218,9 @@ def test_load_checkpoint_takes_the_tag_second_and_the_old_order_with_a_warning(a
     with pytest.warns(DeprecationWarning):  # (path, None, optimizer): the old "no model"
         with pytest.raises(ValueError, match="needs the model"):
             mzt.load_checkpoint(archive_path, None, fresh()[1])
+    with pytest.raises(TypeError, match="^modelzip.torch.load_checkpoint.. argument 'tag' must "
+                                        "be str or None, not int$"):  # not taken for the old order
+        mzt.load_checkpoint(archive_path, 2, *fresh())
 
 
 def test_load_checkpoint_refuses_what_does_not_fit(archive_path):
@@ -225,13 +228,18 @@ def test_load_checkpoint_refuses_what_does_not_fit(archive_path):
     optimizer = torch.optim.Adam(model.parameters())
     train(model, optimizer, 1)
     mzt.save_checkpoint(archive_path, "t", model, optimizer, durable=False)
-    with pytest.raises(ValueError, match="torch.optim.adam.Adam, not of a torch.optim.sgd.SGD"):
+    where = f"^{archive_path}: tag 't'"  # every message names the archive and the tag
+    with pytest.raises(ValueError, match=where + " holds the state of a torch.optim.adam.Adam, "
+                                                 "not of a torch.optim.sgd.SGD"):
         mzt.load_checkpoint(archive_path, None, Small(),
                             torch.optim.SGD(Small().parameters(), lr=1))
     other = Small()
-    with pytest.raises(ValueError, match="param groups"):
+    with pytest.raises(ValueError, match=where + " holds 1 param groups"):
         mzt.load_checkpoint(archive_path, None, other, torch.optim.Adam(
             [{"params": other.fc1.parameters()}, {"params": other.fc2.parameters()}]))
+    with pytest.raises(ValueError, match=where + r", param group 0: .*only in the checkpoint: "
+                                                 r"\['fc2.bias', 'fc2.weight'\]"):
+        mzt.load_checkpoint(archive_path, None, other, torch.optim.Adam(other.fc1.parameters()))
     with pytest.raises(modelzip.NotFoundError) as e:
         mzt.load_checkpoint(archive_path, "nope", Small())
     assert e.value.tag == "nope"
@@ -249,6 +257,43 @@ def test_saving_an_optimizer_state_dict_points_at_the_helper(archive_path):
     with pytest.raises(TypeError, match=r"modelzip\.torch\.save_checkpoint"):
         modelzip.save(archive_path, "t", optimizer.state_dict())
     assert not archive_path.exists()
+
+
+@pytest.mark.parametrize("make_scheduler", [
+    lambda o: torch.optim.lr_scheduler.OneCycleLR(o, max_lr=0.1, total_steps=20),
+    lambda o: torch.optim.lr_scheduler.CyclicLR(o, 0.001, 0.1, step_size_up=3,
+                                                cycle_momentum=False, mode="triangular2"),
+    lambda o: torch.optim.lr_scheduler.SequentialLR(
+        o, [torch.optim.lr_scheduler.ConstantLR(o, total_iters=2),
+            torch.optim.lr_scheduler.OneCycleLR(o, max_lr=0.1, total_steps=20)], milestones=[2]),
+], ids=["OneCycleLR", "CyclicLR", "SequentialLR"])
+def test_schedulers_whose_state_holds_their_own_methods(archive_path, make_scheduler):
+    """torch 1.13's OneCycleLR and CyclicLR keep bound methods in state_dict() (the annealing
+    and scale functions their arguments chose): not stored, the loading scheduler keeps its own,
+    and the learning rates go on as they would have."""
+    def make():
+        torch.manual_seed(0)
+        model = Small()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        return model, optimizer, make_scheduler(optimizer)
+
+    def steps(model, optimizer, scheduler, n):
+        rates = []
+        for _ in range(n):
+            train(model, optimizer, 1)
+            scheduler.step()
+            rates.append(optimizer.param_groups[0]["lr"])
+        return rates
+
+    model, optimizer, scheduler = make()
+    steps(model, optimizer, scheduler, 4)
+    mzt.save_checkpoint(archive_path, "s4", model, optimizer, scheduler=scheduler, durable=False)
+    expected = steps(model, optimizer, scheduler, 5)
+    fresh_model, fresh, fresh_scheduler = make()
+    mzt.load_checkpoint(archive_path, "s4", fresh_model, fresh, scheduler=fresh_scheduler)
+    assert steps(fresh_model, fresh, fresh_scheduler, 5) == expected
+    for name, value in fresh_model.state_dict().items():
+        assert torch.equal(value, model.state_dict()[name]), name
 
 
 def test_tied_weights_load_back_tied(archive_path):

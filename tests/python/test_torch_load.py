@@ -217,6 +217,15 @@ def test_missing_tag_and_name_are_key_errors(archive_path):
         mzt.load_into(nn.Linear(1, 2), archive_path, "nope")
 
 
+def test_names_must_be_a_list_not_one_str(archive_path):
+    """A str is iterable: taken as names it would ask for each of its characters."""
+    mzt.save({"emb": torch.ones(2), "e": torch.zeros(1)}, archive_path, "t", durable=False)
+    with pytest.raises(TypeError, match=r"argument 'names' must be a list .* not str "
+                                        r"\(one name: names=\['emb'\]\)"):
+        mzt.load(archive_path, names="emb")
+    assert list(mzt.load(archive_path, names=["emb"])) == ["emb"]
+
+
 def flip_byte_in(path, entry):
     """Flips one byte of the stored entry's data (its last byte: tensor data)."""
     with zipfile.ZipFile(path) as z:
@@ -295,6 +304,18 @@ def test_load_into_refuses_shape_mismatches_before_copying(archive_path):
     with pytest.raises(RuntimeError, match=r"size mismatch for fc.weight"):
         mzt.load_into(target, archive_path, strict=False)
     assert torch.equal(target.norm.running_mean, before)
+
+
+def test_load_into_refuses_expanded_tensors_by_name_before_copying(archive_path):
+    """A buffer made by expand() has elements sharing memory: copying into it fails, so the
+    load names it before anything is copied (load_state_dict names it too)."""
+    module = nn.Module()
+    module.a = nn.Parameter(torch.zeros(3))
+    module.register_buffer("b", torch.zeros(4, 1).expand(4, 3))
+    mzt.save({"a": torch.ones(3), "b": torch.ones(4, 3)}, archive_path, "t", durable=False)
+    with pytest.raises(RuntimeError, match='parameter named "b": .*expand'):
+        mzt.load_into(module, archive_path)
+    assert torch.equal(module.a, torch.zeros(3))
 
 
 def test_load_into_converts_to_the_module_dtype(archive_path):

@@ -22,7 +22,7 @@ import warnings
 from typing import Any, Callable, Iterable, Mapping, Optional, Union
 
 from . import _modelzip
-from ._arguments import readable_type_errors
+from ._arguments import check_save_path, readable_type_errors
 
 readable_type_errors(_modelzip.Archive, _modelzip.Writer, _modelzip.Embeddings,
                      _modelzip.Metadata, _modelzip)
@@ -133,6 +133,7 @@ def save(path: PathLike, tag: str, arrays: Mapping[str, Any], *,
     ``metadata`` updates the archive metadata as update_metadata() does.
     Returns the WriteStats of the commit.
     """
+    check_save_path("modelzip.save", path)
     writer = Writer(path, dedup=dedup, durable=durable, append=append, progress=progress)
     try:
         # CUDA tensors: written while they are fetched (commit follows at once).

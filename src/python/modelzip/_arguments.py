@@ -11,7 +11,9 @@ through unchanged, and calls that succeed cost one Python frame.
 from __future__ import annotations
 
 import functools
+import os
 import re
+from collections.abc import Mapping
 from typing import Any, Callable, Optional
 
 _INCOMPATIBLE = "incompatible "  # "... incompatible function/constructor arguments ..."
@@ -138,6 +140,20 @@ def _wrap(function: Callable, qualname: str, method: bool, constructor: bool = F
                 raise
         raise TypeError(sentence) from None
     return call
+
+
+ORDER_HINT = (" (modelzip.save takes path, tag, arrays; modelzip.torch.save takes the tensors "
+              "first, as safetensors' save_file does)")
+"""What a TypeError adds when a save is given the tensors where it expects the path, or the
+path where it expects the tensors."""
+
+
+def check_save_path(function: str, path: Any) -> None:
+    """Raises a TypeError naming ``function``'s argument 'path' when ``path`` is not a str or
+    os.PathLike; a mapping there (the tensors, in the other argument order) adds ORDER_HINT."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"{function}() argument 'path' must be str or os.PathLike, not "
+                        f"{type(path).__name__}" + (ORDER_HINT if isinstance(path, Mapping) else ""))
 
 
 _WRAPPED_DUNDERS = ("__init__", "__getitem__", "__contains__")

@@ -14,6 +14,7 @@ import threading
 from typing import Any, Iterable, Mapping, Optional, Union
 
 from . import _modelzip
+from ._arguments import check_save_path
 from ._modelzip import Metadata, WriteStats
 
 _METADATA_FIELDS = ("model_name", "model_version", "quantization", "description")
@@ -130,7 +131,7 @@ def save_async(path: Union[str, "os.PathLike[str]"], tag: str, arrays: Mapping[s
     the archive. The write and commit then run in a background thread with
     the guarantees of modelzip.save (the old archive or the new one, also
     after a crash). Arguments as for modelzip.save; ``training`` as for
-    Writer.add_tag; no ``progress``.
+    Writer.add_tag; no ``progress``, ``replace`` or ``keep_last``.
 
     One save per archive at a time: a save started while another save of
     the same archive is in flight is queued behind it (its snapshot taken
@@ -139,6 +140,7 @@ def save_async(path: Union[str, "os.PathLike[str]"], tag: str, arrays: Mapping[s
     next save_async of the same archive (which then saves nothing).
     Interpreter exit waits for saves in flight.
     """
+    check_save_path("modelzip.save_async", path)
     key = os.path.realpath(os.fspath(path))
     _raise_unretrieved(key)
     handle = _modelzip.start_background_save(

@@ -7,12 +7,14 @@ Importing this module imports torch.
 from __future__ import annotations
 
 import collections
+import os
 from typing import Any, Iterable, Mapping, NamedTuple, Optional
 
 import torch
 
 from . import Archive, WriteStats, _device_copy, _torch
 from . import save as _save
+from ._arguments import ORDER_HINT
 
 
 def save(tensors: Mapping[str, Any], path: Any, tag: str, **options: Any) -> WriteStats:
@@ -20,6 +22,11 @@ def save(tensors: Mapping[str, Any], path: Any, tag: str, **options: Any) -> Wri
     argument order of safetensors' ``save_file``. ``options`` are modelzip.save's (dedup,
     durable, compress...). Tensors that are one tensor in ``tensors`` (tied weights) are
     recorded as tied and load as one tensor again."""
+    if not isinstance(tensors, Mapping):
+        hint = (ORDER_HINT if isinstance(tensors, (str, os.PathLike)) else
+                " (save module.state_dict())" if isinstance(tensors, torch.nn.Module) else "")
+        raise TypeError("modelzip.torch.save() argument 'tensors' must be a mapping of names to "
+                        f"tensors, not {type(tensors).__name__}{hint}")
     return _save(path, tag, tensors, **options)
 
 
@@ -39,6 +46,9 @@ def load(path: Any, tag: Optional[str] = None, *, device: Any = "cpu",
     dequantize: quantized tensors as floats of their original type (see Archive.load_torch).
     Weights tied when saved come back as one tensor; every other name is its own tensor.
     """
+    if isinstance(names, (str, bytes)):  # a str is iterable: it would ask for each character
+        raise TypeError("modelzip.torch.load() argument 'names' must be a list of parameter "
+                        f"names or None, not {type(names).__name__} (one name: names=[{names!r}])")
     target = torch.device(device)
     if target.type == "cpu":
         with Archive(path) as archive:
@@ -169,6 +179,10 @@ def plan_load_into(archive: Archive, tag: str, module: Any, strict: bool,
             errors.append(f"size mismatch for {name}: copying a param with shape "
                           f"{torch.Size(info.shape)} from checkpoint, the shape in current model "
                           f"is {target.shape}.")
+        elif any(stride == 0 and size > 1 for size, stride in zip(target.shape, target.stride())):
+            errors.append(f'While copying the parameter named "{name}": the tensor in the current '
+                          "model has elements that share memory (an expand()ed tensor), which "
+                          "cannot be written; clone() it first.")
     if errors:
         raise RuntimeError(f"Error(s) in loading state_dict for {_module_name(module)}:\n\t"
                            + "\n\t".join(errors))

@@ -12,6 +12,7 @@ bits (uint16/int16, uint8/int8) marked with the type (``dtypes=``, or the older
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import sys
 from collections.abc import Mapping
@@ -346,6 +347,11 @@ def _to_savable(value: Any, raw_bits: Optional[str]) -> tuple:
         return value._savable()
     if isinstance(value, str):
         return ("strings", [value], ())
+    if value is None:
+        raise TypeError("None cannot be stored (leave the name out, or store an empty array)")
+    if isinstance(value, np.ma.MaskedArray):  # np.asarray would drop the mask
+        raise TypeError("a masked array cannot be stored: its mask would be lost (store "
+                        ".filled(), or .data and .mask as two parameters)")
     if isinstance(value, (bytes, bytearray)):
         raise TypeError("bytes cannot be stored: decode them to str, or wrap them in "
                         "np.frombuffer(..., dtype=np.uint8)")
@@ -359,9 +365,11 @@ def _to_savable(value: Any, raw_bits: Optional[str]) -> tuple:
     return _dense(np.asarray(value), raw_bits)
 
 
+@functools.lru_cache(maxsize=None)
 def torch_raw_bits_types(torch: Any) -> dict:
     """The torch dtypes numpy lacks that this torch has, by modelzip dtype name (torch before
-    2.1 has no float8 types)."""
+    2.1 has no float8 types). Cached: asking torch 1.13 for a type it lacks costs microseconds,
+    and every saved and loaded tensor asks."""
     out = {}
     for name in RAW_BITS_DTYPES:
         dtype = getattr(torch, name, None)
@@ -383,6 +391,8 @@ def _from_torch(torch: Any, tensor: Any) -> tuple[Any, Optional[str]]:
         return SparseCOO(indices, values, tuple(tensor.shape)), raw_bits
     if tensor.layout != torch.strided:
         raise TypeError(f"torch layout {tensor.layout} is not supported (dense or sparse COO only)")
+    if tensor.is_meta:
+        raise TypeError("a tensor on the meta device has no data to store (materialize it first)")
     tensor = tensor.cpu().resolve_conj().resolve_neg()
     for name, dtype in torch_raw_bits_types(torch).items():
         if tensor.dtype == dtype:

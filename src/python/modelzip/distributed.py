@@ -674,8 +674,8 @@ def load_checkpoint(path: PathLike, tag: Optional[str] = None,
                     out.setdefault(name, {})[state] = tensor
                 return out
 
-            optimizer_state = mzt._optimizer_state(tag, properties, optimizer, names_of, tensors_of,
-                                                   part=True)
+            optimizer_state = mzt._optimizer_state(f"{archive.name}: tag {tag!r}", properties,
+                                                   optimizer, names_of, tensors_of, part=True)
         scheduler_state = mzt._scheduler_state(archive.name, tag, properties, scheduler)
     import torch
     from . import _device_copy, _torch_load

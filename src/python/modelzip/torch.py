@@ -41,9 +41,11 @@ Importing this module imports torch.
 """
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import warnings
+import weakref
 from typing import Any, Callable, Iterable, Mapping, NamedTuple, Optional
 
 import torch
@@ -256,7 +258,10 @@ def save_checkpoint(path: Any, tag: str, model: torch.nn.Module, optimizer: torc
       state is stored by parameter name, its hyperparameters in the training
       config (see the module documentation).
     scheduler: a learning-rate scheduler (anything with ``state_dict()``
-      holding no tensors), restored by load_checkpoint(scheduler=...).
+      holding no tensors), restored by load_checkpoint(scheduler=...). Methods of
+      schedulers in that state (torch 1.13's OneCycleLR and CyclicLR keep their
+      annealing and scale functions there) are not stored: the loading scheduler
+      keeps its own, which its arguments chose.
     epoch, iteration: completed epochs and optimizer steps
       (``epoch_count``, ``iteration_count``); iteration defaults to the
       largest per-parameter ``step`` in the optimizer state (0 if none).
@@ -367,7 +372,8 @@ def _training_config(optimizer: torch.optim.Optimizer, groups: list, other_state
         TORCH_VERSION: str(torch.__version__),
     })
     if scheduler is not None:
-        own[LR_SCHEDULER] = _dumps(_encode(scheduler.state_dict(), "scheduler", None))
+        state = _without_scheduler_methods(scheduler.state_dict(), scheduler)
+        own[LR_SCHEDULER] = _dumps(_encode(state, "scheduler", None))
     return {
         "updater": updater_config,
         "regularization": regularization,
@@ -376,6 +382,33 @@ def _training_config(optimizer: torch.optim.Optimizer, groups: list, other_state
         "epoch_count": int(epoch),
         "properties": own,
     }
+
+
+def _scheduler_method(value: Any, scheduler: Any) -> bool:
+    """Whether ``value`` is a method (or a weakref.WeakMethod of one) bound to ``scheduler`` or
+    to another learning-rate scheduler, which the constructor's arguments chose: torch 1.13's
+    state_dict() holds such methods (OneCycleLR's ``anneal_func``, CyclicLR's
+    ``_scale_fn_ref``; later releases hold the choice by name instead)."""
+    if isinstance(value, weakref.WeakMethod):
+        value = value()
+    if not inspect.ismethod(value):
+        return False
+    kinds = tuple(getattr(torch.optim.lr_scheduler, name) for name in
+                  ("LRScheduler", "_LRScheduler", "ReduceLROnPlateau")
+                  if hasattr(torch.optim.lr_scheduler, name))
+    return value.__self__ is scheduler or isinstance(value.__self__, kinds)
+
+
+def _without_scheduler_methods(state: Any, scheduler: Any) -> Any:
+    """A scheduler's ``state_dict()`` without the scheduler methods in it (and in the state
+    dicts of the schedulers it holds, SequentialLR's ``_schedulers``): they are not state, and
+    the scheduler that loads the state keeps its own."""
+    if isinstance(state, Mapping):
+        return {key: _without_scheduler_methods(value, scheduler) for key, value in state.items()
+                if not _scheduler_method(value, scheduler)}
+    if isinstance(state, list):
+        return [_without_scheduler_methods(value, scheduler) for value in state]
+    return state
 
 
 def _updater_tensors(archive: Archive, tag: str) -> dict[str, dict[str, Any]]:
@@ -408,10 +441,13 @@ def load_checkpoint(path: Any, tag: Optional[str] = None, model: Optional[torch.
     optimizer and scheduler are then as they were. Returns the counters and the extra
     properties that were saved.
     """
-    if (tag is not None and not isinstance(tag, str)) or isinstance(model, torch.optim.Optimizer):
+    if isinstance(tag, torch.nn.Module) or isinstance(model, torch.optim.Optimizer):
         tag, model, optimizer = optimizer, tag, model
         _warn_old_order("modelzip.torch.load_checkpoint(path, model, optimizer, tag)",
                         "load_checkpoint(path, tag, model, optimizer)")
+    if tag is not None and not isinstance(tag, str):
+        raise TypeError("modelzip.torch.load_checkpoint() argument 'tag' must be str or None, "
+                        f"not {type(tag).__name__}")
     with Archive(path) as archive:
         tag, config, properties = _checkpoint_tag(archive, tag,
                                                   optimizer is not None or scheduler is not None)
@@ -420,7 +456,7 @@ def load_checkpoint(path: Any, tag: Optional[str] = None, model: Optional[torch.
         # Everything is read and checked before the first change.
         scheduler_state = _scheduler_state(archive.name, tag, properties, scheduler)
         plan = plan_load_into(archive, tag, model, strict) if model is not None else None
-        optimizer_state = (_optimizer_state(tag, properties, optimizer,
+        optimizer_state = (_optimizer_state(f"{archive.name}: tag {tag!r}", properties, optimizer,
                                             lambda: _optimizer_param_names(model, optimizer),
                                             lambda names: _updater_tensors(archive, tag))
                            if optimizer is not None else None)
@@ -477,23 +513,23 @@ def _training_state(tag: str, config: Optional[Mapping[str, Any]]) -> TrainingSt
                          int(config["epoch_count"]) if config else 0, own)
 
 
-def _optimizer_state(tag: str, properties: Mapping[str, str], optimizer: torch.optim.Optimizer,
+def _optimizer_state(where: str, properties: Mapping[str, str], optimizer: torch.optim.Optimizer,
                      names_of: Callable[[], list[list[str]]],
                      tensors_of: Callable[[list[list[str]]], Mapping[str, Mapping[str, Any]]],
                      part: bool = False) -> dict[str, Any]:
     """The ``optimizer.state_dict()`` to load, checked against the optimizer
-    (ValueError): ``names_of()`` names the optimizer's parameters per group,
+    (ValueError, its message starting with ``where``: "ARCHIVE: tag 'TAG'"): ``names_of()`` names the optimizer's parameters per group,
     ``tensors_of(names)`` reads their updater arrays (name -> state -> tensor).
     part: the optimizer holds some of each saved group's parameters (a rank of
     a sharded run), not all."""
     saved_class = properties.get(OPTIMIZER)
     if saved_class != _class_path(optimizer):
-        raise ValueError(f"tag {tag!r} holds the state of a {saved_class}, not of a "
+        raise ValueError(f"{where} holds the state of a {saved_class}, not of a "
                          f"{_class_path(optimizer)}")
     saved_groups = json.loads(properties[PARAM_GROUPS])
     current = names_of()
     if len(saved_groups) != len(current):
-        raise ValueError(f"tag {tag!r} holds {len(saved_groups)} param groups, the optimizer has "
+        raise ValueError(f"{where} holds {len(saved_groups)} param groups, the optimizer has "
                          f"{len(current)}")
     # Indices as optimizer.state_dict() numbers the current parameters.
     index: dict[str, int] = {}
@@ -508,7 +544,7 @@ def _optimizer_state(tag: str, properties: Mapping[str, str], optimizer: torch.o
         extra = [] if part else sorted(set(saved["params"]) - set(names))
         if missing or extra or len(set(names)) != len(names) or (
                 not part and len(saved["params"]) != len(names)):
-            raise ValueError(f"param group {g}: the checkpoint's parameters differ from the "
+            raise ValueError(f"{where}, param group {g}: the checkpoint's parameters differ from the "
                              f"optimizer's (only in the optimizer: {missing}; only in the "
                              f"checkpoint: {extra})")
         group = {k: _decode(v, {}) for k, v in saved.items() if k != "params"}
@@ -526,7 +562,7 @@ def _optimizer_state(tag: str, properties: Mapping[str, str], optimizer: torch.o
         state[index[name]] = values
     unknown = set(tensors) - set(index)
     if unknown:
-        raise ValueError(f"tag {tag!r} holds optimizer state of parameters the optimizer does not "
+        raise ValueError(f"{where} holds optimizer state of parameters the optimizer does not "
                          f"have: {sorted(unknown)}")
     return {"state": state, "param_groups": packed_groups}
 
