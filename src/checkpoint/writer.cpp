@@ -1078,9 +1078,9 @@ void Writer::Impl::upload(const Plan& plan, const Archive::Impl* old_impl,
                           Stats& stats, bool* visible) {
   auto client = std::make_shared<remote::S3Multipart>(path.string(), RemoteOptions{});
   remote::S3UploadOptions upload_options;
-  if (auto size = remote::parse_size(remote::env("MODELZIP_S3_PART_SIZE")))
+  if (auto size = remote::env_size("MODELZIP_S3_PART_SIZE", path.string()))
     upload_options.part_size = *size;
-  if (auto parts = remote::parse_size(remote::env("MODELZIP_S3_PARTS_IN_FLIGHT")))
+  if (auto parts = remote::env_size("MODELZIP_S3_PARTS_IN_FLIGHT", path.string()))
     upload_options.parallel = static_cast<int>(std::min<std::uint64_t>(*parts, 1000));
   if (s3_old) {
     upload_options.condition.if_match = s3_old->opened.etag;

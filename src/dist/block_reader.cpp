@@ -62,7 +62,11 @@ Tensor read_array_block(const Archive& archive, const ParamInfo& info, const std
   if (info.kind != BlobKind::tensor || info.layout != Layout::dense || dtype_size(info.dtype) == 0)
     throw Error(ErrorCode::unsupported,
                 label + ": blocks can be read of dense tensors of fixed-size types only", ctx);
-  dist::check_block(info.shape, block, label);
+  try {
+    dist::check_block(info.shape, block, label);
+  } catch (const Error& e) {
+    throw e.with_context(ctx);
+  }
   // The whole tensor: a view into the mapping for stored blobs (nothing is
   // read yet; of a remote archive, only the block's runs are fetched),
   // decompressed for deflated ones.

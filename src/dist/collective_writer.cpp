@@ -99,8 +99,9 @@ namespace {
 // an operation fails (gloo's "Connection closed by peer", an MPI error or
 // time-out, an mpi4py exception) and some rank's alive lock is gone, the
 // failure becomes Error(io) "collective commit failed: rank R was lost
-// ...", naming the ranks whose process ended. Otherwise the engine's
-// exception passes unchanged.
+// ...", naming the ranks whose process ended. Otherwise a modelzip::Error
+// of the engine (MpiCommunicator's time-out) gets the commit's context
+// (archive, tag) and any other exception (a Python one) passes unchanged.
 class Engine {
  public:
   Engine(Communicator& comm, const ErrorContext& ctx) : comm_(comm), ctx_(ctx) {}
@@ -112,33 +113,42 @@ class Engine {
   auto operator()(F&& op) -> decltype(op()) {
     try {
       return op();
+    } catch (const Error& e) {
+      throw_if_lost(e);
+      throw e.with_context(ctx_);
     } catch (const std::exception& e) {
-      if (locks_ == nullptr) throw;
-      // A process that dies closes its descriptors one by one: its peers
-      // may see its connections closed before its lock on the archive goes.
-      std::vector<int> lost = locks_->lost(comm_.size());
-      for (int i = 0; lost.empty() && i < 100; ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        lost = locks_->lost(comm_.size());
-      }
-      if (lost.empty()) throw;
-      std::string what = e.what();  // its first line (Python adds a traceback)
-      what = what.substr(0, what.find('\n'));
-      // The other survivors see the same failure at about the same time and
-      // look at the alive locks too: this rank keeps its own a moment
-      // longer, so that they do not take it for lost.
-      std::this_thread::sleep_for(std::chrono::seconds(2));
-      throw Error(ErrorCode::io,
-                  "collective commit failed: " + dist::ranks_text(lost) +
-                      (lost.size() == 1 ? " was" : " were") +
-                      " lost (the process ended during the commit; noticed by rank " +
-                      std::to_string(comm_.rank()) + ", whose communication engine said: " + what +
-                      ")",
-                  ctx_);
+      throw_if_lost(e);
+      throw;
     }
   }
 
  private:
+  // Throws "rank R was lost" when some rank's alive lock is gone.
+  void throw_if_lost(const std::exception& e) {
+    if (locks_ == nullptr) return;
+    // A process that dies closes its descriptors one by one: its peers
+    // may see its connections closed before its lock on the archive goes.
+    std::vector<int> lost = locks_->lost(comm_.size());
+    for (int i = 0; lost.empty() && i < 100; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      lost = locks_->lost(comm_.size());
+    }
+    if (lost.empty()) return;
+    std::string what = e.what();  // its first line (Python adds a traceback)
+    what = what.substr(0, what.find('\n'));
+    // The other survivors see the same failure at about the same time and
+    // look at the alive locks too: this rank keeps its own a moment
+    // longer, so that they do not take it for lost.
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    throw Error(ErrorCode::io,
+                "collective commit failed: " + dist::ranks_text(lost) +
+                    (lost.size() == 1 ? " was" : " were") +
+                    " lost (the process ended during the commit; noticed by rank " +
+                    std::to_string(comm_.rank()) + ", whose communication engine said: " + what +
+                    ")",
+                ctx_);
+  }
+
   Communicator& comm_;
   ErrorContext ctx_;
   const dist::RankLocks* locks_ = nullptr;

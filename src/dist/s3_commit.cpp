@@ -302,7 +302,7 @@ CommitTarget::Start S3CommitTarget::begin(const std::string&) {
   try {
     auto client = client_of(m.url);
     remote::S3UploadOptions o;
-    if (auto size = remote::parse_size(remote::env("MODELZIP_S3_PART_SIZE"))) o.part_size = *size;
+    if (auto size = remote::env_size("MODELZIP_S3_PART_SIZE", m.url)) o.part_size = *size;
     if (m.old) {
       o.condition.if_match = m.old->opened.etag;
       o.old_key = client->endpoint().key;

@@ -49,6 +49,17 @@ Endpoint resolve(const std::string& url) {
   if (!bucket_ok || key.empty())
     fail(ErrorCode::invalid_argument, url,
          "an S3 URL is s3://BUCKET/KEY (bucket: lower-case letters, digits, '-', '.')");
+  // libcurl (as every HTTP client) removes "." and ".." path segments
+  // (RFC 3986 section 5.2.4): such a key would read and write another object.
+  for (std::size_t at = 0; at <= key.size();) {
+    const std::size_t end = std::min(key.find('/', at), key.size());
+    const std::string_view segment(key.data() + at, end - at);
+    if (segment == "." || segment == "..")
+      fail(ErrorCode::invalid_argument, url,
+           "S3 keys with a '.' or '..' path segment are not supported (HTTP clients remove "
+           "them from the URL, so another key would be read or written)");
+    at = end + 1;
+  }
   std::string region = env("AWS_REGION");
   if (region.empty()) region = env("AWS_DEFAULT_REGION");
   if (region.empty()) region = "us-east-1";

@@ -434,7 +434,7 @@ class HttpSource final : public io::ByteSource {
 }  // namespace
 
 Opened open(const std::string& url, const RemoteOptions& options) {
-  auto source = std::make_shared<HttpSource>(resolve(url), settings_from(options));
+  auto source = std::make_shared<HttpSource>(resolve(url), settings_from(options, url));
   Bytes file = source->file();
   std::string etag = source->etag();
   return Opened{std::move(file), std::move(source), std::move(etag)};

@@ -80,6 +80,9 @@ struct S3Multipart::Request {
   // Stopped by modelzip::request_cancel() (UploadPart, UploadPartCopy: the
   // parts of an upload that will be aborted), between attempts too.
   bool cancellable = false;
+  // Not repeatable (CompleteMultipartUpload): an attempt sent whose answer
+  // was lost may have taken effect, which a final error then says.
+  bool once = false;
 };
 
 struct S3Multipart::Response {
@@ -138,7 +141,7 @@ bool transient_s3(std::string_view code) {
 }  // namespace
 
 S3Multipart::S3Multipart(const std::string& url, const RemoteOptions& options)
-    : endpoint_(resolve(url)), settings_(settings_from(options)) {
+    : endpoint_(resolve(url)), settings_(settings_from(options, url)) {
   if (!endpoint_.s3())
     fail(ErrorCode::invalid_argument, url, "uploads need an s3://BUCKET/KEY URL");
   global_init();
@@ -148,6 +151,12 @@ std::uint64_t S3Multipart::requests() const noexcept { return requests_.load(); 
 
 S3Multipart::Response S3Multipart::perform(const Request& r) const {
   const std::string where = std::string(" (") + r.method + " " + r.http + ")";
+  bool answer_lost = false;  // an attempt reached the server and got no answer
+  auto lost_note = [&]() -> std::string {
+    if (!r.once || !answer_lost) return {};
+    return "; an attempt's answer was lost, so it may have taken effect: check the object "
+           "before writing again";
+  };
   for (int attempt = 1;; ++attempt) {
     const bool retry_left = attempt < kS3Attempts;
     auto pause = [&] {
@@ -186,6 +195,8 @@ S3Multipart::Response S3Multipart::perform(const Request& r) const {
     const CURLcode code = curl_easy_perform(e);
     long os_errno = 0;
     curl_easy_getinfo(e, CURLINFO_OS_ERRNO, &os_errno);
+    long sent = 0;  // bytes of request headers sent
+    curl_easy_getinfo(e, CURLINFO_REQUEST_SIZE, &sent);
     curl_easy_cleanup(e);
     curl_slist_free_all(headers);
 
@@ -196,6 +207,7 @@ S3Multipart::Response S3Multipart::perform(const Request& r) const {
                   std::string("S3 ") + r.operation + " cancelled (interrupted)" + where,
                   ErrorContext{.archive = endpoint_.url});
     if (code != CURLE_OK && !a.overflow) {
+      if (sent > 0) answer_lost = true;
       if (transient(code) && retry_left) {
         pause();
         continue;
@@ -205,8 +217,9 @@ S3Multipart::Response S3Multipart::perform(const Request& r) const {
         detail = "timed out (no connection within " + std::to_string(settings_.connect_timeout_ms) +
                  " ms, or under 1 KiB/s for " + std::to_string(settings_.low_speed_time_s) +
                  " s): " + detail;
-      fail(ErrorCode::io, endpoint_.url,
-           std::string("S3 ") + r.operation + " failed: " + detail + attempts + where);
+      fail(
+          ErrorCode::io, endpoint_.url,
+          std::string("S3 ") + r.operation + " failed: " + detail + attempts + where + lost_note());
     }
     // S3 may answer 200 and report an error in the body (CompleteMultipartUpload,
     // UploadPartCopy).
@@ -221,10 +234,10 @@ S3Multipart::Response S3Multipart::perform(const Request& r) const {
       pause();
       continue;
     }
-    std::string message = std::string("S3 ") + r.operation + " failed: HTTP " +
-                          std::to_string(a.status) +
-                          (s3_code.empty() ? status_text(a.status) : " " + s3_code) +
-                          (s3_message.empty() ? "" : ": " + s3_message) + attempts + where;
+    std::string message =
+        std::string("S3 ") + r.operation + " failed: HTTP " + std::to_string(a.status) +
+        (s3_code.empty() ? status_text(a.status) : " " + s3_code) +
+        (s3_message.empty() ? "" : ": " + s3_message) + attempts + where + lost_note();
     if (a.status == 412 || (a.status == 409 && s3_code == "ConditionalRequestConflict"))
       fail(ErrorCode::io, endpoint_.url, std::string(kChangedByAnotherWriter) + ": " + message);
     ErrorCode ec = ErrorCode::io;
@@ -303,7 +316,7 @@ std::string S3Multipart::complete(const std::string& upload_id, std::span<const 
   if (!condition.if_match.empty()) headers.push_back("If-Match: " + condition.if_match);
   Response r = perform(Request{"CompleteMultipartUpload", "POST",
                                endpoint_.http + "?uploadId=" + query_encode(upload_id), headers,
-                               std::as_bytes(std::span(xml))});
+                               std::as_bytes(std::span(xml)), false, true});
   return xml_element(r.body, "ETag").value_or(r.etag);
 }
 

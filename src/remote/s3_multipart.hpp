@@ -33,7 +33,8 @@
 // "S3 UploadPart failed: HTTP 403 InvalidAccessKeyId: ... (PUT http://...)";
 // the error's archive is the s3:// URL. A failed condition on complete()
 // (412 PreconditionFailed, 409 ConditionalRequestConflict) throws
-// Error(io, kChangedByAnotherWriter).
+// Error(io, kChangedByAnotherWriter); a failed complete() one of whose attempts
+// was sent and got no answer says that the upload may have completed.
 //
 // Thread safety: every method may be called from several threads at once
 // (each request has its own libcurl handle; the object is immutable).

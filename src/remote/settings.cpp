@@ -5,15 +5,20 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "core/fail.hpp"
+
 namespace modelzip::remote {
 namespace {
 
-double env_seconds(const char* name, double fallback) {
+double env_seconds(const char* name, double fallback, const std::string& url) {
   std::string v = env(name);
   if (v.empty()) return fallback;
   char* end = nullptr;
   double d = std::strtod(v.c_str(), &end);
-  return end && *end == '\0' && d > 0 ? d : fallback;
+  if (end == v.c_str() || *end != '\0' || !(d > 0) || d > 1e6)
+    detail::fail_invalid(std::string(name) + "='" + v + "' is not a number of seconds above 0",
+                         ErrorContext{.archive = url});
+  return d;
 }
 
 }  // namespace
@@ -38,7 +43,18 @@ std::optional<std::uint64_t> parse_size(const std::string& text) {
   return value << shift;
 }
 
-Settings settings_from(const RemoteOptions& o) {
+std::optional<std::uint64_t> env_size(const char* name, const std::string& url) {
+  const std::string v = env(name);
+  if (v.empty()) return std::nullopt;
+  auto size = parse_size(v);
+  if (!size)
+    detail::fail_invalid(std::string(name) + "='" + v +
+                             "' is not a size (bytes, or with a suffix K, M, G, T: e.g. 10G)",
+                         ErrorContext{.archive = url});
+  return size;
+}
+
+Settings settings_from(const RemoteOptions& o, const std::string& url) {
   namespace fs = std::filesystem;
   Settings s;
   bool no_cache = o.no_cache ? *o.no_cache : env("MODELZIP_NO_CACHE") == "1";
@@ -54,15 +70,15 @@ Settings settings_from(const RemoteOptions& o) {
   }
   if (o.cache_limit)
     s.cache_limit = *o.cache_limit;
-  else if (auto v = parse_size(env("MODELZIP_CACHE_LIMIT")))
+  else if (auto v = env_size("MODELZIP_CACHE_LIMIT", url))
     s.cache_limit = *v;
   s.ca_file = o.ca_file ? *o.ca_file : env("MODELZIP_CA_FILE");
-  s.connect_timeout_ms =
-      static_cast<long>(1000 * (o.connect_timeout ? *o.connect_timeout
-                                                  : env_seconds("MODELZIP_CONNECT_TIMEOUT", 10)));
+  s.connect_timeout_ms = static_cast<long>(
+      1000 *
+      (o.connect_timeout ? *o.connect_timeout : env_seconds("MODELZIP_CONNECT_TIMEOUT", 10, url)));
   s.low_speed_time_s = std::max(
       1L, static_cast<long>(o.low_speed_time ? *o.low_speed_time
-                                             : env_seconds("MODELZIP_LOW_SPEED_TIME", 30)));
+                                             : env_seconds("MODELZIP_LOW_SPEED_TIME", 30, url)));
   s.max_unranged = o.max_unranged_bytes;
   s.progress = o.progress;
   return s;

@@ -29,6 +29,13 @@ std::string env(const char* name);
 // "10G", "512M", "4096": bytes; nullopt if malformed or too large.
 std::optional<std::uint64_t> parse_size(const std::string& text);
 
-Settings settings_from(const RemoteOptions& options);
+// The size in the environment variable `name` (parse_size); nullopt when
+// unset or empty. Throws Error(invalid_argument) naming the variable and
+// `url` when it is set to something else than a size.
+std::optional<std::uint64_t> env_size(const char* name, const std::string& url);
+
+// Throws Error(invalid_argument) naming the variable and `url` when a
+// variable it reads is set to a malformed value (never ignored silently).
+Settings settings_from(const RemoteOptions& options, const std::string& url);
 
 }  // namespace modelzip::remote

@@ -523,6 +523,38 @@ TEST_CASE("invalid shard specs fail the same way on every rank and leave the arc
   CHECK(a.verify().empty());
 }
 
+TEST_CASE("an engine's own error (a time-out) names the archive and the tag") {
+  // Each rank alone, over an engine whose operations fail as MpiCommunicator's
+  // time-out does (a modelzip::Error without context).
+  class TimingOut final : public Communicator {
+   public:
+    int rank() const override { return 0; }
+    int size() const override { return 1; }
+    std::vector<std::string> gather(std::string_view, int) override { fail(); }
+    std::string broadcast(std::string_view, int) override { fail(); }
+    std::optional<Failure> agree(std::string_view) override { fail(); }
+
+   private:
+    [[noreturn]] static void fail() {
+      throw Error(ErrorCode::io, "MPI_Iallreduce timed out after 50 ms on rank 0");
+    }
+  } engine;
+  testing::TempDir dir;
+  const fs::path path = dir.path() / "t.zip";
+  CollectiveWriter w(path, engine);
+  w.add("x", float_tensor({2}, {1, 2}));
+  try {
+    w.commit("step-1");
+    FAIL("the commit succeeded");
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    CHECK(what.find(path.string()) != std::string::npos);
+    CHECK(what.find("tag 'step-1'") != std::string::npos);
+    CHECK(what.find("timed out after 50 ms") != std::string::npos);
+  }
+  CHECK_FALSE(fs::exists(path));
+}
+
 TEST_CASE("background collective saves: snapshots, two in flight in order, errors on every rank") {
   const int r = comm().rank(), n = comm().size();
   SharedDir dir;

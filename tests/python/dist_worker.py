@@ -11,10 +11,12 @@ after each pair every rank prints "rank R SCENARIO ARCHIVE_DIR ok".
 Scenarios: "save" (uneven row shards as numpy, strided column shards as
 torch tensors, a whole tensor on the last rank only, ranks with nothing of
 some parameters, then a second tag where dedup finds the unchanged ones),
-"invalid" (overlapping shards: the same error on every rank, the archive
-unchanged), "optim" (a sharded Adam checkpoint with save_checkpoint: w by
-rows, c by columns, b whole on the last rank, each rank's Adam over its
-blocks; then optimizers that disagree: the same ValueError on every rank),
+"invalid" (overlapping shards: the same error on every rank; then a block
+outside its global shape on the last rank: its error there, and on every
+other rank one naming it; the archive unchanged),
+"optim" (a sharded Adam checkpoint with save_checkpoint: w by rows, c by
+columns, b whole on the last rank, each rank's Adam over its blocks; then
+optimizers that disagree: the same ValueError on every rank),
 "background" (the two tags of "save" with blocking=False, the
 tensors overwritten right after each call, a synchronous collective on the
 training's group while the saves run), "background-invalid" ("invalid" with
@@ -133,6 +135,20 @@ def run(scenario, folder, rank, world, torch, group, comm):
         assert comm.broadcast(message.encode(), 0).decode() == message
         assert open(path, "rb").read() == before
         assert sorted(f for f in os.listdir(folder) if not f.endswith("-lock")) == ["dist.zip"]
+        if blocking:  # one rank's block does not stage: every rank fails, none waits
+            last = rank == world - 1
+            block = mzd.Shard(rows, (3 * world, 6), (3 * rank + (5 if last else 0), 0))
+            try:
+                mzd.save(path, "bad", {"w": block}, group=comm, durable=False)
+            except modelzip.InvalidArgumentError as e:
+                message = str(e)
+            else:
+                raise AssertionError("a block outside its global shape was saved")
+            assert "is not inside the global shape" in message, message
+            if not last:  # the last rank raises its own error, the others name it
+                assert f"tag 'bad': collective commit failed on rank {world - 1}: " in message, \
+                    message
+            assert open(path, "rb").read() == before
     elif scenario == "optim":
         if torch is None:
             import torch

@@ -183,6 +183,15 @@ def test_split_and_local_errors():
         mzd.split((10,), 1, 0, 2)
 
 
+def test_a_block_outside_the_stored_shape_names_archive_and_tag(tmp_path):
+    path = tmp_path / "m.zip"
+    modelzip.save(path, "s1", {"w": np.zeros((8, 4), np.float32)})
+    with pytest.raises(modelzip.InvalidArgumentError) as e:
+        mzd.load(path, {"w": ((6, 0), (4, 4))})
+    assert str(path) in str(e.value) and "'s1/" in str(e.value), e.value  # entry of tag s1
+    assert "[6:10, 0:4] is not inside the global shape [8, 4]" in str(e.value)
+
+
 SAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "samples", "python",
                       "distributed_training.py")
 

@@ -258,6 +258,11 @@ class S3Proxy:
                 if isinstance(fault, tuple) and fault[0] == "delay":
                     time.sleep(fault[1])
                     fault = None
+                if fault == "lose":  # forwarded, then the connection closed unanswered
+                    proxy._forward(self, body, record)
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
                 if fault == "reset":
                     record["status"] = "reset"
                     proxy._record(record)
@@ -279,27 +284,13 @@ class S3Proxy:
                     self.end_headers()
                     self.wfile.write(payload)
                     return
-                conn = http.client.HTTPConnection("127.0.0.1", proxy.upstream_port, timeout=60)
-                try:
-                    headers = {k: v for k, v in self.headers.items()
-                               if k.lower() not in ("expect", "connection")}
-                    conn.request(self.command, self.path, body=body, headers=headers)
-                    answer = conn.getresponse()
-                    data = answer.read()
-                    record["status"] = answer.status
-                    proxy._record(record)
-                    self.send_response(answer.status)
-                    for k, v in answer.getheaders():
-                        if k.lower() not in ("transfer-encoding", "connection", "content-length"):
-                            self.send_header(k, v)
-                    # A HEAD's Content-Length is the object's, not the (empty) body's.
-                    self.send_header("Content-Length", answer.getheader("Content-Length", "0")
-                                     if self.command == "HEAD" else str(len(data)))
-                    self.end_headers()
-                    if self.command != "HEAD":
-                        self.wfile.write(data)
-                finally:
-                    conn.close()
+                answer = proxy._forward(self, body, record)
+                self.send_response(answer[0])
+                for k, v in answer[1]:
+                    self.send_header(k, v)
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(answer[2])
 
             do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = handle_one
 
@@ -314,6 +305,26 @@ class S3Proxy:
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
         self.endpoint = f"http://127.0.0.1:{self.port}"
+
+    def _forward(self, handler, body, record):
+        """Sends the request to the server; (status, headers to pass on, body)."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.upstream_port, timeout=60)
+        try:
+            headers = {k: v for k, v in handler.headers.items()
+                       if k.lower() not in ("expect", "connection")}
+            conn.request(handler.command, handler.path, body=body, headers=headers)
+            answer = conn.getresponse()
+            data = answer.read()
+            record["status"] = answer.status
+            self._record(record)
+            out = [(k, v) for k, v in answer.getheaders()
+                   if k.lower() not in ("transfer-encoding", "connection", "content-length")]
+            # A HEAD's Content-Length is the object's, not the (empty) body's.
+            out.append(("Content-Length", answer.getheader("Content-Length", "0")
+                        if handler.command == "HEAD" else str(len(data))))
+            return answer.status, out, data
+        finally:
+            conn.close()
 
     def _record(self, record):
         record["end"] = time.monotonic()
@@ -332,6 +343,7 @@ class S3Proxy:
     def inject(self, match, kind, count):
         """Answers the next `count` requests for which match(method, path) is
         true with `kind`: "reset" (the connection is closed unanswered),
+        "lose" (forwarded, then the connection closed unanswered),
         (status, S3 error code), ("answer", status, body bytes) (that answer
         instead of the server's), or ("delay", seconds) (forwarded after that
         pause)."""

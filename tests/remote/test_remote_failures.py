@@ -31,6 +31,15 @@ def test_404_names_url_and_status(nginx):
     assert url in err and "HTTP 404" in err
 
 
+@pytest.mark.parametrize("name,value", [("MODELZIP_CACHE_LIMIT", "10X"),
+                                        ("MODELZIP_CONNECT_TIMEOUT", "ten"),
+                                        ("MODELZIP_LOW_SPEED_TIME", "-3")])
+def test_malformed_settings_are_refused_not_ignored(nginx, tmp_path, name, value):
+    url = nginx.url("qs.zip")
+    err = failing(["tags", url], env=cli_env(tmp_path / "cache", **{name: value}))
+    assert url in err and f"{name}='{value}'" in err, err
+
+
 def test_connection_refused(tmp_path):
     url = f"http://127.0.0.1:{servers.free_port()}/a.zip"
     err = failing(["tags", url], seconds=15)

@@ -191,3 +191,13 @@ def test_missing_key(s3):
 def test_bad_s3_url(s3):
     p = run("tags", "s3://Models", check=False, env=cli_env(**s3.env()))
     assert p.returncode == 1 and b"s3://BUCKET/KEY" in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("key", ["x/../qs.zip", "./ckpt/qs.zip", "ckpt/..", "ckpt/."])
+def test_dot_segments_in_keys_are_refused(s3, key):
+    """libcurl removes dot segments: s3://models/x/../qs.zip would read (and
+    a writer write) the key qs.zip, not the key the user named."""
+    url = f"s3://models/{key}"
+    p = run("tags", url, check=False, env=cli_env(**s3.env()))
+    assert p.returncode == 1 and url.encode() in p.stderr and b"'..' path segment" in p.stderr, \
+        p.stderr

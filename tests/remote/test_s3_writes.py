@@ -226,6 +226,22 @@ def test_a_failed_upload_leaves_the_old_object(s3, tensors):
     assert proxy.requests()[-1]["method"] == "DELETE"  # the upload aborted
 
 
+def test_a_lost_completion_answer_is_not_reported_as_a_plain_failure(s3, tensors):
+    """The server completes the upload but its answer is lost: the retry
+    finds no such upload. The error must not read as if the old object were
+    kept: it says the upload may have completed."""
+    fork, proxy = s3
+    url = "s3://models/w/lost-answer.zip"
+    env = env_for(proxy)
+    run("import", url, "--tag", "t1", tensors / "small.npy", env=env)
+    proxy.inject(lambda m, p: m == "POST" and "uploadId=" in p, "lose", 1)
+    p = run("import", url, "--tag", "t2", tensors / "small.npy", env=env, check=False)
+    err = p.stderr.decode()
+    assert p.returncode != 0 and url in err and "CompleteMultipartUpload" in err, err
+    assert "may have taken effect" in err, err
+    assert run("tags", url, env=env).stdout.split() == [b"t1", b"t2"]  # it did
+
+
 def test_parts_in_flight_and_part_size_are_configurable(s3, tensors):
     fork, proxy = s3
     url = "s3://models/w/serial.zip"
@@ -240,6 +256,9 @@ def test_parts_in_flight_and_part_size_are_configurable(s3, tensors):
     p = run("import", url, "--tag", "u", tensors / "small.npy",
             env=env_for(proxy, MODELZIP_S3_PARTS_IN_FLIGHT="0"), check=False)
     assert p.returncode != 0 and b"parts in flight 1 to 64" in p.stderr, p.stderr
+    p = run("import", url, "--tag", "u", tensors / "small.npy",
+            env=env_for(proxy, MODELZIP_S3_PART_SIZE="8X"), check=False)
+    assert p.returncode != 0 and b"MODELZIP_S3_PART_SIZE='8X' is not a size" in p.stderr, p.stderr
 
 
 def test_python_save_to_s3(s3, tensors, monkeypatch):

@@ -46,7 +46,7 @@ from typing import Any, Mapping, NamedTuple, Optional, Sequence, Union
 import numpy as np
 
 from . import _modelzip
-from ._errors import Error
+from ._errors import Error, InvalidArgumentError
 from ._modelzip import CollectiveStats, CollectiveWriter, Communicator
 
 __all__ = ["Communicator", "CollectiveStats", "CollectiveWriter", "MPICommunicator", "Shard",
@@ -251,10 +251,10 @@ def save(path: PathLike, tag: str, tensors: Mapping[str, Any], *, group: Any = N
     for ranks still writing into the archive before it leaves the append
     journal to the next writer instead (None: the environment variable
     MODELZIP_RANK_LOCK_TIMEOUT, else 60; see docs/distributed.md)."""
-    raw_bits = _raw_bits_marks(tensors, dtypes)
     if blocking:
-        return _commit(path, tag, _host_values(tensors), communicator(group), share, dedup,
-                       durable, root, rank_lock_timeout, raw_bits)
+        return _commit(path, tag, tensors, communicator(group), share, dedup, durable, root,
+                       rank_lock_timeout, dtypes)
+    raw_bits = _raw_bits_marks(tensors, dtypes)
     comm = (communicator(background_group) if background_group is not None
             else _background_communicator(group))
     from ._values import new_fetches
@@ -280,9 +280,29 @@ def _staged_writer(path: PathLike, tensors: Mapping[str, Any], comm: Communicato
 def _commit(path: PathLike, tag: str, tensors: Mapping[str, Any], comm: Communicator,
             share: Optional[Mapping[str, tuple[str, str]]], dedup: bool, durable: bool,
             root: int, rank_lock_timeout: Optional[float] = None,
-            raw_bits: Optional[Mapping[str, str]] = None) -> CollectiveStats:
-    return _staged_writer(path, tensors, comm, share, dedup, durable, root,
-                          rank_lock_timeout, raw_bits).commit(tag)
+            dtypes: Optional[Mapping[str, str]] = None) -> CollectiveStats:
+    """Stages this rank's tensors, agrees with every rank that they staged, then
+    commits. A rank whose tensors do not stage (a block outside its global
+    shape, data not of its block's shape, a value that is no tensor) raises its
+    own exception, as a single process would, and every other rank
+    InvalidArgumentError "collective commit failed on rank R: ..." naming the
+    lowest such rank, instead of waiting in the commit for the engine's
+    time-out."""
+    error, cause = "", None
+    try:
+        writer = _staged_writer(path, _host_values(tensors), comm, share, dedup, durable, root,
+                                rank_lock_timeout, _raw_bits_marks(tensors, dtypes))
+    except Exception as e:  # every rank must reach the agreement, whatever failed here
+        error, cause = f"{type(e).__name__}: {e}", e
+    failure = comm.agree(error)
+    if cause is not None:
+        raise cause
+    if failure is not None:
+        text = f"collective commit failed on rank {failure[0]}: {failure[1]}"
+        raise InvalidArgumentError(f"{os.fspath(path)}: tag '{tag}': {text}",
+                                   code="invalid_argument", message=text,
+                                   archive=os.fspath(path), tag=tag)
+    return writer.commit(tag)
 
 
 def _raw_bits_marks(tensors: Mapping[str, Any], dtypes: Optional[Mapping[str, str]]) -> dict:
