@@ -23,11 +23,13 @@
 // safety: immutable, safe to share between threads.
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "modelzip/bytes.hpp"
@@ -104,16 +106,34 @@ class MODELZIP_API Tensor {
   // or out of range.
   std::string_view string_at(std::uint64_t index) const;
 
-  // Typed view of the values. Throws Error(invalid_argument) if T does not
-  // match the dtype's size or the data is misaligned for T. complex64 and
-  // complex128 tensors view as std::complex<float> / std::complex<double>
-  // (whose layout, real part then imaginary part, is theirs). For a quantized
-  // tensor the values are bytes: T must be 1 byte (std::int8_t for int8
-  // and int4 storage, std::uint8_t for uint8), a zero-copy view of the
-  // stored integers (int4: packed pairs, see quant_value_at()).
+  // Typed zero-copy view of the values (numel() elements of a dense tensor,
+  // nnz() of a sparse one). T must be the dtype's element type, exactly:
+  //
+  //   float32, float64             float, double
+  //   complex64, complex128        std::complex<float>, std::complex<double>
+  //   int8, int16, int32, int64    std::int8_t, ..., std::int64_t
+  //   uint8, uint16, uint32, uint64  std::uint8_t, ..., std::uint64_t
+  //   float16, bfloat16            std::uint16_t (the bits)
+  //   float8_e4m3fn, float8_e5m2   std::uint8_t (the bits)
+  //   bool                         std::uint8_t (one byte each; 0 is false,
+  //                                anything else true: readers do not check
+  //                                the bytes, and a bool object holding
+  //                                other than 0 or 1 is undefined behaviour)
+  //   utf8                         not viewable: use string_at()
+  //   quantized (any original)     the stored integers: std::int8_t for int8
+  //                                and int4 storage (int4: packed pairs, see
+  //                                quant_value_at()), std::uint8_t for uint8;
+  //                                dequantize() gives the values
+  //
+  // complex64 and complex128 are laid out as std::complex is (real part, then
+  // imaginary part). A T that is no dtype's element type (bool, char, long
+  // double, std::byte, ...) does not compile; for the raw bytes of any tensor
+  // use values(). Throws Error(invalid_argument) naming both types when T is
+  // another dtype's element type (e.g. as<std::int32_t>() of a float32
+  // tensor), and when the data is misaligned for T.
   template <class T>
   std::span<const T> as() const {
-    check_view(sizeof(T), alignof(T));
+    check_view(view_type<T>(), alignof(T));
     return {reinterpret_cast<const T*>(values_.data()), values_.size() / sizeof(T)};
   }
 
@@ -124,7 +144,59 @@ class MODELZIP_API Tensor {
   bool operator==(const Tensor& other) const;
 
  private:
-  void check_view(std::size_t element_size, std::size_t alignment) const;
+  // The element types as<T>() accepts, one per distinct C++ type.
+  enum class ViewType : std::uint8_t { i8, i16, i32, i64, u8, u16, u32, u64, f32, f64, c64, c128 };
+  // T's ViewType; does not compile for any other T. std::complex is
+  // recognized by its interface (value_type float or double, real() and
+  // imag(), two parts in size) so that this header need not include
+  // <complex>.
+  template <class T>
+  static constexpr ViewType view_type() {
+    using U = std::remove_cv_t<T>;
+    if constexpr (std::is_same_v<U, std::int8_t>)
+      return ViewType::i8;
+    else if constexpr (std::is_same_v<U, std::int16_t>)
+      return ViewType::i16;
+    else if constexpr (std::is_same_v<U, std::int32_t>)
+      return ViewType::i32;
+    else if constexpr (std::is_same_v<U, std::int64_t>)
+      return ViewType::i64;
+    else if constexpr (std::is_same_v<U, std::uint8_t>)
+      return ViewType::u8;
+    else if constexpr (std::is_same_v<U, std::uint16_t>)
+      return ViewType::u16;
+    else if constexpr (std::is_same_v<U, std::uint32_t>)
+      return ViewType::u32;
+    else if constexpr (std::is_same_v<U, std::uint64_t>)
+      return ViewType::u64;
+    else if constexpr (std::is_same_v<U, float>)
+      return ViewType::f32;
+    else if constexpr (std::is_same_v<U, double>)
+      return ViewType::f64;
+    else if constexpr (complex_of<U, float>())
+      return ViewType::c64;
+    else if constexpr (complex_of<U, double>())
+      return ViewType::c128;
+    else {
+      static_assert(sizeof(T) == 0,
+                    "Tensor::as<T>(): T is no dtype's element type (see the table at as(); "
+                    "bool tensors view as std::uint8_t, raw bytes are values())");
+      return ViewType::u8;  // not reached: keeps the assertion the only error
+    }
+  }
+  template <class T, class Part>
+  static constexpr bool complex_of() {
+    if constexpr (requires(const T& c) {
+                    typename T::value_type;
+                    { c.real() } -> std::same_as<Part>;
+                    { c.imag() } -> std::same_as<Part>;
+                  })
+      return std::is_same_v<typename T::value_type, Part> && sizeof(T) == 2 * sizeof(Part);
+    else
+      return false;
+  }
+
+  void check_view(ViewType type, std::size_t alignment) const;
 
   DType dtype_ = DType::float32;
   Shape shape_;

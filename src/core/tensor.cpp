@@ -1,6 +1,7 @@
 #include "modelzip/tensor.hpp"
 
 #include <cstring>
+#include <utility>
 
 #include "core/checked.hpp"
 #include "core/fail.hpp"
@@ -200,17 +201,70 @@ bool Tensor::operator==(const Tensor& o) const {
          quantization_ == o.quantization_;
 }
 
-void Tensor::check_view(std::size_t element_size, std::size_t alignment) const {
+void Tensor::check_view(ViewType type, std::size_t alignment) const {
+  // Spelled as the table at Tensor::as spells them, in ViewType order.
+  static constexpr std::string_view kNames[] = {
+      "std::int8_t",  "std::int16_t",  "std::int32_t",        "std::int64_t",
+      "std::uint8_t", "std::uint16_t", "std::uint32_t",       "std::uint64_t",
+      "float",        "double",        "std::complex<float>", "std::complex<double>"};
+  static_assert(std::size(kNames) == static_cast<std::size_t>(ViewType::c128) + 1);
+  const auto view_type_name = [](ViewType t) { return kNames[static_cast<std::size_t>(t)]; };
+  const std::string asked = "as<" + std::string(view_type_name(type)) + ">() of a ";
   if (layout_ == Layout::quantized) {
-    if (element_size != 1)
-      fail_invalid("cannot view a quantized tensor as " + std::to_string(element_size) +
-                   "-byte elements: its values are bytes (use dequantize() for " +
-                   std::string(dtype_name(dtype_)) + " values)");
-    return;
+    const QuantStorage storage = quantization_->storage;
+    const ViewType stored = storage == QuantStorage::uint8 ? ViewType::u8 : ViewType::i8;
+    if (type != stored)
+      fail_invalid(asked + "quantized " + std::string(dtype_name(dtype_)) + " tensor (" +
+                   std::string(quant_storage_name(storage)) + " storage): use as<" +
+                   std::string(view_type_name(stored)) + ">() for the stored integers or " +
+                   "dequantize() for the values");
+  } else {
+    if (dtype_ == DType::utf8)
+      fail_invalid(asked + "string tensor: strings are not viewable, use string_at()");
+    // The dtype's element type, and what its elements mean when not plain.
+    const auto [want, note] = [this]() -> std::pair<ViewType, std::string_view> {
+      switch (dtype_) {
+        case DType::int8:
+          return {ViewType::i8, ""};
+        case DType::int16:
+          return {ViewType::i16, ""};
+        case DType::int32:
+          return {ViewType::i32, ""};
+        case DType::int64:
+          return {ViewType::i64, ""};
+        case DType::uint8:
+          return {ViewType::u8, ""};
+        case DType::uint16:
+          return {ViewType::u16, ""};
+        case DType::uint32:
+          return {ViewType::u32, ""};
+        case DType::uint64:
+          return {ViewType::u64, ""};
+        case DType::float32:
+          return {ViewType::f32, ""};
+        case DType::float64:
+          return {ViewType::f64, ""};
+        case DType::complex64:
+          return {ViewType::c64, ""};
+        case DType::complex128:
+          return {ViewType::c128, ""};
+        case DType::bool_:
+          return {ViewType::u8, " (one byte each, 0 is false)"};
+        case DType::float16:
+        case DType::bfloat16:
+          return {ViewType::u16, " (the bits)"};
+        case DType::float8_e4m3fn:
+        case DType::float8_e5m2:
+          return {ViewType::u8, " (the bits)"};
+        case DType::utf8:
+          break;
+      }
+      fail_invalid("unsupported dtype");
+    }();
+    if (type != want)
+      fail_invalid(asked + std::string(dtype_name(dtype_)) + " tensor: use as<" +
+                   std::string(view_type_name(want)) + ">()" + std::string(note));
   }
-  if (dtype_ == DType::utf8 || dtype_size(dtype_) != element_size)
-    fail_invalid("cannot view a " + std::string(dtype_name(dtype_)) + " tensor as " +
-                 std::to_string(element_size) + "-byte elements");
   if (reinterpret_cast<std::uintptr_t>(values_.data()) % alignment != 0)
     fail_invalid("tensor data is not aligned for the requested element type");
 }

@@ -1,8 +1,12 @@
 #include <doctest/doctest.h>
 
+#include <complex>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "modelzip/error.hpp"
+#include "modelzip/quantization.hpp"
 #include "modelzip/tensor.hpp"
 
 using namespace modelzip;
@@ -13,6 +17,55 @@ Bytes bytes_from(std::vector<T> v) {
   std::vector<std::byte> b(v.size() * sizeof(T));
   std::memcpy(b.data(), v.data(), b.size());
   return Bytes::take(std::move(b));
+}
+
+// What as<T>() of `t` says: "" when it accepts T, else the Error's message
+// (which must be an invalid_argument Error).
+template <class T>
+std::string view_message(const Tensor& t) {
+  try {
+    (void)t.as<T>();
+    return "";
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::invalid_argument);
+    return e.what();
+  }
+}
+
+// view_message of every element type as<T>() knows, in this order.
+const char* const kViewTypes[] = {"std::int8_t",   "std::int16_t",        "std::int32_t",
+                                  "std::int64_t",  "std::uint8_t",        "std::uint16_t",
+                                  "std::uint32_t", "std::uint64_t",       "float",
+                                  "double",        "std::complex<float>", "std::complex<double>"};
+std::vector<std::string> view_messages(const Tensor& t) {
+  return {view_message<std::int8_t>(t),
+          view_message<std::int16_t>(t),
+          view_message<std::int32_t>(t),
+          view_message<std::int64_t>(t),
+          view_message<std::uint8_t>(t),
+          view_message<std::uint16_t>(t),
+          view_message<std::uint32_t>(t),
+          view_message<std::uint64_t>(t),
+          view_message<float>(t),
+          view_message<double>(t),
+          view_message<std::complex<float>>(t),
+          view_message<std::complex<double>>(t)};
+}
+
+// Checks that as<T>() of `t` accepts exactly the type named `accepted` and
+// refuses every other with "as<T>() of a <what> tensor...use as<accepted>()".
+void check_views(const Tensor& t, const std::string& accepted, const std::string& what) {
+  const std::vector<std::string> messages = view_messages(t);
+  for (std::size_t i = 0; i < messages.size(); ++i) {
+    const std::string type = kViewTypes[i];
+    INFO(what, " as<", type, ">(): ", messages[i]);
+    if (type == accepted) {
+      CHECK(messages[i].empty());
+    } else {
+      CHECK(messages[i].find("as<" + type + ">() of a " + what + " tensor") != std::string::npos);
+      CHECK(messages[i].find("use as<" + accepted + ">()") != std::string::npos);
+    }
+  }
 }
 }  // namespace
 
@@ -74,4 +127,99 @@ TEST_CASE("to_owned copies and equality compares bytes") {
   CHECK(owned == view);
   v[0] = 9;
   CHECK_FALSE(owned == view);
+}
+
+TEST_CASE("as<T>() accepts exactly the dtype's element type") {
+  const std::pair<DType, const char*> table[] = {{DType::bool_, "std::uint8_t"},
+                                                 {DType::float16, "std::uint16_t"},
+                                                 {DType::float32, "float"},
+                                                 {DType::float64, "double"},
+                                                 {DType::int8, "std::int8_t"},
+                                                 {DType::int16, "std::int16_t"},
+                                                 {DType::int32, "std::int32_t"},
+                                                 {DType::int64, "std::int64_t"},
+                                                 {DType::uint8, "std::uint8_t"},
+                                                 {DType::uint16, "std::uint16_t"},
+                                                 {DType::uint32, "std::uint32_t"},
+                                                 {DType::uint64, "std::uint64_t"},
+                                                 {DType::bfloat16, "std::uint16_t"},
+                                                 {DType::float8_e4m3fn, "std::uint8_t"},
+                                                 {DType::float8_e5m2, "std::uint8_t"},
+                                                 {DType::complex64, "std::complex<float>"},
+                                                 {DType::complex128, "std::complex<double>"}};
+  REQUIRE(std::size(table) + 1 == std::size(kAllDTypes));  // every dtype but utf8
+  for (const auto& [dtype, accepted] : table) {
+    const std::string name(dtype_name(dtype));
+    std::vector<std::byte> zeros(3 * dtype_size(dtype));
+    check_views(Tensor::dense(dtype, {3}, Bytes::take(std::move(zeros))), accepted, name);
+    // A sparse tensor views its values the same way.
+    std::vector<std::byte> one(dtype_size(dtype));
+    check_views(Tensor::sparse_coo(dtype, {3}, 1, bytes_from<std::int64_t>({2}),
+                                   Bytes::take(std::move(one))),
+                accepted, name);
+  }
+}
+
+TEST_CASE("as<T>() gives the values of the accepted type") {
+  CHECK(Tensor::dense(DType::int32, {2}, bytes_from<std::int32_t>({-7, 9})).as<std::int32_t>()[0] ==
+        -7);
+  CHECK(Tensor::dense(DType::uint64, {1}, bytes_from<std::uint64_t>({~0ull}))
+            .as<std::uint64_t>()[0] == ~0ull);
+  CHECK(Tensor::dense(DType::float16, {1}, bytes_from<std::uint16_t>({0x3C00}))
+            .as<std::uint16_t>()[0] == 0x3C00);
+  CHECK(Tensor::dense(DType::bool_, {2}, bytes_from<std::uint8_t>({0, 1})).as<std::uint8_t>()[1] ==
+        1);
+  const Tensor c = Tensor::dense(DType::complex128, {1}, bytes_from<double>({0.5, -1}));
+  CHECK(c.as<std::complex<double>>()[0] == std::complex<double>(0.5, -1));
+  CHECK(c.as<const std::complex<double>>().size() == 1);
+}
+
+TEST_CASE("as<T>() of a same-size type of another dtype throws naming both") {
+  const Tensor f = Tensor::dense(DType::float32, {2}, bytes_from<float>({1, 2}));
+  CHECK(view_message<std::int32_t>(f) == "as<std::int32_t>() of a float32 tensor: use as<float>()");
+  const Tensor d = Tensor::dense(DType::float64, {1}, bytes_from<double>({1}));
+  CHECK(view_message<std::int64_t>(d).find("use as<double>()") != std::string::npos);
+  const Tensor i = Tensor::dense(DType::int32, {1}, bytes_from<std::int32_t>({1}));
+  CHECK(view_message<std::uint32_t>(i).find("of a int32 tensor: use as<std::int32_t>()") !=
+        std::string::npos);
+  const Tensor h = Tensor::dense(DType::bfloat16, {1}, bytes_from<std::uint16_t>({0x3F80}));
+  CHECK(view_message<std::int16_t>(h).find("use as<std::uint16_t>() (the bits)") !=
+        std::string::npos);
+}
+
+TEST_CASE("as<T>() of a string tensor: not viewable") {
+  const std::vector<std::string> words = {"ab", "c"};
+  const Tensor t = Tensor::strings({2}, words);
+  for (const std::string& m : view_messages(t)) {
+    CHECK(m.find("of a string tensor") != std::string::npos);
+    CHECK(m.find("use string_at()") != std::string::npos);
+  }
+}
+
+TEST_CASE("as<T>() of a quantized tensor: the stored integers as documented") {
+  const auto quantized = [](QuantStorage storage, Bytes values) {
+    Quantization q;
+    q.storage = storage;
+    q.scale = 1;
+    if (storage == QuantStorage::int4) {
+      q.scheme = QuantScheme::block_symmetric;
+      q.block_size = 2;
+      q.scale_dtype = DType::float32;
+      q.scales = bytes_from<float>({1});
+    }
+    return Tensor::quantized(DType::float32, {2}, q, std::move(values));
+  };
+  const Tensor i8 = quantized(QuantStorage::int8, bytes_from<std::int8_t>({-3, 4}));
+  CHECK(i8.as<std::int8_t>()[0] == -3);
+  check_views(i8, "std::int8_t", "quantized float32");
+  CHECK(view_message<std::uint8_t>(i8) ==
+        "as<std::uint8_t>() of a quantized float32 tensor (int8 storage): use as<std::int8_t>() "
+        "for the stored integers or dequantize() for the values");
+  const Tensor u8 = quantized(QuantStorage::uint8, bytes_from<std::uint8_t>({200, 4}));
+  CHECK(u8.as<std::uint8_t>()[0] == 200);
+  check_views(u8, "std::uint8_t", "quantized float32");
+  const Tensor i4 = quantized(QuantStorage::int4, bytes_from<std::uint8_t>({0x7F}));
+  CHECK(i4.as<std::int8_t>().size() == 1);  // one byte: two packed elements
+  check_views(i4, "std::int8_t", "quantized float32");
+  CHECK(view_message<float>(i4).find("(int4 storage)") != std::string::npos);
 }
