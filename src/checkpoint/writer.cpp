@@ -1056,7 +1056,7 @@ void Writer::Impl::mark_free_ranges(const std::set<const zip::EntryInfo*>& kept,
 std::shared_ptr<remote::S3UploadStart> Writer::Impl::start_s3_upload() const {
   return std::make_shared<remote::S3UploadStart>(
       std::make_shared<remote::S3Multipart>(path.string(), RemoteOptions{}),
-      remote::stale_upload_age());
+      remote::stale_upload_age(path.string()));
 }
 
 std::optional<Writer::Impl::S3Old> Writer::Impl::open_s3() const {

@@ -312,7 +312,7 @@ CommitTarget::Start S3CommitTarget::begin(const std::string&) {
     } else {
       o.condition.if_none_match = true;
     }
-    o.abort_stale_after = remote::stale_upload_age();
+    o.abort_stale_after = remote::stale_upload_age(m.url);
     m.part_size = o.part_size;
     m.sink.emplace(std::move(client), std::move(o));
     if (m.old) {

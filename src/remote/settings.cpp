@@ -21,6 +21,15 @@ double env_seconds(const char* name, double fallback, const std::string& url) {
   return d;
 }
 
+// Unset, empty or "0": false; "1": true; anything else is refused.
+bool env_flag(const char* name, const std::string& url) {
+  const std::string v = env(name);
+  if (v.empty() || v == "0") return false;
+  if (v == "1") return true;
+  detail::fail_invalid(std::string(name) + "='" + v + "' is not 1 (on) or 0 (off)",
+                       ErrorContext{.archive = url});
+}
+
 }  // namespace
 
 std::string env(const char* name) {
@@ -57,7 +66,7 @@ std::optional<std::uint64_t> env_size(const char* name, const std::string& url) 
 Settings settings_from(const RemoteOptions& o, const std::string& url) {
   namespace fs = std::filesystem;
   Settings s;
-  bool no_cache = o.no_cache ? *o.no_cache : env("MODELZIP_NO_CACHE") == "1";
+  bool no_cache = o.no_cache ? *o.no_cache : env_flag("MODELZIP_NO_CACHE", url);
   if (!no_cache) {
     if (o.cache_dir)
       s.cache_dir = *o.cache_dir;

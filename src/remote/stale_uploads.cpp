@@ -3,6 +3,7 @@
 #include <charconv>
 #include <exception>
 
+#include "core/fail.hpp"
 #include "remote/settings.hpp"
 
 namespace modelzip::remote {
@@ -38,13 +39,15 @@ std::optional<std::chrono::system_clock::time_point> parse_s3_time(std::string_v
   return std::chrono::system_clock::time_point(std::chrono::seconds(seconds));
 }
 
-std::chrono::seconds stale_upload_age() {
+std::chrono::seconds stale_upload_age(const std::string& url) {
   const std::string text = env("MODELZIP_S3_STALE_UPLOAD_AGE");
+  if (text.empty()) return kDefaultStaleUploadAge;
   unsigned long long n = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-  if (text.empty() || ec != std::errc() || end != text.data() + text.size() ||
-      n > 100ULL * 365 * 86400)
-    return kDefaultStaleUploadAge;
+  if (ec != std::errc() || end != text.data() + text.size() || n > 100ULL * 365 * 86400)
+    detail::fail_invalid("MODELZIP_S3_STALE_UPLOAD_AGE='" + text +
+                             "' is not a whole number of seconds (0 to 100 years)",
+                         ErrorContext{.archive = url});
   return std::chrono::seconds(static_cast<long long>(n));
 }
 

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstddef>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -40,9 +41,11 @@ std::vector<S3PendingUpload> list_stale_uploads(
 std::size_t abort_uploads(const S3Multipart& s3, const std::vector<S3PendingUpload>& uploads,
                           std::string_view except = {}) noexcept;
 
-// The bound the writers use: MODELZIP_S3_STALE_UPLOAD_AGE (whole seconds,
-// 0 aborts every incomplete upload of the key) or kDefaultStaleUploadAge.
-std::chrono::seconds stale_upload_age();
+// The bound the writers of `url` use: MODELZIP_S3_STALE_UPLOAD_AGE (whole
+// seconds, 0 aborts every incomplete upload of the key) or, unset,
+// kDefaultStaleUploadAge. Any other value throws Error(invalid_argument)
+// naming the variable and `url`.
+std::chrono::seconds stale_upload_age(const std::string& url);
 
 // "2026-11-27T23:10:05.123Z" (S3's Initiated, UTC): the time it names
 // (fractions dropped); nullopt if malformed.

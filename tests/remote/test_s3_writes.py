@@ -259,6 +259,15 @@ def test_parts_in_flight_and_part_size_are_configurable(s3, tensors):
     p = run("import", url, "--tag", "u", tensors / "small.npy",
             env=env_for(proxy, MODELZIP_S3_PART_SIZE="8X"), check=False)
     assert p.returncode != 0 and b"MODELZIP_S3_PART_SIZE='8X' is not a size" in p.stderr, p.stderr
+    before = fork.get("w/serial.zip")
+    proxy.clear()
+    for age in ("1h", "-1", "3.5"):
+        p = run("import", url, "--tag", "u", tensors / "small.npy",
+                env=env_for(proxy, MODELZIP_S3_STALE_UPLOAD_AGE=age), check=False)
+        assert p.returncode != 0 and url.encode() in p.stderr, p.stderr
+        assert f"MODELZIP_S3_STALE_UPLOAD_AGE='{age}'".encode() in p.stderr, p.stderr
+    assert fork.get("w/serial.zip") == before
+    assert not [r for r in proxy.requests() if r["method"] in ("POST", "PUT")]  # nothing started
 
 
 def test_python_save_to_s3(s3, tensors, monkeypatch):
