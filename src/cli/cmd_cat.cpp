@@ -80,7 +80,7 @@ int run(const std::vector<std::string>& argv) {
   if (dequantize) t = t.dequantize();
   refuse_terminal(t.dtype());
   const ErrorContext context{.archive = archive.name(),
-                             .tag = tag.empty() ? archive.tags().back() : tag};
+                             .tag = tag.empty() ? archive.newest_tag() : tag};
   if (args.flag("--npy") && t.layout() == Layout::quantized)
     throw Error(ErrorCode::unsupported,
                 what +

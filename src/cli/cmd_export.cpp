@@ -97,7 +97,7 @@ int run(const std::vector<std::string>& argv) {
                     "has " + std::to_string(embeddings.size()) +
                         " embedding(s) and no tensors to write to " + out.string() + ": " + how,
                     ErrorContext{.archive = archive.name(),
-                                 .tag = tag.empty() ? archive.tags().back() : tag});
+                                 .tag = tag.empty() ? archive.newest_tag() : tag});
       std::cerr << "modelzip: " << embeddings.size() << " embedding(s) not written to "
                 << printable(out.string()) << ": " << printable(how) << "\n";
     }
