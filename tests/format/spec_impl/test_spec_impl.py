@@ -1,0 +1,393 @@
+"""The format specification (schemas/) is exact enough for a second
+implementation: spec_reader and spec_writer, written from it alone, read
+what modelzip writes and write what modelzip reads, and reject what the
+specification says a reader must reject, as modelzip does."""
+import os
+import struct
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import spec_reader  # noqa: E402
+import spec_writer  # noqa: E402
+from spec_writer import Shared, Typed  # noqa: E402
+
+modelzip = pytest.importorskip("modelzip")
+CLI = os.environ.get("MODELZIP_CLI", "modelzip")
+
+rng = np.random.default_rng(41)
+
+
+def cli(*args):
+    return subprocess.run([CLI, *map(str, args)], capture_output=True, text=True, timeout=120)
+
+
+def same(a, b):
+    """Exactly equal: dtype, shape and every byte (NaN payloads aside: the
+    decoded 8-bit float NaNs are NaN, whatever their bits)."""
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.dtype == b.dtype and a.shape == b.shape, (a.dtype, a.shape, b.dtype, b.shape)
+    if a.dtype == object:
+        assert a.tolist() == b.tolist()
+    elif a.dtype.kind == "f":
+        assert np.array_equal(np.isnan(a), np.isnan(b))
+        assert a[~np.isnan(a)].tobytes() == b[~np.isnan(b)].tobytes()
+    else:
+        assert a.tobytes() == b.tobytes()
+
+
+# Values of every dtype, as modelzip is given them; the keys of EXPECT say
+# what spec_reader must give back (its documented decoding).
+E4M3_BITS = np.array([0x38, 0x40, 0xC4, 0x7E, 0x01, 0x08, 0x80, 0x7F, 0xFE], np.uint8)
+E4M3_VALUES = np.array([1, 2, -3, 448, 2.0**-9, 2.0**-6, -0.0, np.nan, -448], np.float32)
+E5M2_BITS = np.array([0x3C, 0x7B, 0x7C, 0xFC, 0x01, 0x7D, 0x40], np.uint8)
+E5M2_VALUES = np.array([1, 57344, np.inf, -np.inf, 2.0**-16, np.nan, 2], np.float32)
+
+
+def every_dtype():
+    arrays = {
+        "bool": np.array([[True, False, True]]),
+        "int8": np.array([-128, 0, 127], np.int8),
+        "int16": rng.integers(-2**15, 2**15, (2, 3), dtype=np.int16),
+        "int32": rng.integers(-2**31, 2**31, (4,), dtype=np.int32),
+        "int64": np.array([-2**63, 2**63 - 1], np.int64),
+        "uint8": np.arange(256, dtype=np.uint8).reshape(16, 16),
+        "uint16": np.array([0, 65535], np.uint16),
+        "uint32": np.array([2**32 - 1], np.uint32),
+        "uint64": np.array([2**64 - 1, 1], np.uint64),
+        "float16": rng.standard_normal((3, 5)).astype(np.float16),
+        "float32": rng.standard_normal((7, 2, 3)).astype(np.float32),
+        "float64": np.array([np.pi, -0.0, np.inf], np.float64),
+        "float32 big-endian": np.arange(5, dtype=">f4"),
+        "complex64": (np.arange(4) + 1j * np.arange(4)[::-1]).astype(np.complex64),
+        "complex128": np.array([[1 - 2j, np.inf + 0.5j]], np.complex128),
+        "scalar": np.array(2.5, np.float32),
+        "empty": np.zeros((3, 0, 2), np.int32),
+        "bf16": np.array([0x3F80, 0xC000, 0x7F80, 0x0001], np.uint16),
+        "e4m3": E4M3_BITS,
+        "e5m2": E5M2_BITS,
+        # §4.2 escaping: space, '#', '%', LF, a leading U+FEFF, non-ASCII.
+        "encoder/layer 1#w%": np.ones(2, np.float32),
+        "a\nb": np.zeros(1, np.int8),
+        "\ufeffbom": np.ones(1, np.uint8),
+        "größe": np.full(3, 7, np.int64),
+    }
+    dtypes = {"bf16": "bfloat16", "e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}
+    return arrays, dtypes
+
+
+def expected(name, value):
+    """What spec_reader gives for `value` saved by modelzip under `name`."""
+    if name == "bf16":
+        return (value.astype(np.uint32) << 16).view(np.float32)
+    if name == "e4m3":
+        return E4M3_VALUES
+    if name == "e5m2":
+        return E5M2_VALUES
+    v = np.asarray(value)
+    return v.astype(v.dtype.newbyteorder("="))
+
+
+def check_tag(got, arrays):
+    assert list(got) == list(arrays)
+    for name, value in arrays.items():
+        same(got[name], expected(name, value))
+
+
+# --------------------------------------------------------------------------
+# (a) modelzip writes, spec_reader reads
+
+
+def test_modelzip_archive_read_by_spec_reader(tmp_path):
+    path = tmp_path / "m.zip"
+    arrays, dtypes = every_dtype()
+    modelzip.save(path, "step-1", arrays, dtypes=dtypes, compress=["int16", "größe"],
+                  updater={("float32", "m"): np.full((7, 2, 3), 0.25, np.float32)})
+    # Tag 2: one parameter changed, one unchanged (deduplicated), one shared explicitly.
+    tag2 = {"float32": arrays["float32"], "float64": arrays["float64"] * 2,
+            "strings": np.array([["a", ""], ["é", "x y"]], object)}
+    with modelzip.Writer(path) as w:
+        w.add_tag("step-2", tag2, share={"int8": ("step-1", "int8")})
+    big = rng.standard_normal(3_000_000).astype(np.float32)
+    modelzip.save(path, "step-3", {"big": big, "float32": arrays["float32"]})
+
+    spec = spec_reader.SpecArchive(path)
+    assert spec.tags == ["step-1", "step-2", "step-3"]
+    check_tag(spec.tensors("step-1"), arrays)
+    got = spec.updater_tensors("step-1")
+    same(got[("float32", "m")], np.full((7, 2, 3), 0.25, np.float32))
+    got2 = spec.tensors("step-2")
+    assert list(got2) == ["float32", "float64", "strings", "int8"]
+    same(got2["float32"], arrays["float32"])
+    same(got2["float64"], arrays["float64"] * 2)
+    same(got2["strings"], tag2["strings"])
+    same(got2["int8"], arrays["int8"])
+    rows = dict(spec.params["step-2"])
+    assert rows["int8"] == rows_of(spec, "step-1")["int8"]          # shared by reference
+    assert rows["float32"] == rows_of(spec, "step-1")["float32"]    # deduplicated
+    same(spec.tensors("step-3")["big"], big)
+    spec.verify()
+    data = open(path, "rb").read()
+    assert spec_reader.writer_layout_problems(data) == []
+    assert spec_reader.walk_local_headers(data)[-1] == "tags.txt"
+
+    # Removing a tag in place leaves free entries (§8.5); its shared blobs
+    # move to the oldest tag that uses them; a tag appended after it.
+    assert cli("rm-tag", path, "step-1").returncode == 0
+    modelzip.save(path, "step-4", {"float32": arrays["float32"], "new": np.arange(3)})
+    spec = spec_reader.SpecArchive(path)
+    assert spec.tags == ["step-2", "step-3", "step-4"]
+    got2 = spec.tensors("step-2")
+    same(got2["int8"], arrays["int8"])
+    same(got2["float32"], arrays["float32"])
+    same(spec.tensors("step-4")["new"], np.arange(3))
+    assert not any(e.startswith("step-1/") for e in spec.entries)
+    spec.verify()
+    data = open(path, "rb").read()
+    assert spec_reader.writer_layout_problems(data) == []
+    walked = spec_reader.walk_local_headers(data)
+    assert any(n.startswith(".modelzip-free/") for n in walked), walked
+    assert walked[-1] == "tags.txt"
+
+
+def rows_of(spec, tag):
+    return dict(spec.params[tag])
+
+
+def test_quantized_tensors_read_by_spec_reader(tmp_path):
+    torch = pytest.importorskip("torch")
+    path = tmp_path / "q.zip"
+    floats = {"w": rng.standard_normal((8, 40)).astype(np.float32),
+              "h": rng.standard_normal((3, 33)).astype(np.float16),
+              "d": rng.standard_normal((70,)).astype(np.float64)}
+    modelzip.save(path, "float", floats)
+    schemes = ["int8-per-tensor", "int8-per-channel", "int8-block32", "int4-block32"]
+    for scheme in schemes:
+        modelzip.quantize(path, "float", scheme, scheme=scheme, min_elements=1)
+    spec = spec_reader.SpecArchive(path)
+    with modelzip.open(path) as archive:
+        for scheme in schemes:
+            got = spec.tensors(scheme)
+            quantized = [n for n in floats
+                         if isinstance(archive.tensor(n, scheme), modelzip.QuantizedTensor)]
+            assert {"w", "h"} <= set(quantized), (scheme, quantized)
+            for name, x in floats.items():
+                assert got[name].dtype == x.dtype
+                # §6.1: every element within half a step of the original.
+                step = np.max(np.abs(x.astype(np.float64))) / (7 if "int4" in scheme else 127)
+                assert np.all(np.abs(got[name].astype(np.float64) - x) <= step * 0.51 + 1e-3)
+                same(got[name], archive.tensor(name, scheme, dequantize=True))
+
+    # torch's quantized tensors: the integers, scale and zero point stored exactly.
+    x = torch.randn(4, 6)
+    per_tensor = torch.quantize_per_tensor(x, 0.05, 3, torch.qint8)
+    per_channel = torch.quantize_per_channel(x, torch.rand(6).double() + 0.01,
+                                             torch.arange(6) * 10, 1, torch.quint8)
+    modelzip.save(path, "torch", {"t": per_tensor, "c": per_channel})
+    got = spec_reader.SpecArchive(path).tensors("torch")
+    ints = per_tensor.int_repr().numpy().astype(np.float64)
+    same(got["t"], ((ints - 3) * 0.05).astype(np.float32))
+    ints = per_channel.int_repr().numpy().astype(np.float64)
+    scales = per_channel.q_per_channel_scales().numpy()
+    zps = per_channel.q_per_channel_zero_points().numpy()
+    same(got["c"], ((ints - zps) * scales).astype(np.float32))
+
+
+# --------------------------------------------------------------------------
+# (b) spec_writer writes, modelzip reads
+
+
+def spec_tags():
+    t1 = {"w": rng.standard_normal((5, 3)).astype(np.float32),
+          "big-endian i64": np.arange(-3, 3, dtype=">i8"),
+          "scalar": np.array(1.5, np.float64),
+          "empty": np.zeros((0,), np.float16),
+          "flags": np.array([True, False]),
+          "u32": np.array([1, 2**32 - 1], np.uint32),
+          "c128": np.array([1 + 2j], np.complex128),
+          "c64": np.array([[3 - 1j, 0j]], np.complex64),
+          "bf16": Typed("bfloat16", np.array([0x3F80, 0x4000], np.uint16)),
+          "e4m3": Typed("float8_e4m3fn", E4M3_BITS),
+          "e5m2": Typed("float8_e5m2", E5M2_BITS),
+          "text": np.array(["héllo", "", "a b"], object),
+          "layer 1#w%\n": np.arange(4, dtype=np.int16)}
+    t2 = {"w": rng.standard_normal((5, 3)).astype(np.float32),
+          "u32": Shared("step-1", "u32"), "layer 1#w%\n": Shared("step-1", "layer 1#w%\n")}
+    return [("step-1", t1), ("step-2", t2)]
+
+
+def as_modelzip_loads(value):
+    if isinstance(value, Typed):
+        return value.bits
+    v = np.asarray(value)
+    return v if v.dtype == object else v.astype(v.dtype.newbyteorder("="))
+
+
+def check_spec_archive_with_modelzip(path, tags):
+    r = cli("verify", path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = subprocess.run(["unzip", "-t", str(path)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    originals = dict(tags)
+    with modelzip.open(path) as archive:
+        assert archive.tags == [t for t, _ in tags]
+        for tag, params in tags:
+            loaded = archive.load(tag, copy=True)
+            assert list(loaded) == list(params)
+            for name, value in params.items():
+                if isinstance(value, Shared):
+                    value = originals[value.tag][value.name]
+                same(loaded[name], as_modelzip_loads(value))
+        info = {p.name: p for p in archive.params("step-2")}
+        assert info["u32"].shared and info["layer 1#w%\n"].shared and not info["w"].shared
+        assert archive.param("bf16", "step-1").dtype == "bfloat16"
+        assert archive.param("e5m2", "step-1").dtype == "float8_e5m2"
+        assert archive.verify() == []
+
+
+def test_spec_writer_archive_read_by_modelzip(tmp_path):
+    path = tmp_path / "s.zip"
+    tags = spec_tags()
+    spec_writer.write(path, tags, model={"name": "spec"})
+    check_spec_archive_with_modelzip(path, tags)
+    # spec_writer's archive is in the append layout: modelzip appends a tag in
+    # place, and both readers read all three.
+    modelzip.save(path, "step-3", {"w": tags[0][1]["w"]})
+    with modelzip.open(path) as archive:
+        assert archive.tags == ["step-1", "step-2", "step-3"]
+    spec = spec_reader.SpecArchive(path)
+    same(spec.tensors("step-3")["w"], tags[0][1]["w"])
+    same(spec.tensors("step-2")["u32"], tags[0][1]["u32"])
+    # (Not deduplicated with step-1's blob: §5, dedup compares whole blob
+    # entries, and spec_writer's header differs from modelzip's.)
+
+
+def test_a_wrong_writer_is_caught(tmp_path, monkeypatch):
+    """The comparison above can fail: a writer that numbers float32 as the
+    DataType of int32 (same size) writes an archive modelzip reads as int32."""
+    path = tmp_path / "wrong.zip"
+    monkeypatch.setitem(spec_writer.DTYPE_NUMBERS, "float32", 9)
+    tags = spec_tags()
+    spec_writer.write(path, tags)
+    with pytest.raises(AssertionError):
+        check_spec_archive_with_modelzip(path, tags)
+
+
+# --------------------------------------------------------------------------
+# (c) what a reader must reject, both readers reject
+
+
+def blob_archive(path, blob, params_txt=b"x 0\n", tags_txt=b"t\n", extra=()):
+    z = spec_writer.ZipWriter()
+    z.add("modelzip.toml", b"format_version = 1\n")
+    z.add("t/params.txt", params_txt)
+    z.add("t/params/0.fb", blob)
+    for name, data in extra:
+        z.add(name, data)
+    z.add("tags.txt", tags_txt)
+    path.write_bytes(z.finish())
+
+
+def good_blob():
+    return spec_writer.encode_blob(np.arange(4, dtype=np.float32))
+
+
+def patch_header(blob, field_index, fmt, value):
+    """A copy of `blob` with one present scalar field of its TensorHeader changed."""
+    data = bytearray(blob)
+    (S,) = struct.unpack_from("<I", data)
+    t = spec_reader.flatbuf.root(data, 4, S, b"MZTB")
+    struct.pack_into("<" + fmt, data, t.field_pos(field_index, struct.calcsize(fmt)), value)
+    return bytes(data)
+
+
+def patch_values_length(blob, length):
+    data = bytearray(blob)
+    (S,) = struct.unpack_from("<I", data)
+    t = spec_reader.flatbuf.root(data, 4, S, b"MZTB")
+    struct.pack_into("<Q", data, t.field_pos(4, 16) + 8, length)
+    return bytes(data)
+
+
+def corruptions():
+    blob = good_blob()
+    return {
+        "unsupported dtype FLOAT8": dict(blob=patch_header(blob, 0, "b", 2)),
+        "unknown dtype 99": dict(blob=patch_header(blob, 0, "b", 99)),
+        "values shorter than numel x size": dict(blob=patch_values_length(blob, 12)),
+        "segment past the entry": dict(blob=blob[:-1]),
+        "wrong file identifier": dict(blob=blob[:8] + b"XXXX" + blob[12:]),
+        "reference to a missing blob": dict(blob=blob, params_txt=b"x 1\n"),
+        "reference to an unknown tag": dict(blob=blob, params_txt=b"x u/0\n"),
+        "unescaped #": dict(blob=blob, params_txt=b"x#y 0\n"),
+        "bad escape": dict(blob=blob, params_txt=b"x%4 0\n"),
+        "leading zero in a reference": dict(blob=blob, params_txt=b"x 00\n"),
+        "three fields": dict(blob=blob, params_txt=b"x 0 0\n"),
+        "byte-order mark in tags.txt": dict(blob=blob, tags_txt=b"\xef\xbb\xbft\n"),
+        "CR in tags.txt": dict(blob=blob, tags_txt=b"t\r\n"),
+        "entry outside a tag folder": dict(blob=blob, extra=[("other/x", b"1")]),
+    }
+
+
+@pytest.mark.parametrize("case", list(corruptions()))
+def test_both_readers_reject(tmp_path, case):
+    path = tmp_path / "bad.zip"
+    blob_archive(path, **corruptions()[case])
+    with pytest.raises(spec_reader.SpecError):
+        spec_reader.SpecArchive(path).verify()
+    r = cli("verify", path)
+    assert r.returncode != 0, (case, r.stdout)
+    with pytest.raises(modelzip.Error):
+        with modelzip.open(path) as archive:
+            archive.load("t", copy=True)
+            assert archive.verify() == []
+
+
+def test_the_valid_base_of_the_corruptions_is_accepted(tmp_path):
+    """Each corruption above breaks one rule of an archive both accept."""
+    path = tmp_path / "good.zip"
+    blob_archive(path, good_blob())
+    spec_reader.SpecArchive(path).verify()
+    assert cli("verify", path).returncode == 0
+    same(modelzip.open(path).load("t")["x"], np.arange(4, dtype=np.float32))
+
+
+def test_crc_mismatch_rejected_by_both(tmp_path):
+    path = tmp_path / "crc.zip"
+    blob_archive(path, good_blob())
+    data = bytearray(path.read_bytes())
+    pos = data.rfind(np.arange(4, dtype=np.float32).tobytes())
+    data[pos + 5] ^= 0x40  # a byte of the tensor data; the CRC-32 no longer matches
+    path.write_bytes(bytes(data))
+    with pytest.raises(spec_reader.SpecError, match="CRC"):
+        spec_reader.SpecArchive(path).tensors("t")
+    assert cli("verify", path).returncode != 0
+    with pytest.raises(modelzip.Error):
+        modelzip.open(path).tensor("x", "t", copy=True)
+
+
+def test_valid_journal_gives_the_previous_archive(tmp_path):
+    """§8.3: while a valid journal exists, the archive is the file's first T
+    bytes plus the journal's tail; both readers read the previous archive."""
+    path = tmp_path / "j.zip"
+    spec_writer.write(path, [("a", {"x": np.arange(3)})])
+    old = path.read_bytes()
+    modelzip.save(path, "b", {"y": np.ones(2)})
+    new = path.read_bytes()
+    T = {e.name: e.offset for e in spec_reader.parse_zip(old)[0]}["tags.txt"]  # the tail's start
+    assert new[:T] == old[:T]
+    tags = b"b\n"
+    head = (b"modelzip-append v3\n" + struct.pack("<QQQQ", 7, T, len(old), len(tags)) + tags
+            + old[T:])
+    journal = tmp_path / ".j.zip.modelzip-append"
+    journal.write_bytes(head + struct.pack("<I", spec_reader.zlib.crc32(head)))
+    assert spec_reader.SpecArchive(path).tags == ["a"]
+    with modelzip.open(path) as archive:
+        assert archive.tags == ["a"]
+    journal.write_bytes(head + struct.pack("<I", spec_reader.zlib.crc32(head) ^ 1))  # torn
+    assert spec_reader.SpecArchive(path).tags == ["a", "b"]
+    with modelzip.open(path) as archive:
+        assert archive.tags == ["a", "b"]
