@@ -460,9 +460,16 @@ class SparseCOO:
         self.shape, self.indices, self.values = shape, indices, values
 
     def dense(self):
+        """§6: coordinates may repeat; an element is the sum of its values
+        (BOOL: their or), 0 where none is stored."""
         out = np.zeros(self.shape, self.values.dtype)
-        for coord, v in zip(self.indices, self.values):
-            out[tuple(coord)] = v
+        if len(self.values) and not self.shape:
+            out[()] = np.any(self.values) if out.dtype == np.bool_ else np.add.reduce(self.values)
+        elif len(self.values):
+            if out.dtype == np.bool_:
+                np.logical_or.at(out, tuple(self.indices.T), self.values)
+            else:
+                np.add.at(out, tuple(self.indices.T), self.values)
         return out
 
 

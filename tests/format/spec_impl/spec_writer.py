@@ -44,7 +44,10 @@ def align_up(x, a):
 
 
 def tensor_header(dtype_no, shape, values):
-    """The TensorHeader FlatBuffer (tensor.fbs) of a DENSE LITTLE tensor."""
+    """The TensorHeader FlatBuffer (tensor.fbs) of a DENSE LITTLE tensor:
+    fields at their schema defaults are left out (layout, byte_order, nnz,
+    alignment 64), and so are the unused Segments (§6: absent reads as
+    {0, 0})."""
     b = flatbuf.Builder(b"MZTB")
     fields = [(0, "b", dtype_no),
               (1, "ref", lambda: b.vector("q", list(shape), 8)),
