@@ -43,67 +43,59 @@ def align_up(x, a):
     return -(-x // a) * a
 
 
-def tensor_header(dtype_no, shape, values):
-    """The TensorHeader FlatBuffer (tensor.fbs) of a DENSE LITTLE tensor:
-    fields at their schema defaults are left out (layout, byte_order, nnz,
-    alignment 64), and so are the unused Segments (§6: absent reads as
-    {0, 0})."""
+def tensor_header(dtype_no, shape, segments, big=False, alignment=64):
+    """The TensorHeader FlatBuffer (tensor.fbs) of a DENSE tensor, with
+    `segments` {field index: (offset, length)} (4 values, 5 offsets).
+    Fields at their schema defaults are left out (layout, byte_order
+    LITTLE, nnz, alignment 64), and so are the Segments not given (§6:
+    absent reads as {0, 0})."""
     b = flatbuf.Builder(b"MZTB")
-    fields = [(0, "b", dtype_no),
-              (1, "ref", lambda: b.vector("q", list(shape), 8)),
-              (4, "QQ", values)]
-    if dtype_no == DTYPE_NUMBERS["utf8"]:
-        raise ValueError("use string_header")
+    fields = [(0, "b", dtype_no), (1, "ref", lambda: b.vector("q", list(shape), 8))]
+    fields += [(index, "QQ", seg) for index, seg in segments.items()]
+    if big:
+        fields.append((3, "b", 1))
+    if alignment != 64:
+        fields.append((8, "I", alignment))
     return b.finish(b.table(fields))
 
 
-def encode_blob(value):
-    """The bytes of a `.fb` entry (§6) for a numpy array or Typed value."""
+def encode_blob(value, big=False, alignment=64):
+    """The bytes of a `.fb` entry (§6) for a numpy array or Typed value:
+    header, zero bytes, then the segments (values, then offsets for
+    strings), each at the next multiple of `alignment` (writers: 64).
+    `big`: byte order BIG (a writer's rule is LITTLE; readers convert)."""
+    order = ">" if big else "<"
     if isinstance(value, Typed):
-        dname, arr = value.dtype, np.array(value.bits, order="C")
+        dname, arr = value.dtype, np.asarray(value.bits)
         if arr.dtype.itemsize != (2 if dname == "bfloat16" else 1):
             raise TypeError(f"{dname} bits of itemsize {arr.dtype.itemsize}")
-        arr = arr.astype(arr.dtype.newbyteorder("<"))
     else:
         arr = np.asarray(value)
-        if arr.dtype == object:
-            return encode_strings(arr)
-        key = arr.dtype.kind + str(arr.dtype.itemsize) if arr.dtype.kind != "b" else "b"
-        dname = NUMPY_NAMES[key]
-        arr = arr.astype(arr.dtype.newbyteorder("<"), order="C")
-    data = arr.tobytes()
+        dname = "utf8" if arr.dtype == object else \
+            NUMPY_NAMES["b" if arr.dtype.kind == "b" else arr.dtype.kind + str(arr.dtype.itemsize)]
+    if dname == "utf8":
+        parts = [x.encode("utf-8") for x in arr.reshape(-1)]
+        offsets = np.cumsum([0] + [len(x) for x in parts]).astype(order + "u8").tobytes()
+        payload = [(4, b"".join(parts)), (5, offsets)]
+    else:
+        # astype, not ascontiguousarray: that would make a 0-d array 1-d.
+        payload = [(4, arr.astype(arr.dtype.newbyteorder(order), order="C").tobytes())]
     dtype_no = DTYPE_NUMBERS[dname]
     # The header's size does not depend on the offsets (Segment is a fixed
-    # size struct): build it once to learn S, then with the final offset.
-    S = len(tensor_header(dtype_no, arr.shape, (0, 0)))
-    V = align_up(4 + S, 64)
-    fb = tensor_header(dtype_no, arr.shape, (V, len(data)) if data else (0, 0))
+    # size struct): build it once to learn S, then with the final offsets.
+    S = len(tensor_header(dtype_no, arr.shape, {i: (0, 0) for i, _ in payload}, big, alignment))
+    out = bytearray(struct.pack("<I", S) + bytes(S))
+    segments = {}
+    for index, data in payload:
+        if not data:
+            segments[index] = (0, 0)
+            continue
+        at = align_up(len(out), alignment)
+        segments[index] = (at, len(data))
+        out += bytes(at - len(out)) + data
+    fb = tensor_header(dtype_no, arr.shape, segments, big, alignment)
     assert len(fb) == S
-    if not data:
-        return struct.pack("<I", S) + fb
-    return struct.pack("<I", S) + fb + bytes(V - 4 - S) + data
-
-
-def encode_strings(arr):
-    """UTF8 (§6): values = the concatenated strings, offsets = numel+1 u64."""
-    parts = [s.encode("utf-8") for s in arr.reshape(-1)]
-    offs = np.cumsum([0] + [len(p) for p in parts]).astype("<u8")
-    values, offsets = b"".join(parts), offs.tobytes()
-
-    def header(vseg, oseg):
-        b = flatbuf.Builder(b"MZTB")
-        return b.finish(b.table([(0, "b", DTYPE_NUMBERS["utf8"]),
-                                 (1, "ref", lambda: b.vector("q", list(arr.shape), 8)),
-                                 (4, "QQ", vseg), (5, "QQ", oseg)]))
-
-    S = len(header((0, 0), (0, 0)))
-    V = align_up(4 + S, 64)
-    O = align_up(V + len(values), 64) if values else V
-    fb = header((V, len(values)) if values else (0, 0), (O, len(offsets)))
-    out = bytearray(struct.pack("<I", S) + fb)
-    if values:
-        out += bytes(V - len(out)) + values
-    out += bytes(O - len(out)) + offsets
+    out[4:4 + S] = fb
     return bytes(out)
 
 
@@ -115,37 +107,49 @@ class ZipWriter:
         self.out = bytearray()
         self.central = []
 
-    def add(self, name, data):
+    def add(self, name, data, deflate=False, align=True):
+        """Appends an entry; `align` False leaves out the padding field (a
+        writer's rule; readers must not rely on it)."""
         name_b = name.encode("utf-8")
         offset = len(self.out)
         u = offset + 30 + len(name_b)
         pad = (64 - u % 64) % 64
         if 0 < pad < 4:
             pad += 64
+        if deflate or not align:
+            pad = 0  # §1: deflated entries are never padded
         extra = struct.pack("<HH", 0x7A6D, pad - 4) + bytes(pad - 4) if pad else b""
-        crc = zlib.crc32(data)
+        crc, size = zlib.crc32(data), len(data)
+        if deflate:
+            c = zlib.compressobj(6, zlib.DEFLATED, -15)
+            data = c.compress(data) + c.flush()
         if len(data) >= 0xFFFFFFFF or offset >= 0xFFFFFFFF:
             raise ValueError("this writer does not write ZIP64 entries")
-        self.out += struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 0, 0, DOS_TIME, DOS_DATE,
-                                crc, len(data), len(data), len(name_b), len(extra))
+        method = 8 if deflate else 0
+        self.out += struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 0, method, DOS_TIME, DOS_DATE,
+                                crc, len(data), size, len(name_b), len(extra))
         self.out += name_b + extra + data
         # The central header's padding field accounts for the local one (F = L, no ZIP64).
-        self.central.append(struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, 0, 0,
-                                        DOS_TIME, DOS_DATE, crc, len(data), len(data),
+        self.central.append(struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, 0, method,
+                                        DOS_TIME, DOS_DATE, crc, len(data), size,
                                         len(name_b), len(extra), 0, 0, 0, 0, offset)
                             + name_b + extra)
 
-    def finish(self):
+    def finish(self, comment=b""):
+        """The archive: entries, central directory, end record with `comment`."""
         cd_offset = len(self.out)
         cd = b"".join(self.central)
         self.out += cd
         self.out += struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, len(self.central),
-                                len(self.central), len(cd), cd_offset, 0)
-        return bytes(self.out)
+                                len(self.central), len(cd), cd_offset, len(comment))
+        return bytes(self.out + comment)
 
 
-def write(path, tags, model=None):
-    """Writes a new archive at `path` with `tags`: [(tag, {name: value})]."""
+def write(path, tags, model=None, deflate=False, align=True, big=False, alignment=64):
+    """Writes a new archive at `path` with `tags`: [(tag, {name: value})].
+    The other arguments break writers' rules that readers must not rely on
+    (§1, §6): deflated blobs, unaligned stored data, byte order BIG, segment
+    alignment other than 64."""
     z = ZipWriter()
     toml = 'format_version = 1\nwriter = "spec_writer"\n'
     if model:
@@ -163,13 +167,13 @@ def write(path, tags, model=None):
                 owner, n = blob_of[(value.tag, value.name)]
             else:
                 owner, n = tag, len(blobs)
-                blobs.append(encode_blob(value))
+                blobs.append(encode_blob(value, big=big, alignment=alignment))
             blob_of[(tag, name)] = (owner, n)
             ref = str(n) if owner == tag else f"{owner}/{n}"
             rows.append(f"{spec_reader.escape(name)} {ref}\n")
         z.add(f"{tag}/params.txt", "".join(rows).encode("utf-8"))
         for n, blob in enumerate(blobs):
-            z.add(f"{tag}/params/{n}.fb", blob)
+            z.add(f"{tag}/params/{n}.fb", blob, deflate=deflate, align=align)
     z.add("tags.txt", "".join(t + "\n" for t in names).encode())
     with open(path, "wb") as f:
         f.write(z.finish())

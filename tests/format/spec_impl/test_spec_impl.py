@@ -284,6 +284,54 @@ def test_spec_writer_archive_read_by_modelzip(tmp_path):
     # entries, and spec_writer's header differs from modelzip's.)
 
 
+@pytest.mark.parametrize("options", [dict(big=True), dict(alignment=8), dict(alignment=4096),
+                                     dict(deflate=True), dict(align=False)],
+                         ids=["byte order BIG", "alignment 8", "alignment 4096", "deflated",
+                              "unaligned entries"])
+def test_what_readers_accept_beyond_writers_rules(tmp_path, options):
+    """§1, §6: readers convert BIG data (each complex part on its own), take
+    any segment alignment from 8 to 4096, read deflated blobs, and do not
+    rely on the alignment of stored data."""
+    path = tmp_path / "s.zip"
+    tags = spec_tags()
+    spec_writer.write(path, tags, **options)
+    check_spec_archive_with_modelzip(path, tags)
+    spec = spec_reader.SpecArchive(path)
+    for name, value in tags[0][1].items():
+        if not isinstance(value, Typed):
+            same(spec.tensors("step-1")[name], as_modelzip_loads(value))
+
+
+def test_comment_trailing_bytes_and_folder_entries_are_accepted(tmp_path):
+    """§1: an archive comment, trailing bytes after it, folder entries."""
+    path = tmp_path / "c.zip"
+    z = spec_writer.ZipWriter()
+    z.add("modelzip.toml", b"format_version = 1\n")
+    z.add("t/", b"")
+    z.add("other/", b"")
+    z.add("t/params.txt", b"# a comment line\nx 0\n")
+    z.add("t/params/0.fb", good_blob())
+    z.add("tags.txt", b"t")  # the last line may omit its LF
+    path.write_bytes(z.finish(comment=b"a comment PK") + b"\n")
+    spec = spec_reader.SpecArchive(path)
+    same(spec.tensors("t")["x"], np.arange(4, dtype=np.float32))
+    assert cli("verify", path).returncode == 0
+    same(modelzip.open(path).load("t")["x"], np.arange(4, dtype=np.float32))
+
+
+def test_unreferenced_blob_must_be_valid(tmp_path):
+    """§2: a blob file no table references is allowed but must be a valid
+    blob: verify rejects it in both, loading the tag does not read it."""
+    path = tmp_path / "u.zip"
+    blob_archive(path, good_blob(), extra=[("t/params/7.fb", b"\0" * 40),
+                                           ("t/params/07.fb", b"not a blob")])
+    with pytest.raises(spec_reader.SpecError, match="params/7.fb"):
+        spec_reader.SpecArchive(path).verify()
+    same(spec_reader.SpecArchive(path).tensors("t")["x"], np.arange(4, dtype=np.float32))
+    assert cli("verify", path).returncode != 0
+    same(modelzip.open(path).load("t")["x"], np.arange(4, dtype=np.float32))
+
+
 def test_a_wrong_writer_is_caught(tmp_path, monkeypatch):
     """The comparison above can fail: a writer that numbers float32 as the
     DataType of int32 (same size) writes an archive modelzip reads as int32."""
