@@ -347,9 +347,10 @@ def test_a_wrong_writer_is_caught(tmp_path, monkeypatch):
 # (c) what a reader must reject, both readers reject
 
 
-def blob_archive(path, blob, params_txt=b"x 0\n", tags_txt=b"t\n", extra=()):
+def blob_archive(path, blob, params_txt=b"x 0\n", tags_txt=b"t\n", extra=(),
+                 toml=b"format_version = 1\n"):
     z = spec_writer.ZipWriter()
-    z.add("modelzip.toml", b"format_version = 1\n")
+    z.add("modelzip.toml", toml)
     z.add("t/params.txt", params_txt)
     z.add("t/params/0.fb", blob)
     for name, data in extra:
@@ -396,6 +397,15 @@ def corruptions():
         "byte-order mark in tags.txt": dict(blob=blob, tags_txt=b"\xef\xbb\xbft\n"),
         "CR in tags.txt": dict(blob=blob, tags_txt=b"t\r\n"),
         "entry outside a tag folder": dict(blob=blob, extra=[("other/x", b"1")]),
+        "tags equal but for case": dict(blob=blob, tags_txt=b"t\nT\n",
+                                        extra=[("T/params.txt", b"")]),
+        "tag folder spelled in another case": dict(blob=blob, tags_txt=b"t\nu\n",
+                                                   extra=[("U/params.txt", b"")]),
+        "reference spelled in another case": dict(blob=blob, params_txt=b"x T/0\n"),
+        "format_version 2": dict(blob=blob, toml=b"format_version = 2\n"),
+        "format_version a float": dict(blob=blob, toml=b"format_version = 1.0\n"),
+        "tag is a device name": dict(blob=blob, tags_txt=b"t\ncom1.x\n",
+                                     extra=[("com1.x/params.txt", b"")]),
     }
 
 
@@ -454,6 +464,15 @@ def test_valid_journal_gives_the_previous_archive(tmp_path):
     assert spec_reader.SpecArchive(path).tags == ["a"]
     with modelzip.open(path) as archive:
         assert archive.tags == ["a"]
+    # Version 2 (no tag list) and version 1 (appends began at the old end).
+    head2 = b"modelzip-append v2\n" + struct.pack("<QQQ", 7, T, len(old)) + old[T:]
+    for content in (head2 + struct.pack("<I", spec_reader.zlib.crc32(head2)),
+                    b"modelzip-append v1 %d\n" % len(new)):
+        journal.write_bytes(content)
+        expect = ["a"] if content.startswith(b"modelzip-append v2") else ["a", "b"]
+        assert spec_reader.SpecArchive(path).tags == expect
+        with modelzip.open(path) as archive:
+            assert archive.tags == expect
     journal.write_bytes(head + struct.pack("<I", spec_reader.zlib.crc32(head) ^ 1))  # torn
     assert spec_reader.SpecArchive(path).tags == ["a", "b"]
     with modelzip.open(path) as archive:
