@@ -65,6 +65,8 @@ def encode_blob(value, big=False, alignment=64):
     strings), each at the next multiple of `alignment` (writers: 64).
     `big`: byte order BIG (a writer's rule is LITTLE; readers convert)."""
     order = ">" if big else "<"
+    if isinstance(value, Quantized):
+        return encode_quantized(value)
     if isinstance(value, Typed):
         dname, arr = value.dtype, np.asarray(value.bits)
         if arr.dtype.itemsize != (2 if dname == "bfloat16" else 1):
@@ -94,6 +96,73 @@ def encode_blob(value, big=False, alignment=64):
         segments[index] = (at, len(data))
         out += bytes(at - len(out)) + data
     fb = tensor_header(dtype_no, arr.shape, segments, big, alignment)
+    assert len(fb) == S
+    out[4:4 + S] = fb
+    return bytes(out)
+
+
+class Quantized:
+    """A quantized tensor (§6.1): `ints` the stored integers in the original
+    shape; `scheme` "affine-per-tensor" (scale, zero_point), "affine-per-axis"
+    (axis, float64 scales, int64 zero_points) or "block-symmetric" (axis,
+    block_size, scales of scale_type float16 or float32, row-major (row,
+    block)); `storage` "int8", "uint8" or "int4"; `dtype` the original type."""
+
+    def __init__(self, dtype, ints, scheme, storage, scale=0.0, zero_point=0, axis=0,
+                 scales=None, zero_points=None, block_size=0):
+        self.dtype, self.ints, self.scheme, self.storage = dtype, np.asarray(ints), scheme, storage
+        self.scale, self.zero_point, self.axis, self.block_size = scale, zero_point, axis, block_size
+        self.scales, self.zero_points = scales, zero_points
+
+
+SCHEMES = {"affine-per-tensor": 0, "affine-per-axis": 1, "block-symmetric": 2}
+STORAGES = {"int8": 0, "uint8": 1, "int4": 2}
+
+
+def encode_quantized(q):
+    """The bytes of a `.fb` entry of layout QUANTIZED: values (INT4: element
+    2k in the low nibble of byte k, 2k+1 in its high one), then the scales,
+    then the zero points, each at the next multiple of 64."""
+    flat = q.ints.reshape(-1).astype(np.int64)
+    if q.storage == "int4":
+        nib = (flat & 0xF).astype(np.uint8)
+        if len(nib) % 2:
+            nib = np.append(nib, np.uint8(0))  # the padding nibble is 0
+        values = (nib[0::2] | (nib[1::2] << 4)).astype(np.uint8).tobytes()
+    else:
+        values = flat.astype(np.int8 if q.storage == "int8" else np.uint8).tobytes()
+    scales = b"" if q.scales is None else np.asarray(q.scales).astype(
+        np.asarray(q.scales).dtype.newbyteorder("<")).tobytes()
+    zero_points = b"" if q.zero_points is None else np.asarray(q.zero_points, "<i8").tobytes()
+    scale_type = None if q.scales is None else DTYPE_NUMBERS[NUMPY_NAMES[
+        "f" + str(np.asarray(q.scales).dtype.itemsize)]]
+
+    def header(seg):
+        b = flatbuf.Builder(b"MZTB")
+        qfields = [(0, "b", SCHEMES[q.scheme]), (1, "b", STORAGES[q.storage])]
+        if q.scheme == "affine-per-tensor":
+            qfields += [(2, "d", q.scale), (3, "q", q.zero_point)]
+        else:
+            qfields += [(4, "q", q.axis), (6, "b", scale_type), (7, "QQ", seg[1])]
+            if q.scheme == "block-symmetric":
+                qfields.append((5, "Q", q.block_size))
+            else:
+                qfields.append((8, "QQ", seg[2]))
+        return b.finish(b.table([
+            (0, "b", DTYPE_NUMBERS[q.dtype]), (1, "ref", lambda: b.vector("q", list(q.ints.shape), 8)),
+            (2, "b", 2), (4, "QQ", seg[0]), (9, "ref", lambda: b.table(qfields))]))
+
+    S = len(header([(0, 0)] * 3))
+    out = bytearray(struct.pack("<I", S) + bytes(S))
+    segs = []
+    for data in (values, scales, zero_points):
+        if not data:
+            segs.append((0, 0))
+            continue
+        at = align_up(len(out), 64)
+        segs.append((at, len(data)))
+        out += bytes(at - len(out)) + data
+    fb = header(segs)
     assert len(fb) == S
     out[4:4 + S] = fb
     return bytes(out)
