@@ -417,6 +417,7 @@ def patch_values_length(blob, length):
 
 def corruptions():
     blob = good_blob()
+    blob8 = spec_writer.encode_blob(np.arange(4, dtype=np.float32), alignment=8)
     return {
         "unsupported dtype FLOAT8": dict(blob=patch_header(blob, 0, "b", 2)),
         "unknown dtype 99": dict(blob=patch_header(blob, 0, "b", 99)),
@@ -439,6 +440,11 @@ def corruptions():
         "reference spelled in another case": dict(blob=blob, params_txt=b"x T/0\n"),
         "format_version 2": dict(blob=blob, toml=b"format_version = 2\n"),
         "format_version a float": dict(blob=blob, toml=b"format_version = 1.0\n"),
+        "alignment 4": dict(blob=patch_header(blob8, 8, "I", 4)),
+        "alignment 24": dict(blob=patch_header(blob8, 8, "I", 24)),
+        "empty line in tags.txt": dict(blob=blob, tags_txt=b"t\n\n"),
+        "a name twice after unescaping": dict(blob=blob, params_txt=b"x 0\n%78 0\n"),
+        "a name not UTF-8 after unescaping": dict(blob=blob, params_txt=b"%FF 0\n"),
         "tag is a device name": dict(blob=blob, tags_txt=b"t\ncom1.x\n",
                                      extra=[("com1.x/params.txt", b"")]),
     }
