@@ -354,8 +354,6 @@ def unescape(entry, line_no, field):
             raise SpecError(f"{entry} line {line_no}: unescaped byte 0x{b:02X}")
         out.append(b)
         i += 1
-    if raw.startswith(b"\xef\xbb\xbf"):
-        raise SpecError(f"{entry} line {line_no}: a name starting with an unescaped U+FEFF")
     if not out:
         raise SpecError(f"{entry} line {line_no}: empty name")
     try:

@@ -309,14 +309,18 @@ def test_comment_trailing_bytes_and_folder_entries_are_accepted(tmp_path):
     z.add("modelzip.toml", b"format_version = 1\n")
     z.add("t/", b"")
     z.add("other/", b"")
-    z.add("t/params.txt", b"# a comment line\nx 0\n")
+    # A comment line; a raw U+FEFF starting a name (not the table: §4.2).
+    z.add("t/params.txt", b"# a comment line\nx 0\n\xef\xbb\xbfy 0\n")
     z.add("t/params/0.fb", good_blob())
     z.add("tags.txt", b"t")  # the last line may omit its LF
     path.write_bytes(z.finish(comment=b"a comment PK") + b"\n")
     spec = spec_reader.SpecArchive(path)
+    assert list(spec.tensors("t")) == ["x", "\ufeffy"]
     same(spec.tensors("t")["x"], np.arange(4, dtype=np.float32))
     assert cli("verify", path).returncode == 0
-    same(modelzip.open(path).load("t")["x"], np.arange(4, dtype=np.float32))
+    loaded = modelzip.open(path).load("t")
+    assert list(loaded) == ["x", "\ufeffy"]
+    same(loaded["x"], np.arange(4, dtype=np.float32))
 
 
 def test_unreferenced_blob_must_be_valid(tmp_path):
@@ -445,6 +449,9 @@ def corruptions():
         "empty line in tags.txt": dict(blob=blob, tags_txt=b"t\n\n"),
         "a name twice after unescaping": dict(blob=blob, params_txt=b"x 0\n%78 0\n"),
         "a name not UTF-8 after unescaping": dict(blob=blob, params_txt=b"%FF 0\n"),
+        ".fifu in updater.txt": dict(blob=blob, extra=[("t/updater.txt", b"v s 0.fifu\n")]),
+        "a tag of 101 characters": dict(blob=blob, tags_txt=b"t\n" + b"a" * 101 + b"\n",
+                                        extra=[("a" * 101 + "/params.txt", b"")]),
         "tag is a device name": dict(blob=blob, tags_txt=b"t\ncom1.x\n",
                                      extra=[("com1.x/params.txt", b"")]),
     }
