@@ -231,12 +231,15 @@ def walk_local_headers(data):
 
 
 def writer_layout_problems(data):
-    """The §1 writer rules an archive breaks (readers must not rely on them):
+    """The writer rules an archive breaks (readers must not rely on them):
     every stored entry's data at a multiple of 64, with the local and the
-    central padding fields as §1 sizes them."""
+    central padding fields as §1 sizes them; every `.fb` blob laid out as §6
+    says (blob_writer_problems)."""
     entries, _ = parse_zip(data)
     problems = []
     for e in entries:
+        if re.fullmatch(r"[^/]+/(params|updater)/(0|[1-9][0-9]{0,14})\.fb", e.name):
+            problems += blob_writer_problems(e.name, entry_bytes(data, e))
         zip64_local = len(e.local_extra) >= 20 and e.local_extra[:2] == b"\1\0"
         u = e.offset + 30 + len(e.name.encode()) + (20 if zip64_local else 0)
         pad = (64 - u % 64) % 64
@@ -598,6 +601,37 @@ def decode_blob(entry, blob):
         vals = _decode_special(dname, seg_array("values", npdt, nnz))
         return SparseCOO(tuple(shape), idx, vals), dname
     return _dequantize(fail, blob, dname, shape, numel, quant, seg_array), dname
+
+
+def blob_writer_problems(entry, blob):
+    """The §6 writer rules a valid `.fb` entry breaks (readers must not rely
+    on them): byte order LITTLE, alignment 64, the non-empty segments in the
+    order values, offsets, indices, scales, zero points, the first at
+    align_up(4 + S, 64), each next at align_up(end of the previous, 64),
+    zero gaps, and the entry ending where the last one ends (at 4 + S when
+    all are empty)."""
+    (S,) = struct.unpack_from("<I", blob, 0)
+    t = flatbuf.root(blob, 4, S, b"MZTB")
+    problems = []
+    if t.scalar(3, "b", 0) != 0 or t.scalar(8, "I", 64) != 64:
+        problems.append(f"{entry}: byte order or alignment not the writers'")
+    q = t.table(9)
+    segs = [_segment(t, 4), _segment(t, 5), _segment(t, 6)]
+    if q is not None:
+        segs += [_segment(q, 7), _segment(q, 8)]
+    at = 4 + S
+    for off, n in segs:
+        if not n:
+            continue
+        want = -(-at // 64) * 64
+        if off != want:
+            problems.append(f"{entry}: a segment at {off}, not {want}")
+        if any(blob[at:off]):
+            problems.append(f"{entry}: gap bytes before {off} are not zero")
+        at = off + n
+    if len(blob) != at:
+        problems.append(f"{entry}: the entry is {len(blob)} bytes, its last segment ends at {at}")
+    return problems
 
 
 def _decode_special(dname, a):

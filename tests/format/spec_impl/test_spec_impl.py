@@ -166,6 +166,7 @@ def test_sparse_tensors_read_by_spec_reader(tmp_path):
               "b": modelzip.SparseCOO(indices[:3], np.array([True, False, True]), (3, 4)),
               "none": modelzip.SparseCOO(np.zeros((0, 1), np.int64), np.zeros(0, np.int16), (5,))}
     modelzip.save(path, "t", sparse)
+    assert spec_reader.writer_layout_problems(path.read_bytes()) == []
     got = spec_reader.SpecArchive(path).tensors("t")
     with modelzip.open(path) as archive:
         for name, value in sparse.items():
@@ -206,6 +207,7 @@ def test_quantized_tensors_read_by_spec_reader(tmp_path):
     per_channel = torch.quantize_per_channel(x, torch.rand(6).double() + 0.01,
                                              torch.arange(6) * 10, 1, torch.quint8)
     modelzip.save(path, "torch", {"t": per_tensor, "c": per_channel})
+    assert spec_reader.writer_layout_problems(path.read_bytes()) == []
     got = spec_reader.SpecArchive(path).tensors("torch")
     ints = per_tensor.int_repr().numpy().astype(np.float64)
     same(got["t"], ((ints - 3) * 0.05).astype(np.float32))
@@ -271,6 +273,7 @@ def test_spec_writer_archive_read_by_modelzip(tmp_path):
     path = tmp_path / "s.zip"
     tags = spec_tags()
     spec_writer.write(path, tags, model={"name": "spec"})
+    assert spec_reader.writer_layout_problems(path.read_bytes()) == []
     check_spec_archive_with_modelzip(path, tags)
     # spec_writer's archive is in the append layout: modelzip appends a tag in
     # place, and both readers read all three.
@@ -355,6 +358,7 @@ def test_quantized_blobs_of_spec_writer_read_by_modelzip(tmp_path):
                                               "block-symmetric", "int8", axis=1, block_size=32,
                                               scales=np.array([[0.01], [0.3]], np.float32))}
     spec_writer.write(path, [("t", q)])
+    assert spec_reader.writer_layout_problems(path.read_bytes()) == []
     assert cli("verify", path).returncode == 0
     got = spec_reader.SpecArchive(path).tensors("t")
     with modelzip.open(path) as archive:
