@@ -324,6 +324,15 @@ def test_comment_trailing_bytes_and_folder_entries_are_accepted(tmp_path):
     loaded = modelzip.open(path).load("t")
     assert list(loaded) == ["x", "\ufeffy"]
     same(loaded["x"], np.arange(4, dtype=np.float32))
+    # A writer keeps the comment and writes no trailing bytes (§1); the
+    # folder entries are not kept.
+    modelzip.save(path, "u", {"y": np.ones(2)})
+    data = path.read_bytes()
+    assert data.endswith(b"a comment PK")
+    spec = spec_reader.SpecArchive(path)
+    assert spec.tags == ["t", "u"] and "t/" not in spec.entries
+    assert not any(e.name.endswith("/") for e in spec_reader.parse_zip(data)[0])
+    same(spec.tensors("u")["y"], np.ones(2))
 
 
 def test_unreferenced_blob_must_be_valid(tmp_path):
