@@ -135,15 +135,14 @@ class Builder:
                 inline.append((index, 4, 4, kind, value))
             else:
                 size = struct.calcsize("<" + kind)
-                inline.append((index, size, min(8, size) if kind != "QQ" else 8, kind, value))
+                inline.append((index, size, 8 if kind == "QQ" else size, kind, value))
         inline.sort(key=lambda f: -f[2])
         nfields = max([f[0] for f in inline], default=-1) + 1
         vt_size = 4 + 2 * nfields
-        # Table start: 4 bytes of soffset, then the first (most aligned) field.
+        # The vtable, zero padding, then the table: its 4-byte soffset, then
+        # the fields, most aligned first, each at a multiple of its alignment.
         first_align = inline[0][2] if inline else 4
         self._align(2)
-        # Choose where the table begins so that its first field is aligned:
-        # vtable, then padding, then the table.
         vt_pos = len(self.buf)
         self.buf += bytes(vt_size)
         while (len(self.buf) + self.base_offset) % 4 or \

@@ -368,13 +368,14 @@ def unescape(entry, line_no, field):
 def escape(name):
     """§4.2 name escaping (the writer's side)."""
     raw = name.encode("utf-8")
-    out = []
+    leading_bom = 3 if raw.startswith(b"\xef\xbb\xbf") else 0
+    out = bytearray()
     for i, b in enumerate(raw):
-        if b in (0x25, 0x23) or b <= 0x20 or b == 0x7F or (i < 3 and raw.startswith(b"\xef\xbb\xbf")):
-            out.append(f"%{b:02X}")
+        if b in (0x25, 0x23) or b <= 0x20 or b == 0x7F or i < leading_bom:
+            out += b"%%%02X" % b
         else:
-            out.append(chr(b))
-    return "".join(out).encode("latin-1").decode("utf-8")
+            out.append(b)
+    return out.decode("utf-8")
 
 
 def parse_table(entry, raw, nfields, tag, tags, names, folder):
@@ -568,15 +569,14 @@ def decode_blob(entry, blob):
         if start_b < end_a:
             fail(f"segments {a} and {b} overlap")
 
+    # BIG: numpy's big-endian dtypes swap each element; for the complex types
+    # ('>c8', '>c16') that is each part on its own, as §6 requires.
     def seg_array(name, dt, count):
         off, n = segs[name]
         a = np.frombuffer(blob, dt.newbyteorder(">") if big and dt.itemsize > 1 else dt,
                           count=count, offset=off if n else 0)
         return a.astype(a.dtype.newbyteorder("="))
 
-    if dname in ("complex64", "complex128") and big:
-        # §6: each part reversed on its own (numpy's '>c8' does exactly that).
-        pass
     if layout == DENSE and dname == "utf8":
         offs = seg_array("offsets", np.dtype("<u8"), numel + 1)
         voff, vlen = values
