@@ -202,8 +202,8 @@ def entry_bytes(data, e):
 
 
 def walk_local_headers(data):
-    """What a streaming reader sees (§1, §8.5): the names of the local headers
-    from offset 0, each entry's size taken from its local header (ZIP64 field
+    """What a streaming reader sees (§1, §8.5): (offset, name) of the local
+    headers from offset 0, each entry's size taken from its local header (ZIP64 field
     when escaped), up to the central directory. Raises SpecError if a byte
     before the central directory belongs to no local header and its data."""
     entries, cd_offset = parse_zip(data)
@@ -223,7 +223,7 @@ def walk_local_headers(data):
         if zlib.crc32(body if struct.unpack_from("<H", data, pos + 8)[0] == 0
                       else zlib.decompress(body, -15)) != crc:
             raise SpecError(f"offset {pos}: {name}: local header CRC-32 mismatch")
-        names.append(name)
+        names.append((pos, name))
         pos += 30 + nlen + elen + csize
     if pos != cd_offset:
         raise SpecError("the last entry runs past the central directory's start")

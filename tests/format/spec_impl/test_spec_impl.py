@@ -132,7 +132,7 @@ def test_modelzip_archive_read_by_spec_reader(tmp_path):
     spec.verify()
     data = open(path, "rb").read()
     assert spec_reader.writer_layout_problems(data) == []
-    assert spec_reader.walk_local_headers(data)[-1] == "tags.txt"
+    assert spec_reader.walk_local_headers(data)[-1][1] == "tags.txt"
 
     # Removing a tag in place leaves free entries (§8.5); its shared blobs
     # move to the oldest tag that uses them; a tag appended after it.
@@ -149,8 +149,12 @@ def test_modelzip_archive_read_by_spec_reader(tmp_path):
     data = open(path, "rb").read()
     assert spec_reader.writer_layout_problems(data) == []
     walked = spec_reader.walk_local_headers(data)
-    assert any(n.startswith(".modelzip-free/") for n in walked), walked
-    assert walked[-1] == "tags.txt"
+    free = [(at, n) for at, n in walked if n.startswith(".modelzip-free/")]
+    assert free, walked
+    for at, n in free:  # §8.5: named by its offset, cut to fit its range
+        assert n == f".modelzip-free/{at}"[:len(n)]
+        assert n not in spec.entries
+    assert walked[-1][1] == "tags.txt"
 
 
 def rows_of(spec, tag):
