@@ -215,7 +215,8 @@ class ZipWriter:
 
 
 def write(path, tags, model=None, deflate=False, align=True, big=False, alignment=64):
-    """Writes a new archive at `path` with `tags`: [(tag, {name: value})].
+    """Writes a new archive at `path` with `tags`: [(tag, {name: value})] or
+    [(tag, {name: value}, {(variable, state): value})] with updater state.
     The other arguments break writers' rules that readers must not rely on
     (§1, §6): deflated blobs, unaligned stored data, byte order BIG, segment
     alignment other than 64."""
@@ -224,25 +225,33 @@ def write(path, tags, model=None, deflate=False, align=True, big=False, alignmen
     if model:
         toml += "[model]\n" + "".join(f'{k} = "{v}"\n' for k, v in model.items())
     z.add("modelzip.toml", toml.encode())
-    blob_of = {}  # (tag, name) -> (owner tag, n)
+    blob_of = {}  # (folder, tag, key) -> (owner tag, n)
     names = []
-    for tag, params in tags:
+    for tag, *tables in tags:
         if not spec_reader.TAG_RE.fullmatch(tag):
             raise ValueError(f"invalid tag {tag!r}")
         names.append(tag)
-        rows, blobs = [], []
-        for name, value in params.items():
-            if isinstance(value, Shared):
-                owner, n = blob_of[(value.tag, value.name)]
-            else:
-                owner, n = tag, len(blobs)
-                blobs.append(encode_blob(value, big=big, alignment=alignment))
-            blob_of[(tag, name)] = (owner, n)
-            ref = str(n) if owner == tag else f"{owner}/{n}"
-            rows.append(f"{spec_reader.escape(name)} {ref}\n")
-        z.add(f"{tag}/params.txt", "".join(rows).encode("utf-8"))
-        for n, blob in enumerate(blobs):
-            z.add(f"{tag}/params/{n}.fb", blob, deflate=deflate, align=align)
+        texts, blobs = {}, {}
+        for folder, table in zip(("params", "updater"), tables):
+            rows, blobs[folder] = [], []
+            for key, value in table.items():
+                if isinstance(value, Shared):
+                    owner, n = blob_of[(folder, value.tag, value.name)]
+                else:
+                    owner, n = tag, len(blobs[folder])
+                    blobs[folder].append(encode_blob(value, big=big, alignment=alignment))
+                blob_of[(folder, tag, key)] = (owner, n)
+                ref = str(n) if owner == tag else f"{owner}/{n}"
+                fields = (key,) if folder == "params" else key
+                rows.append(" ".join([*map(spec_reader.escape, fields), ref]) + "\n")
+            texts[folder] = "".join(rows).encode("utf-8")
+        # §1's order: params.txt, updater.txt, then the blobs.
+        z.add(f"{tag}/params.txt", texts["params"])
+        if "updater" in texts:
+            z.add(f"{tag}/updater.txt", texts["updater"])
+        for folder, folder_blobs in blobs.items():
+            for n, blob in enumerate(folder_blobs):
+                z.add(f"{tag}/{folder}/{n}.fb", blob, deflate=deflate, align=align)
     z.add("tags.txt", "".join(t + "\n" for t in names).encode())
     with open(path, "wb") as f:
         f.write(z.finish())

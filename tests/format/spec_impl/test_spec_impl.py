@@ -245,7 +245,10 @@ def spec_tags():
           "layer 1#w%\n": np.arange(4, dtype=np.int16)}
     t2 = {"w": rng.standard_normal((5, 3)).astype(np.float32),
           "u32": Shared("step-1", "u32"), "layer 1#w%\n": Shared("step-1", "layer 1#w%\n")}
-    return [("step-1", t1), ("step-2", t2)]
+    u1 = {("w", "M"): np.full((5, 3), 0.5, np.float32), ("w", "V"): np.zeros((5, 3), np.float32),
+          ("layer 1#w%\n", "step count"): np.array(7, np.int64)}
+    u2 = {("w", "M"): np.ones((5, 3), np.float32), ("w", "V"): Shared("step-1", ("w", "V"))}
+    return [("step-1", t1, u1), ("step-2", t2, u2)]
 
 
 def as_modelzip_loads(value):
@@ -260,10 +263,21 @@ def check_spec_archive_with_modelzip(path, tags):
     assert r.returncode == 0, r.stdout + r.stderr
     r = subprocess.run(["unzip", "-t", str(path)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
-    originals = dict(tags)
+    originals = {t: params for t, params, *_ in tags}
+    updaters = {t: rest[0] for t, _, *rest in tags if rest}
     with modelzip.open(path) as archive:
-        assert archive.tags == [t for t, _ in tags]
-        for tag, params in tags:
+        assert archive.tags == [t for t, *_ in tags]
+        for tag, updater in updaters.items():
+            states = archive.updater_states(tag)
+            assert [(p.name, p.state) for p in states] == list(updater)
+            for (variable, state), value in updater.items():
+                if isinstance(value, Shared):
+                    value = updaters[value.tag][value.name]
+                same(archive.updater_state(variable, state, tag, copy=True),
+                     as_modelzip_loads(value))
+        assert {(p.name, p.state): p.shared for p in archive.updater_states("step-2")} == \
+            {("w", "M"): False, ("w", "V"): True}
+        for tag, params, *_ in tags:
             loaded = archive.load(tag, copy=True)
             assert list(loaded) == list(params)
             for name, value in params.items():
@@ -291,6 +305,8 @@ def test_spec_writer_archive_read_by_modelzip(tmp_path):
     spec = spec_reader.SpecArchive(path)
     same(spec.tensors("step-3")["w"], tags[0][1]["w"])
     same(spec.tensors("step-2")["u32"], tags[0][1]["u32"])
+    same(spec.updater_tensors("step-2")[("w", "V")], tags[0][2][("w", "V")])
+    same(spec.updater_tensors("step-1")[("layer 1#w%\n", "step count")], np.array(7, np.int64))
     # (Not deduplicated with step-1's blob: §5, dedup compares whole blob
     # entries, and spec_writer's header differs from modelzip's.)
 
