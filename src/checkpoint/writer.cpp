@@ -271,8 +271,7 @@ class AddContext {
       : plan_(plan), old_(old), dedup_(dedup), stats_(stats), scan_(comparing) {}
 
   void add(const std::string& tag, const NewTag& contents) {
-    if (plan_.find(tag))
-      throw format::tag_exists(plan_.find(tag)->name, ErrorContext{.tag = tag});
+    if (plan_.find(tag)) throw format::tag_exists(plan_.find(tag)->name, ErrorContext{.tag = tag});
     if (dedup_) build_index();
     row_index_.clear();  // earlier operations may have changed the tables
     TagPlan tp;

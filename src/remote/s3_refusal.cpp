@@ -52,10 +52,10 @@ std::optional<Error> explain_s3_refusal(const Endpoint& endpoint, const Settings
     return Error(ErrorCode::not_found, "no such bucket '" + endpoint.bucket + "' (" + http + ")",
                  where);
   if (*s3_code == "NoSuchKey")
-    return Error(ErrorCode::not_found,
-                 "no such key '" + endpoint.key + "' in bucket '" + endpoint.bucket + "' (" +
-                     http + ")",
-                 where);
+    return Error(
+        ErrorCode::not_found,
+        "no such key '" + endpoint.key + "' in bucket '" + endpoint.bucket + "' (" + http + ")",
+        where);
   std::string message = xml_element(body, "Message").value_or("");
   if (message.size() > kMaxMessage) message = message.substr(0, kMaxMessage) + "...";
   return Error(status == 404 ? ErrorCode::not_found : ErrorCode::io,

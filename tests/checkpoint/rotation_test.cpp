@@ -385,8 +385,8 @@ TEST_CASE("A reader that opened the archive before an in-place removal keeps its
       if (e.name == "a/params.txt") {
         freed_at = e.local_header_offset;
         const std::size_t local = 30 + le16(bytes, freed_at + 26) + le16(bytes, freed_at + 28);
-        const std::size_t free_header = 30 + std::string(".modelzip-free/").size() +
-                                        std::to_string(freed_at).size();
+        const std::size_t free_header =
+            30 + std::string(".modelzip-free/").size() + std::to_string(freed_at).size();
         over = free_header > local ? free_header - local : 0;
       }
   }
