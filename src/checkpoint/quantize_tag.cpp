@@ -10,6 +10,7 @@
 #include "core/progress_tracker.hpp"
 #include "core/quantization_rules.hpp"
 #include "core/suggestions.hpp"
+#include "format/tag_name.hpp"
 #include "modelzip/error.hpp"
 #include "modelzip/quantize.hpp"
 #include "modelzip/writer.hpp"
@@ -103,8 +104,12 @@ QuantizeResult quantize_tag(const std::filesystem::path& path, std::string_view 
   WriterOptions wo;
   wo.durable = options.durable;
   Writer writer = Writer::open(path, wo);
-  writer.add_tag(std::move(new_tag), std::move(tag));
-  writer.commit();
+  try {
+    writer.add_tag(std::move(new_tag), std::move(tag));
+    writer.commit();
+  } catch (const Error& e) {
+    throw format::with_replace_hint(e, "");  // quantize_tag has no way to replace a tag
+  }
   result.bytes_written = writer.last_stats().bytes_written;
   result.appended = writer.last_stats().appended;
   return result;

@@ -271,10 +271,7 @@ class AddContext {
       : plan_(plan), old_(old), dedup_(dedup), stats_(stats), scan_(comparing) {}
 
   void add(const std::string& tag, const NewTag& contents) {
-    if (plan_.find(tag))
-      throw Error(ErrorCode::already_exists,
-                  "tag '" + plan_.find(tag)->name + "' exists already (tags ignore case)",
-                  ErrorContext{.tag = tag});
+    if (plan_.find(tag)) throw format::tag_exists(plan_.find(tag)->name, ErrorContext{.tag = tag});
     if (dedup_) build_index();
     row_index_.clear();  // earlier operations may have changed the tables
     TagPlan tp;
@@ -1206,8 +1203,7 @@ void Writer::add_tag(std::string tag, NewTag contents) {
   format::check_tag(tag);
   for (const auto& t : impl_->staged_tags())
     if (format::same_tag(t, tag))
-      throw Error(ErrorCode::already_exists, "tag '" + t + "' exists already (tags ignore case)",
-                  ErrorContext{.archive = impl_->shown.string(), .tag = tag});
+      throw format::tag_exists(t, ErrorContext{.archive = impl_->shown.string(), .tag = tag});
   impl_->ops.emplace_back(AddOp{std::move(tag), std::move(contents)});
 }
 

@@ -9,6 +9,7 @@
 #include "cli/progress_bar.hpp"
 #include "cli/terminal.hpp"
 #include "convert/kept_metadata.hpp"
+#include "format/tag_name.hpp"
 #include "io/mapped_file.hpp"
 #include "modelzip/convert.hpp"
 #include "modelzip/error.hpp"
@@ -120,12 +121,16 @@ int run(const std::vector<std::string>& argv) {
   WriterOptions saving = writer_options(archive, bar.callback());
   saving.dedup = !args.flag("--no-dedup");
   Writer writer = Writer::open(archive, std::move(saving));
-  if (args.flag("--replace"))
-    writer.replace_tag(*tag, std::move(contents));
-  else
-    writer.add_tag(*tag, std::move(contents));
-  if (keep_last > 0) writer.keep_last(static_cast<std::size_t>(keep_last));
-  writer.commit();
+  try {
+    if (args.flag("--replace"))
+      writer.replace_tag(*tag, std::move(contents));
+    else
+      writer.add_tag(*tag, std::move(contents));
+    if (keep_last > 0) writer.keep_last(static_cast<std::size_t>(keep_last));
+    writer.commit();
+  } catch (const Error& e) {
+    throw format::with_replace_hint(e, "--replace replaces it");
+  }
   const auto& s = writer.last_stats();
   std::cerr << "tag '" << printable(*tag) << "': " << tensors << " tensor(s), " << embeddings
             << " embedding(s); " << s.blobs_written << " new blob(s), " << s.blobs_deduplicated

@@ -9,6 +9,9 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
+
+#include "modelzip/error.hpp"
 
 namespace modelzip::format {
 
@@ -21,5 +24,32 @@ void check_tag(std::string_view tag);
 
 std::string ascii_lower(std::string_view s);
 bool same_tag(std::string_view a, std::string_view b) noexcept;
+
+// How the C++ Writer replaces an existing tag: the hint tag_exists gives.
+inline constexpr std::string_view kWriterReplaceHint = "Writer::replace_tag replaces it";
+
+// Error(already_exists) for adding a tag when the archive holds `existing`
+// (the same name in any letter case). Its message ends with
+// kWriterReplaceHint; a front end whose callers replace tags another way
+// (an option, a flag) swaps it for its own with with_replace_hint where it
+// makes the call, so that the hint names what its user can pass.
+// Header-only, as the Java bindings link only the public library.
+inline Error tag_exists(std::string_view existing, ErrorContext context) {
+  return Error(ErrorCode::already_exists,
+               "tag '" + std::string(existing) + "' exists already (tags ignore case); " +
+                   std::string(kWriterReplaceHint),
+               std::move(context));
+}
+
+// `e` with its replace hint swapped for `hint` ("" drops it) if `e` came
+// from tag_exists; otherwise `e` unchanged.
+inline Error with_replace_hint(const Error& e, std::string_view hint) {
+  const std::string suffix = "; " + std::string(kWriterReplaceHint);
+  const std::string& message = e.message();
+  if (e.code() != ErrorCode::already_exists || !message.ends_with(suffix)) return e;
+  std::string reworded = message.substr(0, message.size() - suffix.size());
+  if (!hint.empty()) reworded += "; " + std::string(hint);
+  return e.reworded(std::move(reworded), e.context());
+}
 
 }  // namespace modelzip::format

@@ -16,6 +16,7 @@
 #include "remote/cache_file.hpp"
 #include "remote/curl_request.hpp"
 #include "remote/endpoint.hpp"
+#include "remote/s3_refusal.hpp"
 #include "remote/settings.hpp"
 
 namespace modelzip::remote {
@@ -125,7 +126,13 @@ class HttpSource final : public io::ByteSource {
   void pin() {
     std::deque<Transfer> head;
     head.push_back(Transfer{this, true});
-    run(head);
+    try {
+      run(head);
+    } catch (const Error&) {
+      if (const long status = head.front().status; status == 403 || status == 404)
+        if (auto explained = explain_s3_refusal(ep_, settings_, status)) throw *explained;
+      throw;
+    }
     const Transfer& h = head.front();
     if (!h.content_length)
       fail(ErrorCode::unsupported, ep_.url,

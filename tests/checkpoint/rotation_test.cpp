@@ -356,3 +356,72 @@ TEST_CASE("A tag cannot contain '/', and the error says why") {
   }
   CHECK_THROWS_AS(w.replace_tag("a/b", NewTag{}), Error);
 }
+
+TEST_CASE("A reader that opened the archive before an in-place removal keeps its views and reads") {
+  // The free entry's header (30 bytes + ".modelzip-free/<offset>") goes over
+  // the first freed entry's local header; tag a's params.txt is given a
+  // local header shorter than that, so the header runs into its data.
+  TempDir dir;
+  const auto path = dir / "m.zip";
+  std::mt19937_64 rng(7);
+  const Tensor w0 = random_tensor(rng, 256), w1 = random_tensor(rng, 1000);
+  std::uint64_t freed_at = 0;
+  std::size_t over = 0;  // bytes of a/params.txt's data under the free entry's header
+  for (std::size_t pad = 0; pad < 64 && over == 0; ++pad) {
+    fs::remove(path);
+    Writer w = Writer::open(path, WriterOptions{.durable = false});
+    w.add_tag("z", tag_with(random_tensor(rng, 1000 + pad)));
+    w.commit();
+    w.add_tag("a", [&] {
+      NewTag nt;
+      nt.add("w0", w0);
+      nt.add("w1", w1);
+      return nt;
+    }());
+    w.commit();
+    const std::string bytes = io_bytes(path);
+    Archive a = Archive::open(path);
+    for (const auto& e : Archive::Impl::of(a).directory.entries)
+      if (e.name == "a/params.txt") {
+        freed_at = e.local_header_offset;
+        const std::size_t local = 30 + le16(bytes, freed_at + 26) + le16(bytes, freed_at + 28);
+        const std::size_t free_header =
+            30 + std::string(".modelzip-free/").size() + std::to_string(freed_at).size();
+        over = free_header > local ? free_header - local : 0;
+      }
+  }
+  REQUIRE(over > 0);
+  {
+    Writer w = Writer::open(path, WriterOptions{.durable = false});
+    w.add_tag("b", tag_with(random_tensor(rng, kBig)));  // live bytes: the removal stays in place
+    w.commit();
+  }
+  Archive old = Archive::open(path);
+  const Tensor view = old.tensor("w0", "a");  // zero-copy, handed out before the removal
+  const std::string before = io_bytes(path);
+  CHECK(remove(path, "a").appended);
+  const std::string after = io_bytes(path);
+
+  // The only bytes before the old tail that changed: the free entry's header.
+  std::vector<std::size_t> changed;
+  for (std::size_t i = 0; i < std::min(before.size(), after.size()); ++i)
+    if (before[i] != after[i] && i < freed_at + 256) changed.push_back(i);
+  REQUIRE(!changed.empty());
+  CHECK(changed.front() >= freed_at);
+  CHECK(changed.back() < freed_at + 85);
+
+  // Views handed out and every read of the removed tag: unchanged.
+  CHECK(bytes_of_tensor(view) == bytes_of_tensor(w0));
+  CHECK(bytes_of_tensor(old.tensor("w0", "a")) == bytes_of_tensor(w0));
+  CHECK(bytes_of_tensor(old.tensor("w1", "a")) == bytes_of_tensor(w1));
+  CHECK(bytes_of_tensor(old.tensor("w1", "a", ReadMode::copy)) == bytes_of_tensor(w1));
+  CHECK(old.tags() == std::vector<std::string>{"z", "a", "b"});
+  // verify() reads every entry again: the removed tag's params.txt (parsed at
+  // open, so no read uses these bytes) no longer matches its CRC.
+  const auto problems = old.verify();
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0].entry == "a/params.txt");
+  CHECK(problems[0].message.find("CRC-32 mismatch") != std::string::npos);
+  // The archive itself is sound.
+  CHECK(Archive::open(path).verify().empty());
+}

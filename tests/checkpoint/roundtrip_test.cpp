@@ -291,6 +291,8 @@ TEST_CASE("A tag that exists in any letter case is refused and changes nothing")
   } catch (const Error& e) {
     CHECK(e.code() == ErrorCode::already_exists);
     CHECK(std::string(e.what()).find("Step-1") != std::string::npos);
+    // The hint names the C++ call that replaces a tag.
+    CHECK(e.message().ends_with("; Writer::replace_tag replaces it"));
   }
   CHECK(io_bytes(path) == before);
 }

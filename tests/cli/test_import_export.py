@@ -59,7 +59,8 @@ def test_import_dedups_and_refuses_existing_tags(tensor_files):
     assert all(r["shared"] and r["compressed"] for r in rows)
     before = archive.read_bytes()
     p = run("import", archive, "--tag", "V1", tensor_files / "bias.npy", check=False)
-    assert p.returncode == 1 and b"exists already" in p.stderr
+    assert p.returncode == 1 and b"exists already (tags ignore case); --replace replaces it" \
+        in p.stderr
     assert archive.read_bytes() == before
     run("import", archive, "--tag", "v3", tensor_files / "layers.npz", "--no-dedup", "--compress")
     rows = json.loads(run("ls", archive, "--tag", "v3", "--json").stdout)

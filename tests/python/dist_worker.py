@@ -20,8 +20,9 @@ optimizers that disagree: the same ValueError on every rank),
 "background" (the two tags of "save" with blocking=False, the
 tensors overwritten right after each call, a synchronous collective on the
 training's group while the saves run), "background-invalid" ("invalid" with
-blocking=False: result() raises on every rank). Exit status 0 when every
-check held (of every pair).
+blocking=False: result() raises on every rank), "default-group" (mpi only:
+saves with group=None, which must not import torch). Exit status 0 when
+every check held (of every pair).
 """
 import datetime
 import os
@@ -149,6 +150,18 @@ def run(scenario, folder, rank, world, torch, group, comm):
                 assert f"tag 'bad': collective commit failed on rank {world - 1}: " in message, \
                     message
             assert open(path, "rb").read() == before
+    elif scenario == "default-group":  # mpi only: group=None is COMM_WORLD
+        rows = np.full((2, 3), rank, np.float32)
+        tensors = {"w": mzd.Shard(rows, (2 * world, 3), (2 * rank, 0))}
+        mzd.save(path, "step-1", tensors, durable=False)
+        mzd.save(path, "step-2", tensors, durable=False, blocking=False).result(timeout=120)
+        # Telling whether torch's default group is initialized imports no torch
+        # (an import of seconds, paid by the first save).
+        assert "torch" not in sys.modules, "a save with group=None imported torch"
+        with modelzip.open(path) as a:
+            assert a.tags == ["step-1", "step-2"]
+            assert a.tensor("w", "step-2").tolist() == [[r] * 3 for r in range(world)
+                                                        for _ in range(2)]
     elif scenario == "optim":
         if torch is None:
             import torch

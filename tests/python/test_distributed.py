@@ -150,6 +150,12 @@ def test_mpi4py_two_ranks(tmp_path):
     check_archive(tmp_path / "dist.zip", tmp_path)
 
 
+def test_mpi4py_default_group_imports_no_torch(tmp_path):
+    """group=None under mpirun is COMM_WORLD; finding that torch's default
+    group is not initialized must not import torch (seconds on the first save)."""
+    run_mpi("default-group", tmp_path)
+
+
 @pytest.mark.parametrize("engine", ["torch", "mpi"])
 def test_invalid_shards_fail_on_every_rank(request, tmp_path, engine):
     if engine == "torch":

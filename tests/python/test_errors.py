@@ -131,6 +131,9 @@ def test_invalid_arguments(archive_path):
     with pytest.raises(modelzip.Error) as e:
         save(archive_path, "STEP", {"w": np.zeros(1)})
     assert e.value.code == "already_exists"
+    # The hint names the option of the call made, not the C++ Writer's.
+    assert str(e.value).endswith("tag 'Step' exists already (tags ignore case); "
+                                 "replace=True replaces it")
     with pytest.raises(modelzip.Error) as e:
         save(archive_path, "x", {"": np.zeros(1)})
     assert e.value.code == "invalid_argument"

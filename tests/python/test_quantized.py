@@ -103,9 +103,13 @@ def test_quantized_tensors_built_in_python(archive_path):
     per_axis = modelzip.QuantizedTensor(
         np.array([[1, 255], [0, 128]], np.uint8), (2, 2), "float64", "affine-per-axis", "uint8",
         axis=0, scales=np.array([0.5, 0.25]), zero_points=np.array([1, 128]))
+    # Flat scales take the shape FORMAT.md 6.1 gives them: shape[:axis] + [blocks per row].
+    assert int4.scales.shape == (2, 2) and per_axis.scales.shape == (2,)
     save(archive_path, "t", {"int4": int4, "per_axis": per_axis})
     with modelzip.open(archive_path) as ar:
         assert ar.tensor("int4") == int4 and ar.tensor("per_axis") == per_axis
+        assert ar.tensor("int4").scales.shape == (2, 2)
+        np.testing.assert_array_equal(ar.tensor("int4").scales, [[0.5, 1], [2, 0.25]])
         assert ar.param("int4").layout == "quantized" and ar.param("int4").dtype == "float16"
         # block of 2 along rows of 3: scales [row0: b0, b1 | row1: b0, b1]
         np.testing.assert_array_equal(

@@ -97,8 +97,10 @@ def test_errors_come_from_result_and_else_from_the_next_save(archive_path):
     base_archive(archive_path)
     w = np.zeros(4, dtype=np.float32)
     failed = modelzip.save_async(archive_path, "BASE", {"w": w}, durable=False)
-    with pytest.raises(modelzip.Error, match="exists already"):
+    with pytest.raises(modelzip.Error, match="exists already") as raised:
         failed.result(timeout=60)
+    assert str(raised.value).endswith(
+        "; save_async cannot replace a tag, modelzip.save(..., replace=True) can")
     # Retrieved: the next save runs.
     modelzip.save_async(archive_path, "ok", {"w": w}, durable=False).result(timeout=60)
     unseen = modelzip.save_async(archive_path, "ok", {"w": w}, durable=False)

@@ -179,13 +179,24 @@ def test_sigv4_signatures_are_right(signing_server, site):
 def test_sigv4_wrong_secret_is_refused(signing_server):
     p = run("tags", "s3://models/ckpt/q s.zip", check=False,
             env=signing_env(signing_server, "not-the-secret"))
-    assert p.returncode == 1 and b"HTTP 403" in p.stderr, p.stderr
-    assert [s["signature"] != s["expected"] for _, s in signing_server.seen] == [True]
+    # The HEAD's 403 has no body: one GET fetches the S3 error document that says why.
+    assert p.returncode == 1 and b"HTTP 403 SignatureDoesNotMatch" in p.stderr, p.stderr
+    assert [m for m, _ in signing_server.seen] == ["HEAD", "GET"]
+    assert [s["signature"] != s["expected"] for _, s in signing_server.seen] == [True, True]
 
 
 def test_missing_key(s3):
     p = run("tags", "s3://models/ckpt/none.zip", check=False, env=cli_env(**s3.env()))
-    assert p.returncode == 1 and b"HTTP 404" in p.stderr, p.stderr
+    assert p.returncode == 1, p.stderr
+    assert p.stderr.endswith(b"s3://models/ckpt/none.zip: no such key 'ckpt/none.zip' in bucket "
+                             b"'models' (HTTP 404 NoSuchKey)\n"), p.stderr
+
+
+def test_missing_bucket(s3):
+    p = run("tags", "s3://nobucket/ckpt/qs.zip", check=False, env=cli_env(**s3.env()))
+    assert p.returncode == 1, p.stderr
+    assert p.stderr.endswith(b"s3://nobucket/ckpt/qs.zip: no such bucket 'nobucket' "
+                             b"(HTTP 404 NoSuchBucket)\n"), p.stderr
 
 
 def test_bad_s3_url(s3):

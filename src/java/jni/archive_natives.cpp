@@ -6,6 +6,7 @@
 
 #include <map>
 
+#include "format/tag_name.hpp"
 #include "modelzip/archive.hpp"
 #include "modelzip/writer.hpp"
 #include "support.hpp"
@@ -115,8 +116,13 @@ void archive_save(JNIEnv* env, jclass, jbyteArray path, jbyteArray tag, jobjectA
     for (std::size_t i = 0; i < handles.size(); ++i)
       contents.add(param_names[i], from_handle<Tensor>(handles[i]));
     Writer writer = Writer::open(to_string(env, path));
-    writer.add_tag(to_string(env, tag), std::move(contents));
-    writer.commit();
+    try {
+      writer.add_tag(to_string(env, tag), std::move(contents));
+      writer.commit();
+    } catch (const Error& e) {
+      throw format::with_replace_hint(
+          e, "Archive.save cannot replace a tag (Archive.removeTag removes it)");
+    }
   });
 }
 

@@ -17,12 +17,17 @@
 #include <utility>
 
 #include "bindings.hpp"
+#include "format/tag_name.hpp"
 #include "modelzip/error.hpp"
 #include "staging_areas.hpp"
 
 namespace modelzip::python {
 
 namespace {
+
+// save_async has no replace option: the hint on a tag that exists names the call that has.
+constexpr std::string_view kReplaceHint =
+    "save_async cannot replace a tag, modelzip.save(..., replace=True) can";
 
 // Owns one background save. Destroying it waits for the save, without the GIL.
 class PyBackgroundSave {
@@ -37,7 +42,11 @@ class PyBackgroundSave {
 
   Writer::Stats wait() {
     py::gil_scoped_release release;
-    return save_.wait();
+    try {
+      return save_.wait();
+    } catch (const Error& e) {
+      throw format::with_replace_hint(e, kReplaceHint);
+    }
   }
   bool done() const { return save_.done(); }
   bool started() const { return save_.started(); }
@@ -89,8 +98,12 @@ std::unique_ptr<PyBackgroundSave> start(const py::object& path, const std::strin
   options.keep_staging = keep_staging;
   options.copy_threads = copy_threads;
   py::gil_scoped_release release;
-  return std::make_unique<PyBackgroundSave>(
-      BackgroundSave::start(archive, tag, contents, std::move(options)));
+  try {
+    return std::make_unique<PyBackgroundSave>(
+        BackgroundSave::start(archive, tag, contents, std::move(options)));
+  } catch (const Error& e) {  // also the unretrieved error of an earlier save_async
+    throw format::with_replace_hint(e, kReplaceHint);
+  }
 }
 
 }  // namespace

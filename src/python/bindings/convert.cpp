@@ -9,6 +9,7 @@
 #include "arrays.hpp"
 #include "bindings.hpp"
 #include "convert/kept_metadata.hpp"
+#include "format/tag_name.hpp"
 #include "modelzip/archive.hpp"
 #include "modelzip/writer.hpp"
 
@@ -121,8 +122,12 @@ scales, zero points and a JSON description (docs/cli.md); .npy and .btf refuse i
           warn_notice(archive, notice);
         };
         Writer writer = Writer::open(a, writer_options);
-        writer.add_tag(tag, std::move(contents));
-        writer.commit();
+        try {
+          writer.add_tag(tag, std::move(contents));
+          writer.commit();
+        } catch (const Error& e) {
+          throw format::with_replace_hint(e, "");  // no way to replace a tag here
+        }
         return writer.last_stats();
       },
       py::arg("archive"), py::arg("tag"), py::arg("paths"), py::kw_only(),

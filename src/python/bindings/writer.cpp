@@ -18,11 +18,17 @@
 #include <vector>
 
 #include "bindings.hpp"
+#include "format/tag_name.hpp"
 #include "modelzip/error.hpp"
 #include "staging_areas.hpp"
 
 namespace modelzip::python {
 namespace {
+
+// The replace option of Writer.add_tag and of the saves built on it
+// (modelzip.save, modelzip.torch.save, modelzip.torch.save_checkpoint), named
+// by the error of adding a tag that exists.
+constexpr std::string_view kReplaceHint = "replace=True replaces it";
 
 // The metadata fields a user sets (format_version and writer are the
 // library's), by their Python name.
@@ -109,6 +115,9 @@ class PyWriter {
         w.replace_tag(tag, std::move(contents));
       else
         w.add_tag(tag, std::move(contents));
+    } catch (const Error& e) {
+      if (!fetches.is_none()) fetches.attr("stop")();  // waits for them, errors aside
+      throw format::with_replace_hint(e, kReplaceHint);
     } catch (...) {
       if (!fetches.is_none()) fetches.attr("stop")();  // waits for them, errors aside
       throw;
@@ -196,7 +205,7 @@ class PyWriter {
         progress_->error.reset();
         throw raised;
       }
-      throw;
+      throw format::with_replace_hint(e, kReplaceHint);  // another writer added the tag
     }
     finish_fetches();
     fetches_.clear();

@@ -132,7 +132,10 @@ class QuantizedTensor:
     (``axis``, float64 ``scales`` and int64 ``zero_points`` per index along the
     axis) or "block-symmetric" (``axis``, ``block_size``, float16/float32
     ``scales`` per block). ``storage``: "int8", "uint8" or "int4" (``values``
-    then holds the packed bytes; ``int_values()`` unpacks them).
+    then holds the packed bytes; ``int_values()`` unpacks them). ``scales``
+    has shape ``[shape[axis]]`` per axis and ``shape[:axis] + (B,)`` per block
+    (B blocks per row; flat scales given with that many values take that
+    shape).
     """
 
     values: np.ndarray

@@ -109,7 +109,12 @@ class QuantizedTensor:
     for int4 the packed bytes (uint8, ceil(n / 2); element 2k in the low
     nibble of byte k, 2k+1 in the high one; ``int_values()`` unpacks them).
     ``scales`` (float64 per axis; float16 or float32 per block) and
-    ``zero_points`` (int64) are arrays for the per-axis and block schemes.
+    ``zero_points`` (int64) are arrays for the per-axis and block schemes, of
+    the shape FORMAT.md gives them as plain arrays: ``[C]`` per axis (C =
+    ``shape[axis]``, as torch's ``q_per_channel_scales()``), ``shape[:axis] +
+    (B,)`` per block (B blocks per row: ``scales[..., b]`` scales block b of
+    the row ``...`` names). Scales given flat in row-major order, with that
+    many values, take that shape; other counts are refused when saved.
     Arrays loaded from an archive are read-only zero-copy views.
     """
 
@@ -124,6 +129,27 @@ class QuantizedTensor:
     scales: Optional[np.ndarray] = None
     zero_points: Optional[np.ndarray] = None
     block_size: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        if self.scales is None or self.scheme != "block-symmetric":
+            return
+        shape = self._scales_shape()
+        scales = np.asarray(self.scales)
+        if shape is not None and scales.shape != shape and scales.size == np.prod(shape):
+            object.__setattr__(self, "scales", scales.reshape(shape))
+
+    def _scales_shape(self) -> Optional[tuple[int, ...]]:
+        """shape[:axis] + (B,) of block-wise scales; None when axis or block_size is invalid
+        (refused when saved)."""
+        try:
+            shape, axis, block = tuple(int(d) for d in self.shape), int(self.axis), int(
+                self.block_size)
+        except (TypeError, ValueError):
+            return None
+        if not 0 <= axis < len(shape) or block < 1:
+            return None
+        row = int(np.prod(shape[axis:], dtype=np.int64))
+        return shape[:axis] + (-(-row // block),)
 
     @property
     def bits(self) -> int:

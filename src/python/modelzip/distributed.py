@@ -200,14 +200,17 @@ def communicator(group: Any = None) -> Communicator:
     if group is not None and hasattr(group, "Get_rank"):
         return MPICommunicator(group)
     if group is None:
-        try:
-            import torch.distributed as dist
-            if dist.is_available() and dist.is_initialized():
-                return TorchCommunicator()
-        except ImportError:
-            pass
-        return MPICommunicator()
+        return TorchCommunicator() if _torch_default_group() else MPICommunicator()
     return TorchCommunicator(group)
+
+
+def _torch_default_group() -> bool:
+    """Whether torch.distributed's default group is initialized. A process that
+    never imported torch.distributed has none: it is not imported here for the
+    question (importing torch takes seconds, the first save of an mpi4py run
+    would pay them)."""
+    dist = sys.modules.get("torch.distributed")
+    return dist is not None and dist.is_available() and dist.is_initialized()
 
 
 def save(path: PathLike, tag: str, tensors: Mapping[str, Any], *, group: Any = None,
@@ -360,15 +363,9 @@ def _background_communicator(group: Any) -> Communicator:
                          "(a second communicator over the same ranks, used only by modelzip)")
     if isinstance(group, TorchCommunicator):
         group = group._group
-    if group is None:
-        try:
-            import torch.distributed as dist
-            torch_default = dist.is_available() and dist.is_initialized()
-        except ImportError:
-            torch_default = False
-        if not torch_default:
-            from mpi4py import MPI
-            group = MPI.COMM_WORLD
+    if group is None and not _torch_default_group():
+        from mpi4py import MPI
+        group = MPI.COMM_WORLD
     key = id(group)
     if key not in _background_comms:
         if group is None:

@@ -56,6 +56,9 @@ public class ArchiveTest {
     ModelzipException e = assertThrows(ModelzipException.class,
         () -> Archive.save(scratch.archive(), "STEP-2", tensors("w", Tensor.of(new float[] {5}))));
     assertEquals(ModelzipException.Code.ALREADY_EXISTS, e.code());
+    // Java's save has no replace option: the hint says so, and what removes the tag.
+    assertTrue(e.getMessage(), e.getMessage().endsWith(
+        "Archive.save cannot replace a tag (Archive.removeTag removes it)"));
   }
 
   @Test
