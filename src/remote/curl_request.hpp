@@ -31,7 +31,8 @@ void add_header(curl_slist*& list, const std::string& header);
 
 // Sets the options every request has: `http` as the URL, `errbuf` (at least
 // CURL_ERROR_SIZE bytes), connect and low-speed time-outs, the CA file, the
-// user agent, http(s) only, redirects only for unsigned requests, and for
+// user agent, http(s) only, redirects only for unsigned requests (at most 5,
+// never from https to http), and for
 // S3 the SigV4 signature with `payload_sha256` and the session token
 // appended to `headers` (which the caller still has to set and free).
 void configure(CURL* easy, const std::string& http, const Endpoint& endpoint,
@@ -57,6 +58,16 @@ struct HeaderLine {
 };
 std::optional<HeaderLine> parse_header_line(std::string_view line);
 
+// Decimal digits only (no sign, space or suffix), within 64 bits.
 std::optional<std::uint64_t> parse_u64(std::string_view text);
+
+// A Content-Range value of a single range, "bytes FIRST-LAST/TOTAL" or
+// "bytes FIRST-LAST/*" (RFC 9110 section 14.4), FIRST <= LAST < TOTAL;
+// nullopt for anything else (other units, spaces, a missing or extra part).
+struct ContentRange {
+  std::uint64_t first = 0, last = 0;
+  std::optional<std::uint64_t> total;  // nullopt: "*" (unknown)
+};
+std::optional<ContentRange> parse_content_range(std::string_view value);
 
 }  // namespace modelzip::remote

@@ -28,6 +28,10 @@ constexpr const char* kChanged = "archive changed on the server while reading";
 // Objects larger than this are refused as implausible (sizes come from the
 // server; nothing is allocated from them, the cache file is sparse).
 constexpr std::uint64_t kMaxObjectSize = std::uint64_t{1} << 46;
+// The body of an error answer (discarded) is read up to this size, then the
+// transfer is ended and the answer judged by its status: a server streaming
+// an endless error page cannot hold a read.
+constexpr std::uint64_t kMaxErrorPage = std::uint64_t{64} << 10;
 // Fetches at least this large report progress.
 constexpr std::uint64_t kProgressFrom = std::uint64_t{8} << 20;
 
@@ -60,6 +64,8 @@ struct Transfer {
   std::string failure;  // permanent failure found by a callback
   ErrorCode failure_code = ErrorCode::io;
   bool changed = false;  // ... because the object changed
+  std::uint64_t error_page = 0;  // body bytes of an answer other than 200 / 206
+  bool error_page_cut = false;   // ... stopped at kMaxErrorPage
   char errbuf[CURL_ERROR_SIZE] = {};
   long os_errno = 0;
 
@@ -75,6 +81,8 @@ struct Transfer {
     failure.clear();
     failure_code = ErrorCode::io;
     changed = false;
+    error_page = 0;
+    error_page_cut = false;
     errbuf[0] = '\0';
     os_errno = 0;
   }
@@ -177,7 +185,11 @@ class HttpSource final : public io::ByteSource {
   bool check_answer(Transfer& t) {
     t.body_checked = true;
     if (t.status != 200 && t.status != 206) return true;  // body discarded, status judged at end
-    if (!pin_.etag.empty() && !t.etag.empty() && t.etag != pin_.etag) {
+    // The version pinned: its ETag or, without one, its Last-Modified (a
+    // server may ignore If-Match / If-Unmodified-Since).
+    if ((!pin_.etag.empty() && !t.etag.empty() && t.etag != pin_.etag) ||
+        (pin_.etag.empty() && !pin_.last_modified.empty() && !t.last_modified.empty() &&
+         t.last_modified != pin_.last_modified)) {
       t.failure = kChanged;
       t.changed = true;
       return false;
@@ -199,23 +211,20 @@ class HttpSource final : public io::ByteSource {
       return true;
     }
     // 206: "bytes FIRST-LAST/TOTAL" must be exactly what was asked.
-    std::string_view cr = t.content_range;
-    std::optional<std::uint64_t> first, last, total;
-    if (cr.starts_with("bytes ")) {
-      cr.remove_prefix(6);
-      auto dash = cr.find('-'), slash = cr.find('/');
-      if (dash != std::string_view::npos && slash != std::string_view::npos && dash < slash) {
-        first = parse_u64(cr.substr(0, dash));
-        last = parse_u64(cr.substr(dash + 1, slash - dash - 1));
-        total = parse_u64(cr.substr(slash + 1));
-      }
+    const auto range = parse_content_range(t.content_range);
+    if (!range) {
+      t.failure =
+          "the server answered a request for " + t.what() +
+          (t.content_range.empty() ? std::string(" with 206 but no Content-Range")
+                                   : " with a malformed Content-Range '" + t.content_range + "'");
+      return false;
     }
-    if (total && *total != pin_.size) {
+    if (range->total && *range->total != pin_.size) {
       t.failure = kChanged;
       t.changed = true;
       return false;
     }
-    if (!first || !last || *first != t.offset || *last != t.offset + t.length - 1) {
+    if (range->first != t.offset || range->last != t.offset + t.length - 1) {
       t.failure = "the server answered a request for " + t.what() + " with Content-Range '" +
                   t.content_range + "'";
       return false;
@@ -228,7 +237,14 @@ class HttpSource final : public io::ByteSource {
     const size_t n = size * count;
     HttpSource& s = *t->owner;
     if (!t->body_checked && !s.check_answer(*t)) return 0;
-    if (t->status != 200 && t->status != 206) return n;  // an error page
+    if (t->status != 200 && t->status != 206) {  // an error page: judged by its status
+      t->error_page += n;
+      if (t->error_page > kMaxErrorPage) {
+        t->error_page_cut = true;
+        return 0;
+      }
+      return n;
+    }
     const std::uint64_t base = t->whole ? 0 : t->offset;
     const std::uint64_t limit = t->whole ? s.pin_.size : t->length;
     if (n > limit - t->received) {
@@ -299,6 +315,7 @@ class HttpSource final : public io::ByteSource {
     if (t.changed) fail(ErrorCode::io, ep_.url, kChanged);
     if (!t.failure.empty()) fail(t.failure_code, ep_.url, t.failure);
     bool retry = attempt_left(t);
+    if (code == CURLE_WRITE_ERROR && t.error_page_cut) code = CURLE_OK;
     if (code != CURLE_OK) {
       std::string detail = describe(code, t.errbuf, t.os_errno);
       if (code == CURLE_OPERATION_TIMEDOUT)

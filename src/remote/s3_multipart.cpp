@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -36,22 +37,75 @@ std::string xml_escape(std::string_view text) {
   return out;
 }
 
+void append_utf8(std::string& out, std::uint32_t c) {
+  if (c < 0x80) {
+    out += static_cast<char>(c);
+  } else if (c < 0x800) {
+    out += static_cast<char>(0xC0 | (c >> 6));
+    out += static_cast<char>(0x80 | (c & 0x3F));
+  } else if (c < 0x10000) {
+    out += static_cast<char>(0xE0 | (c >> 12));
+    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (c & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (c >> 18));
+    out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (c & 0x3F));
+  }
+}
+
+// A character reference's code point ("#13", "#x0D": the text between '&'
+// and ';'), if it names a character XML allows.
+std::optional<std::uint32_t> char_reference(std::string_view ref) {
+  if (ref.size() < 2 || ref[0] != '#') return std::nullopt;
+  const bool hex = ref[1] == 'x';
+  const std::string_view digits = ref.substr(hex ? 2 : 1);
+  if (digits.empty() || digits.size() > 8) return std::nullopt;
+  std::uint32_t c = 0;
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), c, hex ? 16 : 10);
+  if (ec != std::errc() || end != digits.data() + digits.size()) return std::nullopt;
+  if (c == 0 || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return std::nullopt;
+  return c;
+}
+
+// Element text as S3 writes it: the five predefined entities, character
+// references (S3 writes a key's control characters as "&#13;") and CDATA
+// sections decoded; anything else (an unknown entity) is kept as it is.
 std::string xml_unescape(std::string_view text) {
   static const std::pair<std::string_view, char> entities[] = {
-      {"&quot;", '"'}, {"&amp;", '&'}, {"&lt;", '<'}, {"&gt;", '>'}, {"&apos;", '\''},
-      {"&#34;", '"'}};
+      {"&quot;", '"'}, {"&amp;", '&'}, {"&lt;", '<'}, {"&gt;", '>'}, {"&apos;", '\''}};
+  constexpr std::string_view cdata_open = "<![CDATA[", cdata_close = "]]>";
   std::string out;
   for (std::size_t i = 0; i < text.size();) {
-    bool matched = false;
-    if (text[i] == '&')
+    const std::string_view rest = text.substr(i);
+    if (rest.starts_with(cdata_open)) {
+      const auto close = rest.find(cdata_close, cdata_open.size());
+      if (close != std::string_view::npos) {
+        out += rest.substr(cdata_open.size(), close - cdata_open.size());
+        i += close + cdata_close.size();
+        continue;
+      }
+    }
+    if (text[i] == '&') {
+      bool matched = false;
       for (auto [entity, c] : entities)
-        if (text.substr(i).starts_with(entity)) {
+        if (rest.starts_with(entity)) {
           out += c;
           i += entity.size();
           matched = true;
           break;
         }
-    if (!matched) out += text[i++];
+      if (matched) continue;
+      const auto semicolon = rest.find(';');
+      if (semicolon != std::string_view::npos && semicolon <= 11)
+        if (auto c = char_reference(rest.substr(1, semicolon - 1))) {
+          append_utf8(out, *c);
+          i += semicolon + 1;
+          continue;
+        }
+    }
+    out += text[i++];
   }
   return out;
 }
@@ -221,6 +275,11 @@ S3Multipart::Response S3Multipart::perform(const Request& r) const {
           ErrorCode::io, endpoint_.url,
           std::string("S3 ") + r.operation + " failed: " + detail + attempts + where + lost_note());
     }
+    if (a.overflow)
+      fail(ErrorCode::io, endpoint_.url,
+           std::string("S3 ") + r.operation + " failed: HTTP " + std::to_string(a.status) +
+               " with an answer larger than " + std::to_string(kMaxAnswer >> 20) +
+               " MiB (S3 answers are a few KiB)" + attempts + where + lost_note());
     // S3 may answer 200 and report an error in the body (CompleteMultipartUpload,
     // UploadPartCopy).
     const bool error_body = a.body.find("<Error>") != std::string::npos;
