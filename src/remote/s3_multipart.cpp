@@ -7,7 +7,9 @@
 #include <charconv>
 #include <chrono>
 #include <cstring>
+#include <set>
 #include <thread>
+#include <utility>
 
 #include "remote/curl_request.hpp"
 #include "core/crc32.hpp"
@@ -387,6 +389,7 @@ void S3Multipart::abort(const std::string& upload_id) const {
 std::vector<S3PendingUpload> S3Multipart::list_uploads() const {
   std::vector<S3PendingUpload> out;
   std::string key_marker, id_marker;
+  std::set<std::pair<std::string, std::string>> markers;  // of the pages asked for
   for (int page = 0; page < 10'000; ++page) {
     // Query parameters in the order SigV4 signs them (sorted by name).
     std::string query = "?";
@@ -408,6 +411,11 @@ std::vector<S3PendingUpload> S3Multipart::list_uploads() const {
     key_marker = xml_element(r.body, "NextKeyMarker").value_or("");
     id_marker = xml_element(r.body, "NextUploadIdMarker").value_or("");
     if (key_marker.empty() && id_marker.empty()) return out;
+    // A server naming a page again would be listed until the page limit.
+    if (!markers.insert({key_marker, id_marker}).second)
+      fail(ErrorCode::io, endpoint_.url,
+           "S3 ListMultipartUploads failed: the server sent the page markers '" + key_marker +
+               "', '" + id_marker + "' twice (GET " + endpoint_.bucket_http + query + ")");
   }
   fail(ErrorCode::limit_exceeded, endpoint_.url,
        "S3 ListMultipartUploads: more than 10000 pages of uploads");

@@ -102,7 +102,9 @@ class S3Multipart {
   std::string complete(const std::string& upload_id, std::span<const S3Part> parts,
                        const S3Condition& condition = {}) const;
   void abort(const std::string& upload_id) const;
-  // Incomplete uploads whose key is exactly this object's key.
+  // Incomplete uploads whose key is exactly this object's key. Throws
+  // Error(io) when the server names the same page twice (markers that do not
+  // advance).
   std::vector<S3PendingUpload> list_uploads() const;
 
   // Requests sent so far, attempts included (tests).

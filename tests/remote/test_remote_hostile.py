@@ -197,3 +197,19 @@ def test_listed_keys_are_decoded_before_they_are_compared(s3, tensors):  # noqa:
                if r["method"] == "DELETE" and "uploadId=" in r["path"]]
     assert sorted(aborted) == ["stale-1", "stale-2"], aborted
     assert run("tags", url, env=env_for(proxy)).stdout.split() == [b"t"]
+
+
+def test_a_listing_whose_pages_do_not_advance_ends(s3):
+    """IsTruncated with the same NextKeyMarker / NextUploadIdMarker every
+    time: the second page naming the markers again ends the listing with an
+    error, not 10000 requests."""
+    fork, proxy = s3
+    page = (b"<ListMultipartUploadsResult><IsTruncated>true</IsTruncated>"
+            b"<NextKeyMarker>k</NextKeyMarker><NextUploadIdMarker>i</NextUploadIdMarker>"
+            b"</ListMultipartUploadsResult>")
+    proxy.inject(lambda m, p: m == "GET" and "uploads=" in p, ("answer", 200, page), 100_000)
+    p = probe(proxy, "list", "s3://models/loop.zip", check=False)
+    err = p.stderr.decode()
+    assert p.returncode == 1 and "s3://models/loop.zip" in err, err
+    assert "S3 ListMultipartUploads failed" in err and "twice" in err, err
+    assert len(proxy.requests()) == 2
