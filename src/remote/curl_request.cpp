@@ -1,5 +1,6 @@
 #include "remote/curl_request.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cstring>
@@ -105,6 +106,25 @@ std::optional<std::uint64_t> parse_u64(std::string_view s) {
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec != std::errc() || end != s.data() + s.size() || s.empty()) return std::nullopt;
   return v;
+}
+
+std::string printable(std::string_view text, std::size_t max) {
+  static const char* hex = "0123456789abcdef";
+  std::size_t keep = std::min(text.size(), max);
+  while (keep < text.size() && keep > 0 && (static_cast<unsigned char>(text[keep]) & 0xC0) == 0x80)
+    --keep;  // not inside a UTF-8 sequence
+  std::string out;
+  for (unsigned char c : text.substr(0, keep)) {
+    if (c < 0x20 || c == 0x7F) {
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (keep < text.size()) out += "... (" + std::to_string(text.size()) + " bytes)";
+  return out;
 }
 
 std::optional<ContentRange> parse_content_range(std::string_view v) {

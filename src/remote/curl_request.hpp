@@ -61,6 +61,12 @@ std::optional<HeaderLine> parse_header_line(std::string_view line);
 // Decimal digits only (no sign, space or suffix), within 64 bits.
 std::optional<std::uint64_t> parse_u64(std::string_view text);
 
+// Text a server sent, made fit for an error message: control characters
+// written as \xNN (no terminal escapes or line breaks from a server reach the
+// user), and at most `max` bytes kept (cut at a UTF-8 boundary) followed by
+// "... (N bytes)".
+std::string printable(std::string_view text, std::size_t max = 256);
+
 // A Content-Range value of a single range, "bytes FIRST-LAST/TOTAL" or
 // "bytes FIRST-LAST/*" (RFC 9110 section 14.4), FIRST <= LAST < TOTAL;
 // nullopt for anything else (other units, spaces, a missing or extra part).

@@ -213,10 +213,10 @@ class HttpSource final : public io::ByteSource {
     // 206: "bytes FIRST-LAST/TOTAL" must be exactly what was asked.
     const auto range = parse_content_range(t.content_range);
     if (!range) {
-      t.failure =
-          "the server answered a request for " + t.what() +
-          (t.content_range.empty() ? std::string(" with 206 but no Content-Range")
-                                   : " with a malformed Content-Range '" + t.content_range + "'");
+      t.failure = "the server answered a request for " + t.what() +
+                  (t.content_range.empty()
+                       ? std::string(" with 206 but no Content-Range")
+                       : " with a malformed Content-Range '" + printable(t.content_range) + "'");
       return false;
     }
     if (range->total && *range->total != pin_.size) {
@@ -226,7 +226,7 @@ class HttpSource final : public io::ByteSource {
     }
     if (range->first != t.offset || range->last != t.offset + t.length - 1) {
       t.failure = "the server answered a request for " + t.what() + " with Content-Range '" +
-                  t.content_range + "'";
+                  printable(t.content_range) + "'";
       return false;
     }
     return true;

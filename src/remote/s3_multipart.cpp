@@ -288,7 +288,7 @@ S3Multipart::Response S3Multipart::perform(const Request& r) const {
     if (a.status >= 200 && a.status < 300 && !error_body && !a.overflow)
       return Response{a.status, a.etag, a.checksum, std::move(a.body)};
     const std::string s3_code = xml_element(a.body, "Code").value_or("");
-    const std::string s3_message = xml_element(a.body, "Message").value_or("");
+    const std::string s3_message = printable(xml_element(a.body, "Message").value_or(""));
     // 501 NotImplemented is the server's final word.
     if (((a.status >= 500 && a.status != 501) || a.status == 429 || transient_s3(s3_code)) &&
         retry_left) {
@@ -297,7 +297,7 @@ S3Multipart::Response S3Multipart::perform(const Request& r) const {
     }
     std::string message =
         std::string("S3 ") + r.operation + " failed: HTTP " + std::to_string(a.status) +
-        (s3_code.empty() ? status_text(a.status) : " " + s3_code) +
+        (s3_code.empty() ? status_text(a.status) : " " + printable(s3_code, 64)) +
         (s3_message.empty() ? "" : ": " + s3_message) + attempts + where + lost_note();
     if (a.status == 412 || (a.status == 409 && s3_code == "ConditionalRequestConflict"))
       fail(ErrorCode::io, endpoint_.url, std::string(kChangedByAnotherWriter) + ": " + message);
@@ -414,8 +414,9 @@ std::vector<S3PendingUpload> S3Multipart::list_uploads() const {
     // A server naming a page again would be listed until the page limit.
     if (!markers.insert({key_marker, id_marker}).second)
       fail(ErrorCode::io, endpoint_.url,
-           "S3 ListMultipartUploads failed: the server sent the page markers '" + key_marker +
-               "', '" + id_marker + "' twice (GET " + endpoint_.bucket_http + query + ")");
+           "S3 ListMultipartUploads failed: the server sent the page markers '" +
+               printable(key_marker) + "', '" + printable(id_marker) + "' twice (GET " +
+               endpoint_.bucket_http + query + ")");
   }
   fail(ErrorCode::limit_exceeded, endpoint_.url,
        "S3 ListMultipartUploads: more than 10000 pages of uploads");

@@ -6,7 +6,8 @@
 //   - as an S3 XML answer: the walk over <Upload> elements that
 //     ListMultipartUploads does, its fields and parse_s3_time of Initiated,
 //     and the fields the other requests read (UploadId, ETag, Code...).
-// Invariants: a parsed Content-Range is ordered and re-parses to itself when
+// Invariants: printable() output has no control character and is bounded; a
+// parsed Content-Range is ordered and re-parses to itself when
 // written back; a parsed number re-parses from its decimal text; header names
 // come back lower case and values trimmed; an element's text is never longer
 // than the answer and the walk always moves forward within it.
@@ -54,6 +55,9 @@ void header_lines(std::string_view text) {
                  back->total == r->total);
     }
     (void)parse_size(h->value);
+    const std::string shown = printable(h->value, 64);
+    for (unsigned char c : shown) FUZZ_CHECK(c >= 0x20 && c != 0x7F);
+    FUZZ_CHECK(shown.size() <= 4 * 64 + 40);
   }
 }
 

@@ -83,3 +83,12 @@ TEST_CASE("parse_s3_time reads S3's Initiated times (UTC) and rejects malformed 
                                "20x6-11-27T23:10:05Z", "2026-11-27T24:00:00Z"})
     CHECK_FALSE(parse_s3_time(bad));
 }
+
+TEST_CASE("printable shows control characters as \\xNN and cuts long text at a UTF-8 boundary") {
+  using modelzip::remote::printable;
+  CHECK(printable("a\x1b[31m\r\nb\x7f") == "a\\x1b[31m\\x0d\\x0ab\\x7f");
+  CHECK(printable("caf\xC3\xA9", 4) == "caf... (5 bytes)");  // not half of the e acute
+  CHECK(printable("caf\xC3\xA9", 5) == "caf\xC3\xA9");
+  CHECK(printable(std::string(300, 'm')) == std::string(256, 'm') + "... (300 bytes)");
+  CHECK(printable("") == "");
+}

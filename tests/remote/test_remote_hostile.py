@@ -213,3 +213,19 @@ def test_a_listing_whose_pages_do_not_advance_ends(s3):
     assert p.returncode == 1 and "s3://models/loop.zip" in err, err
     assert "S3 ListMultipartUploads failed" in err and "twice" in err, err
     assert len(proxy.requests()) == 2
+
+
+def test_server_text_in_errors_is_printable_and_bounded(s3, tmp_path):
+    """An S3 error message with terminal escapes, a line break and 100 KB:
+    the error shows control characters as \\xNN and the first 256 bytes."""
+    fork, proxy = s3
+    data = tmp_path / "d.bin"
+    data.write_bytes(b"z" * 100)
+    message = b"\x1b[31mred\n" + b"m" * 100_000
+    proxy.inject(is_create, ("answer", 403, b"<Error><Code>AccessDenied</Code><Message>" +
+                             message + b"</Message></Error>"), 1)
+    p = probe(proxy, "upload", "s3://models/escape.bin", f"file:{data}:0:100", check=False)
+    err = p.stderr.decode()
+    assert p.returncode == 1 and "s3://models/escape.bin" in err
+    assert "HTTP 403 AccessDenied: \\x1b[31mred\\x0am" in err, err[:500]
+    assert "\x1b" not in err and f"... ({len(message)} bytes)" in err and len(err) < 1000, err[:500]
