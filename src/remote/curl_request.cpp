@@ -60,6 +60,13 @@ void configure(CURL* e, const std::string& http, const Endpoint& ep, const Setti
   }
 }
 
+std::chrono::milliseconds retry_pause(int attempt, std::optional<std::uint64_t> retry_after) {
+  const std::chrono::milliseconds backoff(250 << (attempt - 1));
+  if (!retry_after) return backoff;
+  return std::max(backoff,
+                  std::chrono::milliseconds(1000 * std::min(*retry_after, kMaxRetryAfterSeconds)));
+}
+
 bool transient(CURLcode c) noexcept {
   switch (c) {
     case CURLE_COULDNT_CONNECT:

@@ -6,6 +6,7 @@
 
 #include <curl/curl.h>
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -38,6 +39,13 @@ void add_header(curl_slist*& list, const std::string& header);
 void configure(CURL* easy, const std::string& http, const Endpoint& endpoint,
                const Settings& settings, char* errbuf, curl_slist*& headers,
                std::string_view payload_sha256 = kEmptyPayloadSha256);
+
+// The pause before attempt `attempt` + 1 after a transient failure: 250 ms,
+// doubling with each attempt, or longer where the answer said Retry-After
+// (whole seconds; at most kMaxRetryAfterSeconds of it are honoured, so a
+// server cannot hold a request longer than that per attempt).
+inline constexpr std::uint64_t kMaxRetryAfterSeconds = 10;
+std::chrono::milliseconds retry_pause(int attempt, std::optional<std::uint64_t> retry_after);
 
 // Failures worth another attempt: refused or reset connections, truncated
 // answers.

@@ -58,6 +58,7 @@ struct Transfer {
   long status = 0;
   std::string etag, last_modified, content_range;
   std::optional<std::uint64_t> content_length;
+  std::optional<std::uint64_t> retry_after;  // seconds
   bool body_checked = false;
   bool whole = false;  // a 200 accepted: the whole object from offset 0
   std::uint64_t received = 0;
@@ -75,6 +76,7 @@ struct Transfer {
     last_modified.clear();
     content_range.clear();
     content_length.reset();
+    retry_after.reset();
     body_checked = false;
     whole = false;
     received = 0;
@@ -166,6 +168,7 @@ class HttpSource final : public io::ByteSource {
       t->last_modified.clear();
       t->content_range.clear();
       t->content_length.reset();
+      t->retry_after.reset();
       return n;
     }
     const std::string& name = line->name;
@@ -178,6 +181,8 @@ class HttpSource final : public io::ByteSource {
       t->content_range = value;
     else if (name == "content-length")
       t->content_length = parse_u64(value);
+    else if (name == "retry-after")
+      t->retry_after = parse_u64(value);
     return n;
   }
 
@@ -422,7 +427,7 @@ class HttpSource final : public io::ByteSource {
         finish(*t);
         active.erase(std::find(active.begin(), active.end(), t));
         if (!judge(*t, code)) {
-          t->not_before = Clock::now() + std::chrono::milliseconds(250 << (t->attempt - 1));
+          t->not_before = Clock::now() + retry_pause(t->attempt, t->retry_after);
           waiting.push_back(t);
         }
       }

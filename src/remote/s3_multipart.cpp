@@ -153,6 +153,7 @@ namespace {
 struct Attempt {
   long status = 0;
   std::string etag, checksum;
+  std::optional<std::uint64_t> retry_after;  // seconds
   std::string body;
   bool overflow = false;
 
@@ -164,6 +165,9 @@ struct Attempt {
         a->status = line->status;
         a->etag.clear();
         a->checksum.clear();
+        a->retry_after.reset();
+      } else if (line->name == "retry-after") {
+        a->retry_after = parse_u64(line->value);
       } else if (line->name == "etag") {
         a->etag = line->value;
       } else if (line->name == "x-amz-checksum-crc32") {
@@ -215,9 +219,8 @@ S3Multipart::Response S3Multipart::perform(const Request& r) const {
   };
   for (int attempt = 1;; ++attempt) {
     const bool retry_left = attempt < kS3Attempts;
-    auto pause = [&] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(250 << (attempt - 1)));
-    };
+    std::optional<std::uint64_t> retry_after;  // of this attempt's answer
+    auto pause = [&] { std::this_thread::sleep_for(retry_pause(attempt, retry_after)); };
     CURL* e = curl_easy_init();
     if (!e) fail(ErrorCode::io, endpoint_.url, "cannot start a libcurl transfer");
     char errbuf[CURL_ERROR_SIZE] = {};
@@ -249,6 +252,7 @@ S3Multipart::Response S3Multipart::perform(const Request& r) const {
     }
     ++requests_;
     const CURLcode code = curl_easy_perform(e);
+    retry_after = a.retry_after;
     long os_errno = 0;
     curl_easy_getinfo(e, CURLINFO_OS_ERRNO, &os_errno);
     long sent = 0;  // bytes of request headers sent

@@ -18,9 +18,9 @@
 // their CRC-32 instead.
 //
 // Retries: each request is tried up to kS3Attempts times, pausing 250 ms,
-// doubling, on refused or reset connections, truncated answers, HTTP 5xx
-// (but 501), 429 and S3's SlowDown / RequestTimeout / InternalError answers (a 200
-// carrying an <Error> body included). Time-outs are those of reads.
+// doubling (longer where the answer says Retry-After, up to 10 s), on refused or reset connections,
+// truncated answers, HTTP 5xx (but 501), 429 and S3's SlowDown / RequestTimeout / InternalError
+// answers (a 200 carrying an <Error> body included). Time-outs are those of reads.
 //
 // Cancellation: UploadPart and UploadPartCopy stop within about a second of
 // modelzip::request_cancel() (libcurl's progress callback) and throw

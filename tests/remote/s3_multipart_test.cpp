@@ -92,3 +92,15 @@ TEST_CASE("printable shows control characters as \\xNN and cuts long text at a U
   CHECK(printable(std::string(300, 'm')) == std::string(256, 'm') + "... (300 bytes)");
   CHECK(printable("") == "");
 }
+
+TEST_CASE("retry_pause doubles from 250 ms and honours Retry-After up to 10 s") {
+  using modelzip::remote::retry_pause;
+  using std::chrono::milliseconds;
+  CHECK(retry_pause(1, std::nullopt) == milliseconds(250));
+  CHECK(retry_pause(3, std::nullopt) == milliseconds(1000));
+  CHECK(retry_pause(1, 0) == milliseconds(250));
+  CHECK(retry_pause(1, 2) == milliseconds(2000));
+  CHECK(retry_pause(4, 1) == milliseconds(2000));
+  CHECK(retry_pause(1, 100000) == milliseconds(10000));
+  CHECK(retry_pause(1, UINT64_MAX) == milliseconds(10000));
+}

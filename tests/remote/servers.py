@@ -242,6 +242,7 @@ class HostileHttp:
       "huge-header"     206 with a 1 MiB header line
       "trickle"         headers sent one byte a second
       "redirect-loop"   302 to the same URL
+      "busy"            503 with Retry-After: 2
       "replaced"        the object replaced (same size, other bytes, later
                         Last-Modified; ETag too unless etag=None) before a
                         206 of the new bytes (If-Match and
@@ -253,6 +254,7 @@ class HostileHttp:
                  max_seconds=30):
         self.data, self.etag, self.last_modified = data, etag, last_modified
         self.plan, self.gets, self.max_seconds = [], 0, max_seconds
+        self.get_times = []  # time.monotonic() of each GET
         owner = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -289,7 +291,11 @@ class HostileHttp:
             def do_GET(self):
                 data = owner.data
                 owner.gets += 1
+                owner.get_times.append(time.monotonic())
                 mode = owner.plan.pop(0) if owner.plan else "ok"
+                if mode == "busy":
+                    self._head(503, 0, [("Retry-After", "2")])
+                    return
                 first, last = self.headers["Range"][len("bytes="):].split("-")
                 first, last = int(first), int(last)
                 n = len(data)
@@ -400,10 +406,12 @@ class S3Proxy:
                              (f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
                               f"<Message>injected by the test proxy</Message></Error>").encode())
                 if fault is not None:
-                    _, status, payload = fault
+                    _, status, payload, *headers = fault
                     record["status"] = status
                     proxy._record(record)
                     self.send_response(status)
+                    for k, v in (headers[0] if headers else []):
+                        self.send_header(k, v)
                     self.send_header("Content-Type", "application/xml")
                     self.send_header("Content-Length", str(len(payload)))
                     self.end_headers()
@@ -469,8 +477,8 @@ class S3Proxy:
         """Answers the next `count` requests for which match(method, path) is
         true with `kind`: "reset" (the connection is closed unanswered),
         "lose" (forwarded, then the connection closed unanswered),
-        (status, S3 error code), ("answer", status, body bytes) (that answer
-        instead of the server's), or ("delay", seconds) (forwarded after that
+        (status, S3 error code), ("answer", status, body bytes[, [(header,
+        value)...]]) (that answer instead of the server's), or ("delay", seconds) (forwarded after that
         pause)."""
         with self.lock:
             self.faults.append([match, kind, count])

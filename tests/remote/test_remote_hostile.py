@@ -69,6 +69,14 @@ def test_an_endless_error_page_does_not_hold_the_read(hostile):
     assert hostile.gets == 4
 
 
+def test_retry_after_is_honoured(hostile, site):
+    """503 with Retry-After: 2: the next attempt waits 2 s (not 250 ms)."""
+    hostile.plan = ["busy"]
+    out = run("ls", hostile.url(), env=cli_env()).stdout
+    assert out == run("ls", site / "qs.zip").stdout
+    assert hostile.get_times[1] - hostile.get_times[0] >= 1.9, hostile.get_times
+
+
 def test_headers_trickled_a_byte_a_second_time_out(hostile):
     hostile.plan = ["trickle"] * 100
     err = failing(["ls", hostile.url()], env=cli_env(MODELZIP_LOW_SPEED_TIME=2), seconds=15)
@@ -229,3 +237,16 @@ def test_server_text_in_errors_is_printable_and_bounded(s3, tmp_path):
     assert p.returncode == 1 and "s3://models/escape.bin" in err
     assert "HTTP 403 AccessDenied: \\x1b[31mred\\x0am" in err, err[:500]
     assert "\x1b" not in err and f"... ({len(message)} bytes)" in err and len(err) < 1000, err[:500]
+
+
+def test_s3_retry_after_is_honoured(s3, tmp_path):
+    fork, proxy = s3
+    data = tmp_path / "d.bin"
+    data.write_bytes(b"z" * 100)
+    slow_down = (b"<Error><Code>SlowDown</Code><Message>Please reduce your request rate."
+                 b"</Message></Error>")
+    proxy.inject(is_create, ("answer", 503, slow_down, [("Retry-After", "2")]), 1)
+    probe(proxy, "upload", "s3://models/busy.bin", f"file:{data}:0:100")
+    assert fork.get("busy.bin") == b"z" * 100
+    first, second = [r for r in proxy.requests() if is_create(r["method"], r["path"])]
+    assert second["start"] - first["start"] >= 1.9
