@@ -1,5 +1,6 @@
 #include "remote/curl_request.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cstring>
@@ -39,7 +40,10 @@ void configure(CURL* e, const std::string& http, const Endpoint& ep, const Setti
   curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, ep.sigv4.empty() ? 1L : 0L);
   curl_easy_setopt(e, CURLOPT_MAXREDIRS, 5L);
   curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+  // No redirect downgrades https to http (a man in the middle could then
+  // answer).
+  curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR,
+                   http.starts_with("https://") ? "https" : "http,https");
   curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, settings.connect_timeout_ms);
   curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1024L);
   curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, settings.low_speed_time_s);
@@ -54,6 +58,13 @@ void configure(CURL* e, const std::string& http, const Endpoint& ep, const Setti
     add_header(headers, "x-amz-content-sha256: " + std::string(payload_sha256));
     if (!ep.session_token.empty()) add_header(headers, "x-amz-security-token: " + ep.session_token);
   }
+}
+
+std::chrono::milliseconds retry_pause(int attempt, std::optional<std::uint64_t> retry_after) {
+  const std::chrono::milliseconds backoff(250 << (attempt - 1));
+  if (!retry_after) return backoff;
+  return std::max(backoff,
+                  std::chrono::milliseconds(1000 * std::min(*retry_after, kMaxRetryAfterSeconds)));
 }
 
 bool transient(CURLcode c) noexcept {
@@ -73,6 +84,10 @@ bool transient(CURLcode c) noexcept {
 
 std::string describe(CURLcode code, const char* errbuf, long os_errno) {
   std::string detail = errbuf && errbuf[0] ? errbuf : curl_easy_strerror(code);
+  if (code == CURLE_UNSUPPORTED_PROTOCOL)
+    detail +=
+        " (a redirect is followed only to http:// or https://, and from https:// only to "
+        "https://)";
   if (os_errno != 0 && detail.find(std::strerror(static_cast<int>(os_errno))) == std::string::npos)
     detail += std::string(" (") + std::strerror(static_cast<int>(os_errno)) + ")";
   return detail;
@@ -98,6 +113,43 @@ std::optional<std::uint64_t> parse_u64(std::string_view s) {
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec != std::errc() || end != s.data() + s.size() || s.empty()) return std::nullopt;
   return v;
+}
+
+std::string printable(std::string_view text, std::size_t max) {
+  static const char* hex = "0123456789abcdef";
+  std::size_t keep = std::min(text.size(), max);
+  while (keep < text.size() && keep > 0 && (static_cast<unsigned char>(text[keep]) & 0xC0) == 0x80)
+    --keep;  // not inside a UTF-8 sequence
+  std::string out;
+  for (unsigned char c : text.substr(0, keep)) {
+    if (c < 0x20 || c == 0x7F) {
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (keep < text.size()) out += "... (" + std::to_string(text.size()) + " bytes)";
+  return out;
+}
+
+std::optional<ContentRange> parse_content_range(std::string_view v) {
+  if (!v.starts_with("bytes ")) return std::nullopt;
+  v.remove_prefix(6);
+  const auto dash = v.find('-'), slash = v.find('/');
+  if (dash == std::string_view::npos || slash == std::string_view::npos || dash > slash)
+    return std::nullopt;
+  auto first = parse_u64(v.substr(0, dash));
+  auto last = parse_u64(v.substr(dash + 1, slash - dash - 1));
+  if (!first || !last || *first > *last) return std::nullopt;
+  ContentRange r{*first, *last, std::nullopt};
+  const std::string_view total = v.substr(slash + 1);
+  if (total != "*") {
+    r.total = parse_u64(total);
+    if (!r.total || r.last >= *r.total) return std::nullopt;
+  }
+  return r;
 }
 
 std::optional<HeaderLine> parse_header_line(std::string_view line) {

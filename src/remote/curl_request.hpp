@@ -6,6 +6,7 @@
 
 #include <curl/curl.h>
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -31,12 +32,20 @@ void add_header(curl_slist*& list, const std::string& header);
 
 // Sets the options every request has: `http` as the URL, `errbuf` (at least
 // CURL_ERROR_SIZE bytes), connect and low-speed time-outs, the CA file, the
-// user agent, http(s) only, redirects only for unsigned requests, and for
+// user agent, http(s) only, redirects only for unsigned requests (at most 5,
+// never from https to http), and for
 // S3 the SigV4 signature with `payload_sha256` and the session token
 // appended to `headers` (which the caller still has to set and free).
 void configure(CURL* easy, const std::string& http, const Endpoint& endpoint,
                const Settings& settings, char* errbuf, curl_slist*& headers,
                std::string_view payload_sha256 = kEmptyPayloadSha256);
+
+// The pause before attempt `attempt` + 1 after a transient failure: 250 ms,
+// doubling with each attempt, or longer where the answer said Retry-After
+// (whole seconds; at most kMaxRetryAfterSeconds of it are honoured, so a
+// server cannot hold a request longer than that per attempt).
+inline constexpr std::uint64_t kMaxRetryAfterSeconds = 10;
+std::chrono::milliseconds retry_pause(int attempt, std::optional<std::uint64_t> retry_after);
 
 // Failures worth another attempt: refused or reset connections, truncated
 // answers.
@@ -57,6 +66,22 @@ struct HeaderLine {
 };
 std::optional<HeaderLine> parse_header_line(std::string_view line);
 
+// Decimal digits only (no sign, space or suffix), within 64 bits.
 std::optional<std::uint64_t> parse_u64(std::string_view text);
+
+// Text a server sent, made fit for an error message: control characters
+// written as \xNN (no terminal escapes or line breaks from a server reach the
+// user), and at most `max` bytes kept (cut at a UTF-8 boundary) followed by
+// "... (N bytes)".
+std::string printable(std::string_view text, std::size_t max = 256);
+
+// A Content-Range value of a single range, "bytes FIRST-LAST/TOTAL" or
+// "bytes FIRST-LAST/*" (RFC 9110 section 14.4), FIRST <= LAST < TOTAL;
+// nullopt for anything else (other units, spaces, a missing or extra part).
+struct ContentRange {
+  std::uint64_t first = 0, last = 0;
+  std::optional<std::uint64_t> total;  // nullopt: "*" (unknown)
+};
+std::optional<ContentRange> parse_content_range(std::string_view value);
 
 }  // namespace modelzip::remote

@@ -29,6 +29,10 @@ constexpr const char* kChanged = "archive changed on the server while reading";
 // Objects larger than this are refused as implausible (sizes come from the
 // server; nothing is allocated from them, the cache file is sparse).
 constexpr std::uint64_t kMaxObjectSize = std::uint64_t{1} << 46;
+// The body of an error answer (discarded) is read up to this size, then the
+// transfer is ended and the answer judged by its status: a server streaming
+// an endless error page cannot hold a read.
+constexpr std::uint64_t kMaxErrorPage = std::uint64_t{64} << 10;
 // Fetches at least this large report progress.
 constexpr std::uint64_t kProgressFrom = std::uint64_t{8} << 20;
 
@@ -55,12 +59,15 @@ struct Transfer {
   long status = 0;
   std::string etag, last_modified, content_range;
   std::optional<std::uint64_t> content_length;
+  std::optional<std::uint64_t> retry_after;  // seconds
   bool body_checked = false;
   bool whole = false;  // a 200 accepted: the whole object from offset 0
   std::uint64_t received = 0;
   std::string failure;  // permanent failure found by a callback
   ErrorCode failure_code = ErrorCode::io;
   bool changed = false;  // ... because the object changed
+  std::uint64_t error_page = 0;  // body bytes of an answer other than 200 / 206
+  bool error_page_cut = false;   // ... stopped at kMaxErrorPage
   char errbuf[CURL_ERROR_SIZE] = {};
   long os_errno = 0;
 
@@ -70,12 +77,15 @@ struct Transfer {
     last_modified.clear();
     content_range.clear();
     content_length.reset();
+    retry_after.reset();
     body_checked = false;
     whole = false;
     received = 0;
     failure.clear();
     failure_code = ErrorCode::io;
     changed = false;
+    error_page = 0;
+    error_page_cut = false;
     errbuf[0] = '\0';
     os_errno = 0;
   }
@@ -165,6 +175,7 @@ class HttpSource final : public io::ByteSource {
       t->last_modified.clear();
       t->content_range.clear();
       t->content_length.reset();
+      t->retry_after.reset();
       return n;
     }
     const std::string& name = line->name;
@@ -177,6 +188,8 @@ class HttpSource final : public io::ByteSource {
       t->content_range = value;
     else if (name == "content-length")
       t->content_length = parse_u64(value);
+    else if (name == "retry-after")
+      t->retry_after = parse_u64(value);
     return n;
   }
 
@@ -184,7 +197,11 @@ class HttpSource final : public io::ByteSource {
   bool check_answer(Transfer& t) {
     t.body_checked = true;
     if (t.status != 200 && t.status != 206) return true;  // body discarded, status judged at end
-    if (!pin_.etag.empty() && !t.etag.empty() && t.etag != pin_.etag) {
+    // The version pinned: its ETag or, without one, its Last-Modified (a
+    // server may ignore If-Match / If-Unmodified-Since).
+    if ((!pin_.etag.empty() && !t.etag.empty() && t.etag != pin_.etag) ||
+        (pin_.etag.empty() && !pin_.last_modified.empty() && !t.last_modified.empty() &&
+         t.last_modified != pin_.last_modified)) {
       t.failure = kChanged;
       t.changed = true;
       return false;
@@ -206,25 +223,22 @@ class HttpSource final : public io::ByteSource {
       return true;
     }
     // 206: "bytes FIRST-LAST/TOTAL" must be exactly what was asked.
-    std::string_view cr = t.content_range;
-    std::optional<std::uint64_t> first, last, total;
-    if (cr.starts_with("bytes ")) {
-      cr.remove_prefix(6);
-      auto dash = cr.find('-'), slash = cr.find('/');
-      if (dash != std::string_view::npos && slash != std::string_view::npos && dash < slash) {
-        first = parse_u64(cr.substr(0, dash));
-        last = parse_u64(cr.substr(dash + 1, slash - dash - 1));
-        total = parse_u64(cr.substr(slash + 1));
-      }
+    const auto range = parse_content_range(t.content_range);
+    if (!range) {
+      t.failure = "the server answered a request for " + t.what() +
+                  (t.content_range.empty()
+                       ? std::string(" with 206 but no Content-Range")
+                       : " with a malformed Content-Range '" + printable(t.content_range) + "'");
+      return false;
     }
-    if (total && *total != pin_.size) {
+    if (range->total && *range->total != pin_.size) {
       t.failure = kChanged;
       t.changed = true;
       return false;
     }
-    if (!first || !last || *first != t.offset || *last != t.offset + t.length - 1) {
+    if (range->first != t.offset || range->last != t.offset + t.length - 1) {
       t.failure = "the server answered a request for " + t.what() + " with Content-Range '" +
-                  t.content_range + "'";
+                  printable(t.content_range) + "'";
       return false;
     }
     return true;
@@ -235,7 +249,14 @@ class HttpSource final : public io::ByteSource {
     const size_t n = size * count;
     HttpSource& s = *t->owner;
     if (!t->body_checked && !s.check_answer(*t)) return 0;
-    if (t->status != 200 && t->status != 206) return n;  // an error page
+    if (t->status != 200 && t->status != 206) {  // an error page: judged by its status
+      t->error_page += n;
+      if (t->error_page > kMaxErrorPage) {
+        t->error_page_cut = true;
+        return 0;
+      }
+      return n;
+    }
     const std::uint64_t base = t->whole ? 0 : t->offset;
     const std::uint64_t limit = t->whole ? s.pin_.size : t->length;
     if (n > limit - t->received) {
@@ -306,6 +327,7 @@ class HttpSource final : public io::ByteSource {
     if (t.changed) fail(ErrorCode::io, ep_.url, kChanged);
     if (!t.failure.empty()) fail(t.failure_code, ep_.url, t.failure);
     bool retry = attempt_left(t);
+    if (code == CURLE_WRITE_ERROR && t.error_page_cut) code = CURLE_OK;
     if (code != CURLE_OK) {
       std::string detail = describe(code, t.errbuf, t.os_errno);
       if (code == CURLE_OPERATION_TIMEDOUT)
@@ -412,7 +434,7 @@ class HttpSource final : public io::ByteSource {
         finish(*t);
         active.erase(std::find(active.begin(), active.end(), t));
         if (!judge(*t, code)) {
-          t->not_before = Clock::now() + std::chrono::milliseconds(250 << (t->attempt - 1));
+          t->not_before = Clock::now() + retry_pause(t->attempt, t->retry_after);
           waiting.push_back(t);
         }
       }

@@ -14,7 +14,8 @@
 // (kParallelSmall for batches of small requests; curl multi, connections kept
 // alive between calls). Transient failures (5xx,
 // 429, resets, refused connections, truncated bodies) are retried
-// kMaxAttempts times in all with doubling pauses from 250 ms; time-outs
+// kMaxAttempts times in all with doubling pauses from 250 ms (longer where
+// an answer says Retry-After, up to 10 s: retry_pause()); time-outs
 // (connect, low speed) and other statuses are reported at once, naming the
 // URL and status. Bytes written never exceed the range asked for, whatever
 // the headers say. A server that ignores Range (200) is accepted only for

@@ -4,9 +4,12 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <chrono>
 #include <cstring>
+#include <set>
 #include <thread>
+#include <utility>
 
 #include "remote/curl_request.hpp"
 #include "core/crc32.hpp"
@@ -36,22 +39,75 @@ std::string xml_escape(std::string_view text) {
   return out;
 }
 
+void append_utf8(std::string& out, std::uint32_t c) {
+  if (c < 0x80) {
+    out += static_cast<char>(c);
+  } else if (c < 0x800) {
+    out += static_cast<char>(0xC0 | (c >> 6));
+    out += static_cast<char>(0x80 | (c & 0x3F));
+  } else if (c < 0x10000) {
+    out += static_cast<char>(0xE0 | (c >> 12));
+    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (c & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (c >> 18));
+    out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (c & 0x3F));
+  }
+}
+
+// A character reference's code point ("#13", "#x0D": the text between '&'
+// and ';'), if it names a character XML allows.
+std::optional<std::uint32_t> char_reference(std::string_view ref) {
+  if (ref.size() < 2 || ref[0] != '#') return std::nullopt;
+  const bool hex = ref[1] == 'x';
+  const std::string_view digits = ref.substr(hex ? 2 : 1);
+  if (digits.empty() || digits.size() > 8) return std::nullopt;
+  std::uint32_t c = 0;
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), c, hex ? 16 : 10);
+  if (ec != std::errc() || end != digits.data() + digits.size()) return std::nullopt;
+  if (c == 0 || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return std::nullopt;
+  return c;
+}
+
+// Element text as S3 writes it: the five predefined entities, character
+// references (S3 writes a key's control characters as "&#13;") and CDATA
+// sections decoded; anything else (an unknown entity) is kept as it is.
 std::string xml_unescape(std::string_view text) {
   static const std::pair<std::string_view, char> entities[] = {
-      {"&quot;", '"'}, {"&amp;", '&'}, {"&lt;", '<'}, {"&gt;", '>'}, {"&apos;", '\''},
-      {"&#34;", '"'}};
+      {"&quot;", '"'}, {"&amp;", '&'}, {"&lt;", '<'}, {"&gt;", '>'}, {"&apos;", '\''}};
+  constexpr std::string_view cdata_open = "<![CDATA[", cdata_close = "]]>";
   std::string out;
   for (std::size_t i = 0; i < text.size();) {
-    bool matched = false;
-    if (text[i] == '&')
+    const std::string_view rest = text.substr(i);
+    if (rest.starts_with(cdata_open)) {
+      const auto close = rest.find(cdata_close, cdata_open.size());
+      if (close != std::string_view::npos) {
+        out += rest.substr(cdata_open.size(), close - cdata_open.size());
+        i += close + cdata_close.size();
+        continue;
+      }
+    }
+    if (text[i] == '&') {
+      bool matched = false;
       for (auto [entity, c] : entities)
-        if (text.substr(i).starts_with(entity)) {
+        if (rest.starts_with(entity)) {
           out += c;
           i += entity.size();
           matched = true;
           break;
         }
-    if (!matched) out += text[i++];
+      if (matched) continue;
+      const auto semicolon = rest.find(';');
+      if (semicolon != std::string_view::npos && semicolon <= 11)
+        if (auto c = char_reference(rest.substr(1, semicolon - 1))) {
+          append_utf8(out, *c);
+          i += semicolon + 1;
+          continue;
+        }
+    }
+    out += text[i++];
   }
   return out;
 }
@@ -97,6 +153,7 @@ namespace {
 struct Attempt {
   long status = 0;
   std::string etag, checksum;
+  std::optional<std::uint64_t> retry_after;  // seconds
   std::string body;
   bool overflow = false;
 
@@ -108,6 +165,9 @@ struct Attempt {
         a->status = line->status;
         a->etag.clear();
         a->checksum.clear();
+        a->retry_after.reset();
+      } else if (line->name == "retry-after") {
+        a->retry_after = parse_u64(line->value);
       } else if (line->name == "etag") {
         a->etag = line->value;
       } else if (line->name == "x-amz-checksum-crc32") {
@@ -159,9 +219,8 @@ S3Multipart::Response S3Multipart::perform(const Request& r) const {
   };
   for (int attempt = 1;; ++attempt) {
     const bool retry_left = attempt < kS3Attempts;
-    auto pause = [&] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(250 << (attempt - 1)));
-    };
+    std::optional<std::uint64_t> retry_after;  // of this attempt's answer
+    auto pause = [&] { std::this_thread::sleep_for(retry_pause(attempt, retry_after)); };
     CURL* e = curl_easy_init();
     if (!e) fail(ErrorCode::io, endpoint_.url, "cannot start a libcurl transfer");
     char errbuf[CURL_ERROR_SIZE] = {};
@@ -193,6 +252,7 @@ S3Multipart::Response S3Multipart::perform(const Request& r) const {
     }
     ++requests_;
     const CURLcode code = curl_easy_perform(e);
+    retry_after = a.retry_after;
     long os_errno = 0;
     curl_easy_getinfo(e, CURLINFO_OS_ERRNO, &os_errno);
     long sent = 0;  // bytes of request headers sent
@@ -221,13 +281,18 @@ S3Multipart::Response S3Multipart::perform(const Request& r) const {
           ErrorCode::io, endpoint_.url,
           std::string("S3 ") + r.operation + " failed: " + detail + attempts + where + lost_note());
     }
+    if (a.overflow)
+      fail(ErrorCode::io, endpoint_.url,
+           std::string("S3 ") + r.operation + " failed: HTTP " + std::to_string(a.status) +
+               " with an answer larger than " + std::to_string(kMaxAnswer >> 20) +
+               " MiB (S3 answers are a few KiB)" + attempts + where + lost_note());
     // S3 may answer 200 and report an error in the body (CompleteMultipartUpload,
     // UploadPartCopy).
     const bool error_body = a.body.find("<Error>") != std::string::npos;
     if (a.status >= 200 && a.status < 300 && !error_body && !a.overflow)
       return Response{a.status, a.etag, a.checksum, std::move(a.body)};
     const std::string s3_code = xml_element(a.body, "Code").value_or("");
-    const std::string s3_message = xml_element(a.body, "Message").value_or("");
+    const std::string s3_message = printable(xml_element(a.body, "Message").value_or(""));
     // 501 NotImplemented is the server's final word.
     if (((a.status >= 500 && a.status != 501) || a.status == 429 || transient_s3(s3_code)) &&
         retry_left) {
@@ -236,7 +301,7 @@ S3Multipart::Response S3Multipart::perform(const Request& r) const {
     }
     std::string message =
         std::string("S3 ") + r.operation + " failed: HTTP " + std::to_string(a.status) +
-        (s3_code.empty() ? status_text(a.status) : " " + s3_code) +
+        (s3_code.empty() ? status_text(a.status) : " " + printable(s3_code, 64)) +
         (s3_message.empty() ? "" : ": " + s3_message) + attempts + where + lost_note();
     if (a.status == 412 || (a.status == 409 && s3_code == "ConditionalRequestConflict"))
       fail(ErrorCode::io, endpoint_.url, std::string(kChangedByAnotherWriter) + ": " + message);
@@ -328,6 +393,7 @@ void S3Multipart::abort(const std::string& upload_id) const {
 std::vector<S3PendingUpload> S3Multipart::list_uploads() const {
   std::vector<S3PendingUpload> out;
   std::string key_marker, id_marker;
+  std::set<std::pair<std::string, std::string>> markers;  // of the pages asked for
   for (int page = 0; page < 10'000; ++page) {
     // Query parameters in the order SigV4 signs them (sorted by name).
     std::string query = "?";
@@ -349,6 +415,12 @@ std::vector<S3PendingUpload> S3Multipart::list_uploads() const {
     key_marker = xml_element(r.body, "NextKeyMarker").value_or("");
     id_marker = xml_element(r.body, "NextUploadIdMarker").value_or("");
     if (key_marker.empty() && id_marker.empty()) return out;
+    // A server naming a page again would be listed until the page limit.
+    if (!markers.insert({key_marker, id_marker}).second)
+      fail(ErrorCode::io, endpoint_.url,
+           "S3 ListMultipartUploads failed: the server sent the page markers '" +
+               printable(key_marker) + "', '" + printable(id_marker) + "' twice (GET " +
+               endpoint_.bucket_http + query + ")");
   }
   fail(ErrorCode::limit_exceeded, endpoint_.url,
        "S3 ListMultipartUploads: more than 10000 pages of uploads");

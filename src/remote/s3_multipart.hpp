@@ -18,9 +18,9 @@
 // their CRC-32 instead.
 //
 // Retries: each request is tried up to kS3Attempts times, pausing 250 ms,
-// doubling, on refused or reset connections, truncated answers, HTTP 5xx
-// (but 501), 429 and S3's SlowDown / RequestTimeout / InternalError answers (a 200
-// carrying an <Error> body included). Time-outs are those of reads.
+// doubling (longer where the answer says Retry-After, up to 10 s), on refused or reset connections,
+// truncated answers, HTTP 5xx (but 501), 429 and S3's SlowDown / RequestTimeout / InternalError
+// answers (a 200 carrying an <Error> body included). Time-outs are those of reads.
 //
 // Cancellation: UploadPart and UploadPartCopy stop within about a second of
 // modelzip::request_cancel() (libcurl's progress callback) and throw
@@ -31,7 +31,8 @@
 // invalid_argument for other 4xx) whose message names the operation, the
 // request's URL, the HTTP status and S3's error code and message, e.g.
 // "S3 UploadPart failed: HTTP 403 InvalidAccessKeyId: ... (PUT http://...)";
-// the error's archive is the s3:// URL. A failed condition on complete()
+// the error's archive is the s3:// URL. An answer over 1 MiB (S3's are a few
+// KiB) fails the request at once, saying so. A failed condition on complete()
 // (412 PreconditionFailed, 409 ConditionalRequestConflict) throws
 // Error(io, kChangedByAnotherWriter); a failed complete() one of whose attempts
 // was sent and got no answer says that the upload may have completed.
@@ -101,7 +102,9 @@ class S3Multipart {
   std::string complete(const std::string& upload_id, std::span<const S3Part> parts,
                        const S3Condition& condition = {}) const;
   void abort(const std::string& upload_id) const;
-  // Incomplete uploads whose key is exactly this object's key.
+  // Incomplete uploads whose key is exactly this object's key. Throws
+  // Error(io) when the server names the same page twice (markers that do not
+  // advance).
   std::vector<S3PendingUpload> list_uploads() const;
 
   // Requests sent so far, attempts included (tests).
@@ -120,8 +123,11 @@ class S3Multipart {
 // Base64 of the big-endian CRC-32 of `data` (x-amz-checksum-crc32).
 std::string s3_crc32_base64(std::span<const std::byte> data);
 
-// The text of the first <tag>...</tag> in `xml` at or after `from`, XML
-// entities decoded; nullopt if absent. `end` (optional) gets the offset just
+// The text of the first <tag>...</tag> in `xml` at or after `from`, the
+// predefined XML entities, character references ("&#13;", "&#x1F600;") and
+// CDATA sections decoded (other entities kept as written); nullopt if absent
+// or unterminated. Only that exact tag matches (no attributes, no namespace
+// prefix). `end` (optional) gets the offset just
 // past the closing tag.
 std::optional<std::string> xml_element(std::string_view xml, std::string_view tag,
                                        std::size_t from = 0, std::size_t* end = nullptr);

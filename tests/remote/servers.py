@@ -50,9 +50,10 @@ def stop_process(proc, sig=signal.SIGTERM):
 
 class Nginx:
     """nginx serving `root` on a free port: / normally, /slow/ at `slow_rate`
-    bytes/s; with `tls=(cert, key)` it speaks HTTPS."""
+    bytes/s; with `tls=(cert, key)` it speaks HTTPS; `extra` is added to its
+    server block (more locations)."""
 
-    def __init__(self, workdir, root, slow_rate=200_000, tls=None):
+    def __init__(self, workdir, root, slow_rate=200_000, tls=None, extra=""):
         self.workdir = str(workdir)
         self.root = str(root)
         self.port = free_port()
@@ -85,6 +86,7 @@ http {{
     {tls_lines}
     root {self.root};
     location /slow/ {{ alias {self.root}/; limit_rate {slow_rate}; }}
+    {extra}
   }}
 }}
 """
@@ -221,6 +223,135 @@ class S3rverFork(S3rver):
             check=True, capture_output=True, timeout=90).stdout
 
 
+class HostileHttp:
+    """A server on 127.0.0.1 for one object (`data`, a bytes object the test
+    may replace) that answers HEAD as a real server does and each GET as the
+    next entry of `plan` says (then "ok"), where every misbehaviour is
+    bounded in time (at most `max_seconds` per answer):
+
+      "ok"              206 with exactly the range asked
+      "whole"           200 with the whole object (Range ignored)
+      "whole+1"         200 with one byte more than the object
+      "offset+1"        206 whose Content-Range (and body) start one byte later
+      "total+1"         206 whose Content-Range names a larger object
+      "range-garbage"   206 whose Content-Range has text after the total
+      "no-range"        206 without Content-Range
+      "longer"          206 with 10 bytes more than the range
+      "etag"            206 of the range but with another ETag
+      "error-stream"    500 whose body never ends (until the client leaves)
+      "huge-header"     206 with a 1 MiB header line
+      "trickle"         headers sent one byte a second
+      "redirect-loop"   302 to the same URL
+      "busy"            503 with Retry-After: 2
+      "replaced"        the object replaced (same size, other bytes, later
+                        Last-Modified; ETag too unless etag=None) before a
+                        206 of the new bytes (If-Match and
+                        If-Unmodified-Since are ignored)
+
+    With etag=None no ETag is sent (Last-Modified only). `gets` counts GETs."""
+
+    def __init__(self, data, etag='"v1"', last_modified="Sat, 28 Nov 2026 10:00:00 GMT",
+                 max_seconds=30):
+        self.data, self.etag, self.last_modified = data, etag, last_modified
+        self.plan, self.gets, self.max_seconds = [], 0, max_seconds
+        self.get_times = []  # time.monotonic() of each GET
+        owner = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def _head(self, status, length, extra=(), etag=None):
+                self.send_response(status)
+                if length is not None:
+                    self.send_header("Content-Length", str(length))
+                if owner.etag is not None:
+                    self.send_header("ETag", etag or owner.etag)
+                self.send_header("Last-Modified", owner.last_modified)
+                for k, v in extra:
+                    self.send_header(k, v)
+                self.end_headers()
+
+            def do_HEAD(self):
+                self._head(200, len(owner.data))
+
+            def _stream(self, chunk, pause):
+                deadline = time.monotonic() + owner.max_seconds
+                try:
+                    while time.monotonic() < deadline:
+                        self.wfile.write(chunk)
+                        self.wfile.flush()
+                        time.sleep(pause)
+                except OSError:
+                    pass
+                self.close_connection = True
+
+            def do_GET(self):
+                data = owner.data
+                owner.gets += 1
+                owner.get_times.append(time.monotonic())
+                mode = owner.plan.pop(0) if owner.plan else "ok"
+                if mode == "busy":
+                    self._head(503, 0, [("Retry-After", "2")])
+                    return
+                first, last = self.headers["Range"][len("bytes="):].split("-")
+                first, last = int(first), int(last)
+                n = len(data)
+                if mode == "replaced":
+                    owner.data = data = bytes(b ^ 0x5A for b in data)
+                    owner.last_modified = "Sat, 28 Nov 2026 11:00:00 GMT"
+                    if owner.etag is not None:
+                        owner.etag = '"v2"'
+                if mode == "redirect-loop":
+                    self._head(302, 0, [("Location", self.path)])
+                    return
+                if mode == "error-stream":
+                    self.send_response(500)
+                    self.send_header("Connection", "close")
+                    self.end_headers()
+                    self._stream(b"x" * 65536, 0.01)
+                    return
+                if mode == "trickle":
+                    self.wfile.write(b"HTTP/1.1 206 Partial Content\r\n")
+                    self._stream(b"X", 1.0)
+                    return
+                if mode in ("whole", "whole+1"):
+                    body = data + (b"x" if mode == "whole+1" else b"")
+                    self._head(200, len(body))
+                    self.wfile.write(body)
+                    return
+                body = data[first:last + 1]
+                ranges = {"offset+1": f"bytes {first + 1}-{last + 1}/{n}",
+                          "total+1": f"bytes {first}-{last}/{n + 1}",
+                          "range-garbage": f"bytes {first}-{last}/{n} garbage"}
+                extra = [] if mode == "no-range" else [
+                    ("Content-Range", ranges.get(mode, f"bytes {first}-{last}/{n}"))]
+                if mode == "offset+1":
+                    body = data[first + 1:last + 2]
+                if mode == "longer":
+                    body += b"y" * 10
+                if mode == "huge-header":
+                    extra.append(("X-Huge", "h" * (1 << 20)))
+                self._head(206, len(body), extra, etag='"other"' if mode == "etag" else None)
+                self.wfile.write(body)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.port = self.server.server_address[1]
+
+    def url(self, name="a.zip"):
+        return f"http://127.0.0.1:{self.port}/{name}"
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=10)
+
+
 class S3Proxy:
     """An HTTP proxy on 127.0.0.1 in front of an S3 server: records every
     request (method, path with query, headers, body bytes, status, and
@@ -275,10 +406,12 @@ class S3Proxy:
                              (f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
                               f"<Message>injected by the test proxy</Message></Error>").encode())
                 if fault is not None:
-                    _, status, payload = fault
+                    _, status, payload, *headers = fault
                     record["status"] = status
                     proxy._record(record)
                     self.send_response(status)
+                    for k, v in (headers[0] if headers else []):
+                        self.send_header(k, v)
                     self.send_header("Content-Type", "application/xml")
                     self.send_header("Content-Length", str(len(payload)))
                     self.end_headers()
@@ -344,8 +477,8 @@ class S3Proxy:
         """Answers the next `count` requests for which match(method, path) is
         true with `kind`: "reset" (the connection is closed unanswered),
         "lose" (forwarded, then the connection closed unanswered),
-        (status, S3 error code), ("answer", status, body bytes) (that answer
-        instead of the server's), or ("delay", seconds) (forwarded after that
+        (status, S3 error code), ("answer", status, body bytes[, [(header,
+        value)...]]) (that answer instead of the server's), or ("delay", seconds) (forwarded after that
         pause)."""
         with self.lock:
             self.faults.append([match, kind, count])

@@ -1,0 +1,252 @@
+"""A hostile or broken server is untrusted input like a file: whatever it
+answers, a read gets the right bytes or an error naming the URL and what is
+wrong, within the documented time-outs, and a write fails without damaging
+the object that was there. HTTP answers come from servers.HostileHttp (one
+object, each GET answered as its plan says), redirects from nginx, S3
+answers from the recording proxy (servers.S3Proxy) in front of
+@20minutes/s3rver."""
+import subprocess
+
+import pytest
+
+import servers
+from conftest import cli_env, run
+from test_remote_failures import failing
+from test_s3_multipart import fork, probe, s3  # noqa: F401
+from test_s3_writes import env_for, tensors  # noqa: F401
+
+
+@pytest.fixture
+def hostile(site):
+    server = servers.HostileHttp((site / "qs.zip").read_bytes())
+    yield server
+    server.stop()
+
+
+def test_a_server_ignoring_range_is_read_whole(hostile, site):
+    hostile.plan = ["whole"] * 100
+    out = run("ls", hostile.url(), env=cli_env()).stdout
+    assert out == run("ls", site / "qs.zip").stdout
+
+
+@pytest.mark.parametrize("mode,expected", [
+    ("whole+1", "archive changed on the server while reading"),
+    ("total+1", "archive changed on the server while reading"),
+    ("etag", "archive changed on the server while reading"),
+    ("replaced", "archive changed on the server while reading"),
+    ("offset+1", "Content-Range 'bytes "),
+    ("range-garbage", "with a malformed Content-Range 'bytes "),
+    ("no-range", "with 206 but no Content-Range"),
+    ("longer", "the server sent more bytes than asked for bytes "),
+    ("redirect-loop", "redirects"),
+    ("huge-header", "cannot fetch for bytes "),
+])
+def test_a_wrong_answer_is_an_error_naming_url_and_fault(hostile, mode, expected):
+    hostile.plan = [mode] * 100
+    err = failing(["ls", hostile.url()], seconds=20)
+    assert hostile.url() in err and expected in err, err
+
+
+def test_a_replaced_object_without_etag_is_told_by_its_last_modified(site):
+    """No ETag: the version pinned is the Last-Modified of the HEAD; a GET
+    answered from an object modified since (the server ignores
+    If-Unmodified-Since) is refused, not handed out."""
+    server = servers.HostileHttp((site / "qs.zip").read_bytes(), etag=None)
+    try:
+        server.plan = ["replaced"]
+        err = failing(["ls", server.url()], seconds=20)
+        assert server.url() in err and "archive changed on the server while reading" in err, err
+    finally:
+        server.stop()
+
+
+def test_an_endless_error_page_does_not_hold_the_read(hostile):
+    """A 500 whose body never ends: each attempt stops reading it after
+    64 KiB; the status is retried as any 5xx, then reported."""
+    hostile.plan = ["error-stream"] * 100
+    err = failing(["ls", hostile.url()], seconds=20)
+    assert hostile.url() in err and "HTTP 500" in err and "4 attempts" in err, err
+    assert hostile.gets == 4
+
+
+def test_retry_after_is_honoured(hostile, site):
+    """503 with Retry-After: 2: the next attempt waits 2 s (not 250 ms)."""
+    hostile.plan = ["busy"]
+    out = run("ls", hostile.url(), env=cli_env()).stdout
+    assert out == run("ls", site / "qs.zip").stdout
+    assert hostile.get_times[1] - hostile.get_times[0] >= 1.9, hostile.get_times
+
+
+def test_headers_trickled_a_byte_a_second_time_out(hostile):
+    hostile.plan = ["trickle"] * 100
+    err = failing(["ls", hostile.url()], env=cli_env(MODELZIP_LOW_SPEED_TIME=2), seconds=15)
+    assert hostile.url() in err and "timed out" in err, err
+
+
+def test_redirects_never_leave_https_for_http(nginx, site, tmp_path):
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True,
+                   timeout=60)
+    server = servers.Nginx(
+        tmp_path / "nginx", site, tls=(cert, key),
+        extra=(f"location /down/ {{ return 302 {nginx.url('qs.zip')}; }} "
+               f"location /moved/ {{ return 302 https://127.0.0.1:$server_port/qs.zip; }}"))
+    try:
+        env = cli_env(MODELZIP_CA_FILE=cert)
+        # To https (another path) the redirect is followed.
+        out = run("ls", server.url("moved/qs.zip"), env=env).stdout
+        assert out == run("ls", site / "qs.zip").stdout
+        url = server.url("down/qs.zip")
+        err = failing(["ls", url], env=env)
+        assert url in err and "from https:// only to https://" in err, err
+    finally:
+        server.stop()
+
+
+# --- S3 answers --------------------------------------------------------------
+
+def is_create(method, path):
+    return method == "POST" and path.endswith("?uploads=")
+
+
+@pytest.mark.parametrize("answer,expected", [
+    (b"<InitiateMultipartUploadResult><UploadId>abc", "no UploadId in the answer"),
+    (b"<InitiateMultipartUploadResult><s3:UploadId>abc</s3:UploadId>"
+     b"</InitiateMultipartUploadResult>", "no UploadId in the answer"),
+    (b"<InitiateMultipartUploadResult><UploadId></UploadId></InitiateMultipartUploadResult>",
+     "no UploadId in the answer"),
+    (b"<R>" + b"x" * (2 << 20) + b"</R>", "with an answer larger than 1 MiB"),
+    (b"<?xml version='1.0'?><!DOCTYPE r [<!ENTITY e 'boom'>]><Error><Code>&e;</Code></Error>",
+     "HTTP 200 &e;"),
+], ids=["truncated", "namespaced", "empty-id", "huge", "entity"])
+def test_a_malformed_s3_answer_is_an_error_naming_url(s3, tmp_path, answer, expected):
+    fork, proxy = s3
+    data = tmp_path / "d.bin"
+    data.write_bytes(b"z" * 100)
+    proxy.inject(is_create, ("answer", 200, answer), 1)
+    p = probe(proxy, "upload", "s3://models/hostile.bin", f"file:{data}:0:100", check=False)
+    err = p.stderr.decode()
+    assert p.returncode == 1 and "s3://models/hostile.bin" in err, err
+    assert "S3 CreateMultipartUpload failed" in err and expected in err, err
+    assert len(proxy.requests()) == 1  # a malformed answer is not retried
+
+
+def test_an_upload_id_with_odd_characters_is_sent_encoded(s3, tmp_path):
+    fork, proxy = s3
+    data = tmp_path / "d.bin"
+    data.write_bytes(b"z" * 100)
+    answer = (b"<InitiateMultipartUploadResult><UploadId>a b&amp;c=d/+%&#39;"
+              b"</UploadId></InitiateMultipartUploadResult>")
+    proxy.inject(is_create, ("answer", 200, answer), 1)
+    p = probe(proxy, "upload", "s3://models/odd-id.bin", f"file:{data}:0:100", check=False)
+    err = p.stderr.decode()
+    # The server knows no such upload; the id went out as one query value.
+    assert p.returncode == 1 and "s3://models/odd-id.bin" in err, err
+    part = [r for r in proxy.requests() if r["method"] == "PUT"][0]
+    assert part["path"].endswith("uploadId=a%20b%26c%3Dd%2F%2B%25%27"), part["path"]
+
+
+@pytest.mark.parametrize("status,code,not_found", [(404, "NoSuchBucket", True),
+                                                   (403, "AccessDenied", False)])
+def test_s3_error_answers_are_named_and_not_retried(s3, tmp_path, status, code, not_found):
+    fork, proxy = s3
+    data = tmp_path / "d.bin"
+    data.write_bytes(b"z" * 100)
+    proxy.inject(is_create, (status, code), 1)
+    p = probe(proxy, "upload", "s3://models/denied.bin", f"file:{data}:0:100", check=False)
+    err = p.stderr.decode()
+    assert p.returncode == 1 and "s3://models/denied.bin" in err
+    assert f"S3 CreateMultipartUpload failed: HTTP {status} {code}" in err, err
+    assert len(proxy.requests()) == 1
+
+
+@pytest.mark.parametrize("answer", [
+    b"<Error><Code>AccessDenied</Code><Message>no</Message></Error>",
+    b"<CompleteMultipartUploadResult><ETag>" + b"e" * (2 << 20),
+], ids=["error-in-200", "huge"])
+def test_a_failed_completion_leaves_the_old_archive(s3, tensors, answer):  # noqa: F811
+    fork, proxy = s3
+    key = f"w/kept-{len(answer)}.zip"
+    url = "s3://models/" + key
+    env = env_for(proxy)
+    run("import", url, "--tag", "t1", tensors / "small.npy", env=env)
+    before = fork.get(key)
+    proxy.inject(lambda m, p: m == "POST" and "uploadId=" in p, ("answer", 200, answer), 1)
+    p = run("import", url, "--tag", "t2", tensors / "small.npy", env=env, check=False)
+    err = p.stderr.decode()
+    assert p.returncode == 1 and url in err and "CompleteMultipartUpload" in err, err
+    assert fork.get(key) == before
+    assert run("tags", url, env=env).stdout.split() == [b"t1"]
+
+
+def test_listed_keys_are_decoded_before_they_are_compared(s3, tensors):  # noqa: F811
+    """ListMultipartUploads as servers write it: character references for
+    some characters (Go's encoder, as MinIO's, writes ' as &#39;), CDATA,
+    and entries to ignore (no id, a malformed time, another key)."""
+    fork, proxy = s3
+    key = "w/it's.zip"
+    old = "2020-01-01T00:00:00.000Z"
+    listing = (
+        '<?xml version="1.0" encoding="UTF-8"?><ListMultipartUploadsResult><Bucket>models</Bucket>'
+        "<IsTruncated>false</IsTruncated>"
+        f"<Upload><Key>w/it&#39;s.zip</Key><UploadId>stale-1</UploadId><Initiated>{old}</Initiated></Upload>"
+        f"<Upload><Key><![CDATA[w/it's.zip]]></Key><UploadId>stale-2</UploadId><Initiated>{old}</Initiated></Upload>"
+        f"<Upload><Key>w/it&#39;s.zip</Key><UploadId></UploadId><Initiated>{old}</Initiated></Upload>"
+        "<Upload><Key>w/it&#39;s.zip</Key><UploadId>odd-time</UploadId><Initiated>2020-13-01T00:00:00Z</Initiated></Upload>"
+        f"<Upload><Key>w/it&#39;s.zip.bak</Key><UploadId>other</UploadId><Initiated>{old}</Initiated></Upload>"
+        "<Upload><Key>unterminated"
+        "</ListMultipartUploadsResult>").encode()
+    proxy.inject(lambda m, p: m == "GET" and "uploads=" in p, ("answer", 200, listing), 1)
+    url = "s3://models/" + key
+    run("import", url, "--tag", "t", tensors / "small.npy", env=env_for(proxy))
+    aborted = [r["path"].split("uploadId=")[1] for r in proxy.requests()
+               if r["method"] == "DELETE" and "uploadId=" in r["path"]]
+    assert sorted(aborted) == ["stale-1", "stale-2"], aborted
+    assert run("tags", url, env=env_for(proxy)).stdout.split() == [b"t"]
+
+
+def test_a_listing_whose_pages_do_not_advance_ends(s3):
+    """IsTruncated with the same NextKeyMarker / NextUploadIdMarker every
+    time: the second page naming the markers again ends the listing with an
+    error, not 10000 requests."""
+    fork, proxy = s3
+    page = (b"<ListMultipartUploadsResult><IsTruncated>true</IsTruncated>"
+            b"<NextKeyMarker>k</NextKeyMarker><NextUploadIdMarker>i</NextUploadIdMarker>"
+            b"</ListMultipartUploadsResult>")
+    proxy.inject(lambda m, p: m == "GET" and "uploads=" in p, ("answer", 200, page), 100_000)
+    p = probe(proxy, "list", "s3://models/loop.zip", check=False)
+    err = p.stderr.decode()
+    assert p.returncode == 1 and "s3://models/loop.zip" in err, err
+    assert "S3 ListMultipartUploads failed" in err and "twice" in err, err
+    assert len(proxy.requests()) == 2
+
+
+def test_server_text_in_errors_is_printable_and_bounded(s3, tmp_path):
+    """An S3 error message with terminal escapes, a line break and 100 KB:
+    the error shows control characters as \\xNN and the first 256 bytes."""
+    fork, proxy = s3
+    data = tmp_path / "d.bin"
+    data.write_bytes(b"z" * 100)
+    message = b"\x1b[31mred\n" + b"m" * 100_000
+    proxy.inject(is_create, ("answer", 403, b"<Error><Code>AccessDenied</Code><Message>" +
+                             message + b"</Message></Error>"), 1)
+    p = probe(proxy, "upload", "s3://models/escape.bin", f"file:{data}:0:100", check=False)
+    err = p.stderr.decode()
+    assert p.returncode == 1 and "s3://models/escape.bin" in err
+    assert "HTTP 403 AccessDenied: \\x1b[31mred\\x0am" in err, err[:500]
+    assert "\x1b" not in err and f"... ({len(message)} bytes)" in err and len(err) < 1000, err[:500]
+
+
+def test_s3_retry_after_is_honoured(s3, tmp_path):
+    fork, proxy = s3
+    data = tmp_path / "d.bin"
+    data.write_bytes(b"z" * 100)
+    slow_down = (b"<Error><Code>SlowDown</Code><Message>Please reduce your request rate."
+                 b"</Message></Error>")
+    proxy.inject(is_create, ("answer", 503, slow_down, [("Retry-After", "2")]), 1)
+    probe(proxy, "upload", "s3://models/busy.bin", f"file:{data}:0:100")
+    assert fork.get("busy.bin") == b"z" * 100
+    first, second = [r for r in proxy.requests() if is_create(r["method"], r["path"])]
+    assert second["start"] - first["start"] >= 1.9
