@@ -12,8 +12,6 @@ namespace {
 
 // Error documents are a few hundred bytes; anything longer is not one.
 constexpr std::size_t kMaxErrorDocument = 64 * 1024;
-// A longer <Message> is cut to this many bytes in the error.
-constexpr std::size_t kMaxMessage = 300;
 
 size_t keep_body(char* data, size_t size, size_t count, void* user) {
   auto& body = *static_cast<std::string*>(user);
@@ -46,7 +44,7 @@ std::optional<Error> explain_s3_refusal(const Endpoint& endpoint, const Settings
   if (code != CURLE_OK || answer < 400) return std::nullopt;
   const std::optional<std::string> s3_code = xml_element(body, "Code");
   if (!s3_code || s3_code->empty()) return std::nullopt;
-  const std::string http = "HTTP " + std::to_string(answer) + " " + *s3_code;
+  const std::string http = "HTTP " + std::to_string(answer) + " " + printable(*s3_code, 64);
   const ErrorContext where{.archive = endpoint.url};
   if (*s3_code == "NoSuchBucket")
     return Error(ErrorCode::not_found, "no such bucket '" + endpoint.bucket + "' (" + http + ")",
@@ -56,8 +54,8 @@ std::optional<Error> explain_s3_refusal(const Endpoint& endpoint, const Settings
         ErrorCode::not_found,
         "no such key '" + endpoint.key + "' in bucket '" + endpoint.bucket + "' (" + http + ")",
         where);
-  std::string message = xml_element(body, "Message").value_or("");
-  if (message.size() > kMaxMessage) message = message.substr(0, kMaxMessage) + "...";
+  // A server's text: control characters escaped, at most 256 bytes kept.
+  const std::string message = printable(xml_element(body, "Message").value_or(""));
   return Error(status == 404 ? ErrorCode::not_found : ErrorCode::io,
                http + (message.empty() ? "" : ": " + message), where);
 }

@@ -185,6 +185,46 @@ def test_sigv4_wrong_secret_is_refused(signing_server):
     assert [s["signature"] != s["expected"] for _, s in signing_server.seen] == [True, True]
 
 
+def test_refusal_text_from_the_server_is_made_printable(site):
+    """The error document of a refused read is the server's text: a terminal
+    escape or line break in its <Message> is shown escaped, and a long one cut."""
+    message = b"denied \x1b[31mred\nnext line " + b"x" * 1000
+
+    class Refusing(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def _send(self, body):
+            self.send_response(403)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_HEAD(self):
+            self.send_response(403)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def do_GET(self):
+            self._send(b"<Error><Code>AccessDenied</Code><Message>" + message + b"</Message></Error>")
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refusing)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        p = run("tags", "s3://models/ckpt/qs.zip", check=False, env=signing_env(server, SECRET))
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+    assert p.returncode == 1, p.stderr
+    assert b"HTTP 403 AccessDenied: denied \\x1b[31mred\\x0anext line xxx" in p.stderr, p.stderr
+    assert b"\x1b" not in p.stderr and p.stderr.count(b"\n") == 1, p.stderr
+    assert b"... (%d bytes)" % len(message) in p.stderr and len(p.stderr) < 600, p.stderr
+
+
 def test_missing_key(s3):
     p = run("tags", "s3://models/ckpt/none.zip", check=False, env=cli_env(**s3.env()))
     assert p.returncode == 1, p.stderr
