@@ -109,14 +109,22 @@ void archive_save(JNIEnv* env, jclass, jbyteArray path, jbyteArray tag, jobjectA
     const std::vector<std::int64_t> handles = to_longs(env, tensors);
     if (param_names.size() != handles.size())
       throw Error(ErrorCode::invalid_argument, "names and tensors differ in number");
-    // The Java caller holds every tensor open until this returns, so the
-    // tensors (copies sharing their bytes) stay valid through commit().
-    NewTag contents;
-    for (std::size_t i = 0; i < handles.size(); ++i)
-      contents.add(param_names[i], from_handle<Tensor>(handles[i]));
-    Writer writer = Writer::open(to_string(env, path));
-    writer.add_tag(to_string(env, tag), std::move(contents));
-    writer.commit();
+    const std::string archive_path = to_string(env, path);
+    const std::string tag_name = to_string(env, tag);
+    // Errors name the archive and the tag, also those of checks that know
+    // neither (a parameter name, the tag's spelling).
+    try {
+      // The Java caller holds every tensor open until this returns, so the
+      // tensors (copies sharing their bytes) stay valid through commit().
+      NewTag contents;
+      for (std::size_t i = 0; i < handles.size(); ++i)
+        contents.add(param_names[i], from_handle<Tensor>(handles[i]));
+      Writer writer = Writer::open(archive_path);
+      writer.add_tag(tag_name, std::move(contents));
+      writer.commit();
+    } catch (const Error& e) {
+      throw e.with_context({.archive = archive_path, .tag = tag_name});
+    }
   });
 }
 
