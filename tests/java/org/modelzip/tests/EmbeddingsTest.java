@@ -64,8 +64,16 @@ public class EmbeddingsTest {
   public void unknownWordsAreNoSuchElement() {
     try (Embeddings e = Embeddings.open(SIMILARITY)) {
       assertFalse(e.contains("NotAWordAtAll"));
-      assertThrows(NoSuchElementException.class, () -> e.vector("NotAWordAtAll"));
-      assertThrows(NoSuchElementException.class, () -> e.similar("NotAWordAtAll", 3));
+      for (NoSuchElementException missing : List.of(
+               assertThrows(NoSuchElementException.class, () -> e.vector("NotAWordAtAll")),
+               assertThrows(NoSuchElementException.class, () -> e.similar("NotAWordAtAll", 3)))) {
+        // As every lookup by name: the cause is the library's NOT_FOUND with the file.
+        assertEquals(SIMILARITY + ": no embedding for 'NotAWordAtAll'", missing.getMessage());
+        ModelzipException cause = (ModelzipException) missing.getCause();
+        assertEquals(ModelzipException.Code.NOT_FOUND, cause.code());
+        assertEquals(SIMILARITY, cause.archive());
+        assertEquals(missing.getMessage(), cause.getMessage());
+      }
     }
   }
 
@@ -85,6 +93,11 @@ public class EmbeddingsTest {
       archive.close();  // the embeddings keep the mapping alive
       assertEquals(file.words(), stored.words());
       assertArrayEquals(file.vector("Berlin"), stored.vector("Berlin"), 0f);
+      NoSuchElementException missing =
+          assertThrows(NoSuchElementException.class, () -> stored.vector("NotAWordAtAll"));
+      assertEquals(path + ": parameter 'words': no embedding for 'NotAWordAtAll'",
+          missing.getMessage());
+      assertEquals(path, ((ModelzipException) missing.getCause()).archive());
       stored.close();
       assertThrows(IllegalStateException.class, () -> stored.vector("Berlin"));
     }
