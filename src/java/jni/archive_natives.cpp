@@ -103,7 +103,7 @@ jobjectArray archive_verify(JNIEnv* env, jclass, jlong archive) {
 }
 
 void archive_save(JNIEnv* env, jclass, jbyteArray path, jbyteArray tag, jobjectArray names,
-                  jlongArray tensors) {
+                  jlongArray tensors, jboolean replace) {
   guarded(env, [&] {
     const std::vector<std::string> param_names = to_strings(env, names);
     const std::vector<std::int64_t> handles = to_longs(env, tensors);
@@ -120,7 +120,10 @@ void archive_save(JNIEnv* env, jclass, jbyteArray path, jbyteArray tag, jobjectA
       for (std::size_t i = 0; i < handles.size(); ++i)
         contents.add(param_names[i], from_handle<Tensor>(handles[i]));
       Writer writer = Writer::open(archive_path);
-      writer.add_tag(tag_name, std::move(contents));
+      if (replace)
+        writer.replace_tag(tag_name, std::move(contents));
+      else
+        writer.add_tag(tag_name, std::move(contents));
       writer.commit();
     } catch (const Error& e) {
       throw e.with_context({.archive = archive_path, .tag = tag_name});
@@ -144,7 +147,7 @@ const JNINativeMethod kMethods[] = {
     native_method("archiveTensor", "(J[B[B)Lorg/modelzip/Tensor;", archive_tensor),
     native_method("archiveLoad", "(J[B)[Ljava/lang/Object;", archive_load),
     native_method("archiveVerify", "(J)[[B", archive_verify),
-    native_method("archiveSave", "([B[B[[B[J)V", archive_save),
+    native_method("archiveSave", "([B[B[[B[JZ)V", archive_save),
     native_method("archiveRemoveTag", "([B[B)V", archive_remove_tag),
 };
 

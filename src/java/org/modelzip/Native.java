@@ -97,7 +97,9 @@ final class Native {
   /** Returns {byte[][] names, Tensor[] tensors}, in params.txt order. */
   static native Object[] archiveLoad(long archive, byte[] tag);
   static native byte[][] archiveVerify(long archive);
-  static native void archiveSave(byte[] path, byte[] tag, byte[][] names, long[] tensors);
+  /** {@code replace}: the tag replaces one of its name in the same commit (Writer::replace_tag). */
+  static native void archiveSave(byte[] path, byte[] tag, byte[][] names, long[] tensors,
+      boolean replace);
   static native void archiveRemoveTag(byte[] path, byte[] tag);
 
   // --- Tensor (jni/tensor_natives.cpp)

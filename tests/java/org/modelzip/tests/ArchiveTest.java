@@ -82,6 +82,24 @@ public class ArchiveTest {
   }
 
   @Test
+  public void replaceSwapsATagInOneCommit() throws Exception {
+    Archive.save(scratch.archive(), "latest", tensors("w", Tensor.of(new int[] {1})));
+    Archive.save(scratch.archive(), "best", tensors("w", Tensor.of(new int[] {2})));
+    ModelzipException e = assertThrows(ModelzipException.class,
+        () -> Archive.save(scratch.archive(), "latest", tensors("w", Tensor.of(new int[] {3}))));
+    assertEquals(ModelzipException.Code.ALREADY_EXISTS, e.code());
+    Archive.replace(scratch.archive(), "Latest", tensors("w", Tensor.of(new int[] {3})));
+    Archive.replace(scratch.archive(), "fresh", tensors("w", Tensor.of(new int[] {4})));
+    try (Archive archive = Archive.open(scratch.archive())) {
+      // The replacement is the newest tag, with the new spelling.
+      assertEquals(List.of("best", "Latest", "fresh"), archive.tags());
+      assertArrayEquals(new int[] {3}, archive.tensor("w", "latest").toIntArray());
+      assertArrayEquals(new int[] {2}, archive.tensor("w", "best").toIntArray());
+      assertEquals(List.of(), archive.verify());
+    }
+  }
+
+  @Test
   public void removeTagKeepsDataOtherTagsShare() throws Exception {
     Tensor w = Tensor.of(new int[] {1, 2, 3});
     Archive.save(scratch.archive(), "a", tensors("w", w));
