@@ -335,7 +335,7 @@ public final class Tensor implements AutoCloseable {
     return (byte[]) copyValues("byte");
   }
 
-  /** The values of a bool tensor. */
+  /** The values of a bool tensor (a stored byte other than 0 is true, as in C++ and numpy). */
   public boolean[] toBooleanArray() {
     return (boolean[]) copyValues("boolean");
   }
