@@ -78,6 +78,10 @@ public class ArchiveTest {
       assertFalse(params.get(1).shared());
       assertEquals("b", params.get(1).ownerTag());
       assertArrayEquals(new double[] {1, 2, 3, 4, 5, 6}, archive.tensor("big", "b").toDoubleArray(), 0);
+      // Values: equal when every part is (lists of them compare as users expect).
+      assertEquals(params, archive.params("B"));
+      assertEquals(params.hashCode(), archive.params("b").hashCode());
+      assertFalse(params.equals(archive.params("a")));
     }
   }
 

@@ -44,6 +44,8 @@ public class EmbeddingsTest {
       assertEquals(e.dims(), berlin.length);
       List<WordSimilarity> similar = e.similar("Berlin", 5);
       assertEquals(5, similar.size());
+      assertEquals(similar, e.similar("Berlin", 5));  // values: equal when word and similarity are
+      assertFalse(similar.equals(e.similar("Potsdam", 5)));
       double previous = 2;
       for (WordSimilarity s : similar) {
         assertFalse(s.word().equals("Berlin"));
@@ -93,6 +95,7 @@ public class EmbeddingsTest {
       archive.close();  // the embeddings keep the mapping alive
       assertEquals(file.words(), stored.words());
       assertArrayEquals(file.vector("Berlin"), stored.vector("Berlin"), 0f);
+      assertEquals(file.similar("Berlin", 5), stored.similar("Berlin", 5));
       NoSuchElementException missing =
           assertThrows(NoSuchElementException.class, () -> stored.vector("NotAWordAtAll"));
       assertEquals(path + ": parameter 'words': no embedding for 'NotAWordAtAll'",
