@@ -130,6 +130,12 @@ public class ErrorsTest {
     e = assertThrows(ModelzipException.class,
         () -> Archive.save(path, "a/b", Map.of("w", Tensor.of(new float[] {1}))));
     assertEquals(path, e.archive());
+    // An empty path is refused before anything is written (it failed at the
+    // final rename, "cannot replace the archive", naming no file).
+    e = assertThrows(ModelzipException.class,
+        () -> Archive.save("", "v2", Map.of("w", Tensor.of(new float[] {1}))));
+    assertEquals(ModelzipException.Code.INVALID_ARGUMENT, e.code());
+    assertTrue(e.getMessage(), e.getMessage().contains("the archive path is empty"));
   }
 
   /** LoadProbe in a JVM of its own, with these system properties. */
