@@ -51,7 +51,12 @@ public final class Param {
     return shape.clone();
   }
 
-  /** Uncompressed bytes of the tensor data. */
+  /**
+   * Uncompressed bytes of the tensor data: the values and, for string,
+   * sparse and quantized tensors, their offsets, indices, scales and zero
+   * points (so more than {@link Tensor#byteSize()}, which counts the values
+   * {@link Tensor#buffer()} covers).
+   */
   public long bytes() {
     return bytes;
   }
