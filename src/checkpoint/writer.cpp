@@ -1179,6 +1179,9 @@ Writer::Writer(Writer&&) noexcept = default;
 Writer& Writer::operator=(Writer&&) noexcept = default;
 
 Writer Writer::open(const std::filesystem::path& path, WriterOptions options) {
+  // An empty path would be staged and written before its rename failed.
+  if (path.empty())
+    throw Error(ErrorCode::invalid_argument, "the archive path is empty: name the archive file");
   auto impl = std::make_unique<Impl>();
   impl->shown = path;
   impl->options = std::move(options);

@@ -7,6 +7,8 @@
     interop.py embed ARCHIVE TAG FIFU
                                    saves the finalfusion file FIFU as the
                                    embedding parameter "words" of TAG
+    interop.py bools ARCHIVE TAG   saves the bool array "b" whose bytes are
+                                   0, 1, 2, 255 (any non-zero byte is true)
     interop.py serve ROOT          serves ROOT with nginx on 127.0.0.1 (as the
                                    remote tests do), prints its base URL, and
                                    stops when its standard input closes
@@ -129,6 +131,12 @@ def embed(path, tag, fifu):
     modelzip.save(path, tag, {"words": modelzip.Embeddings.open(fifu)})
 
 
+def bools(path, tag):
+    import modelzip
+    import numpy as np
+    modelzip.save(path, tag, {"b": np.array([0, 1, 2, 255], dtype=np.uint8).view(np.bool_)})
+
+
 def serve(root):
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "remote"))
     import servers
@@ -149,6 +157,8 @@ if __name__ == "__main__":
         check(sys.argv[2], sys.argv[3])
     elif command == "embed" and len(sys.argv) == 5:
         embed(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif command == "bools" and len(sys.argv) == 4:
+        bools(sys.argv[2], sys.argv[3])
     elif command == "serve" and len(sys.argv) == 3:
         serve(sys.argv[2])
     else:

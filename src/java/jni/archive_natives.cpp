@@ -104,24 +104,31 @@ jobjectArray archive_verify(JNIEnv* env, jclass, jlong archive) {
 }
 
 void archive_save(JNIEnv* env, jclass, jbyteArray path, jbyteArray tag, jobjectArray names,
-                  jlongArray tensors) {
+                  jlongArray tensors, jboolean replace) {
   guarded(env, [&] {
     const std::vector<std::string> param_names = to_strings(env, names);
     const std::vector<std::int64_t> handles = to_longs(env, tensors);
     if (param_names.size() != handles.size())
       throw Error(ErrorCode::invalid_argument, "names and tensors differ in number");
-    // The Java caller holds every tensor open until this returns, so the
-    // tensors (copies sharing their bytes) stay valid through commit().
-    NewTag contents;
-    for (std::size_t i = 0; i < handles.size(); ++i)
-      contents.add(param_names[i], from_handle<Tensor>(handles[i]));
-    Writer writer = Writer::open(to_string(env, path));
+    const std::string archive_path = to_string(env, path);
+    const std::string tag_name = to_string(env, tag);
+    // Errors name the archive and the tag, also those of checks that know
+    // neither (a parameter name, the tag's spelling).
     try {
-      writer.add_tag(to_string(env, tag), std::move(contents));
+      // The Java caller holds every tensor open until this returns, so the
+      // tensors (copies sharing their bytes) stay valid through commit().
+      NewTag contents;
+      for (std::size_t i = 0; i < handles.size(); ++i)
+        contents.add(param_names[i], from_handle<Tensor>(handles[i]));
+      Writer writer = Writer::open(archive_path);
+      if (replace)
+        writer.replace_tag(tag_name, std::move(contents));
+      else
+        writer.add_tag(tag_name, std::move(contents));
       writer.commit();
     } catch (const Error& e) {
-      throw format::with_replace_hint(
-          e, "Archive.save cannot replace a tag (Archive.removeTag removes it)");
+      throw format::with_replace_hint(e.with_context({.archive = archive_path, .tag = tag_name}),
+                                      "Archive.replace replaces it");
     }
   });
 }
@@ -142,7 +149,7 @@ const JNINativeMethod kMethods[] = {
     native_method("archiveTensor", "(J[B[B)Lorg/modelzip/Tensor;", archive_tensor),
     native_method("archiveLoad", "(J[B)[Ljava/lang/Object;", archive_load),
     native_method("archiveVerify", "(J)[[B", archive_verify),
-    native_method("archiveSave", "([B[B[[B[J)V", archive_save),
+    native_method("archiveSave", "([B[B[[B[JZ)V", archive_save),
     native_method("archiveRemoveTag", "([B[B)V", archive_remove_tag),
 };
 

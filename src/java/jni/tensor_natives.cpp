@@ -45,6 +45,21 @@ void copy_to_array(JNIEnv* env, std::span<const std::byte> in, jarray array) {
   env->ReleasePrimitiveArrayCritical(array, elements, 0);
 }
 
+// The bytes of a bool tensor (any non-zero byte is true) into a boolean[] as
+// JNI_TRUE and JNI_FALSE: the JVM assumes a boolean holds 0 or 1, and a 2
+// read from a file would compare unequal to true (Arrays.equals, ^).
+void copy_bools_to_array(JNIEnv* env, std::span<const std::byte> in, jbooleanArray array) {
+  std::array<jboolean, 4096> chunk;
+  for (std::size_t start = 0; start < in.size(); start += chunk.size()) {
+    const std::size_t count = std::min(chunk.size(), in.size() - start);
+    for (std::size_t i = 0; i < count; ++i)
+      chunk[i] = in[start + i] != std::byte{0} ? JNI_TRUE : JNI_FALSE;
+    env->SetBooleanArrayRegion(array, static_cast<jsize>(start), static_cast<jsize>(count),
+                               chunk.data());
+    check(env);
+  }
+}
+
 jobject tensor_from_array(JNIEnv* env, jclass, jbyteArray dtype_name_utf8, jobject array,
                           jint element_bytes, jlongArray shape) {
   return guarded(env, [&]() -> jobject {
@@ -90,7 +105,10 @@ void tensor_copy_values(JNIEnv* env, jclass, jlong tensor, jobject array, jint e
     if (array_bytes(env, java_array, element_bytes) != values.size())
       throw Error(ErrorCode::invalid_argument,
                   "the Java array does not have the size of the tensor's values");
-    copy_to_array(env, values.span(), java_array);
+    if (tensor_of(tensor).dtype() == DType::bool_)
+      copy_bools_to_array(env, values.span(), static_cast<jbooleanArray>(java_array));
+    else
+      copy_to_array(env, values.span(), java_array);
   });
 }
 

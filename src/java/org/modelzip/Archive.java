@@ -139,11 +139,32 @@ public final class Archive implements AutoCloseable {
    * are not copied; they must stay open during the call.
    *
    * @throws ModelzipException ALREADY_EXISTS if the tag exists (in any letter
-   *     case), INVALID_ARGUMENT for a bad tag or parameter name, IO when the
+   *     case; {@link #replace} replaces it), INVALID_ARGUMENT for a bad tag or parameter name, IO when the
    *     file cannot be written
    * @throws IllegalStateException if one of the tensors is closed
    */
   public static void save(String path, String tag, Map<String, Tensor> tensors) {
+    save(path, tag, tensors, false);
+  }
+
+  /**
+   * Saves {@code tag} as {@link #save} does, replacing the tag of that name
+   * (matched without regard to case) in the same commit when there is one:
+   * readers, and the file after a crash, see the old tag or the new one,
+   * never neither (as {@link #removeTag} then {@link #save} could). The new
+   * tag becomes the newest, with the new spelling; its tensors are compared
+   * for dedup with the other tags, not with the one it replaces. Without a
+   * tag of that name it is a plain save.
+   *
+   * @throws ModelzipException INVALID_ARGUMENT for a bad tag or parameter
+   *     name, IO when the file cannot be written
+   * @throws IllegalStateException if one of the tensors is closed
+   */
+  public static void replace(String path, String tag, Map<String, Tensor> tensors) {
+    save(path, tag, tensors, true);
+  }
+
+  private static void save(String path, String tag, Map<String, Tensor> tensors, boolean replace) {
     Objects.requireNonNull(path, "path");
     Objects.requireNonNull(tag, "tag");
     Objects.requireNonNull(tensors, "tensors");
@@ -158,7 +179,7 @@ public final class Archive implements AutoCloseable {
         uses.add(use);
         pointers[i++] = use.pointer();
       }
-      Native.archiveSave(Native.utf8(path), Native.utf8(tag), names, pointers);
+      Native.archiveSave(Native.utf8(path), Native.utf8(tag), names, pointers, replace);
     } finally {
       for (NativeHandle.Use use : uses) {
         use.close();

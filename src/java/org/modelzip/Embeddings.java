@@ -19,9 +19,16 @@ import java.util.Objects;
  */
 public final class Embeddings implements AutoCloseable {
   private final NativeHandle handle;
+  /** The file, or the archive, the embeddings come from (errors name it). */
+  private final String source;
+  /** The parameter of that archive; null for a standalone file. */
+  private final String param;
 
-  private Embeddings(long pointer, String name) {
-    this.handle = new NativeHandle(pointer, Native::embeddingsFree, "embeddings '" + name + "'");
+  private Embeddings(long pointer, String source, String param) {
+    this.source = source;
+    this.param = param;
+    this.handle = new NativeHandle(pointer, Native::embeddingsFree,
+        "embeddings '" + source + (param != null ? ":" + param : "") + "'");
   }
 
   /**
@@ -31,7 +38,7 @@ public final class Embeddings implements AutoCloseable {
    */
   public static Embeddings open(String path) {
     Objects.requireNonNull(path, "path");
-    return new Embeddings(Native.embeddingsOpen(Native.utf8(path)), path);
+    return new Embeddings(Native.embeddingsOpen(Native.utf8(path)), path, null);
   }
 
   /**
@@ -42,10 +49,11 @@ public final class Embeddings implements AutoCloseable {
    * @throws ModelzipException INVALID_ARGUMENT if the parameter is a tensor
    */
   public static Embeddings open(Archive archive, String name, String tag) {
+    Objects.requireNonNull(archive, "archive");
     Objects.requireNonNull(name, "name");
     long pointer = ModelzipException.lookup(() -> archive.handle().call(
         p -> Native.embeddingsFromArchive(p, Native.utf8(name), Native.utf8(tag))));
-    return new Embeddings(pointer, archive.name() + ":" + name);
+    return new Embeddings(pointer, archive.name(), name);
   }
 
   /** Components per vector. */
@@ -73,7 +81,7 @@ public final class Embeddings implements AutoCloseable {
     Objects.requireNonNull(word, "word");
     float[] vector = handle.call(p -> Native.embeddingsVector(p, Native.utf8(word)));
     if (vector == null) {
-      throw new NoSuchElementException("no embedding for '" + word + "'");
+      throw noEmbedding(word);
     }
     return vector;
   }
@@ -91,9 +99,22 @@ public final class Embeddings implements AutoCloseable {
     }
     WordSimilarity[] found = handle.call(p -> Native.embeddingsSimilar(p, Native.utf8(word), k));
     if (found == null) {
-      throw new NoSuchElementException("no embedding for '" + word + "'");
+      throw noEmbedding(word);
     }
     return List.of(found);
+  }
+
+  /**
+   * A word without embedding, as the other lookups report a missing name:
+   * NoSuchElementException caused by the library's NOT_FOUND error naming
+   * the file (or archive and parameter) and the word.
+   */
+  private NoSuchElementException noEmbedding(String word) {
+    String bare = (param != null ? "parameter '" + param + "': " : "") + "no embedding for '"
+        + word + "'";
+    ModelzipException cause = new ModelzipException(Native.utf8(source + ": " + bare),
+        Native.utf8("not_found"), Native.utf8(bare), Native.utf8(source), null, null, -1, -1, 0);
+    return (NoSuchElementException) new NoSuchElementException(cause.getMessage()).initCause(cause);
   }
 
   /** Releases the embeddings now; idempotent. */

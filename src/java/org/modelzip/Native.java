@@ -43,8 +43,29 @@ final class Native {
     }
   }
 
+  /**
+   * The UTF-8 bytes of {@code text} (null stays null).
+   *
+   * @throws IllegalArgumentException if it holds an unpaired surrogate, which
+   *     UTF-8 cannot encode ({@code getBytes} would silently turn it into '?',
+   *     and a name, tag or path would name something else)
+   */
   static byte[] utf8(String text) {
-    return text == null ? null : text.getBytes(StandardCharsets.UTF_8);
+    if (text == null) {
+      return null;
+    }
+    for (int i = 0; i < text.length(); i++) {
+      char c = text.charAt(i);
+      if (Character.isHighSurrogate(c) && i + 1 < text.length()
+          && Character.isLowSurrogate(text.charAt(i + 1))) {
+        i++;
+      } else if (Character.isSurrogate(c)) {
+        throw new IllegalArgumentException(String.format(
+            "\"%s\" is not valid Unicode: unpaired surrogate U+%04X at index %d (UTF-8 cannot encode it)",
+            text.replace(c, '\uFFFD'), (int) c, i));
+      }
+    }
+    return text.getBytes(StandardCharsets.UTF_8);
   }
 
   static String string(byte[] utf8) {
@@ -76,7 +97,9 @@ final class Native {
   /** Returns {byte[][] names, Tensor[] tensors}, in params.txt order. */
   static native Object[] archiveLoad(long archive, byte[] tag);
   static native byte[][] archiveVerify(long archive);
-  static native void archiveSave(byte[] path, byte[] tag, byte[][] names, long[] tensors);
+  /** {@code replace}: the tag replaces one of its name in the same commit (Writer::replace_tag). */
+  static native void archiveSave(byte[] path, byte[] tag, byte[][] names, long[] tensors,
+      boolean replace);
   static native void archiveRemoveTag(byte[] path, byte[] tag);
 
   // --- Tensor (jni/tensor_natives.cpp)

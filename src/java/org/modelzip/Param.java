@@ -1,6 +1,7 @@
 package org.modelzip;
 
 import java.util.Arrays;
+import java.util.Objects;
 
 /**
  * What an archive says about one parameter of a tag, read without touching
@@ -50,7 +51,12 @@ public final class Param {
     return shape.clone();
   }
 
-  /** Uncompressed bytes of the tensor data. */
+  /**
+   * Uncompressed bytes of the tensor data: the values and, for string,
+   * sparse and quantized tensors, their offsets, indices, scales and zero
+   * points (so more than {@link Tensor#byteSize()}, which counts the values
+   * {@link Tensor#buffer()} covers).
+   */
   public long bytes() {
     return bytes;
   }
@@ -78,6 +84,24 @@ public final class Param {
   /** True for a finalfusion embedding parameter (open it with {@link Embeddings#open(Archive, String, String)}). */
   public boolean embedding() {
     return embedding;
+  }
+
+  /** Equal in every part. */
+  @Override
+  public boolean equals(Object other) {
+    if (!(other instanceof Param)) {
+      return false;
+    }
+    Param o = (Param) other;
+    return name.equals(o.name) && dtype.equals(o.dtype) && Arrays.equals(shape, o.shape)
+        && bytes == o.bytes && shared == o.shared && ownerTag.equals(o.ownerTag)
+        && layout.equals(o.layout) && compressed == o.compressed && embedding == o.embedding;
+  }
+
+  @Override
+  public int hashCode() {
+    return Objects.hash(name, dtype, Arrays.hashCode(shape), bytes, shared, ownerTag, layout,
+        compressed, embedding);
   }
 
   @Override

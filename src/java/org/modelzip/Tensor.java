@@ -75,6 +75,10 @@ public final class Tensor implements AutoCloseable {
    * order; {@code shape} {@code null} means one dimension of
    * {@code data}'s length, an empty shape a scalar.
    *
+   * <p>The shorthands ({@code of(float[] data, long... shape)}...) cannot
+   * tell no shape from an empty one: both make one dimension. A scalar is
+   * made here: {@code Tensor.of("float32", new float[] {0.5f}, new long[0])}.
+   *
    * @throws IllegalArgumentException if the array kind does not fit the type
    * @throws ModelzipException INVALID_ARGUMENT if the shape does not fit the data
    */
@@ -106,42 +110,42 @@ public final class Tensor implements AutoCloseable {
         shape != null ? shape.clone() : new long[] {isComplex(dtype) ? length / 2 : length});
   }
 
-  /** A float32 tensor; no shape: one dimension of the data's length. */
+  /** A float32 tensor; no shape (or an empty one): one dimension of the data's length. */
   public static Tensor of(float[] data, long... shape) {
     return of("float32", data, orLength(shape, data.length));
   }
 
-  /** A float64 tensor; no shape: one dimension of the data's length. */
+  /** A float64 tensor; no shape (or an empty one): one dimension of the data's length. */
   public static Tensor of(double[] data, long... shape) {
     return of("float64", data, orLength(shape, data.length));
   }
 
-  /** An int64 tensor; no shape: one dimension of the data's length. */
+  /** An int64 tensor; no shape (or an empty one): one dimension of the data's length. */
   public static Tensor of(long[] data, long... shape) {
     return of("int64", data, orLength(shape, data.length));
   }
 
-  /** An int32 tensor; no shape: one dimension of the data's length. */
+  /** An int32 tensor; no shape (or an empty one): one dimension of the data's length. */
   public static Tensor of(int[] data, long... shape) {
     return of("int32", data, orLength(shape, data.length));
   }
 
-  /** An int16 tensor; no shape: one dimension of the data's length. */
+  /** An int16 tensor; no shape (or an empty one): one dimension of the data's length. */
   public static Tensor of(short[] data, long... shape) {
     return of("int16", data, orLength(shape, data.length));
   }
 
-  /** An int8 tensor; no shape: one dimension of the data's length. */
+  /** An int8 tensor; no shape (or an empty one): one dimension of the data's length. */
   public static Tensor of(byte[] data, long... shape) {
     return of("int8", data, orLength(shape, data.length));
   }
 
-  /** A bool tensor; no shape: one dimension of the data's length. */
+  /** A bool tensor; no shape (or an empty one): one dimension of the data's length. */
   public static Tensor of(boolean[] data, long... shape) {
     return of("bool", data, orLength(shape, data.length));
   }
 
-  /** A string tensor (UTF-8); no shape: one dimension of the data's length. */
+  /** A string tensor (UTF-8); no shape (or an empty one): one dimension of the data's length. */
   public static Tensor of(String[] data, long... shape) {
     return of("string", data, orLength(shape, data.length));
   }
@@ -335,7 +339,7 @@ public final class Tensor implements AutoCloseable {
     return (byte[]) copyValues("byte");
   }
 
-  /** The values of a bool tensor. */
+  /** The values of a bool tensor (a stored byte other than 0 is true, as in C++ and numpy). */
   public boolean[] toBooleanArray() {
     return (boolean[]) copyValues("boolean");
   }
@@ -344,7 +348,7 @@ public final class Tensor implements AutoCloseable {
   public String[] toStringArray() {
     checkDense();
     if (!dtype.equals("string")) {
-      throw new IllegalArgumentException("toStringArray() of a " + dtype + " tensor");
+      throw wrongAccessor("String", floatKind(dtype) != null ? floatKind(dtype) : arrayKind(dtype));
     }
     return Native.strings(handle.call(Native::tensorStrings));
   }

@@ -20,6 +20,19 @@ public final class WordSimilarity {
     return similarity;
   }
 
+  /** Equal word and similarity (compared as {@link Float#compare} does). */
+  @Override
+  public boolean equals(Object other) {
+    return other instanceof WordSimilarity
+        && word.equals(((WordSimilarity) other).word)
+        && Float.compare(similarity, ((WordSimilarity) other).similarity) == 0;
+  }
+
+  @Override
+  public int hashCode() {
+    return 31 * word.hashCode() + Float.hashCode(similarity);
+  }
+
   @Override
   public String toString() {
     return word + " " + similarity;

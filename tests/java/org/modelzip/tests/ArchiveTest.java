@@ -56,9 +56,8 @@ public class ArchiveTest {
     ModelzipException e = assertThrows(ModelzipException.class,
         () -> Archive.save(scratch.archive(), "STEP-2", tensors("w", Tensor.of(new float[] {5}))));
     assertEquals(ModelzipException.Code.ALREADY_EXISTS, e.code());
-    // Java's save has no replace option: the hint says so, and what removes the tag.
-    assertTrue(e.getMessage(), e.getMessage().endsWith(
-        "Archive.save cannot replace a tag (Archive.removeTag removes it)"));
+    // The hint names Java's call that replaces a tag.
+    assertTrue(e.getMessage(), e.getMessage().endsWith("; Archive.replace replaces it"));
   }
 
   @Test
@@ -81,6 +80,28 @@ public class ArchiveTest {
       assertFalse(params.get(1).shared());
       assertEquals("b", params.get(1).ownerTag());
       assertArrayEquals(new double[] {1, 2, 3, 4, 5, 6}, archive.tensor("big", "b").toDoubleArray(), 0);
+      // Values: equal when every part is (lists of them compare as users expect).
+      assertEquals(params, archive.params("B"));
+      assertEquals(params.hashCode(), archive.params("b").hashCode());
+      assertFalse(params.equals(archive.params("a")));
+    }
+  }
+
+  @Test
+  public void replaceSwapsATagInOneCommit() throws Exception {
+    Archive.save(scratch.archive(), "latest", tensors("w", Tensor.of(new int[] {1})));
+    Archive.save(scratch.archive(), "best", tensors("w", Tensor.of(new int[] {2})));
+    ModelzipException e = assertThrows(ModelzipException.class,
+        () -> Archive.save(scratch.archive(), "latest", tensors("w", Tensor.of(new int[] {3}))));
+    assertEquals(ModelzipException.Code.ALREADY_EXISTS, e.code());
+    Archive.replace(scratch.archive(), "Latest", tensors("w", Tensor.of(new int[] {3})));
+    Archive.replace(scratch.archive(), "fresh", tensors("w", Tensor.of(new int[] {4})));
+    try (Archive archive = Archive.open(scratch.archive())) {
+      // The replacement is the newest tag, with the new spelling.
+      assertEquals(List.of("best", "Latest", "fresh"), archive.tags());
+      assertArrayEquals(new int[] {3}, archive.tensor("w", "latest").toIntArray());
+      assertArrayEquals(new int[] {2}, archive.tensor("w", "best").toIntArray());
+      assertEquals(List.of(), archive.verify());
     }
   }
 

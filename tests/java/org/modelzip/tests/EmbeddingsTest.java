@@ -44,6 +44,8 @@ public class EmbeddingsTest {
       assertEquals(e.dims(), berlin.length);
       List<WordSimilarity> similar = e.similar("Berlin", 5);
       assertEquals(5, similar.size());
+      assertEquals(similar, e.similar("Berlin", 5));  // values: equal when word and similarity are
+      assertFalse(similar.equals(e.similar("Potsdam", 5)));
       double previous = 2;
       for (WordSimilarity s : similar) {
         assertFalse(s.word().equals("Berlin"));
@@ -64,8 +66,16 @@ public class EmbeddingsTest {
   public void unknownWordsAreNoSuchElement() {
     try (Embeddings e = Embeddings.open(SIMILARITY)) {
       assertFalse(e.contains("NotAWordAtAll"));
-      assertThrows(NoSuchElementException.class, () -> e.vector("NotAWordAtAll"));
-      assertThrows(NoSuchElementException.class, () -> e.similar("NotAWordAtAll", 3));
+      for (NoSuchElementException missing : List.of(
+               assertThrows(NoSuchElementException.class, () -> e.vector("NotAWordAtAll")),
+               assertThrows(NoSuchElementException.class, () -> e.similar("NotAWordAtAll", 3)))) {
+        // As every lookup by name: the cause is the library's NOT_FOUND with the file.
+        assertEquals(SIMILARITY + ": no embedding for 'NotAWordAtAll'", missing.getMessage());
+        ModelzipException cause = (ModelzipException) missing.getCause();
+        assertEquals(ModelzipException.Code.NOT_FOUND, cause.code());
+        assertEquals(SIMILARITY, cause.archive());
+        assertEquals(missing.getMessage(), cause.getMessage());
+      }
     }
   }
 
@@ -85,6 +95,12 @@ public class EmbeddingsTest {
       archive.close();  // the embeddings keep the mapping alive
       assertEquals(file.words(), stored.words());
       assertArrayEquals(file.vector("Berlin"), stored.vector("Berlin"), 0f);
+      assertEquals(file.similar("Berlin", 5), stored.similar("Berlin", 5));
+      NoSuchElementException missing =
+          assertThrows(NoSuchElementException.class, () -> stored.vector("NotAWordAtAll"));
+      assertEquals(path + ": parameter 'words': no embedding for 'NotAWordAtAll'",
+          missing.getMessage());
+      assertEquals(path, ((ModelzipException) missing.getCause()).archive());
       stored.close();
       assertThrows(IllegalStateException.class, () -> stored.vector("Berlin"));
     }

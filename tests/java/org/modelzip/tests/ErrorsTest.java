@@ -96,6 +96,48 @@ public class ErrorsTest {
     }
   }
 
+  @Test
+  public void unpairedSurrogatesAreRefusedNotTurnedIntoQuestionMarks() {
+    // String.getBytes(UTF_8) would save "w" + U+D800 as "w?", a different name.
+    Tensor one = Tensor.of(new float[] {1});
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> Archive.save(scratch.archive(), "v2", Map.of("w\uD800", one)));
+    assertTrue(e.getMessage(), e.getMessage().contains("unpaired surrogate U+D800 at index 1"));
+    assertThrows(IllegalArgumentException.class,
+        () -> Archive.save(scratch.archive() + "\uDC00", "v2", Map.of("w", one)));
+    assertThrows(IllegalArgumentException.class, () -> Tensor.of(new String[] {"ok", "\uDBFFx"}));
+    assertFalse(Files.exists(Paths.get(scratch.archive() + "?")));
+    try (Archive archive = Archive.open(scratch.archive())) {
+      assertEquals(List.of("v1"), archive.tags());
+      assertThrows(IllegalArgumentException.class, () -> archive.tensor("w\uD800", null));
+    }
+    // A surrogate pair (U+1F642) is a character like any other.
+    Archive.save(scratch.archive(), "v2", Map.of("\uD83D\uDE42", one));
+    try (Archive archive = Archive.open(scratch.archive())) {
+      assertEquals("\uD83D\uDE42", archive.params("v2").get(0).name());
+    }
+  }
+
+  @Test
+  public void aRefusedSaveNamesTheArchiveAndTag() {
+    String path = scratch.archive();
+    ModelzipException e = assertThrows(ModelzipException.class,
+        () -> Archive.save(path, "v2", Map.of("", Tensor.of(new float[] {1}))));
+    assertEquals(ModelzipException.Code.INVALID_ARGUMENT, e.code());
+    assertEquals(path, e.archive());
+    assertEquals("v2", e.tag());
+    assertTrue(e.getMessage(), e.getMessage().startsWith(path + ": tag 'v2': "));
+    e = assertThrows(ModelzipException.class,
+        () -> Archive.save(path, "a/b", Map.of("w", Tensor.of(new float[] {1}))));
+    assertEquals(path, e.archive());
+    // An empty path is refused before anything is written (it failed at the
+    // final rename, "cannot replace the archive", naming no file).
+    e = assertThrows(ModelzipException.class,
+        () -> Archive.save("", "v2", Map.of("w", Tensor.of(new float[] {1}))));
+    assertEquals(ModelzipException.Code.INVALID_ARGUMENT, e.code());
+    assertTrue(e.getMessage(), e.getMessage().contains("the archive path is empty"));
+  }
+
   /** LoadProbe in a JVM of its own, with these system properties. */
   private TestSupport.Run probe(String... properties) throws Exception {
     List<String> command = new java.util.ArrayList<>();

@@ -166,6 +166,8 @@ public class FloatValuesTest {
       assertWrongAccessor("toShortArray()", u16::toFloatArray);
       assertWrongAccessor("toBooleanArray()", flag::toFloatArray);
       assertWrongAccessor("toStringArray()", text::toDoubleArray);
+      assertWrongAccessor("toIntArray()", i32::toStringArray);
+      assertWrongAccessor("toFloatArray()", h::toStringArray);
       // float64 and complex128 have values no float holds: no silent rounding.
       assertWrongAccessor("toDoubleArray()", f64::toFloatArray);
       assertWrongAccessor("toDoubleArray()", c128::toFloatArray);

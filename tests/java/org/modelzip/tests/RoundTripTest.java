@@ -64,6 +64,22 @@ public class RoundTripTest {
   }
 
   @Test
+  public void boolBytesOtherThanOneAreTrueBooleans() throws Exception {
+    // numpy writes whatever bytes a bool array holds; any non-zero byte is true.
+    TestSupport.python("bools", scratch.archive(), "b");
+    try (Archive archive = Archive.open(scratch.archive())) {
+      Tensor b = archive.tensor("b", null);
+      assertEquals(2, b.buffer().get(2));  // the stored byte
+      boolean[] values = b.toBooleanArray();
+      // Arrays.equals compares the JVM's bytes: a raw 2 or 255 is not true there.
+      assertTrue(Arrays.toString(values),
+          Arrays.equals(new boolean[] {false, true, true, true}, values));
+      assertFalse(values[2] ^ true);
+      assertFalse(values[3] ^ true);
+    }
+  }
+
+  @Test
   public void deflatedTensorsFromPythonAreReadAsCopies() throws Exception {
     TestSupport.python("write", scratch.archive(), "packed", "--compress");
     try (Archive archive = Archive.open(scratch.archive())) {
