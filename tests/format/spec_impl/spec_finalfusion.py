@@ -24,6 +24,11 @@ M64 = (1 << 64) - 1
 M32 = (1 << 32) - 1
 
 
+class Unsupported(SpecError):
+    """§9: a version, chunk identifier or data type this reader does not know
+    (modelzip's `unsupported`); every other SpecError is its `corrupt`."""
+
+
 class _Cursor:
     """Reads the body of one chunk, `data[pos:end]`; positions are absolute."""
 
@@ -68,7 +73,7 @@ class _Cursor:
         at = self.pos
         t = self.u32()
         if t != want:
-            raise SpecError(f"offset {at}: unsupported data type {t} (expected {want})")
+            raise Unsupported(f"offset {at}: unsupported data type {t} (expected {want})")
 
     def pad(self):
         """§2: 4 - pos % 4 bytes, 1 to 4, never 0."""
@@ -395,20 +400,20 @@ def read(data):
         c.fail("magic is not FiFu", 0)
     version = c.u32()
     if version != 0:
-        raise SpecError(f"offset 4: unsupported version {version}")
+        raise Unsupported(f"offset 4: unsupported version {version}")
     count = c.u32()
     if count > (len(data) - 12) // 4:
         c.fail(f"{count} chunk identifiers do not fit", 8)
     listed = [c.u32() for _ in range(count)]
     for i, cid in enumerate(listed):
         if not 1 <= cid <= 9:
-            raise SpecError(f"offset {12 + 4 * i}: unsupported chunk identifier {cid}")
+            raise Unsupported(f"offset {12 + 4 * i}: unsupported chunk identifier {cid}")
     chunks = []
     while c.pos < len(data):
         at = c.pos
         cid, length = struct.unpack("<IQ", c.take(12))
         if not 1 <= cid <= 9:
-            raise SpecError(f"offset {at}: unsupported chunk identifier {cid}")
+            raise Unsupported(f"offset {at}: unsupported chunk identifier {cid}")
         if length > len(data) - c.pos:
             c.fail(f"chunk of {length} bytes extends past the end of the file", at)
         chunks.append((cid, at, _Cursor(data, c.pos, c.pos + length)))
@@ -428,7 +433,7 @@ def read(data):
         if cid == METADATA:
             try:
                 metadata = body.take(body.end - body.pos).decode("utf-8")
-                tomllib.loads(metadata)
+                tomllib.loads(metadata.removeprefix("\ufeff"))
             except (UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
                 body.fail(f"metadata: {err}", at)
         elif cid in VOCABS:

@@ -186,6 +186,17 @@ def test_fasttext_vocabulary_with_one_grams():
     assert agree(spec, emb, ["x", "<", ">", "a>b"]) == len(words) + len(UNKNOWN) + 4
 
 
+def test_metadata_with_a_byte_order_mark_is_kept():
+    # §7: the TOML is parsed after a leading U+FEFF, the text kept as written.
+    vocab = (sf.SIMPLE, struct.pack("<Q", 1) + string("a"))
+    text = "\ufeff[common_config]\ndims = 2\n"
+    data = fifu((sf.METADATA, text.encode()), vocab, ndarray(np.ones((1, 2), np.float32)))
+    spec, emb = sf.read(data), modelzip.Embeddings.from_bytes(data)
+    assert spec.metadata == emb.metadata == text
+    agree(spec, emb)
+    assert sf.read(emb.to_bytes()).metadata == text
+
+
 @pytest.mark.parametrize("case", ["header list", "padding 0", "duplicate word", "code >= K",
                                   "rows", "version", "chunk id"])
 def test_both_reject(case):
@@ -205,10 +216,13 @@ def test_both_reject(case):
         "version": lambda: fifu(vocab, ndarray(matrix)).replace(b"FiFu\0", b"FiFu\1", 1),
         "chunk id": lambda: fifu(vocab, ndarray(matrix), listed=[sf.SIMPLE, 11]),
     }[case]()
-    with pytest.raises(sf.SpecError):
+    with pytest.raises(sf.SpecError) as mine:
         sf.read(data)
-    with pytest.raises(modelzip.Error):
+    with pytest.raises(modelzip.Error) as theirs:
         modelzip.Embeddings.from_bytes(data)
+    # §9: which failures are `unsupported`, every other one is `corrupt`.
+    assert theirs.value.code == ("unsupported" if mine.type is sf.Unsupported else "corrupt")
+    assert theirs.value.code == ("unsupported" if case in ("version", "chunk id") else "corrupt")
 
 
 def test_embedding_parameter_read_in_place_from_the_archive(tmp_path):
