@@ -353,6 +353,12 @@ def _read_norms(c):
 # §1 - §3 The file
 
 
+def _norm(v):
+    """§8: the L2 norm in f32 arithmetic (squares and their sum overflow as f32 do)."""
+    with np.errstate(over="ignore"):
+        return np.sqrt(np.dot(v, v))
+
+
 class Fifu:
     def __init__(self, vocab, matrix, norms, metadata, quantized):
         self.vocab, self.matrix, self.norms = vocab, matrix, norms
@@ -362,19 +368,26 @@ class Fifu:
     def words(self):
         return self.vocab.words
 
+    def _sum(self, rows):
+        """§8: the rows added in f32, in the order of §5."""
+        s = np.zeros(self.matrix.shape[1], np.float32)
+        for r in rows:
+            s += self.matrix[r]
+        return s
+
     def embedding(self, word):
         """§8: the word's vector, or None when it has none."""
         v = self.vocab
         if isinstance(v, FloretVocab):
-            rows = self.matrix[v.subword_rows(word)]
-            return rows.mean(axis=0, dtype=np.float64).astype(np.float32)
+            rows = v.subword_rows(word)
+            return self._sum(rows) / np.float32(len(rows))
         if word in v.index:
             return self.matrix[v.index[word]].copy()
         rows = v.subword_rows(word)
         if not rows:
             return None
-        s = self.matrix[rows].sum(axis=0, dtype=np.float64).astype(np.float32)
-        n = np.linalg.norm(s)
+        s = self._sum(rows)
+        n = _norm(s)
         return s / n if n else s
 
     def norm(self, word):
@@ -389,8 +402,8 @@ class Fifu:
             rows = v.subword_rows(word)
             if not rows:
                 return None
-            e = self.matrix[rows].sum(axis=0, dtype=np.float64)
-        return float(np.linalg.norm(e))
+            e = self._sum(rows)
+        return float(_norm(e))
 
 
 def read(data):

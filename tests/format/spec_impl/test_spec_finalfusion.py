@@ -186,6 +186,25 @@ def test_fasttext_vocabulary_with_one_grams():
     assert agree(spec, emb, ["x", "<", ">", "a>b"]) == len(words) + len(UNKNOWN) + 4
 
 
+def test_lookups_compute_in_f32():
+    # §8: the norm of a sum of rows of 1e20 overflows in f32 (squares of
+    # 1e40), so the normalized vector is zero; in f64 it would be unit length.
+    words = ["one"]
+    vocab = struct.pack("<QIII", len(words), 3, 3, 2) + b"".join(map(string, words))
+    matrix = np.full((len(words) + 4, 3), 1e20, np.float32)
+    data = fifu((sf.BUCKET, vocab), ndarray(matrix))
+    spec, emb = sf.read(data), modelzip.Embeddings.from_bytes(data)
+    assert not np.any(emb.embedding("two")) and emb.norm("two") == np.inf
+    agree(spec, emb, ["two"])
+    # floret's mean: the f32 sum in the order of §4.5 divided by the count,
+    # the same bits.
+    vocab = struct.pack("<IIQII", 2, 4, 7, 3, 5) + string("<") + string(">")
+    data = fifu((sf.FLORET, vocab), ndarray(rng.standard_normal((7, 4)).astype(np.float32)))
+    spec, emb = sf.read(data), modelzip.Embeddings.from_bytes(data)
+    for word in ["Kopenhagen", "über", "x"]:
+        assert spec.embedding(word).tobytes() == emb.embedding(word).tobytes()
+
+
 def test_metadata_with_a_byte_order_mark_is_kept():
     # §7: the TOML is parsed after a leading U+FEFF, the text kept as written.
     vocab = (sf.SIMPLE, struct.pack("<Q", 1) + string("a"))
