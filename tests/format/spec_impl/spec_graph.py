@@ -271,6 +271,8 @@ def _union(r, t, index, what):
     table = t.table(index)
     if kind and table is None:
         r.fail(f"{what}: union type {kind} without its table")
+    if not kind and table is not None:
+        r.fail(f"{what}: a table with union type NONE")
     return kind, table
 
 

@@ -280,6 +280,10 @@ TRAINING_CASES = {
     "unknown schedule type": ([("table", 4), ("table", 1), 0], "b", 2, "unsupported"),
     "regularization type 3": ([(0, 5), 0], "b", 3, "unsupported"),
     "negative epoch count": ([13], "q", -1, "corrupt"),
+    # A schedule table whose union type says NONE (§3).
+    "schedule with type NONE": ([3], "B", 0, "corrupt"),
+    # The FlatBuffers verifier: an offset field holding 0 (§1 rule 4).
+    "offset 0": ([7], "I", 0, "corrupt"),
 }
 
 
@@ -298,6 +302,25 @@ def test_both_reject_training_config(tmp_path, case):
             mz.training_config("step-1")
     assert theirs.value.code == code
     assert (mine.type is spec_graph.Unsupported) == (code == "unsupported"), mine.value
+
+
+def test_verifier_rules_not_stricter_than_flatbuffers(tmp_path):
+    # §1 rule 4: the table size in a vtable is not checked (fields are, against
+    # the buffer), and a vtable of size 2 has every field absent.
+    entry = "step-1/trainingConfig.fb"
+    raw = bytearray(spec_reader.SpecArchive(GOLDEN).read_entry(entry))
+    root = flatbuf.root(bytes(raw), 0, len(raw), b"MZTC")
+    struct.pack_into("<H", raw, root.vt + 2, 0)
+    updater = root.table(2)
+    struct.pack_into("<H", raw, updater.vt, 2)  # AdamW with every hyperparameter default
+    data = bytes(raw)
+    mine = spec_graph.read_training(entry, data)
+    assert mine["updater"] == {"type": "AdamW", "learning_rate": 0.001, "beta1": 0.9,
+                               "beta2": 0.999, "epsilon": 1e-8, "weight_decay": 0.01}
+    path = tmp_path / "t.zip"
+    rewrite(GOLDEN, path, entry, data)
+    with modelzip.open(path) as mz:
+        same_dicts(reported_training(mine), mz.training_config("step-1"))
 
 
 GRAPH_CASES = {
