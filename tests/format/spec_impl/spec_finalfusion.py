@@ -6,7 +6,7 @@ schemas/FINALFUSION.md alone (stdlib and numpy only).
 `Fifu` gives the words, the storage matrix (quantized storage
 reconstructed, §6.2), the norms, the metadata text and the lookup of a word
 (§8: known words by row, unknown words through subwords where the
-vocabulary has them). Every rule the chapter marks MUST is checked, and a
+vocabulary has them), similar words and analogies (§8). Every rule the chapter marks MUST is checked, and a
 violation raises `SpecError` naming the absolute offset.
 """
 import struct
@@ -404,6 +404,31 @@ class Fifu:
                 return None
             e = self._sum(rows)
         return float(_norm(e))
+
+    def similar_to(self, query, k, skip=()):
+        """§8: the k vocabulary words nearest to `query` by cosine similarity,
+        best first, equal scores by word (byte order), NaN skipped."""
+        q = np.asarray(query, np.float64)
+        q = q / np.linalg.norm(q)
+        rows = self.matrix[:len(self.words)].astype(np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            scores = rows @ q / np.linalg.norm(rows, axis=1)
+        ranked = sorted(((float(sc), w) for w, sc in zip(self.words, scores)
+                         if w not in skip and not np.isnan(sc)),
+                        key=lambda p: (-p[0], p[1].encode("utf-8")))
+        return [(w, sc) for sc, w in ranked[:k]]
+
+    def similar(self, word, k):
+        e = self.embedding(word)
+        return None if e is None else self.similar_to(e, k, {word})
+
+    def analogy(self, a, b, c, k):
+        """§8: a : b :: c : ?, the query normalize(e(b) - e(a) + e(c))."""
+        es = [self.embedding(w) for w in (a, b, c)]
+        if any(e is None for e in es):
+            return None
+        ea, eb, ec = (e.astype(np.float64) for e in es)
+        return self.similar_to(eb - ea + ec, k, {a, b, c})
 
 
 def read(data):

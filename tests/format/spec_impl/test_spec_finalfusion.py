@@ -58,6 +58,27 @@ def agree(spec, emb, extra_words=()):
     return looked_up
 
 
+def same_ranking(mine, theirs):
+    assert (mine is None) == (theirs is None)
+    if mine is not None:
+        assert [w for w, _ in mine] == [w for w, _ in theirs]
+        np.testing.assert_allclose([s for _, s in mine], [s for _, s in theirs], atol=1e-5)
+
+
+def test_similar_ties_by_word_and_nan_skipped():
+    # §8: equal scores ordered by the words' bytes; a NaN score is skipped.
+    words = ["b", "a", "\u00e9", "Z", "n", "q"]
+    matrix = np.array([[1, 0], [2, 0], [1, 0], [3, 0], [np.nan, 0], [0, 1]], np.float32)
+    vocab = (sf.SIMPLE, struct.pack("<Q", len(words)) + b"".join(map(string, words)))
+    data = fifu(vocab, ndarray(matrix))
+    spec, emb = sf.read(data), modelzip.Embeddings.from_bytes(data)
+    assert [w for w, _ in spec.similar("q", 10)] == ["Z", "a", "b", "\u00e9"]
+    for word in words:
+        same_ranking(spec.similar(word, 10), emb.similar(word, 10))
+    assert [w for w, _ in emb.similar("q", 3)] == ["Z", "a", "b"]
+    assert "n" not in [w for w, _ in emb.similar("b", 10)]
+
+
 def chunk_bodies(data):
     """{chunk id: absolute offset of its body}, from the frames (§2)."""
     (count,) = struct.unpack_from("<I", data, 8)
@@ -80,6 +101,12 @@ def test_real_files(path):
         assert any(spec.embedding(w) is not None for w in UNKNOWN)
     # What modelzip writes back reads the same.
     agree(sf.read(emb.to_bytes()), emb)
+    # §8 queries: the same words in the same order, scores to f32 rounding.
+    words = spec.words
+    for word in [*words[:10], "Berlinx"]:
+        same_ranking(spec.similar(word, 8), emb.similar(word, 8))
+    for i in range(0, min(len(words), 12) - 2, 3):
+        same_ranking(spec.analogy(*words[i:i + 3], 5), emb.analogy(*words[i:i + 3], 5))
 
 
 def test_fasttext_vocabulary_converted_from_a_real_fasttext_model():
