@@ -78,14 +78,32 @@ REGULARIZATION_TYPES = ["L1", "L2", "WEIGHT_DECAY"]
 
 
 class _Reader:
-    def __init__(self, entry):
-        self.entry = entry
+    """Structural problems (what the FlatBuffers verifier rejects, §1 rule 4)
+    raise at once. The others are collected in the order the decoding meets
+    them; `finish` raises the first. For trainingConfig.fb (`two_groups`)
+    decoding problems (the version, unknown enum and union values, union type
+    and table that do not match, UTF-8) come before the value rules of §3
+    (§1)."""
 
-    def fail(self, msg):
-        raise SpecError(f"{self.entry}: {msg}")
+    def __init__(self, entry, two_groups):
+        self.entry = entry
+        self.decoding, self.rules = [], []
+        self.two_groups = two_groups
+
+    def fail(self, msg, decoding=False):
+        group = self.rules if self.two_groups and not decoding else self.decoding
+        group.append(SpecError(f"{self.entry}: {msg}"))
 
     def unsupported(self, msg):
-        raise Unsupported(f"{self.entry}: {msg}")
+        self.decoding.append(Unsupported(f"{self.entry}: {msg}"))
+
+    def structure(self, msg):
+        raise SpecError(f"{self.entry}: {msg}")
+
+    def finish(self, value):
+        if self.decoding or self.rules:
+            raise (self.decoding or self.rules)[0]
+        return value
 
     def _offset(self, t, pos):
         t._need(pos, 4, 4, "offset")
@@ -96,17 +114,18 @@ class _Reader:
         (n,) = struct.unpack_from("<I", t.data, pos)
         t._need(pos + 4, n + 1, 1, what)  # the FlatBuffers verifier wants the terminator
         if t.data[pos + 4 + n] != 0:
-            self.fail(f"{what} is not NUL-terminated")
+            self.structure(f"{what} is not NUL-terminated")
         try:
             return bytes(t.data[pos + 4:pos + 4 + n]).decode("utf-8")
         except UnicodeDecodeError:
-            self.fail(f"{what} is not valid UTF-8")
+            self.fail(f"{what} is not valid UTF-8", decoding=True)
+            return ""
 
     def string(self, t, index, what, required=False):
         p = t._ref(index)
         if p is None:
             if required:
-                self.fail(f"{what} is missing (required)")
+                self.structure(f"{what} is missing (required)")
             return None
         return self._str_at(t, p, what)
 
@@ -135,11 +154,13 @@ class _Reader:
     def enum(self, value, names, what):
         if not 0 <= value < len(names):
             self.unsupported(f"unknown {what} {value}")
+            return None
         return names[value]
 
     def dtype(self, value, what):
         if value not in DTYPES:
             self.unsupported(f"{what}: unknown data type {value}")
+            return None
         return DTYPES[value][0]
 
 
@@ -174,9 +195,9 @@ def _named(r, t, names_index, values, what):
 
 
 def read_graph(entry, data):
-    r = _Reader(entry)
+    r = _Reader(entry, two_groups=False)
     try:
-        return _graph(r, _root(entry, data, b"MZGR"))
+        return r.finish(_graph(r, _root(entry, data, b"MZGR")))
     except flatbuf.FlatBufferError as err:
         raise SpecError(f"{entry}: {err}") from None
 
@@ -220,7 +241,7 @@ def _graph(r, g):
                 if n not in kinds:
                     r.fail(f"op {name!r}: {key} names no variable: {n!r}")
         for n in op["outputs"]:
-            if kinds[n] not in ("ARRAY", "SEQUENCE") or n in produced:
+            if kinds.get(n) not in ("ARRAY", "SEQUENCE") or n in produced:
                 r.fail(f"op {name!r}: output {n!r} is not an ARRAY/SEQUENCE produced once")
             produced.add(n)
         op["i_args"] = _named(r, o, 5, r.scalars(o, 6, "q", 8, "i_args"), f"op {name!r} i_args")
@@ -252,9 +273,9 @@ def _graph(r, g):
 
 
 def read_training(entry, data):
-    r = _Reader(entry)
+    r = _Reader(entry, two_groups=True)
     try:
-        return _training(r, _root(entry, data, b"MZTC"))
+        return r.finish(_training(r, _root(entry, data, b"MZTC")))
     except flatbuf.FlatBufferError as err:
         raise SpecError(f"{entry}: {err}") from None
 
@@ -265,23 +286,33 @@ def _finite(r, value, what):
     return value
 
 
-def _union(r, t, index, what):
-    """(type number, table or None) of the union whose table is field `index`."""
+def _union(r, t, index, what, members):
+    """(type number, table or None) of the union whose table is field `index`.
+    As the FlatBuffers verifier, only the table of a known member is looked
+    into; for NONE or an unknown member only its offset is checked."""
     kind = t.scalar(index - 1, "B", 0)
-    table = t.table(index)
-    if kind and table is None:
-        r.fail(f"{what}: union type {kind} without its table")
-    if not kind and table is not None:
-        r.fail(f"{what}: a table with union type NONE")
+    p = t._ref(index)
+    if p is not None:
+        t._need(p, 1, 1, f"{what} table")
+    table = flatbuf.Table(t.data, t.base, t.end, p, t.depth + 1) \
+        if p is not None and kind in members else None
+    if kind and p is None:
+        r.fail(f"{what}: union type {kind} without its table", decoding=True)
+    if not kind and p is not None:
+        r.fail(f"{what}: a table with union type NONE", decoding=True)
     return kind, table
 
 
 def _updater(r, t):
-    kind, table = _union(r, t, 2, "updater")
+    kind, table = _union(r, t, 2, "updater", UPDATERS)
     if kind == 0:
-        r.fail("the config has no updater")
+        r.fail("the config has no updater", decoding=True)
+        return {"type": None}
     if kind not in UPDATERS:
         r.unsupported(f"unknown updater {kind}")
+        return {"type": None}
+    if table is None:
+        return {"type": UPDATERS[kind][0]}
     name, fields = UPDATERS[kind]
     out = {"type": name}
     for i, (field, default) in enumerate(fields):
@@ -295,13 +326,16 @@ def _updater(r, t):
 
 
 def _schedule(r, t, index, what, depth=1):
-    kind, table = _union(r, t, index, what)
+    kind, table = _union(r, t, index, what, SCHEDULES)
     if kind == 0:
         return None
     if kind not in SCHEDULES:
         r.unsupported(f"{what}: unknown schedule {kind}")
+        return None
     if depth > MAX_SCHEDULE_DEPTH:
         r.fail(f"{what}: schedules nest deeper than {MAX_SCHEDULE_DEPTH}")
+    if table is None:
+        return None
     name, fields = SCHEDULES[kind]
     s = {"schedule": name}
     if name == "RampSchedule":
@@ -314,7 +348,7 @@ def _schedule(r, t, index, what, depth=1):
         s["type"] = r.enum(table.scalar(0, "b", 0), SCHEDULE_TYPES, f"{what} schedule type")
         p = table._ref(1)
         if p is None:
-            r.fail(f"{what}: MapSchedule steps are missing (required)")
+            r.structure(f"{what}: MapSchedule steps are missing (required)")
         table._need(p, 4, 4, "steps")
         (n,) = struct.unpack_from("<I", table.data, p)
         table._need(p + 4, 16 * n, 8, "steps")  # struct ScheduleStep {long, double}: 16 bytes

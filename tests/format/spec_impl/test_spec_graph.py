@@ -323,6 +323,54 @@ def test_verifier_rules_not_stricter_than_flatbuffers(tmp_path):
         same_dicts(reported_training(mine), mz.training_config("step-1"))
 
 
+@pytest.mark.parametrize("first, second, code", [
+    # Verification (§1 rule 4) before any field: an unknown updater, then an
+    # offset 0 in a later field.
+    (([1], "B", 12), ([7], "I", 0), "corrupt"),
+    # Then decoding problems before value rules: an unknown regularization
+    # type (field 5) wins over a ramp of 0 iterations (field 4), an unknown
+    # schedule over a negative epoch count.
+    (([("table", 4), 2], "q", 0), ([(0, 5), 0], "b", 3), "unsupported"),
+    (([3], "B", 10), ([13], "q", -1), "unsupported"),
+    # Among value rules the first met: a ramp of 0 iterations (field 4)
+    # before a negative epoch count (field 13) - both corrupt, and among
+    # decoding problems: a table under union type NONE before an unknown
+    # regularization type.
+    (([("table", 4), 2], "q", 0), ([13], "q", -1), "corrupt"),
+    (([3], "B", 0), ([(0, 5), 0], "b", 3), "corrupt"),
+])
+def test_first_problem_wins(tmp_path, first, second, code):
+    entry = "step-1/trainingConfig.fb"
+    data = spec_reader.SpecArchive(GOLDEN).read_entry(entry)
+    for field, fmt, value in (first, second):
+        data = patched(data, b"MZTC", field, fmt, value)
+    with pytest.raises(spec_reader.SpecError) as mine:
+        spec_graph.read_training(entry, data)
+    path = tmp_path / "bad.zip"
+    rewrite(GOLDEN, path, entry, data)
+    with modelzip.open(path) as mz:
+        with pytest.raises(modelzip.Error) as theirs:
+            mz.training_config("step-1")
+    assert theirs.value.code == code
+    assert (mine.type is spec_graph.Unsupported) == (code == "unsupported"), mine.value
+
+
+def test_graph_reports_the_first_problem_met(tmp_path):
+    # §1: variable 'scale' (3) breaks a rule before variable 'xs' (9) has an
+    # unknown data type: the rule is reported.
+    entry = "step-1/graph.fb"
+    data = spec_reader.SpecArchive(GOLDEN).read_entry(entry)
+    data = patched(data, b"MZGR", [(3, 1), 4], "B", 0)
+    data = patched(data, b"MZGR", [(9, 1), 2], "b", 2)
+    with pytest.raises(spec_reader.SpecError) as mine:
+        spec_graph.read_graph(entry, data)
+    assert mine.type is not spec_graph.Unsupported and "'scale'" in str(mine.value)
+    path = tmp_path / "bad.zip"
+    rewrite(GOLDEN, path, entry, data)
+    with modelzip.open(path) as mz:
+        assert "'scale'" in mz.verify()[0][1]
+
+
 GRAPH_CASES = {
     "min_reader_version 2": ([0], "I", 2, "unsupported"),
     "unknown variable kind": ([(3, 1), 1], "b", 5, "unsupported"),
