@@ -6,8 +6,9 @@ schemas/FINALFUSION.md alone (stdlib and numpy only).
 `Fifu` gives the words, the storage matrix (quantized storage
 reconstructed, §6.2), the norms, the metadata text and the lookup of a word
 (§8: known words by row, unknown words through subwords where the
-vocabulary has them), similar words and analogies (§8). Every rule the chapter marks MUST is checked, and a
-violation raises `SpecError` naming the absolute offset.
+vocabulary has them), similar words and analogies (§8). Every rule the
+chapter marks MUST is checked, and a violation raises `SpecError` naming
+the absolute offset.
 """
 import struct
 import tomllib

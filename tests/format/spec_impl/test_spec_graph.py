@@ -174,7 +174,8 @@ def test_every_updater_and_schedule(tmp_path, updater):
     with modelzip.Writer(path, durable=False) as w:
         w.add_tag("t", {"w": np.ones(2, np.float32)}, training=config)
     archive = spec_reader.SpecArchive(path)
-    mine = spec_graph.read_training("t/trainingConfig.fb", archive.read_entry("t/trainingConfig.fb"))
+    entry = "t/trainingConfig.fb"
+    mine = spec_graph.read_training(entry, archive.read_entry(entry))
     with modelzip.open(path) as mz:
         same_dicts(reported_training(mine), mz.training_config("t"))
 
@@ -194,7 +195,8 @@ def test_schedules_nest_16_deep(tmp_path):
     with modelzip.Writer(path, durable=False) as w:
         w.add_tag("t", {"w": np.ones(1, np.float32)}, training=config)
     archive = spec_reader.SpecArchive(path)
-    mine = spec_graph.read_training("t/trainingConfig.fb", archive.read_entry("t/trainingConfig.fb"))
+    entry = "t/trainingConfig.fb"
+    mine = spec_graph.read_training(entry, archive.read_entry(entry))
     with modelzip.open(path) as mz:
         same_dicts(reported_training(mine), mz.training_config("t"))
     config["learning_rate_schedule"] = ramps(17)
