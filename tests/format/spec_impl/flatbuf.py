@@ -28,13 +28,16 @@ class Table:
         self._need(pos, 4, 4, "table")
         (soffset,) = struct.unpack_from("<i", data, pos)
         vt = pos - soffset
-        self._need(vt, 4, 2, "vtable")
-        vt_size, table_size = struct.unpack_from("<HH", data, vt)
-        if vt_size < 4 or vt_size % 2:
-            raise FlatBufferError(f"vtable at {vt}: bad size {vt_size}")
+        # As the FlatBuffers verifier: the vtable size is even and the vtable
+        # lies in the buffer (size 0 or 2: every field absent); the table
+        # size after it is not checked, each present field is (in the buffer,
+        # aligned) when it is read.
+        self._need(vt, 2, 2, "vtable")
+        (vt_size,) = struct.unpack_from("<H", data, vt)
+        if vt_size % 2:
+            raise FlatBufferError(f"vtable at {vt}: odd size {vt_size}")
         self._need(vt, vt_size, 2, "vtable")
-        self._need(pos, table_size, 1, "table")
-        self.vt, self.vt_size, self.table_size = vt, vt_size, table_size
+        self.vt, self.vt_size = vt, vt_size
         if depth > 64:
             raise FlatBufferError("tables nested deeper than 64")
         self.depth = depth
@@ -53,8 +56,6 @@ class Table:
         (off,) = struct.unpack_from("<H", self.data, self.vt + slot)
         if off == 0:
             return None
-        if off + size > self.table_size:
-            raise FlatBufferError(f"field {index} of the table at {self.pos} exceeds the table")
         return self.pos + off
 
     def scalar(self, index, fmt, default):
@@ -79,6 +80,7 @@ class Table:
             return None
         self._need(p, 4, 4, f"offset field {index}")
         (u,) = struct.unpack_from("<I", self.data, p)
+        _check_uoffset(u, p)
         return p + u
 
     def table(self, index):
@@ -105,7 +107,15 @@ def root(data, base, size, identifier):
     if data[base + 4:base + 8] != identifier:
         raise FlatBufferError(f"file identifier {bytes(data[base + 4:base + 8])!r}, not {identifier!r}")
     (u,) = struct.unpack_from("<I", data, base)
+    _check_uoffset(u, base)
     return Table(data, base, end, base + u)
+
+
+def _check_uoffset(u, pos):
+    """The FlatBuffers verifier's rule for the root offset and every offset
+    field: neither 0 (pointing at itself) nor 2^31 or more."""
+    if u == 0 or u >= 2**31:
+        raise FlatBufferError(f"offset {u} at {pos} is 0 or too large")
 
 
 class Builder:

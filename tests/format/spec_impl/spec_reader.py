@@ -7,8 +7,9 @@ Tensors come back as numpy arrays of their values: bfloat16 and the two
 8-bit floats decoded to float32 (every value of theirs is a float32),
 quantized tensors dequantized (§6.1) to their original dtype (bfloat16 to
 float32 again), strings as object arrays of str, sparse COO tensors as
-`SparseCOO`. `SpecArchive` gives the parts: tags, params and updater rows,
-dtype names.
+`SparseCOO`, embedding parameters (`.fifu`, FINALFUSION.md) as
+`spec_finalfusion.Fifu`. `SpecArchive` gives the parts: tags, params and
+updater rows, dtype names.
 
 Every rule the specification says a reader MUST check is checked here, and
 a violation raises `SpecError` naming the entry. `writer_layout_problems`
@@ -797,7 +798,11 @@ class SpecArchive:
     def blob(self, entry):
         """(value, dtype name) of one blob entry."""
         if entry.endswith(".fifu"):
-            raise SpecError(f"{entry}: finalfusion blobs are not decoded by this reader")
+            import spec_finalfusion  # noqa: PLC0415 (it imports SpecError from here)
+            try:
+                return spec_finalfusion.read(self.read_entry(entry)), "embedding"
+            except SpecError as err:
+                raise SpecError(f"{entry}: {err}") from None
         return decode_blob(entry, self.read_entry(entry))
 
     def tensors(self, tag):
@@ -811,13 +816,14 @@ class SpecArchive:
         blob_re = re.compile(r"[^/]+/(?:params/(?:0|[1-9][0-9]{0,14})\.(?:fb|fifu)"
                              r"|updater/(?:0|[1-9][0-9]{0,14})\.fb)")
         for name in self.entries:
-            if blob_re.fullmatch(name) and not name.endswith(".fifu"):
+            if blob_re.fullmatch(name):
                 self.blob(name)
             else:
                 self.read_entry(name)
 
 
 def read(path):
-    """{tag: {name: value}} of every tag, oldest first."""
+    """{tag: {name: value}} of every tag, oldest first (an embedding parameter
+    as a `spec_finalfusion.Fifu`)."""
     a = SpecArchive(path)
     return {tag: a.tensors(tag) for tag in a.tags}
