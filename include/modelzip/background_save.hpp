@@ -8,21 +8,23 @@
 // start() copies every byte of `contents` into a staging area (host memory,
 // several threads; kept for later saves of this process that fit in it),
 // except the buffers the caller hands over (BackgroundSaveOptions::adopt),
-// and returns; a background thread then does what Writer::open,
-// add_tag and commit would do, with the same guarantees: the archive holds
-// the old contents or the new ones, never a mix, also when the process is
-// killed (the next writer recovers an interrupted append). Changing or
-// freeing the caller's buffers after start() returns never reaches the
-// archive.
+// and returns; a background thread then does what Writer::open, add_tag
+// (replace_tag with BackgroundSaveOptions::replace), keep_last (with
+// BackgroundSaveOptions::keep_last) and commit would do, with the same
+// guarantees: the archive holds the old contents or the new ones, never a
+// mix, also when the process is killed (the next writer recovers an
+// interrupted append). Changing or freeing the caller's buffers after
+// start() returns never reaches the archive.
 //
 // One save at a time per archive per process (archives are told apart by
 // their canonical path): a save started while another save of the same
 // archive is in flight waits in its thread until that one has finished; a
 // third start() blocks the caller until the first has finished (so at most
 // two snapshots of one archive exist). Errors of the Writer::open, add_tag
-// (e.g. a tag that exists) and commit are thrown by wait(); an error no
-// wait() has reported is thrown by the next start() for the same archive
-// (which then starts nothing), so a failed save is never silent.
+// (e.g. a tag that exists, without replace) and commit are thrown by
+// wait(); an error no wait() has reported is thrown by the next start() for
+// the same archive (which then starts nothing), so a failed save is never
+// silent.
 //
 // Lifetime: destroying a BackgroundSave waits for its save (without
 // throwing); saves whose handle was moved away or released keep running,
@@ -39,6 +41,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,6 +53,17 @@ namespace modelzip {
 
 struct MODELZIP_API BackgroundSaveOptions {
   WriterOptions writer;
+  // The tag replaces the archive's tag of the same name (matched without
+  // regard to case) if there is one at commit, as Writer::replace_tag: one
+  // commit removes the old tag and adds the new one as the newest, so
+  // readers see the old tag or the new one. False: a tag of that name is an
+  // error (Error(already_exists), thrown by wait()).
+  bool replace = false;
+  // When set, the commit then keeps only the newest `keep_last` tags, as
+  // Writer::keep_last staged after the tag (the oldest tags beyond it are
+  // removed in the same commit, also those another writer added meanwhile).
+  // 0 is an argument error (Error(invalid_argument), thrown by start()).
+  std::optional<std::size_t> keep_last;
   // When set, called once in the background at commit (Writer::update_metadata).
   std::function<void(Metadata&)> update_metadata;
   // Keep the staging memory after the save for later saves of this
@@ -74,9 +88,9 @@ class MODELZIP_API BackgroundSave {
   // Snapshots `contents` and starts adding it as tag `tag` to the archive
   // at `archive` (created when missing). Throws std::bad_alloc when the
   // staging memory cannot be had, Error(invalid_argument) for a tag name
-  // that can never be valid, and the unreported error of an earlier
-  // background save of the same archive (see above); nothing is started
-  // then.
+  // that can never be valid or an option Writer refuses (keep_last 0), and
+  // the unreported error of an earlier background save of the same archive
+  // (see above); nothing is copied or started then.
   static BackgroundSave start(const std::filesystem::path& archive, std::string tag,
                               const NewTag& contents, BackgroundSaveOptions options = {});
 

@@ -172,7 +172,11 @@ void run_save(const std::shared_ptr<State>& state, const std::string& key) {
     try {
       const zip::KnownCrcs::Scope known(state->crcs);
       Writer writer = Writer::open(state->archive, state->options.writer);
-      writer.add_tag(state->tag, std::move(state->snapshot));
+      if (state->options.replace)
+        writer.replace_tag(state->tag, std::move(state->snapshot));
+      else
+        writer.add_tag(state->tag, std::move(state->snapshot));
+      if (state->options.keep_last) writer.keep_last(*state->options.keep_last);
       if (state->options.update_metadata) writer.update_metadata(state->options.update_metadata);
       writer.commit();
       stats = writer.last_stats();
@@ -194,6 +198,11 @@ void run_save(const std::shared_ptr<State>& state, const std::string& key) {
 BackgroundSave BackgroundSave::start(const std::filesystem::path& archive, std::string tag,
                                      const NewTag& contents, BackgroundSaveOptions options) {
   format::check_tag(tag);
+  if (options.keep_last && *options.keep_last == 0)  // Writer::keep_last's refusal, before copying
+    throw Error(ErrorCode::invalid_argument,
+                "keep_last needs at least 1 tag to keep (remove tags one by one to empty an "
+                "archive)",
+                ErrorContext{.archive = archive.string()});
   auto state = std::make_shared<State>();
   state->archive = archive;
   state->tag = std::move(tag);

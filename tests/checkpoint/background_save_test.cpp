@@ -292,3 +292,91 @@ TEST_CASE("BackgroundSave: a third save of one archive waits until the first has
   BackgroundSave::start(held.dir / "other.zip", "x", borrowed_tag(values)).wait();
   CHECK(load_w(held.dir / "other.zip", "x") == values);
 }
+
+TEST_CASE("BackgroundSave: keep_last rotates the archive, two saves in flight at a time") {
+  TempDir dir;
+  const auto path = dir / "m.zip";
+  write_archive(path, "base");
+  BackgroundSaveOptions options;
+  options.keep_last = 3;
+  std::vector<float> values(4096);
+  BackgroundSave previous;
+  for (int step = 0; step < 7; ++step) {
+    std::fill(values.begin(), values.end(), static_cast<float>(step));
+    BackgroundSave save =
+        BackgroundSave::start(path, "step-" + std::to_string(step), borrowed_tag(values), options);
+    std::fill(values.begin(), values.end(), -1.0f);  // after start(): never reaches the archive
+    if (previous.valid()) previous.wait();           // `save` was in flight with it
+    previous = std::move(save);
+  }
+  previous.wait();
+  Archive a = Archive::open(path);
+  CHECK(a.tags() == std::vector<std::string>{"step-4", "step-5", "step-6"});
+  for (int step = 4; step < 7; ++step)
+    CHECK(load_w(path, "step-" + std::to_string(step)) ==
+          std::vector<float>(4096, static_cast<float>(step)));
+  CHECK(a.verify().empty());
+}
+
+TEST_CASE("BackgroundSave: replace swaps the tag in one commit, readers never miss it") {
+  TempDir dir;
+  const auto path = dir / "m.zip";
+  write_archive(path, "base");
+  const std::vector<float> old_values = ramp(512, 100);
+  {
+    Writer w = Writer::open(path);
+    w.add_tag("latest", borrowed_tag(old_values));
+    w.commit();
+  }
+  auto new_values = std::make_unique<std::vector<float>>(ramp(512, -50));
+  const std::vector<float> expected = *new_values;
+  Gate gate;
+  BackgroundSaveOptions options = gate.stopping_here();
+  options.replace = true;
+  BackgroundSave save = BackgroundSave::start(path, "LATEST", borrowed_tag(*new_values), options);
+  new_values.reset();
+  const bool reached = gate.wait_reached();
+  if (reached) {  // stopped inside its commit: readers still see the old tag
+    CHECK(Archive::open(path).tags() == std::vector<std::string>{"base", "latest"});
+    CHECK(load_w(path, "latest") == old_values);
+  }
+  gate.open();
+  REQUIRE(reached);
+  save.wait();
+  Archive a = Archive::open(path);
+  CHECK(a.tags() == std::vector<std::string>{"base", "LATEST"});  // the new spelling, newest
+  CHECK(load_w(path, "LATEST") == expected);
+  CHECK(a.verify().empty());
+  // As Writer::replace_tag: a tag that is missing is added.
+  options = {};
+  options.replace = true;
+  BackgroundSave::start(path, "other", borrowed_tag(old_values), options).wait();
+  CHECK(Archive::open(path).tags() == std::vector<std::string>{"base", "LATEST", "other"});
+}
+
+TEST_CASE("BackgroundSave: keep_last 0 is refused by start() as Writer::keep_last refuses it") {
+  TempDir dir;
+  const auto path = dir / "m.zip";
+  write_archive(path, "base");
+  const std::string before = io_bytes(path);
+  std::string writer_message;
+  try {
+    Writer::open(path).keep_last(0);
+  } catch (const Error& e) {
+    writer_message = e.what();
+  }
+  BackgroundSaveOptions options;
+  options.keep_last = 0;
+  const auto values = ramp(64, 0);
+  try {
+    BackgroundSave::start(path, "next", borrowed_tag(values), options);
+    FAIL("keep_last 0 must be refused");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::invalid_argument);
+    CHECK(std::string(e.what()) == writer_message);
+  }
+  CHECK(io_bytes(path) == before);
+  // Nothing was started: no error is left for the next save.
+  BackgroundSave::start(path, "next", borrowed_tag(values)).wait();
+  CHECK(Archive::open(path).tags() == std::vector<std::string>{"base", "next"});
+}

@@ -80,26 +80,32 @@ TEST_CASE("Background save: kill -9 while the background thread writes") {
   TempDir dir;
   const fs::path path = dir / "m.zip";
   const Base base = make_base(path);
-  for (bool append : {true, false}) {
-    for (std::uint64_t nth : {1, 4, 12}) {
-      INFO("append " << append << ", killed before write #" << nth);
-      reset_folder(dir.path(), path, base.old_bytes);
-      const int status = run_child([&] {
-        BackgroundSaveOptions options;
-        options.writer.append = append;
-        io::FaultInjector injector({.action = Action::kill, .kind = io::SysOp::write, .nth = nth});
-        injector.install();
-        BackgroundSave::start(path, "new", base.new_tag, options).wait();
-        return 20;  // not killed: the plan did not fire
-      });
-      REQUIRE(killed(status));
-      std::string why;
-      // Readers see the old archive; the next writer recovers it.
-      CHECK(which_model(path, {&base.old_model}, &why) == 0);
-      Writer::open(path).commit();
-      CHECK(testing::io_bytes(path) == base.old_bytes);
-      CHECK(files_in(dir.path()) == std::set<std::string>{"m.zip"});
-      INFO(why);
+  // keep_last 3: the same commit also removes the two oldest tags.
+  for (std::size_t keep_last : {0, 3}) {
+    for (bool append : {true, false}) {
+      for (std::uint64_t nth : {1, 4, 12}) {
+        INFO("keep_last " << keep_last << ", append " << append << ", killed before write #"
+                          << nth);
+        reset_folder(dir.path(), path, base.old_bytes);
+        const int status = run_child([&] {
+          BackgroundSaveOptions options;
+          options.writer.append = append;
+          if (keep_last != 0) options.keep_last = keep_last;
+          io::FaultInjector injector(
+              {.action = Action::kill, .kind = io::SysOp::write, .nth = nth});
+          injector.install();
+          BackgroundSave::start(path, "new", base.new_tag, options).wait();
+          return 20;  // not killed: the plan did not fire
+        });
+        REQUIRE(killed(status));
+        std::string why;
+        // Readers see the old archive; the next writer recovers it.
+        CHECK(which_model(path, {&base.old_model}, &why) == 0);
+        Writer::open(path).commit();
+        CHECK(testing::io_bytes(path) == base.old_bytes);
+        CHECK(files_in(dir.path()) == std::set<std::string>{"m.zip"});
+        INFO(why);
+      }
     }
   }
 }

@@ -99,8 +99,7 @@ def test_errors_come_from_result_and_else_from_the_next_save(archive_path):
     failed = modelzip.save_async(archive_path, "BASE", {"w": w}, durable=False)
     with pytest.raises(modelzip.Error, match="exists already") as raised:
         failed.result(timeout=60)
-    assert str(raised.value).endswith(
-        "; save_async cannot replace a tag, modelzip.save(..., replace=True) can")
+    assert str(raised.value).endswith("; replace=True replaces it")
     # Retrieved: the next save runs.
     modelzip.save_async(archive_path, "ok", {"w": w}, durable=False).result(timeout=60)
     unseen = modelzip.save_async(archive_path, "ok", {"w": w}, durable=False)
@@ -113,6 +112,91 @@ def test_errors_come_from_result_and_else_from_the_next_save(archive_path):
     assert modelzip.open(archive_path).tags == ["base", "ok", "next"]
     with pytest.raises(modelzip.InvalidArgumentError):
         modelzip.save_async(archive_path, "bad/tag", {"w": w})
+
+
+def test_keep_last_rotates_a_loop_of_background_saves(archive_path):
+    base_archive(archive_path)
+    w = np.zeros(1000, dtype=np.float32)
+    previous = None
+    for step in range(7):
+        w[:] = step
+        future = modelzip.save_async(archive_path, f"step-{step}", {"w": w}, keep_last=3,
+                                     durable=False)
+        w[:] = -1  # after save_async returned: never reaches the archive
+        if previous is not None:
+            previous.result(timeout=60)  # `future` was in flight with it
+        previous = future
+    previous.result(timeout=60)
+    with modelzip.open(archive_path) as archive:
+        assert archive.tags == ["step-4", "step-5", "step-6"]
+        for step in (4, 5, 6):
+            np.testing.assert_array_equal(archive.tensor("w", f"step-{step}"),
+                                          np.full(1000, step, dtype=np.float32))
+        assert archive.verify() == []
+
+
+def test_two_saves_in_flight_with_keep_last(archive_path):
+    base_archive(archive_path)
+    with ArchiveLock(archive_path) as lock:
+        a = modelzip.save_async(archive_path, "a", {"w": np.full(5, 1.0)}, keep_last=2,
+                                durable=False)
+        b = modelzip.save_async(archive_path, "b", {"w": np.full(5, 2.0)}, keep_last=1,
+                                durable=False)
+        assert not a.done() and not b.done()
+        lock.release()
+        a.result(timeout=60)
+        b.result(timeout=60)
+    with modelzip.open(archive_path) as archive:
+        assert archive.tags == ["b"]
+        np.testing.assert_array_equal(archive.tensor("w", "b"), np.full(5, 2.0))
+
+
+def test_replace_in_the_background_swaps_the_tag_in_one_commit(archive_path):
+    base_archive(archive_path)
+    modelzip.save(archive_path, "latest", {"w": np.full(64, 1.0)}, durable=False)
+    new = np.full(64, 2.0)
+    with ArchiveLock(archive_path) as lock:
+        future = modelzip.save_async(archive_path, "Latest", {"w": new}, replace=True,
+                                     durable=False)
+        new[:] = -1
+        deadline = time.monotonic() + 60
+        while not future.started():  # then it waits for the lock inside its commit
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+        # Readers still see the old tag.
+        with modelzip.open(archive_path) as archive:
+            assert archive.tags == ["base", "latest"]
+            np.testing.assert_array_equal(archive.tensor("w", "latest"), np.full(64, 1.0))
+        lock.release()
+        future.result(timeout=60)
+    with modelzip.open(archive_path) as archive:
+        assert archive.tags == ["base", "Latest"]
+        np.testing.assert_array_equal(archive.tensor("w", "latest"), np.full(64, 2.0))
+        assert archive.verify() == []
+    # As modelzip.save(..., replace=True): a missing tag is added.
+    modelzip.save_async(archive_path, "other", {"w": new}, replace=True,
+                        durable=False).result(timeout=60)
+    assert modelzip.open(archive_path).tags == ["base", "Latest", "other"]
+
+
+def test_replace_and_keep_last_errors_are_those_of_save(archive_path):
+    base_archive(archive_path)
+    before = archive_path.read_bytes()
+    w = np.zeros(4, dtype=np.float32)
+    with pytest.raises(modelzip.InvalidArgumentError) as synchronous:
+        modelzip.save(archive_path, "t", {"w": w}, keep_last=0)
+    with pytest.raises(modelzip.InvalidArgumentError) as background:
+        modelzip.save_async(archive_path, "t", {"w": w}, keep_last=0)  # raised before copying
+    assert str(background.value) == str(synchronous.value)
+    with pytest.raises(TypeError):
+        modelzip.save(archive_path, "t", {"w": w}, keep_last=-1)
+    with pytest.raises(TypeError, match=r"^modelzip.save_async\(\) argument 'keep_last' must not "
+                                        "be negative, not -1$"):
+        modelzip.save_async(archive_path, "t", {"w": w}, keep_last=-1)
+    assert archive_path.read_bytes() == before
+    # Nothing was started: the next save runs.
+    modelzip.save_async(archive_path, "t", {"w": w}, keep_last=5, durable=False).result(timeout=60)
+    assert modelzip.open(archive_path).tags == ["base", "t"]
 
 
 def test_done_callbacks_and_as_completed(tmp_path):

@@ -358,3 +358,39 @@ def test_save_checkpoint_keep_last_and_replace(archive_path):
     mzt.load_checkpoint(archive_path, "latest", fresh, fresh_opt)
     for a, b in zip(model.parameters(), fresh.parameters()):
         assert torch.equal(a, b)
+
+
+def test_save_checkpoint_in_the_background_keeps_the_last_and_replaces(archive_path):
+    torch.manual_seed(0)
+    model = Small()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    expected = {}
+    futures = []
+    for step in range(5):
+        train(model, optimizer, 1)
+        expected[step] = ({k: v.clone() for k, v in model.state_dict().items()},
+                          optimizer.state[model.fc1.weight]["momentum_buffer"].clone())
+        futures.append(mzt.save_checkpoint(archive_path, f"step-{step}", model, optimizer,
+                                           durable=False, keep_last=3, blocking=False))
+        futures.append(mzt.save_checkpoint(archive_path, "latest", model, optimizer,
+                                           durable=False, replace=True, blocking=False))
+        # The next training step changes the tensors while these saves are in flight.
+    for future in futures:
+        future.result(timeout=60)
+    with modelzip.open(archive_path) as ar:
+        # Each step-N save keeps 3 tags ("latest" among them), then "latest" moves last.
+        assert ar.tags == ["step-3", "step-4", "latest"]
+        assert ar.verify() == []
+    for tag, step in (("step-3", 3), ("step-4", 4), ("latest", 4)):
+        fresh = Small()
+        fresh_opt = torch.optim.SGD(fresh.parameters(), lr=0.1, momentum=0.9)
+        mzt.load_checkpoint(archive_path, tag, fresh, fresh_opt)
+        assert_same(fresh.state_dict(), expected[step][0], tag)
+        assert_same(fresh_opt.state[fresh.fc1.weight]["momentum_buffer"], expected[step][1], tag)
+    with pytest.raises(modelzip.InvalidArgumentError, match="keep_last") as synchronous:
+        mzt.save_checkpoint(archive_path, "x", model, optimizer, keep_last=0)
+    with pytest.raises(modelzip.InvalidArgumentError, match="keep_last") as background:
+        mzt.save_checkpoint(archive_path, "x", model, optimizer, keep_last=0, blocking=False)
+    assert str(background.value) == str(synchronous.value)
+    with pytest.raises(modelzip.Error, match="replace=True replaces it"):
+        mzt.save_checkpoint(archive_path, "step-4", model, optimizer, blocking=False).result(60)

@@ -25,9 +25,8 @@ namespace modelzip::python {
 
 namespace {
 
-// save_async has no replace option: the hint on a tag that exists names the call that has.
-constexpr std::string_view kReplaceHint =
-    "save_async cannot replace a tag, modelzip.save(..., replace=True) can";
+// The replace option of save_async: the hint on a tag that exists.
+constexpr std::string_view kReplaceHint = "replace=True replaces it";
 
 // Owns one background save. Destroying it waits for the save, without the GIL.
 class PyBackgroundSave {
@@ -75,14 +74,12 @@ std::function<void(Metadata&)> metadata_edit(MetadataFields fields) {
   };
 }
 
-std::unique_ptr<PyBackgroundSave> start(const py::object& path, const std::string& tag,
-                                        const py::handle& arrays, const py::object& share,
-                                        const py::object& compress, const py::object& bfloat16,
-                                        const py::object& dtypes, const py::object& updater,
-                                        const py::object& training,
-                                        const std::optional<MetadataFields>& metadata, bool dedup,
-                                        bool durable, bool append, bool keep_staging,
-                                        unsigned copy_threads) {
+std::unique_ptr<PyBackgroundSave> start(
+    const py::object& path, const std::string& tag, const py::handle& arrays,
+    const py::object& share, const py::object& compress, const py::object& bfloat16,
+    const py::object& dtypes, const py::object& updater, const py::object& training,
+    const std::optional<MetadataFields>& metadata, bool dedup, bool durable, bool append,
+    bool replace, std::optional<std::size_t> keep_last, bool keep_staging, unsigned copy_threads) {
   const std::filesystem::path archive = to_path(path);
   // CUDA tensors are fetched into staging areas the save adopts.
   const py::object fetches = helper("_values", "new_fetches")();
@@ -94,6 +91,8 @@ std::unique_ptr<PyBackgroundSave> start(const py::object& path, const std::strin
   options.writer.dedup = dedup;
   options.writer.durable = durable;
   options.writer.append = append;
+  options.replace = replace;
+  options.keep_last = keep_last;
   if (metadata) options.update_metadata = metadata_edit(*metadata);
   options.keep_staging = keep_staging;
   options.copy_threads = copy_threads;
@@ -129,8 +128,8 @@ void bind_background_save(py::module_& m) {
         py::kw_only(), py::arg("share") = py::none(), py::arg("compress") = false,
         py::arg("bfloat16") = py::tuple(), py::arg("dtypes") = py::none(),
         py::arg("updater") = py::none(), py::arg("training") = py::none(),
-        py::arg("metadata") = py::none(),
-        py::arg("dedup") = true, py::arg("durable") = true, py::arg("append") = true,
+        py::arg("metadata") = py::none(), py::arg("dedup") = true, py::arg("durable") = true,
+        py::arg("append") = true, py::arg("replace") = false, py::arg("keep_last") = py::none(),
         py::arg("keep_staging") = true, py::arg("copy_threads") = 0u,
         "Snapshots the arrays (GIL released) and starts the save: see modelzip.save_async.");
 }

@@ -623,11 +623,13 @@ def save_async(path: PathLike, tag: str, arrays: Mapping[str, Any], *,
                training: Optional[Mapping[str, Any]] = None,
                metadata: Union[Metadata, Mapping[str, Optional[str]], None] = None,
                dedup: bool = True, durable: bool = True, append: bool = True,
+               replace: bool = False, keep_last: Optional[int] = None,
                keep_staging: bool = True) -> SaveFuture:
     """save() in the background: returns once the arrays are copied (later changes never
-    reach the archive); one save per archive at a time (a second one queues, a third
-    call waits); an error nobody retrieved is raised by the next save_async of the
-    archive; interpreter exit waits for saves in flight. See docs/saving.md.
+    reach the archive); replace and keep_last as for save(), in the save's one commit;
+    one save per archive at a time (a second one queues, a third call waits); an error
+    nobody retrieved is raised by the next save_async of the archive; interpreter exit
+    waits for saves in flight. See docs/saving.md.
     """
 
 

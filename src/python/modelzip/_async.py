@@ -122,7 +122,8 @@ def save_async(path: Union[str, "os.PathLike[str]"], tag: str, arrays: Mapping[s
                updater: Optional[Mapping[tuple[str, str], Any]] = None,
                training: Optional[Mapping[str, Any]] = None,
                metadata: Any = None, dedup: bool = True, durable: bool = True,
-               append: bool = True, keep_staging: bool = True) -> SaveFuture:
+               append: bool = True, replace: bool = False, keep_last: Optional[int] = None,
+               keep_staging: bool = True) -> SaveFuture:
     """Adds tag ``tag`` holding ``arrays`` to the archive at ``path`` in the background.
 
     Returns once every array has been copied into staging memory (host
@@ -131,7 +132,10 @@ def save_async(path: Union[str, "os.PathLike[str]"], tag: str, arrays: Mapping[s
     the archive. The write and commit then run in a background thread with
     the guarantees of modelzip.save (the old archive or the new one, also
     after a crash). Arguments as for modelzip.save; ``training`` as for
-    Writer.add_tag; no ``progress``, ``replace`` or ``keep_last``.
+    Writer.add_tag; no ``progress``. ``replace`` replaces an existing tag of
+    that name and ``keep_last=N`` then keeps only the newest N tags, both in
+    the save's one commit (a rolling set of checkpoints saved in the
+    background); keep_last=0 raises here, before anything is copied.
 
     One save per archive at a time: a save started while another save of
     the same archive is in flight is queued behind it (its snapshot taken
@@ -143,10 +147,17 @@ def save_async(path: Union[str, "os.PathLike[str]"], tag: str, arrays: Mapping[s
     check_save_path("modelzip.save_async", path)
     key = os.path.realpath(os.fspath(path))
     _raise_unretrieved(key)
-    handle = _modelzip.start_background_save(
-        path, tag, arrays, share=share, compress=compress, bfloat16=bfloat16, dtypes=dtypes,
-        updater=updater, training=training, metadata=_metadata_fields(metadata), dedup=dedup,
-        durable=durable, append=append, keep_staging=keep_staging)
+    try:
+        handle = _modelzip.start_background_save(
+            path, tag, arrays, share=share, compress=compress, bfloat16=bfloat16, dtypes=dtypes,
+            updater=updater, training=training, metadata=_metadata_fields(metadata), dedup=dedup,
+            durable=durable, append=append, replace=replace, keep_last=keep_last,
+            keep_staging=keep_staging)
+    except TypeError as error:  # an argument of the wrong type: named as the caller wrote it
+        internal = "modelzip.start_background_save()"
+        if not str(error).startswith(internal):
+            raise
+        raise TypeError("modelzip.save_async()" + str(error)[len(internal):]) from None
     future = SaveFuture(handle, os.fspath(path), tag)
     threading.Thread(target=future._complete, args=(key,), name=f"modelzip save {tag}",
                      daemon=False).start()

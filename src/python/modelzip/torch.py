@@ -273,7 +273,8 @@ def save_checkpoint(path: Any, tag: str, model: torch.nn.Module, optimizer: torc
     Tensors are read while the commit runs, without copies. Returns the WriteStats.
     blocking=False: returns once the tensors are copied (modelzip.save_async)
       and writes in the background; returns a modelzip.SaveFuture of the
-      WriteStats. No ``progress`` then.
+      WriteStats (``replace`` and ``keep_last`` apply in its commit). No
+      ``progress`` then.
     """
     if not blocking and progress is not None:
         raise ValueError("progress is not available with blocking=False")
@@ -291,12 +292,10 @@ def save_checkpoint(path: Any, tag: str, model: torch.nn.Module, optimizer: torc
                                 _completed_steps(packed["state"]) if iteration is None else iteration,
                                 scheduler=scheduler, epoch=epoch, properties=properties)
     if not blocking:
-        if replace or keep_last is not None:
-            raise ValueError("replace and keep_last are not available with blocking=False")
         from ._async import save_async
         return save_async(path, tag, model.state_dict(), updater=updater, training=training,
                           compress=compress, metadata=metadata, dedup=dedup, durable=durable,
-                          append=append)
+                          append=append, replace=replace, keep_last=keep_last)
     from . import _metadata_patch
     writer = Writer(path, dedup=dedup, durable=durable, append=append, progress=progress)
     try:
