@@ -3,6 +3,7 @@
 
 #include "cli/args.hpp"
 #include "cli/command.hpp"
+#include "cli/interrupt.hpp"
 #include "cli/json.hpp"
 #include "cli/open_archive.hpp"
 #include "cli/terminal.hpp"
@@ -73,6 +74,10 @@ int run(const std::vector<std::string>& argv) {
     return 0;
   }
   require_existing_archive(path);  // the Writer would create it
+  // A change rewrites the archive: SIGINT and SIGTERM roll it back, as for
+  // the other commands that change an archive (a read alone keeps the default
+  // action, so that Ctrl-C ends it at once).
+  install_interrupt_handlers();
   Writer writer = Writer::open(path, writer_options(path));
   writer.update_metadata([&changes](Metadata& m) {
     for (const auto& [field, value] : changes) m.*(field->member) = value;

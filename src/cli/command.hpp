@@ -22,7 +22,8 @@ struct Command {
   // status 1 means something else (diff: "the tags differ").
   int error_status = 1;
   // Changes an archive: SIGINT and SIGTERM roll the change back and exit
-  // with 128 + the signal (cli/interrupt.hpp).
+  // with 128 + the signal (cli/interrupt.hpp). A command that changes an
+  // archive only with some arguments (meta) installs the handlers itself.
   bool changes_archive = false;
 };
 

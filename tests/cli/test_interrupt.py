@@ -1,7 +1,7 @@
 """SIGINT and SIGTERM during a change of an archive roll it back.
 
 A real signal is sent to a running `modelzip import` (an append of a large
-tensor) and to running rewrites (rm-tag, gc) once their journal or temporary
+tensor) and to running rewrites (rm-tag, gc, meta) once their journal or temporary
 file shows that writing has begun. Right after the process exits (130 for
 SIGINT, 143 for SIGTERM) the archive must be the previous one byte for byte,
 `unzip -t` and Python's zipfile must accept it, and the folder must hold no
@@ -87,7 +87,8 @@ def test_signal_during_append_restores_the_archive(tmp_path, big_npy, sig):
     assert run("tags", path).stdout.split() == [b"base", b"second", b"third"]
 
 
-@pytest.mark.parametrize("command,sig", [("rm-tag", signal.SIGINT), ("gc", signal.SIGTERM)])
+@pytest.mark.parametrize("command,sig", [("rm-tag", signal.SIGINT), ("gc", signal.SIGTERM),
+                                         ("meta", signal.SIGINT)])
 def test_signal_during_rewrite_removes_the_temporary_file(tmp_path, big_npy, command, sig):
     folder = tmp_path / "r"
     folder.mkdir()
@@ -98,7 +99,8 @@ def test_signal_during_rewrite_removes_the_temporary_file(tmp_path, big_npy, com
     run("import", path, "--tag", "small", small)
     before = path.read_bytes()
     # --rewrite: rm-tag would otherwise remove in place (no temporary file).
-    args = ["rm-tag", path, "small", "--rewrite"] if command == "rm-tag" else ["gc", path]
+    args = {"rm-tag": ["rm-tag", path, "small", "--rewrite"], "gc": ["gc", path],
+            "meta": ["meta", path, "--name", "renamed"]}[command]
     code, err = interrupt_when(args, folder,
                                lambda f: any(".mztmp-" in n for n in os.listdir(f)), sig)
     assert code == 128 + sig, err
