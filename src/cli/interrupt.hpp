@@ -1,10 +1,11 @@
 // Ctrl-C and SIGTERM for the commands that change an archive (import,
-// rm-tag, gc, quantize; meta when it has changes): the first SIGINT or SIGTERM asks the library to cancel
-// (modelzip::request_cancel), which rolls the change back -- the archive is
-// the previous one byte for byte, no journal or temporary file is left --
-// and main() then exits with 128 + the signal (130, 143). A second signal
-// ends the process at once (the default action); the next writer then
-// cleans up (journal recovery, stale temporary files), as after SIGKILL.
+// rm-tag, gc, quantize; meta when it has changes): the first SIGINT or
+// SIGTERM asks the library to cancel (modelzip::request_cancel), which
+// rolls the change back -- the archive is the previous one byte for byte,
+// no journal or temporary file is left -- and main() then exits with 128 +
+// the signal (130, 143). A second signal ends the process at once (the
+// default action); the next writer then cleans up (journal recovery, stale
+// temporary files), as after SIGKILL.
 #pragma once
 
 namespace modelzip::cli {
