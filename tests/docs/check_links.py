@@ -89,29 +89,38 @@ def anchors(page: Path, cache: dict[Path, set[str]]) -> set[str]:
     return cache[page]
 
 
+def links(page: Path) -> list[tuple[int, str]]:
+    """(line number, target) of every link of the page; a link's text may span lines."""
+    lines = dict(prose_lines(page.read_text(encoding="utf-8")))
+    text = "\n".join(lines.get(n, "") for n in range(1, max(lines, default=0) + 1))
+    found = [(text.count("\n", 0, m.start(1)) + 1, m.group(1))
+             for pattern in (LINK, HREF) for m in pattern.finditer(text)]
+    return sorted(found)
+
+
 def check(page: Path, source: Path, cache: dict[Path, set[str]]) -> list[str]:
     problems = []
     name = page.relative_to(source)
-    for number, line in prose_lines(page.read_text(encoding="utf-8")):
-        for target in LINK.findall(line) + HREF.findall(line):
-            if not target or SCHEME.match(target):
-                continue
-            path_part, _, fragment = target.partition("#")
-            resolved = (page.parent / path_part).resolve() if path_part else page
-            if not resolved.exists():
-                problems.append(f"{name}:{number}: {target}: no file {path_part}")
-                continue
-            try:
-                resolved.relative_to(source.resolve())
-            except ValueError:
-                problems.append(f"{name}:{number}: {target}: outside the source tree")
-                continue
-            if fragment:
-                if resolved.suffix != ".md":
-                    problems.append(f"{name}:{number}: {target}: an anchor into a file that is not markdown")
-                elif fragment not in anchors(resolved, cache):
-                    problems.append(f"{name}:{number}: {target}: {resolved.name} has no heading "
-                                    f"with the anchor #{fragment}")
+    for number, target in links(page):
+        if not target or SCHEME.match(target):
+            continue
+        path_part, _, fragment = target.partition("#")
+        resolved = (page.parent / path_part).resolve() if path_part else page
+        if not resolved.exists():
+            problems.append(f"{name}:{number}: {target}: no file {path_part}")
+            continue
+        try:
+            resolved.relative_to(source.resolve())
+        except ValueError:
+            problems.append(f"{name}:{number}: {target}: outside the source tree")
+            continue
+        if fragment:
+            if resolved.suffix != ".md":
+                problems.append(f"{name}:{number}: {target}: an anchor into a file that is not "
+                                "markdown")
+            elif fragment not in anchors(resolved, cache):
+                problems.append(f"{name}:{number}: {target}: {resolved.name} has no heading "
+                                f"with the anchor #{fragment}")
     return problems
 
 
@@ -128,9 +137,8 @@ def main() -> int:
     problems = [problem for page in pages for problem in check(page, source, cache)]
     for problem in problems:
         print(problem)
-    links = sum(len(LINK.findall(line)) + len(HREF.findall(line))
-                for page in pages for _, line in prose_lines(page.read_text(encoding="utf-8")))
-    print(f"{len(pages)} pages, {links} links, {len(problems)} that do not resolve")
+    count = sum(len(links(page)) for page in pages)
+    print(f"{len(pages)} pages, {count} links, {len(problems)} that do not resolve")
     return 1 if problems else 0
 
 
