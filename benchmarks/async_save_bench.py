@@ -9,7 +9,8 @@ between runs, so every save writes the full size):
   memcpy          numpy copies of every tensor into buffers allocated once
                   beforehand (the bytes a snapshot must move), one thread
   memcpy (fresh)  the same into new buffers (page faults included)
-  save            modelzip.save, durable=False and durable=True (total time)
+  save            modelzip.save, durable=False (and durable=True with --durable;
+                  save_async too) (total time)
   save_async      time until save_async returns (blocking) and until
                   result() (total); first = a fresh staging area, reused =
                   the staging area of the previous save (the steady state of a
