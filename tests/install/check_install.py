@@ -127,6 +127,7 @@ DESIGNATED_INITIALIZERS = r"""
 #include <modelzip/convert.hpp>
 #include <modelzip/finalfusion/embeddings.hpp>
 #include <modelzip/graph/checkpoint.hpp>
+#include <modelzip/dist/background_save.hpp>
 using namespace modelzip;
 WriterOptions writer{.append = false};
 BackgroundSaveOptions background{.replace = true};
@@ -144,6 +145,10 @@ graph::Op op{.name = "add"};
 graph::Graph graph{.variables = {}};
 training::TrainingConfig config{.updater = training::Adam{}};
 CheckpointSaveOptions save{.share_from_tag = "step-1"};
+CollectiveOptions collective{.durable = false};
+BackgroundCollectiveOptions background_collective{.keep_staging = false};
+Block block{.offset = {0}};
+Communicator::Failure failure{.rank = 1};
 """
 
 
