@@ -106,20 +106,20 @@ class NamedTensors {
 // What params.txt says about one parameter, plus the blob header (dtype and
 // shape) -- all without reading tensor data.
 struct MODELZIP_API ParamInfo {
-  std::string name;   // parameter name; for updater state: the variable
-  std::string state;  // updater state name ("M", "V"...); empty for parameters
+  std::string name{};   // parameter name; for updater state: the variable
+  std::string state{};  // updater state name ("M", "V"...); empty for parameters
   BlobKind kind = BlobKind::tensor;
   DType dtype = DType::float32;  // embeddings: float32 (rows x dims)
-  Shape shape;
+  Shape shape{};
   Layout layout = Layout::dense;
   // Layout::quantized: scheme, storage and the header's parameters (the
   // `scales` and `zero_points` arrays are left empty: no data is read).
   // `dtype` is then the original floating-point type.
-  std::optional<Quantization> quantization;
+  std::optional<Quantization> quantization{};
   std::uint64_t nbytes =
       0;  // uncompressed bytes of tensor data (quantized: integers, scales and zero points)
-  std::string blob;         // entry path of the blob in the zip
-  std::string owner_tag;    // tag whose folder holds the blob
+  std::string blob{};       // entry path of the blob in the zip
+  std::string owner_tag{};  // tag whose folder holds the blob
   bool shared = false;      // the blob belongs to another tag
   bool compressed = false;  // the blob entry is deflated
 };
@@ -140,14 +140,14 @@ enum class ReadMode {
 };
 
 struct MODELZIP_API OpenOptions {
-  Limits limits;         // work and size limits for untrusted input
-  RemoteOptions remote;  // for URLs (modelzip/remote.hpp)
+  Limits limits{};         // work and size limits for untrusted input
+  RemoteOptions remote{};  // for URLs (modelzip/remote.hpp)
 };
 
 // One problem found by Archive::verify.
 struct MODELZIP_API Problem {
-  std::string entry;  // the entry concerned ("" for the archive as a whole)
-  std::string message;
+  std::string entry{};  // the entry concerned ("" for the archive as a whole)
+  std::string message{};
 };
 
 class MODELZIP_API Archive {
@@ -165,6 +165,18 @@ class MODELZIP_API Archive {
   // Reads an archive held in memory; `name` is used in error messages.
   static Archive from_memory(Bytes bytes, std::string name = "<memory>",
                              const OpenOptions& options = {});
+
+  // Copies share the opened archive. Moving copies too, so an Archive moved
+  // from stays usable (its accessors are noexcept and have no "moved from"
+  // to report).
+  Archive(const Archive&) = default;
+  Archive& operator=(const Archive&) = default;
+  Archive(Archive&& other) noexcept : impl_(other.impl_) {}
+  Archive& operator=(Archive&& other) noexcept {
+    impl_ = other.impl_;
+    return *this;
+  }
+  ~Archive() = default;
 
   const std::string& name() const noexcept;  // the path or name given at open
   const Metadata& metadata() const noexcept;

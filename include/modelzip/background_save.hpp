@@ -52,7 +52,7 @@
 namespace modelzip {
 
 struct MODELZIP_API BackgroundSaveOptions {
-  WriterOptions writer;
+  WriterOptions writer{};
   // The tag replaces the archive's tag of the same name (matched without
   // regard to case) if there is one at commit, as Writer::replace_tag: one
   // commit removes the old tag and adds the new one as the newest, so
@@ -63,9 +63,9 @@ struct MODELZIP_API BackgroundSaveOptions {
   // Writer::keep_last staged after the tag (the oldest tags beyond it are
   // removed in the same commit, also those another writer added meanwhile).
   // 0 is an argument error (Error(invalid_argument), thrown by start()).
-  std::optional<std::size_t> keep_last;
+  std::optional<std::size_t> keep_last{};
   // When set, called once in the background at commit (Writer::update_metadata).
-  std::function<void(Metadata&)> update_metadata;
+  std::function<void(Metadata&)> update_metadata{};
   // Keep the staging memory after the save for later saves of this
   // process; false: it is freed when the save ends, and so are the idle
   // buffers earlier saves kept.
@@ -80,7 +80,7 @@ struct MODELZIP_API BackgroundSaveOptions {
   // the caller promises that their bytes do not change after start().
   // (Python's save_async fetches CUDA tensors into such buffers, so that
   // the device's bytes are not copied again.)
-  std::vector<Bytes> adopt;
+  std::vector<Bytes> adopt{};
 };
 
 class MODELZIP_API BackgroundSave {

@@ -122,8 +122,8 @@
 namespace modelzip::convert {
 
 struct MODELZIP_API NamedTensor {
-  std::string name;
-  Tensor tensor;
+  std::string name{};
+  Tensor tensor{};
 };
 
 using StringMap = std::map<std::string, std::string>;
@@ -139,8 +139,8 @@ MODELZIP_API Format format_from_extension(const std::filesystem::path& path);
 // "__metadata__"; empty for the other formats).
 struct MODELZIP_API TensorFile {
   Format format = Format::npy;
-  std::vector<NamedTensor> tensors;
-  StringMap metadata;
+  std::vector<NamedTensor> tensors{};
+  StringMap metadata{};
 };
 
 // --- Readers. The returned tensors may view `data` (they keep it alive).

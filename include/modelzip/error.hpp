@@ -36,11 +36,11 @@ enum class ErrorCode {
 MODELZIP_API std::string_view error_code_name(ErrorCode code) noexcept;
 
 struct MODELZIP_API ErrorContext {
-  std::string archive;                  // path or name of the archive (or standalone file)
-  std::string entry;                    // entry name inside the archive
-  std::string tag;                      // checkpoint tag
-  std::optional<std::uint64_t> line;    // 1-based line in a text entry
-  std::optional<std::uint64_t> offset;  // byte offset inside the entry or file
+  std::string archive{};                  // path or name of the archive (or standalone file)
+  std::string entry{};                    // entry name inside the archive
+  std::string tag{};                      // checkpoint tag
+  std::optional<std::uint64_t> line{};    // 1-based line in a text entry
+  std::optional<std::uint64_t> offset{};  // byte offset inside the entry or file
 };
 
 class MODELZIP_API Error : public std::runtime_error {

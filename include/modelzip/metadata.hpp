@@ -16,10 +16,10 @@ inline constexpr std::uint32_t kFormatVersion = 1;
 
 struct MODELZIP_API Metadata {
   std::uint32_t format_version = kFormatVersion;
-  std::optional<std::string> model_name;
-  std::optional<std::string> model_version;
-  std::optional<std::string> quantization;  // e.g. "none", "int8-per-channel"
-  std::optional<std::string> description;
+  std::optional<std::string> model_name{};
+  std::optional<std::string> model_version{};
+  std::optional<std::string> quantization{};  // e.g. "none", "int8-per-channel"
+  std::optional<std::string> description{};
   std::string writer = "modelzip";  // the software that wrote the archive last
   bool operator==(const Metadata&) const = default;
 };

@@ -72,8 +72,8 @@ struct MODELZIP_API Quantization {
   // shape[axis] zero points (int64). block_symmetric: one scale per block
   // (scale_dtype), no zero points. Empty for affine_per_tensor. In a
   // ParamInfo (header only, no data read) both are empty.
-  Bytes scales;
-  Bytes zero_points;
+  Bytes scales{};
+  Bytes zero_points{};
 
   // The i-th scale / zero point, whatever the scale type (no alignment
   // needed). Throws Error(invalid_argument) when i is out of range.

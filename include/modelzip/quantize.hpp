@@ -57,7 +57,7 @@ struct MODELZIP_API QuantizeOptions {
   // Shell-style globs (fnmatch without flags: `*` also matches `/` and `.`)
   // naming the parameters to quantize. Empty: the default selection below.
   // A glob that matches no parameter of the source tag is an error.
-  std::vector<std::string> params;
+  std::vector<std::string> params{};
   // Default selection: dense float16/bfloat16/float32/float64 tensors of
   // rank >= 2 with at least `min_elements` elements whose name contains none
   // of "bias", "norm", "embed" (ASCII case-insensitive). Never finalfusion
@@ -68,15 +68,15 @@ struct MODELZIP_API QuantizeOptions {
   bool durable = true;  // WriterOptions::durable
   // Hears of the source bytes quantized; returning false cancels (the
   // archive is unchanged).
-  ProgressCallback progress;
+  ProgressCallback progress{};
 };
 
 // Whether the default selection quantizes `param` (see QuantizeOptions).
 MODELZIP_API bool quantize_by_default(const ParamInfo& param, std::uint64_t min_elements);
 
 struct MODELZIP_API QuantizeResult {
-  std::vector<std::string> quantized;   // parameters stored quantized, in params.txt order
-  std::vector<std::string> referenced;  // parameters written as references to the source tag
+  std::vector<std::string> quantized{};   // parameters stored quantized, in params.txt order
+  std::vector<std::string> referenced{};  // parameters written as references to the source tag
   std::uint64_t source_bytes = 0;       // data bytes of the quantized parameters in the source tag
   std::uint64_t quantized_bytes = 0;    // their data bytes now (integers + scales + zero points)
   std::uint64_t bytes_written = 0;      // bytes the commit wrote (Writer::Stats::bytes_written)

@@ -31,19 +31,19 @@ struct MODELZIP_API RemoteOptions {
   // sparse file per URL and version), reused by later opens of the same
   // version until the machine reboots (the file is not synced); least
   // recently used objects are removed beyond cache_limit.
-  std::optional<std::filesystem::path> cache_dir;
-  std::optional<std::uint64_t> cache_limit;
+  std::optional<std::filesystem::path> cache_dir{};
+  std::optional<std::uint64_t> cache_limit{};
   // Keep fetched bytes in memory only (nothing is written to disk).
-  std::optional<bool> no_cache;
-  std::optional<std::string> ca_file;
-  std::optional<double> connect_timeout;  // seconds
-  std::optional<double> low_speed_time;   // seconds
+  std::optional<bool> no_cache{};
+  std::optional<std::string> ca_file{};
+  std::optional<double> connect_timeout{};  // seconds
+  std::optional<double> low_speed_time{};   // seconds
   // A server that ignores Range (answers 200 with the whole object) is only
   // accepted for objects up to this size.
   std::uint64_t max_unranged_bytes = std::uint64_t{64} << 20;
   // Hears of long fetches (more than 8 MiB at once); called from the thread
   // that reads. Returning false cancels (Error(cancelled)).
-  ProgressCallback progress;
+  ProgressCallback progress{};
 };
 
 }  // namespace modelzip

@@ -138,17 +138,17 @@ struct MODELZIP_API WriterOptions {
   // about twice its live data. Other commits, and archives not in that
   // layout (e.g. written by modelzip 0.1.0), are rewritten.
   bool append = true;
-  ProgressCallback progress;
+  ProgressCallback progress{};
   // Called once by a commit that has to wait because another writer (any
   // process or thread) holds the archive's write lock, just before it
   // starts waiting; never when the lock is free. From the committing
   // thread; must not throw. (The CLI says "waiting for the writer of ...".)
-  std::function<void()> on_wait;
+  std::function<void()> on_wait{};
   // Called with a one-line notice when a commit recovered from an earlier
   // writer that was killed mid-append: "rolled back an interrupted save of
   // tag X". From the committing thread, under the lock; must not throw.
   // (The CLI prints it on stderr; Python issues a warning.)
-  std::function<void(const std::string&)> on_notice;
+  std::function<void(const std::string&)> on_notice{};
 };
 
 class MODELZIP_API Writer {
@@ -160,11 +160,18 @@ class MODELZIP_API Writer {
   // again, so changes other writers committed in between are kept).
   static Writer open(const std::filesystem::path& path, WriterOptions options = {});
   ~Writer();
+  // A Writer moved from holds no archive: every member function then throws
+  // Error(invalid_argument) (last_stats() gives empty Stats); assigning a
+  // Writer to it makes it usable again.
   Writer(Writer&&) noexcept;
   Writer& operator=(Writer&&) noexcept;
 
-  // Stages a new tag (validated: name rules, unique without regard to case,
-  // references resolvable). It becomes the newest tag.
+  // Stages a new tag (validated here: name rules, unique without regard to
+  // case). It becomes the newest tag. Its shares (NewTag::share,
+  // share_updater_state) are resolved by commit(), against the archive as it
+  // is then: one that names no tag or parameter throws Error(not_found) from
+  // commit(), and the change stays staged like every change of a commit
+  // that failed, so later commits fail alike; a new Writer::open drops it.
   void add_tag(std::string tag, NewTag contents);
   // Stages a new tag that replaces the tag of the same name (matched
   // without regard to case) if there is one at commit: in one commit the

@@ -1202,17 +1202,31 @@ Writer Writer::open(const std::filesystem::path& path, WriterOptions options) {
   return Writer(std::move(impl));
 }
 
+namespace {
+
+// The state of a Writer that was not moved from; Error(invalid_argument)
+// for one that was (moving leaves no archive behind).
+Writer::Impl& live(const std::unique_ptr<Writer::Impl>& impl) {
+  if (!impl)
+    throw Error(ErrorCode::invalid_argument,
+                "this Writer was moved from: it has no archive (use the Writer it was moved to, "
+                "or Writer::open)");
+  return *impl;
+}
+
+}  // namespace
+
 void Writer::add_tag(std::string tag, NewTag contents) {
   format::check_tag(tag);
-  for (const auto& t : impl_->staged_tags())
+  for (const auto& t : live(impl_).staged_tags())
     if (format::same_tag(t, tag))
-      throw format::tag_exists(t, ErrorContext{.archive = impl_->shown.string(), .tag = tag});
-  impl_->ops.emplace_back(AddOp{std::move(tag), std::move(contents)});
+      throw format::tag_exists(t, ErrorContext{.archive = live(impl_).shown.string(), .tag = tag});
+  live(impl_).ops.emplace_back(AddOp{std::move(tag), std::move(contents)});
 }
 
 void Writer::replace_tag(std::string tag, NewTag contents) {
   format::check_tag(tag);
-  impl_->ops.emplace_back(AddOp{std::move(tag), std::move(contents), true});
+  live(impl_).ops.emplace_back(AddOp{std::move(tag), std::move(contents), true});
 }
 
 void Writer::keep_last(std::size_t n) {
@@ -1220,42 +1234,43 @@ void Writer::keep_last(std::size_t n) {
     throw Error(ErrorCode::invalid_argument,
                 "keep_last needs at least 1 tag to keep (remove tags one by one to empty an "
                 "archive)",
-                ErrorContext{.archive = impl_->shown.string()});
-  impl_->ops.emplace_back(KeepLastOp{n});
+                ErrorContext{.archive = live(impl_).shown.string()});
+  live(impl_).ops.emplace_back(KeepLastOp{n});
 }
 
 void Writer::remove_tag(std::string_view tag) {
-  auto tags = impl_->staged_tags();
+  auto tags = live(impl_).staged_tags();
   auto it = std::find_if(tags.begin(), tags.end(),
                          [&](const std::string& t) { return format::same_tag(t, tag); });
   if (it == tags.end())
     throw Error(ErrorCode::not_found, "no such tag to remove" + detail::did_you_mean(tag, tags),
-                ErrorContext{.archive = impl_->shown.string(), .tag = std::string(tag)});
-  impl_->ops.emplace_back(RemoveOp{*it});
+                ErrorContext{.archive = live(impl_).shown.string(), .tag = std::string(tag)});
+  live(impl_).ops.emplace_back(RemoveOp{*it});
 }
 
 void Writer::update_metadata(std::function<void(Metadata&)> edit) {
-  impl_->metadata_edits.push_back(std::move(edit));
+  live(impl_).metadata_edits.push_back(std::move(edit));
 }
 
 void Writer::collect_garbage() {
-  impl_->ops.emplace_back(GcOp{});
+  live(impl_).ops.emplace_back(GcOp{});
 }
 
 std::vector<std::string> Writer::tags() const {
-  return impl_->staged_tags();
+  return live(impl_).staged_tags();
 }
 
 void Writer::commit() {
   try {
-    impl_->commit();
+    live(impl_).commit();
   } catch (const Error& e) {
-    throw impl_->as_shown(e);
+    throw live(impl_).as_shown(e);
   }
 }
 
 const Writer::Stats& Writer::last_stats() const noexcept {
-  return impl_->last_stats;
+  static const Stats none;
+  return impl_ ? impl_->last_stats : none;
 }
 
 }  // namespace modelzip

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
 
 #include "../zip/expect_error.hpp"
 #include "model_builder.hpp"
@@ -116,6 +117,44 @@ TEST_CASE("A commit with nothing staged leaves the archive byte for byte as it i
   CHECK(io_bytes(path) == before);
   CHECK(std::filesystem::last_write_time(path) == modified);
   CHECK(w.tags() == std::vector<std::string>{"v0"});
+}
+
+TEST_CASE("A Writer moved from throws Error(invalid_argument); assigning to it revives it") {
+  std::mt19937_64 rng(29);
+  TempDir dir;
+  const auto path = dir / "m.zip";
+  commit_tag(path, "v0", floats(rng, 10));
+  Writer w = Writer::open(path);
+  Writer moved = std::move(w);
+  for (const auto& call : std::vector<std::function<void()>>{
+           [&] { (void)w.tags(); }, [&] { w.commit(); }, [&] { w.add_tag("v1", NewTag{}); },
+           [&] { w.replace_tag("v0", NewTag{}); }, [&] { w.remove_tag("v0"); },
+           [&] { w.keep_last(1); }, [&] { w.update_metadata([](Metadata&) {}); },
+           [&] { w.collect_garbage(); }}) {
+    auto e = caught(call);
+    REQUIRE(e);
+    CHECK(e->code() == ErrorCode::invalid_argument);
+    CHECK(std::string(e->what()).find("moved from") != std::string::npos);
+  }
+  CHECK(w.last_stats().bytes_written == 0);
+  CHECK(moved.tags() == std::vector<std::string>{"v0"});
+  w = Writer::open(path);
+  CHECK(w.tags() == std::vector<std::string>{"v0"});
+}
+
+TEST_CASE("An Archive moved from stays usable: moving copies") {
+  std::mt19937_64 rng(31);
+  TempDir dir;
+  const auto path = dir / "m.zip";
+  commit_tag(path, "v0", floats(rng, 10));
+  Archive a = Archive::open(path);
+  Archive b = std::move(a);
+  CHECK(a.tags() == std::vector<std::string>{"v0"});  // NOLINT(bugprone-use-after-move)
+  CHECK(a.tensor("w").numel() == 10);
+  Archive c = Archive::open(path);
+  c = std::move(b);
+  CHECK(b.name() == path.string());  // NOLINT(bugprone-use-after-move)
+  CHECK(c.newest_tag() == "v0");
 }
 
 // Run as "nobody" when the tests run as root (root may write a 0444 file).

@@ -197,3 +197,19 @@ TEST_SUITE("finalfusion") {
                         std::filesystem::directory_iterator()) == 1);
   }
 }
+
+TEST_CASE("Embeddings and Vocab moved from stay usable: moving copies the shared state") {
+  Vocab vocab = Vocab::simple({"a", "b"});
+  Vocab moved_vocab = std::move(vocab);
+  CHECK(vocab.rows() == 2);  // NOLINT(bugprone-use-after-move)
+  auto e = Embeddings::from_matrix(moved_vocab, {1, 0, 0, 1}, 2);
+  Embeddings moved = std::move(e);
+  CHECK(e.rows() == 2);  // NOLINT(bugprone-use-after-move)
+  CHECK(e.dims() == 2);
+  CHECK(e.vocab().words()[1] == "b");
+  CHECK(e.embedding("a").has_value());
+  Embeddings other = Embeddings::from_matrix(Vocab::simple({"c"}), {3, 4}, 2);
+  other = std::move(moved);
+  CHECK(moved.rows() == 2);  // NOLINT(bugprone-use-after-move)
+  CHECK(other.rows() == 2);
+}

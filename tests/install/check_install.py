@@ -119,6 +119,55 @@ def test_headers_stand_alone(root):
             assert proc.returncode == 0, f"{key(header)} alone:\n{proc.stderr}"
 
 
+# Designated initializers of the option and value structs, as a user writes
+# them (the project's own build passes -Wno-missing-field-initializers; a
+# user's -Wextra does not).
+DESIGNATED_INITIALIZERS = r"""
+#include <modelzip/modelzip.hpp>
+#include <modelzip/convert.hpp>
+#include <modelzip/finalfusion/embeddings.hpp>
+#include <modelzip/graph/checkpoint.hpp>
+#include <modelzip/dist/background_save.hpp>
+using namespace modelzip;
+WriterOptions writer{.append = false};
+BackgroundSaveOptions background{.replace = true};
+QuantizeOptions quantize{.min_elements = 1};
+OpenOptions open{.limits = {}};
+RemoteOptions remote{.cache_limit = 1};
+ErrorContext context{.archive = "model.zip"};
+Metadata metadata{.model_name = "mlp"};
+ParamInfo info{.name = "w"};
+Problem problem{.entry = "e"};
+convert::NamedTensor named{.name = "w"};
+convert::TensorFile file{.format = convert::Format::npz};
+finalfusion::WordSimilarity similarity{.word = "a"};
+graph::Op op{.name = "add"};
+graph::Graph graph{.variables = {}};
+training::TrainingConfig config{.updater = training::Adam{}};
+CheckpointSaveOptions save{.share_from_tag = "step-1"};
+CollectiveOptions collective{.durable = false};
+BackgroundCollectiveOptions background_collective{.keep_staging = false};
+Block block{.offset = {0}};
+Communicator::Failure failure{.rank = 1};
+"""
+
+
+def test_headers_compile_cleanly_with_warnings_on(root, tmp_path):
+    """A user's -Wall -Wextra -Wpedantic -Werror (g++ and clang++, C++20 and C++23): no
+    installed header warns, alone or when its structs are designated-initialized."""
+    include = inside(root, under_prefix("MODELZIP_INCLUDEDIR", "include"))
+    source = tmp_path / "designated.cpp"
+    source.write_text(DESIGNATED_INITIALIZERS)
+    compilers = [c for c in ("g++", "clang++") if shutil.which(c)]
+    assert compilers
+    runs = [[c, f"-std={std}", "-Wall", "-Wextra", "-Wpedantic", "-Werror", "-fsyntax-only",
+             "-I", str(include), str(source)] for c in compilers for std in ("c++20", "c++2b")]
+    with ThreadPoolExecutor(2) as pool:
+        for args, proc in zip(runs, pool.map(
+                lambda a: subprocess.run(a, capture_output=True, text=True), runs)):
+            assert proc.returncode == 0, f"{' '.join(args[:2])}:\n{proc.stderr}"
+
+
 def test_pkg_config_file(root):
     libdir = inside(root, under_prefix("MODELZIP_LIBDIR", "lib"))
     include = inside(root, under_prefix("MODELZIP_INCLUDEDIR", "include"))

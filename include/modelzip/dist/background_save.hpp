@@ -74,7 +74,7 @@ struct MODELZIP_API BackgroundCollectiveOptions {
   // as BackgroundSaveOptions::adopt (modelzip/background_save.hpp): staged
   // bytes lying wholly inside one of them are written from there; they are
   // kept alive until the save ends and must not change after start().
-  std::vector<Bytes> adopt;
+  std::vector<Bytes> adopt{};
 };
 
 class MODELZIP_API BackgroundCollectiveSave {

@@ -46,7 +46,7 @@ class MODELZIP_API Communicator {
   // all succeeded.
   struct Failure {
     int rank = 0;
-    std::string message;
+    std::string message{};
   };
   virtual std::optional<Failure> agree(std::string_view error) = 0;
 };

@@ -79,8 +79,8 @@ namespace modelzip {
 // `offset[d]` is its first index in dimension d, `shape[d]` its extent. The
 // one type for a block, written (add_shard) and read (read_block).
 struct MODELZIP_API Block {
-  std::vector<std::int64_t> offset;
-  Shape shape;
+  std::vector<std::int64_t> offset{};
+  Shape shape{};
 };
 
 // Part `part` of `parts` of `global_shape` split along dimension `dim` as
@@ -95,7 +95,7 @@ struct MODELZIP_API CollectiveOptions {
   int root = 0;         // the rank that locks, journals and writes the directory
   // Called on the root with "rolled back an interrupted save of tag X" when
   // it recovered from an earlier commit that was killed (WriterOptions).
-  std::function<void(const std::string&)> on_notice;
+  std::function<void(const std::string&)> on_notice{};
   // How long the root, undoing a failed commit of an existing archive, waits
   // for ranks still writing into it (their writing locks, FORMAT.md §8.4)
   // before it gives up and leaves the append journal to the next writer
@@ -104,7 +104,7 @@ struct MODELZIP_API CollectiveOptions {
   // MODELZIP_RANK_LOCK_TIMEOUT (seconds, a decimal number >= 0, e.g. "0.5"),
   // else 60 s. commit() throws Error(invalid_argument) on every rank for a
   // negative value or a malformed variable.
-  std::optional<std::chrono::milliseconds> rank_lock_timeout;
+  std::optional<std::chrono::milliseconds> rank_lock_timeout{};
 };
 
 struct MODELZIP_API CollectiveStats {

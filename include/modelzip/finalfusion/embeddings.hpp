@@ -137,6 +137,17 @@ MODELZIP_API std::string_view vocab_kind_name(VocabKind kind) noexcept;
 
 class MODELZIP_API Vocab {
  public:
+  // Copies share the same immutable state. Moving copies too, so a Vocab
+  // moved from stays usable (its accessors are noexcept).
+  Vocab(const Vocab&) = default;
+  Vocab& operator=(const Vocab&) = default;
+  Vocab(Vocab&& other) noexcept : impl_(other.impl_) {}
+  Vocab& operator=(Vocab&& other) noexcept {
+    impl_ = other.impl_;
+    return *this;
+  }
+  ~Vocab() = default;
+
   // Throw Error(invalid_argument) on duplicate words, invalid UTF-8,
   // min_n == 0 or min_n > max_n, or sizes that overflow.
   static Vocab simple(std::vector<std::string> words);
@@ -223,22 +234,33 @@ MODELZIP_API std::vector<std::uint64_t> floret_buckets(std::string_view ngram,
 // Embeddings.
 
 struct MODELZIP_API WordSimilarity {
-  std::string word;
-  float similarity;  // cosine similarity
+  std::string word{};
+  float similarity{};  // cosine similarity
   bool operator==(const WordSimilarity&) const = default;
 };
 
 // Layout of a product quantizer (chunk 4).
 struct MODELZIP_API QuantizerInfo {
-  std::uint32_t n_subquantizers;  // M: codes per row
-  std::uint32_t n_centroids;      // K: centroids per subquantizer (<= 256)
-  std::uint32_t dims;             // D: reconstructed length, a multiple of M
-  bool has_projection;            // a D x D rotation applied before quantization
-  bool has_norms;                 // rows were normalised; reconstruction is scaled
+  std::uint32_t n_subquantizers{};  // M: codes per row
+  std::uint32_t n_centroids{};      // K: centroids per subquantizer (<= 256)
+  std::uint32_t dims{};             // D: reconstructed length, a multiple of M
+  bool has_projection{};            // a D x D rotation applied before quantization
+  bool has_norms{};                 // rows were normalised; reconstruction is scaled
 };
 
 class MODELZIP_API Embeddings {
  public:
+  // Copies share the same immutable state. Moving copies too, so a Embeddings
+  // moved from stays usable (its accessors are noexcept).
+  Embeddings(const Embeddings&) = default;
+  Embeddings& operator=(const Embeddings&) = default;
+  Embeddings(Embeddings&& other) noexcept : state_(other.state_) {}
+  Embeddings& operator=(Embeddings&& other) noexcept {
+    state_ = other.state_;
+    return *this;
+  }
+  ~Embeddings() = default;
+
   // Parses a complete .fifu file. `name` is used in error messages (as the
   // entry name). The result keeps `file` alive (see the top of this file).
   static Embeddings read(Bytes file, std::string name = {});
@@ -333,7 +355,7 @@ struct MODELZIP_API FileSummary {
   std::uint32_t max_n = 0;
   std::uint64_t rows = 0;                  // storage rows
   std::uint64_t dims = 0;                  // components per row
-  std::optional<QuantizerInfo> quantizer;  // set for QuantizedArray storage
+  std::optional<QuantizerInfo> quantizer{};  // set for QuantizedArray storage
   bool norms = false;                      // an NdNorms chunk is present
   bool metadata = false;                   // a Metadata chunk is present
 };
@@ -366,7 +388,7 @@ struct MODELZIP_API PqOptions {
 struct MODELZIP_API QuantizeResult {
   Embeddings embeddings;
   // Mean over all rows and components of (original - reconstructed)^2.
-  double mean_squared_error;
+  double mean_squared_error{};
 };
 
 // Quantizes every storage row (words and subword rows). Vocabulary,

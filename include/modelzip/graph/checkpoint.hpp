@@ -49,10 +49,10 @@ inline constexpr std::string_view kTrainingConfigEntryName = "trainingConfig.fb"
 using UpdaterState = std::map<std::string, std::map<std::string, Tensor>>;
 
 struct MODELZIP_API Checkpoint {
-  graph::Graph graph;
-  std::optional<training::TrainingConfig> training;  // none: inference only
-  std::map<std::string, Tensor> params;              // variable name -> value
-  UpdaterState updater_state;
+  graph::Graph graph{};
+  std::optional<training::TrainingConfig> training{};  // none: inference only
+  std::map<std::string, Tensor> params{};              // variable name -> value
+  UpdaterState updater_state{};
 };
 
 // Throws Error(invalid_argument) naming the first consistency rule broken.
@@ -60,7 +60,7 @@ MODELZIP_API void check_checkpoint(const Checkpoint& checkpoint, const Limits& l
 
 struct MODELZIP_API CheckpointSaveOptions {
   // Compression of new parameter and updater-state blobs.
-  ParamOptions param_options;
+  ParamOptions param_options{};
   // Compression of graph.fb and trainingConfig.fb.
   Compression metadata_compression = Compression::store;
   // Parameters written as references to the parameter of the same name in
@@ -69,8 +69,8 @@ struct MODELZIP_API CheckpointSaveOptions {
   // Checkpoint::params, for the consistency checks). The Writer's dedup
   // (WriterOptions::dedup, on by default) finds unchanged blobs by content
   // as well; explicit sharing skips hashing and comparing them.
-  std::string share_from_tag;
-  std::vector<std::string> unchanged_params;
+  std::string share_from_tag{};
+  std::vector<std::string> unchanged_params{};
 };
 
 // The tag contents of `checkpoint` (checked first): the one way to write a

@@ -53,7 +53,7 @@ MODELZIP_API std::string_view variable_kind_name(VariableKind kind) noexcept;
 inline constexpr std::int64_t kUnknownDim = -1;
 
 struct MODELZIP_API Variable {
-  std::string name;
+  std::string name{};
   VariableKind kind = VariableKind::variable;
   DType dtype = DType::float32;
   // Dimensions (kUnknownDim where unknown); nullopt when even the rank is
@@ -76,23 +76,23 @@ struct MODELZIP_API Variable {
 // One named op argument.
 template <class T>
 struct NamedArg {
-  std::string name;
+  std::string name{};
   T value{};
   bool operator==(const NamedArg&) const = default;
 };
 
 struct MODELZIP_API Op {
-  std::string name;
-  std::string type;  // op type name, e.g. "matmul"
-  std::vector<std::string> inputs;
-  std::vector<std::string> outputs;
-  std::vector<std::string> control_deps;  // variables computed first
+  std::string name{};
+  std::string type{};  // op type name, e.g. "matmul"
+  std::vector<std::string> inputs{};
+  std::vector<std::string> outputs{};
+  std::vector<std::string> control_deps{};  // variables computed first
   // SameDiff's iArgs, tArgs, bArgs and dArgs with their names, plus strings.
-  std::vector<NamedArg<std::int64_t>> i_args;
-  std::vector<NamedArg<double>> t_args;
-  std::vector<NamedArg<bool>> b_args;
-  std::vector<NamedArg<DType>> d_args;
-  std::vector<NamedArg<std::string>> s_args;
+  std::vector<NamedArg<std::int64_t>> i_args{};
+  std::vector<NamedArg<double>> t_args{};
+  std::vector<NamedArg<bool>> b_args{};
+  std::vector<NamedArg<DType>> d_args{};
+  std::vector<NamedArg<std::string>> s_args{};
 
   // Append an argument; return *this for chaining.
   Op& add_i_arg(std::string arg_name, std::int64_t value);
@@ -114,10 +114,10 @@ struct MODELZIP_API Op {
 };
 
 struct MODELZIP_API Graph {
-  std::vector<Variable> variables;
-  std::vector<Op> ops;  // in execution order when known
-  std::vector<std::string> outputs;
-  std::vector<std::string> loss_variables;
+  std::vector<Variable> variables{};
+  std::vector<Op> ops{};  // in execution order when known
+  std::vector<std::string> outputs{};
+  std::vector<std::string> loss_variables{};
 
   // Append a variable of the given kind. The returned reference is valid
   // until the next append. Names are checked by validate_graph, not here.

@@ -179,7 +179,7 @@ struct MODELZIP_API ScheduleStep {
 };
 struct MODELZIP_API MapSchedule {  // value of the last step with start <= i
   ScheduleType type = ScheduleType::iteration;
-  std::vector<ScheduleStep> steps;
+  std::vector<ScheduleStep> steps{};
   bool operator==(const MapSchedule&) const = default;
 };
 
@@ -187,7 +187,7 @@ struct Schedule;
 // Warm-up: base(i) * min(1, (iteration + 1) / num_iterations). The base is
 // immutable and shared between copies (make one with ramp()).
 struct MODELZIP_API RampSchedule {
-  std::shared_ptr<const Schedule> base;
+  std::shared_ptr<const Schedule> base{};
   std::int64_t num_iterations = 1;
   bool operator==(const RampSchedule& other) const;  // compares *base
 };
@@ -237,21 +237,21 @@ struct MODELZIP_API Regularization {
 struct MODELZIP_API TrainingConfig {
   Updater updater = Adam{};
   // Replaces the updater's fixed learning rate when set.
-  std::optional<Schedule> learning_rate_schedule;
-  std::vector<Regularization> regularization;
+  std::optional<Schedule> learning_rate_schedule{};
+  std::vector<Regularization> regularization{};
   bool minimize = true;
   // Placeholders fed by the i-th features / labels / masks of a data set.
-  std::vector<std::string> feature_mapping;
-  std::vector<std::string> label_mapping;
-  std::vector<std::string> feature_mask_mapping;
-  std::vector<std::string> label_mask_mapping;
+  std::vector<std::string> feature_mapping{};
+  std::vector<std::string> label_mapping{};
+  std::vector<std::string> feature_mask_mapping{};
+  std::vector<std::string> label_mask_mapping{};
   // Empty: the graph's loss variables.
-  std::vector<std::string> loss_variables;
+  std::vector<std::string> loss_variables{};
   // Completed iterations (updater steps) and epochs.
   std::int64_t iteration_count = 0;
   std::int64_t epoch_count = 0;
   // Free-form (data loader position, seeds...).
-  std::map<std::string, std::string> properties;
+  std::map<std::string, std::string> properties{};
 
   bool operator==(const TrainingConfig&) const = default;
 };
