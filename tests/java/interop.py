@@ -9,6 +9,12 @@
                                    embedding parameter "words" of TAG
     interop.py bools ARCHIVE TAG   saves the bool array "b" whose bytes are
                                    0, 1, 2, 255 (any non-zero byte is true)
+    interop.py meta ARCHIVE [FIELD=VALUE]...
+                                   sets the metadata fields given (model_name,
+                                   model_version, quantization, description;
+                                   an empty VALUE clears the field), then prints
+                                   each field of the metadata as Python reads
+                                   it, one FIELD=repr(value) a line
     interop.py serve ROOT          serves ROOT with nginx on 127.0.0.1 (as the
                                    remote tests do), prints its base URL, and
                                    stops when its standard input closes
@@ -137,6 +143,21 @@ def bools(path, tag):
     modelzip.save(path, tag, {"b": np.array([0, 1, 2, 255], dtype=np.uint8).view(np.bool_)})
 
 
+def meta(path, assignments):
+    import modelzip
+    changes = {}
+    for assignment in assignments:
+        field, _, value = assignment.partition("=")
+        changes[field] = value or None
+    if changes:
+        modelzip.update_metadata(path, changes)
+    with modelzip.open(path) as archive:
+        m = archive.metadata
+        for field in ("format_version", "model_name", "model_version", "quantization",
+                      "description", "writer"):
+            print(f"{field}={getattr(m, field)!r}")
+
+
 def serve(root):
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "remote"))
     import servers
@@ -159,6 +180,8 @@ if __name__ == "__main__":
         embed(sys.argv[2], sys.argv[3], sys.argv[4])
     elif command == "bools" and len(sys.argv) == 4:
         bools(sys.argv[2], sys.argv[3])
+    elif command == "meta" and len(sys.argv) >= 3:
+        meta(sys.argv[2], sys.argv[3:])
     elif command == "serve" and len(sys.argv) == 3:
         serve(sys.argv[2])
     else:

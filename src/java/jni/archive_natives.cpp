@@ -1,10 +1,13 @@
 // The natives of org.modelzip.Archive (declared in Native.java): reading
-// through modelzip::Archive, saving and removing tags through
+// (metadata too) through modelzip::Archive, saving and removing tags through
 // modelzip::Writer. A jlong archive is a heap modelzip::Archive owned by a
 // Java NativeHandle; a jlong tensor a heap modelzip::Tensor.
 #include "natives.hpp"
 
+#include <iterator>
 #include <map>
+#include <optional>
+#include <string>
 
 #include "format/tag_name.hpp"
 #include "modelzip/archive.hpp"
@@ -103,9 +106,37 @@ jobjectArray archive_verify(JNIEnv* env, jclass, jlong archive) {
   });
 }
 
+jobjectArray archive_metadata(JNIEnv* env, jclass, jlong archive) {
+  return guarded(env, [&] {
+    const Metadata& m = archive_of(archive).metadata();
+    const std::optional<std::string> fields[] = {std::to_string(m.format_version),
+                                                 m.model_name,
+                                                 m.model_version,
+                                                 m.quantization,
+                                                 m.description,
+                                                 m.writer};
+    jobjectArray out = env->NewObjectArray(static_cast<jsize>(std::size(fields)),
+                                           java_types().byte_array, nullptr);
+    check(env);
+    for (std::size_t i = 0; i < std::size(fields); ++i) {
+      if (!fields[i]) continue;  // stays null: not set
+      jbyteArray item = to_java_bytes(env, *fields[i]);
+      env->SetObjectArrayElement(out, static_cast<jsize>(i), item);
+      env->DeleteLocalRef(item);
+    }
+    return out;
+  });
+}
+
+// keep_last: 0 keeps every tag (Java refuses other values below 1 before
+// calling).
 void archive_save(JNIEnv* env, jclass, jbyteArray path, jbyteArray tag, jobjectArray names,
-                  jlongArray tensors, jboolean replace) {
+                  jlongArray tensors, jboolean replace, jint keep_last, jboolean durable,
+                  jboolean compress, jboolean dedup) {
   guarded(env, [&] {
+    if (keep_last < 0)
+      throw Error(ErrorCode::invalid_argument,
+                  "keep_last must be at least 1, not " + std::to_string(keep_last));
     const std::vector<std::string> param_names = to_strings(env, names);
     const std::vector<std::int64_t> handles = to_longs(env, tensors);
     if (param_names.size() != handles.size())
@@ -117,14 +148,18 @@ void archive_save(JNIEnv* env, jclass, jbyteArray path, jbyteArray tag, jobjectA
     try {
       // The Java caller holds every tensor open until this returns, so the
       // tensors (copies sharing their bytes) stay valid through commit().
+      const ParamOptions param_options{.compression =
+                                           compress ? Compression::deflate : Compression::store};
       NewTag contents;
       for (std::size_t i = 0; i < handles.size(); ++i)
-        contents.add(param_names[i], from_handle<Tensor>(handles[i]));
-      Writer writer = Writer::open(archive_path);
+        contents.add(param_names[i], from_handle<Tensor>(handles[i]), param_options);
+      Writer writer = Writer::open(archive_path, WriterOptions{.dedup = dedup != JNI_FALSE,
+                                                               .durable = durable != JNI_FALSE});
       if (replace)
         writer.replace_tag(tag_name, std::move(contents));
       else
         writer.add_tag(tag_name, std::move(contents));
+      if (keep_last > 0) writer.keep_last(static_cast<std::size_t>(keep_last));
       writer.commit();
     } catch (const Error& e) {
       throw format::with_replace_hint(e.with_context({.archive = archive_path, .tag = tag_name}),
@@ -149,7 +184,8 @@ const JNINativeMethod kMethods[] = {
     native_method("archiveTensor", "(J[B[B)Lorg/modelzip/Tensor;", archive_tensor),
     native_method("archiveLoad", "(J[B)[Ljava/lang/Object;", archive_load),
     native_method("archiveVerify", "(J)[[B", archive_verify),
-    native_method("archiveSave", "([B[B[[B[JZ)V", archive_save),
+    native_method("archiveSave", "([B[B[[B[JZIZZZ)V", archive_save),
+    native_method("archiveMetadata", "(J)[[B", archive_metadata),
     native_method("archiveRemoveTag", "([B[B)V", archive_remove_tag),
 };
 

@@ -122,6 +122,17 @@ public final class Archive implements AutoCloseable {
   }
 
   /**
+   * The archive's metadata (modelzip.toml): model name, version,
+   * quantization, description, the format version and the last writer.
+   */
+  public Metadata metadata() {
+    byte[][] fields = handle.call(Native::archiveMetadata);
+    return new Metadata(Integer.parseInt(Native.string(fields[0])), Native.string(fields[1]),
+        Native.string(fields[2]), Native.string(fields[3]), Native.string(fields[4]),
+        Native.string(fields[5]));
+  }
+
+  /**
    * Checks everything (zip structure, every CRC, every blob and reference)
    * and returns the problems found, each as "entry: message"; empty when the
    * archive is valid.
@@ -136,7 +147,8 @@ public final class Archive implements AutoCloseable {
    * atomic and durable: the file holds the old archive or the new one, never
    * a mix, and a failed save leaves the old one as it was. Tensors equal to
    * data already in the archive are stored as references (dedup). Tensors
-   * are not copied; they must stay open during the call.
+   * are not copied; they must stay open during the call. The same as
+   * {@code save(path, tag, tensors, SaveOptions.defaults())}.
    *
    * @throws ModelzipException ALREADY_EXISTS if the tag exists (in any letter
    *     case; {@link #replace} replaces it), INVALID_ARGUMENT for a bad tag or parameter name, IO when the
@@ -144,7 +156,7 @@ public final class Archive implements AutoCloseable {
    * @throws IllegalStateException if one of the tensors is closed
    */
   public static void save(String path, String tag, Map<String, Tensor> tensors) {
-    save(path, tag, tensors, false);
+    save(path, tag, tensors, SaveOptions.defaults());
   }
 
   /**
@@ -154,20 +166,35 @@ public final class Archive implements AutoCloseable {
    * never neither (as {@link #removeTag} then {@link #save} could). The new
    * tag becomes the newest, with the new spelling; its tensors are compared
    * for dedup with the other tags, not with the one it replaces. Without a
-   * tag of that name it is a plain save.
+   * tag of that name it is a plain save. The same as
+   * {@code save(path, tag, tensors, SaveOptions.defaults().replace(true))}.
    *
    * @throws ModelzipException INVALID_ARGUMENT for a bad tag or parameter
    *     name, IO when the file cannot be written
    * @throws IllegalStateException if one of the tensors is closed
    */
   public static void replace(String path, String tag, Map<String, Tensor> tensors) {
-    save(path, tag, tensors, true);
+    save(path, tag, tensors, SaveOptions.defaults().replace(true));
   }
 
-  private static void save(String path, String tag, Map<String, Tensor> tensors, boolean replace) {
+  /**
+   * Saves {@code tag} as {@link #save(String, String, Map)} does, in one
+   * commit shaped by {@code options}: replacing a tag of that name, keeping
+   * only the newest tags, without fsync, deflated, without dedup (see
+   * {@link SaveOptions}). A rolling checkpoint of a training loop:
+   * {@code save(path, "step-" + step, tensors, SaveOptions.defaults().keepLast(3))}.
+   *
+   * @throws ModelzipException ALREADY_EXISTS if the tag exists and
+   *     {@code options} do not replace it, INVALID_ARGUMENT for a bad tag or
+   *     parameter name, IO when the file cannot be written
+   * @throws IllegalStateException if one of the tensors is closed
+   */
+  public static void save(String path, String tag, Map<String, Tensor> tensors,
+      SaveOptions options) {
     Objects.requireNonNull(path, "path");
     Objects.requireNonNull(tag, "tag");
     Objects.requireNonNull(tensors, "tensors");
+    Objects.requireNonNull(options, "options");
     List<NativeHandle.Use> uses = new ArrayList<>(tensors.size());
     try {
       byte[][] names = new byte[tensors.size()][];
@@ -179,7 +206,8 @@ public final class Archive implements AutoCloseable {
         uses.add(use);
         pointers[i++] = use.pointer();
       }
-      Native.archiveSave(Native.utf8(path), Native.utf8(tag), names, pointers, replace);
+      Native.archiveSave(Native.utf8(path), Native.utf8(tag), names, pointers, options.replace(),
+          options.keepLast().orElse(0), options.durable(), options.compress(), options.dedup());
     } finally {
       for (NativeHandle.Use use : uses) {
         use.close();

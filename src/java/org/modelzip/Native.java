@@ -97,9 +97,19 @@ final class Native {
   /** Returns {byte[][] names, Tensor[] tensors}, in params.txt order. */
   static native Object[] archiveLoad(long archive, byte[] tag);
   static native byte[][] archiveVerify(long archive);
-  /** {@code replace}: the tag replaces one of its name in the same commit (Writer::replace_tag). */
+  /**
+   * {@code replace}: the tag replaces one of its name in the same commit
+   * (Writer::replace_tag); {@code keepLast} > 0: Writer::keep_last in the same
+   * commit, 0: every tag kept; {@code compress}: every tensor deflated;
+   * {@code durable}, {@code dedup}: WriterOptions.
+   */
   static native void archiveSave(byte[] path, byte[] tag, byte[][] names, long[] tensors,
-      boolean replace);
+      boolean replace, int keepLast, boolean durable, boolean compress, boolean dedup);
+  /**
+   * {format_version (decimal), model_name, model_version, quantization,
+   * description, writer}; an unset optional field is null.
+   */
+  static native byte[][] archiveMetadata(long archive);
   static native void archiveRemoveTag(byte[] path, byte[] tag);
 
   // --- Tensor (jni/tensor_natives.cpp)

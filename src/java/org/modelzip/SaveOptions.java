@@ -1,0 +1,137 @@
+package org.modelzip;
+
+import java.util.OptionalInt;
+
+/**
+ * How {@link Archive#save(String, String, java.util.Map, SaveOptions)}
+ * commits: the options of C++'s {@code WriterOptions} and
+ * {@code Writer::keep_last}, and of Python's {@code modelzip.save}, under
+ * the same names.
+ *
+ * <pre>{@code
+ * SaveOptions rolling = SaveOptions.defaults().keepLast(3).compress(true);
+ * }</pre>
+ *
+ * <p>Immutable: each method returns a new object, so one instance may be
+ * shared by several threads and saves.
+ */
+public final class SaveOptions {
+  private static final SaveOptions DEFAULTS = new SaveOptions(0, true, false, true, false);
+
+  private final int keepLast;  // 0: keep every tag
+  private final boolean durable;
+  private final boolean compress;
+  private final boolean dedup;
+  private final boolean replace;
+
+  private SaveOptions(int keepLast, boolean durable, boolean compress, boolean dedup,
+      boolean replace) {
+    this.keepLast = keepLast;
+    this.durable = durable;
+    this.compress = compress;
+    this.dedup = dedup;
+    this.replace = replace;
+  }
+
+  /**
+   * The options of {@link Archive#save(String, String, java.util.Map)}:
+   * every tag kept, durable, uncompressed, with dedup, no replacing.
+   */
+  public static SaveOptions defaults() {
+    return DEFAULTS;
+  }
+
+  /**
+   * After the new tag, only the newest {@code n} tags (the new one among
+   * them) are kept; the older ones are removed in the same commit, also those
+   * another writer added meanwhile (C++ {@code Writer::keep_last}, Python's
+   * {@code keep_last=}). Their bytes stay in the file as free entries until
+   * the archive is rewritten (e.g. by {@code modelzip gc}).
+   *
+   * @throws IllegalArgumentException if {@code n} is 0 or negative (C++
+   *     refuses 0 with INVALID_ARGUMENT; a negative count has no meaning)
+   */
+  public SaveOptions keepLast(int n) {
+    if (n <= 0) {
+      throw new IllegalArgumentException("keepLast must be at least 1, not " + n
+          + " (a save keeps its own tag)");
+    }
+    return new SaveOptions(n, durable, compress, dedup, replace);
+  }
+
+  /**
+   * With {@code false}, the commit does not wait for the file and its folder
+   * to reach the disk (no fsync): faster, still atomic for readers and other
+   * writers, but after a power loss the file may hold the old archive.
+   * Default {@code true}.
+   */
+  public SaveOptions durable(boolean durable) {
+    return new SaveOptions(keepLast, durable, compress, dedup, replace);
+  }
+
+  /**
+   * With {@code true}, every tensor is stored deflated (smaller; read as a
+   * decompressed copy, not zero-copy: {@link Param#compressed()}). Default
+   * {@code false}: stored, aligned, zero-copy.
+   */
+  public SaveOptions compress(boolean compress) {
+    return new SaveOptions(keepLast, durable, compress, dedup, replace);
+  }
+
+  /**
+   * With {@code true} (the default), tensors equal to data already in the
+   * archive are stored as references to it ({@link Param#shared()}).
+   */
+  public SaveOptions dedup(boolean dedup) {
+    return new SaveOptions(keepLast, durable, compress, dedup, replace);
+  }
+
+  /**
+   * With {@code true}, a tag of the same name (matched without regard to
+   * case) is replaced in the same commit, as {@link Archive#replace} does;
+   * with {@code false} (the default) the save refuses it (ALREADY_EXISTS).
+   */
+  public SaveOptions replace(boolean replace) {
+    return new SaveOptions(keepLast, durable, compress, dedup, replace);
+  }
+
+  /** The number of tags kept, or empty when every tag is kept. */
+  public OptionalInt keepLast() {
+    return keepLast == 0 ? OptionalInt.empty() : OptionalInt.of(keepLast);
+  }
+
+  public boolean durable() {
+    return durable;
+  }
+
+  public boolean compress() {
+    return compress;
+  }
+
+  public boolean dedup() {
+    return dedup;
+  }
+
+  public boolean replace() {
+    return replace;
+  }
+
+  /** Equal in every option. */
+  @Override
+  public boolean equals(Object other) {
+    return other instanceof SaveOptions o && keepLast == o.keepLast && durable == o.durable
+        && compress == o.compress && dedup == o.dedup && replace == o.replace;
+  }
+
+  @Override
+  public int hashCode() {
+    return java.util.Objects.hash(keepLast, durable, compress, dedup, replace);
+  }
+
+  @Override
+  public String toString() {
+    return "SaveOptions(keepLast=" + (keepLast == 0 ? "all" : String.valueOf(keepLast))
+        + ", durable=" + durable + ", compress=" + compress + ", dedup=" + dedup + ", replace="
+        + replace + ")";
+  }
+}
