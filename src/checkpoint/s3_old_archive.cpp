@@ -14,7 +14,7 @@ Archive S3OldArchive::as_archive() const { return Archive::Impl::wrap(archive); 
 std::optional<S3OldArchive> open_s3_old(const std::string& url) {
   remote::Opened opened;
   try {
-    opened = remote::open(url, RemoteOptions{});
+    opened = remote::open(url, RemoteOptions{}, remote::MissingObject::expected);
   } catch (const Error& e) {
     if (e.code() == ErrorCode::not_found) return std::nullopt;  // a new archive
     throw;

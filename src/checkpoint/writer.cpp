@@ -1064,7 +1064,13 @@ void Writer::Impl::refresh_s3() {
   // Only the tags: what a commit needs besides them is read by open_s3().
   current_tags.clear();
   try {
-    current_tags = Archive::open(path.string()).tags();
+    // A 404 is expected (a new archive): no request asks S3 why.
+    remote::Opened r =
+        remote::open(path.string(), RemoteOptions{}, remote::MissingObject::expected);
+    current_tags = Archive::Impl::wrap(std::make_shared<const Archive::Impl>(
+                                           path.string(), std::move(r.file), OpenOptions{},
+                                           std::nullopt, std::move(r.source)))
+                       .tags();
   } catch (const Error& e) {
     if (e.code() != ErrorCode::not_found) throw;  // else a new archive
   }

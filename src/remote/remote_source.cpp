@@ -97,8 +97,8 @@ struct Transfer {
 
 class HttpSource final : public io::ByteSource {
  public:
-  HttpSource(Endpoint endpoint, Settings settings)
-      : ep_(std::move(endpoint)), settings_(std::move(settings)) {
+  HttpSource(Endpoint endpoint, Settings settings, MissingObject missing)
+      : ep_(std::move(endpoint)), settings_(std::move(settings)), missing_(missing) {
     global_init();
     multi_ = curl_multi_init();
     if (!multi_) fail(ErrorCode::io, ep_.url, "cannot start libcurl");
@@ -139,7 +139,8 @@ class HttpSource final : public io::ByteSource {
     try {
       run(head);
     } catch (const Error&) {
-      if (const long status = head.front().status; status == 403 || status == 404)
+      if (const long status = head.front().status;
+          status == 403 || (status == 404 && missing_ == MissingObject::explain))
         if (auto explained = explain_s3_refusal(ep_, settings_, status)) throw *explained;
       throw;
     }
@@ -452,6 +453,7 @@ class HttpSource final : public io::ByteSource {
 
   Endpoint ep_;
   Settings settings_;
+  MissingObject missing_;
   CURLM* multi_ = nullptr;
   Pin pin_;
   std::unique_ptr<CacheFile> cache_;
@@ -462,8 +464,8 @@ class HttpSource final : public io::ByteSource {
 
 }  // namespace
 
-Opened open(const std::string& url, const RemoteOptions& options) {
-  auto source = std::make_shared<HttpSource>(resolve(url), settings_from(options, url));
+Opened open(const std::string& url, const RemoteOptions& options, MissingObject missing) {
+  auto source = std::make_shared<HttpSource>(resolve(url), settings_from(options, url), missing);
   Bytes file = source->file();
   std::string etag = source->etag();
   return Opened{std::move(file), std::move(source), std::move(etag)};

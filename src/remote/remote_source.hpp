@@ -67,8 +67,18 @@ struct Opened {
   std::string etag;  // the version pinned (quotes included; empty if the server sent none)
 };
 
-// Pins the object at `url` and prepares its cache. Throws Error(io) (network,
-// HTTP status), Error(unsupported) (built without libcurl, no range support).
-Opened open(const std::string& url, const RemoteOptions& options);
+// What open() does when an s3:// object's HEAD is refused (403, 404).
+enum class MissingObject {
+  explain,  // one GET fetches S3's error document ("no such key 'k' ...")
+  expected  // a 404 is an answer, not a failure to explain (a writer probing
+            // whether the archive exists): Error(not_found) at once; a 403
+            // is still explained
+};
+
+// Pins the object at `url` and prepares its cache. Throws Error(not_found)
+// (HTTP 404), Error(io) (network, other HTTP status), Error(unsupported)
+// (built without libcurl, no range support).
+Opened open(const std::string& url, const RemoteOptions& options,
+            MissingObject missing = MissingObject::explain);
 
 }  // namespace modelzip::remote

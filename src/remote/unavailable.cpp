@@ -4,7 +4,7 @@
 
 namespace modelzip::remote {
 
-Opened open(const std::string& url, const RemoteOptions&) {
+Opened open(const std::string& url, const RemoteOptions&, MissingObject) {
   throw Error(ErrorCode::unsupported,
               "this modelzip was built without remote archive support (libcurl); download the "
               "archive and open the local file",

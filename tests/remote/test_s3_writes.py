@@ -52,6 +52,10 @@ def test_import_writes_the_same_archive_as_a_local_import(s3, tensors, tmp_path)
     run("import", url, "--tag", "t1", tensors / "small.npy", tensors / "new.npy", env=env)
     creates = [r for r in proxy.requests() if r["path"].endswith("?uploads=")]
     assert len(creates) == 1
+    # A writer's HEAD answered 404 means a new archive: no GET asks S3 why.
+    key_requests = [(r["method"], r["status"]) for r in proxy.requests()
+                    if r["path"].split("?")[0].endswith("/w/new.zip") and "upload" not in r["path"]]
+    assert key_requests and set(key_requests) == {("HEAD", 404)}, key_requests
     complete = proxy.requests()[-1]
     assert complete["headers"].get("if-none-match") == "*"  # a new key
     assert run("tags", url, env=env).stdout.split() == [b"t1"]
