@@ -36,7 +36,15 @@ std::optional<std::chrono::system_clock::time_point> parse_s3_time(std::string_v
       mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || s > 60)
     return std::nullopt;
   const long long seconds = days_from_civil(y, mo, d) * 86400 + h * 3600LL + mi * 60LL + s;
-  return std::chrono::system_clock::time_point(std::chrono::seconds(seconds));
+  // A time the clock cannot hold (libstdc++: nanoseconds, years 1677 to 2262)
+  // is no time S3 gives: rejected, not converted with an overflow.
+  using Clock = std::chrono::system_clock;
+  constexpr long long kMax =
+      std::chrono::duration_cast<std::chrono::seconds>(Clock::duration::max()).count();
+  constexpr long long kMin =
+      std::chrono::duration_cast<std::chrono::seconds>(Clock::duration::min()).count();
+  if (seconds > kMax || seconds < kMin) return std::nullopt;
+  return Clock::time_point(std::chrono::seconds(seconds));
 }
 
 std::chrono::seconds stale_upload_age(const std::string& url) {

@@ -82,6 +82,12 @@ TEST_CASE("parse_s3_time reads S3's Initiated times (UTC) and rejects malformed 
   for (std::string_view bad : {"", "2026-11-27", "2026-13-01T00:00:00Z", "2026-11-27 23:10:05Z",
                                "20x6-11-27T23:10:05Z", "2026-11-27T24:00:00Z"})
     CHECK_FALSE(parse_s3_time(bad));
+  // Beyond what the clock holds (nanoseconds since 1970 in 64 bits, to
+  // 2262-04-11): rejected, not overflowed (found by fuzz_remote_answers).
+  CHECK(seconds("2262-04-10T00:00:00Z") == 9223200000);
+  for (std::string_view far : {"2263-01-01T00:00:00Z", "8935-11-27T20:00:00.000Z",
+                               "9999-12-31T23:59:60Z", "1000-01-01T00:00:00Z"})
+    CHECK_FALSE(parse_s3_time(far));
 }
 
 TEST_CASE("printable shows control characters as \\xNN and cuts long text at a UTF-8 boundary") {
