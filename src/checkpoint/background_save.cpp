@@ -198,11 +198,8 @@ void run_save(const std::shared_ptr<State>& state, const std::string& key) {
 BackgroundSave BackgroundSave::start(const std::filesystem::path& archive, std::string tag,
                                      const NewTag& contents, BackgroundSaveOptions options) {
   format::check_tag(tag);
-  if (options.keep_last && *options.keep_last == 0)  // Writer::keep_last's refusal, before copying
-    throw Error(ErrorCode::invalid_argument,
-                "keep_last needs at least 1 tag to keep (remove tags one by one to empty an "
-                "archive)",
-                ErrorContext{.archive = archive.string()});
+  if (options.keep_last)  // refused before anything is copied
+    format::check_keep_last(*options.keep_last, ErrorContext{.archive = archive.string()});
   auto state = std::make_shared<State>();
   state->archive = archive;
   state->tag = std::move(tag);

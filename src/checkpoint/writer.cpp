@@ -1224,10 +1224,11 @@ Writer::Impl& live(const std::unique_ptr<Writer::Impl>& impl) {
 
 void Writer::add_tag(std::string tag, NewTag contents) {
   format::check_tag(tag);
-  for (const auto& t : live(impl_).staged_tags())
+  Impl& impl = live(impl_);
+  for (const auto& t : impl.staged_tags())
     if (format::same_tag(t, tag))
-      throw format::tag_exists(t, ErrorContext{.archive = live(impl_).shown.string(), .tag = tag});
-  live(impl_).ops.emplace_back(AddOp{std::move(tag), std::move(contents)});
+      throw format::tag_exists(t, ErrorContext{.archive = impl.shown.string(), .tag = tag});
+  impl.ops.emplace_back(AddOp{std::move(tag), std::move(contents)});
 }
 
 void Writer::replace_tag(std::string tag, NewTag contents) {
@@ -1236,22 +1237,20 @@ void Writer::replace_tag(std::string tag, NewTag contents) {
 }
 
 void Writer::keep_last(std::size_t n) {
-  if (n == 0)
-    throw Error(ErrorCode::invalid_argument,
-                "keep_last needs at least 1 tag to keep (remove tags one by one to empty an "
-                "archive)",
-                ErrorContext{.archive = live(impl_).shown.string()});
-  live(impl_).ops.emplace_back(KeepLastOp{n});
+  Impl& impl = live(impl_);
+  format::check_keep_last(n, ErrorContext{.archive = impl.shown.string()});
+  impl.ops.emplace_back(KeepLastOp{n});
 }
 
 void Writer::remove_tag(std::string_view tag) {
-  auto tags = live(impl_).staged_tags();
+  Impl& impl = live(impl_);
+  auto tags = impl.staged_tags();
   auto it = std::find_if(tags.begin(), tags.end(),
                          [&](const std::string& t) { return format::same_tag(t, tag); });
   if (it == tags.end())
     throw Error(ErrorCode::not_found, "no such tag to remove" + detail::did_you_mean(tag, tags),
-                ErrorContext{.archive = live(impl_).shown.string(), .tag = std::string(tag)});
-  live(impl_).ops.emplace_back(RemoveOp{*it});
+                ErrorContext{.archive = impl.shown.string(), .tag = std::string(tag)});
+  impl.ops.emplace_back(RemoveOp{*it});
 }
 
 void Writer::update_metadata(std::function<void(Metadata&)> edit) {
@@ -1267,10 +1266,11 @@ std::vector<std::string> Writer::tags() const {
 }
 
 void Writer::commit() {
+  Impl& impl = live(impl_);
   try {
-    live(impl_).commit();
+    impl.commit();
   } catch (const Error& e) {
-    throw live(impl_).as_shown(e);
+    throw impl.as_shown(e);
   }
 }
 

@@ -7,6 +7,7 @@
 // every such tag is a valid folder name on every common file system.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -39,6 +40,16 @@ inline Error tag_exists(std::string_view existing, ErrorContext context) {
                "tag '" + std::string(existing) + "' exists already (tags ignore case); " +
                    std::string(kWriterReplaceHint),
                std::move(context));
+}
+
+// Writer::keep_last's rule, also checked where a keep_last is taken before a
+// Writer exists (background saves): Error(invalid_argument) for 0.
+inline void check_keep_last(std::size_t n, ErrorContext context) {
+  if (n == 0)
+    throw Error(ErrorCode::invalid_argument,
+                "keep_last needs at least 1 tag to keep (remove tags one by one to empty an "
+                "archive)",
+                std::move(context));
 }
 
 // `e` with its replace hint swapped for `hint` ("" drops it) if `e` came
