@@ -307,14 +307,18 @@ bool Archive::is_remote_url(std::string_view path) noexcept {
   return remote::is_url(path);
 }
 
+Archive Archive::Impl::open_url(const std::string& url, const OpenOptions& options,
+                                remote::MissingObject missing) {
+  remote::Opened r = remote::open(url, options.remote, missing);
+  return Archive(std::make_shared<const Impl>(url, std::move(r.file), options, std::nullopt,
+                                              std::move(r.source)));
+}
+
 Archive Archive::open(const std::filesystem::path& path, const OpenOptions& options) {
   // Remote archives have no journal: the server's object is complete or the
   // open fails (remote/remote_source.hpp).
-  if (remote::is_url(path.native())) {
-    remote::Opened r = remote::open(path.string(), options.remote);
-    return Archive(std::make_shared<const Impl>(path.string(), std::move(r.file), options,
-                                                std::nullopt, std::move(r.source)));
-  }
+  if (remote::is_url(path.native()))
+    return Impl::open_url(path.string(), options, remote::MissingObject::explain);
   // One committed state of the archive, even while a writer appends to it
   // (the reader protocol of FORMAT.md section 8.3); its tail is a private
   // copy, so later appends never change what this Archive sees.

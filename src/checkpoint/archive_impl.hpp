@@ -11,6 +11,7 @@
 #include "format/blob_table.hpp"
 #include "modelzip/archive.hpp"
 #include "modelzip/error.hpp"
+#include "remote/remote_source.hpp"
 #include "zip/archive_snapshot.hpp"
 #include "zip/zip_directory.hpp"
 #include "zip/zip_reader.hpp"
@@ -45,6 +46,11 @@ class Archive::Impl {
   static const Impl& of(const Archive& archive) noexcept { return *archive.impl_; }
   // An Archive of this state (for modelzip's own modules that build one).
   static Archive wrap(std::shared_ptr<const Impl> impl) { return Archive(std::move(impl)); }
+  // Archive::open of a URL, with `missing` saying whether a refused HEAD of
+  // an s3:// object is explained (remote::open); throws as remote::open and
+  // the parse do.
+  static Archive open_url(const std::string& url, const OpenOptions& options,
+                          remote::MissingObject missing);
 
   std::string name;
   Limits limits;

@@ -1065,12 +1065,9 @@ void Writer::Impl::refresh_s3() {
   current_tags.clear();
   try {
     // A 404 is expected (a new archive): no request asks S3 why.
-    remote::Opened r =
-        remote::open(path.string(), RemoteOptions{}, remote::MissingObject::expected);
-    current_tags = Archive::Impl::wrap(std::make_shared<const Archive::Impl>(
-                                           path.string(), std::move(r.file), OpenOptions{},
-                                           std::nullopt, std::move(r.source)))
-                       .tags();
+    current_tags =
+        Archive::Impl::open_url(path.string(), OpenOptions{}, remote::MissingObject::expected)
+            .tags();
   } catch (const Error& e) {
     if (e.code() != ErrorCode::not_found) throw;  // else a new archive
   }
