@@ -25,9 +25,6 @@ namespace modelzip::python {
 
 namespace {
 
-// The replace option of save_async: the hint on a tag that exists.
-constexpr std::string_view kReplaceHint = "replace=True replaces it";
-
 // Owns one background save. Destroying it waits for the save, without the GIL.
 class PyBackgroundSave {
  public:

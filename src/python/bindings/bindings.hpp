@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <typeinfo>
 
 #include "modelzip/archive.hpp"
@@ -32,6 +33,11 @@
 namespace modelzip::python {
 
 namespace py = pybind11;
+
+// The hint on adding a tag that exists, for every save with a replace option
+// (Writer.add_tag, modelzip.save, save_async, modelzip.torch.save and
+// save_checkpoint): format::with_replace_hint puts it in place of the C++ one.
+inline constexpr std::string_view kReplaceHint = "replace=True replaces it";
 
 void bind_errors(py::module_& m);
 void bind_archive(py::module_& m);

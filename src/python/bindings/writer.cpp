@@ -25,11 +25,6 @@
 namespace modelzip::python {
 namespace {
 
-// The replace option of Writer.add_tag and of the saves built on it
-// (modelzip.save, modelzip.torch.save, modelzip.torch.save_checkpoint), named
-// by the error of adding a tag that exists.
-constexpr std::string_view kReplaceHint = "replace=True replaces it";
-
 // The metadata fields a user sets (format_version and writer are the
 // library's), by their Python name.
 constexpr std::string_view kMetadataFields[] = {"model_name", "model_version", "quantization",
