@@ -130,9 +130,10 @@ jobjectArray archive_metadata(JNIEnv* env, jclass, jlong archive) {
 
 // keep_last: 0 keeps every tag (Java refuses other values below 1 before
 // calling).
+// `replace_hint` replaces the C++ hint of an existing tag's error.
 void archive_save(JNIEnv* env, jclass, jbyteArray path, jbyteArray tag, jobjectArray names,
                   jlongArray tensors, jboolean replace, jint keep_last, jboolean durable,
-                  jboolean compress, jboolean dedup) {
+                  jboolean compress, jboolean dedup, jbyteArray replace_hint) {
   guarded(env, [&] {
     if (keep_last < 0)
       throw Error(ErrorCode::invalid_argument,
@@ -143,6 +144,7 @@ void archive_save(JNIEnv* env, jclass, jbyteArray path, jbyteArray tag, jobjectA
       throw Error(ErrorCode::invalid_argument, "names and tensors differ in number");
     const std::string archive_path = to_string(env, path);
     const std::string tag_name = to_string(env, tag);
+    const std::string hint = to_string(env, replace_hint);
     // Errors name the archive and the tag, also those of checks that know
     // neither (a parameter name, the tag's spelling).
     try {
@@ -163,7 +165,7 @@ void archive_save(JNIEnv* env, jclass, jbyteArray path, jbyteArray tag, jobjectA
       writer.commit();
     } catch (const Error& e) {
       throw format::with_replace_hint(e.with_context({.archive = archive_path, .tag = tag_name}),
-                                      "Archive.replace replaces it");
+                                      hint);
     }
   });
 }
@@ -184,7 +186,7 @@ const JNINativeMethod kMethods[] = {
     native_method("archiveTensor", "(J[B[B)Lorg/modelzip/Tensor;", archive_tensor),
     native_method("archiveLoad", "(J[B)[Ljava/lang/Object;", archive_load),
     native_method("archiveVerify", "(J)[[B", archive_verify),
-    native_method("archiveSave", "([B[B[[B[JZIZZZ)V", archive_save),
+    native_method("archiveSave", "([B[B[[B[JZIZZZ[B)V", archive_save),
     native_method("archiveMetadata", "(J)[[B", archive_metadata),
     native_method("archiveRemoveTag", "([B[B)V", archive_remove_tag),
 };

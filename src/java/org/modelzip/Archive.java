@@ -43,6 +43,11 @@ import java.util.Objects;
  * the newest.
  */
 public final class Archive implements AutoCloseable {
+  // What the error of an existing tag says replaces it: the call that fits
+  // the one that failed.
+  private static final String REPLACE_HINT = "Archive.replace replaces it";
+  private static final String OPTIONS_REPLACE_HINT = "SaveOptions.replace(true) replaces it";
+
   private final NativeHandle handle;
   private final String name;
 
@@ -156,7 +161,7 @@ public final class Archive implements AutoCloseable {
    * @throws IllegalStateException if one of the tensors is closed
    */
   public static void save(String path, String tag, Map<String, Tensor> tensors) {
-    save(path, tag, tensors, SaveOptions.defaults());
+    save(path, tag, tensors, SaveOptions.defaults(), REPLACE_HINT);
   }
 
   /**
@@ -174,7 +179,7 @@ public final class Archive implements AutoCloseable {
    * @throws IllegalStateException if one of the tensors is closed
    */
   public static void replace(String path, String tag, Map<String, Tensor> tensors) {
-    save(path, tag, tensors, SaveOptions.defaults().replace(true));
+    save(path, tag, tensors, SaveOptions.defaults().replace(true), REPLACE_HINT);
   }
 
   /**
@@ -185,12 +190,18 @@ public final class Archive implements AutoCloseable {
    * {@code save(path, "step-" + step, tensors, SaveOptions.defaults().keepLast(3))}.
    *
    * @throws ModelzipException ALREADY_EXISTS if the tag exists and
-   *     {@code options} do not replace it, INVALID_ARGUMENT for a bad tag or
-   *     parameter name, IO when the file cannot be written
+   *     {@code options} do not replace it (its message says that
+   *     {@code SaveOptions.replace(true)} does), INVALID_ARGUMENT for a bad
+   *     tag or parameter name, IO when the file cannot be written
    * @throws IllegalStateException if one of the tensors is closed
    */
   public static void save(String path, String tag, Map<String, Tensor> tensors,
       SaveOptions options) {
+    save(path, tag, tensors, options, OPTIONS_REPLACE_HINT);
+  }
+
+  private static void save(String path, String tag, Map<String, Tensor> tensors,
+      SaveOptions options, String replaceHint) {
     Objects.requireNonNull(path, "path");
     Objects.requireNonNull(tag, "tag");
     Objects.requireNonNull(tensors, "tensors");
@@ -207,7 +218,8 @@ public final class Archive implements AutoCloseable {
         pointers[i++] = use.pointer();
       }
       Native.archiveSave(Native.utf8(path), Native.utf8(tag), names, pointers, options.replace(),
-          options.keepLast().orElse(0), options.durable(), options.compress(), options.dedup());
+          options.keepLast().orElse(0), options.durable(), options.compress(), options.dedup(),
+          Native.utf8(replaceHint));
     } finally {
       for (NativeHandle.Use use : uses) {
         use.close();

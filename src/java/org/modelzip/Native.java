@@ -101,10 +101,12 @@ final class Native {
    * {@code replace}: the tag replaces one of its name in the same commit
    * (Writer::replace_tag); {@code keepLast} > 0: Writer::keep_last in the same
    * commit, 0: every tag kept; {@code compress}: every tensor deflated;
-   * {@code durable}, {@code dedup}: WriterOptions.
+   * {@code durable}, {@code dedup}: WriterOptions; {@code replaceHint}: what
+   * the error of an existing tag names as the way to replace it.
    */
   static native void archiveSave(byte[] path, byte[] tag, byte[][] names, long[] tensors,
-      boolean replace, int keepLast, boolean durable, boolean compress, boolean dedup);
+      boolean replace, int keepLast, boolean durable, boolean compress, boolean dedup,
+      byte[] replaceHint);
   /**
    * {format_version (decimal), model_name, model_version, quantization,
    * description, writer}; an unset optional field is null.

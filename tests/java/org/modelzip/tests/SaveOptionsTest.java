@@ -77,10 +77,13 @@ public class SaveOptionsTest {
       checkStep(archive, "best", 4);
       assertEquals(List.of(), archive.verify());
     }
-    // Without replace(true) the options refuse an existing tag, as save does.
+    // Without replace(true) the options refuse an existing tag, as save does;
+    // the hint names the option that replaces it (it named Archive.replace).
     ModelzipException e = assertThrows(ModelzipException.class,
         () -> Archive.save(scratch.archive(), "c", weights(5), SaveOptions.defaults().keepLast(1)));
     assertEquals(ModelzipException.Code.ALREADY_EXISTS, e.code());
+    assertTrue(e.getMessage(), e.getMessage().endsWith(
+        "tag 'c' exists already (tags ignore case); SaveOptions.replace(true) replaces it"));
     try (Archive archive = Archive.open(scratch.archive())) {
       assertEquals(List.of("c", "BEST"), archive.tags());
     }
