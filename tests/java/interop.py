@@ -9,12 +9,14 @@
                                    embedding parameter "words" of TAG
     interop.py bools ARCHIVE TAG   saves the bool array "b" whose bytes are
                                    0, 1, 2, 255 (any non-zero byte is true)
-    interop.py meta ARCHIVE [FIELD=VALUE]...
+    interop.py meta ARCHIVE [FIELD=VALUE | FIELD:=ESCAPED]...
                                    sets the metadata fields given (model_name,
                                    model_version, quantization, description;
-                                   an empty VALUE clears the field), then prints
-                                   each field of the metadata as Python reads
-                                   it, one FIELD=repr(value) a line
+                                   an empty VALUE clears the field; ESCAPED is
+                                   ASCII with Python's backslash escapes, for
+                                   any text), then prints each field of the
+                                   metadata as Python reads it, one
+                                   FIELD=ascii(value) a line
     interop.py serve ROOT          serves ROOT with nginx on 127.0.0.1 (as the
                                    remote tests do), prints its base URL, and
                                    stops when its standard input closes
@@ -148,14 +150,17 @@ def meta(path, assignments):
     changes = {}
     for assignment in assignments:
         field, _, value = assignment.partition("=")
-        changes[field] = value or None
+        if field.endswith(":"):
+            changes[field[:-1]] = value.encode("ascii").decode("unicode_escape")
+        else:
+            changes[field] = value or None
     if changes:
         modelzip.update_metadata(path, changes)
     with modelzip.open(path) as archive:
         m = archive.metadata
         for field in ("format_version", "model_name", "model_version", "quantization",
                       "description", "writer"):
-            print(f"{field}={getattr(m, field)!r}")
+            print(f"{field}={getattr(m, field)!a}")
 
 
 def serve(root):

@@ -1,13 +1,17 @@
 // The natives of org.modelzip.Archive (declared in Native.java): reading
-// (metadata too) through modelzip::Archive, saving and removing tags through
-// modelzip::Writer. A jlong archive is a heap modelzip::Archive owned by a
-// Java NativeHandle; a jlong tensor a heap modelzip::Tensor.
+// (metadata too) through modelzip::Archive, saving, removing tags and
+// changing the metadata through modelzip::Writer. A jlong archive is a heap
+// modelzip::Archive owned by a Java NativeHandle; a jlong tensor a heap
+// modelzip::Tensor.
 #include "natives.hpp"
 
+#include <functional>
 #include <iterator>
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "format/tag_name.hpp"
 #include "modelzip/archive.hpp"
@@ -106,34 +110,70 @@ jobjectArray archive_verify(JNIEnv* env, jclass, jlong archive) {
   });
 }
 
+// {format_version (decimal), model_name, model_version, quantization,
+// description, writer}; an unset optional field stays null.
+jobjectArray to_java_metadata(JNIEnv* env, const Metadata& m) {
+  const std::optional<std::string> fields[] = {std::to_string(m.format_version),
+                                               m.model_name,
+                                               m.model_version,
+                                               m.quantization,
+                                               m.description,
+                                               m.writer};
+  jobjectArray out =
+      env->NewObjectArray(static_cast<jsize>(std::size(fields)), java_types().byte_array, nullptr);
+  check(env);
+  for (std::size_t i = 0; i < std::size(fields); ++i) {
+    if (!fields[i]) continue;  // stays null: not set
+    jbyteArray item = to_java_bytes(env, *fields[i]);
+    env->SetObjectArrayElement(out, static_cast<jsize>(i), item);
+    env->DeleteLocalRef(item);
+  }
+  return out;
+}
+
 jobjectArray archive_metadata(JNIEnv* env, jclass, jlong archive) {
-  return guarded(env, [&] {
-    const Metadata& m = archive_of(archive).metadata();
-    const std::optional<std::string> fields[] = {std::to_string(m.format_version),
-                                                 m.model_name,
-                                                 m.model_version,
-                                                 m.quantization,
-                                                 m.description,
-                                                 m.writer};
-    jobjectArray out = env->NewObjectArray(static_cast<jsize>(std::size(fields)),
-                                           java_types().byte_array, nullptr);
+  return guarded(env, [&] { return to_java_metadata(env, archive_of(archive).metadata()); });
+}
+
+// The fields of org.modelzip.Metadata.Field, in its order.
+constexpr std::optional<std::string> Metadata::*kMetadataFields[] = {
+    &Metadata::model_name, &Metadata::model_version, &Metadata::quantization,
+    &Metadata::description};
+
+// The edit for Writer::update_metadata that a MetadataUpdate describes: bit
+// i of `changed` sets field i to values[i], or clears it where that is null.
+// Read here, before anything is written; the edit itself cannot throw.
+std::function<void(Metadata&)> metadata_edit(JNIEnv* env, jint changed, jobjectArray values) {
+  constexpr jint kFieldCount = static_cast<jint>(std::size(kMetadataFields));
+  if (changed < 0 || changed >= (jint{1} << kFieldCount))
+    throw Error(ErrorCode::invalid_argument,
+                "metadata change mask " + std::to_string(changed) + " names no field");
+  if (values == nullptr || env->GetArrayLength(values) != kFieldCount)
+    throw Error(ErrorCode::invalid_argument,
+                "metadata values must be " + std::to_string(kFieldCount) + ", one per field");
+  std::vector<std::pair<std::optional<std::string> Metadata::*, std::optional<std::string>>>
+      changes;
+  for (jint i = 0; i < kFieldCount; ++i) {
+    if ((changed & (jint{1} << i)) == 0) continue;
+    const LocalFrame frame(env, 1);
+    auto value = static_cast<jbyteArray>(env->GetObjectArrayElement(values, i));
     check(env);
-    for (std::size_t i = 0; i < std::size(fields); ++i) {
-      if (!fields[i]) continue;  // stays null: not set
-      jbyteArray item = to_java_bytes(env, *fields[i]);
-      env->SetObjectArrayElement(out, static_cast<jsize>(i), item);
-      env->DeleteLocalRef(item);
-    }
-    return out;
-  });
+    changes.emplace_back(kMetadataFields[i],
+                         value ? std::optional(to_string(env, value)) : std::nullopt);
+  }
+  return [changes = std::move(changes)](Metadata& m) {
+    for (const auto& [member, value] : changes) m.*member = value;
+  };
 }
 
 // keep_last: 0 keeps every tag (Java refuses other values below 1 before
 // calling).
-// `replace_hint` replaces the C++ hint of an existing tag's error.
+// `metadata_changed` and `metadata_values`: see metadata_edit; `replace_hint`
+// replaces the C++ hint of an existing tag's error.
 void archive_save(JNIEnv* env, jclass, jbyteArray path, jbyteArray tag, jobjectArray names,
                   jlongArray tensors, jboolean replace, jint keep_last, jboolean durable,
-                  jboolean compress, jboolean dedup, jbyteArray replace_hint) {
+                  jboolean compress, jboolean dedup, jint metadata_changed,
+                  jobjectArray metadata_values, jbyteArray replace_hint) {
   guarded(env, [&] {
     if (keep_last < 0)
       throw Error(ErrorCode::invalid_argument,
@@ -145,6 +185,8 @@ void archive_save(JNIEnv* env, jclass, jbyteArray path, jbyteArray tag, jobjectA
     const std::string archive_path = to_string(env, path);
     const std::string tag_name = to_string(env, tag);
     const std::string hint = to_string(env, replace_hint);
+    std::function<void(Metadata&)> metadata =
+        metadata_changed != 0 ? metadata_edit(env, metadata_changed, metadata_values) : nullptr;
     // Errors name the archive and the tag, also those of checks that know
     // neither (a parameter name, the tag's spelling).
     try {
@@ -162,6 +204,7 @@ void archive_save(JNIEnv* env, jclass, jbyteArray path, jbyteArray tag, jobjectA
       else
         writer.add_tag(tag_name, std::move(contents));
       if (keep_last > 0) writer.keep_last(static_cast<std::size_t>(keep_last));
+      if (metadata) writer.update_metadata(std::move(metadata));
       writer.commit();
     } catch (const Error& e) {
       throw format::with_replace_hint(e.with_context({.archive = archive_path, .tag = tag_name}),
@@ -178,6 +221,28 @@ void archive_remove_tag(JNIEnv* env, jclass, jbyteArray path, jbyteArray tag) {
   });
 }
 
+// Changes the metadata of an existing archive in one commit (as modelzip
+// meta): tags and tensors are copied as they are, and a failed commit leaves
+// the archive unchanged (Writer::commit).
+jobjectArray archive_update_metadata(JNIEnv* env, jclass, jbyteArray path, jint changed,
+                                     jobjectArray values) {
+  return guarded(env, [&] {
+    const std::string archive_path = to_string(env, path);
+    std::function<void(Metadata&)> edit = metadata_edit(env, changed, values);
+    try {
+      // Writer::open would start a new archive: opened first, a missing
+      // file fails as Archive.open does (IO, errno 2), before any write.
+      static_cast<void>(Archive::open(archive_path));
+      Writer writer = Writer::open(archive_path);
+      writer.update_metadata(std::move(edit));
+      writer.commit();
+      return to_java_metadata(env, Archive::open(archive_path).metadata());
+    } catch (const Error& e) {
+      throw e.with_context({.archive = archive_path});
+    }
+  });
+}
+
 const JNINativeMethod kMethods[] = {
     native_method("archiveOpen", "([B)J", archive_open),
     native_method("archiveFree", "(J)V", archive_free),
@@ -186,8 +251,9 @@ const JNINativeMethod kMethods[] = {
     native_method("archiveTensor", "(J[B[B)Lorg/modelzip/Tensor;", archive_tensor),
     native_method("archiveLoad", "(J[B)[Ljava/lang/Object;", archive_load),
     native_method("archiveVerify", "(J)[[B", archive_verify),
-    native_method("archiveSave", "([B[B[[B[JZIZZZ[B)V", archive_save),
+    native_method("archiveSave", "([B[B[[B[JZIZZZI[[B[B)V", archive_save),
     native_method("archiveMetadata", "(J)[[B", archive_metadata),
+    native_method("archiveUpdateMetadata", "([BI[[B)[[B", archive_update_metadata),
     native_method("archiveRemoveTag", "([B[B)V", archive_remove_tag),
 };
 

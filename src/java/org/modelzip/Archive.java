@@ -131,7 +131,11 @@ public final class Archive implements AutoCloseable {
    * quantization, description, the format version and the last writer.
    */
   public Metadata metadata() {
-    byte[][] fields = handle.call(Native::archiveMetadata);
+    return metadataOf(handle.call(Native::archiveMetadata));
+  }
+
+  /** A Metadata from the fields Native.archiveMetadata gives. */
+  private static Metadata metadataOf(byte[][] fields) {
     return new Metadata(Integer.parseInt(Native.string(fields[0])), Native.string(fields[1]),
         Native.string(fields[2]), Native.string(fields[3]), Native.string(fields[4]),
         Native.string(fields[5]));
@@ -185,8 +189,9 @@ public final class Archive implements AutoCloseable {
   /**
    * Saves {@code tag} as {@link #save(String, String, Map)} does, in one
    * commit shaped by {@code options}: replacing a tag of that name, keeping
-   * only the newest tags, without fsync, deflated, without dedup (see
-   * {@link SaveOptions}). A rolling checkpoint of a training loop:
+   * only the newest tags, without fsync, deflated, without dedup, changing
+   * the metadata (see {@link SaveOptions}). A rolling checkpoint of a
+   * training loop:
    * {@code save(path, "step-" + step, tensors, SaveOptions.defaults().keepLast(3))}.
    *
    * @throws ModelzipException ALREADY_EXISTS if the tag exists and
@@ -217,9 +222,10 @@ public final class Archive implements AutoCloseable {
         uses.add(use);
         pointers[i++] = use.pointer();
       }
+      MetadataUpdate metadata = options.metadata();
       Native.archiveSave(Native.utf8(path), Native.utf8(tag), names, pointers, options.replace(),
           options.keepLast().orElse(0), options.durable(), options.compress(), options.dedup(),
-          Native.utf8(replaceHint));
+          metadata.changedMask(), metadata.utf8Values(), Native.utf8(replaceHint));
     } finally {
       for (NativeHandle.Use use : uses) {
         use.close();
@@ -241,6 +247,31 @@ public final class Archive implements AutoCloseable {
       Native.archiveRemoveTag(Native.utf8(path), Native.utf8(tag));
       return null;
     });
+  }
+
+  /**
+   * Changes the metadata of the archive at {@code path} as {@code update}
+   * says, in one commit that leaves every tag and tensor as it is (the
+   * command's {@code modelzip meta}, Python's
+   * {@code modelzip.update_metadata}): the fields it names are set or
+   * cleared under the archive's write lock, the others keep the values the
+   * archive has then, also when another writer changed them meanwhile.
+   * Atomic and durable as {@link #save}: the file holds the old metadata or
+   * the new, and a failed update leaves it as it was. An update that changes
+   * nothing still commits (the writer field becomes this modelzip).
+   *
+   * @return the metadata as read after the commit
+   * @throws ModelzipException IO when the file is missing (errno 2 in
+   *     {@link ModelzipException#systemError()}: an update does not create
+   *     an archive, as {@code modelzip meta} does not; a save with
+   *     {@link SaveOptions#metadata} does) or cannot be written, CORRUPT for
+   *     a damaged archive
+   */
+  public static Metadata updateMetadata(String path, MetadataUpdate update) {
+    Objects.requireNonNull(path, "path");
+    Objects.requireNonNull(update, "update");
+    return metadataOf(Native.archiveUpdateMetadata(Native.utf8(path), update.changedMask(),
+        update.utf8Values()));
   }
 
   /** The native archive, for {@link Embeddings#open(Archive, String, String)}. */

@@ -8,12 +8,32 @@ import java.util.Optional;
  * {@link Archive#metadata()} reads it: the fields of C++'s
  * {@code modelzip::Metadata} and Python's {@code modelzip.Metadata}, under
  * the same names. An optional field the archive does not set is empty (Python:
- * None). Written by Python's {@code modelzip.update_metadata} or the command's
- * {@code modelzip meta}.
+ * None). Written by {@link Archive#updateMetadata}, a save with
+ * {@link SaveOptions#metadata}, Python's {@code modelzip.update_metadata} or
+ * the command's {@code modelzip meta}.
  *
  * <p>Immutable.
  */
 public final class Metadata {
+  /** The fields a user sets ({@link MetadataUpdate}), in this order everywhere. */
+  public enum Field {
+    MODEL_NAME("model_name"),
+    MODEL_VERSION("model_version"),
+    QUANTIZATION("quantization"),
+    DESCRIPTION("description");
+
+    private final String key;
+
+    Field(String key) {
+      this.key = key;
+    }
+
+    /** Its name in Python's {@code modelzip.Metadata}, e.g. "model_name". */
+    public String key() {
+      return key;
+    }
+  }
+
   private final int formatVersion;
   private final String modelName;  // null: not set
   private final String modelVersion;
@@ -55,6 +75,16 @@ public final class Metadata {
   /** Free text. */
   public Optional<String> description() {
     return Optional.ofNullable(description);
+  }
+
+  /** The value of {@code field}: {@code get(Field.MODEL_NAME)} is {@link #modelName()}. */
+  public Optional<String> get(Field field) {
+    return switch (field) {
+      case MODEL_NAME -> modelName();
+      case MODEL_VERSION -> modelVersion();
+      case QUANTIZATION -> quantization();
+      case DESCRIPTION -> description();
+    };
   }
 
   /** The software that wrote the archive last, e.g. "modelzip 0.4.0". */

@@ -43,29 +43,9 @@ final class Native {
     }
   }
 
-  /**
-   * The UTF-8 bytes of {@code text} (null stays null).
-   *
-   * @throws IllegalArgumentException if it holds an unpaired surrogate, which
-   *     UTF-8 cannot encode ({@code getBytes} would silently turn it into '?',
-   *     and a name, tag or path would name something else)
-   */
+  /** {@link Utf8#encode}: the UTF-8 bytes of {@code text}, null stays null. */
   static byte[] utf8(String text) {
-    if (text == null) {
-      return null;
-    }
-    for (int i = 0; i < text.length(); i++) {
-      char c = text.charAt(i);
-      if (Character.isHighSurrogate(c) && i + 1 < text.length()
-          && Character.isLowSurrogate(text.charAt(i + 1))) {
-        i++;
-      } else if (Character.isSurrogate(c)) {
-        throw new IllegalArgumentException(String.format(
-            "\"%s\" is not valid Unicode: unpaired surrogate U+%04X at index %d (UTF-8 cannot encode it)",
-            text.replace(c, '\uFFFD'), (int) c, i));
-      }
-    }
-    return text.getBytes(StandardCharsets.UTF_8);
+    return Utf8.encode(text);
   }
 
   static String string(byte[] utf8) {
@@ -101,17 +81,26 @@ final class Native {
    * {@code replace}: the tag replaces one of its name in the same commit
    * (Writer::replace_tag); {@code keepLast} > 0: Writer::keep_last in the same
    * commit, 0: every tag kept; {@code compress}: every tensor deflated;
-   * {@code durable}, {@code dedup}: WriterOptions; {@code replaceHint}: what
+   * {@code durable}, {@code dedup}: WriterOptions; {@code metadataChanged},
+   * {@code metadataValues}: the metadata fields changed in the same commit,
+   * as {@link #archiveUpdateMetadata} takes them; {@code replaceHint}: what
    * the error of an existing tag names as the way to replace it.
    */
   static native void archiveSave(byte[] path, byte[] tag, byte[][] names, long[] tensors,
       boolean replace, int keepLast, boolean durable, boolean compress, boolean dedup,
-      byte[] replaceHint);
+      int metadataChanged, byte[][] metadataValues, byte[] replaceHint);
   /**
    * {format_version (decimal), model_name, model_version, quantization,
    * description, writer}; an unset optional field is null.
    */
   static native byte[][] archiveMetadata(long archive);
+  /**
+   * Commits a change of the metadata of the existing archive at {@code path}
+   * (Writer::update_metadata): bit i of {@code changed} (i: the ordinal of a
+   * Metadata.Field) changes that field to {@code values[i]}, null clearing
+   * it. Returns the metadata read after the commit, as archiveMetadata.
+   */
+  static native byte[][] archiveUpdateMetadata(byte[] path, int changed, byte[][] values);
   static native void archiveRemoveTag(byte[] path, byte[] tag);
 
   // --- Tensor (jni/tensor_natives.cpp)

@@ -1,41 +1,48 @@
 package org.modelzip;
 
+import java.util.Objects;
 import java.util.OptionalInt;
 
 /**
  * How {@link Archive#save(String, String, java.util.Map, SaveOptions)}
  * commits: the options of C++'s {@code WriterOptions} and
  * {@code Writer::keep_last}, and of Python's {@code modelzip.save}, under
- * the same names.
+ * the same names, and a change of the archive's metadata in the same commit
+ * (Python's {@code metadata=}).
  *
  * <pre>{@code
- * SaveOptions rolling = SaveOptions.defaults().keepLast(3).compress(true);
+ * SaveOptions rolling = SaveOptions.defaults().keepLast(3).compress(true)
+ *     .metadata(MetadataUpdate.none().modelName("resnet18"));
  * }</pre>
  *
  * <p>Immutable: each method returns a new object, so one instance may be
  * shared by several threads and saves.
  */
 public final class SaveOptions {
-  private static final SaveOptions DEFAULTS = new SaveOptions(0, true, false, true, false);
+  private static final SaveOptions DEFAULTS =
+      new SaveOptions(0, true, false, true, false, MetadataUpdate.none());
 
   private final int keepLast;  // 0: keep every tag
   private final boolean durable;
   private final boolean compress;
   private final boolean dedup;
   private final boolean replace;
+  private final MetadataUpdate metadata;
 
   private SaveOptions(int keepLast, boolean durable, boolean compress, boolean dedup,
-      boolean replace) {
+      boolean replace, MetadataUpdate metadata) {
     this.keepLast = keepLast;
     this.durable = durable;
     this.compress = compress;
     this.dedup = dedup;
     this.replace = replace;
+    this.metadata = metadata;
   }
 
   /**
    * The options of {@link Archive#save(String, String, java.util.Map)}:
-   * every tag kept, durable, uncompressed, with dedup, no replacing.
+   * every tag kept, durable, uncompressed, with dedup, no replacing, the
+   * metadata kept as it is.
    */
   public static SaveOptions defaults() {
     return DEFAULTS;
@@ -56,7 +63,7 @@ public final class SaveOptions {
       throw new IllegalArgumentException("keepLast must be at least 1, not " + n
           + " (a save keeps its own tag)");
     }
-    return new SaveOptions(n, durable, compress, dedup, replace);
+    return new SaveOptions(n, durable, compress, dedup, replace, metadata);
   }
 
   /**
@@ -66,7 +73,7 @@ public final class SaveOptions {
    * Default {@code true}.
    */
   public SaveOptions durable(boolean durable) {
-    return new SaveOptions(keepLast, durable, compress, dedup, replace);
+    return new SaveOptions(keepLast, durable, compress, dedup, replace, metadata);
   }
 
   /**
@@ -75,7 +82,7 @@ public final class SaveOptions {
    * {@code false}: stored, aligned, zero-copy.
    */
   public SaveOptions compress(boolean compress) {
-    return new SaveOptions(keepLast, durable, compress, dedup, replace);
+    return new SaveOptions(keepLast, durable, compress, dedup, replace, metadata);
   }
 
   /**
@@ -83,7 +90,7 @@ public final class SaveOptions {
    * archive are stored as references to it ({@link Param#shared()}).
    */
   public SaveOptions dedup(boolean dedup) {
-    return new SaveOptions(keepLast, durable, compress, dedup, replace);
+    return new SaveOptions(keepLast, durable, compress, dedup, replace, metadata);
   }
 
   /**
@@ -92,7 +99,17 @@ public final class SaveOptions {
    * with {@code false} (the default) the save refuses it (ALREADY_EXISTS).
    */
   public SaveOptions replace(boolean replace) {
-    return new SaveOptions(keepLast, durable, compress, dedup, replace);
+    return new SaveOptions(keepLast, durable, compress, dedup, replace, metadata);
+  }
+
+  /**
+   * Changes the archive's metadata in the same commit as the new tag (see
+   * {@link MetadataUpdate}: the fields it names, the others kept; Python's
+   * {@code save(..., metadata=)}). Default {@link MetadataUpdate#none()}.
+   */
+  public SaveOptions metadata(MetadataUpdate metadata) {
+    return new SaveOptions(keepLast, durable, compress, dedup, replace,
+        Objects.requireNonNull(metadata, "metadata"));
   }
 
   /** The number of tags kept, or empty when every tag is kept. */
@@ -116,22 +133,27 @@ public final class SaveOptions {
     return replace;
   }
 
+  public MetadataUpdate metadata() {
+    return metadata;
+  }
+
   /** Equal in every option. */
   @Override
   public boolean equals(Object other) {
     return other instanceof SaveOptions o && keepLast == o.keepLast && durable == o.durable
-        && compress == o.compress && dedup == o.dedup && replace == o.replace;
+        && compress == o.compress && dedup == o.dedup && replace == o.replace
+        && metadata.equals(o.metadata);
   }
 
   @Override
   public int hashCode() {
-    return java.util.Objects.hash(keepLast, durable, compress, dedup, replace);
+    return java.util.Objects.hash(keepLast, durable, compress, dedup, replace, metadata);
   }
 
   @Override
   public String toString() {
     return "SaveOptions(keepLast=" + (keepLast == 0 ? "all" : String.valueOf(keepLast))
         + ", durable=" + durable + ", compress=" + compress + ", dedup=" + dedup + ", replace="
-        + replace + ")";
+        + replace + ", metadata=" + metadata + ")";
   }
 }
