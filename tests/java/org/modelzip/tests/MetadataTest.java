@@ -354,6 +354,46 @@ public class MetadataTest {
   }
 
   @Test
+  public void concurrentUpdatesOfDifferentFieldsKeepEachOther() throws Exception {
+    // Each update is applied under the write lock to the metadata the archive
+    // has then: whatever the interleaving, neither thread loses the other's
+    // field, and each field ends with its thread's last value.
+    String path = scratch.archive();
+    Archive.save(path, "a", weights(1));
+    int rounds = 20;
+    List<Throwable> errors = java.util.Collections.synchronizedList(new ArrayList<>());
+    Thread names = new Thread(() -> {
+      try {
+        for (int i = 0; i < rounds; i++) {
+          Archive.updateMetadata(path, MetadataUpdate.none().modelName("name-" + i));
+        }
+      } catch (Throwable t) {
+        errors.add(t);
+      }
+    });
+    Thread versions = new Thread(() -> {
+      try {
+        for (int i = 0; i < rounds; i++) {
+          Archive.save(path, "v" + i, weights(i), SaveOptions.defaults().durable(false)
+              .metadata(MetadataUpdate.none().modelVersion("version-" + i)));
+        }
+      } catch (Throwable t) {
+        errors.add(t);
+      }
+    });
+    names.start();
+    versions.start();
+    names.join();
+    versions.join();
+    assertEquals(List.of(), errors);
+    assertFields(read(path), "name-" + (rounds - 1), "version-" + (rounds - 1), null, null);
+    try (Archive archive = Archive.open(path)) {
+      assertEquals(rounds + 1, archive.tags().size());
+      assertEquals(List.of(), archive.verify());
+    }
+  }
+
+  @Test
   public void aFailedUpdateLeavesTheArchiveAsItWas() throws Exception {
     // A JVM of its own under a file size limit of 1 MiB: the commit rewrites
     // the 4 MiB archive into a temporary file, and the write beyond 1 MiB
