@@ -235,10 +235,10 @@ class MODELZIP_API Archive {
   // Every entry name, in central directory order.
   std::vector<std::string> entry_names() const;
 
-  // Checks everything: zip structure, every CRC, every blob header and
-  // FlatBuffer, every reference. Returns the problems found (empty: valid).
-  // `progress` (optional) hears of the entry bytes checked; returning false
-  // throws Error(cancelled).
+  // Checks everything: zip structure, every CRC, blob header, FlatBuffer and reference, and in
+  // tags with graph.fb the rules tying params and updater state to graph and config (GRAPH.md
+  // section 4). Returns the problems found (empty: valid). `progress` (optional) hears of the
+  // entry bytes checked; returning false throws Error(cancelled).
   std::vector<Problem> verify(const ProgressCallback& progress = {}) const;
 
   // The parsed state (opaque: defined and used only inside modelzip).

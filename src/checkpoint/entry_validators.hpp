@@ -2,7 +2,10 @@
 // layers own: a tag's metadata.toml (format, registered here), and the
 // finalfusion embedding files and graph and training-config FlatBuffers that
 // the layers above checkpoint own. Archive::verify, Writer::commit and the
-// collective writer check an entry with the validator of its kind.
+// collective writer check an entry with the validator of its kind. The
+// registry also holds the tag validator: the rules across several entries of
+// one tag (graph checkpoints, schemas/GRAPH.md section 4), which
+// Archive::verify applies to every tag whose tables are intact.
 //
 // checkpoint does not include those layers: the top layer fills the registry
 // through register_upper_entry_validators (defined in
@@ -14,9 +17,12 @@
 
 #include <array>
 #include <cstddef>
+#include <functional>
 #include <optional>
+#include <string>
 #include <string_view>
 
+#include "modelzip/archive.hpp"
 #include "modelzip/bytes.hpp"
 #include "modelzip/limits.hpp"
 
@@ -33,6 +39,15 @@ enum class EntryKind : std::size_t {
 };
 inline constexpr std::size_t kEntryKinds = 4;
 
+// Receives one problem: the entry it concerns and what is wrong.
+using ProblemSink = std::function<void(const std::string& entry, const std::string& message)>;
+// Checks the rules across the entries of `tag` (whose tables are intact),
+// passing each broken rule to `report`. Throws modelzip::Error, naming the
+// entry, when an entry the rules need cannot be read or decoded; the rules
+// of that tag are then not checked.
+using TagValidator = void (*)(const Archive& archive, const std::string& tag,
+                              const ProblemSink& report);
+
 // The kind of the tag entry `entry_name` ("<tag>/graph.fb", ...), or nullopt.
 std::optional<EntryKind> entry_kind_of(std::string_view entry_name);
 
@@ -45,9 +60,13 @@ class EntryValidators {
   EntryValidator of(EntryKind kind) const noexcept {
     return by_kind_[static_cast<std::size_t>(kind)];
   }
+  void set_tag_validator(TagValidator validator) noexcept { tag_validator_ = validator; }
+  // The tag validator, or nullptr when none is registered.
+  TagValidator tag_validator() const noexcept { return tag_validator_; }
 
  private:
   std::array<EntryValidator, kEntryKinds> by_kind_{};
+  TagValidator tag_validator_ = nullptr;
 };
 
 // Adds the validators the layers above checkpoint own. Defined by the top

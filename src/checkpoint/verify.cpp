@@ -1,5 +1,6 @@
 // Archive::verify: a complete check of an archive that opened successfully
-// (open already validated the directory, metadata, tags and tables).
+// (open already validated the directory, metadata, tags and tables): every
+// entry on its own, then the rules across the entries of each tag.
 #include "checkpoint/archive_impl.hpp"
 #include "checkpoint/entry_validators.hpp"
 #include "core/progress_tracker.hpp"
@@ -9,6 +10,9 @@
 
 #include <zip.h>
 
+#include <string>
+#include <unordered_set>
+
 namespace modelzip {
 
 std::vector<Problem> Archive::verify(const ProgressCallback& progress) const {
@@ -16,6 +20,11 @@ std::vector<Problem> Archive::verify(const ProgressCallback& progress) const {
   std::vector<Problem> problems;
   auto record = [&](const std::string& entry, const std::string& message) {
     problems.push_back(Problem{entry, message});
+  };
+  auto with_offset = [](const Error& err) {
+    return err.message() + (err.context().offset
+                                ? " (offset " + std::to_string(*err.context().offset) + ")"
+                                : std::string());
   };
 
   // A remote archive: every byte, fetched once, before the checks.
@@ -67,12 +76,26 @@ std::vector<Problem> Archive::verify(const ProgressCallback& progress) const {
     try {
       check(e);
     } catch (const Error& err) {
-      record(e.name,
-             err.message() + (err.context().offset
-                                  ? " (offset " + std::to_string(*err.context().offset) + ")"
-                                  : std::string()));
+      record(e.name, with_offset(err));
     }
     tracker.advance(e.compressed_size);
+  }
+
+  // The rules across a tag's entries (graph checkpoints), for the tags whose
+  // tables are intact (a damaged one is reported above). An entry those rules
+  // cannot read has been reported above as well, unless it is not one the
+  // loop checks: then it is reported here.
+  if (TagValidator validate_tag = entry_validators().tag_validator()) {
+    std::unordered_set<std::string> reported;
+    for (const Problem& p : problems) reported.insert(p.entry);
+    for (std::size_t t = 0; t < a.tags.size(); ++t) {
+      if (a.tables[t].damage) continue;
+      try {
+        validate_tag(*this, a.tags[t], record);
+      } catch (const Error& err) {
+        if (!reported.count(err.context().entry)) record(err.context().entry, with_offset(err));
+      }
+    }
   }
   tracker.finish();
   return problems;

@@ -47,7 +47,10 @@ extern const Command kVerifyCommand{
     "modelzip verify ARCHIVE [--quiet]",
     "Prints one line per problem, then the result (\"ARCHIVE: OK\" or \"ARCHIVE: N\n"
     "problem(s)\"), on standard output; diagnostics go to standard error. Exits 0\n"
-    "only if there is no problem.\n"
+    "only if there is no problem. In a tag with graph.fb it also checks that the\n"
+    "parameters and updater state match the graph and training config (what\n"
+    "loading the checkpoint checks), naming each mismatch under params.txt,\n"
+    "updater.txt or trainingConfig.fb.\n"
     "Options:\n  --quiet   print the problems only, not the result line\n"
     "\nExample:\n  modelzip verify model.zip && echo intact\n",
     run};

@@ -2,12 +2,16 @@
 #include "modelzip/graph/checkpoint.hpp"
 
 #include <algorithm>
+#include <functional>
+#include <span>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "checkpoint/archive_state.hpp"
+#include "checkpoint/entry_validators.hpp"
 #include "core/shape_text.hpp"
 #include "core/suggestions.hpp"
+#include "graph/entry_validation.hpp"
 #include "graph/flatbuffer_input.hpp"
 #include "graph/rules.hpp"
 #include "modelzip/error.hpp"
@@ -26,81 +30,151 @@ std::string names_text(std::span<const std::string_view> names) {
   return s;
 }
 
+// One stored value as the rules of GRAPH.md section 4 see it: a parameter
+// (`state` empty) or an updater state. `shape` points into the value's owner.
+struct StoredValue {
+  std::string_view name;
+  std::string_view state;
+  DType dtype;
+  const Shape* shape;
+  bool tensor;  // false: an embedding (.fifu) blob
+};
+
+// The table a broken rule concerns.
+enum class RuleTable { params, updater };
+using RuleSink = std::function<void(RuleTable table, std::string message)>;
+
+// GRAPH.md section 4, rules 2 to 6, for a valid graph and config: passes each
+// broken rule to `report`, which may throw (the first problem then wins) or
+// return (every problem is reported). `params` and `states` have distinct
+// keys.
+void check_values(const graph::Graph& graph, const training::TrainingConfig* training,
+                  std::span<const StoredValue> params, std::span<const StoredValue> states,
+                  const RuleSink& report) {
+  std::unordered_map<std::string_view, const graph::Variable*> vars;
+  for (const auto& v : graph.variables) vars.emplace(v.name, &v);
+  std::unordered_map<std::string_view, const StoredValue*> by_name;
+  for (const auto& p : params) {
+    by_name.emplace(p.name, &p);
+    if (!p.tensor)
+      report(RuleTable::params, "parameter " + quote_name(p.name) +
+                                    " is an embedding; the parameters of a graph checkpoint "
+                                    "are tensors");
+  }
+
+  for (const auto& v : graph.variables) {
+    if (!v.has_value()) continue;
+    const std::string what = std::string(graph::variable_kind_name(v.kind)) + " " +
+                             quote_name(v.name) + " (" + std::string(dtype_name(v.dtype)) + " " +
+                             shape_text(*v.shape) + ")";
+    auto it = by_name.find(v.name);
+    if (it == by_name.end()) {
+      report(RuleTable::params, what + " has no parameter");
+      continue;
+    }
+    const StoredValue& p = *it->second;
+    if (!p.tensor) continue;
+    if (p.dtype != v.dtype)
+      report(RuleTable::params, "parameter " + quote_name(v.name) + " is " +
+                                    std::string(dtype_name(p.dtype)) + ", but " + what + " is not");
+    if (*p.shape != *v.shape)
+      report(RuleTable::params, "parameter " + quote_name(v.name) + " has shape " +
+                                    shape_text(*p.shape) + ", but " + what + " does not");
+  }
+  for (const auto& p : params) {
+    auto it = vars.find(p.name);
+    if (it == vars.end())
+      report(RuleTable::params,
+             "parameter " + quote_name(p.name) + " is not a variable of the graph");
+    else if (!it->second->has_value())
+      report(RuleTable::params, "parameter " + quote_name(p.name) + " names a " +
+                                    std::string(graph::variable_kind_name(it->second->kind)) +
+                                    ", which has no stored value");
+  }
+
+  if (states.empty()) return;
+  if (!training) {
+    report(RuleTable::updater,
+           "the checkpoint has updater state but no training config (which names the updater)");
+    return;
+  }
+  const auto state_names = training::updater_state_names(training->updater);
+  const std::string updater_text = "updater " +
+                                   std::string(training::updater_name(training->updater)) +
+                                   " (state: " + names_text(state_names) + ")";
+  std::unordered_set<std::string_view> refused;  // variables reported as such, once
+  std::unordered_map<std::string_view, std::unordered_set<std::string_view>> present;
+  for (const auto& s : states) {
+    present[s.name].insert(s.state);
+    auto it = vars.find(s.name);
+    if (it == vars.end()) {
+      if (refused.insert(s.name).second)
+        report(RuleTable::updater, "updater state for " + quote_name(s.name) +
+                                       ", which is not a variable of the graph");
+      continue;
+    }
+    const graph::Variable& v = *it->second;
+    if (!v.is_trainable()) {
+      if (refused.insert(s.name).second)
+        report(RuleTable::updater,
+               "updater state for " + quote_name(s.name) + ", a " +
+                   std::string(graph::variable_kind_name(v.kind)) + " of type " +
+                   std::string(dtype_name(v.dtype)) +
+                   " (only trainable variables: floating-point or complex VARIABLEs have "
+                   "updater state)");
+      continue;
+    }
+    const std::string what = "updater state " + quote_name(s.state) + " of " + quote_name(s.name);
+    if (std::find(state_names.begin(), state_names.end(), s.state) == state_names.end()) {
+      report(RuleTable::updater, what + " is not a state of " + updater_text);
+      continue;
+    }
+    if (!s.tensor) {
+      report(RuleTable::updater, what + " is an embedding, not a tensor");
+      continue;
+    }
+    if (!dtype_is_floating(s.dtype) && !dtype_is_complex(s.dtype))
+      report(RuleTable::updater, what + " is " + std::string(dtype_name(s.dtype)) +
+                                     ", not a floating-point or complex type");
+    if (*s.shape != *v.shape)
+      report(RuleTable::updater, what + " has shape " + shape_text(*s.shape) + ", the variable " +
+                                     shape_text(*v.shape));
+  }
+  for (const auto& v : graph.variables) {
+    if (!v.is_trainable()) continue;
+    auto it = present.find(v.name);
+    std::string missing;
+    for (std::string_view state : state_names)
+      if (it == present.end() || !it->second.count(state))
+        missing += (missing.empty() ? "" : ", ") + quote_name(state);
+    if (!missing.empty())
+      report(RuleTable::updater, "trainable variable " + quote_name(v.name) +
+                                     " has no updater state " + missing + " (" + updater_text +
+                                     " keeps every state for every trainable variable once any "
+                                     "is saved)");
+  }
+}
+
+StoredValue stored(std::string_view name, std::string_view state, const Tensor& t) {
+  return StoredValue{name, state, t.dtype(), &t.shape(), true};
+}
+
+StoredValue stored(const ParamInfo& p) {
+  return StoredValue{p.name, p.state, p.dtype, &p.shape, p.kind == BlobKind::tensor};
+}
+
 void check_consistency(const Checkpoint& c, const Limits& limits, ErrorCode code) {
   graph::detail::check_graph(c.graph, limits, code);
   if (c.training) {
     graph::detail::check_training_config(*c.training, code);
     graph::detail::check_config_against_graph(*c.training, c.graph, code);
   }
-
-  std::unordered_map<std::string_view, const graph::Variable*> vars;
-  for (const auto& v : c.graph.variables) vars.emplace(v.name, &v);
-
-  for (const auto& v : c.graph.variables) {
-    if (!v.has_value()) continue;
-    const std::string what = std::string(graph::variable_kind_name(v.kind)) + " " +
-                             quote_name(v.name) + " (" + std::string(dtype_name(v.dtype)) + " " +
-                             shape_text(*v.shape) + ")";
-    auto it = c.params.find(v.name);
-    if (it == c.params.end()) fail(code, what + " has no parameter");
-    const Tensor& t = it->second;
-    if (t.dtype() != v.dtype)
-      fail(code, "parameter " + quote_name(v.name) + " is " + std::string(dtype_name(t.dtype())) +
-                     ", but " + what + " is not");
-    if (t.shape() != *v.shape)
-      fail(code, "parameter " + quote_name(v.name) + " has shape " + shape_text(t.shape()) +
-                     ", but " + what + " does not");
-  }
-  for (const auto& [name, tensor] : c.params) {
-    auto it = vars.find(name);
-    if (it == vars.end())
-      fail(code, "parameter " + quote_name(name) + " is not a variable of the graph");
-    if (!it->second->has_value())
-      fail(code, "parameter " + quote_name(name) + " names a " +
-                     std::string(graph::variable_kind_name(it->second->kind)) +
-                     ", which has no stored value");
-  }
-
-  if (c.updater_state.empty()) return;
-  if (!c.training)
-    fail(code, "the checkpoint has updater state but no training config (which names the updater)");
-  const auto& updater = c.training->updater;
-  const auto state_names = training::updater_state_names(updater);
-  const std::string updater_text = "updater " + std::string(training::updater_name(updater)) +
-                                   " (state: " + names_text(state_names) + ")";
-  for (const auto& [var_name, states] : c.updater_state) {
-    auto it = vars.find(var_name);
-    if (it == vars.end())
-      fail(code,
-           "updater state for " + quote_name(var_name) + ", which is not a variable of the graph");
-    const graph::Variable& v = *it->second;
-    if (!v.is_trainable())
-      fail(code, "updater state for " + quote_name(var_name) + ", a " +
-                     std::string(graph::variable_kind_name(v.kind)) + " of type " +
-                     std::string(dtype_name(v.dtype)) +
-                     " (only trainable variables: floating-point or complex VARIABLEs have "
-                     "updater state)");
-    for (const auto& [state, tensor] : states) {
-      const std::string what = "updater state " + quote_name(state) + " of " + quote_name(var_name);
-      if (std::find(state_names.begin(), state_names.end(), state) == state_names.end())
-        fail(code, what + " is not a state of " + updater_text);
-      if (!dtype_is_floating(tensor.dtype()) && !dtype_is_complex(tensor.dtype()))
-        fail(code, what + " is " + std::string(dtype_name(tensor.dtype())) +
-                       ", not a floating-point or complex type");
-      if (tensor.shape() != *v.shape)
-        fail(code, what + " has shape " + shape_text(tensor.shape()) + ", the variable " +
-                       shape_text(*v.shape));
-    }
-  }
-  for (const auto& v : c.graph.variables) {
-    if (!v.is_trainable()) continue;
-    auto it = c.updater_state.find(v.name);
-    for (std::string_view state : state_names)
-      if (it == c.updater_state.end() || !it->second.count(std::string(state)))
-        fail(code, "trainable variable " + quote_name(v.name) + " has no updater state " +
-                       quote_name(state) + " (" + updater_text + " keeps every state for every " +
-                       "trainable variable once any is saved)");
-  }
+  std::vector<StoredValue> params, states;
+  for (const auto& [name, tensor] : c.params) params.push_back(stored(name, {}, tensor));
+  for (const auto& [name, by_state] : c.updater_state)
+    for (const auto& [state, tensor] : by_state) states.push_back(stored(name, state, tensor));
+  check_values(c.graph, c.training ? &*c.training : nullptr, params, states,
+               [code](RuleTable, std::string message) { fail(code, std::move(message)); });
 }
 
 std::string resolve_tag(const Archive& archive, std::string_view tag) {
@@ -214,4 +288,31 @@ Checkpoint load_checkpoint(const Archive& archive, std::string_view tag, ReadMod
   return c;
 }
 
+namespace graph {
+
+void validate_checkpoint_tag(const Archive& archive, const std::string& tag,
+                             const ProblemSink& report) {
+  if (!archive.has_entry(tag + "/" + std::string(kGraphEntryName))) return;
+  const Graph g = load_graph(archive, tag);
+  const std::optional<training::TrainingConfig> training = load_training_config(archive, tag);
+  const std::vector<ParamInfo> param_infos = archive.params(tag);
+  const std::vector<ParamInfo> state_infos = archive.updater_states(tag);
+  if (training) {
+    try {
+      detail::check_config_against_graph(*training, g, ErrorCode::corrupt);
+    } catch (const Error& e) {
+      report(tag + "/" + std::string(kTrainingConfigEntryName), e.message());
+    }
+  }
+  std::vector<StoredValue> params, states;
+  for (const ParamInfo& p : param_infos) params.push_back(stored(p));
+  for (const ParamInfo& s : state_infos) states.push_back(stored(s));
+  check_values(g, training ? &*training : nullptr, params, states,
+               [&](RuleTable table, const std::string& message) {
+                 report(tag + (table == RuleTable::params ? "/params.txt" : "/updater.txt"),
+                        message);
+               });
+}
+
+}  // namespace graph
 }  // namespace modelzip

@@ -1,12 +1,17 @@
 // Validators of the tag-level FlatBuffer entries (<tag>/graph.fb,
 // <tag>/trainingConfig.fb), in the shape of checkpoint/entry_validators.hpp's
 // EntryValidator. Each decodes the entry completely (verifier + every rule
-// of the format) and throws modelzip::Error when it is invalid. This file
+// of the format) and throws modelzip::Error when it is invalid. The tag
+// validator checks the consistency rules of a graph checkpoint. This file
 // also defines register_upper_entry_validators, which adds them and the
 // finalfusion embedding validator to the checkpoint layer's registry.
 // Internal to modelzip.
 #pragma once
 
+#include <string>
+
+#include "checkpoint/entry_validators.hpp"
+#include "modelzip/archive.hpp"
 #include "modelzip/bytes.hpp"
 #include "modelzip/limits.hpp"
 
@@ -16,5 +21,13 @@ namespace modelzip::graph {
 void validate_graph_entry(const Bytes& contents, const Limits& limits);
 // <tag>/trainingConfig.fb
 void validate_training_config_entry(const Bytes& contents, const Limits& limits);
+// The consistency rules of schemas/GRAPH.md section 4 for `tag`, when it has
+// graph.fb (a TagValidator; defined in checkpoint.cpp): each broken rule is
+// reported under the entry it concerns (params.txt, updater.txt or
+// trainingConfig.fb; a config's names against the graph: the first broken
+// one only). Throws what reading graph.fb, trainingConfig.fb or a blob
+// header throws.
+void validate_checkpoint_tag(const Archive& archive, const std::string& tag,
+                             const ProblemSink& report);
 
 }  // namespace modelzip::graph

@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 import subprocess
+import zipfile
 
 import pytest
 
@@ -104,3 +105,37 @@ def test_info_json(golden):
     assert t["properties"] == {"seed": "20240601", "data.position": "8"}
     export = json.loads(run("info", golden, "--json").stdout)
     assert export["tag"] == "export" and export["training"] is None and export["updater"] is None
+
+
+def with_entries(src, dst, replaced):
+    """A copy of the zip `src` at `dst` with the entries in `replaced` (name ->
+    bytes) rewritten, every entry stored."""
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", zipfile.ZIP_STORED) as zout:
+        for info in zin.infolist():
+            zout.writestr(info.filename, replaced.get(info.filename, zin.read(info.filename)))
+
+
+def test_verify_applies_the_checkpoint_rules(golden, tmp_path):
+    # Each entry valid on its own, the tag not: params.txt gives w1 the blob of
+    # w2 and w2 that of w1 (GRAPH.md section 4). verify reports both rows.
+    assert run("verify", golden).stdout.decode().endswith(": OK\n")
+    bad = tmp_path / "swapped.zip"
+    with_entries(golden, bad, {"step-1/params.txt": b"scale 0\nw1 3\nb1 2\nw2 1\nstep 4\n"})
+    p = run("verify", bad, check=False)
+    assert p.returncode == 1, p.stdout
+    assert p.stdout.decode().splitlines() == [
+        f"{bad}: entry 'step-1/params.txt': parameter 'w1' has shape [2, 1], "
+        "but variable 'w1' (float32 [2, 2]) does not",
+        f"{bad}: entry 'step-1/params.txt': parameter 'w2' has shape [2, 2], "
+        "but variable 'w2' (float32 [2, 1]) does not",
+        f"{bad}: 2 problem(s)",
+    ]
+    # Updater state for a variable that is not trainable (step is int64).
+    bad = tmp_path / "state.zip"
+    with_entries(golden, bad, {"step-1/updater.txt": b"w1 M 0\nw1 V 1\nb1 M 2\nb1 V 3\n"
+                                                     b"w2 M 4\nw2 V 5\nstep M 4\n"})
+    p = run("verify", bad, "--quiet", check=False)
+    assert p.returncode == 1
+    assert p.stdout.decode() == (
+        f"{bad}: entry 'step-1/updater.txt': updater state for 'step', a variable of type int64 "
+        "(only trainable variables: floating-point or complex VARIABLEs have updater state)\n")

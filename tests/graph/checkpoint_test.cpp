@@ -332,6 +332,105 @@ TEST_CASE("Inconsistent tags written by other tools fail to load with a clear er
                "parameter 'stray' is not a variable of the graph");
 }
 
+TEST_CASE("verify applies the consistency rules to every tag with graph.fb, naming each problem") {
+  // Tags that other tools wrote entry by entry: each entry is valid on its
+  // own, and load_checkpoint refuses the tag. verify reports every broken
+  // rule (not only the first), under the entry it concerns.
+  TempDir dir;
+  auto path = dir / "inconsistent.zip";
+  Checkpoint c = mlp_checkpoint();
+  {
+    Writer w = Writer::open(path);
+    w.add_tag("good", checkpoint_tag(c));
+    NewTag t1;  // w2 of the wrong shape, b1 of the wrong type, b2 missing, a stray one
+    t1.set_entry("graph.fb", encode_graph(mlp_graph()));
+    t1.add("scale", c.params["scale"]);
+    t1.add("w1", c.params["w1"]);
+    t1.add("b1", Tensor::dense(DType::float64, {3}, Bytes::copy_of(std::string(24, '\0'))));
+    t1.add("w2", f32_tensor({1, 3}, {1, 2, 3}));
+    t1.add("stray", f32_tensor({1}, {0}));
+    w.add_tag("params", std::move(t1));
+    NewTag t2;  // state for a constant, a foreign state name, w2 without state
+    t2.set_entry("graph.fb", encode_graph(mlp_graph()));
+    t2.set_entry("trainingConfig.fb", encode_training_config(*c.training));
+    for (const auto& [name, tensor] : c.params) t2.add(name, tensor);
+    for (const char* v : {"w1", "b1", "b2"})
+      for (const char* s : {"M", "V"}) t2.add_updater_state(v, s, c.updater_state[v][s]);
+    t2.add_updater_state("scale", "M", c.params["scale"]);
+    t2.add_updater_state("w1", "G", c.updater_state["w1"]["M"]);
+    w.add_tag("state", std::move(t2));
+    NewTag t3;  // updater state without a training config
+    t3.set_entry("graph.fb", encode_graph(mlp_graph()));
+    for (const auto& [name, tensor] : c.params) t3.add(name, tensor);
+    for (const auto& [v, states] : c.updater_state)
+      for (const auto& [s, tensor] : states) t3.add_updater_state(v, s, tensor);
+    w.add_tag("no-config", std::move(t3));
+    NewTag t4;  // the config names a variable the graph lacks
+    t4.set_entry("graph.fb", encode_graph(mlp_graph()));
+    TrainingConfig lost = *c.training;
+    lost.loss_variables = {"lost"};
+    t4.set_entry("trainingConfig.fb", encode_training_config(lost));
+    for (const auto& [name, tensor] : c.params) t4.add(name, tensor);
+    w.add_tag("config", std::move(t4));
+    NewTag t5;  // no graph.fb: a plain tag, none of these rules apply
+    t5.set_entry("trainingConfig.fb", encode_training_config(*c.training));
+    t5.add("anything", f32_tensor({1}, {0}));
+    t5.add_updater_state("anything", "whatever", f32_tensor({2}, {0, 0}));
+    w.add_tag("plain", std::move(t5));
+    w.commit();
+  }
+  Archive a = Archive::open(path);
+  std::vector<std::pair<std::string, std::string>> want = {
+      {"params/params.txt", "parameter 'b1' is float64, but variable 'b1' (float32 [3]) is not"},
+      {"params/params.txt",
+       "parameter 'w2' has shape [1, 3], but variable 'w2' (float32 [3, 1]) does not"},
+      {"params/params.txt", "variable 'b2' (float32 [1]) has no parameter"},
+      {"params/params.txt", "parameter 'stray' is not a variable of the graph"},
+      {"state/updater.txt", "updater state for 'scale', a constant of type float32"},
+      {"state/updater.txt", "updater state 'G' of 'w1' is not a state of updater Adam"},
+      {"state/updater.txt", "trainable variable 'w2' has no updater state 'M', 'V' (updater Adam"},
+      {"no-config/updater.txt", "the checkpoint has updater state but no training config"},
+      {"config/trainingConfig.fb",
+       "training config loss variable 'lost' is not a variable of the graph"},
+  };
+  std::vector<Problem> got = a.verify();
+  REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    INFO(got[i].entry << ": " << got[i].message);
+    CHECK(got[i].entry == want[i].first);
+    CHECK(got[i].message.find(want[i].second) != std::string::npos);
+  }
+  // load_checkpoint refuses each of those tags with its first problem.
+  for (const char* tag : {"params", "state", "no-config", "config"}) {
+    INFO(tag);
+    CHECK_THROWS_AS(load_checkpoint(a, tag), Error);
+  }
+  expect_error([&] { load_checkpoint(a, "params"); }, ErrorCode::corrupt,
+               "parameter 'b1' is float64");
+  check_same(c, load_checkpoint(a, "good"));
+}
+
+TEST_CASE("verify reports a damaged graph.fb once, not again as a broken checkpoint rule") {
+  TempDir dir;
+  auto path = dir / "ckpt.zip";
+  {
+    Writer w = Writer::open(path);
+    w.add_tag("good", checkpoint_tag(mlp_checkpoint()));
+    w.commit();
+  }
+  // Damage the identifier of the stored graph.fb: the graph entry's own
+  // problem is reported, not again by the checkpoint rules.
+  std::string bytes = io_bytes(path);
+  Bytes g = encode_graph(mlp_graph());
+  auto at = bytes.find(std::string(g.as_string_view()));
+  REQUIRE(at != std::string::npos);
+  bytes[at + 7] = 'X';
+  write_file(path, bytes);
+  std::vector<Problem> got = Archive::open(path).verify();
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].entry == "good/graph.fb");
+}
+
 TEST_CASE("The writer refuses an invalid graph.fb; a damaged one fails to load") {
   TempDir dir;
   auto path = dir / "ckpt.zip";

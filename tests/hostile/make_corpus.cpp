@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -481,20 +482,38 @@ void blob_cases() {
 // graph.fb (schemas/graph.fbs, identifier "MZGR"): one placeholder "x" and
 // `ops` references to one op "op" whose inputs hold `inputs` references to
 // the string "x" (ops = 1 and inputs = 1: a valid graph).
-std::string graph_fb(int ops, int inputs) {
+// A graph with placeholder "x" read by `ops` ops, each `inputs` times, and,
+// when `w_shape` is given, the float32 VARIABLE "w" of that shape (the
+// minimal archive's parameter w is a float32 [2]).
+std::string graph_fb(int ops, int inputs,
+                     std::optional<std::vector<std::int64_t>> w_shape = std::nullopt) {
   flatbuffers::FlatBufferBuilder fbb;
   auto x = fbb.CreateString("x");
   auto in_vec = fbb.CreateVector(std::vector<flatbuffers::Offset<flatbuffers::String>>(inputs, x));
   auto op = modelzip::fb::CreateOp(fbb, fbb.CreateString("op"), fbb.CreateString("add"), in_vec);
   auto ops_vec = fbb.CreateVector(std::vector<flatbuffers::Offset<modelzip::fb::Op>>(ops, op));
-  auto var = modelzip::fb::CreateVariable(fbb, x, modelzip::fb::VariableKind::PLACEHOLDER);
-  auto vars = fbb.CreateVector(std::vector<flatbuffers::Offset<modelzip::fb::Variable>>{var});
-  fbb.Finish(modelzip::fb::CreateGraph(fbb, 1, vars, ops_vec), modelzip::fb::GraphIdentifier());
+  std::vector<flatbuffers::Offset<modelzip::fb::Variable>> vars{
+      modelzip::fb::CreateVariable(fbb, x, modelzip::fb::VariableKind::PLACEHOLDER)};
+  if (w_shape)
+    vars.push_back(modelzip::fb::CreateVariable(
+        fbb, fbb.CreateString("w"), modelzip::fb::VariableKind::VARIABLE,
+        modelzip::fb::DataType::FLOAT, fbb.CreateVector(*w_shape)));
+  fbb.Finish(modelzip::fb::CreateGraph(fbb, 1, fbb.CreateVector(vars), ops_vec),
+             modelzip::fb::GraphIdentifier());
   return std::string(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
 }
 
 void graph_cases() {
-  emit_zip("graph_valid.zip", with_entry("t1/graph.fb", graph_fb(1, 1)));
+  emit_zip("graph_valid.zip", with_entry("t1/graph.fb", graph_fb(1, 1, {{2}})));
+  // Each entry valid on its own, the checkpoint not (GRAPH.md section 4).
+  emit_zip("graph_param_not_in_graph.zip", with_entry("t1/graph.fb", graph_fb(1, 1)));
+  emit_zip("graph_param_wrong_shape.zip", with_entry("t1/graph.fb", graph_fb(1, 1, {{3}})));
+  {
+    ZipSpec s = with_entry("t1/graph.fb", graph_fb(1, 1, {{2}}));
+    s.entries.push_back(stored("t1/updater.txt", "w M 0\n"));
+    s.entries.push_back(stored("t1/updater/0.fb", good_blob()));
+    emit_zip("graph_state_without_config.zip", s);
+  }
   std::string root_out = graph_fb(1, 1);
   patch32(root_out, 0, 0x7FFFFFF0u);
   emit_zip("graph_root_offset_out_of_range.zip", with_entry("t1/graph.fb", root_out));

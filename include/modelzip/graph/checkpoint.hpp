@@ -11,7 +11,8 @@
 //                       (e.g. Adam's "M" and "V"), optional
 //
 // Consistency rules (check_checkpoint; load_checkpoint applies them to what
-// it reads and reports a broken rule as Error(corrupt) naming the tag):
+// it reads and reports a broken rule as Error(corrupt) naming the tag;
+// Archive::verify reports every broken rule of every tag with graph.fb):
 //  - the graph and the config are valid (graph.hpp, training.hpp);
 //  - every variable that has a value has a parameter of the same data type
 //    and shape, and every parameter is such a variable;

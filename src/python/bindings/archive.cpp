@@ -475,7 +475,8 @@ The dict has the shape `modelzip info --json` prints: "updater" ({"type":
             for (const Problem& p : problems) out.append(py::make_tuple(p.entry, p.message));
             return out;
           },
-          "Checks everything (zip structure, every CRC-32, blob, reference). "
+          "Checks everything (zip structure, every CRC-32, blob, reference, and the "
+          "consistency of graph checkpoints: schemas/GRAPH.md section 4). "
           "Returns (entry, message) problems; empty when the archive is valid.")
       .def(
           "_data_ranges",

@@ -368,7 +368,11 @@ class Archive:
     def verify(self) -> list[tuple[str, str]]:
         """Checks everything (zip structure, every CRC-32, blob, reference).
 
-        Returns (entry, message) problems; empty when the archive is valid.
+        In a tag with graph.fb, also the rules that tie its parameters and
+        updater state to its graph and training config (schemas/GRAPH.md
+        section 4), each broken one reported under params.txt, updater.txt or
+        trainingConfig.fb. Returns (entry, message) problems; empty when the
+        archive is valid.
         """
     def has_entry(self, name: str) -> bool:
         """Whether the archive has an entry of this exact name."""
