@@ -1,5 +1,6 @@
 // Archive-level metadata, stored as TOML in the entry `modelzip.toml`:
-// the format version and optional compatibility metadata.
+// the format version and optional compatibility metadata. String values are
+// UTF-8 text (writers refuse other bytes: Writer::update_metadata).
 //
 // Thread safety: a plain value type.
 #pragma once

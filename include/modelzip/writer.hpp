@@ -193,7 +193,9 @@ class MODELZIP_API Writer {
   // some fields and keep the rest even when another writer committed in
   // between. A whole replacement is an edit that assigns
   // (`[m](Metadata& current) { current = m; }`). `edit` must not throw.
-  // The writer field is always set to this modelzip afterwards.
+  // The writer field is always set to this modelzip afterwards. Values must
+  // be UTF-8 text: commit() throws Error(invalid_argument) naming the key
+  // before anything is written otherwise.
   void update_metadata(std::function<void(Metadata&)> edit);
   // Stages garbage collection: blob entries that no params.txt or
   // updater.txt references are dropped at commit.

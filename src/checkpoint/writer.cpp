@@ -848,6 +848,7 @@ Writer::Impl::StagedPlan Writer::Impl::plan_staged(const Archive::Impl* old_impl
   Plan& plan = staged.plan;
   for (const auto& edit : metadata_edits) edit(plan.metadata);
   plan.metadata.writer = "modelzip " MODELZIP_VERSION;
+  format::check_metadata(plan.metadata);  // refused before anything is written
   // Dedup reads every new tensor (and the blobs it may equal) before
   // anything is written: a stage of its own, over the new tensors' bytes.
   std::optional<detail::ProgressTracker> comparing = compare_tracker();

@@ -1,5 +1,10 @@
 #include "format/archive_metadata.hpp"
 
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/utf8.hpp"
 #include "format/toml_entry.hpp"
 #include "modelzip/error.hpp"
 
@@ -46,7 +51,23 @@ Metadata parse_metadata(std::string_view text, const Limits& limits) {
   return m;
 }
 
+void check_metadata(const Metadata& m) {
+  auto check = [](std::string_view key, const std::string& value) {
+    if (auto at = detail::utf8_invalid_at(value))
+      throw Error(ErrorCode::invalid_argument,
+                  "metadata " + std::string(key) + " is not UTF-8 text (invalid byte at index " +
+                      std::to_string(*at) + ")",
+                  ErrorContext{.entry = std::string(kMetadataEntry)});
+  };
+  check("writer", m.writer);
+  if (m.model_name) check("model.name", *m.model_name);
+  if (m.model_version) check("model.version", *m.model_version);
+  if (m.quantization) check("model.quantization", *m.quantization);
+  if (m.description) check("model.description", *m.description);
+}
+
 std::string write_metadata(const Metadata& m) {
+  check_metadata(m);
   toml::table root;
   root.insert("format_version", static_cast<std::int64_t>(m.format_version));
   root.insert("writer", m.writer);

@@ -1,6 +1,8 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -350,4 +352,32 @@ TEST_CASE("Metadata round-trips") {
   CHECK(a.metadata().description == m.description);
   CHECK(a.metadata().format_version == 1);
   CHECK(a.params().empty());
+}
+
+TEST_CASE("Metadata that is not UTF-8 is refused at commit and the archive stays as it was") {
+  TempDir dir;
+  auto path = dir / "m.zip";
+  {
+    Writer w = Writer::open(path);
+    w.add_tag("v1", NewTag{});
+    w.commit();
+  }
+  auto read_all = [&] {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string before = read_all();
+  Writer w = Writer::open(path);
+  w.update_metadata([](Metadata& m) { m.model_name = "\xFF\xFE"; });
+  w.add_tag("v2", NewTag{});
+  try {
+    w.commit();
+    FAIL("commit accepted a model name that is not UTF-8");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::invalid_argument);
+    CHECK(std::string(e.what()).find("metadata model.name is not UTF-8") != std::string::npos);
+    CHECK(std::string(e.what()).find("modelzip.toml") != std::string::npos);
+  }
+  CHECK(read_all() == before);
+  CHECK(Archive::open(path).tags() == std::vector<std::string>{"v1"});
 }

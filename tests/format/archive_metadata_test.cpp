@@ -150,3 +150,18 @@ TEST_CASE("Metadata: values that begin or end with line breaks survive a round t
     CHECK(parse_metadata(text, {}) == m);
   }
 }
+
+TEST_CASE("Metadata: a value that is not UTF-8 is refused, naming the key") {
+  // TOML strings are Unicode text; bytes that are not UTF-8 would not read
+  // back as given (toml++ wrote them and they read back as other characters).
+  Metadata m;
+  m.model_name = "ok \xC3\xA9";
+  m.description = "bad \xFF\xFE";
+  CHECK_ERROR(write_metadata(m), ErrorCode::invalid_argument,
+              "metadata model.description is not UTF-8 text (invalid byte at index 4)");
+  m.description.reset();
+  m.writer = "w\xC0\x80";  // an overlong NUL
+  CHECK_ERROR(check_metadata(m), ErrorCode::invalid_argument, "metadata writer is not UTF-8");
+  m.writer = "modelzip";
+  CHECK_NOTHROW(check_metadata(m));
+}
