@@ -142,7 +142,8 @@ public final class Archive implements AutoCloseable {
   }
 
   /**
-   * Checks everything (zip structure, every CRC, every blob and reference)
+   * Checks everything (zip structure, every CRC, every blob and reference,
+   * and the consistency rules of graph checkpoints: schemas/GRAPH.md section 4)
    * and returns the problems found, each as "entry: message"; empty when the
    * archive is valid.
    */
