@@ -139,6 +139,9 @@ struct S3Multipart::Request {
   // Not repeatable (CompleteMultipartUpload): an attempt sent whose answer
   // was lost may have taken effect, which a final error then says.
   bool once = false;
+  // Bytes the server copies (UploadPartCopy): with the body's, what the
+  // request's deadline is given for (set_deadline).
+  std::uint64_t copies = 0;
 };
 
 struct S3Multipart::Response {
@@ -229,6 +232,8 @@ S3Multipart::Response S3Multipart::perform(const Request& r) const {
     Body body{r.body};
     configure(e, r.http, endpoint_, settings_, errbuf, headers,
               r.body.empty() ? kEmptyPayloadSha256 : kUnsignedPayload);
+    const long deadline_ms =
+        set_deadline(e, settings_, std::max<std::uint64_t>(r.body.size(), r.copies));
     for (const auto& h : r.headers) add_header(headers, h);
     // (No "Expect:" removal: libcurl's SigV4 would sign the removed header.)
     const std::string method = r.method;
@@ -257,6 +262,9 @@ S3Multipart::Response S3Multipart::perform(const Request& r) const {
     curl_easy_getinfo(e, CURLINFO_OS_ERRNO, &os_errno);
     long sent = 0;  // bytes of request headers sent
     curl_easy_getinfo(e, CURLINFO_REQUEST_SIZE, &sent);
+    curl_off_t elapsed_us = 0, uploaded = 0;
+    curl_easy_getinfo(e, CURLINFO_TOTAL_TIME_T, &elapsed_us);
+    curl_easy_getinfo(e, CURLINFO_SIZE_UPLOAD_T, &uploaded);
     curl_easy_cleanup(e);
     curl_slist_free_all(headers);
 
@@ -274,9 +282,14 @@ S3Multipart::Response S3Multipart::perform(const Request& r) const {
       }
       std::string detail = describe(code, errbuf, os_errno);
       if (code == CURLE_OPERATION_TIMEDOUT)
-        detail = "timed out (no connection within " + std::to_string(settings_.connect_timeout_ms) +
-                 " ms, or under 1 KiB/s for " + std::to_string(settings_.low_speed_time_s) +
-                 " s): " + detail;
+        detail = timed_out(
+            settings_, deadline_ms, static_cast<long>(elapsed_us / 1000), "the request",
+            !r.body.empty()
+                ? std::to_string(uploaded) + " of " + std::to_string(r.body.size()) + " bytes sent"
+                : (r.copies ? "a server-side copy of " + std::to_string(r.copies) + " bytes, "
+                            : "") +
+                      (a.status != 0 ? "its answer incomplete" : "no answer"),
+            detail);
       fail(
           ErrorCode::io, endpoint_.url,
           std::string("S3 ") + r.operation + " failed: " + detail + attempts + where + lost_note());
@@ -355,9 +368,10 @@ S3Part S3Multipart::upload_part_copy(const std::string& upload_id, int number,
       "x-amz-copy-source-range: bytes=" + std::to_string(first) + "-" +
           std::to_string(first + length - 1)};
   if (!source_etag.empty()) headers.push_back("x-amz-copy-source-if-match: " + source_etag);
-  Response r = perform(Request{"UploadPartCopy", "PUT",
-                               endpoint_.http + part_query(number, upload_id), headers, {},
-                               true});
+  Request copy{"UploadPartCopy", "PUT", endpoint_.http + part_query(number, upload_id), headers};
+  copy.cancellable = true;
+  copy.copies = length;
+  Response r = perform(copy);
   auto etag = xml_element(r.body, "ETag");
   if (!etag || etag->empty())
     fail(ErrorCode::io, endpoint_.url,
