@@ -97,6 +97,21 @@ std::string timed_out(const Settings& settings, long deadline_ms, long elapsed_m
          " s, or under 1 KiB/s for " + std::to_string(settings.low_speed_time_s) + " s): " + detail;
 }
 
+void CappedBody::capture(CURL* e) {
+  curl_write_callback keep = [](char* data, size_t size, size_t count, void* user) -> size_t {
+    auto* body = static_cast<CappedBody*>(user);
+    const size_t n = size * count;
+    if (n > body->max - body->text.size()) {
+      body->overflow = true;
+      return 0;  // ends the transfer
+    }
+    body->text.append(data, n);
+    return n;
+  };
+  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, keep);
+  curl_easy_setopt(e, CURLOPT_WRITEDATA, this);
+}
+
 std::chrono::milliseconds retry_pause(int attempt, std::optional<std::uint64_t> retry_after) {
   const std::chrono::milliseconds backoff(250 << (attempt - 1));
   if (!retry_after) return backoff;

@@ -65,6 +65,20 @@ std::string timed_out(const Settings& settings, long deadline_ms, long elapsed_m
 // Milliseconds as seconds for a message: "2", "0.5", "1.25".
 std::string seconds_text(long ms);
 
+// An answer's body kept in memory, at most `max` bytes: capture() makes it
+// the easy handle's CURLOPT_WRITEFUNCTION / CURLOPT_WRITEDATA (it must
+// outlive the transfer); a longer body ends the transfer
+// (CURLE_WRITE_ERROR) with `overflow` set and `text` holding what came
+// before the piece that passed `max`.
+struct CappedBody {
+  explicit CappedBody(std::size_t max_bytes) : max(max_bytes) {}
+  void capture(CURL* easy);
+
+  std::size_t max;
+  std::string text;
+  bool overflow = false;
+};
+
 // The pause before attempt `attempt` + 1 after a transient failure: 250 ms,
 // doubling with each attempt, or longer where the answer said Retry-After
 // (whole seconds; at most kMaxRetryAfterSeconds of it are honoured, so a

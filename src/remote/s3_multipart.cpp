@@ -157,8 +157,7 @@ struct Attempt {
   long status = 0;
   std::string etag, checksum;
   std::optional<std::uint64_t> retry_after;  // seconds
-  std::string body;
-  bool overflow = false;
+  CappedBody body{kMaxAnswer};
 
   static size_t on_header(char* data, size_t size, size_t count, void* user) {
     auto* a = static_cast<Attempt*>(user);
@@ -177,16 +176,6 @@ struct Attempt {
         a->checksum = line->value;
       }
     }
-    return n;
-  }
-  static size_t on_body(char* data, size_t size, size_t count, void* user) {
-    auto* a = static_cast<Attempt*>(user);
-    const size_t n = size * count;
-    if (a->body.size() + n > kMaxAnswer) {
-      a->overflow = true;
-      return 0;
-    }
-    a->body.append(data, n);
     return n;
   }
 };
@@ -249,8 +238,7 @@ S3Multipart::Response S3Multipart::perform(const Request& r) const {
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, headers);
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &Attempt::on_header);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, &a);
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &Attempt::on_body);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, &a);
+    a.body.capture(e);
     if (r.cancellable) {  // called at least once a second while the transfer runs
       curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
       curl_easy_setopt(e, CURLOPT_XFERINFOFUNCTION, &stop_if_cancelled);
@@ -274,7 +262,7 @@ S3Multipart::Response S3Multipart::perform(const Request& r) const {
       throw Error(ErrorCode::cancelled,
                   std::string("S3 ") + r.operation + " cancelled (interrupted)" + where,
                   ErrorContext{.archive = endpoint_.url});
-    if (code != CURLE_OK && !a.overflow) {
+    if (code != CURLE_OK && !a.body.overflow) {
       if (sent > 0) answer_lost = true;
       if (transient(code) && retry_left) {
         pause();
@@ -294,18 +282,18 @@ S3Multipart::Response S3Multipart::perform(const Request& r) const {
           ErrorCode::io, endpoint_.url,
           std::string("S3 ") + r.operation + " failed: " + detail + attempts + where + lost_note());
     }
-    if (a.overflow)
+    if (a.body.overflow)
       fail(ErrorCode::io, endpoint_.url,
            std::string("S3 ") + r.operation + " failed: HTTP " + std::to_string(a.status) +
                " with an answer larger than " + std::to_string(kMaxAnswer >> 20) +
                " MiB (S3 answers are a few KiB)" + attempts + where + lost_note());
     // S3 may answer 200 and report an error in the body (CompleteMultipartUpload,
     // UploadPartCopy).
-    const bool error_body = a.body.find("<Error>") != std::string::npos;
-    if (a.status >= 200 && a.status < 300 && !error_body && !a.overflow)
-      return Response{a.status, a.etag, a.checksum, std::move(a.body)};
-    const std::string s3_code = xml_element(a.body, "Code").value_or("");
-    const std::string s3_message = printable(xml_element(a.body, "Message").value_or(""));
+    const bool error_body = a.body.text.find("<Error>") != std::string::npos;
+    if (a.status >= 200 && a.status < 300 && !error_body && !a.body.overflow)
+      return Response{a.status, a.etag, a.checksum, std::move(a.body.text)};
+    const std::string s3_code = xml_element(a.body.text, "Code").value_or("");
+    const std::string s3_message = printable(xml_element(a.body.text, "Message").value_or(""));
     // 501 NotImplemented is the server's final word.
     if (((a.status >= 500 && a.status != 501) || a.status == 429 || transient_s3(s3_code)) &&
         retry_left) {

@@ -1,10 +1,14 @@
 // The settings every remote request is configured with (RemoteOptions, the
 // environment, the defaults) and the pieces of a request that need no
-// server: its deadline and the wording of a time-out.
+// server: its deadline, the wording of a time-out, a capped body capture.
 // (Requests against servers are tested in tests/remote/*.py.)
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <optional>
 #include <string>
 
@@ -139,4 +143,31 @@ TEST_CASE("a time-out names the request deadline only when it passed") {
   CHECK(seconds_text(2'500) == "2.5");
   CHECK(seconds_text(1'050) == "1.05");
   CHECK(seconds_text(600'000) == "600");
+}
+
+TEST_CASE("CappedBody keeps an answer up to its cap and ends a longer one") {
+  global_init();
+  const auto path =
+      std::filesystem::temp_directory_path() / ("modelzip-capped-body-" + std::to_string(getpid()));
+  for (std::size_t size :
+       {std::size_t{0}, std::size_t{100}, std::size_t{101}, std::size_t{70'000}}) {
+    CAPTURE(size);
+    std::ofstream(path, std::ios::binary) << std::string(size, 'b');
+    Easy easy;
+    const std::string url = "file://" + path.string();
+    curl_easy_setopt(easy.handle, CURLOPT_URL, url.c_str());
+    CappedBody body(100);
+    body.capture(easy.handle);
+    const CURLcode code = curl_easy_perform(easy.handle);
+    if (size <= 100) {
+      CHECK(code == CURLE_OK);
+      CHECK_FALSE(body.overflow);
+      CHECK(body.text == std::string(size, 'b'));
+    } else {
+      CHECK(code == CURLE_WRITE_ERROR);
+      CHECK(body.overflow);
+      CHECK(body.text.size() <= 100);
+    }
+  }
+  std::filesystem::remove(path);
 }
