@@ -11,6 +11,11 @@
 //   ca_file          MODELZIP_CA_FILE (PEM bundle of trusted CAs for https)
 //   connect_timeout  MODELZIP_CONNECT_TIMEOUT (seconds), default 10
 //   low_speed_time   MODELZIP_LOW_SPEED_TIME (seconds below 1 KiB/s), default 30
+//   request_timeout  MODELZIP_REQUEST_TIMEOUT (seconds one request may take,
+//                    per 8 MiB it moves), default 600
+// A time-out, set here or in the environment, is seconds above 0 (at most
+// 1e6); another value makes opening or writing the URL throw
+// Error(invalid_argument).
 // S3 takes AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN,
 // AWS_REGION (default us-east-1) and AWS_ENDPOINT_URL (S3-compatible stores,
 // addressed path-style) from the environment.
@@ -38,6 +43,11 @@ struct MODELZIP_API RemoteOptions {
   std::optional<std::string> ca_file{};
   std::optional<double> connect_timeout{};  // seconds
   std::optional<double> low_speed_time{};   // seconds
+  // The deadline of one request, from its start to its last byte (reads are
+  // cut into requests of at most 8 MiB; a request that moves more, an
+  // upload part or a server-side copy, gets this per 8 MiB). A request past
+  // it fails at once, naming the bytes moved (Error(io)); no retry.
+  std::optional<double> request_timeout{};  // seconds
   // A server that ignores Range (answers 200 with the whole object) is only
   // accepted for objects up to this size.
   std::uint64_t max_unranged_bytes = std::uint64_t{64} << 20;

@@ -47,6 +47,7 @@ void configure(CURL* e, const std::string& http, const Endpoint& ep, const Setti
   curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, settings.connect_timeout_ms);
   curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1024L);
   curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, settings.low_speed_time_s);
+  set_deadline(e, settings, 0);
   curl_easy_setopt(e, CURLOPT_USERAGENT, "modelzip/" MODELZIP_VERSION);
   curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, nullptr);  // bytes as stored, no gzip
   if (!settings.ca_file.empty()) curl_easy_setopt(e, CURLOPT_CAINFO, settings.ca_file.c_str());
@@ -58,6 +59,57 @@ void configure(CURL* e, const std::string& http, const Endpoint& ep, const Setti
     add_header(headers, "x-amz-content-sha256: " + std::string(payload_sha256));
     if (!ep.session_token.empty()) add_header(headers, "x-amz-security-token: " + ep.session_token);
   }
+}
+
+long set_deadline(CURL* e, const Settings& settings, std::uint64_t bytes) {
+  const double units = std::max(1.0, static_cast<double>(bytes) / kDeadlineUnit);
+  // Capped where the product would not fit (5 GiB at 1e6 s: 2e13 ms fits).
+  const double ms = std::min(units * static_cast<double>(settings.request_timeout_ms), 1e15);
+  const long deadline = static_cast<long>(ms);
+  curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, deadline);
+  return deadline;
+}
+
+std::string seconds_text(long ms) {
+  std::string text = std::to_string(ms / 1000);
+  if (const long rest = ms % 1000; rest != 0) {
+    std::string fraction = std::to_string(1000 + rest).substr(1);  // "050" of 50 ms
+    while (fraction.back() == '0') fraction.pop_back();
+    text += "." + fraction;
+  }
+  return text;
+}
+
+std::string timed_out(const Settings& settings, long deadline_ms, long elapsed_ms,
+                      const std::string& request, const std::string& moved,
+                      const std::string& detail, const char* setting) {
+  // libcurl's clock for the deadline starts a little before the one of the
+  // time it reports.
+  if (elapsed_ms + 100 >= deadline_ms)
+    return "timed out: " + request + " not done within " + seconds_text(deadline_ms) +
+           " s: " + moved + " (" +
+           (setting ? std::string(setting)
+                    : "MODELZIP_REQUEST_TIMEOUT or RemoteOptions::request_timeout, now " +
+                          seconds_text(settings.request_timeout_ms) +
+                          " s per 8 MiB a request moves: raise it for a slower link") +
+           ")";
+  return "timed out (no connection within " + seconds_text(settings.connect_timeout_ms) +
+         " s, or under 1 KiB/s for " + std::to_string(settings.low_speed_time_s) + " s): " + detail;
+}
+
+void CappedBody::capture(CURL* e) {
+  curl_write_callback keep = [](char* data, size_t size, size_t count, void* user) -> size_t {
+    auto* body = static_cast<CappedBody*>(user);
+    const size_t n = size * count;
+    if (n > body->max - body->text.size()) {
+      body->overflow = true;
+      return 0;  // ends the transfer
+    }
+    body->text.append(data, n);
+    return n;
+  };
+  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, keep);
+  curl_easy_setopt(e, CURLOPT_WRITEDATA, this);
 }
 
 std::chrono::milliseconds retry_pause(int attempt, std::optional<std::uint64_t> retry_after) {

@@ -31,7 +31,8 @@ void global_init();
 void add_header(curl_slist*& list, const std::string& header);
 
 // Sets the options every request has: `http` as the URL, `errbuf` (at least
-// CURL_ERROR_SIZE bytes), connect and low-speed time-outs, the CA file, the
+// CURL_ERROR_SIZE bytes), connect and low-speed time-outs, the deadline of a
+// request that moves up to kDeadlineUnit bytes (set_deadline), the CA file, the
 // user agent, http(s) only, redirects only for unsigned requests (at most 5,
 // never from https to http), and for
 // S3 the SigV4 signature with `payload_sha256` and the session token
@@ -39,6 +40,44 @@ void add_header(curl_slist*& list, const std::string& header);
 void configure(CURL* easy, const std::string& http, const Endpoint& endpoint,
                const Settings& settings, char* errbuf, curl_slist*& headers,
                std::string_view payload_sha256 = kEmptyPayloadSha256);
+
+// A request is given settings.request_timeout_ms per kDeadlineUnit bytes it
+// moves (sends, receives or has the server copy), at least that once: reads
+// are cut into requests of at most this size, so for them it is the time
+// one request may take from its start (DNS, connection, headers included)
+// to its last byte.
+inline constexpr std::uint64_t kDeadlineUnit = std::uint64_t{8} << 20;
+
+// Sets CURLOPT_TIMEOUT_MS for a request that moves `bytes`; returns it (ms).
+long set_deadline(CURL* easy, const Settings& settings, std::uint64_t bytes);
+
+// Why a transfer ended in CURLE_OPERATION_TIMEDOUT after `elapsed_ms` whose
+// deadline was `deadline_ms`: "timed out: <request> not done within N s:
+// <moved> (<setting>)" when the deadline passed (within 0.1 s), else the
+// connect or low-speed time-out that did, with `detail` (describe()).
+// `request` names the request ("bytes 0-99", "the request"), `moved` the
+// bytes it moved ("10 of 100 bytes received"); `setting` says what to change
+// for a deadline other than set_deadline()'s (null: MODELZIP_REQUEST_TIMEOUT).
+std::string timed_out(const Settings& settings, long deadline_ms, long elapsed_ms,
+                      const std::string& request, const std::string& moved,
+                      const std::string& detail, const char* setting = nullptr);
+
+// Milliseconds as seconds for a message: "2", "0.5", "1.25".
+std::string seconds_text(long ms);
+
+// An answer's body kept in memory, at most `max` bytes: capture() makes it
+// the easy handle's CURLOPT_WRITEFUNCTION / CURLOPT_WRITEDATA (it must
+// outlive the transfer); a longer body ends the transfer
+// (CURLE_WRITE_ERROR) with `overflow` set and `text` holding what came
+// before the piece that passed `max`.
+struct CappedBody {
+  explicit CappedBody(std::size_t max_bytes) : max(max_bytes) {}
+  void capture(CURL* easy);
+
+  std::size_t max;
+  std::string text;
+  bool overflow = false;
+};
 
 // The pause before attempt `attempt` + 1 after a transient failure: 250 ms,
 // doubling with each attempt, or longer where the answer said Retry-After

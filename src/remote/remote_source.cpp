@@ -33,6 +33,9 @@ constexpr std::uint64_t kMaxObjectSize = std::uint64_t{1} << 46;
 // transfer is ended and the answer judged by its status: a server streaming
 // an endless error page cannot hold a read.
 constexpr std::uint64_t kMaxErrorPage = std::uint64_t{64} << 10;
+// Reads are cut into requests no larger than the bytes one request deadline
+// is given for (remote.hpp documents request_timeout as the read request's).
+static_assert(kMaxRequest <= kDeadlineUnit);
 // Fetches at least this large report progress.
 constexpr std::uint64_t kProgressFrom = std::uint64_t{8} << 20;
 
@@ -70,6 +73,9 @@ struct Transfer {
   bool error_page_cut = false;   // ... stopped at kMaxErrorPage
   char errbuf[CURL_ERROR_SIZE] = {};
   long os_errno = 0;
+  long deadline_ms = 0;                    // CURLOPT_TIMEOUT_MS
+  const char* deadline_setting = nullptr;  // what sets it, if not MODELZIP_REQUEST_TIMEOUT
+  long elapsed_ms = 0;                     // until the attempt ended
 
   void reset_attempt() {
     status = 0;
@@ -88,6 +94,9 @@ struct Transfer {
     error_page_cut = false;
     errbuf[0] = '\0';
     os_errno = 0;
+    deadline_ms = 0;
+    deadline_setting = nullptr;
+    elapsed_ms = 0;
   }
   std::string what() const {
     if (head) return "HEAD";
@@ -242,6 +251,7 @@ class HttpSource final : public io::ByteSource {
                   printable(t.content_range) + "'";
       return false;
     }
+    ranged_ = true;
     return true;
   }
 
@@ -282,6 +292,7 @@ class HttpSource final : public io::ByteSource {
     if (!e) fail(ErrorCode::io, ep_.url, "cannot start a libcurl transfer");
     t.easy = e;
     configure(e, ep_.http, ep_, settings_, t.errbuf, t.headers);
+    t.deadline_ms = settings_.request_timeout_ms;
     curl_easy_setopt(e, CURLOPT_PRIVATE, &t);
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &HttpSource::on_header);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, &t);
@@ -290,9 +301,21 @@ class HttpSource final : public io::ByteSource {
     auto add = [&](const std::string& h) { add_header(t.headers, h); };
     if (t.head) {
       curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
-      curl_easy_setopt(e, CURLOPT_TIMEOUT_MS,
-                       settings_.connect_timeout_ms + 1000 * settings_.low_speed_time_s);
+      // A HEAD is headers only: bounded by a connection and one low-speed
+      // period where that is shorter than the request deadline.
+      const long head_ms = settings_.connect_timeout_ms + 1000 * settings_.low_speed_time_s;
+      if (head_ms < t.deadline_ms) {
+        t.deadline_ms = head_ms;
+        t.deadline_setting =
+            "MODELZIP_CONNECT_TIMEOUT plus MODELZIP_LOW_SPEED_TIME, a HEAD's bound: raise them "
+            "for a slower link";
+        curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, head_ms);
+      }
     } else {
+      // The whole object if a server that ignores Range may answer with it.
+      t.deadline_ms = set_deadline(
+          e, settings_,
+          ranged_ || pin_.size > settings_.max_unranged ? t.length : std::max(t.length, pin_.size));
       // Large answers in large pieces: fewer callbacks and cache writes.
       if (t.length > kSmallRequest) curl_easy_setopt(e, CURLOPT_BUFFERSIZE, kReceiveBuffer);
       add("Range: bytes=" + std::to_string(t.offset) + "-" +
@@ -333,9 +356,12 @@ class HttpSource final : public io::ByteSource {
       std::string detail = describe(code, t.errbuf, t.os_errno);
       if (code == CURLE_OPERATION_TIMEDOUT)
         fail(ErrorCode::io, ep_.url,
-             "timed out (no connection within " + std::to_string(settings_.connect_timeout_ms) +
-                 " ms, or under 1 KiB/s for " + std::to_string(settings_.low_speed_time_s) +
-                 " s): " + detail);
+             timed_out(settings_, t.deadline_ms, t.elapsed_ms, t.what(),
+                       t.head
+                           ? std::string("no complete answer")
+                           : std::to_string(t.received) + " of " +
+                                 std::to_string(t.whole ? pin_.size : t.length) + " bytes received",
+                       detail, t.deadline_setting));
       if (transient(code) && retry) return false;
       fail(ErrorCode::io, ep_.url,
            std::string(code == CURLE_PARTIAL_FILE ? "truncated response" : "cannot fetch") +
@@ -432,6 +458,9 @@ class HttpSource final : public io::ByteSource {
         curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, reinterpret_cast<char**>(&t));
         const CURLcode code = msg->data.result;
         curl_easy_getinfo(t->easy, CURLINFO_OS_ERRNO, &t->os_errno);
+        curl_off_t elapsed_us = 0;
+        curl_easy_getinfo(t->easy, CURLINFO_TOTAL_TIME_T, &elapsed_us);
+        t->elapsed_ms = static_cast<long>(elapsed_us / 1000);
         finish(*t);
         active.erase(std::find(active.begin(), active.end(), t));
         if (!judge(*t, code)) {
@@ -460,6 +489,9 @@ class HttpSource final : public io::ByteSource {
   mutable std::mutex mutex_;
   std::uint64_t requests_ = 0;
   std::uint64_t fetched_now_ = 0;
+  // A range was answered with 206: later requests need no time for the
+  // whole object.
+  bool ranged_ = false;
 };
 
 }  // namespace

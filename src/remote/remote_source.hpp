@@ -16,10 +16,13 @@
 // 429, resets, refused connections, truncated bodies) are retried
 // kMaxAttempts times in all with doubling pauses from 250 ms (longer where
 // an answer says Retry-After, up to 10 s: retry_pause()); time-outs
-// (connect, low speed) and other statuses are reported at once, naming the
-// URL and status. Bytes written never exceed the range asked for, whatever
-// the headers say. A server that ignores Range (200) is accepted only for
-// objects up to RemoteOptions::max_unranged_bytes.
+// (connect, low speed, the request deadline: curl_request.hpp's
+// set_deadline(), for the range or, until a server has answered a range
+// with 206, for the whole object where it may answer with that) and other
+// statuses are reported at once, naming the URL and status. Bytes written
+// never exceed the range asked for, whatever the headers say. A server that
+// ignores Range (200) is accepted only for objects up to
+// RemoteOptions::max_unranged_bytes.
 //
 // Thread safety: ensure() may be called from several threads; calls are
 // serialized.

@@ -139,6 +139,9 @@ struct S3Multipart::Request {
   // Not repeatable (CompleteMultipartUpload): an attempt sent whose answer
   // was lost may have taken effect, which a final error then says.
   bool once = false;
+  // Bytes the server copies (UploadPartCopy): with the body's, what the
+  // request's deadline is given for (set_deadline).
+  std::uint64_t copies = 0;
 };
 
 struct S3Multipart::Response {
@@ -154,8 +157,7 @@ struct Attempt {
   long status = 0;
   std::string etag, checksum;
   std::optional<std::uint64_t> retry_after;  // seconds
-  std::string body;
-  bool overflow = false;
+  CappedBody body{kMaxAnswer};
 
   static size_t on_header(char* data, size_t size, size_t count, void* user) {
     auto* a = static_cast<Attempt*>(user);
@@ -174,16 +176,6 @@ struct Attempt {
         a->checksum = line->value;
       }
     }
-    return n;
-  }
-  static size_t on_body(char* data, size_t size, size_t count, void* user) {
-    auto* a = static_cast<Attempt*>(user);
-    const size_t n = size * count;
-    if (a->body.size() + n > kMaxAnswer) {
-      a->overflow = true;
-      return 0;
-    }
-    a->body.append(data, n);
     return n;
   }
 };
@@ -229,6 +221,8 @@ S3Multipart::Response S3Multipart::perform(const Request& r) const {
     Body body{r.body};
     configure(e, r.http, endpoint_, settings_, errbuf, headers,
               r.body.empty() ? kEmptyPayloadSha256 : kUnsignedPayload);
+    const long deadline_ms =
+        set_deadline(e, settings_, std::max<std::uint64_t>(r.body.size(), r.copies));
     for (const auto& h : r.headers) add_header(headers, h);
     // (No "Expect:" removal: libcurl's SigV4 would sign the removed header.)
     const std::string method = r.method;
@@ -244,8 +238,7 @@ S3Multipart::Response S3Multipart::perform(const Request& r) const {
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, headers);
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &Attempt::on_header);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, &a);
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &Attempt::on_body);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, &a);
+    a.body.capture(e);
     if (r.cancellable) {  // called at least once a second while the transfer runs
       curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
       curl_easy_setopt(e, CURLOPT_XFERINFOFUNCTION, &stop_if_cancelled);
@@ -257,6 +250,9 @@ S3Multipart::Response S3Multipart::perform(const Request& r) const {
     curl_easy_getinfo(e, CURLINFO_OS_ERRNO, &os_errno);
     long sent = 0;  // bytes of request headers sent
     curl_easy_getinfo(e, CURLINFO_REQUEST_SIZE, &sent);
+    curl_off_t elapsed_us = 0, uploaded = 0;
+    curl_easy_getinfo(e, CURLINFO_TOTAL_TIME_T, &elapsed_us);
+    curl_easy_getinfo(e, CURLINFO_SIZE_UPLOAD_T, &uploaded);
     curl_easy_cleanup(e);
     curl_slist_free_all(headers);
 
@@ -266,7 +262,7 @@ S3Multipart::Response S3Multipart::perform(const Request& r) const {
       throw Error(ErrorCode::cancelled,
                   std::string("S3 ") + r.operation + " cancelled (interrupted)" + where,
                   ErrorContext{.archive = endpoint_.url});
-    if (code != CURLE_OK && !a.overflow) {
+    if (code != CURLE_OK && !a.body.overflow) {
       if (sent > 0) answer_lost = true;
       if (transient(code) && retry_left) {
         pause();
@@ -274,25 +270,30 @@ S3Multipart::Response S3Multipart::perform(const Request& r) const {
       }
       std::string detail = describe(code, errbuf, os_errno);
       if (code == CURLE_OPERATION_TIMEDOUT)
-        detail = "timed out (no connection within " + std::to_string(settings_.connect_timeout_ms) +
-                 " ms, or under 1 KiB/s for " + std::to_string(settings_.low_speed_time_s) +
-                 " s): " + detail;
+        detail = timed_out(
+            settings_, deadline_ms, static_cast<long>(elapsed_us / 1000), "the request",
+            !r.body.empty()
+                ? std::to_string(uploaded) + " of " + std::to_string(r.body.size()) + " bytes sent"
+                : (r.copies ? "a server-side copy of " + std::to_string(r.copies) + " bytes, "
+                            : "") +
+                      (a.status != 0 ? "its answer incomplete" : "no answer"),
+            detail);
       fail(
           ErrorCode::io, endpoint_.url,
           std::string("S3 ") + r.operation + " failed: " + detail + attempts + where + lost_note());
     }
-    if (a.overflow)
+    if (a.body.overflow)
       fail(ErrorCode::io, endpoint_.url,
            std::string("S3 ") + r.operation + " failed: HTTP " + std::to_string(a.status) +
                " with an answer larger than " + std::to_string(kMaxAnswer >> 20) +
                " MiB (S3 answers are a few KiB)" + attempts + where + lost_note());
     // S3 may answer 200 and report an error in the body (CompleteMultipartUpload,
     // UploadPartCopy).
-    const bool error_body = a.body.find("<Error>") != std::string::npos;
-    if (a.status >= 200 && a.status < 300 && !error_body && !a.overflow)
-      return Response{a.status, a.etag, a.checksum, std::move(a.body)};
-    const std::string s3_code = xml_element(a.body, "Code").value_or("");
-    const std::string s3_message = printable(xml_element(a.body, "Message").value_or(""));
+    const bool error_body = a.body.text.find("<Error>") != std::string::npos;
+    if (a.status >= 200 && a.status < 300 && !error_body && !a.body.overflow)
+      return Response{a.status, a.etag, a.checksum, std::move(a.body.text)};
+    const std::string s3_code = xml_element(a.body.text, "Code").value_or("");
+    const std::string s3_message = printable(xml_element(a.body.text, "Message").value_or(""));
     // 501 NotImplemented is the server's final word.
     if (((a.status >= 500 && a.status != 501) || a.status == 429 || transient_s3(s3_code)) &&
         retry_left) {
@@ -355,9 +356,10 @@ S3Part S3Multipart::upload_part_copy(const std::string& upload_id, int number,
       "x-amz-copy-source-range: bytes=" + std::to_string(first) + "-" +
           std::to_string(first + length - 1)};
   if (!source_etag.empty()) headers.push_back("x-amz-copy-source-if-match: " + source_etag);
-  Response r = perform(Request{"UploadPartCopy", "PUT",
-                               endpoint_.http + part_query(number, upload_id), headers, {},
-                               true});
+  Request copy{"UploadPartCopy", "PUT", endpoint_.http + part_query(number, upload_id), headers};
+  copy.cancellable = true;
+  copy.copies = length;
+  Response r = perform(copy);
   auto etag = xml_element(r.body, "ETag");
   if (!etag || etag->empty())
     fail(ErrorCode::io, endpoint_.url,

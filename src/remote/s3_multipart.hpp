@@ -20,7 +20,9 @@
 // Retries: each request is tried up to kS3Attempts times, pausing 250 ms,
 // doubling (longer where the answer says Retry-After, up to 10 s), on refused or reset connections,
 // truncated answers, HTTP 5xx (but 501), 429 and S3's SlowDown / RequestTimeout / InternalError
-// answers (a 200 carrying an <Error> body included). Time-outs are those of reads.
+// answers (a 200 carrying an <Error> body included). Time-outs are those of
+// reads (connect, low speed, the request deadline: set_deadline() for the
+// part's body or the bytes a copy copies), reported at once, not retried.
 //
 // Cancellation: UploadPart and UploadPartCopy stop within about a second of
 // modelzip::request_cancel() (libcurl's progress callback) and throw

@@ -13,14 +13,6 @@ namespace {
 // Error documents are a few hundred bytes; anything longer is not one.
 constexpr std::size_t kMaxErrorDocument = 64 * 1024;
 
-size_t keep_body(char* data, size_t size, size_t count, void* user) {
-  auto& body = *static_cast<std::string*>(user);
-  const std::size_t n = size * count;
-  if (n > kMaxErrorDocument - body.size()) return 0;  // aborts the transfer
-  body.append(data, n);
-  return n;
-}
-
 }  // namespace
 
 std::optional<Error> explain_s3_refusal(const Endpoint& endpoint, const Settings& settings,
@@ -30,19 +22,18 @@ std::optional<Error> explain_s3_refusal(const Endpoint& endpoint, const Settings
   if (!e) return std::nullopt;
   char errbuf[CURL_ERROR_SIZE] = {};
   curl_slist* headers = nullptr;
-  std::string body;
+  CappedBody body(kMaxErrorDocument);  // longer: the transfer fails, no explanation
   configure(e, endpoint.http, endpoint, settings, errbuf, headers);
   add_header(headers, "Range: bytes=0-0");
   curl_easy_setopt(e, CURLOPT_HTTPHEADER, headers);
-  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &keep_body);
-  curl_easy_setopt(e, CURLOPT_WRITEDATA, &body);
+  body.capture(e);
   const CURLcode code = curl_easy_perform(e);
   long answer = 0;
   curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &answer);
   curl_easy_cleanup(e);
   curl_slist_free_all(headers);
   if (code != CURLE_OK || answer < 400) return std::nullopt;
-  const std::optional<std::string> s3_code = xml_element(body, "Code");
+  const std::optional<std::string> s3_code = xml_element(body.text, "Code");
   if (!s3_code || s3_code->empty()) return std::nullopt;
   const std::string http = "HTTP " + std::to_string(answer) + " " + printable(*s3_code, 64);
   const ErrorContext where{.archive = endpoint.url};
@@ -55,7 +46,7 @@ std::optional<Error> explain_s3_refusal(const Endpoint& endpoint, const Settings
         "no such key '" + endpoint.key + "' in bucket '" + endpoint.bucket + "' (" + http + ")",
         where);
   // A server's text: control characters escaped, at most 256 bytes kept.
-  const std::string message = printable(xml_element(body, "Message").value_or(""));
+  const std::string message = printable(xml_element(body.text, "Message").value_or(""));
   return Error(status == 404 ? ErrorCode::not_found : ErrorCode::io,
                http + (message.empty() ? "" : ": " + message), where);
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <string_view>
 
@@ -19,6 +20,21 @@ double env_seconds(const char* name, double fallback, const std::string& url) {
     detail::fail_invalid(std::string(name) + "='" + v + "' is not a number of seconds above 0",
                          ErrorContext{.archive = url});
   return d;
+}
+
+// The RemoteOptions field `field` if set, else the environment variable
+// `name`, else `fallback`; either is refused unless above 0 and at most 1e6.
+double seconds(const std::optional<double>& option, const char* field, const char* name,
+               double fallback, const std::string& url) {
+  if (!option) return env_seconds(name, fallback, url);
+  if (!(*option > 0 && *option <= 1e6)) {
+    char value[32];
+    std::snprintf(value, sizeof value, "%g", *option);
+    detail::fail_invalid(std::string("RemoteOptions::") + field + " " + value +
+                             " is not a number of seconds above 0 (at most 1e6)",
+                         ErrorContext{.archive = url});
+  }
+  return *option;
 }
 
 // Unset, empty or "0": false; "1": true; anything else is refused.
@@ -83,11 +99,12 @@ Settings settings_from(const RemoteOptions& o, const std::string& url) {
     s.cache_limit = *v;
   s.ca_file = o.ca_file ? *o.ca_file : env("MODELZIP_CA_FILE");
   s.connect_timeout_ms = static_cast<long>(
-      1000 *
-      (o.connect_timeout ? *o.connect_timeout : env_seconds("MODELZIP_CONNECT_TIMEOUT", 10, url)));
-  s.low_speed_time_s = std::max(
-      1L, static_cast<long>(o.low_speed_time ? *o.low_speed_time
-                                             : env_seconds("MODELZIP_LOW_SPEED_TIME", 30, url)));
+      1000 * seconds(o.connect_timeout, "connect_timeout", "MODELZIP_CONNECT_TIMEOUT", 10, url));
+  s.low_speed_time_s = std::max(1L, static_cast<long>(seconds(o.low_speed_time, "low_speed_time",
+                                                              "MODELZIP_LOW_SPEED_TIME", 30, url)));
+  s.request_timeout_ms =
+      std::max(1L, static_cast<long>(1000 * seconds(o.request_timeout, "request_timeout",
+                                                    "MODELZIP_REQUEST_TIMEOUT", 600, url)));
   s.max_unranged = o.max_unranged_bytes;
   s.progress = o.progress;
   return s;

@@ -19,6 +19,7 @@ struct Settings {
   std::string ca_file;
   long connect_timeout_ms = 10'000;
   long low_speed_time_s = 30;
+  long request_timeout_ms = 600'000;  // per kDeadlineUnit moved (curl_request.hpp)
   std::uint64_t max_unranged = 0;
   ProgressCallback progress;
 };

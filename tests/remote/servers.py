@@ -241,6 +241,10 @@ class HostileHttp:
       "error-stream"    500 whose body never ends (until the client leaves)
       "huge-header"     206 with a 1 MiB header line
       "trickle"         headers sent one byte a second
+      "slow"            206 with exactly the range asked, its body sent at
+                        `rate` bytes a second (in eighths of it)
+      "endless-headers" a 206 status line, then header lines of 64 bytes
+                        without end, 2 KiB a second
       "redirect-loop"   302 to the same URL
       "busy"            503 with Retry-After: 2
       "replaced"        the object replaced (same size, other bytes, later
@@ -251,9 +255,9 @@ class HostileHttp:
     With etag=None no ETag is sent (Last-Modified only). `gets` counts GETs."""
 
     def __init__(self, data, etag='"v1"', last_modified="Sat, 28 Nov 2026 10:00:00 GMT",
-                 max_seconds=30):
+                 max_seconds=30, rate=2048):
         self.data, self.etag, self.last_modified = data, etag, last_modified
-        self.plan, self.gets, self.max_seconds = [], 0, max_seconds
+        self.plan, self.gets, self.max_seconds, self.rate = [], 0, max_seconds, rate
         self.get_times = []  # time.monotonic() of each GET
         owner = self
 
@@ -277,12 +281,18 @@ class HostileHttp:
             def do_HEAD(self):
                 self._head(200, len(owner.data))
 
-            def _stream(self, chunk, pause):
+            def _stream(self, chunk, pause, body=None):
+                """Writes `chunk` every `pause` seconds (the pieces of `body`
+                if given, then stops) for at most max_seconds."""
                 deadline = time.monotonic() + owner.max_seconds
+                pieces = None if body is None else [body[i:i + len(chunk)]
+                                                    for i in range(0, len(body), len(chunk))]
                 try:
                     while time.monotonic() < deadline:
-                        self.wfile.write(chunk)
+                        self.wfile.write(chunk if pieces is None else pieces.pop(0))
                         self.wfile.flush()
+                        if pieces == []:
+                            break
                         time.sleep(pause)
                 except OSError:
                     pass
@@ -317,6 +327,10 @@ class HostileHttp:
                     self.wfile.write(b"HTTP/1.1 206 Partial Content\r\n")
                     self._stream(b"X", 1.0)
                     return
+                if mode == "endless-headers":
+                    self.wfile.write(b"HTTP/1.1 206 Partial Content\r\n")
+                    self._stream(b"X-Pad: " + b"p" * 55 + b"\r\n", 64 / 2048)
+                    return
                 if mode in ("whole", "whole+1"):
                     body = data + (b"x" if mode == "whole+1" else b"")
                     self._head(200, len(body))
@@ -335,6 +349,10 @@ class HostileHttp:
                 if mode == "huge-header":
                     extra.append(("X-Huge", "h" * (1 << 20)))
                 self._head(206, len(body), extra, etag='"other"' if mode == "etag" else None)
+                if mode == "slow":
+                    step = max(1, owner.rate // 8)
+                    self._stream(b"s" * step, step / owner.rate, body)
+                    return
                 self.wfile.write(body)
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)

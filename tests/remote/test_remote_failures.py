@@ -34,6 +34,7 @@ def test_404_names_url_and_status(nginx):
 @pytest.mark.parametrize("name,value", [("MODELZIP_CACHE_LIMIT", "10X"),
                                         ("MODELZIP_CONNECT_TIMEOUT", "ten"),
                                         ("MODELZIP_LOW_SPEED_TIME", "-3"),
+                                        ("MODELZIP_REQUEST_TIMEOUT", "0"),
                                         ("MODELZIP_NO_CACHE", "yes")])
 def test_malformed_settings_are_refused_not_ignored(nginx, tmp_path, name, value):
     url = nginx.url("qs.zip")

@@ -5,6 +5,7 @@ the object that was there. HTTP answers come from servers.HostileHttp (one
 object, each GET answered as its plan says), redirects from nginx, S3
 answers from the recording proxy (servers.S3Proxy) in front of
 @20minutes/s3rver."""
+import re
 import subprocess
 
 import pytest
@@ -81,6 +82,42 @@ def test_headers_trickled_a_byte_a_second_time_out(hostile):
     hostile.plan = ["trickle"] * 100
     err = failing(["ls", hostile.url()], env=cli_env(MODELZIP_LOW_SPEED_TIME=2), seconds=15)
     assert hostile.url() in err and "timed out" in err, err
+
+
+def test_a_body_trickled_above_the_low_speed_limit_ends_at_the_request_deadline(hostile):
+    """2 KiB/s passes the low-speed check (1 KiB/s) forever: the request
+    deadline ends it, and the time-out is reported at once, not retried."""
+    hostile.plan = ["slow"] * 100
+    err = failing(["ls", hostile.url()], env=cli_env(MODELZIP_REQUEST_TIMEOUT=2), seconds=12)
+    assert hostile.url() in err and "MODELZIP_REQUEST_TIMEOUT" in err, err
+    # The tail, some 64 KiB: about 4 KiB of it came.
+    told = re.search(r"bytes (\d+)-(\d+) not done within 2 s: (\d+) of (\d+) bytes received", err)
+    assert told, err
+    first, last, received, expected = map(int, told.groups())
+    assert last == len(hostile.data) - 1 and expected == last - first + 1, err
+    assert 0 < received < 16 << 10, err
+    assert hostile.gets == 1
+
+
+def test_endless_headers_end_at_the_request_deadline(hostile):
+    hostile.plan = ["endless-headers"] * 100
+    err = failing(["ls", hostile.url()], env=cli_env(MODELZIP_REQUEST_TIMEOUT=2), seconds=12)
+    assert hostile.url() in err and "not done within 2 s" in err, err
+    assert "MODELZIP_REQUEST_TIMEOUT" in err, err
+
+
+def test_a_slow_but_steady_server_is_read_within_the_default_deadline(site):
+    """4 KiB/s, every answer: slow, but no request is cut (each is a few
+    seconds, the default deadline 600 s)."""
+    data = (site / "golden.zip").read_bytes()
+    server = servers.HostileHttp(data, rate=4096)
+    try:
+        server.plan = ["slow"] * 100
+        out = run("ls", server.url(), env=cli_env(MODELZIP_LOW_SPEED_TIME=2)).stdout
+        assert out == run("ls", site / "golden.zip").stdout
+        assert server.gets >= 1
+    finally:
+        server.stop()
 
 
 def test_redirects_never_leave_https_for_http(nginx, site, tmp_path):

@@ -8,6 +8,7 @@ enforced; for those the tests check the requests sent and that the server's
 answer is reported with its S3 error code."""
 import os
 import subprocess
+import time
 
 import pytest
 
@@ -146,6 +147,24 @@ def test_retries_are_bounded_and_the_error_names_url_and_code(s3, data):
     assert len(upload_parts(proxy)) == 5
     # The failed upload was aborted (a DELETE of its id; this server answers 405).
     assert [r["method"] for r in proxy.requests()][-1] == "DELETE"
+
+
+def test_a_request_past_its_deadline_fails_at_once_naming_it(s3):
+    """CreateMultipartUpload answered after 3 s, the deadline 1 s: it fails
+    after about 1 s, once (a time-out is not retried)."""
+    fork, proxy = s3
+    proxy.inject(lambda m, p: m == "POST" and p.endswith("?uploads="), ("delay", 3.0), 10)
+    start = time.monotonic()
+    p = probe(proxy, "create", "s3://models/late.bin",
+              env_extra={"MODELZIP_REQUEST_TIMEOUT": "1"}, check=False)
+    took = time.monotonic() - start
+    err = p.stderr.decode()
+    assert p.returncode == 1 and "s3://models/late.bin" in err, err
+    assert ("S3 CreateMultipartUpload failed: timed out: the request not done within 1 s: "
+            "no answer (MODELZIP_REQUEST_TIMEOUT") in err, err
+    assert f"(POST {proxy.endpoint}/models/late.bin?uploads=)" in err, err
+    assert took < 2.5, took
+    assert proxy.faults[0][2] == 9  # one attempt
 
 
 def test_wrong_access_key_is_named(s3, data):
