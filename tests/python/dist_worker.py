@@ -178,6 +178,10 @@ def run(scenario, folder, rank, world, torch, group, comm):
                  replace=True)
         with modelzip.open(path) as a:
             assert a.tags == ["step-6", "STEP-5"], a.tags
+            assert a.verify() == []
+            for version, tag in ((9, "step-6"), (5, "STEP-5")):
+                for name, value in model(version).items():
+                    np.testing.assert_array_equal(a.tensor(name, tag), value)
         before = open(path, "rb").read()
         # Invalid rotations raise on every rank, the archive unchanged.
         cases = [({}, "already_exists", "replace=True replaces it"),
