@@ -233,7 +233,7 @@ CommitPlan plan_commit(const std::vector<std::vector<Record>>& all, const std::s
     tables.params = rotation->params;
     tables.updater = rotation->updater;
     out.tags = rotation->tags;
-    out.kept = rotation->kept;
+    if (rotation->removes) out.kept = rotation->kept;  // else the append keeps every entry
   }
 
   // params.txt, updater.txt (when there is updater state), the tag-level
