@@ -205,6 +205,16 @@ def run(scenario, folder, rank, world, torch, group, comm):
                 assert text in message, message
                 assert comm.broadcast(message.encode(), 0).decode() == message
                 assert open(path, "rb").read() == before
+        if world > 1:  # a keep_last that is no count, on one rank: every rank raises
+            try:
+                mzd.save(path, "step-6", staged(rank, world, 10, torch), group=comm,
+                         durable=False, replace=True, keep_last=-1 if rank == world - 1 else 2)
+            except ValueError as e:  # the last rank's own, InvalidArgumentError elsewhere
+                message = str(e)
+            else:
+                raise AssertionError("keep_last=-1 was saved")
+            assert "keep_last must be a number of tags >= 1, not -1" in message, message
+            assert open(path, "rb").read() == before
         # save_checkpoint rotates too.
         for version in (1, 2):
             mzd.save_checkpoint(path, f"ckpt-{version}", staged(rank, world, version, torch),

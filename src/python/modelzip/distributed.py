@@ -261,7 +261,8 @@ def save(path: PathLike, tag: str, tensors: Mapping[str, Any], *, group: Any = N
     that commit (as for modelzip.save; docs/rotation.md). Every rank passes
     the same values; ``keep_last=0`` (or values that differ between ranks)
     raises InvalidArgumentError on every rank, before anything is written.
-    Not yet for ``s3://`` archives (UnsupportedError on every rank)."""
+    Not yet for ``s3://`` archives (modelzip.Error, code "unsupported", on
+    every rank)."""
     if blocking:
         return _commit(path, tag, tensors, communicator(group), share, dedup, durable, root,
                        rank_lock_timeout, dtypes, replace, keep_last)
@@ -303,6 +304,7 @@ def _commit(path: PathLike, tag: str, tensors: Mapping[str, Any], comm: Communic
     time-out."""
     error, cause = "", None
     try:
+        _check_keep_last(keep_last)
         writer = _staged_writer(path, _host_values(tensors), comm, share, dedup, durable, root,
                                 rank_lock_timeout, _raw_bits_marks(tensors, dtypes))
     except Exception as e:  # every rank must reach the agreement, whatever failed here
@@ -316,6 +318,14 @@ def _commit(path: PathLike, tag: str, tensors: Mapping[str, Any], comm: Communic
                                    code="invalid_argument", message=text,
                                    archive=os.fspath(path), tag=tag)
     return writer.commit(tag, replace=replace, keep_last=keep_last)
+
+
+def _check_keep_last(keep_last: Optional[int]) -> None:
+    """A keep_last that cannot be a count raises here, where every rank agrees on
+    the failure (0 is the commit's own error, the same on every rank)."""
+    if keep_last is not None and (isinstance(keep_last, bool) or not isinstance(keep_last, int)
+                                  or keep_last < 0):
+        raise ValueError(f"keep_last must be a number of tags >= 1, not {keep_last!r}")
 
 
 def _raw_bits_marks(tensors: Mapping[str, Any], dtypes: Optional[Mapping[str, str]]) -> dict:
@@ -568,6 +578,7 @@ def save_checkpoint(path: PathLike, tag: str, params: Mapping[str, Any], optimiz
     summary: dict = {}
     error = ""
     try:
+        _check_keep_last(keep_last)
         _stage_tensors(writer, _host_values(params), {})
         if optimizer is not None:
             summary = _stage_optimizer(writer, params, optimizer)
