@@ -8,7 +8,10 @@
 //            file (dist/rank_share.hpp); CRCs per piece -> root
 //   5. root: combine the CRCs, write the local headers with them
 //            (zip::finish_entry), tags.txt, directory, end records (the
-//            commit point)
+//            commit point); with a rotation, the removed entries' bytes
+//            become free entries
+//   6. (a rotation that left the archive mostly free) all: let go of the
+//            locks; root: rewrite the archive (a single-writer commit)
 // The phases are CommitRun's methods; the plan (dist/commit_plan.hpp), the
 // dedup comparisons (dist/dedup.hpp), a rank's writes (dist/rank_share.hpp)
 // and the messages (dist/commit_messages.hpp) have files of their own.
@@ -508,12 +511,19 @@ class CommitRun {
   // Root, after a commit that freed entries: whether the archive now holds
   // more free bytes than live ones (Writer's rule for rewriting instead of
   // committing in place).
-  bool mostly_free() const {
-    const Archive now = Archive::open(m_.path);
-    const checkpoint::ArchiveState state(now);
-    const std::span<const std::byte> file = state.reader().file().span();
-    const std::uint64_t unused = zip::unused_bytes(state.directory(), file);
-    return unused > file.size() - unused;
+  // The tag is committed by then: an archive that cannot be read back here
+  // fails no save, it is left as it is (the next rotating commit checks
+  // again).
+  bool mostly_free() const noexcept {
+    try {
+      const Archive now = Archive::open(m_.path);
+      const checkpoint::ArchiveState state(now);
+      const std::span<const std::byte> file = state.reader().file().span();
+      const std::uint64_t unused = zip::unused_bytes(state.directory(), file);
+      return unused > file.size() - unused;
+    } catch (const std::exception&) {
+      return false;
+    }
   }
 
   // 6. After a commit that left the archive mostly free (every rank knows
