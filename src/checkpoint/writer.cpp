@@ -14,6 +14,7 @@
 #include "checkpoint/entry_validators.hpp"
 #include "checkpoint/fill_gate.hpp"
 #include "checkpoint/new_tag_contents.hpp"
+#include "checkpoint/rotation.hpp"
 #include "checkpoint/s3_old_archive.hpp"
 #include "core/crc32.hpp"
 #include "core/position_index.hpp"
@@ -33,14 +34,14 @@
 #include "modelzip/error.hpp"
 #include "remote/remote_source.hpp"
 #include "remote/s3_multipart.hpp"
-#include "remote/settings.hpp"
-#include "remote/upload_config.hpp"
 #include "remote/s3_upload_sink.hpp"
+#include "remote/settings.hpp"
 #include "remote/stale_uploads.hpp"
+#include "remote/upload_config.hpp"
 #include "zip/append_session.hpp"
 #include "zip/archive_layout.hpp"
-#include "zip/known_crcs.hpp"
 #include "zip/free_range.hpp"
+#include "zip/known_crcs.hpp"
 #include "zip/zip_stream_writer.hpp"
 
 namespace modelzip {
@@ -620,6 +621,20 @@ std::uint64_t append_end_bound(const Plan& plan, std::uint64_t old_size) {
   return end;
 }
 
+// Throws when `plan` keeps a tag whose tables could not be read: rewriting
+// it would lose what its unreadable tables held.
+void check_undamaged_plan(const Plan& plan, const std::string& archive) {
+  for (const auto& t : plan.tags)
+    if (t.damage)
+      throw Error(t.damage->code(),
+                  "the tag's tables are damaged (" + t.damage->message() +
+                      "); remove the tag (rm-tag, Writer::remove_tag) before changing the archive",
+                  ErrorContext{.archive = archive,
+                               .entry = t.damage->context().entry,
+                               .tag = t.name,
+                               .line = t.damage->context().line});
+}
+
 }  // namespace
 
 class Writer::Impl {
@@ -877,16 +892,7 @@ Writer::Impl::StagedPlan Writer::Impl::plan_staged(const Archive::Impl* old_impl
 }
 
 void Writer::Impl::check_undamaged(const Plan& plan) const {
-  // Rewriting a damaged tag would lose what its unreadable tables held.
-  for (const auto& t : plan.tags)
-    if (t.damage)
-      throw Error(t.damage->code(),
-                  "the tag's tables are damaged (" + t.damage->message() +
-                      "); remove the tag (rm-tag, Writer::remove_tag) before changing the archive",
-                  ErrorContext{.archive = path.string(),
-                               .entry = t.damage->context().entry,
-                               .tag = t.name,
-                               .line = t.damage->context().line});
+  check_undamaged_plan(plan, path.string());
 }
 
 bool Writer::Impl::only_tag_changes() const {
@@ -1276,5 +1282,62 @@ const Writer::Stats& Writer::last_stats() const noexcept {
   static const Stats none;
   return impl_ ? impl_->last_stats : none;
 }
+
+// ---- checkpoint::plan_rotation ------------------------------------------------
+
+namespace checkpoint {
+
+Rotation plan_rotation(const Archive& old, const RotationInput& in) {
+  const Archive::Impl& old_impl = Archive::Impl::of(old);
+  Plan plan = plan_from(&old_impl);
+  const std::size_t old_count = plan.tags.size();
+  TagPlan added;
+  added.name = in.tag;
+  added.rows[0] = in.params;
+  added.rows[1] = in.updater;
+  added.has_updater = in.has_updater;
+  added.next_index[0] = in.new_blobs[0];
+  added.next_index[1] = in.new_blobs[1];
+  plan.tags.push_back(std::move(added));
+  Rotation out;
+  // The replaced tag goes first (Writer::replace_tag), then the oldest
+  // beyond keep_last (Writer::keep_last staged after the tag). An old tag
+  // comes before the new one, so removing by name finds the old one.
+  if (in.replace)
+    for (std::size_t i = 0; i < old_count; ++i)
+      if (format::same_tag(plan.tags[i].name, in.tag)) {
+        remove_from_plan(plan, plan.tags[i].name);
+        out.removes = true;
+        break;
+      }
+  if (in.keep_last)
+    while (plan.tags.size() > *in.keep_last) {
+      remove_from_plan(plan, plan.tags.front().name);
+      out.removes = true;
+    }
+  if (out.removes) check_undamaged_plan(plan, old.name());
+  const TagPlan& self = plan.tags.back();
+  out.params = self.rows[0];
+  out.updater = self.rows[1];
+  out.kept = kept_in_place(plan, old_impl);
+  for (const auto& t : plan.tags) {
+    out.tags.push_back(t.name);
+    if (&t != &self && !tables_in_place(t)) {
+      out.tables.emplace_back(t.name + "/params.txt",
+                              format::write_blob_table(t.rows[0], TableKind::params));
+      if (t.has_updater || !t.rows[1].empty())
+        out.tables.emplace_back(t.name + "/updater.txt",
+                                format::write_blob_table(t.rows[1], TableKind::updater));
+    }
+    // Other entries of kept tags never move; blobs move only into a tag
+    // (remove_from_plan), each an old entry (the new tag's own blobs are
+    // not in the plan).
+    for (const auto& [key, c] : t.blobs)
+      if (!in_place(t.entry_name(key), c)) out.moved.push_back({c.old, t.entry_name(key)});
+  }
+  return out;
+}
+
+}  // namespace checkpoint
 
 }  // namespace modelzip

@@ -118,7 +118,9 @@ void run_save(const std::shared_ptr<State>& state) {
   std::exception_ptr failure;
   CollectiveStats stats;
   try {
-    stats = state->commit->run(state->tag);
+    stats = state->commit->run(state->tag,
+                               CollectiveCommitOptions{.replace = state->options.replace,
+                                                       .keep_last = state->options.keep_last});
   } catch (...) {
     failure = std::current_exception();
   }

@@ -8,7 +8,10 @@
 //            file (dist/rank_share.hpp); CRCs per piece -> root
 //   5. root: combine the CRCs, write the local headers with them
 //            (zip::finish_entry), tags.txt, directory, end records (the
-//            commit point)
+//            commit point); with a rotation, the removed entries' bytes
+//            become free entries
+//   6. (a rotation that left the archive mostly free) all: let go of the
+//            locks; root: rewrite the archive (a single-writer commit)
 // The phases are CommitRun's methods; the plan (dist/commit_plan.hpp), the
 // dedup comparisons (dist/dedup.hpp), a rank's writes (dist/rank_share.hpp)
 // and the messages (dist/commit_messages.hpp) have files of their own.
@@ -18,6 +21,11 @@
 #include <algorithm>
 #include <thread>
 
+#include "checkpoint/archive_state.hpp"
+#include "checkpoint/new_tag_contents.hpp"
+#include "core/crc32.hpp"
+#include "core/error_wire.hpp"
+#include "core/shape_text.hpp"
 #include "dist/blocks.hpp"
 #include "dist/commit_messages.hpp"
 #include "dist/commit_plan.hpp"
@@ -34,12 +42,10 @@
 #include "io/shared_file_writer.hpp"
 #include "modelzip/dist/distributed.hpp"
 #include "modelzip/error.hpp"
+#include "modelzip/metadata.hpp"
 #include "modelzip/writer.hpp"
 #include "remote/remote_source.hpp"
-#include "core/crc32.hpp"
-#include "core/error_wire.hpp"
-#include "checkpoint/new_tag_contents.hpp"
-#include "core/shape_text.hpp"
+#include "zip/archive_layout.hpp"
 #include "zip/entry_writer.hpp"
 
 namespace modelzip {
@@ -269,10 +275,12 @@ namespace {
 // One run of CollectiveWriter::commit: its phases, in order.
 class CommitRun {
  public:
-  CommitRun(CollectiveWriter::Impl& m, const std::string& tag)
+  CommitRun(CollectiveWriter::Impl& m, const std::string& tag,
+            const CollectiveCommitOptions& rotate)
       : m_(m),
         comm_(*m.comm),
         tag_(tag),
+        rotate_(rotate),
         root_(m.options.root),
         is_root_(comm_.rank() == root_),
         ctx_(m.context(tag)),
@@ -287,7 +295,9 @@ class CommitRun {
     out_.reset();
     target_.reset();  // unlocks
     s3_target_.reset();
-    return final_stats(engine_([&] { return comm_.broadcast(stats, root_); }));
+    CollectiveStats result = final_stats(engine_([&] { return comm_.broadcast(stats, root_); }));
+    if (compact_) compact();
+    return result;
   }
 
  private:
@@ -297,6 +307,13 @@ class CommitRun {
     agreed_step(engine_, ctx_, [&] {
       if (m_.fail_first_step) std::rethrow_exception(m_.fail_first_step);
       format::check_tag(tag_);
+      if (rotate_.keep_last) format::check_keep_last(*rotate_.keep_last, ctx_);
+      if (s3_ && (rotate_.replace || rotate_.keep_last))
+        throw Error(ErrorCode::unsupported,
+                    "replace and keep_last are not implemented for collective saves to s3:// "
+                    "archives (remove tags with Writer::remove_tag, or modelzip rm-tag, between "
+                    "saves)",
+                    ctx_);
       if (!is_root_) return;
       if (s3_)
         s3_target_ = std::make_unique<dist::S3CommitTarget>(m_.path.string());
@@ -304,14 +321,44 @@ class CommitRun {
         target_ = std::make_unique<dist::CommitTarget>(
             m_.path, m_.options.durable, m_.options.on_notice,
             dist::writers_timeout(m_.options.rank_lock_timeout));
-      if (old())
+      if (old() && !rotate_.replace)
         if (auto existing = old()->find_tag(tag_))
           throw Error(ErrorCode::already_exists,
-                      "tag '" + *existing + "' exists already (tags ignore case)", ctx_);
+                      "tag '" + *existing + "' exists already (tags ignore case); " +
+                          std::string(format::kCollectiveReplaceHint),
+                      ctx_);
     });
-    exists_ = engine_([&] {
-                return comm_.broadcast(is_root_ && old() ? "1" : "0", root_);
-              }) == "1";
+    // Whether the archive exists, and the root's rotation (checked against
+    // every rank's in the next step).
+    std::string root_says;
+    if (is_root_) {
+      WireOut w;
+      w.u64(old() ? 1 : 0);
+      w.u64(rotate_.replace ? 1 : 0);
+      w.u64(rotate_.keep_last ? *rotate_.keep_last : 0);
+      root_says = std::move(w.s);
+    }
+    root_says = engine_([&] { return comm_.broadcast(root_says, root_); });
+    WireIn in(root_says, root_);
+    exists_ = in.u64() != 0;
+    root_replace_ = in.u64() != 0;
+    root_keep_last_ = in.u64();
+  }
+
+  // Every rank must ask for the rotation the root plans.
+  void check_same_rotation() const {
+    const std::uint64_t keep_last = rotate_.keep_last ? *rotate_.keep_last : 0;
+    auto text = [](bool replace, std::uint64_t keep) {
+      return std::string("replace=") + (replace ? "true" : "false") +
+             ", keep_last=" + (keep == 0 ? std::string("none") : std::to_string(keep));
+    };
+    if (rotate_.replace != root_replace_ || keep_last != root_keep_last_)
+      throw Error(ErrorCode::invalid_argument,
+                  "rank " + std::to_string(comm_.rank()) + " commits with " +
+                      text(rotate_.replace, keep_last) + ", the root rank " +
+                      std::to_string(root_) + " with " + text(root_replace_, root_keep_last_) +
+                      " (every rank passes the same)",
+                  ctx_);
   }
 
   // 2. Records (with dedup verdicts) to the root. From here on every rank
@@ -320,6 +367,7 @@ class CommitRun {
   std::vector<std::string> gather_records() {
     std::string records;
     agreed_step(engine_, ctx_, [&] {
+      check_same_rotation();
       if (exists_ && !s3_) {
         locks_.emplace(m_.path, comm_.rank());
         engine_.watch(&*locks_);
@@ -347,8 +395,11 @@ class CommitRun {
         all.push_back(decode_records(gathered[r], static_cast<int>(r)));
       planned_ = dist::plan_commit(
           all, tag_, old(),
-          [&] { return s3_ ? s3_target_->begin(tag_) : target_->begin(tag_); }, m_.options.dedup,
-          root_);
+          [&](const std::set<const zip::EntryInfo*>* kept) {
+            return s3_ ? s3_target_->begin(tag_) : target_->begin(tag_, kept);
+          },
+          m_.options.dedup, root_,
+          dist::RotateRequest{.replace = rotate_.replace, .keep_last = rotate_.keep_last});
       if (!s3_) dist::prepare_file(*target_, planned_, tag_);
       stats_.blobs_written = planned_.blobs_written;
       stats_.blobs_deduplicated = planned_.blobs_deduplicated;
@@ -392,9 +443,11 @@ class CommitRun {
           true);
       dist::RankShare share = dist::write_rank_share(plan, m_.items, comm_.rank(), sink);
       if (is_root_)
-        for (const auto& [e, content] : planned_.root_entries) {
-          const auto bytes = std::as_bytes(std::span(content));
-          root_infos_.push_back(zip::write_entry(sink, e.zip_plan(), detail::crc32_of(bytes), bytes));
+        for (const dist::RootEntry& r : planned_.root_entries) {
+          const dist::PlannedEntry& e = r.entry;
+          const auto bytes = r.content.span();
+          root_infos_.push_back(zip::write_entry(sink, e.zip_plan(),
+                                                 r.crc ? *r.crc : detail::crc32_of(bytes), bytes));
           share.written += e.data_offset + e.size - e.local_offset;
         }
       sink.finish();
@@ -427,12 +480,9 @@ class CommitRun {
         end = std::max(end, entry.end());
       }
       headers.finish();
-      std::vector<std::string> tags =
-          target_->old() ? target_->old()->tags() : std::vector<std::string>{};
-      tags.push_back(tag_);
       const std::uint64_t before = end;
       try {
-        target_->finish(written, tags, end, &visible);
+        target_->finish(written, planned_.tags, end, &visible);
       } catch (const Error& e) {
         if (!visible) throw;
         throw e.reworded(
@@ -442,7 +492,7 @@ class CommitRun {
             e.context());
       }
       total += std::filesystem::file_size(m_.path) - before;
-      WireOut w;
+      compact_ = planned_.kept && mostly_free();
       stats_bytes = stats_message(total);
     });
     return stats_bytes;
@@ -454,7 +504,50 @@ class CommitRun {
     w.u64(stats_.blobs_written);
     w.u64(stats_.blobs_deduplicated);
     w.u64(exists_ ? 1 : 0);
+    w.u64(compact_ ? 1 : 0);
     return w.s;
+  }
+
+  // Root, after a commit that freed entries: whether the archive now holds
+  // more free bytes than live ones (Writer's rule for rewriting instead of
+  // committing in place).
+  // The tag is committed by then: an archive that cannot be read back here
+  // fails no save, it is left as it is (the next rotating commit checks
+  // again).
+  bool mostly_free() const noexcept {
+    try {
+      const Archive now = Archive::open(m_.path);
+      const checkpoint::ArchiveState state(now);
+      const std::span<const std::byte> file = state.reader().file().span();
+      const std::uint64_t unused = zip::unused_bytes(state.directory(), file);
+      return unused > file.size() - unused;
+    } catch (const std::exception&) {
+      return false;
+    }
+  }
+
+  // 6. After a commit that left the archive mostly free (every rank knows
+  // from the stats): every rank lets go of its locks, and the root rewrites
+  // the archive with every tag kept (a single-writer commit: the old archive
+  // or the compact one), so that it shrinks to its live data.
+  void compact() {
+    engine_.watch(nullptr);
+    locks_.reset();
+    agreed_step(engine_, ctx_, [&] {
+      if (!is_root_) return;
+      try {
+        Writer w = Writer::open(m_.path, WriterOptions{.durable = m_.options.durable,
+                                                       .on_notice = m_.options.on_notice});
+        w.update_metadata([](Metadata&) {});  // a change that keeps everything
+        w.commit();
+      } catch (const Error& e) {
+        throw e.reworded(
+            "the tag is committed, but rewriting the archive to drop its free "
+            "entries failed (the next save that removes tags tries again): " +
+                e.message(),
+            e.context());
+      }
+    });
   }
 
   const Archive* old() const {
@@ -484,10 +577,11 @@ class CommitRun {
       dist::S3RankResult r = dist::s3_upload_share(m_.path.string(), plan, layout_, m_.items,
                                                    comm_.rank(), root_sink);
       if (is_root_)
-        for (const auto& [e, content] : planned_.root_entries) {
-          const auto bytes = std::as_bytes(std::span(content));
-          root_infos_.push_back(
-              zip::write_entry(*root_sink, e.zip_plan(), detail::crc32_of(bytes), bytes));
+        for (const dist::RootEntry& entry : planned_.root_entries) {
+          const auto bytes = entry.content.span();
+          root_infos_.push_back(zip::write_entry(*root_sink, entry.entry.zip_plan(),
+                                                 entry.crc ? *entry.crc : detail::crc32_of(bytes),
+                                                 bytes));
         }
       stats_.bytes_written = r.uploaded;
       result = std::move(r.message);
@@ -520,12 +614,17 @@ class CommitRun {
     stats_.blobs_written = in.u64();
     stats_.blobs_deduplicated = in.u64();
     stats_.appended = in.u64() != 0;
+    compact_ = in.u64() != 0;
     return stats_;
   }
 
   CollectiveWriter::Impl& m_;
   Communicator& comm_;
   const std::string& tag_;
+  const CollectiveCommitOptions& rotate_;
+  bool root_replace_ = false;         // the root's rotate_ (lock)
+  std::uint64_t root_keep_last_ = 0;  // 0: none
+  bool compact_ = false;              // the commit is followed by compact()
   const int root_;
   const bool is_root_;
   const ErrorContext ctx_;
@@ -547,7 +646,12 @@ class CommitRun {
 }  // namespace
 
 CollectiveStats CollectiveWriter::commit(const std::string& tag) {
-  CollectiveStats stats = CommitRun(*impl_, tag).run();
+  return commit(tag, CollectiveCommitOptions{});
+}
+
+CollectiveStats CollectiveWriter::commit(const std::string& tag,
+                                         const CollectiveCommitOptions& options) {
+  CollectiveStats stats = CommitRun(*impl_, tag, options).run();
   impl_->items.clear();
   impl_->entries = NewTag();
   return stats;
@@ -596,8 +700,9 @@ void DetachedCommit::fail_first_step(std::exception_ptr error) {
   impl_->fail_first_step = std::move(error);
 }
 
-CollectiveStats DetachedCommit::run(const std::string& tag) {
-  return CommitRun(*impl_, tag).run();
+CollectiveStats DetachedCommit::run(const std::string& tag,
+                                    const CollectiveCommitOptions& options) {
+  return CommitRun(*impl_, tag, options).run();
 }
 
 ErrorContext DetachedCommit::context() const { return impl_->context(); }

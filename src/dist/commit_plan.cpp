@@ -4,8 +4,9 @@
 #include <map>
 
 #include "checkpoint/archive_state.hpp"
-#include "core/shape_text.hpp"
 #include "checkpoint/entry_validators.hpp"
+#include "checkpoint/rotation.hpp"
+#include "core/shape_text.hpp"
 #include "dist/blocks.hpp"
 #include "format/blob_table.hpp"
 #include "format/tensor_blob.hpp"
@@ -207,21 +208,40 @@ void prepare_file(CommitTarget& target, const CommitPlan& out, const std::string
 }
 
 CommitPlan plan_commit(const std::vector<std::vector<Record>>& all, const std::string& tag,
-                       const Archive* old, const std::function<CommitTarget::Start()>& begin,
-                       bool dedup, int root) {
+                       const Archive* old, const Begin& begin, bool dedup, int root,
+                       const RotateRequest& rotate) {
   const Grouped g = group_records(all, tag);
   Params resolved = resolve_params(g, tag, old, dedup);
   std::vector<Param>& params = resolved.params;
-  const Tables tables = blob_tables(params);
+  Tables tables = blob_tables(params);
   CommitPlan out;
   out.blobs_deduplicated = resolved.deduplicated;
+  if (old) out.tags = old->tags();
+  out.tags.push_back(tag);
+  std::optional<checkpoint::Rotation> rotation;
+  if (old && (rotate.replace || rotate.keep_last)) {
+    checkpoint::RotationInput in{tag, tables.params, tables.updater, !tables.updater.empty()};
+    for (const auto& p : params)
+      if (p.new_blob) in.new_blobs[static_cast<int>(p.first->table)]++;
+    in.replace = rotate.replace;
+    in.keep_last = rotate.keep_last;
+    try {
+      rotation = checkpoint::plan_rotation(*old, in);
+    } catch (const Error& e) {
+      throw e.with_context({.tag = tag});
+    }
+    tables.params = rotation->params;
+    tables.updater = rotation->updater;
+    out.tags = rotation->tags;
+    if (rotation->removes) out.kept = rotation->kept;  // else the append keeps every entry
+  }
 
   // params.txt, updater.txt (when there is updater state), the tag-level
   // entries and the blob entries (parameters, then updater states), placed
   // one after another in the single writer's order.
   const std::string params_txt = format::write_blob_table(tables.params, TableKind::params);
   const std::vector<BlobRow>& updater_rows = tables.updater;
-  const CommitTarget::Start start = begin();
+  const CommitTarget::Start start = begin(out.kept ? &*out.kept : nullptr);
   out.plan.file = start.file;
   out.plan.nonce = start.nonce;
   std::uint64_t cursor = start.offset;
@@ -232,16 +252,26 @@ CommitPlan plan_commit(const std::vector<std::vector<Record>>& all, const std::s
     cursor = detail::checked_add(e.data_offset, size, "archive");
     return e;
   };
-  out.root_entries.push_back(
-      RootEntry{place("", tag + "/params.txt", params_txt.size(), 0, root), params_txt});
-  if (!updater_rows.empty()) {
-    std::string updater_txt = format::write_blob_table(updater_rows, TableKind::updater);
+  auto root_text = [&](const std::string& entry, const std::string& text) {
     out.root_entries.push_back(
-        RootEntry{place("", tag + "/updater.txt", updater_txt.size(), 0, root), updater_txt});
+        RootEntry{place("", entry, text.size(), 0, root), Bytes::copy_of(text)});
+  };
+  root_text(tag + "/params.txt", params_txt);
+  if (!updater_rows.empty())
+    root_text(tag + "/updater.txt", format::write_blob_table(updater_rows, TableKind::updater));
+  for (const Record* e : g.tag_entries) root_text(tag + "/" + e->name, e->content);
+  if (rotation) {
+    // Kept tags' rewritten tables, then the blobs that move: copies of the
+    // old entries (a deflated one stored, decompressed), by the root.
+    for (const auto& [entry, text] : rotation->tables) root_text(entry, text);
+    const zip::EntryReader& reader = checkpoint::ArchiveState(*old).reader();
+    for (const auto& m : rotation->moved) {
+      Bytes bytes = reader.read(*m.from, false);
+      const std::uint64_t size = bytes.size();
+      out.root_entries.push_back(
+          RootEntry{place("", m.entry, size, 0, root), std::move(bytes), m.from->crc32});
+    }
   }
-  for (const Record* e : g.tag_entries)
-    out.root_entries.push_back(
-        RootEntry{place("", tag + "/" + e->name, e->content.size(), 0, root), e->content});
   for (TableKind table : {TableKind::params, TableKind::updater})
     for (const auto& p : params) {
       if (!p.new_blob || p.first->table != table) continue;

@@ -15,6 +15,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -24,10 +26,13 @@
 namespace modelzip::dist {
 
 // An entry the root writes itself (params.txt, updater.txt, tag-level
-// entries), with its content.
+// entries; with a rotation, the rewritten tables of kept tags and the blobs
+// that move, viewed in the old archive), with its content and, when known,
+// its CRC-32.
 struct RootEntry {
   PlannedEntry entry;
-  std::string content;
+  Bytes content;
+  std::optional<std::uint32_t> crc{};
 };
 
 struct CommitPlan {
@@ -35,15 +40,30 @@ struct CommitPlan {
   std::vector<RootEntry> root_entries;
   std::uint64_t blobs_written = 0, blobs_deduplicated = 0;
   std::uint64_t start = 0, end = 0;  // the new entries' bytes
+  // The archive's tags after the commit, oldest first.
+  std::vector<std::string> tags;
+  // With a rotation: the old entries that stay listed (the others but
+  // tags.txt become free ranges once committed); unset: all stay.
+  std::optional<std::set<const zip::EntryInfo*>> kept;
+};
+
+// What the commit removes with the new tag (CollectiveCommitOptions).
+struct RotateRequest {
+  bool replace = false;
+  std::optional<std::size_t> keep_last;
 };
 
 // `all`: every rank's records, by rank. `old`: the archive committed to
 // (null: a new one). `begin`: the target's begin() (the journal, the
-// temporary file or the upload). `dedup`: reference old blobs where every
-// rank's block equals its namesake.
+// temporary file or the upload), given the old entries to keep listed
+// (null: all). `dedup`: reference old blobs where every rank's block equals
+// its namesake. `rotate`: tags to remove in the same commit, resolved by
+// checkpoint::plan_rotation (an old archive only; the caller refuses it
+// for a target without free ranges).
+using Begin = std::function<CommitTarget::Start(const std::set<const zip::EntryInfo*>* kept)>;
 CommitPlan plan_commit(const std::vector<std::vector<Record>>& all, const std::string& tag,
-                       const Archive* old, const std::function<CommitTarget::Start()>& begin,
-                       bool dedup, int root);
+                       const Archive* old, const Begin& begin, bool dedup, int root,
+                       const RotateRequest& rotate = {});
 
 // A local target: protects the old tail beyond everything the plan writes
 // and allocates the new entries' blocks (before any rank writes).

@@ -1,18 +1,20 @@
 #include "dist/commit_target.hpp"
 
 #include "checkpoint/archive_state.hpp"
+#include "core/crc32.hpp"
 #include "dist/rank_locks.hpp"
 #include "format/archive_metadata.hpp"
 #include "format/tags_file.hpp"
 #include "io/durable_file.hpp"
 #include "io/file_sink.hpp"
+#include "io/posix_file.hpp"
 #include "io/syscalls.hpp"
 #include "modelzip/error.hpp"
 #include "modelzip/writer.hpp"
 #include "zip/append_session.hpp"
 #include "zip/archive_layout.hpp"
-#include "core/crc32.hpp"
 #include "zip/entry_writer.hpp"
+#include "zip/free_range.hpp"
 #include "zip/zip_stream_writer.hpp"
 
 namespace modelzip::dist {
@@ -29,8 +31,27 @@ struct CommitTarget::Impl {
   std::optional<io::TempFile> temp;
   std::optional<io::AppendFile> temp_out;
   zip::EntryInfo metadata_entry;
+  // Existing archive: the old entries the new directory lists (unset: all).
+  std::optional<std::set<const zip::EntryInfo*>> kept;
 
   ErrorContext context() const { return ErrorContext{.archive = path.string()}; }
+
+  // After the commit point: formats the bytes before the old tail
+  // `tail_start` that no kept entry covers as free entries (as Writer's
+  // in-place commit does).
+  void free_dropped(const Archive& old, std::uint64_t tail_start) {
+    std::vector<zip::ByteRange> covered;
+    covered.reserve(kept->size());
+    for (const zip::EntryInfo* e : *kept) covered.push_back(zip::entry_extent(*e));
+    const std::vector<zip::ByteRange> gaps = zip::gaps_between(std::move(covered), tail_start);
+    if (gaps.empty()) return;
+    const int fd = lock->archive_fd();
+    // The gaps lie before the old tail, which the commit did not change:
+    // the old archive's mapping shows their bytes.
+    const std::uint64_t written = zip::format_free_ranges(
+        fd, path.string(), checkpoint::ArchiveState(old).reader().file().span(), gaps);
+    if (written > 0 && durable && io::sys::fsync(fd) != 0) io::throw_errno(path, "fsync failed");
+  }
 };
 
 CommitTarget::CommitTarget(std::filesystem::path path, bool durable,
@@ -81,13 +102,19 @@ CommitTarget::~CommitTarget() {
   abort();
 }
 
-CommitTarget::Start CommitTarget::begin(const std::string& tag) {
+CommitTarget::Start CommitTarget::begin(const std::string& tag,
+                                        const std::set<const zip::EntryInfo*>* kept) {
   Impl& m = *impl_;
   try {
     if (old_) {
       const checkpoint::ArchiveState in(*old_);
+      zip::AppendSession::Options options{.durable = m.durable, .tags = {tag}};
+      if (kept) {
+        m.kept = *kept;
+        options.keep_entry = [&m](const zip::EntryInfo& e) { return m.kept->count(&e) > 0; };
+      }
       m.append.emplace(m.path, in.directory(), in.reader().file(), std::string(format::kTagsEntry),
-                       zip::AppendSession::Options{.durable = m.durable, .tags = {tag}});
+                       std::move(options));
       return Start{m.path.string(), m.append->start_offset(), m.append->nonce()};
     }
     m.temp.emplace(io::TempFile::beside(m.path));
@@ -131,6 +158,7 @@ void CommitTarget::finish(const std::vector<zip::EntryInfo>& written,
       zip::StreamZipWriter& zw = m.append->writer();  // lists the old entries but tags.txt
       for (const auto& e : written) zw.keep(e);
       zw.skip_to(end_of_data);
+      const std::uint64_t tail_start = m.append->start_offset();
       try {
         m.append->commit(tags_txt);  // removing the journal is the commit point
       } catch (...) {
@@ -139,6 +167,7 @@ void CommitTarget::finish(const std::vector<zip::EntryInfo>& written,
       }
       *visible = true;
       m.append.reset();
+      if (m.kept) m.free_dropped(*old_, tail_start);
       return;
     }
     io::AppendFile& out = *m.temp_out;

@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -54,7 +55,10 @@ class CommitTarget {
   };
   // Journals (existing archive) or creates the temporary file holding
   // modelzip.toml (new archive). Before the commit point, abort() undoes it.
-  Start begin(const std::string& tag);
+  // `kept` (existing archive; null: all): the old entries the new directory
+  // lists; the others but tags.txt become free entries after the commit
+  // point (FORMAT.md "Removing in place").
+  Start begin(const std::string& tag, const std::set<const zip::EntryInfo*>* kept = nullptr);
 
   // Existing archive: writes the relocated copy of the old tail beyond
   // `end` (zip::AppendSession::protect), where `end` bounds everything the
@@ -66,7 +70,9 @@ class CommitTarget {
   // `tags`) and the end records, fsyncing before and after the end record
   // when durable, then drops the journal or renames the temporary file.
   // `*visible` becomes true at the commit point; an error after it means
-  // the new archive is there but may not be durable.
+  // the new archive is there but may not be durable, or (with `kept`) that
+  // the dropped entries' bytes are not yet formatted as free entries
+  // (streaming readers may stop there; the next in-place commit retries).
   void finish(const std::vector<zip::EntryInfo>& written, const std::vector<std::string>& tags,
               std::uint64_t end_of_data, bool* visible);
 

@@ -37,7 +37,7 @@ class DetachedCommit {
   void fail_first_step(std::exception_ptr error);
 
   // The collective commit of tag `tag` (CollectiveWriter::commit).
-  CollectiveStats run(const std::string& tag);
+  CollectiveStats run(const std::string& tag, const CollectiveCommitOptions& options = {});
 
   ErrorContext context() const;
 

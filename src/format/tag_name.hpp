@@ -28,6 +28,9 @@ bool same_tag(std::string_view a, std::string_view b) noexcept;
 
 // How the C++ Writer replaces an existing tag: the hint tag_exists gives.
 inline constexpr std::string_view kWriterReplaceHint = "Writer::replace_tag replaces it";
+// The same for a collective commit (CollectiveWriter, its own error).
+inline constexpr std::string_view kCollectiveReplaceHint =
+    "CollectiveCommitOptions::replace replaces it";
 
 // Error(already_exists) for adding a tag when the archive holds `existing`
 // (the same name in any letter case). Its message ends with
@@ -53,14 +56,19 @@ inline void check_keep_last(std::size_t n, ErrorContext context) {
 }
 
 // `e` with its replace hint swapped for `hint` ("" drops it) if `e` came
-// from tag_exists; otherwise `e` unchanged.
+// from tag_exists or a collective commit's "exists already"; otherwise `e`
+// unchanged.
 inline Error with_replace_hint(const Error& e, std::string_view hint) {
-  const std::string suffix = "; " + std::string(kWriterReplaceHint);
   const std::string& message = e.message();
-  if (e.code() != ErrorCode::already_exists || !message.ends_with(suffix)) return e;
-  std::string reworded = message.substr(0, message.size() - suffix.size());
-  if (!hint.empty()) reworded += "; " + std::string(hint);
-  return e.reworded(std::move(reworded), e.context());
+  if (e.code() != ErrorCode::already_exists) return e;
+  for (std::string_view known : {kWriterReplaceHint, kCollectiveReplaceHint}) {
+    const std::string suffix = "; " + std::string(known);
+    if (!message.ends_with(suffix)) continue;
+    std::string reworded = message.substr(0, message.size() - suffix.size());
+    if (!hint.empty()) reworded += "; " + std::string(hint);
+    return e.reworded(std::move(reworded), e.context());
+  }
+  return e;
 }
 
 }  // namespace modelzip::format

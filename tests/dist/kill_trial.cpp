@@ -10,6 +10,8 @@
 // unlink, ...) right before its K-th such system call. mpirun then aborts
 // the job. Without a kill spec, after the commit every rank reads every
 // tag of the archive and checks its values: tag "step-V" holds version V.
+// MODELZIP_KILL_TRIAL_KEEP_LAST=N commits with keep_last N (the rotation
+// trials).
 //
 // --in-flight: the C++ MPI side of kill_trials.py's writes-in-flight
 // trials (the same as kill_worker.py): every step, tag step-K of a float32
@@ -19,11 +21,12 @@
 // it. A failed save prints "save failed: <message>" and exits with 3.
 #include <mpi.h>
 
+#include <unistd.h>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <span>
-#include <unistd.h>
 
 #include "dist/model.hpp"
 #include "io/syscalls.hpp"
@@ -146,7 +149,10 @@ int main(int argc, char** argv) {
     CollectiveWriter w(path, comm);
     stage_model(w, comm.rank(), comm.size(), all_at(version));
     if (sys_kill) sys_kill->install();
-    w.commit(tag);
+    CollectiveCommitOptions rotate;
+    if (const char* keep = std::getenv("MODELZIP_KILL_TRIAL_KEEP_LAST"))
+      rotate.keep_last = static_cast<std::size_t>(std::atoi(keep));
+    w.commit(tag, rotate);
     if (sys_kill) sys_kill->uninstall();
     Archive a = Archive::open(path);
     for (const auto& t : a.tags()) {

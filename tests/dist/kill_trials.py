@@ -8,7 +8,8 @@ phases: 4 ranks commit a tag while one of them is SIGKILLed at a chosen
 point (mpirun then aborts the whole job). Afterwards the archive must be the
 old one or the new one, as expected for that point, `modelzip verify` (an
 independent reader: the CLI) must pass, and the next collective writer (2
-ranks) must recover and commit.
+ranks) must recover and commit. Then the same for commits that remove tags
+(keep_last), the root killed at points before and after the commit point.
 
 in-flight (FORMAT.md 8.4, the rank locks): three ranks save a tag of a row-
 split matrix every step; during the third save, once its journal exists, a
@@ -117,6 +118,70 @@ def phase_trials():
             except AssertionError as e:
                 print(f"FAILED: kill {name} ({spec} on rank {rank}): {e}")
                 failures += 1
+    return passed, failures
+
+
+# The root killed at its K-th system call of a kind while a commit removes
+# tags (keep_last=1 over step-1 and step-2; "empty", equal in every version,
+# is referenced from step-1 by the later tags, so removing step-1 moves it;
+# the archive is then mostly free, so the root rewrites it after the
+# commit), before the commit point, after it while the removed entries
+# become free entries, or during the rewrite: the old archive or the new
+# one, verified, and the next writer recovers.
+ROTATION_KILLS = ["comm:1", "comm:5", "write:1", "write:3", "write:8", "write:20", "write:40",
+                  "fsync:1", "fsync:2", "fsync:3", "fsync:4", "fsync:5", "fsync:6", "fsync:7",
+                  "unlink:1", "unlink:2", "fsync (folder):2", "rename:1", "fsync (folder):3"]
+
+
+def rotation_trials():
+    failures = 0
+    passed = 0
+    env = dict(ENV, MODELZIP_KILL_TRIAL_KEEP_LAST="1")
+
+    def run_rotating(args, np):
+        return subprocess.run([MPIRUN, "--oversubscribe", "-np", str(np), TRIAL] + args, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              timeout=120)
+
+    old, new = ["step-1", "step-2"], ["step-3"]
+    outcomes = {"old": 0, "new": 0}
+    with tempfile.TemporaryDirectory() as tmp:
+        base = os.path.join(tmp, "base.zip")
+        for version in (1, 2):  # without keep_last
+            r = run([base, f"step-{version}", str(version)], 2)
+            assert r.returncode == 0, r.stdout
+        with open(base, "rb") as f:
+            base_bytes = f.read()
+        for spec in ROTATION_KILLS:
+            folder = tempfile.mkdtemp(dir=tmp)
+            path = os.path.join(folder, "model.zip")
+            with open(path, "wb") as f:
+                f.write(base_bytes)
+            try:
+                r = run_rotating([path, "step-3", "3", spec, "0"], 4)
+                verify(path)
+                got = tags(path)
+                assert got in (old, new), f"tags {got}"
+                if r.returncode == 0:  # the root never made that many calls
+                    assert got == new, f"tags {got} after a commit that succeeded"
+                else:
+                    outcomes["old" if got == old else "new"] += 1
+                r = run_rotating([path, "step-4", "4"], 2)
+                assert r.returncode == 0, "the next writer failed:\n" + r.stdout
+                verify(path)
+                after = tags(path)
+                assert after == ["step-4"], f"after recovery: tags {after}"
+                with zipfile.ZipFile(path) as z:
+                    assert z.testzip() is None
+                left = sorted(f for f in os.listdir(folder) if not f.endswith("-lock"))
+                assert left == ["model.zip"], f"files left: {left}"
+                print(f"ok: kill the root of a rotating commit ({spec})")
+                passed += 1
+            except AssertionError as e:
+                print(f"FAILED: kill the root of a rotating commit ({spec}): {e}")
+                failures += 1
+    print(f"rotation kills: {outcomes['old']} left the old archive, {outcomes['new']} the new "
+          f"one, {len(ROTATION_KILLS) - sum(outcomes.values())} came after the last such call")
     return passed, failures
 
 
@@ -271,6 +336,11 @@ def in_flight_trials():
 
 
 start = time.monotonic()
-passed, failures = phase_trials() if MODE == "phases" else in_flight_trials()
+if MODE == "phases":
+    passed, failures = phase_trials()
+    more = rotation_trials()
+    passed, failures = passed + more[0], failures + more[1]
+else:
+    passed, failures = in_flight_trials()
 print(f"{passed} passed, {failures} failed in {time.monotonic() - start:.1f}s")
 sys.exit(1 if failures else 0)

@@ -737,6 +737,224 @@ TEST_CASE("an archive in another layout (tags.txt not last) is rewritten once") 
   barrier();
 }
 
+namespace {
+
+// Checks the updater state of `tag` as stage_updater(m_version) staged it.
+void check_updater_values(const Archive& a, const std::string& tag, int m_version) {
+  for (const auto& p : model_defs()) {
+    if (numel_of(p.shape) == 0) continue;
+    CAPTURE(p.name);
+    for (const auto& s : updater_state_names())
+      CHECK(floats_of(a.updater_state(p.name, s, tag)) ==
+            global_values(state_def(p, s), s == "M" ? m_version : 1));
+    CHECK(floats_of(a.updater_state(p.name, "step", tag)) == floats_of(step_state(p, 1)));
+  }
+}
+
+// A step's model: the big parameters never change (dedup references them
+// across tags, from the tag that wrote them, which rotation removes), the
+// others are at version `step`.
+Versions rolling_versions(int step) {
+  return [step](const std::string& name) {
+    return name == "big" || name == "conv.weight" || name == "empty" ? 1 : step;
+  };
+}
+
+}  // namespace
+
+TEST_CASE("rolling collective saves: keep_last and replace in the commit, the file stays bounded") {
+  const int r = comm().rank(), n = comm().size();
+  SharedDir dir;
+  const fs::path path = dir / "roll.zip";
+  std::uint64_t two_tags_size = 0, largest = 0;
+  bool shrank = false;
+  for (int step = 1; step <= 8; ++step) {
+    CAPTURE(step);
+    const std::string tag = "step-" + std::to_string(step);
+    CollectiveWriter w(path, comm());
+    stage_model(w, r, n, rolling_versions(step));
+    stage_updater(w, r, n, step);  // "V" and "step" unchanged: updater.txt references too
+    const CollectiveStats st = w.commit(tag, CollectiveCommitOptions{.keep_last = 2});
+    if (step > 1) CHECK(st.blobs_deduplicated > 0);
+    const Archive a = Archive::open(path);
+    const std::vector<std::string> expected =
+        step == 1 ? std::vector<std::string>{tag}
+                  : std::vector<std::string>{"step-" + std::to_string(step - 1), tag};
+    CHECK(a.tags() == expected);
+    for (int k = std::max(1, step - 1); k <= step; ++k) {
+      check_tag_values(a, "step-" + std::to_string(k), rolling_versions(k));
+      check_updater_values(a, "step-" + std::to_string(k), k);
+    }
+    CHECK(a.verify().empty());
+    const std::uint64_t size = fs::file_size(path);
+    if (step == 2) two_tags_size = size;
+    shrank = shrank || size < largest;  // the root rewrote the mostly free archive
+    largest = std::max(largest, size);
+    // Two tags' live data (about what two_tags_size is), at most as many
+    // free bytes before the root rewrites, and one save's entries.
+    if (step > 2) CHECK(size <= 3 * two_tags_size);
+  }
+  CHECK(shrank);
+  if (r == 0) {
+    MESSAGE("rolling archive: " << two_tags_size << " bytes with 2 tags, largest " << largest
+                                << " over 8 saves keeping 2");
+    testing::check_zip_structure(path);
+  }
+
+  // replace: the newest tag again, then an older one (it becomes the newest).
+  {
+    CollectiveWriter w(path, comm());
+    stage_model(w, r, n, all_at(20));
+    CHECK_THROWS_WITH_AS(w.commit("STEP-8"), doctest::Contains("CollectiveCommitOptions::replace"),
+                         Error);
+    w.commit("STEP-8", CollectiveCommitOptions{.replace = true});
+    stage_model(w, r, n, rolling_versions(7));  // step-7's values: all references
+    stage_updater(w, r, n, 7);
+    w.commit("step-7", CollectiveCommitOptions{.replace = true, .keep_last = 2});
+  }
+  {
+    const Archive a = Archive::open(path);
+    CHECK(a.tags() == std::vector<std::string>{"STEP-8", "step-7"});
+    check_tag_values(a, "STEP-8", all_at(20));
+    check_tag_values(a, "step-7", rolling_versions(7));
+    check_updater_values(a, "step-7", 7);
+    CHECK(a.verify().empty());
+  }
+
+  // Invalid rotations fail on every rank before anything is written.
+  const std::string before = testing::io_bytes(path);
+  {
+    CollectiveWriter w(path, comm());
+    stage_model(w, r, n, all_at(30));
+    try {
+      w.commit("step-9", CollectiveCommitOptions{.keep_last = 0});
+      FAIL("keep_last 0 committed");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::invalid_argument);
+      CHECK(std::string(e.what()).find("keep_last needs at least 1") != std::string::npos);
+      CHECK(same_on_every_rank(e.what()));
+    }
+    if (n > 1) {
+      try {
+        w.commit("step-9", CollectiveCommitOptions{.keep_last = r == 1 ? 3u : 2u});
+        FAIL("different keep_last values committed");
+      } catch (const Error& e) {
+        CHECK(e.code() == ErrorCode::invalid_argument);
+        CHECK(std::string(e.what()).find("every rank passes the same") != std::string::npos);
+        CHECK(same_on_every_rank(e.what()));
+      }
+    }
+    CHECK(testing::io_bytes(path) == before);
+    // The staged parameters are kept for a retry.
+    w.commit("step-9", CollectiveCommitOptions{.keep_last = 1});
+  }
+  {
+    const Archive a = Archive::open(path);
+    CHECK(a.tags() == std::vector<std::string>{"step-9"});
+    check_tag_values(a, "step-9", all_at(30));
+    CHECK(a.verify().empty());
+  }
+  barrier();
+}
+
+TEST_CASE(
+    "a rotating commit failing at any write or fsync of the root: the old archive or the new") {
+  const int r = comm().rank(), n = comm().size();
+  SharedDir dir;
+  const fs::path base = dir / "base.zip", path = dir / "faults.zip";
+  for (int step = 1; step <= 3; ++step) {
+    CollectiveWriter w(base, comm());
+    stage_model(w, r, n, rolling_versions(step));
+    stage_updater(w, r, n, step);
+    w.commit("step-" + std::to_string(step));
+  }
+  const std::string before = testing::io_bytes(base);
+  const std::vector<std::string> old_tags{"step-1", "step-2", "step-3"},
+      new_tags{"step-3", "step-4"};
+  for (io::SysOp kind : {io::SysOp::write, io::SysOp::fsync_file, io::SysOp::truncate}) {
+    const std::string kind_name = io::sys_op_name(kind);
+    CAPTURE(kind_name);
+    bool completed = false;
+    int outcomes[2] = {0, 0};  // failed leaving the old archive, the new one
+    for (std::uint64_t k = 1; k <= 300 && !completed; ++k) {
+      CAPTURE(k);
+      if (r == 0) testing::write_file(path, before);
+      barrier();
+      CollectiveWriter w(path, comm());
+      stage_model(w, r, n, rolling_versions(4));  // step-1's references move to step-3
+      stage_updater(w, r, n, 4);
+      io::FaultInjector fail(io::FaultInjector::Plan{
+          .action = io::FaultInjector::Action::fail, .kind = kind, .nth = k});
+      if (r == 0) fail.install();
+      std::string message;
+      try {
+        w.commit("step-4", CollectiveCommitOptions{.keep_last = 2});
+      } catch (const Error& e) {
+        message = e.what();
+      }
+      fail.uninstall();
+      CHECK(same_on_every_rank(message));
+      completed = comm().broadcast(fail.fired() ? "0" : "1", 0) == "1";
+      if (completed) CHECK(message.empty());
+      const Archive a = Archive::open(path);
+      if (a.tags() == old_tags) {
+        CHECK_FALSE(message.empty());
+        CHECK(testing::io_bytes(path) == before);
+        ++outcomes[0];
+      } else {
+        CHECK(a.tags() == new_tags);
+        check_tag_values(a, "step-3", rolling_versions(3));
+        check_tag_values(a, "step-4", rolling_versions(4));
+        check_updater_values(a, "step-3", 3);
+        check_updater_values(a, "step-4", 4);
+        CHECK(a.verify().empty());
+        if (!completed) ++outcomes[1];
+      }
+      if (r == 0) CHECK(others_in(dir.path(), "faults.zip") == std::set<std::string>{"base.zip"});
+      barrier();
+    }
+    CHECK(completed);
+    if (r == 0)
+      MESSAGE(kind_name << ": " << outcomes[0] << " failures left the old "
+                        << "archive, " << outcomes[1] << " the new one");
+  }
+  barrier();
+}
+
+TEST_CASE("background collective saves rotate in their commit") {
+  const int r = comm().rank(), n = comm().size();
+  SharedDir dir;
+  const fs::path path = dir / "bg-roll.zip";
+  std::optional<MpiCommunicator> saves;
+  saves.emplace(MPI_COMM_WORLD, std::chrono::seconds(60));
+  {
+    CollectiveWriter w(path, *saves);
+    std::vector<BackgroundCollectiveSave> started;
+    for (int step = 1; step <= 6; ++step) {
+      stage_model(w, r, n, rolling_versions(step));
+      started.push_back(BackgroundCollectiveSave::start(
+          w, "step-" + std::to_string(step), BackgroundCollectiveOptions{.keep_last = 2}));
+    }
+    for (auto& s : started) s.wait();
+    stage_model(w, r, n, all_at(40));
+    BackgroundCollectiveSave again = BackgroundCollectiveSave::start(
+        w, "step-6", BackgroundCollectiveOptions{.replace = true, .keep_last = 2});
+    again.wait();
+    // keep_last 0 fails the save on every rank (wait() throws it).
+    stage_model(w, r, n, all_at(41));
+    BackgroundCollectiveSave bad =
+        BackgroundCollectiveSave::start(w, "step-7", BackgroundCollectiveOptions{.keep_last = 0});
+    CHECK_THROWS_WITH_AS(bad.wait(), doctest::Contains("keep_last needs at least 1"), Error);
+  }
+  const Archive a = Archive::open(path);
+  CHECK(a.tags() == std::vector<std::string>{"step-5", "step-6"});
+  check_tag_values(a, "step-5", rolling_versions(5));
+  check_tag_values(a, "step-6", all_at(40));
+  CHECK(a.verify().empty());
+  saves.reset();
+  barrier();
+}
+
 int main(int argc, char** argv) {
   // Background collective saves call MPI from their own thread while the
   // main thread goes on using MPI (on another communicator).

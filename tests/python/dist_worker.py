@@ -17,7 +17,9 @@ other rank one naming it; the archive unchanged),
 "optim" (a sharded Adam checkpoint with save_checkpoint: w by rows, c by
 columns, b whole on the last rank, each rank's Adam over its blocks; then
 optimizers that disagree: the same ValueError on every rank),
-"background" (the two tags of "save" with blocking=False, the
+"rotate" (six saves with keep_last=2, blocking and blocking=False, the
+file size bounded; replace; invalid rotations raising on every rank; then
+save_checkpoint with keep_last=1 leaves ckpt-2 alone), "background" (the two tags of "save" with blocking=False, the
 tensors overwritten right after each call, a synchronous collective on the
 training's group while the saves run), "background-invalid" ("invalid" with
 blocking=False: result() raises on every rank), "default-group" (mpi only:
@@ -150,6 +152,78 @@ def run(scenario, folder, rank, world, torch, group, comm):
                 assert f"tag 'bad': collective commit failed on rank {world - 1}: " in message, \
                     message
             assert open(path, "rb").read() == before
+    elif scenario == "rotate":
+        # A rolling run: keep_last=2 in each save's commit, "c" unchanged
+        # (dedup references step-1's blob from every later tag, so removing
+        # step-1 moves it), blocking saves and blocking=False ones.
+        sizes = []
+        for version in range(1, 7):
+            tensors = staged(rank, world, version, torch)
+            if version <= 3:
+                s = mzd.save(path, f"step-{version}", tensors, group=comm, durable=False,
+                             keep_last=2)
+            else:
+                s = mzd.save(path, f"step-{version}", tensors, group=group, durable=False,
+                             keep_last=2, blocking=False).result(timeout=120)
+            assert version == 1 or s.blobs_deduplicated == 1, s
+            sizes.append(os.path.getsize(path))
+            with modelzip.open(path) as a:
+                assert a.tags == [f"step-{v}" for v in range(max(1, version - 1), version + 1)]
+        # Two tags' data, at most as many free bytes, and one save's entries.
+        assert max(sizes[2:]) <= 3 * sizes[1], sizes
+        # replace=True: the newest tag again (blocking=False), then an older one.
+        mzd.save(path, "step-6", staged(rank, world, 9, torch), group=group, durable=False,
+                 replace=True, keep_last=2, blocking=False).result(timeout=120)
+        mzd.save(path, "STEP-5", staged(rank, world, 5, torch), group=comm, durable=False,
+                 replace=True)
+        with modelzip.open(path) as a:
+            assert a.tags == ["step-6", "STEP-5"], a.tags
+            assert a.verify() == []
+            for version, tag in ((9, "step-6"), (5, "STEP-5")):
+                for name, value in model(version).items():
+                    np.testing.assert_array_equal(a.tensor(name, tag), value)
+        before = open(path, "rb").read()
+        # Invalid rotations raise on every rank, the archive unchanged.
+        cases = [({}, "already_exists", "replace=True replaces it"),
+                 ({"keep_last": 0}, "invalid_argument", "keep_last needs at least 1")]
+        if world > 1:
+            cases.append(({"keep_last": 2 + (rank == world - 1), "replace": True},
+                          "invalid_argument", "every rank passes the same"))
+        for kwargs, code, text in cases:
+            for blocking in (True, False):
+                try:
+                    result = mzd.save(path, "step-6", staged(rank, world, 10, torch),
+                                      group=comm if blocking else group, durable=False,
+                                      blocking=blocking, **kwargs)
+                    if not blocking:
+                        result.result(timeout=120)
+                except modelzip.Error as e:
+                    message = str(e)
+                    assert e.code == code, (e.code, message)
+                else:
+                    raise AssertionError(f"save with {kwargs} succeeded")
+                assert text in message, message
+                assert comm.broadcast(message.encode(), 0).decode() == message
+                assert open(path, "rb").read() == before
+        if world > 1:  # a keep_last that is no count, on one rank: every rank raises
+            try:
+                mzd.save(path, "step-6", staged(rank, world, 10, torch), group=comm,
+                         durable=False, replace=True, keep_last=-1 if rank == world - 1 else 2)
+            except ValueError as e:  # the last rank's own, InvalidArgumentError elsewhere
+                message = str(e)
+            else:
+                raise AssertionError("keep_last=-1 was saved")
+            assert "keep_last must be a number of tags >= 1, not -1" in message, message
+            assert open(path, "rb").read() == before
+        # save_checkpoint rotates too.
+        for version in (1, 2):
+            mzd.save_checkpoint(path, f"ckpt-{version}", staged(rank, world, version, torch),
+                                group=comm, durable=False, keep_last=1)
+        with modelzip.open(path) as a:
+            assert a.tags == ["ckpt-2"], a.tags
+            assert a.verify() == []
+            for name, value in model(2).items():
+                np.testing.assert_array_equal(a.tensor(name, "ckpt-2"), value)
     elif scenario == "default-group":  # mpi only: group=None is COMM_WORLD
         rows = np.full((2, 3), rank, np.float32)
         tensors = {"w": mzd.Shard(rows, (2 * world, 3), (2 * rank, 0))}

@@ -164,9 +164,9 @@ def test_distributed_background_saves_hand_the_fetched_bytes_over(tmp_path, coun
         def __init__(self, writer):
             self.writer = writer
 
-        def start_background(self, tag, adopt=None):
+        def start_background(self, tag, adopt=None, **options):
             adopted.append(adopt)
-            return self.writer.start_background(tag, adopt=adopt)
+            return self.writer.start_background(tag, adopt=adopt, **options)
     monkeypatch.setattr(mzd, "_staged_writer", lambda *a, **k: Recording(staged_writer(*a, **k)))
     tensors = {"w": torch.randn(300, 40), "h": torch.arange(7, dtype=torch.float16)}
     expected = {k: v.clone() for k, v in tensors.items()}

@@ -54,6 +54,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,12 @@ struct MODELZIP_API BackgroundCollectiveOptions {
   // bytes lying wholly inside one of them are written from there; they are
   // kept alive until the save ends and must not change after start().
   std::vector<Bytes> adopt{};
+  // The commit's rotation (CollectiveWriter::commit with
+  // CollectiveCommitOptions): replace the tag of the same name, then keep
+  // only the newest keep_last tags. Invalid values fail the save on every
+  // rank (wait() throws), as commit() does.
+  bool replace = false;
+  std::optional<std::size_t> keep_last{};
 };
 
 class MODELZIP_API BackgroundCollectiveSave {

@@ -107,6 +107,31 @@ struct MODELZIP_API CollectiveOptions {
   std::optional<std::chrono::milliseconds> rank_lock_timeout{};
 };
 
+// Tags a collective commit removes in the same commit as it adds its tag
+// (atomic: readers see the old tags or the new ones), as Writer::replace_tag
+// and Writer::keep_last staged after the tag do: a removed tag's blob that
+// a remaining tag (the new one included: dedup and share() reference older
+// tags' blobs) still references moves into the oldest such tag, and the
+// tables referencing it are rewritten. The removed entries' bytes become
+// free entries (FORMAT.md "Removing in place"); when a commit leaves more
+// free bytes than live ones, the root then rewrites the archive (a
+// single-writer rewrite that keeps every tag, as WriterOptions::append
+// does), so a rolling archive stays within about twice its live data plus
+// one save. They are options of commit(), not of the writer, because they
+// are about one commit (Writer and BackgroundSaveOptions take them per
+// save too). Every rank passes the same values (like the tag); the commit
+// fails on every rank otherwise. keep_last 0, and either option for an
+// s3:// archive (not implemented there yet), fail the commit on every rank
+// with Error(invalid_argument) / Error(unsupported) before anything is
+// written.
+struct MODELZIP_API CollectiveCommitOptions {
+  // Replace the tag of the same name (matched without regard to case) if
+  // there is one; without it, an existing tag fails the commit.
+  bool replace = false;
+  // Then keep only the newest `keep_last` tags (the new one included).
+  std::optional<std::size_t> keep_last{};
+};
+
 struct MODELZIP_API CollectiveStats {
   std::uint64_t bytes_written = 0;          // by this rank
   std::uint64_t archive_bytes_written = 0;  // by all ranks together
@@ -159,6 +184,8 @@ class MODELZIP_API CollectiveWriter {
   // every rank if anything fails anywhere; the staged parameters are kept
   // then (commit may be retried) and dropped after success.
   CollectiveStats commit(const std::string& tag);
+  // The same, removing tags in the same commit (CollectiveCommitOptions).
+  CollectiveStats commit(const std::string& tag, const CollectiveCommitOptions& options);
 
   class Impl;
 

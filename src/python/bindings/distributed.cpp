@@ -17,11 +17,12 @@
 
 #include "arrays.hpp"
 #include "bindings.hpp"
+#include "format/tag_name.hpp"
 #include "modelzip/archive.hpp"
-#include "modelzip/graph/checkpoint.hpp"
 #include "modelzip/dist/background_save.hpp"
 #include "modelzip/dist/distributed.hpp"
 #include "modelzip/error.hpp"
+#include "modelzip/graph/checkpoint.hpp"
 #include "staging_areas.hpp"
 
 namespace modelzip::python {
@@ -95,7 +96,11 @@ class PyBackgroundCollectiveSave {
   }
   CollectiveStats wait() {
     py::gil_scoped_release release;
-    return save_.wait();
+    try {
+      return save_.wait();
+    } catch (const Error& e) {
+      throw format::with_replace_hint(e, kReplaceHint);
+    }
   }
   bool done() const { return save_.done(); }
 
@@ -163,8 +168,7 @@ elsewhere), broadcast(bytes, root) -> bytes and agree(error: str) -> None or
                  return std::make_unique<CollectiveWriter>(to_path(path), comm, options);
                }),
            py::arg("path"), py::arg("comm"), py::arg("dedup") = true, py::arg("durable") = true,
-           py::arg("root") = 0, py::arg("rank_lock_timeout") = py::none(),
-           py::keep_alive<1, 3>())
+           py::arg("root") = 0, py::arg("rank_lock_timeout") = py::none(), py::keep_alive<1, 3>())
       .def(
           "add",
           [](CollectiveWriter& w, const std::string& name, const py::handle& value,
@@ -217,22 +221,38 @@ elsewhere), broadcast(bytes, root) -> bytes and agree(error: str) -> None or
           py::arg("training"),
           "Stages <tag>/trainingConfig.fb from a dict shaped as Archive.training_config() "
           "returns (absent keys: the schema's defaults).")
-      .def("commit", &CollectiveWriter::commit, py::arg("tag"),
-           py::call_guard<py::gil_scoped_release>())
+      .def(
+          "commit",
+          [](CollectiveWriter& w, const std::string& tag, bool replace,
+             std::optional<std::size_t> keep_last) {
+            try {
+              return w.commit(tag,
+                              CollectiveCommitOptions{.replace = replace, .keep_last = keep_last});
+            } catch (const Error& e) {
+              throw format::with_replace_hint(e, kReplaceHint);
+            }
+          },
+          py::arg("tag"), py::kw_only(), py::arg("replace") = false,
+          py::arg("keep_last") = py::none(), py::call_guard<py::gil_scoped_release>(),
+          "Collective commit of `tag`; ``replace``: replace the tag of that name; "
+          "``keep_last``: then keep only the newest n tags (one commit).")
       .def(
           "start_background",
           [](CollectiveWriter& w, std::string tag, bool keep_staging, unsigned copy_threads,
-             const py::object& adopt) {
+             const py::object& adopt, bool replace, std::optional<std::size_t> keep_last) {
             BackgroundCollectiveOptions options;
             options.keep_staging = keep_staging;
             options.copy_threads = copy_threads;
+            options.replace = replace;
+            options.keep_last = keep_last;
             if (!adopt.is_none()) options.adopt = adopted_areas(adopt, keep_staging);
             py::gil_scoped_release release;
             return std::make_unique<PyBackgroundCollectiveSave>(
                 BackgroundCollectiveSave::start(w, std::move(tag), options));
           },
           py::arg("tag"), py::kw_only(), py::arg("keep_staging") = true,
-          py::arg("copy_threads") = 0u, py::arg("adopt") = py::none(),
+          py::arg("copy_threads") = 0u, py::arg("adopt") = py::none(), py::arg("replace") = false,
+          py::arg("keep_last") = py::none(),
           "Snapshots what is staged (GIL released) and commits it as `tag` in a background "
           "thread over this writer's communicator, which nothing else may use meanwhile; "
           "collective. ``adopt``: _StagingArea objects whose bytes the staged arrays may view, "

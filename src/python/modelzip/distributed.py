@@ -217,7 +217,8 @@ def save(path: PathLike, tag: str, tensors: Mapping[str, Any], *, group: Any = N
          share: Optional[Mapping[str, tuple[str, str]]] = None, dedup: bool = True,
          durable: bool = True, root: int = 0, blocking: bool = True,
          background_group: Any = None, rank_lock_timeout: Optional[float] = None,
-         dtypes: Optional[Mapping[str, str]] = None) -> Any:
+         dtypes: Optional[Mapping[str, str]] = None, replace: bool = False,
+         keep_last: Optional[int] = None) -> Any:
     """Collective: every rank calls it with the parameters it owns (possibly
     none). ``tensors`` maps names to arrays/tensors (whole parameters, owned
     by this rank alone) or :class:`Shard` blocks. ``share`` maps names to
@@ -253,10 +254,18 @@ def save(path: PathLike, tag: str, tensors: Mapping[str, Any], *, group: Any = N
     ``rank_lock_timeout``: seconds the root, undoing a failed commit, waits
     for ranks still writing into the archive before it leaves the append
     journal to the next writer instead (None: the environment variable
-    MODELZIP_RANK_LOCK_TIMEOUT, else 60; see docs/distributed.md)."""
+    MODELZIP_RANK_LOCK_TIMEOUT, else 60; see docs/distributed.md).
+
+    ``replace=True`` replaces the tag of that name (any letter case) in the
+    same commit; ``keep_last=N`` then keeps only the newest N tags, also in
+    that commit (as for modelzip.save; docs/rotation.md). Every rank passes
+    the same values; ``keep_last=0`` (or values that differ between ranks)
+    raises InvalidArgumentError on every rank, before anything is written.
+    Not yet for ``s3://`` archives (modelzip.Error, code "unsupported", on
+    every rank)."""
     if blocking:
         return _commit(path, tag, tensors, communicator(group), share, dedup, durable, root,
-                       rank_lock_timeout, dtypes)
+                       rank_lock_timeout, dtypes, replace, keep_last)
     raw_bits = _raw_bits_marks(tensors, dtypes)
     comm = (communicator(background_group) if background_group is not None
             else _background_communicator(group))
@@ -265,7 +274,8 @@ def save(path: PathLike, tag: str, tensors: Mapping[str, Any], *, group: Any = N
     writer = _staged_writer(path, _host_values(tensors, fetches), comm, share, dedup, durable,
                             root, rank_lock_timeout, raw_bits)
     adopt = fetches.areas if fetches is not None else None
-    return _BackgroundCommits.start(writer.start_background(tag, adopt=adopt), comm, tag)
+    return _BackgroundCommits.start(
+        writer.start_background(tag, adopt=adopt, replace=replace, keep_last=keep_last), comm, tag)
 
 
 def _staged_writer(path: PathLike, tensors: Mapping[str, Any], comm: Communicator,
@@ -283,7 +293,8 @@ def _staged_writer(path: PathLike, tensors: Mapping[str, Any], comm: Communicato
 def _commit(path: PathLike, tag: str, tensors: Mapping[str, Any], comm: Communicator,
             share: Optional[Mapping[str, tuple[str, str]]], dedup: bool, durable: bool,
             root: int, rank_lock_timeout: Optional[float] = None,
-            dtypes: Optional[Mapping[str, str]] = None) -> CollectiveStats:
+            dtypes: Optional[Mapping[str, str]] = None, replace: bool = False,
+            keep_last: Optional[int] = None) -> CollectiveStats:
     """Stages this rank's tensors, agrees with every rank that they staged, then
     commits. A rank whose tensors do not stage (a block outside its global
     shape, data not of its block's shape, a value that is no tensor) raises its
@@ -293,6 +304,7 @@ def _commit(path: PathLike, tag: str, tensors: Mapping[str, Any], comm: Communic
     time-out."""
     error, cause = "", None
     try:
+        _check_keep_last(keep_last)
         writer = _staged_writer(path, _host_values(tensors), comm, share, dedup, durable, root,
                                 rank_lock_timeout, _raw_bits_marks(tensors, dtypes))
     except Exception as e:  # every rank must reach the agreement, whatever failed here
@@ -305,7 +317,15 @@ def _commit(path: PathLike, tag: str, tensors: Mapping[str, Any], comm: Communic
         raise InvalidArgumentError(f"{os.fspath(path)}: tag '{tag}': {text}",
                                    code="invalid_argument", message=text,
                                    archive=os.fspath(path), tag=tag)
-    return writer.commit(tag)
+    return writer.commit(tag, replace=replace, keep_last=keep_last)
+
+
+def _check_keep_last(keep_last: Optional[int]) -> None:
+    """A keep_last that cannot be a count raises here, where every rank agrees on
+    the failure (0 is the commit's own error, the same on every rank)."""
+    if keep_last is not None and (isinstance(keep_last, bool) or not isinstance(keep_last, int)
+                                  or keep_last < 0):
+        raise ValueError(f"keep_last must be a number of tags >= 1, not {keep_last!r}")
 
 
 def _raw_bits_marks(tensors: Mapping[str, Any], dtypes: Optional[Mapping[str, str]]) -> dict:
@@ -529,7 +549,8 @@ def save_checkpoint(path: PathLike, tag: str, params: Mapping[str, Any], optimiz
                     group: Any = None, scheduler: Any = None, epoch: int = 0,
                     iteration: Optional[int] = None, properties: Optional[Mapping[str, str]] = None,
                     dedup: bool = True, durable: bool = True, root: int = 0,
-                    rank_lock_timeout: Optional[float] = None) -> CollectiveStats:
+                    rank_lock_timeout: Optional[float] = None, replace: bool = False,
+                    keep_last: Optional[int] = None) -> CollectiveStats:
     """Collective: adds tag ``tag`` holding a training checkpoint of a sharded
     run, the tag modelzip.torch.save_checkpoint writes from one process holding
     the whole model (modelzip.torch.load_checkpoint reads it too).
@@ -548,8 +569,8 @@ def save_checkpoint(path: PathLike, tag: str, params: Mapping[str, Any], optimiz
     ``iteration`` (default: the largest per-parameter ``step``) and
     ``properties``. Without an optimizer on any rank, only parameters are saved.
     Raises ValueError (on every rank, naming the rank) for arguments that do not
-    fit together; the commit's errors as :func:`save`; ``rank_lock_timeout`` as
-    for :func:`save`. Returns this rank's stats.
+    fit together; the commit's errors as :func:`save`; ``rank_lock_timeout``,
+    ``replace`` and ``keep_last`` as for :func:`save`. Returns this rank's stats.
     """
     comm = communicator(group)
     writer = CollectiveWriter(path, comm, dedup=dedup, durable=durable, root=root,
@@ -557,6 +578,7 @@ def save_checkpoint(path: PathLike, tag: str, params: Mapping[str, Any], optimiz
     summary: dict = {}
     error = ""
     try:
+        _check_keep_last(keep_last)
         _stage_tensors(writer, _host_values(params), {})
         if optimizer is not None:
             summary = _stage_optimizer(writer, params, optimizer)
@@ -580,7 +602,7 @@ def save_checkpoint(path: PathLike, tag: str, params: Mapping[str, Any], optimiz
         except Exception as e:  # as above
             error = f"{type(e).__name__}: {e}"
     _agreed(comm, error, "save_checkpoint")
-    return writer.commit(tag)
+    return writer.commit(tag, replace=replace, keep_last=keep_last)
 
 
 def load_checkpoint(path: PathLike, tag: Optional[str] = None,

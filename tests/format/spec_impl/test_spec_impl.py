@@ -161,6 +161,56 @@ def rows_of(spec, tag):
     return dict(spec.params[tag])
 
 
+def test_collective_rotation_read_by_spec_reader(tmp_path):
+    """A collective commit with keep_last (one rank here): the blob every tag
+    references moves out of each removed tag, removed entries become free
+    entries (§8.5), and the root's rewrite of a mostly free archive."""
+    import modelzip.distributed as mzd
+
+    class OneRank(mzd.Communicator):
+        def rank(self):
+            return 0
+
+        def size(self):
+            return 1
+
+        def gather(self, data, root):
+            return [data]
+
+        def broadcast(self, data, root):
+            return data
+
+        def agree(self, error):
+            return (0, error) if error else None
+
+    path = tmp_path / "roll.zip"
+    big = rng.standard_normal(300_000).astype(np.float32)  # unchanged: dedup references it
+    frees = 0
+    for step in range(1, 7):
+        small = np.full(1000, step, np.float32)
+        w = mzd.CollectiveWriter(path, OneRank(), durable=False)
+        w.add("big", big)
+        w.add("small", small)
+        w.add_updater_state("small", "m", small * 2)
+        w.commit(f"step-{step}", keep_last=2)
+        spec = spec_reader.SpecArchive(path)
+        kept = [f"step-{s}" for s in range(max(1, step - 1), step + 1)]
+        assert spec.tags == kept
+        for s in range(max(1, step - 1), step + 1):
+            got = spec.tensors(f"step-{s}")
+            same(got["big"], big)
+            same(got["small"], np.full(1000, s, np.float32))
+            same(spec.updater_tensors(f"step-{s}")[("small", "m")], np.full(1000, 2 * s, np.float32))
+        spec.verify()
+        data = open(path, "rb").read()
+        assert spec_reader.writer_layout_problems(data) == []
+        walked = spec_reader.walk_local_headers(data)
+        assert walked[-1][1] == "tags.txt"
+        frees += any(n.startswith(".modelzip-free/") for _, n in walked)
+        assert cli("verify", path).returncode == 0
+    assert frees > 0  # in place at least once
+
+
 def test_sparse_tensors_read_by_spec_reader(tmp_path):
     """§6 SPARSE_COO: coordinates as stored, unsorted and repeated ones
     included; the dense tensor sums repeated coordinates."""
