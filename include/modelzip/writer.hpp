@@ -220,7 +220,9 @@ class MODELZIP_API Writer {
     // in-place commit (a rewrite drops them).
     std::uint64_t bytes_freed = 0;
   };
-  const Stats& last_stats() const noexcept;
+  // On an rvalue Writer (a temporary): a copy, which outlives it.
+  const Stats& last_stats() const& noexcept;
+  Stats last_stats() const&& noexcept;
 
   class Impl;
 

@@ -16,6 +16,7 @@
 #include "checkpoint/new_tag_contents.hpp"
 #include "checkpoint/s3_old_archive.hpp"
 #include "core/crc32.hpp"
+#include "core/kept_symbol.hpp"
 #include "core/position_index.hpp"
 #include "core/progress_tracker.hpp"
 #include "core/suggestions.hpp"
@@ -1271,9 +1272,14 @@ void Writer::commit() {
   }
 }
 
-const Writer::Stats& Writer::last_stats() const noexcept {
+const Writer::Stats& Writer::last_stats() const& noexcept {
   static const Stats none;
   return impl_ ? impl_->last_stats : none;
 }
+Writer::Stats Writer::last_stats() const&& noexcept {
+  return impl_ ? impl_->last_stats : Stats{};
+}
+// 0.1.0's unqualified form (core/kept_symbol.hpp).
+MODELZIP_KEEP_SYMBOL(_ZNK8modelzip6Writer10last_statsEv, _ZNKR8modelzip6Writer10last_statsEv);
 
 }  // namespace modelzip

@@ -157,6 +157,32 @@ TEST_CASE("An Archive moved from stays usable: moving copies") {
   CHECK(c.newest_tag() == "v0");
 }
 
+// `for (auto& t : Archive::open(p).tags())` iterated a vector of the
+// temporary Archive's state, freed before the loop body ran (AddressSanitizer
+// and valgrind report the reads).
+TEST_CASE("Accessors of a temporary Archive or Writer return copies that outlive it") {
+  std::mt19937_64 rng(37);
+  TempDir dir;
+  const auto path = dir / "m.zip";
+  commit_tag(path, "v0", floats(rng, 10));
+  commit_tag(path, "v1", floats(rng, 12));
+  std::vector<std::string> tags;
+  for (const auto& t : Archive::open(path).tags()) tags.push_back(t);
+  CHECK(tags == std::vector<std::string>{"v0", "v1"});
+  std::string name;
+  for (char c : Archive::open(path).name()) name += c;
+  CHECK(name == path.string());
+  const auto& newest = Archive::open(path).newest_tag();
+  const auto& metadata = Archive::open(path).metadata();
+  const auto& stats = Writer::open(path).last_stats();
+  CHECK(newest == "v1");
+  CHECK(metadata.writer.starts_with("modelzip"));
+  CHECK(stats.bytes_written == 0);
+  std::vector<std::int64_t> shape;
+  for (std::int64_t d : Archive::open(path).tensor("w").shape()) shape.push_back(d);
+  CHECK(shape == Shape{12});
+}
+
 // Run as "nobody" when the tests run as root (root may write a 0444 file).
 TEST_CASE("A commit with nothing staged needs no permission to write; a real change is refused") {
   std::mt19937_64 rng(29);
