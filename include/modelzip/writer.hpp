@@ -199,6 +199,15 @@ class MODELZIP_API Writer {
   // updater.txt references are dropped at commit.
   void collect_garbage();
 
+  // Drops every staged change: tags added or replaced, removals, keep_last,
+  // metadata edits and garbage collection, also those a failed commit()
+  // kept staged, and with them the staged tensors (their Bytes are
+  // released). The archive is not touched. The Writer stays usable: tags()
+  // gives the tags as of open() or the last commit() again, and new changes
+  // can be staged. This is how to drop a change that can never be committed
+  // (a share of a missing tag or parameter) without opening a new Writer.
+  void discard();
+
   // Tags as they will be after commit, oldest first.
   std::vector<std::string> tags() const;
 

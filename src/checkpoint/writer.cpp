@@ -1259,6 +1259,12 @@ void Writer::collect_garbage() {
   live(impl_).ops.emplace_back(GcOp{});
 }
 
+void Writer::discard() {
+  Impl& impl = live(impl_);
+  impl.ops.clear();
+  impl.metadata_edits.clear();
+}
+
 std::vector<std::string> Writer::tags() const {
   return live(impl_).staged_tags();
 }
