@@ -178,13 +178,21 @@ class MODELZIP_API Archive {
   }
   ~Archive() = default;
 
-  const std::string& name() const noexcept;  // the path or name given at open
-  const Metadata& metadata() const noexcept;
+  // The accessors that return a reference into the archive's state have a
+  // second form for an Archive that is an rvalue (a temporary, as in
+  // `for (auto& t : Archive::open(p).tags())`): it returns a copy, because
+  // the state may die with the temporary before the reference is used.
+  const std::string& name() const& noexcept;  // the path or name given at open
+  std::string name() const&&;
+  const Metadata& metadata() const& noexcept;
+  Metadata metadata() const&&;
 
   // Tags, oldest first.
-  const std::vector<std::string>& tags() const noexcept;
+  const std::vector<std::string>& tags() const& noexcept;
+  std::vector<std::string> tags() const&&;
   // The newest tag. Throws Error(not_found) if the archive has no tags.
-  const std::string& newest_tag() const;
+  const std::string& newest_tag() const&;
+  std::string newest_tag() const&&;
   // The stored spelling of `tag`, compared without regard to ASCII case;
   // nullopt if absent.
   std::optional<std::string> find_tag(std::string_view tag) const;

@@ -144,15 +144,26 @@ struct MODELZIP_API TensorFile {
 };
 
 // --- Readers. The returned tensors may view `data` (they keep it alive).
+// Each reader has a second form that takes `source`, what `data` is (a file
+// name, a URL, "upload 12"): its errors name it as ErrorContext::archive,
+// as read_tensor_file's name the path. Without it, errors name no file.
 // One tensor named `name`.
 MODELZIP_API std::vector<NamedTensor> read_npy(const Bytes& data, std::string name,
                                                const Limits& limits = {});
+MODELZIP_API std::vector<NamedTensor> read_npy(const Bytes& data, std::string name,
+                                               const Limits& limits, std::string_view source);
 // Every member, in the archive's central directory order.
 MODELZIP_API std::vector<NamedTensor> read_npz(const Bytes& data, const Limits& limits = {});
+MODELZIP_API std::vector<NamedTensor> read_npz(const Bytes& data, const Limits& limits,
+                                               std::string_view source);
 // Tensors in data order, and the "__metadata__" map.
 MODELZIP_API TensorFile read_safetensors(const Bytes& data, const Limits& limits = {});
+MODELZIP_API TensorFile read_safetensors(const Bytes& data, const Limits& limits,
+                                         std::string_view source);
 // Tensors in file order, named "0", "1", ...
 MODELZIP_API std::vector<NamedTensor> read_btf(const Bytes& data, const Limits& limits = {});
+MODELZIP_API std::vector<NamedTensor> read_btf(const Bytes& data, const Limits& limits,
+                                               std::string_view source);
 
 // Memory-maps `path` and reads it in the format of its extension; a .npy
 // file's tensor is named after the file's stem; quantized tensors written

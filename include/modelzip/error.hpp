@@ -53,8 +53,12 @@ class MODELZIP_API Error : public std::runtime_error {
   static Error from_errno(const std::string& what, int errnum, ErrorContext context = {});
 
   ErrorCode code() const noexcept { return code_; }
-  const std::string& message() const noexcept { return message_; }
-  const ErrorContext& context() const noexcept { return context_; }
+  // message() and context() of an rvalue Error (a temporary) are copies,
+  // which outlive it.
+  const std::string& message() const& noexcept { return message_; }
+  std::string message() const&& { return message_; }
+  const ErrorContext& context() const& noexcept { return context_; }
+  ErrorContext context() const&& { return context_; }
   // The errno value of a failed system call (see from_errno); 0 otherwise.
   int system_error() const noexcept { return system_error_; }
 

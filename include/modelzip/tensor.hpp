@@ -72,16 +72,24 @@ class MODELZIP_API Tensor {
   // Error(invalid_argument) naming the field otherwise.
   static Tensor quantized(DType original, Shape shape, Quantization quantization, Bytes values);
 
+  // The accessors that return a reference into the Tensor return a copy
+  // when called on an rvalue (a temporary, as in
+  // `for (auto d : archive.tensor("w").shape())`): the copy outlives it.
+  // A copy of a Bytes shares its memory (views stay views).
   DType dtype() const noexcept { return dtype_; }
-  const Shape& shape() const noexcept { return shape_; }
+  const Shape& shape() const& noexcept { return shape_; }
+  Shape shape() const&& { return shape_; }
   std::size_t rank() const noexcept { return shape_.size(); }
   Layout layout() const noexcept { return layout_; }
   std::uint64_t numel() const;                         // product of the shape (dense element count)
   std::uint64_t nnz() const noexcept { return nnz_; }  // sparse only
 
-  const Bytes& values() const noexcept { return values_; }
-  const Bytes& offsets() const noexcept { return offsets_; }  // utf8 only
-  const Bytes& indices() const noexcept { return indices_; }  // sparse only
+  const Bytes& values() const& noexcept { return values_; }
+  Bytes values() const&& noexcept { return values_; }
+  const Bytes& offsets() const& noexcept { return offsets_; }  // utf8 only
+  Bytes offsets() const&& noexcept { return offsets_; }
+  const Bytes& indices() const& noexcept { return indices_; }  // sparse only
+  Bytes indices() const&& noexcept { return indices_; }
   // How the integers of a quantized tensor map to values; nullptr unless
   // layout() is Layout::quantized. Valid as long as the Tensor.
   const Quantization* quantization() const noexcept {
@@ -128,9 +136,13 @@ class MODELZIP_API Tensor {
   // complex64 and complex128 are laid out as std::complex is (real part, then
   // imaginary part). A T that is no dtype's element type (bool, char, long
   // double, std::byte, ...) does not compile; for the raw bytes of any tensor
-  // use values(). Throws Error(invalid_argument) naming both types when T is
-  // another dtype's element type (e.g. as<std::int32_t>() of a float32
-  // tensor), and when the data is misaligned for T.
+  // use values(). The span views the values' memory: it is valid while a
+  // Bytes holding it lives (this Tensor, a copy of it, or for zero-copy reads
+  // the Archive whose mapping it is), which a temporary Tensor read into
+  // owned memory does not outlive. Throws Error(invalid_argument) naming
+  // both types when T is another dtype's element type (e.g.
+  // as<std::int32_t>() of a float32 tensor), and when the data is misaligned
+  // for T.
   template <class T>
   std::span<const T> as() const {
     check_view(view_type<T>(), alignof(T));

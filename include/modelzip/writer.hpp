@@ -201,6 +201,15 @@ class MODELZIP_API Writer {
   // updater.txt references are dropped at commit.
   void collect_garbage();
 
+  // Drops every staged change: tags added or replaced, removals, keep_last,
+  // metadata edits and garbage collection, also those a failed commit()
+  // kept staged, and with them the staged tensors (their Bytes are
+  // released). The archive is not touched. The Writer stays usable: tags()
+  // gives the tags as of open() or the last commit() again, and new changes
+  // can be staged. This is how to drop a change that can never be committed
+  // (a share of a missing tag or parameter) without opening a new Writer.
+  void discard();
+
   // Tags as they will be after commit, oldest first.
   std::vector<std::string> tags() const;
 
@@ -222,7 +231,9 @@ class MODELZIP_API Writer {
     // in-place commit (a rewrite drops them).
     std::uint64_t bytes_freed = 0;
   };
-  const Stats& last_stats() const noexcept;
+  // On an rvalue Writer (a temporary): a copy, which outlives it.
+  const Stats& last_stats() const& noexcept;
+  Stats last_stats() const&& noexcept;
 
   class Impl;
 

@@ -2,6 +2,7 @@
 
 #include "checkpoint/archive_impl.hpp"
 #include "checkpoint/private_views.hpp"
+#include "core/kept_symbol.hpp"
 #include "core/progress_tracker.hpp"
 #include "core/suggestions.hpp"
 #include "format/archive_metadata.hpp"
@@ -346,13 +347,22 @@ Archive Archive::from_memory(Bytes bytes, std::string name, const OpenOptions& o
   return Archive(std::make_shared<const Impl>(std::move(name), std::move(bytes), options));
 }
 
-const std::string& Archive::name() const noexcept {
+const std::string& Archive::name() const& noexcept {
   return impl_->name;
 }
-const Metadata& Archive::metadata() const noexcept {
+std::string Archive::name() const&& {
+  return impl_->name;
+}
+const Metadata& Archive::metadata() const& noexcept {
   return impl_->metadata;
 }
-const std::vector<std::string>& Archive::tags() const noexcept {
+Metadata Archive::metadata() const&& {
+  return impl_->metadata;
+}
+const std::vector<std::string>& Archive::tags() const& noexcept {
+  return impl_->tags;
+}
+std::vector<std::string> Archive::tags() const&& {
   return impl_->tags;
 }
 
@@ -360,9 +370,18 @@ std::optional<Error> Archive::tag_damage(std::string_view tag) const {
   return impl_->tables[impl_->tag_position(tag)].damage;
 }
 
-const std::string& Archive::newest_tag() const {
+const std::string& Archive::newest_tag() const& {
   return impl_->tags[impl_->tag_position({})];
 }
+std::string Archive::newest_tag() const&& {
+  return impl_->tags[impl_->tag_position({})];
+}
+// 0.1.0's unqualified forms (core/kept_symbol.hpp).
+MODELZIP_KEEP_SYMBOL(_ZNK8modelzip7Archive4nameB5cxx11Ev, _ZNKR8modelzip7Archive4nameB5cxx11Ev);
+MODELZIP_KEEP_SYMBOL(_ZNK8modelzip7Archive8metadataEv, _ZNKR8modelzip7Archive8metadataEv);
+MODELZIP_KEEP_SYMBOL(_ZNK8modelzip7Archive4tagsB5cxx11Ev, _ZNKR8modelzip7Archive4tagsB5cxx11Ev);
+MODELZIP_KEEP_SYMBOL(_ZNK8modelzip7Archive10newest_tagB5cxx11Ev,
+                     _ZNKR8modelzip7Archive10newest_tagB5cxx11Ev);
 
 std::optional<std::string> Archive::find_tag(std::string_view tag) const {
   auto it = impl_->tag_index.find(format::ascii_lower(tag));

@@ -17,6 +17,7 @@
 #include "checkpoint/rotation.hpp"
 #include "checkpoint/s3_old_archive.hpp"
 #include "core/crc32.hpp"
+#include "core/kept_symbol.hpp"
 #include "core/position_index.hpp"
 #include "core/progress_tracker.hpp"
 #include "core/suggestions.hpp"
@@ -1265,6 +1266,12 @@ void Writer::collect_garbage() {
   live(impl_).ops.emplace_back(GcOp{});
 }
 
+void Writer::discard() {
+  Impl& impl = live(impl_);
+  impl.ops.clear();
+  impl.metadata_edits.clear();
+}
+
 std::vector<std::string> Writer::tags() const {
   return live(impl_).staged_tags();
 }
@@ -1278,10 +1285,15 @@ void Writer::commit() {
   }
 }
 
-const Writer::Stats& Writer::last_stats() const noexcept {
+const Writer::Stats& Writer::last_stats() const& noexcept {
   static const Stats none;
   return impl_ ? impl_->last_stats : none;
 }
+Writer::Stats Writer::last_stats() const&& noexcept {
+  return impl_ ? impl_->last_stats : Stats{};
+}
+// 0.1.0's unqualified form (core/kept_symbol.hpp).
+MODELZIP_KEEP_SYMBOL(_ZNK8modelzip6Writer10last_statsEv, _ZNKR8modelzip6Writer10last_statsEv);
 
 // ---- checkpoint::plan_rotation ------------------------------------------------
 

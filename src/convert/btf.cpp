@@ -168,6 +168,11 @@ std::vector<NamedTensor> read_btf(const Bytes& data, const Limits& limits) {
   return out;
 }
 
+std::vector<NamedTensor> read_btf(const Bytes& data, const Limits& limits,
+                                  std::string_view source) {
+  return detail::read_from(source, [&] { return read_btf(data, limits); });
+}
+
 namespace {
 
 // One record to write: what its header needs, the bytes of its COO indices

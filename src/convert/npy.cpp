@@ -511,6 +511,11 @@ std::vector<NamedTensor> read_npy(const Bytes& data, std::string name, const Lim
   return out;
 }
 
+std::vector<NamedTensor> read_npy(const Bytes& data, std::string name, const Limits& limits,
+                                  std::string_view source) {
+  return detail::read_from(source, [&] { return read_npy(data, std::move(name), limits); });
+}
+
 void write_npy(std::ostream& out, const Tensor& tensor) {
   auto parts = detail::npy_parts(tensor);
   detail::write_bytes(out, parts.header);

@@ -47,6 +47,11 @@ std::vector<NamedTensor> read_npz(const Bytes& data, const Limits& limits) {
   return out;
 }
 
+std::vector<NamedTensor> read_npz(const Bytes& data, const Limits& limits,
+                                  std::string_view source) {
+  return detail::read_from(source, [&] { return read_npz(data, limits); });
+}
+
 namespace {
 
 // One .npz member to write: its name, the .npy header, and its element

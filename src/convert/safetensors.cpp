@@ -230,6 +230,10 @@ TensorFile read_safetensors(const Bytes& data, const Limits& limits) {
   return file;
 }
 
+TensorFile read_safetensors(const Bytes& data, const Limits& limits, std::string_view source) {
+  return detail::read_from(source, [&] { return read_safetensors(data, limits); });
+}
+
 namespace {
 
 struct Prepared {

@@ -56,6 +56,18 @@ void write_bytes(std::ostream& out, std::string_view bytes);
 // "tensor 'name': " + message, keeping the code and context of `e`.
 Error name_error(const Error& e, std::string_view tensor_name);
 
+// What `read()` returns; an Error it throws is rethrown naming `source` as
+// ErrorContext::archive (unless it names one already). For the readers'
+// forms that take a source.
+template <class Read>
+auto read_from(std::string_view source, Read&& read) -> decltype(read()) {
+  try {
+    return read();
+  } catch (const Error& e) {
+    throw e.with_context({.archive = std::string(source)});
+  }
+}
+
 // Error(unsupported) naming the tensor and what the format cannot hold.
 [[noreturn]] void unsupported_tensor(std::string_view format, std::string_view tensor_name,
                                      std::string_view problem);

@@ -40,19 +40,20 @@ TensorFile read_tensor_file(const std::filesystem::path& path, const Limits& lim
   const Format format = format_from_extension(path);
   try {
     const Bytes data = io::map_file(path);
+    const std::string source = path.string();
     TensorFile file;
     switch (format) {
       case Format::npy:
-        file = {format, read_npy(data, path.stem().string(), limits), {}};
+        file = {format, read_npy(data, path.stem().string(), limits, source), {}};
         break;
       case Format::npz:
-        file = {format, read_npz(data, limits), {}};
+        file = {format, read_npz(data, limits, source), {}};
         break;
       case Format::safetensors:
-        file = read_safetensors(data, limits);
+        file = read_safetensors(data, limits, source);
         break;
       case Format::btf:
-        file = {format, read_btf(data, limits), {}};
+        file = {format, read_btf(data, limits, source), {}};
         break;
     }
     arrays_to_quantized(file);

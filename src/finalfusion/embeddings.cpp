@@ -4,6 +4,7 @@
 #include <cstring>
 #include <ostream>
 
+#include "core/kept_symbol.hpp"
 #include "finalfusion/embeddings_state.hpp"
 #include "finalfusion/metadata_chunk.hpp"
 #include "finalfusion/vocab_chunks.hpp"
@@ -247,10 +248,16 @@ Embeddings Embeddings::with_norms(std::optional<std::vector<float>> norms) const
   return Embeddings::Access::make(std::move(c));
 }
 
-const std::string& Embeddings::name() const noexcept {
+const std::string& Embeddings::name() const& noexcept {
   return state_->name;
 }
-const Vocab& Embeddings::vocab() const noexcept {
+std::string Embeddings::name() const&& {
+  return state_->name;
+}
+const Vocab& Embeddings::vocab() const& noexcept {
+  return state_->vocab;
+}
+Vocab Embeddings::vocab() const&& noexcept {
   return state_->vocab;
 }
 std::size_t Embeddings::dims() const noexcept {
@@ -259,9 +266,19 @@ std::size_t Embeddings::dims() const noexcept {
 std::size_t Embeddings::rows() const noexcept {
   return state_->storage.rows();
 }
-const std::optional<Metadata>& Embeddings::metadata() const noexcept {
+const std::optional<Metadata>& Embeddings::metadata() const& noexcept {
   return state_->metadata;
 }
+std::optional<Metadata> Embeddings::metadata() const&& {
+  return state_->metadata;
+}
+// 0.1.0's unqualified forms (core/kept_symbol.hpp).
+MODELZIP_KEEP_SYMBOL(_ZNK8modelzip11finalfusion10Embeddings4nameB5cxx11Ev,
+                     _ZNKR8modelzip11finalfusion10Embeddings4nameB5cxx11Ev);
+MODELZIP_KEEP_SYMBOL(_ZNK8modelzip11finalfusion10Embeddings5vocabEv,
+                     _ZNKR8modelzip11finalfusion10Embeddings5vocabEv);
+MODELZIP_KEEP_SYMBOL(_ZNK8modelzip11finalfusion10Embeddings8metadataEv,
+                     _ZNKR8modelzip11finalfusion10Embeddings8metadataEv);
 std::span<const float> Embeddings::norms() const noexcept {
   return state_->norms.span();
 }

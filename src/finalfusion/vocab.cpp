@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/fail.hpp"
+#include "core/kept_symbol.hpp"
 #include "core/utf8.hpp"
 #include "finalfusion/vocab_impl.hpp"
 
@@ -242,12 +243,23 @@ std::uint32_t Vocab::n_hashes() const noexcept {
 std::uint32_t Vocab::seed() const noexcept {
   return impl_->seed;
 }
-const std::string& Vocab::bow() const noexcept {
+const std::string& Vocab::bow() const& noexcept {
   return impl_->bow;
 }
-const std::string& Vocab::eow() const noexcept {
+std::string Vocab::bow() const&& {
+  return impl_->bow;
+}
+const std::string& Vocab::eow() const& noexcept {
   return impl_->eow;
 }
+std::string Vocab::eow() const&& {
+  return impl_->eow;
+}
+// 0.1.0's unqualified forms (core/kept_symbol.hpp).
+MODELZIP_KEEP_SYMBOL(_ZNK8modelzip11finalfusion5Vocab3bowB5cxx11Ev,
+                     _ZNKR8modelzip11finalfusion5Vocab3bowB5cxx11Ev);
+MODELZIP_KEEP_SYMBOL(_ZNK8modelzip11finalfusion5Vocab3eowB5cxx11Ev,
+                     _ZNKR8modelzip11finalfusion5Vocab3eowB5cxx11Ev);
 std::span<const std::string> Vocab::ngrams() const noexcept {
   return impl_->ngrams;
 }

@@ -130,7 +130,7 @@ TEST_CASE("A Writer moved from throws Error(invalid_argument); assigning to it r
            [&] { (void)w.tags(); }, [&] { w.commit(); }, [&] { w.add_tag("v1", NewTag{}); },
            [&] { w.replace_tag("v0", NewTag{}); }, [&] { w.remove_tag("v0"); },
            [&] { w.keep_last(1); }, [&] { w.update_metadata([](Metadata&) {}); },
-           [&] { w.collect_garbage(); }}) {
+           [&] { w.collect_garbage(); }, [&] { w.discard(); }}) {
     auto e = caught(call);
     REQUIRE(e);
     CHECK(e->code() == ErrorCode::invalid_argument);
@@ -155,6 +155,71 @@ TEST_CASE("An Archive moved from stays usable: moving copies") {
   c = std::move(b);
   CHECK(b.name() == path.string());  // NOLINT(bugprone-use-after-move)
   CHECK(c.newest_tag() == "v0");
+}
+
+TEST_CASE("discard drops every staged change, also of a failed commit; the Writer stays usable") {
+  std::mt19937_64 rng(41);
+  TempDir dir;
+  const auto path = dir / "m.zip";
+  commit_tag(path, "v0", floats(rng, 10));
+  const std::string before = io_bytes(path);
+  Writer w = Writer::open(path);
+  auto keeper = std::make_shared<int>(0);
+  std::vector<float> data(4, 1.0f);
+  NewTag staged;
+  staged.add("w", Tensor::dense(DType::float32, {4},
+                                Bytes::borrow(std::as_bytes(std::span(data)), keeper)));
+  staged.share("s", "gone", "w");  // can never commit: "gone" does not exist
+  w.add_tag("v1", std::move(staged));
+  w.remove_tag("v0");
+  w.keep_last(1);
+  w.collect_garbage();
+  w.update_metadata([](Metadata& m) { m.model_name = "discarded"; });
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    auto e = caught([&] { w.commit(); });
+    REQUIRE(e);
+    CHECK(e->code() == ErrorCode::not_found);
+  }
+  CHECK(keeper.use_count() > 1);  // the staged tensor holds it
+  w.discard();
+  CHECK(keeper.use_count() == 1);
+  CHECK(w.tags() == std::vector<std::string>{"v0"});
+  w.commit();  // nothing staged
+  CHECK(w.last_stats().bytes_written == 0);
+  CHECK(io_bytes(path) == before);
+  NewTag next;
+  next.add("w", floats(rng, 3));
+  w.add_tag("v2", std::move(next));
+  w.commit();
+  const Archive a = Archive::open(path);
+  CHECK(a.tags() == std::vector<std::string>{"v0", "v2"});
+  CHECK_FALSE(a.metadata().model_name.has_value());
+}
+
+// `for (auto& t : Archive::open(p).tags())` iterated a vector of the
+// temporary Archive's state, freed before the loop body ran (AddressSanitizer
+// and valgrind report the reads).
+TEST_CASE("Accessors of a temporary Archive or Writer return copies that outlive it") {
+  std::mt19937_64 rng(37);
+  TempDir dir;
+  const auto path = dir / "m.zip";
+  commit_tag(path, "v0", floats(rng, 10));
+  commit_tag(path, "v1", floats(rng, 12));
+  std::vector<std::string> tags;
+  for (const auto& t : Archive::open(path).tags()) tags.push_back(t);
+  CHECK(tags == std::vector<std::string>{"v0", "v1"});
+  std::string name;
+  for (char c : Archive::open(path).name()) name += c;
+  CHECK(name == path.string());
+  const auto& newest = Archive::open(path).newest_tag();
+  const auto& metadata = Archive::open(path).metadata();
+  const auto& stats = Writer::open(path).last_stats();
+  CHECK(newest == "v1");
+  CHECK(metadata.writer.starts_with("modelzip"));
+  CHECK(stats.bytes_written == 0);
+  std::vector<std::int64_t> shape;
+  for (std::int64_t d : Archive::open(path).tensor("w").shape()) shape.push_back(d);
+  CHECK(shape == Shape{12});
 }
 
 // Run as "nobody" when the tests run as root (root may write a 0444 file).

@@ -422,5 +422,51 @@ TEST_SUITE("convert") {
     write_zip(dir / "foreign.npz", {{"readme.txt", "hello"}});
     expect_error([&] { convert::read_npz(io::read_file(dir / "foreign.npz")); },
                  ErrorCode::unsupported, "readme.txt");
+    // Read from memory with a source: errors name it, and the member.
+    try {
+      convert::read_npz(io::read_file(dir / "bad.npz"), {}, "upload.npz");
+      FAIL("accepted");
+    } catch (const Error& e) {
+      CHECK(e.context().archive == "upload.npz");
+      CHECK(e.context().entry == "lie.npy");
+      CHECK(std::string(e.what()).starts_with("upload.npz: entry 'lie.npy'"));
+    }
+  }
+
+  TEST_CASE("Readers given a source name it in their errors; without one they name no file") {
+    const Bytes npy = Bytes::copy_of(npy_file(npy_dict("|u1", "(9,)"), "a"));  // short data
+    const Bytes st = Bytes::copy_of(std::string("\x02\0\0\0\0\0\0\0[]", 10));
+    const Bytes btf = Bytes::copy_of(std::string(4, '\0'));
+    const Bytes npz = Bytes::copy_of(std::string("PK\x05\x06"));
+    const std::vector<std::pair<std::string, std::function<void(std::string_view)>>> readers = {
+        {"npy",
+         [&](std::string_view source) {
+           source.empty() ? (void)convert::read_npy(npy, "x")
+                          : (void)convert::read_npy(npy, "x", {}, source);
+         }},
+        {"npz",
+         [&](std::string_view source) {
+           source.empty() ? (void)convert::read_npz(npz) : (void)convert::read_npz(npz, {}, source);
+         }},
+        {"safetensors",
+         [&](std::string_view source) {
+           source.empty() ? (void)convert::read_safetensors(st)
+                          : (void)convert::read_safetensors(st, {}, source);
+         }},
+        {"btf", [&](std::string_view source) {
+           source.empty() ? (void)convert::read_btf(btf) : (void)convert::read_btf(btf, {}, source);
+         }}};
+    for (const auto& [format, read] : readers) {
+      INFO(format);
+      for (const std::string source : {"", "s3://bucket/weights.bin"}) {
+        try {
+          read(source);
+          FAIL("accepted");
+        } catch (const Error& e) {
+          CHECK(e.context().archive == source);
+          if (!source.empty()) CHECK(std::string(e.what()).starts_with(source + ": "));
+        }
+      }
+    }
   }
 }

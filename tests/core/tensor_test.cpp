@@ -223,3 +223,26 @@ TEST_CASE("as<T>() of a quantized tensor: the stored integers as documented") {
   check_views(i4, "std::int8_t", "quantized float32");
   CHECK(view_message<float>(i4).find("(int4 storage)") != std::string::npos);
 }
+
+// Accessors that return a reference into the Tensor return a copy when
+// called on a temporary (`for (auto d : archive.tensor("w").shape())`).
+TEST_CASE("Accessors of a temporary Tensor return copies that outlive it") {
+  auto make = [] { return Tensor::strings({3}, std::vector<std::string>{"a", "bc", "def"}); };
+  std::vector<std::int64_t> shape;
+  for (std::int64_t d : make().shape()) shape.push_back(d);
+  CHECK(shape == Shape{3});
+  const Bytes& values = make().values();
+  const Bytes& offsets = make().offsets();
+  CHECK(values.as_string_view() == "abcdef");
+  CHECK(offsets.size() == 4 * sizeof(std::uint64_t));
+  auto sparse = [] {
+    return Tensor::sparse_coo(DType::int32, {4}, 2, bytes_from<std::int64_t>({0, 3}),
+                              bytes_from<std::int32_t>({7, 8}));
+  };
+  const Bytes& indices = sparse().indices();
+  CHECK(indices.size() == 2 * sizeof(std::int64_t));
+  const std::string& message = Error(ErrorCode::corrupt, "bad byte").message();
+  const ErrorContext& context = Error(ErrorCode::corrupt, "x", {.entry = "e"}).context();
+  CHECK(message == "bad byte");
+  CHECK(context.entry == "e");
+}

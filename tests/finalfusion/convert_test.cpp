@@ -3,6 +3,7 @@
 // finalfusion-rust test suite.
 #include <doctest/doctest.h>
 
+#include <functional>
 #include <sstream>
 
 #include "core/utf8.hpp"
@@ -308,6 +309,43 @@ TEST_SUITE("finalfusion") {
       FAIL("missing file loaded");
     } catch (const Error& err) {
       CHECK(err.code() == ErrorCode::io);
+    }
+  }
+
+  TEST_CASE("Readers given a source name it in their errors; without one they name no file") {
+    const Bytes bad = Bytes::copy_of(std::string_view("2 3\nword 1 2\n"));  // short rows
+    const std::vector<std::pair<std::string, std::function<void(std::string_view)>>> readers = {
+        {"word2vec binary",
+         [&](std::string_view source) {
+           source.empty() ? (void)read_word2vec_binary(bad)
+                          : (void)read_word2vec_binary(bad, {}, source);
+         }},
+        {"text",
+         [&](std::string_view source) {
+           source.empty() ? (void)read_text(bad) : (void)read_text(bad, {}, source);
+         }},
+        {"text with dims",
+         [&](std::string_view source) {
+           source.empty() ? (void)read_text_dims(bad) : (void)read_text_dims(bad, {}, source);
+         }},
+        {"fastText",
+         [&](std::string_view source) {
+           source.empty() ? (void)read_fasttext(bad) : (void)read_fasttext(bad, {}, source);
+         }},
+        {"floret text", [&](std::string_view source) {
+           source.empty() ? (void)read_floret_text(bad) : (void)read_floret_text(bad, source);
+         }}};
+    for (const auto& [format, read] : readers) {
+      INFO(format);
+      for (const std::string source : {"", "https://example.org/vectors"}) {
+        try {
+          read(source);
+          FAIL("accepted");
+        } catch (const Error& e) {
+          CHECK(e.context().archive == source);
+          if (!source.empty()) CHECK(std::string(e.what()).starts_with(source + ": "));
+        }
+      }
     }
   }
 }

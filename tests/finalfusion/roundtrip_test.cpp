@@ -213,3 +213,30 @@ TEST_CASE("Embeddings and Vocab moved from stay usable: moving copies the shared
   CHECK(moved.rows() == 2);  // NOLINT(bugprone-use-after-move)
   CHECK(other.rows() == 2);
 }
+
+// Accessors that return a reference into shared state return a copy when
+// called on a temporary: the state may die with it before the copy is used.
+TEST_CASE("Accessors of temporary Embeddings, Vocab and Metadata return copies that outlive them") {
+  auto make = [] {
+    return Embeddings::from_matrix(Vocab::simple({"a", "b"}), {1, 0, 0, 1}, 2, std::nullopt,
+                                   Metadata::parse("kind = \"test\"\n"));
+  };
+  auto bytes = make().to_bytes();
+  std::string name;
+  for (char c : Embeddings::read(bytes, "model.fifu").name()) name += c;
+  CHECK(name == "model.fifu");
+  const Vocab& vocab = make().vocab();
+  const auto& metadata = make().metadata();
+  const std::string& bow = Vocab::floret(3, 6, 1000, 2, 7).bow();
+  const std::string& eow = Vocab::floret(3, 6, 1000, 2, 7, "[", "]").eow();
+  CHECK(vocab.rows() == 2);
+  REQUIRE(metadata.has_value());
+  CHECK(metadata->find("kind") != nullptr);
+  CHECK(bow == "<");
+  CHECK(eow == "]");
+  std::string toml;
+  for (char c : Metadata::parse("kind = \"test\"\n").toml()) toml += c;
+  CHECK(toml == "kind = \"test\"\n");
+  const MetadataValue& root = Metadata::parse("kind = \"test\"\n").root();
+  CHECK(root.get("kind") != nullptr);
+}

@@ -294,6 +294,30 @@ def test_failed_commit_keeps_changes_staged(archive_path):
     assert not archive_path.exists()
 
 
+def test_discard_drops_staged_changes_and_the_writer_stays_open(archive_path):
+    save(archive_path, "a", {"x": np.zeros(2)})
+    data = np.arange(5)
+    refs = sys.getrefcount(data)
+    w = modelzip.Writer(archive_path, durable=False)
+    w.add_tag("b", {"d": data, "x": np.ones(2)}, share={"y": ("gone", "x")})
+    w.update_metadata({"model_name": "discarded"})
+    w.remove_tag("a")
+    assert sys.getrefcount(data) > refs  # borrowed while staged
+    with pytest.raises(modelzip.Error, match="gone"):
+        w.commit()  # a share of a missing tag: the change stays staged, every commit fails
+    assert w.tags == ["b"]
+    w.discard()
+    assert not w.closed and w.tags == ["a"]
+    assert sys.getrefcount(data) == refs  # released
+    w.add_tag("c", {"x": np.ones(2)})
+    w.commit()
+    w.close()
+    with modelzip.open(archive_path) as ar:
+        assert ar.tags == ["a", "c"] and ar.metadata.model_name is None
+    with pytest.raises(ValueError, match="closed Writer"):
+        w.discard()
+
+
 def test_concurrent_loads_from_threads(archive_path):
     a = arrays(9)
     save(archive_path, "t", a)

@@ -93,6 +93,18 @@ MODELZIP_API Embeddings read_fasttext(const Bytes& data, const ConvertOptions& o
 // floret text vectors: "n_buckets dims min_n max_n n_hashes seed bow eow",
 // then n_buckets lines "index v1 ... vd".
 MODELZIP_API Embeddings read_floret_text(const Bytes& data);
+// The same readers with `source`, what `data` is (a file name, a URL): their
+// errors name it as ErrorContext::archive, as load() names the path.
+// Without it, errors name no file.
+MODELZIP_API Embeddings read_word2vec_binary(const Bytes& data, const ConvertOptions& options,
+                                             std::string_view source);
+MODELZIP_API Embeddings read_text(const Bytes& data, const ConvertOptions& options,
+                                  std::string_view source);
+MODELZIP_API Embeddings read_text_dims(const Bytes& data, const ConvertOptions& options,
+                                       std::string_view source);
+MODELZIP_API Embeddings read_fasttext(const Bytes& data, const ConvertOptions& options,
+                                      std::string_view source);
+MODELZIP_API Embeddings read_floret_text(const Bytes& data, std::string_view source);
 
 // Writers of the word rows (subword rows are not part of these formats).
 // With `unnormalize`, rows are multiplied by their norms (if any) to restore

@@ -13,7 +13,11 @@
 // read from Bytes keep those Bytes alive: the dense matrix, the norms and the
 // quantized codes are zero-copy views into them whenever the data is 4-byte
 // aligned in memory (always the case for a mapped file or an archive entry
-// at a 64-byte aligned address), and owned copies otherwise.
+// at a 64-byte aligned address), and owned copies otherwise. The spans
+// accessors return (words(), matrix(), norms()...) view the shared state:
+// they are valid while a Vocab or Embeddings sharing it lives, so not past
+// the statement for a temporary; references returned by accessors are copies
+// for a temporary (Embeddings::vocab()).
 //
 // Thread safety: all const member functions may be called concurrently
 // (lazily built caches are initialised once, thread-safely).
@@ -109,10 +113,13 @@ class MODELZIP_API Metadata {
   // not a table or holds a value TOML cannot represent.
   static Metadata from_table(const MetadataValue& root);
 
-  // The TOML text as stored (written back unchanged).
-  const std::string& toml() const noexcept { return text_; }
-  // The parsed document (always a table).
-  const MetadataValue& root() const noexcept { return root_; }
+  // The TOML text as stored (written back unchanged); on an rvalue (a
+  // temporary), a copy, which outlives it.
+  const std::string& toml() const& noexcept { return text_; }
+  std::string toml() const&& { return text_; }
+  // The parsed document (always a table); on an rvalue, a copy.
+  const MetadataValue& root() const& noexcept { return root_; }
+  MetadataValue root() const&& { return root_; }
   const MetadataValue* find(std::string_view dotted_path) const noexcept {
     return root_.find(dotted_path);
   }
@@ -180,8 +187,11 @@ class MODELZIP_API Vocab {
   std::uint64_t n_buckets() const noexcept;        // fasttext_subwords, floret, or 2^exponent
   std::uint32_t n_hashes() const noexcept;         // floret
   std::uint32_t seed() const noexcept;             // floret
-  const std::string& bow() const noexcept;         // begin-of-word marker ("<")
-  const std::string& eow() const noexcept;         // end-of-word marker (">")
+  // The word markers; on an rvalue Vocab (a temporary), copies.
+  const std::string& bow() const& noexcept;  // begin-of-word marker ("<")
+  std::string bow() const&&;
+  const std::string& eow() const& noexcept;  // end-of-word marker (">")
+  std::string eow() const&&;
   // explicit_ngrams: the n-grams and their (renumbered) indices, in stored order.
   std::span<const std::string> ngrams() const noexcept;
   std::span<const std::uint64_t> ngram_indices() const noexcept;
@@ -287,11 +297,17 @@ class MODELZIP_API Embeddings {
   Embeddings with_metadata(std::optional<Metadata> metadata) const;
   Embeddings with_norms(std::optional<std::vector<float>> norms) const;
 
-  const std::string& name() const noexcept;
-  const Vocab& vocab() const noexcept;
+  // name(), vocab() and metadata() return a copy when called on rvalue
+  // Embeddings (a temporary, as in `Embeddings::open(p).vocab()`), whose
+  // state may die before a reference would be used.
+  const std::string& name() const& noexcept;
+  std::string name() const&&;
+  const Vocab& vocab() const& noexcept;
+  Vocab vocab() const&& noexcept;
   std::size_t dims() const noexcept;
   std::size_t rows() const noexcept;
-  const std::optional<Metadata>& metadata() const noexcept;
+  const std::optional<Metadata>& metadata() const& noexcept;
+  std::optional<Metadata> metadata() const&&;
   // Per-word norms of the original vectors (empty if the file has none).
   std::span<const float> norms() const noexcept;
   bool has_norms() const noexcept;

@@ -112,6 +112,40 @@ std::optional<Format> format_for_extension(const std::filesystem::path& path) no
   return std::nullopt;
 }
 
+namespace {
+
+// What `read()` returns; an Error it throws is rethrown naming `source` as
+// ErrorContext::archive (unless it names one already).
+template <class Read>
+Embeddings read_from(std::string_view source, Read&& read) {
+  try {
+    return read();
+  } catch (const Error& e) {
+    throw e.with_context(ErrorContext{.archive = std::string(source)});
+  }
+}
+
+}  // namespace
+
+Embeddings read_word2vec_binary(const Bytes& data, const ConvertOptions& options,
+                                std::string_view source) {
+  return read_from(source, [&] { return read_word2vec_binary(data, options); });
+}
+Embeddings read_text(const Bytes& data, const ConvertOptions& options, std::string_view source) {
+  return read_from(source, [&] { return read_text(data, options); });
+}
+Embeddings read_text_dims(const Bytes& data, const ConvertOptions& options,
+                          std::string_view source) {
+  return read_from(source, [&] { return read_text_dims(data, options); });
+}
+Embeddings read_fasttext(const Bytes& data, const ConvertOptions& options,
+                         std::string_view source) {
+  return read_from(source, [&] { return read_fasttext(data, options); });
+}
+Embeddings read_floret_text(const Bytes& data, std::string_view source) {
+  return read_from(source, [&] { return read_floret_text(data); });
+}
+
 Embeddings load(const std::filesystem::path& path, Format format, const ConvertOptions& options) {
   if (format == Format::finalfusion) return Embeddings::open(path, true);
   Bytes data = io::map_file(path);

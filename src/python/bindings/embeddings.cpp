@@ -179,7 +179,9 @@ and text files end a word at whitespace: a word they cannot hold (a phrase,
             return py::bytes(reinterpret_cast<const char*>(b.data()), b.size());
           },
           "The embeddings as a finalfusion file.")
-      .def_property_readonly("name", &Embeddings::name, "The name given when reading (or \"\").")
+      .def_property_readonly(
+          "name", [](const Embeddings& self) { return self.name(); },
+          "The name given when reading (or \"\").")
       .def_property_readonly("dims", &Embeddings::dims, "Components per vector.")
       .def_property_readonly("rows", &Embeddings::rows, "Storage rows (words and subword rows).")
       .def("__len__", [](const Embeddings& e) { return e.vocab().words_len(); })

@@ -215,6 +215,16 @@ class PyWriter {
   bool closed() const { return !writer_; }
   const std::string& path() const { return path_; }
 
+  // Drops the staged changes (Writer::discard) and releases the borrowed
+  // arrays; the Writer stays open.
+  void discard() {
+    Writer& w = get();
+    for (const py::object& f : std::exchange(fetches_, {})) f.attr("stop")();
+    w.discard();
+    progress_->error.reset();
+    dirty_ = false;
+  }
+
   // Discards staged changes (releasing the borrowed arrays).
   void close() {
     if (busy_)
@@ -362,6 +372,10 @@ under the archive's write lock, to the metadata the archive has then: a
 change another process committed in between is kept.)")
       .def("collect_garbage", &PyWriter::collect_garbage,
            "Stages dropping blob entries that no tag references any more.")
+      .def("discard", &PyWriter::discard,
+           "Drops every staged change (also those a failed commit() kept staged) and "
+           "releases the borrowed arrays; the archive is not touched and the Writer stays "
+           "open for new changes.")
       .def_property_readonly("tags", &PyWriter::tags, "Tags as they will be after commit().")
       .def("commit", &PyWriter::commit,
            "Writes everything staged (GIL released) and returns the WriteStats. "

@@ -450,6 +450,9 @@ class Writer:
         committed in between is kept. ValueError for an unknown field."""
     def collect_garbage(self) -> None:
         """Stages dropping blob entries that no tag references any more."""
+    def discard(self) -> None:
+        """Drops every staged change (also those a failed commit() kept staged) and
+        releases the borrowed arrays; the Writer stays open for new changes."""
     @property
     def tags(self) -> list[str]:
         """Tags as they will be after commit()."""
