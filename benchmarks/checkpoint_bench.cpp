@@ -279,10 +279,11 @@ void background_rows(const Model& m, const fs::path& mz, int reps,
   }
   copies.clear();
   const Timing memcpy_time{median(copy), *std::min_element(copy.begin(), copy.end())};
-  std::printf("\nbackground save (BackgroundSave, staging memory reused; blocking = until start() "
-              "returns)\n");
-  row("memcpy (buffers allocated before)", memcpy_time.median, m.bytes,
-      memcpy_time.median, "memcpy");
+  std::printf(
+      "\nbackground save (BackgroundSave, staging memory reused; blocking = until start() "
+      "returns)\n");
+  row("memcpy (buffers allocated before)", memcpy_time.median, m.bytes, memcpy_time.median,
+      "memcpy");
   row("  fastest", memcpy_time.best, m.bytes, memcpy_time.best, "memcpy");
   for (bool durable : {false, true}) {
     std::vector<double> blocking, total;
@@ -301,13 +302,12 @@ void background_rows(const Model& m, const fs::path& mz, int reps,
     const std::string kind = durable ? "durable" : "not durable";
     row("background save " + kind + ": blocking", median(blocking), m.bytes, memcpy_time.median,
         "memcpy");
-    row("  fastest", *std::min_element(blocking.begin(), blocking.end()), m.bytes,
-        memcpy_time.best, "memcpy");
+    row("  fastest", *std::min_element(blocking.begin(), blocking.end()), m.bytes, memcpy_time.best,
+        "memcpy");
     const Timing& base = durable ? raw_durable : raw;
     const char* base_name = durable ? "raw durable" : "raw write";
     row("background save " + kind + ": total", median(total), m.bytes, base.median, base_name);
-    row("  fastest", *std::min_element(total.begin(), total.end()), m.bytes, base.best,
-        base_name);
+    row("  fastest", *std::min_element(total.begin(), total.end()), m.bytes, base.best, base_name);
   }
   std::printf("  (target: blocking <= 1.5x memcpy, i.e. >= 0.67x here)\n");
 }

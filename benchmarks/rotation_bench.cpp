@@ -44,9 +44,9 @@ std::vector<Tensor> random_tag(std::mt19937_64& rng, std::uint64_t bytes) {
   for (int i = 0; i < kTensorsPerTag; ++i) {
     std::vector<float> v(per);
     for (auto& x : v) x = static_cast<float>(rng() % 1000003) * 1e-3f;
-    out.push_back(Tensor::dense(DType::float32, {static_cast<std::int64_t>(per)},
-                                Bytes::copy_of(std::string_view(
-                                    reinterpret_cast<const char*>(v.data()), v.size() * 4))));
+    out.push_back(Tensor::dense(
+        DType::float32, {static_cast<std::int64_t>(per)},
+        Bytes::copy_of(std::string_view(reinterpret_cast<const char*>(v.data()), v.size() * 4))));
   }
   return out;
 }
@@ -120,7 +120,8 @@ int main(int argc, char** argv) {
     else if (a == "--dir")
       o.dir = next();
     else {
-      std::fprintf(stderr, "usage: rotation_bench [--tags 10] [--tag-mib 100] [--reps 3] [--dir .]\n");
+      std::fprintf(stderr,
+                   "usage: rotation_bench [--tags 10] [--tag-mib 100] [--reps 3] [--dir .]\n");
       return 2;
     }
   }

@@ -102,7 +102,6 @@ class NamedTensors {
   std::map<std::string, std::size_t, std::less<>> index_;
 };
 
-
 // What params.txt says about one parameter, plus the blob header (dtype and
 // shape) -- all without reading tensor data.
 struct MODELZIP_API ParamInfo {

@@ -97,7 +97,7 @@ class MODELZIP_API BackgroundSave {
   BackgroundSave() = default;  // no save: valid() is false
   BackgroundSave(BackgroundSave&&) noexcept;
   BackgroundSave& operator=(BackgroundSave&&) noexcept;  // waits for the save it replaces
-  ~BackgroundSave();                                      // waits for the save
+  ~BackgroundSave();                                     // waits for the save
 
   bool valid() const noexcept { return state_ != nullptr; }
   // Waits until the save has ended and returns the commit's statistics, or

@@ -47,9 +47,9 @@ enum class DType : std::uint8_t {
 
 // Every supported type, in numbering order.
 inline constexpr DType kAllDTypes[] = {
-    DType::bool_,  DType::float16, DType::float32, DType::float64, DType::int8,
-    DType::int16,  DType::int32,   DType::int64,   DType::uint8,   DType::uint16,
-    DType::uint32, DType::uint64,  DType::bfloat16, DType::float8_e4m3fn, DType::float8_e5m2,
+    DType::bool_,     DType::float16,    DType::float32,  DType::float64,       DType::int8,
+    DType::int16,     DType::int32,      DType::int64,    DType::uint8,         DType::uint16,
+    DType::uint32,    DType::uint64,     DType::bfloat16, DType::float8_e4m3fn, DType::float8_e5m2,
     DType::complex64, DType::complex128, DType::utf8};
 
 // The type with DL4J number `code`, or nullopt when unsupported.

@@ -77,10 +77,10 @@ MODELZIP_API bool quantize_by_default(const ParamInfo& param, std::uint64_t min_
 struct MODELZIP_API QuantizeResult {
   std::vector<std::string> quantized{};   // parameters stored quantized, in params.txt order
   std::vector<std::string> referenced{};  // parameters written as references to the source tag
-  std::uint64_t source_bytes = 0;       // data bytes of the quantized parameters in the source tag
-  std::uint64_t quantized_bytes = 0;    // their data bytes now (integers + scales + zero points)
-  std::uint64_t bytes_written = 0;      // bytes the commit wrote (Writer::Stats::bytes_written)
-  bool appended = false;                // committed by the append path
+  std::uint64_t source_bytes = 0;     // data bytes of the quantized parameters in the source tag
+  std::uint64_t quantized_bytes = 0;  // their data bytes now (integers + scales + zero points)
+  std::uint64_t bytes_written = 0;    // bytes the commit wrote (Writer::Stats::bytes_written)
+  bool appended = false;              // committed by the append path
 };
 
 // Creates tag `new_tag` in the archive at `path` from tag `from_tag` in one

@@ -121,7 +121,7 @@ class MODELZIP_API NewTag {
   struct Contents;
 
  private:
-  Contents& mutable_contents();  // allocates contents_ when null
+  Contents& mutable_contents();         // allocates contents_ when null
   std::unique_ptr<Contents> contents_;  // null when nothing was added (or moved from)
 };
 

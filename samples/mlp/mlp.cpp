@@ -26,8 +26,8 @@
 #include <vector>
 
 #include "modelzip/archive.hpp"
-#include "modelzip/graph/checkpoint.hpp"
 #include "modelzip/error.hpp"
+#include "modelzip/graph/checkpoint.hpp"
 #include "modelzip/writer.hpp"
 
 namespace {

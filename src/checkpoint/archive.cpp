@@ -214,8 +214,8 @@ std::size_t Archive::Impl::usable_tag(std::string_view tag) const {
   return t;
 }
 
-const BlobRow* Archive::Impl::find_row(std::size_t tag_pos, TableKind kind,
-                                       std::string_view param, std::string_view state) const {
+const BlobRow* Archive::Impl::find_row(std::size_t tag_pos, TableKind kind, std::string_view param,
+                                       std::string_view state) const {
   const TagTables& tt = tables[tag_pos];
   const auto& index = kind == TableKind::params ? tt.param_index : tt.updater_index;
   const auto& rows = tt.rows(kind);

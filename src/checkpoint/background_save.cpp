@@ -28,7 +28,7 @@ struct BackgroundSave::State {
   std::filesystem::path archive;
   std::string tag;
   BackgroundSaveOptions options;
-  NewTag snapshot;  // dropped by the worker once written
+  NewTag snapshot;                   // dropped by the worker once written
   std::uint64_t snapshot_bytes = 0;  // copied into `staging` by start()
   std::shared_ptr<detail::StagingBuffer> staging;
   // The CRC-32s of the snapshot's buffers, computed while copying them.

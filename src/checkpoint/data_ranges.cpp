@@ -1,7 +1,7 @@
 #include "checkpoint/data_ranges.hpp"
 
-#include "format/tensor_blob.hpp"
 #include "core/crc32.hpp"
+#include "format/tensor_blob.hpp"
 
 namespace modelzip {
 

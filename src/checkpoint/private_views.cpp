@@ -9,8 +9,7 @@
 
 namespace modelzip {
 
-std::uint64_t PrivateViews::mappable_offset(const Archive::Impl& archive,
-                                            const zip::EntryInfo& e) {
+std::uint64_t PrivateViews::mappable_offset(const Archive::Impl& archive, const zip::EntryInfo& e) {
   return file_data_offset(archive, e);
 }
 

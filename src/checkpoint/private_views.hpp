@@ -3,13 +3,12 @@
 //
 // Stored entries in the stable prefix of a local archive's file
 // (zip::SnapshotFile) are views of a private, writable copy-on-write mapping
-// of that file, made for this reader, of the range its entries span: what the caller writes stays in these
-// pages, never reaching the file, the archive's own mapping, other readers
-// or other entries. An entry handed out a second time (two parameters that
-// deduplication stored as one blob) gets its own pages: a mapping of its
-// range alone, or an owned copy when it is smaller than kOwnMappingBytes.
-// Every other entry (deflated, in a remote archive or one read from memory,
-// past the stable prefix) is read into owned memory, CRC-checked.
+// of that file, made for this reader, of the range its entries span: what the caller writes stays
+// in these pages, never reaching the file, the archive's own mapping, other readers or other
+// entries. An entry handed out a second time (two parameters that deduplication stored as one blob)
+// gets its own pages: a mapping of its range alone, or an owned copy when it is smaller than
+// kOwnMappingBytes. Every other entry (deflated, in a remote archive or one read from memory, past
+// the stable prefix) is read into owned memory, CRC-checked.
 //
 // Ownership: the Bytes returned keep their mapping or memory alive; the
 // reader itself may be dropped at any time. Not thread-safe (one per load).
@@ -50,7 +49,7 @@ class PrivateViews {
 
   const Archive::Impl& archive_;
   std::uint64_t begin_ = 0, end_ = 0;  // the file range of the mappable entries
-  Bytes whole_;  // the private mapping of [begin_, end_), made at first use
+  Bytes whole_;                        // the private mapping of [begin_, end_), made at first use
   std::unordered_set<const zip::EntryInfo*> handed_out_;
 };
 

@@ -9,7 +9,9 @@
 
 namespace modelzip::checkpoint {
 
-Archive S3OldArchive::as_archive() const { return Archive::Impl::wrap(archive); }
+Archive S3OldArchive::as_archive() const {
+  return Archive::Impl::wrap(archive);
+}
 
 std::optional<S3OldArchive> open_s3_old(const std::string& url) {
   remote::Opened opened;
@@ -19,8 +21,8 @@ std::optional<S3OldArchive> open_s3_old(const std::string& url) {
     if (e.code() == ErrorCode::not_found) return std::nullopt;  // a new archive
     throw;
   }
-  auto archive = std::make_shared<Archive::Impl>(url, opened.file, OpenOptions{}, std::nullopt,
-                                                 opened.source);
+  auto archive =
+      std::make_shared<Archive::Impl>(url, opened.file, OpenOptions{}, std::nullopt, opened.source);
   // Planning and the new central directory need every entry's data offset:
   // the local headers, fetched together.
   std::vector<const zip::EntryInfo*> entries;

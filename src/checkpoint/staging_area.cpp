@@ -13,8 +13,9 @@
 namespace modelzip::detail {
 
 namespace {
-constexpr std::size_t kPiece = std::size_t{8} << 20;      // one unit of work of parallel_copy
-constexpr std::uint64_t kBytesPerThread = 16ull << 20;  // below this a thread costs more than it saves
+constexpr std::size_t kPiece = std::size_t{8} << 20;  // one unit of work of parallel_copy
+constexpr std::uint64_t kBytesPerThread = 16ull
+                                          << 20;  // below this a thread costs more than it saves
 constexpr unsigned kMaxThreads = 8;
 // A block copied and then checksummed while it is still in the core's cache.
 constexpr std::size_t kCrcBlock = std::size_t{128} << 10;

@@ -12,7 +12,9 @@ namespace {
 
 constexpr std::uint64_t kAlignment = 64;
 
-std::uint64_t aligned(std::uint64_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
+std::uint64_t aligned(std::uint64_t n) {
+  return (n + kAlignment - 1) / kAlignment * kAlignment;
+}
 
 void add_tensor_buffers(const Tensor& t, std::vector<const Bytes*>& out) {
   out.push_back(&t.values());

@@ -868,8 +868,7 @@ Writer::Impl::StagedPlan Writer::Impl::plan_staged(const Archive::Impl* old_impl
   // Dedup reads every new tensor (and the blobs it may equal) before
   // anything is written: a stage of its own, over the new tensors' bytes.
   std::optional<detail::ProgressTracker> comparing = compare_tracker();
-  AddContext adder(plan, old_impl, options.dedup, staged.stats,
-                   comparing ? &*comparing : nullptr);
+  AddContext adder(plan, old_impl, options.dedup, staged.stats, comparing ? &*comparing : nullptr);
   for (const auto& op : ops) {
     if (const auto* add = std::get_if<AddOp>(&op)) {
       if (const TagPlan* replaced = add->replace ? plan.find(add->tag) : nullptr)
@@ -961,8 +960,8 @@ void Writer::Impl::rewrite(const Plan& plan, const Archive::Impl* old_impl, Stat
   }
 }
 
-bool Writer::Impl::mostly_free(const std::set<const zip::EntryInfo*>& kept,
-                               const Plan& plan, const Archive::Impl& old) const {
+bool Writer::Impl::mostly_free(const std::set<const zip::EntryInfo*>& kept, const Plan& plan,
+                               const Archive::Impl& old) const {
   std::uint64_t live = expected_bytes(plan, true);
   std::uint64_t freed = zip::unused_bytes(old.directory, old.reader.file().span());
   for (const auto& e : old.directory.entries) {
@@ -993,8 +992,7 @@ void Writer::Impl::append_to(const Plan& plan, const Archive::Impl& old,
         {.durable = options.durable,
          .expected_bytes = expected_bytes(plan, true),
          .progress = options.progress,
-         .direct_data =
-             options.durable && io::use_direct_writes(path, expected_bytes(plan, true)),
+         .direct_data = options.durable && io::use_direct_writes(path, expected_bytes(plan, true)),
          .keep_entry = [&](const zip::EntryInfo& e) { return kept.count(&e) > 0; },
          .tags = saved});
     tail_start = session.start_offset();
@@ -1082,8 +1080,8 @@ void Writer::Impl::refresh_s3() {
 }
 
 void Writer::Impl::upload(const Plan& plan, const Archive::Impl* old_impl,
-                          const std::optional<std::set<const zip::EntryInfo*>>& kept,
-                          Stats& stats, bool* visible) {
+                          const std::optional<std::set<const zip::EntryInfo*>>& kept, Stats& stats,
+                          bool* visible) {
   auto client = std::make_shared<remote::S3Multipart>(path.string(), RemoteOptions{});
   remote::S3UploadOptions upload_options;
   if (auto size = remote::env_size("MODELZIP_S3_PART_SIZE", path.string()))
@@ -1136,8 +1134,7 @@ void Writer::Impl::upload(const Plan& plan, const Archive::Impl* old_impl,
       sink.write(gap.offset, Bytes::take(std::move(header)));
     }
     sink.keep(io::ByteRange{at, tail - at});
-    zip::StreamZipWriter zw(sink, path.string(), tail, expected_bytes(plan, true),
-                            progress);
+    zip::StreamZipWriter zw(sink, path.string(), tail, expected_bytes(plan, true), progress);
     zw.set_comment(directory.comment);
     for (const auto& e : directory.entries)
       if (kept->count(&e)) zw.keep(e);
@@ -1155,8 +1152,7 @@ void Writer::Impl::upload(const Plan& plan, const Archive::Impl* old_impl,
     // A rewrite: old entries the plan keeps are copied server-side where
     // they keep their local header (moved by a multiple of 64 bytes), else
     // their data is.
-    zip::StreamZipWriter zw(sink, path.string(), 0, expected_bytes(plan, false),
-                            progress);
+    zip::StreamZipWriter zw(sink, path.string(), 0, expected_bytes(plan, false), progress);
     emit_all(zw, plan, old_impl, old_impl != nullptr);
     zw.finish();
   }
@@ -1175,7 +1171,9 @@ std::optional<Writer::Impl::S3Old> Writer::Impl::open_s3() const {
   remote::refuse_write(path.native());
   return std::nullopt;
 }
-void Writer::Impl::refresh_s3() { remote::refuse_write(path.native()); }
+void Writer::Impl::refresh_s3() {
+  remote::refuse_write(path.native());
+}
 void Writer::Impl::upload(const Plan&, const Archive::Impl*,
                           const std::optional<std::set<const zip::EntryInfo*>>&, Stats&, bool*) {
   remote::refuse_write(path.native());

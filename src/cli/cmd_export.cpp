@@ -15,8 +15,8 @@
 #include "modelzip/archive.hpp"
 #include "modelzip/convert.hpp"
 #include "modelzip/error.hpp"
-#include "modelzip/finalfusion/embeddings.hpp"
 #include "modelzip/finalfusion/convert.hpp"
+#include "modelzip/finalfusion/embeddings.hpp"
 
 namespace modelzip::cli {
 namespace {
@@ -37,7 +37,8 @@ int run(const std::vector<std::string>& argv) {
   args.expect_positionals(2, SIZE_MAX);
   const auto& pos = args.positional();
   if (pos.back() == "-")
-    throw UsageError("OUT '-': export writes a file (cat --npy writes one tensor to standard output)");
+    throw UsageError(
+        "OUT '-': export writes a file (cat --npy writes one tensor to standard output)");
   Archive archive = open_archive(pos.front());
   const fs::path out = pos.back();
   std::vector<std::string> names(pos.begin() + 1, pos.end() - 1);

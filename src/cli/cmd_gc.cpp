@@ -32,10 +32,14 @@ int run(const std::vector<std::string>& argv) {
 }  // namespace
 
 extern const Command kGcCommand{
-    "gc", "Drop blobs that no tag references, and report the bytes saved", "modelzip gc ARCHIVE",
+    "gc",
+    "Drop blobs that no tag references, and report the bytes saved",
+    "modelzip gc ARCHIVE",
     "Blobs become unreferenced when an archive is edited by other tools; modelzip's\n"
     "own rm-tag keeps shared blobs and drops the rest. The archive is replaced\n"
     "atomically.\n\nExample:\n  modelzip gc model.zip\n",
-    run, 1, true};
+    run,
+    1,
+    true};
 
 }  // namespace modelzip::cli

@@ -37,8 +37,8 @@ int keep_last(const std::string& path, long long n, WriterOptions options) {
   std::cout << "removed " << removed.size() << " tag(s)";
   for (std::size_t i = 0; i < removed.size(); ++i)
     std::cout << (i ? ", '" : ": '") << printable(removed[i]) << "'";
-  std::cout << "; kept " << now.size()
-            << outcome(writer.last_stats(), before, archive_size(path)) << "\n";
+  std::cout << "; kept " << now.size() << outcome(writer.last_stats(), before, archive_size(path))
+            << "\n";
   return 0;
 }
 
@@ -98,7 +98,8 @@ int run(const std::vector<std::string>& argv) {
 }  // namespace
 
 extern const Command kRmTagCommand{
-    "rm-tag", "Remove a tag, or all but the newest N (blobs other tags share are kept)",
+    "rm-tag",
+    "Remove a tag, or all but the newest N (blobs other tags share are kept)",
     "modelzip rm-tag ARCHIVE TAG [--rewrite]\n       modelzip rm-tag ARCHIVE --keep-last N "
     "[--rewrite]",
     "The tag is matched without regard to case. Blobs of the removed tag that other\n"
@@ -115,6 +116,8 @@ extern const Command kRmTagCommand{
     "damaged can be removed too (see verify).\n\nExamples:\n"
     "  modelzip rm-tag model.zip step-100\n"
     "  modelzip rm-tag model.zip --keep-last 5\n",
-    run, 1, true};
+    run,
+    1,
+    true};
 
 }  // namespace modelzip::cli

@@ -10,8 +10,8 @@
 #include "cli/args.hpp"
 #include "modelzip/archive.hpp"
 #include "modelzip/error.hpp"
-#include "modelzip/finalfusion/embeddings.hpp"
 #include "modelzip/finalfusion/convert.hpp"
+#include "modelzip/finalfusion/embeddings.hpp"
 
 namespace modelzip::cli {
 

@@ -561,21 +561,19 @@ class CommitRun {
   std::vector<std::string> upload_shares(const Plan& plan) {
     std::string survey;
     agreed_step(engine_, ctx_, [&] { survey = dist::s3_survey(plan, m_.items, comm_.rank()); });
-    const std::vector<std::string> surveys =
-        engine_([&] { return comm_.gather(survey, root_); });
+    const std::vector<std::string> surveys = engine_([&] { return comm_.gather(survey, root_); });
     std::string layout_bytes;
     agreed_step(engine_, ctx_, [&] {
       if (!is_root_) return;
-      layout_bytes = encode_layout(
-          s3_target_->lay_out(surveys, plan, planned_.end, root_, ctx_));
+      layout_bytes = encode_layout(s3_target_->lay_out(surveys, plan, planned_.end, root_, ctx_));
     });
-    layout_ = dist::decode_layout(
-        engine_([&] { return comm_.broadcast(layout_bytes, root_); }), root_);
+    layout_ =
+        dist::decode_layout(engine_([&] { return comm_.broadcast(layout_bytes, root_); }), root_);
     std::string result;
     agreed_step(engine_, ctx_, [&] {
       io::ByteSink* root_sink = is_root_ ? &s3_target_->sink() : nullptr;
-      dist::S3RankResult r = dist::s3_upload_share(m_.path.string(), plan, layout_, m_.items,
-                                                   comm_.rank(), root_sink);
+      dist::S3RankResult r =
+          dist::s3_upload_share(m_.path.string(), plan, layout_, m_.items, comm_.rank(), root_sink);
       if (is_root_)
         for (const dist::RootEntry& entry : planned_.root_entries) {
           const auto bytes = entry.content.span();
@@ -635,7 +633,7 @@ class CommitRun {
   std::unique_ptr<dist::CommitTarget> target_;
   std::unique_ptr<dist::S3CommitTarget> s3_target_;  // root, s3://
   const bool s3_ = remote::can_upload(m_.path.native());
-  dist::S3Layout layout_;                            // s3://
+  dist::S3Layout layout_;  // s3://
   bool exists_ = false;
   std::optional<dist::RankLocks> locks_;
   dist::CommitPlan planned_;                // root
@@ -705,7 +703,9 @@ CollectiveStats DetachedCommit::run(const std::string& tag,
   return CommitRun(*impl_, tag, options).run();
 }
 
-ErrorContext DetachedCommit::context() const { return impl_->context(); }
+ErrorContext DetachedCommit::context() const {
+  return impl_->context();
+}
 
 }  // namespace dist
 

@@ -72,7 +72,8 @@ CommitTarget::CommitTarget(std::filesystem::path path, bool durable,
     if (std::filesystem::exists(impl_->path)) {
       Archive current = Archive::open(impl_->path);
       const checkpoint::ArchiveState in(current);
-      if (!zip::appendable_in_place(in.directory(), in.reader().file().span(), format::kTagsEntry)) {
+      if (!zip::appendable_in_place(in.directory(), in.reader().file().span(),
+                                    format::kTagsEntry)) {
         Writer w = Writer::open(impl_->path, WriterOptions{.durable = durable});
         w.update_metadata([](Metadata&) {});  // a change that keeps everything
         w.commit();

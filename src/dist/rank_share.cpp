@@ -2,9 +2,9 @@
 
 #include <map>
 
+#include "core/crc32.hpp"
 #include "dist/blocks.hpp"
 #include "format/tensor_blob.hpp"
-#include "core/crc32.hpp"
 #include "zip/crc_queue.hpp"
 
 namespace modelzip::dist {

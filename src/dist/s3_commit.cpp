@@ -295,7 +295,9 @@ const Archive* S3CommitTarget::old() const noexcept {
   return impl_->old_archive ? &*impl_->old_archive : nullptr;
 }
 
-io::ByteSink& S3CommitTarget::sink() { return *impl_->sink; }
+io::ByteSink& S3CommitTarget::sink() {
+  return *impl_->sink;
+}
 
 CommitTarget::Start S3CommitTarget::begin(const std::string&) {
   Impl& m = *impl_;
@@ -316,8 +318,8 @@ CommitTarget::Start S3CommitTarget::begin(const std::string&) {
     m.part_size = o.part_size;
     m.sink.emplace(std::move(client), std::move(o));
     if (m.old) {
-      m.start = zip::tail_start(checkpoint::ArchiveState(*m.old_archive).directory(),
-                                format::kTagsEntry);
+      m.start =
+          zip::tail_start(checkpoint::ArchiveState(*m.old_archive).directory(), format::kTagsEntry);
     } else {
       Metadata metadata;
       metadata.writer = "modelzip " MODELZIP_VERSION;
@@ -376,15 +378,16 @@ S3Layout S3CommitTarget::lay_out(const std::vector<std::string>& surveys, const 
     if (segment == 0 && prefix_copied) {
       data = to - m.start;
       parts += std::max<std::uint64_t>((m.start + remote::kS3MaxPart - 1) / remote::kS3MaxPart,
-                                       2 * remote::kDefaultParallelParts) + 1;
+                                       2 * remote::kDefaultParallelParts) +
+               1;
     }
     return parts + (data > 0 ? remote::shared_part_count(data, P) : 0);
   };
   std::vector<std::pair<io::ByteRange, int>> skips;  // the others' ranges, next root number
   for (S3Run run : runs) {
     if (run.offset < segment)
-      throw Error(ErrorCode::corrupt, "the ranks' runs overlap at offset " +
-                                          std::to_string(run.offset));
+      throw Error(ErrorCode::corrupt,
+                  "the ranks' runs overlap at offset " + std::to_string(run.offset));
     const std::uint64_t data_from = segment == 0 && prefix_copied ? m.start : segment;
     const std::uint64_t data = run.offset > data_from ? run.offset - data_from : 0;
     if (data > 0 && data < kMinPart) {
@@ -396,7 +399,8 @@ S3Layout S3CommitTarget::lay_out(const std::vector<std::string>& surveys, const 
     if (run.offset > segment || skips.empty() ||
         skips.back().first.offset + skips.back().first.length != run.offset) {
       // After the root's range [segment, run.offset).
-      number += static_cast<int>(std::min<std::uint64_t>(root_parts(run.offset), remote::kS3MaxParts));
+      number +=
+          static_cast<int>(std::min<std::uint64_t>(root_parts(run.offset), remote::kS3MaxParts));
       skips.push_back({io::ByteRange{run.offset, 0}, 0});
     }
     run.first_part = number;
@@ -478,7 +482,9 @@ std::uint64_t S3CommitTarget::uploaded() const {
   return impl_->sink ? impl_->sink->uploaded_bytes() + impl_->uploaded_by_others : 0;
 }
 
-std::uint64_t S3CommitTarget::uploaded_by_others() const { return impl_->uploaded_by_others; }
+std::uint64_t S3CommitTarget::uploaded_by_others() const {
+  return impl_->uploaded_by_others;
+}
 
 #else  // built without libcurl: CollectiveWriter refuses s3:// URLs first
 
@@ -488,20 +494,34 @@ S3RankResult s3_upload_share(const std::string& url, const Plan&, const S3Layout
   return {};
 }
 struct S3CommitTarget::Impl {};
-S3CommitTarget::S3CommitTarget(std::string url) { remote::refuse_write(url); }
+S3CommitTarget::S3CommitTarget(std::string url) {
+  remote::refuse_write(url);
+}
 S3CommitTarget::~S3CommitTarget() = default;
-const Archive* S3CommitTarget::old() const noexcept { return nullptr; }
-io::ByteSink& S3CommitTarget::sink() { throw Error(ErrorCode::unsupported, "no S3 upload"); }
-CommitTarget::Start S3CommitTarget::begin(const std::string&) { return {}; }
+const Archive* S3CommitTarget::old() const noexcept {
+  return nullptr;
+}
+io::ByteSink& S3CommitTarget::sink() {
+  throw Error(ErrorCode::unsupported, "no S3 upload");
+}
+CommitTarget::Start S3CommitTarget::begin(const std::string&) {
+  return {};
+}
 S3Layout S3CommitTarget::lay_out(const std::vector<std::string>&, const Plan&, std::uint64_t, int,
                                  const ErrorContext&) {
   return {};
 }
-std::uint64_t S3CommitTarget::take_results(const std::vector<std::string>&, int) { return 0; }
+std::uint64_t S3CommitTarget::take_results(const std::vector<std::string>&, int) {
+  return 0;
+}
 void S3CommitTarget::finish(const std::vector<zip::EntryInfo>&, const std::vector<std::string>&,
                             std::uint64_t, bool*) {}
-std::uint64_t S3CommitTarget::uploaded() const { return 0; }
-std::uint64_t S3CommitTarget::uploaded_by_others() const { return 0; }
+std::uint64_t S3CommitTarget::uploaded() const {
+  return 0;
+}
+std::uint64_t S3CommitTarget::uploaded_by_others() const {
+  return 0;
+}
 
 #endif
 

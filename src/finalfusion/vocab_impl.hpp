@@ -155,7 +155,9 @@ namespace modelzip::finalfusion {
 
 class Vocab::Access {
  public:
-  static Vocab make(std::shared_ptr<const detail::VocabImpl> impl) { return Vocab(std::move(impl)); }
+  static Vocab make(std::shared_ptr<const detail::VocabImpl> impl) {
+    return Vocab(std::move(impl));
+  }
   static const detail::VocabImpl& impl(const Vocab& vocab) noexcept { return *vocab.impl_; }
 };
 

@@ -5,8 +5,8 @@
 
 #include "modelzip/error.hpp"
 #include "modelzip/graph/graph.hpp"
-#include "modelzip/limits.hpp"
 #include "modelzip/graph/training.hpp"
+#include "modelzip/limits.hpp"
 
 namespace modelzip::graph::detail {
 

@@ -7,9 +7,9 @@
 #include "core/suggestions.hpp"
 #include "graph/json_writer.hpp"
 #include "graph/render.hpp"
-#include "modelzip/graph/checkpoint.hpp"
 #include "modelzip/error.hpp"
 #include "modelzip/finalfusion/embeddings.hpp"
+#include "modelzip/graph/checkpoint.hpp"
 
 namespace modelzip::graph {
 namespace {

@@ -1,6 +1,6 @@
 // The named scalar fields of every updater and schedule struct
-// (modelzip/graph/training.hpp) and of a MapSchedule's steps, in schema order: the one list that the JSON
-// and text rendering (render_training.cpp) and the Python dict reader
+// (modelzip/graph/training.hpp) and of a MapSchedule's steps, in schema order: the one list that
+// the JSON and text rendering (render_training.cpp) and the Python dict reader
 // (python/bindings/training.cpp) share, so both front ends use the same keys
 // in the same order. Not listed: a schedule's `type` (a name), a
 // MapSchedule's steps and a RampSchedule's base (nested values). Adding a

@@ -99,9 +99,9 @@ std::string status_text(long status);
 // One response header line: a status line ("HTTP/1.1 206 ...") or a field.
 struct HeaderLine {
   bool status_line = false;
-  long status = 0;        // status lines only (0 if unreadable)
-  std::string name;       // lower case
-  std::string value;      // trimmed
+  long status = 0;    // status lines only (0 if unreadable)
+  std::string name;   // lower case
+  std::string value;  // trimmed
 };
 std::optional<HeaderLine> parse_header_line(std::string_view line);
 

@@ -68,7 +68,7 @@ struct Transfer {
   std::uint64_t received = 0;
   std::string failure;  // permanent failure found by a callback
   ErrorCode failure_code = ErrorCode::io;
-  bool changed = false;  // ... because the object changed
+  bool changed = false;          // ... because the object changed
   std::uint64_t error_page = 0;  // body bytes of an answer other than 200 / 206
   bool error_page_cut = false;   // ... stopped at kMaxErrorPage
   char errbuf[CURL_ERROR_SIZE] = {};

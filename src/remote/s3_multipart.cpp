@@ -11,9 +11,9 @@
 #include <thread>
 #include <utility>
 
-#include "remote/curl_request.hpp"
 #include "core/crc32.hpp"
 #include "modelzip/cancel.hpp"
+#include "remote/curl_request.hpp"
 
 namespace modelzip::remote {
 namespace {
@@ -29,11 +29,20 @@ std::string xml_escape(std::string_view text) {
   std::string out;
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -199,7 +208,9 @@ S3Multipart::S3Multipart(const std::string& url, const RemoteOptions& options)
   global_init();
 }
 
-std::uint64_t S3Multipart::requests() const noexcept { return requests_.load(); }
+std::uint64_t S3Multipart::requests() const noexcept {
+  return requests_.load();
+}
 
 S3Multipart::Response S3Multipart::perform(const Request& r) const {
   const std::string where = std::string(" (") + r.method + " " + r.http + ")";
@@ -315,9 +326,10 @@ S3Multipart::Response S3Multipart::perform(const Request& r) const {
 
 std::string S3Multipart::create() const {
   // "?uploads=" rather than "?uploads": libcurl signs the bare form wrongly.
-  Response r = perform(Request{"CreateMultipartUpload", "POST", endpoint_.http + "?uploads=",
-                               {"x-amz-checksum-algorithm: CRC32",
-                                "Content-Type: application/zip"},
+  Response r = perform(Request{"CreateMultipartUpload",
+                               "POST",
+                               endpoint_.http + "?uploads=",
+                               {"x-amz-checksum-algorithm: CRC32", "Content-Type: application/zip"},
                                {}});
   auto id = xml_element(r.body, "UploadId");
   if (!id || id->empty())
@@ -336,10 +348,13 @@ std::string part_query(int number, const std::string& upload_id) {
 S3Part S3Multipart::upload_part(const std::string& upload_id, int number,
                                 std::span<const std::byte> body) const {
   const std::string crc = s3_crc32_base64(body);
-  Response r = perform(Request{"UploadPart", "PUT", endpoint_.http + part_query(number, upload_id),
-                               {"x-amz-checksum-crc32: " + crc,
-                                "Content-Type: application/octet-stream"},
-                               body, true});
+  Response r =
+      perform(Request{"UploadPart",
+                      "PUT",
+                      endpoint_.http + part_query(number, upload_id),
+                      {"x-amz-checksum-crc32: " + crc, "Content-Type: application/octet-stream"},
+                      body,
+                      true});
   if (r.etag.empty())
     fail(ErrorCode::io, endpoint_.url,
          "S3 UploadPart failed: no ETag in the answer for part " + std::to_string(number));
@@ -388,8 +403,11 @@ std::string S3Multipart::complete(const std::string& upload_id, std::span<const 
 }
 
 void S3Multipart::abort(const std::string& upload_id) const {
-  perform(Request{"AbortMultipartUpload", "DELETE",
-                  endpoint_.http + "?uploadId=" + query_encode(upload_id), {}, {}});
+  perform(Request{"AbortMultipartUpload",
+                  "DELETE",
+                  endpoint_.http + "?uploadId=" + query_encode(upload_id),
+                  {},
+                  {}});
 }
 
 std::vector<S3PendingUpload> S3Multipart::list_uploads() const {
@@ -403,8 +421,8 @@ std::vector<S3PendingUpload> S3Multipart::list_uploads() const {
     query += "prefix=" + query_encode(endpoint_.key);
     if (!id_marker.empty()) query += "&upload-id-marker=" + query_encode(id_marker);
     query += "&uploads=";
-    Response r = perform(Request{"ListMultipartUploads", "GET", endpoint_.bucket_http + query,
-                                 {}, {}});
+    Response r =
+        perform(Request{"ListMultipartUploads", "GET", endpoint_.bucket_http + query, {}, {}});
     std::size_t at = 0, end = 0;
     while (auto upload = xml_element(r.body, "Upload", at, &end)) {
       at = end;
@@ -429,12 +447,11 @@ std::vector<S3PendingUpload> S3Multipart::list_uploads() const {
 }
 
 std::string s3_crc32_base64(std::span<const std::byte> data) {
-  static const char* alphabet =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  static const char* alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   const std::uint32_t crc = detail::crc32_of(data);
-  const unsigned char b[4] = {static_cast<unsigned char>(crc >> 24),
-                              static_cast<unsigned char>(crc >> 16),
-                              static_cast<unsigned char>(crc >> 8), static_cast<unsigned char>(crc)};
+  const unsigned char b[4] = {
+      static_cast<unsigned char>(crc >> 24), static_cast<unsigned char>(crc >> 16),
+      static_cast<unsigned char>(crc >> 8), static_cast<unsigned char>(crc)};
   std::string out;
   out += alphabet[b[0] >> 2];
   out += alphabet[((b[0] & 3) << 4) | (b[1] >> 4)];
@@ -446,8 +463,8 @@ std::string s3_crc32_base64(std::span<const std::byte> data) {
   return out;
 }
 
-std::optional<std::string> xml_element(std::string_view xml, std::string_view tag,
-                                       std::size_t from, std::size_t* end) {
+std::optional<std::string> xml_element(std::string_view xml, std::string_view tag, std::size_t from,
+                                       std::size_t* end) {
   const std::string open = "<" + std::string(tag) + ">";
   const std::string close = "</" + std::string(tag) + ">";
   if (from > xml.size()) return std::nullopt;

@@ -21,11 +21,11 @@ namespace {
 // Given bytes at or beyond the cursor, not yet taken into a part.
 struct Segment {
   bool keep = false;
-  Bytes data;               // !keep: data.span().subspan(from, length)
-  std::uint64_t from = 0;   // keep: offset in the old object
+  Bytes data;              // !keep: data.span().subspan(from, length)
+  std::uint64_t from = 0;  // keep: offset in the old object
   std::uint64_t length = 0;
-  bool skip = false;        // uploaded by another sink (S3UploadSink::skip)
-  int next_number = 0;      // skip: the number of the part after it
+  bool skip = false;    // uploaded by another sink (S3UploadSink::skip)
+  int next_number = 0;  // skip: the number of the part after it
 };
 
 struct Part {
@@ -58,9 +58,8 @@ S3UploadStart::S3UploadStart(std::shared_ptr<const S3Multipart> client,
   id_ = std::async(std::launch::async, [s3 = s3_, abort_stale_after] {
     std::future<std::vector<S3PendingUpload>> stale;
     if (abort_stale_after)
-      stale = std::async(std::launch::async, [&] {
-        return list_stale_uploads(*s3, *abort_stale_after);
-      });
+      stale = std::async(std::launch::async,
+                         [&] { return list_stale_uploads(*s3, *abort_stale_after); });
     std::string id = s3->create();  // a throw waits for the listing (future)
     if (stale.valid()) abort_uploads(*s3, stale.get(), id);
     return id;
@@ -239,8 +238,7 @@ struct S3UploadSink::Impl {
   void take_kept(std::unique_lock<std::mutex>& lock, Segment s) {
     if (!open.bytes.empty() && open.bytes.size() < kS3MinPart) {
       const std::uint64_t t = std::min(s.length, kS3MinPart - open.bytes.size());
-      if (t < s.length)
-        ahead[cursor + t] = Segment{true, {}, s.from + t, s.length - t};
+      if (t < s.length) ahead[cursor + t] = Segment{true, {}, s.from + t, s.length - t};
       ahead[cursor] = Segment{false, fetch(s.from, t), 0, t};
       return;
     }
@@ -250,9 +248,9 @@ struct S3UploadSink::Impl {
     }
     if (!open.bytes.empty()) close_open(lock);
     // Equal copies (see the header): at least 5 MiB, at most 5 GiB.
-    const std::uint64_t wanted = std::min<std::uint64_t>(
-        {(s.length + kCopyPart - 1) / kCopyPart, s.length / kS3MinPart,
-         2 * static_cast<std::uint64_t>(o.parallel)});
+    const std::uint64_t wanted =
+        std::min<std::uint64_t>({(s.length + kCopyPart - 1) / kCopyPart, s.length / kS3MinPart,
+                                 2 * static_cast<std::uint64_t>(o.parallel)});
     const std::uint64_t n = std::max((s.length + kS3MaxPart - 1) / kS3MaxPart, wanted);
     for (std::uint64_t i = 0; i < n; ++i) {
       const std::uint64_t a = s.length * i / n, b = s.length * (i + 1) / n;
@@ -282,9 +280,9 @@ struct S3UploadSink::Impl {
         if (s.skip) {
           if (!open.bytes.empty() || open.missing > 0) close_open(lock);
           if (next_number > s.next_number)
-            fail(ErrorCode::invalid_argument,
-                 "part " + std::to_string(next_number) + " before " +
-                     range_text(cursor, s.length) + " overlaps the parts numbered after it");
+            fail(ErrorCode::invalid_argument, "part " + std::to_string(next_number) + " before " +
+                                                  range_text(cursor, s.length) +
+                                                  " overlaps the parts numbered after it");
           cursor += s.length;
           next_number = s.next_number;
           open_part();
@@ -299,8 +297,8 @@ struct S3UploadSink::Impl {
         open.bytes.insert(open.bytes.end(), p, p + take);
         grew(take);
         cursor += take;
-        if (take < s.length) ahead[cursor] = Segment{false, std::move(s.data), s.from + take,
-                                                     s.length - take};
+        if (take < s.length)
+          ahead[cursor] = Segment{false, std::move(s.data), s.from + take, s.length - take};
       } else if (auto r = reserved.find(cursor); r != reserved.end()) {
         const std::uint64_t length = r->second;
         reserved.erase(r);
@@ -327,7 +325,8 @@ struct S3UploadSink::Impl {
         fail(ErrorCode::invalid_argument,
              "bytes " + range_text(offset, data.size()) +
                  " were given twice or were not reserved before later bytes");
-      const std::uint64_t take = std::min<std::uint64_t>(data.size(), h->first + h->second - offset);
+      const std::uint64_t take =
+          std::min<std::uint64_t>(data.size(), h->first + h->second - offset);
       const auto [hole_at, hole_length] = *h;
       holes.erase(h);
       if (offset > hole_at) holes[hole_at] = offset - hole_at;
@@ -389,8 +388,8 @@ S3UploadSink::S3UploadSink(std::shared_ptr<const S3Multipart> client, S3UploadOp
   if (!o.join_upload.empty())
     impl_->upload_id = o.join_upload;
   else
-    impl_->upload_id = o.started ? o.started->take()
-                                 : S3UploadStart(impl_->s3, o.abort_stale_after).take();
+    impl_->upload_id =
+        o.started ? o.started->take() : S3UploadStart(impl_->s3, o.abort_stale_after).take();
   impl_->open_part();
 }
 
@@ -437,9 +436,8 @@ void S3UploadSink::keep(std::uint64_t offset, io::ByteRange source) {
   if (source.length == 0) return;
   if (s.o.old_key.empty() || !s.o.old_source || source.offset > s.o.old_file.size() ||
       source.length > s.o.old_file.size() - source.offset)
-    s.fail(ErrorCode::invalid_argument,
-           "cannot keep " + range_text(source.offset, source.length) +
-               ": not a range of an existing object");
+    s.fail(ErrorCode::invalid_argument, "cannot keep " + range_text(source.offset, source.length) +
+                                            ": not a range of an existing object");
   if (offset < s.cursor)
     s.fail(ErrorCode::invalid_argument,
            "kept range at " + std::to_string(offset) + " is behind bytes already given");
@@ -463,9 +461,8 @@ void S3UploadSink::reserve(io::ByteRange range) {
   s.check_error();
   if (range.length == 0) return;
   if (range.offset < s.cursor)
-    s.fail(ErrorCode::invalid_argument,
-           "reserved range " + range_text(range.offset, range.length) +
-               " is behind bytes already given");
+    s.fail(ErrorCode::invalid_argument, "reserved range " + range_text(range.offset, range.length) +
+                                            " is behind bytes already given");
   s.reserved[range.offset] = range.length;
   s.advance(lock);
 }
@@ -518,11 +515,12 @@ void S3UploadSink::skip(io::ByteRange range, int next_number) {
     s.fail(ErrorCode::invalid_argument, "skipped range " + range_text(range.offset, range.length) +
                                             " is behind bytes already given");
   if (next_number < 1 || next_number > kS3MaxParts)
-    s.fail(ErrorCode::invalid_argument, "part number " + std::to_string(next_number) +
-                                            " is not in 1..10000");
+    s.fail(ErrorCode::invalid_argument,
+           "part number " + std::to_string(next_number) + " is not in 1..10000");
   if (s.o.part_size > kS3MaxPart - kS3MinPart)  // a stretched part would pass 5 GiB
-    s.fail(ErrorCode::invalid_argument, "S3 part size of a shared upload must be at most 5 GiB "
-                                        "less 5 MiB");
+    s.fail(ErrorCode::invalid_argument,
+           "S3 part size of a shared upload must be at most 5 GiB "
+           "less 5 MiB");
   s.no_overlap_ahead(range.offset, std::max<std::uint64_t>(range.length, 1));
   s.ahead[range.offset] = Segment{false, {}, 0, range.length, true, next_number};
   s.skip_starts.insert(range.offset);
@@ -543,10 +541,18 @@ std::uint64_t shared_part_count(std::uint64_t length, std::uint64_t part_size) n
   return length < kS3MinPart + part_size ? 1 : (length - kS3MinPart) / part_size + 1;
 }
 
-const std::string& S3UploadSink::etag() const noexcept { return impl_->etag; }
-std::uint64_t S3UploadSink::uploaded_bytes() const noexcept { return impl_->uploaded.load(); }
-std::uint64_t S3UploadSink::copied_bytes() const noexcept { return impl_->copied.load(); }
-const std::string& S3UploadSink::upload_id() const noexcept { return impl_->upload_id; }
+const std::string& S3UploadSink::etag() const noexcept {
+  return impl_->etag;
+}
+std::uint64_t S3UploadSink::uploaded_bytes() const noexcept {
+  return impl_->uploaded.load();
+}
+std::uint64_t S3UploadSink::copied_bytes() const noexcept {
+  return impl_->copied.load();
+}
+const std::string& S3UploadSink::upload_id() const noexcept {
+  return impl_->upload_id;
+}
 std::uint64_t S3UploadSink::peak_buffered_bytes() const {
   std::lock_guard lock(impl_->m);
   return impl_->peak_buffered;

@@ -49,8 +49,8 @@
 #include <cstdint>
 #include <functional>
 #include <future>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 

@@ -30,10 +30,10 @@ bool number(std::string_view text, std::size_t at, std::size_t length, unsigned&
 
 std::optional<std::chrono::system_clock::time_point> parse_s3_time(std::string_view t) {
   unsigned y = 0, mo = 0, d = 0, h = 0, mi = 0, s = 0;
-  if (t.size() < 19 || t[4] != '-' || t[7] != '-' || t[10] != 'T' || t[13] != ':' ||
-      t[16] != ':' || !number(t, 0, 4, y) || !number(t, 5, 2, mo) || !number(t, 8, 2, d) ||
-      !number(t, 11, 2, h) || !number(t, 14, 2, mi) || !number(t, 17, 2, s) || mo < 1 ||
-      mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || s > 60)
+  if (t.size() < 19 || t[4] != '-' || t[7] != '-' || t[10] != 'T' || t[13] != ':' || t[16] != ':' ||
+      !number(t, 0, 4, y) || !number(t, 5, 2, mo) || !number(t, 8, 2, d) || !number(t, 11, 2, h) ||
+      !number(t, 14, 2, mi) || !number(t, 17, 2, s) || mo < 1 || mo > 12 || d < 1 || d > 31 ||
+      h > 23 || mi > 59 || s > 60)
     return std::nullopt;
   const long long seconds = days_from_civil(y, mo, d) * 86400 + h * 3600LL + mi * 60LL + s;
   // A time the clock cannot hold (libstdc++: nanoseconds, years 1677 to 2262)
@@ -59,9 +59,9 @@ std::chrono::seconds stale_upload_age(const std::string& url) {
   return std::chrono::seconds(static_cast<long long>(n));
 }
 
-std::vector<S3PendingUpload> list_stale_uploads(const S3Multipart& s3,
-                                                std::chrono::seconds older_than,
-                                                std::chrono::system_clock::time_point now) noexcept {
+std::vector<S3PendingUpload> list_stale_uploads(
+    const S3Multipart& s3, std::chrono::seconds older_than,
+    std::chrono::system_clock::time_point now) noexcept {
   std::vector<S3PendingUpload> stale;
   try {
     for (S3PendingUpload& u : s3.list_uploads()) {

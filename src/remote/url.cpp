@@ -10,9 +10,13 @@ bool is_url(std::string_view path) noexcept {
   return path.starts_with("http://") || path.starts_with("https://") || path.starts_with("s3://");
 }
 
-bool is_s3_url(std::string_view path) noexcept { return path.starts_with("s3://"); }
+bool is_s3_url(std::string_view path) noexcept {
+  return path.starts_with("s3://");
+}
 
-bool can_upload(std::string_view path) noexcept { return kCanUpload && is_s3_url(path); }
+bool can_upload(std::string_view path) noexcept {
+  return kCanUpload && is_s3_url(path);
+}
 
 void refuse_write(std::string_view path) {
   if (is_url(path))

@@ -76,8 +76,7 @@ io::JournalState journal_state(const std::filesystem::path& path,
 }  // namespace
 
 Bytes read_snapshot(const std::filesystem::path& path, std::string_view tail_entry,
-                    const Limits& limits, std::optional<Directory>* directory,
-                    SnapshotFile* file) {
+                    const Limits& limits, std::optional<Directory>* directory, SnapshotFile* file) {
   using Kind = io::JournalState::Kind;
   std::filesystem::path resolved = path;
   std::error_code ec;

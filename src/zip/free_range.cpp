@@ -150,7 +150,8 @@ bool is_free_entry(std::span<const std::byte> file, const ByteRange& range) {
   if (name != l.name) return false;
   if (!l.zip64) return true;
   const std::byte* z = h + kLocalHeaderFixedSize + l.name.size();
-  return detail::load_le<std::uint16_t>(z) == 0x0001 && detail::load_le<std::uint16_t>(z + 2) == 16 &&
+  return detail::load_le<std::uint16_t>(z) == 0x0001 &&
+         detail::load_le<std::uint16_t>(z + 2) == 16 &&
          detail::load_le<std::uint64_t>(z + 4) == l.data &&
          detail::load_le<std::uint64_t>(z + 12) == l.data;
 }
@@ -163,9 +164,9 @@ bool is_freed_range(std::span<const std::byte> file, const ByteRange& range) {
 std::vector<std::byte> free_entry_header(std::span<const std::byte> file, const ByteRange& range,
                                          const io::ByteSource* source) {
   if (range.size < kMinFreeRange || !detail::range_fits(range.offset, range.size, file.size()))
-    throw Error(ErrorCode::invalid_argument,
-                "cannot format a free range of " + std::to_string(range.size) + " bytes at " +
-                    std::to_string(range.offset));
+    throw Error(ErrorCode::invalid_argument, "cannot format a free range of " +
+                                                 std::to_string(range.size) + " bytes at " +
+                                                 std::to_string(range.offset));
   const Layout l = layout_of(range);
   // crc(range) = crc(head ++ data) = shift(crc(head), |data|) xor crc(data).
   if (source) source->ensure(range.offset, l.header);

@@ -74,7 +74,7 @@ std::vector<std::byte> free_entry_header(std::span<const std::byte> file, const 
 // bytes, e.g. its mapping) first, then writes them through `fd`. Returns
 // the number of bytes written (headers). Error(io) naming `file_name`.
 std::uint64_t format_free_ranges(int fd, const std::string& file_name,
-                               std::span<const std::byte> file,
-                               const std::vector<ByteRange>& ranges);
+                                 std::span<const std::byte> file,
+                                 const std::vector<ByteRange>& ranges);
 
 }  // namespace modelzip::zip

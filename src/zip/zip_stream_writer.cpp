@@ -10,9 +10,9 @@
 #include <optional>
 
 #include "core/checked.hpp"
+#include "core/crc32.hpp"
 #include "io/syscalls.hpp"
 #include "modelzip/error.hpp"
-#include "core/crc32.hpp"
 
 namespace modelzip::zip {
 namespace {
@@ -235,12 +235,14 @@ void StreamZipWriter::add_kept(const std::string& name, const EntryInfo& e,
   const EntryPlan plan = plan_copy(name, e, offset_);
   std::vector<std::byte> header = plan.local_header(e.crc32);
   const std::uint64_t old_header = e.data_offset - e.local_header_offset;
-  const bool same = header.size() == old_header &&
-                    detail::range_fits(e.local_header_offset, old_header, old_file.size()) &&
-                    std::equal(header.begin(), header.end(),
-                               old_file.begin() + static_cast<std::ptrdiff_t>(e.local_header_offset));
+  const bool same =
+      header.size() == old_header &&
+      detail::range_fits(e.local_header_offset, old_header, old_file.size()) &&
+      std::equal(header.begin(), header.end(),
+                 old_file.begin() + static_cast<std::ptrdiff_t>(e.local_header_offset));
   if (same) {
-    sink_.keep(plan.local_offset, io::ByteRange{e.local_header_offset, old_header + e.compressed_size});
+    sink_.keep(plan.local_offset,
+               io::ByteRange{e.local_header_offset, old_header + e.compressed_size});
   } else {
     sink_.write(plan.local_offset, Bytes::take(std::move(header)));
     sink_.keep(plan.data_offset, io::ByteRange{e.data_offset, e.compressed_size});

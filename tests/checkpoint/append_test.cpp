@@ -106,7 +106,10 @@ TEST_CASE("New saves and appends, durable or not: structure checked independentl
     add(path, "v1", tag_with(big), WriterOptions{.durable = durable});
     testing::check_zip_structure(path);
     NewTag nt;
-    nt.add("gr\xc3\xb6\xc3\x9f" "e", Tensor::dense(DType::uint8, {1000}, random_bytes(rng, 1000)));
+    nt.add(
+        "gr\xc3\xb6\xc3\x9f"
+        "e",
+        Tensor::dense(DType::uint8, {1000}, random_bytes(rng, 1000)));
     nt.add("w", Tensor::dense(DType::uint8, {5 << 20}, random_bytes(rng, 5 << 20)));
     add(path, "v2", std::move(nt), WriterOptions{.durable = durable});
     testing::check_zip_structure(path);

@@ -112,7 +112,8 @@ TEST_CASE("BackgroundSave: the archive holds the values of start(), not later ch
   FirstSaveHeld held(ramp(1 << 16, 1));
   const auto& path = held.path;
   // `b` waits behind `a`, which is stopped: it has read nothing yet.
-  auto b_values = std::make_unique<std::vector<float>>(ramp(3 << 20, 7));  // 12 MiB: several copy pieces
+  auto b_values =
+      std::make_unique<std::vector<float>>(ramp(3 << 20, 7));  // 12 MiB: several copy pieces
   const std::vector<float> expected = *b_values;
   BackgroundSave b = BackgroundSave::start(path, "b", borrowed_tag(*b_values));
   CHECK_FALSE(b.started());

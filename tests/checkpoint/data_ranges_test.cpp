@@ -9,10 +9,10 @@
 #include <string>
 
 #include "checkpoint/data_ranges.hpp"
+#include "core/crc32.hpp"
 #include "modelzip/archive.hpp"
 #include "modelzip/writer.hpp"
 #include "test_support.hpp"
-#include "core/crc32.hpp"
 
 using namespace modelzip;
 using namespace modelzip::testing;
@@ -52,15 +52,17 @@ TEST_CASE("Data ranges locate stored dense tensors in the file") {
                      dense.values().size()) == 0);
   const std::uint32_t data_crc = modelzip::detail::crc32_of(dense.values().span());
   const std::uint32_t whole = modelzip::detail::crc32_concat(
-      modelzip::detail::crc32_concat(r->crc_before, data_crc, r->nbytes), r->crc_after, r->after_bytes);
+      modelzip::detail::crc32_concat(r->crc_before, data_crc, r->nbytes), r->crc_after,
+      r->after_bytes);
   CHECK(whole == r->entry_crc);
-  CHECK(whole != modelzip::detail::crc32_concat(modelzip::detail::crc32_concat(r->crc_before, data_crc ^ 1, r->nbytes),
-                                   r->crc_after, r->after_bytes));
+  CHECK(whole != modelzip::detail::crc32_concat(
+                     modelzip::detail::crc32_concat(r->crc_before, data_crc ^ 1, r->nbytes),
+                     r->crc_after, r->after_bytes));
 
   CHECK_FALSE(range_of(a, "packed").has_value());  // deflated: not the raw bytes
   CHECK_FALSE(range_of(a, "empty").has_value());   // nothing to read
 
-  const Archive in_memory = Archive::from_memory(Bytes::copy_of(std::as_bytes(
-      std::span(file.data(), file.size()))));
+  const Archive in_memory =
+      Archive::from_memory(Bytes::copy_of(std::as_bytes(std::span(file.data(), file.size()))));
   CHECK_FALSE(range_of(in_memory, "dense").has_value());  // no file to read
 }

@@ -86,9 +86,8 @@ void check_streaming_view(const fs::path& path, std::size_t expected_free = SIZE
   Archive a = Archive::open(path);
   std::vector<const modelzip::zip::EntryInfo*> cd;
   for (const auto& e : Archive::Impl::of(a).directory.entries) cd.push_back(&e);
-  std::sort(cd.begin(), cd.end(), [](auto* x, auto* y) {
-    return x->local_header_offset < y->local_header_offset;
-  });
+  std::sort(cd.begin(), cd.end(),
+            [](auto* x, auto* y) { return x->local_header_offset < y->local_header_offset; });
   std::vector<std::string> cd_names;
   for (auto* e : cd) cd_names.push_back(e->name);
   CHECK(live == cd_names);
@@ -143,7 +142,7 @@ TEST_CASE("Removing the oldest tag in place writes only the tail and leaves one 
   const Writer::Stats s = remove(path, "t0");
   CHECK(s.appended);
   CHECK(s.bytes_freed > kBig);
-  CHECK(s.bytes_written < 16384);  // the tail, not the tensor
+  CHECK(s.bytes_written < 16384);            // the tail, not the tensor
   CHECK(fs::file_size(path) < size_before);  // a smaller directory; the bytes stay
   CHECK(fs::file_size(path) > size_before - 4096);
 
@@ -329,7 +328,8 @@ TEST_CASE("Freed ranges left unmarked (a writer killed after its commit) are mar
   check_streaming_view(path, 1);
 }
 
-TEST_CASE("Gaps another tool left (no local header) are not overwritten: the archive is rewritten") {
+TEST_CASE(
+    "Gaps another tool left (no local header) are not overwritten: the archive is rewritten") {
   TempDir dir;
   const auto path = dir / "m.zip";
   std::mt19937_64 rng(9);

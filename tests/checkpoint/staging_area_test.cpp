@@ -7,8 +7,8 @@
 #include "checkpoint/staging_area.hpp"
 #include "checkpoint/tag_snapshot.hpp"
 #include "core/crc32.hpp"
-#include "zip/known_crcs.hpp"
 #include "test_support.hpp"
+#include "zip/known_crcs.hpp"
 
 using namespace modelzip;
 using namespace modelzip::detail;
@@ -80,8 +80,8 @@ TEST_CASE("snapshot_tag records the CRC-32 of every copied buffer under the copy
   CHECK(staged_big.data() != big.data());
   CHECK(crcs.find(staged_big.span()) == modelzip::detail::crc32_of(big.span()));
   CHECK(crcs.find(staged_small.span()) == modelzip::detail::crc32_of(small.span()));
-  CHECK_FALSE(crcs.find(big.span()));                      // the original is not the copy
-  CHECK_FALSE(crcs.find(staged_big.span().subspan(1)));    // whole ranges only
+  CHECK_FALSE(crcs.find(big.span()));                    // the original is not the copy
+  CHECK_FALSE(crcs.find(staged_big.span().subspan(1)));  // whole ranges only
 }
 
 TEST_CASE("A lease that keeps nothing returns a borrowed idle buffer to the pool, frees its own") {

@@ -39,7 +39,13 @@ inline Model write_base(const fs::path& path, int params) {
   return model;
 }
 
-enum class ScenarioKind { rewrite_add, remove_tag, append_add, remove_tag_rewrite, replace_keep_last };
+enum class ScenarioKind {
+  rewrite_add,
+  remove_tag,
+  append_add,
+  remove_tag_rewrite,
+  replace_keep_last
+};
 
 inline Scenario make_scenario(ScenarioKind kind, const fs::path& scratch) {
   Scenario s;
@@ -112,8 +118,8 @@ inline Model with_next(const Model& model, NewTag* nt) {
 
 // Runs the scenario's commit in a child under `plan`; returns the wait
 // status. With `count_into`, the child reports its number of calls there.
-inline int commit_in_child(const Scenario& s, const fs::path& path,
-                           io::FaultInjector::Plan plan, std::uint64_t* count_into = nullptr) {
+inline int commit_in_child(const Scenario& s, const fs::path& path, io::FaultInjector::Plan plan,
+                           std::uint64_t* count_into = nullptr) {
   int fds[2];
   REQUIRE(::pipe(fds) == 0);
   int status = run_child([&] {

@@ -31,8 +31,8 @@
 #include "dist/model.hpp"
 #include "io/syscalls.hpp"
 #include "modelzip/archive.hpp"
-#include "modelzip/error.hpp"
 #include "modelzip/dist/mpi.hpp"
+#include "modelzip/error.hpp"
 
 using namespace modelzip;
 using namespace modelzip::disttest;

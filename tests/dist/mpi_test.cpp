@@ -23,10 +23,10 @@
 #include "format/tensor_blob.hpp"
 #include "io/syscalls.hpp"
 #include "modelzip/archive.hpp"
-#include "modelzip/graph/checkpoint.hpp"
-#include "modelzip/error.hpp"
 #include "modelzip/dist/background_save.hpp"
 #include "modelzip/dist/mpi.hpp"
+#include "modelzip/error.hpp"
+#include "modelzip/graph/checkpoint.hpp"
 #include "modelzip/writer.hpp"
 #include "test_support.hpp"
 #include "zip/zip_stream_writer.hpp"
@@ -367,8 +367,8 @@ TEST_CASE("collective commits of updater state and a training config: a single w
   }
   {
     CollectiveWriter w(path, comm());
-    CHECK_THROWS_WITH_AS(w.add_updater_shard("fc.weight", "M", float_tensor({2}, {1.0f, 2.0f}),
-                                             {3}, Block{{2}, {2}}),
+    CHECK_THROWS_WITH_AS(w.add_updater_shard("fc.weight", "M", float_tensor({2}, {1.0f, 2.0f}), {3},
+                                             Block{{2}, {2}}),
                          doctest::Contains("updater state 'M' of 'fc.weight': block [2:4]"), Error);
     CHECK_THROWS_WITH_AS(
         w.add_shard("fc.weight", float_tensor({2}, {1.0f, 2.0f}), {4}, Block{{0}, {3}}),

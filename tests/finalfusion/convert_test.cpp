@@ -120,8 +120,7 @@ TEST_SUITE("finalfusion") {
     // finalfusion vocabularies hold any string; these formats end a word at
     // whitespace (word2vec: at a space, then trim it).
     const auto embeddings = [](std::string word) {
-      return Embeddings::from_matrix(Vocab::simple({"ok", std::move(word)}),
-                                     {1, 2, 3, 4}, 2);
+      return Embeddings::from_matrix(Vocab::simple({"ok", std::move(word)}), {1, 2, 3, 4}, 2);
     };
     for (const std::string word : {"New York", "", "tab\there", "cr\r", "\nlead"}) {
       std::ostringstream out;

@@ -13,8 +13,8 @@
 #include <random>
 
 #include "ff_test_support.hpp"
-#include "sweep.hpp"
 #include "modelzip/finalfusion/convert.hpp"
+#include "sweep.hpp"
 
 using namespace modelzip;
 using namespace modelzip::finalfusion;
@@ -136,8 +136,8 @@ TEST_SUITE("finalfusion") {
       const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                           std::chrono::steady_clock::now() - start)
                           .count();
-      MESSAGE(std::string(c.file) << ": " << cuts.size() << " cuts, " << valid
-                                  << " still valid (" << ms << " ms)");
+      MESSAGE(std::string(c.file) << ": " << cuts.size() << " cuts, " << valid << " still valid ("
+                                  << ms << " ms)");
       if (c.reader == Reader::fifu) {
         // Sizes up front: only a cut that drops a whole trailing optional
         // chunk (the norms) can stay valid.

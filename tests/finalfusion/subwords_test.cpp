@@ -68,18 +68,19 @@ TEST_SUITE("finalfusion") {
     // "b>" "b" | ">". fastText drops "<" and ">" (1-grams touching a bracket).
     auto ft = Vocab::fasttext_subwords({"x"}, 1, 2, 1000);
     std::vector<std::uint64_t> expected;
-    for (const char* g : {"<a", "ab", "a", "b>", "b"}) expected.push_back(1 + fasttext_bucket(g, 1000));
+    for (const char* g : {"<a", "ab", "a", "b>", "b"})
+      expected.push_back(1 + fasttext_bucket(g, 1000));
     CHECK(ft.subword_rows("ab") == expected);
     // A '<' inside the word is an ordinary character.
     auto ft1 = Vocab::fasttext_subwords({}, 1, 1, 1000);
     CHECK(ft1.subword_rows("a<b") == std::vector<std::uint64_t>{fasttext_bucket("a", 1000),
-                                                               fasttext_bucket("<", 1000),
-                                                               fasttext_bucket("b", 1000)});
+                                                                fasttext_bucket("<", 1000),
+                                                                fasttext_bucket("b", 1000)});
     // finalfusion buckets keep every n-gram, brackets included.
     auto ff = Vocab::bucket_subwords({}, 1, 1, 20);
     CHECK(ff.subword_rows("a") == std::vector<std::uint64_t>{finalfusion_bucket("<", 20),
-                                                            finalfusion_bucket("a", 20),
-                                                            finalfusion_bucket(">", 20)});
+                                                             finalfusion_bucket("a", 20),
+                                                             finalfusion_bucket(">", 20)});
   }
 
   TEST_CASE("murmurhash3 x64 128 matches the published reference vectors") {

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "fuzz_support.hpp"
-#include "modelzip/finalfusion/embeddings.hpp"
 #include "modelzip/finalfusion/convert.hpp"
+#include "modelzip/finalfusion/embeddings.hpp"
 
 namespace modelzip::fuzz {
 

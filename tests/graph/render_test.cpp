@@ -7,8 +7,8 @@
 #include "graph/render.hpp"
 #include "graph_fixtures.hpp"
 #include "modelzip/archive.hpp"
-#include "modelzip/graph/checkpoint.hpp"
 #include "modelzip/error.hpp"
+#include "modelzip/graph/checkpoint.hpp"
 #include "modelzip/writer.hpp"
 #include "test_support.hpp"
 

@@ -30,8 +30,7 @@ inline constexpr bool kUnderSanitizers = false;
 // sanitizers those within `edge` of either end and every `sanitizer_stride`-th
 // one between them (counted from `first`).
 inline std::vector<std::uint64_t> sweep_points(std::uint64_t first, std::uint64_t last,
-                                               std::uint64_t edge,
-                                               std::uint64_t sanitizer_stride) {
+                                               std::uint64_t edge, std::uint64_t sanitizer_stride) {
   std::vector<std::uint64_t> out;
   if (last < first) return out;
   const std::uint64_t stride = kUnderSanitizers && sanitizer_stride > 1 ? sanitizer_stride : 1;

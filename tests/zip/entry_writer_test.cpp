@@ -9,13 +9,13 @@
 
 #include <thread>
 
+#include "core/crc32.hpp"
 #include "expect_error.hpp"
 #include "io/durable_file.hpp"
 #include "io/file_sink.hpp"
 #include "io/mapped_file.hpp"
 #include "modelzip/error.hpp"
 #include "test_support.hpp"
-#include "core/crc32.hpp"
 #include "zip/entry_writer.hpp"
 #include "zip/zip_directory.hpp"
 #include "zip/zip_reader.hpp"

@@ -45,13 +45,13 @@ std::string entry(const std::string& name, const std::string& data, bool deflate
     body.resize(z.total_out);
     ::deflateEnd(&z);
   }
-  const auto header = encode_local_header(
-      LocalHeader{.name = name,
-                  .method = deflate ? kMethodDeflate : kMethodStore,
-                  .crc = zlib_crc(data, 0, data.size()),
-                  .compressed = body.size(),
-                  .uncompressed = data.size()},
-      offset, !deflate);
+  const auto header =
+      encode_local_header(LocalHeader{.name = name,
+                                      .method = deflate ? kMethodDeflate : kMethodStore,
+                                      .crc = zlib_crc(data, 0, data.size()),
+                                      .compressed = body.size(),
+                                      .uncompressed = data.size()},
+                          offset, !deflate);
   return std::string(reinterpret_cast<const char*>(header.data()), header.size()) + body;
 }
 
@@ -65,8 +65,7 @@ std::uint32_t le32(const std::string& s, std::size_t at) {
 
 TEST_CASE("gaps_between lists what no range covers, in file order") {
   CHECK(gaps_between({}, 10) == std::vector<ByteRange>{{0, 10}});
-  CHECK(gaps_between({{5, 3}, {0, 2}, {20, 5}}, 22) ==
-        std::vector<ByteRange>{{2, 3}, {8, 12}});
+  CHECK(gaps_between({{5, 3}, {0, 2}, {20, 5}}, 22) == std::vector<ByteRange>{{2, 3}, {8, 12}});
   CHECK(gaps_between({{0, 4}, {4, 6}}, 10).empty());
   CHECK(gaps_between({{0, 4}, {30, 6}}, 10) == std::vector<ByteRange>{{4, 6}});
 }
@@ -118,8 +117,8 @@ TEST_CASE("A free entry's header covers the range with the CRC of the bytes afte
 }
 
 TEST_CASE("Only gaps that start with a local header are freed ranges") {
-  const std::string file = std::string("PK\x03\x04", 4) + std::string(60, 'z') + "JUNK" +
-                           std::string(60, 'z');
+  const std::string file =
+      std::string("PK\x03\x04", 4) + std::string(60, 'z') + "JUNK" + std::string(60, 'z');
   CHECK(is_freed_range(span_of(file), {0, 64}));
   CHECK_FALSE(is_freed_range(span_of(file), {0, kMinFreeRange - 1}));  // too short
   CHECK_FALSE(is_freed_range(span_of(file), {64, 64}));                // another tool's bytes

@@ -5,13 +5,13 @@
 
 #include <thread>
 
-#include "test_support.hpp"
 #include "core/crc32.hpp"
+#include "test_support.hpp"
 #include "zip/known_crcs.hpp"
 
 using namespace modelzip;
-using modelzip::zip::KnownCrcs;
 using modelzip::zip::known_crc_of;
+using modelzip::zip::KnownCrcs;
 
 namespace {
 std::uint32_t crc_of_all(const std::vector<Bytes>& pieces) {
@@ -36,8 +36,8 @@ TEST_CASE("known_crc_of combines recorded CRCs of large pieces with computed sma
   {
     const KnownCrcs::Scope scope(table);
     CHECK(known_crc_of(pieces) == crc_of_all(pieces));
-    CHECK_FALSE(known_crc_of({header}));             // nothing large: not worth a lookup
-    CHECK_FALSE(known_crc_of({a, other}));           // one large piece unknown
+    CHECK_FALSE(known_crc_of({header}));                    // nothing large: not worth a lookup
+    CHECK_FALSE(known_crc_of({a, other}));                  // one large piece unknown
     CHECK_FALSE(known_crc_of({a.slice(0, a.size() - 1)}));  // a slice is another range
     // Another thread has no scope.
     bool other_thread_knows = true;

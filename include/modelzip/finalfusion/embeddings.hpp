@@ -369,11 +369,11 @@ struct MODELZIP_API FileSummary {
   std::uint64_t subword_rows = 0;  // storage rows after the words (buckets, n-gram rows)
   std::uint32_t min_n = 0;         // n-gram lengths (0 for a simple vocabulary)
   std::uint32_t max_n = 0;
-  std::uint64_t rows = 0;                  // storage rows
-  std::uint64_t dims = 0;                  // components per row
+  std::uint64_t rows = 0;                    // storage rows
+  std::uint64_t dims = 0;                    // components per row
   std::optional<QuantizerInfo> quantizer{};  // set for QuantizedArray storage
-  bool norms = false;                      // an NdNorms chunk is present
-  bool metadata = false;                   // a Metadata chunk is present
+  bool norms = false;                        // an NdNorms chunk is present
+  bool metadata = false;                     // a Metadata chunk is present
 };
 
 // Reads the header and chunk frames of a .fifu file held in `file`.

@@ -36,8 +36,8 @@
 #include "modelzip/archive.hpp"
 #include "modelzip/export.hpp"
 #include "modelzip/graph/graph.hpp"
-#include "modelzip/tensor.hpp"
 #include "modelzip/graph/training.hpp"
+#include "modelzip/tensor.hpp"
 #include "modelzip/writer.hpp"
 
 namespace modelzip {

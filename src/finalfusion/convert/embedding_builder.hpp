@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "modelzip/error.hpp"
-#include "modelzip/finalfusion/embeddings.hpp"
 #include "modelzip/finalfusion/convert.hpp"
+#include "modelzip/finalfusion/embeddings.hpp"
 
 namespace modelzip::finalfusion::detail {
 

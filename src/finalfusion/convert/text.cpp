@@ -103,19 +103,21 @@ Embeddings read_text_dims(const Bytes& data, const ConvertOptions& options) {
   std::string_view header;
   if (!lines.next(header)) fail_corrupt("missing the 'rows dims' line", {.line = 1});
   const auto space = header.find(' ');
-  auto rows = detail::parse_count(header.substr(0, space));
-  auto dims_value = space == std::string_view::npos ? std::nullopt
-                                                    : detail::parse_count(header.substr(space + 1));
+  const auto rows = detail::parse_count(header.substr(0, space));
+  const auto dims_value = space == std::string_view::npos
+                              ? std::nullopt
+                              : detail::parse_count(header.substr(space + 1));
   if (!rows || !dims_value)
     fail_corrupt("expected 'rows dims', got '" + std::string(header.substr(0, 64)) + "'",
                  {.line = 1});
+  const auto declared_dims = dims_value.value();
   // Each component takes at least 2 bytes: a larger count cannot be real
   // (with 0 rows nothing else would check it, and lookups allocate dims).
-  if (*dims_value > data.size())
-    fail_corrupt(
-        "header declares " + std::to_string(*dims_value) + " dimensions, more than the file's size",
-        {.line = 1});
-  std::optional<std::size_t> dims = static_cast<std::size_t>(*dims_value);
+  if (declared_dims > data.size())
+    fail_corrupt("header declares " + std::to_string(declared_dims) +
+                     " dimensions, more than the file's size",
+                 {.line = 1});
+  std::optional<std::size_t> dims = static_cast<std::size_t>(declared_dims);
   // Each word needs at least 2 bytes ("w\n"); cap the reservation by the input.
   std::vector<std::string> words;
   words.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(*rows, lines.remaining() / 2)));

@@ -36,10 +36,10 @@ std::uint64_t read_header_number(ByteReader& reader, char delimiter, std::string
     // Quoted up to the first NUL (which would end the message for C
     // readers), escaped to valid UTF-8: other formats' binary headers land here.
     const std::string_view shown = text.substr(0, std::min<std::size_t>(text.find('\0'), 32));
-    throw Error(ErrorCode::corrupt,
-                std::string(what) + ": '" + modelzip::detail::utf8_escape(shown) +
-                    "' is not a number",
-                ErrorContext{.offset = at});
+    throw Error(
+        ErrorCode::corrupt,
+        std::string(what) + ": '" + modelzip::detail::utf8_escape(shown) + "' is not a number",
+        ErrorContext{.offset = at});
   }
   return *value;
 }
@@ -100,9 +100,9 @@ void check_words(const Embeddings& e, WordEnd end) {
                       "' cannot be written to " + (text ? "a text" : "a word2vec binary") +
                       " file: " +
                       (word.empty() ? "an empty word"
-                                    : text ? "whitespace separates the fields there"
-                                           : "a space ends a word and whitespace around it is "
-                                             "trimmed there") +
+                       : text       ? "whitespace separates the fields there"
+                                    : "a space ends a word and whitespace around it is "
+                                      "trimmed there") +
                       " (a .fifu file holds any word)");
   }
 }

@@ -15,8 +15,8 @@
 #include "bindings.hpp"
 #include "checkpoint/data_ranges.hpp"
 #include "core/crc32.hpp"
-#include "modelzip/graph/checkpoint.hpp"
 #include "modelzip/finalfusion/embeddings.hpp"
+#include "modelzip/graph/checkpoint.hpp"
 
 namespace modelzip::python {
 namespace {
@@ -359,14 +359,15 @@ release the GIL.)");
       .def(
           "load",
           [](const PyArchive& self, const std::optional<std::string>& tag, bool copy,
-             bool dequantize, const std::optional<std::vector<std::string>>& names,
-             bool writable, bool verify) {
-            return helper("_values", "LoadedArrays")(load_tensors(
-                self.get(), tag_or_newest(tag), read_mode(copy, writable), dequantize, names, verify));
+             bool dequantize, const std::optional<std::vector<std::string>>& names, bool writable,
+             bool verify) {
+            return helper("_values", "LoadedArrays")(load_tensors(self.get(), tag_or_newest(tag),
+                                                                  read_mode(copy, writable),
+                                                                  dequantize, names, verify));
           },
           py::arg("tag") = py::none(), py::kw_only(), py::arg("copy") = false,
-          py::arg("dequantize") = false, py::arg("names") = py::none(),
-          py::arg("writable") = false, py::arg("verify") = false,
+          py::arg("dequantize") = false, py::arg("names") = py::none(), py::arg("writable") = false,
+          py::arg("verify") = false,
           R"(Every tensor parameter of `tag` (None: the newest), by name, in stored order.
 
 Dense tensors are numpy arrays: read-only zero-copy views for stored blobs

@@ -4,8 +4,8 @@
 // tensor's bytes (no copy); the array's base is a capsule owning a copy of
 // the Bytes, which keeps the archive mapping alive for as long as the array
 // (or any view of it) lives. bfloat16 is viewed as uint16 and the float8
-// types as uint8 (numpy has none of them: the raw bits), utf8 becomes an object ndarray of str (a copy), sparse COO a
-// modelzip.SparseCOO of two views, a quantized tensor a
+// types as uint8 (numpy has none of them: the raw bits), utf8 becomes an object ndarray of str (a
+// copy), sparse COO a modelzip.SparseCOO of two views, a quantized tensor a
 // modelzip.QuantizedTensor viewing its integers, scales and zero points.
 //
 // From numpy: arrays prepared by modelzip/_values.py (C-contiguous,

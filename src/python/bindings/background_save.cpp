@@ -80,9 +80,8 @@ std::unique_ptr<PyBackgroundSave> start(
   const std::filesystem::path archive = to_path(path);
   // CUDA tensors are fetched into staging areas the save adopts.
   const py::object fetches = helper("_values", "new_fetches")();
-  const NewTag contents =
-      tag_contents_from_python(arrays, share, compress, bfloat16, dtypes, updater, training,
-                               fetches);
+  const NewTag contents = tag_contents_from_python(arrays, share, compress, bfloat16, dtypes,
+                                                   updater, training, fetches);
   BackgroundSaveOptions options;
   if (!fetches.is_none()) options.adopt = adopted_areas(fetches.attr("areas"), keep_staging);
   options.writer.dedup = dedup;

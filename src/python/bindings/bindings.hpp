@@ -25,9 +25,9 @@
 #include "modelzip/dist/communicator.hpp"
 #include "modelzip/dist/distributed.hpp"
 #include "modelzip/finalfusion/embeddings.hpp"
+#include "modelzip/graph/training.hpp"
 #include "modelzip/metadata.hpp"
 #include "modelzip/quantize.hpp"
-#include "modelzip/graph/training.hpp"
 #include "modelzip/writer.hpp"
 
 namespace modelzip::python {
@@ -86,8 +86,7 @@ py::object training_config_to_python(const training::TrainingConfig& config);
 NewTag tag_contents_from_python(const py::handle& arrays, const py::object& share,
                                 const py::object& compress, const py::object& bfloat16,
                                 const py::object& dtypes, const py::object& updater,
-                                const py::object& training,
-                                const py::object& fetches = py::none());
+                                const py::object& training, const py::object& fetches = py::none());
 
 // An attribute of the pure-Python helper module modelzip.<module>.
 py::object helper(const char* module, const char* name);

@@ -149,24 +149,23 @@ elsewhere), broadcast(bytes, root) -> bytes and agree(error: str) -> None or
       });
 
   py::class_<CollectiveWriter>(m, "CollectiveWriter")
-      .def(py::init(
-               [](const py::object& path, Communicator& comm, bool dedup, bool durable, int root,
-                  std::optional<double> rank_lock_timeout) {
-                 CollectiveOptions options;
-                 options.dedup = dedup;
-                 options.durable = durable;
-                 options.root = root;
-                 if (rank_lock_timeout) {
-                   if (!(*rank_lock_timeout >= 0) || *rank_lock_timeout > 1e9)
-                     throw py::value_error("rank_lock_timeout must be a number of seconds >= 0");
-                   options.rank_lock_timeout = std::chrono::milliseconds(
-                       static_cast<std::int64_t>(*rank_lock_timeout * 1000 + 0.5));
-                 }
-                 options.on_notice = [archive = to_path(path).string()](const std::string& n) {
-                   warn_notice(archive, n);
-                 };
-                 return std::make_unique<CollectiveWriter>(to_path(path), comm, options);
-               }),
+      .def(py::init([](const py::object& path, Communicator& comm, bool dedup, bool durable,
+                       int root, std::optional<double> rank_lock_timeout) {
+             CollectiveOptions options;
+             options.dedup = dedup;
+             options.durable = durable;
+             options.root = root;
+             if (rank_lock_timeout) {
+               if (!(*rank_lock_timeout >= 0) || *rank_lock_timeout > 1e9)
+                 throw py::value_error("rank_lock_timeout must be a number of seconds >= 0");
+               options.rank_lock_timeout = std::chrono::milliseconds(
+                   static_cast<std::int64_t>(*rank_lock_timeout * 1000 + 0.5));
+             }
+             options.on_notice = [archive = to_path(path).string()](const std::string& n) {
+               warn_notice(archive, n);
+             };
+             return std::make_unique<CollectiveWriter>(to_path(path), comm, options);
+           }),
            py::arg("path"), py::arg("comm"), py::arg("dedup") = true, py::arg("durable") = true,
            py::arg("root") = 0, py::arg("rank_lock_timeout") = py::none(), py::keep_alive<1, 3>())
       .def(

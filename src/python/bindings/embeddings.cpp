@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "bindings.hpp"
-#include "modelzip/finalfusion/embeddings.hpp"
 #include "modelzip/finalfusion/convert.hpp"
+#include "modelzip/finalfusion/embeddings.hpp"
 
 namespace modelzip::python {
 namespace {

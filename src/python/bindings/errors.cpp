@@ -14,8 +14,8 @@ namespace {
 // Messages quote names and bytes from untrusted files, which need not be
 // UTF-8: such bytes show as \xNN escapes instead of failing the conversion.
 py::str text(const std::string& s) {
-  PyObject* decoded = PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()),
-                                           "backslashreplace");
+  PyObject* decoded =
+      PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "backslashreplace");
   if (!decoded) throw py::error_already_set();
   return py::reinterpret_steal<py::str>(decoded);
 }

@@ -26,8 +26,7 @@ std::filesystem::path to_path(py::handle path) {
     throw py::type_error("paths must be str or os.PathLike of str, not bytes");
   // The file system's bytes: a name that is not UTF-8 comes from os.listdir()
   // and the like as a str with surrogate escapes, which os.fsencode() undoes.
-  return std::filesystem::path(
-      py::module_::import("os").attr("fsencode")(fs).cast<std::string>());
+  return std::filesystem::path(py::module_::import("os").attr("fsencode")(fs).cast<std::string>());
 }
 
 py::str from_path(const std::string& path) {

@@ -8,9 +8,9 @@
 
 #include "arrays.hpp"
 #include "bindings.hpp"
-#include "modelzip/graph/checkpoint.hpp"
 #include "modelzip/error.hpp"
 #include "modelzip/finalfusion/embeddings.hpp"
+#include "modelzip/graph/checkpoint.hpp"
 
 namespace modelzip::python {
 namespace {
@@ -89,8 +89,7 @@ NewTag tag_contents_from_python(const py::handle& arrays, const py::object& shar
   py::object to_savable = helper("_values", "to_savable");
   NewTag contents;
   Selection present;
-  if (!py::hasattr(arrays, "items"))
-    throw py::type_error("arrays must be a mapping name -> array");
+  if (!py::hasattr(arrays, "items")) throw py::type_error("arrays must be a mapping name -> array");
   // items(), with a torch state dict's dtypes and tuples expanded (_values.py).
   const py::list items(helper("_values", "expand_torch_objects")(arrays));
   // CUDA tensors fetched into host memory together (pinned staging, overlapped copies); the
@@ -122,8 +121,7 @@ NewTag tag_contents_from_python(const py::handle& arrays, const py::object& shar
       py::tuple savable = to_savable(key.first + "/" + key.second, pair[1],
                                      raw_bits_of(py::make_tuple(key.first, key.second)));
       if (py::cast<std::string>(savable[0]) == "embedding")
-        throw py::type_error("updater state " + key.first + "/" + key.second +
-                             " must be an array");
+        throw py::type_error("updater state " + key.first + "/" + key.second + " must be an array");
       contents.add_updater_state(key.first, key.second, tensor_from_savable(savable),
                                  options(compressed.has(key)));
     }

@@ -17,9 +17,9 @@
 // Reading builds the dict straight from the C++ TrainingConfig, with the keys
 // in the order the JSON renderer writes them (both walk the same field list,
 // graph/training_fields.hpp), so both front ends show the same document;
-// tests/python compares the two. Writing accepts the same shape: absent keys take the schema's defaults, unknown keys and
-// wrong types are errors (TypeError / ValueError naming the key), and the
-// result is validated by the library (modelzip.InvalidArgumentError).
+// tests/python compares the two. Writing accepts the same shape: absent keys take the schema's
+// defaults, unknown keys and wrong types are errors (TypeError / ValueError naming the key), and
+// the result is validated by the library (modelzip.InvalidArgumentError).
 #include <pybind11/stl.h>
 
 #include <optional>
@@ -269,7 +269,9 @@ TrainingConfig training_config_from_python(py::handle object) {
 
 namespace {
 
-py::str text(std::string_view s) { return py::str(s.data(), s.size()); }
+py::str text(std::string_view s) {
+  return py::str(s.data(), s.size());
+}
 
 // The scalar fields of an updater, schedule or map step into `d`, in order;
 // integer fields stay Python ints.
@@ -316,9 +318,9 @@ py::object training_config_to_python(const TrainingConfig& config) {
   updater["type"] = text(updater_name(config.updater));
   std::visit([&](const auto& u) { put_scalars(updater, u); }, config.updater);
   out["updater"] = std::move(updater);
-  out["learning_rate_schedule"] = config.learning_rate_schedule
-                                      ? py::object(schedule_to_python(*config.learning_rate_schedule))
-                                      : py::object(py::none());
+  out["learning_rate_schedule"] =
+      config.learning_rate_schedule ? py::object(schedule_to_python(*config.learning_rate_schedule))
+                                    : py::object(py::none());
   py::list regularization;
   for (const Regularization& r : config.regularization) {
     py::dict rd;

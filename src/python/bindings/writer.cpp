@@ -157,9 +157,10 @@ class PyWriter {
     try {
       fields = update.cast<decltype(fields)>();
     } catch (const py::cast_error&) {
-      throw py::type_error("Writer.update_metadata: fields must be a mapping of str to str or "
-                           "None, or a modelzip.Metadata, not " +
-                           std::string(py::str(update.get_type().attr("__name__"))));
+      throw py::type_error(
+          "Writer.update_metadata: fields must be a mapping of str to str or "
+          "None, or a modelzip.Metadata, not " +
+          std::string(py::str(update.get_type().attr("__name__"))));
     }
     for (const auto& [name, value] : fields)  // here: the edit must not throw at commit
       if (!metadata_field(name)) throw py::value_error("unknown metadata field '" + name + "'");
@@ -331,8 +332,7 @@ exception it raises is re-raised by commit().)")
            py::arg("share") = py::none(), py::arg("compress") = false,
            py::arg("bfloat16") = py::tuple(), py::arg("dtypes") = py::none(),
            py::arg("updater") = py::none(), py::arg("training") = py::none(),
-           py::arg("replace") = false,
-           py::arg("_overlap_fetch") = false,
+           py::arg("replace") = false, py::arg("_overlap_fetch") = false,
            R"(Stages a new tag (it becomes the newest) holding `arrays`.
 
 arrays: mapping name -> numpy array, torch tensor, anything with __array__ or
