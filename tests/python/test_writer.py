@@ -294,6 +294,24 @@ def test_failed_commit_keeps_changes_staged(archive_path):
     assert not archive_path.exists()
 
 
+def test_a_failed_commit_at_the_end_of_a_with_block_closes_the_writer(archive_path):
+    save(archive_path, "a", {"x": np.zeros(2)})
+    before = archive_path.read_bytes()
+    data = np.arange(5)
+    refs = sys.getrefcount(data)
+    with pytest.raises(modelzip.Error, match="gone"):
+        with modelzip.Writer(archive_path, durable=False) as w:
+            w.add_tag("b", {"d": data}, share={"y": ("gone", "x")})
+    # The block is over: the Writer is closed and lets go of the arrays
+    # (it stayed open holding them, with no block left to use it in).
+    assert w.closed
+    assert sys.getrefcount(data) == refs
+    assert archive_path.read_bytes() == before
+    with modelzip.Writer(archive_path, durable=False) as w2:
+        w2.add_tag("b", {"d": data})
+    assert modelzip.open(archive_path).tags == ["a", "b"]
+
+
 def test_discard_drops_staged_changes_and_the_writer_stays_open(archive_path):
     save(archive_path, "a", {"x": np.zeros(2)})
     data = np.arange(5)

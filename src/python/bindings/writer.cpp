@@ -213,6 +213,7 @@ class PyWriter {
 
   Writer::Stats last_stats() const { return last_stats_; }
   bool dirty() const { return dirty_; }
+  bool busy() const { return busy_; }
   bool closed() const { return !writer_; }
   const std::string& path() const { return path_; }
 
@@ -390,7 +391,17 @@ change another process committed in between is kept.)")
       .def("__enter__", [](py::object self) { return self; })
       .def("__exit__",
            [](PyWriter& self, const py::object& type, const py::object&, const py::object&) {
-             if (type.is_none() && !self.closed() && self.dirty()) self.commit();
+             // The block is over whatever the commit does: a failed commit
+             // raises with the Writer closed (its changes dropped, the
+             // arrays released), as a file closes at the end of its block.
+             if (type.is_none() && !self.closed() && self.dirty()) {
+               try {
+                 self.commit();
+               } catch (...) {
+                 if (!self.busy()) self.close();
+                 throw;
+               }
+             }
              self.close();
              return false;
            })

@@ -472,7 +472,7 @@ class Writer:
     def __enter__(self) -> Writer:
         """Returns the writer itself."""
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
-        """Commits staged changes if the block raised nothing, then closes."""
+        """Commits staged changes if the block raised nothing, then closes (also when that commit fails)."""
 
 
 class Embeddings:
