@@ -336,6 +336,7 @@ class CommitRun {
       w.u64(old() ? 1 : 0);
       w.u64(rotate_.replace ? 1 : 0);
       w.u64(rotate_.keep_last ? *rotate_.keep_last : 0);
+      w.str(tag_);
       root_says = std::move(w.s);
     }
     root_says = engine_([&] { return comm_.broadcast(root_says, root_); });
@@ -343,10 +344,19 @@ class CommitRun {
     exists_ = in.u64() != 0;
     root_replace_ = in.u64() != 0;
     root_keep_last_ = in.u64();
+    root_tag_ = in.str();
   }
 
-  // Every rank must ask for the rotation the root plans.
-  void check_same_rotation() const {
+  // Every rank must commit the tag the root commits (the root's would be
+  // written, the other ranks' errors and stats would name theirs), with the
+  // rotation the root plans.
+  void check_same_request() const {
+    if (tag_ != root_tag_)
+      throw Error(ErrorCode::invalid_argument,
+                  "rank " + std::to_string(comm_.rank()) + " commits tag '" + tag_ +
+                      "', the root rank " + std::to_string(root_) + " tag '" + root_tag_ +
+                      "' (every rank passes the same)",
+                  ctx_);
     const std::uint64_t keep_last = rotate_.keep_last ? *rotate_.keep_last : 0;
     auto text = [](bool replace, std::uint64_t keep) {
       return std::string("replace=") + (replace ? "true" : "false") +
@@ -367,7 +377,7 @@ class CommitRun {
   std::vector<std::string> gather_records() {
     std::string records;
     agreed_step(engine_, ctx_, [&] {
-      check_same_rotation();
+      check_same_request();
       if (exists_ && !s3_) {
         locks_.emplace(m_.path, comm_.rank());
         engine_.watch(&*locks_);
@@ -622,6 +632,7 @@ class CommitRun {
   const CollectiveCommitOptions& rotate_;
   bool root_replace_ = false;         // the root's rotate_ (lock)
   std::uint64_t root_keep_last_ = 0;  // 0: none
+  std::string root_tag_;              // the root's tag_ (lock)
   bool compact_ = false;              // the commit is followed by compact()
   const int root_;
   const bool is_root_;

@@ -843,6 +843,18 @@ TEST_CASE("rolling collective saves: keep_last and replace in the commit, the fi
         CHECK(std::string(e.what()).find("every rank passes the same") != std::string::npos);
         CHECK(same_on_every_rank(e.what()));
       }
+      // A tag that differs between ranks (a rank-local step counter): the
+      // root's tag was committed with every rank's shards.
+      try {
+        w.commit(r == 1 ? "step-10" : "step-9");
+        FAIL("different tags committed");
+      } catch (const Error& e) {
+        CHECK(e.code() == ErrorCode::invalid_argument);
+        CHECK(std::string(e.what()).find("rank 1 commits tag 'step-10', the root rank 0 tag "
+                                         "'step-9' (every rank passes the same)") !=
+              std::string::npos);
+        CHECK(same_on_every_rank(e.what()));
+      }
     }
     CHECK(testing::io_bytes(path) == before);
     // The staged parameters are kept for a retry.
