@@ -59,9 +59,10 @@ bool is_s3_url(std::string_view path) noexcept;
 // modelzip built with libcurl.
 bool can_upload(std::string_view path) noexcept;
 
-// Writers that cannot upload call this first: throws Error(unsupported,
-// "remote archives are read-only: <url>") when `path` is a URL (built with
-// or without libcurl).
+// Writers that cannot upload call this first: throws Error(unsupported) when
+// `path` is a URL: "remote archives are read-only: <url>" for http(s), and
+// for s3:// in a build without libcurl that it was built without remote
+// archive support.
 void refuse_write(std::string_view path);
 
 struct Opened {

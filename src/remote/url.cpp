@@ -19,6 +19,11 @@ bool can_upload(std::string_view path) noexcept {
 }
 
 void refuse_write(std::string_view path) {
+  if (!kCanUpload && is_s3_url(path))
+    throw Error(ErrorCode::unsupported,
+                "this modelzip was built without remote archive support (libcurl), so it cannot "
+                "write s3:// archives: " +
+                    std::string(path));
   if (is_url(path))
     throw Error(ErrorCode::unsupported, "remote archives are read-only: " + std::string(path));
 }
