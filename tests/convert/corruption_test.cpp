@@ -456,7 +456,8 @@ TEST_SUITE("convert") {
         {"btf", [&](std::string_view source) {
            source.empty() ? (void)convert::read_btf(btf) : (void)convert::read_btf(btf, {}, source);
          }}};
-    for (const auto& [format, read] : readers) {
+    for (const auto& [format_name, read] : readers) {
+      const std::string format = format_name;  // INFO captures it: clang 14 captures no binding
       INFO(format);
       for (const std::string source : {"", "s3://bucket/weights.bin"}) {
         try {

@@ -334,7 +334,8 @@ TEST_SUITE("finalfusion") {
         {"floret text", [&](std::string_view source) {
            source.empty() ? (void)read_floret_text(bad) : (void)read_floret_text(bad, source);
          }}};
-    for (const auto& [format, read] : readers) {
+    for (const auto& [format_name, read] : readers) {
+      const std::string format = format_name;  // INFO captures it: clang 14 captures no binding
       INFO(format);
       for (const std::string source : {"", "https://example.org/vectors"}) {
         try {
