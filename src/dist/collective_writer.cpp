@@ -546,9 +546,13 @@ class CommitRun {
     agreed_step(engine_, ctx_, [&] {
       if (!is_root_) return;
       try {
+        // append = false: the commit rewrites the file whatever it changes;
+        // the empty metadata edit is the change (a commit with nothing
+        // staged leaves the archive as it is).
         Writer w = Writer::open(m_.path, WriterOptions{.durable = m_.options.durable,
+                                                       .append = false,
                                                        .on_notice = m_.options.on_notice});
-        w.update_metadata([](Metadata&) {});  // a change that keeps everything
+        w.update_metadata([](Metadata&) {});
         w.commit();
       } catch (const Error& e) {
         throw e.reworded(
