@@ -378,6 +378,31 @@ def test_wrong_argument_types_raise_one_sentence(archive_path, call, sentence):
         assert message.startswith(sentence), message
 
 
+@pytest.mark.parametrize("call, sentence", [
+    (lambda p: save(p, "c", {"w": np.ones(1)}, keep_last=True),
+     "modelzip.save() argument 'keep_last' must be int or None, not bool"),
+    (lambda p: modelzip.save_async(p, "c", {"w": np.ones(1)}, keep_last=True).result(60),
+     "modelzip.save_async() argument 'keep_last' must be int or None, not bool"),
+    (lambda p: modelzip.save(p, "c", {"w": np.ones(1)}, keep_last=np.True_),
+     "modelzip.save() argument 'keep_last' must be int or None, not bool_"),
+    (lambda p: modelzip.save(p, "c", {"w": np.ones(1)}, keep_last=-1),
+     "modelzip.save() argument 'keep_last' must not be negative, not -1"),
+    (lambda p: modelzip.Writer(p).keep_last(True),
+     "modelzip.Writer.keep_last() argument 'n' must be int, not bool"),
+])
+def test_keep_last_true_is_refused_rather_than_keeping_one_tag(archive_path, call, sentence):
+    # bool is an int to Python: keep_last=True (read as "keep the last ones") kept one tag and
+    # removed every other one.
+    save(archive_path, "a", {"w": np.zeros(1)})
+    save(archive_path, "b", {"w": np.full(1, 2.0)})
+    before = archive_path.read_bytes()
+    with pytest.raises(TypeError) as e:
+        call(archive_path)
+    assert str(e.value) == sentence
+    assert archive_path.read_bytes() == before
+    assert modelzip.open(archive_path).tags == ["a", "b"]
+
+
 def test_paths_that_are_not_utf8(tmp_path):
     # os.listdir() gives such names as str with surrogate escapes.
     path = os.fsdecode(os.fsencode(str(tmp_path)) + b"/caf\xe9.zip")

@@ -360,6 +360,39 @@ def test_save_checkpoint_keep_last_and_replace(archive_path):
         assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize("blocking", [True, False])
+@pytest.mark.parametrize("options, error, sentence", [
+    # bool is an int to Python: keep_last=True kept one tag, removing the others.
+    ({"keep_last": True}, TypeError, "argument 'keep_last' must be int or None, not bool"),
+    # Counters were stored as int(value): epoch=1.5 was saved as 1, silently.
+    ({"epoch": 1.5}, TypeError, "argument 'epoch' must be int, not float"),
+    ({"epoch": -1}, TypeError, "argument 'epoch' must not be negative, not -1"),
+    ({"iteration": "7"}, TypeError, "argument 'iteration' must be int or None, not str"),
+    # Was pybind11's "Unable to cast Python instance of type <class 'int'> to C++ type 'long'".
+    ({"iteration": 2**70}, ValueError, "argument 'iteration' is out of range (a signed 64-bit "
+                                       "count): 1180591620717411303424"),
+])
+def test_save_checkpoint_checks_its_counts(archive_path, blocking, options, error, sentence):
+    model = Small()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    mzt.save_checkpoint(archive_path, "a", model, optimizer, durable=False)
+    mzt.save_checkpoint(archive_path, "b", model, optimizer, durable=False)
+    before = archive_path.read_bytes()
+    with pytest.raises(error) as e:
+        mzt.save_checkpoint(archive_path, "c", model, optimizer, blocking=blocking, **options)
+    assert str(e.value) == "modelzip.torch.save_checkpoint() " + sentence
+    assert archive_path.read_bytes() == before
+    # Integer types that are not int are counts too.
+    saved = mzt.save_checkpoint(archive_path, "d", model, optimizer, epoch=np.int64(3),
+                                iteration=torch.tensor(9), keep_last=np.int32(3),
+                                blocking=blocking, durable=False)
+    if not blocking:
+        saved.result(60)
+    assert modelzip.open(archive_path).tags == ["a", "b", "d"]
+    state = mzt.load_checkpoint(archive_path, "d", model, optimizer)
+    assert (state.epoch, state.iteration) == (3, 9)
+
+
 def test_save_checkpoint_in_the_background_keeps_the_last_and_replaces(archive_path):
     torch.manual_seed(0)
     model = Small()

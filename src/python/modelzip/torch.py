@@ -44,6 +44,7 @@ from __future__ import annotations
 import inspect
 import json
 import math
+import operator
 import warnings
 import weakref
 from typing import Any, Callable, Iterable, Mapping, NamedTuple, Optional
@@ -51,6 +52,7 @@ from typing import Any, Callable, Iterable, Mapping, NamedTuple, Optional
 import torch
 
 from . import Archive, Writer, WriteStats, _torch, _torch_load
+from ._arguments import check_count
 from ._torch_load import apply_plan, load, load_into, plan_load_into, save
 
 __all__ = ["TrainingState", "load", "load_checkpoint", "load_into", "save", "save_checkpoint"]
@@ -278,6 +280,11 @@ def save_checkpoint(path: Any, tag: str, model: torch.nn.Module, optimizer: torc
     """
     if not blocking and progress is not None:
         raise ValueError("progress is not available with blocking=False")
+    for argument, value in (("keep_last", keep_last), ("epoch", epoch), ("iteration", iteration)):
+        check_count("modelzip.torch.save_checkpoint", argument, value, optional=argument != "epoch")
+        if argument != "keep_last" and value is not None and value.__index__() >= 2**63:
+            raise ValueError(f"modelzip.torch.save_checkpoint() argument {argument!r} is out of "
+                             f"range (a signed 64-bit count): {value.__index__()}")
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, not {type(model).__name__}")
     if not isinstance(optimizer, torch.optim.Optimizer):
@@ -377,8 +384,8 @@ def _training_config(optimizer: torch.optim.Optimizer, groups: list, other_state
         "updater": updater_config,
         "regularization": regularization,
         "minimize": minimize,
-        "iteration_count": int(iteration),
-        "epoch_count": int(epoch),
+        "iteration_count": operator.index(iteration),
+        "epoch_count": operator.index(epoch),
         "properties": own,
     }
 
