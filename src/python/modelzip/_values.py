@@ -388,7 +388,23 @@ def _to_savable(value: Any, raw_bits: Optional[str]) -> tuple:
     if not isinstance(value, np.ndarray) and not hasattr(value, "__array__") \
             and callable(getattr(value, "numpy", None)):
         value = value.numpy()
-    return _dense(np.asarray(value), raw_bits)
+    array = np.asarray(value)
+    if array.dtype.kind == "O" and array.ndim == 0 and array.item() is value:
+        raise TypeError(_not_an_array(value))
+    return _dense(array, raw_bits)
+
+
+def _not_an_array(value: Any) -> str:
+    """The TypeError message for a value that numpy can only wrap as a 0-d object array."""
+    cls = type(value)
+    module = "" if cls.__module__ == "builtins" else cls.__module__ + "."
+    message = f"a {module}{cls.__name__} is not an array"
+    if module == "torch." and cls.__name__ == "ScriptObject":
+        return message + (" (TorchScript objects, such as the packed weights of "
+                          "quantize_dynamic's LSTM and GRU modules, cannot be stored; "
+                          "quantize_dynamic's nn.Linear modules can)")
+    return message + (" (save numpy arrays, torch tensors, objects with __array__ or .numpy(), "
+                      "str or lists of str, SparseCOO, QuantizedTensor or Embeddings)")
 
 
 @functools.lru_cache(maxsize=None)
