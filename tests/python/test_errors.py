@@ -327,6 +327,29 @@ def test_permission_problems_are_permission_errors(shared_tmp_path):
         assert out.stdout.startswith(f"PermissionError {errno.EACCES} "), (call, out.stdout)
 
 
+def test_an_append_in_a_folder_the_user_may_not_write_names_the_folder(shared_tmp_path):
+    # An archive the user may write, in a folder they may not: an append creates its journal
+    # beside the archive, and failed with "cannot create the append journal: Permission denied",
+    # naming neither the journal nor the folder that refused it.
+    folder = shared_tmp_path / "locked"
+    folder.mkdir()
+    archive = folder / "m.zip"
+    save(archive, "t", {"w": np.zeros(1)})
+    if os.geteuid() == 0:
+        os.chown(archive, 65534, 65534)
+    folder.chmod(0o555)
+    before = archive.read_bytes()
+    out = run_without_privileges(PERMISSION_SCRIPT.format(
+        call=f"modelzip.save({str(archive)!r}, 'u', {{'w': [1.0]}})") + "    print(e)\n",
+        shared_tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith(f"PermissionError {errno.EACCES} "), out.stdout
+    assert out.stdout.splitlines()[-1] == (
+        f"{archive}: cannot create the append journal .m.zip.modelzip-append in {folder}/: "
+        "Permission denied"), out.stdout
+    assert archive.read_bytes() == before
+
+
 @pytest.mark.parametrize("tag", ["", "a/b", "..", "x\n"])
 def test_bad_tag_names_are_value_errors(archive_path, tag):
     with pytest.raises(ValueError) as e:
