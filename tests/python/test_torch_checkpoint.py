@@ -80,6 +80,31 @@ def train(model, optimizer, steps):
         optimizer.step()
 
 
+def test_info_says_when_the_updater_only_stands_in_for_the_optimizer(archive_path):
+    # AdamW with two param groups (weight decay on matrices only) has no exact schema
+    # equivalent: the config's updater is Sgd with the first group's learning rate, which
+    # `modelzip info` printed as "updater: Sgd (learning_rate 0.01)" for an AdamW run.
+    model = Small()
+    matrices = [p for p in model.parameters() if p.ndim > 1]
+    vectors = [p for p in model.parameters() if p.ndim <= 1]
+    optimizer = torch.optim.AdamW([{"params": matrices, "weight_decay": 0.1},
+                                   {"params": vectors, "weight_decay": 0.0}], lr=0.01)
+    train(model, optimizer, 1)
+    mzt.save_checkpoint(archive_path, "s1", model, optimizer, durable=False)
+    exact = torch.optim.Adam(model.parameters(), lr=0.01)
+    train(model, exact, 1)
+    mzt.save_checkpoint(archive_path, "s2", model, exact, durable=False)
+    lines = subprocess.run([CLI, "info", archive_path, "--tag", "s1"], capture_output=True,
+                           text=True, check=True).stdout.splitlines()
+    assert "training  updater: Sgd (learning_rate 0.01): not the optimizer, which is "\
+           "torch.optim.adamw.AdamW (no exact equivalent: property torch.param_groups holds "\
+           "its settings)" in lines
+    lines = subprocess.run([CLI, "info", archive_path, "--tag", "s2"], capture_output=True,
+                           text=True, check=True).stdout.splitlines()
+    assert "training  updater: Adam (learning_rate 0.01, beta1 0.9, beta2 0.999, epsilon 1e-08)"\
+        in lines
+
+
 def test_adam_state_is_stored_by_parameter_name(archive_path):
     torch.manual_seed(0)
     model = Small()
