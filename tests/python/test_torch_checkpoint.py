@@ -248,6 +248,23 @@ def test_load_checkpoint_takes_the_tag_second_and_the_old_order_with_a_warning(a
         mzt.load_checkpoint(archive_path, 2, *fresh())
 
 
+def test_load_checkpoint_checks_the_types_of_model_and_optimizer(archive_path):
+    # A state dict given as the model raised AttributeError ("'OrderedDict' object has no
+    # attribute 'state_dict'"); an optimizer's state dict was "the state of a
+    # torch.optim.sgd.SGD, not of a builtins.dict".
+    model = Small()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    mzt.save_checkpoint(archive_path, "t", model, optimizer, durable=False)
+    with pytest.raises(TypeError) as e:
+        mzt.load_checkpoint(archive_path, "t", model.state_dict(), optimizer)
+    assert str(e.value) == ("modelzip.torch.load_checkpoint() argument 'model' must be a "
+                            "torch.nn.Module or None, not OrderedDict")
+    with pytest.raises(TypeError) as e:
+        mzt.load_checkpoint(archive_path, "t", model, optimizer.state_dict())
+    assert str(e.value) == ("modelzip.torch.load_checkpoint() argument 'optimizer' must be a "
+                            "torch.optim.Optimizer or None, not dict")
+
+
 def test_load_checkpoint_refuses_what_does_not_fit(archive_path):
     model = Small()
     optimizer = torch.optim.Adam(model.parameters())

@@ -301,9 +301,13 @@ def test_load_into_refuses_shape_mismatches_before_copying(archive_path):
     mzt.save(state, archive_path, "t", durable=False)
     target = Small()
     before = target.norm.running_mean.clone()
-    with pytest.raises(RuntimeError, match=r"size mismatch for fc.weight"):
+    with pytest.raises(RuntimeError, match=r"size mismatch for fc.weight") as e:
         mzt.load_into(target, archive_path, strict=False)
     assert torch.equal(target.norm.running_mean, before)
+    # As load_state_dict words it, and naming the archive and tag it came from.
+    assert str(e.value).startswith(
+        f"Error(s) in loading state_dict for Small from {archive_path}, tag 't':\n\t"
+        "size mismatch for fc.weight: ")
 
 
 def test_load_into_refuses_expanded_tensors_by_name_before_copying(archive_path):

@@ -184,7 +184,8 @@ def plan_load_into(archive: Archive, tag: str, module: Any, strict: bool,
                           "model has elements that share memory (an expand()ed tensor), which "
                           "cannot be written; clone() it first.")
     if errors:
-        raise RuntimeError(f"Error(s) in loading state_dict for {_module_name(module)}:\n\t"
+        raise RuntimeError(f"Error(s) in loading state_dict for {_module_name(module)} from "
+                           f"{archive.name}, tag {tag!r}:\n\t"
                            + "\n\t".join(errors))
     state = _torch.load_state_dict(archive, tag, False, common, verify)
     files = _device_copy.FileData(archive, tag, {name: infos[name].blob for name in common})

@@ -454,6 +454,12 @@ def load_checkpoint(path: Any, tag: Optional[str] = None, model: Optional[torch.
     if tag is not None and not isinstance(tag, str):
         raise TypeError("modelzip.torch.load_checkpoint() argument 'tag' must be str or None, "
                         f"not {type(tag).__name__}")
+    for argument, value, kind, kind_name in (
+            ("model", model, torch.nn.Module, "torch.nn.Module"),
+            ("optimizer", optimizer, torch.optim.Optimizer, "torch.optim.Optimizer")):
+        if value is not None and not isinstance(value, kind):
+            raise TypeError(f"modelzip.torch.load_checkpoint() argument {argument!r} must be a "
+                            f"{kind_name} or None, not {type(value).__name__}")
     with Archive(path) as archive:
         tag, config, properties = _checkpoint_tag(archive, tag,
                                                   optimizer is not None or scheduler is not None)
