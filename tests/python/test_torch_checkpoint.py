@@ -265,6 +265,27 @@ def test_load_checkpoint_checks_the_types_of_model_and_optimizer(archive_path):
                             "torch.optim.Optimizer or None, not dict")
 
 
+def test_a_scheduler_without_state_dict_is_a_type_error(archive_path):
+    # Two schedulers in a list (a main one and ReduceLROnPlateau) raised AttributeError:
+    # "'list' object has no attribute 'state_dict'".
+    model = Small()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    schedulers = [torch.optim.lr_scheduler.StepLR(optimizer, 2),
+                  torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer)]
+    with pytest.raises(TypeError) as e:
+        mzt.save_checkpoint(archive_path, "t", model, optimizer, scheduler=schedulers)
+    assert str(e.value) == (
+        "modelzip.torch.save_checkpoint() argument 'scheduler' must be one learning-rate "
+        "scheduler (an object with state_dict()), not list (more state: properties=)")
+    assert not archive_path.exists()
+    mzt.save_checkpoint(archive_path, "t", model, optimizer, scheduler=schedulers[0])
+    with pytest.raises(TypeError) as e:
+        mzt.load_checkpoint(archive_path, "t", model, optimizer, scheduler=schedulers)
+    assert str(e.value) == (
+        "modelzip.torch.load_checkpoint() argument 'scheduler' must be one learning-rate "
+        "scheduler (an object with load_state_dict()), not list")
+
+
 def test_load_checkpoint_refuses_what_does_not_fit(archive_path):
     model = Small()
     optimizer = torch.optim.Adam(model.parameters())

@@ -289,6 +289,10 @@ def save_checkpoint(path: Any, tag: str, model: torch.nn.Module, optimizer: torc
         raise TypeError(f"model must be a torch.nn.Module, not {type(model).__name__}")
     if not isinstance(optimizer, torch.optim.Optimizer):
         raise TypeError(f"optimizer must be a torch.optim.Optimizer, not {type(optimizer).__name__}")
+    if scheduler is not None and not callable(getattr(scheduler, "state_dict", None)):
+        raise TypeError("modelzip.torch.save_checkpoint() argument 'scheduler' must be one "
+                        "learning-rate scheduler (an object with state_dict()), not "
+                        f"{type(scheduler).__name__} (more state: properties=)")
     names = _optimizer_param_names(model, optimizer)
     packed = optimizer.state_dict()
     by_index = {i: n for group, group_names in zip(packed["param_groups"], names)
@@ -454,6 +458,10 @@ def load_checkpoint(path: Any, tag: Optional[str] = None, model: Optional[torch.
     if tag is not None and not isinstance(tag, str):
         raise TypeError("modelzip.torch.load_checkpoint() argument 'tag' must be str or None, "
                         f"not {type(tag).__name__}")
+    if scheduler is not None and not callable(getattr(scheduler, "load_state_dict", None)):
+        raise TypeError("modelzip.torch.load_checkpoint() argument 'scheduler' must be one "
+                        "learning-rate scheduler (an object with load_state_dict()), not "
+                        f"{type(scheduler).__name__}")
     for argument, value, kind, kind_name in (
             ("model", model, torch.nn.Module, "torch.nn.Module"),
             ("optimizer", optimizer, torch.optim.Optimizer, "torch.optim.Optimizer")):
