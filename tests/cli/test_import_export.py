@@ -254,3 +254,28 @@ def test_import_of_a_real_torch_save_file_says_how_to_convert_it(tmp_path):
     torch.save(torch.nn.Linear(3, 2).state_dict(), path)
     p = run("import", tmp_path / "m.zip", "--tag", "v1", path, check=False)
     assert p.returncode == 1 and b"a torch.save file (a Python pickle)" in p.stderr
+
+
+def test_export_to_numpy_formats_says_which_tensors_become_bit_patterns(tmp_path):
+    # numpy has no bfloat16 or float8: .npz/.npy hold their bit patterns (uint16/uint8), which
+    # import reads back as uint16/uint8. The export said only "wrote 3 tensor(s) to w.npz (npz)",
+    # so the types were lost without a word.
+    source = tmp_path / "w.safetensors"
+    source.write_bytes(safetensors_file({
+        "a": ("BF16", [2], b"\x80\x3f\x00\x40"), "b": ("F8_E4M3", [2], b"\x38\x40"),
+        "c": ("F32", [1], b"\0\0\x80\x3f")}))
+    archive = tmp_path / "m.zip"
+    run("import", archive, "--tag", "v1", source)
+    p = run("export", archive, tmp_path / "w.npz")
+    assert p.stderr.decode() == (
+        f"wrote 3 tensor(s) to {tmp_path / 'w.npz'} (npz; 2 as their bit patterns, bfloat16 as "
+        "uint16 and float8 as uint8: numpy has no such types, .safetensors keeps them)\n")
+    p = run("export", archive, "a", tmp_path / "a.npy")
+    assert p.stderr.decode() == (
+        f"wrote 1 tensor(s) to {tmp_path / 'a.npy'} (npy; 1 as their bit patterns, bfloat16 as "
+        "uint16 and float8 as uint8: numpy has no such types, .safetensors keeps them)\n")
+    assert np.load(tmp_path / "a.npy").dtype == np.uint16
+    p = run("export", archive, tmp_path / "again.safetensors")
+    assert p.stderr.decode() == f"wrote 3 tensor(s) to {tmp_path / 'again.safetensors'} (safetensors)\n"
+    p = run("export", archive, "c", tmp_path / "c.npz")
+    assert p.stderr.decode() == f"wrote 1 tensor(s) to {tmp_path / 'c.npz'} (npz)\n"
