@@ -162,6 +162,25 @@ def test_saves_given_the_other_argument_order_say_so(archive_path):
     assert not archive_path.exists()
 
 
+def test_arrays_that_are_not_a_mapping_are_named_by_type(archive_path):
+    # modelzip.save(path, tag, model) (the module, not its state dict), or one array without a
+    # name, raised "arrays must be a mapping name -> array", naming neither what was given nor
+    # what to pass instead.
+    torch = pytest.importorskip("torch")
+    cases = [(torch.nn.Linear(1, 1), "not Linear (save module.state_dict())"),
+             (np.ones(3), "not ndarray (name each array: {'weight': array})"),
+             (torch.ones(3), "not Tensor (name each array: {'weight': array})"),
+             ([np.ones(3)], "not list (name each array: {'weight': array})")]
+    for arrays, what in cases:
+        for call in (lambda: modelzip.save(archive_path, "t", arrays),
+                     lambda: modelzip.save_async(archive_path, "t", arrays).result(60),
+                     lambda: modelzip.Writer(archive_path).add_tag("t", arrays)):
+            with pytest.raises(TypeError) as e:
+                call()
+            assert str(e.value) == "arrays must be a mapping of names to arrays, " + what
+    assert not archive_path.exists()
+
+
 def test_error_can_be_raised_and_pickled_like_any_exception():
     import pickle
     err = modelzip.Error("full", code="io", message="bare", archive="a.zip", line=3)

@@ -332,6 +332,19 @@ def expand_torch_objects(arrays: Mapping[str, Any]) -> Any:
     return out
 
 
+def not_a_mapping(arrays: Any) -> str:
+    """The TypeError message for ``arrays`` (of a save or add_tag) that is not a mapping."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(arrays, torch.nn.Module):
+        hint = " (save module.state_dict())"
+    elif isinstance(arrays, (np.ndarray, list, tuple)) or (
+            torch is not None and isinstance(arrays, torch.Tensor)):
+        hint = " (name each array: {'weight': array})"
+    else:
+        hint = ""
+    return f"arrays must be a mapping of names to arrays, not {type(arrays).__name__}{hint}"
+
+
 _OPTIMIZER_HINT = ("an optimizer's state_dict() is not a mapping of arrays: save model and "
                    "optimizer together with modelzip.torch.save_checkpoint(path, tag, model, "
                    "optimizer), which stores the optimizer state by parameter name")
