@@ -546,3 +546,42 @@ def test_cuda_checkpoint_optimizer_state_lands_on_the_parameters_device(archive_
     for a, b in zip(optimizer.state_dict()["state"].values(),
                     again.state_dict()["state"].values()):
         assert torch.equal(a["exp_avg"], b["exp_avg"])
+
+
+class WithExtraState(nn.Module):
+    """A module whose get_extra_state() is text (a version, a vocabulary), as state dicts of
+    tokenizer-carrying or versioned modules hold it."""
+
+    def __init__(self, extra):
+        super().__init__()
+        self.fc = nn.Linear(2, 2)
+        self.extra, self.loaded = extra, None
+
+    def get_extra_state(self):
+        return self.extra
+
+    def set_extra_state(self, state):
+        self.loaded = state
+
+
+@pytest.mark.parametrize("extra", ["format-v2", ["<pad>", "<unk>", "the"]])
+def test_text_in_a_state_dict_loads_back_as_text(archive_path, extra):
+    # modelzip.save stores str and lists of str, but every torch load refused them ("torch has
+    # no string tensors; use Archive.load()"): a module with text extra state saved, and then
+    # neither load_into nor load_checkpoint could restore it.
+    torch.manual_seed(0)
+    model = WithExtraState(extra)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    mzt.save(model.state_dict(), archive_path, "t", durable=False)
+    mzt.save_checkpoint(archive_path, "c", model, optimizer, durable=False)
+    assert mzt.load(archive_path, "t")["_extra_state"] == extra
+    assert modelzip.open(archive_path).load_torch("t")["_extra_state"] == extra
+    # The device path (copies through _device_copy, CRC-checked) keeps it too.
+    copied = load_copied(archive_path, "t", torch.device("cpu"), verify=True)
+    assert copied["_extra_state"] == extra and torch.equal(copied["fc.bias"], model.fc.bias)
+    fresh = WithExtraState(None)
+    mzt.load_into(fresh, archive_path, "t")
+    assert fresh.loaded == extra and torch.equal(fresh.fc.weight, model.fc.weight)
+    fresh = WithExtraState(None)
+    mzt.load_checkpoint(archive_path, "c", fresh, torch.optim.SGD(fresh.parameters(), lr=0.1))
+    assert fresh.loaded == extra
