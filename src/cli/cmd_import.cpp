@@ -124,6 +124,15 @@ int run(const std::vector<std::string>& argv) {
                         "in Python with modelzip.torch.save(torch.load('" +
                         file.string() + "', weights_only=True), '" + archive + "', '" + *tag + "')",
                     {.archive = file.string()});
+      // A modelzip archive given as a FILE (the arguments swapped): modelzip writes
+      // modelzip.toml as its first entry.
+      if (const auto head = data.as_string_view().substr(0, 64);
+          head.starts_with("PK\x03\x04") && head.find("modelzip.toml") != std::string_view::npos)
+        throw Error(ErrorCode::invalid_argument,
+                    "a modelzip archive, not a tensor or embedding file: the archive to add to "
+                    "comes first (modelzip import ARCHIVE --tag T FILE...; export writes "
+                    "tensor files)",
+                    {.archive = file.string()});
     }
     finalfusion::Format format = embedding_format(file, data, args.value("--format"));
     Bytes fifu = data;

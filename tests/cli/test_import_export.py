@@ -279,3 +279,17 @@ def test_export_to_numpy_formats_says_which_tensors_become_bit_patterns(tmp_path
     assert p.stderr.decode() == f"wrote 3 tensor(s) to {tmp_path / 'again.safetensors'} (safetensors)\n"
     p = run("export", archive, "c", tmp_path / "c.npz")
     assert p.stderr.decode() == f"wrote 1 tensor(s) to {tmp_path / 'c.npz'} (npz)\n"
+
+
+def test_import_of_an_archive_as_a_file_says_the_archive_comes_first(tensor_files):
+    # `modelzip import new.safetensors --tag t model.zip` (ARCHIVE and FILE swapped) said
+    # "cannot tell the format of 'model.zip' (tensors: .npy ...)".
+    archive = tensor_files / "m.zip"
+    run("import", archive, "--tag", "v1", tensor_files / "layers.npz")
+    swapped = tensor_files / "new.safetensors"
+    p = run("import", swapped, "--tag", "t", archive, check=False)
+    assert p.returncode == 1 and p.stderr.decode() == (
+        f"modelzip: {archive}: a modelzip archive, not a tensor or embedding file: the archive "
+        "to add to comes first (modelzip import ARCHIVE --tag T FILE...; export writes tensor "
+        "files)\n")
+    assert not swapped.exists()
