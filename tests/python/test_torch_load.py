@@ -310,6 +310,27 @@ def test_load_into_refuses_shape_mismatches_before_copying(archive_path):
         "size mismatch for fc.weight: ")
 
 
+def test_load_into_refuses_meta_tensors_instead_of_leaving_them_empty(archive_path):
+    # A module built on the meta device (no memory) "loaded" without a word and stayed on meta:
+    # copy_ into a meta tensor does nothing.
+    torch.manual_seed(0)
+    mzt.save(nn.Linear(3, 2).state_dict(), archive_path, "t", durable=False)
+    module = nn.Linear(3, 2, device="meta")
+    with pytest.raises(RuntimeError) as e:
+        mzt.load_into(module, archive_path)
+    assert str(e.value) == (
+        f"Error(s) in loading state_dict for Linear from {archive_path}, tag 't':\n\t"
+        'While copying the parameter named "weight": the tensor in the current model is on the '
+        "meta device, which has no memory to copy into; materialize the module first "
+        "(module.to_empty(device=...)).\n\t"
+        'While copying the parameter named "bias": the tensor in the current model is on the '
+        "meta device, which has no memory to copy into; materialize the module first "
+        "(module.to_empty(device=...)).")
+    module.to_empty(device="cpu")
+    mzt.load_into(module, archive_path)
+    assert torch.equal(module.weight, mzt.load(archive_path)["weight"])
+
+
 def test_load_into_refuses_expanded_tensors_by_name_before_copying(archive_path):
     """A buffer made by expand() has elements sharing memory: copying into it fails, so the
     load names it before anything is copied (load_state_dict names it too)."""

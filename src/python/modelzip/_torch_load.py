@@ -179,6 +179,10 @@ def plan_load_into(archive: Archive, tag: str, module: Any, strict: bool,
             errors.append(f"size mismatch for {name}: copying a param with shape "
                           f"{torch.Size(info.shape)} from checkpoint, the shape in current model "
                           f"is {target.shape}.")
+        elif target.is_meta:  # copy_ into it would do nothing, silently
+            errors.append(f'While copying the parameter named "{name}": the tensor in the current '
+                          "model is on the meta device, which has no memory to copy into; "
+                          "materialize the module first (module.to_empty(device=...)).")
         elif any(stride == 0 and size > 1 for size, stride in zip(target.shape, target.stride())):
             errors.append(f'While copying the parameter named "{name}": the tensor in the current '
                           "model has elements that share memory (an expand()ed tensor), which "
