@@ -276,7 +276,8 @@ def test_export_to_numpy_formats_says_which_tensors_become_bit_patterns(tmp_path
         "uint16 and float8 as uint8: numpy has no such types, .safetensors keeps them)\n")
     assert np.load(tmp_path / "a.npy").dtype == np.uint16
     p = run("export", archive, tmp_path / "again.safetensors")
-    assert p.stderr.decode() == f"wrote 3 tensor(s) to {tmp_path / 'again.safetensors'} (safetensors)\n"
+    assert p.stderr.decode() == \
+        f"wrote 3 tensor(s) to {tmp_path / 'again.safetensors'} (safetensors)\n"
     p = run("export", archive, "c", tmp_path / "c.npz")
     assert p.stderr.decode() == f"wrote 1 tensor(s) to {tmp_path / 'c.npz'} (npz)\n"
 
