@@ -62,12 +62,25 @@ Archive::Impl::Impl(std::string archive_name, Bytes file, const OpenOptions& opt
     throw e.with_context(context());
   }
   auto text_of = [this](std::string_view entry_name) { return text_entry(entry_name); };
-  if (!find_entry(format::kMetadataEntry))  // e.g. a zip made by zip(1)
+  if (!find_entry(format::kMetadataEntry)) {  // e.g. a zip made by zip(1), torch.save, np.savez
+    const auto& entries = directory.entries;
+    const auto any_entry = [&](auto&& test) {
+      return std::any_of(entries.begin(), entries.end(), test);
+    };
+    std::string what;
+    if (any_entry([](const auto& e) { return e.name.ends_with("/data.pkl"); }))
+      what =
+          " written by torch.save (read it with torch.load(..., weights_only=True); "
+          "modelzip.torch.save converts it)";
+    else if (!entries.empty() &&
+             !any_entry([](const auto& e) { return !e.name.ends_with(".npy"); }))
+      what = ", an .npz of numpy arrays (modelzip import reads it)";
     throw Error(ErrorCode::corrupt,
                 "not a modelzip archive (no " + std::string(format::kMetadataEntry) +
-                    "): a zip file of " + std::to_string(directory.entries.size()) +
-                    (directory.entries.size() == 1 ? " entry" : " entries"),
+                    "): a zip file of " + std::to_string(entries.size()) +
+                    (entries.size() == 1 ? " entry" : " entries") + what,
                 context());
+  }
   {
     Bytes text = text_of(format::kMetadataEntry);
     try {

@@ -31,6 +31,20 @@ void write_durably(const fs::path& path, const Bytes& data) {
       path, [&](std::ostream& file) { convert::detail::write_bytes(file, data.span()); }, true);
 }
 
+// What the "wrote N tensor(s)" line adds for `raw_bits` tensors of a type numpy lacks
+// (bfloat16, float8) written to .npy/.npz as their bit patterns, which import reads back as
+// uint16/uint8; "" for none or another format.
+std::string bit_patterns_note(const std::string& format, std::size_t raw_bits) {
+  if (raw_bits == 0 || (format != "npy" && format != "npz")) return "";
+  return "; " + std::to_string(raw_bits) +
+         " as their bit patterns, bfloat16 as uint16 and float8 as uint8: numpy has no such "
+         "types, .safetensors keeps them";
+}
+
+bool numpy_lacks(DType dtype) {
+  return dtype == DType::bfloat16 || dtype == DType::float8_e4m3fn || dtype == DType::float8_e5m2;
+}
+
 int run(const std::vector<std::string>& argv) {
   Args args(argv, {"--tag", "--format"}, {"--normalized", "--dequantize"}, {"--updater"});
   const auto updater = args.pairs("--updater");
@@ -142,7 +156,8 @@ int run(const std::vector<std::string>& argv) {
           },
           true);
       copying.show(to_copy, to_copy);
-      std::cerr << "wrote 1 tensor(s) to " << printable(out.string()) << " (npy)\n";
+      std::cerr << "wrote 1 tensor(s) to " << printable(out.string()) << " (npy"
+                << bit_patterns_note(format, numpy_lacks(stream.dtype())) << ")\n";
       return 0;
     }
   }
@@ -170,8 +185,10 @@ int run(const std::vector<std::string>& argv) {
         throw e.with_context({.archive = out.string()});  // what cannot be written, and where
       }
       copying.show(to_copy, to_copy);
+      std::size_t raw_bits = 0;
+      for (const auto& t : streamed) raw_bits += numpy_lacks(t.dtype);
       std::cerr << "wrote " << count << " tensor(s) to " << printable(out.string()) << " ("
-                << format << ")\n";
+                << format << bit_patterns_note(format, raw_bits) << ")\n";
       return 0;
     }
   }
@@ -221,8 +238,11 @@ int run(const std::vector<std::string>& argv) {
                              format == "safetensors"
                                  ? convert::detail::kept_safetensors_metadata(archive, tag)
                                  : convert::StringMap{});
+  std::size_t raw_bits = 0;
+  for (const auto& t : tensors)  // quantized ones are written as integers and scales
+    raw_bits += t.tensor.layout() != Layout::quantized && numpy_lacks(t.tensor.dtype());
   std::cerr << "wrote " << tensors.size() << " tensor(s) to " << printable(out.string()) << " ("
-            << format;
+            << format << bit_patterns_note(format, raw_bits);
   if (quantized)
     std::cerr << "; " << quantized
               << " quantized as integers, scales and description, see export --help";

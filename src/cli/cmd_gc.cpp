@@ -36,8 +36,10 @@ extern const Command kGcCommand{
     "Drop blobs that no tag references, and report the bytes saved",
     "modelzip gc ARCHIVE",
     "Blobs become unreferenced when an archive is edited by other tools; modelzip's\n"
-    "own rm-tag keeps shared blobs and drops the rest. The archive is replaced\n"
-    "atomically.\n\nExample:\n  modelzip gc model.zip\n",
+    "own rm-tag keeps shared blobs and drops the rest. gc also reclaims the space\n"
+    "that in-place changes (rm-tag, --keep-last, --replace) leave as free entries\n"
+    "(their \"freed in place\"), so it may save bytes with 0 blobs removed. The\n"
+    "archive is replaced atomically.\n\nExample:\n  modelzip gc model.zip\n",
     run,
     1,
     true};

@@ -48,6 +48,20 @@ finalfusion::Format embedding_format(const fs::path& path, const Bytes& data,
                   ".vec, or --format)");
 }
 
+// What a pickle `head` (a file's first bytes) is, or "" for none: torch.save writes a zip of
+// <name>/data.pkl, <name>/data/0... (torch >= 1.6) or a pickle that starts with torch's magic
+// number (older torch); other pickles start with the PROTO opcode. Detected by content, since
+// the extension says nothing (Hugging Face's pytorch_model.bin would read as word2vec).
+std::string_view pickle_kind(std::string_view head) {
+  constexpr std::string_view torch_magic = "\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8";
+  if (head.starts_with("PK\x03\x04") && head.find("/data.pkl") != std::string_view::npos)
+    return "a torch.save file (a Python pickle)";
+  if (head.starts_with(torch_magic)) return "a torch.save file (a Python pickle)";
+  if (head.size() >= 2 && head[0] == '\x80' && head[1] >= 2 && head[1] <= 5)
+    return "a Python pickle";
+  return {};
+}
+
 int run(const std::vector<std::string>& argv) {
   Args args(argv, {"--tag", "--name", "--format", "--utf8", "--keep-last"},
             {"--no-dedup", "--compress", "--replace"});
@@ -101,6 +115,24 @@ int run(const std::vector<std::string>& argv) {
       data = io::map_file(file);
     } catch (const Error& e) {
       throw e.with_context({.archive = file.string()});
+    }
+    if (!args.value("--format")) {
+      if (auto kind = pickle_kind(data.as_string_view().substr(0, 4096)); !kind.empty())
+        throw Error(ErrorCode::unsupported,
+                    std::string(kind) +
+                        ", which modelzip does not read (unpickling can run code): convert it "
+                        "in Python with modelzip.torch.save(torch.load('" +
+                        file.string() + "', weights_only=True), '" + archive + "', '" + *tag + "')",
+                    {.archive = file.string()});
+      // A modelzip archive given as a FILE (the arguments swapped): modelzip writes
+      // modelzip.toml as its first entry.
+      if (const auto head = data.as_string_view().substr(0, 64);
+          head.starts_with("PK\x03\x04") && head.find("modelzip.toml") != std::string_view::npos)
+        throw Error(ErrorCode::invalid_argument,
+                    "a modelzip archive, not a tensor or embedding file: the archive to add to "
+                    "comes first (modelzip import ARCHIVE --tag T FILE...; export writes "
+                    "tensor files)",
+                    {.archive = file.string()});
     }
     finalfusion::Format format = embedding_format(file, data, args.value("--format"));
     Bytes fifu = data;
@@ -168,6 +200,8 @@ extern const Command kImportCommand{
     "  pruned buckets as zero rows). Refused, with the reason: format versions\n"
     "  above 12, inconsistent headers, a .ftz that would expand to more than 256\n"
     "  times its size.\n"
+    "torch.save files (.pt, .pth, pytorch_model.bin) and other Python pickles are\n"
+    "refused (unpickling can run code), with the Python line that converts them.\n"
     "The archive is created if needed; a tag that exists (in any letter case) is an\n"
     "error and changes nothing, unless --replace. Parameters whose bytes equal a\n"
     "stored blob are shared unless --no-dedup.\n"

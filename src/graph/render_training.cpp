@@ -181,6 +181,14 @@ std::string training_config_text(const TrainingConfig& config) {
       s += (i ? ", " : "") + std::string(fields[i].first) + " " + number_text(fields[i].second);
     s += ")";
   }
+  // A torch checkpoint's optimizer without an exact schema equivalent (modelzip.torch):
+  // the updater above only stands in for it.
+  const auto exact = config.properties.find("torch.updater_exact");
+  const auto optimizer = config.properties.find("torch.optimizer");
+  if (exact != config.properties.end() && exact->second == "false" &&
+      optimizer != config.properties.end())
+    s += ": not the optimizer, which is " + optimizer->second +
+         " (no exact equivalent: property torch.param_groups holds its settings)";
   s += "\n";
   if (config.learning_rate_schedule)
     s += "learning-rate schedule: " + schedule_text(*config.learning_rate_schedule) + "\n";

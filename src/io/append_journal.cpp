@@ -187,7 +187,12 @@ void write_append_journal(const fs::path& archive, const AppendJournal& journal,
   }
 
   int fd = sys::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) throw_errno(path, "cannot create the append journal");
+  if (fd < 0) {  // names the folder: a user may write the archive but not beside it
+    std::string folder = folder_of(archive).string();
+    if (folder.back() != '/') folder += '/';
+    throw_errno(path,
+                "cannot create the append journal " + path.filename().string() + " in " + folder);
+  }
   bool ok = true;
   std::uint64_t offset = 0;
   auto put = [&](const std::byte* data, std::size_t size) {

@@ -1,6 +1,8 @@
 """import / export / cat --npy against numpy and the safetensors rules."""
 import json
+import pickle
 import struct
+import zipfile
 
 import numpy as np
 import pytest
@@ -209,3 +211,86 @@ def test_export_errors_name_the_file(tensor_files):
         assert p.stderr.decode().startswith(f"modelzip: {tensor_files / out}: "), p.stderr
         assert f"'{name}'" in p.stderr.decode()
         assert not (tensor_files / out).exists()
+
+
+@pytest.mark.parametrize("name", ["pytorch_model.bin", "model.pt", "weights.pth"])
+@pytest.mark.parametrize("kind", ["zip", "legacy"])
+def test_import_names_torch_save_files(tmp_path, name, kind):
+    # torch.save writes a zip of <stem>/data.pkl, <stem>/data/0... (torch >= 1.6) or a pickle
+    # starting with torch's magic number (older torch, _use_new_zipfile_serialization=False).
+    # Such a file named pytorch_model.bin (Hugging Face's name) was read as word2vec ("word2vec
+    # header: rows: 'PK\x03\x04' is not a number"), a .pt one got "cannot tell the format".
+    path = tmp_path / name
+    if kind == "zip":
+        with zipfile.ZipFile(path, "w") as z:
+            z.writestr("archive/data.pkl", pickle.dumps({"w": 1}, protocol=2))
+            z.writestr("archive/data/0", b"\0" * 16)
+            z.writestr("archive/version", b"3\n")
+    else:
+        path.write_bytes(pickle.dumps(0x1950A86A20F9469CFC6C, protocol=2) +
+                         pickle.dumps(1001, protocol=2))
+    archive = tmp_path / "m.zip"
+    p = run("import", archive, "--tag", "v1", path, check=False)
+    assert p.returncode == 1
+    assert p.stderr.decode() == (
+        f"modelzip: {path}: a torch.save file (a Python pickle), which modelzip does not read "
+        "(unpickling can run code): convert it in Python with modelzip.torch.save(torch.load("
+        f"'{path}', weights_only=True), '{archive}', 'v1')\n")
+    assert not archive.exists()
+
+
+def test_import_names_other_pickles(tmp_path):
+    path = tmp_path / "state.pkl"
+    path.write_bytes(pickle.dumps({"w": [1.0, 2.0]}, protocol=4))
+    p = run("import", tmp_path / "m.zip", "--tag", "v1", path, check=False)
+    assert p.returncode == 1 and p.stderr.decode().startswith(
+        f"modelzip: {path}: a Python pickle, which modelzip does not read (unpickling can run "
+        "code): ")
+
+
+def test_import_of_a_real_torch_save_file_says_how_to_convert_it(tmp_path):
+    torch = pytest.importorskip("torch")
+    path = tmp_path / "pytorch_model.bin"
+    torch.save(torch.nn.Linear(3, 2).state_dict(), path)
+    p = run("import", tmp_path / "m.zip", "--tag", "v1", path, check=False)
+    assert p.returncode == 1 and b"a torch.save file (a Python pickle)" in p.stderr
+
+
+def test_export_to_numpy_formats_says_which_tensors_become_bit_patterns(tmp_path):
+    # numpy has no bfloat16 or float8: .npz/.npy hold their bit patterns (uint16/uint8), which
+    # import reads back as uint16/uint8. The export said only "wrote 3 tensor(s) to w.npz (npz)",
+    # so the types were lost without a word.
+    source = tmp_path / "w.safetensors"
+    source.write_bytes(safetensors_file({
+        "a": ("BF16", [2], b"\x80\x3f\x00\x40"), "b": ("F8_E4M3", [2], b"\x38\x40"),
+        "c": ("F32", [1], b"\0\0\x80\x3f")}))
+    archive = tmp_path / "m.zip"
+    run("import", archive, "--tag", "v1", source)
+    p = run("export", archive, tmp_path / "w.npz")
+    assert p.stderr.decode() == (
+        f"wrote 3 tensor(s) to {tmp_path / 'w.npz'} (npz; 2 as their bit patterns, bfloat16 as "
+        "uint16 and float8 as uint8: numpy has no such types, .safetensors keeps them)\n")
+    p = run("export", archive, "a", tmp_path / "a.npy")
+    assert p.stderr.decode() == (
+        f"wrote 1 tensor(s) to {tmp_path / 'a.npy'} (npy; 1 as their bit patterns, bfloat16 as "
+        "uint16 and float8 as uint8: numpy has no such types, .safetensors keeps them)\n")
+    assert np.load(tmp_path / "a.npy").dtype == np.uint16
+    p = run("export", archive, tmp_path / "again.safetensors")
+    assert p.stderr.decode() == \
+        f"wrote 3 tensor(s) to {tmp_path / 'again.safetensors'} (safetensors)\n"
+    p = run("export", archive, "c", tmp_path / "c.npz")
+    assert p.stderr.decode() == f"wrote 1 tensor(s) to {tmp_path / 'c.npz'} (npz)\n"
+
+
+def test_import_of_an_archive_as_a_file_says_the_archive_comes_first(tensor_files):
+    # `modelzip import new.safetensors --tag t model.zip` (ARCHIVE and FILE swapped) said
+    # "cannot tell the format of 'model.zip' (tensors: .npy ...)".
+    archive = tensor_files / "m.zip"
+    run("import", archive, "--tag", "v1", tensor_files / "layers.npz")
+    swapped = tensor_files / "new.safetensors"
+    p = run("import", swapped, "--tag", "t", archive, check=False)
+    assert p.returncode == 1 and p.stderr.decode() == (
+        f"modelzip: {archive}: a modelzip archive, not a tensor or embedding file: the archive "
+        "to add to comes first (modelzip import ARCHIVE --tag T FILE...; export writes tensor "
+        "files)\n")
+    assert not swapped.exists()

@@ -302,6 +302,23 @@ def test_things_that_are_not_archives_get_a_plain_sentence(tmp_path):
     assert p.returncode == 1
     assert p.stderr.decode() == f"modelzip: {plain}: not a modelzip archive (no modelzip.toml): " \
                                 "a zip file of 1 entry\n"
+    # A torch.save file and an .npz are zips too: the sentence says what they are and what
+    # reads them (it said only "a zip file of 3 entries").
+    torch_file = tmp_path / "model.pt"
+    with zipfile.ZipFile(torch_file, "w") as z:  # torch.save's layout (torch >= 1.6)
+        for name in ("model/data.pkl", "model/data/0", "model/version"):
+            z.writestr(name, b"")
+    p = run("ls", torch_file, check=False)
+    assert p.returncode == 1 and p.stderr.decode() == (
+        f"modelzip: {torch_file}: not a modelzip archive (no modelzip.toml): a zip file of 3 "
+        "entries written by torch.save (read it with torch.load(..., weights_only=True); "
+        "modelzip.torch.save converts it)\n")
+    npz = tmp_path / "arrays.npz"
+    np.savez(npz, w=np.ones(2), b=np.zeros(1))
+    p = run("tags", npz, check=False)
+    assert p.returncode == 1 and p.stderr.decode() == (
+        f"modelzip: {npz}: not a modelzip archive (no modelzip.toml): a zip file of 2 entries, "
+        "an .npz of numpy arrays (modelzip import reads it)\n")
     empty = tmp_path / "empty.zip"
     empty.write_bytes(b"")
     p = run("tags", empty, check=False)

@@ -162,6 +162,25 @@ def test_saves_given_the_other_argument_order_say_so(archive_path):
     assert not archive_path.exists()
 
 
+def test_arrays_that_are_not_a_mapping_are_named_by_type(archive_path):
+    # modelzip.save(path, tag, model) (the module, not its state dict), or one array without a
+    # name, raised "arrays must be a mapping name -> array", naming neither what was given nor
+    # what to pass instead.
+    torch = pytest.importorskip("torch")
+    cases = [(torch.nn.Linear(1, 1), "not Linear (save module.state_dict())"),
+             (np.ones(3), "not ndarray (name each array: {'weight': array})"),
+             (torch.ones(3), "not Tensor (name each array: {'weight': array})"),
+             ([np.ones(3)], "not list (name each array: {'weight': array})")]
+    for arrays, what in cases:
+        for call in (lambda: modelzip.save(archive_path, "t", arrays),
+                     lambda: modelzip.save_async(archive_path, "t", arrays).result(60),
+                     lambda: modelzip.Writer(archive_path).add_tag("t", arrays)):
+            with pytest.raises(TypeError) as e:
+                call()
+            assert str(e.value) == "arrays must be a mapping of names to arrays, " + what
+    assert not archive_path.exists()
+
+
 def test_error_can_be_raised_and_pickled_like_any_exception():
     import pickle
     err = modelzip.Error("full", code="io", message="bare", archive="a.zip", line=3)
@@ -327,6 +346,29 @@ def test_permission_problems_are_permission_errors(shared_tmp_path):
         assert out.stdout.startswith(f"PermissionError {errno.EACCES} "), (call, out.stdout)
 
 
+def test_an_append_in_a_folder_the_user_may_not_write_names_the_folder(shared_tmp_path):
+    # An archive the user may write, in a folder they may not: an append creates its journal
+    # beside the archive, and failed with "cannot create the append journal: Permission denied",
+    # naming neither the journal nor the folder that refused it.
+    folder = shared_tmp_path / "locked"
+    folder.mkdir()
+    archive = folder / "m.zip"
+    save(archive, "t", {"w": np.zeros(1)})
+    if os.geteuid() == 0:
+        os.chown(archive, 65534, 65534)
+    folder.chmod(0o555)
+    before = archive.read_bytes()
+    out = run_without_privileges(PERMISSION_SCRIPT.format(
+        call=f"modelzip.save({str(archive)!r}, 'u', {{'w': [1.0]}})") + "    print(e)\n",
+        shared_tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith(f"PermissionError {errno.EACCES} "), out.stdout
+    assert out.stdout.splitlines()[-1] == (
+        f"{archive}: cannot create the append journal .m.zip.modelzip-append in {folder}/: "
+        "Permission denied"), out.stdout
+    assert archive.read_bytes() == before
+
+
 @pytest.mark.parametrize("tag", ["", "a/b", "..", "x\n"])
 def test_bad_tag_names_are_value_errors(archive_path, tag):
     with pytest.raises(ValueError) as e:
@@ -376,6 +418,31 @@ def test_wrong_argument_types_raise_one_sentence(archive_path, call, sentence):
     assert "incompatible" not in message and "Invoked with" not in message and "\n" not in message
     if sentence is not None:
         assert message.startswith(sentence), message
+
+
+@pytest.mark.parametrize("call, sentence", [
+    (lambda p: save(p, "c", {"w": np.ones(1)}, keep_last=True),
+     "modelzip.save() argument 'keep_last' must be int or None, not bool"),
+    (lambda p: modelzip.save_async(p, "c", {"w": np.ones(1)}, keep_last=True).result(60),
+     "modelzip.save_async() argument 'keep_last' must be int or None, not bool"),
+    (lambda p: modelzip.save(p, "c", {"w": np.ones(1)}, keep_last=np.True_),
+     "modelzip.save() argument 'keep_last' must be int or None, not bool_"),
+    (lambda p: modelzip.save(p, "c", {"w": np.ones(1)}, keep_last=-1),
+     "modelzip.save() argument 'keep_last' must not be negative, not -1"),
+    (lambda p: modelzip.Writer(p).keep_last(True),
+     "modelzip.Writer.keep_last() argument 'n' must be int, not bool"),
+])
+def test_keep_last_true_is_refused_rather_than_keeping_one_tag(archive_path, call, sentence):
+    # bool is an int to Python: keep_last=True (read as "keep the last ones") kept one tag and
+    # removed every other one.
+    save(archive_path, "a", {"w": np.zeros(1)})
+    save(archive_path, "b", {"w": np.full(1, 2.0)})
+    before = archive_path.read_bytes()
+    with pytest.raises(TypeError) as e:
+        call(archive_path)
+    assert str(e.value) == sentence
+    assert archive_path.read_bytes() == before
+    assert modelzip.open(archive_path).tags == ["a", "b"]
 
 
 def test_paths_that_are_not_utf8(tmp_path):

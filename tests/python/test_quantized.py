@@ -180,6 +180,38 @@ def test_quantize_dynamic_state_dict_loads_back_with_identical_outputs(archive_p
     assert torch.equal(other(x), model(x))
 
 
+def test_values_that_are_no_arrays_are_named_by_type(archive_path):
+    # A quantize_dynamic LSTM's state dict holds TorchScript objects (its packed weights); an
+    # object of any class became a 0-d object array, refused as "object arrays can only be
+    # stored when every element is a str", which named neither the type nor what to do.
+    torch.manual_seed(0)
+    lstm = torch.ao.quantization.quantize_dynamic(nn.Sequential(nn.LSTM(4, 4)), {nn.LSTM},
+                                                  dtype=torch.qint8)
+    state = lstm.state_dict()
+    with pytest.raises(TypeError) as e:
+        save(archive_path, "t", state)
+    assert str(e.value) == (
+        "parameter '0._all_weight_values.0.param': a torch.ScriptObject is not an array "
+        "(TorchScript objects, such as the packed weights of quantize_dynamic's LSTM and GRU "
+        "modules, cannot be stored; quantize_dynamic's nn.Linear modules can)")
+
+    class Opaque:
+        pass
+
+    with pytest.raises(TypeError) as e:
+        save(archive_path, "t", {"w": np.ones(2), "x": Opaque()})
+    assert str(e.value) == (
+        "parameter 'x': a test_quantized.Opaque is not an array (save numpy arrays, torch "
+        "tensors, objects with __array__ or .numpy(), str or lists of str, SparseCOO, "
+        "QuantizedTensor or Embeddings)")
+    assert not archive_path.exists()
+    # Object arrays of other things keep their message; 0-d numbers are arrays.
+    with pytest.raises(TypeError, match="object arrays can only be stored when every element"):
+        save(archive_path, "t", {"x": np.array([Opaque()], dtype=object)})
+    save(archive_path, "t", {"n": 3, "f": 1.5, "s": "text"})
+    assert modelzip.open(archive_path).load()["n"].item() == 3
+
+
 def test_quantize_a_tag_and_load_it_dequantized(archive_path):
     torch.manual_seed(0)
     model = Net()

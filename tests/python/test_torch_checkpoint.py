@@ -80,6 +80,31 @@ def train(model, optimizer, steps):
         optimizer.step()
 
 
+def test_info_says_when_the_updater_only_stands_in_for_the_optimizer(archive_path):
+    # AdamW with two param groups (weight decay on matrices only) has no exact schema
+    # equivalent: the config's updater is Sgd with the first group's learning rate, which
+    # `modelzip info` printed as "updater: Sgd (learning_rate 0.01)" for an AdamW run.
+    model = Small()
+    matrices = [p for p in model.parameters() if p.ndim > 1]
+    vectors = [p for p in model.parameters() if p.ndim <= 1]
+    optimizer = torch.optim.AdamW([{"params": matrices, "weight_decay": 0.1},
+                                   {"params": vectors, "weight_decay": 0.0}], lr=0.01)
+    train(model, optimizer, 1)
+    mzt.save_checkpoint(archive_path, "s1", model, optimizer, durable=False)
+    exact = torch.optim.Adam(model.parameters(), lr=0.01)
+    train(model, exact, 1)
+    mzt.save_checkpoint(archive_path, "s2", model, exact, durable=False)
+    lines = subprocess.run([CLI, "info", archive_path, "--tag", "s1"], capture_output=True,
+                           text=True, check=True).stdout.splitlines()
+    assert "training  updater: Sgd (learning_rate 0.01): not the optimizer, which is "\
+           "torch.optim.adamw.AdamW (no exact equivalent: property torch.param_groups holds "\
+           "its settings)" in lines
+    lines = subprocess.run([CLI, "info", archive_path, "--tag", "s2"], capture_output=True,
+                           text=True, check=True).stdout.splitlines()
+    assert "training  updater: Adam (learning_rate 0.01, beta1 0.9, beta2 0.999, epsilon 1e-08)"\
+        in lines
+
+
 def test_adam_state_is_stored_by_parameter_name(archive_path):
     torch.manual_seed(0)
     model = Small()
@@ -223,6 +248,44 @@ def test_load_checkpoint_takes_the_tag_second_and_the_old_order_with_a_warning(a
         mzt.load_checkpoint(archive_path, 2, *fresh())
 
 
+def test_load_checkpoint_checks_the_types_of_model_and_optimizer(archive_path):
+    # A state dict given as the model raised AttributeError ("'OrderedDict' object has no
+    # attribute 'state_dict'"); an optimizer's state dict was "the state of a
+    # torch.optim.sgd.SGD, not of a builtins.dict".
+    model = Small()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    mzt.save_checkpoint(archive_path, "t", model, optimizer, durable=False)
+    with pytest.raises(TypeError) as e:
+        mzt.load_checkpoint(archive_path, "t", model.state_dict(), optimizer)
+    assert str(e.value) == ("modelzip.torch.load_checkpoint() argument 'model' must be a "
+                            "torch.nn.Module or None, not OrderedDict")
+    with pytest.raises(TypeError) as e:
+        mzt.load_checkpoint(archive_path, "t", model, optimizer.state_dict())
+    assert str(e.value) == ("modelzip.torch.load_checkpoint() argument 'optimizer' must be a "
+                            "torch.optim.Optimizer or None, not dict")
+
+
+def test_a_scheduler_without_state_dict_is_a_type_error(archive_path):
+    # Two schedulers in a list (a main one and ReduceLROnPlateau) raised AttributeError:
+    # "'list' object has no attribute 'state_dict'".
+    model = Small()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    schedulers = [torch.optim.lr_scheduler.StepLR(optimizer, 2),
+                  torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer)]
+    with pytest.raises(TypeError) as e:
+        mzt.save_checkpoint(archive_path, "t", model, optimizer, scheduler=schedulers)
+    assert str(e.value) == (
+        "modelzip.torch.save_checkpoint() argument 'scheduler' must be one learning-rate "
+        "scheduler (an object with state_dict()), not list (more state: properties=)")
+    assert not archive_path.exists()
+    mzt.save_checkpoint(archive_path, "t", model, optimizer, scheduler=schedulers[0])
+    with pytest.raises(TypeError) as e:
+        mzt.load_checkpoint(archive_path, "t", model, optimizer, scheduler=schedulers)
+    assert str(e.value) == (
+        "modelzip.torch.load_checkpoint() argument 'scheduler' must be one learning-rate "
+        "scheduler (an object with load_state_dict()), not list")
+
+
 def test_load_checkpoint_refuses_what_does_not_fit(archive_path):
     model = Small()
     optimizer = torch.optim.Adam(model.parameters())
@@ -358,6 +421,39 @@ def test_save_checkpoint_keep_last_and_replace(archive_path):
     mzt.load_checkpoint(archive_path, "latest", fresh, fresh_opt)
     for a, b in zip(model.parameters(), fresh.parameters()):
         assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("blocking", [True, False])
+@pytest.mark.parametrize("options, error, sentence", [
+    # bool is an int to Python: keep_last=True kept one tag, removing the others.
+    ({"keep_last": True}, TypeError, "argument 'keep_last' must be int or None, not bool"),
+    # Counters were stored as int(value): epoch=1.5 was saved as 1, silently.
+    ({"epoch": 1.5}, TypeError, "argument 'epoch' must be int, not float"),
+    ({"epoch": -1}, TypeError, "argument 'epoch' must not be negative, not -1"),
+    ({"iteration": "7"}, TypeError, "argument 'iteration' must be int or None, not str"),
+    # Was pybind11's "Unable to cast Python instance of type <class 'int'> to C++ type 'long'".
+    ({"iteration": 2**70}, ValueError, "argument 'iteration' is out of range (a signed 64-bit "
+                                       "count): 1180591620717411303424"),
+])
+def test_save_checkpoint_checks_its_counts(archive_path, blocking, options, error, sentence):
+    model = Small()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    mzt.save_checkpoint(archive_path, "a", model, optimizer, durable=False)
+    mzt.save_checkpoint(archive_path, "b", model, optimizer, durable=False)
+    before = archive_path.read_bytes()
+    with pytest.raises(error) as e:
+        mzt.save_checkpoint(archive_path, "c", model, optimizer, blocking=blocking, **options)
+    assert str(e.value) == "modelzip.torch.save_checkpoint() " + sentence
+    assert archive_path.read_bytes() == before
+    # Integer types that are not int are counts too.
+    saved = mzt.save_checkpoint(archive_path, "d", model, optimizer, epoch=np.int64(3),
+                                iteration=torch.tensor(9), keep_last=np.int32(3),
+                                blocking=blocking, durable=False)
+    if not blocking:
+        saved.result(60)
+    assert modelzip.open(archive_path).tags == ["a", "b", "d"]
+    state = mzt.load_checkpoint(archive_path, "d", model, optimizer)
+    assert (state.epoch, state.iteration) == (3, 9)
 
 
 def test_save_checkpoint_in_the_background_keeps_the_last_and_replaces(archive_path):

@@ -301,9 +301,34 @@ def test_load_into_refuses_shape_mismatches_before_copying(archive_path):
     mzt.save(state, archive_path, "t", durable=False)
     target = Small()
     before = target.norm.running_mean.clone()
-    with pytest.raises(RuntimeError, match=r"size mismatch for fc.weight"):
+    with pytest.raises(RuntimeError, match=r"size mismatch for fc.weight") as e:
         mzt.load_into(target, archive_path, strict=False)
     assert torch.equal(target.norm.running_mean, before)
+    # As load_state_dict words it, and naming the archive and tag it came from.
+    assert str(e.value).startswith(
+        f"Error(s) in loading state_dict for Small from {archive_path}, tag 't':\n\t"
+        "size mismatch for fc.weight: ")
+
+
+def test_load_into_refuses_meta_tensors_instead_of_leaving_them_empty(archive_path):
+    # A module built on the meta device (no memory) "loaded" without a word and stayed on meta:
+    # copy_ into a meta tensor does nothing.
+    torch.manual_seed(0)
+    mzt.save(nn.Linear(3, 2).state_dict(), archive_path, "t", durable=False)
+    module = nn.Linear(3, 2, device="meta")
+    with pytest.raises(RuntimeError) as e:
+        mzt.load_into(module, archive_path)
+    assert str(e.value) == (
+        f"Error(s) in loading state_dict for Linear from {archive_path}, tag 't':\n\t"
+        'While copying the parameter named "weight": the tensor in the current model is on the '
+        "meta device, which has no memory to copy into; materialize the module first "
+        "(module.to_empty(device=...)).\n\t"
+        'While copying the parameter named "bias": the tensor in the current model is on the '
+        "meta device, which has no memory to copy into; materialize the module first "
+        "(module.to_empty(device=...)).")
+    module.to_empty(device="cpu")
+    mzt.load_into(module, archive_path)
+    assert torch.equal(module.weight, mzt.load(archive_path)["weight"])
 
 
 def test_load_into_refuses_expanded_tensors_by_name_before_copying(archive_path):
@@ -542,3 +567,42 @@ def test_cuda_checkpoint_optimizer_state_lands_on_the_parameters_device(archive_
     for a, b in zip(optimizer.state_dict()["state"].values(),
                     again.state_dict()["state"].values()):
         assert torch.equal(a["exp_avg"], b["exp_avg"])
+
+
+class WithExtraState(nn.Module):
+    """A module whose get_extra_state() is text (a version, a vocabulary), as state dicts of
+    tokenizer-carrying or versioned modules hold it."""
+
+    def __init__(self, extra):
+        super().__init__()
+        self.fc = nn.Linear(2, 2)
+        self.extra, self.loaded = extra, None
+
+    def get_extra_state(self):
+        return self.extra
+
+    def set_extra_state(self, state):
+        self.loaded = state
+
+
+@pytest.mark.parametrize("extra", ["format-v2", ["<pad>", "<unk>", "the"]])
+def test_text_in_a_state_dict_loads_back_as_text(archive_path, extra):
+    # modelzip.save stores str and lists of str, but every torch load refused them ("torch has
+    # no string tensors; use Archive.load()"): a module with text extra state saved, and then
+    # neither load_into nor load_checkpoint could restore it.
+    torch.manual_seed(0)
+    model = WithExtraState(extra)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    mzt.save(model.state_dict(), archive_path, "t", durable=False)
+    mzt.save_checkpoint(archive_path, "c", model, optimizer, durable=False)
+    assert mzt.load(archive_path, "t")["_extra_state"] == extra
+    assert modelzip.open(archive_path).load_torch("t")["_extra_state"] == extra
+    # The device path (copies through _device_copy, CRC-checked) keeps it too.
+    copied = load_copied(archive_path, "t", torch.device("cpu"), verify=True)
+    assert copied["_extra_state"] == extra and torch.equal(copied["fc.bias"], model.fc.bias)
+    fresh = WithExtraState(None)
+    mzt.load_into(fresh, archive_path, "t")
+    assert fresh.loaded == extra and torch.equal(fresh.fc.weight, model.fc.weight)
+    fresh = WithExtraState(None)
+    mzt.load_checkpoint(archive_path, "c", fresh, torch.optim.SGD(fresh.parameters(), lr=0.1))
+    assert fresh.loaded == extra

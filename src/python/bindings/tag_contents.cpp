@@ -89,7 +89,8 @@ NewTag tag_contents_from_python(const py::handle& arrays, const py::object& shar
   py::object to_savable = helper("_values", "to_savable");
   NewTag contents;
   Selection present;
-  if (!py::hasattr(arrays, "items")) throw py::type_error("arrays must be a mapping name -> array");
+  if (!py::hasattr(arrays, "items"))
+    throw py::type_error(helper("_values", "not_a_mapping")(arrays).cast<std::string>());
   // items(), with a torch state dict's dtypes and tuples expanded (_values.py).
   const py::list items(helper("_values", "expand_torch_objects")(arrays));
   // CUDA tensors fetched into host memory together (pinned staging, overlapped copies); the

@@ -22,10 +22,24 @@ import warnings
 from typing import Any, Callable, Iterable, Mapping, Optional, Union
 
 from . import _modelzip
-from ._arguments import check_save_path, readable_type_errors
+from ._arguments import check_count, check_save_path, readable_type_errors
 
 readable_type_errors(_modelzip.Archive, _modelzip.Writer, _modelzip.Embeddings,
                      _modelzip.Metadata, _modelzip)
+
+
+def _wrap_keep_last(keep_last: Callable) -> Callable:
+    """Writer.keep_last refusing a bool, which the extension takes as the int 1."""
+    import functools
+
+    @functools.wraps(keep_last)
+    def checked(self: Any, n: int) -> None:
+        check_count("modelzip.Writer.keep_last", "n", n, optional=False)
+        keep_last(self, n)
+    return checked
+
+
+_modelzip.Writer.keep_last = _wrap_keep_last(_modelzip.Writer.keep_last)
 
 from ._errors import (Error, FileError, InvalidArgumentError, MissingFileError,  # noqa: E402
                       NotFoundError, PermissionDeniedError)
@@ -134,6 +148,7 @@ def save(path: PathLike, tag: str, arrays: Mapping[str, Any], *,
     Returns the WriteStats of the commit.
     """
     check_save_path("modelzip.save", path)
+    check_count("modelzip.save", "keep_last", keep_last)
     writer = Writer(path, dedup=dedup, durable=durable, append=append, progress=progress)
     try:
         # CUDA tensors: written while they are fetched (commit follows at once).

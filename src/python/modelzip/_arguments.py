@@ -168,6 +168,21 @@ def check_save_path(function: str, path: Any) -> None:
                         f"{type(path).__name__}" + (ORDER_HINT if isinstance(path, Mapping) else ""))
 
 
+def check_count(function: str, argument: str, value: Any, optional: bool = True) -> None:
+    """Raises a TypeError naming ``function``'s ``argument`` when ``value`` is not a count (None
+    allowed when ``optional``): a bool, which Python counts as an int (keep_last=True would keep
+    one tag and remove the others), anything else without ``__index__``, or a negative int."""
+    if optional and value is None:
+        return
+    if isinstance(value, bool) or type(value).__name__ == "bool_" or \
+            not hasattr(value, "__index__"):
+        raise TypeError(f"{function}() argument {argument!r} must be int"
+                        f"{' or None' if optional else ''}, not {type(value).__name__}")
+    if value.__index__() < 0:
+        raise TypeError(f"{function}() argument {argument!r} must not be negative, not "
+                        f"{value.__index__()}")
+
+
 _WRAPPED_DUNDERS = ("__init__", "__getitem__", "__contains__")
 
 

@@ -14,7 +14,7 @@ import threading
 from typing import Any, Iterable, Mapping, Optional, Union
 
 from . import _modelzip
-from ._arguments import check_save_path
+from ._arguments import check_count, check_save_path
 from ._modelzip import Metadata, WriteStats
 
 _METADATA_FIELDS = ("model_name", "model_version", "quantization", "description")
@@ -145,6 +145,7 @@ def save_async(path: Union[str, "os.PathLike[str]"], tag: str, arrays: Mapping[s
     Interpreter exit waits for saves in flight.
     """
     check_save_path("modelzip.save_async", path)
+    check_count("modelzip.save_async", "keep_last", keep_last)
     key = os.path.realpath(os.fspath(path))
     _raise_unretrieved(key)
     try:

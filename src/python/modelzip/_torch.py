@@ -89,7 +89,9 @@ def load_state_dict(archive: Any, tag: Optional[str] = None, dequantize: bool = 
 def state_dict(arrays: dict[str, Any], dtypes: dict[str, str], names: list[str],
                ties: dict[str, str]) -> dict[str, Any]:
     """Torch tensors of ``names`` sharing the memory of ``arrays`` (writable, the caller's
-    alone); a name in ``ties`` is the tensor of the name it maps to."""
+    alone); a name in ``ties`` is the tensor of the name it maps to. String parameters (a
+    module's text extra state) are str, or nested lists of str, as ``modelzip.save`` took
+    them."""
     import torch
 
     out: Any = collections.OrderedDict()
@@ -111,6 +113,9 @@ def state_dict(arrays: dict[str, Any], dtypes: dict[str, str], names: list[str],
         if mark is not None and mark.startswith(TORCH_TUPLE_MARK):
             tuples[name] = _tuple_length(name, mark)
             out[name] = None  # keeps the state dict's order; filled in below
+            continue
+        if dtypes[source] == "string" and isinstance(value, np.ndarray):
+            out[name] = value.tolist()  # torch has no string tensors: text, as it was saved
             continue
         if source not in converted:
             converted[source] = to_torch(name, value, dtypes[source])

@@ -179,12 +179,17 @@ def plan_load_into(archive: Archive, tag: str, module: Any, strict: bool,
             errors.append(f"size mismatch for {name}: copying a param with shape "
                           f"{torch.Size(info.shape)} from checkpoint, the shape in current model "
                           f"is {target.shape}.")
+        elif target.is_meta:  # copy_ into it would do nothing, silently
+            errors.append(f'While copying the parameter named "{name}": the tensor in the current '
+                          "model is on the meta device, which has no memory to copy into; "
+                          "materialize the module first (module.to_empty(device=...)).")
         elif any(stride == 0 and size > 1 for size, stride in zip(target.shape, target.stride())):
             errors.append(f'While copying the parameter named "{name}": the tensor in the current '
                           "model has elements that share memory (an expand()ed tensor), which "
                           "cannot be written; clone() it first.")
     if errors:
-        raise RuntimeError(f"Error(s) in loading state_dict for {_module_name(module)}:\n\t"
+        raise RuntimeError(f"Error(s) in loading state_dict for {_module_name(module)} from "
+                           f"{archive.name}, tag {tag!r}:\n\t"
                            + "\n\t".join(errors))
     state = _torch.load_state_dict(archive, tag, False, common, verify)
     files = _device_copy.FileData(archive, tag, {name: infos[name].blob for name in common})

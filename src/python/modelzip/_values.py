@@ -332,6 +332,19 @@ def expand_torch_objects(arrays: Mapping[str, Any]) -> Any:
     return out
 
 
+def not_a_mapping(arrays: Any) -> str:
+    """The TypeError message for ``arrays`` (of a save or add_tag) that is not a mapping."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(arrays, torch.nn.Module):
+        hint = " (save module.state_dict())"
+    elif isinstance(arrays, (np.ndarray, list, tuple)) or (
+            torch is not None and isinstance(arrays, torch.Tensor)):
+        hint = " (name each array: {'weight': array})"
+    else:
+        hint = ""
+    return f"arrays must be a mapping of names to arrays, not {type(arrays).__name__}{hint}"
+
+
 _OPTIMIZER_HINT = ("an optimizer's state_dict() is not a mapping of arrays: save model and "
                    "optimizer together with modelzip.torch.save_checkpoint(path, tag, model, "
                    "optimizer), which stores the optimizer state by parameter name")
@@ -388,7 +401,23 @@ def _to_savable(value: Any, raw_bits: Optional[str]) -> tuple:
     if not isinstance(value, np.ndarray) and not hasattr(value, "__array__") \
             and callable(getattr(value, "numpy", None)):
         value = value.numpy()
-    return _dense(np.asarray(value), raw_bits)
+    array = np.asarray(value)
+    if array.dtype.kind == "O" and array.ndim == 0 and array.item() is value:
+        raise TypeError(_not_an_array(value))
+    return _dense(array, raw_bits)
+
+
+def _not_an_array(value: Any) -> str:
+    """The TypeError message for a value that numpy can only wrap as a 0-d object array."""
+    cls = type(value)
+    module = "" if cls.__module__ == "builtins" else cls.__module__ + "."
+    message = f"a {module}{cls.__name__} is not an array"
+    if module == "torch." and cls.__name__ == "ScriptObject":
+        return message + (" (TorchScript objects, such as the packed weights of "
+                          "quantize_dynamic's LSTM and GRU modules, cannot be stored; "
+                          "quantize_dynamic's nn.Linear modules can)")
+    return message + (" (save numpy arrays, torch tensors, objects with __array__ or .numpy(), "
+                      "str or lists of str, SparseCOO, QuantizedTensor or Embeddings)")
 
 
 @functools.lru_cache(maxsize=None)

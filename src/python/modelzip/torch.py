@@ -44,6 +44,7 @@ from __future__ import annotations
 import inspect
 import json
 import math
+import operator
 import warnings
 import weakref
 from typing import Any, Callable, Iterable, Mapping, NamedTuple, Optional
@@ -51,6 +52,7 @@ from typing import Any, Callable, Iterable, Mapping, NamedTuple, Optional
 import torch
 
 from . import Archive, Writer, WriteStats, _torch, _torch_load
+from ._arguments import check_count
 from ._torch_load import apply_plan, load, load_into, plan_load_into, save
 
 __all__ = ["TrainingState", "load", "load_checkpoint", "load_into", "save", "save_checkpoint"]
@@ -278,10 +280,19 @@ def save_checkpoint(path: Any, tag: str, model: torch.nn.Module, optimizer: torc
     """
     if not blocking and progress is not None:
         raise ValueError("progress is not available with blocking=False")
+    for argument, value in (("keep_last", keep_last), ("epoch", epoch), ("iteration", iteration)):
+        check_count("modelzip.torch.save_checkpoint", argument, value, optional=argument != "epoch")
+        if argument != "keep_last" and value is not None and value.__index__() >= 2**63:
+            raise ValueError(f"modelzip.torch.save_checkpoint() argument {argument!r} is out of "
+                             f"range (a signed 64-bit count): {value.__index__()}")
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, not {type(model).__name__}")
     if not isinstance(optimizer, torch.optim.Optimizer):
         raise TypeError(f"optimizer must be a torch.optim.Optimizer, not {type(optimizer).__name__}")
+    if scheduler is not None and not callable(getattr(scheduler, "state_dict", None)):
+        raise TypeError("modelzip.torch.save_checkpoint() argument 'scheduler' must be one "
+                        "learning-rate scheduler (an object with state_dict()), not "
+                        f"{type(scheduler).__name__} (more state: properties=)")
     names = _optimizer_param_names(model, optimizer)
     packed = optimizer.state_dict()
     by_index = {i: n for group, group_names in zip(packed["param_groups"], names)
@@ -377,8 +388,8 @@ def _training_config(optimizer: torch.optim.Optimizer, groups: list, other_state
         "updater": updater_config,
         "regularization": regularization,
         "minimize": minimize,
-        "iteration_count": int(iteration),
-        "epoch_count": int(epoch),
+        "iteration_count": operator.index(iteration),
+        "epoch_count": operator.index(epoch),
         "properties": own,
     }
 
@@ -447,6 +458,16 @@ def load_checkpoint(path: Any, tag: Optional[str] = None, model: Optional[torch.
     if tag is not None and not isinstance(tag, str):
         raise TypeError("modelzip.torch.load_checkpoint() argument 'tag' must be str or None, "
                         f"not {type(tag).__name__}")
+    if scheduler is not None and not callable(getattr(scheduler, "load_state_dict", None)):
+        raise TypeError("modelzip.torch.load_checkpoint() argument 'scheduler' must be one "
+                        "learning-rate scheduler (an object with load_state_dict()), not "
+                        f"{type(scheduler).__name__}")
+    for argument, value, kind, kind_name in (
+            ("model", model, torch.nn.Module, "torch.nn.Module"),
+            ("optimizer", optimizer, torch.optim.Optimizer, "torch.optim.Optimizer")):
+        if value is not None and not isinstance(value, kind):
+            raise TypeError(f"modelzip.torch.load_checkpoint() argument {argument!r} must be a "
+                            f"{kind_name} or None, not {type(value).__name__}")
     with Archive(path) as archive:
         tag, config, properties = _checkpoint_tag(archive, tag,
                                                   optimizer is not None or scheduler is not None)
