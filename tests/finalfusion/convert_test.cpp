@@ -3,7 +3,9 @@
 // finalfusion-rust test suite.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <functional>
+#include <limits>
 #include <sstream>
 
 #include "core/utf8.hpp"
@@ -211,6 +213,57 @@ TEST_SUITE("finalfusion") {
     auto e = read_text(Bytes::copy_of(std::string_view("w\t+1.5  -2e1 \r\n")), kRaw);
     CHECK(e.matrix()[0] == 1.5f);
     CHECK(e.matrix()[1] == -20.0f);
+  }
+
+  TEST_CASE("text: NaN and infinities are read as finalfusion-rust reads them, and written back") {
+    // Rust's f32 parse (finalfusion-rust's reader): "NaN", "inf", "infinity",
+    // any case, with a sign; not C's "nan(...)".
+    const std::string text = "a NaN inf -inf 1.5\nb nan -Infinity +INF -NaN\n";
+    auto raw = read_text(Bytes::copy_of(text), kRaw);
+    const std::vector<float> m(raw.matrix().begin(), raw.matrix().end());
+    REQUIRE(m.size() == 8);
+    const float inf = std::numeric_limits<float>::infinity();
+    CHECK(std::isnan(m[0]));
+    CHECK(m[1] == inf);
+    CHECK(m[2] == -inf);
+    CHECK(m[3] == 1.5f);
+    CHECK(std::isnan(m[4]));
+    CHECK(m[5] == -inf);
+    CHECK(m[6] == inf);
+    CHECK(std::isnan(m[7]));
+    // Written back as the same values (NaN as "NaN", which every reader parses).
+    for (const bool dims : {false, true}) {
+      INFO(dims);
+      std::ostringstream out;
+      dims ? write_text_dims(out, raw) : write_text(out, raw);
+      auto again = dims ? read_text_dims(Bytes::copy_of(out.str()), kRaw)
+                        : read_text(Bytes::copy_of(out.str()), kRaw);
+      REQUIRE(again.matrix().size() == m.size());
+      for (std::size_t i = 0; i < m.size(); ++i) {
+        INFO(i);
+        if (std::isnan(m[i]))
+          CHECK(std::isnan(again.matrix()[i]));
+        else
+          CHECK(again.matrix()[i] == m[i]);
+      }
+    }
+    // Normalized as finalfusion-rust normalizes (row / norm): a norm that is
+    // NaN or infinite leaves NaN where the row is NaN or infinite, 0 elsewhere.
+    auto normalized = read_text(Bytes::copy_of(std::string("a NaN 1\nb inf 1\n")));
+    REQUIRE(normalized.has_norms());
+    CHECK(std::isnan(normalized.matrix()[0]));
+    CHECK(std::isnan(normalized.matrix()[1]));
+    CHECK(std::isnan(normalized.matrix()[2]));
+    CHECK(normalized.matrix()[3] == 0.0f);
+    // Out of f32's range: an infinity or 0, as Rust rounds.
+    auto range = read_text(Bytes::copy_of(std::string("a 1e39 -1e39 1e-50\n")), kRaw);
+    CHECK(range.matrix()[0] == inf);
+    CHECK(range.matrix()[1] == -inf);
+    CHECK(range.matrix()[2] == 0.0f);
+    for (const char* refused : {"a nan(1) 2\n", "a in 2\n", "a NaNa 2\n", "a ++inf 2\n"}) {
+      INFO(refused);
+      CHECK_THROWS_AS(read_text(Bytes::copy_of(std::string(refused)), kRaw), Error);
+    }
   }
 
   TEST_CASE("fastText: word vectors as fastText computes them, subword buckets kept") {
