@@ -11,11 +11,14 @@
 #include "core/utf8.hpp"
 #include "ff_test_support.hpp"
 #include "modelzip/finalfusion/convert.hpp"
+#include "source_naming.hpp"
 
 using namespace modelzip;
 using namespace modelzip::finalfusion;
+using modelzip::testing::check_errors_name_source;
 using modelzip::testing::ff_bytes;
 using modelzip::testing::ff_data;
+using modelzip::testing::SourceReader;
 
 namespace {
 
@@ -366,7 +369,7 @@ TEST_SUITE("finalfusion") {
 
   TEST_CASE("Readers given a source name it in their errors; without one they name no file") {
     const Bytes bad = Bytes::copy_of(std::string_view("2 3\nword 1 2\n"));  // short rows
-    const std::vector<std::pair<std::string, std::function<void(std::string_view)>>> readers = {
+    const std::vector<std::pair<std::string, SourceReader>> readers = {
         {"word2vec binary",
          [&](std::string_view source) {
            source.empty() ? (void)read_word2vec_binary(bad)
@@ -387,18 +390,6 @@ TEST_SUITE("finalfusion") {
         {"floret text", [&](std::string_view source) {
            source.empty() ? (void)read_floret_text(bad) : (void)read_floret_text(bad, source);
          }}};
-    for (const auto& [format_name, read] : readers) {
-      const std::string format = format_name;  // INFO captures it: clang 14 captures no binding
-      INFO(format);
-      for (const std::string source : {"", "https://example.org/vectors"}) {
-        try {
-          read(source);
-          FAIL("accepted");
-        } catch (const Error& e) {
-          CHECK(e.context().archive == source);
-          if (!source.empty()) CHECK(std::string(e.what()).starts_with(source + ": "));
-        }
-      }
-    }
+    check_errors_name_source(readers, "https://example.org/vectors");
   }
 }
