@@ -244,8 +244,9 @@ class MODELZIP_API Archive {
 
   // Checks everything: zip structure, every CRC, blob header, FlatBuffer and reference, and in
   // tags with graph.fb the rules tying params and updater state to graph and config (GRAPH.md
-  // section 4). Returns the problems found (empty: valid). `progress` (optional) hears of the
-  // entry bytes checked; returning false throws Error(cancelled).
+  // section 4). Returns the problems found (empty: valid): at most 20 per entry, then one
+  // "... and N more problems in this entry". `progress` (optional) hears of the entry bytes
+  // checked; returning false throws Error(cancelled).
   std::vector<Problem> verify(const ProgressCallback& progress = {}) const;
 
   // The parsed state (opaque: defined and used only inside modelzip).

@@ -113,7 +113,9 @@ class MODELZIP_API NewTag {
   void share_updater_state(std::string variable, std::string state, std::string from_tag);
   // An additional tag-level entry, relative to the tag folder, e.g.
   // "graph.fb" or "trainingConfig.fb" (used by the checkpoint layer). Must not
-  // be params.txt, updater.txt, or lie under params/ or updater/.
+  // be params.txt, updater.txt, or lie under params/ or updater/. A tag with
+  // graph.fb must be a consistent graph checkpoint (schemas/GRAPH.md section
+  // 4): commit refuses it otherwise (Error(invalid_argument)).
   void set_entry(std::string relative_name, Bytes contents,
                  Compression compression = Compression::store);
 

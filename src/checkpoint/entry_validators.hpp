@@ -5,7 +5,9 @@
 // collective writer check an entry with the validator of its kind. The
 // registry also holds the tag validator: the rules across several entries of
 // one tag (graph checkpoints, schemas/GRAPH.md section 4), which
-// Archive::verify applies to every tag whose tables are intact.
+// Archive::verify applies to every tag whose tables are intact, and the
+// staged-tag validator: the same rules for a tag with graph.fb that a commit
+// is about to write (Writer::commit refuses the tag when they are broken).
 //
 // checkpoint does not include those layers: the top layer fills the registry
 // through register_upper_entry_validators (defined in
@@ -19,12 +21,14 @@
 #include <cstddef>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
 #include "modelzip/archive.hpp"
 #include "modelzip/bytes.hpp"
 #include "modelzip/limits.hpp"
+#include "modelzip/tensor.hpp"
 
 namespace modelzip {
 
@@ -48,6 +52,29 @@ using ProblemSink = std::function<void(const std::string& entry, const std::stri
 using TagValidator = void (*)(const Archive& archive, const std::string& tag,
                               const ProblemSink& report);
 
+// A parameter (`state` empty) or updater state of a tag, as the rules across
+// a tag's entries see it. The views point into the value's owner.
+struct StoredValue {
+  std::string_view name;
+  std::string_view state;
+  DType dtype = DType::float32;
+  const Shape* shape = nullptr;
+  bool tensor = true;  // false: an embedding (.fifu) blob
+};
+// A tag with graph.fb as a commit is about to write it: its FlatBuffer
+// entries and the type of every parameter and updater state (shared ones:
+// of the blob they share). `params` and `states` have distinct keys.
+struct StagedTag {
+  std::string_view tag;
+  const Bytes* graph = nullptr;
+  const Bytes* training_config = nullptr;  // null: none
+  std::span<const StoredValue> params, states;
+};
+// Checks the rules across the entries of `tag`; throws Error(invalid_argument)
+// naming the tag and the entry of the first broken rule, or what decoding
+// graph.fb or trainingConfig.fb throws.
+using StagedTagValidator = void (*)(const StagedTag& tag, const Limits& limits);
+
 // The kind of the tag entry `entry_name` ("<tag>/graph.fb", ...), or nullopt.
 std::optional<EntryKind> entry_kind_of(std::string_view entry_name);
 
@@ -63,10 +90,16 @@ class EntryValidators {
   void set_tag_validator(TagValidator validator) noexcept { tag_validator_ = validator; }
   // The tag validator, or nullptr when none is registered.
   TagValidator tag_validator() const noexcept { return tag_validator_; }
+  void set_staged_tag_validator(StagedTagValidator validator) noexcept {
+    staged_tag_validator_ = validator;
+  }
+  // The staged-tag validator, or nullptr when none is registered.
+  StagedTagValidator staged_tag_validator() const noexcept { return staged_tag_validator_; }
 
  private:
   std::array<EntryValidator, kEntryKinds> by_kind_{};
   TagValidator tag_validator_ = nullptr;
+  StagedTagValidator staged_tag_validator_ = nullptr;
 };
 
 // Adds the validators the layers above checkpoint own. Defined by the top

@@ -11,15 +11,50 @@
 #include <zip.h>
 
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 
 namespace modelzip {
 
+namespace {
+
+// Problems kept per entry; the others of that entry are counted, and the
+// count follows its last kept problem.
+constexpr std::size_t kProblemsPerEntry = 20;
+
+// `problems` with a problem "... and N more" after the last problem of each
+// entry that `more` counts N further problems for.
+std::vector<Problem> with_counts(std::vector<Problem> problems,
+                                 const std::unordered_map<std::string, std::size_t>& more) {
+  if (more.empty()) return problems;
+  std::unordered_map<std::string, std::size_t> last;  // entry -> index of its last problem
+  for (std::size_t i = 0; i < problems.size(); ++i) last[problems[i].entry] = i;
+  std::vector<Problem> out;
+  out.reserve(problems.size() + more.size());
+  for (std::size_t i = 0; i < problems.size(); ++i) {
+    const std::string entry = problems[i].entry;
+    out.push_back(std::move(problems[i]));
+    auto it = more.find(entry);
+    if (it != more.end() && last.at(entry) == i)
+      out.push_back(Problem{entry, "... and " + std::to_string(it->second) + " more problem" +
+                                       (it->second == 1 ? "" : "s") + " in this entry"});
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<Problem> Archive::verify(const ProgressCallback& progress) const {
   const Impl& a = *impl_;
   std::vector<Problem> problems;
+  std::unordered_map<std::string, std::size_t> kept, more;  // problems per entry
   auto record = [&](const std::string& entry, const std::string& message) {
-    problems.push_back(Problem{entry, message});
+    if (std::size_t& n = kept[entry]; n < kProblemsPerEntry) {
+      ++n;
+      problems.push_back(Problem{entry, message});
+    } else {
+      ++more[entry];
+    }
   };
   auto with_offset = [](const Error& err) {
     return err.message() + (err.context().offset
@@ -98,7 +133,7 @@ std::vector<Problem> Archive::verify(const ProgressCallback& progress) const {
     }
   }
   tracker.finish();
-  return problems;
+  return with_counts(std::move(problems), more);
 }
 
 }  // namespace modelzip

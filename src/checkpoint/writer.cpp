@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <optional>
 #include <set>
@@ -280,7 +281,18 @@ class AddContext {
     tp.name = tag;
     plan_.tags.push_back(std::move(tp));
     TagPlan& self = plan_.tags.back();
-    for (const auto& p : NewTag::Contents::of(contents).params) {
+    const NewTag::Contents& staged = NewTag::Contents::of(contents);
+    for (const auto& e : staged.entries) {
+      if (auto v = find_entry_validator(tag + "/" + e.relative_name)) {
+        try {
+          v(e.contents, Limits{});
+        } catch (const Error& err) {
+          throw err.with_context({.entry = tag + "/" + e.relative_name, .tag = tag});
+        }
+      }
+    }
+    check_graph_checkpoint(self, staged);  // before any blob is stored
+    for (const auto& p : staged.params) {
       BlobRow row;
       row.keys = {p.name};
       switch (p.source) {
@@ -307,7 +319,7 @@ class AddContext {
       }
       self.table(TableKind::params).push_back(std::move(row));
     }
-    for (const auto& s : NewTag::Contents::of(contents).updater_states) {
+    for (const auto& s : staged.updater_states) {
       BlobRow row;
       row.keys = {s.variable, s.state};
       row.ref = s.shared ? resolve_share(self, TableKind::updater, s.from_tag, s.variable, s.state)
@@ -316,15 +328,8 @@ class AddContext {
                                  s.variable, s.state);
       self.table(TableKind::updater).push_back(std::move(row));
     }
-    self.has_updater = !NewTag::Contents::of(contents).updater_states.empty();
-    for (const auto& e : NewTag::Contents::of(contents).entries) {
-      if (auto v = find_entry_validator(tag + "/" + e.relative_name)) {
-        try {
-          v(e.contents, Limits{});
-        } catch (const Error& err) {
-          throw err.with_context({.entry = tag + "/" + e.relative_name, .tag = tag});
-        }
-      }
+    self.has_updater = !staged.updater_states.empty();
+    for (const auto& e : staged.entries) {
       Content c;
       c.pieces = {e.contents};
       c.size = e.contents.size();
@@ -334,6 +339,88 @@ class AddContext {
   }
 
  private:
+  // A tag with graph.fb must be a consistent graph checkpoint (GRAPH.md
+  // section 4), as Archive::verify checks it: the staged-tag validator sees
+  // the new tensors' types and, for shared values, those of the blobs they
+  // share (their headers only).
+  void check_graph_checkpoint(const TagPlan& self, const NewTag::Contents& staged) {
+    const StagedTagValidator validate = entry_validators().staged_tag_validator();
+    if (!validate) return;
+    StagedTag tag{.tag = self.name};
+    for (const auto& e : staged.entries) {
+      const auto kind = entry_kind_of(self.name + "/" + e.relative_name);
+      if (kind == EntryKind::graph) tag.graph = &e.contents;
+      if (kind == EntryKind::training_config) tag.training_config = &e.contents;
+    }
+    if (!tag.graph) return;
+    std::deque<Shape> shapes;  // of shared blobs, referenced by the values
+    auto shared = [&](TableKind kind, std::string_view name, std::string_view state,
+                      const BlobRef& ref) {
+      StoredValue v{name, state};
+      if (ref.format != BlobFormat::tensor) {
+        v.tensor = false;
+        return v;
+      }
+      format::BlobHeader h = header_of(kind, ref);
+      v.dtype = h.dtype;
+      v.shape = &shapes.emplace_back(std::move(h.shape));
+      return v;
+    };
+    std::vector<StoredValue> params, states;
+    for (const auto& p : staged.params) {
+      switch (p.source) {
+        case NewTag::Contents::Param::Source::tensor:
+          params.push_back({p.name, {}, p.tensor.dtype(), &p.tensor.shape()});
+          break;
+        case NewTag::Contents::Param::Source::embedding:
+          params.push_back({.name = p.name, .tensor = false});
+          break;
+        case NewTag::Contents::Param::Source::shared:
+          params.push_back(
+              shared(TableKind::params, p.name, {},
+                     resolve_share(self, TableKind::params, p.from_tag, p.from_param, {})));
+          break;
+      }
+    }
+    for (const auto& s : staged.updater_states)
+      states.push_back(
+          s.shared
+              ? shared(TableKind::updater, s.variable, s.state,
+                       resolve_share(self, TableKind::updater, s.from_tag, s.variable, s.state))
+              : StoredValue{s.variable, s.state, s.tensor.dtype(), &s.tensor.shape()});
+    tag.params = params;
+    tag.states = states;
+    validate(tag, Limits{});
+  }
+
+  // The header of the tensor blob `ref` (of the old archive or staged).
+  format::BlobHeader header_of(TableKind kind, const BlobRef& ref) const {
+    const std::string entry = format::blob_entry_name(ref, ref.tag, kind);
+    const Content* found = nullptr;
+    if (const TagPlan* owner = plan_.find(ref.tag)) {
+      auto it = owner->blobs.find(BlobKey{kind, ref.index, ref.format});
+      if (it != owner->blobs.end()) found = &it->second;
+    }
+    if (!found)
+      throw Error(ErrorCode::corrupt, "the shared blob does not exist",
+                  ErrorContext{.entry = entry, .tag = ref.tag});
+    const Content& c = *found;
+    auto prefix = [&](std::uint64_t n) -> Bytes {
+      if (c.old) return old_->reader.read_prefix(*c.old, n);
+      return c.pieces.empty() ? Bytes() : c.pieces.front();  // encode_tensor_blob's header
+    };
+    try {
+      Bytes p = prefix(4);
+      if (p.size() < 4) throw Error(ErrorCode::corrupt, "a tensor blob shorter than 4 bytes");
+      const std::uint64_t size = format::blob_header_size(p.span(), c.size, Limits{});
+      p = prefix(size);
+      if (p.size() < size) throw Error(ErrorCode::corrupt, "the tensor blob's header is cut short");
+      return format::read_blob_header(p.span(), c.size, Limits{});
+    } catch (const Error& err) {
+      throw err.with_context(ErrorContext{.entry = entry, .tag = ref.tag});
+    }
+  }
+
   // The blob that row (first[, second]) of tag `from_tag` refers to.
   BlobRef resolve_share(const TagPlan& self, TableKind kind, const std::string& from_tag,
                         std::string_view first, std::string_view second) {

@@ -50,7 +50,8 @@ extern const Command kVerifyCommand{
     "only if there is no problem. In a tag with graph.fb it also checks that the\n"
     "parameters and updater state match the graph and training config (what\n"
     "loading the checkpoint checks), naming each mismatch under params.txt,\n"
-    "updater.txt or trainingConfig.fb.\n"
+    "updater.txt or trainingConfig.fb. At most 20 problems per entry are printed,\n"
+    "then \"... and N more problems in this entry\".\n"
     "Options:\n  --quiet   print the problems only, not the result line\n"
     "\nExample:\n  modelzip verify model.zip && echo intact\n",
     run};

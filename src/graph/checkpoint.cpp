@@ -30,19 +30,21 @@ std::string names_text(std::span<const std::string_view> names) {
   return s;
 }
 
-// One stored value as the rules of GRAPH.md section 4 see it: a parameter
-// (`state` empty) or an updater state. `shape` points into the value's owner.
-struct StoredValue {
-  std::string_view name;
-  std::string_view state;
-  DType dtype;
-  const Shape* shape;
-  bool tensor;  // false: an embedding (.fifu) blob
-};
-
-// The table a broken rule concerns.
-enum class RuleTable { params, updater };
+// The entry a broken rule concerns.
+enum class RuleTable { training_config, params, updater };
 using RuleSink = std::function<void(RuleTable table, std::string message)>;
+
+std::string_view rule_entry(RuleTable table) {
+  switch (table) {
+    case RuleTable::training_config:
+      return kTrainingConfigEntryName;
+    case RuleTable::params:
+      return "params.txt";
+    case RuleTable::updater:
+      break;
+  }
+  return "updater.txt";
+}
 
 // GRAPH.md section 4, rules 2 to 6, for a valid graph and config: passes each
 // broken rule to `report`, which may throw (the first problem then wins) or
@@ -153,6 +155,19 @@ void check_values(const graph::Graph& graph, const training::TrainingConfig* tra
                                      " keeps every state for every trainable variable once any "
                                      "is saved)");
   }
+}
+
+// GRAPH.md section 4, rules 1 (the config's names against the graph) to 6,
+// for a valid graph and config, passing each broken rule to `report` (see
+// check_values).
+void check_tag_rules(const graph::Graph& graph, const training::TrainingConfig* training,
+                     std::span<const StoredValue> params, std::span<const StoredValue> states,
+                     const RuleSink& report) {
+  if (training)
+    graph::detail::check_config_against_graph(*training, graph, [&](std::string message) {
+      report(RuleTable::training_config, std::move(message));
+    });
+  check_values(graph, training, params, states, report);
 }
 
 StoredValue stored(std::string_view name, std::string_view state, const Tensor& t) {
@@ -297,21 +312,39 @@ void validate_checkpoint_tag(const Archive& archive, const std::string& tag,
   const std::optional<training::TrainingConfig> training = load_training_config(archive, tag);
   const std::vector<ParamInfo> param_infos = archive.params(tag);
   const std::vector<ParamInfo> state_infos = archive.updater_states(tag);
-  if (training) {
-    try {
-      detail::check_config_against_graph(*training, g, ErrorCode::corrupt);
-    } catch (const Error& e) {
-      report(tag + "/" + std::string(kTrainingConfigEntryName), e.message());
-    }
-  }
   std::vector<StoredValue> params, states;
   for (const ParamInfo& p : param_infos) params.push_back(stored(p));
   for (const ParamInfo& s : state_infos) states.push_back(stored(s));
-  check_values(g, training ? &*training : nullptr, params, states,
-               [&](RuleTable table, const std::string& message) {
-                 report(tag + (table == RuleTable::params ? "/params.txt" : "/updater.txt"),
-                        message);
-               });
+  check_tag_rules(g, training ? &*training : nullptr, params, states,
+                  [&](RuleTable table, const std::string& message) {
+                    report(tag + "/" + std::string(rule_entry(table)), message);
+                  });
+}
+
+void validate_staged_tag(const StagedTag& staged, const Limits& limits) {
+  const std::string tag(staged.tag);
+  auto decoding = [&](std::string_view entry, auto&& decode) {
+    try {
+      return decode();
+    } catch (const Error& e) {
+      throw e.with_context(ErrorContext{.entry = tag + "/" + std::string(entry), .tag = tag});
+    }
+  };
+  const Graph g = decoding(kGraphEntryName, [&] { return decode_graph(*staged.graph, limits); });
+  std::optional<training::TrainingConfig> training;
+  if (staged.training_config)
+    training = decoding(kTrainingConfigEntryName, [&] {
+      return training::decode_training_config(*staged.training_config, limits);
+    });
+  check_tag_rules(
+      g, training ? &*training : nullptr, staged.params, staged.states,
+      [&](RuleTable table, std::string message) {
+        throw Error(ErrorCode::invalid_argument,
+                    std::move(message) +
+                        " (the tag has graph.fb: its entries must form a "
+                        "consistent graph checkpoint, schemas/GRAPH.md section 4)",
+                    ErrorContext{.entry = tag + "/" + std::string(rule_entry(table)), .tag = tag});
+      });
 }
 
 }  // namespace graph

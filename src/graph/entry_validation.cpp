@@ -31,6 +31,7 @@ void register_upper_entry_validators(EntryValidators& registry) {
   registry.add(EntryKind::training_config, &graph::validate_training_config_entry);
   registry.add(EntryKind::embedding, &graph::validate_embedding);
   registry.set_tag_validator(&graph::validate_checkpoint_tag);
+  registry.set_staged_tag_validator(&graph::validate_staged_tag);
 }
 
 }  // namespace modelzip

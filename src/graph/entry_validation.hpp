@@ -24,10 +24,12 @@ void validate_training_config_entry(const Bytes& contents, const Limits& limits)
 // The consistency rules of schemas/GRAPH.md section 4 for `tag`, when it has
 // graph.fb (a TagValidator; defined in checkpoint.cpp): each broken rule is
 // reported under the entry it concerns (params.txt, updater.txt or
-// trainingConfig.fb; a config's names against the graph: the first broken
-// one only). Throws what reading graph.fb, trainingConfig.fb or a blob
-// header throws.
+// trainingConfig.fb). Throws what reading graph.fb, trainingConfig.fb or a
+// blob header throws.
 void validate_checkpoint_tag(const Archive& archive, const std::string& tag,
                              const ProblemSink& report);
+// The same rules for a tag a commit is about to write (a StagedTagValidator;
+// defined in checkpoint.cpp).
+void validate_staged_tag(const StagedTag& tag, const Limits& limits);
 
 }  // namespace modelzip::graph

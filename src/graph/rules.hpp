@@ -3,6 +3,9 @@
 // corrupt for values decoded from untrusted bytes. Internal to modelzip.
 #pragma once
 
+#include <functional>
+#include <string>
+
 #include "modelzip/error.hpp"
 #include "modelzip/graph/graph.hpp"
 #include "modelzip/graph/training.hpp"
@@ -17,8 +20,12 @@ void check_graph(const Graph& graph, const Limits& limits, ErrorCode code);
 void check_training_config(const training::TrainingConfig& config, ErrorCode code);
 
 // Config names that must exist in the graph: mappings name placeholders,
-// loss variables name variables.
+// loss variables name variables. Throws Error(code) for the first broken one.
 void check_config_against_graph(const training::TrainingConfig& config, const Graph& graph,
                                 ErrorCode code);
+// The same rules, passing every broken one to `report` (mappings in field
+// order, then loss variables), which may throw.
+void check_config_against_graph(const training::TrainingConfig& config, const Graph& graph,
+                                const std::function<void(std::string message)>& report);
 
 }  // namespace modelzip::graph::detail

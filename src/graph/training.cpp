@@ -359,15 +359,16 @@ void check_training_config(const TrainingConfig& config, ErrorCode code) {
   }
 }
 
-void check_config_against_graph(const TrainingConfig& config, const Graph& graph, ErrorCode code) {
+void check_config_against_graph(const TrainingConfig& config, const Graph& graph,
+                                const std::function<void(std::string message)>& report) {
   auto placeholders = [&](const std::vector<std::string>& names, const std::string& what) {
     for (const auto& n : names) {
       const Variable* v = graph.find_variable(n);
       if (!v)
-        fail(code, what + " names " + quote_name(n) + ", which is not a variable of the graph");
-      if (v->kind != VariableKind::placeholder)
-        fail(code, what + " names " + quote_name(n) + ", a " +
-                       std::string(variable_kind_name(v->kind)) + ", not a placeholder");
+        report(what + " names " + quote_name(n) + ", which is not a variable of the graph");
+      else if (v->kind != VariableKind::placeholder)
+        report(what + " names " + quote_name(n) + ", a " +
+               std::string(variable_kind_name(v->kind)) + ", not a placeholder");
     }
   };
   placeholders(config.feature_mapping, "training config feature mapping");
@@ -376,8 +377,11 @@ void check_config_against_graph(const TrainingConfig& config, const Graph& graph
   placeholders(config.label_mask_mapping, "training config label mask mapping");
   for (const auto& n : config.loss_variables)
     if (!graph.find_variable(n))
-      fail(code,
-           "training config loss variable " + quote_name(n) + " is not a variable of the graph");
+      report("training config loss variable " + quote_name(n) + " is not a variable of the graph");
+}
+
+void check_config_against_graph(const TrainingConfig& config, const Graph& graph, ErrorCode code) {
+  check_config_against_graph(config, graph, [code](std::string message) { fail(code, message); });
 }
 
 }  // namespace modelzip::graph::detail

@@ -8,6 +8,7 @@
 #include "convert_test_support.hpp"
 #include "core/checked.hpp"
 #include "io/durable_file.hpp"
+#include "source_naming.hpp"
 #include "zip/zip_stream_writer.hpp"
 
 using namespace modelzip;
@@ -438,7 +439,7 @@ TEST_SUITE("convert") {
     const Bytes st = Bytes::copy_of(std::string("\x02\0\0\0\0\0\0\0[]", 10));
     const Bytes btf = Bytes::copy_of(std::string(4, '\0'));
     const Bytes npz = Bytes::copy_of(std::string("PK\x05\x06"));
-    const std::vector<std::pair<std::string, std::function<void(std::string_view)>>> readers = {
+    const std::vector<std::pair<std::string, SourceReader>> readers = {
         {"npy",
          [&](std::string_view source) {
            source.empty() ? (void)convert::read_npy(npy, "x")
@@ -456,18 +457,6 @@ TEST_SUITE("convert") {
         {"btf", [&](std::string_view source) {
            source.empty() ? (void)convert::read_btf(btf) : (void)convert::read_btf(btf, {}, source);
          }}};
-    for (const auto& [format_name, read] : readers) {
-      const std::string format = format_name;  // INFO captures it: clang 14 captures no binding
-      INFO(format);
-      for (const std::string source : {"", "s3://bucket/weights.bin"}) {
-        try {
-          read(source);
-          FAIL("accepted");
-        } catch (const Error& e) {
-          CHECK(e.context().archive == source);
-          if (!source.empty()) CHECK(std::string(e.what()).starts_with(source + ": "));
-        }
-      }
-    }
+    check_errors_name_source(readers, "s3://bucket/weights.bin");
   }
 }

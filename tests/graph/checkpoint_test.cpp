@@ -2,6 +2,9 @@
 // consistency checks on save (invalid_argument) and on load (corrupt).
 #include <doctest/doctest.h>
 
+#include <filesystem>
+#include <functional>
+
 #include "graph_fixtures.hpp"
 #include "modelzip/archive.hpp"
 #include "modelzip/error.hpp"
@@ -55,6 +58,25 @@ Checkpoint mlp_checkpoint(float offset = 0) {
     c.updater_state[v]["V"] = f32_tensor(s, ramp_values(shape_numel(s), offset + 20));
   }
   return c;
+}
+
+// Tags that other tools wrote entry by entry may be inconsistent graph
+// checkpoints, which Writer::commit refuses. Tests stage such a tag's
+// graph.fb under this name instead (an entry the writer does not interpret)
+// and then rename it in the committed file with name_graph_entries.
+const std::string kGraphStandIn = "graph.fX";
+
+// Renames every "<tag>/graph.fX" entry of the zip at `path` to "<tag>/graph.fb"
+// (the names in the local headers and the central directory; no CRC covers them).
+void name_graph_entries(const std::filesystem::path& path) {
+  std::string bytes = io_bytes(path);
+  const std::string from = "/" + kGraphStandIn, to = "/graph.fb";
+  std::size_t renamed = 0;
+  for (auto at = bytes.find(from); at != std::string::npos;
+       at = bytes.find(from, at + 1), ++renamed)
+    bytes.replace(at, from.size(), to);
+  REQUIRE(renamed > 0);
+  write_file(path, bytes);
 }
 
 void check_same(const Checkpoint& a, const Checkpoint& b) {
@@ -300,26 +322,27 @@ TEST_CASE("Inconsistent tags written by other tools fail to load with a clear er
     Writer w = Writer::open(path);
     // Right graph, a parameter of the wrong shape.
     NewTag t1;
-    t1.set_entry("graph.fb", encode_graph(mlp_graph()));
+    t1.set_entry(kGraphStandIn, encode_graph(mlp_graph()));
     Checkpoint c = mlp_checkpoint();
     for (const auto& [name, tensor] : c.params)
       t1.add(name, name == "w2" ? f32_tensor({1, 3}, {1, 2, 3}) : tensor);
     w.add_tag("wrong-shape", std::move(t1));
     // Updater state for a constant.
     NewTag t2;
-    t2.set_entry("graph.fb", encode_graph(mlp_graph()));
+    t2.set_entry(kGraphStandIn, encode_graph(mlp_graph()));
     t2.set_entry("trainingConfig.fb", encode_training_config(*c.training));
     for (const auto& [name, tensor] : c.params) t2.add(name, tensor);
     t2.add_updater_state("scale", "M", c.params["scale"]);
     w.add_tag("const-state", std::move(t2));
     // A parameter whose variable the graph lacks.
     NewTag t3;
-    t3.set_entry("graph.fb", encode_graph(mlp_graph()));
+    t3.set_entry(kGraphStandIn, encode_graph(mlp_graph()));
     for (const auto& [name, tensor] : c.params) t3.add(name, tensor);
     t3.add("stray", f32_tensor({1}, {0}));
     w.add_tag("stray", std::move(t3));
     w.commit();
   }
+  name_graph_entries(path);
   Archive a = Archive::open(path);
   Error e = expect_error([&] { load_checkpoint(a, "wrong-shape"); }, ErrorCode::corrupt,
                          "parameter 'w2' has shape [1, 3], but variable 'w2'");
@@ -343,7 +366,7 @@ TEST_CASE("verify applies the consistency rules to every tag with graph.fb, nami
     Writer w = Writer::open(path);
     w.add_tag("good", checkpoint_tag(c));
     NewTag t1;  // w2 of the wrong shape, b1 of the wrong type, b2 missing, a stray one
-    t1.set_entry("graph.fb", encode_graph(mlp_graph()));
+    t1.set_entry(kGraphStandIn, encode_graph(mlp_graph()));
     t1.add("scale", c.params["scale"]);
     t1.add("w1", c.params["w1"]);
     t1.add("b1", Tensor::dense(DType::float64, {3}, Bytes::copy_of(std::string(24, '\0'))));
@@ -351,7 +374,7 @@ TEST_CASE("verify applies the consistency rules to every tag with graph.fb, nami
     t1.add("stray", f32_tensor({1}, {0}));
     w.add_tag("params", std::move(t1));
     NewTag t2;  // state for a constant, a foreign state name, w2 without state
-    t2.set_entry("graph.fb", encode_graph(mlp_graph()));
+    t2.set_entry(kGraphStandIn, encode_graph(mlp_graph()));
     t2.set_entry("trainingConfig.fb", encode_training_config(*c.training));
     for (const auto& [name, tensor] : c.params) t2.add(name, tensor);
     for (const char* v : {"w1", "b1", "b2"})
@@ -360,15 +383,17 @@ TEST_CASE("verify applies the consistency rules to every tag with graph.fb, nami
     t2.add_updater_state("w1", "G", c.updater_state["w1"]["M"]);
     w.add_tag("state", std::move(t2));
     NewTag t3;  // updater state without a training config
-    t3.set_entry("graph.fb", encode_graph(mlp_graph()));
+    t3.set_entry(kGraphStandIn, encode_graph(mlp_graph()));
     for (const auto& [name, tensor] : c.params) t3.add(name, tensor);
     for (const auto& [v, states] : c.updater_state)
       for (const auto& [s, tensor] : states) t3.add_updater_state(v, s, tensor);
     w.add_tag("no-config", std::move(t3));
-    NewTag t4;  // the config names a variable the graph lacks
-    t4.set_entry("graph.fb", encode_graph(mlp_graph()));
+    NewTag t4;  // the config names variables the graph lacks, or that are no placeholders
+    t4.set_entry(kGraphStandIn, encode_graph(mlp_graph()));
     TrainingConfig lost = *c.training;
-    lost.loss_variables = {"lost"};
+    lost.feature_mapping = {"x", "w1"};
+    lost.label_mapping = {"nowhere"};
+    lost.loss_variables = {"lost", "loss", "gone"};
     t4.set_entry("trainingConfig.fb", encode_training_config(lost));
     for (const auto& [name, tensor] : c.params) t4.add(name, tensor);
     w.add_tag("config", std::move(t4));
@@ -379,6 +404,7 @@ TEST_CASE("verify applies the consistency rules to every tag with graph.fb, nami
     w.add_tag("plain", std::move(t5));
     w.commit();
   }
+  name_graph_entries(path);
   Archive a = Archive::open(path);
   std::vector<std::pair<std::string, std::string>> want = {
       {"params/params.txt", "parameter 'b1' is float64, but variable 'b1' (float32 [3]) is not"},
@@ -391,7 +417,13 @@ TEST_CASE("verify applies the consistency rules to every tag with graph.fb, nami
       {"state/updater.txt", "trainable variable 'w2' has no updater state 'M', 'V' (updater Adam"},
       {"no-config/updater.txt", "the checkpoint has updater state but no training config"},
       {"config/trainingConfig.fb",
+       "training config feature mapping names 'w1', a variable, not a placeholder"},
+      {"config/trainingConfig.fb",
+       "training config label mapping names 'nowhere', which is not a variable of the graph"},
+      {"config/trainingConfig.fb",
        "training config loss variable 'lost' is not a variable of the graph"},
+      {"config/trainingConfig.fb",
+       "training config loss variable 'gone' is not a variable of the graph"},
   };
   std::vector<Problem> got = a.verify();
   REQUIRE(got.size() == want.size());
@@ -408,6 +440,141 @@ TEST_CASE("verify applies the consistency rules to every tag with graph.fb, nami
   expect_error([&] { load_checkpoint(a, "params"); }, ErrorCode::corrupt,
                "parameter 'b1' is float64");
   check_same(c, load_checkpoint(a, "good"));
+}
+
+TEST_CASE("A commit refuses a tag with graph.fb that verify would reject, writing nothing") {
+  // Entries staged one by one, each valid on its own: the commit checks the
+  // tag as verify does (GRAPH.md section 4), shared values by the blobs they
+  // share (here stored deflated, in the old archive or in the same commit).
+  TempDir dir;
+  auto path = dir / "ckpt.zip";
+  Checkpoint c = mlp_checkpoint();
+  CheckpointSaveOptions deflated;
+  deflated.param_options.compression = Compression::deflate;
+  {
+    Writer w = Writer::open(path);
+    w.add_tag("good", checkpoint_tag(c, deflated));
+    w.commit();
+  }
+  const std::string before = io_bytes(path);
+  auto graph_tag = [&](const TrainingConfig* config) {
+    NewTag t;
+    t.set_entry("graph.fb", encode_graph(mlp_graph()));
+    if (config) t.set_entry("trainingConfig.fb", encode_training_config(*config));
+    return t;
+  };
+  auto shared_from = [&](const std::string& from, const std::string& w1_from) {
+    NewTag t = graph_tag(nullptr);
+    for (const char* p : {"scale", "w1", "b1", "w2", "b2"})
+      t.share(p, from, std::string(p) == "w1" ? w1_from : p);
+    return t;
+  };
+  struct Case {
+    std::string tag, entry, text;
+    std::function<void(Writer&)> stage;
+  };
+  const std::vector<Case> cases = {
+      {"shape", "params.txt", "parameter 'w2' has shape [1, 3], but variable 'w2'",
+       [&](Writer& w) {
+         NewTag t = graph_tag(nullptr);
+         for (const auto& [name, tensor] : c.params)
+           t.add(name, name == "w2" ? f32_tensor({1, 3}, {1, 2, 3}) : tensor);
+         w.add_tag("shape", std::move(t));
+       }},
+      {"missing", "params.txt", "variable 'b2' (float32 [1]) has no parameter",
+       [&](Writer& w) {
+         NewTag t = graph_tag(nullptr);
+         for (const auto& [name, tensor] : c.params)
+           if (name != "b2") t.add(name, tensor);
+         w.add_tag("missing", std::move(t));
+       }},
+      {"config", "trainingConfig.fb",
+       "training config loss variable 'lost' is not a variable of the graph",
+       [&](Writer& w) {
+         TrainingConfig lost = *c.training;
+         lost.loss_variables = {"lost"};
+         NewTag t = graph_tag(&lost);
+         for (const auto& [name, tensor] : c.params) t.add(name, tensor);
+         w.add_tag("config", std::move(t));
+       }},
+      {"state", "updater.txt", "updater state for 'scale', a constant",
+       [&](Writer& w) {
+         NewTag t = graph_tag(&*c.training);
+         for (const auto& [name, tensor] : c.params) t.add(name, tensor);
+         t.add_updater_state("scale", "M", c.params["scale"]);
+         w.add_tag("state", std::move(t));
+       }},
+      {"shared-old", "params.txt", "parameter 'w1' has shape [3, 1], but variable 'w1'",
+       [&](Writer& w) { w.add_tag("shared-old", shared_from("good", "w2")); }},
+      {"shared-new", "params.txt", "parameter 'w1' has shape [3, 1], but variable 'w1'",
+       [&](Writer& w) {
+         w.add_tag("first", checkpoint_tag(mlp_checkpoint(1)));
+         w.add_tag("shared-new", shared_from("first", "w2"));
+       }},
+  };
+  for (const Case& k : cases) {
+    INFO(k.tag);
+    Writer w = Writer::open(path);
+    k.stage(w);
+    Error e = expect_error([&] { w.commit(); }, ErrorCode::invalid_argument, k.text);
+    CHECK(e.context().entry == k.tag + "/" + k.entry);
+    CHECK(e.context().tag == k.tag);
+    CHECK(e.message().find("schemas/GRAPH.md section 4") != std::string::npos);
+    CHECK(io_bytes(path) == before);
+    std::size_t files = 0;
+    for (const auto& f : std::filesystem::directory_iterator(dir.path())) {
+      INFO(f.path());
+      ++files;
+    }
+    CHECK(files == 1);
+  }
+  // Consistent tags sharing every parameter pass, from either source.
+  {
+    Writer w = Writer::open(path);
+    w.add_tag("shared-old", shared_from("good", "w1"));
+    w.add_tag("first", checkpoint_tag(mlp_checkpoint(1)));
+    w.add_tag("shared-new", shared_from("first", "w1"));
+    w.commit();
+  }
+  Archive a = Archive::open(path);
+  CHECK(a.verify().empty());
+  Checkpoint plain = c;
+  plain.training.reset();
+  plain.updater_state.clear();
+  check_same(plain, load_checkpoint(a, "shared-old"));
+}
+
+TEST_CASE("verify reports at most 20 problems per entry, then how many more") {
+  TempDir dir;
+  auto path = dir / "many.zip";
+  Checkpoint c = mlp_checkpoint();
+  {
+    Writer w = Writer::open(path);
+    NewTag t;
+    t.set_entry(kGraphStandIn, encode_graph(mlp_graph()));
+    TrainingConfig lost = *c.training;
+    lost.loss_variables.clear();
+    for (int i = 0; i < 25; ++i) lost.loss_variables.push_back("lost" + std::to_string(i));
+    t.set_entry("trainingConfig.fb", encode_training_config(lost));
+    for (const auto& [name, tensor] : c.params) t.add(name, tensor);
+    t.add("stray", f32_tensor({1}, {0}));
+    w.add_tag("t", std::move(t));
+    w.commit();
+  }
+  name_graph_entries(path);
+  std::vector<Problem> got = Archive::open(path).verify();
+  REQUIRE(got.size() == 22);
+  for (int i = 0; i < 20; ++i) {
+    INFO(i);
+    CHECK(got[i].entry == "t/trainingConfig.fb");
+    CHECK(got[i].message == "training config loss variable 'lost" + std::to_string(i) +
+                                "' is not a variable of the graph");
+  }
+  // The count follows the entry's last problem, before the next entry's.
+  CHECK(got[20].entry == "t/trainingConfig.fb");
+  CHECK(got[20].message == "... and 5 more problems in this entry");
+  CHECK(got[21].entry == "t/params.txt");
+  CHECK(got[21].message == "parameter 'stray' is not a variable of the graph");
 }
 
 TEST_CASE("verify reports a damaged graph.fb once, not again as a broken checkpoint rule") {

@@ -1,16 +1,19 @@
 """Fixtures of the Python binding tests (run by meson with PYTHONPATH set to the built package)."""
 import os
 import pathlib
+import sys
 
 import pytest
 
 import modelzip
-import modelzip.distributed
 
 TESTDATA = pathlib.Path(os.environ.get("MODELZIP_SHARED_TESTDATA",
                                        pathlib.Path(__file__).parents[3] / "shared" / "testdata"))
 SOURCE_DIR = pathlib.Path(os.environ.get("MODELZIP_SOURCE_DIR", pathlib.Path(__file__).parents[2]))
 CLI = os.environ.get("MODELZIP_CLI")
+
+sys.path.insert(0, str(SOURCE_DIR / "tests" / "support"))
+from one_rank import OneRank  # noqa: E402,F401  (the tests import it from here)
 
 
 @pytest.fixture
@@ -26,25 +29,6 @@ def finalfusion_dir():
     if not path.is_dir():
         pytest.fail(f"no shared test data at {path} (../shared must be beside the clone)")
     return path
-
-
-class OneRank(modelzip.distributed.Communicator):
-    """A group of one process (no engine): the collective commit's own logic."""
-
-    def rank(self):
-        return 0
-
-    def size(self):
-        return 1
-
-    def gather(self, data, root):
-        return [data]
-
-    def broadcast(self, data, root):
-        return data
-
-    def agree(self, error):
-        return (0, error) if error else None
 
 
 def save(path, tag, arrays, **kwargs):

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "support"))
 import spec_reader  # noqa: E402
 import spec_writer  # noqa: E402
 from spec_writer import Shared, Typed  # noqa: E402
@@ -166,22 +167,7 @@ def test_collective_rotation_read_by_spec_reader(tmp_path):
     references moves out of each removed tag, removed entries become free
     entries (§8.5), and the root's rewrite of a mostly free archive."""
     import modelzip.distributed as mzd
-
-    class OneRank(mzd.Communicator):
-        def rank(self):
-            return 0
-
-        def size(self):
-            return 1
-
-        def gather(self, data, root):
-            return [data]
-
-        def broadcast(self, data, root):
-            return data
-
-        def agree(self, error):
-            return (0, error) if error else None
+    from one_rank import OneRank
 
     path = tmp_path / "roll.zip"
     big = rng.standard_normal(300_000).astype(np.float32)  # unchanged: dedup references it
