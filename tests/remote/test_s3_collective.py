@@ -10,6 +10,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -237,5 +238,44 @@ def test_a_failing_rank_aborts_a_rotating_upload(s3, tmp_path):
     assert "AccessDenied" in out, out
     log = proxy.requests()
     assert any(r["method"] == "DELETE" and "uploadId=" in r["path"] for r in log)
+    assert not completions(proxy)
+    assert fork.get(key) == before
+
+
+def test_a_rank_killed_during_a_rotating_save_leaves_the_object(s3, tmp_path):
+    """gloo: rank 1 is killed while its part is held by the proxy; rank 0's
+    engine fails, the root aborts the upload, the object is unchanged."""
+    fork, proxy = s3
+    key = "coll/rotkill.zip"
+    url = f"s3://models/{key}"
+    saved(proxy, "torch", 2, [("rot:s1:0:0:1", url), ("rot:s2:0:0:2", url)])
+    before = fork.get(key)
+    proxy.clear()
+    # Rank 1's part is number 24 (test_a_failing_rank_aborts_a_rotating_upload).
+    proxy.inject(lambda method, path: method == "PUT" and re.search(r"[?&]partNumber=24(&|$)",
+                                                                    path) is not None,
+                 ("delay", 20.0), 1)
+    env = dict(env_for(proxy), PYTHONPATH=os.environ.get("PYTHONPATH", ""))
+    port = free_port()
+    procs = [subprocess.Popen([PYTHON, WORKER, "torch", str(rank), "2", str(port), "24",
+                               "rotfail:s3:2", url], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for rank in range(2)]
+    try:
+        for _ in range(600):  # at most 60 s for rank 1's part to arrive
+            if proxy.faults[0][2] == 0 or any(p.poll() is not None for p in procs):
+                break
+            time.sleep(0.1)
+        assert proxy.faults[0][2] == 0, "rank 1's part never arrived"
+        procs[1].kill()
+        out = procs[0].communicate(timeout=120)[0]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.communicate()
+    assert procs[0].returncode == 0 and "rank 0 raised" in out, out
+    log = proxy.requests()
+    assert any(r["method"] == "DELETE" and "uploadId=" in r["path"] for r in log), \
+        "the root aborts the upload"
     assert not completions(proxy)
     assert fork.get(key) == before
