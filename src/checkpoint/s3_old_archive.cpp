@@ -40,4 +40,24 @@ std::optional<S3OldArchive> open_s3_old(const std::string& url) {
   return S3OldArchive{std::move(opened), std::move(archive)};
 }
 
+std::size_t keep_in_place(io::ByteSink& sink, const S3OldArchive& old,
+                          const std::set<const zip::EntryInfo*>& kept, std::uint64_t tail) {
+  const std::span<const std::byte> file = old.archive->reader.file().span();
+  std::vector<zip::ByteRange> covered;
+  covered.reserve(kept.size());
+  for (const zip::EntryInfo* e : kept) covered.push_back(zip::entry_extent(*e));
+  std::uint64_t at = 0;
+  std::size_t headers = 0;
+  for (const zip::ByteRange& gap : zip::gaps_between(std::move(covered), tail)) {
+    if (!zip::is_freed_range(file, gap) || zip::is_free_entry(file, gap)) continue;
+    std::vector<std::byte> header = zip::free_entry_header(file, gap, old.opened.source.get());
+    sink.keep(io::ByteRange{at, gap.offset - at});
+    at = gap.offset + header.size();
+    sink.write(gap.offset, Bytes::take(std::move(header)));
+    ++headers;
+  }
+  sink.keep(io::ByteRange{at, tail - at});
+  return headers;
+}
+
 }  // namespace modelzip::checkpoint

@@ -1207,20 +1207,8 @@ void Writer::Impl::upload(const Plan& plan, const Archive::Impl* old_impl,
     // local header uploaded, their bytes copied as the free entry's data);
     // the new entries and the new tail are uploaded after them.
     const zip::Directory& directory = old_impl->directory;
-    const std::span<const std::byte> file = old_impl->reader.file().span();
     const std::uint64_t tail = zip::tail_start(directory, format::kTagsEntry);
-    std::vector<zip::ByteRange> covered;
-    for (const zip::EntryInfo* e : *kept) covered.push_back(zip::entry_extent(*e));
-    std::uint64_t at = 0;
-    const io::ByteSource* source = s3_old->opened.source.get();
-    for (const zip::ByteRange& gap : zip::gaps_between(std::move(covered), tail)) {
-      if (!zip::is_freed_range(file, gap) || zip::is_free_entry(file, gap)) continue;
-      std::vector<std::byte> header = zip::free_entry_header(file, gap, source);
-      sink.keep(io::ByteRange{at, gap.offset - at});
-      at = gap.offset + header.size();
-      sink.write(gap.offset, Bytes::take(std::move(header)));
-    }
-    sink.keep(io::ByteRange{at, tail - at});
+    checkpoint::keep_in_place(sink, *s3_old, *kept, tail);
     zip::StreamZipWriter zw(sink, path.string(), tail, expected_bytes(plan, true), progress);
     zw.set_comment(directory.comment);
     for (const auto& e : directory.entries)

@@ -9,9 +9,10 @@
 //   5. root: combine the CRCs, write the local headers with them
 //            (zip::finish_entry), tags.txt, directory, end records (the
 //            commit point); with a rotation, the removed entries' bytes
-//            become free entries
+//            become free entries (on s3://, their headers are in the upload)
 //   6. (a rotation that left the archive mostly free) all: let go of the
-//            locks; root: rewrite the archive (a single-writer commit)
+//            locks; root: rewrite the archive (a single-writer commit; on
+//            s3://, a second upload of server-side copies)
 // The phases are CommitRun's methods; the plan (dist/commit_plan.hpp), the
 // dedup comparisons (dist/dedup.hpp), a rank's writes (dist/rank_share.hpp)
 // and the messages (dist/commit_messages.hpp) have files of their own.
@@ -308,12 +309,6 @@ class CommitRun {
       if (m_.fail_first_step) std::rethrow_exception(m_.fail_first_step);
       format::check_tag(tag_);
       if (rotate_.keep_last) format::check_keep_last(*rotate_.keep_last, ctx_);
-      if (s3_ && (rotate_.replace || rotate_.keep_last))
-        throw Error(ErrorCode::unsupported,
-                    "replace and keep_last are not implemented for collective saves to s3:// "
-                    "archives (remove tags with Writer::remove_tag, or modelzip rm-tag, between "
-                    "saves)",
-                    ctx_);
       if (!is_root_) return;
       if (s3_)
         s3_target_ = std::make_unique<dist::S3CommitTarget>(m_.path.string());
@@ -406,7 +401,7 @@ class CommitRun {
       planned_ = dist::plan_commit(
           all, tag_, old(),
           [&](const std::set<const zip::EntryInfo*>* kept) {
-            return s3_ ? s3_target_->begin(tag_) : target_->begin(tag_, kept);
+            return s3_ ? s3_target_->begin(tag_, kept) : target_->begin(tag_, kept);
           },
           m_.options.dedup, root_,
           dist::RotateRequest{.replace = rotate_.replace, .keep_last = rotate_.keep_last});
@@ -539,7 +534,10 @@ class CommitRun {
   // 6. After a commit that left the archive mostly free (every rank knows
   // from the stats): every rank lets go of its locks, and the root rewrites
   // the archive with every tag kept (a single-writer commit: the old archive
-  // or the compact one), so that it shrinks to its live data.
+  // or the compact one), so that it shrinks to its live data. On s3:// that
+  // commit is the Writer's rewrite of an object (docs/s3-writes.md): a
+  // second multipart upload, each entry copied server-side, completed
+  // If-Match the ETag that the rewrite read at its open.
   void compact() {
     engine_.watch(nullptr);
     locks_.reset();
@@ -611,10 +609,9 @@ class CommitRun {
       s3_target_->take_results(results, root_);
       std::vector<zip::EntryInfo> written = root_infos_;
       for (const zip::EntryInfo& e : dist::s3_entry_infos(plan, layout_)) written.push_back(e);
-      std::vector<std::string> tags = old() ? old()->tags() : std::vector<std::string>{};
-      tags.push_back(tag_);
-      s3_target_->finish(written, tags, planned_.end, &visible);
+      s3_target_->finish(written, planned_.tags, planned_.end, &visible);
       stats_.bytes_written = s3_target_->uploaded() - s3_target_->uploaded_by_others();
+      compact_ = planned_.kept && s3_target_->mostly_free();
       stats_bytes = stats_message(s3_target_->uploaded());
     });
     return stats_bytes;

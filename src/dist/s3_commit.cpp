@@ -16,6 +16,7 @@
 #include "remote/upload_config.hpp"
 #include "zip/archive_layout.hpp"
 #include "zip/entry_writer.hpp"
+#include "zip/free_range.hpp"
 #include "zip/zip_stream_writer.hpp"
 
 #if MODELZIP_CAN_UPLOAD
@@ -260,6 +261,9 @@ struct S3CommitTarget::Impl {
   zip::EntryInfo metadata_entry;  // new archive
   std::uint64_t uploaded_by_others = 0;
   std::uint64_t part_size = 0;  // the root's sink's, and every rank's
+  // A rotation: the old entries the new directory lists (unset: all).
+  std::optional<std::set<const zip::EntryInfo*>> kept;
+  std::uint64_t size = 0;  // the new object's, after finish()
 
   ErrorContext context() const { return ErrorContext{.archive = url}; }
 };
@@ -299,8 +303,10 @@ io::ByteSink& S3CommitTarget::sink() {
   return *impl_->sink;
 }
 
-CommitTarget::Start S3CommitTarget::begin(const std::string&) {
+CommitTarget::Start S3CommitTarget::begin(const std::string&,
+                                          const std::set<const zip::EntryInfo*>* kept) {
   Impl& m = *impl_;
+  if (kept && m.old) m.kept = *kept;
   try {
     auto client = client_of(m.url);
     remote::S3UploadOptions o;
@@ -368,11 +374,33 @@ S3Layout S3CommitTarget::lay_out(const std::vector<std::string>& surveys, const 
   // least 5 MiB (its data after an old prefix that is copied), so a short
   // one takes the first bytes of the next run, and a run left short is
   // the root's whole.
+  // The old object's prefix first (copies, and a rotation's free entries'
+  // headers), before any skipped range: its parts are numbered from 1.
+  std::size_t free_headers = 0;
+  try {
+    if (m.old && m.kept)
+      free_headers = checkpoint::keep_in_place(*m.sink, *m.old, *m.kept, m.start);
+    else if (m.old)
+      m.sink->keep(io::ByteRange{0, m.start});
+  } catch (const Error& e) {
+    throw e.with_context(m.context());
+  }
+  // An old prefix of at least 5 MiB leaves no part under 5 MiB before the
+  // root's data at m.start when it is one copied range. With free entries'
+  // headers in it, its last bytes may be fetched and uploaded (where the
+  // range after a header is short) and join the root's data: the part
+  // holding them is then at least the root's data [m.start, first run),
+  // which the widening below makes 5 MiB.
   const bool prefix_copied = m.old && m.start >= kMinPart;
   const std::uint64_t P = out.part_size;
   std::uint64_t segment = 0;  // where the root's current range begins
   int number = 1;
   // Parts the root's range [segment, to) may use: its copies and its data.
+  // Each free entry's header splits the copied prefix: one more copied
+  // range (at most 2 x parts in flight copies and one more where a copy
+  // reaches past 5 GiB) and the data parts around the header (the header
+  // and at most 10 MiB fetched after it, in parts of at least 5 MiB but
+  // the one before a copy: at most 3), hence 2 x parts in flight + 4.
   auto root_parts = [&](std::uint64_t to) {
     std::uint64_t data = to - segment, parts = 1;
     if (segment == 0 && prefix_copied) {
@@ -381,6 +409,8 @@ S3Layout S3CommitTarget::lay_out(const std::vector<std::string>& surveys, const 
                                        2 * remote::kDefaultParallelParts) +
                1;
     }
+    if (segment == 0)
+      parts += free_headers * (2 * static_cast<std::uint64_t>(remote::kDefaultParallelParts) + 4);
     return parts + (data > 0 ? remote::shared_part_count(data, P) : 0);
   };
   std::vector<std::pair<io::ByteRange, int>> skips;  // the others' ranges, next root number
@@ -421,7 +451,6 @@ S3Layout S3CommitTarget::lay_out(const std::vector<std::string>& surveys, const 
                 "large",
                 context);
   try {
-    if (m.old) m.sink->keep(io::ByteRange{0, m.start});
     for (const auto& [range, next] : skips) m.sink->skip(range, next);
   } catch (const Error& e) {
     throw e.with_context(m.context());
@@ -464,18 +493,31 @@ void S3CommitTarget::finish(const std::vector<zip::EntryInfo>& written,
       const zip::Directory& directory = in.directory();
       zw.set_comment(directory.comment);
       for (const auto& e : directory.entries)
-        if (e.name != format::kTagsEntry) zw.keep(e);
+        if (e.name != format::kTagsEntry && (!m.kept || m.kept->count(&e) > 0)) zw.keep(e);
     } else {
       zw.keep(m.metadata_entry);
     }
     for (const auto& e : written) zw.keep(e);
     zw.add_stored(std::string(format::kTagsEntry), tags_txt);
-    zw.finish();
+    m.size = zw.finish();
     m.sink->commit();
     *visible = true;
   } catch (const Error& e) {
     throw e.with_context(m.context());
   }
+}
+
+bool S3CommitTarget::mostly_free() const noexcept {
+  const Impl& m = *impl_;
+  if (!m.kept || m.size == 0) return false;
+  // The new entries and the tail cover [m.start, m.size) without a gap
+  // (dist/commit_plan.hpp places them one after another): the unused bytes
+  // are those of the prefix that no kept entry covers (zip::unused_bytes
+  // of the new object).
+  std::uint64_t covered = 0;
+  for (const zip::EntryInfo* e : *m.kept) covered += zip::entry_extent(*e).size;
+  const std::uint64_t unused = m.start > covered ? m.start - covered : 0;
+  return unused > m.size - unused;
 }
 
 std::uint64_t S3CommitTarget::uploaded() const {
@@ -504,8 +546,12 @@ const Archive* S3CommitTarget::old() const noexcept {
 io::ByteSink& S3CommitTarget::sink() {
   throw Error(ErrorCode::unsupported, "no S3 upload");
 }
-CommitTarget::Start S3CommitTarget::begin(const std::string&) {
+CommitTarget::Start S3CommitTarget::begin(const std::string&,
+                                          const std::set<const zip::EntryInfo*>*) {
   return {};
+}
+bool S3CommitTarget::mostly_free() const noexcept {
+  return false;
 }
 S3Layout S3CommitTarget::lay_out(const std::vector<std::string>&, const Plan&, std::uint64_t, int,
                                  const ErrorContext&) {

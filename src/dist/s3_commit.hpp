@@ -32,6 +32,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -96,8 +97,13 @@ class S3CommitTarget {
 
   // Creates the upload (after the clean-up of stale uploads of the key);
   // a new archive's modelzip.toml goes in first. Start::file is the
-  // upload's id.
-  CommitTarget::Start begin(const std::string& tag);
+  // upload's id. `kept` (existing archive; null: all): the old entries the
+  // new directory lists (a rotation); the others' bytes stay in the object,
+  // copied, as free entries whose local headers the root uploads
+  // (checkpoint::keep_in_place), as a local collective commit formats them
+  // after its commit point.
+  CommitTarget::Start begin(const std::string& tag,
+                            const std::set<const zip::EntryInfo*>* kept = nullptr);
 
   // From every rank's survey (by rank): the layout, its CRCs combined.
   // The new entries end at `end`. Sets up the root's sink for it.
@@ -113,11 +119,17 @@ class S3CommitTarget {
   std::uint64_t uploaded() const;
   std::uint64_t uploaded_by_others() const;
 
-  // Writes the tail after `end_of_data` (the old entries but tags.txt, then
-  // `written`, then tags.txt of `tags`) and completes the upload.
-  // `*visible` becomes true once it completed.
+  // Writes the tail after `end_of_data` (the old entries but tags.txt, or
+  // the kept ones of begin(), then `written`, then tags.txt of `tags`) and
+  // completes the upload. `*visible` becomes true once it completed.
   void finish(const std::vector<zip::EntryInfo>& written, const std::vector<std::string>& tags,
               std::uint64_t end_of_data, bool* visible);
+
+  // After finish() of a commit that kept only some old entries: whether the
+  // new object holds more unused bytes (free entries) than live ones, the
+  // rule after which a collective commit rewrites the archive. Computed
+  // from the layout, without a request.
+  bool mostly_free() const noexcept;
 
   struct Impl;
 

@@ -61,8 +61,9 @@ void configure(CURL* e, const std::string& http, const Endpoint& ep, const Setti
   }
 }
 
-long set_deadline(CURL* e, const Settings& settings, std::uint64_t bytes) {
-  const double units = std::max(1.0, static_cast<double>(bytes) / kDeadlineUnit);
+long set_deadline(CURL* e, const Settings& settings, std::uint64_t bytes, int in_flight) {
+  const double units = std::max(1.0, static_cast<double>(bytes) / kDeadlineUnit) *
+                       std::max(1.0, static_cast<double>(in_flight) / kDeadlineShare);
   // Capped where the product would not fit (5 GiB at 1e6 s: 2e13 ms fits).
   const double ms = std::min(units * static_cast<double>(settings.request_timeout_ms), 1e15);
   const long deadline = static_cast<long>(ms);

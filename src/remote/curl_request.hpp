@@ -48,8 +48,16 @@ void configure(CURL* easy, const std::string& http, const Endpoint& endpoint,
 // to its last byte.
 inline constexpr std::uint64_t kDeadlineUnit = std::uint64_t{8} << 20;
 
+// The requests in flight at once that the setting is sized for (reads, and
+// S3 parts by default): a link of kDeadlineShare x kDeadlineUnit per
+// request_timeout_ms never meets the deadline (docs/remote.md).
+inline constexpr int kDeadlineShare = 4;
+
 // Sets CURLOPT_TIMEOUT_MS for a request that moves `bytes`; returns it (ms).
-long set_deadline(CURL* easy, const Settings& settings, std::uint64_t bytes);
+// `in_flight`: the requests of its writer that share the link with it (S3
+// parts in flight); above kDeadlineShare the deadline grows in proportion,
+// so that the link speed the setting needs stays that of kDeadlineShare.
+long set_deadline(CURL* easy, const Settings& settings, std::uint64_t bytes, int in_flight = 1);
 
 // Why a transfer ended in CURLE_OPERATION_TIMEDOUT after `elapsed_ms` whose
 // deadline was `deadline_ms`: "timed out: <request> not done within N s:

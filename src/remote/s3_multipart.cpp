@@ -151,6 +151,11 @@ struct S3Multipart::Request {
   // Bytes the server copies (UploadPartCopy): with the body's, what the
   // request's deadline is given for (set_deadline).
   std::uint64_t copies = 0;
+  int in_flight = 1;  // requests sharing the link with it (set_deadline)
+  // The server works before it answers (UploadPartCopy,
+  // CompleteMultipartUpload) and may send nothing meanwhile: no low-speed
+  // limit, TCP keep-alive probes instead.
+  bool server_works = false;
 };
 
 struct S3Multipart::Response {
@@ -233,7 +238,13 @@ S3Multipart::Response S3Multipart::perform(const Request& r) const {
     configure(e, r.http, endpoint_, settings_, errbuf, headers,
               r.body.empty() ? kEmptyPayloadSha256 : kUnsignedPayload);
     const long deadline_ms =
-        set_deadline(e, settings_, std::max<std::uint64_t>(r.body.size(), r.copies));
+        set_deadline(e, settings_, std::max<std::uint64_t>(r.body.size(), r.copies), r.in_flight);
+    if (r.server_works) {
+      curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, 0L);
+      curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+      curl_easy_setopt(e, CURLOPT_TCP_KEEPIDLE, settings_.low_speed_time_s);
+      curl_easy_setopt(e, CURLOPT_TCP_KEEPINTVL, 10L);
+    }
     for (const auto& h : r.headers) add_header(headers, h);
     // (No "Expect:" removal: libcurl's SigV4 would sign the removed header.)
     const std::string method = r.method;
@@ -346,15 +357,16 @@ std::string part_query(int number, const std::string& upload_id) {
 }  // namespace
 
 S3Part S3Multipart::upload_part(const std::string& upload_id, int number,
-                                std::span<const std::byte> body) const {
+                                std::span<const std::byte> body, int in_flight) const {
   const std::string crc = s3_crc32_base64(body);
-  Response r =
-      perform(Request{"UploadPart",
-                      "PUT",
-                      endpoint_.http + part_query(number, upload_id),
-                      {"x-amz-checksum-crc32: " + crc, "Content-Type: application/octet-stream"},
-                      body,
-                      true});
+  Request part{"UploadPart",
+               "PUT",
+               endpoint_.http + part_query(number, upload_id),
+               {"x-amz-checksum-crc32: " + crc, "Content-Type: application/octet-stream"},
+               body,
+               true};
+  part.in_flight = in_flight;
+  Response r = perform(part);
   if (r.etag.empty())
     fail(ErrorCode::io, endpoint_.url,
          "S3 UploadPart failed: no ETag in the answer for part " + std::to_string(number));
@@ -374,6 +386,7 @@ S3Part S3Multipart::upload_part_copy(const std::string& upload_id, int number,
   Request copy{"UploadPartCopy", "PUT", endpoint_.http + part_query(number, upload_id), headers};
   copy.cancellable = true;
   copy.copies = length;
+  copy.server_works = true;
   Response r = perform(copy);
   auto etag = xml_element(r.body, "ETag");
   if (!etag || etag->empty())
@@ -396,9 +409,15 @@ std::string S3Multipart::complete(const std::string& upload_id, std::span<const 
   std::vector<std::string> headers{"Content-Type: application/xml"};
   if (condition.if_none_match) headers.push_back("If-None-Match: *");
   if (!condition.if_match.empty()) headers.push_back("If-Match: " + condition.if_match);
-  Response r = perform(Request{"CompleteMultipartUpload", "POST",
-                               endpoint_.http + "?uploadId=" + query_encode(upload_id), headers,
-                               std::as_bytes(std::span(xml)), false, true});
+  Request request{"CompleteMultipartUpload",
+                  "POST",
+                  endpoint_.http + "?uploadId=" + query_encode(upload_id),
+                  headers,
+                  std::as_bytes(std::span(xml)),
+                  false,
+                  true};
+  request.server_works = true;
+  Response r = perform(request);
   return xml_element(r.body, "ETag").value_or(r.etag);
 }
 

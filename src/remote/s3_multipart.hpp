@@ -22,7 +22,12 @@
 // truncated answers, HTTP 5xx (but 501), 429 and S3's SlowDown / RequestTimeout / InternalError
 // answers (a 200 carrying an <Error> body included). Time-outs are those of
 // reads (connect, low speed, the request deadline: set_deadline() for the
-// part's body or the bytes a copy copies), reported at once, not retried.
+// part's body, scaled by the parts in flight, or the bytes a copy copies),
+// reported at once, not retried. UploadPartCopy and
+// CompleteMultipartUpload have no low-speed limit: the server copies or
+// assembles before it answers, sending nothing (or, as AWS does, a space
+// now and then) meanwhile; their deadline bounds them, and TCP keep-alive
+// probes notice a peer that is gone.
 //
 // Cancellation: UploadPart and UploadPartCopy stop within about a second of
 // modelzip::request_cancel() (libcurl's progress callback) and throw
@@ -93,8 +98,9 @@ class S3Multipart {
 
   // Returns the upload id.
   std::string create() const;
-  S3Part upload_part(const std::string& upload_id, int number,
-                     std::span<const std::byte> body) const;
+  // `in_flight`: the parts its writer uploads at once (set_deadline).
+  S3Part upload_part(const std::string& upload_id, int number, std::span<const std::byte> body,
+                     int in_flight = 1) const;
   // Copies bytes [first, first + length) of s3://BUCKET/`source_key` (same
   // bucket); `source_etag` non-empty: only from that version.
   S3Part upload_part_copy(const std::string& upload_id, int number, const std::string& source_key,

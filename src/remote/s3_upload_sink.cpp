@@ -135,7 +135,7 @@ struct S3UploadSink::Impl {
                                       o.old_etag);
           copied += job.length;
         } else {
-          part = s3->upload_part(upload_id, job.number, job.bytes);
+          part = s3->upload_part(upload_id, job.number, job.bytes, o.parallel);
           uploaded += job.bytes.size();
         }
       } catch (...) {

@@ -10,6 +10,12 @@ block of the model (model(), values the test computes too) to URL with
 modelzip.distributed.save, tag "t1" ("append": tag "t2" of a new 10% larger
 tensor on top of an existing archive; "background": the same with
 blocking=False; "checkpoint": with modelzip.torch.save_checkpoint).
+Scenario "rot:TAG:KEEP:REPLACE:SHIFT[:bg]": a rolling save, tag TAG with
+keep_last=KEEP (0: none) and replace=REPLACE (0/1), "big" shifted by SHIFT
+(so that its blob is new) and "small" unchanged (a dedup reference to the
+blob of the tag that first saved it, which moves when that tag is removed);
+with "bg", blocking=False. Scenario "rotfail:TAG:KEEP": such a save that
+must raise on every rank (the test injects a fault).
 Scenario "fail": the save must raise on every rank (the test injects a
 fault). After a save, every rank reads its block back from URL with
 modelzip.distributed.load. A save prints "rank R uploaded N of M into URL";
@@ -51,12 +57,24 @@ def shards(whole, rank, world):
 def run(scenario, url, mib, rank, world, group):
     """One save (or failing save) of `scenario` into `url` and the read-back:
     True when every check held."""
-    tag = "t2" if scenario in ("append", "fail") else "t1"
-    whole = model(mib, tag)
+    rotate = {}
+    if scenario.startswith(("rot:", "rotfail:")):
+        fields = scenario.split(":")
+        tag, keep = fields[1], int(fields[2])
+        replace = fields[0] == "rot" and fields[3] == "1"
+        shift = int(fields[4]) if fields[0] == "rot" else 99
+        whole = model(mib)
+        whole["big"] = whole["big"] + shift
+        rotate = {"keep_last": keep or None, "replace": replace}
+        scenario = "fail" if fields[0] == "rotfail" else ("background" if fields[-1] == "bg"
+                                                          else "save")
+    else:
+        tag = "t2" if scenario in ("append", "fail") else "t1"
+        whole = model(mib, tag)
     mine = shards(whole, rank, world)
     if scenario == "fail":
         try:
-            mzd.save(url, tag, mine, group=group)
+            mzd.save(url, tag, mine, group=group, **rotate)
         except Exception as e:  # noqa: BLE001 - every rank must see the failure
             print(f"rank {rank} raised: {e}")
             return True
@@ -78,9 +96,10 @@ def run(scenario, url, mib, rank, world, group):
                 t.copy_(torch.from_numpy(v.value if isinstance(v, mzd.Shard) else v))
         mzd.save_checkpoint(url, tag, params, optimizer, group=group, epoch=2)
     elif scenario == "background":
-        stats = mzd.save(url, tag, mine, group=group, blocking=False).result(timeout=300)
+        stats = mzd.save(url, tag, mine, group=group, blocking=False,
+                         **rotate).result(timeout=300)
     else:
-        stats = mzd.save(url, tag, mine, group=group)
+        stats = mzd.save(url, tag, mine, group=group, **rotate)
         print(f"rank {rank} uploaded {stats.bytes_written} of {stats.archive_bytes_written} "
               f"into {url}")
     # Every rank reads its own block back from the object (a resharded load:

@@ -125,6 +125,21 @@ TEST_CASE("a request is given request_timeout per 8 MiB it moves, at least once"
   CHECK(set_deadline(easy.handle, settings, std::uint64_t{5} << 30) == 640'000'000'000L);
 }
 
+TEST_CASE("an upload part gets more time with more than 4 parts in flight") {
+  // The setting is sized for 4 requests sharing the link; 32 parts in flight
+  // each move at an eighth of the speed of 4.
+  Settings settings;
+  settings.request_timeout_ms = 3'000;
+  Easy easy;
+  CHECK(set_deadline(easy.handle, settings, kDeadlineUnit, 1) == 3'000);
+  CHECK(set_deadline(easy.handle, settings, kDeadlineUnit, kDeadlineShare) == 3'000);
+  CHECK(set_deadline(easy.handle, settings, kDeadlineUnit, 6) == 4'500);
+  CHECK(set_deadline(easy.handle, settings, 2 * kDeadlineUnit, 32) == 48'000);
+  // 5 GiB parts, 64 in flight, the largest setting: it still fits.
+  settings.request_timeout_ms = 1'000'000'000;
+  CHECK(set_deadline(easy.handle, settings, std::uint64_t{5} << 30, 64) == 10'240'000'000'000L);
+}
+
 TEST_CASE("a time-out names the request deadline only when it passed") {
   Settings settings;
   settings.request_timeout_ms = 2'000;

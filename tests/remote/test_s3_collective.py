@@ -10,6 +10,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -136,4 +137,145 @@ def test_a_failing_rank_aborts_the_upload_on_every_rank(s3, tmp_path):
     assert any(r["method"] == "DELETE" and "uploadId=" in r["path"] for r in log), \
         "the root aborts the upload"
     assert not any(r["method"] == "POST" and "uploadId=" in r["path"] for r in log)
+    assert fork.get(key) == before
+
+
+def completions(proxy):
+    return [r for r in proxy.requests() if r["method"] == "POST" and "uploadId=" in r["path"]]
+
+
+def same_as_local(fork, proxy, key, local, tmp_path, tags):
+    """The object is the local collective save's archive byte for byte,
+    readable by zip tools and modelzip, with `tags`."""
+    url = f"s3://models/{key}"
+    blob = fork.get(key)
+    assert run("tags", url, env=env_for(proxy)).stdout.decode().split() == tags
+    check_downloaded(blob, tmp_path)
+    run("verify", url, env=env_for(proxy))
+    assert local.read_bytes() == blob
+    return blob
+
+
+def both(scenario, url, local):
+    return [(scenario, url), (scenario, local)]
+
+
+def test_mpi_keep_last_and_replace_remove_tags_in_the_one_upload(s3, tmp_path):
+    import modelzip  # the module is skipped without the bindings (pytestmark)
+    fork, proxy = s3
+    key = "coll/rot.zip"
+    url = f"s3://models/{key}"
+    local = tmp_path / "rot.zip"
+    saved(proxy, "mpi", 2, both("rot:s1:2:0:1", url, local) + both("rot:s2:2:0:2", url, local))
+    same_as_local(fork, proxy, key, local, tmp_path, ["s1", "s2"])
+
+    # keep_last=2 removes s1 in place: its 24 MiB stay as a free entry (its
+    # header uploaded with the 5 MiB a part needs), s2 is copied server-side,
+    # "small" (stored by s1, referenced by s2 and s3) moves to s2.
+    proxy.clear()
+    out = saved(proxy, "mpi", 2, both("rot:s3:2:0:3", url, local))
+    by_rank = uploads_by_rank(out, url)
+    assert by_rank[1] >= 5 * MIB, out  # rank 1 still uploads its rows
+    sent = uploaded(proxy)
+    assert sent <= 24 * MIB + 5 * MIB + 256 * 1024, sent
+    copies = [r for r in proxy.requests() if "x-amz-copy-source" in r["headers"]]
+    assert copies, "the kept bytes are copied server-side"
+    complete = completions(proxy)
+    assert len(complete) == 1 and complete[0]["headers"].get("if-match"), complete
+    blob = same_as_local(fork, proxy, key, local, tmp_path, ["s2", "s3"])
+    assert b".modelzip-free/" in blob
+    with modelzip.open(local) as a:  # the object, byte for byte
+        assert {p.name: p.owner_tag for p in a.params("s3")} == {"big": "s3", "small": "s2"}
+
+    # keep_last=1 leaves more free bytes than live ones: the commit (in
+    # place) is followed by the root's rewrite, server-side copies again.
+    proxy.clear()
+    before = len(blob)
+    saved(proxy, "mpi", 2, both("rot:s4:1:0:4", url, local))
+    complete = completions(proxy)
+    assert len(complete) == 2 and all(c["headers"].get("if-match") for c in complete), complete
+    assert uploaded(proxy) <= 24 * MIB + 2 * 5 * MIB + 512 * 1024, uploaded(proxy)
+    blob = same_as_local(fork, proxy, key, local, tmp_path, ["s4"])
+    assert b".modelzip-free/" not in blob and len(blob) < before / 2
+
+    # replace: the old "latest" removed and the new one added, one upload.
+    proxy.clear()
+    saved(proxy, "mpi", 2, both("rot:latest:0:0:5", url, local) +
+          both("rot:latest:3:1:6", url, local))
+    assert len(completions(proxy)) == 2
+    same_as_local(fork, proxy, key, local, tmp_path, ["s4", "latest"])
+    with modelzip.open(local) as a:  # the object, byte for byte
+        assert a.tensor("big", "latest")[0, 0] == 6.0
+
+
+def test_gloo_background_save_with_keep_last(s3, tmp_path):
+    fork, proxy = s3
+    key = "coll/bgrot.zip"
+    url = f"s3://models/{key}"
+    local = tmp_path / "bgrot.zip"
+    saved(proxy, "torch", 2, both("rot:s1:2:0:1:bg", url, local) +
+          both("rot:s2:2:0:2:bg", url, local) + both("rot:s3:2:0:3:bg", url, local))
+    same_as_local(fork, proxy, key, local, tmp_path, ["s2", "s3"])
+
+
+def test_a_failing_rank_aborts_a_rotating_upload(s3, tmp_path):
+    fork, proxy = s3
+    key = "coll/rotfail.zip"
+    url = f"s3://models/{key}"
+    saved(proxy, "mpi", 2, [("rot:s1:0:0:1", url), ("rot:s2:0:0:2", url)])
+    before = fork.get(key)
+    proxy.clear()
+    # Rank 1's part (its 12 MiB of rows) fails: every rank raises, the root
+    # aborts the upload, s1 is still there. The root's parts before it are
+    # numbered up to 23 (the free entry's header adds 12 numbers to the
+    # append's), rank 1's is 24; the root's tail comes after the failure.
+    proxy.inject(lambda method, path: method == "PUT" and re.search(r"[?&]partNumber=24(&|$)",
+                                                                    path) is not None,
+                 (403, "AccessDenied"), 1)
+    out, ok = ranks(proxy, "mpi", 2, [("rotfail:s3:2", url)])
+    assert ok, out
+    assert out.count("collective commit failed on rank 1") == 2, out
+    assert "AccessDenied" in out, out
+    log = proxy.requests()
+    assert any(r["method"] == "DELETE" and "uploadId=" in r["path"] for r in log)
+    assert not completions(proxy)
+    assert fork.get(key) == before
+
+
+def test_a_rank_killed_during_a_rotating_save_leaves_the_object(s3, tmp_path):
+    """gloo: rank 1 is killed while its part is held by the proxy; rank 0's
+    engine fails, the root aborts the upload, the object is unchanged."""
+    fork, proxy = s3
+    key = "coll/rotkill.zip"
+    url = f"s3://models/{key}"
+    saved(proxy, "torch", 2, [("rot:s1:0:0:1", url), ("rot:s2:0:0:2", url)])
+    before = fork.get(key)
+    proxy.clear()
+    # Rank 1's part is number 24 (test_a_failing_rank_aborts_a_rotating_upload).
+    proxy.inject(lambda method, path: method == "PUT" and re.search(r"[?&]partNumber=24(&|$)",
+                                                                    path) is not None,
+                 ("delay", 20.0), 1)
+    env = dict(env_for(proxy), PYTHONPATH=os.environ.get("PYTHONPATH", ""))
+    port = free_port()
+    procs = [subprocess.Popen([PYTHON, WORKER, "torch", str(rank), "2", str(port), "24",
+                               "rotfail:s3:2", url], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for rank in range(2)]
+    try:
+        for _ in range(600):  # at most 60 s for rank 1's part to arrive
+            if proxy.faults[0][2] == 0 or any(p.poll() is not None for p in procs):
+                break
+            time.sleep(0.1)
+        assert proxy.faults[0][2] == 0, "rank 1's part never arrived"
+        procs[1].kill()
+        out = procs[0].communicate(timeout=120)[0]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.communicate()
+    assert procs[0].returncode == 0 and "rank 0 raised" in out, out
+    log = proxy.requests()
+    assert any(r["method"] == "DELETE" and "uploadId=" in r["path"] for r in log), \
+        "the root aborts the upload"
+    assert not completions(proxy)
     assert fork.get(key) == before

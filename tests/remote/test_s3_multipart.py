@@ -167,6 +167,18 @@ def test_a_request_past_its_deadline_fails_at_once_naming_it(s3):
     assert proxy.faults[0][2] == 9  # one attempt
 
 
+def test_a_completion_the_server_takes_long_to_answer_is_not_cut(s3, data):
+    """CompleteMultipartUpload answered after 3 s with a low-speed time of 1 s:
+    the server assembles the object before it answers (AWS sends a space now
+    and then, others nothing), so only the request deadline bounds it."""
+    fork, proxy = s3
+    proxy.inject(lambda m, p: m == "POST" and "uploadId=" in p, ("delay", 3.0), 1)
+    p = probe(proxy, "upload", "s3://models/slow-complete.bin", f"file:{data}:0:100",
+              env_extra={"MODELZIP_LOW_SPEED_TIME": "1"}, check=False)
+    assert p.returncode == 0, p.stderr.decode()
+    assert fork.get("slow-complete.bin") == data.read_bytes()[:100]
+
+
 def test_wrong_access_key_is_named(s3, data):
     fork, proxy = s3
     p = probe(proxy, "upload", "s3://models/x.bin", f"file:{data}:0:10",

@@ -168,3 +168,21 @@ def test_an_archive_of_large_entries_holds_only_the_parts_in_flight(s3, tmp_path
     assert 0 < peak <= (parallel + 2) * part, peak
     with zipfile.ZipFile(local) as z:
         assert z.testzip() is None and len(z.namelist()) == 40
+
+
+def test_the_part_deadline_grows_with_the_parts_in_flight_above_four(s3, data):
+    """MODELZIP_REQUEST_TIMEOUT is sized for 4 requests sharing the link: with
+    32 parts in flight each part gets 8 times the time (here 8 s for a 1 s
+    setting), so parts the proxy holds for 2 s each still go through; with 4
+    in flight the same parts fail at the 1 s deadline."""
+    fork, proxy = s3
+    blob = data.read_bytes()
+    ops = ["--part-size", 5 * MIB, *writes(data, 0, len(blob), MIB), f"end:{len(blob)}"]
+    proxy.inject(lambda m, p: m == "PUT" and "partNumber=" in p, ("delay", 2.0), 10_000)
+    env = {"MODELZIP_REQUEST_TIMEOUT": "1"}
+    p = probe(proxy, "sink", "s3://models/four.bin", "--parallel", 4, *ops, env_extra=env,
+              check=False)
+    err = p.stderr.decode()
+    assert p.returncode == 1 and "not done within 1 s" in err, err
+    p = probe(proxy, "sink", "s3://models/many.bin", "--parallel", 32, *ops, env_extra=env)
+    assert fork.get("many.bin") == blob

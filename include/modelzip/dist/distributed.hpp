@@ -120,10 +120,11 @@ struct MODELZIP_API CollectiveOptions {
 // one save. They are options of commit(), not of the writer, because they
 // are about one commit (Writer and BackgroundSaveOptions take them per
 // save too). Every rank passes the same values (like the tag); the commit
-// fails on every rank otherwise. keep_last 0, and either option for an
-// s3:// archive (not implemented there yet), fail the commit on every rank
-// with Error(invalid_argument) / Error(unsupported) before anything is
-// written.
+// fails on every rank otherwise. keep_last 0 fails the commit on every rank
+// with Error(invalid_argument) before anything is written. On an s3://
+// archive the tags are removed in the commit's one multipart upload (the
+// free entries' headers in it) and the rewrite is a second upload of
+// server-side copies (docs/s3-writes.md).
 struct MODELZIP_API CollectiveCommitOptions {
   // Replace the tag of the same name (matched without regard to case) if
   // there is one; without it, an existing tag fails the commit.

@@ -261,8 +261,8 @@ def save(path: PathLike, tag: str, tensors: Mapping[str, Any], *, group: Any = N
     that commit (as for modelzip.save; docs/rotation.md). Every rank passes
     the same values; ``keep_last=0`` (or values that differ between ranks)
     raises InvalidArgumentError on every rank, before anything is written.
-    Not yet for ``s3://`` archives (modelzip.Error, code "unsupported", on
-    every rank)."""
+    ``s3://`` archives too: the tags are removed in the commit's one upload
+    (docs/s3-writes.md)."""
     if blocking:
         return _commit(path, tag, tensors, communicator(group), share, dedup, durable, root,
                        rank_lock_timeout, dtypes, replace, keep_last)
