@@ -42,11 +42,17 @@ struct MODELZIP_API RemoteOptions {
   std::optional<bool> no_cache{};
   std::optional<std::string> ca_file{};
   std::optional<double> connect_timeout{};  // seconds
-  std::optional<double> low_speed_time{};   // seconds
+  // A transfer below 1 KiB/s for this long fails. Not applied to an S3
+  // CompleteMultipartUpload or UploadPartCopy, which may send nothing while
+  // the server works: their deadline bounds them, and TCP keep-alive probes
+  // (idle for this long, then every 10 s) notice a peer that is gone.
+  std::optional<double> low_speed_time{};  // seconds
   // The deadline of one request, from its start to its last byte (reads are
   // cut into requests of at most 8 MiB; a request that moves more, an
-  // upload part or a server-side copy, gets this per 8 MiB). A request past
-  // it fails at once, naming the bytes moved (Error(io)); no retry.
+  // upload part or a server-side copy, gets this per 8 MiB; an upload part
+  // sent while more than 4 are in flight gets it times in-flight / 4, since
+  // they share the link). A request past it fails at once, naming the bytes
+  // moved (Error(io)); no retry.
   std::optional<double> request_timeout{};  // seconds
   // A server that ignores Range (answers 200 with the whole object) is only
   // accepted for objects up to this size.
