@@ -53,7 +53,9 @@ enum class BlobKind : std::uint8_t { tensor, embedding };
 // order Python's Archive.load() gives too). Iteration yields
 // std::pair<const std::string, Tensor> as a std::map does; at(), find(),
 // contains() and count() look a name up in O(log n). at() throws
-// std::out_of_range for a missing name. Thread safety: a plain value type.
+// std::out_of_range for a missing name; at() of an rvalue (a temporary, as in
+// `archive.load().at("w").shape()`) returns the Tensor itself, which
+// outlives it. Thread safety: a plain value type.
 class NamedTensors {
  public:
   using value_type = std::pair<const std::string, Tensor>;
@@ -82,8 +84,10 @@ class NamedTensors {
   const_iterator find(std::string_view name) const { return begin() + position(name); }
   bool contains(std::string_view name) const { return index_.find(name) != index_.end(); }
   std::size_t count(std::string_view name) const { return contains(name) ? 1 : 0; }
-  Tensor& at(std::string_view name) { return items_.at(checked(name)).second; }
-  const Tensor& at(std::string_view name) const { return items_.at(checked(name)).second; }
+  Tensor& at(std::string_view name) & { return items_.at(checked(name)).second; }
+  const Tensor& at(std::string_view name) const& { return items_.at(checked(name)).second; }
+  Tensor at(std::string_view name) && { return std::move(items_.at(checked(name)).second); }
+  Tensor at(std::string_view name) const&& { return items_.at(checked(name)).second; }
 
  private:
   // The index of `name` in items_, or size() if absent.

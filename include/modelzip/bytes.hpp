@@ -9,6 +9,16 @@
 //
 // Thread safety: a Bytes is immutable; distinct threads may read and copy the
 // same Bytes concurrently.
+//
+// KeptView<View>: a view (std::span or std::string_view) that also holds a
+// share of the memory it views, which lives as long as the KeptView (and its
+// copies). View accessors called on a temporary return one (Bytes::span(),
+// Tensor::as<T>(), Vocab::words()...), so that
+// `for (float x : archive.tensor("w").as<float>())` reads memory that lives
+// until the loop ends. A KeptView is a View (derived from it): it can be
+// passed where a View is taken, and a View copied out of it (a View
+// variable, subspan(), first()...) is a plain view again, valid only while
+// some owner of the memory lives.
 #pragma once
 
 #include <cstddef>
@@ -16,11 +26,15 @@
 #include <memory>
 #include <span>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "modelzip/export.hpp"
 
 namespace modelzip {
+
+template <class View>
+class KeptView;
 
 class MODELZIP_API Bytes {
  public:
@@ -38,10 +52,14 @@ class MODELZIP_API Bytes {
   const std::byte* data() const noexcept { return data_; }
   std::size_t size() const noexcept { return size_; }
   bool empty() const noexcept { return size_ == 0; }
-  std::span<const std::byte> span() const noexcept { return {data_, size_}; }
-  std::string_view as_string_view() const noexcept {
+  // Views of the bytes; called on a temporary (`tensor.values().span()` of
+  // a temporary Tensor), views that keep the memory alive (KeptView).
+  std::span<const std::byte> span() const& noexcept { return {data_, size_}; }
+  KeptView<std::span<const std::byte>> span() const&& noexcept;
+  std::string_view as_string_view() const& noexcept {
     return {reinterpret_cast<const char*>(data_), size_};
   }
+  KeptView<std::string_view> as_string_view() const&& noexcept;
 
   // A sub-view sharing this buffer's lifetime. Throws Error(invalid_argument)
   // if [offset, offset + length) is not inside this view.
@@ -58,10 +76,41 @@ class MODELZIP_API Bytes {
   class MappedAccess;
 
  private:
+  template <class View>
+  friend class KeptView;
+
   const std::byte* data_ = nullptr;
   std::size_t size_ = 0;
   std::shared_ptr<const void> keeper_;
   bool mapped_ = false;
 };
+
+template <class View>
+class KeptView : public View {
+ public:
+  // `view` of memory that `owner` holds (keeps it alive).
+  KeptView(View view, const Bytes& owner) noexcept : View(view), keeper_(owner.keeper_) {}
+  // `view` of memory that `owner` keeps alive (a part of it, another type).
+  template <class OtherView>
+  KeptView(View view, const KeptView<OtherView>& owner) noexcept
+      : View(view), keeper_(owner.keeper_) {}
+  // `view` of memory that lives as long as `keeper` (or, for a null keeper,
+  // as the caller promises).
+  KeptView(View view, std::shared_ptr<const void> keeper) noexcept
+      : View(view), keeper_(std::move(keeper)) {}
+
+ private:
+  template <class OtherView>
+  friend class KeptView;
+
+  std::shared_ptr<const void> keeper_;
+};
+
+inline KeptView<std::span<const std::byte>> Bytes::span() const&& noexcept {
+  return {span(), *this};
+}
+inline KeptView<std::string_view> Bytes::as_string_view() const&& noexcept {
+  return {as_string_view(), *this};
+}
 
 }  // namespace modelzip

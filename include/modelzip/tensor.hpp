@@ -75,7 +75,8 @@ class MODELZIP_API Tensor {
   // The accessors that return a reference into the Tensor return a copy
   // when called on an rvalue (a temporary, as in
   // `for (auto d : archive.tensor("w").shape())`): the copy outlives it.
-  // A copy of a Bytes shares its memory (views stay views).
+  // A copy of a Bytes shares its memory (views stay views), and its span()
+  // keeps that memory alive (`archive.tensor("w").values().span()`).
   DType dtype() const noexcept { return dtype_; }
   const Shape& shape() const& noexcept { return shape_; }
   Shape shape() const&& { return shape_; }
@@ -111,8 +112,12 @@ class MODELZIP_API Tensor {
   Tensor dequantize(std::optional<DType> to = std::nullopt) const;
 
   // The i-th string of a utf8 tensor (row-major index). Throws if not utf8
-  // or out of range.
-  std::string_view string_at(std::uint64_t index) const;
+  // or out of range. Called on a temporary Tensor, a view that keeps the
+  // values alive (KeptView, modelzip/bytes.hpp).
+  std::string_view string_at(std::uint64_t index) const&;
+  KeptView<std::string_view> string_at(std::uint64_t index) const&& {
+    return {string_at(index), values_};
+  }
 
   // Typed zero-copy view of the values (numel() elements of a dense tensor,
   // nnz() of a sparse one). T must be the dtype's element type, exactly:
@@ -138,15 +143,22 @@ class MODELZIP_API Tensor {
   // double, std::byte, ...) does not compile; for the raw bytes of any tensor
   // use values(). The span views the values' memory: it is valid while a
   // Bytes holding it lives (this Tensor, a copy of it, or for zero-copy reads
-  // the Archive whose mapping it is), which a temporary Tensor read into
-  // owned memory does not outlive. Throws Error(invalid_argument) naming
-  // both types when T is another dtype's element type (e.g.
+  // the Archive whose mapping it is). Called on a temporary Tensor (as in
+  // `for (float x : archive.tensor("w").as<float>())`), as() returns a
+  // KeptView (modelzip/bytes.hpp): the span and a share of the memory,
+  // which lives as long as it does; a std::span taken from that is again
+  // valid only while another owner lives. Throws Error(invalid_argument)
+  // naming both types when T is another dtype's element type (e.g.
   // as<std::int32_t>() of a float32 tensor), and when the data is misaligned
   // for T.
   template <class T>
-  std::span<const T> as() const {
+  std::span<const T> as() const& {
     check_view(view_type<T>(), alignof(T));
     return {reinterpret_cast<const T*>(values_.data()), values_.size() / sizeof(T)};
+  }
+  template <class T>
+  KeptView<std::span<const T>> as() const&& {
+    return {as<T>(), values_};
   }
 
   // A deep copy whose bytes are owned (not views into any mapping).

@@ -5,6 +5,7 @@
 
 #include "core/checked.hpp"
 #include "core/fail.hpp"
+#include "core/kept_symbol.hpp"
 #include "core/quantization_rules.hpp"
 #include "core/shape_text.hpp"
 #include "core/utf8.hpp"
@@ -170,7 +171,7 @@ Tensor Tensor::quantized(DType original, Shape shape, Quantization quantization,
   return t;
 }
 
-std::string_view Tensor::string_at(std::uint64_t index) const {
+std::string_view Tensor::string_at(std::uint64_t index) const& {
   if (dtype_ != DType::utf8) fail_invalid("not a string tensor");
   if (index >= offsets_.size() / 8 - (offsets_.empty() ? 0 : 1) || offsets_.empty())
     fail_invalid("string index " + std::to_string(index) + " out of range");
@@ -178,6 +179,8 @@ std::string_view Tensor::string_at(std::uint64_t index) const {
   auto b = detail::load_le<std::uint64_t>(offsets_.data() + (index + 1) * 8);
   return {reinterpret_cast<const char*>(values_.data()) + a, b - a};
 }
+// 0.1.0's unqualified form (core/kept_symbol.hpp).
+MODELZIP_KEEP_SYMBOL(_ZNK8modelzip6Tensor9string_atEm, _ZNKR8modelzip6Tensor9string_atEm);
 
 Tensor Tensor::to_owned() const {
   Tensor t = *this;

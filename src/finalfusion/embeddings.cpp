@@ -279,7 +279,7 @@ MODELZIP_KEEP_SYMBOL(_ZNK8modelzip11finalfusion10Embeddings5vocabEv,
                      _ZNKR8modelzip11finalfusion10Embeddings5vocabEv);
 MODELZIP_KEEP_SYMBOL(_ZNK8modelzip11finalfusion10Embeddings8metadataEv,
                      _ZNKR8modelzip11finalfusion10Embeddings8metadataEv);
-std::span<const float> Embeddings::norms() const noexcept {
+std::span<const float> Embeddings::norms() const& noexcept {
   return state_->norms.span();
 }
 bool Embeddings::has_norms() const noexcept {
@@ -296,10 +296,15 @@ std::optional<QuantizerInfo> Embeddings::quantizer() const noexcept {
                        !q.norms.empty()};
 }
 
-std::span<const float> Embeddings::matrix() const noexcept {
+std::span<const float> Embeddings::matrix() const& noexcept {
   if (state_->storage.quantized) return {};
   return state_->storage.dense.data.span();
 }
+// 0.1.0's unqualified forms (core/kept_symbol.hpp).
+MODELZIP_KEEP_SYMBOL(_ZNK8modelzip11finalfusion10Embeddings5normsEv,
+                     _ZNKR8modelzip11finalfusion10Embeddings5normsEv);
+MODELZIP_KEEP_SYMBOL(_ZNK8modelzip11finalfusion10Embeddings6matrixEv,
+                     _ZNKR8modelzip11finalfusion10Embeddings6matrixEv);
 
 bool Embeddings::storage_is_view() const noexcept {
   return state_->storage.is_view();

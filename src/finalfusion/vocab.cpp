@@ -209,9 +209,12 @@ Vocab Vocab::floret(std::uint32_t min_n, std::uint32_t max_n, std::uint64_t n_bu
 VocabKind Vocab::kind() const noexcept {
   return impl_->kind;
 }
-std::span<const std::string> Vocab::words() const noexcept {
+std::span<const std::string> Vocab::words() const& noexcept {
   return impl_->words;
 }
+// 0.1.0's unqualified form (core/kept_symbol.hpp).
+MODELZIP_KEEP_SYMBOL(_ZNK8modelzip11finalfusion5Vocab5wordsB5cxx11Ev,
+                     _ZNKR8modelzip11finalfusion5Vocab5wordsB5cxx11Ev);
 std::size_t Vocab::words_len() const noexcept {
   return impl_->words.size();
 }
@@ -260,12 +263,17 @@ MODELZIP_KEEP_SYMBOL(_ZNK8modelzip11finalfusion5Vocab3bowB5cxx11Ev,
                      _ZNKR8modelzip11finalfusion5Vocab3bowB5cxx11Ev);
 MODELZIP_KEEP_SYMBOL(_ZNK8modelzip11finalfusion5Vocab3eowB5cxx11Ev,
                      _ZNKR8modelzip11finalfusion5Vocab3eowB5cxx11Ev);
-std::span<const std::string> Vocab::ngrams() const noexcept {
+std::span<const std::string> Vocab::ngrams() const& noexcept {
   return impl_->ngrams;
 }
-std::span<const std::uint64_t> Vocab::ngram_indices() const noexcept {
+std::span<const std::uint64_t> Vocab::ngram_indices() const& noexcept {
   return impl_->ngram_rows;
 }
+// 0.1.0's unqualified forms (core/kept_symbol.hpp).
+MODELZIP_KEEP_SYMBOL(_ZNK8modelzip11finalfusion5Vocab6ngramsB5cxx11Ev,
+                     _ZNKR8modelzip11finalfusion5Vocab6ngramsB5cxx11Ev);
+MODELZIP_KEEP_SYMBOL(_ZNK8modelzip11finalfusion5Vocab13ngram_indicesEv,
+                     _ZNKR8modelzip11finalfusion5Vocab13ngram_indicesEv);
 
 std::vector<std::uint64_t> Vocab::subword_rows(std::string_view word) const {
   std::vector<std::uint64_t> out;

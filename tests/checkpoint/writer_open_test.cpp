@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <functional>
 
@@ -220,6 +221,35 @@ TEST_CASE("Accessors of a temporary Archive or Writer return copies that outlive
   std::vector<std::int64_t> shape;
   for (std::int64_t d : Archive::open(path).tensor("w").shape()) shape.push_back(d);
   CHECK(shape == Shape{12});
+}
+
+// `for (float x : archive.tensor("w", {}, ReadMode::copy).as<float>())` read
+// the owned values of a Tensor destroyed before the loop body ran, and
+// `archive.load().at("w")` returned a reference into the temporary
+// NamedTensors (AddressSanitizer and valgrind report the reads).
+TEST_CASE("Views and tensors taken from a temporary Tensor or NamedTensors outlive it") {
+  std::mt19937_64 rng(41);
+  TempDir dir;
+  const auto path = dir / "m.zip";
+  const Tensor w = floats(rng, 64);
+  commit_tag(path, "v0", w);
+  const Archive archive = Archive::open(path);
+  for (ReadMode mode : {ReadMode::copy, ReadMode::zero_copy}) {
+    CAPTURE(static_cast<int>(mode));
+    std::vector<float> values;
+    for (float x : archive.tensor("w", {}, mode).as<float>()) values.push_back(x);
+    CHECK(std::ranges::equal(values, w.as<float>()));
+    values.clear();
+    for (float x : Archive::open(path).tensor("w", {}, mode).as<float>()) values.push_back(x);
+    CHECK(std::ranges::equal(values, w.as<float>()));
+    values.clear();
+    for (float x : archive.load({}, mode).at("w").as<float>()) values.push_back(x);
+    CHECK(std::ranges::equal(values, w.as<float>()));
+  }
+  std::vector<std::int64_t> shape;
+  for (std::int64_t d : archive.load({}, ReadMode::copy).at("w").shape()) shape.push_back(d);
+  CHECK(shape == Shape{64});
+  static_assert(std::is_same_v<decltype(archive.load().at("w")), Tensor>);
 }
 
 // Run as "nobody" when the tests run as root (root may write a 0444 file).

@@ -246,3 +246,49 @@ TEST_CASE("Accessors of a temporary Tensor return copies that outlive it") {
   CHECK(message == "bad byte");
   CHECK(context.entry == "e");
 }
+
+// View accessors called on a temporary return views that keep the memory
+// alive: `for (float x : archive.tensor("w").as<float>())` read the values of
+// a Tensor destroyed before the loop body ran when it owned them (read with
+// ReadMode::copy, or from a deflated blob), and so did span() of a temporary
+// Tensor's values() (AddressSanitizer and valgrind report the reads).
+TEST_CASE("View accessors of a temporary Tensor or Bytes keep the memory they view alive") {
+  auto floats = [] {
+    return Tensor::dense(DType::float32, {3}, bytes_from<float>({1.5f, 2.5f, 3.5f}));
+  };
+  std::vector<float> seen;
+  for (float x : floats().as<float>()) seen.push_back(x);
+  CHECK(seen == std::vector<float>{1.5f, 2.5f, 3.5f});
+  std::vector<std::byte> bytes;
+  for (std::byte b : floats().values().span()) bytes.push_back(b);
+  const float expected[] = {1.5f, 2.5f, 3.5f};
+  REQUIRE(bytes.size() == sizeof expected);
+  CHECK(std::memcmp(bytes.data(), expected, sizeof expected) == 0);
+  std::string text;
+  for (char c :
+       Bytes::copy_of(std::string_view("text longer than a short string")).as_string_view())
+    text += c;
+  CHECK(text == "text longer than a short string");
+  std::string first;
+  for (char c : Tensor::strings({2}, std::vector<std::string>{"a first string on the heap", "b"})
+                    .string_at(0))
+    first += c;
+  CHECK(first == "a first string on the heap");
+
+  // A KeptView kept in a variable outlives the temporary too; it is the
+  // span, and a part of it can keep the memory as well.
+  auto kept = floats().as<float>();
+  static_assert(std::is_same_v<decltype(kept), KeptView<std::span<const float>>>);
+  const std::span<const float> plain = kept;
+  CHECK(plain.size() == 3);
+  const KeptView<std::span<const float>> tail(kept.subspan(1), kept);
+  kept = KeptView<std::span<const float>>({}, nullptr);
+  REQUIRE(tail.size() == 2);
+  CHECK(tail[1] == 3.5f);
+  // Views of an object that lives stay plain views.
+  const Tensor t = floats();
+  static_assert(std::is_same_v<decltype(t.as<float>()), std::span<const float>>);
+  static_assert(std::is_same_v<decltype(t.string_at(0)), std::string_view>);
+  static_assert(std::is_same_v<decltype(t.values().span()), std::span<const std::byte>>);
+  static_assert(std::is_same_v<decltype(t.values().as_string_view()), std::string_view>);
+}

@@ -240,3 +240,46 @@ TEST_CASE("Accessors of temporary Embeddings, Vocab and Metadata return copies t
   const MetadataValue& root = Metadata::parse("kind = \"test\"\n").root();
   CHECK(root.get("kind") != nullptr);
 }
+
+// The spans of temporary Embeddings or Vocab keep the shared state alive:
+// `for (auto& w : Embeddings::open(p).vocab().words())` iterated the words of
+// a Vocab copy destroyed, with the Embeddings, before the loop body ran
+// (AddressSanitizer and valgrind report the reads). MetadataValue holds no
+// shared state: its items() and keys() on a temporary are copies.
+TEST_CASE("Spans of temporary Embeddings and Vocab keep the state alive; MetadataValue copies") {
+  const std::vector<std::string> words{"a word long enough to live on the heap", "b"};
+  auto make = [&] {
+    return Embeddings::from_matrix(Vocab::simple(words), {3, 4, 0, 1}, 2, std::vector<float>{5, 1});
+  };
+  std::vector<std::string> seen;
+  for (const std::string& w : make().vocab().words()) seen.push_back(w);
+  CHECK(seen == words);
+  seen.clear();
+  const Bytes file = make().to_bytes();
+  for (const std::string& w : Embeddings::read(file).vocab().words()) seen.push_back(w);
+  CHECK(seen == words);
+  std::vector<float> matrix, norms;
+  for (float x : make().matrix()) matrix.push_back(x);
+  for (float x : make().norms()) norms.push_back(x);
+  CHECK(matrix == std::vector<float>{3, 4, 0, 1});
+  CHECK(norms == std::vector<float>{5, 1});
+
+  auto explicit_vocab = [] {
+    return Vocab::explicit_ngrams(
+        {"word"}, 3, 3, {{"<wo", 7}, {"wor", 9}, {"an n-gram long enough for the heap", 7}});
+  };
+  std::vector<std::string> ngrams;
+  std::vector<std::uint64_t> indices;
+  for (const std::string& g : explicit_vocab().ngrams()) ngrams.push_back(g);
+  for (std::uint64_t i : explicit_vocab().ngram_indices()) indices.push_back(i);
+  CHECK(ngrams == std::vector<std::string>{"<wo", "wor", "an n-gram long enough for the heap"});
+  CHECK(indices == std::vector<std::uint64_t>{0, 1, 0});
+
+  const std::string toml = "first = 1\nsecond = \"a string long enough for the heap\"\n";
+  std::vector<std::string> keys;
+  std::vector<MetadataValue::Kind> kinds;
+  for (const std::string& k : Metadata::parse(toml).root().keys()) keys.push_back(k);
+  for (const MetadataValue& v : Metadata::parse(toml).root().items()) kinds.push_back(v.kind());
+  CHECK(keys == std::vector<std::string>{"first", "second"});
+  CHECK(kinds == std::vector{MetadataValue::Kind::integer, MetadataValue::Kind::string});
+}

@@ -15,9 +15,12 @@
 // aligned in memory (always the case for a mapped file or an archive entry
 // at a 64-byte aligned address), and owned copies otherwise. The spans
 // accessors return (words(), matrix(), norms()...) view the shared state:
-// they are valid while a Vocab or Embeddings sharing it lives, so not past
-// the statement for a temporary; references returned by accessors are copies
-// for a temporary (Embeddings::vocab()).
+// they are valid while a Vocab or Embeddings sharing it lives. Called on a
+// temporary (as in `for (auto& w : Embeddings::open(p).vocab().words())`),
+// they return a KeptView (modelzip/bytes.hpp) that keeps the state alive as
+// long as it lives, and accessors that return a reference return a copy
+// (Embeddings::vocab(), name(), metadata()). MetadataValue and Metadata are
+// plain values: called on a temporary, their accessors return copies.
 //
 // Thread safety: all const member functions may be called concurrently
 // (lazily built caches are initialised once, thread-safely).
@@ -78,10 +81,14 @@ class MODELZIP_API MetadataValue {
   // Floating values, and integers converted to double.
   std::optional<double> as_number() const noexcept;
   std::optional<bool> as_boolean() const noexcept;
-  // Array items, or table values (in key order of the table).
-  std::span<const MetadataValue> items() const noexcept { return items_; }
-  // Table keys (empty for other kinds); keys()[i] names items()[i].
-  std::span<const std::string> keys() const noexcept { return keys_; }
+  // Array items, or table values (in key order of the table). On an rvalue
+  // (a temporary, as in `Metadata::parse(text).root().items()`), a copy.
+  std::span<const MetadataValue> items() const& noexcept { return items_; }
+  std::vector<MetadataValue> items() const&& { return items_; }
+  // Table keys (empty for other kinds); keys()[i] names items()[i]. On an
+  // rvalue, a copy.
+  std::span<const std::string> keys() const& noexcept { return keys_; }
+  std::vector<std::string> keys() const&& { return keys_; }
 
   // A member of a table, or nullptr.
   const MetadataValue* get(std::string_view key) const noexcept;
@@ -173,7 +180,11 @@ class MODELZIP_API Vocab {
                       std::string eow = ">");
 
   VocabKind kind() const noexcept;
-  std::span<const std::string> words() const noexcept;
+  // The spans of a Vocab: on an rvalue (a temporary, as in
+  // `Embeddings::open(p).vocab().words()`), views that keep the state alive
+  // (KeptView, modelzip/bytes.hpp).
+  std::span<const std::string> words() const& noexcept;
+  KeptView<std::span<const std::string>> words() const&& noexcept { return {words(), impl_}; }
   std::size_t words_len() const noexcept;
   // Rows the storage must have: words plus subword rows.
   std::uint64_t rows() const noexcept;
@@ -193,8 +204,12 @@ class MODELZIP_API Vocab {
   const std::string& eow() const& noexcept;  // end-of-word marker (">")
   std::string eow() const&&;
   // explicit_ngrams: the n-grams and their (renumbered) indices, in stored order.
-  std::span<const std::string> ngrams() const noexcept;
-  std::span<const std::uint64_t> ngram_indices() const noexcept;
+  std::span<const std::string> ngrams() const& noexcept;
+  KeptView<std::span<const std::string>> ngrams() const&& noexcept { return {ngrams(), impl_}; }
+  std::span<const std::uint64_t> ngram_indices() const& noexcept;
+  KeptView<std::span<const std::uint64_t>> ngram_indices() const&& noexcept {
+    return {ngram_indices(), impl_};
+  }
 
   // Storage rows of the subword units of `word`, duplicates kept: every
   // n-gram of bow + word + eow with min_n..max_n characters (Unicode code
@@ -309,12 +324,16 @@ class MODELZIP_API Embeddings {
   const std::optional<Metadata>& metadata() const& noexcept;
   std::optional<Metadata> metadata() const&&;
   // Per-word norms of the original vectors (empty if the file has none).
-  std::span<const float> norms() const noexcept;
+  // norms() and matrix() of rvalue Embeddings are views that keep the state
+  // alive (KeptView, modelzip/bytes.hpp).
+  std::span<const float> norms() const& noexcept;
+  KeptView<std::span<const float>> norms() const&& noexcept { return {norms(), state_}; }
   bool has_norms() const noexcept;
   bool quantized() const noexcept;
   std::optional<QuantizerInfo> quantizer() const noexcept;
   // The dense matrix, rows() x dims() row-major (empty when quantized).
-  std::span<const float> matrix() const noexcept;
+  std::span<const float> matrix() const& noexcept;
+  KeptView<std::span<const float>> matrix() const&& noexcept { return {matrix(), state_}; }
   // True when the dense matrix (or the quantized codes) is a zero-copy view
   // into the Bytes given to read().
   bool storage_is_view() const noexcept;

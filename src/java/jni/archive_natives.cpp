@@ -221,18 +221,16 @@ void archive_remove_tag(JNIEnv* env, jclass, jbyteArray path, jbyteArray tag) {
   });
 }
 
-// Changes the metadata of an existing archive in one commit (as modelzip
-// meta): tags and tensors are copied as they are, and a failed commit leaves
-// the archive unchanged (Writer::commit).
+// Changes the metadata of an archive in one commit: tags and tensors are
+// copied as they are, and a failed commit leaves the archive unchanged
+// (Writer::commit). A missing archive is created with no tags, as
+// Writer::open and Python's update_metadata do.
 jobjectArray archive_update_metadata(JNIEnv* env, jclass, jbyteArray path, jint changed,
                                      jobjectArray values) {
   return guarded(env, [&] {
     const std::string archive_path = to_string(env, path);
     std::function<void(Metadata&)> edit = metadata_edit(env, changed, values);
     try {
-      // Writer::open would start a new archive: opened first, a missing
-      // file fails as Archive.open does (IO, errno 2), before any write.
-      static_cast<void>(Archive::open(archive_path));
       Writer writer = Writer::open(archive_path);
       writer.update_metadata(std::move(edit));
       writer.commit();

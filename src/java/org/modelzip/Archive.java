@@ -259,14 +259,13 @@ public final class Archive implements AutoCloseable {
    * archive has then, also when another writer changed them meanwhile.
    * Atomic and durable as {@link #save}: the file holds the old metadata or
    * the new, and a failed update leaves it as it was. An update that changes
-   * nothing still commits (the writer field becomes this modelzip).
+   * nothing still commits (the writer field becomes this modelzip). A
+   * missing archive is created, with no tags and this metadata, as C++'s
+   * {@code Writer} and Python's {@code update_metadata} create it.
    *
    * @return the metadata as read after the commit
-   * @throws ModelzipException IO when the file is missing (errno 2 in
-   *     {@link ModelzipException#systemError()}: an update does not create
-   *     an archive, as {@code modelzip meta} does not; a save with
-   *     {@link SaveOptions#metadata} does) or cannot be written, CORRUPT for
-   *     a damaged archive
+   * @throws ModelzipException IO when the file (or for a new archive its
+   *     folder) cannot be read or written, CORRUPT for a damaged archive
    */
   public static Metadata updateMetadata(String path, MetadataUpdate update) {
     Objects.requireNonNull(path, "path");

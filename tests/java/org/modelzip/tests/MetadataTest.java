@@ -280,6 +280,21 @@ public class MetadataTest {
   }
 
   @Test
+  public void updateMetadataCreatesAMissingArchive() throws Exception {
+    // As C++'s Writer and Python's update_metadata do: no tags, the metadata
+    // given.
+    String missing = scratch.file("missing.zip");
+    Metadata created = Archive.updateMetadata(missing, MetadataUpdate.none().modelName("x"));
+    assertEquals(Optional.of("x"), created.modelName());
+    assertEquals(Optional.empty(), created.description());
+    try (Archive archive = Archive.open(missing)) {
+      assertEquals(List.of(), archive.tags());
+      assertEquals(created, archive.metadata());
+    }
+    assertEquals(List.of("missing.zip"), filesInScratch());
+  }
+
+  @Test
   public void badValuesAreRefusedWhenTheUpdateIsMade() throws Exception {
     NullPointerException npe =
         assertThrows(NullPointerException.class, () -> MetadataUpdate.none().modelName(null));
@@ -292,19 +307,11 @@ public class MetadataTest {
         () -> MetadataUpdate.none().description("ab\uDC00"));
     assertTrue(e.getMessage(), e.getMessage().contains("unpaired surrogate U+DC00 at index 2"));
 
-    // A missing archive is not created (as modelzip meta); a damaged one is
-    // left as it is.
-    String missing = scratch.file("missing.zip");
-    ModelzipException error = assertThrows(ModelzipException.class,
-        () -> Archive.updateMetadata(missing, MetadataUpdate.none().modelName("x")));
-    assertEquals(ModelzipException.Code.IO, error.code());
-    assertEquals(2, error.systemError());
-    assertEquals(missing, error.archive());
-    assertFalse(Files.exists(Paths.get(missing)));
+    // A damaged archive is left as it is.
     Path damaged = Paths.get(scratch.file("damaged.zip"));
     byte[] junk = "PK\u0003\u0004 not a zip at all".getBytes(StandardCharsets.UTF_8);
     Files.write(damaged, junk);
-    error = assertThrows(ModelzipException.class,
+    ModelzipException error = assertThrows(ModelzipException.class,
         () -> Archive.updateMetadata(damaged.toString(), MetadataUpdate.none().modelName("x")));
     assertEquals(ModelzipException.Code.CORRUPT, error.code());
     assertEquals(damaged.toString(), error.archive());
