@@ -1,7 +1,10 @@
 #include "dist/commit_plan.hpp"
 
 #include <algorithm>
+#include <deque>
 #include <map>
+#include <optional>
+#include <span>
 
 #include "checkpoint/archive_state.hpp"
 #include "checkpoint/entry_validators.hpp"
@@ -162,6 +165,44 @@ Params resolve_params(const Grouped& g, const std::string& tag, const Archive* o
   return out;
 }
 
+// A tag with graph.fb must be a consistent graph checkpoint (GRAPH.md
+// section 4), as Archive::verify checks it: the staged-tag validator sees
+// each value's dtype and full shape (shards: the global shape; dedup
+// references: the records', equal to their namesakes'; shares: the header
+// of the old blob they share).
+void check_graph_checkpoint(const Grouped& g, const Params& resolved, const std::string& tag,
+                            const Archive* old) {
+  const StagedTagValidator validate = entry_validators().staged_tag_validator();
+  if (!validate) return;
+  std::optional<Bytes> graph, training_config;
+  for (const Record* e : g.tag_entries) {
+    const auto kind = entry_kind_of(tag + "/" + e->name);
+    Bytes content = Bytes::borrow(std::as_bytes(std::span(e->content)), nullptr);
+    if (kind == EntryKind::graph) graph = std::move(content);
+    if (kind == EntryKind::training_config) training_config = std::move(content);
+  }
+  if (!graph) return;
+  std::deque<ParamInfo> shared;  // the blobs shares refer to, referenced by the values
+  std::vector<StoredValue> params, states;
+  for (const Param& p : resolved.params) {
+    const Record* r = p.first;
+    StoredValue v{r->name, r->state, r->dtype, &r->global};
+    if (r->kind == Kind::shared) {
+      const ParamInfo& info = shared.emplace_back(old->param(r->from_param, r->from_tag));
+      v.dtype = info.dtype;
+      v.shape = &info.shape;
+      v.tensor = info.kind == BlobKind::tensor;
+    }
+    (r->table == TableKind::params ? params : states).push_back(v);
+  }
+  StagedTag staged{.tag = tag,
+                   .graph = &*graph,
+                   .training_config = training_config ? &*training_config : nullptr,
+                   .params = params,
+                   .states = states};
+  validate(staged, Limits{});
+}
+
 // The rows of params.txt and updater.txt: new blobs numbered in order.
 struct Tables {
   std::vector<BlobRow> params, updater;
@@ -212,6 +253,7 @@ CommitPlan plan_commit(const std::vector<std::vector<Record>>& all, const std::s
                        const RotateRequest& rotate) {
   const Grouped g = group_records(all, tag);
   Params resolved = resolve_params(g, tag, old, dedup);
+  check_graph_checkpoint(g, resolved, tag, old);  // before the target begins
   std::vector<Param>& params = resolved.params;
   Tables tables = blob_tables(params);
   CommitPlan out;

@@ -1,14 +1,16 @@
 // The root's plan of a collective commit: it validates every rank's
 // records together (dtypes, global shapes, blocks that cover each tensor
-// exactly once, tag-level entries), decides dedup references, and lays out
-// the new entries after the archive's data exactly as the single writer
-// places them (params.txt, updater.txt, tag-level entries, then the blobs
+// exactly once, tag-level entries; with graph.fb, the tag as a graph
+// checkpoint: schemas/GRAPH.md section 4), decides dedup references, and
+// lays out the new entries after the archive's data exactly as the single
+// writer places them (params.txt, updater.txt, tag-level entries, then the blobs
 // in parameter order), each placed by zip::EntryPlan. Planning begins the
 // commit on the target (journal or temporary file), protects the old tail
 // and allocates the new entries' blocks.
 // Not thread-safe (the target). Errors: Error(invalid_argument) naming the
-// parameter and ranks; Error(not_found) for a share of a missing tag; the
-// target's errors.
+// parameter and ranks, or the tag and entry of a broken graph checkpoint
+// rule (nothing begun on the target); Error(not_found) for a share of a
+// missing tag; the target's errors.
 // The target is either a local file (dist/commit_target.hpp: planning is
 // followed by prepare_file) or an S3 upload (dist/s3_commit.hpp).
 #pragma once

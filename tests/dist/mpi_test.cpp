@@ -17,6 +17,7 @@
 #include <set>
 #include <thread>
 
+#include "../graph/graph_fixtures.hpp"
 #include "checkpoint/archive_impl.hpp"
 #include "core/crc32.hpp"
 #include "dist/model.hpp"
@@ -964,6 +965,151 @@ TEST_CASE("background collective saves rotate in their commit") {
   check_tag_values(a, "step-6", all_at(40));
   CHECK(a.verify().empty());
   saves.reset();
+  barrier();
+}
+
+TEST_CASE("a collective commit refuses a tag with graph.fb that verify would reject") {
+  // The root checks the tag as Writer::commit does (GRAPH.md section 4) in
+  // its planning step: full shapes of sharded values, dedup references and
+  // shares included; a broken rule is the same Error on every rank, naming
+  // the tag and the entry, and nothing is written.
+  const int r = comm().rank(), n = comm().size();
+  SharedDir dir;
+  const fs::path path = dir / "graph.zip";
+  const training::TrainingConfig config = [] {
+    training::TrainingConfig t;
+    t.updater = training::Adam{0.01};
+    t.feature_mapping = {"x"};
+    t.label_mapping = {"label"};
+    t.loss_variables = {"loss"};
+    t.iteration_count = 3;
+    return t;
+  }();
+  const std::vector<std::pair<std::string, Shape>> variables = {
+      {"w1", {2, 3}}, {"b1", {3}}, {"w2", {3, 1}}, {"b2", {1}}};
+  auto ramp = [](const Shape& s, float start) {
+    std::vector<float> v(numel_of(s));
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = start + 0.25f * static_cast<float>(i);
+    return v;
+  };
+  // `global` split by rows over every rank (parts beyond its rows empty).
+  auto stage_rows = [&](CollectiveWriter& w, const std::string& name, const std::string& state,
+                        const Shape& global, float start) {
+    const Block b = split_block(global, 0, r, n);
+    Tensor t = float_tensor(b.shape, block_values(ramp(global, start), global, b));
+    if (state.empty())
+      w.add_shard(name, std::move(t), global, b);
+    else
+      w.add_updater_shard(name, state, std::move(t), global, b);
+  };
+  struct Staging {
+    bool graph = true;
+    std::optional<training::TrainingConfig> config;
+    Shape w1{2, 3};            // w1's global shape
+    std::string skip;          // a variable not staged
+    bool share_scale = false;  // "scale" shared from the tag "good"
+    std::string w1_from;       // w1 shared from this parameter of "good"
+  };
+  auto stage = [&](CollectiveWriter& w, const Staging& s) {
+    if (s.graph && r == 0)
+      w.set_entry(std::string(kGraphEntryName), graph::encode_graph(testing::mlp_graph()));
+    if (s.config && r == n - 1)
+      w.set_entry(std::string(kTrainingConfigEntryName),
+                  training::encode_training_config(*s.config));
+    if (r == n - 1 && s.share_scale)
+      w.share("scale", "good", "scale");
+    else if (r == n - 1)
+      w.add("scale", float_tensor({2}, {1.0f, 0.5f}));
+    for (std::size_t i = 0; i < variables.size(); ++i) {
+      const auto& [name, shape] = variables[i];
+      if (name == s.skip) continue;
+      if (name == "w1" && !s.w1_from.empty()) {
+        if (r == 0) w.share(name, "good", s.w1_from);
+      } else if (name == "w1")
+        stage_rows(w, name, "", s.w1, 1.0f);
+      else if (static_cast<int>(i) % n == r)
+        w.add(name, float_tensor(shape, ramp(shape, static_cast<float>(i))));
+      stage_rows(w, name, "M", shape, 10.0f + static_cast<float>(i));
+      stage_rows(w, name, "V", shape, 20.0f + static_cast<float>(i));
+    }
+  };
+  {
+    CollectiveWriter w(path, comm());
+    stage(w, Staging{.config = config});
+    w.commit("good");
+  }
+  {  // dedup references (every value as in "good") and shares pass the check
+    CollectiveWriter w(path, comm());
+    stage(w, Staging{.config = config, .share_scale = true});
+    CHECK(w.commit("again").blobs_deduplicated == 12);
+  }
+  {
+    const Archive a = Archive::open(path);
+    CHECK(a.verify().empty());
+    for (const char* tag : {"good", "again"}) {
+      const Checkpoint c = load_checkpoint(a, tag);
+      CHECK((c.params.at("w1").shape() == Shape{2, 3}));
+      CHECK(c.training == config);
+    }
+  }
+  barrier();
+  const std::string before = testing::io_bytes(path);
+  training::TrainingConfig lost = config;
+  lost.loss_variables = {"lost"};
+  struct Case {
+    std::string tag, entry, text;
+    Staging staging;
+  };
+  const std::vector<Case> cases = {
+      {"missing", "params.txt", "variable 'b2' (float32 [1]) has no parameter",
+       Staging{.config = config, .skip = "b2"}},
+      {"shape", "params.txt", "parameter 'w1' has shape [3, 3], but variable 'w1'",
+       Staging{.config = config, .w1 = {3, 3}}},
+      {"shared", "params.txt", "parameter 'w1' has shape [3, 1], but variable 'w1'",
+       Staging{.config = config, .w1_from = "w2"}},
+      {"loss", "trainingConfig.fb",
+       "training config loss variable 'lost' is not a variable of the graph",
+       Staging{.config = lost}},
+      {"no-config", "updater.txt", "the checkpoint has updater state but no training config",
+       Staging{}},
+  };
+  for (const Case& k : cases) {
+    CAPTURE(k.tag);
+    CollectiveWriter w(path, comm());
+    stage(w, k.staging);
+    std::string message;
+    std::optional<Error> error;
+    try {
+      w.commit(k.tag);
+    } catch (const Error& e) {
+      message = e.what();
+      error = e;
+    }
+    CHECK(error.has_value());  // the same on every rank
+    if (!error) {
+      barrier();
+      continue;
+    }
+    CHECK(error->code() == ErrorCode::invalid_argument);
+    CHECK(message.find(k.text) != std::string::npos);
+    CHECK(message.find("schemas/GRAPH.md section 4") != std::string::npos);
+    CHECK(error->context().entry == k.tag + "/" + k.entry);
+    CHECK(error->context().tag == k.tag);
+    CHECK(error->context().archive == path.string());
+    CHECK(same_on_every_rank(message));
+    if (r == 0) {
+      CHECK(testing::io_bytes(path) == before);
+      CHECK(others_in(dir.path(), "graph.zip").empty());
+    }
+    barrier();
+  }
+  // The same tag without graph.fb is no graph checkpoint: not checked.
+  {
+    CollectiveWriter w(path, comm());
+    stage(w, Staging{.graph = false, .config = lost, .skip = "b2"});
+    w.commit("plain");
+  }
+  CHECK(Archive::open(path).verify().empty());
   barrier();
 }
 

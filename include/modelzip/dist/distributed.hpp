@@ -175,8 +175,9 @@ class MODELZIP_API CollectiveWriter {
   // its bytes travel to the root with the records and the root writes it,
   // stored, after params.txt and updater.txt. Name rules as
   // NewTag::set_entry (Error(invalid_argument) here); the root validates
-  // graph.fb and trainingConfig.fb before anything is written, and an entry
-  // staged on two ranks fails the commit. Meant for small metadata (each
+  // graph.fb and trainingConfig.fb before anything is written, and with
+  // graph.fb the whole tag against it (schemas/GRAPH.md section 4, as
+  // Writer::commit); an entry staged on two ranks fails the commit. Meant for small metadata (each
   // collective message is limited to 2 GiB).
   void set_entry(std::string relative_name, Bytes contents);
 
