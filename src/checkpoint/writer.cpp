@@ -1304,8 +1304,17 @@ void Writer::add_tag(std::string tag, NewTag contents) {
   format::check_tag(tag);
   Impl& impl = live(impl_);
   for (const auto& t : impl.staged_tags())
-    if (format::same_tag(t, tag))
-      throw format::tag_exists(t, ErrorContext{.archive = impl.shown.string(), .tag = tag});
+    if (format::same_tag(t, tag)) {
+      ErrorContext context{.archive = impl.shown.string(), .tag = tag};
+      // A tag in the list after an add of this name is that add's: a
+      // removal or keep_last in between would have dropped the older one.
+      const bool staged_here = std::any_of(impl.ops.begin(), impl.ops.end(), [&](const auto& op) {
+        const auto* add = std::get_if<AddOp>(&op);
+        return add && format::same_tag(add->tag, tag);
+      });
+      throw staged_here ? format::tag_staged(t, std::move(context))
+                        : format::tag_exists(t, std::move(context));
+    }
   impl.ops.emplace_back(AddOp{std::move(tag), std::move(contents)});
 }
 
