@@ -791,6 +791,17 @@ class Writer::Impl {
   }
 
   ErrorContext context() const { return ErrorContext{.archive = shown.string()}; }
+  // The tag the staged changes add (add_tag or replace_tag) if they add
+  // one (in any letter case); "" otherwise.
+  std::string added_tag() const {
+    std::string added;
+    for (const auto& op : ops)
+      if (const auto* add = std::get_if<AddOp>(&op)) {
+        if (!added.empty() && !format::same_tag(added, add->tag)) return {};
+        added = add->tag;
+      }
+    return added;
+  }
   // `e` naming the archive as the caller did (not its resolved target or
   // temporary file).
   Error as_shown(const Error& e) const {
@@ -1363,6 +1374,10 @@ void Writer::commit() {
   try {
     impl.commit();
   } catch (const Error& e) {
+    // A cancelled commit that adds one tag names it (the progress
+    // callback's "save cancelled" knows only the archive).
+    if (e.code() == ErrorCode::cancelled)
+      throw impl.as_shown(e.with_context({.tag = impl.added_tag()}));
     throw impl.as_shown(e);
   }
 }

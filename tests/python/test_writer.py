@@ -274,6 +274,9 @@ def test_progress_callback_can_cancel_and_raise(archive_path):
     with pytest.raises(modelzip.Error) as e:
         save(archive_path, "b", arrays(7), progress=lambda done, total: False)
     assert e.value.code == "cancelled"
+    # It names the archive and the tag the save adds, as every error does.
+    assert (e.value.archive, e.value.tag) == (str(archive_path), "b")
+    assert str(e.value).startswith(f"{archive_path}: tag 'b': save cancelled")
 
     def failing(done, total):
         raise ZeroDivisionError("from the callback")
