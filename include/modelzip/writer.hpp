@@ -169,11 +169,13 @@ class MODELZIP_API Writer {
   Writer& operator=(Writer&&) noexcept;
 
   // Stages a new tag (validated here: name rules, unique without regard to
-  // case). It becomes the newest tag. Its shares (NewTag::share,
-  // share_updater_state) are resolved by commit(), against the archive as it
-  // is then: one that names no tag or parameter throws Error(not_found) from
-  // commit(), and the change stays staged like every change of a commit
-  // that failed, so later commits fail alike; a new Writer::open drops it.
+  // case; Error(already_exists) says whether the archive holds the name or
+  // an earlier add_tag/replace_tag of this Writer staged it). It becomes
+  // the newest tag. Its shares (NewTag::share, share_updater_state) are
+  // resolved by commit(), against the archive as it is then: one that names
+  // no tag or parameter throws Error(not_found) from commit(), and the
+  // change stays staged like every change of a commit that failed, so later
+  // commits fail alike; a new Writer::open drops it.
   void add_tag(std::string tag, NewTag contents);
   // Stages a new tag that replaces the tag of the same name (matched
   // without regard to case) if there is one at commit: in one commit the

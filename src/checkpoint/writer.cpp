@@ -791,6 +791,17 @@ class Writer::Impl {
   }
 
   ErrorContext context() const { return ErrorContext{.archive = shown.string()}; }
+  // The tag the staged changes add (add_tag or replace_tag) if they add
+  // one (in any letter case); "" otherwise.
+  std::string added_tag() const {
+    std::string added;
+    for (const auto& op : ops)
+      if (const auto* add = std::get_if<AddOp>(&op)) {
+        if (!added.empty() && !format::same_tag(added, add->tag)) return {};
+        added = add->tag;
+      }
+    return added;
+  }
   // `e` naming the archive as the caller did (not its resolved target or
   // temporary file).
   Error as_shown(const Error& e) const {
@@ -1304,8 +1315,17 @@ void Writer::add_tag(std::string tag, NewTag contents) {
   format::check_tag(tag);
   Impl& impl = live(impl_);
   for (const auto& t : impl.staged_tags())
-    if (format::same_tag(t, tag))
-      throw format::tag_exists(t, ErrorContext{.archive = impl.shown.string(), .tag = tag});
+    if (format::same_tag(t, tag)) {
+      ErrorContext context{.archive = impl.shown.string(), .tag = tag};
+      // A tag in the list after an add of this name is that add's: a
+      // removal or keep_last in between would have dropped the older one.
+      const bool staged_here = std::any_of(impl.ops.begin(), impl.ops.end(), [&](const auto& op) {
+        const auto* add = std::get_if<AddOp>(&op);
+        return add && format::same_tag(add->tag, tag);
+      });
+      throw staged_here ? format::tag_staged(t, std::move(context))
+                        : format::tag_exists(t, std::move(context));
+    }
   impl.ops.emplace_back(AddOp{std::move(tag), std::move(contents)});
 }
 
@@ -1354,6 +1374,10 @@ void Writer::commit() {
   try {
     impl.commit();
   } catch (const Error& e) {
+    // A cancelled commit that adds one tag names it (the progress
+    // callback's "save cancelled" knows only the archive).
+    if (e.code() == ErrorCode::cancelled)
+      throw impl.as_shown(e.with_context({.tag = impl.added_tag()}));
     throw impl.as_shown(e);
   }
 }

@@ -45,6 +45,18 @@ inline Error tag_exists(std::string_view existing, ErrorContext context) {
                std::move(context));
 }
 
+// Error(already_exists) for adding a tag that an earlier add_tag or
+// replace_tag of the same Writer staged as `staged` (the same name in any
+// letter case), which is not in the archive yet. Ends with
+// kWriterReplaceHint, as tag_exists does.
+inline Error tag_staged(std::string_view staged, ErrorContext context) {
+  return Error(ErrorCode::already_exists,
+               "tag '" + std::string(staged) +
+                   "' is already staged in this Writer, not yet committed (tags ignore case); " +
+                   std::string(kWriterReplaceHint),
+               std::move(context));
+}
+
 // Writer::keep_last's rule, also checked where a keep_last is taken before a
 // Writer exists (background saves): Error(invalid_argument) for 0.
 inline void check_keep_last(std::size_t n, ErrorContext context) {

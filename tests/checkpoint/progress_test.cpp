@@ -52,6 +52,10 @@ TEST_CASE("Progress is reported and a cancelled save changes nothing") {
     FAIL("the save was not cancelled");
   } catch (const Error& e) {
     CHECK(e.code() == ErrorCode::cancelled);
+    // The archive and the one tag the commit adds are named.
+    CHECK(e.context().archive == path.string());
+    CHECK(e.context().tag == "v2");
+    CHECK(std::string(e.what()).find("'v2'") != std::string::npos);
   }
   CHECK(io_bytes(path) == before);
   CHECK(Archive::open(path).tags() == std::vector<std::string>{"v1"});

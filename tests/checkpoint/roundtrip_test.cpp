@@ -299,6 +299,49 @@ TEST_CASE("A tag that exists in any letter case is refused and changes nothing")
   CHECK(io_bytes(path) == before);
 }
 
+// A second add of a tag this Writer staged is refused as staged, not as if
+// the archive held it (it does not yet); a tag the archive holds is refused
+// as existing, also after replace_tag or remove_tag and add_tag staged it.
+TEST_CASE("Adding a tag twice in one Writer says it is staged, not in the archive") {
+  TempDir dir;
+  auto path = dir / "m.zip";
+  auto staged_message = [](const Error& e) {
+    return e.message().find("already staged in this Writer, not yet committed") !=
+           std::string::npos;
+  };
+  Writer w = Writer::open(path);
+  w.add_tag("Step-1", NewTag{});
+  try {
+    w.add_tag("STEP-1", NewTag{});
+    FAIL("expected an error");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::already_exists);
+    CHECK(staged_message(e));
+    CHECK(e.message().find("'Step-1'") != std::string::npos);
+    CHECK(e.context().archive == path.string());
+    CHECK(e.context().tag == "STEP-1");
+    CHECK(e.message().ends_with("; Writer::replace_tag replaces it"));
+  }
+  w.commit();
+  Writer again = Writer::open(path);
+  try {
+    again.add_tag("step-1", NewTag{});
+    FAIL("expected an error");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::already_exists);
+    CHECK_FALSE(staged_message(e));
+    CHECK(e.message().find("exists already") != std::string::npos);
+  }
+  again.replace_tag("Step-1", NewTag{});
+  CHECK_THROWS_WITH_AS(again.add_tag("step-1", NewTag{}),
+                       doctest::Contains("already staged in this Writer"), Error);
+  again.discard();
+  again.remove_tag("Step-1");
+  again.add_tag("Step-1", NewTag{});
+  CHECK_THROWS_WITH_AS(again.add_tag("step-1", NewTag{}),
+                       doctest::Contains("already staged in this Writer"), Error);
+}
+
 TEST_CASE("A failed commit leaves the previous archive untouched") {
   TempDir dir;
   auto path = dir / "m.zip";

@@ -80,7 +80,7 @@ def test_signal_during_append_restores_the_archive(tmp_path, big_npy, sig):
     code, err = interrupt_when(["import", path, "--tag", "big", big_npy], folder,
                                lambda f: journal.exists(), sig)
     assert code == 128 + sig, err
-    assert "interrupted" in err and "m.zip" in err
+    assert "interrupted" in err and "m.zip: tag 'big': save cancelled" in err, err
     check_unchanged(path, before)
     # The archive takes the next append as usual.
     run("import", path, "--tag", "third", small)

@@ -223,6 +223,27 @@ def test_collective_rotation_of_one_rank_moves_shared_blobs(tmp_path):
                                                                  "u": "t2"}
 
 
+@pytest.mark.parametrize("extra", ["format-v2", ["<pad>", "<unk>", "the"]])
+def test_torch_loads_of_text_parameters_give_the_text(tmp_path, extra):
+    # A module's text extra state (str, list of str): modelzip.torch.load gives it as saved,
+    # and so does every rank's load with torch=True or device (it raised "torch has no
+    # string tensors").
+    torch = pytest.importorskip("torch")
+    import modelzip.torch as mzt
+    path = tmp_path / "m.zip"
+    state = {"w": torch.arange(6, dtype=torch.float32).reshape(2, 3), "_extra_state": extra,
+             "grid": [["a", "b"], ["c", "d"]]}
+    mzt.save(state, path, "t", durable=False)
+    single = mzt.load(path, "t")
+    assert single["_extra_state"] == extra and single["grid"] == state["grid"]
+    for loaded in (mzd.load(path, torch=True), mzd.load(path, device="cpu"),
+                   mzd.load(path, {"_extra_state": None, "grid": None, "w": None}, torch=True)):
+        assert set(loaded) == set(single)
+        assert loaded["_extra_state"] == extra and loaded["grid"] == state["grid"]
+        assert torch.equal(loaded["w"], state["w"])
+    assert mzd.load(path, {"w": ((1, 0), (1, 3))}, torch=True)["w"].tolist() == [[3, 4, 5]]
+
+
 def test_split_and_local_errors():
     assert mzd.split((10, 3), 0, 3, 4) == ([8, 0], [2, 3])
     assert mzd.split((10, 3), 0, 0, 4) == ([0, 0], [3, 3])

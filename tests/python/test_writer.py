@@ -274,6 +274,9 @@ def test_progress_callback_can_cancel_and_raise(archive_path):
     with pytest.raises(modelzip.Error) as e:
         save(archive_path, "b", arrays(7), progress=lambda done, total: False)
     assert e.value.code == "cancelled"
+    # It names the archive and the tag the save adds, as every error does.
+    assert (e.value.archive, e.value.tag) == (str(archive_path), "b")
+    assert str(e.value).startswith(f"{archive_path}: tag 'b': save cancelled")
 
     def failing(done, total):
         raise ZeroDivisionError("from the callback")
@@ -615,3 +618,23 @@ def test_star_import_leaves_the_builtin_open_alone():
     exec("from modelzip import *", namespace)
     assert "open" not in namespace and "save" in namespace
     assert modelzip.open is not None  # still there by its qualified name
+
+
+def test_adding_a_staged_tag_again_says_it_is_staged(archive_path):
+    # Only the first add is staged, not in the archive: the second is refused as staged in
+    # this Writer (with the Python hint), distinct from a tag the archive holds.
+    with modelzip.Writer(archive_path, durable=False) as w:
+        w.add_tag("Step", {"x": np.ones(2)})
+        with pytest.raises(modelzip.Error) as e:
+            w.add_tag("STEP", {"x": np.ones(2)})
+        assert (e.value.code, e.value.archive, e.value.tag) == (
+            "already_exists", str(archive_path), "STEP")
+        assert str(e.value).endswith("tag 'Step' is already staged in this Writer, not yet "
+                                     "committed (tags ignore case); replace=True replaces it")
+        w.add_tag("STEP", {"x": np.zeros(2)}, replace=True)
+    with modelzip.Writer(archive_path, durable=False) as w:
+        with pytest.raises(modelzip.Error) as e:
+            w.add_tag("step", {"x": np.ones(2)})
+        assert str(e.value).endswith("tag 'STEP' exists already (tags ignore case); "
+                                     "replace=True replaces it")
+    assert modelzip.open(archive_path).tags == ["STEP"]

@@ -433,7 +433,7 @@ class Writer:
         replace: replace the tag of that name if there is one at commit (same
         commit; it cannot share from the tag it replaces).
         Raises Error (code "already_exists") if the tag exists in any letter
-        case and ``replace`` is False.
+        case, in the archive or staged by this Writer, and ``replace`` is False.
         """
     def remove_tag(self, tag: str) -> None:
         """Stages removal of ``tag`` (ignoring case). Blobs other tags share are kept."""

@@ -444,7 +444,9 @@ def load(path: PathLike, blocks: Optional[Mapping[str, Optional[Block]]] = None,
     staging pipeline of modelzip.torch.load ("cpu": as torch=True).
     ``stats``, if given, receives per name (bytes read, zero_copy).
     Torch tensors have the stored dtype (bfloat16, float8_* too: TypeError for float8 before
-    torch 2.1); numpy arrays hold the raw bits of the types numpy lacks, as Archive.load()."""
+    torch 2.1); numpy arrays hold the raw bits of the types numpy lacks, as Archive.load().
+    With torch (or ``device``), string parameters are the str or nested lists of str they were
+    saved as, as modelzip.torch.load gives them (torch has no string tensors)."""
     dtypes: dict[str, str] = {}
     if blocks is None or torch or device is not None:
         with _modelzip.Archive(path) as archive:
@@ -464,11 +466,19 @@ def load(path: PathLike, blocks: Optional[Mapping[str, Optional[Block]]] = None,
         import torch as _torch
         with warnings.catch_warnings():  # the pipeline only reads the read-only views
             warnings.simplefilter("ignore", UserWarning)
-            views = {name: _torch_of(name, "", a, dtypes, ()) for name, a in out.items()}
-        return to_device(views, _torch_device(device))
+            views = {name: _torch_value(name, a, dtypes) for name, a in out.items()}
+        return to_device(views, _torch_device(device))  # text stays as it is
     if torch or device is not None:
-        out = {name: _torch_of(name, "", np.array(a), dtypes, ()) for name, a in out.items()}
+        out = {name: _torch_value(name, np.array(a), dtypes) for name, a in out.items()}
     return out
+
+
+def _torch_value(name: str, array: np.ndarray, dtypes: Mapping[str, str]) -> Any:
+    """Parameter ``name`` as modelzip.torch.load gives it: a torch tensor, or for a string
+    parameter the str (0-d) or nested lists of str it was saved as."""
+    if dtypes[name] == "string":
+        return array.tolist()
+    return _torch_of(name, "", array, dtypes, ())
 
 
 def _stage_tensors(writer: CollectiveWriter, tensors: Mapping[str, Any],
