@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "../zip/expect_error.hpp"
 #include "model_builder.hpp"
 #include "modelzip/archive.hpp"
 #include "modelzip/error.hpp"
@@ -311,11 +312,8 @@ TEST_CASE("Adding a tag twice in one Writer says it is staged, not in the archiv
   };
   Writer w = Writer::open(path);
   w.add_tag("Step-1", NewTag{});
-  try {
-    w.add_tag("STEP-1", NewTag{});
-    FAIL("expected an error");
-  } catch (const Error& e) {
-    CHECK(e.code() == ErrorCode::already_exists);
+  {
+    REQUIRE_ERROR_AS(e, w.add_tag("STEP-1", NewTag{}), ErrorCode::already_exists, "'Step-1'");
     CHECK(staged_message(e));
     CHECK(e.message().find("'Step-1'") != std::string::npos);
     CHECK(e.context().archive == path.string());
@@ -324,11 +322,9 @@ TEST_CASE("Adding a tag twice in one Writer says it is staged, not in the archiv
   }
   w.commit();
   Writer again = Writer::open(path);
-  try {
-    again.add_tag("step-1", NewTag{});
-    FAIL("expected an error");
-  } catch (const Error& e) {
-    CHECK(e.code() == ErrorCode::already_exists);
+  {
+    REQUIRE_ERROR_AS(e, again.add_tag("step-1", NewTag{}), ErrorCode::already_exists,
+                     "exists already");
     CHECK_FALSE(staged_message(e));
     CHECK(e.message().find("exists already") != std::string::npos);
   }

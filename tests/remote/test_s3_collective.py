@@ -117,31 +117,40 @@ def test_gloo_save_checkpoint_and_background_save(s3, tmp_path):
     assert local.read_bytes() == fork.get("coll/bg.zip")
 
 
-def test_a_failing_rank_aborts_the_upload_on_every_rank(s3, tmp_path):
-    fork, proxy = s3
-    key = "coll/fail.zip"
-    url = f"s3://models/{key}"
-    saved(proxy, "mpi", 2, [("save", url)])
+def completions(proxy):
+    return [r for r in proxy.requests() if r["method"] == "POST" and "uploadId=" in r["path"]]
+
+
+def put_of_part(number):
+    """A proxy.inject matcher: the UploadPart request of part `number`."""
+    return lambda method, path: method == "PUT" and re.search(
+        rf"[?&]partNumber={number}(&|$)", path) is not None
+
+
+def failing_part_aborts(fork, proxy, key, part, scenario):
+    """Rank 1's part `part` answered 403 during the mpirun -np 2 `scenario`:
+    every rank raises, the root aborts the upload (nothing completed), the
+    object at `key` is as it was."""
     before = fork.get(key)
     proxy.clear()
-    # The append's parts: 1 to 11 are the root's (copies of the old prefix,
-    # then its own rows), rank 1's rows begin at part 12.
-    proxy.inject(lambda method, path: method == "PUT" and re.search(r"[?&]partNumber=12(&|$)",
-                                                                    path) is not None,
-                 (403, "AccessDenied"), 1)
-    out, ok = ranks(proxy, "mpi", 2, [("fail", url)])
+    proxy.inject(put_of_part(part), (403, "AccessDenied"), 1)
+    out, ok = ranks(proxy, "mpi", 2, [(scenario, f"s3://models/{key}")])
     assert ok, out
     assert out.count("collective commit failed on rank 1") == 2, out
     assert "AccessDenied" in out, out
-    log = proxy.requests()
-    assert any(r["method"] == "DELETE" and "uploadId=" in r["path"] for r in log), \
+    assert any(r["method"] == "DELETE" and "uploadId=" in r["path"] for r in proxy.requests()), \
         "the root aborts the upload"
-    assert not any(r["method"] == "POST" and "uploadId=" in r["path"] for r in log)
+    assert not completions(proxy)
     assert fork.get(key) == before
 
 
-def completions(proxy):
-    return [r for r in proxy.requests() if r["method"] == "POST" and "uploadId=" in r["path"]]
+def test_a_failing_rank_aborts_the_upload_on_every_rank(s3, tmp_path):
+    fork, proxy = s3
+    key = "coll/fail.zip"
+    saved(proxy, "mpi", 2, [("save", f"s3://models/{key}")])
+    # The append's parts: 1 to 11 are the root's (copies of the old prefix,
+    # then its own rows), rank 1's rows begin at part 12.
+    failing_part_aborts(fork, proxy, key, 12, "fail")
 
 
 def same_as_local(fork, proxy, key, local, tmp_path, tags):
@@ -223,23 +232,11 @@ def test_a_failing_rank_aborts_a_rotating_upload(s3, tmp_path):
     key = "coll/rotfail.zip"
     url = f"s3://models/{key}"
     saved(proxy, "mpi", 2, [("rot:s1:0:0:1", url), ("rot:s2:0:0:2", url)])
-    before = fork.get(key)
-    proxy.clear()
     # Rank 1's part (its 12 MiB of rows) fails: every rank raises, the root
     # aborts the upload, s1 is still there. The root's parts before it are
     # numbered up to 23 (the free entry's header adds 12 numbers to the
     # append's), rank 1's is 24; the root's tail comes after the failure.
-    proxy.inject(lambda method, path: method == "PUT" and re.search(r"[?&]partNumber=24(&|$)",
-                                                                    path) is not None,
-                 (403, "AccessDenied"), 1)
-    out, ok = ranks(proxy, "mpi", 2, [("rotfail:s3:2", url)])
-    assert ok, out
-    assert out.count("collective commit failed on rank 1") == 2, out
-    assert "AccessDenied" in out, out
-    log = proxy.requests()
-    assert any(r["method"] == "DELETE" and "uploadId=" in r["path"] for r in log)
-    assert not completions(proxy)
-    assert fork.get(key) == before
+    failing_part_aborts(fork, proxy, key, 24, "rotfail:s3:2")
 
 
 def test_a_rank_killed_during_a_rotating_save_leaves_the_object(s3, tmp_path):
@@ -252,9 +249,7 @@ def test_a_rank_killed_during_a_rotating_save_leaves_the_object(s3, tmp_path):
     before = fork.get(key)
     proxy.clear()
     # Rank 1's part is number 24 (test_a_failing_rank_aborts_a_rotating_upload).
-    proxy.inject(lambda method, path: method == "PUT" and re.search(r"[?&]partNumber=24(&|$)",
-                                                                    path) is not None,
-                 ("delay", 20.0), 1)
+    proxy.inject(put_of_part(24), ("delay", 20.0), 1)
     env = dict(env_for(proxy), PYTHONPATH=os.environ.get("PYTHONPATH", ""))
     port = free_port()
     procs = [subprocess.Popen([PYTHON, WORKER, "torch", str(rank), "2", str(port), "24",
