@@ -86,6 +86,15 @@ def load_state_dict(archive: Any, tag: Optional[str] = None, dequantize: bool = 
     return state_dict(arrays, {name: p.dtype for name, p in tensors.items()}, wanted, ties)
 
 
+def parameter_value(name: str, value: Any, dtype: str) -> Any:
+    """A parameter as the torch loads give it: ``to_torch``'s tensor, or for a string
+    parameter (torch has no string tensors) the str (0-d) or nested lists of str it was saved
+    as."""
+    if dtype == "string" and isinstance(value, np.ndarray):
+        return value.tolist()
+    return to_torch(name, value, dtype)
+
+
 def state_dict(arrays: dict[str, Any], dtypes: dict[str, str], names: list[str],
                ties: dict[str, str]) -> dict[str, Any]:
     """Torch tensors of ``names`` sharing the memory of ``arrays`` (writable, the caller's
@@ -114,8 +123,8 @@ def state_dict(arrays: dict[str, Any], dtypes: dict[str, str], names: list[str],
             tuples[name] = _tuple_length(name, mark)
             out[name] = None  # keeps the state dict's order; filled in below
             continue
-        if dtypes[source] == "string" and isinstance(value, np.ndarray):
-            out[name] = value.tolist()  # torch has no string tensors: text, as it was saved
+        if dtypes[source] == "string":
+            out[name] = parameter_value(name, value, "string")  # a list per name, never shared
             continue
         if source not in converted:
             converted[source] = to_torch(name, value, dtypes[source])

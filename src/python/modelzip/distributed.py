@@ -474,11 +474,9 @@ def load(path: PathLike, blocks: Optional[Mapping[str, Optional[Block]]] = None,
 
 
 def _torch_value(name: str, array: np.ndarray, dtypes: Mapping[str, str]) -> Any:
-    """Parameter ``name`` as modelzip.torch.load gives it: a torch tensor, or for a string
-    parameter the str (0-d) or nested lists of str it was saved as."""
-    if dtypes[name] == "string":
-        return array.tolist()
-    return _torch_of(name, "", array, dtypes, ())
+    """Parameter ``name`` as modelzip.torch.load gives it (text as str or lists of str)."""
+    from . import _torch
+    return _torch.parameter_value(name, array, dtypes[name])
 
 
 def _stage_tensors(writer: CollectiveWriter, tensors: Mapping[str, Any],
