@@ -244,6 +244,38 @@ def test_torch_loads_of_text_parameters_give_the_text(tmp_path, extra):
     assert mzd.load(path, {"w": ((1, 0), (1, 3))}, torch=True)["w"].tolist() == [[3, 4, 5]]
 
 
+def test_torch_loads_give_what_modelzip_torch_load_gives(tmp_path):
+    # A state dict's Python scalars, torch dtypes, tuples of packed parameters and _metadata:
+    # distributed.load(torch=True) gave the stored markers ('torch.dtype:qint8',
+    # 'torch.tuple:2', tensor(5)...) where modelzip.torch.load gives the values saved.
+    torch = pytest.importorskip("torch")
+    import collections
+    import modelzip.torch as mzt
+    path = tmp_path / "m.zip"
+    w = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    state = collections.OrderedDict(w=w, dtype=torch.qint8, packed=(w + 1, None), epoch=5, lr=0.1,
+                                    flag=True, best=None)
+    state._metadata = {"": {"version": 1}}
+    mzt.save(state, path, "t", durable=False)
+    single = mzt.load(path, "t")
+
+    def same(a, b):
+        if isinstance(a, tuple):
+            return type(b) is tuple and len(a) == len(b) and all(map(same, a, b))
+        if isinstance(a, torch.Tensor):
+            return isinstance(b, torch.Tensor) and torch.equal(a, b)
+        return type(a) is type(b) and a == b
+
+    for loaded in (mzd.load(path, torch=True), mzd.load(path, device="cpu")):
+        assert list(loaded) == list(single) == list(state)
+        assert all(same(loaded[k], single[k]) and same(loaded[k], state[k]) for k in state)
+        assert loaded._metadata == single._metadata == state._metadata
+    part = mzd.load(path, {"epoch": None, "dtype": None, "w": ((1, 0), (1, 3))}, torch=True)
+    assert list(part) == ["epoch", "dtype", "w"]
+    assert part["epoch"] == 5 and part["dtype"] is torch.qint8
+    assert part["w"].tolist() == [[3, 4, 5]]
+
+
 def test_split_and_local_errors():
     assert mzd.split((10, 3), 0, 3, 4) == ([8, 0], [2, 3])
     assert mzd.split((10, 3), 0, 0, 4) == ([0, 0], [3, 3])
