@@ -499,6 +499,7 @@ def _stage_optimizer(writer: CollectiveWriter, params: Mapping[str, Any], optimi
     ``step``) whole, by the rank whose block starts at the origin. Returns
     what the root needs for the training config (JSON-able)."""
     from . import torch as mzt
+    mzt._one_optimizer("modelzip.distributed.save_checkpoint", optimizer)
     by_id = _names_by_id(params)
     names = [[by_id[id(p)] for p in group["params"] if id(p) in by_id]
              for group in optimizer.param_groups]
@@ -642,6 +643,8 @@ def load_checkpoint(path: PathLike, tag: Optional[str] = None,
                             "load_checkpoint(path, tag, params, optimizer)")
     if params is None:
         raise TypeError("load_checkpoint() needs params: name -> tensor or Shard to fill")
+    if optimizer is not None:
+        mzt._one_optimizer("modelzip.distributed.load_checkpoint", optimizer)
     with _modelzip.Archive(path) as archive:
         tag, config, properties = mzt._checkpoint_tag(
             archive, tag, optimizer is not None or scheduler is not None)
@@ -702,7 +705,7 @@ def load_checkpoint(path: PathLike, tag: Optional[str] = None,
 
             optimizer_state = mzt._optimizer_state(f"{archive.name}: tag {tag!r}", properties,
                                                    optimizer, names_of, tensors_of, part=True)
-        scheduler_state = mzt._scheduler_state(archive.name, tag, properties, scheduler)
+        scheduler_states = mzt._scheduler_states(archive.name, tag, properties, scheduler)
     import torch
     from . import _device_copy, _torch_load
     if optimizer_state is not None:  # new tensors on the parameters' devices: changes nothing yet
@@ -713,8 +716,8 @@ def load_checkpoint(path: PathLike, tag: Optional[str] = None,
         _device_copy.copy_pairs(list(zip(loaded_params, targets)))
     if optimizer_state is not None:
         optimizer.load_state_dict(optimizer_state)
-    if scheduler_state is not None:
-        scheduler.load_state_dict(scheduler_state)
+    for each, state in scheduler_states:
+        each.load_state_dict(state)
     return mzt._training_state(tag, config)
 
 
