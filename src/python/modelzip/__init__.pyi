@@ -299,6 +299,11 @@ class Archive:
     def __contains__(self, key: object) -> bool:
         """``"t" in archive``: a tag (ignoring case) or a parameter of the newest tag;
         ``("t", "w") in archive``: parameter ``w`` of tag ``t``."""
+    def __getitem__(self, key: Union[str, tuple[str, str]]) -> LoadedValue:
+        """``archive["w"]``: parameter ``w`` of the newest tag, ``archive["t", "w"]``: of tag
+        ``t``, as ``tensor(name, tag)`` gives it (a read-only zero-copy view). NotFoundError
+        (a KeyError) for a missing one; a tag alone is no item (``load(tag)``)."""
+    __iter__: None  # type: ignore[assignment]  # indexed by name: not iterable
     @property
     def tags(self) -> list[str]:
         """Tags, oldest first."""
