@@ -244,6 +244,75 @@ def test_torch_loads_of_text_parameters_give_the_text(tmp_path, extra):
     assert mzd.load(path, {"w": ((1, 0), (1, 3))}, torch=True)["w"].tolist() == [[3, 4, 5]]
 
 
+def test_torch_loads_give_what_modelzip_torch_load_gives(tmp_path):
+    # A state dict's Python scalars, torch dtypes, tuples of packed parameters and _metadata:
+    # distributed.load(torch=True) gave the stored markers ('torch.dtype:qint8',
+    # 'torch.tuple:2', tensor(5)...) where modelzip.torch.load gives the values saved.
+    torch = pytest.importorskip("torch")
+    import collections
+    import modelzip.torch as mzt
+    path = tmp_path / "m.zip"
+    w = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    state = collections.OrderedDict(w=w, dtype=torch.qint8, packed=(w + 1, None), epoch=5, lr=0.1,
+                                    flag=True, best=None)
+    state._metadata = {"": {"version": 1}}
+    mzt.save(state, path, "t", durable=False)
+    single = mzt.load(path, "t")
+
+    def same(a, b):
+        if isinstance(a, tuple):
+            return type(b) is tuple and len(a) == len(b) and all(map(same, a, b))
+        if isinstance(a, torch.Tensor):
+            return isinstance(b, torch.Tensor) and torch.equal(a, b)
+        return type(a) is type(b) and a == b
+
+    for loaded in (mzd.load(path, torch=True), mzd.load(path, device="cpu")):
+        assert list(loaded) == list(single) == list(state)
+        assert all(same(loaded[k], single[k]) and same(loaded[k], state[k]) for k in state)
+        assert loaded._metadata == single._metadata == state._metadata
+    part = mzd.load(path, {"epoch": None, "dtype": None, "w": ((1, 0), (1, 3))}, torch=True)
+    assert list(part) == ["epoch", "dtype", "w"]
+    assert part["epoch"] == 5 and part["dtype"] is torch.qint8
+    assert part["w"].tolist() == [[3, 4, 5]]
+
+
+def test_checkpoints_of_several_optimizers_and_schedulers(tmp_path):
+    # modelzip.torch checkpoints take several optimizers and schedulers by name; the collective
+    # checkpoint takes one optimizer (a mapping failed with AttributeError "'dict' object has
+    # no attribute 'param_groups'") and several schedulers.
+    torch = pytest.importorskip("torch")
+    import modelzip.torch as mzt
+    path = tmp_path / "c.zip"
+    model = torch.nn.ModuleDict({"g": torch.nn.Linear(2, 2), "d": torch.nn.Linear(2, 1)})
+    optimizers = {name: torch.optim.SGD(model[name].parameters(), lr=0.1) for name in "gd"}
+    mzt.save_checkpoint(path, "two", model, optimizers, durable=False)
+    params = dict(model.named_parameters())
+    with pytest.raises(ValueError, match="tag 'two' holds the states of optimizers named "
+                                         r"\['g', 'd'\]"):
+        mzd.load_checkpoint(path, "two", params, optimizers["g"])
+    with pytest.raises(TypeError, match="modelzip.distributed.load_checkpoint\\(\\) argument "
+                                        "'optimizer' must be a torch.optim.Optimizer, not dict "
+                                        "\\(several optimizers: modelzip.torch's checkpoints\\)"):
+        mzd.load_checkpoint(path, "two", params, optimizers)
+    with pytest.raises(ValueError, match="save_checkpoint failed on rank 0: TypeError: "
+                                         "modelzip.distributed.save_checkpoint\\(\\) argument "
+                                         "'optimizer' must be a torch.optim.Optimizer, not list"):
+        mzd.save_checkpoint(path, "x", params, list(optimizers.values()), group=OneRank(),
+                            durable=False)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    schedulers = [torch.optim.lr_scheduler.StepLR(optimizer, 2),
+                  torch.optim.lr_scheduler.ExponentialLR(optimizer, 0.5)]
+    optimizer.step()  # no gradients: changes nothing, but schedulers step after it
+    for scheduler in schedulers:
+        scheduler.step()
+    mzd.save_checkpoint(path, "one", params, optimizer, scheduler=schedulers, group=OneRank(),
+                        durable=False)
+    again = [torch.optim.lr_scheduler.StepLR(optimizer, 2),
+             torch.optim.lr_scheduler.ExponentialLR(optimizer, 0.5)]
+    mzd.load_checkpoint(path, "one", params, optimizer, scheduler=again)
+    assert [s.state_dict() for s in again] == [s.state_dict() for s in schedulers]
+
+
 def test_split_and_local_errors():
     assert mzd.split((10, 3), 0, 3, 4) == ([8, 0], [2, 3])
     assert mzd.split((10, 3), 0, 0, 4) == ([0, 0], [3, 3])

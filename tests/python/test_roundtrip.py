@@ -183,7 +183,6 @@ def test_unsupported_values_name_the_parameter(archive_path):
     for value, pattern in [(np.zeros(2, "V2"), "V2"),
                            (np.array(["a", 1], dtype=object), "every element is a str"),
                            (b"raw", "bytes cannot be stored"),
-                           (None, "None cannot be stored"),
                            (np.ma.masked_array([1.0, 2.0], mask=[0, 1]), "mask would be lost"),
                            (np.zeros(2, "datetime64[s]"), "datetime64")]:
         with pytest.raises(TypeError, match="parameter 'bad': .*" + pattern):
@@ -191,6 +190,23 @@ def test_unsupported_values_name_the_parameter(archive_path):
     with pytest.raises(TypeError, match="parameter names must be str"):
         save(archive_path, "t", {1: np.zeros(1)})
     assert not archive_path.exists()
+
+
+def test_python_scalars_are_0d_arrays_with_their_types_recorded(archive_path):
+    # modelzip.save is modelzip.torch.save: an int, float, bool or None is stored as a 0-d array
+    # (None as the text "None") with its Python type in the _python_types record, which the
+    # torch loads use; numpy loads give the arrays. An int beyond 64 bits was refused as an
+    # "object array" of an element that is not a str.
+    save(archive_path, "t", {"epoch": 5, "lr": 0.5, "flag": True, "best": None, "x": np.ones(2)})
+    arrays = modelzip.load(archive_path)
+    assert [(k, a.dtype.name, a.shape, a[()]) for k, a in arrays.items() if k != "x"] == [
+        ("epoch", "int64", (), 5), ("lr", "float64", (), 0.5), ("flag", "bool", (), True),
+        ("best", "object", (), "None"),
+        ("_python_types", "object", (),
+         'torch.python_types:{"epoch": "int", "lr": "float", "flag": "bool", "best": "None"}')]
+    with pytest.raises(ValueError, match="parameter 'big': the int -9223372036854775809 does not "
+                                         "fit in 64 bits"):
+        save(archive_path, "u", {"big": -2**63 - 1})
 
 
 def test_cli_reads_what_python_wrote(archive_path):

@@ -1,4 +1,5 @@
 """modelzip.torch: whole training checkpoints (model, optimizer by parameter name, counters)."""
+import copy
 import json
 import math
 import os
@@ -262,28 +263,191 @@ def test_load_checkpoint_checks_the_types_of_model_and_optimizer(archive_path):
     with pytest.raises(TypeError) as e:
         mzt.load_checkpoint(archive_path, "t", model, optimizer.state_dict())
     assert str(e.value) == ("modelzip.torch.load_checkpoint() argument 'optimizer' must be a "
-                            "torch.optim.Optimizer or None, not dict")
+                            "torch.optim.Optimizer, None, a mapping of names to them or a list "
+                            "of them, not dict")
 
 
 def test_a_scheduler_without_state_dict_is_a_type_error(archive_path):
-    # Two schedulers in a list (a main one and ReduceLROnPlateau) raised AttributeError:
-    # "'list' object has no attribute 'state_dict'".
+    # The state dict of a scheduler, where the scheduler belongs, raised AttributeError:
+    # "'dict' object has no attribute 'state_dict'".
     model = Small()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    schedulers = [torch.optim.lr_scheduler.StepLR(optimizer, 2),
-                  torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer)]
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 2)
     with pytest.raises(TypeError) as e:
-        mzt.save_checkpoint(archive_path, "t", model, optimizer, scheduler=schedulers)
+        mzt.save_checkpoint(archive_path, "t", model, optimizer, scheduler=scheduler.state_dict())
     assert str(e.value) == (
-        "modelzip.torch.save_checkpoint() argument 'scheduler' must be one learning-rate "
-        "scheduler (an object with state_dict()), not list (more state: properties=)")
+        "modelzip.torch.save_checkpoint() argument 'scheduler' must be a learning-rate scheduler "
+        "(an object with state_dict()), None, a mapping of names to them or a list of them, not "
+        "dict (more state: properties=)")
+    with pytest.raises(TypeError) as e:
+        mzt.save_checkpoint(archive_path, "t", model, optimizer, scheduler=[scheduler, 3])
+    assert str(e.value) == ("modelzip.torch.save_checkpoint() argument 'scheduler'[1] must be a "
+                            "learning-rate scheduler (an object with state_dict()), not int")
     assert not archive_path.exists()
-    mzt.save_checkpoint(archive_path, "t", model, optimizer, scheduler=schedulers[0])
+    mzt.save_checkpoint(archive_path, "t", model, optimizer, scheduler=scheduler)
     with pytest.raises(TypeError) as e:
-        mzt.load_checkpoint(archive_path, "t", model, optimizer, scheduler=schedulers)
+        mzt.load_checkpoint(archive_path, "t", model, optimizer, scheduler="StepLR")
     assert str(e.value) == (
-        "modelzip.torch.load_checkpoint() argument 'scheduler' must be one learning-rate "
-        "scheduler (an object with load_state_dict()), not list")
+        "modelzip.torch.load_checkpoint() argument 'scheduler' must be a learning-rate scheduler "
+        "(an object with load_state_dict()), None, a mapping of names to them or a list of "
+        "them, not str")
+
+
+class Generator(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+
+    def forward(self, z):
+        return self.net(z)
+
+
+class Discriminator(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(3, 8), nn.LeakyReLU(0.2), nn.Linear(8, 1))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+def make_gan(seed):
+    """Generator and discriminator (one ModuleDict, as save_checkpoint takes one model), an
+    optimizer and a scheduler each."""
+    torch.manual_seed(seed)
+    gan = nn.ModuleDict({"gen": Generator(), "disc": Discriminator()})
+    optimizers = {"gen": torch.optim.Adam(gan["gen"].parameters(), lr=2e-3, betas=(0.5, 0.999)),
+                  "disc": torch.optim.SGD(gan["disc"].parameters(), lr=1e-2, momentum=0.9)}
+    schedulers = {"gen": torch.optim.lr_scheduler.StepLR(optimizers["gen"], 3, gamma=0.5),
+                  "disc": torch.optim.lr_scheduler.ExponentialLR(optimizers["disc"], 0.9)}
+    return gan, optimizers, schedulers
+
+
+def gan_steps(gan, optimizers, schedulers, first, last):
+    """GAN training steps first..last-1 (data and noise depend on the step only); the losses."""
+    losses = []
+    bce = nn.BCEWithLogitsLoss()
+    for step in range(first, last):
+        data = torch.Generator().manual_seed(step)
+        real = torch.randn(8, 3, generator=data) * 0.5 + 1.0
+        noise = torch.randn(8, 4, generator=data)
+        optimizers["disc"].zero_grad()
+        fake = gan["gen"](noise)
+        loss_d = (bce(gan["disc"](real), torch.ones(8, 1))
+                  + bce(gan["disc"](fake.detach()), torch.zeros(8, 1)))
+        loss_d.backward()
+        optimizers["disc"].step()
+        optimizers["gen"].zero_grad()
+        loss_g = bce(gan["disc"](fake), torch.ones(8, 1))
+        loss_g.backward()
+        optimizers["gen"].step()
+        for scheduler in schedulers.values():
+            scheduler.step()
+        losses.append((loss_d.item(), loss_g.item()))
+    return losses
+
+
+@pytest.mark.parametrize("as_list", [False, True])
+def test_gan_with_two_optimizers_resumes_bit_exactly(archive_path, as_list):
+    # save_checkpoint took one optimizer and one scheduler ("TypeError: optimizer must be a
+    # torch.optim.Optimizer, not list"): GAN training could not be checkpointed.
+    gan, optimizers, schedulers = make_gan(0)
+    expected = gan_steps(gan, optimizers, schedulers, 0, 10)
+    final = {k: v.clone() for k, v in gan.state_dict().items()}
+
+    def arguments(optimizers, schedulers):
+        if as_list:  # named by position: "0" the generator's, "1" the discriminator's
+            return [optimizers["gen"], optimizers["disc"]], [schedulers["gen"], schedulers["disc"]]
+        return optimizers, schedulers
+
+    gan, optimizers, schedulers = make_gan(0)
+    before = gan_steps(gan, optimizers, schedulers, 0, 4)
+    saved_optimizers, saved_schedulers = arguments(optimizers, schedulers)
+    mzt.save_checkpoint(archive_path, "step-4", gan, saved_optimizers,
+                        scheduler=saved_schedulers, epoch=1, durable=False)
+    gan_steps(gan, optimizers, schedulers, 4, 6)  # the run goes on; the checkpoint stays
+
+    gan, optimizers, schedulers = make_gan(1)  # other weights: everything must come back
+    loaded_optimizers, loaded_schedulers = arguments(optimizers, schedulers)
+    if not as_list:  # names matter, not the order
+        loaded_optimizers = {"disc": optimizers["disc"], "gen": optimizers["gen"]}
+    state = mzt.load_checkpoint(archive_path, None, gan, loaded_optimizers,
+                                scheduler=loaded_schedulers)
+    assert (state.tag, state.iteration, state.epoch) == ("step-4", 4, 1)  # Adam's step
+    resumed = before + gan_steps(gan, optimizers, schedulers, 4, 10)
+    assert resumed == expected  # every loss bit for bit
+    assert_same(gan.state_dict(), final)
+    with modelzip.open(archive_path) as ar:
+        config = ar.training_config()
+        states = {(s.name, s.state) for s in ar.updater_states()}
+    assert config["properties"]["torch.updater_exact"] == "false"
+    optimizers_json = json.loads(config["properties"]["torch.optimizers"])
+    names = ["0", "1"] if as_list else ["gen", "disc"]
+    assert [o["name"] for o in optimizers_json] == names
+    assert [o["optimizer"] for o in optimizers_json] == ["torch.optim.adam.Adam",
+                                                         "torch.optim.sgd.SGD"]
+    assert [g["params"] for g in optimizers_json[1]["param_groups"]] == [
+        ["disc.net.0.weight", "disc.net.0.bias", "disc.net.2.weight", "disc.net.2.bias"]]
+    assert [s["name"] for s in json.loads(config["properties"]["torch.lr_schedulers"])] == names
+    assert not {"torch.optimizer", "torch.param_groups", "torch.lr_scheduler"} & set(
+        config["properties"])
+    assert ("gen.net.0.weight", "exp_avg") in states
+    assert ("disc.net.0.weight", "momentum_buffer") in states
+
+
+def test_several_optimizers_that_do_not_fit_change_nothing(archive_path):
+    gan, optimizers, schedulers = make_gan(0)
+    gan_steps(gan, optimizers, schedulers, 0, 2)
+    mzt.save_checkpoint(archive_path, "t", gan, optimizers, scheduler=schedulers, durable=False)
+    mzt.save_checkpoint(archive_path, "one", gan["gen"], optimizers["gen"], durable=False)
+    where = f"^{archive_path}: tag 't'"
+    gan, optimizers, schedulers = make_gan(1)
+    before = (copy.deepcopy(gan.state_dict()),
+              {k: copy.deepcopy(o.state_dict()) for k, o in optimizers.items()},
+              {k: s.state_dict() for k, s in schedulers.items()})
+    swapped = {"gen": optimizers["disc"], "disc": optimizers["gen"]}
+    for optimizer, scheduler, error in [
+            (optimizers["gen"], None, where + r" holds the states of optimizers named \['gen', "
+                                      r"'disc'\] \(saved from a mapping or list\), not of one "
+                                      "optimizer: pass optimizer= a mapping"),
+            ({"gen": optimizers["gen"]}, None,
+             where + r": optimizers: the checkpoint holds 2 \['gen', 'disc'\], given 1 "
+                     r"\['gen'\] \(not given: \['disc'\]"),
+            (list(optimizers.values()), None, where + r": optimizers: .* \(not given: \['gen', "
+                                                      r"'disc'\]; not in the checkpoint: "
+                                                      r"\['0', '1'\]\)"),
+            (swapped, None, where + ", optimizer 'gen' holds the state of a "
+                                    "torch.optim.adam.Adam, not of a torch.optim.sgd.SGD"),
+            (optimizers, schedulers["gen"], where + " holds the states of learning-rate "
+                                                    "schedulers named"),
+            (optimizers, {"gen": schedulers["gen"]},
+             where + r": learning-rate schedulers: the checkpoint holds 2")]:
+        with pytest.raises(ValueError, match=error):
+            mzt.load_checkpoint(archive_path, "t", gan, optimizer, scheduler=scheduler)
+    with pytest.raises(ValueError, match=f"^{archive_path}: tag 'one' holds the state of one "
+                                         "optimizer \\(a torch.optim.adam.Adam\\), not of a "
+                                         "mapping or list"):
+        mzt.load_checkpoint(archive_path, "one", gan["gen"], {"gen": optimizers["gen"]})
+    assert_same(gan.state_dict(), before[0])
+    assert_same({k: o.state_dict() for k, o in optimizers.items()}, before[1])
+    assert {k: s.state_dict() for k, s in schedulers.items()} == before[2]
+    # One parameter in two optimizers would be two states under one name: refused.
+    with pytest.raises(ValueError, match="parameter 'gen.net.0.weight' is held by optimizers "
+                                         "'a' and 'b'"):
+        mzt.save_checkpoint(archive_path, "u", gan, {
+            "a": optimizers["gen"], "b": torch.optim.SGD(gan["gen"].net[0].parameters(), lr=1)})
+    with pytest.raises(ValueError, match="argument 'optimizer' is an empty list"):
+        mzt.save_checkpoint(archive_path, "u", gan, [])
+    with modelzip.open(archive_path) as ar:
+        assert ar.tags == ["t", "one"]
+        config = ar.training_config("t")
+    # A damaged torch.optimizers property is an error naming it.
+    config["properties"]["torch.optimizers"] = '[{"name": "gen"}]'
+    with modelzip.Writer(archive_path, durable=False) as writer:
+        writer.add_tag("bad", gan.state_dict(), training=config)
+    with pytest.raises(ValueError, match=f"^{archive_path}: tag 'bad': property "
+                                         "'torch.optimizers' is malformed"):
+        mzt.load_checkpoint(archive_path, "bad", gan, optimizers)
 
 
 def test_load_checkpoint_refuses_what_does_not_fit(archive_path):

@@ -606,3 +606,87 @@ def test_text_in_a_state_dict_loads_back_as_text(archive_path, extra):
     fresh = WithExtraState(None)
     mzt.load_checkpoint(archive_path, "c", fresh, torch.optim.SGD(fresh.parameters(), lr=0.1))
     assert fresh.loaded == extra
+
+
+PYTHON_VALUES = {"epoch": 5, "lr": 0.1, "flag": True, "off": False, "best": None, "step": -3,
+                 "seed": 2**64 - 1, "loss": float("inf"), "name": "abc"}
+
+
+def assert_python_values(state, expected=PYTHON_VALUES):
+    """Each value of ``expected`` in ``state`` is the same Python value of the same type."""
+    for name, value in expected.items():
+        assert type(state[name]) is type(value) and state[name] == value, name
+
+
+def test_python_scalars_in_a_state_dict_load_as_python_values(archive_path):
+    # torch.save/torch.load give an int, float, bool or None of a state dict (or checkpoint
+    # metadata) back as it was; modelzip's torch loads gave 0-d tensors (tensor(5),
+    # tensor(True), a float64 tensor) and refused None.
+    weight = torch.arange(4, dtype=torch.float32)
+    mzt.save({"w": weight, **PYTHON_VALUES}, archive_path, "t", durable=False)
+    state = mzt.load(archive_path)
+    assert list(state) == ["w", *PYTHON_VALUES] and torch.equal(state["w"], weight)
+    assert_python_values(state)
+    assert_python_values(modelzip.open(archive_path).load_torch("t"))
+    assert_python_values(mzt.load(archive_path, names=["lr", "best"]), {"lr": 0.1, "best": None})
+    copied = load_copied(archive_path, "t", torch.device("cpu"), verify=True)  # the device path
+    assert_python_values(copied)
+    # Readers that know no Python (numpy, the CLI, C++) see 0-d arrays, and the record.
+    arrays = modelzip.load(archive_path)
+    assert (arrays["epoch"].dtype, arrays["epoch"].shape, arrays["epoch"][()]) == (np.int64, (), 5)
+    assert (arrays["lr"].dtype, arrays["flag"].dtype, arrays["seed"].dtype) == (
+        np.float64, np.bool_, np.uint64)
+    assert arrays["best"][()] == "None"
+    assert json.loads(arrays["_python_types"][()].removeprefix("torch.python_types:")) == {
+        "epoch": "int", "lr": "float", "flag": "bool", "off": "bool", "best": "None",
+        "step": "int", "seed": "int", "loss": "float"}
+
+
+class WithCounter(nn.Module):
+    """A module whose extra state is a Python int (a version, a step counter)."""
+
+    def __init__(self, count):
+        super().__init__()
+        self.fc = nn.Linear(2, 2)
+        self.count = count
+
+    def get_extra_state(self):
+        return self.count
+
+    def set_extra_state(self, state):
+        self.count = state
+
+
+def test_python_extra_state_is_restored_as_it_was(archive_path):
+    model = WithCounter(7)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    mzt.save_checkpoint(archive_path, "c", model, optimizer, durable=False)
+    for restore in (lambda m: mzt.load_into(m, archive_path, "c"),
+                    lambda m: mzt.load_checkpoint(archive_path, "c", m,
+                                                  torch.optim.SGD(m.parameters(), lr=0.1))):
+        fresh = WithCounter(0)
+        restore(fresh)
+        assert type(fresh.count) is int and fresh.count == 7
+
+
+def test_python_values_that_cannot_be_kept_are_refused(archive_path):
+    with pytest.raises(ValueError, match=r"parameter 'n': the int 18446744073709551616 does not "
+                                         r"fit in 64 bits .*store it as str"):
+        mzt.save({"n": 2**64}, archive_path, "t", durable=False)
+    with pytest.raises(ValueError, match=r"parameter '_python_types': the name is reserved .*"
+                                         r"'epoch'"):
+        mzt.save({"epoch": 1, "_python_types": torch.zeros(1)}, archive_path, "t", durable=False)
+    assert not archive_path.exists()
+
+
+@pytest.mark.parametrize("record, message", [
+    ("torch.python_types:[1]", "malformed record"),
+    ('torch.python_types:{"w": "complex"}', "malformed record"),
+    ('torch.python_types:{"w": "int"}', "records a Python int, but it is stored as float32 of "
+                                        r"shape \(2,\)")])
+def test_a_damaged_python_types_record_is_an_error_naming_the_parameter(archive_path, record,
+                                                                        message):
+    modelzip.save(archive_path, "t", {"w": np.zeros(2, np.float32), "_python_types": record},
+                  durable=False)
+    with pytest.raises(ValueError, match=message):
+        mzt.load(archive_path)

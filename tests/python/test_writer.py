@@ -372,6 +372,31 @@ def test_repr_and_entry_names(archive_path):
     assert repr(ar) == f"<modelzip.Archive {str(archive_path)!r} (closed)>"
 
 
+def test_indexing_an_archive_reads_a_parameter(archive_path):
+    # `"w" in archive` worked, `archive["w"]` was "'Archive' object is not subscriptable".
+    save(archive_path, "old", {"w": np.arange(3.0), "v": np.ones(2)})
+    save(archive_path, "new", {"w": np.arange(3.0) + 1})
+    with modelzip.open(archive_path) as ar:
+        assert ar["w"].tolist() == [1.0, 2.0, 3.0]  # the newest tag, as ar.tensor("w")
+        assert ar["old", "w"].tolist() == [0.0, 1.0, 2.0]
+        assert not ar["w"].flags.writeable  # the zero-copy view ar.tensor gives
+        with pytest.raises(KeyError, match="tag 'new': no parameter 'v'"):
+            ar["v"]
+        with pytest.raises(modelzip.NotFoundError, match="tag 'x': no such tag"):
+            ar["x", "w"]
+        with pytest.raises(KeyError, match=r"no parameter 'old'.*: 'old' is a tag: "
+                                           r"archive.load\('old'\) gives its parameters, "
+                                           r"archive\['old', NAME\] one of them") as e:
+            ar["old"]
+        assert e.value.tag == "new"
+        for key in (0, ("old",), ("old", "w", "v"), ("old", 1)):
+            with pytest.raises(TypeError, match="modelzip.Archive indices are a parameter name "
+                                                "or a \\(tag, name\\) pair, not "):
+                ar[key]
+        with pytest.raises(TypeError, match="Archive' object is not iterable"):
+            iter(ar)
+
+
 def test_repr_of_many_tags_and_updater_state(archive_path):
     for i in range(8):
         save(archive_path, f"s{i}", {"w": np.full(256, i, np.float32), "b": np.zeros(3)},

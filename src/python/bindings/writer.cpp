@@ -337,7 +337,9 @@ exception it raises is re-raised by commit().)")
            R"(Stages a new tag (it becomes the newest) holding `arrays`.
 
 arrays: mapping name -> numpy array, torch tensor, anything with __array__ or
-  .numpy(), str / list of str (strings), SparseCOO, or Embeddings. Arrays are
+  .numpy(), str / list of str (strings), SparseCOO, Embeddings, or a Python int,
+  float, bool or None (stored 0-d, its type recorded in the tag's
+  "_python_types" parameter; ValueError for an int beyond 64 bits). Arrays are
   borrowed until commit() returns (C-contiguous little-endian copies are made
   only for arrays that are not).
 share: {name: (tag, param)}: `name` is parameter `param` of existing tag `tag`.

@@ -47,6 +47,30 @@ from ._modelzip import (Archive, Embeddings, Metadata, ParamInfo, QuantizeResult
                         Writer, WriteStats, export_tensor_file, import_tensor_files, quantize,
                         read_tensor_file, write_tensor_file)
 from ._values import LoadedArrays, QuantizedTensor, SparseCOO  # noqa: E402
+
+
+def _archive_item(self: Archive, key: Any) -> Any:
+    """``archive[name]``: parameter ``name`` of the newest tag, ``archive[tag, name]``: of tag
+    ``tag``, as ``archive.tensor(name, tag)`` gives it (a read-only zero-copy view): the
+    parameters ``in`` finds. A tag is no item: NotFoundError (a KeyError) says to load it."""
+    tag, name = key if isinstance(key, tuple) and len(key) == 2 else (None, key)
+    if not isinstance(name, str) or not isinstance(tag, (str, type(None))):
+        what = f"a tuple of {len(key)}" if isinstance(key, tuple) else type(key).__name__
+        raise TypeError("modelzip.Archive indices are a parameter name or a (tag, name) pair, "
+                        f"not {what}")
+    try:
+        return self.tensor(name, tag)
+    except NotFoundError as e:
+        if tag is not None or self.find_tag(name) is None:
+            raise
+        hint = (f": {name!r} is a tag: archive.load({name!r}) gives its parameters, "
+                f"archive[{name!r}, NAME] one of them")
+        raise NotFoundError(f"{e}{hint}", code=e.code, message=f"{e.message}{hint}",
+                            archive=e.archive, entry=e.entry, tag=e.tag) from None
+
+
+Archive.__getitem__ = _archive_item
+Archive.__iter__ = None  # indexing takes names, not positions: not iterable (use .tags, .params())
 from ._async import SaveFuture, save_async  # noqa: E402
 
 __version__: str = _modelzip.__version__

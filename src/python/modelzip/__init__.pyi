@@ -20,6 +20,10 @@ Loaded arrays and dtypes:
   raises TypeError); ``ml_dtypes`` arrays: ``arr.view(ml_dtypes.float8_e4m3fn)``.
 - Strings ("string", UTF-8) load as numpy **object** arrays of ``str`` with
   the stored shape (always a copy).
+- A Python int, float or bool that was saved loads as its 0-d int64 (uint64
+  from 2**63 on), float64 or bool array, None as the 0-d string "None"; the
+  tag's "_python_types" parameter records them, and ``load_torch`` gives them
+  back as the Python values (docs/torch.md).
 - Sparse COO tensors load as ``SparseCOO(indices, values, shape)``.
 """
 from __future__ import annotations
@@ -295,6 +299,11 @@ class Archive:
     def __contains__(self, key: object) -> bool:
         """``"t" in archive``: a tag (ignoring case) or a parameter of the newest tag;
         ``("t", "w") in archive``: parameter ``w`` of tag ``t``."""
+    def __getitem__(self, key: Union[str, tuple[str, str]]) -> LoadedValue:
+        """``archive["w"]``: parameter ``w`` of the newest tag, ``archive["t", "w"]``: of tag
+        ``t``, as ``tensor(name, tag)`` gives it (a read-only zero-copy view). NotFoundError
+        (a KeyError) for a missing one; a tag alone is no item (``load(tag)``)."""
+    __iter__: None  # type: ignore[assignment]  # indexed by name: not iterable
     @property
     def tags(self) -> list[str]:
         """Tags, oldest first."""
@@ -343,8 +352,10 @@ class Archive:
         ones). quantize_dynamic state dicts come back whole (torch dtypes and
         packed-parameter tuples). Weights tied when saved (ties.json) come
         back as one tensor; every other name is its own tensor, also when
-        deduplication stored it in the same blob as another.
-        Raises TypeError for parameters torch cannot hold (strings, uint16/32/64).
+        deduplication stored it in the same blob as another. Text comes back as
+        the str or lists of str saved, Python int, float, bool and None values
+        (_python_types) as themselves.
+        Raises TypeError for parameters torch cannot hold (uint16/32/64).
         """
     def training_config(self, tag: Optional[str] = None) -> Optional[dict[str, Any]]:
         """The training config of ``tag`` (None: the newest) as a dict, or None if it has none.
@@ -414,7 +425,9 @@ class Writer:
         """Stages a new tag (it becomes the newest) holding ``arrays``.
 
         arrays: name -> numpy array, torch tensor, anything with __array__ or
-        .numpy(), str / (nested) list of str, SparseCOO, or Embeddings.
+        .numpy(), str / (nested) list of str, SparseCOO, Embeddings, or a Python
+        int, float, bool or None (stored 0-d, its type recorded in the tag's
+        "_python_types" parameter; ValueError for an int beyond 64 bits).
         share: {name: (tag, param)}: ``name`` is parameter ``param`` of tag ``tag``.
         compress: True, or the names to deflate (default: stored, zero-copy reads).
         dtypes: {name: "bfloat16" | "float8_e4m3fn" | "float8_e5m2"}: arrays

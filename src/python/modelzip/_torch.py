@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import collections
 import json
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Mapping, Optional
 
 import numpy as np
 
 from . import _values
 from ._ties import read_ties
-from ._values import (RAW_BITS_DTYPES, TORCH_DTYPE_MARK, TORCH_METADATA_MARK, TORCH_TUPLE_MARK,
-                      QuantizedTensor, SparseCOO)
+from ._values import (PYTHON_TYPES_MARK, PYTHON_TYPES_NAME, RAW_BITS_DTYPES, TORCH_DTYPE_MARK,
+                      TORCH_METADATA_MARK, TORCH_TUPLE_MARK, QuantizedTensor, SparseCOO)
 
 
 def _quantized_to_torch(name: str, value: QuantizedTensor) -> Any:
@@ -82,6 +82,8 @@ def load_state_dict(archive: Any, tag: Optional[str] = None, dequantize: bool = 
     ties = read_ties(archive, stored, {name: p.blob for name, p in tensors.items()})
     wanted = [p.name for p in infos if p.kind == "tensor"] if names is None else list(names)
     to_read = list(dict.fromkeys(ties.get(name, name) for name in wanted))
+    if PYTHON_TYPES_NAME in tensors and PYTHON_TYPES_NAME not in to_read:
+        to_read.append(PYTHON_TYPES_NAME)  # the Python types of the names wanted
     arrays = archive.load(tag, names=to_read, writable=True, dequantize=dequantize, verify=verify)
     return state_dict(arrays, {name: p.dtype for name, p in tensors.items()}, wanted, ties)
 
@@ -95,24 +97,70 @@ def parameter_value(name: str, value: Any, dtype: str) -> Any:
     return to_torch(name, value, dtype)
 
 
+_PYTHON_DTYPES = {"int": ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"),
+                  "float": ("float16", "float32", "float64"), "bool": ("bool",)}
+
+
+def python_types(arrays: Mapping[str, Any], dtypes: Mapping[str, str]) -> dict[str, str]:
+    """The record of Python scalars (_values.PYTHON_TYPES_NAME) among ``arrays``: {name: "int" |
+    "float" | "bool" | "None"}; empty without one. Raises ValueError naming the parameter when
+    the record is not such a JSON object."""
+    mark = (_torch_mark(arrays[PYTHON_TYPES_NAME], dtypes.get(PYTHON_TYPES_NAME, ""))
+            if PYTHON_TYPES_NAME in arrays else None)
+    if mark is None or not mark.startswith(PYTHON_TYPES_MARK):
+        return {}
+    try:
+        record = json.loads(mark[len(PYTHON_TYPES_MARK):])
+    except ValueError:
+        record = None
+    if not isinstance(record, dict) or not all(
+            isinstance(kind, str) and (kind in _PYTHON_DTYPES or kind == "None")
+            for kind in record.values()):
+        shown = mark if len(mark) <= 200 else mark[:200] + "..."
+        raise ValueError(f"parameter {PYTHON_TYPES_NAME!r}: malformed record {shown!r} (a JSON "
+                         'object of names to "int", "float", "bool" or "None")')
+    return record
+
+
+def python_value(name: str, kind: str, value: Any, dtype: str) -> Any:
+    """Parameter ``name``, recorded as a Python scalar of ``kind`` (python_types), as that
+    scalar: None, or the int, float or bool its 0-d array holds. Raises ValueError when it is
+    not stored as such a scalar."""
+    if kind == "None":
+        return None
+    if dtype not in _PYTHON_DTYPES[kind] or not isinstance(value, np.ndarray) or value.shape:
+        shape = getattr(value, "shape", None)
+        raise ValueError(f"parameter {name!r}: {PYTHON_TYPES_NAME!r} records a Python {kind}, "
+                         f"but it is stored as {dtype} of shape {shape} (a Python {kind} is "
+                         "stored 0-d)")
+    return {"int": int, "float": float, "bool": bool}[kind](value.item())
+
+
 def state_dict(arrays: dict[str, Any], dtypes: dict[str, str], names: list[str],
                ties: dict[str, str]) -> dict[str, Any]:
     """Torch tensors of ``names`` sharing the memory of ``arrays`` (writable, the caller's
     alone); a name in ``ties`` is the tensor of the name it maps to. String parameters (a
     module's text extra state) are str, or nested lists of str, as ``modelzip.save`` took
-    them."""
+    them; Python scalars recorded in ``arrays``' _python_types record are those scalars again;
+    the markers (_values.py) are the torch dtypes and tuples they stand for."""
     import torch
 
     out: Any = collections.OrderedDict()
     tuples: dict[str, int] = {}
     converted: dict[str, Any] = {}
+    scalars = python_types(arrays, dtypes)
     for name in names:
         source = ties.get(name, name)
         value = arrays[source]
+        if name in scalars:
+            out[name] = python_value(name, scalars[name], value, dtypes[source])
+            continue
         mark = _torch_mark(value, dtypes[source])
         if mark is not None and name == "_metadata" and mark.startswith(TORCH_METADATA_MARK):
             out._metadata = json.loads(mark[len(TORCH_METADATA_MARK):])  # as state_dict() has it
             continue
+        if mark is not None and name == PYTHON_TYPES_NAME and mark.startswith(PYTHON_TYPES_MARK):
+            continue  # read above
         if mark is not None and mark.startswith(TORCH_DTYPE_MARK):
             dtype = getattr(torch, mark[len(TORCH_DTYPE_MARK):], None)
             if not isinstance(dtype, torch.dtype):

@@ -276,6 +276,14 @@ TORCH_DTYPE_MARK = "torch.dtype:"
 TORCH_TUPLE_MARK = "torch.tuple:"
 TORCH_METADATA_MARK = "torch.metadata:"
 
+# Python scalars (int, float, bool, None) in a dict to save: int, float and bool are stored as
+# 0-d int64 (uint64 from 2**63 on), float64 and bool arrays, None as the 0-d string "None", and
+# the 0-d string parameter "_python_types" holds "torch.python_types:<JSON>", a JSON object
+# {name: "int" | "float" | "bool" | "None"} of the names that were such scalars: the torch loads
+# give those names back as the Python values they were, every other reader sees the arrays.
+PYTHON_TYPES_NAME = "_python_types"
+PYTHON_TYPES_MARK = "torch.python_types:"
+
 
 def new_fetches(overlap: bool = False) -> Any:
     """A _device_save.Fetches for one save (see fetch_device_tensors); None while torch is not
@@ -305,29 +313,56 @@ def fetch_device_tensors(items: Any, fetches: Any = None) -> Any:
     return _device_save.host_items(items, target, fetches)
 
 
+def python_kind(value: Any) -> Optional[str]:
+    """The kind the _python_types record gives ``value``: "int", "float", "bool" or "None" for a
+    Python scalar (numpy's scalars are arrays, not these), else None."""
+    if value is None:
+        return "None"
+    if isinstance(value, np.generic):
+        return None
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, float):
+        return "float"
+    return None
+
+
 def expand_torch_objects(arrays: Mapping[str, Any]) -> Any:
     """``arrays.items()``, with torch dtypes and tuples of tensors replaced by their markers
-    and elements (see above); ``arrays.items()`` itself when there are none."""
+    and elements, and Python scalars recorded in "_python_types" (see above). Raises ValueError
+    when ``arrays`` holds Python scalars and a parameter of that name."""
     torch = sys.modules.get("torch")
-    if torch is None:
-        return arrays.items()
+    items = list(arrays.items())
+    kinds = {name: kind for name, value in items if (kind := python_kind(value)) is not None}
+
     def is_tensor_tuple(value: Any) -> bool:
         return (isinstance(value, tuple) and any(isinstance(v, torch.Tensor) for v in value)
                 and all(v is None or isinstance(v, torch.Tensor) for v in value))
-    items = list(arrays.items())
-    if not any(isinstance(v, torch.dtype) or is_tensor_tuple(v) for _, v in items):
+    torch_objects = torch is not None and any(isinstance(v, torch.dtype) or is_tensor_tuple(v)
+                                              for _, v in items)
+    if not kinds and not torch_objects:
         return items
     out = []
     for name, value in items:
-        if isinstance(value, torch.dtype):
+        if value is None:
+            out.append((name, "None"))
+        elif torch_objects and isinstance(value, torch.dtype):
             out.append((name, TORCH_DTYPE_MARK + str(value).removeprefix("torch.")))
-        elif is_tensor_tuple(value):
+        elif torch_objects and is_tensor_tuple(value):
             out.append((name, f"{TORCH_TUPLE_MARK}{len(value)}"))
             out.extend((f"{name}.{i}", v) for i, v in enumerate(value) if v is not None)
         else:
             out.append((name, value))
+    if kinds:
+        if PYTHON_TYPES_NAME in arrays:
+            raise ValueError(f"parameter {PYTHON_TYPES_NAME!r}: the name is reserved for the "
+                             "record of the Python types of int, float, bool and None values, "
+                             f"which this dict holds ({', '.join(map(repr, kinds))})")
+        out.append((PYTHON_TYPES_NAME, PYTHON_TYPES_MARK + json.dumps(kinds, ensure_ascii=False)))
     metadata = getattr(arrays, "_metadata", None)
-    if isinstance(metadata, Mapping) and "_metadata" not in arrays:
+    if torch_objects and isinstance(metadata, Mapping) and "_metadata" not in arrays:
         out.append(("_metadata", TORCH_METADATA_MARK + json.dumps(dict(metadata))))
     return out
 
@@ -388,6 +423,10 @@ def _to_savable(value: Any, raw_bits: Optional[str]) -> tuple:
         return ("strings", [value], ())
     if value is None:
         raise TypeError("None cannot be stored (leave the name out, or store an empty array)")
+    if isinstance(value, int) and not isinstance(value, np.generic) and \
+            not -2**63 <= value < 2**64:
+        raise ValueError(f"the int {value} does not fit in 64 bits (int64, or uint64 from 2**63 "
+                         "on): store it as str(value)")
     if isinstance(value, np.ma.MaskedArray):  # np.asarray would drop the mask
         raise TypeError("a masked array cannot be stored: its mask would be lost (store "
                         ".filled(), or .data and .mask as two parameters)")

@@ -445,38 +445,37 @@ def load(path: PathLike, blocks: Optional[Mapping[str, Optional[Block]]] = None,
     ``stats``, if given, receives per name (bytes read, zero_copy).
     Torch tensors have the stored dtype (bfloat16, float8_* too: TypeError for float8 before
     torch 2.1); numpy arrays hold the raw bits of the types numpy lacks, as Archive.load().
-    With torch (or ``device``), string parameters are the str or nested lists of str they were
-    saved as, as modelzip.torch.load gives them (torch has no string tensors)."""
+    With torch (or ``device``), the values that are not tensors come back as modelzip.torch.load
+    gives them (one code path, modelzip._torch.state_dict): text as the str or nested lists of
+    str saved (torch has no string tensors), Python int, float, bool and None as themselves, a
+    state dict's torch dtypes and tuples of packed parameters as those."""
+    from . import _torch, _values
     dtypes: dict[str, str] = {}
     if blocks is None or torch or device is not None:
         with _modelzip.Archive(path) as archive:
             dtypes = {p.name: p.dtype for p in archive.params(tag)}
     if blocks is None:
         blocks = {name: None for name in dtypes}
+    names = list(blocks)
+    if dtypes and _values.PYTHON_TYPES_NAME in dtypes:  # read with the torch loads' values
+        blocks = {**blocks, _values.PYTHON_TYPES_NAME: None}
     requests = [(name, "", None if b is None else ([int(o) for o in b[0]], [int(s) for s in b[1]]))
                 for name, b in blocks.items()]
     results = _modelzip.read_blocks(path, requests, tag)
     out = {}
     for (name, _, _), (array, nbytes, zero_copy) in zip(requests, results):
-        if stats is not None:
+        if stats is not None and name in names:
             stats[name] = (nbytes, zero_copy)
         out[name] = array
     if device is not None and _torch_device(device).type != "cpu":
         from ._torch_load import to_device
-        import torch as _torch
         with warnings.catch_warnings():  # the pipeline only reads the read-only views
             warnings.simplefilter("ignore", UserWarning)
-            views = {name: _torch_value(name, a, dtypes) for name, a in out.items()}
-        return to_device(views, _torch_device(device))  # text stays as it is
+            views = _torch.state_dict(out, dtypes, names, {})
+        return to_device(views, _torch_device(device))  # text and Python values stay as they are
     if torch or device is not None:
-        out = {name: _torch_value(name, np.array(a), dtypes) for name, a in out.items()}
-    return out
-
-
-def _torch_value(name: str, array: np.ndarray, dtypes: Mapping[str, str]) -> Any:
-    """Parameter ``name`` as modelzip.torch.load gives it (text as str or lists of str)."""
-    from . import _torch
-    return _torch.parameter_value(name, array, dtypes[name])
+        return _torch.state_dict({name: np.array(a) for name, a in out.items()}, dtypes, names, {})
+    return {name: out[name] for name in names}
 
 
 def _stage_tensors(writer: CollectiveWriter, tensors: Mapping[str, Any],
@@ -500,6 +499,7 @@ def _stage_optimizer(writer: CollectiveWriter, params: Mapping[str, Any], optimi
     ``step``) whole, by the rank whose block starts at the origin. Returns
     what the root needs for the training config (JSON-able)."""
     from . import torch as mzt
+    mzt._one_optimizer("modelzip.distributed.save_checkpoint", optimizer)
     by_id = _names_by_id(params)
     names = [[by_id[id(p)] for p in group["params"] if id(p) in by_id]
              for group in optimizer.param_groups]
@@ -643,6 +643,8 @@ def load_checkpoint(path: PathLike, tag: Optional[str] = None,
                             "load_checkpoint(path, tag, params, optimizer)")
     if params is None:
         raise TypeError("load_checkpoint() needs params: name -> tensor or Shard to fill")
+    if optimizer is not None:
+        mzt._one_optimizer("modelzip.distributed.load_checkpoint", optimizer)
     with _modelzip.Archive(path) as archive:
         tag, config, properties = mzt._checkpoint_tag(
             archive, tag, optimizer is not None or scheduler is not None)
@@ -703,7 +705,7 @@ def load_checkpoint(path: PathLike, tag: Optional[str] = None,
 
             optimizer_state = mzt._optimizer_state(f"{archive.name}: tag {tag!r}", properties,
                                                    optimizer, names_of, tensors_of, part=True)
-        scheduler_state = mzt._scheduler_state(archive.name, tag, properties, scheduler)
+        scheduler_states = mzt._scheduler_states(archive.name, tag, properties, scheduler)
     import torch
     from . import _device_copy, _torch_load
     if optimizer_state is not None:  # new tensors on the parameters' devices: changes nothing yet
@@ -714,8 +716,8 @@ def load_checkpoint(path: PathLike, tag: Optional[str] = None,
         _device_copy.copy_pairs(list(zip(loaded_params, targets)))
     if optimizer_state is not None:
         optimizer.load_state_dict(optimizer_state)
-    if scheduler_state is not None:
-        scheduler.load_state_dict(scheduler_state)
+    for each, state in scheduler_states:
+        each.load_state_dict(state)
     return mzt._training_state(tag, config)
 
 

@@ -37,6 +37,11 @@ What one tag holds (the layout is specified in schemas/GRAPH.md, section
   class: the class, every param group's hyperparameters with its parameters
   by name, non-tensor state values, and the scheduler's ``state_dict()``.
 
+Several optimizers (a GAN's generator and discriminator optimizers) and several schedulers
+are given as a mapping name -> optimizer (or a list, named "0", "1"... by position) and
+restored from the same structure; their state stays keyed by parameter name (one optimizer
+per parameter), their properties are listed by name (OPTIMIZERS, LR_SCHEDULERS).
+
 Importing this module imports torch.
 """
 from __future__ import annotations
@@ -65,6 +70,13 @@ OPTIMIZER_STATE = "torch.optimizer_state"
 """Property: JSON {parameter name: {state key: value}} of the state values that are not tensors."""
 LR_SCHEDULER = "torch.lr_scheduler"
 """Property: JSON of the learning-rate scheduler's ``state_dict()`` (only when one was given)."""
+OPTIMIZERS = "torch.optimizers"
+"""Property of a checkpoint of several optimizers (a mapping or sequence), in place of
+OPTIMIZER, PARAM_GROUPS and OPTIMIZER_STATE: JSON list, in the order given, of objects
+{"name", "optimizer", "param_groups", "optimizer_state"} holding those properties' values."""
+LR_SCHEDULERS = "torch.lr_schedulers"
+"""Property of a checkpoint of several schedulers, in place of LR_SCHEDULER: JSON list, in the
+order given, of objects {"name", "state"}."""
 UPDATER_EXACT = "torch.updater_exact"
 """Property: "true" when the config's ``updater`` is exactly the torch optimizer, else "false"."""
 TORCH_VERSION = "torch.version"
@@ -170,15 +182,19 @@ def _number(value: Any) -> Optional[float]:
     return float(value)
 
 
-def _standard_updater(optimizer: torch.optim.Optimizer) -> tuple[dict, list, bool, bool]:
+def _standard_updater(optimizer: torch.optim.Optimizer, others: Iterable[torch.optim.Optimizer] = ()
+                      ) -> tuple[dict, list, bool, bool]:
     """(updater dict, regularization list, minimize, exact) for the training config.
 
     exact: the updater, regularization and minimize describe the optimizer's
-    update rule exactly, for every param group. Otherwise the updater is Sgd
+    update rule exactly, for every param group, and that of each of ``others`` (the further
+    optimizers of a checkpoint of several). Otherwise the updater is Sgd
     with the first group's learning rate (NoOp without one) and no
     regularization: only the torch.* properties describe the optimizer.
     """
     updater, regularization, minimize, exact = _equivalent_updater(optimizer)
+    exact = exact and all(_equivalent_updater(other) == (updater, regularization, minimize, True)
+                          for other in others)
     if exact:
         return updater, regularization, minimize, True
     lr = _number(optimizer.param_groups[0].get("lr"))
@@ -245,7 +261,7 @@ def _completed_steps(state: Mapping[int, Mapping[str, Any]]) -> int:
 # ---- Save and load ------------------------------------------------------------
 
 
-def save_checkpoint(path: Any, tag: str, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+def save_checkpoint(path: Any, tag: str, model: torch.nn.Module, optimizer: Any,
                     *, scheduler: Any = None, epoch: int = 0, iteration: Optional[int] = None,
                     properties: Optional[Mapping[str, str]] = None,
                     metadata: Any = None, compress: bool = False, dedup: bool = True,
@@ -255,12 +271,16 @@ def save_checkpoint(path: Any, tag: str, model: torch.nn.Module, optimizer: torc
                     blocking: bool = True) -> Any:
     """Adds tag ``tag`` holding a whole training checkpoint to the archive at ``path``.
 
-    model: its ``state_dict()`` becomes the parameters.
+    model: its ``state_dict()`` becomes the parameters (several models, such as a GAN's
+      generator and discriminator: one ``torch.nn.ModuleDict`` of them).
     optimizer: an optimizer over parameters of ``model`` (any class); its
       state is stored by parameter name, its hyperparameters in the training
-      config (see the module documentation).
+      config (see the module documentation). Several: a mapping name -> optimizer, or a list
+      (named "0", "1"... by position), restored from the same names; each parameter in one
+      optimizer at most (ValueError otherwise).
     scheduler: a learning-rate scheduler (anything with ``state_dict()``
-      holding no tensors), restored by load_checkpoint(scheduler=...). Methods of
+      holding no tensors), restored by load_checkpoint(scheduler=...); several: a mapping
+      or list, as for ``optimizer``. Methods of
       schedulers in that state (torch 1.13's OneCycleLR and CyclicLR keep their
       annealing and scale functions there) are not stored: the loading scheduler
       keeps its own, which its arguments chose.
@@ -287,21 +307,39 @@ def save_checkpoint(path: Any, tag: str, model: torch.nn.Module, optimizer: torc
                              f"range (a signed 64-bit count): {value.__index__()}")
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, not {type(model).__name__}")
-    if not isinstance(optimizer, torch.optim.Optimizer):
-        raise TypeError(f"optimizer must be a torch.optim.Optimizer, not {type(optimizer).__name__}")
-    if scheduler is not None and not callable(getattr(scheduler, "state_dict", None)):
-        raise TypeError("modelzip.torch.save_checkpoint() argument 'scheduler' must be one "
-                        "learning-rate scheduler (an object with state_dict()), not "
-                        f"{type(scheduler).__name__} (more state: properties=)")
-    names = _optimizer_param_names(model, optimizer)
-    packed = optimizer.state_dict()
-    by_index = {i: n for group, group_names in zip(packed["param_groups"], names)
-                for i, n in zip(group["params"], group_names)}
-    updater, other_state = _split_state(packed["state"], by_index)
-    groups = _named_groups(packed["param_groups"], names)
-    training = _training_config(optimizer, groups, other_state,
-                                _completed_steps(packed["state"]) if iteration is None else iteration,
-                                scheduler=scheduler, epoch=epoch, properties=properties)
+    function = "modelzip.torch.save_checkpoint"
+    several = _named_objects(function, "optimizer", optimizer, _is_optimizer, _AN_OPTIMIZER,
+                             optional=False)
+    _named_objects(function, "scheduler", scheduler, _has("state_dict"),
+                   _A_SCHEDULER.format("state_dict()"), hint=" (more state: properties=)")
+    saved = []  # (name, optimizer, param groups by name, non-tensor state) of each optimizer
+    updater: dict[tuple[str, str], Any] = {}
+    held: dict[str, str] = {}  # parameter name -> the optimizer holding it
+    steps = 0
+    for name, each in several or [("", optimizer)]:
+        names = _optimizer_param_names(model, each)
+        for param in (n for group in names for n in group):
+            if held.setdefault(param, name) != name:
+                raise ValueError(f"parameter {param!r} is held by optimizers {held[param]!r} and "
+                                 f"{name!r}: a checkpoint stores one optimizer state per parameter")
+        packed = each.state_dict()
+        by_index = {i: n for group, group_names in zip(packed["param_groups"], names)
+                    for i, n in zip(group["params"], group_names)}
+        own_updater, other_state = _split_state(packed["state"], by_index)
+        updater.update(own_updater)
+        saved.append((name, each, _named_groups(packed["param_groups"], names), other_state))
+        steps = max(steps, _completed_steps(packed["state"]))
+    if several is None:
+        training = _training_config(optimizer, saved[0][2], saved[0][3],
+                                    steps if iteration is None else iteration,
+                                    scheduler=scheduler, epoch=epoch, properties=properties)
+    else:
+        training = _config(_standard_updater(saved[0][1], [each for _, each, _, _ in saved[1:]]),
+                           {OPTIMIZERS: _dumps([{"name": name, "optimizer": _class_path(each),
+                                                 "param_groups": groups, "optimizer_state": other}
+                                                for name, each, groups, other in saved])},
+                           steps if iteration is None else iteration, scheduler=scheduler,
+                           epoch=epoch, properties=properties)
     if not blocking:
         from ._async import save_async
         return save_async(path, tag, model.state_dict(), updater=updater, training=training,
@@ -366,24 +404,35 @@ def _training_config(optimizer: torch.optim.Optimizer, groups: list, other_state
                      properties: Optional[Mapping[str, str]]) -> dict[str, Any]:
     """The training config dict (Writer.add_tag(training=...)) of a checkpoint of
     ``optimizer``, whose param groups and non-tensor state are ``groups`` and
-    ``other_state`` (by parameter name)."""
+    ``other_state`` (by parameter name); ``scheduler``: None, one, or a mapping or sequence
+    of schedulers."""
+    return _config(_standard_updater(optimizer),
+                   {OPTIMIZER: _class_path(optimizer), PARAM_GROUPS: _dumps(groups),
+                    OPTIMIZER_STATE: _dumps(other_state)},
+                   iteration, scheduler=scheduler, epoch=epoch, properties=properties)
+
+
+def _config(standard: tuple[dict, list, bool, bool], optimizer_properties: Mapping[str, str],
+            iteration: int, *, scheduler: Any, epoch: int,
+            properties: Optional[Mapping[str, str]]) -> dict[str, Any]:
+    """The training config dict of a checkpoint whose optimizers are described by
+    ``standard`` (_standard_updater) and ``optimizer_properties``."""
     own = dict(properties or {})
     for key, value in own.items():
         if not isinstance(key, str) or not isinstance(value, str):
             raise TypeError("properties must map str to str")
         if key.startswith("torch."):
             raise ValueError(f"property {key!r}: keys starting with 'torch.' are reserved")
-    updater_config, regularization, minimize, exact = _standard_updater(optimizer)
-    own.update({
-        OPTIMIZER: _class_path(optimizer),
-        PARAM_GROUPS: _dumps(groups),
-        OPTIMIZER_STATE: _dumps(other_state),
-        UPDATER_EXACT: "true" if exact else "false",
-        TORCH_VERSION: str(torch.__version__),
-    })
-    if scheduler is not None:
-        state = _without_scheduler_methods(scheduler.state_dict(), scheduler)
-        own[LR_SCHEDULER] = _dumps(_encode(state, "scheduler", None))
+    updater_config, regularization, minimize, exact = standard
+    own.update(optimizer_properties)
+    own.update({UPDATER_EXACT: "true" if exact else "false", TORCH_VERSION: str(torch.__version__)})
+    several = _named_objects("save_checkpoint", "scheduler", scheduler, _has("state_dict"),
+                             _A_SCHEDULER.format("state_dict()"))
+    if several is not None:
+        own[LR_SCHEDULERS] = _dumps([{"name": name, "state": _scheduler_json(each)}
+                                     for name, each in several])
+    elif scheduler is not None:
+        own[LR_SCHEDULER] = _dumps(_scheduler_json(scheduler))
     return {
         "updater": updater_config,
         "regularization": regularization,
@@ -392,6 +441,67 @@ def _training_config(optimizer: torch.optim.Optimizer, groups: list, other_state
         "epoch_count": operator.index(epoch),
         "properties": own,
     }
+
+
+def _scheduler_json(scheduler: Any) -> Any:
+    """``scheduler.state_dict()`` as the JSON value stored (see _encode)."""
+    return _encode(_without_scheduler_methods(scheduler.state_dict(), scheduler), "scheduler", None)
+
+
+_AN_OPTIMIZER = "a torch.optim.Optimizer"
+_A_SCHEDULER = "a learning-rate scheduler (an object with {})"
+
+
+def _is_optimizer(value: Any) -> bool:
+    return isinstance(value, torch.optim.Optimizer)
+
+
+def _one_optimizer(function: str, optimizer: Any) -> None:
+    """TypeError unless ``optimizer`` is one optimizer (``function`` takes no several)."""
+    if not _is_optimizer(optimizer):
+        several = " (several optimizers: modelzip.torch's checkpoints)" if isinstance(
+            optimizer, (Mapping, list, tuple)) else ""
+        raise TypeError(f"{function}() argument 'optimizer' must be a torch.optim.Optimizer, not "
+                        f"{type(optimizer).__name__}{several}")
+
+
+def _has(method: str) -> Callable[[Any], bool]:
+    """Whether a value has a callable ``method`` (a scheduler's state_dict, load_state_dict)."""
+    return lambda value: callable(getattr(value, method, None))
+
+
+def _named_objects(function: str, argument: str, value: Any, fits: Callable[[Any], bool],
+                   kind: str, *, optional: bool = True,
+                   hint: str = "") -> Optional[list[tuple[str, Any]]]:
+    """None for one object that ``fits`` (or None when ``optional``); [(name, object)] for a
+    mapping name -> object, or a list or tuple of objects (named "0", "1"... by position),
+    every one of which fits. Raises TypeError naming ``function``'s ``argument`` otherwise
+    (``kind``: what one object must be; ``hint`` ends the message), ValueError for an empty
+    collection or a mapping with names that are not str or are empty."""
+    if (value is None and optional) or fits(value):
+        return None
+    if isinstance(value, Mapping):
+        pairs = [(key, each, f"[{key!r}]") for key, each in value.items()]
+    elif isinstance(value, (list, tuple)):
+        pairs = [(str(i), each, f"[{i}]") for i, each in enumerate(value)]
+    else:
+        pairs = []
+    if not any(fits(each) for _, each, _ in pairs):
+        if not pairs and isinstance(value, (Mapping, list, tuple)):
+            raise ValueError(f"{function}() argument {argument!r} is an empty "
+                             f"{type(value).__name__}" + (" (None: none)" if optional else ""))
+        raise TypeError(f"{function}() argument {argument!r} must be {kind}"
+                        + (", None" if optional else "")
+                        + f", a mapping of names to them or a list of them, not "
+                        f"{type(value).__name__}{hint}")
+    for name, each, where in pairs:
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"{function}() argument {argument!r}: the names of a mapping must "
+                             f"be non-empty str, not {name!r}")
+        if not fits(each):
+            raise TypeError(f"{function}() argument {argument!r}{where} must be {kind}, not "
+                            f"{type(each).__name__}")
+    return [(name, each) for name, each, _ in pairs]
 
 
 def _scheduler_method(value: Any, scheduler: Any) -> bool:
@@ -433,7 +543,7 @@ def _updater_tensors(archive: Archive, tag: str) -> dict[str, dict[str, Any]]:
 
 
 def load_checkpoint(path: Any, tag: Optional[str] = None, model: Optional[torch.nn.Module] = None,
-                    optimizer: Optional[torch.optim.Optimizer] = None,
+                    optimizer: Any = None,
                     *, scheduler: Any = None, strict: bool = True) -> TrainingState:
     """Restores ``model``, ``optimizer`` and ``scheduler`` from tag ``tag`` (None: the newest).
 
@@ -445,7 +555,10 @@ def load_checkpoint(path: Any, tag: Optional[str] = None, model: Optional[torch.
     ``load_state_dict``). The optimizer must be of the class that was saved, over the same
     parameters by name, grouped as they were (order inside a group may differ); its state and
     hyperparameters become the saved ones (state tensors moved to their parameters' devices and
-    floating types, as ``optimizer.load_state_dict`` does, through the staging pipeline). Everything is checked before anything is changed:
+    floating types, as ``optimizer.load_state_dict`` does, through the staging pipeline).
+    Optimizers and schedulers saved as a mapping or list are given in the same structure: a
+    mapping with the saved names (any order), a list of the saved count.
+    Everything is checked before anything is changed:
     raises ValueError (or RuntimeError for model keys and shapes, as ``load_state_dict``) when
     the checkpoint does not fit, modelzip.NotFoundError for a missing tag; the model,
     optimizer and scheduler are then as they were. Returns the counters and the extra
@@ -458,36 +571,40 @@ def load_checkpoint(path: Any, tag: Optional[str] = None, model: Optional[torch.
     if tag is not None and not isinstance(tag, str):
         raise TypeError("modelzip.torch.load_checkpoint() argument 'tag' must be str or None, "
                         f"not {type(tag).__name__}")
-    if scheduler is not None and not callable(getattr(scheduler, "load_state_dict", None)):
-        raise TypeError("modelzip.torch.load_checkpoint() argument 'scheduler' must be one "
-                        "learning-rate scheduler (an object with load_state_dict()), not "
-                        f"{type(scheduler).__name__}")
-    for argument, value, kind, kind_name in (
-            ("model", model, torch.nn.Module, "torch.nn.Module"),
-            ("optimizer", optimizer, torch.optim.Optimizer, "torch.optim.Optimizer")):
-        if value is not None and not isinstance(value, kind):
-            raise TypeError(f"modelzip.torch.load_checkpoint() argument {argument!r} must be a "
-                            f"{kind_name} or None, not {type(value).__name__}")
+    function = "modelzip.torch.load_checkpoint"
+    _named_objects(function, "scheduler", scheduler, _has("load_state_dict"),
+                   _A_SCHEDULER.format("load_state_dict()"))
+    if model is not None and not isinstance(model, torch.nn.Module):
+        raise TypeError(f"{function}() argument 'model' must be a torch.nn.Module or None, not "
+                        f"{type(model).__name__}")
+    several = _named_objects(function, "optimizer", optimizer, _is_optimizer, _AN_OPTIMIZER)
     with Archive(path) as archive:
         tag, config, properties = _checkpoint_tag(archive, tag,
                                                   optimizer is not None or scheduler is not None)
         if optimizer is not None and model is None:
             raise ValueError("load_checkpoint needs the model to match optimizer parameters by name")
         # Everything is read and checked before the first change.
-        scheduler_state = _scheduler_state(archive.name, tag, properties, scheduler)
+        scheduler_states = _scheduler_states(archive.name, tag, properties, scheduler)
         plan = plan_load_into(archive, tag, model, strict) if model is not None else None
-        optimizer_state = (_optimizer_state(f"{archive.name}: tag {tag!r}", properties, optimizer,
-                                            lambda: _optimizer_param_names(model, optimizer),
-                                            lambda names: _updater_tensors(archive, tag))
-                           if optimizer is not None else None)
-    if optimizer_state is not None:  # new tensors on the parameters' devices: changes nothing yet
-        _torch_load.to_param_devices(optimizer_state, optimizer)
+        where = f"{archive.name}: tag {tag!r}"
+        if several is not None:
+            optimizer_states = _several_optimizer_states(
+                where, properties, several, lambda each: _optimizer_param_names(model, each),
+                _updater_tensors(archive, tag))
+        elif optimizer is not None:
+            optimizer_states = [(optimizer, _optimizer_state(
+                where, properties, optimizer, lambda: _optimizer_param_names(model, optimizer),
+                lambda names: _updater_tensors(archive, tag)))]
+        else:
+            optimizer_states = []
+    for each, state in optimizer_states:  # new tensors on the parameters' devices: no change yet
+        _torch_load.to_param_devices(state, each)
     if plan is not None:
         apply_plan(plan)
-    if optimizer_state is not None:
-        optimizer.load_state_dict(optimizer_state)
-    if scheduler_state is not None:
-        scheduler.load_state_dict(scheduler_state)
+    for each, state in optimizer_states:
+        each.load_state_dict(state)
+    for each, state in scheduler_states:
+        each.load_state_dict(state)
     return _training_state(tag, config)
 
 
@@ -509,21 +626,108 @@ def _checkpoint_tag(archive: Archive, tag: Optional[str],
         archive.params(tag)  # raises NotFoundError with the archive's message and .tag
     config = archive.training_config(stored)
     properties = dict(config["properties"]) if config else {}
-    if optimizer and PARAM_GROUPS not in properties:
+    if optimizer and PARAM_GROUPS not in properties and OPTIMIZERS not in properties:
         raise ValueError(f"{archive.name}: tag {stored!r} holds no torch optimizer state "
                          "(it was not saved by modelzip.torch.save_checkpoint)")
     return stored, config, properties
 
 
-def _scheduler_state(archive_name: str, tag: str, properties: Mapping[str, str],
-                     scheduler: Any) -> Optional[dict]:
-    """The saved state for ``scheduler.load_state_dict`` (None without a
-    scheduler); ValueError when the tag holds none."""
+def _scheduler_states(archive_name: str, tag: str, properties: Mapping[str, str],
+                      scheduler: Any) -> list[tuple[Any, dict]]:
+    """(scheduler, the saved state for its ``load_state_dict``) for ``scheduler``: None (no
+    pairs), one scheduler, or a mapping or sequence of them (as saved: the same names).
+    ValueError, naming archive and tag, when the tag holds no scheduler state or not that of
+    the schedulers given."""
     if scheduler is None:
-        return None
-    if LR_SCHEDULER not in properties:
-        raise ValueError(f"{archive_name}: tag {tag!r} holds no learning-rate scheduler state")
-    return _decode(json.loads(properties[LR_SCHEDULER]), {})
+        return []
+    where = f"{archive_name}: tag {tag!r}"
+    several = _named_objects("load_checkpoint", "scheduler", scheduler, _has("load_state_dict"),
+                             _A_SCHEDULER.format("load_state_dict()"))
+    if several is None:
+        if LR_SCHEDULERS in properties:
+            names = list(_named_entries(where, properties, LR_SCHEDULERS, ("state",)))
+            raise ValueError(f"{where} holds the states of learning-rate schedulers named "
+                             f"{names} (saved from a mapping or list), not of one scheduler: "
+                             "pass scheduler= a mapping of those names to schedulers (a list "
+                             "for names '0', '1'...)")
+        if LR_SCHEDULER not in properties:
+            raise ValueError(f"{where} holds no learning-rate scheduler state")
+        return [(scheduler, _decode(json.loads(properties[LR_SCHEDULER]), {}))]
+    if LR_SCHEDULERS not in properties:
+        raise ValueError(f"{where} holds " + ("the state of one learning-rate scheduler, not "
+                                              "of a mapping or list of them: pass scheduler= "
+                                              "that one scheduler" if LR_SCHEDULER in properties
+                                              else "no learning-rate scheduler state"))
+    saved = {name: entry["state"] for name, entry in
+             _named_entries(where, properties, LR_SCHEDULERS, ("state",)).items()}
+    _same_names(f"{where}: learning-rate schedulers", list(saved), [n for n, _ in several])
+    return [(each, _decode(saved[name], {})) for name, each in several]
+
+
+_OPTIMIZER_FIELDS = ("optimizer", "param_groups", "optimizer_state")
+
+
+def _named_entries(where: str, properties: Mapping[str, str], key: str,
+                   fields: tuple[str, ...]) -> dict[str, dict]:
+    """Property ``key`` (OPTIMIZERS, LR_SCHEDULERS): {name: entry} of its JSON list of
+    objects with a "name" and ``fields``; ValueError, starting with ``where``, when it is not
+    such a list with distinct names."""
+    try:
+        entries = json.loads(properties[key])
+    except ValueError:
+        entries = None
+    out: dict[str, dict] = {}
+    for entry in entries if isinstance(entries, list) else [None]:
+        if (not isinstance(entry, dict) or not isinstance(entry.get("name"), str)
+                or entry["name"] in out or not all(field in entry for field in fields)):
+            raise ValueError(f"{where}: property {key!r} is malformed (a JSON list of objects "
+                             f"with a distinct \"name\" and {', '.join(map(repr, fields))})")
+        out[entry["name"]] = entry
+    return out
+
+
+def _same_names(what: str, saved: list[str], given: list[str]) -> None:
+    """ValueError (``what``...) unless ``given`` names what was ``saved``, in any order."""
+    if sorted(saved) != sorted(given):
+        missing = [n for n in saved if n not in given]
+        extra = [n for n in given if n not in saved]
+        raise ValueError(f"{what}: the checkpoint holds {len(saved)} {saved}, given "
+                         f"{len(given)} {given} (not given: {missing}; not in the checkpoint: "
+                         f"{extra})")
+
+
+def _several_optimizer_states(where: str, properties: Mapping[str, str],
+                              several: list[tuple[str, torch.optim.Optimizer]],
+                              names_of: Callable[[torch.optim.Optimizer], list[list[str]]],
+                              tensors: Mapping[str, Mapping[str, Any]]) -> list[tuple[Any, dict]]:
+    """(optimizer, the ``state_dict()`` to load) of each of ``several`` (name, optimizer),
+    checked against the checkpoint of several optimizers (OPTIMIZERS) as _optimizer_state
+    checks one: ``names_of(optimizer)`` names its parameters per group; ``tensors``: every
+    updater array of the tag (name -> state -> tensor). ValueError, starting with ``where``,
+    when the checkpoint does not fit."""
+    if OPTIMIZERS not in properties:
+        raise ValueError(f"{where} holds the state of one optimizer (a "
+                         f"{properties.get(OPTIMIZER)}), not of a mapping or list of them: pass "
+                         "optimizer= that one optimizer")
+    saved = _named_entries(where, properties, OPTIMIZERS, _OPTIMIZER_FIELDS)
+    _same_names(f"{where}: optimizers", list(saved), [name for name, _ in several])
+    out = []
+    held: set[str] = set()
+    for name, each in several:
+        entry = saved[name]
+        own = {OPTIMIZER: entry["optimizer"], PARAM_GROUPS: _dumps(entry["param_groups"]),
+               OPTIMIZER_STATE: _dumps(entry["optimizer_state"])}
+        names = names_of(each)
+        wanted = {n for group in names for n in group}
+        held |= wanted
+        out.append((each, _optimizer_state(
+            f"{where}, optimizer {name!r}", own, each, lambda names=names: names,
+            lambda _, wanted=wanted: {n: t for n, t in tensors.items() if n in wanted})))
+    unknown = sorted(set(tensors) - held)
+    if unknown:
+        raise ValueError(f"{where} holds optimizer state of parameters none of the optimizers "
+                         f"has: {unknown}")
+    return out
 
 
 def _training_state(tag: str, config: Optional[Mapping[str, Any]]) -> TrainingState:
@@ -542,6 +746,11 @@ def _optimizer_state(where: str, properties: Mapping[str, str], optimizer: torch
     ``tensors_of(names)`` reads their updater arrays (name -> state -> tensor).
     part: the optimizer holds some of each saved group's parameters (a rank of
     a sharded run), not all."""
+    if OPTIMIZERS in properties:
+        names = list(_named_entries(where, properties, OPTIMIZERS, _OPTIMIZER_FIELDS))
+        raise ValueError(f"{where} holds the states of optimizers named {names} (saved from a "
+                         "mapping or list), not of one optimizer: pass optimizer= a mapping of "
+                         "those names to optimizers (a list for names '0', '1'...)")
     saved_class = properties.get(OPTIMIZER)
     if saved_class != _class_path(optimizer):
         raise ValueError(f"{where} holds the state of a {saved_class}, not of a "

@@ -1,7 +1,7 @@
 """Type hints of modelzip.torch: whole torch training checkpoints (see torch.py for the layout)."""
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Mapping, NamedTuple, Optional, Union
+from typing import Any, Callable, Iterable, Mapping, NamedTuple, Optional, Sequence, Union
 
 import torch
 
@@ -11,6 +11,8 @@ OPTIMIZER: str
 PARAM_GROUPS: str
 OPTIMIZER_STATE: str
 LR_SCHEDULER: str
+OPTIMIZERS: str
+LR_SCHEDULERS: str
 UPDATER_EXACT: str
 TORCH_VERSION: str
 
@@ -42,8 +44,13 @@ def load_into(module: torch.nn.Module, path: PathLike, tag: Optional[str] = None
     first as load_state_dict checks; returns (missing_keys, unexpected_keys)."""
 
 
+Optimizers = Union[torch.optim.Optimizer, Mapping[str, torch.optim.Optimizer],
+                   Sequence[torch.optim.Optimizer]]
+"""One optimizer, or several: by name, or a list (named "0", "1"... by position)."""
+
+
 def save_checkpoint(path: PathLike, tag: str, model: torch.nn.Module,
-                    optimizer: torch.optim.Optimizer, *, scheduler: Any = None, epoch: int = 0,
+                    optimizer: Optimizers, *, scheduler: Any = None, epoch: int = 0,
                     iteration: Optional[int] = None, properties: Optional[Mapping[str, str]] = None,
                     metadata: Optional[Metadata | Mapping[str, Optional[str]]] = None,
                     compress: bool = False, dedup: bool = True, durable: bool = True,
@@ -52,13 +59,15 @@ def save_checkpoint(path: PathLike, tag: str, model: torch.nn.Module,
                     blocking: bool = True) -> Union[WriteStats, SaveFuture]:
     """Adds tag ``tag`` holding model parameters, optimizer state (by parameter name),
     hyperparameters, scheduler state and step/epoch counters; with blocking=False
-    in the background (a SaveFuture of the WriteStats)."""
+    in the background (a SaveFuture of the WriteStats). ``optimizer`` and ``scheduler``:
+    one, or several as a mapping name -> object or a list."""
 
 
 def load_checkpoint(path: PathLike, tag: Optional[str] = None,
                     model: Optional[torch.nn.Module] = None,
-                    optimizer: Optional[torch.optim.Optimizer] = None,
+                    optimizer: Optional[Optimizers] = None,
                     *, scheduler: Any = None, strict: bool = True) -> TrainingState:
     """Restores model, optimizer and scheduler from ``tag`` (None: the newest) so training
-    resumes bit-exactly; returns the counters and extra properties. (The order of earlier
+    resumes bit-exactly (several optimizers or schedulers in the structure they were saved
+    from); returns the counters and extra properties. (The order of earlier
     releases, ``(path, model, optimizer, tag)``, still works with a DeprecationWarning.)"""
