@@ -90,7 +90,8 @@ std::optional<Format> detect_format(const std::filesystem::path& path,
   if (ext == ".ftz") return Format::fasttext;
   if (ext == ".bin") return Format::word2vec_binary;
   if (ext == ".txt" || ext == ".vec" || ext == ".w2v") {
-    const std::string_view first = head.substr(0, head.find('\n'));
+    const std::string_view text = detail::without_utf8_bom(head);
+    const std::string_view first = text.substr(0, text.find('\n'));
     const auto space = first.find(' ');
     auto digits = [](std::string_view s) {
       s = detail::trim_ascii(s);
