@@ -32,13 +32,25 @@ bool is_tensor_file(const std::string& ext) {
   return ext == ".npy" || ext == ".npz" || ext == ".safetensors" || ext == ".btf";
 }
 
+// The tensor format `name` names as --format ("npy", "npz", "safetensors",
+// "btf": export --format's names), or nullopt.
+std::optional<convert::Format> tensor_format_named(std::string_view name) {
+  for (const auto f : {convert::Format::npy, convert::Format::npz, convert::Format::safetensors,
+                       convert::Format::btf})
+    if (convert::format_name(f) == name) return f;
+  return std::nullopt;
+}
+
 // The embedding format of `path`: from --format, else by content and
 // extension (finalfusion::detect_format).
 finalfusion::Format embedding_format(const fs::path& path, const Bytes& data,
                                      const std::optional<std::string>& forced) {
   if (forced) {
     auto f = finalfusion::format_from_name(*forced);
-    if (!f) throw UsageError("unknown --format '" + *forced + "'");
+    if (!f)
+      throw UsageError("unknown --format '" + *forced +
+                       "' (tensors: npy npz safetensors btf; embeddings: finalfusion word2vec "
+                       "text textdims fasttext floret)");
     return *f;
   }
   if (auto f = finalfusion::detect_format(path, data.as_string_view().substr(0, 4096))) return *f;
@@ -71,10 +83,17 @@ int run(const std::vector<std::string>& argv) {
   require_writable(archive);
   auto tag = args.value("--tag");
   if (!tag) throw UsageError("--tag is required");
+  // --format, when given, is the format of every FILE; else the extension tells tensor
+  // files, and the content or extension an embedding file's format.
+  const std::optional<std::string> forced = args.value("--format");
+  const std::optional<convert::Format> forced_tensors =
+      forced ? tensor_format_named(*forced) : std::nullopt;
+  const auto reads_tensors = [&](const fs::path& file) {
+    return forced ? forced_tensors.has_value() : is_tensor_file(lower_extension(file));
+  };
   std::size_t embedding_files = 0;
   for (std::size_t i = 1; i < args.positional().size(); ++i)
-    embedding_files +=
-        !is_tensor_file(lower_extension(args.positional()[i])) || args.value("--format");
+    embedding_files += !reads_tensors(args.positional()[i]);
   if (args.value("--name") && embedding_files != 1)
     throw UsageError("--name needs exactly one embedding file");
   const ParamOptions options{args.flag("--compress") ? Compression::deflate : Compression::store};
@@ -100,9 +119,9 @@ int run(const std::vector<std::string>& argv) {
   };
   for (std::size_t i = 1; i < args.positional().size(); ++i) {
     const fs::path file = args.positional()[i];
-    const std::string ext = lower_extension(file);
-    if (is_tensor_file(ext) && !args.value("--format")) {
-      convert::TensorFile tf = convert::read_tensor_file(file);
+    if (reads_tensors(file)) {
+      convert::TensorFile tf = forced_tensors ? convert::read_tensor_file(file, *forced_tensors)
+                                              : convert::read_tensor_file(file);
       convert::detail::merge_file_metadata(safetensors_metadata, tf, file);
       for (auto& nt : tf.tensors) {
         add_from(nt.name, file, [&] { contents.add(nt.name, nt.tensor, options); });
@@ -214,7 +233,9 @@ extern const Command kImportCommand{
     "  --compress       deflate the tensors (default: stored, zero-copy)\n"
     "  --no-dedup       store every parameter even when equal bytes exist\n"
     "  --name NAME      the parameter name of a single embedding file\n"
-    "  --format F       embedding format: finalfusion word2vec text textdims fasttext floret\n"
+    "  --format F       the format of every FILE, whatever its extension: tensors npy\n"
+    "                   npz safetensors btf (as export --format writes them), embeddings\n"
+    "                   finalfusion word2vec text textdims fasttext floret\n"
     "  --utf8 P         words that are not valid UTF-8: strict (default) refuses the file,\n"
     "                   lossy replaces invalid bytes by U+FFFD (words that then collide\n"
     "                   are an error), escape keeps every word reversibly: a backslash\n"

@@ -37,7 +37,11 @@ Format format_from_extension(const std::filesystem::path& path) {
 }
 
 TensorFile read_tensor_file(const std::filesystem::path& path, const Limits& limits) {
-  const Format format = format_from_extension(path);
+  return read_tensor_file(path, format_from_extension(path), limits);
+}
+
+TensorFile read_tensor_file(const std::filesystem::path& path, Format format,
+                            const Limits& limits) {
   try {
     const Bytes data = io::map_file(path);
     const std::string source = path.string();

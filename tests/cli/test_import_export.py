@@ -294,3 +294,22 @@ def test_import_of_an_archive_as_a_file_says_the_archive_comes_first(tensor_file
         "to add to comes first (modelzip import ARCHIVE --tag T FILE...; export writes tensor "
         "files)\n")
     assert not swapped.exists()
+
+
+@pytest.mark.parametrize("fmt", ["npz", "safetensors", "btf", "npy"])
+def test_import_format_reads_what_export_format_wrote(tensor_files, tmp_path, fmt):
+    # `export ... OUT --format npz` writes a tensor file under any name; `import --format npz`
+    # refused it ("unknown --format 'npz'"), so the CLI could not read back its own output.
+    archive = tensor_files / "m.zip"
+    run("import", archive, "--tag", "v1", tensor_files / "layers.npz")
+    params = ["w1"] if fmt == "npy" else ["w1", "w2"]
+    out = tmp_path / "weights-file"
+    run("export", archive, *params, out, "--format", fmt)
+    run("import", archive, "--tag", "v2", out, "--format", fmt)
+    rows = json.loads(run("ls", archive, "--tag", "v2", "--json").stdout)
+    names = {"npy": ["weights-file"], "btf": ["0", "1"]}.get(fmt, params)
+    assert [r["name"] for r in rows] == names and all(r["shared"] for r in rows)
+    p = run("import", archive, "--tag", "v3", out, "--format", "pickle", check=False)
+    assert p.returncode == 2 and p.stderr.decode().startswith(
+        "modelzip import: unknown --format 'pickle' (tensors: npy npz safetensors btf; "
+        "embeddings: finalfusion word2vec text textdims fasttext floret)\n")
