@@ -74,6 +74,15 @@ std::string_view pickle_kind(std::string_view head) {
   return {};
 }
 
+// True when `head` (a file's first bytes) is an HDF5 file (h5py, Keras .h5): its signature
+// starts the superblock, at offset 0 or, behind a user block, at 512, 1024, 2048...
+bool is_hdf5(std::string_view head) {
+  constexpr std::string_view signature = "\x89HDF\r\n\x1a\n";
+  for (std::size_t offset = 0; offset < head.size(); offset = offset == 0 ? 512 : offset * 2)
+    if (head.substr(offset).starts_with(signature)) return true;
+  return false;
+}
+
 int run(const std::vector<std::string>& argv) {
   Args args(argv, {"--tag", "--name", "--format", "--utf8", "--keep-last"},
             {"--no-dedup", "--compress", "--replace"});
@@ -142,6 +151,11 @@ int run(const std::vector<std::string>& argv) {
                         ", which modelzip does not read (unpickling can run code): convert it "
                         "in Python with modelzip.torch.save(torch.load('" +
                         file.string() + "', weights_only=True), '" + archive + "', '" + *tag + "')",
+                    {.archive = file.string()});
+      if (is_hdf5(data.as_string_view().substr(0, 4096)))
+        throw Error(ErrorCode::unsupported,
+                    "an HDF5 file, which modelzip does not read: read its datasets with h5py "
+                    "and save them with modelzip.save (docs/python.md, \"HDF5 files\")",
                     {.archive = file.string()});
       // A modelzip archive given as a FILE (the arguments swapped): modelzip writes
       // modelzip.toml as its first entry.
@@ -220,7 +234,8 @@ extern const Command kImportCommand{
     "  above 12, inconsistent headers, a .ftz that would expand to more than 256\n"
     "  times its size.\n"
     "torch.save files (.pt, .pth, pytorch_model.bin) and other Python pickles are\n"
-    "refused (unpickling can run code), with the Python line that converts them.\n"
+    "refused (unpickling can run code), with the Python line that converts them;\n"
+    "HDF5 files (h5py, Keras .h5) too, naming the docs/python.md section that does.\n"
     "The archive is created if needed; a tag that exists (in any letter case) is an\n"
     "error and changes nothing, unless --replace. Parameters whose bytes equal a\n"
     "stored blob are shared unless --no-dedup.\n"

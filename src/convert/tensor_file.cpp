@@ -30,6 +30,11 @@ Format format_from_extension(const std::filesystem::path& path) {
   if (ext == ".npz") return Format::npz;
   if (ext == ".safetensors") return Format::safetensors;
   if (ext == ".btf") return Format::btf;
+  if (ext == ".h5" || ext == ".hdf5")
+    throw Error(ErrorCode::unsupported,
+                "HDF5 is not a format modelzip reads or writes: in Python, h5py reads the "
+                "datasets and modelzip.save stores them (docs/python.md, \"HDF5 files\")",
+                ErrorContext{.archive = path.string()});
   throw Error(ErrorCode::unsupported,
               "unknown tensor file extension '" + path.extension().string() +
                   "' (known: .npy, .npz, .safetensors, .btf)",

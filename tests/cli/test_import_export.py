@@ -313,3 +313,20 @@ def test_import_format_reads_what_export_format_wrote(tensor_files, tmp_path, fm
     assert p.returncode == 2 and p.stderr.decode().startswith(
         "modelzip import: unknown --format 'pickle' (tensors: npy npz safetensors btf; "
         "embeddings: finalfusion word2vec text textdims fasttext floret)\n")
+
+
+@pytest.mark.parametrize("name, userblock", [("model.h5", 0), ("weights.bin", 0),
+                                             ("model.hdf5", 1024)])
+def test_import_names_hdf5_files_and_the_way_to_convert_them(tmp_path, name, userblock):
+    # An h5py/Keras file got "cannot tell the format of 'model.h5' (tensors: ...)" or, named
+    # .bin, "word2vec header: rows: '\x89HDF\r\n\x1a\n' is not a number".
+    h5py = pytest.importorskip("h5py")
+    path = tmp_path / name
+    with h5py.File(path, "w", userblock_size=userblock or None) as f:
+        f.create_dataset("layer1/kernel", data=np.ones((2, 3), np.float32))
+    archive = tmp_path / "m.zip"
+    p = run("import", archive, "--tag", "v1", path, check=False)
+    assert p.returncode == 1 and p.stderr.decode() == (
+        f"modelzip: {path}: an HDF5 file, which modelzip does not read: read its datasets with "
+        "h5py and save them with modelzip.save (docs/python.md, \"HDF5 files\")\n")
+    assert not archive.exists()
