@@ -85,7 +85,7 @@ bool is_hdf5(std::string_view head) {
 
 int run(const std::vector<std::string>& argv) {
   Args args(argv, {"--tag", "--name", "--format", "--utf8", "--keep-last"},
-            {"--no-dedup", "--compress", "--replace"});
+            {"--no-dedup", "--compress", "--replace", "--no-normalize"});
   const finalfusion::Utf8Policy utf8 = utf8_policy(args);
   args.expect_positionals(2, SIZE_MAX);
   const std::string& archive = args.at(0, "ARCHIVE");
@@ -105,6 +105,8 @@ int run(const std::vector<std::string>& argv) {
     embedding_files += !reads_tensors(args.positional()[i]);
   if (args.value("--name") && embedding_files != 1)
     throw UsageError("--name needs exactly one embedding file");
+  if (args.flag("--no-normalize") && embedding_files == 0)
+    throw UsageError("--no-normalize applies to embedding files that are converted");
   const ParamOptions options{args.flag("--compress") ? Compression::deflate : Compression::store};
   const long long keep_last = args.number_or("--keep-last", 0, 1, 1000000000);
 
@@ -171,8 +173,10 @@ int run(const std::vector<std::string>& argv) {
     Bytes fifu = data;
     if (format != finalfusion::Format::finalfusion) {
       finalfusion::ConvertReport report;
-      fifu = finalfusion::load(file, format,
-                               finalfusion::ConvertOptions{.utf8 = utf8, .report = &report})
+      fifu = finalfusion::load(
+                 file, format,
+                 finalfusion::ConvertOptions{
+                     .utf8 = utf8, .normalize = !args.flag("--no-normalize"), .report = &report})
                  .to_bytes();
       report_conversion(file.string(), report);
     }
@@ -212,7 +216,7 @@ extern const Command kImportCommand{
     "import",
     "Add a tag made of tensor and embedding files",
     "modelzip import ARCHIVE --tag T FILE... [--replace] [--keep-last N] [--no-dedup] [--compress]"
-    " [--name NAME] [--format F] [--utf8 P]",
+    " [--name NAME] [--format F] [--utf8 P] [--no-normalize]",
     "Tensor files: .npy (named after the file), .npz and .safetensors (their keys),\n"
     ".btf (\"0\", \"1\", ...). A safetensors file's __metadata__ is kept with the tag\n"
     "(<tag>/metadata.toml) and written back by export to .safetensors. FP8 tensors\n"
@@ -255,6 +259,10 @@ extern const Command kImportCommand{
     "                   lossy replaces invalid bytes by U+FFFD (words that then collide\n"
     "                   are an error), escape keeps every word reversibly: a backslash\n"
     "                   becomes \\\\, an invalid byte \\xNN; export writes the original bytes\n"
+    "  --no-normalize   converted embeddings keep their vectors as the file has them, which\n"
+    "                   export then writes back bit for bit (default: unit rows and their\n"
+    "                   norms, as finalfusion stores them; export multiplies them again,\n"
+    "                   which may differ from the file's value in the last bit)\n"
     "\nExamples:\n  modelzip import model.zip --tag step-100 weights.safetensors\n"
     "  modelzip import model.zip --tag latest --replace weights.safetensors\n"
     "  modelzip import model.zip --tag step-200 --keep-last 5 weights.safetensors\n"
