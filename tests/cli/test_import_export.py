@@ -330,3 +330,22 @@ def test_import_names_hdf5_files_and_the_way_to_convert_them(tmp_path, name, use
         f"modelzip: {path}: an HDF5 file, which modelzip does not read: read its datasets with "
         "h5py and save them with modelzip.save (docs/python.md, \"HDF5 files\")\n")
     assert not archive.exists()
+
+
+def test_export_of_tensors_to_an_embedding_extension_says_which_formats_take_tensors(
+        tensor_files, tmp_path):
+    # `export m.zip model.bin` said "an embedding export names exactly one PARAM" and
+    # `export m.zip w1 w1.txt` "entry 'v1/params/0.fb': parameter 'w1' is a tensor, not an
+    # embedding": neither said that .bin and .txt are embedding formats here.
+    archive = tensor_files / "m.zip"
+    run("import", archive, "--tag", "v1", tensor_files / "layers.npz")
+    p = run("export", archive, tmp_path / "model.bin", check=False)
+    assert p.returncode == 2 and p.stderr.decode().startswith(
+        f"modelzip export: OUT '{tmp_path / 'model.bin'}' is an embedding file (word2vec); "
+        "tensors go to .safetensors, .npz, .npy or .btf: an embedding export names exactly one "
+        "PARAM\n")
+    p = run("export", archive, "w1", tmp_path / "w1.txt", check=False)
+    assert p.returncode == 1 and p.stderr.decode() == (
+        f"modelzip: {archive}: parameter 'w1' is a tensor: OUT '{tmp_path / 'w1.txt'}' is an "
+        "embedding file (text); tensors go to .safetensors, .npz, .npy or .btf\n")
+    assert not (tmp_path / "model.bin").exists() and not (tmp_path / "w1.txt").exists()
