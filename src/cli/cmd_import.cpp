@@ -9,6 +9,7 @@
 #include "cli/progress_bar.hpp"
 #include "cli/terminal.hpp"
 #include "convert/kept_metadata.hpp"
+#include "finalfusion/embeddings_state.hpp"
 #include "format/tag_name.hpp"
 #include "io/mapped_file.hpp"
 #include "modelzip/convert.hpp"
@@ -142,6 +143,7 @@ int run(const std::vector<std::string>& argv) {
     }
     Bytes data;
     try {
+      finalfusion::detail::refuse_url(file);
       data = io::map_file(file);
     } catch (const Error& e) {
       throw e.with_context({.archive = file.string()});

@@ -5,6 +5,7 @@
 #include "convert/tensor_bytes.hpp"
 #include "io/mapped_file.hpp"
 #include "modelzip/convert.hpp"
+#include "remote/remote_source.hpp"
 
 namespace modelzip::convert {
 
@@ -47,6 +48,11 @@ TensorFile read_tensor_file(const std::filesystem::path& path, const Limits& lim
 
 TensorFile read_tensor_file(const std::filesystem::path& path, Format format,
                             const Limits& limits) {
+  if (remote::is_url(path.native()))
+    throw Error(ErrorCode::unsupported,
+                "a URL: tensor files are read from local paths (download it first; modelzip "
+                "archives are read over http, https and s3, docs/remote.md)",
+                ErrorContext{.archive = path.string()});
   try {
     const Bytes data = io::map_file(path);
     const std::string source = path.string();

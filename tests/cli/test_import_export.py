@@ -349,3 +349,17 @@ def test_export_of_tensors_to_an_embedding_extension_says_which_formats_take_ten
         f"modelzip: {archive}: parameter 'w1' is a tensor: OUT '{tmp_path / 'w1.txt'}' is an "
         "embedding file (text); tensors go to .safetensors, .npz, .npy or .btf\n")
     assert not (tmp_path / "model.bin").exists() and not (tmp_path / "w1.txt").exists()
+
+
+@pytest.mark.parametrize("url, kind", [("http://127.0.0.1:9/w.safetensors", "tensor"),
+                                       ("https://example.invalid/v.vec", "embedding"),
+                                       ("s3://bucket/w.fifu", "embedding")])
+def test_import_of_a_url_says_files_are_read_from_local_paths(tmp_path, url, kind):
+    # Archives are read over http/https/s3, FILEs are not: import said "cannot open: No such
+    # file or directory" for a URL, as if the server had no such file. Nothing is fetched.
+    archive = tmp_path / "m.zip"
+    p = run("import", archive, "--tag", "v1", url, check=False)
+    assert p.returncode == 1 and p.stderr.decode() == (
+        f"modelzip: {url}: a URL: {kind} files are read from local paths (download it first; "
+        "modelzip archives are read over http, https and s3, docs/remote.md)\n")
+    assert not archive.exists()

@@ -186,3 +186,21 @@ def test_hdf5_files_are_named_with_the_way_to_convert_them(tmp_path, archive_pat
                 "h5py reads the datasets and modelzip.save stores them (docs/python.md, "
                 "\"HDF5 files\")")
     assert not archive_path.exists()
+
+
+def test_urls_are_said_to_be_urls(archive_path):
+    # read_tensor_file("https://...") said "cannot open: No such file or directory", as if
+    # the server had no such file; so did Embeddings.load and open. Nothing is fetched.
+    url = "http://127.0.0.1:9/w.safetensors"
+    for call, kind in ((lambda: modelzip.read_tensor_file(url), "tensor"),
+                       (lambda: modelzip.import_tensor_files(archive_path, "t", [url]), "tensor"),
+                       (lambda: modelzip.Embeddings.load(url, "textdims"), "embedding"),
+                       (lambda: modelzip.Embeddings.load(url), "embedding"),
+                       (lambda: modelzip.Embeddings.open(url), "embedding")):
+        with pytest.raises(modelzip.Error) as e:
+            call()
+        assert e.value.code == "unsupported" and e.value.archive == url
+        assert str(e.value) == (
+            f"{url}: a URL: {kind} files are read from local paths (download it first; modelzip "
+            "archives are read over http, https and s3, docs/remote.md)")
+    assert not archive_path.exists()

@@ -149,6 +149,7 @@ Embeddings read_floret_text(const Bytes& data, std::string_view source) {
 
 Embeddings load(const std::filesystem::path& path, Format format, const ConvertOptions& options) {
   if (format == Format::finalfusion) return Embeddings::open(path, true);
+  detail::refuse_url(path);
   Bytes data = io::map_file(path);
   try {
     switch (format) {
