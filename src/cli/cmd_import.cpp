@@ -89,6 +89,12 @@ int run(const std::vector<std::string>& argv) {
             {"--no-dedup", "--compress", "--replace", "--no-normalize"});
   const finalfusion::Utf8Policy utf8 = utf8_policy(args);
   args.expect_positionals(2, SIZE_MAX);
+  // "-" is not standard input or output here (a file named - is ./-).
+  for (std::size_t i = 0; i < args.positional().size(); ++i)
+    if (args.positional()[i] == "-")
+      throw UsageError(i == 0 ? "ARCHIVE '-': import writes an archive file, not standard output"
+                              : "FILE '-': import reads files, not standard input (save it to a "
+                                "file first)");
   const std::string& archive = args.at(0, "ARCHIVE");
   require_writable(archive);
   auto tag = args.value("--tag");

@@ -363,3 +363,18 @@ def test_import_of_a_url_says_files_are_read_from_local_paths(tmp_path, url, kin
         f"modelzip: {url}: a URL: {kind} files are read from local paths (download it first; "
         "modelzip archives are read over http, https and s3, docs/remote.md)\n")
     assert not archive.exists()
+
+
+def test_import_says_that_dash_is_not_standard_input(tensor_files, monkeypatch):
+    # `cat w.npz | modelzip import m.zip --tag t -` said "-: cannot open: No such file or
+    # directory"; `modelzip import - --tag t w.npz` created an archive named "-".
+    p = run("import", tensor_files / "m.zip", "--tag", "v1", "-",
+            input=(tensor_files / "layers.npz").read_bytes(), check=False)
+    assert p.returncode == 2 and p.stderr.decode().startswith(
+        "modelzip import: FILE '-': import reads files, not standard input (save it to a file "
+        "first)\n")
+    monkeypatch.chdir(tensor_files)
+    p = run("import", "-", "--tag", "v1", tensor_files / "layers.npz", check=False)
+    assert p.returncode == 2 and p.stderr.decode().startswith(
+        "modelzip import: ARCHIVE '-': import writes an archive file, not standard output\n")
+    assert not (tensor_files / "m.zip").exists() and not (tensor_files / "-").exists()
