@@ -75,6 +75,16 @@ std::string_view pickle_kind(std::string_view head) {
   return {};
 }
 
+// `text` as a single-quoted Python string literal (for a line to paste into Python).
+std::string python_literal(std::string_view text) {
+  std::string out = "'";
+  for (const char c : text) {
+    if (c == '\\' || c == '\'') out += '\\';
+    out += c;
+  }
+  return out + "'";
+}
+
 // True when `head` (a file's first bytes) is an HDF5 file (h5py, Keras .h5): its signature
 // starts the superblock, at offset 0 or, behind a user block, at 512, 1024, 2048...
 bool is_hdf5(std::string_view head) {
@@ -159,8 +169,9 @@ int run(const std::vector<std::string>& argv) {
         throw Error(ErrorCode::unsupported,
                     std::string(kind) +
                         ", which modelzip does not read (unpickling can run code): convert it "
-                        "in Python with modelzip.torch.save(torch.load('" +
-                        file.string() + "', weights_only=True), '" + archive + "', '" + *tag + "')",
+                        "in Python with modelzip.torch.save(torch.load(" +
+                        python_literal(file.string()) + ", weights_only=True), " +
+                        python_literal(archive) + ", " + python_literal(*tag) + ")",
                     {.archive = file.string()});
       if (is_hdf5(data.as_string_view().substr(0, 4096)))
         throw Error(ErrorCode::unsupported,

@@ -1,4 +1,5 @@
 """import / export / cat --npy against numpy and the safetensors rules."""
+import ast
 import json
 import pickle
 import struct
@@ -378,3 +379,17 @@ def test_import_says_that_dash_is_not_standard_input(tensor_files, monkeypatch):
     assert p.returncode == 2 and p.stderr.decode().startswith(
         "modelzip import: ARCHIVE '-': import writes an archive file, not standard output\n")
     assert not (tensor_files / "m.zip").exists() and not (tensor_files / "-").exists()
+
+
+def test_the_torch_save_hint_is_python_for_any_file_name(tmp_path):
+    # The hint quoted paths as '{path}': a name with a quote or a backslash gave a line that
+    # Python does not parse (or reads as another name).
+    path = tmp_path / "it's a\\b.pt"
+    path.write_bytes(pickle.dumps(0x1950A86A20F9469CFC6C, protocol=2))
+    archive = tmp_path / "run 'x'.zip"
+    p = run("import", archive, "--tag", "v1", path, check=False)
+    assert p.returncode == 1
+    line = p.stderr.decode().split("convert it in Python with ", 1)[1].rstrip("\n")
+    call = ast.parse(line, mode="eval").body
+    assert [ast.literal_eval(a) for a in call.args[1:]] == [str(archive), "v1"]
+    assert ast.literal_eval(call.args[0].args[0]) == str(path)
