@@ -165,11 +165,13 @@ MODELZIP_API std::vector<NamedTensor> read_btf(const Bytes& data, const Limits& 
 MODELZIP_API std::vector<NamedTensor> read_btf(const Bytes& data, const Limits& limits,
                                                std::string_view source);
 
-// Memory-maps `path` and reads it in the format of its extension; a .npy
-// file's tensor is named after the file's stem; quantized tensors written
-// as plain arrays are joined back (arrays_to_quantized). Errors name the
-// path (ErrorContext::archive).
+// Memory-maps `path` and reads it in `format` (the first form: of its
+// extension, as write_tensor_file chooses it); a .npy file's tensor is named
+// after the file's stem; quantized tensors written as plain arrays are joined
+// back (arrays_to_quantized). Errors name the path (ErrorContext::archive).
 MODELZIP_API TensorFile read_tensor_file(const std::filesystem::path& path,
+                                         const Limits& limits = {});
+MODELZIP_API TensorFile read_tensor_file(const std::filesystem::path& path, Format format,
                                          const Limits& limits = {});
 
 // --- Writers to streams. Throw Error(io) when the stream fails.

@@ -69,7 +69,17 @@ int run(const std::vector<std::string>& argv) {
         format == "fifu" ? finalfusion::Format::finalfusion : finalfusion::format_from_name(format);
   }
   if (embedding_format) {
-    if (names.size() != 1) throw UsageError("an embedding export names exactly one PARAM");
+    // OUT's extension (.bin, .txt: common names for tensor files too) chose an embedding
+    // format: say so when the export is not one embedding parameter.
+    const std::string chosen = "OUT '" + out.string() + "' is an embedding file (" +
+                               std::string(finalfusion::format_name(*embedding_format)) +
+                               "); tensors go to .safetensors, .npz, .npy or .btf";
+    if (names.size() != 1 || !updater.empty())
+      throw UsageError(chosen + ": an embedding export names exactly one PARAM");
+    if (archive.param(names[0], tag).kind != BlobKind::embedding)
+      throw Error(ErrorCode::invalid_argument,
+                  "parameter '" + names[0] + "' is a tensor: " + chosen,
+                  {.archive = archive.name(), .tag = tag});
     const bool normalized = args.flag("--normalized");
     Bytes file = archive.embedding_file(names[0], tag, ReadMode::copy);
     if (*embedding_format == finalfusion::Format::finalfusion) {

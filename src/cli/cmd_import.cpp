@@ -9,6 +9,7 @@
 #include "cli/progress_bar.hpp"
 #include "cli/terminal.hpp"
 #include "convert/kept_metadata.hpp"
+#include "finalfusion/embeddings_state.hpp"
 #include "format/tag_name.hpp"
 #include "io/mapped_file.hpp"
 #include "modelzip/convert.hpp"
@@ -32,13 +33,25 @@ bool is_tensor_file(const std::string& ext) {
   return ext == ".npy" || ext == ".npz" || ext == ".safetensors" || ext == ".btf";
 }
 
+// The tensor format `name` names as --format ("npy", "npz", "safetensors",
+// "btf": export --format's names), or nullopt.
+std::optional<convert::Format> tensor_format_named(std::string_view name) {
+  for (const auto f : {convert::Format::npy, convert::Format::npz, convert::Format::safetensors,
+                       convert::Format::btf})
+    if (convert::format_name(f) == name) return f;
+  return std::nullopt;
+}
+
 // The embedding format of `path`: from --format, else by content and
 // extension (finalfusion::detect_format).
 finalfusion::Format embedding_format(const fs::path& path, const Bytes& data,
                                      const std::optional<std::string>& forced) {
   if (forced) {
     auto f = finalfusion::format_from_name(*forced);
-    if (!f) throw UsageError("unknown --format '" + *forced + "'");
+    if (!f)
+      throw UsageError("unknown --format '" + *forced +
+                       "' (tensors: npy npz safetensors btf; embeddings: finalfusion word2vec "
+                       "text textdims fasttext floret)");
     return *f;
   }
   if (auto f = finalfusion::detect_format(path, data.as_string_view().substr(0, 4096))) return *f;
@@ -62,21 +75,55 @@ std::string_view pickle_kind(std::string_view head) {
   return {};
 }
 
+// `text` as a single-quoted Python string literal (for a line to paste into Python).
+std::string python_literal(std::string_view text) {
+  std::string out = "'";
+  for (const char c : text) {
+    if (c == '\\' || c == '\'') out += '\\';
+    out += c;
+  }
+  return out + "'";
+}
+
+// True when `head` (a file's first bytes) is an HDF5 file (h5py, Keras .h5): its signature
+// starts the superblock, at offset 0 or, behind a user block, at 512, 1024, 2048...
+bool is_hdf5(std::string_view head) {
+  constexpr std::string_view signature = "\x89HDF\r\n\x1a\n";
+  for (std::size_t offset = 0; offset < head.size(); offset = offset == 0 ? 512 : offset * 2)
+    if (head.substr(offset).starts_with(signature)) return true;
+  return false;
+}
+
 int run(const std::vector<std::string>& argv) {
   Args args(argv, {"--tag", "--name", "--format", "--utf8", "--keep-last"},
-            {"--no-dedup", "--compress", "--replace"});
+            {"--no-dedup", "--compress", "--replace", "--no-normalize"});
   const finalfusion::Utf8Policy utf8 = utf8_policy(args);
   args.expect_positionals(2, SIZE_MAX);
+  // "-" is not standard input or output here (a file named - is ./-).
+  for (std::size_t i = 0; i < args.positional().size(); ++i)
+    if (args.positional()[i] == "-")
+      throw UsageError(i == 0 ? "ARCHIVE '-': import writes an archive file, not standard output"
+                              : "FILE '-': import reads files, not standard input (save it to a "
+                                "file first)");
   const std::string& archive = args.at(0, "ARCHIVE");
   require_writable(archive);
   auto tag = args.value("--tag");
   if (!tag) throw UsageError("--tag is required");
+  // --format, when given, is the format of every FILE; else the extension tells tensor
+  // files, and the content or extension an embedding file's format.
+  const std::optional<std::string> forced = args.value("--format");
+  const std::optional<convert::Format> forced_tensors =
+      forced ? tensor_format_named(*forced) : std::nullopt;
+  const auto reads_tensors = [&](const fs::path& file) {
+    return forced ? forced_tensors.has_value() : is_tensor_file(lower_extension(file));
+  };
   std::size_t embedding_files = 0;
   for (std::size_t i = 1; i < args.positional().size(); ++i)
-    embedding_files +=
-        !is_tensor_file(lower_extension(args.positional()[i])) || args.value("--format");
+    embedding_files += !reads_tensors(args.positional()[i]);
   if (args.value("--name") && embedding_files != 1)
     throw UsageError("--name needs exactly one embedding file");
+  if (args.flag("--no-normalize") && embedding_files == 0)
+    throw UsageError("--no-normalize applies to embedding files that are converted");
   const ParamOptions options{args.flag("--compress") ? Compression::deflate : Compression::store};
   const long long keep_last = args.number_or("--keep-last", 0, 1, 1000000000);
 
@@ -100,9 +147,9 @@ int run(const std::vector<std::string>& argv) {
   };
   for (std::size_t i = 1; i < args.positional().size(); ++i) {
     const fs::path file = args.positional()[i];
-    const std::string ext = lower_extension(file);
-    if (is_tensor_file(ext) && !args.value("--format")) {
-      convert::TensorFile tf = convert::read_tensor_file(file);
+    if (reads_tensors(file)) {
+      convert::TensorFile tf = forced_tensors ? convert::read_tensor_file(file, *forced_tensors)
+                                              : convert::read_tensor_file(file);
       convert::detail::merge_file_metadata(safetensors_metadata, tf, file);
       for (auto& nt : tf.tensors) {
         add_from(nt.name, file, [&] { contents.add(nt.name, nt.tensor, options); });
@@ -112,6 +159,7 @@ int run(const std::vector<std::string>& argv) {
     }
     Bytes data;
     try {
+      finalfusion::detail::refuse_url(file);
       data = io::map_file(file);
     } catch (const Error& e) {
       throw e.with_context({.archive = file.string()});
@@ -121,8 +169,14 @@ int run(const std::vector<std::string>& argv) {
         throw Error(ErrorCode::unsupported,
                     std::string(kind) +
                         ", which modelzip does not read (unpickling can run code): convert it "
-                        "in Python with modelzip.torch.save(torch.load('" +
-                        file.string() + "', weights_only=True), '" + archive + "', '" + *tag + "')",
+                        "in Python with modelzip.torch.save(torch.load(" +
+                        python_literal(file.string()) + ", weights_only=True), " +
+                        python_literal(archive) + ", " + python_literal(*tag) + ")",
+                    {.archive = file.string()});
+      if (is_hdf5(data.as_string_view().substr(0, 4096)))
+        throw Error(ErrorCode::unsupported,
+                    "an HDF5 file, which modelzip does not read: read its datasets with h5py "
+                    "and save them with modelzip.save (docs/python.md, \"HDF5 files\")",
                     {.archive = file.string()});
       // A modelzip archive given as a FILE (the arguments swapped): modelzip writes
       // modelzip.toml as its first entry.
@@ -138,8 +192,10 @@ int run(const std::vector<std::string>& argv) {
     Bytes fifu = data;
     if (format != finalfusion::Format::finalfusion) {
       finalfusion::ConvertReport report;
-      fifu = finalfusion::load(file, format,
-                               finalfusion::ConvertOptions{.utf8 = utf8, .report = &report})
+      fifu = finalfusion::load(
+                 file, format,
+                 finalfusion::ConvertOptions{
+                     .utf8 = utf8, .normalize = !args.flag("--no-normalize"), .report = &report})
                  .to_bytes();
       report_conversion(file.string(), report);
     }
@@ -179,7 +235,7 @@ extern const Command kImportCommand{
     "import",
     "Add a tag made of tensor and embedding files",
     "modelzip import ARCHIVE --tag T FILE... [--replace] [--keep-last N] [--no-dedup] [--compress]"
-    " [--name NAME] [--format F] [--utf8 P]",
+    " [--name NAME] [--format F] [--utf8 P] [--no-normalize]",
     "Tensor files: .npy (named after the file), .npz and .safetensors (their keys),\n"
     ".btf (\"0\", \"1\", ...). A safetensors file's __metadata__ is kept with the tag\n"
     "(<tag>/metadata.toml) and written back by export to .safetensors. FP8 tensors\n"
@@ -201,7 +257,8 @@ extern const Command kImportCommand{
     "  above 12, inconsistent headers, a .ftz that would expand to more than 256\n"
     "  times its size.\n"
     "torch.save files (.pt, .pth, pytorch_model.bin) and other Python pickles are\n"
-    "refused (unpickling can run code), with the Python line that converts them.\n"
+    "refused (unpickling can run code), with the Python line that converts them;\n"
+    "HDF5 files (h5py, Keras .h5) too, naming the docs/python.md section that does.\n"
     "The archive is created if needed; a tag that exists (in any letter case) is an\n"
     "error and changes nothing, unless --replace. Parameters whose bytes equal a\n"
     "stored blob are shared unless --no-dedup.\n"
@@ -214,11 +271,17 @@ extern const Command kImportCommand{
     "  --compress       deflate the tensors (default: stored, zero-copy)\n"
     "  --no-dedup       store every parameter even when equal bytes exist\n"
     "  --name NAME      the parameter name of a single embedding file\n"
-    "  --format F       embedding format: finalfusion word2vec text textdims fasttext floret\n"
+    "  --format F       the format of every FILE, whatever its extension: tensors npy\n"
+    "                   npz safetensors btf (as export --format writes them), embeddings\n"
+    "                   finalfusion word2vec text textdims fasttext floret\n"
     "  --utf8 P         words that are not valid UTF-8: strict (default) refuses the file,\n"
     "                   lossy replaces invalid bytes by U+FFFD (words that then collide\n"
     "                   are an error), escape keeps every word reversibly: a backslash\n"
     "                   becomes \\\\, an invalid byte \\xNN; export writes the original bytes\n"
+    "  --no-normalize   converted embeddings keep their vectors as the file has them, which\n"
+    "                   export then writes back bit for bit (default: unit rows and their\n"
+    "                   norms, as finalfusion stores them; export multiplies them again,\n"
+    "                   which may differ from the file's value in the last bit)\n"
     "\nExamples:\n  modelzip import model.zip --tag step-100 weights.safetensors\n"
     "  modelzip import model.zip --tag latest --replace weights.safetensors\n"
     "  modelzip import model.zip --tag step-200 --keep-last 5 weights.safetensors\n"

@@ -5,6 +5,7 @@
 #include "convert/tensor_bytes.hpp"
 #include "io/mapped_file.hpp"
 #include "modelzip/convert.hpp"
+#include "remote/remote_source.hpp"
 
 namespace modelzip::convert {
 
@@ -30,6 +31,11 @@ Format format_from_extension(const std::filesystem::path& path) {
   if (ext == ".npz") return Format::npz;
   if (ext == ".safetensors") return Format::safetensors;
   if (ext == ".btf") return Format::btf;
+  if (ext == ".h5" || ext == ".hdf5")
+    throw Error(ErrorCode::unsupported,
+                "HDF5 is not a format modelzip reads or writes: in Python, h5py reads the "
+                "datasets and modelzip.save stores them (docs/python.md, \"HDF5 files\")",
+                ErrorContext{.archive = path.string()});
   throw Error(ErrorCode::unsupported,
               "unknown tensor file extension '" + path.extension().string() +
                   "' (known: .npy, .npz, .safetensors, .btf)",
@@ -37,7 +43,16 @@ Format format_from_extension(const std::filesystem::path& path) {
 }
 
 TensorFile read_tensor_file(const std::filesystem::path& path, const Limits& limits) {
-  const Format format = format_from_extension(path);
+  return read_tensor_file(path, format_from_extension(path), limits);
+}
+
+TensorFile read_tensor_file(const std::filesystem::path& path, Format format,
+                            const Limits& limits) {
+  if (remote::is_url(path.native()))
+    throw Error(ErrorCode::unsupported,
+                "a URL: tensor files are read from local paths (download it first; modelzip "
+                "archives are read over http, https and s3, docs/remote.md)",
+                ErrorContext{.archive = path.string()});
   try {
     const Bytes data = io::map_file(path);
     const std::string source = path.string();

@@ -10,11 +10,20 @@
 #include "finalfusion/vocab_chunks.hpp"
 #include "io/atomic_write.hpp"
 #include "io/mapped_file.hpp"
+#include "remote/remote_source.hpp"
 
 namespace modelzip::finalfusion {
 namespace detail {
 
 using modelzip::detail::ByteReader;
+
+void refuse_url(const std::filesystem::path& path) {
+  if (remote::is_url(path.native()))
+    throw Error(ErrorCode::unsupported,
+                "a URL: embedding files are read from local paths (download it first; modelzip "
+                "archives are read over http, https and s3, docs/remote.md)",
+                ErrorContext{.archive = path.string()});
+}
 
 namespace {
 constexpr char kMagic[4] = {'F', 'i', 'F', 'u'};
@@ -171,6 +180,7 @@ Embeddings Embeddings::read(Bytes file, std::string name) {
 }
 
 Embeddings Embeddings::open(const std::filesystem::path& path, bool mmap) {
+  detail::refuse_url(path);
   Bytes bytes = mmap ? io::map_file(path) : io::read_file(path);
   try {
     auto state = detail::parse_file(bytes);

@@ -1,6 +1,7 @@
 // The state behind modelzip::finalfusion::Embeddings, shared by copies.
 #pragma once
 
+#include <filesystem>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -30,6 +31,11 @@ struct EmbeddingsState {
 
 // Checks that vocabulary, storage and norms agree; Error(failure) otherwise.
 void check_consistency(const EmbeddingsState& state, const Failure& failure);
+
+// Throws Error(unsupported) naming `path` when it is a URL (http, https, s3):
+// embedding files are read from local paths only, where "cannot open: No
+// such file or directory" would not say why.
+void refuse_url(const std::filesystem::path& path);
 
 }  // namespace modelzip::finalfusion::detail
 

@@ -1,4 +1,5 @@
 """import / export / cat --npy against numpy and the safetensors rules."""
+import ast
 import json
 import pickle
 import struct
@@ -294,3 +295,101 @@ def test_import_of_an_archive_as_a_file_says_the_archive_comes_first(tensor_file
         "to add to comes first (modelzip import ARCHIVE --tag T FILE...; export writes tensor "
         "files)\n")
     assert not swapped.exists()
+
+
+@pytest.mark.parametrize("fmt", ["npz", "safetensors", "btf", "npy"])
+def test_import_format_reads_what_export_format_wrote(tensor_files, tmp_path, fmt):
+    # `export ... OUT --format npz` writes a tensor file under any name; `import --format npz`
+    # refused it ("unknown --format 'npz'"), so the CLI could not read back its own output.
+    archive = tensor_files / "m.zip"
+    run("import", archive, "--tag", "v1", tensor_files / "layers.npz")
+    params = ["w1"] if fmt == "npy" else ["w1", "w2"]
+    out = tmp_path / "weights-file"
+    run("export", archive, *params, out, "--format", fmt)
+    run("import", archive, "--tag", "v2", out, "--format", fmt)
+    rows = json.loads(run("ls", archive, "--tag", "v2", "--json").stdout)
+    names = {"npy": ["weights-file"], "btf": ["0", "1"]}.get(fmt, params)
+    assert [r["name"] for r in rows] == names and all(r["shared"] for r in rows)
+    p = run("import", archive, "--tag", "v3", out, "--format", "pickle", check=False)
+    assert p.returncode == 2 and p.stderr.decode().startswith(
+        "modelzip import: unknown --format 'pickle' (tensors: npy npz safetensors btf; "
+        "embeddings: finalfusion word2vec text textdims fasttext floret)\n")
+
+
+@pytest.mark.parametrize("name, userblock", [("model.h5", 0), ("weights.bin", 0),
+                                             ("model.hdf5", 1024)])
+def test_import_names_hdf5_files_and_the_way_to_convert_them(tmp_path, name, userblock):
+    # An h5py/Keras file got "cannot tell the format of 'model.h5' (tensors: ...)" or, named
+    # .bin, "word2vec header: rows: '\x89HDF\r\n\x1a\n' is not a number".
+    h5py = pytest.importorskip("h5py")
+    path = tmp_path / name
+    with h5py.File(path, "w", userblock_size=userblock or None) as f:
+        f.create_dataset("layer1/kernel", data=np.ones((2, 3), np.float32))
+    archive = tmp_path / "m.zip"
+    p = run("import", archive, "--tag", "v1", path, check=False)
+    assert p.returncode == 1 and p.stderr.decode() == (
+        f"modelzip: {path}: an HDF5 file, which modelzip does not read: read its datasets with "
+        "h5py and save them with modelzip.save (docs/python.md, \"HDF5 files\")\n")
+    assert not archive.exists()
+
+
+def test_export_of_tensors_to_an_embedding_extension_says_which_formats_take_tensors(
+        tensor_files, tmp_path):
+    # `export m.zip model.bin` said "an embedding export names exactly one PARAM" and
+    # `export m.zip w1 w1.txt` "entry 'v1/params/0.fb': parameter 'w1' is a tensor, not an
+    # embedding": neither said that .bin and .txt are embedding formats here.
+    archive = tensor_files / "m.zip"
+    run("import", archive, "--tag", "v1", tensor_files / "layers.npz")
+    p = run("export", archive, tmp_path / "model.bin", check=False)
+    assert p.returncode == 2 and p.stderr.decode().startswith(
+        f"modelzip export: OUT '{tmp_path / 'model.bin'}' is an embedding file (word2vec); "
+        "tensors go to .safetensors, .npz, .npy or .btf: an embedding export names exactly one "
+        "PARAM\n")
+    p = run("export", archive, "w1", tmp_path / "w1.txt", check=False)
+    assert p.returncode == 1 and p.stderr.decode() == (
+        f"modelzip: {archive}: parameter 'w1' is a tensor: OUT '{tmp_path / 'w1.txt'}' is an "
+        "embedding file (text); tensors go to .safetensors, .npz, .npy or .btf\n")
+    assert not (tmp_path / "model.bin").exists() and not (tmp_path / "w1.txt").exists()
+
+
+@pytest.mark.parametrize("url, kind", [("http://127.0.0.1:9/w.safetensors", "tensor"),
+                                       ("https://example.invalid/v.vec", "embedding"),
+                                       ("s3://bucket/w.fifu", "embedding")])
+def test_import_of_a_url_says_files_are_read_from_local_paths(tmp_path, url, kind):
+    # Archives are read over http/https/s3, FILEs are not: import said "cannot open: No such
+    # file or directory" for a URL, as if the server had no such file. Nothing is fetched.
+    archive = tmp_path / "m.zip"
+    p = run("import", archive, "--tag", "v1", url, check=False)
+    assert p.returncode == 1 and p.stderr.decode() == (
+        f"modelzip: {url}: a URL: {kind} files are read from local paths (download it first; "
+        "modelzip archives are read over http, https and s3, docs/remote.md)\n")
+    assert not archive.exists()
+
+
+def test_import_says_that_dash_is_not_standard_input(tensor_files, monkeypatch):
+    # `cat w.npz | modelzip import m.zip --tag t -` said "-: cannot open: No such file or
+    # directory"; `modelzip import - --tag t w.npz` created an archive named "-".
+    p = run("import", tensor_files / "m.zip", "--tag", "v1", "-",
+            input=(tensor_files / "layers.npz").read_bytes(), check=False)
+    assert p.returncode == 2 and p.stderr.decode().startswith(
+        "modelzip import: FILE '-': import reads files, not standard input (save it to a file "
+        "first)\n")
+    monkeypatch.chdir(tensor_files)
+    p = run("import", "-", "--tag", "v1", tensor_files / "layers.npz", check=False)
+    assert p.returncode == 2 and p.stderr.decode().startswith(
+        "modelzip import: ARCHIVE '-': import writes an archive file, not standard output\n")
+    assert not (tensor_files / "m.zip").exists() and not (tensor_files / "-").exists()
+
+
+def test_the_torch_save_hint_is_python_for_any_file_name(tmp_path):
+    # The hint quoted paths as '{path}': a name with a quote or a backslash gave a line that
+    # Python does not parse (or reads as another name).
+    path = tmp_path / "it's a\\b.pt"
+    path.write_bytes(pickle.dumps(0x1950A86A20F9469CFC6C, protocol=2))
+    archive = tmp_path / "run 'x'.zip"
+    p = run("import", archive, "--tag", "v1", path, check=False)
+    assert p.returncode == 1
+    line = p.stderr.decode().split("convert it in Python with ", 1)[1].rstrip("\n")
+    call = ast.parse(line, mode="eval").body
+    assert [ast.literal_eval(a) for a in call.args[1:]] == [str(archive), "v1"]
+    assert ast.literal_eval(call.args[0].args[0]) == str(path)

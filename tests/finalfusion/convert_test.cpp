@@ -218,6 +218,31 @@ TEST_SUITE("finalfusion") {
     CHECK(e.matrix()[1] == -20.0f);
   }
 
+  TEST_CASE(
+      "text files that start with a UTF-8 byte order mark: the mark is not part of the word") {
+    // Windows editors (Notepad, Excel's "UTF-8 CSV") write U+FEFF first.
+    const std::string bom = "\xEF\xBB\xBF";
+    const std::string glove = "Berlin 3 4\nParis 1 0\n";
+    auto plain = read_text(Bytes::copy_of(glove), kRaw);
+    auto marked = read_text(Bytes::copy_of(bom + glove), kRaw);
+    CHECK(word_list(marked) == word_list(plain));
+    CHECK(marked.vocab().word_index("Berlin") == 0);
+    auto dims = read_text_dims(Bytes::copy_of(bom + "2 2\n" + glove), kRaw);
+    CHECK(word_list(dims) == word_list(plain));
+    CHECK(std::equal(dims.matrix().begin(), dims.matrix().end(), plain.matrix().begin(),
+                     plain.matrix().end()));
+    // The dims line is recognized behind the mark.
+    CHECK(detect_format("v.vec", bom + "2 2\nBerlin 3 4\n") == Format::text_dims);
+    CHECK(detect_format("v.txt", bom + "Berlin 3 4\n") == Format::text);
+    auto floret = read_floret_text(Bytes::copy_of(bom + kFloret));
+    auto floret_plain = read_floret_text(Bytes::copy_of(std::string_view(kFloret)));
+    CHECK(std::equal(floret.matrix().begin(), floret.matrix().end(), floret_plain.matrix().begin(),
+                     floret_plain.matrix().end()));
+    // Only at the start: elsewhere U+FEFF is a character of the word.
+    auto inner = read_text(Bytes::copy_of(glove + bom + "Rom 2 2\n"), kRaw);
+    CHECK(word_list(inner).back() == bom + "Rom");
+  }
+
   TEST_CASE("text: NaN and infinities are read as finalfusion-rust reads them, and written back") {
     // Rust's f32 parse (finalfusion-rust's reader): "NaN", "inf", "infinity",
     // any case, with a sign; not C's "nan(...)".

@@ -171,3 +171,36 @@ def test_write_and_import_errors_name_the_file(tmp_path, archive_path):
     assert str(e.value) == (f"parameter 'x' is in both {tmp_path / 'x.npy'} and "
                             f"{tmp_path / 'sub' / 'x.npy'}")  # as modelzip import says
     assert not archive_path.exists()
+
+
+def test_hdf5_files_are_named_with_the_way_to_convert_them(tmp_path, archive_path):
+    # read_tensor_file("model.h5") said "unknown tensor file extension '.h5' (known: ...)".
+    for name in ("model.h5", "model.HDF5"):
+        for call in (lambda: modelzip.read_tensor_file(tmp_path / name),
+                     lambda: modelzip.import_tensor_files(archive_path, "t", [tmp_path / name]),
+                     lambda: modelzip.write_tensor_file(tmp_path / name, {"w": np.ones(2)})):
+            with pytest.raises(modelzip.Error) as e:
+                call()
+            assert e.value.code == "unsupported" and str(e.value) == (
+                f"{tmp_path / name}: HDF5 is not a format modelzip reads or writes: in Python, "
+                "h5py reads the datasets and modelzip.save stores them (docs/python.md, "
+                "\"HDF5 files\")")
+    assert not archive_path.exists()
+
+
+def test_urls_are_said_to_be_urls(archive_path):
+    # read_tensor_file("https://...") said "cannot open: No such file or directory", as if
+    # the server had no such file; so did Embeddings.load and open. Nothing is fetched.
+    url = "http://127.0.0.1:9/w.safetensors"
+    for call, kind in ((lambda: modelzip.read_tensor_file(url), "tensor"),
+                       (lambda: modelzip.import_tensor_files(archive_path, "t", [url]), "tensor"),
+                       (lambda: modelzip.Embeddings.load(url, "textdims"), "embedding"),
+                       (lambda: modelzip.Embeddings.load(url), "embedding"),
+                       (lambda: modelzip.Embeddings.open(url), "embedding")):
+        with pytest.raises(modelzip.Error) as e:
+            call()
+        assert e.value.code == "unsupported" and e.value.archive == url
+        assert str(e.value) == (
+            f"{url}: a URL: {kind} files are read from local paths (download it first; modelzip "
+            "archives are read over http, https and s3, docs/remote.md)")
+    assert not archive_path.exists()

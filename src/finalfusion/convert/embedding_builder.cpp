@@ -136,6 +136,11 @@ std::string_view trim_ascii(std::string_view text) noexcept {
   return text;
 }
 
+std::string_view without_utf8_bom(std::string_view text) noexcept {
+  if (text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);
+  return text;
+}
+
 std::optional<std::uint64_t> parse_count(std::string_view text) noexcept {
   text = trim_ascii(text);
   if (!text.empty() && text.front() == '+') text.remove_prefix(1);

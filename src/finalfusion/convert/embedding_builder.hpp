@@ -46,6 +46,9 @@ class WordDecoder {
 std::string_view trim_unicode(std::string_view text) noexcept;
 // Removes leading and trailing ASCII whitespace.
 std::string_view trim_ascii(std::string_view text) noexcept;
+// `text` without a leading UTF-8 byte order mark (EF BB BF, which Windows
+// editors write first); a text file's first word or header follows it.
+std::string_view without_utf8_bom(std::string_view text) noexcept;
 inline bool is_ascii_space(char c) noexcept {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f';
 }

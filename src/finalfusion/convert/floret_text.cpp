@@ -16,7 +16,7 @@ using modelzip::detail::fail_corrupt;
 }  // namespace
 
 Embeddings read_floret_text(const Bytes& data) {
-  const std::string_view text = data.as_string_view();
+  const std::string_view text = detail::without_utf8_bom(data.as_string_view());
   std::size_t pos = text.find('\n');
   if (pos == std::string_view::npos) fail_corrupt("floret: missing the header line", {.line = 1});
   const std::string_view header = text.substr(0, pos);

@@ -90,7 +90,8 @@ std::optional<Format> detect_format(const std::filesystem::path& path,
   if (ext == ".ftz") return Format::fasttext;
   if (ext == ".bin") return Format::word2vec_binary;
   if (ext == ".txt" || ext == ".vec" || ext == ".w2v") {
-    const std::string_view first = head.substr(0, head.find('\n'));
+    const std::string_view text = detail::without_utf8_bom(head);
+    const std::string_view first = text.substr(0, text.find('\n'));
     const auto space = first.find(' ');
     auto digits = [](std::string_view s) {
       s = detail::trim_ascii(s);
@@ -148,6 +149,7 @@ Embeddings read_floret_text(const Bytes& data, std::string_view source) {
 
 Embeddings load(const std::filesystem::path& path, Format format, const ConvertOptions& options) {
   if (format == Format::finalfusion) return Embeddings::open(path, true);
+  detail::refuse_url(path);
   Bytes data = io::map_file(path);
   try {
     switch (format) {

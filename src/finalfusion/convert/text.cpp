@@ -87,7 +87,7 @@ void read_lines(Lines& lines, detail::WordDecoder& decoder, std::optional<std::s
 }  // namespace
 
 Embeddings read_text(const Bytes& data, const ConvertOptions& options) {
-  Lines lines(data.as_string_view());
+  Lines lines(detail::without_utf8_bom(data.as_string_view()));
   std::optional<std::size_t> dims;
   std::vector<std::string> words;
   std::vector<float> matrix;
@@ -99,7 +99,7 @@ Embeddings read_text(const Bytes& data, const ConvertOptions& options) {
 }
 
 Embeddings read_text_dims(const Bytes& data, const ConvertOptions& options) {
-  Lines lines(data.as_string_view());
+  Lines lines(detail::without_utf8_bom(data.as_string_view()));
   std::string_view header;
   if (!lines.next(header)) fail_corrupt("missing the 'rows dims' line", {.line = 1});
   const auto space = header.find(' ');
