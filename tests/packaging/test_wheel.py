@@ -7,6 +7,10 @@ command into a venv that sees Debian's numpy and torch.
 Run by meson as the test `python_wheel` (MODELZIP_SOURCE_DIR = the source tree). Each build
 configures and compiles the library once more (pyproject.toml: -Dwheel=true -Dtests=false), with
 ccache when it is installed (.ci/install-deps installs it), so the second build compiles nothing.
+The cache is the user's (CCACHE_DIR, else ccache's default folder), not one of this test's own:
+the first build of an unchanged source tree is then served from it too, on the next run of the
+test and in another checkout of the same sources (ccache's hits are the objects the compiler made
+from the same preprocessed source and flags, so the wheel is the same).
 """
 import os
 import pathlib
@@ -45,14 +49,13 @@ print("ok", modelzip.__version__)
 """
 
 
-def environment(cache_dir):
-    """The builds' environment: ccache (when installed) with paths relative to the source tree,
-    where meson-python keeps its build folders (.mesonpy-*/build), so the second build of the
-    package reuses the first one's objects."""
+def environment():
+    """The builds' environment: ccache (when installed, in the user's cache) with paths relative
+    to the source tree, where meson-python keeps its build folders (.mesonpy-*/build), so the
+    second build of the package reuses the first one's objects."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     if shutil.which("ccache") and "CXX" not in env:
         env["CXX"] = "ccache c++"
-        env.setdefault("CCACHE_DIR", str(cache_dir))
         env.setdefault("CCACHE_BASEDIR", str(SOURCE_DIR))
         env["CCACHE_NOHASHDIR"] = "1"
     return env
@@ -78,8 +81,8 @@ print("ok")
 
 
 @pytest.fixture(scope="module")
-def build_env(tmp_path_factory):
-    return environment(tmp_path_factory.mktemp("ccache"))
+def build_env():
+    return environment()
 
 
 @pytest.fixture(scope="module")

@@ -106,15 +106,18 @@ def test_the_upload_is_created_while_the_old_object_is_read(s3, tensors):
 
 def interrupt_mid_upload(proxy, argv, env, sig, timeout):
     """Starts `argv`, sends `sig` once its multipart upload has been created and
-    has had a second for parts (which the proxy holds), and returns (exit
-    status, stderr, seconds from the signal to the exit)."""
+    the proxy holds one of its parts (the last proxy.inject: a delay of every
+    UploadPart), and returns (exit status, stderr, seconds from the signal to
+    the exit)."""
+    held = proxy.faults[-1]  # [match, kind, remaining]: taken once per part held
+    remaining = held[2]
     p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 60
-        while not [r for r in proxy.requests() if r["path"].endswith("?uploads=")]:
-            assert time.monotonic() < deadline and p.poll() is None, "no upload started"
+        while held[2] == remaining or not [r for r in proxy.requests()
+                                           if r["path"].endswith("?uploads=")]:
+            assert time.monotonic() < deadline and p.poll() is None, "no part in flight"
             time.sleep(0.05)
-        time.sleep(1.0)  # parts in flight, held by the proxy
         assert p.poll() is None
         sent = time.monotonic()
         p.send_signal(sig)
