@@ -571,7 +571,7 @@ def save_checkpoint(path: PathLike, tag: str, params: Mapping[str, Any], optimiz
 
     params: the parameters this rank writes, as for :func:`save` (whole
       tensors or :class:`Shard` blocks; a replica that another rank writes is
-      left out).
+      left out; text, which ranks holding the same value may all pass).
     optimizer: this rank's torch optimizer over (some of) those tensors, or
       None. The state of each tensor of ``params`` it holds is written as
       updater state sharded like the parameter (Adam's ``exp_avg``,
