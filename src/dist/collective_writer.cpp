@@ -93,7 +93,8 @@ class CollectiveWriter::Impl {
   void check_tensor(const std::string& label, const Tensor& t) const {
     if (t.layout() != Layout::dense || dtype_size(t.dtype()) == 0)
       throw Error(ErrorCode::unsupported,
-                  label + ": distributed saves take dense tensors of fixed-size types", context());
+                  label + ": distributed saves take dense tensors of fixed-size types, or text",
+                  context());
   }
   void stage(Item item, std::optional<std::pair<Shape, Block>> placed);
 };

@@ -1240,6 +1240,12 @@ TEST_CASE("collective commits of text: replicated or on one rank, a single write
     CollectiveWriter w(path, comm());
     CHECK_ERROR(w.add_shard("t", vocab, {4, 2}, Block{{0, 0}, {2, 2}}), ErrorCode::unsupported,
                 "parameter 't': text is staged whole");
+    const std::vector<std::int64_t> at = {1};
+    const Tensor sparse =
+        Tensor::sparse_coo(DType::float32, {4}, 1, Bytes::copy_of(std::as_bytes(std::span(at))),
+                           Bytes::copy_of(std::string(4, '\0')));
+    CHECK_ERROR(w.add("s", sparse), ErrorCode::unsupported,
+                "parameter 's': distributed saves take dense tensors of fixed-size types, or text");
   }
 
   // A background save copies text when it is staged: a buffer the strings
