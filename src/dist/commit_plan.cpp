@@ -181,7 +181,7 @@ std::optional<BlobRef> check_text(const std::vector<const Record*>& pieces,
     if (p->kind != Kind::text)
       invalid(tag, label,
               rank_of(text) + " stages text, " + rank_of(p) + " " + what_of(p) +
-                  " (a name holds either; text staged by several ranks must be equal)");
+                  " (every rank that stages a name as text stages the same text)");
   const Record* first = pieces.front();
   for (const Record* p : pieces)
     if (p->content != first->content)
