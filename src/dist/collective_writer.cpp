@@ -37,6 +37,7 @@
 #include "dist/rank_share.hpp"
 #include "dist/s3_commit.hpp"
 #include "format/tag_name.hpp"
+#include "format/tensor_blob.hpp"
 #include "io/append_journal.hpp"
 #include "io/durable_file.hpp"
 #include "io/file_sink.hpp"
@@ -92,7 +93,8 @@ class CollectiveWriter::Impl {
   void check_tensor(const std::string& label, const Tensor& t) const {
     if (t.layout() != Layout::dense || dtype_size(t.dtype()) == 0)
       throw Error(ErrorCode::unsupported,
-                  label + ": distributed saves take dense tensors of fixed-size types", context());
+                  label + ": distributed saves take dense tensors of fixed-size types, or text",
+                  context());
   }
   void stage(Item item, std::optional<std::pair<Shape, Block>> placed);
 };
@@ -161,6 +163,16 @@ class Engine {
   const dist::RankLocks* locks_ = nullptr;
 };
 
+// The root's entries and the ranks' are listed in the directory as a
+// single writer lists them: in file order (the root writes text blobs among
+// the ranks' blobs).
+void in_file_order(std::vector<zip::EntryInfo>& entries) {
+  std::stable_sort(entries.begin(), entries.end(),
+                   [](const zip::EntryInfo& a, const zip::EntryInfo& b) {
+                     return a.local_header_offset < b.local_header_offset;
+                   });
+}
+
 // Runs `step` on this rank, then agrees with every rank: if any failed, all
 // throw the lowest failing rank's error (its code, errno value and context
 // kept: core/error_wire.hpp) naming that rank.
@@ -208,6 +220,21 @@ CollectiveWriter& CollectiveWriter::operator=(CollectiveWriter&&) noexcept = def
 void CollectiveWriter::Impl::stage(Item item, std::optional<std::pair<Shape, Block>> placed) {
   check_new(item.name, item.table, item.state);
   const std::string label = label_of(item.table, item.name, item.state);
+  if (item.tensor.dtype() == DType::utf8 && item.tensor.layout() == Layout::dense) {
+    if (placed)
+      throw Error(ErrorCode::unsupported,
+                  label + ": text is staged whole (add, add_updater_state), not in blocks",
+                  context());
+    item.kind = Kind::text;
+    item.global = item.tensor.shape();
+    item.block = Block{std::vector<std::int64_t>(item.global.size(), 0), item.global};
+    const format::EncodedBlob blob = format::encode_tensor_blob(item.tensor);
+    item.text.reserve(static_cast<std::size_t>(blob.size));
+    for (const Bytes& piece : blob.pieces) item.text += piece.as_string_view();
+    item.tensor = Tensor();
+    items.push_back(std::move(item));
+    return;
+  }
   check_tensor(label, item.tensor);
   if (!placed) {
     item.kind = Kind::whole;
@@ -475,8 +502,9 @@ class CommitRun {
       const dist::EntryCrcs crcs = dist::combine_shares(shares, plan, ctx_);
       std::uint64_t total = crcs.written;
       std::vector<zip::EntryInfo> written = root_infos_;
-      const zip::EntryInfo& last_root = root_infos_.back();
-      std::uint64_t end = last_root.data_offset + last_root.compressed_size;
+      std::uint64_t end = 0;
+      for (const zip::EntryInfo& e : root_infos_)
+        end = std::max(end, e.data_offset + e.compressed_size);
       io::FileSink headers(out_->fd(), ErrorContext{.archive = plan.file}, false);
       for (std::size_t i = 0; i < plan.entries.size(); ++i) {
         const zip::EntryPlan entry = plan.entries[i].zip_plan();
@@ -485,6 +513,7 @@ class CommitRun {
         end = std::max(end, entry.end());
       }
       headers.finish();
+      in_file_order(written);
       const std::uint64_t before = end;
       try {
         target_->finish(written, planned_.tags, end, &visible);
@@ -609,6 +638,7 @@ class CommitRun {
       s3_target_->take_results(results, root_);
       std::vector<zip::EntryInfo> written = root_infos_;
       for (const zip::EntryInfo& e : dist::s3_entry_infos(plan, layout_)) written.push_back(e);
+      in_file_order(written);
       s3_target_->finish(written, planned_.tags, planned_.end, &visible);
       stats_.bytes_written = s3_target_->uploaded() - s3_target_->uploaded_by_others();
       compact_ = planned_.kept && s3_target_->mostly_free();
@@ -688,7 +718,7 @@ DetachedCommit& DetachedCommit::operator=(DetachedCommit&&) noexcept = default;
 std::vector<const Bytes*> DetachedCommit::buffers() const {
   std::vector<const Bytes*> out;
   for (const Item& item : impl_->items)
-    if (item.kind != Kind::shared) out.push_back(&item.tensor.values());
+    if (item.kind != Kind::shared && item.kind != Kind::text) out.push_back(&item.tensor.values());
   for (const auto& e : NewTag::Contents::of(impl_->entries).entries) out.push_back(&e.contents);
   return out;
 }
@@ -696,7 +726,7 @@ std::vector<const Bytes*> DetachedCommit::buffers() const {
 void DetachedCommit::replace_buffers(std::vector<Bytes> copies) {
   std::size_t next = 0;
   for (Item& item : impl_->items)
-    if (item.kind != Kind::shared) {
+    if (item.kind != Kind::shared && item.kind != Kind::text) {
       const Tensor& t = item.tensor;
       item.tensor = Tensor::dense(t.dtype(), t.shape(), std::move(copies.at(next++)));
     }

@@ -77,7 +77,7 @@ std::vector<Record> decode_records(std::string_view bytes, int rank) {
     r.from_param = in.str();
     r.equals_namesake = in.u64() != 0;
     const std::uint64_t table = in.u64();
-    if (kind > static_cast<std::uint64_t>(Kind::entry) ||
+    if (kind > static_cast<std::uint64_t>(Kind::text) ||
         table > static_cast<std::uint64_t>(TableKind::updater))
       throw Error(ErrorCode::corrupt,
                   "malformed collective message from rank " + std::to_string(rank));

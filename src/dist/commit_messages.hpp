@@ -23,7 +23,9 @@ namespace modelzip::dist {
 using format::TableKind;
 
 // entry: a tag-level entry (CollectiveWriter::set_entry), written by the root.
-enum class Kind : std::uint8_t { whole = 0, shard = 1, shared = 2, entry = 3 };
+// text: a utf8 tensor, whole (staged on any number of ranks, equal
+// everywhere), whose encoded blob travels to the root, which writes it.
+enum class Kind : std::uint8_t { whole = 0, shard = 1, shared = 2, entry = 3, text = 4 };
 
 // One parameter or updater state staged on this rank.
 struct Item {
@@ -35,6 +37,7 @@ struct Item {
   std::string from_tag, from_param;
   TableKind table = TableKind::params;
   std::string state;  // updater state: its name ("exp_avg"); empty for parameters
+  std::string text;   // Kind::text: the encoded blob (owned; `tensor` is empty)
 };
 
 // What a staged array is called in the plan and in messages: parameters and
@@ -118,7 +121,7 @@ struct Record {
   bool equals_namesake = false;
   TableKind table = TableKind::params;
   std::string state;
-  std::string content;  // Kind::entry: the entry's bytes
+  std::string content;  // Kind::entry: the entry's bytes; Kind::text: the encoded blob
 };
 
 // An entry of the layout, as broadcast to every rank.

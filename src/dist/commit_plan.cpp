@@ -137,6 +137,72 @@ bool check_blocks(const std::vector<const Record*>& pieces, const std::string& l
   return all_equal;
 }
 
+// What a record stages, for messages.
+std::string what_of(const Record* r) {
+  switch (r->kind) {
+    case Kind::text:
+      return "text";
+    case Kind::shard:
+      return "a block of a tensor";
+    case Kind::shared:
+      return "a share of tag '" + r->from_tag + "'";
+    default:
+      return "a tensor";
+  }
+}
+
+// Whether the namesake of `first` in old's newest tag is a stored blob of
+// exactly the bytes `first->content` (a single writer's dedup of a tensor
+// it finds unchanged since the previous tag); its reference if so.
+std::optional<BlobRef> same_text_namesake(const Record* first, const Archive& old) {
+  if (old.tags().empty()) return std::nullopt;
+  const checkpoint::ArchiveState parsed(old);
+  const std::size_t prev = parsed.tags().size() - 1;
+  const BlobRow* namesake = parsed.namesake(prev, first->table, first->name, first->state);
+  if (!namesake || namesake->ref.format != BlobFormat::tensor) return std::nullopt;
+  BlobRef ref = namesake->ref;
+  if (ref.tag.empty()) ref.tag = parsed.tags()[prev];
+  const zip::EntryInfo& entry = parsed.entry(format::blob_entry_name(ref, ref.tag, first->table));
+  if (!entry.stored() || entry.uncompressed_size != first->content.size()) return std::nullopt;
+  if (parsed.reader().read(entry, false).as_string_view() != first->content) return std::nullopt;
+  return ref;
+}
+
+// Checks the records of a name that some rank staged text for: text on
+// every rank that staged it, the same text everywhere (it is stored once),
+// a blob that decodes as that text. With `dedup`, the reference of its
+// namesake in old's newest tag when that holds the same bytes.
+std::optional<BlobRef> check_text(const std::vector<const Record*>& pieces,
+                                  const std::string& label, const std::string& tag,
+                                  const Archive* old, bool dedup) {
+  const Record* text = *std::find_if(pieces.begin(), pieces.end(),
+                                     [](const Record* p) { return p->kind == Kind::text; });
+  for (const Record* p : pieces)
+    if (p->kind != Kind::text)
+      invalid(tag, label,
+              rank_of(text) + " stages text, " + rank_of(p) + " " + what_of(p) +
+                  " (every rank that stages a name as text stages the same text)");
+  const Record* first = pieces.front();
+  for (const Record* p : pieces)
+    if (p->content != first->content)
+      invalid(tag, label,
+              rank_of(first) + " and " + rank_of(p) +
+                  " stage different text (text staged by several ranks is stored once: it must "
+                  "be equal)");
+  try {
+    const Tensor t = format::decode_tensor_blob(
+        Bytes::borrow(std::as_bytes(std::span(first->content)), nullptr), Limits{});
+    if (t.dtype() != DType::utf8 || t.layout() != Layout::dense || t.shape() != first->global)
+      throw Error(ErrorCode::corrupt, "not the text it names");
+  } catch (const Error&) {
+    throw Error(ErrorCode::corrupt,
+                "malformed collective message from " + rank_of(first) + " (" + label + ")",
+                ErrorContext{.tag = tag});
+  }
+  if (old && dedup) return same_text_namesake(first, *old);
+  return std::nullopt;
+}
+
 // Checks each parameter's records together and decides its blob.
 Params resolve_params(const Grouped& g, const std::string& tag, const Archive* old, bool dedup) {
   Params out;
@@ -145,6 +211,18 @@ Params resolve_params(const Grouped& g, const std::string& tag, const Archive* o
     const Record* first = pieces.front();
     const std::string& name = first->name;
     const std::string label = label_of(first->table, name, first->state);
+    if (std::any_of(pieces.begin(), pieces.end(),
+                    [](const Record* p) { return p->kind == Kind::text; })) {
+      Param param{first};
+      if (auto same = check_text(pieces, label, tag, old, dedup)) {
+        param.ref = *same;
+        ++out.deduplicated;
+      } else {
+        param.new_blob = true;
+      }
+      out.params.push_back(param);
+      continue;
+    }
     for (const Record* p : pieces)
       if (p != first && (p->kind != Kind::shard || first->kind != Kind::shard))
         invalid(tag, label, "staged twice (by " + rank_of(first) + " and " + rank_of(p) + ")");
@@ -317,6 +395,14 @@ CommitPlan plan_commit(const std::vector<std::vector<Record>>& all, const std::s
   for (TableKind table : {TableKind::params, TableKind::updater})
     for (const auto& p : params) {
       if (!p.new_blob || p.first->table != table) continue;
+      if (p.first->kind == Kind::text) {  // the root writes it, in its place among the blobs
+        const std::string& blob = p.first->content;
+        out.root_entries.push_back(
+            RootEntry{place("", format::blob_entry_name(p.ref, tag, table), blob.size(), 0, root),
+                      Bytes::copy_of(blob)});
+        ++out.blobs_written;
+        continue;
+      }
       const auto layout = format::dense_blob_layout(p.first->dtype, p.first->global);
       const std::string key = key_of(table, p.first->name, p.first->state);
       // The blob header goes with the block that holds the first element (for an

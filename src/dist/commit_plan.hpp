@@ -1,6 +1,7 @@
 // The root's plan of a collective commit: it validates every rank's
 // records together (dtypes, global shapes, blocks that cover each tensor
-// exactly once, tag-level entries; with graph.fb, the tag as a graph
+// exactly once, text equal on every rank that staged it, tag-level
+// entries; with graph.fb, the tag as a graph
 // checkpoint: schemas/GRAPH.md section 4), decides dedup references, and
 // lays out the new entries after the archive's data exactly as the single
 // writer places them (params.txt, updater.txt, tag-level entries, then the blobs
@@ -28,7 +29,7 @@
 namespace modelzip::dist {
 
 // An entry the root writes itself (params.txt, updater.txt, tag-level
-// entries; with a rotation, the rewritten tables of kept tags and the blobs
+// entries, text blobs; with a rotation, the rewritten tables of kept tags and the blobs
 // that move, viewed in the old archive), with its content and, when known,
 // its CRC-32.
 struct RootEntry {

@@ -26,6 +26,12 @@ std::vector<Record> records_with_dedup(const std::vector<Item>& items, const New
     r.from_param = item.from_param;
     r.table = item.table;
     r.state = item.state;
+    if (item.kind == Kind::text) {  // the root compares it (dist/commit_plan.hpp)
+      r.dtype = DType::utf8;
+      r.content = item.text;
+      out.push_back(std::move(r));
+      continue;
+    }
     if (old && item.kind != Kind::shared && !old->tags().empty()) {
       const checkpoint::ArchiveState parsed(*old);
       const std::size_t prev = parsed.tags().size() - 1;

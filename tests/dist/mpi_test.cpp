@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "../graph/graph_fixtures.hpp"
+#include "../zip/expect_error.hpp"
 #include "checkpoint/archive_impl.hpp"
 #include "core/crc32.hpp"
 #include "dist/model.hpp"
@@ -1110,6 +1111,158 @@ TEST_CASE("a collective commit refuses a tag with graph.fb that verify would rej
     w.commit("plain");
   }
   CHECK(Archive::open(path).verify().empty());
+  barrier();
+}
+
+TEST_CASE("collective commits of text: replicated or on one rank, a single writer's archive") {
+  const int r = comm().rank(), n = comm().size();
+  SharedDir dir;
+  const fs::path path = dir / "text.zip";
+  const std::vector<std::string> vocab_words = {"<pad>", "caf\xc3\xa9", "\xe6\x97\xa5\xe6\x9c\xac",
+                                                ""};
+  const Tensor vocab = Tensor::strings({2, 2}, vocab_words);
+  auto one = [](const std::string& s) { return Tensor::strings({}, std::vector<std::string>{s}); };
+  const Tensor notes = Tensor::strings({2}, std::vector<std::string>{"warm", "up"});
+  const Shape w_shape{5, 3};
+  auto w_values = [&](int version) {
+    std::vector<float> v(15);
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i + 100 * version);
+    return v;
+  };
+  // Rows of "w" on every rank, the vocabulary replicated on every rank, the
+  // run id on the last one, an updater state's text on the first one; the
+  // text lies between the ranks' blobs in the file.
+  auto stage = [&](CollectiveWriter& w, int version, const std::string& run) {
+    const Block rows = split_block(w_shape, 0, r, n);
+    w.add_shard("w", float_tensor(rows.shape, block_values(w_values(version), w_shape, rows)),
+                w_shape, rows);
+    w.add("vocab", vocab);
+    if (r == n - 1) w.add("run", one(run));
+    if (r == 0) w.add_updater_state("w", "notes", notes);
+  };
+  auto single_tag = [&](int version, const std::string& run) {
+    NewTag t;
+    t.add("w", float_tensor(w_shape, w_values(version)));
+    t.add("vocab", vocab);
+    t.add("run", one(run));
+    t.add_updater_state("w", "notes", notes);
+    return t;
+  };
+  {
+    CollectiveWriter w(path, comm());
+    stage(w, 1, "run-7");
+    const CollectiveStats st = w.commit("step-1");
+    CHECK(st.blobs_written == 4);
+  }
+  {
+    CollectiveWriter w(path, comm());
+    stage(w, 1, "run-8");  // "w", the vocabulary and the notes unchanged: references
+    const CollectiveStats st = w.commit("step-2");
+    CHECK(st.blobs_written == 1);
+    CHECK(st.blobs_deduplicated == 3);
+  }
+  Archive a = Archive::open(path);
+  CHECK(a.verify().empty());
+  CHECK(a.tensor("vocab", "step-2") == vocab);
+  CHECK(a.tensor("run", "step-1").string_at(0) == "run-7");
+  CHECK(a.tensor("run", "step-2").string_at(0) == "run-8");
+  CHECK(a.updater_state("w", "notes", "step-2") == notes);
+  CHECK(a.param("vocab", "step-2").owner_tag == "step-1");
+  std::string mismatch;
+  if (r == 0) {
+    testing::check_zip_structure(path);
+    const fs::path single = dir / "single.zip";
+    {
+      Writer w = Writer::open(single);
+      w.add_tag("step-1", single_tag(1, "run-7"));
+      w.commit();
+      w.add_tag("step-2", single_tag(1, "run-8"));
+      w.commit();
+    }
+    CHECK(testing::io_bytes(path) == testing::io_bytes(single));  // byte for byte
+    CHECK(std::system(("unzip -tqq " + path.string()).c_str()) == 0);
+    CHECK(run_python("import zipfile,sys\nz=zipfile.ZipFile('" + path.string() +
+                     "')\nsys.exit(1 if z.testzip() is not None else 0)\n") == 0);
+  }
+  barrier();
+
+  // Text whose ranks disagree, or that clashes with a tensor or a share of
+  // the same name on another rank: the same error on every rank, naming the
+  // name and the ranks; nothing written. Text is not staged in blocks.
+  const std::string before = testing::io_bytes(path);
+  struct Case {
+    const char* name;
+    std::function<void(CollectiveWriter&)> stage;
+    std::string expect;
+  };
+  const std::string last = std::to_string(n - 1);
+  const std::vector<Case> cases = {
+      {"different text", [&](CollectiveWriter& w) { w.add("run", one(r == n - 1 ? "b" : "a")); },
+       "parameter 'run': rank 0 and rank " + last + " stage different text"},
+      {"text and a tensor",
+       [&](CollectiveWriter& w) {
+         if (r == n - 1) w.add("x", float_tensor({1}, {1.0f}));
+         if (r == 0) w.add("x", one("x"));
+       },
+       "parameter 'x': rank 0 stages text, rank " + last + " a tensor"},
+      {"text and a share",
+       [&](CollectiveWriter& w) {
+         if (r == n - 1) w.share("vocab", "step-1", "vocab");
+         if (r == 0) w.add("vocab", vocab);
+       },
+       "parameter 'vocab': rank 0 stages text, rank " + last + " a share of tag 'step-1'"},
+      {"updater text",
+       [&](CollectiveWriter& w) { w.add_updater_state("w", "notes", one(r == n - 1 ? "b" : "a")); },
+       "updater state 'notes' of 'w': rank 0 and rank " + last + " stage different text"},
+  };
+  for (const auto& c : cases) {
+    if (n < 2) continue;
+    CAPTURE(c.name);
+    CollectiveWriter w(path, comm());
+    c.stage(w);
+    std::string message;
+    try {
+      w.commit("step-3");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::invalid_argument);
+      message = e.what();
+    }
+    CAPTURE(message);
+    CHECK(message.find(c.expect) != std::string::npos);
+    CHECK(same_on_every_rank(message));
+    if (r == 0) {
+      CHECK(testing::io_bytes(path) == before);
+      CHECK(others_in(dir.path(), "text.zip").count("single.zip") == 1);
+      CHECK(others_in(dir.path(), "text.zip").size() == 1);
+    }
+  }
+  {
+    CollectiveWriter w(path, comm());
+    CHECK_ERROR(w.add_shard("t", vocab, {4, 2}, Block{{0, 0}, {2, 2}}), ErrorCode::unsupported,
+                "parameter 't': text is staged whole");
+    const std::vector<std::int64_t> at = {1};
+    const Tensor sparse =
+        Tensor::sparse_coo(DType::float32, {4}, 1, Bytes::copy_of(std::as_bytes(std::span(at))),
+                           Bytes::copy_of(std::string(4, '\0')));
+    CHECK_ERROR(w.add("s", sparse), ErrorCode::unsupported,
+                "parameter 's': distributed saves take dense tensors of fixed-size types, or text");
+  }
+
+  // A background save copies text when it is staged: a buffer the strings
+  // were borrowed from may change right after start().
+  {
+    std::optional<MpiCommunicator> saves;
+    saves.emplace(MPI_COMM_WORLD, std::chrono::seconds(60));
+    std::string values = "abc";
+    const std::vector<std::uint64_t> offsets = {0, 3};
+    CollectiveWriter w(path, *saves);
+    w.add("run", Tensor::strings({1}, Bytes::copy_of(std::as_bytes(std::span(offsets))),
+                                 Bytes::borrow(std::as_bytes(std::span(values)), nullptr)));
+    BackgroundCollectiveSave save = BackgroundCollectiveSave::start(w, "step-3");
+    values = "xyz";
+    CHECK(save.wait().blobs_written == 1);
+    CHECK(Archive::open(path).tensor("run", "step-3").string_at(0) == "abc");
+  }
   barrier();
 }
 

@@ -22,7 +22,9 @@ file size bounded; replace; invalid rotations raising on every rank; then
 save_checkpoint with keep_last=1 leaves ckpt-2 alone), "background" (the two tags of "save" with blocking=False, the
 tensors overwritten right after each call, a synchronous collective on the
 training's group while the saves run), "background-invalid" ("invalid" with
-blocking=False: result() raises on every rank), "default-group" (mpi only:
+blocking=False: result() raises on every rank), "text" (str and lists of str beside
+the shards, replicated or on one rank; text that differs between ranks raises on every
+rank), "default-group" (mpi only:
 saves with group=None, which must not import torch). Exit status 0 when
 every check held (of every pair).
 """
@@ -43,6 +45,27 @@ def model(version):
         "c": (np.arange(4 * 9, dtype=np.float64).reshape(4, 9) * 0.5),  # unchanged
         "b": np.arange(5, dtype=np.int32) + version,
     }
+
+
+TEXT = {"vocab": ["<pad>", "caf\u00e9", "\u65e5\u672c", ""],  # replicated on every rank
+        "grid": [["a", "b"], ["c", "d"]]}  # the first rank's
+
+
+def text_values(version):
+    """The text of the "text" scenario, whole: "run" changes with the version."""
+    return dict(TEXT, run=f"run-{7 + version}")
+
+
+def staged_text(rank, world, version, torch):
+    """staged() with text: the vocabulary on every rank, the grid on the first, the run
+    id on the last (each rank's dict in its own order)."""
+    out = staged(rank, world, version, torch)
+    out["vocab"] = list(TEXT["vocab"])
+    if rank == 0:
+        out["grid"] = TEXT["grid"]
+    if rank == world - 1:
+        out["run"] = text_values(version)["run"]
+    return out
 
 
 def staged(rank, world, version, torch):
@@ -151,6 +174,42 @@ def run(scenario, folder, rank, world, torch, group, comm):
             if not last:  # the last rank raises its own error, the others name it
                 assert f"tag 'bad': collective commit failed on rank {world - 1}: " in message, \
                     message
+            assert open(path, "rb").read() == before
+    elif scenario == "text":
+        # Text beside the shards: step-1 blocking, step-2 (the vocabulary and
+        # grid unchanged: references) blocking=False, then text that is not
+        # the same on every rank, in a Shard, or not encodable on one rank:
+        # an error on every rank naming it, nothing written.
+        s1 = mzd.save(path, "step-1", staged_text(rank, world, 1, torch), group=comm,
+                      durable=False)
+        assert s1.blobs_written == 6, s1
+        s2 = mzd.save(path, "step-2", staged_text(rank, world, 2, torch), group=group,
+                      durable=False, blocking=False).result(timeout=120)
+        assert s2.blobs_deduplicated == 3 and s2.blobs_written == 3, s2
+        before = open(path, "rb").read()
+        cases = [({"vocab": ["<pad>", "x"] if rank == world - 1 else ["<pad>"]},
+                  (modelzip.InvalidArgumentError,),
+                  f"parameter 'vocab': rank 0 and rank {world - 1} stage different text"),
+                 ({"run": mzd.Shard(["a"], (1,), (0,))} if rank == world - 1 else {},
+                  (TypeError, modelzip.InvalidArgumentError), "text is saved whole"),
+                 ({"run": "\ud800"} if rank == world - 1 else {},
+                  (ValueError, modelzip.InvalidArgumentError),
+                  "parameter 'run': string 0 is no UTF-8 text: 'utf-8' codec can't encode")]
+        if world > 1:
+            cases.append(({"b": np.ones(2, np.float32)} if rank == 0 else {"b": "text"},
+                          (modelzip.InvalidArgumentError,),
+                          "parameter 'b': rank 1 stages text, rank 0 a tensor"))
+        for tensors, errors, text in cases:
+            try:
+                mzd.save(path, "step-3", tensors, group=comm, durable=False)
+            except errors as e:
+                message = str(e)
+            else:
+                raise AssertionError(f"{tensors} was saved")
+            assert text in message, message
+            # The last rank may raise its own error; every other rank the root's.
+            agreed = comm.broadcast(message.encode(), 0).decode()
+            assert rank == world - 1 or agreed == message, (agreed, message)
             assert open(path, "rb").read() == before
     elif scenario == "rotate":
         # A rolling run: keep_last=2 in each save's commit, "c" unchanged

@@ -17,8 +17,8 @@ import modelzip
 import modelzip.distributed as mzd
 
 sys.path.insert(0, os.path.dirname(__file__))
-from dist_worker import model  # noqa: E402
-from conftest import OneRank  # noqa: E402
+from dist_worker import model, text_values  # noqa: E402
+from conftest import CLI, SOURCE_DIR, OneRank  # noqa: E402
 
 WORKER = os.path.join(os.path.dirname(__file__), "dist_worker.py")
 
@@ -46,7 +46,8 @@ def run_torch(scenario, folder, world=4):
         assert code == 0, f"rank {r}:\n{out}"
 
 
-TORCH_SCENARIOS = ["save", "invalid", "background", "background-invalid", "optim", "rotate"]
+TORCH_SCENARIOS = ["save", "invalid", "background", "background-invalid", "optim", "rotate",
+                   "text"]
 
 
 @pytest.fixture(scope="module")
@@ -172,6 +173,78 @@ def test_background_collective_saves(request, tmp_path, engine, world):
         run_mpi("background", tmp_path, world=world)
         folder = tmp_path
     check_archive(folder / "dist.zip", tmp_path)
+
+
+def spec_read(path):
+    """The archive as the specification's own reader (tests/format/spec_impl) reads it."""
+    sys.path.insert(0, str(SOURCE_DIR / "tests" / "format" / "spec_impl"))
+    try:
+        import spec_reader
+    finally:
+        sys.path.pop(0)
+    assert spec_reader.writer_layout_problems(path.read_bytes()) == []
+    return spec_reader.read(str(path))
+
+
+@pytest.mark.parametrize("engine,world", [("torch", 4), ("mpi", 2)])
+def test_collective_saves_of_text(request, tmp_path, engine, world):
+    # str and lists of str (the "text" scenario of dist_worker.py): the
+    # archive is what one process's modelzip.save writes for the same values,
+    # byte for byte, and every reader reads the text back.
+    if engine == "torch":
+        path = torch_scenario(request, "text", world=world) / "dist.zip"
+    else:
+        run_mpi("text", tmp_path, world=world)
+        path = tmp_path / "dist.zip"
+    # The order of the parameters: rank 0's, then the last rank's (b, run).
+    order = ["w", "c", "vocab", "grid", "b", "run"]
+    single = tmp_path / "single.zip"
+    for version in (1, 2):
+        values = {**model(version), **text_values(version)}
+        modelzip.save(single, f"step-{version}", {n: values[n] for n in order}, durable=False)
+    assert path.read_bytes() == single.read_bytes()
+    with modelzip.open(path) as a:
+        assert a.verify() == []
+        assert {p.name: p.shared for p in a.params("step-2")} == {
+            "w": False, "c": True, "vocab": True, "grid": True, "b": False, "run": False}
+    if CLI:
+        r = subprocess.run([CLI, "verify", str(path)], capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+    with zipfile.ZipFile(path) as z:
+        assert z.testzip() is None
+    spec = spec_read(path)
+    for version in (1, 2):
+        for name, value in text_values(version).items():
+            assert spec[f"step-{version}"][name].tolist() == value, name
+    # distributed.load gives text as modelzip.load does; with torch, as saved.
+    whole, loaded = modelzip.load(path, "step-2"), mzd.load(path, tag="step-2")
+    assert set(loaded) == set(whole)
+    for name in text_values(2):
+        assert loaded[name].tolist() == whole[name].tolist() == text_values(2)[name], name
+    pytest.importorskip("torch")
+    as_torch = mzd.load(path, {"run": None, "vocab": None}, torch=True)
+    assert as_torch == {"run": "run-9", "vocab": text_values(2)["vocab"]}
+
+
+def test_save_checkpoint_takes_text(tmp_path):
+    # A training checkpoint of one rank with text beside the parameters: the
+    # tag modelzip.torch.save_checkpoint writes from one process.
+    torch = pytest.importorskip("torch")
+    import modelzip.torch as mzt
+    model = torch.nn.Linear(3, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    params = dict(model.named_parameters())
+    path = tmp_path / "ckpt.zip"
+    mzd.save_checkpoint(path, "c", {**params, "tokenizer": "bpe", "vocab": ["a", "b"]},
+                        optimizer, group=OneRank(), durable=False)
+    with modelzip.open(path) as a:
+        assert a.verify() == []
+        assert a.tensor("tokenizer", "c").tolist() == "bpe"
+        assert a.tensor("vocab", "c").tolist() == ["a", "b"]
+    state = mzt.load(path, "c")
+    assert state["tokenizer"] == "bpe" and state["vocab"] == ["a", "b"]
+    assert torch.equal(state["weight"], model.weight.detach())
 
 
 @pytest.mark.parametrize("engine", ["torch", "mpi"])

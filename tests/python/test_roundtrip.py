@@ -189,6 +189,10 @@ def test_unsupported_values_name_the_parameter(archive_path):
             save(archive_path, "t", {"ok": np.zeros(1), "bad": value})
     with pytest.raises(TypeError, match="parameter names must be str"):
         save(archive_path, "t", {1: np.zeros(1)})
+    # A lone surrogate has no UTF-8 (it raised "Unable to cast Python instance of type str").
+    with pytest.raises(ValueError, match="parameter 'bad': string 1 is no UTF-8 text: .*"
+                                         "surrogates not allowed"):
+        save(archive_path, "t", {"ok": np.zeros(1), "bad": ["a", "b\ud800"]})
     assert not archive_path.exists()
 
 

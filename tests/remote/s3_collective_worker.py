@@ -7,7 +7,8 @@ usage: s3_collective_worker.py mpi MIB SCENARIO URL [SCENARIO URL ...]
 For each SCENARIO URL pair in turn (one process group for all of them, so
 that a test pays for the start of the ranks once), every rank saves its row
 block of the model (model(), values the test computes too) to URL with
-modelzip.distributed.save, tag "t1" ("append": tag "t2" of a new 10% larger
+modelzip.distributed.save, with the text "vocab" (a list of str on every rank),
+tag "t1" ("append": tag "t2" of a new 10% larger
 tensor on top of an existing archive; "background": the same with
 blocking=False; "checkpoint": with modelzip.torch.save_checkpoint).
 Scenario "rot:TAG:KEEP:REPLACE:SHIFT[:bg]": a rolling save, tag TAG with
@@ -42,7 +43,13 @@ def model(mib, tag="t1"):
     return out
 
 
+VOCAB = ["<pad>", "caf\u00e9", "\u65e5\u672c"]
+
+
 def shards(whole, rank, world):
+    """This rank's rows of the tensors ("small" whole on the last rank) and, on every
+    rank, the text "vocab": the root writes it between the ranks' rows of "big" and the
+    last rank's "small"."""
     out = {}
     for name, value in whole.items():
         if name == "small":
@@ -51,6 +58,8 @@ def shards(whole, rank, world):
             continue
         off, shape = mzd.split(value.shape, 0, rank, world)
         out[name] = mzd.Shard(value[off[0]:off[0] + shape[0]].copy(), value.shape, off)
+        if name == "big":
+            out["vocab"] = VOCAB
     return out
 
 
@@ -84,17 +93,19 @@ def run(scenario, url, mib, rank, world, group):
         import torch
         def parameter(array):
             return torch.nn.Parameter(torch.from_numpy(array.copy()))
+        arrays = {n: v for n, v in mine.items() if n != "vocab"}
         params = {n: mzd.Shard(parameter(v.value), v.global_shape, v.offset)
-                  if isinstance(v, mzd.Shard) else parameter(v) for n, v in mine.items()}
+                  if isinstance(v, mzd.Shard) else parameter(v) for n, v in arrays.items()}
         tensors = [v.value if isinstance(v, mzd.Shard) else v for v in params.values()]
         optimizer = torch.optim.Adam(tensors, lr=0.01)
         for t in tensors:
             t.grad = torch.ones_like(t)
         optimizer.step()
         with torch.no_grad():  # the values the test expects back
-            for t, v in zip(tensors, mine.values()):
+            for t, v in zip(tensors, arrays.values()):
                 t.copy_(torch.from_numpy(v.value if isinstance(v, mzd.Shard) else v))
-        mzd.save_checkpoint(url, tag, params, optimizer, group=group, epoch=2)
+        mzd.save_checkpoint(url, tag, dict(params, vocab=mine["vocab"]), optimizer, group=group,
+                            epoch=2)
     elif scenario == "background":
         stats = mzd.save(url, tag, mine, group=group, blocking=False,
                          **rotate).result(timeout=300)
@@ -103,7 +114,10 @@ def run(scenario, url, mib, rank, world, group):
         print(f"rank {rank} uploaded {stats.bytes_written} of {stats.archive_bytes_written} "
               f"into {url}")
     # Every rank reads its own block back from the object (a resharded load:
-    # blocks of the other split too).
+    # blocks of the other split too), and the text.
+    if mzd.load(url, {"vocab": None}, tag=tag)["vocab"].tolist() != VOCAB:
+        print(f"rank {rank}: vocab of {url} differs")
+        return False
     for name, value in whole.items():
         if name == "small":
             continue

@@ -180,7 +180,8 @@ def test_mpi_keep_last_and_replace_remove_tags_in_the_one_upload(s3, tmp_path):
 
     # keep_last=2 removes s1 in place: its 24 MiB stay as a free entry (its
     # header uploaded with the 5 MiB a part needs), s2 is copied server-side,
-    # "small" (stored by s1, referenced by s2 and s3) moves to s2.
+    # "small" and the text "vocab" (stored by s1, referenced by s2 and s3)
+    # move to s2.
     proxy.clear()
     out = saved(proxy, "mpi", 2, both("rot:s3:2:0:3", url, local))
     by_rank = uploads_by_rank(out, url)
@@ -194,7 +195,8 @@ def test_mpi_keep_last_and_replace_remove_tags_in_the_one_upload(s3, tmp_path):
     blob = same_as_local(fork, proxy, key, local, tmp_path, ["s2", "s3"])
     assert b".modelzip-free/" in blob
     with modelzip.open(local) as a:  # the object, byte for byte
-        assert {p.name: p.owner_tag for p in a.params("s3")} == {"big": "s3", "small": "s2"}
+        assert {p.name: p.owner_tag for p in a.params("s3")} == {"big": "s3", "small": "s2",
+                                                                 "vocab": "s2"}
 
     # keep_last=1 leaves more free bytes than live ones: the commit (in
     # place) is followed by the root's rewrite, server-side copies again.

@@ -39,8 +39,8 @@
 //
 // Dedup: each rank compares its tensors (or blocks) with the same region of
 // the namesake parameter of the archive's newest tag; a parameter whose
-// pieces all match on every rank is written as a reference. share()
-// references another tag's parameter explicitly.
+// pieces all match on every rank is written as a reference (text: the root
+// compares it). share() references another tag's parameter explicitly.
 //
 // Updater (optimizer) state: add_updater_state()/add_updater_shard() stage
 // the arrays of <tag>/updater.txt (FORMAT.md §4.2) the same way, e.g. each
@@ -50,12 +50,17 @@
 // checkpoint writes (checkpoint.hpp; modelzip.torch.save_checkpoint), and
 // read_updater_block() reads any block of a state back.
 //
-// Limits: distributed tensors are dense, of fixed-size dtypes, stored
-// (uncompressed), and so are set_entry()'s entries; embeddings and deflated
-// blobs are written by the single-process Writer. Thread safety: one
-// thread per CollectiveWriter.
+// Text (a utf8 tensor, Tensor::strings: a vocabulary, a run id) is staged
+// whole by add() or add_updater_state(), as NewTag::add takes it; the root
+// writes it. Several ranks may stage the same name with equal text (a
+// replicated value): it is stored once.
+//
+// Limits: distributed tensors are dense, of fixed-size dtypes or text,
+// stored (uncompressed), and so are set_entry()'s entries; embeddings and
+// deflated blobs are written by the single-process Writer. Thread safety:
+// one thread per CollectiveWriter.
 // Tensors given to add()/add_shard() and the add_updater_*() functions are
-// borrowed until commit() returns.
+// borrowed until commit() returns (text is copied when staged).
 #pragma once
 
 #include <chrono>
@@ -149,13 +154,21 @@ class MODELZIP_API CollectiveWriter {
   CollectiveWriter(CollectiveWriter&&) noexcept;
   CollectiveWriter& operator=(CollectiveWriter&&) noexcept;
 
-  // A whole parameter owned by this rank. Throws Error(invalid_argument) on
-  // an empty or duplicate (on this rank) name, or a tensor that is not dense
-  // with a fixed-size dtype.
+  // A whole parameter owned by this rank, or text: a dense utf8 tensor
+  // (Tensor::strings), which any number of ranks may stage under one name,
+  // each with the same shape and strings (written once, by the root; its
+  // bytes travel to the root with the records, and each collective message
+  // is limited to 2 GiB). Text that differs between ranks, or text on one
+  // rank and a tensor or share of the same name on another, fails the
+  // commit on every rank with Error(invalid_argument) naming the name and
+  // the ranks. Throws Error(invalid_argument) on an empty or duplicate (on
+  // this rank) name, Error(unsupported) for a tensor that is not dense with
+  // a fixed-size dtype or utf8.
   void add(std::string name, Tensor tensor);
   // This rank's block `block` of a sharded parameter whose whole shape is
   // `global_shape`; `data` holds the block's elements (its shape must be
-  // block.shape). Checked here (rank, bounds, shapes): Error(invalid_argument).
+  // block.shape). Checked here (rank, bounds, shapes): Error(invalid_argument);
+  // text is staged whole (add()): Error(unsupported).
   void add_shard(std::string name, Tensor data, Shape global_shape, Block block);
   // The parameter `name` is `from_param` of the existing tag `from_tag`.
   void share(std::string name, std::string from_tag, std::string from_param);
@@ -165,7 +178,8 @@ class MODELZIP_API CollectiveWriter {
   // sharded like its parameter has the parameter's global shape and this
   // rank's block of the parameter). Listed in <tag>/updater.txt, stored under
   // <tag>/updater/; dedup compares with the namesake state of the newest
-  // tag. Same errors as add()/add_shard() (empty names included).
+  // tag. Text as for add(). Same errors as add()/add_shard() (empty names
+  // included).
   void add_updater_state(std::string variable, std::string state, Tensor tensor);
   void add_updater_shard(std::string variable, std::string state, Tensor data, Shape global_shape,
                          Block block);

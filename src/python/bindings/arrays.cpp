@@ -256,7 +256,7 @@ py::object tensor_to_python(const Tensor& t, bool writable) {
   return helper("_values", "SparseCOO")(indices, values, shape);
 }
 
-Tensor tensor_from_savable(const py::tuple& savable) {
+Tensor tensor_from_savable(const py::tuple& savable, std::string_view name) {
   const std::string kind = py::cast<std::string>(savable[0]);
   if (kind == "dense") {
     py::array array = as_ndarray(savable[1]);
@@ -266,7 +266,17 @@ Tensor tensor_from_savable(const py::tuple& savable) {
   }
   if (kind == "strings") {
     std::vector<std::string> items;
-    for (py::handle s : savable[1]) items.push_back(py::cast<std::string>(s));
+    for (py::handle s : savable[1]) {
+      Py_ssize_t size = 0;
+      const char* utf8 = PyUnicode_AsUTF8AndSize(s.ptr(), &size);
+      if (utf8 == nullptr) {  // a lone surrogate: no UTF-8 for it
+        const py::error_already_set error;
+        throw py::value_error((name.empty() ? "" : "parameter '" + std::string(name) + "': ") +
+                              "string " + std::to_string(items.size()) +
+                              " is no UTF-8 text: " + py::str(error.value()).cast<std::string>());
+      }
+      items.emplace_back(utf8, static_cast<std::size_t>(size));
+    }
     return Tensor::strings(shape_of(savable[2]), items);
   }
   if (kind == "sparse") {

@@ -34,7 +34,9 @@ py::object tensor_to_python(const Tensor& tensor, bool writable);
 //   ("dense", ndarray, dtype_name), ("strings", list_of_str, shape) or
 //   ("sparse", indices, values, shape, dtype_name) or ("quantized", ...) as
 //   QuantizedTensor._savable() makes it.
-// Throws ValueError / TypeError when the tuple does not hold what it must.
-Tensor tensor_from_savable(const py::tuple& savable);
+// Throws ValueError / TypeError when the tuple does not hold what it must
+// (a str that UTF-8 cannot encode: ValueError naming `name`, if given, and
+// the string's index).
+Tensor tensor_from_savable(const py::tuple& savable, std::string_view name = {});
 
 }  // namespace modelzip::python

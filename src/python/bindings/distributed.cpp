@@ -109,13 +109,18 @@ class PyBackgroundCollectiveSave {
 };
 
 // `raw_bits`: None, or the type whose raw bits `value` holds (bfloat16, float8_*: see
-// modelzip._values.to_savable).
-Tensor tensor_of(const std::string& name, const py::handle& value,
+// modelzip._values.to_savable). Text (str, lists of str) is taken `whole` only.
+Tensor tensor_of(const std::string& name, const py::handle& value, bool whole,
                  const py::object& raw_bits = py::none()) {
   py::tuple savable = helper("_values", "to_savable")(name, value, raw_bits);
-  if (py::cast<std::string>(savable[0]) != "dense")
-    throw py::type_error("parameter '" + name + "': distributed saves take dense arrays");
-  return tensor_from_savable(savable);
+  const std::string kind = py::cast<std::string>(savable[0]);
+  if (kind == "strings" && !whole)
+    throw py::type_error("parameter '" + name +
+                         "': text is saved whole (pass the str or list of str, not a Shard)");
+  if (kind != "dense" && kind != "strings")
+    throw py::type_error("parameter '" + name +
+                         "': distributed saves take dense arrays, str or lists of str");
+  return tensor_from_savable(savable, name);
 }
 
 }  // namespace
@@ -171,14 +176,14 @@ elsewhere), broadcast(bytes, root) -> bytes and agree(error: str) -> None or
       .def(
           "add",
           [](CollectiveWriter& w, const std::string& name, const py::handle& value,
-             const py::object& dtype) { w.add(name, tensor_of(name, value, dtype)); },
+             const py::object& dtype) { w.add(name, tensor_of(name, value, true, dtype)); },
           py::arg("name"), py::arg("value"), py::kw_only(), py::arg("dtype") = py::none())
       .def(
           "add_shard",
           [](CollectiveWriter& w, const std::string& name, const py::handle& value,
              std::vector<std::int64_t> global_shape, std::vector<std::int64_t> offset,
              const py::object& dtype) {
-            Tensor data = tensor_of(name, value, dtype);
+            Tensor data = tensor_of(name, value, false, dtype);
             Block block{std::move(offset), data.shape()};
             w.add_shard(name, std::move(data), std::move(global_shape), std::move(block));
           },
@@ -190,7 +195,7 @@ elsewhere), broadcast(bytes, root) -> bytes and agree(error: str) -> None or
           "add_updater_state",
           [](CollectiveWriter& w, const std::string& variable, const std::string& state,
              const py::handle& value) {
-            w.add_updater_state(variable, state, tensor_of(variable + "/" + state, value));
+            w.add_updater_state(variable, state, tensor_of(variable + "/" + state, value, true));
           },
           py::arg("variable"), py::arg("state"), py::arg("value"))
       .def(
@@ -198,7 +203,7 @@ elsewhere), broadcast(bytes, root) -> bytes and agree(error: str) -> None or
           [](CollectiveWriter& w, const std::string& variable, const std::string& state,
              const py::handle& value, std::vector<std::int64_t> global_shape,
              std::vector<std::int64_t> offset) {
-            Tensor data = tensor_of(variable + "/" + state, value);
+            Tensor data = tensor_of(variable + "/" + state, value, false);
             Block block{std::move(offset), data.shape()};
             w.add_updater_shard(variable, state, std::move(data), std::move(global_shape),
                                 std::move(block));

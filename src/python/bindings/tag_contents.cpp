@@ -111,7 +111,7 @@ NewTag tag_contents_from_python(const py::handle& arrays, const py::object& shar
       }
       contents.add_embedding(name, std::move(file));
     } else {
-      contents.add(name, tensor_from_savable(savable), options(compressed.has(name)));
+      contents.add(name, tensor_from_savable(savable, name), options(compressed.has(name)));
     }
   }
   if (!updater.is_none()) {
@@ -123,7 +123,8 @@ NewTag tag_contents_from_python(const py::handle& arrays, const py::object& shar
                                      raw_bits_of(py::make_tuple(key.first, key.second)));
       if (py::cast<std::string>(savable[0]) == "embedding")
         throw py::type_error("updater state " + key.first + "/" + key.second + " must be an array");
-      contents.add_updater_state(key.first, key.second, tensor_from_savable(savable),
+      contents.add_updater_state(key.first, key.second,
+                                 tensor_from_savable(savable, key.first + "/" + key.second),
                                  options(compressed.has(key)));
     }
   }

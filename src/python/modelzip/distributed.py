@@ -4,8 +4,9 @@ any number of ranks load blocks of it back.
 Saving is collective: every rank of a ``torch.distributed`` process group or
 of an ``mpi4py`` communicator calls :func:`save` with the tensors it owns:
 whole parameters (numpy arrays, torch tensors) or :class:`Shard` blocks of
-sharded ones. Each rank writes only its own bytes, in parallel, into the one
-archive; every sharded parameter becomes one ordinary tensor entry::
+sharded ones, and text (str or lists of str), which the root writes. Each
+rank writes only its own bytes, in parallel, into the one archive; every
+sharded parameter becomes one ordinary tensor entry::
 
     import torch.distributed as dist, modelzip.distributed as mzd
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
@@ -221,7 +222,12 @@ def save(path: PathLike, tag: str, tensors: Mapping[str, Any], *, group: Any = N
          keep_last: Optional[int] = None) -> Any:
     """Collective: every rank calls it with the parameters it owns (possibly
     none). ``tensors`` maps names to arrays/tensors (whole parameters, owned
-    by this rank alone) or :class:`Shard` blocks. ``share`` maps names to
+    by this rank alone), :class:`Shard` blocks, or text: a str or (nested)
+    lists of str, as modelzip.save takes them (a tokenizer's vocabulary, a run
+    id), which any number of ranks may pass under one name with the same value
+    (written once, by the root; different values, or text on one rank and an
+    array of that name on another, raise InvalidArgumentError on every rank
+    naming the ranks). ``share`` maps names to
     (tag, parameter) of an existing tag. Arrays are borrowed, not copied.
     ``dtypes``: {name: "bfloat16" | "float8_e4m3fn" | "float8_e5m2"} for
     arrays of this rank holding raw bits of those types, as for
@@ -565,7 +571,7 @@ def save_checkpoint(path: PathLike, tag: str, params: Mapping[str, Any], optimiz
 
     params: the parameters this rank writes, as for :func:`save` (whole
       tensors or :class:`Shard` blocks; a replica that another rank writes is
-      left out).
+      left out; text, which ranks holding the same value may all pass).
     optimizer: this rank's torch optimizer over (some of) those tensors, or
       None. The state of each tensor of ``params`` it holds is written as
       updater state sharded like the parameter (Adam's ``exp_avg``,
