@@ -227,6 +227,25 @@ def test_collective_saves_of_text(request, tmp_path, engine, world):
     assert as_torch == {"run": "run-9", "vocab": text_values(2)["vocab"]}
 
 
+def test_collective_saves_take_what_modelzip_save_takes(tmp_path):
+    # Python scalars, None and a torch dtype beside the tensors: distributed.save stores them
+    # as modelzip.save does (markers and the _python_types record), byte for byte, and the
+    # torch loads give the values back (it stored ints as plain 0-d tensors and refused None).
+    torch = pytest.importorskip("torch")
+    import modelzip.torch as mzt
+    state = {"w": torch.arange(6, dtype=torch.float32), "epoch": 5, "lr": 0.5, "flag": True,
+             "nothing": None, "dtype": torch.float16}
+    path, single = tmp_path / "dist.zip", tmp_path / "single.zip"
+    mzd.save(path, "t", state, group=OneRank(), durable=False)
+    modelzip.save(single, "t", state, durable=False)
+    assert path.read_bytes() == single.read_bytes()
+    for loaded in (mzt.load(path, "t"), mzd.load(path, tag="t", torch=True)):
+        assert {k: v for k, v in loaded.items() if k != "w"} == {
+            "epoch": 5, "lr": 0.5, "flag": True, "nothing": None, "dtype": torch.float16}
+        assert type(loaded["epoch"]) is int and type(loaded["flag"]) is bool
+        assert torch.equal(loaded["w"], state["w"])
+
+
 def test_save_checkpoint_takes_text(tmp_path):
     # A training checkpoint of one rank with text beside the parameters: the
     # tag modelzip.torch.save_checkpoint writes from one process.

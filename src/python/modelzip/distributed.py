@@ -227,7 +227,8 @@ def save(path: PathLike, tag: str, tensors: Mapping[str, Any], *, group: Any = N
     id), which any number of ranks may pass under one name with the same value
     (written once, by the root; different values, or text on one rank and an
     array of that name on another, raise InvalidArgumentError on every rank
-    naming the ranks). ``share`` maps names to
+    naming the ranks); Python scalars, None, torch dtypes and tuples of tensors
+    as modelzip.save stores them (docs/distributed.md). ``share`` maps names to
     (tag, parameter) of an existing tag. Arrays are borrowed, not copied.
     ``dtypes``: {name: "bfloat16" | "float8_e4m3fn" | "float8_e5m2"} for
     arrays of this rank holding raw bits of those types, as for
@@ -486,7 +487,12 @@ def load(path: PathLike, blocks: Optional[Mapping[str, Optional[Block]]] = None,
 
 def _stage_tensors(writer: CollectiveWriter, tensors: Mapping[str, Any],
                    raw_bits: Mapping[str, str]) -> None:
-    for name, value in tensors.items():
+    """Stages ``tensors`` as modelzip.save takes a dict: Python scalars, None, torch dtypes and
+    tuples of tensors as their markers and the _python_types record (_values.py), which every
+    rank passing such values stages alike (a record that differs between ranks fails the save
+    as text of one name with different values does)."""
+    from ._values import expand_torch_objects
+    for name, value in expand_torch_objects(tensors):
         if isinstance(value, Shard):
             writer.add_shard(name, value.value, [int(d) for d in value.global_shape],
                              [int(o) for o in value.offset], dtype=raw_bits.get(name))
