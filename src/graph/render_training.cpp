@@ -185,10 +185,13 @@ std::string training_config_text(const TrainingConfig& config) {
   // the updater above only stands in for it.
   const auto exact = config.properties.find("torch.updater_exact");
   const auto optimizer = config.properties.find("torch.optimizer");
-  if (exact != config.properties.end() && exact->second == "false" &&
-      optimizer != config.properties.end())
+  const bool stand_in = exact != config.properties.end() && exact->second == "false";
+  if (stand_in && optimizer != config.properties.end())
     s += ": not the optimizer, which is " + optimizer->second +
          " (no exact equivalent: property torch.param_groups holds its settings)";
+  else if (stand_in && config.properties.count("torch.optimizers"))
+    s += ": not the optimizers (no exact equivalent: property torch.optimizers holds each "
+         "one's class and settings)";
   s += "\n";
   if (config.learning_rate_schedule)
     s += "learning-rate schedule: " + schedule_text(*config.learning_rate_schedule) + "\n";

@@ -100,6 +100,14 @@ def test_info_says_when_the_updater_only_stands_in_for_the_optimizer(archive_pat
     assert "training  updater: Sgd (learning_rate 0.01): not the optimizer, which is "\
            "torch.optim.adamw.AdamW (no exact equivalent: property torch.param_groups holds "\
            "its settings)" in lines
+    # Several optimizers (a mapping): the updater stands in for all of them.
+    several = {"matrices": torch.optim.AdamW(matrices, lr=0.01),
+               "vectors": torch.optim.SGD(vectors, lr=0.1)}
+    mzt.save_checkpoint(archive_path, "s3", model, several, durable=False)
+    lines = subprocess.run([CLI, "info", archive_path, "--tag", "s3"], capture_output=True,
+                           text=True, check=True).stdout.splitlines()
+    assert "training  updater: Sgd (learning_rate 0.01): not the optimizers (no exact "\
+           "equivalent: property torch.optimizers holds each one's class and settings)" in lines
     lines = subprocess.run([CLI, "info", archive_path, "--tag", "s2"], capture_output=True,
                            text=True, check=True).stdout.splitlines()
     assert "training  updater: Adam (learning_rate 0.01, beta1 0.9, beta2 0.999, epsilon 1e-08)"\
