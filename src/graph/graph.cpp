@@ -3,6 +3,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/kept_symbol.hpp"
 #include "core/utf8.hpp"
 #include "graph/flatbuffer_input.hpp"
 #include "graph/rules.hpp"
@@ -128,23 +129,33 @@ Op& Graph::add_op(std::string name, std::string type, std::vector<std::string> o
   return ops.back();
 }
 
-const Variable* Graph::find_variable(std::string_view name) const noexcept {
+const Variable* Graph::find_variable(std::string_view name) const& noexcept {
   for (const auto& v : variables)
     if (v.name == name) return &v;
   return nullptr;
 }
+// 0.1.0's unqualified forms of find_variable, find_op and producer
+// (core/kept_symbol.hpp).
+MODELZIP_KEEP_SYMBOL(
+    _ZNK8modelzip5graph5Graph13find_variableESt17basic_string_viewIcSt11char_traitsIcEE,
+    _ZNKR8modelzip5graph5Graph13find_variableESt17basic_string_viewIcSt11char_traitsIcEE);
 
-const Op* Graph::find_op(std::string_view name) const noexcept {
+const Op* Graph::find_op(std::string_view name) const& noexcept {
   for (const auto& op : ops)
     if (op.name == name) return &op;
   return nullptr;
 }
+MODELZIP_KEEP_SYMBOL(_ZNK8modelzip5graph5Graph7find_opESt17basic_string_viewIcSt11char_traitsIcEE,
+                     _ZNKR8modelzip5graph5Graph7find_opESt17basic_string_viewIcSt11char_traitsIcEE);
 
-const Op* Graph::producer(std::string_view variable) const noexcept {
+const Op* Graph::producer(std::string_view variable) const& noexcept {
   for (const auto& op : ops)
     if (std::find(op.outputs.begin(), op.outputs.end(), variable) != op.outputs.end()) return &op;
   return nullptr;
 }
+MODELZIP_KEEP_SYMBOL(
+    _ZNK8modelzip5graph5Graph8producerESt17basic_string_viewIcSt11char_traitsIcEE,
+    _ZNKR8modelzip5graph5Graph8producerESt17basic_string_viewIcSt11char_traitsIcEE);
 
 std::vector<std::string> Graph::trainable_variables() const {
   std::vector<std::string> out;
