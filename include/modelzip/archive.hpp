@@ -153,6 +153,11 @@ struct MODELZIP_API Problem {
   std::string message{};
 };
 
+// How many problems Archive::verify found, given what it returned: one for
+// each problem listed, and N for each "... and N more problems in this
+// entry" (the problems it found but did not list).
+MODELZIP_API std::uint64_t problems_found(std::span<const Problem> problems);
+
 class MODELZIP_API Archive {
  public:
   // `path` is a local file or a URL: http://, https:// or s3://bucket/key
@@ -248,9 +253,12 @@ class MODELZIP_API Archive {
 
   // Checks everything: zip structure, every CRC, blob header, FlatBuffer and reference, and in
   // tags with graph.fb the rules tying params and updater state to graph and config (GRAPH.md
-  // section 4). Returns the problems found (empty: valid): at most 20 per entry, then one
-  // "... and N more problems in this entry". `progress` (optional) hears of the entry bytes
-  // checked; returning false throws Error(cancelled).
+  // section 4). Returns the problems found (empty: valid): every problem that does not keep
+  // the checks after it from being made (every bad line of a damaged params.txt or
+  // updater.txt, every broken rule of a graph.fb or trainingConfig.fb that decodes), at most
+  // 20 per entry, then one "... and N more problems in this entry" (problems_found counts
+  // them). `progress` (optional) hears of the entry bytes checked; returning false throws
+  // Error(cancelled).
   std::vector<Problem> verify(const ProgressCallback& progress = {}) const;
 
   // The parsed state (opaque: defined and used only inside modelzip).

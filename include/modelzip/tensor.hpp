@@ -92,10 +92,14 @@ class MODELZIP_API Tensor {
   const Bytes& indices() const& noexcept { return indices_; }  // sparse only
   Bytes indices() const&& noexcept { return indices_; }
   // How the integers of a quantized tensor map to values; nullptr unless
-  // layout() is Layout::quantized. Valid as long as the Tensor.
-  const Quantization* quantization() const noexcept {
+  // layout() is Layout::quantized. Valid as long as the Tensor. Called on
+  // a temporary Tensor (`archive.tensor("w").quantization()`), a copy
+  // (nullopt unless quantized), which outlives it; its scales and zero
+  // points share their memory, as copies of a Bytes do.
+  const Quantization* quantization() const& noexcept {
     return quantization_ ? &*quantization_ : nullptr;
   }
+  std::optional<Quantization> quantization() const&& { return quantization_; }
 
   // Total bytes held (values + offsets + indices + quantization scales and
   // zero points).

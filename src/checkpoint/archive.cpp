@@ -141,45 +141,54 @@ Archive::Impl::Impl(std::string archive_name, Bytes file, const OpenOptions& opt
   }
 }
 
-void Archive::Impl::read_tables(std::size_t t, TagTables& tt) const {
+void Archive::Impl::read_tables(std::size_t t, TagTables& tt,
+                                const std::function<void(const Error&)>& report) const {
   auto text_of = [this](std::string_view entry_name) { return text_entry(entry_name); };
   for (TableKind kind : {TableKind::params, TableKind::updater}) {
     std::string entry_name = tags[t] + "/" + std::string(format::table_entry_name(kind));
+    // Throws the problem `e` of this table, or reports it (and goes on).
+    auto problem = [&](const Error& e) {
+      if (!report) throw e.with_context(context(entry_name, tags[t]));
+      report(e.with_context(context(entry_name, tags[t])));
+    };
     if (kind == TableKind::updater && !find_entry(entry_name)) continue;
-    if (kind == TableKind::params && !find_entry(entry_name))
-      throw Error(ErrorCode::corrupt, "tag '" + tags[t] + "' has no params.txt",
-                  context(entry_name, tags[t]));
-    Bytes text = text_of(entry_name);
+    if (kind == TableKind::params && !find_entry(entry_name)) {
+      problem(Error(ErrorCode::corrupt, "tag '" + tags[t] + "' has no params.txt"));
+      continue;
+    }
+    Bytes text;
     auto& rows = kind == TableKind::params ? tt.params : tt.updater;
     auto& index = kind == TableKind::params ? tt.param_index : tt.updater_index;
     try {
-      rows = format::parse_blob_table(text.as_string_view(), kind, limits, &index);
+      text = text_of(entry_name);
+      rows = format::parse_blob_table(text.as_string_view(), kind, limits, &index,
+                                      report ? problem : std::function<void(const Error&)>());
     } catch (const Error& e) {
-      throw e.with_context(context(entry_name, tags[t]));
+      problem(e);
+      continue;
     }
     if (kind == TableKind::updater) tt.has_updater = true;
     std::string blob;                         // reused for every row's blob entry name
     const std::string* ref_tag_ok = nullptr;  // last reference tag found valid
     for (const BlobRow& row : rows) {
-      auto where = [&] {
-        return ErrorContext{.archive = name, .entry = entry_name, .tag = tags[t], .line = row.line};
+      auto bad_row = [&](std::string message) {
+        problem(Error(ErrorCode::corrupt, std::move(message), ErrorContext{.line = row.line}));
       };
       if (!row.ref.tag.empty() && !(ref_tag_ok && *ref_tag_ok == row.ref.tag)) {
         auto it = tag_index.find(format::ascii_lower(row.ref.tag));
-        if (it == tag_index.end())
-          throw Error(ErrorCode::corrupt,
-                      "reference to tag '" + row.ref.tag + "', which tags.txt does not list",
-                      where());
-        if (tags[it->second] != row.ref.tag)
-          throw Error(ErrorCode::corrupt,
-                      "reference '" + format::blob_ref_text(row.ref) +
-                          "' differs in case from the tag's spelling",
-                      where());
+        if (it == tag_index.end()) {
+          bad_row("reference to tag '" + row.ref.tag + "', which tags.txt does not list");
+          continue;
+        }
+        if (tags[it->second] != row.ref.tag) {
+          bad_row("reference '" + format::blob_ref_text(row.ref) +
+                  "' differs in case from the tag's spelling");
+          continue;
+        }
         ref_tag_ok = &row.ref.tag;
       }
       format::blob_entry_name_into(blob, row.ref, tags[t], kind);
-      if (!find_entry(blob))
-        throw Error(ErrorCode::corrupt, "blob entry '" + blob + "' does not exist", where());
+      if (!find_entry(blob)) bad_row("blob entry '" + blob + "' does not exist");
     }
   }
 }

@@ -3,6 +3,7 @@
 // Immutable after construction; safe to use from several threads.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -72,8 +73,14 @@ class Archive::Impl {
   // The bytes of a text entry the format requires (missing: corrupt),
   // within the text size limit.
   Bytes text_entry(std::string_view entry_name) const;
-  // Reads and checks tag `t`'s params.txt and updater.txt into `tt`.
-  void read_tables(std::size_t t, TagTables& tt) const;
+  // Reads and checks tag `t`'s params.txt and updater.txt into `tt`;
+  // throws the first problem. With `report`, each problem is passed to it
+  // instead (naming the table's entry and line) and the rest is read: every
+  // bad line of both tables (then left out of `tt`; per table, the lines
+  // that do not parse, then the rows whose reference leads nowhere), or a
+  // table that cannot be read at all (then empty).
+  void read_tables(std::size_t t, TagTables& tt,
+                   const std::function<void(const Error&)>& report = {}) const;
   const zip::EntryInfo& entry_or_throw(std::string_view entry) const;
   // Position of `tag` (empty: newest), matched without regard to case.
   std::size_t tag_position(std::string_view tag) const;

@@ -47,4 +47,9 @@ EntryValidator find_entry_validator(std::string_view entry_name) {
   return kind ? find_entry_validator(*kind) : nullptr;
 }
 
+EntryChecker find_entry_checker(std::string_view entry_name) {
+  auto kind = entry_kind_of(entry_name);
+  return kind ? entry_validators().checker_of(*kind) : nullptr;
+}
+
 }  // namespace modelzip

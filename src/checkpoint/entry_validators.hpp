@@ -27,6 +27,7 @@
 
 #include "modelzip/archive.hpp"
 #include "modelzip/bytes.hpp"
+#include "modelzip/error.hpp"
 #include "modelzip/limits.hpp"
 #include "modelzip/tensor.hpp"
 
@@ -42,6 +43,16 @@ enum class EntryKind : std::size_t {
   embedding,        // <tag>/params/<n>.fifu, <tag>/updater/<n>.fifu
 };
 inline constexpr std::size_t kEntryKinds = 4;
+
+// Receives one problem of an entry's contents.
+using EntryProblemSink = std::function<void(const Error& problem)>;
+// Checks what the EntryValidator of its kind checks, for Archive::verify:
+// passes each problem that leaves the rest checkable to `report` (which may
+// throw) and goes on; throws a problem that does not (the entry cannot be
+// decoded). Registered for the kinds whose entries can hold several
+// independent problems (graph.fb, trainingConfig.fb).
+using EntryChecker = void (*)(const Bytes& contents, const Limits& limits,
+                              const EntryProblemSink& report);
 
 // Receives one problem: the entry it concerns and what is wrong.
 using ProblemSink = std::function<void(const std::string& entry, const std::string& message)>;
@@ -87,6 +98,13 @@ class EntryValidators {
   EntryValidator of(EntryKind kind) const noexcept {
     return by_kind_[static_cast<std::size_t>(kind)];
   }
+  void add_checker(EntryKind kind, EntryChecker checker) noexcept {
+    checkers_[static_cast<std::size_t>(kind)] = checker;
+  }
+  // The checker of `kind`, or nullptr when none is registered.
+  EntryChecker checker_of(EntryKind kind) const noexcept {
+    return checkers_[static_cast<std::size_t>(kind)];
+  }
   void set_tag_validator(TagValidator validator) noexcept { tag_validator_ = validator; }
   // The tag validator, or nullptr when none is registered.
   TagValidator tag_validator() const noexcept { return tag_validator_; }
@@ -98,6 +116,7 @@ class EntryValidators {
 
  private:
   std::array<EntryValidator, kEntryKinds> by_kind_{};
+  std::array<EntryChecker, kEntryKinds> checkers_{};
   TagValidator tag_validator_ = nullptr;
   StagedTagValidator staged_tag_validator_ = nullptr;
 };
@@ -113,5 +132,7 @@ const EntryValidators& entry_validators();
 EntryValidator find_entry_validator(EntryKind kind);
 // The validator for the entry `entry_name`, or nullptr when its kind has none.
 EntryValidator find_entry_validator(std::string_view entry_name);
+// The checker for the entry `entry_name`, or nullptr when its kind has none.
+EntryChecker find_entry_checker(std::string_view entry_name);
 
 }  // namespace modelzip

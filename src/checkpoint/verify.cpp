@@ -10,7 +10,10 @@
 
 #include <zip.h>
 
+#include <charconv>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -21,6 +24,8 @@ namespace {
 // Problems kept per entry; the others of that entry are counted, and the
 // count follows its last kept problem.
 constexpr std::size_t kProblemsPerEntry = 20;
+
+constexpr std::string_view kMoreBegin = "... and ", kMoreEnd = " in this entry";
 
 // `problems` with a problem "... and N more" after the last problem of each
 // entry that `more` counts N further problems for.
@@ -36,13 +41,34 @@ std::vector<Problem> with_counts(std::vector<Problem> problems,
     out.push_back(std::move(problems[i]));
     auto it = more.find(entry);
     if (it != more.end() && last.at(entry) == i)
-      out.push_back(Problem{entry, "... and " + std::to_string(it->second) + " more problem" +
-                                       (it->second == 1 ? "" : "s") + " in this entry"});
+      out.push_back(Problem{entry, std::string(kMoreBegin) + std::to_string(it->second) +
+                                       " more problem" + (it->second == 1 ? "" : "s") +
+                                       std::string(kMoreEnd)});
   }
   return out;
 }
 
+// N of a problem "... and N more problem(s) in this entry", or nullopt for
+// any other problem.
+std::optional<std::uint64_t> more_count(std::string_view message) {
+  if (!message.starts_with(kMoreBegin) || !message.ends_with(kMoreEnd)) return std::nullopt;
+  message.remove_prefix(kMoreBegin.size());
+  message.remove_suffix(kMoreEnd.size());
+  std::uint64_t n = 0;
+  auto [end, ec] = std::from_chars(message.data(), message.data() + message.size(), n);
+  const std::string_view rest(end, static_cast<std::size_t>(message.data() + message.size() - end));
+  if (ec != std::errc() || end == message.data()) return std::nullopt;
+  if (rest != (n == 1 ? " more problem" : " more problems")) return std::nullopt;
+  return n;
+}
+
 }  // namespace
+
+std::uint64_t problems_found(std::span<const Problem> problems) {
+  std::uint64_t found = 0;
+  for (const Problem& p : problems) found += more_count(p.message).value_or(1);
+  return found;
+}
 
 std::vector<Problem> Archive::verify(const ProgressCallback& progress) const {
   const Impl& a = *impl_;
@@ -82,11 +108,22 @@ std::vector<Problem> Archive::verify(const ProgressCallback& progress) const {
     record("", e.message());
   }
 
-  for (const auto& t : a.tables)  // damaged tables, found at open
-    if (t.damage) {
-      const auto& c = t.damage->context();
-      record(c.entry, (c.line ? "line " + std::to_string(*c.line) + ": " : std::string()) +
-                          t.damage->message());
+  // Damaged tables (open kept the first problem of each): read again, every
+  // problem reported.
+  for (std::size_t t = 0; t < a.tables.size(); ++t)
+    if (a.tables[t].damage) {
+      auto table_problem = [&](const Error& err) {
+        const auto& c = err.context();
+        record(c.entry,
+               (c.line ? "line " + std::to_string(*c.line) + ": " : std::string()) + err.message());
+      };
+      std::size_t reported = 0;
+      TagTables scratch;
+      a.read_tables(t, scratch, [&](const Error& err) {
+        ++reported;
+        table_problem(err);
+      });
+      if (reported == 0) table_problem(*a.tables[t].damage);  // not found again (a remote read)
     }
 
   detail::ProgressTracker tracker(progress, "verify", a.context());
@@ -103,6 +140,8 @@ std::vector<Problem> Archive::verify(const ProgressCallback& progress) const {
     auto blob = format::blob_file_of(std::string_view(e.name).substr(slash + 1));
     if (blob && blob->format == format::BlobFormat::tensor) {
       (void)format::decode_tensor_blob(data, a.limits);
+    } else if (auto checker = find_entry_checker(e.name)) {
+      checker(data, a.limits, [&](const Error& err) { record(e.name, with_offset(err)); });
     } else if (auto validator = find_entry_validator(e.name)) {
       validator(data, a.limits);
     }

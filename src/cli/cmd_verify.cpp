@@ -33,9 +33,9 @@ int run(const std::vector<std::string>& argv) {
               << paint(printable(p.message), Colour::red, colour) << "\n";
   if (!args.flag("--quiet"))  // the result, with the problems on standard output
     std::cout << printable(path) << ": "
-              << (problems.empty()
-                      ? paint("OK", Colour::green, colour)
-                      : paint(std::to_string(problems.size()) + " problem(s)", Colour::red, colour))
+              << (problems.empty() ? paint("OK", Colour::green, colour)
+                                   : paint(std::to_string(problems_found(problems)) + " problem(s)",
+                                           Colour::red, colour))
               << "\n";
   return problems.empty() ? 0 : 1;
 }
@@ -50,8 +50,10 @@ extern const Command kVerifyCommand{
     "only if there is no problem. In a tag with graph.fb it also checks that the\n"
     "parameters and updater state match the graph and training config (what\n"
     "loading the checkpoint checks), naming each mismatch under params.txt,\n"
-    "updater.txt or trainingConfig.fb. At most 20 problems per entry are printed,\n"
-    "then \"... and N more problems in this entry\".\n"
+    "updater.txt or trainingConfig.fb. Every problem found is printed (every bad\n"
+    "line of a damaged params.txt or updater.txt, every broken rule of a graph.fb\n"
+    "or trainingConfig.fb), at most 20 per entry, then \"... and N more problems\n"
+    "in this entry\"; N problem(s) counts those too.\n"
     "Options:\n  --quiet   print the problems only, not the result line\n"
     "\nExample:\n  modelzip verify model.zip && echo intact\n",
     run};

@@ -7,6 +7,7 @@
 
 #include <toml++/toml.h>
 
+#include "core/kept_symbol.hpp"
 #include "core/utf8.hpp"
 #include "finalfusion/metadata_chunk.hpp"
 #include "modelzip/error.hpp"
@@ -213,9 +214,12 @@ MetadataValue MetadataValue::table(std::vector<std::string> keys,
   return v;
 }
 
-const std::string* MetadataValue::as_string() const noexcept {
+const std::string* MetadataValue::as_string() const& noexcept {
   return kind_ == Kind::string || kind_ == Kind::datetime ? &text_ : nullptr;
 }
+// 0.1.0's unqualified forms of as_string, get and find (core/kept_symbol.hpp).
+MODELZIP_KEEP_SYMBOL(_ZNK8modelzip11finalfusion13MetadataValue9as_stringB5cxx11Ev,
+                     _ZNKR8modelzip11finalfusion13MetadataValue9as_stringB5cxx11Ev);
 std::optional<std::int64_t> MetadataValue::as_integer() const noexcept {
   if (kind_ == Kind::integer) return integer_;
   return std::nullopt;
@@ -230,13 +234,16 @@ std::optional<bool> MetadataValue::as_boolean() const noexcept {
   return std::nullopt;
 }
 
-const MetadataValue* MetadataValue::get(std::string_view key) const noexcept {
+const MetadataValue* MetadataValue::get(std::string_view key) const& noexcept {
   for (std::size_t i = 0; i < keys_.size(); ++i)
     if (keys_[i] == key) return &items_[i];
   return nullptr;
 }
+MODELZIP_KEEP_SYMBOL(
+    _ZNK8modelzip11finalfusion13MetadataValue3getESt17basic_string_viewIcSt11char_traitsIcEE,
+    _ZNKR8modelzip11finalfusion13MetadataValue3getESt17basic_string_viewIcSt11char_traitsIcEE);
 
-const MetadataValue* MetadataValue::find(std::string_view dotted_path) const noexcept {
+const MetadataValue* MetadataValue::find(std::string_view dotted_path) const& noexcept {
   const MetadataValue* v = this;
   while (v) {
     const auto dot = dotted_path.find('.');
@@ -246,6 +253,9 @@ const MetadataValue* MetadataValue::find(std::string_view dotted_path) const noe
   }
   return nullptr;
 }
+MODELZIP_KEEP_SYMBOL(
+    _ZNK8modelzip11finalfusion13MetadataValue4findESt17basic_string_viewIcSt11char_traitsIcEE,
+    _ZNKR8modelzip11finalfusion13MetadataValue4findESt17basic_string_viewIcSt11char_traitsIcEE);
 
 void MetadataValue::set(std::string key, MetadataValue value) {
   if (kind_ != Kind::table)

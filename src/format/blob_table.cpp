@@ -129,7 +129,8 @@ bool row_has_keys(const BlobRow& row, TableKind kind, std::string_view first,
 }
 
 std::vector<BlobRow> parse_blob_table(std::string_view text, TableKind kind, const Limits& limits,
-                                      detail::PositionIndex* index) {
+                                      detail::PositionIndex* index,
+                                      const std::function<void(const Error&)>& report) {
   const std::size_t keys = key_count(kind);
   // At most one row per line; the reservation is capped because the line
   // count comes from the input.
@@ -137,8 +138,8 @@ std::vector<BlobRow> parse_blob_table(std::string_view text, TableKind kind, con
   std::vector<BlobRow> rows;
   rows.reserve(std::min<std::size_t>(lines, std::size_t{1} << 16));
   detail::PositionIndex seen(rows.capacity());  // rows by keys
-  for (const auto& line : lines_of(text, limits)) {
-    if (!line.text.empty() && line.text.front() == '#') continue;
+  auto parse_line = [&](const TextLine& line) {
+    if (!line.text.empty() && line.text.front() == '#') return;
     try {
       std::array<std::string_view, 3> fields;
       std::size_t count = 0;
@@ -169,8 +170,14 @@ std::vector<BlobRow> parse_blob_table(std::string_view text, TableKind kind, con
                      "' is listed already on line " + std::to_string(rows[earlier].line));
       rows.push_back(std::move(row));
     } catch (const Error& e) {
-      throw e.with_context({.line = line.number});
+      if (!report) throw e.with_context({.line = line.number});
+      report(e.with_context({.line = line.number}));
     }
+  };
+  if (report) {
+    for_each_line(text, limits, parse_line, report);
+  } else {
+    for (const auto& line : lines_of(text, limits)) parse_line(line);
   }
   if (index) *index = std::move(seen);
   return rows;

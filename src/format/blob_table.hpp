@@ -13,12 +13,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/position_index.hpp"
+#include "modelzip/error.hpp"
 #include "modelzip/limits.hpp"
 
 namespace modelzip::format {
@@ -46,9 +48,13 @@ std::string_view table_folder(TableKind kind) noexcept;      // "params" / "upda
 // Throws Error(corrupt) with the line number on any malformed line or a
 // repeated key. If `index` is given, it receives the rows' positions by key
 // (built anyway to find repeated keys): find them with row_key_hash() and
-// row_has_keys().
+// row_has_keys(). With `report`, each bad line (malformed, or repeating the
+// keys of an earlier row) is passed to it instead, with its line number, and
+// left out of the rows; what concerns the whole text (its size, a
+// byte-order mark) is still thrown.
 std::vector<BlobRow> parse_blob_table(std::string_view text, TableKind kind, const Limits& limits,
-                                      detail::PositionIndex* index = nullptr);
+                                      detail::PositionIndex* index = nullptr,
+                                      const std::function<void(const Error&)>& report = {});
 // The hash under which parse_blob_table indexes the row with keys
 // {first} (params) or {first, second} (updater).
 std::uint64_t row_key_hash(TableKind kind, std::string_view first,

@@ -7,6 +7,31 @@
 
 namespace modelzip::format {
 
+namespace {
+
+// The line of `text` that starts at `start` (< text.size()): its text,
+// where the line after it starts, and what is wrong with it (empty: nothing).
+struct RawLine {
+  std::string_view text;
+  std::size_t next;
+  std::string problem;
+};
+
+RawLine raw_line(std::string_view text, std::size_t start) {
+  std::size_t end = text.find('\n', start);
+  if (end == std::string_view::npos) end = text.size();
+  RawLine out{text.substr(start, end - start), end + 1, {}};
+  if (auto bad = detail::utf8_invalid_at(out.text))
+    out.problem = "invalid UTF-8 at column " + std::to_string(*bad + 1);
+  else if (out.text.find('\r') != std::string_view::npos)
+    out.problem = "carriage return in line (use \\n line ends)";
+  else if (out.text.find('\0') != std::string_view::npos)
+    out.problem = "NUL byte in line";
+  return out;
+}
+
+}  // namespace
+
 LineRange::iterator::iterator(std::string_view text) : text_(text) {
   ++*this;
 }
@@ -16,21 +41,29 @@ LineRange::iterator& LineRange::iterator::operator++() {
     done_ = true;
     return *this;
   }
-  std::size_t end = text_.find('\n', next_);
-  if (end == std::string_view::npos) end = text_.size();
-  const std::string_view line = text_.substr(next_, end - next_);
+  RawLine line = raw_line(text_, next_);
   const std::uint64_t number = line_.number + 1;
-  auto fail = [&](const std::string& what) {
-    throw Error(ErrorCode::corrupt, what, ErrorContext{.line = number});
-  };
-  if (auto bad = detail::utf8_invalid_at(line))
-    fail("invalid UTF-8 at column " + std::to_string(*bad + 1));
-  if (line.find('\r') != std::string_view::npos)
-    fail("carriage return in line (use \\n line ends)");
-  if (line.find('\0') != std::string_view::npos) fail("NUL byte in line");
-  line_ = {number, line};
-  next_ = end + 1;
+  if (!line.problem.empty())
+    throw Error(ErrorCode::corrupt, std::move(line.problem), ErrorContext{.line = number});
+  line_ = {number, line.text};
+  next_ = line.next;
   return *this;
+}
+
+void for_each_line(std::string_view text, const Limits& limits,
+                   const std::function<void(const TextLine&)>& on_line,
+                   const std::function<void(const Error&)>& on_bad_line) {
+  (void)lines_of(text, limits);  // the checks of the whole text
+  std::uint64_t number = 0;
+  for (std::size_t next = 0; next < text.size();) {
+    RawLine line = raw_line(text, next);
+    next = line.next;
+    ++number;
+    if (line.problem.empty())
+      on_line(TextLine{number, line.text});
+    else
+      on_bad_line(Error(ErrorCode::corrupt, std::move(line.problem), ErrorContext{.line = number}));
+  }
 }
 
 void check_no_byte_order_mark(std::string_view text) {

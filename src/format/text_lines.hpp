@@ -5,10 +5,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <iterator>
 #include <string_view>
 #include <vector>
 
+#include "modelzip/error.hpp"
 #include "modelzip/limits.hpp"
 
 namespace modelzip::format {
@@ -62,6 +64,15 @@ class LineRange {
 // The lines of `text`, lazily. Throws Error(limit_exceeded) at once when the
 // text exceeds Limits::max_text_entry_bytes.
 LineRange lines_of(std::string_view text, const Limits& limits);
+
+// The lines of `text`, each passed to `on_line`, for a reader that reports
+// every bad line: a line that lines_of would throw for (invalid UTF-8, '\r',
+// NUL) is passed to `on_bad_line` as that Error instead, and the lines after
+// it follow. What concerns the whole text (size, byte-order mark) is thrown
+// as lines_of throws it. Either function may throw, which ends the loop.
+void for_each_line(std::string_view text, const Limits& limits,
+                   const std::function<void(const TextLine&)>& on_line,
+                   const std::function<void(const Error&)>& on_bad_line);
 
 // All lines of `text` at once, without line ends (for small texts and
 // tests; parsers iterate lines_of). Errors as lines_of.

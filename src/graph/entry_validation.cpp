@@ -1,6 +1,7 @@
 #include "graph/entry_validation.hpp"
 
 #include "checkpoint/entry_validators.hpp"
+#include "graph/rules.hpp"
 #include "modelzip/finalfusion/embeddings.hpp"
 #include "modelzip/graph/graph.hpp"
 #include "modelzip/graph/training.hpp"
@@ -13,6 +14,18 @@ void validate_graph_entry(const Bytes& contents, const Limits& limits) {
 
 void validate_training_config_entry(const Bytes& contents, const Limits& limits) {
   (void)training::decode_training_config(contents, limits);
+}
+
+void check_graph_entry(const Bytes& contents, const Limits& limits,
+                       const EntryProblemSink& report) {
+  const Graph g = detail::decode_graph_fields(contents, limits);
+  detail::check_graph(g, limits, detail::BrokenRules(ErrorCode::corrupt, report));
+}
+
+void check_training_config_entry(const Bytes& contents, const Limits& limits,
+                                 const EntryProblemSink& report) {
+  const training::TrainingConfig c = training::decode_training_config_fields(contents, limits);
+  detail::check_training_config(c, detail::BrokenRules(ErrorCode::corrupt, report));
 }
 
 namespace {
@@ -30,6 +43,8 @@ void register_upper_entry_validators(EntryValidators& registry) {
   registry.add(EntryKind::graph, &graph::validate_graph_entry);
   registry.add(EntryKind::training_config, &graph::validate_training_config_entry);
   registry.add(EntryKind::embedding, &graph::validate_embedding);
+  registry.add_checker(EntryKind::graph, &graph::check_graph_entry);
+  registry.add_checker(EntryKind::training_config, &graph::check_training_config_entry);
   registry.set_tag_validator(&graph::validate_checkpoint_tag);
   registry.set_staged_tag_validator(&graph::validate_staged_tag);
 }

@@ -21,6 +21,12 @@ namespace modelzip::graph {
 void validate_graph_entry(const Bytes& contents, const Limits& limits);
 // <tag>/trainingConfig.fb
 void validate_training_config_entry(const Bytes& contents, const Limits& limits);
+// The same, for Archive::verify (EntryCheckers): a decoding problem is
+// thrown, then each broken rule of schemas/GRAPH.md section 2 / 3 is passed
+// to `report`.
+void check_graph_entry(const Bytes& contents, const Limits& limits, const EntryProblemSink& report);
+void check_training_config_entry(const Bytes& contents, const Limits& limits,
+                                 const EntryProblemSink& report);
 // The consistency rules of schemas/GRAPH.md section 4 for `tag`, when it has
 // graph.fb (a TagValidator; defined in checkpoint.cpp): each broken rule is
 // reported under the entry it concerns (params.txt, updater.txt or

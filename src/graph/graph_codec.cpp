@@ -354,7 +354,7 @@ Bytes encode_graph(const Graph& graph) {
   return detail::finished_bytes(fbb);
 }
 
-Graph decode_graph(const Bytes& bytes, const Limits& limits) {
+Graph detail::decode_graph_fields(const Bytes& bytes, const Limits& limits) {
   Bytes buf = detail::verified_buffer(
       bytes, limits, "graph.fb", fbs::GraphIdentifier(),
       [](flatbuffers::Verifier& v) { return fbs::VerifyGraphBuffer(v); },
@@ -378,6 +378,11 @@ Graph decode_graph(const Bytes& bytes, const Limits& limits) {
   }
   g.outputs = utf8_strings(in->outputs(), "graph output");
   g.loss_variables = utf8_strings(in->loss_variables(), "loss variable");
+  return g;
+}
+
+Graph decode_graph(const Bytes& bytes, const Limits& limits) {
+  Graph g = detail::decode_graph_fields(bytes, limits);
   detail::check_graph(g, limits, ErrorCode::corrupt);
   return g;
 }

@@ -99,7 +99,8 @@ std::string_view regularization_name(RegularizationType type) noexcept {
 
 namespace {
 
-void check_schedule(const Schedule& s, const std::string& what, ErrorCode code, int depth);
+void check_schedule(const Schedule& s, const std::string& what,
+                    const graph::detail::BrokenRules& broken, int depth);
 
 double value_at(const Schedule& schedule, std::int64_t iteration, std::int64_t epoch) {
   auto pick = [&](ScheduleType t) {
@@ -155,7 +156,7 @@ double value_at(const Schedule& schedule, std::int64_t iteration, std::int64_t e
 }  // namespace
 
 double schedule_value(const Schedule& schedule, std::int64_t iteration, std::int64_t epoch) {
-  check_schedule(schedule, "schedule", ErrorCode::invalid_argument, 0);
+  check_schedule(schedule, "schedule", graph::detail::BrokenRules(ErrorCode::invalid_argument), 0);
   return value_at(schedule, std::max<std::int64_t>(iteration, 0), std::max<std::int64_t>(epoch, 0));
 }
 
@@ -176,146 +177,155 @@ void validate_training_config(const TrainingConfig& config) {
 
 namespace {
 
-using graph::detail::fail;
 using graph::detail::quote_name;
 
-void finite(double v, const std::string& what, ErrorCode code) {
-  if (!std::isfinite(v)) fail(code, what + " is not finite");
+using graph::detail::BrokenRules;
+
+// Each check reports one problem at most and returns whether it passed.
+bool finite(double v, const std::string& what, const BrokenRules& broken) {
+  if (std::isfinite(v)) return true;
+  broken(what + " is not finite");
+  return false;
 }
-void at_least_zero(double v, const std::string& what, ErrorCode code) {
-  finite(v, what, code);
-  if (v < 0) fail(code, what + " = " + std::to_string(v) + " is negative");
+bool at_least_zero(double v, const std::string& what, const BrokenRules& broken) {
+  if (!finite(v, what, broken)) return false;
+  if (v >= 0) return true;
+  broken(what + " = " + std::to_string(v) + " is negative");
+  return false;
 }
-void unit_interval(double v, const std::string& what, ErrorCode code, bool one_allowed) {
-  finite(v, what, code);
-  if (v < 0 || v > 1 || (!one_allowed && v == 1))
-    fail(code,
-         what + " = " + std::to_string(v) + " is outside " + (one_allowed ? "[0, 1]" : "[0, 1)"));
+bool unit_interval(double v, const std::string& what, const BrokenRules& broken, bool one_allowed) {
+  if (!finite(v, what, broken)) return false;
+  if (v >= 0 && v <= 1 && (one_allowed || v != 1)) return true;
+  broken(what + " = " + std::to_string(v) + " is outside " + (one_allowed ? "[0, 1]" : "[0, 1)"));
+  return false;
 }
-void check_type(ScheduleType t, const std::string& what, ErrorCode code) {
+void check_type(ScheduleType t, const std::string& what, const BrokenRules& broken) {
   if (t != ScheduleType::iteration && t != ScheduleType::epoch)
-    fail(code, what + " has unknown schedule type " + std::to_string(static_cast<int>(t)));
+    broken(what + " has unknown schedule type " + std::to_string(static_cast<int>(t)));
 }
 
-void check_schedule(const Schedule& schedule, const std::string& what, ErrorCode code, int depth) {
+void check_schedule(const Schedule& schedule, const std::string& what, const BrokenRules& broken,
+                    int depth) {
   if (depth >= kMaxScheduleDepth)
-    fail(code, what + " nests schedules more than " + std::to_string(kMaxScheduleDepth) + " deep");
-  if (schedule.valueless_by_exception()) fail(code, what + " holds no schedule");
+    return broken(what + " nests schedules more than " + std::to_string(kMaxScheduleDepth) +
+                  " deep");
+  if (schedule.valueless_by_exception()) return broken(what + " holds no schedule");
   const std::string w = what + " (" + std::string(schedule_name(schedule)) + ")";
   std::visit(
       Overloaded{
-          [&](const FixedSchedule& s) { finite(s.value, w + " value", code); },
+          [&](const FixedSchedule& s) { finite(s.value, w + " value", broken); },
           [&](const StepSchedule& s) {
-            check_type(s.type, w, code);
-            finite(s.initial_value, w + " initial_value", code);
-            finite(s.decay_rate, w + " decay_rate", code);
-            finite(s.step, w + " step", code);
-            if (!(s.step > 0)) fail(code, w + " step must be > 0");
+            check_type(s.type, w, broken);
+            finite(s.initial_value, w + " initial_value", broken);
+            finite(s.decay_rate, w + " decay_rate", broken);
+            if (finite(s.step, w + " step", broken) && !(s.step > 0))
+              broken(w + " step must be > 0");
           },
           [&](const ExponentialSchedule& s) {
-            check_type(s.type, w, code);
-            finite(s.initial_value, w + " initial_value", code);
-            finite(s.gamma, w + " gamma", code);
+            check_type(s.type, w, broken);
+            finite(s.initial_value, w + " initial_value", broken);
+            finite(s.gamma, w + " gamma", broken);
           },
           [&](const InverseSchedule& s) {
-            check_type(s.type, w, code);
-            finite(s.initial_value, w + " initial_value", code);
-            finite(s.gamma, w + " gamma", code);
-            finite(s.power, w + " power", code);
+            check_type(s.type, w, broken);
+            finite(s.initial_value, w + " initial_value", broken);
+            finite(s.gamma, w + " gamma", broken);
+            finite(s.power, w + " power", broken);
           },
           [&](const PolySchedule& s) {
-            check_type(s.type, w, code);
-            finite(s.initial_value, w + " initial_value", code);
-            finite(s.power, w + " power", code);
-            if (s.max_iterations <= 0) fail(code, w + " max_iterations must be > 0");
+            check_type(s.type, w, broken);
+            finite(s.initial_value, w + " initial_value", broken);
+            finite(s.power, w + " power", broken);
+            if (s.max_iterations <= 0) broken(w + " max_iterations must be > 0");
           },
           [&](const SigmoidSchedule& s) {
-            check_type(s.type, w, code);
-            finite(s.initial_value, w + " initial_value", code);
-            finite(s.gamma, w + " gamma", code);
+            check_type(s.type, w, broken);
+            finite(s.initial_value, w + " initial_value", broken);
+            finite(s.gamma, w + " gamma", broken);
           },
           [&](const CycleSchedule& s) {
-            check_type(s.type, w, code);
-            finite(s.initial_value, w + " initial_value", code);
-            finite(s.max_value, w + " max_value", code);
-            finite(s.annealing_decay, w + " annealing_decay", code);
-            if (s.annealing_length < 0) fail(code, w + " annealing_length is negative");
+            check_type(s.type, w, broken);
+            finite(s.initial_value, w + " initial_value", broken);
+            finite(s.max_value, w + " max_value", broken);
+            finite(s.annealing_decay, w + " annealing_decay", broken);
+            if (s.annealing_length < 0) broken(w + " annealing_length is negative");
             if (s.cycle_length <= s.annealing_length ||
                 (s.cycle_length - s.annealing_length) / 2 < 1)
-              fail(code, w + " needs cycle_length >= annealing_length + 2 (cycle_length " +
-                             std::to_string(s.cycle_length) + ", annealing_length " +
-                             std::to_string(s.annealing_length) + ")");
+              broken(w + " needs cycle_length >= annealing_length + 2 (cycle_length " +
+                     std::to_string(s.cycle_length) + ", annealing_length " +
+                     std::to_string(s.annealing_length) + ")");
           },
           [&](const MapSchedule& s) {
-            check_type(s.type, w, code);
-            if (s.steps.empty()) fail(code, w + " has no steps");
+            check_type(s.type, w, broken);
+            if (s.steps.empty()) return broken(w + " has no steps");
             if (s.steps[0].start != 0)
-              fail(code,
-                   w + " first step starts at " + std::to_string(s.steps[0].start) + ", not 0");
+              broken(w + " first step starts at " + std::to_string(s.steps[0].start) + ", not 0");
             for (std::size_t i = 0; i < s.steps.size(); ++i) {
-              finite(s.steps[i].value, w + " step " + std::to_string(i) + " value", code);
+              finite(s.steps[i].value, w + " step " + std::to_string(i) + " value", broken);
               if (i > 0 && s.steps[i].start <= s.steps[i - 1].start)
-                fail(code, w + " step " + std::to_string(i) + " starts at " +
-                               std::to_string(s.steps[i].start) + ", not after the previous (" +
-                               std::to_string(s.steps[i - 1].start) + ")");
+                broken(w + " step " + std::to_string(i) + " starts at " +
+                       std::to_string(s.steps[i].start) + ", not after the previous (" +
+                       std::to_string(s.steps[i - 1].start) + ")");
             }
           },
           [&](const RampSchedule& s) {
-            if (!s.base) fail(code, w + " has no base schedule");
-            if (s.num_iterations <= 0) fail(code, w + " num_iterations must be > 0");
-            check_schedule(*s.base, w + " base", code, depth + 1);
+            if (!s.base) broken(w + " has no base schedule");
+            if (s.num_iterations <= 0) broken(w + " num_iterations must be > 0");
+            if (s.base) check_schedule(*s.base, w + " base", broken, depth + 1);
           },
       },
       static_cast<const ScheduleVariant&>(schedule));
 }
 
-void check_updater(const Updater& updater, ErrorCode code) {
-  if (updater.valueless_by_exception()) fail(code, "the updater holds no value");
+void check_updater(const Updater& updater, const BrokenRules& broken) {
+  if (updater.valueless_by_exception()) return broken("the updater holds no value");
   const std::string w = "updater " + std::string(updater_name(updater));
   auto adam_like = [&](const auto& u) {
-    at_least_zero(u.learning_rate, w + " learning_rate", code);
-    unit_interval(u.beta1, w + " beta1", code, false);
-    unit_interval(u.beta2, w + " beta2", code, false);
-    at_least_zero(u.epsilon, w + " epsilon", code);
+    at_least_zero(u.learning_rate, w + " learning_rate", broken);
+    unit_interval(u.beta1, w + " beta1", broken, false);
+    unit_interval(u.beta2, w + " beta2", broken, false);
+    at_least_zero(u.epsilon, w + " epsilon", broken);
   };
-  std::visit(Overloaded{
-                 [&](const Sgd& u) { at_least_zero(u.learning_rate, w + " learning_rate", code); },
-                 [&](const Nesterovs& u) {
-                   at_least_zero(u.learning_rate, w + " learning_rate", code);
-                   at_least_zero(u.momentum, w + " momentum", code);
-                 },
-                 [&](const Adam& u) { adam_like(u); },
-                 [&](const AdamW& u) {
-                   adam_like(u);
-                   at_least_zero(u.weight_decay, w + " weight_decay", code);
-                 },
-                 [&](const AdaMax& u) { adam_like(u); },
-                 [&](const AmsGrad& u) { adam_like(u); },
-                 [&](const Nadam& u) { adam_like(u); },
-                 [&](const RmsProp& u) {
-                   at_least_zero(u.learning_rate, w + " learning_rate", code);
-                   unit_interval(u.rms_decay, w + " rms_decay", code, true);
-                   at_least_zero(u.epsilon, w + " epsilon", code);
-                 },
-                 [&](const AdaGrad& u) {
-                   at_least_zero(u.learning_rate, w + " learning_rate", code);
-                   at_least_zero(u.epsilon, w + " epsilon", code);
-                 },
-                 [&](const AdaDelta& u) {
-                   unit_interval(u.rho, w + " rho", code, true);
-                   at_least_zero(u.epsilon, w + " epsilon", code);
-                 },
-                 [&](const NoOp&) {},
-             },
-             updater);
+  std::visit(
+      Overloaded{
+          [&](const Sgd& u) { at_least_zero(u.learning_rate, w + " learning_rate", broken); },
+          [&](const Nesterovs& u) {
+            at_least_zero(u.learning_rate, w + " learning_rate", broken);
+            at_least_zero(u.momentum, w + " momentum", broken);
+          },
+          [&](const Adam& u) { adam_like(u); },
+          [&](const AdamW& u) {
+            adam_like(u);
+            at_least_zero(u.weight_decay, w + " weight_decay", broken);
+          },
+          [&](const AdaMax& u) { adam_like(u); },
+          [&](const AmsGrad& u) { adam_like(u); },
+          [&](const Nadam& u) { adam_like(u); },
+          [&](const RmsProp& u) {
+            at_least_zero(u.learning_rate, w + " learning_rate", broken);
+            unit_interval(u.rms_decay, w + " rms_decay", broken, true);
+            at_least_zero(u.epsilon, w + " epsilon", broken);
+          },
+          [&](const AdaGrad& u) {
+            at_least_zero(u.learning_rate, w + " learning_rate", broken);
+            at_least_zero(u.epsilon, w + " epsilon", broken);
+          },
+          [&](const AdaDelta& u) {
+            unit_interval(u.rho, w + " rho", broken, true);
+            at_least_zero(u.epsilon, w + " epsilon", broken);
+          },
+          [&](const NoOp&) {},
+      },
+      updater);
 }
 
-void check_names(const std::vector<std::string>& names, const std::string& what, ErrorCode code) {
+void check_names(const std::vector<std::string>& names, const std::string& what,
+                 const BrokenRules& broken) {
   for (std::size_t i = 0; i < names.size(); ++i) {
-    if (names[i].empty()) fail(code, what + " " + std::to_string(i) + " is empty");
+    if (names[i].empty()) broken(what + " " + std::to_string(i) + " is empty");
     if (auto bad = modelzip::detail::utf8_invalid_at(names[i]))
-      fail(code, what + " " + std::to_string(i) + " is not valid UTF-8 (byte " +
-                     std::to_string(*bad) + ")");
+      broken(what + " " + std::to_string(i) + " is not valid UTF-8 (byte " + std::to_string(*bad) +
+             ")");
   }
 }
 
@@ -326,36 +336,36 @@ namespace modelzip::graph::detail {
 
 using namespace modelzip::training;
 
-void check_training_config(const TrainingConfig& config, ErrorCode code) {
-  check_updater(config.updater, code);
+void check_training_config(const TrainingConfig& config, const BrokenRules& broken) {
+  check_updater(config.updater, broken);
   if (config.learning_rate_schedule) {
     if (!updater_learning_rate(config.updater))
-      fail(code, "a learning-rate schedule is set, but updater " +
-                     std::string(updater_name(config.updater)) + " has no learning rate");
-    check_schedule(*config.learning_rate_schedule, "learning-rate schedule", code, 0);
+      broken("a learning-rate schedule is set, but updater " +
+             std::string(updater_name(config.updater)) + " has no learning rate");
+    check_schedule(*config.learning_rate_schedule, "learning-rate schedule", broken, 0);
   }
   for (std::size_t i = 0; i < config.regularization.size(); ++i) {
     const Regularization& r = config.regularization[i];
     const std::string w = "regularization " + std::to_string(i);
     if (static_cast<unsigned>(r.type) > static_cast<unsigned>(RegularizationType::weight_decay))
-      fail(code, w + " has unknown type " + std::to_string(static_cast<unsigned>(r.type)));
-    check_schedule(r.coefficient, w + " coefficient", code, 0);
+      broken(w + " has unknown type " + std::to_string(static_cast<unsigned>(r.type)));
+    check_schedule(r.coefficient, w + " coefficient", broken, 0);
   }
-  check_names(config.feature_mapping, "feature mapping", code);
-  check_names(config.label_mapping, "label mapping", code);
-  check_names(config.feature_mask_mapping, "feature mask mapping", code);
-  check_names(config.label_mask_mapping, "label mask mapping", code);
-  check_names(config.loss_variables, "loss variable", code);
+  check_names(config.feature_mapping, "feature mapping", broken);
+  check_names(config.label_mapping, "label mapping", broken);
+  check_names(config.feature_mask_mapping, "feature mask mapping", broken);
+  check_names(config.label_mask_mapping, "label mask mapping", broken);
+  check_names(config.loss_variables, "loss variable", broken);
   if (config.iteration_count < 0)
-    fail(code, "iteration_count " + std::to_string(config.iteration_count) + " is negative");
+    broken("iteration_count " + std::to_string(config.iteration_count) + " is negative");
   if (config.epoch_count < 0)
-    fail(code, "epoch_count " + std::to_string(config.epoch_count) + " is negative");
+    broken("epoch_count " + std::to_string(config.epoch_count) + " is negative");
   for (const auto& [key, value] : config.properties) {
     if (auto bad = modelzip::detail::utf8_invalid_at(key))
-      fail(code, "property key is not valid UTF-8 (byte " + std::to_string(*bad) + ")");
+      broken("property key is not valid UTF-8 (byte " + std::to_string(*bad) + ")");
     if (auto bad = modelzip::detail::utf8_invalid_at(value))
-      fail(code, "property " + quote_name(key) + " is not valid UTF-8 (byte " +
-                     std::to_string(*bad) + ")");
+      broken("property " + quote_name(key) + " is not valid UTF-8 (byte " + std::to_string(*bad) +
+             ")");
   }
 }
 

@@ -359,7 +359,7 @@ Bytes encode_training_config(const TrainingConfig& config) {
   return graph::detail::finished_bytes(fbb);
 }
 
-TrainingConfig decode_training_config(const Bytes& bytes, const Limits& limits) {
+TrainingConfig decode_training_config_fields(const Bytes& bytes, const Limits& limits) {
   Bytes buf = graph::detail::verified_buffer(
       bytes, limits, "trainingConfig.fb", fbs::TrainingConfigIdentifier(),
       [](flatbuffers::Verifier& v) { return fbs::VerifyTrainingConfigBuffer(v); });
@@ -406,6 +406,11 @@ TrainingConfig decode_training_config(const Bytes& bytes, const Limits& limits) 
         fail(ErrorCode::corrupt, "property " + quote_name(key) + " appears twice");
     }
   }
+  return c;
+}
+
+TrainingConfig decode_training_config(const Bytes& bytes, const Limits& limits) {
+  TrainingConfig c = decode_training_config_fields(bytes, limits);
   graph::detail::check_training_config(c, ErrorCode::corrupt);
   return c;
 }

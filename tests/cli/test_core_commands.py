@@ -101,6 +101,28 @@ def test_verify_writes_its_result_on_stdout(quickstart_archive, tmp_path):
     assert p.returncode == 1 and p.stdout == b"" and b"missing.zip" in p.stderr
 
 
+def test_verify_prints_every_bad_table_line_and_counts_those_it_does_not_print(
+        quickstart_archive, tmp_path):
+    """A params.txt with 25 bad lines: 20 printed, then how many more; the result counts all 25
+    (it counted the 21 lines printed, and verify stopped at the first bad line before that)."""
+    damaged = tmp_path / "damaged.zip"
+    with zipfile.ZipFile(quickstart_archive) as zin, \
+            zipfile.ZipFile(damaged, "w", zipfile.ZIP_STORED) as zout:
+        for info in zin.infolist():
+            data = zin.read(info.filename)
+            if info.filename == "step-1/params.txt":
+                data = b"".join(b"bad line %d\n" % i for i in range(25))
+            zout.writestr(info.filename, data)
+    p = run("verify", damaged, check=False)
+    assert p.returncode == 1 and p.stderr == b""
+    lines = p.stdout.decode().splitlines()
+    prefix = f"{damaged}: entry 'step-1/params.txt': "
+    assert lines[:20] == [prefix + f"line {n}: expected 2 fields separated by single spaces, "
+                          "found 3" for n in range(1, 21)]
+    assert lines[20:] == [prefix + "... and 5 more problems in this entry",
+                          f"{damaged}: 25 problem(s)"]
+
+
 def test_typos_get_a_did_you_mean(quickstart_archive):
     """Misspelt commands, options, tags and parameter names: the close names, as git does."""
     cases = [

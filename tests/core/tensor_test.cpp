@@ -292,3 +292,30 @@ TEST_CASE("View accessors of a temporary Tensor or Bytes keep the memory they vi
   static_assert(std::is_same_v<decltype(t.values().span()), std::span<const std::byte>>);
   static_assert(std::is_same_v<decltype(t.values().as_string_view()), std::string_view>);
 }
+
+// quantization() pointed into the Tensor whatever it was: called on a
+// temporary (`auto q = archive.tensor("w").quantization(); q->scale`), the
+// pointer outlived the Quantization (AddressSanitizer: stack-use-after-scope
+// or heap-use-after-free). On a temporary it is a copy now.
+TEST_CASE("quantization() of a temporary Tensor is a copy that outlives it") {
+  auto make = [] {
+    Quantization q;
+    q.scheme = QuantScheme::block_symmetric;
+    q.block_size = 2;
+    q.scale_dtype = DType::float32;
+    q.scales = bytes_from<float>({0.25f});
+    return Tensor::quantized(DType::float32, {2}, q, bytes_from<std::int8_t>({-3, 4}));
+  };
+  auto q = make().quantization();
+  REQUIRE(q);
+  CHECK(q->scheme == QuantScheme::block_symmetric);
+  CHECK(q->block_size == 2);
+  CHECK(q->scale_at(0) == 0.25);  // the scales share the memory, which the copy keeps
+  auto plain = [] { return Tensor::dense(DType::float32, {1}, bytes_from<float>({1})); };
+  CHECK_FALSE(plain().quantization());
+  // A Tensor that lives gives the pointer, as before.
+  const Tensor t = make();
+  static_assert(std::is_same_v<decltype(t.quantization()), const Quantization*>);
+  static_assert(std::is_same_v<decltype(make().quantization()), std::optional<Quantization>>);
+  CHECK(t.quantization()->scale_at(0) == 0.25);
+}

@@ -283,3 +283,37 @@ TEST_CASE("Spans of temporary Embeddings and Vocab keep the state alive; Metadat
   CHECK(keys == std::vector<std::string>{"first", "second"});
   CHECK(kinds == std::vector{MetadataValue::Kind::integer, MetadataValue::Kind::string});
 }
+
+// The accessors of metadata that return a pointer into the value (get, find,
+// as_string) pointed into a temporary that died at the end of the statement:
+// `auto v = Metadata::parse(text).find("model.name"); v->kind()` read freed
+// memory (AddressSanitizer: heap-use-after-free). On an rvalue they return a
+// copy (or nullopt) now.
+TEST_CASE("Pointer accessors of temporary metadata return copies that outlive it") {
+  const std::string toml = "[model]\nname = \"a name long enough for the heap\"\nlayers = 4\n";
+  auto parsed = [&] { return Metadata::parse(toml); };
+  auto found = parsed().find("model.name");
+  REQUIRE(found);
+  CHECK(found->kind() == MetadataValue::Kind::string);
+  CHECK(*found->as_string() == "a name long enough for the heap");
+  auto member = parsed().root().get("model");
+  REQUIRE(member);
+  CHECK(member->keys().size() == 2);
+  auto deep = parsed().root().find("model.layers");
+  REQUIRE(deep);
+  CHECK(deep->as_integer() == 4);
+  auto text = MetadataValue::string("a string long enough for the heap").as_string();
+  REQUIRE(text);
+  CHECK(*text == "a string long enough for the heap");
+  CHECK_FALSE(parsed().find("model.missing"));
+  CHECK_FALSE(parsed().root().get("missing"));
+  CHECK_FALSE(MetadataValue::integer(1).as_string());
+  // On values that live, pointers as before.
+  const Metadata m = parsed();
+  static_assert(std::is_same_v<decltype(m.find("model")), const MetadataValue*>);
+  static_assert(std::is_same_v<decltype(m.root().get("model")), const MetadataValue*>);
+  static_assert(std::is_same_v<decltype(m.root().find("model")), const MetadataValue*>);
+  static_assert(std::is_same_v<decltype(m.find("model")->as_string()), const std::string*>);
+  static_assert(std::is_same_v<decltype(parsed().find("model")), std::optional<MetadataValue>>);
+  CHECK(m.find("model.name") == m.root().get("model")->get("name"));
+}

@@ -190,3 +190,34 @@ TEST_CASE("Sequences may be produced by ops or fed; arrays only by one op") {
   CHECK_FALSE(d.variables[0].shape.has_value());
   CHECK_FALSE(d.variables[0].has_value());
 }
+
+// find_variable, find_op and producer pointed into the Graph whatever it
+// was: `auto op = load_graph(archive).find_op("fc"); op->inputs` read a
+// graph destroyed at the end of the statement (AddressSanitizer:
+// heap-use-after-free). On a temporary they return a copy (or nullopt) now.
+TEST_CASE("Lookups in a temporary Graph return copies that outlive it") {
+  auto make = [] { return decode_graph(encode_graph(mlp_graph())); };
+  const Graph g = mlp_graph();
+  REQUIRE(!g.ops.empty());
+  const Op& first = g.ops.front();
+  REQUIRE(!first.outputs.empty());
+  const std::string output = first.outputs.front();
+  auto op = make().find_op(first.name);
+  REQUIRE(op);
+  CHECK(*op == first);
+  auto producer = make().producer(output);
+  REQUIRE(producer);
+  CHECK(producer->name == first.name);
+  auto variable = make().find_variable(output);
+  REQUIRE(variable);
+  CHECK(variable->name == output);
+  CHECK_FALSE(make().find_op("no such op"));
+  CHECK_FALSE(make().find_variable("no such variable"));
+  CHECK_FALSE(make().producer("no such variable"));
+  // On a graph that lives, pointers into it, as before.
+  static_assert(std::is_same_v<decltype(g.find_op("x")), const Op*>);
+  static_assert(std::is_same_v<decltype(g.find_variable("x")), const Variable*>);
+  static_assert(std::is_same_v<decltype(g.producer("x")), const Op*>);
+  static_assert(std::is_same_v<decltype(make().find_op("x")), std::optional<Op>>);
+  CHECK(g.find_op(first.name) == &first);
+}

@@ -5,10 +5,13 @@
 
 #include <flatbuffers/flatbuffers.h>
 
+#include <limits>
 #include <random>
 
+#include "../hostile/hostile_archives.hpp"
 #include "graph_fixtures.hpp"
 #include "graph_generated.h"
+#include "modelzip/archive.hpp"
 #include "modelzip/error.hpp"
 #include "test_support.hpp"
 #include "training_generated.h"
@@ -513,4 +516,63 @@ TEST_CASE("Vectors of 8-byte elements at 4-aligned addresses are refused") {
     }
   }
   CHECK(misaligned > 0);
+}
+
+TEST_CASE("verify reports every broken rule of a graph.fb and a trainingConfig.fb that decode") {
+  flatbuffers::FlatBufferBuilder gb;
+  std::vector<std::int64_t> unknown{-1};
+  std::vector<flatbuffers::Offset<flatbuffers::String>> ghost{gb.CreateString("ghost")},
+      into_a{gb.CreateString("a")};
+  Bytes graph = graph_buffer(
+      gb,
+      {var(gb, "a", fbs::VariableKind::PLACEHOLDER), var(gb, "a", fbs::VariableKind::PLACEHOLDER),
+       fbs::CreateVariableDirect(gb, "c", fbs::VariableKind::CONSTANT, fbs::DataType::FLOAT,
+                                 &unknown),
+       var(gb, "arr")},
+      {fbs::CreateOpDirect(gb, "add", "add", &ghost),
+       fbs::CreateOpDirect(gb, "add", "add", nullptr, &into_a)});
+
+  flatbuffers::FlatBufferBuilder cb;
+  auto sgd = fbs::CreateSgd(cb, -1).Union();
+  auto regs = cb.CreateVector(std::vector{fbs::CreateRegularization(
+      cb, fbs::RegularizationType::L2, std::numeric_limits<double>::quiet_NaN())});
+  auto losses = cb.CreateVectorOfStrings(std::vector<std::string>{""});
+  fbs::TrainingConfigBuilder b(cb);
+  b.add_updater_type(fbs::Updater::Sgd);
+  b.add_updater(sgd);
+  b.add_regularization(regs);
+  b.add_loss_variables(losses);
+  b.add_iteration_count(-1);
+  b.add_epoch_count(-2);
+  cb.Finish(b.Finish(), fbs::TrainingConfigIdentifier());
+  Bytes config = finished(cb);
+
+  ZipSpec spec = minimal_archive();
+  set_entry(spec, "t1/graph.fb", std::string(graph.as_string_view()));
+  set_entry(spec, "t1/trainingConfig.fb", std::string(config.as_string_view()));
+  std::vector<std::string> got;
+  for (const Problem& p :
+       Archive::from_memory(Bytes::copy_of(build_zip(spec).bytes), "g.zip").verify())
+    got.push_back(p.entry + ": " + p.message);
+  CHECK(got == std::vector<std::string>{
+                   "t1/graph.fb: two variables are named 'a'",
+                   "t1/graph.fb: variable 'c' is a constant and needs a known shape, but "
+                   "dimension 0 is unknown",
+                   "t1/graph.fb: op 'add' input 0 names 'ghost', which is not a variable of the "
+                   "graph",
+                   "t1/graph.fb: two ops are named 'add'",
+                   "t1/graph.fb: op 'add' output 0 is 'a', a placeholder (op outputs are arrays "
+                   "or sequences)",
+                   "t1/graph.fb: variable 'arr' is an array but no op produces it",
+                   "t1/trainingConfig.fb: updater Sgd learning_rate = -1.000000 is negative",
+                   "t1/trainingConfig.fb: regularization 0 coefficient (FixedSchedule) value is "
+                   "not finite",
+                   "t1/trainingConfig.fb: loss variable 0 is empty",
+                   "t1/trainingConfig.fb: iteration_count -1 is negative",
+                   "t1/trainingConfig.fb: epoch_count -2 is negative",
+               });
+  // Loading still throws the first.
+  expect_error([&] { decode_graph(graph); }, ErrorCode::corrupt, "two variables are named 'a'");
+  expect_error([&] { decode_training_config(config); }, ErrorCode::corrupt,
+               "updater Sgd learning_rate = -1.000000 is negative");
 }

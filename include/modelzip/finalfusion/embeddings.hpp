@@ -75,8 +75,15 @@ class MODELZIP_API MetadataValue {
   Kind kind() const noexcept { return kind_; }
   bool is_table() const noexcept { return kind_ == Kind::table; }
 
-  // Typed access: nullptr / nullopt when the value has another kind.
-  const std::string* as_string() const noexcept;  // also the text of a datetime
+  // Typed access: nullptr / nullopt when the value has another kind. The
+  // accessors that return a pointer into the value return a copy (or
+  // nullopt) when called on an rvalue (a temporary, as in
+  // `Metadata::parse(text).root().get("model")`), which outlives it.
+  const std::string* as_string() const& noexcept;  // also the text of a datetime
+  std::optional<std::string> as_string() const&& {
+    if (const std::string* s = as_string()) return *s;
+    return std::nullopt;
+  }
   std::optional<std::int64_t> as_integer() const noexcept;
   // Floating values, and integers converted to double.
   std::optional<double> as_number() const noexcept;
@@ -90,10 +97,19 @@ class MODELZIP_API MetadataValue {
   std::span<const std::string> keys() const& noexcept { return keys_; }
   std::vector<std::string> keys() const&& { return keys_; }
 
-  // A member of a table, or nullptr.
-  const MetadataValue* get(std::string_view key) const noexcept;
-  // Follows a dotted path of table keys ("vocab_config.min_n"), or nullptr.
-  const MetadataValue* find(std::string_view dotted_path) const noexcept;
+  // A member of a table, or nullptr; on an rvalue, a copy or nullopt.
+  const MetadataValue* get(std::string_view key) const& noexcept;
+  std::optional<MetadataValue> get(std::string_view key) const&& {
+    if (const MetadataValue* v = get(key)) return *v;
+    return std::nullopt;
+  }
+  // Follows a dotted path of table keys ("vocab_config.min_n"), or nullptr;
+  // on an rvalue, a copy or nullopt.
+  const MetadataValue* find(std::string_view dotted_path) const& noexcept;
+  std::optional<MetadataValue> find(std::string_view dotted_path) const&& {
+    if (const MetadataValue* v = find(dotted_path)) return *v;
+    return std::nullopt;
+  }
 
   // Appends or replaces a member (this must be a table, else
   // Error(invalid_argument)).
@@ -127,8 +143,13 @@ class MODELZIP_API Metadata {
   // The parsed document (always a table); on an rvalue, a copy.
   const MetadataValue& root() const& noexcept { return root_; }
   MetadataValue root() const&& { return root_; }
-  const MetadataValue* find(std::string_view dotted_path) const noexcept {
+  // root().find(dotted_path); on an rvalue, a copy or nullopt.
+  const MetadataValue* find(std::string_view dotted_path) const& noexcept {
     return root_.find(dotted_path);
+  }
+  std::optional<MetadataValue> find(std::string_view dotted_path) const&& {
+    if (const MetadataValue* v = root_.find(dotted_path)) return *v;
+    return std::nullopt;
   }
   bool operator==(const Metadata& other) const { return root_ == other.root_; }
 

@@ -129,11 +129,25 @@ struct MODELZIP_API Graph {
   Op& add_op(std::string name, std::string type, std::vector<std::string> inputs,
              std::vector<std::string> outputs);
 
-  // Linear searches; nullptr when absent.
-  const Variable* find_variable(std::string_view name) const noexcept;
-  const Op* find_op(std::string_view name) const noexcept;
+  // Linear searches; nullptr when absent. Called on an rvalue (a
+  // temporary, as in `load_graph(archive).find_op("fc")`), a copy of what
+  // is found (nullopt when absent), which outlives it.
+  const Variable* find_variable(std::string_view name) const& noexcept;
+  std::optional<Variable> find_variable(std::string_view name) const&& {
+    if (const Variable* v = find_variable(name)) return *v;
+    return std::nullopt;
+  }
+  const Op* find_op(std::string_view name) const& noexcept;
+  std::optional<Op> find_op(std::string_view name) const&& {
+    if (const Op* op = find_op(name)) return *op;
+    return std::nullopt;
+  }
   // The op that lists `variable` among its outputs.
-  const Op* producer(std::string_view variable) const noexcept;
+  const Op* producer(std::string_view variable) const& noexcept;
+  std::optional<Op> producer(std::string_view variable) const&& {
+    if (const Op* op = producer(variable)) return *op;
+    return std::nullopt;
+  }
   // Names of the trainable variables, in variable order.
   std::vector<std::string> trainable_variables() const;
 
