@@ -165,8 +165,8 @@ TEST_SUITE("convert") {
     std::vector<std::string> names;
     for (const auto& t : back.tensors) names.push_back(t.name);
     CHECK(names == std::vector<std::string>{"u64", "i64", "f64", "empty", "f32", "u32", "i32",
-                                            "bf16", "f16", "u16", "i16", "e4m3", "e5m2", "i8", "u8",
-                                            "bool"});
+                                            "bf16", "f16", "u16", "i16", "e8m0", "e4m3", "e5m2",
+                                            "i8", "u8", "fp4", "bool"});
     TempDir dir;
     convert::write_safetensors(dir / "m.safetensors", tensors, meta);
     CHECK(io::read_file(dir / "m.safetensors").as_string_view() == out.str());

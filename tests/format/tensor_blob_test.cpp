@@ -188,7 +188,7 @@ TEST_CASE("Header rule 1: FlatBuffers with out-of-range offsets fail verificatio
 
 TEST_CASE("Header rule 2: dtype, rank, dimensions, numel, layout, byte order, alignment") {
   // 2 is DL4J's FLOAT8, which never said which 8-bit format it meant.
-  for (int code : {0, 2, 4, 15, 16, 22, 49, 51, 52, 100, 127, -1}) {
+  for (int code : {0, 2, 4, 15, 16, 24, 49, 51, 52, 100, 127, -1}) {
     BlobSpec s = dense_f32({1}, 1);
     s.dtype = code;
     INFO("dtype " << code);
@@ -599,7 +599,7 @@ TEST_CASE("The MX types 22 and 23: one byte per element (an FP4 element is a pai
   // byte's first value in its low nibble (FORMAT.md section 6).
   for (int code : {22, 23}) {
     INFO("dtype " << code);
-    const std::string data = code == 22 ? "\x7F\x80\x00\xFF" : "\x21\x97\x70\xF8";
+    const std::string data(code == 22 ? "\x7F\x80\x00\xFF" : "\x21\x97\x70\xF8", 4);
     BlobSpec s;
     s.dtype = code;
     s.shape = {2, 2};
