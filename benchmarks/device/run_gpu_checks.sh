@@ -4,8 +4,9 @@
 # tests/python, benchmarks/torch_bench.py at 3 GiB (warm and cold, every device-load variant:
 # read() against mapping staging over threads {8,16} x pieces {8,32} MiB; the saves of the
 # state dict from the GPU, blocking and save_async, beside .cpu() then save) and
-# benchmarks/async_save_bench.py, and every test of tests/python/test_float8.py (torch >= 2.1
-# has the float8 dtypes the CPU-only machines' torch lacks). Every step runs under `timeout`;
+# benchmarks/async_save_bench.py, and every test of tests/python/test_float8.py and
+# test_mx_dtypes.py (torch >= 2.1 has the float8 dtypes, >= 2.7/2.8 the MX ones, which the
+# CPU-only machines' torch lacks). Every step runs under `timeout`;
 # the steps' limits add up to 7.5 minutes. Outputs go to $OUT (the device tool's output folder;
 # default /tmp/gpu_checks): build.log, env.txt, cuda_tests.txt, float8_tests.txt,
 # torch_bench.txt, async_save_bench.txt, summary.txt.
@@ -59,7 +60,7 @@ if "$PY" -c 'import pytest' 2>/dev/null; then
     tests/python/test_device_save.py tests/python/test_complex.py
   grep -E "passed|failed|skipped|error" "$out/cuda_tests.txt" | tail -1 | sed 's/^/  /' | tee -a "$summary"
   step float8_tests 30 float8_tests.txt "$PY" -m pytest -q -rs -p no:cacheprovider \
-    tests/python/test_float8.py
+    tests/python/test_float8.py tests/python/test_mx_dtypes.py
   grep -E "passed|failed|skipped|error" "$out/float8_tests.txt" | tail -1 | sed 's/^/  /' | tee -a "$summary"
 else
   echo "cuda_tests: not run (pytest is not installed on this machine)" | tee -a "$summary"

@@ -15,7 +15,8 @@
 //    C order, little-endian, header padded to 64 bytes like numpy.
 //    bfloat16: numpy has no bfloat16, so modelzip writes bfloat16 tensors as
 //    raw '<u2' (the bit patterns); reading them back gives uint16. Likewise
-//    float8_e4m3fn and float8_e5m2 are written as raw '|u1' and read back as
+//    float8_e4m3fn, float8_e5m2, float8_e8m0fnu and float4_e2m1fn_x2 (one
+//    byte per pair, shape in bytes) are written as raw '|u1' and read back as
 //    uint8. complex64 and complex128 are written as '<c8' and '<c16'.
 //    utf8 tensors are written as '<U<n>' (n = longest string in code
 //    points); a string ending in U+0000 cannot be stored (numpy strips
@@ -34,9 +35,15 @@
 //    a small strict parser (no duplicate keys, no unknown fields), data
 //    offsets must cover the data area exactly, without gaps or overlaps;
 //    dtypes BOOL U8 I8 U16 I16 U32 I32 U64 I64 F16 BF16 F32 F64, and
-//    F8_E4M3 / F8_E5M2 as float8_e4m3fn / float8_e5m2, C64 as complex64
-//    (other safetensors dtypes such as F8_E8M0, F4, F6_E2M3:
-//    Error(unsupported)). safetensors has no complex128: writing one is
+//    F8_E4M3 / F8_E5M2 / F8_E8M0 as float8_e4m3fn / float8_e5m2 /
+//    float8_e8m0fnu, C64 as complex64, and F4 as float4_e2m1fn_x2 with the
+//    last dimension halved (F4 counts 4-bit values, float4_e2m1fn_x2 bytes
+//    of two values, as torch's safetensors integration converts them; an odd
+//    last dimension: Error(unsupported), an odd number of values, which ends
+//    in half a byte: Error(corrupt)). Writing doubles the last dimension back;
+//    a 0-dimensional float4_e2m1fn_x2 has none: Error(unsupported). Other
+//    safetensors dtypes (F6_E2M3, F6_E3M2: no byte packing is defined):
+//    Error(unsupported). safetensors has no complex128: writing one is
 //    Error(unsupported) naming the tensor. Written as the
 //    safetensors library writes: tensors ordered by descending dtype
 //    alignment, then by name; no gaps; compact JSON with "__metadata__"
@@ -97,7 +104,7 @@
 // complete new one. A symbolic link stays a link (the file it leads to is
 // replaced); a folder, pipe or device is refused (Error(io)), never renamed
 // over. A tensor a format cannot hold (strings in safetensors
-// or BTF, complex128 in safetensors, float16/bfloat16/float8/complex/bool in
+// or BTF, complex128 in safetensors, float16/bfloat16/float8/float4/complex/bool in
 // BTF, sparse COO in npy/npz/safetensors,
 // quantized tensors anywhere but through write_tensor_file to npz/safetensors)
 // gives Error(unsupported) naming the tensor; duplicate or invalid names

@@ -12,6 +12,18 @@
 // element is the real part then the imaginary part, IEEE binary32 or binary64
 // little-endian, as numpy, torch and safetensors (C64) lay them out.
 //
+// The OCP Microscaling (MX) types are modelzip's too (22, 23):
+// float8_e8m0fnu (torch.float8_e8m0fnu, safetensors F8_E8M0: an unsigned
+// 8-bit exponent, value 2^(bits-127), 0xFF NaN, no zero, no sign; MX block
+// scales) and float4_e2m1fn_x2 (torch.float4_e2m1fn_x2, safetensors F4): one
+// element is ONE BYTE holding TWO FP4 E2M1 values, the first in the low
+// nibble (bits 3..0), the second in the high nibble; the shape counts bytes
+// (pairs), as torch's does, so numel is half the number of FP4 values. Each
+// E2M1 nibble is sign, 2 exponent bits (bias 1), 1 mantissa bit: the values
+// +-{0, 0.5, 1, 1.5, 2, 3, 4, 6}, no infinity, no NaN. Neither counts as
+// floating (dtype_is_floating): an E8M0 scale and a packed pair are not
+// trainable values. FORMAT.md section 6 has the exact rules.
+//
 // Thread safety: plain values and pure functions; no shared state.
 #pragma once
 
@@ -42,30 +54,50 @@ enum class DType : std::uint8_t {
   float8_e5m2 = 19,
   complex64 = 20,
   complex128 = 21,
+  float8_e8m0fnu = 22,
+  float4_e2m1fn_x2 = 23,
   utf8 = 50,  // variable-length UTF-8 strings (see Tensor)
 };
 
 // Every supported type, in numbering order.
-inline constexpr DType kAllDTypes[] = {
-    DType::bool_,     DType::float16,    DType::float32,  DType::float64,       DType::int8,
-    DType::int16,     DType::int32,      DType::int64,    DType::uint8,         DType::uint16,
-    DType::uint32,    DType::uint64,     DType::bfloat16, DType::float8_e4m3fn, DType::float8_e5m2,
-    DType::complex64, DType::complex128, DType::utf8};
+inline constexpr DType kAllDTypes[] = {DType::bool_,
+                                       DType::float16,
+                                       DType::float32,
+                                       DType::float64,
+                                       DType::int8,
+                                       DType::int16,
+                                       DType::int32,
+                                       DType::int64,
+                                       DType::uint8,
+                                       DType::uint16,
+                                       DType::uint32,
+                                       DType::uint64,
+                                       DType::bfloat16,
+                                       DType::float8_e4m3fn,
+                                       DType::float8_e5m2,
+                                       DType::complex64,
+                                       DType::complex128,
+                                       DType::float8_e8m0fnu,
+                                       DType::float4_e2m1fn_x2,
+                                       DType::utf8};
 
 // The type with DL4J number `code`, or nullopt when unsupported.
 MODELZIP_API std::optional<DType> dtype_from_code(std::uint32_t code) noexcept;
 
 // numpy-style name: "bool", "float16", "bfloat16", "float32", "int64",
-// "uint8", ..., "float8_e4m3fn", "float8_e5m2" (torch's and ml_dtypes'
-// names), "complex64", "complex128", and "string" for utf8.
+// "uint8", ..., "float8_e4m3fn", "float8_e5m2", "float8_e8m0fnu",
+// "float4_e2m1fn_x2" (torch's names), "complex64", "complex128", and
+// "string" for utf8.
 MODELZIP_API std::string_view dtype_name(DType type) noexcept;
 MODELZIP_API std::optional<DType> dtype_from_name(std::string_view name) noexcept;
 
-// Bytes per element; 0 for utf8 (variable length).
+// Bytes per element; 0 for utf8 (variable length); 1 for float4_e2m1fn_x2
+// (an element is a pair of FP4 values).
 MODELZIP_API std::size_t dtype_size(DType type) noexcept;
 
-// Real floating-point types (float16, bfloat16, float32, float64, the float8
-// types); not the complex ones.
+// Real floating-point types (float16, bfloat16, float32, float64,
+// float8_e4m3fn, float8_e5m2); not the complex ones, not the MX types
+// (float8_e8m0fnu, float4_e2m1fn_x2).
 MODELZIP_API bool dtype_is_floating(DType type) noexcept;
 
 // complex64 and complex128.

@@ -131,7 +131,11 @@ class MODELZIP_API Tensor {
   //   int8, int16, int32, int64    std::int8_t, ..., std::int64_t
   //   uint8, uint16, uint32, uint64  std::uint8_t, ..., std::uint64_t
   //   float16, bfloat16            std::uint16_t (the bits)
-  //   float8_e4m3fn, float8_e5m2   std::uint8_t (the bits)
+  //   float8_e4m3fn, float8_e5m2,  std::uint8_t (the bits)
+  //   float8_e8m0fnu
+  //   float4_e2m1fn_x2             std::uint8_t: one byte per element, each
+  //                                a pair of FP4 values (first in the low
+  //                                nibble); numel() counts the pairs
   //   bool                         std::uint8_t (one byte each; 0 is false,
   //                                anything else true: readers do not check
   //                                the bytes, and a bool object holding

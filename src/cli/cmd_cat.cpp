@@ -118,8 +118,9 @@ extern const Command kCatCommand{
     " [--force]",
     "Without --npy: the raw little-endian, row-major element bytes (string tensors:\n"
     "one string per line). With --npy: a complete NumPy .npy file; bfloat16 is\n"
-    "written as raw '<u2' and float8_e4m3fn/float8_e5m2 as raw '|u1' (numpy has\n"
-    "no such types: the bit patterns); complex64/complex128 as '<c8'/'<c16' (raw:\n"
+    "written as raw '<u2' and the float8 types and float4_e2m1fn_x2 (one byte per\n"
+    "pair of FP4 values) as raw '|u1' (numpy has no such types: the bit\n"
+    "patterns); complex64/complex128 as '<c8'/'<c16' (raw:\n"
     "real then imaginary part of each element).\n"
     "A quantized tensor (modelzip quantize) gives its stored integers raw (int4: two\n"
     "per byte, low nibble first), or with --dequantize the values they stand for,\n"

@@ -32,17 +32,18 @@ void write_durably(const fs::path& path, const Bytes& data) {
 }
 
 // What the "wrote N tensor(s)" line adds for `raw_bits` tensors of a type numpy lacks
-// (bfloat16, float8) written to .npy/.npz as their bit patterns, which import reads back as
-// uint16/uint8; "" for none or another format.
+// (bfloat16, float8, float4_e2m1fn_x2) written to .npy/.npz as their bit patterns, which import
+// reads back as uint16/uint8; "" for none or another format.
 std::string bit_patterns_note(const std::string& format, std::size_t raw_bits) {
   if (raw_bits == 0 || (format != "npy" && format != "npz")) return "";
   return "; " + std::to_string(raw_bits) +
-         " as their bit patterns, bfloat16 as uint16 and float8 as uint8: numpy has no such "
-         "types, .safetensors keeps them";
+         " as their bit patterns, bfloat16 as uint16, float8 and float4_e2m1fn_x2 as uint8: "
+         "numpy has no such types, .safetensors keeps them";
 }
 
 bool numpy_lacks(DType dtype) {
-  return dtype == DType::bfloat16 || dtype == DType::float8_e4m3fn || dtype == DType::float8_e5m2;
+  return dtype == DType::bfloat16 || dtype == DType::float8_e4m3fn || dtype == DType::float8_e5m2 ||
+         dtype == DType::float8_e8m0fnu || dtype == DType::float4_e2m1fn_x2;
 }
 
 int run(const std::vector<std::string>& argv) {

@@ -415,6 +415,8 @@ std::string npy_descr(DType dtype) {
     case DType::uint8:
     case DType::float8_e4m3fn:  // raw bit patterns (numpy has no 8-bit floats)
     case DType::float8_e5m2:
+    case DType::float8_e8m0fnu:
+    case DType::float4_e2m1fn_x2:  // one byte per pair of FP4 values, shape in bytes
       return "|u1";
     case DType::int16:
       return "<i2";

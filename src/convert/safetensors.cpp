@@ -28,28 +28,55 @@ struct DtypeName {
   int alignment_rank;  // order in the library's Dtype enum (increasing alignment)
 };
 
+// F4 is float4_e2m1fn_x2 with the last dimension counted in 4-bit values,
+// not in bytes (pairs): see f4_shape_from_file and f4_shape_for_file. The
+// ranks 2 and 3 are F6_E2M3 and F6_E3M2, which modelzip has no type for.
 constexpr DtypeName kDtypes[] = {
     {"BOOL", DType::bool_, 0},
-    {"U8", DType::uint8, 1},
-    {"I8", DType::int8, 2},
-    {"F8_E5M2", DType::float8_e5m2, 3},
-    {"F8_E4M3", DType::float8_e4m3fn, 4},
-    {"I16", DType::int16, 5},
-    {"U16", DType::uint16, 6},
-    {"F16", DType::float16, 7},
-    {"BF16", DType::bfloat16, 8},
-    {"I32", DType::int32, 9},
-    {"U32", DType::uint32, 10},
-    {"F32", DType::float32, 11},
-    {"C64", DType::complex64, 12},
-    {"F64", DType::float64, 13},
-    {"I64", DType::int64, 14},
-    {"U64", DType::uint64, 15},
+    {"F4", DType::float4_e2m1fn_x2, 1},
+    {"U8", DType::uint8, 4},
+    {"I8", DType::int8, 5},
+    {"F8_E5M2", DType::float8_e5m2, 6},
+    {"F8_E4M3", DType::float8_e4m3fn, 7},
+    {"F8_E8M0", DType::float8_e8m0fnu, 8},
+    {"I16", DType::int16, 9},
+    {"U16", DType::uint16, 10},
+    {"F16", DType::float16, 11},
+    {"BF16", DType::bfloat16, 12},
+    {"I32", DType::int32, 13},
+    {"U32", DType::uint32, 14},
+    {"F32", DType::float32, 15},
+    {"C64", DType::complex64, 16},
+    {"F64", DType::float64, 17},
+    {"I64", DType::int64, 18},
+    {"U64", DType::uint64, 19},
 };
 
-// safetensors dtypes that exist but modelzip has no type for.
-constexpr std::string_view kKnownUnsupported[] = {"F8_E8M0", "F4",       "F6_E2M3",
-                                                  "F6_E3M2", "PackedU4", "PackedI4"};
+// safetensors dtypes that exist but modelzip has no type for, and why.
+struct Unsupported {
+  std::string_view name;
+  std::string_view why;
+};
+constexpr Unsupported kKnownUnsupported[] = {
+    {"F6_E2M3",
+     "safetensors defines 6 bits per value but not how they pack into bytes, and torch has no "
+     "such dtype"},
+    {"F6_E3M2",
+     "safetensors defines 6 bits per value but not how they pack into bytes, and torch has no "
+     "such dtype"},
+    {"PackedU4", "a packed 4-bit integer type modelzip has no type for"},
+    {"PackedI4", "a packed 4-bit integer type modelzip has no type for"},
+};
+
+// The shape of an F4 tensor as modelzip stores it (float4_e2m1fn_x2: the
+// last dimension counts pairs), from the file's (which counts 4-bit values),
+// as torch's safetensors loader converts it; nullopt when the file's shape
+// has no last dimension or an odd one (a row would end in half a byte).
+std::optional<Shape> f4_shape_from_file(Shape shape) {
+  if (shape.empty() || shape.back() % 2 != 0) return std::nullopt;
+  shape.back() /= 2;
+  return shape;
+}
 
 const DtypeName* find_dtype(DType dtype) {
   for (const auto& d : kDtypes)
@@ -87,13 +114,12 @@ Entry parse_entry(JsonCursor& json, std::string name, std::uint64_t at, const Li
       for (const auto& d : kDtypes)
         if (d.name == dtype) found = &d;
       if (!found) {
-        const bool known = std::find(std::begin(kKnownUnsupported), std::end(kKnownUnsupported),
-                                     dtype) != std::end(kKnownUnsupported);
-        if (known)
-          throw Error(ErrorCode::unsupported,
-                      "safetensors: tensor '" + e.name + "' has dtype " + dtype +
-                          ", which modelzip does not support",
-                      ErrorContext{.offset = value_at});
+        for (const auto& u : kKnownUnsupported)
+          if (u.name == dtype)
+            throw Error(ErrorCode::unsupported,
+                        "safetensors: tensor '" + e.name + "' has dtype " + dtype +
+                            ", which modelzip does not support (" + std::string(u.why) + ")",
+                        ErrorContext{.offset = value_at});
         json.fail_at(value_at, "tensor '" + e.name + "': unknown dtype '" + dtype + "'");
       }
       e.dtype = found->dtype;
@@ -188,7 +214,7 @@ TensorFile read_safetensors(const Bytes& data, const Limits& limits) {
   });
   const std::uint64_t data_size = r.remaining();
   std::uint64_t expected = 0;
-  for (const auto& e : entries) {
+  for (auto& e : entries) {
     if (e.begin != expected || e.end < e.begin)
       throw Error(ErrorCode::corrupt,
                   "safetensors: tensor '" + e.name + "' has data_offsets [" +
@@ -197,14 +223,32 @@ TensorFile read_safetensors(const Bytes& data, const Limits& limits) {
                       " (tensor data must not overlap or leave gaps)",
                   ErrorContext{.offset = e.at});
     const DtypeName* d = find_dtype(e.dtype);
+    const std::string file_shape = detail::shape_text(e.shape);
+    if (e.dtype == DType::float4_e2m1fn_x2) {
+      auto pairs = f4_shape_from_file(e.shape);
+      if (!pairs) {
+        const std::uint64_t values =
+            detail::checked_byte_size(e.shape, 1, "safetensors tensor '" + e.name + "'");
+        // An odd count of 4-bit values ends in half a byte: the library
+        // itself refuses the file (MisalignedSlice).
+        const bool half_byte = values % 2 != 0;
+        throw Error(half_byte ? ErrorCode::corrupt : ErrorCode::unsupported,
+                    "safetensors: tensor '" + e.name + "' of dtype F4 has shape " + file_shape +
+                        (half_byte ? ", an odd number of 4-bit values (the data would end in "
+                                     "half a byte)"
+                                   : ", an odd last dimension: float4_e2m1fn_x2 (as torch "
+                                     "loads F4) packs each row's values in pairs of one byte"),
+                    ErrorContext{.offset = e.at});
+      }
+      e.shape = std::move(*pairs);
+    }
     const std::uint64_t bytes = detail::checked_byte_size(e.shape, dtype_size(d->dtype),
                                                           "safetensors tensor '" + e.name + "'");
     if (e.end - e.begin != bytes)
       throw Error(ErrorCode::corrupt,
                   "safetensors: tensor '" + e.name + "' of dtype " + std::string(d->name) +
-                      " and shape " + detail::shape_text(e.shape) + " needs " +
-                      std::to_string(bytes) + " bytes, its data_offsets span " +
-                      std::to_string(e.end - e.begin),
+                      " and shape " + file_shape + " needs " + std::to_string(bytes) +
+                      " bytes, its data_offsets span " + std::to_string(e.end - e.begin),
                   ErrorContext{.offset = e.at});
     if (e.end > data_size)
       throw Error(ErrorCode::corrupt,
@@ -261,6 +305,16 @@ Prepared prepare(std::span<const detail::StreamedTensor> tensors, const StringMa
                                  std::string(dtype_name(t.dtype)) +
                                      " tensors are not supported (safetensors has no such dtype" +
                                      (t.dtype == DType::complex128 ? "; C64 is complex64)" : ")"));
+    if (t.dtype == DType::float4_e2m1fn_x2) {
+      if (t.shape.empty())
+        detail::unsupported_tensor("safetensors", t.name,
+                                   "a scalar float4_e2m1fn_x2 (one pair of FP4 values) has no "
+                                   "last dimension for F4 to count the values in; reshape it to "
+                                   "[1]");
+      if (t.shape.back() > INT64_MAX / 2)
+        detail::unsupported_tensor("safetensors", t.name,
+                                   "its last dimension counted in 4-bit values would overflow");
+    }
     order.push_back(&t);
   }
   for (const auto& [k, v] : metadata)
@@ -303,7 +357,10 @@ Prepared prepare(std::span<const detail::StreamedTensor> tensors, const StringMa
     json += "\",\"shape\":[";
     for (std::size_t i = 0; i < t->shape.size(); ++i) {
       if (i) json += ',';
-      json += std::to_string(t->shape[i]);
+      // F4 counts 4-bit values: twice float4_e2m1fn_x2's pairs in the last
+      // dimension (as torch's safetensors writer doubles it).
+      const bool pairs = t->dtype == DType::float4_e2m1fn_x2 && i + 1 == t->shape.size();
+      json += std::to_string(pairs ? t->shape[i] * 2 : t->shape[i]);
     }
     const std::uint64_t end = offset + t->nbytes;
     json += "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(end) + "]}";

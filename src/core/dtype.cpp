@@ -44,6 +44,10 @@ std::string_view dtype_name(DType type) noexcept {
       return "complex64";
     case DType::complex128:
       return "complex128";
+    case DType::float8_e8m0fnu:
+      return "float8_e8m0fnu";
+    case DType::float4_e2m1fn_x2:
+      return "float4_e2m1fn_x2";
     case DType::utf8:
       return "string";
   }
@@ -63,6 +67,8 @@ std::size_t dtype_size(DType type) noexcept {
     case DType::uint8:
     case DType::float8_e4m3fn:
     case DType::float8_e5m2:
+    case DType::float8_e8m0fnu:
+    case DType::float4_e2m1fn_x2:  // two FP4 values
       return 1;
     case DType::float16:
     case DType::bfloat16:

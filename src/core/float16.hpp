@@ -1,5 +1,5 @@
-// Conversions of IEEE binary16, bfloat16 and the two float8 formats' bit
-// patterns to float (exact: every value of these formats is a float).
+// Conversions of IEEE binary16, bfloat16, the float8 formats' and FP4 E2M1's
+// bit patterns to float (exact: every value of these formats is a float).
 #pragma once
 
 #include <bit>
@@ -53,6 +53,23 @@ inline float float8_e4m3fn_to_float(std::uint8_t bits) noexcept {
     return std::bit_cast<float>(sign | std::bit_cast<std::uint32_t>(magnitude));
   }
   return std::bit_cast<float>(sign | (exponent + 127 - 7) << 23 | mantissa << 20);
+}
+
+// float8_e8m0fnu: an unsigned exponent, value 2^(bits - 127); 0xFF is NaN;
+// no zero, no sign. 0x00 (2^-127) is a float subnormal, exact.
+inline float float8_e8m0fnu_to_float(std::uint8_t bits) noexcept {
+  if (bits == 0xFF) return std::bit_cast<float>(0x7FC00000u);
+  if (bits == 0) return std::bit_cast<float>(0x00400000u);  // 2^-127
+  return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 23);
+}
+
+// One FP4 E2M1 value (the low 4 bits of `nibble`): sign, 2 exponent bits
+// (bias 1), 1 mantissa bit; exponent 0 is subnormal (0 or 0.5). Values
+// +-{0, 0.5, 1, 1.5, 2, 3, 4, 6}; no infinity, no NaN.
+inline float float4_e2m1_to_float(std::uint8_t nibble) noexcept {
+  constexpr float kMagnitude[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  const float m = kMagnitude[nibble & 0x7];
+  return (nibble & 0x8) ? -m : m;
 }
 
 }  // namespace modelzip::detail

@@ -119,6 +119,10 @@ Tensor Tensor::strings(Shape shape, Bytes offsets, Bytes values) {
 Tensor Tensor::sparse_coo(DType dtype, Shape shape, std::uint64_t nnz, Bytes indices,
                           Bytes values) {
   if (dtype == DType::utf8) fail_invalid("sparse tensors of strings are not supported");
+  if (dtype == DType::float8_e8m0fnu || dtype == DType::float4_e2m1fn_x2)
+    fail_invalid("sparse " + std::string(dtype_name(dtype)) +
+                 " tensors are not supported (FORMAT.md section 6: COO sums repeated values and "
+                 "reads 0 where none is stored, which this type cannot mean)");
   std::uint64_t n = shape_numel(shape);
   std::uint64_t rank = shape.size();
   std::uint64_t want_idx, want_val;
@@ -258,7 +262,10 @@ void Tensor::check_view(ViewType type, std::size_t alignment) const {
           return {ViewType::u16, " (the bits)"};
         case DType::float8_e4m3fn:
         case DType::float8_e5m2:
+        case DType::float8_e8m0fnu:
           return {ViewType::u8, " (the bits)"};
+        case DType::float4_e2m1fn_x2:
+          return {ViewType::u8, " (one byte per pair of FP4 values, the first in the low nibble)"};
         case DType::utf8:
           break;
       }

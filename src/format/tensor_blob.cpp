@@ -354,6 +354,9 @@ BlobHeader read_blob_header(std::span<const std::byte> prefix, std::uint64_t ent
   } else {
     if (out.dtype == DType::utf8)
       fail_corrupt("tensor blob: sparse tensors of strings are not supported");
+    if (out.dtype == DType::float8_e8m0fnu || out.dtype == DType::float4_e2m1fn_x2)
+      fail_corrupt("tensor blob: sparse " + std::string(dtype_name(out.dtype)) +
+                   " tensors are not allowed (FORMAT.md section 6)");
     if (out.nnz > numel)
       fail_corrupt("tensor blob: nnz " + std::to_string(out.nnz) + " exceeds the element count");
     want_values = detail::checked_mul(out.nnz, width, "tensor blob: values");

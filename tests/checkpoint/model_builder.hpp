@@ -37,8 +37,9 @@ inline Tensor random_tensor(std::mt19937_64& rng, DType dtype) {
     for (std::uint64_t i = 0; i < n; ++i) words.push_back(samples[rng() % 7]);
     return Tensor::strings(shape, words);
   }
-  if (dtype != DType::bool_ && rng() % 6 == 0 && n > 0) {
-    // Sparse: a few distinct coordinates.
+  if (dtype != DType::bool_ && dtype != DType::float8_e8m0fnu && dtype != DType::float4_e2m1fn_x2 &&
+      rng() % 6 == 0 && n > 0) {
+    // Sparse (never for the MX types, FORMAT.md section 6): a few distinct coordinates.
     std::uint64_t nnz = std::min<std::uint64_t>(n, 1 + rng() % 5);
     std::vector<std::int64_t> idx;
     for (std::uint64_t k = 0; k < nnz; ++k) {

@@ -270,11 +270,13 @@ def test_export_to_numpy_formats_says_which_tensors_become_bit_patterns(tmp_path
     p = run("export", archive, tmp_path / "w.npz")
     assert p.stderr.decode() == (
         f"wrote 3 tensor(s) to {tmp_path / 'w.npz'} (npz; 2 as their bit patterns, bfloat16 as "
-        "uint16 and float8 as uint8: numpy has no such types, .safetensors keeps them)\n")
+        "uint16, float8 and float4_e2m1fn_x2 as uint8: numpy has no such types, .safetensors keeps "
+        "them)\n")
     p = run("export", archive, "a", tmp_path / "a.npy")
     assert p.stderr.decode() == (
         f"wrote 1 tensor(s) to {tmp_path / 'a.npy'} (npy; 1 as their bit patterns, bfloat16 as "
-        "uint16 and float8 as uint8: numpy has no such types, .safetensors keeps them)\n")
+        "uint16, float8 and float4_e2m1fn_x2 as uint8: numpy has no such types, .safetensors keeps "
+        "them)\n")
     assert np.load(tmp_path / "a.npy").dtype == np.uint16
     p = run("export", archive, tmp_path / "again.safetensors")
     assert p.stderr.decode() == \

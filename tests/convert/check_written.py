@@ -44,6 +44,9 @@ EXPECTED = {
     # 8-bit floats as raw '|u1': e4m3fn 1.0, -448, 2^-9, NaN; e5m2 1.0, +inf, -3 * 2^-16
     "e4m3": ("|u1", (4,), [0x38, 0xFE, 0x01, 0x7F]),
     "e5m2": ("|u1", (3,), [0x3C, 0x7C, 0x83]),
+    # MX types as raw '|u1': e8m0fnu 1, 2, 2^-127, NaN; float4_e2m1fn_x2 one byte per pair
+    "e8m0": ("|u1", (4,), [0x7F, 0x80, 0x00, 0xFF]),
+    "fp4": ("|u1", (2, 2), [0x21, 0x97, 0x70, 0xF8]),
     # complex: numpy's own '<c8' / '<c16' (real part, then imaginary part)
     "c64": ("<c8", (2,), [1 + 2j, -0.5 + 0j]),
     "c128": ("<c16", (1,), [3 - 4j]),
@@ -72,6 +75,25 @@ FLOAT8 = {
              "float8_e4m3fn"),
     "e5m2": ("F8_E5M2", (5, 2, 15, True), [1.0, float("inf"), -3 * 2.0 ** -16], "float8_e5m2"),
 }
+
+
+# The MX values, decoded here from the definitions (FORMAT.md section 6): e8m0fnu is 2^(e - 127),
+# 0xFF NaN; an e2m1 nibble is sign (bit 3), 2 exponent bits (bias 1), 1 mantissa bit, and each
+# float4_e2m1fn_x2 byte holds two, the first in the low nibble.
+def e8m0_value(b):
+    return float("nan") if b == 0xFF else 2.0 ** (b - 127)
+
+
+def e2m1_value(n):
+    sign = -1.0 if n & 0x8 else 1.0
+    e, m = (n >> 1) & 0x3, n & 0x1
+    return sign * (m * 0.5 if e == 0 else (1 + m / 2.0) * 2.0 ** (e - 1))
+
+
+MX_VALUES = {"e8m0": (lambda raw: [e8m0_value(b) for b in raw],
+                      [1.0, 2.0, 2.0 ** -127, float("nan")]),
+             "fp4": (lambda raw: [e2m1_value(v) for b in raw for v in (b & 0xF, b >> 4)],
+                     [0.5, 1.0, 6.0, -0.5, 0.0, 6.0, -0.0, -6.0])}
 
 
 def same_floats(got, want):
@@ -124,15 +146,17 @@ for name in EXPECTED:
     check(raw[10 + hlen - 1:10 + hlen] == b"\n", "npy %s: header does not end with newline" % name)
 
 # ---- safetensors: the library's rules, checked by hand ---------------------------
-ST_ORDER = ["BOOL", "U8", "I8", "F8_E5M2", "F8_E4M3", "I16", "U16", "F16", "BF16", "I32", "U32",
-            "F32", "C64", "F64", "I64", "U64"]
+ST_ORDER = ["BOOL", "F4", "F6_E2M3", "F6_E3M2", "U8", "I8", "F8_E5M2", "F8_E4M3", "F8_E8M0", "I16",
+            "U16", "F16", "BF16", "I32", "U32", "F32", "C64", "F64", "I64", "U64"]
 ST_NUMPY = {"BOOL": "|b1", "U8": "|u1", "I8": "|i1", "F8_E5M2": "|u1", "F8_E4M3": "|u1",
+            "F8_E8M0": "|u1", "F4": "|u1",
             "I16": "<i2", "U16": "<u2", "F16": "<f2", "BF16": "<u2", "I32": "<i4", "U32": "<u4",
             "F32": "<f4", "C64": "<c8", "F64": "<f8", "I64": "<i8", "U64": "<u8"}
 ST_EXPECTED_DTYPE = {"weights": "F32", "ids": "I64", "flags": "BOOL", "half": "F16",
                      "brain": "BF16", "u8": "U8", "scalar": "F64", "u16": "U16", "i16": "I16",
                      "u32": "U32", "i32": "I32", "u64": "U64", "i8": "I8", "empty": "F32",
-                     "e4m3": "F8_E4M3", "e5m2": "F8_E5M2", "c64": "C64"}
+                     "e4m3": "F8_E4M3", "e5m2": "F8_E5M2", "c64": "C64", "e8m0": "F8_E8M0",
+                     "fp4": "F4"}
 with open(os.path.join(d, "model.safetensors"), "rb") as f:
     raw = f.read()
 n = struct.unpack("<Q", raw[:8])[0]
@@ -162,12 +186,22 @@ for name in names:
     check(b == pos, "safetensors %s: gap or overlap at %d" % (name, b))
     dt = np.dtype(ST_NUMPY[info["dtype"]])
     count = int(np.prod(info["shape"], dtype=np.int64))
+    shape = list(info["shape"])
+    if info["dtype"] == "F4":  # the shape counts 4-bit values, two to a byte
+        check(shape and shape[-1] % 2 == 0, "safetensors %s: F4 shape %r" % (name, shape))
+        count //= 2
+        shape[-1] //= 2
     check(e - b == count * dt.itemsize, "safetensors %s: size" % name)
     check((8 + n + b) % dt.itemsize == 0, "safetensors %s: misaligned" % name)
-    a = np.frombuffer(data[b:e], dtype=dt).reshape(info["shape"])
+    a = np.frombuffer(data[b:e], dtype=dt).reshape(shape)
     check_array("safetensors", a, name)
     if name in FLOAT8:
         check_float8("safetensors", name, data[b:e])
+    if name in MX_VALUES:
+        decode, want = MX_VALUES[name]
+        got = decode(data[b:e])
+        check(same_floats(got, want) and [str(g)[0] == "-" for g in got] ==
+              [str(w)[0] == "-" for w in want], "safetensors %s: values %r" % (name, got))
     if name == "brain" and torch is not None:
         as_float = torch.frombuffer(bytearray(data[b:e]), dtype=torch.bfloat16).float().tolist()
         check(as_float == [1.0, -2.0], "safetensors brain: bfloat16 values %r" % (as_float,))

@@ -63,6 +63,10 @@ TEST_SUITE("convert") {
     t.push_back({"empty", dense<float>(DType::float32, {0, 4}, {})});
     t.push_back({"e4m3", dense<std::uint8_t>(DType::float8_e4m3fn, {4}, {0x38, 0xFE, 0x01, 0x7F})});
     t.push_back({"e5m2", dense<std::uint8_t>(DType::float8_e5m2, {3}, {0x3C, 0x7C, 0x83})});
+    t.push_back(
+        {"e8m0", dense<std::uint8_t>(DType::float8_e8m0fnu, {4}, {0x7F, 0x80, 0x00, 0xFF})});
+    t.push_back(
+        {"fp4", dense<std::uint8_t>(DType::float4_e2m1fn_x2, {2, 2}, {0x21, 0x97, 0x70, 0xF8})});
     t.push_back({"c64", dense<float>(DType::complex64, {2}, {1, 2, -0.5f, 0})});
     t.push_back({"c128", dense<double>(DType::complex128, {1}, {3, -4})});
 

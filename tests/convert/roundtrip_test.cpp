@@ -1,6 +1,7 @@
 // Every writer, read back by our readers: same dtype, shape and bytes; the
 // safetensors writer byte for byte against the safetensors library's own
 // test vectors; format limits give clear errors; file writes are atomic.
+#include <fstream>
 #include <sstream>
 
 #include "convert_test_support.hpp"
@@ -36,6 +37,11 @@ std::vector<NamedTensor> numeric_tensors() {
   // e4m3fn 1.0, -448, NaN; e5m2 1.0, +inf (FORMAT.md section 6).
   t.push_back({"e4m3", dense<std::uint8_t>(DType::float8_e4m3fn, {3}, {0x38, 0xFE, 0x7F})});
   t.push_back({"e5m2", dense<std::uint8_t>(DType::float8_e5m2, {1, 2}, {0x3C, 0x7C})});
+  // e8m0fnu 1.0, 2.0, 2^-127, NaN; e2m1 pairs (low nibble first): (0.5, 1), (6, -0.5), (0, 6),
+  // (-0, -6).
+  t.push_back({"e8m0", dense<std::uint8_t>(DType::float8_e8m0fnu, {4}, {0x7F, 0x80, 0x00, 0xFF})});
+  t.push_back(
+      {"fp4", dense<std::uint8_t>(DType::float4_e2m1fn_x2, {2, 2}, {0x21, 0x97, 0x70, 0xF8})});
   t.push_back({"empty", dense<float>(DType::float32, {0, 4}, {})});
   return t;
 }
@@ -63,9 +69,11 @@ void check_same(const std::vector<NamedTensor>& expected, const std::vector<Name
       CHECK(g.shape() == e.tensor.shape());
       CHECK(values_of<std::uint16_t>(g) == values_of<std::uint16_t>(e.tensor));
     } else if ((e.tensor.dtype() == DType::float8_e4m3fn ||
-                e.tensor.dtype() == DType::float8_e5m2) &&
+                e.tensor.dtype() == DType::float8_e5m2 ||
+                e.tensor.dtype() == DType::float8_e8m0fnu ||
+                e.tensor.dtype() == DType::float4_e2m1fn_x2) &&
                g.dtype() == DType::uint8) {
-      // npy stores the 8-bit floats as raw '|u1'.
+      // npy stores the 8-bit floats and the FP4 pairs as raw '|u1' (pairs: one byte each).
       CHECK(g.shape() == e.tensor.shape());
       CHECK(g.values().as_string_view() == e.tensor.values().as_string_view());
     } else {
@@ -157,8 +165,8 @@ TEST_SUITE("convert") {
     std::vector<std::string> names;
     for (const auto& t : back.tensors) names.push_back(t.name);
     CHECK(names == std::vector<std::string>{"u64", "i64", "f64", "empty", "f32", "u32", "i32",
-                                            "bf16", "f16", "u16", "i16", "e4m3", "e5m2", "i8", "u8",
-                                            "bool"});
+                                            "bf16", "f16", "u16", "i16", "e8m0", "e4m3", "e5m2",
+                                            "i8", "u8", "fp4", "bool"});
     TempDir dir;
     convert::write_safetensors(dir / "m.safetensors", tensors, meta);
     CHECK(io::read_file(dir / "m.safetensors").as_string_view() == out.str());
@@ -226,6 +234,90 @@ TEST_SUITE("convert") {
     CHECK(out.str() == file);
   }
 
+  TEST_CASE(
+      "safetensors: F8_E8M0 and F4 read as float8_e8m0fnu and float4_e2m1fn_x2 (F4's last "
+      "dimension halved into pairs), written back byte for byte") {
+    // By hand as the library writes: descending dtype (F8_E8M0, then U8,
+    // then F4 in its enum), then name; compact JSON padded to 8 bytes. F4's
+    // shape counts 4-bit values: [2, 4] is 8 values in 4 bytes.
+    std::string json = R"({"s":{"dtype":"F8_E8M0","shape":[3],"data_offsets":[0,3]},)"
+                       R"("u":{"dtype":"U8","shape":[1],"data_offsets":[3,4]},)"
+                       R"("w":{"dtype":"F4","shape":[2,4],"data_offsets":[4,8]}})";
+    json.append((8 - json.size() % 8) % 8, ' ');
+    std::string file(8, '\0');
+    for (int i = 0; i < 8; ++i) file[i] = static_cast<char>((json.size() >> (8 * i)) & 0xFF);
+    // s: 2^0, 2^1, NaN. w: rows (0.5, 1, 6, -0.5) and (0, 6, -0, -6), each
+    // byte's first value in its low nibble (0x1 = 0.5, 0x2 = 1, 0x7 = 6,
+    // 0x9 = -0.5, 0x8 = -0, 0xF = -6).
+    const std::string s = "\x7F\x80\xFF", u = "\x05", w = "\x21\x97\x70\xF8";
+    file += json + s + u + w;
+    auto f = convert::read_safetensors(Bytes::copy_of(file));
+    REQUIRE(f.tensors.size() == 3);
+    CHECK(f.tensors[0].name == "s");
+    CHECK(f.tensors[0].tensor.dtype() == DType::float8_e8m0fnu);
+    CHECK(f.tensors[0].tensor.shape() == Shape{3});
+    CHECK(f.tensors[0].tensor.values().as_string_view() == s);
+    CHECK(f.tensors[2].name == "w");
+    CHECK(f.tensors[2].tensor.dtype() == DType::float4_e2m1fn_x2);
+    CHECK(f.tensors[2].tensor.shape() == Shape{2, 2});  // pairs, as torch loads F4
+    CHECK(f.tensors[2].tensor.numel() == 4);
+    CHECK(f.tensors[2].tensor.values().as_string_view() == w);
+    std::ostringstream out;
+    convert::write_safetensors(out, f.tensors);
+    CHECK(out.str() == file);
+    std::vector<NamedTensor> shuffled = {f.tensors[2], f.tensors[1], f.tensors[0]};
+    std::ostringstream again;
+    convert::write_safetensors(again, shuffled);
+    CHECK(again.str() == file);
+    // Through a file too: read_tensor_file and write_tensor_file agree.
+    TempDir dir;
+    std::ofstream(dir / "mx.safetensors", std::ios::binary) << file;
+    auto back = convert::read_tensor_file(dir / "mx.safetensors");
+    convert::write_safetensors(dir / "again.safetensors", back.tensors);
+    CHECK(io::read_file(dir / "again.safetensors").as_string_view() == file);
+  }
+
+  TEST_CASE("safetensors: a float4_e2m1fn_x2 scalar is refused, naming the tensor") {
+    std::vector<NamedTensor> t = {
+        {"pair", dense<std::uint8_t>(DType::float4_e2m1fn_x2, {}, {0x21})}};
+    std::ostringstream out;
+    try {
+      convert::write_safetensors(out, t);
+      FAIL("wrote a scalar float4_e2m1fn_x2 to safetensors");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::unsupported);
+      const std::string what = e.what();
+      CHECK(what.find("'pair'") != std::string::npos);
+      CHECK(what.find("reshape it to [1]") != std::string::npos);
+    }
+    // Reshaped to [1], it is F4 [2].
+    t[0].tensor = dense<std::uint8_t>(DType::float4_e2m1fn_x2, {1}, {0x21});
+    std::ostringstream ok;
+    convert::write_safetensors(ok, t);
+    CHECK(ok.str().find(R"("pair":{"dtype":"F4","shape":[2],"data_offsets":[0,1]})") !=
+          std::string::npos);
+  }
+
+  TEST_CASE("safetensors: an F4 tensor of an odd last dimension names the file and the tensor") {
+    std::string json = R"({"w":{"dtype":"F4","shape":[2,3],"data_offsets":[0,3]}})";
+    json.append((8 - json.size() % 8) % 8, ' ');
+    std::string file(8, '\0');
+    for (int i = 0; i < 8; ++i) file[i] = static_cast<char>((json.size() >> (8 * i)) & 0xFF);
+    file += json + "xyz";
+    TempDir dir;
+    std::ofstream(dir / "odd.safetensors", std::ios::binary) << file;
+    try {
+      convert::read_tensor_file(dir / "odd.safetensors");
+      FAIL("read an F4 tensor of an odd last dimension");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::unsupported);
+      const std::string what = e.what();
+      CHECK(e.context().archive.find("odd.safetensors") != std::string::npos);
+      CHECK(what.find("tensor 'w' of dtype F4 has shape [2, 3], an odd last dimension") !=
+            std::string::npos);
+    }
+  }
+
   TEST_CASE("npy and npz: complex64 and complex128 round trip as '<c8' and '<c16'") {
     // [1 + 2i, -0.5 + 0i] and [3 - 4i]: interleaved real and imaginary parts.
     std::vector<NamedTensor> t = {{"c64", dense<float>(DType::complex64, {2}, {1, 2, -0.5f, 0})},
@@ -279,7 +371,8 @@ TEST_SUITE("convert") {
     for (auto& t : numeric_tensors()) {
       const DType d = t.tensor.dtype();
       if (d != DType::bool_ && d != DType::float16 && d != DType::bfloat16 &&
-          d != DType::float8_e4m3fn && d != DType::float8_e5m2)
+          d != DType::float8_e4m3fn && d != DType::float8_e5m2 && d != DType::float8_e8m0fnu &&
+          d != DType::float4_e2m1fn_x2)
         tensors.push_back(t);
     }
     tensors.push_back({"coo", coo_tensor()});

@@ -58,12 +58,33 @@ TEST_CASE("The 8-bit floats: names, codes, size 1, floating point") {
   CHECK(dtype_from_code(20) == DType::complex64);
 }
 
+TEST_CASE("The MX types: codes 22 and 23, torch's names, one byte, neither floating nor complex") {
+  CHECK(static_cast<int>(DType::float8_e8m0fnu) == 22);
+  CHECK(static_cast<int>(DType::float4_e2m1fn_x2) == 23);
+  CHECK(dtype_from_code(22) == DType::float8_e8m0fnu);
+  CHECK(dtype_from_code(23) == DType::float4_e2m1fn_x2);
+  CHECK(dtype_name(DType::float8_e8m0fnu) == "float8_e8m0fnu");
+  CHECK(dtype_name(DType::float4_e2m1fn_x2) == "float4_e2m1fn_x2");
+  CHECK(dtype_from_name("float8_e8m0fnu") == DType::float8_e8m0fnu);
+  CHECK(dtype_from_name("float4_e2m1fn_x2") == DType::float4_e2m1fn_x2);
+  // ml_dtypes' unpacked float4_e2m1fn (one value per byte) is another layout.
+  CHECK_FALSE(dtype_from_name("float4_e2m1fn"));
+  CHECK_FALSE(dtype_from_name("F8_E8M0"));
+  CHECK_FALSE(dtype_from_name("F4"));
+  CHECK(dtype_size(DType::float8_e8m0fnu) == 1);
+  CHECK(dtype_size(DType::float4_e2m1fn_x2) == 1);  // a pair of 4-bit values
+  for (DType t : {DType::float8_e8m0fnu, DType::float4_e2m1fn_x2}) {
+    CHECK_FALSE(dtype_is_floating(t));
+    CHECK_FALSE(dtype_is_complex(t));
+  }
+}
+
 TEST_CASE("The complex types: codes, names, sizes, complex but not floating") {
   CHECK(static_cast<int>(DType::complex64) == 20);
   CHECK(static_cast<int>(DType::complex128) == 21);
   CHECK(dtype_from_code(20) == DType::complex64);
   CHECK(dtype_from_code(21) == DType::complex128);
-  CHECK_FALSE(dtype_from_code(22));
+  CHECK_FALSE(dtype_from_code(24));
   CHECK(dtype_name(DType::complex64) == "complex64");
   CHECK(dtype_name(DType::complex128) == "complex128");
   CHECK(dtype_from_name("complex64") == DType::complex64);

@@ -8,8 +8,10 @@
 
 #include "core/float16.hpp"
 
+using modelzip::detail::float4_e2m1_to_float;
 using modelzip::detail::float8_e4m3fn_to_float;
 using modelzip::detail::float8_e5m2_to_float;
+using modelzip::detail::float8_e8m0fnu_to_float;
 
 namespace {
 
@@ -96,4 +98,34 @@ TEST_CASE("float8: the positive finite patterns increase, the negative ones mirr
       REQUIRE(f.decode(static_cast<std::uint8_t>(b | 0x80)) ==
               -f.decode(static_cast<std::uint8_t>(b)));
   }
+}
+
+TEST_CASE("float8_e8m0fnu: 2^(e - 127), 0xFF NaN, no zero, no sign") {
+  CHECK(float8_e8m0fnu_to_float(0x7F) == 1.0f);
+  CHECK(float8_e8m0fnu_to_float(0x80) == 2.0f);
+  CHECK(float8_e8m0fnu_to_float(0x7E) == 0.5f);
+  CHECK(float8_e8m0fnu_to_float(0xFE) == pow2(127));
+  CHECK(float8_e8m0fnu_to_float(0x01) == pow2(-126));
+  CHECK(float8_e8m0fnu_to_float(0x00) == pow2(-127));  // a float subnormal, not zero
+  CHECK(float8_e8m0fnu_to_float(0x00) > 0.0f);
+  CHECK(std::isnan(float8_e8m0fnu_to_float(0xFF)));
+  for (int b = 0; b < 255; ++b) {
+    INFO("bits " << b);
+    CHECK(float8_e8m0fnu_to_float(static_cast<std::uint8_t>(b)) == pow2(b - 127));
+  }
+}
+
+TEST_CASE("float4 e2m1: the sixteen nibbles, sign in bit 3, bias 1, no infinity or NaN") {
+  // Magnitudes 0, 0.5 (subnormal 0.01 -> 1 * 2^-1), 1, 1.5, 2, 3, 4, 6.
+  const float want[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
+                          -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+  for (int n = 0; n < 16; ++n) {
+    INFO("nibble " << n);
+    const float got = float4_e2m1_to_float(static_cast<std::uint8_t>(n));
+    CHECK(got == want[n]);
+    CHECK(std::signbit(got) == (n >= 8));
+  }
+  // Only the low nibble counts.
+  CHECK(float4_e2m1_to_float(0x97) == 6.0f);
+  CHECK(float4_e2m1_to_float(0x79) == -0.5f);
 }

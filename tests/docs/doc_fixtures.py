@@ -44,6 +44,20 @@ def write_fp8_safetensors(path: str) -> None:
         f.write(struct.pack("<Q", len(text)) + text + scale + weight)
 
 
+def write_mxfp4_safetensors(path: str) -> None:
+    """An MXFP4 layer: a 4 x 64 F4 weight (one byte per pair of FP4 values, 0x22 = (1.0, 1.0))
+    and its F8_E8M0 block scales, one per 32 values (0x7E = 2^-1), written as the safetensors
+    library writes (F8_E8M0 before F4, compact JSON padded to 8 bytes)."""
+    scales = bytes([0x7E]) * 8
+    weight = bytes([0x22]) * 128
+    header = {"fc.weight_scale": {"dtype": "F8_E8M0", "shape": [4, 2], "data_offsets": [0, 8]},
+              "fc.weight": {"dtype": "F4", "shape": [4, 64], "data_offsets": [8, 136]}}
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + scales + weight)
+
+
 def layer_arrays(bias: float = 0.0) -> dict:
     """fc.weight (64 x 10) and fc.bias, as the README's examples name them."""
     return {"fc.weight": np.ones((64, 10), np.float32),

@@ -188,7 +188,7 @@ TEST_CASE("Header rule 1: FlatBuffers with out-of-range offsets fail verificatio
 
 TEST_CASE("Header rule 2: dtype, rank, dimensions, numel, layout, byte order, alignment") {
   // 2 is DL4J's FLOAT8, which never said which 8-bit format it meant.
-  for (int code : {0, 2, 4, 15, 16, 22, 49, 51, 52, 100, 127, -1}) {
+  for (int code : {0, 2, 4, 15, 16, 24, 49, 51, 52, 100, 127, -1}) {
     BlobSpec s = dense_f32({1}, 1);
     s.dtype = code;
     INFO("dtype " << code);
@@ -591,6 +591,52 @@ TEST_CASE("The 8-bit float types 18 and 19: one byte per element") {
     short_values.values->second = 3;
     CHECK_ERROR(header_of(blob_entry(short_values, data.substr(0, 3))), ErrorCode::corrupt,
                 "values");
+  }
+}
+
+TEST_CASE("The MX types 22 and 23: one byte per element (an FP4 element is a pair), never sparse") {
+  // e8m0fnu 2^0, 2^1, 2^-127, NaN; e2m1 pairs (0.5, 1), (6, -0.5), (0, 6), (-0, -6), each
+  // byte's first value in its low nibble (FORMAT.md section 6).
+  for (int code : {22, 23}) {
+    INFO("dtype " << code);
+    const std::string data(code == 22 ? "\x7F\x80\x00\xFF" : "\x21\x97\x70\xF8", 4);
+    BlobSpec s;
+    s.dtype = code;
+    s.shape = {2, 2};
+    s.values = {0, 4};
+    s.values->first = blob_data_offset(s);
+    const std::string entry = blob_entry(s, data);
+    BlobHeader h = header_of(entry);
+    CHECK(h.dtype == (code == 22 ? DType::float8_e8m0fnu : DType::float4_e2m1fn_x2));
+    CHECK(h.values.length == 4);
+    Tensor t = decode(entry);
+    CHECK(t.dtype() == h.dtype);
+    CHECK(t.numel() == 4);  // FP4: 4 pairs, 8 values
+    CHECK(t.values().as_string_view() == data);
+    CHECK(t.as<std::uint8_t>()[1] == static_cast<std::uint8_t>(data[1]));
+    BlobSpec short_values = s;
+    short_values.values->second = 3;
+    CHECK_ERROR(header_of(blob_entry(short_values, data.substr(0, 3))), ErrorCode::corrupt,
+                "values");
+    // SPARSE_COO has no meaning for them (no zero; a pair is two values).
+    BlobSpec sparse;
+    sparse.dtype = code;
+    sparse.layout = 1;
+    sparse.shape = std::vector<std::int64_t>{3, 4};
+    sparse.nnz = 2;
+    const std::uint64_t at = blob_data_offset(sparse);
+    sparse.values = {at, 2};
+    sparse.indices = {at + 64, 32};
+    std::string coo = data.substr(0, 2);
+    coo.resize(64, '\0');
+    coo += le_bytes(std::vector<std::int64_t>{0, 3, 2, 0});
+    CHECK_ERROR(
+        header_of(blob_entry(sparse, coo)), ErrorCode::corrupt,
+        "tensor blob: sparse " + std::string(dtype_name(h.dtype)) + " tensors are not allowed");
+    CHECK_ERROR(Tensor::sparse_coo(h.dtype, {3, 4}, 2,
+                                   Bytes::copy_of(le_bytes(std::vector<std::int64_t>{0, 3, 2, 0})),
+                                   Bytes::copy_of(data.substr(0, 2))),
+                ErrorCode::invalid_argument, "sparse " + std::string(dtype_name(h.dtype)));
   }
 }
 

@@ -125,4 +125,4 @@ def test_dtypes_listed():
     assert modelzip.DTYPES == ("bool", "float16", "float32", "float64", "int8", "int16", "int32",
                                "int64", "uint8", "uint16", "uint32", "uint64", "bfloat16",
                                "float8_e4m3fn", "float8_e5m2", "complex64", "complex128",
-                               "string")
+                               "float8_e8m0fnu", "float4_e2m1fn_x2", "string")

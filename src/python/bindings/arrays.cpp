@@ -145,6 +145,8 @@ py::dtype numpy_dtype(DType type) {
       break;
     case DType::float8_e4m3fn:
     case DType::float8_e5m2:
+    case DType::float8_e8m0fnu:
+    case DType::float4_e2m1fn_x2:  // one byte per pair, as torch.float4_e2m1fn_x2.view(uint8)
       name = "u1";
       break;
     case DType::complex64:

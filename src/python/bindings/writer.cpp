@@ -344,9 +344,10 @@ arrays: mapping name -> numpy array, torch tensor, anything with __array__ or
   only for arrays that are not).
 share: {name: (tag, param)}: `name` is parameter `param` of existing tag `tag`.
 compress: True, or the names to deflate (default: stored, zero-copy reads).
-dtypes: {name: "bfloat16" | "float8_e4m3fn" | "float8_e5m2"}: arrays holding
-  the raw bits of a type numpy lacks (uint16/int16 for bfloat16, uint8/int8 for
-  the float8 types). torch tensors and ml_dtypes arrays of these types are
+dtypes: {name: "bfloat16" | "float8_e4m3fn" | "float8_e5m2" | "float8_e8m0fnu" |
+  "float4_e2m1fn_x2"}: arrays holding the raw bits of a type numpy lacks
+  (uint16/int16 for bfloat16, uint8/int8 for the others; float4_e2m1fn_x2: one
+  byte per pair of FP4 values, first in the low nibble). torch tensors and ml_dtypes arrays of these types are
   recognised without it.
 bfloat16: names of uint16/int16 arrays holding bfloat16 bits (the older
   shorthand of dtypes={name: "bfloat16"}).

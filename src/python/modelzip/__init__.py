@@ -167,7 +167,7 @@ def save(path: PathLike, tag: str, arrays: Mapping[str, Any], *,
     only the newest N tags, removing older ones in the same commit (in place:
     their bytes stay as free entries until collect_garbage()).
     See Writer.add_tag for ``share``, ``compress``, ``dtypes`` (arrays holding the raw bits of
-    bfloat16, float8_e4m3fn or float8_e5m2), ``bfloat16`` and ``updater``;
+    bfloat16, the float8 types or float4_e2m1fn_x2), ``bfloat16`` and ``updater``;
     ``metadata`` updates the archive metadata as update_metadata() does.
     Returns the WriteStats of the commit.
     """

@@ -18,6 +18,10 @@ Loaded arrays and dtypes:
   ``ParamInfo.dtype`` says which. ``Archive.load_torch`` restores
   ``torch.float8_e4m3fn`` / ``torch.float8_e5m2`` (torch >= 2.1; older torch
   raises TypeError); ``ml_dtypes`` arrays: ``arr.view(ml_dtypes.float8_e4m3fn)``.
+- The MX types float8_e8m0fnu and float4_e2m1fn_x2 load as **uint8** too
+  (float4_e2m1fn_x2: one byte per pair of FP4 values, first in the low
+  nibble, shape in bytes); ``load_torch`` restores ``torch.float8_e8m0fnu``
+  (torch >= 2.7) / ``torch.float4_e2m1fn_x2`` (torch >= 2.8).
 - Strings ("string", UTF-8) load as numpy **object** arrays of ``str`` with
   the stored shape (always a copy).
 - A Python int, float or bool that was saved loads as its 0-d int64 (uint64
@@ -430,9 +434,10 @@ class Writer:
         "_python_types" parameter; ValueError for an int beyond 64 bits).
         share: {name: (tag, param)}: ``name`` is parameter ``param`` of tag ``tag``.
         compress: True, or the names to deflate (default: stored, zero-copy reads).
-        dtypes: {name: "bfloat16" | "float8_e4m3fn" | "float8_e5m2"}: arrays
+        dtypes: {name: "bfloat16" | "float8_e4m3fn" | "float8_e5m2" |
+        "float8_e8m0fnu" | "float4_e2m1fn_x2"}: arrays
         holding the raw bits of a type numpy lacks (uint16/int16 for bfloat16,
-        uint8/int8 for the float8 types; TypeError for another itemsize,
+        uint8/int8 for the others; TypeError for another itemsize,
         ValueError for another type name). torch tensors and ml_dtypes arrays
         of these types are recognised without it.
         bfloat16: names of uint16/int16 arrays holding bfloat16 bits (the older

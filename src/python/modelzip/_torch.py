@@ -40,9 +40,11 @@ def to_torch(name: str, value: Any, dtype: str) -> Any:
     """A torch tensor sharing the memory of ``value`` (a writable numpy copy, or SparseCOO).
 
     ``dtype`` is the modelzip dtype, so bfloat16 (loaded as uint16 bits) becomes
-    ``torch.bfloat16`` again, float8_e4m3fn and float8_e5m2 (uint8 bits) ``torch.float8_*``.
-    Raises TypeError, naming ``name``, for what torch cannot hold (strings, unsigned types it
-    lacks, float8 types before torch 2.1).
+    ``torch.bfloat16`` again, float8_e4m3fn, float8_e5m2 and float8_e8m0fnu (uint8 bits)
+    ``torch.float8_*``, float4_e2m1fn_x2 (uint8, one byte per pair) ``torch.float4_e2m1fn_x2``
+    of the same shape. Raises TypeError, naming ``name``, for what torch cannot hold (strings,
+    unsigned types it lacks, float8 types before torch 2.1, float8_e8m0fnu before 2.7,
+    float4_e2m1fn_x2 before 2.8).
     """
     import torch
 
@@ -56,8 +58,9 @@ def to_torch(name: str, value: Any, dtype: str) -> Any:
         torch_type = _values.torch_raw_bits_types(torch).get(dtype)
         if torch_type is None:
             raise TypeError(f"parameter {name!r} is {dtype}, a type torch {torch.__version__} "
-                            "does not have: loading it as a torch tensor needs torch >= 2.1 "
-                            "(modelzip.load() gives its raw bits as uint8)")
+                            "does not have: loading it as a torch tensor needs torch >= "
+                            f"{_values.TORCH_RAW_BITS_SINCE[dtype]} (modelzip.load() gives its "
+                            "raw bits as uint8)")
         bits = np.int16 if RAW_BITS_DTYPES[dtype] == 2 else np.uint8  # torch has no uint16
         return torch.from_numpy(value.view(bits)).view(torch_type)
     if dtype == "string":

@@ -230,18 +230,26 @@ class QuantizedTensor:
 QuantizedTensor.__module__ = "modelzip"
 
 # The types numpy lacks, stored from arrays of their raw bits (or ml_dtypes' types of the same
-# name): modelzip dtype name -> bytes per element.
-RAW_BITS_DTYPES = {"bfloat16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1}
+# name): modelzip dtype name -> bytes per element. A float4_e2m1fn_x2 element is one byte holding
+# two FP4 values (the first in the low nibble), as torch.float4_e2m1fn_x2 viewed as uint8; the
+# array's shape counts those bytes (ml_dtypes' float4_e2m1fn, one value per byte, is not it).
+RAW_BITS_DTYPES = {"bfloat16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1, "float8_e8m0fnu": 1,
+                   "float4_e2m1fn_x2": 1}
+
+# The first torch version with each raw-bits type, for the message of an older torch.
+TORCH_RAW_BITS_SINCE = {"bfloat16": "1.0", "float8_e4m3fn": "2.1", "float8_e5m2": "2.1",
+                        "float8_e8m0fnu": "2.7", "float4_e2m1fn_x2": "2.8"}
 
 _SUPPORTED = ("bool, int8..int64, uint8..uint64, float16, float32, float64, complex64, "
               "complex128, "
-              "str (strings), raw bits marked with dtypes= (bfloat16, float8_e4m3fn, float8_e5m2)")
+              "str (strings), raw bits marked with dtypes= (" + ", ".join(RAW_BITS_DTYPES) + ")")
 
 
 def raw_bits_marks(bfloat16: Any = (), dtypes: Any = None) -> dict:
     """The arrays the caller gives as raw bits, ``{name or (variable, state): dtype name}``, from
     ``bfloat16=`` (a collection of names, each marked "bfloat16") and ``dtypes=`` (a mapping of
-    names to "bfloat16", "float8_e4m3fn" or "float8_e5m2"). Keys are checked by the caller
+    names to a key of RAW_BITS_DTYPES: "bfloat16", "float8_e4m3fn", "float8_e5m2",
+    "float8_e8m0fnu" or "float4_e2m1fn_x2"). Keys are checked by the caller
     (tag_contents.cpp). Raises TypeError for arguments of the wrong kind, ValueError for an
     unknown type name or a name that the two arguments mark differently."""
     if isinstance(bfloat16, (bool, str)):
@@ -462,7 +470,7 @@ def _not_an_array(value: Any) -> str:
 @functools.lru_cache(maxsize=None)
 def torch_raw_bits_types(torch: Any) -> dict:
     """The torch dtypes numpy lacks that this torch has, by modelzip dtype name (torch before
-    2.1 has no float8 types). Cached: asking torch 1.13 for a type it lacks costs microseconds,
+    2.1 has no float8 types, before 2.7 no float8_e8m0fnu, before 2.8 no float4_e2m1fn_x2). Cached: asking torch 1.13 for a type it lacks costs microseconds,
     and every saved and loaded tensor asks."""
     out = {}
     for name in RAW_BITS_DTYPES:
@@ -474,7 +482,8 @@ def torch_raw_bits_types(torch: Any) -> dict:
 
 def _from_torch(torch: Any, tensor: Any) -> tuple[Any, Optional[str]]:
     """A torch tensor as numpy (sharing memory when possible) or SparseCOO, and the modelzip
-    dtype whose raw bits that numpy array holds (bfloat16, float8_*), else None."""
+    dtype whose raw bits that numpy array holds (bfloat16, float8_*, float4_e2m1fn_x2), else
+    None."""
     tensor = tensor.detach()
     if tensor.is_quantized:
         return _from_torch_quantized(torch, tensor.cpu().contiguous()), None
@@ -535,7 +544,12 @@ def _dtype_name(array: np.ndarray, raw_bits: Optional[str]) -> str:
         raise TypeError(f"only uint{size * 8}/int{size * 8} arrays can be stored as {raw_bits}, "
                         f"not {dt}")
     if dt.kind not in "biuf" and RAW_BITS_DTYPES.get(dt.name) == dt.itemsize:
-        return dt.name  # ml_dtypes.bfloat16, float8_e4m3fn, float8_e5m2
+        return dt.name  # ml_dtypes.bfloat16, float8_e4m3fn, float8_e5m2, float8_e8m0fnu
+    if dt.name == "float4_e2m1fn":
+        raise TypeError("ml_dtypes float4_e2m1fn arrays (one FP4 value per byte) cannot be stored: "
+                        "modelzip's float4_e2m1fn_x2 packs two values per byte (the first in the "
+                        "low nibble); pack them into uint8 and pass dtypes={name: "
+                        "\"float4_e2m1fn_x2\"}")
     if dt.kind == "b":
         return "bool"
     if dt.kind in "iu" and dt.itemsize in (1, 2, 4, 8):

@@ -230,7 +230,7 @@ def save(path: PathLike, tag: str, tensors: Mapping[str, Any], *, group: Any = N
     naming the ranks); Python scalars, None, torch dtypes and tuples of tensors
     as modelzip.save stores them (docs/distributed.md). ``share`` maps names to
     (tag, parameter) of an existing tag. Arrays are borrowed, not copied.
-    ``dtypes``: {name: "bfloat16" | "float8_e4m3fn" | "float8_e5m2"} for
+    ``dtypes``: {name: "bfloat16" | "float8_*" | "float4_e2m1fn_x2"} for
     arrays of this rank holding raw bits of those types, as for
     modelzip.save (torch tensors of these types need none).
     Returns this rank's CollectiveStats.

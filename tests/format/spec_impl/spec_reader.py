@@ -421,7 +421,10 @@ DTYPES = {  # DataType number -> (name, element size, numpy dtype of the stored 
     13: ("uint32", 4, np.dtype("<u4")), 14: ("uint64", 8, np.dtype("<u8")),
     17: ("bfloat16", 2, np.dtype("<u2")), 18: ("float8_e4m3fn", 1, np.dtype("u1")),
     19: ("float8_e5m2", 1, np.dtype("u1")), 20: ("complex64", 8, np.dtype("<c8")),
-    21: ("complex128", 16, np.dtype("<c16")), 50: ("utf8", 0, None),
+    21: ("complex128", 16, np.dtype("<c16")),
+    # §6: the MX types, read as their bytes (an FP4 element is a byte of two values).
+    22: ("float8_e8m0fnu", 1, np.dtype("u1")), 23: ("float4_e2m1fn_x2", 1, np.dtype("u1")),
+    50: ("utf8", 0, None),
 }
 DENSE, SPARSE_COO, QUANTIZED = 0, 1, 2
 
@@ -548,8 +551,8 @@ def decode_blob(entry, blob):
         if nnz:
             fail("nnz is not 0")
     elif layout == SPARSE_COO:
-        if dname == "utf8":
-            fail("SPARSE_COO of utf8")
+        if dname in ("utf8", "float8_e8m0fnu", "float4_e2m1fn_x2"):
+            fail(f"SPARSE_COO of {dname}")
         if nnz > numel:
             fail("nnz exceeds the element count")
         want["values"] = nnz * size

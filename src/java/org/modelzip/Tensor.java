@@ -12,10 +12,14 @@ import java.util.Objects;
  * <p>Data types are named as modelzip names them: "bool", "int8", "uint8",
  * "int16", "uint16", "int32", "uint32", "int64", "uint64", "float16",
  * "bfloat16", "float8_e4m3fn", "float8_e5m2", "float32", "float64",
- * "complex64", "complex128" and "string" (UTF-8 strings). Values are
+ * "complex64", "complex128", the OCP Microscaling types "float8_e8m0fnu"
+ * (power-of-two block scales) and "float4_e2m1fn_x2" (one byte per pair of
+ * FP4 values, the first in the low nibble; the shape counts bytes), and
+ * "string" (UTF-8 strings). Values are
  * row-major and little-endian, as stored. Each type is made from, and its
  * stored bits read into, one kind of Java array of its width: boolean[]
- * (bool), byte[] (int8, uint8, and the bits of the 8-bit floats), short[]
+ * (bool), byte[] (int8, uint8, and the bits of the 8-bit floats and of the
+ * FP4 pairs), short[]
  * (int16, uint16, and the bits of float16 and bfloat16), int[] (int32,
  * uint32), long[] (int64, uint64), float[] (float32; complex64 interleaved),
  * double[] (float64; complex128 interleaved) and String[] (string); unsigned
@@ -334,7 +338,10 @@ public final class Tensor implements AutoCloseable {
     return (short[]) copyValues("short");
   }
 
-  /** The values of an int8 or uint8 tensor (bits kept), or the bits of the 8-bit floats. */
+  /**
+   * The values of an int8 or uint8 tensor (bits kept), or the bits of the
+   * 8-bit floats and of the FP4 pairs (float4_e2m1fn_x2: one byte each).
+   */
   public byte[] toByteArray() {
     return (byte[]) copyValues("byte");
   }
@@ -424,7 +431,8 @@ public final class Tensor implements AutoCloseable {
   static String arrayKind(String dtype) {
     switch (dtype) {
       case "bool": return "boolean";
-      case "int8": case "uint8": case "float8_e4m3fn": case "float8_e5m2": return "byte";
+      case "int8": case "uint8": case "float8_e4m3fn": case "float8_e5m2":
+      case "float8_e8m0fnu": case "float4_e2m1fn_x2": return "byte";
       case "int16": case "uint16": case "float16": case "bfloat16": return "short";
       case "int32": case "uint32": return "int";
       case "int64": case "uint64": return "long";
