@@ -17,6 +17,10 @@ other rank one naming it; the archive unchanged),
 "optim" (a sharded Adam checkpoint with save_checkpoint: w by rows, c by
 columns, b whole on the last rank, each rank's Adam over its blocks; then
 optimizers that disagree: the same ValueError on every rank),
+"gan" (an FSDP-like GAN: each rank's blocks of a generator and a discriminator, an
+Adam and an SGD with momentum over them, saved as a mapping of two optimizers, loaded
+back into fresh ones; then optimizers that do not fit together: a ValueError on every
+rank, the archive unchanged),
 "rotate" (six saves with keep_last=2, blocking and blocking=False, the
 file size bounded; replace; invalid rotations raising on every rank; then
 save_checkpoint with keep_last=1 leaves ckpt-2 alone), "background" (the two tags of "save" with blocking=False, the
@@ -118,6 +122,58 @@ def sharded_adam(rank, world, torch):
     shards = {n: mzd.Shard(p, start[n].shape, [i.start for i in index]) if n != "b" else p
               for n, (p, index) in params.items()}
     return shards, optimizer
+
+
+GAN_SHAPES = {"gen.w": (8, 5), "gen.b": (8,), "disc.w": (3, 8), "disc.b": (3,)}
+GAN_OPTIMIZERS = {"gen": ("Adam", {"lr": 0.01, "betas": (0.8, 0.99)}),
+                  "disc": ("SGD", {"lr": 0.1, "momentum": 0.9})}
+GAN_STEPS = 2
+
+
+def gan_values():
+    """The GAN's initial parameters and per-step gradients (whole)."""
+    g = np.random.default_rng(11)
+    start = {n: g.standard_normal(shape).astype(np.float32) for n, shape in GAN_SHAPES.items()}
+    grads = [{n: g.standard_normal(v.shape).astype(np.float32) for n, v in start.items()}
+             for _ in range(GAN_STEPS)]
+    return start, grads
+
+
+def gan_blocks(rank, world):
+    """(offset, shape) of this rank's block of each GAN parameter (None: not held): the
+    weights by rows and columns over every rank, gen.b whole on the last, disc.b on the
+    first."""
+    return {"gen.w": mzd.split((8, 5), 0, rank, world),
+            "gen.b": ([0], [8]) if rank == world - 1 else None,
+            "disc.w": mzd.split((3, 8), 1, rank, world),
+            "disc.b": ([0], [3]) if rank == 0 else None}
+
+
+def gan_optimizers(torch, tensors):
+    """{name: optimizer} of GAN_OPTIMIZERS, each over the tensors of its model (by name)."""
+    return {name: getattr(torch.optim, kind)(
+        [t for n, t in tensors.items() if n.startswith(name + ".")], **options)
+        for name, (kind, options) in GAN_OPTIMIZERS.items()}
+
+
+def sharded_gan(rank, world, torch):
+    """This rank's GAN blocks as Shards (whole tensors for the biases) and the two optimizers
+    trained over them."""
+    start, grads = gan_values()
+    tensors, indices = {}, {}
+    for name, block in gan_blocks(rank, world).items():
+        if block is not None:
+            indices[name] = tuple(slice(o, o + s) for o, s in zip(*block))
+            tensors[name] = torch.nn.Parameter(torch.from_numpy(start[name][indices[name]].copy()))
+    optimizers = gan_optimizers(torch, tensors)
+    for step in range(GAN_STEPS):
+        for name, p in tensors.items():
+            p.grad = torch.from_numpy(grads[step][name][indices[name]].copy())
+        for optimizer in optimizers.values():
+            optimizer.step()
+    shards = {n: mzd.Shard(p, GAN_SHAPES[n], [i.start for i in indices[n]]) if n.endswith(".w")
+              else p for n, p in tensors.items()}
+    return shards, optimizers
 
 
 def run(scenario, folder, rank, world, torch, group, comm):
@@ -295,6 +351,56 @@ def run(scenario, folder, rank, world, torch, group, comm):
             assert a.tags == ["step-1", "step-2"]
             assert a.tensor("w", "step-2").tolist() == [[r] * 3 for r in range(world)
                                                         for _ in range(2)]
+    elif scenario == "gan":
+        if torch is None:
+            import torch
+        shards, optimizers = sharded_gan(rank, world, torch)
+        mzd.save_checkpoint(path, "gan", shards, optimizers, group=comm, durable=False, epoch=1)
+        before = open(path, "rb").read()
+        # Fresh tensors and optimizers of the same layout get every value back.
+        fresh = {n: mzd.Shard(torch.nn.Parameter(torch.zeros(tuple(s.value.shape))),
+                              s.global_shape, s.offset) if isinstance(s, mzd.Shard)
+                 else torch.nn.Parameter(torch.zeros(tuple(s.shape))) for n, s in shards.items()}
+        again = gan_optimizers(torch, {n: s.value if isinstance(s, mzd.Shard) else s
+                                       for n, s in fresh.items()})
+        state = mzd.load_checkpoint(path, "gan", fresh, again)
+        assert (state.iteration, state.epoch) == (GAN_STEPS, 1), state
+        for name, optimizer in optimizers.items():
+            for p, p2 in zip(optimizer.param_groups[0]["params"],
+                             again[name].param_groups[0]["params"]):
+                assert torch.equal(p, p2), name
+                assert optimizer.state[p].keys() == again[name].state[p2].keys(), name
+                for key, value in optimizer.state[p].items():
+                    assert torch.equal(value, again[name].state[p2][key]), (name, key)
+            assert again[name].param_groups[0]["lr"] == optimizer.param_groups[0]["lr"]
+        if world == 1:
+            return
+        # Optimizers that do not fit together: on the last rank one of the two, one
+        # optimizer, then its disc.w block held by the generator's optimizer (the
+        # discriminator's holding a tensor that is not saved).
+        last = rank == world - 1
+        extra = torch.nn.Parameter(torch.zeros(1))
+        disc_w = shards["disc.w"].value
+        cases = [({"gen": optimizers["gen"]} if last else optimizers,
+                  f"rank {world - 1} passes optimizers named ['gen'], rank 0 ['gen', 'disc']"),
+                 (optimizers["gen"] if last else optimizers,
+                  f"rank {world - 1} passes one optimizer, rank 0 several ['gen', 'disc']"),
+                 ({"gen": torch.optim.Adam(list(optimizers["gen"].param_groups[0]["params"])
+                                           + [disc_w], **GAN_OPTIMIZERS["gen"][1]),
+                   "disc": torch.optim.SGD([extra], **GAN_OPTIMIZERS["disc"][1])}
+                  if last else optimizers,
+                  "parameter 'disc.w' is held by optimizers 'gen' and 'disc' (on different "
+                  "ranks)")]
+        for given, text in cases:
+            try:
+                mzd.save_checkpoint(path, "bad", shards, given, group=comm, durable=False)
+            except ValueError as e:
+                message = str(e)
+            else:
+                raise AssertionError(f"{text}: saved")
+            assert text in message, message
+            assert comm.broadcast(message.encode(), 0).decode() == message
+            assert open(path, "rb").read() == before
     elif scenario == "optim":
         if torch is None:
             import torch

@@ -47,7 +47,7 @@ def run_torch(scenario, folder, world=4):
 
 
 TORCH_SCENARIOS = ["save", "invalid", "background", "background-invalid", "optim", "rotate",
-                   "text"]
+                   "text", "gan"]
 
 
 @pytest.fixture(scope="module")
@@ -369,40 +369,108 @@ def test_torch_loads_give_what_modelzip_torch_load_gives(tmp_path):
 
 
 def test_checkpoints_of_several_optimizers_and_schedulers(tmp_path):
-    # modelzip.torch checkpoints take several optimizers and schedulers by name; the collective
-    # checkpoint takes one optimizer (a mapping failed with AttributeError "'dict' object has
-    # no attribute 'param_groups'") and several schedulers.
+    # The collective checkpoint takes several optimizers as modelzip.torch's does (a mapping or
+    # a list raised "TypeError: modelzip.distributed.save_checkpoint() argument 'optimizer'
+    # must be a torch.optim.Optimizer, not dict") and writes the same tag: same properties and
+    # updater state, byte for byte; either loader reads either archive.
     torch = pytest.importorskip("torch")
     import modelzip.torch as mzt
-    path = tmp_path / "c.zip"
-    model = torch.nn.ModuleDict({"g": torch.nn.Linear(2, 2), "d": torch.nn.Linear(2, 1)})
-    optimizers = {name: torch.optim.SGD(model[name].parameters(), lr=0.1) for name in "gd"}
-    mzt.save_checkpoint(path, "two", model, optimizers, durable=False)
-    params = dict(model.named_parameters())
-    with pytest.raises(ValueError, match="tag 'two' holds the states of optimizers named "
-                                         r"\['g', 'd'\]"):
-        mzd.load_checkpoint(path, "two", params, optimizers["g"])
-    with pytest.raises(TypeError, match="modelzip.distributed.load_checkpoint\\(\\) argument "
-                                        "'optimizer' must be a torch.optim.Optimizer, not dict "
-                                        "\\(several optimizers: modelzip.torch's checkpoints\\)"):
-        mzd.load_checkpoint(path, "two", params, optimizers)
-    with pytest.raises(ValueError, match="save_checkpoint failed on rank 0: TypeError: "
-                                         "modelzip.distributed.save_checkpoint\\(\\) argument "
-                                         "'optimizer' must be a torch.optim.Optimizer, not list"):
-        mzd.save_checkpoint(path, "x", params, list(optimizers.values()), group=OneRank(),
-                            durable=False)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    schedulers = [torch.optim.lr_scheduler.StepLR(optimizer, 2),
-                  torch.optim.lr_scheduler.ExponentialLR(optimizer, 0.5)]
+    from test_torch_checkpoint import make_gan, gan_steps
+    gan, optimizers, schedulers = make_gan(0)
+    gan_steps(gan, optimizers, schedulers, 0, 3)
+    params = dict(gan.named_parameters())
+    for form, given, given_schedulers in (("mapping", optimizers, schedulers),
+                                          ("list", list(optimizers.values()),
+                                           list(schedulers.values()))):
+        single, dist = tmp_path / f"single-{form}.zip", tmp_path / f"dist-{form}.zip"
+        mzt.save_checkpoint(single, "t", gan, given, scheduler=given_schedulers, epoch=2,
+                            properties={"data.position": "5"}, durable=False, dedup=False)
+        mzd.save_checkpoint(dist, "t", params, given, scheduler=given_schedulers, epoch=2,
+                            properties={"data.position": "5"}, group=OneRank(), durable=False)
+        with modelzip.open(single) as a, modelzip.open(dist) as b:
+            assert a.training_config("t") == b.training_config("t")
+            assert mzt.OPTIMIZERS in b.training_config("t")["properties"]
+            assert [(s.name, s.state) for s in a.updater_states("t")] == \
+                [(s.name, s.state) for s in b.updater_states("t")]
+            for s in a.updater_states("t"):
+                np.testing.assert_array_equal(a.updater_state(s.name, s.state, "t"),
+                                              b.updater_state(s.name, s.state, "t"))
+            assert b.verify() == []
+        assert single.read_bytes() == dist.read_bytes(), form
+    # Either loader reads either archive: fresh optimizers (a mapping in another order) get
+    # every value back.
+    for path, loader in ((tmp_path / "single-mapping.zip", "distributed"),
+                         (tmp_path / "dist-mapping.zip", "torch")):
+        gan2, optimizers2, schedulers2 = make_gan(1)
+        reordered = {name: optimizers2[name] for name in reversed(list(optimizers2))}
+        if loader == "torch":
+            state = mzt.load_checkpoint(path, "t", gan2, reordered, scheduler=schedulers2)
+        else:
+            state = mzd.load_checkpoint(path, "t", dict(gan2.named_parameters()), reordered,
+                                        scheduler=schedulers2)
+        assert (state.iteration, state.epoch, state.properties) == (3, 2, {"data.position": "5"})
+        for (name, p), p2 in zip(gan.named_parameters(), gan2.parameters()):
+            assert torch.equal(p, p2), name
+        for name, optimizer in optimizers.items():
+            assert optimizer.param_groups == [dict(g, params=g2["params"]) for g, g2 in
+                                              zip(optimizers2[name].param_groups,
+                                                  optimizer.param_groups)]
+            for p, p2 in zip(optimizer.param_groups[0]["params"],
+                             optimizers2[name].param_groups[0]["params"]):
+                assert optimizer.state[p].keys() == optimizers2[name].state[p2].keys()
+                for key, value in optimizer.state[p].items():
+                    assert torch.equal(value, optimizers2[name].state[p2][key]), (name, key)
+        assert [s.state_dict() for s in schedulers2.values()] == \
+            [s.state_dict() for s in schedulers.values()]
+    # Optimizers that do not fit raise before anything changes.
+    path = tmp_path / "dist-mapping.zip"
+    gan2, optimizers2, _ = make_gan(1)
+    params2 = dict(gan2.named_parameters())
+    before = {n: p.clone() for n, p in params2.items()}
+    for wrong, text in (({"gen": optimizers2["gen"]}, "optimizers: the checkpoint holds 2 "
+                         r"\['gen', 'disc'\], given 1 \['gen'\]"),
+                        ([optimizers2["gen"]] * 2, "optimizers: the checkpoint holds 2"),
+                        ({"gen": optimizers2["gen"],
+                          "disc": torch.optim.Adam(gan2["disc"].parameters())},
+                         "optimizer 'disc' holds the state of a torch.optim.sgd.SGD, not of a "
+                         "torch.optim.adam.Adam"),
+                        ({"gen": optimizers2["gen"],
+                          "disc": torch.optim.SGD([{"params": [params2["disc.net.0.weight"]]},
+                                                   {"params": [params2["disc.net.0.bias"]]}],
+                                                  lr=0.1)},
+                         "optimizer 'disc' holds 1 param groups, the optimizer has 2"),
+                        (optimizers2["gen"], r"holds the states of optimizers named "
+                                             r"\['gen', 'disc'\]")):
+        with pytest.raises(ValueError, match=text):
+            mzd.load_checkpoint(path, "t", params2, wrong)
+        assert all(torch.equal(p, before[n]) for n, p in params2.items())
+        assert not optimizers2["gen"].state
+    mzd.save_checkpoint(path, "one", params, torch.optim.SGD(gan.parameters(), lr=0.1),
+                        group=OneRank(), durable=False)
+    with pytest.raises(ValueError, match="tag 'one' holds the state of one optimizer \\(a "
+                                         "torch.optim.sgd.SGD\\), not of a mapping or list"):
+        mzd.load_checkpoint(path, "one", params2, optimizers2)
+    # One parameter in two optimizers: refused on every rank, nothing written.
+    before = path.read_bytes()
+    with pytest.raises(ValueError, match="save_checkpoint failed on rank 0: ValueError: "
+                                         "parameter 'gen.net.0.weight' is held by optimizers '0' "
+                                         "and '1'"):
+        both = [optimizers["gen"], torch.optim.SGD([params["gen.net.0.weight"]], lr=1)]
+        mzd.save_checkpoint(path, "x", params, both, group=OneRank(), durable=False)
+    assert path.read_bytes() == before
+    # One optimizer, several schedulers.
+    optimizer = torch.optim.SGD(gan.parameters(), lr=0.1)
+    several = [torch.optim.lr_scheduler.StepLR(optimizer, 2),
+               torch.optim.lr_scheduler.ExponentialLR(optimizer, 0.5)]
     optimizer.step()  # no gradients: changes nothing, but schedulers step after it
-    for scheduler in schedulers:
+    for scheduler in several:
         scheduler.step()
-    mzd.save_checkpoint(path, "one", params, optimizer, scheduler=schedulers, group=OneRank(),
+    mzd.save_checkpoint(path, "sched", params, optimizer, scheduler=several, group=OneRank(),
                         durable=False)
     again = [torch.optim.lr_scheduler.StepLR(optimizer, 2),
              torch.optim.lr_scheduler.ExponentialLR(optimizer, 0.5)]
-    mzd.load_checkpoint(path, "one", params, optimizer, scheduler=again)
-    assert [s.state_dict() for s in again] == [s.state_dict() for s in schedulers]
+    mzd.load_checkpoint(path, "sched", params, optimizer, scheduler=again)
+    assert [s.state_dict() for s in again] == [s.state_dict() for s in several]
 
 
 def test_split_and_local_errors():
@@ -536,6 +604,99 @@ def test_sharded_adam_checkpoint(request, tmp_path, engine):
         run_mpi("optim", tmp_path)
         folder = tmp_path
     check_sharded_adam(folder / "dist.zip", tmp_path)
+
+
+def whole_gan():
+    """The GAN scenario's models trained by its two optimizers over the whole tensors."""
+    import torch
+    from dist_worker import GAN_SHAPES, GAN_STEPS, gan_optimizers, gan_values
+
+    start, grads = gan_values()
+    model = torch.nn.ModuleDict({m: torch.nn.ParameterDict() for m in ("gen", "disc")})
+    for name in GAN_SHAPES:
+        m, p = name.split(".")
+        model[m][p] = torch.nn.Parameter(torch.from_numpy(start[name].copy()))
+    tensors = dict(model.named_parameters())
+    assert list(tensors) == list(GAN_SHAPES)
+    optimizers = gan_optimizers(torch, tensors)
+    for step in range(GAN_STEPS):
+        for name, p in tensors.items():
+            p.grad = torch.from_numpy(grads[step][name].copy())
+        for optimizer in optimizers.values():
+            optimizer.step()
+    return model, optimizers
+
+
+def check_sharded_gan(path, tmp_path):
+    import torch
+    import modelzip.torch as mzt
+    from dist_worker import GAN_SHAPES, gan_optimizers
+    model, optimizers = whole_gan()
+    # What one process saving the whole models and both optimizers writes: the same training
+    # config, parameters and updater state (in another order: rank 0 holds no block of gen.b).
+    single = tmp_path / "single-gan.zip"
+    mzt.save_checkpoint(single, "gan", model, optimizers, epoch=1, durable=False)
+    with modelzip.open(path) as a, modelzip.open(single) as b:
+        assert a.verify() == [] and a.tags == ["gan"]
+        assert a.training_config("gan") == b.training_config("gan")
+        assert mzt.OPTIMIZERS in a.training_config("gan")["properties"]
+        assert sorted(p.name for p in a.params("gan")) == sorted(GAN_SHAPES)
+        for name in GAN_SHAPES:
+            np.testing.assert_array_equal(a.tensor(name, "gan"), b.tensor(name, "gan"))
+        states = sorted((s.name, s.state) for s in a.updater_states("gan"))
+        assert states == sorted((s.name, s.state) for s in b.updater_states("gan"))
+        assert states == sorted([(n, k) for n in ("gen.w", "gen.b")
+                                 for k in ("step", "exp_avg", "exp_avg_sq")]
+                                + [(n, "momentum_buffer") for n in ("disc.w", "disc.b")])
+        for name, state in states:
+            np.testing.assert_array_equal(a.updater_state(name, state, "gan"),
+                                          b.updater_state(name, state, "gan"))
+    # A single process resumes from it...
+    model2, optimizers2 = whole_gan()
+    for optimizer in optimizers2.values():
+        optimizer.state.clear()
+    mzt.load_checkpoint(path, None, model2, optimizers2)
+    whole = dict(model.named_parameters())
+    for name, optimizer in optimizers.items():
+        for p, p2 in zip(optimizer.param_groups[0]["params"],
+                         optimizers2[name].param_groups[0]["params"]):
+            assert optimizer.state[p].keys() == optimizers2[name].state[p2].keys()
+            for key, value in optimizer.state[p].items():
+                assert torch.equal(value, optimizers2[name].state[p2][key]), (name, key)
+    # ... and so do 3 ranks with another layout (gen.w by columns, disc.w by rows, the
+    # biases in halves), each rank's two fresh optimizers getting the same blocks of their
+    # state (Adam's exp_avg/exp_avg_sq, SGD's momentum_buffer).
+    for part in range(3):
+        blocks = {"gen.w": mzd.split((8, 5), 1, part, 3), "gen.b": mzd.split((8,), 0, part % 2, 2),
+                  "disc.w": mzd.split((3, 8), 0, part, 3),
+                  "disc.b": mzd.split((3,), 0, part % 2, 2)}
+        params = {n: mzd.Shard(torch.nn.Parameter(torch.zeros(shape)), GAN_SHAPES[n], offset)
+                  for n, (offset, shape) in blocks.items()}
+        mine = gan_optimizers(torch, {n: s.value for n, s in params.items()})
+        state = mzd.load_checkpoint(path, None, params, mine)
+        assert (state.iteration, state.epoch) == (2, 1)
+        for n, (offset, shape) in blocks.items():
+            index = tuple(slice(o, o + s) for o, s in zip(offset, shape))
+            p, saved = params[n].value, whole[n]
+            optimizer = optimizers[n.split(".")[0]]
+            assert torch.equal(p, saved.detach()[index]), n
+            own = mine[n.split(".")[0]].state[p]
+            assert own.keys() == optimizer.state[saved].keys(), n
+            for key, value in optimizer.state[saved].items():
+                expected = value[index] if value.dim() > 0 else value
+                assert torch.equal(own[key], expected), (n, key)
+
+
+@pytest.mark.parametrize("engine", ["torch", "mpi"])
+def test_sharded_gan_checkpoint(request, tmp_path, engine):
+    """4 gloo processes or 2 mpi4py ranks save the blocks of a GAN's two models and both
+    optimizers (Adam, SGD with momentum) as one checkpoint of several optimizers."""
+    if engine == "torch":
+        folder = torch_scenario(request, "gan")
+    else:
+        run_mpi("gan", tmp_path)
+        folder = tmp_path
+    check_sharded_gan(folder / "dist.zip", tmp_path)
 
 
 def collective_save(path, tag, tensors, **options):

@@ -511,7 +511,6 @@ def _stage_optimizer(writer: CollectiveWriter, params: Mapping[str, Any], optimi
     ``step``) whole, by the rank whose block starts at the origin. Returns
     what the root needs for the training config (JSON-able)."""
     from . import torch as mzt
-    mzt._one_optimizer("modelzip.distributed.save_checkpoint", optimizer)
     by_id = _names_by_id(params)
     names = [[by_id[id(p)] for p in group["params"] if id(p) in by_id]
              for group in optimizer.param_groups]
@@ -536,23 +535,96 @@ def _stage_optimizer(writer: CollectiveWriter, params: Mapping[str, Any], optimi
                                            if i in packed["state"]})}
 
 
-def _merged_groups(parts: Sequence[tuple[int, dict]]) -> tuple[list, dict, int]:
+def _stage_optimizers(writer: CollectiveWriter, params: Mapping[str, Any],
+                      optimizer: Any) -> dict:
+    """Stages the updater state of ``optimizer``: one optimizer (its _stage_optimizer
+    summary), or a mapping name -> optimizer or a list (named "0", "1"... by position):
+    {"several": [[name, summary], ...]} in the order given. ValueError when a tensor of
+    ``params`` is in two of them (its state is stored under its name)."""
+    from . import torch as mzt
+    several = mzt._named_objects("modelzip.distributed.save_checkpoint", "optimizer", optimizer,
+                                 mzt._is_optimizer, mzt._AN_OPTIMIZER)
+    if several is None:
+        return _stage_optimizer(writer, params, optimizer)
+    summaries: list = []
+    held: dict[str, str] = {}  # parameter name -> the optimizer holding it
+    for name, each in several:
+        summary = _stage_optimizer(writer, params, each)
+        for param in (n for group in summary["groups"] for n in group["params"]):
+            if held.setdefault(param, name) != name:
+                raise ValueError(f"parameter {param!r} is held by optimizers {held[param]!r} and "
+                                 f"{name!r}: a checkpoint stores one optimizer state per parameter")
+        summaries.append([name, summary])
+    return {"several": summaries}
+
+
+def _merged_config(optimizer: Any, parts: list, iteration: Optional[int], *, scheduler: Any,
+                  epoch: int, properties: Optional[Mapping[str, str]]) -> dict:
+    """The root's training config from the ranks' _stage_optimizers summaries ``parts``
+    [(rank, summary)], the root's first, and the root's ``optimizer`` (one, a mapping or a
+    list): the config modelzip.torch.save_checkpoint writes for the same optimizers over the
+    whole tensors. ValueError when the ranks' optimizers differ in kind, names, class, groups or
+    hyperparameters, or hold one parameter in two optimizers."""
+    from . import torch as mzt
+    (root_rank, first), *_ = parts
+    if "several" not in first:
+        for rank, part in parts:
+            if "several" in part:
+                raise ValueError(f"rank {rank} passes several optimizers "
+                                 f"{[name for name, _ in part['several']]}, rank {root_rank} one")
+        groups, other, steps = _merged_groups(parts)
+        return mzt._training_config(optimizer, groups, other,
+                                    steps if iteration is None else iteration,
+                                    scheduler=scheduler, epoch=epoch, properties=properties)
+    names = [name for name, _ in first["several"]]
+    for rank, part in parts:
+        if "several" not in part:
+            raise ValueError(f"rank {rank} passes one optimizer, rank {root_rank} several {names}")
+        theirs = [name for name, _ in part["several"]]
+        if sorted(theirs) != sorted(names):
+            raise ValueError(f"rank {rank} passes optimizers named {theirs}, rank {root_rank} "
+                             f"{names}")
+    entries = []
+    held: dict[str, str] = {}  # parameter name -> the optimizer holding it, over every rank
+    steps = 0
+    for name in names:
+        groups, other, own_steps = _merged_groups(
+            [(rank, dict(part["several"])[name]) for rank, part in parts], f"optimizer {name!r}: ")
+        for param in (n for group in groups for n in group["params"]):
+            if held.setdefault(param, name) != name:
+                raise ValueError(f"parameter {param!r} is held by optimizers {held[param]!r} and "
+                                 f"{name!r} (on different ranks): a checkpoint stores one "
+                                 "optimizer state per parameter")
+        entries.append({"name": name, "optimizer": dict(first["several"])[name]["class"],
+                        "param_groups": groups, "optimizer_state": other})
+        steps = max(steps, own_steps)
+    objects = [each for _, each in mzt._named_objects("save_checkpoint", "optimizer", optimizer,
+                                                      mzt._is_optimizer, mzt._AN_OPTIMIZER)]
+    return mzt._config(mzt._standard_updater(objects[0], objects[1:]),
+                       {mzt.OPTIMIZERS: mzt._dumps(entries)},
+                       steps if iteration is None else iteration, scheduler=scheduler,
+                       epoch=epoch, properties=properties)
+
+
+def _merged_groups(parts: Sequence[tuple[int, dict]], what: str = "") -> tuple[list, dict, int]:
     """The param groups (names of every rank, in rank order), non-tensor state
     and step count of the ranks' _stage_optimizer summaries; ValueError when
-    the ranks' optimizers disagree on class, groups or hyperparameters."""
+    the ranks' optimizers disagree on class, groups or hyperparameters (its message
+    starting with ``what``)."""
     (root_rank, first), *_ = parts
     groups = [dict(g, params=[]) for g in first["groups"]]
     other: dict[str, Any] = {}
     steps = 0
     for rank, part in parts:
         if part["class"] != first["class"] or len(part["groups"]) != len(groups):
-            raise ValueError(f"rank {rank} has a {part['class']} with {len(part['groups'])} param "
-                             f"groups, rank {root_rank} a {first['class']} with {len(groups)}")
+            raise ValueError(f"{what}rank {rank} has a {part['class']} with "
+                             f"{len(part['groups'])} param groups, rank {root_rank} a "
+                             f"{first['class']} with {len(groups)}")
         for g, (merged, group) in enumerate(zip(groups, part["groups"])):
             if {k: v for k, v in group.items() if k != "params"} != \
                     {k: v for k, v in merged.items() if k != "params"}:
-                raise ValueError(f"param group {g}: the hyperparameters of rank {rank} differ "
-                                 f"from those of rank {root_rank}")
+                raise ValueError(f"{what}param group {g}: the hyperparameters of rank {rank} "
+                                 f"differ from those of rank {root_rank}")
             merged["params"] += [n for n in group["params"] if n not in merged["params"]]
         other.update(part["other"])
         steps = max(steps, int(part["steps"]))
@@ -582,10 +654,15 @@ def save_checkpoint(path: PathLike, tag: str, params: Mapping[str, Any], optimiz
       None. The state of each tensor of ``params`` it holds is written as
       updater state sharded like the parameter (Adam's ``exp_avg``,
       ``exp_avg_sq`` as the same blocks; the scalar ``step`` whole, by the rank
-      whose block starts at index 0). Its other tensors are ignored.
-    The training config is written by the root: the optimizer's class, updater
-    and hyperparameters (which every rank's optimizer must share), the param
-    groups by name over all ranks, ``scheduler`` (the root's), ``epoch``,
+      whose block starts at index 0). Its other tensors are ignored. Several
+      (an FSDP-like GAN's generator and discriminator optimizers): a mapping
+      name -> optimizer or a list (named "0", "1"... by position), the same
+      names on every rank that passes optimizers, each tensor of ``params`` in
+      one of them at most; the tag is the one modelzip.torch.save_checkpoint
+      writes for them (``torch.optimizers``, schemas/GRAPH.md section 4.1).
+    The training config is written by the root: each optimizer's class, updater
+    and hyperparameters (which every rank's optimizer of that name must share), the param
+    groups by name over all ranks, ``scheduler`` (the root's: one, a mapping or a list), ``epoch``,
     ``iteration`` (default: the largest per-parameter ``step``) and
     ``properties``. Without an optimizer on any rank, only parameters are saved.
     Raises ValueError (on every rank, naming the rank) for arguments that do not
@@ -601,7 +678,7 @@ def save_checkpoint(path: PathLike, tag: str, params: Mapping[str, Any], optimiz
         _check_keep_last(keep_last)
         _stage_tensors(writer, _host_values(params), {})
         if optimizer is not None:
-            summary = _stage_optimizer(writer, params, optimizer)
+            summary = _stage_optimizers(writer, params, optimizer)
     except Exception as e:  # every rank must reach the agreement, whatever failed here
         error = f"{type(e).__name__}: {e}"
     _agreed(comm, error, "save_checkpoint")
@@ -613,12 +690,10 @@ def save_checkpoint(path: PathLike, tag: str, params: Mapping[str, Any], optimiz
                 raise ValueError(f"rank {parts[0][0]} passes an optimizer, the root rank {root} "
                                  "none (the root writes the training config from its optimizer)")
             if parts:
-                from . import torch as mzt
                 parts.sort(key=lambda part: part[0] != root)  # the root's first
-                groups, other, steps = _merged_groups(parts)
-                writer.set_training_config(mzt._training_config(
-                    optimizer, groups, other, steps if iteration is None else iteration,
-                    scheduler=scheduler, epoch=epoch, properties=properties))
+                writer.set_training_config(_merged_config(
+                    optimizer, parts, iteration, scheduler=scheduler, epoch=epoch,
+                    properties=properties))
         except Exception as e:  # as above
             error = f"{type(e).__name__}: {e}"
     _agreed(comm, error, "save_checkpoint")
@@ -642,8 +717,10 @@ def load_checkpoint(path: PathLike, tag: Optional[str] = None,
     optimizer: a torch optimizer of the saved class over tensors of
       ``params``, grouped as saved; gets the saved hyperparameters and, for
       each of its tensors, the same block of every updater state sharded like
-      the parameter (other states, such as ``step``, whole).
-    scheduler: gets the saved scheduler state.
+      the parameter (other states, such as ``step``, whole). Several, as saved:
+      a mapping with the saved names (any order) or a list of the saved count,
+      each optimizer checked as one is, all before anything changes.
+    scheduler: gets the saved scheduler state (several: a mapping or list, as saved).
     Returns modelzip.torch.TrainingState (tag, iteration, epoch, properties).
     Raises ValueError when the checkpoint does not fit, modelzip errors for a
     missing tag, parameter or block outside the saved shape.
@@ -655,8 +732,8 @@ def load_checkpoint(path: PathLike, tag: Optional[str] = None,
                             "load_checkpoint(path, tag, params, optimizer)")
     if params is None:
         raise TypeError("load_checkpoint() needs params: name -> tensor or Shard to fill")
-    if optimizer is not None:
-        mzt._one_optimizer("modelzip.distributed.load_checkpoint", optimizer)
+    several = mzt._named_objects("modelzip.distributed.load_checkpoint", "optimizer", optimizer,
+                                 mzt._is_optimizer, mzt._AN_OPTIMIZER)
     with _modelzip.Archive(path) as archive:
         tag, config, properties = mzt._checkpoint_tag(
             archive, tag, optimizer is not None or scheduler is not None)
@@ -692,13 +769,13 @@ def load_checkpoint(path: PathLike, tag: Optional[str] = None,
             if tuple(target.shape) != tuple(loaded.shape):
                 raise ValueError(f"parameter {name!r}: the tensor to fill has shape "
                                  f"{tuple(target.shape)}, the block read {tuple(loaded.shape)}")
-        optimizer_state = None
+        optimizer_states = []
         if optimizer is not None:
             by_id = _names_by_id(params)
 
-            def names_of() -> list:
+            def names_of(each: Any) -> list:
                 names = []
-                for g, group in enumerate(optimizer.param_groups):
+                for g, group in enumerate(each.param_groups):
                     missing = [tuple(p.shape) for p in group["params"] if id(p) not in by_id]
                     if missing:
                         raise ValueError(f"param group {g} of the optimizer holds tensors of shapes "
@@ -715,22 +792,55 @@ def load_checkpoint(path: PathLike, tag: Optional[str] = None,
                     out.setdefault(name, {})[state] = tensor
                 return out
 
-            optimizer_state = mzt._optimizer_state(f"{archive.name}: tag {tag!r}", properties,
-                                                   optimizer, names_of, tensors_of, part=True)
+            where = f"{archive.name}: tag {tag!r}"
+            if several is None:
+                optimizer_states = [(optimizer, mzt._optimizer_state(
+                    where, properties, optimizer, lambda: names_of(optimizer), tensors_of,
+                    part=True))]
+            else:
+                optimizer_states = _several_optimizer_states(where, properties, several, names_of,
+                                                             tensors_of)
         scheduler_states = mzt._scheduler_states(archive.name, tag, properties, scheduler)
     import torch
     from . import _device_copy, _torch_load
-    if optimizer_state is not None:  # new tensors on the parameters' devices: changes nothing yet
-        _torch_load.to_param_devices(optimizer_state, optimizer)
+    for each, state in optimizer_states:  # new tensors on the parameters' devices: no change yet
+        _torch_load.to_param_devices(state, each)
     targets = [(value.value if isinstance(value, Shard) else value).detach()
                for value in params.values()]
     with torch.no_grad():  # staged for device tensors, several threads for host ones
         _device_copy.copy_pairs(list(zip(loaded_params, targets)))
-    if optimizer_state is not None:
-        optimizer.load_state_dict(optimizer_state)
+    for each, state in optimizer_states:
+        each.load_state_dict(state)
     for each, state in scheduler_states:
         each.load_state_dict(state)
     return mzt._training_state(tag, config)
+
+
+def _several_optimizer_states(where: str, properties: Mapping[str, str],
+                              several: list[tuple[str, Any]], names_of: Any,
+                              tensors_of: Any) -> list[tuple[Any, dict]]:
+    """(optimizer, the ``state_dict()`` to load) of each of ``several`` (name, optimizer), each
+    holding part of its saved groups' parameters, checked against a checkpoint of several
+    optimizers (modelzip.torch.OPTIMIZERS) before anything changes: ``names_of(optimizer)``
+    names its parameters per group, ``tensors_of(names)`` reads this rank's blocks of their
+    updater state. ValueError, starting with ``where``, when the checkpoint does not fit."""
+    from . import torch as mzt
+    if mzt.OPTIMIZERS not in properties:
+        raise ValueError(f"{where} holds the state of one optimizer (a "
+                         f"{properties.get(mzt.OPTIMIZER)}), not of a mapping or list of them: "
+                         "pass optimizer= that one optimizer")
+    saved = mzt._named_entries(where, properties, mzt.OPTIMIZERS, mzt._OPTIMIZER_FIELDS)
+    mzt._same_names(f"{where}: optimizers", list(saved), [name for name, _ in several])
+    out = []
+    for name, each in several:
+        entry = saved[name]
+        own = {mzt.OPTIMIZER: entry["optimizer"],
+               mzt.PARAM_GROUPS: mzt._dumps(entry["param_groups"]),
+               mzt.OPTIMIZER_STATE: mzt._dumps(entry["optimizer_state"])}
+        out.append((each, mzt._optimizer_state(f"{where}, optimizer {name!r}", own, each,
+                                               lambda each=each: names_of(each), tensors_of,
+                                               part=True)))
+    return out
 
 
 def _torch_of(name: str, state: str, array: np.ndarray, dtypes: Mapping[str, str],
