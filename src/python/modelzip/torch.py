@@ -456,15 +456,6 @@ def _is_optimizer(value: Any) -> bool:
     return isinstance(value, torch.optim.Optimizer)
 
 
-def _one_optimizer(function: str, optimizer: Any) -> None:
-    """TypeError unless ``optimizer`` is one optimizer (``function`` takes no several)."""
-    if not _is_optimizer(optimizer):
-        several = " (several optimizers: modelzip.torch's checkpoints)" if isinstance(
-            optimizer, (Mapping, list, tuple)) else ""
-        raise TypeError(f"{function}() argument 'optimizer' must be a torch.optim.Optimizer, not "
-                        f"{type(optimizer).__name__}{several}")
-
-
 def _has(method: str) -> Callable[[Any], bool]:
     """Whether a value has a callable ``method`` (a scheduler's state_dict, load_state_dict)."""
     return lambda value: callable(getattr(value, method, None))
