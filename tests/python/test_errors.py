@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import modelzip
-from conftest import save
+from conftest import CLI, save
 
 
 def test_error_hierarchy():
@@ -461,3 +461,31 @@ def test_paths_that_are_not_utf8(tmp_path):
     npz = path[:-4] + ".npz"
     modelzip.write_tensor_file(npz, {"w": np.ones(1)})
     assert list(modelzip.read_tensor_file(npz)[0]) == ["w"]
+
+
+HDF5_AS_WORD2VEC = b"\x89HDF\r\n\x1a\n\0\0\0\0 3\n"  # HDF5's signature read as a header
+
+
+def test_bytes_quoted_from_a_file_are_escaped_as_the_cli_shows_them(tmp_path):
+    """Control characters quoted from a file reach str(e) and e.message
+    escaped, never raw; context fields keep the exact name."""
+    h5 = tmp_path / "vectors.bin"
+    h5.write_bytes(HDF5_AS_WORD2VEC)
+    quoted = "word2vec header: rows: '\\x89HDF\\r\\n\\x1a\\n' is not a number"
+    with pytest.raises(modelzip.Error) as e:
+        modelzip.Embeddings.load(h5, "word2vec")
+    assert (str(e.value), e.value.message) == (f"{h5}: offset 0: {quoted}", quoted)
+    if CLI is not None:
+        done = subprocess.run([CLI, "similar", str(h5), "x"], capture_output=True, text=True,
+                              timeout=60)
+        assert done.stderr == f"modelzip: {e.value}\n"
+    # A tensor name with an escape sequence (JSON \u001b) in a safetensors header.
+    header = b'{"\\u001b[2J\\n":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},' \
+             b'"\\u001b[2J\\n":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}'
+    st = tmp_path / "m.safetensors"
+    st.write_bytes(struct.pack("<Q", len(header)) + header + b"x")
+    with pytest.raises(modelzip.Error) as e:
+        modelzip.import_tensor_files(tmp_path / "m.zip", "t", [st])
+    assert "duplicate tensor '\\x1b[2J\\n'" in str(e.value), str(e.value)
+    assert e.value.message.endswith("duplicate tensor '\\x1b[2J\\n'")
+    assert all(c >= " " for c in str(e.value) + e.value.message)
