@@ -123,6 +123,27 @@ def test_damaged_blob_is_found_by_copy_reads_and_verify(archive_path, tmp_path):
     assert [entry for entry, _ in problems] == ["t/params/0.fb"]
 
 
+def test_verify_lists_20_problems_of_an_entry_and_problems_found_counts_all(archive_path,
+                                                                              tmp_path):
+    save(archive_path, "t", {"w": np.arange(4, dtype=np.int32)})
+    damaged = tmp_path / "damaged.zip"
+    with zipfile.ZipFile(archive_path) as zin, \
+            zipfile.ZipFile(damaged, "w", zipfile.ZIP_STORED) as zout:
+        for info in zin.infolist():
+            data = zin.read(info.filename)
+            if info.filename == "t/params.txt":
+                data = b"".join(b"bad line %d\n" % i for i in range(25))
+            zout.writestr(info.filename, data)
+    with modelzip.open(damaged) as ar:
+        problems = ar.verify()
+    assert len(problems) == 21 and {entry for entry, _ in problems} == {"t/params.txt"}
+    assert problems[20] == ("t/params.txt", "... and 5 more problems in this entry")
+    assert modelzip.problems_found(problems) == 25
+    assert modelzip.problems_found([]) == 0
+    assert modelzip.problems_found([("a", "... and 1 more problem in this entry"),
+                                    ("b", "... and 7 more problem in this entry")]) == 2
+
+
 def test_invalid_arguments(archive_path):
     with pytest.raises(modelzip.Error) as e:
         save(archive_path, "bad/tag", {"w": np.zeros(1)})
