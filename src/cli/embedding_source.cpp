@@ -1,11 +1,13 @@
 #include "cli/embedding_source.hpp"
 
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 
 #include "cli/open_archive.hpp"
 #include "core/utf8.hpp"
+#include "finalfusion/embeddings_state.hpp"
 #include "modelzip/error.hpp"
 #include "modelzip/finalfusion/convert.hpp"
 
@@ -24,6 +26,36 @@ std::optional<std::string> file_head(const std::string& path) {
   head.resize(static_cast<std::size_t>(in.gcount()));
   if (head.empty()) return std::nullopt;
   return head;
+}
+
+// Whether the path of `url` (without its ?query and #fragment) ends in an
+// extension of an embedding file: .fifu, fastText .bin/.ftz, word2vec .bin,
+// text .txt/.vec/.w2v (ASCII case ignored).
+bool embedding_file_url(const std::string& url) {
+  std::string path = url.substr(0, url.find_first_of("?#"));
+  path = path.substr(path.find("://") == std::string::npos ? 0 : path.find("://") + 3);
+  const auto slash = path.rfind('/');
+  if (slash == std::string::npos) return false;  // a host without a path
+  std::string ext = std::filesystem::path(path.substr(slash + 1)).extension().string();
+  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const char* known : {".fifu", ".bin", ".ftz", ".vec", ".txt", ".w2v"})
+    if (ext == known) return true;
+  return false;
+}
+
+// The archive at `url`. A URL that names an embedding file (by extension or
+// --format), or whose content is not a zip archive, is refused with the
+// message of finalfusion::detail::refuse_url: embedding files are only read
+// from local paths.
+Archive open_remote_archive(const Args& args, const std::string& url) {
+  if (args.value("--format") || embedding_file_url(url)) finalfusion::detail::refuse_url(url);
+  try {
+    return open_archive(url);
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::corrupt && e.message().starts_with("not a zip archive"))
+      finalfusion::detail::refuse_url(url);
+    throw;
+  }
 }
 
 finalfusion::Embeddings convert_file(const Args& args, const std::string& path,
@@ -86,7 +118,8 @@ finalfusion::Embeddings open_embeddings(const Args& args, std::size_t& used) {
     return convert_file(args, first, *format);
   }
   used = 2;
-  Archive archive = open_archive(first);
+  Archive archive =
+      Archive::is_remote_url(first) ? open_remote_archive(args, first) : open_archive(first);
   if (args.value("--format") || args.value("--utf8"))
     throw UsageError("--format and --utf8 apply to a standalone FILE that is converted; '" + first +
                      "' is an archive (import converted the embeddings)");

@@ -23,7 +23,10 @@ namespace modelzip::cli {
 // (a note on stderr counts words changed by --utf8 lossy/escape). Anything
 // else: Error(unsupported, "unknown format ..."). An option that does not
 // apply to the source (--tag to a FILE, --format or --utf8 to an ARCHIVE)
-// is a UsageError rather than ignored.
+// is a UsageError rather than ignored. A URL (http, https, s3) is read only
+// as an ARCHIVE: one whose path ends in an embedding file's extension, given
+// with --format, or whose content is not a zip is refused with
+// Error(unsupported, "a URL: embedding files are read from local paths ...").
 finalfusion::Embeddings open_embeddings(const Args& args, std::size_t& used);
 
 // A query word as the vocabulary spells it: for embeddings whose words are

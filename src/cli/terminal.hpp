@@ -23,8 +23,9 @@ bool colour_enabled(int fd);
 // ("\n", "\t", "\r", "\x1b", "\u0085"; an invalid byte: "\xc3").
 // With `keep_lines`, '\n' and '\t' pass unchanged (for multi-line text
 // built by the CLI itself). Everything else, including valid non-ASCII
-// UTF-8, is unchanged. Used for every human-readable output and error line;
-// --json output instead keeps exact strings (JSON-escaped).
+// UTF-8, is unchanged (detail::printable, which Error applies to its
+// messages). Used for every human-readable output and error line; --json
+// output instead keeps exact strings (JSON-escaped).
 std::string printable(std::string_view text, bool keep_lines = false);
 
 // `text` wrapped in the escape codes of `colour` when `on`, else unchanged.

@@ -196,6 +196,12 @@ TensorFile read_safetensors(const Bytes& data, const Limits& limits) {
       while (true) {
         const std::uint64_t meta_at = json.offset();
         if (!json.next_key(meta_key)) break;
+        // The format's metadata is a map of strings to strings.
+        const std::uint64_t value_at = json.offset();
+        if (value_at - 8 >= header.size() || header[value_at - 8] != '"')
+          json.fail_at(value_at, "metadata key '" + meta_key +
+                                     "': expected a string value (safetensors metadata maps "
+                                     "strings to strings)");
         std::string value = json.read_string();
         if (!file.metadata.emplace(meta_key, std::move(value)).second)
           json.fail_at(meta_at, "duplicate metadata key '" + meta_key + "'");

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "core/printable.hpp"
+
 namespace modelzip {
 
 std::string_view error_code_name(ErrorCode code) noexcept {
@@ -26,10 +28,13 @@ std::string_view error_code_name(ErrorCode code) noexcept {
   return "unknown";
 }
 
+// Messages quote names and bytes from untrusted files: message() and what()
+// are printable (control characters and invalid UTF-8 escaped), the same
+// text in every binding; context() keeps the exact names.
 Error::Error(ErrorCode code, std::string message, ErrorContext context)
-    : std::runtime_error(format(message, context)),
+    : std::runtime_error(detail::printable(format(message, context))),
       code_(code),
-      message_(std::move(message)),
+      message_(detail::printable(message)),
       context_(std::move(context)) {}
 
 Error Error::from_errno(const std::string& what, int errnum, ErrorContext context) {

@@ -340,7 +340,13 @@ TEST_SUITE("convert") {
               "duplicate '__metadata__'");
     expect_st(st_file(R"({"__metadata__":{"a":"b","a":"c"}})", ""), ErrorCode::corrupt,
               "duplicate metadata key");
-    expect_st(st_file(R"({"__metadata__":{"a":1}})", ""), ErrorCode::corrupt, "expected a string");
+    // A value that is not a string names its key, at the value's offset.
+    expect_st(st_file(R"({"__metadata__":{"a":1}})", ""), ErrorCode::corrupt,
+              "offset 29: safetensors header: metadata key 'a': expected a string value");
+    expect_st(st_file(R"({"__metadata__": {"format": {"x":"y"}}})", ""), ErrorCode::corrupt,
+              "offset 36: safetensors header: metadata key 'format': expected a string value");
+    expect_st(st_file(R"({"__metadata__":{"a":)", ""), ErrorCode::corrupt,
+              "metadata key 'a': expected a string value");
     expect_st(st_file(R"({"__metadata__":{"a":"b",}})", ""), ErrorCode::corrupt);
     expect_st(st_file("{" + one + ",}", "x"), ErrorCode::corrupt);
     expect_st(st_file("{" + one + "} x", "x"), ErrorCode::corrupt, "after the JSON");

@@ -51,3 +51,21 @@ TEST_CASE("The errno of a failed system call survives added context and rewordin
   CHECK(std::string(r.what()).rfind("m.zip: finishing failed: cannot open: ", 0) == 0);
   CHECK(Error(ErrorCode::io, "plain").system_error() == 0);
 }
+
+TEST_CASE("Messages are printable: bytes quoted from a file show as the CLI shows them") {
+  // HDF5's signature quoted as a word2vec header, a name with an escape
+  // sequence, a C1 control character and a byte that is not UTF-8.
+  Error e(ErrorCode::corrupt, "rows: '\x89HDF\r\n\x1a\n' is not a number",
+          ErrorContext{.entry = "w\x1b[2J\xc2\x85", .offset = 0});
+  CHECK(e.message() == "rows: '\\x89HDF\\r\\n\\x1a\\n' is not a number");
+  CHECK(std::string(e.what()) ==
+        "entry 'w\\x1b[2J\\u0085': offset 0: rows: '\\x89HDF\\r\\n\\x1a\\n' is not a number");
+  CHECK(e.context().entry == "w\x1b[2J\xc2\x85");  // the exact name, to look it up
+  // Escaping again changes nothing: rewording and added context keep the text.
+  Error f = e.with_context({.archive = "a\tb.zip"});
+  CHECK(f.message() == e.message());
+  CHECK(std::string(f.what()) == "a\\tb.zip: " + std::string(e.what()));
+  CHECK(e.reworded(e.message(), {}).message() == e.message());
+  // Backslashes and valid non-ASCII UTF-8 are kept.
+  CHECK(Error(ErrorCode::corrupt, "C:\\x \xc3\xa9").message() == "C:\\x \xc3\xa9");
+}

@@ -216,11 +216,12 @@ def test_reading_an_embedding_as_a_tensor_names_the_python_call(archive_path, fi
 
 def test_a_model_of_another_format_raises_error_with_escaped_bytes(finalfusion_dir):
     # The fastText magic number read as a word2vec header: bytes that are not
-    # UTF-8 (and a NUL) are quoted as escapes, and the error is modelzip's.
+    # UTF-8 (and a NUL) are quoted as escapes, control characters too (as the
+    # CLI shows them), and the error is modelzip's.
     with pytest.raises(modelzip.Error) as e:
         modelzip.Embeddings.load(finalfusion_dir / "fasttext.bin", "word2vec")
     assert e.value.code == "corrupt" and e.value.offset == 0
-    assert "word2vec header: rows: '\\xba\x16O/\x0c' is not a number" in str(e.value)
+    assert "word2vec header: rows: '\\xba\\x16O/\\x0c' is not a number" in str(e.value)
 
 
 def test_save_refuses_words_word2vec_and_text_cannot_hold(tmp_path):

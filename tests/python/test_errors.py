@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import modelzip
-from conftest import save
+from conftest import CLI, save
 
 
 def test_error_hierarchy():
@@ -121,6 +121,27 @@ def test_damaged_blob_is_found_by_copy_reads_and_verify(archive_path, tmp_path):
         assert "CRC" in str(e.value)
         problems = ar.verify()
     assert [entry for entry, _ in problems] == ["t/params/0.fb"]
+
+
+def test_verify_lists_20_problems_of_an_entry_and_problems_found_counts_all(archive_path,
+                                                                              tmp_path):
+    save(archive_path, "t", {"w": np.arange(4, dtype=np.int32)})
+    damaged = tmp_path / "damaged.zip"
+    with zipfile.ZipFile(archive_path) as zin, \
+            zipfile.ZipFile(damaged, "w", zipfile.ZIP_STORED) as zout:
+        for info in zin.infolist():
+            data = zin.read(info.filename)
+            if info.filename == "t/params.txt":
+                data = b"".join(b"bad line %d\n" % i for i in range(25))
+            zout.writestr(info.filename, data)
+    with modelzip.open(damaged) as ar:
+        problems = ar.verify()
+    assert len(problems) == 21 and {entry for entry, _ in problems} == {"t/params.txt"}
+    assert problems[20] == ("t/params.txt", "... and 5 more problems in this entry")
+    assert modelzip.problems_found(problems) == 25
+    assert modelzip.problems_found([]) == 0
+    assert modelzip.problems_found([("a", "... and 1 more problem in this entry"),
+                                    ("b", "... and 7 more problem in this entry")]) == 2
 
 
 def test_invalid_arguments(archive_path):
@@ -461,3 +482,31 @@ def test_paths_that_are_not_utf8(tmp_path):
     npz = path[:-4] + ".npz"
     modelzip.write_tensor_file(npz, {"w": np.ones(1)})
     assert list(modelzip.read_tensor_file(npz)[0]) == ["w"]
+
+
+HDF5_AS_WORD2VEC = b"\x89HDF\r\n\x1a\n\0\0\0\0 3\n"  # HDF5's signature read as a header
+
+
+def test_bytes_quoted_from_a_file_are_escaped_as_the_cli_shows_them(tmp_path):
+    """Control characters quoted from a file reach str(e) and e.message
+    escaped, never raw; context fields keep the exact name."""
+    h5 = tmp_path / "vectors.bin"
+    h5.write_bytes(HDF5_AS_WORD2VEC)
+    quoted = "word2vec header: rows: '\\x89HDF\\r\\n\\x1a\\n' is not a number"
+    with pytest.raises(modelzip.Error) as e:
+        modelzip.Embeddings.load(h5, "word2vec")
+    assert (str(e.value), e.value.message) == (f"{h5}: offset 0: {quoted}", quoted)
+    if CLI is not None:
+        done = subprocess.run([CLI, "similar", str(h5), "x"], capture_output=True, text=True,
+                              timeout=60)
+        assert done.stderr == f"modelzip: {e.value}\n"
+    # A tensor name with an escape sequence (JSON \u001b) in a safetensors header.
+    header = b'{"\\u001b[2J\\n":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},' \
+             b'"\\u001b[2J\\n":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}'
+    st = tmp_path / "m.safetensors"
+    st.write_bytes(struct.pack("<Q", len(header)) + header + b"x")
+    with pytest.raises(modelzip.Error) as e:
+        modelzip.import_tensor_files(tmp_path / "m.zip", "t", [st])
+    assert "duplicate tensor '\\x1b[2J\\n'" in str(e.value), str(e.value)
+    assert e.value.message.endswith("duplicate tensor '\\x1b[2J\\n'")
+    assert all(c >= " " for c in str(e.value) + e.value.message)

@@ -3,11 +3,12 @@ answer as on the local file, fetching only what it needs (nginx's access log
 is the witness)."""
 import filecmp
 import os
+import shutil
 import time
 
 import pytest
 
-from conftest import BIG_TENSOR, cli_env, run
+from conftest import BIG_TENSOR, TESTDATA, cli_env, run
 
 COMMANDS = [  # (archive, args after it)
     ("qs.zip", ["tags"]),
@@ -47,6 +48,39 @@ def test_same_answer_as_local(nginx, site, name, args):
     assert a.returncode in (0, 1) and (a.stdout or a.returncode == 0), a.stderr
     assert (b.returncode, swap(b.stdout, url, local), swap(b.stderr, url, local)) == \
         (a.returncode, a.stdout, a.stderr)
+
+
+EMBEDDING_URL = ("a URL: embedding files are read from local paths (download it first; modelzip "
+                 "archives are read over http, https and s3, docs/remote.md)")
+
+
+@pytest.mark.parametrize("command", [["similar", "Berlin"], ["embed", "Berlin"],
+                                     ["analogy", "Berlin", "Deutschland", "Paris"]])
+def test_embedding_file_url_is_refused_before_fetching(nginx, site, command):
+    """A URL naming an embedding file (by extension, whatever its case, or
+    --format) is not fetched as an archive: the error says why it is not read."""
+    for name in ("similarity.fifu", "similarity.txt", "analogy.bin"):
+        shutil.copyfile(os.path.join(TESTDATA, name), site / name)
+    shutil.copyfile(os.path.join(TESTDATA, "similarity.fifu"), site / "vectors")
+    for name, extra in (("similarity.fifu", []), ("similarity.txt?x=1", []),
+                        ("analogy.BIN", []), ("vectors", ["--format", "fifu"])):
+        url = nginx.url(name)
+        start = len(nginx.log_lines())
+        out = run(command[0], url, *command[1:], *extra, check=False, env=cli_env())
+        assert (out.returncode, out.stdout, out.stderr.decode()) == \
+            (1, b"", f"modelzip: {url}: {EMBEDDING_URL}\n")
+        assert fetched(nginx, start) == []
+
+
+def test_url_that_is_no_zip_says_embedding_files_are_local(nginx, site):
+    shutil.copyfile(os.path.join(TESTDATA, "similarity.fifu"), site / "vectors")
+    url = nginx.url("vectors")
+    out = run("similar", url, "Berlin", check=False, env=cli_env())
+    assert (out.returncode, out.stdout, out.stderr.decode()) == \
+        (1, b"", f"modelzip: {url}: {EMBEDDING_URL}\n")
+    # Other commands still say what the bytes are not.
+    out = run("ls", url, check=False, env=cli_env())
+    assert out.returncode == 1 and b"not a zip archive" in out.stderr
 
 
 @pytest.mark.parametrize("fmt", ["npz", "safetensors"])

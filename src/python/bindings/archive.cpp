@@ -276,6 +276,18 @@ void bind_archive(py::module_& m) {
       },
       py::arg("crc_a"), py::arg("crc_b"), py::arg("length_b"),
       "Internal: the CRC-32 of A followed by B from crc(A), crc(B) and B's length.");
+  m.def(
+      "problems_found",
+      [](const std::vector<std::pair<std::string, std::string>>& problems) {
+        std::vector<Problem> list;
+        list.reserve(problems.size());
+        for (const auto& [entry, message] : problems) list.push_back(Problem{entry, message});
+        return problems_found(list);
+      },
+      py::arg("problems"),
+      "How many problems Archive.verify() found, given the (entry, message) list it returned: "
+      "one for each problem listed and N for each \"... and N more problems in this entry\" "
+      "(verify lists at most 20 per entry), as C++ modelzip::problems_found.");
 
   py::class_<PyArchive> cls(m, "Archive", R"(A modelzip archive opened for reading.
 
@@ -479,7 +491,9 @@ The dict has the shape `modelzip info --json` prints: "updater" ({"type":
           },
           "Checks everything (zip structure, every CRC-32, blob, reference, and the "
           "consistency of graph checkpoints: schemas/GRAPH.md section 4). "
-          "Returns (entry, message) problems; empty when the archive is valid.")
+          "Returns (entry, message) problems; empty when the archive is valid. At most 20 per "
+          "entry, then one \"... and N more problems in this entry\": "
+          "modelzip.problems_found(problems) counts them all.")
       .def(
           "_data_ranges",
           [](const PyArchive& self, const std::vector<std::string>& entries) {

@@ -44,8 +44,8 @@ _modelzip.Writer.keep_last = _wrap_keep_last(_modelzip.Writer.keep_last)
 from ._errors import (Error, FileError, InvalidArgumentError, MissingFileError,  # noqa: E402
                       NotFoundError, PermissionDeniedError)
 from ._modelzip import (Archive, Embeddings, Metadata, ParamInfo, QuantizeResult,  # noqa: E402
-                        Writer, WriteStats, export_tensor_file, import_tensor_files, quantize,
-                        read_tensor_file, write_tensor_file)
+                        Writer, WriteStats, export_tensor_file, import_tensor_files,
+                        problems_found, quantize, read_tensor_file, write_tensor_file)
 from ._values import LoadedArrays, QuantizedTensor, SparseCOO  # noqa: E402
 
 
@@ -83,7 +83,8 @@ __all__ = [
     "Metadata",
     "MissingFileError", "NotFoundError", "ParamInfo", "PermissionDeniedError",
     "QuantizeResult", "QuantizedTensor", "SparseCOO", "WriteStats", "Writer", "collect_garbage",
-    "export_tensor_file", "import_tensor_files", "load", "quantize", "read_tensor_file",
+    "export_tensor_file", "import_tensor_files", "load", "problems_found", "quantize",
+    "read_tensor_file",
     "remove_tag", "save", "save_async", "SaveFuture",
     "update_metadata", "write_tensor_file",
 ]

@@ -387,7 +387,8 @@ class Archive:
         updater state to its graph and training config (schemas/GRAPH.md
         section 4), each broken one reported under params.txt, updater.txt or
         trainingConfig.fb. Returns (entry, message) problems; empty when the
-        archive is valid.
+        archive is valid. At most 20 per entry, then one "... and N more
+        problems in this entry": problems_found(problems) counts them all.
         """
     def has_entry(self, name: str) -> bool:
         """Whether the archive has an entry of this exact name."""
@@ -712,6 +713,15 @@ def write_tensor_file(path: PathLike, arrays: Mapping[str, Any], *,
     NAME.scales, NAME.zero_points (affine schemes) and the JSON description
     NAME.quantization (a safetensors metadata entry, in .npz a 0-d str
     array); .npy and .btf refuse it (dequantize() it first).
+    """
+
+
+def problems_found(problems: list[tuple[str, str]]) -> int:
+    """How many problems Archive.verify() found, given the (entry, message) list it returned.
+
+    One for each problem listed and N for each "... and N more problems in
+    this entry" (verify lists at most 20 per entry), as C++
+    modelzip::problems_found.
     """
 
 

@@ -7,6 +7,8 @@ import java.util.List;
 import java.util.Map;
 import java.util.NoSuchElementException;
 import java.util.Objects;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 /**
  * Read access to a modelzip archive: a zip of tagged checkpoints (see the
@@ -149,6 +151,34 @@ public final class Archive implements AutoCloseable {
    */
   public List<String> verify() {
     return List.of(Native.strings(handle.call(Native::archiveVerify)));
+  }
+
+  /** verify's line for the problems of an entry that it found but did not list. */
+  private static final Pattern MORE_PROBLEMS =
+      Pattern.compile("(?:^|: )\\.\\.\\. and ([0-9]+) more (problems?) in this entry$");
+
+  /**
+   * How many problems {@link #verify} found, given what it returned: one for
+   * each problem listed, and N for each "ENTRY: ... and N more problems in
+   * this entry" (verify lists at most 20 per entry). The same count as C++
+   * {@code modelzip::problems_found} and Python {@code modelzip.problems_found}.
+   */
+  public static long problemsFound(List<String> problems) {
+    long found = 0;
+    for (String problem : problems) {
+      Matcher m = MORE_PROBLEMS.matcher(problem);
+      long n = 1;
+      if (m.find()) {
+        try {
+          long more = Long.parseLong(m.group(1));
+          if (m.group(2).equals(more == 1 ? "problem" : "problems")) n = more;
+        } catch (NumberFormatException e) {
+          // Not a count verify writes (it does not fit 64 bits): a problem of its own.
+        }
+      }
+      found += n;
+    }
+    return found;
   }
 
   /**

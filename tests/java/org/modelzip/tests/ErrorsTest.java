@@ -7,12 +7,18 @@ import static org.junit.Assert.assertThrows;
 import static org.junit.Assert.assertTrue;
 
 import java.io.File;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
+import java.util.Collections;
 import java.util.List;
 import java.util.Map;
 import java.util.NoSuchElementException;
+import java.util.zip.CRC32;
+import java.util.zip.ZipEntry;
+import java.util.zip.ZipFile;
+import java.util.zip.ZipOutputStream;
 import org.junit.Before;
 import org.junit.Rule;
 import org.junit.Test;
@@ -84,6 +90,43 @@ public class ErrorsTest {
       assertEquals(file.toString(), e.archive());
       assertTrue(archive.verify().stream().anyMatch(p -> p.startsWith("t1/updater.txt: ")));
     }
+  }
+
+  @Test
+  public void verifyListsTwentyProblemsOfAnEntryAndProblemsFoundCountsAll() throws Exception {
+    Path damaged = Paths.get(scratch.file("damaged.zip"));
+    try (ZipFile in = new ZipFile(scratch.archive());
+         ZipOutputStream out = new ZipOutputStream(Files.newOutputStream(damaged))) {
+      for (ZipEntry e : Collections.list(in.entries())) {
+        byte[] data = in.getInputStream(e).readAllBytes();
+        if (e.getName().equals("v1/params.txt")) {
+          StringBuilder lines = new StringBuilder();
+          for (int i = 0; i < 25; ++i) lines.append("bad line ").append(i).append('\n');
+          data = lines.toString().getBytes(StandardCharsets.UTF_8);
+        }
+        ZipEntry copy = new ZipEntry(e.getName());
+        CRC32 crc = new CRC32();
+        crc.update(data);
+        copy.setMethod(ZipEntry.STORED);
+        copy.setSize(data.length);
+        copy.setCompressedSize(data.length);
+        copy.setCrc(crc.getValue());
+        out.putNextEntry(copy);
+        out.write(data);
+        out.closeEntry();
+      }
+    }
+    try (Archive archive = Archive.open(damaged.toString())) {
+      List<String> problems = archive.verify();
+      assertEquals(21, problems.size());
+      assertEquals("v1/params.txt: ... and 5 more problems in this entry", problems.get(20));
+      assertEquals(25, Archive.problemsFound(problems));
+    }
+    assertEquals(0, Archive.problemsFound(List.of()));
+    assertEquals(1 + 7 + 1 + 1,
+        Archive.problemsFound(List.of("a: ... and 1 more problem in this entry",
+            "b: ... and 7 more problems in this entry", "... and 7 more problem in this entry",
+            "c: x... and 2 more problems in this entry")));
   }
 
   @Test
