@@ -1,7 +1,10 @@
 """Fixtures of the Python binding tests (run by meson with PYTHONPATH set to the built package)."""
+import json
 import os
 import pathlib
+import struct
 import sys
+import zipfile
 
 import pytest
 
@@ -34,3 +37,23 @@ def finalfusion_dir():
 def save(path, tag, arrays, **kwargs):
     """modelzip.save without fsync (tests need no durability)."""
     return modelzip.save(path, tag, arrays, durable=False, **kwargs)
+
+
+def write_safetensors(path, tensors):
+    """A .safetensors file written by hand, per the published format (no safetensors package):
+    {name: (dtype, shape, bytes)}, in the given order; the header padded to 8 bytes."""
+    header, body = {}, b""
+    for name, (dtype, shape, data) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape,
+                        "data_offsets": [len(body), len(body) + len(data)]}
+        body += data
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    path.write_bytes(struct.pack("<Q", len(text)) + text + body)
+
+
+def blob_bytes(path, blob):
+    """The bytes of zip entry ``blob`` of the archive at ``path``, read by Python's zipfile."""
+    with zipfile.ZipFile(path) as z:
+        return z.read(blob)
+

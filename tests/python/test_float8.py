@@ -10,7 +10,6 @@ float8 dtypes"), the CUDA ones where CUDA is absent.
 import json
 import struct
 import subprocess
-import zipfile
 
 import numpy as np
 import pytest
@@ -18,7 +17,7 @@ import pytest
 import modelzip
 import modelzip.distributed
 from modelzip import _values
-from conftest import CLI, OneRank, save
+from conftest import CLI, OneRank, blob_bytes, save, write_safetensors
 
 try:
     import torch
@@ -120,7 +119,7 @@ def test_bfloat16_keyword_is_the_shorthand_of_dtypes(tmp_path):
     for name in ("a.zip", "b.zip", "c.zip"):
         with modelzip.open(tmp_path / name) as ar:
             assert ar.param("w").dtype == "bfloat16"
-            blobs.append(_blob_bytes(tmp_path / name, ar.param("w").blob))
+            blobs.append(blob_bytes(tmp_path / name, ar.param("w").blob))
     assert blobs[0] == blobs[1] == blobs[2]
 
 
@@ -192,27 +191,11 @@ def test_distributed_save_takes_dtypes(archive_path):
         assert ar.tensor("w", "t").reshape(-1).tolist() == list(range(128))
 
 
-def _blob_bytes(path, blob):
-    with zipfile.ZipFile(path) as z:
-        return z.read(blob)
-
-
-def _safetensors(path, tensors):
-    """A .safetensors file written by hand: {name: (dtype, shape, bytes)}."""
-    header, body = {}, b""
-    for name, (dtype, shape, data) in tensors.items():
-        header[name] = {"dtype": dtype, "shape": shape,
-                        "data_offsets": [len(body), len(body) + len(data)]}
-        body += data
-    text = json.dumps(header).encode()
-    path.write_bytes(struct.pack("<Q", len(text)) + text + body)
-
-
 def test_the_converters_store_the_same_blobs_as_python(tmp_path):
     """A safetensors F8_E4M3/F8_E5M2 file imported by the C++ converter (no numpy on the way) and
     the same bits saved from Python with dtypes= make identical blobs."""
-    _safetensors(tmp_path / "m.safetensors", {"a": ("F8_E4M3", [16, 16], ALL_BITS.tobytes()),
-                                              "b": ("F8_E5M2", [256], ALL_BITS.tobytes())})
+    write_safetensors(tmp_path / "m.safetensors", {"a": ("F8_E4M3", [16, 16], ALL_BITS.tobytes()),
+                                                   "b": ("F8_E5M2", [256], ALL_BITS.tobytes())})
     modelzip.import_tensor_files(tmp_path / "cpp.zip", "t", [tmp_path / "m.safetensors"],
                                  durable=False)
     save(tmp_path / "py.zip", "t", {"a": ALL_BITS.reshape(16, 16), "b": ALL_BITS},
@@ -220,8 +203,8 @@ def test_the_converters_store_the_same_blobs_as_python(tmp_path):
     with modelzip.open(tmp_path / "cpp.zip") as cpp, modelzip.open(tmp_path / "py.zip") as py:
         for name, dtype in (("a", "float8_e4m3fn"), ("b", "float8_e5m2")):
             assert cpp.param(name).dtype == py.param(name).dtype == dtype
-            assert (_blob_bytes(tmp_path / "cpp.zip", cpp.param(name).blob)
-                    == _blob_bytes(tmp_path / "py.zip", py.param(name).blob)), name
+            assert (blob_bytes(tmp_path / "cpp.zip", cpp.param(name).blob)
+                    == blob_bytes(tmp_path / "py.zip", py.param(name).blob)), name
     tensors, _ = modelzip.read_tensor_file(tmp_path / "m.safetensors")
     assert tensors["a"].dtype == np.uint8 and tensors["a"].reshape(-1).tolist() == list(range(256))
 

@@ -12,13 +12,12 @@ twice the pairs).
 import json
 import struct
 import subprocess
-import zipfile
 
 import numpy as np
 import pytest
 
 import modelzip
-from conftest import CLI, save
+from conftest import CLI, blob_bytes, save, write_safetensors
 
 try:
     import torch
@@ -59,27 +58,10 @@ def _decode_fp4_pairs(pairs):
     return sign * value
 
 
-def _safetensors(path, tensors):
-    """A .safetensors file written by hand: {name: (dtype, shape, bytes)}, in the given order."""
-    header, body = {}, b""
-    for name, (dtype, shape, data) in tensors.items():
-        header[name] = {"dtype": dtype, "shape": shape,
-                        "data_offsets": [len(body), len(body) + len(data)]}
-        body += data
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    path.write_bytes(struct.pack("<Q", len(text)) + text + body)
-
-
 def _header(path):
     data = path.read_bytes()
     (n,) = struct.unpack_from("<Q", data)
     return json.loads(data[8:8 + n])
-
-
-def _blob_bytes(path, blob):
-    with zipfile.ZipFile(path) as z:
-        return z.read(blob)
 
 
 def test_golden_values_of_the_decoders_here():
@@ -145,7 +127,7 @@ def test_safetensors_to_archive_to_safetensors_is_bitwise(tmp_path):
     fp4 = bytes([0x21, 0x97, 0x70, 0xF8, 0x12, 0x34])
     source = tmp_path / "mx.safetensors"
     # The library's order: descending dtype (F8_E8M0 before F4), then name.
-    _safetensors(source, {"s": ("F8_E8M0", [2, 2], scales), "w": ("F4", [3, 4], fp4)})
+    write_safetensors(source, {"s": ("F8_E8M0", [2, 2], scales), "w": ("F4", [3, 4], fp4)})
     modelzip.import_tensor_files(tmp_path / "cpp.zip", "t", [source], durable=False)
     save(tmp_path / "py.zip", "t", {"s": np.frombuffer(scales, np.uint8).reshape(2, 2),
                                     "w": np.frombuffer(fp4, np.uint8).reshape(3, 2)},
@@ -154,8 +136,8 @@ def test_safetensors_to_archive_to_safetensors_is_bitwise(tmp_path):
         assert cpp.param("w").shape == (3, 2)
         for name, dtype in (("s", "float8_e8m0fnu"), ("w", "float4_e2m1fn_x2")):
             assert cpp.param(name).dtype == py.param(name).dtype == dtype
-            assert (_blob_bytes(tmp_path / "cpp.zip", cpp.param(name).blob)
-                    == _blob_bytes(tmp_path / "py.zip", py.param(name).blob)), name
+            assert (blob_bytes(tmp_path / "cpp.zip", cpp.param(name).blob)
+                    == blob_bytes(tmp_path / "py.zip", py.param(name).blob)), name
     modelzip.export_tensor_file(tmp_path / "cpp.zip", tmp_path / "back.safetensors")
     assert (tmp_path / "back.safetensors").read_bytes() == source.read_bytes()
     modelzip.export_tensor_file(tmp_path / "py.zip", tmp_path / "py.safetensors")
@@ -172,14 +154,14 @@ def test_safetensors_to_archive_to_safetensors_is_bitwise(tmp_path):
 
 
 def test_f4_of_an_odd_last_dimension_is_refused_naming_file_and_tensor(tmp_path):
-    _safetensors(tmp_path / "odd.safetensors", {"w": ("F4", [2, 3], b"xyz")})
+    write_safetensors(tmp_path / "odd.safetensors", {"w": ("F4", [2, 3], b"xyz")})
     with pytest.raises(modelzip.Error, match=r"odd\.safetensors.*tensor 'w' of dtype F4 has shape "
                                              r"\[2, 3\], an odd last dimension"):
         modelzip.read_tensor_file(tmp_path / "odd.safetensors")
-    _safetensors(tmp_path / "half.safetensors", {"w": ("F4", [3], b"xy")})
+    write_safetensors(tmp_path / "half.safetensors", {"w": ("F4", [3], b"xy")})
     with pytest.raises(modelzip.Error, match="an odd number of 4-bit values"):
         modelzip.import_tensor_files(tmp_path / "a.zip", "t", [tmp_path / "half.safetensors"])
-    _safetensors(tmp_path / "f6.safetensors", {"w": ("F6_E2M3", [4], b"xyz")})
+    write_safetensors(tmp_path / "f6.safetensors", {"w": ("F6_E2M3", [4], b"xyz")})
     with pytest.raises(modelzip.Error, match="F6_E2M3, which modelzip does not support"):
         modelzip.read_tensor_file(tmp_path / "f6.safetensors")
 
