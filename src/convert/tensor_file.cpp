@@ -48,11 +48,7 @@ TensorFile read_tensor_file(const std::filesystem::path& path, const Limits& lim
 
 TensorFile read_tensor_file(const std::filesystem::path& path, Format format,
                             const Limits& limits) {
-  if (remote::is_url(path.native()))
-    throw Error(ErrorCode::unsupported,
-                "a URL: tensor files are read from local paths (download it first; modelzip "
-                "archives are read over http, https and s3, docs/remote.md)",
-                ErrorContext{.archive = path.string()});
+  remote::refuse_url_of_file(path.native(), "tensor");
   try {
     const Bytes data = io::map_file(path);
     const std::string source = path.string();

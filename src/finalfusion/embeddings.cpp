@@ -18,11 +18,7 @@ namespace detail {
 using modelzip::detail::ByteReader;
 
 void refuse_url(const std::filesystem::path& path) {
-  if (remote::is_url(path.native()))
-    throw Error(ErrorCode::unsupported,
-                "a URL: embedding files are read from local paths (download it first; modelzip "
-                "archives are read over http, https and s3, docs/remote.md)",
-                ErrorContext{.archive = path.string()});
+  remote::refuse_url_of_file(path.native(), "embedding");
 }
 
 namespace {

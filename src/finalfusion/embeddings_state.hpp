@@ -32,9 +32,8 @@ struct EmbeddingsState {
 // Checks that vocabulary, storage and norms agree; Error(failure) otherwise.
 void check_consistency(const EmbeddingsState& state, const Failure& failure);
 
-// Throws Error(unsupported) naming `path` when it is a URL (http, https, s3):
-// embedding files are read from local paths only, where "cannot open: No
-// such file or directory" would not say why.
+// remote::refuse_url_of_file(path, "embedding"): embedding files are read
+// from local paths only.
 void refuse_url(const std::filesystem::path& path);
 
 }  // namespace modelzip::finalfusion::detail

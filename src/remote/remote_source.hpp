@@ -65,6 +65,12 @@ bool can_upload(std::string_view path) noexcept;
 // archive support.
 void refuse_write(std::string_view path);
 
+// Readers of files that are not archives (tensor files, embedding files) call
+// this first: throws Error(unsupported), naming `path`, when it is a URL: "a
+// URL: <kind> files are read from local paths (download it first; ...)", where
+// "cannot open: No such file or directory" would not say why.
+void refuse_url_of_file(std::string_view path, std::string_view kind);
+
 struct Opened {
   Bytes file;  // the whole object's extent, filled on demand by `source`
   std::shared_ptr<const io::ByteSource> source;

@@ -28,4 +28,13 @@ void refuse_write(std::string_view path) {
     throw Error(ErrorCode::unsupported, "remote archives are read-only: " + std::string(path));
 }
 
+void refuse_url_of_file(std::string_view path, std::string_view kind) {
+  if (is_url(path))
+    throw Error(ErrorCode::unsupported,
+                "a URL: " + std::string(kind) +
+                    " files are read from local paths (download it first; modelzip archives are "
+                    "read over http, https and s3, docs/remote.md)",
+                ErrorContext{.archive = std::string(path)});
+}
+
 }  // namespace modelzip::remote
