@@ -812,15 +812,31 @@ def test_a_tuple_of_tensors_whose_element_names_are_taken_is_refused(archive_pat
     ('torch.python_types:{"w": "list[]"}', "is stored 1-d and empty"),
     ('torch.python_types:{"w": "list[None]"}', "malformed record"),
     ('torch.python_types:{"w": "numpy.bfloat16"}', "malformed record"),
-    ('torch.python_types:{"w": "' + "list[" * 5000 + "int" + "]" * 5000 + '"}',
-     "malformed record")])
+    pytest.param('torch.python_types:{"w": "' + "list[" * 5000 + "int" + "]" * 5000 + '"}',
+                 "malformed record", id="deep-kind"),
+    pytest.param("torch.python_types:" + "[" * 100000, "malformed record",  # a RecursionError
+                 id="deep-json")])
 def test_a_damaged_python_types_record_is_an_error_naming_the_parameter(archive_path, record,
                                                                         message, monkeypatch):
     # modelzip.save refuses such text under the record's name: written as by another tool.
     monkeypatch.setattr(modelzip._values, "expand_torch_objects",
-                        lambda arrays, raw_bits: list(arrays.items()))
+                        lambda arrays, raw_bits=None: list(arrays.items()))
     modelzip.save(archive_path, "t", {"w": np.zeros(2, np.float32), "_python_types": record},
                   durable=False)
     monkeypatch.undo()
     with pytest.raises(ValueError, match=message):
+        mzt.load(archive_path)
+
+
+@pytest.mark.parametrize("text", ["torch.metadata:{", "torch.metadata:" + "[" * 100000],
+                         ids=["bad-json", "deep-json"])
+def test_damaged_module_versions_are_an_error_naming_the_parameter(archive_path, text,
+                                                                   monkeypatch):
+    # A JSONDecodeError that named nothing, or a RecursionError.
+    monkeypatch.setattr(modelzip._values, "expand_torch_objects",
+                        lambda arrays, raw_bits=None: list(arrays.items()))
+    modelzip.save(archive_path, "t", {"w": np.zeros(2, np.float32), "_metadata": text},
+                  durable=False)
+    monkeypatch.undo()
+    with pytest.raises(ValueError, match="parameter '_metadata': malformed module versions"):
         mzt.load(archive_path)

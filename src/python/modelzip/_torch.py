@@ -144,7 +144,7 @@ def python_types(arrays: Mapping[str, Any], dtypes: Mapping[str, str]) -> dict[s
         return {}
     try:
         record = json.loads(mark[len(PYTHON_TYPES_MARK):])
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: JSON nested too deeply
         record = None
     kinds = ({name: _parse_kind(kind) for name, kind in record.items()}
              if isinstance(record, dict) else {None: None})
@@ -214,7 +214,7 @@ def state_dict(arrays: dict[str, Any], dtypes: dict[str, str], names: list[str],
         if mark is not None and name == "_metadata" and mark.startswith(TORCH_METADATA_MARK):
             try:
                 out._metadata = json.loads(mark[len(TORCH_METADATA_MARK):])  # as state_dict() has
-            except ValueError:
+            except (ValueError, RecursionError):
                 raise ValueError(f"parameter {name!r}: malformed module versions {mark[:200]!r} "
                                  "(JSON after the marker)") from None
             continue
