@@ -4,6 +4,7 @@ import gc
 import hashlib
 import json
 import os
+import subprocess
 import zipfile
 
 import numpy as np
@@ -13,6 +14,7 @@ from torch import nn
 
 import modelzip
 import modelzip.torch as mzt
+from conftest import CLI
 from modelzip import _device_copy
 from modelzip._torch_load import load_copied, to_device
 
@@ -756,6 +758,11 @@ def test_python_sequences_and_numpy_scalars_load_as_saved(archive_path):
         "rows": "list[tuple[str]]", "seeds": "list[int]", "scale": "numpy.float32",
         "count": "numpy.int64", "on": "numpy.bool", "phase": "numpy.complex64",
         "halves": "list[numpy.float16]"}  # lists of str load as lists without a record
+    assert CLI, "MODELZIP_CLI must name the built CLI (set by meson)"
+    for name in ("milestones", "grid", "betas"):  # the CLI's bytes are the arrays' own
+        raw = subprocess.run([CLI, "cat", str(archive_path), name], check=True,
+                             capture_output=True).stdout
+        assert raw == np.array(PYTHON_SEQUENCES[name]).astype(arrays[name].dtype).tobytes()
 
 
 @pytest.mark.parametrize("value, message", [
