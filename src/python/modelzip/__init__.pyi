@@ -435,8 +435,9 @@ class Writer:
         .numpy(), str / (nested) list of str, SparseCOO, Embeddings, or a Python
         int, float, bool or None (stored 0-d, its type recorded in the tag's
         "_python_types" parameter; ValueError for an int beyond 64 bits), a numpy
-        scalar, or a list or tuple of such values (one array; ValueError for one
-        mixing kinds, holding None or ragged: docs/torch.md, "Python values").
+        scalar, or a list or tuple of such values (one array; numbers of several
+        kinds are stored as np.array stores them, unrecorded; ValueError for str
+        beside other kinds, None or ragged: docs/torch.md, "Python values").
         share: {name: (tag, param)}: ``name`` is parameter ``param`` of tag ``tag``.
         compress: True, or the names to deflate (default: stored, zero-copy reads).
         dtypes: {name: "bfloat16" | "float8_e4m3fn" | "float8_e5m2" |

@@ -378,10 +378,13 @@ _PLAIN_KINDS = {int: "int", float: "float", bool: "bool", str: "str", type(None)
 def sequence_kind(value: Any) -> Optional[tuple[str, Any]]:
     """(record kind, value to store) of a list or tuple of scalars (see above), else None (not
     such a sequence: stored as before, by to_savable). The value to store is an array, or
-    ``value`` itself for elements of str. Raises ValueError, without the parameter's name, for
-    a sequence of such scalars that could not come back as it was: elements of different kinds
-    (1 and 0.5, a str and an int), None elements, lists and tuples at one level, lengths that
-    differ at one level, ints beyond 64 bits, nesting deeper than MAX_SEQUENCE_DEPTH."""
+    ``value`` itself for elements of str. None too for numbers of several kinds (1 and 0.5, a
+    bool and an int) or lists beside tuples at one level: to_savable stores them as numpy does,
+    as they were stored before the record had sequences, and they load as arrays. Raises
+    ValueError, without the parameter's name, for a sequence of such scalars that could not
+    come back as it was and that numpy would not store either or would store wrongly: str
+    beside other kinds (numpy made ['1', 'a'] of [1, 'a']), None elements, lengths that differ
+    at one level, ints beyond 64 bits, nesting deeper than MAX_SEQUENCE_DEPTH."""
     containers: list[set] = []
     leaves: set[tuple[int, str]] = set()
     ints: list[int] = []
@@ -416,6 +419,8 @@ def sequence_kind(value: Any) -> Optional[tuple[str, Any]]:
     if "None" in kinds:
         raise ValueError(f"{what} holding None cannot be stored (store the other values, or "
                          "mark missing ones with a number such as nan)")
+    if len(kinds) > 1 and "str" not in kinds:
+        return None  # numbers of several kinds: stored as numpy stores them, loading as an array
     if len(kinds) > 1:
         raise ValueError(f"{what} of {' and '.join(kinds)} values cannot be stored as it is: "
                          "it would not load as the same values; make its elements one type "
@@ -424,8 +429,7 @@ def sequence_kind(value: Any) -> Optional[tuple[str, Any]]:
     depths = {depth for depth, _ in leaves}
     for depth, types in enumerate(containers):
         if len(types) > 1:
-            raise ValueError(f"{what} with lists and tuples at one level of nesting cannot be "
-                             "stored (make them one type)")
+            return None  # lists beside tuples: stored as numpy stores them, as an array
     kind = kinds[0] if kinds else None
     depth = len(containers) if not depths else depths.pop()
     if depths or (kind is not None and depth != len(containers)):
