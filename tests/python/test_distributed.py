@@ -233,16 +233,22 @@ def test_collective_saves_take_what_modelzip_save_takes(tmp_path):
     # torch loads give the values back (it stored ints as plain 0-d tensors and refused None).
     torch = pytest.importorskip("torch")
     import modelzip.torch as mzt
+    # Lists, tuples and numpy scalars likewise (they loaded as tensors).
     state = {"w": torch.arange(6, dtype=torch.float32), "epoch": 5, "lr": 0.5, "flag": True,
-             "nothing": None, "dtype": torch.float16}
+             "nothing": None, "dtype": torch.float16, "milestones": [30, 60],
+             "betas": (0.9, 0.999), "scale": np.float32(2), "text": "torch.dtype:float32"}
     path, single = tmp_path / "dist.zip", tmp_path / "single.zip"
     mzd.save(path, "t", state, group=OneRank(), durable=False)
     modelzip.save(single, "t", state, durable=False)
     assert path.read_bytes() == single.read_bytes()
     for loaded in (mzt.load(path, "t"), mzd.load(path, tag="t", torch=True)):
         assert {k: v for k, v in loaded.items() if k != "w"} == {
-            "epoch": 5, "lr": 0.5, "flag": True, "nothing": None, "dtype": torch.float16}
+            "epoch": 5, "lr": 0.5, "flag": True, "nothing": None, "dtype": torch.float16,
+            "milestones": [30, 60], "betas": (0.9, 0.999), "scale": 2,
+            "text": "torch.dtype:float32"}
         assert type(loaded["epoch"]) is int and type(loaded["flag"]) is bool
+        assert type(loaded["milestones"]) is list and type(loaded["betas"]) is tuple
+        assert type(loaded["scale"]) is np.float32
         assert torch.equal(loaded["w"], state["w"])
 
 

@@ -4,6 +4,7 @@ import gc
 import hashlib
 import json
 import os
+import subprocess
 import zipfile
 
 import numpy as np
@@ -13,6 +14,7 @@ from torch import nn
 
 import modelzip
 import modelzip.torch as mzt
+from conftest import CLI
 from modelzip import _device_copy
 from modelzip._torch_load import load_copied, to_device
 
@@ -679,14 +681,182 @@ def test_python_values_that_cannot_be_kept_are_refused(archive_path):
     assert not archive_path.exists()
 
 
+def same_value(a, b):
+    """``a`` and ``b`` are equal and of the same types, down to the elements of lists and
+    tuples (tensors: equal tensors)."""
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(map(same_value, a, b))
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
+    return type(a) is type(b) and a == b
+
+
+def torch_loads(path):
+    """What every torch load of tag "t" gives: modelzip.torch.load, Archive.load_torch, the
+    device path and modelzip.distributed.load(torch=True)."""
+    import modelzip.distributed as mzd
+    with modelzip.open(path) as archive:
+        opened = archive.load_torch("t")
+    return [mzt.load(path), opened, load_copied(path, "t", torch.device("cpu"), verify=True),
+            mzd.load(path, tag="t", torch=True)]
+
+
+def test_text_that_looks_like_a_marker_loads_as_the_text_saved(archive_path):
+    # torch.load gives a str back as it was; modelzip's torch loads read a str that starts
+    # with a marker's prefix as the marker: 'torch.dtype:float32' came back as torch.float32,
+    # 'torch.tuple:0' as (), and a '_metadata' text vanished into the state dict's _metadata.
+    texts = {"s": "torch.dtype:float32", "u": "torch.tuple:0", "_metadata": "torch.metadata:{}",
+             "plain": "torch.nn.Linear", "dt": torch.float16}
+    mzt.save({"w": torch.ones(2), **texts}, archive_path, "t", durable=False)
+    for state in torch_loads(archive_path):
+        assert list(state) == ["w", *texts] and not hasattr(state, "_metadata")
+        assert all(same_value(state[k], v) for k, v in texts.items())
+    # Other readers see the text saved; the record says which texts are not markers.
+    arrays = modelzip.load(archive_path)
+    assert [arrays[k][()] for k in ("s", "u", "_metadata")] == [
+        "torch.dtype:float32", "torch.tuple:0", "torch.metadata:{}"]
+    assert json.loads(arrays["_python_types"][()].removeprefix("torch.python_types:")) == {
+        "s": "str", "u": "str", "_metadata": "str"}
+    # Text that would read as the record itself is refused under the record's name.
+    with pytest.raises(ValueError, match="parameter '_python_types': the name is reserved for "
+                                         "the record .* this text would read as such a record"):
+        mzt.save({"_python_types": 'torch.python_types:{"w": "int"}'}, archive_path, "u",
+                 durable=False)
+
+
+PYTHON_SEQUENCES = {
+    "milestones": [30, 60], "betas": (0.9, 0.999), "flags": [True, False],
+    "grid": [[1, 2], [3, 4]], "pairs": [(1, 2), (3, 4)], "none": [], "nothing": (),
+    "empty_rows": [[], []], "names": ("a", "b"), "rows": [("a",), ("b",)], "words": ["x", "y"],
+    "seeds": [2**64 - 1, 0], "scale": np.float32(1.5), "count": np.int64(3),
+    "on": np.bool_(True), "phase": np.complex64(1 - 2j), "halves": [np.float16(0.5)] * 3}
+
+
+def test_python_sequences_and_numpy_scalars_load_as_saved(archive_path):
+    # torch.load gives a list back as a list, a tuple as a tuple, a numpy scalar as a numpy
+    # scalar; modelzip's torch loads gave tensors (tensor([30, 60]), a float64 tensor of the
+    # betas, tensor(1.5)...).
+    weight = torch.arange(3, dtype=torch.float32)
+    mzt.save({"w": weight, **PYTHON_SEQUENCES}, archive_path, "t", durable=False)
+    for state in torch_loads(archive_path):
+        assert list(state) == ["w", *PYTHON_SEQUENCES] and torch.equal(state["w"], weight)
+        for name, value in PYTHON_SEQUENCES.items():
+            assert same_value(state[name], value), name
+    part = mzt.load(archive_path, names=["betas", "scale"])
+    assert same_value(part["betas"], (0.9, 0.999)) and same_value(part["scale"], np.float32(1.5))
+    # Other readers see arrays: one dimension per level of nesting, the scalars' types.
+    arrays = modelzip.load(archive_path)
+    assert [(arrays[k].dtype.name, arrays[k].shape) for k in (
+        "milestones", "betas", "flags", "grid", "none", "empty_rows", "seeds", "scale",
+        "halves")] == [("int64", (2,)), ("float64", (2,)), ("bool", (2,)), ("int64", (2, 2)),
+                       ("float64", (0,)), ("float64", (2, 0)), ("uint64", (2,)),
+                       ("float32", ()), ("float16", (3,))]
+    assert json.loads(arrays["_python_types"][()].removeprefix("torch.python_types:")) == {
+        "milestones": "list[int]", "betas": "tuple[float]", "flags": "list[bool]",
+        "grid": "list[list[int]]", "pairs": "list[tuple[int]]", "none": "list[]",
+        "nothing": "tuple[]", "empty_rows": "list[list[]]", "names": "tuple[str]",
+        "rows": "list[tuple[str]]", "seeds": "list[int]", "scale": "numpy.float32",
+        "count": "numpy.int64", "on": "numpy.bool", "phase": "numpy.complex64",
+        "halves": "list[numpy.float16]"}  # lists of str load as lists without a record
+    assert CLI, "MODELZIP_CLI must name the built CLI (set by meson)"
+    for name in ("milestones", "grid", "betas"):  # the CLI's bytes are the arrays' own
+        raw = subprocess.run([CLI, "cat", str(archive_path), name], check=True,
+                             capture_output=True).stdout
+        assert raw == np.array(PYTHON_SEQUENCES[name]).astype(arrays[name].dtype).tobytes()
+
+
+@pytest.mark.parametrize("value, message", [
+    ([1, "a"], "a list of int and str values cannot be stored as it is"),  # was ['1', 'a']
+    ((True, "a"), "a tuple of bool and str values"),
+    ([1, None], "a list holding None cannot be stored"),
+    ([[1], [2, 3]], "lists differ in length at one level of nesting"),
+    ([[1], 2], "nested to different depths"),
+    ([-1, 2**63], "ints beyond int64 .* store them as str"),
+    ([[]] * 40, None)])
+def test_sequences_that_would_not_load_as_saved_are_refused(archive_path, value, message):
+    if message is None:  # deeper than numpy's dimensions
+        value, message = [], "nested deeper than 32 levels"
+        for _ in range(40):
+            value = [value]
+    with pytest.raises(ValueError, match=f"parameter 'x': .*{message}"):
+        mzt.save({"w": torch.ones(1), "x": value}, archive_path, "t", durable=False)
+    assert not archive_path.exists()
+
+
+def test_sequences_of_numbers_of_several_kinds_are_stored_as_numpy_stores_them(archive_path):
+    # No record can give [1, 0.5] back as it was; refusing it would break saves that worked
+    # before sequences were recorded, so it is stored as np.array stores it and loads as an array
+    # (a tensor from the torch loads), numpy's promotion worked out by hand: int and float give
+    # float64, bool and int give int64, lists beside tuples an array of their rows.
+    values = {"scale": [1, 0.5], "mask": (True, 2), "rows": [(1, 2), [3, 4]]}
+    mzt.save({"w": torch.ones(1), **values}, archive_path, "t", durable=False)
+    loaded = mzt.load(archive_path)
+    assert torch.equal(loaded["scale"], torch.tensor([1.0, 0.5], dtype=torch.float64))
+    assert torch.equal(loaded["mask"], torch.tensor([1, 2], dtype=torch.int64))
+    assert torch.equal(loaded["rows"], torch.tensor([[1, 2], [3, 4]], dtype=torch.int64))
+    arrays = modelzip.load(archive_path)
+    assert "_python_types" not in arrays  # nothing recorded for them
+    assert arrays["scale"].dtype == np.float64 and arrays["mask"].dtype == np.int64
+
+
+def test_a_mapping_in_a_state_dict_is_refused_with_the_names_to_use(archive_path):
+    # torch.save keeps {'extra': {'a': 1}}; modelzip stores arrays by name, so the message says
+    # which names to store the values under (it said "give each array its own name (e.g.
+    # 'block.weight')").
+    with pytest.raises(TypeError, match=r"parameter 'extra': a mapping is not an array; store "
+                                        r"each of its values under a name of its own, .* "
+                                        r"\('extra.a', 'extra.b'\.\.\.\)"):
+        mzt.save({"extra": {"a": 1, "b": 2, "c": 3}}, archive_path, "t", durable=False)
+    with pytest.raises(TypeError, match=r"parameter 'runs': a list of mappings .*'runs.0.lr'"):
+        mzt.save({"runs": [{"lr": 0.1}]}, archive_path, "t", durable=False)
+    assert not archive_path.exists()
+
+
+def test_a_tuple_of_tensors_whose_element_names_are_taken_is_refused(archive_path):
+    # It failed with "parameter 'p.0' is added twice", which did not say why.
+    with pytest.raises(ValueError, match="parameter 'p': element 0 of its tuple of tensors is "
+                                         "stored as p.0, a name the dict holds too"):
+        mzt.save({"p": (torch.ones(1), None), "p.0": torch.zeros(1)}, archive_path, "t",
+                 durable=False)
+
+
 @pytest.mark.parametrize("record, message", [
     ("torch.python_types:[1]", "malformed record"),
     ('torch.python_types:{"w": "complex"}', "malformed record"),
     ('torch.python_types:{"w": "int"}', "records a Python int, but it is stored as float32 of "
-                                        r"shape \(2,\)")])
+                                        r"shape \(2,\)"),
+    ('torch.python_types:{"w": "list[int]"}', r"records a Python list\[int\], but it is stored "
+                                              r"as float32 of shape \(2,\)"),
+    ('torch.python_types:{"w": "tuple[tuple[float]]"}', r"stored as float32 of shape \(2,\) "
+                                                        r"\(a tuple\[tuple\[float\]\] is stored 2-d\)"),
+    ('torch.python_types:{"w": "list[]"}', "is stored 1-d and empty"),
+    ('torch.python_types:{"w": "list[None]"}', "malformed record"),
+    ('torch.python_types:{"w": "numpy.bfloat16"}', "malformed record"),
+    pytest.param('torch.python_types:{"w": "' + "list[" * 5000 + "int" + "]" * 5000 + '"}',
+                 "malformed record", id="deep-kind"),
+    pytest.param("torch.python_types:" + "[" * 100000, "malformed record",  # a RecursionError
+                 id="deep-json")])
 def test_a_damaged_python_types_record_is_an_error_naming_the_parameter(archive_path, record,
-                                                                        message):
+                                                                        message, monkeypatch):
+    # modelzip.save refuses such text under the record's name: written as by another tool.
+    monkeypatch.setattr(modelzip._values, "expand_torch_objects",
+                        lambda arrays, raw_bits=None: list(arrays.items()))
     modelzip.save(archive_path, "t", {"w": np.zeros(2, np.float32), "_python_types": record},
                   durable=False)
+    monkeypatch.undo()
     with pytest.raises(ValueError, match=message):
+        mzt.load(archive_path)
+
+
+@pytest.mark.parametrize("text", ["torch.metadata:{", "torch.metadata:" + "[" * 100000],
+                         ids=["bad-json", "deep-json"])
+def test_damaged_module_versions_are_an_error_naming_the_parameter(archive_path, text,
+                                                                   monkeypatch):
+    # A JSONDecodeError that named nothing, or a RecursionError.
+    monkeypatch.setattr(modelzip._values, "expand_torch_objects",
+                        lambda arrays, raw_bits=None: list(arrays.items()))
+    modelzip.save(archive_path, "t", {"w": np.zeros(2, np.float32), "_metadata": text},
+                  durable=False)
+    monkeypatch.undo()
+    with pytest.raises(ValueError, match="parameter '_metadata': malformed module versions"):
         mzt.load(archive_path)

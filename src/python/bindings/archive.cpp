@@ -422,8 +422,8 @@ packed-parameter tuples are restored from their markers). Weights tied in
 the saved state dict (recorded in the tag's ties.json) come back as one
 tensor; every other parameter is its own tensor, also when deduplication
 stored it in the same blob as another. Text comes back as the str or lists of
-str saved, Python int, float, bool and None values (_python_types) as
-themselves. Raises TypeError for parameters torch cannot hold (uint16/32/64).)")
+str saved, Python int, float, bool and None values, numpy scalars, lists and
+tuples of them (_python_types) as themselves. Raises TypeError for parameters torch cannot hold (uint16/32/64).)")
       .def(
           "training_config",
           [](const PyArchive& self, const std::optional<std::string>& tag) -> py::object {

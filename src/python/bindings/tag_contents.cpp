@@ -91,8 +91,9 @@ NewTag tag_contents_from_python(const py::handle& arrays, const py::object& shar
   Selection present;
   if (!py::hasattr(arrays, "items"))
     throw py::type_error(helper("_values", "not_a_mapping")(arrays).cast<std::string>());
-  // items(), with a torch state dict's dtypes and tuples expanded (_values.py).
-  const py::list items(helper("_values", "expand_torch_objects")(arrays));
+  // items(), with a torch state dict's dtypes and tuples expanded and the Python values that
+  // are not arrays recorded, except those marked as raw bits (_values.py).
+  const py::list items(helper("_values", "expand_torch_objects")(arrays, raw_bits));
   // CUDA tensors fetched into host memory together (pinned staging, overlapped copies); the
   // ties below are found among the tensors as given.
   const py::object fetch_into = helper("_values", "fetch_device_tensors");

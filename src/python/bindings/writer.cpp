@@ -339,7 +339,10 @@ exception it raises is re-raised by commit().)")
 arrays: mapping name -> numpy array, torch tensor, anything with __array__ or
   .numpy(), str / list of str (strings), SparseCOO, Embeddings, or a Python int,
   float, bool or None (stored 0-d, its type recorded in the tag's
-  "_python_types" parameter; ValueError for an int beyond 64 bits). Arrays are
+  "_python_types" parameter; ValueError for an int beyond 64 bits), a numpy
+  scalar, or a list or tuple of such values (one array; numbers of several
+  kinds are stored as np.array stores them, unrecorded; ValueError for str
+  beside other kinds, None or ragged: docs/torch.md, "Python values"). Arrays are
   borrowed until commit() returns (C-contiguous little-endian copies are made
   only for arrays that are not).
 share: {name: (tag, param)}: `name` is parameter `param` of existing tag `tag`.

@@ -3,14 +3,15 @@ from __future__ import annotations
 
 import collections
 import json
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Iterable, Mapping, NamedTuple, Optional
 
 import numpy as np
 
 from . import _values
 from ._ties import read_ties
-from ._values import (PYTHON_TYPES_MARK, PYTHON_TYPES_NAME, RAW_BITS_DTYPES, TORCH_DTYPE_MARK,
-                      TORCH_METADATA_MARK, TORCH_TUPLE_MARK, QuantizedTensor, SparseCOO)
+from ._values import (MAX_SEQUENCE_DEPTH, NUMPY_SCALAR_TYPES, PYTHON_TYPES_MARK,
+                      PYTHON_TYPES_NAME, RAW_BITS_DTYPES, TORCH_DTYPE_MARK, TORCH_METADATA_MARK,
+                      TORCH_TUPLE_MARK, QuantizedTensor, SparseCOO)
 
 
 def _quantized_to_torch(name: str, value: QuantizedTensor) -> Any:
@@ -101,42 +102,92 @@ def parameter_value(name: str, value: Any, dtype: str) -> Any:
 
 
 _PYTHON_DTYPES = {"int": ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"),
-                  "float": ("float16", "float32", "float64"), "bool": ("bool",)}
+                  "float": ("float16", "float32", "float64"), "bool": ("bool",), "str": ("string",),
+                  **{f"numpy.{t}": (t,) for t in NUMPY_SCALAR_TYPES}}
 
 
-def python_types(arrays: Mapping[str, Any], dtypes: Mapping[str, str]) -> dict[str, str]:
-    """The record of Python scalars (_values.PYTHON_TYPES_NAME) among ``arrays``: {name: "int" |
-    "float" | "bool" | "None"}; empty without one. Raises ValueError naming the parameter when
-    the record is not such a JSON object."""
+class _Kind(NamedTuple):
+    """A kind of the _python_types record (_values.py), parsed: the containers from the
+    outside in (list, tuple; empty for a scalar) and the elements' kind (None: "None" when
+    there are no containers, else an empty sequence)."""
+
+    containers: tuple[type, ...]
+    element: Optional[str]
+
+
+def _parse_kind(kind: Any) -> Optional[_Kind]:
+    """The parsed ``kind``, or None when it is none of the record's kinds."""
+    if not isinstance(kind, str):
+        return None
+    if kind == "None":
+        return _Kind((), None)
+    containers: list[type] = []
+    while kind.endswith("]") and len(containers) < MAX_SEQUENCE_DEPTH:
+        container = list if kind.startswith("list[") else tuple if kind.startswith("tuple[") \
+            else None
+        if container is None:
+            return None
+        containers.append(container)
+        kind = kind[len(container.__name__) + 1:-1]
+    if containers and kind == "":
+        return _Kind(tuple(containers), None)
+    return _Kind(tuple(containers), kind) if kind in _PYTHON_DTYPES else None
+
+
+def python_types(arrays: Mapping[str, Any], dtypes: Mapping[str, str]) -> dict[str, _Kind]:
+    """The record of values that are not arrays (_values.PYTHON_TYPES_NAME) among ``arrays``:
+    {name: parsed kind}; empty without one. Raises ValueError naming the parameter when the
+    record is not a JSON object of such kinds."""
     mark = (_torch_mark(arrays[PYTHON_TYPES_NAME], dtypes.get(PYTHON_TYPES_NAME, ""))
             if PYTHON_TYPES_NAME in arrays else None)
     if mark is None or not mark.startswith(PYTHON_TYPES_MARK):
         return {}
     try:
         record = json.loads(mark[len(PYTHON_TYPES_MARK):])
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: JSON nested too deeply
         record = None
-    if not isinstance(record, dict) or not all(
-            isinstance(kind, str) and (kind in _PYTHON_DTYPES or kind == "None")
-            for kind in record.values()):
+    kinds = ({name: _parse_kind(kind) for name, kind in record.items()}
+             if isinstance(record, dict) else {None: None})
+    if None in kinds.values():
         shown = mark if len(mark) <= 200 else mark[:200] + "..."
         raise ValueError(f"parameter {PYTHON_TYPES_NAME!r}: malformed record {shown!r} (a JSON "
-                         'object of names to "int", "float", "bool" or "None")')
-    return record
+                         'object of names to "int", "float", "bool", "None", "str", '
+                         '"numpy.<type>", "list[...]" or "tuple[...]")')
+    return kinds
 
 
-def python_value(name: str, kind: str, value: Any, dtype: str) -> Any:
-    """Parameter ``name``, recorded as a Python scalar of ``kind`` (python_types), as that
-    scalar: None, or the int, float or bool its 0-d array holds. Raises ValueError when it is
-    not stored as such a scalar."""
-    if kind == "None":
+def python_value(name: str, kind: _Kind, value: Any, dtype: str) -> Any:
+    """Parameter ``name``, recorded in python_types as a value of ``kind``, as that value: None,
+    the int, float, bool, str or numpy scalar its 0-d array holds, or the list or tuple its
+    array holds. Raises ValueError when it is not stored as such a value."""
+    if kind.element is None and not kind.containers:
         return None
-    if dtype not in _PYTHON_DTYPES[kind] or not isinstance(value, np.ndarray) or value.shape:
-        shape = getattr(value, "shape", None)
-        raise ValueError(f"parameter {name!r}: {PYTHON_TYPES_NAME!r} records a Python {kind}, "
-                         f"but it is stored as {dtype} of shape {shape} (a Python {kind} is "
-                         "stored 0-d)")
-    return {"int": int, "float": float, "bool": bool}[kind](value.item())
+    ndim = len(kind.containers)
+    shape = getattr(value, "shape", None)
+    if not isinstance(value, np.ndarray) or value.ndim != ndim or (
+            dtype not in _PYTHON_DTYPES[kind.element] if kind.element is not None
+            else value.size != 0):
+        recorded = kind.element or "empty sequence"
+        for container in reversed(kind.containers):
+            recorded = f"{container.__name__}[{recorded}]"
+        stored = ("0-d" if ndim == 0 else f"{ndim}-d") + (
+            "" if kind.element is not None else " and empty")
+        raise ValueError(f"parameter {name!r}: {PYTHON_TYPES_NAME!r} records a Python "
+                         f"{recorded}, but it is stored as {dtype} of shape {shape} (a "
+                         f"{recorded} is stored {stored})")
+    return _rebuild(kind, value)
+
+
+def _rebuild(kind: _Kind, array: np.ndarray) -> Any:
+    """The value of ``kind`` that ``array`` (of matching dimensions and type) holds."""
+    if not kind.containers:
+        if kind.element.startswith("numpy."):
+            return array[()]  # a numpy scalar of the array's type
+        return {"int": int, "float": float, "bool": bool, "str": str}[kind.element](array[()])
+    container, inner = kind.containers[0], _Kind(kind.containers[1:], kind.element)
+    if not inner.containers and kind.element in ("int", "float", "bool", "str"):
+        return container(array.tolist())  # Python scalars of the array's values
+    return container(_rebuild(inner, array[i]) for i in range(array.shape[0]))
 
 
 def state_dict(arrays: dict[str, Any], dtypes: dict[str, str], names: list[str],
@@ -144,23 +195,28 @@ def state_dict(arrays: dict[str, Any], dtypes: dict[str, str], names: list[str],
     """Torch tensors of ``names`` sharing the memory of ``arrays`` (writable, the caller's
     alone); a name in ``ties`` is the tensor of the name it maps to. String parameters (a
     module's text extra state) are str, or nested lists of str, as ``modelzip.save`` took
-    them; Python scalars recorded in ``arrays``' _python_types record are those scalars again;
-    the markers (_values.py) are the torch dtypes and tuples they stand for."""
+    them; the values that ``arrays``' _python_types record records (Python and numpy scalars,
+    None, lists, tuples, text that looks like a marker) are those values again; the markers
+    (_values.py) are the torch dtypes and tuples they stand for."""
     import torch
 
     out: Any = collections.OrderedDict()
     tuples: dict[str, int] = {}
     converted: dict[str, Any] = {}
-    scalars = python_types(arrays, dtypes)
+    recorded = python_types(arrays, dtypes)
     for name in names:
         source = ties.get(name, name)
         value = arrays[source]
-        if name in scalars:
-            out[name] = python_value(name, scalars[name], value, dtypes[source])
+        if name in recorded:
+            out[name] = python_value(name, recorded[name], value, dtypes[source])
             continue
         mark = _torch_mark(value, dtypes[source])
         if mark is not None and name == "_metadata" and mark.startswith(TORCH_METADATA_MARK):
-            out._metadata = json.loads(mark[len(TORCH_METADATA_MARK):])  # as state_dict() has it
+            try:
+                out._metadata = json.loads(mark[len(TORCH_METADATA_MARK):])  # as state_dict() has
+            except (ValueError, RecursionError):
+                raise ValueError(f"parameter {name!r}: malformed module versions {mark[:200]!r} "
+                                 "(JSON after the marker)") from None
             continue
         if mark is not None and name == PYTHON_TYPES_NAME and mark.startswith(PYTHON_TYPES_MARK):
             continue  # read above

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import json
 import sys
 from collections.abc import Mapping
@@ -284,13 +285,34 @@ TORCH_DTYPE_MARK = "torch.dtype:"
 TORCH_TUPLE_MARK = "torch.tuple:"
 TORCH_METADATA_MARK = "torch.metadata:"
 
-# Python scalars (int, float, bool, None) in a dict to save: int, float and bool are stored as
-# 0-d int64 (uint64 from 2**63 on), float64 and bool arrays, None as the 0-d string "None", and
-# the 0-d string parameter "_python_types" holds "torch.python_types:<JSON>", a JSON object
-# {name: "int" | "float" | "bool" | "None"} of the names that were such scalars: the torch loads
-# give those names back as the Python values they were, every other reader sees the arrays.
+# Python values that are not arrays, in a dict to save, and the 0-d string parameter
+# "_python_types" holding "torch.python_types:<JSON>": a JSON object {name: kind} of the names
+# that hold such values, which the torch loads give back as they were; every other reader sees
+# the arrays. The kinds (docs/torch.md, "Python values"):
+#   "int", "float", "bool": a Python scalar, stored 0-d int64 (uint64 from 2**63 on), float64,
+#     bool; "None": None, stored as the 0-d string "None";
+#   "str": a str stored 0-d that the torch loads would otherwise read as a marker (one that
+#     starts with "torch.dtype:" or "torch.tuple:", or "torch.metadata:" under the name
+#     "_metadata"; reads_as_marker);
+#   "numpy.<type>": a numpy scalar of that type (bool, int8..uint64, float16..float64,
+#     complex64, complex128), stored 0-d of that type;
+#   "list[K]", "tuple[K]": a list or tuple (exactly those types) of elements of kind K ("int",
+#     "float", "bool", "str", "numpy.<type>" or again "list[...]"/"tuple[...]"), stored as one
+#     array with a dimension per level of nesting, its elements as the scalar kinds are; "list[]"
+#     and "tuple[]": empty ones, stored float64 (a dimension of length 0). Lists of str (lists of
+#     lists of str...) are not recorded: the torch loads give a string array as nested lists.
+# Sequences that cannot come back as they were are refused (sequence_kind).
 PYTHON_TYPES_NAME = "_python_types"
 PYTHON_TYPES_MARK = "torch.python_types:"
+
+# The numpy scalar types the record names ("numpy.<name>"): those whose dtype name is a
+# modelzip dtype.
+NUMPY_SCALAR_TYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                      "uint64", "float16", "float32", "float64", "complex64", "complex128")
+
+# The deepest nesting of lists a record kind describes (numpy's arrays have at most 32
+# dimensions).
+MAX_SEQUENCE_DEPTH = 32
 
 
 def new_fetches(overlap: bool = False) -> Any:
@@ -322,12 +344,16 @@ def fetch_device_tensors(items: Any, fetches: Any = None) -> Any:
 
 
 def python_kind(value: Any) -> Optional[str]:
-    """The kind the _python_types record gives ``value``: "int", "float", "bool" or "None" for a
-    Python scalar (numpy's scalars are arrays, not these), else None."""
+    """The kind the _python_types record gives ``value`` as an element of a list: "int",
+    "float", "bool" or "None" for a Python scalar, "numpy.<type>" for a numpy scalar of
+    NUMPY_SCALAR_TYPES, "str" for a str; else None."""
     if value is None:
         return "None"
+    if isinstance(value, str):
+        return "str"
     if isinstance(value, np.generic):
-        return None
+        name = value.dtype.name
+        return f"numpy.{name}" if name in NUMPY_SCALAR_TYPES else None
     if isinstance(value, bool):
         return "bool"
     if isinstance(value, int):
@@ -337,37 +363,169 @@ def python_kind(value: Any) -> Optional[str]:
     return None
 
 
-def expand_torch_objects(arrays: Mapping[str, Any]) -> Any:
+def reads_as_marker(name: str, text: str) -> bool:
+    """Whether the torch loads read the 0-d string ``text`` of parameter ``name`` as one of the
+    markers above (unless the _python_types record says it is a "str")."""
+    return (text.startswith((TORCH_DTYPE_MARK, TORCH_TUPLE_MARK))
+            or (name == "_metadata" and text.startswith(TORCH_METADATA_MARK))
+            or (name == PYTHON_TYPES_NAME and text.startswith(PYTHON_TYPES_MARK)))
+
+
+# The record kinds of elements of exactly these types (sequence_kind's common case).
+_PLAIN_KINDS = {int: "int", float: "float", bool: "bool", str: "str", type(None): "None"}
+
+
+def sequence_kind(value: Any) -> Optional[tuple[str, Any]]:
+    """(record kind, value to store) of a list or tuple of scalars (see above), else None (not
+    such a sequence: stored as before, by to_savable). The value to store is an array, or
+    ``value`` itself for elements of str. None too for numbers of several kinds (1 and 0.5, a
+    bool and an int) or lists beside tuples at one level: to_savable stores them as numpy does,
+    as they were stored before the record had sequences, and they load as arrays. Raises
+    ValueError, without the parameter's name, for a sequence of such scalars that could not
+    come back as it was and that numpy would not store either or would store wrongly: str
+    beside other kinds (numpy made ['1', 'a'] of [1, 'a']), None elements, lengths that differ
+    at one level, ints beyond 64 bits, nesting deeper than MAX_SEQUENCE_DEPTH."""
+    containers: list[set] = []
+    leaves: set[tuple[int, str]] = set()
+    ints: list[int] = []
+
+    def walk(item: Any, depth: int) -> bool:
+        if type(item) in (list, tuple):
+            if depth == MAX_SEQUENCE_DEPTH:
+                raise ValueError(f"lists nested deeper than {MAX_SEQUENCE_DEPTH} levels cannot "
+                                 "be stored")
+            if len(containers) == depth:
+                containers.append(set())
+            containers[depth].add(type(item))
+            types = {type(v) for v in item}
+            if types and types <= _PLAIN_KINDS.keys():  # the common case, without a call each
+                leaves.update((depth + 1, _PLAIN_KINDS[t]) for t in types)
+                if int in types:
+                    ints.extend(item)
+                return True
+            return all(walk(v, depth + 1) for v in item)
+        kind = python_kind(item)
+        if kind is None:
+            return False
+        leaves.add((depth, kind))
+        if kind == "int":
+            ints.append(item)
+        return True
+
+    if type(value) not in (list, tuple) or not walk(value, 0):
+        return None
+    kinds = sorted({kind for _, kind in leaves})
+    what = "a list" if type(value) is list else "a tuple"
+    if "None" in kinds:
+        raise ValueError(f"{what} holding None cannot be stored (store the other values, or "
+                         "mark missing ones with a number such as nan)")
+    if len(kinds) > 1 and "str" not in kinds:
+        return None  # numbers of several kinds: stored as numpy stores them, loading as an array
+    if len(kinds) > 1:
+        raise ValueError(f"{what} of {' and '.join(kinds)} values cannot be stored as it is: "
+                         "it would not load as the same values; make its elements one type "
+                         "(float(x)...), or store np.array(...) of it (it then loads as an "
+                         "array)")
+    depths = {depth for depth, _ in leaves}
+    for depth, types in enumerate(containers):
+        if len(types) > 1:
+            return None  # lists beside tuples: stored as numpy stores them, as an array
+    kind = kinds[0] if kinds else None
+    depth = len(containers) if not depths else depths.pop()
+    if depths or (kind is not None and depth != len(containers)):
+        raise ValueError(f"{what} whose elements are nested to different depths cannot be "
+                         "stored (it is not rectangular)")
+    if kind == "int":
+        low, high = min(ints, default=0), max(ints, default=0)
+        dtype: Any = (np.int64 if -2**63 <= low and high < 2**63 else
+                      np.uint64 if 0 <= low and high < 2**64 else None)
+        if dtype is None:
+            raise ValueError(f"{what} of ints beyond int64 (or uint64, none negative) cannot be "
+                             "stored: store them as str")
+    elif kind is not None and kind.startswith("numpy."):
+        dtype = np.dtype(kind.removeprefix("numpy."))
+    else:  # empty: float64, as np.array([]) has it
+        dtype = {None: np.float64, "float": np.float64, "bool": np.bool_, "str": object}[kind]
+    try:
+        array = np.array(value, dtype=dtype)
+    except ValueError:
+        array = None
+    if array is None or array.ndim != len(containers):
+        raise ValueError(f"{what} whose lists differ in length at one level of nesting cannot "
+                         "be stored (it is not rectangular)")
+    record = "".join(("list[" if list in types else "tuple[") for types in containers) + (
+        kind or "") + "]" * len(containers)
+    return record, (value if kind == "str" else array)
+
+
+def _stored_value(name: str, value: Any) -> tuple[Optional[str], Any]:
+    """(_python_types kind or None, value to store) of parameter ``name``; ValueError naming it
+    for a sequence that cannot be stored (sequence_kind)."""
+    if isinstance(value, str):
+        return ("str" if reads_as_marker(name, value) else None), value
+    if value is None:
+        return "None", "None"
+    kind = python_kind(value)
+    if kind is not None:
+        return kind, value
+    try:
+        sequence = sequence_kind(value)
+    except ValueError as e:
+        raise ValueError(f"parameter {name!r}: {e}") from None
+    if sequence is None:
+        return None, value
+    kind, stored = sequence
+    if "tuple[" not in kind and kind.endswith("[str]" + "]" * (kind.count("[") - 1)):
+        return None, stored  # lists of str load as lists of str without a record
+    return kind, stored
+
+
+def expand_torch_objects(arrays: Mapping[str, Any], raw_bits: Mapping[Any, str] = {}) -> Any:
     """``arrays.items()``, with torch dtypes and tuples of tensors replaced by their markers
-    and elements, and Python scalars recorded in "_python_types" (see above). Raises ValueError
-    when ``arrays`` holds Python scalars and a parameter of that name."""
+    and elements, and Python values that are not arrays recorded in "_python_types" (see
+    above); the names of ``raw_bits`` (raw_bits_marks: stored as the type marked) as given, not
+    recorded. Raises ValueError naming the parameter when ``arrays`` holds a value that needs the
+    record and a parameter of that name, a sequence that cannot come back as it was
+    (sequence_kind), or a tuple of tensors whose element names ("NAME.0"...) it also holds."""
     torch = sys.modules.get("torch")
     items = list(arrays.items())
-    kinds = {name: kind for name, value in items if (kind := python_kind(value)) is not None}
 
     def is_tensor_tuple(value: Any) -> bool:
-        return (isinstance(value, tuple) and any(isinstance(v, torch.Tensor) for v in value)
+        return (torch is not None and isinstance(value, tuple)
+                and any(isinstance(v, torch.Tensor) for v in value)
                 and all(v is None or isinstance(v, torch.Tensor) for v in value))
-    torch_objects = torch is not None and any(isinstance(v, torch.dtype) or is_tensor_tuple(v)
-                                              for _, v in items)
-    if not kinds and not torch_objects:
-        return items
     out = []
+    kinds = {}
+    torch_objects = False
     for name, value in items:
-        if value is None:
-            out.append((name, "None"))
-        elif torch_objects and isinstance(value, torch.dtype):
+        if torch is not None and isinstance(value, torch.dtype):
+            torch_objects = True
             out.append((name, TORCH_DTYPE_MARK + str(value).removeprefix("torch.")))
-        elif torch_objects and is_tensor_tuple(value):
+            continue
+        if is_tensor_tuple(value):
+            torch_objects = True
             out.append((name, f"{TORCH_TUPLE_MARK}{len(value)}"))
-            out.extend((f"{name}.{i}", v) for i, v in enumerate(value) if v is not None)
-        else:
-            out.append((name, value))
+            for i, v in enumerate(value):
+                if f"{name}.{i}" in arrays:
+                    raise ValueError(f"parameter {name!r}: element {i} of its tuple of tensors "
+                                     f"is stored as {name}.{i}, a name the dict holds too")
+                if v is not None:
+                    out.append((f"{name}.{i}", v))
+            continue
+        kind, stored = (None, value) if name in raw_bits else _stored_value(name, value)
+        if kind is not None:
+            kinds[name] = kind
+        out.append((name, stored))
     if kinds:
+        if kinds.keys() == {PYTHON_TYPES_NAME}:
+            raise ValueError(f"parameter {PYTHON_TYPES_NAME!r}: the name is reserved for the "
+                             "record of the values that are not arrays, and this text would "
+                             "read as such a record")
         if PYTHON_TYPES_NAME in arrays:
             raise ValueError(f"parameter {PYTHON_TYPES_NAME!r}: the name is reserved for the "
-                             "record of the Python types of int, float, bool and None values, "
-                             f"which this dict holds ({', '.join(map(repr, kinds))})")
+                             "record of the values that are not arrays (Python scalars, None, "
+                             "numpy scalars, lists, tuples, text read as markers), which this "
+                             f"dict holds ({', '.join(map(repr, kinds))})")
         out.append((PYTHON_TYPES_NAME, PYTHON_TYPES_MARK + json.dumps(kinds, ensure_ascii=False)))
     metadata = getattr(arrays, "_metadata", None)
     if torch_objects and isinstance(metadata, Mapping) and "_metadata" not in arrays:
@@ -404,13 +562,26 @@ def to_savable(name: str, value: Any, raw_bits: Optional[str] = None) -> tuple:
                                       and all(isinstance(v, Mapping) for v in value)):
         if name in ("state", "param_groups"):
             raise TypeError(f"parameter {name!r}: {_OPTIMIZER_HINT}")
-        what = "a mapping" if isinstance(value, Mapping) else "a list of mappings"
-        raise TypeError(f"parameter {name!r}: {what} is not an array; give each array its own "
-                        "name (e.g. 'block.weight')")
+        raise TypeError(f"parameter {name!r}: {_nested_names(name, value)}")
     try:
         return _to_savable(value, raw_bits)
     except (TypeError, ValueError) as e:
         raise type(e)(f"parameter {name!r}: {e}") from None
+
+
+def _nested_names(name: str, value: Any) -> str:
+    """The TypeError message for a mapping, or list of mappings, ``value`` of parameter
+    ``name``: the names its entries could be stored under."""
+    if isinstance(value, Mapping):
+        what, prefix, first = "a mapping", name, value
+    else:
+        what, prefix, first = "a list of mappings", f"{name}.0", value[0]
+    keys = list(itertools.islice(first, 3))
+    shown = ", ".join(repr(f"{prefix}.{key}") for key in keys[:2]) + (
+        "..." if len(keys) > 2 or what != "a mapping" else "")
+    return (f"{what} is not an array; store each of its values under a name of its own, the "
+            "keys joined with '.' as state_dict() names a submodule's tensors"
+            + (f" ({shown})" if keys else " ('block.weight')"))
 
 
 def _to_savable(value: Any, raw_bits: Optional[str]) -> tuple:

@@ -492,7 +492,7 @@ def _stage_tensors(writer: CollectiveWriter, tensors: Mapping[str, Any],
     rank passing such values stages alike (a record that differs between ranks fails the save
     as text of one name with different values does)."""
     from ._values import expand_torch_objects
-    for name, value in expand_torch_objects(tensors):
+    for name, value in expand_torch_objects(tensors, raw_bits):
         if isinstance(value, Shard):
             writer.add_shard(name, value.value, [int(d) for d in value.global_shape],
                              [int(o) for o in value.offset], dtype=raw_bits.get(name))
