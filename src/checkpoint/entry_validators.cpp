@@ -6,8 +6,9 @@
 namespace modelzip {
 namespace {
 
-void validate_tag_metadata(const Bytes& contents, const Limits& limits) {
+std::any validate_tag_metadata(const Bytes& contents, const Limits& limits) {
   (void)format::parse_tag_metadata(contents.as_string_view(), limits);
+  return {};
 }
 
 // "<tag>/<rest>" -> "<rest>", or "" for root entries.

@@ -17,6 +17,7 @@
 // Each validator throws modelzip::Error for invalid content.
 #pragma once
 
+#include <any>
 #include <array>
 #include <cstddef>
 #include <functional>
@@ -33,7 +34,10 @@
 
 namespace modelzip {
 
-using EntryValidator = void (*)(const Bytes& contents, const Limits& limits);
+// Returns what it decoded when the staged-tag validator reads that too
+// (graph.fb: a graph::Graph, trainingConfig.fb: a training::TrainingConfig),
+// so that a commit decodes those entries once; else an empty std::any.
+using EntryValidator = std::any (*)(const Bytes& contents, const Limits& limits);
 
 // The kinds of tag entry that have a validator.
 enum class EntryKind : std::size_t {
@@ -79,6 +83,9 @@ struct StagedTag {
   std::string_view tag;
   const Bytes* graph = nullptr;
   const Bytes* training_config = nullptr;  // null: none
+  // What the entry validators of graph and training_config returned, or
+  // empty: then the staged-tag validator decodes the entry itself.
+  std::any decoded_graph, decoded_training_config;
   std::span<const StoredValue> params, states;
 };
 // Checks the rules across the entries of `tag`; throws Error(invalid_argument)

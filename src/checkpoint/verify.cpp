@@ -109,13 +109,19 @@ std::vector<Problem> Archive::verify(const ProgressCallback& progress) const {
   }
 
   // Damaged tables (open kept the first problem of each): read again, every
-  // problem reported.
+  // problem reported. A table that cannot be read (CRC, inflate) fails the
+  // same way in the entry checks below: `unreadable` keeps it reported once.
+  std::unordered_set<std::string> unreadable;  // entry + '\0' + message
   for (std::size_t t = 0; t < a.tables.size(); ++t)
     if (a.tables[t].damage) {
       auto table_problem = [&](const Error& err) {
         const auto& c = err.context();
-        record(c.entry,
-               (c.line ? "line " + std::to_string(*c.line) + ": " : std::string()) + err.message());
+        if (c.line) {
+          record(c.entry, "line " + std::to_string(*c.line) + ": " + err.message());
+        } else {
+          unreadable.insert(c.entry + '\0' + err.message());
+          record(c.entry, with_offset(err));
+        }
       };
       std::size_t reported = 0;
       TagTables scratch;
@@ -150,7 +156,7 @@ std::vector<Problem> Archive::verify(const ProgressCallback& progress) const {
     try {
       check(e);
     } catch (const Error& err) {
-      record(e.name, with_offset(err));
+      if (!unreadable.count(e.name + '\0' + err.message())) record(e.name, with_offset(err));
     }
     tracker.advance(e.compressed_size);
   }

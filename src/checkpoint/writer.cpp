@@ -4,6 +4,7 @@
 #include "modelzip/writer.hpp"
 
 #include <algorithm>
+#include <any>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -282,16 +283,22 @@ class AddContext {
     plan_.tags.push_back(std::move(tp));
     TagPlan& self = plan_.tags.back();
     const NewTag::Contents& staged = NewTag::Contents::of(contents);
+    std::any decoded_graph, decoded_training_config;  // for check_graph_checkpoint
     for (const auto& e : staged.entries) {
-      if (auto v = find_entry_validator(tag + "/" + e.relative_name)) {
+      const auto kind = entry_kind_of(tag + "/" + e.relative_name);
+      if (auto v = kind ? find_entry_validator(*kind) : nullptr) {
         try {
-          v(e.contents, Limits{});
+          std::any decoded = v(e.contents, Limits{});
+          if (kind == EntryKind::graph) decoded_graph = std::move(decoded);
+          if (kind == EntryKind::training_config) decoded_training_config = std::move(decoded);
         } catch (const Error& err) {
           throw err.with_context({.entry = tag + "/" + e.relative_name, .tag = tag});
         }
       }
     }
-    check_graph_checkpoint(self, staged);  // before any blob is stored
+    // before any blob is stored
+    check_graph_checkpoint(self, staged, std::move(decoded_graph),
+                           std::move(decoded_training_config));
     for (const auto& p : staged.params) {
       BlobRow row;
       row.keys = {p.name};
@@ -342,11 +349,15 @@ class AddContext {
   // A tag with graph.fb must be a consistent graph checkpoint (GRAPH.md
   // section 4), as Archive::verify checks it: the staged-tag validator sees
   // the new tensors' types and, for shared values, those of the blobs they
-  // share (their headers only).
-  void check_graph_checkpoint(const TagPlan& self, const NewTag::Contents& staged) {
+  // share (their headers only). `decoded_graph` and `decoded_training_config`:
+  // what the entry validators returned (StagedTag).
+  void check_graph_checkpoint(const TagPlan& self, const NewTag::Contents& staged,
+                              std::any decoded_graph, std::any decoded_training_config) {
     const StagedTagValidator validate = entry_validators().staged_tag_validator();
     if (!validate) return;
-    StagedTag tag{.tag = self.name};
+    StagedTag tag{.tag = self.name,
+                  .decoded_graph = std::move(decoded_graph),
+                  .decoded_training_config = std::move(decoded_training_config)};
     for (const auto& e : staged.entries) {
       const auto kind = entry_kind_of(self.name + "/" + e.relative_name);
       if (kind == EntryKind::graph) tag.graph = &e.contents;

@@ -34,7 +34,21 @@ std::string_view change_name(Change c) {
   return "";
 }
 
-// Element i of a dense floating tensor as double.
+// The MX types (FORMAT.md section 6), compared by the values they stand for
+// as the other float types are.
+bool is_mx(DType type) {
+  return type == DType::float8_e8m0fnu || type == DType::float4_e2m1fn_x2;
+}
+
+// How many values a dense floating tensor holds: its elements, but two per
+// element (byte) of float4_e2m1fn_x2.
+std::uint64_t value_count(const Tensor& t) {
+  return t.dtype() == DType::float4_e2m1fn_x2 ? t.numel() * 2 : t.numel();
+}
+
+// Value i (< value_count(t)) of a dense floating tensor as double; of a
+// float4_e2m1fn_x2 tensor, value i is the low nibble of byte i / 2 for even
+// i, the high nibble for odd i.
 double element(const Tensor& t, std::uint64_t i) {
   const std::byte* p = t.values().data();
   switch (t.dtype()) {
@@ -62,6 +76,12 @@ double element(const Tensor& t, std::uint64_t i) {
       return detail::float8_e4m3fn_to_float(static_cast<std::uint8_t>(p[i]));
     case DType::float8_e5m2:
       return detail::float8_e5m2_to_float(static_cast<std::uint8_t>(p[i]));
+    case DType::float8_e8m0fnu:
+      return detail::float8_e8m0fnu_to_float(static_cast<std::uint8_t>(p[i]));
+    case DType::float4_e2m1fn_x2: {
+      const auto pair = static_cast<std::uint8_t>(p[i / 2]);
+      return detail::float4_e2m1_to_float(i % 2 ? pair >> 4 : pair & 0xF);
+    }
     default:
       return 0;
   }
@@ -162,11 +182,12 @@ void compare(const Archive& archive, const std::string& tag_a, const std::string
     if (ta.dtype() != tb.dtype() || ta.shape() != tb.shape() || ta.layout() != tb.layout()) {
       r.detail = std::string(dtype_name(ta.dtype())) + " " + shape_text(ta.shape()) + " -> " +
                  std::string(dtype_name(tb.dtype())) + " " + shape_text(tb.shape());
-    } else if ((dtype_is_floating(ta.dtype()) || dtype_is_complex(ta.dtype())) &&
+    } else if ((dtype_is_floating(ta.dtype()) || dtype_is_complex(ta.dtype()) ||
+                is_mx(ta.dtype())) &&
                ta.layout() == Layout::dense) {
       const bool complex = dtype_is_complex(ta.dtype());
       double m = 0;
-      for (std::uint64_t i = 0; i < ta.numel(); ++i) {
+      for (std::uint64_t i = 0, n = complex ? ta.numel() : value_count(ta); i < n; ++i) {
         double d =
             complex ? complex_abs_diff(ta, tb, i) : std::fabs(element(ta, i) - element(tb, i));
         if (std::isnan(d) || d > m) m = std::isnan(d) ? NAN : d;
@@ -232,9 +253,10 @@ extern const Command kDiffCommand{
     "modelzip diff ARCHIVE TAG_A TAG_B [--json]",
     "One line per parameter, then per updater state array (shown as VAR [STATE]):\n"
     "added, removed, shared (same blob), same (equal bytes in separate blobs) or\n"
-    "changed (for float and complex tensors of equal type and shape, with the\n"
-    "largest absolute difference; complex: |z| = hypot(re, im), NaN when a part's\n"
-    "difference is NaN). A count goes to standard error. On a terminal, added, removed and\n"
+    "changed (for float, MX and complex tensors of equal type and shape, with the\n"
+    "largest absolute difference; float4_e2m1fn_x2: over both FP4 values of each\n"
+    "byte; complex: |z| = hypot(re, im), NaN when a part's difference is NaN).\n"
+    "A count goes to standard error. On a terminal, added, removed and\n"
     "changed are coloured.\n"
     "Exit status (like diff and git diff --exit-code): 0 when every array is shared or\n"
     "same, 1 when something was added, removed or changed, 2 on trouble (a missing\n"

@@ -2,7 +2,9 @@
 #include "modelzip/graph/checkpoint.hpp"
 
 #include <algorithm>
+#include <any>
 #include <functional>
+#include <optional>
 #include <span>
 #include <unordered_map>
 #include <unordered_set>
@@ -330,15 +332,22 @@ void validate_staged_tag(const StagedTag& staged, const Limits& limits) {
       throw e.with_context(ErrorContext{.entry = tag + "/" + std::string(entry), .tag = tag});
     }
   };
-  const Graph g = decoding(kGraphEntryName, [&] { return decode_graph(*staged.graph, limits); });
-  std::optional<training::TrainingConfig> training;
-  if (staged.training_config)
-    training = decoding(kTrainingConfigEntryName, [&] {
-      return training::decode_training_config(*staged.training_config, limits);
-    });
+  std::optional<Graph> decoded_graph;
+  const Graph* g = std::any_cast<Graph>(&staged.decoded_graph);
+  if (!g)
+    g = &decoded_graph.emplace(
+        decoding(kGraphEntryName, [&] { return decode_graph(*staged.graph, limits); }));
+  std::optional<training::TrainingConfig> decoded_training;
+  const training::TrainingConfig* training = nullptr;
+  if (staged.training_config) {
+    training = std::any_cast<training::TrainingConfig>(&staged.decoded_training_config);
+    if (!training)
+      training = &decoded_training.emplace(decoding(kTrainingConfigEntryName, [&] {
+        return training::decode_training_config(*staged.training_config, limits);
+      }));
+  }
   check_tag_rules(
-      g, training ? &*training : nullptr, staged.params, staged.states,
-      [&](RuleTable table, std::string message) {
+      *g, training, staged.params, staged.states, [&](RuleTable table, std::string message) {
         throw Error(ErrorCode::invalid_argument,
                     std::move(message) +
                         " (the tag has graph.fb: its entries must form a "

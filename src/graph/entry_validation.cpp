@@ -8,12 +8,12 @@
 
 namespace modelzip::graph {
 
-void validate_graph_entry(const Bytes& contents, const Limits& limits) {
-  (void)decode_graph(contents, limits);
+std::any validate_graph_entry(const Bytes& contents, const Limits& limits) {
+  return decode_graph(contents, limits);
 }
 
-void validate_training_config_entry(const Bytes& contents, const Limits& limits) {
-  (void)training::decode_training_config(contents, limits);
+std::any validate_training_config_entry(const Bytes& contents, const Limits& limits) {
+  return training::decode_training_config(contents, limits);
 }
 
 void check_graph_entry(const Bytes& contents, const Limits& limits,
@@ -30,8 +30,9 @@ void check_training_config_entry(const Bytes& contents, const Limits& limits,
 
 namespace {
 
-void validate_embedding(const Bytes& contents, const Limits&) {
+std::any validate_embedding(const Bytes& contents, const Limits&) {
   (void)finalfusion::Embeddings::read(contents, "embedding");
+  return {};
 }
 
 }  // namespace

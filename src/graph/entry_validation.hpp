@@ -8,6 +8,7 @@
 // Internal to modelzip.
 #pragma once
 
+#include <any>
 #include <string>
 
 #include "checkpoint/entry_validators.hpp"
@@ -17,10 +18,10 @@
 
 namespace modelzip::graph {
 
-// <tag>/graph.fb
-void validate_graph_entry(const Bytes& contents, const Limits& limits);
-// <tag>/trainingConfig.fb
-void validate_training_config_entry(const Bytes& contents, const Limits& limits);
+// <tag>/graph.fb; returns the Graph.
+std::any validate_graph_entry(const Bytes& contents, const Limits& limits);
+// <tag>/trainingConfig.fb; returns the training::TrainingConfig.
+std::any validate_training_config_entry(const Bytes& contents, const Limits& limits);
 // The same, for Archive::verify (EntryCheckers): a decoding problem is
 // thrown, then each broken rule of schemas/GRAPH.md section 2 / 3 is passed
 // to `report`.

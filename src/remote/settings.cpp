@@ -98,13 +98,16 @@ Settings settings_from(const RemoteOptions& o, const std::string& url) {
   else if (auto v = env_size("MODELZIP_CACHE_LIMIT", url))
     s.cache_limit = *v;
   s.ca_file = o.ca_file ? *o.ca_file : env("MODELZIP_CA_FILE");
-  s.connect_timeout_ms = static_cast<long>(
-      1000 * seconds(o.connect_timeout, "connect_timeout", "MODELZIP_CONNECT_TIMEOUT", 10, url));
-  s.low_speed_time_s = std::max(1L, static_cast<long>(seconds(o.low_speed_time, "low_speed_time",
-                                                              "MODELZIP_LOW_SPEED_TIME", 30, url)));
-  s.request_timeout_ms =
-      std::max(1L, static_cast<long>(1000 * seconds(o.request_timeout, "request_timeout",
-                                                    "MODELZIP_REQUEST_TIMEOUT", 600, url)));
+  s.connect_timeout_ms =
+      static_cast<long>(1000 * seconds(o.connect_timeout, "connect_timeout",
+                                       "MODELZIP_CONNECT_TIMEOUT", kDefaultConnectTimeoutS, url));
+  s.low_speed_time_s = std::max(
+      1L, static_cast<long>(seconds(o.low_speed_time, "low_speed_time", "MODELZIP_LOW_SPEED_TIME",
+                                    kDefaultLowSpeedTimeS, url)));
+  s.request_timeout_ms = std::max(
+      1L,
+      static_cast<long>(1000 * seconds(o.request_timeout, "request_timeout",
+                                       "MODELZIP_REQUEST_TIMEOUT", kDefaultRequestTimeoutS, url)));
   s.max_unranged = o.max_unranged_bytes;
   s.progress = o.progress;
   return s;

@@ -13,13 +13,21 @@
 
 namespace modelzip::remote {
 
+// The time-outs of a RemoteOptions field left unset whose environment
+// variable is unset too, in seconds (documented in modelzip/remote.hpp and
+// docs/remote.md, "Time-outs").
+inline constexpr long kDefaultConnectTimeoutS = 10;
+inline constexpr long kDefaultLowSpeedTimeS = 30;
+inline constexpr long kDefaultRequestTimeoutS = 600;
+
 struct Settings {
   std::filesystem::path cache_dir;  // empty: memory only
   std::uint64_t cache_limit = std::uint64_t{10} << 30;
   std::string ca_file;
-  long connect_timeout_ms = 10'000;
-  long low_speed_time_s = 30;
-  long request_timeout_ms = 600'000;  // per kDeadlineUnit moved (curl_request.hpp)
+  long connect_timeout_ms = kDefaultConnectTimeoutS * 1000;
+  long low_speed_time_s = kDefaultLowSpeedTimeS;
+  // per kDeadlineUnit moved (curl_request.hpp)
+  long request_timeout_ms = kDefaultRequestTimeoutS * 1000;
   std::uint64_t max_unranged = 0;
   ProgressCallback progress;
 };

@@ -76,6 +76,21 @@ TEST_CASE("verify reports a table it cannot read at all once, and the other tabl
             "t1/updater.txt: line 1: expected 3 fields separated by single spaces, found 2"});
 }
 
+TEST_CASE("verify reports a table whose CRC-32 does not match once, then the other problems") {
+  // t1/params.txt "w 0" stored as "W 0": its data no longer match its CRC;
+  // so do t1/params/0.fb's (read by the entry checks alone).
+  ZipSpec spec = minimal_archive();
+  entry(spec, "t1/params.txt").raw_data = "W 0\n";
+  std::string blob = entry(spec, "t1/params/0.fb").content;
+  blob.back() ^= 0x01;
+  entry(spec, "t1/params/0.fb").raw_data = blob;
+  const std::vector<Problem> got = verify_zip(spec);
+  CHECK(texts(got) ==
+        std::vector<std::string>{"t1/params.txt: CRC-32 mismatch: the entry data is damaged",
+                                 "t1/params/0.fb: CRC-32 mismatch: the entry data is damaged"});
+  CHECK(problems_found(got) == 2);
+}
+
 TEST_CASE("verify lists 20 bad lines of a table, counts the others, and problems_found adds them") {
   ZipSpec spec = minimal_archive();
   std::string table = "w 0\n";

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <functional>
 
+#include "checkpoint/entry_validators.hpp"
 #include "graph_fixtures.hpp"
 #include "modelzip/archive.hpp"
 #include "modelzip/error.hpp"
@@ -625,6 +626,40 @@ TEST_CASE("The writer refuses an invalid graph.fb; a damaged one fails to load")
   Error e = expect_error([&] { load_checkpoint(a); }, ErrorCode::corrupt,
                          "file identifier is not \"MZGR\"");
   CHECK(e.context().entry == "good/graph.fb");
+}
+
+TEST_CASE(
+    "A commit decodes graph.fb and trainingConfig.fb once: the staged-tag validator reads "
+    "what the entry validators decoded") {
+  const Checkpoint c = mlp_checkpoint();
+  REQUIRE(c.training);
+  const Bytes graph_fb = encode_graph(c.graph);
+  const Bytes config_fb = training::encode_training_config(*c.training);
+  std::any graph_decoded = find_entry_validator(EntryKind::graph)(graph_fb, Limits{});
+  std::any config_decoded = find_entry_validator(EntryKind::training_config)(config_fb, Limits{});
+  REQUIRE(std::any_cast<Graph>(&graph_decoded));
+  REQUIRE(std::any_cast<training::TrainingConfig>(&config_decoded));
+  std::vector<StoredValue> params, states;
+  for (const auto& [name, t] : c.params) params.push_back({name, {}, t.dtype(), &t.shape()});
+  for (const auto& [name, by_state] : c.updater_state)
+    for (const auto& [state, t] : by_state) states.push_back({name, state, t.dtype(), &t.shape()});
+  // Bytes that do not decode: accepted only when the decoded values are given.
+  const Bytes garbage = Bytes::copy_of(std::string("not a flatbuffer at all"));
+  const StagedTagValidator validate = entry_validators().staged_tag_validator();
+  REQUIRE(static_cast<bool>(validate));
+  StagedTag staged{.tag = "t",
+                   .graph = &garbage,
+                   .training_config = &garbage,
+                   .decoded_graph = graph_decoded,
+                   .decoded_training_config = config_decoded,
+                   .params = params,
+                   .states = states};
+  CHECK_NOTHROW(validate(staged, Limits{}));
+  staged.decoded_training_config.reset();
+  expect_error([&] { validate(staged, Limits{}); }, ErrorCode::corrupt, "trainingConfig.fb");
+  staged.decoded_training_config = config_decoded;
+  staged.decoded_graph.reset();
+  expect_error([&] { validate(staged, Limits{}); }, ErrorCode::corrupt, "graph.fb");
 }
 
 // The extension path documented in schemas/graph.fbs: a later version adds

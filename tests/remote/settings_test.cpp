@@ -59,6 +59,19 @@ struct Easy {
 
 }  // namespace
 
+TEST_CASE("the time-outs default to 10, 30 and 600 s, in settings_from and in Settings") {
+  ScopedEnv connect("MODELZIP_CONNECT_TIMEOUT", std::nullopt);
+  ScopedEnv low_speed("MODELZIP_LOW_SPEED_TIME", std::nullopt);
+  ScopedEnv request("MODELZIP_REQUEST_TIMEOUT", std::nullopt);
+  const Settings resolved = settings_from({}, kUrl), built;
+  CHECK(resolved.connect_timeout_ms == 10'000);
+  CHECK(resolved.low_speed_time_s == 30);
+  CHECK(resolved.request_timeout_ms == 600'000);
+  CHECK(built.connect_timeout_ms == resolved.connect_timeout_ms);
+  CHECK(built.low_speed_time_s == resolved.low_speed_time_s);
+  CHECK(built.request_timeout_ms == resolved.request_timeout_ms);
+}
+
 TEST_CASE("request_timeout: the option, else MODELZIP_REQUEST_TIMEOUT, else 600 s") {
   ScopedEnv unset("MODELZIP_REQUEST_TIMEOUT", std::nullopt);
   CHECK(settings_from({}, kUrl).request_timeout_ms == 600'000);

@@ -3,9 +3,10 @@ schemas/FORMAT.md and schemas/tensor.fbs alone (stdlib and numpy only).
 
     read(path) -> {tag: {name: numpy array}}
 
-Tensors come back as numpy arrays of their values: bfloat16 and the two
-8-bit floats decoded to float32 (every value of theirs is a float32),
-quantized tensors dequantized (§6.1) to their original dtype (bfloat16 to
+Tensors come back as numpy arrays of their values: bfloat16, the two
+8-bit floats and the two MX types decoded to float32 (every value of theirs
+is a float32; a float4_e2m1fn_x2 tensor of shape [..., n] as its 2n values
+[..., 2n], low nibble first), quantized tensors dequantized (§6.1) to their original dtype (bfloat16 to
 float32 again), strings as object arrays of str, sparse COO tensors as
 `SparseCOO`, embedding parameters (`.fifu`, FINALFUSION.md) as
 `spec_finalfusion.Fifu`. `SpecArchive` gives the parts: tags, params and
@@ -422,7 +423,7 @@ DTYPES = {  # DataType number -> (name, element size, numpy dtype of the stored 
     17: ("bfloat16", 2, np.dtype("<u2")), 18: ("float8_e4m3fn", 1, np.dtype("u1")),
     19: ("float8_e5m2", 1, np.dtype("u1")), 20: ("complex64", 8, np.dtype("<c8")),
     21: ("complex128", 16, np.dtype("<c16")),
-    # §6: the MX types, read as their bytes (an FP4 element is a byte of two values).
+    # §6: the MX types, stored as bytes (an FP4 element is a byte of two values).
     22: ("float8_e8m0fnu", 1, np.dtype("u1")), 23: ("float4_e2m1fn_x2", 1, np.dtype("u1")),
     50: ("utf8", 0, None),
 }
@@ -447,6 +448,24 @@ def float8_e4m3fn_to_float32(bits):
     mag = np.where(e == 0, m * 2.0 ** -9, (1 + m / 8.0) * 2.0 ** (e - 7))
     mag = np.where((e == 15) & (m == 7), np.nan, mag)
     return (sign * mag).astype(np.float32)
+
+
+def float8_e8m0fnu_to_float32(bits):
+    """§6: the byte e stands for 2^(e-127); 0xFF is NaN (no sign, no zero)."""
+    e = bits.astype(np.int64)
+    return np.where(e == 0xFF, np.nan, np.ldexp(1.0, e - 127)).astype(np.float32)
+
+
+def float4_e2m1fn_x2_to_float32(pairs):
+    """§6: each byte holds two values, the first in bits 3..0; a value is a
+    sign (bit 3), 2 exponent bits (bias 1) and 1 mantissa bit, exponent 0
+    subnormal (m * 2^-1). The values of a [..., n] tensor as [..., 2n], each
+    byte's pair side by side (a 0-dimensional tensor's pair as [2])."""
+    nibbles = np.stack([pairs & 0xF, pairs >> 4], axis=-1).astype(np.int64)
+    sign = np.where(nibbles & 0x8, -1.0, 1.0)
+    e, m = (nibbles >> 1) & 3, nibbles & 1
+    mag = np.where(e == 0, m * 0.5, (1 + m / 2.0) * 2.0 ** (e - 1))
+    return (sign * mag).astype(np.float32).reshape(*pairs.shape[:-1], -1)
 
 
 def round_to_bfloat16(x):
@@ -645,6 +664,10 @@ def _decode_special(dname, a):
         return float8_e4m3fn_to_float32(a)
     if dname == "float8_e5m2":
         return float8_e5m2_to_float32(a)
+    if dname == "float8_e8m0fnu":
+        return float8_e8m0fnu_to_float32(a)
+    if dname == "float4_e2m1fn_x2":
+        return float4_e2m1fn_x2_to_float32(a)
     return a
 
 

@@ -5,8 +5,10 @@ schemas/FORMAT.md and schemas/tensor.fbs alone (stdlib and numpy only).
 
 `value` is a numpy array (its dtype decides the blob's: bool, the 8- to
 64-bit integers, float16/32/64, complex64/128; object arrays of str are
-UTF8), `Typed("bfloat16" | "float8_e4m3fn" | "float8_e5m2", bits)` for the
-types numpy lacks (uint16 / uint8 bit patterns), or `Shared(tag, name)`: the
+UTF8), `Typed("bfloat16" | "float8_e4m3fn" | "float8_e5m2" |
+"float8_e8m0fnu" | "float4_e2m1fn_x2", bits)` for the types numpy lacks
+(uint16 / uint8 bit patterns; a float4_e2m1fn_x2 byte is a pair of values),
+or `Shared(tag, name)`: the
 blob of parameter `name` of the earlier tag `tag`, referenced instead of
 stored again (§4.2, §5). Tags are written oldest first; the archive is
 written whole (a new file), in the entry order of §1, every entry stored

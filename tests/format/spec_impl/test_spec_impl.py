@@ -46,6 +46,15 @@ E4M3_BITS = np.array([0x38, 0x40, 0xC4, 0x7E, 0x01, 0x08, 0x80, 0x7F, 0xFE], np.
 E4M3_VALUES = np.array([1, 2, -3, 448, 2.0**-9, 2.0**-6, -0.0, np.nan, -448], np.float32)
 E5M2_BITS = np.array([0x3C, 0x7B, 0x7C, 0xFC, 0x01, 0x7D, 0x40], np.uint8)
 E5M2_VALUES = np.array([1, 57344, np.inf, -np.inf, 2.0**-16, np.nan, 2], np.float32)
+# §6's MX types, worked by hand. E8M0: 2^(e-127), 0xFF NaN. FP4: two values
+# a byte, low nibble first; nibbles 0x1-0x7 are 0.5, 1, 1.5, 2, 3, 4, 6, and
+# 0x8-0xF their negations. A [2, 2] tensor holds [2, 4] values.
+E8M0_BITS = np.array([0x00, 0x7F, 0x80, 0xFE, 0xFF, 0x7E], np.uint8)
+E8M0_VALUES = np.array([2.0**-127, 1, 2, 2.0**127, np.nan, 0.5], np.float32)
+FP4_BITS = np.array([[0x21, 0x73], [0x8F, 0xD4]], np.uint8)
+FP4_VALUES = np.array([[0.5, 1, 1.5, 6], [-6, -0.0, 2, -3]], np.float32)
+FP4_SCALAR_BITS = np.array(0xE9, np.uint8)
+FP4_SCALAR_VALUES = np.array([-0.5, -4], np.float32)
 
 
 def every_dtype():
@@ -70,13 +79,18 @@ def every_dtype():
         "bf16": np.array([0x3F80, 0xC000, 0x7F80, 0x0001], np.uint16),
         "e4m3": E4M3_BITS,
         "e5m2": E5M2_BITS,
+        "e8m0": E8M0_BITS,
+        "fp4": FP4_BITS,
+        "fp4 scalar": FP4_SCALAR_BITS,
         # §4.2 escaping: space, '#', '%', LF, a leading U+FEFF, non-ASCII.
         "encoder/layer 1#w%": np.ones(2, np.float32),
         "a\nb": np.zeros(1, np.int8),
         "\ufeffbom": np.ones(1, np.uint8),
         "größe": np.full(3, 7, np.int64),
     }
-    dtypes = {"bf16": "bfloat16", "e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}
+    dtypes = {"bf16": "bfloat16", "e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2",
+              "e8m0": "float8_e8m0fnu", "fp4": "float4_e2m1fn_x2",
+              "fp4 scalar": "float4_e2m1fn_x2"}
     return arrays, dtypes
 
 
@@ -88,6 +102,12 @@ def expected(name, value):
         return E4M3_VALUES
     if name == "e5m2":
         return E5M2_VALUES
+    if name == "e8m0":
+        return E8M0_VALUES
+    if name == "fp4":
+        return FP4_VALUES
+    if name == "fp4 scalar":
+        return FP4_SCALAR_VALUES
     v = np.asarray(value)
     return v.astype(v.dtype.newbyteorder("="))
 
@@ -277,6 +297,8 @@ def spec_tags():
           "bf16": Typed("bfloat16", np.array([0x3F80, 0x4000], np.uint16)),
           "e4m3": Typed("float8_e4m3fn", E4M3_BITS),
           "e5m2": Typed("float8_e5m2", E5M2_BITS),
+          "e8m0": Typed("float8_e8m0fnu", E8M0_BITS),
+          "fp4": Typed("float4_e2m1fn_x2", FP4_BITS),
           "text": np.array(["héllo", "", "a b"], object),
           "layer 1#w%\n": np.arange(4, dtype=np.int16)}
     t2 = {"w": rng.standard_normal((5, 3)).astype(np.float32),
@@ -324,6 +346,9 @@ def check_spec_archive_with_modelzip(path, tags):
         assert info["u32"].shared and info["layer 1#w%\n"].shared and not info["w"].shared
         assert archive.param("bf16", "step-1").dtype == "bfloat16"
         assert archive.param("e5m2", "step-1").dtype == "float8_e5m2"
+        assert archive.param("e8m0", "step-1").dtype == "float8_e8m0fnu"
+        fp4 = archive.param("fp4", "step-1")
+        assert fp4.dtype == "float4_e2m1fn_x2" and list(fp4.shape) == [2, 2]
         assert archive.verify() == []
 
 
