@@ -29,10 +29,12 @@ import java.util.Objects;
  *
  * <p>The numbers of the floating-point types are read, widened exactly, with
  * {@link #toFloatArray()} (float16, bfloat16, float8_e4m3fn, float8_e5m2,
- * float32, complex64) and {@link #toDoubleArray()} (those and float64,
- * complex128): NaN stays NaN, infinities, signed zeros and subnormals are
- * kept. Floats are never rounded to the narrow types: those are made from
- * their bits.
+ * float8_e8m0fnu, float4_e2m1fn_x2, float32, complex64) and
+ * {@link #toDoubleArray()} (those and float64, complex128): NaN stays NaN,
+ * infinities, signed zeros and subnormals are kept. A float4_e2m1fn_x2
+ * tensor gives two values per element (byte), the low nibble's first.
+ * Floats are never rounded to the narrow types: those are made from their
+ * bits.
  *
  * <p>Layouts: "dense"; "sparse_coo" and "quantized" tensors are readable
  * through {@link #buffer()} (their stored values) and, for quantized ones,
@@ -296,15 +298,19 @@ public final class Tensor implements AutoCloseable {
   }
 
   /**
-   * The values of a float32, float16, bfloat16, float8_e4m3fn or float8_e5m2
-   * tensor as floats, or of a complex64 tensor interleaved (real, imaginary;
-   * twice {@link #numel()} values). Exact: every value of these types is a
-   * float (NaN stays NaN; infinities, signed zeros and subnormals are kept).
+   * The values of a float32, float16, bfloat16, float8_e4m3fn, float8_e5m2
+   * or float8_e8m0fnu tensor as floats, of a complex64 tensor interleaved
+   * (real, imaginary; twice {@link #numel()} values), of a float4_e2m1fn_x2
+   * tensor two per byte, the low nibble's first (twice {@link #numel()}
+   * values). Exact: every value of these types is a float (NaN stays NaN;
+   * infinities, signed zeros and subnormals are kept; float8_e8m0fnu 0x00
+   * is 2^-127, 0xFF NaN).
    *
    * @throws IllegalArgumentException for float64, complex128 (use
    *     {@link #toDoubleArray()}) and the non-floating types (naming their
    *     accessor)
-   * @throws UnsupportedOperationException for a sparse or quantized tensor
+   * @throws UnsupportedOperationException for a sparse or quantized tensor,
+   *     or more values than a Java array holds (2^31 - 9)
    */
   public float[] toFloatArray() {
     return (float[]) decodeValues("float");
@@ -313,11 +319,13 @@ public final class Tensor implements AutoCloseable {
   /**
    * The values of any floating-point tensor as doubles: float64, and every
    * type {@link #toFloatArray()} reads, widened exactly; complex64 and
-   * complex128 interleaved (real, imaginary; twice {@link #numel()} values).
+   * complex128 interleaved (real, imaginary; twice {@link #numel()} values),
+   * float4_e2m1fn_x2 two per byte as {@link #toFloatArray()} gives them.
    *
    * @throws IllegalArgumentException for the non-floating types (naming
    *     their accessor)
-   * @throws UnsupportedOperationException for a sparse or quantized tensor
+   * @throws UnsupportedOperationException for a sparse or quantized tensor,
+   *     or more values than a Java array holds (2^31 - 9)
    */
   public double[] toDoubleArray() {
     return (double[]) decodeValues("double");
@@ -375,7 +383,7 @@ public final class Tensor implements AutoCloseable {
     if (!kind.equals(arrayKind(dtype))) {
       throw wrongAccessor(kind, arrayKind(dtype));
     }
-    Object array = newArray(kind);
+    Object array = newArray(kind, isComplex(dtype) ? Math.multiplyExact(numel(), 2) : numel());
     try (NativeHandle.Use use = handle.use()) {
       Native.tensorCopyValues(use.pointer(), array, elementBytes(kind));
     }
@@ -395,17 +403,20 @@ public final class Tensor implements AutoCloseable {
     if (kind.equals(arrayKind(dtype))) {
       return copyValues(kind);
     }
-    Object array = newArray(kind);
+    // Complex parts and the FP4 values of a pair count one each.
+    boolean twice = isComplex(dtype) || dtype.equals("float4_e2m1fn_x2");
+    Object array = newArray(kind, twice ? Math.multiplyExact(numel(), 2) : numel());
     try (NativeHandle.Use use = handle.use()) {
       Native.tensorDecodeValues(use.pointer(), array, elementBytes(kind));
     }
     return array;
   }
 
-  private Object newArray(String kind) {
-    long n = isComplex(dtype) ? Math.multiplyExact(numel(), 2) : numel();
+  /** A new array of {@code n} values of {@code kind}, if a Java array holds that many. */
+  private Object newArray(String kind, long n) {
     if (n > Integer.MAX_VALUE - 8) {
-      throw new UnsupportedOperationException(n + " elements do not fit one Java array: use buffer(offset, length)");
+      throw new UnsupportedOperationException(
+          n + " values do not fit one Java array: use buffer(offset, length)");
     }
     return java.lang.reflect.Array.newInstance(primitiveClass(kind), (int) n);
   }
@@ -450,7 +461,7 @@ public final class Tensor implements AutoCloseable {
   static String floatKind(String dtype) {
     switch (dtype) {
       case "float16": case "bfloat16": case "float8_e4m3fn": case "float8_e5m2":
-      case "float32": case "complex64":
+      case "float8_e8m0fnu": case "float4_e2m1fn_x2": case "float32": case "complex64":
         return "float";
       case "float64": case "complex128":
         return "double";
