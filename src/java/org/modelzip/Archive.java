@@ -193,7 +193,8 @@ public final class Archive implements AutoCloseable {
    * @throws ModelzipException ALREADY_EXISTS if the tag exists (in any letter
    *     case; {@link #replace} replaces it), INVALID_ARGUMENT for a bad tag or parameter name, IO when the
    *     file cannot be written
-   * @throws IllegalStateException if one of the tensors is closed
+   * @throws IllegalStateException if one of the tensors is closed (the
+   *     message names the archive, the tag and the parameter)
    */
   public static void save(String path, String tag, Map<String, Tensor> tensors) {
     save(path, tag, tensors, SaveOptions.defaults(), REPLACE_HINT);
@@ -211,7 +212,8 @@ public final class Archive implements AutoCloseable {
    *
    * @throws ModelzipException INVALID_ARGUMENT for a bad tag or parameter
    *     name, IO when the file cannot be written
-   * @throws IllegalStateException if one of the tensors is closed
+   * @throws IllegalStateException if one of the tensors is closed (the
+   *     message names the archive, the tag and the parameter)
    */
   public static void replace(String path, String tag, Map<String, Tensor> tensors) {
     save(path, tag, tensors, SaveOptions.defaults().replace(true), REPLACE_HINT);
@@ -229,7 +231,8 @@ public final class Archive implements AutoCloseable {
    *     {@code options} do not replace it (its message says that
    *     {@code SaveOptions.replace(true)} does), INVALID_ARGUMENT for a bad
    *     tag or parameter name, IO when the file cannot be written
-   * @throws IllegalStateException if one of the tensors is closed
+   * @throws IllegalStateException if one of the tensors is closed (the
+   *     message names the archive, the tag and the parameter)
    */
   public static void save(String path, String tag, Map<String, Tensor> tensors,
       SaveOptions options) {
@@ -248,8 +251,20 @@ public final class Archive implements AutoCloseable {
       long[] pointers = new long[tensors.size()];
       int i = 0;
       for (Map.Entry<String, Tensor> e : tensors.entrySet()) {
-        names[i] = Native.utf8(Objects.requireNonNull(e.getKey(), "tensor name"));
-        NativeHandle.Use use = Objects.requireNonNull(e.getValue(), e.getKey()).handle().use();
+        // Java-side errors name the archive, the tag and the parameter, as
+        // the library's do.
+        String where = path + ": tag '" + tag + "': ";
+        String name = Objects.requireNonNull(e.getKey(), () -> where + "a parameter name is null");
+        names[i] = Native.utf8(name);
+        Tensor tensor = Objects.requireNonNull(e.getValue(),
+            () -> where + "parameter '" + name + "': the tensor is null");
+        NativeHandle.Use use;
+        try {
+          use = tensor.handle().use();
+        } catch (IllegalStateException closed) {
+          throw new IllegalStateException(
+              where + "parameter '" + name + "': " + closed.getMessage(), closed);
+        }
         uses.add(use);
         pointers[i++] = use.pointer();
       }

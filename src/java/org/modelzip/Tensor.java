@@ -85,7 +85,8 @@ public final class Tensor implements AutoCloseable {
    * tell no shape from an empty one: both make one dimension. A scalar is
    * made here: {@code Tensor.of("float32", new float[] {0.5f}, new long[0])}.
    *
-   * @throws IllegalArgumentException if the array kind does not fit the type
+   * @throws IllegalArgumentException if the type is unknown or the array
+   *     kind does not fit it
    * @throws ModelzipException INVALID_ARGUMENT if the shape does not fit the data
    */
   public static Tensor of(String dtype, Object data, long[] shape) {
@@ -101,10 +102,14 @@ public final class Tensor implements AutoCloseable {
           shape != null ? shape.clone() : new long[] {strings.length});
     }
     String kind = arrayKind(dtype);
-    if (kind == null || !data.getClass().isArray()
+    if (kind == null) {
+      throw new IllegalArgumentException("unknown data type \"" + dtype + "\" (the types: "
+          + String.join(", ", DTYPES) + ")");
+    }
+    if (!data.getClass().isArray()
         || !data.getClass().getComponentType().getName().equals(kind)) {
       throw new IllegalArgumentException("a \"" + dtype + "\" tensor is made from "
-          + (kind == null ? "no Java array" : kind + "[]") + ", not from "
+          + kind + "[], not from "
           + data.getClass().getSimpleName());
     }
     int length = java.lang.reflect.Array.getLength(data);
@@ -437,6 +442,12 @@ public final class Tensor implements AutoCloseable {
           + (layout.equals("quantized") ? " or dequantize() it" : ""));
     }
   }
+
+  /** The data types, as modelzip names them. */
+  private static final java.util.List<String> DTYPES = java.util.List.of("bool", "int8", "uint8",
+      "int16", "uint16", "int32", "uint32", "int64", "uint64", "float16", "bfloat16",
+      "float8_e4m3fn", "float8_e5m2", "float32", "float64", "complex64", "complex128",
+      "float8_e8m0fnu", "float4_e2m1fn_x2", "string");
 
   /** The Java element type a dtype is read into, or null (unknown type). */
   static String arrayKind(String dtype) {

@@ -171,9 +171,31 @@ public class ArchiveTest {
     t.close();
     assertThrows(IllegalStateException.class, t::toFloatArray);
     assertThrows(IllegalStateException.class, t::buffer);
-    assertThrows(IllegalStateException.class,
-        () -> Archive.save(scratch.archive(), "v2", tensors("w", t)));
+    // Among many tensors, the error says which one, in which save.
+    Map<String, Tensor> many = new LinkedHashMap<>();
+    many.put("a", Tensor.of(new float[] {1}));
+    many.put("w", t);
+    IllegalStateException closed = assertThrows(IllegalStateException.class,
+        () -> Archive.save(scratch.archive(), "v2", many));
+    assertEquals(scratch.archive() + ": tag 'v2': parameter 'w': tensor float32[1] is closed",
+        closed.getMessage());
+    many.put("w", null);
+    NullPointerException missing = assertThrows(NullPointerException.class,
+        () -> Archive.save(scratch.archive(), "v2", many));
+    assertEquals(scratch.archive() + ": tag 'v2': parameter 'w': the tensor is null",
+        missing.getMessage());
     assertEquals("float32", t.dtype());  // plain values stay readable
+    try (Archive reopened = Archive.open(scratch.archive())) {
+      assertEquals(List.of("v"), reopened.tags());
+    }
+  }
+
+  @Test
+  public void anUnknownDataTypeIsNamedAsSuch() {
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> Tensor.of("fp32", new float[] {1}, null));
+    assertTrue(e.getMessage(), e.getMessage().startsWith("unknown data type \"fp32\" (the types: bool, "));
+    assertTrue(e.getMessage(), e.getMessage().contains("float4_e2m1fn_x2, string)"));
   }
 
   @Test
