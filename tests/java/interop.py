@@ -17,6 +17,9 @@
                                    any text), then prints each field of the
                                    metadata as Python reads it, one
                                    FIELD=ascii(value) a line
+    interop.py updater ARCHIVE TAG saves the float32 parameter "w" [1, 2] with
+                                   Adam's state arrays of "w": "M" [0.25, -1]
+                                   and "V" [0.5, 4] (updater.txt)
     interop.py serve ROOT          serves ROOT with nginx on 127.0.0.1 (as the
                                    remote tests do), prints its base URL, and
                                    stops when its standard input closes
@@ -145,6 +148,14 @@ def bools(path, tag):
     modelzip.save(path, tag, {"b": np.array([0, 1, 2, 255], dtype=np.uint8).view(np.bool_)})
 
 
+def updater(path, tag):
+    import modelzip
+    f32 = np.float32
+    modelzip.save(path, tag, {"w": np.array([1, 2], dtype=f32)},
+                  updater={("w", "M"): np.array([0.25, -1], dtype=f32),
+                           ("w", "V"): np.array([0.5, 4], dtype=f32)})
+
+
 def meta(path, assignments):
     import modelzip
     changes = {}
@@ -185,6 +196,8 @@ if __name__ == "__main__":
         embed(sys.argv[2], sys.argv[3], sys.argv[4])
     elif command == "bools" and len(sys.argv) == 4:
         bools(sys.argv[2], sys.argv[3])
+    elif command == "updater" and len(sys.argv) == 4:
+        updater(sys.argv[2], sys.argv[3])
     elif command == "meta" and len(sys.argv) >= 3:
         meta(sys.argv[2], sys.argv[3:])
     elif command == "serve" and len(sys.argv) == 3:

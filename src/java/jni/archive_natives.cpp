@@ -40,25 +40,42 @@ jobjectArray archive_tags(JNIEnv* env, jclass, jlong archive) {
 jobject to_java_param(JNIEnv* env, const ParamInfo& p) {
   jobject out = env->NewObject(
       java_types().param, java_types().param_init, to_java_bytes(env, p.name),
-      to_java_bytes(env, dtype_name(p.dtype)), to_java_longs(env, p.shape),
-      static_cast<jlong>(p.nbytes), static_cast<jboolean>(p.shared),
+      to_java_bytes(env, p.state), to_java_bytes(env, dtype_name(p.dtype)),
+      to_java_longs(env, p.shape), static_cast<jlong>(p.nbytes), static_cast<jboolean>(p.shared),
       to_java_bytes(env, p.owner_tag), to_java_bytes(env, layout_name(p.layout)),
       static_cast<jboolean>(p.compressed), static_cast<jboolean>(p.kind == BlobKind::embedding));
   check(env);
   return out;
 }
 
+jobjectArray to_java_params(JNIEnv* env, const std::vector<ParamInfo>& params) {
+  jobjectArray out =
+      env->NewObjectArray(static_cast<jsize>(params.size()), java_types().param, nullptr);
+  check(env);
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const LocalFrame frame(env, 16);  // the arrays each Param is made of
+    env->SetObjectArrayElement(out, static_cast<jsize>(i), to_java_param(env, params[i]));
+  }
+  return out;
+}
+
 jobjectArray archive_params(JNIEnv* env, jclass, jlong archive, jbyteArray tag) {
+  return guarded(
+      env, [&] { return to_java_params(env, archive_of(archive).params(to_string(env, tag))); });
+}
+
+jobjectArray archive_updater_states(JNIEnv* env, jclass, jlong archive, jbyteArray tag) {
   return guarded(env, [&] {
-    const std::vector<ParamInfo> params = archive_of(archive).params(to_string(env, tag));
-    jobjectArray out =
-        env->NewObjectArray(static_cast<jsize>(params.size()), java_types().param, nullptr);
-    check(env);
-    for (std::size_t i = 0; i < params.size(); ++i) {
-      const LocalFrame frame(env, 16);  // the arrays each Param is made of
-      env->SetObjectArrayElement(out, static_cast<jsize>(i), to_java_param(env, params[i]));
-    }
-    return out;
+    return to_java_params(env, archive_of(archive).updater_states(to_string(env, tag)));
+  });
+}
+
+jobject archive_updater_state(JNIEnv* env, jclass, jlong archive, jbyteArray variable,
+                              jbyteArray state, jbyteArray tag) {
+  return guarded(env, [&] {
+    return to_java_tensor(
+        env, archive_of(archive).updater_state(to_string(env, variable), to_string(env, state),
+                                               to_string(env, tag)));
   });
 }
 
@@ -247,6 +264,8 @@ const JNINativeMethod kMethods[] = {
     native_method("archiveTags", "(J)[[B", archive_tags),
     native_method("archiveParams", "(J[B)[Lorg/modelzip/Param;", archive_params),
     native_method("archiveTensor", "(J[B[B)Lorg/modelzip/Tensor;", archive_tensor),
+    native_method("archiveUpdaterStates", "(J[B)[Lorg/modelzip/Param;", archive_updater_states),
+    native_method("archiveUpdaterState", "(J[B[B[B)Lorg/modelzip/Tensor;", archive_updater_state),
     native_method("archiveLoad", "(J[B)[Ljava/lang/Object;", archive_load),
     native_method("archiveVerify", "(J)[[B", archive_verify),
     native_method("archiveSave", "([B[B[[B[JZIZZZI[[B[B)V", archive_save),

@@ -111,6 +111,34 @@ public final class Archive implements AutoCloseable {
   }
 
   /**
+   * The optimizer state arrays of {@code tag} ({@code null}: the newest), as
+   * its updater.txt lists them (DL4J's updater state: Adam's "M" and "V" of
+   * each variable...): {@link Param#name()} is the variable,
+   * {@link Param#state()} the state's name. Empty when the tag has none.
+   *
+   * @throws NoSuchElementException if the tag does not exist
+   */
+  public List<Param> updaterStates(String tag) {
+    return ModelzipException.lookup(() -> List.of(
+        handle.call(p -> Native.archiveUpdaterStates(p, Native.utf8(tag)))));
+  }
+
+  /**
+   * The optimizer state array {@code state} of {@code variable} in
+   * {@code tag} ({@code null}: the newest), read as {@link #tensor} reads a
+   * parameter (zero-copy when stored).
+   *
+   * @throws NoSuchElementException if the tag, or that state of that
+   *     variable, does not exist
+   */
+  public Tensor updaterState(String variable, String state, String tag) {
+    Objects.requireNonNull(variable, "variable");
+    Objects.requireNonNull(state, "state");
+    return ModelzipException.lookup(() -> handle.call(p -> Native.archiveUpdaterState(p,
+        Native.utf8(variable), Native.utf8(state), Native.utf8(tag))));
+  }
+
+  /**
    * Every tensor parameter of {@code tag} ({@code null}: the newest), by
    * name, in stored order (embedding parameters are left out).
    *

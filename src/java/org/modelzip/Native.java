@@ -74,6 +74,9 @@ final class Native {
   static native byte[][] archiveTags(long archive);
   static native Param[] archiveParams(long archive, byte[] tag);
   static native Tensor archiveTensor(long archive, byte[] name, byte[] tag);
+  static native Param[] archiveUpdaterStates(long archive, byte[] tag);
+  static native Tensor archiveUpdaterState(long archive, byte[] variable, byte[] state,
+      byte[] tag);
   /** Returns {byte[][] names, Tensor[] tensors}, in params.txt order. */
   static native Object[] archiveLoad(long archive, byte[] tag);
   static native byte[][] archiveVerify(long archive);

@@ -14,6 +14,7 @@ import java.nio.file.Paths;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
+import java.util.NoSuchElementException;
 import org.junit.Rule;
 import org.junit.Test;
 import org.modelzip.Archive;
@@ -159,6 +160,34 @@ public class RoundTripTest {
     // A float8 tensor is made from bytes only.
     assertThrows(IllegalArgumentException.class,
         () -> Tensor.of("float8_e5m2", new short[] {1}, null));
+  }
+
+  @Test
+  public void optimizerStateWrittenByPythonIsReadByVariableAndState() throws Exception {
+    TestSupport.python("updater", scratch.archive(), "epoch-1");
+    Archive.save(scratch.archive(), "plain", Map.of("w", Tensor.of(new float[] {3})));
+    try (Archive archive = Archive.open(scratch.archive())) {
+      List<Param> states = archive.updaterStates("EPOCH-1");
+      assertEquals(2, states.size());
+      assertEquals("w", states.get(0).name());
+      assertEquals("M", states.get(0).state());
+      assertEquals("V", states.get(1).state());
+      assertEquals("float32", states.get(1).dtype());
+      assertArrayEquals(new long[] {2}, states.get(1).shape());
+      assertTrue(states.get(0).toString(), states.get(0).toString().startsWith("w M float32[2]"));
+      assertEquals("", archive.params("epoch-1").get(0).state());  // a parameter has none
+      assertArrayEquals(new float[] {0.25f, -1}, archive.updaterState("w", "M", "epoch-1")
+          .toFloatArray(), 0f);
+      Tensor v = archive.updaterState("w", "V", "epoch-1");
+      assertTrue(v.isMapped());
+      assertArrayEquals(new float[] {0.5f, 4}, v.toFloatArray(), 0f);
+      assertEquals(List.of(), archive.updaterStates(null));  // "plain" has no updater.txt
+      NoSuchElementException missing = assertThrows(NoSuchElementException.class,
+          () -> archive.updaterState("w", "M", null));
+      assertTrue(missing.getMessage(), missing.getMessage().contains("'plain'"));
+      assertThrows(NoSuchElementException.class, () -> archive.updaterState("w", "X", "epoch-1"));
+      assertThrows(NoSuchElementException.class, () -> archive.updaterStates("nope"));
+    }
   }
 
   @Test
