@@ -25,6 +25,11 @@ const Archive& archive_of(jlong handle) {
   return from_handle<Archive>(handle);
 }
 
+// `copy`: ReadMode::copy (owned memory, every CRC-32 checked), else zero_copy.
+ReadMode read_mode(jboolean copy) {
+  return copy != JNI_FALSE ? ReadMode::copy : ReadMode::zero_copy;
+}
+
 jlong archive_open(JNIEnv* env, jclass, jbyteArray path) {
   return guarded(env, [&] { return to_handle(Archive::open(to_string(env, path))); });
 }
@@ -71,22 +76,23 @@ jobjectArray archive_updater_states(JNIEnv* env, jclass, jlong archive, jbyteArr
 }
 
 jobject archive_updater_state(JNIEnv* env, jclass, jlong archive, jbyteArray variable,
-                              jbyteArray state, jbyteArray tag) {
+                              jbyteArray state, jbyteArray tag, jboolean copy) {
   return guarded(env, [&] {
     return to_java_tensor(
         env, archive_of(archive).updater_state(to_string(env, variable), to_string(env, state),
-                                               to_string(env, tag)));
+                                               to_string(env, tag), read_mode(copy)));
   });
 }
 
-jobject archive_tensor(JNIEnv* env, jclass, jlong archive, jbyteArray name, jbyteArray tag) {
+jobject archive_tensor(JNIEnv* env, jclass, jlong archive, jbyteArray name, jbyteArray tag,
+                       jboolean copy) {
   return guarded(env, [&] {
-    return to_java_tensor(env,
-                          archive_of(archive).tensor(to_string(env, name), to_string(env, tag)));
+    return to_java_tensor(env, archive_of(archive).tensor(to_string(env, name), to_string(env, tag),
+                                                          read_mode(copy)));
   });
 }
 
-jobjectArray archive_load(JNIEnv* env, jclass, jlong archive, jbyteArray tag) {
+jobjectArray archive_load(JNIEnv* env, jclass, jlong archive, jbyteArray tag, jboolean copy) {
   return guarded(env, [&] {
     const Archive& a = archive_of(archive);
     const std::string tag_name = to_string(env, tag);
@@ -94,7 +100,7 @@ jobjectArray archive_load(JNIEnv* env, jclass, jlong archive, jbyteArray tag) {
     std::vector<std::string> names;
     for (const ParamInfo& p : a.params(tag_name))
       if (p.kind == BlobKind::tensor) names.push_back(p.name);
-    NamedTensors tensors = a.load(tag_name);
+    NamedTensors tensors = a.load(tag_name, read_mode(copy));
     jobjectArray java_tensors =
         env->NewObjectArray(static_cast<jsize>(names.size()), java_types().tensor, nullptr);
     check(env);
@@ -263,10 +269,10 @@ const JNINativeMethod kMethods[] = {
     native_method("archiveFree", "(J)V", archive_free),
     native_method("archiveTags", "(J)[[B", archive_tags),
     native_method("archiveParams", "(J[B)[Lorg/modelzip/Param;", archive_params),
-    native_method("archiveTensor", "(J[B[B)Lorg/modelzip/Tensor;", archive_tensor),
+    native_method("archiveTensor", "(J[B[BZ)Lorg/modelzip/Tensor;", archive_tensor),
     native_method("archiveUpdaterStates", "(J[B)[Lorg/modelzip/Param;", archive_updater_states),
-    native_method("archiveUpdaterState", "(J[B[B[B)Lorg/modelzip/Tensor;", archive_updater_state),
-    native_method("archiveLoad", "(J[B)[Ljava/lang/Object;", archive_load),
+    native_method("archiveUpdaterState", "(J[B[B[BZ)Lorg/modelzip/Tensor;", archive_updater_state),
+    native_method("archiveLoad", "(J[BZ)[Ljava/lang/Object;", archive_load),
     native_method("archiveVerify", "(J)[[B", archive_verify),
     native_method("archiveSave", "([B[B[[B[JZIZZZI[[B[B)V", archive_save),
     native_method("archiveMetadata", "(J)[[B", archive_metadata),

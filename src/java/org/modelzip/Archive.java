@@ -24,7 +24,9 @@ import java.util.regex.Pattern;
  *
  * <p>Opening maps the file read-only and validates its tables; tensor data is
  * read only when asked for. Tensors of stored (uncompressed) entries are
- * zero-copy views into the mapping.
+ * zero-copy views into the mapping. Zero-copy views are not CRC-checked
+ * (that would read every byte at open); reads with {@code copy} and
+ * {@link #verify()} check every CRC-32.
  *
  * <p>Lifetimes: each {@link Tensor} (and each buffer from
  * {@link Tensor#buffer()}) keeps the mapping alive by itself, so tensors stay
@@ -105,9 +107,25 @@ public final class Archive implements AutoCloseable {
    *     for an embedding parameter (open it with {@link Embeddings#open(Archive, String, String)})
    */
   public Tensor tensor(String name, String tag) {
+    return tensor(name, tag, false);
+  }
+
+  /**
+   * One tensor parameter as {@link #tensor(String, String)} reads it, or,
+   * with {@code copy}, read into memory of its own with its CRC-32 checked
+   * (Python's {@code copy=True}, C++ {@code ReadMode::copy}): zero-copy
+   * views are not checked, so a damaged byte in a stored entry gives wrong
+   * values where a copy throws CORRUPT naming the entry.
+   *
+   * @throws NoSuchElementException if the tag or the parameter does not exist
+   * @throws ModelzipException CORRUPT when its data is damaged (with
+   *     {@code copy}, also a wrong CRC-32), INVALID_ARGUMENT for an embedding
+   *     parameter
+   */
+  public Tensor tensor(String name, String tag, boolean copy) {
     Objects.requireNonNull(name, "name");
     return ModelzipException.lookup(() ->
-        handle.call(p -> Native.archiveTensor(p, Native.utf8(name), Native.utf8(tag))));
+        handle.call(p -> Native.archiveTensor(p, Native.utf8(name), Native.utf8(tag), copy)));
   }
 
   /**
@@ -132,10 +150,22 @@ public final class Archive implements AutoCloseable {
    *     variable, does not exist
    */
   public Tensor updaterState(String variable, String state, String tag) {
+    return updaterState(variable, state, tag, false);
+  }
+
+  /**
+   * One optimizer state array as {@link #updaterState(String, String, String)}
+   * reads it, or with {@code copy} into memory of its own, CRC-checked (see
+   * {@link #tensor(String, String, boolean)}).
+   *
+   * @throws NoSuchElementException if the tag, or that state of that
+   *     variable, does not exist
+   */
+  public Tensor updaterState(String variable, String state, String tag, boolean copy) {
     Objects.requireNonNull(variable, "variable");
     Objects.requireNonNull(state, "state");
     return ModelzipException.lookup(() -> handle.call(p -> Native.archiveUpdaterState(p,
-        Native.utf8(variable), Native.utf8(state), Native.utf8(tag))));
+        Native.utf8(variable), Native.utf8(state), Native.utf8(tag), copy)));
   }
 
   /**
@@ -145,8 +175,21 @@ public final class Archive implements AutoCloseable {
    * @throws NoSuchElementException if the tag does not exist
    */
   public Map<String, Tensor> load(String tag) {
+    return load(tag, false);
+  }
+
+  /**
+   * Every tensor parameter as {@link #load(String)} reads them, or with
+   * {@code copy} each into memory of its own, its CRC-32 checked (see
+   * {@link #tensor(String, String, boolean)}).
+   *
+   * @throws NoSuchElementException if the tag does not exist
+   * @throws ModelzipException CORRUPT for damaged data (with {@code copy},
+   *     also a wrong CRC-32)
+   */
+  public Map<String, Tensor> load(String tag, boolean copy) {
     Object[] namesAndTensors = ModelzipException.lookup(() ->
-        handle.call(p -> Native.archiveLoad(p, Native.utf8(tag))));
+        handle.call(p -> Native.archiveLoad(p, Native.utf8(tag), copy)));
     String[] names = Native.strings((byte[][]) namesAndTensors[0]);
     Tensor[] tensors = (Tensor[]) namesAndTensors[1];
     Map<String, Tensor> out = new LinkedHashMap<>();

@@ -73,12 +73,12 @@ final class Native {
   static native void archiveFree(long archive);
   static native byte[][] archiveTags(long archive);
   static native Param[] archiveParams(long archive, byte[] tag);
-  static native Tensor archiveTensor(long archive, byte[] name, byte[] tag);
+  static native Tensor archiveTensor(long archive, byte[] name, byte[] tag, boolean copy);
   static native Param[] archiveUpdaterStates(long archive, byte[] tag);
   static native Tensor archiveUpdaterState(long archive, byte[] variable, byte[] state,
-      byte[] tag);
+      byte[] tag, boolean copy);
   /** Returns {byte[][] names, Tensor[] tensors}, in params.txt order. */
-  static native Object[] archiveLoad(long archive, byte[] tag);
+  static native Object[] archiveLoad(long archive, byte[] tag, boolean copy);
   static native byte[][] archiveVerify(long archive);
   /**
    * {@code replace}: the tag replaces one of its name in the same commit

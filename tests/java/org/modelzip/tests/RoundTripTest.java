@@ -181,6 +181,9 @@ public class RoundTripTest {
       Tensor v = archive.updaterState("w", "V", "epoch-1");
       assertTrue(v.isMapped());
       assertArrayEquals(new float[] {0.5f, 4}, v.toFloatArray(), 0f);
+      Tensor copied = archive.updaterState("w", "V", "epoch-1", true);  // CRC-checked copy
+      assertFalse(copied.isMapped());
+      assertArrayEquals(new float[] {0.5f, 4}, copied.toFloatArray(), 0f);
       assertEquals(List.of(), archive.updaterStates(null));  // "plain" has no updater.txt
       NoSuchElementException missing = assertThrows(NoSuchElementException.class,
           () -> archive.updaterState("w", "M", null));
