@@ -122,4 +122,10 @@ public final class Embeddings implements AutoCloseable {
   public void close() {
     handle.close();
   }
+
+  /** "Embeddings(FILE)", or "Embeddings(ARCHIVE:PARAMETER)" for an archive's parameter. */
+  @Override
+  public String toString() {
+    return "Embeddings(" + source + (param != null ? ":" + param : "") + ")";
+  }
 }

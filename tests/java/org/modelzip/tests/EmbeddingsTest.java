@@ -101,7 +101,10 @@ public class EmbeddingsTest {
       assertEquals(path + ": parameter 'words': no embedding for 'NotAWordAtAll'",
           missing.getMessage());
       assertEquals(path, ((ModelzipException) missing.getCause()).archive());
+      assertEquals("Embeddings(" + path + ":words)", stored.toString());
+      assertEquals("Embeddings(" + SIMILARITY + ")", file.toString());
       stored.close();
+      assertEquals("Embeddings(" + path + ":words)", stored.toString());  // also when closed
       assertThrows(IllegalStateException.class, () -> stored.vector("Berlin"));
     }
   }
