@@ -115,11 +115,13 @@ final class Native {
   /** Copies the values into {@code array}, a primitive array of exactly their byte size. */
   static native void tensorCopyValues(long tensor, Object array, int elementBytes);
   /**
-   * Decodes the values of a dense floating-point tensor into {@code array}, a
-   * float[] (elementBytes 4) or double[] (8) of exactly their count (complex
-   * parts counted twice), widening each exactly.
+   * Decodes the values {@code first}... of a dense floating-point tensor into
+   * {@code array}, a float[] (elementBytes 4) or double[] (8) of at most the
+   * values from {@code first} (complex parts and FP4 values count one each),
+   * widening each exactly.
    */
-  static native void tensorDecodeValues(long tensor, Object array, int elementBytes);
+  static native void tensorDecodeValues(long tensor, Object array, int elementBytes,
+      long first);
   static native byte[][] tensorStrings(long tensor);
   static native Tensor tensorDequantize(long tensor);
   /** A new reference to the tensor's value bytes (freed by bytesFree). */

@@ -315,7 +315,8 @@ public final class Tensor implements AutoCloseable {
    *     {@link #toDoubleArray()}) and the non-floating types (naming their
    *     accessor)
    * @throws UnsupportedOperationException for a sparse or quantized tensor,
-   *     or more values than a Java array holds (2^31 - 9)
+   *     or more values than a Java array holds (2^31 - 9: read them in parts
+   *     with {@link #toFloatArray(long, int)})
    */
   public float[] toFloatArray() {
     return (float[]) decodeValues("float");
@@ -330,10 +331,36 @@ public final class Tensor implements AutoCloseable {
    * @throws IllegalArgumentException for the non-floating types (naming
    *     their accessor)
    * @throws UnsupportedOperationException for a sparse or quantized tensor,
-   *     or more values than a Java array holds (2^31 - 9)
+   *     or more values than a Java array holds (2^31 - 9: read them in parts
+   *     with {@link #toDoubleArray(long, int)})
    */
   public double[] toDoubleArray() {
     return (double[]) decodeValues("double");
+  }
+
+  /**
+   * {@code count} of the values {@link #toFloatArray()} gives, from value
+   * {@code first}: the numbers of a tensor too large for one Java array, a
+   * part at a time (complex parts and FP4 values count one each).
+   *
+   * @throws IndexOutOfBoundsException if the range is not inside the values
+   * @throws IllegalArgumentException as {@link #toFloatArray()}
+   * @throws UnsupportedOperationException for a sparse or quantized tensor
+   */
+  public float[] toFloatArray(long first, int count) {
+    return (float[]) decodeValues("float", first, count);
+  }
+
+  /**
+   * {@code count} of the values {@link #toDoubleArray()} gives, from value
+   * {@code first} (see {@link #toFloatArray(long, int)}).
+   *
+   * @throws IndexOutOfBoundsException if the range is not inside the values
+   * @throws IllegalArgumentException as {@link #toDoubleArray()}
+   * @throws UnsupportedOperationException for a sparse or quantized tensor
+   */
+  public double[] toDoubleArray(long first, int count) {
+    return (double[]) decodeValues("double", first, count);
   }
 
   /** The values of an int64 or uint64 tensor (bits kept). */
@@ -408,20 +435,43 @@ public final class Tensor implements AutoCloseable {
     if (kind.equals(arrayKind(dtype))) {
       return copyValues(kind);
     }
-    // Complex parts and the FP4 values of a pair count one each.
-    boolean twice = isComplex(dtype) || dtype.equals("float4_e2m1fn_x2");
-    Object array = newArray(kind, twice ? Math.multiplyExact(numel(), 2) : numel());
+    Object array = newArray(kind, valueCount());
     try (NativeHandle.Use use = handle.use()) {
-      Native.tensorDecodeValues(use.pointer(), array, elementBytes(kind));
+      Native.tensorDecodeValues(use.pointer(), array, elementBytes(kind), 0);
     }
     return array;
+  }
+
+  /** {@code count} values from value {@code first}, as {@link #decodeValues} gives them all. */
+  private Object decodeValues(String kind, long first, int count) {
+    checkDense();
+    String floating = floatKind(dtype);
+    if (floating == null || (kind.equals("float") && floating.equals("double"))) {
+      throw wrongAccessor(kind, floating != null ? floating : arrayKind(dtype));
+    }
+    Objects.checkFromIndexSize(first, count, valueCount());
+    Object array = java.lang.reflect.Array.newInstance(primitiveClass(kind), count);
+    try (NativeHandle.Use use = handle.use()) {
+      Native.tensorDecodeValues(use.pointer(), array, elementBytes(kind), first);
+    }
+    return array;
+  }
+
+  /**
+   * How many numbers a floating-point tensor holds: complex parts and the
+   * FP4 values of a pair count one each.
+   */
+  private long valueCount() {
+    boolean twice = isComplex(dtype) || dtype.equals("float4_e2m1fn_x2");
+    return twice ? Math.multiplyExact(numel(), 2) : numel();
   }
 
   /** A new array of {@code n} values of {@code kind}, if a Java array holds that many. */
   private Object newArray(String kind, long n) {
     if (n > Integer.MAX_VALUE - 8) {
-      throw new UnsupportedOperationException(
-          n + " values do not fit one Java array: use buffer(offset, length)");
+      boolean numbers = floatKind(dtype) != null && (kind.equals("float") || kind.equals("double"));
+      throw new UnsupportedOperationException(n + " values do not fit one Java array: use "
+          + (numbers ? accessor(kind).replace("()", "(first, count)") : "buffer(offset, length)"));
     }
     return java.lang.reflect.Array.newInstance(primitiveClass(kind), (int) n);
   }

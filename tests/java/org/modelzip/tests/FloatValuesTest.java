@@ -5,7 +5,9 @@ import static org.junit.Assert.assertEquals;
 import static org.junit.Assert.assertThrows;
 import static org.junit.Assert.assertTrue;
 
+import java.util.Arrays;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import org.junit.Rule;
 import org.junit.Test;
@@ -135,6 +137,42 @@ public class FloatValuesTest {
       Values.checkNumbers("float4_e2m1fn_x2", fp4Pairs(pairs), t);
       assertArrayEquals(pairs, t.toByteArray());
     }
+  }
+
+  @Test
+  public void partsOfTheValuesAreTheSlicesOfTheWhole() {
+    byte[] pairs = new byte[5 * 256];
+    for (int i = 0; i < pairs.length; i++) pairs[i] = (byte) (i * 7);
+    short[] halves = new short[3000];
+    for (int i = 0; i < halves.length; i++) halves[i] = (short) (i * 21);
+    List<Tensor> tensors = List.of(Tensor.of("float4_e2m1fn_x2", pairs, null),
+        Tensor.ofFloat16(halves), Tensor.ofComplex64(new float[] {1, -2, 3.5f, Float.NaN}),
+        Tensor.of(new double[] {0.1, 0.2, 0.3}), Tensor.of(new float[] {1, 2}));
+    for (Tensor t : tensors) {
+      double[] whole = t.toDoubleArray();
+      // Odd starts (the high nibble of a pair, an imaginary part), past the glue's chunks.
+      for (int first : new int[] {0, 1, 3, 1001}) {
+        for (int count : new int[] {0, 1, 2, 1500}) {
+          if (first + count > whole.length) continue;
+          String what = t + " from " + first + ", " + count;
+          assertArrayEquals(what, Values.doubleBits(Arrays.copyOfRange(whole, first, first + count)),
+              Values.doubleBits(t.toDoubleArray(first, count)));
+          if (!t.dtype().equals("float64")) {
+            assertArrayEquals(what, Values.floatBits(
+                Arrays.copyOfRange(t.toFloatArray(), first, first + count)),
+                Values.floatBits(t.toFloatArray(first, count)));
+          }
+        }
+      }
+      assertEquals(0, t.toDoubleArray(whole.length, 0).length);
+      assertThrows(IndexOutOfBoundsException.class, () -> t.toDoubleArray(whole.length, 1));
+      assertThrows(IndexOutOfBoundsException.class, () -> t.toDoubleArray(-1, 1));
+      assertThrows(IndexOutOfBoundsException.class, () -> t.toDoubleArray(0, -1));
+      assertThrows(IndexOutOfBoundsException.class, () -> t.toDoubleArray(Long.MAX_VALUE, 1));
+    }
+    assertEquals(2 * pairs.length, tensors.get(0).toFloatArray().length);
+    assertWrongAccessor("toDoubleArray()", () -> tensors.get(3).toFloatArray(0, 1));
+    assertWrongAccessor("toIntArray()", () -> Tensor.of(new int[] {1}).toDoubleArray(0, 1));
   }
 
   @Test
