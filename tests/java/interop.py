@@ -20,6 +20,9 @@
     interop.py updater ARCHIVE TAG saves the float32 parameter "w" [1, 2] with
                                    Adam's state arrays of "w": "M" [0.25, -1]
                                    and "V" [0.5, 4] (updater.txt)
+    interop.py updater-check ARCHIVE TAG
+                                   checks that TAG holds those arrays, as
+                                   the "updater" command writes them
     interop.py serve ROOT          serves ROOT with nginx on 127.0.0.1 (as the
                                    remote tests do), prints its base URL, and
                                    stops when its standard input closes
@@ -156,6 +159,21 @@ def updater(path, tag):
                            ("w", "V"): np.array([0.5, 4], dtype=f32)})
 
 
+def updater_check(path, tag):
+    import modelzip
+    with modelzip.open(path) as archive:
+        states = [(p.name, p.state, p.dtype, tuple(p.shape)) for p in archive.updater_states(tag)]
+        if states != [("w", "M", "float32", (2,)), ("w", "V", "float32", (2,))]:
+            sys.exit(f"updater states of {tag}: {states}")
+        for state, want in (("M", [0.25, -1]), ("V", [0.5, 4])):
+            got = archive.updater_state("w", state, tag)
+            if got.dtype != np.float32 or got.tolist() != want:
+                sys.exit(f"w/{state}: got {got!r}, want {want}")
+        if archive.load(tag)["w"].tolist() != [1, 2]:
+            sys.exit(f"w: {archive.load(tag)['w']!r}")
+    print("ok")
+
+
 def meta(path, assignments):
     import modelzip
     changes = {}
@@ -198,6 +216,8 @@ if __name__ == "__main__":
         bools(sys.argv[2], sys.argv[3])
     elif command == "updater" and len(sys.argv) == 4:
         updater(sys.argv[2], sys.argv[3])
+    elif command == "updater-check" and len(sys.argv) == 4:
+        updater_check(sys.argv[2], sys.argv[3])
     elif command == "meta" and len(sys.argv) >= 3:
         meta(sys.argv[2], sys.argv[3:])
     elif command == "serve" and len(sys.argv) == 3:

@@ -194,7 +194,8 @@ std::function<void(Metadata&)> metadata_edit(JNIEnv* env, jint changed, jobjectA
 // `metadata_changed` and `metadata_values`: see metadata_edit; `replace_hint`
 // replaces the C++ hint of an existing tag's error.
 void archive_save(JNIEnv* env, jclass, jbyteArray path, jbyteArray tag, jobjectArray names,
-                  jlongArray tensors, jboolean replace, jint keep_last, jboolean durable,
+                  jlongArray tensors, jobjectArray updater_variables, jobjectArray updater_states,
+                  jlongArray updater_tensors, jboolean replace, jint keep_last, jboolean durable,
                   jboolean compress, jboolean dedup, jint metadata_changed,
                   jobjectArray metadata_values, jbyteArray replace_hint) {
   guarded(env, [&] {
@@ -205,6 +206,12 @@ void archive_save(JNIEnv* env, jclass, jbyteArray path, jbyteArray tag, jobjectA
     const std::vector<std::int64_t> handles = to_longs(env, tensors);
     if (param_names.size() != handles.size())
       throw Error(ErrorCode::invalid_argument, "names and tensors differ in number");
+    const std::vector<std::string> variables = to_strings(env, updater_variables);
+    const std::vector<std::string> states = to_strings(env, updater_states);
+    const std::vector<std::int64_t> state_handles = to_longs(env, updater_tensors);
+    if (variables.size() != states.size() || states.size() != state_handles.size())
+      throw Error(ErrorCode::invalid_argument,
+                  "updater variables, states and tensors differ in number");
     const std::string archive_path = to_string(env, path);
     const std::string tag_name = to_string(env, tag);
     const std::string hint = to_string(env, replace_hint);
@@ -220,6 +227,9 @@ void archive_save(JNIEnv* env, jclass, jbyteArray path, jbyteArray tag, jobjectA
       NewTag contents;
       for (std::size_t i = 0; i < handles.size(); ++i)
         contents.add(param_names[i], from_handle<Tensor>(handles[i]), param_options);
+      for (std::size_t i = 0; i < state_handles.size(); ++i)
+        contents.add_updater_state(variables[i], states[i], from_handle<Tensor>(state_handles[i]),
+                                   param_options);
       Writer writer = Writer::open(archive_path, WriterOptions{.dedup = dedup != JNI_FALSE,
                                                                .durable = durable != JNI_FALSE});
       if (replace)
@@ -274,7 +284,7 @@ const JNINativeMethod kMethods[] = {
     native_method("archiveUpdaterState", "(J[B[B[BZ)Lorg/modelzip/Tensor;", archive_updater_state),
     native_method("archiveLoad", "(J[BZ)[Ljava/lang/Object;", archive_load),
     native_method("archiveVerify", "(J)[[B", archive_verify),
-    native_method("archiveSave", "([B[B[[B[JZIZZZI[[B[B)V", archive_save),
+    native_method("archiveSave", "([B[B[[B[J[[B[[B[JZIZZZI[[B[B)V", archive_save),
     native_method("archiveMetadata", "(J)[[B", archive_metadata),
     native_method("archiveUpdateMetadata", "([BI[[B)[[B", archive_update_metadata),
     native_method("archiveRemoveTag", "([B[B)V", archive_remove_tag),

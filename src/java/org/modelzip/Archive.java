@@ -268,7 +268,7 @@ public final class Archive implements AutoCloseable {
    *     message names the archive, the tag and the parameter)
    */
   public static void save(String path, String tag, Map<String, Tensor> tensors) {
-    save(path, tag, tensors, SaveOptions.defaults(), REPLACE_HINT);
+    save(path, tag, tensors, Map.of(), SaveOptions.defaults(), REPLACE_HINT);
   }
 
   /**
@@ -287,7 +287,7 @@ public final class Archive implements AutoCloseable {
    *     message names the archive, the tag and the parameter)
    */
   public static void replace(String path, String tag, Map<String, Tensor> tensors) {
-    save(path, tag, tensors, SaveOptions.defaults().replace(true), REPLACE_HINT);
+    save(path, tag, tensors, Map.of(), SaveOptions.defaults().replace(true), REPLACE_HINT);
   }
 
   /**
@@ -307,40 +307,85 @@ public final class Archive implements AutoCloseable {
    */
   public static void save(String path, String tag, Map<String, Tensor> tensors,
       SaveOptions options) {
-    save(path, tag, tensors, options, OPTIONS_REPLACE_HINT);
+    save(path, tag, tensors, Map.of(), options, OPTIONS_REPLACE_HINT);
+  }
+
+  /**
+   * Saves {@code tag} as {@link #save(String, String, Map, SaveOptions)}
+   * does, with optimizer state arrays besides the parameters (the tag's
+   * updater.txt, read back by {@link #updaterStates} and
+   * {@link #updaterState}): {@code updater} maps each variable to its
+   * states by name, e.g. {@code Map.of("fc.weight", Map.of("M", m, "V", v))}
+   * for Adam (Python's {@code save(..., updater={("fc.weight", "M"): m,
+   * ...})}), in the maps' iteration order. Dedup, compression and the
+   * checks of names are those of the parameters.
+   *
+   * @throws ModelzipException as {@link #save(String, String, Map, SaveOptions)},
+   *     INVALID_ARGUMENT also for a bad variable or state name
+   * @throws IllegalStateException if one of the tensors is closed (the
+   *     message names the archive, the tag and the variable and state)
+   */
+  public static void save(String path, String tag, Map<String, Tensor> tensors,
+      Map<String, ? extends Map<String, Tensor>> updater, SaveOptions options) {
+    save(path, tag, tensors, updater, options, OPTIONS_REPLACE_HINT);
+  }
+
+  /** A use of {@code tensor}, or Java's exception naming it ({@code what}) in the save. */
+  private static NativeHandle.Use useForSave(String where, String what, Tensor tensor) {
+    Objects.requireNonNull(tensor, () -> where + what + ": the tensor is null");
+    try {
+      return tensor.handle().use();
+    } catch (IllegalStateException closed) {
+      throw new IllegalStateException(where + what + ": " + closed.getMessage(), closed);
+    }
   }
 
   private static void save(String path, String tag, Map<String, Tensor> tensors,
-      SaveOptions options, String replaceHint) {
+      Map<String, ? extends Map<String, Tensor>> updater, SaveOptions options,
+      String replaceHint) {
     Objects.requireNonNull(path, "path");
     Objects.requireNonNull(tag, "tag");
     Objects.requireNonNull(tensors, "tensors");
+    Objects.requireNonNull(updater, "updater");
     Objects.requireNonNull(options, "options");
+    // Java-side errors name the archive, the tag and the parameter, as the
+    // library's do.
+    String where = path + ": tag '" + tag + "': ";
     List<NativeHandle.Use> uses = new ArrayList<>(tensors.size());
     try {
       byte[][] names = new byte[tensors.size()][];
       long[] pointers = new long[tensors.size()];
       int i = 0;
       for (Map.Entry<String, Tensor> e : tensors.entrySet()) {
-        // Java-side errors name the archive, the tag and the parameter, as
-        // the library's do.
-        String where = path + ": tag '" + tag + "': ";
         String name = Objects.requireNonNull(e.getKey(), () -> where + "a parameter name is null");
         names[i] = Native.utf8(name);
-        Tensor tensor = Objects.requireNonNull(e.getValue(),
-            () -> where + "parameter '" + name + "': the tensor is null");
-        NativeHandle.Use use;
-        try {
-          use = tensor.handle().use();
-        } catch (IllegalStateException closed) {
-          throw new IllegalStateException(
-              where + "parameter '" + name + "': " + closed.getMessage(), closed);
-        }
+        NativeHandle.Use use = useForSave(where, "parameter '" + name + "'", e.getValue());
         uses.add(use);
         pointers[i++] = use.pointer();
       }
+      List<byte[]> variables = new ArrayList<>();
+      List<byte[]> states = new ArrayList<>();
+      List<Long> statePointers = new ArrayList<>();
+      for (Map.Entry<String, ? extends Map<String, Tensor>> v : updater.entrySet()) {
+        String variable = Objects.requireNonNull(v.getKey(),
+            () -> where + "an updater variable is null");
+        Map<String, Tensor> byState = Objects.requireNonNull(v.getValue(),
+            () -> where + "updater variable '" + variable + "': the states are null");
+        for (Map.Entry<String, Tensor> e : byState.entrySet()) {
+          String state = Objects.requireNonNull(e.getKey(),
+              () -> where + "updater variable '" + variable + "': a state name is null");
+          NativeHandle.Use use = useForSave(where,
+              "updater state '" + state + "' of '" + variable + "'", e.getValue());
+          uses.add(use);
+          variables.add(Native.utf8(variable));
+          states.add(Native.utf8(state));
+          statePointers.add(use.pointer());
+        }
+      }
       MetadataUpdate metadata = options.metadata();
-      Native.archiveSave(Native.utf8(path), Native.utf8(tag), names, pointers, options.replace(),
+      Native.archiveSave(Native.utf8(path), Native.utf8(tag), names, pointers,
+          variables.toArray(new byte[0][]), states.toArray(new byte[0][]),
+          statePointers.stream().mapToLong(Long::longValue).toArray(), options.replace(),
           options.keepLast().orElse(0), options.durable(), options.compress(), options.dedup(),
           metadata.changedMask(), metadata.utf8Values(), Native.utf8(replaceHint));
     } finally {

@@ -90,7 +90,7 @@ final class Native {
    * the error of an existing tag names as the way to replace it.
    */
   static native void archiveSave(byte[] path, byte[] tag, byte[][] names, long[] tensors,
-      boolean replace, int keepLast, boolean durable, boolean compress, boolean dedup,
+      byte[][] updaterVariables, byte[][] updaterStates, long[] updaterTensors, boolean replace, int keepLast, boolean durable, boolean compress, boolean dedup,
       int metadataChanged, byte[][] metadataValues, byte[] replaceHint);
   /**
    * {format_version (decimal), model_name, model_version, quantization,
