@@ -42,7 +42,7 @@ import numpy as np
 
 DTYPES = ["bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
           "float16", "bfloat16", "float32", "float64", "float8_e4m3fn", "float8_e5m2",
-          "complex64", "complex128", "string"]
+          "complex64", "complex128", "float8_e8m0fnu", "float4_e2m1fn_x2", "string"]
 STRINGS = ["", "a", "\u03b2eta", "\u65e5\u672c\u8a9e \U0001f642"]
 NAN = float("nan")
 INF = float("inf")
@@ -57,6 +57,25 @@ FLOAT8 = {
                     (0x04, 2.0**-14), (0x3C, 1.0), (0x3D, 1.25), (0xC2, -3.0), (0x7B, 57344.0),
                     (0x7C, INF), (0xFC, -INF), (0x7E, NAN)],
 }
+
+
+# The OCP MX types (FORMAT.md section 6): float8_e8m0fnu's byte e is 2^(e - 127), 0xFF NaN;
+# a float4_e2m1fn_x2 byte holds two FP4 E2M1 values, the low nibble first.
+E8M0 = [(0x00, 2.0**-127), (0x01, 2.0**-126), (0x7E, 0.5), (0x7F, 1.0), (0x80, 2.0), (0x81, 4.0),
+        (0x90, 2.0**17), (0x70, 2.0**-15), (0xFD, 2.0**126), (0xFE, 2.0**127), (0xFF, NAN),
+        (0x40, 2.0**-63)]
+FP4 = [(0x10, (0, 0.5)), (0x32, (1, 1.5)), (0x54, (2, 3)), (0x76, (4, 6)), (0x98, (-0.0, -0.5)),
+       (0xBA, (-1, -1.5)), (0xDC, (-2, -3)), (0xFE, (-4, -6)), (0x07, (6, 0)), (0x8F, (-6, -0.0)),
+       (0x3A, (-1, 1.5)), (0xE1, (0.5, -4))]
+
+
+def e2m1_value(nibble):
+    """One FP4 E2M1 value: sign bit 3, 2 exponent bits (bias 1), 1 mantissa bit."""
+    sign = -1.0 if nibble & 8 else 1.0
+    exponent, mantissa = (nibble >> 1) & 3, nibble & 1
+    if exponent == 0:
+        return sign * mantissa * 0.5
+    return sign * (1 + mantissa / 2) * 2.0**(exponent - 1)
 
 
 def float8_value(dtype, bits):
@@ -87,7 +106,7 @@ def complex_array(dtype, real, imag):
 
 
 def expected():
-    """name (= dtype) -> numpy array; bfloat16 and the float8 types as their uint16 / uint8
+    """name (= dtype) -> numpy array; bfloat16, the float8 and the MX types as their uint16 / uint8
     bits, as modelzip loads them."""
     i = np.arange(12, dtype=np.int64)
     halves = (i * 0.5 - 2).astype(np.float32)
@@ -109,6 +128,8 @@ def expected():
         "float8_e5m2": np.array([b for b, _ in FLOAT8["float8_e5m2"]], dtype=np.uint8),
         "complex64": complex_array(np.complex64, i * 0.25 - 1, 3 - i * 0.5),
         "complex128": complex_array(np.complex128, i / 3.0, -i / 7.0),
+        "float8_e8m0fnu": np.array([b for b, _ in E8M0], dtype=np.uint8),
+        "float4_e2m1fn_x2": np.array([b for b, _ in FP4], dtype=np.uint8),
     }
     out = {name: a.reshape(3, 4) for name, a in arrays.items()}
     out["string"] = np.array(STRINGS, dtype=object).reshape(2, 2)
@@ -118,7 +139,8 @@ def expected():
 def write(path, tag, compress):
     import modelzip
     modelzip.save(path, tag, expected(), compress=compress,
-                  dtypes={name: name for name in ("bfloat16", "float8_e4m3fn", "float8_e5m2")})
+                  dtypes={name: name for name in ("bfloat16", "float8_e4m3fn", "float8_e5m2",
+                                                  "float8_e8m0fnu", "float4_e2m1fn_x2")})
 
 
 def check(path, tag):
@@ -128,6 +150,12 @@ def check(path, tag):
             if not same_number(float8_value(dtype, bits), value):
                 sys.exit(f"{dtype} 0x{bits:02X}: the table says {value}, the definition "
                          f"{float8_value(dtype, bits)}")
+    for bits, value in E8M0:
+        if not same_number(2.0**(bits - 127) if bits != 0xFF else NAN, value):
+            sys.exit(f"float8_e8m0fnu 0x{bits:02X}: the table says {value}")
+    for bits, pair in FP4:
+        if not all(same_number(e2m1_value(n), v) for n, v in zip((bits & 15, bits >> 4), pair)):
+            sys.exit(f"float4_e2m1fn_x2 0x{bits:02X}: the table says {pair}")
     with modelzip.open(path) as archive:
         dtypes = {p.name: p.dtype for p in archive.params(tag)}
         if list(dtypes) != DTYPES or any(dtypes[n] != n for n in DTYPES):
