@@ -140,4 +140,6 @@ final class Native {
   static native float[] embeddingsVector(long embeddings, byte[] word);
   /** null when the word has no embedding. */
   static native WordSimilarity[] embeddingsSimilar(long embeddings, byte[] word, int k);
+  /** Throws the library's NOT_FOUND error for {@code word} ({@code param} null: a file). */
+  static native void embeddingsNotFound(byte[] source, byte[] param, byte[] word);
 }

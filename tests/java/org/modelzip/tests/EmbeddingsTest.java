@@ -76,6 +76,13 @@ public class EmbeddingsTest {
         assertEquals(SIMILARITY, cause.archive());
         assertEquals(missing.getMessage(), cause.getMessage());
       }
+      // Messages are printable, as the library's are: a control character
+      // of the word is escaped (docs/java.md, Errors).
+      NoSuchElementException escaped =
+          assertThrows(NoSuchElementException.class, () -> e.vector("Not\rA\u001aWord"));
+      assertEquals(SIMILARITY + ": no embedding for 'Not\\rA\\x1aWord'", escaped.getMessage());
+      assertEquals("no embedding for 'Not\\rA\\x1aWord'",
+          ((ModelzipException) escaped.getCause()).bareMessage());
     }
   }
 
