@@ -349,8 +349,8 @@ public final class Archive implements AutoCloseable {
     Objects.requireNonNull(updater, "updater");
     Objects.requireNonNull(options, "options");
     // Java-side errors name the archive, the tag and the parameter, as the
-    // library's do.
-    String where = path + ": tag '" + tag + "': ";
+    // library's do (printable as theirs).
+    String where = Utf8.printable(path + ": tag '" + tag + "': ");
     List<NativeHandle.Use> uses = new ArrayList<>(tensors.size());
     try {
       byte[][] names = new byte[tensors.size()][];
@@ -359,7 +359,8 @@ public final class Archive implements AutoCloseable {
       for (Map.Entry<String, Tensor> e : tensors.entrySet()) {
         String name = Objects.requireNonNull(e.getKey(), () -> where + "a parameter name is null");
         names[i] = Native.utf8(name);
-        NativeHandle.Use use = useForSave(where, "parameter '" + name + "'", e.getValue());
+        NativeHandle.Use use =
+            useForSave(where, "parameter '" + Utf8.printable(name) + "'", e.getValue());
         uses.add(use);
         pointers[i++] = use.pointer();
       }
@@ -370,12 +371,14 @@ public final class Archive implements AutoCloseable {
         String variable = Objects.requireNonNull(v.getKey(),
             () -> where + "an updater variable is null");
         Map<String, Tensor> byState = Objects.requireNonNull(v.getValue(),
-            () -> where + "updater variable '" + variable + "': the states are null");
+            () -> where + "updater variable '" + Utf8.printable(variable)
+                + "': the states are null");
         for (Map.Entry<String, Tensor> e : byState.entrySet()) {
           String state = Objects.requireNonNull(e.getKey(),
-              () -> where + "updater variable '" + variable + "': a state name is null");
-          NativeHandle.Use use = useForSave(where,
-              "updater state '" + state + "' of '" + variable + "'", e.getValue());
+              () -> where + "updater variable '" + Utf8.printable(variable)
+                  + "': a state name is null");
+          NativeHandle.Use use = useForSave(where, "updater state '" + Utf8.printable(state)
+              + "' of '" + Utf8.printable(variable) + "'", e.getValue());
           uses.add(use);
           variables.add(Native.utf8(variable));
           states.add(Native.utf8(state));

@@ -179,6 +179,12 @@ public class ArchiveTest {
         () -> Archive.save(scratch.archive(), "v2", many));
     assertEquals(scratch.archive() + ": tag 'v2': parameter 'w': tensor float32[1] is closed",
         closed.getMessage());
+    // Printable, as the library's messages: control characters escaped.
+    Map<String, Tensor> oddName = Map.of("w\r\u0085", t);
+    assertEquals(
+        scratch.archive() + ": tag 'v\\x1b': parameter 'w\\r\\u0085': tensor float32[1] is closed",
+        assertThrows(IllegalStateException.class,
+            () -> Archive.save(scratch.archive(), "v\u001b", oddName)).getMessage());
     many.put("w", null);
     NullPointerException missing = assertThrows(NullPointerException.class,
         () -> Archive.save(scratch.archive(), "v2", many));
