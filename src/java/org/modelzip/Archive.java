@@ -125,7 +125,8 @@ public final class Archive implements AutoCloseable {
   public Tensor tensor(String name, String tag, boolean copy) {
     Objects.requireNonNull(name, "name");
     return ModelzipException.lookup(() ->
-        handle.call(p -> Native.archiveTensor(p, Native.utf8(name), Native.utf8(tag), copy)));
+        handle.call(p -> Native.archiveTensor(p, Native.utf8(name), Native.utf8(tag), copy)))
+        .readFrom(this.name, "tensor '" + name + "'", tag);
   }
 
   /**
@@ -165,7 +166,8 @@ public final class Archive implements AutoCloseable {
     Objects.requireNonNull(variable, "variable");
     Objects.requireNonNull(state, "state");
     return ModelzipException.lookup(() -> handle.call(p -> Native.archiveUpdaterState(p,
-        Native.utf8(variable), Native.utf8(state), Native.utf8(tag), copy)));
+        Native.utf8(variable), Native.utf8(state), Native.utf8(tag), copy)))
+        .readFrom(name, "updater state '" + state + "' of '" + variable + "'", tag);
   }
 
   /**
@@ -194,7 +196,7 @@ public final class Archive implements AutoCloseable {
     Tensor[] tensors = (Tensor[]) namesAndTensors[1];
     Map<String, Tensor> out = new LinkedHashMap<>();
     for (int i = 0; i < names.length; i++) {
-      out.put(names[i], tensors[i]);
+      out.put(names[i], tensors[i].readFrom(name, "tensor '" + names[i] + "'", tag));
     }
     return Collections.unmodifiableMap(out);
   }

@@ -557,6 +557,16 @@ public final class Tensor implements AutoCloseable {
   }
 
   /**
+   * This tensor, named in the errors of its use after {@link #close()} as
+   * {@code what} of {@code archive} (tag {@code tag}; null: the newest).
+   */
+  Tensor readFrom(String archive, String what, String tag) {
+    handle.describe(Utf8.printable(what + " " + dtype + Arrays.toString(shape) + " of '" + archive
+        + "'" + (tag != null ? " tag '" + tag + "'" : "")));
+    return this;
+  }
+
+  /**
    * Releases this tensor's hold on its data now; buffers already returned by
    * {@link #buffer()} stay valid (they hold their own). Idempotent.
    */

@@ -187,6 +187,10 @@ public class RoundTripTest {
       Tensor copied = archive.updaterState("w", "V", "epoch-1", true);  // CRC-checked copy
       assertFalse(copied.isMapped());
       assertArrayEquals(new float[] {0.5f, 4}, copied.toFloatArray(), 0f);
+      copied.close();
+      assertEquals("updater state 'V' of 'w' float32[2] of '" + scratch.archive()
+          + "' tag 'epoch-1' is closed",
+          assertThrows(IllegalStateException.class, copied::toFloatArray).getMessage());
       assertEquals(List.of(), archive.updaterStates(null));  // "plain" has no updater.txt
       NoSuchElementException missing = assertThrows(NoSuchElementException.class,
           () -> archive.updaterState("w", "M", null));
