@@ -17,6 +17,12 @@
                                    any text), then prints each field of the
                                    metadata as Python reads it, one
                                    FIELD=ascii(value) a line
+    interop.py updater ARCHIVE TAG saves the float32 parameter "w" [1, 2] with
+                                   Adam's state arrays of "w": "M" [0.25, -1]
+                                   and "V" [0.5, 4] (updater.txt)
+    interop.py updater-check ARCHIVE TAG
+                                   checks that TAG holds those arrays, as
+                                   the "updater" command writes them
     interop.py serve ROOT          serves ROOT with nginx on 127.0.0.1 (as the
                                    remote tests do), prints its base URL, and
                                    stops when its standard input closes
@@ -36,7 +42,7 @@ import numpy as np
 
 DTYPES = ["bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
           "float16", "bfloat16", "float32", "float64", "float8_e4m3fn", "float8_e5m2",
-          "complex64", "complex128", "string"]
+          "complex64", "complex128", "float8_e8m0fnu", "float4_e2m1fn_x2", "string"]
 STRINGS = ["", "a", "\u03b2eta", "\u65e5\u672c\u8a9e \U0001f642"]
 NAN = float("nan")
 INF = float("inf")
@@ -51,6 +57,25 @@ FLOAT8 = {
                     (0x04, 2.0**-14), (0x3C, 1.0), (0x3D, 1.25), (0xC2, -3.0), (0x7B, 57344.0),
                     (0x7C, INF), (0xFC, -INF), (0x7E, NAN)],
 }
+
+
+# The OCP MX types (FORMAT.md section 6): float8_e8m0fnu's byte e is 2^(e - 127), 0xFF NaN;
+# a float4_e2m1fn_x2 byte holds two FP4 E2M1 values, the low nibble first.
+E8M0 = [(0x00, 2.0**-127), (0x01, 2.0**-126), (0x7E, 0.5), (0x7F, 1.0), (0x80, 2.0), (0x81, 4.0),
+        (0x90, 2.0**17), (0x70, 2.0**-15), (0xFD, 2.0**126), (0xFE, 2.0**127), (0xFF, NAN),
+        (0x40, 2.0**-63)]
+FP4 = [(0x10, (0, 0.5)), (0x32, (1, 1.5)), (0x54, (2, 3)), (0x76, (4, 6)), (0x98, (-0.0, -0.5)),
+       (0xBA, (-1, -1.5)), (0xDC, (-2, -3)), (0xFE, (-4, -6)), (0x07, (6, 0)), (0x8F, (-6, -0.0)),
+       (0x3A, (-1, 1.5)), (0xE1, (0.5, -4))]
+
+
+def e2m1_value(nibble):
+    """One FP4 E2M1 value: sign bit 3, 2 exponent bits (bias 1), 1 mantissa bit."""
+    sign = -1.0 if nibble & 8 else 1.0
+    exponent, mantissa = (nibble >> 1) & 3, nibble & 1
+    if exponent == 0:
+        return sign * mantissa * 0.5
+    return sign * (1 + mantissa / 2) * 2.0**(exponent - 1)
 
 
 def float8_value(dtype, bits):
@@ -81,7 +106,7 @@ def complex_array(dtype, real, imag):
 
 
 def expected():
-    """name (= dtype) -> numpy array; bfloat16 and the float8 types as their uint16 / uint8
+    """name (= dtype) -> numpy array; bfloat16, the float8 and the MX types as their uint16 / uint8
     bits, as modelzip loads them."""
     i = np.arange(12, dtype=np.int64)
     halves = (i * 0.5 - 2).astype(np.float32)
@@ -103,6 +128,8 @@ def expected():
         "float8_e5m2": np.array([b for b, _ in FLOAT8["float8_e5m2"]], dtype=np.uint8),
         "complex64": complex_array(np.complex64, i * 0.25 - 1, 3 - i * 0.5),
         "complex128": complex_array(np.complex128, i / 3.0, -i / 7.0),
+        "float8_e8m0fnu": np.array([b for b, _ in E8M0], dtype=np.uint8),
+        "float4_e2m1fn_x2": np.array([b for b, _ in FP4], dtype=np.uint8),
     }
     out = {name: a.reshape(3, 4) for name, a in arrays.items()}
     out["string"] = np.array(STRINGS, dtype=object).reshape(2, 2)
@@ -112,7 +139,8 @@ def expected():
 def write(path, tag, compress):
     import modelzip
     modelzip.save(path, tag, expected(), compress=compress,
-                  dtypes={name: name for name in ("bfloat16", "float8_e4m3fn", "float8_e5m2")})
+                  dtypes={name: name for name in ("bfloat16", "float8_e4m3fn", "float8_e5m2",
+                                                  "float8_e8m0fnu", "float4_e2m1fn_x2")})
 
 
 def check(path, tag):
@@ -122,6 +150,12 @@ def check(path, tag):
             if not same_number(float8_value(dtype, bits), value):
                 sys.exit(f"{dtype} 0x{bits:02X}: the table says {value}, the definition "
                          f"{float8_value(dtype, bits)}")
+    for bits, value in E8M0:
+        if not same_number(2.0**(bits - 127) if bits != 0xFF else NAN, value):
+            sys.exit(f"float8_e8m0fnu 0x{bits:02X}: the table says {value}")
+    for bits, pair in FP4:
+        if not all(same_number(e2m1_value(n), v) for n, v in zip((bits & 15, bits >> 4), pair)):
+            sys.exit(f"float4_e2m1fn_x2 0x{bits:02X}: the table says {pair}")
     with modelzip.open(path) as archive:
         dtypes = {p.name: p.dtype for p in archive.params(tag)}
         if list(dtypes) != DTYPES or any(dtypes[n] != n for n in DTYPES):
@@ -143,6 +177,29 @@ def bools(path, tag):
     import modelzip
     import numpy as np
     modelzip.save(path, tag, {"b": np.array([0, 1, 2, 255], dtype=np.uint8).view(np.bool_)})
+
+
+def updater(path, tag):
+    import modelzip
+    f32 = np.float32
+    modelzip.save(path, tag, {"w": np.array([1, 2], dtype=f32)},
+                  updater={("w", "M"): np.array([0.25, -1], dtype=f32),
+                           ("w", "V"): np.array([0.5, 4], dtype=f32)})
+
+
+def updater_check(path, tag):
+    import modelzip
+    with modelzip.open(path) as archive:
+        states = [(p.name, p.state, p.dtype, tuple(p.shape)) for p in archive.updater_states(tag)]
+        if states != [("w", "M", "float32", (2,)), ("w", "V", "float32", (2,))]:
+            sys.exit(f"updater states of {tag}: {states}")
+        for state, want in (("M", [0.25, -1]), ("V", [0.5, 4])):
+            got = archive.updater_state("w", state, tag)
+            if got.dtype != np.float32 or got.tolist() != want:
+                sys.exit(f"w/{state}: got {got!r}, want {want}")
+        if archive.load(tag)["w"].tolist() != [1, 2]:
+            sys.exit(f"w: {archive.load(tag)['w']!r}")
+    print("ok")
 
 
 def meta(path, assignments):
@@ -185,6 +242,10 @@ if __name__ == "__main__":
         embed(sys.argv[2], sys.argv[3], sys.argv[4])
     elif command == "bools" and len(sys.argv) == 4:
         bools(sys.argv[2], sys.argv[3])
+    elif command == "updater" and len(sys.argv) == 4:
+        updater(sys.argv[2], sys.argv[3])
+    elif command == "updater-check" and len(sys.argv) == 4:
+        updater_check(sys.argv[2], sys.argv[3])
     elif command == "meta" and len(sys.argv) >= 3:
         meta(sys.argv[2], sys.argv[3:])
     elif command == "serve" and len(sys.argv) == 3:

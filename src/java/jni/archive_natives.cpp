@@ -25,6 +25,11 @@ const Archive& archive_of(jlong handle) {
   return from_handle<Archive>(handle);
 }
 
+// `copy`: ReadMode::copy (owned memory, every CRC-32 checked), else zero_copy.
+ReadMode read_mode(jboolean copy) {
+  return copy != JNI_FALSE ? ReadMode::copy : ReadMode::zero_copy;
+}
+
 jlong archive_open(JNIEnv* env, jclass, jbyteArray path) {
   return guarded(env, [&] { return to_handle(Archive::open(to_string(env, path))); });
 }
@@ -40,36 +45,54 @@ jobjectArray archive_tags(JNIEnv* env, jclass, jlong archive) {
 jobject to_java_param(JNIEnv* env, const ParamInfo& p) {
   jobject out = env->NewObject(
       java_types().param, java_types().param_init, to_java_bytes(env, p.name),
-      to_java_bytes(env, dtype_name(p.dtype)), to_java_longs(env, p.shape),
-      static_cast<jlong>(p.nbytes), static_cast<jboolean>(p.shared),
+      to_java_bytes(env, p.state), to_java_bytes(env, dtype_name(p.dtype)),
+      to_java_longs(env, p.shape), static_cast<jlong>(p.nbytes), static_cast<jboolean>(p.shared),
       to_java_bytes(env, p.owner_tag), to_java_bytes(env, layout_name(p.layout)),
       static_cast<jboolean>(p.compressed), static_cast<jboolean>(p.kind == BlobKind::embedding));
   check(env);
   return out;
 }
 
+jobjectArray to_java_params(JNIEnv* env, const std::vector<ParamInfo>& params) {
+  jobjectArray out =
+      env->NewObjectArray(static_cast<jsize>(params.size()), java_types().param, nullptr);
+  check(env);
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const LocalFrame frame(env, 16);  // the arrays each Param is made of
+    env->SetObjectArrayElement(out, static_cast<jsize>(i), to_java_param(env, params[i]));
+  }
+  return out;
+}
+
 jobjectArray archive_params(JNIEnv* env, jclass, jlong archive, jbyteArray tag) {
+  return guarded(
+      env, [&] { return to_java_params(env, archive_of(archive).params(to_string(env, tag))); });
+}
+
+jobjectArray archive_updater_states(JNIEnv* env, jclass, jlong archive, jbyteArray tag) {
   return guarded(env, [&] {
-    const std::vector<ParamInfo> params = archive_of(archive).params(to_string(env, tag));
-    jobjectArray out =
-        env->NewObjectArray(static_cast<jsize>(params.size()), java_types().param, nullptr);
-    check(env);
-    for (std::size_t i = 0; i < params.size(); ++i) {
-      const LocalFrame frame(env, 16);  // the arrays each Param is made of
-      env->SetObjectArrayElement(out, static_cast<jsize>(i), to_java_param(env, params[i]));
-    }
-    return out;
+    return to_java_params(env, archive_of(archive).updater_states(to_string(env, tag)));
   });
 }
 
-jobject archive_tensor(JNIEnv* env, jclass, jlong archive, jbyteArray name, jbyteArray tag) {
+jobject archive_updater_state(JNIEnv* env, jclass, jlong archive, jbyteArray variable,
+                              jbyteArray state, jbyteArray tag, jboolean copy) {
   return guarded(env, [&] {
-    return to_java_tensor(env,
-                          archive_of(archive).tensor(to_string(env, name), to_string(env, tag)));
+    return to_java_tensor(
+        env, archive_of(archive).updater_state(to_string(env, variable), to_string(env, state),
+                                               to_string(env, tag), read_mode(copy)));
   });
 }
 
-jobjectArray archive_load(JNIEnv* env, jclass, jlong archive, jbyteArray tag) {
+jobject archive_tensor(JNIEnv* env, jclass, jlong archive, jbyteArray name, jbyteArray tag,
+                       jboolean copy) {
+  return guarded(env, [&] {
+    return to_java_tensor(env, archive_of(archive).tensor(to_string(env, name), to_string(env, tag),
+                                                          read_mode(copy)));
+  });
+}
+
+jobjectArray archive_load(JNIEnv* env, jclass, jlong archive, jbyteArray tag, jboolean copy) {
   return guarded(env, [&] {
     const Archive& a = archive_of(archive);
     const std::string tag_name = to_string(env, tag);
@@ -77,7 +100,7 @@ jobjectArray archive_load(JNIEnv* env, jclass, jlong archive, jbyteArray tag) {
     std::vector<std::string> names;
     for (const ParamInfo& p : a.params(tag_name))
       if (p.kind == BlobKind::tensor) names.push_back(p.name);
-    NamedTensors tensors = a.load(tag_name);
+    NamedTensors tensors = a.load(tag_name, read_mode(copy));
     jobjectArray java_tensors =
         env->NewObjectArray(static_cast<jsize>(names.size()), java_types().tensor, nullptr);
     check(env);
@@ -171,7 +194,8 @@ std::function<void(Metadata&)> metadata_edit(JNIEnv* env, jint changed, jobjectA
 // `metadata_changed` and `metadata_values`: see metadata_edit; `replace_hint`
 // replaces the C++ hint of an existing tag's error.
 void archive_save(JNIEnv* env, jclass, jbyteArray path, jbyteArray tag, jobjectArray names,
-                  jlongArray tensors, jboolean replace, jint keep_last, jboolean durable,
+                  jlongArray tensors, jobjectArray updater_variables, jobjectArray updater_states,
+                  jlongArray updater_tensors, jboolean replace, jint keep_last, jboolean durable,
                   jboolean compress, jboolean dedup, jint metadata_changed,
                   jobjectArray metadata_values, jbyteArray replace_hint) {
   guarded(env, [&] {
@@ -182,6 +206,12 @@ void archive_save(JNIEnv* env, jclass, jbyteArray path, jbyteArray tag, jobjectA
     const std::vector<std::int64_t> handles = to_longs(env, tensors);
     if (param_names.size() != handles.size())
       throw Error(ErrorCode::invalid_argument, "names and tensors differ in number");
+    const std::vector<std::string> variables = to_strings(env, updater_variables);
+    const std::vector<std::string> states = to_strings(env, updater_states);
+    const std::vector<std::int64_t> state_handles = to_longs(env, updater_tensors);
+    if (variables.size() != states.size() || states.size() != state_handles.size())
+      throw Error(ErrorCode::invalid_argument,
+                  "updater variables, states and tensors differ in number");
     const std::string archive_path = to_string(env, path);
     const std::string tag_name = to_string(env, tag);
     const std::string hint = to_string(env, replace_hint);
@@ -197,6 +227,9 @@ void archive_save(JNIEnv* env, jclass, jbyteArray path, jbyteArray tag, jobjectA
       NewTag contents;
       for (std::size_t i = 0; i < handles.size(); ++i)
         contents.add(param_names[i], from_handle<Tensor>(handles[i]), param_options);
+      for (std::size_t i = 0; i < state_handles.size(); ++i)
+        contents.add_updater_state(variables[i], states[i], from_handle<Tensor>(state_handles[i]),
+                                   param_options);
       Writer writer = Writer::open(archive_path, WriterOptions{.dedup = dedup != JNI_FALSE,
                                                                .durable = durable != JNI_FALSE});
       if (replace)
@@ -246,10 +279,12 @@ const JNINativeMethod kMethods[] = {
     native_method("archiveFree", "(J)V", archive_free),
     native_method("archiveTags", "(J)[[B", archive_tags),
     native_method("archiveParams", "(J[B)[Lorg/modelzip/Param;", archive_params),
-    native_method("archiveTensor", "(J[B[B)Lorg/modelzip/Tensor;", archive_tensor),
-    native_method("archiveLoad", "(J[B)[Ljava/lang/Object;", archive_load),
+    native_method("archiveTensor", "(J[B[BZ)Lorg/modelzip/Tensor;", archive_tensor),
+    native_method("archiveUpdaterStates", "(J[B)[Lorg/modelzip/Param;", archive_updater_states),
+    native_method("archiveUpdaterState", "(J[B[B[BZ)Lorg/modelzip/Tensor;", archive_updater_state),
+    native_method("archiveLoad", "(J[BZ)[Ljava/lang/Object;", archive_load),
     native_method("archiveVerify", "(J)[[B", archive_verify),
-    native_method("archiveSave", "([B[B[[B[JZIZZZI[[B[B)V", archive_save),
+    native_method("archiveSave", "([B[B[[B[J[[B[[B[JZIZZZI[[B[B)V", archive_save),
     native_method("archiveMetadata", "(J)[[B", archive_metadata),
     native_method("archiveUpdateMetadata", "([BI[[B)[[B", archive_update_metadata),
     native_method("archiveRemoveTag", "([B[B)V", archive_remove_tag),

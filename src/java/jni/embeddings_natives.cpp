@@ -81,6 +81,18 @@ jobjectArray embeddings_similar(JNIEnv* env, jclass, jlong embeddings, jbyteArra
   });
 }
 
+// Throws the library's NOT_FOUND error of a word without embedding (its
+// message escaped as every error message is), naming the file or archive
+// `source` and, for an archive's parameter, `param` (null for a file).
+void embeddings_not_found(JNIEnv* env, jclass, jbyteArray source, jbyteArray param,
+                          jbyteArray word) {
+  guarded(env, [&] {
+    const std::string where = param ? "parameter '" + to_string(env, param) + "': " : "";
+    throw Error(ErrorCode::not_found, where + "no embedding for '" + to_string(env, word) + "'",
+                {.archive = to_string(env, source)});
+  });
+}
+
 const JNINativeMethod kMethods[] = {
     native_method("embeddingsOpen", "([B)J", embeddings_open),
     native_method("embeddingsFromArchive", "(J[B[B)J", embeddings_from_archive),
@@ -88,6 +100,7 @@ const JNINativeMethod kMethods[] = {
     native_method("embeddingsDims", "(J)I", embeddings_dims),
     native_method("embeddingsWords", "(J)[[B", embeddings_words),
     native_method("embeddingsVector", "(J[B)[F", embeddings_vector),
+    native_method("embeddingsNotFound", "([B[B[B)V", embeddings_not_found),
     native_method("embeddingsSimilar", "(J[BI)[Lorg/modelzip/WordSimilarity;", embeddings_similar),
 };
 

@@ -132,6 +132,8 @@ Out decode_element(DType dtype, const std::byte* p) noexcept {
       return static_cast<Out>(detail::float8_e4m3fn_to_float(u8));
     case DType::float8_e5m2:
       return static_cast<Out>(detail::float8_e5m2_to_float(u8));
+    case DType::float8_e8m0fnu:
+      return static_cast<Out>(detail::float8_e8m0fnu_to_float(u8));
     case DType::float32:
     case DType::complex64: {
       float f;
@@ -146,14 +148,17 @@ Out decode_element(DType dtype, const std::byte* p) noexcept {
   }
 }
 
-// The values of `t` (a dense real or complex floating-point tensor) widened
-// exactly to Out into the Java array `array` (float[] or double[], as long
-// as the tensor has values, complex parts counting twice).
+// The values `first` ... `first` + length - 1 of `t` (a dense real, complex
+// or MX floating-point tensor) widened exactly to Out into the Java array
+// `array` (float[] or double[]); complex parts and the FP4 values of a
+// float4_e2m1fn_x2 byte count one each, the low nibble first.
 template <class Out, class JavaArray>
-void decode_values(JNIEnv* env, const Tensor& t, JavaArray array,
+void decode_values(JNIEnv* env, const Tensor& t, JavaArray array, jlong first,
                    void (JNIEnv::*set_region)(JavaArray, jsize, jsize, const Out*)) {
   const DType dtype = t.dtype();
-  const bool exact = dtype_is_floating(dtype) || dtype_is_complex(dtype);
+  const bool fp4_pairs = dtype == DType::float4_e2m1fn_x2;
+  const bool exact = dtype_is_floating(dtype) || dtype_is_complex(dtype) ||
+                     dtype == DType::float8_e8m0fnu || fp4_pairs;
   const std::size_t part_bytes =
       dtype_is_complex(dtype) ? dtype_size(dtype) / 2 : dtype_size(dtype);
   if (!exact || part_bytes > sizeof(Out))
@@ -161,30 +166,44 @@ void decode_values(JNIEnv* env, const Tensor& t, JavaArray array,
                                                  " tensor does not widen exactly to " +
                                                  (sizeof(Out) == 4 ? "float" : "double"));
   const std::span<const std::byte> bytes = t.values().span();
-  const std::size_t n = bytes.size() / part_bytes;
-  if (static_cast<std::size_t>(env->GetArrayLength(array)) != n)
-    throw Error(ErrorCode::invalid_argument,
-                "the Java array does not have the length of the tensor's values");
+  const std::size_t total = fp4_pairs ? bytes.size() * 2 : bytes.size() / part_bytes;
+  const auto n = static_cast<std::size_t>(env->GetArrayLength(array));
+  if (first < 0 || static_cast<std::uint64_t>(first) > total ||
+      n > total - static_cast<std::size_t>(first))
+    throw Error(ErrorCode::invalid_argument, "values " + std::to_string(first) + " + " +
+                                                 std::to_string(n) + " outside the tensor's " +
+                                                 std::to_string(total));
+  const auto offset = static_cast<std::size_t>(first);
   // In chunks through a buffer: no critical section while converting.
   std::array<Out, 1024> chunk;
   for (std::size_t start = 0; start < n; start += chunk.size()) {
     const std::size_t count = std::min(chunk.size(), n - start);
-    for (std::size_t i = 0; i < count; ++i)
-      chunk[i] = decode_element<Out>(dtype, bytes.data() + (start + i) * part_bytes);
+    for (std::size_t i = 0; i < count; ++i) {
+      const std::size_t value = offset + start + i;
+      if (fp4_pairs) {
+        const auto pair = static_cast<std::uint8_t>(bytes[value / 2]);
+        chunk[i] = static_cast<Out>(
+            detail::float4_e2m1_to_float(value % 2 == 0 ? pair & 0x0F : pair >> 4));
+      } else {
+        chunk[i] = decode_element<Out>(dtype, bytes.data() + value * part_bytes);
+      }
+    }
     (env->*set_region)(array, static_cast<jsize>(start), static_cast<jsize>(count), chunk.data());
     check(env);
   }
 }
 
-void tensor_decode_values(JNIEnv* env, jclass, jlong tensor, jobject array, jint element_bytes) {
+void tensor_decode_values(JNIEnv* env, jclass, jlong tensor, jobject array, jint element_bytes,
+                          jlong first) {
   guarded(env, [&] {
     const Tensor& t = tensor_of(tensor);
     if (t.layout() != Layout::dense)
       throw Error(ErrorCode::invalid_argument, "only dense tensors are decoded");
     if (element_bytes == 4)
-      decode_values<jfloat>(env, t, static_cast<jfloatArray>(array), &JNIEnv::SetFloatArrayRegion);
+      decode_values<jfloat>(env, t, static_cast<jfloatArray>(array), first,
+                            &JNIEnv::SetFloatArrayRegion);
     else if (element_bytes == 8)
-      decode_values<jdouble>(env, t, static_cast<jdoubleArray>(array),
+      decode_values<jdouble>(env, t, static_cast<jdoubleArray>(array), first,
                              &JNIEnv::SetDoubleArrayRegion);
     else
       throw Error(ErrorCode::invalid_argument, "values decode into float[] or double[] only");
@@ -242,7 +261,7 @@ const JNINativeMethod kMethods[] = {
     native_method("tensorFree", "(J)V", tensor_free),
     native_method("tensorIsMapped", "(J)Z", tensor_is_mapped),
     native_method("tensorCopyValues", "(JLjava/lang/Object;I)V", tensor_copy_values),
-    native_method("tensorDecodeValues", "(JLjava/lang/Object;I)V", tensor_decode_values),
+    native_method("tensorDecodeValues", "(JLjava/lang/Object;IJ)V", tensor_decode_values),
     native_method("tensorStrings", "(J)[[B", tensor_strings),
     native_method("tensorDequantize", "(J)Lorg/modelzip/Tensor;", tensor_dequantize),
     native_method("tensorRetainValues", "(J)J", tensor_retain_values),

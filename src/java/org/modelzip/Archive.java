@@ -24,7 +24,9 @@ import java.util.regex.Pattern;
  *
  * <p>Opening maps the file read-only and validates its tables; tensor data is
  * read only when asked for. Tensors of stored (uncompressed) entries are
- * zero-copy views into the mapping.
+ * zero-copy views into the mapping. Zero-copy views are not CRC-checked
+ * (that would read every byte at open); reads with {@code copy} and
+ * {@link #verify()} check every CRC-32.
  *
  * <p>Lifetimes: each {@link Tensor} (and each buffer from
  * {@link Tensor#buffer()}) keeps the mapping alive by itself, so tensors stay
@@ -105,9 +107,67 @@ public final class Archive implements AutoCloseable {
    *     for an embedding parameter (open it with {@link Embeddings#open(Archive, String, String)})
    */
   public Tensor tensor(String name, String tag) {
+    return tensor(name, tag, false);
+  }
+
+  /**
+   * One tensor parameter as {@link #tensor(String, String)} reads it, or,
+   * with {@code copy}, read into memory of its own with its CRC-32 checked
+   * (Python's {@code copy=True}, C++ {@code ReadMode::copy}): zero-copy
+   * views are not checked, so a damaged byte in a stored entry gives wrong
+   * values where a copy throws CORRUPT naming the entry.
+   *
+   * @throws NoSuchElementException if the tag or the parameter does not exist
+   * @throws ModelzipException CORRUPT when its data is damaged (with
+   *     {@code copy}, also a wrong CRC-32), INVALID_ARGUMENT for an embedding
+   *     parameter
+   */
+  public Tensor tensor(String name, String tag, boolean copy) {
     Objects.requireNonNull(name, "name");
     return ModelzipException.lookup(() ->
-        handle.call(p -> Native.archiveTensor(p, Native.utf8(name), Native.utf8(tag))));
+        handle.call(p -> Native.archiveTensor(p, Native.utf8(name), Native.utf8(tag), copy)))
+        .readFrom(this.name, "tensor '" + name + "'", tag);
+  }
+
+  /**
+   * The optimizer state arrays of {@code tag} ({@code null}: the newest), as
+   * its updater.txt lists them (DL4J's updater state: Adam's "M" and "V" of
+   * each variable...): {@link Param#name()} is the variable,
+   * {@link Param#state()} the state's name. Empty when the tag has none.
+   *
+   * @throws NoSuchElementException if the tag does not exist
+   */
+  public List<Param> updaterStates(String tag) {
+    return ModelzipException.lookup(() -> List.of(
+        handle.call(p -> Native.archiveUpdaterStates(p, Native.utf8(tag)))));
+  }
+
+  /**
+   * The optimizer state array {@code state} of {@code variable} in
+   * {@code tag} ({@code null}: the newest), read as {@link #tensor} reads a
+   * parameter (zero-copy when stored).
+   *
+   * @throws NoSuchElementException if the tag, or that state of that
+   *     variable, does not exist
+   */
+  public Tensor updaterState(String variable, String state, String tag) {
+    return updaterState(variable, state, tag, false);
+  }
+
+  /**
+   * One optimizer state array as {@link #updaterState(String, String, String)}
+   * reads it, or with {@code copy} into memory of its own, CRC-checked (see
+   * {@link #tensor(String, String, boolean)}).
+   *
+   * @throws NoSuchElementException if the tag, or that state of that
+   *     variable, does not exist
+   */
+  public Tensor updaterState(String variable, String state, String tag, boolean copy) {
+    Objects.requireNonNull(variable, "variable");
+    Objects.requireNonNull(state, "state");
+    return ModelzipException.lookup(() -> handle.call(p -> Native.archiveUpdaterState(p,
+        Native.utf8(variable), Native.utf8(state), Native.utf8(tag), copy)))
+        .readFrom(name, "updater state '" + state + "' of '" + variable + "'", tag);
   }
 
   /**
@@ -117,13 +177,26 @@ public final class Archive implements AutoCloseable {
    * @throws NoSuchElementException if the tag does not exist
    */
   public Map<String, Tensor> load(String tag) {
+    return load(tag, false);
+  }
+
+  /**
+   * Every tensor parameter as {@link #load(String)} reads them, or with
+   * {@code copy} each into memory of its own, its CRC-32 checked (see
+   * {@link #tensor(String, String, boolean)}).
+   *
+   * @throws NoSuchElementException if the tag does not exist
+   * @throws ModelzipException CORRUPT for damaged data (with {@code copy},
+   *     also a wrong CRC-32)
+   */
+  public Map<String, Tensor> load(String tag, boolean copy) {
     Object[] namesAndTensors = ModelzipException.lookup(() ->
-        handle.call(p -> Native.archiveLoad(p, Native.utf8(tag))));
+        handle.call(p -> Native.archiveLoad(p, Native.utf8(tag), copy)));
     String[] names = Native.strings((byte[][]) namesAndTensors[0]);
     Tensor[] tensors = (Tensor[]) namesAndTensors[1];
     Map<String, Tensor> out = new LinkedHashMap<>();
     for (int i = 0; i < names.length; i++) {
-      out.put(names[i], tensors[i]);
+      out.put(names[i], tensors[i].readFrom(name, "tensor '" + names[i] + "'", tag));
     }
     return Collections.unmodifiableMap(out);
   }
@@ -193,10 +266,11 @@ public final class Archive implements AutoCloseable {
    * @throws ModelzipException ALREADY_EXISTS if the tag exists (in any letter
    *     case; {@link #replace} replaces it), INVALID_ARGUMENT for a bad tag or parameter name, IO when the
    *     file cannot be written
-   * @throws IllegalStateException if one of the tensors is closed
+   * @throws IllegalStateException if one of the tensors is closed (the
+   *     message names the archive, the tag and the parameter)
    */
   public static void save(String path, String tag, Map<String, Tensor> tensors) {
-    save(path, tag, tensors, SaveOptions.defaults(), REPLACE_HINT);
+    save(path, tag, tensors, Map.of(), SaveOptions.defaults(), REPLACE_HINT);
   }
 
   /**
@@ -211,10 +285,11 @@ public final class Archive implements AutoCloseable {
    *
    * @throws ModelzipException INVALID_ARGUMENT for a bad tag or parameter
    *     name, IO when the file cannot be written
-   * @throws IllegalStateException if one of the tensors is closed
+   * @throws IllegalStateException if one of the tensors is closed (the
+   *     message names the archive, the tag and the parameter)
    */
   public static void replace(String path, String tag, Map<String, Tensor> tensors) {
-    save(path, tag, tensors, SaveOptions.defaults().replace(true), REPLACE_HINT);
+    save(path, tag, tensors, Map.of(), SaveOptions.defaults().replace(true), REPLACE_HINT);
   }
 
   /**
@@ -229,32 +304,93 @@ public final class Archive implements AutoCloseable {
    *     {@code options} do not replace it (its message says that
    *     {@code SaveOptions.replace(true)} does), INVALID_ARGUMENT for a bad
    *     tag or parameter name, IO when the file cannot be written
-   * @throws IllegalStateException if one of the tensors is closed
+   * @throws IllegalStateException if one of the tensors is closed (the
+   *     message names the archive, the tag and the parameter)
    */
   public static void save(String path, String tag, Map<String, Tensor> tensors,
       SaveOptions options) {
-    save(path, tag, tensors, options, OPTIONS_REPLACE_HINT);
+    save(path, tag, tensors, Map.of(), options, OPTIONS_REPLACE_HINT);
+  }
+
+  /**
+   * Saves {@code tag} as {@link #save(String, String, Map, SaveOptions)}
+   * does, with optimizer state arrays besides the parameters (the tag's
+   * updater.txt, read back by {@link #updaterStates} and
+   * {@link #updaterState}): {@code updater} maps each variable to its
+   * states by name, e.g. {@code Map.of("fc.weight", Map.of("M", m, "V", v))}
+   * for Adam (Python's {@code save(..., updater={("fc.weight", "M"): m,
+   * ...})}), in the maps' iteration order. Dedup, compression and the
+   * checks of names are those of the parameters.
+   *
+   * @throws ModelzipException as {@link #save(String, String, Map, SaveOptions)},
+   *     INVALID_ARGUMENT also for a bad variable or state name
+   * @throws IllegalStateException if one of the tensors is closed (the
+   *     message names the archive, the tag and the variable and state)
+   */
+  public static void save(String path, String tag, Map<String, Tensor> tensors,
+      Map<String, ? extends Map<String, Tensor>> updater, SaveOptions options) {
+    save(path, tag, tensors, updater, options, OPTIONS_REPLACE_HINT);
+  }
+
+  /** A use of {@code tensor}, or Java's exception naming it ({@code what}) in the save. */
+  private static NativeHandle.Use useForSave(String where, String what, Tensor tensor) {
+    Objects.requireNonNull(tensor, () -> where + what + ": the tensor is null");
+    try {
+      return tensor.handle().use();
+    } catch (IllegalStateException closed) {
+      throw new IllegalStateException(where + what + ": " + closed.getMessage(), closed);
+    }
   }
 
   private static void save(String path, String tag, Map<String, Tensor> tensors,
-      SaveOptions options, String replaceHint) {
+      Map<String, ? extends Map<String, Tensor>> updater, SaveOptions options,
+      String replaceHint) {
     Objects.requireNonNull(path, "path");
     Objects.requireNonNull(tag, "tag");
     Objects.requireNonNull(tensors, "tensors");
+    Objects.requireNonNull(updater, "updater");
     Objects.requireNonNull(options, "options");
+    // Java-side errors name the archive, the tag and the parameter, as the
+    // library's do (printable as theirs).
+    String where = Utf8.printable(path + ": tag '" + tag + "': ");
     List<NativeHandle.Use> uses = new ArrayList<>(tensors.size());
     try {
       byte[][] names = new byte[tensors.size()][];
       long[] pointers = new long[tensors.size()];
       int i = 0;
       for (Map.Entry<String, Tensor> e : tensors.entrySet()) {
-        names[i] = Native.utf8(Objects.requireNonNull(e.getKey(), "tensor name"));
-        NativeHandle.Use use = Objects.requireNonNull(e.getValue(), e.getKey()).handle().use();
+        String name = Objects.requireNonNull(e.getKey(), () -> where + "a parameter name is null");
+        names[i] = Native.utf8(name);
+        NativeHandle.Use use =
+            useForSave(where, "parameter '" + Utf8.printable(name) + "'", e.getValue());
         uses.add(use);
         pointers[i++] = use.pointer();
       }
+      List<byte[]> variables = new ArrayList<>();
+      List<byte[]> states = new ArrayList<>();
+      List<Long> statePointers = new ArrayList<>();
+      for (Map.Entry<String, ? extends Map<String, Tensor>> v : updater.entrySet()) {
+        String variable = Objects.requireNonNull(v.getKey(),
+            () -> where + "an updater variable is null");
+        Map<String, Tensor> byState = Objects.requireNonNull(v.getValue(),
+            () -> where + "updater variable '" + Utf8.printable(variable)
+                + "': the states are null");
+        for (Map.Entry<String, Tensor> e : byState.entrySet()) {
+          String state = Objects.requireNonNull(e.getKey(),
+              () -> where + "updater variable '" + Utf8.printable(variable)
+                  + "': a state name is null");
+          NativeHandle.Use use = useForSave(where, "updater state '" + Utf8.printable(state)
+              + "' of '" + Utf8.printable(variable) + "'", e.getValue());
+          uses.add(use);
+          variables.add(Native.utf8(variable));
+          states.add(Native.utf8(state));
+          statePointers.add(use.pointer());
+        }
+      }
       MetadataUpdate metadata = options.metadata();
-      Native.archiveSave(Native.utf8(path), Native.utf8(tag), names, pointers, options.replace(),
+      Native.archiveSave(Native.utf8(path), Native.utf8(tag), names, pointers,
+          variables.toArray(new byte[0][]), states.toArray(new byte[0][]),
+          statePointers.stream().mapToLong(Long::longValue).toArray(), options.replace(),
           options.keepLast().orElse(0), options.durable(), options.compress(), options.dedup(),
           metadata.changedMask(), metadata.utf8Values(), Native.utf8(replaceHint));
     } finally {

@@ -110,16 +110,26 @@ public final class Embeddings implements AutoCloseable {
    * the file (or archive and parameter) and the word.
    */
   private NoSuchElementException noEmbedding(String word) {
-    String bare = (param != null ? "parameter '" + param + "': " : "") + "no embedding for '"
-        + word + "'";
-    ModelzipException cause = new ModelzipException(Native.utf8(source + ": " + bare),
-        Native.utf8("not_found"), Native.utf8(bare), Native.utf8(source), null, null, -1, -1, 0);
-    return (NoSuchElementException) new NoSuchElementException(cause.getMessage()).initCause(cause);
+    try {
+      // The library words the error, escaping what is not printable.
+      Native.embeddingsNotFound(Native.utf8(source), param != null ? Native.utf8(param) : null,
+          Native.utf8(word));
+    } catch (ModelzipException cause) {
+      return (NoSuchElementException) new NoSuchElementException(cause.getMessage())
+          .initCause(cause);
+    }
+    throw new AssertionError("embeddingsNotFound returned");
   }
 
   /** Releases the embeddings now; idempotent. */
   @Override
   public void close() {
     handle.close();
+  }
+
+  /** "Embeddings(FILE)", or "Embeddings(ARCHIVE:PARAMETER)" for an archive's parameter. */
+  @Override
+  public String toString() {
+    return "Embeddings(" + source + (param != null ? ":" + param : "") + ")";
   }
 }

@@ -12,6 +12,7 @@ import java.util.OptionalLong;
  *
  * <p>Missing tags, parameters and words: the methods that look one up by
  * name ({@link Archive#tensor}, {@link Archive#params}, {@link Archive#load},
+ * {@link Archive#updaterState},
  * {@link Archive#removeTag}, {@link Embeddings#vector}...) throw
  * {@link NoSuchElementException}, as Java lookups do, with the
  * ModelzipException of code {@link Code#NOT_FOUND} (and its context) as its

@@ -73,9 +73,12 @@ final class Native {
   static native void archiveFree(long archive);
   static native byte[][] archiveTags(long archive);
   static native Param[] archiveParams(long archive, byte[] tag);
-  static native Tensor archiveTensor(long archive, byte[] name, byte[] tag);
+  static native Tensor archiveTensor(long archive, byte[] name, byte[] tag, boolean copy);
+  static native Param[] archiveUpdaterStates(long archive, byte[] tag);
+  static native Tensor archiveUpdaterState(long archive, byte[] variable, byte[] state,
+      byte[] tag, boolean copy);
   /** Returns {byte[][] names, Tensor[] tensors}, in params.txt order. */
-  static native Object[] archiveLoad(long archive, byte[] tag);
+  static native Object[] archiveLoad(long archive, byte[] tag, boolean copy);
   static native byte[][] archiveVerify(long archive);
   /**
    * {@code replace}: the tag replaces one of its name in the same commit
@@ -87,7 +90,7 @@ final class Native {
    * the error of an existing tag names as the way to replace it.
    */
   static native void archiveSave(byte[] path, byte[] tag, byte[][] names, long[] tensors,
-      boolean replace, int keepLast, boolean durable, boolean compress, boolean dedup,
+      byte[][] updaterVariables, byte[][] updaterStates, long[] updaterTensors, boolean replace, int keepLast, boolean durable, boolean compress, boolean dedup,
       int metadataChanged, byte[][] metadataValues, byte[] replaceHint);
   /**
    * {format_version (decimal), model_name, model_version, quantization,
@@ -112,11 +115,13 @@ final class Native {
   /** Copies the values into {@code array}, a primitive array of exactly their byte size. */
   static native void tensorCopyValues(long tensor, Object array, int elementBytes);
   /**
-   * Decodes the values of a dense floating-point tensor into {@code array}, a
-   * float[] (elementBytes 4) or double[] (8) of exactly their count (complex
-   * parts counted twice), widening each exactly.
+   * Decodes the values {@code first}... of a dense floating-point tensor into
+   * {@code array}, a float[] (elementBytes 4) or double[] (8) of at most the
+   * values from {@code first} (complex parts and FP4 values count one each),
+   * widening each exactly.
    */
-  static native void tensorDecodeValues(long tensor, Object array, int elementBytes);
+  static native void tensorDecodeValues(long tensor, Object array, int elementBytes,
+      long first);
   static native byte[][] tensorStrings(long tensor);
   static native Tensor tensorDequantize(long tensor);
   /** A new reference to the tensor's value bytes (freed by bytesFree). */
@@ -135,4 +140,6 @@ final class Native {
   static native float[] embeddingsVector(long embeddings, byte[] word);
   /** null when the word has no embedding. */
   static native WordSimilarity[] embeddingsSimilar(long embeddings, byte[] word, int k);
+  /** Throws the library's NOT_FOUND error for {@code word} ({@code param} null: a file). */
+  static native void embeddingsNotFound(byte[] source, byte[] param, byte[] word);
 }

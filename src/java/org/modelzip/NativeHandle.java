@@ -23,7 +23,8 @@ final class NativeHandle implements AutoCloseable {
 
   private final ReentrantReadWriteLock lock = new ReentrantReadWriteLock();
   private final Cleaner.Cleanable cleanable;
-  private final String what;
+  /** Names the object in errors; set once more by {@link #describe}. */
+  private volatile String what;
   private long pointer;
 
   /**
@@ -35,6 +36,11 @@ final class NativeHandle implements AutoCloseable {
     this.pointer = pointer;
     this.what = what;
     this.cleanable = CLEANER.register(this, () -> free.accept(pointer));
+  }
+
+  /** Names the object in errors from now on ("tensor 'w' of archive 'm.zip'"). */
+  void describe(String what) {
+    this.what = what;
   }
 
   /** A use of the native object; it stays valid until the Use is closed. */

@@ -9,6 +9,7 @@ import java.util.Objects;
  */
 public final class Param {
   private final String name;
+  private final String state;
   private final String dtype;
   private final long[] shape;
   private final long bytes;
@@ -19,9 +20,10 @@ public final class Param {
   private final boolean embedding;
 
   /** Built by the native glue (texts UTF-8). */
-  Param(byte[] name, byte[] dtype, long[] shape, long bytes, boolean shared, byte[] ownerTag,
+  Param(byte[] name, byte[] state, byte[] dtype, long[] shape, long bytes, boolean shared, byte[] ownerTag,
       byte[] layout, boolean compressed, boolean embedding) {
     this.name = Native.string(name);
+    this.state = Native.string(state);
     this.dtype = Native.string(dtype);
     this.shape = shape;
     this.bytes = bytes;
@@ -32,9 +34,20 @@ public final class Param {
     this.embedding = embedding;
   }
 
-  /** The parameter name. */
+  /**
+   * The parameter name; for an optimizer state array
+   * ({@link Archive#updaterStates}) the variable it belongs to.
+   */
   public String name() {
     return name;
+  }
+
+  /**
+   * The optimizer state's name ("M", "V"... in updater.txt) of an entry of
+   * {@link Archive#updaterStates}; empty for a parameter.
+   */
+  public String state() {
+    return state;
   }
 
   /**
@@ -93,20 +106,20 @@ public final class Param {
       return false;
     }
     Param o = (Param) other;
-    return name.equals(o.name) && dtype.equals(o.dtype) && Arrays.equals(shape, o.shape)
+    return name.equals(o.name) && state.equals(o.state) && dtype.equals(o.dtype) && Arrays.equals(shape, o.shape)
         && bytes == o.bytes && shared == o.shared && ownerTag.equals(o.ownerTag)
         && layout.equals(o.layout) && compressed == o.compressed && embedding == o.embedding;
   }
 
   @Override
   public int hashCode() {
-    return Objects.hash(name, dtype, Arrays.hashCode(shape), bytes, shared, ownerTag, layout,
+    return Objects.hash(name, state, dtype, Arrays.hashCode(shape), bytes, shared, ownerTag, layout,
         compressed, embedding);
   }
 
   @Override
   public String toString() {
-    return name + " " + dtype + Arrays.toString(shape) + " " + bytes + " bytes"
+    return name + (state.isEmpty() ? "" : " " + state) + " " + dtype + Arrays.toString(shape) + " " + bytes + " bytes"
         + (shared ? " (shared from " + ownerTag + ")" : "");
   }
 }

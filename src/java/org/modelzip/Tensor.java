@@ -29,10 +29,12 @@ import java.util.Objects;
  *
  * <p>The numbers of the floating-point types are read, widened exactly, with
  * {@link #toFloatArray()} (float16, bfloat16, float8_e4m3fn, float8_e5m2,
- * float32, complex64) and {@link #toDoubleArray()} (those and float64,
- * complex128): NaN stays NaN, infinities, signed zeros and subnormals are
- * kept. Floats are never rounded to the narrow types: those are made from
- * their bits.
+ * float8_e8m0fnu, float4_e2m1fn_x2, float32, complex64) and
+ * {@link #toDoubleArray()} (those and float64, complex128): NaN stays NaN,
+ * infinities, signed zeros and subnormals are kept. A float4_e2m1fn_x2
+ * tensor gives two values per element (byte), the low nibble's first.
+ * Floats are never rounded to the narrow types: those are made from their
+ * bits.
  *
  * <p>Layouts: "dense"; "sparse_coo" and "quantized" tensors are readable
  * through {@link #buffer()} (their stored values) and, for quantized ones,
@@ -83,7 +85,8 @@ public final class Tensor implements AutoCloseable {
    * tell no shape from an empty one: both make one dimension. A scalar is
    * made here: {@code Tensor.of("float32", new float[] {0.5f}, new long[0])}.
    *
-   * @throws IllegalArgumentException if the array kind does not fit the type
+   * @throws IllegalArgumentException if the type is unknown or the array
+   *     kind does not fit it
    * @throws ModelzipException INVALID_ARGUMENT if the shape does not fit the data
    */
   public static Tensor of(String dtype, Object data, long[] shape) {
@@ -99,10 +102,14 @@ public final class Tensor implements AutoCloseable {
           shape != null ? shape.clone() : new long[] {strings.length});
     }
     String kind = arrayKind(dtype);
-    if (kind == null || !data.getClass().isArray()
+    if (kind == null) {
+      throw new IllegalArgumentException("unknown data type \"" + dtype + "\" (the types: "
+          + String.join(", ", DTYPES) + ")");
+    }
+    if (!data.getClass().isArray()
         || !data.getClass().getComponentType().getName().equals(kind)) {
       throw new IllegalArgumentException("a \"" + dtype + "\" tensor is made from "
-          + (kind == null ? "no Java array" : kind + "[]") + ", not from "
+          + kind + "[], not from "
           + data.getClass().getSimpleName());
     }
     int length = java.lang.reflect.Array.getLength(data);
@@ -296,15 +303,20 @@ public final class Tensor implements AutoCloseable {
   }
 
   /**
-   * The values of a float32, float16, bfloat16, float8_e4m3fn or float8_e5m2
-   * tensor as floats, or of a complex64 tensor interleaved (real, imaginary;
-   * twice {@link #numel()} values). Exact: every value of these types is a
-   * float (NaN stays NaN; infinities, signed zeros and subnormals are kept).
+   * The values of a float32, float16, bfloat16, float8_e4m3fn, float8_e5m2
+   * or float8_e8m0fnu tensor as floats, of a complex64 tensor interleaved
+   * (real, imaginary; twice {@link #numel()} values), of a float4_e2m1fn_x2
+   * tensor two per byte, the low nibble's first (twice {@link #numel()}
+   * values). Exact: every value of these types is a float (NaN stays NaN;
+   * infinities, signed zeros and subnormals are kept; float8_e8m0fnu 0x00
+   * is 2^-127, 0xFF NaN).
    *
    * @throws IllegalArgumentException for float64, complex128 (use
    *     {@link #toDoubleArray()}) and the non-floating types (naming their
    *     accessor)
-   * @throws UnsupportedOperationException for a sparse or quantized tensor
+   * @throws UnsupportedOperationException for a sparse or quantized tensor,
+   *     or more values than a Java array holds (2^31 - 9: read them in parts
+   *     with {@link #toFloatArray(long, int)})
    */
   public float[] toFloatArray() {
     return (float[]) decodeValues("float");
@@ -313,14 +325,42 @@ public final class Tensor implements AutoCloseable {
   /**
    * The values of any floating-point tensor as doubles: float64, and every
    * type {@link #toFloatArray()} reads, widened exactly; complex64 and
-   * complex128 interleaved (real, imaginary; twice {@link #numel()} values).
+   * complex128 interleaved (real, imaginary; twice {@link #numel()} values),
+   * float4_e2m1fn_x2 two per byte as {@link #toFloatArray()} gives them.
    *
    * @throws IllegalArgumentException for the non-floating types (naming
    *     their accessor)
-   * @throws UnsupportedOperationException for a sparse or quantized tensor
+   * @throws UnsupportedOperationException for a sparse or quantized tensor,
+   *     or more values than a Java array holds (2^31 - 9: read them in parts
+   *     with {@link #toDoubleArray(long, int)})
    */
   public double[] toDoubleArray() {
     return (double[]) decodeValues("double");
+  }
+
+  /**
+   * {@code count} of the values {@link #toFloatArray()} gives, from value
+   * {@code first}: the numbers of a tensor too large for one Java array, a
+   * part at a time (complex parts and FP4 values count one each).
+   *
+   * @throws IndexOutOfBoundsException if the range is not inside the values
+   * @throws IllegalArgumentException as {@link #toFloatArray()}
+   * @throws UnsupportedOperationException for a sparse or quantized tensor
+   */
+  public float[] toFloatArray(long first, int count) {
+    return (float[]) decodeValues("float", first, count);
+  }
+
+  /**
+   * {@code count} of the values {@link #toDoubleArray()} gives, from value
+   * {@code first} (see {@link #toFloatArray(long, int)}).
+   *
+   * @throws IndexOutOfBoundsException if the range is not inside the values
+   * @throws IllegalArgumentException as {@link #toDoubleArray()}
+   * @throws UnsupportedOperationException for a sparse or quantized tensor
+   */
+  public double[] toDoubleArray(long first, int count) {
+    return (double[]) decodeValues("double", first, count);
   }
 
   /** The values of an int64 or uint64 tensor (bits kept). */
@@ -375,7 +415,7 @@ public final class Tensor implements AutoCloseable {
     if (!kind.equals(arrayKind(dtype))) {
       throw wrongAccessor(kind, arrayKind(dtype));
     }
-    Object array = newArray(kind);
+    Object array = newArray(kind, isComplex(dtype) ? Math.multiplyExact(numel(), 2) : numel());
     try (NativeHandle.Use use = handle.use()) {
       Native.tensorCopyValues(use.pointer(), array, elementBytes(kind));
     }
@@ -395,17 +435,43 @@ public final class Tensor implements AutoCloseable {
     if (kind.equals(arrayKind(dtype))) {
       return copyValues(kind);
     }
-    Object array = newArray(kind);
+    Object array = newArray(kind, valueCount());
     try (NativeHandle.Use use = handle.use()) {
-      Native.tensorDecodeValues(use.pointer(), array, elementBytes(kind));
+      Native.tensorDecodeValues(use.pointer(), array, elementBytes(kind), 0);
     }
     return array;
   }
 
-  private Object newArray(String kind) {
-    long n = isComplex(dtype) ? Math.multiplyExact(numel(), 2) : numel();
+  /** {@code count} values from value {@code first}, as {@link #decodeValues} gives them all. */
+  private Object decodeValues(String kind, long first, int count) {
+    checkDense();
+    String floating = floatKind(dtype);
+    if (floating == null || (kind.equals("float") && floating.equals("double"))) {
+      throw wrongAccessor(kind, floating != null ? floating : arrayKind(dtype));
+    }
+    Objects.checkFromIndexSize(first, count, valueCount());
+    Object array = java.lang.reflect.Array.newInstance(primitiveClass(kind), count);
+    try (NativeHandle.Use use = handle.use()) {
+      Native.tensorDecodeValues(use.pointer(), array, elementBytes(kind), first);
+    }
+    return array;
+  }
+
+  /**
+   * How many numbers a floating-point tensor holds: complex parts and the
+   * FP4 values of a pair count one each.
+   */
+  private long valueCount() {
+    boolean twice = isComplex(dtype) || dtype.equals("float4_e2m1fn_x2");
+    return twice ? Math.multiplyExact(numel(), 2) : numel();
+  }
+
+  /** A new array of {@code n} values of {@code kind}, if a Java array holds that many. */
+  private Object newArray(String kind, long n) {
     if (n > Integer.MAX_VALUE - 8) {
-      throw new UnsupportedOperationException(n + " elements do not fit one Java array: use buffer(offset, length)");
+      boolean numbers = floatKind(dtype) != null && (kind.equals("float") || kind.equals("double"));
+      throw new UnsupportedOperationException(n + " values do not fit one Java array: use "
+          + (numbers ? accessor(kind).replace("()", "(first, count)") : "buffer(offset, length)"));
     }
     return java.lang.reflect.Array.newInstance(primitiveClass(kind), (int) n);
   }
@@ -426,6 +492,12 @@ public final class Tensor implements AutoCloseable {
           + (layout.equals("quantized") ? " or dequantize() it" : ""));
     }
   }
+
+  /** The data types, as modelzip names them. */
+  private static final java.util.List<String> DTYPES = java.util.List.of("bool", "int8", "uint8",
+      "int16", "uint16", "int32", "uint32", "int64", "uint64", "float16", "bfloat16",
+      "float8_e4m3fn", "float8_e5m2", "float32", "float64", "complex64", "complex128",
+      "float8_e8m0fnu", "float4_e2m1fn_x2", "string");
 
   /** The Java element type a dtype is read into, or null (unknown type). */
   static String arrayKind(String dtype) {
@@ -450,7 +522,7 @@ public final class Tensor implements AutoCloseable {
   static String floatKind(String dtype) {
     switch (dtype) {
       case "float16": case "bfloat16": case "float8_e4m3fn": case "float8_e5m2":
-      case "float32": case "complex64":
+      case "float8_e8m0fnu": case "float4_e2m1fn_x2": case "float32": case "complex64":
         return "float";
       case "float64": case "complex128":
         return "double";
@@ -482,6 +554,16 @@ public final class Tensor implements AutoCloseable {
 
   NativeHandle handle() {
     return handle;
+  }
+
+  /**
+   * This tensor, named in the errors of its use after {@link #close()} as
+   * {@code what} of {@code archive} (tag {@code tag}; null: the newest).
+   */
+  Tensor readFrom(String archive, String what, String tag) {
+    handle.describe(Utf8.printable(what + " " + dtype + Arrays.toString(shape) + " of '" + archive
+        + "'" + (tag != null ? " tag '" + tag + "'" : "")));
+    return this;
   }
 
   /**

@@ -34,4 +34,31 @@ final class Utf8 {
     }
     return text.getBytes(StandardCharsets.UTF_8);
   }
+
+  /**
+   * {@code text} as the library's error messages show it: C0 control
+   * characters, DEL and C1 control characters escaped (a carriage return as
+   * backslash-r, ESC as backslash-x1b, U+0085 as backslash-u0085), everything
+   * else unchanged (the C++ detail::printable).
+   */
+  static String printable(String text) {
+    StringBuilder out = new StringBuilder(text.length());
+    for (int i = 0; i < text.length(); i++) {
+      char c = text.charAt(i);
+      if (c >= 0x80 && c < 0xA0) {
+        out.append(String.format("\\u%04x", (int) c));
+      } else if (c >= 0x20 && c != 0x7F) {
+        out.append(c);
+      } else if (c == '\n') {
+        out.append("\\n");
+      } else if (c == '\t') {
+        out.append("\\t");
+      } else if (c == '\r') {
+        out.append("\\r");
+      } else {
+        out.append(String.format("\\x%02x", (int) c));
+      }
+    }
+    return out.toString();
+  }
 }

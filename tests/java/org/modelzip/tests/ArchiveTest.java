@@ -169,11 +169,51 @@ public class ArchiveTest {
     assertThrows(IllegalStateException.class, () -> archive.tensor("w", null));
     assertArrayEquals(new float[] {1}, t.toFloatArray(), 0f);  // the tensor outlives the archive
     t.close();
-    assertThrows(IllegalStateException.class, t::toFloatArray);
+    // A tensor read from an archive is named in the errors of its use.
+    assertEquals("tensor 'w' float32[1] of '" + scratch.archive() + "' is closed",
+        assertThrows(IllegalStateException.class, t::toFloatArray).getMessage());
     assertThrows(IllegalStateException.class, t::buffer);
-    assertThrows(IllegalStateException.class,
-        () -> Archive.save(scratch.archive(), "v2", tensors("w", t)));
+    try (Archive again = Archive.open(scratch.archive())) {
+      Tensor loaded = again.load("V").get("w");
+      loaded.close();
+      assertEquals("tensor 'w' float32[1] of '" + scratch.archive() + "' tag 'V' is closed",
+          assertThrows(IllegalStateException.class, loaded::toFloatArray).getMessage());
+    }
+    Tensor made = Tensor.of(new float[] {1});
+    made.close();
+    assertEquals("tensor float32[1] is closed",
+        assertThrows(IllegalStateException.class, made::toFloatArray).getMessage());
+    // Among many tensors, the error says which one, in which save.
+    Map<String, Tensor> many = new LinkedHashMap<>();
+    many.put("a", Tensor.of(new float[] {1}));
+    many.put("w", t);
+    IllegalStateException closed = assertThrows(IllegalStateException.class,
+        () -> Archive.save(scratch.archive(), "v2", many));
+    assertEquals(scratch.archive() + ": tag 'v2': parameter 'w': tensor 'w' float32[1] of '"
+        + scratch.archive() + "' is closed", closed.getMessage());
+    // Printable, as the library's messages: control characters escaped.
+    Map<String, Tensor> oddName = Map.of("w\r\u0085", made);
+    assertEquals(
+        scratch.archive() + ": tag 'v\\x1b': parameter 'w\\r\\u0085': tensor float32[1] is closed",
+        assertThrows(IllegalStateException.class,
+            () -> Archive.save(scratch.archive(), "v\u001b", oddName)).getMessage());
+    many.put("w", null);
+    NullPointerException missing = assertThrows(NullPointerException.class,
+        () -> Archive.save(scratch.archive(), "v2", many));
+    assertEquals(scratch.archive() + ": tag 'v2': parameter 'w': the tensor is null",
+        missing.getMessage());
     assertEquals("float32", t.dtype());  // plain values stay readable
+    try (Archive reopened = Archive.open(scratch.archive())) {
+      assertEquals(List.of("v"), reopened.tags());
+    }
+  }
+
+  @Test
+  public void anUnknownDataTypeIsNamedAsSuch() {
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> Tensor.of("fp32", new float[] {1}, null));
+    assertTrue(e.getMessage(), e.getMessage().startsWith("unknown data type \"fp32\" (the types: bool, "));
+    assertTrue(e.getMessage(), e.getMessage().contains("float4_e2m1fn_x2, string)"));
   }
 
   @Test

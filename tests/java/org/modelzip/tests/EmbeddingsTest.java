@@ -76,6 +76,13 @@ public class EmbeddingsTest {
         assertEquals(SIMILARITY, cause.archive());
         assertEquals(missing.getMessage(), cause.getMessage());
       }
+      // Messages are printable, as the library's are: a control character
+      // of the word is escaped (docs/java.md, Errors).
+      NoSuchElementException escaped =
+          assertThrows(NoSuchElementException.class, () -> e.vector("Not\rA\u001aWord"));
+      assertEquals(SIMILARITY + ": no embedding for 'Not\\rA\\x1aWord'", escaped.getMessage());
+      assertEquals("no embedding for 'Not\\rA\\x1aWord'",
+          ((ModelzipException) escaped.getCause()).bareMessage());
     }
   }
 
@@ -101,7 +108,10 @@ public class EmbeddingsTest {
       assertEquals(path + ": parameter 'words': no embedding for 'NotAWordAtAll'",
           missing.getMessage());
       assertEquals(path, ((ModelzipException) missing.getCause()).archive());
+      assertEquals("Embeddings(" + path + ":words)", stored.toString());
+      assertEquals("Embeddings(" + SIMILARITY + ")", file.toString());
       stored.close();
+      assertEquals("Embeddings(" + path + ":words)", stored.toString());  // also when closed
       assertThrows(IllegalStateException.class, () -> stored.vector("Berlin"));
     }
   }

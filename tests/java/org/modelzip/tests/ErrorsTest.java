@@ -1,5 +1,6 @@
 package org.modelzip.tests;
 
+import static org.junit.Assert.assertArrayEquals;
 import static org.junit.Assert.assertEquals;
 import static org.junit.Assert.assertFalse;
 import static org.junit.Assert.assertNotEquals;
@@ -22,6 +23,7 @@ import java.util.zip.ZipOutputStream;
 import org.junit.Before;
 import org.junit.Rule;
 import org.junit.Test;
+import org.junit.function.ThrowingRunnable;
 import org.modelzip.Archive;
 import org.modelzip.ModelzipException;
 import org.modelzip.Tensor;
@@ -74,6 +76,47 @@ public class ErrorsTest {
       assertTrue(e.getMessage(), e.getMessage().contains("v9"));
       notFound(assertThrows(NoSuchElementException.class, () -> archive.load("v9")));
       notFound(assertThrows(NoSuchElementException.class, () -> archive.tensor("w", "v9")));
+    }
+  }
+
+  @Test
+  public void copiedReadsCheckTheCrcThatZeroCopyViewsDoNotCheck() throws Exception {
+    String file = scratch.file("flipped.zip");
+    float[] values = {1.5f, 2.5f, 3.5f, 4.5f};
+    Archive.save(file, "v", Map.of("w", Tensor.of(values)));
+    // One bit of the stored values flipped: 4.5 (0x40900000) becomes 0x40900001.
+    byte[] bytes = Files.readAllBytes(Paths.get(file));
+    java.nio.ByteBuffer pattern = java.nio.ByteBuffer.allocate(16)
+        .order(java.nio.ByteOrder.LITTLE_ENDIAN);
+    for (float v : values) pattern.putFloat(v);
+    int at = -1;
+    for (int i = 0; i + 16 <= bytes.length && at < 0; i++) {
+      if (java.util.Arrays.equals(bytes, i, i + 16, pattern.array(), 0, 16)) at = i;
+    }
+    assertTrue("the values are stored as they are", at >= 0);
+    bytes[at + 12] ^= 1;
+    Files.write(Paths.get(file), bytes);
+    try (Archive archive = Archive.open(file)) {
+      // The zero-copy view reads the bytes as they are (no CRC at open).
+      assertNotEquals(4.5f, archive.tensor("w", null).toFloatArray()[3], 0f);
+      for (ThrowingRunnable copy : List.<ThrowingRunnable>of(
+               () -> archive.tensor("w", null, true), () -> archive.load("v", true))) {
+        ModelzipException e = assertThrows(ModelzipException.class, copy);
+        assertEquals(ModelzipException.Code.CORRUPT, e.code());
+        assertEquals(file, e.archive());
+        assertEquals("v/params/0.fb", e.entry());
+        assertTrue(e.getMessage(), e.getMessage().contains("CRC"));
+      }
+      assertTrue(archive.verify().toString(),
+          archive.verify().stream().anyMatch(p -> p.startsWith("v/params/0.fb: ")));
+    }
+    // An intact entry read as a copy: the same values, not mapped.
+    Archive.save(scratch.archive(), "v2", Map.of("w", Tensor.of(values)));
+    try (Archive archive = Archive.open(scratch.archive())) {
+      Tensor copied = archive.tensor("w", "v2", true);
+      assertFalse(copied.isMapped());
+      assertArrayEquals(values, copied.toFloatArray(), 0f);
+      assertFalse(archive.load("v2", true).get("w").isMapped());
     }
   }
 

@@ -5,7 +5,9 @@ import static org.junit.Assert.assertEquals;
 import static org.junit.Assert.assertThrows;
 import static org.junit.Assert.assertTrue;
 
+import java.util.Arrays;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import org.junit.Rule;
 import org.junit.Test;
@@ -87,8 +89,104 @@ public class FloatValuesTest {
     }
   }
 
+  /** float8_e8m0fnu by definition: the byte e is 2^(e - 127), 0xFF NaN. */
+  static double e8m0Definition(int bits) {
+    return bits == 0xFF ? Double.NaN : Math.scalb(1.0, bits - 127);
+  }
+
+  /**
+   * One FP4 E2M1 value (the low 4 bits of {@code nibble}) by definition:
+   * sign bit 3, 2 exponent bits with bias 1 (0: subnormal, m * 2^-1), 1
+   * mantissa bit; no infinity, no NaN.
+   */
+  static double e2m1Definition(int nibble) {
+    int exponent = (nibble >>> 1) & 3;
+    int mantissa = nibble & 1;
+    double sign = (nibble & 8) != 0 ? -1.0 : 1.0;
+    if (exponent == 0) return sign * Math.scalb((double) mantissa, -1);
+    return sign * Math.scalb(1.0 + Math.scalb((double) mantissa, -1), exponent - 1);
+  }
+
+  /** The values of float4_e2m1fn_x2 bytes by definition: two each, the low nibble's first. */
+  static double[] fp4Pairs(byte[] bits) {
+    double[] values = new double[2 * bits.length];
+    for (int i = 0; i < bits.length; i++) {
+      values[2 * i] = e2m1Definition(bits[i] & 0xF);
+      values[2 * i + 1] = e2m1Definition((bits[i] >>> 4) & 0xF);
+    }
+    return values;
+  }
+
+  @Test
+  public void everyMxPatternDecodesExactly() {
+    byte[] bits = new byte[256];
+    double[] e8m0 = new double[256];
+    for (int i = 0; i < 256; i++) {
+      bits[i] = (byte) i;
+      e8m0[i] = e8m0Definition(i);
+    }
+    try (Tensor t = Tensor.of("float8_e8m0fnu", bits, new long[] {16, 16})) {
+      Values.checkNumbers("float8_e8m0fnu", e8m0, t);
+      assertArrayEquals(bits, t.toByteArray());
+    }
+    // Every pair, five times over: 2560 values, past the glue's chunks.
+    byte[] pairs = new byte[5 * 256];
+    for (int i = 0; i < pairs.length; i++) pairs[i] = (byte) i;
+    try (Tensor t = Tensor.of("float4_e2m1fn_x2", pairs, new long[] {5, 256})) {
+      assertEquals(5 * 256, t.numel());
+      Values.checkNumbers("float4_e2m1fn_x2", fp4Pairs(pairs), t);
+      assertArrayEquals(pairs, t.toByteArray());
+    }
+  }
+
+  @Test
+  public void partsOfTheValuesAreTheSlicesOfTheWhole() {
+    byte[] pairs = new byte[5 * 256];
+    for (int i = 0; i < pairs.length; i++) pairs[i] = (byte) (i * 7);
+    short[] halves = new short[3000];
+    for (int i = 0; i < halves.length; i++) halves[i] = (short) (i * 21);
+    List<Tensor> tensors = List.of(Tensor.of("float4_e2m1fn_x2", pairs, null),
+        Tensor.ofFloat16(halves), Tensor.ofComplex64(new float[] {1, -2, 3.5f, Float.NaN}),
+        Tensor.of(new double[] {0.1, 0.2, 0.3}), Tensor.of(new float[] {1, 2}));
+    for (Tensor t : tensors) {
+      double[] whole = t.toDoubleArray();
+      // Odd starts (the high nibble of a pair, an imaginary part), past the glue's chunks.
+      for (int first : new int[] {0, 1, 3, 1001}) {
+        for (int count : new int[] {0, 1, 2, 1500}) {
+          if (first + count > whole.length) continue;
+          String what = t + " from " + first + ", " + count;
+          assertArrayEquals(what, Values.doubleBits(Arrays.copyOfRange(whole, first, first + count)),
+              Values.doubleBits(t.toDoubleArray(first, count)));
+          if (!t.dtype().equals("float64")) {
+            assertArrayEquals(what, Values.floatBits(
+                Arrays.copyOfRange(t.toFloatArray(), first, first + count)),
+                Values.floatBits(t.toFloatArray(first, count)));
+          }
+        }
+      }
+      assertEquals(0, t.toDoubleArray(whole.length, 0).length);
+      assertThrows(IndexOutOfBoundsException.class, () -> t.toDoubleArray(whole.length, 1));
+      assertThrows(IndexOutOfBoundsException.class, () -> t.toDoubleArray(-1, 1));
+      assertThrows(IndexOutOfBoundsException.class, () -> t.toDoubleArray(0, -1));
+      assertThrows(IndexOutOfBoundsException.class, () -> t.toDoubleArray(Long.MAX_VALUE, 1));
+    }
+    assertEquals(2 * pairs.length, tensors.get(0).toFloatArray().length);
+    assertWrongAccessor("toDoubleArray()", () -> tensors.get(3).toFloatArray(0, 1));
+    assertWrongAccessor("toIntArray()", () -> Tensor.of(new int[] {1}).toDoubleArray(0, 1));
+  }
+
   @Test
   public void landmarksOfTheDefinitionsAreWhatTheFormatsSay() {
+    // FORMAT.md section 6's MX values.
+    assertEquals(1.0, e8m0Definition(0x7F), 0.0);
+    assertEquals(2.0, e8m0Definition(0x80), 0.0);
+    assertEquals(Math.scalb(1.0, -127), e8m0Definition(0x00), 0.0);
+    assertEquals(Math.scalb(1.0, 127), e8m0Definition(0xFE), 0.0);
+    assertArrayEquals(new double[] {0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6},
+        java.util.stream.IntStream.range(0, 16).mapToDouble(FloatValuesTest::e2m1Definition)
+            .toArray(), 0.0);
+    assertEquals(Double.doubleToRawLongBits(-0.0), Double.doubleToRawLongBits(e2m1Definition(8)));
+
     // The test's own decoder against values known independently of it.
     assertEquals(Math.scalb(1.0, -24), definition(0x0001, 5, 10, false), 0.0);
     assertEquals(65504.0, definition(0x7BFF, 5, 10, false), 0.0);
@@ -114,6 +212,9 @@ public class FloatValuesTest {
     mine.put("e5", Tensor.ofFloat8E5M2(new byte[] {0x3C, 0x7C, (byte) 0x83}));
     mine.put("empty", Tensor.of("float16", new short[0], new long[] {0, 3}));
     mine.put("scalar", Tensor.of("bfloat16", new short[] {(short) 0xC040}, new long[0]));
+    mine.put("e8m0", Tensor.of("float8_e8m0fnu", new byte[] {0x7F, (byte) 0x80, 0, (byte) 0xFF},
+        new long[] {2, 2}));
+    mine.put("fp4", Tensor.of("float4_e2m1fn_x2", new byte[] {0x21, (byte) 0xF8, 0x7E}, null));
     Archive.save(scratch.archive(), "v", mine);
     try (Archive archive = Archive.open(scratch.archive())) {
       for (Map.Entry<String, Tensor> e : mine.entrySet()) {
@@ -130,6 +231,12 @@ public class FloatValuesTest {
           archive.tensor("e4", "v").toDoubleArray(), 0.0);
       assertEquals(0, archive.tensor("empty", "v").toFloatArray().length);
       assertArrayEquals(new float[] {-3}, archive.tensor("scalar", "v").toFloatArray(), 0f);
+      assertArrayEquals(Values.floatBits(new float[] {1, 2, Math.scalb(1f, -127), Float.NaN}),
+          Values.floatBits(archive.tensor("e8m0", "v").toFloatArray()));
+      // Two values per byte, the low nibble first: 0x21 is 0.5, 1; 0xF8 is -0, -6.
+      assertArrayEquals(Values.doubleBits(new double[] {0.5, 1, -0.0, -6, -4, 6}),
+          Values.doubleBits(archive.tensor("fp4", "v").toDoubleArray()));
+      assertArrayEquals(new long[] {3}, archive.tensor("fp4", "v").shape());
     }
   }
 

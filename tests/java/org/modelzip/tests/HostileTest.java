@@ -16,11 +16,12 @@ import org.junit.Test;
 import org.modelzip.Archive;
 import org.modelzip.Embeddings;
 import org.modelzip.ModelzipException;
+import org.modelzip.Param;
 
 /**
  * The hostile corpus (tests/hostile/corpus/) opened from Java: every row of
- * tests/hostile/expected.tsv with a mode the binding reaches (open, load,
- * verify, fifu) gives the expected ModelzipException, or succeeds where the
+ * tests/hostile/expected.tsv with a mode the binding reaches (open, load:
+ * zero-copy, copied and every optimizer state, verify, fifu) gives the expected ModelzipException, or succeeds where the
  * row says ok; none crashes the JVM.
  */
 public class HostileTest {
@@ -71,6 +72,11 @@ public class HostileTest {
             for (String tag : archive.tags()) {
               archive.params(tag);
               archive.load(tag).values().forEach(t -> t.close());
+              archive.load(tag, true).values().forEach(t -> t.close());
+              // As tests/hostile/corpus_test.cpp: every optimizer state too.
+              for (Param state : archive.updaterStates(tag)) {
+                archive.updaterState(state.name(), state.state(), tag).close();
+              }
             }
           }
           break;

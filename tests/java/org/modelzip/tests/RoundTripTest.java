@@ -12,12 +12,16 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Paths;
 import java.util.Arrays;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.NoSuchElementException;
 import org.junit.Rule;
 import org.junit.Test;
 import org.modelzip.Archive;
+import org.modelzip.ModelzipException;
 import org.modelzip.Param;
+import org.modelzip.SaveOptions;
 import org.modelzip.Tensor;
 
 /**
@@ -159,6 +163,74 @@ public class RoundTripTest {
     // A float8 tensor is made from bytes only.
     assertThrows(IllegalArgumentException.class,
         () -> Tensor.of("float8_e5m2", new short[] {1}, null));
+  }
+
+  @Test
+  public void optimizerStateWrittenByPythonIsReadByVariableAndState() throws Exception {
+    TestSupport.python("updater", scratch.archive(), "epoch-1");
+    Archive.save(scratch.archive(), "plain", Map.of("w", Tensor.of(new float[] {3})));
+    try (Archive archive = Archive.open(scratch.archive())) {
+      List<Param> states = archive.updaterStates("EPOCH-1");
+      assertEquals(2, states.size());
+      assertEquals("w", states.get(0).name());
+      assertEquals("M", states.get(0).state());
+      assertEquals("V", states.get(1).state());
+      assertEquals("float32", states.get(1).dtype());
+      assertArrayEquals(new long[] {2}, states.get(1).shape());
+      assertTrue(states.get(0).toString(), states.get(0).toString().startsWith("w M float32[2]"));
+      assertEquals("", archive.params("epoch-1").get(0).state());  // a parameter has none
+      assertArrayEquals(new float[] {0.25f, -1}, archive.updaterState("w", "M", "epoch-1")
+          .toFloatArray(), 0f);
+      Tensor v = archive.updaterState("w", "V", "epoch-1");
+      assertTrue(v.isMapped());
+      assertArrayEquals(new float[] {0.5f, 4}, v.toFloatArray(), 0f);
+      Tensor copied = archive.updaterState("w", "V", "epoch-1", true);  // CRC-checked copy
+      assertFalse(copied.isMapped());
+      assertArrayEquals(new float[] {0.5f, 4}, copied.toFloatArray(), 0f);
+      copied.close();
+      assertEquals("updater state 'V' of 'w' float32[2] of '" + scratch.archive()
+          + "' tag 'epoch-1' is closed",
+          assertThrows(IllegalStateException.class, copied::toFloatArray).getMessage());
+      assertEquals(List.of(), archive.updaterStates(null));  // "plain" has no updater.txt
+      NoSuchElementException missing = assertThrows(NoSuchElementException.class,
+          () -> archive.updaterState("w", "M", null));
+      assertTrue(missing.getMessage(), missing.getMessage().contains("'plain'"));
+      assertThrows(NoSuchElementException.class, () -> archive.updaterState("w", "X", "epoch-1"));
+      assertThrows(NoSuchElementException.class, () -> archive.updaterStates("nope"));
+    }
+  }
+
+  @Test
+  public void optimizerStateWrittenByJavaIsReadByPythonAndJava() throws Exception {
+    Map<String, Map<String, Tensor>> adam = new LinkedHashMap<>();
+    adam.put("w", new LinkedHashMap<>());
+    adam.get("w").put("M", Tensor.of(new float[] {0.25f, -1}));
+    adam.get("w").put("V", Tensor.of(new float[] {0.5f, 4}));
+    Map<String, Tensor> params = Map.of("w", Tensor.of(new float[] {1, 2}));
+    Archive.save(scratch.archive(), "epoch-1", params, adam, SaveOptions.defaults());
+    TestSupport.python("updater-check", scratch.archive(), "epoch-1");
+    // The next epoch's unchanged state is deduplicated against this one's.
+    Archive.save(scratch.archive(), "epoch-2", params, adam, SaveOptions.defaults().keepLast(5));
+    try (Archive archive = Archive.open(scratch.archive())) {
+      List<Param> states = archive.updaterStates(null);
+      assertEquals(List.of("M", "V"), List.of(states.get(0).state(), states.get(1).state()));
+      assertTrue(states.get(0).toString(), states.get(0).shared());
+      assertEquals("epoch-1", states.get(0).ownerTag());
+      assertArrayEquals(new float[] {0.5f, 4}, archive.updaterState("w", "V", null).toFloatArray(),
+          0f);
+      assertEquals(List.of(), archive.verify());
+    }
+    // Java-side and library errors name the save and the state.
+    adam.get("w").get("M").close();
+    IllegalStateException closed = assertThrows(IllegalStateException.class,
+        () -> Archive.save(scratch.archive(), "epoch-3", params, adam, SaveOptions.defaults()));
+    assertTrue(closed.getMessage(), closed.getMessage().startsWith(
+        scratch.archive() + ": tag 'epoch-3': updater state 'M' of 'w': "));
+    ModelzipException empty = assertThrows(ModelzipException.class,
+        () -> Archive.save(scratch.archive(), "epoch-3", params,
+            Map.of("", Map.of("M", Tensor.of(new float[] {1}))), SaveOptions.defaults()));
+    assertEquals(ModelzipException.Code.INVALID_ARGUMENT, empty.code());
+    assertEquals("epoch-3", empty.tag());
   }
 
   @Test

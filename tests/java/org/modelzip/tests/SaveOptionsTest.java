@@ -146,6 +146,36 @@ public class SaveOptionsTest {
   }
 
   @Test
+  public void aStreamingZipReaderReadsEveryEntryAsZipFileDoes() throws Exception {
+    // java.util.zip.ZipInputStream reads local headers only (no central
+    // directory): it refuses stored entries whose sizes come after the data,
+    // and checks every CRC-32 as it reads.
+    Map<String, Tensor> tensors = new LinkedHashMap<>();
+    tensors.put("w", Tensor.of(new float[] {1, 2, 3, 4}, 2, 2));
+    tensors.put("names", Tensor.of(new String[] {"x", "y"}));
+    Archive.save(scratch.archive(), "stored", tensors);
+    Archive.save(scratch.archive(), "deflated", tensors,
+        SaveOptions.defaults().compress(true).dedup(false));
+    Map<String, byte[]> streamed = new LinkedHashMap<>();
+    try (java.util.zip.ZipInputStream in =
+             new java.util.zip.ZipInputStream(Files.newInputStream(Path.of(scratch.archive())))) {
+      for (ZipEntry e = in.getNextEntry(); e != null; e = in.getNextEntry()) {
+        streamed.put(e.getName(), in.readAllBytes());
+      }
+    }
+    try (ZipFile zip = new ZipFile(scratch.archive())) {
+      List<String> names = new ArrayList<>();
+      for (ZipEntry entry : java.util.Collections.list(zip.entries())) {
+        names.add(entry.getName());
+        assertArrayEquals(entry.getName(), zip.getInputStream(entry).readAllBytes(),
+            streamed.get(entry.getName()));
+      }
+      assertEquals(names, List.copyOf(streamed.keySet()));
+      assertTrue(names.toString(), names.contains("deflated/params/0.fb"));
+    }
+  }
+
+  @Test
   public void dedupOptionDecidesWhetherEqualDataIsShared() {
     Tensor same = Tensor.of(new double[] {1, 2, 3});
     Archive.save(scratch.archive(), "a", Map.of("x", same));

@@ -24,7 +24,7 @@ final class Values {
 
   static final List<String> DTYPES = List.of("bool", "int8", "uint8", "int16", "uint16", "int32",
       "uint32", "int64", "uint64", "float16", "bfloat16", "float32", "float64", "float8_e4m3fn",
-      "float8_e5m2", "complex64", "complex128", "string");
+      "float8_e5m2", "complex64", "complex128", "float8_e8m0fnu", "float4_e2m1fn_x2", "string");
   static final long[] SHAPE = {3, 4};
   static final long[] STRING_SHAPE = {2, 2};
   static final String[] STRINGS = {"", "a", "\u03b2eta", "\u65e5\u672c\u8a9e \ud83d\ude42"};
@@ -52,6 +52,27 @@ final class Values {
   static final double[] E5M2_VALUES = {0.0, -0.0, Math.scalb(1.0, -16), Math.scalb(3.0, -16),
       Math.scalb(1.0, -14), 1.0, 1.25, -3.0, 57344.0, Double.POSITIVE_INFINITY,
       Double.NEGATIVE_INFINITY, Double.NaN};
+
+  /**
+   * float8_e8m0fnu (the byte e is 2^(e - 127); no sign, no zero): the
+   * smallest 2^-127 and 2^-126, 0.5, 1, 2, 4, 2^17, 2^-15, 2^126, the
+   * largest 2^127, NaN (0xFF), 2^-63.
+   */
+  static final int[] E8M0_BITS = {0x00, 0x01, 0x7E, 0x7F, 0x80, 0x81, 0x90, 0x70, 0xFD, 0xFE,
+      0xFF, 0x40};
+  static final double[] E8M0_VALUES = {Math.scalb(1.0, -127), Math.scalb(1.0, -126), 0.5, 1.0,
+      2.0, 4.0, Math.scalb(1.0, 17), Math.scalb(1.0, -15), Math.scalb(1.0, 126),
+      Math.scalb(1.0, 127), Double.NaN, Math.scalb(1.0, -63)};
+  /**
+   * float4_e2m1fn_x2: twelve bytes of two FP4 E2M1 values each, the low
+   * nibble first (sign bit 3, 2 exponent bits with bias 1, 1 mantissa bit):
+   * the eight magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negations
+   * (0x8 is -0), then mixed pairs.
+   */
+  static final int[] FP4_BITS = {0x10, 0x32, 0x54, 0x76, 0x98, 0xBA, 0xDC, 0xFE, 0x07, 0x8F,
+      0x3A, 0xE1};
+  static final double[] FP4_VALUES = {0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3,
+      -4, -6, 6, 0, -6, -0.0, -1, 1.5, 0.5, -4};
 
   /** Half-precision bits of a float that float16 holds exactly (normal or zero). */
   static short float16Bits(float value) {
@@ -109,8 +130,10 @@ final class Values {
         for (int i = 0; i < N; i++) v[i] = i / 3.0 - 1.0;
         return v;
       }
-      case "float8_e4m3fn": case "float8_e5m2": {
-        int[] bits = dtype.equals("float8_e4m3fn") ? E4M3FN_BITS : E5M2_BITS;
+      case "float8_e4m3fn": case "float8_e5m2": case "float8_e8m0fnu": case "float4_e2m1fn_x2": {
+        int[] bits = dtype.equals("float8_e4m3fn") ? E4M3FN_BITS
+            : dtype.equals("float8_e5m2") ? E5M2_BITS
+            : dtype.equals("float8_e8m0fnu") ? E8M0_BITS : FP4_BITS;
         byte[] v = new byte[N];
         for (int i = 0; i < N; i++) v[i] = (byte) bits[i];
         return v;
@@ -160,6 +183,8 @@ final class Values {
       }
       case "float8_e4m3fn": return E4M3FN_VALUES.clone();
       case "float8_e5m2": return E5M2_VALUES.clone();
+      case "float8_e8m0fnu": return E8M0_VALUES.clone();
+      case "float4_e2m1fn_x2": return FP4_VALUES.clone();  // two per element
       case "float32": case "complex64": {
         float[] f = (float[]) expected(dtype);
         double[] v = new double[f.length];
@@ -234,7 +259,9 @@ final class Values {
   /** The Java element type of a dtype (written independently of Tensor's table). */
   static String kind(String dtype) {
     if (dtype.equals("bool")) return "boolean";
-    if (dtype.endsWith("int8") || dtype.startsWith("float8_")) return "byte";
+    if (dtype.endsWith("int8") || dtype.startsWith("float8_") || dtype.startsWith("float4_")) {
+      return "byte";
+    }
     if (dtype.endsWith("16")) return "short";
     if (dtype.endsWith("int32")) return "int";
     if (dtype.endsWith("int64")) return "long";
