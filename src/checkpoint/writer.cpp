@@ -755,7 +755,10 @@ class Writer::Impl {
   Stats last_stats;                       // of the last commit
   // The archive as parsed by open(), with the identity the file had then:
   // commit() reuses it if the file is still the same, instead of parsing it
-  // again (it keeps the file mapped until then).
+  // again (it keeps the file mapped until then). Kept only when no append
+  // journal was there: while one is, open() reads the previous archive (the
+  // journal's), and the removal that commits the append leaves the file's
+  // identity as it was.
   struct Snapshot {
     Archive archive;
     io::FileIdentity identity;
@@ -765,11 +768,16 @@ class Writer::Impl {
   void refresh() {
     current_tags.clear();
     snapshot.reset();
+    auto no_append = [&] {
+      return io::read_append_journal(path).kind == io::JournalState::Kind::absent;
+    };
+    const bool quiet = no_append();
     const std::optional<io::FileIdentity> before = io::identity_of(path);
     if (!before) return;
     Archive archive = Archive::open(path);
     current_tags = archive.tags();
-    if (io::identity_of(path) == before) snapshot.emplace(Snapshot{std::move(archive), *before});
+    if (quiet && io::identity_of(path) == before && no_append())
+      snapshot.emplace(Snapshot{std::move(archive), *before});
   }
 
   // The archive as it is now (under the lock), or nullopt if there is none.

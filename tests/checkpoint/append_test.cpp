@@ -237,6 +237,32 @@ TEST_CASE("A complete append whose journal remained is rolled back: the removal 
   CHECK(Archive::open(path).tags() == std::vector<std::string>{"v1", "v3"});
 }
 
+TEST_CASE("A writer opened while another's append completes commits on the completed archive") {
+  // Writer B opens while A's append is between writing its new tail and
+  // removing its journal: B reads the previous archive (the journal's), and
+  // removing the journal commits A's tag without changing the archive file's
+  // size or times. B's commit must see A's tag, not reuse what it read at
+  // open (it lost the tag: 1 run in 5 of 8 processes saving at once).
+  TempDir dir;
+  auto path = dir / "m.zip";
+  Tensor t = Tensor::dense(DType::int8, {3}, Bytes::copy_of(std::string("abc")));
+  add(path, "base", tag_with(t));
+  const std::string before = io_bytes(path);
+  const std::size_t tail = tags_header_offset(before);
+  add(path, "a", tag_with(t, "z"));  // A's append, written in full
+  io::write_append_journal(
+      path, {7, tail, before.size(), Bytes::copy_of(std::string_view(before).substr(tail))}, true);
+  Writer b = Writer::open(path);
+  CHECK(b.tags() == std::vector<std::string>{"base"});  // the journal's archive
+  fs::remove(io::append_journal_path(path));           // A commits
+  b.add_tag("b", tag_with(t, "q"));
+  b.commit();
+  Archive after = Archive::open(path);
+  CHECK(after.tags() == std::vector<std::string>{"base", "a", "b"});
+  CHECK(after.tensor("z", "a") == t);
+  CHECK(after.verify().empty());
+}
+
 TEST_CASE("A valid journal whose tail starts past the end of the file belongs to no archive") {
   // FORMAT.md sections 8.2 and 8.3: readers and writers both stop with an
   // error naming the journal; neither reads the file as if there were none.
