@@ -338,6 +338,8 @@ Archive Archive::Impl::open_url(const std::string& url, const OpenOptions& optio
 }
 
 Archive Archive::open(const std::filesystem::path& path, const OpenOptions& options) {
+  if (path.empty())
+    throw Error(ErrorCode::invalid_argument, "the archive path is empty: name the archive file");
   // Remote archives have no journal: the server's object is complete or the
   // open fails (remote/remote_source.hpp).
   if (remote::is_url(path.native()))

@@ -132,3 +132,11 @@ TEST_CASE("Dedup compares whole blob entries: equal tensors under another header
   CHECK(w.last_stats().blobs_deduplicated == 1);
   CHECK(Archive::open(path).param("w", "t3").owner_tag == "t2");
 }
+
+TEST_CASE("An empty archive path is refused by name, as Writer::open refuses it") {
+  // Archive::open("") said only "cannot open: No such file or directory".
+  CHECK_ERROR(Archive::open(""), ErrorCode::invalid_argument,
+              "the archive path is empty: name the archive file");
+  CHECK_ERROR(Writer::open(""), ErrorCode::invalid_argument,
+              "the archive path is empty: name the archive file");
+}
