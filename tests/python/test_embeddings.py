@@ -233,3 +233,29 @@ def test_save_refuses_words_word2vec_and_text_cannot_hold(tmp_path):
         assert not (tmp_path / name).exists()
     emb.save(tmp_path / "a.fifu")
     assert modelzip.Embeddings.open(tmp_path / "a.fifu").words == ["Berlin", "New York"]
+
+
+@pytest.mark.parametrize("fmt,name", [("text", "e.txt"), ("textdims", "e.vec"),
+                                      ("word2vec", "e.bin")])
+def test_save_writes_the_vectors_export_writes(finalfusion_dir, tmp_path, fmt, name):
+    # save() wrote the stored unit rows while `modelzip export` of the same embeddings wrote
+    # the original vectors (rows times norms): one file, two different sets of vectors.
+    import os
+    import subprocess
+    emb = modelzip.Embeddings.load(finalfusion_dir / "similarity.bin", "word2vec")
+    assert emb.norms is not None
+    emb.save(tmp_path / ("py-" + name), fmt)
+    modelzip.save(tmp_path / "a.zip", "v1", {"words": emb})
+    subprocess.run([os.environ["MODELZIP_CLI"], "export", str(tmp_path / "a.zip"), "words",
+                    str(tmp_path / ("cli-" + name))], check=True, capture_output=True)
+    assert (tmp_path / ("py-" + name)).read_bytes() == (tmp_path / ("cli-" + name)).read_bytes()
+    back = modelzip.Embeddings.load(tmp_path / ("py-" + name), fmt, normalize=False)
+    np.testing.assert_allclose(back.matrix, emb.matrix * emb.norms[:, None], rtol=1e-6)
+    assert abs(np.linalg.norm(back.matrix[0]) - emb.norms[0]) < 1e-4 * emb.norms[0]
+    # unnormalize=False: the stored unit rows, as export --normalized writes them.
+    emb.save(tmp_path / ("unit-" + name), fmt, unnormalize=False)
+    subprocess.run([os.environ["MODELZIP_CLI"], "export", str(tmp_path / "a.zip"), "words",
+                    str(tmp_path / ("cli-unit-" + name)), "--normalized"], check=True,
+                   capture_output=True)
+    assert (tmp_path / ("unit-" + name)).read_bytes() == \
+        (tmp_path / ("cli-unit-" + name)).read_bytes()

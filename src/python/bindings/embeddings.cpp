@@ -162,10 +162,13 @@ lossy: the same as utf8="lossy".)")
             finalfusion::store(p, e, f, unnormalize);
           },
           py::arg("path"), py::arg("format") = "finalfusion", py::kw_only(),
-          py::arg("unnormalize") = false,
+          py::arg("unnormalize") = true,
           R"(Writes the embeddings to `path` (through a temporary file renamed over it)
-in `format` (any of load()'s but "fasttext"). Text formats hold the word
-rows only; unnormalize=True multiplies them by their norms first. word2vec
+in `format` (any of load()'s but "fasttext"). Text and word2vec formats hold
+the word rows only, as the original vectors (each row times its norm, as
+`modelzip export` writes them and the reference tools' files hold them);
+unnormalize=False writes the rows as stored (unit rows when normalized,
+export --normalized). A finalfusion file keeps rows and norms as stored. word2vec
 and text files end a word at whitespace: a word they cannot hold (a phrase,
 "") raises InvalidArgumentError naming it, and nothing is written.)")
       .def(

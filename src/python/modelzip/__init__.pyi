@@ -525,11 +525,13 @@ class Embeddings:
     def from_matrix(words: list[str], matrix: Any, norms: Optional[list[float]] = None) -> Embeddings:
         """Embeddings of ``words`` (simple vocabulary), one row of ``matrix`` each; optional norms."""
     def save(self, path: PathLike, format: str = "finalfusion", *,
-             unnormalize: bool = False) -> None:
+             unnormalize: bool = True) -> None:
         """Writes the embeddings in ``format`` (any of load()'s but "fasttext") via a temp file.
 
-        Text formats hold the word rows only; unnormalize=True multiplies them
-        by their norms first. word2vec and text files end a word at whitespace:
+        Text and word2vec formats hold the word rows only, as the original
+        vectors (rows times their norms, as ``modelzip export`` writes them);
+        unnormalize=False writes the rows as stored (unit rows when normalized,
+        ``export --normalized``). A finalfusion file keeps rows and norms. word2vec and text files end a word at whitespace:
         a word they cannot hold (a phrase, "") raises InvalidArgumentError
         naming it, and nothing is written.
         """
