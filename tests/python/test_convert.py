@@ -110,6 +110,9 @@ def test_import_keeps_safetensors_metadata_for_export(tmp_path, archive_path):
     modelzip.export_tensor_file(archive_path, tmp_path / "out.safetensors")
     tensors, meta = modelzip.read_tensor_file(tmp_path / "out.safetensors")
     assert meta == {"format": "pt", "source": "b"} and list(tensors) == ["b", "w"]
+    # Readable without an export (modelzip info shows it too); {} for a tag that keeps none.
+    assert modelzip.imported_metadata(archive_path) == {"format": "pt", "source": "b"}
+    assert modelzip.imported_metadata(archive_path, "t") == {"format": "pt", "source": "b"}
     modelzip.export_tensor_file(archive_path, tmp_path / "out2.safetensors",
                                 metadata={"source": "mine", "extra": "1"})
     _, meta = modelzip.read_tensor_file(tmp_path / "out2.safetensors")
@@ -120,6 +123,10 @@ def test_import_keeps_safetensors_metadata_for_export(tmp_path, archive_path):
         modelzip.import_tensor_files(archive_path, "u", [tmp_path / "a.safetensors",
                                                          tmp_path / "c.safetensors"])
     assert modelzip.open(archive_path).tags == ["t"]
+    modelzip.save(archive_path, "plain", {"x": np.ones(1)})
+    assert modelzip.imported_metadata(archive_path) == {}
+    with pytest.raises(modelzip.NotFoundError):
+        modelzip.imported_metadata(archive_path, "nope")
 
 
 def test_sparse_and_btf(tmp_path):

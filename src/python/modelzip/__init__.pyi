@@ -740,6 +740,12 @@ def import_tensor_files(archive: PathLike, tag: str, paths: list[PathLike], *,
     """
 
 
+def imported_metadata(archive: PathLike, tag: Optional[str] = None) -> dict[str, str]:
+    """The safetensors ``__metadata__`` kept with ``tag`` (None: the newest) of ``archive``.
+
+    Kept by import_tensor_files or ``modelzip import``; export_tensor_file writes
+    it back and ``modelzip info`` shows it. {} when the tag keeps none.
+    """
 def export_tensor_file(archive: PathLike, path: PathLike, tag: Optional[str] = None, *,
                        metadata: Optional[Mapping[str, str]] = None) -> None:
     """Writes every tensor parameter of ``tag`` (None: the newest) to the tensor file ``path``.
