@@ -23,7 +23,8 @@ struct EmbeddingsState {
 
   // Lazily computed for similarity queries: 1 / |row| of every word row
   // (0 for zero rows); for quantized storage, of the unscaled
-  // reconstruction.
+  // reconstruction; for dense rows without norms, of the unit row that
+  // queries compare (l2_normalize_any of the row).
   mutable std::once_flag inverse_norms_once;
   mutable std::vector<float> inverse_norms;
   const std::vector<float>& word_inverse_norms() const;

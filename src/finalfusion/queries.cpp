@@ -50,6 +50,24 @@ bool lookup(const EmbeddingsState& s, std::string_view word, float* out, float* 
   return true;
 }
 
+// Whether word rows are compared as the unit vectors import would store
+// for them, computed on the fly: dense rows kept as read (no norms: a
+// finalfusion file of raw rows, an import with --no-normalize). Rows of
+// embeddings with norms are unit vectors already; quantized rows are
+// compared as reconstructed.
+bool normalizes_rows(const EmbeddingsState& s) {
+  return !s.storage.quantized && !s.has_norms;
+}
+
+// The unit vector of `word` (Embeddings::unit_embedding) into out[0..dims).
+bool unit_lookup(const EmbeddingsState& s, std::string_view word, float* out) {
+  if (!lookup(s, word, out, nullptr)) return false;
+  const bool known = s.vocab.word_index(word).has_value();
+  if (known ? !s.has_norms : s.vocab.kind() == VocabKind::floret)
+    detail::l2_normalize_any(out, s.storage.dims());
+  return true;
+}
+
 struct Candidate {
   float similarity;
   std::uint32_t row;
@@ -93,7 +111,17 @@ std::vector<WordSimilarity> top_k(const EmbeddingsState& s, const float* query, 
     return !skip_rows.empty() && std::binary_search(skip_rows.begin(), skip_rows.end(), r);
   };
 
-  if (!s.storage.quantized) {
+  if (normalizes_rows(s)) {
+    // The same bits as the stored unit rows of a normalized import.
+    std::vector<float> unit(d);
+    for (std::size_t r = 0; r < n; ++r) {
+      if (skipped(r)) continue;
+      const float* row = s.storage.dense.row(r);
+      std::copy(row, row + d, unit.begin());
+      detail::l2_normalize_any(unit.data(), d);
+      offer(r, detail::dot(q.data(), unit.data(), d) * inverse[r]);
+    }
+  } else if (!s.storage.quantized) {
     for (std::size_t r = 0; r < n; ++r) {
       if (skipped(r)) continue;
       offer(r, detail::dot(q.data(), s.storage.dense.row(r), d) * inverse[r]);
@@ -156,6 +184,11 @@ const std::vector<float>& EmbeddingsState::word_inverse_norms() const {
           const float norm = storage.pq.norms.data()[r];
           sign = norm > 0 ? 1.0f : norm < 0 ? -1.0f : 0.0f;
         }
+      } else if (!has_norms) {
+        // Of the unit row top_k compares (normalizes_rows).
+        std::copy(storage.dense.row(r), storage.dense.row(r) + d, buffer.begin());
+        l2_normalize_any(buffer.data(), d);
+        row = buffer.data();
       } else {
         row = storage.dense.row(r);
       }
@@ -209,9 +242,15 @@ std::optional<float> Embeddings::norm(std::string_view word) const {
   return n;
 }
 
+std::optional<std::vector<float>> Embeddings::unit_embedding(std::string_view word) const {
+  std::vector<float> out(dims());
+  if (!unit_lookup(*state_, word, out.data())) return std::nullopt;
+  return out;
+}
+
 std::optional<std::vector<WordSimilarity>> Embeddings::similar(std::string_view word,
                                                                std::size_t k) const {
-  auto query = embedding(word);
+  auto query = unit_embedding(word);
   if (!query) return std::nullopt;
   const std::string_view skip[1] = {word};
   return top_k(*state_, query->data(), k, skip);
@@ -229,7 +268,7 @@ std::optional<std::vector<WordSimilarity>> Embeddings::analogy(std::string_view 
                                                                std::string_view b,
                                                                std::string_view c,
                                                                std::size_t k) const {
-  auto ea = embedding(a), eb = embedding(b), ec = embedding(c);
+  auto ea = unit_embedding(a), eb = unit_embedding(b), ec = unit_embedding(c);
   if (!ea || !eb || !ec) return std::nullopt;
   std::vector<float> query(dims());
   for (std::size_t i = 0; i < query.size(); ++i) query[i] = (*eb)[i] - (*ea)[i] + (*ec)[i];

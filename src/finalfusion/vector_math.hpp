@@ -66,4 +66,19 @@ inline float l2_normalize(float* a, std::size_t n) noexcept {
   return norm;
 }
 
+// l2_normalize for any finite row: when the float sum of squares overflows
+// or underflows (components beyond about 1e19 or below about 1e-19), the
+// norm is computed in double and the row divided by it. Rows whose float sum
+// of squares is a normal number get exactly l2_normalize's result. Returns
+// the norm (infinite or NaN, the row unchanged, for a non-finite component).
+inline double l2_normalize_any(float* a, std::size_t n) noexcept {
+  if (std::isnormal(dot(a, a, n))) return l2_normalize(a, n);
+  double sum = 0;
+  for (std::size_t i = 0; i < n; ++i) sum += static_cast<double>(a[i]) * a[i];
+  const double norm = std::sqrt(sum);
+  if (norm != 0 && std::isfinite(norm))
+    for (std::size_t i = 0; i < n; ++i) a[i] = static_cast<float>(a[i] / norm);
+  return norm;
+}
+
 }  // namespace modelzip::finalfusion::detail

@@ -206,23 +206,15 @@ std::vector<float> normalize_rows(std::vector<float>& matrix, std::size_t rows, 
   std::vector<float> norms(rows);
   for (std::size_t r = 0; r < rows; ++r) {
     float* row = matrix.data() + r * dims;
-    if (std::isnormal(dot(row, row, dims))) {
-      norms[r] = l2_normalize(row, dims);
-      continue;
-    }
-    // The float sum of squares overflowed, underflowed (tiny components),
-    // met a non-finite component, or the row is zero.
-    if (const std::string problem = unnormalizable(row, dims); !problem.empty())
-      modelzip::detail::fail_corrupt(
-          "row " + std::to_string(r) +
-          (r < words.size() ? " ('" + modelzip::detail::utf8_escape(words[r]) + "')" : "") + ": " +
-          problem + std::string(detail::kKeepRowHint));
-    double sum = 0;
-    for (std::size_t i = 0; i < dims; ++i) sum += static_cast<double>(row[i]) * row[i];
-    const double exact = std::sqrt(sum);
-    if (exact != 0)
-      for (std::size_t i = 0; i < dims; ++i) row[i] = static_cast<float>(row[i] / exact);
-    norms[r] = static_cast<float>(exact);
+    // Only rows whose float sum of squares is not a normal number need the
+    // check (a non-finite component makes it infinite or NaN).
+    if (!std::isnormal(dot(row, row, dims)))
+      if (const std::string problem = unnormalizable(row, dims); !problem.empty())
+        modelzip::detail::fail_corrupt(
+            "row " + std::to_string(r) +
+            (r < words.size() ? " ('" + modelzip::detail::utf8_escape(words[r]) + "')" : "") +
+            ": " + problem + std::string(detail::kKeepRowHint));
+    norms[r] = static_cast<float>(l2_normalize_any(row, dims));
   }
   return norms;
 }
