@@ -1,6 +1,7 @@
 // Lookups and similarity queries on Embeddings.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "finalfusion/embeddings_state.hpp"
 #include "finalfusion/vector_math.hpp"
@@ -113,10 +114,15 @@ std::vector<WordSimilarity> top_k(const EmbeddingsState& s, const float* query, 
 
   if (normalizes_rows(s)) {
     // The same bits as the stored unit rows of a normalized import.
+    const std::vector<float>& divisors = s.row_divisors;
     std::vector<float> unit(d);
     for (std::size_t r = 0; r < n; ++r) {
       if (skipped(r)) continue;
       const float* row = s.storage.dense.row(r);
+      if (!std::isnan(divisors[r])) {
+        offer(r, detail::dot_divided(q.data(), row, divisors[r], d) * inverse[r]);
+        continue;
+      }
       std::copy(row, row + d, unit.begin());
       detail::l2_normalize_any(unit.data(), d);
       offer(r, detail::dot(q.data(), unit.data(), d) * inverse[r]);
@@ -173,6 +179,7 @@ const std::vector<float>& EmbeddingsState::word_inverse_norms() const {
     const std::size_t n = vocab.words_len();
     const std::size_t d = storage.dims();
     inverse_norms.resize(n);
+    if (!storage.quantized && !has_norms) row_divisors.resize(n);
     std::vector<float> buffer(d);
     for (std::size_t r = 0; r < n; ++r) {
       const float* row;
@@ -186,7 +193,11 @@ const std::vector<float>& EmbeddingsState::word_inverse_norms() const {
         }
       } else if (!has_norms) {
         // Of the unit row top_k compares (normalizes_rows).
-        std::copy(storage.dense.row(r), storage.dense.row(r) + d, buffer.begin());
+        const float* raw = storage.dense.row(r);
+        const float squares = dot(raw, raw, d);
+        row_divisors[r] =
+            std::isnormal(squares) ? std::sqrt(squares) : std::numeric_limits<float>::quiet_NaN();
+        std::copy(raw, raw + d, buffer.begin());
         l2_normalize_any(buffer.data(), d);
         row = buffer.data();
       } else {
