@@ -259,3 +259,19 @@ def test_save_writes_the_vectors_export_writes(finalfusion_dir, tmp_path, fmt, n
                    capture_output=True)
     assert (tmp_path / ("unit-" + name)).read_bytes() == \
         (tmp_path / ("cli-unit-" + name)).read_bytes()
+
+
+def test_queries_agree_whether_rows_are_stored_normalized_or_as_read(finalfusion_dir):
+    # analogy combined raw vectors when the rows were kept as read (normalize=False) and unit
+    # vectors otherwise, and ranked differently; similar differed in the last bits.
+    path = finalfusion_dir / "analogy.bin"
+    unit = modelzip.Embeddings.load(path, "word2vec")
+    raw = modelzip.Embeddings.load(path, "word2vec", normalize=False)
+    assert unit.norms is not None and raw.norms is None
+    assert raw.analogy("Berlin", "Deutschland", "Paris", 5) == \
+        unit.analogy("Berlin", "Deutschland", "Paris", 5)
+    assert raw.similar("Berlin", 20) == unit.similar("Berlin", 20)
+    assert raw.unit_embedding("Berlin").tobytes() == unit.unit_embedding("Berlin").tobytes()
+    np.testing.assert_array_equal(unit.unit_embedding("Berlin"), unit["Berlin"])
+    assert abs(np.linalg.norm(raw.unit_embedding("Paris")) - 1) < 1e-6
+    assert raw.unit_embedding("no-such-word") is None

@@ -240,6 +240,17 @@ and text files end a word at whitespace: a word they cannot hold (a phrase,
           "The word's vector (a new float32 array), from subwords for unknown words; "
           "None when there is none.")
       .def(
+          "unit_embedding",
+          [](const Embeddings& e, std::string_view word) -> py::object {
+            auto v = e.unit_embedding(word);
+            return v ? py::object(to_numpy(*v)) : py::none();
+          },
+          py::arg("word"),
+          "The word's unit vector, as similar() and analogy() compare it and `modelzip "
+          "embed` prints it (a new float32 array): the same bits whether the vectors are "
+          "stored as unit rows with norms or as read (normalize=False); None when there "
+          "is none.")
+      .def(
           "__getitem__",
           [](const Embeddings& e, std::string_view word) {
             auto v = e.embedding(word);

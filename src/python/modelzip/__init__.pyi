@@ -570,6 +570,12 @@ class Embeddings:
         """The row of a known word, or None."""
     def embedding(self, word: str) -> Optional[np.ndarray]:
         """The word's vector (a new float32 array), from subwords for unknown words; or None."""
+    def unit_embedding(self, word: str) -> Optional[np.ndarray]:
+        """The word's unit vector as similar()/analogy() compare it and ``modelzip embed`` prints it.
+
+        The same bits whether the vectors are stored as unit rows with norms or
+        as read (normalize=False); None when the word has no embedding.
+        """
     def __getitem__(self, word: str) -> np.ndarray:
         """The word's vector; raises KeyError when it has none."""
     def __contains__(self, word: str) -> bool:
