@@ -21,7 +21,7 @@ int run(const std::vector<std::string>& argv) {
   int missing = 0;
   if (json) std::cout << "{";
   for (std::size_t i = 0; i < words.size(); ++i) {
-    auto v = emb.embedding(words[i]);
+    auto v = emb.unit_embedding(words[i]);
     if (json) {
       std::cout << (i ? ",\n " : "") << json_string(words[i]) << ": ";
       if (!v) {
@@ -53,10 +53,14 @@ int run(const std::vector<std::string>& argv) {
 extern const Command kEmbedCommand{
     "embed", "Print the embeddings of words (unknown words through their subwords)",
     "modelzip embed (ARCHIVE PARAM | FILE) WORD... [--tag T] [--format F] [--utf8 P] [--json]",
-    "Known words get their row; unknown words the normalized sum of their subword\n"
-    "n-gram rows when the vocabulary has subwords. Text output: one line per word,\n"
-    "the word then its components; exit status 1 if a word has no "
-    "embedding.\n" MODELZIP_EMBEDDING_SOURCE_HELP "Options:\n" MODELZIP_EMBEDDING_SOURCE_OPTIONS
+    "Prints unit vectors (the directions similar and analogy compare; export writes\n"
+    "the original vectors): a known word's row normalized as import normalizes it,\n"
+    "so the same vectors print the same from a .fifu, a word2vec or text file and an\n"
+    "archive (imported with or without --no-normalize); unknown words the normalized\n"
+    "sum of their subword n-gram rows (floret: their mean) when the vocabulary has\n"
+    "subwords. Text output: one line per word, the word then its components; exit\n"
+    "status 1 if a word has no embedding.\n" MODELZIP_EMBEDDING_SOURCE_HELP
+    "Options:\n" MODELZIP_EMBEDDING_SOURCE_OPTIONS
     "  --json      an object: word -> list of floats, or null when there is none\n"
     "\nExamples:\n  modelzip embed model.zip words berlin paris\n"
     "  modelzip embed vectors.fifu berlin --json\n",

@@ -24,6 +24,8 @@ int run(const std::vector<std::string>& argv) {
 extern const Command kInfoCommand{
     "info", "Summarize a tag: counts, bytes, metadata, graph, training config, updater",
     "modelzip info ARCHIVE [--tag T] [--json]",
+    "The safetensors __metadata__ that import kept with the tag (export writes it\n"
+    "back) is listed key by key (--json: \"file_metadata\").\n"
     "Options:\n  --tag T   the tag (default: the newest)\n  --json    the summary as JSON\n"
     "\nExample:\n  modelzip info model.zip --tag step-100\n",
     run};

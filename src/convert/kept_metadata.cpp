@@ -1,6 +1,7 @@
 #include "convert/kept_metadata.hpp"
 
 #include "checkpoint/archive_state.hpp"
+#include "core/suggestions.hpp"
 #include "format/tag_metadata.hpp"
 #include "modelzip/error.hpp"
 
@@ -26,8 +27,11 @@ void keep_metadata(NewTag& contents, const StringMap& safetensors) {
 }
 
 StringMap kept_safetensors_metadata(const Archive& archive, std::string_view tag) {
-  const std::string resolved =
-      tag.empty() ? archive.newest_tag() : archive.find_tag(tag).value_or(std::string(tag));
+  if (!tag.empty() && !archive.find_tag(tag))
+    throw Error(ErrorCode::not_found,
+                "no such tag" + modelzip::detail::did_you_mean(tag, archive.tags()),
+                ErrorContext{.archive = archive.name(), .tag = std::string(tag)});
+  const std::string resolved = tag.empty() ? archive.newest_tag() : *archive.find_tag(tag);
   const std::string entry = resolved + "/" + std::string(format::kTagMetadataFile);
   if (!archive.has_entry(entry)) return {};
   const Bytes text = archive.entry(entry, ReadMode::copy);

@@ -27,7 +27,7 @@ void keep_metadata(NewTag& contents, const StringMap& safetensors);
 
 // The safetensors metadata kept with `tag` ("" = the newest) of `archive`;
 // empty when it has none. Throws Error(corrupt) naming the entry and line for
-// a malformed one.
+// a malformed one, Error(not_found) for a tag `archive` does not have.
 StringMap kept_safetensors_metadata(const Archive& archive, std::string_view tag);
 
 }  // namespace modelzip::convert::detail

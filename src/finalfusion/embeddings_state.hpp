@@ -23,9 +23,14 @@ struct EmbeddingsState {
 
   // Lazily computed for similarity queries: 1 / |row| of every word row
   // (0 for zero rows); for quantized storage, of the unscaled
-  // reconstruction.
+  // reconstruction; for dense rows without norms, of the unit row that
+  // queries compare (l2_normalize_any of the row).
   mutable std::once_flag inverse_norms_once;
   mutable std::vector<float> inverse_norms;
+  // With them, for dense rows without norms: what l2_normalize divides each
+  // word row by (its f32 norm), or NaN for a row that l2_normalize_any
+  // normalizes otherwise (zero, tiny, huge or non-finite rows).
+  mutable std::vector<float> row_divisors;
   const std::vector<float>& word_inverse_norms() const;
 };
 

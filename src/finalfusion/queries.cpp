@@ -1,6 +1,7 @@
 // Lookups and similarity queries on Embeddings.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "finalfusion/embeddings_state.hpp"
 #include "finalfusion/vector_math.hpp"
@@ -50,6 +51,24 @@ bool lookup(const EmbeddingsState& s, std::string_view word, float* out, float* 
   return true;
 }
 
+// Whether word rows are compared as the unit vectors import would store
+// for them, computed on the fly: dense rows kept as read (no norms: a
+// finalfusion file of raw rows, an import with --no-normalize). Rows of
+// embeddings with norms are unit vectors already; quantized rows are
+// compared as reconstructed.
+bool normalizes_rows(const EmbeddingsState& s) {
+  return !s.storage.quantized && !s.has_norms;
+}
+
+// The unit vector of `word` (Embeddings::unit_embedding) into out[0..dims).
+bool unit_lookup(const EmbeddingsState& s, std::string_view word, float* out) {
+  if (!lookup(s, word, out, nullptr)) return false;
+  const bool known = s.vocab.word_index(word).has_value();
+  if (known ? !s.has_norms : s.vocab.kind() == VocabKind::floret)
+    detail::l2_normalize_any(out, s.storage.dims());
+  return true;
+}
+
 struct Candidate {
   float similarity;
   std::uint32_t row;
@@ -93,7 +112,22 @@ std::vector<WordSimilarity> top_k(const EmbeddingsState& s, const float* query, 
     return !skip_rows.empty() && std::binary_search(skip_rows.begin(), skip_rows.end(), r);
   };
 
-  if (!s.storage.quantized) {
+  if (normalizes_rows(s)) {
+    // The same bits as the stored unit rows of a normalized import.
+    const std::vector<float>& divisors = s.row_divisors;
+    std::vector<float> unit(d);
+    for (std::size_t r = 0; r < n; ++r) {
+      if (skipped(r)) continue;
+      const float* row = s.storage.dense.row(r);
+      if (!std::isnan(divisors[r])) {
+        offer(r, detail::dot_divided(q.data(), row, divisors[r], d) * inverse[r]);
+        continue;
+      }
+      std::copy(row, row + d, unit.begin());
+      detail::l2_normalize_any(unit.data(), d);
+      offer(r, detail::dot(q.data(), unit.data(), d) * inverse[r]);
+    }
+  } else if (!s.storage.quantized) {
     for (std::size_t r = 0; r < n; ++r) {
       if (skipped(r)) continue;
       offer(r, detail::dot(q.data(), s.storage.dense.row(r), d) * inverse[r]);
@@ -145,6 +179,7 @@ const std::vector<float>& EmbeddingsState::word_inverse_norms() const {
     const std::size_t n = vocab.words_len();
     const std::size_t d = storage.dims();
     inverse_norms.resize(n);
+    if (!storage.quantized && !has_norms) row_divisors.resize(n);
     std::vector<float> buffer(d);
     for (std::size_t r = 0; r < n; ++r) {
       const float* row;
@@ -156,6 +191,15 @@ const std::vector<float>& EmbeddingsState::word_inverse_norms() const {
           const float norm = storage.pq.norms.data()[r];
           sign = norm > 0 ? 1.0f : norm < 0 ? -1.0f : 0.0f;
         }
+      } else if (!has_norms) {
+        // Of the unit row top_k compares (normalizes_rows).
+        const float* raw = storage.dense.row(r);
+        const float squares = dot(raw, raw, d);
+        row_divisors[r] =
+            std::isnormal(squares) ? std::sqrt(squares) : std::numeric_limits<float>::quiet_NaN();
+        std::copy(raw, raw + d, buffer.begin());
+        l2_normalize_any(buffer.data(), d);
+        row = buffer.data();
       } else {
         row = storage.dense.row(r);
       }
@@ -209,9 +253,15 @@ std::optional<float> Embeddings::norm(std::string_view word) const {
   return n;
 }
 
+std::optional<std::vector<float>> Embeddings::unit_embedding(std::string_view word) const {
+  std::vector<float> out(dims());
+  if (!unit_lookup(*state_, word, out.data())) return std::nullopt;
+  return out;
+}
+
 std::optional<std::vector<WordSimilarity>> Embeddings::similar(std::string_view word,
                                                                std::size_t k) const {
-  auto query = embedding(word);
+  auto query = unit_embedding(word);
   if (!query) return std::nullopt;
   const std::string_view skip[1] = {word};
   return top_k(*state_, query->data(), k, skip);
@@ -229,7 +279,7 @@ std::optional<std::vector<WordSimilarity>> Embeddings::analogy(std::string_view 
                                                                std::string_view b,
                                                                std::string_view c,
                                                                std::size_t k) const {
-  auto ea = embedding(a), eb = embedding(b), ec = embedding(c);
+  auto ea = unit_embedding(a), eb = unit_embedding(b), ec = unit_embedding(c);
   if (!ea || !eb || !ec) return std::nullopt;
   std::vector<float> query(dims());
   for (std::size_t i = 0; i < query.size(); ++i) query[i] = (*eb)[i] - (*ea)[i] + (*ec)[i];

@@ -58,6 +58,10 @@ std::string training_config_text(const training::TrainingConfig& config);
 //    "params": {"count", "shared", "compressed", "bytes", "own_bytes",
 //               "dtypes": {dtype: count},
 //               "quantized": {"<storage> <scheme>": count}},
+//    "embeddings": {name: summary_json or {"error"}},
+//    "file_metadata": {"safetensors": {key: value}} (the metadata kept from
+//                     the imported files, <tag>/metadata.toml), {"error"}
+//                     when that entry is malformed, or null (no entry),
 //    "updater": {"count", "variables", "states": [names], "shared", "bytes",
 //                "own_bytes"} or null (no updater.txt),
 //    "graph": {"variables", "kinds": {kind: count}, "ops",

@@ -4,7 +4,10 @@
 #include <optional>
 #include <set>
 
+#include "checkpoint/archive_state.hpp"
+#include "core/printable.hpp"
 #include "core/suggestions.hpp"
+#include "format/tag_metadata.hpp"
 #include "graph/json_writer.hpp"
 #include "graph/render.hpp"
 #include "modelzip/error.hpp"
@@ -64,6 +67,11 @@ struct TagFacts {
     std::string error;
   };
   std::vector<Embedding> embeddings;
+  // <tag>/metadata.toml (FORMAT.md section 3.1): the metadata kept from the
+  // files the tag was imported from; nullopt without the entry. A malformed
+  // entry leaves it empty and says why in file_metadata_error.
+  std::optional<format::TagMetadata> file_metadata;
+  std::string file_metadata_error;
 };
 
 TagFacts gather(const Archive& archive, std::string_view tag) {
@@ -88,6 +96,18 @@ TagFacts gather(const Archive& archive, std::string_view tag) {
       e.error = error.what();
     }
     f.embeddings.push_back(std::move(e));
+  }
+  const std::string metadata_entry = f.tag + "/" + std::string(format::kTagMetadataFile);
+  if (archive.has_entry(metadata_entry)) {
+    f.file_metadata.emplace();
+    try {
+      f.file_metadata =
+          format::parse_tag_metadata(archive.entry(metadata_entry, ReadMode::copy).as_string_view(),
+                                     checkpoint::ArchiveState(archive).limits());
+    } catch (const Error& error) {
+      f.file_metadata_error =
+          error.with_context({.archive = archive.name(), .entry = metadata_entry}).what();
+    }
   }
   if (archive.has_entry(f.tag + "/updater.txt"))
     f.updater = blob_stats(archive.updater_states(f.tag));
@@ -196,7 +216,8 @@ std::string tag_summary_json(const Archive& archive, std::string_view tag) {
   optional("description", m.description);
   w.end_object();
   if (no_tags) {
-    for (const char* section : {"params", "updater", "graph", "training"}) w.key(section).null();
+    for (const char* section : {"params", "file_metadata", "updater", "graph", "training"})
+      w.key(section).null();
     w.end_object();
     return w.take();
   }
@@ -215,6 +236,20 @@ std::string tag_summary_json(const Archive& archive, std::string_view tag) {
     }
   }
   w.end_object();
+  w.key("file_metadata");
+  if (!f.file_metadata) {
+    w.null();
+  } else if (!f.file_metadata_error.empty()) {
+    w.begin_object(true);
+    w.key("error").value(f.file_metadata_error);
+    w.end_object();
+  } else {
+    w.begin_object();
+    w.key("safetensors").begin_object();
+    for (const auto& [key, value] : f.file_metadata->safetensors) w.key(key).value(value);
+    w.end_object();
+    w.end_object();
+  }
   w.key("updater");
   if (f.updater)
     write_blob_stats(w, *f.updater, true);
@@ -301,6 +336,18 @@ std::string tag_summary_text(const Archive& archive, std::string_view tag) {
     line("embedding",
          e.name + ": " +
              (e.summary ? finalfusion::summary_text(*e.summary) : "unreadable: " + e.error));
+  if (f.file_metadata && !f.file_metadata_error.empty()) {
+    line("files", "metadata unreadable: " + f.file_metadata_error);
+  } else if (f.file_metadata && !f.file_metadata->safetensors.empty()) {
+    // One line per key, escaped: a value is any string of a safetensors file.
+    line("files", "safetensors __metadata__ (" +
+                      std::to_string(f.file_metadata->safetensors.size()) +
+                      " keys; export "
+                      "writes it back)");
+    for (const auto& [key, value] : f.file_metadata->safetensors)
+      line("",
+           "  " + modelzip::detail::printable(key) + " = " + modelzip::detail::printable(value));
+  }
   if (f.updater)
     line("updater",
          blob_line(*f.updater) + "; " + std::to_string(f.updater->variables.size()) +

@@ -220,3 +220,39 @@ def test_no_normalize_import_exports_the_file_bit_for_bit(tmp_path, source, out)
     p = run("import", archive, "--tag", "v4", tmp_path / "t.npy", "--no-normalize", check=False)
     assert p.returncode == 2 and p.stderr.decode().startswith(
         "modelzip import: --no-normalize applies to embedding files that are converted\n")
+
+
+@pytest.mark.parametrize("value", ["inf", "-Infinity", "nan", "1e39"])
+def test_a_row_that_cannot_be_normalized_is_refused_by_line_and_column(tmp_path, value):
+    # Imported as "a" with a NaN unit row (inf / inf), silently; export then wrote NaN.
+    text = tmp_path / "v.txt"
+    text.write_text(f"b 1 2 3\na 1 {value} 2\n")
+    archive = tmp_path / "a.zip"
+    p = run("import", archive, "--tag", "v1", text, "--name", "w", check=False)
+    assert p.returncode == 1 and not archive.exists()
+    assert p.stderr.decode().startswith(
+        f"modelzip: {text}: line 2: column 5: component 2 of word 'a' is '{value}', not a "
+        "finite float32")
+    assert "--no-normalize" in p.stderr.decode()
+    # Queried directly: the same error.
+    p = run("similar", text, "b", check=False)
+    assert p.returncode == 1 and "line 2: column 5" in p.stderr.decode()
+    # --no-normalize keeps the row exactly.
+    run("import", archive, "--tag", "v1", text, "--name", "w", "--no-normalize")
+    run("export", archive, "w", tmp_path / "back.txt")
+    back = (tmp_path / "back.txt").read_text().split("\n")[1].split()
+    want = {"inf": np.inf, "-Infinity": -np.inf, "nan": np.nan, "1e39": np.inf}[value]
+    np.testing.assert_equal(float(back[2]), want)
+
+
+def test_huge_and_tiny_rows_are_normalized_and_exported_exactly(tmp_path):
+    # Their squares overflow or underflow float32: "big" became a zero row with an infinite
+    # norm, "tiny" a row with norm 0, and export wrote NaN or zeros.
+    text = tmp_path / "v.txt"
+    text.write_text("big 3e30 4e30\ntiny 3e-30 4e-30\n")
+    archive = tmp_path / "a.zip"
+    run("import", archive, "--tag", "v1", text, "--name", "w")
+    run("export", archive, "w", tmp_path / "back.txt")
+    got = read_text(tmp_path / "back.txt", False)
+    np.testing.assert_allclose(got[b"big"], [3e30, 4e30], rtol=1e-6)
+    np.testing.assert_allclose(got[b"tiny"], [3e-30, 4e-30], rtol=1e-6)

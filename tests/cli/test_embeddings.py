@@ -247,7 +247,8 @@ def test_quantized_rows_reconstruct_as_the_spec_says():
     for r in (0, 7, rows - 1):
         want = np.concatenate([centroids[j, codes[r, j]] for j in range(m)]) * norms[r]
         got = embed_json(data("pq.fifu"), words[r])[words[r]]
-        assert np.allclose(got, want, rtol=1e-6, atol=1e-7), words[r]
+        # embed prints unit vectors; the file has no NdNorms, so it normalizes the row.
+        assert np.allclose(got, want / np.linalg.norm(want), rtol=1e-6, atol=1e-7), words[r]
 
 
 FIFU_FILES = ["embeddings.fifu", "ff_buckets.fifu", "pq.fifu", "quantized.fifu",
@@ -370,3 +371,41 @@ def test_export_refuses_words_the_text_formats_cannot_hold(tmp_path):
         assert p.stderr.decode().startswith(
             f"modelzip: {tmp_path / out}: word 1 'New Yrk' cannot be written to "), p.stderr
     run("export", path, "words", tmp_path / "o.fifu")
+
+
+def test_embedding_queries_print_the_same_from_every_source(tmp_path):
+    # similarity.fifu (rows as trained, no norms), similarity.bin and .txt hold the same
+    # vectors: embed printed the raw rows for the .fifu and an import with --no-normalize,
+    # unit rows for the word2vec and text files and a normalized import; similar differed
+    # in the last digits and analogy in its ranking between the two kinds.
+    archive = tmp_path / "a.zip"
+    run("import", archive, "--tag", "raw", data("similarity.bin"), "--name", "w",
+        "--no-normalize")
+    run("import", archive, "--tag", "norm", data("similarity.txt"), "--name", "w")
+    run("import", archive, "--tag", "fifu", data("similarity.fifu"), "--name", "w")
+    words = read_words_of(data("similarity.bin"))
+    sources = [[data("similarity.fifu")], [data("similarity.bin")], [data("similarity.txt")],
+               [archive, "w", "--tag", "raw"], [archive, "w", "--tag", "norm"],
+               [archive, "w", "--tag", "fifu"]]
+    for query in (["embed", *words], ["similar", "Berlin", "-k", "40"],
+                  ["similar", "Bonn", "-k", "40", "--json"],
+                  ["analogy", "Berlin", "Potsdam", "Hamburg", "-k", "40"]):
+        outputs = [run(query[0], *s, *query[1:]).stdout for s in sources]
+        assert all(o == outputs[0] for o in outputs), query
+    got = json.loads(run("embed", data("similarity.fifu"), *words, "--json").stdout)
+    assert len(got) == len(words) == 41
+    for word in words:
+        assert abs(np.linalg.norm(got[word]) - 1) < 1e-6, word
+
+
+def read_words_of(word2vec_path):
+    """The words of a word2vec binary file, read with plain Python."""
+    raw = open(word2vec_path, "rb").read()
+    header, rest = raw.split(b"\n", 1)
+    rows, dims = map(int, header.split())
+    words, pos = [], 0
+    for _ in range(rows):
+        space = rest.index(b" ", pos)
+        words.append(rest[pos:space].strip().decode())
+        pos = space + 1 + 4 * dims
+    return words

@@ -395,3 +395,38 @@ def test_the_torch_save_hint_is_python_for_any_file_name(tmp_path):
     call = ast.parse(line, mode="eval").body
     assert [ast.literal_eval(a) for a in call.args[1:]] == [str(archive), "v1"]
     assert ast.literal_eval(call.args[0].args[0]) == str(path)
+
+
+def test_info_shows_the_safetensors_metadata_a_tag_keeps(tmp_path):
+    # The metadata of an imported HF checkpoint was only visible through an export.
+    import zipfile
+    (tmp_path / "pt.safetensors").write_bytes(safetensors_bytes(
+        {"w": np.ones(2)}, {"format": "pt", "note": "two\nlines \u00e9\x1b[2J"}))
+    (tmp_path / "plain.safetensors").write_bytes(safetensors_bytes({"v": np.zeros(1)}, None))
+    archive = tmp_path / "m.zip"
+    run("import", archive, "--tag", "v1", tmp_path / "pt.safetensors")
+    run("import", archive, "--tag", "v2", tmp_path / "plain.safetensors")
+    text = run("info", archive, "--tag", "v1").stdout.decode().splitlines()
+    at = text.index("files     safetensors __metadata__ (2 keys; export writes it back)")
+    assert text[at + 1:at + 3] == ["            format = pt",
+                                   "            note = two\\nlines \u00e9\\x1b[2J"]
+    info = json.loads(run("info", archive, "--tag", "v1", "--json").stdout)
+    assert info["file_metadata"] == {"safetensors": {"format": "pt",
+                                                     "note": "two\nlines \u00e9\x1b[2J"}}
+    # A tag without any: no line, null.
+    assert "files" not in run("info", archive).stdout.decode()
+    assert json.loads(run("info", archive, "--json").stdout)["file_metadata"] is None
+    # A malformed entry is named, and the rest of the summary still shows.
+    damaged = tmp_path / "damaged.zip"
+    with zipfile.ZipFile(archive) as src, zipfile.ZipFile(damaged, "w") as dst:
+        for item in src.infolist():
+            data = src.read(item)
+            if item.filename == "v1/metadata.toml":
+                data = b"[safetensors]\nformat = 3\n"
+            dst.writestr(item, data)
+    p = run("info", damaged, "--tag", "v1")
+    assert "files     metadata unreadable: " in p.stdout.decode()
+    assert "entry 'v1/metadata.toml': line 2: safetensors.format must be a string" in \
+        p.stdout.decode()
+    error = json.loads(run("info", damaged, "--tag", "v1", "--json").stdout)["file_metadata"]
+    assert "safetensors.format must be a string" in error["error"]

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <sstream>
@@ -85,6 +86,35 @@ TEST_SUITE("finalfusion") {
     CHECK(fifu.vocab() == raw.vocab());
     CHECK(std::equal(fifu.matrix().begin(), fifu.matrix().end(), raw.matrix().begin(),
                      raw.matrix().end()));
+  }
+
+  TEST_CASE("word2vec binary: a row that cannot be normalized is refused at its offset") {
+    auto file = [](float x) {
+      std::string s = "2 2\nok ";
+      const float ok[2] = {3, 4};
+      s.append(reinterpret_cast<const char*>(ok), 8);
+      s += "\nbad ";
+      const float bad[2] = {1, x};
+      s.append(reinterpret_cast<const char*>(bad), 8);
+      return s + "\n";
+    };
+    for (const float x :
+         {std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+      CAPTURE(x);
+      try {
+        (void)read_word2vec_binary(Bytes::copy_of(file(x)), {}, "v.bin");
+        FAIL("accepted");
+      } catch (const Error& e) {
+        CHECK(e.code() == ErrorCode::corrupt);
+        CHECK(e.context().archive == "v.bin");
+        CHECK(e.context().offset == 4 + 3 + 8 + 1 + 4 + 4);  // the second float of "bad"
+        CHECK_MESSAGE(e.message().find("row 1 ('bad'): component 2 is") != std::string::npos,
+                      e.message());
+      }
+      // Without normalizing the row is kept as it is.
+      auto raw = read_word2vec_binary(Bytes::copy_of(file(x)), kRaw);
+      CHECK(std::memcmp(&raw.matrix()[3], &x, 4) == 0);
+    }
   }
 
   TEST_CASE("text with and without dims equals the word2vec file and writes back identically") {
@@ -276,14 +306,50 @@ TEST_SUITE("finalfusion") {
           CHECK(again.matrix()[i] == m[i]);
       }
     }
-    // Normalized as finalfusion-rust normalizes (row / norm): a norm that is
-    // NaN or infinite leaves NaN where the row is NaN or infinite, 0 elsewhere.
-    auto normalized = read_text(Bytes::copy_of(std::string("a NaN 1\nb inf 1\n")));
-    REQUIRE(normalized.has_norms());
-    CHECK(std::isnan(normalized.matrix()[0]));
-    CHECK(std::isnan(normalized.matrix()[1]));
-    CHECK(std::isnan(normalized.matrix()[2]));
-    CHECK(normalized.matrix()[3] == 0.0f);
+    // Normalizing (the default) refuses such a row, naming the line and the
+    // column, rather than storing NaN (finalfusion-rust stores NaN there).
+    auto refused_at = [](const std::string& text, bool dims, std::uint64_t line,
+                         const std::string& says) {
+      CAPTURE(text);
+      try {
+        (void)(dims ? read_text_dims(Bytes::copy_of(text), {}, "v.txt")
+                    : read_text(Bytes::copy_of(text), {}, "v.txt"));
+        FAIL("accepted");
+      } catch (const Error& e) {
+        CHECK(e.code() == ErrorCode::corrupt);
+        CHECK(e.context().archive == "v.txt");
+        CHECK(e.context().line == line);
+        CHECK_MESSAGE(e.message().find(says) != std::string::npos, e.message());
+        CHECK(e.message().find("--no-normalize") != std::string::npos);
+      }
+    };
+    refused_at("b 1 2\na NaN 1\n", false, 2, "column 3: component 1 of word 'a' is 'NaN'");
+    refused_at("a 1 inf\n", false, 1, "column 5: component 2 of word 'a' is 'inf'");
+    refused_at("2 2\nb 1 2\na\t-Infinity 1\n", true, 3, "column 3: component 1 of word 'a'");
+    refused_at("a 1 1e39\n", false, 1, "column 5: component 2 of word 'a' is '1e39'");
+    // Columns count bytes of the file, also when the word was escaped.
+    {
+      ConvertOptions escape;
+      escape.utf8 = Utf8Policy::escape;
+      try {
+        (void)read_text(Bytes::copy_of(std::string("caf\xe9 1 nan\n")), escape);
+        FAIL("accepted");
+      } catch (const Error& e) {
+        CHECK_MESSAGE(e.message().find("column 8: component 2") != std::string::npos, e.message());
+      }
+    }
+    // Finite components whose norm is beyond float32's range: refused too.
+    refused_at("a 3e38 3e38\n", false, 1, "word 'a': its norm 4.24e+38 is beyond float32's range");
+    // Huge and tiny finite rows are normalized exactly (their squares
+    // overflow or underflow float32), and export gives them back.
+    auto extreme = read_text(Bytes::copy_of(std::string("big 3e30 4e30\ntiny 3e-30 4e-30\n")));
+    REQUIRE(extreme.has_norms());
+    CHECK(extreme.matrix()[0] == doctest::Approx(0.6));
+    CHECK(extreme.matrix()[1] == doctest::Approx(0.8));
+    CHECK(extreme.matrix()[2] == doctest::Approx(0.6));
+    CHECK(extreme.matrix()[3] == doctest::Approx(0.8));
+    CHECK(extreme.norms()[0] == doctest::Approx(5e30));
+    CHECK(extreme.norms()[1] == doctest::Approx(5e-30));
     // Out of f32's range: an infinity or 0, as Rust rounds.
     auto range = read_text(Bytes::copy_of(std::string("a 1e39 -1e39 1e-50\n")), kRaw);
     CHECK(range.matrix()[0] == inf);

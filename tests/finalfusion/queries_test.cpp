@@ -129,6 +129,45 @@ TEST_SUITE("finalfusion") {
     CHECK_FALSE(e.analogy("Paris", "Frankreich", "Foo", 40));
   }
 
+  TEST_CASE("the same vectors give the same queries, bit for bit, however they are stored") {
+    // Rows kept as read (similarity.fifu, a conversion without normalizing)
+    // were compared raw: similarities differed in the last bits from unit
+    // rows with norms, and analogies differed outright (b - a + c of raw
+    // vectors weighs each word by its length).
+    for (const char* file : {"similarity.bin", "analogy.bin"}) {
+      CAPTURE(file);
+      const Bytes bytes = modelzip::testing::ff_bytes(file);
+      const ConvertOptions raw_options{Utf8Policy::strict, false};
+      const auto unit = read_word2vec_binary(bytes);
+      const auto raw = read_word2vec_binary(bytes, raw_options);
+      REQUIRE(unit.has_norms());
+      REQUIRE_FALSE(raw.has_norms());
+      std::vector<const Embeddings*> sources = {&unit, &raw};
+      std::optional<Embeddings> fifu;
+      if (std::string(file) == "similarity.bin") {
+        fifu = Embeddings::open(ff_data("similarity.fifu"));  // the same rows, no norms
+        sources.push_back(&*fifu);
+      }
+      auto same = [](const std::vector<WordSimilarity>& a, const std::vector<WordSimilarity>& b) {
+        if (a.size() != b.size()) return false;
+        for (std::size_t i = 0; i < a.size(); ++i)
+          if (a[i].word != b[i].word || a[i].similarity != b[i].similarity) return false;
+        return true;
+      };
+      const auto words = unit.vocab().words();
+      for (std::size_t i = 0; i < words.size(); ++i) {
+        const std::string w(words[i]);
+        CAPTURE(w);
+        const std::string b(words[(i + 1) % words.size()]), c(words[(i + 2) % words.size()]);
+        for (const Embeddings* other : sources) {
+          CHECK(*other->unit_embedding(w) == *unit.unit_embedding(w));
+          CHECK(same(*other->similar(w, 100), *unit.similar(w, 100)));
+          CHECK(same(*other->analogy(w, b, c, 100), *unit.analogy(w, b, c, 100)));
+        }
+      }
+    }
+  }
+
   TEST_CASE("fastText model: known and unknown words as finalfusion-rust's tests expect") {
     auto e = read_fasttext(modelzip::testing::ff_bytes("fasttext.bin"));
     // finalfusion-rust test_read_fasttext (epsilon 1e-6 there; the rounding

@@ -107,7 +107,8 @@ def test_class_members_match(name):
 @pytest.mark.parametrize("name", ["open", "load", "save", "remove_tag", "update_metadata",
                                   "set_metadata",
                                   "collect_garbage", "read_tensor_file", "write_tensor_file",
-                                  "import_tensor_files", "export_tensor_file"])
+                                  "import_tensor_files", "export_tensor_file",
+                                  "imported_metadata"])
 def test_function_parameters_match(name):
     fn = stub_definitions()[name]
     assert stub_parameters(fn) == runtime_parameters(getattr(modelzip, name))

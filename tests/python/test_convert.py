@@ -110,6 +110,9 @@ def test_import_keeps_safetensors_metadata_for_export(tmp_path, archive_path):
     modelzip.export_tensor_file(archive_path, tmp_path / "out.safetensors")
     tensors, meta = modelzip.read_tensor_file(tmp_path / "out.safetensors")
     assert meta == {"format": "pt", "source": "b"} and list(tensors) == ["b", "w"]
+    # Readable without an export (modelzip info shows it too); {} for a tag that keeps none.
+    assert modelzip.imported_metadata(archive_path) == {"format": "pt", "source": "b"}
+    assert modelzip.imported_metadata(archive_path, "t") == {"format": "pt", "source": "b"}
     modelzip.export_tensor_file(archive_path, tmp_path / "out2.safetensors",
                                 metadata={"source": "mine", "extra": "1"})
     _, meta = modelzip.read_tensor_file(tmp_path / "out2.safetensors")
@@ -120,6 +123,10 @@ def test_import_keeps_safetensors_metadata_for_export(tmp_path, archive_path):
         modelzip.import_tensor_files(archive_path, "u", [tmp_path / "a.safetensors",
                                                          tmp_path / "c.safetensors"])
     assert modelzip.open(archive_path).tags == ["t"]
+    modelzip.save(archive_path, "plain", {"x": np.ones(1)})
+    assert modelzip.imported_metadata(archive_path) == {}
+    with pytest.raises(modelzip.NotFoundError):
+        modelzip.imported_metadata(archive_path, "nope")
 
 
 def test_sparse_and_btf(tmp_path):
@@ -204,3 +211,39 @@ def test_urls_are_said_to_be_urls(archive_path):
             f"{url}: a URL: {kind} files are read from local paths (download it first; modelzip "
             "archives are read over http, https and s3, docs/remote.md)")
     assert not archive_path.exists()
+
+
+def test_h5py_recipe_keeps_and_drops_what_python_md_says(tmp_path):
+    """docs/python.md, "HDF5 files": what the recipe keeps, drops and refuses."""
+    h5py = pytest.importorskip("h5py")
+    path = tmp_path / "m.h5"
+    with h5py.File(path, "w") as f:
+        f.attrs["keras_version"] = "2.13"
+        w = f.create_dataset("g/w", data=np.ones((2, 2), np.float32), chunks=(1, 2),
+                             compression="gzip")
+        w.attrs["units"] = 2
+        f.create_group("empty")
+        f["g/soft"] = h5py.SoftLink("/g/w")
+        f["g/x_hard"] = w
+        f.create_dataset("enum", data=np.array([0, 1], np.int8),
+                         dtype=h5py.enum_dtype({"A": 0, "B": 1}, basetype="i1"))
+        f.create_dataset("comp", data=np.array([(1, 2.0)], dtype=[("a", "i4"), ("b", "f8")]))
+        f.create_dataset("vlen", (2,), dtype=h5py.vlen_dtype(np.float32))
+        f.create_dataset("nothing", data=h5py.Empty("f4"))
+    arrays, refused = {}, {}
+    with h5py.File(path, "r") as f:
+        def keep(name, item):
+            if isinstance(item, h5py.Dataset):
+                text = h5py.check_string_dtype(item.dtype)
+                arrays[name] = item.asstr()[()] if text else item[()]
+        f.visititems(keep)
+    for name in ["comp", "vlen", "nothing"]:
+        with pytest.raises(TypeError, match=f"parameter '{name}'"):
+            modelzip.save(tmp_path / "r.zip", "t", {name: arrays.pop(name)})
+    modelzip.save(tmp_path / "m.zip", "t", arrays)
+    with modelzip.open(tmp_path / "m.zip") as archive:
+        # One path per hard-linked dataset, no soft link, no empty group, no attribute.
+        assert sorted(p.name for p in archive.params()) == ["enum", "g/w"]
+        assert archive.param("enum").dtype == "int8"
+        np.testing.assert_array_equal(archive.tensor("g/w"), np.ones((2, 2)))
+        assert not any("keras_version" in e or "units" in e for e in archive.entry_names())

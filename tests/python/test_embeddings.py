@@ -233,3 +233,45 @@ def test_save_refuses_words_word2vec_and_text_cannot_hold(tmp_path):
         assert not (tmp_path / name).exists()
     emb.save(tmp_path / "a.fifu")
     assert modelzip.Embeddings.open(tmp_path / "a.fifu").words == ["Berlin", "New York"]
+
+
+@pytest.mark.parametrize("fmt,name", [("text", "e.txt"), ("textdims", "e.vec"),
+                                      ("word2vec", "e.bin")])
+def test_save_writes_the_vectors_export_writes(finalfusion_dir, tmp_path, fmt, name):
+    # save() wrote the stored unit rows while `modelzip export` of the same embeddings wrote
+    # the original vectors (rows times norms): one file, two different sets of vectors.
+    import os
+    import subprocess
+    emb = modelzip.Embeddings.load(finalfusion_dir / "similarity.bin", "word2vec")
+    assert emb.norms is not None
+    emb.save(tmp_path / ("py-" + name), fmt)
+    modelzip.save(tmp_path / "a.zip", "v1", {"words": emb})
+    subprocess.run([os.environ["MODELZIP_CLI"], "export", str(tmp_path / "a.zip"), "words",
+                    str(tmp_path / ("cli-" + name))], check=True, capture_output=True)
+    assert (tmp_path / ("py-" + name)).read_bytes() == (tmp_path / ("cli-" + name)).read_bytes()
+    back = modelzip.Embeddings.load(tmp_path / ("py-" + name), fmt, normalize=False)
+    np.testing.assert_allclose(back.matrix, emb.matrix * emb.norms[:, None], rtol=1e-6)
+    assert abs(np.linalg.norm(back.matrix[0]) - emb.norms[0]) < 1e-4 * emb.norms[0]
+    # unnormalize=False: the stored unit rows, as export --normalized writes them.
+    emb.save(tmp_path / ("unit-" + name), fmt, unnormalize=False)
+    subprocess.run([os.environ["MODELZIP_CLI"], "export", str(tmp_path / "a.zip"), "words",
+                    str(tmp_path / ("cli-unit-" + name)), "--normalized"], check=True,
+                   capture_output=True)
+    assert (tmp_path / ("unit-" + name)).read_bytes() == \
+        (tmp_path / ("cli-unit-" + name)).read_bytes()
+
+
+def test_queries_agree_whether_rows_are_stored_normalized_or_as_read(finalfusion_dir):
+    # analogy combined raw vectors when the rows were kept as read (normalize=False) and unit
+    # vectors otherwise, and ranked differently; similar differed in the last bits.
+    path = finalfusion_dir / "analogy.bin"
+    unit = modelzip.Embeddings.load(path, "word2vec")
+    raw = modelzip.Embeddings.load(path, "word2vec", normalize=False)
+    assert unit.norms is not None and raw.norms is None
+    assert raw.analogy("Berlin", "Deutschland", "Paris", 5) == \
+        unit.analogy("Berlin", "Deutschland", "Paris", 5)
+    assert raw.similar("Berlin", 20) == unit.similar("Berlin", 20)
+    assert raw.unit_embedding("Berlin").tobytes() == unit.unit_embedding("Berlin").tobytes()
+    np.testing.assert_array_equal(unit.unit_embedding("Berlin"), unit["Berlin"])
+    assert abs(np.linalg.norm(raw.unit_embedding("Paris")) - 1) < 1e-6
+    assert raw.unit_embedding("no-such-word") is None

@@ -107,20 +107,23 @@ MODELZIP_API Embeddings read_fasttext(const Bytes& data, const ConvertOptions& o
 MODELZIP_API Embeddings read_floret_text(const Bytes& data, std::string_view source);
 
 // Writers of the word rows (subword rows are not part of these formats).
-// With `unnormalize`, rows are multiplied by their norms (if any) to restore
-// the original vectors. Words are written as original_word() gives them. Numbers are printed as the
-// shortest decimal that reads back to the same float, without exponent (as Rust prints f32). Throw
-// Error(io) when the stream fails, and Error(invalid_argument), before writing anything, for a
-// word the format's reader would not give back (text: an empty word or one with ASCII
-// whitespace; word2vec: a space, or Unicode whitespace at either end).
-// The destination comes first, as in every writer of the API
-// (convert::write_npy...).
+// With `unnormalize` (the default), rows are multiplied by their norms (if
+// any) to restore the original vectors, which is what word2vec and GloVe
+// files hold (the reference tools write the vectors they trained, not unit
+// rows), as `modelzip export` and Python's Embeddings.save write them;
+// `unnormalize = false` writes the rows as stored (unit rows when
+// normalized; export --normalized). Words are written as original_word() gives them. Numbers are
+// printed as the shortest decimal that reads back to the same float, without exponent (as Rust
+// prints f32). Throw Error(io) when the stream fails, and Error(invalid_argument), before writing
+// anything, for a word the format's reader would not give back (text: an empty word or one with
+// ASCII whitespace; word2vec: a space, or Unicode whitespace at either end). The destination comes
+// first, as in every writer of the API (convert::write_npy...).
 MODELZIP_API void write_word2vec_binary(std::ostream& out, const Embeddings& embeddings,
-                                        bool unnormalize = false);
+                                        bool unnormalize = true);
 MODELZIP_API void write_text(std::ostream& out, const Embeddings& embeddings,
-                             bool unnormalize = false);
+                             bool unnormalize = true);
 MODELZIP_API void write_text_dims(std::ostream& out, const Embeddings& embeddings,
-                                  bool unnormalize = false);
+                                  bool unnormalize = true);
 // floret embeddings only (Error(invalid_argument) otherwise).
 MODELZIP_API void write_floret_text(std::ostream& out, const Embeddings& embeddings);
 
@@ -145,8 +148,9 @@ MODELZIP_API std::optional<Format> format_for_extension(const std::filesystem::p
 MODELZIP_API Embeddings load(const std::filesystem::path& path, Format format,
                              const ConvertOptions& options = {});
 // Writes `embeddings` to `path` in `format` (not fasttext) through a
-// temporary file renamed over the target.
+// temporary file renamed over the target; `unnormalize` as for the writers
+// (a finalfusion file keeps the rows and norms as stored).
 MODELZIP_API void store(const std::filesystem::path& path, const Embeddings& embeddings,
-                        Format format, bool unnormalize = false);
+                        Format format, bool unnormalize = true);
 
 }  // namespace modelzip::finalfusion

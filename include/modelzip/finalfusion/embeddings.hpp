@@ -379,14 +379,29 @@ class MODELZIP_API Embeddings {
   // mean). nullopt when there is no embedding.
   std::optional<float> norm(std::string_view word) const;
 
+  // The unit vector of `word` that similar() and analogy() compare: a known
+  // word's row as stored when the embeddings have norms (rows stored as unit
+  // vectors), otherwise its embedding() normalised as the converters
+  // normalise rows; an unknown word's embedding() (floret: normalised).
+  // The same vectors give the same bits whether they are stored as unit rows
+  // with norms or as read (a raw .fifu, a conversion with normalize false).
+  // nullopt when there is no embedding.
+  std::optional<std::vector<float>> unit_embedding(std::string_view word) const;
+
   // The k words most similar (cosine) to `word`, best first, the word itself
-  // excluded; ties broken by word order. nullopt if `word` has no embedding.
+  // excluded; ties (equal similarity) broken by word, in byte order. Rows
+  // are compared as unit vectors (unit_embedding; rows kept as read are
+  // normalised as a conversion would store them), so the same vectors give
+  // the same results, bit for bit, from every storage of them; quantized
+  // storage compares its reconstructed rows. nullopt if `word` has no
+  // embedding.
   std::optional<std::vector<WordSimilarity>> similar(std::string_view word, std::size_t k) const;
   // The k words most similar to `query` (dims() floats), skipping `skip`.
   std::vector<WordSimilarity> similar_to(std::span<const float> query, std::size_t k,
                                          std::span<const std::string_view> skip = {}) const;
-  // "a is to b as c is to ?": words most similar to b - a + c (normalised),
-  // the three query words excluded. nullopt if one of them has no embedding.
+  // "a is to b as c is to ?": words most similar to b - a + c (normalised)
+  // of their unit vectors (unit_embedding), the three query words excluded;
+  // otherwise as similar(). nullopt if one of them has no embedding.
   std::optional<std::vector<WordSimilarity>> analogy(std::string_view a, std::string_view b,
                                                      std::string_view c, std::size_t k) const;
 

@@ -2,8 +2,11 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdio>
+#include <limits>
 #include <unordered_map>
 
+#include "core/fail.hpp"
 #include "core/utf8.hpp"
 #include "finalfusion/vector_math.hpp"
 #include "finalfusion/vocab_impl.hpp"
@@ -178,9 +181,41 @@ void append_float(std::string& out, float value) {
   out.append(buffer, end);
 }
 
-std::vector<float> normalize_rows(std::vector<float>& matrix, std::size_t rows, std::size_t dims) {
+std::string unnormalizable(const float* row, std::size_t dims, std::size_t* component) {
+  for (std::size_t i = 0; i < dims; ++i)
+    if (!std::isfinite(row[i])) {
+      if (component) *component = i;
+      std::string shown;
+      append_float(shown, row[i]);
+      return "component " + std::to_string(i + 1) + " is " + shown +
+             ", and a row with it has no norm to normalize by";
+    }
+  double sum = 0;
+  for (std::size_t i = 0; i < dims; ++i) sum += static_cast<double>(row[i]) * row[i];
+  const double norm = std::sqrt(sum);
+  if (norm > std::numeric_limits<float>::max()) {
+    char shown[32];
+    std::snprintf(shown, sizeof shown, "%.3g", norm);
+    return std::string("its norm ") + shown + " is beyond float32's range";
+  }
+  return "";
+}
+
+std::vector<float> normalize_rows(std::vector<float>& matrix, std::size_t rows, std::size_t dims,
+                                  std::span<const std::string> words) {
   std::vector<float> norms(rows);
-  for (std::size_t r = 0; r < rows; ++r) norms[r] = l2_normalize(matrix.data() + r * dims, dims);
+  for (std::size_t r = 0; r < rows; ++r) {
+    float* row = matrix.data() + r * dims;
+    // Only rows whose float sum of squares is not a normal number need the
+    // check (a non-finite component makes it infinite or NaN).
+    if (!std::isnormal(dot(row, row, dims)))
+      if (const std::string problem = unnormalizable(row, dims); !problem.empty())
+        modelzip::detail::fail_corrupt(
+            "row " + std::to_string(r) +
+            (r < words.size() ? " ('" + modelzip::detail::utf8_escape(words[r]) + "')" : "") +
+            ": " + problem + std::string(detail::kKeepRowHint));
+    norms[r] = static_cast<float>(l2_normalize_any(row, dims));
+  }
   return norms;
 }
 
@@ -188,10 +223,10 @@ Embeddings simple_embeddings(std::vector<std::string> words, std::vector<float> 
                              std::size_t dims, const ConvertOptions& options,
                              const WordDecoder& decoder, std::string_view what) {
   decoder.finish(words, what, {});
+  std::optional<std::vector<float>> norms;
+  if (options.normalize) norms = normalize_rows(matrix, words.size(), dims, words);
   Vocab vocab =
       Vocab::Access::make(make_simple_vocab(std::move(words), Failure{ErrorCode::corrupt, {}}));
-  std::optional<std::vector<float>> norms;
-  if (options.normalize) norms = normalize_rows(matrix, vocab.words_len(), dims);
   try {
     return Embeddings::from_matrix(std::move(vocab), std::move(matrix), dims, std::move(norms),
                                    decoder.mark(std::nullopt));

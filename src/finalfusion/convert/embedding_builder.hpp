@@ -70,7 +70,23 @@ Embeddings simple_embeddings(std::vector<std::string> words, std::vector<float> 
                              std::size_t dims, const ConvertOptions& options,
                              const WordDecoder& decoder, std::string_view what);
 
-// Normalises the first `rows` rows of `matrix` in place and returns their norms.
-std::vector<float> normalize_rows(std::vector<float>& matrix, std::size_t rows, std::size_t dims);
+// Why a row of `dims` components cannot be stored normalised (a unit row
+// and a float32 norm): "" when it can; else a phrase naming the problem, a
+// component that is not finite (its 0-based index in *component) or a norm
+// beyond float32's range. Huge finite components are fine: the norm is then
+// accumulated in double.
+std::string unnormalizable(const float* row, std::size_t dims, std::size_t* component = nullptr);
+
+// Ends the errors of rows that cannot be normalised: how to keep them.
+inline constexpr std::string_view kKeepRowHint =
+    " (read without normalizing, import --no-normalize or normalize=False, to keep the row as "
+    "it is)";
+
+// Normalises the first `rows` rows of `matrix` in place and returns their
+// norms. Throws Error(corrupt) naming the row (and its word when `words`
+// has it) for a row that unnormalizable() refuses; readers that know a
+// line or offset check their rows first.
+std::vector<float> normalize_rows(std::vector<float>& matrix, std::size_t rows, std::size_t dims,
+                                  std::span<const std::string> words = {});
 
 }  // namespace modelzip::finalfusion::detail

@@ -1,5 +1,6 @@
 // Text formats: one "word v1 ... vd" line per word, fields separated by
 // ASCII whitespace; optionally preceded by a "rows dims" line.
+#include <cmath>
 #include <ostream>
 
 #include "core/fail.hpp"
@@ -41,9 +42,13 @@ class Lines {
 using modelzip::detail::fail_corrupt;
 
 // Reads word lines into words/matrix. `dims` is fixed when known, else set
-// by the first line.
-void read_lines(Lines& lines, detail::WordDecoder& decoder, std::optional<std::size_t>& dims,
-                std::vector<std::string>& words, std::vector<float>& matrix) {
+// by the first line. With `normalize`, a row that cannot be normalized (a
+// component that is not finite, "inf", "nan" or out of float32's range, or
+// a norm beyond float32's range) is Error(corrupt) naming the line, and the
+// column of the component.
+void read_lines(Lines& lines, detail::WordDecoder& decoder, bool normalize,
+                std::optional<std::size_t>& dims, std::vector<std::string>& words,
+                std::vector<float>& matrix) {
   std::string_view raw;
   while (lines.next(raw)) {
     const std::uint64_t number = lines.number();
@@ -72,6 +77,18 @@ void read_lines(Lines& lines, detail::WordDecoder& decoder, std::optional<std::s
       if (!value)
         fail_corrupt("cannot parse vector component '" + std::string(field.substr(0, 32)) + "'",
                      {.line = number});
+      if (normalize && !std::isfinite(*value)) {
+        // Only the word may differ between `line` and `raw`: count from the end.
+        const std::size_t column = raw.size() - (line.size() - (field.data() - line.data())) + 1;
+        fail_corrupt("column " + std::to_string(column) + ": component " +
+                         std::to_string(count + 1) + " of word '" +
+                         std::string(word.substr(0, 64)) + "' is '" +
+                         std::string(field.substr(0, 32)) +
+                         "', not a finite float32, and a row with it has no norm to normalize "
+                         "by" +
+                         std::string(detail::kKeepRowHint),
+                     {.line = number});
+      }
       matrix.push_back(*value);
       ++count;
     }
@@ -80,6 +97,13 @@ void read_lines(Lines& lines, detail::WordDecoder& decoder, std::optional<std::s
       fail_corrupt("word '" + std::string(word.substr(0, 64)) + "' has " + std::to_string(count) +
                        " components, expected " + std::to_string(*dims),
                    {.line = number});
+    if (normalize)
+      if (const std::string problem =
+              detail::unnormalizable(matrix.data() + matrix.size() - count, count);
+          !problem.empty())
+        fail_corrupt("word '" + std::string(word.substr(0, 64)) + "': " + problem +
+                         std::string(detail::kKeepRowHint),
+                     {.line = number});
     words.emplace_back(word);
   }
 }
@@ -92,7 +116,7 @@ Embeddings read_text(const Bytes& data, const ConvertOptions& options) {
   std::vector<std::string> words;
   std::vector<float> matrix;
   detail::WordDecoder decoder(options);
-  read_lines(lines, decoder, dims, words, matrix);
+  read_lines(lines, decoder, options.normalize, dims, words, matrix);
   if (words.empty()) throw Error(ErrorCode::corrupt, "text embeddings without any word");
   return detail::simple_embeddings(std::move(words), std::move(matrix), *dims, options, decoder,
                                    "text embeddings");
@@ -123,7 +147,7 @@ Embeddings read_text_dims(const Bytes& data, const ConvertOptions& options) {
   words.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(*rows, lines.remaining() / 2)));
   std::vector<float> matrix;
   detail::WordDecoder decoder(options);
-  read_lines(lines, decoder, dims, words, matrix);
+  read_lines(lines, decoder, options.normalize, dims, words, matrix);
   if (words.size() != *rows)
     fail_corrupt("header declares " + std::to_string(*rows) + " words, the file has " +
                      std::to_string(words.size()),

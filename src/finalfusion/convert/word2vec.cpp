@@ -70,8 +70,19 @@ Embeddings read_word2vec_binary(const Bytes& data, const ConvertOptions& options
     auto word =
         decoder.decode(raw, "word2vec word " + std::to_string(r), ErrorContext{.offset = at});
     words.emplace_back(detail::trim_unicode(word));
+    const std::uint64_t values_at = reader.absolute_position();
     auto values = reader.bytes(dims * 4, "word2vec vector");
     if (dims) std::memcpy(matrix.data() + r * dims, values.data(), dims * 4);
+    if (!options.normalize) continue;
+    std::size_t component = 0;
+    if (const std::string problem = detail::unnormalizable(
+            matrix.data() + r * dims, static_cast<std::size_t>(dims), &component);
+        !problem.empty())
+      throw Error(ErrorCode::corrupt,
+                  "word2vec row " + std::to_string(r) + " ('" +
+                      modelzip::detail::utf8_escape(words.back()) + "'): " + problem +
+                      std::string(detail::kKeepRowHint),
+                  ErrorContext{.offset = values_at + 4 * component});
   }
   return detail::simple_embeddings(std::move(words), std::move(matrix),
                                    static_cast<std::size_t>(dims), options, decoder, "word2vec");

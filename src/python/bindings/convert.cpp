@@ -173,6 +173,20 @@ tensors as integers + scales). Embedding parameters are skipped. A .safetensors
 file gets the __metadata__ kept with the tag by import_tensor_files (or
 `modelzip import`), updated by `metadata`.)");
   set_public_module(m.attr("export_tensor_file"));
+
+  m.def(
+      "imported_metadata",
+      [](const py::object& archive, const std::optional<std::string>& tag) {
+        std::filesystem::path a = to_path(archive);
+        std::string t = tag_or_newest(tag);
+        py::gil_scoped_release release;
+        return convert::detail::kept_safetensors_metadata(Archive::open(a), t);
+      },
+      py::arg("archive"), py::arg("tag") = py::none(),
+      R"(The safetensors __metadata__ kept with `tag` (None: the newest) of `archive`
+by import_tensor_files or `modelzip import` (what export_tensor_file writes
+back, and `modelzip info` shows): a dict of str, {} when the tag keeps none.)");
+  set_public_module(m.attr("imported_metadata"));
 }
 
 }  // namespace modelzip::python

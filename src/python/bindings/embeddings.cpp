@@ -162,10 +162,13 @@ lossy: the same as utf8="lossy".)")
             finalfusion::store(p, e, f, unnormalize);
           },
           py::arg("path"), py::arg("format") = "finalfusion", py::kw_only(),
-          py::arg("unnormalize") = false,
+          py::arg("unnormalize") = true,
           R"(Writes the embeddings to `path` (through a temporary file renamed over it)
-in `format` (any of load()'s but "fasttext"). Text formats hold the word
-rows only; unnormalize=True multiplies them by their norms first. word2vec
+in `format` (any of load()'s but "fasttext"). Text and word2vec formats hold
+the word rows only, as the original vectors (each row times its norm, as
+`modelzip export` writes them and the reference tools' files hold them);
+unnormalize=False writes the rows as stored (unit rows when normalized,
+export --normalized). A finalfusion file keeps rows and norms as stored. word2vec
 and text files end a word at whitespace: a word they cannot hold (a phrase,
 "") raises InvalidArgumentError naming it, and nothing is written.)")
       .def(
@@ -236,6 +239,17 @@ and text files end a word at whitespace: a word they cannot hold (a phrase,
           py::arg("word"),
           "The word's vector (a new float32 array), from subwords for unknown words; "
           "None when there is none.")
+      .def(
+          "unit_embedding",
+          [](const Embeddings& e, std::string_view word) -> py::object {
+            auto v = e.unit_embedding(word);
+            return v ? py::object(to_numpy(*v)) : py::none();
+          },
+          py::arg("word"),
+          "The word's unit vector, as similar() and analogy() compare it and `modelzip "
+          "embed` prints it (a new float32 array): the same bits whether the vectors are "
+          "stored as unit rows with norms or as read (normalize=False); None when there "
+          "is none.")
       .def(
           "__getitem__",
           [](const Embeddings& e, std::string_view word) {

@@ -45,7 +45,8 @@ from ._errors import (Error, FileError, InvalidArgumentError, MissingFileError, 
                       NotFoundError, PermissionDeniedError)
 from ._modelzip import (Archive, Embeddings, Metadata, ParamInfo, QuantizeResult,  # noqa: E402
                         Writer, WriteStats, export_tensor_file, import_tensor_files,
-                        problems_found, quantize, read_tensor_file, write_tensor_file)
+                        imported_metadata, problems_found, quantize, read_tensor_file,
+                        write_tensor_file)
 from ._values import LoadedArrays, QuantizedTensor, SparseCOO  # noqa: E402
 
 
@@ -83,7 +84,7 @@ __all__ = [
     "Metadata",
     "MissingFileError", "NotFoundError", "ParamInfo", "PermissionDeniedError",
     "QuantizeResult", "QuantizedTensor", "SparseCOO", "WriteStats", "Writer", "collect_garbage",
-    "export_tensor_file", "import_tensor_files", "load", "problems_found", "quantize",
+    "export_tensor_file", "import_tensor_files", "imported_metadata", "load", "problems_found", "quantize",
     "read_tensor_file",
     "remove_tag", "save", "save_async", "SaveFuture",
     "update_metadata", "write_tensor_file",

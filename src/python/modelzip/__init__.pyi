@@ -530,11 +530,13 @@ class Embeddings:
     def from_matrix(words: list[str], matrix: Any, norms: Optional[list[float]] = None) -> Embeddings:
         """Embeddings of ``words`` (simple vocabulary), one row of ``matrix`` each; optional norms."""
     def save(self, path: PathLike, format: str = "finalfusion", *,
-             unnormalize: bool = False) -> None:
+             unnormalize: bool = True) -> None:
         """Writes the embeddings in ``format`` (any of load()'s but "fasttext") via a temp file.
 
-        Text formats hold the word rows only; unnormalize=True multiplies them
-        by their norms first. word2vec and text files end a word at whitespace:
+        Text and word2vec formats hold the word rows only, as the original
+        vectors (rows times their norms, as ``modelzip export`` writes them);
+        unnormalize=False writes the rows as stored (unit rows when normalized,
+        ``export --normalized``). A finalfusion file keeps rows and norms. word2vec and text files end a word at whitespace:
         a word they cannot hold (a phrase, "") raises InvalidArgumentError
         naming it, and nothing is written.
         """
@@ -573,6 +575,12 @@ class Embeddings:
         """The row of a known word, or None."""
     def embedding(self, word: str) -> Optional[np.ndarray]:
         """The word's vector (a new float32 array), from subwords for unknown words; or None."""
+    def unit_embedding(self, word: str) -> Optional[np.ndarray]:
+        """The word's unit vector as similar()/analogy() compare it and ``modelzip embed`` prints it.
+
+        The same bits whether the vectors are stored as unit rows with norms or
+        as read (normalize=False); None when the word has no embedding.
+        """
     def __getitem__(self, word: str) -> np.ndarray:
         """The word's vector; raises KeyError when it has none."""
     def __contains__(self, word: str) -> bool:
@@ -743,6 +751,12 @@ def import_tensor_files(archive: PathLike, tag: str, paths: list[PathLike], *,
     """
 
 
+def imported_metadata(archive: PathLike, tag: Optional[str] = None) -> dict[str, str]:
+    """The safetensors ``__metadata__`` kept with ``tag`` (None: the newest) of ``archive``.
+
+    Kept by import_tensor_files or ``modelzip import``; export_tensor_file writes
+    it back and ``modelzip info`` shows it. {} when the tag keeps none.
+    """
 def export_tensor_file(archive: PathLike, path: PathLike, tag: Optional[str] = None, *,
                        metadata: Optional[Mapping[str, str]] = None) -> None:
     """Writes every tensor parameter of ``tag`` (None: the newest) to the tensor file ``path``.

@@ -419,13 +419,27 @@ class Fifu:
                         key=lambda p: (-p[0], p[1].encode("utf-8")))
         return [(w, sc) for sc, w in ranked[:k]]
 
-    def similar(self, word, k):
+    def unit(self, word):
+        """§8: u(w), the unit vector of a word (in f64: the f32 rounding of the
+        normalization is below the tolerance of the comparisons)."""
         e = self.embedding(word)
+        if e is None:
+            return None
+        floret = isinstance(self.vocab, FloretVocab)
+        known = not floret and word in self.vocab.index
+        if floret or (known and self.norms is None):
+            e = e.astype(np.float64)
+            n = np.linalg.norm(e)
+            return e / n if n else e
+        return e
+
+    def similar(self, word, k):
+        e = self.unit(word)
         return None if e is None else self.similar_to(e, k, {word})
 
     def analogy(self, a, b, c, k):
-        """§8: a : b :: c : ?, the query normalize(e(b) - e(a) + e(c))."""
-        es = [self.embedding(w) for w in (a, b, c)]
+        """§8: a : b :: c : ?, the query normalize(u(b) - u(a) + u(c))."""
+        es = [self.unit(w) for w in (a, b, c)]
         if any(e is None for e in es):
             return None
         ea, eb, ec = (e.astype(np.float64) for e in es)
