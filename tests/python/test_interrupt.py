@@ -204,3 +204,30 @@ def test_ctrl_c_while_waiting_for_another_writers_lock(tmp_path):
                 p.kill()
                 p.wait()
     assert path.read_bytes() == before
+
+
+def test_ctrl_c_stops_verify(tmp_path):
+    """Archive.verify() hears Ctrl-C after each entry it checks (so a long
+    check does not run to its end), and reports progress."""
+    path = tmp_path / "m.zip"
+    modelzip.save(path, "t", {f"w{i}": np.full(1 << 18, i, np.float32) for i in range(8)},
+                  durable=False)
+    calls = []
+    with modelzip.open(path) as a:
+        assert a.verify(progress=lambda done, total: calls.append((done, total))) == []
+        assert len(calls) > 8 and calls[-1][0] == calls[-1][1]
+        n = len(calls)
+        calls.clear()
+
+        def ctrl_c_at_the_third(done, total):
+            calls.append(done)
+            if len(calls) == 3:
+                signal.raise_signal(signal.SIGINT)  # as the terminal sends it
+
+        with pytest.raises(KeyboardInterrupt):
+            a.verify(progress=ctrl_c_at_the_third)
+        assert len(calls) == 3 < n
+        with pytest.raises(modelzip.Error) as raised:
+            a.verify(progress=lambda done, total: False)
+        assert raised.value.code == "cancelled"
+        assert a.verify() == []
