@@ -218,10 +218,10 @@ class PyWriter {
     // removal, CompleteMultipartUpload): the save is complete and the
     // interrupt is raised now, not lost.
     if (progress_->error)
-      raise_kept_error("the save completed before the interrupt could stop it (tag committed)");
+      raise_kept_error("the save completed before the interrupt could stop it");
     if (PyErr_CheckSignals() != 0) {
       py::error_already_set raised;
-      add_note(raised, "the save completed before the interrupt could stop it (tag committed)");
+      add_note(raised, "the save completed before the interrupt could stop it");
       throw raised;
     }
     return last_stats_;
