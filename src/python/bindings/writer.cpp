@@ -217,8 +217,7 @@ class PyWriter {
     // after the last point that could cancel it (the rename, the journal's
     // removal, CompleteMultipartUpload): the save is complete and the
     // interrupt is raised now, not lost.
-    if (progress_->error)
-      raise_kept_error("the save completed before the interrupt could stop it");
+    if (progress_->error) raise_kept_error("the save completed before the interrupt could stop it");
     if (PyErr_CheckSignals() != 0) {
       py::error_already_set raised;
       add_note(raised, "the save completed before the interrupt could stop it");
