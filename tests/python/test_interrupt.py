@@ -165,11 +165,13 @@ HOLDER = textwrap.dedent("""
 
 
 def blocked_lock_waiters(path):
-    """The blocked lock requests (lines of /proc/locks) on the file `path`."""
-    st = os.stat(path)
-    ident = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    """The blocked lock requests (lines of /proc/locks) on the file `path`,
+    told by its inode number (the device number there may be an overlay
+    file system's lower one)."""
+    inode = os.stat(path).st_ino
     with open("/proc/locks") as f:
-        return [line for line in f if "->" in line and ident in line]
+        return [line for line in f
+                if "->" in line and any(field.endswith(f":{inode}") for field in line.split())]
 
 
 def test_ctrl_c_while_waiting_for_another_writers_lock(tmp_path):
