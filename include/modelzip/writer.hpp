@@ -140,6 +140,8 @@ struct MODELZIP_API WriterOptions {
   // about twice its live data. Other commits, and archives not in that
   // layout (e.g. written by modelzip 0.1.0), are rewritten.
   bool append = true;
+  // Also asked, with 0 of 0 bytes, when a signal interrupts the commit's
+  // wait for another writer's lock (see on_wait): false cancels the wait.
   ProgressCallback progress{};
   // Called once by a commit that has to wait because another writer (any
   // process or thread) holds the archive's write lock, just before it

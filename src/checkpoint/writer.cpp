@@ -919,7 +919,11 @@ void Writer::Impl::commit() {
       !std::filesystem::exists(io::append_journal_path(path))) {
     if (std::optional<Archive> old = current_archive()) return keep_unchanged(*old);
   }
-  io::FileLock lock(path, options.on_wait);
+  // A signal that interrupts the wait for another writer's lock asks the
+  // progress callback (0 of 0 bytes) whether to go on waiting: Python's
+  // Ctrl-C is only seen there (WriterOptions::progress).
+  io::FileLock lock(path, options.on_wait,
+                    [this] { return !options.progress || options.progress(Progress{}); });
   check_cancel();
   archive_fd = lock.archive_fd();
   struct ForgetFd {

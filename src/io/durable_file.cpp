@@ -200,7 +200,8 @@ void close_fd(int fd, bool through_sys) {
 
 // Takes an exclusive lock of `fd`: first without blocking, then, if another
 // writer holds it, after calling `on_wait` (once: `*waited` records it),
-// blocking, retried on EINTR. Closes `fd` and throws on failure. The
+// blocking, retried on EINTR unless the wait is to stop (FileLock). Closes
+// `fd` and throws on failure. The
 // archive (`through_sys`, opened read-write) gets an open-file-description
 // lock of the whole file (F_OFD_SETLK[W]): like flock it belongs to the
 // descriptor, not the process, and unlike the flock emulation of NFS
@@ -209,7 +210,8 @@ void close_fd(int fd, bool through_sys) {
 // again to read it. The folder (read-only: no write lock possible) gets a
 // flock.
 void lock_or_fail(int fd, bool through_sys, const fs::path& target,
-                  const std::function<void()>& on_wait, bool* waited) {
+                  const std::function<void()>& on_wait, const std::function<bool()>& keep_waiting,
+                  bool* waited) {
   auto lock = [&](bool block) {
     if (!through_sys) return ::flock(fd, LOCK_EX | (block ? 0 : LOCK_NB));
     struct flock whole {};
@@ -232,8 +234,8 @@ void lock_or_fail(int fd, bool through_sys, const fs::path& target,
     if (on_wait) on_wait();
   }
   while (lock(true) != 0) {
-    if (errno == EINTR && !cancel_requested()) continue;
-    if (errno == EINTR) {  // a signal asked to stop waiting (modelzip/cancel.hpp)
+    if (errno == EINTR && !cancel_requested() && (!keep_waiting || keep_waiting())) continue;
+    if (errno == EINTR) {  // a signal asked to stop waiting
       close_fd(fd, through_sys);
       throw Error(ErrorCode::cancelled, "cancelled while waiting for the archive's lock",
                   ErrorContext{.archive = target.string()});
@@ -248,7 +250,8 @@ constexpr int kLockAttempts = 10000;
 
 }  // namespace
 
-FileLock::FileLock(const fs::path& target, const std::function<void()>& on_wait) {
+FileLock::FileLock(const fs::path& target, const std::function<void()>& on_wait,
+                   const std::function<bool()>& keep_waiting) {
   bool waited = false;
   for (int attempt = 0; attempt < kLockAttempts; ++attempt) {
     int fd = sys::open(target.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
@@ -258,7 +261,7 @@ FileLock::FileLock(const fs::path& target, const std::function<void()>& on_wait)
         sys::close(fd);
         throw Error(ErrorCode::io, "not a regular file", ErrorContext{.archive = target.string()});
       }
-      lock_or_fail(fd, true, target, on_wait, &waited);
+      lock_or_fail(fd, true, target, on_wait, keep_waiting, &waited);
       struct stat now;
       if (::stat(target.c_str(), &now) == 0 && now.st_dev == locked.st_dev &&
           now.st_ino == locked.st_ino) {
@@ -278,7 +281,7 @@ FileLock::FileLock(const fs::path& target, const std::function<void()>& on_wait)
     const fs::path folder = folder_of(target);
     int dir = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dir < 0) throw_errno(target, "cannot open the archive's folder");
-    lock_or_fail(dir, false, target, on_wait, &waited);
+    lock_or_fail(dir, false, target, on_wait, keep_waiting, &waited);
     struct stat st;
     if (::lstat(target.c_str(), &st) != 0 && errno == ENOENT) {
       fd_ = dir;

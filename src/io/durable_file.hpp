@@ -133,9 +133,13 @@ std::filesystem::path resolve_archive_path(const std::filesystem::path& path);
 // open file description: FileLocks exclude each other across processes and
 // across threads, opening and closing the archive elsewhere in the process
 // does not release them, and they die with their process.
+// While it waits, a signal that interrupts the wait (EINTR) ends it with
+// Error(cancelled) when a cancellation was requested (modelzip/cancel.hpp)
+// or `keep_waiting` (if given) returns false; else the wait goes on.
 class FileLock {
  public:
-  explicit FileLock(const std::filesystem::path& target, const std::function<void()>& on_wait = {});
+  explicit FileLock(const std::filesystem::path& target, const std::function<void()>& on_wait = {},
+                    const std::function<bool()>& keep_waiting = {});
   FileLock(FileLock&&) noexcept;
   FileLock& operator=(FileLock&&) = delete;
   ~FileLock();

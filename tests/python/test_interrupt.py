@@ -1,5 +1,6 @@
-"""Ctrl-C (SIGINT) during a commit: the bindings roll the commit back and
-raise KeyboardInterrupt; the archive is the previous one byte for byte."""
+"""Ctrl-C (SIGINT) during a save: before the commit point the bindings roll
+the commit back and raise KeyboardInterrupt (the archive is the previous one
+byte for byte); after it the save completes and KeyboardInterrupt is raised."""
 import os
 import signal
 import subprocess
@@ -9,6 +10,7 @@ import time
 import zipfile
 
 import numpy as np
+import pytest
 
 import modelzip
 
@@ -72,3 +74,162 @@ def test_sigint_during_commit_raises_keyboard_interrupt(tmp_path):
         assert z.testzip() is None
     with modelzip.open(path) as a:
         assert a.tags == ["base", "next"]
+
+
+# A progress callback that raises KeyboardInterrupt stands for Ctrl-C at a
+# chosen point of the commit: the first report (before any data), one in
+# the middle and the last one (the last point that can cancel).
+def interrupting(at):
+    calls = []
+
+    def progress(done, total):
+        calls.append((done, total))
+        if len(calls) == at(len(calls)):
+            raise KeyboardInterrupt
+    return progress, calls
+
+
+def count_reports(save, path):
+    """How many times `save` calls its progress callback on a copy of `path`."""
+    copy = path.with_name("count.zip")
+    copy.write_bytes(path.read_bytes())
+    calls = []
+    save(copy, lambda done, total: calls.append((done, total)))
+    copy.unlink()
+    return len(calls)
+
+
+def writer_save(path, progress):
+    with modelzip.Writer(path, durable=False, progress=progress) as w:
+        w.add_tag("new", big_arrays())
+
+
+def module_save(path, progress):
+    modelzip.save(path, "new", big_arrays(), durable=False, progress=progress)
+
+
+def rewriting_save(path, progress):
+    modelzip.save(path, "new", big_arrays(), durable=False, append=False, progress=progress)
+
+
+def torch_save(path, progress):
+    torch = pytest.importorskip("torch")
+    state = {k: torch.from_numpy(v) for k, v in big_arrays().items()}
+    modelzip.torch.save(state, path, "new", durable=False, progress=progress)
+
+
+def checkpoint_save(path, progress):
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    model = torch.nn.Linear(1024, 3072)
+    optimizer = torch.optim.Adam(model.parameters())
+    model(torch.ones(2, 1024)).sum().backward()
+    optimizer.step()
+    modelzip.torch.save_checkpoint(path, "new", model, optimizer, durable=False,
+                                   progress=progress)
+
+
+def big_arrays():
+    return {"a": np.full(3 << 20, 1.5, np.float32), "b": np.full(3 << 20, 2.5, np.float32)}
+
+
+@pytest.mark.parametrize("save", [writer_save, module_save, rewriting_save, torch_save,
+                                  checkpoint_save])
+@pytest.mark.parametrize("where", ["first", "middle", "last"])
+def test_an_interrupt_at_any_report_cancels_the_save(tmp_path, save, where):
+    path = tmp_path / "m.zip"
+    modelzip.save(path, "base", {"w": np.arange(10, dtype=np.int32)}, durable=False)
+    before = path.read_bytes()
+    n = count_reports(save, path)
+    assert n >= 3
+    k = {"first": 1, "middle": n // 2, "last": n}[where]
+    progress, calls = interrupting(lambda _: k)
+    with pytest.raises(KeyboardInterrupt) as raised:
+        save(path, progress)
+    assert len(calls) == k  # not called again once it raised
+    assert path.read_bytes() == before
+    assert sorted(os.listdir(tmp_path)) in (["m.zip"], [".m.zip.modelzip-lock", "m.zip"])
+    assert any("the save did not happen" in note for note in raised.value.__notes__)
+    with modelzip.open(path) as a:
+        assert a.tags == ["base"]
+
+
+HOLDER = textwrap.dedent("""
+    import sys, time, numpy as np, modelzip
+    def hold(done, total):  # the commit holds the archive's lock meanwhile
+        open(sys.argv[2], "w").close()
+        time.sleep(300)
+    modelzip.save(sys.argv[1], "held", {"w": np.zeros(4, np.float32)}, durable=False,
+                  append=False, progress=hold)
+""")
+
+
+def blocked_lock_waiters(path):
+    """The blocked lock requests (lines of /proc/locks) on the file `path`,
+    told by its inode number (the device number there may be an overlay
+    file system's lower one)."""
+    inode = os.stat(path).st_ino
+    with open("/proc/locks") as f:
+        return [line for line in f
+                if "->" in line and any(field.endswith(f":{inode}") for field in line.split())]
+
+
+def test_ctrl_c_while_waiting_for_another_writers_lock(tmp_path):
+    """A save waiting for the lock another process's commit holds stops
+    waiting on Ctrl-C: KeyboardInterrupt, and the archive is untouched."""
+    path = tmp_path / "m.zip"
+    modelzip.save(path, "base", {"w": np.arange(10, dtype=np.int32)}, durable=False)
+    before = path.read_bytes()
+    holding = tmp_path / "holding"
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(path), str(holding)])
+    waiter = None
+    try:
+        deadline = time.monotonic() + 60
+        while not holding.exists():
+            assert holder.poll() is None and time.monotonic() < deadline
+            time.sleep(0.01)
+        waiter = subprocess.Popen([sys.executable, "-c", CHILD, str(path)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        while not blocked_lock_waiters(path):
+            assert waiter.poll() is None, waiter.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        waiter.send_signal(signal.SIGINT)
+        # The holder keeps the lock for 300 s: a waiter that went on waiting
+        # would still be there.
+        out, err = waiter.communicate(timeout=60)
+        assert waiter.returncode == 42, (out, err)
+        assert out.decode().strip() == "KeyboardInterrupt"
+    finally:
+        for p in (waiter, holder):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
+    assert path.read_bytes() == before
+
+
+def test_ctrl_c_stops_verify(tmp_path):
+    """Archive.verify() hears Ctrl-C after each entry it checks (so a long
+    check does not run to its end), and reports progress."""
+    path = tmp_path / "m.zip"
+    modelzip.save(path, "t", {f"w{i}": np.full(1 << 18, i, np.float32) for i in range(8)},
+                  durable=False)
+    calls = []
+    with modelzip.open(path) as a:
+        assert a.verify(progress=lambda done, total: calls.append((done, total))) == []
+        assert len(calls) > 8 and calls[-1][0] == calls[-1][1]
+        n = len(calls)
+        calls.clear()
+
+        def ctrl_c_at_the_third(done, total):
+            calls.append(done)
+            if len(calls) == 3:
+                signal.raise_signal(signal.SIGINT)  # as the terminal sends it
+
+        with pytest.raises(KeyboardInterrupt):
+            a.verify(progress=ctrl_c_at_the_third)
+        assert len(calls) == 3 < n
+        with pytest.raises(modelzip.Error) as raised:
+            a.verify(progress=lambda done, total: False)
+        assert raised.value.code == "cancelled"
+        assert a.verify() == []

@@ -6,7 +6,10 @@ object, each GET answered as its plan says), redirects from nginx, S3
 answers from the recording proxy (servers.S3Proxy) in front of
 @20minutes/s3rver."""
 import re
+import signal
 import subprocess
+import sys
+import time
 
 import pytest
 
@@ -76,6 +79,40 @@ def test_retry_after_is_honoured(hostile, site):
     out = run("ls", hostile.url(), env=cli_env()).stdout
     assert out == run("ls", site / "qs.zip").stdout
     assert hostile.get_times[1] - hostile.get_times[0] >= 1.9, hostile.get_times
+
+
+OPEN_IN_PYTHON = """
+import sys, modelzip
+try:
+    modelzip.open(sys.argv[1])
+except KeyboardInterrupt as e:
+    print("KeyboardInterrupt", *getattr(e, "__notes__", []), flush=True)
+    sys.exit(42)
+"""
+
+
+def test_ctrl_c_during_a_python_read_that_fails_is_raised_not_lost(hostile):
+    """Ctrl-C while a Python open retries a busy server (503, Retry-After:
+    2) until it gives up: KeyboardInterrupt is raised, with a note naming
+    the read's error (the error was raised as a RuntimeError in its place,
+    and the interrupt lost)."""
+    pytest.importorskip("modelzip")
+    hostile.plan = ["busy"] * 100
+    p = subprocess.Popen([sys.executable, "-c", OPEN_IN_PYTHON, hostile.url()], env=cli_env(),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while hostile.gets < 1:
+            assert p.poll() is None and time.monotonic() < deadline, p.communicate()
+            time.sleep(0.01)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 42, (out, err)
+    assert b"KeyboardInterrupt modelzip: " in out and b"503" in out, out
 
 
 def test_headers_trickled_a_byte_a_second_time_out(hostile):

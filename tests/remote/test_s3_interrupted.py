@@ -190,3 +190,32 @@ def test_ctrl_c_in_a_python_save_aborts_the_upload(s3, tensors):
     assert not [r for r in proxy.requests()
                 if r["method"] == "POST" and "uploadId=" in r["path"]]
     assert fork.get(key) == before
+
+
+SAVE_TELLING = """
+import sys, numpy as np, modelzip
+weights = {f"w{i}": np.full(2 << 20, i, dtype=np.float32) for i in range(8)}  # 64 MiB
+try:
+    modelzip.save(sys.argv[1], "t2", weights)
+except KeyboardInterrupt as e:
+    print(*getattr(e, "__notes__", []), file=sys.stderr)
+    sys.exit(42)
+"""
+
+
+def test_ctrl_c_during_complete_multipart_upload_completes_the_save_and_raises(s3, tensors):
+    """CompleteMultipartUpload is the commit point: Ctrl-C while it is under
+    way cannot stop the save, which completes; save() then raises the
+    KeyboardInterrupt, saying so."""
+    pytest.importorskip("modelzip")
+    fork, proxy = s3
+    key = "w/interrupted-at-complete.zip"
+    url, env, before = object_with_t1(s3, tensors, key)
+    proxy.inject(lambda m, p: m == "POST" and "uploadId=" in p, ("delay", 3.0), 1)
+    returncode, err, _ = interrupt_mid_upload(proxy, [sys.executable, "-c", SAVE_TELLING, url],
+                                              env, signal.SIGINT, 60)
+    assert returncode == 42, (returncode, err)
+    assert b"the save completed before the interrupt could stop it" in err, err
+    assert not aborted_ids(proxy)
+    assert fork.get(key) != before
+    assert run("tags", url, env=env).stdout.split() == [b"t1", b"t2"]

@@ -28,7 +28,24 @@ py::object optional_number(const std::optional<std::uint64_t>& n) {
   return n ? py::object(py::int_(*n)) : py::none();
 }
 
+// Adds "modelzip: <e.what()>" to the exception set now (BaseException.add_note);
+// any failure to add it is ignored.
+void note_error(const Error& e) {
+  py::error_already_set raised;
+  try {
+    py::object value = raised.value();
+    if (py::hasattr(value, "add_note"))
+      value.attr("add_note")(py::str("modelzip: ") + text(e.what()));
+  } catch (py::error_already_set&) {
+  }
+  raised.restore();
+}
+
 void raise_python_error(const Error& e) {
+  // An exception of a Python signal handler (Ctrl-C's KeyboardInterrupt)
+  // that came while the operation ran, without the GIL, is raised instead
+  // of `e`: the interrupt may be why it stopped, and is not lost either way.
+  if (PyErr_CheckSignals() != 0) return note_error(e);
   try {
     const std::string code(error_code_name(e.code()));
     py::object cls = helper("_errors", "error_class")(code, e.system_error());
@@ -44,7 +61,12 @@ void raise_python_error(const Error& e) {
     if (e.code() == ErrorCode::io) kwargs["errno"] = e.system_error();
     py::object instance = cls(text(e.what()), **kwargs);
     PyErr_SetObject(cls.ptr(), instance.ptr());
-  } catch (py::error_already_set&) {
+  } catch (py::error_already_set& raised) {
+    // Not an Exception (KeyboardInterrupt, SystemExit): raised as it is.
+    if (!raised.matches(PyExc_Exception)) {
+      raised.restore();
+      return note_error(e);
+    }
     // The helper module could not be imported: still report the failure.
     PyErr_SetString(PyExc_RuntimeError, e.what());
   }

@@ -41,8 +41,10 @@ std::optional<MetadataField> metadata_field(std::string_view name) {
   return std::nullopt;
 }
 
-// The Python progress callback and the exception it raised, if any (then
-// commit() re-raises that exception instead of Error(cancelled)).
+// The Python progress callback and the exception it raised (or the
+// KeyboardInterrupt of a Ctrl-C it noticed), if any: commit() raises that
+// exception whatever the commit did (instead of Error(cancelled) or another
+// error; after a commit that completed anyway, once it is complete).
 struct ProgressState {
   std::shared_ptr<const void> function;  // a py::object, via python_keeper
   std::optional<py::error_already_set> error;
@@ -68,12 +70,15 @@ class PyWriter {
     // runs without the GIL; the progress hook looks for it (with the GIL, at
     // most every 20 ms unless there is a Python callback) and cancels, so
     // the commit rolls back and commit() raises the KeyboardInterrupt.
+    // Once an exception is kept, every later call says stop without
+    // calling Python.
     options.progress = [state = progress_, last = std::chrono::steady_clock::time_point{}](
                            const Progress& p) mutable -> bool {
       const auto now = std::chrono::steady_clock::now();
       if (!state->function && now - last < std::chrono::milliseconds(20)) return true;
       last = now;
       py::gil_scoped_acquire gil;
+      if (state->error) return false;
       if (PyErr_CheckSignals() != 0) {
         state->error = py::error_already_set();
         return false;
@@ -194,20 +199,30 @@ class PyWriter {
       const detail::FillGate::Scope arriving(std::move(gates));
       w.commit();
     } catch (const Error& e) {
+      // The exception of the progress hook (a Ctrl-C) comes first: it is
+      // why the commit stopped, or it came while the commit failed.
+      if (progress_->error) {
+        stop_fetches();
+        raise_kept_error("the save did not happen: " + std::string(e.what()));
+      }
       // A fetch that failed failed the commit: its own error is raised.
       finish_fetches();
-      if (e.code() == ErrorCode::cancelled && progress_->error) {
-        py::error_already_set raised = std::move(*progress_->error);
-        progress_->error.reset();
-        throw raised;
-      }
       throw format::with_replace_hint(e, kReplaceHint);  // another writer added the tag
     }
     finish_fetches();
     fetches_.clear();
-    progress_->error.reset();
     dirty_ = false;
     last_stats_ = w.last_stats();
+    // The commit completed although the hook said stop, or a Ctrl-C came
+    // after the last point that could cancel it (the rename, the journal's
+    // removal, CompleteMultipartUpload): the save is complete and the
+    // interrupt is raised now, not lost.
+    if (progress_->error) raise_kept_error("the save completed before the interrupt could stop it");
+    if (PyErr_CheckSignals() != 0) {
+      py::error_already_set raised;
+      add_note(raised, "the save completed before the interrupt could stop it");
+      throw raised;
+    }
     return last_stats_;
   }
 
@@ -243,6 +258,31 @@ class PyWriter {
   // never become filled, so a commit retried later fails again.
   void finish_fetches() {
     for (const py::object& f : fetches_) f.attr("wait")();
+  }
+
+  // Stops the fetches of the staged tags, their errors aside (the kept
+  // exception of the progress hook is raised instead).
+  void stop_fetches() {
+    for (const py::object& f : fetches_) f.attr("stop")();
+  }
+
+  // Raises the exception the progress hook kept, with `note` added.
+  [[noreturn]] void raise_kept_error(const std::string& note) {
+    py::error_already_set raised = std::move(*progress_->error);
+    progress_->error.reset();
+    add_note(raised, note);
+    throw raised;
+  }
+
+  // Adds "<archive>: <note>" to the exception (BaseException.add_note:
+  // shown under its traceback); a failure to add it is ignored.
+  void add_note(py::error_already_set& raised, const std::string& note) const {
+    py::object value = raised.value();
+    if (!py::hasattr(value, "add_note")) return;
+    try {
+      value.attr("add_note")(py::str(from_path(path_)) + py::str(": " + note));
+    } catch (py::error_already_set&) {
+    }
   }
 
   Writer& get() {

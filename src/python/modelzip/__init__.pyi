@@ -382,7 +382,8 @@ class Archive:
         """One optimizer state array, as numpy (see load(): copy and writable as there)."""
     def embeddings(self, name: str, tag: Optional[str] = None) -> Embeddings:
         """An embedding parameter as Embeddings (its matrix is a zero-copy view when stored)."""
-    def verify(self) -> list[tuple[str, str]]:
+    def verify(self, *, progress: Optional[Callable[[int, int], Optional[bool]]] = None
+               ) -> list[tuple[str, str]]:
         """Checks everything (zip structure, every CRC-32, blob, reference).
 
         In a tag with graph.fb, also the rules that tie its parameters and
@@ -391,6 +392,10 @@ class Archive:
         trainingConfig.fb. Returns (entry, message) problems; empty when the
         archive is valid. At most 20 per entry, then one "... and N more
         problems in this entry": problems_found(problems) counts them all.
+        ``progress`` is called as progress(bytes_done, bytes_total) after each
+        entry checked; returning False cancels (Error with code "cancelled");
+        an exception it raises, and Ctrl-C's KeyboardInterrupt, stop the
+        check and are raised.
         """
     def has_entry(self, name: str) -> bool:
         """Whether the archive has an entry of this exact name."""
