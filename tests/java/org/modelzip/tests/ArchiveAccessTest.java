@@ -277,9 +277,40 @@ public class ArchiveAccessTest {
     // Python reads "" as the newest tag too.
     Object python = Json.parse(TestSupport.python("param", scratch.archive(), "", "w").out());
     assertEquals(List.of("3.0", "4.0"), ((Map<?, ?>) python).get("values"));
-    // No tag is named "": a save refuses it.
+    // No tag is named "": a save refuses it, and removeTag finds none (it
+    // never removes the newest).
     ModelzipException e = assertThrows(ModelzipException.class,
         () -> Archive.save(scratch.archive(), "", Map.of("w", Tensor.of(new float[] {1}))));
     assertEquals(ModelzipException.Code.INVALID_ARGUMENT, e.code());
+    assertThrows(NoSuchElementException.class, () -> Archive.removeTag(scratch.archive(), ""));
+    try (Archive archive = Archive.open(scratch.archive())) {
+      assertEquals(List.of("a", "b"), archive.tags());
+    }
+  }
+
+  @Test
+  public void aDamagedTrainingConfigIsAnErrorNamingItsEntry() throws Exception {
+    TestSupport.python("training", scratch.archive(), "t1");
+    Path damaged = Paths.get(scratch.file("damaged.zip"));
+    try (ZipFile in = new ZipFile(scratch.archive());
+         ZipOutputStream out = new ZipOutputStream(Files.newOutputStream(damaged))) {
+      for (ZipEntry e : Collections.list(in.entries())) {
+        byte[] data = in.getInputStream(e).readAllBytes();
+        if (e.getName().equals("t1/trainingConfig.fb")) {
+          data = java.util.Arrays.copyOf(data, data.length / 2);  // cut in half
+        }
+        out.putNextEntry(new ZipEntry(e.getName()));
+        out.write(data);
+        out.closeEntry();
+      }
+    }
+    try (Archive archive = Archive.open(damaged.toString())) {
+      ModelzipException e =
+          assertThrows(ModelzipException.class, () -> archive.trainingConfig("t1"));
+      assertEquals(e.getMessage(), ModelzipException.Code.CORRUPT, e.code());
+      assertEquals(damaged.toString(), e.archive());
+      assertEquals("t1/trainingConfig.fb", e.entry());
+      assertArrayEquals(new float[] {1, 2}, archive.tensor("w", "t1").toFloatArray(), 0f);
+    }
   }
 }
