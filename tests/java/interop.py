@@ -23,6 +23,14 @@
     interop.py updater-check ARCHIVE TAG
                                    checks that TAG holds those arrays, as
                                    the "updater" command writes them
+    interop.py verify ARCHIVE      prints Archive.verify()'s (entry, message)
+                                   pairs as a JSON list of two-item lists
+    interop.py param ARCHIVE TAG NAME
+                                   prints parameter NAME of TAG as JSON:
+                                   {"shared", "blob", "values" (a list)}
+    interop.py training ARCHIVE TAG
+                                   saves the float32 parameter "w" [1, 2] with
+                                   the training config TRAINING (below)
     interop.py serve ROOT          serves ROOT with nginx on 127.0.0.1 (as the
                                    remote tests do), prints its base URL, and
                                    stops when its standard input closes
@@ -34,6 +42,7 @@ bit patterns each whose values were worked out by hand from the formats'
 definitions (FORMAT.md section 6); check() also checks that table against
 the definitions. Run with the build's Python bindings on PYTHONPATH.
 """
+import json
 import math
 import os
 import sys
@@ -220,6 +229,40 @@ def meta(path, assignments):
             print(f"{field}={getattr(m, field)!a}")
 
 
+# Every kind of field of a training config: an updater with its
+# hyperparameters, a nested schedule (a ramp over a step schedule), a map
+# schedule's steps, integer schedule fields, mappings, counters, properties.
+TRAINING = {
+    "updater": {"type": "AdamW", "learning_rate": 0.01, "beta1": 0.8, "beta2": 0.99,
+                "epsilon": 1e-7, "weight_decay": 0.125},
+    "learning_rate_schedule": {
+        "schedule": "RampSchedule", "num_iterations": 100,
+        "base": {"schedule": "StepSchedule", "type": "epoch", "initial_value": 0.5,
+                 "decay_rate": 0.25, "step": 3.0}},
+    "regularization": [
+        {"type": "l2", "coefficient": {"schedule": "FixedSchedule", "value": 0.0625},
+         "apply_learning_rate": True},
+        {"type": "weight_decay",
+         "coefficient": {"schedule": "MapSchedule", "type": "iteration",
+                         "steps": [{"start": 0, "value": 0.5}, {"start": 10, "value": 0.25}]},
+         "apply_learning_rate": False},
+        {"type": "l1", "coefficient": {"schedule": "PolySchedule", "type": "iteration",
+                                       "initial_value": 2.0, "power": 1.5,
+                                       "max_iterations": 9007199254740993}}],
+    "minimize": False,
+    "feature_mapping": ["in: x"], "label_mapping": ["y"],
+    "feature_mask_mapping": [], "label_mask_mapping": ["m\u00e9"],
+    "loss_variables": ["loss"], "iteration_count": 1234, "epoch_count": 5,
+    "properties": {"seed": "42", "loader": "shard-3\u00e9"},
+}
+
+
+def training(path, tag):
+    import modelzip
+    with modelzip.Writer(path) as writer:
+        writer.add_tag(tag, {"w": np.array([1, 2], dtype=np.float32)}, training=TRAINING)
+
+
 def serve(root):
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "remote"))
     import servers
@@ -248,6 +291,17 @@ if __name__ == "__main__":
         updater_check(sys.argv[2], sys.argv[3])
     elif command == "meta" and len(sys.argv) >= 3:
         meta(sys.argv[2], sys.argv[3:])
+    elif command == "verify" and len(sys.argv) == 3:
+        import modelzip
+        print(json.dumps([list(p) for p in modelzip.Archive(sys.argv[2]).verify()]))
+    elif command == "param" and len(sys.argv) == 5:
+        import modelzip
+        archive = modelzip.Archive(sys.argv[2])
+        info = archive.param(sys.argv[4], sys.argv[3])
+        print(json.dumps({"shared": info.shared, "blob": info.blob,
+                          "values": archive.tensor(sys.argv[4], sys.argv[3]).tolist()}))
+    elif command == "training" and len(sys.argv) == 4:
+        training(sys.argv[2], sys.argv[3])
     elif command == "serve" and len(sys.argv) == 3:
         serve(sys.argv[2])
     else:

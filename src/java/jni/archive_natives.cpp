@@ -9,12 +9,18 @@
 #include <iterator>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
+#include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "format/tag_name.hpp"
+#include "graph/training_fields.hpp"
 #include "modelzip/archive.hpp"
+#include "modelzip/graph/checkpoint.hpp"
+#include "modelzip/graph/training.hpp"
 #include "modelzip/writer.hpp"
 #include "support.hpp"
 
@@ -124,12 +130,207 @@ jobjectArray archive_load(JNIEnv* env, jclass, jlong archive, jbyteArray tag, jb
   });
 }
 
+jobject archive_param(JNIEnv* env, jclass, jlong archive, jbyteArray name, jbyteArray tag) {
+  return guarded(env, [&] {
+    return to_java_param(env, archive_of(archive).param(to_string(env, name), to_string(env, tag)));
+  });
+}
+
+jobjectArray archive_entry_names(JNIEnv* env, jclass, jlong archive) {
+  return guarded(env, [&] { return to_java_byte_arrays(env, archive_of(archive).entry_names()); });
+}
+
+jboolean archive_has_entry(JNIEnv* env, jclass, jlong archive, jbyteArray name) {
+  return guarded(env, [&] {
+    return static_cast<jboolean>(archive_of(archive).has_entry(to_string(env, name)));
+  });
+}
+
+// The whole entry, read with its CRC-32 checked (ReadMode::copy, as Python's
+// Archive.entry). An entry too large for one Java array is refused before
+// anything is copied into the JVM.
+jbyteArray archive_entry(JNIEnv* env, jclass, jlong archive, jbyteArray name) {
+  return guarded(env, [&] {
+    const Archive& a = archive_of(archive);
+    const std::string entry_name = to_string(env, name);
+    const Bytes data = a.entry(entry_name, ReadMode::copy);
+    constexpr std::size_t kMaxJavaArray = 0x7fffffff - 8;  // what JVMs allocate
+    if (data.size() > kMaxJavaArray)
+      throw Error(ErrorCode::limit_exceeded,
+                  "entry of " + std::to_string(data.size()) +
+                      " bytes does not fit one Java byte[] (at most " +
+                      std::to_string(kMaxJavaArray) + ")",
+                  {.archive = a.name(), .entry = entry_name});
+    jbyteArray out = env->NewByteArray(static_cast<jsize>(data.size()));
+    check(env);
+    env->SetByteArrayRegion(out, 0, static_cast<jsize>(data.size()),
+                            reinterpret_cast<const jbyte*>(data.data()));
+    check(env);
+    return out;
+  });
+}
+
+// {byte[][] entries, byte[][] messages, long[] counts}: one element each per
+// Problem, in verify's order; counts[i] is what problems_found counts for
+// problem i (N for "... and N more problems in this entry", else 1).
 jobjectArray archive_verify(JNIEnv* env, jclass, jlong archive) {
   return guarded(env, [&] {
-    std::vector<std::string> lines;
-    for (const Problem& p : archive_of(archive).verify())
-      lines.push_back(p.entry.empty() ? p.message : p.entry + ": " + p.message);
-    return to_java_byte_arrays(env, lines);
+    const std::vector<Problem> problems = archive_of(archive).verify();
+    std::vector<std::string> entries;
+    std::vector<std::string> messages;
+    std::vector<std::int64_t> counts;
+    for (const Problem& p : problems) {
+      entries.push_back(p.entry);
+      messages.push_back(p.message);
+      counts.push_back(static_cast<std::int64_t>(problems_found(std::span(&p, 1))));
+    }
+    jclass object = env->FindClass("java/lang/Object");
+    check(env);
+    jobjectArray out = env->NewObjectArray(3, object, nullptr);
+    check(env);
+    env->SetObjectArrayElement(out, 0, to_java_byte_arrays(env, entries));
+    env->SetObjectArrayElement(out, 1, to_java_byte_arrays(env, messages));
+    env->SetObjectArrayElement(out, 2, to_java_longs(env, counts));
+    return out;
+  });
+}
+
+// A new Object[] holding `items` (local references, deleted here).
+jobjectArray object_array(JNIEnv* env, const std::vector<jobject>& items) {
+  jclass object = env->FindClass("java/lang/Object");
+  check(env);
+  jobjectArray out = env->NewObjectArray(static_cast<jsize>(items.size()), object, nullptr);
+  env->DeleteLocalRef(object);
+  check(env);
+  jsize i = 0;
+  for (jobject item : items) {
+    env->SetObjectArrayElement(out, i++, item);
+    if (item) env->DeleteLocalRef(item);
+  }
+  return out;
+}
+
+jdoubleArray to_java_doubles(JNIEnv* env, const std::vector<double>& values) {
+  jdoubleArray out = env->NewDoubleArray(static_cast<jsize>(values.size()));
+  check(env);
+  env->SetDoubleArrayRegion(out, 0, static_cast<jsize>(values.size()), values.data());
+  check(env);
+  return out;
+}
+
+// The scalar fields of an updater or schedule (graph/training_fields.hpp, the
+// list Python's dicts and `modelzip info --json` use, in the same order):
+// {byte[][] keys, double[] doubles, long[] longs, long[] is_long}; field i
+// is longs[i] where is_long[i] is 1, else doubles[i].
+template <class S>
+void put_scalars(JNIEnv* env, const S& s, std::vector<jobject>& out) {
+  std::vector<std::string> keys;
+  std::vector<double> doubles;
+  std::vector<std::int64_t> longs;
+  std::vector<std::int64_t> is_long;
+  graph::detail::for_each_scalar(s, [&](std::string_view key, auto value) {
+    keys.emplace_back(key);
+    if constexpr (std::is_same_v<std::remove_cvref_t<decltype(value)>, std::int64_t>) {
+      doubles.push_back(0);
+      longs.push_back(value);
+      is_long.push_back(1);
+    } else {
+      doubles.push_back(value);
+      longs.push_back(0);
+      is_long.push_back(0);
+    }
+  });
+  out.push_back(to_java_byte_arrays(env, keys));
+  out.push_back(to_java_doubles(env, doubles));
+  out.push_back(to_java_longs(env, longs));
+  out.push_back(to_java_longs(env, is_long));
+}
+
+// {byte[] name, byte[] type (null for FixedSchedule and RampSchedule), the
+// four arrays of put_scalars, long[] step starts, double[] step values
+// (MapSchedule), Object[] base (RampSchedule, else null)}.
+// Holds 9 local references per level of nesting while it builds.
+jobjectArray to_java_schedule(JNIEnv* env, const training::Schedule& schedule) {
+  std::vector<jobject> parts;
+  parts.push_back(to_java_bytes(env, training::schedule_name(schedule)));
+  std::visit(
+      [&](const auto& s) {
+        if constexpr (requires { s.type; })
+          parts.push_back(to_java_bytes(env, training::schedule_type_name(s.type)));
+        else
+          parts.push_back(nullptr);
+        put_scalars(env, s, parts);
+      },
+      static_cast<const training::ScheduleVariant&>(schedule));
+  std::vector<std::int64_t> starts;
+  std::vector<double> values;
+  if (const auto* m = std::get_if<training::MapSchedule>(&schedule))
+    for (const training::ScheduleStep& step : m->steps) {
+      starts.push_back(step.start);
+      values.push_back(step.value);
+    }
+  parts.push_back(to_java_longs(env, starts));
+  parts.push_back(to_java_doubles(env, values));
+  const auto* r = std::get_if<training::RampSchedule>(&schedule);
+  parts.push_back(r && r->base ? to_java_schedule(env, *r->base) : nullptr);
+  return object_array(env, parts);
+}
+
+// {byte[] updater type, byte[][] updater keys, double[] updater values,
+// Object[] learning rate schedule (or null), Object[] regularization (each
+// {byte[] type, Object[] coefficient schedule, long[] {apply_learning_rate}}),
+// long[] {minimize, iteration_count, epoch_count}, byte[][] feature,
+// label, feature mask and label mask mappings, loss variables, byte[][]
+// property keys, byte[][] property values}; null when the tag has no
+// trainingConfig.fb.
+jobjectArray archive_training_config(JNIEnv* env, jclass, jlong archive, jbyteArray tag) {
+  return guarded(env, [&]() -> jobjectArray {
+    const std::optional<training::TrainingConfig> config =
+        load_training_config(archive_of(archive), to_string(env, tag));
+    if (!config) return nullptr;
+    // Schedules nest at most kMaxScheduleDepth deep (decode_training_config).
+    if (env->EnsureLocalCapacity(32 + 9 * (training::kMaxScheduleDepth + 1)) != 0)
+      throw JavaExceptionPending{};
+    std::vector<jobject> updater;  // every updater field is a double
+    std::visit([&](const auto& u) { put_scalars(env, u, updater); }, config->updater);
+    env->DeleteLocalRef(updater[2]);
+    env->DeleteLocalRef(updater[3]);
+    jclass object = env->FindClass("java/lang/Object");
+    check(env);
+    jobjectArray regularization =
+        env->NewObjectArray(static_cast<jsize>(config->regularization.size()), object, nullptr);
+    env->DeleteLocalRef(object);
+    check(env);
+    for (std::size_t i = 0; i < config->regularization.size(); ++i) {
+      const training::Regularization& r = config->regularization[i];
+      jobjectArray item = object_array(
+          env, {to_java_bytes(env, training::regularization_name(r.type)),
+                to_java_schedule(env, r.coefficient),
+                to_java_longs(env, std::vector<std::int64_t>{r.apply_learning_rate ? 1 : 0})});
+      env->SetObjectArrayElement(regularization, static_cast<jsize>(i), item);
+      env->DeleteLocalRef(item);
+    }
+    std::vector<std::string> keys;
+    std::vector<std::string> values;
+    for (const auto& [k, v] : config->properties) {
+      keys.push_back(k);
+      values.push_back(v);
+    }
+    return object_array(
+        env,
+        {to_java_bytes(env, training::updater_name(config->updater)), updater[0], updater[1],
+         config->learning_rate_schedule ? to_java_schedule(env, *config->learning_rate_schedule)
+                                        : nullptr,
+         regularization,
+         to_java_longs(env,
+                       std::vector<std::int64_t>{config->minimize ? 1 : 0, config->iteration_count,
+                                                 config->epoch_count}),
+         to_java_byte_arrays(env, config->feature_mapping),
+         to_java_byte_arrays(env, config->label_mapping),
+         to_java_byte_arrays(env, config->feature_mask_mapping),
+         to_java_byte_arrays(env, config->label_mask_mapping),
+         to_java_byte_arrays(env, config->loss_variables), to_java_byte_arrays(env, keys),
+         to_java_byte_arrays(env, values)});
   });
 }
 
@@ -195,7 +396,8 @@ std::function<void(Metadata&)> metadata_edit(JNIEnv* env, jint changed, jobjectA
 // replaces the C++ hint of an existing tag's error.
 void archive_save(JNIEnv* env, jclass, jbyteArray path, jbyteArray tag, jobjectArray names,
                   jlongArray tensors, jobjectArray updater_variables, jobjectArray updater_states,
-                  jlongArray updater_tensors, jboolean replace, jint keep_last, jboolean durable,
+                  jlongArray updater_tensors, jobjectArray share_names, jobjectArray share_tags,
+                  jobjectArray share_params, jboolean replace, jint keep_last, jboolean durable,
                   jboolean compress, jboolean dedup, jint metadata_changed,
                   jobjectArray metadata_values, jbyteArray replace_hint) {
   guarded(env, [&] {
@@ -212,6 +414,12 @@ void archive_save(JNIEnv* env, jclass, jbyteArray path, jbyteArray tag, jobjectA
     if (variables.size() != states.size() || states.size() != state_handles.size())
       throw Error(ErrorCode::invalid_argument,
                   "updater variables, states and tensors differ in number");
+    const std::vector<std::string> shared = to_strings(env, share_names);
+    const std::vector<std::string> shared_tags = to_strings(env, share_tags);
+    const std::vector<std::string> shared_params = to_strings(env, share_params);
+    if (shared.size() != shared_tags.size() || shared_tags.size() != shared_params.size())
+      throw Error(ErrorCode::invalid_argument,
+                  "shared names, tags and parameters differ in number");
     const std::string archive_path = to_string(env, path);
     const std::string tag_name = to_string(env, tag);
     const std::string hint = to_string(env, replace_hint);
@@ -227,6 +435,8 @@ void archive_save(JNIEnv* env, jclass, jbyteArray path, jbyteArray tag, jobjectA
       NewTag contents;
       for (std::size_t i = 0; i < handles.size(); ++i)
         contents.add(param_names[i], from_handle<Tensor>(handles[i]), param_options);
+      for (std::size_t i = 0; i < shared.size(); ++i)
+        contents.share(shared[i], shared_tags[i], shared_params[i]);
       for (std::size_t i = 0; i < state_handles.size(); ++i)
         contents.add_updater_state(variables[i], states[i], from_handle<Tensor>(state_handles[i]),
                                    param_options);
@@ -283,8 +493,13 @@ const JNINativeMethod kMethods[] = {
     native_method("archiveUpdaterStates", "(J[B)[Lorg/modelzip/Param;", archive_updater_states),
     native_method("archiveUpdaterState", "(J[B[B[BZ)Lorg/modelzip/Tensor;", archive_updater_state),
     native_method("archiveLoad", "(J[BZ)[Ljava/lang/Object;", archive_load),
-    native_method("archiveVerify", "(J)[[B", archive_verify),
-    native_method("archiveSave", "([B[B[[B[J[[B[[B[JZIZZZI[[B[B)V", archive_save),
+    native_method("archiveParam", "(J[B[B)Lorg/modelzip/Param;", archive_param),
+    native_method("archiveEntryNames", "(J)[[B", archive_entry_names),
+    native_method("archiveHasEntry", "(J[B)Z", archive_has_entry),
+    native_method("archiveEntry", "(J[B)[B", archive_entry),
+    native_method("archiveVerify", "(J)[Ljava/lang/Object;", archive_verify),
+    native_method("archiveSave", "([B[B[[B[J[[B[[B[J[[B[[B[[BZIZZZI[[B[B)V", archive_save),
+    native_method("archiveTrainingConfig", "(J[B)[Ljava/lang/Object;", archive_training_config),
     native_method("archiveMetadata", "(J)[[B", archive_metadata),
     native_method("archiveUpdateMetadata", "([BI[[B)[[B", archive_update_metadata),
     native_method("archiveRemoveTag", "([B[B)V", archive_remove_tag),

@@ -4,8 +4,10 @@
 //
 // Only modelzip's public API (include/modelzip/) and the JDK's jni.h are
 // used, and the header-only core/float16.hpp (the library's exact decoders of
-// float16, bfloat16 and the float8 types, inline). Strings cross the boundary as UTF-8 byte[] (Java
-// encodes and decodes them; see org.modelzip.Native).
+// float16, bfloat16 and the float8 types, inline) and graph/training_fields.hpp
+// (the field names of training configs, shared with Python and the command).
+// Strings cross the boundary as UTF-8 byte[] (Java encodes and decodes them;
+// see org.modelzip.Native).
 //
 // Thread safety: the cached classes and method ids are set once in
 // JNI_OnLoad (init_java_types) and only read afterwards; everything else

@@ -7,6 +7,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.NoSuchElementException;
 import java.util.Objects;
+import java.util.Optional;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
@@ -44,7 +45,9 @@ import java.util.regex.Pattern;
  * the JVM: it is reported by an exception.
  *
  * <p>Tags are matched without regard to ASCII case; a {@code null} tag means
- * the newest.
+ * the newest, and so does {@code ""} in a read, as in C++ (where an empty tag
+ * is the default, "the newest") and Python ({@code tag=""}): no tag can be
+ * named "" (a save refuses it, INVALID_ARGUMENT).
  */
 public final class Archive implements AutoCloseable {
   // What the error of an existing tag says replaces it: the call that fits
@@ -95,6 +98,66 @@ public final class Archive implements AutoCloseable {
   public List<Param> params(String tag) {
     return ModelzipException.lookup(() -> List.of(
         handle.call(p -> Native.archiveParams(p, Native.utf8(tag)))));
+  }
+
+  /**
+   * What {@code tag} ({@code null}: the newest) says about parameter
+   * {@code name}, without reading tensor data: one element of
+   * {@link #params(String)} (Python's {@code Archive.param}).
+   *
+   * @throws NoSuchElementException if the tag or the parameter does not exist
+   */
+  public Param param(String name, String tag) {
+    Objects.requireNonNull(name, "name");
+    return ModelzipException.lookup(() ->
+        handle.call(p -> Native.archiveParam(p, Native.utf8(name), Native.utf8(tag))));
+  }
+
+  /**
+   * The training configuration of {@code tag} ({@code null}: the newest):
+   * its trainingConfig.fb (optimizer and hyperparameters, learning-rate
+   * schedule, regularization, data-set mappings, loss variables and progress
+   * counters; C++ {@code load_training_config}, Python's
+   * {@code training_config()}), or empty when the tag has none.
+   *
+   * @throws NoSuchElementException if the tag does not exist
+   * @throws ModelzipException CORRUPT or UNSUPPORTED for a damaged or unknown
+   *     configuration (an unknown updater is refused, not guessed)
+   */
+  public Optional<TrainingConfig> trainingConfig(String tag) {
+    Object[] parts = ModelzipException.lookup(() ->
+        handle.call(p -> Native.archiveTrainingConfig(p, Native.utf8(tag))));
+    return parts == null ? Optional.empty() : Optional.of(TrainingConfig.fromNative(parts));
+  }
+
+  /**
+   * Every zip entry name, in central directory order ("modelzip.toml",
+   * "tags.txt", "step-1/params.txt"...; Python's {@code entry_names()}).
+   */
+  public List<String> entryNames() {
+    return List.of(Native.strings(handle.call(Native::archiveEntryNames)));
+  }
+
+  /** Whether the archive has an entry of exactly this name (Python's {@code has_entry}). */
+  public boolean hasEntry(String entryName) {
+    Objects.requireNonNull(entryName, "entryName");
+    return handle.call(p -> Native.archiveHasEntry(p, Native.utf8(entryName)));
+  }
+
+  /**
+   * The whole contents of entry {@code entryName}, read into a new array
+   * with its CRC-32 checked (Python's {@code entry()}): e.g. a tag's
+   * "graph.fb" or "trainingConfig.fb", or a file another tool put in the
+   * zip.
+   *
+   * @throws NoSuchElementException if there is no such entry
+   * @throws ModelzipException CORRUPT when the entry is damaged (a wrong
+   *     CRC-32 too), LIMIT_EXCEEDED when it is larger than one Java array
+   */
+  public byte[] entry(String entryName) {
+    Objects.requireNonNull(entryName, "entryName");
+    return ModelzipException.lookup(() ->
+        handle.call(p -> Native.archiveEntry(p, Native.utf8(entryName))));
   }
 
   /**
@@ -219,11 +282,36 @@ public final class Archive implements AutoCloseable {
   /**
    * Checks everything (zip structure, every CRC, every blob and reference,
    * and the consistency rules of graph checkpoints: schemas/GRAPH.md section 4)
-   * and returns the problems found, each as "entry: message"; empty when the
-   * archive is valid.
+   * and returns the problems found, each with its entry and message (C++
+   * {@code Archive::verify}, Python's {@code verify()} pairs); empty when
+   * the archive is valid. At most 20 per entry, then one "... and N more
+   * problems in this entry", which {@link Problem#count()} counts as N and
+   * {@link Problem#found} sums.
+   */
+  public List<Problem> problems() {
+    Object[] parts = handle.call(Native::archiveVerify);
+    String[] entries = Native.strings((byte[][]) parts[0]);
+    String[] messages = Native.strings((byte[][]) parts[1]);
+    long[] counts = (long[]) parts[2];
+    List<Problem> out = new ArrayList<>(entries.length);
+    for (int i = 0; i < entries.length; i++) {
+      out.add(new Problem(entries[i], messages[i], counts[i]));
+    }
+    return Collections.unmodifiableList(out);
+  }
+
+  /**
+   * The problems {@link #problems()} finds, each as "entry: message" (the
+   * message alone for the archive as a whole); empty when the archive is
+   * valid. A convenience for printing: an entry name may itself contain
+   * ": ", so use {@link #problems()} to tell entry from message.
    */
   public List<String> verify() {
-    return List.of(Native.strings(handle.call(Native::archiveVerify)));
+    List<String> out = new ArrayList<>();
+    for (Problem p : problems()) {
+      out.add(p.toString());
+    }
+    return Collections.unmodifiableList(out);
   }
 
   /** verify's line for the problems of an entry that it found but did not list. */
@@ -387,10 +475,21 @@ public final class Archive implements AutoCloseable {
           statePointers.add(use.pointer());
         }
       }
+      Map<String, SaveOptions.Share> shares = options.shares();
+      byte[][] shareNames = new byte[shares.size()][];
+      byte[][] shareTags = new byte[shares.size()][];
+      byte[][] shareParams = new byte[shares.size()][];
+      int s = 0;
+      for (Map.Entry<String, SaveOptions.Share> e : shares.entrySet()) {
+        shareNames[s] = Native.utf8(e.getKey());
+        shareTags[s] = Native.utf8(e.getValue().fromTag());
+        shareParams[s++] = Native.utf8(e.getValue().fromParam());
+      }
       MetadataUpdate metadata = options.metadata();
       Native.archiveSave(Native.utf8(path), Native.utf8(tag), names, pointers,
           variables.toArray(new byte[0][]), states.toArray(new byte[0][]),
-          statePointers.stream().mapToLong(Long::longValue).toArray(), options.replace(),
+          statePointers.stream().mapToLong(Long::longValue).toArray(), shareNames, shareTags,
+          shareParams, options.replace(),
           options.keepLast().orElse(0), options.durable(), options.compress(), options.dedup(),
           metadata.changedMask(), metadata.utf8Values(), Native.utf8(replaceHint));
     } finally {

@@ -79,18 +79,34 @@ final class Native {
       byte[] tag, boolean copy);
   /** Returns {byte[][] names, Tensor[] tensors}, in params.txt order. */
   static native Object[] archiveLoad(long archive, byte[] tag, boolean copy);
-  static native byte[][] archiveVerify(long archive);
+  static native Param archiveParam(long archive, byte[] name, byte[] tag);
+  static native byte[][] archiveEntryNames(long archive);
+  static native boolean archiveHasEntry(long archive, byte[] name);
+  /** The whole entry, CRC-checked. */
+  static native byte[] archiveEntry(long archive, byte[] name);
+  /**
+   * Returns {byte[][] entries, byte[][] messages, long[] counts}, one
+   * element each per problem, in verify's order; counts[i]: how many
+   * problems problem i stands for (C++ problems_found of it alone).
+   */
+  static native Object[] archiveVerify(long archive);
+  /** The parts of a TrainingConfig ({@link TrainingConfig#fromNative}); null when the tag has none. */
+  static native Object[] archiveTrainingConfig(long archive, byte[] tag);
   /**
    * {@code replace}: the tag replaces one of its name in the same commit
    * (Writer::replace_tag); {@code keepLast} > 0: Writer::keep_last in the same
    * commit, 0: every tag kept; {@code compress}: every tensor deflated;
    * {@code durable}, {@code dedup}: WriterOptions; {@code metadataChanged},
    * {@code metadataValues}: the metadata fields changed in the same commit,
-   * as {@link #archiveUpdateMetadata} takes them; {@code replaceHint}: what
+   * as {@link #archiveUpdateMetadata} takes them; {@code shareNames}[i] is
+   * parameter {@code shareParams}[i] of tag {@code shareTags}[i]
+   * (NewTag::share); {@code replaceHint}: what
    * the error of an existing tag names as the way to replace it.
    */
   static native void archiveSave(byte[] path, byte[] tag, byte[][] names, long[] tensors,
-      byte[][] updaterVariables, byte[][] updaterStates, long[] updaterTensors, boolean replace, int keepLast, boolean durable, boolean compress, boolean dedup,
+      byte[][] updaterVariables, byte[][] updaterStates, long[] updaterTensors,
+      byte[][] shareNames, byte[][] shareTags, byte[][] shareParams, boolean replace,
+      int keepLast, boolean durable, boolean compress, boolean dedup,
       int metadataChanged, byte[][] metadataValues, byte[] replaceHint);
   /**
    * {format_version (decimal), model_name, model_version, quantization,

@@ -1,5 +1,8 @@
 package org.modelzip;
 
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.Map;
 import java.util.Objects;
 import java.util.OptionalInt;
 
@@ -20,7 +23,7 @@ import java.util.OptionalInt;
  */
 public final class SaveOptions {
   private static final SaveOptions DEFAULTS =
-      new SaveOptions(0, true, false, true, false, MetadataUpdate.none());
+      new SaveOptions(0, true, false, true, false, MetadataUpdate.none(), Map.of());
 
   private final int keepLast;  // 0: keep every tag
   private final boolean durable;
@@ -28,15 +31,28 @@ public final class SaveOptions {
   private final boolean dedup;
   private final boolean replace;
   private final MetadataUpdate metadata;
+  private final Map<String, Share> shares;  // unmodifiable, in the order given
+
+  /**
+   * Where a shared parameter's data is: parameter {@code fromParam} of the
+   * existing tag {@code fromTag} (see {@link SaveOptions#share}).
+   */
+  public record Share(String fromTag, String fromParam) {
+    public Share {
+      Objects.requireNonNull(fromTag, "fromTag");
+      Objects.requireNonNull(fromParam, "fromParam");
+    }
+  }
 
   private SaveOptions(int keepLast, boolean durable, boolean compress, boolean dedup,
-      boolean replace, MetadataUpdate metadata) {
+      boolean replace, MetadataUpdate metadata, Map<String, Share> shares) {
     this.keepLast = keepLast;
     this.durable = durable;
     this.compress = compress;
     this.dedup = dedup;
     this.replace = replace;
     this.metadata = metadata;
+    this.shares = shares;
   }
 
   /**
@@ -63,7 +79,7 @@ public final class SaveOptions {
       throw new IllegalArgumentException("keepLast must be at least 1, not " + n
           + " (a save keeps its own tag)");
     }
-    return new SaveOptions(n, durable, compress, dedup, replace, metadata);
+    return new SaveOptions(n, durable, compress, dedup, replace, metadata, shares);
   }
 
   /**
@@ -73,7 +89,7 @@ public final class SaveOptions {
    * Default {@code true}.
    */
   public SaveOptions durable(boolean durable) {
-    return new SaveOptions(keepLast, durable, compress, dedup, replace, metadata);
+    return new SaveOptions(keepLast, durable, compress, dedup, replace, metadata, shares);
   }
 
   /**
@@ -82,7 +98,7 @@ public final class SaveOptions {
    * {@code false}: stored, aligned, zero-copy.
    */
   public SaveOptions compress(boolean compress) {
-    return new SaveOptions(keepLast, durable, compress, dedup, replace, metadata);
+    return new SaveOptions(keepLast, durable, compress, dedup, replace, metadata, shares);
   }
 
   /**
@@ -90,7 +106,7 @@ public final class SaveOptions {
    * archive are stored as references to it ({@link Param#shared()}).
    */
   public SaveOptions dedup(boolean dedup) {
-    return new SaveOptions(keepLast, durable, compress, dedup, replace, metadata);
+    return new SaveOptions(keepLast, durable, compress, dedup, replace, metadata, shares);
   }
 
   /**
@@ -99,7 +115,7 @@ public final class SaveOptions {
    * with {@code false} (the default) the save refuses it (ALREADY_EXISTS).
    */
   public SaveOptions replace(boolean replace) {
-    return new SaveOptions(keepLast, durable, compress, dedup, replace, metadata);
+    return new SaveOptions(keepLast, durable, compress, dedup, replace, metadata, shares);
   }
 
   /**
@@ -109,7 +125,35 @@ public final class SaveOptions {
    */
   public SaveOptions metadata(MetadataUpdate metadata) {
     return new SaveOptions(keepLast, durable, compress, dedup, replace,
-        Objects.requireNonNull(metadata, "metadata"));
+        Objects.requireNonNull(metadata, "metadata"), shares);
+  }
+
+  /**
+   * The new tag's parameter {@code name} is parameter {@code fromParam} of
+   * the existing tag {@code fromTag} (matched without regard to case),
+   * written as a reference to its data without the data being read,
+   * compared or given as a tensor (C++ {@code NewTag::share}, Python's
+   * {@code share={name: (tag, param)}}): the way to keep an unchanged
+   * parameter of a large checkpoint, where dedup would find the same
+   * reference only by comparing every byte. {@code name} follows the
+   * tensors of the save, in the order the shares were given, and must not
+   * be one of them. The share is resolved when the save commits: a tag or
+   * parameter that does not exist then fails the save (NOT_FOUND), and a
+   * tag cannot share from the tag it replaces. Sharing the same name again
+   * replaces the earlier share. The shares belong to these options, so an
+   * options object reused for another save shares them there too.
+   */
+  public SaveOptions share(String name, String fromTag, String fromParam) {
+    Objects.requireNonNull(name, "name");
+    Map<String, Share> more = new LinkedHashMap<>(shares);
+    more.put(name, new Share(fromTag, fromParam));
+    return new SaveOptions(keepLast, durable, compress, dedup, replace, metadata,
+        Collections.unmodifiableMap(more));
+  }
+
+  /** The shared parameters by name ({@link #share}), in the order given; empty by default. */
+  public Map<String, Share> shares() {
+    return shares;
   }
 
   /** The number of tags kept, or empty when every tag is kept. */
@@ -142,18 +186,19 @@ public final class SaveOptions {
   public boolean equals(Object other) {
     return other instanceof SaveOptions o && keepLast == o.keepLast && durable == o.durable
         && compress == o.compress && dedup == o.dedup && replace == o.replace
-        && metadata.equals(o.metadata);
+        && metadata.equals(o.metadata) && shares.equals(o.shares);
   }
 
   @Override
   public int hashCode() {
-    return java.util.Objects.hash(keepLast, durable, compress, dedup, replace, metadata);
+    return java.util.Objects.hash(keepLast, durable, compress, dedup, replace, metadata, shares);
   }
 
   @Override
   public String toString() {
     return "SaveOptions(keepLast=" + (keepLast == 0 ? "all" : String.valueOf(keepLast))
         + ", durable=" + durable + ", compress=" + compress + ", dedup=" + dedup + ", replace="
-        + replace + ", metadata=" + metadata + ")";
+        + replace + ", metadata=" + metadata + (shares.isEmpty() ? "" : ", shares=" + shares)
+        + ")";
   }
 }

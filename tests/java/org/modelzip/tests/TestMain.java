@@ -17,7 +17,8 @@ public final class TestMain {
   static final Class<?>[] SUITE = {
       ArchiveTest.class, RoundTripTest.class, ZeroCopyTest.class, ErrorsTest.class,
       HostileTest.class, ConcurrencyTest.class, RemoteTest.class, EmbeddingsTest.class,
-      FloatValuesTest.class, SaveOptionsTest.class, MetadataTest.class,
+      FloatValuesTest.class, SaveOptionsTest.class, MetadataTest.class, ArchiveAccessTest.class,
+      ShareTest.class,
   };
 
   public static void main(String[] args) {

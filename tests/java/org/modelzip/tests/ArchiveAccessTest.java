@@ -1,0 +1,316 @@
+package org.modelzip.tests;
+
+import static org.junit.Assert.assertArrayEquals;
+import static org.junit.Assert.assertEquals;
+import static org.junit.Assert.assertFalse;
+import static org.junit.Assert.assertThrows;
+import static org.junit.Assert.assertTrue;
+
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.NoSuchElementException;
+import java.util.Optional;
+import java.util.zip.CRC32;
+import java.util.zip.ZipEntry;
+import java.util.zip.ZipFile;
+import java.util.zip.ZipOutputStream;
+import org.junit.Rule;
+import org.junit.Test;
+import org.modelzip.Archive;
+import org.modelzip.ModelzipException;
+import org.modelzip.Param;
+import org.modelzip.Problem;
+import org.modelzip.Tensor;
+import org.modelzip.TrainingConfig;
+
+/**
+ * The reads Python and C++ have beside tensors: verify's problems as (entry,
+ * message), one parameter's description, raw entries, the training config,
+ * and "" as the newest tag.
+ */
+public class ArchiveAccessTest {
+  @Rule public final ScratchFolder scratch = new ScratchFolder();
+
+  private static final String NOTES = "notes: read me.txt";
+  private static final byte[] NOTES_TEXT =
+      "written by another tool, kept by modelzip".getBytes(StandardCharsets.UTF_8);
+
+  /** Copies the test's archive to {@code name}, stored, with {@link #NOTES} added. */
+  private Path withNotes(String name) throws Exception {
+    Path out = Paths.get(scratch.file(name));
+    try (ZipFile in = new ZipFile(scratch.archive());
+         ZipOutputStream zip = new ZipOutputStream(Files.newOutputStream(out))) {
+      List<ZipEntry> entries = new ArrayList<>(Collections.list(in.entries()));
+      entries.add(new ZipEntry(NOTES));
+      for (ZipEntry e : entries) {
+        byte[] data = e.getName().equals(NOTES) ? NOTES_TEXT : in.getInputStream(e).readAllBytes();
+        ZipEntry copy = new ZipEntry(e.getName());
+        CRC32 crc = new CRC32();
+        crc.update(data);
+        copy.setMethod(ZipEntry.STORED);
+        copy.setSize(data.length);
+        copy.setCompressedSize(data.length);
+        copy.setCrc(crc.getValue());
+        zip.putNextEntry(copy);
+        zip.write(data);
+        zip.closeEntry();
+      }
+    }
+    return out;
+  }
+
+  /** Flips one bit of the only copy of {@code pattern} in {@code file}. */
+  private static void damage(Path file, byte[] pattern) throws Exception {
+    byte[] bytes = Files.readAllBytes(file);
+    int at = -1;
+    for (int i = 0; i + pattern.length <= bytes.length; i++) {
+      if (java.util.Arrays.equals(bytes, i, i + pattern.length, pattern, 0, pattern.length)) {
+        assertEquals("one copy of the pattern", -1, at);
+        at = i;
+      }
+    }
+    assertTrue("the pattern is stored as it is", at >= 0);
+    bytes[at + 3] ^= 1;
+    Files.write(file, bytes);
+  }
+
+  @Test
+  public void problemsKeepAnEntryNameThatContainsColonSpace() throws Exception {
+    Archive.save(scratch.archive(), "v1", Map.of("w", Tensor.of(new float[] {1, 2})));
+    Path damaged = withNotes("damaged.zip");
+    damage(damaged, NOTES_TEXT);
+    try (Archive archive = Archive.open(damaged.toString())) {
+      List<Problem> problems = archive.problems();
+      assertEquals(problems.toString(), 1, problems.size());
+      Problem p = problems.get(0);
+      assertEquals(NOTES, p.entry());
+      assertTrue(p.message(), p.message().contains("CRC"));
+      assertFalse(p.message(), p.message().startsWith("read me.txt"));
+      assertEquals(1, p.count());
+      assertEquals(1, Problem.found(problems));
+      // verify() keeps its "entry: message" strings, which cannot be split
+      // back: the first ": " is inside the entry name.
+      assertEquals(List.of(NOTES + ": " + p.message()), archive.verify());
+      assertEquals(List.of(p.toString()), archive.verify());
+      // Python's (entry, message) pairs are the same.
+      Object python = Json.parse(TestSupport.python("verify", damaged.toString()).out());
+      assertEquals(List.of(List.of(p.entry(), p.message())), python);
+    }
+    try (Archive intact = Archive.open(withNotes("intact.zip").toString())) {
+      assertEquals(List.of(), intact.problems());
+      assertEquals(0, Problem.found(intact.problems()));
+    }
+  }
+
+  @Test
+  public void problemsCountWhatVerifyFoundButDidNotList() throws Exception {
+    Archive.save(scratch.archive(), "v1", Map.of("w", Tensor.of(new float[] {1, 2})));
+    Path damaged = Paths.get(scratch.file("damaged.zip"));
+    try (ZipFile in = new ZipFile(scratch.archive());
+         ZipOutputStream out = new ZipOutputStream(Files.newOutputStream(damaged))) {
+      for (ZipEntry e : Collections.list(in.entries())) {
+        byte[] data = in.getInputStream(e).readAllBytes();
+        if (e.getName().equals("v1/params.txt")) {
+          StringBuilder lines = new StringBuilder();
+          for (int i = 0; i < 25; ++i) lines.append("bad line ").append(i).append('\n');
+          data = lines.toString().getBytes(StandardCharsets.UTF_8);
+        }
+        out.putNextEntry(new ZipEntry(e.getName()));
+        out.write(data);
+        out.closeEntry();
+      }
+    }
+    try (Archive archive = Archive.open(damaged.toString())) {
+      List<Problem> problems = archive.problems();
+      assertEquals(21, problems.size());
+      for (Problem p : problems) assertEquals("v1/params.txt", p.entry());
+      assertEquals(1, problems.get(0).count());
+      assertEquals("... and 5 more problems in this entry", problems.get(20).message());
+      assertEquals(5, problems.get(20).count());
+      assertEquals(25, Problem.found(problems));
+      assertEquals(Archive.problemsFound(archive.verify()), Problem.found(problems));
+    }
+  }
+
+  @Test
+  public void paramDescribesOneParameterAsParamsDoes() {
+    Tensor w = Tensor.of(new double[] {1, 2, 3, 4, 5, 6}, 2, 3);
+    Archive.save(scratch.archive(), "a", Map.of("w", w));
+    Map<String, Tensor> b = new LinkedHashMap<>();
+    b.put("w", w);
+    b.put("n", Tensor.of(new long[] {8}));
+    Archive.save(scratch.archive(), "b", b);
+    try (Archive archive = Archive.open(scratch.archive())) {
+      List<Param> params = archive.params("b");
+      assertEquals(params.get(0), archive.param("w", "b"));
+      assertEquals(params.get(1), archive.param("n", null));
+      assertEquals(params.get(1), archive.param("n", "B"));
+      Param shared = archive.param("w", null);
+      assertTrue(shared.shared());
+      assertEquals("a", shared.ownerTag());
+      assertArrayEquals(new long[] {2, 3}, shared.shape());
+      assertFalse(archive.param("w", "a").shared());
+      for (String[] missing : new String[][] {{"x", "b"}, {"n", "a"}, {"w", "c"}}) {
+        NoSuchElementException e = assertThrows(NoSuchElementException.class,
+            () -> archive.param(missing[0], missing[1]));
+        assertEquals(ModelzipException.Code.NOT_FOUND, ((ModelzipException) e.getCause()).code());
+      }
+    }
+  }
+
+  @Test
+  public void entriesAreListedAndReadAsTheZipHoldsThem() throws Exception {
+    Archive.save(scratch.archive(), "v1", Map.of("w", Tensor.of(new float[] {1, 2})));
+    Path file = withNotes("notes.zip");
+    try (Archive archive = Archive.open(file.toString());
+         ZipFile zip = new ZipFile(file.toFile())) {
+      List<String> names = new ArrayList<>();
+      for (ZipEntry e : Collections.list(zip.entries())) {
+        names.add(e.getName());
+        assertTrue(e.getName(), archive.hasEntry(e.getName()));
+        assertArrayEquals(e.getName(), zip.getInputStream(e).readAllBytes(),
+            archive.entry(e.getName()));
+      }
+      assertEquals(names, archive.entryNames());
+      assertTrue(names.contains("v1/params.txt"));
+      assertArrayEquals(NOTES_TEXT, archive.entry(NOTES));
+      assertFalse(archive.hasEntry("v1"));
+      assertFalse(archive.hasEntry("V1/params.txt"));  // exact names
+      NoSuchElementException e =
+          assertThrows(NoSuchElementException.class, () -> archive.entry("v1/nothing"));
+      assertEquals("v1/nothing", ((ModelzipException) e.getCause()).entry());
+    }
+    // Read with its CRC-32 checked.
+    damage(file, NOTES_TEXT);
+    try (Archive archive = Archive.open(file.toString())) {
+      ModelzipException e = assertThrows(ModelzipException.class, () -> archive.entry(NOTES));
+      assertEquals(ModelzipException.Code.CORRUPT, e.code());
+      assertEquals(NOTES, e.entry());
+      assertEquals(file.toString(), e.archive());
+    }
+  }
+
+  private static Map<String, Number> numbers(Object... keyThenValue) {
+    Map<String, Number> out = new LinkedHashMap<>();
+    for (int i = 0; i < keyThenValue.length; i += 2) {
+      out.put((String) keyThenValue[i], (Number) keyThenValue[i + 1]);
+    }
+    return out;
+  }
+
+  @Test
+  public void trainingConfigWrittenByPythonReadsWithEveryField() throws Exception {
+    TestSupport.python("training", scratch.archive(), "t1");
+    Archive.save(scratch.archive(), "plain", Map.of("w", Tensor.of(new float[] {1, 2})));
+    try (Archive archive = Archive.open(scratch.archive())) {
+      assertEquals(Optional.empty(), archive.trainingConfig(null));
+      TrainingConfig c = archive.trainingConfig("T1").orElseThrow();
+      // interop.py's TRAINING.
+      assertEquals("AdamW", c.updater().type());
+      assertEquals(Map.of("learning_rate", 0.01, "beta1", 0.8, "beta2", 0.99, "epsilon", 1e-7,
+          "weight_decay", 0.125), c.updater().parameters());
+      assertEquals(List.of("learning_rate", "beta1", "beta2", "epsilon", "weight_decay"),
+          new ArrayList<>(c.updater().parameters().keySet()));  // schema order
+      TrainingConfig.Schedule lr = c.learningRateSchedule().orElseThrow();
+      assertEquals("RampSchedule", lr.name());
+      assertEquals(Optional.empty(), lr.type());
+      assertEquals(numbers("num_iterations", 100L), lr.parameters());
+      TrainingConfig.Schedule base = lr.base().orElseThrow();
+      assertEquals("StepSchedule", base.name());
+      assertEquals(Optional.of("epoch"), base.type());
+      assertEquals(numbers("initial_value", 0.5, "decay_rate", 0.25, "step", 3.0),
+          base.parameters());
+      assertEquals(Optional.empty(), base.base());
+      List<TrainingConfig.Regularization> r = c.regularization();
+      assertEquals(3, r.size());
+      assertEquals("l2", r.get(0).type());
+      assertTrue(r.get(0).applyLearningRate());
+      assertEquals("FixedSchedule", r.get(0).coefficient().name());
+      assertEquals(numbers("value", 0.0625), r.get(0).coefficient().parameters());
+      assertEquals("weight_decay", r.get(1).type());
+      assertFalse(r.get(1).applyLearningRate());
+      assertEquals("MapSchedule", r.get(1).coefficient().name());
+      assertEquals(Optional.of("iteration"), r.get(1).coefficient().type());
+      assertEquals(List.of(new TrainingConfig.Step(0, 0.5), new TrainingConfig.Step(10, 0.25)),
+          r.get(1).coefficient().steps());
+      assertEquals("l1", r.get(2).type());
+      // A count beyond 2^53 arrives exactly (a Long, not a double).
+      assertEquals(numbers("initial_value", 2.0, "power", 1.5, "max_iterations",
+          9007199254740993L), r.get(2).coefficient().parameters());
+      assertFalse(c.minimize());
+      assertEquals(List.of("in: x"), c.featureMapping());
+      assertEquals(List.of("y"), c.labelMapping());
+      assertEquals(List.of(), c.featureMaskMapping());
+      assertEquals(List.of("m\u00e9"), c.labelMaskMapping());
+      assertEquals(List.of("loss"), c.lossVariables());
+      assertEquals(1234, c.iterationCount());
+      assertEquals(5, c.epochCount());
+      assertEquals(Map.of("seed", "42", "loader", "shard-3\u00e9"), c.properties());
+      assertEquals(c, archive.trainingConfig("t1").orElseThrow());
+      assertThrows(NoSuchElementException.class, () -> archive.trainingConfig("t2"));
+    }
+  }
+
+  @Test
+  public void anEmptyTagMeansTheNewestInReadsAsInCppAndPython() throws Exception {
+    Archive.save(scratch.archive(), "a", Map.of("w", Tensor.of(new float[] {1, 2})));
+    Archive.save(scratch.archive(), "b", Map.of("w", Tensor.of(new float[] {3, 4})),
+        Map.of("w", Map.of("M", Tensor.of(new float[] {5, 6}))),
+        org.modelzip.SaveOptions.defaults());
+    try (Archive archive = Archive.open(scratch.archive())) {
+      assertArrayEquals(new float[] {3, 4}, archive.tensor("w", "").toFloatArray(), 0f);
+      assertArrayEquals(new float[] {3, 4}, archive.load("").get("w").toFloatArray(), 0f);
+      assertEquals(archive.params(null), archive.params(""));
+      assertEquals(archive.param("w", null), archive.param("w", ""));
+      assertEquals(archive.updaterStates(null), archive.updaterStates(""));
+      assertArrayEquals(new float[] {5, 6},
+          archive.updaterState("w", "M", "").toFloatArray(), 0f);
+      assertEquals(Optional.empty(), archive.trainingConfig(""));
+    }
+    // Python reads "" as the newest tag too.
+    Object python = Json.parse(TestSupport.python("param", scratch.archive(), "", "w").out());
+    assertEquals(List.of("3.0", "4.0"), ((Map<?, ?>) python).get("values"));
+    // No tag is named "": a save refuses it, and removeTag finds none (it
+    // never removes the newest).
+    ModelzipException e = assertThrows(ModelzipException.class,
+        () -> Archive.save(scratch.archive(), "", Map.of("w", Tensor.of(new float[] {1}))));
+    assertEquals(ModelzipException.Code.INVALID_ARGUMENT, e.code());
+    assertThrows(NoSuchElementException.class, () -> Archive.removeTag(scratch.archive(), ""));
+    try (Archive archive = Archive.open(scratch.archive())) {
+      assertEquals(List.of("a", "b"), archive.tags());
+    }
+  }
+
+  @Test
+  public void aDamagedTrainingConfigIsAnErrorNamingItsEntry() throws Exception {
+    TestSupport.python("training", scratch.archive(), "t1");
+    Path damaged = Paths.get(scratch.file("damaged.zip"));
+    try (ZipFile in = new ZipFile(scratch.archive());
+         ZipOutputStream out = new ZipOutputStream(Files.newOutputStream(damaged))) {
+      for (ZipEntry e : Collections.list(in.entries())) {
+        byte[] data = in.getInputStream(e).readAllBytes();
+        if (e.getName().equals("t1/trainingConfig.fb")) {
+          data = java.util.Arrays.copyOf(data, data.length / 2);  // cut in half
+        }
+        out.putNextEntry(new ZipEntry(e.getName()));
+        out.write(data);
+        out.closeEntry();
+      }
+    }
+    try (Archive archive = Archive.open(damaged.toString())) {
+      ModelzipException e =
+          assertThrows(ModelzipException.class, () -> archive.trainingConfig("t1"));
+      assertEquals(e.getMessage(), ModelzipException.Code.CORRUPT, e.code());
+      assertEquals(damaged.toString(), e.archive());
+      assertEquals("t1/trainingConfig.fb", e.entry());
+      assertArrayEquals(new float[] {1, 2}, archive.tensor("w", "t1").toFloatArray(), 0f);
+    }
+  }
+}
