@@ -755,10 +755,13 @@ class Writer::Impl {
   Stats last_stats;                       // of the last commit
   // The archive as parsed by open(), with the identity the file had then:
   // commit() reuses it if the file is still the same, instead of parsing it
-  // again (it keeps the file mapped until then). Kept only when no append
-  // journal was there: while one is, open() reads the previous archive (the
-  // journal's), and the removal that commits the append leaves the file's
-  // identity as it was.
+  // again (it keeps the file mapped until then). Kept only when the read
+  // itself found no valid append journal before and after it
+  // (zip::SnapshotFile::identity): while one is there, open() reads the
+  // previous archive (the journal's), and the removal that commits the
+  // append leaves the file's identity as it was. Checks of the journal made
+  // around Archive::open would not do: an append may start after such a
+  // check and have set its new size before the read begins.
   struct Snapshot {
     Archive archive;
     io::FileIdentity identity;
@@ -768,16 +771,12 @@ class Writer::Impl {
   void refresh() {
     current_tags.clear();
     snapshot.reset();
-    auto no_append = [&] {
-      return io::read_append_journal(path).kind == io::JournalState::Kind::absent;
-    };
-    const bool quiet = no_append();
-    const std::optional<io::FileIdentity> before = io::identity_of(path);
-    if (!before) return;
+    if (!io::identity_of(path)) return;
     Archive archive = Archive::open(path);
     current_tags = archive.tags();
-    if (quiet && io::identity_of(path) == before && no_append())
-      snapshot.emplace(Snapshot{std::move(archive), *before});
+    const std::optional<io::FileIdentity> read = Archive::Impl::of(archive).snapshot_file.identity;
+    if (read && io::identity_of(path) == read)
+      snapshot.emplace(Snapshot{std::move(archive), *read});
   }
 
   // The archive as it is now (under the lock), or nullopt if there is none.

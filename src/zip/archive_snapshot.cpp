@@ -73,17 +73,34 @@ io::JournalState journal_state(const std::filesystem::path& path,
   return state;
 }
 
+// `state` without the journal's copy of the tail (same_as needs no bytes).
+io::JournalState without_tail(io::JournalState state) {
+  state.journal.tail = Bytes();
+  state.journal.tags.clear();
+  return state;
+}
+
+// The path the journal of `path` is looked for beside, besides its own:
+// its target when it is a symbolic link.
+std::filesystem::path resolved_path(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_symlink(path, ec)) return path;
+  std::filesystem::path resolved = std::filesystem::canonical(path, ec);
+  return ec ? path : resolved;
+}
+
 }  // namespace
+
+bool snapshot_current(const std::filesystem::path& path, const SnapshotFile& file) {
+  if (!file.fd) return false;
+  if (!journal_state(path, resolved_path(path)).same_as(file.journal)) return false;
+  return !file.identity || identity_of(file.fd->get(), path) == *file.identity;
+}
 
 Bytes read_snapshot(const std::filesystem::path& path, std::string_view tail_entry,
                     const Limits& limits, std::optional<Directory>* directory, SnapshotFile* file) {
   using Kind = io::JournalState::Kind;
-  std::filesystem::path resolved = path;
-  std::error_code ec;
-  if (std::filesystem::is_symlink(path, ec)) {
-    resolved = std::filesystem::canonical(path, ec);
-    if (ec) resolved = path;
-  }
+  const std::filesystem::path resolved = resolved_path(path);
   for (int attempt = 0;; ++attempt) {
     if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(std::min(attempt, 10)));
     if (attempt == kAttempts) {
@@ -112,7 +129,11 @@ Bytes read_snapshot(const std::filesystem::path& path, std::string_view tail_ent
                         " if it does not belong to this archive)",
                     ErrorContext{.archive = path.string()});
       if (directory) directory->reset();
-      if (file) *file = {std::make_shared<const io::UniqueFd>(std::move(f)), j.tail_start};
+      if (file)
+        *file = {std::make_shared<const io::UniqueFd>(std::move(f)),
+                 j.tail_start,
+                 {},
+                 without_tail(before)};
       return snapshot;
     }
 
@@ -142,7 +163,9 @@ Bytes read_snapshot(const std::filesystem::path& path, std::string_view tail_ent
     if (parse_error) throw *parse_error;
     Bytes snapshot = io::map_prefix_with_tail(f.get(), path, tail_from, tail);
     if (directory) *directory = std::move(parsed);
-    if (file) *file = {std::make_shared<const io::UniqueFd>(std::move(f)), tail_from};
+    if (file)
+      *file = {std::make_shared<const io::UniqueFd>(std::move(f)), tail_from, id,
+               without_tail(before)};
     return snapshot;
   }
 }

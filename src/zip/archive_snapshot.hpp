@@ -30,7 +30,11 @@
 // which are that file's bytes at the same offsets for as long as the file
 // exists (an append only overwrites from its tail on, a rewrite replaces
 // the file), so they can be mapped from the file again later
-// (Archive's private views).
+// (Archive's private views). `identity` is the identity the file had
+// throughout the read when the snapshot is the file itself (no valid
+// journal before and after, identity unchanged); nullopt when the snapshot
+// is the previous archive of a valid journal, whose removal (the commit of
+// the append) leaves the file's identity as it was.
 //
 // Errors: Error(io) naming the path (cannot open or map; the archive kept
 // changing through every attempt), Error(corrupt) from the directory parse
@@ -43,6 +47,8 @@
 #include <optional>
 #include <string_view>
 
+#include "io/append_journal.hpp"
+#include "io/file_identity.hpp"
 #include "io/posix_file.hpp"
 #include "modelzip/bytes.hpp"
 #include "modelzip/limits.hpp"
@@ -53,10 +59,23 @@ namespace modelzip::zip {
 struct SnapshotFile {
   std::shared_ptr<const io::UniqueFd> fd;
   std::uint64_t stable_prefix = 0;
+  std::optional<io::FileIdentity> identity;
+  io::JournalState journal;  // as the read found it (kind absent: none)
 };
 
 Bytes read_snapshot(const std::filesystem::path& path, std::string_view tail_entry,
                     const Limits& limits, std::optional<Directory>* directory = nullptr,
                     SnapshotFile* file = nullptr);
+
+// Whether the snapshot `file` describes (read_snapshot of `path`) is still
+// the archive's committed state: the same journal is still there, or, for
+// a snapshot of the file itself, the journal state and the file's identity
+// are unchanged. The snapshot's prefix is mapped from the file, and after
+// an in-place removal commits, its writer overwrites the first bytes of
+// each freed range (free entries, FORMAT.md 8.5): a caller that parses
+// more of the snapshot after read_snapshot returned (an Archive parses
+// every tag's tables) checks this afterwards and reads again if it is
+// false, or it may parse a removed entry's overwritten header.
+bool snapshot_current(const std::filesystem::path& path, const SnapshotFile& file);
 
 }  // namespace modelzip::zip
