@@ -256,7 +256,7 @@ TEST_CASE("A writer opened while another's append completes commits on the compl
       path, {7, tail, before.size(), Bytes::copy_of(std::string_view(before).substr(tail))}, true);
   Writer b = Writer::open(path);
   CHECK(b.tags() == std::vector<std::string>{"base"});  // the journal's archive
-  fs::remove(io::append_journal_path(path));           // A commits
+  fs::remove(io::append_journal_path(path));            // A commits
   b.add_tag("b", tag_with(t, "q"));
   b.commit();
   Archive after = Archive::open(path);
