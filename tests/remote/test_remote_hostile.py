@@ -379,7 +379,11 @@ def ctrl_c_during_read(how, url, slow_down, started, env=None):
         time.sleep(0.3)  # into the transfer
         p.send_signal(signal.SIGINT)
         sent = time.monotonic()
-        out, err = p.communicate(timeout=300)
+        try:
+            out, err = p.communicate(timeout=60)
+        except subprocess.TimeoutExpired:  # still reading: reported below
+            p.kill()
+            out, err = p.communicate()
         return p.returncode, out.decode() + err.decode(), time.monotonic() - sent
     finally:
         if p.poll() is None:
