@@ -2,7 +2,8 @@
 //
 // request_cancel() asks every save (Writer::commit), copying load and verify
 // of this process to stop at its next progress point (at least every 4 MiB
-// written or read, and between entries): the operation throws
+// written or read, and between entries; a read of a remote archive within
+// 0.1 s, whatever it waits for): the operation throws
 // Error(cancelled) and leaves nothing half-done behind -- a cancelled commit
 // rolls back, so the archive is the previous one byte for byte and no
 // journal or temporary file stays. A commit that is past its commit point

@@ -12,12 +12,14 @@
 #include <vector>
 
 #include "core/progress_tracker.hpp"
+#include "modelzip/cancel.hpp"
 #include "modelzip/error.hpp"
 #include "remote/cache_file.hpp"
 #include "remote/curl_request.hpp"
 #include "remote/endpoint.hpp"
 #include "remote/s3_refusal.hpp"
 #include "remote/settings.hpp"
+#include "remote/sigint.hpp"
 
 namespace modelzip::remote {
 namespace {
@@ -407,8 +409,11 @@ class HttpSource final : public io::ByteSource {
 
   // Runs every transfer to completion (kParallel at a time), retrying
   // transient failures with backoff. Throws on the first permanent failure,
-  // leaving no transfer running.
+  // leaving no transfer running; throws Error(cancelled) within a poll
+  // interval (100 ms) of modelzip::request_cancel() or of a SIGINT that
+  // `sigint` watches (remote/sigint.hpp), whatever the transfers wait for.
   void run(std::deque<Transfer>& transfers) {
+    SigintWatch sigint;
     std::vector<Transfer*> queue;
     std::uint64_t total = 0, longest = 0;
     for (auto& t : transfers) {
@@ -435,6 +440,13 @@ class HttpSource final : public io::ByteSource {
     std::size_t next = 0;
     std::vector<Transfer*> waiting;  // retries not yet due
     while (next < queue.size() || !active.empty() || !waiting.empty()) {
+      if (sigint.interrupted() || cancel_requested())
+        fail(ErrorCode::cancelled, ep_.url,
+             std::string("read cancelled (") + (sigint.interrupted() ? "SIGINT" : "interrupted") +
+                 ")" +
+                 (total == 0 ? std::string()
+                             : ": " + std::to_string(fetched_now_) + " of " +
+                                   std::to_string(total) + " bytes fetched"));
       const auto now = Clock::now();
       for (auto it = waiting.begin(); it != waiting.end();) {
         if ((*it)->not_before <= now && active.size() < parallel) {

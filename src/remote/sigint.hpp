@@ -1,0 +1,45 @@
+// Ctrl-C for reads of remote archives in a process whose SIGINT handler
+// notes the signal and returns instead of ending the process (Python's).
+//
+// A fetch (remote_source.cpp) on the thread named by stop_fetches_on_sigint()
+// holds a SigintWatch while it runs: it chains a SIGINT handler in front of
+// the one installed (which still runs, as before) and restores that one when
+// the fetch ends, so nothing stays installed between fetches. A SIGINT
+// received meanwhile makes interrupted() true, and the fetch throws
+// Error(cancelled) at its next poll (within 100 ms), wherever the transfer
+// is (waiting for bytes, for a retry, for a connection). Fetches on other
+// threads are not watched: a process delivers SIGINT to the thread that
+// handles it (Python: the main thread), and only there can it interrupt.
+// A disposition of SIG_DFL or SIG_IGN is left alone (the signal ends the
+// process, or is ignored, as it would anyway).
+#pragma once
+
+#include <pthread.h>
+#include <signal.h>
+
+namespace modelzip::remote {
+
+// Names the thread whose fetches SIGINT stops (at most one; the last call
+// wins). Thread safety: callable from any thread.
+void stop_fetches_on_sigint(pthread_t thread) noexcept;
+
+class SigintWatch {
+ public:
+  // Installs the chained handler when called on the thread named and SIGINT
+  // has a handler; inside another watch of that thread, shares its handler;
+  // otherwise does nothing (interrupted() stays false).
+  SigintWatch() noexcept;
+  // Restores the previous handler, unless another one replaced ours since.
+  ~SigintWatch();
+  SigintWatch(const SigintWatch&) = delete;
+  SigintWatch& operator=(const SigintWatch&) = delete;
+
+  // A SIGINT arrived since this watch installed its handler.
+  bool interrupted() const noexcept;
+
+ private:
+  bool installed_ = false;
+  bool nested_ = false;
+};
+
+}  // namespace modelzip::remote
