@@ -6,7 +6,6 @@
 
 #include <fcntl.h>
 
-#include <chrono>
 #include <cstdio>
 #include <iterator>
 #include <memory>
@@ -20,6 +19,7 @@
 #include "core/crc32.hpp"
 #include "modelzip/finalfusion/embeddings.hpp"
 #include "modelzip/graph/checkpoint.hpp"
+#include "python_progress.hpp"
 
 namespace modelzip::python {
 namespace {
@@ -117,58 +117,6 @@ py::dict load_tensors(const Archive& archive, const std::string& tag, ReadMode m
   for (const auto& [name, l] : tensors) out[py::str(name)] = tensor_to_python(l.tensor, l.owned);
   return out;
 }
-
-// The progress callback of a long check run with the GIL released
-// (verify): with the GIL, it calls the Python `function` (if any) and looks
-// for a pending signal (Ctrl-C; at most every 20 ms without a function).
-// An exception either raises is kept and the callback says stop, so the
-// check ends with Error(cancelled), which raise_kept_or() replaces by it.
-class PythonProgress {
- public:
-  explicit PythonProgress(const py::object& function) {
-    if (function.is_none()) return;
-    if (!PyCallable_Check(function.ptr())) throw py::type_error("progress must be callable");
-    state_->function = python_keeper(function);
-  }
-
-  ProgressCallback callback() const {
-    return [state = state_,
-            last = std::chrono::steady_clock::time_point{}](const Progress& p) mutable -> bool {
-      const auto now = std::chrono::steady_clock::now();
-      if (!state->function && now - last < std::chrono::milliseconds(20)) return true;
-      last = now;
-      py::gil_scoped_acquire gil;
-      if (state->error) return false;
-      try {
-        if (PyErr_CheckSignals() != 0) throw py::error_already_set();
-        if (!state->function) return true;
-        const auto& fn = *static_cast<const py::object*>(state->function.get());
-        py::object result = fn(p.bytes_done, p.bytes_total);
-        return result.is_none() || PyObject_IsTrue(result.ptr()) == 1;
-      } catch (py::error_already_set& e) {
-        state->error = std::move(e);
-        return false;
-      }
-    };
-  }
-
-  // Raises the kept exception if there is one, else rethrows `e`. With the GIL.
-  [[noreturn]] void raise_kept_or(const Error& e) const {
-    if (state_->error) {
-      py::error_already_set raised = std::move(*state_->error);
-      state_->error.reset();
-      throw raised;
-    }
-    throw e;
-  }
-
- private:
-  struct State {
-    std::shared_ptr<const void> function;  // a py::object, via python_keeper
-    std::optional<py::error_already_set> error;
-  };
-  std::shared_ptr<State> state_ = std::make_shared<State>();
-};
 
 std::string quoted(const std::string& s) {
   return py::repr(py::str(s)).cast<std::string>();

@@ -9,7 +9,6 @@
 
 #include <pybind11/stl.h>
 
-#include <chrono>
 #include <map>
 #include <optional>
 #include <set>
@@ -20,6 +19,7 @@
 #include "bindings.hpp"
 #include "format/tag_name.hpp"
 #include "modelzip/error.hpp"
+#include "python_progress.hpp"
 #include "staging_areas.hpp"
 
 namespace modelzip::python {
@@ -41,20 +41,11 @@ std::optional<MetadataField> metadata_field(std::string_view name) {
   return std::nullopt;
 }
 
-// The Python progress callback and the exception it raised (or the
-// KeyboardInterrupt of a Ctrl-C it noticed), if any: commit() raises that
-// exception whatever the commit did (instead of Error(cancelled) or another
-// error; after a commit that completed anyway, once it is complete).
-struct ProgressState {
-  std::shared_ptr<const void> function;  // a py::object, via python_keeper
-  std::optional<py::error_already_set> error;
-};
-
 class PyWriter {
  public:
   PyWriter(const py::object& path, bool dedup, bool durable, bool append,
            const py::object& progress)
-      : path_(to_path(path).string()), progress_(std::make_shared<ProgressState>()) {
+      : path_(to_path(path).string()), progress_(progress) {
     WriterOptions options;
     options.dedup = dedup;
     options.durable = durable;
@@ -62,37 +53,13 @@ class PyWriter {
     options.on_notice = [archive = path_](const std::string& notice) {
       warn_notice(archive, notice);
     };
-    if (!progress.is_none()) {
-      if (!PyCallable_Check(progress.ptr())) throw py::type_error("progress must be callable");
-      progress_->function = python_keeper(progress);
-    }
     // Ctrl-C: Python's SIGINT handler only notes the signal while commit()
     // runs without the GIL; the progress hook looks for it (with the GIL, at
     // most every 20 ms unless there is a Python callback) and cancels, so
     // the commit rolls back and commit() raises the KeyboardInterrupt.
     // Once an exception is kept, every later call says stop without
     // calling Python.
-    options.progress = [state = progress_, last = std::chrono::steady_clock::time_point{}](
-                           const Progress& p) mutable -> bool {
-      const auto now = std::chrono::steady_clock::now();
-      if (!state->function && now - last < std::chrono::milliseconds(20)) return true;
-      last = now;
-      py::gil_scoped_acquire gil;
-      if (state->error) return false;
-      if (PyErr_CheckSignals() != 0) {
-        state->error = py::error_already_set();
-        return false;
-      }
-      if (!state->function) return true;
-      try {
-        const auto& fn = *static_cast<const py::object*>(state->function.get());
-        py::object result = fn(p.bytes_done, p.bytes_total);
-        return result.is_none() || PyObject_IsTrue(result.ptr()) == 1;
-      } catch (py::error_already_set& e) {
-        state->error = std::move(e);
-        return false;
-      }
-    };
+    options.progress = progress_.callback();
     std::filesystem::path p = path_;
     py::gil_scoped_release release;
     writer_.emplace(Writer::open(p, std::move(options)));
@@ -201,7 +168,7 @@ class PyWriter {
     } catch (const Error& e) {
       // The exception of the progress hook (a Ctrl-C) comes first: it is
       // why the commit stopped, or it came while the commit failed.
-      if (progress_->error) {
+      if (progress_.has_error()) {
         stop_fetches();
         raise_kept_error("the save did not happen: " + std::string(e.what()));
       }
@@ -217,7 +184,8 @@ class PyWriter {
     // after the last point that could cancel it (the rename, the journal's
     // removal, CompleteMultipartUpload): the save is complete and the
     // interrupt is raised now, not lost.
-    if (progress_->error) raise_kept_error("the save completed before the interrupt could stop it");
+    if (progress_.has_error())
+      raise_kept_error("the save completed before the interrupt could stop it");
     if (PyErr_CheckSignals() != 0) {
       py::error_already_set raised;
       add_note(raised, "the save completed before the interrupt could stop it");
@@ -238,7 +206,7 @@ class PyWriter {
     Writer& w = get();
     for (const py::object& f : std::exchange(fetches_, {})) f.attr("stop")();
     w.discard();
-    progress_->error.reset();
+    progress_.clear();
     dirty_ = false;
   }
 
@@ -268,8 +236,7 @@ class PyWriter {
 
   // Raises the exception the progress hook kept, with `note` added.
   [[noreturn]] void raise_kept_error(const std::string& note) {
-    py::error_already_set raised = std::move(*progress_->error);
-    progress_->error.reset();
+    py::error_already_set raised = progress_.take_error();
     add_note(raised, note);
     throw raised;
   }
@@ -295,7 +262,7 @@ class PyWriter {
 
   std::optional<Writer> writer_;
   std::string path_;
-  std::shared_ptr<ProgressState> progress_;
+  PythonProgress progress_;  // the commit's callback and the exception it kept
   Writer::Stats last_stats_;
   bool busy_ = false;  // commit() is running with the GIL released
   bool dirty_ = false;
