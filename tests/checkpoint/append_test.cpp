@@ -319,18 +319,18 @@ TEST_CASE("A read through a journal whose removal commits meanwhile is no longer
   CHECK(io_bytes(path).find(".modelzip-free/") != std::string::npos);
   io::write_append_journal(
       path, {9, tail, before.size(), Bytes::copy_of(std::string_view(before).substr(tail))}, true);
-  zip::SnapshotFile file;
-  std::optional<zip::Directory> parsed;
-  Bytes previous = zip::read_snapshot(path, "tags.txt", Limits{}, &parsed, &file);
+  modelzip::zip::SnapshotFile file;
+  std::optional<modelzip::zip::Directory> parsed;
+  Bytes previous = modelzip::zip::read_snapshot(path, "tags.txt", Limits{}, &parsed, &file);
   CHECK_FALSE(parsed.has_value());  // parsed by the caller
-  CHECK(zip::snapshot_current(path, file));
+  CHECK(modelzip::zip::snapshot_current(path, file));
   fs::remove(io::append_journal_path(path));  // the removal commits
-  CHECK_FALSE(zip::snapshot_current(path, file));
+  CHECK_FALSE(modelzip::zip::snapshot_current(path, file));
   CHECK_THROWS_WITH(Archive::Impl(path.string(), previous, OpenOptions{}),
                     doctest::Contains("local header name differs"));
   Archive now = Archive::open(path);
   CHECK(now.tags() == std::vector<std::string>{"new"});
-  CHECK(zip::snapshot_current(path, Archive::Impl::of(now).snapshot_file));
+  CHECK(modelzip::zip::snapshot_current(path, Archive::Impl::of(now).snapshot_file));
   CHECK(now.verify().empty());
 }
 
