@@ -78,10 +78,8 @@ double element(const Tensor& t, std::uint64_t i) {
       return detail::float8_e5m2_to_float(static_cast<std::uint8_t>(p[i]));
     case DType::float8_e8m0fnu:
       return detail::float8_e8m0fnu_to_float(static_cast<std::uint8_t>(p[i]));
-    case DType::float4_e2m1fn_x2: {
-      const auto pair = static_cast<std::uint8_t>(p[i / 2]);
-      return detail::float4_e2m1_to_float(i % 2 ? pair >> 4 : pair & 0xF);
-    }
+    case DType::float4_e2m1fn_x2:
+      return detail::float4_e2m1fn_x2_value(p, i);
     default:
       return 0;
   }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <bit>
+#include <cstddef>
 #include <cstdint>
 
 namespace modelzip::detail {
@@ -70,6 +71,14 @@ inline float float4_e2m1_to_float(std::uint8_t nibble) noexcept {
   constexpr float kMagnitude[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
   const float m = kMagnitude[nibble & 0x7];
   return (nibble & 0x8) ? -m : m;
+}
+
+// Value i of float4_e2m1fn_x2 data (`pairs`: one byte per pair of FP4
+// values, FORMAT.md section 6): the low nibble of byte i / 2 for even i,
+// the high nibble for odd i. Requires i / 2 < the bytes there.
+inline float float4_e2m1fn_x2_value(const std::byte* pairs, std::uint64_t i) noexcept {
+  const auto pair = static_cast<std::uint8_t>(pairs[i / 2]);
+  return float4_e2m1_to_float(i % 2 == 0 ? pair & 0x0F : pair >> 4);
 }
 
 }  // namespace modelzip::detail

@@ -180,13 +180,8 @@ void decode_values(JNIEnv* env, const Tensor& t, JavaArray array, jlong first,
     const std::size_t count = std::min(chunk.size(), n - start);
     for (std::size_t i = 0; i < count; ++i) {
       const std::size_t value = offset + start + i;
-      if (fp4_pairs) {
-        const auto pair = static_cast<std::uint8_t>(bytes[value / 2]);
-        chunk[i] = static_cast<Out>(
-            detail::float4_e2m1_to_float(value % 2 == 0 ? pair & 0x0F : pair >> 4));
-      } else {
-        chunk[i] = decode_element<Out>(dtype, bytes.data() + value * part_bytes);
-      }
+      chunk[i] = fp4_pairs ? static_cast<Out>(detail::float4_e2m1fn_x2_value(bytes.data(), value))
+                           : decode_element<Out>(dtype, bytes.data() + value * part_bytes);
     }
     (env->*set_region)(array, static_cast<jsize>(start), static_cast<jsize>(count), chunk.data());
     check(env);
