@@ -538,6 +538,55 @@ def test_schedulers_whose_state_holds_their_own_methods(archive_path, make_sched
         assert torch.equal(value, model.state_dict()[name]), name
 
 
+@pytest.mark.parametrize("several", [False, True])
+def test_multistep_milestones_come_back_a_counter(archive_path, several):
+    """MultiStepLR keeps its milestones as a collections.Counter, stored as a JSON dict: they
+    came back a dict, and step(epoch) (the closed form, which calls milestones.elements())
+    raised AttributeError after a resume; torch.load gives the Counter back. In SequentialLR
+    too, whose state holds its schedulers' states."""
+    import collections
+    import warnings
+
+    lr_scheduler = torch.optim.lr_scheduler
+
+    def make():
+        torch.manual_seed(0)
+        model = Small()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        multistep = lr_scheduler.MultiStepLR(optimizer, [2, 4, 4, 6], gamma=0.5)
+        sequential = lr_scheduler.SequentialLR(
+            optimizer, [lr_scheduler.ConstantLR(optimizer, total_iters=1),
+                        lr_scheduler.MultiStepLR(optimizer, [1, 3], gamma=0.5)], milestones=[1])
+        return model, optimizer, {"multistep": multistep, "sequential": sequential}
+
+    def steps(model, optimizer, schedulers, n):
+        rates = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # step(epoch) is deprecated
+            for _ in range(n):
+                train(model, optimizer, 1)
+                schedulers["multistep"].step(schedulers["multistep"].last_epoch + 1)
+                schedulers["sequential"].step()
+                rates.append(optimizer.param_groups[0]["lr"])
+        return rates
+
+    model, optimizer, schedulers = make()
+    steps(model, optimizer, schedulers, 3)
+    mzt.save_checkpoint(archive_path, "s3", model, optimizer,
+                        scheduler=schedulers if several else schedulers["multistep"],
+                        durable=False)
+    expected = steps(model, optimizer, schedulers, 5)
+    fresh_model, fresh, fresh_schedulers = make()
+    mzt.load_checkpoint(archive_path, "s3", fresh_model, fresh,
+                        scheduler=fresh_schedulers if several else fresh_schedulers["multistep"])
+    assert type(fresh_schedulers["multistep"].milestones) is collections.Counter
+    assert fresh_schedulers["multistep"].milestones == collections.Counter([2, 4, 4, 6])
+    if several:
+        inner = fresh_schedulers["sequential"]._schedulers[1]
+        assert type(inner.milestones) is collections.Counter
+        assert steps(fresh_model, fresh, fresh_schedulers, 5) == expected
+
+
 def test_tied_weights_load_back_tied(archive_path):
     class Tied(nn.Module):
         def __init__(self):

@@ -665,6 +665,8 @@ def load_checkpoint(path: Any, tag: Optional[str] = None, model: Optional[torch.
     parameters by name, grouped as they were (order inside a group may differ); its state and
     hyperparameters become the saved ones (state tensors moved to their parameters' devices and
     floating types, as ``optimizer.load_state_dict`` does, through the staging pipeline).
+    A scheduler's state dicts come back of the dict types the scheduler holds (MultiStepLR's
+    milestones: a collections.Counter).
     Optimizers and schedulers saved as a mapping or list are given in the same structure: a
     mapping with the saved names (any order), a list of the saved count.
     Everything is checked before anything is changed:
@@ -762,7 +764,8 @@ def _scheduler_states(archive_name: str, tag: str, properties: Mapping[str, str]
                              "for names '0', '1'...)")
         if LR_SCHEDULER not in properties:
             raise ValueError(f"{where} holds no learning-rate scheduler state")
-        return [(scheduler, _decode(json.loads(properties[LR_SCHEDULER]), {}))]
+        return [(scheduler, _with_scheduler_types(_decode(json.loads(properties[LR_SCHEDULER]),
+                                                          {}), scheduler))]
     if LR_SCHEDULERS not in properties:
         raise ValueError(f"{where} holds " + ("the state of one learning-rate scheduler, not "
                                               "of a mapping or list of them: pass scheduler= "
@@ -771,7 +774,30 @@ def _scheduler_states(archive_name: str, tag: str, properties: Mapping[str, str]
     saved = {name: entry["state"] for name, entry in
              _named_entries(where, properties, LR_SCHEDULERS, ("state",)).items()}
     _same_names(f"{where}: learning-rate schedulers", list(saved), [n for n, _ in several])
-    return [(each, _decode(saved[name], {})) for name, each in several]
+    return [(each, _with_scheduler_types(_decode(saved[name], {}), each))
+            for name, each in several]
+
+
+def _with_scheduler_types(state: Any, scheduler: Any) -> Any:
+    """A decoded scheduler state whose dicts are of the types ``scheduler`` holds under the same
+    keys (MultiStepLR's ``milestones`` is a collections.Counter, which the JSON stores as a
+    dict), also in the states of the schedulers it holds (SequentialLR's ``_schedulers``)."""
+    live = getattr(scheduler, "__dict__", None)
+    if not isinstance(state, dict) or not isinstance(live, dict):
+        return state
+    out = {}
+    for key, value in state.items():
+        current = live.get(key)
+        if (key == "_schedulers" and isinstance(value, list) and isinstance(current, list)
+                and len(value) == len(current)):
+            value = [_with_scheduler_types(v, each) for v, each in zip(value, current)]
+        elif type(value) is dict and isinstance(current, dict) and type(current) is not dict:
+            typed = current.copy()  # keeps what the type holds besides items (default_factory)
+            typed.clear()
+            typed.update(value)
+            value = typed
+        out[key] = value
+    return out
 
 
 _OPTIMIZER_FIELDS = ("optimizer", "param_groups", "optimizer_state")
