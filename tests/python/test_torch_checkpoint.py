@@ -742,6 +742,7 @@ def test_extra_gives_back_rng_states_and_the_callers_values(archive_path):
                     "param": torch.nn.Parameter(torch.ones(2))},
         "numpy": {"f32": np.float32(1.5), "i64": np.int64(-3), "f64": np.float64(0.1),
                   "matrix": np.arange(6, dtype=np.uint16).reshape(2, 3),
+                  "empty": np.zeros((0, 3), np.float32),
                   "text": np.array(["ab", "c"])},
         3: "a key that is not str, inside",
     }
@@ -806,7 +807,9 @@ def test_extra_refuses_what_it_cannot_give_back(archive_path, extra, error, mess
     ('{"$dict":[["a",{"$torch.Tensor":{"dtype":"float32","shape":[2],"base64":"AAAAAA=="}}]]}',
      "$torch.Tensor: 4 bytes for 2 elements of 4"),
     ('{"$dict":[["a",{"$torch.Tensor":{"dtype":"Tensor","shape":[],"base64":""}}]]}',
-     "$torch.Tensor: 'Tensor' names no torch dtype of torch " + torch.__version__),
+     "$torch.Tensor: 'Tensor' is no dense torch dtype of torch " + torch.__version__),
+    ('{"$dict":[["a",{"$torch.Tensor":{"dtype":"qint8","shape":[1],"base64":"AA=="}}]]}',
+     "$torch.Tensor: 'qint8' is no dense torch dtype of torch " + torch.__version__),
     ('{"$dict":[["a",{"$numpy.ndarray":{"dtype":"<u4","shape":[-1],"base64":""}}]]}',
      '$numpy.ndarray: "shape" is not a list of sizes'),
     ('{"$dict":[["a",{"$numpy.generic":{"dtype":"<f4","base64":"!!"}}]]}', None),
@@ -883,6 +886,12 @@ def test_ties_stay_and_equal_tensors_stay_apart_after_load_checkpoint(archive_pa
     assert_same(fresh_opt.state_dict(), optimizer.state_dict())
 
 
+def storage(tensor):
+    """The address of the storage ``tensor`` views (untyped_storage from torch 2.0 on, where
+    storage() warns that TypedStorage is deprecated)."""
+    return getattr(tensor, "untyped_storage", tensor.storage)().data_ptr()
+
+
 class FlatParams(nn.Module):
     """Parameters that are views of one flat buffer (as FSDP's flat parameters, or Q, K and V
     split from one fused matrix): the buffer and the views are all in the state dict."""
@@ -918,7 +927,7 @@ def test_views_of_one_storage_keep_sharing_it_through_load_checkpoint(archive_pa
     mzt.load_checkpoint(archive_path, "t", fresh, fresh_opt)
     for name in ("weight", "bias", "scale"):
         view = getattr(fresh, name)
-        assert view.storage().data_ptr() == fresh.flat.storage().data_ptr(), name
+        assert storage(view) == storage(fresh.flat), name
     assert_same(fresh.state_dict(), model.state_dict())
     for _ in range(2):
         step(model, optimizer)
@@ -928,9 +937,9 @@ def test_views_of_one_storage_keep_sharing_it_through_load_checkpoint(archive_pa
     torch.manual_seed(2)
     other = FlatParams()
     mzt.load_into(other, archive_path, "t")
-    assert other.bias.storage().data_ptr() == other.flat.storage().data_ptr()
+    assert storage(other.bias) == storage(other.flat)
     # modelzip.torch.load gives each name its own tensor (torch.load: views of one storage)
     state = mzt.load(archive_path, "t")
-    assert state["bias"].storage().data_ptr() != state["flat"].storage().data_ptr()
+    assert storage(state["bias"]) != storage(state["flat"])
     state["flat"][12] = 100.0
     assert state["bias"][0] != 100.0

@@ -199,8 +199,8 @@ def _decode_inline(marker: str, fields: Any) -> Any:
     count = math.prod(shape)
     if marker == "$torch.Tensor":
         dtype = getattr(torch, fields["dtype"], None)
-        if not isinstance(dtype, torch.dtype):
-            raise ValueError(f"{marker}: {fields['dtype']!r} names no torch dtype of torch "
+        if not isinstance(dtype, torch.dtype) or fields["dtype"].startswith(("qint", "quint")):
+            raise ValueError(f"{marker}: {fields['dtype']!r} is no dense torch dtype of torch "
                              f"{torch.__version__}")
         itemsize = torch.empty((), dtype=dtype).element_size()
         if len(data) != count * itemsize:
@@ -878,7 +878,8 @@ def _training_state(tag: str, config: Optional[Mapping[str, Any]],
             extra = _decode(json.loads(properties[EXTRA]), {})
             if not isinstance(extra, dict):
                 raise ValueError("not an object")
-        except (ValueError, TypeError, KeyError, RuntimeError, RecursionError) as e:
+        except (ValueError, TypeError, KeyError, RuntimeError, RecursionError,
+                OverflowError) as e:
             raise ValueError(f"{where or f'tag {tag!r}'}: property {EXTRA!r} is malformed "
                              f"({e})") from None
     return TrainingState(tag, int(config["iteration_count"]) if config else 0,
