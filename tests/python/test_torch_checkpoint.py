@@ -25,12 +25,16 @@ def run_training(*args):
 
 
 def assert_same(a, b, where="state"):
-    """Bitwise equality of nested torch states (tensors compared by dtype, shape and bits)."""
+    """Bitwise equality of nested torch states (tensors and numpy arrays compared by dtype, shape
+    and bits)."""
     if isinstance(a, torch.Tensor):
         assert isinstance(b, torch.Tensor), where
         assert a.dtype == b.dtype and a.shape == b.shape, where
         assert torch.equal(a.view(-1).view(torch.uint8) if a.numel() else a,
                            b.view(-1).view(torch.uint8) if b.numel() else b), where
+    elif isinstance(a, np.ndarray):
+        assert isinstance(b, np.ndarray) and a.dtype == b.dtype and a.shape == b.shape, where
+        assert a.tobytes() == b.tobytes(), where
     elif isinstance(a, dict):
         assert isinstance(b, dict) and sorted(map(str, a)) == sorted(map(str, b)), where
         for k in a:
@@ -45,14 +49,17 @@ def assert_same(a, b, where="state"):
         assert a == b, where
 
 
-@pytest.mark.parametrize("kind", ["adam", "sgd", "custom"])
+@pytest.mark.parametrize("kind", ["adam", "sgd", "custom", "block"])
 def test_resume_in_a_fresh_process_is_bit_exact(tmp_path, kind):
     """Train 12 steps without a break; separately resume from step 4 in a new process (after the
-    archive gained the newer tag step-8) and train to 12: every bit must agree."""
+    archive gained the newer tag step-8) and train to 12: every bit must agree. block: dropout and
+    batches from the global RNGs, whose states extra= carries, background saves with keep_last
+    (the losses of every step and the final RNG states must agree too)."""
     archive = tmp_path / "run.zip"
     run_training("train", archive, kind, tmp_path / "uninterrupted.pt")
     with modelzip.open(archive) as ar:
-        assert ar.tags == ["step-4", "step-8"]
+        assert ar.tags == (["step-4", "step-6", "step-8"] if kind == "block"
+                           else ["step-4", "step-8"])
     run_training("resume", archive, kind, tmp_path / "resumed.pt", "step-4")
     expected = torch.load(tmp_path / "uninterrupted.pt")
     resumed = torch.load(tmp_path / "resumed.pt")
@@ -286,7 +293,7 @@ def test_a_scheduler_without_state_dict_is_a_type_error(archive_path):
     assert str(e.value) == (
         "modelzip.torch.save_checkpoint() argument 'scheduler' must be a learning-rate scheduler "
         "(an object with state_dict()), None, a mapping of names to them or a list of them, not "
-        "dict (more state: properties=)")
+        "dict (more state: extra=)")
     with pytest.raises(TypeError) as e:
         mzt.save_checkpoint(archive_path, "t", model, optimizer, scheduler=[scheduler, 3])
     assert str(e.value) == ("modelzip.torch.save_checkpoint() argument 'scheduler'[1] must be a "
@@ -531,6 +538,55 @@ def test_schedulers_whose_state_holds_their_own_methods(archive_path, make_sched
         assert torch.equal(value, model.state_dict()[name]), name
 
 
+@pytest.mark.parametrize("several", [False, True])
+def test_multistep_milestones_come_back_a_counter(archive_path, several):
+    """MultiStepLR keeps its milestones as a collections.Counter, stored as a JSON dict: they
+    came back a dict, and step(epoch) (the closed form, which calls milestones.elements())
+    raised AttributeError after a resume; torch.load gives the Counter back. In SequentialLR
+    too, whose state holds its schedulers' states."""
+    import collections
+    import warnings
+
+    lr_scheduler = torch.optim.lr_scheduler
+
+    def make():
+        torch.manual_seed(0)
+        model = Small()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        multistep = lr_scheduler.MultiStepLR(optimizer, [2, 4, 4, 6], gamma=0.5)
+        sequential = lr_scheduler.SequentialLR(
+            optimizer, [lr_scheduler.ConstantLR(optimizer, total_iters=1),
+                        lr_scheduler.MultiStepLR(optimizer, [1, 3], gamma=0.5)], milestones=[1])
+        return model, optimizer, {"multistep": multistep, "sequential": sequential}
+
+    def steps(model, optimizer, schedulers, n):
+        rates = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # step(epoch) is deprecated
+            for _ in range(n):
+                train(model, optimizer, 1)
+                schedulers["multistep"].step(schedulers["multistep"].last_epoch + 1)
+                schedulers["sequential"].step()
+                rates.append(optimizer.param_groups[0]["lr"])
+        return rates
+
+    model, optimizer, schedulers = make()
+    steps(model, optimizer, schedulers, 3)
+    mzt.save_checkpoint(archive_path, "s3", model, optimizer,
+                        scheduler=schedulers if several else schedulers["multistep"],
+                        durable=False)
+    expected = steps(model, optimizer, schedulers, 5)
+    fresh_model, fresh, fresh_schedulers = make()
+    mzt.load_checkpoint(archive_path, "s3", fresh_model, fresh,
+                        scheduler=fresh_schedulers if several else fresh_schedulers["multistep"])
+    assert type(fresh_schedulers["multistep"].milestones) is collections.Counter
+    assert fresh_schedulers["multistep"].milestones == collections.Counter([2, 4, 4, 6])
+    if several:
+        inner = fresh_schedulers["sequential"]._schedulers[1]
+        assert type(inner.milestones) is collections.Counter
+        assert steps(fresh_model, fresh, fresh_schedulers, 5) == expected
+
+
 def test_tied_weights_load_back_tied(archive_path):
     class Tied(nn.Module):
         def __init__(self):
@@ -662,3 +718,228 @@ def test_save_checkpoint_in_the_background_keeps_the_last_and_replaces(archive_p
     assert str(background.value) == str(synchronous.value)
     with pytest.raises(modelzip.Error, match="replace=True replaces it"):
         mzt.save_checkpoint(archive_path, "step-4", model, optimizer, blocking=False).result(60)
+
+
+def test_extra_gives_back_rng_states_and_the_callers_values(archive_path):
+    """extra= holds what a training loop's torch.save checkpoint holds besides model, optimizer
+    and scheduler; load_checkpoint gives it back, every value of its type. (There was no place
+    for a tensor, a numpy array or a nested dict: properties= takes str only.)"""
+    import random
+
+    model = Small()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    extra = {
+        "rng": {"torch": torch.get_rng_state(), "numpy": np.random.get_state(),
+                "python": random.getstate(),
+                "generator": np.random.default_rng(7).bit_generator.state},  # 128-bit ints
+        "scaler": {"scale": 65536.0, "growth_factor": 2.0, "_growth_tracker": 3},
+        "best": float("nan"), "history": [0.5, 0.25], "flags": (True, None), "name": "run",
+        "tensors": {"bf16": torch.tensor([1.5, -2.0], dtype=torch.bfloat16),
+                    "scalar": torch.tensor(7, dtype=torch.int64), "empty": torch.zeros(0, 3),
+                    "bool": torch.tensor([[True], [False]]),
+                    "complex": torch.tensor([1 + 2j], dtype=torch.complex64).conj(),
+                    "strided": torch.arange(12.0).reshape(3, 4).t(),
+                    "param": torch.nn.Parameter(torch.ones(2))},
+        "numpy": {"f32": np.float32(1.5), "i64": np.int64(-3), "f64": np.float64(0.1),
+                  "matrix": np.arange(6, dtype=np.uint16).reshape(2, 3),
+                  "empty": np.zeros((0, 3), np.float32),
+                  "text": np.array(["ab", "c"])},
+        3: "a key that is not str, inside",
+    }
+    extra = {"loop": extra}
+    mzt.save_checkpoint(archive_path, "t", model, optimizer, extra=extra, durable=False)
+    mzt.save_checkpoint(archive_path, "u", model, optimizer, extra=extra, durable=False,
+                        blocking=False).result(60)
+    mzt.save_checkpoint(archive_path, "none", model, optimizer, durable=False)
+    for tag in ("t", "u"):
+        loaded = mzt.load_checkpoint(archive_path, tag, model, optimizer).extra
+        assert_same(loaded, {"loop": {**extra["loop"], "tensors": {
+            **extra["loop"]["tensors"],
+            "complex": torch.tensor([1 - 2j], dtype=torch.complex64),  # the values it showed
+            "strided": extra["loop"]["tensors"]["strided"].contiguous(), "param": torch.ones(2)}}})
+        loop = loaded["loop"]
+        assert type(loop["numpy"]["f64"]) is np.float64 and type(loop["numpy"]["i64"]) is np.int64
+        assert loop["tensors"]["strided"].is_contiguous()
+        assert not loop["tensors"]["complex"].is_conj()
+        assert type(loop["tensors"]["param"]) is torch.Tensor
+        torch.set_rng_state(loop["rng"]["torch"])  # the states are the setters' arguments
+        np.random.set_state(loop["rng"]["numpy"])
+        random.setstate(loop["rng"]["python"])
+        np.random.PCG64().state = loop["rng"]["generator"]
+        loop["numpy"]["matrix"][0, 0] = 9  # writable, the caller's own
+    assert mzt.load_checkpoint(archive_path, "none", model, optimizer).extra == {}
+
+
+@pytest.mark.parametrize("extra, error, message", [
+    ({"ema": torch.zeros(300_000)}, ValueError,
+     "extra.ema: 1200000 bytes, over the 1048576 bytes extra holds per tensor or array (it is "
+     "for RNG states and small values): store large tensors in the model (a buffer) or in a tag "
+     "of their own (modelzip.torch.save)"),
+    ({"model": Small()}, TypeError,
+     "extra.model: values of type Small cannot be stored in a checkpoint (supported: tensors, "
+     "numpy arrays and scalars, None, bool, int, float, str, and lists, tuples and dicts of "
+     "them)"),
+    ({"objects": np.array([None, 1])}, TypeError,
+     "extra.objects: a numpy value of dtype object cannot be stored in extra (numbers, bool, "
+     "str and bytes only)"),
+    ({"sparse": torch.eye(2).to_sparse()}, TypeError,
+     "extra.sparse: a torch.sparse_coo tensor cannot be stored in extra (dense tensors only)"),
+    ([("rng", 1)], TypeError,
+     "modelzip.torch.save_checkpoint() argument 'extra' must be a mapping of str to values, not "
+     "list"),
+    ({1: 2}, TypeError,
+     "modelzip.torch.save_checkpoint() argument 'extra': keys must be str, not int"),
+])
+@pytest.mark.parametrize("blocking", [True, False])
+def test_extra_refuses_what_it_cannot_give_back(archive_path, extra, error, message, blocking):
+    model = Small()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    mzt.save_checkpoint(archive_path, "a", model, optimizer, durable=False)
+    before = archive_path.read_bytes()
+    with pytest.raises(error) as e:
+        mzt.save_checkpoint(archive_path, "b", model, optimizer, extra=extra, blocking=blocking)
+    assert str(e.value) == message
+    assert archive_path.read_bytes() == before
+
+
+@pytest.mark.parametrize("stored, why", [
+    ('{"$torch.Tensor":{"dtype":"uint8","shape":[3],"base64":"AAAA"}}', "not an object"),
+    ('{"$dict":[["a",{"$torch.Tensor":{"dtype":"float32","shape":[2],"base64":"AAAAAA=="}}]]}',
+     "$torch.Tensor: 4 bytes for 2 elements of 4"),
+    ('{"$dict":[["a",{"$torch.Tensor":{"dtype":"Tensor","shape":[],"base64":""}}]]}',
+     "$torch.Tensor: 'Tensor' is no dense torch dtype of torch " + torch.__version__),
+    ('{"$dict":[["a",{"$torch.Tensor":{"dtype":"qint8","shape":[1],"base64":"AA=="}}]]}',
+     "$torch.Tensor: 'qint8' is no dense torch dtype of torch " + torch.__version__),
+    ('{"$dict":[["a",{"$numpy.ndarray":{"dtype":"<u4","shape":[-1],"base64":""}}]]}',
+     '$numpy.ndarray: "shape" is not a list of sizes'),
+    ('{"$dict":[["a",{"$numpy.generic":{"dtype":"<f4","base64":"!!"}}]]}', None),
+    ('{"$dict":[["a",{"$numpy.ndarray":{"dtype":"|O","shape":[1],"base64":"AAAAAAAAAAA="}}]]}',
+     "$numpy.ndarray: 8 bytes of '|O' for shape [1]"),
+    ('[1', None),
+])
+def test_a_malformed_extra_changes_nothing(archive_path, monkeypatch, stored, why):
+    model = Small()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    train(model, optimizer, 2)
+    monkeypatch.setattr(mzt, "_extra_json", lambda extra: stored)
+    mzt.save_checkpoint(archive_path, "t", model, optimizer, extra={}, durable=False)
+    fresh = Small()
+    fresh_opt = torch.optim.SGD(fresh.parameters(), lr=0.1, momentum=0.9)
+    before = copy.deepcopy((fresh.state_dict(), fresh_opt.state_dict()))
+    with pytest.raises(ValueError) as e:
+        mzt.load_checkpoint(archive_path, "t", fresh, fresh_opt)
+    assert str(e.value).startswith(
+        f"{archive_path}: tag 't': property 'torch.extra' is malformed (")
+    if why is not None:
+        assert str(e.value).endswith(f"({why})")
+    assert_same((fresh.state_dict(), fresh_opt.state_dict()), before)
+
+
+def test_ties_stay_and_equal_tensors_stay_apart_after_load_checkpoint(archive_path):
+    """Tied weights stay one Parameter, the one the optimizer holds; tensors that were merely
+    equal (stored once by deduplication: two copies of a layer, their equal momentum) load as
+    tensors of their own, so training them apart goes on as it would have."""
+    class Twins(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(10, 4)
+            self.a = nn.Linear(4, 4)
+            self.b = nn.Linear(4, 4)
+            self.out = nn.Linear(4, 10, bias=False)
+            self.out.weight = self.embed.weight
+            self.b.load_state_dict(self.a.state_dict())
+
+        def forward(self, tokens, which):
+            return self.out((self.a if which else self.b)(self.embed(tokens)))
+
+    def step(model, optimizer, which):
+        optimizer.zero_grad(set_to_none=True)  # the layer not used keeps no gradient: no step
+        model(torch.arange(6) % 10, which).square().mean().backward()
+        optimizer.step()
+
+    torch.manual_seed(0)
+    model = Twins()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    for p in model.parameters():  # equal momentum buffers for a and b
+        p.grad = torch.ones_like(p)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    mzt.save_checkpoint(archive_path, "t", model, optimizer, durable=False)
+    with modelzip.open(archive_path) as ar:
+        assert ar.param("a.weight").blob == ar.param("b.weight").blob  # stored once
+        rows = {(s.name, s.state): s.blob for s in ar.updater_states("t")}
+        assert rows[("a.weight", "momentum_buffer")] == rows[("b.weight", "momentum_buffer")]
+    torch.manual_seed(1)
+    fresh = Twins()
+    fresh_opt = torch.optim.SGD(fresh.parameters(), lr=0.1, momentum=0.9)
+    mzt.load_checkpoint(archive_path, "t", fresh, fresh_opt)
+    assert fresh.out.weight is fresh.embed.weight
+    assert [p for g in fresh_opt.param_groups for p in g["params"]] == list(fresh.parameters())
+    assert all(fresh_opt.state[p]["momentum_buffer"].data_ptr() != fresh_opt.state[q][
+        "momentum_buffer"].data_ptr() for p, q in ((fresh.a.weight, fresh.b.weight),
+                                                   (fresh.a.bias, fresh.b.bias)))
+    for which in (True, True, False):  # a trains, b does not, then b
+        step(model, optimizer, which)
+        step(fresh, fresh_opt, which)
+    assert not torch.equal(fresh.a.weight, fresh.b.weight)
+    assert_same(fresh.state_dict(), model.state_dict())
+    assert_same(fresh_opt.state_dict(), optimizer.state_dict())
+
+
+def storage(tensor):
+    """The address of the storage ``tensor`` views (untyped_storage from torch 2.0 on, where
+    storage() warns that TypedStorage is deprecated)."""
+    return getattr(tensor, "untyped_storage", tensor.storage)().data_ptr()
+
+
+class FlatParams(nn.Module):
+    """Parameters that are views of one flat buffer (as FSDP's flat parameters, or Q, K and V
+    split from one fused matrix): the buffer and the views are all in the state dict."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("flat", torch.randn(4 * 3 + 3 + 3))
+        self.weight = nn.Parameter(self.flat[:12].view(4, 3))
+        self.bias = nn.Parameter(self.flat[12:15])
+        self.scale = nn.Parameter(self.flat[15:])
+
+    def forward(self, x):
+        return (x @ self.weight.t()[:, :3] + self.bias) * self.scale
+
+
+def test_views_of_one_storage_keep_sharing_it_through_load_checkpoint(archive_path):
+    """modelzip stores every name of a state dict as its own blob, views of one storage too
+    (torch.save stores the storage once); load_checkpoint and load_into write into the model's
+    own tensors, so its views go on sharing its buffer, and training resumes exactly."""
+    def step(model, optimizer):
+        optimizer.zero_grad()
+        model(torch.arange(12.0).reshape(4, 3)).square().sum().backward()
+        optimizer.step()
+
+    torch.manual_seed(0)
+    model = FlatParams()
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.1)
+    step(model, optimizer)
+    mzt.save_checkpoint(archive_path, "t", model, optimizer, durable=False)
+    torch.manual_seed(1)
+    fresh = FlatParams()
+    fresh_opt = torch.optim.Adam(fresh.parameters(), lr=0.1)
+    mzt.load_checkpoint(archive_path, "t", fresh, fresh_opt)
+    for name in ("weight", "bias", "scale"):
+        view = getattr(fresh, name)
+        assert storage(view) == storage(fresh.flat), name
+    assert_same(fresh.state_dict(), model.state_dict())
+    for _ in range(2):
+        step(model, optimizer)
+        step(fresh, fresh_opt)
+    assert_same(fresh.state_dict(), model.state_dict())
+    assert torch.equal(fresh.flat[12:15], fresh.bias)  # still one memory
+    torch.manual_seed(2)
+    other = FlatParams()
+    mzt.load_into(other, archive_path, "t")
+    assert storage(other.bias) == storage(other.flat)
+    # modelzip.torch.load gives each name its own tensor (torch.load: views of one storage)
+    state = mzt.load(archive_path, "t")
+    assert storage(state["bias"]) != storage(state["flat"])
+    state["flat"][12] = 100.0
+    assert state["bias"][0] != 100.0

@@ -10,16 +10,18 @@ State dicts (the argument order of safetensors' save_file and load_file)::
     modelzip.torch.load_into(model, "model.zip")              # into the model's own tensors
 
 (docs/torch.md says what each does and costs.) Whole training checkpoints: model, optimizer,
-scheduler and counters in one tag::
+scheduler, counters and the loop's other state in one tag::
 
     import modelzip.torch
 
     modelzip.torch.save_checkpoint("run.zip", f"step-{step}", model, optimizer,
-                                   scheduler=scheduler, epoch=epoch)
+                                   scheduler=scheduler, epoch=epoch,
+                                   extra={"rng": torch.get_rng_state()})
     ...
     state = modelzip.torch.load_checkpoint("run.zip", None, model, optimizer,  # None: newest
                                            scheduler=scheduler)
     step, epoch = state.iteration, state.epoch   # training resumes bit-exactly
+    torch.set_rng_state(state.extra["rng"])      # dropout too (docs/torch.md)
 
 What one tag holds (the layout is specified in schemas/GRAPH.md, section
 "torch training checkpoints"):
@@ -35,7 +37,9 @@ What one tag holds (the layout is specified in schemas/GRAPH.md, section
   ``iteration_count`` and ``epoch_count``, and in its properties everything
   needed to rebuild ``optimizer.state_dict()`` losslessly for any optimizer
   class: the class, every param group's hyperparameters with its parameters
-  by name, non-tensor state values, and the scheduler's ``state_dict()``.
+  by name, non-tensor state values, and the scheduler's ``state_dict()``;
+- in those properties too, ``extra=`` (RNG states, a GradScaler's state, the caller's values;
+  tensors and numpy arrays inline), given back as ``TrainingState.extra``.
 
 Several optimizers (a GAN's generator and discriminator optimizers) and several schedulers
 are given as a mapping name -> optimizer (or a list, named "0", "1"... by position) and
@@ -46,6 +50,8 @@ Importing this module imports torch.
 """
 from __future__ import annotations
 
+import base64
+import binascii
 import inspect
 import json
 import math
@@ -54,6 +60,7 @@ import warnings
 import weakref
 from typing import Any, Callable, Iterable, Mapping, NamedTuple, Optional
 
+import numpy as np
 import torch
 
 from . import Archive, Writer, WriteStats, _torch, _torch_load
@@ -81,6 +88,11 @@ UPDATER_EXACT = "torch.updater_exact"
 """Property: "true" when the config's ``updater`` is exactly the torch optimizer, else "false"."""
 TORCH_VERSION = "torch.version"
 """Property: ``torch.__version__`` of the process that saved."""
+EXTRA = "torch.extra"
+"""Property: JSON of save_checkpoint's ``extra`` (only when given), tensors and numpy values
+inline (see _encode)."""
+MAX_EXTRA_ARRAY_BYTES = 1 << 20
+"""The largest tensor or numpy array save_checkpoint's ``extra`` holds (inline, in base64)."""
 
 
 class TrainingState(NamedTuple):
@@ -94,6 +106,9 @@ class TrainingState(NamedTuple):
     """Completed epochs when the checkpoint was saved (``epoch_count``)."""
     properties: dict[str, str]
     """The training config's properties not written by this module (``properties=`` of the save)."""
+    extra: dict[str, Any]
+    """``extra=`` of the save (RNG states, a GradScaler's state, the caller's own values), its
+    values of the types saved (tensors on the CPU); empty when none was saved."""
 
 
 # ---- JSON encoding of values that are not top-level state tensors ------------
@@ -103,10 +118,17 @@ class TrainingState(NamedTuple):
 # {"$float": "nan" | "inf" | "-inf"}, {"$tuple": [...]}, {"$dict": [[key, value],
 # ...]} (keys of any encodable type, order kept) and {"$tensor": STATE}, a tensor
 # stored as updater state STATE of the same parameter (inside containers:
-# "<key>.<index>..."). Lists are JSON arrays.
+# "<key>.<index>..."). Lists are JSON arrays. Only in EXTRA (inline=True), tensors and numpy
+# values are stored in the JSON itself: {"$torch.Tensor": {"dtype": "uint8", "shape": [...],
+# "base64": BYTES}} (torch's dtype name, the tensor's bytes in row-major order, on the CPU),
+# {"$numpy.ndarray": {"dtype": "<u4", "shape": [...], "base64": BYTES}} and
+# {"$numpy.generic": {"dtype": "<f4", "base64": BYTES}} (numpy's dtype.str).
 
 
-def _encode(value: Any, path: str, tensors: Optional[dict[str, Any]]) -> Any:
+def _encode(value: Any, path: str, tensors: Optional[dict[str, Any]],
+            inline: bool = False) -> Any:
+    if inline and isinstance(value, (torch.Tensor, np.ndarray, np.generic)):
+        return _encode_inline(value, path)
     if value is None or isinstance(value, (bool, str)):
         return value
     if isinstance(value, int):
@@ -119,15 +141,85 @@ def _encode(value: Any, path: str, tensors: Optional[dict[str, Any]]) -> Any:
         tensors[path] = value
         return {"$tensor": path}
     if isinstance(value, tuple):
-        return {"$tuple": [_encode(v, f"{path}.{i}", tensors) for i, v in enumerate(value)]}
+        return {"$tuple": [_encode(v, f"{path}.{i}", tensors, inline)
+                           for i, v in enumerate(value)]}
     if isinstance(value, list):
-        return [_encode(v, f"{path}.{i}", tensors) for i, v in enumerate(value)]
+        return [_encode(v, f"{path}.{i}", tensors, inline) for i, v in enumerate(value)]
     if isinstance(value, Mapping):
-        return {"$dict": [[_encode(k, path, None), _encode(v, f"{path}.{k}", tensors)]
-                          for k, v in value.items()]}
+        return {"$dict": [[_encode(k, path, None, inline),
+                           _encode(v, f"{path}.{k}", tensors, inline)] for k, v in value.items()]}
     raise TypeError(f"{path}: values of type {type(value).__name__} cannot be stored in a "
-                    "checkpoint (supported: tensors, None, bool, int, float, str, and "
-                    "lists, tuples and dicts of them)")
+                    "checkpoint (supported: tensors, " + ("numpy arrays and scalars, " if inline
+                                                         else "")
+                    + "None, bool, int, float, str, and lists, tuples and dicts of them)")
+
+
+def _encode_inline(value: Any, path: str) -> dict[str, Any]:
+    """A tensor, numpy array or numpy scalar of EXTRA as its JSON object (see above)."""
+    if isinstance(value, torch.Tensor):
+        if value.layout != torch.strided or value.is_quantized:
+            raise TypeError(f"{path}: a {value.layout} " + ("quantized " if value.is_quantized
+                                                            else "") + "tensor cannot be stored "
+                            "in extra (dense tensors only)")
+        plain = value.detach().to("cpu").resolve_conj().resolve_neg().contiguous().reshape(-1)
+        size = plain.numel() * plain.element_size()
+        data = plain.view(torch.uint8).numpy().tobytes() if size else b""
+        marker, fields = "$torch.Tensor", {"dtype": str(value.dtype).replace("torch.", "", 1),
+                                           "shape": list(value.shape)}
+    else:
+        array = np.asarray(value)
+        if array.dtype.hasobject or array.dtype.fields is not None:
+            raise TypeError(f"{path}: a numpy value of dtype {array.dtype} cannot be stored in "
+                            "extra (numbers, bool, str and bytes only)")
+        data = np.ascontiguousarray(array).tobytes()
+        size = len(data)
+        marker, fields = ("$numpy.generic", {"dtype": array.dtype.str}) if isinstance(
+            value, np.generic) else ("$numpy.ndarray", {"dtype": array.dtype.str,
+                                                        "shape": list(array.shape)})
+    if size > MAX_EXTRA_ARRAY_BYTES:
+        raise ValueError(f"{path}: {size} bytes, over the {MAX_EXTRA_ARRAY_BYTES} bytes extra "
+                         "holds per tensor or array (it is for RNG states and small values): "
+                         "store large tensors in the model (a buffer) or in a tag of their own "
+                         "(modelzip.torch.save)")
+    return {marker: {**fields, "base64": base64.b64encode(data).decode("ascii")}}
+
+
+def _decode_inline(marker: str, fields: Any) -> Any:
+    """The value of an inline object of EXTRA (``marker``: its key); ValueError when malformed."""
+    if not isinstance(fields, dict) or not isinstance(fields.get("dtype"), str) or not (
+            isinstance(fields.get("base64"), str)):
+        raise ValueError(f"{marker}: not an object with \"dtype\" and \"base64\"")
+    shape = fields.get("shape", [])
+    if not isinstance(shape, list) or not all(type(n) is int and n >= 0 for n in shape):
+        raise ValueError(f"{marker}: \"shape\" is not a list of sizes")
+    try:
+        data = base64.b64decode(fields["base64"], validate=True)
+    except binascii.Error as e:
+        raise ValueError(f"{marker}: \"base64\" is not base64 ({e})") from None
+    count = math.prod(shape)
+    if marker == "$torch.Tensor":
+        dtype = getattr(torch, fields["dtype"], None)
+        if not isinstance(dtype, torch.dtype) or fields["dtype"].startswith(("qint", "quint")):
+            raise ValueError(f"{marker}: {fields['dtype']!r} is no dense torch dtype of torch "
+                             f"{torch.__version__}")
+        itemsize = torch.empty((), dtype=dtype).element_size()
+        if len(data) != count * itemsize:
+            raise ValueError(f"{marker}: {len(data)} bytes for {count} elements of {itemsize}")
+        if not data:
+            return torch.empty(shape, dtype=dtype)
+        return torch.from_numpy(np.frombuffer(bytearray(data), np.uint8)).view(dtype).reshape(shape)
+    try:
+        dtype = np.dtype(fields["dtype"])
+    except TypeError:
+        raise ValueError(f"{marker}: {fields['dtype']!r} names no numpy dtype") from None
+    if dtype.hasobject or dtype.fields is not None or len(data) != count * dtype.itemsize:
+        raise ValueError(f"{marker}: {len(data)} bytes of {fields['dtype']!r} for shape {shape}")
+    array = np.frombuffer(bytearray(data), dtype).reshape(shape)
+    if marker == "$numpy.generic":
+        if shape:
+            raise ValueError(f"{marker}: a numpy scalar has no \"shape\"")
+        return array[()]
+    return array
 
 
 def _decode(value: Any, tensors: Mapping[str, Any]) -> Any:
@@ -144,6 +236,8 @@ def _decode(value: Any, tensors: Mapping[str, Any]) -> Any:
         return {_decode(k, tensors): _decode(v, tensors) for k, v in inner}
     if marker == "$tensor":
         return tensors[inner]
+    if marker in ("$torch.Tensor", "$numpy.ndarray", "$numpy.generic"):
+        return _decode_inline(marker, inner)
     raise ValueError(f"unknown marker {marker!r} in a torch checkpoint property")
 
 
@@ -264,6 +358,7 @@ def _completed_steps(state: Mapping[int, Mapping[str, Any]]) -> int:
 def save_checkpoint(path: Any, tag: str, model: torch.nn.Module, optimizer: Any,
                     *, scheduler: Any = None, epoch: int = 0, iteration: Optional[int] = None,
                     properties: Optional[Mapping[str, str]] = None,
+                    extra: Optional[Mapping[str, Any]] = None,
                     metadata: Any = None, compress: bool = False, dedup: bool = True,
                     durable: bool = True, append: bool = True, replace: bool = False,
                     keep_last: Optional[int] = None,
@@ -289,6 +384,14 @@ def save_checkpoint(path: Any, tag: str, model: torch.nn.Module, optimizer: Any,
       largest per-parameter ``step`` in the optimizer state (0 if none).
     properties: extra str -> str pairs for the training config (data loader
       position, seeds...); keys starting with "torch." are reserved.
+    extra: the rest of a training loop's state, given back by load_checkpoint as
+      ``TrainingState.extra``: a mapping of str to values of these kinds, nested: None, bool,
+      int, float, str, list, tuple, dict, torch tensors (dense; given back on the CPU) and numpy
+      arrays and scalars, each tensor or array at most MAX_EXTRA_ARRAY_BYTES (1 MiB). For the
+      RNG states (``torch.get_rng_state()``, ``torch.cuda.get_rng_state_all()``,
+      ``numpy.random.get_state()``, ``random.getstate()``), a GradScaler's ``state_dict()``,
+      a best metric. TypeError for other types, ValueError for a larger array, before
+      anything is written.
     metadata, compress, dedup, durable, append, replace, keep_last, progress: as
       for modelzip.save (``replace=True`` overwrites a tag such as "latest";
       ``keep_last=N`` drops the oldest tags beyond N in the same commit).
@@ -311,7 +414,8 @@ def save_checkpoint(path: Any, tag: str, model: torch.nn.Module, optimizer: Any,
     several = _named_objects(function, "optimizer", optimizer, _is_optimizer, _AN_OPTIMIZER,
                              optional=False)
     _named_objects(function, "scheduler", scheduler, _has("state_dict"),
-                   _A_SCHEDULER.format("state_dict()"), hint=" (more state: properties=)")
+                   _A_SCHEDULER.format("state_dict()"), hint=" (more state: extra=)")
+    extra_json = None if extra is None else _extra_json(extra)
     saved = []  # (name, optimizer, param groups by name, non-tensor state) of each optimizer
     updater: dict[tuple[str, str], Any] = {}
     held: dict[str, str] = {}  # parameter name -> the optimizer holding it
@@ -340,6 +444,8 @@ def save_checkpoint(path: Any, tag: str, model: torch.nn.Module, optimizer: Any,
                                                 for name, each, groups, other in saved])},
                            steps if iteration is None else iteration, scheduler=scheduler,
                            epoch=epoch, properties=properties)
+    if extra_json is not None:
+        training["properties"][EXTRA] = extra_json
     if not blocking:
         from ._async import save_async
         return save_async(path, tag, model.state_dict(), updater=updater, training=training,
@@ -441,6 +547,18 @@ def _config(standard: tuple[dict, list, bool, bool], optimizer_properties: Mappi
         "epoch_count": operator.index(epoch),
         "properties": own,
     }
+
+
+def _extra_json(extra: Any) -> str:
+    """The EXTRA property of save_checkpoint's ``extra``."""
+    if not isinstance(extra, Mapping):
+        raise TypeError("modelzip.torch.save_checkpoint() argument 'extra' must be a mapping of "
+                        f"str to values, not {type(extra).__name__}")
+    for key in extra:
+        if not isinstance(key, str):
+            raise TypeError("modelzip.torch.save_checkpoint() argument 'extra': keys must be "
+                            f"str, not {type(key).__name__}")
+    return _dumps(_encode(dict(extra), "extra", None, inline=True))
 
 
 def _scheduler_json(scheduler: Any) -> Any:
@@ -547,6 +665,8 @@ def load_checkpoint(path: Any, tag: Optional[str] = None, model: Optional[torch.
     parameters by name, grouped as they were (order inside a group may differ); its state and
     hyperparameters become the saved ones (state tensors moved to their parameters' devices and
     floating types, as ``optimizer.load_state_dict`` does, through the staging pipeline).
+    A scheduler's state dicts come back of the dict types the scheduler holds (MultiStepLR's
+    milestones: a collections.Counter).
     Optimizers and schedulers saved as a mapping or list are given in the same structure: a
     mapping with the saved names (any order), a list of the saved count.
     Everything is checked before anything is changed:
@@ -588,6 +708,7 @@ def load_checkpoint(path: Any, tag: Optional[str] = None, model: Optional[torch.
                 lambda names: _updater_tensors(archive, tag)))]
         else:
             optimizer_states = []
+        training_state = _training_state(tag, config, where)
     for each, state in optimizer_states:  # new tensors on the parameters' devices: no change yet
         _torch_load.to_param_devices(state, each)
     if plan is not None:
@@ -596,7 +717,7 @@ def load_checkpoint(path: Any, tag: Optional[str] = None, model: Optional[torch.
         each.load_state_dict(state)
     for each, state in scheduler_states:
         each.load_state_dict(state)
-    return _training_state(tag, config)
+    return training_state
 
 
 def _warn_old_order(old: str, new: str) -> None:
@@ -643,7 +764,8 @@ def _scheduler_states(archive_name: str, tag: str, properties: Mapping[str, str]
                              "for names '0', '1'...)")
         if LR_SCHEDULER not in properties:
             raise ValueError(f"{where} holds no learning-rate scheduler state")
-        return [(scheduler, _decode(json.loads(properties[LR_SCHEDULER]), {}))]
+        return [(scheduler, _with_scheduler_types(_decode(json.loads(properties[LR_SCHEDULER]),
+                                                          {}), scheduler))]
     if LR_SCHEDULERS not in properties:
         raise ValueError(f"{where} holds " + ("the state of one learning-rate scheduler, not "
                                               "of a mapping or list of them: pass scheduler= "
@@ -652,7 +774,30 @@ def _scheduler_states(archive_name: str, tag: str, properties: Mapping[str, str]
     saved = {name: entry["state"] for name, entry in
              _named_entries(where, properties, LR_SCHEDULERS, ("state",)).items()}
     _same_names(f"{where}: learning-rate schedulers", list(saved), [n for n, _ in several])
-    return [(each, _decode(saved[name], {})) for name, each in several]
+    return [(each, _with_scheduler_types(_decode(saved[name], {}), each))
+            for name, each in several]
+
+
+def _with_scheduler_types(state: Any, scheduler: Any) -> Any:
+    """A decoded scheduler state whose dicts are of the types ``scheduler`` holds under the same
+    keys (MultiStepLR's ``milestones`` is a collections.Counter, which the JSON stores as a
+    dict), also in the states of the schedulers it holds (SequentialLR's ``_schedulers``)."""
+    live = getattr(scheduler, "__dict__", None)
+    if not isinstance(state, dict) or not isinstance(live, dict):
+        return state
+    out = {}
+    for key, value in state.items():
+        current = live.get(key)
+        if (key == "_schedulers" and isinstance(value, list) and isinstance(current, list)
+                and len(value) == len(current)):
+            value = [_with_scheduler_types(v, each) for v, each in zip(value, current)]
+        elif type(value) is dict and isinstance(current, dict) and type(current) is not dict:
+            typed = current.copy()  # keeps what the type holds besides items (default_factory)
+            typed.clear()
+            typed.update(value)
+            value = typed
+        out[key] = value
+    return out
 
 
 _OPTIMIZER_FIELDS = ("optimizer", "param_groups", "optimizer_state")
@@ -721,11 +866,24 @@ def _several_optimizer_states(where: str, properties: Mapping[str, str],
     return out
 
 
-def _training_state(tag: str, config: Optional[Mapping[str, Any]]) -> TrainingState:
+def _training_state(tag: str, config: Optional[Mapping[str, Any]],
+                    where: Optional[str] = None) -> TrainingState:
+    """The TrainingState of tag ``tag`` with training config ``config``; ValueError, starting
+    with ``where`` (default: the tag), when its EXTRA property is malformed."""
     properties = config["properties"] if config else {}
     own = {k: v for k, v in properties.items() if not k.startswith("torch.")}
+    extra: dict[str, Any] = {}
+    if EXTRA in properties:
+        try:
+            extra = _decode(json.loads(properties[EXTRA]), {})
+            if not isinstance(extra, dict):
+                raise ValueError("not an object")
+        except (ValueError, TypeError, KeyError, RuntimeError, RecursionError,
+                OverflowError) as e:
+            raise ValueError(f"{where or f'tag {tag!r}'}: property {EXTRA!r} is malformed "
+                             f"({e})") from None
     return TrainingState(tag, int(config["iteration_count"]) if config else 0,
-                         int(config["epoch_count"]) if config else 0, own)
+                         int(config["epoch_count"]) if config else 0, own, extra)
 
 
 def _optimizer_state(where: str, properties: Mapping[str, str], optimizer: torch.optim.Optimizer,

@@ -15,6 +15,8 @@ OPTIMIZERS: str
 LR_SCHEDULERS: str
 UPDATER_EXACT: str
 TORCH_VERSION: str
+EXTRA: str
+MAX_EXTRA_ARRAY_BYTES: int
 
 
 class TrainingState(NamedTuple):
@@ -24,6 +26,7 @@ class TrainingState(NamedTuple):
     iteration: int
     epoch: int
     properties: dict[str, str]
+    extra: dict[str, Any]
 
 
 def save(tensors: Mapping[str, Any], path: PathLike, tag: str, **options: Any) -> WriteStats:
@@ -52,13 +55,15 @@ Optimizers = Union[torch.optim.Optimizer, Mapping[str, torch.optim.Optimizer],
 def save_checkpoint(path: PathLike, tag: str, model: torch.nn.Module,
                     optimizer: Optimizers, *, scheduler: Any = None, epoch: int = 0,
                     iteration: Optional[int] = None, properties: Optional[Mapping[str, str]] = None,
+                    extra: Optional[Mapping[str, Any]] = None,
                     metadata: Optional[Metadata | Mapping[str, Optional[str]]] = None,
                     compress: bool = False, dedup: bool = True, durable: bool = True,
                     append: bool = True, replace: bool = False, keep_last: Optional[int] = None,
                     progress: Optional[Callable[[int, int], Optional[bool]]] = None,
                     blocking: bool = True) -> Union[WriteStats, SaveFuture]:
     """Adds tag ``tag`` holding model parameters, optimizer state (by parameter name),
-    hyperparameters, scheduler state and step/epoch counters; with blocking=False
+    hyperparameters, scheduler state, step/epoch counters and ``extra`` (RNG states, a
+    GradScaler's state, the caller's values, given back as TrainingState.extra); with blocking=False
     in the background (a SaveFuture of the WriteStats). ``optimizer`` and ``scheduler``:
     one, or several as a mapping name -> object or a list."""
 
