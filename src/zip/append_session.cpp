@@ -187,6 +187,12 @@ std::optional<std::vector<std::string>> recover_append(const fs::path& path, boo
   if (state.kind == io::JournalState::Kind::valid) {
     const io::AppendJournal& j = state.journal;
     int fd = io::sys::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT) {
+      // The archive was removed after the interrupted save: the journal can
+      // restore nothing, and a new archive may be written in its place.
+      io::remove_append_journal(path, durable);
+      return std::nullopt;
+    }
     if (fd < 0) io::throw_errno(path, "cannot open to restore the previous archive");
     struct Closer {
       int fd;

@@ -147,7 +147,8 @@ class AppendSession {
 // then removes the journal. Nothing to do without a journal. The caller
 // holds the writer lock. Returns, when a save was rolled back, the tags it
 // was adding (empty when its journal, of an older modelzip, does not name
-// them); nullopt when nothing was rolled back. Throws Error(io) (the
+// them); nullopt when nothing was rolled back (also when the archive no
+// longer exists: its journal is removed, having nothing to restore). Throws Error(io) (the
 // journal then stays) or Error(corrupt) when the journal cannot belong to
 // the file (it is shorter than the journal's tail start).
 std::optional<std::vector<std::string>> recover_append(const std::filesystem::path& path,

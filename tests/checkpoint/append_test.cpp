@@ -210,6 +210,28 @@ TEST_CASE("An interrupted append: readers see the previous archive, the next wri
   CHECK(b.verify().empty());
 }
 
+TEST_CASE("The journal of an archive that was deleted since is dropped: a new archive is saved") {
+  // A save killed mid-append leaves its journal; the user then deletes the
+  // archive. The journal can restore nothing; it must neither block the next
+  // save nor be applied to the archive that save creates.
+  TempDir dir;
+  auto path = dir / "m.zip";
+  Tensor t = Tensor::dense(DType::int8, {3}, Bytes::copy_of(std::string("abc")));
+  add(path, "v1", tag_with(t));
+  const std::string old = io_bytes(path);
+  const std::size_t tail = tags_header_offset(old);
+  io::write_append_journal(
+      path, {99, tail, old.size(), Bytes::copy_of(std::string_view(old).substr(tail))}, true);
+  fs::remove(path);
+  add(path, "fresh", tag_with(t, "n"));
+  CHECK_FALSE(fs::exists(io::append_journal_path(path)));
+  Archive a = Archive::open(path);
+  CHECK(a.tags() == std::vector<std::string>{"fresh"});
+  CHECK(a.verify().empty());
+  add(path, "second", tag_with(t, "m"));  // appends in place, no journal left
+  CHECK(Archive::open(path).tags() == std::vector<std::string>{"fresh", "second"});
+}
+
 TEST_CASE("A torn journal means the tail was never touched: the archive is used as it is") {
   TempDir dir;
   auto path = dir / "m.zip";
