@@ -256,6 +256,10 @@ def check(path: str, records: list, keep_last: bool) -> list:
                 maybe.add(tag)
             else:
                 expected.add(tag)
+        elif r["kind"] == "remove" and not r["ok"] and any(c in r["error"] for c in CONFLICTS):
+            if keep_last and tag in expected:  # refused: still there, unless rotated away
+                expected.discard(tag)
+                maybe.add(tag)
         elif r["kind"] == "remove" and (r["ok"] or keep_last):
             expected.discard(tag)
             maybe.discard(tag)
@@ -272,7 +276,9 @@ def check(path: str, records: list, keep_last: bool) -> list:
         unexpected = present - expected - maybe - set(latest)
         unexpected = {t for t in unexpected if t not in uncertain and not t.endswith("-latest")}
         for tag in sorted(unexpected):
-            problems.append(f"unexpected tag: {tag}")
+            history = [(r["kind"], r["phase"], r.get("ok"), r.get("error", "")[:120])
+                       for r in records if r.get("tag") == tag]
+            problems.append(f"unexpected tag: {tag} ({history})")
         for tag in sorted(present):
             loaded = archive.load(tag, copy=True)
             problem = check_loaded(tag, loaded)
