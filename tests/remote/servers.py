@@ -2,7 +2,7 @@
 nginx (nginx-light) with a private configuration, Python's http.server (no
 range support), s3rver (S3 protocol) and its fork @20minutes/s3rver (S3 with
 UploadPartCopy, for writers), and S3Proxy, a recording and fault-injecting
-proxy in front of either. Every server gets a free port, is waited for with a
+proxy in front of either (which can enforce the conditions s3rver ignores). Every server gets a free port, is waited for with a
 bounded loop and is stopped by stop()."""
 import http.client
 import http.server
