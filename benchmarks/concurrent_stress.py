@@ -33,6 +33,26 @@ with SIGKILL at a random moment during each run; the next writer rolls its
 save back, and its interrupted operation is the only one whose effect is
 unknown.
 
+With --s3, the archive is one object, s3://stress/run<N>/m.zip, on
+@20minutes/s3rver (npm, installed into --build once) started on 127.0.0.1,
+behind the test proxy of tests/remote/servers.py with its conditions
+enforced (S3Proxy(enforce_conditions=True)): s3rver ignores If-Match and
+If-None-Match, so without the proxy a lost commit would go unseen. Writers
+then also use a fresh modelzip cache each (MODELZIP_CACHE_DIR), readers a
+shared one. A commit refused because another writer's commit came first
+("archive changed on the server by another writer", or "... while reading"
+for a read of the old object during the commit) is the documented outcome
+of a race: the checker counts it, requires that it left no trace, and
+accepts it; readers accept "archive changed on the server while reading"
+and a missing object before the first commit. Every other check is as for
+a local file (--kill included: a killed writer's upload is never completed,
+so its operation simply did not happen). The proxy's log is checked too:
+every completion carried If-Match or If-None-Match, every copy
+x-amz-copy-source-if-match, and the refusals are counted. With
+--s3-server-conditions the proxy only forwards: the same runs against
+s3rver alone lose commits (the last completion wins), which shows that
+the checks can fail.
+
 Exit status 0 when every run passed; the first failures are printed.
 """
 import argparse
@@ -52,6 +72,10 @@ import zlib
 import numpy as np
 
 import modelzip
+
+# Refusals a commit meets when another writer's commit came first (S3).
+CONFLICTS = ("archive changed on the server by another writer",
+             "archive changed on the server while reading")
 
 POOL = [np.full(4096, k, dtype=np.float32) for k in range(4)]
 
@@ -162,10 +186,10 @@ def reader(path: str, seed: int, stop, log_path: str):
     warnings.simplefilter("ignore")
     rng = random.Random(seed)
     problems = []
-    reads = 0
+    reads = changed = 0
     while not stop.is_set() and len(problems) < 5:
         try:
-            if not os.path.exists(path):
+            if not is_url(path) and not os.path.exists(path):
                 time.sleep(0.01)
                 continue
             with modelzip.open(path) as archive:
@@ -190,9 +214,21 @@ def reader(path: str, seed: int, stop, log_path: str):
                         problems.append(f"reader: verify: {found[:3]}")
             reads += 1
         except Exception as error:
+            if is_url(path) and (any(c in str(error) for c in CONFLICTS[1:])
+                                 or (isinstance(error, modelzip.NotFoundError)
+                                     and ("no such key" in str(error)
+                                          or str(error).endswith("HTTP 404 (Not Found)")))):
+                # The object changed while read, or is not there yet (a HEAD
+                # answered 404, the GET that asks S3 why found it created).
+                changed += 1
+                continue
             problems.append(f"reader: {type(error).__name__}: {error}")
     with open(log_path, "w") as out:
-        json.dump({"reads": reads, "problems": problems}, out)
+        json.dump({"reads": reads, "changed": changed, "problems": problems}, out)
+
+
+def is_url(path: str) -> bool:
+    return path.startswith("s3://")
 
 
 def check(path: str, records: list, keep_last: bool) -> list:
@@ -206,6 +242,7 @@ def check(path: str, records: list, keep_last: bool) -> list:
         if not r["ok"]:
             error = r["error"]
             benign = error.startswith("NotFoundError") and keep_last
+            benign = benign or (is_url(path) and any(c in error for c in CONFLICTS))
             if not benign:
                 problems.append(f"w{r['w']} {r['kind']} {r.get('tag', '')}: {error}")
     keep_ends = [r["end"] for r in ends if r.get("keep_last") and r["ok"]]
@@ -219,6 +256,10 @@ def check(path: str, records: list, keep_last: bool) -> list:
                 maybe.add(tag)
             else:
                 expected.add(tag)
+        elif r["kind"] == "remove" and not r["ok"] and any(c in r["error"] for c in CONFLICTS):
+            if keep_last and tag in expected:  # refused: still there, unless rotated away
+                expected.discard(tag)
+                maybe.add(tag)
         elif r["kind"] == "remove" and (r["ok"] or keep_last):
             expected.discard(tag)
             maybe.discard(tag)
@@ -235,7 +276,9 @@ def check(path: str, records: list, keep_last: bool) -> list:
         unexpected = present - expected - maybe - set(latest)
         unexpected = {t for t in unexpected if t not in uncertain and not t.endswith("-latest")}
         for tag in sorted(unexpected):
-            problems.append(f"unexpected tag: {tag}")
+            history = [(r["kind"], r["phase"], r.get("ok"), r.get("error", "")[:120])
+                       for r in records if r.get("tag") == tag]
+            problems.append(f"unexpected tag: {tag} ({history})")
         for tag in sorted(present):
             loaded = archive.load(tag, copy=True)
             problem = check_loaded(tag, loaded)
@@ -259,10 +302,29 @@ def check(path: str, records: list, keep_last: bool) -> list:
     return problems
 
 
-def run_once(args, run: int) -> list:
+def check_requests(proxy) -> tuple:
+    """(problems, refusals) from the proxy's log of one run."""
+    problems, refused = [], 0
+    for r in proxy.requests():
+        query = r["path"].partition("?")[2]
+        if r["method"] == "POST" and "uploadId=" in query:
+            if "if-match" not in r["headers"] and r["headers"].get("if-none-match") != "*":
+                problems.append(f"a completion without If-Match or If-None-Match: {r['path']}")
+        elif r["method"] == "PUT" and "x-amz-copy-source" in r["headers"]:
+            if "x-amz-copy-source-if-match" not in r["headers"]:
+                problems.append(f"a copy without x-amz-copy-source-if-match: {r['path']}")
+        refused += bool(r.get("refused"))
+    return problems, refused
+
+
+def run_once(args, run: int, s3=None) -> list:
     folder = tempfile.mkdtemp(prefix="mz-stress-")
     try:
         path = os.path.join(folder, "m.zip")
+        if s3:
+            path = f"s3://{s3['bucket']}/run{run}/m.zip"
+            os.environ["MODELZIP_CACHE_DIR"] = os.path.join(folder, "cache")
+            s3["proxy"].clear()
         context = mp.get_context("fork")
         stop = context.Event()
         logs = [os.path.join(folder, f"w{i}.log") for i in range(args.writers)]
@@ -315,15 +377,39 @@ def run_once(args, run: int) -> list:
         if leftovers:
             problems.append(f"files left beside the archive: {leftovers}")
         ends = [r for r in records if r["phase"] == "end"]
+        s3_note = ""
+        if s3:
+            request_problems, refused = check_requests(s3["proxy"])
+            problems += request_problems
+            conflicts = sum(not r["ok"] and any(c in r["error"] for c in CONFLICTS) for r in ends)
+            s3_note = (f", {conflicts} refused as conflicts ({refused} requests refused by the "
+                       f"proxy's conditions)")
         print(f"  {len(ends)} operations ended ({sum(r['ok'] for r in ends)} succeeded), "
               f"{sum(r['phase'] == 'start' for r in records) - len(ends)} interrupted by the kill, "
-              f"{reads} reads", flush=True)
+              f"{reads} reads{s3_note}", flush=True)
         if problems and args.keep_failed:
             kept = shutil.copytree(folder, folder + "-failed")
             problems.append(f"(kept in {kept})")
         return problems
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def start_s3(build: str, enforce: bool) -> dict:
+    """s3rver (bucket 'stress') behind a condition-enforcing proxy; the
+    AWS_* variables pointing at the proxy are set for this process and the
+    ones it forks."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                    "remote"))
+    import servers
+    folder = tempfile.mkdtemp(prefix="mz-stress-s3-")
+    server = servers.S3rverFork(servers.install_s3rver_fork(build),
+                                os.path.join(folder, "s3rver"), "stress")
+    proxy = servers.S3Proxy(server.port, enforce_conditions=enforce)
+    os.environ.update({"AWS_ACCESS_KEY_ID": server.ACCESS_KEY,
+                       "AWS_SECRET_ACCESS_KEY": server.SECRET_KEY, "AWS_REGION": "us-east-1",
+                       "AWS_ENDPOINT_URL": proxy.endpoint})
+    return {"server": server, "proxy": proxy, "folder": folder, "bucket": "stress"}
 
 
 def main() -> int:
@@ -337,19 +423,32 @@ def main() -> int:
     parser.add_argument("--keep-last", action="store_true")
     parser.add_argument("--keep-failed", action="store_true")
     parser.add_argument("--timeout", type=float, default=300.0, help="per run, seconds")
+    parser.add_argument("--s3", action="store_true",
+                        help="one s3:// object on s3rver behind a condition-enforcing proxy")
+    parser.add_argument("--build", default="build", help="--s3: where s3rver is installed")
+    parser.add_argument("--s3-server-conditions", action="store_true",
+                        help="--s3 without the proxy's conditions: s3rver's own (none), which "
+                             "loses commits")
     args = parser.parse_args()
+    s3 = start_s3(args.build, not args.s3_server_conditions) if args.s3 else None
     failed = 0
-    for run in range(args.runs):
-        begin = time.monotonic()
-        try:
-            problems = run_once(args, run)
-        except Exception:
-            problems = [traceback.format_exc()]
-        status = "ok" if not problems else f"FAILED ({len(problems)} problems)"
-        print(f"run {run}: {status} in {time.monotonic() - begin:.1f} s", flush=True)
-        for p in problems[:10]:
-            print("  " + p, flush=True)
-        failed += bool(problems)
+    try:
+        for run in range(args.runs):
+            begin = time.monotonic()
+            try:
+                problems = run_once(args, run, s3)
+            except Exception:
+                problems = [traceback.format_exc()]
+            status = "ok" if not problems else f"FAILED ({len(problems)} problems)"
+            print(f"run {run}: {status} in {time.monotonic() - begin:.1f} s", flush=True)
+            for p in problems[:10]:
+                print("  " + p, flush=True)
+            failed += bool(problems)
+    finally:
+        if s3:
+            s3["proxy"].stop()
+            s3["server"].stop()
+            shutil.rmtree(s3["folder"], ignore_errors=True)
     print(f"{args.runs - failed} of {args.runs} runs passed")
     return 1 if failed else 0
 

@@ -606,7 +606,8 @@ class CommitRun {
     std::string layout_bytes;
     agreed_step(engine_, ctx_, [&] {
       if (!is_root_) return;
-      layout_bytes = encode_layout(s3_target_->lay_out(surveys, plan, planned_.end, root_, ctx_));
+      layout_bytes = encode_layout(
+          s3_target_->lay_out(surveys, plan, planned_.end, root_, ctx_, planned_.root_entries));
     });
     layout_ =
         dist::decode_layout(engine_([&] { return comm_.broadcast(layout_bytes, root_); }), root_);
@@ -616,12 +617,8 @@ class CommitRun {
       dist::S3RankResult r =
           dist::s3_upload_share(m_.path.string(), plan, layout_, m_.items, comm_.rank(), root_sink);
       if (is_root_)
-        for (const dist::RootEntry& entry : planned_.root_entries) {
-          const auto bytes = entry.content.span();
-          root_infos_.push_back(zip::write_entry(*root_sink, entry.entry.zip_plan(),
-                                                 entry.crc ? *entry.crc : detail::crc32_of(bytes),
-                                                 bytes));
-        }
+        for (const dist::RootEntry& entry : planned_.root_entries)
+          root_infos_.push_back(s3_target_->write_root_entry(entry));
       stats_.bytes_written = r.uploaded;
       result = std::move(r.message);
     });

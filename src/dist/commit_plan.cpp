@@ -388,8 +388,8 @@ CommitPlan plan_commit(const std::vector<std::vector<Record>>& all, const std::s
     for (const auto& m : rotation->moved) {
       Bytes bytes = reader.read(*m.from, false);
       const std::uint64_t size = bytes.size();
-      out.root_entries.push_back(
-          RootEntry{place("", m.entry, size, 0, root), std::move(bytes), m.from->crc32});
+      out.root_entries.push_back(RootEntry{place("", m.entry, size, 0, root), std::move(bytes),
+                                           m.from->crc32, m.from->stored() ? m.from : nullptr});
     }
   }
   for (TableKind table : {TableKind::params, TableKind::updater})

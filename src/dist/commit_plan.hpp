@@ -36,6 +36,9 @@ struct RootEntry {
   PlannedEntry entry;
   Bytes content;
   std::optional<std::uint32_t> crc{};
+  // A moved blob stored in the old archive: its entry there, whose data is
+  // `content` (an S3 commit copies it server-side instead of uploading it).
+  const zip::EntryInfo* from = nullptr;
 };
 
 struct CommitPlan {

@@ -268,6 +268,19 @@ struct S3CommitTarget::Impl {
   ErrorContext context() const { return ErrorContext{.archive = url}; }
 };
 
+namespace {
+
+// Whether the root copies `e` server-side: a stored blob of the old object
+// that a rotation moves, its bytes as they are there, of at least 10 MiB
+// (the bytes that fill the part before it to S3's 5 MiB go up with it, and
+// a rest under 5 MiB would too: a smaller one is uploaded from `content`).
+bool copies_moved(const S3CommitTarget::Impl& m, const RootEntry& e) {
+  return e.from && m.old && e.from->stored() && e.from->compressed_size == e.entry.size &&
+         e.entry.size >= 2 * kMinPart;
+}
+
+}  // namespace
+
 S3CommitTarget::S3CommitTarget(std::string url) : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.url = std::move(url);
@@ -344,8 +357,14 @@ CommitTarget::Start S3CommitTarget::begin(const std::string&,
 }
 
 S3Layout S3CommitTarget::lay_out(const std::vector<std::string>& surveys, const Plan& plan,
-                                 std::uint64_t end, int root, const ErrorContext& context) {
+                                 std::uint64_t end, int root, const ErrorContext& context,
+                                 const std::vector<RootEntry>& root_entries) {
   Impl& m = *impl_;
+  // Moved blobs copied by write_root_entry: each splits the root's first
+  // range as a free entry's header does (they lie before every rank's
+  // bytes, right after the root's tables).
+  std::size_t moved_copies = 0;
+  for (const RootEntry& e : root_entries) moved_copies += copies_moved(m, e);
   std::vector<std::string> shares;
   std::vector<S3Run> runs;
   for (std::size_t r = 0; r < surveys.size(); ++r) {
@@ -410,7 +429,8 @@ S3Layout S3CommitTarget::lay_out(const std::vector<std::string>& surveys, const 
                1;
     }
     if (segment == 0)
-      parts += free_headers * (2 * static_cast<std::uint64_t>(remote::kDefaultParallelParts) + 4);
+      parts += (free_headers + moved_copies) *
+               (2 * static_cast<std::uint64_t>(remote::kDefaultParallelParts) + 4);
     return parts + (data > 0 ? remote::shared_part_count(data, P) : 0);
   };
   std::vector<std::pair<io::ByteRange, int>> skips;  // the others' ranges, next root number
@@ -456,6 +476,21 @@ S3Layout S3CommitTarget::lay_out(const std::vector<std::string>& surveys, const 
     throw e.with_context(m.context());
   }
   return out;
+}
+
+zip::EntryInfo S3CommitTarget::write_root_entry(const RootEntry& entry) {
+  Impl& m = *impl_;
+  const zip::EntryPlan plan = entry.entry.zip_plan();
+  const auto bytes = entry.content.span();
+  const std::uint32_t crc = entry.crc ? *entry.crc : detail::crc32_of(bytes);
+  try {
+    if (!copies_moved(m, entry)) return zip::write_entry(*m.sink, plan, crc, bytes);
+    zip::EntryInfo info = zip::finish_entry(*m.sink, plan, crc);
+    m.sink->keep(plan.data_offset, io::ByteRange{entry.from->data_offset, plan.compressed});
+    return info;
+  } catch (const Error& e) {
+    throw e.with_context(m.context());
+  }
 }
 
 std::uint64_t S3CommitTarget::take_results(const std::vector<std::string>& results, int root) {
@@ -554,7 +589,10 @@ bool S3CommitTarget::mostly_free() const noexcept {
   return false;
 }
 S3Layout S3CommitTarget::lay_out(const std::vector<std::string>&, const Plan&, std::uint64_t, int,
-                                 const ErrorContext&) {
+                                 const ErrorContext&, const std::vector<RootEntry>&) {
+  return {};
+}
+zip::EntryInfo S3CommitTarget::write_root_entry(const RootEntry&) {
   return {};
 }
 std::uint64_t S3CommitTarget::take_results(const std::vector<std::string>&, int) {

@@ -16,7 +16,10 @@
 //    (whose rank sends those first bytes to the root); a run left under
 //    5 MiB goes to the root whole. The old object's prefix on an append is
 //    the root's too: its first parts are UploadPartCopy parts
-//    (remote::S3UploadSink::keep, as a single-process append copies it);
+//    (remote::S3UploadSink::keep, as a single-process append copies it),
+//    and so is the data of a stored blob of at least 10 MiB that a rotation
+//    moves (its new local header uploaded, its data copied from the old
+//    object, as a single writer's rotation copies it);
 //  - every rank writes its share and the local headers it owns (the CRCs
 //    are known) through s3_upload_share: its runs go up as parts of the
 //    shared upload, its other bytes to the root in the gather that also
@@ -37,6 +40,7 @@
 #include <vector>
 
 #include "dist/commit_messages.hpp"
+#include "dist/commit_plan.hpp"
 #include "dist/commit_target.hpp"
 #include "io/byte_sink.hpp"
 #include "modelzip/archive.hpp"
@@ -106,9 +110,17 @@ class S3CommitTarget {
                             const std::set<const zip::EntryInfo*>* kept = nullptr);
 
   // From every rank's survey (by rank): the layout, its CRCs combined.
-  // The new entries end at `end`. Sets up the root's sink for it.
+  // The new entries end at `end`; `root_entries` are those the root will
+  // write (write_root_entry), before every rank's bytes. Sets up the
+  // root's sink for it.
   S3Layout lay_out(const std::vector<std::string>& surveys, const Plan& plan, std::uint64_t end,
-                   int root, const ErrorContext& context);
+                   int root, const ErrorContext& context,
+                   const std::vector<RootEntry>& root_entries = {});
+
+  // Writes one of the root's entries into sink(): a moved blob
+  // (RootEntry::from) as its new local header and a server-side copy of its
+  // old data, any other as its bytes. Returns its directory record.
+  zip::EntryInfo write_root_entry(const RootEntry& entry);
 
   io::ByteSink& sink();
 

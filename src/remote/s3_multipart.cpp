@@ -6,6 +6,7 @@
 #include <cctype>
 #include <charconv>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <set>
 #include <thread>
@@ -153,8 +154,10 @@ struct S3Multipart::Request {
   std::uint64_t copies = 0;
   int in_flight = 1;  // requests sharing the link with it (set_deadline)
   // The server works before it answers (UploadPartCopy,
-  // CompleteMultipartUpload) and may send nothing meanwhile: no low-speed
-  // limit, TCP keep-alive probes instead.
+  // CompleteMultipartUpload) and may send nothing meanwhile: no 1 KiB/s
+  // limit, TCP keep-alive probes instead; a copy fails when nothing at all
+  // arrives for stall_limit_s(): the low-speed time per kDeadlineUnit it
+  // copies.
   bool server_works = false;
 };
 
@@ -193,6 +196,15 @@ struct Attempt {
     return n;
   }
 };
+
+// The seconds an UploadPartCopy of `copies` bytes may go without a byte of
+// answer: the low-speed time (default 30 s) per kDeadlineUnit (8 MiB) it
+// copies, at least once, as the deadline scales with the bytes.
+long stall_limit_s(const Settings& settings, std::uint64_t copies) {
+  const double units = std::max(1.0, static_cast<double>(copies) / kDeadlineUnit);
+  return static_cast<long>(
+      std::min(std::ceil(units * static_cast<double>(settings.low_speed_time_s)), 1e12));
+}
 
 int stop_if_cancelled(void*, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
   return cancel_requested() ? 1 : 0;
@@ -239,8 +251,11 @@ S3Multipart::Response S3Multipart::perform(const Request& r) const {
               r.body.empty() ? kEmptyPayloadSha256 : kUnsignedPayload);
     const long deadline_ms =
         set_deadline(e, settings_, std::max<std::uint64_t>(r.body.size(), r.copies), r.in_flight);
+    const long stall_s = r.copies > 0 ? stall_limit_s(settings_, r.copies) : 0;
     if (r.server_works) {
-      curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, 0L);
+      // Below 1 byte/s for stall_s: nothing arrived (0 s: no limit).
+      curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
+      curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, stall_s);
       curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
       curl_easy_setopt(e, CURLOPT_TCP_KEEPIDLE, settings_.low_speed_time_s);
       curl_easy_setopt(e, CURLOPT_TCP_KEEPINTVL, 10L);
@@ -272,8 +287,9 @@ S3Multipart::Response S3Multipart::perform(const Request& r) const {
     curl_easy_getinfo(e, CURLINFO_OS_ERRNO, &os_errno);
     long sent = 0;  // bytes of request headers sent
     curl_easy_getinfo(e, CURLINFO_REQUEST_SIZE, &sent);
-    curl_off_t elapsed_us = 0, uploaded = 0;
+    curl_off_t elapsed_us = 0, uploaded = 0, connected_us = 0;
     curl_easy_getinfo(e, CURLINFO_TOTAL_TIME_T, &elapsed_us);
+    curl_easy_getinfo(e, CURLINFO_CONNECT_TIME_T, &connected_us);
     curl_easy_getinfo(e, CURLINFO_SIZE_UPLOAD_T, &uploaded);
     curl_easy_cleanup(e);
     curl_slist_free_all(headers);
@@ -291,9 +307,17 @@ S3Multipart::Response S3Multipart::perform(const Request& r) const {
         continue;
       }
       std::string detail = describe(code, errbuf, os_errno);
-      if (code == CURLE_OPERATION_TIMEDOUT)
+      const long elapsed_ms = static_cast<long>(elapsed_us / 1000);
+      if (code == CURLE_OPERATION_TIMEDOUT && stall_s > 0 && connected_us > 0 &&
+          elapsed_ms + 100 < deadline_ms)
+        detail = "timed out: the server sent nothing for " + std::to_string(stall_s) +
+                 " s during a server-side copy of " + std::to_string(r.copies) +
+                 " bytes (MODELZIP_LOW_SPEED_TIME or RemoteOptions::low_speed_time, now " +
+                 std::to_string(settings_.low_speed_time_s) +
+                 " s per 8 MiB a copy copies: raise it for a slower server)";
+      else if (code == CURLE_OPERATION_TIMEDOUT)
         detail = timed_out(
-            settings_, deadline_ms, static_cast<long>(elapsed_us / 1000), "the request",
+            settings_, deadline_ms, elapsed_ms, "the request",
             !r.body.empty()
                 ? std::to_string(uploaded) + " of " + std::to_string(r.body.size()) + " bytes sent"
                 : (r.copies ? "a server-side copy of " + std::to_string(r.copies) + " bytes, "

@@ -24,10 +24,12 @@
 // reads (connect, low speed, the request deadline: set_deadline() for the
 // part's body, scaled by the parts in flight, or the bytes a copy copies),
 // reported at once, not retried. UploadPartCopy and
-// CompleteMultipartUpload have no low-speed limit: the server copies or
+// CompleteMultipartUpload have no 1 KiB/s limit: the server copies or
 // assembles before it answers, sending nothing (or, as AWS does, a space
 // now and then) meanwhile; their deadline bounds them, and TCP keep-alive
-// probes notice a peer that is gone.
+// probes notice a peer that is gone. A copy also fails when not one byte
+// of its answer arrives for the low-speed time per 8 MiB it copies (at
+// least once: 30 s by default, 240 s for a 64 MiB copy), a stalled server.
 //
 // Cancellation: UploadPart and UploadPartCopy stop within about a second of
 // modelzip::request_cancel() (libcurl's progress callback) and throw

@@ -2,7 +2,7 @@
 nginx (nginx-light) with a private configuration, Python's http.server (no
 range support), s3rver (S3 protocol) and its fork @20minutes/s3rver (S3 with
 UploadPartCopy, for writers), and S3Proxy, a recording and fault-injecting
-proxy in front of either. Every server gets a free port, is waited for with a
+proxy in front of either (which can enforce the conditions s3rver ignores). Every server gets a free port, is waited for with a
 bounded loop and is stopped by stop()."""
 import http.client
 import http.server
@@ -370,6 +370,36 @@ class HostileHttp:
         self.thread.join(timeout=10)
 
 
+class SharedLock:
+    """A readers-writer lock: many holders of shared(), or one of exclusive()."""
+
+    def __init__(self):
+        self.cond = threading.Condition()
+        self.readers = 0
+        self.writing = False
+
+    def acquire(self, exclusive):
+        with self.cond:
+            if exclusive:
+                self.cond.wait_for(lambda: not self.writing and self.readers == 0)
+                self.writing = True
+            else:
+                self.cond.wait_for(lambda: not self.writing)
+                self.readers += 1
+
+    def release(self, exclusive):
+        with self.cond:
+            if exclusive:
+                self.writing = False
+            else:
+                self.readers -= 1
+            self.cond.notify_all()
+
+
+def _unquoted(etag):
+    return (etag or "").strip().removeprefix("W/").strip('"')
+
+
 class S3Proxy:
     """An HTTP proxy on 127.0.0.1 in front of an S3 server: records every
     request (method, path with query, headers, body bytes, status, and
@@ -377,10 +407,22 @@ class S3Proxy:
     answer the next requests that match with an injected failure instead of
     forwarding them. Clients are pointed at the proxy; the Host header they
     signed (SigV4) is passed through unchanged, so the server checks the
-    signature the client made."""
+    signature the client made.
 
-    def __init__(self, upstream_port):
+    With enforce_conditions=True it also enforces the conditions that
+    s3rver ignores, as AWS S3 does: CompleteMultipartUpload with If-Match
+    (the key's current ETag) or If-None-Match: * (no such key), UploadPartCopy
+    with x-amz-copy-source-if-match, and GET/HEAD with If-Match, each
+    refused with 412 PreconditionFailed (record["refused"] = True); and it
+    makes a completion atomic for the other requests (s3rver writes the
+    object in place): completions run one at a time, with no read or copy
+    forwarded meanwhile. The current ETag comes from an unsigned HEAD
+    (s3rver serves requests without credentials)."""
+
+    def __init__(self, upstream_port, enforce_conditions=False):
         self.upstream_port = upstream_port
+        self.enforce = enforce_conditions
+        self.versions = SharedLock()
         self.port = free_port()
         self.log = []
         self.faults = []  # [match(method, path) -> bool, kind, remaining]
@@ -406,6 +448,10 @@ class S3Proxy:
                 fault = proxy._take_fault(self.command, self.path)
                 if isinstance(fault, tuple) and fault[0] == "delay":
                     time.sleep(fault[1])
+                    fault = None
+                if isinstance(fault, tuple) and fault[0] == "hold":
+                    fault[1].set()
+                    fault[2].wait(fault[3])
                     fault = None
                 if fault == "lose":  # forwarded, then the connection closed unanswered
                     proxy._forward(self, body, record)
@@ -435,13 +481,19 @@ class S3Proxy:
                     self.end_headers()
                     self.wfile.write(payload)
                     return
-                answer = proxy._forward(self, body, record)
+                if proxy.enforce:
+                    answer = proxy._forward_conditional(self, body, record)
+                else:
+                    answer = proxy._forward(self, body, record)
                 self.send_response(answer[0])
                 for k, v in answer[1]:
                     self.send_header(k, v)
                 self.end_headers()
                 if self.command != "HEAD":
-                    self.wfile.write(answer[2])
+                    try:
+                        self.wfile.write(answer[2])
+                    except OSError:  # the client left without the body (an error's)
+                        self.close_connection = True
 
             do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = handle_one
 
@@ -477,6 +529,60 @@ class S3Proxy:
         finally:
             conn.close()
 
+    def _current_etag(self, path):
+        """The ETag of the object at `path` (no query) now, or None if none."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.upstream_port, timeout=60)
+        try:
+            conn.request("HEAD", path)
+            answer = conn.getresponse()
+            answer.read()
+            return answer.getheader("ETag") if answer.status == 200 else None
+        finally:
+            conn.close()
+
+    def _forward_conditional(self, handler, body, record):
+        """_forward with the conditions enforced (see the class)."""
+        method, path = handler.command, handler.path
+        headers = {k.lower(): v for k, v in handler.headers.items()}
+        key_path, _, query = path.partition("?")
+        complete = method == "POST" and "uploadId=" in query
+        copy = method == "PUT" and "x-amz-copy-source" in headers
+        reads = method in ("GET", "HEAD")
+        if not (complete or copy or reads):
+            return self._forward(handler, body, record)
+        self.versions.acquire(complete)
+        try:
+            refused = False
+            if complete:
+                now = self._current_etag(key_path)
+                if "if-match" in headers:
+                    refused = now is None or _unquoted(now) != _unquoted(headers["if-match"])
+                if headers.get("if-none-match", "").strip() == "*":
+                    refused = refused or now is not None
+            elif copy and "x-amz-copy-source-if-match" in headers:
+                source = "/" + headers["x-amz-copy-source"].lstrip("/")
+                now = self._current_etag(source)
+                refused = now is None or (_unquoted(now) !=
+                                          _unquoted(headers["x-amz-copy-source-if-match"]))
+            if not refused:
+                answer = self._forward(handler, body, record)
+                if not (reads and "if-match" in headers and 200 <= answer[0] < 300):
+                    return answer
+                etag = next((v for k, v in answer[1] if k.lower() == "etag"), None)
+                if _unquoted(etag) == _unquoted(headers["if-match"]):
+                    return answer
+                with self.lock:
+                    self.log.remove(record)
+            payload = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>PreconditionFailed'
+                       b'</Code><Message>At least one of the pre-conditions you specified did '
+                       b'not hold (enforced by the test proxy)</Message></Error>')
+            record.update(status=412, refused=True)
+            self._record(record)
+            return 412, [("Content-Type", "application/xml"),
+                         ("Content-Length", str(len(payload)))], b"" if method == "HEAD" else payload
+        finally:
+            self.versions.release(complete)
+
     def _record(self, record):
         record["end"] = time.monotonic()
         with self.lock:
@@ -496,8 +602,10 @@ class S3Proxy:
         true with `kind`: "reset" (the connection is closed unanswered),
         "lose" (forwarded, then the connection closed unanswered),
         (status, S3 error code), ("answer", status, body bytes[, [(header,
-        value)...]]) (that answer instead of the server's), or ("delay", seconds) (forwarded after that
-        pause)."""
+        value)...]]) (that answer instead of the server's), ("delay", seconds) (forwarded after that
+        pause), or ("hold", arrived, release, seconds) (arrived.set(), then
+        forwarded once release is set, or after that many seconds; both
+        threading.Event)."""
         with self.lock:
             self.faults.append([match, kind, count])
 

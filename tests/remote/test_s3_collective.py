@@ -219,6 +219,38 @@ def test_mpi_keep_last_and_replace_remove_tags_in_the_one_upload(s3, tmp_path):
         assert a.tensor("big", "latest")[0, 0] == 6.0
 
 
+def test_mpi_a_blob_moved_by_rotation_is_copied_server_side(s3, tmp_path):
+    """m1 and m2 save the same "big" (24 MiB; m2's is a dedup reference to
+    m1's blob); m3's keep_last=2 removes m1, so that blob moves to m2. Its
+    bytes are in the object: the root copies them server-side (but the
+    first ones, which fill the part of the headers before them to S3's
+    5 MiB), it does not upload them again (before: 24 MiB more)."""
+    import modelzip  # the module is skipped without the bindings (pytestmark)
+    fork, proxy = s3
+    key = "coll/moved.zip"
+    url = f"s3://models/{key}"
+    local = tmp_path / "moved.zip"
+    saved(proxy, "mpi", 2, both("rot:m1:0:0:1", url, local) + both("rot:m2:0:0:1", url, local))
+    with modelzip.open(local) as a:
+        assert {p.name: p.owner_tag for p in a.params("m2")}["big"] == "m1"
+    proxy.clear()
+    saved(proxy, "mpi", 2, both("rot:m3:2:0:3", url, local))
+    same_as_local(fork, proxy, key, local, tmp_path, ["m2", "m3"])
+    with modelzip.open(local) as a:
+        assert {p.name: p.owner_tag for p in a.params("m3")}["big"] == "m3"
+        assert {p.name: p.owner_tag for p in a.params("m2")}["big"] == "m2"  # moved
+    # The new 24 MiB of m3, the free entry's header with the 5 MiB a part
+    # needs, the moved blob's first bytes up to 5 MiB, the tables and tail.
+    sent = uploaded(proxy)
+    assert sent <= 24 * MIB + 10 * MIB + 512 * 1024, sent
+    copied = sum(int(b) - int(a) + 1 for a, b in (
+        r["headers"]["x-amz-copy-source-range"][len("bytes="):].split("-")
+        for r in proxy.requests() if "x-amz-copy-source" in r["headers"]))
+    # Twice m1's blob but the 5 MiB uploaded: in place as the free entry's
+    # data, and moved into m2 (before: once).
+    assert copied >= 2 * 19 * MIB, copied
+
+
 def test_gloo_background_save_with_keep_last(s3, tmp_path):
     fork, proxy = s3
     key = "coll/bgrot.zip"

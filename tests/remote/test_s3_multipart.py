@@ -179,6 +179,42 @@ def test_a_completion_the_server_takes_long_to_answer_is_not_cut(s3, data):
     assert fork.get("slow-complete.bin") == data.read_bytes()[:100]
 
 
+def test_a_copy_from_a_stalled_server_fails_after_the_low_speed_time(s3, data, tmp_path):
+    """UploadPartCopy answered after 30 s, the low-speed time 2 s: the copy of
+    6 MiB (under 8 MiB: one low-speed time) fails once nothing arrived for
+    2 s, naming the stall and the setting, not after its deadline (600 s per
+    8 MiB)."""
+    fork, proxy = s3
+    src = tmp_path / "src.bin"
+    src.write_bytes(os.urandom(6 * MIB))
+    fork.put("stall-src.bin", src)
+    proxy.inject(lambda m, p: m == "PUT" and "partNumber=1&" in p, ("delay", 30.0), 1)
+    start = time.monotonic()
+    p = probe(proxy, "upload", "s3://models/stall.bin", f"copy:stall-src.bin:0:{6 * MIB}",
+              f"file:{data}:0:100", env_extra={"MODELZIP_LOW_SPEED_TIME": "2"}, check=False)
+    took = time.monotonic() - start
+    err = p.stderr.decode()
+    assert p.returncode == 1, err
+    assert (f"S3 UploadPartCopy failed: timed out: the server sent nothing for 2 s during a "
+            f"server-side copy of {6 * MIB} bytes (MODELZIP_LOW_SPEED_TIME") in err, err
+    assert took < 15, took
+    assert proxy.faults[0][2] == 0  # one attempt
+
+
+def test_a_large_copy_may_be_silent_longer(s3, data, tmp_path):
+    """The stall limit grows with the bytes copied, as the deadline does: a
+    copy of 24 MiB (3 x 8 MiB) answered after 2 s passes a low-speed time of
+    2 s (6 s for it)."""
+    fork, proxy = s3
+    src = tmp_path / "src.bin"
+    src.write_bytes(os.urandom(24 * MIB))
+    fork.put("slow-src.bin", src)
+    proxy.inject(lambda m, p: m == "PUT" and "partNumber=1&" in p, ("delay", 2.0), 1)
+    probe(proxy, "upload", "s3://models/slow-copy.bin", f"copy:slow-src.bin:0:{24 * MIB}",
+          f"file:{data}:0:100", env_extra={"MODELZIP_LOW_SPEED_TIME": "2"})
+    assert fork.get("slow-copy.bin") == src.read_bytes() + data.read_bytes()[:100]
+
+
 def test_wrong_access_key_is_named(s3, data):
     fork, proxy = s3
     p = probe(proxy, "upload", "s3://models/x.bin", f"file:{data}:0:10",

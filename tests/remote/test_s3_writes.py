@@ -155,6 +155,32 @@ def test_rm_tag_copies_the_surviving_ranges(s3, three_tags, tensors, tmp_path):
             == run("cat", local, "--tag", "b", "big").stdout)
 
 
+def test_rm_tag_copies_a_moved_blob_server_side(s3, tensors, tmp_path):
+    """Tags x (the 64 MiB tensor, a small one) and y (the same 64 MiB, a
+    dedup reference to x's blob, and 1 MiB): removing x moves the blob into
+    y. It is copied server-side (its new local header uploaded with the
+    bytes that fill that part to 5 MiB), not uploaded again; the removed
+    tag's range becomes a free entry (5 MiB more uploaded)."""
+    fork, proxy = s3
+    url = "s3://models/w/moved.zip"
+    env = env_for(proxy)
+    run("import", url, "--tag", "x", tensors / "big.npy", tensors / "small.npy", env=env,
+        timeout=300)
+    run("import", url, "--tag", "y", tensors / "big.npy", tensors / "new.npy", env=env,
+        timeout=300)
+    assert b"\tx/params/" in run("ls", url, "--tag", "y", env=env).stdout
+    proxy.clear()
+    run("rm-tag", url, "x", env=env, timeout=300)
+    assert uploaded(proxy) <= 10 * MIB + (256 << 10), uploaded(proxy)
+    assert copied(proxy) >= 2 * 59 * MIB, copied(proxy)  # in place as free, and moved
+    assert b"\ty/params/" in run("ls", url, "--tag", "y", env=env).stdout
+    run("verify", url, env=env)
+    local = tmp_path / "m.zip"
+    run("import", local, "--tag", "y", tensors / "big.npy")
+    assert (run("cat", url, "--tag", "y", "big", env=env).stdout
+            == run("cat", local, "--tag", "y", "big").stdout)
+
+
 def test_rm_tag_keep_last_and_rewrite(s3, three_tags, tmp_path):
     fork, proxy = s3
     url, env = three_tags

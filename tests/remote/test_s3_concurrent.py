@@ -1,0 +1,127 @@
+"""Two writers of one s3:// object at once: the commit that comes second is
+refused with "archive changed on the server by another writer" and the
+first one's tag stays (docs/s3-writes.md, "Concurrent writers"). s3rver
+ignores the conditions, so the proxy in front of it enforces them as AWS S3
+does (servers.S3Proxy(enforce_conditions=True)); without it the second
+completion would win and the first tag be lost. The writers are `modelzip
+import` processes; one of them is held by the proxy at the request under
+test until the other has committed. benchmarks/concurrent_stress.py --s3
+runs many writers and readers at random."""
+import os
+import subprocess
+import threading
+
+import numpy as np
+import pytest
+
+import servers
+from conftest import CLI, run
+from test_s3_multipart import MIB, fork  # noqa: F401
+from test_s3_writes import env_for
+
+CHANGED = "archive changed on the server by another writer"
+
+
+@pytest.fixture()
+def guarded(fork):  # noqa: F811
+    proxy = servers.S3Proxy(fork.port, enforce_conditions=True)
+    try:
+        yield fork, proxy
+    finally:
+        proxy.stop()
+
+
+@pytest.fixture(scope="module")
+def arrays(tmp_path_factory):
+    d = tmp_path_factory.mktemp("arrays")
+    rng = np.random.default_rng(46)
+    np.save(d / "big.npy", rng.integers(0, 255, 6 * MIB, dtype=np.uint8))
+    for name in ("a", "b"):
+        np.save(d / f"{name}.npy", rng.standard_normal(1000).astype(np.float32))
+    return d
+
+
+def tags_of(url, env):
+    return run("tags", url, env=env).stdout.decode().split()
+
+
+def race(proxy, env, url, held_request, arrays):
+    """Writer A (tag a) is held at its first request for which
+    held_request(method, path) is true until writer B (tag b) committed;
+    returns A's finished process."""
+    arrived, release = threading.Event(), threading.Event()
+    proxy.inject(held_request, ("hold", arrived, release, 60.0), 1)
+    a = subprocess.Popen([CLI, "import", url, "--tag", "a", str(arrays / "a.npy")],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    try:
+        assert arrived.wait(60), "writer A never reached the held request"
+        run("import", url, "--tag", "b", arrays / "b.npy", env=env)
+    finally:
+        release.set()
+        a.wait(timeout=120)
+    a.stderr_text = a.stderr.read().decode()
+    return a
+
+
+@pytest.mark.parametrize("held", ["completion", "copy"])
+def test_the_second_of_two_concurrent_commits_is_refused(guarded, arrays, held):
+    """held=completion: A's CompleteMultipartUpload (If-Match: the ETag it
+    read) arrives after B's; held=copy: A's UploadPartCopy of the old
+    prefix (x-amz-copy-source-if-match) after B's commit changed the
+    object. A fails naming the refusal, B's tag and the old one stay, the
+    object verifies."""
+    fork, proxy = guarded
+    env = env_for(proxy)
+    url = f"s3://models/race/{held}.zip"
+    run("import", url, "--tag", "base", arrays / "big.npy", env=env)
+    if held == "completion":
+        def match(m, p):
+            return m == "POST" and "uploadId=" in p and "race/" in p
+    else:  # the 6 MiB prefix is copied: an UploadPartCopy is part 1
+        def match(m, p):
+            return m == "PUT" and "partNumber=1&" in p and "race/" in p
+    proxy.clear()
+    a = race(proxy, env, url, match, arrays)
+    assert a.returncode == 1, a.stderr_text
+    assert CHANGED in a.stderr_text and "HTTP 412 PreconditionFailed" in a.stderr_text, \
+        a.stderr_text
+    operation = "CompleteMultipartUpload" if held == "completion" else "UploadPartCopy"
+    assert f"S3 {operation} failed" in a.stderr_text, a.stderr_text
+    assert sorted(tags_of(url, env)) == ["b", "base"]
+    run("verify", url, env=env)
+    refused = [r for r in proxy.requests() if r.get("refused")]
+    assert len(refused) == 1 and refused[0]["path"].split("?")[0].endswith(f"race/{held}.zip")
+    if held == "copy":  # the refused copy was asked for the version A read
+        assert "x-amz-copy-source-if-match" in refused[0]["headers"]
+    else:
+        assert "if-match" in refused[0]["headers"]
+
+
+def test_a_new_key_created_twice_at_once_keeps_the_first(guarded, arrays):
+    """Both writers find no object: A's completion (If-None-Match: *) after
+    B created the key is refused."""
+    fork, proxy = guarded
+    env = env_for(proxy)
+    url = "s3://models/race/new.zip"
+    a = race(proxy, env, url, lambda m, p: m == "POST" and "uploadId=" in p and "race/" in p,
+             arrays)
+    assert a.returncode == 1 and CHANGED in a.stderr_text, a.stderr_text
+    assert tags_of(url, env) == ["b"]
+    refused = [r for r in proxy.requests() if r.get("refused")]
+    assert len(refused) == 1 and refused[0]["headers"].get("if-none-match") == "*"
+
+
+def test_s3rver_alone_lets_the_last_completion_win(fork, arrays):  # noqa: F811
+    """Why the proxy enforces: the same race against s3rver's own
+    conditions loses tag b (so the tests above can fail)."""
+    proxy = servers.S3Proxy(fork.port)
+    try:
+        env = env_for(proxy)
+        url = "s3://models/race/unguarded.zip"
+        run("import", url, "--tag", "base", arrays / "big.npy", env=env)
+        a = race(proxy, env, url, lambda m, p: m == "POST" and "uploadId=" in p and "race/" in p,
+                 arrays)
+        assert a.returncode == 0, a.stderr_text
+        assert sorted(tags_of(url, env)) == ["a", "base"]  # b is lost
+    finally:
+        proxy.stop()
