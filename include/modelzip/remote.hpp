@@ -45,7 +45,9 @@ struct MODELZIP_API RemoteOptions {
   // A transfer below 1 KiB/s for this long fails. Not applied to an S3
   // CompleteMultipartUpload or UploadPartCopy, which may send nothing while
   // the server works: their deadline bounds them, and TCP keep-alive probes
-  // (idle for this long, then every 10 s) notice a peer that is gone.
+  // (idle for this long, then every 10 s) notice a peer that is gone. An
+  // UploadPartCopy that receives no byte at all for this long per 8 MiB it
+  // copies (at least once) fails as a stalled server.
   std::optional<double> low_speed_time{};  // seconds
   // The deadline of one request, from its start to its last byte (reads are
   // cut into requests of at most 8 MiB; a request that moves more, an
