@@ -820,6 +820,74 @@ def test_a_tuple_of_tensors_whose_element_names_are_taken_is_refused(archive_pat
                  durable=False)
 
 
+def test_lists_of_tensors_load_as_lists_of_separate_tensors(archive_path):
+    # torch.load gives [t1, t2] back as a list of the two tensors; modelzip.save tried to stack
+    # the list into one array: "setting an array element with a sequence" for any list of
+    # tensors (ragged or not), a stacked array for a list of numpy arrays.
+    first, second = torch.arange(3, dtype=torch.float32), torch.tensor([[7, 8]], dtype=torch.int64)
+    values = {"buffers": [first, second], "ragged": [torch.ones(2), torch.zeros(3)],
+              "nested": [[first, None, 3], (second, "text"), []], "tail": (torch.ones(1), 0.5),
+              "window": [np.arange(2, dtype=np.uint8)], "after": torch.full((2,), 5.0)}
+    expected = {**values, "window": [torch.arange(2, dtype=torch.uint8)]}
+    mzt.save({"w": first, **values}, archive_path, "t", durable=False)
+    for state in torch_loads(archive_path):
+        assert list(state) == ["w", *values]
+        for name, value in expected.items():
+            assert same_value(state[name], value), name
+    state = mzt.load(archive_path)
+    assert state["buffers"][0].data_ptr() == state["w"].data_ptr()  # one tensor, as saved
+    part = mzt.load(archive_path, names=["nested"])  # with the elements' parameters
+    assert list(part) == ["nested"] and same_value(part["nested"], values["nested"])
+    part = load_copied(archive_path, "t", torch.device("cpu"), names=["buffers"])
+    assert list(part) == ["buffers"] and same_value(part["buffers"], values["buffers"])
+    # Other readers see the length under the name and each element under NAME.i.
+    arrays = modelzip.load(archive_path)
+    assert (arrays["buffers"].dtype, arrays["buffers"].shape, arrays["buffers"][()]) == (
+        np.int64, (), 2)
+    assert np.array_equal(arrays["buffers.1"], second.numpy())
+    assert arrays["nested.0.2"][()] == 3 and arrays["nested.1.1"][()] == "text"
+    assert "nested.0.1" in arrays and "nested.2" in arrays  # None, and the empty list
+    assert json.loads(arrays["_python_types"][()].removeprefix("torch.python_types:")) == {
+        "buffers": "list", "ragged": "list", "nested": "list", "nested.0": "list",
+        "nested.0.1": "None", "nested.0.2": "int", "nested.1": "tuple", "nested.2": "list[]",
+        "tail": "tuple", "tail.1": "float", "window": "list"}
+    # modelzip.save of numpy arrays alone stores them alike.
+    modelzip.save(archive_path, "n", {"rows": [np.ones(2), np.zeros(3, np.int8)]}, durable=False)
+    assert same_value(mzt.load(archive_path, "n")["rows"],
+                      [torch.ones(2, dtype=torch.float64), torch.zeros(3, dtype=torch.int8)])
+
+
+def test_a_list_of_tensors_whose_element_names_are_taken_is_refused(archive_path):
+    with pytest.raises(ValueError, match="parameter 'b': element 1 of its list is stored as b.1, "
+                                         "a name the dict holds too"):
+        mzt.save({"b": [torch.ones(1), torch.ones(2)], "b.1": torch.zeros(1)}, archive_path, "t",
+                 durable=False)
+    assert not archive_path.exists()
+
+
+def test_a_damaged_list_stored_element_by_element_is_an_error_naming_the_parameter(
+        archive_path, monkeypatch):
+    # Written as by another tool: a length far beyond the tag's parameters must not be counted
+    # out, and a missing element is named.
+    monkeypatch.setattr(modelzip._values, "expand_torch_objects",
+                        lambda arrays, raw_bits=None: list(arrays.items()))
+    record = 'torch.python_types:{"n": "list", "m": "tuple"}'
+    modelzip.save(archive_path, "t", {"n": np.array(2**62), "m": np.array(2), "m.0": np.ones(1),
+                                      "_python_types": record}, durable=False)
+    modelzip.save(archive_path, "u", {"m": np.array(2), "m.0": np.ones(1),
+                                      "_python_types": 'torch.python_types:{"m": "tuple"}'},
+                  durable=False)
+    monkeypatch.undo()
+    with pytest.raises(ValueError, match=r"parameter 'n': '_python_types' records a list stored "
+                                         r"element by element, but it holds int64 of shape \(\), "
+                                         r"not its length \(a 0-d int64 of at most the tag's 4 "):
+        mzt.load(archive_path, "t")
+    with pytest.raises(ValueError, match=r"parameter 'm': '_python_types' records a tuple of 2 "
+                                         r"elements stored as m.0...m.1, but the tag has no "
+                                         r"parameter 'm.1'"):
+        mzt.load(archive_path, "u", names=["m"])
+
+
 @pytest.mark.parametrize("record, message", [
     ("torch.python_types:[1]", "malformed record"),
     ('torch.python_types:{"w": "complex"}', "malformed record"),
@@ -831,6 +899,8 @@ def test_a_tuple_of_tensors_whose_element_names_are_taken_is_refused(archive_pat
                                                         r"\(a tuple\[tuple\[float\]\] is stored 2-d\)"),
     ('torch.python_types:{"w": "list[]"}', "is stored 1-d and empty"),
     ('torch.python_types:{"w": "list[None]"}', "malformed record"),
+    ('torch.python_types:{"w": "list"}', r"records a list stored element by element, but it "
+                                         r"holds float32 of shape \(2,\)"),
     ('torch.python_types:{"w": "numpy.bfloat16"}', "malformed record"),
     pytest.param('torch.python_types:{"w": "' + "list[" * 5000 + "int" + "]" * 5000 + '"}',
                  "malformed record", id="deep-kind"),

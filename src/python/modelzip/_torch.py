@@ -85,11 +85,53 @@ def load_state_dict(archive: Any, tag: Optional[str] = None, dequantize: bool = 
     tensors = {p.name: p for p in infos if p.kind == "tensor"}
     ties = read_ties(archive, stored, {name: p.blob for name, p in tensors.items()})
     wanted = [p.name for p in infos if p.kind == "tensor"] if names is None else list(names)
+    if names is not None and PYTHON_TYPES_NAME in tensors:
+        wanted = _with_elements(archive, tag, wanted,
+                                {name: p.dtype for name, p in tensors.items()})
     to_read = list(dict.fromkeys(ties.get(name, name) for name in wanted))
     if PYTHON_TYPES_NAME in tensors and PYTHON_TYPES_NAME not in to_read:
         to_read.append(PYTHON_TYPES_NAME)  # the Python types of the names wanted
     arrays = archive.load(tag, names=to_read, writable=True, dequantize=dequantize, verify=verify)
     return state_dict(arrays, {name: p.dtype for name, p in tensors.items()}, wanted, ties)
+
+
+def _with_elements(archive: Any, tag: str, names: list[str], dtypes: dict[str, str]) -> list[str]:
+    """``names`` and, for each one the tag's _python_types record records as a "list" or
+    "tuple" stored element by element, the names of its elements (of theirs, and so on)."""
+    recorded = python_types(archive.load(tag, names=[PYTHON_TYPES_NAME]), dtypes)
+    out = list(dict.fromkeys(names))
+    pending = [name for name in out if name in recorded and recorded[name].separate]
+    while pending:
+        arrays = archive.load(tag, names=pending)
+        pending = []
+        for name, value in arrays.items():
+            for element in _element_names(name, value, dtypes, recorded[name]):
+                if element not in out:
+                    out.append(element)
+                    if element in recorded and recorded[element].separate:
+                        pending.append(element)
+    return out
+
+
+def _element_names(name: str, value: Any, dtypes: Mapping[str, str], kind: _Kind) -> list[str]:
+    """The parameter names of the elements of ``name``, recorded as ``kind`` (a "list" or
+    "tuple" stored element by element) and holding ``value`` (its length). Raises ValueError
+    naming the parameter when the length is not a 0-d int64 array of at most as many elements
+    as the tag has parameters, or an element is not in the tag."""
+    what = kind.containers[0].__name__
+    if not (isinstance(value, np.ndarray) and value.shape == () and dtypes.get(name) == "int64"
+            and 0 <= int(value[()]) <= len(dtypes)):
+        raise ValueError(f"parameter {name!r}: {PYTHON_TYPES_NAME!r} records a {what} stored "
+                         f"element by element, but it holds {dtypes.get(name)} of shape "
+                         f"{getattr(value, 'shape', None)}, not its length (a 0-d int64 of at "
+                         f"most the tag's {len(dtypes)} parameters)")
+    elements = [f"{name}.{i}" for i in range(int(value[()]))]
+    missing = [element for element in elements if element not in dtypes]
+    if missing:
+        raise ValueError(f"parameter {name!r}: {PYTHON_TYPES_NAME!r} records a {what} of "
+                         f"{len(elements)} elements stored as {name}.0...{name}.{len(elements) - 1}"
+                         f", but the tag has no parameter {missing[0]!r}")
+    return elements
 
 
 def parameter_value(name: str, value: Any, dtype: str) -> Any:
@@ -113,6 +155,9 @@ class _Kind(NamedTuple):
 
     containers: tuple[type, ...]
     element: Optional[str]
+    separate: bool = False
+    """The "list" and "tuple" kinds: the length stored under the name, the elements as the
+    parameters NAME.0, NAME.1... (containers is (list,) or (tuple,), element None)."""
 
 
 def _parse_kind(kind: Any) -> Optional[_Kind]:
@@ -121,6 +166,8 @@ def _parse_kind(kind: Any) -> Optional[_Kind]:
         return None
     if kind == "None":
         return _Kind((), None)
+    if kind in ("list", "tuple"):
+        return _Kind((list if kind == "list" else tuple,), None, True)
     containers: list[type] = []
     while kind.endswith("]") and len(containers) < MAX_SEQUENCE_DEPTH:
         container = list if kind.startswith("list[") else tuple if kind.startswith("tuple[") \
@@ -202,11 +249,17 @@ def state_dict(arrays: dict[str, Any], dtypes: dict[str, str], names: list[str],
 
     out: Any = collections.OrderedDict()
     tuples: dict[str, int] = {}
+    sequences: dict[str, tuple[type, list[str]]] = {}
     converted: dict[str, Any] = {}
     recorded = python_types(arrays, dtypes)
     for name in names:
         source = ties.get(name, name)
         value = arrays[source]
+        if name in recorded and recorded[name].separate:
+            elements = _element_names(name, value, dtypes, recorded[name])
+            sequences[name] = (recorded[name].containers[0], elements)
+            out[name] = None  # keeps the state dict's order; filled in below
+            continue
         if name in recorded:
             out[name] = python_value(name, recorded[name], value, dtypes[source])
             continue
@@ -238,6 +291,13 @@ def state_dict(arrays: dict[str, Any], dtypes: dict[str, str], names: list[str],
         out[name] = converted[source]
     for name, length in tuples.items():
         out[name] = tuple(out.pop(f"{name}.{i}", None) for i in range(length))
+    for name in sorted(sequences, key=len, reverse=True):  # elements' names are longer
+        container, elements = sequences[name]
+        not_loaded = [element for element in elements if element not in out]
+        if not_loaded:
+            raise ValueError(f"parameter {name!r}: its element {not_loaded[0]!r} was not loaded "
+                             "(load the names of its elements too)")
+        out[name] = container(out.pop(element) for element in elements)
     return out
 
 

@@ -301,6 +301,12 @@ TORCH_METADATA_MARK = "torch.metadata:"
 #     array with a dimension per level of nesting, its elements as the scalar kinds are; "list[]"
 #     and "tuple[]": empty ones, stored float64 (a dimension of length 0). Lists of str (lists of
 #     lists of str...) are not recorded: the torch loads give a string array as nested lists.
+#   "list", "tuple": a list or tuple (exactly those types) holding a tensor, array, SparseCOO,
+#     QuantizedTensor or Embeddings at any depth (_holds_arrays), stored element by element:
+#     the name holds its length n (0-d int64) and its elements are the parameters NAME.0 ...
+#     NAME.<n-1>, each stored (and recorded) as a value of the dict would be, so an element
+#     that is such a list again is "list"/"tuple" with elements NAME.i.0...; a None element
+#     is "None". (A tuple of tensors and None only is the "torch.tuple:" marker above.)
 # Sequences that cannot come back as they were are refused (sequence_kind).
 PYTHON_TYPES_NAME = "_python_types"
 PYTHON_TYPES_MARK = "torch.python_types:"
@@ -480,42 +486,80 @@ def _stored_value(name: str, value: Any) -> tuple[Optional[str], Any]:
     return kind, stored
 
 
+def _holds_arrays(value: Any, depth: int = 0) -> bool:
+    """Whether ``value``, a list or tuple (exactly those types), holds a tensor, numpy array,
+    SparseCOO, QuantizedTensor or Embeddings at any depth: stored element by element (the
+    "list" and "tuple" kinds above)."""
+    torch = sys.modules.get("torch")
+    arrays = (np.ndarray, SparseCOO, QuantizedTensor, _modelzip.Embeddings) + (
+        (torch.Tensor,) if torch is not None else ())
+    for item in value:
+        if isinstance(item, arrays):
+            return True
+        if type(item) in (list, tuple) and depth < MAX_SEQUENCE_DEPTH and _holds_arrays(
+                item, depth + 1):
+            return True
+    return False
+
+
 def expand_torch_objects(arrays: Mapping[str, Any], raw_bits: Mapping[Any, str] = {}) -> Any:
     """``arrays.items()``, with torch dtypes and tuples of tensors replaced by their markers
-    and elements, and Python values that are not arrays recorded in "_python_types" (see
-    above); the names of ``raw_bits`` (raw_bits_marks: stored as the type marked) as given, not
-    recorded. Raises ValueError naming the parameter when ``arrays`` holds a value that needs the
-    record and a parameter of that name, a sequence that cannot come back as it was
-    (sequence_kind), or a tuple of tensors whose element names ("NAME.0"...) it also holds."""
+    and elements, lists and tuples holding arrays by their lengths and elements, and Python
+    values that are not arrays recorded in "_python_types" (see above); the names of
+    ``raw_bits`` (raw_bits_marks: stored as the type marked) as given, not recorded. Raises
+    ValueError naming the parameter when ``arrays`` holds a value that needs the record and a
+    parameter of that name, a sequence that cannot come back as it was (sequence_kind), or a
+    tuple or list whose element names ("NAME.0"...) it also holds."""
     torch = sys.modules.get("torch")
-    items = list(arrays.items())
+    out = []
+    kinds = {}
+    torch_objects = False
 
     def is_tensor_tuple(value: Any) -> bool:
         return (torch is not None and isinstance(value, tuple)
                 and any(isinstance(v, torch.Tensor) for v in value)
                 and all(v is None or isinstance(v, torch.Tensor) for v in value))
-    out = []
-    kinds = {}
-    torch_objects = False
-    for name, value in items:
+
+    def element_name(name: str, i: int, what: str) -> str:
+        element = f"{name}.{i}"
+        if element in arrays:
+            raise ValueError(f"parameter {name!r}: element {i} of its {what} is stored as "
+                             f"{element}, a name the dict holds too")
+        return element
+
+    def expand(name: str, value: Any, depth: int) -> None:
+        nonlocal torch_objects
         if torch is not None and isinstance(value, torch.dtype):
             torch_objects = True
             out.append((name, TORCH_DTYPE_MARK + str(value).removeprefix("torch.")))
-            continue
+            return
         if is_tensor_tuple(value):
             torch_objects = True
             out.append((name, f"{TORCH_TUPLE_MARK}{len(value)}"))
             for i, v in enumerate(value):
-                if f"{name}.{i}" in arrays:
-                    raise ValueError(f"parameter {name!r}: element {i} of its tuple of tensors "
-                                     f"is stored as {name}.{i}, a name the dict holds too")
+                element = element_name(name, i, "tuple of tensors")
                 if v is not None:
-                    out.append((f"{name}.{i}", v))
-            continue
-        kind, stored = (None, value) if name in raw_bits else _stored_value(name, value)
+                    out.append((element, v))
+            return
+        if name in raw_bits:
+            out.append((name, value))
+            return
+        if type(value) in (list, tuple) and _holds_arrays(value):
+            if depth == MAX_SEQUENCE_DEPTH:
+                raise ValueError(f"parameter {name!r}: lists nested deeper than "
+                                 f"{MAX_SEQUENCE_DEPTH} levels cannot be stored")
+            kinds[name] = type(value).__name__
+            out.append((name, np.array(len(value), dtype=np.int64)))
+            for i, v in enumerate(value):
+                expand(element_name(name, i, type(value).__name__), v, depth + 1)
+            return
+        kind, stored = _stored_value(name, value)
         if kind is not None:
             kinds[name] = kind
         out.append((name, stored))
+
+    for name, value in list(arrays.items()):
+        expand(name, value, 0)
     if kinds:
         if kinds.keys() == {PYTHON_TYPES_NAME}:
             raise ValueError(f"parameter {PYTHON_TYPES_NAME!r}: the name is reserved for the "
