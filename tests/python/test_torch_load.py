@@ -896,7 +896,8 @@ def test_a_damaged_list_stored_element_by_element_is_an_error_naming_the_paramet
     ('torch.python_types:{"w": "list[int]"}', r"records a Python list\[int\], but it is stored "
                                               r"as float32 of shape \(2,\)"),
     ('torch.python_types:{"w": "tuple[tuple[float]]"}', r"stored as float32 of shape \(2,\) "
-                                                        r"\(a tuple\[tuple\[float\]\] is stored 2-d\)"),
+                                                        r"\(a tuple\[tuple\[float\]\] is stored "
+                                                        r"2-d as float64\)"),
     ('torch.python_types:{"w": "list[]"}', "is stored 1-d and empty"),
     ('torch.python_types:{"w": "list[None]"}', "malformed record"),
     ('torch.python_types:{"w": "list"}', r"records a list stored element by element, but it "
@@ -916,6 +917,45 @@ def test_a_damaged_python_types_record_is_an_error_naming_the_parameter(archive_
     monkeypatch.undo()
     with pytest.raises(ValueError, match=message):
         mzt.load(archive_path)
+
+
+def save_as_another_tool(path, tag, arrays, monkeypatch):
+    """modelzip.save of ``arrays`` as they are: text under "_python_types" stored as given."""
+    with monkeypatch.context() as patched:
+        patched.setattr(modelzip._values, "expand_torch_objects",
+                        lambda arrays, raw_bits=None: list(arrays.items()))
+        modelzip.save(path, tag, arrays, durable=False)
+
+
+def test_a_record_cannot_expand_a_blob_into_a_much_larger_python_list(archive_path, monkeypatch):
+    # A damaged or forged record made any integer array a list of Python ints (an int8 array
+    # marked "list[int]"), or of numpy scalars ("list[numpy.int8]": some 40 bytes of memory for
+    # each byte of the file, 40 GiB for a 1 GiB blob).
+    count = modelzip._values.MAX_PYTHON_ELEMENTS + 1
+    save_as_another_tool(archive_path, "t", {
+        "small": np.zeros(4, np.int8), "big": np.zeros(count, np.int8),
+        "_python_types": 'torch.python_types:{"small": "list[int]", "big": "list[numpy.int8]"}'},
+        monkeypatch)
+    with pytest.raises(ValueError, match=r"parameter 'small': '_python_types' records a Python "
+                                         r"list\[int\], but it is stored as int8 of shape \(4,\) "
+                                         r"\(a list\[int\] is stored 1-d as int64 or uint64\)"):
+        mzt.load(archive_path, names=["small"])
+    with pytest.raises(ValueError, match=rf"parameter 'big': '_python_types' records a Python "
+                                         rf"list\[numpy.int8\] of {count} elements, .* more than "
+                                         rf"the {count - 1} the torch loads rebuild"):
+        mzt.load(archive_path, names=["big"])
+    with modelzip.open(archive_path) as archive:
+        assert archive.load("t", names=["big"])["big"].size == count  # the array
+
+
+def test_a_dict_of_longer_python_lists_than_the_torch_loads_rebuild_is_refused(archive_path,
+                                                                                monkeypatch):
+    monkeypatch.setattr(modelzip._values, "MAX_PYTHON_ELEMENTS", 5)
+    mzt.save({"a": [1, 2, 3], "b": ("x", "y")}, archive_path, "t", durable=False)  # 5 in all
+    with pytest.raises(ValueError, match=r"parameter 'b': the lists and tuples of Python values "
+                                         r"of this dict hold 6 elements with this one, more than "
+                                         r"the 5 .* store long ones as np.array"):
+        mzt.save({"a": [[1, 2], [3, 4]], "b": (0.5, 1.5)}, archive_path, "u", durable=False)
 
 
 @pytest.mark.parametrize("text", ["torch.metadata:{", "torch.metadata:" + "[" * 100000],

@@ -9,9 +9,9 @@ import numpy as np
 
 from . import _values
 from ._ties import read_ties
-from ._values import (MAX_SEQUENCE_DEPTH, NUMPY_SCALAR_TYPES, PYTHON_TYPES_MARK,
-                      PYTHON_TYPES_NAME, RAW_BITS_DTYPES, TORCH_DTYPE_MARK, TORCH_METADATA_MARK,
-                      TORCH_TUPLE_MARK, QuantizedTensor, SparseCOO)
+from ._values import (MAX_PYTHON_ELEMENTS, MAX_SEQUENCE_DEPTH, NUMPY_SCALAR_TYPES,
+                      PYTHON_TYPES_MARK, PYTHON_TYPES_NAME, RAW_BITS_DTYPES, TORCH_DTYPE_MARK,
+                      TORCH_METADATA_MARK, TORCH_TUPLE_MARK, QuantizedTensor, SparseCOO)
 
 
 def _quantized_to_torch(name: str, value: QuantizedTensor) -> Any:
@@ -146,6 +146,10 @@ def parameter_value(name: str, value: Any, dtype: str) -> Any:
 _PYTHON_DTYPES = {"int": ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"),
                   "float": ("float16", "float32", "float64"), "bool": ("bool",), "str": ("string",),
                   **{f"numpy.{t}": (t,) for t in NUMPY_SCALAR_TYPES}}
+# The types modelzip.save stores the elements of a list or tuple of each kind as
+# (_values.sequence_kind): only these, so that a record cannot make a list of Python objects of
+# a blob of bytes (32 bytes or more each, beside a pointer).
+_SEQUENCE_DTYPES = {**_PYTHON_DTYPES, "int": ("int64", "uint64"), "float": ("float64",)}
 
 
 class _Kind(NamedTuple):
@@ -211,18 +215,29 @@ def python_value(name: str, kind: _Kind, value: Any, dtype: str) -> Any:
         return None
     ndim = len(kind.containers)
     shape = getattr(value, "shape", None)
+    dtypes = _SEQUENCE_DTYPES if kind.containers else _PYTHON_DTYPES
     if not isinstance(value, np.ndarray) or value.ndim != ndim or (
-            dtype not in _PYTHON_DTYPES[kind.element] if kind.element is not None
+            dtype not in dtypes[kind.element] if kind.element is not None
             else value.size != 0):
-        recorded = kind.element or "empty sequence"
-        for container in reversed(kind.containers):
-            recorded = f"{container.__name__}[{recorded}]"
+        recorded = _kind_text(kind)
         stored = ("0-d" if ndim == 0 else f"{ndim}-d") + (
-            "" if kind.element is not None else " and empty")
+            "" if kind.element is not None else " and empty") + (
+            f" as {' or '.join(dtypes[kind.element])}" if kind.containers and kind.element
+            else "")
         raise ValueError(f"parameter {name!r}: {PYTHON_TYPES_NAME!r} records a Python "
                          f"{recorded}, but it is stored as {dtype} of shape {shape} (a "
                          f"{recorded} is stored {stored})")
     return _rebuild(kind, value)
+
+
+def _kind_text(kind: _Kind) -> str:
+    """``kind`` as the record writes it."""
+    if kind.separate:
+        return kind.containers[0].__name__
+    text = kind.element or "empty sequence"
+    for container in reversed(kind.containers):
+        text = f"{container.__name__}[{text}]"
+    return text
 
 
 def _rebuild(kind: _Kind, array: np.ndarray) -> Any:
@@ -252,6 +267,7 @@ def state_dict(arrays: dict[str, Any], dtypes: dict[str, str], names: list[str],
     sequences: dict[str, tuple[type, list[str]]] = {}
     converted: dict[str, Any] = {}
     recorded = python_types(arrays, dtypes)
+    rebuilt = 0  # elements of the lists and tuples rebuilt from arrays
     for name in names:
         source = ties.get(name, name)
         value = arrays[source]
@@ -260,6 +276,15 @@ def state_dict(arrays: dict[str, Any], dtypes: dict[str, str], names: list[str],
             sequences[name] = (recorded[name].containers[0], elements)
             out[name] = None  # keeps the state dict's order; filled in below
             continue
+        if name in recorded and recorded[name].containers:
+            rebuilt += getattr(value, "size", 0)
+            if rebuilt > MAX_PYTHON_ELEMENTS:
+                raise ValueError(
+                    f"parameter {name!r}: {PYTHON_TYPES_NAME!r} records a Python "
+                    f"{_kind_text(recorded[name])} of {value.size} elements, which would take the "
+                    f"lists and tuples of the tag to {rebuilt} elements, more than the "
+                    f"{MAX_PYTHON_ELEMENTS} the torch loads rebuild (modelzip.load() gives the "
+                    "array)")
         if name in recorded:
             out[name] = python_value(name, recorded[name], value, dtypes[source])
             continue

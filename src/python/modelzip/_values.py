@@ -320,6 +320,12 @@ NUMPY_SCALAR_TYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint1
 # dimensions).
 MAX_SEQUENCE_DEPTH = 32
 
+# The most elements the lists and tuples of kind "list[K]"/"tuple[K]" of one tag hold in all:
+# the torch loads rebuild them as Python objects (some 40 bytes each, from an array of 1 to 16
+# bytes each), so a record cannot make a tag of a few GiB take tens of GiB. modelzip.save
+# refuses more.
+MAX_PYTHON_ELEMENTS = 2**24
+
 
 def new_fetches(overlap: bool = False) -> Any:
     """A _device_save.Fetches for one save (see fetch_device_tensors); None while torch is not
@@ -514,6 +520,7 @@ def expand_torch_objects(arrays: Mapping[str, Any], raw_bits: Mapping[Any, str] 
     out = []
     kinds = {}
     torch_objects = False
+    elements = 0  # of the lists and tuples of kind "list[K]" or "tuple[K]"
 
     def is_tensor_tuple(value: Any) -> bool:
         return (torch is not None and isinstance(value, tuple)
@@ -528,7 +535,7 @@ def expand_torch_objects(arrays: Mapping[str, Any], raw_bits: Mapping[Any, str] 
         return element
 
     def expand(name: str, value: Any, depth: int) -> None:
-        nonlocal torch_objects
+        nonlocal torch_objects, elements
         if torch is not None and isinstance(value, torch.dtype):
             torch_objects = True
             out.append((name, TORCH_DTYPE_MARK + str(value).removeprefix("torch.")))
@@ -554,6 +561,13 @@ def expand_torch_objects(arrays: Mapping[str, Any], raw_bits: Mapping[Any, str] 
                 expand(element_name(name, i, type(value).__name__), v, depth + 1)
             return
         kind, stored = _stored_value(name, value)
+        if kind is not None and "[" in kind:
+            elements += int(np.size(stored))
+            if elements > MAX_PYTHON_ELEMENTS:
+                raise ValueError(f"parameter {name!r}: the lists and tuples of Python values of "
+                                 f"this dict hold {elements} elements with this one, more than "
+                                 f"the {MAX_PYTHON_ELEMENTS} the torch loads rebuild: store long "
+                                 "ones as np.array(...) or a tensor (they load as arrays)")
         if kind is not None:
             kinds[name] = kind
         out.append((name, stored))
