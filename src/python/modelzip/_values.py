@@ -302,12 +302,14 @@ TORCH_METADATA_MARK = "torch.metadata:"
 #     and "tuple[]": empty ones, stored float64 (a dimension of length 0). Lists of str (lists of
 #     lists of str...) are not recorded: the torch loads give a string array as nested lists.
 #   "list", "tuple": a list or tuple (exactly those types) holding a tensor, array, SparseCOO,
-#     QuantizedTensor or Embeddings at any depth (_holds_arrays), stored element by element:
+#     QuantizedTensor or Embeddings at any depth (_holds_arrays), or one that one array could
+#     not give back as it was (sequence_kind: None, str beside other kinds, ragged), stored
+#     element by element:
 #     the name holds its length n (0-d int64) and its elements are the parameters NAME.0 ...
 #     NAME.<n-1>, each stored (and recorded) as a value of the dict would be, so an element
 #     that is such a list again is "list"/"tuple" with elements NAME.i.0...; a None element
 #     is "None". (A tuple of tensors and None only is the "torch.tuple:" marker above.)
-# Sequences that cannot come back as they were are refused (sequence_kind).
+# Sequences that cannot be stored at all (ints beyond 64 bits, nested too deeply) are refused.
 PYTHON_TYPES_NAME = "_python_types"
 PYTHON_TYPES_MARK = "torch.python_types:"
 
@@ -392,11 +394,12 @@ def sequence_kind(value: Any) -> Optional[tuple[str, Any]]:
     such a sequence: stored as before, by to_savable). The value to store is an array, or
     ``value`` itself for elements of str. None too for numbers of several kinds (1 and 0.5, a
     bool and an int) or lists beside tuples at one level: to_savable stores them as numpy does,
-    as they were stored before the record had sequences, and they load as arrays. Raises
-    ValueError, without the parameter's name, for a sequence of such scalars that could not
-    come back as it was and that numpy would not store either or would store wrongly: str
-    beside other kinds (numpy made ['1', 'a'] of [1, 'a']), None elements, lengths that differ
-    at one level, ints beyond 64 bits, nesting deeper than MAX_SEQUENCE_DEPTH."""
+    as they were stored before the record had sequences, and they load as arrays. ("list" or
+    "tuple", ``value``), to store element by element, for a sequence that one array could not
+    give back as it was: str beside other kinds (numpy made ['1', 'a'] of [1, 'a']), None
+    elements, lengths that differ at one level or elements nested to different depths. Raises
+    ValueError, without the parameter's name, for ints beyond 64 bits and nesting deeper than
+    MAX_SEQUENCE_DEPTH."""
     containers: list[set] = []
     leaves: set[tuple[int, str]] = set()
     ints: list[int] = []
@@ -428,16 +431,13 @@ def sequence_kind(value: Any) -> Optional[tuple[str, Any]]:
         return None
     kinds = sorted({kind for _, kind in leaves})
     what = "a list" if type(value) is list else "a tuple"
+    separate = (type(value).__name__, value)
     if "None" in kinds:
-        raise ValueError(f"{what} holding None cannot be stored (store the other values, or "
-                         "mark missing ones with a number such as nan)")
+        return separate
     if len(kinds) > 1 and "str" not in kinds:
         return None  # numbers of several kinds: stored as numpy stores them, loading as an array
     if len(kinds) > 1:
-        raise ValueError(f"{what} of {' and '.join(kinds)} values cannot be stored as it is: "
-                         "it would not load as the same values; make its elements one type "
-                         "(float(x)...), or store np.array(...) of it (it then loads as an "
-                         "array)")
+        return separate
     depths = {depth for depth, _ in leaves}
     for depth, types in enumerate(containers):
         if len(types) > 1:
@@ -445,8 +445,7 @@ def sequence_kind(value: Any) -> Optional[tuple[str, Any]]:
     kind = kinds[0] if kinds else None
     depth = len(containers) if not depths else depths.pop()
     if depths or (kind is not None and depth != len(containers)):
-        raise ValueError(f"{what} whose elements are nested to different depths cannot be "
-                         "stored (it is not rectangular)")
+        return separate
     if kind == "int":
         low, high = min(ints, default=0), max(ints, default=0)
         dtype: Any = (np.int64 if -2**63 <= low and high < 2**63 else
@@ -463,8 +462,7 @@ def sequence_kind(value: Any) -> Optional[tuple[str, Any]]:
     except ValueError:
         array = None
     if array is None or array.ndim != len(containers):
-        raise ValueError(f"{what} whose lists differ in length at one level of nesting cannot "
-                         "be stored (it is not rectangular)")
+        return separate
     record = "".join(("list[" if list in types else "tuple[") for types in containers) + (
         kind or "") + "]" * len(containers)
     return record, (value if kind == "str" else array)
@@ -534,6 +532,15 @@ def expand_torch_objects(arrays: Mapping[str, Any], raw_bits: Mapping[Any, str] 
                              f"{element}, a name the dict holds too")
         return element
 
+    def store_elements(name: str, value: Any, depth: int) -> None:
+        if depth == MAX_SEQUENCE_DEPTH:
+            raise ValueError(f"parameter {name!r}: lists nested deeper than "
+                             f"{MAX_SEQUENCE_DEPTH} levels cannot be stored")
+        kinds[name] = type(value).__name__
+        out.append((name, np.array(len(value), dtype=np.int64)))
+        for i, v in enumerate(value):
+            expand(element_name(name, i, type(value).__name__), v, depth + 1)
+
     def expand(name: str, value: Any, depth: int) -> None:
         nonlocal torch_objects, elements
         if torch is not None and isinstance(value, torch.dtype):
@@ -552,15 +559,12 @@ def expand_torch_objects(arrays: Mapping[str, Any], raw_bits: Mapping[Any, str] 
             out.append((name, value))
             return
         if type(value) in (list, tuple) and _holds_arrays(value):
-            if depth == MAX_SEQUENCE_DEPTH:
-                raise ValueError(f"parameter {name!r}: lists nested deeper than "
-                                 f"{MAX_SEQUENCE_DEPTH} levels cannot be stored")
-            kinds[name] = type(value).__name__
-            out.append((name, np.array(len(value), dtype=np.int64)))
-            for i, v in enumerate(value):
-                expand(element_name(name, i, type(value).__name__), v, depth + 1)
+            store_elements(name, value, depth)
             return
         kind, stored = _stored_value(name, value)
+        if kind in ("list", "tuple"):
+            store_elements(name, value, depth)
+            return
         if kind is not None and "[" in kind:
             elements += int(np.size(stored))
             if elements > MAX_PYTHON_ELEMENTS:
