@@ -798,6 +798,20 @@ def test_sequences_that_would_not_load_as_saved_are_refused(archive_path, value,
     assert not archive_path.exists()
 
 
+def test_python_complex_numbers_load_as_complex_numbers(archive_path):
+    # torch.load gives 1+2j back; the torch loads gave a 0-d complex128 tensor (a 1-d one for a
+    # list of them).
+    values = {"phase": 1 + 2j, "poles": [0.5j, -1 + 0j], "pairs": ((1j, 2j),)}
+    mzt.save({"w": torch.ones(1), **values}, archive_path, "t", durable=False)
+    for state in torch_loads(archive_path):
+        for name, value in values.items():
+            assert same_value(state[name], value), name
+    arrays = modelzip.load(archive_path)
+    assert (arrays["phase"].dtype, arrays["poles"].dtype) == (np.complex128, np.complex128)
+    assert json.loads(arrays["_python_types"][()].removeprefix("torch.python_types:")) == {
+        "phase": "complex", "poles": "list[complex]", "pairs": "tuple[tuple[complex]]"}
+
+
 def test_sequences_of_numbers_of_several_kinds_are_stored_as_numpy_stores_them(archive_path):
     # No record can give [1, 0.5] back as it was; refusing it would break saves that worked
     # before sequences were recorded, so it is stored as np.array stores it and loads as an array
@@ -905,7 +919,9 @@ def test_a_damaged_list_stored_element_by_element_is_an_error_naming_the_paramet
 
 @pytest.mark.parametrize("record, message", [
     ("torch.python_types:[1]", "malformed record"),
-    ('torch.python_types:{"w": "complex"}', "malformed record"),
+    ('torch.python_types:{"w": "decimal"}', "malformed record"),
+    ('torch.python_types:{"w": "complex"}', r"records a Python complex, but it is stored as "
+                                            r"float32 of shape \(2,\)"),
     ('torch.python_types:{"w": "int"}', "records a Python int, but it is stored as float32 of "
                                         r"shape \(2,\)"),
     ('torch.python_types:{"w": "list[int]"}', r"records a Python list\[int\], but it is stored "

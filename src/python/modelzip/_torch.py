@@ -144,12 +144,14 @@ def parameter_value(name: str, value: Any, dtype: str) -> Any:
 
 
 _PYTHON_DTYPES = {"int": ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"),
-                  "float": ("float16", "float32", "float64"), "bool": ("bool",), "str": ("string",),
+                  "float": ("float16", "float32", "float64"),
+                  "complex": ("complex64", "complex128"), "bool": ("bool",), "str": ("string",),
                   **{f"numpy.{t}": (t,) for t in NUMPY_SCALAR_TYPES}}
 # The types modelzip.save stores the elements of a list or tuple of each kind as
 # (_values.sequence_kind): only these, so that a record cannot make a list of Python objects of
 # a blob of bytes (32 bytes or more each, beside a pointer).
-_SEQUENCE_DTYPES = {**_PYTHON_DTYPES, "int": ("int64", "uint64"), "float": ("float64",)}
+_SEQUENCE_DTYPES = {**_PYTHON_DTYPES, "int": ("int64", "uint64"), "float": ("float64",),
+                    "complex": ("complex128",)}
 
 
 class _Kind(NamedTuple):
@@ -245,9 +247,10 @@ def _rebuild(kind: _Kind, array: np.ndarray) -> Any:
     if not kind.containers:
         if kind.element.startswith("numpy."):
             return array[()]  # a numpy scalar of the array's type
-        return {"int": int, "float": float, "bool": bool, "str": str}[kind.element](array[()])
+        return {"int": int, "float": float, "complex": complex, "bool": bool,
+                "str": str}[kind.element](array[()])
     container, inner = kind.containers[0], _Kind(kind.containers[1:], kind.element)
-    if not inner.containers and kind.element in ("int", "float", "bool", "str"):
+    if not inner.containers and kind.element in ("int", "float", "complex", "bool", "str"):
         return container(array.tolist())  # Python scalars of the array's values
     return container(_rebuild(inner, array[i]) for i in range(array.shape[0]))
 

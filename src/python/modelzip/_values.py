@@ -289,18 +289,19 @@ TORCH_METADATA_MARK = "torch.metadata:"
 # "_python_types" holding "torch.python_types:<JSON>": a JSON object {name: kind} of the names
 # that hold such values, which the torch loads give back as they were; every other reader sees
 # the arrays. The kinds (docs/torch.md, "Python values"):
-#   "int", "float", "bool": a Python scalar, stored 0-d int64 (uint64 from 2**63 on), float64,
-#     bool; "None": None, stored as the 0-d string "None";
+#   "int", "float", "complex", "bool": a Python scalar, stored 0-d int64 (uint64 from 2**63
+#     on), float64, complex128, bool; "None": None, stored as the 0-d string "None";
 #   "str": a str stored 0-d that the torch loads would otherwise read as a marker (one that
 #     starts with "torch.dtype:" or "torch.tuple:", or "torch.metadata:" under the name
 #     "_metadata"; reads_as_marker);
 #   "numpy.<type>": a numpy scalar of that type (bool, int8..uint64, float16..float64,
 #     complex64, complex128), stored 0-d of that type;
 #   "list[K]", "tuple[K]": a list or tuple (exactly those types) of elements of kind K ("int",
-#     "float", "bool", "str", "numpy.<type>" or again "list[...]"/"tuple[...]"), stored as one
-#     array with a dimension per level of nesting, its elements as the scalar kinds are; "list[]"
-#     and "tuple[]": empty ones, stored float64 (a dimension of length 0). Lists of str (lists of
-#     lists of str...) are not recorded: the torch loads give a string array as nested lists.
+#     "float", "complex", "bool", "str", "numpy.<type>" or again "list[...]"/"tuple[...]"),
+#     stored as one array with a dimension per level of nesting, its elements as the scalar
+#     kinds are; "list[]" and "tuple[]": empty ones, stored float64 (a dimension of length 0).
+#     Lists of str (lists of lists of str...) are not recorded: the torch loads give a string
+#     array as nested lists.
 #   "list", "tuple": a list or tuple (exactly those types) holding a tensor, array, SparseCOO,
 #     QuantizedTensor or Embeddings at any depth (_holds_arrays), or one that one array could
 #     not give back as it was (sequence_kind: None, str beside other kinds, ragged), stored
@@ -359,7 +360,7 @@ def fetch_device_tensors(items: Any, fetches: Any = None) -> Any:
 
 def python_kind(value: Any) -> Optional[str]:
     """The kind the _python_types record gives ``value`` as an element of a list: "int",
-    "float", "bool" or "None" for a Python scalar, "numpy.<type>" for a numpy scalar of
+    "float", "complex", "bool" or "None" for a Python scalar, "numpy.<type>" for a numpy scalar of
     NUMPY_SCALAR_TYPES, "str" for a str; else None."""
     if value is None:
         return "None"
@@ -374,6 +375,8 @@ def python_kind(value: Any) -> Optional[str]:
         return "int"
     if isinstance(value, float):
         return "float"
+    if isinstance(value, complex):
+        return "complex"
     return None
 
 
@@ -386,7 +389,8 @@ def reads_as_marker(name: str, text: str) -> bool:
 
 
 # The record kinds of elements of exactly these types (sequence_kind's common case).
-_PLAIN_KINDS = {int: "int", float: "float", bool: "bool", str: "str", type(None): "None"}
+_PLAIN_KINDS = {int: "int", float: "float", complex: "complex", bool: "bool", str: "str",
+                type(None): "None"}
 
 
 def sequence_kind(value: Any) -> Optional[tuple[str, Any]]:
@@ -456,7 +460,8 @@ def sequence_kind(value: Any) -> Optional[tuple[str, Any]]:
     elif kind is not None and kind.startswith("numpy."):
         dtype = np.dtype(kind.removeprefix("numpy."))
     else:  # empty: float64, as np.array([]) has it
-        dtype = {None: np.float64, "float": np.float64, "bool": np.bool_, "str": object}[kind]
+        dtype = {None: np.float64, "float": np.float64, "complex": np.complex128,
+                 "bool": np.bool_, "str": object}[kind]
     try:
         array = np.array(value, dtype=dtype)
     except ValueError:
