@@ -812,6 +812,27 @@ def test_python_complex_numbers_load_as_complex_numbers(archive_path):
         "phase": "complex", "poles": "list[complex]", "pairs": "tuple[tuple[complex]]"}
 
 
+def test_a_torch_size_loads_as_a_torch_size(archive_path, monkeypatch):
+    # torch.load gives torch.Size([2, 3]) back; the torch loads gave tensor([2, 3]).
+    values = {"shape": torch.Size([2, 3]), "scalar_shape": torch.Size([]),
+              "shapes": [torch.Size([4]), torch.ones(1)]}
+    mzt.save({"w": torch.ones(1), **values}, archive_path, "t", durable=False)
+    for state in torch_loads(archive_path):
+        for name, value in values.items():
+            assert same_value(state[name], value), name
+    arrays = modelzip.load(archive_path)
+    assert (arrays["shape"].dtype, arrays["shape"].tolist()) == (np.int64, [2, 3])
+    assert json.loads(arrays["_python_types"][()].removeprefix("torch.python_types:")) == {
+        "shape": "torch.Size", "scalar_shape": "torch.Size", "shapes": "list",
+        "shapes.0": "torch.Size"}
+    save_as_another_tool(archive_path, "u", {
+        "s": np.zeros((2, 2), np.int64), "_python_types": 'torch.python_types:{"s": "torch.Size"}'},
+        monkeypatch)
+    with pytest.raises(ValueError, match=r"parameter 's': '_python_types' records a torch.Size, "
+                                         r"but it is stored as int64 of shape \(2, 2\)"):
+        mzt.load(archive_path, "u")
+
+
 def test_sequences_of_numbers_of_several_kinds_are_stored_as_numpy_stores_them(archive_path):
     # No record can give [1, 0.5] back as it was; refusing it would break saves that worked
     # before sequences were recorded, so it is stored as np.array stores it and loads as an array

@@ -174,6 +174,8 @@ def _parse_kind(kind: Any) -> Optional[_Kind]:
         return _Kind((), None)
     if kind in ("list", "tuple"):
         return _Kind((list if kind == "list" else tuple,), None, True)
+    if kind == "torch.Size":
+        return _Kind((), kind)
     containers: list[type] = []
     while kind.endswith("]") and len(containers) < MAX_SEQUENCE_DEPTH:
         container = list if kind.startswith("list[") else tuple if kind.startswith("tuple[") \
@@ -211,10 +213,18 @@ def python_types(arrays: Mapping[str, Any], dtypes: Mapping[str, str]) -> dict[s
 
 def python_value(name: str, kind: _Kind, value: Any, dtype: str) -> Any:
     """Parameter ``name``, recorded in python_types as a value of ``kind``, as that value: None,
-    the int, float, bool, str or numpy scalar its 0-d array holds, or the list or tuple its
-    array holds. Raises ValueError when it is not stored as such a value."""
+    the int, float, bool, str or numpy scalar its 0-d array holds, or the list, tuple or
+    torch.Size its array holds. Raises ValueError when it is not stored as such a value."""
     if kind.element is None and not kind.containers:
         return None
+    if kind.element == "torch.Size":
+        if not (isinstance(value, np.ndarray) and value.ndim == 1 and dtype == "int64"):
+            raise ValueError(f"parameter {name!r}: {PYTHON_TYPES_NAME!r} records a torch.Size, "
+                             f"but it is stored as {dtype} of shape "
+                             f"{getattr(value, 'shape', None)} (a torch.Size is stored 1-d as "
+                             "int64)")
+        import torch
+        return torch.Size(value.tolist())
     ndim = len(kind.containers)
     shape = getattr(value, "shape", None)
     dtypes = _SEQUENCE_DTYPES if kind.containers else _PYTHON_DTYPES
@@ -279,7 +289,8 @@ def state_dict(arrays: dict[str, Any], dtypes: dict[str, str], names: list[str],
             sequences[name] = (recorded[name].containers[0], elements)
             out[name] = None  # keeps the state dict's order; filled in below
             continue
-        if name in recorded and recorded[name].containers:
+        if name in recorded and (recorded[name].containers
+                                 or recorded[name].element == "torch.Size"):
             rebuilt += getattr(value, "size", 0)
             if rebuilt > MAX_PYTHON_ELEMENTS:
                 raise ValueError(

@@ -302,6 +302,7 @@ TORCH_METADATA_MARK = "torch.metadata:"
 #     kinds are; "list[]" and "tuple[]": empty ones, stored float64 (a dimension of length 0).
 #     Lists of str (lists of lists of str...) are not recorded: the torch loads give a string
 #     array as nested lists.
+#   "torch.Size": a torch.Size, stored 1-d int64;
 #   "list", "tuple": a list or tuple (exactly those types) holding a tensor, array, SparseCOO,
 #     QuantizedTensor or Embeddings at any depth (_holds_arrays), or one that one array could
 #     not give back as it was (sequence_kind: None, str beside other kinds, ragged), stored
@@ -562,6 +563,11 @@ def expand_torch_objects(arrays: Mapping[str, Any], raw_bits: Mapping[Any, str] 
             return
         if name in raw_bits:
             out.append((name, value))
+            return
+        if torch is not None and type(value) is torch.Size:
+            elements += len(value)
+            kinds[name] = "torch.Size"
+            out.append((name, np.array(value, dtype=np.int64).reshape(-1)))
             return
         if type(value) in (list, tuple) and _holds_arrays(value):
             store_elements(name, value, depth)
