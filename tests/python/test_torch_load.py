@@ -833,6 +833,28 @@ def test_a_torch_size_loads_as_a_torch_size(archive_path, monkeypatch):
         mzt.load(archive_path, "u")
 
 
+def test_bytes_load_as_bytes(archive_path, monkeypatch):
+    # torch.load gives b"..." back; modelzip.save refused bytes ("decode them to str, or wrap
+    # them in np.frombuffer").
+    values = {"blob": b"\x00\xffab", "empty": b"", "buffer": bytearray(b"xy"),
+              "parts": [b"a", b"bc", None]}
+    mzt.save({"w": torch.ones(1), **values}, archive_path, "t", durable=False)
+    for state in torch_loads(archive_path):
+        for name, value in values.items():
+            assert same_value(state[name], value), name
+    arrays = modelzip.load(archive_path)
+    assert (arrays["blob"].dtype, arrays["blob"].tolist()) == (np.uint8, [0, 255, 97, 98])
+    assert json.loads(arrays["_python_types"][()].removeprefix("torch.python_types:")) == {
+        "blob": "bytes", "empty": "bytes", "buffer": "bytearray", "parts": "list",
+        "parts.0": "bytes", "parts.1": "bytes", "parts.2": "None"}
+    save_as_another_tool(archive_path, "u", {
+        "b": np.zeros(2, np.int8), "_python_types": 'torch.python_types:{"b": "bytes"}'},
+        monkeypatch)
+    with pytest.raises(ValueError, match=r"parameter 'b': '_python_types' records bytes, but it "
+                                         r"is stored as int8 of shape \(2,\)"):
+        mzt.load(archive_path, "u")
+
+
 def test_sequences_of_numbers_of_several_kinds_are_stored_as_numpy_stores_them(archive_path):
     # No record can give [1, 0.5] back as it was; refusing it would break saves that worked
     # before sequences were recorded, so it is stored as np.array stores it and loads as an array

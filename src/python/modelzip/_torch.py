@@ -174,7 +174,7 @@ def _parse_kind(kind: Any) -> Optional[_Kind]:
         return _Kind((), None)
     if kind in ("list", "tuple"):
         return _Kind((list if kind == "list" else tuple,), None, True)
-    if kind == "torch.Size":
+    if kind in ("torch.Size", "bytes", "bytearray"):
         return _Kind((), kind)
     containers: list[type] = []
     while kind.endswith("]") and len(containers) < MAX_SEQUENCE_DEPTH:
@@ -225,6 +225,13 @@ def python_value(name: str, kind: _Kind, value: Any, dtype: str) -> Any:
                              "int64)")
         import torch
         return torch.Size(value.tolist())
+    if kind.element in ("bytes", "bytearray"):
+        if not (isinstance(value, np.ndarray) and value.ndim == 1 and dtype == "uint8"):
+            raise ValueError(f"parameter {name!r}: {PYTHON_TYPES_NAME!r} records {kind.element}, "
+                             f"but it is stored as {dtype} of shape "
+                             f"{getattr(value, 'shape', None)} ({kind.element} is stored 1-d as "
+                             "uint8)")
+        return (bytes if kind.element == "bytes" else bytearray)(value.tobytes())
     ndim = len(kind.containers)
     shape = getattr(value, "shape", None)
     dtypes = _SEQUENCE_DTYPES if kind.containers else _PYTHON_DTYPES

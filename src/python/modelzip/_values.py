@@ -303,6 +303,7 @@ TORCH_METADATA_MARK = "torch.metadata:"
 #     Lists of str (lists of lists of str...) are not recorded: the torch loads give a string
 #     array as nested lists.
 #   "torch.Size": a torch.Size, stored 1-d int64;
+#   "bytes", "bytearray": one of those (exactly those types), stored 1-d uint8;
 #   "list", "tuple": a list or tuple (exactly those types) holding a tensor, array, SparseCOO,
 #     QuantizedTensor or Embeddings at any depth (_holds_arrays), or one that one array could
 #     not give back as it was (sequence_kind: None, str beside other kinds, ragged), stored
@@ -481,6 +482,8 @@ def _stored_value(name: str, value: Any) -> tuple[Optional[str], Any]:
         return ("str" if reads_as_marker(name, value) else None), value
     if value is None:
         return "None", "None"
+    if type(value) in (bytes, bytearray):
+        return type(value).__name__, np.frombuffer(value, dtype=np.uint8)
     kind = python_kind(value)
     if kind is not None:
         return kind, value
@@ -498,10 +501,10 @@ def _stored_value(name: str, value: Any) -> tuple[Optional[str], Any]:
 
 def _holds_arrays(value: Any, depth: int = 0) -> bool:
     """Whether ``value``, a list or tuple (exactly those types), holds a tensor, numpy array,
-    SparseCOO, QuantizedTensor or Embeddings at any depth: stored element by element (the
-    "list" and "tuple" kinds above)."""
+    SparseCOO, QuantizedTensor, Embeddings, bytes or bytearray at any depth: stored element by
+    element (the "list" and "tuple" kinds above)."""
     torch = sys.modules.get("torch")
-    arrays = (np.ndarray, SparseCOO, QuantizedTensor, _modelzip.Embeddings) + (
+    arrays = (np.ndarray, SparseCOO, QuantizedTensor, _modelzip.Embeddings, bytes, bytearray) + (
         (torch.Tensor,) if torch is not None else ())
     for item in value:
         if isinstance(item, arrays):
