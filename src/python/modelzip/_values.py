@@ -307,11 +307,11 @@ TORCH_METADATA_MARK = "torch.metadata:"
 #   "list", "tuple": a list or tuple (exactly those types) holding a tensor, array, SparseCOO,
 #     QuantizedTensor or Embeddings at any depth (_holds_arrays), or one that one array could
 #     not give back as it was (sequence_kind: None, str beside other kinds, ragged), stored
-#     element by element:
-#     the name holds its length n (0-d int64) and its elements are the parameters NAME.0 ...
-#     NAME.<n-1>, each stored (and recorded) as a value of the dict would be, so an element
-#     that is such a list again is "list"/"tuple" with elements NAME.i.0...; a None element
-#     is "None". (A tuple of tensors and None only is the "torch.tuple:" marker above.)
+#     element by element: the name holds its length n (0-d int64) and its elements are the
+#     parameters NAME.0 ... NAME.<n-1>, each stored (and recorded) as a value of the dict
+#     would be, so an element that is such a list again is "list"/"tuple" with elements
+#     NAME.i.0...; a None element is "None". (A tuple of tensors and None only is the
+#     "torch.tuple:" marker above.)
 # Sequences that cannot be stored at all (ints beyond 64 bits, nested too deeply) are refused.
 PYTHON_TYPES_NAME = "_python_types"
 PYTHON_TYPES_MARK = "torch.python_types:"
@@ -325,10 +325,10 @@ NUMPY_SCALAR_TYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint1
 # dimensions).
 MAX_SEQUENCE_DEPTH = 32
 
-# The most elements the lists and tuples of kind "list[K]"/"tuple[K]" of one tag hold in all:
-# the torch loads rebuild them as Python objects (some 40 bytes each, from an array of 1 to 16
-# bytes each), so a record cannot make a tag of a few GiB take tens of GiB. modelzip.save
-# refuses more.
+# The most elements the lists and tuples of kind "list[K]"/"tuple[K]" and the torch.Size values
+# of one tag hold in all: the torch loads rebuild them as Python objects (some 40 bytes each,
+# from an array of 1 to 16 bytes each), so a record cannot make a tag of a few GiB take tens
+# of GiB. modelzip.save refuses more.
 MAX_PYTHON_ELEMENTS = 2**24
 
 
@@ -527,7 +527,7 @@ def expand_torch_objects(arrays: Mapping[str, Any], raw_bits: Mapping[Any, str] 
     out = []
     kinds = {}
     torch_objects = False
-    elements = 0  # of the lists and tuples of kind "list[K]" or "tuple[K]"
+    elements = 0  # of the lists and tuples of kind "list[K]" or "tuple[K]", and torch.Size
 
     def is_tensor_tuple(value: Any) -> bool:
         return (torch is not None and isinstance(value, tuple)
