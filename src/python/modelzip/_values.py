@@ -541,21 +541,15 @@ def expand_torch_objects(arrays: Mapping[str, Any], raw_bits: Mapping[Any, str] 
                              f"{element}, a name the dict holds too")
         return element
 
-    def store_elements(name: str, value: Any, depth: int) -> None:
-        if depth == MAX_SEQUENCE_DEPTH:
-            raise ValueError(f"parameter {name!r}: lists nested deeper than "
-                             f"{MAX_SEQUENCE_DEPTH} levels cannot be stored")
-        kinds[name] = type(value).__name__
-        out.append((name, np.array(len(value), dtype=np.int64)))
-        for i, v in enumerate(value):
-            expand(element_name(name, i, type(value).__name__), v, depth + 1)
-
-    def expand(name: str, value: Any, depth: int) -> None:
-        nonlocal torch_objects, elements
+    # Depth first, each list's elements right after it, without recursive closures (a cycle
+    # of closures would keep the dict and its arrays alive until the garbage collector runs).
+    pending = [(name, value, 0) for name, value in reversed(list(arrays.items()))]
+    while pending:
+        name, value, depth = pending.pop()
         if torch is not None and isinstance(value, torch.dtype):
             torch_objects = True
             out.append((name, TORCH_DTYPE_MARK + str(value).removeprefix("torch.")))
-            return
+            continue
         if is_tensor_tuple(value):
             torch_objects = True
             out.append((name, f"{TORCH_TUPLE_MARK}{len(value)}"))
@@ -563,22 +557,27 @@ def expand_torch_objects(arrays: Mapping[str, Any], raw_bits: Mapping[Any, str] 
                 element = element_name(name, i, "tuple of tensors")
                 if v is not None:
                     out.append((element, v))
-            return
+            continue
         if name in raw_bits:
             out.append((name, value))
-            return
+            continue
         if torch is not None and type(value) is torch.Size:
             elements += len(value)
             kinds[name] = "torch.Size"
             out.append((name, np.array(value, dtype=np.int64).reshape(-1)))
-            return
-        if type(value) in (list, tuple) and _holds_arrays(value):
-            store_elements(name, value, depth)
-            return
-        kind, stored = _stored_value(name, value)
-        if kind in ("list", "tuple"):
-            store_elements(name, value, depth)
-            return
+            continue
+        kind, stored = ((type(value).__name__, value)
+                        if type(value) in (list, tuple) and _holds_arrays(value)
+                        else _stored_value(name, value))
+        if kind in ("list", "tuple"):  # element by element
+            if depth == MAX_SEQUENCE_DEPTH:
+                raise ValueError(f"parameter {name!r}: lists nested deeper than "
+                                 f"{MAX_SEQUENCE_DEPTH} levels cannot be stored")
+            kinds[name] = kind
+            out.append((name, np.array(len(value), dtype=np.int64)))
+            pending.extend((element_name(name, i, kind), value[i], depth + 1)
+                           for i in reversed(range(len(value))))
+            continue
         if kind is not None and "[" in kind:
             elements += int(np.size(stored))
             if elements > MAX_PYTHON_ELEMENTS:
@@ -589,9 +588,6 @@ def expand_torch_objects(arrays: Mapping[str, Any], raw_bits: Mapping[Any, str] 
         if kind is not None:
             kinds[name] = kind
         out.append((name, stored))
-
-    for name, value in list(arrays.items()):
-        expand(name, value, 0)
     if kinds:
         if kinds.keys() == {PYTHON_TYPES_NAME}:
             raise ValueError(f"parameter {PYTHON_TYPES_NAME!r}: the name is reserved for the "
