@@ -9,9 +9,9 @@ import numpy as np
 
 from . import _values
 from ._ties import read_ties
-from ._values import (MAX_SEQUENCE_DEPTH, NUMPY_SCALAR_TYPES, PYTHON_TYPES_MARK,
-                      PYTHON_TYPES_NAME, RAW_BITS_DTYPES, TORCH_DTYPE_MARK, TORCH_METADATA_MARK,
-                      TORCH_TUPLE_MARK, QuantizedTensor, SparseCOO)
+from ._values import (MAX_PYTHON_ELEMENTS, MAX_SEQUENCE_DEPTH, NUMPY_SCALAR_TYPES,
+                      PYTHON_TYPES_MARK, PYTHON_TYPES_NAME, RAW_BITS_DTYPES, TORCH_DTYPE_MARK,
+                      TORCH_METADATA_MARK, TORCH_TUPLE_MARK, QuantizedTensor, SparseCOO)
 
 
 def _quantized_to_torch(name: str, value: QuantizedTensor) -> Any:
@@ -85,11 +85,53 @@ def load_state_dict(archive: Any, tag: Optional[str] = None, dequantize: bool = 
     tensors = {p.name: p for p in infos if p.kind == "tensor"}
     ties = read_ties(archive, stored, {name: p.blob for name, p in tensors.items()})
     wanted = [p.name for p in infos if p.kind == "tensor"] if names is None else list(names)
+    if names is not None and PYTHON_TYPES_NAME in tensors:
+        wanted = _with_elements(archive, tag, wanted,
+                                {name: p.dtype for name, p in tensors.items()})
     to_read = list(dict.fromkeys(ties.get(name, name) for name in wanted))
     if PYTHON_TYPES_NAME in tensors and PYTHON_TYPES_NAME not in to_read:
         to_read.append(PYTHON_TYPES_NAME)  # the Python types of the names wanted
     arrays = archive.load(tag, names=to_read, writable=True, dequantize=dequantize, verify=verify)
     return state_dict(arrays, {name: p.dtype for name, p in tensors.items()}, wanted, ties)
+
+
+def _with_elements(archive: Any, tag: str, names: list[str], dtypes: dict[str, str]) -> list[str]:
+    """``names`` and, for each one the tag's _python_types record records as a "list" or
+    "tuple" stored element by element, the names of its elements (of theirs, and so on)."""
+    recorded = python_types(archive.load(tag, names=[PYTHON_TYPES_NAME]), dtypes)
+    out = list(dict.fromkeys(names))
+    pending = [name for name in out if name in recorded and recorded[name].separate]
+    while pending:
+        arrays = archive.load(tag, names=pending)
+        pending = []
+        for name, value in arrays.items():
+            for element in _element_names(name, value, dtypes, recorded[name]):
+                if element not in out:
+                    out.append(element)
+                    if element in recorded and recorded[element].separate:
+                        pending.append(element)
+    return out
+
+
+def _element_names(name: str, value: Any, dtypes: Mapping[str, str], kind: _Kind) -> list[str]:
+    """The parameter names of the elements of ``name``, recorded as ``kind`` (a "list" or
+    "tuple" stored element by element) and holding ``value`` (its length). Raises ValueError
+    naming the parameter when the length is not a 0-d int64 array of at most as many elements
+    as the tag has parameters, or an element is not in the tag."""
+    what = kind.containers[0].__name__
+    if not (isinstance(value, np.ndarray) and value.shape == () and dtypes.get(name) == "int64"
+            and 0 <= int(value[()]) <= len(dtypes)):
+        raise ValueError(f"parameter {name!r}: {PYTHON_TYPES_NAME!r} records a {what} stored "
+                         f"element by element, but it holds {dtypes.get(name)} of shape "
+                         f"{getattr(value, 'shape', None)}, not its length (a 0-d int64 of at "
+                         f"most the tag's {len(dtypes)} parameters)")
+    elements = [f"{name}.{i}" for i in range(int(value[()]))]
+    missing = [element for element in elements if element not in dtypes]
+    if missing:
+        raise ValueError(f"parameter {name!r}: {PYTHON_TYPES_NAME!r} records a {what} of "
+                         f"{len(elements)} elements stored as {name}.0...{name}.{len(elements) - 1}"
+                         f", but the tag has no parameter {missing[0]!r}")
+    return elements
 
 
 def parameter_value(name: str, value: Any, dtype: str) -> Any:
@@ -102,8 +144,14 @@ def parameter_value(name: str, value: Any, dtype: str) -> Any:
 
 
 _PYTHON_DTYPES = {"int": ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"),
-                  "float": ("float16", "float32", "float64"), "bool": ("bool",), "str": ("string",),
+                  "float": ("float16", "float32", "float64"),
+                  "complex": ("complex64", "complex128"), "bool": ("bool",), "str": ("string",),
                   **{f"numpy.{t}": (t,) for t in NUMPY_SCALAR_TYPES}}
+# The types modelzip.save stores the elements of a list or tuple of each kind as
+# (_values.sequence_kind): only these, so that a record cannot make a list of Python objects of
+# a blob of bytes (32 bytes or more each, beside a pointer).
+_SEQUENCE_DTYPES = {**_PYTHON_DTYPES, "int": ("int64", "uint64"), "float": ("float64",),
+                    "complex": ("complex128",)}
 
 
 class _Kind(NamedTuple):
@@ -113,6 +161,9 @@ class _Kind(NamedTuple):
 
     containers: tuple[type, ...]
     element: Optional[str]
+    separate: bool = False
+    """The "list" and "tuple" kinds: the length stored under the name, the elements as the
+    parameters NAME.0, NAME.1... (containers is (list,) or (tuple,), element None)."""
 
 
 def _parse_kind(kind: Any) -> Optional[_Kind]:
@@ -121,6 +172,10 @@ def _parse_kind(kind: Any) -> Optional[_Kind]:
         return None
     if kind == "None":
         return _Kind((), None)
+    if kind in ("list", "tuple"):
+        return _Kind((list if kind == "list" else tuple,), None, True)
+    if kind in ("torch.Size", "bytes", "bytearray"):
+        return _Kind((), kind)
     containers: list[type] = []
     while kind.endswith("]") and len(containers) < MAX_SEQUENCE_DEPTH:
         container = list if kind.startswith("list[") else tuple if kind.startswith("tuple[") \
@@ -158,24 +213,50 @@ def python_types(arrays: Mapping[str, Any], dtypes: Mapping[str, str]) -> dict[s
 
 def python_value(name: str, kind: _Kind, value: Any, dtype: str) -> Any:
     """Parameter ``name``, recorded in python_types as a value of ``kind``, as that value: None,
-    the int, float, bool, str or numpy scalar its 0-d array holds, or the list or tuple its
-    array holds. Raises ValueError when it is not stored as such a value."""
+    the int, float, bool, str or numpy scalar its 0-d array holds, or the list, tuple or
+    torch.Size its array holds. Raises ValueError when it is not stored as such a value."""
     if kind.element is None and not kind.containers:
         return None
+    if kind.element == "torch.Size":
+        if not (isinstance(value, np.ndarray) and value.ndim == 1 and dtype == "int64"):
+            raise ValueError(f"parameter {name!r}: {PYTHON_TYPES_NAME!r} records a torch.Size, "
+                             f"but it is stored as {dtype} of shape "
+                             f"{getattr(value, 'shape', None)} (a torch.Size is stored 1-d as "
+                             "int64)")
+        import torch
+        return torch.Size(value.tolist())
+    if kind.element in ("bytes", "bytearray"):
+        if not (isinstance(value, np.ndarray) and value.ndim == 1 and dtype == "uint8"):
+            raise ValueError(f"parameter {name!r}: {PYTHON_TYPES_NAME!r} records {kind.element}, "
+                             f"but it is stored as {dtype} of shape "
+                             f"{getattr(value, 'shape', None)} ({kind.element} is stored 1-d as "
+                             "uint8)")
+        return (bytes if kind.element == "bytes" else bytearray)(value.tobytes())
     ndim = len(kind.containers)
     shape = getattr(value, "shape", None)
+    dtypes = _SEQUENCE_DTYPES if kind.containers else _PYTHON_DTYPES
     if not isinstance(value, np.ndarray) or value.ndim != ndim or (
-            dtype not in _PYTHON_DTYPES[kind.element] if kind.element is not None
+            dtype not in dtypes[kind.element] if kind.element is not None
             else value.size != 0):
-        recorded = kind.element or "empty sequence"
-        for container in reversed(kind.containers):
-            recorded = f"{container.__name__}[{recorded}]"
+        recorded = _kind_text(kind)
         stored = ("0-d" if ndim == 0 else f"{ndim}-d") + (
-            "" if kind.element is not None else " and empty")
+            "" if kind.element is not None else " and empty") + (
+            f" as {' or '.join(dtypes[kind.element])}" if kind.containers and kind.element
+            else "")
         raise ValueError(f"parameter {name!r}: {PYTHON_TYPES_NAME!r} records a Python "
                          f"{recorded}, but it is stored as {dtype} of shape {shape} (a "
                          f"{recorded} is stored {stored})")
     return _rebuild(kind, value)
+
+
+def _kind_text(kind: _Kind) -> str:
+    """``kind`` as the record writes it."""
+    if kind.separate:
+        return kind.containers[0].__name__
+    text = kind.element or "empty sequence"
+    for container in reversed(kind.containers):
+        text = f"{container.__name__}[{text}]"
+    return text
 
 
 def _rebuild(kind: _Kind, array: np.ndarray) -> Any:
@@ -183,9 +264,10 @@ def _rebuild(kind: _Kind, array: np.ndarray) -> Any:
     if not kind.containers:
         if kind.element.startswith("numpy."):
             return array[()]  # a numpy scalar of the array's type
-        return {"int": int, "float": float, "bool": bool, "str": str}[kind.element](array[()])
+        return {"int": int, "float": float, "complex": complex, "bool": bool,
+                "str": str}[kind.element](array[()])
     container, inner = kind.containers[0], _Kind(kind.containers[1:], kind.element)
-    if not inner.containers and kind.element in ("int", "float", "bool", "str"):
+    if not inner.containers and kind.element in ("int", "float", "complex", "bool", "str"):
         return container(array.tolist())  # Python scalars of the array's values
     return container(_rebuild(inner, array[i]) for i in range(array.shape[0]))
 
@@ -202,11 +284,28 @@ def state_dict(arrays: dict[str, Any], dtypes: dict[str, str], names: list[str],
 
     out: Any = collections.OrderedDict()
     tuples: dict[str, int] = {}
+    sequences: dict[str, tuple[type, list[str]]] = {}
     converted: dict[str, Any] = {}
     recorded = python_types(arrays, dtypes)
+    rebuilt = 0  # elements of the lists and tuples rebuilt from arrays
     for name in names:
         source = ties.get(name, name)
         value = arrays[source]
+        if name in recorded and recorded[name].separate:
+            elements = _element_names(name, value, dtypes, recorded[name])
+            sequences[name] = (recorded[name].containers[0], elements)
+            out[name] = None  # keeps the state dict's order; filled in below
+            continue
+        if name in recorded and (recorded[name].containers
+                                 or recorded[name].element == "torch.Size"):
+            rebuilt += getattr(value, "size", 0)
+            if rebuilt > MAX_PYTHON_ELEMENTS:
+                raise ValueError(
+                    f"parameter {name!r}: {PYTHON_TYPES_NAME!r} records a Python "
+                    f"{_kind_text(recorded[name])} of {value.size} elements, which would take the "
+                    f"lists and tuples of the tag to {rebuilt} elements, more than the "
+                    f"{MAX_PYTHON_ELEMENTS} the torch loads rebuild (modelzip.load() gives the "
+                    "array)")
         if name in recorded:
             out[name] = python_value(name, recorded[name], value, dtypes[source])
             continue
@@ -238,6 +337,13 @@ def state_dict(arrays: dict[str, Any], dtypes: dict[str, str], names: list[str],
         out[name] = converted[source]
     for name, length in tuples.items():
         out[name] = tuple(out.pop(f"{name}.{i}", None) for i in range(length))
+    for name in sorted(sequences, key=len, reverse=True):  # elements' names are longer
+        container, elements = sequences[name]
+        not_loaded = [element for element in elements if element not in out]
+        if not_loaded:
+            raise ValueError(f"parameter {name!r}: its element {not_loaded[0]!r} was not loaded "
+                             "(load the names of its elements too)")
+        out[name] = container(out.pop(element) for element in elements)
     return out
 
 

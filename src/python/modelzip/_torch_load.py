@@ -88,13 +88,17 @@ def load_copied(path: Any, tag: Optional[str], device: Any, *,
 
 
 def state_names(state: Mapping[str, Any]) -> list[str]:
-    """The parameter names a loaded state dict came from: its keys, tuples' elements as
-    ``name.i``."""
+    """The parameter names a loaded state dict came from: its keys, the elements of its lists
+    and tuples as ``name.i`` (theirs as ``name.i.j``...)."""
     out = []
-    for name, value in state.items():
-        if isinstance(value, tuple):
-            out.extend(f"{name}.{i}" for i in range(len(value)))
+
+    def add(name: str, value: Any) -> None:
+        if type(value) in (list, tuple):
+            for i, v in enumerate(value):
+                add(f"{name}.{i}", v)
         out.append(name)
+    for name, value in state.items():
+        add(name, value)
     return out
 
 
@@ -102,8 +106,9 @@ def to_device(state: Mapping[str, Any], device: Any, *, staging: Any = None,
               files: Optional[_device_copy.FileData] = None, source: Optional[str] = None,
               verify: bool = False) -> Any:
     """``state`` with its tensors copied to ``device`` (one new tensor each; tied names stay one
-    tensor); other values (torch dtypes, tuples of packed parameters) as they are, tuples with
-    their tensors moved. ``staging``: the _device_copy target to stage through (tests).
+    tensor); other values (torch dtypes, tuples of packed parameters) as they are, lists and
+    tuples with their tensors moved (an element's bytes located in ``files`` as ``name.i``).
+    ``staging``: the _device_copy target to stage through (tests).
     ``files``: where the tensors' bytes lie in the archive file, by name (read() staging, CRC
     checks); ``source``, ``verify``: as for _device_copy.copy_pairs."""
     moved: dict[int, Any] = {}
@@ -119,14 +124,17 @@ def to_device(state: Mapping[str, Any], device: Any, *, staging: Any = None,
                 moved[id(tensor)] = tensor.to(device)
         return moved[id(tensor)]
 
+    def moved_value(value: Any, name: Optional[str]) -> Any:
+        if isinstance(value, torch.Tensor):
+            return destination(value, name)
+        if type(value) in (list, tuple):
+            return type(value)(moved_value(v, None if name is None else f"{name}.{i}")
+                               for i, v in enumerate(value))
+        return value
+
     out: Any = collections.OrderedDict()
     for name, value in state.items():
-        if isinstance(value, torch.Tensor):
-            out[name] = destination(value, name)
-        elif isinstance(value, tuple):
-            out[name] = tuple(destination(v) if isinstance(v, torch.Tensor) else v for v in value)
-        else:
-            out[name] = value
+        out[name] = moved_value(value, name)
     if hasattr(state, "_metadata"):
         out._metadata = state._metadata
     _device_copy.copy_pairs(pairs, target=staging, source=source, verify=verify)

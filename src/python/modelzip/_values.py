@@ -289,19 +289,30 @@ TORCH_METADATA_MARK = "torch.metadata:"
 # "_python_types" holding "torch.python_types:<JSON>": a JSON object {name: kind} of the names
 # that hold such values, which the torch loads give back as they were; every other reader sees
 # the arrays. The kinds (docs/torch.md, "Python values"):
-#   "int", "float", "bool": a Python scalar, stored 0-d int64 (uint64 from 2**63 on), float64,
-#     bool; "None": None, stored as the 0-d string "None";
+#   "int", "float", "complex", "bool": a Python scalar, stored 0-d int64 (uint64 from 2**63
+#     on), float64, complex128, bool; "None": None, stored as the 0-d string "None";
 #   "str": a str stored 0-d that the torch loads would otherwise read as a marker (one that
 #     starts with "torch.dtype:" or "torch.tuple:", or "torch.metadata:" under the name
 #     "_metadata"; reads_as_marker);
 #   "numpy.<type>": a numpy scalar of that type (bool, int8..uint64, float16..float64,
 #     complex64, complex128), stored 0-d of that type;
 #   "list[K]", "tuple[K]": a list or tuple (exactly those types) of elements of kind K ("int",
-#     "float", "bool", "str", "numpy.<type>" or again "list[...]"/"tuple[...]"), stored as one
-#     array with a dimension per level of nesting, its elements as the scalar kinds are; "list[]"
-#     and "tuple[]": empty ones, stored float64 (a dimension of length 0). Lists of str (lists of
-#     lists of str...) are not recorded: the torch loads give a string array as nested lists.
-# Sequences that cannot come back as they were are refused (sequence_kind).
+#     "float", "complex", "bool", "str", "numpy.<type>" or again "list[...]"/"tuple[...]"),
+#     stored as one array with a dimension per level of nesting, its elements as the scalar
+#     kinds are; "list[]" and "tuple[]": empty ones, stored float64 (a dimension of length 0).
+#     Lists of str (lists of lists of str...) are not recorded: the torch loads give a string
+#     array as nested lists.
+#   "torch.Size": a torch.Size, stored 1-d int64;
+#   "bytes", "bytearray": one of those (exactly those types), stored 1-d uint8;
+#   "list", "tuple": a list or tuple (exactly those types) holding a tensor, array, SparseCOO,
+#     QuantizedTensor or Embeddings at any depth (_holds_arrays), or one that one array could
+#     not give back as it was (sequence_kind: None, str beside other kinds, ragged), stored
+#     element by element: the name holds its length n (0-d int64) and its elements are the
+#     parameters NAME.0 ... NAME.<n-1>, each stored (and recorded) as a value of the dict
+#     would be, so an element that is such a list again is "list"/"tuple" with elements
+#     NAME.i.0...; a None element is "None". (A tuple of tensors and None only is the
+#     "torch.tuple:" marker above.)
+# Sequences that cannot be stored at all (ints beyond 64 bits, nested too deeply) are refused.
 PYTHON_TYPES_NAME = "_python_types"
 PYTHON_TYPES_MARK = "torch.python_types:"
 
@@ -313,6 +324,12 @@ NUMPY_SCALAR_TYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint1
 # The deepest nesting of lists a record kind describes (numpy's arrays have at most 32
 # dimensions).
 MAX_SEQUENCE_DEPTH = 32
+
+# The most elements the lists and tuples of kind "list[K]"/"tuple[K]" and the torch.Size values
+# of one tag hold in all: the torch loads rebuild them as Python objects (some 40 bytes each,
+# from an array of 1 to 16 bytes each), so a record cannot make a tag of a few GiB take tens
+# of GiB. modelzip.save refuses more.
+MAX_PYTHON_ELEMENTS = 2**24
 
 
 def new_fetches(overlap: bool = False) -> Any:
@@ -345,7 +362,7 @@ def fetch_device_tensors(items: Any, fetches: Any = None) -> Any:
 
 def python_kind(value: Any) -> Optional[str]:
     """The kind the _python_types record gives ``value`` as an element of a list: "int",
-    "float", "bool" or "None" for a Python scalar, "numpy.<type>" for a numpy scalar of
+    "float", "complex", "bool" or "None" for a Python scalar, "numpy.<type>" for a numpy scalar of
     NUMPY_SCALAR_TYPES, "str" for a str; else None."""
     if value is None:
         return "None"
@@ -360,6 +377,8 @@ def python_kind(value: Any) -> Optional[str]:
         return "int"
     if isinstance(value, float):
         return "float"
+    if isinstance(value, complex):
+        return "complex"
     return None
 
 
@@ -372,7 +391,8 @@ def reads_as_marker(name: str, text: str) -> bool:
 
 
 # The record kinds of elements of exactly these types (sequence_kind's common case).
-_PLAIN_KINDS = {int: "int", float: "float", bool: "bool", str: "str", type(None): "None"}
+_PLAIN_KINDS = {int: "int", float: "float", complex: "complex", bool: "bool", str: "str",
+                type(None): "None"}
 
 
 def sequence_kind(value: Any) -> Optional[tuple[str, Any]]:
@@ -380,11 +400,12 @@ def sequence_kind(value: Any) -> Optional[tuple[str, Any]]:
     such a sequence: stored as before, by to_savable). The value to store is an array, or
     ``value`` itself for elements of str. None too for numbers of several kinds (1 and 0.5, a
     bool and an int) or lists beside tuples at one level: to_savable stores them as numpy does,
-    as they were stored before the record had sequences, and they load as arrays. Raises
-    ValueError, without the parameter's name, for a sequence of such scalars that could not
-    come back as it was and that numpy would not store either or would store wrongly: str
-    beside other kinds (numpy made ['1', 'a'] of [1, 'a']), None elements, lengths that differ
-    at one level, ints beyond 64 bits, nesting deeper than MAX_SEQUENCE_DEPTH."""
+    as they were stored before the record had sequences, and they load as arrays. ("list" or
+    "tuple", ``value``), to store element by element, for a sequence that one array could not
+    give back as it was: str beside other kinds (numpy made ['1', 'a'] of [1, 'a']), None
+    elements, lengths that differ at one level or elements nested to different depths. Raises
+    ValueError, without the parameter's name, for ints beyond 64 bits and nesting deeper than
+    MAX_SEQUENCE_DEPTH."""
     containers: list[set] = []
     leaves: set[tuple[int, str]] = set()
     ints: list[int] = []
@@ -416,16 +437,13 @@ def sequence_kind(value: Any) -> Optional[tuple[str, Any]]:
         return None
     kinds = sorted({kind for _, kind in leaves})
     what = "a list" if type(value) is list else "a tuple"
+    separate = (type(value).__name__, value)
     if "None" in kinds:
-        raise ValueError(f"{what} holding None cannot be stored (store the other values, or "
-                         "mark missing ones with a number such as nan)")
+        return separate
     if len(kinds) > 1 and "str" not in kinds:
         return None  # numbers of several kinds: stored as numpy stores them, loading as an array
     if len(kinds) > 1:
-        raise ValueError(f"{what} of {' and '.join(kinds)} values cannot be stored as it is: "
-                         "it would not load as the same values; make its elements one type "
-                         "(float(x)...), or store np.array(...) of it (it then loads as an "
-                         "array)")
+        return separate
     depths = {depth for depth, _ in leaves}
     for depth, types in enumerate(containers):
         if len(types) > 1:
@@ -433,8 +451,7 @@ def sequence_kind(value: Any) -> Optional[tuple[str, Any]]:
     kind = kinds[0] if kinds else None
     depth = len(containers) if not depths else depths.pop()
     if depths or (kind is not None and depth != len(containers)):
-        raise ValueError(f"{what} whose elements are nested to different depths cannot be "
-                         "stored (it is not rectangular)")
+        return separate
     if kind == "int":
         low, high = min(ints, default=0), max(ints, default=0)
         dtype: Any = (np.int64 if -2**63 <= low and high < 2**63 else
@@ -445,14 +462,14 @@ def sequence_kind(value: Any) -> Optional[tuple[str, Any]]:
     elif kind is not None and kind.startswith("numpy."):
         dtype = np.dtype(kind.removeprefix("numpy."))
     else:  # empty: float64, as np.array([]) has it
-        dtype = {None: np.float64, "float": np.float64, "bool": np.bool_, "str": object}[kind]
+        dtype = {None: np.float64, "float": np.float64, "complex": np.complex128,
+                 "bool": np.bool_, "str": object}[kind]
     try:
         array = np.array(value, dtype=dtype)
     except ValueError:
         array = None
     if array is None or array.ndim != len(containers):
-        raise ValueError(f"{what} whose lists differ in length at one level of nesting cannot "
-                         "be stored (it is not rectangular)")
+        return separate
     record = "".join(("list[" if list in types else "tuple[") for types in containers) + (
         kind or "") + "]" * len(containers)
     return record, (value if kind == "str" else array)
@@ -465,6 +482,8 @@ def _stored_value(name: str, value: Any) -> tuple[Optional[str], Any]:
         return ("str" if reads_as_marker(name, value) else None), value
     if value is None:
         return "None", "None"
+    if type(value) in (bytes, bytearray):
+        return type(value).__name__, np.frombuffer(value, dtype=np.uint8)
     kind = python_kind(value)
     if kind is not None:
         return kind, value
@@ -480,24 +499,53 @@ def _stored_value(name: str, value: Any) -> tuple[Optional[str], Any]:
     return kind, stored
 
 
+def _holds_arrays(value: Any, depth: int = 0) -> bool:
+    """Whether ``value``, a list or tuple (exactly those types), holds a tensor, numpy array,
+    SparseCOO, QuantizedTensor, Embeddings, bytes or bytearray at any depth: stored element by
+    element (the "list" and "tuple" kinds above)."""
+    torch = sys.modules.get("torch")
+    arrays = (np.ndarray, SparseCOO, QuantizedTensor, _modelzip.Embeddings, bytes, bytearray) + (
+        (torch.Tensor,) if torch is not None else ())
+    for item in value:
+        if isinstance(item, arrays):
+            return True
+        if type(item) in (list, tuple) and depth < MAX_SEQUENCE_DEPTH and _holds_arrays(
+                item, depth + 1):
+            return True
+    return False
+
+
 def expand_torch_objects(arrays: Mapping[str, Any], raw_bits: Mapping[Any, str] = {}) -> Any:
     """``arrays.items()``, with torch dtypes and tuples of tensors replaced by their markers
-    and elements, and Python values that are not arrays recorded in "_python_types" (see
-    above); the names of ``raw_bits`` (raw_bits_marks: stored as the type marked) as given, not
-    recorded. Raises ValueError naming the parameter when ``arrays`` holds a value that needs the
-    record and a parameter of that name, a sequence that cannot come back as it was
-    (sequence_kind), or a tuple of tensors whose element names ("NAME.0"...) it also holds."""
+    and elements, lists and tuples holding arrays by their lengths and elements, and Python
+    values that are not arrays recorded in "_python_types" (see above); the names of
+    ``raw_bits`` (raw_bits_marks: stored as the type marked) as given, not recorded. Raises
+    ValueError naming the parameter when ``arrays`` holds a value that needs the record and a
+    parameter of that name, a sequence that cannot come back as it was (sequence_kind), or a
+    tuple or list whose element names ("NAME.0"...) it also holds."""
     torch = sys.modules.get("torch")
-    items = list(arrays.items())
+    out = []
+    kinds = {}
+    torch_objects = False
+    elements = 0  # of the lists and tuples of kind "list[K]" or "tuple[K]", and torch.Size
 
     def is_tensor_tuple(value: Any) -> bool:
         return (torch is not None and isinstance(value, tuple)
                 and any(isinstance(v, torch.Tensor) for v in value)
                 and all(v is None or isinstance(v, torch.Tensor) for v in value))
-    out = []
-    kinds = {}
-    torch_objects = False
-    for name, value in items:
+
+    def element_name(name: str, i: int, what: str) -> str:
+        element = f"{name}.{i}"
+        if element in arrays:
+            raise ValueError(f"parameter {name!r}: element {i} of its {what} is stored as "
+                             f"{element}, a name the dict holds too")
+        return element
+
+    # Depth first, each list's elements right after it, without recursive closures (a cycle
+    # of closures would keep the dict and its arrays alive until the garbage collector runs).
+    pending = [(name, value, 0) for name, value in reversed(list(arrays.items()))]
+    while pending:
+        name, value, depth = pending.pop()
         if torch is not None and isinstance(value, torch.dtype):
             torch_objects = True
             out.append((name, TORCH_DTYPE_MARK + str(value).removeprefix("torch.")))
@@ -506,13 +554,37 @@ def expand_torch_objects(arrays: Mapping[str, Any], raw_bits: Mapping[Any, str] 
             torch_objects = True
             out.append((name, f"{TORCH_TUPLE_MARK}{len(value)}"))
             for i, v in enumerate(value):
-                if f"{name}.{i}" in arrays:
-                    raise ValueError(f"parameter {name!r}: element {i} of its tuple of tensors "
-                                     f"is stored as {name}.{i}, a name the dict holds too")
+                element = element_name(name, i, "tuple of tensors")
                 if v is not None:
-                    out.append((f"{name}.{i}", v))
+                    out.append((element, v))
             continue
-        kind, stored = (None, value) if name in raw_bits else _stored_value(name, value)
+        if name in raw_bits:
+            out.append((name, value))
+            continue
+        if torch is not None and type(value) is torch.Size:
+            elements += len(value)
+            kinds[name] = "torch.Size"
+            out.append((name, np.array(value, dtype=np.int64).reshape(-1)))
+            continue
+        kind, stored = ((type(value).__name__, value)
+                        if type(value) in (list, tuple) and _holds_arrays(value)
+                        else _stored_value(name, value))
+        if kind in ("list", "tuple"):  # element by element
+            if depth == MAX_SEQUENCE_DEPTH:
+                raise ValueError(f"parameter {name!r}: lists nested deeper than "
+                                 f"{MAX_SEQUENCE_DEPTH} levels cannot be stored")
+            kinds[name] = kind
+            out.append((name, np.array(len(value), dtype=np.int64)))
+            pending.extend((element_name(name, i, kind), value[i], depth + 1)
+                           for i in reversed(range(len(value))))
+            continue
+        if kind is not None and "[" in kind:
+            elements += int(np.size(stored))
+            if elements > MAX_PYTHON_ELEMENTS:
+                raise ValueError(f"parameter {name!r}: the lists and tuples of Python values of "
+                                 f"this dict hold {elements} elements with this one, more than "
+                                 f"the {MAX_PYTHON_ELEMENTS} the torch loads rebuild: store long "
+                                 "ones as np.array(...) or a tensor (they load as arrays)")
         if kind is not None:
             kinds[name] = kind
         out.append((name, stored))
