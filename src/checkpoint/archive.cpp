@@ -344,41 +344,39 @@ Archive Archive::open(const std::filesystem::path& path, const OpenOptions& opti
   // open fails (remote/remote_source.hpp).
   if (remote::is_url(path.native()))
     return Impl::open_url(path.string(), options, remote::MissingObject::explain);
+  return Impl::open_file(path, options);
+}
+
+Archive Archive::Impl::open_file(const std::filesystem::path& path, const OpenOptions& options,
+                                 const std::function<void()>& parsed) {
   // One committed state of the archive, even while a writer appends to it
   // (the reader protocol of FORMAT.md section 8.3); its tail is a private
   // copy, so later appends never change what this Archive sees. Its prefix
   // is mapped from the file: a commit that removes tags in place formats
-  // free entries there (FORMAT.md 8.5) once it is committed, so the parse of
-  // the tags' tables counts only if the snapshot is still current after it
-  // (else a removed tag's table may have been overwritten under it).
-  constexpr int kAttempts = 50;
-  for (int attempt = 1;; ++attempt) {
-    std::optional<zip::Directory> parsed;
-    zip::SnapshotFile snapshot_file;
-    Bytes file;
-    try {
-      // read_snapshot looks for the journal beside the name given and, for a
-      // symbolic link, beside its target (where writers keep it).
-      file = zip::read_snapshot(path, format::kTagsEntry, options.limits, &parsed, &snapshot_file);
-    } catch (const Error& e) {
-      std::error_code ec;  // a plain sentence for an empty file, as Impl gives
-      if (e.code() == ErrorCode::corrupt && std::filesystem::is_regular_file(path, ec) &&
-          std::filesystem::file_size(path, ec) == 0 && !ec)
-        throw Error(ErrorCode::corrupt, "the file is empty (0 bytes), not a modelzip archive",
-                    ErrorContext{.archive = path.string()});
-      throw e.with_context({.archive = path.string()});
-    }
-    std::shared_ptr<Impl> impl;
-    try {
-      impl = std::make_shared<Impl>(path.string(), file, options, std::move(parsed));
-    } catch (const Error&) {
-      if (attempt == kAttempts || zip::snapshot_current(path, snapshot_file)) throw;
-      continue;
-    }
-    if (attempt < kAttempts && !zip::snapshot_current(path, snapshot_file)) continue;
-    impl->snapshot_file = std::move(snapshot_file);
-    return Archive(std::move(impl));
+  // free entries there (FORMAT.md 8.5) once it is committed, so the tags'
+  // tables are parsed within read_snapshot's attempt, which counts only if
+  // the snapshot is still current after it (else a removed tag's table may
+  // have been overwritten under it).
+  std::shared_ptr<Impl> impl;
+  try {
+    // read_snapshot looks for the journal beside the name given and, for a
+    // symbolic link, beside its target (where writers keep it).
+    zip::read_snapshot(path, format::kTagsEntry, options.limits, [&](zip::Snapshot& snapshot) {
+      impl.reset();
+      impl = std::make_shared<Impl>(path.string(), std::move(snapshot.bytes), options,
+                                    std::move(snapshot.directory));
+      impl->snapshot_file = std::move(snapshot.file);
+      if (parsed) parsed();
+    });
+  } catch (const Error& e) {
+    std::error_code ec;  // a plain sentence for an empty file, as Impl gives
+    if (e.code() == ErrorCode::corrupt && std::filesystem::is_regular_file(path, ec) &&
+        std::filesystem::file_size(path, ec) == 0 && !ec)
+      throw Error(ErrorCode::corrupt, "the file is empty (0 bytes), not a modelzip archive",
+                  ErrorContext{.archive = path.string()});
+    throw e.with_context({.archive = path.string()});
   }
+  return Archive(std::move(impl));
 }
 
 Archive Archive::from_memory(Bytes bytes, std::string name, const OpenOptions& options) {

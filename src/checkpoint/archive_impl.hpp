@@ -3,6 +3,7 @@
 // Immutable after construction; safe to use from several threads.
 #pragma once
 
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <string>
@@ -52,6 +53,11 @@ class Archive::Impl {
   // the parse do.
   static Archive open_url(const std::string& url, const OpenOptions& options,
                           remote::MissingObject missing);
+  // Archive::open of a local file: read_snapshot with the parse as its
+  // `use`. `parsed`, when given, runs within each attempt after the parse
+  // succeeded (tests change the archive there to make the attempt fail).
+  static Archive open_file(const std::filesystem::path& path, const OpenOptions& options,
+                           const std::function<void()>& parsed = {});
 
   std::string name;
   Limits limits;

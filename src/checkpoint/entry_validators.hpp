@@ -54,18 +54,27 @@ using EntryProblemSink = std::function<void(const Error& problem)>;
 // passes each problem that leaves the rest checkable to `report` (which may
 // throw) and goes on; throws a problem that does not (the entry cannot be
 // decoded). Registered for the kinds whose entries can hold several
-// independent problems (graph.fb, trainingConfig.fb).
-using EntryChecker = void (*)(const Bytes& contents, const Limits& limits,
-                              const EntryProblemSink& report);
+// independent problems (graph.fb, trainingConfig.fb). Returns what the
+// EntryValidator of its kind would have returned when it found no problem
+// (so that verify decodes the entry once: TagEntries), else an empty
+// std::any.
+using EntryChecker = std::any (*)(const Bytes& contents, const Limits& limits,
+                                  const EntryProblemSink& report);
 
 // Receives one problem: the entry it concerns and what is wrong.
 using ProblemSink = std::function<void(const std::string& entry, const std::string& message)>;
+// What the entry checkers returned for a tag's graph.fb and
+// trainingConfig.fb; empty: the tag validator reads and decodes the entry
+// itself.
+struct DecodedTagEntries {
+  std::any graph, training_config;
+};
 // Checks the rules across the entries of `tag` (whose tables are intact),
 // passing each broken rule to `report`. Throws modelzip::Error, naming the
 // entry, when an entry the rules need cannot be read or decoded; the rules
 // of that tag are then not checked.
 using TagValidator = void (*)(const Archive& archive, const std::string& tag,
-                              const ProblemSink& report);
+                              const DecodedTagEntries& decoded, const ProblemSink& report);
 
 // A parameter (`state` empty) or updater state of a tag, as the rules across
 // a tag's entries see it. The views point into the value's owner.

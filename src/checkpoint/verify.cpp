@@ -5,17 +5,20 @@
 #include "checkpoint/entry_validators.hpp"
 #include "core/progress_tracker.hpp"
 #include "format/blob_table.hpp"
+#include "format/tag_name.hpp"
 #include "format/tensor_blob.hpp"
 #include "modelzip/error.hpp"
 
 #include <zip.h>
 
+#include <any>
 #include <charconv>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 namespace modelzip {
 
@@ -136,45 +139,105 @@ std::vector<Problem> Archive::verify(const ProgressCallback& progress) const {
   if (tracker.enabled())
     for (const auto& e : a.directory.entries) tracker.add_to_total(e.compressed_size);
 
-  auto check = [&](const zip::EntryInfo& e) {
+  // The rules across a tag's entries (graph checkpoints), for the tags whose
+  // tables are intact (a damaged one is reported above). They are checked
+  // for a tag as soon as the entry checks below have decoded its graph.fb
+  // and (if it has one) trainingConfig.fb, with what those decoded (so that
+  // each is decoded once, and only one tag's are kept at a time), else
+  // after the entry checks; their problems are reported after the entries',
+  // tag by tag. An entry those rules cannot read has been reported by the
+  // entry checks as well, unless it is not one they check: then it is
+  // reported with the rules' problems.
+  const TagValidator validate_tag = entry_validators().tag_validator();
+  struct TagRules {
+    bool checked = false;
+    std::vector<Problem> problems;                            // at most kProblemsPerEntry per entry
+    std::unordered_map<std::string, std::size_t> kept, more;  // problems per entry
+    std::optional<Error> unreadable;                          // what validate_tag threw
+  };
+  std::vector<TagRules> tag_rules(validate_tag ? a.tags.size() : 0);
+  auto check_tag_rules = [&](std::size_t t, const DecodedTagEntries& decoded) {
+    TagRules& rules = tag_rules[t];
+    rules.checked = true;
+    try {
+      validate_tag(*this, a.tags[t], decoded,
+                   [&rules](const std::string& entry, const std::string& message) {
+                     if (std::size_t& n = rules.kept[entry]; n < kProblemsPerEntry) {
+                       ++n;
+                       rules.problems.push_back(Problem{entry, message});
+                     } else {
+                       ++rules.more[entry];
+                     }
+                   });
+    } catch (const Error& err) {
+      rules.unreadable = err;
+    }
+  };
+  std::optional<std::size_t> pending;  // the tag `decoded` belongs to
+  DecodedTagEntries decoded;
+  auto check_pending = [&] {
+    if (pending) check_tag_rules(*pending, decoded);
+    pending.reset();
+    decoded = {};
+  };
+  // Keeps what the checker of `e` decoded for its tag's rules, and checks
+  // them once the tag's graph.fb and trainingConfig.fb are decoded.
+  auto keep_decoded = [&](const zip::EntryInfo& e, std::any d) {
+    const std::string_view tag = std::string_view(e.name).substr(0, e.name.find('/'));
+    auto it = a.tag_index.find(format::ascii_lower(tag));
+    if (it == a.tag_index.end() || a.tags[it->second] != tag) return;
+    const std::size_t t = it->second;
+    if (a.tables[t].damage || tag_rules[t].checked) return;
+    if (pending != t) check_pending();
+    pending = t;
+    (entry_kind_of(e.name) == EntryKind::graph ? decoded.graph : decoded.training_config) =
+        std::move(d);
+    const bool has_training = a.find_entry(std::string(tag) + "/trainingConfig.fb") != nullptr;
+    if (decoded.graph.has_value() && (decoded.training_config.has_value() || !has_training))
+      check_pending();
+  };
+
+  // What a checker decoded (an EntryChecker's result), else empty.
+  auto check = [&](const zip::EntryInfo& e) -> std::any {
     Bytes data = a.reader.read(e, true);  // every CRC, every decompression
-    if (e.name.ends_with("/")) return;
+    if (e.name.ends_with("/")) return {};
     auto slash = e.name.find('/');
-    if (slash == std::string::npos) return;
+    if (slash == std::string::npos) return {};
     // Every blob file decodes, referenced or not (FORMAT.md section 2);
     // other files of a tag are checked only if their kind has a validator.
     auto blob = format::blob_file_of(std::string_view(e.name).substr(slash + 1));
     if (blob && blob->format == format::BlobFormat::tensor) {
       (void)format::decode_tensor_blob(data, a.limits);
     } else if (auto checker = find_entry_checker(e.name)) {
-      checker(data, a.limits, [&](const Error& err) { record(e.name, with_offset(err)); });
+      return checker(data, a.limits, [&](const Error& err) { record(e.name, with_offset(err)); });
     } else if (auto validator = find_entry_validator(e.name)) {
       validator(data, a.limits);
     }
+    return {};
   };
   for (const auto& e : a.directory.entries) {
+    std::any d;
     try {
-      check(e);
+      d = check(e);
     } catch (const Error& err) {
       if (!unreadable.count(e.name + '\0' + err.message())) record(e.name, with_offset(err));
     }
+    if (validate_tag && d.has_value()) keep_decoded(e, std::move(d));
     tracker.advance(e.compressed_size);
   }
 
-  // The rules across a tag's entries (graph checkpoints), for the tags whose
-  // tables are intact (a damaged one is reported above). An entry those rules
-  // cannot read has been reported above as well, unless it is not one the
-  // loop checks: then it is reported here.
-  if (TagValidator validate_tag = entry_validators().tag_validator()) {
+  if (validate_tag) {
+    check_pending();
     std::unordered_set<std::string> reported;
     for (const Problem& p : problems) reported.insert(p.entry);
     for (std::size_t t = 0; t < a.tags.size(); ++t) {
       if (a.tables[t].damage) continue;
-      try {
-        validate_tag(*this, a.tags[t], record);
-      } catch (const Error& err) {
-        if (!reported.count(err.context().entry)) record(err.context().entry, with_offset(err));
-      }
+      if (!tag_rules[t].checked) check_tag_rules(t, {});
+      TagRules& rules = tag_rules[t];
+      for (const Problem& p : rules.problems) record(p.entry, p.message);
+      for (const auto& [entry, n] : rules.more) more[entry] += n;
+      if (const auto& err = rules.unreadable; err && !reported.count(err->context().entry))
+        record(err->context().entry, with_offset(*err));
     }
   }
   tracker.finish();

@@ -1,6 +1,7 @@
 #include "dist/commit_plan.hpp"
 
 #include <algorithm>
+#include <any>
 #include <deque>
 #include <map>
 #include <optional>
@@ -37,6 +38,8 @@ struct Grouped {
   std::vector<std::string> order;
   std::map<std::string, std::vector<const Record*>> by_name;
   std::vector<const Record*> tag_entries;
+  // What the validators of graph.fb and trainingConfig.fb returned (StagedTag).
+  std::any decoded_graph, decoded_training_config;
 };
 
 Grouped group_records(const std::vector<std::vector<Record>>& all, const std::string& tag) {
@@ -50,9 +53,13 @@ Grouped group_records(const std::vector<std::vector<Record>>& all, const std::st
                         "entry '" + r.name + "' is staged twice (by " + rank_of(e) + " and " +
                             rank_of(&r) + ")",
                         ErrorContext{.tag = tag});
-        if (auto validate = find_entry_validator(tag + "/" + r.name)) {
+        const auto kind = entry_kind_of(tag + "/" + r.name);
+        if (auto validate = kind ? find_entry_validator(*kind) : nullptr) {
           try {
-            validate(Bytes::borrow(std::as_bytes(std::span(r.content)), nullptr), Limits{});
+            std::any decoded =
+                validate(Bytes::borrow(std::as_bytes(std::span(r.content)), nullptr), Limits{});
+            if (kind == EntryKind::graph) g.decoded_graph = std::move(decoded);
+            if (kind == EntryKind::training_config) g.decoded_training_config = std::move(decoded);
           } catch (const Error& e) {
             throw e.with_context({.entry = tag + "/" + r.name, .tag = tag});
           }
@@ -247,8 +254,8 @@ Params resolve_params(const Grouped& g, const std::string& tag, const Archive* o
 // section 4), as Archive::verify checks it: the staged-tag validator sees
 // each value's dtype and full shape (shards: the global shape; dedup
 // references: the records', equal to their namesakes'; shares: the header
-// of the old blob they share).
-void check_graph_checkpoint(const Grouped& g, const Params& resolved, const std::string& tag,
+// of the old blob they share). Takes the decoded entries from `g`.
+void check_graph_checkpoint(Grouped& g, const Params& resolved, const std::string& tag,
                             const Archive* old) {
   const StagedTagValidator validate = entry_validators().staged_tag_validator();
   if (!validate) return;
@@ -276,6 +283,8 @@ void check_graph_checkpoint(const Grouped& g, const Params& resolved, const std:
   StagedTag staged{.tag = tag,
                    .graph = &*graph,
                    .training_config = training_config ? &*training_config : nullptr,
+                   .decoded_graph = std::move(g.decoded_graph),
+                   .decoded_training_config = std::move(g.decoded_training_config),
                    .params = params,
                    .states = states};
   validate(staged, Limits{});
@@ -329,7 +338,7 @@ void prepare_file(CommitTarget& target, const CommitPlan& out, const std::string
 CommitPlan plan_commit(const std::vector<std::vector<Record>>& all, const std::string& tag,
                        const Archive* old, const Begin& begin, bool dedup, int root,
                        const RotateRequest& rotate) {
-  const Grouped g = group_records(all, tag);
+  Grouped g = group_records(all, tag);
   Params resolved = resolve_params(g, tag, old, dedup);
   check_graph_checkpoint(g, resolved, tag, old);  // before the target begins
   std::vector<Param>& params = resolved.params;

@@ -308,19 +308,26 @@ Checkpoint load_checkpoint(const Archive& archive, std::string_view tag, ReadMod
 namespace graph {
 
 void validate_checkpoint_tag(const Archive& archive, const std::string& tag,
-                             const ProblemSink& report) {
+                             const DecodedTagEntries& decoded, const ProblemSink& report) {
   if (!archive.has_entry(tag + "/" + std::string(kGraphEntryName))) return;
-  const Graph g = load_graph(archive, tag);
-  const std::optional<training::TrainingConfig> training = load_training_config(archive, tag);
+  std::optional<Graph> loaded_graph;
+  const Graph* g = std::any_cast<Graph>(&decoded.graph);
+  if (!g) g = &loaded_graph.emplace(load_graph(archive, tag));
+  std::optional<training::TrainingConfig> loaded_training;
+  const training::TrainingConfig* training =
+      std::any_cast<training::TrainingConfig>(&decoded.training_config);
+  if (!training) {
+    loaded_training = load_training_config(archive, tag);
+    if (loaded_training) training = &*loaded_training;
+  }
   const std::vector<ParamInfo> param_infos = archive.params(tag);
   const std::vector<ParamInfo> state_infos = archive.updater_states(tag);
   std::vector<StoredValue> params, states;
   for (const ParamInfo& p : param_infos) params.push_back(stored(p));
   for (const ParamInfo& s : state_infos) states.push_back(stored(s));
-  check_tag_rules(g, training ? &*training : nullptr, params, states,
-                  [&](RuleTable table, const std::string& message) {
-                    report(tag + "/" + std::string(rule_entry(table)), message);
-                  });
+  check_tag_rules(*g, training, params, states, [&](RuleTable table, const std::string& message) {
+    report(tag + "/" + std::string(rule_entry(table)), message);
+  });
 }
 
 void validate_staged_tag(const StagedTag& staged, const Limits& limits) {

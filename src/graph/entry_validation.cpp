@@ -16,16 +16,26 @@ std::any validate_training_config_entry(const Bytes& contents, const Limits& lim
   return training::decode_training_config(contents, limits);
 }
 
-void check_graph_entry(const Bytes& contents, const Limits& limits,
-                       const EntryProblemSink& report) {
-  const Graph g = detail::decode_graph_fields(contents, limits);
-  detail::check_graph(g, limits, detail::BrokenRules(ErrorCode::corrupt, report));
+std::any check_graph_entry(const Bytes& contents, const Limits& limits,
+                           const EntryProblemSink& report) {
+  Graph g = detail::decode_graph_fields(contents, limits);
+  bool broken = false;
+  detail::check_graph(g, limits, detail::BrokenRules(ErrorCode::corrupt, [&](const Error& e) {
+                        broken = true;
+                        report(e);
+                      }));
+  return broken ? std::any() : std::any(std::move(g));
 }
 
-void check_training_config_entry(const Bytes& contents, const Limits& limits,
-                                 const EntryProblemSink& report) {
-  const training::TrainingConfig c = training::decode_training_config_fields(contents, limits);
-  detail::check_training_config(c, detail::BrokenRules(ErrorCode::corrupt, report));
+std::any check_training_config_entry(const Bytes& contents, const Limits& limits,
+                                     const EntryProblemSink& report) {
+  training::TrainingConfig c = training::decode_training_config_fields(contents, limits);
+  bool broken = false;
+  detail::check_training_config(c, detail::BrokenRules(ErrorCode::corrupt, [&](const Error& e) {
+                                  broken = true;
+                                  report(e);
+                                }));
+  return broken ? std::any() : std::any(std::move(c));
 }
 
 namespace {

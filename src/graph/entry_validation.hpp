@@ -24,17 +24,20 @@ std::any validate_graph_entry(const Bytes& contents, const Limits& limits);
 std::any validate_training_config_entry(const Bytes& contents, const Limits& limits);
 // The same, for Archive::verify (EntryCheckers): a decoding problem is
 // thrown, then each broken rule of schemas/GRAPH.md section 2 / 3 is passed
-// to `report`.
-void check_graph_entry(const Bytes& contents, const Limits& limits, const EntryProblemSink& report);
-void check_training_config_entry(const Bytes& contents, const Limits& limits,
-                                 const EntryProblemSink& report);
+// to `report`. Return the Graph / training::TrainingConfig when no rule was
+// broken, else an empty std::any.
+std::any check_graph_entry(const Bytes& contents, const Limits& limits,
+                           const EntryProblemSink& report);
+std::any check_training_config_entry(const Bytes& contents, const Limits& limits,
+                                     const EntryProblemSink& report);
 // The consistency rules of schemas/GRAPH.md section 4 for `tag`, when it has
 // graph.fb (a TagValidator; defined in checkpoint.cpp): each broken rule is
 // reported under the entry it concerns (params.txt, updater.txt or
-// trainingConfig.fb). Throws what reading graph.fb, trainingConfig.fb or a
-// blob header throws.
+// trainingConfig.fb). Uses the Graph and TrainingConfig in `decoded`, else
+// reads and decodes the entries; throws what reading graph.fb,
+// trainingConfig.fb or a blob header throws.
 void validate_checkpoint_tag(const Archive& archive, const std::string& tag,
-                             const ProblemSink& report);
+                             const DecodedTagEntries& decoded, const ProblemSink& report);
 // The same rules for a tag a commit is about to write (a StagedTagValidator;
 // defined in checkpoint.cpp).
 void validate_staged_tag(const StagedTag& tag, const Limits& limits);

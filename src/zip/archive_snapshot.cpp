@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <exception>
 #include <thread>
 #include <vector>
 
@@ -20,8 +21,6 @@
 
 namespace modelzip::zip {
 namespace {
-
-constexpr int kAttempts = 50;
 
 io::FileIdentity identity_of(int fd, const std::filesystem::path& path) {
   struct stat st {};
@@ -89,85 +88,132 @@ std::filesystem::path resolved_path(const std::filesystem::path& path) {
   return ec ? path : resolved;
 }
 
+// What made an attempt start again.
+enum class Change { none, journal, file };
+
+// What changed since the snapshot `file` of `path` was read: its journal
+// state, or (for a snapshot of the file itself) the file's identity.
+Change change_since(const std::filesystem::path& path, const std::filesystem::path& resolved,
+                    const SnapshotFile& file) {
+  if (!journal_state(path, resolved).same_as(file.journal)) return Change::journal;
+  if (file.identity && !(identity_of(file.fd->get(), path) == *file.identity)) return Change::file;
+  return Change::none;
+}
+
+// One attempt of the reader protocol (FORMAT.md 8.3, steps 1 to 4): the
+// snapshot it accepted, or nullopt and `*change` set when the journal or
+// the file changed during it.
+std::optional<Snapshot> attempt_snapshot(const std::filesystem::path& path,
+                                         const std::filesystem::path& resolved,
+                                         std::string_view tail_entry, const Limits& limits,
+                                         Change* change) {
+  using Kind = io::JournalState::Kind;
+  const io::JournalState before = journal_state(path, resolved);
+  io::UniqueFd f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!f.valid()) io::throw_errno(path, "cannot open");
+  const io::FileIdentity id = identity_of(f.get(), path);
+
+  if (before.kind == Kind::valid) {
+    const io::AppendJournal& j = before.journal;
+    const bool fits = id.size >= j.tail_start;
+    Bytes snapshot;
+    if (fits) snapshot = io::map_prefix_with_tail(f.get(), path, j.tail_start, j.tail.span());
+    // The same journal still there: it existed all along, so the file we
+    // opened is its archive (no rewrite happens while a journal exists).
+    if (!journal_state(path, resolved).same_as(before)) {
+      *change = Change::journal;
+      return std::nullopt;
+    }
+    if (!fits)
+      throw Error(ErrorCode::corrupt,
+                  "the append journal saves a tail from offset " + std::to_string(j.tail_start) +
+                      ", but the archive has only " + std::to_string(id.size) + " bytes (remove " +
+                      io::append_journal_path(path).filename().string() +
+                      " if it does not belong to this archive)",
+                  ErrorContext{.archive = path.string()});
+    return Snapshot{std::move(snapshot),
+                    std::nullopt,
+                    {std::make_shared<const io::UniqueFd>(std::move(f)),
+                     j.tail_start,
+                     {},
+                     without_tail(before)}};
+  }
+
+  // No journal (or a torn one): the file is the archive, unless a writer
+  // changes its tail while we look. Map it only once the journal state and
+  // the identity are confirmed after the first look: a size taken while no
+  // append was in progress is one the file never shrinks below (a
+  // rolled-back append restores the size it started from), so the mapping
+  // cannot fault.
+  auto changed = [&] {
+    if (!journal_state(path, resolved).same_as(before))
+      *change = Change::journal;
+    else if (!(identity_of(f.get(), path) == id))
+      *change = Change::file;
+    else
+      return false;
+    return true;
+  };
+  if (changed()) return std::nullopt;
+  std::optional<Directory> parsed;
+  std::optional<Error> parse_error;
+  std::uint64_t tail_from = id.size;
+  {
+    Bytes live = map_live(f.get(), path, id.size);
+    try {
+      parsed = parse_directory(live.span(), limits);
+      tail_from = tail_start(*parsed, tail_entry);
+    } catch (const Error& e) {
+      parse_error = e;
+    }
+  }
+  const std::vector<std::byte> tail = read_range(f.get(), path, tail_from, id.size);
+  if (changed()) return std::nullopt;
+  if (parse_error) throw *parse_error;
+  Bytes snapshot = io::map_prefix_with_tail(f.get(), path, tail_from, tail);
+  return Snapshot{
+      std::move(snapshot),
+      std::move(parsed),
+      {std::make_shared<const io::UniqueFd>(std::move(f)), tail_from, id, without_tail(before)}};
+}
+
 }  // namespace
 
 bool snapshot_current(const std::filesystem::path& path, const SnapshotFile& file) {
-  if (!file.fd) return false;
-  if (!journal_state(path, resolved_path(path)).same_as(file.journal)) return false;
-  return !file.identity || identity_of(file.fd->get(), path) == *file.identity;
+  return file.fd && change_since(path, resolved_path(path), file) == Change::none;
 }
 
-Bytes read_snapshot(const std::filesystem::path& path, std::string_view tail_entry,
-                    const Limits& limits, std::optional<Directory>* directory, SnapshotFile* file) {
-  using Kind = io::JournalState::Kind;
+void read_snapshot(const std::filesystem::path& path, std::string_view tail_entry,
+                   const Limits& limits, const std::function<void(Snapshot&)>& use) {
   const std::filesystem::path resolved = resolved_path(path);
-  for (int attempt = 0;; ++attempt) {
+  int journal_changes = 0;
+  int file_changes = 0;
+  for (int attempt = 0; attempt < kSnapshotAttempts; ++attempt) {
     if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(std::min(attempt, 10)));
-    if (attempt == kAttempts) {
-      errno = EAGAIN;
-      io::throw_errno(path, "the archive kept changing while it was being opened (" +
-                                std::to_string(kAttempts) + " attempts)");
-    }
-    const io::JournalState before = journal_state(path, resolved);
-    io::UniqueFd f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (!f.valid()) io::throw_errno(path, "cannot open");
-    const io::FileIdentity id = identity_of(f.get(), path);
-
-    if (before.kind == Kind::valid) {
-      const io::AppendJournal& j = before.journal;
-      const bool fits = id.size >= j.tail_start;
-      Bytes snapshot;
-      if (fits) snapshot = io::map_prefix_with_tail(f.get(), path, j.tail_start, j.tail.span());
-      // The same journal still there: it existed all along, so the file we
-      // opened is its archive (no rewrite happens while a journal exists).
-      if (!journal_state(path, resolved).same_as(before)) continue;
-      if (!fits)
-        throw Error(ErrorCode::corrupt,
-                    "the append journal saves a tail from offset " + std::to_string(j.tail_start) +
-                        ", but the archive has only " + std::to_string(id.size) +
-                        " bytes (remove " + io::append_journal_path(path).filename().string() +
-                        " if it does not belong to this archive)",
-                    ErrorContext{.archive = path.string()});
-      if (directory) directory->reset();
-      if (file)
-        *file = {std::make_shared<const io::UniqueFd>(std::move(f)),
-                 j.tail_start,
-                 {},
-                 without_tail(before)};
-      return snapshot;
-    }
-
-    // No journal (or a torn one): the file is the archive, unless a writer
-    // changes its tail while we look. Map it only once the journal state and
-    // the identity are confirmed after the first look: a size taken while no
-    // append was in progress is one the file never shrinks below (a
-    // rolled-back append restores the size it started from), so the mapping
-    // cannot fault.
-    if (!journal_state(path, resolved).same_as(before) || !(identity_of(f.get(), path) == id))
-      continue;
-    std::optional<Directory> parsed;
-    std::optional<Error> parse_error;
-    std::uint64_t tail_from = id.size;
-    {
-      Bytes live = map_live(f.get(), path, id.size);
+    Change change = Change::none;
+    if (std::optional<Snapshot> snapshot =
+            attempt_snapshot(path, resolved, tail_entry, limits, &change)) {
+      const SnapshotFile file = snapshot->file;  // `use` may move from the snapshot
+      std::exception_ptr use_error;
       try {
-        parsed = parse_directory(live.span(), limits);
-        tail_from = tail_start(*parsed, tail_entry);
-      } catch (const Error& e) {
-        parse_error = e;
+        use(*snapshot);
+      } catch (const Error&) {
+        use_error = std::current_exception();
+      }
+      change = change_since(path, resolved, file);
+      if (change == Change::none) {
+        if (use_error) std::rethrow_exception(use_error);
+        return;
       }
     }
-    const std::vector<std::byte> tail = read_range(f.get(), path, tail_from, id.size);
-    if (!journal_state(path, resolved).same_as(before) || !(identity_of(f.get(), path) == id))
-      continue;
-    if (parse_error) throw *parse_error;
-    Bytes snapshot = io::map_prefix_with_tail(f.get(), path, tail_from, tail);
-    if (directory) *directory = std::move(parsed);
-    if (file)
-      *file = {std::make_shared<const io::UniqueFd>(std::move(f)), tail_from, id,
-               without_tail(before)};
-    return snapshot;
+    ++(change == Change::journal ? journal_changes : file_changes);
   }
+  errno = EAGAIN;
+  io::throw_errno(path, "the archive kept changing while it was being opened: in each of " +
+                            std::to_string(kSnapshotAttempts) + " attempts its append journal (" +
+                            std::to_string(journal_changes) +
+                            " times) or the file's size or times (" + std::to_string(file_changes) +
+                            " times) changed while it was read");
 }
 
 }  // namespace modelzip::zip

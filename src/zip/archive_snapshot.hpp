@@ -2,7 +2,7 @@
 // of FORMAT.md section 8.3.
 //
 // An append overwrites the archive's tail in place (zip/archive_layout.hpp)
-// behind an append journal (io/append_journal.hpp). read_snapshot returns
+// behind an append journal (io/append_journal.hpp). read_snapshot gives
 // the bytes of one committed archive, never a mix of an old and a new tail:
 //  - with a valid journal: the file's first tail_start bytes plus the
 //    journal's copy of the old tail, accepted if the same journal (nonce)
@@ -15,34 +15,22 @@
 //    Every append that finishes grows the file, and a rolled-back one sets
 //    a new modification time (AppendSession), so a tail written meanwhile
 //    always shows.
-// Otherwise it tries again, a bounded number of times. For a path that is a
-// symbolic link, the journal is looked for beside the link and beside its
-// target.
+// For a path that is a symbolic link, the journal is looked for beside the
+// link and beside its target.
 //
 // The result is one contiguous read-only region: the untouched prefix
 // mapped from the file (zero-copy, stays valid whatever later appends do),
-// the tail a private copy. `directory`, when given, receives the parsed
-// directory of the result if the protocol parsed it anyway (else it is left
-// empty and the caller parses).
-//
-// `file`, when given, receives the descriptor of the file the snapshot
-// came from and the length of the snapshot's stable prefix: its first bytes,
-// which are that file's bytes at the same offsets for as long as the file
-// exists (an append only overwrites from its tail on, a rewrite replaces
-// the file), so they can be mapped from the file again later
-// (Archive's private views). `identity` is the identity the file had
-// throughout the read when the snapshot is the file itself (no valid
-// journal before and after, identity unchanged); nullopt when the snapshot
-// is the previous archive of a valid journal, whose removal (the commit of
-// the append) leaves the file's identity as it was.
-//
-// Errors: Error(io) naming the path (cannot open or map; the archive kept
-// changing through every attempt), Error(corrupt) from the directory parse
-// of a file that is stable and does not parse. Thread-safe.
+// the tail a private copy. Its prefix is the file's, though, and after an
+// in-place removal commits, its writer overwrites the first bytes of each
+// freed range (free entries, FORMAT.md 8.5), so what a caller parses of the
+// snapshot counts only if the snapshot is still current afterwards:
+// read_snapshot hands the snapshot to the caller's `use` and checks that
+// after it returns.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -56,6 +44,16 @@
 
 namespace modelzip::zip {
 
+// The file a snapshot came from: its descriptor and the length of the
+// snapshot's stable prefix, its first bytes, which are that file's bytes at
+// the same offsets for as long as the file exists (an append only
+// overwrites from its tail on, a rewrite replaces the file), so they can be
+// mapped from the file again later (Archive's private views). `identity`
+// is the identity the file had throughout the read when the snapshot is
+// the file itself (no valid journal before and after, identity unchanged);
+// nullopt when the snapshot is the previous archive of a valid journal,
+// whose removal (the commit of the append) leaves the file's identity as it
+// was.
 struct SnapshotFile {
   std::shared_ptr<const io::UniqueFd> fd;
   std::uint64_t stable_prefix = 0;
@@ -63,19 +61,42 @@ struct SnapshotFile {
   io::JournalState journal;  // as the read found it (kind absent: none)
 };
 
-Bytes read_snapshot(const std::filesystem::path& path, std::string_view tail_entry,
-                    const Limits& limits, std::optional<Directory>* directory = nullptr,
-                    SnapshotFile* file = nullptr);
+// What one attempt of the reader protocol accepted.
+struct Snapshot {
+  Bytes bytes;
+  // The parsed directory of `bytes` if the protocol parsed it anyway (no
+  // valid journal), else empty and the caller parses.
+  std::optional<Directory> directory;
+  SnapshotFile file;
+};
+
+// How many attempts read_snapshot makes, in all, before it gives up.
+inline constexpr int kSnapshotAttempts = 50;
+
+// Reads a committed state of the archive at `path` (`tail_entry`: the entry
+// an append rewrites, FORMAT.md 8.3) and passes it to `use`, which parses
+// what it needs of it and keeps what it wants (it may move from the
+// snapshot). One attempt is the reader protocol, `use`, and the check that
+// the snapshot is still current (snapshot_current); an attempt that finds
+// the archive changed, in the protocol or in that check, is discarded
+// (also an Error `use` threw) and read_snapshot tries again after a short
+// sleep, kSnapshotAttempts attempts in all. So `use` may be called more
+// than once: what its last call kept is the result.
+//
+// Errors: Error(io) naming the path (cannot open or map; the archive
+// changed during every attempt: the message says how often its append
+// journal and how often the file changed), Error(corrupt) from the
+// directory parse of a file that is stable and does not parse or from a
+// journal that does not fit the file, and the Error of `use` for a
+// snapshot that is still current. Thread-safe if `use` is.
+void read_snapshot(const std::filesystem::path& path, std::string_view tail_entry,
+                   const Limits& limits, const std::function<void(Snapshot&)>& use);
 
 // Whether the snapshot `file` describes (read_snapshot of `path`) is still
 // the archive's committed state: the same journal is still there, or, for
 // a snapshot of the file itself, the journal state and the file's identity
-// are unchanged. The snapshot's prefix is mapped from the file, and after
-// an in-place removal commits, its writer overwrites the first bytes of
-// each freed range (free entries, FORMAT.md 8.5): a caller that parses
-// more of the snapshot after read_snapshot returned (an Archive parses
-// every tag's tables) checks this afterwards and reads again if it is
-// false, or it may parse a removed entry's overwritten header.
+// are unchanged. read_snapshot checks it after `use`; a caller that parses
+// more of the snapshot later may check it again.
 bool snapshot_current(const std::filesystem::path& path, const SnapshotFile& file);
 
 }  // namespace modelzip::zip

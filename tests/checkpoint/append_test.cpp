@@ -4,6 +4,7 @@
 // so that no byte of the file is left unused.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <filesystem>
 
 #include "checkpoint/archive_impl.hpp"
@@ -342,9 +343,12 @@ TEST_CASE("A read through a journal whose removal commits meanwhile is no longer
   io::write_append_journal(
       path, {9, tail, before.size(), Bytes::copy_of(std::string_view(before).substr(tail))}, true);
   modelzip::zip::SnapshotFile file;
-  std::optional<modelzip::zip::Directory> parsed;
-  Bytes previous = modelzip::zip::read_snapshot(path, "tags.txt", Limits{}, &parsed, &file);
-  CHECK_FALSE(parsed.has_value());  // parsed by the caller
+  Bytes previous;
+  modelzip::zip::read_snapshot(path, "tags.txt", Limits{}, [&](modelzip::zip::Snapshot& s) {
+    CHECK_FALSE(s.directory.has_value());  // parsed by the caller
+    previous = s.bytes;
+    file = s.file;
+  });
   CHECK(modelzip::zip::snapshot_current(path, file));
   fs::remove(io::append_journal_path(path));  // the removal commits
   CHECK_FALSE(modelzip::zip::snapshot_current(path, file));
@@ -354,6 +358,45 @@ TEST_CASE("A read through a journal whose removal commits meanwhile is no longer
   CHECK(now.tags() == std::vector<std::string>{"new"});
   CHECK(modelzip::zip::snapshot_current(path, Archive::Impl::of(now).snapshot_file));
   CHECK(now.verify().empty());
+}
+
+TEST_CASE("Archive::open reads again, within one limit of attempts, while the archive changes") {
+  // One attempt of an open is the reader protocol, the parse of the
+  // directory and tables and the check that the snapshot is still current
+  // (FORMAT.md 8.3): a change under the parse costs one attempt of the same
+  // 50 (zip::read_snapshot), not a new round of them. The archive is
+  // changed after each parse (a new modification time, as a commit that
+  // removes tags in place gives it).
+  TempDir dir;
+  auto path = dir / "m.zip";
+  add(path, "v1", tag_with(Tensor::dense(DType::int8, {3}, Bytes::copy_of(std::string("abc")))));
+  auto touch = [&](int n) {
+    fs::last_write_time(path, fs::file_time_type(std::chrono::seconds(1000000 + n)));
+  };
+  SUBCASE("changed under the first 3 parses: 4 attempts") {
+    int parses = 0;
+    Archive a = Archive::Impl::open_file(path, {}, [&] {
+      if (++parses <= 3) touch(parses);
+    });
+    CHECK(parses == 4);
+    CHECK(a.tags() == std::vector<std::string>{"v1"});
+    CHECK(modelzip::zip::snapshot_current(path, Archive::Impl::of(a).snapshot_file));
+  }
+  SUBCASE("changed under every parse: the error after exactly the limit") {
+    int parses = 0;
+    try {
+      (void)Archive::Impl::open_file(path, {}, [&] { touch(++parses); });
+      FAIL("the open succeeded");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::io);
+      CHECK(e.context().archive == path.string());
+      CHECK_MESSAGE(
+          std::string(e.what()).find("the archive kept changing while it was being "
+                                     "opened: in each of 50 attempts") != std::string::npos,
+          e.what());
+    }
+    CHECK(parses == modelzip::zip::kSnapshotAttempts);
+  }
 }
 
 TEST_CASE("A valid journal whose tail starts past the end of the file belongs to no archive") {

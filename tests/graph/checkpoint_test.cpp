@@ -578,6 +578,43 @@ TEST_CASE("verify reports at most 20 problems per entry, then how many more") {
   CHECK(got[21].message == "parameter 'stray' is not a variable of the graph");
 }
 
+TEST_CASE("verify reports the rules across a tag's entries after every entry's own problems") {
+  // verify checks a tag's rules as soon as its graph.fb and
+  // trainingConfig.fb are decoded (once), but reports their problems after
+  // the entries' own, as when it checked them last: here tag "a"'s broken
+  // rule follows the damaged graph.fb of tag "b", which comes later in the
+  // archive.
+  TempDir dir;
+  auto path = dir / "ckpt.zip";
+  Checkpoint c = mlp_checkpoint();
+  {
+    Writer w = Writer::open(path);
+    NewTag a;
+    a.set_entry(kGraphStandIn, encode_graph(mlp_graph()));
+    a.set_entry("trainingConfig.fb", encode_training_config(*c.training));
+    for (const auto& [name, tensor] : c.params) a.add(name, tensor);
+    for (const auto& [v, states] : c.updater_state)
+      for (const auto& [s, tensor] : states) a.add_updater_state(v, s, tensor);
+    a.add("stray", f32_tensor({1}, {0}));
+    w.add_tag("a", std::move(a));
+    w.add_tag("b", checkpoint_tag(c));
+    w.commit();
+  }
+  name_graph_entries(path);
+  std::string bytes = io_bytes(path);
+  Bytes g = encode_graph(mlp_graph());
+  auto at = bytes.rfind(std::string(g.as_string_view()));  // tag b's
+  REQUIRE(at != std::string::npos);
+  REQUIRE(at != bytes.find(std::string(g.as_string_view())));
+  bytes[at + 7] = 'X';
+  write_file(path, bytes);
+  std::vector<Problem> got = Archive::open(path).verify();
+  REQUIRE(got.size() == 2);
+  CHECK(got[0].entry == "b/graph.fb");
+  CHECK(got[1].entry == "a/params.txt");
+  CHECK(got[1].message == "parameter 'stray' is not a variable of the graph");
+}
+
 TEST_CASE("verify reports a damaged graph.fb once, not again as a broken checkpoint rule") {
   TempDir dir;
   auto path = dir / "ckpt.zip";
