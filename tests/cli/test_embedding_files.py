@@ -245,6 +245,45 @@ def test_a_row_that_cannot_be_normalized_is_refused_by_line_and_column(tmp_path,
     np.testing.assert_equal(float(back[2]), want)
 
 
+def fasttext_input_matrix(raw):
+    """(offset of the dense input matrix's first float, its columns, the words) of a fastText
+    .bin, read with plain Python from fastText's save() layout."""
+    pos = 8 + 12 * 4 + 8                       # magic, version, 12 int32 args, double t
+    size, _, _ = struct.unpack_from("<3i", raw, pos)
+    _, prune = struct.unpack_from("<2q", raw, pos + 12)
+    pos += 28
+    words = []
+    for _ in range(size):                      # word NUL, int64 count, int8 type
+        end = raw.index(b"\0", pos)
+        words.append(raw[pos:end].decode())
+        pos = end + 10
+    pos += 8 * max(prune, 0)
+    assert raw[pos] == 0, "a dense input matrix"
+    _, columns = struct.unpack_from("<2q", raw, pos + 1)
+    return pos + 17, columns, words
+
+
+def test_a_fasttext_row_that_cannot_be_normalized_is_refused_at_its_byte_offset(tmp_path):
+    # Refused as "row 3: component 5 is inf", without the file's offset (and a NaN in an
+    # n-gram's row was blamed on the word's row number).
+    raw = bytearray(open(data("fasttext.bin"), "rb").read())
+    at, columns, words = fasttext_input_matrix(raw)
+    offset = at + (3 * columns + 4) * 4        # word 3's own row, component 5
+    struct.pack_into("<f", raw, offset, float("inf"))
+    model = tmp_path / "m.bin"
+    model.write_bytes(raw)
+    archive = tmp_path / "a.zip"
+    p = run("import", archive, "--tag", "v1", model, "--name", "w", check=False)
+    assert p.returncode == 1 and not archive.exists()
+    assert p.stderr.decode().startswith(
+        f"modelzip: {model}: offset {offset}: fastText word 3 ('{words[3]}'): component 5 of "
+        "input row 3 is inf (the word's own row), and its vector has no norm to normalize by"), \
+        p.stderr
+    p = run("similar", model, words[3], check=False)
+    assert p.returncode == 1 and f"offset {offset}: fastText word 3" in p.stderr.decode()
+    run("import", archive, "--tag", "v1", model, "--name", "w", "--no-normalize")
+
+
 def test_huge_and_tiny_rows_are_normalized_and_exported_exactly(tmp_path):
     # Their squares overflow or underflow float32: "big" became a zero row with an infinite
     # norm, "tiny" a row with norm 0, and export wrote NaN or zeros.
