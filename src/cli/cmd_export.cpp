@@ -94,7 +94,15 @@ int run(const std::vector<std::string>& argv) {
       return 0;
     }
     const auto embeddings = finalfusion::Embeddings::read(file, names[0]);
-    finalfusion::store(out, embeddings, *embedding_format, !normalized);
+    try {
+      finalfusion::store(out, embeddings, *embedding_format, !normalized);
+    } catch (const Error& e) {
+      // A word or value the format cannot hold: say whose it is.
+      if (e.code() != ErrorCode::invalid_argument) throw;
+      throw e.reworded("embedding '" + names[0] + "' of " + archive.name() + ", tag '" +
+                           (tag.empty() ? archive.newest_tag() : tag) + "': " + e.message(),
+                       e.context());
+    }
     std::cerr << "wrote embedding '" << printable(names[0]) << "' to " << printable(out.string())
               << " (" << finalfusion::format_name(*embedding_format) << ", "
               << (normalized               ? "unit rows"

@@ -2,6 +2,7 @@
 // dims little-endian f32 (writers add '\n' after each row; readers trim the
 // word, which removes it).
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <ostream>
 
@@ -134,6 +135,40 @@ void for_each_word_row(const Embeddings& e, bool unnormalize, F&& fn) {
   }
 }
 
+// Refuses, before anything is written, a value that is not finite among
+// the rows that will be written: these formats' readers normalize the
+// vectors they read (modelzip import refuses such a row; fastText's text
+// reader cannot even parse "nan" or "inf").
+void check_values(const Embeddings& e, bool unnormalize) {
+  const std::size_t d = e.dims();
+  const auto norms = e.norms();
+  std::vector<float> stored(d);
+  std::size_t i = 0;
+  for_each_word_row(e, unnormalize, [&](const std::string&, const float* row) {
+    for (std::size_t c = 0; c < d; ++c) {
+      if (std::isfinite(row[c])) continue;
+      std::string value;
+      append_float(value, row[c]);
+      std::string made;
+      e.row(i, stored);
+      if (unnormalize && !norms.empty() && std::isfinite(stored[c])) {
+        std::string v, n;
+        append_float(v, stored[c]);
+        append_float(n, norms[i]);
+        made = " (the stored " + v + " times the row's norm " + n + ")";
+      }
+      throw Error(ErrorCode::invalid_argument,
+                  "row " + std::to_string(i) + " ('" +
+                      modelzip::detail::utf8_escape(e.vocab().words()[i]) + "'): component " +
+                      std::to_string(c + 1) + made + " is " + value +
+                      ", which word2vec and text files do not hold: their readers normalize "
+                      "the vectors (import refuses such a row, fastText's reader cannot parse "
+                      "it); a .fifu file holds any value");
+    }
+    ++i;
+  });
+}
+
 void write_stream(std::ostream& out, const std::string& text) {
   out.write(text.data(), static_cast<std::streamsize>(text.size()));
   if (!out) throw Error(ErrorCode::io, "cannot write embeddings to the output stream");
@@ -142,6 +177,7 @@ void write_stream(std::ostream& out, const std::string& text) {
 void write_rows_text(const Embeddings& e, std::ostream& out, bool unnormalize,
                      std::string_view header) {
   check_words(e, WordEnd::ascii_space);
+  check_values(e, unnormalize);
   write_stream(out, std::string(header));
   std::string line;
   const std::size_t d = e.dims();
@@ -162,6 +198,7 @@ void write_rows_text(const Embeddings& e, std::ostream& out, bool unnormalize,
 void write_word2vec_binary(std::ostream& out, const Embeddings& embeddings, bool unnormalize) {
   const std::size_t d = embeddings.dims();
   detail::check_words(embeddings, detail::WordEnd::word2vec);
+  detail::check_values(embeddings, unnormalize);
   detail::write_stream(
       out, std::to_string(embeddings.vocab().words_len()) + " " + std::to_string(d) + "\n");
   std::string buffer;
