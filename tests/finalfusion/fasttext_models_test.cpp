@@ -259,7 +259,7 @@ TEST_SUITE("finalfusion") {
   TEST_CASE("a vector that cannot be normalized is refused at the offset of the value to blame") {
     // Refused as "row N" without an offset, and for a NaN in an n-gram's row
     // under the word's row number; a quantized row with a NaN norm factor was
-    // stored silently (a zero row with a NaN norm).
+    // stored silently (with a NaN norm).
     const float inf = std::numeric_limits<float>::infinity();
     const float nan = std::numeric_limits<float>::quiet_NaN();
     auto refused = [](const Model& m, const std::string& says) {
