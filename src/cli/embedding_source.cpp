@@ -7,6 +7,7 @@
 
 #include "cli/open_archive.hpp"
 #include "core/utf8.hpp"
+#include "finalfusion/convert/embedding_builder.hpp"
 #include "finalfusion/embeddings_state.hpp"
 #include "modelzip/error.hpp"
 #include "modelzip/finalfusion/convert.hpp"
@@ -68,6 +69,12 @@ finalfusion::Embeddings convert_file(const Args& args, const std::string& path,
 }
 
 }  // namespace
+
+std::string float_text(float value) {
+  std::string text;
+  finalfusion::detail::append_float(text, value);
+  return text;
+}
 
 std::string query_word(const finalfusion::Embeddings& embeddings, const std::string& word) {
   if (modelzip::detail::utf8_valid(word) || !finalfusion::words_escaped(embeddings)) return word;
