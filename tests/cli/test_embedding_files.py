@@ -152,7 +152,14 @@ def test_utf8_policies_on_text_files(tmp_path):
     archive = tmp_path / "u.zip"
     p = run("import", archive, "--tag", "s", data("utf8-incomplete.txt"), "--format", "text",
             check=False)
-    assert p.returncode != 0 and b"not valid UTF-8" in p.stderr
+    # Said "line 2: line is not valid UTF-8": which byte, in what?
+    assert p.returncode == 1 and p.stderr.decode().startswith(
+        f"modelzip: {data('utf8-incomplete.txt')}: line 2: column 4: word 'zee\\xc3n' is not "
+        "valid UTF-8"), p.stderr
+    bad = tmp_path / "n.txt"
+    bad.write_bytes(b"a 1 2\nb 1 2\xff\n")
+    p = run("import", archive, "--tag", "s", bad, check=False)
+    assert p.returncode == 1 and b"line 2: column 6: the line is not valid UTF-8" in p.stderr
     p = run("import", archive, "--tag", "l", data("utf8-incomplete.txt"), "--format", "text",
             "--utf8", "lossy", "--name", "w")
     assert b"1 word(s) had invalid UTF-8 replaced by U+FFFD" in p.stderr
