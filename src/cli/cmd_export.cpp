@@ -108,7 +108,13 @@ int run(const std::vector<std::string>& argv) {
               << (normalized               ? "unit rows"
                   : embeddings.has_norms() ? "original norms restored"
                                            : "rows as stored, no norms")
-              << ")\n";
+              << ")";
+    // These formats hold word rows only: unknown words get no embedding from the file.
+    if (const std::size_t left = embeddings.rows() - embeddings.vocab().words_len(); left > 0)
+      std::cerr << "; its " << left
+                << " subword row(s) are not in that format, so unknown words get no embedding "
+                   "from it (a .fifu keeps them)";
+    std::cerr << "\n";
     return 0;
   }
   if (format != "safetensors" && format != "npz" && format != "npy" && format != "btf")

@@ -258,6 +258,27 @@ def test_a_row_that_cannot_be_normalized_is_refused_by_line_and_column(tmp_path,
     run("export", archive, "w", tmp_path / "back.fifu")
 
 
+def test_export_of_subword_embeddings_says_the_subword_rows_are_left_out(tmp_path):
+    # word2vec and text files hold word rows only: an export of a fastText model's embeddings
+    # dropped its 100 n-gram bucket rows without a word, and the re-imported file had no
+    # embedding for the unknown words the archive answered.
+    archive = tmp_path / "a.zip"
+    run("import", archive, "--tag", "v1", data("fasttext.bin"), "--name", "w")
+    p = run("export", archive, "w", tmp_path / "w.vec")
+    assert p.stderr.decode() == (
+        f"wrote embedding 'w' to {tmp_path / 'w.vec'} (textdims, original norms restored); its "
+        "100 subword row(s) are not in that format, so unknown words get no embedding from it "
+        "(a .fifu keeps them)\n")
+    assert run("embed", archive, "w", "Sprachmodell").returncode == 0
+    assert run("embed", tmp_path / "w.vec", "Sprachmodell", check=False).returncode == 1
+    p = run("export", archive, "w", tmp_path / "w.fifu")
+    assert b"subword row" not in p.stderr
+    assert run("embed", tmp_path / "w.fifu", "Sprachmodell").returncode == 0
+    run("import", archive, "--tag", "v2", data("similarity.bin"), "--name", "s")
+    p = run("export", archive, "s", tmp_path / "s.txt")
+    assert b"subword row" not in p.stderr
+
+
 def fasttext_input_matrix(raw):
     """(offset of the dense input matrix's first float, its columns, the words) of a fastText
     .bin, read with plain Python from fastText's save() layout."""
