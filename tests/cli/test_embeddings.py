@@ -337,6 +337,12 @@ def test_unknown_query_words_fail(archive):
     p = run("embed", archive, "words", "Berlin", "qqq", check=False)
     assert p.returncode == 1 and p.stdout.startswith(b"Berlin ") and p.stderr.decode() == (
         f"modelzip: {archive}: no embedding for 'qqq' in parameter 'words'\n")
+    # A typo or another letter case (no suggestion was made, and vocabularies are
+    # case-sensitive): the words the vocabulary has.
+    p = run("analogy", data("similarity.fifu"), "berlin", "Potsdm", "Hamburg", check=False)
+    assert p.returncode == 1 and p.stderr.decode() == (
+        f"modelzip: {data('similarity.fifu')}: no embedding for 'berlin' (did you mean "
+        "'Berlin'?), 'Potsdm' (did you mean 'Potsdam'?)\n")
 
 
 def test_export_of_a_whole_tag_says_which_embeddings_it_leaves_out(archive, tmp_path):
