@@ -117,6 +117,22 @@ TEST_SUITE("finalfusion") {
     }
   }
 
+  TEST_CASE("word2vec binary: a text file read as binary is said to be text") {
+    // Text vectors named .bin (or --format word2vec on a text file) were read
+    // as garbage floats until "words 10 and 15 are both ''".
+    try {
+      read_word2vec_binary(ff_bytes("similarity.txt"));
+      FAIL("accepted");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::corrupt);
+      CHECK(e.context().offset == std::string_view("41 100\nBerlin ").size());
+      CHECK_MESSAGE(e.message().starts_with("word2vec row 0 ('Berlin'): its vector is text "
+                                            "('1.4724287 -3.0660472 1.2...'), not binary "
+                                            "floats: a word2vec text file?"),
+                    e.message());
+    }
+  }
+
   TEST_CASE("text with and without dims equals the word2vec file and writes back identically") {
     auto w2v = read_word2vec_binary(ff_bytes("similarity.bin"), kRaw);
     const Bytes dims_text = ff_bytes("similarity.txt");

@@ -45,6 +45,25 @@ std::uint64_t read_header_number(ByteReader& reader, char delimiter, std::string
   return *value;
 }
 
+// Refuses the first row's vector bytes when they are decimal text (a
+// word2vec text file read as binary, e.g. text vectors named .bin), which
+// would otherwise be read as garbage floats and words until some later
+// error. Vectors of fewer than 8 bytes are not judged.
+void refuse_text_vector(std::span<const std::byte> values, std::string_view word,
+                        std::uint64_t at) {
+  if (values.size() < 8) return;
+  const std::string_view text(reinterpret_cast<const char*>(values.data()), values.size());
+  if (text.find_first_not_of("0123456789.eE+- \t\r\n") != std::string_view::npos ||
+      text.find_first_of("0123456789") == std::string_view::npos)
+    return;
+  throw Error(ErrorCode::corrupt,
+              "word2vec row 0 ('" + modelzip::detail::utf8_escape(word.substr(0, 64)) +
+                  "'): its vector is text ('" + std::string(text.substr(0, 24)) +
+                  "...'), not binary floats: a word2vec text file? (read it as format "
+                  "textdims: import --format textdims)",
+              ErrorContext{.offset = at});
+}
+
 }  // namespace
 
 Embeddings read_word2vec_binary(const Bytes& data, const ConvertOptions& options) {
@@ -73,6 +92,7 @@ Embeddings read_word2vec_binary(const Bytes& data, const ConvertOptions& options
     words.emplace_back(detail::trim_unicode(word));
     const std::uint64_t values_at = reader.absolute_position();
     auto values = reader.bytes(dims * 4, "word2vec vector");
+    if (r == 0) refuse_text_vector(values, words.back(), values_at);
     if (dims) std::memcpy(matrix.data() + r * dims, values.data(), dims * 4);
     if (!options.normalize) continue;
     std::size_t component = 0;
