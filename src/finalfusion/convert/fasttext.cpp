@@ -164,7 +164,7 @@ struct InputMatrix {
   std::uint64_t rows = 0;
   std::uint32_t dims = 0;
   bool quantized = false;
-  std::vector<float> dense;  // rows x dims
+  std::vector<float> dense;    // rows x dims
   std::uint64_t dense_at = 0;  // its offset in the file
   // Quantized:
   ProductQuantizer pq;
