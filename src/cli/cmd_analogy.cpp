@@ -31,7 +31,7 @@ extern const Command kAnalogyCommand{
     "modelzip analogy (ARCHIVE PARAM | FILE) A B C [-k N] [--tag T] [--format F] [--utf8 P] "
     "[--json]",
     "Ranks words by cosine similarity to B - A + C; the three query words are\n"
-    "excluded.\n" MODELZIP_EMBEDDING_SOURCE_HELP
+    "excluded. Text output as for similar: word, tab, similarity.\n" MODELZIP_EMBEDDING_SOURCE_HELP
     "Options:\n"
     "  -k N        how many (default 10)\n" MODELZIP_EMBEDDING_SOURCE_OPTIONS
     "  --json      a list of {\"word\", \"similarity\"}, best first\n"

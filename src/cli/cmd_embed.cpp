@@ -41,7 +41,7 @@ int run(const std::vector<std::string>& argv) {
       continue;
     }
     std::cout << printable(words[i]);
-    for (float x : *v) std::cout << " " << json_number(x);
+    for (float x : *v) std::cout << " " << float_text(x);
     std::cout << "\n";
   }
   if (json) std::cout << "}\n";
@@ -58,8 +58,9 @@ extern const Command kEmbedCommand{
     "so the same vectors print the same from a .fifu, a word2vec or text file and an\n"
     "archive (imported with or without --no-normalize); unknown words the normalized\n"
     "sum of their subword n-gram rows (floret: their mean) when the vocabulary has\n"
-    "subwords. Text output: one line per word, the word then its components; exit\n"
-    "status 1 if a word has no embedding.\n" MODELZIP_EMBEDDING_SOURCE_HELP
+    "subwords. Text output: one line per word, the word then its components, as a\n"
+    "text embedding file holds them (the shortest decimal that reads back as the\n"
+    "float32); exit status 1 if a word has no embedding.\n" MODELZIP_EMBEDDING_SOURCE_HELP
     "Options:\n" MODELZIP_EMBEDDING_SOURCE_OPTIONS
     "  --json      an object: word -> list of floats, or null when there is none\n"
     "\nExamples:\n  modelzip embed model.zip words berlin paris\n"

@@ -94,13 +94,27 @@ int run(const std::vector<std::string>& argv) {
       return 0;
     }
     const auto embeddings = finalfusion::Embeddings::read(file, names[0]);
-    finalfusion::store(out, embeddings, *embedding_format, !normalized);
+    try {
+      finalfusion::store(out, embeddings, *embedding_format, !normalized);
+    } catch (const Error& e) {
+      // A word or value the format cannot hold: say whose it is.
+      if (e.code() != ErrorCode::invalid_argument) throw;
+      throw e.reworded("embedding '" + names[0] + "' of " + archive.name() + ", tag '" +
+                           (tag.empty() ? archive.newest_tag() : tag) + "': " + e.message(),
+                       e.context());
+    }
     std::cerr << "wrote embedding '" << printable(names[0]) << "' to " << printable(out.string())
               << " (" << finalfusion::format_name(*embedding_format) << ", "
               << (normalized               ? "unit rows"
                   : embeddings.has_norms() ? "original norms restored"
                                            : "rows as stored, no norms")
-              << ")\n";
+              << ")";
+    // These formats hold word rows only: unknown words get no embedding from the file.
+    if (const std::size_t left = embeddings.rows() - embeddings.vocab().words_len(); left > 0)
+      std::cerr << "; its " << left
+                << " subword row(s) are not in that format, so unknown words get no embedding "
+                   "from it (a .fifu keeps them)";
+    std::cerr << "\n";
     return 0;
   }
   if (format != "safetensors" && format != "npz" && format != "npy" && format != "btf")

@@ -20,7 +20,7 @@ void print_similarities(const std::vector<finalfusion::WordSimilarity>& results,
     return;
   }
   for (const auto& r : results)
-    std::cout << printable(r.word) << "\t" << json_number(r.similarity) << "\n";
+    std::cout << printable(r.word) << "\t" << float_text(r.similarity) << "\n";
 }
 
 namespace {
@@ -44,7 +44,9 @@ extern const Command kSimilarCommand{
     "similar", "Nearest neighbours of a word by cosine similarity",
     "modelzip similar (ARCHIVE PARAM | FILE) WORD [-k N] [--tag T] [--format F] [--utf8 P] "
     "[--json]",
-    "The query word itself is excluded.\n" MODELZIP_EMBEDDING_SOURCE_HELP
+    "The query word itself is excluded. Text output: a line per word, the word, a tab\n"
+    "and its similarity (the shortest decimal that reads back as the float32, as\n"
+    "finalfusion-utils prints it).\n" MODELZIP_EMBEDDING_SOURCE_HELP
     "Options:\n"
     "  -k N        how many (default 10)\n" MODELZIP_EMBEDDING_SOURCE_OPTIONS
     "  --json      a list of {\"word\", \"similarity\"}, best first\n"

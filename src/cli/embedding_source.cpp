@@ -1,12 +1,15 @@
 #include "cli/embedding_source.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 
 #include "cli/open_archive.hpp"
+#include "core/suggestions.hpp"
 #include "core/utf8.hpp"
+#include "finalfusion/convert/embedding_builder.hpp"
 #include "finalfusion/embeddings_state.hpp"
 #include "modelzip/error.hpp"
 #include "modelzip/finalfusion/convert.hpp"
@@ -68,6 +71,12 @@ finalfusion::Embeddings convert_file(const Args& args, const std::string& path,
 }
 
 }  // namespace
+
+std::string float_text(float value) {
+  std::string text;
+  finalfusion::detail::append_float(text, value);
+  return text;
+}
 
 std::string query_word(const finalfusion::Embeddings& embeddings, const std::string& word) {
   if (modelzip::detail::utf8_valid(word) || !finalfusion::words_escaped(embeddings)) return word;
@@ -132,11 +141,42 @@ finalfusion::Embeddings open_embeddings(const Args& args, std::size_t& used) {
   }
 }
 
+namespace {
+
+// " (did you mean 'Berlin'?)" for a word close to vocabulary words, also one
+// that differs from them only in ASCII letter case (which did_you_mean takes
+// for an exact match); "" when none is close or the vocabulary is too large
+// to search on an error path.
+std::string word_suggestion(const finalfusion::Embeddings& embeddings, std::string_view word) {
+  const auto vocabulary = embeddings.vocab().words();
+  if (std::string close = modelzip::detail::did_you_mean(word, vocabulary); !close.empty())
+    return close;
+  if (vocabulary.size() > modelzip::detail::kMaxSuggestionCandidates) return "";
+  std::vector<std::string_view> same;
+  for (const auto& candidate : vocabulary)
+    if (candidate.size() == word.size() &&
+        std::equal(candidate.begin(), candidate.end(), word.begin(),
+                   [](char a, char b) {
+                     return std::tolower(static_cast<unsigned char>(a)) ==
+                            std::tolower(static_cast<unsigned char>(b));
+                   }) &&
+        same.size() < 3)
+      same.push_back(candidate);
+  if (same.empty()) return "";
+  std::string text = " (did you mean ";
+  for (std::size_t i = 0; i < same.size(); ++i)
+    text += (i == 0 ? "'" : i + 1 == same.size() ? " or '" : ", '") + std::string(same[i]) + "'";
+  return text + "?)";
+}
+
+}  // namespace
+
 Error no_embedding(const Args& args, std::size_t used, const finalfusion::Embeddings& embeddings,
                    const std::vector<std::string>& words) {
   std::string missing;
   for (const auto& w : words)
-    if (!embeddings.embedding(w)) missing += (missing.empty() ? "'" : ", '") + w + "'";
+    if (!embeddings.embedding(w))
+      missing += (missing.empty() ? "'" : ", '") + w + "'" + word_suggestion(embeddings, w);
   if (used == 2) missing += " in parameter '" + args.at(1, "PARAM") + "'";
   return Error(ErrorCode::not_found, "no embedding for " + missing,
                ErrorContext{.archive = args.at(0, "ARCHIVE or FILE"),

@@ -40,6 +40,13 @@ std::string query_word(const finalfusion::Embeddings& embeddings, const std::str
 Error no_embedding(const Args& args, std::size_t used, const finalfusion::Embeddings& embeddings,
                    const std::vector<std::string>& words);
 
+// The text form of a similarity or a vector component in human-readable output:
+// the shortest decimal that reads back as the same float32, without exponent
+// ("NaN", "inf", "-inf" for non-finite values), as finalfusion-utils prints them
+// (Rust's f32 Display) and as export writes text files. --json prints the same
+// floats exactly as doubles.
+std::string float_text(float value);
+
 // The --utf8 policy (strict by default); UsageError for an unknown name.
 finalfusion::Utf8Policy utf8_policy(const Args& args);
 // One line on stderr per kind of change a conversion of `path` made (words

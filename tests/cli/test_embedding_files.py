@@ -152,7 +152,14 @@ def test_utf8_policies_on_text_files(tmp_path):
     archive = tmp_path / "u.zip"
     p = run("import", archive, "--tag", "s", data("utf8-incomplete.txt"), "--format", "text",
             check=False)
-    assert p.returncode != 0 and b"not valid UTF-8" in p.stderr
+    # Said "line 2: line is not valid UTF-8": which byte, in what?
+    assert p.returncode == 1 and p.stderr.decode().startswith(
+        f"modelzip: {data('utf8-incomplete.txt')}: line 2: column 4: word 'zee\\xc3n' is not "
+        "valid UTF-8"), p.stderr
+    bad = tmp_path / "n.txt"
+    bad.write_bytes(b"a 1 2\nb 1 2\xff\n")
+    p = run("import", archive, "--tag", "s", bad, check=False)
+    assert p.returncode == 1 and b"line 2: column 6: the line is not valid UTF-8" in p.stderr
     p = run("import", archive, "--tag", "l", data("utf8-incomplete.txt"), "--format", "text",
             "--utf8", "lossy", "--name", "w")
     assert b"1 word(s) had invalid UTF-8 replaced by U+FFFD" in p.stderr
@@ -237,12 +244,78 @@ def test_a_row_that_cannot_be_normalized_is_refused_by_line_and_column(tmp_path,
     # Queried directly: the same error.
     p = run("similar", text, "b", check=False)
     assert p.returncode == 1 and "line 2: column 5" in p.stderr.decode()
-    # --no-normalize keeps the row exactly.
+    # --no-normalize keeps the row exactly, and a .fifu export with it. word2vec and text
+    # exports wrote "NaN" or "inf", which fastText's .vec reader does not parse (it silently
+    # read that vector and all later ones wrong): they refuse it, naming it.
     run("import", archive, "--tag", "v1", text, "--name", "w", "--no-normalize")
-    run("export", archive, "w", tmp_path / "back.txt")
-    back = (tmp_path / "back.txt").read_text().split("\n")[1].split()
-    want = {"inf": np.inf, "-Infinity": -np.inf, "nan": np.nan, "1e39": np.inf}[value]
-    np.testing.assert_equal(float(back[2]), want)
+    shown = {"inf": "inf", "-Infinity": "-inf", "nan": "NaN", "1e39": "inf"}[value]
+    for out in ("back.txt", "back.vec", "back.bin"):
+        p = run("export", archive, "w", tmp_path / out, check=False)
+        assert p.returncode == 1 and not (tmp_path / out).exists()
+        assert p.stderr.decode().startswith(
+            f"modelzip: {tmp_path / out}: embedding 'w' of {archive}, tag 'v1': row 1 ('a'): "
+            f"component 2 is {shown}, which word2vec and text files do not hold"), p.stderr
+    run("export", archive, "w", tmp_path / "back.fifu")
+
+
+def test_export_of_subword_embeddings_says_the_subword_rows_are_left_out(tmp_path):
+    # word2vec and text files hold word rows only: an export of a fastText model's embeddings
+    # dropped its 100 n-gram bucket rows without a word, and the re-imported file had no
+    # embedding for the unknown words the archive answered.
+    archive = tmp_path / "a.zip"
+    run("import", archive, "--tag", "v1", data("fasttext.bin"), "--name", "w")
+    p = run("export", archive, "w", tmp_path / "w.vec")
+    assert p.stderr.decode() == (
+        f"wrote embedding 'w' to {tmp_path / 'w.vec'} (textdims, original norms restored); its "
+        "100 subword row(s) are not in that format, so unknown words get no embedding from it "
+        "(a .fifu keeps them)\n")
+    assert run("embed", archive, "w", "Sprachmodell").returncode == 0
+    assert run("embed", tmp_path / "w.vec", "Sprachmodell", check=False).returncode == 1
+    p = run("export", archive, "w", tmp_path / "w.fifu")
+    assert b"subword row" not in p.stderr
+    assert run("embed", tmp_path / "w.fifu", "Sprachmodell").returncode == 0
+    run("import", archive, "--tag", "v2", data("similarity.bin"), "--name", "s")
+    p = run("export", archive, "s", tmp_path / "s.txt")
+    assert b"subword row" not in p.stderr
+
+
+def fasttext_input_matrix(raw):
+    """(offset of the dense input matrix's first float, its columns, the words) of a fastText
+    .bin, read with plain Python from fastText's save() layout."""
+    pos = 8 + 12 * 4 + 8                       # magic, version, 12 int32 args, double t
+    size, _, _ = struct.unpack_from("<3i", raw, pos)
+    _, prune = struct.unpack_from("<2q", raw, pos + 12)
+    pos += 28
+    words = []
+    for _ in range(size):                      # word NUL, int64 count, int8 type
+        end = raw.index(b"\0", pos)
+        words.append(raw[pos:end].decode())
+        pos = end + 10
+    pos += 8 * max(prune, 0)
+    assert raw[pos] == 0, "a dense input matrix"
+    _, columns = struct.unpack_from("<2q", raw, pos + 1)
+    return pos + 17, columns, words
+
+
+def test_a_fasttext_row_that_cannot_be_normalized_is_refused_at_its_byte_offset(tmp_path):
+    # Refused as "row 3: component 5 is inf", without the file's offset (and a NaN in an
+    # n-gram's row was blamed on the word's row number).
+    raw = bytearray(open(data("fasttext.bin"), "rb").read())
+    at, columns, words = fasttext_input_matrix(raw)
+    offset = at + (3 * columns + 4) * 4        # word 3's own row, component 5
+    struct.pack_into("<f", raw, offset, float("inf"))
+    model = tmp_path / "m.bin"
+    model.write_bytes(raw)
+    archive = tmp_path / "a.zip"
+    p = run("import", archive, "--tag", "v1", model, "--name", "w", check=False)
+    assert p.returncode == 1 and not archive.exists()
+    assert p.stderr.decode().startswith(
+        f"modelzip: {model}: offset {offset}: fastText word 3 ('{words[3]}'): component 5 of "
+        "input row 3 is inf (the word's own row), and its vector has no norm to normalize by"), \
+        p.stderr
+    p = run("similar", model, words[3], check=False)
+    assert p.returncode == 1 and f"offset {offset}: fastText word 3" in p.stderr.decode()
+    run("import", archive, "--tag", "v1", model, "--name", "w", "--no-normalize")
 
 
 def test_huge_and_tiny_rows_are_normalized_and_exported_exactly(tmp_path):

@@ -69,6 +69,32 @@ def test_analogy_matches_numpy(tmp_path):
     assert [g["word"] for g in got] == [words[i] for i in order]
 
 
+def float32_text(value):
+    """Rust's f32 Display, as finalfusion-utils prints a similarity: the shortest decimal that
+    reads back as the same float32, without exponent (numpy's Dragon4 gives it)."""
+    return np.format_float_positional(np.float32(value), unique=True, trim="-")
+
+
+@pytest.mark.parametrize("query", [
+    ["similar", data("similarity.fifu"), "Berlin", "-k", "20"],
+    ["analogy", data("analogy.bin"), "Berlin", "Deutschland", "Paris", "-k", "20"],
+    ["embed", data("similarity.fifu"), "Berlin", "Bonn"]])
+def test_text_output_prints_float32_as_finalfusion_utils_does(query):
+    # The float32 scores and components printed as the shortest text of their double
+    # ("0.8848506212234497", 17 digits of float32 rounding noise); finalfusion-utils prints
+    # "0.8848506". --json keeps the exact value.
+    text = run(*query).stdout.decode().splitlines()
+    exact = json.loads(run(*query, "--json").stdout)
+    if query[0] == "embed":
+        for line, (word, vector) in zip(text, exact.items()):
+            assert line.split(" ") == [word] + [float32_text(x) for x in vector]
+        return
+    assert len(text) == len(exact) == 20
+    for line, r in zip(text, exact):
+        assert line == f"{r['word']}\t{float32_text(r['similarity'])}"
+        assert np.float32(float(line.split("\t")[1])) == np.float32(r["similarity"])
+
+
 def test_standalone_file_and_archive_agree(archive):
     a = run("similar", archive, "words", "Berlin", "--json").stdout
     b = run("similar", data("similarity.fifu"), "Berlin", "--json").stdout
@@ -311,6 +337,12 @@ def test_unknown_query_words_fail(archive):
     p = run("embed", archive, "words", "Berlin", "qqq", check=False)
     assert p.returncode == 1 and p.stdout.startswith(b"Berlin ") and p.stderr.decode() == (
         f"modelzip: {archive}: no embedding for 'qqq' in parameter 'words'\n")
+    # A typo or another letter case (no suggestion was made, and vocabularies are
+    # case-sensitive): the words the vocabulary has.
+    p = run("analogy", data("similarity.fifu"), "berlin", "Potsdm", "Hamburg", check=False)
+    assert p.returncode == 1 and p.stderr.decode() == (
+        f"modelzip: {data('similarity.fifu')}: no embedding for 'berlin' (did you mean "
+        "'Berlin'?), 'Potsdm' (did you mean 'Potsdam'?)\n")
 
 
 def test_export_of_a_whole_tag_says_which_embeddings_it_leaves_out(archive, tmp_path):
@@ -369,7 +401,8 @@ def test_export_refuses_words_the_text_formats_cannot_hold(tmp_path):
         p = run("export", path, "words", tmp_path / out, check=False)
         assert p.returncode == 1 and not (tmp_path / out).exists()
         assert p.stderr.decode().startswith(
-            f"modelzip: {tmp_path / out}: word 1 'New Yrk' cannot be written to "), p.stderr
+            f"modelzip: {tmp_path / out}: embedding 'words' of {path}, tag 'v2': word 1 "
+            "'New Yrk' cannot be written to "), p.stderr
     run("export", path, "words", tmp_path / "o.fifu")
 
 

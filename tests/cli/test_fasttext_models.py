@@ -10,6 +10,7 @@ import os
 import random
 import shutil
 import subprocess
+import threading
 
 import numpy as np
 import pytest
@@ -263,3 +264,62 @@ def test_vec_written_by_fasttext_round_trips(models, tmp_path):
         assert a[0] == b[0]
         np.testing.assert_allclose([float(x) for x in b[1:]], [float(x) for x in a[1:]],
                                    rtol=1e-6, atol=1e-7)
+
+
+def tool_analogies(model, a, b, c, k):
+    """fastText's analogies: [(word, score)] for its query A - B + C. At the end of its input
+    it answers the last query again and again: read the first k answers, then stop it."""
+    assert FASTTEXT, "Debian's fasttext tool is required (.ci/install-deps installs it)"
+    p = subprocess.Popen([FASTTEXT, "analogies", str(model), str(k)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    stop = threading.Timer(120, p.kill)
+    stop.start()
+    try:
+        p.stdin.write(b" ".join([a, b, c]) + b"\n")
+        p.stdin.close()
+        pairs = []
+        while len(pairs) < k:
+            line = p.stdout.readline()
+            assert line, "fastText analogies ended or timed out"
+            line = line.replace(b"Query triplet (A - B + C)? ", b"").strip()
+            if line and not line.startswith(b"Loading model"):
+                w, score = line.rsplit(b" ", 1)
+                pairs.append((w, float(score)))
+        return pairs
+    finally:
+        stop.cancel()
+        p.kill()
+        p.wait()
+
+
+def check_queries_against_fasttext(model, queries):
+    # analogy A B C ranks by B - A + C, fastText's analogies by its A - B + C: the same
+    # query with A and B swapped. fastText prints 6 significant digits; the text output (the
+    # shortest float32 text) rounds to them.
+    for a, b, c in queries:
+        theirs = tool_analogies(model, b, a, c, 5)
+        lines = run("analogy", model, a.decode(), b.decode(), c.decode(), "-k", "5").stdout
+        ours = [line.split(b"\t") for line in lines.splitlines()]
+        assert [w for w, _ in ours] == [w for w, _ in theirs], (a, b, c)
+        for (_, score), (_, tool) in zip(ours, theirs):
+            assert float(f"{float(score):.6g}") == pytest.approx(tool, abs=2e-6)
+    word = queries[0][0]
+    theirs = tool_neighbours(model, word, 5)
+    ours = [line.split(b"\t") for line in run("similar", model, word.decode(), "-k", "5")
+            .stdout.splitlines()]
+    assert [w for w, _ in ours] == [w for w, _ in theirs]
+    for (_, score), (_, tool) in zip(ours, theirs):
+        assert float(f"{float(score):.6g}") == pytest.approx(tool, abs=2e-6)
+
+
+@pytest.mark.parametrize("name", ["sg", "ng.ftz"])
+def test_analogy_and_similar_text_match_fasttext(models, name):
+    check_queries_against_fasttext(models[name], ([b"cat", b"dog", b"paris"],
+                                                  [b"bread", b"cheese", b"rome"]))
+
+
+def test_analogy_and_similar_on_the_shared_model_match_fasttext():
+    model = os.path.join(os.environ.get("MODELZIP_SHARED_TESTDATA", "../shared/testdata"),
+                         "finalfusion", "fasttext.bin")
+    check_queries_against_fasttext(model, ([b"und", b"die", b"der"],
+                                           [b"sowie", b"dies", b"nachdem"]))

@@ -9,6 +9,8 @@
 #include <doctest/doctest.h>
 
 #include <cstring>
+#include <limits>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -41,6 +43,20 @@ struct Model {
   // Hostile variants: a declared sub-quantizer count, extra code bytes.
   std::int32_t nsubq_override = -1;
   std::int32_t codesize_delta = 0;
+  // One value written in place of the computed one (a dense matrix's
+  // {row, column}; a centroid's {sub-quantizer, code, component}; with
+  // norm_code_value, the norm quantizer's value of {code}), and where
+  // bytes() wrote it.
+  std::vector<std::int32_t> replaced_at;
+  bool norm_code_value = false;
+  float replacement = 0;
+  mutable std::size_t replaced_offset = 0;
+
+  float value(std::vector<std::int32_t> at, bool norm, float computed, std::size_t offset) const {
+    if (at != replaced_at || norm != norm_code_value) return computed;
+    replaced_offset = offset;
+    return replacement;
+  }
 
   std::int32_t nsubq() const { return dim / dsub + (dim % dsub != 0); }
   std::int32_t lastdsub() const { return dim % dsub ? dim % dsub : dsub; }
@@ -99,8 +115,12 @@ struct Model {
     if (!quantized) {
       w.put(m);
       w.put<std::int64_t>(dim);
-      for (std::int64_t r = 0; r < m; ++r)
-        for (float v : row(r)) w.put(v);
+      for (std::int64_t r = 0; r < m; ++r) {
+        const auto v = row(r);
+        for (std::int32_t c = 0; c < dim; ++c)
+          w.put(value({static_cast<std::int32_t>(r), c}, false, v[static_cast<std::size_t>(c)],
+                      w.bytes.size()));
+      }
     } else {
       w.put<std::uint8_t>(qnorm);
       w.put(m);
@@ -116,12 +136,14 @@ struct Model {
       for (std::int32_t s = 0; s < nsubq(); ++s) {
         const std::int32_t width = s + 1 == nsubq() ? lastdsub() : dsub;
         for (std::int32_t k = 0; k < 256; ++k)
-          for (std::int32_t c = 0; c < width; ++c) w.put(centroid_value(s, k, c));
+          for (std::int32_t c = 0; c < width; ++c)
+            w.put(value({s, k, c}, false, centroid_value(s, k, c), w.bytes.size()));
       }
       if (qnorm) {
         for (std::int64_t r = 0; r < m; ++r) w.put(norm_code(r));
         for (std::int32_t v : {1, 1, 1, 1}) w.put(v);
-        for (std::int32_t k = 0; k < 256; ++k) w.put(norm_value(k));
+        for (std::int32_t k = 0; k < 256; ++k)
+          w.put(value({k}, true, norm_value(k), w.bytes.size()));
       }
     }
     w.put<std::uint8_t>(0);  // qout; the output matrix is not read
@@ -232,6 +254,94 @@ TEST_SUITE("finalfusion") {
     CHECK(e.vocab().kind() == VocabKind::simple);
     CHECK(e.rows() == 3);
     check_close(*e.embedding("</s>"), m.row(2));
+  }
+
+  TEST_CASE("a vector that cannot be normalized is refused at the offset of the value to blame") {
+    // Refused as "row N" without an offset, and for a NaN in an n-gram's row
+    // under the word's row number; a quantized row with a NaN norm factor was
+    // stored silently (with a NaN norm).
+    const float inf = std::numeric_limits<float>::infinity();
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    auto refused = [](const Model& m, const std::string& says) {
+      const Bytes file = m.bytes();
+      CAPTURE(says);
+      REQUIRE(m.replaced_offset > 0);
+      try {
+        read_fasttext(file, {}, "m.bin");
+        FAIL("accepted");
+      } catch (const Error& e) {
+        CHECK(e.code() == ErrorCode::corrupt);
+        CHECK(e.context().archive == "m.bin");
+        CHECK(e.context().offset == m.replaced_offset);
+        CHECK_MESSAGE(e.message().find(says) != std::string::npos, e.message());
+        CHECK(e.message().find("--no-normalize") != std::string::npos);
+      }
+      // Read without normalizing, the model is kept as it is.
+      CHECK_NOTHROW(read_fasttext(file, ConvertOptions{Utf8Policy::strict, false}));
+    };
+    Model ngrams;
+    ngrams.model = 2;
+    ngrams.labels.clear();
+    ngrams.quantized = false;
+    ngrams.minn = 2;
+    ngrams.maxn = 3;
+    ngrams.bucket = 50;
+    Model m = ngrams;
+    m.replaced_at = {1, 2};
+    m.replacement = inf;
+    refused(m, "fastText word 1 ('dog'): component 3 of input row 1 is inf (the word's own row)");
+    // A row of one of cat's n-grams ("<c").
+    const auto b = static_cast<std::int32_t>(fasttext_bucket("<c", 50));
+    m.replaced_at = {3 + b, 0};
+    m.replacement = nan;
+    refused(m, "fastText word 0 ('cat'): component 1 of input row " + std::to_string(3 + b) +
+                   " is NaN (a row of one of its n-grams)");
+    // A bucket of no word's n-gram: only unknown words would use it.
+    std::set<std::int32_t> used;
+    for (std::string word : {"<cat>", "<dog>"})
+      for (std::size_t i = 0; i < word.size(); ++i)
+        for (std::size_t n = 2; n <= 3 && i + n <= word.size(); ++n)
+          used.insert(static_cast<std::int32_t>(fasttext_bucket(word.substr(i, n), 50)));
+    std::int32_t unused = 0;
+    while (used.count(unused)) ++unused;
+    m.replaced_at = {3 + unused, 4};
+    m.replacement = -inf;
+    refused(m, "fastText n-gram bucket " + std::to_string(unused) + ": component 5 of input row " +
+                   std::to_string(3 + unused) + " is -inf, and the vector of any word");
+    // Without n-grams: the word's row.
+    m = Model{};
+    m.quantized = false;
+    m.replaced_at = {2, 0};
+    m.replacement = nan;
+    refused(m, "fastText word 2 ('</s>'): component 1 of input row 2 is NaN");
+    // Quantized: the centroid the row's code selects, or its norm factor.
+    m = Model{};
+    m.replaced_at = {0, Model::code(1, 0), 1};
+    m.replacement = inf;
+    refused(m, "fastText word 1 ('dog'): component 2 of input row 1 is inf");
+    m = Model{};
+    m.qnorm = true;
+    m.replaced_at = {Model::norm_code(1)};
+    m.norm_code_value = true;
+    m.replacement = nan;
+    refused(m, "fastText word 1 ('dog'): the quantized norm factor of input row 1 is NaN");
+    // Finite values whose norm is beyond float32's range: the word's own row.
+    m = Model{};
+    m.quantized = false;
+    m.replaced_at = {1, 0};
+    m.replacement = 3e38f;
+    const Bytes once = m.bytes();
+    std::string twice(once.as_string_view());
+    std::memcpy(twice.data() + m.replaced_offset + 4, &m.replacement, 4);
+    try {
+      read_fasttext(Bytes::copy_of(twice));
+      FAIL("accepted");
+    } catch (const Error& e) {
+      CHECK(e.context().offset == m.replaced_offset);
+      CHECK_MESSAGE(e.message().find("fastText word 1 ('dog'): its norm 4.24e+38 is beyond") !=
+                        std::string::npos,
+                    e.message());
+    }
   }
 
   TEST_CASE("hostile fastText models give errors with the reason") {

@@ -235,6 +235,23 @@ def test_save_refuses_words_word2vec_and_text_cannot_hold(tmp_path):
     assert modelzip.Embeddings.open(tmp_path / "a.fifu").words == ["Berlin", "New York"]
 
 
+def test_save_refuses_values_that_are_not_finite(tmp_path):
+    # save() wrote "NaN" / "inf", which fastText's .vec reader does not parse (it silently read
+    # that vector and every later one wrong) and which load() refuses unless normalize=False.
+    matrix = np.array([[1, 2], [3, np.nan]], np.float32)
+    emb = modelzip.Embeddings.from_matrix(["ok", "bad"], matrix)
+    for name, fmt in (("a.txt", "text"), ("a.vec", "textdims"), ("a.bin", "word2vec")):
+        with pytest.raises(modelzip.InvalidArgumentError) as e:
+            emb.save(tmp_path / name, fmt)
+        assert str(e.value).startswith(
+            f"{tmp_path / name}: row 1 ('bad'): component 2 is NaN, which word2vec and text "
+            "files do not hold"), str(e.value)
+        assert not (tmp_path / name).exists()
+    emb.save(tmp_path / "a.fifu")
+    again = modelzip.Embeddings.open(tmp_path / "a.fifu")
+    assert again["ok"].tolist() == [1, 2] and np.isnan(again["bad"][1])
+
+
 @pytest.mark.parametrize("fmt,name", [("text", "e.txt"), ("textdims", "e.vec"),
                                       ("word2vec", "e.bin")])
 def test_save_writes_the_vectors_export_writes(finalfusion_dir, tmp_path, fmt, name):

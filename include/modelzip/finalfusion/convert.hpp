@@ -116,8 +116,10 @@ MODELZIP_API Embeddings read_floret_text(const Bytes& data, std::string_view sou
 // printed as the shortest decimal that reads back to the same float, without exponent (as Rust
 // prints f32). Throw Error(io) when the stream fails, and Error(invalid_argument), before writing
 // anything, for a word the format's reader would not give back (text: an empty word or one with
-// ASCII whitespace; word2vec: a space, or Unicode whitespace at either end). The destination comes
-// first, as in every writer of the API (convert::write_npy...).
+// ASCII whitespace; word2vec: a space, or Unicode whitespace at either end) and for a component
+// to be written that is not finite (NaN, inf: those formats' readers normalize the vectors, and
+// fastText's text reader does not parse them), naming its row, word and component. The destination
+// comes first, as in every writer of the API (convert::write_npy...).
 MODELZIP_API void write_word2vec_binary(std::ostream& out, const Embeddings& embeddings,
                                         bool unnormalize = true);
 MODELZIP_API void write_text(std::ostream& out, const Embeddings& embeddings,

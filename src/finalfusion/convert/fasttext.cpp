@@ -10,6 +10,7 @@
 #include <cmath>
 #include "core/checked.hpp"
 #include "core/fail.hpp"
+#include "core/utf8.hpp"
 #include "finalfusion/convert/embedding_builder.hpp"
 #include "finalfusion/embeddings_state.hpp"
 #include "finalfusion/subwords.hpp"
@@ -115,14 +116,22 @@ void fasttext_word_rows(std::string_view word, std::size_t index, const Args& ar
 struct ProductQuantizer {
   std::uint32_t dim = 0, nsubq = 0, dsub = 0, lastdsub = 0;
   std::span<const std::byte> centroids;  // dim x 256 f32 (unaligned: read with memcpy)
+  std::uint64_t centroids_at = 0;        // their offset in the file
   static constexpr std::uint32_t kCentroids = 256;
 
   std::uint32_t width(std::uint32_t m) const noexcept { return m + 1 == nsubq ? lastdsub : dsub; }
+  // The index of component j of centroid k of sub-quantizer m among the centroid values.
+  std::size_t index(std::uint32_t m, std::uint32_t k, std::uint32_t j) const noexcept {
+    return (m + 1 == nsubq ? static_cast<std::size_t>(m) * kCentroids * dsub + k * lastdsub
+                           : (static_cast<std::size_t>(m) * kCentroids + k) * dsub) +
+           j;
+  }
   float centroid(std::uint32_t m, std::uint32_t k, std::uint32_t j) const noexcept {
-    const std::size_t at = m + 1 == nsubq
-                               ? static_cast<std::size_t>(m) * kCentroids * dsub + k * lastdsub
-                               : (static_cast<std::size_t>(m) * kCentroids + k) * dsub;
-    return modelzip::detail::load_le<float>(centroids.data() + (at + j) * 4);
+    return modelzip::detail::load_le<float>(centroids.data() + index(m, k, j) * 4);
+  }
+  // The offset in the file of that component.
+  std::uint64_t centroid_at(std::uint32_t m, std::uint32_t k, std::uint32_t j) const noexcept {
+    return centroids_at + index(m, k, j) * 4;
   }
 };
 
@@ -145,6 +154,7 @@ ProductQuantizer read_pq(ByteReader& r, std::string_view what) {
   pq.nsubq = static_cast<std::uint32_t>(nsubq);
   pq.dsub = static_cast<std::uint32_t>(dsub);
   pq.lastdsub = static_cast<std::uint32_t>(lastdsub);
+  pq.centroids_at = r.absolute_position();
   pq.centroids =
       r.bytes(detail::checked_product(r, pq.dim, ProductQuantizer::kCentroids * 4, what), what);
   return pq;
@@ -154,10 +164,12 @@ struct InputMatrix {
   std::uint64_t rows = 0;
   std::uint32_t dims = 0;
   bool quantized = false;
-  std::vector<float> dense;  // rows x dims
+  std::vector<float> dense;    // rows x dims
+  std::uint64_t dense_at = 0;  // its offset in the file
   // Quantized:
   ProductQuantizer pq;
   std::span<const std::byte> codes;  // rows x nsubq
+  std::uint64_t codes_at = 0;        // their offset in the file
   bool qnorm = false;
   ProductQuantizer npq;                   // dim 1
   std::span<const std::byte> norm_codes;  // rows
@@ -165,6 +177,37 @@ struct InputMatrix {
   // The norm factor of row r (1 without qnorm).
   float alpha(std::uint64_t r) const noexcept {
     return qnorm ? npq.centroid(0, static_cast<std::uint8_t>(norm_codes[r]), 0) : 1.0f;
+  }
+  // The offset in the file where row r is stored (quantized: its codes).
+  std::uint64_t row_at(std::uint64_t r) const noexcept {
+    return quantized ? codes_at + r * pq.nsubq : dense_at + r * dims * 4;
+  }
+  // The first value that is not finite among those row r is made of, as
+  // fastText reconstructs it (stored components; a quantized row's norm
+  // factor, then its centroids' components); nullopt when all are finite.
+  struct NonFinite {
+    bool norm_factor;      // the quantized norm factor, else a component
+    std::uint32_t column;  // the 0-based component
+    std::uint64_t offset;  // where the value is in the file
+    float value;
+  };
+  std::optional<NonFinite> nonfinite(std::uint64_t r) const {
+    if (!quantized) {
+      for (std::uint32_t t = 0; t < dims; ++t)
+        if (const float v = dense[r * dims + t]; !std::isfinite(v))
+          return NonFinite{false, t, dense_at + (r * dims + t) * 4, v};
+      return std::nullopt;
+    }
+    if (const float a = alpha(r); !std::isfinite(a))
+      return NonFinite{true, 0, npq.centroid_at(0, static_cast<std::uint8_t>(norm_codes[r]), 0), a};
+    const std::byte* code = codes.data() + r * pq.nsubq;
+    for (std::uint32_t m = 0; m < pq.nsubq; ++m) {
+      const auto k = static_cast<std::uint8_t>(code[m]);
+      for (std::uint32_t j = 0; j < pq.width(m); ++j)
+        if (const float v = pq.centroid(m, k, j); !std::isfinite(v))
+          return NonFinite{false, m * pq.dsub + j, pq.centroid_at(m, k, j), v};
+    }
+    return std::nullopt;
   }
   // out += row r, as fastText's addToVector / addcode do.
   void add_row(std::uint64_t r, float* out) const {
@@ -210,11 +253,13 @@ InputMatrix read_input_matrix(ByteReader& r, const Args& a, std::uint64_t expect
                        std::to_string(r.remaining()) + " left",
                    {.offset = matrix_at});
     in.dense.resize(static_cast<std::size_t>(in.rows * in.dims));
+    in.dense_at = r.absolute_position();
     auto values = r.bytes(bytes, "fastText input matrix");
     if (bytes) std::memcpy(in.dense.data(), values.data(), bytes);
     return in;
   }
   if (codesize < 0) fail_corrupt("fastText: negative code size", {.offset = matrix_at});
+  in.codes_at = r.absolute_position();
   in.codes = r.bytes(static_cast<std::uint64_t>(codesize), "fastText quantized codes");
   in.pq = read_pq(r, "product quantizer");
   if (in.pq.dim != in.dims ||
@@ -236,6 +281,61 @@ InputMatrix read_input_matrix(ByteReader& r, const Args& a, std::uint64_t expect
   return in;
 }
 
+// "fastText word 3 ('cat')".
+std::string word_name(std::uint64_t index, std::string_view word) {
+  return "fastText word " + std::to_string(index) + " ('" + modelzip::detail::utf8_escape(word) +
+         "')";
+}
+
+// "component 2 of input row 7 is inf", of a value nonfinite() found.
+std::string describe(const InputMatrix::NonFinite& bad, std::uint64_t row) {
+  std::string value;
+  detail::append_float(value, bad.value);
+  return (bad.norm_factor ? "the quantized norm factor of input row " + std::to_string(row)
+                          : "component " + std::to_string(bad.column + 1) + " of input row " +
+                                std::to_string(row)) +
+         " is " + value;
+}
+
+// Refuses the vector of vocabulary word `index` (`dims` components at
+// `vector`, made of the input `rows`: the word's own row first, then its
+// n-grams'), which cannot be normalized: Error(corrupt) at the offset of the
+// first value among those rows that is not finite or, when all are finite
+// (their sum or norm overflows), at the word's own row.
+[[noreturn]] void refuse_word_vector(const InputMatrix& in, std::uint64_t index,
+                                     std::string_view word, std::span<const std::uint64_t> rows,
+                                     const float* vector) {
+  const std::string who = word_name(index, word);
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    if (auto bad = in.nonfinite(rows[i]))
+      fail_corrupt(who + ": " + describe(*bad, rows[i]) +
+                       (i == 0 ? " (the word's own row)" : " (a row of one of its n-grams)") +
+                       ", and its vector has no norm to normalize by" +
+                       std::string(detail::kKeepRowHint),
+                   {.offset = bad->offset});
+  std::string problem = detail::unnormalizable(vector, in.dims);
+  if (problem.empty()) problem = "its norm is beyond float32's range";
+  fail_corrupt(who + ": " + problem + std::string(detail::kKeepRowHint),
+               {.offset = in.row_at(rows.front())});
+}
+
+// Refuses word vectors that cannot be normalized: the `rows` x `dims` matrix
+// of vectors, each made of the input rows `rows_of(i, out)` gives.
+template <class RowsOf>
+void check_word_vectors(const InputMatrix& in, const std::vector<std::string>& words,
+                        const float* vectors, RowsOf&& rows_of) {
+  std::vector<std::uint64_t> rows;
+  for (std::uint64_t i = 0; i < words.size(); ++i) {
+    const float* v = vectors + i * in.dims;
+    // Only vectors whose float sum of squares is not a normal number need
+    // the check (as normalize_rows).
+    if (std::isnormal(detail::dot(v, v, in.dims)) || detail::unnormalizable(v, in.dims).empty())
+      continue;
+    rows_of(i, rows);
+    refuse_word_vector(in, i, words[i], rows, v);
+  }
+}
+
 // The limit on what a quantized or pruned model may expand to.
 constexpr std::uint64_t kMaxExpansion = 256;
 
@@ -254,8 +354,11 @@ void check_expansion(std::uint64_t bytes, std::uint64_t file_size, std::string_v
 // quantized norms become the storage norms. With `unit`, the storage norms
 // are instead 1 / |centroid concatenation| (rows come out unit length) and
 // `word_norms` receives the norms of the rows fastText reconstructs.
+// With `unit`, a row whose norm is not finite is refused (refuse_word_vector,
+// naming words[r]).
 detail::QuantizedStorage quantized_storage(const InputMatrix& in, std::uint64_t rows, bool unit,
                                            std::uint64_t file_size,
+                                           const std::vector<std::string>& words,
                                            std::vector<float>& word_norms) {
   const ProductQuantizer& pq = in.pq;
   const std::uint32_t g = std::gcd(pq.dsub, pq.lastdsub);
@@ -293,8 +396,13 @@ detail::QuantizedStorage quantized_storage(const InputMatrix& in, std::uint64_t 
       float length = 0;
       for (float v : y) length += v * v;
       length = std::sqrt(length);
+      const float word_norm = std::fabs(in.alpha(r)) * length;
+      if (!std::isfinite(word_norm)) {
+        for (float& v : y) v *= in.alpha(r);
+        refuse_word_vector(in, r, words[static_cast<std::size_t>(r)], std::span(&r, 1), y.data());
+      }
       norms[r] = length > 0 ? 1.0f / length : 0.0f;
-      word_norms.push_back(std::fabs(in.alpha(r)) * length);
+      word_norms.push_back(word_norm);
     }
     q.norms = detail::SharedArray<float>::owned(std::move(norms));
   }
@@ -454,23 +562,28 @@ Embeddings read_fasttext(const Bytes& data, const ConvertOptions& options) {
   const bool char_ngrams = a.maxn > 0 && a.bucket > 0 && a.maxn >= std::max(a.minn, 1) &&
                            !(buckets.pruned && prune_size == 0);
   if (!char_ngrams) {
-    Vocab vocab = Vocab::Access::make(detail::make_simple_vocab(
-        std::move(words), detail::Failure{ErrorCode::corrupt, {.offset = dict_at}}));
     if (!in.quantized) {
       std::vector<float> matrix(in.dense.begin(),
                                 in.dense.begin() + static_cast<std::ptrdiff_t>(word_count * dims));
       std::optional<std::vector<float>> norms;
-      if (options.normalize) norms = detail::normalize_rows(matrix, word_count, dims);
+      if (options.normalize) {
+        check_word_vectors(in, words, matrix.data(),
+                           [](std::uint64_t i, std::vector<std::uint64_t>& rows) { rows = {i}; });
+        norms = detail::normalize_rows(matrix, word_count, dims);
+      }
+      Vocab vocab = Vocab::Access::make(detail::make_simple_vocab(
+          std::move(words), detail::Failure{ErrorCode::corrupt, {.offset = dict_at}}));
       return Embeddings::from_matrix(std::move(vocab), std::move(matrix), dims, std::move(norms),
                                      std::move(metadata));
     }
     auto state = std::make_shared<detail::EmbeddingsState>();
-    state->vocab = std::move(vocab);
-    state->metadata = std::move(metadata);
     std::vector<float> word_norms;
     state->storage.quantized = true;
     state->storage.pq =
-        quantized_storage(in, word_count, options.normalize, data.size(), word_norms);
+        quantized_storage(in, word_count, options.normalize, data.size(), words, word_norms);
+    state->vocab = Vocab::Access::make(detail::make_simple_vocab(
+        std::move(words), detail::Failure{ErrorCode::corrupt, {.offset = dict_at}}));
+    state->metadata = std::move(metadata);
     if (options.normalize) {
       state->norms = detail::SharedArray<float>::owned(std::move(word_norms));
       state->has_norms = true;
@@ -494,9 +607,24 @@ Embeddings read_fasttext(const Bytes& data, const ConvertOptions& options) {
     const float scale = 1.0f / static_cast<float>(word_rows.size());
     for (std::size_t t = 0; t < dims; ++t) out[t] *= scale;
   }
+  if (options.normalize)
+    check_word_vectors(in, words, matrix.data(),
+                       [&](std::uint64_t i, std::vector<std::uint64_t>& rows) {
+                         fasttext_word_rows(raw_words[i], i, a, buckets, word_count, rows);
+                       });
   for (std::uint32_t b = 0; b < static_cast<std::uint32_t>(a.bucket); ++b)
-    if (auto row = buckets(b))
+    if (auto row = buckets(b)) {
       in.add_row(word_count + *row, matrix.data() + (word_count + b) * dims);
+      // An unknown word's vector is the normalized sum of its n-gram rows.
+      if (options.normalize)
+        if (auto bad = in.nonfinite(word_count + *row))
+          fail_corrupt("fastText n-gram bucket " + std::to_string(b) + ": " +
+                           describe(*bad, word_count + *row) +
+                           ", and the vector of any word with an n-gram in that bucket would "
+                           "have no norm to normalize by" +
+                           std::string(detail::kKeepRowHint),
+                       {.offset = bad->offset});
+    }
 
   Vocab vocab = Vocab::Access::make(detail::make_fasttext_vocab(
       std::move(words), static_cast<std::uint32_t>(std::max(a.minn, 1)),

@@ -1,9 +1,11 @@
 // Text formats: one "word v1 ... vd" line per word, fields separated by
 // ASCII whitespace; optionally preceded by a "rows dims" line.
+#include <algorithm>
 #include <cmath>
 #include <ostream>
 
 #include "core/fail.hpp"
+#include "core/utf8.hpp"
 #include "finalfusion/convert/embedding_builder.hpp"
 #include "finalfusion/embeddings_state.hpp"
 
@@ -57,7 +59,17 @@ void read_lines(Lines& lines, detail::WordDecoder& decoder, bool normalize,
     std::string decoded;
     std::string_view line = raw;
     if (decoder.needs_decoding(raw)) {
-      decoded = decoder.decode(raw, "line", ErrorContext{.line = number});
+      // Strict decoding refuses the line: name the column of the first
+      // invalid byte, and the word when it is there.
+      const auto invalid = modelzip::detail::utf8_invalid_at(raw);
+      std::string what = "line";
+      if (invalid) {
+        const auto word = raw.substr(0, std::min(raw.find_first_of(" \t\r\f"), raw.size()));
+        what = "column " + std::to_string(*invalid + 1) + ": " +
+               (*invalid < word.size() ? "word '" + modelzip::detail::utf8_escape(word) + "'"
+                                       : std::string("the line"));
+      }
+      decoded = decoder.decode(raw, what, ErrorContext{.line = number});
       line = decoded;
     }
     std::string_view rest = line;

@@ -2,6 +2,7 @@
 // dims little-endian f32 (writers add '\n' after each row; readers trim the
 // word, which removes it).
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <ostream>
 
@@ -44,6 +45,25 @@ std::uint64_t read_header_number(ByteReader& reader, char delimiter, std::string
   return *value;
 }
 
+// Refuses the first row's vector bytes when they are decimal text (a
+// word2vec text file read as binary, e.g. text vectors named .bin), which
+// would otherwise be read as garbage floats and words until some later
+// error. Vectors of fewer than 8 bytes are not judged.
+void refuse_text_vector(std::span<const std::byte> values, std::string_view word,
+                        std::uint64_t at) {
+  if (values.size() < 8) return;
+  const std::string_view text(reinterpret_cast<const char*>(values.data()), values.size());
+  if (text.find_first_not_of("0123456789.eE+- \t\r\n") != std::string_view::npos ||
+      text.find_first_of("0123456789") == std::string_view::npos)
+    return;
+  throw Error(ErrorCode::corrupt,
+              "word2vec row 0 ('" + modelzip::detail::utf8_escape(word.substr(0, 64)) +
+                  "'): its vector is text ('" + std::string(text.substr(0, 24)) +
+                  "...'), not binary floats: a word2vec text file? (read it as format "
+                  "textdims: import --format textdims)",
+              ErrorContext{.offset = at});
+}
+
 }  // namespace
 
 Embeddings read_word2vec_binary(const Bytes& data, const ConvertOptions& options) {
@@ -72,6 +92,7 @@ Embeddings read_word2vec_binary(const Bytes& data, const ConvertOptions& options
     words.emplace_back(detail::trim_unicode(word));
     const std::uint64_t values_at = reader.absolute_position();
     auto values = reader.bytes(dims * 4, "word2vec vector");
+    if (r == 0) refuse_text_vector(values, words.back(), values_at);
     if (dims) std::memcpy(matrix.data() + r * dims, values.data(), dims * 4);
     if (!options.normalize) continue;
     std::size_t component = 0;
@@ -134,6 +155,40 @@ void for_each_word_row(const Embeddings& e, bool unnormalize, F&& fn) {
   }
 }
 
+// Refuses, before anything is written, a value that is not finite among
+// the rows that will be written: these formats' readers normalize the
+// vectors they read (modelzip import refuses such a row; fastText's text
+// reader cannot even parse "nan" or "inf").
+void check_values(const Embeddings& e, bool unnormalize) {
+  const std::size_t d = e.dims();
+  const auto norms = e.norms();
+  std::vector<float> stored(d);
+  std::size_t i = 0;
+  for_each_word_row(e, unnormalize, [&](const std::string&, const float* row) {
+    for (std::size_t c = 0; c < d; ++c) {
+      if (std::isfinite(row[c])) continue;
+      std::string value;
+      append_float(value, row[c]);
+      std::string made;
+      e.row(i, stored);
+      if (unnormalize && !norms.empty() && std::isfinite(stored[c])) {
+        std::string v, n;
+        append_float(v, stored[c]);
+        append_float(n, norms[i]);
+        made = " (the stored " + v + " times the row's norm " + n + ")";
+      }
+      throw Error(ErrorCode::invalid_argument,
+                  "row " + std::to_string(i) + " ('" +
+                      modelzip::detail::utf8_escape(e.vocab().words()[i]) + "'): component " +
+                      std::to_string(c + 1) + made + " is " + value +
+                      ", which word2vec and text files do not hold: their readers normalize "
+                      "the vectors (import refuses such a row, fastText's reader cannot parse "
+                      "it); a .fifu file holds any value");
+    }
+    ++i;
+  });
+}
+
 void write_stream(std::ostream& out, const std::string& text) {
   out.write(text.data(), static_cast<std::streamsize>(text.size()));
   if (!out) throw Error(ErrorCode::io, "cannot write embeddings to the output stream");
@@ -142,6 +197,7 @@ void write_stream(std::ostream& out, const std::string& text) {
 void write_rows_text(const Embeddings& e, std::ostream& out, bool unnormalize,
                      std::string_view header) {
   check_words(e, WordEnd::ascii_space);
+  check_values(e, unnormalize);
   write_stream(out, std::string(header));
   std::string line;
   const std::size_t d = e.dims();
@@ -162,6 +218,7 @@ void write_rows_text(const Embeddings& e, std::ostream& out, bool unnormalize,
 void write_word2vec_binary(std::ostream& out, const Embeddings& embeddings, bool unnormalize) {
   const std::size_t d = embeddings.dims();
   detail::check_words(embeddings, detail::WordEnd::word2vec);
+  detail::check_values(embeddings, unnormalize);
   detail::write_stream(
       out, std::to_string(embeddings.vocab().words_len()) + " " + std::to_string(d) + "\n");
   std::string buffer;

@@ -170,7 +170,9 @@ the word rows only, as the original vectors (each row times its norm, as
 unnormalize=False writes the rows as stored (unit rows when normalized,
 export --normalized). A finalfusion file keeps rows and norms as stored. word2vec
 and text files end a word at whitespace: a word they cannot hold (a phrase,
-"") raises InvalidArgumentError naming it, and nothing is written.)")
+"") raises InvalidArgumentError naming it, and nothing is written; so does a
+component that is not finite (NaN, inf; also a row times an infinite norm),
+which their readers cannot normalize.)")
       .def(
           "to_bytes",
           [](const Embeddings& e) {
