@@ -231,6 +231,7 @@ void CollectiveWriter::Impl::stage(Item item, std::optional<std::pair<Shape, Blo
     const format::EncodedBlob blob = format::encode_tensor_blob(item.tensor);
     item.text.reserve(static_cast<std::size_t>(blob.size));
     for (const Bytes& piece : blob.pieces) item.text += piece.as_string_view();
+    item.text_crc = detail::crc32_of(std::as_bytes(std::span(item.text)));
     item.tensor = Tensor();
     items.push_back(std::move(item));
     return;

@@ -10,6 +10,31 @@
 namespace modelzip::dist {
 
 using format::BlobFormat;
+using format::BlobRef;
+
+namespace {
+
+// The namesake of `item` in old's newest tag when it is a stored blob of
+// exactly the encoded text `item.text`.
+std::optional<BlobRef> same_text_blob(const Item& item, const Archive& old) {
+  if (old.tags().empty()) return std::nullopt;
+  const checkpoint::ArchiveState parsed(old);
+  const std::vector<std::string>& tags = parsed.tags();
+  auto same = [&](const zip::EntryInfo& e) {
+    return e.stored() && e.uncompressed_size == item.text.size() &&
+           parsed.reader().read(e, false).as_string_view() == item.text;
+  };
+  const std::size_t prev = tags.size() - 1;
+  const format::BlobRow* namesake = parsed.namesake(prev, item.table, item.name, item.state);
+  if (namesake && namesake->ref.format == BlobFormat::tensor) {
+    BlobRef ref = namesake->ref;
+    if (ref.tag.empty()) ref.tag = tags[prev];
+    if (same(parsed.entry(format::blob_entry_name(ref, ref.tag, item.table)))) return ref;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
 
 std::vector<Record> records_with_dedup(const std::vector<Item>& items, const NewTag& entries,
                                        int rank, const Archive* old) {
@@ -26,9 +51,11 @@ std::vector<Record> records_with_dedup(const std::vector<Item>& items, const New
     r.from_param = item.from_param;
     r.table = item.table;
     r.state = item.state;
-    if (item.kind == Kind::text) {  // the root compares it (dist/commit_plan.hpp)
+    if (item.kind == Kind::text) {  // the root compares sizes and CRCs (dist/commit_plan.hpp)
       r.dtype = DType::utf8;
-      r.content = item.text;
+      r.text_size = item.text.size();
+      r.text_crc = item.text_crc;
+      if (old) r.same_blob = same_text_blob(item, *old);
       out.push_back(std::move(r));
       continue;
     }

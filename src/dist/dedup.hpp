@@ -16,7 +16,8 @@ namespace modelzip::dist {
 // Records of this rank's `items` and tag-level `entries`; with `old` (dedup
 // on and the archive existing), each dense tensor (block) is compared with
 // the same region of its namesake in old's newest tag. Text goes to the
-// root whole (Record::content), which compares it there.
+// root as its size and CRC-32 and, with `old`, the old blob of the same
+// bytes (Record::same_blob): its namesake in the newest tag.
 std::vector<Record> records_with_dedup(const std::vector<Item>& items, const NewTag& entries,
                                        int rank, const Archive* old);
 
