@@ -1,6 +1,8 @@
 #include "dist/dedup.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <tuple>
 
 #include "checkpoint/archive_state.hpp"
 #include "checkpoint/new_tag_contents.hpp"
@@ -14,8 +16,11 @@ using format::BlobRef;
 
 namespace {
 
-// The namesake of `item` in old's newest tag when it is a stored blob of
-// exactly the encoded text `item.text`.
+// The blob of old holding exactly the encoded text `text` of `item`, found
+// as Writer's dedup finds it (checkpoint/writer.cpp), so that the tag is
+// the one a single writer commits: first the namesake in the newest tag,
+// then every stored tensor blob of the same table, size and CRC-32 (the
+// directory's), oldest tag first and by index, confirmed byte for byte.
 std::optional<BlobRef> same_text_blob(const Item& item, const Archive& old) {
   if (old.tags().empty()) return std::nullopt;
   const checkpoint::ArchiveState parsed(old);
@@ -31,6 +36,22 @@ std::optional<BlobRef> same_text_blob(const Item& item, const Archive& old) {
     if (ref.tag.empty()) ref.tag = tags[prev];
     if (same(parsed.entry(format::blob_entry_name(ref, ref.tag, item.table)))) return ref;
   }
+  std::vector<std::tuple<std::size_t, std::uint64_t, const zip::EntryInfo*>> candidates;
+  for (const zip::EntryInfo& e : parsed.directory().entries) {
+    if (!e.stored() || e.uncompressed_size != item.text.size() || e.crc32 != item.text_crc)
+      continue;
+    const std::size_t slash = e.name.find('/');
+    if (slash == std::string::npos) continue;
+    const auto tag = std::find(tags.begin(), tags.end(), e.name.substr(0, slash));
+    const auto file = format::blob_file_of(std::string_view(e.name).substr(slash + 1));
+    if (tag == tags.end() || !file || file->kind != item.table ||
+        file->format != BlobFormat::tensor)
+      continue;
+    candidates.emplace_back(static_cast<std::size_t>(tag - tags.begin()), file->index, &e);
+  }
+  std::sort(candidates.begin(), candidates.end());
+  for (const auto& [tag, index, entry] : candidates)
+    if (same(*entry)) return BlobRef{tags[tag], index, BlobFormat::tensor};
   return std::nullopt;
 }
 

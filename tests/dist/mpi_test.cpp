@@ -1161,11 +1161,22 @@ TEST_CASE("collective commits of text: replicated or on one rank, a single write
     CHECK(st.blobs_written == 1);
     CHECK(st.blobs_deduplicated == 3);
   }
+  {
+    // The run id returns to step-1's value, which its namesake in the newest
+    // tag does not hold: found in step-1, as the single writer finds it.
+    CollectiveWriter w(path, comm());
+    stage(w, 1, "run-7");
+    const CollectiveStats st = w.commit("step-3");
+    CHECK(st.blobs_written == 0);
+    CHECK(st.blobs_deduplicated == 4);
+  }
   Archive a = Archive::open(path);
   CHECK(a.verify().empty());
   CHECK(a.tensor("vocab", "step-2") == vocab);
   CHECK(a.tensor("run", "step-1").string_at(0) == "run-7");
   CHECK(a.tensor("run", "step-2").string_at(0) == "run-8");
+  CHECK(a.tensor("run", "step-3").string_at(0) == "run-7");
+  CHECK(a.param("run", "step-3").owner_tag == "step-1");
   CHECK(a.updater_state("w", "notes", "step-2") == notes);
   CHECK(a.param("vocab", "step-2").owner_tag == "step-1");
   std::string mismatch;
@@ -1177,6 +1188,8 @@ TEST_CASE("collective commits of text: replicated or on one rank, a single write
       w.add_tag("step-1", single_tag(1, "run-7"));
       w.commit();
       w.add_tag("step-2", single_tag(1, "run-8"));
+      w.commit();
+      w.add_tag("step-3", single_tag(1, "run-7"));
       w.commit();
     }
     CHECK(testing::io_bytes(path) == testing::io_bytes(single));  // byte for byte

@@ -39,8 +39,9 @@
 //
 // Dedup: each rank compares its tensors (or blocks) with the same region of
 // the namesake parameter of the archive's newest tag; a parameter whose
-// pieces all match on every rank is written as a reference (text: the ranks
-// that staged it compare it). share() references another tag's parameter explicitly.
+// pieces all match on every rank is written as a reference (text, staged
+// whole, is also found in older tags and under other names, as Writer finds
+// any blob). share() references another tag's parameter explicitly.
 //
 // Updater (optimizer) state: add_updater_state()/add_updater_shard() stage
 // the arrays of <tag>/updater.txt (FORMAT.md §4.2) the same way, e.g. each
