@@ -231,6 +231,7 @@ void CollectiveWriter::Impl::stage(Item item, std::optional<std::pair<Shape, Blo
     const format::EncodedBlob blob = format::encode_tensor_blob(item.tensor);
     item.text.reserve(static_cast<std::size_t>(blob.size));
     for (const Bytes& piece : blob.pieces) item.text += piece.as_string_view();
+    item.text_crc = detail::crc32_of(std::as_bytes(std::span(item.text)));
     item.tensor = Tensor();
     items.push_back(std::move(item));
     return;
@@ -599,9 +600,18 @@ class CommitRun {
   // long runs) -> root; the root lays out the parts -> all; every rank
   // uploads its runs as parts of the root's upload and writes its local
   // headers; its parts' ETags and the bytes it holds for the root -> root.
+  // The ranks share no file on S3: their alive locks are on a lock file of
+  // their host (dist/rank_locks.hpp), so that a rank that dies while the
+  // others upload or wait is named by the survivors of its host when their
+  // engine fails (gloo's "Connection closed by peer" names no rank).
   std::vector<std::string> upload_shares(const Plan& plan) {
     std::string survey;
-    agreed_step(engine_, ctx_, [&] { survey = dist::s3_survey(plan, m_.items, comm_.rank()); });
+    agreed_step(engine_, ctx_, [&] {
+      locks_.emplace(dist::RankLocks::OnThisHost{m_.path.string() + "\n" + plan.file, is_root_},
+                     comm_.rank());
+      engine_.watch(&*locks_);
+      survey = dist::s3_survey(plan, m_.items, comm_.rank());
+    });
     const std::vector<std::string> surveys = engine_([&] { return comm_.gather(survey, root_); });
     std::string layout_bytes;
     agreed_step(engine_, ctx_, [&] {

@@ -55,6 +55,14 @@ std::string encode_records(const std::vector<Record>& records) {
     w.u64(static_cast<std::uint64_t>(r.table));
     w.str(r.state);
     w.str(r.content);
+    w.u64(r.text_size);
+    w.u64(r.text_crc);
+    w.u64(r.same_blob ? 1 : 0);
+    if (r.same_blob) {
+      w.str(r.same_blob->tag);
+      w.u64(r.same_blob->index);
+      w.u64(static_cast<std::uint64_t>(r.same_blob->format));
+    }
   }
   return w.s;
 }
@@ -84,6 +92,22 @@ std::vector<Record> decode_records(std::string_view bytes, int rank) {
     r.table = static_cast<TableKind>(table);
     r.state = in.str();
     r.content = in.str();
+    r.text_size = in.u64();
+    const std::uint64_t crc = in.u64();
+    const std::uint64_t same = in.u64();
+    if (crc > 0xffffffffu || same > 1)
+      throw Error(ErrorCode::corrupt,
+                  "malformed collective message from rank " + std::to_string(rank));
+    r.text_crc = static_cast<std::uint32_t>(crc);
+    if (same) {
+      format::BlobRef ref;
+      ref.tag = in.str();
+      ref.index = in.u64();
+      if (in.u64() != static_cast<std::uint64_t>(format::BlobFormat::tensor))
+        throw Error(ErrorCode::corrupt,
+                    "malformed collective message from rank " + std::to_string(rank));
+      r.same_blob = std::move(ref);
+    }
     out.push_back(std::move(r));
   }
   return out;

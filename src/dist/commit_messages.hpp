@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,7 +25,8 @@ using format::TableKind;
 
 // entry: a tag-level entry (CollectiveWriter::set_entry), written by the root.
 // text: a utf8 tensor, whole (staged on any number of ranks, equal
-// everywhere), whose encoded blob travels to the root, which writes it.
+// everywhere); one rank that staged it writes its encoded blob (the root
+// learns its size and CRC-32 only).
 enum class Kind : std::uint8_t { whole = 0, shard = 1, shared = 2, entry = 3, text = 4 };
 
 // One parameter or updater state staged on this rank.
@@ -38,6 +40,7 @@ struct Item {
   TableKind table = TableKind::params;
   std::string state;  // updater state: its name ("exp_avg"); empty for parameters
   std::string text;   // Kind::text: the encoded blob (owned; `tensor` is empty)
+  std::uint32_t text_crc = 0;  // Kind::text: its CRC-32
 };
 
 // What a staged array is called in the plan and in messages: parameters and
@@ -121,7 +124,12 @@ struct Record {
   bool equals_namesake = false;
   TableKind table = TableKind::params;
   std::string state;
-  std::string content;  // Kind::entry: the entry's bytes; Kind::text: the encoded blob
+  std::string content;  // Kind::entry: the entry's bytes
+  // Kind::text: the encoded blob's size and CRC-32, and (dedup) the old
+  // blob of the same bytes this rank found (dist/dedup.hpp).
+  std::uint64_t text_size = 0;
+  std::uint32_t text_crc = 0;
+  std::optional<format::BlobRef> same_blob{};
 };
 
 // An entry of the layout, as broadcast to every rank.

@@ -158,27 +158,11 @@ std::string what_of(const Record* r) {
   }
 }
 
-// Whether the namesake of `first` in old's newest tag is a stored blob of
-// exactly the bytes `first->content` (a single writer's dedup of a tensor
-// it finds unchanged since the previous tag); its reference if so.
-std::optional<BlobRef> same_text_namesake(const Record* first, const Archive& old) {
-  if (old.tags().empty()) return std::nullopt;
-  const checkpoint::ArchiveState parsed(old);
-  const std::size_t prev = parsed.tags().size() - 1;
-  const BlobRow* namesake = parsed.namesake(prev, first->table, first->name, first->state);
-  if (!namesake || namesake->ref.format != BlobFormat::tensor) return std::nullopt;
-  BlobRef ref = namesake->ref;
-  if (ref.tag.empty()) ref.tag = parsed.tags()[prev];
-  const zip::EntryInfo& entry = parsed.entry(format::blob_entry_name(ref, ref.tag, first->table));
-  if (!entry.stored() || entry.uncompressed_size != first->content.size()) return std::nullopt;
-  if (parsed.reader().read(entry, false).as_string_view() != first->content) return std::nullopt;
-  return ref;
-}
-
 // Checks the records of a name that some rank staged text for: text on
-// every rank that staged it, the same text everywhere (it is stored once),
-// a blob that decodes as that text. With `dedup`, the reference of its
-// namesake in old's newest tag when that holds the same bytes.
+// every rank that staged it, the same text everywhere (it is stored once:
+// the same shape, size and CRC-32 of its encoded blob, and the same old
+// blob found equal). With `dedup`, the reference of the old blob of the
+// same bytes the ranks found (dist/dedup.hpp), checked against `old`.
 std::optional<BlobRef> check_text(const std::vector<const Record*>& pieces,
                                   const std::string& label, const std::string& tag,
                                   const Archive* old, bool dedup) {
@@ -191,23 +175,27 @@ std::optional<BlobRef> check_text(const std::vector<const Record*>& pieces,
                   " (every rank that stages a name as text stages the same text)");
   const Record* first = pieces.front();
   for (const Record* p : pieces)
-    if (p->content != first->content)
+    if (p->global != first->global || p->text_size != first->text_size ||
+        p->text_crc != first->text_crc || p->same_blob != first->same_blob)
       invalid(tag, label,
               rank_of(first) + " and " + rank_of(p) +
                   " stage different text (text staged by several ranks is stored once: it must "
                   "be equal)");
-  try {
-    const Tensor t = format::decode_tensor_blob(
-        Bytes::borrow(std::as_bytes(std::span(first->content)), nullptr), Limits{});
-    if (t.dtype() != DType::utf8 || t.layout() != Layout::dense || t.shape() != first->global)
-      throw Error(ErrorCode::corrupt, "not the text it names");
-  } catch (const Error&) {
+  if (!old || !dedup || !first->same_blob) return std::nullopt;
+  // The rank read it there: a reference to anything else is a malformed message.
+  const BlobRef& ref = *first->same_blob;
+  const checkpoint::ArchiveState parsed(*old);
+  const auto& tags = parsed.tags();
+  const zip::EntryInfo* entry =
+      std::find(tags.begin(), tags.end(), ref.tag) == tags.end()
+          ? nullptr
+          : parsed.directory().find(format::blob_entry_name(ref, ref.tag, first->table));
+  if (!entry || !entry->stored() || entry->uncompressed_size != first->text_size ||
+      entry->crc32 != first->text_crc)
     throw Error(ErrorCode::corrupt,
                 "malformed collective message from " + rank_of(first) + " (" + label + ")",
                 ErrorContext{.tag = tag});
-  }
-  if (old && dedup) return same_text_namesake(first, *old);
-  return std::nullopt;
+  return ref;
 }
 
 // Checks each parameter's records together and decides its blob.
@@ -404,16 +392,19 @@ CommitPlan plan_commit(const std::vector<std::vector<Record>>& all, const std::s
   for (TableKind table : {TableKind::params, TableKind::updater})
     for (const auto& p : params) {
       if (!p.new_blob || p.first->table != table) continue;
-      if (p.first->kind == Kind::text) {  // the root writes it, in its place among the blobs
-        const std::string& blob = p.first->content;
-        out.root_entries.push_back(
-            RootEntry{place("", format::blob_entry_name(p.ref, tag, table), blob.size(), 0, root),
-                      Bytes::copy_of(blob)});
+      const std::string key = key_of(table, p.first->name, p.first->state);
+      if (p.first->kind == Kind::text) {
+        // Written whole, in its place among the blobs, by the root if it
+        // staged it, else by the lowest rank that did: its bytes never travel.
+        int writer = p.first->rank;
+        for (const Record* r : g.by_name.at(key))
+          if (r->rank == root) writer = root;
+        out.plan.entries.push_back(
+            place(key, format::blob_entry_name(p.ref, tag, table), p.first->text_size, 0, writer));
         ++out.blobs_written;
         continue;
       }
       const auto layout = format::dense_blob_layout(p.first->dtype, p.first->global);
-      const std::string key = key_of(table, p.first->name, p.first->state);
       // The blob header goes with the block that holds the first element (for an
       // empty tensor: the first rank that staged it).
       int header_rank = p.first->rank;

@@ -1,6 +1,8 @@
 #include "dist/dedup.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <tuple>
 
 #include "checkpoint/archive_state.hpp"
 #include "checkpoint/new_tag_contents.hpp"
@@ -10,6 +12,50 @@
 namespace modelzip::dist {
 
 using format::BlobFormat;
+using format::BlobRef;
+
+namespace {
+
+// The blob of old holding exactly the encoded text `text` of `item`, found
+// as Writer's dedup finds it (checkpoint/writer.cpp), so that the tag is
+// the one a single writer commits: first the namesake in the newest tag,
+// then every stored tensor blob of the same table, size and CRC-32 (the
+// directory's), oldest tag first and by index, confirmed byte for byte.
+std::optional<BlobRef> same_text_blob(const Item& item, const Archive& old) {
+  if (old.tags().empty()) return std::nullopt;
+  const checkpoint::ArchiveState parsed(old);
+  const std::vector<std::string>& tags = parsed.tags();
+  auto same = [&](const zip::EntryInfo& e) {
+    return e.stored() && e.uncompressed_size == item.text.size() &&
+           parsed.reader().read(e, false).as_string_view() == item.text;
+  };
+  const std::size_t prev = tags.size() - 1;
+  const format::BlobRow* namesake = parsed.namesake(prev, item.table, item.name, item.state);
+  if (namesake && namesake->ref.format == BlobFormat::tensor) {
+    BlobRef ref = namesake->ref;
+    if (ref.tag.empty()) ref.tag = tags[prev];
+    if (same(parsed.entry(format::blob_entry_name(ref, ref.tag, item.table)))) return ref;
+  }
+  std::vector<std::tuple<std::size_t, std::uint64_t, const zip::EntryInfo*>> candidates;
+  for (const zip::EntryInfo& e : parsed.directory().entries) {
+    if (!e.stored() || e.uncompressed_size != item.text.size() || e.crc32 != item.text_crc)
+      continue;
+    const std::size_t slash = e.name.find('/');
+    if (slash == std::string::npos) continue;
+    const auto tag = std::find(tags.begin(), tags.end(), e.name.substr(0, slash));
+    const auto file = format::blob_file_of(std::string_view(e.name).substr(slash + 1));
+    if (tag == tags.end() || !file || file->kind != item.table ||
+        file->format != BlobFormat::tensor)
+      continue;
+    candidates.emplace_back(static_cast<std::size_t>(tag - tags.begin()), file->index, &e);
+  }
+  std::sort(candidates.begin(), candidates.end());
+  for (const auto& [tag, index, entry] : candidates)
+    if (same(*entry)) return BlobRef{tags[tag], index, BlobFormat::tensor};
+  return std::nullopt;
+}
+
+}  // namespace
 
 std::vector<Record> records_with_dedup(const std::vector<Item>& items, const NewTag& entries,
                                        int rank, const Archive* old) {
@@ -26,9 +72,11 @@ std::vector<Record> records_with_dedup(const std::vector<Item>& items, const New
     r.from_param = item.from_param;
     r.table = item.table;
     r.state = item.state;
-    if (item.kind == Kind::text) {  // the root compares it (dist/commit_plan.hpp)
+    if (item.kind == Kind::text) {  // the root compares sizes and CRCs (dist/commit_plan.hpp)
       r.dtype = DType::utf8;
-      r.content = item.text;
+      r.text_size = item.text.size();
+      r.text_crc = item.text_crc;
+      if (old) r.same_blob = same_text_blob(item, *old);
       out.push_back(std::move(r));
       continue;
     }

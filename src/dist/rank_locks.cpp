@@ -40,6 +40,41 @@ RankLocks::RankLocks(const std::filesystem::path& file, int rank) : file_(file),
     io::throw_errno(file, "cannot take the rank's lock on the archive");
 }
 
+namespace {
+
+// FNV-1a: the same file name on every rank of a host, whatever the key holds.
+std::string host_lock_name(const std::string& key) {
+  std::uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : key) h = (h ^ c) * 1099511628211ull;
+  static const char digits[] = "0123456789abcdef";
+  std::string out = "modelzip-ranks-";
+  for (int shift = 60; shift >= 0; shift -= 4) out += digits[(h >> shift) & 15];
+  return out;
+}
+
+// Empty when there is no temporary folder.
+std::filesystem::path host_lock_path(const std::string& key) {
+  std::error_code ec;
+  const std::filesystem::path dir = std::filesystem::temp_directory_path(ec);
+  return ec ? std::filesystem::path() : dir / host_lock_name(key);
+}
+
+}  // namespace
+
+RankLocks::RankLocks(const OnThisHost& where, int rank)
+    : file_(host_lock_path(where.key)), rank_(rank), marked_(true), remove_(where.remove) {
+  fd_ = io::UniqueFd(::open(file_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666));
+  const char mark = 1;
+  if (!fd_.valid() ||
+      set_lock(fd_.get(), F_RDLCK, kAliveLocks + static_cast<std::uint64_t>(rank), 1) != 0 ||
+      ::pwrite(fd_.get(), &mark, 1, static_cast<off_t>(rank)) != 1)
+    fd_ = io::UniqueFd();  // names no rank (the commit does not depend on it)
+}
+
+RankLocks::~RankLocks() {
+  if (remove_ && fd_.valid()) ::unlink(file_.c_str());
+}
+
 void RankLocks::begin_writes() {
   if (set_lock(fd_.get(), F_RDLCK, kWritingLocks + static_cast<std::uint64_t>(rank_), 1) == 0)
     return;
@@ -57,8 +92,12 @@ void RankLocks::end_writes() noexcept {
 
 std::vector<int> RankLocks::lost(int size) const {
   std::vector<int> out;
+  if (!fd_.valid()) return out;
   for (int r = 0; r < size; ++r) {
     if (r == rank_) continue;
+    char mark = 0;
+    if (marked_ && ::pread(fd_.get(), &mark, 1, static_cast<off_t>(r)) != 1) continue;
+    if (marked_ && mark != 1) continue;
     struct flock l = range_lock(F_WRLCK, kAliveLocks + static_cast<std::uint64_t>(r), 1);
     if (::fcntl(fd_.get(), F_OFD_GETLK, &l) == 0 && l.l_type == F_UNLCK) out.push_back(r);
   }

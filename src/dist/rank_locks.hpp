@@ -47,6 +47,23 @@ class RankLocks {
   // alive lock. Error(io) naming `file` if either fails.
   RankLocks(const std::filesystem::path& file, int rank);
 
+  // Where the ranks share no file (an s3:// upload): the alive locks on a
+  // file of this host's temporary folder named after `key` (the same on
+  // every rank: the URL and the upload id), created if missing; this rank
+  // marks its byte `rank` in it after taking its lock, and lost() names only
+  // ranks that marked it (ranks of this host: others are never named).
+  // `remove`: the file is removed with this object (the root's). Never
+  // throws: where the file cannot be used (permissions, no temporary
+  // folder), lost() names no rank.
+  struct OnThisHost {
+    std::string key;
+    bool remove = false;
+  };
+  RankLocks(const OnThisHost& where, int rank);
+  ~RankLocks();
+  RankLocks(RankLocks&&) noexcept = default;
+  RankLocks& operator=(RankLocks&&) noexcept = default;
+
   // Takes this rank's writing lock without waiting. Error(io) when the root
   // holds the range already (it is undoing the commit: nothing may be
   // written any more).
@@ -62,6 +79,8 @@ class RankLocks {
   std::filesystem::path file_;
   int rank_;
   io::UniqueFd fd_;
+  bool marked_ = false;  // OnThisHost: lost() counts only marked ranks
+  bool remove_ = false;
 };
 
 // Root: releases [kWritingLocks, kRankLocksEnd) of the writer lock held on

@@ -30,6 +30,20 @@ RankShare write_rank_share(const Plan& plan, const std::vector<Item>& items, int
     const bool header = e.header_rank == rank;
     if (it == mine.end() && !header) continue;
     const Item* item = it == mine.end() ? nullptr : it->second;
+    if (item && item->kind == Kind::text) {  // written whole by its header rank
+      if (!header) continue;
+      if (e.size != item->text.size())
+        throw Error(ErrorCode::invalid_argument,
+                    "the plan gives '" + e.entry + "' another size than the text staged");
+      const zip::EntryPlan zp = e.zip_plan();
+      sink.reserve(io::ByteRange{zp.local_offset, zp.header_size()});
+      const auto text = std::as_bytes(std::span(item->text));
+      pieces.push_back(Piece{idx, 0, e.size, item->text_crc});
+      slot_of.push_back(kInline);
+      share.written += e.size;
+      if (!text.empty()) sink.write(e.data_offset, Bytes::borrow(text, nullptr));
+      continue;
+    }
     std::vector<std::byte> head;  // the first bytes of the entry's data
     if (header) {
       if (!item)

@@ -1,6 +1,7 @@
 // A rank's share of a collective commit: it writes its part of every
 // planned entry into its io::ByteSink onto the commit's file (the blob
-// header where it is the entry's header rank, and the runs of its blocks)
+// header where it is the entry's header rank, and the runs of its blocks;
+// a text blob whole, by its header rank)
 // and sums up the CRC-32 of its pieces per entry for the root, which gets
 // each entry's CRC with one xor per rank (detail::SparseCrc32) and finishes
 // the entries' local headers (zip::finish_entry).

@@ -275,7 +275,9 @@ def test_a_failing_rank_aborts_a_rotating_upload(s3, tmp_path):
 
 def test_a_rank_killed_during_a_rotating_save_leaves_the_object(s3, tmp_path):
     """gloo: rank 1 is killed while its part is held by the proxy; rank 0's
-    engine fails, the root aborts the upload, the object is unchanged."""
+    engine fails at once and rank 0 names rank 1 as lost (gloo's "Connection
+    closed by peer" names no rank: the ranks' alive locks on a lock file of
+    their host do), the root aborts the upload, the object is unchanged."""
     fork, proxy = s3
     key = "coll/rotkill.zip"
     url = f"s3://models/{key}"
@@ -303,6 +305,9 @@ def test_a_rank_killed_during_a_rotating_save_leaves_the_object(s3, tmp_path):
                 p.kill()
             p.communicate()
     assert procs[0].returncode == 0 and "rank 0 raised" in out, out
+    assert "collective commit failed: rank 1 was lost (the process ended during the commit" \
+        in out, out
+    assert f"s3://models/{key}" in out, out  # the archive (and tag) named
     log = proxy.requests()
     assert any(r["method"] == "DELETE" and "uploadId=" in r["path"] for r in log), \
         "the root aborts the upload"

@@ -39,8 +39,9 @@
 //
 // Dedup: each rank compares its tensors (or blocks) with the same region of
 // the namesake parameter of the archive's newest tag; a parameter whose
-// pieces all match on every rank is written as a reference (text: the root
-// compares it). share() references another tag's parameter explicitly.
+// pieces all match on every rank is written as a reference (text, staged
+// whole, is also found in older tags and under other names, as Writer finds
+// any blob). share() references another tag's parameter explicitly.
 //
 // Updater (optimizer) state: add_updater_state()/add_updater_shard() stage
 // the arrays of <tag>/updater.txt (FORMAT.md §4.2) the same way, e.g. each
@@ -51,9 +52,9 @@
 // read_updater_block() reads any block of a state back.
 //
 // Text (a utf8 tensor, Tensor::strings: a vocabulary, a run id) is staged
-// whole by add() or add_updater_state(), as NewTag::add takes it; the root
-// writes it. Several ranks may stage the same name with equal text (a
-// replicated value): it is stored once.
+// whole by add() or add_updater_state(), as NewTag::add takes it; one rank
+// that staged it writes it (its bytes never travel). Several ranks may stage
+// the same name with equal text (a replicated value): it is stored once.
 //
 // Limits: distributed tensors are dense, of fixed-size dtypes or text,
 // stored (uncompressed), and so are set_entry()'s entries; embeddings and
@@ -156,9 +157,9 @@ class MODELZIP_API CollectiveWriter {
 
   // A whole parameter owned by this rank, or text: a dense utf8 tensor
   // (Tensor::strings), which any number of ranks may stage under one name,
-  // each with the same shape and strings (written once, by the root; its
-  // bytes travel to the root with the records, and each collective message
-  // is limited to 2 GiB). Text that differs between ranks, or text on one
+  // each with the same shape and strings (written once, by one rank that
+  // staged it, of any size: only its size and CRC-32 travel to the root,
+  // which compares them). Text that differs between ranks, or text on one
   // rank and a tensor or share of the same name on another, fails the
   // commit on every rank with Error(invalid_argument) naming the name and
   // the ranks. Throws Error(invalid_argument) on an empty or duplicate (on

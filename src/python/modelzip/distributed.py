@@ -4,7 +4,7 @@ any number of ranks load blocks of it back.
 Saving is collective: every rank of a ``torch.distributed`` process group or
 of an ``mpi4py`` communicator calls :func:`save` with the tensors it owns:
 whole parameters (numpy arrays, torch tensors) or :class:`Shard` blocks of
-sharded ones, and text (str or lists of str), which the root writes. Each
+sharded ones, and text (str or lists of str), which one rank writes. Each
 rank writes only its own bytes, in parallel, into the one archive; every
 sharded parameter becomes one ordinary tensor entry::
 
@@ -225,7 +225,7 @@ def save(path: PathLike, tag: str, tensors: Mapping[str, Any], *, group: Any = N
     by this rank alone), :class:`Shard` blocks, or text: a str or (nested)
     lists of str, as modelzip.save takes them (a tokenizer's vocabulary, a run
     id), which any number of ranks may pass under one name with the same value
-    (written once, by the root; different values, or text on one rank and an
+    (written once, by one rank; different values, or text on one rank and an
     array of that name on another, raise InvalidArgumentError on every rank
     naming the ranks); Python scalars, None, torch dtypes and tuples of tensors
     as modelzip.save stores them (docs/distributed.md). ``share`` maps names to
