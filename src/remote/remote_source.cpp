@@ -137,7 +137,15 @@ class HttpSource final : public io::ByteSource {
     if (plan.empty()) return;
     std::deque<Transfer> transfers;
     for (const auto& r : plan) transfers.push_back(Transfer{self, false, r.offset, r.length});
-    self->run(transfers);
+    // What was fetched is recorded now, not only when the source closes: a
+    // process killed later keeps it (cache_file.hpp).
+    try {
+      self->run(transfers);
+    } catch (...) {
+      cache_->record();
+      throw;
+    }
+    cache_->record();
   }
 
   // Requests and bytes sent so far (benchmarks, tests).
