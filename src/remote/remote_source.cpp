@@ -19,7 +19,7 @@
 #include "remote/endpoint.hpp"
 #include "remote/s3_refusal.hpp"
 #include "remote/settings.hpp"
-#include "remote/sigint.hpp"
+#include "remote/fetch_interrupt.hpp"
 
 namespace modelzip::remote {
 namespace {
@@ -418,10 +418,11 @@ class HttpSource final : public io::ByteSource {
   // Runs every transfer to completion (kParallel at a time), retrying
   // transient failures with backoff. Throws on the first permanent failure,
   // leaving no transfer running; throws Error(cancelled) within a poll
-  // interval (100 ms) of modelzip::request_cancel() or of a SIGINT that
-  // `sigint` watches (remote/sigint.hpp), whatever the transfers wait for.
+  // interval (100 ms) of modelzip::request_cancel() or of an interrupt the
+  // program watches for (remote/fetch_interrupt.hpp), whatever the
+  // transfers wait for.
   void run(std::deque<Transfer>& transfers) {
-    SigintWatch sigint;
+    const std::unique_ptr<FetchInterrupt> interrupt = start_fetch_interrupt();
     std::vector<Transfer*> queue;
     std::uint64_t total = 0, longest = 0;
     for (auto& t : transfers) {
@@ -448,10 +449,10 @@ class HttpSource final : public io::ByteSource {
     std::size_t next = 0;
     std::vector<Transfer*> waiting;  // retries not yet due
     while (next < queue.size() || !active.empty() || !waiting.empty()) {
-      if (sigint.interrupted() || cancel_requested())
+      const char* why = interrupt ? interrupt->interrupted() : nullptr;
+      if (why || cancel_requested())
         fail(ErrorCode::cancelled, ep_.url,
-             std::string("read cancelled (") + (sigint.interrupted() ? "SIGINT" : "interrupted") +
-                 ")" +
+             std::string("read cancelled (") + (why ? why : "interrupted") + ")" +
                  (total == 0 ? std::string()
                              : ": " + std::to_string(fetched_now_) + " of " +
                                    std::to_string(total) + " bytes fetched"));
