@@ -17,9 +17,9 @@
 #include "remote/cache_file.hpp"
 #include "remote/curl_request.hpp"
 #include "remote/endpoint.hpp"
+#include "remote/fetch_interrupt.hpp"
 #include "remote/s3_refusal.hpp"
 #include "remote/settings.hpp"
-#include "remote/fetch_interrupt.hpp"
 
 namespace modelzip::remote {
 namespace {
