@@ -66,8 +66,9 @@ struct MODELZIP_API QuantizeOptions {
   // or size (it must still be a dense float16/bfloat16/float32/float64 tensor).
   std::uint64_t min_elements = 1024;
   bool durable = true;  // WriterOptions::durable
-  // Hears of the source bytes quantized; returning false cancels (the
-  // archive is unchanged).
+  // Hears of the source bytes quantized, then is asked again during the
+  // commit with the last report (bytes_done == bytes_total); returning false
+  // cancels (the archive is unchanged).
   ProgressCallback progress{};
 };
 

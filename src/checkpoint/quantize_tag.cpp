@@ -103,6 +103,11 @@ QuantizeResult quantize_tag(const std::filesystem::path& path, std::string_view 
 
   WriterOptions wo;
   wo.durable = options.durable;
+  if (options.progress)  // the commit asks it too, repeating the last report
+    wo.progress = [&progress = options.progress,
+                   last = Progress{result.source_bytes, result.source_bytes}](const Progress&) {
+      return progress(last);
+    };
   Writer writer = Writer::open(path, wo);
   try {
     writer.add_tag(std::move(new_tag), std::move(tag));

@@ -1218,8 +1218,9 @@ void Writer::Impl::upload(const Plan& plan, const Archive::Impl* old_impl,
     upload_options.condition.if_none_match = true;
   }
   upload_options.started = std::move(s3_start);
-  // While the commit waits for parts in flight, the progress callback is
-  // asked again with what it saw last (it may cancel, e.g. on Ctrl-C in
+  // Before server-side copies start and while the commit waits for parts
+  // in flight, the progress callback is asked again with what it saw last,
+  // or with {0, 0} before any report (it may cancel, e.g. on Ctrl-C in
   // Python, which only a callback notices).
   ProgressCallback progress = options.progress;
   if (progress) {
@@ -1229,7 +1230,7 @@ void Writer::Impl::upload(const Plan& plan, const Archive::Impl* old_impl,
       return inner(p);
     };
     upload_options.keep_going = [inner = options.progress, last] {
-      return !*last || inner(**last);
+      return inner(last->value_or(Progress{}));
     };
   }
   remote::S3UploadSink sink(std::move(client), std::move(upload_options));

@@ -1,6 +1,7 @@
 #include "remote/cache_file.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -78,6 +79,25 @@ RangeSet read_ranges(const fs::path& p, std::uint64_t size, std::uint64_t inode)
   return out;
 }
 
+// Removes `p` if it is a `<key>.ranges.tmp<pid>` file (save()) of a
+// process that no longer runs, e.g. one killed between writing and
+// renaming it; says whether `p` is such a file (removed or not).
+bool remove_if_orphan(const fs::path& p) noexcept {
+  const std::string name = p.filename().string();
+  const auto at = name.rfind(".ranges.tmp");
+  if (at == std::string::npos) return false;
+  const std::string digits = name.substr(at + std::strlen(".ranges.tmp"));
+  if (digits.empty() || digits.size() > 9 ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return false;
+  const pid_t pid = static_cast<pid_t>(std::stol(digits));
+  if (pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH) {
+    std::error_code ec;
+    fs::remove(p, ec);
+  }
+  return true;
+}
+
 }  // namespace
 
 CacheFile::CacheFile(const fs::path& folder, std::uint64_t limit, const std::string& identity,
@@ -107,6 +127,9 @@ CacheFile::CacheFile(const fs::path& folder, std::uint64_t limit, const std::str
     } else if (::ftruncate(fd_, 0) != 0 || ::ftruncate(fd_, static_cast<off_t>(size_)) != 0) {
       ::close(fd_);
       io::throw_errno(name_, "cannot size the cache file " + bytes.string());
+    } else {
+      dirty_ = true;  // sized anew: its record (empty) at once
+      save();
     }
     // Used now: the most recent for eviction.
     ::utimensat(AT_FDCWD, (folder_ / (key_ + ".ranges")).c_str(), nullptr, 0);
@@ -198,6 +221,7 @@ void CacheFile::evict(const std::string& keep) noexcept {
   std::error_code ec;
   for (fs::directory_iterator it(folder_, ec), end; !ec && it != end; it.increment(ec)) {
     const fs::path& p = it->path();
+    if (remove_if_orphan(p)) continue;
     if (p.extension() != ".bytes") continue;
     std::string key = p.stem().string();
     std::error_code ec2;

@@ -5,9 +5,13 @@
 // On disk (cache folder): <key>.bytes (the sparse file, as long as the
 // object) and <key>.ranges (which ranges it holds), where <key> is a hash of
 // the URL and the object's version (ETag or Last-Modified, and size): a new
-// version never reuses old bytes. The ranges file is written when the
-// CacheFile is destroyed (a process that dies first leaves no record, so
-// nothing claims bytes that are not there); it names the inode of its bytes
+// version never reuses old bytes. The ranges file is written as soon as
+// the bytes file is created (empty), after each fetch (RemoteSource calls
+// record()) and when the CacheFile is destroyed, always after the bytes it
+// claims were written and through a rename: a process killed at any point
+// leaves a record that claims only bytes that are there, and loses at most
+// the fetch it was doing (its `.ranges.tmp<pid>`, if any, is removed by the
+// next process that opens the folder). It names the inode of its bytes
 // file, so a bytes file replaced by another process is not trusted, and the
 // kernel's boot id: the bytes are not synced (a sync would bound a cold
 // read by the disk's write speed), and every process of the same boot sees
@@ -50,6 +54,10 @@ class CacheFile {
   void write(std::uint64_t offset, const void* data, std::size_t length);
   // Marks [offset, offset + length) as holding the object's bytes.
   void mark_present(std::uint64_t offset, std::uint64_t length);
+  // Writes the ranges file now if ranges were marked since it was last
+  // written (no-op in memory mode). Errors are ignored: the record is a
+  // cache's, and is written again at the next call.
+  void record() noexcept { save(); }
   bool on_disk() const noexcept { return !folder_.empty(); }
 
  private:

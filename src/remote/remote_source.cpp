@@ -17,9 +17,9 @@
 #include "remote/cache_file.hpp"
 #include "remote/curl_request.hpp"
 #include "remote/endpoint.hpp"
+#include "remote/fetch_interrupt.hpp"
 #include "remote/s3_refusal.hpp"
 #include "remote/settings.hpp"
-#include "remote/sigint.hpp"
 
 namespace modelzip::remote {
 namespace {
@@ -137,7 +137,15 @@ class HttpSource final : public io::ByteSource {
     if (plan.empty()) return;
     std::deque<Transfer> transfers;
     for (const auto& r : plan) transfers.push_back(Transfer{self, false, r.offset, r.length});
-    self->run(transfers);
+    // What was fetched is recorded now, not only when the source closes: a
+    // process killed later keeps it (cache_file.hpp).
+    try {
+      self->run(transfers);
+    } catch (...) {
+      cache_->record();
+      throw;
+    }
+    cache_->record();
   }
 
   // Requests and bytes sent so far (benchmarks, tests).
@@ -410,10 +418,11 @@ class HttpSource final : public io::ByteSource {
   // Runs every transfer to completion (kParallel at a time), retrying
   // transient failures with backoff. Throws on the first permanent failure,
   // leaving no transfer running; throws Error(cancelled) within a poll
-  // interval (100 ms) of modelzip::request_cancel() or of a SIGINT that
-  // `sigint` watches (remote/sigint.hpp), whatever the transfers wait for.
+  // interval (100 ms) of modelzip::request_cancel() or of an interrupt the
+  // program watches for (remote/fetch_interrupt.hpp), whatever the
+  // transfers wait for.
   void run(std::deque<Transfer>& transfers) {
-    SigintWatch sigint;
+    const std::unique_ptr<FetchInterrupt> interrupt = start_fetch_interrupt();
     std::vector<Transfer*> queue;
     std::uint64_t total = 0, longest = 0;
     for (auto& t : transfers) {
@@ -440,10 +449,10 @@ class HttpSource final : public io::ByteSource {
     std::size_t next = 0;
     std::vector<Transfer*> waiting;  // retries not yet due
     while (next < queue.size() || !active.empty() || !waiting.empty()) {
-      if (sigint.interrupted() || cancel_requested())
+      const char* why = interrupt ? interrupt->interrupted() : nullptr;
+      if (why || cancel_requested())
         fail(ErrorCode::cancelled, ep_.url,
-             std::string("read cancelled (") + (sigint.interrupted() ? "SIGINT" : "interrupted") +
-                 ")" +
+             std::string("read cancelled (") + (why ? why : "interrupted") + ")" +
                  (total == 0 ? std::string()
                              : ": " + std::to_string(fetched_now_) + " of " +
                                    std::to_string(total) + " bytes fetched"));

@@ -155,18 +155,21 @@ struct S3UploadSink::Impl {
     }
   }
 
-  // Waits until `ready`, asking o.keep_going about every 100 ms meanwhile
-  // (without the lock).
+  // Asks o.keep_going (without the lock); throws Error(cancelled) if it
+  // says stop.
+  void ask_keep_going(std::unique_lock<std::mutex>& lock) {
+    if (!o.keep_going) return;
+    lock.unlock();
+    const bool go = o.keep_going();
+    lock.lock();
+    if (!go)
+      throw Error(ErrorCode::cancelled, "save cancelled", ErrorContext{.archive = s3->url()});
+  }
+
+  // Waits until `ready`, asking o.keep_going about every 100 ms meanwhile.
   template <class Pred>
   void wait_for_parts(std::unique_lock<std::mutex>& lock, Pred ready) {
-    while (!cv.wait_for(lock, std::chrono::milliseconds(100), ready)) {
-      if (!o.keep_going) continue;
-      lock.unlock();
-      const bool go = o.keep_going();
-      lock.lock();
-      if (!go)
-        throw Error(ErrorCode::cancelled, "save cancelled", ErrorContext{.archive = s3->url()});
-    }
+    while (!cv.wait_for(lock, std::chrono::milliseconds(100), ready)) ask_keep_going(lock);
   }
 
   void enqueue(std::unique_lock<std::mutex>& lock, Job job) {
@@ -247,6 +250,7 @@ struct S3UploadSink::Impl {
       return;
     }
     if (!open.bytes.empty()) close_open(lock);
+    ask_keep_going(lock);  // a copy may be long: none starts after a cancel
     // Equal copies (see the header): at least 5 MiB, at most 5 GiB.
     const std::uint64_t wanted =
         std::min<std::uint64_t>({(s.length + kCopyPart - 1) / kCopyPart, s.length / kS3MinPart,

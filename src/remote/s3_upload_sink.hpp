@@ -101,9 +101,10 @@ struct S3UploadOptions {
   std::optional<std::chrono::seconds> abort_stale_after;
   // Set: the upload started ahead (then abort_stale_after is its business).
   std::shared_ptr<S3UploadStart> started;
-  // Set: asked about every 100 ms while a call waits for parts in flight
-  // (from the calling thread); false makes that call throw
-  // Error(cancelled) (e.g. a progress callback that saw an interrupt).
+  // Set: asked before the copies of each kept range start and about every
+  // 100 ms while a call waits for parts in flight (from the calling
+  // thread); false makes that call throw Error(cancelled) (e.g. a progress
+  // callback that saw an interrupt).
   std::function<bool()> keep_going;
   // Non-empty: upload parts into this upload, created (and completed or
   // aborted) by another sink: no CreateMultipartUpload, no clean-up of

@@ -182,3 +182,32 @@ TEST_CASE("quantize_tag: one append, quantized weights, references for the rest"
     CHECK(io_bytes(path) == bytes);
   }
 }
+
+TEST_CASE("quantize_tag asks its progress callback during the commit too") {
+  TempDir dir;
+  const auto path = dir / "m.zip";
+  std::mt19937_64 rng(3);
+  {
+    Writer wr = Writer::open(path);
+    NewTag t;
+    t.add("fc.weight", normal(rng, DType::float32, {64, 64}));
+    wr.add_tag("float", std::move(t));
+    wr.commit();
+  }
+  const auto bytes = io_bytes(path);
+  const std::uint64_t total = 64 * 64 * 4;
+  // The quantizing reports once (its one parameter); every later call is
+  // the commit's, repeating that report. Saying stop there cancels.
+  std::vector<Progress> calls;
+  QuantizeOptions o;
+  o.progress = [&](const Progress& p) {
+    calls.push_back(p);
+    return calls.size() < 2;
+  };
+  CHECK_ERROR(quantize_tag(path, "float", "int8", o), ErrorCode::cancelled, "cancelled");
+  REQUIRE(calls.size() == 2);
+  CHECK(calls[0] == Progress{total, total});
+  CHECK(calls[1] == Progress{total, total});
+  CHECK(io_bytes(path) == bytes);
+  CHECK(Archive::open(path).tags() == std::vector<std::string>{"float"});
+}

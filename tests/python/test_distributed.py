@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import textwrap
 import zipfile
 
 import numpy as np
@@ -821,3 +822,64 @@ def test_cuda_tensors_in_distributed_save(tmp_path):
     tensors, expected = _torch_tensors(torch, "cuda")
     _save_both_ways(tmp_path / "c.zip", tensors)
     _check_saved(tmp_path / "c.zip", ["sync", "bg"], expected)
+
+
+INTERRUPTED_RANK = textwrap.dedent("""
+    import os, signal, sys, threading, time
+    import numpy as np
+    import modelzip, modelzip.distributed as mzd
+    from mpi4py import MPI
+    rank = MPI.COMM_WORLD.Get_rank()
+    path = sys.argv[1]
+    folder = os.path.dirname(path)
+    before = set(os.listdir(folder))
+    big = np.full(32 << 20, rank + 1.5, dtype=np.float32)  # 128 MiB a rank
+    if rank == 0:
+        def ctrl_c_once_the_commit_writes():  # as the terminal sends it
+            deadline = time.monotonic() + 120
+            while set(os.listdir(folder)) <= before and time.monotonic() < deadline:
+                time.sleep(0.001)
+            os.kill(os.getpid(), signal.SIGINT)
+        threading.Thread(target=ctrl_c_once_the_commit_writes, daemon=True).start()
+    try:
+        mzd.save(path, "new", {f"w{rank}": big}, group=mzd.MPICommunicator(timeout=600))
+        print(f"rank {rank}: saved", flush=True)
+    except KeyboardInterrupt as e:
+        print(f"rank {rank}: KeyboardInterrupt", *e.__notes__, flush=True)
+    except modelzip.Error as e:
+        print(f"rank {rank}: Error {e.code}: {e}", flush=True)
+""")
+
+
+def test_ctrl_c_of_one_rank_fails_the_collective_commit_on_every_rank(tmp_path):
+    """Ctrl-C of one rank during a collective commit: that rank raises
+    KeyboardInterrupt, every other one modelzip.Error (code "cancelled")
+    naming it, at the commit's next agreement rather than after the
+    engine's time-out (600 s here: the run's 240 s time-out would end a
+    wait for it), and the archive is as it was. A trial where the signal
+    came after the commit's last agreement (the save completed) runs again
+    (at most 3 times)."""
+    script = tmp_path / "interrupted_rank.py"
+    script.write_text(INTERRUPTED_RANK)
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    for attempt in range(3):
+        folder = tmp_path / f"attempt-{attempt}"
+        folder.mkdir()
+        path = folder / "m.zip"
+        modelzip.save(path, "base", {"w": np.arange(10, dtype=np.int32)}, durable=False)
+        before = path.read_bytes()
+        r = subprocess.run(["mpirun", "--oversubscribe", "-np", "2", sys.executable, str(script),
+                            str(path)], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=240)
+        if "rank 1: saved" not in r.stdout:
+            break
+    assert r.returncode == 0, r.stdout
+    assert "rank 0: KeyboardInterrupt" in r.stdout and "the save did not happen" in r.stdout, \
+        r.stdout
+    assert ("rank 1: Error cancelled:" in r.stdout
+            and "collective commit failed on rank 0: rank 0 was interrupted (Ctrl-C)" in r.stdout), \
+        r.stdout
+    assert path.read_bytes() == before
+    with modelzip.open(path) as a:
+        assert a.tags == ["base"]
+        assert a.verify() == []

@@ -233,3 +233,71 @@ def test_ctrl_c_stops_verify(tmp_path):
             a.verify(progress=lambda done, total: False)
         assert raised.value.code == "cancelled"
         assert a.verify() == []
+
+
+# import_tensor_files and quantize commit like Writer.commit: Ctrl-C during
+# the commit cancels it (the archive as it was) and raises KeyboardInterrupt.
+IMPORTER = textwrap.dedent("""
+    import sys, modelzip
+    try:
+        if sys.argv[2] == "import":
+            modelzip.import_tensor_files(sys.argv[1], "big", [sys.argv[3]])
+        else:
+            modelzip.quantize(sys.argv[1], "next", "big", scheme="int8-per-tensor")
+    except KeyboardInterrupt as e:
+        print("KeyboardInterrupt", *getattr(e, "__notes__", []), sep="\\n", flush=True)
+        sys.exit(42)
+    print("committed", flush=True)
+""")
+
+
+def interrupt_child_commit(folder, operation):
+    """Runs IMPORTER's `operation` on an archive of two tags in `folder` (the
+    second one 256 MiB, for quantize) and sends it SIGINT once its commit's
+    journal exists: (exit status, stdout, stderr, the archive's bytes before)."""
+    path = folder / "m.zip"
+    big = np.full(64 << 20, 2.5, dtype=np.float32).reshape(8 << 10, 8 << 10)
+    source = folder / "big.npy"
+    np.save(source, big)
+    modelzip.save(path, "base", {"w": np.arange(10, dtype=np.int32)}, durable=False)
+    modelzip.save(path, "next", {"w": big if operation == "quantize" else np.arange(12)},
+                  durable=False)
+    del big
+    before = path.read_bytes()
+    journal = folder / ".m.zip.modelzip-append"
+    proc = subprocess.Popen([sys.executable, "-c", IMPORTER, str(path), operation, str(source)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=os.environ.copy())
+    deadline = time.monotonic() + 120
+    try:
+        while not journal.exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    source.unlink()
+    return proc.returncode, out.decode(), err.decode(), before
+
+
+@pytest.mark.parametrize("operation", ["import", "quantize"])
+def test_sigint_during_an_import_or_quantize_commit(tmp_path, operation):
+    # As in test_sigint_during_commit_raises_keyboard_interrupt: a child that
+    # got past the commit point before the signal came tries again.
+    for attempt in range(3):
+        folder = tmp_path / f"attempt-{attempt}"
+        folder.mkdir()
+        code, out, err, before = interrupt_child_commit(folder, operation)
+        if not (code == 42 and "the save completed" in out):
+            break
+    path = folder / "m.zip"
+    assert code == 42, (out, err)
+    assert out.startswith("KeyboardInterrupt\n") and "the save did not happen" in out, out
+    assert path.read_bytes() == before
+    assert sorted(os.listdir(folder)) in (["m.zip"], [".m.zip.modelzip-lock", "m.zip"])
+    with modelzip.open(path) as a:
+        assert a.tags == ["base", "next"]
+        assert a.verify() == []

@@ -14,7 +14,7 @@ import time
 import pytest
 
 import servers
-from conftest import cli_env, run
+from conftest import CLI, cli_env, run
 from test_remote_failures import failing
 from test_s3_multipart import fork, probe, s3  # noqa: F401
 from test_s3_writes import env_for, tensors  # noqa: F401
@@ -453,3 +453,52 @@ def test_ctrl_c_stops_a_python_read_of_s3_waiting_for_the_server(s3, tmp_path):
     finally:
         proxy.clear()
     assert_interrupted_at_once(*result)
+
+
+def test_a_killed_cached_read_leaves_a_record_of_what_it_fetched(four_mib, tmp_path):
+    """kill -9 of a CLI read with a cache folder, during its slow read of the
+    tensor: the bytes file has its ranges record, which claims only bytes
+    that are the object's (those of the reads that completed), kept for the
+    next read. (Before, the record was written only when
+    the read ended: a killed read left the bytes file alone, and all it had
+    fetched was fetched again.) A record file a killed writer left
+    half-renamed is removed by the next read."""
+    cache = tmp_path / "cache"
+    server = servers.HostileHttp(four_mib, rate=32 << 10, max_seconds=120)
+    proc = None
+    try:
+        server.plan = ["ok"] * 2 + ["slow"] * 100
+        proc = subprocess.Popen([CLI, "cat", server.url(), "w", "--tag", "t"], env=cli_env(cache),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 60
+        # The tensor's read (slow) starts only once the reads before it ended.
+        while server.gets < 3:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        proc.kill()
+        proc.wait()
+        [record] = [p for p in cache.iterdir() if p.suffix == ".ranges"]
+        [cached] = [p for p in cache.iterdir() if p.suffix == ".bytes"]
+        assert sorted(p.name for p in cache.iterdir()) == sorted([record.name, cached.name])
+        header, *lines = record.read_text().splitlines()
+        assert int(header.split()[2]) == cached.stat().st_ino
+        ranges = [tuple(map(int, line.split())) for line in lines]
+        assert ranges
+        data = cached.read_bytes()
+        for b, e in ranges:
+            assert data[b:e] == four_mib[b:e], (b, e)
+        claimed = sum(e - b for b, e in ranges)
+        assert claimed < len(four_mib) // 2  # not the tensor, still being read
+        # A record being written when its writer was killed: removed.
+        stray = cache / f"{record.name}.tmp{proc.pid}"
+        stray.write_text(record.read_text())
+        server.plan = []
+        out = run("cat", server.url(), "w", "--tag", "t", env=cli_env(cache)).stdout
+        assert len(out) >= 4 << 20
+        assert not stray.exists()
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        server.stop()

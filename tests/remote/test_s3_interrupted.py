@@ -219,3 +219,41 @@ def test_ctrl_c_during_complete_multipart_upload_completes_the_save_and_raises(s
     assert not aborted_ids(proxy)
     assert fork.get(key) != before
     assert run("tags", url, env=env).stdout.split() == [b"t1", b"t2"]
+
+
+
+SAVE_SMALL = """
+import sys, numpy as np, modelzip
+calls = []
+def ctrl_c_at_once(done, total):  # stands for Ctrl-C before the first copy
+    calls.append((done, total))
+    raise KeyboardInterrupt
+try:
+    modelzip.save(sys.argv[1], "t2", {"w": np.arange(16, dtype=np.float32)},
+                  dedup=False, progress=ctrl_c_at_once)
+except KeyboardInterrupt as e:
+    print(calls, *getattr(e, "__notes__", []), file=sys.stderr)
+    sys.exit(42)
+"""
+
+
+def test_an_in_place_save_asks_its_progress_hook_before_the_copies(s3, tensors):
+    """An in-place save (a small tag added to a 64 MiB object) asks its
+    progress hook before it starts the server-side copies of what it keeps
+    (which may take long): an interrupt there cancels the save before any
+    UploadPartCopy."""
+    pytest.importorskip("modelzip")
+    fork, proxy = s3
+    key = "w/interrupted-before-copies.zip"
+    url = f"s3://models/{key}"
+    env = env_for(proxy, MODELZIP_S3_PART_SIZE="5M")
+    run("import", url, "--tag", "t1", tensors / "big.npy", env=env, timeout=300)
+    before = fork.get(key)
+    proxy.clear()
+    p = subprocess.run([sys.executable, "-c", SAVE_SMALL, url], env=env, capture_output=True,
+                       timeout=120)
+    assert p.returncode == 42, (p.returncode, p.stderr)
+    assert p.stderr.startswith(b"[(0, 0)]") and b"the save did not happen" in p.stderr, p.stderr
+    assert not [r for r in proxy.requests() if "x-amz-copy-source" in r["headers"]]
+    assert aborted_ids(proxy)
+    assert fork.get(key) == before

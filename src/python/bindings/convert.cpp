@@ -12,6 +12,7 @@
 #include "format/tag_name.hpp"
 #include "modelzip/archive.hpp"
 #include "modelzip/writer.hpp"
+#include "python_progress.hpp"
 
 namespace modelzip::python {
 namespace {
@@ -24,6 +25,47 @@ convert::StringMap string_map(const py::object& mapping) {
     out[pair[0].cast<std::string>()] = pair[1].cast<std::string>();
   }
   return out;
+}
+
+// import_tensor_files without the GIL: `progress` is the commit's.
+Writer::Stats import_files(const std::filesystem::path& a, const std::string& tag,
+                           const std::vector<std::filesystem::path>& files, bool compress,
+                           bool dedup, bool durable, bool append, ProgressCallback progress) {
+  const ParamOptions options{compress ? Compression::deflate : Compression::store};
+  NewTag contents;  // views into the mapped files, alive until the commit returns
+  convert::StringMap safetensors_metadata;
+  std::map<std::string, std::filesystem::path> source_of;  // as modelzip import names a clash
+  for (const auto& f : files) {
+    convert::TensorFile file = convert::read_tensor_file(f);
+    convert::detail::merge_file_metadata(safetensors_metadata, file, f);
+    for (auto& t : file.tensors) {
+      if (auto [it, fresh] = source_of.emplace(t.name, f); !fresh)
+        throw Error(ErrorCode::invalid_argument, "parameter '" + t.name + "' is in both " +
+                                                     it->second.string() + " and " + f.string());
+      try {
+        contents.add(t.name, t.tensor, options);
+      } catch (const Error& e) {
+        throw e.with_context({.archive = f.string()});
+      }
+    }
+  }
+  convert::detail::keep_metadata(contents, safetensors_metadata);
+  WriterOptions writer_options;
+  writer_options.dedup = dedup;
+  writer_options.durable = durable;
+  writer_options.append = append;
+  writer_options.progress = std::move(progress);
+  writer_options.on_notice = [archive = a.string()](const std::string& notice) {
+    warn_notice(archive, notice);
+  };
+  Writer writer = Writer::open(a, writer_options);
+  try {
+    writer.add_tag(tag, std::move(contents));
+    writer.commit();
+  } catch (const Error& e) {
+    throw format::with_replace_hint(e, "");  // no way to replace a tag here
+  }
+  return writer.last_stats();
 }
 
 }  // namespace
@@ -93,42 +135,22 @@ scales, zero points and a JSON description (docs/cli.md); .npy and .btf refuse i
         std::filesystem::path a = to_path(archive);
         std::vector<std::filesystem::path> files;
         for (const auto& p : paths) files.push_back(to_path(p));
-        py::gil_scoped_release release;
-        const ParamOptions options{compress ? Compression::deflate : Compression::store};
-        NewTag contents;  // views into the mapped files, alive until the commit returns
-        convert::StringMap safetensors_metadata;
-        std::map<std::string, std::filesystem::path> source_of;  // as modelzip import names a clash
-        for (const auto& f : files) {
-          convert::TensorFile file = convert::read_tensor_file(f);
-          convert::detail::merge_file_metadata(safetensors_metadata, file, f);
-          for (auto& t : file.tensors) {
-            if (auto [it, fresh] = source_of.emplace(t.name, f); !fresh)
-              throw Error(ErrorCode::invalid_argument, "parameter '" + t.name + "' is in both " +
-                                                           it->second.string() + " and " +
-                                                           f.string());
-            try {
-              contents.add(t.name, t.tensor, options);
-            } catch (const Error& e) {
-              throw e.with_context({.archive = f.string()});
-            }
-          }
-        }
-        convert::detail::keep_metadata(contents, safetensors_metadata);
-        WriterOptions writer_options;
-        writer_options.dedup = dedup;
-        writer_options.durable = durable;
-        writer_options.append = append;
-        writer_options.on_notice = [archive = a.string()](const std::string& notice) {
-          warn_notice(archive, notice);
-        };
-        Writer writer = Writer::open(a, writer_options);
+        // Ctrl-C, as for Writer.commit: noticed before the commit point, the
+        // archive is unchanged; after it, the tag is there. Either way
+        // KeyboardInterrupt is raised, with a note saying which.
+        const PythonProgress interrupt{py::none()};
+        const std::string archive_name = a.string();
+        Writer::Stats stats;
         try {
-          writer.add_tag(tag, std::move(contents));
-          writer.commit();
+          py::gil_scoped_release release;
+          stats =
+              import_files(a, tag, files, compress, dedup, durable, append, interrupt.callback());
         } catch (const Error& e) {
-          throw format::with_replace_hint(e, "");  // no way to replace a tag here
+          if (interrupt.has_error()) interrupt.raise_save_not_done(archive_name, e);
+          throw;
         }
-        return writer.last_stats();
+        interrupt.raise_if_interrupted_after_save(archive_name);
+        return stats;
       },
       py::arg("archive"), py::arg("tag"), py::arg("paths"), py::kw_only(),
       py::arg("compress") = false, py::arg("dedup") = true, py::arg("durable") = true,

@@ -17,6 +17,7 @@
 
 #include "arrays.hpp"
 #include "bindings.hpp"
+#include "core/error_wire.hpp"
 #include "format/tag_name.hpp"
 #include "modelzip/archive.hpp"
 #include "modelzip/dist/background_save.hpp"
@@ -310,6 +311,15 @@ elsewhere), broadcast(bytes, root) -> bytes and agree(error: str) -> None or
         return out;
       },
       py::arg("path"), py::arg("requests"), py::arg("tag") = py::none());
+
+  m.def(
+      "_cancelled_error_text",
+      [](const std::string& message) {
+        return detail::encode_error(Error(ErrorCode::cancelled, message));
+      },
+      py::arg("message"),
+      "Error(cancelled, message) as a rank tells it to the others in a collective commit's "
+      "agreement (internal: modelzip.distributed's Ctrl-C).");
 }
 
 }  // namespace modelzip::python

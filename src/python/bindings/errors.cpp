@@ -7,7 +7,7 @@
 #include <exception>
 
 #include "bindings.hpp"
-#include "remote/sigint.hpp"
+#include "sigint_watch.hpp"
 
 namespace modelzip::python {
 namespace {
@@ -82,7 +82,7 @@ void bind_errors(py::module_&) {
   // is its pthread_self().
   const auto main_ident =
       py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
-  remote::stop_fetches_on_sigint(static_cast<pthread_t>(main_ident));
+  stop_fetches_on_sigint(static_cast<pthread_t>(main_ident));
   py::register_exception_translator([](std::exception_ptr p) {
     if (!p) return;
     try {

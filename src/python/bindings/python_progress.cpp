@@ -45,4 +45,40 @@ void PythonProgress::raise_kept_or(const Error& e) const {
   throw e;
 }
 
+namespace {
+
+// Adds "<archive>: <note>" to the exception (BaseException.add_note: shown
+// under its traceback); a failure to add it is ignored.
+void add_note(py::error_already_set& raised, const std::string& archive, const std::string& note) {
+  py::object value = raised.value();
+  if (!py::hasattr(value, "add_note")) return;
+  try {
+    value.attr("add_note")(py::str(from_path(archive)) + py::str(": " + note));
+  } catch (py::error_already_set&) {
+  }
+}
+
+constexpr const char* kCompletedNote = "the save completed before the interrupt could stop it";
+
+}  // namespace
+
+void PythonProgress::raise_save_not_done(const std::string& archive, const Error& e) const {
+  py::error_already_set raised = take_error();
+  add_note(raised, archive, "the save did not happen: " + std::string(e.what()));
+  throw raised;
+}
+
+void PythonProgress::raise_if_interrupted_after_save(const std::string& archive) const {
+  if (state_->error) {
+    py::error_already_set raised = take_error();
+    add_note(raised, archive, kCompletedNote);
+    throw raised;
+  }
+  if (PyErr_CheckSignals() != 0) {
+    py::error_already_set raised;
+    add_note(raised, archive, kCompletedNote);
+    throw raised;
+  }
+}
+
 }  // namespace modelzip::python

@@ -16,6 +16,7 @@
 
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "modelzip/error.hpp"
 #include "modelzip/progress.hpp"
@@ -39,6 +40,15 @@ class PythonProgress {
   void clear() const { state_->error.reset(); }
   // Raises the kept exception if there is one, else rethrows `e`.
   [[noreturn]] void raise_kept_or(const Error& e) const;
+
+  // For a save whose commit had callback() (Writer.commit, import_tensor_files,
+  // quantize). After it threw `e` with has_error(): raises the kept exception
+  // with the note "<archive>: the save did not happen: <e>".
+  [[noreturn]] void raise_save_not_done(const std::string& archive, const Error& e) const;
+  // After it completed: raises the kept exception, or a signal that arrived
+  // after the last report (PyErr_CheckSignals), with the note "<archive>: the
+  // save completed before the interrupt could stop it"; else returns.
+  void raise_if_interrupted_after_save(const std::string& archive) const;
 
  private:
   struct State {

@@ -7,6 +7,7 @@
 
 #include "arrays.hpp"
 #include "bindings.hpp"
+#include "python_progress.hpp"
 
 namespace modelzip::python {
 
@@ -68,8 +69,21 @@ void bind_quantize(py::module_& m) {
         options.min_elements = min_elements;
         options.durable = durable;
         const std::filesystem::path p = to_path(path);
-        py::gil_scoped_release release;
-        return quantize_tag(p, from_tag, tag, options);
+        // Ctrl-C, as for Writer.commit: noticed before the commit point, the
+        // archive is unchanged; after it, the tag is there. Either way
+        // KeyboardInterrupt is raised, with a note saying which.
+        const PythonProgress interrupt{py::none()};
+        options.progress = interrupt.callback();
+        QuantizeResult done;
+        try {
+          py::gil_scoped_release release;
+          done = quantize_tag(p, from_tag, tag, options);
+        } catch (const Error& e) {
+          if (interrupt.has_error()) interrupt.raise_save_not_done(p.string(), e);
+          throw;
+        }
+        interrupt.raise_if_interrupted_after_save(p.string());
+        return done;
       },
       py::arg("path"), py::arg("from_tag"), py::arg("tag"), py::kw_only(),
       py::arg("scheme") = "int8-per-channel", py::arg("params") = std::vector<std::string>{},

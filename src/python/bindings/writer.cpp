@@ -170,7 +170,7 @@ class PyWriter {
       // why the commit stopped, or it came while the commit failed.
       if (progress_.has_error()) {
         stop_fetches();
-        raise_kept_error("the save did not happen: " + std::string(e.what()));
+        progress_.raise_save_not_done(path_, e);
       }
       // A fetch that failed failed the commit: its own error is raised.
       finish_fetches();
@@ -184,13 +184,7 @@ class PyWriter {
     // after the last point that could cancel it (the rename, the journal's
     // removal, CompleteMultipartUpload): the save is complete and the
     // interrupt is raised now, not lost.
-    if (progress_.has_error())
-      raise_kept_error("the save completed before the interrupt could stop it");
-    if (PyErr_CheckSignals() != 0) {
-      py::error_already_set raised;
-      add_note(raised, "the save completed before the interrupt could stop it");
-      throw raised;
-    }
+    progress_.raise_if_interrupted_after_save(path_);
     return last_stats_;
   }
 
@@ -232,24 +226,6 @@ class PyWriter {
   // exception of the progress hook is raised instead).
   void stop_fetches() {
     for (const py::object& f : fetches_) f.attr("stop")();
-  }
-
-  // Raises the exception the progress hook kept, with `note` added.
-  [[noreturn]] void raise_kept_error(const std::string& note) {
-    py::error_already_set raised = progress_.take_error();
-    add_note(raised, note);
-    throw raised;
-  }
-
-  // Adds "<archive>: <note>" to the exception (BaseException.add_note:
-  // shown under its traceback); a failure to add it is ignored.
-  void add_note(py::error_already_set& raised, const std::string& note) const {
-    py::object value = raised.value();
-    if (!py::hasattr(value, "add_note")) return;
-    try {
-      value.attr("add_note")(py::str(from_path(path_)) + py::str(": " + note));
-    } catch (py::error_already_set&) {
-    }
   }
 
   Writer& get() {

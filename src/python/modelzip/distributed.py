@@ -32,12 +32,16 @@ Errors: a commit that fails on any rank raises the same modelzip.Error on
 every rank, naming the rank; the archive is left as it was. The engines'
 time-outs apply: pass ``timeout=`` to ``init_process_group`` (gloo); the
 MPI communicator polls non-blocking collectives until its ``timeout``.
+Ctrl-C of one rank during a blocking save fails the commit on every rank
+at its next agreement (KeyboardInterrupt there, modelzip.Error naming that
+rank elsewhere): see _CommitInterrupt and docs/python.md.
 """
 from __future__ import annotations
 
 import concurrent.futures
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -120,6 +124,7 @@ class TorchCommunicator(Communicator):
         return box[0]
 
     def agree(self, error: str) -> Optional[tuple[int, str]]:
+        error = _CommitInterrupt.error_of(self, error)
         for rank, message in enumerate(self._all(str(error))):
             if message:
                 return rank, message
@@ -181,6 +186,7 @@ class MPICommunicator(Communicator):
         return buf.tobytes()
 
     def agree(self, error: str) -> Optional[tuple[int, str]]:
+        error = _CommitInterrupt.error_of(self, error)
         big = np.iinfo(np.int32).max
         mine = np.array([self.rank() if error else big], dtype=np.int32)
         first = np.zeros(1, dtype=np.int32)
@@ -309,22 +315,75 @@ def _commit(path: PathLike, tag: str, tensors: Mapping[str, Any], comm: Communic
     InvalidArgumentError "collective commit failed on rank R: ..." naming the
     lowest such rank, instead of waiting in the commit for the engine's
     time-out."""
-    error, cause = "", None
-    try:
-        _check_keep_last(keep_last)
-        writer = _staged_writer(path, _host_values(tensors), comm, share, dedup, durable, root,
-                                rank_lock_timeout, _raw_bits_marks(tensors, dtypes))
-    except Exception as e:  # every rank must reach the agreement, whatever failed here
-        error, cause = f"{type(e).__name__}: {e}", e
-    failure = comm.agree(error)
-    if cause is not None:
-        raise cause
-    if failure is not None:
-        text = f"collective commit failed on rank {failure[0]}: {failure[1]}"
-        raise InvalidArgumentError(f"{os.fspath(path)}: tag '{tag}': {text}",
-                                   code="invalid_argument", message=text,
-                                   archive=os.fspath(path), tag=tag)
-    return writer.commit(tag, replace=replace, keep_last=keep_last)
+    with _CommitInterrupt(comm, path) as interrupt:
+        error, cause = "", None
+        try:
+            _check_keep_last(keep_last)
+            writer = _staged_writer(path, _host_values(tensors), comm, share, dedup, durable, root,
+                                    rank_lock_timeout, _raw_bits_marks(tensors, dtypes))
+        except Exception as e:  # every rank must reach the agreement, whatever failed here
+            error, cause = f"{type(e).__name__}: {e}", e
+        if not error and interrupt.noted:
+            error = f"rank {comm.rank()} was interrupted (Ctrl-C)"
+        failure = comm.agree(error)
+        if cause is not None:
+            raise cause
+        if failure is not None:
+            text = f"collective commit failed on rank {failure[0]}: {failure[1]}"
+            raise InvalidArgumentError(f"{os.fspath(path)}: tag '{tag}': {text}",
+                                       code="invalid_argument", message=text,
+                                       archive=os.fspath(path), tag=tag)
+        return writer.commit(tag, replace=replace, keep_last=keep_last)
+
+
+class _CommitInterrupt:
+    """Ctrl-C during a blocking collective commit on the main thread. A rank
+    that left the commit's collectives mid-way would leave the others waiting
+    for it until the engine's time-out, so SIGINT (while Python's default
+    handler is installed) is only noted meanwhile; the built-in communicators
+    then report it at the commit's next agreement of the ranks, where every
+    rank fails the commit (the archive unchanged) with modelzip.Error (code
+    "cancelled") "collective commit failed on rank R: rank R was interrupted
+    (Ctrl-C)", and the interrupted rank raises KeyboardInterrupt instead. One
+    noted after the last agreement cannot stop the commit: it completes and
+    KeyboardInterrupt is raised then. A note on the KeyboardInterrupt says
+    which happened, as for modelzip.save."""
+
+    def __init__(self, comm: Communicator, path: PathLike) -> None:
+        self._comm, self._path = comm, os.fspath(path)
+        self._previous: Any = None
+        self.noted = False
+
+    def __enter__(self) -> "_CommitInterrupt":
+        if (threading.current_thread() is threading.main_thread()
+                and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
+            self._previous = signal.signal(signal.SIGINT, self._note)
+            self._comm._commit_interrupt = self
+        return self
+
+    def _note(self, signum: int, frame: Any) -> None:
+        self.noted = True
+
+    def __exit__(self, kind: Any, value: Any, traceback: Any) -> None:
+        if self._previous is None:
+            return
+        signal.signal(signal.SIGINT, self._previous)
+        self._comm._commit_interrupt = None
+        if not self.noted:
+            return
+        interrupt = KeyboardInterrupt()
+        interrupt.add_note(f"{self._path}: " + (
+            "the save completed before the interrupt could stop it" if kind is None
+            else f"the save did not happen: {value}"))
+        raise interrupt from value
+
+    @staticmethod
+    def error_of(comm: Communicator, error: str) -> str:
+        """`error`, or this rank's interrupt if one was noted during a commit."""
+        interrupt = getattr(comm, "_commit_interrupt", None)
+        if error or interrupt is None or not interrupt.noted:
+            return error
+        return _modelzip._cancelled_error_text(f"rank {comm.rank()} was interrupted (Ctrl-C)")
 
 
 def _check_keep_last(keep_last: Optional[int]) -> None:
@@ -697,7 +756,8 @@ def save_checkpoint(path: PathLike, tag: str, params: Mapping[str, Any], optimiz
         except Exception as e:  # as above
             error = f"{type(e).__name__}: {e}"
     _agreed(comm, error, "save_checkpoint")
-    return writer.commit(tag, replace=replace, keep_last=keep_last)
+    with _CommitInterrupt(comm, path):
+        return writer.commit(tag, replace=replace, keep_last=keep_last)
 
 
 def load_checkpoint(path: PathLike, tag: Optional[str] = None,

@@ -1,9 +1,10 @@
-#include "remote/sigint.hpp"
+#include "sigint_watch.hpp"
 
 #include <atomic>
 #include <cerrno>
+#include <memory>
 
-namespace modelzip::remote {
+namespace modelzip::python {
 namespace {
 
 std::atomic<bool> watching{false};
@@ -33,11 +34,17 @@ bool on_watched_thread() noexcept {
          pthread_equal(watched.load(std::memory_order_relaxed), pthread_self()) != 0;
 }
 
+std::unique_ptr<remote::FetchInterrupt> start_watch() {
+  if (!on_watched_thread()) return nullptr;
+  return std::make_unique<SigintWatch>();
+}
+
 }  // namespace
 
 void stop_fetches_on_sigint(pthread_t thread) noexcept {
   watched.store(thread, std::memory_order_relaxed);
   watching.store(true, std::memory_order_release);
+  remote::watch_fetches_with(&start_watch);
 }
 
 SigintWatch::SigintWatch() noexcept {
@@ -72,8 +79,8 @@ SigintWatch::~SigintWatch() {
     ::sigaction(SIGINT, &previous, nullptr);
 }
 
-bool SigintWatch::interrupted() const noexcept {
-  return (installed_ || nested_) && received.load(std::memory_order_relaxed);
+const char* SigintWatch::interrupted() const noexcept {
+  return (installed_ || nested_) && received.load(std::memory_order_relaxed) ? "SIGINT" : nullptr;
 }
 
-}  // namespace modelzip::remote
+}  // namespace modelzip::python
