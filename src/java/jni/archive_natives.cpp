@@ -90,11 +90,31 @@ jobject archive_updater_state(JNIEnv* env, jclass, jlong archive, jbyteArray var
   });
 }
 
+// An embedding parameter is refused as the library refuses it (with its
+// archive, entry and tag), naming the Java way to read it where the
+// library names C++'s (embedding_file()).
 jobject archive_tensor(JNIEnv* env, jclass, jlong archive, jbyteArray name, jbyteArray tag,
                        jboolean copy) {
   return guarded(env, [&] {
-    return to_java_tensor(env, archive_of(archive).tensor(to_string(env, name), to_string(env, tag),
-                                                          read_mode(copy)));
+    const Archive& a = archive_of(archive);
+    const std::string param = to_string(env, name);
+    const std::string tag_name = to_string(env, tag);
+    try {
+      return to_java_tensor(env, a.tensor(param, tag_name, read_mode(copy)));
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::invalid_argument) throw;
+      bool embedding = false;
+      try {
+        embedding = a.param(param, tag_name).kind == BlobKind::embedding;
+      } catch (const Error&) {  // the tensor's own error is the one to report
+      }
+      if (!embedding) throw;
+      throw Error(e.code(),
+                  "parameter '" + param +
+                      "' is an embedding, not a tensor: read it with Embeddings.open(archive, "
+                      "name, tag)",
+                  e.context());
+    }
   });
 }
 
