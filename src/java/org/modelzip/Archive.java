@@ -183,8 +183,9 @@ public final class Archive implements AutoCloseable {
    * in parts. A stored entry's part is copied from the mapped file alone and,
    * like a zero-copy tensor, is not CRC-checked (a part cannot be: read the
    * whole entry with {@link #entry(String)}, or {@link #problems()}, to check
-   * it); a deflated entry is decompressed whole, CRC-checked, for each call
-   * (the library has no ranged decompression), so read those in large parts.
+   * it); a deflated entry is decompressed whole, into native memory of its
+   * size, and CRC-checked for each call (the library has no ranged
+   * decompression), so read those in large parts.
    *
    * @throws NoSuchElementException if there is no such entry
    * @throws IndexOutOfBoundsException if {@code offset} or {@code length} is

@@ -119,6 +119,7 @@ public final class TrainingConfig {
      * increase strictly from 0.
      */
     public static Schedule map(String type, List<Step> steps) {
+      Objects.requireNonNull(steps, "steps");
       return new Schedule("MapSchedule", type, new LinkedHashMap<>(), steps, null);
     }
 
