@@ -1,7 +1,7 @@
 package org.modelzip;
 
-import java.util.Collections;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -13,8 +13,11 @@ import java.util.OptionalInt;
  * How {@link Archive#save(String, String, java.util.Map, SaveOptions)}
  * commits: the options of C++'s {@code WriterOptions} and
  * {@code Writer::keep_last}, and of Python's {@code modelzip.save}, under
- * the same names, and a change of the archive's metadata in the same commit
- * (Python's {@code metadata=}).
+ * the same names, a change of the archive's metadata in the same commit
+ * (Python's {@code metadata=}), and what the new tag holds besides its
+ * tensors: parameters and optimizer state shared from other tags
+ * ({@code NewTag::share}, {@code share_updater_state}) and its training
+ * configuration (Python's {@code training=}).
  *
  * <pre>{@code
  * SaveOptions rolling = SaveOptions.defaults().keepLast(3).compress(true)
