@@ -247,6 +247,14 @@ class MODELZIP_API Archive {
 
   // The full contents of any entry (zero-copy when stored and mode allows).
   Bytes entry(std::string_view entry_name, ReadMode mode = ReadMode::zero_copy) const;
+  // The size in bytes of entry()'s result, as the central directory
+  // declares it, without reading the entry: a caller can refuse an entry
+  // too large for it before anything is read or allocated. Checked at open
+  // against the file (a stored entry lies within it) and
+  // Limits::max_deflate_ratio (a deflated one); a read whose data does not
+  // match it throws Error(corrupt). Throws Error(not_found) for a missing
+  // entry.
+  std::uint64_t entry_size(std::string_view entry_name) const;
   bool has_entry(std::string_view entry_name) const;
   // Every entry name, in central directory order.
   std::vector<std::string> entry_names() const;

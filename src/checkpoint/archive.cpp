@@ -621,6 +621,10 @@ Bytes Archive::entry(std::string_view entry_name, ReadMode mode) const {
   }
 }
 
+std::uint64_t Archive::entry_size(std::string_view entry_name) const {
+  return impl_->entry_or_throw(entry_name).uncompressed_size;
+}
+
 bool Archive::has_entry(std::string_view entry_name) const {
   return impl_->find_entry(entry_name);
 }

@@ -140,3 +140,27 @@ TEST_CASE("An empty archive path is refused by name, as Writer::open refuses it"
   CHECK_ERROR(Writer::open(""), ErrorCode::invalid_argument,
               "the archive path is empty: name the archive file");
 }
+
+TEST_CASE("entry_size is the size the central directory declares, known without reading") {
+  ZipSpec s = minimal_archive();
+  s.entries.push_back(stored("plain.txt", "twelve bytes"));
+  s.entries.push_back(deflated("packed.txt", std::string(5000, 'z')));
+  // Declares more than its data holds (within the deflate ratio open checks):
+  // entry_size reports the declaration; only a read finds the lie.
+  ZipEntrySpec lie = deflated("lie.bin", std::string(64, 'q'));
+  lie.uncompressed_size = 3000;
+  s.entries.push_back(lie);
+  const Archive a = Archive::from_memory(Bytes::copy_of(build_zip(s).bytes), "crafted.zip");
+  for (const std::string& name : a.entry_names()) {
+    INFO(name);
+    if (name == "lie.bin") continue;
+    CHECK(a.entry_size(name) == a.entry(name, ReadMode::copy).size());
+  }
+  CHECK(a.entry_size("plain.txt") == 12);
+  CHECK(a.entry_size("packed.txt") == 5000);
+  CHECK(a.entry_size("lie.bin") == 3000);
+  CHECK_ERROR(a.entry("lie.bin", ReadMode::copy), ErrorCode::corrupt, "lie.bin");
+  REQUIRE_ERROR_AS(e, a.entry_size("none"), ErrorCode::not_found, "no such entry");
+  CHECK(e.context().entry == "none");
+  CHECK(e.context().archive == "crafted.zip");
+}

@@ -31,6 +31,10 @@
     interop.py training ARCHIVE TAG
                                    saves the float32 parameter "w" [1, 2] with
                                    the training config TRAINING (below)
+    interop.py training-check ARCHIVE TAG
+                                   checks that TAG's training config, as
+                                   Python reads it and as the command's
+                                   info --json prints it, is TRAINING
     interop.py serve ROOT          serves ROOT with nginx on 127.0.0.1 (as the
                                    remote tests do), prints its base URL, and
                                    stops when its standard input closes
@@ -263,6 +267,24 @@ def training(path, tag):
         writer.add_tag(tag, {"w": np.array([1, 2], dtype=np.float32)}, training=TRAINING)
 
 
+def training_check(path, tag):
+    import copy
+    import subprocess
+    import modelzip
+    expected = copy.deepcopy(TRAINING)
+    expected["regularization"][2]["apply_learning_rate"] = True  # the schema's default
+    with modelzip.open(path) as archive:
+        got = archive.training_config(tag)
+    if got != expected:
+        sys.exit(f"Python reads the training config of {tag} as {got!r}, not {expected!r}")
+    info = subprocess.run([os.environ["MODELZIP_CLI"], "info", path, "--tag", tag, "--json"],
+                          check=True, capture_output=True, text=True).stdout
+    printed = json.loads(info)["training"]
+    if printed != expected:
+        sys.exit(f"modelzip info --json prints the training config of {tag} as {printed!r}, "
+                 f"not {expected!r}")
+
+
 def serve(root):
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "remote"))
     import servers
@@ -302,6 +324,8 @@ if __name__ == "__main__":
                           "values": archive.tensor(sys.argv[4], sys.argv[3]).tolist()}))
     elif command == "training" and len(sys.argv) == 4:
         training(sys.argv[2], sys.argv[3])
+    elif command == "training-check" and len(sys.argv) == 4:
+        training_check(sys.argv[2], sys.argv[3])
     elif command == "serve" and len(sys.argv) == 3:
         serve(sys.argv[2])
     else:

@@ -90,11 +90,31 @@ jobject archive_updater_state(JNIEnv* env, jclass, jlong archive, jbyteArray var
   });
 }
 
+// An embedding parameter is refused as the library refuses it (with its
+// archive, entry and tag), naming the Java way to read it where the
+// library names C++'s (embedding_file()).
 jobject archive_tensor(JNIEnv* env, jclass, jlong archive, jbyteArray name, jbyteArray tag,
                        jboolean copy) {
   return guarded(env, [&] {
-    return to_java_tensor(env, archive_of(archive).tensor(to_string(env, name), to_string(env, tag),
-                                                          read_mode(copy)));
+    const Archive& a = archive_of(archive);
+    const std::string param = to_string(env, name);
+    const std::string tag_name = to_string(env, tag);
+    try {
+      return to_java_tensor(env, a.tensor(param, tag_name, read_mode(copy)));
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::invalid_argument) throw;
+      bool embedding = false;
+      try {
+        embedding = a.param(param, tag_name).kind == BlobKind::embedding;
+      } catch (const Error&) {  // the tensor's own error is the one to report
+      }
+      if (!embedding) throw;
+      throw Error(e.code(),
+                  "parameter '" + param +
+                      "' is an embedding, not a tensor: read it with Embeddings.open(archive, "
+                      "name, tag)",
+                  e.context());
+    }
   });
 }
 
@@ -146,27 +166,62 @@ jboolean archive_has_entry(JNIEnv* env, jclass, jlong archive, jbyteArray name) 
   });
 }
 
+// The most elements one Java array holds (what JVMs allocate).
+constexpr std::uint64_t kMaxJavaArray = 0x7fffffff - 8;
+
+jlong archive_entry_size(JNIEnv* env, jclass, jlong archive, jbyteArray name) {
+  return guarded(env, [&] {
+    return static_cast<jlong>(archive_of(archive).entry_size(to_string(env, name)));
+  });
+}
+
+// A new byte[] holding `data`.
+jbyteArray to_java_byte_array(JNIEnv* env, std::span<const std::byte> data) {
+  jbyteArray out = env->NewByteArray(static_cast<jsize>(data.size()));
+  check(env);
+  env->SetByteArrayRegion(out, 0, static_cast<jsize>(data.size()),
+                          reinterpret_cast<const jbyte*>(data.data()));
+  check(env);
+  return out;
+}
+
 // The whole entry, read with its CRC-32 checked (ReadMode::copy, as Python's
-// Archive.entry). An entry too large for one Java array is refused before
-// anything is copied into the JVM.
+// Archive.entry). An entry too large for one Java array is refused by its
+// declared size, before anything is read.
 jbyteArray archive_entry(JNIEnv* env, jclass, jlong archive, jbyteArray name) {
   return guarded(env, [&] {
     const Archive& a = archive_of(archive);
     const std::string entry_name = to_string(env, name);
-    const Bytes data = a.entry(entry_name, ReadMode::copy);
-    constexpr std::size_t kMaxJavaArray = 0x7fffffff - 8;  // what JVMs allocate
-    if (data.size() > kMaxJavaArray)
+    const std::uint64_t size = a.entry_size(entry_name);
+    if (size > kMaxJavaArray)
       throw Error(ErrorCode::limit_exceeded,
-                  "entry of " + std::to_string(data.size()) +
+                  "entry of " + std::to_string(size) +
                       " bytes does not fit one Java byte[] (at most " +
-                      std::to_string(kMaxJavaArray) + ")",
+                      std::to_string(kMaxJavaArray) +
+                      "): read it in parts with entry(name, offset, length)",
                   {.archive = a.name(), .entry = entry_name});
-    jbyteArray out = env->NewByteArray(static_cast<jsize>(data.size()));
-    check(env);
-    env->SetByteArrayRegion(out, 0, static_cast<jsize>(data.size()),
-                            reinterpret_cast<const jbyte*>(data.data()));
-    check(env);
-    return out;
+    return to_java_byte_array(env, a.entry(entry_name, ReadMode::copy).span());
+  });
+}
+
+// `length` bytes of the entry from byte `offset` (Java checked the range
+// against entry_size): a copy from the mapping for a stored entry (not
+// CRC-checked, as a zero-copy view), from the whole decompressed and
+// CRC-checked entry for a deflated one.
+jbyteArray archive_entry_part(JNIEnv* env, jclass, jlong archive, jbyteArray name, jlong offset,
+                              jint length) {
+  return guarded(env, [&] {
+    const Archive& a = archive_of(archive);
+    const std::string entry_name = to_string(env, name);
+    const Bytes data = a.entry(entry_name, ReadMode::zero_copy);
+    if (offset < 0 || length < 0 || static_cast<std::uint64_t>(offset) > data.size() ||
+        static_cast<std::uint64_t>(length) > data.size() - static_cast<std::uint64_t>(offset))
+      throw Error(ErrorCode::invalid_argument,
+                  "bytes " + std::to_string(offset) + " to " + std::to_string(offset + length) +
+                      " lie outside the entry's " + std::to_string(data.size()),
+                  {.archive = a.name(), .entry = entry_name});
+    return to_java_byte_array(env, data.span().subspan(static_cast<std::size_t>(offset),
+                                                       static_cast<std::size_t>(length)));
   });
 }
 
@@ -281,57 +336,307 @@ jobjectArray to_java_schedule(JNIEnv* env, const training::Schedule& schedule) {
 // {byte[] type, Object[] coefficient schedule, long[] {apply_learning_rate}}),
 // long[] {minimize, iteration_count, epoch_count}, byte[][] feature,
 // label, feature mask and label mask mappings, loss variables, byte[][]
-// property keys, byte[][] property values}; null when the tag has no
+// property keys, byte[][] property values}: TrainingConfig.fromNative's
+// parts (and training_config_from_java's).
+jobjectArray to_java_training_config(JNIEnv* env, const training::TrainingConfig& config) {
+  // Schedules nest at most kMaxScheduleDepth deep (validate_training_config).
+  if (env->EnsureLocalCapacity(32 + 9 * (training::kMaxScheduleDepth + 1)) != 0)
+    throw JavaExceptionPending{};
+  std::vector<jobject> updater;  // every updater field is a double
+  std::visit([&](const auto& u) { put_scalars(env, u, updater); }, config.updater);
+  env->DeleteLocalRef(updater[2]);
+  env->DeleteLocalRef(updater[3]);
+  jclass object = env->FindClass("java/lang/Object");
+  check(env);
+  jobjectArray regularization =
+      env->NewObjectArray(static_cast<jsize>(config.regularization.size()), object, nullptr);
+  env->DeleteLocalRef(object);
+  check(env);
+  for (std::size_t i = 0; i < config.regularization.size(); ++i) {
+    const training::Regularization& r = config.regularization[i];
+    jobjectArray item = object_array(
+        env, {to_java_bytes(env, training::regularization_name(r.type)),
+              to_java_schedule(env, r.coefficient),
+              to_java_longs(env, std::vector<std::int64_t>{r.apply_learning_rate ? 1 : 0})});
+    env->SetObjectArrayElement(regularization, static_cast<jsize>(i), item);
+    env->DeleteLocalRef(item);
+  }
+  std::vector<std::string> keys;
+  std::vector<std::string> values;
+  for (const auto& [k, v] : config.properties) {
+    keys.push_back(k);
+    values.push_back(v);
+  }
+  return object_array(
+      env,
+      {to_java_bytes(env, training::updater_name(config.updater)), updater[0], updater[1],
+       config.learning_rate_schedule ? to_java_schedule(env, *config.learning_rate_schedule)
+                                     : nullptr,
+       regularization,
+       to_java_longs(env, std::vector<std::int64_t>{config.minimize ? 1 : 0, config.iteration_count,
+                                                    config.epoch_count}),
+       to_java_byte_arrays(env, config.feature_mapping),
+       to_java_byte_arrays(env, config.label_mapping),
+       to_java_byte_arrays(env, config.feature_mask_mapping),
+       to_java_byte_arrays(env, config.label_mask_mapping),
+       to_java_byte_arrays(env, config.loss_variables), to_java_byte_arrays(env, keys),
+       to_java_byte_arrays(env, values)});
+}
+
+// The parts of to_java_training_config; null when the tag has no
 // trainingConfig.fb.
 jobjectArray archive_training_config(JNIEnv* env, jclass, jlong archive, jbyteArray tag) {
   return guarded(env, [&]() -> jobjectArray {
     const std::optional<training::TrainingConfig> config =
         load_training_config(archive_of(archive), to_string(env, tag));
-    if (!config) return nullptr;
-    // Schedules nest at most kMaxScheduleDepth deep (decode_training_config).
-    if (env->EnsureLocalCapacity(32 + 9 * (training::kMaxScheduleDepth + 1)) != 0)
-      throw JavaExceptionPending{};
-    std::vector<jobject> updater;  // every updater field is a double
-    std::visit([&](const auto& u) { put_scalars(env, u, updater); }, config->updater);
-    env->DeleteLocalRef(updater[2]);
-    env->DeleteLocalRef(updater[3]);
-    jclass object = env->FindClass("java/lang/Object");
-    check(env);
-    jobjectArray regularization =
-        env->NewObjectArray(static_cast<jsize>(config->regularization.size()), object, nullptr);
-    env->DeleteLocalRef(object);
-    check(env);
-    for (std::size_t i = 0; i < config->regularization.size(); ++i) {
-      const training::Regularization& r = config->regularization[i];
-      jobjectArray item = object_array(
-          env, {to_java_bytes(env, training::regularization_name(r.type)),
-                to_java_schedule(env, r.coefficient),
-                to_java_longs(env, std::vector<std::int64_t>{r.apply_learning_rate ? 1 : 0})});
-      env->SetObjectArrayElement(regularization, static_cast<jsize>(i), item);
-      env->DeleteLocalRef(item);
-    }
-    std::vector<std::string> keys;
-    std::vector<std::string> values;
-    for (const auto& [k, v] : config->properties) {
-      keys.push_back(k);
-      values.push_back(v);
-    }
-    return object_array(
-        env,
-        {to_java_bytes(env, training::updater_name(config->updater)), updater[0], updater[1],
-         config->learning_rate_schedule ? to_java_schedule(env, *config->learning_rate_schedule)
-                                        : nullptr,
-         regularization,
-         to_java_longs(env,
-                       std::vector<std::int64_t>{config->minimize ? 1 : 0, config->iteration_count,
-                                                 config->epoch_count}),
-         to_java_byte_arrays(env, config->feature_mapping),
-         to_java_byte_arrays(env, config->label_mapping),
-         to_java_byte_arrays(env, config->feature_mask_mapping),
-         to_java_byte_arrays(env, config->label_mask_mapping),
-         to_java_byte_arrays(env, config->loss_variables), to_java_byte_arrays(env, keys),
-         to_java_byte_arrays(env, values)});
+    return config ? to_java_training_config(env, *config) : nullptr;
   });
+}
+
+// --- Training configurations from Java: the parts to_java_training_config
+// makes, as TrainingConfig.toNative makes them from values a Java program
+// built. Names (updater, schedule, type, regularization, field) must be the
+// schema's; every error is Error(invalid_argument) naming the part.
+
+// Element `i` of the Object[] `parts` (a local reference; null when absent).
+jobject part(JNIEnv* env, jobjectArray parts, jsize i) {
+  if (parts == nullptr || i >= env->GetArrayLength(parts))
+    throw Error(ErrorCode::invalid_argument,
+                "training config: part " + std::to_string(i) + " is missing");
+  jobject out = env->GetObjectArrayElement(parts, i);
+  check(env);
+  return out;
+}
+
+std::vector<double> to_doubles(JNIEnv* env, jdoubleArray values) {
+  if (values == nullptr) return {};
+  const jsize n = env->GetArrayLength(values);
+  std::vector<double> out(static_cast<std::size_t>(n));
+  env->GetDoubleArrayRegion(values, 0, n, out.data());
+  check(env);
+  return out;
+}
+
+// Named numbers from Java (the arrays put_scalars makes), given to the
+// fields of an updater or schedule struct of those names.
+class JavaScalars {
+ public:
+  JavaScalars(std::string what, std::vector<std::string> keys, std::vector<double> doubles,
+              std::vector<std::int64_t> longs, std::vector<std::int64_t> is_long)
+      : what_(std::move(what)),
+        keys_(std::move(keys)),
+        doubles_(std::move(doubles)),
+        longs_(std::move(longs)),
+        is_long_(std::move(is_long)) {
+    if (doubles_.size() != keys_.size() || longs_.size() != keys_.size() ||
+        is_long_.size() != keys_.size())
+      throw Error(ErrorCode::invalid_argument, what_ + ": names and numbers differ in number");
+  }
+
+  // `s` with every field named here set; a name that is not one of its
+  // fields, or a fraction for an integer field, is an error.
+  template <class S>
+  S set(S s) const {
+    std::vector<bool> used(keys_.size());
+    std::string fields;
+    graph::detail::for_each_scalar(s, [&](std::string_view key, auto& member) {
+      fields += (fields.empty() ? "" : ", ") + std::string(key);
+      for (std::size_t i = 0; i < keys_.size(); ++i) {
+        if (keys_[i] != key) continue;
+        used[i] = true;
+        if constexpr (std::is_same_v<std::remove_reference_t<decltype(member)>, double>) {
+          member = is_long_[i] != 0 ? static_cast<double>(longs_[i]) : doubles_[i];
+        } else if (is_long_[i] != 0) {
+          member = longs_[i];
+        } else {
+          const double d = doubles_[i];
+          // [-2^63, 2^63): every double in it converts exactly.
+          if (!(d >= -0x1p63 && d < 0x1p63) ||
+              d != static_cast<double>(static_cast<std::int64_t>(d)))
+            throw Error(ErrorCode::invalid_argument, what_ + " '" + std::string(key) +
+                                                         "' must be a whole number (a Long), not " +
+                                                         std::to_string(d));
+          member = static_cast<std::int64_t>(d);
+        }
+      }
+    });
+    for (std::size_t i = 0; i < keys_.size(); ++i)
+      if (!used[i])
+        throw Error(ErrorCode::invalid_argument,
+                    what_ + " has no field '" + keys_[i] +
+                        "' (its fields: " + (fields.empty() ? std::string("none") : fields) + ")");
+    return s;
+  }
+
+ private:
+  std::string what_;
+  std::vector<std::string> keys_;
+  std::vector<double> doubles_;
+  std::vector<std::int64_t> longs_;
+  std::vector<std::int64_t> is_long_;
+};
+
+// The alternative of variant `V` whose name (`name_of` of it as a `Result`)
+// is `name`, made by make(alternative{}); `names` lists every name, for the
+// error of a name that is none of them.
+template <class V, class Result, class NameOf, class Make>
+std::optional<Result> alternative_named(std::string_view name, NameOf name_of, Make make,
+                                        std::string& names) {
+  std::optional<Result> out;
+  auto one = [&]<class A>(A alternative) {
+    const std::string_view n = name_of(Result(alternative));
+    names += (names.empty() ? "" : ", ") + std::string(n);
+    if (!out && n == name) out.emplace(make(std::move(alternative)));
+  };
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    (one(std::variant_alternative_t<I, V>{}), ...);
+  }
+  (std::make_index_sequence<std::variant_size_v<V>>{});
+  return out;
+}
+
+// A schedule from the parts to_java_schedule makes; `depth` counts the
+// schedules around it (Java programs can nest ramps without end).
+training::Schedule schedule_from_java(JNIEnv* env, jobjectArray parts, const std::string& what,
+                                      int depth) {
+  if (depth > training::kMaxScheduleDepth)
+    throw Error(
+        ErrorCode::invalid_argument,
+        what + ": schedules nest at most " + std::to_string(training::kMaxScheduleDepth) + " deep");
+  const LocalFrame frame(env, 16);
+  const std::string name = to_string(env, static_cast<jbyteArray>(part(env, parts, 0)));
+  const auto type = static_cast<jbyteArray>(part(env, parts, 1));
+  const std::string type_name = to_string(env, type);
+  const JavaScalars scalars(what + " " + name,
+                            to_strings(env, static_cast<jobjectArray>(part(env, parts, 2))),
+                            to_doubles(env, static_cast<jdoubleArray>(part(env, parts, 3))),
+                            to_longs(env, static_cast<jlongArray>(part(env, parts, 4))),
+                            to_longs(env, static_cast<jlongArray>(part(env, parts, 5))));
+  const std::vector<std::int64_t> starts =
+      to_longs(env, static_cast<jlongArray>(part(env, parts, 6)));
+  const std::vector<double> values =
+      to_doubles(env, static_cast<jdoubleArray>(part(env, parts, 7)));
+  const auto base = static_cast<jobjectArray>(part(env, parts, 8));
+  std::string names;
+  std::optional<training::Schedule> out =
+      alternative_named<training::ScheduleVariant, training::Schedule>(
+          name, [](const training::Schedule& s) { return training::schedule_name(s); },
+          [&]<class S>(S s) -> training::Schedule {
+            if constexpr (requires { s.type; }) {
+              if (type_name == "epoch")
+                s.type = training::ScheduleType::epoch;
+              else if (type != nullptr && type_name != "iteration")
+                throw Error(ErrorCode::invalid_argument,
+                            what + " " + name +
+                                ": type must be \"iteration\" or \"epoch\", not \"" + type_name +
+                                "\"");
+            } else if (type != nullptr) {
+              throw Error(ErrorCode::invalid_argument,
+                          what + " " + name + " has no type (\"" + type_name + "\" given)");
+            }
+            s = scalars.set(std::move(s));
+            if constexpr (std::is_same_v<S, training::MapSchedule>) {
+              if (starts.size() != values.size())
+                throw Error(ErrorCode::invalid_argument,
+                            what + " " + name + ": step starts and values differ in number");
+              for (std::size_t i = 0; i < starts.size(); ++i)
+                s.steps.push_back({.start = starts[i], .value = values[i]});
+            } else if (!starts.empty()) {
+              throw Error(ErrorCode::invalid_argument, what + " " + name + " has no steps");
+            }
+            if constexpr (std::is_same_v<S, training::RampSchedule>) {
+              if (base == nullptr)
+                throw Error(ErrorCode::invalid_argument, what + " " + name + " needs a base");
+              return training::ramp(
+                  schedule_from_java(env, base, what + " " + name + " base", depth + 1),
+                  s.num_iterations);
+            } else if (base != nullptr) {
+              throw Error(ErrorCode::invalid_argument, what + " " + name + " has no base");
+            }
+            return s;
+          },
+          names);
+  if (!out)
+    throw Error(ErrorCode::invalid_argument,
+                what + " must be one of " + names + ", not \"" + name + "\"");
+  return std::move(*out);
+}
+
+// The configuration the parts describe, checked (validate_training_config).
+training::TrainingConfig training_config_from_java(JNIEnv* env, jobjectArray parts) {
+  const LocalFrame frame(env, 32);
+  training::TrainingConfig c;
+  const std::string updater_type = to_string(env, static_cast<jbyteArray>(part(env, parts, 0)));
+  const std::vector<std::string> updater_keys =
+      to_strings(env, static_cast<jobjectArray>(part(env, parts, 1)));
+  const JavaScalars updater("training config updater " + updater_type, updater_keys,
+                            to_doubles(env, static_cast<jdoubleArray>(part(env, parts, 2))),
+                            std::vector<std::int64_t>(updater_keys.size()),
+                            std::vector<std::int64_t>(updater_keys.size()));
+  std::string names;
+  std::optional<training::Updater> u = alternative_named<training::Updater, training::Updater>(
+      updater_type, [](const training::Updater& v) { return training::updater_name(v); },
+      [&](auto alternative) { return training::Updater(updater.set(alternative)); }, names);
+  if (!u)
+    throw Error(ErrorCode::invalid_argument, "training config updater must be one of " + names +
+                                                 ", not \"" + updater_type + "\"");
+  c.updater = *u;
+  if (const auto schedule = static_cast<jobjectArray>(part(env, parts, 3)))
+    c.learning_rate_schedule =
+        schedule_from_java(env, schedule, "training config learning rate schedule", 0);
+  const auto terms = static_cast<jobjectArray>(part(env, parts, 4));
+  const jsize term_count = terms ? env->GetArrayLength(terms) : 0;
+  for (jsize i = 0; i < term_count; ++i) {
+    const LocalFrame term_frame(env, 8);
+    const auto term = static_cast<jobjectArray>(part(env, terms, i));
+    const std::string what = "training config regularization " + std::to_string(i);
+    training::Regularization r;
+    const std::string type = to_string(env, static_cast<jbyteArray>(part(env, term, 0)));
+    if (type == "l1")
+      r.type = training::RegularizationType::l1;
+    else if (type == "l2")
+      r.type = training::RegularizationType::l2;
+    else if (type == "weight_decay")
+      r.type = training::RegularizationType::weight_decay;
+    else
+      throw Error(ErrorCode::invalid_argument,
+                  what + ": type must be \"l1\", \"l2\" or \"weight_decay\", not \"" + type + "\"");
+    r.coefficient = schedule_from_java(env, static_cast<jobjectArray>(part(env, term, 1)), what, 0);
+    const std::vector<std::int64_t> apply =
+        to_longs(env, static_cast<jlongArray>(part(env, term, 2)));
+    r.apply_learning_rate = apply.empty() || apply[0] != 0;
+    c.regularization.push_back(std::move(r));
+  }
+  const std::vector<std::int64_t> counts =
+      to_longs(env, static_cast<jlongArray>(part(env, parts, 5)));
+  if (counts.size() != 3)
+    throw Error(ErrorCode::invalid_argument, "training config: counts must be 3");
+  c.minimize = counts[0] != 0;
+  c.iteration_count = counts[1];
+  c.epoch_count = counts[2];
+  c.feature_mapping = to_strings(env, static_cast<jobjectArray>(part(env, parts, 6)));
+  c.label_mapping = to_strings(env, static_cast<jobjectArray>(part(env, parts, 7)));
+  c.feature_mask_mapping = to_strings(env, static_cast<jobjectArray>(part(env, parts, 8)));
+  c.label_mask_mapping = to_strings(env, static_cast<jobjectArray>(part(env, parts, 9)));
+  c.loss_variables = to_strings(env, static_cast<jobjectArray>(part(env, parts, 10)));
+  const std::vector<std::string> keys =
+      to_strings(env, static_cast<jobjectArray>(part(env, parts, 11)));
+  const std::vector<std::string> values =
+      to_strings(env, static_cast<jobjectArray>(part(env, parts, 12)));
+  if (keys.size() != values.size())
+    throw Error(ErrorCode::invalid_argument,
+                "training config: property keys and values differ in number");
+  for (std::size_t i = 0; i < keys.size(); ++i) c.properties[keys[i]] = values[i];
+  training::validate_training_config(c);
+  return c;
+}
+
+// The parts of the configuration `parts` describe, as the library holds it
+// (every field, defaults filled in, in schema order): what a read of it
+// saved gives.
+jobjectArray training_config_normalize(JNIEnv* env, jclass, jobjectArray parts) {
+  return guarded(
+      env, [&] { return to_java_training_config(env, training_config_from_java(env, parts)); });
 }
 
 // {format_version (decimal), model_name, model_version, quantization,
@@ -393,11 +698,15 @@ std::function<void(Metadata&)> metadata_edit(JNIEnv* env, jint changed, jobjectA
 // keep_last: 0 keeps every tag (Java refuses other values below 1 before
 // calling).
 // `metadata_changed` and `metadata_values`: see metadata_edit; `replace_hint`
-// replaces the C++ hint of an existing tag's error.
+// replaces the C++ hint of an existing tag's error. `state_share_*[i]`:
+// NewTag::share_updater_state; `training`: the parts of the tag's
+// trainingConfig.fb (training_config_from_java), null for none.
 void archive_save(JNIEnv* env, jclass, jbyteArray path, jbyteArray tag, jobjectArray names,
                   jlongArray tensors, jobjectArray updater_variables, jobjectArray updater_states,
                   jlongArray updater_tensors, jobjectArray share_names, jobjectArray share_tags,
-                  jobjectArray share_params, jboolean replace, jint keep_last, jboolean durable,
+                  jobjectArray share_params, jobjectArray state_share_variables,
+                  jobjectArray state_share_states, jobjectArray state_share_tags,
+                  jobjectArray training, jboolean replace, jint keep_last, jboolean durable,
                   jboolean compress, jboolean dedup, jint metadata_changed,
                   jobjectArray metadata_values, jbyteArray replace_hint) {
   guarded(env, [&] {
@@ -420,6 +729,13 @@ void archive_save(JNIEnv* env, jclass, jbyteArray path, jbyteArray tag, jobjectA
     if (shared.size() != shared_tags.size() || shared_tags.size() != shared_params.size())
       throw Error(ErrorCode::invalid_argument,
                   "shared names, tags and parameters differ in number");
+    const std::vector<std::string> shared_variables = to_strings(env, state_share_variables);
+    const std::vector<std::string> shared_states = to_strings(env, state_share_states);
+    const std::vector<std::string> shared_state_tags = to_strings(env, state_share_tags);
+    if (shared_variables.size() != shared_states.size() ||
+        shared_states.size() != shared_state_tags.size())
+      throw Error(ErrorCode::invalid_argument,
+                  "shared updater variables, states and tags differ in number");
     const std::string archive_path = to_string(env, path);
     const std::string tag_name = to_string(env, tag);
     const std::string hint = to_string(env, replace_hint);
@@ -440,6 +756,12 @@ void archive_save(JNIEnv* env, jclass, jbyteArray path, jbyteArray tag, jobjectA
       for (std::size_t i = 0; i < state_handles.size(); ++i)
         contents.add_updater_state(variables[i], states[i], from_handle<Tensor>(state_handles[i]),
                                    param_options);
+      for (std::size_t i = 0; i < shared_variables.size(); ++i)
+        contents.share_updater_state(shared_variables[i], shared_states[i], shared_state_tags[i]);
+      if (training != nullptr)
+        contents.set_entry(
+            std::string(kTrainingConfigEntryName),
+            training::encode_training_config(training_config_from_java(env, training)));
       Writer writer = Writer::open(archive_path, WriterOptions{.dedup = dedup != JNI_FALSE,
                                                                .durable = durable != JNI_FALSE});
       if (replace)
@@ -497,9 +819,15 @@ const JNINativeMethod kMethods[] = {
     native_method("archiveEntryNames", "(J)[[B", archive_entry_names),
     native_method("archiveHasEntry", "(J[B)Z", archive_has_entry),
     native_method("archiveEntry", "(J[B)[B", archive_entry),
+    native_method("archiveEntrySize", "(J[B)J", archive_entry_size),
+    native_method("archiveEntryPart", "(J[BJI)[B", archive_entry_part),
     native_method("archiveVerify", "(J)[Ljava/lang/Object;", archive_verify),
-    native_method("archiveSave", "([B[B[[B[J[[B[[B[J[[B[[B[[BZIZZZI[[B[B)V", archive_save),
+    native_method("archiveSave",
+                  "([B[B[[B[J[[B[[B[J[[B[[B[[B[[B[[B[[B[Ljava/lang/Object;ZIZZZI[[B[B)V",
+                  archive_save),
     native_method("archiveTrainingConfig", "(J[B)[Ljava/lang/Object;", archive_training_config),
+    native_method("trainingConfigNormalize", "([Ljava/lang/Object;)[Ljava/lang/Object;",
+                  training_config_normalize),
     native_method("archiveMetadata", "(J)[[B", archive_metadata),
     native_method("archiveUpdateMetadata", "([BI[[B)[[B", archive_update_metadata),
     native_method("archiveRemoveTag", "([B[B)V", archive_remove_tag),

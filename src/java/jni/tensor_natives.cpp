@@ -7,6 +7,9 @@
 #include <array>
 #include <cstring>
 #include <limits>
+#include <span>
+#include <string>
+#include <string_view>
 
 #include "core/float16.hpp"  // the library's exact decoders (header-only, inline)
 #include "modelzip/dtype.hpp"
@@ -60,6 +63,48 @@ void copy_bools_to_array(JNIEnv* env, std::span<const std::byte> in, jbooleanArr
   }
 }
 
+// The kind of Java array Tensor.of makes a `dtype` tensor from, whose
+// values are `element_bytes` wide.
+std::string_view java_array_name(DType dtype, jint element_bytes) {
+  if (dtype == DType::bool_) return "boolean[]";
+  switch (element_bytes) {
+    case 1:
+      return "byte[]";
+    case 2:
+      return "short[]";
+    case 4:
+      return dtype == DType::float32 || dtype == DType::complex64 ? "float[]" : "int[]";
+    default:
+      return dtype == DType::float64 || dtype == DType::complex128 ? "double[]" : "long[]";
+  }
+}
+
+// Why an array of `length` values cannot be a `dtype` tensor of `shape`, in
+// the Java caller's terms (array values, where Tensor::dense counts bytes),
+// or "" when the counts are not what is wrong (a negative dimension...).
+std::string java_size_mismatch(DType dtype, std::span<const std::int64_t> shape, jsize length,
+                               std::string_view array) {
+  std::uint64_t elements = 1;
+  std::string dims;
+  for (std::int64_t d : shape) {
+    if (d < 0 || __builtin_mul_overflow(elements, static_cast<std::uint64_t>(d), &elements))
+      return {};
+    dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+  }
+  const bool complex = dtype_is_complex(dtype);
+  std::uint64_t values = elements;
+  if (complex && __builtin_mul_overflow(elements, std::uint64_t{2}, &values)) return {};
+  if (values == static_cast<std::uint64_t>(length)) return {};
+  std::string out = std::string(dtype_name(dtype)) + " tensor of shape [" + dims + "]: the " +
+                    std::string(array) + " has " + std::to_string(length) +
+                    " values, the shape holds " + std::to_string(values);
+  if (complex)
+    out += " (" + std::to_string(elements) + " elements of 2 values: real, imaginary)";
+  else if (dtype == DType::float4_e2m1fn_x2)
+    out += " (the shape counts bytes, each a pair of FP4 values)";
+  return out;
+}
+
 jobject tensor_from_array(JNIEnv* env, jclass, jbyteArray dtype_name_utf8, jobject array,
                           jint element_bytes, jlongArray shape) {
   return guarded(env, [&]() -> jobject {
@@ -77,9 +122,17 @@ jobject tensor_from_array(JNIEnv* env, jclass, jbyteArray dtype_name_utf8, jobje
     auto java_array = static_cast<jarray>(array);
     std::vector<std::byte> values(array_bytes(env, java_array, element_bytes));
     copy_from_array(env, java_array, values);
-    // Tensor::dense checks that the shape holds exactly these bytes.
-    return to_java_tensor(
-        env, Tensor::dense(*dtype, to_longs(env, shape), Bytes::take(std::move(values))));
+    const std::vector<std::int64_t> dims = to_longs(env, shape);
+    // Tensor::dense checks that the shape holds exactly these bytes; its
+    // error counts bytes, so a mismatch is told in array values first.
+    try {
+      return to_java_tensor(env, Tensor::dense(*dtype, dims, Bytes::take(std::move(values))));
+    } catch (const Error& e) {
+      const std::string java = java_size_mismatch(*dtype, dims, env->GetArrayLength(java_array),
+                                                  java_array_name(*dtype, element_bytes));
+      if (java.empty()) throw;
+      throw Error(e.code(), java + " (" + e.message() + ")", e.context());
+    }
   });
 }
 

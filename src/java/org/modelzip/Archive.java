@@ -153,11 +153,50 @@ public final class Archive implements AutoCloseable {
    * @throws NoSuchElementException if there is no such entry
    * @throws ModelzipException CORRUPT when the entry is damaged (a wrong
    *     CRC-32 too), LIMIT_EXCEEDED when it is larger than one Java array
+   *     (2^31 - 9 bytes; refused by its {@link #entrySize}, before anything
+   *     is read: read it with {@link #entry(String, long, int)})
    */
   public byte[] entry(String entryName) {
     Objects.requireNonNull(entryName, "entryName");
     return ModelzipException.lookup(() ->
         handle.call(p -> Native.archiveEntry(p, Native.utf8(entryName))));
+  }
+
+  /**
+   * The size in bytes of entry {@code entryName} (what {@link #entry(String)}
+   * gives), as the zip's central directory declares it, without reading the
+   * entry (C++ {@code Archive::entry_size}). Open checked it against the file
+   * and, for a deflated entry, against the largest ratio deflate reaches; a
+   * read whose data does not match it throws CORRUPT.
+   *
+   * @throws NoSuchElementException if there is no such entry
+   */
+  public long entrySize(String entryName) {
+    Objects.requireNonNull(entryName, "entryName");
+    return ModelzipException.lookup(() ->
+        handle.call(p -> Native.archiveEntrySize(p, Native.utf8(entryName))));
+  }
+
+  /**
+   * {@code length} bytes of entry {@code entryName} from byte {@code offset}
+   * on, in a new array: the way to read an entry larger than one Java array,
+   * in parts. A stored entry's part is copied from the mapped file alone and,
+   * like a zero-copy tensor, is not CRC-checked (a part cannot be: read the
+   * whole entry with {@link #entry(String)}, or {@link #problems()}, to check
+   * it); a deflated entry is decompressed whole, into native memory of its
+   * size, and CRC-checked for each call (the library has no ranged
+   * decompression), so read those in large parts.
+   *
+   * @throws NoSuchElementException if there is no such entry
+   * @throws IndexOutOfBoundsException if {@code offset} or {@code length} is
+   *     negative or the range ends beyond {@link #entrySize}
+   * @throws ModelzipException CORRUPT when a deflated entry is damaged
+   */
+  public byte[] entry(String entryName, long offset, int length) {
+    long size = entrySize(entryName);
+    Objects.checkFromIndexSize(offset, length, size);
+    return ModelzipException.lookup(() -> handle.call(
+        p -> Native.archiveEntryPart(p, Native.utf8(entryName), offset, length)));
   }
 
   /**
@@ -485,11 +524,22 @@ public final class Archive implements AutoCloseable {
         shareTags[s] = Native.utf8(e.getValue().fromTag());
         shareParams[s++] = Native.utf8(e.getValue().fromParam());
       }
+      List<SaveOptions.UpdaterStateShare> stateShares = options.updaterStateShares();
+      byte[][] stateShareVariables = new byte[stateShares.size()][];
+      byte[][] stateShareStates = new byte[stateShares.size()][];
+      byte[][] stateShareTags = new byte[stateShares.size()][];
+      for (int k = 0; k < stateShares.size(); k++) {
+        stateShareVariables[k] = Native.utf8(stateShares.get(k).variable());
+        stateShareStates[k] = Native.utf8(stateShares.get(k).state());
+        stateShareTags[k] = Native.utf8(stateShares.get(k).fromTag());
+      }
+      Object[] training = options.trainingConfig().map(TrainingConfig::toNative).orElse(null);
       MetadataUpdate metadata = options.metadata();
       Native.archiveSave(Native.utf8(path), Native.utf8(tag), names, pointers,
           variables.toArray(new byte[0][]), states.toArray(new byte[0][]),
           statePointers.stream().mapToLong(Long::longValue).toArray(), shareNames, shareTags,
-          shareParams, options.replace(),
+          shareParams, stateShareVariables, stateShareStates, stateShareTags, training,
+          options.replace(),
           options.keepLast().orElse(0), options.durable(), options.compress(), options.dedup(),
           metadata.changedMask(), metadata.utf8Values(), Native.utf8(replaceHint));
     } finally {

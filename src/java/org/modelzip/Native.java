@@ -84,6 +84,10 @@ final class Native {
   static native boolean archiveHasEntry(long archive, byte[] name);
   /** The whole entry, CRC-checked. */
   static native byte[] archiveEntry(long archive, byte[] name);
+  /** The entry's size as the central directory declares it (Archive::entry_size). */
+  static native long archiveEntrySize(long archive, byte[] name);
+  /** Bytes [offset, offset + length) of the entry, within its size (checked by the caller). */
+  static native byte[] archiveEntryPart(long archive, byte[] name, long offset, int length);
   /**
    * Returns {byte[][] entries, byte[][] messages, long[] counts}, one
    * element each per problem, in verify's order; counts[i]: how many
@@ -93,6 +97,12 @@ final class Native {
   /** The parts of a TrainingConfig ({@link TrainingConfig#fromNative}); null when the tag has none. */
   static native Object[] archiveTrainingConfig(long archive, byte[] tag);
   /**
+   * The parts of a TrainingConfig as the library holds the one {@code parts}
+   * describes (every field, defaults filled in, schema order); throws
+   * ModelzipException INVALID_ARGUMENT naming the first rule it breaks.
+   */
+  static native Object[] trainingConfigNormalize(Object[] parts);
+  /**
    * {@code replace}: the tag replaces one of its name in the same commit
    * (Writer::replace_tag); {@code keepLast} > 0: Writer::keep_last in the same
    * commit, 0: every tag kept; {@code compress}: every tensor deflated;
@@ -100,12 +110,18 @@ final class Native {
    * {@code metadataValues}: the metadata fields changed in the same commit,
    * as {@link #archiveUpdateMetadata} takes them; {@code shareNames}[i] is
    * parameter {@code shareParams}[i] of tag {@code shareTags}[i]
-   * (NewTag::share); {@code replaceHint}: what
+   * (NewTag::share); the updater state {@code stateShareStates}[i] of
+   * {@code stateShareVariables}[i] is that of tag {@code stateShareTags}[i]
+   * (NewTag::share_updater_state); {@code trainingConfig}: the parts of the
+   * tag's trainingConfig.fb ({@link TrainingConfig#toNative}), or null;
+   * {@code replaceHint}: what
    * the error of an existing tag names as the way to replace it.
    */
   static native void archiveSave(byte[] path, byte[] tag, byte[][] names, long[] tensors,
       byte[][] updaterVariables, byte[][] updaterStates, long[] updaterTensors,
-      byte[][] shareNames, byte[][] shareTags, byte[][] shareParams, boolean replace,
+      byte[][] shareNames, byte[][] shareTags, byte[][] shareParams,
+      byte[][] stateShareVariables, byte[][] stateShareStates, byte[][] stateShareTags,
+      Object[] trainingConfig, boolean replace,
       int keepLast, boolean durable, boolean compress, boolean dedup,
       int metadataChanged, byte[][] metadataValues, byte[] replaceHint);
   /**

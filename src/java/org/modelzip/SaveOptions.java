@@ -1,17 +1,23 @@
 package org.modelzip;
 
+import java.util.ArrayList;
 import java.util.Collections;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Optional;
 import java.util.OptionalInt;
 
 /**
  * How {@link Archive#save(String, String, java.util.Map, SaveOptions)}
  * commits: the options of C++'s {@code WriterOptions} and
  * {@code Writer::keep_last}, and of Python's {@code modelzip.save}, under
- * the same names, and a change of the archive's metadata in the same commit
- * (Python's {@code metadata=}).
+ * the same names, a change of the archive's metadata in the same commit
+ * (Python's {@code metadata=}), and what the new tag holds besides its
+ * tensors: parameters and optimizer state shared from other tags
+ * ({@code NewTag::share}, {@code share_updater_state}) and its training
+ * configuration (Python's {@code training=}).
  *
  * <pre>{@code
  * SaveOptions rolling = SaveOptions.defaults().keepLast(3).compress(true)
@@ -23,7 +29,8 @@ import java.util.OptionalInt;
  */
 public final class SaveOptions {
   private static final SaveOptions DEFAULTS =
-      new SaveOptions(0, true, false, true, false, MetadataUpdate.none(), Map.of());
+      new SaveOptions(0, true, false, true, false, MetadataUpdate.none(), Map.of(), null,
+          List.of());
 
   private final int keepLast;  // 0: keep every tag
   private final boolean durable;
@@ -32,6 +39,8 @@ public final class SaveOptions {
   private final boolean replace;
   private final MetadataUpdate metadata;
   private final Map<String, Share> shares;  // unmodifiable, in the order given
+  private final TrainingConfig training;  // null: none
+  private final List<UpdaterStateShare> stateShares;  // unmodifiable, in the order given
 
   /**
    * Where a shared parameter's data is: parameter {@code fromParam} of the
@@ -44,8 +53,22 @@ public final class SaveOptions {
     }
   }
 
+  /**
+   * An optimizer state of the new tag that is the same state of an existing
+   * tag (see {@link SaveOptions#shareUpdaterState}): state {@code state} of
+   * variable {@code variable}, as tag {@code fromTag} has it.
+   */
+  public record UpdaterStateShare(String variable, String state, String fromTag) {
+    public UpdaterStateShare {
+      Objects.requireNonNull(variable, "variable");
+      Objects.requireNonNull(state, "state");
+      Objects.requireNonNull(fromTag, "fromTag");
+    }
+  }
+
   private SaveOptions(int keepLast, boolean durable, boolean compress, boolean dedup,
-      boolean replace, MetadataUpdate metadata, Map<String, Share> shares) {
+      boolean replace, MetadataUpdate metadata, Map<String, Share> shares,
+      TrainingConfig training, List<UpdaterStateShare> stateShares) {
     this.keepLast = keepLast;
     this.durable = durable;
     this.compress = compress;
@@ -53,6 +76,8 @@ public final class SaveOptions {
     this.replace = replace;
     this.metadata = metadata;
     this.shares = shares;
+    this.training = training;
+    this.stateShares = stateShares;
   }
 
   /**
@@ -79,7 +104,8 @@ public final class SaveOptions {
       throw new IllegalArgumentException("keepLast must be at least 1, not " + n
           + " (a save keeps its own tag)");
     }
-    return new SaveOptions(n, durable, compress, dedup, replace, metadata, shares);
+    return new SaveOptions(n, durable, compress, dedup, replace, metadata, shares,
+        training, stateShares);
   }
 
   /**
@@ -89,7 +115,8 @@ public final class SaveOptions {
    * Default {@code true}.
    */
   public SaveOptions durable(boolean durable) {
-    return new SaveOptions(keepLast, durable, compress, dedup, replace, metadata, shares);
+    return new SaveOptions(keepLast, durable, compress, dedup, replace, metadata, shares,
+        training, stateShares);
   }
 
   /**
@@ -98,7 +125,8 @@ public final class SaveOptions {
    * {@code false}: stored, aligned, zero-copy.
    */
   public SaveOptions compress(boolean compress) {
-    return new SaveOptions(keepLast, durable, compress, dedup, replace, metadata, shares);
+    return new SaveOptions(keepLast, durable, compress, dedup, replace, metadata, shares,
+        training, stateShares);
   }
 
   /**
@@ -106,7 +134,8 @@ public final class SaveOptions {
    * archive are stored as references to it ({@link Param#shared()}).
    */
   public SaveOptions dedup(boolean dedup) {
-    return new SaveOptions(keepLast, durable, compress, dedup, replace, metadata, shares);
+    return new SaveOptions(keepLast, durable, compress, dedup, replace, metadata, shares,
+        training, stateShares);
   }
 
   /**
@@ -115,7 +144,8 @@ public final class SaveOptions {
    * with {@code false} (the default) the save refuses it (ALREADY_EXISTS).
    */
   public SaveOptions replace(boolean replace) {
-    return new SaveOptions(keepLast, durable, compress, dedup, replace, metadata, shares);
+    return new SaveOptions(keepLast, durable, compress, dedup, replace, metadata, shares,
+        training, stateShares);
   }
 
   /**
@@ -125,7 +155,7 @@ public final class SaveOptions {
    */
   public SaveOptions metadata(MetadataUpdate metadata) {
     return new SaveOptions(keepLast, durable, compress, dedup, replace,
-        Objects.requireNonNull(metadata, "metadata"), shares);
+        Objects.requireNonNull(metadata, "metadata"), shares, training, stateShares);
   }
 
   /**
@@ -148,7 +178,49 @@ public final class SaveOptions {
     Map<String, Share> more = new LinkedHashMap<>(shares);
     more.put(name, new Share(fromTag, fromParam));
     return new SaveOptions(keepLast, durable, compress, dedup, replace, metadata,
-        Collections.unmodifiableMap(more));
+        Collections.unmodifiableMap(more), training, stateShares);
+  }
+
+  /**
+   * The new tag's optimizer state {@code state} of variable {@code variable}
+   * is that state of the existing tag {@code fromTag} (matched without
+   * regard to case), written as a reference to its data without the data
+   * being read or given as a tensor (C++ {@code NewTag::share_updater_state}):
+   * optimizer state of a frozen variable, which does not change. The
+   * shared states follow the states of the save, in the order given, and
+   * must not be among them (INVALID_ARGUMENT); sharing the same variable and
+   * state again replaces the earlier share. Resolved when the save commits,
+   * as {@link #share} is: a tag, variable or state that does not exist then
+   * fails the save (NOT_FOUND), the archive left as it was.
+   */
+  public SaveOptions shareUpdaterState(String variable, String state, String fromTag) {
+    UpdaterStateShare share = new UpdaterStateShare(variable, state, fromTag);
+    List<UpdaterStateShare> more = new ArrayList<>(stateShares);
+    more.removeIf(s -> s.variable().equals(variable) && s.state().equals(state));
+    more.add(share);
+    return new SaveOptions(keepLast, durable, compress, dedup, replace, metadata, shares,
+        training, List.copyOf(more));
+  }
+
+  /**
+   * Saves {@code config} as the new tag's training configuration (its
+   * trainingConfig.fb: C++'s {@code encode_training_config}, Python's
+   * {@code training=}), read back by {@link Archive#trainingConfig};
+   * {@code null} (the default): none.
+   */
+  public SaveOptions trainingConfig(TrainingConfig config) {
+    return new SaveOptions(keepLast, durable, compress, dedup, replace, metadata, shares, config,
+        stateShares);
+  }
+
+  /** The training configuration saved with the tag ({@link #trainingConfig(TrainingConfig)}). */
+  public Optional<TrainingConfig> trainingConfig() {
+    return Optional.ofNullable(training);
+  }
+
+  /** The shared optimizer states ({@link #shareUpdaterState}), in the order given. */
+  public List<UpdaterStateShare> updaterStateShares() {
+    return stateShares;
   }
 
   /** The shared parameters by name ({@link #share}), in the order given; empty by default. */
@@ -186,12 +258,14 @@ public final class SaveOptions {
   public boolean equals(Object other) {
     return other instanceof SaveOptions o && keepLast == o.keepLast && durable == o.durable
         && compress == o.compress && dedup == o.dedup && replace == o.replace
-        && metadata.equals(o.metadata) && shares.equals(o.shares);
+        && metadata.equals(o.metadata) && shares.equals(o.shares)
+        && Objects.equals(training, o.training) && stateShares.equals(o.stateShares);
   }
 
   @Override
   public int hashCode() {
-    return java.util.Objects.hash(keepLast, durable, compress, dedup, replace, metadata, shares);
+    return java.util.Objects.hash(keepLast, durable, compress, dedup, replace, metadata, shares,
+        training, stateShares);
   }
 
   @Override
@@ -199,6 +273,7 @@ public final class SaveOptions {
     return "SaveOptions(keepLast=" + (keepLast == 0 ? "all" : String.valueOf(keepLast))
         + ", durable=" + durable + ", compress=" + compress + ", dedup=" + dedup + ", replace="
         + replace + ", metadata=" + metadata + (shares.isEmpty() ? "" : ", shares=" + shares)
-        + ")";
+        + (stateShares.isEmpty() ? "" : ", updaterStateShares=" + stateShares)
+        + (training == null ? "" : ", trainingConfig=" + training) + ")";
   }
 }

@@ -13,8 +13,17 @@ import java.util.Optional;
  * read by {@link Archive#trainingConfig(String)}. The same fields, under the
  * same names, as C++'s {@code modelzip::training::TrainingConfig}, Python's
  * {@code Archive.training_config()} dict and {@code modelzip info --json}.
- * An immutable value; read-only (a tag's training configuration is written
- * by C++ or Python).
+ * An immutable value: read from a tag, or made by a {@link Builder}
+ * ({@link #builder}, {@link #toBuilder}) and saved with a tag by
+ * {@link SaveOptions#trainingConfig}.
+ *
+ * <pre>{@code
+ * TrainingConfig config = TrainingConfig.builder(
+ *         new TrainingConfig.Updater("Adam", Map.of("learning_rate", 0.01)))
+ *     .learningRateSchedule(TrainingConfig.Schedule.of("StepSchedule", "epoch",
+ *         Map.of("initial_value", 0.01, "decay_rate", 0.5, "step", 10.0)))
+ *     .iterationCount(1000).epochCount(3).build();   // checked; defaults filled in
+ * }</pre>
  */
 public final class TrainingConfig {
   /**
@@ -22,11 +31,17 @@ public final class TrainingConfig {
    * "Nesterovs", "Adam", "AdamW", "AdaMax", "AmsGrad", "Nadam", "RmsProp",
    * "AdaGrad", "AdaDelta", "NoOp") and its hyperparameters by name, in
    * schema order ("learning_rate", "beta1", "beta2", "epsilon"... as in
-   * Python's dict; none for NoOp).
+   * Python's dict; none for NoOp). One made for a {@link Builder} may name
+   * only some of them: the others take the schema's defaults (Deeplearning4j's
+   * values: Adam's beta2 0.999...) when the configuration is built.
    */
   public record Updater(String type, Map<String, Double> parameters) {
     public Updater {
       Objects.requireNonNull(type, "type");
+      parameters.forEach((k, v) -> {
+        Objects.requireNonNull(k, () -> type + ": a parameter name is null");
+        Objects.requireNonNull(v, () -> type + ": parameter '" + k + "' is null");
+      });
       parameters = Collections.unmodifiableMap(new LinkedHashMap<>(parameters));
     }
   }
@@ -69,6 +84,54 @@ public final class TrainingConfig {
       this.parameters = Collections.unmodifiableMap(parameters);
       this.steps = List.copyOf(steps);
       this.base = base;
+    }
+
+    /**
+     * A schedule of kind {@code name} ("StepSchedule"...), counting
+     * {@code type} ("iteration" or "epoch"; {@code null}: "iteration", and
+     * {@code null} for a FixedSchedule and a RampSchedule, which have none),
+     * with its numbers by name as {@link #parameters()} names them (those
+     * left out take the schema's defaults; {@code Long} or {@code Integer}
+     * for the counts). A MapSchedule is made by {@link #map}, a RampSchedule by
+     * {@link #ramp}. The names and values are checked when a configuration
+     * holding the schedule is built ({@link Builder#build()}).
+     */
+    public static Schedule of(String name, String type, Map<String, ? extends Number> parameters) {
+      Objects.requireNonNull(name, "name");
+      Objects.requireNonNull(parameters, "parameters");
+      Map<String, Number> copy = new LinkedHashMap<>();
+      for (Map.Entry<String, ? extends Number> e : parameters.entrySet()) {
+        copy.put(Objects.requireNonNull(e.getKey(), () -> name + ": a parameter name is null"),
+            Objects.requireNonNull(e.getValue(),
+                () -> name + ": parameter '" + e.getKey() + "' is null"));
+      }
+      return new Schedule(name, type, copy, List.of(), null);
+    }
+
+    /** A "FixedSchedule": {@code value} at every iteration and epoch. */
+    public static Schedule fixed(double value) {
+      return of("FixedSchedule", null, Map.of("value", value));
+    }
+
+    /**
+     * A "MapSchedule" counting {@code type} ({@code null}: "iteration"): the
+     * value of the last step whose start is at most the count; the starts
+     * increase strictly from 0.
+     */
+    public static Schedule map(String type, List<Step> steps) {
+      Objects.requireNonNull(steps, "steps");
+      return new Schedule("MapSchedule", type, new LinkedHashMap<>(), steps, null);
+    }
+
+    /**
+     * A "RampSchedule": {@code base}'s value times
+     * min(1, (iteration + 1) / numIterations), a warm-up.
+     */
+    public static Schedule ramp(Schedule base, long numIterations) {
+      Objects.requireNonNull(base, "base");
+      Map<String, Number> parameters = new LinkedHashMap<>();
+      parameters.put("num_iterations", numIterations);
+      return new Schedule("RampSchedule", null, parameters, List.of(), base);
     }
 
     /** The schedule's kind, as the schema names it ("StepSchedule"...). */
@@ -122,6 +185,35 @@ public final class TrainingConfig {
     public String toString() {
       return name + (type == null ? "" : "(" + type + ")") + parameters
           + (steps.isEmpty() ? "" : steps.toString()) + (base == null ? "" : " of " + base);
+    }
+
+    /** The parts fromNative reads (archive_natives.cpp's schedule_from_java). */
+    Object[] toNative() {
+      int n = parameters.size();
+      byte[][] keys = new byte[n][];
+      double[] doubles = new double[n];
+      long[] longs = new long[n];
+      long[] isLong = new long[n];
+      int i = 0;
+      for (Map.Entry<String, Number> e : parameters.entrySet()) {
+        keys[i] = Native.utf8(e.getKey());
+        Number v = e.getValue();
+        if (v instanceof Long || v instanceof Integer || v instanceof Short || v instanceof Byte) {
+          longs[i] = v.longValue();
+          isLong[i] = 1;
+        } else {
+          doubles[i] = v.doubleValue();
+        }
+        i++;
+      }
+      long[] starts = new long[steps.size()];
+      double[] values = new double[steps.size()];
+      for (int s = 0; s < steps.size(); s++) {
+        starts[s] = steps.get(s).start();
+        values[s] = steps.get(s).value();
+      }
+      return new Object[] {Native.utf8(name), Native.utf8(type), keys, doubles, longs, isLong,
+          starts, values, base == null ? null : base.toNative()};
     }
 
     /** From archive_natives.cpp's to_java_schedule; null stays null. */
@@ -188,9 +280,218 @@ public final class TrainingConfig {
     this.properties = Collections.unmodifiableMap(props);
   }
 
-  /** From archive_natives.cpp's archive_training_config. */
+  /** From archive_natives.cpp's to_java_training_config. */
   static TrainingConfig fromNative(Object[] parts) {
     return new TrainingConfig(parts);
+  }
+
+  /** The parts fromNative reads (archive_natives.cpp's training_config_from_java). */
+  Object[] toNative() {
+    return toNative(updater, learningRateSchedule, regularization, minimize, featureMapping,
+        labelMapping, featureMaskMapping, labelMaskMapping, lossVariables, iterationCount,
+        epochCount, properties);
+  }
+
+  private static Object[] toNative(Updater updater, Schedule learningRateSchedule,
+      List<Regularization> regularization, boolean minimize, List<String> featureMapping,
+      List<String> labelMapping, List<String> featureMaskMapping, List<String> labelMaskMapping,
+      List<String> lossVariables, long iterationCount, long epochCount,
+      Map<String, String> properties) {
+    byte[][] updaterKeys = new byte[updater.parameters().size()][];
+    double[] updaterValues = new double[updaterKeys.length];
+    int i = 0;
+    for (Map.Entry<String, Double> e : updater.parameters().entrySet()) {
+      updaterKeys[i] = Native.utf8(e.getKey());
+      updaterValues[i++] = e.getValue();
+    }
+    Object[] terms = new Object[regularization.size()];
+    for (int t = 0; t < terms.length; t++) {
+      Regularization r = regularization.get(t);
+      terms[t] = new Object[] {Native.utf8(r.type()), r.coefficient().toNative(),
+          new long[] {r.applyLearningRate() ? 1 : 0}};
+    }
+    return new Object[] {Native.utf8(updater.type()), updaterKeys, updaterValues,
+        learningRateSchedule == null ? null : learningRateSchedule.toNative(), terms,
+        new long[] {minimize ? 1 : 0, iterationCount, epochCount},
+        Native.utf8(featureMapping.toArray(new String[0])),
+        Native.utf8(labelMapping.toArray(new String[0])),
+        Native.utf8(featureMaskMapping.toArray(new String[0])),
+        Native.utf8(labelMaskMapping.toArray(new String[0])),
+        Native.utf8(lossVariables.toArray(new String[0])),
+        Native.utf8(properties.keySet().toArray(new String[0])),
+        Native.utf8(properties.values().toArray(new String[0]))};
+  }
+
+  /**
+   * A builder of a configuration with {@code updater} and the schema's
+   * defaults for the rest: no learning-rate schedule, no regularization,
+   * minimize, no mappings or loss variables (the graph's own), counters 0,
+   * no properties.
+   */
+  public static Builder builder(Updater updater) {
+    return new Builder(updater);
+  }
+
+  /**
+   * A builder holding every field of this configuration: to save it again
+   * with other counters, e.g.
+   * {@code config.toBuilder().iterationCount(config.iterationCount() + 100).build()}.
+   */
+  public Builder toBuilder() {
+    Builder b = new Builder(updater);
+    b.learningRateSchedule = learningRateSchedule;
+    b.regularization = regularization;
+    b.minimize = minimize;
+    b.featureMapping = featureMapping;
+    b.labelMapping = labelMapping;
+    b.featureMaskMapping = featureMaskMapping;
+    b.labelMaskMapping = labelMaskMapping;
+    b.lossVariables = lossVariables;
+    b.iterationCount = iterationCount;
+    b.epochCount = epochCount;
+    b.properties = new LinkedHashMap<>(properties);
+    return b;
+  }
+
+  /**
+   * Makes a {@link TrainingConfig} (C++'s {@code training::TrainingConfig},
+   * Python's {@code training=} dict) field by field; {@link #build()} checks
+   * it. Each setter replaces the field and returns this builder. Not
+   * thread-safe (a plain mutable builder); the configurations it builds are
+   * immutable.
+   */
+  public static final class Builder {
+    private Updater updater;
+    private Schedule learningRateSchedule;
+    private List<Regularization> regularization = List.of();
+    private boolean minimize = true;
+    private List<String> featureMapping = List.of();
+    private List<String> labelMapping = List.of();
+    private List<String> featureMaskMapping = List.of();
+    private List<String> labelMaskMapping = List.of();
+    private List<String> lossVariables = List.of();
+    private long iterationCount;
+    private long epochCount;
+    private Map<String, String> properties = new LinkedHashMap<>();
+
+    private Builder(Updater updater) {
+      updater(updater);
+    }
+
+    /** The optimizer and its hyperparameters (those left out: the schema's defaults). */
+    public Builder updater(Updater updater) {
+      this.updater = Objects.requireNonNull(updater, "updater");
+      return this;
+    }
+
+    /**
+     * The schedule that replaces the updater's fixed learning rate;
+     * {@code null}: none (AdaDelta and NoOp, which have no learning rate,
+     * take none).
+     */
+    public Builder learningRateSchedule(Schedule schedule) {
+      this.learningRateSchedule = schedule;
+      return this;
+    }
+
+    /** The regularization terms, in order. */
+    public Builder regularization(List<Regularization> terms) {
+      this.regularization = List.copyOf(terms);
+      return this;
+    }
+
+    /** Whether the loss is minimized (the default) or maximized. */
+    public Builder minimize(boolean minimize) {
+      this.minimize = minimize;
+      return this;
+    }
+
+    /** The placeholders fed by the i-th features of a data set. */
+    public Builder featureMapping(List<String> names) {
+      this.featureMapping = List.copyOf(names);
+      return this;
+    }
+
+    /** The placeholders fed by the i-th labels of a data set. */
+    public Builder labelMapping(List<String> names) {
+      this.labelMapping = List.copyOf(names);
+      return this;
+    }
+
+    /** The placeholders fed by the i-th feature masks of a data set. */
+    public Builder featureMaskMapping(List<String> names) {
+      this.featureMaskMapping = List.copyOf(names);
+      return this;
+    }
+
+    /** The placeholders fed by the i-th label masks of a data set. */
+    public Builder labelMaskMapping(List<String> names) {
+      this.labelMaskMapping = List.copyOf(names);
+      return this;
+    }
+
+    /** The loss variables; empty (the default): the graph's own. */
+    public Builder lossVariables(List<String> names) {
+      this.lossVariables = List.copyOf(names);
+      return this;
+    }
+
+    /** Completed iterations (updater steps), at least 0. */
+    public Builder iterationCount(long count) {
+      this.iterationCount = count;
+      return this;
+    }
+
+    /** Completed epochs, at least 0. */
+    public Builder epochCount(long count) {
+      this.epochCount = count;
+      return this;
+    }
+
+    /** The free-form properties, replacing those set before. */
+    public Builder properties(Map<String, String> properties) {
+      Map<String, String> copy = new LinkedHashMap<>();
+      properties.forEach((k, v) -> copy.put(Objects.requireNonNull(k, "property key"),
+          Objects.requireNonNull(v, () -> "property '" + k + "' is null")));
+      this.properties = copy;
+      return this;
+    }
+
+    /** Sets one free-form property (data loader position, seed...). */
+    public Builder property(String key, String value) {
+      properties.put(Objects.requireNonNull(key, "key"),
+          Objects.requireNonNull(value, () -> "property '" + key + "' is null"));
+      return this;
+    }
+
+    /**
+     * The configuration, as the library holds it: the hyperparameters and
+     * schedule numbers left out are filled in with the schema's defaults,
+     * in schema order, so it equals what {@link Archive#trainingConfig}
+     * reads back after a save.
+     *
+     * @throws IllegalArgumentException naming the first rule the
+     *     configuration breaks (the library's checks, as C++'s
+     *     {@code validate_training_config}: an unknown updater, schedule,
+     *     type, regularization or field name, a learning rate below 0, a
+     *     beta outside [0, 1), a value that is not finite, a MapSchedule
+     *     whose starts do not increase from 0, a learning-rate schedule for
+     *     AdaDelta or NoOp, a negative counter, an empty mapping name...);
+     *     its cause is the {@link ModelzipException} (INVALID_ARGUMENT)
+     */
+    public TrainingConfig build() {
+      Object[] parts = toNative(updater, learningRateSchedule, regularization, minimize,
+          featureMapping, labelMapping, featureMaskMapping, labelMaskMapping, lossVariables,
+          iterationCount, epochCount, properties);
+      try {
+        return fromNative(Native.trainingConfigNormalize(parts));
+      } catch (ModelzipException e) {
+        if (e.code() == ModelzipException.Code.INVALID_ARGUMENT) {
+          throw new IllegalArgumentException(e.getMessage(), e);
+        }
+        throw e;
+      }
+    }
   }
 
   private static Map<String, Number> scalars(byte[][] keys, double[] doubles, long[] longs,

@@ -197,6 +197,142 @@ public class ArchiveAccessTest {
     }
   }
 
+  /** One entry of {@link #rawZip}: its data as stored and the sizes and CRC it declares. */
+  private record RawEntry(String name, int method, long crc, byte[] data, long size) {}
+
+  /**
+   * A zip of {@code entries} written byte by byte, declaring what each entry
+   * says (no ZIP64: sizes and offsets below 4 GiB), followed by
+   * {@code holeBefore} zero bytes in front of the data of the entry named
+   * {@code holeEntry}, left as a hole of a sparse file.
+   */
+  private static void rawZip(Path out, List<RawEntry> entries, String holeEntry, long hole)
+      throws Exception {
+    java.io.ByteArrayOutputStream central = new java.io.ByteArrayOutputStream();
+    try (java.io.RandomAccessFile file = new java.io.RandomAccessFile(out.toFile(), "rw")) {
+      file.setLength(0);
+      for (RawEntry e : entries) {
+        byte[] name = e.name().getBytes(StandardCharsets.UTF_8);
+        long at = file.getFilePointer();
+        long stored = e.data().length + (e.name().equals(holeEntry) ? hole : 0);
+        java.nio.ByteBuffer local = java.nio.ByteBuffer.allocate(30 + name.length)
+            .order(java.nio.ByteOrder.LITTLE_ENDIAN);
+        local.putInt(0x04034b50).putShort((short) 20).putShort((short) 0x0800)
+            .putShort((short) e.method()).putShort((short) 0).putShort((short) 0x21)
+            .putInt((int) e.crc()).putInt((int) stored).putInt((int) e.size())
+            .putShort((short) name.length).putShort((short) 0).put(name);
+        file.write(local.array());
+        file.seek(file.getFilePointer() + stored - e.data().length);
+        file.write(e.data());
+        java.nio.ByteBuffer record = java.nio.ByteBuffer.allocate(46 + name.length)
+            .order(java.nio.ByteOrder.LITTLE_ENDIAN);
+        record.putInt(0x02014b50).putShort((short) 20).putShort((short) 20)
+            .putShort((short) 0x0800).putShort((short) e.method()).putShort((short) 0)
+            .putShort((short) 0x21).putInt((int) e.crc()).putInt((int) stored)
+            .putInt((int) e.size()).putShort((short) name.length).putShort((short) 0)
+            .putShort((short) 0).putShort((short) 0).putShort((short) 0).putInt(0)
+            .putInt((int) at).put(name);
+        central.write(record.array());
+      }
+      long cd = file.getFilePointer();
+      file.write(central.toByteArray());
+      java.nio.ByteBuffer end = java.nio.ByteBuffer.allocate(22)
+          .order(java.nio.ByteOrder.LITTLE_ENDIAN);
+      end.putInt(0x06054b50).putShort((short) 0).putShort((short) 0)
+          .putShort((short) entries.size()).putShort((short) entries.size())
+          .putInt(central.size()).putInt((int) cd).putShort((short) 0);
+      file.write(end.array());
+    }
+  }
+
+  private static RawEntry storedEntry(String name, String text) {
+    byte[] data = text.getBytes(StandardCharsets.UTF_8);
+    CRC32 crc = new CRC32();
+    crc.update(data);
+    return new RawEntry(name, 0, crc.getValue(), data, data.length);
+  }
+
+  @Test
+  public void anEntryBeyondOneJavaArrayIsRefusedByItsSizeBeforeItIsRead() throws Exception {
+    // A deflated entry that declares 2^31 bytes (its 2 MB of data are within
+    // the ratio deflate reaches) but whose data is no deflate stream: reading
+    // it would fail as CORRUPT, so LIMIT_EXCEEDED shows that the size alone
+    // refused it.
+    Path file = Paths.get(scratch.file("big.zip"));
+    long declared = 1L << 31;
+    rawZip(file, List.of(storedEntry("modelzip.toml", "format_version = 1\n"),
+        storedEntry("tags.txt", ""), new RawEntry("big.bin", 8, 0, new byte[2_000_000],
+            declared)), null, 0);
+    try (Archive archive = Archive.open(file.toString())) {
+      assertEquals(declared, archive.entrySize("big.bin"));
+      ModelzipException e = assertThrows(ModelzipException.class, () -> archive.entry("big.bin"));
+      assertEquals(e.getMessage(), ModelzipException.Code.LIMIT_EXCEEDED, e.code());
+      assertEquals("big.bin", e.entry());
+      assertEquals(file.toString(), e.archive());
+      assertTrue(e.getMessage(), e.getMessage().contains("entry of 2147483648 bytes"));
+      assertTrue(e.getMessage(), e.getMessage().contains("entry(name, offset, length)"));
+      assertEquals(19, archive.entrySize("modelzip.toml"));
+      NoSuchElementException missing =
+          assertThrows(NoSuchElementException.class, () -> archive.entrySize("small.bin"));
+      assertEquals("small.bin", ((ModelzipException) missing.getCause()).entry());
+    }
+  }
+
+  @Test
+  public void aStoredEntryBeyondOneJavaArrayIsReadInParts() throws Exception {
+    // 2 GiB + 32 bytes stored: a hole of a sparse file (nothing is written
+    // but the headers and the last bytes), then "the last 32 bytes of it...".
+    Path file = Paths.get(scratch.file("sparse.zip"));
+    byte[] tail = "the last 32 bytes of the entry.\n".getBytes(StandardCharsets.UTF_8);
+    long hole = 1L << 31;
+    long size = hole + tail.length;
+    rawZip(file, List.of(storedEntry("modelzip.toml", "format_version = 1\n"),
+        storedEntry("tags.txt", ""), new RawEntry("huge.bin", 0, 0, tail, size)),
+        "huge.bin", hole);
+    try (Archive archive = Archive.open(file.toString())) {
+      assertEquals(size, archive.entrySize("huge.bin"));
+      ModelzipException e = assertThrows(ModelzipException.class, () -> archive.entry("huge.bin"));
+      assertEquals(e.getMessage(), ModelzipException.Code.LIMIT_EXCEEDED, e.code());
+      assertArrayEquals(tail, archive.entry("huge.bin", hole, tail.length));
+      assertArrayEquals(new byte[] {0, 0, 't', 'h'}, archive.entry("huge.bin", hole - 2, 4));
+      assertArrayEquals(new byte[0], archive.entry("huge.bin", size, 0));
+      assertThrows(IndexOutOfBoundsException.class, () -> archive.entry("huge.bin", size - 1, 2));
+      assertThrows(IndexOutOfBoundsException.class, () -> archive.entry("huge.bin", -1, 1));
+      assertThrows(IndexOutOfBoundsException.class, () -> archive.entry("huge.bin", 0, -1));
+      assertThrows(NoSuchElementException.class, () -> archive.entry("none.bin", 0, 0));
+    }
+  }
+
+  @Test
+  public void partsOfEntriesAreTheirBytesStoredOrDeflated() throws Exception {
+    Archive.save(scratch.archive(), "v1", Map.of("w", Tensor.of(new float[] {1, 2})),
+        org.modelzip.SaveOptions.defaults().compress(true));
+    Path file = withNotes("notes.zip");
+    try (Archive archive = Archive.open(file.toString())) {
+      for (String name : List.of(NOTES, "v1/params.txt", "modelzip.toml")) {
+        byte[] whole = archive.entry(name);
+        assertEquals(name, whole.length, archive.entrySize(name));
+        for (int from = 0; from <= whole.length; from += 7) {
+          int length = Math.min(5, whole.length - from);
+          assertArrayEquals(name + " at " + from,
+              java.util.Arrays.copyOfRange(whole, from, from + length),
+              archive.entry(name, from, length));
+        }
+      }
+    }
+    // A deflated tensor blob, read in parts as the zip holds it.
+    try (Archive archive = Archive.open(scratch.archive());
+         ZipFile zip = new ZipFile(scratch.archive())) {
+      String blob = archive.entryNames().stream().filter(n -> n.startsWith("v1/params/"))
+          .findFirst().orElseThrow();
+      assertEquals(ZipEntry.DEFLATED, zip.getEntry(blob).getMethod());
+      byte[] whole = zip.getInputStream(zip.getEntry(blob)).readAllBytes();
+      assertEquals(whole.length, archive.entrySize(blob));
+      assertArrayEquals(java.util.Arrays.copyOfRange(whole, 3, whole.length),
+          archive.entry(blob, 3, whole.length - 3));
+    }
+  }
+
   private static Map<String, Number> numbers(Object... keyThenValue) {
     Map<String, Number> out = new LinkedHashMap<>();
     for (int i = 0; i < keyThenValue.length; i += 2) {

@@ -98,6 +98,13 @@ public class EmbeddingsTest {
       ModelzipException notTensor = assertThrows(ModelzipException.class,
           () -> archive.tensor("words", null));
       assertEquals(ModelzipException.Code.INVALID_ARGUMENT, notTensor.code());
+      // The Java way to read it, not C++'s embedding_file(); the context kept.
+      assertTrue(notTensor.getMessage(), notTensor.getMessage().endsWith(
+          "parameter 'words' is an embedding, not a tensor: read it with"
+              + " Embeddings.open(archive, name, tag)"));
+      assertEquals(path, notTensor.archive());
+      assertEquals("v1", notTensor.tag());
+      assertTrue(notTensor.entry(), notTensor.entry().startsWith("v1/params/"));
       Embeddings stored = Embeddings.open(archive, "words", null);
       archive.close();  // the embeddings keep the mapping alive
       assertEquals(file.words(), stored.words());

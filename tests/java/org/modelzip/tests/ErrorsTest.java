@@ -172,6 +172,34 @@ public class ErrorsTest {
             "c: x... and 2 more problems in this entry")));
   }
 
+  private static String refusedShape(ThrowingRunnable make) {
+    ModelzipException e = assertThrows(ModelzipException.class, make);
+    assertEquals(e.getMessage(), ModelzipException.Code.INVALID_ARGUMENT, e.code());
+    return e.getMessage();
+  }
+
+  @Test
+  public void aShapeThatDoesNotFitTheArrayIsToldInArrayValues() {
+    // The library counts bytes; the message counts what the caller gave.
+    assertEquals("float32 tensor of shape [2, 2]: the float[] has 3 values, the shape holds 4"
+        + " (a float32 tensor of shape [2, 2] needs 16 bytes, got 12)",
+        refusedShape(() -> Tensor.of(new float[] {1, 2, 3}, 2, 2)));
+    assertEquals("int64 tensor of shape [3]: the long[] has 2 values, the shape holds 3"
+        + " (a int64 tensor of shape [3] needs 24 bytes, got 16)",
+        refusedShape(() -> Tensor.of(new long[] {1, 2}, 3)));
+    String m = refusedShape(() -> Tensor.ofComplex64(new float[] {1, 2, 3, 4, 5, 6}, 2));
+    assertTrue(m, m.startsWith("complex64 tensor of shape [2]: the float[] has 6 values, the"
+        + " shape holds 4 (2 elements of 2 values: real, imaginary) ("));
+    m = refusedShape(() -> Tensor.of("float4_e2m1fn_x2", new byte[] {1, 2, 3}, new long[] {6}));
+    assertTrue(m, m.startsWith("float4_e2m1fn_x2 tensor of shape [6]: the byte[] has 3 values,"
+        + " the shape holds 6 (the shape counts bytes, each a pair of FP4 values) ("));
+    m = refusedShape(() -> Tensor.of(new boolean[] {true}, 1, 2));
+    assertTrue(m, m.startsWith("bool tensor of shape [1, 2]: the boolean[] has 1 values"));
+    // Where the counts are not what is wrong, the library's message stays.
+    m = refusedShape(() -> Tensor.of(new float[] {1, 2}, -1, -2));
+    assertTrue(m, m.contains("negative dimension -1") && !m.contains("float[]"));
+  }
+
   @Test
   public void invalidTagNamesAreInvalidArguments() {
     ModelzipException e = assertThrows(ModelzipException.class,

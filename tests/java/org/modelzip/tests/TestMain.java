@@ -18,7 +18,7 @@ public final class TestMain {
       ArchiveTest.class, RoundTripTest.class, ZeroCopyTest.class, ErrorsTest.class,
       HostileTest.class, ConcurrencyTest.class, RemoteTest.class, EmbeddingsTest.class,
       FloatValuesTest.class, SaveOptionsTest.class, MetadataTest.class, ArchiveAccessTest.class,
-      ShareTest.class,
+      ShareTest.class, TrainingWriteTest.class,
   };
 
   public static void main(String[] args) {
