@@ -892,6 +892,32 @@ def test_a_tuple_of_tensors_whose_element_names_are_taken_is_refused(archive_pat
                  durable=False)
 
 
+def test_a_tuple_of_tensors_loaded_by_name_brings_its_elements(archive_path):
+    # names=["p"] gave (None, None): the elements p.0, p.1 of a tuple-of-tensors marker were not
+    # loaded with it (lists recorded in _python_types already were).
+    first, second = torch.arange(3, dtype=torch.float32), torch.ones(2, dtype=torch.int64)
+    mzt.save({"w": torch.zeros(1), "p": (first, None, second)}, archive_path, "t", durable=False)
+    for state in (mzt.load(archive_path, names=["p"]),
+                  load_copied(archive_path, "t", torch.device("cpu"), names=["p"])):
+        assert list(state) == ["p"]
+        assert len(state["p"]) == 3 and state["p"][1] is None
+        assert torch.equal(state["p"][0], first) and torch.equal(state["p"][2], second)
+
+
+def test_a_forged_tuple_marker_cannot_make_a_load_build_a_huge_tuple(archive_path):
+    # A 0-d string "torch.tuple:N" with N in the billions made the load build a tuple of N
+    # Nones (hours and gigabytes); it is refused naming the parameter.
+    modelzip.save(archive_path, "t", {"w": np.zeros(1, np.float32),
+                                      "p": np.array("torch.tuple:999999999999")}, durable=False)
+    for names in (None, ["p"]):
+        with pytest.raises(ValueError, match=r"parameter 'p': the tuple marker records "
+                                             r"999999999999 elements, more than the 16777216"):
+            mzt.load(archive_path, names=names)
+    modelzip.save(archive_path, "u", {"p": np.array("torch.tuple:" + "9" * 5000)}, durable=False)
+    with pytest.raises(ValueError, match=r"parameter 'p': malformed tuple marker"):
+        mzt.load(archive_path, "u")
+
+
 def test_lists_of_tensors_load_as_lists_of_separate_tensors(archive_path):
     # torch.load gives [t1, t2] back as a list of the two tensors; modelzip.save tried to stack
     # the list into one array: "setting an array element with a sequence" for any list of

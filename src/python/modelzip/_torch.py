@@ -85,7 +85,7 @@ def load_state_dict(archive: Any, tag: Optional[str] = None, dequantize: bool = 
     tensors = {p.name: p for p in infos if p.kind == "tensor"}
     ties = read_ties(archive, stored, {name: p.blob for name, p in tensors.items()})
     wanted = [p.name for p in infos if p.kind == "tensor"] if names is None else list(names)
-    if names is not None and PYTHON_TYPES_NAME in tensors:
+    if names is not None:
         wanted = _with_elements(archive, tag, wanted,
                                 {name: p.dtype for name, p in tensors.items()})
     to_read = list(dict.fromkeys(ties.get(name, name) for name in wanted))
@@ -97,15 +97,30 @@ def load_state_dict(archive: Any, tag: Optional[str] = None, dequantize: bool = 
 
 def _with_elements(archive: Any, tag: str, names: list[str], dtypes: dict[str, str]) -> list[str]:
     """``names`` and, for each one the tag's _python_types record records as a "list" or
-    "tuple" stored element by element, the names of its elements (of theirs, and so on)."""
-    recorded = python_types(archive.load(tag, names=[PYTHON_TYPES_NAME]), dtypes)
+    "tuple" stored element by element, or that holds a tuple-of-tensors marker
+    ("torch.tuple:N"), the names of its elements (of theirs, and so on)."""
+    recorded = (python_types(archive.load(tag, names=[PYTHON_TYPES_NAME]), dtypes)
+                if PYTHON_TYPES_NAME in dtypes else {})
+
+    def may_hold_elements(name: str) -> bool:
+        return (name in recorded and recorded[name].separate) or dtypes.get(name) == "string"
+
     out = list(dict.fromkeys(names))
-    pending = [name for name in out if name in recorded and recorded[name].separate]
+    pending = [name for name in out if may_hold_elements(name)]
     while pending:
         arrays = archive.load(tag, names=pending)
         pending = []
         for name, value in arrays.items():
-            for element in _element_names(name, value, dtypes, recorded[name]):
+            if name in recorded and recorded[name].separate:
+                elements = _element_names(name, value, dtypes, recorded[name])
+            else:
+                mark = _torch_mark(value, dtypes.get(name, ""))
+                if mark is None or not mark.startswith(TORCH_TUPLE_MARK):
+                    continue
+                # A tuple's None elements are not stored: only the stored ones are loaded.
+                elements = [f"{name}.{i}" for i in range(_tuple_length(name, mark))
+                            if f"{name}.{i}" in dtypes]
+            for element in elements:
                 if element not in out:
                     out.append(element)
                     if element in recorded and recorded[element].separate:
@@ -356,7 +371,13 @@ def _torch_mark(value: Any, dtype: str) -> Any:
 
 
 def _tuple_length(name: str, mark: str) -> int:
+    """The length a tuple-of-tensors marker records. Raises ValueError naming the parameter
+    when it is not a decimal number of at most MAX_PYTHON_ELEMENTS (a damaged or forged
+    marker must not make a load build a tuple of billions of Nones)."""
     count = mark[len(TORCH_TUPLE_MARK):]
-    if not count.isdigit():
-        raise ValueError(f"parameter {name!r}: malformed tuple marker {mark!r}")
+    if not count.isdigit() or len(count) > 20:
+        raise ValueError(f"parameter {name!r}: malformed tuple marker {mark[:200]!r}")
+    if int(count) > MAX_PYTHON_ELEMENTS:
+        raise ValueError(f"parameter {name!r}: the tuple marker records {int(count)} elements, "
+                         f"more than the {MAX_PYTHON_ELEMENTS} the torch loads rebuild")
     return int(count)
