@@ -43,7 +43,20 @@ if [ ! -f .devdeps/build_device.sh ]; then
     | tee -a "$summary"
   exit 2
 fi
-step build 60 build.log bash .devdeps/build_device.sh || exit 1
+# The shared build script names the sources of src/remote that a build without libcurl
+# compiles as they were when it was written; add those src/remote/meson.build now compiles
+# in every build (e.g. fetch_interrupt.cpp, which the binding's SIGINT watch needs), or the
+# module would fail to import on an undefined symbol.
+always=$(sed -n "s/^modelzip_sources += files(\(.*\))$/\1/p" src/remote/meson.build | head -1 \
+  | tr -d "',")
+build_script=.devdeps/build_device_here.sh
+cp .devdeps/build_device.sh "$build_script"
+for f in $always; do
+  grep -q "src/remote/$f" "$build_script" \
+    || sed -i "s#src/remote/url.cpp#src/remote/url.cpp src/remote/$f#" "$build_script"
+done
+step build 60 build.log bash "$build_script" || exit 1
+step import 30 import.log "$PY" -c 'import modelzip; print(modelzip.__file__)' || exit 1
 {
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1
   "$PY" -c 'import torch, os; print("torch", torch.__version__, "cuda", torch.version.cuda,
