@@ -781,7 +781,8 @@ def load_checkpoint(path: PathLike, tag: Optional[str] = None,
       a mapping with the saved names (any order) or a list of the saved count,
       each optimizer checked as one is, all before anything changes.
     scheduler: gets the saved scheduler state (several: a mapping or list, as saved).
-    Returns modelzip.torch.TrainingState (tag, iteration, epoch, properties).
+    Returns modelzip.torch.TrainingState (tag, iteration, epoch, properties, extra: what
+    modelzip.torch.save_checkpoint(extra=) stored; this module's save_checkpoint stores none).
     Raises ValueError when the checkpoint does not fit, modelzip errors for a
     missing tag, parameter or block outside the saved shape.
     """
