@@ -38,8 +38,8 @@ struct Item {
   Block block;
   std::string from_tag, from_param;
   TableKind table = TableKind::params;
-  std::string state;  // updater state: its name ("exp_avg"); empty for parameters
-  std::string text;   // Kind::text: the encoded blob (owned; `tensor` is empty)
+  std::string state;           // updater state: its name ("exp_avg"); empty for parameters
+  std::string text;            // Kind::text: the encoded blob (owned; `tensor` is empty)
   std::uint32_t text_crc = 0;  // Kind::text: its CRC-32
 };
 

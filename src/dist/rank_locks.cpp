@@ -63,7 +63,9 @@ std::filesystem::path host_lock_path(const std::string& key) {
 
 RankLocks::RankLocks(const OnThisHost& where, int rank)
     : file_(host_lock_path(where.key)), rank_(rank), marked_(true), remove_(where.remove) {
-  fd_ = io::UniqueFd(::open(file_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666));
+  // O_NOFOLLOW and 0600: the name is in a shared folder, and only this
+  // user's ranks have a reason to open it.
+  fd_ = io::UniqueFd(::open(file_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
   const char mark = 1;
   if (!fd_.valid() ||
       set_lock(fd_.get(), F_RDLCK, kAliveLocks + static_cast<std::uint64_t>(rank), 1) != 0 ||
