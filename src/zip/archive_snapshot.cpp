@@ -91,13 +91,21 @@ std::filesystem::path resolved_path(const std::filesystem::path& path) {
 // What made an attempt start again.
 enum class Change { none, journal, file };
 
-// What changed since the snapshot `file` of `path` was read: its journal
-// state, or (for a snapshot of the file itself) the file's identity.
+// What changed since `path` was seen with journal state `journal` and,
+// when `identity` is given, the file open as `fd` had that identity: the
+// journal state first, then the file's identity.
+Change change_since(const std::filesystem::path& path, const std::filesystem::path& resolved,
+                    const io::JournalState& journal, int fd, const io::FileIdentity* identity) {
+  if (!journal_state(path, resolved).same_as(journal)) return Change::journal;
+  if (identity && !(identity_of(fd, path) == *identity)) return Change::file;
+  return Change::none;
+}
+
+// The same for the snapshot `file` of `path`.
 Change change_since(const std::filesystem::path& path, const std::filesystem::path& resolved,
                     const SnapshotFile& file) {
-  if (!journal_state(path, resolved).same_as(file.journal)) return Change::journal;
-  if (file.identity && !(identity_of(file.fd->get(), path) == *file.identity)) return Change::file;
-  return Change::none;
+  return change_since(path, resolved, file.journal, file.fd->get(),
+                      file.identity ? &*file.identity : nullptr);
 }
 
 // One attempt of the reader protocol (FORMAT.md 8.3, steps 1 to 4): the
@@ -120,10 +128,8 @@ std::optional<Snapshot> attempt_snapshot(const std::filesystem::path& path,
     if (fits) snapshot = io::map_prefix_with_tail(f.get(), path, j.tail_start, j.tail.span());
     // The same journal still there: it existed all along, so the file we
     // opened is its archive (no rewrite happens while a journal exists).
-    if (!journal_state(path, resolved).same_as(before)) {
-      *change = Change::journal;
+    if ((*change = change_since(path, resolved, before, f.get(), nullptr)) != Change::none)
       return std::nullopt;
-    }
     if (!fits)
       throw Error(ErrorCode::corrupt,
                   "the append journal saves a tail from offset " + std::to_string(j.tail_start) +
@@ -146,13 +152,7 @@ std::optional<Snapshot> attempt_snapshot(const std::filesystem::path& path,
   // rolled-back append restores the size it started from), so the mapping
   // cannot fault.
   auto changed = [&] {
-    if (!journal_state(path, resolved).same_as(before))
-      *change = Change::journal;
-    else if (!(identity_of(f.get(), path) == id))
-      *change = Change::file;
-    else
-      return false;
-    return true;
+    return (*change = change_since(path, resolved, before, f.get(), &id)) != Change::none;
   };
   if (changed()) return std::nullopt;
   std::optional<Directory> parsed;
