@@ -356,6 +356,61 @@ def test_load_into_converts_to_the_module_dtype(archive_path):
     assert torch.equal(target.weight, source.weight.float())
 
 
+class Tied(nn.Module):
+    """embed.weight and head.weight one Parameter (the model's state dict names it twice)."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(300, 64)
+        self.head = nn.Linear(64, 300, bias=False)
+        self.head.weight = self.embed.weight
+
+
+def test_load_into_a_tied_model_copies_the_later_name_last(archive_path):
+    """An untied checkpoint into a tied model: as load_state_dict copies name by name in the
+    model's state-dict order, head.weight (the later name) is what the shared tensor holds,
+    whatever the types (a dtype conversion is copied on its own, before the parallel copies) or
+    the order in which the threads run the pieces."""
+    embed, head = torch.full((300, 64), 1.0), torch.full((300, 64), 2.0)
+    for embed_dtype, head_dtype in ((torch.float32, torch.float64),
+                                    (torch.float64, torch.float32),
+                                    (torch.float32, torch.float32)):
+        mzt.save({"embed.weight": embed.to(embed_dtype), "head.weight": head.to(head_dtype)},
+                 archive_path, f"{embed_dtype}-{head_dtype}", durable=False)
+        model = Tied()
+        mzt.load_into(model, archive_path, f"{embed_dtype}-{head_dtype}")
+        assert model.head.weight is model.embed.weight
+        assert torch.equal(model.embed.weight, head), (embed_dtype, head_dtype)
+        reference = Tied()
+        reference.load_state_dict(mzt.load(archive_path, f"{embed_dtype}-{head_dtype}"))
+        assert torch.equal(model.embed.weight, reference.embed.weight)
+
+
+def test_copies_into_overlapping_destinations_keep_the_given_order(monkeypatch):
+    """A flat buffer and views of parts of it (FSDP's flat parameters, a fused QKV): a later pair
+    overwrites what it overlaps of an earlier one, even when the threads run the pieces in
+    reverse (here they are made to)."""
+    run = _device_copy._run
+    monkeypatch.setattr(_device_copy, "_run",
+                        lambda jobs, work, threads: _reversed_run(run, jobs, work))
+    monkeypatch.setattr(_device_copy, "_MAX_PIECE", 4096)
+    flat = torch.zeros(4096)
+    q, k = flat[:1024], flat[1024:3072]
+    sources = [torch.full((4096,), 1.0), torch.full((1024,), 2.0), torch.full((2048,), 3.0),
+               torch.full((2048,), 4.0)]
+    _device_copy.copy_pairs([(sources[0], flat), (sources[1], q), (sources[2], k),
+                             (sources[3], flat[2048:])])
+    assert torch.equal(flat, torch.cat([torch.full((1024,), 2.0), torch.full((1024,), 3.0),
+                                        torch.full((2048,), 4.0)]))
+
+
+def _reversed_run(run, jobs, work):
+    """_device_copy._run with its jobs handed out last first, on one thread."""
+    jobs = list(jobs)
+    order = list(range(len(jobs)))[::-1]
+    return run([jobs[i] for i in order], lambda i, job: work(order[i], job), 1)
+
+
 @pytest.fixture
 def small_pieces(monkeypatch):
     """Staging pieces of 4 KiB, so that small tensors exercise splitting and packing."""
