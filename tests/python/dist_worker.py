@@ -21,6 +21,9 @@ optimizers that disagree: the same ValueError on every rank),
 Adam and an SGD with momentum over them, saved as a mapping of two optimizers, loaded
 back into fresh ones; then optimizers that do not fit together: a ValueError on every
 rank, the archive unchanged),
+"rng" (each rank draws its gradient noise from torch's, numpy's and Python's generators seeded
+per rank, saves after RNG_STEPS_SAVED steps with its RNG states as extra=, loads them back into
+fresh tensors and reseeded generators and trains on: bit for bit the uninterrupted run),
 "rotate" (six saves with keep_last=2, blocking and blocking=False, the
 file size bounded; replace; invalid rotations raising on every rank; then
 save_checkpoint with keep_last=1 leaves ckpt-2 alone), "background" (the two tags of "save" with blocking=False, the
@@ -34,6 +37,7 @@ every check held (of every pair).
 """
 import datetime
 import os
+import random
 import sys
 
 import numpy as np
@@ -174,6 +178,43 @@ def sharded_gan(rank, world, torch):
     shards = {n: mzd.Shard(p, GAN_SHAPES[n], [i.start for i in indices[n]]) if n.endswith(".w")
               else p for n, p in tensors.items()}
     return shards, optimizers
+
+
+RNG_SHAPE = (8, 3)
+RNG_STEPS, RNG_STEPS_SAVED = 4, 2
+
+
+def rng_seeds(rank):
+    """(torch, numpy, Python) seeds of rank ``rank`` of the "rng" scenario."""
+    return 100 + rank, 200 + rank, 300 + rank
+
+
+def rng_noise(torch, shape):
+    """One step's gradient noise of a block of ``shape``, from the three global generators (the
+    test draws the same to work out each rank's saved RNG states)."""
+    return (torch.randn(shape) + torch.from_numpy(np.random.standard_normal(shape)).float()
+            + random.random())
+
+
+def rng_training(rank, world, torch, steps, params=None, optimizer=None):
+    """This rank's block of the "rng" scenario's weight and its SGD with momentum, after
+    ``steps`` steps (from the start, seeding the generators, unless ``params`` and
+    ``optimizer`` go on from where they are)."""
+    offset, shape = mzd.split(RNG_SHAPE, 0, rank, world)
+    if params is None:
+        seeds = rng_seeds(rank)
+        torch.manual_seed(seeds[0])
+        np.random.seed(seeds[1])
+        random.seed(seeds[2])
+        whole = torch.arange(float(np.prod(RNG_SHAPE))).reshape(RNG_SHAPE) / 10
+        block = torch.nn.Parameter(whole[offset[0]:offset[0] + shape[0]].clone())
+        params = {"w": mzd.Shard(block, RNG_SHAPE, offset)}
+        optimizer = torch.optim.SGD([block], lr=0.1, momentum=0.9)
+    block = params["w"].value
+    for _ in range(steps):
+        block.grad = block.detach() * 0.1 + rng_noise(torch, tuple(shape))
+        optimizer.step()
+    return params, optimizer
 
 
 def run(scenario, folder, rank, world, torch, group, comm):
@@ -401,6 +442,32 @@ def run(scenario, folder, rank, world, torch, group, comm):
             assert text in message, message
             assert comm.broadcast(message.encode(), 0).decode() == message
             assert open(path, "rb").read() == before
+    elif scenario == "rng":
+        if torch is None:
+            import torch
+        whole, whole_optimizer = rng_training(rank, world, torch, RNG_STEPS)
+        params, optimizer = rng_training(rank, world, torch, RNG_STEPS_SAVED)
+        mzd.save_checkpoint(path, "rng", params, optimizer, group=comm, durable=False, extra={
+            "rng": {"torch": torch.get_rng_state(), "numpy": np.random.get_state(),
+                    "python": random.getstate()}, "rank": rank})
+        torch.manual_seed(7)  # the generators and tensors of a new process
+        np.random.seed(7)
+        random.seed(7)
+        fresh = {"w": mzd.Shard(torch.nn.Parameter(torch.zeros_like(params["w"].value)),
+                                RNG_SHAPE, params["w"].offset)}
+        fresh_optimizer = torch.optim.SGD([fresh["w"].value], lr=0.1, momentum=0.9)
+        state = mzd.load_checkpoint(path, "rng", fresh, fresh_optimizer)  # group: the default
+        assert state.extra["rank"] == rank, state.extra["rank"]
+        torch.set_rng_state(state.extra["rng"]["torch"])
+        np.random.set_state(state.extra["rng"]["numpy"])
+        random.setstate(state.extra["rng"]["python"])
+        rng_training(rank, world, torch, RNG_STEPS - RNG_STEPS_SAVED, fresh, fresh_optimizer)
+        done, expected = fresh["w"].value, whole["w"].value
+        assert torch.equal(done, expected), (done, expected)
+        assert torch.equal(fresh_optimizer.state[done]["momentum_buffer"],
+                           whole_optimizer.state[expected]["momentum_buffer"])
+        other = (rank + 1) % world
+        assert mzd.load_checkpoint(path, "rng", fresh, extra_rank=other).extra["rank"] == other
     elif scenario == "optim":
         if torch is None:
             import torch

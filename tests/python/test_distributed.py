@@ -48,7 +48,7 @@ def run_torch(scenario, folder, world=4):
 
 
 TORCH_SCENARIOS = ["save", "invalid", "background", "background-invalid", "optim", "rotate",
-                   "text", "gan"]
+                   "text", "gan", "rng"]
 
 
 @pytest.fixture(scope="module")
@@ -704,6 +704,97 @@ def test_sharded_gan_checkpoint(request, tmp_path, engine):
         run_mpi("gan", tmp_path)
         folder = tmp_path
     check_sharded_gan(folder / "dist.zip", tmp_path)
+
+
+def check_rank_extras(path, world):
+    """The "rng" scenario's tag: each rank's extra= (its RNG states, worked out here by drawing
+    what that rank drew), given back to the rank named; a load on another world size refuses
+    to guess whose they are."""
+    import random
+    import torch
+    import modelzip.torch as mzt
+    from dist_worker import RNG_SHAPE, RNG_STEPS_SAVED, rng_noise, rng_seeds
+    with modelzip.open(path) as a:
+        properties = a.training_config("rng")["properties"]
+    assert mzt.EXTRA not in properties and len(json_loads(properties[mzt.RANK_EXTRAS])) == world
+    for rank in range(world):
+        offset, shape = mzd.split(RNG_SHAPE, 0, rank, world)
+        seeds = rng_seeds(rank)
+        torch.manual_seed(seeds[0])
+        np.random.seed(seeds[1])
+        random.seed(seeds[2])
+        for _ in range(RNG_STEPS_SAVED):
+            rng_noise(torch, tuple(shape))
+        params = {"w": mzd.Shard(torch.zeros(shape), RNG_SHAPE, offset)}
+        extra = mzd.load_checkpoint(path, "rng", params, extra_rank=rank).extra
+        assert extra["rank"] == rank
+        assert torch.equal(extra["rng"]["torch"], torch.get_rng_state())
+        numpy_state, expected = extra["rng"]["numpy"], np.random.get_state()
+        assert numpy_state[0] == expected[0] and numpy_state[2:] == expected[2:]
+        assert numpy_state[1].dtype == np.uint32
+        np.testing.assert_array_equal(numpy_state[1], expected[1])
+        assert extra["rng"]["python"] == random.getstate()
+        # Under a group of this rank in a world of the saved size, no extra_rank is needed.
+        assert mzd.load_checkpoint(path, "rng", params,
+                                   group=SizedRank(rank, world)).extra["rank"] == rank
+    whole = {"w": torch.zeros(RNG_SHAPE)}
+    for load in (lambda **k: mzd.load_checkpoint(path, "rng", whole, **k),
+                 lambda **k: mzd.load_checkpoint(path, "rng", whole, group=OneRank(), **k),
+                 lambda **k: mzt.load_checkpoint(path, "rng", **k)):
+        with pytest.raises(ValueError, match=f"holds the extra= of each of the {world} ranks "
+                           "that saved it .* this load runs on 1 rank: .* pass extra_rank="):
+            load()
+        with pytest.raises(ValueError, match=f"extra_rank={world}, but the tag holds the extra= "
+                           f"of ranks 0 to {world - 1}"):
+            load(extra_rank=world)
+        assert load(extra_rank=world - 1).extra["rank"] == world - 1
+    whole["w"].zero_()
+    with pytest.raises(ValueError, match="holds the extra= of each"):  # nothing changed first
+        mzd.load_checkpoint(path, "rng", whole)
+    assert torch.equal(whole["w"], torch.zeros(RNG_SHAPE))
+
+
+class SizedRank(OneRank):
+    """A Communicator that reports rank ``rank`` of ``world`` (load_checkpoint only asks)."""
+
+    def __init__(self, rank, world):
+        super().__init__()
+        self._rank_world = rank, world
+
+    def rank(self):
+        return self._rank_world[0]
+
+    def size(self):
+        return self._rank_world[1]
+
+
+def json_loads(text):
+    import json
+    return json.loads(text)
+
+
+@pytest.mark.parametrize("engine", ["torch", "mpi"])
+def test_sharded_run_resumes_bit_exactly_with_each_ranks_rng_states(request, tmp_path, engine):
+    """4 gloo processes or 2 mpi4py ranks each save their own RNG states as extra= of one
+    collective checkpoint and resume from it bit for bit (the worker compares with the
+    uninterrupted run); each rank gets its own back, and another world size none by accident."""
+    if engine == "torch":
+        folder, world = torch_scenario(request, "rng"), 4
+    else:
+        run_mpi("rng", tmp_path)
+        folder, world = tmp_path, 2
+    check_rank_extras(folder / "dist.zip", world)
+
+
+def test_extra_of_a_sharded_save_needs_an_optimizer(tmp_path):
+    import torch
+    with pytest.raises(ValueError, match="rank 0 passes extra=, and no rank an optimizer"):
+        mzd.save_checkpoint(tmp_path / "a.zip", "t", {"w": torch.ones(2)}, group=OneRank(),
+                            durable=False, extra={"seed": 1})
+    with pytest.raises(ValueError, match="argument 'extra' must be a mapping"):
+        mzd.save_checkpoint(tmp_path / "a.zip", "t", {"w": torch.ones(2)}, group=OneRank(),
+                            durable=False, extra=[1])
+    assert not (tmp_path / "a.zip").exists()
 
 
 def collective_save(path, tag, tensors, **options):

@@ -5,6 +5,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import subprocess
 import zipfile
 
@@ -356,6 +357,61 @@ def test_load_into_converts_to_the_module_dtype(archive_path):
     assert torch.equal(target.weight, source.weight.float())
 
 
+class Tied(nn.Module):
+    """embed.weight and head.weight one Parameter (the model's state dict names it twice)."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(300, 64)
+        self.head = nn.Linear(64, 300, bias=False)
+        self.head.weight = self.embed.weight
+
+
+def test_load_into_a_tied_model_copies_the_later_name_last(archive_path):
+    """An untied checkpoint into a tied model: as load_state_dict copies name by name in the
+    model's state-dict order, head.weight (the later name) is what the shared tensor holds,
+    whatever the types (a dtype conversion is copied on its own, before the parallel copies) or
+    the order in which the threads run the pieces."""
+    embed, head = torch.full((300, 64), 1.0), torch.full((300, 64), 2.0)
+    for embed_dtype, head_dtype in ((torch.float32, torch.float64),
+                                    (torch.float64, torch.float32),
+                                    (torch.float32, torch.float32)):
+        mzt.save({"embed.weight": embed.to(embed_dtype), "head.weight": head.to(head_dtype)},
+                 archive_path, f"{embed_dtype}-{head_dtype}", durable=False)
+        model = Tied()
+        mzt.load_into(model, archive_path, f"{embed_dtype}-{head_dtype}")
+        assert model.head.weight is model.embed.weight
+        assert torch.equal(model.embed.weight, head), (embed_dtype, head_dtype)
+        reference = Tied()
+        reference.load_state_dict(mzt.load(archive_path, f"{embed_dtype}-{head_dtype}"))
+        assert torch.equal(model.embed.weight, reference.embed.weight)
+
+
+def test_copies_into_overlapping_destinations_keep_the_given_order(monkeypatch):
+    """A flat buffer and views of parts of it (FSDP's flat parameters, a fused QKV): a later pair
+    overwrites what it overlaps of an earlier one, even when the threads run the pieces in
+    reverse (here they are made to)."""
+    run = _device_copy._run
+    monkeypatch.setattr(_device_copy, "_run",
+                        lambda jobs, work, threads: _reversed_run(run, jobs, work))
+    monkeypatch.setattr(_device_copy, "_MAX_PIECE", 4096)
+    flat = torch.zeros(4096)
+    q, k = flat[:1024], flat[1024:3072]
+    sources = [torch.full((4096,), 1.0), torch.full((1024,), 2.0), torch.full((2048,), 3.0),
+               torch.full((2048,), 4.0)]
+    _device_copy.copy_pairs([(sources[0], flat), (sources[1], q), (sources[2], k),
+                             (sources[3], flat[2048:])])
+    assert torch.equal(flat, torch.cat([torch.full((1024,), 2.0), torch.full((1024,), 3.0),
+                                        torch.full((2048,), 4.0)]))
+
+
+def _reversed_run(run, jobs, work):
+    """_device_copy._run with its jobs handed out last first, on one thread."""
+    jobs = list(jobs)
+    order = list(range(len(jobs)))[::-1]
+    return run([jobs[i] for i in order], lambda i, job: work(order[i], job), 1)
+
+
 @pytest.fixture
 def small_pieces(monkeypatch):
     """Staging pieces of 4 KiB, so that small tensors exercise splitting and packing."""
@@ -689,6 +745,8 @@ def same_value(a, b):
         return type(a) is type(b) and len(a) == len(b) and all(map(same_value, a, b))
     if isinstance(a, torch.Tensor):
         return isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
+    if isinstance(a, np.ndarray):
+        return type(b) is np.ndarray and a.dtype == b.dtype and np.array_equal(a, b)
     return type(a) is type(b) and a == b
 
 
@@ -918,15 +976,80 @@ def test_a_forged_tuple_marker_cannot_make_a_load_build_a_huge_tuple(archive_pat
         mzt.load(archive_path, "u")
 
 
+def test_numpy_rng_state_loads_as_numpy_set_state_takes_it(archive_path):
+    # np.random.get_state() saved, but its uint32 key array was loaded as a torch tensor, which
+    # torch 1.13 cannot hold: every torch load raised TypeError "torch cannot hold uint32".
+    np.random.seed(12)
+    state = np.random.get_state()
+    expected = np.random.standard_normal(5)
+    mzt.save({"w": torch.ones(2), "numpy_rng": state}, archive_path, "t", durable=False)
+    for loaded in torch_loads(archive_path):
+        rng = loaded["numpy_rng"]
+        assert type(rng) is tuple and rng[0] == "MT19937" and rng[2:] == state[2:]
+        assert type(rng[1]) is np.ndarray and rng[1].dtype == np.uint32
+        np.testing.assert_array_equal(rng[1], state[1])
+        np.random.seed(0)
+        np.random.set_state(rng)
+        np.testing.assert_array_equal(np.random.standard_normal(5), expected)
+    assert modelzip.load(archive_path)["numpy_rng.1"].dtype == np.uint32  # other readers: the array
+
+
+def test_sets_slices_and_devices_load_as_saved(archive_path):
+    # torch.save pickles them; modelzip.save refused each ("a set is not an array").
+    values = {"ids": {3, 1, 2}, "names": frozenset({"b", "a"}), "mixed": {1, "a", None},
+              "pairs": {(1, 2), (3, 4)}, "empty": set(), "window": slice(2, None, 3),
+              "device": torch.device("cuda", 1), "cpu": torch.device("cpu"),
+              "nested": [slice(0, 4), {5}, torch.device("cpu"), torch.ones(1)]}
+    mzt.save({"w": torch.ones(2), **values}, archive_path, "t", durable=False)
+    for state in torch_loads(archive_path):
+        for name, value in values.items():
+            assert same_value(state[name], value), name
+    with modelzip.open(archive_path) as archive:
+        record = json.loads(archive.tensor("_python_types")[()].removeprefix(
+            "torch.python_types:"))
+    assert {name: record[name] for name in values} == {
+        "ids": "set[int]", "names": "frozenset[str]", "mixed": "set", "pairs": "set[tuple[int]]",
+        "empty": "set[]", "window": "slice", "device": "torch.device", "cpu": "torch.device",
+        "nested": "list"}
+    arrays = modelzip.load(archive_path)
+    np.testing.assert_array_equal(arrays["ids"], [1, 2, 3])  # sorted
+    assert arrays["device"][()] == "cuda:1" and arrays["window"][()] == 3
+    # A numpy str is a str: it comes back as one (equal, of type str).
+    mzt.save({"s": np.str_("abc")}, archive_path, "u", durable=False)
+    assert type(mzt.load(archive_path, "u")["s"]) is str
+
+
+@pytest.mark.parametrize("record,arrays,message", [
+    ({"s": "slice", "s.0": "int"}, {"s": np.array(1), "s.0": np.array(1)},
+     "records a slice stored element by element, but its 1 elements do not make one"),
+    ({"s": "set", "s.0": "list[int]"}, {"s": np.array(1), "s.0": np.arange(2)},
+     "records a set stored element by element, but its 1 elements do not make one"),
+    ({"d": "torch.device"}, {"d": np.array("nowhere:x")}, "records a torch.device, but"),
+    ({"d": "torch.device"}, {"d": np.arange(2)}, "records a torch.device, but"),
+    ({"a": "numpy.ndarray"}, {"a": None}, "records a numpy array, but"),
+    ({"s": "set[list[int]]"}, {"s": np.zeros((1, 1), np.int64)}, "malformed record"),
+])
+def test_damaged_records_of_sets_slices_and_devices_name_the_parameter(archive_path, record,
+                                                                         arrays, message):
+    arrays = {name: value for name, value in arrays.items() if value is not None}
+    if "a" in record:
+        arrays["a"] = modelzip.SparseCOO(np.zeros((1, 1), np.int64), np.ones(1, np.float32), (2,))
+    modelzip.save(archive_path, "t", {**arrays, "_python_types": np.array(
+        "torch.python_types:" + json.dumps(record))}, durable=False)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        mzt.load(archive_path)
+
+
 def test_lists_of_tensors_load_as_lists_of_separate_tensors(archive_path):
     # torch.load gives [t1, t2] back as a list of the two tensors; modelzip.save tried to stack
     # the list into one array: "setting an array element with a sequence" for any list of
-    # tensors (ragged or not), a stacked array for a list of numpy arrays.
+    # tensors (ragged or not), a stacked array for a list of numpy arrays (which comes back as
+    # a numpy array, as torch.load gives it).
     first, second = torch.arange(3, dtype=torch.float32), torch.tensor([[7, 8]], dtype=torch.int64)
     values = {"buffers": [first, second], "ragged": [torch.ones(2), torch.zeros(3)],
               "nested": [[first, None, 3], (second, "text"), []], "tail": (torch.ones(1), 0.5),
               "window": [np.arange(2, dtype=np.uint8)], "after": torch.full((2,), 5.0)}
-    expected = {**values, "window": [torch.arange(2, dtype=torch.uint8)]}
+    expected = values
     mzt.save({"w": first, **values}, archive_path, "t", durable=False)
     for state in torch_loads(archive_path):
         assert list(state) == ["w", *values]
@@ -948,11 +1071,12 @@ def test_lists_of_tensors_load_as_lists_of_separate_tensors(archive_path):
     assert json.loads(arrays["_python_types"][()].removeprefix("torch.python_types:")) == {
         "buffers": "list", "ragged": "list", "nested": "list", "nested.0": "list",
         "nested.0.1": "None", "nested.0.2": "int", "nested.1": "tuple", "nested.2": "list[]",
-        "tail": "tuple", "tail.1": "float", "window": "list"}
-    # modelzip.save of numpy arrays alone stores them alike.
+        "tail": "tuple", "tail.1": "float", "window": "list",
+        "window.0": "numpy.ndarray"}
+    # modelzip.save of numpy arrays alone stores them alike; elements that were numpy arrays
+    # load as numpy arrays (a state dict's own values, at the top, as tensors).
     modelzip.save(archive_path, "n", {"rows": [np.ones(2), np.zeros(3, np.int8)]}, durable=False)
-    assert same_value(mzt.load(archive_path, "n")["rows"],
-                      [torch.ones(2, dtype=torch.float64), torch.zeros(3, dtype=torch.int8)])
+    assert same_value(mzt.load(archive_path, "n")["rows"], [np.ones(2), np.zeros(3, np.int8)])
 
 
 def test_a_list_of_tensors_whose_element_names_are_taken_is_refused(archive_path):

@@ -427,6 +427,58 @@ def target_for(device: Any) -> Any:
     return None
 
 
+def _span(tensor: Any) -> Optional[tuple[Any, int, int]]:
+    """(device, first byte, byte after the last) of the memory a dense tensor's elements occupy;
+    None for an empty or non-dense one."""
+    if tensor.layout != torch.strided or tensor.is_quantized or tensor.numel() == 0:
+        return None
+    last = sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride()))
+    start = tensor.data_ptr()
+    return tensor.device, start, start + (last + 1) * tensor.element_size()
+
+
+def _rounds(triples: list[tuple[Any, Any, Optional[Located]]]) -> list[list[Any]]:
+    """The triples in rounds to copy one after another, so that where destinations overlap (tied
+    weights, a flat buffer and views of it) the later triple's bytes are what remain: each triple
+    goes one round after the latest earlier triple whose destination it overlaps. An earlier
+    triple whose destination a later one writes entirely (the same tensor) is left out. One round
+    when no destinations overlap (the common case: found by sorting, not by comparing pairs)."""
+    spans = sorted(((span[0].type, span[0].index or 0, span[1], span[2], i)
+                    for i, span in ((i, _span(t[1])) for i, t in enumerate(triples))
+                    if span is not None), key=lambda s: s[:3])
+    groups: list[list[tuple]] = []
+    end = 0  # of the last group's memory
+    for span in spans:
+        if groups and groups[-1][-1][:2] == span[:2] and span[2] < end:
+            groups[-1].append(span)
+            end = max(end, span[3])
+        else:
+            groups.append([span])
+            end = span[3]
+    round_of = [0] * len(triples)
+    dropped: set[int] = set()
+    for group in groups:
+        if len(group) < 2:
+            continue
+        group.sort(key=lambda s: s[4])
+        for n, (_, _, start, end, i) in enumerate(group):
+            destination = triples[i][1]
+            later = [s for s in group[n + 1:] if triples[s[4]][1].shape == destination.shape
+                     and triples[s[4]][1].stride() == destination.stride()
+                     and triples[s[4]][1].dtype == destination.dtype and s[2] == start]
+            if later:
+                dropped.add(i)
+                continue
+            round_of[i] = 1 + max((round_of[j] for _, _, other_start, other_end, j in group[:n]
+                                   if j not in dropped and other_start < end
+                                   and start < other_end), default=-1)
+    rounds: list[list[Any]] = [[] for _ in range(max(round_of, default=0) + 1)]
+    for i, triple in enumerate(triples):
+        if i not in dropped:
+            rounds[round_of[i]].append(triple)
+    return rounds
+
+
 def copy_pairs(pairs: Sequence[Any], *, target: Any = None, source: Optional[str] = None,
                verify: bool = False) -> None:
     """Copies each (source, destination[, located]): pairs on CUDA devices through the staged
@@ -434,9 +486,18 @@ def copy_pairs(pairs: Sequence[Any], *, target: Any = None, source: Optional[str
     devices, dtype or layout conversions) one by one with ``copy_``. ``target``: use this target
     for every stageable pair instead (the tests' HostTarget). ``source``: "read" or "mapping"
     (default SOURCE) for located sources. ``verify``: check located sources' CRC-32 while
-    copying (modelzip.Error after the copies, before the caller returns anything)."""
+    copying (modelzip.Error after the copies, before the caller returns anything).
+    Destinations that overlap are written in the order of ``pairs``: what remains is what
+    copying the pairs one by one would leave (load_state_dict's order: the later name wins)."""
+    for each_round in _rounds(_triples(pairs)):
+        _copy_round(each_round, target, source, verify)
+
+
+def _copy_round(triples: list[tuple[Any, Any, Optional[Located]]], target: Any,
+                source: Optional[str], verify: bool) -> None:
+    """copy_pairs of triples whose destinations do not overlap."""
     by_device: dict[Any, list[Any]] = {}
-    for source_tensor, destination, located in _triples(pairs):
+    for source_tensor, destination, located in triples:
         if stageable(source_tensor, destination) and (
                 target is not None or destination.device.type in ("cpu", "cuda")):
             by_device.setdefault(destination.device, []).append(

@@ -169,6 +169,10 @@ _SEQUENCE_DTYPES = {**_PYTHON_DTYPES, "int": ("int64", "uint64"), "float": ("flo
                     "complex": ("complex128",)}
 
 
+_SEPARATE = {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset, "slice": slice}
+"""The kinds stored element by element, and their types."""
+
+
 class _Kind(NamedTuple):
     """A kind of the _python_types record (_values.py), parsed: the containers from the
     outside in (list, tuple; empty for a scalar) and the elements' kind (None: "None" when
@@ -187,15 +191,19 @@ def _parse_kind(kind: Any) -> Optional[_Kind]:
         return None
     if kind == "None":
         return _Kind((), None)
-    if kind in ("list", "tuple"):
-        return _Kind((list if kind == "list" else tuple,), None, True)
-    if kind in ("torch.Size", "bytes", "bytearray"):
+    if kind in _SEPARATE:
+        return _Kind((_SEPARATE[kind],), None, True)
+    if kind in ("torch.Size", "bytes", "bytearray", "torch.device", "numpy.ndarray"):
         return _Kind((), kind)
     containers: list[type] = []
     while kind.endswith("]") and len(containers) < MAX_SEQUENCE_DEPTH:
         container = list if kind.startswith("list[") else tuple if kind.startswith("tuple[") \
             else None
-        if container is None:
+        if container is None and not containers:
+            container = set if kind.startswith("set[") else frozenset if kind.startswith(
+                "frozenset[") else None
+        if container is None or (container is list and containers  # a set's elements: tuples
+                                 and containers[0] in (set, frozenset)):  # or scalars
             return None
         containers.append(container)
         kind = kind[len(container.__name__) + 1:-1]
@@ -222,7 +230,9 @@ def python_types(arrays: Mapping[str, Any], dtypes: Mapping[str, str]) -> dict[s
         shown = mark if len(mark) <= 200 else mark[:200] + "..."
         raise ValueError(f"parameter {PYTHON_TYPES_NAME!r}: malformed record {shown!r} (a JSON "
                          'object of names to "int", "float", "bool", "None", "str", '
-                         '"numpy.<type>", "list[...]" or "tuple[...]")')
+                         '"numpy.<type>", "list[...]", "tuple[...]", "set[...]", '
+                         '"frozenset[...]", the kinds stored element by element or others of '
+                         'schemas/GRAPH.md section 4.2)')
     return kinds
 
 
@@ -240,6 +250,22 @@ def python_value(name: str, kind: _Kind, value: Any, dtype: str) -> Any:
                              "int64)")
         import torch
         return torch.Size(value.tolist())
+    if kind.element == "torch.device":
+        import torch
+        try:
+            if not (isinstance(value, np.ndarray) and value.shape == () and dtype == "string"):
+                raise ValueError("not a 0-d string")
+            return torch.device(str(value[()]))
+        except (ValueError, RuntimeError, TypeError) as e:
+            raise ValueError(f"parameter {name!r}: {PYTHON_TYPES_NAME!r} records a torch.device, "
+                             f"but it is stored as {dtype} of shape "
+                             f"{getattr(value, 'shape', None)} ({e}; a torch.device is stored as "
+                             "the 0-d string str(device))") from None
+    if kind.element == "numpy.ndarray":
+        if not isinstance(value, np.ndarray):
+            raise ValueError(f"parameter {name!r}: {PYTHON_TYPES_NAME!r} records a numpy array, "
+                             f"but it is stored as {dtype}")
+        return value.astype(str) if dtype == "string" else value
     if kind.element in ("bytes", "bytearray"):
         if not (isinstance(value, np.ndarray) and value.ndim == 1 and dtype == "uint8"):
             raise ValueError(f"parameter {name!r}: {PYTHON_TYPES_NAME!r} records {kind.element}, "
@@ -358,7 +384,15 @@ def state_dict(arrays: dict[str, Any], dtypes: dict[str, str], names: list[str],
         if not_loaded:
             raise ValueError(f"parameter {name!r}: its element {not_loaded[0]!r} was not loaded "
                              "(load the names of its elements too)")
-        out[name] = container(out.pop(element) for element in elements)
+        values = [out.pop(element) for element in elements]
+        try:
+            if container is slice and len(values) != 3:
+                raise TypeError("a slice is (start, stop, step)")
+            out[name] = container(*values) if container is slice else container(values)
+        except TypeError as e:  # a set of unhashable elements
+            raise ValueError(f"parameter {name!r}: {PYTHON_TYPES_NAME!r} records a "
+                             f"{container.__name__} stored element by element, but its "
+                             f"{len(values)} elements do not make one ({e})") from None
     return out
 
 

@@ -305,13 +305,21 @@ TORCH_METADATA_MARK = "torch.metadata:"
 #   "torch.Size": a torch.Size, stored 1-d int64;
 #   "bytes", "bytearray": one of those (exactly those types), stored 1-d uint8;
 #   "list", "tuple": a list or tuple (exactly those types) holding a tensor, array, SparseCOO,
-#     QuantizedTensor or Embeddings at any depth (_holds_arrays), or one that one array could
-#     not give back as it was (sequence_kind: None, str beside other kinds, ragged), stored
-#     element by element: the name holds its length n (0-d int64) and its elements are the
-#     parameters NAME.0 ... NAME.<n-1>, each stored (and recorded) as a value of the dict
-#     would be, so an element that is such a list again is "list"/"tuple" with elements
-#     NAME.i.0...; a None element is "None". (A tuple of tensors and None only is the
-#     "torch.tuple:" marker above.)
+#     QuantizedTensor, Embeddings, set, frozenset, slice or torch.device at any depth
+#     (_holds_arrays), or one that one array could not give back as it was (sequence_kind:
+#     None, str beside other kinds, ragged), stored element by element: the name holds its
+#     length n (0-d int64) and its elements are the parameters NAME.0 ... NAME.<n-1>, each
+#     stored (and recorded) as a value of the dict would be, so an element that is such a list
+#     again is "list"/"tuple" with elements NAME.i.0...; a None element is "None". (A tuple of
+#     tensors and None only is the "torch.tuple:" marker above.)
+#   "set[K]", "frozenset[K]": a set or frozenset (exactly those types) whose elements, sorted
+#     (in iteration order when they do not sort), a tuple of kind "tuple[K]" would store as
+#     one array; "set", "frozenset": any other, stored element by element as a "tuple" is;
+#     "slice": a slice, stored element by element as the tuple (start, stop, step);
+#   "numpy.ndarray": a numpy array (exactly that type) that is an element of a list, tuple or
+#     set stored element by element (at the top level an array is the state dict's tensor),
+#     stored as the array;
+#   "torch.device": a torch.device, stored as the 0-d string str(device).
 # Sequences that cannot be stored at all (ints beyond 64 bits, nested too deeply) are refused.
 PYTHON_TYPES_NAME = "_python_types"
 PYTHON_TYPES_MARK = "torch.python_types:"
@@ -499,13 +507,19 @@ def _stored_value(name: str, value: Any) -> tuple[Optional[str], Any]:
     return kind, stored
 
 
+_ELEMENTWISE = ("list", "tuple", "set", "frozenset", "slice")
+"""The kinds stored element by element."""
+
+
 def _holds_arrays(value: Any, depth: int = 0) -> bool:
     """Whether ``value``, a list or tuple (exactly those types), holds a tensor, numpy array,
-    SparseCOO, QuantizedTensor, Embeddings, bytes or bytearray at any depth: stored element by
-    element (the "list" and "tuple" kinds above)."""
+    SparseCOO, QuantizedTensor, Embeddings, bytes, bytearray, set, frozenset, slice or
+    torch.device at any depth: stored element by element (the "list" and "tuple" kinds
+    above)."""
     torch = sys.modules.get("torch")
-    arrays = (np.ndarray, SparseCOO, QuantizedTensor, _modelzip.Embeddings, bytes, bytearray) + (
-        (torch.Tensor,) if torch is not None else ())
+    arrays = (np.ndarray, SparseCOO, QuantizedTensor, _modelzip.Embeddings, bytes, bytearray,
+              set, frozenset, slice) + (
+        (torch.Tensor, torch.device) if torch is not None else ())
     for item in value:
         if isinstance(item, arrays):
             return True
@@ -513,6 +527,27 @@ def _holds_arrays(value: Any, depth: int = 0) -> bool:
                 item, depth + 1):
             return True
     return False
+
+
+def _unordered_value(name: str, value: Any) -> tuple[str, Any]:
+    """(_python_types kind, value to store) of a set, frozenset or slice (see above): a tuple of
+    its elements to store element by element, or ("set[K]"..., one array)."""
+    kind = type(value).__name__
+    if kind == "slice":
+        return kind, (value.start, value.stop, value.step)
+    try:
+        items = tuple(sorted(value))
+    except TypeError:  # elements that do not sort (several types): iteration order
+        items = tuple(value)
+    if _holds_arrays(items):
+        return kind, items
+    try:
+        sequence = sequence_kind(items)
+    except ValueError as e:
+        raise ValueError(f"parameter {name!r}: {e}") from None
+    if sequence is None or sequence[0] == "tuple":
+        return kind, items
+    return kind + sequence[0][len("tuple"):], sequence[1]
 
 
 def expand_torch_objects(arrays: Mapping[str, Any], raw_bits: Mapping[Any, str] = {}) -> Any:
@@ -566,17 +601,28 @@ def expand_torch_objects(arrays: Mapping[str, Any], raw_bits: Mapping[Any, str] 
             kinds[name] = "torch.Size"
             out.append((name, np.array(value, dtype=np.int64).reshape(-1)))
             continue
-        kind, stored = ((type(value).__name__, value)
-                        if type(value) in (list, tuple) and _holds_arrays(value)
-                        else _stored_value(name, value))
-        if kind in ("list", "tuple"):  # element by element
+        if torch is not None and type(value) is torch.device:
+            kinds[name] = "torch.device"
+            out.append((name, str(value)))
+            continue
+        if depth > 0 and type(value) is np.ndarray:  # an element: given back as an array
+            kinds[name] = "numpy.ndarray"
+            out.append((name, value))
+            continue
+        if type(value) in (set, frozenset, slice):
+            kind, stored = _unordered_value(name, value)
+        else:
+            kind, stored = ((type(value).__name__, value)
+                            if type(value) in (list, tuple) and _holds_arrays(value)
+                            else _stored_value(name, value))
+        if kind in _ELEMENTWISE:  # element by element
             if depth == MAX_SEQUENCE_DEPTH:
                 raise ValueError(f"parameter {name!r}: lists nested deeper than "
                                  f"{MAX_SEQUENCE_DEPTH} levels cannot be stored")
             kinds[name] = kind
-            out.append((name, np.array(len(value), dtype=np.int64)))
-            pending.extend((element_name(name, i, kind), value[i], depth + 1)
-                           for i in reversed(range(len(value))))
+            out.append((name, np.array(len(stored), dtype=np.int64)))
+            pending.extend((element_name(name, i, kind), stored[i], depth + 1)
+                           for i in reversed(range(len(stored))))
             continue
         if kind is not None and "[" in kind:
             elements += int(np.size(stored))

@@ -699,6 +699,7 @@ def _agreed(comm: Communicator, error: str, what: str) -> None:
 def save_checkpoint(path: PathLike, tag: str, params: Mapping[str, Any], optimizer: Any = None, *,
                     group: Any = None, scheduler: Any = None, epoch: int = 0,
                     iteration: Optional[int] = None, properties: Optional[Mapping[str, str]] = None,
+                    extra: Optional[Mapping[str, Any]] = None,
                     dedup: bool = True, durable: bool = True, root: int = 0,
                     rank_lock_timeout: Optional[float] = None, replace: bool = False,
                     keep_last: Optional[int] = None) -> CollectiveStats:
@@ -724,6 +725,11 @@ def save_checkpoint(path: PathLike, tag: str, params: Mapping[str, Any], optimiz
     groups by name over all ranks, ``scheduler`` (the root's: one, a mapping or a list), ``epoch``,
     ``iteration`` (default: the largest per-parameter ``step``) and
     ``properties``. Without an optimizer on any rank, only parameters are saved.
+    extra: this rank's own rest of the training loop's state (its RNG states: they differ per
+    rank), of the kinds modelzip.torch.save_checkpoint(extra=) takes, or None; the root stores
+    every rank's in the training config (property ``torch.rank_extras``, by rank), and
+    :func:`load_checkpoint` gives each rank its own back (``extra_rank``: another's). Needs an
+    optimizer (the training config holds it).
     Raises ValueError (on every rank, naming the rank) for arguments that do not
     fit together; the commit's errors as :func:`save`; ``rank_lock_timeout``,
     ``replace`` and ``keep_last`` as for :func:`save`. Returns this rank's stats.
@@ -731,28 +737,42 @@ def save_checkpoint(path: PathLike, tag: str, params: Mapping[str, Any], optimiz
     comm = communicator(group)
     writer = CollectiveWriter(path, comm, dedup=dedup, durable=durable, root=root,
                               rank_lock_timeout=rank_lock_timeout)
+    from . import torch as mzt
     summary: dict = {}
+    extra_json = None
     error = ""
     try:
         _check_keep_last(keep_last)
         _stage_tensors(writer, _host_values(params), {})
         if optimizer is not None:
             summary = _stage_optimizers(writer, params, optimizer)
+        if extra is not None:
+            extra_json = mzt._extra_json(extra, "modelzip.distributed.save_checkpoint")
     except Exception as e:  # every rank must reach the agreement, whatever failed here
         error = f"{type(e).__name__}: {e}"
     _agreed(comm, error, "save_checkpoint")
-    gathered = comm.gather(json.dumps(summary).encode(), root)
+    gathered = comm.gather(json.dumps([summary, extra_json]).encode(), root)
     if comm.rank() == root:
         try:
-            parts = [(r, json.loads(p)) for r, p in enumerate(gathered) if p != b"{}"]
+            ranks = [json.loads(p) for p in gathered]
+            parts = [(r, part) for r, (part, _) in enumerate(ranks) if part]
+            extras = [each for _, each in ranks]
             if parts and not summary:
                 raise ValueError(f"rank {parts[0][0]} passes an optimizer, the root rank {root} "
                                  "none (the root writes the training config from its optimizer)")
+            if not parts and any(each is not None for each in extras):
+                raise ValueError(f"rank {next(r for r, e in enumerate(extras) if e is not None)} "
+                                 "passes extra=, and no rank an optimizer: the extras are stored "
+                                 "in the training config, which a save without an optimizer "
+                                 "does not write")
             if parts:
                 parts.sort(key=lambda part: part[0] != root)  # the root's first
-                writer.set_training_config(_merged_config(
-                    optimizer, parts, iteration, scheduler=scheduler, epoch=epoch,
-                    properties=properties))
+                config = _merged_config(optimizer, parts, iteration, scheduler=scheduler,
+                                        epoch=epoch, properties=properties)
+                if any(each is not None for each in extras):
+                    config["properties"][mzt.RANK_EXTRAS] = (
+                        "[" + ",".join("null" if each is None else each for each in extras) + "]")
+                writer.set_training_config(config)
         except Exception as e:  # as above
             error = f"{type(e).__name__}: {e}"
     _agreed(comm, error, "save_checkpoint")
@@ -762,7 +782,8 @@ def save_checkpoint(path: PathLike, tag: str, params: Mapping[str, Any], optimiz
 
 def load_checkpoint(path: PathLike, tag: Optional[str] = None,
                     params: Optional[Mapping[str, Any]] = None, optimizer: Any = None, *,
-                    scheduler: Any = None) -> Any:
+                    scheduler: Any = None, group: Any = None,
+                    extra_rank: Optional[int] = None) -> Any:
     """Restores this rank's part of a training checkpoint (saved by
     :func:`save_checkpoint` on any number of ranks, or by
     modelzip.torch.save_checkpoint) from tag ``tag`` (None: the newest).
@@ -782,7 +803,13 @@ def load_checkpoint(path: PathLike, tag: Optional[str] = None,
       each optimizer checked as one is, all before anything changes.
     scheduler: gets the saved scheduler state (several: a mapping or list, as saved).
     Returns modelzip.torch.TrainingState (tag, iteration, epoch, properties, extra: what
-    modelzip.torch.save_checkpoint(extra=) stored; this module's save_checkpoint stores none).
+    modelzip.torch.save_checkpoint(extra=) stored, or of a tag of :func:`save_checkpoint` with
+    ``extra=``, this rank's own: rank r of a load on as many ranks as saved gets what rank r
+    passed). On another world size that raises ValueError before anything changes, unless
+    ``extra_rank`` names the saved rank whose extra this rank gets. ``group``: where this rank's
+    rank and the world size come from, as for :func:`save` (None: torch's default group when
+    initialized, else mpi4py's COMM_WORLD when mpi4py is initialized, else one process); asked
+    only for such a tag, with no collective.
     Raises ValueError when the checkpoint does not fit, modelzip errors for a
     missing tag, parameter or block outside the saved shape.
     """
@@ -862,6 +889,8 @@ def load_checkpoint(path: PathLike, tag: Optional[str] = None,
                 optimizer_states = _several_optimizer_states(where, properties, several, names_of,
                                                              tensors_of)
         scheduler_states = mzt._scheduler_states(archive.name, tag, properties, scheduler)
+        training_state = mzt._training_state(tag, config, f"{archive.name}: tag {tag!r}",
+                                             lambda: _rank_and_size(group), extra_rank)
     import torch
     from . import _device_copy, _torch_load
     for each, state in optimizer_states:  # new tensors on the parameters' devices: no change yet
@@ -874,7 +903,23 @@ def load_checkpoint(path: PathLike, tag: Optional[str] = None,
         each.load_state_dict(state)
     for each, state in scheduler_states:
         each.load_state_dict(state)
-    return mzt._training_state(tag, config)
+    return training_state
+
+
+def _rank_and_size(group: Any) -> tuple[int, int]:
+    """(rank, world size) of this process in ``group`` (see load_checkpoint), without a
+    collective."""
+    if isinstance(group, Communicator):
+        return group.rank(), group.size()
+    if group is not None and hasattr(group, "Get_rank"):
+        return group.Get_rank(), group.Get_size()
+    if group is not None or _torch_default_group():
+        import torch.distributed as dist
+        return dist.get_rank(group), dist.get_world_size(group)
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
+        return mpi.COMM_WORLD.Get_rank(), mpi.COMM_WORLD.Get_size()
+    return 0, 1
 
 
 def _several_optimizer_states(where: str, properties: Mapping[str, str],

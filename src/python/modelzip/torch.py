@@ -91,6 +91,10 @@ TORCH_VERSION = "torch.version"
 EXTRA = "torch.extra"
 """Property: JSON of save_checkpoint's ``extra`` (only when given), tensors and numpy values
 inline (see _encode)."""
+RANK_EXTRAS = "torch.rank_extras"
+"""Property of modelzip.distributed.save_checkpoint with ``extra=`` (in place of EXTRA): a JSON
+array with an element per rank of the save, in rank order: what EXTRA would hold for that rank's
+``extra``, or null for a rank that passed none."""
 MAX_EXTRA_ARRAY_BYTES = 1 << 20
 """The largest tensor or numpy array save_checkpoint's ``extra`` holds (inline, in base64)."""
 
@@ -108,7 +112,8 @@ class TrainingState(NamedTuple):
     """The training config's properties not written by this module (``properties=`` of the save)."""
     extra: dict[str, Any]
     """``extra=`` of the save (RNG states, a GradScaler's state, the caller's own values), its
-    values of the types saved (tensors on the CPU); empty when none was saved."""
+    values of the types saved (tensors on the CPU); empty when none was saved. Of a sharded
+    save with ``extra=`` (RANK_EXTRAS): that of the loading rank, or of ``extra_rank``."""
 
 
 # ---- JSON encoding of values that are not top-level state tensors ------------
@@ -549,15 +554,15 @@ def _config(standard: tuple[dict, list, bool, bool], optimizer_properties: Mappi
     }
 
 
-def _extra_json(extra: Any) -> str:
-    """The EXTRA property of save_checkpoint's ``extra``."""
+def _extra_json(extra: Any, function: str = "modelzip.torch.save_checkpoint") -> str:
+    """The EXTRA property of ``function``'s ``extra``."""
     if not isinstance(extra, Mapping):
-        raise TypeError("modelzip.torch.save_checkpoint() argument 'extra' must be a mapping of "
-                        f"str to values, not {type(extra).__name__}")
+        raise TypeError(f"{function}() argument 'extra' must be a mapping of str to values, not "
+                        f"{type(extra).__name__}")
     for key in extra:
         if not isinstance(key, str):
-            raise TypeError("modelzip.torch.save_checkpoint() argument 'extra': keys must be "
-                            f"str, not {type(key).__name__}")
+            raise TypeError(f"{function}() argument 'extra': keys must be str, not "
+                            f"{type(key).__name__}")
     return _dumps(_encode(dict(extra), "extra", None, inline=True))
 
 
@@ -653,7 +658,8 @@ def _updater_tensors(archive: Archive, tag: str) -> dict[str, dict[str, Any]]:
 
 def load_checkpoint(path: Any, tag: Optional[str] = None, model: Optional[torch.nn.Module] = None,
                     optimizer: Any = None,
-                    *, scheduler: Any = None, strict: bool = True) -> TrainingState:
+                    *, scheduler: Any = None, strict: bool = True,
+                    extra_rank: Optional[int] = None) -> TrainingState:
     """Restores ``model``, ``optimizer`` and ``scheduler`` from tag ``tag`` (None: the newest).
 
     ``path, tag`` come first, as for save_checkpoint and modelzip.save/load. The order of
@@ -674,6 +680,9 @@ def load_checkpoint(path: Any, tag: Optional[str] = None, model: Optional[torch.
     the checkpoint does not fit, modelzip.NotFoundError for a missing tag; the model,
     optimizer and scheduler are then as they were. Returns the counters and the extra
     properties that were saved.
+    extra_rank: for a tag of modelzip.distributed.save_checkpoint whose ranks each saved an
+    ``extra`` (per-rank RNG states), the rank whose ``extra`` to return; None: the tag must hold
+    the extra of one rank, or ValueError (this process is not one of several ranks).
     """
     if isinstance(tag, torch.nn.Module) or isinstance(model, torch.optim.Optimizer):
         tag, model, optimizer = optimizer, tag, model
@@ -708,7 +717,7 @@ def load_checkpoint(path: Any, tag: Optional[str] = None, model: Optional[torch.
                 lambda names: _updater_tensors(archive, tag)))]
         else:
             optimizer_states = []
-        training_state = _training_state(tag, config, where)
+        training_state = _training_state(tag, config, where, lambda: (0, 1), extra_rank)
     for each, state in optimizer_states:  # new tensors on the parameters' devices: no change yet
         _torch_load.to_param_devices(state, each)
     if plan is not None:
@@ -866,24 +875,57 @@ def _several_optimizer_states(where: str, properties: Mapping[str, str],
     return out
 
 
-def _training_state(tag: str, config: Optional[Mapping[str, Any]],
-                    where: Optional[str] = None) -> TrainingState:
+def _training_state(tag: str, config: Optional[Mapping[str, Any]], where: Optional[str] = None,
+                    ranks: Callable[[], tuple[int, int]] = lambda: (0, 1),
+                    extra_rank: Optional[int] = None) -> TrainingState:
     """The TrainingState of tag ``tag`` with training config ``config``; ValueError, starting
-    with ``where`` (default: the tag), when its EXTRA property is malformed."""
+    with ``where`` (default: the tag), when its EXTRA or RANK_EXTRAS property is malformed. Of
+    RANK_EXTRAS, the extra of rank ``extra_rank``, or (None) of the loading rank, when the
+    loaders' world size is that of the save (``ranks()``: (rank, world size) of the loader);
+    ValueError otherwise, or for an ``extra_rank`` the save did not have."""
     properties = config["properties"] if config else {}
     own = {k: v for k, v in properties.items() if not k.startswith("torch.")}
+    where = where or f"tag {tag!r}"
     extra: dict[str, Any] = {}
-    if EXTRA in properties:
+    if extra_rank is not None and (isinstance(extra_rank, bool) or not isinstance(extra_rank, int)):
+        raise TypeError("load_checkpoint() argument 'extra_rank' must be an int or None, not "
+                        f"{type(extra_rank).__name__}")
+    key = RANK_EXTRAS if RANK_EXTRAS in properties else EXTRA
+    if key in properties:
         try:
-            extra = _decode(json.loads(properties[EXTRA]), {})
+            value = json.loads(properties[key])
+            if key == RANK_EXTRAS:
+                if not isinstance(value, list) or not value:
+                    raise ValueError("not a non-empty array")
+                if extra_rank is None:
+                    rank, world = ranks()
+                    if world != len(value):
+                        raise _WorldSizeChanged(
+                            f"{where} holds the extra= of each of the {len(value)} ranks that "
+                            f"saved it (property {RANK_EXTRAS!r}), and this load runs on "
+                            f"{world} rank{'s' if world != 1 else ''}: per-rank state (RNG "
+                            "states) has no rank to go to; resume on "
+                            f"{len(value)} ranks, or pass extra_rank= the saved rank whose extra "
+                            "this rank is to get")
+                    extra_rank = rank
+                elif not 0 <= extra_rank < len(value):
+                    raise _WorldSizeChanged(f"{where}: extra_rank={extra_rank}, but the tag holds "
+                                            f"the extra= of ranks 0 to {len(value) - 1}")
+                value = value[extra_rank] if value[extra_rank] is not None else {"$dict": []}
+            extra = _decode(value, {})
             if not isinstance(extra, dict):
                 raise ValueError("not an object")
+        except _WorldSizeChanged as e:
+            raise ValueError(str(e)) from None
         except (ValueError, TypeError, KeyError, RuntimeError, RecursionError,
                 OverflowError) as e:
-            raise ValueError(f"{where or f'tag {tag!r}'}: property {EXTRA!r} is malformed "
-                             f"({e})") from None
+            raise ValueError(f"{where}: property {key!r} is malformed ({e})") from None
     return TrainingState(tag, int(config["iteration_count"]) if config else 0,
                          int(config["epoch_count"]) if config else 0, own, extra)
+
+
+class _WorldSizeChanged(Exception):
+    """_training_state: a RANK_EXTRAS that is well formed but has no element for the loader."""
 
 
 def _optimizer_state(where: str, properties: Mapping[str, str], optimizer: torch.optim.Optimizer,

@@ -16,6 +16,7 @@ LR_SCHEDULERS: str
 UPDATER_EXACT: str
 TORCH_VERSION: str
 EXTRA: str
+RANK_EXTRAS: str
 MAX_EXTRA_ARRAY_BYTES: int
 
 
@@ -71,8 +72,10 @@ def save_checkpoint(path: PathLike, tag: str, model: torch.nn.Module,
 def load_checkpoint(path: PathLike, tag: Optional[str] = None,
                     model: Optional[torch.nn.Module] = None,
                     optimizer: Optional[Optimizers] = None,
-                    *, scheduler: Any = None, strict: bool = True) -> TrainingState:
+                    *, scheduler: Any = None, strict: bool = True,
+                    extra_rank: Optional[int] = None) -> TrainingState:
     """Restores model, optimizer and scheduler from ``tag`` (None: the newest) so training
     resumes bit-exactly (several optimizers or schedulers in the structure they were saved
-    from); returns the counters and extra properties. (The order of earlier
+    from); returns the counters and extra properties (``extra_rank``: whose extra of a
+    sharded save with per-rank extras). (The order of earlier
     releases, ``(path, model, optimizer, tag)``, still works with a DeprecationWarning.)"""
