@@ -124,7 +124,6 @@ class TorchCommunicator(Communicator):
         return box[0]
 
     def agree(self, error: str) -> Optional[tuple[int, str]]:
-        error = _CommitInterrupt.error_of(self, error)
         for rank, message in enumerate(self._all(str(error))):
             if message:
                 return rank, message
@@ -186,7 +185,6 @@ class MPICommunicator(Communicator):
         return buf.tobytes()
 
     def agree(self, error: str) -> Optional[tuple[int, str]]:
-        error = _CommitInterrupt.error_of(self, error)
         big = np.iinfo(np.int32).max
         mine = np.array([self.rank() if error else big], dtype=np.int32)
         first = np.zeros(1, dtype=np.int32)
@@ -340,8 +338,9 @@ class _CommitInterrupt:
     """Ctrl-C during a blocking collective commit on the main thread. A rank
     that left the commit's collectives mid-way would leave the others waiting
     for it until the engine's time-out, so SIGINT (while Python's default
-    handler is installed) is only noted meanwhile; the built-in communicators
-    then report it at the commit's next agreement of the ranks, where every
+    handler is installed) is only noted meanwhile; the commit reports it at its
+    next agreement of the ranks (the binding passes it to the communicator's
+    agree() as this rank's error, whatever the Communicator subclass), where every
     rank fails the commit (the archive unchanged) with modelzip.Error (code
     "cancelled") "collective commit failed on rank R: rank R was interrupted
     (Ctrl-C)", and the interrupted rank raises KeyboardInterrupt instead. One
@@ -379,7 +378,8 @@ class _CommitInterrupt:
 
     @staticmethod
     def error_of(comm: Communicator, error: str) -> str:
-        """`error`, or this rank's interrupt if one was noted during a commit."""
+        """`error`, or this rank's interrupt if one was noted during a commit
+        (the binding asks it before each agree() the commit calls)."""
         interrupt = getattr(comm, "_commit_interrupt", None)
         if error or interrupt is None or not interrupt.noted:
             return error
