@@ -863,7 +863,7 @@ INTERRUPTED_RANK = textwrap.dedent("""
         mzd.save(path, "new", {f"w{rank}": big}, group=group)
         print(f"rank {rank}: saved", flush=True)
     except KeyboardInterrupt as e:
-        print(f"rank {rank}: KeyboardInterrupt", *e.__notes__, flush=True)
+        print(f"rank {rank}: KeyboardInterrupt", *getattr(e, "__notes__", []), flush=True)
     except modelzip.Error as e:
         print(f"rank {rank}: Error {e.code}: {e}", flush=True)
 """)
@@ -905,3 +905,63 @@ def test_ctrl_c_of_one_rank_fails_the_collective_commit_on_every_rank(tmp_path, 
         assert a.tags == ["base"]
         assert a.verify() == []
 
+
+INTERRUPTED_STAGING = textwrap.dedent("""
+    import os, signal, sys, time
+    import numpy as np
+    import modelzip, modelzip.distributed as mzd
+    from mpi4py import MPI
+    rank = MPI.COMM_WORLD.Get_rank()
+    path, how = sys.argv[1], sys.argv[2]
+
+    class SlowToStage:  # Ctrl-C on rank 0 while it converts this value, which takes 2 minutes
+        def __array__(self, dtype=None):
+            if rank == 0:
+                signal.raise_signal(signal.SIGINT)  # as the terminal sends it
+                deadline = time.monotonic() + 120
+                while time.monotonic() < deadline:
+                    time.sleep(0.01)
+            return np.full(4, rank, dtype=np.float32)
+
+    params = {f"w{rank}": SlowToStage()}
+    group = mzd.MPICommunicator(timeout=600)
+    try:
+        if how == "save_checkpoint":
+            mzd.save_checkpoint(path, "new", params, group=group)
+        else:
+            mzd.save(path, "new", params, group=group)
+        print(f"rank {rank}: saved", flush=True)
+    except KeyboardInterrupt as e:
+        print(f"rank {rank}: KeyboardInterrupt", *getattr(e, "__notes__", []), flush=True)
+    except modelzip.Error as e:
+        print(f"rank {rank}: Error {e.code}: {e}", flush=True)
+""")
+
+
+@pytest.mark.parametrize("how", ["save_checkpoint", "save"])
+def test_ctrl_c_while_one_rank_stages_fails_the_save_on_every_rank(tmp_path, how):
+    """Ctrl-C of rank 0 while it stages its tensors (a conversion that would
+    take 2 minutes): the staging stops, rank 0 raises KeyboardInterrupt ("the
+    save did not happen"), rank 1 modelzip.Error (code "cancelled") naming
+    rank 0 instead of waiting for the communicator's time-out (600 s: the
+    run's time-out of 100 s would end it), and nothing is written: the folder
+    holds the old archive alone, byte for byte. Before, save_checkpoint's rank
+    0 left at once and rank 1 waited out the time-out; save's rank 0 staged on
+    for the 2 minutes."""
+    script = tmp_path / "interrupted_staging.py"
+    script.write_text(INTERRUPTED_STAGING)
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    folder = tmp_path / "archive"
+    folder.mkdir()
+    path = folder / "m.zip"
+    modelzip.save(path, "base", {"w": np.arange(10, dtype=np.int32)}, durable=False)
+    before = path.read_bytes()
+    r = subprocess.run(["mpirun", "--oversubscribe", "-np", "2", sys.executable, str(script),
+                        str(path), how], env=env, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, timeout=100)
+    assert r.returncode == 0, r.stdout
+    assert "rank 0: KeyboardInterrupt" in r.stdout and "the save did not happen" in r.stdout, \
+        r.stdout
+    assert "rank 1: Error cancelled:" in r.stdout and \
+        "failed on rank 0: rank 0 was interrupted (Ctrl-C)" in r.stdout, r.stdout
+    assert os.listdir(folder) == ["m.zip"] and path.read_bytes() == before
