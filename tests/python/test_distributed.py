@@ -921,7 +921,25 @@ INTERRUPTED_RANK = textwrap.dedent("""
     import modelzip, modelzip.distributed as mzd
     from mpi4py import MPI
     rank = MPI.COMM_WORLD.Get_rank()
-    path = sys.argv[1]
+    path, which = sys.argv[1], sys.argv[2]
+
+    class OwnCommunicator(mzd.Communicator):  # a user's own, over blocking mpi4py calls
+        def __init__(self, comm):
+            super().__init__()
+            self.comm = comm
+        def rank(self):
+            return self.comm.Get_rank()
+        def size(self):
+            return self.comm.Get_size()
+        def gather(self, data, root):
+            return self.comm.gather(bytes(data), root=root)
+        def broadcast(self, data, root):
+            return self.comm.bcast(bytes(data) if self.rank() == root else None, root=root)
+        def agree(self, error):
+            return next(((r, e) for r, e in enumerate(self.comm.allgather(error)) if e), None)
+
+    group = (mzd.MPICommunicator(timeout=600) if which == "builtin"
+             else OwnCommunicator(MPI.COMM_WORLD.Dup()))
     folder = os.path.dirname(path)
     before = set(os.listdir(folder))
     big = np.full(32 << 20, rank + 1.5, dtype=np.float32)  # 128 MiB a rank
@@ -933,23 +951,26 @@ INTERRUPTED_RANK = textwrap.dedent("""
             os.kill(os.getpid(), signal.SIGINT)
         threading.Thread(target=ctrl_c_once_the_commit_writes, daemon=True).start()
     try:
-        mzd.save(path, "new", {f"w{rank}": big}, group=mzd.MPICommunicator(timeout=600))
+        mzd.save(path, "new", {f"w{rank}": big}, group=group)
         print(f"rank {rank}: saved", flush=True)
     except KeyboardInterrupt as e:
-        print(f"rank {rank}: KeyboardInterrupt", *e.__notes__, flush=True)
+        print(f"rank {rank}: KeyboardInterrupt", *getattr(e, "__notes__", []), flush=True)
     except modelzip.Error as e:
         print(f"rank {rank}: Error {e.code}: {e}", flush=True)
 """)
 
 
-def test_ctrl_c_of_one_rank_fails_the_collective_commit_on_every_rank(tmp_path):
+@pytest.mark.parametrize("which", ["builtin", "own"])
+def test_ctrl_c_of_one_rank_fails_the_collective_commit_on_every_rank(tmp_path, which):
     """Ctrl-C of one rank during a collective commit: that rank raises
     KeyboardInterrupt, every other one modelzip.Error (code "cancelled")
     naming it, at the commit's next agreement rather than after the
     engine's time-out (600 s here: the run's 240 s time-out would end a
-    wait for it), and the archive is as it was. A trial where the signal
-    came after the commit's last agreement (the save completed) runs again
-    (at most 3 times)."""
+    wait for it), and the archive is as it was; over MPICommunicator and
+    over a Communicator subclass of the caller's own (its agree() is given
+    the interrupt as the rank's error; before, its commit went on to the
+    end). A trial where the signal came after the commit's last agreement
+    (the save completed) runs again (at most 3 times)."""
     script = tmp_path / "interrupted_rank.py"
     script.write_text(INTERRUPTED_RANK)
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
@@ -960,7 +981,7 @@ def test_ctrl_c_of_one_rank_fails_the_collective_commit_on_every_rank(tmp_path):
         modelzip.save(path, "base", {"w": np.arange(10, dtype=np.int32)}, durable=False)
         before = path.read_bytes()
         r = subprocess.run(["mpirun", "--oversubscribe", "-np", "2", sys.executable, str(script),
-                            str(path)], env=env, stdout=subprocess.PIPE,
+                            str(path), which], env=env, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True, timeout=240)
         if "rank 1: saved" not in r.stdout:
             break
@@ -974,3 +995,64 @@ def test_ctrl_c_of_one_rank_fails_the_collective_commit_on_every_rank(tmp_path):
     with modelzip.open(path) as a:
         assert a.tags == ["base"]
         assert a.verify() == []
+
+
+INTERRUPTED_STAGING = textwrap.dedent("""
+    import os, signal, sys, time
+    import numpy as np
+    import modelzip, modelzip.distributed as mzd
+    from mpi4py import MPI
+    rank = MPI.COMM_WORLD.Get_rank()
+    path, how = sys.argv[1], sys.argv[2]
+
+    class SlowToStage:  # Ctrl-C on rank 0 while it converts this value, which takes 2 minutes
+        def __array__(self, dtype=None):
+            if rank == 0:
+                signal.raise_signal(signal.SIGINT)  # as the terminal sends it
+                deadline = time.monotonic() + 120
+                while time.monotonic() < deadline:
+                    time.sleep(0.01)
+            return np.full(4, rank, dtype=np.float32)
+
+    params = {f"w{rank}": SlowToStage()}
+    group = mzd.MPICommunicator(timeout=600)
+    try:
+        if how == "save_checkpoint":
+            mzd.save_checkpoint(path, "new", params, group=group)
+        else:
+            mzd.save(path, "new", params, group=group)
+        print(f"rank {rank}: saved", flush=True)
+    except KeyboardInterrupt as e:
+        print(f"rank {rank}: KeyboardInterrupt", *getattr(e, "__notes__", []), flush=True)
+    except modelzip.Error as e:
+        print(f"rank {rank}: Error {e.code}: {e}", flush=True)
+""")
+
+
+@pytest.mark.parametrize("how", ["save_checkpoint", "save"])
+def test_ctrl_c_while_one_rank_stages_fails_the_save_on_every_rank(tmp_path, how):
+    """Ctrl-C of rank 0 while it stages its tensors (a conversion that would
+    take 2 minutes): the staging stops, rank 0 raises KeyboardInterrupt ("the
+    save did not happen"), rank 1 modelzip.Error (code "cancelled") naming
+    rank 0 instead of waiting for the communicator's time-out (600 s: the
+    run's time-out of 100 s would end it), and nothing is written: the folder
+    holds the old archive alone, byte for byte. Before, save_checkpoint's rank
+    0 left at once and rank 1 waited out the time-out; save's rank 0 staged on
+    for the 2 minutes."""
+    script = tmp_path / "interrupted_staging.py"
+    script.write_text(INTERRUPTED_STAGING)
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    folder = tmp_path / "archive"
+    folder.mkdir()
+    path = folder / "m.zip"
+    modelzip.save(path, "base", {"w": np.arange(10, dtype=np.int32)}, durable=False)
+    before = path.read_bytes()
+    r = subprocess.run(["mpirun", "--oversubscribe", "-np", "2", sys.executable, str(script),
+                        str(path), how], env=env, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, timeout=100)
+    assert r.returncode == 0, r.stdout
+    assert "rank 0: KeyboardInterrupt" in r.stdout and "the save did not happen" in r.stdout, \
+        r.stdout
+    assert "rank 1: Error cancelled:" in r.stdout and \
+        "failed on rank 0: rank 0 was interrupted (Ctrl-C)" in r.stdout, r.stdout
+    assert os.listdir(folder) == ["m.zip"] and path.read_bytes() == before

@@ -361,11 +361,11 @@ print("read completed", flush=True)
 """
 
 
-def ctrl_c_during_read(how, url, slow_down, started, env=None):
-    """Runs READ_UNTIL_CTRL_C on `url`, calling slow_down() before its read
-    starts, and sends SIGINT once started() says the read is under way;
-    returns (exit status, output, seconds from the signal to the exit)."""
-    p = subprocess.Popen([sys.executable, "-c", READ_UNTIL_CTRL_C, how, url],
+def ctrl_c_during_read(how, url, slow_down, started, env=None, script=READ_UNTIL_CTRL_C):
+    """Runs `script` on `url`, calling slow_down() before its read starts,
+    and sends SIGINT once started() says the read is under way; returns
+    (exit status, output, seconds from the signal to the exit)."""
+    p = subprocess.Popen([sys.executable, "-c", script, how, url],
                          env=env or cli_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE)
     try:
@@ -429,6 +429,73 @@ def test_ctrl_c_stops_a_python_read_from_a_slow_server_at_once(four_mib, how):
     finally:
         server.stop()
     assert_interrupted_at_once(*result)
+
+
+# READ_UNTIL_CTRL_C's reads on two threads other than the main one, each of
+# an archive of its own, while the main thread waits for them: says what
+# each read ended with once both ended.
+READ_IN_THREADS_UNTIL_CTRL_C = r"""
+import ctypes, signal, sys, threading, modelzip
+libc = ctypes.CDLL(None, use_errno=True)
+def sigint_handler():
+    action = ctypes.create_string_buffer(256)
+    assert libc.sigaction(signal.SIGINT, None, action) == 0
+    return action.raw[:8]
+url = sys.argv[2]
+before = sigint_handler()
+archives = [modelzip.open(url) for _ in range(2)]
+print("ready", flush=True)
+sys.stdin.readline()
+outcomes = []
+def read(archive):
+    try:
+        archive.tensor("w")
+        outcomes.append("read completed")
+    except modelzip.Error as e:
+        outcomes.append(f"Error {e.code}: {e}")
+workers = [threading.Thread(target=read, args=(a,)) for a in archives]
+for w in workers:
+    w.start()
+try:
+    for w in workers:
+        w.join()
+    print("no KeyboardInterrupt", flush=True)
+except KeyboardInterrupt:
+    print("KeyboardInterrupt", flush=True)
+for w in workers:
+    w.join()  # what a program's exit does
+print("outcomes", outcomes, flush=True)
+print("threads", threading.active_count(), flush=True)
+print("handler restored", sigint_handler() == before, flush=True)
+sys.exit(42)
+"""
+
+
+def test_ctrl_c_stops_python_reads_on_other_threads(four_mib):
+    """Ctrl-C while two threads other than the main one read from a server
+    sending 32 KiB/s (the main thread waiting for them, as a program's exit
+    does): the main thread raises KeyboardInterrupt and both reads end
+    within a second or so with modelzip.Error (cancelled) "read cancelled
+    (SIGINT)", so the program can end; no signal handler of modelzip is left
+    behind. Before, only the main thread's reads were watched: these went on
+    for two minutes."""
+    server = servers.HostileHttp(four_mib, rate=32 << 10, max_seconds=120)
+    gets = []
+
+    def slow_down():
+        gets.append(server.gets)
+        server.plan = ["slow"] * 100
+
+    try:
+        status, out, seconds = ctrl_c_during_read(
+            "threads", server.url(), slow_down, lambda: server.gets >= gets[0] + 2,
+            script=READ_IN_THREADS_UNTIL_CTRL_C)
+    finally:
+        server.stop()
+    assert seconds < 20 and status == 42, (seconds, status, out)
+    assert "KeyboardInterrupt" in out.splitlines(), out
+    assert out.count("Error cancelled: ") == 2 and out.count("read cancelled (SIGINT)") == 2, out
+    assert "threads 1" in out and "handler restored True" in out, out
 
 
 def test_ctrl_c_stops_a_python_read_of_s3_waiting_for_the_server(s3, tmp_path):

@@ -51,9 +51,18 @@ class PyCommunicator : public Communicator {
     py::gil_scoped_acquire gil;
     return call("broadcast", py::bytes(bytes.data(), bytes.size()), root).cast<std::string>();
   }
+  // A Ctrl-C noted during a blocking commit of modelzip.distributed
+  // (_CommitInterrupt) is passed on as this rank's error, so that every
+  // subclass, the caller's own too, tells it at this agreement. Handlers of
+  // signals pending since the GIL was released run first (Python's run
+  // them only on the main thread).
   std::optional<Failure> agree(std::string_view error) override {
     py::gil_scoped_acquire gil;
-    py::object r = call("agree", py::str(error.data(), error.size()));
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    py::object self = py::cast(static_cast<const Communicator*>(this));
+    py::object told = helper("distributed", "_CommitInterrupt")
+                          .attr("error_of")(self, py::str(error.data(), error.size()));
+    py::object r = call("agree", told);
     if (r.is_none()) return std::nullopt;
     auto [rank, message] = r.cast<std::pair<int, std::string>>();
     return Failure{rank, message};
@@ -137,7 +146,9 @@ The collective operations a distributed commit needs. Subclass it (as
 modelzip.distributed.TorchCommunicator and MPICommunicator do) and implement
 rank(), size(), gather(bytes, root) -> list of bytes at root (None
 elsewhere), broadcast(bytes, root) -> bytes and agree(error: str) -> None or
-(lowest failing rank, its message), as the C++ modelzip::Communicator.)doc")
+(lowest failing rank, its message), as the C++ modelzip::Communicator.
+A Ctrl-C noted during a blocking commit of modelzip.distributed reaches
+agree() as this rank's error (the subclass needs nothing for it).)doc")
       .def(py::init<>());
 
   py::class_<CollectiveStats>(m, "CollectiveStats")

@@ -76,13 +76,11 @@ void raise_python_error(const Error& e) {
 }  // namespace
 
 void bind_errors(py::module_&) {
-  // Ctrl-C stops remote reads of the main thread (Python's SIGINT handler
-  // runs there): the read throws Error(cancelled) and raise_python_error()
-  // raises the KeyboardInterrupt the handler noted. A Python thread's ident
-  // is its pthread_self().
-  const auto main_ident =
-      py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
-  stop_fetches_on_sigint(static_cast<pthread_t>(main_ident));
+  // Ctrl-C stops remote reads of every thread: the read throws
+  // Error(cancelled); on the main thread (where Python's SIGINT handler
+  // runs) raise_python_error() raises the KeyboardInterrupt the handler
+  // noted instead, elsewhere it is raised as modelzip.Error.
+  stop_fetches_on_sigint();
   py::register_exception_translator([](std::exception_ptr p) {
     if (!p) return;
     try {

@@ -1,26 +1,30 @@
 #include "sigint_watch.hpp"
 
+#include <Python.h>
+
 #include <atomic>
 #include <cerrno>
 #include <memory>
+#include <mutex>
 
 namespace modelzip::python {
 namespace {
 
-std::atomic<bool> watching{false};
-std::atomic<pthread_t> watched{};
-std::atomic<bool> received{false};
-static_assert(std::atomic<bool>::is_always_lock_free,
+// SIGINTs received while the chained handler was installed.
+std::atomic<std::uint64_t> received{0};
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free,
               "a signal handler may only touch lock-free atomics");
-// Written only by the watched thread before it installs the handler; read
-// by the handler.
+// Guards `previous` and `watches` (never taken by the handler).
+std::mutex installing;
+// The handler ours chains to; written under `installing` only while ours
+// is not installed; read by the handler.
 struct sigaction previous {};
-// Watches alive on the watched thread (only the outermost installs).
-int depth = 0;
+// Watches alive that share the installed handler.
+int watches = 0;
 
 extern "C" void on_sigint(int sig, siginfo_t* info, void* context) {
   const int saved = errno;
-  received.store(true, std::memory_order_relaxed);
+  received.fetch_add(1, std::memory_order_relaxed);
   if (previous.sa_flags & SA_SIGINFO) {
     if (previous.sa_sigaction) previous.sa_sigaction(sig, info, context);
   } else if (previous.sa_handler != SIG_DFL && previous.sa_handler != SIG_IGN) {
@@ -29,50 +33,44 @@ extern "C" void on_sigint(int sig, siginfo_t* info, void* context) {
   errno = saved;
 }
 
-bool on_watched_thread() noexcept {
-  return watching.load(std::memory_order_acquire) &&
-         pthread_equal(watched.load(std::memory_order_relaxed), pthread_self()) != 0;
-}
-
+// Python's threads only: a thread the library started (a background
+// save's) has no thread state of its own outside the GIL.
 std::unique_ptr<remote::FetchInterrupt> start_watch() {
-  if (!on_watched_thread()) return nullptr;
+  if (PyGILState_GetThisThreadState() == nullptr) return nullptr;
   return std::make_unique<SigintWatch>();
 }
 
 }  // namespace
 
-void stop_fetches_on_sigint(pthread_t thread) noexcept {
-  watched.store(thread, std::memory_order_relaxed);
-  watching.store(true, std::memory_order_release);
+void stop_fetches_on_sigint() noexcept {
   remote::watch_fetches_with(&start_watch);
 }
 
 SigintWatch::SigintWatch() noexcept {
-  if (!on_watched_thread()) return;
-  if (depth > 0) {  // inside a watch of this thread: its handler serves both
-    nested_ = true;
-    return;
+  const std::lock_guard<std::mutex> guard(installing);
+  start_ = received.load(std::memory_order_relaxed);
+  if (watches == 0) {
+    struct sigaction current {};
+    if (::sigaction(SIGINT, nullptr, &current) != 0) return;
+    const bool has_handler = (current.sa_flags & SA_SIGINFO)
+                                 ? current.sa_sigaction != nullptr
+                                 : current.sa_handler != SIG_DFL && current.sa_handler != SIG_IGN;
+    if (!has_handler) return;
+    previous = current;
+    struct sigaction chained {};
+    chained.sa_sigaction = on_sigint;
+    chained.sa_mask = current.sa_mask;
+    chained.sa_flags = SA_SIGINFO | (current.sa_flags & (SA_ONSTACK | SA_RESTART));
+    if (::sigaction(SIGINT, &chained, nullptr) != 0) return;
   }
-  struct sigaction current {};
-  if (::sigaction(SIGINT, nullptr, &current) != 0) return;
-  const bool has_handler = (current.sa_flags & SA_SIGINFO)
-                               ? current.sa_sigaction != nullptr
-                               : current.sa_handler != SIG_DFL && current.sa_handler != SIG_IGN;
-  if (!has_handler) return;
-  previous = current;
-  received.store(false, std::memory_order_relaxed);
-  struct sigaction chained {};
-  chained.sa_sigaction = on_sigint;
-  chained.sa_mask = current.sa_mask;
-  chained.sa_flags = SA_SIGINFO | (current.sa_flags & (SA_ONSTACK | SA_RESTART));
-  if (::sigaction(SIGINT, &chained, nullptr) != 0) return;
+  ++watches;
   installed_ = true;
-  ++depth;
 }
 
 SigintWatch::~SigintWatch() {
   if (!installed_) return;
-  --depth;
+  const std::lock_guard<std::mutex> guard(installing);
+  if (--watches > 0) return;
   struct sigaction current {};
   if (::sigaction(SIGINT, nullptr, &current) == 0 && (current.sa_flags & SA_SIGINFO) &&
       current.sa_sigaction == on_sigint)
@@ -80,7 +78,7 @@ SigintWatch::~SigintWatch() {
 }
 
 const char* SigintWatch::interrupted() const noexcept {
-  return (installed_ || nested_) && received.load(std::memory_order_relaxed) ? "SIGINT" : nullptr;
+  return installed_ && received.load(std::memory_order_relaxed) != start_ ? "SIGINT" : nullptr;
 }
 
 }  // namespace modelzip::python

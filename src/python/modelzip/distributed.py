@@ -39,6 +39,7 @@ rank elsewhere): see _CommitInterrupt and docs/python.md.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import json
 import os
 import signal
@@ -46,7 +47,7 @@ import sys
 import threading
 import time
 import warnings
-from typing import Any, Mapping, NamedTuple, Optional, Sequence, Union
+from typing import Any, Iterator, Mapping, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 
@@ -124,7 +125,6 @@ class TorchCommunicator(Communicator):
         return box[0]
 
     def agree(self, error: str) -> Optional[tuple[int, str]]:
-        error = _CommitInterrupt.error_of(self, error)
         for rank, message in enumerate(self._all(str(error))):
             if message:
                 return rank, message
@@ -186,7 +186,6 @@ class MPICommunicator(Communicator):
         return buf.tobytes()
 
     def agree(self, error: str) -> Optional[tuple[int, str]]:
-        error = _CommitInterrupt.error_of(self, error)
         big = np.iinfo(np.int32).max
         mine = np.array([self.rank() if error else big], dtype=np.int32)
         first = np.zeros(1, dtype=np.int32)
@@ -318,18 +317,24 @@ def _commit(path: PathLike, tag: str, tensors: Mapping[str, Any], comm: Communic
     with _CommitInterrupt(comm, path) as interrupt:
         error, cause = "", None
         try:
-            _check_keep_last(keep_last)
-            writer = _staged_writer(path, _host_values(tensors), comm, share, dedup, durable, root,
-                                    rank_lock_timeout, _raw_bits_marks(tensors, dtypes))
+            with interrupt.staging():
+                _check_keep_last(keep_last)
+                writer = _staged_writer(path, _host_values(tensors), comm, share, dedup, durable,
+                                        root, rank_lock_timeout, _raw_bits_marks(tensors, dtypes))
         except Exception as e:  # every rank must reach the agreement, whatever failed here
             error, cause = f"{type(e).__name__}: {e}", e
-        if not error and interrupt.noted:
-            error = f"rank {comm.rank()} was interrupted (Ctrl-C)"
-        failure = comm.agree(error)
+        except KeyboardInterrupt:
+            if not interrupt.noted:  # not Ctrl-C noted here (a handler of the caller's own)
+                raise
+        failure = comm.agree(_CommitInterrupt.error_of(comm, error))
         if cause is not None:
             raise cause
         if failure is not None:
-            text = f"collective commit failed on rank {failure[0]}: {failure[1]}"
+            what = "collective commit"
+            cancelled = _CommitInterrupt.cancelled(failure, what, path, tag)
+            if cancelled is not None:
+                raise cancelled
+            text = f"{what} failed on rank {failure[0]}: {failure[1]}"
             raise InvalidArgumentError(f"{os.fspath(path)}: tag '{tag}': {text}",
                                        code="invalid_argument", message=text,
                                        archive=os.fspath(path), tag=tag)
@@ -340,18 +345,22 @@ class _CommitInterrupt:
     """Ctrl-C during a blocking collective commit on the main thread. A rank
     that left the commit's collectives mid-way would leave the others waiting
     for it until the engine's time-out, so SIGINT (while Python's default
-    handler is installed) is only noted meanwhile; the built-in communicators
-    then report it at the commit's next agreement of the ranks, where every
+    handler is installed) is only noted meanwhile; the commit reports it at its
+    next agreement of the ranks (the binding passes it to the communicator's
+    agree() as this rank's error, whatever the Communicator subclass), where every
     rank fails the commit (the archive unchanged) with modelzip.Error (code
     "cancelled") "collective commit failed on rank R: rank R was interrupted
     (Ctrl-C)", and the interrupted rank raises KeyboardInterrupt instead. One
     noted after the last agreement cannot stop the commit: it completes and
     KeyboardInterrupt is raised then. A note on the KeyboardInterrupt says
-    which happened, as for modelzip.save."""
+    which happened, as for modelzip.save. Within staging(), while this rank
+    works alone before an agreement, SIGINT also raises KeyboardInterrupt at
+    once (the caller catches it and goes on to the agreement)."""
 
     def __init__(self, comm: Communicator, path: PathLike) -> None:
         self._comm, self._path = comm, os.fspath(path)
         self._previous: Any = None
+        self._staging = False
         self.noted = False
 
     def __enter__(self) -> "_CommitInterrupt":
@@ -363,6 +372,18 @@ class _CommitInterrupt:
 
     def _note(self, signum: int, frame: Any) -> None:
         self.noted = True
+        if self._staging:
+            raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def staging(self) -> Iterator[None]:
+        """A step of this rank alone (no collective under way), which Ctrl-C
+        stops with KeyboardInterrupt."""
+        self._staging = True
+        try:
+            yield
+        finally:
+            self._staging = False
 
     def __exit__(self, kind: Any, value: Any, traceback: Any) -> None:
         if self._previous is None:
@@ -379,11 +400,29 @@ class _CommitInterrupt:
 
     @staticmethod
     def error_of(comm: Communicator, error: str) -> str:
-        """`error`, or this rank's interrupt if one was noted during a commit."""
+        """`error`, or this rank's interrupt if one was noted during a commit
+        (the binding asks it before each agree() the commit calls)."""
         interrupt = getattr(comm, "_commit_interrupt", None)
         if error or interrupt is None or not interrupt.noted:
             return error
-        return _modelzip._cancelled_error_text(f"rank {comm.rank()} was interrupted (Ctrl-C)")
+        return _modelzip._cancelled_error_text(_CommitInterrupt._text(comm.rank()))
+
+    @staticmethod
+    def cancelled(failure: tuple[int, str], what: str, path: PathLike,
+                  tag: str) -> Optional[Error]:
+        """The modelzip.Error (code "cancelled") "`what` failed on rank R: rank R
+        was interrupted (Ctrl-C)" when the failure an agreement returned is
+        rank R's interrupt (error_of), else None."""
+        rank, message = failure
+        if message != _modelzip._cancelled_error_text(_CommitInterrupt._text(rank)):
+            return None
+        text = f"{what} failed on rank {rank}: {_CommitInterrupt._text(rank)}"
+        return Error(f"{os.fspath(path)}: tag '{tag}': {text}", code="cancelled", message=text,
+                     archive=os.fspath(path), tag=tag)
+
+    @staticmethod
+    def _text(rank: int) -> str:
+        return f"rank {rank} was interrupted (Ctrl-C)"
 
 
 def _check_keep_last(keep_last: Optional[int]) -> None:
@@ -690,9 +729,16 @@ def _merged_groups(parts: Sequence[tuple[int, dict]], what: str = "") -> tuple[l
     return groups, other, steps
 
 
-def _agreed(comm: Communicator, error: str, what: str) -> None:
-    failure = comm.agree(error)
+def _agreed(comm: Communicator, error: str, what: str, path: PathLike, tag: str) -> None:
+    """Agrees with every rank on this rank's ``error`` ("": none) or its Ctrl-C
+    noted meanwhile (_CommitInterrupt.error_of); on every rank, raises the lowest
+    failing rank's: ValueError "``what`` failed on rank R: ...", or
+    modelzip.Error (code "cancelled") when rank R was interrupted."""
+    failure = comm.agree(_CommitInterrupt.error_of(comm, error))
     if failure is not None:
+        cancelled = _CommitInterrupt.cancelled(failure, what, path, tag)
+        if cancelled is not None:
+            raise cancelled
         raise ValueError(f"{what} failed on rank {failure[0]}: {failure[1]}")
 
 
@@ -735,48 +781,54 @@ def save_checkpoint(path: PathLike, tag: str, params: Mapping[str, Any], optimiz
     ``replace`` and ``keep_last`` as for :func:`save`. Returns this rank's stats.
     """
     comm = communicator(group)
-    writer = CollectiveWriter(path, comm, dedup=dedup, durable=durable, root=root,
-                              rank_lock_timeout=rank_lock_timeout)
-    from . import torch as mzt
-    summary: dict = {}
-    extra_json = None
-    error = ""
-    try:
-        _check_keep_last(keep_last)
-        _stage_tensors(writer, _host_values(params), {})
-        if optimizer is not None:
-            summary = _stage_optimizers(writer, params, optimizer)
-        if extra is not None:
-            extra_json = mzt._extra_json(extra, "modelzip.distributed.save_checkpoint")
-    except Exception as e:  # every rank must reach the agreement, whatever failed here
-        error = f"{type(e).__name__}: {e}"
-    _agreed(comm, error, "save_checkpoint")
-    gathered = comm.gather(json.dumps([summary, extra_json]).encode(), root)
-    if comm.rank() == root:
+    with _CommitInterrupt(comm, path) as interrupt:
+        writer = CollectiveWriter(path, comm, dedup=dedup, durable=durable, root=root,
+                                  rank_lock_timeout=rank_lock_timeout)
+        from . import torch as mzt
+        summary: dict = {}
+        extra_json = None
+        error = ""
         try:
-            ranks = [json.loads(p) for p in gathered]
-            parts = [(r, part) for r, (part, _) in enumerate(ranks) if part]
-            extras = [each for _, each in ranks]
-            if parts and not summary:
-                raise ValueError(f"rank {parts[0][0]} passes an optimizer, the root rank {root} "
-                                 "none (the root writes the training config from its optimizer)")
-            if not parts and any(each is not None for each in extras):
-                raise ValueError(f"rank {next(r for r, e in enumerate(extras) if e is not None)} "
-                                 "passes extra=, and no rank an optimizer: the extras are stored "
-                                 "in the training config, which a save without an optimizer "
-                                 "does not write")
-            if parts:
-                parts.sort(key=lambda part: part[0] != root)  # the root's first
-                config = _merged_config(optimizer, parts, iteration, scheduler=scheduler,
-                                        epoch=epoch, properties=properties)
-                if any(each is not None for each in extras):
-                    config["properties"][mzt.RANK_EXTRAS] = (
-                        "[" + ",".join("null" if each is None else each for each in extras) + "]")
-                writer.set_training_config(config)
-        except Exception as e:  # as above
+            with interrupt.staging():
+                _check_keep_last(keep_last)
+                _stage_tensors(writer, _host_values(params), {})
+                if optimizer is not None:
+                    summary = _stage_optimizers(writer, params, optimizer)
+                if extra is not None:
+                    extra_json = mzt._extra_json(extra, "modelzip.distributed.save_checkpoint")
+        except Exception as e:  # every rank must reach the agreement, whatever failed here
             error = f"{type(e).__name__}: {e}"
-    _agreed(comm, error, "save_checkpoint")
-    with _CommitInterrupt(comm, path):
+        except KeyboardInterrupt:
+            if not interrupt.noted:  # not Ctrl-C noted here (a handler of the caller's own)
+                raise
+        _agreed(comm, error, "save_checkpoint", path, tag)
+        gathered = comm.gather(json.dumps([summary, extra_json]).encode(), root)
+        if comm.rank() == root:
+            try:
+                ranks = [json.loads(p) for p in gathered]
+                parts = [(r, part) for r, (part, _) in enumerate(ranks) if part]
+                extras = [each for _, each in ranks]
+                if parts and not summary:
+                    raise ValueError(f"rank {parts[0][0]} passes an optimizer, the root rank "
+                                     f"{root} none (the root writes the training config from its "
+                                     "optimizer)")
+                if not parts and any(each is not None for each in extras):
+                    raise ValueError(
+                        f"rank {next(r for r, e in enumerate(extras) if e is not None)} passes "
+                        "extra=, and no rank an optimizer: the extras are stored in the training "
+                        "config, which a save without an optimizer does not write")
+                if parts:
+                    parts.sort(key=lambda part: part[0] != root)  # the root's first
+                    config = _merged_config(optimizer, parts, iteration, scheduler=scheduler,
+                                            epoch=epoch, properties=properties)
+                    if any(each is not None for each in extras):
+                        config["properties"][mzt.RANK_EXTRAS] = (
+                            "[" + ",".join("null" if each is None else each for each in extras)
+                            + "]")
+                    writer.set_training_config(config)
+            except Exception as e:  # as above
+                error = f"{type(e).__name__}: {e}"
+        _agreed(comm, error, "save_checkpoint", path, tag)
         return writer.commit(tag, replace=replace, keep_last=keep_last)
 
 
