@@ -195,6 +195,20 @@ def test_pkg_config_file(root):
             os.rename(moved, root)
 
 
+def test_static_libs_name_every_library_the_library_needs(root):
+    """`pkg-config --static --libs` (static linking of libmodelzip) names every library that
+    libmodelzip.so itself links, but for the C and C++ runtime that the compiler adds."""
+    libdir = inside(root, under_prefix("MODELZIP_LIBDIR", "lib"))
+    dynamic = subprocess.run(["readelf", "-d", str(libdir / "libmodelzip.so")], check=True,
+                             capture_output=True, text=True).stdout
+    needed = re.findall(r"\(NEEDED\)\s+Shared library: \[lib([^.\]]+)\.so", dynamic)
+    runtime = {"c", "m", "stdc++", "gcc_s", "pthread", "dl", "rt"}
+    needed = [n for n in needed if n not in runtime and not n.startswith("ld-linux")]
+    assert "zip" in needed
+    libs = pkg_config(root, "--static", "--libs")
+    assert [n for n in needed if f"-l{n}" not in libs] == [], libs
+
+
 def test_sample_builds_and_runs_against_the_installed_library(root, tmp_path):
     exe = tmp_path / "installed_sample"
     subprocess.run(["c++", "-std=c++20", str(SOURCE / "samples" / "installed" / "main.cpp"),
