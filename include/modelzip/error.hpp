@@ -1,6 +1,4 @@
-// The one error model of modelzip: every failure is thrown as modelzip::Error,
-// but for std::bad_alloc (out of memory) and NamedTensors::at's
-// std::out_of_range (a missing name, as std::map::at).
+// The one error model of modelzip: every failure is thrown as modelzip::Error.
 //
 // An Error carries a machine-readable code, a bare message, and the context
 // where it happened (archive, entry, tag, line, byte offset). Parsers fill in
