@@ -316,7 +316,12 @@ class AddContext {
             try {
               v(p.file, Limits{});
             } catch (const Error& e) {
-              throw e.with_context({.entry = "embedding '" + p.name + "'", .tag = tag});
+              // The file has no entry name yet: the error names the
+              // parameter (the validator's entry is a placeholder).
+              ErrorContext context = e.context();
+              context.entry.clear();
+              context.tag = tag;
+              throw e.reworded("embedding parameter '" + p.name + "': " + e.message(), context);
             }
           }
           row.ref = store(self, TableKind::params, BlobFormat::fifu, {p.file}, Compression::store,

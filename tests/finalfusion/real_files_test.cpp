@@ -237,4 +237,27 @@ TEST_SUITE("finalfusion") {
                      standalone.matrix().end()));
     CHECK(*e.similar("Berlin", 5) == *standalone.similar("Berlin", 5));
   }
+
+  TEST_CASE("a damaged embedding file is refused at commit, naming its parameter and tag") {
+    modelzip::testing::TempDir dir;
+    const auto path = dir.path() / "e.zip";
+    Writer writer = Writer::open(path);
+    NewTag tag;
+    tag.add_embedding("words", ff_bytes("similarity.fifu"));
+    tag.add_embedding("damaged", Bytes::copy_of(std::string_view("FiFx and more bytes")));
+    writer.add_tag("v1", std::move(tag));
+    try {
+      writer.commit();
+      FAIL("commit accepted a damaged embedding file");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::corrupt);
+      CHECK(e.context().entry == "");  // the file has no entry yet
+      CHECK(e.context().tag == "v1");
+      CHECK(e.context().offset == 0u);
+      CHECK(std::string(e.what()) == path.string() +
+                                         ": tag 'v1': offset 0: embedding parameter 'damaged': "
+                                         "not a finalfusion file (magic is not 'FiFu')");
+    }
+    CHECK_FALSE(std::filesystem::exists(path));
+  }
 }

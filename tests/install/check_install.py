@@ -85,8 +85,9 @@ def pkg_config(root, *args):
 
 
 # Headers dedicated to an engine backend: the one foreign header each may
-# include, and the pkg-config package that provides it.
-ENGINE_HEADERS = {"dist/mpi.hpp": ("mpi.h", "ompi-c")}
+# include, the pkg-config package that provides it, and the flags that keep
+# the engine's own headers from warning (dist/mpi.hpp says why).
+ENGINE_HEADERS = {"dist/mpi.hpp": ("mpi.h", "ompi-c", ["-DOMPI_SKIP_MPICXX"])}
 
 
 def test_headers_stand_alone(root):
@@ -105,12 +106,14 @@ def test_headers_stand_alone(root):
                 assert target.startswith("modelzip/"), f"{key(header)} includes {target}"
                 assert (include / target).is_file(), f"{key(header)}: {target} not installed"
 
-    def compile_alone(header):
+    def compile_alone(header):  # with a user's warnings on, as the only include
         engine = []
         if key(header) in ENGINE_HEADERS:
-            engine = subprocess.run(["pkg-config", "--cflags", ENGINE_HEADERS[key(header)][1]],
-                                    check=True, capture_output=True, text=True).stdout.split()
-        return subprocess.run(["c++", "-std=c++20", "-fsyntax-only", "-I", str(include), *engine,
+            _, package, flags = ENGINE_HEADERS[key(header)]
+            engine = subprocess.run(["pkg-config", "--cflags", package], check=True,
+                                    capture_output=True, text=True).stdout.split() + flags
+        return subprocess.run(["c++", "-std=c++20", "-Wall", "-Wextra", "-Wpedantic", "-Werror",
+                               "-fsyntax-only", "-I", str(include), *engine,
                                "-include", str(header), "-x", "c++", "/dev/null"],
                               capture_output=True, text=True)
 
@@ -149,6 +152,16 @@ CollectiveOptions collective{.durable = false};
 BackgroundCollectiveOptions background_collective{.keep_staging = false};
 Block block{.offset = {0}};
 Communicator::Failure failure{.rank = 1};
+// The header templates, instantiated as a user's program does.
+#include <complex>
+float use_templates(const Archive& a) {
+  float sum = 0;
+  for (float x : a.tensor("w").as<float>()) sum += x;
+  Tensor t = a.tensor("c");
+  sum += static_cast<float>(t.as<std::complex<double>>()[0].real());
+  sum += static_cast<float>(a.load().at("i").as<std::int8_t>()[0]);
+  return sum;
+}
 """
 
 
@@ -193,6 +206,20 @@ def test_pkg_config_file(root):
                                     pkg_config(moved, "--cflags") if f.startswith("-I")]
         finally:
             os.rename(moved, root)
+
+
+def test_static_libs_name_every_library_the_library_needs(root):
+    """`pkg-config --static --libs` (static linking of libmodelzip) names every library that
+    libmodelzip.so itself links, but for the C and C++ runtime that the compiler adds."""
+    libdir = inside(root, under_prefix("MODELZIP_LIBDIR", "lib"))
+    dynamic = subprocess.run(["readelf", "-d", str(libdir / "libmodelzip.so")], check=True,
+                             capture_output=True, text=True).stdout
+    needed = re.findall(r"\(NEEDED\)\s+Shared library: \[lib([^.\]]+)\.so", dynamic)
+    runtime = {"c", "m", "stdc++", "gcc_s", "pthread", "dl", "rt"}
+    needed = [n for n in needed if n not in runtime and not n.startswith("ld-linux")]
+    assert "zip" in needed
+    libs = pkg_config(root, "--static", "--libs")
+    assert [n for n in needed if f"-l{n}" not in libs] == [], libs
 
 
 def test_sample_builds_and_runs_against_the_installed_library(root, tmp_path):

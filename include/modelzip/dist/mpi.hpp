@@ -15,6 +15,11 @@
 // communicator is unusable (MPI cannot cancel a collective).
 //
 // Thread safety: one thread at a time (MPI_THREAD_SERIALIZED suffices).
+//
+// Warnings: this header needs only MPI's C API. Open MPI's <mpi.h> also
+// brings its deprecated C++ bindings, which g++'s -Wextra warns about
+// (-Wcast-function-type) in any program that includes <mpi.h>; compile
+// with -DOMPI_SKIP_MPICXX (as modelzip's own build does) to leave them out.
 #pragma once
 
 #include <mpi.h>
