@@ -209,6 +209,31 @@ Bytes Archive::Impl::text_entry(std::string_view entry_name) const {
   }
 }
 
+bool Archive::Impl::file_changed_since_open() const {
+  if (!snapshot_file.fd) return false;
+  try {
+    return !zip::snapshot_current(name, snapshot_file);
+  } catch (const Error&) {  // the journal cannot be read: nothing is claimed
+    return false;
+  }
+}
+
+Error Archive::Impl::read_error(const Error& err, const ErrorContext& outer) const {
+  Error out = err.with_context(outer);
+  const ErrorCode code = err.code();
+  if ((code == ErrorCode::corrupt || code == ErrorCode::limit_exceeded ||
+       code == ErrorCode::unsupported) &&
+      file_changed_since_open()) {
+    ErrorContext c = out.context();
+    c.line.reset();  // what the bytes said, not what this reader opened
+    c.offset.reset();
+    return Error(ErrorCode::io,
+                 std::string(kChangedSinceOpen) + ": reopen the archive to read it as it is now",
+                 std::move(c));
+  }
+  return out;
+}
+
 const zip::EntryInfo* Archive::Impl::find_entry(std::string_view entry) const {
   return directory.find(entry);
 }
@@ -297,7 +322,7 @@ ParamInfo Archive::Impl::info(std::size_t tag_pos, const BlobRow& row, TableKind
     p.quantization = std::move(h.quantization);
     p.nbytes = h.data_bytes();
   } catch (const Error& err) {
-    throw err.with_context(context(p.blob, tags[tag_pos]));
+    throw read_error(err, context(p.blob, tags[tag_pos]));
   }
   return p;
 }
@@ -308,7 +333,7 @@ Tensor Archive::Impl::read_tensor(const std::string& entry_name, ReadMode mode,
   try {
     return format::decode_tensor_blob(read_entry(e, mode), limits);
   } catch (const Error& err) {
-    throw err.with_context(context(entry_name, tag));
+    throw read_error(err, context(entry_name, tag));
   }
 }
 
@@ -508,7 +533,7 @@ NamedTensors Archive::load_params(std::span<const std::string> names, std::strin
       }
       out.insert_or_assign(names[i], format::decode_tensor_blob(data, impl_->limits));
     } catch (const Error& err) {
-      throw err.with_context(impl_->context(e.name, tag_name));
+      throw impl_->read_error(err, impl_->context(e.name, tag_name));
     }
   }
   return out;
@@ -548,7 +573,7 @@ NamedTensors Archive::load(std::string_view tag, ReadMode mode,
     try {
       out.insert_or_assign(blob_rows[i]->keys[0], format::decode_tensor_blob(data, impl_->limits));
     } catch (const Error& err) {
-      throw err.with_context(impl_->context(entries[i]->name, tag_name));
+      throw impl_->read_error(err, impl_->context(entries[i]->name, tag_name));
     }
   };
   if (mode == ReadMode::copy) {
@@ -558,7 +583,7 @@ NamedTensors Archive::load(std::string_view tag, ReadMode mode,
     try {
       data = impl_->reader.read_owned_all(entries, progress);
     } catch (const Error& err) {
-      throw err.with_context(impl_->context({}, tag_name));
+      throw impl_->read_error(err, impl_->context({}, tag_name));
     }
     for (std::size_t i = 0; i < entries.size(); ++i) {
       decode(i, data[i]);
@@ -574,7 +599,7 @@ NamedTensors Archive::load(std::string_view tag, ReadMode mode,
       try {
         data = impl_->reader.read(e, false);
       } catch (const Error& err) {
-        throw err.with_context(impl_->context(e.name, tag_name));
+        throw impl_->read_error(err, impl_->context(e.name, tag_name));
       }
       decode(i, data);
       tracker.advance(e.compressed_size);
@@ -617,7 +642,7 @@ Bytes Archive::entry(std::string_view entry_name, ReadMode mode) const {
   try {
     return impl_->read_entry(e, mode);
   } catch (const Error& err) {
-    throw err.with_context(impl_->context(e.name));
+    throw impl_->read_error(err, impl_->context(e.name));
   }
 }
 

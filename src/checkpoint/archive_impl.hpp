@@ -7,6 +7,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -75,6 +76,21 @@ class Archive::Impl {
   ErrorContext context(std::string entry = {}, std::string tag = {}) const {
     return ErrorContext{.archive = name, .entry = std::move(entry), .tag = std::move(tag)};
   }
+  // Whether the local file this Archive was read from changed after it was
+  // read (zip::snapshot_current): another writer's commit, such as an
+  // in-place removal (FORMAT.md 8.5), may have overwritten bytes this
+  // Archive reads again. False for remote and in-memory archives, and when
+  // the file cannot be looked at.
+  bool file_changed_since_open() const;
+  // `err`, thrown by a read of this archive's bytes, with `outer`'s context
+  // added; an error about the bytes themselves (corrupt, limit_exceeded,
+  // unsupported) when file_changed_since_open() becomes Error(io) with
+  // kChangedSinceOpen, ": reopen the archive to read it as it is now" and the
+  // same context: the bytes may be another writer's, not damaged.
+  Error read_error(const Error& err, const ErrorContext& outer) const;
+  static constexpr std::string_view kChangedSinceOpen =
+      "the archive was changed by another writer since this reader opened it (a tag removed or "
+      "rewritten in place may have overwritten what this entry held)";
   const zip::EntryInfo* find_entry(std::string_view entry) const;
   // The bytes of a text entry the format requires (missing: corrupt),
   // within the text size limit.

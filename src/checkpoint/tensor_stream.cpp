@@ -45,7 +45,7 @@ void TensorStream::read_header() {
     prefix = impl.reader.read_prefix(*entry_, size);
     header_ = format::read_blob_header(prefix.span(), entry_->uncompressed_size, impl.limits);
   } catch (const Error& e) {
-    throw e.with_context(impl.context(entry_->name, tag_));
+    throw impl.read_error(e, impl.context(entry_->name, tag_));
   }
 }
 
@@ -68,7 +68,7 @@ void TensorStream::write_values(const std::function<void(std::span<const std::by
       at = piece_end;
     });
   } catch (const Error& e) {
-    throw e.with_context(impl.context(entry_->name, tag_));
+    throw impl.read_error(e, impl.context(entry_->name, tag_));
   }
 }
 
@@ -77,7 +77,7 @@ void TensorStream::check() const {
   try {
     impl.reader.stream(*entry_, [](std::span<const std::byte>) {});
   } catch (const Error& e) {
-    throw e.with_context(impl.context(entry_->name, tag_));
+    throw impl.read_error(e, impl.context(entry_->name, tag_));
   }
 }
 

@@ -11,7 +11,8 @@
 // Thread safety: like Archive (const use from several threads). Lifetime:
 // keeps a reference to the Archive, which must outlive it. Errors: as
 // Archive::tensor (not_found, invalid_argument for an embedding, corrupt
-// naming the blob entry).
+// naming the blob entry, or io when that blob's bytes do not match and the
+// file changed since the Archive opened it: Archive::Impl::read_error).
 #pragma once
 
 #include <functional>

@@ -65,6 +65,20 @@ std::optional<std::uint64_t> more_count(std::string_view message) {
   return n;
 }
 
+// What verify returns for the problems `found` in an archive whose file
+// changed after `a` read it (Archive::Impl::file_changed_since_open): the
+// entries read again may hold another writer's bytes, so each entry named
+// is reported once, in the order found, as changed rather than damaged.
+std::vector<Problem> changed_since_open(const std::vector<Problem>& found) {
+  std::vector<Problem> out;
+  std::unordered_set<std::string> seen;
+  for (const Problem& p : found)
+    if (seen.insert(p.entry).second)
+      out.push_back(Problem{p.entry, std::string(Archive::Impl::kChangedSinceOpen) +
+                                         ": reopen the archive and verify it again"});
+  return out;
+}
+
 }  // namespace
 
 std::uint64_t problems_found(std::span<const Problem> problems) {
@@ -241,6 +255,8 @@ std::vector<Problem> Archive::verify(const ProgressCallback& progress) const {
     }
   }
   tracker.finish();
+  // Checked after every read: a change it misses came after them.
+  if (!problems.empty() && a.file_changed_since_open()) return changed_since_open(problems);
   return with_counts(std::move(problems), more);
 }
 

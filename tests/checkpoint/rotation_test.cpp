@@ -8,8 +8,10 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "checkpoint/archive_impl.hpp"
+#include "checkpoint/tensor_stream.hpp"
 #include "modelzip/archive.hpp"
 #include "modelzip/error.hpp"
 #include "modelzip/writer.hpp"
@@ -22,6 +24,10 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr std::size_t kBig = 300 << 10;  // above the zip writer's inline size (256 KiB)
+
+// What an Archive says of bytes that changed since it opened the file.
+constexpr const char* kChangedByAnother =
+    "the archive was changed by another writer since this reader opened it";
 
 NewTag tag_with(const Tensor& t, const std::string& name = "w") {
   NewTag nt;
@@ -417,11 +423,98 @@ TEST_CASE("A reader that opened the archive before an in-place removal keeps its
   CHECK(bytes_of_tensor(old.tensor("w1", "a", ReadMode::copy)) == bytes_of_tensor(w1));
   CHECK(old.tags() == std::vector<std::string>{"z", "a", "b"});
   // verify() reads every entry again: the removed tag's params.txt (parsed at
-  // open, so no read uses these bytes) no longer matches its CRC.
+  // open, so no read uses these bytes) no longer matches its CRC, and the
+  // file changed since `old` opened it: reported as that, not as damage.
   const auto problems = old.verify();
   REQUIRE(problems.size() == 1);
   CHECK(problems[0].entry == "a/params.txt");
-  CHECK(problems[0].message.find("CRC-32 mismatch") != std::string::npos);
+  CHECK(problems[0].message.find(kChangedByAnother) != std::string::npos);
+  CHECK(problems[0].message.find("reopen the archive") != std::string::npos);
+  CHECK(problems[0].message.find("damaged") == std::string::npos);
   // The archive itself is sound.
+  CHECK(Archive::open(path).verify().empty());
+}
+
+TEST_CASE("A read whose bytes changed since the reader opened says so; damage is still damage") {
+  // Another writer's commit may overwrite bytes an open Archive reads later
+  // (in an archive of another writer, the first bytes of a removed tag's
+  // blob). Here the test overwrites a blob's first data bytes in place, as
+  // such a commit would: after the open, it is a change; before, damage.
+  TempDir dir;
+  const auto path = dir / "m.zip";
+  std::mt19937_64 rng(12);
+  build(path, 2, rng);
+  const std::string sound = io_bytes(path);
+  std::uint64_t data_at = 0;
+  const Archive reader = Archive::open(path);
+  for (const auto& e : Archive::Impl::of(reader).directory.entries)
+    if (e.name == "t0/params/0.fb")
+      data_at = e.local_header_offset + 30 + le16(sound, e.local_header_offset + 26) +
+                le16(sound, e.local_header_offset + 28);
+  REQUIRE(data_at > 0);
+  auto overwrite_in_place = [&] {  // the same file (inode), as a commit in place writes
+    std::fstream f(path, std::ios::binary | std::ios::in | std::ios::out);
+    f.seekp(static_cast<std::streamoff>(data_at));
+    f.write("\xff\xff\xff\xff\xff\xff\xff\xff", 8);
+  };
+
+  {  // Changed after the open: every read that finds it says so, naming the entry.
+    Archive stale = Archive::open(path);
+    const TensorStream stream(stale, "w", "t0");  // cat, export: header read before
+    overwrite_in_place();
+    auto check_changed = [&](auto&& read) {
+      try {
+        read();
+        FAIL("no error for bytes another writer overwrote");
+      } catch (const Error& e) {
+        INFO(e.what());
+        CHECK(e.code() == ErrorCode::io);
+        CHECK(e.message().find(kChangedByAnother) != std::string::npos);
+        CHECK(e.message().find("reopen the archive") != std::string::npos);
+        CHECK(e.context().archive == path.string());
+        CHECK(e.context().entry == "t0/params/0.fb");
+        CHECK(e.context().tag == "t0");
+      }
+    };
+    check_changed([&] { (void)stale.tensor("w", "t0"); });
+    check_changed([&] { (void)stale.tensor("w", "t0", ReadMode::copy); });
+    check_changed([&] { (void)stale.params("t0"); });
+    check_changed([&] { (void)stale.load("t0", ReadMode::copy); });
+    check_changed([&] { (void)stale.load("t0", ReadMode::private_view); });
+    check_changed([&] { stream.check(); });
+    check_changed([&] { stream.write_values([](std::span<const std::byte>) {}); });
+    const auto problems = stale.verify();
+    REQUIRE(problems.size() == 1);
+    CHECK(problems[0].entry == "t0/params/0.fb");
+    CHECK(problems[0].message.find(kChangedByAnother) != std::string::npos);
+    CHECK(bytes_of_tensor(stale.tensor("w", "t1")) ==
+          bytes_of_tensor(Archive::open(path).tensor("w", "t1")));
+  }
+  {  // Damaged before the open: damage, in reads and in verify.
+    Archive damaged = Archive::open(path);
+    try {
+      (void)damaged.tensor("w", "t0", ReadMode::copy);
+      FAIL("no error for a damaged blob");
+    } catch (const Error& e) {
+      INFO(e.what());
+      CHECK(e.code() == ErrorCode::corrupt);
+      CHECK(e.message().find("CRC-32 mismatch") != std::string::npos);
+      CHECK(e.context().entry == "t0/params/0.fb");
+    }
+    try {
+      (void)damaged.tensor("w", "t0");
+      FAIL("no error for a damaged blob header");
+    } catch (const Error& e) {
+      INFO(e.what());
+      CHECK(e.code() != ErrorCode::io);
+      CHECK(e.message().find(kChangedByAnother) == std::string::npos);
+    }
+    const auto problems = damaged.verify();
+    REQUIRE(!problems.empty());
+    CHECK(problems[0].entry == "t0/params/0.fb");
+    CHECK(problems[0].message.find("CRC-32 mismatch: the entry data is damaged") !=
+          std::string::npos);
+  }
+  write_file(path, sound);  // a new file's bytes: reopened, sound
   CHECK(Archive::open(path).verify().empty());
 }
