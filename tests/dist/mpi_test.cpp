@@ -20,7 +20,10 @@
 #include "../graph/graph_fixtures.hpp"
 #include "../zip/expect_error.hpp"
 #include "checkpoint/archive_impl.hpp"
+#include "checkpoint/archive_state.hpp"
 #include "core/crc32.hpp"
+#include "dist/commit_messages.hpp"
+#include "dist/dedup.hpp"
 #include "dist/model.hpp"
 #include "format/tensor_blob.hpp"
 #include "io/syscalls.hpp"
@@ -1352,6 +1355,48 @@ TEST_CASE("text of any size: its bytes never travel between the ranks") {
     }
     CHECK(testing::io_bytes(path) == testing::io_bytes(single));  // byte for byte
   }
+  barrier();
+}
+
+TEST_CASE("text dedup reads the old archive's directory once per commit, not once per text") {
+  // Each text is looked for among the old blobs of its size and CRC-32: an
+  // index of the directory built once per commit, where each text once
+  // scanned the whole directory (texts x entries).
+  SharedDir dir;
+  const fs::path path = dir / "many_texts.zip";
+  auto text = [](int i, int version) {
+    return Tensor::strings(
+        {}, std::vector<std::string>{"text " + std::to_string(i) + " v" + std::to_string(version)});
+  };
+  constexpr int kTexts = 16;
+  for (int version = 1; version <= 3; ++version) {
+    const std::uint64_t entries =
+        version == 1 ? 0 : checkpoint::ArchiveState(Archive::open(path)).directory().entries.size();
+    CollectiveWriter w(path, comm());
+    for (int i = 0; i < kTexts; ++i) w.add("t" + std::to_string(i), text(i, version));
+    const std::uint64_t before = dist::text_dedup_entries_examined();
+    const CollectiveStats st = w.commit("step-" + std::to_string(version));
+    CHECK(st.blobs_written == kTexts);
+    const std::uint64_t examined = dist::text_dedup_entries_examined() - before;
+    if (version == 1) {
+      CHECK(examined == 0);  // a new archive: nothing to look at
+      continue;
+    }
+    // The old archive's entries, each once.
+    CAPTURE(examined);
+    CAPTURE(entries);
+    CHECK(examined > 0);
+    CHECK(examined <= entries);
+  }
+  {
+    CollectiveWriter w(path, comm());  // step-2's values again: found in step-2
+    for (int i = 0; i < kTexts; ++i) w.add("t" + std::to_string(i), text(i, 2));
+    CHECK(w.commit("step-4").blobs_deduplicated == kTexts);
+  }
+  Archive a = Archive::open(path);
+  CHECK(a.verify().empty());
+  CHECK(a.param("t3", "step-4").owner_tag == "step-2");
+  CHECK(a.tensor("t3", "step-4") == text(3, 2));
   barrier();
 }
 
