@@ -2,7 +2,8 @@
 // closed by Communicator::agree so that a failure anywhere is the same
 // Error everywhere:
 //   1. root: lock, recover, open the archive (CommitTarget); tag checks
-//   2. all:  dedup comparisons against the newest tag; records -> root
+//   2. all:  dedup comparisons against the newest tag; records -> root (in
+//            rounds of bounded messages: dist::gather_in_rounds)
 //   3. root: validate the records, lay out the entries, journal; plan -> all
 //   4. all:  blob headers and data into each rank's io::ByteSink onto the
 //            file (dist/rank_share.hpp); CRCs per piece -> root
@@ -415,7 +416,8 @@ class CommitRun {
       records = encode_records(
           dist::records_with_dedup(m_.items, m_.entries, comm_.rank(), old ? &*old : nullptr));
     });
-    return engine_([&] { return comm_.gather(records, root_); });
+    // In rounds: set_entry's contents are in them, of any size.
+    return engine_([&] { return dist::gather_in_rounds(comm_, records, root_); });
   }
 
   // 3. The root validates and plans; every rank gets the plan.

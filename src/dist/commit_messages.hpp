@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -14,6 +15,7 @@
 
 #include "core/checked.hpp"
 #include "format/blob_table.hpp"
+#include "modelzip/dist/communicator.hpp"
 #include "modelzip/dist/distributed.hpp"
 #include "modelzip/error.hpp"
 #include "modelzip/tensor.hpp"
@@ -147,6 +149,32 @@ struct Plan {
   std::uint64_t nonce = 0;  // of the append journal; 0: a new archive's temporary file
   std::vector<PlannedEntry> entries;
 };
+
+// ---- messages in rounds -----------------------------------------------------
+
+// The most bytes one rank puts into one message of the collectives that
+// carry staged bytes (the records, with set_entry contents; text compared
+// byte for byte): longer ones go in rounds, so that any size fits the
+// engine's limits (MPI counts a gather's bytes, all ranks' together, in an
+// int: 2 GiB). 64 MiB, less with more than 16 ranks (1 GiB over all ranks),
+// at least 64 KiB.
+std::size_t message_chunk_bytes(int ranks) noexcept;
+// Internal (tests): every later commit of this process uses chunks of
+// `bytes` (0: the default again). Set on every rank alike, between commits.
+void set_message_chunk_bytes(std::size_t bytes) noexcept;
+
+// Communicator::gather of any size: every rank's `bytes`, by rank, at
+// `root` (empty elsewhere), sent in rounds of at most the root's chunk per
+// rank (the first round: each rank's size and its first chunk; then the
+// root says how many rounds follow). Error(corrupt) "malformed collective
+// message from rank R" for a round that does not add up.
+std::vector<std::string> gather_in_rounds(Communicator& comm, std::string_view bytes, int root);
+
+// Communicator::broadcast of `size` bytes (known to every rank) from
+// `from`'s `bytes` (ignored elsewhere), in rounds of `chunk` bytes: `piece`
+// gets each round's bytes on every rank, in order.
+void broadcast_in_rounds(Communicator& comm, std::string_view bytes, std::uint64_t size, int from,
+                         std::size_t chunk, const std::function<void(std::string_view)>& piece);
 
 std::string encode_plan(const Plan& plan);
 Plan decode_plan(std::string_view bytes, int root);

@@ -192,8 +192,8 @@ class MODELZIP_API CollectiveWriter {
   // NewTag::set_entry (Error(invalid_argument) here); the root validates
   // graph.fb and trainingConfig.fb before anything is written, and with
   // graph.fb the whole tag against it (schemas/GRAPH.md section 4, as
-  // Writer::commit); an entry staged on two ranks fails the commit. Meant for small metadata (each
-  // collective message is limited to 2 GiB).
+  // Writer::commit); an entry staged on two ranks fails the commit. Any
+  // size: the records go to the root in rounds of at most 64 MiB per rank.
   void set_entry(std::string relative_name, Bytes contents);
 
   // Collective: every rank of the communicator calls it with the same tag,
