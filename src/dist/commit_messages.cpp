@@ -120,6 +120,56 @@ Plan decode_plan(std::string_view bytes, int root) {
   return plan;
 }
 
+std::optional<bool> TextChecks::equal(std::string_view source_key, int rank,
+                                      std::string_view key) const {
+  for (const TextCheck& c : checks)
+    if (c.key == source_key)
+      for (const TextCheck::Claim& claim : c.claims)
+        if (claim.rank == rank && claim.key == key) return claim.equal;
+  return std::nullopt;
+}
+
+std::string encode_text_checks(const TextChecks& checks) {
+  WireOut w;
+  w.u64(checks.chunk);
+  w.u64(checks.checks.size());
+  for (const TextCheck& c : checks.checks) {
+    w.u64(static_cast<std::uint64_t>(c.source));
+    w.str(c.key);
+    w.u64(c.size);
+    w.u64(c.claims.size());
+    for (const TextCheck::Claim& claim : c.claims) {
+      w.u64(static_cast<std::uint64_t>(claim.rank));
+      w.str(claim.key);
+    }
+  }
+  return w.s;
+}
+
+TextChecks decode_text_checks(std::string_view bytes, int root) {
+  WireIn in(bytes, root);
+  TextChecks out;
+  out.chunk = static_cast<std::size_t>(in.u64());
+  const std::uint64_t n = in.u64();
+  if (n > 0 && out.chunk == 0) malformed(root);
+  for (std::uint64_t i = 0; i < n; ++i) {
+    TextCheck c;
+    c.source = static_cast<int>(in.u64());
+    c.key = in.str();
+    c.size = in.u64();
+    const std::uint64_t claims = in.u64();
+    for (std::uint64_t k = 0; k < claims; ++k) {
+      TextCheck::Claim claim;
+      claim.rank = static_cast<int>(in.u64());
+      claim.key = in.str();
+      c.claims.push_back(std::move(claim));
+    }
+    out.checks.push_back(std::move(c));
+  }
+  if (!in.done()) malformed(root);
+  return out;
+}
+
 std::string encode_records(const std::vector<Record>& records) {
   WireOut w;
   w.u64(records.size());

@@ -28,7 +28,7 @@ using format::TableKind;
 // entry: a tag-level entry (CollectiveWriter::set_entry), written by the root.
 // text: a utf8 tensor, whole (staged on any number of ranks, equal
 // everywhere); one rank that staged it writes its encoded blob (the root
-// learns its size and CRC-32 only).
+// learns its size and CRC-32; the ranks compare texts: TextCheck).
 enum class Kind : std::uint8_t { whole = 0, shard = 1, shared = 2, entry = 3, text = 4 };
 
 // One parameter or updater state staged on this rank.
@@ -144,6 +144,30 @@ struct PlannedEntry {
   zip::EntryPlan zip_plan() const { return zip::plan_stored(entry, local_offset, size); }
 };
 
+// Texts the ranks compare byte for byte before the root plans (their sizes
+// and CRC-32s are equal: dist/commit_plan.hpp says when): in order, the
+// text `key` of rank `source`, sent to every rank in rounds of `chunk`
+// bytes, against each claim's text (a rank's text under its key). The root
+// fills in `equal` from the ranks' verdicts.
+struct TextCheck {
+  int source = 0;
+  std::string key;  // key_of
+  std::uint64_t size = 0;
+  struct Claim {
+    int rank = 0;
+    std::string key;
+    bool equal = false;
+  };
+  std::vector<Claim> claims;
+};
+struct TextChecks {
+  std::size_t chunk = 0;
+  std::vector<TextCheck> checks;
+  // Whether the check of `source_key` found the text `key` of `rank` equal;
+  // nullopt when there is no such claim.
+  std::optional<bool> equal(std::string_view source_key, int rank, std::string_view key) const;
+};
+
 struct Plan {
   std::string file;
   std::uint64_t nonce = 0;  // of the append journal; 0: a new archive's temporary file
@@ -178,6 +202,8 @@ void broadcast_in_rounds(Communicator& comm, std::string_view bytes, std::uint64
 
 std::string encode_plan(const Plan& plan);
 Plan decode_plan(std::string_view bytes, int root);
+std::string encode_text_checks(const TextChecks& checks);
+TextChecks decode_text_checks(std::string_view bytes, int root);
 std::string encode_records(const std::vector<Record>& records);
 // Records from `rank` (set in each).
 std::vector<Record> decode_records(std::string_view bytes, int rank);
