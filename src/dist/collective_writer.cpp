@@ -434,7 +434,8 @@ class CommitRun {
       if (!is_root_) return;
       for (std::size_t r = 0; r < gathered.size(); ++r)
         all_.push_back(decode_records(gathered[r], static_cast<int>(r)));
-      checks_ = dist::text_checks(all_, root_, dist::message_chunk_bytes(comm_.size()));
+      checks_ =
+          dist::text_checks(all_, m_.options.dedup, root_, dist::message_chunk_bytes(comm_.size()));
       checks_bytes = dist::encode_text_checks(checks_);
     });
     const dist::TextChecks checks = dist::decode_text_checks(

@@ -89,6 +89,8 @@ struct Param {
   const Record* first;
   bool new_blob = false;
   BlobRef ref;
+  // Text equal to an earlier new blob of the tag: its position in the params.
+  std::optional<std::size_t> same_as{};
 };
 
 struct Params {
@@ -234,7 +236,20 @@ Params resolve_params(const Grouped& g, const std::string& tag, const Archive* o
         param.ref = *same;
         ++out.deduplicated;
       } else {
-        param.new_blob = true;
+        // The first earlier new text of the tag that the ranks found equal
+        // (Writer's dedup within a tag), else a blob of its own.
+        const int writer = text_writer(pieces, root)->rank;
+        for (std::size_t i = 0; i < out.params.size() && dedup && !param.same_as; ++i) {
+          const Param& q = out.params[i];
+          if (q.new_blob && q.first->kind == Kind::text &&
+              checked.equal(key_of(q.first->table, q.first->name, q.first->state), writer, key) ==
+                  true)
+            param.same_as = i;
+        }
+        if (param.same_as)
+          ++out.deduplicated;
+        else
+          param.new_blob = true;
       }
       out.params.push_back(param);
       continue;
@@ -312,6 +327,7 @@ Tables blob_tables(std::vector<Param>& params) {
   for (auto& p : params) {
     const TableKind table = p.first->table;
     if (p.new_blob) p.ref = BlobRef{"", next_index[static_cast<int>(table)]++, BlobFormat::tensor};
+    if (p.same_as) p.ref = params[*p.same_as].ref;  // an earlier one: numbered
     if (table == TableKind::params)
       rows.push_back(BlobRow{{p.first->name}, p.ref, 0});
     else
@@ -344,7 +360,8 @@ void prepare_file(CommitTarget& target, const CommitPlan& out, const std::string
   io::preallocate(file.fd(), start, end - start);
 }
 
-TextChecks text_checks(const std::vector<std::vector<Record>>& all, int root, std::size_t chunk) {
+TextChecks text_checks(const std::vector<std::vector<Record>>& all, bool dedup, int root,
+                       std::size_t chunk) {
   TextChecks out;
   out.chunk = chunk;
   std::vector<std::string> order;
@@ -362,6 +379,11 @@ TextChecks text_checks(const std::vector<std::vector<Record>>& all, int root, st
       if (c.key == key) return c;
     return out.checks.emplace_back(TextCheck{source->rank, key, source->text_size, {}});
   };
+  struct Text {
+    const std::string* key;
+    const Record* writer;
+  };
+  std::vector<Text> stored;  // the new tag's texts found in no old blob, in order
   for (const std::string& key : order) {
     const std::vector<const Record*>& pieces = by_key.at(key);
     const Record* first = pieces.front();
@@ -375,6 +397,13 @@ TextChecks text_checks(const std::vector<std::vector<Record>>& all, int root, st
     if (first->same_blob) continue;  // equal to that blob on every rank that staged it
     for (const Record* p : pieces)
       if (p != writer) check_of(writer, key).claims.push_back({p->rank, key});
+    if (!dedup) continue;
+    for (const Text& earlier : stored)
+      if (earlier.writer->table == writer->table &&
+          earlier.writer->text_size == writer->text_size &&
+          earlier.writer->text_crc == writer->text_crc)
+        check_of(earlier.writer, *earlier.key).claims.push_back({writer->rank, key});
+    stored.push_back(Text{&key, writer});
   }
   return out;
 }

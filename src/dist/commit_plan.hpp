@@ -66,9 +66,13 @@ struct RotateRequest {
 // staged it, else the lowest rank that did): a name
 // staged as text by several ranks with equal shape, size and CRC-32 is
 // compared byte for byte (equal CRCs may hide other texts), unless every
-// such rank found the same old blob byte for byte (Record::same_blob).
-// Records that plan_commit refuses are left out.
-TextChecks text_checks(const std::vector<std::vector<Record>>& all, int root, std::size_t chunk);
+// such rank found the same old blob byte for byte (Record::same_blob);
+// with `dedup`, a text of the new tag of the same table, size and CRC-32
+// as an earlier one (and found in no old blob) is compared with it, to be
+// stored once as Writer's dedup stores it. Records that plan_commit
+// refuses are left out.
+TextChecks text_checks(const std::vector<std::vector<Record>>& all, bool dedup, int root,
+                       std::size_t chunk);
 
 // `all`: every rank's records, by rank. `old`: the archive committed to
 // (null: a new one). `begin`: the target's begin() (the journal, the
@@ -79,7 +83,8 @@ TextChecks text_checks(const std::vector<std::vector<Record>>& all, int root, st
 // for a target without free ranges).
 using Begin = std::function<CommitTarget::Start(const std::set<const zip::EntryInfo*>* kept)>;
 // `checked`: text_checks with the ranks' verdicts: a text that differs
-// from its writer's fails the commit.
+// from its writer's fails the commit; one equal to an earlier text of the
+// tag references its blob.
 CommitPlan plan_commit(const std::vector<std::vector<Record>>& all, const std::string& tag,
                        const Archive* old, const Begin& begin, bool dedup, int root,
                        const TextChecks& checked, const RotateRequest& rotate = {});

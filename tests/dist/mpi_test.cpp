@@ -1541,6 +1541,64 @@ TEST_CASE("text that differs between ranks fails the commit even when its size a
   barrier();
 }
 
+TEST_CASE("equal texts of two names in one new tag: one blob, as the single writer stores them") {
+  // Each was stored: the single writer stores one and references it
+  // (Writer's dedup within the tag). Texts of one CRC-32 but other bytes
+  // stay two blobs.
+  const int r = comm().rank(), n = comm().size();
+  SharedDir dir;
+  auto one = [](const std::string& s) { return Tensor::strings({}, std::vector<std::string>{s}); };
+  const auto [first, second] = texts_of_one_crc();
+  const Tensor vocab = Tensor::strings({3}, std::vector<std::string>{"<pad>", "the", "a"});
+  struct Case {
+    const char* name;
+    int a_rank, b_rank;  // the ranks that stage "a" and "b" (both "vocab")
+  };
+  for (const Case& c :
+       {Case{"one rank", 0, 0}, Case{"two ranks", 0, n - 1}, Case{"two other ranks", n - 1, 0}}) {
+    CAPTURE(c.name);
+    const fs::path path = dir / (std::string(c.name) + ".zip");
+    for (const bool dedup : {true, false}) {
+      CAPTURE(dedup);
+      fs::remove(path);
+      barrier();
+      {
+        CollectiveWriter w(path, comm(), CollectiveOptions{.dedup = dedup});
+        if (r == c.a_rank) w.add("a", vocab);
+        if (r == n - 1) w.add("x", one(first));
+        if (r == c.b_rank) w.add("b", vocab);
+        if (r == 0) w.add("y", one(second));  // x's CRC-32, other bytes
+        const CollectiveStats st = w.commit("step-1");
+        CHECK(st.blobs_written == (dedup ? 3 : 4));
+        CHECK(st.blobs_deduplicated == (dedup ? 1 : 0));
+      }
+      const Archive a = Archive::open(path);
+      CHECK(a.verify().empty());
+      CHECK(a.tensor("a") == vocab);
+      CHECK(a.tensor("b") == vocab);
+      CHECK(a.tensor("x").string_at(0) == first);
+      CHECK(a.tensor("y").string_at(0) == second);
+      CHECK((a.param("a").blob == a.param("b").blob) == dedup);
+      if (r == 0) {  // byte for byte the single writer's
+        const fs::path single = dir / "single.zip";
+        fs::remove(single);
+        Writer w = Writer::open(single, WriterOptions{.dedup = dedup});
+        NewTag t;
+        for (int k = 0; k < n; ++k) {  // the collective's order: by rank, then staging
+          if (k == c.a_rank) t.add("a", vocab);
+          if (k == n - 1) t.add("x", one(first));
+          if (k == c.b_rank) t.add("b", vocab);
+          if (k == 0) t.add("y", one(second));
+        }
+        w.add_tag("step-1", std::move(t));
+        w.commit();
+        CHECK(testing::io_bytes(path) == testing::io_bytes(single));
+      }
+      barrier();
+    }
+  }
+}
+
 int main(int argc, char** argv) {
   // Background collective saves call MPI from their own thread while the
   // main thread goes on using MPI (on another communicator).
