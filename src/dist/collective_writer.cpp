@@ -2,8 +2,11 @@
 // closed by Communicator::agree so that a failure anywhere is the same
 // Error everywhere:
 //   1. root: lock, recover, open the archive (CommitTarget); tag checks
-//   2. all:  dedup comparisons against the newest tag; records -> root
-//   3. root: validate the records, lay out the entries, journal; plan -> all
+//   2. all:  dedup comparisons against the newest tag; records -> root (in
+//            rounds of bounded messages: dist::gather_in_rounds)
+//   3. all:  texts the root lists compared byte for byte (sent in rounds by
+//            the rank that writes each); verdicts -> root
+//      root: validate the records, lay out the entries, journal; plan -> all
 //   4. all:  blob headers and data into each rank's io::ByteSink onto the
 //            file (dist/rank_share.hpp); CRCs per piece -> root
 //   5. root: combine the CRCs, write the local headers with them
@@ -318,7 +321,8 @@ class CommitRun {
   CollectiveStats run() {
     lock();
     const std::vector<std::string> records = gather_records();
-    const Plan plan = make_plan(records);
+    const std::vector<std::string> verdicts = check_texts(records);
+    const Plan plan = make_plan(verdicts);
     const std::vector<std::string> shares = write_shares(plan);
     const std::string stats = finish(plan, shares);
     out_.reset();
@@ -415,23 +419,98 @@ class CommitRun {
       records = encode_records(
           dist::records_with_dedup(m_.items, m_.entries, comm_.rank(), old ? &*old : nullptr));
     });
-    return engine_([&] { return comm_.gather(records, root_); });
+    // In rounds: set_entry's contents are in them, of any size.
+    return engine_([&] { return dist::gather_in_rounds(comm_, records, root_); });
+  }
+
+  // 2b. Texts that the ranks compare byte for byte (dist::text_checks):
+  // the root lists them; each goes from the rank that writes it to every
+  // rank in rounds, and the ranks that staged a text it is compared with
+  // compare theirs with it. Returns every rank's verdicts at the root: a
+  // byte per claim of that rank, in order ('1': equal).
+  std::vector<std::string> check_texts(const std::vector<std::string>& gathered) {
+    std::string checks_bytes;
+    agreed_step(engine_, ctx_, [&] {
+      if (!is_root_) return;
+      for (std::size_t r = 0; r < gathered.size(); ++r)
+        all_.push_back(decode_records(gathered[r], static_cast<int>(r)));
+      checks_ =
+          dist::text_checks(all_, m_.options.dedup, root_, dist::message_chunk_bytes(comm_.size()));
+      checks_bytes = dist::encode_text_checks(checks_);
+    });
+    const dist::TextChecks checks = dist::decode_text_checks(
+        engine_([&] { return comm_.broadcast(checks_bytes, root_); }), root_);
+    if (checks.checks.empty()) return {};
+    auto text_of = [&](const std::string& key) -> const Item* {
+      for (const Item& item : m_.items)
+        if (item.kind == Kind::text && dist::key_of(item.table, item.name, item.state) == key)
+          return &item;
+      return nullptr;
+    };
+    std::string verdicts;
+    for (const dist::TextCheck& check : checks.checks) {
+      // This rank's claims: its texts, each still equal to the bytes so far.
+      std::vector<std::pair<const Item*, bool>> mine;
+      bool remote = false;
+      for (const dist::TextCheck::Claim& claim : check.claims) {
+        remote = remote || claim.rank != check.source;
+        if (claim.rank != comm_.rank()) continue;
+        const Item* item = text_of(claim.key);
+        mine.emplace_back(item, item && item->text.size() == check.size);
+      }
+      const bool is_source = comm_.rank() == check.source;
+      std::string missing;  // a source without the text (a malformed plan) sends zeros
+      const Item* source = is_source ? text_of(check.key) : nullptr;
+      if (is_source && (!source || source->text.size() != check.size))
+        missing.assign(static_cast<std::size_t>(check.size), '\0');
+      const std::string_view bytes = !is_source        ? std::string_view()
+                                     : missing.empty() ? std::string_view(source->text)
+                                                       : std::string_view(missing);
+      if (!remote) {  // every claim is the source's own
+        for (auto& [item, equal] : mine) equal = equal && item->text == bytes;
+      } else {
+        std::uint64_t at = 0;
+        engine_([&] {
+          dist::broadcast_in_rounds(
+              comm_, bytes, check.size, check.source, checks.chunk, [&](std::string_view piece) {
+                for (auto& [item, equal] : mine)
+                  equal =
+                      equal && std::string_view(item->text)
+                                       .substr(static_cast<std::size_t>(at), piece.size()) == piece;
+                at += piece.size();
+              });
+        });
+      }
+      for (const auto& [item, equal] : mine) verdicts += equal ? '1' : '0';
+    }
+    return engine_([&] { return comm_.gather(verdicts, root_); });
+  }
+
+  // The ranks' verdicts (check_texts) into checks_ (root).
+  void take_verdicts(const std::vector<std::string>& verdicts) {
+    std::vector<std::size_t> next(verdicts.size(), 0);
+    for (dist::TextCheck& check : checks_.checks)
+      for (dist::TextCheck::Claim& claim : check.claims) {
+        const auto r = static_cast<std::size_t>(claim.rank);
+        if (r >= verdicts.size() || next[r] >= verdicts[r].size())
+          throw Error(ErrorCode::corrupt,
+                      "malformed collective message from rank " + std::to_string(claim.rank), ctx_);
+        claim.equal = verdicts[r][next[r]++] == '1';
+      }
   }
 
   // 3. The root validates and plans; every rank gets the plan.
-  Plan make_plan(const std::vector<std::string>& gathered) {
+  Plan make_plan(const std::vector<std::string>& verdicts) {
     std::string plan_bytes;
     agreed_step(engine_, ctx_, [&] {
       if (!is_root_) return;
-      std::vector<std::vector<Record>> all;
-      for (std::size_t r = 0; r < gathered.size(); ++r)
-        all.push_back(decode_records(gathered[r], static_cast<int>(r)));
+      if (!checks_.checks.empty()) take_verdicts(verdicts);
       planned_ = dist::plan_commit(
-          all, tag_, old(),
+          all_, tag_, old(),
           [&](const std::set<const zip::EntryInfo*>* kept) {
             return s3_ ? s3_target_->begin(tag_, kept) : target_->begin(tag_, kept);
           },
-          m_.options.dedup, root_,
+          m_.options.dedup, root_, checks_,
           dist::RotateRequest{.replace = rotate_.replace, .keep_last = rotate_.keep_last});
       if (!s3_) dist::prepare_file(*target_, planned_, tag_);
       stats_.blobs_written = planned_.blobs_written;
@@ -685,6 +764,8 @@ class CommitRun {
   dist::S3Layout layout_;  // s3://
   bool exists_ = false;
   std::optional<dist::RankLocks> locks_;
+  std::vector<std::vector<Record>> all_;    // root: every rank's records
+  dist::TextChecks checks_;                 // root: with the ranks' verdicts
   dist::CommitPlan planned_;                // root
   std::vector<zip::EntryInfo> root_infos_;  // root: its own entries, written
   std::optional<io::AppendFile> out_;

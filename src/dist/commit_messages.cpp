@@ -1,6 +1,87 @@
 #include "dist/commit_messages.hpp"
 
+#include <algorithm>
+#include <atomic>
+
 namespace modelzip::dist {
+
+namespace {
+
+std::atomic<std::size_t> g_chunk_bytes{0};  // 0: the default
+
+[[noreturn]] void malformed(int rank) {
+  throw Error(ErrorCode::corrupt, "malformed collective message from rank " + std::to_string(rank));
+}
+
+}  // namespace
+
+std::size_t message_chunk_bytes(int ranks) noexcept {
+  if (const std::size_t set = g_chunk_bytes.load()) return set;
+  const std::size_t spread = (std::size_t{1} << 30) / static_cast<std::size_t>(std::max(ranks, 1));
+  return std::clamp(spread, std::size_t{64} << 10, std::size_t{64} << 20);
+}
+
+void set_message_chunk_bytes(std::size_t bytes) noexcept {
+  g_chunk_bytes.store(bytes);
+}
+
+std::vector<std::string> gather_in_rounds(Communicator& comm, std::string_view bytes, int root) {
+  const bool is_root = comm.rank() == root;
+  std::size_t chunk = message_chunk_bytes(comm.size());
+  WireOut first;
+  first.u64(bytes.size());
+  first.s.append(bytes.substr(0, chunk));
+  std::size_t sent = std::min(bytes.size(), chunk);
+  std::vector<std::string> all = comm.gather(first.s, root);
+  // The root: each rank's size, its first chunk; the rounds that follow.
+  std::vector<std::uint64_t> sizes;
+  std::uint64_t rounds = 0;
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    if (all[r].size() < 8) malformed(static_cast<int>(r));
+    const std::uint64_t size = WireIn(all[r], static_cast<int>(r)).u64();
+    all[r].erase(0, 8);
+    if (all[r].size() > size) malformed(static_cast<int>(r));
+    sizes.push_back(size);
+    rounds = std::max<std::uint64_t>(rounds, (size - all[r].size() + chunk - 1) / chunk);
+  }
+  WireOut said;
+  if (is_root) {
+    said.u64(chunk);
+    said.u64(rounds);
+  }
+  const std::string heard = comm.broadcast(said.s, root);
+  WireIn in(heard, root);
+  chunk = static_cast<std::size_t>(in.u64());
+  rounds = in.u64();
+  if (chunk == 0 && rounds > 0) malformed(root);
+  for (std::uint64_t i = 0; i < rounds; ++i) {
+    const std::string_view piece = bytes.substr(std::min(sent, bytes.size()), chunk);
+    sent += piece.size();
+    std::vector<std::string> got = comm.gather(piece, root);
+    for (std::size_t r = 0; r < got.size(); ++r) {
+      if (got[r].size() > sizes[r] - all[r].size()) malformed(static_cast<int>(r));
+      all[r] += got[r];
+    }
+  }
+  for (std::size_t r = 0; r < all.size(); ++r)
+    if (all[r].size() != sizes[r]) malformed(static_cast<int>(r));
+  return all;
+}
+
+void broadcast_in_rounds(Communicator& comm, std::string_view bytes, std::uint64_t size, int from,
+                         std::size_t chunk, const std::function<void(std::string_view)>& piece) {
+  const bool is_source = comm.rank() == from;
+  if (chunk == 0 && size > 0) malformed(from);
+  for (std::uint64_t at = 0; at < size; at += chunk) {
+    const std::uint64_t n = std::min<std::uint64_t>(chunk, size - at);
+    const std::string got = comm.broadcast(
+        is_source ? bytes.substr(static_cast<std::size_t>(at), static_cast<std::size_t>(n))
+                  : std::string_view(),
+        from);
+    if (got.size() != n) malformed(from);
+    piece(got);
+  }
+}
 
 std::string encode_plan(const Plan& plan) {
   WireOut w;
@@ -37,6 +118,56 @@ Plan decode_plan(std::string_view bytes, int root) {
     plan.entries.push_back(std::move(e));
   }
   return plan;
+}
+
+std::optional<bool> TextChecks::equal(std::string_view source_key, int rank,
+                                      std::string_view key) const {
+  for (const TextCheck& c : checks)
+    if (c.key == source_key)
+      for (const TextCheck::Claim& claim : c.claims)
+        if (claim.rank == rank && claim.key == key) return claim.equal;
+  return std::nullopt;
+}
+
+std::string encode_text_checks(const TextChecks& checks) {
+  WireOut w;
+  w.u64(checks.chunk);
+  w.u64(checks.checks.size());
+  for (const TextCheck& c : checks.checks) {
+    w.u64(static_cast<std::uint64_t>(c.source));
+    w.str(c.key);
+    w.u64(c.size);
+    w.u64(c.claims.size());
+    for (const TextCheck::Claim& claim : c.claims) {
+      w.u64(static_cast<std::uint64_t>(claim.rank));
+      w.str(claim.key);
+    }
+  }
+  return w.s;
+}
+
+TextChecks decode_text_checks(std::string_view bytes, int root) {
+  WireIn in(bytes, root);
+  TextChecks out;
+  out.chunk = static_cast<std::size_t>(in.u64());
+  const std::uint64_t n = in.u64();
+  if (n > 0 && out.chunk == 0) malformed(root);
+  for (std::uint64_t i = 0; i < n; ++i) {
+    TextCheck c;
+    c.source = static_cast<int>(in.u64());
+    c.key = in.str();
+    c.size = in.u64();
+    const std::uint64_t claims = in.u64();
+    for (std::uint64_t k = 0; k < claims; ++k) {
+      TextCheck::Claim claim;
+      claim.rank = static_cast<int>(in.u64());
+      claim.key = in.str();
+      c.claims.push_back(std::move(claim));
+    }
+    out.checks.push_back(std::move(c));
+  }
+  if (!in.done()) malformed(root);
+  return out;
 }
 
 std::string encode_records(const std::vector<Record>& records) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -14,6 +15,7 @@
 
 #include "core/checked.hpp"
 #include "format/blob_table.hpp"
+#include "modelzip/dist/communicator.hpp"
 #include "modelzip/dist/distributed.hpp"
 #include "modelzip/error.hpp"
 #include "modelzip/tensor.hpp"
@@ -26,7 +28,7 @@ using format::TableKind;
 // entry: a tag-level entry (CollectiveWriter::set_entry), written by the root.
 // text: a utf8 tensor, whole (staged on any number of ranks, equal
 // everywhere); one rank that staged it writes its encoded blob (the root
-// learns its size and CRC-32 only).
+// learns its size and CRC-32; the ranks compare texts: TextCheck).
 enum class Kind : std::uint8_t { whole = 0, shard = 1, shared = 2, entry = 3, text = 4 };
 
 // One parameter or updater state staged on this rank.
@@ -142,14 +144,66 @@ struct PlannedEntry {
   zip::EntryPlan zip_plan() const { return zip::plan_stored(entry, local_offset, size); }
 };
 
+// Texts the ranks compare byte for byte before the root plans (their sizes
+// and CRC-32s are equal: dist/commit_plan.hpp says when): in order, the
+// text `key` of rank `source`, sent to every rank in rounds of `chunk`
+// bytes, against each claim's text (a rank's text under its key). The root
+// fills in `equal` from the ranks' verdicts.
+struct TextCheck {
+  int source = 0;
+  std::string key;  // key_of
+  std::uint64_t size = 0;
+  struct Claim {
+    int rank = 0;
+    std::string key;
+    bool equal = false;
+  };
+  std::vector<Claim> claims;
+};
+struct TextChecks {
+  std::size_t chunk = 0;
+  std::vector<TextCheck> checks;
+  // Whether the check of `source_key` found the text `key` of `rank` equal;
+  // nullopt when there is no such claim.
+  std::optional<bool> equal(std::string_view source_key, int rank, std::string_view key) const;
+};
+
 struct Plan {
   std::string file;
   std::uint64_t nonce = 0;  // of the append journal; 0: a new archive's temporary file
   std::vector<PlannedEntry> entries;
 };
 
+// ---- messages in rounds -----------------------------------------------------
+
+// The most bytes one rank puts into one message of the collectives that
+// carry staged bytes (the records, with set_entry contents; text compared
+// byte for byte): longer ones go in rounds, so that any size fits the
+// engine's limits (MPI counts a gather's bytes, all ranks' together, in an
+// int: 2 GiB). 64 MiB, less with more than 16 ranks (1 GiB over all ranks),
+// at least 64 KiB.
+std::size_t message_chunk_bytes(int ranks) noexcept;
+// Internal (tests): every later commit of this process uses chunks of
+// `bytes` (0: the default again). Set on every rank alike, between commits.
+void set_message_chunk_bytes(std::size_t bytes) noexcept;
+
+// Communicator::gather of any size: every rank's `bytes`, by rank, at
+// `root` (empty elsewhere), sent in rounds of at most the root's chunk per
+// rank (the first round: each rank's size and its first chunk; then the
+// root says how many rounds follow). Error(corrupt) "malformed collective
+// message from rank R" for a round that does not add up.
+std::vector<std::string> gather_in_rounds(Communicator& comm, std::string_view bytes, int root);
+
+// Communicator::broadcast of `size` bytes (known to every rank) from
+// `from`'s `bytes` (ignored elsewhere), in rounds of `chunk` bytes: `piece`
+// gets each round's bytes on every rank, in order.
+void broadcast_in_rounds(Communicator& comm, std::string_view bytes, std::uint64_t size, int from,
+                         std::size_t chunk, const std::function<void(std::string_view)>& piece);
+
 std::string encode_plan(const Plan& plan);
 Plan decode_plan(std::string_view bytes, int root);
+std::string encode_text_checks(const TextChecks& checks);
+TextChecks decode_text_checks(std::string_view bytes, int root);
 std::string encode_records(const std::vector<Record>& records);
 // Records from `rank` (set in each).
 std::vector<Record> decode_records(std::string_view bytes, int rank);

@@ -30,6 +30,14 @@ std::string rank_of(const Record* r) {
   return "rank " + std::to_string(r->rank);
 }
 
+// The record of the rank that writes a text: the root if it staged it, else
+// the lowest rank that did (`pieces` are in rank order).
+const Record* text_writer(const std::vector<const Record*>& pieces, int root) {
+  for (const Record* r : pieces)
+    if (r->rank == root) return r;
+  return pieces.front();
+}
+
 // The records sorted out: parameters and updater states (by key_of) in
 // order of first appearance (rank order, then staging order), each with
 // its records (one per rank that staged a block); tag-level entries
@@ -81,6 +89,8 @@ struct Param {
   const Record* first;
   bool new_blob = false;
   BlobRef ref;
+  // Text equal to an earlier new blob of the tag: its position in the params.
+  std::optional<std::size_t> same_as{};
 };
 
 struct Params {
@@ -165,7 +175,8 @@ std::string what_of(const Record* r) {
 // same bytes the ranks found (dist/dedup.hpp), checked against `old`.
 std::optional<BlobRef> check_text(const std::vector<const Record*>& pieces,
                                   const std::string& label, const std::string& tag,
-                                  const Archive* old, bool dedup) {
+                                  const Archive* old, bool dedup, int root,
+                                  const TextChecks& checked) {
   const Record* text = *std::find_if(pieces.begin(), pieces.end(),
                                      [](const Record* p) { return p->kind == Kind::text; });
   for (const Record* p : pieces)
@@ -181,6 +192,17 @@ std::optional<BlobRef> check_text(const std::vector<const Record*>& pieces,
               rank_of(first) + " and " + rank_of(p) +
                   " stage different text (text staged by several ranks is stored once: it must "
                   "be equal)");
+  // Byte for byte, by the ranks (text_checks).
+  const Record* writer = text_writer(pieces, root);
+  const std::string key = key_of(first->table, first->name, first->state);
+  for (const Record* p : pieces)
+    if (p != writer && checked.equal(key, p->rank, key) == false) {
+      const auto [low, high] = std::minmax(writer->rank, p->rank);
+      invalid(tag, label,
+              "rank " + std::to_string(low) + " and rank " + std::to_string(high) +
+                  " stage different text (text staged by several ranks is stored once: it must "
+                  "be equal)");
+    }
   if (!old || !dedup || !first->same_blob) return std::nullopt;
   // The rank read it there: a reference to anything else is a malformed message.
   const BlobRef& ref = *first->same_blob;
@@ -199,7 +221,8 @@ std::optional<BlobRef> check_text(const std::vector<const Record*>& pieces,
 }
 
 // Checks each parameter's records together and decides its blob.
-Params resolve_params(const Grouped& g, const std::string& tag, const Archive* old, bool dedup) {
+Params resolve_params(const Grouped& g, const std::string& tag, const Archive* old, bool dedup,
+                      int root, const TextChecks& checked) {
   Params out;
   for (const auto& key : g.order) {
     const auto& pieces = g.by_name.at(key);
@@ -209,11 +232,24 @@ Params resolve_params(const Grouped& g, const std::string& tag, const Archive* o
     if (std::any_of(pieces.begin(), pieces.end(),
                     [](const Record* p) { return p->kind == Kind::text; })) {
       Param param{first};
-      if (auto same = check_text(pieces, label, tag, old, dedup)) {
+      if (auto same = check_text(pieces, label, tag, old, dedup, root, checked)) {
         param.ref = *same;
         ++out.deduplicated;
       } else {
-        param.new_blob = true;
+        // The first earlier new text of the tag that the ranks found equal
+        // (Writer's dedup within a tag), else a blob of its own.
+        const int writer = text_writer(pieces, root)->rank;
+        for (std::size_t i = 0; i < out.params.size() && dedup && !param.same_as; ++i) {
+          const Param& q = out.params[i];
+          if (q.new_blob && q.first->kind == Kind::text &&
+              checked.equal(key_of(q.first->table, q.first->name, q.first->state), writer, key) ==
+                  true)
+            param.same_as = i;
+        }
+        if (param.same_as)
+          ++out.deduplicated;
+        else
+          param.new_blob = true;
       }
       out.params.push_back(param);
       continue;
@@ -291,6 +327,7 @@ Tables blob_tables(std::vector<Param>& params) {
   for (auto& p : params) {
     const TableKind table = p.first->table;
     if (p.new_blob) p.ref = BlobRef{"", next_index[static_cast<int>(table)]++, BlobFormat::tensor};
+    if (p.same_as) p.ref = params[*p.same_as].ref;  // an earlier one: numbered
     if (table == TableKind::params)
       rows.push_back(BlobRow{{p.first->name}, p.ref, 0});
     else
@@ -323,11 +360,59 @@ void prepare_file(CommitTarget& target, const CommitPlan& out, const std::string
   io::preallocate(file.fd(), start, end - start);
 }
 
+TextChecks text_checks(const std::vector<std::vector<Record>>& all, bool dedup, int root,
+                       std::size_t chunk) {
+  TextChecks out;
+  out.chunk = chunk;
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<const Record*>> by_key;
+  for (const auto& rank_records : all)
+    for (const Record& r : rank_records) {
+      if (r.kind == Kind::entry) continue;
+      const std::string key = key_of(r.table, r.name, r.state);
+      auto& v = by_key[key];
+      if (v.empty()) order.push_back(key);
+      v.push_back(&r);
+    }
+  auto check_of = [&](const Record* source, const std::string& key) -> TextCheck& {
+    for (TextCheck& c : out.checks)
+      if (c.key == key) return c;
+    return out.checks.emplace_back(TextCheck{source->rank, key, source->text_size, {}});
+  };
+  struct Text {
+    const std::string* key;
+    const Record* writer;
+  };
+  std::vector<Text> stored;  // the new tag's texts found in no old blob, in order
+  for (const std::string& key : order) {
+    const std::vector<const Record*>& pieces = by_key.at(key);
+    const Record* first = pieces.front();
+    if (std::any_of(pieces.begin(), pieces.end(), [&](const Record* p) {
+          return p->kind != Kind::text || p->global != first->global ||
+                 p->text_size != first->text_size || p->text_crc != first->text_crc ||
+                 p->same_blob != first->same_blob;
+        }))
+      continue;  // plan_commit refuses it
+    const Record* writer = text_writer(pieces, root);
+    if (first->same_blob) continue;  // equal to that blob on every rank that staged it
+    for (const Record* p : pieces)
+      if (p != writer) check_of(writer, key).claims.push_back({p->rank, key});
+    if (!dedup) continue;
+    for (const Text& earlier : stored)
+      if (earlier.writer->table == writer->table &&
+          earlier.writer->text_size == writer->text_size &&
+          earlier.writer->text_crc == writer->text_crc)
+        check_of(earlier.writer, *earlier.key).claims.push_back({writer->rank, key});
+    stored.push_back(Text{&key, writer});
+  }
+  return out;
+}
+
 CommitPlan plan_commit(const std::vector<std::vector<Record>>& all, const std::string& tag,
                        const Archive* old, const Begin& begin, bool dedup, int root,
-                       const RotateRequest& rotate) {
+                       const TextChecks& checked, const RotateRequest& rotate) {
   Grouped g = group_records(all, tag);
-  Params resolved = resolve_params(g, tag, old, dedup);
+  Params resolved = resolve_params(g, tag, old, dedup, root, checked);
   check_graph_checkpoint(g, resolved, tag, old);  // before the target begins
   std::vector<Param>& params = resolved.params;
   Tables tables = blob_tables(params);
@@ -396,9 +481,7 @@ CommitPlan plan_commit(const std::vector<std::vector<Record>>& all, const std::s
       if (p.first->kind == Kind::text) {
         // Written whole, in its place among the blobs, by the root if it
         // staged it, else by the lowest rank that did: its bytes never travel.
-        int writer = p.first->rank;
-        for (const Record* r : g.by_name.at(key))
-          if (r->rank == root) writer = root;
+        const int writer = text_writer(g.by_name.at(key), root)->rank;
         out.plan.entries.push_back(
             place(key, format::blob_entry_name(p.ref, tag, table), p.first->text_size, 0, writer));
         ++out.blobs_written;

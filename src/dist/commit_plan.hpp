@@ -1,6 +1,7 @@
 // The root's plan of a collective commit: it validates every rank's
 // records together (dtypes, global shapes, blocks that cover each tensor
-// exactly once, text equal on every rank that staged it, tag-level
+// exactly once, text equal on every rank that staged it (compared byte
+// for byte by the ranks: text_checks), tag-level
 // entries; with graph.fb, the tag as a graph
 // checkpoint: schemas/GRAPH.md section 4), decides dedup references, and
 // lays out the new entries after the archive's data exactly as the single
@@ -59,6 +60,20 @@ struct RotateRequest {
   std::optional<std::size_t> keep_last;
 };
 
+// The texts whose bytes the ranks compare before the root plans (root, from
+// every rank's records `all`; rounds of `chunk` bytes). Each text is
+// checked against the text of the rank that writes it (the root if it
+// staged it, else the lowest rank that did): a name
+// staged as text by several ranks with equal shape, size and CRC-32 is
+// compared byte for byte (equal CRCs may hide other texts), unless every
+// such rank found the same old blob byte for byte (Record::same_blob);
+// with `dedup`, a text of the new tag of the same table, size and CRC-32
+// as an earlier one (and found in no old blob) is compared with it, to be
+// stored once as Writer's dedup stores it. Records that plan_commit
+// refuses are left out.
+TextChecks text_checks(const std::vector<std::vector<Record>>& all, bool dedup, int root,
+                       std::size_t chunk);
+
 // `all`: every rank's records, by rank. `old`: the archive committed to
 // (null: a new one). `begin`: the target's begin() (the journal, the
 // temporary file or the upload), given the old entries to keep listed
@@ -67,9 +82,12 @@ struct RotateRequest {
 // checkpoint::plan_rotation (an old archive only; the caller refuses it
 // for a target without free ranges).
 using Begin = std::function<CommitTarget::Start(const std::set<const zip::EntryInfo*>* kept)>;
+// `checked`: text_checks with the ranks' verdicts: a text that differs
+// from its writer's fails the commit; one equal to an earlier text of the
+// tag references its blob.
 CommitPlan plan_commit(const std::vector<std::vector<Record>>& all, const std::string& tag,
                        const Archive* old, const Begin& begin, bool dedup, int root,
-                       const RotateRequest& rotate = {});
+                       const TextChecks& checked, const RotateRequest& rotate = {});
 
 // A local target: protects the old tail beyond everything the plan writes
 // and allocates the new entries' blocks (before any rank writes).

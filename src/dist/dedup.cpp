@@ -1,7 +1,11 @@
 #include "dist/dedup.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <map>
+#include <optional>
+#include <span>
 #include <tuple>
 
 #include "checkpoint/archive_state.hpp"
@@ -16,14 +20,59 @@ using format::BlobRef;
 
 namespace {
 
+std::atomic<std::uint64_t> g_entries_examined{0};
+
+// The stored tensor blobs of old's tags by table, size and CRC-32 (the
+// directory's), each list in the order Writer's dedup tries them: oldest
+// tag first, then by index. Made by one pass over the directory, once per
+// commit, so that each text looks only at the blobs of its own size and CRC.
+class TextBlobIndex {
+ public:
+  struct Blob {
+    std::size_t tag;
+    std::uint64_t index;
+    const zip::EntryInfo* entry;
+    auto operator<=>(const Blob& other) const {
+      return std::tie(tag, index) <=> std::tie(other.tag, other.index);
+    }
+  };
+
+  explicit TextBlobIndex(const checkpoint::ArchiveState& parsed) {
+    const std::vector<std::string>& tags = parsed.tags();
+    std::map<std::string_view, std::size_t> position;
+    for (std::size_t i = 0; i < tags.size(); ++i) position.emplace(tags[i], i);
+    for (const zip::EntryInfo& e : parsed.directory().entries) {
+      ++g_entries_examined;
+      if (!e.stored()) continue;
+      const std::size_t slash = e.name.find('/');
+      if (slash == std::string::npos) continue;
+      const auto tag = position.find(std::string_view(e.name).substr(0, slash));
+      const auto file = format::blob_file_of(std::string_view(e.name).substr(slash + 1));
+      if (tag == position.end() || !file || file->format != BlobFormat::tensor) continue;
+      by_key_[{file->kind, e.uncompressed_size, e.crc32}].push_back(
+          Blob{tag->second, file->index, &e});
+    }
+    for (auto& [key, blobs] : by_key_) std::sort(blobs.begin(), blobs.end());
+  }
+
+  // The blobs of `table` with that size and CRC-32, in the order to try them.
+  std::span<const Blob> find(TableKind table, std::uint64_t size, std::uint32_t crc) const {
+    const auto it = by_key_.find({table, size, crc});
+    if (it == by_key_.end()) return {};
+    return it->second;
+  }
+
+ private:
+  std::map<std::tuple<TableKind, std::uint64_t, std::uint32_t>, std::vector<Blob>> by_key_;
+};
+
 // The blob of old holding exactly the encoded text `text` of `item`, found
 // as Writer's dedup finds it (checkpoint/writer.cpp), so that the tag is
 // the one a single writer commits: first the namesake in the newest tag,
-// then every stored tensor blob of the same table, size and CRC-32 (the
-// directory's), oldest tag first and by index, confirmed byte for byte.
-std::optional<BlobRef> same_text_blob(const Item& item, const Archive& old) {
-  if (old.tags().empty()) return std::nullopt;
-  const checkpoint::ArchiveState parsed(old);
+// then every stored tensor blob of the same table, size and CRC-32
+// (`index`), oldest tag first and by index, confirmed byte for byte.
+std::optional<BlobRef> same_text_blob(const Item& item, const checkpoint::ArchiveState& parsed,
+                                      const TextBlobIndex& index) {
   const std::vector<std::string>& tags = parsed.tags();
   auto same = [&](const zip::EntryInfo& e) {
     return e.stored() && e.uncompressed_size == item.text.size() &&
@@ -36,22 +85,8 @@ std::optional<BlobRef> same_text_blob(const Item& item, const Archive& old) {
     if (ref.tag.empty()) ref.tag = tags[prev];
     if (same(parsed.entry(format::blob_entry_name(ref, ref.tag, item.table)))) return ref;
   }
-  std::vector<std::tuple<std::size_t, std::uint64_t, const zip::EntryInfo*>> candidates;
-  for (const zip::EntryInfo& e : parsed.directory().entries) {
-    if (!e.stored() || e.uncompressed_size != item.text.size() || e.crc32 != item.text_crc)
-      continue;
-    const std::size_t slash = e.name.find('/');
-    if (slash == std::string::npos) continue;
-    const auto tag = std::find(tags.begin(), tags.end(), e.name.substr(0, slash));
-    const auto file = format::blob_file_of(std::string_view(e.name).substr(slash + 1));
-    if (tag == tags.end() || !file || file->kind != item.table ||
-        file->format != BlobFormat::tensor)
-      continue;
-    candidates.emplace_back(static_cast<std::size_t>(tag - tags.begin()), file->index, &e);
-  }
-  std::sort(candidates.begin(), candidates.end());
-  for (const auto& [tag, index, entry] : candidates)
-    if (same(*entry)) return BlobRef{tags[tag], index, BlobFormat::tensor};
+  for (const TextBlobIndex::Blob& blob : index.find(item.table, item.text.size(), item.text_crc))
+    if (same(*blob.entry)) return BlobRef{tags[blob.tag], blob.index, BlobFormat::tensor};
   return std::nullopt;
 }
 
@@ -60,6 +95,9 @@ std::optional<BlobRef> same_text_blob(const Item& item, const Archive& old) {
 std::vector<Record> records_with_dedup(const std::vector<Item>& items, const NewTag& entries,
                                        int rank, const Archive* old) {
   std::vector<Record> out;
+  std::optional<checkpoint::ArchiveState> parsed;
+  if (old && !old->tags().empty()) parsed.emplace(*old);
+  std::optional<TextBlobIndex> text_index;  // made for the first text
   for (const auto& item : items) {
     Record r;
     r.rank = rank;
@@ -76,22 +114,24 @@ std::vector<Record> records_with_dedup(const std::vector<Item>& items, const New
       r.dtype = DType::utf8;
       r.text_size = item.text.size();
       r.text_crc = item.text_crc;
-      if (old) r.same_blob = same_text_blob(item, *old);
+      if (parsed) {
+        if (!text_index) text_index.emplace(*parsed);
+        r.same_blob = same_text_blob(item, *parsed, *text_index);
+      }
       out.push_back(std::move(r));
       continue;
     }
-    if (old && item.kind != Kind::shared && !old->tags().empty()) {
-      const checkpoint::ArchiveState parsed(*old);
-      const std::size_t prev = parsed.tags().size() - 1;
-      const format::BlobRow* namesake = parsed.namesake(prev, item.table, item.name, item.state);
+    if (parsed && item.kind != Kind::shared) {
+      const std::size_t prev = parsed->tags().size() - 1;
+      const format::BlobRow* namesake = parsed->namesake(prev, item.table, item.name, item.state);
       if (namesake && namesake->ref.format == BlobFormat::tensor) {
-        const ParamInfo info = parsed.info(prev, *namesake, item.table);
+        const ParamInfo info = parsed->info(prev, *namesake, item.table);
         if (!info.compressed && info.layout == Layout::dense && info.dtype == r.dtype &&
             info.shape == r.global) {
           const Tensor before =
               item.table == TableKind::params
-                  ? old->tensor(item.name, parsed.tags()[prev], ReadMode::zero_copy)
-                  : old->updater_state(item.name, item.state, parsed.tags()[prev],
+                  ? old->tensor(item.name, parsed->tags()[prev], ReadMode::zero_copy)
+                  : old->updater_state(item.name, item.state, parsed->tags()[prev],
                                        ReadMode::zero_copy);
           const std::uint64_t esize = dtype_size(r.dtype);
           const std::byte* mine = item.tensor.values().data();
@@ -118,6 +158,10 @@ std::vector<Record> records_with_dedup(const std::vector<Item>& items, const New
     out.push_back(std::move(r));
   }
   return out;
+}
+
+std::uint64_t text_dedup_entries_examined() noexcept {
+  return g_entries_examined.load();
 }
 
 }  // namespace modelzip::dist

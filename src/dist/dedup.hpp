@@ -7,6 +7,7 @@
 // Thread safety: as Archive's reads. Errors: Error from reading `old`.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "dist/commit_messages.hpp"
@@ -22,7 +23,13 @@ namespace modelzip::dist {
 // bytes (Record::same_blob): its namesake in the newest tag, else the
 // first stored blob of the same table, size and CRC-32 (oldest tag first,
 // then by index) that holds the same bytes, as Writer's dedup picks it.
+// old's directory is read once per call (an index by size and CRC-32),
+// whatever the number of texts.
 std::vector<Record> records_with_dedup(const std::vector<Item>& items, const NewTag& entries,
                                        int rank, const Archive* old);
+
+// The directory entries of old archives that text dedup has looked at in
+// this process so far (tests count the work of a commit with it).
+std::uint64_t text_dedup_entries_examined() noexcept;
 
 }  // namespace modelzip::dist

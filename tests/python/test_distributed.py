@@ -60,14 +60,43 @@ def torch_ranks(tmp_path_factory):
     return folders, start_torch([(s, folders[s]) for s in TORCH_SCENARIOS], 4)
 
 
+def check_ranks(ranks, scenario, folder):
+    """Every rank of `ranks` (each's (exit status, output)) did `scenario` in
+    `folder` with every check held and then exited with status 0: a rank
+    that aborts or is killed after its "ok" line (at exit, in a destructor)
+    fails the scenario too."""
+    for r, (code, out) in enumerate(ranks):
+        assert f"rank {r} {scenario} {folder} ok" in out, f"rank {r}:\n{out}"
+        how = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
+        assert code == 0, f"rank {r} ended with {how}:\n{out}"
+
+
 def torch_scenario(request, scenario, world=4):
     """The folder of `scenario` once every rank finished it with every check held
-    (the fixture asked for here: the tests of mpi4py do not wait for it)."""
+    and every rank's process ended well (the fixture asked for here: the tests
+    of mpi4py do not wait for it)."""
     folders, ranks = request.getfixturevalue("torch_ranks")
     assert len(ranks) == world
-    for r, (_, out) in enumerate(ranks):
-        assert f"rank {r} {scenario} {folders[scenario]} ok" in out, f"rank {r}:\n{out}"
+    check_ranks(ranks, scenario, folders[scenario])
     return folders[scenario]
+
+
+def test_scenario_checks_see_a_rank_that_ends_badly_after_its_ok_line(tmp_path):
+    # The gloo scenarios run in one process per rank, whose "ok" lines come
+    # before the process ends: an abort or a signal at exit fails them.
+    def rank(code):
+        p = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""\
+            import os, signal, sys
+            print("rank 0 save {tmp_path} ok", flush=True)
+            {code}""")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           timeout=60)
+        return p.returncode, p.stdout
+    check_ranks([rank("sys.exit(0)")], "save", tmp_path)
+    for code, expect in (("os.abort()", "killed by signal 6"),
+                         ("os.kill(os.getpid(), signal.SIGKILL)", "killed by signal 9"),
+                         ("os._exit(3)", "exit status 3")):
+        with pytest.raises(AssertionError, match=expect):
+            check_ranks([rank(code)], "save", tmp_path)
 
 
 def run_mpi(scenario, folder, world=2):

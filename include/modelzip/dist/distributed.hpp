@@ -53,8 +53,10 @@
 //
 // Text (a utf8 tensor, Tensor::strings: a vocabulary, a run id) is staged
 // whole by add() or add_updater_state(), as NewTag::add takes it; one rank
-// that staged it writes it (its bytes never travel). Several ranks may stage
-// the same name with equal text (a replicated value): it is stored once.
+// that staged it writes it. Several ranks may stage the same name with
+// equal text (a replicated value): it is stored once, after the ranks
+// compared it byte for byte (the writing rank sends it to the others, in
+// rounds, unless each found it in the archive).
 //
 // Limits: distributed tensors are dense, of fixed-size dtypes or text,
 // stored (uncompressed), and so are set_entry()'s entries; embeddings and
@@ -158,8 +160,9 @@ class MODELZIP_API CollectiveWriter {
   // A whole parameter owned by this rank, or text: a dense utf8 tensor
   // (Tensor::strings), which any number of ranks may stage under one name,
   // each with the same shape and strings (written once, by one rank that
-  // staged it, of any size: only its size and CRC-32 travel to the root,
-  // which compares them). Text that differs between ranks, or text on one
+  // staged it, of any size: its size and CRC-32 go to the root, and the
+  // writing rank sends its bytes to the others, which compare them, when
+  // several staged it). Text that differs between ranks, or text on one
   // rank and a tensor or share of the same name on another, fails the
   // commit on every rank with Error(invalid_argument) naming the name and
   // the ranks. Throws Error(invalid_argument) on an empty or duplicate (on
@@ -192,8 +195,8 @@ class MODELZIP_API CollectiveWriter {
   // NewTag::set_entry (Error(invalid_argument) here); the root validates
   // graph.fb and trainingConfig.fb before anything is written, and with
   // graph.fb the whole tag against it (schemas/GRAPH.md section 4, as
-  // Writer::commit); an entry staged on two ranks fails the commit. Meant for small metadata (each
-  // collective message is limited to 2 GiB).
+  // Writer::commit); an entry staged on two ranks fails the commit. Any
+  // size: the records go to the root in rounds of at most 64 MiB per rank.
   void set_entry(std::string relative_name, Bytes contents);
 
   // Collective: every rank of the communicator calls it with the same tag,
