@@ -507,7 +507,7 @@ void S3UploadSink::commit() {
   s.done.insert(s.done.end(), s.foreign.begin(), s.foreign.end());
   std::sort(s.done.begin(), s.done.end(),
             [](const S3Part& a, const S3Part& b) { return a.number < b.number; });
-  s.etag = s.s3->complete(s.upload_id, s.done, s.o.condition);
+  s.etag = s.s3->complete(s.upload_id, s.done, s.o.condition, s.cursor);
   s.committed = true;
 }
 
