@@ -898,6 +898,11 @@ class Writer::Impl {
                         std::uint64_t tail_start, Stats& stats);
 };
 
+namespace {
+// Times an S3 commit refused by another writer's is planned again.
+constexpr int kS3Replans = 3;
+}  // namespace
+
 void Writer::Impl::commit() {
   check_cancel();
   if (s3) {
@@ -912,10 +917,29 @@ void Writer::Impl::commit() {
         impl.s3_start.reset();  // not taken (a failed commit): aborted
       }
     } done{*this};
-    s3_start = start_s3_upload();
-    s3_old = open_s3();
-    plan_and_write(s3_old ? s3_old->archive.get() : nullptr);
-    return;
+    // A commit refused because another writer's commit came first (its
+    // upload aborted, nothing of it visible) is planned again against the
+    // object as it is now, as a caller's retry would, at most kS3Replans
+    // times: the staged changes name tags, parameters and edits, not the
+    // version they were staged on. A conflict they cannot resolve is
+    // reported by the new plan (a tag another writer added is there).
+    for (int replans = 0;; ++replans) {
+      try {
+        s3_start = start_s3_upload();
+        s3_old = open_s3();
+        plan_and_write(s3_old ? s3_old->archive.get() : nullptr);
+        return;
+      } catch (const Error& e) {
+        const std::string& m = e.message();
+        const bool conflict = e.code() == ErrorCode::io &&
+                              m.find("archive changed on the server") != std::string::npos &&
+                              m.find("may have taken effect") == std::string::npos;
+        if (!conflict || replans == kS3Replans || (ops.empty() && metadata_edits.empty())) throw;
+      }
+      s3_start.reset();  // aborted
+      s3_old.reset();
+      check_cancel();
+    }
   }
   // Nothing staged and no interrupted append to recover: the archive stays
   // as it is, so no lock is needed, nor permission to write it.

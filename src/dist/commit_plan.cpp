@@ -468,7 +468,11 @@ CommitPlan plan_commit(const std::vector<std::vector<Record>>& all, const std::s
     for (const auto& [entry, text] : rotation->tables) root_text(entry, text);
     const zip::EntryReader& reader = checkpoint::ArchiveState(*old).reader();
     for (const auto& m : rotation->moved) {
-      Bytes bytes = reader.read(*m.from, false);
+      // A stored blob is viewed, not read (RootEntry::content): an S3
+      // commit copies most of it server-side.
+      Bytes bytes = m.from->stored()
+                        ? reader.file().slice(reader.data_offset(*m.from), m.from->compressed_size)
+                        : reader.read(*m.from, false);
       const std::uint64_t size = bytes.size();
       out.root_entries.push_back(RootEntry{place("", m.entry, size, 0, root), std::move(bytes),
                                            m.from->crc32, m.from->stored() ? m.from : nullptr});

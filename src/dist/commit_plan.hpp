@@ -39,6 +39,8 @@ struct RootEntry {
   std::optional<std::uint32_t> crc{};
   // A moved blob stored in the old archive: its entry there, whose data is
   // `content` (an S3 commit copies it server-side instead of uploading it).
+  // `content` then views the old archive's bytes unread: a remote archive's
+  // may not be fetched yet (io::ByteSource::ensure them before use).
   const zip::EntryInfo* from = nullptr;
 };
 

@@ -484,7 +484,13 @@ zip::EntryInfo S3CommitTarget::write_root_entry(const RootEntry& entry) {
   const auto bytes = entry.content.span();
   const std::uint32_t crc = entry.crc ? *entry.crc : detail::crc32_of(bytes);
   try {
-    if (!copies_moved(m, entry)) return zip::write_entry(*m.sink, plan, crc, bytes);
+    if (!copies_moved(m, entry)) {
+      // A moved blob's bytes (viewed unread, RootEntry::from) are fetched
+      // only when uploaded.
+      if (entry.from && m.old && entry.from->stored())
+        m.old->opened.source->ensure(entry.from->data_offset, entry.from->compressed_size);
+      return zip::write_entry(*m.sink, plan, crc, bytes);
+    }
     zip::EntryInfo info = zip::finish_entry(*m.sink, plan, crc);
     m.sink->keep(plan.data_offset, io::ByteRange{entry.from->data_offset, plan.compressed});
     return info;

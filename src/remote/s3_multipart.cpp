@@ -149,15 +149,16 @@ struct S3Multipart::Request {
   // Not repeatable (CompleteMultipartUpload): an attempt sent whose answer
   // was lost may have taken effect, which a final error then says.
   bool once = false;
-  // Bytes the server copies (UploadPartCopy): with the body's, what the
-  // request's deadline is given for (set_deadline).
+  // Bytes the server copies (UploadPartCopy) or assembles
+  // (CompleteMultipartUpload: the object's size): with the body's, what the
+  // request's deadline and stall limit are given for.
   std::uint64_t copies = 0;
   int in_flight = 1;  // requests sharing the link with it (set_deadline)
   // The server works before it answers (UploadPartCopy,
   // CompleteMultipartUpload) and may send nothing meanwhile: no 1 KiB/s
-  // limit, TCP keep-alive probes instead; a copy fails when nothing at all
-  // arrives for stall_limit_s(): the low-speed time per kDeadlineUnit it
-  // copies.
+  // limit, TCP keep-alive probes instead; the request fails when nothing at
+  // all arrives for stall_limit_s(): the low-speed time per kDeadlineUnit
+  // the server copies or assembles.
   bool server_works = false;
 };
 
@@ -197,9 +198,11 @@ struct Attempt {
   }
 };
 
-// The seconds an UploadPartCopy of `copies` bytes may go without a byte of
-// answer: the low-speed time (default 30 s) per kDeadlineUnit (8 MiB) it
-// copies, at least once, as the deadline scales with the bytes.
+// The seconds an UploadPartCopy of `copies` bytes, or a
+// CompleteMultipartUpload of an object that size, may go without a byte of
+// answer: the low-speed time (default 30 s) per kDeadlineUnit (8 MiB) the
+// server copies or assembles, at least once, as the deadline scales with
+// the bytes.
 long stall_limit_s(const Settings& settings, std::uint64_t copies) {
   const double units = std::max(1.0, static_cast<double>(copies) / kDeadlineUnit);
   return static_cast<long>(
@@ -251,9 +254,9 @@ S3Multipart::Response S3Multipart::perform(const Request& r) const {
               r.body.empty() ? kEmptyPayloadSha256 : kUnsignedPayload);
     const long deadline_ms =
         set_deadline(e, settings_, std::max<std::uint64_t>(r.body.size(), r.copies), r.in_flight);
-    const long stall_s = r.copies > 0 ? stall_limit_s(settings_, r.copies) : 0;
+    const long stall_s = r.server_works ? stall_limit_s(settings_, r.copies) : 0;
     if (r.server_works) {
-      // Below 1 byte/s for stall_s: nothing arrived (0 s: no limit).
+      // Below 1 byte/s for stall_s: nothing arrived.
       curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
       curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, stall_s);
       curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
@@ -310,11 +313,13 @@ S3Multipart::Response S3Multipart::perform(const Request& r) const {
       const long elapsed_ms = static_cast<long>(elapsed_us / 1000);
       if (code == CURLE_OPERATION_TIMEDOUT && stall_s > 0 && connected_us > 0 &&
           elapsed_ms + 100 < deadline_ms)
-        detail = "timed out: the server sent nothing for " + std::to_string(stall_s) +
-                 " s during a server-side copy of " + std::to_string(r.copies) +
+        detail = "timed out: the server sent nothing for " + std::to_string(stall_s) + " s " +
+                 (r.body.empty() ? "during a server-side copy of "
+                                 : "while completing the upload of an object of ") +
+                 std::to_string(r.copies) +
                  " bytes (MODELZIP_LOW_SPEED_TIME or RemoteOptions::low_speed_time, now " +
                  std::to_string(settings_.low_speed_time_s) +
-                 " s per 8 MiB a copy copies: raise it for a slower server)";
+                 " s per 8 MiB the server copies or assembles: raise it for a slower server)";
       else if (code == CURLE_OPERATION_TIMEDOUT)
         detail = timed_out(
             settings_, deadline_ms, elapsed_ms, "the request",
@@ -420,7 +425,7 @@ S3Part S3Multipart::upload_part_copy(const std::string& upload_id, int number,
 }
 
 std::string S3Multipart::complete(const std::string& upload_id, std::span<const S3Part> parts,
-                                  const S3Condition& condition) const {
+                                  const S3Condition& condition, std::uint64_t size) const {
   std::string xml = "<CompleteMultipartUpload xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">";
   for (const auto& p : parts) {
     xml += "<Part><PartNumber>" + std::to_string(p.number) + "</PartNumber><ETag>" +
@@ -441,6 +446,7 @@ std::string S3Multipart::complete(const std::string& upload_id, std::span<const 
                   false,
                   true};
   request.server_works = true;
+  request.copies = size;
   Response r = perform(request);
   return xml_element(r.body, "ETag").value_or(r.etag);
 }

@@ -22,14 +22,16 @@
 // truncated answers, HTTP 5xx (but 501), 429 and S3's SlowDown / RequestTimeout / InternalError
 // answers (a 200 carrying an <Error> body included). Time-outs are those of
 // reads (connect, low speed, the request deadline: set_deadline() for the
-// part's body, scaled by the parts in flight, or the bytes a copy copies),
+// part's body, scaled by the parts in flight, the bytes a copy copies, or the
+// object's size for the completion),
 // reported at once, not retried. UploadPartCopy and
 // CompleteMultipartUpload have no 1 KiB/s limit: the server copies or
 // assembles before it answers, sending nothing (or, as AWS does, a space
-// now and then) meanwhile; their deadline bounds them, and TCP keep-alive
-// probes notice a peer that is gone. A copy also fails when not one byte
-// of its answer arrives for the low-speed time per 8 MiB it copies (at
-// least once: 30 s by default, 240 s for a 64 MiB copy), a stalled server.
+// now and then) meanwhile; their deadline (by the bytes copied, or the
+// object's size) bounds them, and TCP keep-alive probes notice a peer that
+// is gone. Either also fails when not one byte of its answer arrives for
+// the low-speed time per 8 MiB it copies or assembles (at least once: 30 s
+// by default, 240 s for a 64 MiB copy or object), a stalled server.
 //
 // Cancellation: UploadPart and UploadPartCopy stop within about a second of
 // modelzip::request_cancel() (libcurl's progress callback) and throw
@@ -108,9 +110,11 @@ class S3Multipart {
   S3Part upload_part_copy(const std::string& upload_id, int number, const std::string& source_key,
                           std::uint64_t first, std::uint64_t length,
                           const std::string& source_etag = {}) const;
-  // `parts` in ascending number order. Returns the new object's ETag.
+  // `parts` in ascending number order; `size`: the object's, in bytes
+  // (what the deadline and stall limit are given for). Returns the new
+  // object's ETag.
   std::string complete(const std::string& upload_id, std::span<const S3Part> parts,
-                       const S3Condition& condition = {}) const;
+                       const S3Condition& condition = {}, std::uint64_t size = 0) const;
   void abort(const std::string& upload_id) const;
   // Incomplete uploads whose key is exactly this object's key. Throws
   // Error(io) when the server names the same page twice (markers that do not

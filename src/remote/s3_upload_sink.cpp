@@ -228,11 +228,26 @@ struct S3UploadSink::Impl {
   }
   std::uint64_t room() const { return part_limit() - open.bytes.size(); }
 
-  Bytes fetch(std::uint64_t from, std::uint64_t length) const {
+  // Bytes of the old object for a part. A fetch stopped by an interrupt
+  // (Ctrl-C, modelzip::request_cancel()) cancels the save, which has not
+  // happened: o.keep_going is asked first, so that a caller that noticed
+  // the interrupt itself (Python) stops in its own terms; else
+  // Error(cancelled) says so.
+  Bytes fetch(std::unique_lock<std::mutex>& lock, std::uint64_t from, std::uint64_t length) {
     if (!o.old_source || from > o.old_file.size() || length > o.old_file.size() - from)
       fail(ErrorCode::invalid_argument,
            "kept range " + range_text(from, length) + " is not in the existing object");
-    o.old_source->ensure(from, length);
+    try {
+      o.old_source->ensure(from, length);
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::cancelled) throw;
+      ask_keep_going(lock);
+      throw e.reworded("save cancelled while fetching bytes of the old object to upload (" +
+                           e.message() +
+                           "): the save did not happen (its upload is aborted, the archive "
+                           "unchanged)",
+                       e.context());
+    }
     return Bytes::copy_of(o.old_file.span().subspan(from, length));
   }
 
@@ -242,11 +257,11 @@ struct S3UploadSink::Impl {
     if (!open.bytes.empty() && open.bytes.size() < kS3MinPart) {
       const std::uint64_t t = std::min(s.length, kS3MinPart - open.bytes.size());
       if (t < s.length) ahead[cursor + t] = Segment{true, {}, s.from + t, s.length - t};
-      ahead[cursor] = Segment{false, fetch(s.from, t), 0, t};
+      ahead[cursor] = Segment{false, fetch(lock, s.from, t), 0, t};
       return;
     }
     if (s.length < kS3MinPart) {
-      ahead[cursor] = Segment{false, fetch(s.from, s.length), 0, s.length};
+      ahead[cursor] = Segment{false, fetch(lock, s.from, s.length), 0, s.length};
       return;
     }
     if (!open.bytes.empty()) close_open(lock);
@@ -507,7 +522,7 @@ void S3UploadSink::commit() {
   s.done.insert(s.done.end(), s.foreign.begin(), s.foreign.end());
   std::sort(s.done.begin(), s.done.end(),
             [](const S3Part& a, const S3Part& b) { return a.number < b.number; });
-  s.etag = s.s3->complete(s.upload_id, s.done, s.o.condition);
+  s.etag = s.s3->complete(s.upload_id, s.done, s.o.condition, s.cursor);
   s.committed = true;
 }
 

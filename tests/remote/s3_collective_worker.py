@@ -11,11 +11,11 @@ modelzip.distributed.save, with the text "vocab" (a list of str on every rank),
 tag "t1" ("append": tag "t2" of a new 10% larger
 tensor on top of an existing archive; "background": the same with
 blocking=False; "checkpoint": with modelzip.torch.save_checkpoint).
-Scenario "rot:TAG:KEEP:REPLACE:SHIFT[:bg]": a rolling save, tag TAG with
+Scenario "rot:TAG:KEEP:REPLACE:SHIFT[:bg][:nodedup]": a rolling save, tag TAG with
 keep_last=KEEP (0: none) and replace=REPLACE (0/1), "big" shifted by SHIFT
 (so that its blob is new) and "small" unchanged (a dedup reference to the
 blob of the tag that first saved it, which moves when that tag is removed);
-with "bg", blocking=False. Scenario "rotfail:TAG:KEEP": such a save that
+with "bg", blocking=False; with "nodedup", dedup=False. Scenario "rotfail:TAG:KEEP": such a save that
 must raise on every rank (the test injects a fault).
 Scenario "fail": the save must raise on every rank (the test injects a
 fault). After a save, every rank reads its block back from URL with
@@ -69,12 +69,14 @@ def run(scenario, url, mib, rank, world, group):
     rotate = {}
     if scenario.startswith(("rot:", "rotfail:")):
         fields = scenario.split(":")
+        dedup = fields[-1] != "nodedup"
+        fields = fields if dedup else fields[:-1]
         tag, keep = fields[1], int(fields[2])
         replace = fields[0] == "rot" and fields[3] == "1"
         shift = int(fields[4]) if fields[0] == "rot" else 99
         whole = model(mib)
         whole["big"] = whole["big"] + shift
-        rotate = {"keep_last": keep or None, "replace": replace}
+        rotate = {"keep_last": keep or None, "replace": replace, "dedup": dedup}
         scenario = "fail" if fields[0] == "rotfail" else ("background" if fields[-1] == "bg"
                                                           else "save")
     else:

@@ -117,7 +117,9 @@ int upload(const S3Multipart& s3, const std::vector<std::string>& args) {
     s3.abort(id);
     return 0;
   }
-  std::cout << s3.complete(id, parts, condition) << std::endl;
+  std::uint64_t size = 0;  // of the object: the pieces' lengths
+  for (const auto& piece : pieces) size += std::stoull(split(piece, ':').at(3));
+  std::cout << s3.complete(id, parts, condition, size) << std::endl;
   return 0;
 }
 

@@ -445,7 +445,7 @@ class S3Proxy:
                 record = dict(method=self.command, path=self.path, body=len(body),
                               headers={k.lower(): v for k, v in self.headers.items()},
                               start=start)
-                fault = proxy._take_fault(self.command, self.path)
+                fault = proxy._take_fault(self.command, self.path, record["headers"])
                 if isinstance(fault, tuple) and fault[0] == "delay":
                     time.sleep(fault[1])
                     fault = None
@@ -588,18 +588,21 @@ class S3Proxy:
         with self.lock:
             self.log.append(record)
 
-    def _take_fault(self, method, path):
+    def _take_fault(self, method, path, headers):
         with self.lock:
             for fault in self.faults:
                 match, kind, remaining = fault
-                if remaining > 0 and match(method, path):
+                takes_headers = match.__code__.co_argcount == 3
+                if remaining > 0 and (match(method, path, headers) if takes_headers
+                                      else match(method, path)):
                     fault[2] -= 1
                     return kind
         return None
 
     def inject(self, match, kind, count):
-        """Answers the next `count` requests for which match(method, path) is
-        true with `kind`: "reset" (the connection is closed unanswered),
+        """Answers the next `count` requests for which match(method, path) (or
+        match(method, path, headers), headers by lower-case name) is true
+        with `kind`: "reset" (the connection is closed unanswered),
         "lose" (forwarded, then the connection closed unanswered),
         (status, S3 error code), ("answer", status, body bytes[, [(header,
         value)...]]) (that answer instead of the server's), ("delay", seconds) (forwarded after that

@@ -5,6 +5,7 @@ object as it was. Against @20minutes/s3rver 4.0.4 through the recording
 proxy (servers.S3Proxy), which here also answers ListMultipartUploads (the
 server does not implement it) and slows parts down."""
 import datetime
+import threading
 import signal
 import subprocess
 import sys
@@ -257,3 +258,55 @@ def test_an_in_place_save_asks_its_progress_hook_before_the_copies(s3, tensors):
     assert not [r for r in proxy.requests() if "x-amz-copy-source" in r["headers"]]
     assert aborted_ids(proxy)
     assert fork.get(key) == before
+
+
+REMOVE_T1 = """
+import sys, modelzip
+try:
+    modelzip.remove_tag(sys.argv[1], "t1")
+except KeyboardInterrupt as e:
+    print("KeyboardInterrupt:", *getattr(e, "__notes__", []), file=sys.stderr)
+    sys.exit(42)
+"""
+
+
+def test_ctrl_c_while_a_save_fetches_bytes_to_copy_says_the_save_did_not_happen(s3, tensors):
+    """Ctrl-C while an in-place save fetches old bytes for its parts (the
+    5 MiB after the free entry of a removed tag, which a part needs at
+    least): the fetch stops, the upload is aborted, the object is unchanged,
+    and the save raises KeyboardInterrupt noting that it did not happen
+    (before: noting only "read cancelled (SIGINT): 0 of 5238094 bytes
+    fetched", which did not say whether the save happened)."""
+    pytest.importorskip("modelzip")
+    fork, proxy = s3
+    key = "w/interrupted-fetch.zip"
+    url = f"s3://models/{key}"
+    env = env_for(proxy, MODELZIP_S3_PART_SIZE="5M", MODELZIP_NO_CACHE="1")
+    run("import", url, "--tag", "t1", tensors / "small.npy", env=env)
+    run("import", url, "--tag", "t2", tensors / "big.npy", env=env, timeout=300)
+    before = fork.get(key)
+    proxy.clear()
+
+    def large_get(method, path, headers):  # the fetch of bytes for a part
+        first, _, last = headers.get("range", "bytes=0-0")[6:].partition("-")
+        return method == "GET" and last.isdigit() and int(last) - int(first) >= MIB
+
+    arrived, release = threading.Event(), threading.Event()
+    proxy.inject(large_get, ("hold", arrived, release, 30.0), 1)
+    p = subprocess.Popen([sys.executable, "-c", REMOVE_T1, url], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert arrived.wait(60), "no fetch of old bytes"
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+    finally:
+        release.set()
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 42, (p.returncode, err)
+    assert b"the save did not happen" in err, err
+    assert aborted_ids(proxy), err
+    assert not [r for r in proxy.requests() if r["method"] == "POST" and "uploadId=" in r["path"]]
+    assert fork.get(key) == before
+    assert run("tags", url, env=env).stdout.split() == [b"t1", b"t2"]

@@ -167,16 +167,44 @@ def test_a_request_past_its_deadline_fails_at_once_naming_it(s3):
     assert proxy.faults[0][2] == 9  # one attempt
 
 
-def test_a_completion_the_server_takes_long_to_answer_is_not_cut(s3, data):
-    """CompleteMultipartUpload answered after 3 s with a low-speed time of 1 s:
-    the server assembles the object before it answers (AWS sends a space now
-    and then, others nothing), so only the request deadline bounds it."""
+def test_a_completion_from_a_stalled_server_fails_after_the_low_speed_time(s3, data):
+    """CompleteMultipartUpload of a 100-byte object answered after 30 s, the
+    low-speed time 2 s: the server may assemble the object silently, but
+    not for longer than the low-speed time per 8 MiB of it (at least once),
+    as a copy; it fails after 2 s naming the stall and the setting, not
+    after its deadline (600 s), and says the completion may have taken
+    effect."""
     fork, proxy = s3
+    proxy.inject(lambda m, p: m == "POST" and "uploadId=" in p, ("delay", 30.0), 1)
+    start = time.monotonic()
+    p = probe(proxy, "upload", "s3://models/stalled-complete.bin", f"file:{data}:0:100",
+              env_extra={"MODELZIP_LOW_SPEED_TIME": "2"}, check=False)
+    took = time.monotonic() - start
+    err = p.stderr.decode()
+    assert p.returncode == 1, err
+    assert ("S3 CompleteMultipartUpload failed: timed out: the server sent nothing for 2 s "
+            "while completing the upload of an object of 100 bytes (MODELZIP_LOW_SPEED_TIME"
+            ) in err, err
+    assert "it may have taken effect" in err, err
+    assert took < 15, took
+    assert proxy.faults[0][2] == 0  # one attempt
+
+
+def test_a_completion_of_a_large_object_may_be_silent_longer(s3, data, tmp_path):
+    """The completion's stall limit grows with the object, as its deadline
+    does: a 24 MiB object (3 x 8 MiB, 8 s with a low-speed time of 2 s)
+    answered after 3 s completes; the server assembles the object before
+    it answers (AWS sends a space now and then, others nothing)."""
+    fork, proxy = s3
+    src = tmp_path / "src.bin"
+    src.write_bytes(os.urandom(24 * MIB))
+    fork.put("slow-complete-src.bin", src)
     proxy.inject(lambda m, p: m == "POST" and "uploadId=" in p, ("delay", 3.0), 1)
-    p = probe(proxy, "upload", "s3://models/slow-complete.bin", f"file:{data}:0:100",
-              env_extra={"MODELZIP_LOW_SPEED_TIME": "1"}, check=False)
-    assert p.returncode == 0, p.stderr.decode()
-    assert fork.get("slow-complete.bin") == data.read_bytes()[:100]
+    probe(proxy, "upload", "s3://models/slow-complete.bin",
+          f"copy:slow-complete-src.bin:0:{24 * MIB}", f"file:{data}:0:100",
+          env_extra={"MODELZIP_LOW_SPEED_TIME": "2"})
+    assert fork.get("slow-complete.bin") == src.read_bytes() + data.read_bytes()[:100]
+    assert proxy.faults[0][2] == 0
 
 
 def test_a_copy_from_a_stalled_server_fails_after_the_low_speed_time(s3, data, tmp_path):

@@ -44,6 +44,19 @@ def test_parts_of_the_configured_size_as_they_fill(s3, data):
     assert proxy.requests()[-1]["headers"]["if-none-match"] == "*"
 
 
+def test_the_completion_stall_limit_is_given_for_the_object_size(s3, data):
+    """A sink completes with its object's size: 24 MiB (8 s of silence with
+    a low-speed time of 2 s), so a completion answered after 3 s passes."""
+    fork, proxy = s3
+    blob = data.read_bytes()[:12 * MIB]
+    proxy.inject(lambda m, p: m == "POST" and "uploadId=" in p, ("delay", 3.0), 1)
+    probe(proxy, "sink", "s3://models/sunk-slowly.bin", *writes(data, 0, 12 * MIB, 4 * MIB),
+          *writes(data, 0, 12 * MIB, 4 * MIB, at=12 * MIB), f"end:{24 * MIB}",
+          env_extra={"MODELZIP_LOW_SPEED_TIME": "2"})
+    assert fork.get("sunk-slowly.bin") == blob + blob
+    assert proxy.faults[0][2] == 0
+
+
 def test_reserved_range_is_held_and_later_parts_go_on(s3, data):
     fork, proxy = s3
     blob = data.read_bytes()
