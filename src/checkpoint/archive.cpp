@@ -12,6 +12,7 @@
 #include "modelzip/error.hpp"
 #include "remote/remote_source.hpp"
 #include "zip/archive_snapshot.hpp"
+#include "zip/entry_stream.hpp"
 
 namespace modelzip {
 
@@ -25,6 +26,32 @@ std::string key_text(TableKind kind, std::string_view key) {
   auto nul = key.find('\0');
   return "updater state '" + std::string(key.substr(nul + 1)) + "' of variable '" +
          std::string(key.substr(0, nul)) + "'";
+}
+
+// `length` bytes of `e` from byte `offset`, the range within its declared
+// size, as Archive::entry_part reads them.
+Bytes entry_range(const zip::EntryReader& reader, const zip::EntryInfo& e, std::uint64_t offset,
+                  std::uint64_t length) {
+  const bool whole = offset == 0 && length == e.uncompressed_size;
+  if (length == 0 && !whole) return Bytes();
+  if (e.stored())
+    return whole ? reader.read(e, true)
+                 : reader.read_prefix(e, offset + length).slice(offset, length);
+  std::vector<std::byte> part;
+  part.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(length, zip::kStreamChunk)));
+  std::uint64_t at = 0;  // entry bytes streamed before `piece`
+  reader.stream(
+      e,
+      [&](std::span<const std::byte> piece) {
+        const std::uint64_t begin = std::max(at, offset);
+        const std::uint64_t end = std::min(at + piece.size(), offset + length);
+        if (begin < end)
+          part.insert(part.end(), piece.begin() + static_cast<std::ptrdiff_t>(begin - at),
+                      piece.begin() + static_cast<std::ptrdiff_t>(end - at));
+        at += piece.size();
+      },
+      offset + length);
+  return Bytes::take(std::move(part));
 }
 
 }  // namespace
@@ -616,6 +643,22 @@ Bytes Archive::entry(std::string_view entry_name, ReadMode mode) const {
   const zip::EntryInfo& e = impl_->entry_or_throw(entry_name);
   try {
     return impl_->read_entry(e, mode);
+  } catch (const Error& err) {
+    throw err.with_context(impl_->context(e.name));
+  }
+}
+
+Bytes Archive::entry_part(std::string_view entry_name, std::uint64_t offset,
+                          std::uint64_t length) const {
+  const zip::EntryInfo& e = impl_->entry_or_throw(entry_name);
+  const std::uint64_t size = e.uncompressed_size;
+  if (offset > size || length > size - offset)
+    throw Error(ErrorCode::invalid_argument,
+                std::to_string(length) + " bytes from byte " + std::to_string(offset) +
+                    " lie outside the entry's " + std::to_string(size),
+                impl_->context(e.name));
+  try {
+    return entry_range(impl_->reader, e, offset, length);
   } catch (const Error& err) {
     throw err.with_context(impl_->context(e.name));
   }
