@@ -113,6 +113,11 @@ struct MODELZIP_API ParamInfo {
   std::string state{};  // updater state name ("M", "V"...); empty for parameters
   BlobKind kind = BlobKind::tensor;
   DType dtype = DType::float32;  // embeddings: float32 (rows x dims)
+  // Embeddings: {rows, dims} of the .fifu file's storage (what `modelzip ls`
+  // shows), read from its header and chunk frames (the entry is read, or
+  // decompressed, up to the storage chunk's fixed fields); empty when they
+  // cannot be read there (Archive::embedding_file and finalfusion reading
+  // name the problem).
   Shape shape{};
   Layout layout = Layout::dense;
   // Layout::quantized: scheme, storage and the header's parameters (the
