@@ -113,6 +113,11 @@ struct MODELZIP_API ParamInfo {
   std::string state{};  // updater state name ("M", "V"...); empty for parameters
   BlobKind kind = BlobKind::tensor;
   DType dtype = DType::float32;  // embeddings: float32 (rows x dims)
+  // Embeddings: {rows, dims} of the .fifu file's storage (what `modelzip ls`
+  // shows), read from its header and chunk frames (the entry is read, or
+  // decompressed, up to the storage chunk's fixed fields); empty when they
+  // cannot be read there (Archive::embedding_file and finalfusion reading
+  // name the problem).
   Shape shape{};
   Layout layout = Layout::dense;
   // Layout::quantized: scheme, storage and the header's parameters (the
@@ -247,6 +252,17 @@ class MODELZIP_API Archive {
 
   // The full contents of any entry (zero-copy when stored and mode allows).
   Bytes entry(std::string_view entry_name, ReadMode mode = ReadMode::zero_copy) const;
+  // `length` bytes of entry()'s result from byte `offset` on, reading no
+  // more of the entry than that: a stored entry's part is a view of the
+  // archive (as ReadMode::zero_copy); a deflated one is decompressed from
+  // its start to the part's end, keeping only the part, in owned memory
+  // that grows with the data (the declared size sizes no allocation). The
+  // whole entry (offset 0, length entry_size()) is checked, size and
+  // CRC-32, and so is a part that ends a deflated entry; a shorter part
+  // cannot be. Throws Error(invalid_argument) for a range beyond
+  // entry_size(), Error(not_found) for a missing entry, Error(corrupt)
+  // naming the entry for damaged data.
+  Bytes entry_part(std::string_view entry_name, std::uint64_t offset, std::uint64_t length) const;
   // The size in bytes of entry()'s result, as the central directory
   // declares it, without reading the entry: a caller can refuse an entry
   // too large for it before anything is read or allocated. Checked at open

@@ -1,7 +1,9 @@
 #include <algorithm>
+#include <cstring>
 
 #include "checkpoint/archive_impl.hpp"
 #include "checkpoint/private_views.hpp"
+#include "core/checked.hpp"
 #include "core/kept_symbol.hpp"
 #include "core/progress_tracker.hpp"
 #include "core/suggestions.hpp"
@@ -12,6 +14,7 @@
 #include "modelzip/error.hpp"
 #include "remote/remote_source.hpp"
 #include "zip/archive_snapshot.hpp"
+#include "zip/entry_stream.hpp"
 
 namespace modelzip {
 
@@ -25,6 +28,84 @@ std::string key_text(TableKind kind, std::string_view key) {
   auto nul = key.find('\0');
   return "updater state '" + std::string(key.substr(nul + 1)) + "' of variable '" +
          std::string(key.substr(0, nul)) + "'";
+}
+
+// `length` bytes of `e` from byte `offset`, the range within its declared
+// size, as Archive::entry_part reads them.
+Bytes entry_range(const zip::EntryReader& reader, const zip::EntryInfo& e, std::uint64_t offset,
+                  std::uint64_t length) {
+  const bool whole = offset == 0 && length == e.uncompressed_size;
+  if (length == 0 && !whole) return Bytes();
+  if (e.stored())
+    return whole ? reader.read(e, true)
+                 : reader.read_prefix(e, offset + length).slice(offset, length);
+  std::vector<std::byte> part;
+  part.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(length, zip::kStreamChunk)));
+  std::uint64_t at = 0;  // entry bytes streamed before `piece`
+  reader.stream(
+      e,
+      [&](std::span<const std::byte> piece) {
+        const std::uint64_t begin = std::max(at, offset);
+        const std::uint64_t end = std::min(at + piece.size(), offset + length);
+        if (begin < end)
+          part.insert(part.end(), piece.begin() + static_cast<std::ptrdiff_t>(begin - at),
+                      piece.begin() + static_cast<std::ptrdiff_t>(end - at));
+        at += piece.size();
+      },
+      offset + length);
+  return Bytes::take(std::move(part));
+}
+
+// {rows, dims} of the storage chunk of the .fifu entry `e`, read from its
+// header and the frames before it (schemas/FINALFUSION.md sections 1 to 3:
+// [Metadata] Vocab Storage), reading the entry no further than the
+// storage chunk's fixed fields (a deflated one is decompressed that far);
+// empty when they cannot be read that way (Error(corrupt) or
+// Error(unsupported) there: reading the embedding names the problem).
+Shape fifu_shape(const zip::EntryReader& reader, const zip::EntryInfo& e) {
+  const std::uint64_t size = e.uncompressed_size;
+  // Up to `n` bytes from `at` (fewer at the entry's end).
+  const auto read_at = [&](std::uint64_t at, std::uint64_t n) {
+    return at >= size ? Bytes() : entry_range(reader, e, at, std::min(n, size - at));
+  };
+  try {
+    const Bytes head = read_at(0, 12);
+    detail::ByteReader h(head.span());
+    const std::span<const std::byte> magic = h.bytes(4, "finalfusion magic");
+    if (std::memcmp(magic.data(), "FiFu", 4) != 0 || h.read<std::uint32_t>("version") != 0)
+      return {};
+    std::uint64_t at = 12 + std::uint64_t{4} * h.read<std::uint32_t>("chunk count");
+    constexpr std::uint32_t kNdArray = 2, kQuantizedArray = 4;
+    for (int frame = 0; frame < 3 && at < size; ++frame) {
+      // The frame (identifier, length), then NdArray's rows (u64) and cols
+      // (u32), or QuantizedArray's five u32 fields and rows (u64).
+      const Bytes bytes = read_at(at, 12 + 28);
+      detail::ByteReader f(bytes.span(), at);
+      const auto id = f.read<std::uint32_t>("chunk identifier");
+      const auto length = f.read<std::uint64_t>("chunk length");
+      std::uint64_t rows = 0, dims = 0;
+      if (id == kNdArray) {
+        rows = f.read<std::uint64_t>("rows");
+        dims = f.read<std::uint32_t>("cols");
+      } else if (id == kQuantizedArray) {
+        f.read<std::uint32_t>("projection");
+        f.read<std::uint32_t>("norms");
+        f.read<std::uint32_t>("quantized_len");
+        dims = f.read<std::uint32_t>("reconstructed_len");
+        f.read<std::uint32_t>("n_centroids");
+        rows = f.read<std::uint64_t>("rows");
+      } else {
+        if (length > size - at - 12) return {};
+        at += 12 + length;
+        continue;
+      }
+      if (rows > INT64_MAX) return {};
+      return {static_cast<std::int64_t>(rows), static_cast<std::int64_t>(dims)};
+    }
+  } catch (const Error& err) {
+    if (err.code() != ErrorCode::corrupt && err.code() != ErrorCode::unsupported) throw;
+  }
+  return {};
 }
 
 }  // namespace
@@ -309,6 +390,7 @@ ParamInfo Archive::Impl::info(std::size_t tag_pos, const BlobRow& row, TableKind
     if (row.ref.format == format::BlobFormat::fifu) {
       p.kind = BlobKind::embedding;
       p.dtype = DType::float32;
+      p.shape = fifu_shape(reader, e);
       p.nbytes = e.uncompressed_size;
       return p;
     }
@@ -643,6 +725,22 @@ Bytes Archive::entry(std::string_view entry_name, ReadMode mode) const {
     return impl_->read_entry(e, mode);
   } catch (const Error& err) {
     throw impl_->read_error(err, impl_->context(e.name));
+  }
+}
+
+Bytes Archive::entry_part(std::string_view entry_name, std::uint64_t offset,
+                          std::uint64_t length) const {
+  const zip::EntryInfo& e = impl_->entry_or_throw(entry_name);
+  const std::uint64_t size = e.uncompressed_size;
+  if (offset > size || length > size - offset)
+    throw Error(ErrorCode::invalid_argument,
+                std::to_string(length) + " bytes from byte " + std::to_string(offset) +
+                    " lie outside the entry's " + std::to_string(size),
+                impl_->context(e.name));
+  try {
+    return entry_range(impl_->reader, e, offset, length);
+  } catch (const Error& err) {
+    throw err.with_context(impl_->context(e.name));
   }
 }
 

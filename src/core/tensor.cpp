@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "core/checked.hpp"
+#include "core/dtype_article.hpp"
 #include "core/fail.hpp"
 #include "core/kept_symbol.hpp"
 #include "core/quantization_rules.hpp"
@@ -14,6 +15,7 @@
 namespace modelzip {
 namespace {
 
+using detail::dtype_with_article;
 using detail::shape_text;
 
 using modelzip::detail::fail_invalid;
@@ -53,9 +55,8 @@ Tensor Tensor::dense(DType dtype, Shape shape, Bytes values) {
   if (__builtin_mul_overflow(n, dtype_size(dtype), &expected))
     fail_invalid("tensor byte size overflows 64 bits");
   if (values.size() != expected)
-    fail_invalid("a " + std::string(dtype_name(dtype)) + " tensor of shape " + shape_text(shape) +
-                 " needs " + std::to_string(expected) + " bytes, got " +
-                 std::to_string(values.size()));
+    fail_invalid(dtype_with_article(dtype) + " tensor of shape " + shape_text(shape) + " needs " +
+                 std::to_string(expected) + " bytes, got " + std::to_string(values.size()));
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
@@ -216,18 +217,18 @@ void Tensor::check_view(ViewType type, std::size_t alignment) const {
       "float",        "double",        "std::complex<float>", "std::complex<double>"};
   static_assert(std::size(kNames) == static_cast<std::size_t>(ViewType::c128) + 1);
   const auto view_type_name = [](ViewType t) { return kNames[static_cast<std::size_t>(t)]; };
-  const std::string asked = "as<" + std::string(view_type_name(type)) + ">() of a ";
+  const std::string asked = "as<" + std::string(view_type_name(type)) + ">() of ";
   if (layout_ == Layout::quantized) {
     const QuantStorage storage = quantization_->storage;
     const ViewType stored = storage == QuantStorage::uint8 ? ViewType::u8 : ViewType::i8;
     if (type != stored)
-      fail_invalid(asked + "quantized " + std::string(dtype_name(dtype_)) + " tensor (" +
+      fail_invalid(asked + "a quantized " + std::string(dtype_name(dtype_)) + " tensor (" +
                    std::string(quant_storage_name(storage)) + " storage): use as<" +
                    std::string(view_type_name(stored)) + ">() for the stored integers or " +
                    "dequantize() for the values");
   } else {
     if (dtype_ == DType::utf8)
-      fail_invalid(asked + "string tensor: strings are not viewable, use string_at()");
+      fail_invalid(asked + "a string tensor: strings are not viewable, use string_at()");
     // The dtype's element type, and what its elements mean when not plain.
     const auto [want, note] = [this]() -> std::pair<ViewType, std::string_view> {
       switch (dtype_) {
@@ -272,7 +273,7 @@ void Tensor::check_view(ViewType type, std::size_t alignment) const {
       fail_invalid("unsupported dtype");
     }();
     if (type != want)
-      fail_invalid(asked + std::string(dtype_name(dtype_)) + " tensor: use as<" +
+      fail_invalid(asked + dtype_with_article(dtype_) + " tensor: use as<" +
                    std::string(view_type_name(want)) + ">()" + std::string(note));
   }
   if (reinterpret_cast<std::uintptr_t>(values_.data()) % alignment != 0)

@@ -39,7 +39,8 @@ void will_need(std::span<const std::byte> range) {
 }  // namespace
 
 void stream_entry(const Bytes& file, const EntryInfo& entry,
-                  const std::function<void(std::span<const std::byte>)>& sink) {
+                  const std::function<void(std::span<const std::byte>)>& sink,
+                  std::uint64_t until) {
   if (entry.data_offset > file.size() || entry.compressed_size > file.size() - entry.data_offset)
     fail_corrupt("entry data beyond the end of the archive", {.entry = entry.name});
   const std::span<const std::byte> data =
@@ -49,15 +50,16 @@ void stream_entry(const Bytes& file, const EntryInfo& entry,
   if (entry.stored()) {
     if (entry.compressed_size != entry.uncompressed_size)
       fail_corrupt("a stored entry whose sizes differ", {.entry = entry.name});
-    for (std::uint64_t at = 0; at < data.size(); at += kStreamChunk) {
-      auto piece = data.subspan(at, std::min<std::uint64_t>(kStreamChunk, data.size() - at));
-      if (file.is_mapped() && at + piece.size() < data.size())  // read ahead the next piece
-        will_need(
-            data.subspan(at + piece.size(),
-                         std::min<std::uint64_t>(kStreamChunk, data.size() - at - piece.size())));
+    const std::uint64_t stop = std::min<std::uint64_t>(data.size(), until);
+    for (std::uint64_t at = 0; at < stop; at += kStreamChunk) {
+      auto piece = data.subspan(at, std::min<std::uint64_t>(kStreamChunk, stop - at));
+      if (file.is_mapped() && at + piece.size() < stop)  // read ahead the next piece
+        will_need(data.subspan(at + piece.size(),
+                               std::min<std::uint64_t>(kStreamChunk, stop - at - piece.size())));
       crc = detail::crc32_update(crc, piece);
       sink(piece);
     }
+    if (stop < data.size()) return;
     total = data.size();
   } else {
     if (entry.method != kMethodDeflate)
@@ -91,12 +93,18 @@ void stream_entry(const Bytes& file, const EntryInfo& entry,
       crc = detail::crc32_update(crc, piece);
       total += produced;
       if (produced) sink(piece);
+      if (total >= until && until < entry.uncompressed_size) return;
     }
   }
   if (total != entry.uncompressed_size)
     fail_corrupt("less data than the entry's size", {.entry = entry.name});
   if (crc != entry.crc32)
     fail_corrupt("CRC-32 mismatch: the entry data is damaged", {.entry = entry.name});
+}
+
+void stream_entry(const Bytes& file, const EntryInfo& entry,
+                  const std::function<void(std::span<const std::byte>)>& sink) {
+  stream_entry(file, entry, sink, UINT64_MAX);
 }
 
 }  // namespace modelzip::zip

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <span>
 
@@ -24,7 +25,12 @@ inline constexpr std::size_t kStreamChunk = std::size_t{4} << 20;
 // the uncompressed entry. The check happens after the last piece: a sink
 // that writes out what it gets has written damaged data by the time the
 // error is thrown (callers that write a file make it appear only after
-// stream_entry returned).
+// stream_entry returned). With `until` below the entry's size, the stream
+// stops after the piece that reaches byte `until` (a stored entry's ends
+// there, a deflated one's may go beyond it), without the check: a deflated
+// entry is then decompressed only that far.
+void stream_entry(const Bytes& file, const EntryInfo& entry,
+                  const std::function<void(std::span<const std::byte>)>& sink, std::uint64_t until);
 void stream_entry(const Bytes& file, const EntryInfo& entry,
                   const std::function<void(std::span<const std::byte>)>& sink);
 

@@ -310,13 +310,19 @@ Bytes EntryReader::read_prefix(const EntryInfo& entry, std::uint64_t length) con
 }
 
 void EntryReader::stream(const EntryInfo& entry,
-                         const std::function<void(std::span<const std::byte>)>& sink) const {
+                         const std::function<void(std::span<const std::byte>)>& sink,
+                         std::uint64_t until) const {
   const EntryInfo* one[] = {&entry};
-  prefetch(one);
-  if (entry.data_offset != kDataOffsetUnknown) return stream_entry(file_, entry, sink);
+  prefetch(one, until);
+  if (entry.data_offset != kDataOffsetUnknown) return stream_entry(file_, entry, sink, until);
   EntryInfo checked = entry;
   checked.data_offset = data_offset(entry);
-  stream_entry(file_, checked, sink);
+  stream_entry(file_, checked, sink, until);
+}
+
+void EntryReader::stream(const EntryInfo& entry,
+                         const std::function<void(std::span<const std::byte>)>& sink) const {
+  stream(entry, sink, UINT64_MAX);
 }
 
 }  // namespace modelzip::zip

@@ -91,7 +91,10 @@ class EntryReader {
                                     const ProgressCallback& progress = {}) const;
   // The first `length` bytes (no CRC check unless the whole entry is read).
   Bytes read_prefix(const EntryInfo& entry, std::uint64_t length) const;
-  // zip::stream_entry of `entry` (zip/entry_stream.hpp), fetched first.
+  // zip::stream_entry of `entry` (zip/entry_stream.hpp), fetched first (a
+  // stored entry's first `until` bytes, a deflated one whole).
+  void stream(const EntryInfo& entry, const std::function<void(std::span<const std::byte>)>& sink,
+              std::uint64_t until) const;
   void stream(const EntryInfo& entry,
               const std::function<void(std::span<const std::byte>)>& sink) const;
   // Where `entry`'s data begins: entry.data_offset, or for an entry whose

@@ -164,3 +164,56 @@ TEST_CASE("entry_size is the size the central directory declares, known without 
   CHECK(e.context().entry == "none");
   CHECK(e.context().archive == "crafted.zip");
 }
+
+TEST_CASE("entry_part reads a range, decompressing a deflated entry only up to the part's end") {
+  // Bytes deflate cannot shrink much, so that half the deflated data holds
+  // about half the entry.
+  std::string noise(12u << 20, '\0');
+  std::uint32_t x = 12345;
+  for (char& c : noise) c = static_cast<char>((x = x * 1103515245u + 12345u) >> 24);
+  ZipSpec s = minimal_archive();
+  s.entries.push_back(stored("plain.bin", noise.substr(0, 5000)));
+  s.entries.push_back(deflated("packed.bin", noise));
+  ZipEntrySpec wrong_crc = deflated("crc.bin", noise.substr(0, 5000));
+  wrong_crc.crc = 1;
+  s.entries.push_back(wrong_crc);
+  ZipEntrySpec cut = deflated("cut.bin", noise);  // the second half of its data is missing
+  const std::string packed = deflate_raw(noise);
+  cut.raw_data = packed.substr(0, packed.size() / 2);
+  s.entries.push_back(cut);
+  ZipEntrySpec lie = deflated("lie.bin", std::string(64, 'q'));  // declares more than it holds
+  lie.uncompressed_size = 3000;
+  s.entries.push_back(lie);
+  const Archive a = Archive::from_memory(Bytes::copy_of(build_zip(s).bytes), "crafted.zip");
+  const auto part = [&](const std::string& name, std::uint64_t offset, std::uint64_t length) {
+    return std::string(a.entry_part(name, offset, length).as_string_view());
+  };
+  for (const std::string name : {"plain.bin", "packed.bin"}) {
+    INFO(name);
+    const std::uint64_t size = a.entry_size(name);
+    for (const auto& [offset, length] : std::vector<std::pair<std::uint64_t, std::uint64_t>>{
+             {0, 0}, {0, 1}, {1, 4000}, {4999, 1}, {0, size}, {size, 0}, {size - 7, 7}}) {
+      INFO(offset, " ", length);
+      CHECK(part(name, offset, length) == noise.substr(offset, length));
+    }
+  }
+  // Across the 4 MiB pieces the deflated entry streams in.
+  CHECK(part("packed.bin", (4u << 20) - 3, 10) == noise.substr((4u << 20) - 3, 10));
+  // Only what the part needs is decompressed: a part before the missing data
+  // reads; a part, or the whole entry, that reaches it is refused.
+  CHECK(part("cut.bin", 1000, 1u << 20) == noise.substr(1000, 1u << 20));
+  CHECK_ERROR(a.entry_part("cut.bin", 0, noise.size()), ErrorCode::corrupt, "cut.bin");
+  CHECK_ERROR(a.entry_part("cut.bin", 10u << 20, 10), ErrorCode::corrupt, "cut.bin");
+  // A shorter part is not checked; the whole entry and a part that ends it are.
+  CHECK(part("crc.bin", 0, 4999) == noise.substr(0, 4999));
+  CHECK_ERROR(a.entry_part("crc.bin", 0, 5000), ErrorCode::corrupt, "CRC-32");
+  CHECK_ERROR(a.entry_part("crc.bin", 4000, 1000), ErrorCode::corrupt, "CRC-32");
+  // The declared size sizes nothing: the data there is reads; beyond it, corrupt.
+  CHECK(part("lie.bin", 10, 20) == std::string(20, 'q'));
+  CHECK_ERROR(a.entry_part("lie.bin", 100, 10), ErrorCode::corrupt, "lie.bin");
+  REQUIRE_ERROR_AS(e, a.entry_part("plain.bin", 4990, 11), ErrorCode::invalid_argument,
+                   "11 bytes from byte 4990 lie outside the entry's 5000");
+  CHECK(e.context().entry == "plain.bin");
+  CHECK_ERROR(a.entry_part("plain.bin", UINT64_MAX, 2), ErrorCode::invalid_argument, "outside");
+  CHECK_ERROR(a.entry_part("none", 0, 0), ErrorCode::not_found, "no such entry");
+}

@@ -62,7 +62,9 @@ void check_views(const Tensor& t, const std::string& accepted, const std::string
     if (type == accepted) {
       CHECK(messages[i].empty());
     } else {
-      CHECK(messages[i].find("as<" + type + ">() of a " + what + " tensor") != std::string::npos);
+      const std::string article = what.starts_with("int") ? "an " : "a ";
+      CHECK(messages[i].find("as<" + type + ">() of " + article + what + " tensor") !=
+            std::string::npos);
       CHECK(messages[i].find("use as<" + accepted + ">()") != std::string::npos);
     }
   }
@@ -183,7 +185,7 @@ TEST_CASE("as<T>() of a same-size type of another dtype throws naming both") {
   const Tensor d = Tensor::dense(DType::float64, {1}, bytes_from<double>({1}));
   CHECK(view_message<std::int64_t>(d).find("use as<double>()") != std::string::npos);
   const Tensor i = Tensor::dense(DType::int32, {1}, bytes_from<std::int32_t>({1}));
-  CHECK(view_message<std::uint32_t>(i).find("of a int32 tensor: use as<std::int32_t>()") !=
+  CHECK(view_message<std::uint32_t>(i).find("of an int32 tensor: use as<std::int32_t>()") !=
         std::string::npos);
   const Tensor h = Tensor::dense(DType::bfloat16, {1}, bytes_from<std::uint16_t>({0x3F80}));
   CHECK(view_message<std::int16_t>(h).find("use as<std::uint16_t>() (the bits)") !=

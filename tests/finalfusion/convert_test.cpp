@@ -387,6 +387,10 @@ TEST_SUITE("finalfusion") {
     refused_at("a 1 inf\n", false, 1, "column 5: component 2 of word 'a' is 'inf'");
     refused_at("2 2\nb 1 2\na\t-Infinity 1\n", true, 3, "column 3: component 1 of word 'a'");
     refused_at("a 1 1e39\n", false, 1, "column 5: component 2 of word 'a' is '1e39'");
+    // A byte-order mark is 3 bytes of line 1; it moves no other line.
+    const std::string bom = "\xEF\xBB\xBF";
+    refused_at(bom + "a 1 inf\n", false, 1, "column 8: component 2 of word 'a' is 'inf'");
+    refused_at(bom + "a 1 2\nb 1 inf\n", false, 2, "column 5: component 2 of word 'b'");
     // Columns count bytes of the file, also when the word was escaped.
     {
       ConvertOptions escape;
@@ -397,6 +401,15 @@ TEST_SUITE("finalfusion") {
       } catch (const Error& e) {
         CHECK_MESSAGE(e.message().find("column 8: component 2") != std::string::npos, e.message());
       }
+    }
+    // Strict decoding names the column of the first invalid byte, the mark counted.
+    try {
+      (void)read_text(Bytes::copy_of(bom + "caf\xe9 1\n"), {});
+      FAIL("accepted");
+    } catch (const Error& e) {
+      CHECK(e.context().line == 1);
+      CHECK_MESSAGE(e.message().find("column 7: word 'caf\\xe9'") != std::string::npos,
+                    e.message());
     }
     // Finite components whose norm is beyond float32's range: refused too.
     refused_at("a 3e38 3e38\n", false, 1, "word 'a': its norm 4.24e+38 is beyond float32's range");

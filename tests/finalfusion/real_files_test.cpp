@@ -260,4 +260,26 @@ TEST_SUITE("finalfusion") {
     }
     CHECK_FALSE(std::filesystem::exists(path));
   }
+
+  TEST_CASE("an embedding parameter's shape is its storage's rows and dims, as ls shows them") {
+    modelzip::testing::TempDir dir;
+    const auto path = dir.path() / "e.zip";
+    // A simple vocabulary, metadata before a bucket vocabulary, quantized storage.
+    const std::vector<std::string> files = {"similarity.fifu", "ff_buckets.fifu", "pq.fifu"};
+    {
+      Writer writer = Writer::open(path);
+      NewTag tag;
+      for (const std::string& file : files) tag.add_embedding(file, ff_bytes(file));
+      writer.add_tag("v1", std::move(tag));
+      writer.commit();
+    }
+    const Archive archive = Archive::open(path);
+    for (const std::string& file : files) {
+      INFO(file);
+      const FileSummary s = summarize(ff_bytes(file));
+      const Shape expected = {static_cast<std::int64_t>(s.rows), static_cast<std::int64_t>(s.dims)};
+      CHECK(archive.param(file).shape == expected);
+      CHECK(archive.params()[static_cast<std::size_t>(&file - files.data())].shape == expected);
+    }
+  }
 }

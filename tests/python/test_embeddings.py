@@ -139,6 +139,7 @@ def test_embedding_parameters_in_an_archive(archive_path, finalfusion_dir):
     with modelzip.open(archive_path) as ar:
         info = ar.param("words")
         assert info.kind == "embedding" and info.dtype == "float32"
+        assert info.shape == (emb.rows, emb.dims) and emb.rows == len(emb)  # as modelzip ls shows it
         assert list(ar.load()) == ["w"]  # embedding parameters are not tensors
         a, b = ar.embeddings("words"), ar.embeddings("words")
         with pytest.raises(modelzip.Error, match="embedding"):
@@ -149,6 +150,20 @@ def test_embedding_parameters_in_an_archive(archive_path, finalfusion_dir):
     # Deduplicated like any blob.
     stats = save(archive_path, "t2", {"words": emb})
     assert stats.blobs_deduplicated == 1
+
+
+def test_a_deflated_embedding_parameter_has_its_shape(archive_path, finalfusion_dir, tmp_path):
+    import zipfile
+    emb = modelzip.Embeddings.open(finalfusion_dir / "ff_buckets.fifu")
+    save(archive_path, "t", {"words": emb})
+    deflated = tmp_path / "deflated.zip"  # every entry rewritten deflated by another tool
+    with zipfile.ZipFile(archive_path) as src, zipfile.ZipFile(deflated, "w") as dst:
+        for item in src.infolist():
+            dst.writestr(item.filename, src.read(item), zipfile.ZIP_DEFLATED)
+    with modelzip.open(deflated) as ar:
+        info = ar.param("words")
+        assert info.compressed and info.shape == (emb.rows, emb.dims)
+        assert [p.shape for p in ar.params()] == [(emb.rows, emb.dims)]
 
 
 def test_matrix_view_keeps_the_archive_mapping_alive(archive_path, finalfusion_dir):

@@ -130,6 +130,8 @@ def test_bad_quantization_parameters_are_refused_with_a_sentence(archive_path):
     for change, pattern in [({"scale": 0.0}, "scale"), ({"scale": float("nan")}, "scale"),
                             ({"zero_point": 200}, "zero.point"),
                             ({"values": np.zeros(3, np.int8)}, "values"),
+                            ({"values": np.zeros(4, np.uint8)},
+                             "int8 values must be an int8 array, not uint8$"),
                             ({"scheme": "affine-per-axis", "axis": 1,
                               "scales": np.ones(4), "zero_points": np.zeros(4, np.int64)}, "axis"),
                             ({"storage": "int2"}, "storage")]:

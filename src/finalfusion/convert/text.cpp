@@ -20,9 +20,12 @@ void write_rows_text(const Embeddings& e, std::ostream& out, bool unnormalize,
 namespace {
 
 // Lines of `text` without their '\n' (a last line without '\n' counts).
+// Built from a whole file, it leaves out a UTF-8 byte-order mark; columns
+// count bytes of the file, the mark's 3 included.
 class Lines {
  public:
-  explicit Lines(std::string_view text) : text_(text) {}
+  explicit Lines(std::string_view file)
+      : text_(detail::without_utf8_bom(file)), first_skipped_(file.size() - text_.size()) {}
   bool next(std::string_view& line) {
     if (pos_ >= text_.size()) return false;
     const auto end = text_.find('\n', pos_);
@@ -33,10 +36,15 @@ class Lines {
     return true;
   }
   std::uint64_t number() const noexcept { return number_; }
+  // The 1-based column of byte `index` of the line last read.
+  std::uint64_t column(std::size_t index) const noexcept {
+    return (number_ == 1 ? first_skipped_ : 0) + std::uint64_t{index} + 1;
+  }
   std::size_t remaining() const noexcept { return text_.size() - pos_; }
 
  private:
   std::string_view text_;
+  std::size_t first_skipped_;  // bytes of the file before line 1
   std::size_t pos_ = 0;
   std::uint64_t number_ = 0;
 };
@@ -65,7 +73,7 @@ void read_lines(Lines& lines, detail::WordDecoder& decoder, bool normalize,
       std::string what = "line";
       if (invalid) {
         const auto word = raw.substr(0, std::min(raw.find_first_of(" \t\r\f"), raw.size()));
-        what = "column " + std::to_string(*invalid + 1) + ": " +
+        what = "column " + std::to_string(lines.column(*invalid)) + ": " +
                (*invalid < word.size() ? "word '" + modelzip::detail::utf8_escape(word) + "'"
                                        : std::string("the line"));
       }
@@ -91,7 +99,8 @@ void read_lines(Lines& lines, detail::WordDecoder& decoder, bool normalize,
                      {.line = number});
       if (normalize && !std::isfinite(*value)) {
         // Only the word may differ between `line` and `raw`: count from the end.
-        const std::size_t column = raw.size() - (line.size() - (field.data() - line.data())) + 1;
+        const std::uint64_t column =
+            lines.column(raw.size() - (line.size() - (field.data() - line.data())));
         fail_corrupt("column " + std::to_string(column) + ": component " +
                          std::to_string(count + 1) + " of word '" +
                          std::string(word.substr(0, 64)) + "' is '" +
@@ -123,7 +132,7 @@ void read_lines(Lines& lines, detail::WordDecoder& decoder, bool normalize,
 }  // namespace
 
 Embeddings read_text(const Bytes& data, const ConvertOptions& options) {
-  Lines lines(detail::without_utf8_bom(data.as_string_view()));
+  Lines lines(data.as_string_view());
   std::optional<std::size_t> dims;
   std::vector<std::string> words;
   std::vector<float> matrix;
@@ -135,7 +144,7 @@ Embeddings read_text(const Bytes& data, const ConvertOptions& options) {
 }
 
 Embeddings read_text_dims(const Bytes& data, const ConvertOptions& options) {
-  Lines lines(detail::without_utf8_bom(data.as_string_view()));
+  Lines lines(data.as_string_view());
   std::string_view header;
   if (!lines.next(header)) fail_corrupt("missing the 'rows dims' line", {.line = 1});
   const auto space = header.find(' ');

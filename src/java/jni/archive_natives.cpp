@@ -185,9 +185,11 @@ jbyteArray to_java_byte_array(JNIEnv* env, std::span<const std::byte> data) {
   return out;
 }
 
-// The whole entry, read with its CRC-32 checked (ReadMode::copy, as Python's
-// Archive.entry). An entry too large for one Java array is refused by its
-// declared size, before anything is read.
+// The whole entry, read with its size and CRC-32 checked (as Python's
+// Archive.entry): a stored one copied from the mapping, a deflated one
+// decompressed into native memory that grows with the data. An entry too
+// large for one Java array is refused by its declared size, before anything
+// is read.
 jbyteArray archive_entry(JNIEnv* env, jclass, jlong archive, jbyteArray name) {
   return guarded(env, [&] {
     const Archive& a = archive_of(archive);
@@ -200,28 +202,27 @@ jbyteArray archive_entry(JNIEnv* env, jclass, jlong archive, jbyteArray name) {
                       std::to_string(kMaxJavaArray) +
                       "): read it in parts with entry(name, offset, length)",
                   {.archive = a.name(), .entry = entry_name});
-    return to_java_byte_array(env, a.entry(entry_name, ReadMode::copy).span());
+    return to_java_byte_array(env, a.entry_part(entry_name, 0, size).span());
   });
 }
 
 // `length` bytes of the entry from byte `offset` (Java checked the range
-// against entry_size): a copy from the mapping for a stored entry (not
-// CRC-checked, as a zero-copy view), from the whole decompressed and
-// CRC-checked entry for a deflated one.
+// against entry_size; Archive::entry_part checks it again): a copy from the
+// mapping for a stored entry, for a deflated one decompressed up to the
+// part's end (not CRC-checked unless the part ends the entry).
 jbyteArray archive_entry_part(JNIEnv* env, jclass, jlong archive, jbyteArray name, jlong offset,
                               jint length) {
   return guarded(env, [&] {
     const Archive& a = archive_of(archive);
     const std::string entry_name = to_string(env, name);
-    const Bytes data = a.entry(entry_name, ReadMode::zero_copy);
-    if (offset < 0 || length < 0 || static_cast<std::uint64_t>(offset) > data.size() ||
-        static_cast<std::uint64_t>(length) > data.size() - static_cast<std::uint64_t>(offset))
+    if (offset < 0 || length < 0)
       throw Error(ErrorCode::invalid_argument,
-                  "bytes " + std::to_string(offset) + " to " + std::to_string(offset + length) +
-                      " lie outside the entry's " + std::to_string(data.size()),
+                  std::to_string(length) + " bytes from byte " + std::to_string(offset) +
+                      ": a negative offset or length",
                   {.archive = a.name(), .entry = entry_name});
-    return to_java_byte_array(env, data.span().subspan(static_cast<std::size_t>(offset),
-                                                       static_cast<std::size_t>(length)));
+    return to_java_byte_array(env, a.entry_part(entry_name, static_cast<std::uint64_t>(offset),
+                                                static_cast<std::uint64_t>(length))
+                                       .span());
   });
 }
 

@@ -11,7 +11,8 @@
 #include <string>
 #include <string_view>
 
-#include "core/float16.hpp"  // the library's exact decoders (header-only, inline)
+#include "core/dtype_article.hpp"  // header-only, inline
+#include "core/float16.hpp"        // the library's exact decoders (header-only, inline)
 #include "modelzip/dtype.hpp"
 #include "modelzip/tensor.hpp"
 #include "natives.hpp"
@@ -215,7 +216,7 @@ void decode_values(JNIEnv* env, const Tensor& t, JavaArray array, jlong first,
   const std::size_t part_bytes =
       dtype_is_complex(dtype) ? dtype_size(dtype) / 2 : dtype_size(dtype);
   if (!exact || part_bytes > sizeof(Out))
-    throw Error(ErrorCode::invalid_argument, std::string("a ") + std::string(dtype_name(dtype)) +
+    throw Error(ErrorCode::invalid_argument, detail::dtype_with_article(dtype) +
                                                  " tensor does not widen exactly to " +
                                                  (sizeof(Out) == 4 ? "float" : "double"));
   const std::span<const std::byte> bytes = t.values().span();

@@ -242,7 +242,9 @@ void bind_param_info(py::module_& m) {
           "numpy-style dtype name: \"float32\", \"bfloat16\", \"float8_e4m3fn\", \"complex64\", "
           "\"string\"...")
       .def_property_readonly(
-          "shape", [](const ParamInfo& p) { return shape_tuple(p.shape); }, "The dense shape.")
+          "shape", [](const ParamInfo& p) { return shape_tuple(p.shape); },
+          "The dense shape; (rows, dims) for an embedding (() when its file's chunk headers "
+          "cannot be read).")
       .def_property_readonly(
           "layout", [](const ParamInfo& p) { return std::string(layout_name(p.layout)); },
           "\"dense\" or \"sparse_coo\".")

@@ -232,7 +232,8 @@ class ParamInfo:
         """numpy-style dtype name: "float32", "bfloat16", "float8_e4m3fn", "complex64", "string"..."""
     @property
     def shape(self) -> tuple[int, ...]:
-        """The dense shape."""
+        """The dense shape; (rows, dims) for an embedding (() when its file's chunk headers
+        cannot be read)."""
     @property
     def layout(self) -> str:
         """"dense" or "sparse_coo"."""

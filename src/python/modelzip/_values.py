@@ -205,7 +205,8 @@ class QuantizedTensor:
             raise ValueError(f"quantized storage must be int8, uint8 or int4, not {self.storage!r}")
         values = np.asarray(self.values)
         if values.dtype != storage_type:
-            raise TypeError(f"{self.storage} values must be a {np.dtype(storage_type)} array, "
+            article = "an" if self.storage.startswith("int") else "a"
+            raise TypeError(f"{self.storage} values must be {article} {np.dtype(storage_type)} array, "
                             f"not {values.dtype}")
         values = _little_endian_c_contiguous(values, "int8")
         scales = None if self.scales is None else np.asarray(self.scales)

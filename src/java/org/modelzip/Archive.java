@@ -180,17 +180,19 @@ public final class Archive implements AutoCloseable {
   /**
    * {@code length} bytes of entry {@code entryName} from byte {@code offset}
    * on, in a new array: the way to read an entry larger than one Java array,
-   * in parts. A stored entry's part is copied from the mapped file alone and,
-   * like a zero-copy tensor, is not CRC-checked (a part cannot be: read the
-   * whole entry with {@link #entry(String)}, or {@link #problems()}, to check
-   * it); a deflated entry is decompressed whole, into native memory of its
-   * size, and CRC-checked for each call (the library has no ranged
-   * decompression), so read those in large parts.
+   * in parts (C++ {@code Archive::entry_part}). A stored entry's part is
+   * copied from the mapped file alone; a deflated entry is decompressed from
+   * its start to the part's end, keeping only the part in native memory
+   * (each call decompresses again from the start: read a deflated entry
+   * front to back in large parts). A part is not CRC-checked (it cannot be:
+   * read the whole entry with {@link #entry(String)}, or {@link
+   * #problems()}, to check it), except a part that ends a deflated entry.
    *
    * @throws NoSuchElementException if there is no such entry
    * @throws IndexOutOfBoundsException if {@code offset} or {@code length} is
    *     negative or the range ends beyond {@link #entrySize}
    * @throws ModelzipException CORRUPT when a deflated entry is damaged
+   *     before the part's end
    */
   public byte[] entry(String entryName, long offset, int length) {
     long size = entrySize(entryName);

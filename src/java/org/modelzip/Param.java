@@ -59,7 +59,10 @@ public final class Param {
     return dtype;
   }
 
-  /** The shape (a copy); rows x dims for an embedding parameter. */
+  /**
+   * The shape (a copy); rows x dims for an embedding parameter (empty when its
+   * file's chunk headers cannot be read).
+   */
   public long[] shape() {
     return shape.clone();
   }

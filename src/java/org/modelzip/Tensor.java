@@ -477,7 +477,8 @@ public final class Tensor implements AutoCloseable {
   }
 
   private IllegalArgumentException wrongAccessor(String kind, String right) {
-    return new IllegalArgumentException(accessor(kind) + " of a " + dtype + " tensor (use "
+    String article = dtype.startsWith("int") ? "an " : "a ";
+    return new IllegalArgumentException(accessor(kind) + " of " + article + dtype + " tensor (use "
         + accessor(right) + ")");
   }
 

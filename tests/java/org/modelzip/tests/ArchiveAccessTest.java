@@ -333,6 +333,64 @@ public class ArchiveAccessTest {
     }
   }
 
+  /** {@code n} bytes that deflate cannot shrink, the same for each call. */
+  private static byte[] noise(int n) {
+    byte[] out = new byte[n];
+    new java.util.Random(12345).nextBytes(out);
+    return out;
+  }
+
+  /** {@code data} as a raw deflate stream (no zlib header), as zip entries hold it. */
+  private static byte[] deflateRaw(byte[] data) {
+    java.util.zip.Deflater deflater = new java.util.zip.Deflater(6, true);
+    deflater.setInput(data);
+    deflater.finish();
+    java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
+    byte[] buffer = new byte[1 << 16];
+    while (!deflater.finished()) out.write(buffer, 0, deflater.deflate(buffer));
+    deflater.end();
+    return out.toByteArray();
+  }
+
+  @Test
+  public void aPartOfADeflatedEntryDecompressesOnlyUpToItsEnd() throws Exception {
+    // cut.bin: the first half of the deflated data of 12 MiB (the rest is
+    // missing); lie.bin: all of 3 MiB, declared as 2^31 bytes.
+    byte[] data = noise(12 << 20);
+    byte[] packed = deflateRaw(data);
+    CRC32 crc = new CRC32();
+    crc.update(data);
+    byte[] small = java.util.Arrays.copyOf(data, 3 << 20);
+    CRC32 smallCrc = new CRC32();
+    smallCrc.update(small);
+    Path file = Paths.get(scratch.file("deflated.zip"));
+    rawZip(file, List.of(storedEntry("modelzip.toml", "format_version = 1\n"),
+        storedEntry("tags.txt", ""),
+        new RawEntry("cut.bin", 8, crc.getValue(),
+            java.util.Arrays.copyOf(packed, packed.length / 2), data.length),
+        new RawEntry("lie.bin", 8, smallCrc.getValue(), deflateRaw(small), 1L << 31)), null, 0);
+    try (Archive archive = Archive.open(file.toString())) {
+      // Before the missing data: read, whatever follows.
+      assertArrayEquals(java.util.Arrays.copyOfRange(data, 1000, 1000 + (1 << 20)),
+          archive.entry("cut.bin", 1000, 1 << 20));
+      // A part that reaches it, and the whole entry: refused.
+      for (long from : new long[] {0, 10 << 20}) {
+        ModelzipException e = assertThrows(ModelzipException.class,
+            () -> archive.entry("cut.bin", from, (int) (data.length - from)));
+        assertEquals(e.getMessage(), ModelzipException.Code.CORRUPT, e.code());
+        assertEquals("cut.bin", e.entry());
+      }
+      assertThrows(ModelzipException.class, () -> archive.entry("cut.bin"));
+      // The declared 2 GiB sizes no memory: the data there reads, beyond it is CORRUPT.
+      assertArrayEquals(java.util.Arrays.copyOfRange(small, (3 << 20) - 16, 3 << 20),
+          archive.entry("lie.bin", (3 << 20) - 16, 16));
+      ModelzipException e = assertThrows(ModelzipException.class,
+          () -> archive.entry("lie.bin", 3 << 20, 1));
+      assertEquals(e.getMessage(), ModelzipException.Code.CORRUPT, e.code());
+      assertTrue(e.getMessage(), e.getMessage().contains("less data than the entry's size"));
+    }
+  }
+
   private static Map<String, Number> numbers(Object... keyThenValue) {
     Map<String, Number> out = new LinkedHashMap<>();
     for (int i = 0; i < keyThenValue.length; i += 2) {

@@ -155,7 +155,10 @@ public class ArchiveTest {
     assertArrayEquals(new double[] {1}, f.toDoubleArray(), 0.0);  // widened exactly
     assertThrows(IllegalArgumentException.class, Tensor.of(new double[] {1})::toFloatArray);
     assertThrows(IllegalArgumentException.class, f::toStringArray);
-    assertThrows(IllegalArgumentException.class, f::toIntArray);
+    IllegalArgumentException wrong = assertThrows(IllegalArgumentException.class, f::toIntArray);
+    assertEquals("toIntArray() of a float32 tensor (use toFloatArray())", wrong.getMessage());
+    wrong = assertThrows(IllegalArgumentException.class, Tensor.of(new long[] {1})::toIntArray);
+    assertEquals("toIntArray() of an int64 tensor (use toLongArray())", wrong.getMessage());
   }
 
   @Test

@@ -94,6 +94,7 @@ public class EmbeddingsTest {
       Param p = archive.params(null).get(0);
       assertEquals("words", p.name());
       assertTrue(p.embedding());
+      assertArrayEquals(new long[] {file.words().size(), file.dims()}, p.shape());  // rows x dims
       assertEquals(List.of(), List.copyOf(archive.load(null).keySet()));
       ModelzipException notTensor = assertThrows(ModelzipException.class,
           () -> archive.tensor("words", null));

@@ -185,7 +185,7 @@ public class ErrorsTest {
         + " (a float32 tensor of shape [2, 2] needs 16 bytes, got 12)",
         refusedShape(() -> Tensor.of(new float[] {1, 2, 3}, 2, 2)));
     assertEquals("int64 tensor of shape [3]: the long[] has 2 values, the shape holds 3"
-        + " (a int64 tensor of shape [3] needs 24 bytes, got 16)",
+        + " (an int64 tensor of shape [3] needs 24 bytes, got 16)",
         refusedShape(() -> Tensor.of(new long[] {1, 2}, 3)));
     String m = refusedShape(() -> Tensor.ofComplex64(new float[] {1, 2, 3, 4, 5, 6}, 2));
     assertTrue(m, m.startsWith("complex64 tensor of shape [2]: the float[] has 6 values, the"
