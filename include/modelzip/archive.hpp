@@ -21,6 +21,12 @@
 //
 // Errors: every failure throws modelzip::Error with the archive, entry, tag
 // and line/offset filled in as far as they apply.
+//
+// Other writers: an Archive describes the archive as it was at open (tags,
+// tables), whatever other writers commit afterwards (docs/crash-safety.md).
+// When a read or verify() finds bytes that do not match and the file changed
+// since the open, it reports that (Error(io) "the archive was changed by
+// another writer since this reader opened it": reopen), not damage.
 #pragma once
 
 #include <cstdint>
