@@ -117,6 +117,28 @@ TEST_SUITE("finalfusion") {
     }
   }
 
+  TEST_CASE("word2vec binary: a repeated word is refused at the offset of its second occurrence") {
+    std::string file = "3 1\n";
+    std::uint64_t second = 0;
+    for (std::string_view word : {"a", "bb", "a"}) {
+      if (word == "a" && file.size() > 4) second = file.size();
+      file += word;
+      file += ' ';
+      const float one = 1.0f;
+      file.append(reinterpret_cast<const char*>(&one), 4);
+      file += '\n';
+    }
+    try {
+      (void)read_word2vec_binary(Bytes::copy_of(file));
+      FAIL("accepted");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::corrupt);
+      CHECK(e.context().offset == second);
+      CHECK_MESSAGE(e.message().find("words 0 and 2 are both 'a'") != std::string::npos,
+                    e.message());
+    }
+  }
+
   TEST_CASE("word2vec binary: a text file read as binary is said to be text") {
     // Text vectors named .bin (or --format word2vec on a text file) were read
     // as garbage floats until "words 10 and 15 are both ''".
@@ -301,11 +323,13 @@ TEST_SUITE("finalfusion") {
     fails_at("a 1 2\nb 1\n", false, 2);
     fails_at("a 1 2\n\nb 1 2\n", false, 2);
     fails_at("a 1 x\n", false, 1);
-    fails_at("", false, std::nullopt);
+    fails_at("", false, 1);  // no word at all
     fails_at("2 2\na 1 2\n", true, 2);
     fails_at("2 3\na 1 2\nb 1 2\n", true, 2);
     fails_at("two 2\na 1 2\n", true, 1);
-    fails_at("2 2\na 1 2\na 3 4\n", true, std::nullopt);  // duplicate word
+    // A repeated word: the line of its second occurrence.
+    fails_at("2 2\na 1 2\na 3 4\n", true, 3);
+    fails_at("a 1 2\nb 3 4\nc 5 6\nb 7 8\n", false, 4);
     // Tabs, CR and extra spaces separate fields; '+' and exponents parse.
     auto e = read_text(Bytes::copy_of(std::string_view("w\t+1.5  -2e1 \r\n")), kRaw);
     CHECK(e.matrix()[0] == 1.5f);

@@ -115,7 +115,7 @@ struct Model {
     if (!quantized) {
       w.put(m);
       w.put<std::int64_t>(dim);
-      for (std::int64_t r = 0; r < m; ++r) {
+      for (std::int64_t r = 0; dim > 0 && r < m; ++r) {  // dim 0: m may be 2^31
         const auto v = row(r);
         for (std::int32_t c = 0; c < dim; ++c)
           w.put(value({static_cast<std::int32_t>(r), c}, false, v[static_cast<std::size_t>(c)],
@@ -395,6 +395,25 @@ TEST_SUITE("finalfusion") {
     m.maxn = 3;
     m.bucket = 0;
     fails(m, ErrorCode::corrupt, "without buckets");
+    // Dimension 0: the matrix of 2^31 - 1 n-gram rows takes no bytes (the
+    // reader visited every bucket's row, seconds of work for a tiny file).
+    m = Model{};
+    m.dim = 0;
+    m.quantized = false;
+    m.model = 2;
+    m.labels.clear();
+    m.minn = 3;
+    m.maxn = 6;
+    m.bucket = 2147483647;
+    try {
+      read_fasttext(m.bytes());
+      FAIL("accepted");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::corrupt);
+      CHECK(e.context().offset == 8);
+      CHECK_MESSAGE(std::string(e.what()).find("fastText: dimension 0") != std::string::npos,
+                    e.what());
+    }
     // Cut anywhere: an error, never a crash.
     Model ok;
     ok.qnorm = true;

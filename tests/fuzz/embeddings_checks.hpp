@@ -62,12 +62,13 @@ inline const finalfusion::ConvertOptions kConvertOptionSets[] = {
     {finalfusion::Utf8Policy::lossy, false},
     {finalfusion::Utf8Policy::escape, true}};
 
-// Runs `read` (a modelzip::Error is the answer to bad input) and checks the
+// Runs `read` (a modelzip::Error is the answer to bad input; a corrupt
+// input's names the line or offset: attempt_located) and checks the
 // embeddings it returned, if any.
 template <class Read>
 void read_and_check(Read read) {
   std::optional<finalfusion::Embeddings> embeddings;
-  if (!attempt([&] { embeddings.emplace(read()); })) return;
+  if (!attempt_located([&] { embeddings.emplace(read()); })) return;
   FUZZ_CHECK(attempt([&] { check_embeddings(*embeddings); }));
 }
 

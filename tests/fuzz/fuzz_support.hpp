@@ -51,6 +51,24 @@ bool attempt(F&& f) {
   }
 }
 
+// Like attempt, for a reader of a whole untrusted file that knows where it
+// is in it: an Error(corrupt) must also name the line or the byte offset
+// where the input is wrong (the error model), else the invariant fails.
+template <class F>
+bool attempt_located(F&& f) {
+  try {
+    f();
+    return true;
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::corrupt && !e.context().line && !e.context().offset) {
+      const std::string what =
+          "an Error(corrupt) names no line or offset: " + std::string(e.what());
+      invariant_failed(what.c_str(), __FILE__, __LINE__);
+    }
+    return false;
+  }
+}
+
 // A copy of the input in memory of exactly `size` bytes (so AddressSanitizer
 // sees every read past the end) starting at a 64-byte boundary (so the
 // zero-copy paths that need aligned data are taken, as for a mapped file).

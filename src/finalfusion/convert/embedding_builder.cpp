@@ -41,7 +41,8 @@ std::string WordDecoder::decode(std::string_view bytes, std::string_view what,
 }
 
 void WordDecoder::finish(std::span<const std::string> words, std::string_view what,
-                         const ErrorContext& context) const {
+                         const ErrorContext& context,
+                         const std::function<ErrorContext(std::size_t)>& word_context) const {
   std::unordered_map<std::string_view, std::size_t> seen;
   seen.reserve(words.size());
   for (std::size_t i = 0; i < words.size(); ++i) {
@@ -57,7 +58,7 @@ void WordDecoder::finish(std::span<const std::string> words, std::string_view wh
           "bytes collide; the escape policy keeps them apart)";
     else
       message += " (a word may occur only once)";
-    throw Error(ErrorCode::corrupt, message, context);
+    throw Error(ErrorCode::corrupt, message, word_context ? word_context(i) : context);
   }
   if (options_.report) {
     options_.report->words_replaced += replaced_;
@@ -221,8 +222,9 @@ std::vector<float> normalize_rows(std::vector<float>& matrix, std::size_t rows, 
 
 Embeddings simple_embeddings(std::vector<std::string> words, std::vector<float> matrix,
                              std::size_t dims, const ConvertOptions& options,
-                             const WordDecoder& decoder, std::string_view what) {
-  decoder.finish(words, what, {});
+                             const WordDecoder& decoder, std::string_view what,
+                             const std::function<ErrorContext(std::size_t)>& word_context) {
+  decoder.finish(words, what, {}, word_context);
   std::optional<std::vector<float>> norms;
   if (options.normalize) norms = normalize_rows(matrix, words.size(), dims, words);
   Vocab vocab =

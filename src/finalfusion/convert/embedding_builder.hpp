@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -29,10 +30,12 @@ class WordDecoder {
   // the offset of the first invalid byte added to context.offset)).
   std::string decode(std::string_view bytes, std::string_view what, const ErrorContext& context);
   // After all words: checks that they are distinct (Error(corrupt) naming
-  // both rows, and for the lossy policy why they collided) and adds the
+  // both rows, and for the lossy policy why they collided, with the context
+  // word_context gives for the second of them, else `context`) and adds the
   // counts to options.report.
   void finish(std::span<const std::string> words, std::string_view what,
-              const ErrorContext& context) const;
+              const ErrorContext& context,
+              const std::function<ErrorContext(std::size_t)>& word_context = {}) const;
   // `metadata` with the escape mark added when a word was escaped.
   std::optional<Metadata> mark(std::optional<Metadata> metadata) const;
 
@@ -64,11 +67,13 @@ void append_float(std::string& out, float value);
 
 // Words + row-major matrix -> embeddings with a simple vocabulary;
 // normalises rows and keeps norms when options.normalize. Calls
-// decoder.finish (duplicates: Error(corrupt) naming `what`) and marks
-// escaped words in the metadata.
+// decoder.finish (duplicates: Error(corrupt) naming `what`, with the
+// line or offset word_context gives for a word) and marks escaped words in
+// the metadata.
 Embeddings simple_embeddings(std::vector<std::string> words, std::vector<float> matrix,
                              std::size_t dims, const ConvertOptions& options,
-                             const WordDecoder& decoder, std::string_view what);
+                             const WordDecoder& decoder, std::string_view what,
+                             const std::function<ErrorContext(std::size_t)>& word_context);
 
 // Why a row of `dims` components cannot be stored normalised (a unit row
 // and a float32 norm): "" when it can; else a phrase naming the problem, a

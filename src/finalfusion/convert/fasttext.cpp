@@ -439,7 +439,13 @@ Embeddings read_fasttext(const Bytes& data, const ConvertOptions& options) {
     fail_corrupt("fastText: unknown loss " + std::to_string(a.loss), {.offset = args_at + 24});
   if (model_name(a.model).empty())
     fail_corrupt("fastText: unknown model " + std::to_string(a.model), {.offset = args_at + 28});
-  if (a.dim < 0) fail_corrupt("fastText: negative dimension", {.offset = args_at});
+  // A vector has at least one component. With none, the input matrix holds
+  // no bytes, so nothing in the file would bound its row count (the bucket
+  // count every row of which is visited).
+  if (a.dim <= 0)
+    fail_corrupt(
+        "fastText: dimension " + std::to_string(a.dim) + " (a vector needs at least one component)",
+        {.offset = args_at});
   if (a.bucket < 0) fail_corrupt("fastText: negative bucket count", {.offset = args_at + 32});
   // fastText hashes character n-grams modulo the bucket count.
   if (a.maxn > 0 && a.bucket == 0)

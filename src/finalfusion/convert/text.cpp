@@ -138,9 +138,12 @@ Embeddings read_text(const Bytes& data, const ConvertOptions& options) {
   std::vector<float> matrix;
   detail::WordDecoder decoder(options);
   read_lines(lines, decoder, options.normalize, dims, words, matrix);
-  if (words.empty()) throw Error(ErrorCode::corrupt, "text embeddings without any word");
+  if (words.empty())
+    throw Error(ErrorCode::corrupt, "text embeddings without any word", ErrorContext{.line = 1});
+  // Word i is on line i + 1 (every line holds a word).
   return detail::simple_embeddings(std::move(words), std::move(matrix), *dims, options, decoder,
-                                   "text embeddings");
+                                   "text embeddings",
+                                   [](std::size_t i) { return ErrorContext{.line = i + 1}; });
 }
 
 Embeddings read_text_dims(const Bytes& data, const ConvertOptions& options) {
@@ -173,8 +176,10 @@ Embeddings read_text_dims(const Bytes& data, const ConvertOptions& options) {
     fail_corrupt("header declares " + std::to_string(*rows) + " words, the file has " +
                      std::to_string(words.size()),
                  {.line = lines.number()});
+  // Word i is on line i + 2 (after the header, every line holds a word).
   return detail::simple_embeddings(std::move(words), std::move(matrix), *dims, options, decoder,
-                                   "text embeddings");
+                                   "text embeddings",
+                                   [](std::size_t i) { return ErrorContext{.line = i + 2}; });
 }
 
 void write_text(std::ostream& out, const Embeddings& embeddings, bool unnormalize) {

@@ -82,6 +82,8 @@ Embeddings read_word2vec_binary(const Bytes& data, const ConvertOptions& options
                                        std::to_string(reader.remaining()) + " bytes left");
   std::vector<std::string> words;
   words.reserve(static_cast<std::size_t>(rows));
+  std::vector<std::uint64_t> word_offsets;  // where each (trimmed) word starts, for messages
+  word_offsets.reserve(static_cast<std::size_t>(rows));
   std::vector<float> matrix(static_cast<std::size_t>(rows * dims));
   detail::WordDecoder decoder(options);
   for (std::uint64_t r = 0; r < rows; ++r) {
@@ -89,7 +91,10 @@ Embeddings read_word2vec_binary(const Bytes& data, const ConvertOptions& options
     auto raw = read_until(reader, ' ', "word2vec word");
     auto word =
         decoder.decode(raw, "word2vec word " + std::to_string(r), ErrorContext{.offset = at});
-    words.emplace_back(detail::trim_unicode(word));
+    const std::string_view trimmed = detail::trim_unicode(word);
+    // Decoding keeps the whitespace trimmed off the front byte for byte.
+    word_offsets.push_back(at + static_cast<std::uint64_t>(trimmed.data() - word.data()));
+    words.emplace_back(trimmed);
     const std::uint64_t values_at = reader.absolute_position();
     auto values = reader.bytes(dims * 4, "word2vec vector");
     if (r == 0) refuse_text_vector(values, words.back(), values_at);
@@ -105,8 +110,9 @@ Embeddings read_word2vec_binary(const Bytes& data, const ConvertOptions& options
                       std::string(detail::kKeepRowHint),
                   ErrorContext{.offset = values_at + 4 * component});
   }
-  return detail::simple_embeddings(std::move(words), std::move(matrix),
-                                   static_cast<std::size_t>(dims), options, decoder, "word2vec");
+  return detail::simple_embeddings(
+      std::move(words), std::move(matrix), static_cast<std::size_t>(dims), options, decoder,
+      "word2vec", [&](std::size_t i) { return ErrorContext{.offset = word_offsets[i]}; });
 }
 
 namespace detail {
