@@ -309,6 +309,18 @@ Bytes EntryReader::read_prefix(const EntryInfo& entry, std::uint64_t length) con
   return libzip()->read(entry, length);
 }
 
+Bytes EntryReader::read_range(const EntryInfo& entry, std::uint64_t offset,
+                              std::uint64_t length) const {
+  if (!entry.stored() || offset > entry.uncompressed_size ||
+      length > entry.uncompressed_size - offset)
+    throw Error(ErrorCode::invalid_argument,
+                "internal error: a range read outside a stored entry's data",
+                {.entry = entry.name});
+  const std::uint64_t d = data_offset(entry);  // the local header read and checked
+  if (source_) source_->ensure(d + offset, length);
+  return file_.slice(d + offset, length);
+}
+
 void EntryReader::stream(const EntryInfo& entry,
                          const std::function<void(std::span<const std::byte>)>& sink,
                          std::uint64_t until) const {

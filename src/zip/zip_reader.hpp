@@ -91,6 +91,12 @@ class EntryReader {
                                     const ProgressCallback& progress = {}) const;
   // The first `length` bytes (no CRC check unless the whole entry is read).
   Bytes read_prefix(const EntryInfo& entry, std::uint64_t length) const;
+  // `length` bytes of a stored entry's data from byte `offset`, a slice of
+  // the file with no CRC check; a remote archive fetches the local header
+  // and that range only. Requires entry.stored() and offset + length <=
+  // entry.uncompressed_size (checked without overflow: Error(invalid_argument)
+  // otherwise).
+  Bytes read_range(const EntryInfo& entry, std::uint64_t offset, std::uint64_t length) const;
   // zip::stream_entry of `entry` (zip/entry_stream.hpp), fetched first (a
   // stored entry's first `until` bytes, a deflated one whole).
   void stream(const EntryInfo& entry, const std::function<void(std::span<const std::byte>)>& sink,

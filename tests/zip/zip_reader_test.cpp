@@ -3,10 +3,13 @@
 // Error(corrupt) naming the entry.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <memory>
 #include <thread>
 
 #include "expect_error.hpp"
+#include "io/byte_source.hpp"
 #include "modelzip/error.hpp"
 #include "zip/zip_directory.hpp"
 #include "zip/zip_reader.hpp"
@@ -314,4 +317,47 @@ TEST_CASE("crc32_of equals zlib's crc32 for every length and alignment") {
   std::string zeros(100000, '\0'), ones(100000, '\xFF');
   CHECK(modelzip::detail::crc32_of(span_of(zeros)) == zlib(zeros.data(), zeros.size()));
   CHECK(modelzip::detail::crc32_of(span_of(ones)) == zlib(ones.data(), ones.size()));
+}
+
+namespace {
+
+// A ByteSource over bytes that are all there already, recording what the
+// reader asks for (a remote archive's cache fetches exactly these ranges).
+struct RecordingSource : io::ByteSource {
+  mutable std::vector<io::ByteRange> asked;
+  void ensure(std::span<const io::ByteRange> ranges) const override {
+    asked.insert(asked.end(), ranges.begin(), ranges.end());
+  }
+  bool covers(std::uint64_t byte) const {
+    return std::any_of(asked.begin(), asked.end(), [&](const io::ByteRange& r) {
+      return byte >= r.offset && byte - r.offset < r.length;
+    });
+  }
+};
+
+}  // namespace
+
+TEST_CASE(
+    "read_range of a stored entry fetches its local header and the range, not the bytes before") {
+  const std::string big = pattern(200000);
+  ZipSpec spec;
+  spec.entries.push_back(stored("before", "x"));
+  spec.entries.push_back(stored("big", big));
+  const Bytes file = Bytes::copy_of(build_zip(spec).bytes);
+  auto source = std::make_shared<RecordingSource>();
+  const modelzip::zip::Directory dir =
+      modelzip::zip::parse_directory(file.span(), Limits{}, source.get());
+  const modelzip::zip::EntryInfo& e = dir.entries.at(1);
+  REQUIRE(e.name == "big");
+  source->asked.clear();  // what the directory's parse read
+  modelzip::zip::EntryReader reader(file, Limits{}, source);
+  CHECK(text(reader.read_range(e, 150000, 100)) == big.substr(150000, 100));
+  const std::uint64_t data = reader.data_offset(e);
+  CHECK(source->covers(data + 150000));
+  CHECK(source->covers(data + 150099));
+  CHECK_FALSE(source->covers(data + 1000));  // read_prefix would have fetched from the start
+  CHECK_FALSE(source->covers(data + 149999));
+  CHECK(reader.read_range(e, 200000, 0).empty());
+  REQUIRE_ERROR_AS(err, reader.read_range(e, 199999, 2), ErrorCode::invalid_argument, "outside");
+  CHECK(err.context().entry == "big");
 }
