@@ -36,8 +36,7 @@ Bytes entry_range(const zip::EntryReader& reader, const zip::EntryInfo& e, std::
                   std::uint64_t length) {
   const bool whole = offset == 0 && length == e.uncompressed_size;
   if (length == 0 && !whole) return Bytes();
-  if (e.stored())
-    return whole ? reader.read(e, true) : reader.read_range(e, offset, length);
+  if (e.stored()) return whole ? reader.read(e, true) : reader.read_range(e, offset, length);
   std::vector<std::byte> part;
   part.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(length, zip::kStreamChunk)));
   std::uint64_t at = 0;  // entry bytes streamed before `piece`
