@@ -738,7 +738,7 @@ Bytes Archive::entry_part(std::string_view entry_name, std::uint64_t offset,
   try {
     return entry_range(impl_->reader, e, offset, length);
   } catch (const Error& err) {
-    throw err.with_context(impl_->context(e.name));
+    throw impl_->read_error(err, impl_->context(e.name));
   }
 }
 

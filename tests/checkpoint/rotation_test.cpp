@@ -483,6 +483,20 @@ TEST_CASE("A read whose bytes changed since the reader opened says so; damage is
     check_changed([&] { (void)stale.load("t0", ReadMode::private_view); });
     check_changed([&] { stream.check(); });
     check_changed([&] { stream.write_values([](std::span<const std::byte>) {}); });
+    for (const bool part : {false, true}) {  // entries by name: no tag to name
+      INFO("entry_part: " << part);
+      const std::string name = "t0/params/0.fb";
+      try {
+        (void)(part ? stale.entry_part(name, 0, stale.entry_size(name))
+                    : stale.entry(name, ReadMode::copy));
+        FAIL("no error for bytes another writer overwrote");
+      } catch (const Error& e) {
+        INFO(e.what());
+        CHECK(e.code() == ErrorCode::io);
+        CHECK(e.message().find(kChangedByAnother) != std::string::npos);
+        CHECK(e.context().entry == name);
+      }
+    }
     const auto problems = stale.verify();
     REQUIRE(problems.size() == 1);
     CHECK(problems[0].entry == "t0/params/0.fb");
