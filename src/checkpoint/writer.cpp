@@ -930,11 +930,9 @@ void Writer::Impl::commit() {
         plan_and_write(s3_old ? s3_old->archive.get() : nullptr);
         return;
       } catch (const Error& e) {
-        const std::string& m = e.message();
-        const bool conflict = e.code() == ErrorCode::io &&
-                              m.find("archive changed on the server") != std::string::npos &&
-                              m.find("may have taken effect") == std::string::npos;
-        if (!conflict || replans == kS3Replans || (ops.empty() && metadata_edits.empty())) throw;
+        if (!remote::refused_for_another_writer(e) || replans == kS3Replans ||
+            (ops.empty() && metadata_edits.empty()))
+          throw;
       }
       s3_start.reset();  // aborted
       s3_old.reset();

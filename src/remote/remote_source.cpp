@@ -27,7 +27,6 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-constexpr const char* kChanged = "archive changed on the server while reading";
 // Objects larger than this are refused as implausible (sizes come from the
 // server; nothing is allocated from them, the cache file is sparse).
 constexpr std::uint64_t kMaxObjectSize = std::uint64_t{1} << 46;
@@ -222,7 +221,7 @@ class HttpSource final : public io::ByteSource {
     if ((!pin_.etag.empty() && !t.etag.empty() && t.etag != pin_.etag) ||
         (pin_.etag.empty() && !pin_.last_modified.empty() && !t.last_modified.empty() &&
          t.last_modified != pin_.last_modified)) {
-      t.failure = kChanged;
+      t.failure = kChangedWhileReading;
       t.changed = true;
       return false;
     }
@@ -235,7 +234,7 @@ class HttpSource final : public io::ByteSource {
         return false;
       }
       if (t.content_length && *t.content_length != pin_.size) {
-        t.failure = kChanged;
+        t.failure = kChangedWhileReading;
         t.changed = true;
         return false;
       }
@@ -252,7 +251,7 @@ class HttpSource final : public io::ByteSource {
       return false;
     }
     if (range->total && *range->total != pin_.size) {
-      t.failure = kChanged;
+      t.failure = kChangedWhileReading;
       t.changed = true;
       return false;
     }
@@ -358,7 +357,7 @@ class HttpSource final : public io::ByteSource {
   // Judges a finished attempt: true if done, false to retry; throws when it
   // failed for good.
   bool judge(Transfer& t, CURLcode code) {
-    if (t.changed) fail(ErrorCode::io, ep_.url, kChanged);
+    if (t.changed) fail(ErrorCode::io, ep_.url, kChangedWhileReading);
     if (!t.failure.empty()) fail(t.failure_code, ep_.url, t.failure);
     bool retry = attempt_left(t);
     if (code == CURLE_WRITE_ERROR && t.error_page_cut) code = CURLE_OK;
@@ -378,7 +377,7 @@ class HttpSource final : public io::ByteSource {
                " for " + t.what() + ": " + detail +
                (t.attempt > 1 ? " (after " + std::to_string(t.attempt) + " attempts)" : ""));
     }
-    if (t.status == 412 || t.status == 416) fail(ErrorCode::io, ep_.url, kChanged);
+    if (t.status == 412 || t.status == 416) fail(ErrorCode::io, ep_.url, kChangedWhileReading);
     if (t.status >= 500 || t.status == 429) {
       if (retry) return false;
       fail(ErrorCode::io, ep_.url,
@@ -395,7 +394,7 @@ class HttpSource final : public io::ByteSource {
       fail(t.status == 404 ? ErrorCode::not_found : ErrorCode::io, ep_.url,
            "HTTP " + std::to_string(t.status) + status_text(t.status) + " for " + t.what());
     if (!t.body_checked && !check_answer(t)) {  // an empty body
-      if (t.changed) fail(ErrorCode::io, ep_.url, kChanged);
+      if (t.changed) fail(ErrorCode::io, ep_.url, kChangedWhileReading);
       fail(t.failure_code, ep_.url, t.failure);
     }
     const std::uint64_t expected = t.whole ? pin_.size : t.length;

@@ -48,6 +48,8 @@ inline constexpr int kParallelSmall = 16;
 // default, 16 KiB, costs a callback and a cache write per 16 KiB).
 inline constexpr long kReceiveBuffer = 512L << 10;
 inline constexpr int kMaxAttempts = 4;
+// The message of Error(io) for an object that changed while it was read.
+inline constexpr const char* kChangedWhileReading = "archive changed on the server while reading";
 
 // Whether `path` is a URL open() handles (http://, https://, s3://).
 bool is_url(std::string_view path) noexcept;

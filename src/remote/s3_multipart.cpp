@@ -15,6 +15,7 @@
 #include "core/crc32.hpp"
 #include "modelzip/cancel.hpp"
 #include "remote/curl_request.hpp"
+#include "remote/remote_source.hpp"
 
 namespace modelzip::remote {
 namespace {
@@ -228,6 +229,13 @@ S3Multipart::S3Multipart(const std::string& url, const RemoteOptions& options)
   global_init();
 }
 
+bool refused_for_another_writer(const Error& e) {
+  const std::string& m = e.message();
+  return e.code() == ErrorCode::io && m.find(kMayHaveTakenEffect) == std::string::npos &&
+         (m.find(kChangedByAnotherWriter) != std::string::npos ||
+          m.find(kChangedWhileReading) != std::string::npos);
+}
+
 std::uint64_t S3Multipart::requests() const noexcept {
   return requests_.load();
 }
@@ -237,8 +245,8 @@ S3Multipart::Response S3Multipart::perform(const Request& r) const {
   bool answer_lost = false;  // an attempt reached the server and got no answer
   auto lost_note = [&]() -> std::string {
     if (!r.once || !answer_lost) return {};
-    return "; an attempt's answer was lost, so it may have taken effect: check the object "
-           "before writing again";
+    return std::string("; an attempt's answer was lost, ") + kMayHaveTakenEffect +
+           ": check the object before writing again";
   };
   for (int attempt = 1;; ++attempt) {
     const bool retry_left = attempt < kS3Attempts;

@@ -73,6 +73,15 @@ inline constexpr std::uint64_t kS3MaxPart = std::uint64_t{5} << 30;
 inline constexpr int kS3MaxParts = 10'000;
 inline constexpr const char* kChangedByAnotherWriter =
     "archive changed on the server by another writer";
+// Said by a failed request one of whose attempts was sent and got no answer.
+inline constexpr const char* kMayHaveTakenEffect = "so it may have taken effect";
+
+// Whether `e` says that another writer's commit came first and nothing of
+// this one took effect (kChangedByAnotherWriter, or kChangedWhileReading
+// from a read of the object this one was planned on), so that planning it
+// again against the object as it is now is safe; false for a request whose
+// answer was lost (kMayHaveTakenEffect) and for every other error.
+bool refused_for_another_writer(const Error& e);
 
 struct S3Part {
   int number = 0;
