@@ -1,6 +1,6 @@
 // Umbrella header: the core API of modelzip (Archive, Writer, NewTag,
 // Tensor, Bytes, DType, Error, Limits, Metadata, progress, quantization,
-// remote options, cancellation, background saves), tensor quantization
+// remote options, cancellation, background saves, version()), tensor quantization
 // (modelzip/quantize.hpp) and the collective writer with its Communicator
 // (modelzip/dist/). The other optional parts have their own headers:
 // modelzip/convert.hpp (tensor files: npy, npz, safetensors, btf),
@@ -25,4 +25,5 @@
 #include "modelzip/quantize.hpp"
 #include "modelzip/remote.hpp"
 #include "modelzip/tensor.hpp"
+#include "modelzip/version.hpp"
 #include "modelzip/writer.hpp"

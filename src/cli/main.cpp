@@ -11,6 +11,7 @@
 #include "cli/terminal.hpp"
 #include "core/suggestions.hpp"
 #include "modelzip/error.hpp"
+#include "modelzip/version.hpp"
 
 using namespace modelzip;
 using namespace modelzip::cli;
@@ -78,7 +79,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (args[0] == "--version") {
-    std::cout << "modelzip " MODELZIP_VERSION "\n";
+    std::cout << "modelzip " << version() << "\n";  // the library it runs with
     return 0;
   }
   for (const Command* c : all_commands()) {

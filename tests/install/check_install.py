@@ -237,6 +237,26 @@ def test_sample_builds_and_runs_against_the_installed_library(root, tmp_path):
     assert str(inside(root, under_prefix("MODELZIP_LIBDIR", "lib"))) in ldd
 
 
+PRINTS_VERSION = r"""
+#include <modelzip/version.hpp>
+#include <iostream>
+int main() { std::cout << modelzip::version() << "\n"; }
+"""
+
+
+def test_version_is_the_projects(root, tmp_path):
+    """modelzip::version() of the installed library is meson.build's project version, as the
+    pkg-config file and `modelzip --version` say."""
+    source = tmp_path / "prints_version.cpp"
+    source.write_text(PRINTS_VERSION)
+    exe = tmp_path / "prints_version"
+    subprocess.run(["c++", "-std=c++20", str(source), *pkg_config(root, "--cflags", "--libs"),
+                    "-o", str(exe)], check=True)
+    proc = subprocess.run([str(exe)], env=lib_env(root), capture_output=True, text=True)
+    project = re.search(r"version : '([^']+)'", (SOURCE / "meson.build").read_text()).group(1)
+    assert proc.returncode == 0 and proc.stdout == project + "\n", (proc.stdout, proc.stderr)
+
+
 USES_TOML_HEADER_ONLY = r"""
 // A program that uses toml++ header-only (its default) beside modelzip.
 #include <modelzip/modelzip.hpp>
