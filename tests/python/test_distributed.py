@@ -1026,6 +1026,95 @@ def test_ctrl_c_of_one_rank_fails_the_collective_commit_on_every_rank(tmp_path, 
         assert a.verify() == []
 
 
+INTERRUPTED_GLOO_RANK = textwrap.dedent("""
+    import datetime, os, signal, sys, threading, time
+    import numpy as np
+    import torch.distributed as dist
+    import modelzip, modelzip.distributed as mzd
+    path, which, rank, port = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=2, timeout=datetime.timedelta(seconds=600))
+
+    class OwnCommunicator(mzd.Communicator):  # a user's own, over torch's object collectives
+        def __init__(self, group):
+            super().__init__()
+            self.group = group
+        def rank(self):
+            return dist.get_rank(self.group)
+        def size(self):
+            return dist.get_world_size(self.group)
+        def gather(self, data, root):
+            out = [None] * self.size() if self.rank() == root else None
+            dist.gather_object(bytes(data), out, dst=root, group=self.group)
+            return out
+        def broadcast(self, data, root):
+            box = [bytes(data) if self.rank() == root else None]
+            dist.broadcast_object_list(box, src=root, group=self.group)
+            return box[0]
+        def agree(self, error):
+            out = [None] * self.size()
+            dist.all_gather_object(out, error, group=self.group)
+            return next(((r, e) for r, e in enumerate(out) if e), None)
+
+    group = (mzd.TorchCommunicator() if which == "builtin"
+             else OwnCommunicator(dist.new_group(backend="gloo")))
+    folder = os.path.dirname(path)
+    before = set(os.listdir(folder))
+    big = np.full(32 << 20, rank + 1.5, dtype=np.float32)  # 128 MiB a rank
+    if rank == 0:
+        def ctrl_c_once_the_commit_writes():  # as the terminal sends it
+            deadline = time.monotonic() + 120
+            while set(os.listdir(folder)) <= before and time.monotonic() < deadline:
+                time.sleep(0.001)
+            os.kill(os.getpid(), signal.SIGINT)
+        threading.Thread(target=ctrl_c_once_the_commit_writes, daemon=True).start()
+    try:
+        mzd.save(path, "new", {f"w{rank}": big}, group=group)
+        print(f"rank {rank}: saved", flush=True)
+    except KeyboardInterrupt as e:
+        print(f"rank {rank}: KeyboardInterrupt", *getattr(e, "__notes__", []), flush=True)
+    except modelzip.Error as e:
+        print(f"rank {rank}: Error {e.code}: {e}", flush=True)
+""")
+
+
+@pytest.mark.parametrize("which", ["builtin", "own"])
+def test_ctrl_c_of_one_gloo_rank_fails_the_collective_commit_on_every_rank(tmp_path, which):
+    """The test above over torch.distributed (gloo, two processes, time-out
+    600 s): over TorchCommunicator and over a Communicator subclass of the
+    caller's own made of torch's object collectives."""
+    script = tmp_path / "interrupted_gloo_rank.py"
+    script.write_text(INTERRUPTED_GLOO_RANK)
+    for attempt in range(3):
+        folder = tmp_path / f"attempt-{attempt}"
+        folder.mkdir()
+        path = folder / "m.zip"
+        modelzip.save(path, "base", {"w": np.arange(10, dtype=np.int32)}, durable=False)
+        before = path.read_bytes()
+        port = free_port()
+        procs = [subprocess.Popen([sys.executable, str(script), str(path), which, str(r),
+                                   str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  text=True) for r in range(2)]
+        try:
+            outs = [p.communicate(timeout=240)[0] for p in procs]
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+        out = "".join(outs)
+        if "rank 1: saved" not in out:
+            break
+    assert [p.returncode for p in procs] == [0, 0], out
+    assert "rank 0: KeyboardInterrupt" in out and "the save did not happen" in out, out
+    assert ("rank 1: Error cancelled:" in out
+            and "collective commit failed on rank 0: rank 0 was interrupted (Ctrl-C)" in out), out
+    assert path.read_bytes() == before
+    with modelzip.open(path) as a:
+        assert a.tags == ["base"]
+        assert a.verify() == []
+
+
 INTERRUPTED_STAGING = textwrap.dedent("""
     import os, signal, sys, time
     import numpy as np
