@@ -475,3 +475,42 @@ def test_ctrl_c_then_ctrl_c_at_exit_cancels_a_background_save(tmp_path):
     assert path.read_bytes() == before
     with modelzip.open(path) as archive:
         assert archive.tags == ["base"]
+
+
+COPY_INTERRUPTED_CHILD = textwrap.dedent("""
+    import os, signal, sys, threading, numpy as np, modelzip, modelzip._values as values
+    arrays = {f"p{i}": np.full(1 << 22, i, dtype=np.float32) for i in range(16)}  # 256 MiB
+    converting = threading.Event()
+    new_fetches = values.new_fetches
+    def noting_new_fetches():  # called just before the arrays are converted, then copied
+        converting.set()
+        return new_fetches()
+    values.new_fetches = noting_new_fetches
+    def ctrl_c():  # runs once the copy releases the GIL: Ctrl-C during the copy
+        converting.wait()
+        os.kill(os.getpid(), signal.SIGINT)
+    threading.Thread(target=ctrl_c).start()
+    try:
+        modelzip.save_async(sys.argv[1], "big", arrays)
+        print("returned", flush=True)
+    except KeyboardInterrupt as e:
+        print("KeyboardInterrupt", *getattr(e, "__notes__", []), flush=True)
+""")
+
+
+def test_ctrl_c_during_the_snapshot_copy_stops_that_save(archive_path):
+    """Ctrl-C while save_async copies the arrays (the GIL released): it
+    raises KeyboardInterrupt noting "the save did not happen", and the save
+    it started is stopped: the archive is as it was. Before, the handle of
+    the save was dropped as the interrupt was raised: the caller waited for
+    the whole save, which wrote the tag the KeyboardInterrupt said nothing
+    of."""
+    base_archive(archive_path)
+    before = archive_path.read_bytes()
+    out = subprocess.run([sys.executable, "-c", COPY_INTERRUPTED_CHILD, str(archive_path)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("KeyboardInterrupt") and "the save did not happen" in out.stdout, \
+        (out.stdout, out.stderr)
+    assert os.listdir(archive_path.parent) == [archive_path.name]
+    assert archive_path.read_bytes() == before

@@ -111,13 +111,39 @@ std::unique_ptr<PyBackgroundSave> start(
   // (never calls Python): false once stop() was called.
   auto stop = std::make_shared<std::atomic<bool>>(false);
   options.writer.progress = [stop](const Progress&) { return !stop->load(); };
-  py::gil_scoped_release release;
-  try {
-    return std::make_unique<PyBackgroundSave>(
-        BackgroundSave::start(archive, tag, contents, std::move(options)), std::move(stop));
-  } catch (const Error& e) {  // also the unretrieved error of an earlier save_async
-    throw format::with_replace_hint(e, kReplaceHint);
+  std::unique_ptr<PyBackgroundSave> save;
+  {
+    py::gil_scoped_release release;
+    try {
+      save = std::make_unique<PyBackgroundSave>(
+          BackgroundSave::start(archive, tag, contents, std::move(options)), std::move(stop));
+    } catch (const Error& e) {  // also the unretrieved error of an earlier save_async
+      throw format::with_replace_hint(e, kReplaceHint);
+    }
   }
+  // A Ctrl-C during the snapshot copy (GIL released) would be raised as this
+  // returns, and the handle dropped, whose destructor would hold the caller
+  // until the save had ended: the save is stopped instead (rolled back
+  // unless past its commit point) and the KeyboardInterrupt raised here.
+  if (PyErr_CheckSignals() != 0) {
+    py::error_already_set raised;
+    save->stop();
+    std::string note = "the save completed before the interrupt could stop it";
+    try {
+      save->wait();
+    } catch (const std::exception& e) {
+      note = std::string("the save did not happen: ") + e.what();
+    }
+    save.reset();
+    try {
+      if (py::hasattr(raised.value(), "add_note"))
+        raised.value().attr("add_note")(py::str(from_path(archive.string())) +
+                                        py::str(": " + note));
+    } catch (py::error_already_set&) {
+    }
+    throw raised;
+  }
+  return save;
 }
 
 }  // namespace
