@@ -361,3 +361,156 @@ def test_cuda_tensors_are_saved_in_the_background(archive_path):
     future.result(timeout=60)
     np.testing.assert_array_equal(modelzip.load(archive_path)["w"],
                                   np.arange(1 << 20, dtype=np.float32))
+
+
+THIRD_SAVE_CHILD = textwrap.dedent("""
+    import sys, numpy as np, modelzip
+    first = modelzip.save_async(sys.argv[1], "first", {"w": np.zeros(4, np.float32)})
+    second = modelzip.save_async(sys.argv[1], "second", {"w": np.ones(4, np.float32)})
+    print("third", flush=True)
+    try:
+        modelzip.save_async(sys.argv[1], "third", {"w": np.full(4, 2, np.float32)})
+        print("returned", flush=True)
+    except KeyboardInterrupt:
+        print("KeyboardInterrupt", flush=True)
+    first.result(), second.result()
+    print("saved", flush=True)
+""")
+
+
+def test_ctrl_c_interrupts_a_save_async_that_waits_for_two_saves_in_flight(archive_path):
+    """The third save_async of an archive waits until the first save has
+    ended; Ctrl-C there raises KeyboardInterrupt at once (before, the wait
+    ran in C++ with the GIL released, and the interrupt came only after the
+    first save, here held back by the archive's lock, had ended)."""
+    base_archive(archive_path)
+    with ArchiveLock(archive_path) as lock:
+        proc = subprocess.Popen([sys.executable, "-c", THIRD_SAVE_CHILD, str(archive_path)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdout.readline() == "third\n"
+            time.sleep(0.2)  # into the third call's wait (sooner: the interrupt is raised anyway)
+            proc.send_signal(signal.SIGINT)
+            lines = []
+            reader = concurrent.futures.ThreadPoolExecutor(1)
+            # The lock is held throughout: a wait for the first save would never end.
+            lines.append(reader.submit(proc.stdout.readline).result(timeout=60))
+            reader.shutdown()
+            lock.release()
+            out, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert lines == ["KeyboardInterrupt\n"], (lines, err)
+    assert proc.returncode == 0, err
+    assert out == "saved\n", out
+    with modelzip.open(archive_path) as archive:
+        assert archive.tags == ["base", "first", "second"]
+
+
+CTRL_C_CHILD = textwrap.dedent("""
+    import sys, time, numpy as np, modelzip
+    arrays = {f"p{i}": np.full(1 << 22, i, dtype=np.float32) for i in range(16)}  # 256 MiB
+    modelzip.save_async(sys.argv[1], "big", arrays)
+    print("started", flush=True)
+    time.sleep(600)
+""")
+
+
+def ctrl_c_twice(folder):
+    """Runs CTRL_C_CHILD on an archive in `folder`, sends SIGINT once the
+    background append writes (its journal exists) and again once exit waits
+    for the save: (exit status, stderr, the archive's bytes before)."""
+    path = folder / "m.zip"
+    base_archive(path)
+    before = path.read_bytes()
+    journal = folder / ".m.zip.modelzip-append"
+    proc = subprocess.Popen([sys.executable, "-c", CTRL_C_CHILD, str(path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    reader = concurrent.futures.ThreadPoolExecutor(1)
+    try:
+        assert proc.stdout.readline() == "started\n"
+        deadline = time.monotonic() + 120
+        while not journal.exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+        proc.send_signal(signal.SIGINT)
+        lines = []
+        while not lines or "modelzip: waiting for the background save" not in lines[-1]:
+            lines.append(reader.submit(proc.stderr.readline).result(timeout=60))
+            assert lines[-1], lines  # end of output: exit did not wait
+        assert "tag 'big'" in lines[-1] and "Ctrl-C again cancels it" in lines[-1], lines
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        reader.shutdown(wait=False)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, "".join(lines) + err, before
+
+
+def test_ctrl_c_then_ctrl_c_at_exit_cancels_a_background_save(tmp_path):
+    """Ctrl-C with a save_async writing: KeyboardInterrupt at once, and exit
+    says it waits for the save; a second Ctrl-C stops the save, which rolls
+    back: the archive is the old one byte for byte, no journal is left, and
+    the process ends. Before, the second Ctrl-C ended the process while the
+    save wrote, leaving the append journal for the next writer. A trial whose
+    save passed its commit point before the second signal runs again (at most
+    3 times)."""
+    for attempt in range(3):
+        folder = tmp_path / f"attempt-{attempt}"
+        folder.mkdir()
+        code, err, before = ctrl_c_twice(folder)
+        if "completed before Ctrl-C could stop it" not in err:
+            break
+    path = folder / "m.zip"
+    assert code == -signal.SIGINT, err  # Python's exit after a KeyboardInterrupt
+    assert "KeyboardInterrupt" in err
+    assert "modelzip: the background save of tag 'big' to" in err and \
+        "was cancelled (Ctrl-C): the archive is as it was" in err, err
+    assert os.listdir(folder) == ["m.zip"]
+    assert path.read_bytes() == before
+    with modelzip.open(path) as archive:
+        assert archive.tags == ["base"]
+
+
+COPY_INTERRUPTED_CHILD = textwrap.dedent("""
+    import os, signal, sys, threading, numpy as np, modelzip, modelzip._values as values
+    arrays = {f"p{i}": np.full(1 << 22, i, dtype=np.float32) for i in range(16)}  # 256 MiB
+    converting = threading.Event()
+    new_fetches = values.new_fetches
+    def noting_new_fetches():  # called just before the arrays are converted, then copied
+        converting.set()
+        return new_fetches()
+    values.new_fetches = noting_new_fetches
+    def ctrl_c():  # runs once the copy releases the GIL: Ctrl-C during the copy
+        converting.wait()
+        os.kill(os.getpid(), signal.SIGINT)
+    threading.Thread(target=ctrl_c).start()
+    try:
+        modelzip.save_async(sys.argv[1], "big", arrays)
+        print("returned", flush=True)
+    except KeyboardInterrupt as e:
+        print("KeyboardInterrupt", *getattr(e, "__notes__", []), flush=True)
+""")
+
+
+def test_ctrl_c_during_the_snapshot_copy_stops_that_save(archive_path):
+    """Ctrl-C while save_async copies the arrays (the GIL released): it
+    raises KeyboardInterrupt noting "the save did not happen", and the save
+    it started is stopped: the archive is as it was. Before, the handle of
+    the save was dropped as the interrupt was raised: the caller waited for
+    the whole save, which wrote the tag the KeyboardInterrupt said nothing
+    of."""
+    base_archive(archive_path)
+    before = archive_path.read_bytes()
+    out = subprocess.run([sys.executable, "-c", COPY_INTERRUPTED_CHILD, str(archive_path)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("KeyboardInterrupt") and "the save did not happen" in out.stdout, \
+        (out.stdout, out.stderr)
+    assert os.listdir(archive_path.parent) == [archive_path.name]
+    assert archive_path.read_bytes() == before

@@ -3,8 +3,9 @@
 // wraps the handle in a concurrent.futures.Future).
 //
 // The snapshot copy and every wait run with the GIL released; the
-// background thread never calls into Python (no progress callback), so it
-// keeps running while the interpreter is busy or shutting down.
+// background thread never calls into Python (its progress callback only
+// reads the flag stop() sets), so it keeps running while the interpreter is
+// busy or shutting down.
 //
 // CUDA tensors are fetched into staging areas (staging_areas.hpp) that the
 // save adopts instead of copying those bytes again.
@@ -12,7 +13,9 @@
 
 #include <pybind11/stl.h>
 
+#include <atomic>
 #include <map>
+#include <memory>
 #include <optional>
 #include <utility>
 
@@ -25,10 +28,14 @@ namespace modelzip::python {
 
 namespace {
 
+// Set by PyBackgroundSave::stop(); read by the save's progress callback.
+using StopFlag = std::shared_ptr<std::atomic<bool>>;
+
 // Owns one background save. Destroying it waits for the save, without the GIL.
 class PyBackgroundSave {
  public:
-  explicit PyBackgroundSave(BackgroundSave save) : save_(std::move(save)) {}
+  PyBackgroundSave(BackgroundSave save, StopFlag stop)
+      : save_(std::move(save)), stop_(std::move(stop)) {}
   PyBackgroundSave(const PyBackgroundSave&) = delete;
   PyBackgroundSave& operator=(const PyBackgroundSave&) = delete;
   ~PyBackgroundSave() {
@@ -47,10 +54,18 @@ class PyBackgroundSave {
   bool done() const { return save_.done(); }
   bool started() const { return save_.started(); }
   bool cancel() { return save_.cancel(); }
+  // Cancels the save if it has not started writing; else makes its commit
+  // stop at its next progress report and roll back (wait() then throws
+  // Error(cancelled)), unless it is past its commit point. Returns at once.
+  void stop() {
+    stop_->store(true);
+    save_.cancel();
+  }
   std::uint64_t snapshot_bytes() const { return save_.snapshot_bytes(); }
 
  private:
   BackgroundSave save_;
+  StopFlag stop_;
 };
 
 using MetadataFields = std::map<std::string, std::optional<std::string>>;
@@ -92,13 +107,43 @@ std::unique_ptr<PyBackgroundSave> start(
   if (metadata) options.update_metadata = metadata_edit(*metadata);
   options.keep_staging = keep_staging;
   options.copy_threads = copy_threads;
-  py::gil_scoped_release release;
-  try {
-    return std::make_unique<PyBackgroundSave>(
-        BackgroundSave::start(archive, tag, contents, std::move(options)));
-  } catch (const Error& e) {  // also the unretrieved error of an earlier save_async
-    throw format::with_replace_hint(e, kReplaceHint);
+  // Asked in the background thread at least every 4 MiB and between entries
+  // (never calls Python): false once stop() was called.
+  auto stop = std::make_shared<std::atomic<bool>>(false);
+  options.writer.progress = [stop](const Progress&) { return !stop->load(); };
+  std::unique_ptr<PyBackgroundSave> save;
+  {
+    py::gil_scoped_release release;
+    try {
+      save = std::make_unique<PyBackgroundSave>(
+          BackgroundSave::start(archive, tag, contents, std::move(options)), std::move(stop));
+    } catch (const Error& e) {  // also the unretrieved error of an earlier save_async
+      throw format::with_replace_hint(e, kReplaceHint);
+    }
   }
+  // A Ctrl-C during the snapshot copy (GIL released) would be raised as this
+  // returns, and the handle dropped, whose destructor would hold the caller
+  // until the save had ended: the save is stopped instead (rolled back
+  // unless past its commit point) and the KeyboardInterrupt raised here.
+  if (PyErr_CheckSignals() != 0) {
+    py::error_already_set raised;
+    save->stop();
+    std::string note = "the save completed before the interrupt could stop it";
+    try {
+      save->wait();
+    } catch (const std::exception& e) {
+      note = std::string("the save did not happen: ") + e.what();
+    }
+    save.reset();
+    try {
+      if (py::hasattr(raised.value(), "add_note"))
+        raised.value().attr("add_note")(py::str(from_path(archive.string())) +
+                                        py::str(": " + note));
+    } catch (py::error_already_set&) {
+    }
+    throw raised;
+  }
+  return save;
 }
 
 }  // namespace
@@ -117,6 +162,9 @@ void bind_background_save(py::module_& m) {
       .def("started", &PyBackgroundSave::started, "True once the save has started writing.")
       .def("cancel", &PyBackgroundSave::cancel,
            "Cancels the save if it has not started writing; True if it is cancelled.")
+      .def("stop", &PyBackgroundSave::stop,
+           "Cancels the save, or makes its commit roll back unless it is past its commit "
+           "point (wait() then raises modelzip.Error 'cancelled'); returns at once.")
       .def("snapshot_bytes", &PyBackgroundSave::snapshot_bytes,
            "Bytes the snapshot copied into the staging area (adopted areas not counted).");
   bind_staging_areas(m);

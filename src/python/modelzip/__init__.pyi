@@ -674,7 +674,8 @@ def save_async(path: PathLike, tag: str, arrays: Mapping[str, Any], *,
     reach the archive); replace and keep_last as for save(), in the save's one commit;
     one save per archive at a time (a second one queues, a third call waits); an error
     nobody retrieved is raised by the next save_async of the archive; interpreter exit
-    waits for saves in flight. See docs/saving.md.
+    waits for saves in flight, and a Ctrl-C during that wait rolls them back (the
+    archive as it was) unless past their commit point. See docs/saving.md.
     """
 
 

@@ -3,13 +3,16 @@
 The snapshot (a copy of every array into staging memory, with the GIL
 released) happens before save_async returns; the write, CRCs, fsync and
 commit run in a C++ thread. A non-daemon Python thread per save waits for
-it and completes the future, so interpreter exit waits for saves in flight
-(as it waits for any non-daemon thread).
+it and completes the future; interpreter exit waits for saves in flight
+(_wait_at_exit, which runs before Python joins its threads): there a Ctrl-C
+stops them (each is cancelled or rolls back, unless past its commit point)
+and exit waits only for that; a further Ctrl-C leaves without waiting.
 """
 from __future__ import annotations
 
 import concurrent.futures
 import os
+import sys
 import threading
 from typing import Any, Iterable, Mapping, Optional, Union
 
@@ -23,6 +26,11 @@ _METADATA_FIELDS = ("model_name", "model_version", "quantization", "description"
 # retrieved yet; the next save_async of that archive raises it.
 _unretrieved: dict[str, "SaveFuture"] = {}
 _unretrieved_lock = threading.Lock()
+
+# Per archive (real path): its saves in flight, oldest first (guarded by
+# _unretrieved_lock); and whether _wait_at_exit is registered.
+_in_flight: dict[str, list["SaveFuture"]] = {}
+_exit_wait_registered = False
 
 
 class SaveFuture(concurrent.futures.Future):
@@ -42,6 +50,7 @@ class SaveFuture(concurrent.futures.Future):
         self._handle = handle
         self._completion = threading.Lock()  # cancel() against completion
         self._retrieved = False
+        self._thread: Optional[threading.Thread] = None  # completes the future
         self.path = path
         self.tag = tag
 
@@ -70,6 +79,7 @@ class SaveFuture(concurrent.futures.Future):
         try:
             stats = self._handle.wait()
         except BaseException as error:  # noqa: B902 (handed to the future)
+            _ended(key, self)
             with self._completion:
                 if self.cancelled():
                     return
@@ -77,6 +87,7 @@ class SaveFuture(concurrent.futures.Future):
                     _unretrieved[key] = self
                 self.set_exception(error)
             return
+        _ended(key, self)
         with self._completion:
             self.set_result(stats)
 
@@ -100,6 +111,98 @@ def _metadata_fields(metadata: Any) -> Optional[dict[str, Optional[str]]]:
             raise TypeError(f"metadata field {name!r} must be str or None (None clears it), "
                             f"not {type(value).__name__}")
     return fields
+
+
+def _ended(key: str, future: SaveFuture) -> None:
+    with _unretrieved_lock:
+        saves = _in_flight.get(key, [])
+        if future in saves:
+            saves.remove(future)
+        if not saves:
+            _in_flight.pop(key, None)
+
+
+def _wait_for_a_slot(key: str) -> None:
+    """Waits while two saves of the archive are in flight (the third call's
+    wait), in Python, so that Ctrl-C interrupts it: the C++ start() would wait
+    with the GIL released, where the KeyboardInterrupt would come only once
+    the first save has ended."""
+    while True:
+        with _unretrieved_lock:
+            saves = list(_in_flight.get(key, []))
+        if len(saves) < 2:
+            return
+        concurrent.futures.wait(saves[:1])
+
+
+def _wait_at_exit() -> None:
+    """Interpreter exit waits for the saves in flight. A Ctrl-C during that
+    wait stops them: a save not started is cancelled, one writing rolls back
+    (the archive as it was, byte for byte) unless it is past its commit
+    point, and exit waits only for that; another Ctrl-C then leaves at once
+    (an interrupted append is rolled back by the archive's next writer)."""
+    with _unretrieved_lock:
+        saves = [f for each in _in_flight.values() for f in each]
+    saves = [f for f in saves if f._thread is not None]
+    if not saves:
+        return
+    if isinstance(getattr(sys, "last_value", None), KeyboardInterrupt):
+        for f in saves:
+            _say(f"waiting for the background save of tag {f.tag!r} to {f.path} "
+                 f"(Ctrl-C again cancels it: the archive stays as it was)")
+    try:
+        for f in saves:
+            f._thread.join()
+        return
+    except KeyboardInterrupt:
+        pass
+    for f in saves:
+        f._handle.stop()
+    try:
+        for f in saves:
+            f._thread.join()
+    except KeyboardInterrupt:
+        _say("leaving without waiting for the background saves: the next writer of an archive "
+             "rolls an interrupted save back")
+        return
+    for f in saves:
+        f._retrieved = True  # told here
+        error = f.exception() if not f.cancelled() else None
+        if f.cancelled() or getattr(error, "code", None) == "cancelled":
+            _say(f"the background save of tag {f.tag!r} to {f.path} was cancelled "
+                 f"(Ctrl-C): the archive is as it was")
+        elif error is None:
+            _say(f"the background save of tag {f.tag!r} to {f.path} completed before "
+                 f"Ctrl-C could stop it")
+        else:
+            _say(f"the background save of tag {f.tag!r} to {f.path} failed: {error}")
+
+
+def _say(line: str) -> None:
+    try:
+        print(f"modelzip: {line}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):  # no stderr left
+        pass
+
+
+def _register_exit_wait() -> None:
+    """Registers _wait_at_exit once: with threading's exit hooks (they run
+    before Python joins the non-daemon threads, where a Ctrl-C would end
+    the wait and leave the saves running into the process's end), else
+    with atexit."""
+    global _exit_wait_registered
+    if _exit_wait_registered:
+        return
+    _exit_wait_registered = True
+    register = getattr(threading, "_register_atexit", None)
+    if register is not None:
+        try:
+            register(_wait_at_exit)
+            return
+        except RuntimeError:  # interpreter shutting down: its threads are being joined
+            return
+    import atexit
+    atexit.register(_wait_at_exit)
 
 
 def _raise_unretrieved(key: str) -> None:
@@ -142,12 +245,17 @@ def save_async(path: Union[str, "os.PathLike[str]"], tag: str, arrays: Mapping[s
     now); a third call waits until the first save has ended. Errors are
     raised by the future's result(), and, if nobody retrieved them, by the
     next save_async of the same archive (which then saves nothing).
-    Interpreter exit waits for saves in flight.
+    Interpreter exit waits for saves in flight; Ctrl-C during that wait
+    stops them (a queued save is cancelled, a writing one rolls back unless
+    it is past its commit point: the archive as it was) and exit waits only
+    for that (docs/saving.md).
     """
     check_save_path("modelzip.save_async", path)
     check_count("modelzip.save_async", "keep_last", keep_last)
     key = os.path.realpath(os.fspath(path))
     _raise_unretrieved(key)
+    _wait_for_a_slot(key)
+    _register_exit_wait()
     try:
         handle = _modelzip.start_background_save(
             path, tag, arrays, share=share, compress=compress, bfloat16=bfloat16, dtypes=dtypes,
@@ -160,6 +268,9 @@ def save_async(path: Union[str, "os.PathLike[str]"], tag: str, arrays: Mapping[s
             raise
         raise TypeError("modelzip.save_async()" + str(error)[len(internal):]) from None
     future = SaveFuture(handle, os.fspath(path), tag)
-    threading.Thread(target=future._complete, args=(key,), name=f"modelzip save {tag}",
-                     daemon=False).start()
+    future._thread = threading.Thread(target=future._complete, args=(key,),
+                                      name=f"modelzip save {tag}", daemon=False)
+    with _unretrieved_lock:
+        _in_flight.setdefault(key, []).append(future)
+    future._thread.start()
     return future

@@ -86,7 +86,14 @@ def split(global_shape: Sequence[int], dim: int, part: int, parts: int) -> tuple
 
 class TorchCommunicator(Communicator):
     """The collectives over a ``torch.distributed`` process group (gloo).
-    Time-outs are the group's (``init_process_group(timeout=...)``)."""
+    Time-outs are the group's (``init_process_group(timeout=...)``).
+
+    gather() and broadcast() send messages of any size in rounds of at most
+    ``_max_message_bytes`` (1 GiB) over all ranks: torch's object collectives
+    copy each message several times and pad every rank's to the largest, so
+    the root of a gather would otherwise hold world size times the largest."""
+
+    _max_message_bytes = 1 << 30  # tests lower it
 
     def __init__(self, group: Any = None) -> None:
         super().__init__()
@@ -115,14 +122,34 @@ class TorchCommunicator(Communicator):
         return out
 
     def gather(self, data: bytes, root: int) -> Optional[list]:
-        out = [None] * self._size if self._rank == root else None
-        self._dist.gather_object(bytes(data), out, dst=self._global(root), group=self._group)
-        return out
+        import torch
+        data = bytes(data)
+        counts = [torch.zeros(1, dtype=torch.int64) for _ in range(self._size)]
+        self._dist.all_gather(counts, torch.tensor([len(data)], dtype=torch.int64),
+                              group=self._group)
+        chunk, rounds = _rounds([int(c.item()) for c in counts], self._max_message_bytes)
+        parts: Optional[list] = [[] for _ in range(self._size)] if self._rank == root else None
+        for i in range(rounds):
+            out = [None] * self._size if self._rank == root else None
+            self._dist.gather_object(data[i * chunk:(i + 1) * chunk], out,
+                                     dst=self._global(root), group=self._group)
+            if parts is not None:
+                for part, piece in zip(parts, out):
+                    part.append(piece)
+        return None if parts is None else [b"".join(part) for part in parts]
 
     def broadcast(self, data: bytes, root: int) -> bytes:
-        box = [bytes(data) if self._rank == root else None]
-        self._dist.broadcast_object_list(box, src=self._global(root), group=self._group)
-        return box[0]
+        import torch
+        data = bytes(data) if self._rank == root else b""
+        count = torch.tensor([len(data)], dtype=torch.int64)
+        self._dist.broadcast(count, src=self._global(root), group=self._group)
+        chunk, rounds = _rounds([int(count.item())], self._max_message_bytes)
+        pieces = []
+        for i in range(rounds):
+            box = [data[i * chunk:(i + 1) * chunk] if self._rank == root else None]
+            self._dist.broadcast_object_list(box, src=self._global(root), group=self._group)
+            pieces.append(box[0])
+        return data if self._rank == root else b"".join(pieces)
 
     def agree(self, error: str) -> Optional[tuple[int, str]]:
         for rank, message in enumerate(self._all(str(error))):
@@ -135,7 +162,15 @@ class MPICommunicator(Communicator):
     """The collectives over an ``mpi4py`` communicator, as non-blocking MPI
     operations polled until ``timeout`` seconds (then modelzip.Error names
     the operation and rank: a rank that died or never called). The time-out
-    bounds each phase of a commit: it must exceed the slowest rank's write."""
+    bounds each phase of a commit: it must exceed the slowest rank's write.
+
+    gather() and broadcast() send messages of any size in rounds of at most
+    ``_max_message_bytes`` over all ranks: MPI counts and displacements are C
+    ints, so one MPI call moves less than 2 GiB (mpi4py 3 raises
+    OverflowError beyond, on the rank that holds the large message alone,
+    and the others would wait for it until the time-out)."""
+
+    _max_message_bytes = (1 << 31) - 1  # tests lower it
 
     def __init__(self, comm: Any = None, timeout: float = 1800.0) -> None:
         super().__init__()
@@ -163,26 +198,38 @@ class MPICommunicator(Communicator):
 
     def gather(self, data: bytes, root: int) -> Optional[list]:
         mine = np.frombuffer(bytes(data), dtype=np.uint8)
-        count = np.array([mine.size], dtype=np.int64)
-        counts = np.zeros(self.size(), dtype=np.int64) if self.rank() == root else None
-        self._wait(self._comm.Igather(count, counts, root=root), "Igather")
-        if self.rank() == root:
-            total = np.zeros(int(counts.sum()), dtype=np.uint8)
-            displs = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-            recv = [total, (counts, displs), self._MPI.BYTE]
-        else:
-            recv = None
-        self._wait(self._comm.Igatherv(mine, recv, root=root), "Igatherv")
-        if self.rank() != root:
-            return None
-        return [total[d:d + c].tobytes() for d, c in zip(displs, counts)]
+        counts = np.zeros(self.size(), dtype=np.int64)
+        self._wait(self._comm.Iallgather(np.array([mine.size], dtype=np.int64), counts),
+                   "Iallgather")
+        chunk, rounds = _rounds([int(c) for c in counts], self._max_message_bytes)
+        is_root = self.rank() == root
+        parts = ([np.empty(int(c), dtype=np.uint8) for c in counts] if is_root and rounds > 1
+                 else [])
+        for i in range(rounds):
+            start = i * chunk
+            sizes = np.clip(counts - start, 0, chunk)
+            if is_root:
+                total = np.empty(int(sizes.sum()), dtype=np.uint8)
+                displs = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+                recv = [total, (sizes, displs), self._MPI.BYTE]
+            else:
+                recv = None
+            self._wait(self._comm.Igatherv(mine[start:start + chunk], recv, root=root),
+                       "Igatherv")
+            if is_root and rounds == 1:
+                return [total[d:d + c].tobytes() for d, c in zip(displs, sizes)]
+            for part, d, c in zip(parts, displs if is_root else (), sizes):
+                part[start:start + c] = total[d:d + c]
+        return [part.tobytes() for part in parts] if is_root else None
 
     def broadcast(self, data: bytes, root: int) -> bytes:
         count = np.array([len(data) if self.rank() == root else 0], dtype=np.int64)
         self._wait(self._comm.Ibcast(count, root=root), "Ibcast")
-        buf = (np.frombuffer(bytes(data), dtype=np.uint8).copy() if self.rank() == root
+        buf = (np.frombuffer(bytearray(data), dtype=np.uint8) if self.rank() == root
                else np.zeros(int(count[0]), dtype=np.uint8))
-        self._wait(self._comm.Ibcast(buf, root=root), "Ibcast")
+        chunk, rounds = _rounds([buf.size], self._max_message_bytes)
+        for i in range(rounds):
+            self._wait(self._comm.Ibcast(buf[i * chunk:(i + 1) * chunk], root=root), "Ibcast")
         return buf.tobytes()
 
     def agree(self, error: str) -> Optional[tuple[int, str]]:
@@ -194,6 +241,14 @@ class MPICommunicator(Communicator):
             return None
         rank = int(first[0])
         return rank, self.broadcast(error.encode() if self.rank() == rank else b"", rank).decode()
+
+
+def _rounds(counts: Sequence[int], limit: int) -> tuple[int, int]:
+    """(chunk, rounds): the bytes each rank sends per round and the number of
+    rounds (at least 1) for messages of `counts` bytes, one per rank, so
+    that no round moves more than `limit` bytes over all ranks."""
+    chunk = max(1, int(limit) // max(1, len(counts)))
+    return chunk, max(1, max((-(-c // chunk) for c in counts), default=1))
 
 
 def communicator(group: Any = None) -> Communicator:
