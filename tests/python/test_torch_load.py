@@ -1014,9 +1014,32 @@ def test_sets_slices_and_devices_load_as_saved(archive_path):
     arrays = modelzip.load(archive_path)
     np.testing.assert_array_equal(arrays["ids"], [1, 2, 3])  # sorted
     assert arrays["device"][()] == "cuda:1" and arrays["window"][()] == 3
-    # A numpy str is a str: it comes back as one (equal, of type str).
-    mzt.save({"s": np.str_("abc")}, archive_path, "u", durable=False)
-    assert type(mzt.load(archive_path, "u")["s"]) is str
+
+
+def test_numpy_str_values_load_as_numpy_str(archive_path):
+    # torch.load gives a np.str_ back as a np.str_ (labels from np.unique(...), list(array));
+    # modelzip's torch loads gave a str, and lists of them lists of str.
+    values = {"label": np.str_("cat"), "classes": list(np.array(["cat", "dog"])),
+              "grid": (tuple(np.array(["a", "b"])), tuple(np.array(["c", "d"]))),
+              "mixed": [np.str_("x"), "y"], "ids": {np.str_("b"), np.str_("a")},
+              "marker": np.str_("torch.dtype:float32"), "empty": np.str_(""),
+              "plain": ["x", "y"], "text": "z"}
+    mzt.save({"w": torch.ones(2), **values}, archive_path, "t", durable=False)
+    for state in torch_loads(archive_path):
+        for name, value in values.items():
+            assert same_value(state[name], value), name
+        assert type(state["classes"][0]) is np.str_ and type(state["mixed"][1]) is str
+        assert all(type(v) is np.str_ for v in state["ids"]) and state["ids"] == values["ids"]
+    with modelzip.open(archive_path) as archive:
+        record = json.loads(archive.tensor("_python_types")[()].removeprefix(
+            "torch.python_types:"))
+    assert {name: record.get(name) for name in values} == {
+        "label": "numpy.str_", "classes": "list[numpy.str_]",
+        "grid": "tuple[tuple[numpy.str_]]", "mixed": "list", "ids": "set[numpy.str_]",
+        "marker": "numpy.str_", "empty": "numpy.str_", "plain": None, "text": None}
+    arrays = modelzip.load(archive_path)  # other readers: the strings
+    assert arrays["label"][()] == "cat" and arrays["classes"].tolist() == ["cat", "dog"]
+    assert arrays["grid"].shape == (2, 2) and arrays["ids"].tolist() == ["a", "b"]
 
 
 @pytest.mark.parametrize("record,arrays,message", [

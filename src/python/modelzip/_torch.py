@@ -161,7 +161,7 @@ def parameter_value(name: str, value: Any, dtype: str) -> Any:
 _PYTHON_DTYPES = {"int": ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"),
                   "float": ("float16", "float32", "float64"),
                   "complex": ("complex64", "complex128"), "bool": ("bool",), "str": ("string",),
-                  **{f"numpy.{t}": (t,) for t in NUMPY_SCALAR_TYPES}}
+                  "numpy.str_": ("string",), **{f"numpy.{t}": (t,) for t in NUMPY_SCALAR_TYPES}}
 # The types modelzip.save stores the elements of a list or tuple of each kind as
 # (_values.sequence_kind): only these, so that a record cannot make a list of Python objects of
 # a blob of bytes (32 bytes or more each, beside a pointer).
@@ -303,6 +303,8 @@ def _kind_text(kind: _Kind) -> str:
 def _rebuild(kind: _Kind, array: np.ndarray) -> Any:
     """The value of ``kind`` that ``array`` (of matching dimensions and type) holds."""
     if not kind.containers:
+        if kind.element == "numpy.str_":
+            return np.str_(array[()])
         if kind.element.startswith("numpy."):
             return array[()]  # a numpy scalar of the array's type
         return {"int": int, "float": float, "complex": complex, "bool": bool,
@@ -310,6 +312,8 @@ def _rebuild(kind: _Kind, array: np.ndarray) -> Any:
     container, inner = kind.containers[0], _Kind(kind.containers[1:], kind.element)
     if not inner.containers and kind.element in ("int", "float", "complex", "bool", "str"):
         return container(array.tolist())  # Python scalars of the array's values
+    if not inner.containers and kind.element == "numpy.str_":
+        return container(map(np.str_, array.tolist()))
     return container(_rebuild(inner, array[i]) for i in range(array.shape[0]))
 
 
