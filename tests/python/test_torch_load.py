@@ -628,6 +628,44 @@ def test_cuda_checkpoint_optimizer_state_lands_on_the_parameters_device(archive_
         assert torch.equal(a["exp_avg"], b["exp_avg"])
 
 
+def test_a_device_that_is_not_there_is_refused_before_anything_is_read(archive_path,
+                                                                       monkeypatch):
+    # torch.load(map_location=...) says what is wrong with a device and what to do; modelzip's
+    # loads raised torch's AssertionError 'Torch not compiled with CUDA enabled' (or CUDA's
+    # 'invalid device ordinal' from the first allocation), naming neither the argument nor a
+    # way out, and torch.device's TypeError for device=None.
+    import modelzip.distributed as mzd
+    mzt.save({"w": torch.ones(2)}, archive_path, "t", durable=False)
+    loads = {"modelzip.torch.load": lambda device: mzt.load(archive_path, device=device),
+             "modelzip.distributed.load": lambda device: mzd.load(archive_path, device=device)}
+    for function, load in loads.items():
+        with pytest.raises(RuntimeError, match=re.escape(f"{function}() argument 'device': ")
+                           + "Expected one of cpu, cuda.* device string: gpu"):
+            load("gpu")
+        with pytest.raises(TypeError, match=re.escape(
+                f"{function}() argument 'device' must be a str, int or torch.device "
+                '("cpu", "cuda", "cuda:1"), not list')):
+            load(["cuda"])
+        if not torch.cuda.is_available():
+            with pytest.raises(RuntimeError, match=re.escape(
+                    f"{function}(): device 'cuda' is not available: "
+                    "torch.cuda.is_available() is False (") + ".*" + re.escape(
+                    "load onto the CPU with device='cpu'")):
+                load("cuda")
+    assert torch.equal(mzt.load(archive_path, device=None)["w"], torch.ones(2))  # the CPU
+    count = max(torch.cuda.device_count(), 1) if torch.cuda.is_available() else 1
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
+    for function, load in loads.items():
+        for device in (f"cuda:{count}", torch.device("cuda", count + 2), count):
+            name = str(torch.device(device) if not isinstance(device, int)
+                       else torch.device("cuda", device))
+            with pytest.raises(RuntimeError, match=re.escape(
+                    f"{function}(): device {name!r} is not available: "
+                    f"torch.cuda.device_count() is {count}")):
+                load(device)
+
+
 class WithExtraState(nn.Module):
     """A module whose get_extra_state() is text (a version, a vocabulary), as state dicts of
     tokenizer-carrying or versioned modules hold it."""

@@ -35,7 +35,7 @@ def load(path: Any, tag: Optional[str] = None, *, device: Any = "cpu",
          dequantize: bool = False) -> dict[str, Any]:
     """The tensors of ``tag`` (None: the newest) of the archive at ``path``, by name.
 
-    device "cpu": writable tensors viewing a private copy-on-write mapping of the file, no copy
+    device "cpu" (or None): writable tensors viewing a private copy-on-write mapping of the file, no copy
       (writes stay in this process and never reach the file); they keep the mapping alive.
       Another device ("cuda", "cuda:1", a torch.device): each tensor in its own allocation
       there, copied through pinned staging buffers (at most 256 MiB, reused between loads).
@@ -49,11 +49,39 @@ def load(path: Any, tag: Optional[str] = None, *, device: Any = "cpu",
     if isinstance(names, (str, bytes)):  # a str is iterable: it would ask for each character
         raise TypeError("modelzip.torch.load() argument 'names' must be a list of parameter "
                         f"names or None, not {type(names).__name__} (one name: names=[{names!r}])")
-    target = torch.device(device)
+    target = target_device(device, "modelzip.torch.load")
     if target.type == "cpu":
         with Archive(path) as archive:
             return _torch.load_state_dict(archive, tag, dequantize, names, verify)
     return load_copied(path, tag, target, names=names, verify=verify, dequantize=dequantize)
+
+
+def target_device(device: Any, function: str) -> Any:
+    """``device`` (a str, an int: a CUDA device's index, a torch.device; None: "cpu") as a
+    torch.device, checked as torch.load checks its ``map_location`` before anything is read: a
+    CUDA device must exist. Raises TypeError for another type, RuntimeError for a string that
+    names no device or a device that is not there, naming ``function`` and the argument."""
+    if device is None:
+        return torch.device("cpu")
+    if not isinstance(device, (str, int, torch.device)) or isinstance(device, bool):
+        raise TypeError(f"{function}() argument 'device' must be a str, int or torch.device "
+                        f'("cpu", "cuda", "cuda:1"), not {type(device).__name__}')
+    try:
+        target = torch.device(device)
+    except RuntimeError as e:
+        raise RuntimeError(f"{function}() argument 'device': {e}") from None
+    if target.type == "cuda":
+        where = f"{function}(): device {str(target)!r} is not available: "
+        if not torch.cuda.is_available():
+            why = (f"this torch, {torch.__version__}, is built without CUDA"
+                   if torch.version.cuda is None else "no CUDA device is visible")
+            raise RuntimeError(f"{where}torch.cuda.is_available() is False ({why}); load onto "
+                               "the CPU with device='cpu'")
+        count = torch.cuda.device_count()
+        if target.index is not None and target.index >= count:
+            raise RuntimeError(f"{where}torch.cuda.device_count() is {count} (devices "
+                               f"'cuda:0' to 'cuda:{count - 1}')")
+    return target
 
 
 def load_copied(path: Any, tag: Optional[str], device: Any, *,
