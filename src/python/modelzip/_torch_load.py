@@ -201,12 +201,12 @@ def plan_load_into(archive: Archive, tag: str, module: Any, strict: bool,
     stored = [name for name, p in infos.items() if not _is_marker(p)]
     missing = [name for name in targets if name not in infos]
     unexpected = [name for name in stored if name not in targets]
-    errors = []
-    if strict and unexpected:
-        errors.append("Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected)
-                      + ". ")
+    errors = []  # in load_state_dict's order: missing keys, unexpected ones, then shapes
     if strict and missing:
         errors.append("Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing)
+                      + ". ")
+    if strict and unexpected:
+        errors.append("Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected)
                       + ". ")
     common = [name for name in targets if name in infos]
     for name in common:
