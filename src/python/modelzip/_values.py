@@ -22,6 +22,7 @@ from typing import Any, NamedTuple, Optional
 import numpy as np
 
 from . import _modelzip
+from ._arguments import not_utf8
 
 
 class LoadedArrays(dict):
@@ -568,6 +569,10 @@ def expand_torch_objects(arrays: Mapping[str, Any], raw_bits: Mapping[Any, str] 
     parameter of that name, a sequence that cannot come back as it was (sequence_kind), or a
     tuple or list whose element names ("NAME.0"...) it also holds."""
     torch = sys.modules.get("torch")
+    for name in arrays:
+        problem = not_utf8(name)
+        if problem is not None:  # the extension could not convert it, saying so without the name
+            raise ValueError(f"parameter {name!r}: a name must be UTF-8 text ({problem})")
     out = []
     kinds = {}
     torch_objects = False
