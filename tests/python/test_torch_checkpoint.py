@@ -1,5 +1,6 @@
 """modelzip.torch: whole training checkpoints (model, optimizer by parameter name, counters)."""
 import copy
+import io
 import json
 import math
 import os
@@ -943,3 +944,66 @@ def test_views_of_one_storage_keep_sharing_it_through_load_checkpoint(archive_pa
     assert storage(state["bias"]) != storage(state["flat"])
     state["flat"][12] = 100.0
     assert state["bias"][0] != 100.0
+
+
+class Counting(torch.optim.Optimizer):
+    """SGD keeping, per parameter, a count before its tensors and a flag between them: the
+    order of its state keys is neither tensors first nor last."""
+
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, {"lr": lr})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        if closure is not None:
+            with torch.enable_grad():
+                closure()
+        for group in self.param_groups:
+            for p in group["params"]:
+                state = self.state[p]
+                if not state:
+                    state["count"] = 0
+                    state["momentum"] = torch.zeros_like(p)
+                    state["fresh"] = True
+                    state["last"] = torch.zeros_like(p)
+                else:
+                    state["fresh"] = False
+                state["count"] += 1
+                state["momentum"].mul_(0.9).add_(p.grad)
+                state["last"].copy_(p.grad)
+                p.add_(state["momentum"], alpha=-group["lr"])
+
+
+@pytest.mark.parametrize("make", [
+    lambda params: torch.optim.LBFGS(params, history_size=3, max_iter=3),
+    lambda params: torch.optim.RMSprop(params, momentum=0.5, centered=True),
+    Counting])
+def test_optimizer_state_keeps_the_order_of_its_keys(archive_path, make):
+    # torch.load gives each parameter's state dict in the order the optimizer made it; the
+    # state loaded by load_checkpoint had the tensors first and the other values (LBFGS's
+    # func_evals and n_iter, torch 1.13's int step) after them, so the resumed optimizer's
+    # state_dict(), and torch.save of it, differed from the uninterrupted one's.
+    torch.manual_seed(0)
+    model = Small()
+    optimizer = make(model.parameters())
+    x = torch.randn(8, 3)
+
+    def closure():
+        optimizer.zero_grad()
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        return loss
+    for _ in range(2):
+        optimizer.step(closure)
+    mzt.save_checkpoint(archive_path, "t", model, optimizer, durable=False)
+    fresh_model = Small()
+    fresh = make(fresh_model.parameters())
+    mzt.load_checkpoint(archive_path, None, fresh_model, fresh)
+    saved, loaded = optimizer.state_dict(), fresh.state_dict()
+    assert_same(loaded, saved)
+    for i, state in saved["state"].items():
+        assert list(loaded["state"][i]) == list(state), i
+    before, after = io.BytesIO(), io.BytesIO()
+    torch.save(saved, before)
+    torch.save(loaded, after)
+    assert after.getvalue() == before.getvalue()

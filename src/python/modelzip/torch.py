@@ -476,7 +476,11 @@ def _split_state(state: Mapping[int, Mapping[str, Any]],
     """The optimizer state of the parameters ``by_index`` names (packed index ->
     name; others are skipped) as updater arrays {(name, state): tensor} and
     the JSON-encoded rest {name: {key: value}} (tensors nested in containers
-    become updater arrays named by their path, see _encode)."""
+    become updater arrays named by their path, see _encode). A parameter's
+    state whose keys a load would not give back in their order (the tensors,
+    then the rest) has every key in the rest, its tensors as {"$tensor": key},
+    so that the loaded state dict is the saved one key for key, as torch.load
+    gives it."""
     updater: dict[tuple[str, str], Any] = {}
     other_state: dict[str, Any] = {}
     for index, values in state.items():
@@ -495,6 +499,10 @@ def _split_state(state: Mapping[int, Mapping[str, Any]],
                 rest[key] = _encode(value, key, nested)
                 for state_name, tensor in nested.items():
                     updater[(name, state_name)] = tensor
+        tensors_first = [k for k, v in values.items() if isinstance(v, torch.Tensor)] + list(rest)
+        if rest and tensors_first != list(values):
+            rest = {key: {"$tensor": key} if isinstance(value, torch.Tensor) else rest[key]
+                    for key, value in values.items()}
         if rest:
             other_state[name] = rest
     return updater, other_state
