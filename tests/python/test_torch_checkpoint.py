@@ -771,6 +771,34 @@ def test_extra_gives_back_rng_states_and_the_callers_values(archive_path):
     assert mzt.load_checkpoint(archive_path, "none", model, optimizer).extra == {}
 
 
+def test_extra_gives_back_the_other_values_torch_save_keeps(archive_path):
+    # A training loop's torch.save checkpoint holds the amp dtype, the device, a seen set...;
+    # save_checkpoint refused them ("values of type dtype cannot be stored in a checkpoint")
+    # though modelzip.save stores each in a state dict, and gave a torch.Size back as a tuple.
+    model = Small()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    extra = {"amp": {"dtype": torch.bfloat16, "device": torch.device("cuda", 1),
+                     "cpu": torch.device("cpu")},
+             "shape": torch.Size([2, 3]), "z": complex(1.5, float("-inf")), "pair": [1j, 2],
+             "seen": {3, 1, (2, "a")}, "frozen": frozenset({"b"}), "empty": set(),
+             "window": slice(2, None, -1), "raw": b"\x00\xff", "buffer": bytearray(b"ab"),
+             "nested": ({torch.Size([1])}, [slice(1, 2)])}
+    mzt.save_checkpoint(archive_path, "t", model, optimizer, extra=extra, durable=False)
+    loaded = mzt.load_checkpoint(archive_path, "t", model, optimizer).extra
+    assert loaded == extra
+
+    def types(value):
+        if isinstance(value, dict):
+            return {k: types(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)) and type(value) is not torch.Size:
+            return type(value)(types(v) for v in value)
+        if isinstance(value, (set, frozenset)):
+            return type(value)(sorted(map(str, map(types, value))))
+        return type(value)
+    assert types(loaded) == types(extra)
+    assert str(loaded["z"]) == "(1.5-infj)"
+
+
 @pytest.mark.parametrize("extra, error, message", [
     ({"ema": torch.zeros(300_000)}, ValueError,
      "extra.ema: 1200000 bytes, over the 1048576 bytes extra holds per tensor or array (it is "
@@ -778,8 +806,12 @@ def test_extra_gives_back_rng_states_and_the_callers_values(archive_path):
      "of their own (modelzip.torch.save)"),
     ({"model": Small()}, TypeError,
      "extra.model: values of type Small cannot be stored in a checkpoint (supported: tensors, "
-     "numpy arrays and scalars, None, bool, int, float, str, and lists, tuples and dicts of "
+     "numpy arrays and scalars, None, bool, int, float, complex, str, bytes, bytearray, slice, "
+     "torch.Size, torch.device, torch.dtype, and lists, tuples, dicts, sets and frozensets of "
      "them)"),
+    ({"raw": bytes(1048577)}, ValueError,
+     "extra.raw: 1048577 bytes, over the 1048576 bytes a checkpoint's values hold inline: store "
+     "them as a uint8 tensor in the model or in a tag of their own (modelzip.torch.save)"),
     ({"objects": np.array([None, 1])}, TypeError,
      "extra.objects: a numpy value of dtype object cannot be stored in extra (numbers, bool, "
      "str and bytes only)"),
@@ -817,6 +849,14 @@ def test_extra_refuses_what_it_cannot_give_back(archive_path, extra, error, mess
     ('{"$dict":[["a",{"$numpy.ndarray":{"dtype":"|O","shape":[1],"base64":"AAAAAAAAAAA="}}]]}',
      "$numpy.ndarray: 8 bytes of '|O' for shape [1]"),
     ('[1', None),
+    ('{"$dict":[["a",{"$torch.dtype":"Tensor"}]]}',
+     "$torch.dtype: torch " + torch.__version__ + " has no dtype 'Tensor'"),
+    ('{"$dict":[["a",{"$torch.device":"nowhere"}]]}', None),
+    ('{"$dict":[["a",{"$slice":[1,2]}]]}', "$slice: malformed value [1, 2]"),
+    ('{"$dict":[["a",{"$complex":[1,"x"]}]]}', '$complex: malformed value [1, "x"]'),
+    ('{"$dict":[["a",{"$torch.Size":[-1]}]]}', "$torch.Size: malformed value [-1]"),
+    ('{"$dict":[["a",{"$bytes":"!!"}]]}', None),
+    ('{"$dict":[["a",{"$set":[[1]]}]]}', "unhashable type: 'list'"),
 ])
 def test_a_malformed_extra_changes_nothing(archive_path, monkeypatch, stored, why):
     model = Small()
