@@ -671,6 +671,23 @@ def test_a_device_that_is_not_there_is_refused_before_anything_is_read(archive_p
                 load(device)
 
 
+def test_wrong_arguments_of_load_and_load_into_name_the_function(archive_path):
+    # modelzip.torch.load(path, 3) said "modelzip.Archive.params() argument 'tag' ..." (a
+    # function the caller never called); load_into(path, model) "module must be a
+    # torch.nn.Module, not str".
+    mzt.save(Small().state_dict(), archive_path, "t", durable=False)
+    with pytest.raises(TypeError, match=re.escape(
+            "modelzip.torch.load() argument 'tag' must be str or None, not int")):
+        mzt.load(archive_path, 3)
+    with pytest.raises(TypeError, match=re.escape(
+            "modelzip.torch.load_into() argument 'tag' must be str or None, not int")):
+        mzt.load_into(Small(), archive_path, 3)
+    with pytest.raises(TypeError, match=re.escape(
+            "modelzip.torch.load_into() argument 'module' must be a torch.nn.Module, not "
+            "PosixPath (the module comes first: load_into(module, path, tag))")):
+        mzt.load_into(archive_path, Small())
+
+
 class WithExtraState(nn.Module):
     """A module whose get_extra_state() is text (a version, a vocabulary), as state dicts of
     tokenizer-carrying or versioned modules hold it."""

@@ -46,6 +46,7 @@ def load(path: Any, tag: Optional[str] = None, *, device: Any = "cpu",
     dequantize: quantized tensors as floats of their original type (see Archive.load_torch).
     Weights tied when saved come back as one tensor; every other name is its own tensor.
     """
+    check_tag("modelzip.torch.load", tag)
     if isinstance(names, (str, bytes)):  # a str is iterable: it would ask for each character
         raise TypeError("modelzip.torch.load() argument 'names' must be a list of parameter "
                         f"names or None, not {type(names).__name__} (one name: names=[{names!r}])")
@@ -54,6 +55,14 @@ def load(path: Any, tag: Optional[str] = None, *, device: Any = "cpu",
         with Archive(path) as archive:
             return _torch.load_state_dict(archive, tag, dequantize, names, verify)
     return load_copied(path, tag, target, names=names, verify=verify, dequantize=dequantize)
+
+
+def check_tag(function: str, tag: Any) -> None:
+    """Raises a TypeError naming ``function``'s argument 'tag' when ``tag`` is not a str or
+    None."""
+    if tag is not None and not isinstance(tag, str):
+        raise TypeError(f"{function}() argument 'tag' must be str or None, not "
+                        f"{type(tag).__name__}")
 
 
 def target_device(device: Any, function: str) -> Any:
@@ -277,7 +286,11 @@ def load_into(module: Any, path: Any, tag: Optional[str] = None, *, strict: bool
     load(), checked before anything is copied.
     """
     if not isinstance(module, torch.nn.Module):
-        raise TypeError(f"module must be a torch.nn.Module, not {type(module).__name__}")
+        hint = (" (the module comes first: load_into(module, path, tag))"
+                if isinstance(path, torch.nn.Module) else "")
+        raise TypeError("modelzip.torch.load_into() argument 'module' must be a torch.nn.Module, "
+                        f"not {type(module).__name__}{hint}")
+    check_tag("modelzip.torch.load_into", tag)
     with Archive(path) as archive:
         tag = archive.newest_tag if tag is None else tag
         plan = plan_load_into(archive, tag, module, strict, verify)
