@@ -35,10 +35,11 @@ def load(path: Any, tag: Optional[str] = None, *, device: Any = "cpu",
          dequantize: bool = False) -> dict[str, Any]:
     """The tensors of ``tag`` (None: the newest) of the archive at ``path``, by name.
 
-    device "cpu" (or None): writable tensors viewing a private copy-on-write mapping of the file, no copy
-      (writes stay in this process and never reach the file); they keep the mapping alive.
-      Another device ("cuda", "cuda:1", a torch.device): each tensor in its own allocation
-      there, copied through pinned staging buffers (at most 256 MiB, reused between loads).
+    device "cpu" (or None): writable tensors viewing a private copy-on-write mapping of the
+      file, no copy (writes stay in this process and never reach the file); they keep the
+      mapping alive. Another device ("cuda", "cuda:1", 0, a torch.device): each tensor in its
+      own allocation there, copied through pinned staging buffers (at most 256 MiB, reused
+      between loads); RuntimeError, before anything is read, for a device that is not there.
     names: only these parameters (in this order); NotFoundError (a KeyError) for a missing one.
     verify: check every blob's CRC-32 before any tensor is handed out (default: not checked, as
       for every zero-copy load; modelzip verify and copying loads check it). Device loads
