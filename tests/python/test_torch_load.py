@@ -281,6 +281,38 @@ def test_load_into_copies_into_the_existing_tensors(archive_path):
         assert torch.equal(target.state_dict()[name], tensor), name
 
 
+def test_load_into_reports_the_keys_load_state_dict_reports(archive_path):
+    # A tag's keys are those of the state dict the torch loads give: load_into reported a
+    # list's elements (hist.0, hist.1) as unexpected keys of their own and a str value (note),
+    # a torch dtype and a tuple of tensors not at all, so a strict load_into loaded a tag that
+    # load_state_dict refuses, and strict=False returned other keys.
+    torch.manual_seed(4)
+    state = {**Small().state_dict(), "epoch": 5, "hist": [torch.ones(1), torch.zeros(1)],
+             "note": "hi", "betas": (0.9, 0.99), "amp": torch.float16,
+             "pair": (torch.ones(1), None), "_metadata": "torch.metadata:{}"}
+    del state["fc.bias"]
+    mzt.save(state, archive_path, "t", durable=False)
+    with pytest.raises(RuntimeError) as torch_error:
+        Small().load_state_dict(mzt.load(archive_path))
+    with pytest.raises(RuntimeError) as error:
+        mzt.load_into(Small(), archive_path)
+    assert str(error.value) == str(torch_error.value).replace(
+        "for Small:", f"for Small from {archive_path}, tag 't':")
+    assert mzt.load_into(Small(), archive_path, strict=False) == \
+        Small().load_state_dict(mzt.load(archive_path), strict=False)
+
+    class WithEpoch(Small):  # a tensor where the tag holds a Python value
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("epoch", torch.tensor(0))
+    with pytest.raises(RuntimeError) as torch_error:
+        WithEpoch().load_state_dict(mzt.load(archive_path), strict=False)
+    with pytest.raises(RuntimeError) as error:
+        mzt.load_into(WithEpoch(), archive_path, strict=False)
+    assert str(error.value) == str(torch_error.value).replace(
+        "for WithEpoch:", f"for WithEpoch from {archive_path}, tag 't':")
+
+
 def test_load_into_strict_and_not_strict(archive_path):
     torch.manual_seed(4)
     state = Small().state_dict()

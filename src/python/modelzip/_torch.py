@@ -95,6 +95,27 @@ def load_state_dict(archive: Any, tag: Optional[str] = None, dequantize: bool = 
     return state_dict(arrays, {name: p.dtype for name, p in tensors.items()}, wanted, ties)
 
 
+def state_dict_keys(archive: Any, tag: str, dtypes: dict[str, str]) -> tuple[list[str], set[str]]:
+    """The keys of the state dict load_state_dict gives of tag ``tag``, whose tensor parameters
+    have ``dtypes`` (name -> dtype, in stored order), without loading its tensors: every
+    parameter but the elements of lists, tuples and sets (and of the tuple-of-tensors markers),
+    the module versions (a "_metadata" marker) and the _python_types record; and the keys among
+    them whose values are not tensors (Python values, text, torch dtypes and tuples)."""
+    recorded = (python_types(archive.load(tag, names=[PYTHON_TYPES_NAME]), dtypes)
+                if PYTHON_TYPES_NAME in dtypes else {})
+    texts = [name for name, dtype in dtypes.items() if dtype == "string" and name not in recorded]
+    marks = {name: _torch_mark(value, "string")
+             for name, value in (archive.load(tag, names=texts).items() if texts else ())}
+    containers = [name for name in dtypes if (name in recorded and recorded[name].separate)
+                  or (marks.get(name) or "").startswith(TORCH_TUPLE_MARK)]
+    elements = set(_with_elements(archive, tag, containers, dtypes)) - set(containers)
+    hidden = {name for name, mark in marks.items() if mark is not None and (
+        (name == "_metadata" and mark.startswith(TORCH_METADATA_MARK))
+        or (name == PYTHON_TYPES_NAME and mark.startswith(PYTHON_TYPES_MARK)))}
+    keys = [name for name in dtypes if name not in elements and name not in hidden]
+    return keys, {name for name in keys if name in recorded or dtypes[name] == "string"}
+
+
 def _with_elements(archive: Any, tag: str, names: list[str], dtypes: dict[str, str]) -> list[str]:
     """``names`` and, for each one the tag's _python_types record records as a "list" or
     "tuple" stored element by element, or that holds a tuple-of-tensors marker

@@ -208,9 +208,11 @@ def plan_load_into(archive: Archive, tag: str, module: Any, strict: bool,
         state = _torch.load_state_dict(archive, tag, False, None, verify)
         return LoadPlan([], [], [], (module, state, strict))
     infos = {p.name: p for p in archive.params(tag) if p.kind == "tensor"}
-    stored = [name for name, p in infos.items() if not _is_marker(p)]
-    missing = [name for name in targets if name not in infos]
-    unexpected = [name for name in stored if name not in targets]
+    keys, values = _torch.state_dict_keys(archive, tag,
+                                          {name: p.dtype for name, p in infos.items()})
+    stored = set(keys)
+    missing = [name for name in targets if name not in stored]
+    unexpected = [name for name in keys if name not in targets]
     errors = []  # in load_state_dict's order: missing keys, unexpected ones, then shapes
     if strict and missing:
         errors.append("Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing)
@@ -218,10 +220,14 @@ def plan_load_into(archive: Archive, tag: str, module: Any, strict: bool,
     if strict and unexpected:
         errors.append("Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected)
                       + ". ")
-    common = [name for name in targets if name in infos]
+    common = [name for name in targets if name in stored]
     for name in common:
         info, target = infos[name], targets[name]
-        if tuple(info.shape) != tuple(target.shape):
+        if name in values:
+            value = _torch.load_state_dict(archive, tag, False, [name])[name]
+            errors.append(f'While copying the parameter named "{name}", expected torch.Tensor or '
+                          f"Tensor-like object from checkpoint but received {type(value)}")
+        elif tuple(info.shape) != tuple(target.shape):
             errors.append(f"size mismatch for {name}: copying a param with shape "
                           f"{torch.Size(info.shape)} from checkpoint, the shape in current model "
                           f"is {target.shape}.")
@@ -248,11 +254,6 @@ def _has_load_hooks(module: Any) -> bool:
     state dict, or post-hooks, which may change the keys reported): load_state_dict runs them."""
     return any(getattr(m, "_load_state_dict_pre_hooks", None)
                or getattr(m, "_load_state_dict_post_hooks", None) for m in module.modules())
-
-
-def _is_marker(info: Any) -> bool:
-    """A 0-d string parameter: the _metadata, dtype and tuple markers of a torch state dict."""
-    return info.dtype == "string" and tuple(info.shape) == ()
 
 
 def apply_plan(plan: LoadPlan) -> Any:
