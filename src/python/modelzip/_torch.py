@@ -95,15 +95,18 @@ def load_state_dict(archive: Any, tag: Optional[str] = None, dequantize: bool = 
     return state_dict(arrays, {name: p.dtype for name, p in tensors.items()}, wanted, ties)
 
 
-def state_dict_keys(archive: Any, tag: str, dtypes: dict[str, str]) -> tuple[list[str], set[str]]:
+def state_dict_keys(archive: Any, tag: str, infos: Mapping[str, Any]) -> tuple[list[str], set[str]]:
     """The keys of the state dict load_state_dict gives of tag ``tag``, whose tensor parameters
-    have ``dtypes`` (name -> dtype, in stored order), without loading its tensors: every
+    are ``infos`` (name -> ParamInfo, in stored order), reading only its 0-d texts (markers) and
+    the lengths of its lists: every
     parameter but the elements of lists, tuples and sets (and of the tuple-of-tensors markers),
     the module versions (a "_metadata" marker) and the _python_types record; and the keys among
     them whose values are not tensors (Python values, text, torch dtypes and tuples)."""
+    dtypes = {name: p.dtype for name, p in infos.items()}
     recorded = (python_types(archive.load(tag, names=[PYTHON_TYPES_NAME]), dtypes)
                 if PYTHON_TYPES_NAME in dtypes else {})
-    texts = [name for name, dtype in dtypes.items() if dtype == "string" and name not in recorded]
+    texts = [name for name, p in infos.items()
+             if p.dtype == "string" and tuple(p.shape) == () and name not in recorded]
     marks = {name: _torch_mark(value, "string")
              for name, value in (archive.load(tag, names=texts).items() if texts else ())}
     containers = [name for name in dtypes if (name in recorded and recorded[name].separate)

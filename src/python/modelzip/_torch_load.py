@@ -208,8 +208,7 @@ def plan_load_into(archive: Archive, tag: str, module: Any, strict: bool,
         state = _torch.load_state_dict(archive, tag, False, None, verify)
         return LoadPlan([], [], [], (module, state, strict))
     infos = {p.name: p for p in archive.params(tag) if p.kind == "tensor"}
-    keys, values = _torch.state_dict_keys(archive, tag,
-                                          {name: p.dtype for name, p in infos.items()})
+    keys, values = _torch.state_dict_keys(archive, tag, infos)
     stored = set(keys)
     missing = [name for name in targets if name not in stored]
     unexpected = [name for name in keys if name not in targets]
