@@ -1134,6 +1134,24 @@ def test_numpy_str_values_load_as_numpy_str(archive_path):
     assert arrays["grid"].shape == (2, 2) and arrays["ids"].tolist() == ["a", "b"]
 
 
+def test_numpy_bytes_values_load_as_numpy_bytes(archive_path):
+    # bytes and bytearray load as saved; a np.bytes_ (a bytes subclass, what indexing an 'S'
+    # array gives) was refused with "bytes cannot be stored: decode them to str...".
+    values = {"raw": np.bytes_(b"\x00ab"), "empty": np.bytes_(b""),
+              "rows": [np.bytes_(b"x"), b"y", torch.ones(1)], "plain": b"z"}
+    mzt.save({"w": torch.ones(2), **values}, archive_path, "t", durable=False)
+    for state in torch_loads(archive_path):
+        for name, value in values.items():
+            assert same_value(state[name], value), name
+    with modelzip.open(archive_path) as archive:
+        record = json.loads(archive.tensor("_python_types")[()].removeprefix(
+            "torch.python_types:"))
+    assert {name: record.get(name) for name in ("raw", "empty", "rows", "rows.0", "plain")} == {
+        "raw": "numpy.bytes_", "empty": "numpy.bytes_", "rows": "list", "rows.0": "numpy.bytes_",
+        "plain": "bytes"}
+    assert modelzip.load(archive_path)["raw"].tolist() == [0, 97, 98]  # other readers: uint8
+
+
 @pytest.mark.parametrize("record,arrays,message", [
     ({"s": "slice", "s.0": "int"}, {"s": np.array(1), "s.0": np.array(1)},
      "records a slice stored element by element, but its 1 elements do not make one"),

@@ -217,7 +217,8 @@ def _parse_kind(kind: Any) -> Optional[_Kind]:
         return _Kind((), None)
     if kind in _SEPARATE:
         return _Kind((_SEPARATE[kind],), None, True)
-    if kind in ("torch.Size", "bytes", "bytearray", "torch.device", "numpy.ndarray"):
+    if kind in ("torch.Size", "bytes", "bytearray", "numpy.bytes_", "torch.device",
+                "numpy.ndarray"):
         return _Kind((), kind)
     containers: list[type] = []
     while kind.endswith("]") and len(containers) < MAX_SEQUENCE_DEPTH:
@@ -290,13 +291,14 @@ def python_value(name: str, kind: _Kind, value: Any, dtype: str) -> Any:
             raise ValueError(f"parameter {name!r}: {PYTHON_TYPES_NAME!r} records a numpy array, "
                              f"but it is stored as {dtype}")
         return value.astype(str) if dtype == "string" else value
-    if kind.element in ("bytes", "bytearray"):
+    if kind.element in ("bytes", "bytearray", "numpy.bytes_"):
         if not (isinstance(value, np.ndarray) and value.ndim == 1 and dtype == "uint8"):
             raise ValueError(f"parameter {name!r}: {PYTHON_TYPES_NAME!r} records {kind.element}, "
                              f"but it is stored as {dtype} of shape "
                              f"{getattr(value, 'shape', None)} ({kind.element} is stored 1-d as "
                              "uint8)")
-        return (bytes if kind.element == "bytes" else bytearray)(value.tobytes())
+        return {"bytes": bytes, "bytearray": bytearray, "numpy.bytes_": np.bytes_}[kind.element](
+            value.tobytes())
     ndim = len(kind.containers)
     shape = getattr(value, "shape", None)
     dtypes = _SEQUENCE_DTYPES if kind.containers else _PYTHON_DTYPES

@@ -307,7 +307,8 @@ TORCH_METADATA_MARK = "torch.metadata:"
 #     Lists of str (lists of lists of str...) are not recorded: the torch loads give a string
 #     array as nested lists.
 #   "torch.Size": a torch.Size, stored 1-d int64;
-#   "bytes", "bytearray": one of those (exactly those types), stored 1-d uint8;
+#   "bytes", "bytearray": one of those (exactly those types), stored 1-d uint8; "numpy.bytes_": a
+#     numpy bytes, stored so too;
 #   "list", "tuple": a list or tuple (exactly those types) holding a tensor, array, SparseCOO,
 #     QuantizedTensor, Embeddings, set, frozenset, slice or torch.device at any depth
 #     (_holds_arrays), or one that one array could not give back as it was (sequence_kind:
@@ -496,6 +497,8 @@ def _stored_value(name: str, value: Any) -> tuple[Optional[str], Any]:
     for a sequence that cannot be stored (sequence_kind)."""
     if isinstance(value, np.str_):
         return "numpy.str_", str(value)
+    if isinstance(value, np.bytes_):
+        return "numpy.bytes_", np.frombuffer(bytes(value), dtype=np.uint8)
     if isinstance(value, str):
         return ("str" if reads_as_marker(name, value) else None), value
     if value is None:
