@@ -1047,3 +1047,15 @@ def test_optimizer_state_keeps_the_order_of_its_keys(archive_path, make):
     torch.save(saved, before)
     torch.save(loaded, after)
     assert after.getvalue() == before.getvalue()
+
+
+def test_save_checkpoint_checks_metadata_before_it_reads_the_model(archive_path):
+    # The state dict was read (fetched from the GPU) before an unknown field was refused.
+    model = Small()
+    read = []
+    original = model.state_dict
+    model.state_dict = lambda *a, **k: read.append(1) or original(*a, **k)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(ValueError, match="unknown metadata field 'format'"):
+        mzt.save_checkpoint(archive_path, "t", model, optimizer, metadata={"format": "pt"})
+    assert not read and not archive_path.exists()

@@ -454,8 +454,10 @@ def save_checkpoint(path: Any, tag: str, model: torch.nn.Module, optimizer: Any,
       position, seeds...); keys starting with "torch." are reserved.
     extra: the rest of a training loop's state, given back by load_checkpoint as
       ``TrainingState.extra``: a mapping of str to values of these kinds, nested: None, bool,
-      int, float, str, list, tuple, dict, torch tensors (dense; given back on the CPU) and numpy
-      arrays and scalars, each tensor or array at most MAX_EXTRA_ARRAY_BYTES (1 MiB). For the
+      int, float, complex, str, bytes, bytearray, list, tuple, dict, set, frozenset, slice,
+      torch.Size, torch.device, torch.dtype, torch tensors (dense; given back on the CPU) and
+      numpy arrays and scalars, each tensor, array or bytes at most MAX_EXTRA_ARRAY_BYTES
+      (1 MiB). For the
       RNG states (``torch.get_rng_state()``, ``torch.cuda.get_rng_state_all()``,
       ``numpy.random.get_state()``, ``random.getstate()``), a GradScaler's ``state_dict()``,
       a best metric. TypeError for other types, ValueError for a larger array, before
@@ -520,15 +522,15 @@ def save_checkpoint(path: Any, tag: str, model: torch.nn.Module, optimizer: Any,
                           compress=compress, metadata=metadata, dedup=dedup, durable=durable,
                           append=append, replace=replace, keep_last=keep_last)
     from . import _metadata_patch
+    patch = None if metadata is None else _metadata_patch(metadata, {}, False)  # before reads
     writer = Writer(path, dedup=dedup, durable=durable, append=append, progress=progress)
     try:
         writer.add_tag(tag, model.state_dict(), updater=updater, training=training,
                        compress=compress, replace=replace, _overlap_fetch=True)
         if keep_last is not None:
             writer.keep_last(keep_last)
-        if metadata is not None:
-            changes, clear = _metadata_patch(metadata, {}, False)
-            writer.update_metadata(changes, clear=clear)
+        if patch is not None:
+            writer.update_metadata(patch[0], clear=patch[1])
         return writer.commit()
     finally:
         writer.close()
