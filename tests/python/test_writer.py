@@ -680,7 +680,8 @@ def test_save_checks_metadata_before_it_reads_the_arrays(archive_path):
         with pytest.raises((ValueError, TypeError)) as e:
             call()
         assert not Watched.read and not archive_path.exists()
-    assert str(e.value) == "metadata field 'description' must be str or None (None clears it), not int"
+    assert str(e.value) == ("metadata field 'description' must be str or None (None clears it), "
+                            "not int")
     with pytest.raises(ValueError) as e:
         save(archive_path, "t", {"w": np.ones(1)}, metadata={"format": "pt"})
     assert str(e.value) == (
