@@ -3,6 +3,7 @@ import errno
 import io
 import os
 import pathlib
+import re
 import struct
 import subprocess
 import sys
@@ -482,6 +483,28 @@ def test_paths_that_are_not_utf8(tmp_path):
     npz = path[:-4] + ".npz"
     modelzip.write_tensor_file(npz, {"w": np.ones(1)})
     assert list(modelzip.read_tensor_file(npz)[0]) == ["w"]
+
+
+def test_names_and_tags_that_are_not_utf8_are_named(archive_path):
+    # A name made from bytes that are not UTF-8 (os.fsdecode, a file's listing) holds lone
+    # surrogates, which an archive cannot store: pybind11 raised "Unable to cast Python
+    # instance of type <class 'str'> to C++ type 'std::__cxx11::basic_string...'" for a
+    # parameter name and "got arguments of the wrong type" for a tag, naming neither.
+    name = os.fsdecode(b"caf\xe9")
+    with pytest.raises(ValueError, match=re.escape(
+            "parameter 'caf\\udce9': a name must be UTF-8 text ('utf-8' codec can't encode "
+            "character '\\udce9' in position 3: surrogates not allowed)")):
+        save(archive_path, "t", {"w": np.ones(1), name: np.ones(2)})
+    with pytest.raises(ValueError, match=re.escape(
+            "modelzip.Writer.add_tag() argument 'tag' must be UTF-8 text ('utf-8' codec can't "
+            "encode character '\\udce9' in position 3: surrogates not allowed)")):
+        save(archive_path, name, {"w": np.ones(1)})
+    assert not archive_path.exists()
+    save(archive_path, "t", {"w": np.ones(1)})
+    with modelzip.open(archive_path) as archive:
+        with pytest.raises(ValueError, match=re.escape(
+                "modelzip.Archive.tensor() argument 'name' must be UTF-8 text")):
+            archive.tensor(name)
 
 
 HDF5_AS_WORD2VEC = b"\x89HDF\r\n\x1a\n\0\0\0\0 3\n"  # HDF5's signature read as a header

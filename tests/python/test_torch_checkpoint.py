@@ -1,5 +1,6 @@
 """modelzip.torch: whole training checkpoints (model, optimizer by parameter name, counters)."""
 import copy
+import io
 import json
 import math
 import os
@@ -770,6 +771,34 @@ def test_extra_gives_back_rng_states_and_the_callers_values(archive_path):
     assert mzt.load_checkpoint(archive_path, "none", model, optimizer).extra == {}
 
 
+def test_extra_gives_back_the_other_values_torch_save_keeps(archive_path):
+    # A training loop's torch.save checkpoint holds the amp dtype, the device, a seen set...;
+    # save_checkpoint refused them ("values of type dtype cannot be stored in a checkpoint")
+    # though modelzip.save stores each in a state dict, and gave a torch.Size back as a tuple.
+    model = Small()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    extra = {"amp": {"dtype": torch.bfloat16, "device": torch.device("cuda", 1),
+                     "cpu": torch.device("cpu")},
+             "shape": torch.Size([2, 3]), "z": complex(1.5, float("-inf")), "pair": [1j, 2],
+             "seen": {3, 1, (2, "a")}, "frozen": frozenset({"b"}), "empty": set(),
+             "window": slice(2, None, -1), "raw": b"\x00\xff", "buffer": bytearray(b"ab"),
+             "nested": ({torch.Size([1])}, [slice(1, 2)])}
+    mzt.save_checkpoint(archive_path, "t", model, optimizer, extra=extra, durable=False)
+    loaded = mzt.load_checkpoint(archive_path, "t", model, optimizer).extra
+    assert loaded == extra
+
+    def types(value):
+        if isinstance(value, dict):
+            return {k: types(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)) and type(value) is not torch.Size:
+            return type(value)(types(v) for v in value)
+        if isinstance(value, (set, frozenset)):
+            return type(value)(sorted(map(str, map(types, value))))
+        return type(value)
+    assert types(loaded) == types(extra)
+    assert str(loaded["z"]) == "(1.5-infj)"
+
+
 @pytest.mark.parametrize("extra, error, message", [
     ({"ema": torch.zeros(300_000)}, ValueError,
      "extra.ema: 1200000 bytes, over the 1048576 bytes extra holds per tensor or array (it is "
@@ -777,8 +806,12 @@ def test_extra_gives_back_rng_states_and_the_callers_values(archive_path):
      "of their own (modelzip.torch.save)"),
     ({"model": Small()}, TypeError,
      "extra.model: values of type Small cannot be stored in a checkpoint (supported: tensors, "
-     "numpy arrays and scalars, None, bool, int, float, str, and lists, tuples and dicts of "
+     "numpy arrays and scalars, None, bool, int, float, complex, str, bytes, bytearray, slice, "
+     "torch.Size, torch.device, torch.dtype, and lists, tuples, dicts, sets and frozensets of "
      "them)"),
+    ({"raw": bytes(1048577)}, ValueError,
+     "extra.raw: 1048577 bytes, over the 1048576 bytes a checkpoint's values hold inline: store "
+     "them as a uint8 tensor in the model or in a tag of their own (modelzip.torch.save)"),
     ({"objects": np.array([None, 1])}, TypeError,
      "extra.objects: a numpy value of dtype object cannot be stored in extra (numbers, bool, "
      "str and bytes only)"),
@@ -816,6 +849,14 @@ def test_extra_refuses_what_it_cannot_give_back(archive_path, extra, error, mess
     ('{"$dict":[["a",{"$numpy.ndarray":{"dtype":"|O","shape":[1],"base64":"AAAAAAAAAAA="}}]]}',
      "$numpy.ndarray: 8 bytes of '|O' for shape [1]"),
     ('[1', None),
+    ('{"$dict":[["a",{"$torch.dtype":"Tensor"}]]}',
+     "$torch.dtype: torch " + torch.__version__ + " has no dtype 'Tensor'"),
+    ('{"$dict":[["a",{"$torch.device":"nowhere"}]]}', None),
+    ('{"$dict":[["a",{"$slice":[1,2]}]]}', "$slice: malformed value [1, 2]"),
+    ('{"$dict":[["a",{"$complex":[1,"x"]}]]}', '$complex: malformed value [1, "x"]'),
+    ('{"$dict":[["a",{"$torch.Size":[-1]}]]}', "$torch.Size: malformed value [-1]"),
+    ('{"$dict":[["a",{"$bytes":"!!"}]]}', None),
+    ('{"$dict":[["a",{"$set":[[1]]}]]}', "unhashable type: 'list'"),
 ])
 def test_a_malformed_extra_changes_nothing(archive_path, monkeypatch, stored, why):
     model = Small()
@@ -943,3 +984,78 @@ def test_views_of_one_storage_keep_sharing_it_through_load_checkpoint(archive_pa
     assert storage(state["bias"]) != storage(state["flat"])
     state["flat"][12] = 100.0
     assert state["bias"][0] != 100.0
+
+
+class Counting(torch.optim.Optimizer):
+    """SGD keeping, per parameter, a count before its tensors and a flag between them: the
+    order of its state keys is neither tensors first nor last."""
+
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, {"lr": lr})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        if closure is not None:
+            with torch.enable_grad():
+                closure()
+        for group in self.param_groups:
+            for p in group["params"]:
+                state = self.state[p]
+                if not state:
+                    state["count"] = 0
+                    state["momentum"] = torch.zeros_like(p)
+                    state["fresh"] = True
+                    state["last"] = torch.zeros_like(p)
+                else:
+                    state["fresh"] = False
+                state["count"] += 1
+                state["momentum"].mul_(0.9).add_(p.grad)
+                state["last"].copy_(p.grad)
+                p.add_(state["momentum"], alpha=-group["lr"])
+
+
+@pytest.mark.parametrize("make", [
+    lambda params: torch.optim.LBFGS(params, history_size=3, max_iter=3),
+    lambda params: torch.optim.RMSprop(params, momentum=0.5, centered=True),
+    Counting])
+def test_optimizer_state_keeps_the_order_of_its_keys(archive_path, make):
+    # torch.load gives each parameter's state dict in the order the optimizer made it; the
+    # state loaded by load_checkpoint had the tensors first and the other values (LBFGS's
+    # func_evals and n_iter, torch 1.13's int step) after them, so the resumed optimizer's
+    # state_dict(), and torch.save of it, differed from the uninterrupted one's.
+    torch.manual_seed(0)
+    model = Small()
+    optimizer = make(model.parameters())
+    x = torch.randn(8, 3)
+
+    def closure():
+        optimizer.zero_grad()
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        return loss
+    for _ in range(2):
+        optimizer.step(closure)
+    mzt.save_checkpoint(archive_path, "t", model, optimizer, durable=False)
+    fresh_model = Small()
+    fresh = make(fresh_model.parameters())
+    mzt.load_checkpoint(archive_path, None, fresh_model, fresh)
+    saved, loaded = optimizer.state_dict(), fresh.state_dict()
+    assert_same(loaded, saved)
+    for i, state in saved["state"].items():
+        assert list(loaded["state"][i]) == list(state), i
+    before, after = io.BytesIO(), io.BytesIO()
+    torch.save(saved, before)
+    torch.save(loaded, after)
+    assert after.getvalue() == before.getvalue()
+
+
+def test_save_checkpoint_checks_metadata_before_it_reads_the_model(archive_path):
+    # The state dict was read (fetched from the GPU) before an unknown field was refused.
+    model = Small()
+    read = []
+    original = model.state_dict
+    model.state_dict = lambda *a, **k: read.append(1) or original(*a, **k)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(ValueError, match="unknown metadata field 'format'"):
+        mzt.save_checkpoint(archive_path, "t", model, optimizer, metadata={"format": "pt"})
+    assert not read and not archive_path.exists()

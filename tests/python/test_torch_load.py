@@ -281,6 +281,38 @@ def test_load_into_copies_into_the_existing_tensors(archive_path):
         assert torch.equal(target.state_dict()[name], tensor), name
 
 
+def test_load_into_reports_the_keys_load_state_dict_reports(archive_path):
+    # A tag's keys are those of the state dict the torch loads give: load_into reported a
+    # list's elements (hist.0, hist.1) as unexpected keys of their own and a str value (note),
+    # a torch dtype and a tuple of tensors not at all, so a strict load_into loaded a tag that
+    # load_state_dict refuses, and strict=False returned other keys.
+    torch.manual_seed(4)
+    state = {**Small().state_dict(), "epoch": 5, "hist": [torch.ones(1), torch.zeros(1)],
+             "note": "hi", "betas": (0.9, 0.99), "amp": torch.float16,
+             "pair": (torch.ones(1), None), "_metadata": "torch.metadata:{}"}
+    del state["fc.bias"]
+    mzt.save(state, archive_path, "t", durable=False)
+    with pytest.raises(RuntimeError) as torch_error:
+        Small().load_state_dict(mzt.load(archive_path))
+    with pytest.raises(RuntimeError) as error:
+        mzt.load_into(Small(), archive_path)
+    assert str(error.value) == str(torch_error.value).replace(
+        "for Small:", f"for Small from {archive_path}, tag 't':")
+    assert mzt.load_into(Small(), archive_path, strict=False) == \
+        Small().load_state_dict(mzt.load(archive_path), strict=False)
+
+    class WithEpoch(Small):  # a tensor where the tag holds a Python value
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("epoch", torch.tensor(0))
+    with pytest.raises(RuntimeError) as torch_error:
+        WithEpoch().load_state_dict(mzt.load(archive_path), strict=False)
+    with pytest.raises(RuntimeError) as error:
+        mzt.load_into(WithEpoch(), archive_path, strict=False)
+    assert str(error.value) == str(torch_error.value).replace(
+        "for WithEpoch:", f"for WithEpoch from {archive_path}, tag 't':")
+
+
 def test_load_into_strict_and_not_strict(archive_path):
     torch.manual_seed(4)
     state = Small().state_dict()
@@ -289,8 +321,13 @@ def test_load_into_strict_and_not_strict(archive_path):
     mzt.save(state, archive_path, "t", durable=False)
     target = Small()
     before = {k: v.clone() for k, v in target.state_dict().items()}
-    with pytest.raises(RuntimeError, match=r'Unexpected key\(s\).*"extra"[\s\S]*Missing key\(s\).*"fc.bias"'):
+    with pytest.raises(RuntimeError) as error:
         mzt.load_into(target, archive_path)
+    with pytest.raises(RuntimeError) as torch_error:
+        Small().load_state_dict(state)
+    # torch's message, with the archive and tag (Missing key(s) first, then Unexpected key(s))
+    assert str(error.value) == str(torch_error.value).replace(
+        "for Small:", f"for Small from {archive_path}, tag 't':")
     for name, tensor in target.state_dict().items():
         assert torch.equal(tensor, before[name]), f"{name} changed by a failed load"
     result = mzt.load_into(target, archive_path, strict=False)
@@ -626,6 +663,61 @@ def test_cuda_checkpoint_optimizer_state_lands_on_the_parameters_device(archive_
     for a, b in zip(optimizer.state_dict()["state"].values(),
                     again.state_dict()["state"].values()):
         assert torch.equal(a["exp_avg"], b["exp_avg"])
+
+
+def test_a_device_that_is_not_there_is_refused_before_anything_is_read(archive_path,
+                                                                       monkeypatch):
+    # torch.load(map_location=...) says what is wrong with a device and what to do; modelzip's
+    # loads raised torch's AssertionError 'Torch not compiled with CUDA enabled' (or CUDA's
+    # 'invalid device ordinal' from the first allocation), naming neither the argument nor a
+    # way out, and torch.device's TypeError for device=None.
+    import modelzip.distributed as mzd
+    mzt.save({"w": torch.ones(2)}, archive_path, "t", durable=False)
+    loads = {"modelzip.torch.load": lambda device: mzt.load(archive_path, device=device),
+             "modelzip.distributed.load": lambda device: mzd.load(archive_path, device=device)}
+    for function, load in loads.items():
+        with pytest.raises(RuntimeError, match=re.escape(f"{function}() argument 'device': ")
+                           + "Expected one of cpu, cuda.* device string: gpu"):
+            load("gpu")
+        with pytest.raises(TypeError, match=re.escape(
+                f"{function}() argument 'device' must be a str, int or torch.device "
+                '("cpu", "cuda", "cuda:1"), not list')):
+            load(["cuda"])
+        if not torch.cuda.is_available():
+            with pytest.raises(RuntimeError, match=re.escape(
+                    f"{function}(): device 'cuda' is not available: "
+                    "torch.cuda.is_available() is False (") + ".*" + re.escape(
+                    "load onto the CPU with device='cpu'")):
+                load("cuda")
+    assert torch.equal(mzt.load(archive_path, device=None)["w"], torch.ones(2))  # the CPU
+    count = max(torch.cuda.device_count(), 1) if torch.cuda.is_available() else 1
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
+    for function, load in loads.items():
+        for device in (f"cuda:{count}", torch.device("cuda", count + 2), count):
+            name = str(torch.device(device) if not isinstance(device, int)
+                       else torch.device("cuda", device))
+            with pytest.raises(RuntimeError, match=re.escape(
+                    f"{function}(): device {name!r} is not available: "
+                    f"torch.cuda.device_count() is {count}")):
+                load(device)
+
+
+def test_wrong_arguments_of_load_and_load_into_name_the_function(archive_path):
+    # modelzip.torch.load(path, 3) said "modelzip.Archive.params() argument 'tag' ..." (a
+    # function the caller never called); load_into(path, model) "module must be a
+    # torch.nn.Module, not str".
+    mzt.save(Small().state_dict(), archive_path, "t", durable=False)
+    with pytest.raises(TypeError, match=re.escape(
+            "modelzip.torch.load() argument 'tag' must be str or None, not int")):
+        mzt.load(archive_path, 3)
+    with pytest.raises(TypeError, match=re.escape(
+            "modelzip.torch.load_into() argument 'tag' must be str or None, not int")):
+        mzt.load_into(Small(), archive_path, 3)
+    with pytest.raises(TypeError, match=re.escape(
+            "modelzip.torch.load_into() argument 'module' must be a torch.nn.Module, not "
+            "PosixPath (the module comes first: load_into(module, path, tag))")):
+        mzt.load_into(archive_path, Small())
 
 
 class WithExtraState(nn.Module):
@@ -1014,9 +1106,50 @@ def test_sets_slices_and_devices_load_as_saved(archive_path):
     arrays = modelzip.load(archive_path)
     np.testing.assert_array_equal(arrays["ids"], [1, 2, 3])  # sorted
     assert arrays["device"][()] == "cuda:1" and arrays["window"][()] == 3
-    # A numpy str is a str: it comes back as one (equal, of type str).
-    mzt.save({"s": np.str_("abc")}, archive_path, "u", durable=False)
-    assert type(mzt.load(archive_path, "u")["s"]) is str
+
+
+def test_numpy_str_values_load_as_numpy_str(archive_path):
+    # torch.load gives a np.str_ back as a np.str_ (labels from np.unique(...), list(array));
+    # modelzip's torch loads gave a str, and lists of them lists of str.
+    values = {"label": np.str_("cat"), "classes": list(np.array(["cat", "dog"])),
+              "grid": (tuple(np.array(["a", "b"])), tuple(np.array(["c", "d"]))),
+              "mixed": [np.str_("x"), "y"], "ids": {np.str_("b"), np.str_("a")},
+              "marker": np.str_("torch.dtype:float32"), "empty": np.str_(""),
+              "plain": ["x", "y"], "text": "z"}
+    mzt.save({"w": torch.ones(2), **values}, archive_path, "t", durable=False)
+    for state in torch_loads(archive_path):
+        for name, value in values.items():
+            assert same_value(state[name], value), name
+        assert type(state["classes"][0]) is np.str_ and type(state["mixed"][1]) is str
+        assert all(type(v) is np.str_ for v in state["ids"]) and state["ids"] == values["ids"]
+    with modelzip.open(archive_path) as archive:
+        record = json.loads(archive.tensor("_python_types")[()].removeprefix(
+            "torch.python_types:"))
+    assert {name: record.get(name) for name in values} == {
+        "label": "numpy.str_", "classes": "list[numpy.str_]",
+        "grid": "tuple[tuple[numpy.str_]]", "mixed": "list", "ids": "set[numpy.str_]",
+        "marker": "numpy.str_", "empty": "numpy.str_", "plain": None, "text": None}
+    arrays = modelzip.load(archive_path)  # other readers: the strings
+    assert arrays["label"][()] == "cat" and arrays["classes"].tolist() == ["cat", "dog"]
+    assert arrays["grid"].shape == (2, 2) and arrays["ids"].tolist() == ["a", "b"]
+
+
+def test_numpy_bytes_values_load_as_numpy_bytes(archive_path):
+    # bytes and bytearray load as saved; a np.bytes_ (a bytes subclass, what indexing an 'S'
+    # array gives) was refused with "bytes cannot be stored: decode them to str...".
+    values = {"raw": np.bytes_(b"\x00ab"), "empty": np.bytes_(b""),
+              "rows": [np.bytes_(b"x"), b"y", torch.ones(1)], "plain": b"z"}
+    mzt.save({"w": torch.ones(2), **values}, archive_path, "t", durable=False)
+    for state in torch_loads(archive_path):
+        for name, value in values.items():
+            assert same_value(state[name], value), name
+    with modelzip.open(archive_path) as archive:
+        record = json.loads(archive.tensor("_python_types")[()].removeprefix(
+            "torch.python_types:"))
+    assert {name: record.get(name) for name in ("raw", "empty", "rows", "rows.0", "plain")} == {
+        "raw": "numpy.bytes_", "empty": "numpy.bytes_", "rows": "list", "rows.0": "numpy.bytes_",
+        "plain": "bytes"}
+    assert modelzip.load(archive_path)["raw"].tolist() == [0, 97, 98]  # other readers: uint8
 
 
 @pytest.mark.parametrize("record,arrays,message", [

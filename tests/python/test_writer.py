@@ -663,3 +663,27 @@ def test_adding_a_staged_tag_again_says_it_is_staged(archive_path):
         assert str(e.value).endswith("tag 'STEP' exists already (tags ignore case); "
                                      "replace=True replaces it")
     assert modelzip.open(archive_path).tags == ["STEP"]
+
+
+def test_save_checks_metadata_before_it_reads_the_arrays(archive_path):
+    # safetensors' save_file takes free-form metadata ({"format": "pt"}); modelzip.save and
+    # modelzip.torch.save read (and fetch from the GPU) every tensor before they refused it.
+    class Watched:
+        read = False
+
+        def __array__(self, dtype=None):
+            Watched.read = True
+            return np.ones(2)
+    for call in (lambda: save(archive_path, "t", {"w": Watched()}, metadata={"format": "pt"}),
+                 lambda: modelzip.save(archive_path, "t", {"w": Watched()},
+                                       metadata={"description": 3})):
+        with pytest.raises((ValueError, TypeError)) as e:
+            call()
+        assert not Watched.read and not archive_path.exists()
+    assert str(e.value) == ("metadata field 'description' must be str or None (None clears it), "
+                            "not int")
+    with pytest.raises(ValueError) as e:
+        save(archive_path, "t", {"w": np.ones(1)}, metadata={"format": "pt"})
+    assert str(e.value) == (
+        "unknown metadata field 'format' (fields: model_name, model_version, quantization, "
+        "description; metadata= takes these, not free-form pairs as safetensors' metadata does)")

@@ -139,7 +139,10 @@ def _metadata_patch(update: Optional[MetadataUpdate], fields: Mapping[str, Optio
         for name, value in items.items():
             if name not in _METADATA_FIELDS:
                 error = TypeError if source == "keyword" else ValueError
-                raise error(f"unknown metadata field {name!r} (fields: {', '.join(_METADATA_FIELDS)})")
+                hint = ("" if source == "keyword" else "; metadata= takes these, not free-form "
+                        "pairs as safetensors' metadata does")
+                raise error(f"unknown metadata field {name!r} (fields: "
+                            f"{', '.join(_METADATA_FIELDS)}{hint})")
             if value is not None and not isinstance(value, str):
                 raise TypeError(f"metadata field {name!r} must be str or None (None clears it), "
                                 f"not {type(value).__name__}")
@@ -175,6 +178,8 @@ def save(path: PathLike, tag: str, arrays: Mapping[str, Any], *,
     """
     check_save_path("modelzip.save", path)
     check_count("modelzip.save", "keep_last", keep_last)
+    # Checked before any array is read (or fetched from a device).
+    patch = None if metadata is None else _metadata_patch(metadata, {}, False)
     writer = Writer(path, dedup=dedup, durable=durable, append=append, progress=progress)
     try:
         # CUDA tensors: written while they are fetched (commit follows at once).
@@ -182,9 +187,8 @@ def save(path: PathLike, tag: str, arrays: Mapping[str, Any], *,
                        dtypes=dtypes, updater=updater, replace=replace, _overlap_fetch=True)
         if keep_last is not None:
             writer.keep_last(keep_last)
-        if metadata is not None:
-            changes, clear = _metadata_patch(metadata, {}, False)
-            writer.update_metadata(changes, clear=clear)
+        if patch is not None:
+            writer.update_metadata(patch[0], clear=patch[1])
         return writer.commit()
     finally:
         writer.close()

@@ -24,12 +24,15 @@ Loaded arrays and dtypes:
   (torch >= 2.7) / ``torch.float4_e2m1fn_x2`` (torch >= 2.8).
 - Strings ("string", UTF-8) load as numpy **object** arrays of ``str`` with
   the stored shape (always a copy).
-- A Python int, float or bool that was saved loads as its 0-d int64 (uint64
-  from 2**63 on), float64 or bool array, None as the 0-d string "None", a
-  numpy scalar as a 0-d array of its type, a list or tuple of them as one
-  array (a dimension per level of nesting); the tag's "_python_types"
-  parameter records them, and ``load_torch`` gives them back as the values
-  saved (docs/torch.md, "Python values").
+- A Python int, float, complex or bool that was saved loads as its 0-d int64
+  (uint64 from 2**63 on), float64, complex128 or bool array, None as the 0-d
+  string "None", a numpy scalar as a 0-d array of its type (a numpy str as
+  its 0-d string), a torch.Size as 1-d int64, bytes as 1-d uint8, a
+  torch.device as its 0-d string, a list, tuple or set of one kind of them
+  as one array (a dimension per level of nesting), other lists, tuples, sets
+  and slices element by element (NAME = the length, NAME.0...); the tag's
+  "_python_types" parameter records them, and ``load_torch`` gives them back
+  as the values saved (docs/python.md, docs/torch.md "Python values").
 - Sparse COO tensors load as ``SparseCOO(indices, values, shape)``.
 """
 from __future__ import annotations
@@ -360,8 +363,9 @@ class Archive:
         packed-parameter tuples). Weights tied when saved (ties.json) come
         back as one tensor; every other name is its own tensor, also when
         deduplication stored it in the same blob as another. Text comes back as
-        the str or lists of str saved, Python int, float, bool and None values,
-        numpy scalars, lists and tuples of them (_python_types) as themselves.
+        the str or lists of str saved, the other values of a state dict (Python
+        and numpy scalars, None, bytes, sets, slices, lists and tuples...:
+        _python_types) as themselves.
         Raises TypeError for parameters torch cannot hold (uint16/32/64).
         """
     def training_config(self, tag: Optional[str] = None) -> Optional[dict[str, Any]]:
@@ -438,12 +442,15 @@ class Writer:
         """Stages a new tag (it becomes the newest) holding ``arrays``.
 
         arrays: name -> numpy array, torch tensor, anything with __array__ or
-        .numpy(), str / (nested) list of str, SparseCOO, Embeddings, or a Python
-        int, float, bool or None (stored 0-d, its type recorded in the tag's
-        "_python_types" parameter; ValueError for an int beyond 64 bits), a numpy
-        scalar, or a list or tuple of such values (one array; numbers of several
-        kinds are stored as np.array stores them, unrecorded; ValueError for str
-        beside other kinds, None or ragged: docs/torch.md, "Python values").
+        .numpy(), str / (nested) list of str, SparseCOO, Embeddings, or the
+        other values of a torch state dict: a Python int, float, complex, bool or
+        None (stored 0-d, its type recorded in the tag's "_python_types"
+        parameter; ValueError for an int beyond 64 bits), a numpy scalar, bytes,
+        a torch.Size, torch.device, torch.dtype, slice, or a list, tuple, set of
+        such values (one array when they are of one kind; numbers of several
+        kinds are stored as np.array stores them, unrecorded; str beside other
+        kinds, None, arrays or ragged ones element by element: docs/torch.md,
+        "Python values"); a dict is a TypeError.
         share: {name: (tag, param)}: ``name`` is parameter ``param`` of tag ``tag``.
         compress: True, or the names to deflate (default: stored, zero-copy reads).
         dtypes: {name: "bfloat16" | "float8_e4m3fn" | "float8_e5m2" |

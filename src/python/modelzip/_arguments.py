@@ -124,7 +124,28 @@ def _sentence(qualname: str, message: str, args: tuple, kwargs: dict) -> Optiona
         if p.name in bound and p.annotation in ("int", "Optional[int]") \
                 and _accepts("int", value) is None and int(value) < 0:
             return f"{qualname}() argument {p.name!r} must not be negative, not {int(value)}"
+    for p in params:  # a str that is no UTF-8 text (lone surrogates: os.fsdecode of bytes)
+        problem = not_utf8(bound.get(p.name))
+        if problem is not None:
+            return _ValueSentence(f"{qualname}() argument {p.name!r} must be UTF-8 text "
+                                  f"({problem})")
     return f"{qualname}() got arguments of the wrong type (signature: {signature})"
+
+
+class _ValueSentence(str):
+    """A sentence of _sentence about a value of the right type that is wrong: a ValueError."""
+
+
+def not_utf8(value: Any) -> Optional[str]:
+    """Why ``value``, a str, is no UTF-8 text (the UnicodeEncodeError's message: it holds lone
+    surrogates, as os.fsdecode makes of bytes that are not UTF-8); None for anything else."""
+    if not isinstance(value, str) or value.isascii():
+        return None
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return str(e)
+    return None
 
 
 def _readable(error: BaseException, qualname: str, args: tuple, kwargs: dict) -> Optional[str]:
@@ -150,7 +171,8 @@ def _wrap(function: Callable, qualname: str, method: bool, constructor: bool = F
                 del args, kwargs
             if sentence is None:
                 raise
-        raise TypeError(sentence) from None
+        raise (ValueError if isinstance(sentence, _ValueSentence) else TypeError)(
+            str(sentence)) from None
     return call
 
 

@@ -95,6 +95,30 @@ def load_state_dict(archive: Any, tag: Optional[str] = None, dequantize: bool = 
     return state_dict(arrays, {name: p.dtype for name, p in tensors.items()}, wanted, ties)
 
 
+def state_dict_keys(archive: Any, tag: str, infos: Mapping[str, Any]) -> tuple[list[str], set[str]]:
+    """The keys of the state dict load_state_dict gives of tag ``tag``, whose tensor parameters
+    are ``infos`` (name -> ParamInfo, in stored order), reading only its 0-d texts (markers) and
+    the lengths of its lists: every
+    parameter but the elements of lists, tuples and sets (and of the tuple-of-tensors markers),
+    the module versions (a "_metadata" marker) and the _python_types record; and the keys among
+    them whose values are not tensors (Python values, text, torch dtypes and tuples)."""
+    dtypes = {name: p.dtype for name, p in infos.items()}
+    recorded = (python_types(archive.load(tag, names=[PYTHON_TYPES_NAME]), dtypes)
+                if PYTHON_TYPES_NAME in dtypes else {})
+    texts = [name for name, p in infos.items()
+             if p.dtype == "string" and tuple(p.shape) == () and name not in recorded]
+    marks = {name: _torch_mark(value, "string")
+             for name, value in (archive.load(tag, names=texts).items() if texts else ())}
+    containers = [name for name in dtypes if (name in recorded and recorded[name].separate)
+                  or (marks.get(name) or "").startswith(TORCH_TUPLE_MARK)]
+    elements = set(_with_elements(archive, tag, containers, dtypes)) - set(containers)
+    hidden = {name for name, mark in marks.items() if mark is not None and (
+        (name == "_metadata" and mark.startswith(TORCH_METADATA_MARK))
+        or (name == PYTHON_TYPES_NAME and mark.startswith(PYTHON_TYPES_MARK)))}
+    keys = [name for name in dtypes if name not in elements and name not in hidden]
+    return keys, {name for name in keys if name in recorded or dtypes[name] == "string"}
+
+
 def _with_elements(archive: Any, tag: str, names: list[str], dtypes: dict[str, str]) -> list[str]:
     """``names`` and, for each one the tag's _python_types record records as a "list" or
     "tuple" stored element by element, or that holds a tuple-of-tensors marker
@@ -161,7 +185,7 @@ def parameter_value(name: str, value: Any, dtype: str) -> Any:
 _PYTHON_DTYPES = {"int": ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"),
                   "float": ("float16", "float32", "float64"),
                   "complex": ("complex64", "complex128"), "bool": ("bool",), "str": ("string",),
-                  **{f"numpy.{t}": (t,) for t in NUMPY_SCALAR_TYPES}}
+                  "numpy.str_": ("string",), **{f"numpy.{t}": (t,) for t in NUMPY_SCALAR_TYPES}}
 # The types modelzip.save stores the elements of a list or tuple of each kind as
 # (_values.sequence_kind): only these, so that a record cannot make a list of Python objects of
 # a blob of bytes (32 bytes or more each, beside a pointer).
@@ -193,7 +217,8 @@ def _parse_kind(kind: Any) -> Optional[_Kind]:
         return _Kind((), None)
     if kind in _SEPARATE:
         return _Kind((_SEPARATE[kind],), None, True)
-    if kind in ("torch.Size", "bytes", "bytearray", "torch.device", "numpy.ndarray"):
+    if kind in ("torch.Size", "bytes", "bytearray", "numpy.bytes_", "torch.device",
+                "numpy.ndarray"):
         return _Kind((), kind)
     containers: list[type] = []
     while kind.endswith("]") and len(containers) < MAX_SEQUENCE_DEPTH:
@@ -266,13 +291,14 @@ def python_value(name: str, kind: _Kind, value: Any, dtype: str) -> Any:
             raise ValueError(f"parameter {name!r}: {PYTHON_TYPES_NAME!r} records a numpy array, "
                              f"but it is stored as {dtype}")
         return value.astype(str) if dtype == "string" else value
-    if kind.element in ("bytes", "bytearray"):
+    if kind.element in ("bytes", "bytearray", "numpy.bytes_"):
         if not (isinstance(value, np.ndarray) and value.ndim == 1 and dtype == "uint8"):
             raise ValueError(f"parameter {name!r}: {PYTHON_TYPES_NAME!r} records {kind.element}, "
                              f"but it is stored as {dtype} of shape "
                              f"{getattr(value, 'shape', None)} ({kind.element} is stored 1-d as "
                              "uint8)")
-        return (bytes if kind.element == "bytes" else bytearray)(value.tobytes())
+        return {"bytes": bytes, "bytearray": bytearray, "numpy.bytes_": np.bytes_}[kind.element](
+            value.tobytes())
     ndim = len(kind.containers)
     shape = getattr(value, "shape", None)
     dtypes = _SEQUENCE_DTYPES if kind.containers else _PYTHON_DTYPES
@@ -303,6 +329,8 @@ def _kind_text(kind: _Kind) -> str:
 def _rebuild(kind: _Kind, array: np.ndarray) -> Any:
     """The value of ``kind`` that ``array`` (of matching dimensions and type) holds."""
     if not kind.containers:
+        if kind.element == "numpy.str_":
+            return np.str_(array[()])
         if kind.element.startswith("numpy."):
             return array[()]  # a numpy scalar of the array's type
         return {"int": int, "float": float, "complex": complex, "bool": bool,
@@ -310,6 +338,8 @@ def _rebuild(kind: _Kind, array: np.ndarray) -> Any:
     container, inner = kind.containers[0], _Kind(kind.containers[1:], kind.element)
     if not inner.containers and kind.element in ("int", "float", "complex", "bool", "str"):
         return container(array.tolist())  # Python scalars of the array's values
+    if not inner.containers and kind.element == "numpy.str_":
+        return container(map(np.str_, array.tolist()))
     return container(_rebuild(inner, array[i]) for i in range(array.shape[0]))
 
 

@@ -35,10 +35,11 @@ def load(path: Any, tag: Optional[str] = None, *, device: Any = "cpu",
          dequantize: bool = False) -> dict[str, Any]:
     """The tensors of ``tag`` (None: the newest) of the archive at ``path``, by name.
 
-    device "cpu": writable tensors viewing a private copy-on-write mapping of the file, no copy
-      (writes stay in this process and never reach the file); they keep the mapping alive.
-      Another device ("cuda", "cuda:1", a torch.device): each tensor in its own allocation
-      there, copied through pinned staging buffers (at most 256 MiB, reused between loads).
+    device "cpu" (or None): writable tensors viewing a private copy-on-write mapping of the
+      file, no copy (writes stay in this process and never reach the file); they keep the
+      mapping alive. Another device ("cuda", "cuda:1", 0, a torch.device): each tensor in its
+      own allocation there, copied through pinned staging buffers (at most 256 MiB, reused
+      between loads); RuntimeError, before anything is read, for a device that is not there.
     names: only these parameters (in this order); NotFoundError (a KeyError) for a missing one.
     verify: check every blob's CRC-32 before any tensor is handed out (default: not checked, as
       for every zero-copy load; modelzip verify and copying loads check it). Device loads
@@ -46,14 +47,51 @@ def load(path: Any, tag: Optional[str] = None, *, device: Any = "cpu",
     dequantize: quantized tensors as floats of their original type (see Archive.load_torch).
     Weights tied when saved come back as one tensor; every other name is its own tensor.
     """
+    check_tag("modelzip.torch.load", tag)
     if isinstance(names, (str, bytes)):  # a str is iterable: it would ask for each character
         raise TypeError("modelzip.torch.load() argument 'names' must be a list of parameter "
                         f"names or None, not {type(names).__name__} (one name: names=[{names!r}])")
-    target = torch.device(device)
+    target = target_device(device, "modelzip.torch.load")
     if target.type == "cpu":
         with Archive(path) as archive:
             return _torch.load_state_dict(archive, tag, dequantize, names, verify)
     return load_copied(path, tag, target, names=names, verify=verify, dequantize=dequantize)
+
+
+def check_tag(function: str, tag: Any) -> None:
+    """Raises a TypeError naming ``function``'s argument 'tag' when ``tag`` is not a str or
+    None."""
+    if tag is not None and not isinstance(tag, str):
+        raise TypeError(f"{function}() argument 'tag' must be str or None, not "
+                        f"{type(tag).__name__}")
+
+
+def target_device(device: Any, function: str) -> Any:
+    """``device`` (a str, an int: a CUDA device's index, a torch.device; None: "cpu") as a
+    torch.device, checked as torch.load checks its ``map_location`` before anything is read: a
+    CUDA device must exist. Raises TypeError for another type, RuntimeError for a string that
+    names no device or a device that is not there, naming ``function`` and the argument."""
+    if device is None:
+        return torch.device("cpu")
+    if not isinstance(device, (str, int, torch.device)) or isinstance(device, bool):
+        raise TypeError(f"{function}() argument 'device' must be a str, int or torch.device "
+                        f'("cpu", "cuda", "cuda:1"), not {type(device).__name__}')
+    try:
+        target = torch.device(device)
+    except RuntimeError as e:
+        raise RuntimeError(f"{function}() argument 'device': {e}") from None
+    if target.type == "cuda":
+        where = f"{function}(): device {str(target)!r} is not available: "
+        if not torch.cuda.is_available():
+            why = (f"this torch, {torch.__version__}, is built without CUDA"
+                   if torch.version.cuda is None else "no CUDA device is visible")
+            raise RuntimeError(f"{where}torch.cuda.is_available() is False ({why}); load onto "
+                               "the CPU with device='cpu'")
+        count = torch.cuda.device_count()
+        if target.index is not None and target.index >= count:
+            raise RuntimeError(f"{where}torch.cuda.device_count() is {count} (devices "
+                               f"'cuda:0' to 'cuda:{count - 1}')")
+    return target
 
 
 def load_copied(path: Any, tag: Optional[str], device: Any, *,
@@ -170,20 +208,25 @@ def plan_load_into(archive: Archive, tag: str, module: Any, strict: bool,
         state = _torch.load_state_dict(archive, tag, False, None, verify)
         return LoadPlan([], [], [], (module, state, strict))
     infos = {p.name: p for p in archive.params(tag) if p.kind == "tensor"}
-    stored = [name for name, p in infos.items() if not _is_marker(p)]
-    missing = [name for name in targets if name not in infos]
-    unexpected = [name for name in stored if name not in targets]
-    errors = []
-    if strict and unexpected:
-        errors.append("Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected)
-                      + ". ")
+    keys, values = _torch.state_dict_keys(archive, tag, infos)
+    stored = set(keys)
+    missing = [name for name in targets if name not in stored]
+    unexpected = [name for name in keys if name not in targets]
+    errors = []  # in load_state_dict's order: missing keys, unexpected ones, then shapes
     if strict and missing:
         errors.append("Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing)
                       + ". ")
-    common = [name for name in targets if name in infos]
+    if strict and unexpected:
+        errors.append("Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected)
+                      + ". ")
+    common = [name for name in targets if name in stored]
     for name in common:
         info, target = infos[name], targets[name]
-        if tuple(info.shape) != tuple(target.shape):
+        if name in values:
+            value = _torch.load_state_dict(archive, tag, False, [name])[name]
+            errors.append(f'While copying the parameter named "{name}", expected torch.Tensor or '
+                          f"Tensor-like object from checkpoint but received {type(value)}")
+        elif tuple(info.shape) != tuple(target.shape):
             errors.append(f"size mismatch for {name}: copying a param with shape "
                           f"{torch.Size(info.shape)} from checkpoint, the shape in current model "
                           f"is {target.shape}.")
@@ -210,11 +253,6 @@ def _has_load_hooks(module: Any) -> bool:
     state dict, or post-hooks, which may change the keys reported): load_state_dict runs them."""
     return any(getattr(m, "_load_state_dict_pre_hooks", None)
                or getattr(m, "_load_state_dict_post_hooks", None) for m in module.modules())
-
-
-def _is_marker(info: Any) -> bool:
-    """A 0-d string parameter: the _metadata, dtype and tuple markers of a torch state dict."""
-    return info.dtype == "string" and tuple(info.shape) == ()
 
 
 def apply_plan(plan: LoadPlan) -> Any:
@@ -249,7 +287,11 @@ def load_into(module: Any, path: Any, tag: Optional[str] = None, *, strict: bool
     load(), checked before anything is copied.
     """
     if not isinstance(module, torch.nn.Module):
-        raise TypeError(f"module must be a torch.nn.Module, not {type(module).__name__}")
+        hint = (" (the module comes first: load_into(module, path, tag))"
+                if isinstance(path, torch.nn.Module) else "")
+        raise TypeError("modelzip.torch.load_into() argument 'module' must be a torch.nn.Module, "
+                        f"not {type(module).__name__}{hint}")
+    check_tag("modelzip.torch.load_into", tag)
     with Archive(path) as archive:
         tag = archive.newest_tag if tag is None else tag
         plan = plan_load_into(archive, tag, module, strict, verify)

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple, Optional
 import numpy as np
 
 from . import _modelzip
+from ._arguments import not_utf8
 
 
 class LoadedArrays(dict):
@@ -296,15 +297,18 @@ TORCH_METADATA_MARK = "torch.metadata:"
 #     starts with "torch.dtype:" or "torch.tuple:", or "torch.metadata:" under the name
 #     "_metadata"; reads_as_marker);
 #   "numpy.<type>": a numpy scalar of that type (bool, int8..uint64, float16..float64,
-#     complex64, complex128), stored 0-d of that type;
+#     complex64, complex128), stored 0-d of that type; "numpy.str_": a numpy str, stored as the
+#     0-d string it holds;
 #   "list[K]", "tuple[K]": a list or tuple (exactly those types) of elements of kind K ("int",
-#     "float", "complex", "bool", "str", "numpy.<type>" or again "list[...]"/"tuple[...]"),
+#     "float", "complex", "bool", "str", "numpy.<type>", "numpy.str_" or again
+#     "list[...]"/"tuple[...]"),
 #     stored as one array with a dimension per level of nesting, its elements as the scalar
 #     kinds are; "list[]" and "tuple[]": empty ones, stored float64 (a dimension of length 0).
 #     Lists of str (lists of lists of str...) are not recorded: the torch loads give a string
 #     array as nested lists.
 #   "torch.Size": a torch.Size, stored 1-d int64;
-#   "bytes", "bytearray": one of those (exactly those types), stored 1-d uint8;
+#   "bytes", "bytearray": one of those (exactly those types), stored 1-d uint8; "numpy.bytes_": a
+#     numpy bytes, stored so too;
 #   "list", "tuple": a list or tuple (exactly those types) holding a tensor, array, SparseCOO,
 #     QuantizedTensor, Embeddings, set, frozenset, slice or torch.device at any depth
 #     (_holds_arrays), or one that one array could not give back as it was (sequence_kind:
@@ -372,9 +376,11 @@ def fetch_device_tensors(items: Any, fetches: Any = None) -> Any:
 def python_kind(value: Any) -> Optional[str]:
     """The kind the _python_types record gives ``value`` as an element of a list: "int",
     "float", "complex", "bool" or "None" for a Python scalar, "numpy.<type>" for a numpy scalar of
-    NUMPY_SCALAR_TYPES, "str" for a str; else None."""
+    NUMPY_SCALAR_TYPES, "numpy.str_" for a numpy str, "str" for another str; else None."""
     if value is None:
         return "None"
+    if isinstance(value, np.str_):  # a str too: given back as a numpy str, as torch.load does
+        return "numpy.str_"
     if isinstance(value, str):
         return "str"
     if isinstance(value, np.generic):
@@ -468,6 +474,8 @@ def sequence_kind(value: Any) -> Optional[tuple[str, Any]]:
         if dtype is None:
             raise ValueError(f"{what} of ints beyond int64 (or uint64, none negative) cannot be "
                              "stored: store them as str")
+    elif kind == "numpy.str_":
+        dtype = object  # strings, as for "str"
     elif kind is not None and kind.startswith("numpy."):
         dtype = np.dtype(kind.removeprefix("numpy."))
     else:  # empty: float64, as np.array([]) has it
@@ -481,12 +489,16 @@ def sequence_kind(value: Any) -> Optional[tuple[str, Any]]:
         return separate
     record = "".join(("list[" if list in types else "tuple[") for types in containers) + (
         kind or "") + "]" * len(containers)
-    return record, (value if kind == "str" else array)
+    return record, (value if kind in ("str", "numpy.str_") else array)
 
 
 def _stored_value(name: str, value: Any) -> tuple[Optional[str], Any]:
     """(_python_types kind or None, value to store) of parameter ``name``; ValueError naming it
     for a sequence that cannot be stored (sequence_kind)."""
+    if isinstance(value, np.str_):
+        return "numpy.str_", str(value)
+    if isinstance(value, np.bytes_):
+        return "numpy.bytes_", np.frombuffer(bytes(value), dtype=np.uint8)
     if isinstance(value, str):
         return ("str" if reads_as_marker(name, value) else None), value
     if value is None:
@@ -560,6 +572,10 @@ def expand_torch_objects(arrays: Mapping[str, Any], raw_bits: Mapping[Any, str] 
     parameter of that name, a sequence that cannot come back as it was (sequence_kind), or a
     tuple or list whose element names ("NAME.0"...) it also holds."""
     torch = sys.modules.get("torch")
+    for name in arrays:
+        problem = not_utf8(name)
+        if problem is not None:  # the extension could not convert it, saying so without the name
+            raise ValueError(f"parameter {name!r}: a name must be UTF-8 text ({problem})")
     out = []
     kinds = {}
     torch_objects = False

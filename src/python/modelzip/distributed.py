@@ -1066,5 +1066,5 @@ def _torch_of(name: str, state: str, array: np.ndarray, dtypes: Mapping[str, str
 
 
 def _torch_device(device: Any) -> Any:
-    import torch as _torch
-    return _torch.device(device)
+    from ._torch_load import target_device
+    return target_device(device, "modelzip.distributed.load")

@@ -128,6 +128,11 @@ class TrainingState(NamedTuple):
 # "base64": BYTES}} (torch's dtype name, the tensor's bytes in row-major order, on the CPU),
 # {"$numpy.ndarray": {"dtype": "<u4", "shape": [...], "base64": BYTES}} and
 # {"$numpy.generic": {"dtype": "<f4", "base64": BYTES}} (numpy's dtype.str).
+# The other values torch.save keeps, as torch.load gives them: {"$complex": [real, imag]}
+# (each a JSON number or a $float), {"$bytes": BASE64}, {"$bytearray": BASE64} (at most
+# MAX_EXTRA_ARRAY_BYTES), {"$set": [...]} and {"$frozenset": [...]} (the elements sorted where
+# they sort, else in iteration order), {"$slice": [start, stop, step]}, {"$torch.Size": [...]},
+# {"$torch.device": "cuda:1"} (str(device)) and {"$torch.dtype": "bfloat16"} (torch's name).
 
 
 def _encode(value: Any, path: str, tensors: Optional[dict[str, Any]],
@@ -140,6 +145,31 @@ def _encode(value: Any, path: str, tensors: Optional[dict[str, Any]],
         return int(value)
     if isinstance(value, float):
         return value if math.isfinite(value) else {"$float": repr(value)}
+    if isinstance(value, complex):
+        return {"$complex": [_encode(value.real, path, None), _encode(value.imag, path, None)]}
+    if isinstance(value, (bytes, bytearray)):
+        if len(value) > MAX_EXTRA_ARRAY_BYTES:
+            raise ValueError(f"{path}: {len(value)} bytes, over the {MAX_EXTRA_ARRAY_BYTES} bytes "
+                             "a checkpoint's values hold inline: store them as a uint8 tensor in "
+                             "the model or in a tag of their own (modelzip.torch.save)")
+        kind = "$bytearray" if isinstance(value, bytearray) else "$bytes"
+        return {kind: base64.b64encode(value).decode("ascii")}
+    if isinstance(value, (set, frozenset)):
+        try:
+            items = sorted(value)
+        except TypeError:  # elements that do not sort (several types): iteration order
+            items = list(value)
+        kind = "$frozenset" if isinstance(value, frozenset) else "$set"
+        return {kind: [_encode(v, f"{path}.{i}", tensors, inline) for i, v in enumerate(items)]}
+    if isinstance(value, slice):
+        return {"$slice": [_encode(v, f"{path}.{i}", tensors, inline) for i, v in
+                           enumerate((value.start, value.stop, value.step))]}
+    if isinstance(value, torch.Size):
+        return {"$torch.Size": [int(d) for d in value]}
+    if isinstance(value, torch.device):
+        return {"$torch.device": str(value)}
+    if isinstance(value, torch.dtype):
+        return {"$torch.dtype": str(value).removeprefix("torch.")}
     if isinstance(value, torch.Tensor):
         if tensors is None:
             raise TypeError(f"{path}: tensors are only supported in per-parameter optimizer state")
@@ -156,7 +186,9 @@ def _encode(value: Any, path: str, tensors: Optional[dict[str, Any]],
     raise TypeError(f"{path}: values of type {type(value).__name__} cannot be stored in a "
                     "checkpoint (supported: tensors, " + ("numpy arrays and scalars, " if inline
                                                          else "")
-                    + "None, bool, int, float, str, and lists, tuples and dicts of them)")
+                    + "None, bool, int, float, complex, str, bytes, bytearray, slice, "
+                    "torch.Size, torch.device, torch.dtype, and lists, tuples, dicts, sets and "
+                    "frozensets of them)")
 
 
 def _encode_inline(value: Any, path: str) -> dict[str, Any]:
@@ -243,7 +275,38 @@ def _decode(value: Any, tensors: Mapping[str, Any]) -> Any:
         return tensors[inner]
     if marker in ("$torch.Tensor", "$numpy.ndarray", "$numpy.generic"):
         return _decode_inline(marker, inner)
+    if marker == "$complex" and isinstance(inner, list) and len(inner) == 2:
+        real, imag = (_decode(v, tensors) for v in inner)
+        if type(real) is float and type(imag) is float:
+            return complex(real, imag)
+    if marker in ("$bytes", "$bytearray") and isinstance(inner, str):
+        try:
+            data = base64.b64decode(inner, validate=True)
+        except binascii.Error as e:
+            raise ValueError(f"{marker}: not base64 ({e})") from None
+        return data if marker == "$bytes" else bytearray(data)
+    if marker in ("$set", "$frozenset") and isinstance(inner, list):
+        return (set if marker == "$set" else frozenset)(_decode(v, tensors) for v in inner)
+    if marker == "$slice" and isinstance(inner, list) and len(inner) == 3:
+        return slice(*(_decode(v, tensors) for v in inner))
+    if marker == "$torch.Size" and isinstance(inner, list) and all(
+            type(d) is int and d >= 0 for d in inner):
+        return torch.Size(inner)
+    if marker == "$torch.device" and isinstance(inner, str):
+        return torch.device(inner)  # RuntimeError for text that names no device
+    if marker == "$torch.dtype" and isinstance(inner, str):
+        dtype = getattr(torch, inner, None)
+        if isinstance(dtype, torch.dtype):
+            return dtype
+        raise ValueError(f"$torch.dtype: torch {torch.__version__} has no dtype {inner!r}")
+    if marker in _MARKERS:
+        raise ValueError(f"{marker}: malformed value {json.dumps(inner)[:200]}")
     raise ValueError(f"unknown marker {marker!r} in a torch checkpoint property")
+
+
+_MARKERS = ("$complex", "$bytes", "$bytearray", "$set", "$frozenset", "$slice", "$torch.Size",
+            "$torch.device", "$torch.dtype")
+"""The markers of the values _decode checks the form of after its own cases."""
 
 
 def _dumps(value: Any) -> str:
@@ -391,8 +454,10 @@ def save_checkpoint(path: Any, tag: str, model: torch.nn.Module, optimizer: Any,
       position, seeds...); keys starting with "torch." are reserved.
     extra: the rest of a training loop's state, given back by load_checkpoint as
       ``TrainingState.extra``: a mapping of str to values of these kinds, nested: None, bool,
-      int, float, str, list, tuple, dict, torch tensors (dense; given back on the CPU) and numpy
-      arrays and scalars, each tensor or array at most MAX_EXTRA_ARRAY_BYTES (1 MiB). For the
+      int, float, complex, str, bytes, bytearray, list, tuple, dict, set, frozenset, slice,
+      torch.Size, torch.device, torch.dtype, torch tensors (dense; given back on the CPU) and
+      numpy arrays and scalars, each tensor, array or bytes at most MAX_EXTRA_ARRAY_BYTES
+      (1 MiB). For the
       RNG states (``torch.get_rng_state()``, ``torch.cuda.get_rng_state_all()``,
       ``numpy.random.get_state()``, ``random.getstate()``), a GradScaler's ``state_dict()``,
       a best metric. TypeError for other types, ValueError for a larger array, before
@@ -457,15 +522,15 @@ def save_checkpoint(path: Any, tag: str, model: torch.nn.Module, optimizer: Any,
                           compress=compress, metadata=metadata, dedup=dedup, durable=durable,
                           append=append, replace=replace, keep_last=keep_last)
     from . import _metadata_patch
+    patch = None if metadata is None else _metadata_patch(metadata, {}, False)  # before reads
     writer = Writer(path, dedup=dedup, durable=durable, append=append, progress=progress)
     try:
         writer.add_tag(tag, model.state_dict(), updater=updater, training=training,
                        compress=compress, replace=replace, _overlap_fetch=True)
         if keep_last is not None:
             writer.keep_last(keep_last)
-        if metadata is not None:
-            changes, clear = _metadata_patch(metadata, {}, False)
-            writer.update_metadata(changes, clear=clear)
+        if patch is not None:
+            writer.update_metadata(patch[0], clear=patch[1])
         return writer.commit()
     finally:
         writer.close()
@@ -476,7 +541,11 @@ def _split_state(state: Mapping[int, Mapping[str, Any]],
     """The optimizer state of the parameters ``by_index`` names (packed index ->
     name; others are skipped) as updater arrays {(name, state): tensor} and
     the JSON-encoded rest {name: {key: value}} (tensors nested in containers
-    become updater arrays named by their path, see _encode)."""
+    become updater arrays named by their path, see _encode). A parameter's
+    state whose keys a load would not give back in their order (the tensors,
+    then the rest) has every key in the rest, its tensors as {"$tensor": key},
+    so that the loaded state dict is the saved one key for key, as torch.load
+    gives it."""
     updater: dict[tuple[str, str], Any] = {}
     other_state: dict[str, Any] = {}
     for index, values in state.items():
@@ -495,6 +564,10 @@ def _split_state(state: Mapping[int, Mapping[str, Any]],
                 rest[key] = _encode(value, key, nested)
                 for state_name, tensor in nested.items():
                     updater[(name, state_name)] = tensor
+        tensors_first = [k for k, v in values.items() if isinstance(v, torch.Tensor)] + list(rest)
+        if rest and tensors_first != list(values):
+            rest = {key: {"$tensor": key} if isinstance(value, torch.Tensor) else rest[key]
+                    for key, value in values.items()}
         if rest:
             other_state[name] = rest
     return updater, other_state
@@ -995,5 +1068,5 @@ def _tensor_refs(value: Any) -> Iterable[str]:
         (marker, inner), = value.items()
         if marker == "$tensor":
             yield inner
-        elif marker in ("$tuple", "$dict"):
+        elif marker in ("$tuple", "$dict", "$set", "$frozenset", "$slice"):
             yield from _tensor_refs(inner)
