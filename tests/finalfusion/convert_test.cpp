@@ -538,8 +538,8 @@ TEST_SUITE("finalfusion") {
     CHECK(embedding_format_name(EmbeddingFormat::fasttext) == "fasttext");
     modelzip::testing::TempDir dir;
     auto e = load(ff_data("similarity.txt"), EmbeddingFormat::text_dims);
-    for (Format f : {EmbeddingFormat::finalfusion, EmbeddingFormat::word2vec_binary,
-                     EmbeddingFormat::text, EmbeddingFormat::text_dims}) {
+    for (EmbeddingFormat f : {EmbeddingFormat::finalfusion, EmbeddingFormat::word2vec_binary,
+                              EmbeddingFormat::text, EmbeddingFormat::text_dims}) {
       CAPTURE(embedding_format_name(f));
       const auto path = dir / ("out." + std::string(embedding_format_name(f)));
       store(path, e, f, true);
