@@ -185,6 +185,25 @@ TEST_CASE("Loading with copies and verifying report progress; either can be canc
   auto stop_early = [&](const Progress&) { return ++calls < 2; };
   CHECK_THROWS_WITH_AS(a.load({}, {.mode = ReadMode::copy, .progress = stop_early}),
                        doctest::Contains("cancelled"), Error);
+  // A load of chosen names, or one that checks the CRCs of views, reports
+  // and cancels the same way.
+  for (ReadMode mode : {ReadMode::zero_copy, ReadMode::copy}) {
+    std::vector<Progress> chosen;
+    auto got = a.load({}, {.names = std::vector<std::string>{data.begin()->first},
+                           .mode = mode,
+                           .verify_crc = true,
+                           .progress = [&](const Progress& p) {
+                             chosen.push_back(p);
+                             return true;
+                           }});
+    CHECK(got.size() == 1);
+    REQUIRE(chosen.size() == 1);
+    CHECK(chosen.back().bytes_done == chosen.back().bytes_total);
+    CHECK(chosen.back().bytes_total >= data.begin()->second.size());
+    calls = 0;
+    CHECK_THROWS_WITH_AS(a.load({}, {.mode = mode, .verify_crc = true, .progress = stop_early}),
+                         doctest::Contains("cancelled"), Error);
+  }
   calls = 0;
   CHECK_THROWS_WITH_AS(a.verify(stop_early), doctest::Contains("cancelled"), Error);
 }
