@@ -521,7 +521,7 @@ int main(int argc, char** argv) {
   });
   double t_copy = time_median(o.reps, [&] {
     Archive a = Archive::open(mz);
-    touch(a.load({}, ReadMode::copy));
+    touch(a.load({}, {.mode = ReadMode::copy}));
   });
   double t_one = time_median(o.reps * 10, [&] {
     Archive a = Archive::open(mz);
@@ -577,7 +577,7 @@ int main(int argc, char** argv) {
     });
     long copy_peak = child_peak_kib([&] {
       Archive a = Archive::open(mz);
-      touch(a.load({}, ReadMode::copy));
+      touch(a.load({}, {.mode = ReadMode::copy}));
     });
     std::printf("  %-46s %9.1f MiB  (nothing touched)\n", "modelzip zero-copy load",
                 mib(open_peak));

@@ -36,7 +36,6 @@
 #include <memory>
 #include <optional>
 #include <span>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -59,7 +58,9 @@ enum class BlobKind : std::uint8_t { tensor, embedding };
 // order Python's Archive.load() gives too). Iteration yields
 // std::pair<const std::string, Tensor> as a std::map does; at(), find(),
 // contains() and count() look a name up in O(log n). at() throws
-// std::out_of_range for a missing name; at() of an rvalue (a temporary, as in
+// Error(not_found) for a missing name, naming it, the names held and, for
+// tensors Archive::load read, the archive and tag (contains() or find() ask
+// without an exception); at() of an rvalue (a temporary, as in
 // `archive.load().at("w").shape()`) returns the Tensor itself, which
 // outlives it. Thread safety: a plain value type.
 class NamedTensors {
@@ -90,12 +91,13 @@ class NamedTensors {
   const_iterator find(std::string_view name) const { return begin() + position(name); }
   bool contains(std::string_view name) const { return index_.find(name) != index_.end(); }
   std::size_t count(std::string_view name) const { return contains(name) ? 1 : 0; }
-  Tensor& at(std::string_view name) & { return items_.at(checked(name)).second; }
-  const Tensor& at(std::string_view name) const& { return items_.at(checked(name)).second; }
-  Tensor at(std::string_view name) && { return std::move(items_.at(checked(name)).second); }
-  Tensor at(std::string_view name) const&& { return items_.at(checked(name)).second; }
+  Tensor& at(std::string_view name) & { return items_[checked(name)].second; }
+  const Tensor& at(std::string_view name) const& { return items_[checked(name)].second; }
+  Tensor at(std::string_view name) && { return std::move(items_[checked(name)].second); }
+  Tensor at(std::string_view name) const&& { return items_[checked(name)].second; }
 
  private:
+  friend class Archive;  // sets context_
   // The index of `name` in items_, or size() if absent.
   std::ptrdiff_t position(std::string_view name) const {
     auto it = index_.find(name);
@@ -103,13 +105,15 @@ class NamedTensors {
   }
   std::size_t checked(std::string_view name) const {
     auto it = index_.find(name);
-    if (it == index_.end())
-      throw std::out_of_range("NamedTensors::at: no tensor '" + std::string(name) + "'");
+    if (it == index_.end()) throw_missing(name);
     return it->second;
   }
+  // Throws Error(not_found) for `name`, with the names held and context_.
+  [[noreturn]] MODELZIP_API void throw_missing(std::string_view name) const;
 
   std::vector<value_type> items_;
   std::map<std::string, std::size_t, std::less<>> index_;
+  ErrorContext context_{};  // where the tensors were read from (archive, tag)
 };
 
 // What params.txt says about one parameter, plus the blob header (dtype and
@@ -148,9 +152,27 @@ enum class ReadMode {
   // type; the memory is not) stay in this process and reach neither the
   // file, nor other reads, nor another parameter, also not one that
   // deduplication stored in the same blob. Other blobs are read into owned
-  // memory, CRC-checked. Data is not CRC-checked otherwise (load_params
-  // can); nothing is read before the memory is touched.
+  // memory, CRC-checked. Data is not CRC-checked otherwise
+  // (LoadOptions::verify_crc can); nothing is read before the memory is
+  // touched.
   private_view,
+};
+
+// What Archive::load reads, and how.
+struct MODELZIP_API LoadOptions {
+  // Only these tensor parameters, in this order (a name given twice is
+  // loaded once, at its first position): Error(not_found) for a name the
+  // tag lacks, Error(invalid_argument) for an embedding parameter. nullopt:
+  // every tensor parameter, in params.txt order (embeddings are skipped).
+  std::optional<std::vector<std::string>> names{};
+  ReadMode mode = ReadMode::zero_copy;
+  // Check every blob's CRC-32 before any tensor is returned, also for views
+  // (ReadMode::copy always does).
+  bool verify_crc = false;
+  // Hears of the blob bytes read; returning false throws Error(cancelled).
+  // (ReadMode::private_view reads nothing up front: no progress is
+  // reported.)
+  ProgressCallback progress{};
 };
 
 struct MODELZIP_API OpenOptions {
@@ -229,20 +251,30 @@ class MODELZIP_API Archive {
   // tensors: use embedding_file().
   Tensor tensor(std::string_view name, std::string_view tag = {},
                 ReadMode mode = ReadMode::zero_copy) const;
-  // Every tensor parameter of `tag`, by name, in params.txt order.
-  // `progress` (optional) hears of the blob bytes read; returning false
-  // throws Error(cancelled). (ReadMode::private_view reads nothing up
-  // front: no progress is reported.)
-  NamedTensors load(std::string_view tag = {}, ReadMode mode = ReadMode::zero_copy,
-                    const ProgressCallback& progress = {}) const;
-  // The tensor parameters `names` of `tag` (empty: newest), by name, in the
-  // order of `names` (a name given twice is loaded once, at its first
-  // position). Throws Error(not_found) for a name the tag lacks,
-  // Error(invalid_argument) for an embedding parameter. With `check_crc`,
-  // every blob's CRC-32 is checked before any tensor is returned
-  // (ReadMode::copy always checks).
-  NamedTensors load_params(std::span<const std::string> names, std::string_view tag = {},
-                           ReadMode mode = ReadMode::zero_copy, bool check_crc = false) const;
+  // Tensor parameters of `tag` (empty: newest) by name: every one, or those
+  // options.names lists (LoadOptions).
+  NamedTensors load(std::string_view tag = {}, const LoadOptions& options = {}) const;
+#ifndef MODELZIP_NO_DEPRECATED
+  // The spellings of 0.1, removed in 0.3 (docs/cpp.md, "Changes in 0.2").
+  [[deprecated("use load(tag, LoadOptions{.mode = mode, .progress = progress})")]] NamedTensors
+  load(std::string_view tag, ReadMode mode, const ProgressCallback& progress = {}) const {
+    LoadOptions options;
+    options.mode = mode;
+    options.progress = progress;
+    return load(tag, options);
+  }
+  [[deprecated(
+      "use load(tag, LoadOptions{.names = names, .mode = mode, .verify_crc = "
+      "check_crc})")]] NamedTensors
+  load_params(std::span<const std::string> names, std::string_view tag = {},
+              ReadMode mode = ReadMode::zero_copy, bool check_crc = false) const {
+    LoadOptions options;
+    options.names.emplace(names.begin(), names.end());
+    options.mode = mode;
+    options.verify_crc = check_crc;
+    return load(tag, options);
+  }
+#endif
 
   // Optimizer state arrays of `tag` (from updater.txt), in file order; each
   // ParamInfo has `name` = variable and `state` = state name. Empty when the

@@ -135,17 +135,33 @@ struct MODELZIP_API NamedTensor {
 
 using StringMap = std::map<std::string, std::string>;
 
-enum class Format { npy, npz, safetensors, btf };
+enum class TensorFormat { npy, npz, safetensors, btf };
 // "npy", "npz", "safetensors", "btf".
-MODELZIP_API std::string_view format_name(Format format) noexcept;
+MODELZIP_API std::string_view tensor_format_name(TensorFormat format) noexcept;
 // The format of `path` by its extension (".npy", ".npz", ".safetensors",
 // ".btf"; letter case ignored). Throws Error(unsupported) otherwise.
-MODELZIP_API Format format_from_extension(const std::filesystem::path& path);
+MODELZIP_API TensorFormat tensor_format_from_extension(const std::filesystem::path& path);
+
+#ifndef MODELZIP_NO_DEPRECATED
+// The spellings of 0.1, removed in 0.3 (docs/cpp.md, "Changes in 0.2"):
+// with `using namespace` of both modelzip::convert and
+// modelzip::finalfusion, Format named two types (define
+// MODELZIP_NO_DEPRECATED to drop these now).
+using Format [[deprecated("use convert::TensorFormat")]] = TensorFormat;
+[[deprecated("use convert::tensor_format_name")]] inline std::string_view format_name(
+    TensorFormat format) noexcept {
+  return tensor_format_name(format);
+}
+[[deprecated("use convert::tensor_format_from_extension")]] inline TensorFormat
+format_from_extension(const std::filesystem::path& path) {
+  return tensor_format_from_extension(path);
+}
+#endif
 
 // The tensors of a file with the format's metadata (safetensors'
 // "__metadata__"; empty for the other formats).
 struct MODELZIP_API TensorFile {
-  Format format = Format::npy;
+  TensorFormat format = TensorFormat::npy;
   std::vector<NamedTensor> tensors{};
   StringMap metadata{};
 };
@@ -178,7 +194,7 @@ MODELZIP_API std::vector<NamedTensor> read_btf(const Bytes& data, const Limits& 
 // back (arrays_to_quantized). Errors name the path (ErrorContext::archive).
 MODELZIP_API TensorFile read_tensor_file(const std::filesystem::path& path,
                                          const Limits& limits = {});
-MODELZIP_API TensorFile read_tensor_file(const std::filesystem::path& path, Format format,
+MODELZIP_API TensorFile read_tensor_file(const std::filesystem::path& path, TensorFormat format,
                                          const Limits& limits = {});
 
 // --- Writers to streams. Throw Error(io) when the stream fails.
@@ -205,7 +221,7 @@ MODELZIP_API void write_btf(const std::filesystem::path& path,
 MODELZIP_API void write_tensor_file(const std::filesystem::path& path,
                                     std::span<const NamedTensor> tensors,
                                     const StringMap& metadata = {});
-MODELZIP_API void write_tensor_file(const std::filesystem::path& path, Format format,
+MODELZIP_API void write_tensor_file(const std::filesystem::path& path, TensorFormat format,
                                     std::span<const NamedTensor> tensors,
                                     const StringMap& metadata = {});
 
@@ -218,7 +234,7 @@ MODELZIP_API void write_tensor_file(const std::filesystem::path& path, Format fo
 // twice (a parameter named like another's NAME.scales) or a description's key
 // is already in `metadata`.
 MODELZIP_API std::vector<NamedTensor> quantized_to_arrays(std::span<const NamedTensor> tensors,
-                                                          Format format, StringMap& metadata);
+                                                          TensorFormat format, StringMap& metadata);
 // The reverse, in place: for every description (safetensors: a
 // "__metadata__" key ending in ".quantization"; npz: a utf8 tensor whose name
 // ends in ".quantization"), its arrays become one quantized tensor NAME at

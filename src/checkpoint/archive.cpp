@@ -571,64 +571,22 @@ Tensor Archive::tensor(std::string_view name, std::string_view tag, ReadMode mod
   return impl_->read_tensor(entry, mode, impl_->tags[t]);
 }
 
-NamedTensors Archive::load_params(std::span<const std::string> names, std::string_view tag,
-                                  ReadMode mode, bool check_crc) const {
-  const std::size_t t = impl_->usable_tag(tag);
-  const std::string& tag_name = impl_->tags[t];
-  std::vector<const zip::EntryInfo*> entries;
-  entries.reserve(names.size());
-  for (const std::string& name : names) {
-    const BlobRow& row = impl_->row(t, TableKind::params, name);
-    std::string entry = impl_->blob_entry(t, row, TableKind::params);
-    if (row.ref.format != format::BlobFormat::tensor)
-      throw Error(ErrorCode::invalid_argument,
-                  "parameter '" + name + "' is an embedding; use embedding_file()",
-                  impl_->context(entry, tag_name));
-    entries.push_back(&impl_->entry_or_throw(entry));
-  }
-  if (mode != ReadMode::copy && impl_->reader.source()) {
-    try {  // every blob's requests in flight together
-      impl_->reader.prefetch(entries);
-    } catch (const Error& err) {
-      throw err.with_context(impl_->context({}, tag_name));
-    }
-  }
-  std::optional<PrivateViews> views;
-  if (mode == ReadMode::private_view) views.emplace(*impl_, entries);
-  NamedTensors out;
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    const zip::EntryInfo& e = *entries[i];
-    try {
-      Bytes data;
-      switch (mode) {
-        case ReadMode::copy:
-          data = impl_->reader.read_owned(e);
-          break;
-        case ReadMode::private_view:
-          data = views->read(e, check_crc);
-          break;
-        case ReadMode::zero_copy:
-          data = impl_->reader.read(e, check_crc);
-          break;
-      }
-      out.insert_or_assign(names[i], format::decode_tensor_blob(data, impl_->limits));
-    } catch (const Error& err) {
-      throw impl_->read_error(err, impl_->context(e.name, tag_name));
-    }
-  }
-  return out;
-}
-
-NamedTensors Archive::load(std::string_view tag, ReadMode mode,
-                           const ProgressCallback& progress) const {
+NamedTensors Archive::load(std::string_view tag, const LoadOptions& options) const {
   const std::size_t t = impl_->usable_tag(tag);
   const std::string& tag_name = impl_->tags[t];
   const auto& rows = impl_->tables[t].params;
-  if (mode == ReadMode::private_view) {
-    std::vector<std::string> names;
-    for (const auto& row : rows)
-      if (row.ref.format == format::BlobFormat::tensor) names.push_back(row.keys[0]);
-    return load_params(names, tag_name, mode);
+  const ReadMode mode = options.mode;
+  const ProgressCallback& progress = options.progress;
+  if (options.names || mode == ReadMode::private_view ||
+      (options.verify_crc && mode != ReadMode::copy)) {
+    std::vector<std::string> every;
+    if (!options.names)
+      for (const auto& row : rows)
+        if (row.ref.format == format::BlobFormat::tensor) every.push_back(row.keys[0]);
+    NamedTensors out = impl_->load_named(options.names ? *options.names : every, t, mode,
+                                         options.verify_crc, progress);
+    out.context_ = impl_->context({}, tag_name);
+    return out;
   }
   std::vector<const BlobRow*> blob_rows;
   std::vector<const zip::EntryInfo*> entries;
@@ -649,6 +607,7 @@ NamedTensors Archive::load(std::string_view tag, ReadMode mode,
     }
   }
   NamedTensors out;
+  out.context_ = impl_->context({}, tag_name);
   auto decode = [&](std::size_t i, const Bytes& data) {
     try {
       out.insert_or_assign(blob_rows[i]->keys[0], format::decode_tensor_blob(data, impl_->limits));
@@ -687,6 +646,81 @@ NamedTensors Archive::load(std::string_view tag, ReadMode mode,
     tracker.finish();
   }
   return out;
+}
+
+NamedTensors Archive::Impl::load_named(std::span<const std::string> names, std::size_t t,
+                                       ReadMode mode, bool check_crc,
+                                       const ProgressCallback& progress) const {
+  const std::string& tag_name = tags[t];
+  std::vector<const zip::EntryInfo*> entries;
+  entries.reserve(names.size());
+  for (const std::string& name : names) {
+    const BlobRow& blob_row = row(t, TableKind::params, name);
+    std::string entry = blob_entry(t, blob_row, TableKind::params);
+    if (blob_row.ref.format != format::BlobFormat::tensor)
+      throw Error(ErrorCode::invalid_argument,
+                  "parameter '" + name + "' is an embedding; use embedding_file()",
+                  context(entry, tag_name));
+    entries.push_back(&entry_or_throw(entry));
+  }
+  if (mode != ReadMode::copy && reader.source()) {
+    try {  // every blob's requests in flight together
+      reader.prefetch(entries);
+    } catch (const Error& err) {
+      throw err.with_context(context({}, tag_name));
+    }
+  }
+  std::optional<PrivateViews> views;
+  if (mode == ReadMode::private_view) views.emplace(*this, entries);
+  NamedTensors out;
+  detail::ProgressTracker tracker(mode == ReadMode::private_view ? ProgressCallback() : progress,
+                                  "load", context({}, tag_name));
+  if (tracker.enabled())
+    for (const auto* e : entries) tracker.add_to_total(e->compressed_size);
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const zip::EntryInfo& e = *entries[i];
+    try {
+      Bytes data;
+      switch (mode) {
+        case ReadMode::copy:
+          data = reader.read_owned(e);
+          break;
+        case ReadMode::private_view:
+          data = views->read(e, check_crc);
+          break;
+        case ReadMode::zero_copy:
+          data = reader.read(e, check_crc);
+          break;
+      }
+      out.insert_or_assign(names[i], format::decode_tensor_blob(data, limits));
+    } catch (const Error& err) {
+      throw read_error(err, context(e.name, tag_name));
+    }
+    tracker.advance(e.compressed_size);
+  }
+  tracker.finish();
+  return out;
+}
+
+void NamedTensors::throw_missing(std::string_view name) const {
+  constexpr std::size_t kListed = 8;  // names shown; the rest are counted
+  std::string message = "no tensor '" + std::string(name) + "'";
+  if (items_.size() <= detail::kMaxSuggestionCandidates) {
+    std::vector<std::string_view> names;
+    names.reserve(items_.size());
+    for (const auto& item : items_) names.push_back(item.first);
+    message += detail::did_you_mean(name, names);
+  }
+  if (items_.empty()) {
+    message += ": there are no tensors";
+  } else {
+    message += " among " + std::to_string(items_.size()) + ": ";
+    for (std::size_t i = 0; i < items_.size() && i < kListed; ++i)
+      message += (i ? ", '" : "'") + items_[i].first + "'";
+    if (items_.size() > kListed)
+      message += " and " + std::to_string(items_.size() - kListed) + " more";
+  }
+  throw Error(ErrorCode::not_found, message, context_);
 }
 
 std::vector<ParamInfo> Archive::updater_states(std::string_view tag) const {

@@ -88,6 +88,10 @@ class Archive::Impl {
   // kChangedSinceOpen, ": reopen the archive to read it as it is now" and the
   // same context: the bytes may be another writer's, not damaged.
   Error read_error(const Error& err, const ErrorContext& outer) const;
+  // Archive::load of `names`, tensor parameters of tag index `t`: with
+  // `check_crc`, every blob's CRC-32 is checked before any is returned.
+  NamedTensors load_named(std::span<const std::string> names, std::size_t t, ReadMode mode,
+                          bool check_crc, const ProgressCallback& progress) const;
   static constexpr std::string_view kChangedSinceOpen =
       "the archive was changed by another writer since this reader opened it (a tag removed or "
       "rewritten in place may have overwritten what this entry held)";

@@ -59,21 +59,21 @@ int run(const std::vector<std::string>& argv) {
   std::vector<std::string> names(pos.begin() + 1, pos.end() - 1);
   const std::string tag = args.value_or("--tag", "");
   std::string format = args.value_or("--format", "");
-  std::optional<finalfusion::Format> embedding_format;
+  std::optional<finalfusion::EmbeddingFormat> embedding_format;
   if (format.empty()) {
-    embedding_format = finalfusion::format_for_extension(out);
+    embedding_format = finalfusion::embedding_format_for_extension(out);
     format = out.extension().string();
     if (!format.empty()) format.erase(0, 1);
     for (char& c : format) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   } else {
-    embedding_format =
-        format == "fifu" ? finalfusion::Format::finalfusion : finalfusion::format_from_name(format);
+    embedding_format = format == "fifu" ? finalfusion::EmbeddingFormat::finalfusion
+                                        : finalfusion::embedding_format_from_name(format);
   }
   if (embedding_format) {
     // OUT's extension (.bin, .txt: common names for tensor files too) chose an embedding
     // format: say so when the export is not one embedding parameter.
     const std::string chosen = "OUT '" + out.string() + "' is an embedding file (" +
-                               std::string(finalfusion::format_name(*embedding_format)) +
+                               std::string(finalfusion::embedding_format_name(*embedding_format)) +
                                "); tensors go to .safetensors, .npz, .npy or .btf";
     if (names.size() != 1 || !updater.empty())
       throw UsageError(chosen + ": an embedding export names exactly one PARAM");
@@ -83,7 +83,7 @@ int run(const std::vector<std::string>& argv) {
                   {.archive = archive.name(), .tag = tag});
     const bool normalized = args.flag("--normalized");
     Bytes file = archive.embedding_file(names[0], tag, ReadMode::copy);
-    if (*embedding_format == finalfusion::Format::finalfusion) {
+    if (*embedding_format == finalfusion::EmbeddingFormat::finalfusion) {
       if (normalized)
         throw UsageError(
             "--normalized applies to word2vec and text exports (a .fifu keeps the "
@@ -104,7 +104,7 @@ int run(const std::vector<std::string>& argv) {
                        e.context());
     }
     std::cerr << "wrote embedding '" << printable(names[0]) << "' to " << printable(out.string())
-              << " (" << finalfusion::format_name(*embedding_format) << ", "
+              << " (" << finalfusion::embedding_format_name(*embedding_format) << ", "
               << (normalized               ? "unit rows"
                   : embeddings.has_norms() ? "original norms restored"
                                            : "rows as stored, no norms")
@@ -255,10 +255,10 @@ int run(const std::vector<std::string>& argv) {
   std::size_t quantized = 0;
   for (const auto& t : tensors) quantized += t.tensor.layout() == Layout::quantized;
   convert::write_tensor_file(out,
-                             format == "safetensors" ? convert::Format::safetensors
-                             : format == "npz"       ? convert::Format::npz
-                             : format == "btf"       ? convert::Format::btf
-                                                     : convert::Format::npy,
+                             format == "safetensors" ? convert::TensorFormat::safetensors
+                             : format == "npz"       ? convert::TensorFormat::npz
+                             : format == "btf"       ? convert::TensorFormat::btf
+                                                     : convert::TensorFormat::npy,
                              tensors,
                              format == "safetensors"
                                  ? convert::detail::kept_safetensors_metadata(archive, tag)

@@ -35,26 +35,27 @@ bool is_tensor_file(const std::string& ext) {
 
 // The tensor format `name` names as --format ("npy", "npz", "safetensors",
 // "btf": export --format's names), or nullopt.
-std::optional<convert::Format> tensor_format_named(std::string_view name) {
-  for (const auto f : {convert::Format::npy, convert::Format::npz, convert::Format::safetensors,
-                       convert::Format::btf})
-    if (convert::format_name(f) == name) return f;
+std::optional<convert::TensorFormat> tensor_format_named(std::string_view name) {
+  for (const auto f : {convert::TensorFormat::npy, convert::TensorFormat::npz,
+                       convert::TensorFormat::safetensors, convert::TensorFormat::btf})
+    if (convert::tensor_format_name(f) == name) return f;
   return std::nullopt;
 }
 
 // The embedding format of `path`: from --format, else by content and
-// extension (finalfusion::detect_format).
-finalfusion::Format embedding_format(const fs::path& path, const Bytes& data,
-                                     const std::optional<std::string>& forced) {
+// extension (finalfusion::detect_embedding_format).
+finalfusion::EmbeddingFormat embedding_format(const fs::path& path, const Bytes& data,
+                                              const std::optional<std::string>& forced) {
   if (forced) {
-    auto f = finalfusion::format_from_name(*forced);
+    auto f = finalfusion::embedding_format_from_name(*forced);
     if (!f)
       throw UsageError("unknown --format '" + *forced +
                        "' (tensors: npy npz safetensors btf; embeddings: finalfusion word2vec "
                        "text textdims fasttext floret)");
     return *f;
   }
-  if (auto f = finalfusion::detect_format(path, data.as_string_view().substr(0, 4096))) return *f;
+  if (auto f = finalfusion::detect_embedding_format(path, data.as_string_view().substr(0, 4096)))
+    return *f;
   throw Error(ErrorCode::unsupported,
               "cannot tell the format of '" + path.string() +
                   "' (tensors: .npy .npz .safetensors .btf; embeddings: .fifu .bin .ftz .txt "
@@ -112,7 +113,7 @@ int run(const std::vector<std::string>& argv) {
   // --format, when given, is the format of every FILE; else the extension tells tensor
   // files, and the content or extension an embedding file's format.
   const std::optional<std::string> forced = args.value("--format");
-  const std::optional<convert::Format> forced_tensors =
+  const std::optional<convert::TensorFormat> forced_tensors =
       forced ? tensor_format_named(*forced) : std::nullopt;
   const auto reads_tensors = [&](const fs::path& file) {
     return forced ? forced_tensors.has_value() : is_tensor_file(lower_extension(file));
@@ -188,9 +189,9 @@ int run(const std::vector<std::string>& argv) {
                     "tensor files)",
                     {.archive = file.string()});
     }
-    finalfusion::Format format = embedding_format(file, data, args.value("--format"));
+    finalfusion::EmbeddingFormat format = embedding_format(file, data, args.value("--format"));
     Bytes fifu = data;
-    if (format != finalfusion::Format::finalfusion) {
+    if (format != finalfusion::EmbeddingFormat::finalfusion) {
       finalfusion::ConvertReport report;
       fifu = finalfusion::load(
                  file, format,

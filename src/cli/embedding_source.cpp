@@ -62,7 +62,7 @@ Archive open_remote_archive(const Args& args, const std::string& url) {
 }
 
 finalfusion::Embeddings convert_file(const Args& args, const std::string& path,
-                                     finalfusion::Format format) {
+                                     finalfusion::EmbeddingFormat format) {
   finalfusion::ConvertReport report;
   auto embeddings = finalfusion::load(
       path, format, finalfusion::ConvertOptions{.utf8 = utf8_policy(args), .report = &report});
@@ -110,19 +110,19 @@ finalfusion::Embeddings open_embeddings(const Args& args, std::size_t& used) {
     if (args.value("--tag"))
       throw UsageError("--tag selects a tag of an ARCHIVE; '" + first +
                        "' is a standalone embedding file");
-    std::optional<finalfusion::Format> format;
+    std::optional<finalfusion::EmbeddingFormat> format;
     if (auto forced = args.value("--format")) {
-      format = finalfusion::format_from_name(*forced);
+      format = finalfusion::embedding_format_from_name(*forced);
       if (!format) throw UsageError("unknown --format '" + *forced + "'");
     } else {
-      format = finalfusion::detect_format(first, *head);
+      format = finalfusion::detect_embedding_format(first, *head);
     }
     if (!format)
       throw Error(ErrorCode::unsupported,
                   "unknown format: '" + first +
                       "' is neither a modelzip archive nor an embedding file (.fifu, fastText "
                       ".bin/.ftz, word2vec .bin, .txt, .vec; or give --format)");
-    if (*format == finalfusion::Format::finalfusion)
+    if (*format == finalfusion::EmbeddingFormat::finalfusion)
       return finalfusion::Embeddings::open(first, true);
     return convert_file(args, first, *format);
   }

@@ -84,8 +84,8 @@ Bytes scalar_bytes(const void* value) {
 
 }  // namespace
 
-std::vector<NamedTensor> quantized_to_arrays(std::span<const NamedTensor> tensors, Format format,
-                                             StringMap& metadata) {
+std::vector<NamedTensor> quantized_to_arrays(std::span<const NamedTensor> tensors,
+                                             TensorFormat format, StringMap& metadata) {
   std::vector<NamedTensor> out;
   out.reserve(tensors.size());
   for (const auto& nt : tensors) {
@@ -94,13 +94,13 @@ std::vector<NamedTensor> quantized_to_arrays(std::span<const NamedTensor> tensor
       out.push_back(nt);
       continue;
     }
-    if (format != Format::npz && format != Format::safetensors)
+    if (format != TensorFormat::npz && format != TensorFormat::safetensors)
       throw Error(ErrorCode::unsupported,
-                  std::string(format_name(format)) + " cannot hold quantized tensor '" + nt.name +
-                      "': its integers go with scales" +
-                      (format == Format::npy ? std::string(" and a .npy file holds one array")
-                                             : std::string(" and a description, and BTF has "
-                                                           "neither names nor metadata")) +
+                  std::string(tensor_format_name(format)) + " cannot hold quantized tensor '" +
+                      nt.name + "': its integers go with scales" +
+                      (format == TensorFormat::npy ? std::string(" and a .npy file holds one array")
+                                                   : std::string(" and a description, and BTF has "
+                                                                 "neither names nor metadata")) +
                       "; write .npz or .safetensors, or dequantize it (export --dequantize)");
     const Quantization& q = *t.quantization();
     out.push_back({nt.name, integers(t)});
@@ -125,7 +125,7 @@ std::vector<NamedTensor> quantized_to_arrays(std::span<const NamedTensor> tensor
     }
     const std::string key = nt.name + std::string(kDescription);
     const std::string json = description_json(t);
-    if (format == Format::npz) {
+    if (format == TensorFormat::npz) {
       out.push_back({key, Tensor::strings({}, std::vector<std::string>{json})});
     } else if (!metadata.emplace(key, json).second) {
       throw Error(ErrorCode::invalid_argument,
@@ -138,7 +138,7 @@ std::vector<NamedTensor> quantized_to_arrays(std::span<const NamedTensor> tensor
   for (std::size_t i = 0; i < out.size(); ++i)
     if (auto [it, fresh] = seen.emplace(out[i].name, i); !fresh)
       throw Error(ErrorCode::invalid_argument,
-                  std::string(format_name(format)) + ": the name '" + out[i].name +
+                  std::string(tensor_format_name(format)) + ": the name '" + out[i].name +
                       "' is used twice (a quantized tensor NAME is written as NAME, NAME.scales, "
                       "NAME.zero_points and NAME.quantization)");
   return out;
@@ -254,7 +254,7 @@ void arrays_to_quantized(TensorFile& file) {
   // The descriptions: safetensors metadata entries, or 0-d string arrays.
   std::map<std::string, std::string> descriptions;  // NAME -> JSON
   for (auto it = file.metadata.begin(); it != file.metadata.end();) {
-    if (file.format == Format::safetensors && has_suffix(it->first, kDescription)) {
+    if (file.format == TensorFormat::safetensors && has_suffix(it->first, kDescription)) {
       descriptions[it->first.substr(0, it->first.size() - kDescription.size())] = it->second;
       it = file.metadata.erase(it);
     } else {
@@ -265,7 +265,7 @@ void arrays_to_quantized(TensorFile& file) {
   for (std::size_t i = 0; i < file.tensors.size(); ++i) {
     const auto& nt = file.tensors[i];
     index.emplace(nt.name, i);
-    if (file.format == Format::npz && has_suffix(nt.name, kDescription) &&
+    if (file.format == TensorFormat::npz && has_suffix(nt.name, kDescription) &&
         nt.tensor.dtype() == DType::utf8 && nt.tensor.layout() == Layout::dense) {
       if (nt.tensor.rank() != 0)
         throw Error(ErrorCode::corrupt,
@@ -286,7 +286,7 @@ void arrays_to_quantized(TensorFile& file) {
     const std::string& name = description.first;
     const std::string& json = description.second;
     const std::string key = name + std::string(kDescription);
-    if (file.format == Format::npz) consumed[index.at(key)] = true;
+    if (file.format == TensorFormat::npz) consumed[index.at(key)] = true;
     Description d;
     try {
       d = parse_description(json, key);

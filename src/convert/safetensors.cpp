@@ -179,7 +179,7 @@ TensorFile read_safetensors(const Bytes& data, const Limits& limits) {
 
   JsonCursor json(header, 8, "safetensors header");
   TensorFile file;
-  file.format = Format::safetensors;
+  file.format = TensorFormat::safetensors;
   std::vector<Entry> entries;
   std::unordered_set<std::string> names;
   bool has_metadata = false;

@@ -9,28 +9,28 @@
 
 namespace modelzip::convert {
 
-std::string_view format_name(Format format) noexcept {
+std::string_view tensor_format_name(TensorFormat format) noexcept {
   switch (format) {
-    case Format::npy:
+    case TensorFormat::npy:
       return "npy";
-    case Format::npz:
+    case TensorFormat::npz:
       return "npz";
-    case Format::safetensors:
+    case TensorFormat::safetensors:
       return "safetensors";
-    case Format::btf:
+    case TensorFormat::btf:
       return "btf";
   }
   return "unknown";
 }
 
-Format format_from_extension(const std::filesystem::path& path) {
+TensorFormat tensor_format_from_extension(const std::filesystem::path& path) {
   std::string ext = path.extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (ext == ".npy") return Format::npy;
-  if (ext == ".npz") return Format::npz;
-  if (ext == ".safetensors") return Format::safetensors;
-  if (ext == ".btf") return Format::btf;
+  if (ext == ".npy") return TensorFormat::npy;
+  if (ext == ".npz") return TensorFormat::npz;
+  if (ext == ".safetensors") return TensorFormat::safetensors;
+  if (ext == ".btf") return TensorFormat::btf;
   if (ext == ".h5" || ext == ".hdf5")
     throw Error(ErrorCode::unsupported,
                 "HDF5 is not a format modelzip reads or writes: in Python, h5py reads the "
@@ -43,10 +43,10 @@ Format format_from_extension(const std::filesystem::path& path) {
 }
 
 TensorFile read_tensor_file(const std::filesystem::path& path, const Limits& limits) {
-  return read_tensor_file(path, format_from_extension(path), limits);
+  return read_tensor_file(path, tensor_format_from_extension(path), limits);
 }
 
-TensorFile read_tensor_file(const std::filesystem::path& path, Format format,
+TensorFile read_tensor_file(const std::filesystem::path& path, TensorFormat format,
                             const Limits& limits) {
   remote::refuse_url_of_file(path.native(), "tensor");
   try {
@@ -54,16 +54,16 @@ TensorFile read_tensor_file(const std::filesystem::path& path, Format format,
     const std::string source = path.string();
     TensorFile file;
     switch (format) {
-      case Format::npy:
+      case TensorFormat::npy:
         file = {format, read_npy(data, path.stem().string(), limits, source), {}};
         break;
-      case Format::npz:
+      case TensorFormat::npz:
         file = {format, read_npz(data, limits, source), {}};
         break;
-      case Format::safetensors:
+      case TensorFormat::safetensors:
         file = read_safetensors(data, limits, source);
         break;
-      case Format::btf:
+      case TensorFormat::btf:
         file = {format, read_btf(data, limits, source), {}};
         break;
     }
@@ -74,12 +74,13 @@ TensorFile read_tensor_file(const std::filesystem::path& path, Format format,
   }
 }
 
-void write_tensor_file(const std::filesystem::path& path, Format format,
+void write_tensor_file(const std::filesystem::path& path, TensorFormat format,
                        std::span<const NamedTensor> tensors, const StringMap& metadata) {
-  if (!metadata.empty() && format != Format::safetensors)
-    throw Error(ErrorCode::unsupported,
-                std::string(format_name(format)) + " files cannot hold metadata (safetensors can)",
-                ErrorContext{.archive = path.string()});
+  if (!metadata.empty() && format != TensorFormat::safetensors)
+    throw Error(
+        ErrorCode::unsupported,
+        std::string(tensor_format_name(format)) + " files cannot hold metadata (safetensors can)",
+        ErrorContext{.archive = path.string()});
   StringMap meta = metadata;
   std::vector<NamedTensor> arrays;
   try {
@@ -89,7 +90,7 @@ void write_tensor_file(const std::filesystem::path& path, Format format,
   }
   try {
     switch (format) {
-      case Format::npy:
+      case TensorFormat::npy:
         if (arrays.size() != 1)
           throw Error(ErrorCode::invalid_argument,
                       "a .npy file holds exactly one tensor, got " + std::to_string(arrays.size()));
@@ -99,11 +100,11 @@ void write_tensor_file(const std::filesystem::path& path, Format format,
           throw detail::name_error(e, arrays[0].name);
         }
         return;
-      case Format::npz:
+      case TensorFormat::npz:
         return write_npz(path, arrays);
-      case Format::safetensors:
+      case TensorFormat::safetensors:
         return write_safetensors(path, arrays, meta);
-      case Format::btf:
+      case TensorFormat::btf:
         return write_btf(path, arrays);
     }
   } catch (const Error& e) {
@@ -113,7 +114,7 @@ void write_tensor_file(const std::filesystem::path& path, Format format,
 
 void write_tensor_file(const std::filesystem::path& path, std::span<const NamedTensor> tensors,
                        const StringMap& metadata) {
-  write_tensor_file(path, format_from_extension(path), tensors, metadata);
+  write_tensor_file(path, tensor_format_from_extension(path), tensors, metadata);
 }
 
 }  // namespace modelzip::convert

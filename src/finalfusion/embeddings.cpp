@@ -189,7 +189,7 @@ Embeddings Embeddings::open(const std::filesystem::path& path, bool mmap) {
 
 Embeddings Embeddings::from_matrix(Vocab vocab, std::vector<float> matrix, std::size_t dims,
                                    std::optional<std::vector<float>> norms,
-                                   std::optional<Metadata> metadata) {
+                                   std::optional<EmbeddingsMetadata> metadata) {
   auto state = std::make_shared<EmbeddingsState>();
   const std::uint64_t rows = vocab.rows();
   if (dims == 0 ? !matrix.empty() : matrix.size() % dims != 0 || matrix.size() / dims != rows)
@@ -239,7 +239,7 @@ std::shared_ptr<EmbeddingsState> copy_state(const EmbeddingsState& s) {
 }
 }  // namespace
 
-Embeddings Embeddings::with_metadata(std::optional<Metadata> metadata) const {
+Embeddings Embeddings::with_metadata(std::optional<EmbeddingsMetadata> metadata) const {
   auto c = copy_state(*state_);
   c->metadata = std::move(metadata);
   return Embeddings::Access::make(std::move(c));
@@ -272,10 +272,10 @@ std::size_t Embeddings::dims() const noexcept {
 std::size_t Embeddings::rows() const noexcept {
   return state_->storage.rows();
 }
-const std::optional<Metadata>& Embeddings::metadata() const& noexcept {
+const std::optional<EmbeddingsMetadata>& Embeddings::metadata() const& noexcept {
   return state_->metadata;
 }
-std::optional<Metadata> Embeddings::metadata() const&& {
+std::optional<EmbeddingsMetadata> Embeddings::metadata() const&& {
   return state_->metadata;
 }
 // 0.1.0's unqualified forms (core/kept_symbol.hpp).

@@ -16,7 +16,7 @@ namespace modelzip::finalfusion::detail {
 struct EmbeddingsState {
   std::string name;
   Vocab vocab = Vocab::Access::make(nullptr);
-  std::optional<Metadata> metadata;
+  std::optional<EmbeddingsMetadata> metadata;
   Storage storage;
   SharedArray<float> norms;  // one per word, or empty
   bool has_norms = false;

@@ -1,4 +1,4 @@
-// Metadata: the TOML document of chunk 5, parsed with toml++ into the
+// EmbeddingsMetadata: the TOML document of chunk 5, parsed with toml++ into the
 // library-free MetadataValue tree, and the chunk format (length-prefixed
 // UTF-8 TOML text).
 #include <cmath>
@@ -296,7 +296,7 @@ bool MetadataValue::operator==(const MetadataValue& o) const {
   return false;
 }
 
-Metadata Metadata::parse(std::string_view toml_text) {
+EmbeddingsMetadata EmbeddingsMetadata::parse(std::string_view toml_text) {
   if (auto bad = modelzip::detail::utf8_invalid_at(toml_text))
     throw Error(ErrorCode::corrupt,
                 "metadata is not valid UTF-8 (byte " + std::to_string(*bad) + ")");
@@ -307,13 +307,13 @@ Metadata Metadata::parse(std::string_view toml_text) {
     throw Error(ErrorCode::corrupt, "invalid TOML metadata: " + std::string(e.description()),
                 ErrorContext{.line = static_cast<std::uint64_t>(e.source().begin.line)});
   }
-  Metadata m;
+  EmbeddingsMetadata m;
   m.text_ = std::string(toml_text);
   m.root_ = from_table_node(table);
   return m;
 }
 
-Metadata Metadata::from_table(const MetadataValue& root) {
+EmbeddingsMetadata EmbeddingsMetadata::from_table(const MetadataValue& root) {
   if (!root.is_table()) throw Error(ErrorCode::invalid_argument, "metadata root must be a table");
   toml::table table;
   to_table(root, table);
@@ -324,17 +324,17 @@ Metadata Metadata::from_table(const MetadataValue& root) {
 
 namespace detail {
 
-Metadata read_metadata(modelzip::detail::ByteReader& body) {
+EmbeddingsMetadata read_metadata(modelzip::detail::ByteReader& body) {
   const std::uint64_t at = body.absolute_position();
   auto text = body.string(body.remaining(), "Metadata");
   try {
-    return Metadata::parse(text);
+    return EmbeddingsMetadata::parse(text);
   } catch (const Error& e) {
     throw e.with_context(ErrorContext{.offset = at});
   }
 }
 
-void write_metadata(Sink& sink, const Metadata& metadata) {
+void write_metadata(Sink& sink, const EmbeddingsMetadata& metadata) {
   sink.chunk_start(ChunkId::metadata, metadata.toml().size());
   sink.bytes(metadata.toml().data(), metadata.toml().size());
 }

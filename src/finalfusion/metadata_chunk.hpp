@@ -8,7 +8,7 @@ namespace modelzip::finalfusion::detail {
 
 // Parses the whole body. Error(corrupt) with the line and the body offset
 // on invalid TOML.
-Metadata read_metadata(modelzip::detail::ByteReader& body);
-void write_metadata(Sink& sink, const Metadata& metadata);
+EmbeddingsMetadata read_metadata(modelzip::detail::ByteReader& body);
+void write_metadata(Sink& sink, const EmbeddingsMetadata& metadata);
 
 }  // namespace modelzip::finalfusion::detail

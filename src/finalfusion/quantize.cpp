@@ -155,7 +155,8 @@ std::uint32_t default_subquantizers(std::uint32_t d) {
 
 }  // namespace
 
-QuantizeResult quantize(const Embeddings& embeddings, const PqOptions& options) {
+PqResult Embeddings::quantize(const PqOptions& options) const {
+  const Embeddings& embeddings = *this;
   if (embeddings.quantized())
     throw Error(ErrorCode::invalid_argument, "embeddings are already quantized");
   const std::size_t n = embeddings.rows();
@@ -243,10 +244,11 @@ QuantizeResult quantize(const Embeddings& embeddings, const PqOptions& options) 
     }
   }
   const double mse = n ? error / (static_cast<double>(n) * static_cast<double>(d)) : 0.0;
-  return QuantizeResult{Embeddings::Access::make(std::move(state)), mse};
+  return PqResult{Embeddings::Access::make(std::move(state)), mse};
 }
 
-Embeddings dequantize(const Embeddings& embeddings) {
+Embeddings Embeddings::dequantize() const {
+  const Embeddings& embeddings = *this;
   if (!embeddings.quantized()) return embeddings;
   const std::size_t n = embeddings.rows(), d = embeddings.dims();
   std::vector<float> matrix(n * d);

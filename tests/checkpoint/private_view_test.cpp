@@ -63,7 +63,7 @@ TEST_CASE("Private views are writable, and writes stay in the view") {
   CHECK(a.param("small").blob == a.param("small-twin").blob);
   const Tensor shared_view = a.tensor("big");
 
-  auto first = a.load("v1", ReadMode::private_view);
+  auto first = a.load("v1", {.mode = ReadMode::private_view});
   REQUIRE(first.size() == 5);
   for (const auto& [name, t] : first) {
     // Copies: the deflated blob, and the second name of a blob under 64 KiB.
@@ -72,7 +72,7 @@ TEST_CASE("Private views are writable, and writes stay in the view") {
   }
   SUBCASE("no other parameter, load, view or the file sees the writes") {
     CHECK(all_bytes(shared_view, 7));
-    auto second = a.load("v1", ReadMode::private_view);
+    auto second = a.load("v1", {.mode = ReadMode::private_view});
     CHECK(all_bytes(second.at("big"), 7));
     CHECK(all_bytes(second.at("big-twin"), 7));
     CHECK(all_bytes(second.at("small-twin"), 9));
@@ -87,7 +87,7 @@ TEST_CASE("Private views are writable, and writes stay in the view") {
   }
 }
 
-TEST_CASE("load_params reads the names asked for, and checks CRCs when asked") {
+TEST_CASE("load reads the names asked for, and checks CRCs when asked") {
   TempDir dir;
   const auto path = dir / "m.zip";
   {
@@ -100,12 +100,12 @@ TEST_CASE("load_params reads the names asked for, and checks CRCs when asked") {
   }
   const std::vector<std::string> only_b{"b"};
   for (ReadMode mode : {ReadMode::zero_copy, ReadMode::private_view, ReadMode::copy}) {
-    auto got = Archive::open(path).load_params(only_b, "v1", mode);
+    auto got = Archive::open(path).load("v1", {.names = only_b, .mode = mode});
     CHECK(got.size() == 1);
     CHECK(all_bytes(got.at("b"), 2));
   }
   const std::vector<std::string> missing{"a", "nope"};
-  CHECK_THROWS_AS(Archive::open(path).load_params(missing, "v1"), Error);
+  CHECK_THROWS_AS(Archive::open(path).load("v1", {.names = missing}), Error);
 
   // The last byte of the file before the central directory is a's or b's data: damage it.
   std::string data = io_bytes(path);
@@ -115,15 +115,22 @@ TEST_CASE("load_params reads the names asked for, and checks CRCs when asked") {
   data[at + 10] = '\x7f';
   write_file(path, data);
   Archive damaged = Archive::open(path);
-  CHECK_FALSE(all_bytes(damaged.load_params(only_b, "v1", ReadMode::private_view).at("b"), 2));
+  CHECK_FALSE(
+      all_bytes(damaged.load("v1", {.names = only_b, .mode = ReadMode::private_view}).at("b"), 2));
+  // Every mode and selection that views the data checks it when asked (the
+  // name chosen, or every tensor parameter).
+  const std::vector<std::optional<std::vector<std::string>>> selections{only_b, std::nullopt};
   for (ReadMode mode : {ReadMode::zero_copy, ReadMode::private_view}) {
-    try {
-      damaged.load_params(only_b, "v1", mode, /*check_crc=*/true);
-      FAIL("no error for a damaged blob");
-    } catch (const Error& e) {
-      CHECK(e.code() == ErrorCode::corrupt);
-      CHECK(std::string(e.what()).find("CRC-32 mismatch") != std::string::npos);
-      CHECK(e.context().entry == damaged.param("b").blob);
+    for (const auto& names : selections) {
+      try {
+        damaged.load("v1", {.names = names, .mode = mode, .verify_crc = true});
+        FAIL("no error for a damaged blob");
+      } catch (const Error& e) {
+        CHECK(e.code() == ErrorCode::corrupt);
+        CHECK(std::string(e.what()).find("CRC-32 mismatch") != std::string::npos);
+        CHECK(e.context().entry == damaged.param("b").blob);
+      }
     }
   }
+  CHECK_NOTHROW(damaged.load("v1"));  // views are not checked unless asked
 }

@@ -156,10 +156,10 @@ TEST_CASE("Loading with copies and verifying report progress; either can be canc
   Archive a = Archive::open(path);
 
   std::vector<Progress> seen;
-  auto loaded = a.load({}, ReadMode::copy, [&](const Progress& p) {
-    seen.push_back(p);
-    return true;
-  });
+  auto loaded = a.load({}, {.mode = ReadMode::copy, .progress = [&](const Progress& p) {
+                              seen.push_back(p);
+                              return true;
+                            }});
   REQUIRE(seen.size() == 3);  // one report per blob
   // Each blob is its header plus the data: totals at least the data's size.
   CHECK(seen.back().bytes_done == seen.back().bytes_total);
@@ -183,8 +183,27 @@ TEST_CASE("Loading with copies and verifying report progress; either can be canc
 
   int calls = 0;
   auto stop_early = [&](const Progress&) { return ++calls < 2; };
-  CHECK_THROWS_WITH_AS(a.load({}, ReadMode::copy, stop_early), doctest::Contains("cancelled"),
-                       Error);
+  CHECK_THROWS_WITH_AS(a.load({}, {.mode = ReadMode::copy, .progress = stop_early}),
+                       doctest::Contains("cancelled"), Error);
+  // A load of chosen names, or one that checks the CRCs of views, reports
+  // and cancels the same way.
+  for (ReadMode mode : {ReadMode::zero_copy, ReadMode::copy}) {
+    std::vector<Progress> chosen;
+    auto got = a.load({}, {.names = std::vector<std::string>{data.begin()->first},
+                           .mode = mode,
+                           .verify_crc = true,
+                           .progress = [&](const Progress& p) {
+                             chosen.push_back(p);
+                             return true;
+                           }});
+    CHECK(got.size() == 1);
+    REQUIRE(chosen.size() == 1);
+    CHECK(chosen.back().bytes_done == chosen.back().bytes_total);
+    CHECK(chosen.back().bytes_total >= data.begin()->second.size());
+    calls = 0;
+    CHECK_THROWS_WITH_AS(a.load({}, {.mode = mode, .verify_crc = true, .progress = stop_early}),
+                         doctest::Contains("cancelled"), Error);
+  }
   calls = 0;
   CHECK_THROWS_WITH_AS(a.verify(stop_early), doctest::Contains("cancelled"), Error);
 }

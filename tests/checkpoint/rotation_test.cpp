@@ -479,8 +479,8 @@ TEST_CASE("A read whose bytes changed since the reader opened says so; damage is
     check_changed([&] { (void)stale.tensor("w", "t0"); });
     check_changed([&] { (void)stale.tensor("w", "t0", ReadMode::copy); });
     check_changed([&] { (void)stale.params("t0"); });
-    check_changed([&] { (void)stale.load("t0", ReadMode::copy); });
-    check_changed([&] { (void)stale.load("t0", ReadMode::private_view); });
+    check_changed([&] { (void)stale.load("t0", {.mode = ReadMode::copy}); });
+    check_changed([&] { (void)stale.load("t0", {.mode = ReadMode::private_view}); });
     check_changed([&] { stream.check(); });
     check_changed([&] { stream.write_values([](std::span<const std::byte>) {}); });
     for (const bool part : {false, true}) {  // entries by name: no tag to name

@@ -65,14 +65,15 @@ TEST_CASE("Random models round-trip through many tags, zero-copy and copied") {
   CHECK(a.newest_tag() == "step-500");
   for (const auto& [tag, model] : saved) {
     check_equal(model, a.load(tag));
-    check_equal(model, a.load(tag, ReadMode::copy));
+    check_equal(model, a.load(tag, {.mode = ReadMode::copy}));
   }
   // The newest tag is the default.
   check_equal(saved.back().second, a.load());
   CHECK(a.verify().empty());
 }
 
-TEST_CASE("load and load_params give the tensors in params.txt order, as Python's load") {
+TEST_CASE(
+    "load gives the tensors in params.txt order, or in the order of names, as Python's load") {
   TempDir dir;
   auto path = dir / "order.zip";
   const std::vector<std::string> order = {"zeta", "alpha", "mid.weight", "Beta", "a"};
@@ -87,18 +88,47 @@ TEST_CASE("load and load_params give the tensors in params.txt order, as Python'
   for (const ParamInfo& p : a.params("t")) stored.push_back(p.name);
   REQUIRE(stored == order);  // params.txt keeps the order the tag was built in
   for (ReadMode mode : {ReadMode::zero_copy, ReadMode::copy, ReadMode::private_view}) {
-    NamedTensors all = a.load("t", mode);
+    NamedTensors all = a.load("t", {.mode = mode});
     std::vector<std::string> names;
     for (const auto& [name, t] : all) names.push_back(name);
     CHECK(names == order);
     CHECK(all.at("mid.weight").values().data()[0] == std::byte{2});
     CHECK(all.find("missing") == all.end());
-    CHECK_THROWS_AS(all.at("missing"), std::out_of_range);
+    try {  // as every error of the library: Error, naming what is missing and where
+      (void)all.at("mid.weigth");
+      FAIL("at() of a missing name did not throw");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::not_found);
+      CHECK(e.message() ==
+            "no tensor 'mid.weigth' (did you mean 'mid.weight'?) among 5: 'zeta', 'alpha', "
+            "'mid.weight', 'Beta', 'a'");
+      CHECK(e.context().archive == path.string());
+      CHECK(e.context().tag == "t");
+    }
   }
-  const std::vector<std::string> some = {"a", "zeta", "Beta"};
-  std::vector<std::string> names;
-  for (const auto& [name, t] : a.load_params(some, "t")) names.push_back(name);
-  CHECK(names == some);
+  const std::vector<std::string> some = {"a", "zeta", "Beta", "a"};
+  for (ReadMode mode : {ReadMode::zero_copy, ReadMode::copy, ReadMode::private_view}) {
+    std::vector<std::string> names;
+    for (const auto& [name, t] : a.load("t", {.names = some, .mode = mode})) names.push_back(name);
+    CHECK(names == std::vector<std::string>{"a", "zeta", "Beta"});  // "a" once, at its first place
+  }
+  CHECK(a.load("t", {.names = std::vector<std::string>{}}).empty());
+}
+
+TEST_CASE("NamedTensors::at throws Error(not_found) that lists the names held") {
+  NamedTensors none;
+  CHECK_THROWS_WITH_AS((void)none.at("w"), "no tensor 'w': there are no tensors", Error);
+  NamedTensors many;
+  for (int i = 0; i < 10; ++i) many.insert_or_assign("p" + std::to_string(i), Tensor());
+  try {
+    (void)std::move(many).at("q");
+    FAIL("at() of a missing name did not throw");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::not_found);
+    CHECK(e.message() ==
+          "no tensor 'q' among 10: 'p0', 'p1', 'p2', 'p3', 'p4', 'p5', 'p6', 'p7' and 2 more");
+    CHECK(e.context().archive.empty());  // built by hand: read from no archive
+  }
 }
 
 TEST_CASE("Stored tensors are 64-byte aligned zero-copy views that outlive the Archive") {

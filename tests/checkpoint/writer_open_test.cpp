@@ -243,11 +243,12 @@ TEST_CASE("Views and tensors taken from a temporary Tensor or NamedTensors outli
     for (float x : Archive::open(path).tensor("w", {}, mode).as<float>()) values.push_back(x);
     CHECK(std::ranges::equal(values, w.as<float>()));
     values.clear();
-    for (float x : archive.load({}, mode).at("w").as<float>()) values.push_back(x);
+    for (float x : archive.load({}, {.mode = mode}).at("w").as<float>()) values.push_back(x);
     CHECK(std::ranges::equal(values, w.as<float>()));
   }
   std::vector<std::int64_t> shape;
-  for (std::int64_t d : archive.load({}, ReadMode::copy).at("w").shape()) shape.push_back(d);
+  for (std::int64_t d : archive.load({}, {.mode = ReadMode::copy}).at("w").shape())
+    shape.push_back(d);
   CHECK(shape == Shape{64});
   static_assert(std::is_same_v<decltype(archive.load().at("w")), Tensor>);
 }

@@ -175,7 +175,7 @@ TEST_SUITE("convert") {
 
   TEST_CASE("safetensors golden: all dtypes, metadata, data order") {
     auto f = convert::read_safetensors(golden_bytes("model.safetensors"));
-    CHECK(f.format == convert::Format::safetensors);
+    CHECK(f.format == convert::TensorFormat::safetensors);
     CHECK(f.metadata == convert::StringMap{{"format", "pt"}, {"note", "caf\xC3\xA9 \"quoted\""}});
     REQUIRE(f.tensors.size() == 7);
     std::vector<std::string> names;
@@ -245,7 +245,7 @@ TEST_SUITE("convert") {
 
   TEST_CASE("read_tensor_file: dispatch by extension, npy named by stem, errors name the file") {
     auto f = convert::read_tensor_file(golden_convert("f4.npy"));
-    CHECK(f.format == convert::Format::npy);
+    CHECK(f.format == convert::TensorFormat::npy);
     REQUIRE(f.tensors.size() == 1);
     CHECK(f.tensors[0].name == "f4");
     CHECK(convert::read_tensor_file(golden_convert("savez.npz")).tensors.size() == 3);
@@ -262,13 +262,14 @@ TEST_SUITE("convert") {
     expect_error([] { convert::read_tensor_file(golden_convert("missing.npy")); }, ErrorCode::io);
   }
 
-  TEST_CASE("format_from_extension") {
-    CHECK(convert::format_from_extension("a/b.NPY") == convert::Format::npy);
-    CHECK(convert::format_from_extension("x.npz") == convert::Format::npz);
-    CHECK(convert::format_from_extension("m.SafeTensors") == convert::Format::safetensors);
-    CHECK(convert::format_from_extension("t.btf") == convert::Format::btf);
-    expect_error([] { convert::format_from_extension("t.pt"); }, ErrorCode::unsupported);
-    expect_error([] { convert::format_from_extension("noext"); }, ErrorCode::unsupported);
-    CHECK(convert::format_name(convert::Format::safetensors) == "safetensors");
+  TEST_CASE("tensor_format_from_extension") {
+    CHECK(convert::tensor_format_from_extension("a/b.NPY") == convert::TensorFormat::npy);
+    CHECK(convert::tensor_format_from_extension("x.npz") == convert::TensorFormat::npz);
+    CHECK(convert::tensor_format_from_extension("m.SafeTensors") ==
+          convert::TensorFormat::safetensors);
+    CHECK(convert::tensor_format_from_extension("t.btf") == convert::TensorFormat::btf);
+    expect_error([] { convert::tensor_format_from_extension("t.pt"); }, ErrorCode::unsupported);
+    expect_error([] { convert::tensor_format_from_extension("noext"); }, ErrorCode::unsupported);
+    CHECK(convert::tensor_format_name(convert::TensorFormat::safetensors) == "safetensors");
   }
 }

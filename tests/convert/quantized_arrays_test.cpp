@@ -82,7 +82,8 @@ const Tensor& named(const std::vector<NamedTensor>& v, const std::string& name) 
 TEST_CASE("quantized_to_arrays: integers, scales, zero points and descriptions by hand") {
   convert::StringMap meta;
   const auto tensors = all();
-  const auto arrays = convert::quantized_to_arrays(tensors, convert::Format::safetensors, meta);
+  const auto arrays =
+      convert::quantized_to_arrays(tensors, convert::TensorFormat::safetensors, meta);
   CHECK(arrays.size() == 3 + 3 + 2 + 2 + 1);  // no zero points for the block schemes
 
   const Tensor& pt = named(arrays, "pt");
@@ -123,7 +124,7 @@ TEST_CASE("quantized_to_arrays: integers, scales, zero points and descriptions b
 
   // npz: the descriptions are 0-d string arrays instead.
   convert::StringMap none;
-  const auto npz = convert::quantized_to_arrays(tensors, convert::Format::npz, none);
+  const auto npz = convert::quantized_to_arrays(tensors, convert::TensorFormat::npz, none);
   CHECK(none.empty());
   const Tensor& d = named(npz, "b4.quantization");
   CHECK(d.dtype() == DType::utf8);
@@ -180,7 +181,7 @@ TEST_CASE("arrays_to_quantized refuses hostile arrays, naming the array") {
   auto file_of =
       [](const std::function<void(std::vector<NamedTensor>&, convert::StringMap&)>& change) {
         convert::TensorFile f;
-        f.format = convert::Format::safetensors;
+        f.format = convert::TensorFormat::safetensors;
         const auto tensors = all();
         f.tensors = convert::quantized_to_arrays(tensors, f.format, f.metadata);
         change(f.tensors, f.metadata);

@@ -305,7 +305,7 @@ TEST_CASE("Concurrency: threads reading one Archive object") {
             m = "param info of " + spec.name;
           if (m.empty() && round % 5 == t % 5 && !archive.verify().empty()) m = "verify";
           if (m.empty()) {
-            auto loaded = archive.load(spec.name, ReadMode::copy);
+            auto loaded = archive.load(spec.name, {.mode = ReadMode::copy});
             for (const auto& [name, bytes] : spec.params)
               if (text_of(loaded.at(name).values()) != bytes) m = "load " + name;
           }

@@ -350,8 +350,9 @@ TEST_SUITE("finalfusion") {
     CHECK(std::equal(dims.matrix().begin(), dims.matrix().end(), plain.matrix().begin(),
                      plain.matrix().end()));
     // The dims line is recognized behind the mark.
-    CHECK(detect_format("v.vec", bom + "2 2\nBerlin 3 4\n") == Format::text_dims);
-    CHECK(detect_format("v.txt", bom + "Berlin 3 4\n") == Format::text);
+    CHECK(detect_embedding_format("v.vec", bom + "2 2\nBerlin 3 4\n") ==
+          EmbeddingFormat::text_dims);
+    CHECK(detect_embedding_format("v.txt", bom + "Berlin 3 4\n") == EmbeddingFormat::text);
     auto floret = read_floret_text(Bytes::copy_of(bom + kFloret));
     auto floret_plain = read_floret_text(Bytes::copy_of(std::string_view(kFloret)));
     CHECK(std::equal(floret.matrix().begin(), floret.matrix().end(), floret_plain.matrix().begin(),
@@ -531,25 +532,25 @@ TEST_SUITE("finalfusion") {
   }
 
   TEST_CASE("load and store through format names") {
-    CHECK(format_from_name("textdims") == Format::text_dims);
-    CHECK(format_from_name("word2vec") == Format::word2vec_binary);
-    CHECK_FALSE(format_from_name("pickle"));
-    CHECK(format_name(Format::fasttext) == "fasttext");
+    CHECK(embedding_format_from_name("textdims") == EmbeddingFormat::text_dims);
+    CHECK(embedding_format_from_name("word2vec") == EmbeddingFormat::word2vec_binary);
+    CHECK_FALSE(embedding_format_from_name("pickle"));
+    CHECK(embedding_format_name(EmbeddingFormat::fasttext) == "fasttext");
     modelzip::testing::TempDir dir;
-    auto e = load(ff_data("similarity.txt"), Format::text_dims);
-    for (Format f :
-         {Format::finalfusion, Format::word2vec_binary, Format::text, Format::text_dims}) {
-      CAPTURE(format_name(f));
-      const auto path = dir / ("out." + std::string(format_name(f)));
+    auto e = load(ff_data("similarity.txt"), EmbeddingFormat::text_dims);
+    for (EmbeddingFormat f : {EmbeddingFormat::finalfusion, EmbeddingFormat::word2vec_binary,
+                              EmbeddingFormat::text, EmbeddingFormat::text_dims}) {
+      CAPTURE(embedding_format_name(f));
+      const auto path = dir / ("out." + std::string(embedding_format_name(f)));
       store(path, e, f, true);
       auto back = load(path, f);
       CHECK(back.vocab() == e.vocab());
       CHECK(modelzip::testing::words_of(*back.similar("Berlin", 5)) ==
             modelzip::testing::words_of(*e.similar("Berlin", 5)));
     }
-    CHECK_THROWS_AS(store(dir / "x.bin", e, Format::fasttext), Error);
+    CHECK_THROWS_AS(store(dir / "x.bin", e, EmbeddingFormat::fasttext), Error);
     try {
-      load(dir / "missing.txt", Format::text);
+      load(dir / "missing.txt", EmbeddingFormat::text);
       FAIL("missing file loaded");
     } catch (const Error& err) {
       CHECK(err.code() == ErrorCode::io);

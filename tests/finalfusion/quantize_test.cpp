@@ -20,8 +20,8 @@ TEST_SUITE("finalfusion") {
     options.n_centroids = 16;
     options.n_iterations = 10;
     options.seed = 7;
-    auto a = quantize(e, options);
-    auto b = quantize(e, options);
+    auto a = e.quantize(options);
+    auto b = e.quantize(options);
     const Bytes ba = a.embeddings.to_bytes(), bb = b.embeddings.to_bytes();
     REQUIRE(ba.size() == bb.size());
     CHECK(std::memcmp(ba.data(), bb.data(), ba.size()) == 0);
@@ -51,12 +51,12 @@ TEST_SUITE("finalfusion") {
     // With as many centroids as rows, every row can be its own centroid.
     options.n_centroids = 41;
     options.n_subquantizers = 4;
-    CHECK(quantize(e, options).mean_squared_error < 1e-9);
+    CHECK(e.quantize(options).mean_squared_error < 1e-9);
     // Another seed, another (still valid) result.
     options.n_centroids = 16;
     options.n_subquantizers = 10;
     options.seed = 8;
-    auto c = quantize(e, options).embeddings.to_bytes();
+    auto c = e.quantize(options).embeddings.to_bytes();
     CHECK((c.size() != ba.size() || std::memcmp(c.data(), ba.data(), ba.size()) != 0));
   }
 
@@ -65,7 +65,7 @@ TEST_SUITE("finalfusion") {
     PqOptions options;
     options.n_subquantizers = 25;
     options.n_centroids = 32;
-    auto q = quantize(e, options).embeddings;
+    auto q = e.quantize(options).embeddings;
     auto original = modelzip::testing::words_of(*e.similar("Berlin", 3));
     auto quantized = modelzip::testing::words_of(*q.similar("Berlin", 10));
     for (const auto& w : original)
@@ -83,7 +83,7 @@ TEST_SUITE("finalfusion") {
     }
     // Norms of known words survive quantization.
     CHECK(*q.norm("Berlin") == *e.norm("Berlin"));
-    auto dense = dequantize(q);
+    auto dense = q.dequantize();
     CHECK_FALSE(dense.quantized());
     CHECK(*dense.embedding("Berlin") == berlin);
   }
@@ -92,14 +92,14 @@ TEST_SUITE("finalfusion") {
     auto e = Embeddings::open(modelzip::testing::ff_data("embeddings.fifu"));
     PqOptions options;
     options.n_subquantizers = 3;  // does not divide 10
-    CHECK_THROWS_AS(quantize(e, options), Error);
+    CHECK_THROWS_AS(e.quantize(options), Error);
     options.n_subquantizers = 5;
     options.n_centroids = 257;
-    CHECK_THROWS_AS(quantize(e, options), Error);
+    CHECK_THROWS_AS(e.quantize(options), Error);
     options.n_centroids = 4;
-    auto q = quantize(e, options).embeddings;
-    CHECK_THROWS_AS(quantize(q, options), Error);
+    auto q = e.quantize(options).embeddings;
+    CHECK_THROWS_AS(q.quantize(options), Error);
     options.n_subquantizers = 0;  // default: a divisor of dims near dims / 2
-    CHECK(quantize(e, options).embeddings.quantizer()->n_subquantizers == 5);
+    CHECK(e.quantize(options).embeddings.quantizer()->n_subquantizers == 5);
   }
 }

@@ -57,7 +57,7 @@ Embeddings round_trip(const Embeddings& e) {
 
 TEST_SUITE("finalfusion") {
   TEST_CASE("every vocabulary kind round-trips with dense storage, metadata and norms") {
-    Metadata meta = Metadata::parse(
+    EmbeddingsMetadata meta = EmbeddingsMetadata::parse(
         "name = \"test\"\nversion = 3\nratio = 0.25\nok = true\nwhen = 1979-05-27T07:32:00Z\n"
         "list = [1, 2, 3]\n[section]\nkey = \"value\"\n");
     const std::vector<std::string> words = {"Berlin", "M\xC3\xBCnchen", "K\xC3\xB6ln", "</s>"};
@@ -97,7 +97,7 @@ TEST_SUITE("finalfusion") {
         options.n_centroids = 5;
         options.normalize = normalize;
         options.random_rotation = rotation;
-        auto q = quantize(e, options).embeddings;
+        auto q = e.quantize(options).embeddings;
         REQUIRE(q.quantized());
         CHECK(q.quantizer()->has_projection == rotation);
         CHECK(q.quantizer()->has_norms == normalize);
@@ -139,7 +139,7 @@ TEST_SUITE("finalfusion") {
   }
 
   TEST_CASE("metadata: parsed values, TOML from a tree, errors with the line") {
-    auto m = Metadata::parse("a = 1\n[b]\nc = \"x\"\nd = [true, 2.5]\n");
+    auto m = EmbeddingsMetadata::parse("a = 1\n[b]\nc = \"x\"\nd = [true, 2.5]\n");
     CHECK(m.find("a")->as_integer() == 1);
     CHECK(*m.find("b.c")->as_string() == "x");
     CHECK(m.find("b.d")->items().size() == 2);
@@ -152,24 +152,24 @@ TEST_SUITE("finalfusion") {
     MetadataValue inner;
     inner.set("when", MetadataValue::datetime("2021-01-02"));
     root.set("training", inner);
-    auto built = Metadata::from_table(root);
+    auto built = EmbeddingsMetadata::from_table(root);
     CHECK(built.root() == root);
-    CHECK(Metadata::parse(built.toml()) == built);
+    CHECK(EmbeddingsMetadata::parse(built.toml()) == built);
     try {
-      Metadata::parse("a = 1\nb = = 2\n");
+      EmbeddingsMetadata::parse("a = 1\nb = = 2\n");
       FAIL("invalid TOML accepted");
     } catch (const Error& e) {
       CHECK(e.code() == ErrorCode::corrupt);
       CHECK(e.context().line == 2u);
     }
-    CHECK_THROWS_AS(Metadata::parse("a = \"\xC3\"\n"), Error);
-    CHECK_THROWS_AS(Metadata::from_table(MetadataValue::integer(1)), Error);
+    CHECK_THROWS_AS(EmbeddingsMetadata::parse("a = \"\xC3\"\n"), Error);
+    CHECK_THROWS_AS(EmbeddingsMetadata::from_table(MetadataValue::integer(1)), Error);
   }
 
   TEST_CASE("with_metadata / with_norms / save") {
     modelzip::testing::TempDir dir;
     auto e = Embeddings::open(modelzip::testing::ff_data("embeddings.fifu"));
-    auto m = e.with_metadata(Metadata::parse("x = 1\n")).with_norms(std::nullopt);
+    auto m = e.with_metadata(EmbeddingsMetadata::parse("x = 1\n")).with_norms(std::nullopt);
     m.save(dir / "out.fifu");
     auto back = Embeddings::open(dir / "out.fifu");
     CHECK(back.metadata()->find("x")->as_integer() == 1);
@@ -182,7 +182,7 @@ TEST_SUITE("finalfusion") {
     auto e = Embeddings::open(modelzip::testing::ff_data("embeddings.fifu"));
     e.save(dir / "out.fifu", false);
     const std::string before = modelzip::testing::io_bytes(dir / "out.fifu");
-    auto m = e.with_metadata(Metadata::parse("x = 1\n"));
+    auto m = e.with_metadata(EmbeddingsMetadata::parse("x = 1\n"));
     io::FaultInjector injector(
         {.action = io::FaultInjector::Action::fail, .kind = io::SysOp::close, .nth = 1});
     injector.install();
@@ -216,10 +216,12 @@ TEST_CASE("Embeddings and Vocab moved from stay usable: moving copies the shared
 
 // Accessors that return a reference into shared state return a copy when
 // called on a temporary: the state may die with it before the copy is used.
-TEST_CASE("Accessors of temporary Embeddings, Vocab and Metadata return copies that outlive them") {
+TEST_CASE(
+    "Accessors of temporary Embeddings, Vocab and EmbeddingsMetadata return copies that outlive "
+    "them") {
   auto make = [] {
     return Embeddings::from_matrix(Vocab::simple({"a", "b"}), {1, 0, 0, 1}, 2, std::nullopt,
-                                   Metadata::parse("kind = \"test\"\n"));
+                                   EmbeddingsMetadata::parse("kind = \"test\"\n"));
   };
   auto bytes = make().to_bytes();
   std::string name;
@@ -235,9 +237,9 @@ TEST_CASE("Accessors of temporary Embeddings, Vocab and Metadata return copies t
   CHECK(bow == "<");
   CHECK(eow == "]");
   std::string toml;
-  for (char c : Metadata::parse("kind = \"test\"\n").toml()) toml += c;
+  for (char c : EmbeddingsMetadata::parse("kind = \"test\"\n").toml()) toml += c;
   CHECK(toml == "kind = \"test\"\n");
-  const MetadataValue& root = Metadata::parse("kind = \"test\"\n").root();
+  const MetadataValue& root = EmbeddingsMetadata::parse("kind = \"test\"\n").root();
   CHECK(root.get("kind") != nullptr);
 }
 
@@ -278,20 +280,21 @@ TEST_CASE("Spans of temporary Embeddings and Vocab keep the state alive; Metadat
   const std::string toml = "first = 1\nsecond = \"a string long enough for the heap\"\n";
   std::vector<std::string> keys;
   std::vector<MetadataValue::Kind> kinds;
-  for (const std::string& k : Metadata::parse(toml).root().keys()) keys.push_back(k);
-  for (const MetadataValue& v : Metadata::parse(toml).root().items()) kinds.push_back(v.kind());
+  for (const std::string& k : EmbeddingsMetadata::parse(toml).root().keys()) keys.push_back(k);
+  for (const MetadataValue& v : EmbeddingsMetadata::parse(toml).root().items())
+    kinds.push_back(v.kind());
   CHECK(keys == std::vector<std::string>{"first", "second"});
   CHECK(kinds == std::vector{MetadataValue::Kind::integer, MetadataValue::Kind::string});
 }
 
 // The accessors of metadata that return a pointer into the value (get, find,
 // as_string) pointed into a temporary that died at the end of the statement:
-// `auto v = Metadata::parse(text).find("model.name"); v->kind()` read freed
+// `auto v = EmbeddingsMetadata::parse(text).find("model.name"); v->kind()` read freed
 // memory (AddressSanitizer: heap-use-after-free). On an rvalue they return a
 // copy (or nullopt) now.
 TEST_CASE("Pointer accessors of temporary metadata return copies that outlive it") {
   const std::string toml = "[model]\nname = \"a name long enough for the heap\"\nlayers = 4\n";
-  auto parsed = [&] { return Metadata::parse(toml); };
+  auto parsed = [&] { return EmbeddingsMetadata::parse(toml); };
   auto found = parsed().find("model.name");
   REQUIRE(found);
   CHECK(found->kind() == MetadataValue::Kind::string);
@@ -309,7 +312,7 @@ TEST_CASE("Pointer accessors of temporary metadata return copies that outlive it
   CHECK_FALSE(parsed().root().get("missing"));
   CHECK_FALSE(MetadataValue::integer(1).as_string());
   // On values that live, pointers as before.
-  const Metadata m = parsed();
+  const EmbeddingsMetadata m = parsed();
   static_assert(std::is_same_v<decltype(m.find("model")), const MetadataValue*>);
   static_assert(std::is_same_v<decltype(m.root().get("model")), const MetadataValue*>);
   static_assert(std::is_same_v<decltype(m.root().find("model")), const MetadataValue*>);

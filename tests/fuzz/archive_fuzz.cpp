@@ -67,7 +67,7 @@ bool read_everything(const Archive& archive) {
             info, [&](ReadMode mode) { return archive.tensor(info.name, tag, mode); });
       }
     }
-    all_ok &= attempt([&] { keep(archive.load(tag, ReadMode::copy).size()); });
+    all_ok &= attempt([&] { keep(archive.load(tag, {.mode = ReadMode::copy}).size()); });
     std::vector<ParamInfo> states;
     all_ok &= attempt([&] { states = archive.updater_states(tag); });
     for (const ParamInfo& info : states) {

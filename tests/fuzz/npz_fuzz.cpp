@@ -13,6 +13,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::vector<convert::NamedTensor> tensors;
   if (!attempt([&] { tensors = convert::read_npz(input_bytes(data, size)); })) return 0;
   FUZZ_CHECK(attempt([&] { check_npy_round_trip(tensors); }));
-  check_quantized_join({convert::Format::npz, tensors, {}});
+  check_quantized_join({convert::TensorFormat::npz, tensors, {}});
   return 0;
 }

@@ -95,20 +95,20 @@ std::vector<Problem> run(const Row& row, const fs::path& path) {
     Archive a = Archive::open(path);
     for (const auto& tag : a.tags()) {
       a.load(tag);
-      a.load(tag, ReadMode::copy);
-      a.load(tag, ReadMode::private_view);
+      a.load(tag, {.mode = ReadMode::copy});
+      a.load(tag, {.mode = ReadMode::private_view});
       for (const auto& s : a.updater_states(tag)) a.updater_state(s.name, s.state, tag);
     }
   } else if (row.mode == "verify") {
     return Archive::open(path).verify();
   } else if (row.mode == "fifu") {
-    finalfusion::load(path, finalfusion::Format::finalfusion);
+    finalfusion::load(path, finalfusion::EmbeddingFormat::finalfusion);
   } else if (row.mode == "word2vec") {
-    finalfusion::load(path, finalfusion::Format::word2vec_binary);
+    finalfusion::load(path, finalfusion::EmbeddingFormat::word2vec_binary);
   } else if (row.mode == "fasttext") {
-    finalfusion::load(path, finalfusion::Format::fasttext);
+    finalfusion::load(path, finalfusion::EmbeddingFormat::fasttext);
   } else if (row.mode == "textdims") {
-    finalfusion::load(path, finalfusion::Format::text_dims);
+    finalfusion::load(path, finalfusion::EmbeddingFormat::text_dims);
   } else if (row.mode == "tensorfile") {
     convert::read_tensor_file(path);
   } else {

@@ -142,7 +142,7 @@ Metadata metadata{.model_name = "mlp"};
 ParamInfo info{.name = "w"};
 Problem problem{.entry = "e"};
 convert::NamedTensor named{.name = "w"};
-convert::TensorFile file{.format = convert::Format::npz};
+convert::TensorFile file{.format = convert::TensorFormat::npz};
 finalfusion::WordSimilarity similarity{.word = "a"};
 graph::Op op{.name = "add"};
 graph::Graph graph{.variables = {}};
@@ -179,6 +179,96 @@ def test_headers_compile_cleanly_with_warnings_on(root, tmp_path):
         for args, proc in zip(runs, pool.map(
                 lambda a: subprocess.run(a, capture_output=True, text=True), runs)):
             assert proc.returncode == 0, f"{' '.join(args[:2])}:\n{proc.stderr}"
+
+
+# 0.1's spellings (docs/cpp.md, "Changes in 0.2"), each with a word of the
+# warning that names its replacement.
+OLD_SPELLINGS = r"""
+#include <modelzip/modelzip.hpp>
+#include <modelzip/convert.hpp>
+#include <modelzip/finalfusion/convert.hpp>
+#include <modelzip/finalfusion/embeddings.hpp>
+#include <string>
+#include <vector>
+using namespace modelzip;
+std::size_t old_spellings(const Archive& a, const finalfusion::Embeddings& e) {
+  const std::vector<std::string> names{"w"};
+  std::size_t n = a.load({}, ReadMode::copy).size();
+  n += a.load_params(names, {}, ReadMode::zero_copy, true).size();
+  finalfusion::Metadata m = finalfusion::Metadata::parse("a = 1\n");
+  finalfusion::QuantizeResult q = finalfusion::quantize(e, finalfusion::PqOptions{});
+  n += finalfusion::dequantize(q.embeddings).rows() + m.toml().size();
+  n += finalfusion::format_name(*finalfusion::format_from_name("text")).size();
+  n += finalfusion::detect_format("v.txt", "a 1\n").has_value();
+  n += finalfusion::format_for_extension("v.vec").has_value();
+  finalfusion::Format f = finalfusion::Format::text;
+  convert::Format c = convert::format_from_extension("a.npy");
+  return n + convert::format_name(c).size() + static_cast<std::size_t>(f);
+}
+int main() { return 0; }
+"""
+OLD_SPELLING_WARNINGS = [
+    "use load(tag, LoadOptions{.mode = mode, .progress = progress})",
+    "use load(tag, LoadOptions{.names = names, .mode = mode, .verify_crc = check_crc})",
+    "use finalfusion::EmbeddingsMetadata", "use finalfusion::PqResult",
+    "use embeddings.quantize(options)", "use embeddings.dequantize()",
+    "use finalfusion::embedding_format_name", "use finalfusion::embedding_format_from_name",
+    "use finalfusion::detect_embedding_format", "use finalfusion::embedding_format_for_extension",
+    "use finalfusion::EmbeddingFormat", "use convert::TensorFormat",
+    "use convert::tensor_format_from_extension", "use convert::tensor_format_name"]
+
+# Every namespace at once: no name is declared twice (0.1 declared Metadata,
+# QuantizeResult and Format in two namespaces each).
+EVERY_NAMESPACE = r"""
+#define MODELZIP_NO_DEPRECATED
+#include <modelzip/modelzip.hpp>
+#include <modelzip/convert.hpp>
+#include <modelzip/finalfusion/convert.hpp>
+#include <modelzip/finalfusion/embeddings.hpp>
+#include <string>
+#include <vector>
+using namespace modelzip;
+using namespace modelzip::convert;
+using namespace modelzip::finalfusion;
+std::size_t new_spellings(const Archive& a, const Embeddings& e) {
+  Metadata m = a.metadata();
+  EmbeddingsMetadata em = EmbeddingsMetadata::parse("a = 1\n");
+  QuantizeResult tag_result = quantize_tag("m.zip", "t", "q");
+  PqResult pq = e.quantize(PqOptions{});
+  Tensor q = quantize(a.tensor("w"), QuantizeScheme::int8_per_tensor);
+  NamedTensors all = a.load({}, {.names = std::vector<std::string>{"w"},
+                                 .mode = ReadMode::copy, .verify_crc = true});
+  TensorFormat t = tensor_format_from_extension("a.npy");
+  EmbeddingFormat f = *embedding_format_from_name("text");
+  return tensor_format_name(t).size() + embedding_format_name(f).size() + em.toml().size() +
+         pq.embeddings.dequantize().rows() + all.size() + q.rank() + tag_result.quantized.size() +
+         (m.model_name ? 1 : 0);
+}
+int main() { return 0; }
+"""
+
+
+def test_old_spellings_compile_with_a_warning_and_namespaces_do_not_clash(root, tmp_path):
+    """The spellings 0.2 replaced still compile and link against the installed library, each
+    warning with the name to use; without them (MODELZIP_NO_DEPRECATED), a program may use
+    the namespaces modelzip, modelzip::convert and modelzip::finalfusion together."""
+    old = tmp_path / "old_spellings.cpp"
+    old.write_text(OLD_SPELLINGS)
+    proc = subprocess.run(["c++", "-std=c++20", "-Wall", "-Wextra", str(old),
+                           *pkg_config(root, "--cflags", "--libs"), "-o", str(tmp_path / "old")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert [w for w in OLD_SPELLING_WARNINGS if w not in proc.stderr] == [], proc.stderr
+    assert proc.stderr.count("[-Wdeprecated-declarations]") >= len(OLD_SPELLING_WARNINGS)
+    every = tmp_path / "every_namespace.cpp"
+    every.write_text(EVERY_NAMESPACE)
+    include = inside(root, under_prefix("MODELZIP_INCLUDEDIR", "include"))
+    compilers = [c for c in ("g++", "clang++") if shutil.which(c)]
+    for compiler in compilers:
+        proc = subprocess.run([compiler, "-std=c++20", "-Wall", "-Wextra", "-Wpedantic",
+                               "-Werror", "-fsyntax-only", "-I", str(include), str(every)],
+                              capture_output=True, text=True)
+        assert proc.returncode == 0, f"{compiler}:\n{proc.stderr}"
 
 
 def test_pkg_config_file(root):

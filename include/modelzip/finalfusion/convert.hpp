@@ -129,30 +129,57 @@ MODELZIP_API void write_text_dims(std::ostream& out, const Embeddings& embedding
 // floret embeddings only (Error(invalid_argument) otherwise).
 MODELZIP_API void write_floret_text(std::ostream& out, const Embeddings& embeddings);
 
-enum class Format { finalfusion, word2vec_binary, text, text_dims, fasttext, floret_text };
+enum class EmbeddingFormat { finalfusion, word2vec_binary, text, text_dims, fasttext, floret_text };
 // "finalfusion", "word2vec", "text", "textdims", "fasttext", "floret".
-MODELZIP_API std::optional<Format> format_from_name(std::string_view name) noexcept;
-MODELZIP_API std::string_view format_name(Format format) noexcept;
+MODELZIP_API std::optional<EmbeddingFormat> embedding_format_from_name(
+    std::string_view name) noexcept;
+MODELZIP_API std::string_view embedding_format_name(EmbeddingFormat format) noexcept;
 // The format of a file from its first bytes (`head`, up to 4 KiB is enough)
 // and its extension, as `modelzip import` decides: "FiFu" -> finalfusion;
 // fastText's magic, or the extension .ftz -> fasttext; .bin -> word2vec;
 // .txt, .vec, .w2v -> textdims when the first line is "rows dims", else
 // text. nullopt for anything else.
-MODELZIP_API std::optional<Format> detect_format(const std::filesystem::path& path,
-                                                 std::string_view head) noexcept;
+MODELZIP_API std::optional<EmbeddingFormat> detect_embedding_format(
+    const std::filesystem::path& path, std::string_view head) noexcept;
 // The format `export` writes for an output extension: .fifu -> finalfusion,
 // .bin -> word2vec, .txt -> text (GloVe, no dims line), .vec -> textdims
 // (fastText's .vec layout); nullopt otherwise.
-MODELZIP_API std::optional<Format> format_for_extension(const std::filesystem::path& path) noexcept;
+MODELZIP_API std::optional<EmbeddingFormat> embedding_format_for_extension(
+    const std::filesystem::path& path) noexcept;
 
 // Reads a file in any format (finalfusion files are memory-mapped, the
 // options do not apply to them). Errors name the path.
-MODELZIP_API Embeddings load(const std::filesystem::path& path, Format format,
+MODELZIP_API Embeddings load(const std::filesystem::path& path, EmbeddingFormat format,
                              const ConvertOptions& options = {});
 // Writes `embeddings` to `path` in `format` (not fasttext) through a
 // temporary file renamed over the target; `unnormalize` as for the writers
 // (a finalfusion file keeps the rows and norms as stored).
 MODELZIP_API void store(const std::filesystem::path& path, const Embeddings& embeddings,
-                        Format format, bool unnormalize = true);
+                        EmbeddingFormat format, bool unnormalize = true);
+
+#ifndef MODELZIP_NO_DEPRECATED
+// The spellings of 0.1, removed in 0.3 (docs/cpp.md, "Changes in 0.2"):
+// with `using namespace` of both modelzip::convert and
+// modelzip::finalfusion, Format named two types (define
+// MODELZIP_NO_DEPRECATED to drop these now).
+using Format [[deprecated("use finalfusion::EmbeddingFormat")]] = EmbeddingFormat;
+[[deprecated("use finalfusion::embedding_format_from_name")]] inline std::optional<EmbeddingFormat>
+format_from_name(std::string_view name) noexcept {
+  return embedding_format_from_name(name);
+}
+[[deprecated("use finalfusion::embedding_format_name")]] inline std::string_view format_name(
+    EmbeddingFormat format) noexcept {
+  return embedding_format_name(format);
+}
+[[deprecated("use finalfusion::detect_embedding_format")]] inline std::optional<EmbeddingFormat>
+detect_format(const std::filesystem::path& path, std::string_view head) noexcept {
+  return detect_embedding_format(path, head);
+}
+[[deprecated(
+    "use finalfusion::embedding_format_for_extension")]] inline std::optional<EmbeddingFormat>
+format_for_extension(const std::filesystem::path& path) noexcept {
+  return embedding_format_for_extension(path);
+}
+#endif
 
 }  // namespace modelzip::finalfusion

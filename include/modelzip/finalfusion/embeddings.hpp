@@ -8,7 +8,7 @@
 // layout the reference implementation (finalfusion-rust) really produces,
 // including its quirks (4 - pos % 4 padding, 1 to 4 bytes, never 0).
 //
-// Ownership and lifetime: Vocab, Metadata and Embeddings are immutable
+// Ownership and lifetime: Vocab, EmbeddingsMetadata and Embeddings are immutable
 // values with shared state; copies are cheap and share memory. Embeddings
 // read from Bytes keep those Bytes alive: the dense matrix, the norms and the
 // quantized codes are zero-copy views into them whenever the data is 4-byte
@@ -19,7 +19,7 @@
 // temporary (as in `for (auto& w : Embeddings::open(p).vocab().words())`),
 // they return a KeptView (modelzip/bytes.hpp) that keeps the state alive as
 // long as it lives, and accessors that return a reference return a copy
-// (Embeddings::vocab(), name(), metadata()). MetadataValue and Metadata are
+// (Embeddings::vocab(), name(), metadata()). MetadataValue and EmbeddingsMetadata are
 // plain values: called on a temporary, their accessors return copies.
 //
 // Thread safety: all const member functions may be called concurrently
@@ -55,7 +55,7 @@ struct EmbeddingsState;
 }  // namespace detail
 
 // ---------------------------------------------------------------------------
-// Metadata (chunk 5): TOML text plus a parsed, TOML-library-free value tree.
+// EmbeddingsMetadata (chunk 5): TOML text plus a parsed, TOML-library-free value tree.
 
 class MODELZIP_API MetadataValue {
  public:
@@ -78,7 +78,7 @@ class MODELZIP_API MetadataValue {
   // Typed access: nullptr / nullopt when the value has another kind. The
   // accessors that return a pointer into the value return a copy (or
   // nullopt) when called on an rvalue (a temporary, as in
-  // `Metadata::parse(text).root().get("model")`), which outlives it.
+  // `EmbeddingsMetadata::parse(text).root().get("model")`), which outlives it.
   const std::string* as_string() const& noexcept;  // also the text of a datetime
   std::optional<std::string> as_string() const&& {
     if (const std::string* s = as_string()) return *s;
@@ -89,7 +89,7 @@ class MODELZIP_API MetadataValue {
   std::optional<double> as_number() const noexcept;
   std::optional<bool> as_boolean() const noexcept;
   // Array items, or table values (in key order of the table). On an rvalue
-  // (a temporary, as in `Metadata::parse(text).root().items()`), a copy.
+  // (a temporary, as in `EmbeddingsMetadata::parse(text).root().items()`), a copy.
   std::span<const MetadataValue> items() const& noexcept { return items_; }
   std::vector<MetadataValue> items() const&& { return items_; }
   // Table keys (empty for other kinds); keys()[i] names items()[i]. On an
@@ -127,14 +127,14 @@ class MODELZIP_API MetadataValue {
   std::vector<MetadataValue> items_;
 };
 
-class MODELZIP_API Metadata {
+class MODELZIP_API EmbeddingsMetadata {
  public:
   // Parses TOML text. Throws Error(corrupt) with the line on invalid TOML
   // or invalid UTF-8.
-  static Metadata parse(std::string_view toml_text);
+  static EmbeddingsMetadata parse(std::string_view toml_text);
   // Serialises a table to TOML. Throws Error(invalid_argument) if `root` is
   // not a table or holds a value TOML cannot represent.
-  static Metadata from_table(const MetadataValue& root);
+  static EmbeddingsMetadata from_table(const MetadataValue& root);
 
   // The TOML text as stored (written back unchanged); on an rvalue (a
   // temporary), a copy, which outlives it.
@@ -151,7 +151,7 @@ class MODELZIP_API Metadata {
     if (const MetadataValue* v = root_.find(dotted_path)) return *v;
     return std::nullopt;
   }
-  bool operator==(const Metadata& other) const { return root_ == other.root_; }
+  bool operator==(const EmbeddingsMetadata& other) const { return root_ == other.root_; }
 
  private:
   std::string text_;
@@ -286,6 +286,9 @@ struct MODELZIP_API WordSimilarity {
 };
 
 // Layout of a product quantizer (chunk 4).
+struct PqOptions;
+struct PqResult;
+
 struct MODELZIP_API QuantizerInfo {
   std::uint32_t n_subquantizers{};  // M: codes per row
   std::uint32_t n_centroids{};      // K: centroids per subquantizer (<= 256)
@@ -318,7 +321,7 @@ class MODELZIP_API Embeddings {
   // Error(invalid_argument) on shape mismatches.
   static Embeddings from_matrix(Vocab vocab, std::vector<float> matrix, std::size_t dims,
                                 std::optional<std::vector<float>> norms = std::nullopt,
-                                std::optional<Metadata> metadata = std::nullopt);
+                                std::optional<EmbeddingsMetadata> metadata = std::nullopt);
 
   // Writes a .fifu file the reference implementation reads: header, then
   // metadata (if any), vocabulary, storage, norms (if any). Throws Error(io)
@@ -329,8 +332,16 @@ class MODELZIP_API Embeddings {
   // (fsynced when `durable`).
   void save(const std::filesystem::path& path, bool durable = true) const;
 
+  // Product quantization of every storage row (words and subword rows),
+  // keeping vocabulary, metadata and word norms (PqOptions, PqResult below).
+  // Throws Error(invalid_argument) on bad options or quantized embeddings.
+  PqResult quantize(const PqOptions& options) const;
+  // A dense copy of quantized embeddings (dense ones are returned as they
+  // are), as Tensor::dequantize() of a quantized tensor.
+  Embeddings dequantize() const;
+
   // A copy with other metadata or norms (norms: one per word, or nullopt).
-  Embeddings with_metadata(std::optional<Metadata> metadata) const;
+  Embeddings with_metadata(std::optional<EmbeddingsMetadata> metadata) const;
   Embeddings with_norms(std::optional<std::vector<float>> norms) const;
 
   // name(), vocab() and metadata() return a copy when called on rvalue
@@ -342,8 +353,8 @@ class MODELZIP_API Embeddings {
   Vocab vocab() const&& noexcept;
   std::size_t dims() const noexcept;
   std::size_t rows() const noexcept;
-  const std::optional<Metadata>& metadata() const& noexcept;
-  std::optional<Metadata> metadata() const&&;
+  const std::optional<EmbeddingsMetadata>& metadata() const& noexcept;
+  std::optional<EmbeddingsMetadata> metadata() const&&;
   // Per-word norms of the original vectors (empty if the file has none).
   // norms() and matrix() of rvalue Embeddings are views that keep the state
   // alive (KeptView, modelzip/bytes.hpp).
@@ -456,18 +467,27 @@ struct MODELZIP_API PqOptions {
   bool random_rotation = false;       // apply a seeded random orthogonal projection first
 };
 
-struct MODELZIP_API QuantizeResult {
+struct MODELZIP_API PqResult {
   Embeddings embeddings;
   // Mean over all rows and components of (original - reconstructed)^2.
   double mean_squared_error{};
 };
 
-// Quantizes every storage row (words and subword rows). Vocabulary,
-// metadata and word norms are kept. Throws Error(invalid_argument) on bad
-// options or already quantized input.
-MODELZIP_API QuantizeResult quantize(const Embeddings& embeddings, const PqOptions& options);
-// Reconstructs a dense copy of quantized embeddings (a dense input is
-// returned as is).
-MODELZIP_API Embeddings dequantize(const Embeddings& embeddings);
+#ifndef MODELZIP_NO_DEPRECATED
+// The spellings of 0.1, removed in 0.3 (docs/cpp.md, "Changes in 0.2"):
+// with `using namespace` of both modelzip and modelzip::finalfusion,
+// Metadata and QuantizeResult named two types (define
+// MODELZIP_NO_DEPRECATED to drop these now).
+using Metadata [[deprecated("use finalfusion::EmbeddingsMetadata")]] = EmbeddingsMetadata;
+using QuantizeResult [[deprecated("use finalfusion::PqResult")]] = PqResult;
+[[deprecated("use embeddings.quantize(options)")]] inline PqResult quantize(
+    const Embeddings& embeddings, const PqOptions& options) {
+  return embeddings.quantize(options);
+}
+[[deprecated("use embeddings.dequantize()")]] inline Embeddings dequantize(
+    const Embeddings& embeddings) {
+  return embeddings.dequantize();
+}
+#endif
 
 }  // namespace modelzip::finalfusion

@@ -66,7 +66,8 @@ void WordDecoder::finish(std::span<const std::string> words, std::string_view wh
   }
 }
 
-std::optional<Metadata> WordDecoder::mark(std::optional<Metadata> metadata) const {
+std::optional<EmbeddingsMetadata> WordDecoder::mark(
+    std::optional<EmbeddingsMetadata> metadata) const {
   if (escaped_ == 0) return metadata;
   MetadataValue root = metadata ? metadata->root() : MetadataValue();
   const auto dot = kWordEscapeKey.find('.');
@@ -77,7 +78,7 @@ std::optional<Metadata> WordDecoder::mark(std::optional<Metadata> metadata) cons
   table.set(std::string(kWordEscapeKey.substr(dot + 1)),
             MetadataValue::string(std::string(kWordEscapeValue)));
   root.set(std::string(kWordEscapeKey.substr(0, dot)), std::move(table));
-  return Metadata::from_table(root);
+  return EmbeddingsMetadata::from_table(root);
 }
 
 namespace {

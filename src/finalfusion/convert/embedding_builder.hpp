@@ -37,7 +37,7 @@ class WordDecoder {
               const ErrorContext& context,
               const std::function<ErrorContext(std::size_t)>& word_context = {}) const;
   // `metadata` with the escape mark added when a word was escaped.
-  std::optional<Metadata> mark(std::optional<Metadata> metadata) const;
+  std::optional<EmbeddingsMetadata> mark(std::optional<EmbeddingsMetadata> metadata) const;
 
  private:
   ConvertOptions options_;

@@ -559,8 +559,8 @@ Embeddings read_fasttext(const Bytes& data, const ConvertOptions& options) {
     keys.emplace_back("kept_buckets");
     values_meta.push_back(MetadataValue::integer(prune_size));
   }
-  auto metadata = decoder.mark(
-      Metadata::from_table(MetadataValue::table(std::move(keys), std::move(values_meta))));
+  auto metadata = decoder.mark(EmbeddingsMetadata::from_table(
+      MetadataValue::table(std::move(keys), std::move(values_meta))));
   const std::size_t dims = in.dims;
 
   // Without character n-grams a word's vector is its own row: a simple

@@ -11,29 +11,29 @@
 
 namespace modelzip::finalfusion {
 
-std::optional<Format> format_from_name(std::string_view name) noexcept {
-  if (name == "finalfusion" || name == "fifu") return Format::finalfusion;
-  if (name == "word2vec") return Format::word2vec_binary;
-  if (name == "text") return Format::text;
-  if (name == "textdims") return Format::text_dims;
-  if (name == "fasttext") return Format::fasttext;
-  if (name == "floret") return Format::floret_text;
+std::optional<EmbeddingFormat> embedding_format_from_name(std::string_view name) noexcept {
+  if (name == "finalfusion" || name == "fifu") return EmbeddingFormat::finalfusion;
+  if (name == "word2vec") return EmbeddingFormat::word2vec_binary;
+  if (name == "text") return EmbeddingFormat::text;
+  if (name == "textdims") return EmbeddingFormat::text_dims;
+  if (name == "fasttext") return EmbeddingFormat::fasttext;
+  if (name == "floret") return EmbeddingFormat::floret_text;
   return std::nullopt;
 }
 
-std::string_view format_name(Format format) noexcept {
+std::string_view embedding_format_name(EmbeddingFormat format) noexcept {
   switch (format) {
-    case Format::finalfusion:
+    case EmbeddingFormat::finalfusion:
       return "finalfusion";
-    case Format::word2vec_binary:
+    case EmbeddingFormat::word2vec_binary:
       return "word2vec";
-    case Format::text:
+    case EmbeddingFormat::text:
       return "text";
-    case Format::text_dims:
+    case EmbeddingFormat::text_dims:
       return "textdims";
-    case Format::fasttext:
+    case EmbeddingFormat::fasttext:
       return "fasttext";
-    case Format::floret_text:
+    case EmbeddingFormat::floret_text:
       return "floret";
   }
   return "unknown";
@@ -82,13 +82,13 @@ std::string lower_extension(const std::filesystem::path& path) {
 }
 }  // namespace
 
-std::optional<Format> detect_format(const std::filesystem::path& path,
-                                    std::string_view head) noexcept {
-  if (head.starts_with("FiFu")) return Format::finalfusion;
-  if (head.starts_with(std::string_view("\xBA\x16\x4F\x2F", 4))) return Format::fasttext;
+std::optional<EmbeddingFormat> detect_embedding_format(const std::filesystem::path& path,
+                                                       std::string_view head) noexcept {
+  if (head.starts_with("FiFu")) return EmbeddingFormat::finalfusion;
+  if (head.starts_with(std::string_view("\xBA\x16\x4F\x2F", 4))) return EmbeddingFormat::fasttext;
   const std::string ext = lower_extension(path);
-  if (ext == ".ftz") return Format::fasttext;
-  if (ext == ".bin") return Format::word2vec_binary;
+  if (ext == ".ftz") return EmbeddingFormat::fasttext;
+  if (ext == ".bin") return EmbeddingFormat::word2vec_binary;
   if (ext == ".txt" || ext == ".vec" || ext == ".w2v") {
     const std::string_view text = detail::without_utf8_bom(head);
     const std::string_view first = text.substr(0, text.find('\n'));
@@ -99,17 +99,18 @@ std::optional<Format> detect_format(const std::filesystem::path& path,
     };
     const bool dims_line = space != std::string_view::npos && digits(first.substr(0, space)) &&
                            digits(first.substr(space + 1));
-    return dims_line ? Format::text_dims : Format::text;
+    return dims_line ? EmbeddingFormat::text_dims : EmbeddingFormat::text;
   }
   return std::nullopt;
 }
 
-std::optional<Format> format_for_extension(const std::filesystem::path& path) noexcept {
+std::optional<EmbeddingFormat> embedding_format_for_extension(
+    const std::filesystem::path& path) noexcept {
   const std::string ext = lower_extension(path);
-  if (ext == ".fifu") return Format::finalfusion;
-  if (ext == ".bin") return Format::word2vec_binary;
-  if (ext == ".txt") return Format::text;
-  if (ext == ".vec") return Format::text_dims;
+  if (ext == ".fifu") return EmbeddingFormat::finalfusion;
+  if (ext == ".bin") return EmbeddingFormat::word2vec_binary;
+  if (ext == ".txt") return EmbeddingFormat::text;
+  if (ext == ".vec") return EmbeddingFormat::text_dims;
   return std::nullopt;
 }
 
@@ -147,23 +148,24 @@ Embeddings read_floret_text(const Bytes& data, std::string_view source) {
   return read_from(source, [&] { return read_floret_text(data); });
 }
 
-Embeddings load(const std::filesystem::path& path, Format format, const ConvertOptions& options) {
-  if (format == Format::finalfusion) return Embeddings::open(path, true);
+Embeddings load(const std::filesystem::path& path, EmbeddingFormat format,
+                const ConvertOptions& options) {
+  if (format == EmbeddingFormat::finalfusion) return Embeddings::open(path, true);
   detail::refuse_url(path);
   Bytes data = io::map_file(path);
   try {
     switch (format) {
-      case Format::word2vec_binary:
+      case EmbeddingFormat::word2vec_binary:
         return read_word2vec_binary(data, options);
-      case Format::text:
+      case EmbeddingFormat::text:
         return read_text(data, options);
-      case Format::text_dims:
+      case EmbeddingFormat::text_dims:
         return read_text_dims(data, options);
-      case Format::fasttext:
+      case EmbeddingFormat::fasttext:
         return read_fasttext(data, options);
-      case Format::floret_text:
+      case EmbeddingFormat::floret_text:
         return read_floret_text(data);
-      case Format::finalfusion:
+      case EmbeddingFormat::finalfusion:
         break;
     }
   } catch (const Error& e) {
@@ -172,11 +174,11 @@ Embeddings load(const std::filesystem::path& path, Format format, const ConvertO
   throw Error(ErrorCode::invalid_argument, "unknown input format");
 }
 
-void store(const std::filesystem::path& path, const Embeddings& embeddings, Format format,
+void store(const std::filesystem::path& path, const Embeddings& embeddings, EmbeddingFormat format,
            bool unnormalize) {
-  if (format == Format::fasttext)
+  if (format == EmbeddingFormat::fasttext)
     throw Error(ErrorCode::unsupported, "writing fastText models is not supported");
-  if (format == Format::finalfusion) {
+  if (format == EmbeddingFormat::finalfusion) {
     embeddings.save(path);
     return;
   }
@@ -184,20 +186,20 @@ void store(const std::filesystem::path& path, const Embeddings& embeddings, Form
       path,
       [&](std::ostream& out) {
         switch (format) {
-          case Format::word2vec_binary:
+          case EmbeddingFormat::word2vec_binary:
             write_word2vec_binary(out, embeddings, unnormalize);
             break;
-          case Format::text:
+          case EmbeddingFormat::text:
             write_text(out, embeddings, unnormalize);
             break;
-          case Format::text_dims:
+          case EmbeddingFormat::text_dims:
             write_text_dims(out, embeddings, unnormalize);
             break;
-          case Format::floret_text:
+          case EmbeddingFormat::floret_text:
             write_floret_text(out, embeddings);
             break;
-          case Format::finalfusion:
-          case Format::fasttext:
+          case EmbeddingFormat::finalfusion:
+          case EmbeddingFormat::fasttext:
             break;
         }
       },

@@ -126,7 +126,7 @@ jobjectArray archive_load(JNIEnv* env, jclass, jlong archive, jbyteArray tag, jb
     std::vector<std::string> names;
     for (const ParamInfo& p : a.params(tag_name))
       if (p.kind == BlobKind::tensor) names.push_back(p.name);
-    NamedTensors tensors = a.load(tag_name, read_mode(copy));
+    NamedTensors tensors = a.load(tag_name, {.mode = read_mode(copy)});
     jobjectArray java_tensors =
         env->NewObjectArray(static_cast<jsize>(names.size()), java_types().tensor, nullptr);
     check(env);

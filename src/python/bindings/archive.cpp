@@ -109,7 +109,7 @@ py::dict load_tensors(const Archive& archive, const std::string& tag, ReadMode m
       for (const ParamInfo& p : archive.params(tag))
         if (p.kind == BlobKind::tensor) wanted.push_back(p.name);
     }
-    NamedTensors read = archive.load_params(wanted, tag, mode, verify);
+    NamedTensors read = archive.load(tag, {.names = wanted, .mode = mode, .verify_crc = verify});
     for (const std::string& name : wanted)
       tensors.emplace_back(name, loaded(read.at(name), mode, dequantize));
   }

@@ -175,7 +175,7 @@ Returns the WriteStats.)");
         py::gil_scoped_release release;
         Archive ar = Archive::open(a);
         convert::StringMap meta;
-        if (convert::format_from_extension(p) == convert::Format::safetensors) {
+        if (convert::tensor_format_from_extension(p) == convert::TensorFormat::safetensors) {
           meta = convert::detail::kept_safetensors_metadata(ar, t);
           for (const auto& [key, value] : given) meta[key] = value;
         } else {

@@ -44,8 +44,8 @@ py::array_t<float> to_numpy(const std::vector<float>& v) {
   return out;
 }
 
-finalfusion::Format format_named(const std::string& name) {
-  auto format = finalfusion::format_from_name(name);
+finalfusion::EmbeddingFormat format_named(const std::string& name) {
+  auto format = finalfusion::embedding_format_from_name(name);
   if (!format)
     throw py::value_error("unknown embedding format '" + name +
                           "' (known: finalfusion, word2vec, text, textdims, fasttext, floret)");
@@ -109,7 +109,7 @@ Embeddings are immutable and safe to share between threads.)");
             }
             finalfusion::ConvertReport report;
             options.report = &report;
-            finalfusion::Format f = format_named(format);
+            finalfusion::EmbeddingFormat f = format_named(format);
             std::optional<Embeddings> result;
             {
               py::gil_scoped_release release;
@@ -157,7 +157,7 @@ lossy: the same as utf8="lossy".)")
           [](const Embeddings& e, const py::object& path, const std::string& format,
              bool unnormalize) {
             std::filesystem::path p = to_path(path);
-            finalfusion::Format f = format_named(format);
+            finalfusion::EmbeddingFormat f = format_named(format);
             py::gil_scoped_release release;
             finalfusion::store(p, e, f, unnormalize);
           },
@@ -342,7 +342,7 @@ which their readers cannot normalize.)")
             options.normalize = normalize;
             options.random_rotation = random_rotation;
             py::gil_scoped_release release;
-            auto result = finalfusion::quantize(e, options);
+            auto result = e.quantize(options);
             return std::make_pair(std::move(result.embeddings), result.mean_squared_error);
           },
           py::kw_only(), py::arg("n_subquantizers") = 0, py::arg("n_centroids") = 256,
@@ -354,7 +354,7 @@ which their readers cannot normalize.)")
           "dequantize",
           [](const Embeddings& e) {
             py::gil_scoped_release release;
-            return finalfusion::dequantize(e);
+            return e.dequantize();
           },
           "A dense copy of quantized embeddings (dense input is returned as is).")
       .def("__repr__", [](const Embeddings& e) {
