@@ -109,7 +109,8 @@ int main(int argc, char** argv) {
     } catch (const std::exception& e) {  // modelzip::Error and anything else
       if (const int sig = interrupt_signal()) {
         std::cerr << error_prefix() << " interrupted by " << (sig == SIGINT ? "SIGINT" : "SIGTERM")
-                  << ", nothing changed: " << printable(e.what()) << "\n";
+                  << (c->keeps_work_on_interrupt ? ": " : ", nothing changed: ")
+                  << printable(e.what()) << "\n";
         return 128 + sig;
       }
       std::cerr << error_prefix() << " " << printable(e.what()) << "\n";
