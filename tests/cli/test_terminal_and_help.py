@@ -137,6 +137,14 @@ def test_every_command_help_has_usage_and_runnable_looking_examples(command):
     assert run("help", command).stdout.decode() == out  # `modelzip help CMD` too
 
 
+def test_no_command_is_a_usage_error_on_standard_error():
+    """`modelzip` alone exits 2 like every usage error, so its text goes where
+    usage errors go: `modelzip > out` leaves out empty."""
+    p = run(check=False)
+    assert p.returncode == 2 and p.stdout == b""
+    assert p.stderr == run("--help").stdout
+
+
 def test_help_for_an_unknown_command_is_a_usage_error():
     p = run("help", "lss", check=False)
     assert p.returncode == 2 and p.stdout == b""
