@@ -22,7 +22,8 @@ Args::Args(const std::vector<std::string>& argv, const std::set<std::string>& va
     }
     std::string name = a, inline_value;
     bool has_inline = false;
-    if (auto eq = a.find('='); eq != std::string::npos && a.rfind("--", 0) == 0) {
+    // "--tag=T", and "-k=5" as Python's argparse reads it.
+    if (auto eq = a.find('='); eq != std::string::npos) {
       name = a.substr(0, eq);
       inline_value = a.substr(eq + 1);
       has_inline = true;
@@ -43,6 +44,11 @@ Args::Args(const std::vector<std::string>& argv, const std::set<std::string>& va
       values_.emplace(name, inline_value);
     } else if (flags.count(name) && !has_inline) {
       flags_.insert(name);
+    } else if (flags.count(name)) {
+      throw UsageError("option " + name + " takes no value, got '" + a + "'");
+    } else if (pair_options.count(name)) {
+      throw UsageError("option " + name + " takes its two values as separate arguments, got '" + a +
+                       "' (see the usage below)");
     } else {
       std::vector<std::string_view> known{"--help"};
       for (const auto* options : {&value_options, &flags, &pair_options})

@@ -20,8 +20,9 @@ class UsageError : public std::runtime_error {
 
 class Args {
  public:
-  // `value_options` take a value ("--tag T" or "--tag=T"); `flags` do not;
-  // `pair_options` take two ("--updater VAR STATE").
+  // `value_options` take a value ("--tag T", "--tag=T", "-k=5"); `flags` do
+  // not; `pair_options` take two ("--updater VAR STATE"). A value given to a
+  // flag or a pair option with '=' is a UsageError that says how to give it.
   // An empty --tag value is a UsageError (it is never a tag name).
   Args(const std::vector<std::string>& argv, const std::set<std::string>& value_options,
        const std::set<std::string>& flags, const std::set<std::string>& pair_options = {});

@@ -145,6 +145,25 @@ def test_no_command_is_a_usage_error_on_standard_error():
     assert p.stderr == run("--help").stdout
 
 
+def test_options_given_with_an_equals_sign(quickstart_archive):
+    """--tag=T works, so users write -k=5 and --updater=VAR STATE too: the
+    first works as argparse reads it, the others say how to write them
+    (they said 'unknown option', of options the usage lists)."""
+    fifu = os.path.join(os.environ.get("MODELZIP_SHARED_TESTDATA", "../shared/testdata"),
+                        "finalfusion", "similarity.fifu")
+    assert (run("similar", fifu, "Berlin", "-k=2").stdout
+            == run("similar", fifu, "Berlin", "-k", "2").stdout)
+    p = run("ls", quickstart_archive, "--json=yes", check=False)
+    assert p.returncode == 2 and p.stdout == b""
+    assert p.stderr.decode().startswith(
+        "modelzip ls: option --json takes no value, got '--json=yes'\nUsage: modelzip ls ")
+    p = run("cat", quickstart_archive, "--updater=fc1.weight", "M", check=False)
+    assert p.returncode == 2 and p.stdout == b""
+    assert p.stderr.decode().startswith(
+        "modelzip cat: option --updater takes its two values as separate arguments, got "
+        "'--updater=fc1.weight' (see the usage below)\nUsage: modelzip cat ")
+
+
 def test_help_for_an_unknown_command_is_a_usage_error():
     p = run("help", "lss", check=False)
     assert p.returncode == 2 and p.stdout == b""
