@@ -125,7 +125,10 @@ int run(const std::vector<std::string>& argv) {
     std::string file = name.substr(start);
     Bytes data;
     try {
-      data = archive.entry(name, ReadMode::copy);  // CRC-checked
+      // The whole entry, CRC-checked: a stored one is a view of the mapped
+      // archive (file pages, no copy: any size in bounded memory), a
+      // deflated one is decompressed whole.
+      data = archive.entry_part(name, 0, archive.entry_size(name));
     } catch (const Error& e) {
       if (e.code() == ErrorCode::cancelled) stop_interrupted(name, "");  // in the read
       throw;
