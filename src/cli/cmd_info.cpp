@@ -26,7 +26,21 @@ extern const Command kInfoCommand{
     "modelzip info ARCHIVE [--tag T] [--json]",
     "The safetensors __metadata__ that import kept with the tag (export writes it\n"
     "back) is listed key by key (--json: \"file_metadata\").\n"
-    "Options:\n  --tag T   the tag (default: the newest)\n  --json    the summary as JSON\n"
+    "Options:\n  --tag T   the tag (default: the newest)\n"
+    "  --json    the summary as a JSON object: archive, tag, position (from 1,\n"
+    "            oldest first), tags (how many), newest (true or false),\n"
+    "            metadata {format_version, writer, model_name, model_version,\n"
+    "            quantization, description}, params {count, shared, compressed,\n"
+    "            bytes (every parameter's tensor bytes), own_bytes (those in the\n"
+    "            tag's own folder), dtypes {DTYPE: count}, quantized {\"STORAGE\n"
+    "            SCHEME\": count}}, embeddings {NAME: as ls --json's \"embedding\"},\n"
+    "            file_metadata ({\"safetensors\": {KEY: VALUE}}, {error} or null),\n"
+    "            updater ({count, variables, states, shared, bytes, own_bytes} or\n"
+    "            null), graph ({variables, kinds, ops, op_types, outputs,\n"
+    "            loss_variables} or null), training ({updater,\n"
+    "            learning_rate_schedule, regularization, minimize, feature_mapping,\n"
+    "            label_mapping, feature_mask_mapping, label_mask_mapping,\n"
+    "            loss_variables, iteration_count, epoch_count, properties} or null)\n"
     "\nExample:\n  modelzip info model.zip --tag step-100\n",
     run};
 

@@ -289,3 +289,33 @@ def test_export_embedding_with_format_option(tmp_path):
     rows, dims = map(int, (tmp_path / "vectors.out").read_text().split("\n", 1)[0].split())
     lines = (tmp_path / "vectors.out").read_text().splitlines()[1:]
     assert len(lines) == rows and all(len(l.split()) == dims + 1 for l in lines)
+
+
+def keys_named_in_help(command, obj, nested):
+    """The keys of JSON object `obj` (and of its objects under `nested`)
+    that `modelzip COMMAND --help` does not name."""
+    words = set(re.findall(r"[a-z_]+", run(command, "--help").stdout.decode()))
+    missing = [k for k in obj if k not in words]
+    for name in nested:
+        if isinstance(obj.get(name), dict):
+            missing += [f"{name}.{k}" for k in obj[name] if k not in words]
+    return missing
+
+
+def test_info_and_quantize_help_name_every_json_key(quickstart_archive, tmp_path):
+    """Scripts read these keys: the help says what they are (it said only
+    'the summary as JSON' and 'the result as JSON')."""
+    golden = os.path.join(os.environ.get("MODELZIP_SOURCE_DIR", "."), "tests", "golden", "graph",
+                          "checkpoint-v1.zip")
+    nested = ["metadata", "params", "updater", "graph", "training"]
+    for archive in [quickstart_archive, golden]:
+        info = json.loads(run("info", archive, "--json").stdout)
+        assert keys_named_in_help("info", info, nested) == [], archive
+    w = tmp_path / "w.npy"
+    np.save(w, np.ones((64, 64), np.float32))
+    path = tmp_path / "q.zip"
+    run("import", path, "--tag", "f", w)
+    result = json.loads(run("quantize", path, "--from", "f", "--tag", "q", "--scheme",
+                            "int8-per-channel", "--json").stdout)
+    assert result["quantized"] == ["w"] and result["appended"] is True
+    assert keys_named_in_help("quantize", result, []) == []
