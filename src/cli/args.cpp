@@ -107,7 +107,17 @@ const std::string& Args::tag_at(std::size_t i, const std::string& what) const {
   return tag;
 }
 
-void Args::expect_positionals(std::size_t min, std::size_t max) const {
+void Args::expect_positionals(std::size_t min, std::size_t max,
+                              const std::vector<std::string_view>& names) const {
+  if (positional_.size() < min && names.size() >= min) {
+    std::string missing;
+    for (std::size_t i = positional_.size(); i < min; ++i)
+      missing += std::string(i == positional_.size() ? ""
+                             : i + 1 == min          ? " and "
+                                                     : ", ") +
+                 std::string(names[i]);
+    throw UsageError("missing " + missing);
+  }
   if (positional_.size() < min) throw UsageError("too few arguments");
   if (positional_.size() > max) throw UsageError("unexpected argument '" + positional_[max] + "'");
 }

@@ -8,6 +8,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace modelzip::cli {
@@ -42,7 +43,11 @@ class Args {
   const std::string& at(std::size_t i, const std::string& what) const;
   // Positional i as a tag name: UsageError naming `what` if missing or empty.
   const std::string& tag_at(std::size_t i, const std::string& what) const;
-  void expect_positionals(std::size_t min, std::size_t max) const;
+  // At least `min` and at most `max` positionals, or UsageError: "unexpected
+  // argument 'X'", or "missing B and C" when `names` names positional 0, 1,
+  // ... up to min - 1 (else "too few arguments").
+  void expect_positionals(std::size_t min, std::size_t max,
+                          const std::vector<std::string_view>& names = {}) const;
 
  private:
   std::vector<std::string> positional_;

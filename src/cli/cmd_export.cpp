@@ -51,7 +51,7 @@ bool numpy_lacks(DType dtype) {
 int run(const std::vector<std::string>& argv) {
   Args args(argv, {"--tag", "--format"}, {"--normalized", "--dequantize"}, {"--updater"});
   const auto updater = args.pairs("--updater");
-  args.expect_positionals(2, SIZE_MAX);
+  args.expect_positionals(2, SIZE_MAX, {"ARCHIVE", "OUT"});
   const auto& pos = args.positional();
   if (pos.back() == "-")
     throw UsageError(

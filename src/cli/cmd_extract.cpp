@@ -77,7 +77,7 @@ std::vector<std::string> selected_entries(const Archive& archive,
 
 int run(const std::vector<std::string>& argv) {
   Args args(argv, {"--tag"}, {"--force"});
-  args.expect_positionals(2, 2);
+  args.expect_positionals(2, 2, {"ARCHIVE", "DIR"});
   // SIGINT and SIGTERM stop at the next piece (exit 130, 143): the files
   // written so far stay, the one being written is removed rather than left
   // cut short.

@@ -319,3 +319,24 @@ def test_info_and_quantize_help_name_every_json_key(quickstart_archive, tmp_path
                             "int8-per-channel", "--json").stdout)
     assert result["quantized"] == ["w"] and result["appended"] is True
     assert keys_named_in_help("quantize", result, []) == []
+
+
+@pytest.mark.parametrize("args,missing", [
+    (["ls"], "ARCHIVE"),
+    (["diff", "m.zip"], "TAG_A and TAG_B"),
+    (["diff", "m.zip", "a"], "TAG_B"),
+    (["cat", "m.zip"], "PARAM"),
+    (["import", "m.zip", "--tag", "t"], "FILE"),
+    (["export", "m.zip"], "OUT"),
+    (["extract", "m.zip"], "DIR"),
+    (["rm-tag", "m.zip"], "TAG (or --keep-last N)"),
+    (["analogy", "FIFU", "Berlin"], "B and C"),
+])
+def test_too_few_arguments_name_what_is_missing(args, missing):
+    """It said 'too few arguments' (which ones, the usage line had to tell)."""
+    fifu = os.path.join(os.environ.get("MODELZIP_SHARED_TESTDATA", "../shared/testdata"),
+                        "finalfusion", "similarity.fifu")
+    p = run(*[fifu if a == "FIFU" else a for a in args], check=False)
+    assert p.returncode == 2 and p.stdout == b""
+    assert p.stderr.decode().startswith(
+        f"modelzip {args[0]}: missing {missing}\nUsage: modelzip {args[0]} "), p.stderr
