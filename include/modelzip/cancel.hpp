@@ -7,7 +7,10 @@
 // Error(cancelled) and leaves nothing half-done behind -- a cancelled commit
 // rolls back, so the archive is the previous one byte for byte and no
 // journal or temporary file stays. A commit that is past its commit point
-// (the rename, or the journal's removal) finishes instead.
+// (the rename, or the journal's removal) finishes instead. A tensor or
+// embedding file written to replace a file (export) stops before its next
+// piece and before its rename: the file stays as it was, without a
+// temporary file beside it.
 //
 // The request stays until clear_cancel(). Thread safety: all three are
 // lock-free atomic operations, safe from any thread and async-signal-safe

@@ -22,7 +22,8 @@ Args::Args(const std::vector<std::string>& argv, const std::set<std::string>& va
     }
     std::string name = a, inline_value;
     bool has_inline = false;
-    if (auto eq = a.find('='); eq != std::string::npos && a.rfind("--", 0) == 0) {
+    // "--tag=T", and "-k=5" as Python's argparse reads it.
+    if (auto eq = a.find('='); eq != std::string::npos) {
       name = a.substr(0, eq);
       inline_value = a.substr(eq + 1);
       has_inline = true;
@@ -43,6 +44,11 @@ Args::Args(const std::vector<std::string>& argv, const std::set<std::string>& va
       values_.emplace(name, inline_value);
     } else if (flags.count(name) && !has_inline) {
       flags_.insert(name);
+    } else if (flags.count(name)) {
+      throw UsageError("option " + name + " takes no value, got '" + a + "'");
+    } else if (pair_options.count(name)) {
+      throw UsageError("option " + name + " takes its two values as separate arguments, got '" + a +
+                       "' (see the usage below)");
     } else {
       std::vector<std::string_view> known{"--help"};
       for (const auto* options : {&value_options, &flags, &pair_options})
@@ -101,7 +107,17 @@ const std::string& Args::tag_at(std::size_t i, const std::string& what) const {
   return tag;
 }
 
-void Args::expect_positionals(std::size_t min, std::size_t max) const {
+void Args::expect_positionals(std::size_t min, std::size_t max,
+                              const std::vector<std::string_view>& names) const {
+  if (positional_.size() < min && names.size() >= min) {
+    std::string missing;
+    for (std::size_t i = positional_.size(); i < min; ++i)
+      missing += std::string(i == positional_.size() ? ""
+                             : i + 1 == min          ? " and "
+                                                     : ", ") +
+                 std::string(names[i]);
+    throw UsageError("missing " + missing);
+  }
   if (positional_.size() < min) throw UsageError("too few arguments");
   if (positional_.size() > max) throw UsageError("unexpected argument '" + positional_[max] + "'");
 }

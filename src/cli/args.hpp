@@ -8,6 +8,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace modelzip::cli {
@@ -20,8 +21,9 @@ class UsageError : public std::runtime_error {
 
 class Args {
  public:
-  // `value_options` take a value ("--tag T" or "--tag=T"); `flags` do not;
-  // `pair_options` take two ("--updater VAR STATE").
+  // `value_options` take a value ("--tag T", "--tag=T", "-k=5"); `flags` do
+  // not; `pair_options` take two ("--updater VAR STATE"). A value given to a
+  // flag or a pair option with '=' is a UsageError that says how to give it.
   // An empty --tag value is a UsageError (it is never a tag name).
   Args(const std::vector<std::string>& argv, const std::set<std::string>& value_options,
        const std::set<std::string>& flags, const std::set<std::string>& pair_options = {});
@@ -41,7 +43,11 @@ class Args {
   const std::string& at(std::size_t i, const std::string& what) const;
   // Positional i as a tag name: UsageError naming `what` if missing or empty.
   const std::string& tag_at(std::size_t i, const std::string& what) const;
-  void expect_positionals(std::size_t min, std::size_t max) const;
+  // At least `min` and at most `max` positionals, or UsageError: "unexpected
+  // argument 'X'", or "missing B and C" when `names` names positional 0, 1,
+  // ... up to min - 1 (else "too few arguments").
+  void expect_positionals(std::size_t min, std::size_t max,
+                          const std::vector<std::string_view>& names = {}) const;
 
  private:
   std::vector<std::string> positional_;

@@ -13,7 +13,10 @@ int run(const std::vector<std::string>& argv) {
   Args args(argv, {"--tag", "--format", "--utf8", "-k"}, {"--json"});
   std::size_t used = 0;
   finalfusion::Embeddings emb = open_embeddings(args, used);
-  args.expect_positionals(used + 3, used + 3);
+  args.expect_positionals(used + 3, used + 3,
+                          used == 2
+                              ? std::vector<std::string_view>{"ARCHIVE", "PARAM", "A", "B", "C"}
+                              : std::vector<std::string_view>{"FILE", "A", "B", "C"});
   auto k = static_cast<std::size_t>(args.number_or("-k", 10, 1, 1000000));
   const std::string a = query_word(emb, args.at(used, "A")),
                     b = query_word(emb, args.at(used + 1, "B")),

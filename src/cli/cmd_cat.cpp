@@ -26,7 +26,7 @@ int run(const std::vector<std::string>& argv) {
   Args args(argv, {"--tag"}, {"--npy", "--force", "-f", "--dequantize"}, {"--updater"});
   const auto updater = args.pairs("--updater");
   if (updater.size() > 1) throw UsageError("--updater names one VAR STATE");
-  args.expect_positionals(updater.empty() ? 2 : 1, updater.empty() ? 2 : 1);
+  args.expect_positionals(updater.empty() ? 2 : 1, updater.empty() ? 2 : 1, {"ARCHIVE", "PARAM"});
   Archive archive = open_archive(args.at(0, "ARCHIVE"));
   const std::string tag = args.value_or("--tag", "");
   const std::string what =

@@ -5,6 +5,7 @@
 #include "checkpoint/tensor_stream.hpp"
 #include "cli/args.hpp"
 #include "cli/command.hpp"
+#include "cli/interrupt.hpp"
 #include "cli/open_archive.hpp"
 #include "cli/progress_bar.hpp"
 #include "cli/terminal.hpp"
@@ -13,6 +14,7 @@
 #include "convert/tensor_bytes.hpp"
 #include "io/atomic_write.hpp"
 #include "modelzip/archive.hpp"
+#include "modelzip/cancel.hpp"
 #include "modelzip/convert.hpp"
 #include "modelzip/error.hpp"
 #include "modelzip/finalfusion/convert.hpp"
@@ -49,11 +51,15 @@ bool numpy_lacks(DType dtype) {
 int run(const std::vector<std::string>& argv) {
   Args args(argv, {"--tag", "--format"}, {"--normalized", "--dequantize"}, {"--updater"});
   const auto updater = args.pairs("--updater");
-  args.expect_positionals(2, SIZE_MAX);
+  args.expect_positionals(2, SIZE_MAX, {"ARCHIVE", "OUT"});
   const auto& pos = args.positional();
   if (pos.back() == "-")
     throw UsageError(
         "OUT '-': export writes a file (cat --npy writes one tensor to standard output)");
+  // SIGINT and SIGTERM stop the export (exit 130, 143), leaving OUT as it was
+  // and no temporary file (io::write_file_atomically), instead of ending the
+  // process with a partly written temporary file beside OUT.
+  install_interrupt_handlers();
   Archive archive = open_archive(pos.front());
   const fs::path out = pos.back();
   std::vector<std::string> names(pos.begin() + 1, pos.end() - 1);
@@ -149,6 +155,10 @@ int run(const std::vector<std::string>& argv) {
   std::uint64_t copied = 0, to_copy = 0;
   auto copy_values = [&](const TensorStream& stream, std::ostream& file) {
     stream.write_values([&](std::span<const std::byte> piece) {
+      // A failed write only fails the stream: stop reading the archive here.
+      if (cancel_requested())
+        throw Error(ErrorCode::cancelled, "export cancelled (interrupted)",
+                    {.archive = out.string()});
       convert::detail::write_bytes(file, piece);
       copied += piece.size();
       copying.show(std::min(copied, to_copy), to_copy);
@@ -315,7 +325,8 @@ extern const Command kExportCommand{
     "block_size times, cut to K), rounded to dtype. import joins them back.\n"
     "Data is CRC-checked on the way out; files are replaced atomically (a symbolic\n"
     "link stays a link; OUT may not be a pipe or device: cat --npy writes one tensor\n"
-    "to standard output).\n"
+    "to standard output). Interrupted (Ctrl-C, SIGTERM: exit 130, 143), it leaves\n"
+    "OUT as it was, with no temporary file beside it.\n"
     "\nExamples:\n  modelzip export model.zip --tag step-100 weights.safetensors\n"
     "  modelzip export model.zip fc.weight fc.bias small.npz\n"
     "  modelzip export model.zip words vectors.fifu\n"

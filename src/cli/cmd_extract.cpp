@@ -10,10 +10,12 @@
 
 #include "cli/args.hpp"
 #include "cli/command.hpp"
+#include "cli/interrupt.hpp"
 #include "cli/open_archive.hpp"
 #include "cli/terminal.hpp"
 #include "io/posix_file.hpp"
 #include "modelzip/archive.hpp"
+#include "modelzip/cancel.hpp"
 #include "modelzip/error.hpp"
 
 namespace modelzip::cli {
@@ -75,7 +77,11 @@ std::vector<std::string> selected_entries(const Archive& archive,
 
 int run(const std::vector<std::string>& argv) {
   Args args(argv, {"--tag"}, {"--force"});
-  args.expect_positionals(2, 2);
+  args.expect_positionals(2, 2, {"ARCHIVE", "DIR"});
+  // SIGINT and SIGTERM stop at the next piece (exit 130, 143): the files
+  // written so far stay, the one being written is removed rather than left
+  // cut short.
+  install_interrupt_handlers();
   Archive archive = open_archive(args.at(0, "ARCHIVE"));
   const std::string& target = args.at(1, "DIR");
   if (::mkdir(target.c_str(), 0755) != 0 && errno != EEXIST)
@@ -100,7 +106,15 @@ int run(const std::vector<std::string>& argv) {
                       "; nothing was extracted (use --force to overwrite)",
                   ErrorContext{.archive = first});
   }
+  // Throws Error(cancelled) for an interrupt at entry `name`, saying what stays.
+  const auto stop_interrupted = [&](const std::string& name, const std::string& what_of_it) {
+    throw Error(ErrorCode::cancelled,
+                "extract cancelled (interrupted) after " + std::to_string(files) +
+                    " file(s), which stay in " + target + what_of_it,
+                ErrorContext{.archive = archive.name(), .entry = name});
+  };
   for (const std::string& name : entries) {
+    if (cancel_requested()) stop_interrupted(name, "");
     // Names were validated at open: relative, no "..", no backslash. The
     // walk below refuses symbolic links as well.
     Dir dir(::dup(root.fd()));
@@ -109,15 +123,31 @@ int run(const std::vector<std::string>& argv) {
       dir = subfolder(dir, name.substr(start, slash - start), name);
     if (start == name.size()) continue;  // a folder entry
     std::string file = name.substr(start);
-    Bytes data = archive.entry(name, ReadMode::copy);  // CRC-checked
+    Bytes data;
+    try {
+      // The whole entry, CRC-checked: a stored one is a view of the mapped
+      // archive (file pages, no copy: any size in bounded memory), a
+      // deflated one is decompressed whole.
+      data = archive.entry_part(name, 0, archive.entry_size(name));
+    } catch (const Error& e) {
+      if (e.code() == ErrorCode::cancelled) stop_interrupted(name, "");  // in the read
+      throw;
+    }
     int flags =
         O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (args.flag("--force") ? O_TRUNC : O_EXCL);
     int fd = ::openat(dir.fd(), file.c_str(), flags, 0644);
     if (fd < 0)
       fail(name, errno == EEXIST ? "file exists (use --force to overwrite)" : "cannot create file");
+    // Pieces of at most 8 MiB, so that an interrupt is noticed soon.
+    constexpr std::size_t kPiece = std::size_t{8} << 20;
     std::size_t done = 0;
     while (done < data.size()) {
-      ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+      if (cancel_requested()) {
+        ::close(fd);
+        ::unlinkat(dir.fd(), file.c_str(), 0);
+        stop_interrupted(name, "; its partly written file was removed");
+      }
+      ssize_t n = ::write(fd, data.data() + done, std::min(kPiece, data.size() - done));
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
         int saved = errno;
@@ -139,17 +169,22 @@ int run(const std::vector<std::string>& argv) {
 }  // namespace
 
 extern const Command kExtractCommand{
-    "extract", "Extract every entry into a folder (never outside it)",
+    "extract",
+    "Extract every entry into a folder (never outside it)",
     "modelzip extract ARCHIVE DIR [--tag T]... [--force]",
     "Entry names that could escape DIR are rejected when the archive is opened, and\n"
     "symbolic links inside DIR are never followed. Every CRC is checked. Existing\n"
-    "files are kept unless --force is given.\n"
+    "files are kept unless --force is given. Interrupted (Ctrl-C, SIGTERM: exit\n"
+    "130, 143), it keeps the files it finished and removes the one it was writing.\n"
     "Options:\n"
     "  --tag T    only the root files, tag T's folder and the blobs of other tags it\n"
     "             shares (repeatable); salvages the intact tags of a damaged archive\n"
     "  --force    overwrite existing files\n"
     "\nExamples:\n  modelzip extract model.zip unpacked/\n"
     "  modelzip extract model.zip step-2/ --tag step-2\n",
-    run};
+    run,
+    1,
+    false,
+    true};
 
 }  // namespace modelzip::cli

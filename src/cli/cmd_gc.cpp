@@ -12,7 +12,7 @@ namespace {
 
 int run(const std::vector<std::string>& argv) {
   Args args(argv, {}, {});
-  args.expect_positionals(1, 1);
+  args.expect_positionals(1, 1, {"ARCHIVE"});
   const std::string& path = args.at(0, "ARCHIVE");
   require_existing_archive(path);
   auto before = archive_size(path);

@@ -99,7 +99,7 @@ int run(const std::vector<std::string>& argv) {
   Args args(argv, {"--tag", "--name", "--format", "--utf8", "--keep-last"},
             {"--no-dedup", "--compress", "--replace", "--no-normalize"});
   const finalfusion::Utf8Policy utf8 = utf8_policy(args);
-  args.expect_positionals(2, SIZE_MAX);
+  args.expect_positionals(2, SIZE_MAX, {"ARCHIVE", "FILE"});
   // "-" is not standard input or output here (a file named - is ./-).
   for (std::size_t i = 0; i < args.positional().size(); ++i)
     if (args.positional()[i] == "-")

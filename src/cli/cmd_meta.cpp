@@ -51,7 +51,7 @@ void print(const Metadata& m, bool json) {
 int run(const std::vector<std::string>& argv) {
   Args args(argv, {"--name", "--version", "--quantization", "--description", "--clear"},
             {"--json"});
-  args.expect_positionals(1, 1);
+  args.expect_positionals(1, 1, {"ARCHIVE"});
   const std::string& path = args.at(0, "ARCHIVE");
   // Changes: a value to set, or nullopt to clear; fields not named stay.
   std::vector<std::pair<const Field*, std::optional<std::string>>> changes;

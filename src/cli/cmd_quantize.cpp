@@ -23,7 +23,7 @@ std::string json_names(const std::vector<std::string>& names) {
 
 int run(const std::vector<std::string>& argv) {
   Args args(argv, {"--from", "--tag", "--scheme", "--params", "--min-elements"}, {"--json"});
-  args.expect_positionals(1, 1);
+  args.expect_positionals(1, 1, {"ARCHIVE"});
   const std::string& path = args.at(0, "ARCHIVE");
   require_existing_archive(path);  // an http(s) URL: "remote archives are read-only"
   auto from = args.value("--from");
@@ -106,7 +106,11 @@ extern const Command kQuantizeCommand{
     "  --params GLOB     quantize the parameters matching GLOB instead (shell pattern; *\n"
     "                    also matches / and .); repeatable; each must match something\n"
     "  --min-elements N  the default selection's size threshold (default 1024)\n"
-    "  --json            print the result as JSON\n\n"
+    "  --json            print the result as a JSON object: tag, from, scheme,\n"
+    "                    quantized and referenced (lists of parameter names),\n"
+    "                    source_bytes and quantized_bytes (of the quantized\n"
+    "                    parameters, before and after), bytes_added (the archive's\n"
+    "                    growth), appended (true, or false when it was rewritten)\n\n"
     "Example:\n"
     "  modelzip quantize model.zip --from step-100 --tag step-100-int8 --scheme int8-per-channel\n",
     run,

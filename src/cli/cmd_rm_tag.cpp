@@ -45,7 +45,7 @@ int keep_last(const std::string& path, long long n, WriterOptions options) {
 int run(const std::vector<std::string>& argv) {
   Args args(argv, {"--keep-last"}, {"--rewrite"});
   const auto keep = args.value("--keep-last");
-  args.expect_positionals(keep ? 1 : 2, keep ? 1 : 2);
+  args.expect_positionals(keep ? 1 : 2, keep ? 1 : 2, {"ARCHIVE", "TAG (or --keep-last N)"});
   const std::string& path = args.at(0, "ARCHIVE");
   require_existing_archive(path);
   ProgressBar bar("removing");

@@ -29,7 +29,9 @@ int run(const std::vector<std::string>& argv) {
   Args args(argv, {"--tag", "--format", "--utf8", "-k"}, {"--json"});
   std::size_t used = 0;
   finalfusion::Embeddings emb = open_embeddings(args, used);
-  args.expect_positionals(used + 1, used + 1);
+  args.expect_positionals(used + 1, used + 1,
+                          used == 2 ? std::vector<std::string_view>{"ARCHIVE", "PARAM", "WORD"}
+                                    : std::vector<std::string_view>{"FILE", "WORD"});
   const std::string word = query_word(emb, args.at(used, "WORD"));
   auto k = static_cast<std::size_t>(args.number_or("-k", 10, 1, 1000000));
   auto results = emb.similar(word, k);

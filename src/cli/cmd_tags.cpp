@@ -12,7 +12,7 @@ namespace {
 
 int run(const std::vector<std::string>& argv) {
   Args args(argv, {}, {"--json"});
-  args.expect_positionals(1, 1);
+  args.expect_positionals(1, 1, {"ARCHIVE"});
   Archive archive = open_archive(args.at(0, "ARCHIVE"));
   if (args.flag("--json")) {
     std::cout << "[";

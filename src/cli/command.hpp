@@ -25,6 +25,10 @@ struct Command {
   // with 128 + the signal (cli/interrupt.hpp). A command that changes an
   // archive only with some arguments (meta) installs the handlers itself.
   bool changes_archive = false;
+  // Keeps what it finished when SIGINT or SIGTERM stops it (extract: the
+  // files written; its error says so), so main() does not report "nothing
+  // changed". The command installs the handlers itself.
+  bool keeps_work_on_interrupt = false;
 };
 
 const std::vector<const Command*>& all_commands();

@@ -6,6 +6,9 @@
 // the signal (130, 143). A second signal ends the process at once (the
 // default action); the next writer then cleans up (journal recovery, stale
 // temporary files), as after SIGKILL.
+// export and extract install them too: export leaves OUT as it was and no
+// temporary file beside it (exit 130, 143); extract keeps the files it
+// finished and removes the one it was writing.
 #pragma once
 
 namespace modelzip::cli {

@@ -18,22 +18,24 @@ using namespace modelzip::cli;
 
 namespace {
 
-void print_overview() {
-  std::cout << "modelzip " MODELZIP_VERSION ": " << kTagline
-            << "\n\n"
-               "Usage: modelzip COMMAND [ARGS...]   (modelzip COMMAND --help for details)\n"
-               "       modelzip --help | --version\n\n"
-               "Commands:\n";
+// The overview of `modelzip --help` (standard output), or, called without
+// arguments, as the usage error it is (standard error).
+void print_overview(std::ostream& out) {
+  out << "modelzip " MODELZIP_VERSION ": " << kTagline
+      << "\n\n"
+         "Usage: modelzip COMMAND [ARGS...]   (modelzip COMMAND --help for details)\n"
+         "       modelzip --help | --version\n\n"
+         "Commands:\n";
   for (const Command* c : all_commands()) {
     std::string name(c->name);
     name.resize(10, ' ');
-    std::cout << "  " << name << " " << c->summary << "\n";
+    out << "  " << name << " " << c->summary << "\n";
   }
-  std::cout << "\nExamples:\n  modelzip ls model.zip\n  modelzip import --help\n"
-            << "\nArguments:\n"
-            << kDoubleDash << "\nExit status:\n"
-            << kExitStatus << "\nEnvironment:\n"
-            << kEnvironment;
+  out << "\nExamples:\n  modelzip ls model.zip\n  modelzip import --help\n"
+      << "\nArguments:\n"
+      << kDoubleDash << "\nExit status:\n"
+      << kExitStatus << "\nEnvironment:\n"
+      << kEnvironment;
 }
 
 // `prefix` ("modelzip:") in red when standard error may have colour.
@@ -71,7 +73,7 @@ int main(int argc, char** argv) {
         }
       return unknown_command(args[1]);
     }
-    print_overview();
+    print_overview(args.empty() ? std::cerr : std::cout);
     return args.empty() ? 2 : 0;
   }
   if (args[0] == "--man") {  // not listed: renders modelzip.1 at build time
@@ -109,7 +111,8 @@ int main(int argc, char** argv) {
     } catch (const std::exception& e) {  // modelzip::Error and anything else
       if (const int sig = interrupt_signal()) {
         std::cerr << error_prefix() << " interrupted by " << (sig == SIGINT ? "SIGINT" : "SIGTERM")
-                  << ", nothing changed: " << printable(e.what()) << "\n";
+                  << (c->keeps_work_on_interrupt ? ": " : ", nothing changed: ")
+                  << printable(e.what()) << "\n";
         return 128 + sig;
       }
       std::cerr << error_prefix() << " " << printable(e.what()) << "\n";

@@ -5,9 +5,19 @@
 #include "io/durable_file.hpp"
 #include "io/posix_file.hpp"
 #include "io/sink_buf.hpp"
+#include "modelzip/cancel.hpp"
 #include "modelzip/error.hpp"
 
 namespace modelzip::io {
+namespace {
+
+void stop_if_cancelled(const ErrorContext& context) {
+  if (cancel_requested())
+    throw Error(ErrorCode::cancelled, "write cancelled (interrupted); the file is unchanged",
+                context);
+}
+
+}  // namespace
 
 void write_file_atomically(const std::filesystem::path& path,
                            const std::function<void(std::ostream&)>& write, bool durable) {
@@ -18,6 +28,7 @@ void write_file_atomically(const std::filesystem::path& path,
     OutputFile file(temp);  // errors name `path` (fail_to_create)
     std::uint64_t offset = 0;
     const SinkBuf::Sink sink = [&](std::span<const std::byte> piece) {
+      stop_if_cancelled(context);
       pwrite_full(file.fd(), piece.data(), piece.size(), offset, context);
       offset += piece.size();
     };
@@ -34,6 +45,7 @@ void write_file_atomically(const std::filesystem::path& path,
     if (!out) throw Error(ErrorCode::io, "cannot write", context);
     file.close();
   }
+  stop_if_cancelled(context);  // the last point before the rename
   temp.commit(durable);
 }
 

@@ -29,6 +29,9 @@ namespace modelzip::io {
 // write: <strerror>" at its offset (the system's reason, even when `write`
 // then threw its own stream error), a failed close "cannot write file:
 // <strerror>" (OutputFile::close).
+// A cancellation (modelzip::request_cancel(), the CLI's Ctrl-C) stops the
+// write before its next piece and before the rename: Error(cancelled)
+// naming `path`, which stays unchanged, and no temporary file is left.
 void write_file_atomically(const std::filesystem::path& path,
                            const std::function<void(std::ostream&)>& write, bool durable);
 

@@ -5,7 +5,9 @@ tensor) and to running rewrites (rm-tag, gc, meta) once their journal or tempora
 file shows that writing has begun. Right after the process exits (130 for
 SIGINT, 143 for SIGTERM) the archive must be the previous one byte for byte,
 `unzip -t` and Python's zipfile must accept it, and the folder must hold no
-other file of the commit (journal, temporary file).
+other file of the commit (journal, temporary file). An interrupted export
+leaves its OUT file as it was and no temporary file; an interrupted extract
+removes the file it was writing.
 """
 import os
 import signal
@@ -106,3 +108,42 @@ def test_signal_during_rewrite_removes_the_temporary_file(tmp_path, big_npy, com
     assert code == 128 + sig, err
     check_unchanged(path, before)
     assert run("tags", path).stdout.split() == [b"big", b"small"]
+
+
+@pytest.mark.parametrize("out_name,sig", [("out.npz", signal.SIGINT), ("out.npy", signal.SIGTERM),
+                                          ("out.safetensors", signal.SIGINT)])
+def test_signal_during_export_leaves_out_as_it_was(tmp_path, big_npy, out_name, sig):
+    """Ctrl-C during an export: OUT keeps its old bytes and no temporary file
+    (a partial copy of the tensors, hidden beside OUT) stays."""
+    path = tmp_path / "m.zip"
+    run("import", path, "--tag", "big", big_npy)
+    folder = tmp_path / "out"
+    folder.mkdir()
+    out = folder / out_name
+    out.write_bytes(b"the previous export")
+    code, err = interrupt_when(["export", path, out], folder,
+                               lambda f: any(".mztmp-" in n for n in os.listdir(f)), sig)
+    assert code == 128 + sig, err
+    assert f"interrupted by {sig.name}, nothing changed: {out}" in err, err
+    assert out.read_bytes() == b"the previous export"
+    assert os.listdir(folder) == [out_name]
+
+
+def test_signal_during_extract_removes_the_partly_written_file(tmp_path, big_npy):
+    """Ctrl-C during extract: the files written stay, the one being written
+    does not stay cut short."""
+    path = tmp_path / "m.zip"
+    run("import", path, "--tag", "big", big_npy)
+    target = tmp_path / "x"
+    blob = target / "big" / "params" / "0.fb"
+    code, err = interrupt_when(["extract", path, target], tmp_path,
+                               lambda f: blob.exists(), signal.SIGINT)
+    assert code == 130, err
+    assert "interrupted by SIGINT: " in err and "nothing changed" not in err, err
+    assert "entry 'big/params/0.fb': extract cancelled (interrupted) after 2 file(s)" in err, err
+    assert not blob.exists()
+    with zipfile.ZipFile(path) as z:
+        assert (target / "modelzip.toml").read_bytes() == z.read("modelzip.toml")
+    # Extracting again (--force) gives every file whole.
+    run("extract", path, target, "--force")
+    assert blob.stat().st_size == zipfile.ZipFile(path).getinfo("big/params/0.fb").file_size

@@ -137,6 +137,33 @@ def test_every_command_help_has_usage_and_runnable_looking_examples(command):
     assert run("help", command).stdout.decode() == out  # `modelzip help CMD` too
 
 
+def test_no_command_is_a_usage_error_on_standard_error():
+    """`modelzip` alone exits 2 like every usage error, so its text goes where
+    usage errors go: `modelzip > out` leaves out empty."""
+    p = run(check=False)
+    assert p.returncode == 2 and p.stdout == b""
+    assert p.stderr == run("--help").stdout
+
+
+def test_options_given_with_an_equals_sign(quickstart_archive):
+    """--tag=T works, so users write -k=5 and --updater=VAR STATE too: the
+    first works as argparse reads it, the others say how to write them
+    (they said 'unknown option', of options the usage lists)."""
+    fifu = os.path.join(os.environ.get("MODELZIP_SHARED_TESTDATA", "../shared/testdata"),
+                        "finalfusion", "similarity.fifu")
+    assert (run("similar", fifu, "Berlin", "-k=2").stdout
+            == run("similar", fifu, "Berlin", "-k", "2").stdout)
+    p = run("ls", quickstart_archive, "--json=yes", check=False)
+    assert p.returncode == 2 and p.stdout == b""
+    assert p.stderr.decode().startswith(
+        "modelzip ls: option --json takes no value, got '--json=yes'\nUsage: modelzip ls ")
+    p = run("cat", quickstart_archive, "--updater=fc1.weight", "M", check=False)
+    assert p.returncode == 2 and p.stdout == b""
+    assert p.stderr.decode().startswith(
+        "modelzip cat: option --updater takes its two values as separate arguments, got "
+        "'--updater=fc1.weight' (see the usage below)\nUsage: modelzip cat ")
+
+
 def test_help_for_an_unknown_command_is_a_usage_error():
     p = run("help", "lss", check=False)
     assert p.returncode == 2 and p.stdout == b""
@@ -262,3 +289,54 @@ def test_export_embedding_with_format_option(tmp_path):
     rows, dims = map(int, (tmp_path / "vectors.out").read_text().split("\n", 1)[0].split())
     lines = (tmp_path / "vectors.out").read_text().splitlines()[1:]
     assert len(lines) == rows and all(len(l.split()) == dims + 1 for l in lines)
+
+
+def keys_named_in_help(command, obj, nested):
+    """The keys of JSON object `obj` (and of its objects under `nested`)
+    that `modelzip COMMAND --help` does not name."""
+    words = set(re.findall(r"[a-z_]+", run(command, "--help").stdout.decode()))
+    missing = [k for k in obj if k not in words]
+    for name in nested:
+        if isinstance(obj.get(name), dict):
+            missing += [f"{name}.{k}" for k in obj[name] if k not in words]
+    return missing
+
+
+def test_info_and_quantize_help_name_every_json_key(quickstart_archive, tmp_path):
+    """Scripts read these keys: the help says what they are (it said only
+    'the summary as JSON' and 'the result as JSON')."""
+    golden = os.path.join(os.environ.get("MODELZIP_SOURCE_DIR", "."), "tests", "golden", "graph",
+                          "checkpoint-v1.zip")
+    nested = ["metadata", "params", "updater", "graph", "training"]
+    for archive in [quickstart_archive, golden]:
+        info = json.loads(run("info", archive, "--json").stdout)
+        assert keys_named_in_help("info", info, nested) == [], archive
+    w = tmp_path / "w.npy"
+    np.save(w, np.ones((64, 64), np.float32))
+    path = tmp_path / "q.zip"
+    run("import", path, "--tag", "f", w)
+    result = json.loads(run("quantize", path, "--from", "f", "--tag", "q", "--scheme",
+                            "int8-per-channel", "--json").stdout)
+    assert result["quantized"] == ["w"] and result["appended"] is True
+    assert keys_named_in_help("quantize", result, []) == []
+
+
+@pytest.mark.parametrize("args,missing", [
+    (["ls"], "ARCHIVE"),
+    (["diff", "m.zip"], "TAG_A and TAG_B"),
+    (["diff", "m.zip", "a"], "TAG_B"),
+    (["cat", "m.zip"], "PARAM"),
+    (["import", "m.zip", "--tag", "t"], "FILE"),
+    (["export", "m.zip"], "OUT"),
+    (["extract", "m.zip"], "DIR"),
+    (["rm-tag", "m.zip"], "TAG (or --keep-last N)"),
+    (["analogy", "FIFU", "Berlin"], "B and C"),
+])
+def test_too_few_arguments_name_what_is_missing(args, missing):
+    """It said 'too few arguments' (which ones, the usage line had to tell)."""
+    fifu = os.path.join(os.environ.get("MODELZIP_SHARED_TESTDATA", "../shared/testdata"),
+                        "finalfusion", "similarity.fifu")
+    p = run(*[fifu if a == "FIFU" else a for a in args], check=False)
+    assert p.returncode == 2 and p.stdout == b""
+    assert p.stderr.decode().startswith(
+        f"modelzip {args[0]}: missing {missing}\nUsage: modelzip {args[0]} "), p.stderr

@@ -492,6 +492,32 @@ def test_cat_and_export_stream_a_1_gib_tensor_in_bounded_memory(big_folder, defl
         os.remove(archive)
 
 
+def test_extract_writes_a_1_gib_stored_entry_in_bounded_memory(big_folder):
+    """extract read each entry whole into memory (a 1 GiB blob: 1 GiB of
+    anonymous memory); a stored one is now written from the mapped archive."""
+    archive = big_archive(big_folder, False)
+    out = tempfile.mkdtemp(dir=out_folder(), prefix="modelzip-big-")
+    try:
+        target = os.path.join(out, "x")
+        rc, err, peak = peak_anon_kib(["extract", archive, target], subprocess.DEVNULL)
+        assert rc == 0, err
+        blob = os.path.join(target, "t", "params", "0.fb")
+        with zipfile.ZipFile(archive) as z:
+            info = z.getinfo("t/params/0.fb")
+            assert os.path.getsize(blob) == info.file_size
+            with z.open(info) as member, open(blob, "rb") as f:
+                # The FlatBuffer header and first values (1.5), the last ones (2.5).
+                for at in [0, info.file_size - (1 << 20)]:
+                    f.seek(at)
+                    member.seek(at)
+                    assert f.read(1 << 20) == member.read(1 << 20)
+        assert peak < streaming_limit_kib(), f"extract: {peak} KiB anonymous"
+        print(f"\nextract of a stored 1 GiB blob, peak anonymous memory: {peak} KiB")
+    finally:
+        subprocess.run(["rm", "-rf", out], check=True)
+        os.remove(archive)
+
+
 def test_cat_and_export_stream_a_1_gib_updater_state_in_bounded_memory(big_folder):
     """Optimizer state (Adam's M, V) is as big as the parameters: cat
     --updater and export --updater stream it like a parameter."""

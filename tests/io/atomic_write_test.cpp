@@ -15,6 +15,7 @@
 #include "../zip/expect_error.hpp"
 #include "io/atomic_write.hpp"
 #include "io/syscalls.hpp"
+#include "modelzip/cancel.hpp"
 #include "modelzip/error.hpp"
 #include "test_support.hpp"
 
@@ -144,4 +145,34 @@ TEST_CASE("write_file_atomically: the writer's error gets the path; creation fai
 
   CHECK_ERROR(io::write_file_atomically(dir / "missing" / "a.bin", write_pattern, true),
               ErrorCode::io, "cannot create a.bin in " + (dir / "missing").string() + "/");
+}
+
+// modelzip/cancel.hpp (the CLI's Ctrl-C during export): a write stops before
+// its next piece, or, when the request comes after the last one, before the
+// rename; the target keeps its old bytes and no temporary file stays.
+TEST_CASE("write_file_atomically: a cancellation request leaves the target unchanged") {
+  TempDir dir;
+  for (const bool after_the_last_piece : {false, true}) {
+    CAPTURE(after_the_last_piece);
+    write_file(dir / "a.bin", "old");
+    auto e = caught([&] {
+      io::write_file_atomically(
+          dir / "a.bin",
+          [&](std::ostream& out) {
+            write_pattern(out);
+            if (!after_the_last_piece) request_cancel();
+            write_pattern(out);
+            out.flush();
+            if (after_the_last_piece) request_cancel();
+          },
+          true);
+    });
+    CHECK(cancel_requested());
+    clear_cancel();
+    REQUIRE(e.has_value());
+    CHECK(e->code() == ErrorCode::cancelled);
+    CHECK(e->context().archive == (dir / "a.bin").string());
+    CHECK(io_bytes(dir / "a.bin") == "old");
+    CHECK(files_in(dir.path()) == std::set<std::string>{"a.bin"});
+  }
 }
