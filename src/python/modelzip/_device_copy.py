@@ -33,8 +33,8 @@ together from them and the CRC-32 of the entry's bytes around the data (crc32_co
 mismatch raises modelzip.Error (code "corrupt", naming archive, tag and entry; FileError, code
 "io", "the archive was changed by another writer since this reader opened it", when a commit
 since the archive was opened may have overwritten the entry, as the archive's own reads say)
-once every copy has finished, before the caller hands anything out. Sources without a location are not checked
-here (their loads check them).
+once every copy has finished, before the caller hands anything out. Sources without a location
+are not checked here (their loads check them).
 
 Thread safety: the pools are kept under a lock; copies running at once on one device share its
 pool (each job holds one buffer while it stages and sends). Errors: the first exception of any
