@@ -23,10 +23,13 @@
 // and line/offset filled in as far as they apply.
 //
 // Other writers: an Archive describes the archive as it was at open (tags,
-// tables), whatever other writers commit afterwards (docs/crash-safety.md).
-// When a read or verify() finds bytes that do not match and the file changed
-// since the open, it reports that (Error(io) "the archive was changed by
-// another writer since this reader opened it": reopen), not damage.
+// tables), whatever other writers commit afterwards (docs/crash-safety.md);
+// changed_since_open() tells whether it still is the archive, reopen() opens
+// it as it is now. When a read or verify() finds bytes of an entry that do
+// not match, and another writer's commit since the open may have
+// overwritten them (it removed or rewrote that entry), it reports that
+// (Error(io) "the archive was changed by another writer since this reader
+// opened it": reopen), not damage.
 #pragma once
 
 #include <cstdint>
@@ -218,6 +221,23 @@ class MODELZIP_API Archive {
     return *this;
   }
   ~Archive() = default;
+
+  // Whether the archive may no longer be what this Archive describes: a
+  // local file that another writer has committed to (or is committing to)
+  // since the open, that a rewrite replaced, that was removed, or whose size
+  // or times changed otherwise (the check of FORMAT.md 8.3: its append
+  // journal, and the file's identity). Then reopen() gives the archive as it
+  // is now; this Archive keeps describing it as it was (tags(), load()...).
+  // A few system calls, no read of the archive. False for an archive held in
+  // memory, and for a remote one (not asked: a read that must fetch after the
+  // object was replaced throws Error(io, "archive changed on the server
+  // while reading")). Throws Error(io) naming the archive when the file or
+  // its journal cannot be looked at.
+  bool changed_since_open() const;
+  // The archive as it is now: open() of name() with this open's options (an
+  // archive held in memory: this Archive). Throws as open() does (a file
+  // removed since: Error(io)). This Archive is left as it is.
+  Archive reopen() const;
 
   // The accessors that return a reference into the archive's state have a
   // second form for an Archive that is an rvalue (a temporary, as in

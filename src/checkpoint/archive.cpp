@@ -113,6 +113,7 @@ Archive::Impl::Impl(std::string archive_name, Bytes file, const OpenOptions& opt
                     std::shared_ptr<const io::ByteSource> source)
     : name(std::move(archive_name)),
       limits(options.limits),
+      open_options(options),
       reader(file, options.limits, std::move(source)) {
   if (file.empty() && !reader.source())
     throw Error(ErrorCode::corrupt, "the file is empty (0 bytes), not a modelzip archive",
@@ -297,12 +298,30 @@ bool Archive::Impl::file_changed_since_open() const {
   }
 }
 
+std::unordered_set<std::string> Archive::Impl::changed_since_open(
+    std::span<const std::string> names) const {
+  std::unordered_set<std::string> out;
+  if (names.empty() || !file_changed_since_open()) return out;
+  std::optional<zip::Directory> now;
+  try {
+    now = zip::current_directory(name, format::kTagsEntry, snapshot_file, limits);
+  } catch (const Error&) {  // cannot be told: every entry may have changed
+  }
+  for (const std::string& entry : names) {
+    const zip::EntryInfo* mine = entry.empty() ? nullptr : find_entry(entry);
+    if (!now || !mine || !zip::same_entry(*now, *mine)) out.insert(entry);
+  }
+  return out;
+}
+
 Error Archive::Impl::read_error(const Error& err, const ErrorContext& outer) const {
   Error out = err.with_context(outer);
   const ErrorCode code = err.code();
   if ((code == ErrorCode::corrupt || code == ErrorCode::limit_exceeded ||
        code == ErrorCode::unsupported) &&
-      file_changed_since_open()) {
+      (out.context().entry.empty()
+           ? file_changed_since_open()
+           : !changed_since_open(std::span(&out.context().entry, 1)).empty())) {
     ErrorContext c = out.context();
     c.line.reset();  // what the bytes said, not what this reader opened
     c.offset.reset();
@@ -482,6 +501,25 @@ Archive Archive::Impl::open_file(const std::filesystem::path& path, const OpenOp
     throw e.with_context({.archive = path.string()});
   }
   return Archive(std::move(impl));
+}
+
+bool Archive::changed_since_open() const {
+  const Impl& a = *impl_;
+  if (!a.snapshot_file.fd) return false;
+  try {
+    return !zip::same_file(a.name, a.snapshot_file) ||
+           !zip::snapshot_current(a.name, a.snapshot_file);
+  } catch (const Error& e) {
+    throw e.with_context(a.context());
+  }
+}
+
+Archive Archive::reopen() const {
+  const Impl& a = *impl_;
+  if (a.reader.source())
+    return Impl::open_url(a.name, a.open_options, remote::MissingObject::explain);
+  if (!a.snapshot_file.fd) return *this;  // held in memory: it cannot change
+  return Impl::open_file(a.name, a.open_options);
 }
 
 Archive Archive::from_memory(Bytes bytes, std::string name, const OpenOptions& options) {

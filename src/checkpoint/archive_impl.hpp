@@ -6,9 +6,11 @@
 #include <filesystem>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "format/blob_table.hpp"
@@ -62,6 +64,7 @@ class Archive::Impl {
 
   std::string name;
   Limits limits;
+  OpenOptions open_options;  // as given at open (Archive::reopen)
   zip::Directory directory;
   zip::EntryReader reader;
   Metadata metadata;
@@ -82,9 +85,19 @@ class Archive::Impl {
   // Archive reads again. False for remote and in-memory archives, and when
   // the file cannot be looked at.
   bool file_changed_since_open() const;
+  // Of the entries `names` (of this Archive's directory; "" stands for the
+  // archive as a whole), those whose bytes may be another writer's since
+  // the open: none while file_changed_since_open() is false; else those that
+  // the archive's committed state now no longer lists where this Archive's
+  // directory has them (zip::current_directory: an append, or a removal of
+  // other tags, leaves an entry in place, and a mismatch in it is damage),
+  // "", and all of them when that cannot be told (the path names another
+  // file now, the archive cannot be read).
+  std::unordered_set<std::string> changed_since_open(std::span<const std::string> names) const;
   // `err`, thrown by a read of this archive's bytes, with `outer`'s context
   // added; an error about the bytes themselves (corrupt, limit_exceeded,
-  // unsupported) when file_changed_since_open() becomes Error(io) with
+  // unsupported) about an entry that changed_since_open() names (no entry
+  // named: when file_changed_since_open()) becomes Error(io) with
   // kChangedSinceOpen, ": reopen the archive to read it as it is now" and the
   // same context: the bytes may be another writer's, not damaged.
   Error read_error(const Error& err, const ErrorContext& outer) const;

@@ -65,17 +65,22 @@ std::optional<std::uint64_t> more_count(std::string_view message) {
   return n;
 }
 
-// What verify returns for the problems `found` in an archive whose file
-// changed after `a` read it (Archive::Impl::file_changed_since_open): the
-// entries read again may hold another writer's bytes, so each entry named
-// is reported once, in the order found, as changed rather than damaged.
-std::vector<Problem> changed_since_open(const std::vector<Problem>& found) {
+// `found` with the problems of the entries in `changed` (whose bytes may be
+// another writer's since the Archive opened the file:
+// Archive::Impl::changed_since_open) reported once per entry, where its
+// first problem was, as changed rather than damaged; the others as found.
+std::vector<Problem> with_changed(std::vector<Problem> found,
+                                  const std::unordered_set<std::string>& changed) {
+  if (changed.empty()) return found;
   std::vector<Problem> out;
   std::unordered_set<std::string> seen;
-  for (const Problem& p : found)
-    if (seen.insert(p.entry).second)
+  for (Problem& p : found) {
+    if (!changed.count(p.entry))
+      out.push_back(std::move(p));
+    else if (seen.insert(p.entry).second)
       out.push_back(Problem{p.entry, std::string(Archive::Impl::kChangedSinceOpen) +
                                          ": reopen the archive and verify it again"});
+  }
   return out;
 }
 
@@ -255,9 +260,14 @@ std::vector<Problem> Archive::verify(const ProgressCallback& progress) const {
     }
   }
   tracker.finish();
+  if (problems.empty()) return problems;
   // Checked after every read: a change it misses came after them.
-  if (!problems.empty() && a.file_changed_since_open()) return changed_since_open(problems);
-  return with_counts(std::move(problems), more);
+  std::vector<std::string> entries;
+  std::unordered_set<std::string> listed;
+  for (const Problem& p : problems)
+    if (listed.insert(p.entry).second) entries.push_back(p.entry);
+  const std::unordered_set<std::string> changed = a.changed_since_open(entries);
+  return with_changed(with_counts(std::move(problems), more), changed);
 }
 
 }  // namespace modelzip

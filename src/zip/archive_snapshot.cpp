@@ -183,6 +183,36 @@ bool snapshot_current(const std::filesystem::path& path, const SnapshotFile& fil
   return file.fd && change_since(path, resolved_path(path), file) == Change::none;
 }
 
+bool same_file(const std::filesystem::path& path, const SnapshotFile& file) {
+  if (!file.fd) return false;
+  const std::optional<io::FileIdentity> now = io::identity_of(path);
+  if (!now) return false;
+  const io::FileIdentity mine = identity_of(file.fd->get(), path);
+  return now->device == mine.device && now->inode == mine.inode;
+}
+
+std::optional<Directory> current_directory(const std::filesystem::path& path,
+                                           std::string_view tail_entry, const SnapshotFile& file,
+                                           const Limits& limits) {
+  if (!file.fd) return std::nullopt;
+  const io::FileIdentity mine = identity_of(file.fd->get(), path);
+  std::optional<Directory> out;
+  read_snapshot(path, tail_entry, limits, [&](Snapshot& now) {
+    out.reset();
+    const io::FileIdentity theirs = identity_of(now.file.fd->get(), path);
+    if (theirs.device != mine.device || theirs.inode != mine.inode) return;
+    out = now.directory ? std::move(*now.directory) : parse_directory(now.bytes.span(), limits);
+  });
+  return out;
+}
+
+bool same_entry(const Directory& now, const EntryInfo& entry) {
+  const EntryInfo* e = now.find(entry.name);
+  return e && e->local_header_offset == entry.local_header_offset && e->method == entry.method &&
+         e->crc32 == entry.crc32 && e->compressed_size == entry.compressed_size &&
+         e->uncompressed_size == entry.uncompressed_size;
+}
+
 void read_snapshot(const std::filesystem::path& path, std::string_view tail_entry,
                    const Limits& limits, const std::function<void(Snapshot&)>& use) {
   const std::filesystem::path resolved = resolved_path(path);

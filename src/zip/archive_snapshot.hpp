@@ -99,4 +99,31 @@ void read_snapshot(const std::filesystem::path& path, std::string_view tail_entr
 // more of the snapshot later may check it again.
 bool snapshot_current(const std::filesystem::path& path, const SnapshotFile& file);
 
+// Whether `path` still names the file of `file` (the same device and inode,
+// following symbolic links): false once a rewrite renamed another file over
+// it or the file was removed. Errors: Error(io) when `path` cannot be
+// looked at (other than not existing).
+bool same_file(const std::filesystem::path& path, const SnapshotFile& file);
+
+// The directory of the archive's committed state now (read_snapshot of
+// `path`), when `path` still names the file of `file`; nullopt when it names
+// another file now (whose offsets say nothing about `file`'s bytes).
+//
+// An in-place commit (an append, a removal: FORMAT.md 8.1, 8.5) never moves
+// or rewrites an entry that stays: it writes over the old tail and, after
+// the commit, over the first bytes of the ranges it freed. So an entry of
+// `file`'s snapshot that this directory still lists at the same local
+// header offset, with the same name, method, CRC-32 and sizes
+// (same_entry), holds the bytes it held when the snapshot was read: a
+// mismatch in them is damage, not another writer's bytes.
+//
+// Errors: as read_snapshot (the archive kept changing, it does not parse).
+std::optional<Directory> current_directory(const std::filesystem::path& path,
+                                           std::string_view tail_entry, const SnapshotFile& file,
+                                           const Limits& limits);
+
+// Whether `now` lists `entry` as it is: same name, local header offset,
+// method, CRC-32 and sizes.
+bool same_entry(const Directory& now, const EntryInfo& entry);
+
 }  // namespace modelzip::zip

@@ -438,19 +438,24 @@ TEST_CASE("A reader that opened the archive before an in-place removal keeps its
 TEST_CASE("A read whose bytes changed since the reader opened says so; damage is still damage") {
   // Another writer's commit may overwrite bytes an open Archive reads later
   // (in an archive of another writer, the first bytes of a removed tag's
-  // blob). Here the test overwrites a blob's first data bytes in place, as
-  // such a commit would: after the open, it is a change; before, damage.
+  // blob, where the free entry's header goes). Here tag t0 is removed in
+  // place and the test overwrites its blob's first data bytes, as such a
+  // commit would: after the open, it is a change; before, damage. A commit
+  // that leaves the entry where it was (an append) is no excuse: a mismatch
+  // in it is damage.
   TempDir dir;
   const auto path = dir / "m.zip";
   std::mt19937_64 rng(12);
   build(path, 2, rng);
   const std::string sound = io_bytes(path);
   std::uint64_t data_at = 0;
-  const Archive reader = Archive::open(path);
-  for (const auto& e : Archive::Impl::of(reader).directory.entries)
-    if (e.name == "t0/params/0.fb")
-      data_at = e.local_header_offset + 30 + le16(sound, e.local_header_offset + 26) +
-                le16(sound, e.local_header_offset + 28);
+  {
+    const Archive reader = Archive::open(path);
+    for (const auto& e : Archive::Impl::of(reader).directory.entries)
+      if (e.name == "t0/params/0.fb")
+        data_at = e.local_header_offset + 30 + le16(sound, e.local_header_offset + 26) +
+                  le16(sound, e.local_header_offset + 28);
+  }
   REQUIRE(data_at > 0);
   auto overwrite_in_place = [&] {  // the same file (inode), as a commit in place writes
     std::fstream f(path, std::ios::binary | std::ios::in | std::ios::out);
@@ -458,9 +463,10 @@ TEST_CASE("A read whose bytes changed since the reader opened says so; damage is
     f.write("\xff\xff\xff\xff\xff\xff\xff\xff", 8);
   };
 
-  {  // Changed after the open: every read that finds it says so, naming the entry.
+  {  // Removed and overwritten after the open: every read that finds it says so, naming the entry.
     Archive stale = Archive::open(path);
     const TensorStream stream(stale, "w", "t0");  // cat, export: header read before
+    CHECK(remove(path, "t0").appended);
     overwrite_in_place();
     auto check_changed = [&](auto&& read) {
       try {
@@ -504,6 +510,37 @@ TEST_CASE("A read whose bytes changed since the reader opened says so; damage is
     CHECK(bytes_of_tensor(stale.tensor("w", "t1")) ==
           bytes_of_tensor(Archive::open(path).tensor("w", "t1")));
   }
+  write_file(path, sound);  // a new file's bytes: reopened, sound
+  {                         // Damaged after an append that left the entry in place: damage.
+    Archive reader = Archive::open(path);
+    add_small(path, "t2", rng);
+    overwrite_in_place();
+    CHECK(reader.changed_since_open());
+    try {
+      (void)reader.tensor("w", "t0", ReadMode::copy);
+      FAIL("no error for a damaged blob");
+    } catch (const Error& e) {
+      INFO(e.what());
+      CHECK(e.code() == ErrorCode::corrupt);
+      CHECK(e.message().find("CRC-32 mismatch") != std::string::npos);
+      CHECK(e.context().entry == "t0/params/0.fb");
+    }
+    try {
+      (void)reader.entry_part("t0/params/0.fb", 0, reader.entry_size("t0/params/0.fb"));
+      FAIL("no error for a damaged blob");
+    } catch (const Error& e) {
+      INFO(e.what());
+      CHECK(e.code() == ErrorCode::corrupt);
+    }
+    const auto problems = reader.verify();
+    REQUIRE(!problems.empty());
+    CHECK(problems[0].entry == "t0/params/0.fb");
+    CHECK(problems[0].message.find("CRC-32 mismatch: the entry data is damaged") !=
+          std::string::npos);
+    for (const Problem& p : problems) CHECK(p.message.find(kChangedByAnother) == std::string::npos);
+    CHECK(bytes_of_tensor(reader.tensor("w", "t1", ReadMode::copy)) ==
+          bytes_of_tensor(Archive::open(path).tensor("w", "t1")));
+  }
   {  // Damaged before the open: damage, in reads and in verify.
     Archive damaged = Archive::open(path);
     try {
@@ -529,6 +566,61 @@ TEST_CASE("A read whose bytes changed since the reader opened says so; damage is
     CHECK(problems[0].message.find("CRC-32 mismatch: the entry data is damaged") !=
           std::string::npos);
   }
-  write_file(path, sound);  // a new file's bytes: reopened, sound
+  write_file(path, sound);
   CHECK(Archive::open(path).verify().empty());
+}
+
+TEST_CASE("changed_since_open tells whether a reader is still the archive; reopen opens it now") {
+  TempDir dir;
+  const auto path = dir / "m.zip";
+  std::mt19937_64 rng(21);
+  build(path, 3, rng);
+  const std::vector<std::string> three{"t0", "t1", "t2"};
+
+  Archive a = Archive::open(path);
+  CHECK_FALSE(a.changed_since_open());
+  CHECK_FALSE(a.changed_since_open());  // asking changes nothing
+  CHECK(Archive::open(path).verify().empty());
+  CHECK_FALSE(a.changed_since_open());  // nor does another reader
+
+  SUBCASE("an append") {
+    CHECK(add_small(path, "t3", rng).appended);
+    CHECK(a.changed_since_open());
+    CHECK(a.tags() == three);  // still the archive as it was
+    const Archive now = a.reopen();
+    CHECK(now.tags() == std::vector<std::string>{"t0", "t1", "t2", "t3"});
+    CHECK_FALSE(now.changed_since_open());
+    CHECK(a.changed_since_open());
+  }
+  SUBCASE("an in-place removal") {
+    CHECK(remove(path, "t0").appended);
+    CHECK(a.changed_since_open());
+    CHECK(a.reopen().tags() == std::vector<std::string>{"t1", "t2"});
+  }
+  SUBCASE("a rewrite") {
+    Writer w = Writer::open(path, WriterOptions{.append = false});
+    w.remove_tag("t1");
+    w.commit();
+    CHECK_FALSE(w.last_stats().appended);
+    CHECK(a.changed_since_open());
+    CHECK(a.reopen().tags() == std::vector<std::string>{"t0", "t2"});
+    CHECK(a.tags() == three);
+  }
+  SUBCASE("the file removed") {
+    fs::remove(path);
+    CHECK(a.changed_since_open());
+    CHECK_THROWS_AS((void)a.reopen(), Error);
+  }
+  SUBCASE("the options of the open") {
+    OpenOptions roomy;
+    roomy.limits.max_text_entry_bytes = 1 << 20;
+    const Archive b = Archive::open(path, roomy);
+    CHECK(Archive::Impl::of(b.reopen()).limits.max_text_entry_bytes == 1 << 20);
+  }
+  SUBCASE("an archive in memory") {
+    const Archive m = Archive::from_memory(Bytes::copy_of(io_bytes(path)), "m");
+    add_small(path, "t3", rng);
+    CHECK_FALSE(m.changed_since_open());
+    CHECK(m.reopen().tags() == three);
+  }
 }

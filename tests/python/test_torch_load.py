@@ -574,7 +574,8 @@ def test_verify_while_copying_finds_a_flipped_byte(archive_path, small_pieces, s
     with pytest.raises(modelzip.Error, match="CRC-32 mismatch") as info:
         copy(True)
     assert info.value.code == "corrupt"
-    assert "entry 't/params/0.fb'" in str(info.value) and "tag 't'" in str(info.value)
+    assert "entry 't/params/0.fb'" in str(info.value)  # the entry's folder names the tag
+    assert (info.value.entry, info.value.tag) == ("t/params/0.fb", "t")
 
 
 def test_verify_of_a_device_load_checks_what_is_not_staged_first(archive_path):
@@ -584,6 +585,61 @@ def test_verify_of_a_device_load_checks_what_is_not_staged_first(archive_path):
     with pytest.raises(modelzip.Error, match="CRC-32 mismatch"):
         load_copied(archive_path, "t", torch.device("cpu"), verify=True,
                     staging=_device_copy.HostTarget())
+
+
+def _flip_byte_at(path, at):
+    with open(path, "r+b") as f:
+        f.seek(at)
+        byte = f.read(1)[0]
+        f.seek(at)
+        f.write(bytes([byte ^ 0xFF]))
+
+
+def _last_data_byte(path, entry):
+    with zipfile.ZipFile(path) as z:
+        info = z.getinfo(entry)
+    with open(path, "rb") as f:
+        f.seek(info.header_offset + 26)
+        name_len, extra_len = (int.from_bytes(f.read(2), "little") for _ in range(2))
+    return info.header_offset + 30 + name_len + extra_len + info.file_size - 1
+
+
+@pytest.mark.parametrize("staged", [False, True])
+def test_verify_of_a_device_load_tells_a_commit_during_it_from_damage(tmp_path, monkeypatch,
+                                                                      staged):
+    """A commit that lands while a verified device load copies (here: after the archive was
+    opened, before the copies start) and removes the loaded tag in place may overwrite its
+    blob's bytes (the first bytes of a freed run, in another writer's archive: the test
+    overwrites them itself): the load says the archive changed, as the archive's own reads do.
+    After an append, which leaves the blob where it was, a mismatch is damage."""
+    copy_pairs = _device_copy.copy_pairs
+    for commit in ("removal", "append"):
+        path = tmp_path / f"{commit}.zip"
+        mzt.save({"w": torch.ones(5000)}, path, "t", durable=False)
+        # live bytes after the removal: it stays in place
+        mzt.save({"big": torch.randn(100_000)}, path, "big", durable=False)
+        at = _last_data_byte(path, "t/params/0.fb")
+
+        def commit_then_copy(*args, **kwargs):
+            if commit == "removal":
+                assert modelzip.remove_tag(path, "t", durable=False).appended
+            else:
+                assert mzt.save({"x": torch.zeros(3)}, path, "x", durable=False).appended
+            _flip_byte_at(path, at)
+            return copy_pairs(*args, **kwargs)
+        monkeypatch.setattr(_device_copy, "copy_pairs", commit_then_copy)
+        with pytest.raises(modelzip.Error) as info:
+            load_copied(path, "t", torch.device("cpu"), verify=True,
+                        staging=_device_copy.HostTarget() if staged else None)
+        error = info.value
+        if commit == "removal":
+            assert isinstance(error, modelzip.FileError) and error.code == "io", str(error)
+            assert "changed by another writer since this reader opened it" in str(error)
+            assert "reopen the archive" in str(error)
+        else:
+            assert error.code == "corrupt", str(error)
+            assert "CRC-32 mismatch: the entry data is damaged" in str(error)
+        assert (error.entry, error.tag) == ("t/params/0.fb", "t"), str(error)
 
 
 def test_load_into_runs_state_dict_hooks(archive_path):

@@ -542,6 +542,31 @@ def test_writer_keep_last_counts_tags_of_other_writers(archive_path):
         assert ar.tags == ["b"]
 
 
+def test_an_archive_tells_whether_it_changed_since_open_and_reopens(archive_path):
+    save(archive_path, "a", arrays(1))
+    with modelzip.Archive(archive_path) as archive:
+        assert not archive.changed_since_open()
+        save(archive_path, "b", arrays(2))  # another writer's append
+        assert archive.changed_since_open()
+        assert archive.tags == ["a"]  # still the archive as it was opened
+        with archive.reopen() as now:
+            assert now.tags == ["a", "b"] and not now.changed_since_open()
+            assert np.array_equal(now.load("b")["fc.weight"], arrays(2)["fc.weight"])
+        assert archive.tags == ["a"] and not archive.closed
+    with modelzip.Archive(archive_path) as archive:
+        modelzip.remove_tag(archive_path, "a", durable=False)
+        assert archive.changed_since_open()
+        with archive.reopen() as now:
+            assert now.tags == ["b"]
+        os.remove(archive_path)
+        assert archive.changed_since_open()
+        with pytest.raises(FileNotFoundError):
+            archive.reopen()
+    archive.close()
+    with pytest.raises(ValueError, match="closed"):
+        archive.changed_since_open()
+
+
 # A process that holds the archive's write lock until its stdin closes: a
 # POSIX record lock of the whole file (lockf), which the kernel makes
 # conflict with the open-file-description lock modelzip's writers take.

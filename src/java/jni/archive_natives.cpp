@@ -48,6 +48,15 @@ jobjectArray archive_tags(JNIEnv* env, jclass, jlong archive) {
   return guarded(env, [&] { return to_java_byte_arrays(env, archive_of(archive).tags()); });
 }
 
+jboolean archive_changed_since_open(JNIEnv* env, jclass, jlong archive) {
+  return guarded(env,
+                 [&] { return static_cast<jboolean>(archive_of(archive).changed_since_open()); });
+}
+
+jlong archive_reopen(JNIEnv* env, jclass, jlong archive) {
+  return guarded(env, [&] { return to_handle(archive_of(archive).reopen()); });
+}
+
 jobject to_java_param(JNIEnv* env, const ParamInfo& p) {
   jobject out = env->NewObject(
       java_types().param, java_types().param_init, to_java_bytes(env, p.name),
@@ -811,6 +820,8 @@ const JNINativeMethod kMethods[] = {
     native_method("archiveOpen", "([B)J", archive_open),
     native_method("archiveFree", "(J)V", archive_free),
     native_method("archiveTags", "(J)[[B", archive_tags),
+    native_method("archiveChangedSinceOpen", "(J)Z", archive_changed_since_open),
+    native_method("archiveReopen", "(J)J", archive_reopen),
     native_method("archiveParams", "(J[B)[Lorg/modelzip/Param;", archive_params),
     native_method("archiveTensor", "(J[B[BZ)Lorg/modelzip/Tensor;", archive_tensor),
     native_method("archiveUpdaterStates", "(J[B)[Lorg/modelzip/Param;", archive_updater_states),

@@ -315,6 +315,34 @@ release the GIL.)");
           "name", [](const PyArchive& self) { return from_path(self.name()); },
           "The path given at open.")
       .def_property_readonly("closed", &PyArchive::closed, "True after close().")
+      .def(
+          "changed_since_open",
+          [](const PyArchive& self) {
+            Archive a = self.get();
+            py::gil_scoped_release release;
+            return a.changed_since_open();
+          },
+          R"(Whether the archive may no longer be what this Archive describes.
+
+True when another writer has committed to the file since the open (or is
+committing: a save, save_async, keep_last, remove_tag), a rewrite replaced
+it, it was removed, or its size or times changed otherwise (its append
+journal and the file's identity, FORMAT.md section 8.3); then reopen()
+gives the archive as it is now. This Archive keeps describing it as it was
+(tags, load()...). A few system calls, no read of the archive. False for a
+remote archive (not asked: a read that must fetch after the object was
+replaced raises FileError "archive changed on the server while reading").)")
+      .def(
+          "reopen",
+          [](const PyArchive& self) {
+            Archive a = self.get();
+            py::gil_scoped_release release;
+            return PyArchive(a.reopen());
+          },
+          R"(A new Archive of the same path or URL: the archive as it is now.
+
+This Archive stays open as it is (close it when done). Raises as
+Archive(path) does, FileNotFoundError for a file removed since.)")
       .def("close", &PyArchive::close,
            "Releases the archive. Arrays already loaded stay valid (they keep the mapping).")
       .def("__enter__", [](py::object self) { return self; })
@@ -538,6 +566,24 @@ The dict has the shape `modelzip info --json` prints: "updater" ({"type":
           "(file offset, bytes, entry CRC-32, CRC-32 of the bytes before and after the data, "
           "bytes after) of a stored dense tensor a read() of the file can serve, else None "
           "(checkpoint/data_ranges.hpp).")
+      .def(
+          "_share", [](const PyArchive& self) { return PyArchive(self.get()); },
+          "Internal: a new Archive of the same opened state (the same snapshot of the file), "
+          "which stays open when this one is closed.")
+      .def(
+          "_raise_mismatch",
+          [](const PyArchive& self, const std::string& entry, const std::string& tag,
+             const std::string& message) {
+            const Archive a = self.get();
+            const Archive::Impl& impl = Archive::Impl::of(a);
+            py::gil_scoped_release release;
+            throw impl.read_error(Error(ErrorCode::corrupt, message), impl.context(entry, tag));
+          },
+          py::arg("entry"), py::arg("tag"), py::arg("message"),
+          "Internal (the CRC-32 checks of modelzip.torch's device loads): raises what a read of "
+          "`entry` of `tag` whose bytes do not match (`message`) raises: modelzip.Error "
+          "(corrupt), or FileError when another writer's commit since the open may have "
+          "overwritten the entry (Archive::Impl::read_error).")
       .def(
           "_data_fd",
           [](const PyArchive& self) -> std::optional<int> {

@@ -300,6 +300,14 @@ class Archive:
         """True after close()."""
     def close(self) -> None:
         """Releases the archive. Arrays already loaded stay valid (they keep the mapping)."""
+    def changed_since_open(self) -> bool:
+        """Whether the archive may no longer be what this Archive describes: another writer
+        committed to the file since the open (or is committing), a rewrite replaced it, it was
+        removed, or its size or times changed otherwise; reopen() then gives it as it is now.
+        False for a remote archive (not asked)."""
+    def reopen(self) -> Archive:
+        """A new Archive of the same path or URL: the archive as it is now (this one stays
+        open as it is)."""
     def __enter__(self) -> Archive:
         """Returns the archive itself."""
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:

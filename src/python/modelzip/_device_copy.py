@@ -30,9 +30,11 @@ host memory without CUDA, so that tests exercise the staging logic on machines w
 *Verification* (``verify=True``): the CRC-32 of each staged or copied piece of a located source
 is computed as it is copied (zlib.crc32, which releases the GIL), and the entry's CRC-32 is put
 together from them and the CRC-32 of the entry's bytes around the data (crc32_concat); a
-mismatch raises modelzip.Error (code "corrupt", naming archive, tag and entry) once every copy
-has finished, before the caller hands anything out. Sources without a location are not checked
-here (their loads check them).
+mismatch raises modelzip.Error (code "corrupt", naming archive, tag and entry; FileError, code
+"io", "the archive was changed by another writer since this reader opened it", when a commit
+since the archive was opened may have overwritten the entry, as the archive's own reads say)
+once every copy has finished, before the caller hands anything out. Sources without a location
+are not checked here (their loads check them).
 
 Thread safety: the pools are kept under a lock; copies running at once on one device share its
 pool (each job holds one buffer while it stages and sends). Errors: the first exception of any
@@ -41,6 +43,7 @@ thread is raised after the other threads have stopped and the side stream has fi
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import os
 import queue
 import threading
@@ -189,20 +192,27 @@ class Located(NamedTuple):
     """Their count."""
     where: str
     """The archive, tag and entry, for error messages ("a.zip: tag 't': entry 'e'")."""
+    mismatch: Any = None
+    """Called with the message of a CRC-32 mismatch, raises the error to report (damage, or
+    FileError when another writer's commit since the archive was opened may have overwritten the
+    entry: FileData's archive decides); None: modelzip.Error (corrupt)."""
 
 
 class FileData:
-    """The file side of one load: a descriptor of the archive's file (closed by close()) and the
-    Located of each name whose blob a read() of the file can serve (stored dense tensors of a
-    local archive; none for remote and in-memory ones)."""
+    """The file side of one load: a descriptor of the archive's file and the archive's opened
+    state (both kept until close(), also after the archive is closed), and the Located of each
+    name whose blob a read() of the file can serve (stored dense tensors of a local archive; none
+    for remote and in-memory ones)."""
 
     def __init__(self, archive: Any, tag: str, blobs: dict[str, str]) -> None:
         """``blobs``: parameter name -> blob entry, as Archive.params gives them."""
         self.fd = archive._data_fd()
+        self.archive: Any = None
         self.located: dict[str, Located] = {}
         if self.fd is None:
             return
         try:
+            self.archive = archive._share()
             entries = list(dict.fromkeys(blobs.values()))
             ranges = dict(zip(entries, archive._data_ranges(entries)))
         except BaseException:
@@ -211,8 +221,9 @@ class FileData:
         for name, entry in blobs.items():
             r = ranges[entry]
             if r is not None:
-                self.located[name] = Located(self.fd, *r,
-                                             f"{archive.name}: tag '{tag}': entry '{entry}'")
+                self.located[name] = Located(
+                    self.fd, *r, f"{archive.name}: tag '{tag}': entry '{entry}'",
+                    functools.partial(self.archive._raise_mismatch, entry, tag))
 
     def get(self, name: str) -> Optional[Located]:
         return self.located.get(name)
@@ -221,6 +232,9 @@ class FileData:
         fd, self.fd = self.fd, None
         if fd is not None:
             os.close(fd)
+        archive, self.archive = getattr(self, "archive", None), None
+        if archive is not None:
+            archive.close()
 
     def __enter__(self) -> "FileData":
         return self
@@ -341,8 +355,8 @@ class _Copier:
                                      os.POSIX_FADV_WILLNEED)
 
     def check(self) -> None:
-        """Raises modelzip.Error (corrupt) for the first located source whose CRC-32 is not its
-        entry's (verify)."""
+        """Raises for the first located source whose CRC-32 is not its entry's (verify): what
+        its Located's ``mismatch`` raises, else modelzip.Error (corrupt)."""
         concat = _modelzip._crc32_concat
         for pair, pieces in sorted(self.crcs.items()):
             located = self.located[pair]
@@ -358,6 +372,8 @@ class _Copier:
                            located.after)
             if whole != located.crc32:
                 message = "CRC-32 mismatch: the entry data is damaged"
+                if located.mismatch is not None:
+                    located.mismatch(message)
                 raise Error(f"{located.where}: {message}", code="corrupt", message=message)
 
 

@@ -83,6 +83,35 @@ public final class Archive implements AutoCloseable {
     return name;
   }
 
+  /**
+   * Whether the archive may no longer be what this Archive describes: a
+   * local file that another writer has committed to (or is committing to)
+   * since the open, that a rewrite replaced, that was removed, or whose size
+   * or times changed otherwise (its append journal and the file's identity,
+   * FORMAT.md section 8.3). Then {@link #reopen()} gives the archive as it is
+   * now; this Archive keeps describing it as it was ({@link #tags()},
+   * {@link #load(String)}...). A few system calls, no read of the archive.
+   * False for a URL (not asked: a read that must fetch after the object was
+   * replaced throws IO "archive changed on the server while reading").
+   *
+   * @throws ModelzipException IO when the file or its append journal cannot
+   *     be looked at
+   */
+  public boolean changedSinceOpen() {
+    return handle.call(Native::archiveChangedSinceOpen);
+  }
+
+  /**
+   * A new Archive of the same path or URL: the archive as it is now (as
+   * {@link #open} of {@link #name()}). This Archive stays open as it is:
+   * close it when done.
+   *
+   * @throws ModelzipException as {@link #open} (IO for a file removed since)
+   */
+  public Archive reopen() {
+    return new Archive(handle.call(Native::archiveReopen), name);
+  }
+
   /** The tags, oldest first. */
   public List<String> tags() {
     return List.of(Native.strings(handle.call(Native::archiveTags)));

@@ -72,6 +72,9 @@ final class Native {
   static native long archiveOpen(byte[] pathOrUrl);
   static native void archiveFree(long archive);
   static native byte[][] archiveTags(long archive);
+  static native boolean archiveChangedSinceOpen(long archive);
+  /** A new native archive: Archive::reopen. */
+  static native long archiveReopen(long archive);
   static native Param[] archiveParams(long archive, byte[] tag);
   static native Tensor archiveTensor(long archive, byte[] name, byte[] tag, boolean copy);
   static native Param[] archiveUpdaterStates(long archive, byte[] tag);

@@ -106,6 +106,28 @@ public class ArchiveTest {
   }
 
   @Test
+  public void anArchiveTellsWhetherItChangedSinceOpenAndReopens() throws Exception {
+    Archive.save(scratch.archive(), "a", tensors("w", Tensor.of(new float[] {1, 2})));
+    try (Archive archive = Archive.open(scratch.archive())) {
+      assertFalse(archive.changedSinceOpen());
+      Archive.save(scratch.archive(), "b", tensors("w", Tensor.of(new float[] {3, 4})));
+      assertTrue(archive.changedSinceOpen());
+      assertEquals(List.of("a"), archive.tags());  // still the archive as it was opened
+      try (Archive now = archive.reopen()) {
+        assertEquals(List.of("a", "b"), now.tags());
+        assertFalse(now.changedSinceOpen());
+        assertArrayEquals(new float[] {3, 4}, now.tensor("w", "b").toFloatArray(), 0f);
+        assertEquals(scratch.archive(), now.name());
+      }
+      assertEquals(List.of("a"), archive.tags());
+      java.nio.file.Files.delete(java.nio.file.Path.of(scratch.archive()));
+      assertTrue(archive.changedSinceOpen());
+      ModelzipException gone = assertThrows(ModelzipException.class, archive::reopen);
+      assertEquals(ModelzipException.Code.IO, gone.code());
+    }
+  }
+
+  @Test
   public void removeTagKeepsDataOtherTagsShare() throws Exception {
     Tensor w = Tensor.of(new int[] {1, 2, 3});
     Archive.save(scratch.archive(), "a", tensors("w", w));
