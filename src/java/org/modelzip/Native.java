@@ -88,6 +88,11 @@ final class Native {
   static native long archiveEntrySize(long archive, byte[] name);
   /** Bytes [offset, offset + length) of the entry, within its size (checked by the caller). */
   static native byte[] archiveEntryPart(long archive, byte[] name, long offset, int length);
+  /** A new EntryStream (EntryStream::open), for EntryInputStream. */
+  static native long archiveEntryStream(long archive, byte[] name);
+  static native void entryStreamFree(long stream);
+  /** Reads into b[off, off + len) (checked by the caller): len bytes, fewer at the end, 0 after. */
+  static native int entryStreamRead(long stream, byte[] b, int off, int len);
   /**
    * Returns {byte[][] entries, byte[][] messages, long[] counts}, one
    * element each per problem, in verify's order; counts[i]: how many
@@ -167,6 +172,7 @@ final class Native {
   static native long embeddingsFromArchive(long archive, byte[] name, byte[] tag);
   static native void embeddingsFree(long embeddings);
   static native int embeddingsDims(long embeddings);
+  static native long embeddingsRows(long embeddings);
   static native byte[][] embeddingsWords(long embeddings);
   /** null when the word has no embedding. */
   static native float[] embeddingsVector(long embeddings, byte[] word);
