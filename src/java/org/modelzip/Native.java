@@ -147,6 +147,12 @@ final class Native {
   /** {@code array} is a primitive array whose elements are elementBytes wide. */
   static native Tensor tensorFromArray(byte[] dtype, Object array, int elementBytes, long[] shape);
   static native Tensor tensorFromStrings(byte[][] utf8, long[] shape);
+  /**
+   * A dense tensor of the {@code length} bytes of {@code direct} from byte
+   * {@code offset} (a direct buffer), or else of {@code heap}.
+   */
+  static native Tensor tensorFromBuffer(byte[] dtype, ByteBuffer direct, long offset, int length,
+      byte[] heap, long[] shape);
   static native void tensorFree(long tensor);
   static native boolean tensorIsMapped(long tensor);
   /** Copies the values into {@code array}, a primitive array of exactly their byte size. */
