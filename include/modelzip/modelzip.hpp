@@ -17,6 +17,7 @@
 #include "modelzip/dist/communicator.hpp"
 #include "modelzip/dist/distributed.hpp"
 #include "modelzip/dtype.hpp"
+#include "modelzip/entry_stream.hpp"
 #include "modelzip/error.hpp"
 #include "modelzip/limits.hpp"
 #include "modelzip/metadata.hpp"

@@ -17,16 +17,6 @@ namespace {
 
 using modelzip::detail::fail_corrupt;
 
-// Ends a zlib inflate stream however the scope is left.
-struct Inflater {
-  z_stream zs{};
-  Inflater() {
-    if (inflateInit2(&zs, -MAX_WBITS) != Z_OK)
-      throw Error(ErrorCode::io, "cannot start decompression (zlib)");
-  }
-  ~Inflater() { inflateEnd(&zs); }
-};
-
 // Asks the kernel to start reading `range` of a file mapping (a hint:
 // failures are ignored).
 void will_need(std::span<const std::byte> range) {
@@ -64,37 +54,17 @@ void stream_entry(const Bytes& file, const EntryInfo& entry,
   } else {
     if (entry.method != kMethodDeflate)
       fail_corrupt("unsupported compression method", {.entry = entry.name});
-    Inflater inf;
+    EntryInflater inflater(data, entry);
     const std::size_t buffer_size = static_cast<std::size_t>(
         std::min<std::uint64_t>(kStreamChunk, std::max<std::uint64_t>(entry.uncompressed_size, 1)));
     auto buffer = std::make_unique<std::byte[]>(buffer_size);
-    std::uint64_t consumed = 0;
-    int rc = Z_OK;
-    while (rc != Z_STREAM_END) {
-      if (inf.zs.avail_in == 0) {
-        const std::uint64_t n = std::min<std::uint64_t>(data.size() - consumed, UINT_MAX);
-        inf.zs.next_in = const_cast<Bytef*>(reinterpret_cast<const Bytef*>(data.data() + consumed));
-        inf.zs.avail_in = static_cast<uInt>(n);
-        consumed += n;
-      }
-      inf.zs.next_out = reinterpret_cast<Bytef*>(buffer.get());
-      inf.zs.avail_out = static_cast<uInt>(buffer_size);
-      rc = inflate(&inf.zs, Z_NO_FLUSH);
-      if (rc == Z_NEED_DICT || rc == Z_DATA_ERROR || rc == Z_MEM_ERROR)
-        fail_corrupt(std::string("invalid deflate data") +
-                         (inf.zs.msg ? std::string(" (") + inf.zs.msg + ")" : std::string()),
-                     {.entry = entry.name});
-      const std::size_t produced = buffer_size - inf.zs.avail_out;
-      if (rc == Z_BUF_ERROR && produced == 0 && inf.zs.avail_in == 0 && consumed == data.size())
-        fail_corrupt("the deflate data ends early", {.entry = entry.name});
-      if (produced > entry.uncompressed_size - total)
-        fail_corrupt("more data than the entry's size", {.entry = entry.name});
-      std::span<const std::byte> piece(buffer.get(), produced);
-      crc = detail::crc32_update(crc, piece);
-      total += produced;
-      if (produced) sink(piece);
-      if (total >= until && until < entry.uncompressed_size) return;
+    while (!inflater.ended()) {
+      const std::size_t produced = inflater.inflate({buffer.get(), buffer_size});
+      if (produced) sink(std::span<const std::byte>(buffer.get(), produced));
+      if (inflater.produced() >= until && until < entry.uncompressed_size) return;
     }
+    inflater.check();
+    return;
   }
   if (total != entry.uncompressed_size)
     fail_corrupt("less data than the entry's size", {.entry = entry.name});
@@ -105,6 +75,64 @@ void stream_entry(const Bytes& file, const EntryInfo& entry,
 void stream_entry(const Bytes& file, const EntryInfo& entry,
                   const std::function<void(std::span<const std::byte>)>& sink) {
   stream_entry(file, entry, sink, UINT64_MAX);
+}
+
+// A raw inflate stream, ended however the inflater's scope is left.
+struct EntryInflater::Zlib {
+  z_stream zs{};
+  Zlib() {
+    if (inflateInit2(&zs, -MAX_WBITS) != Z_OK)
+      throw Error(ErrorCode::io, "cannot start decompression (zlib)");
+  }
+  ~Zlib() { inflateEnd(&zs); }
+  Zlib(const Zlib&) = delete;
+  Zlib& operator=(const Zlib&) = delete;
+};
+
+EntryInflater::EntryInflater(std::span<const std::byte> data, const EntryInfo& entry)
+    : zlib_(std::make_unique<Zlib>()),
+      data_(data),
+      size_(entry.uncompressed_size),
+      expected_crc_(entry.crc32),
+      name_(entry.name) {}
+
+EntryInflater::~EntryInflater() = default;
+
+std::size_t EntryInflater::inflate(std::span<std::byte> out) {
+  z_stream& zs = zlib_->zs;
+  std::size_t filled = 0;
+  while (filled < out.size() && !ended_) {
+    if (zs.avail_in == 0) {
+      const std::uint64_t n = std::min<std::uint64_t>(data_.size() - consumed_, UINT_MAX);
+      zs.next_in = const_cast<Bytef*>(reinterpret_cast<const Bytef*>(data_.data() + consumed_));
+      zs.avail_in = static_cast<uInt>(n);
+      consumed_ += n;
+    }
+    const std::size_t room = std::min<std::size_t>(out.size() - filled, UINT_MAX);
+    zs.next_out = reinterpret_cast<Bytef*>(out.data() + filled);
+    zs.avail_out = static_cast<uInt>(room);
+    const int rc = ::inflate(&zs, Z_NO_FLUSH);
+    if (rc == Z_NEED_DICT || rc == Z_DATA_ERROR || rc == Z_MEM_ERROR)
+      fail_corrupt(std::string("invalid deflate data") +
+                       (zs.msg ? std::string(" (") + zs.msg + ")" : std::string()),
+                   {.entry = name_});
+    const std::size_t produced = room - zs.avail_out;
+    if (rc == Z_BUF_ERROR && produced == 0 && zs.avail_in == 0 && consumed_ == data_.size())
+      fail_corrupt("the deflate data ends early", {.entry = name_});
+    if (produced > size_ - total_)
+      fail_corrupt("more data than the entry's size", {.entry = name_});
+    crc_ = detail::crc32_update(crc_, out.subspan(filled, produced));
+    total_ += produced;
+    filled += produced;
+    if (rc == Z_STREAM_END) ended_ = true;
+  }
+  return filled;
+}
+
+void EntryInflater::check() const {
+  if (total_ != size_) fail_corrupt("less data than the entry's size", {.entry = name_});
+  if (crc_ != expected_crc_)
+    fail_corrupt("CRC-32 mismatch: the entry data is damaged", {.entry = name_});
 }
 
 }  // namespace modelzip::zip

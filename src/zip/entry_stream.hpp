@@ -12,7 +12,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
+#include <string>
 
 #include "modelzip/bytes.hpp"
 #include "zip/zip_directory.hpp"
@@ -33,5 +35,41 @@ void stream_entry(const Bytes& file, const EntryInfo& entry,
                   const std::function<void(std::span<const std::byte>)>& sink, std::uint64_t until);
 void stream_entry(const Bytes& file, const EntryInfo& entry,
                   const std::function<void(std::span<const std::byte>)>& sink);
+
+// Decompresses one deflated entry's data in steps, each continuing where the
+// last one stopped, with stream_entry's checks: Error(corrupt) naming the
+// entry for invalid deflate data, data that ends early or more bytes than
+// the entry's size, and, from check() once the deflate stream ended, a size
+// or CRC-32 other than the entry's. `data` (the entry's compressed bytes)
+// must outlive the inflater. One thread at a time.
+class EntryInflater {
+ public:
+  EntryInflater(std::span<const std::byte> data, const EntryInfo& entry);
+  ~EntryInflater();
+  EntryInflater(const EntryInflater&) = delete;
+  EntryInflater& operator=(const EntryInflater&) = delete;
+
+  // Decompresses into `out` until it is full or the deflate stream ends;
+  // returns how many bytes it wrote (0 once ended()).
+  std::size_t inflate(std::span<std::byte> out);
+  // Whether the deflate stream ended.
+  bool ended() const noexcept { return ended_; }
+  // Checks the size and CRC-32 of what an ended stream gave.
+  void check() const;
+  // Bytes decompressed so far.
+  std::uint64_t produced() const noexcept { return total_; }
+
+ private:
+  struct Zlib;
+  std::unique_ptr<Zlib> zlib_;
+  std::span<const std::byte> data_;
+  std::uint64_t size_;
+  std::uint32_t expected_crc_;
+  std::string name_;
+  std::uint64_t consumed_ = 0;  // bytes of data_ given to zlib
+  std::uint64_t total_ = 0;
+  std::uint32_t crc_ = 0;
+  bool ended_ = false;
+};
 
 }  // namespace modelzip::zip

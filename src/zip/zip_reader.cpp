@@ -86,12 +86,15 @@ Bytes LibzipArchive::read(const EntryInfo& entry, std::uint64_t length) const {
   zip_file_t* f = zip_fopen_index(za_, index_of(entry), 0);
   if (!f)
     fail_corrupt(std::string("cannot open entry: ") + zip_strerror(za_), {.entry = entry.name});
-  std::vector<std::byte> out(length);
+  // Not value-initialised: the pages no data reaches are never touched, so
+  // an entry that declares more than it holds (within deflate's ratio)
+  // costs address space, not memory.
+  std::shared_ptr<std::byte[]> out = std::make_shared_for_overwrite<std::byte[]>(length);
   std::uint64_t done = 0;
   std::string failure;
   while (done < length) {
     zip_int64_t n =
-        zip_fread(f, out.data() + done, std::min<std::uint64_t>(length - done, 1u << 30));
+        zip_fread(f, out.get() + done, std::min<std::uint64_t>(length - done, 1u << 30));
     if (n < 0) {
       failure = zip_error_strerror(zip_file_get_error(f));
       break;
@@ -114,7 +117,8 @@ Bytes LibzipArchive::read(const EntryInfo& entry, std::uint64_t length) const {
   }
   zip_fclose(f);
   if (!failure.empty()) fail_corrupt("cannot read entry: " + failure, {.entry = entry.name});
-  return Bytes::take(std::move(out));
+  const std::byte* data = out.get();
+  return Bytes::borrow({data, static_cast<std::size_t>(length)}, std::move(out));
 }
 
 std::shared_ptr<LibzipArchive> EntryReader::libzip() const {

@@ -4,11 +4,14 @@
 // entries, and what deduplication compares.
 #include <doctest/doctest.h>
 
+#include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include "../hostile/hostile_archives.hpp"
 #include "../zip/expect_error.hpp"
 #include "modelzip/archive.hpp"
+#include "modelzip/entry_stream.hpp"
 #include "modelzip/writer.hpp"
 #include "test_support.hpp"
 
@@ -218,4 +221,91 @@ TEST_CASE("entry_part reads a range, decompressing a deflated entry only up to t
   CHECK(e.context().entry == "plain.bin");
   CHECK_ERROR(a.entry_part("plain.bin", UINT64_MAX, 2), ErrorCode::invalid_argument, "outside");
   CHECK_ERROR(a.entry_part("none", 0, 0), ErrorCode::not_found, "no such entry");
+}
+
+TEST_CASE("EntryStream reads an entry front to back in parts, checking it at its end") {
+  std::string noise(9u << 20, '\0');
+  std::uint32_t x = 54321;
+  for (char& c : noise) c = static_cast<char>((x = x * 1103515245u + 12345u) >> 24);
+  ZipSpec s = minimal_archive();
+  s.entries.push_back(stored("plain.bin", noise.substr(0, 5000)));
+  s.entries.push_back(deflated("packed.bin", noise));
+  s.entries.push_back(deflated("empty.bin", ""));
+  ZipEntrySpec wrong_crc = deflated("crc.bin", noise.substr(0, 5000));
+  wrong_crc.crc = 1;
+  s.entries.push_back(wrong_crc);
+  ZipEntrySpec stored_crc = stored("scrc.bin", noise.substr(0, 300));
+  stored_crc.crc = 1;
+  s.entries.push_back(stored_crc);
+  ZipEntrySpec cut = deflated("cut.bin", noise);  // the second half of its data is missing
+  const std::string packed = deflate_raw(noise);
+  cut.raw_data = packed.substr(0, packed.size() / 2);
+  s.entries.push_back(cut);
+  ZipEntrySpec lie = deflated("lie.bin", std::string(64, 'q'));  // declares more than it holds
+  lie.uncompressed_size = 3000;
+  s.entries.push_back(lie);
+  ZipEntrySpec shorter = deflated("short.bin", std::string(64, 'q'));  // declares less
+  shorter.uncompressed_size = 60;
+  s.entries.push_back(shorter);
+  std::optional<Archive> a =
+      Archive::from_memory(Bytes::copy_of(build_zip(s).bytes), "crafted.zip");
+  // The whole entry through parts of `part` bytes.
+  const auto read_all = [](EntryStream& stream, std::size_t part) {
+    std::string out;
+    std::vector<std::byte> buffer(part);
+    const std::uint64_t start = stream.position();
+    while (const std::size_t n = stream.read(buffer)) {
+      out.append(reinterpret_cast<const char*>(buffer.data()), n);
+      CHECK(stream.position() == start + out.size());
+      if (n < part) CHECK(stream.read(buffer) == 0);  // fewer: the end
+    }
+    return out;
+  };
+  for (const std::string name : {"plain.bin", "packed.bin", "empty.bin"}) {
+    for (const std::size_t part : {std::size_t{1} << 20, std::size_t{4999}, std::size_t{5000}}) {
+      INFO(name, " in parts of ", part);
+      EntryStream stream = EntryStream::open(*a, name);
+      CHECK(stream.size() == a->entry_size(name));
+      CHECK(read_all(stream, part) == std::string(a->entry(name, ReadMode::copy).as_string_view()));
+    }
+  }
+  // The stream keeps the archive's state: it reads on after the Archive is gone.
+  EntryStream kept = EntryStream::open(*a, "packed.bin");
+  std::vector<std::byte> first(10);
+  CHECK(kept.read(first) == 10);
+  a.reset();
+  CHECK(read_all(kept, 3u << 20) == noise.substr(10));
+  CHECK(kept.position() == noise.size());
+  a = Archive::from_memory(Bytes::copy_of(build_zip(s).bytes), "crafted.zip");
+  // A damaged entry: the read that reaches the damage throws, naming the
+  // entry, and so does every read after it. A CRC-32 is checked by the read
+  // that returns the last bytes.
+  for (const std::string name : {"crc.bin", "scrc.bin", "cut.bin", "lie.bin", "short.bin"}) {
+    INFO(name);
+    EntryStream stream = EntryStream::open(*a, name);
+    std::vector<std::byte> buffer(1u << 20);
+    REQUIRE_ERROR_AS(e, (void)read_all(stream, buffer.size()), ErrorCode::corrupt, name);
+    CHECK(e.context().entry == name);
+    CHECK(e.context().archive == "crafted.zip");
+    CHECK_ERROR(stream.read(buffer), ErrorCode::corrupt, name);
+  }
+  {
+    EntryStream stream = EntryStream::open(*a, "crc.bin");
+    std::vector<std::byte> buffer(4999);
+    CHECK(stream.read(buffer) == 4999);  // not the end: not checked yet
+    CHECK_ERROR(stream.read(buffer), ErrorCode::corrupt, "CRC-32");
+  }
+  // Only what is read is decompressed: the first half of "cut.bin" reads.
+  {
+    EntryStream stream = EntryStream::open(*a, "cut.bin");
+    std::vector<std::byte> buffer(1u << 20);
+    CHECK(stream.read(buffer) == buffer.size());
+    CHECK(std::memcmp(buffer.data(), noise.data(), buffer.size()) == 0);
+  }
+  CHECK_ERROR(EntryStream::open(*a, "none"), ErrorCode::not_found, "no such entry");
+  EntryStream moved = EntryStream::open(*a, "plain.bin");
+  EntryStream to = std::move(moved);
+  std::vector<std::byte> buffer(10);
+  CHECK_ERROR(moved.read(buffer), ErrorCode::invalid_argument, "moved-from");  // NOLINT
+  CHECK(to.read(buffer) == 10);
 }

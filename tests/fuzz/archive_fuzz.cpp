@@ -1,5 +1,6 @@
 // Fuzz target: a whole archive from untrusted bytes, used the way a reader
-// uses one. Archive::from_memory, then every entry, every tag's parameters
+// uses one. Archive::from_memory, then every entry (whole and through
+// EntryStream), every tag's parameters
 // (tensors in both read modes, embedding files parsed as finalfusion),
 // updater states, load() and verify().
 //
@@ -12,6 +13,7 @@
 
 #include "fuzz_support.hpp"
 #include "modelzip/archive.hpp"
+#include "modelzip/entry_stream.hpp"
 #include "modelzip/finalfusion/embeddings.hpp"
 
 using namespace modelzip;
@@ -52,8 +54,20 @@ bool read_everything(const Archive& archive) {
   keep(archive.metadata().format_version);
   for (const std::string& name : archive.entry_names()) {
     FUZZ_CHECK(archive.has_entry(name));
-    all_ok &= attempt([&] { keep(touch(archive.entry(name, ReadMode::copy))); });
+    Bytes copy;
+    const bool copy_ok = attempt([&] { copy = archive.entry(name, ReadMode::copy); });
+    all_ok &= copy_ok;
+    if (copy_ok) keep(touch(copy));
     attempt([&] { keep(touch(archive.entry(name, ReadMode::zero_copy))); });
+    // The entry streamed in parts: where both reads succeed, the same bytes.
+    std::string streamed;
+    const bool stream_ok = attempt([&] {
+      EntryStream stream = EntryStream::open(archive, name);
+      std::byte part[4096];
+      while (const std::size_t n = stream.read(part))
+        streamed.append(reinterpret_cast<const char*>(part), n);
+    });
+    if (copy_ok && stream_ok) FUZZ_CHECK(streamed == copy.as_string_view());
   }
   for (const std::string& tag : archive.tags()) {
     FUZZ_CHECK(archive.find_tag(tag) == tag);

@@ -5,6 +5,7 @@
 // modelzip::Tensor.
 #include "natives.hpp"
 
+#include <algorithm>
 #include <functional>
 #include <iterator>
 #include <map>
@@ -19,6 +20,7 @@
 #include "format/tag_name.hpp"
 #include "graph/training_fields.hpp"
 #include "modelzip/archive.hpp"
+#include "modelzip/entry_stream.hpp"
 #include "modelzip/graph/checkpoint.hpp"
 #include "modelzip/graph/training.hpp"
 #include "modelzip/writer.hpp"
@@ -63,7 +65,8 @@ jobject to_java_param(JNIEnv* env, const ParamInfo& p) {
       to_java_bytes(env, p.state), to_java_bytes(env, dtype_name(p.dtype)),
       to_java_longs(env, p.shape), static_cast<jlong>(p.nbytes), static_cast<jboolean>(p.shared),
       to_java_bytes(env, p.owner_tag), to_java_bytes(env, layout_name(p.layout)),
-      static_cast<jboolean>(p.compressed), static_cast<jboolean>(p.kind == BlobKind::embedding));
+      static_cast<jboolean>(p.compressed), static_cast<jboolean>(p.kind == BlobKind::embedding),
+      to_java_bytes(env, p.blob));
   check(env);
   return out;
 }
@@ -232,6 +235,39 @@ jbyteArray archive_entry_part(JNIEnv* env, jclass, jlong archive, jbyteArray nam
     return to_java_byte_array(env, a.entry_part(entry_name, static_cast<std::uint64_t>(offset),
                                                 static_cast<std::uint64_t>(length))
                                        .span());
+  });
+}
+
+// A heap EntryStream owned by a Java NativeHandle; it keeps the archive's
+// state alive.
+jlong archive_entry_stream(JNIEnv* env, jclass, jlong archive, jbyteArray name) {
+  return guarded(
+      env, [&] { return to_handle(EntryStream::open(archive_of(archive), to_string(env, name))); });
+}
+
+void entry_stream_free(JNIEnv*, jclass, jlong stream) {
+  free_handle<EntryStream>(stream);
+}
+
+// Reads the stream's next bytes into b[off, off + len) (Java checked the
+// range), through native memory of at most 1 MiB; returns how many: len, or
+// fewer at the entry's end (0 once it is read).
+jint entry_stream_read(JNIEnv* env, jclass, jlong stream, jbyteArray b, jint off, jint len) {
+  return guarded(env, [&]() -> jint {
+    EntryStream& s = from_handle<EntryStream>(stream);
+    constexpr jint kChunk = jint{1} << 20;
+    std::vector<std::byte> buffer(static_cast<std::size_t>(std::min(len, kChunk)));
+    jint done = 0;
+    while (done < len) {
+      const jint want = std::min(len - done, kChunk);
+      const std::size_t n = s.read({buffer.data(), static_cast<std::size_t>(want)});
+      env->SetByteArrayRegion(b, off + done, static_cast<jsize>(n),
+                              reinterpret_cast<const jbyte*>(buffer.data()));
+      check(env);
+      done += static_cast<jint>(n);
+      if (static_cast<jint>(n) < want) break;
+    }
+    return done;
   });
 }
 
@@ -833,6 +869,9 @@ const JNINativeMethod kMethods[] = {
     native_method("archiveEntry", "(J[B)[B", archive_entry),
     native_method("archiveEntrySize", "(J[B)J", archive_entry_size),
     native_method("archiveEntryPart", "(J[BJI)[B", archive_entry_part),
+    native_method("archiveEntryStream", "(J[B)J", archive_entry_stream),
+    native_method("entryStreamFree", "(J)V", entry_stream_free),
+    native_method("entryStreamRead", "(J[BII)I", entry_stream_read),
     native_method("archiveVerify", "(J)[Ljava/lang/Object;", archive_verify),
     native_method("archiveSave",
                   "([B[B[[B[J[[B[[B[J[[B[[B[[B[[B[[B[[B[Ljava/lang/Object;ZIZZZI[[B[B)V",

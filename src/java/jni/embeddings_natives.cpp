@@ -47,6 +47,10 @@ jint embeddings_dims(JNIEnv*, jclass, jlong embeddings) {
   return static_cast<jint>(embeddings_of(embeddings).dims());
 }
 
+jlong embeddings_rows(JNIEnv*, jclass, jlong embeddings) {
+  return static_cast<jlong>(embeddings_of(embeddings).rows());
+}
+
 jobjectArray embeddings_words(JNIEnv* env, jclass, jlong embeddings) {
   return guarded(
       env, [&] { return to_java_byte_arrays(env, embeddings_of(embeddings).vocab().words()); });
@@ -98,6 +102,7 @@ const JNINativeMethod kMethods[] = {
     native_method("embeddingsFromArchive", "(J[B[B)J", embeddings_from_archive),
     native_method("embeddingsFree", "(J)V", embeddings_free),
     native_method("embeddingsDims", "(J)I", embeddings_dims),
+    native_method("embeddingsRows", "(J)J", embeddings_rows),
     native_method("embeddingsWords", "(J)[[B", embeddings_words),
     native_method("embeddingsVector", "(J[B)[F", embeddings_vector),
     native_method("embeddingsNotFound", "([B[B[B)V", embeddings_not_found),

@@ -51,7 +51,7 @@ bool init_java_types(JNIEnv* env) {
   if (!(t.tensor = global_class(env, "org/modelzip/Tensor"))) return false;
   if (!(t.tensor_init = env->GetMethodID(t.tensor, "<init>", "(J[B[J[BJ)V"))) return false;
   if (!(t.param = global_class(env, "org/modelzip/Param"))) return false;
-  if (!(t.param_init = env->GetMethodID(t.param, "<init>", "([B[B[B[JJZ[B[BZZ)V"))) return false;
+  if (!(t.param_init = env->GetMethodID(t.param, "<init>", "([B[B[B[JJZ[B[BZZ[B)V"))) return false;
   if (!(t.word_similarity = global_class(env, "org/modelzip/WordSimilarity"))) return false;
   if (!(t.word_similarity_init = env->GetMethodID(t.word_similarity, "<init>", "([BF)V")))
     return false;

@@ -137,6 +137,35 @@ jobject tensor_from_array(JNIEnv* env, jclass, jbyteArray dtype_name_utf8, jobje
   });
 }
 
+jobject tensor_from_buffer(JNIEnv* env, jclass, jbyteArray dtype_name_utf8, jobject direct,
+                           jlong offset, jint length, jbyteArray heap, jlongArray shape) {
+  return guarded(env, [&]() -> jobject {
+    const std::string name = to_string(env, dtype_name_utf8);
+    const std::optional<DType> dtype = dtype_from_name(name);
+    if (!dtype || *dtype == DType::utf8)
+      throw Error(ErrorCode::invalid_argument, "unknown fixed-size data type '" + name + "'");
+    if (length < 0 || offset < 0)
+      throw Error(ErrorCode::invalid_argument, "a negative buffer range");
+    std::vector<std::byte> values(static_cast<std::size_t>(length));
+    if (direct) {
+      // Java passes the buffer's position and remaining bytes, which lie
+      // within its capacity.
+      const auto* address = static_cast<const std::byte*>(env->GetDirectBufferAddress(direct));
+      const jlong capacity = env->GetDirectBufferCapacity(direct);
+      if (!address || capacity < 0 || offset > capacity || length > capacity - offset)
+        throw Error(ErrorCode::invalid_argument, "not a direct buffer holding that range");
+      if (length > 0) std::memcpy(values.data(), address + offset, values.size());
+    } else {
+      if (env->GetArrayLength(heap) != length)
+        throw Error(ErrorCode::invalid_argument, "the bytes do not have the given length");
+      env->GetByteArrayRegion(heap, 0, length, reinterpret_cast<jbyte*>(values.data()));
+      check(env);
+    }
+    return to_java_tensor(
+        env, Tensor::dense(*dtype, to_longs(env, shape), Bytes::take(std::move(values))));
+  });
+}
+
 jobject tensor_from_strings(JNIEnv* env, jclass, jobjectArray utf8, jlongArray shape) {
   return guarded(env, [&] {
     const std::vector<std::string> strings = to_strings(env, utf8);
@@ -307,6 +336,8 @@ const JNINativeMethod kMethods[] = {
     native_method("tensorFromArray", "([BLjava/lang/Object;I[J)Lorg/modelzip/Tensor;",
                   tensor_from_array),
     native_method("tensorFromStrings", "([[B[J)Lorg/modelzip/Tensor;", tensor_from_strings),
+    native_method("tensorFromBuffer", "([BLjava/nio/ByteBuffer;JI[B[J)Lorg/modelzip/Tensor;",
+                  tensor_from_buffer),
     native_method("tensorFree", "(J)V", tensor_free),
     native_method("tensorIsMapped", "(J)Z", tensor_is_mapped),
     native_method("tensorCopyValues", "(JLjava/lang/Object;I)V", tensor_copy_values),

@@ -1,5 +1,6 @@
 package org.modelzip;
 
+import java.io.InputStream;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.LinkedHashMap;
@@ -213,7 +214,7 @@ public final class Archive implements AutoCloseable {
    * copied from the mapped file alone; a deflated entry is decompressed from
    * its start to the part's end, keeping only the part in native memory
    * (each call decompresses again from the start: read a deflated entry
-   * front to back in large parts). A part is not CRC-checked (it cannot be:
+   * front to back with {@link #entryStream}). A part is not CRC-checked (it cannot be:
    * read the whole entry with {@link #entry(String)}, or {@link
    * #problems()}, to check it), except a part that ends a deflated entry.
    *
@@ -228,6 +229,30 @@ public final class Archive implements AutoCloseable {
     Objects.checkFromIndexSize(offset, length, size);
     return ModelzipException.lookup(() -> handle.call(
         p -> Native.archiveEntryPart(p, Native.utf8(entryName), offset, length)));
+  }
+
+  /**
+   * Entry {@code entryName} as an {@link InputStream}, read front to back
+   * (C++ {@code EntryStream::open}; Java's {@code
+   * ZipFile.getInputStream}): each read continues where the last one ended,
+   * so a deflated entry is decompressed once, in bounded memory, whatever
+   * its size (where {@link #entry(String, long, int)} decompresses it from
+   * its start on every call). The read that returns the entry's last bytes
+   * checks its size and CRC-32. The stream keeps the archive's mapping
+   * alive until it is closed or collected, also after this archive is
+   * closed; it is for one thread at a time. A remote archive's deflated
+   * entry is fetched whole here, a stored one part by part as it is read.
+   *
+   * @throws NoSuchElementException if there is no such entry
+   * @throws ModelzipException from the stream's reads: CORRUPT naming the
+   *     entry when it is damaged (IO when another writer changed the file
+   *     since this archive was opened), again on every later read
+   */
+  public InputStream entryStream(String entryName) {
+    Objects.requireNonNull(entryName, "entryName");
+    long pointer = ModelzipException.lookup(
+        () -> handle.call(p -> Native.archiveEntryStream(p, Native.utf8(entryName))));
+    return new EntryInputStream(pointer, "entry '" + entryName + "' of '" + name + "'");
   }
 
   /**

@@ -61,6 +61,13 @@ public final class Embeddings implements AutoCloseable {
     return handle.call(Native::embeddingsDims);
   }
 
+  /**
+   * Rows of the storage matrix: the known words' rows, then those of their
+   * subwords (n-gram buckets...) for a subword vocabulary (C++ and Python
+   * {@code rows}). A {@code long}: a bucket vocabulary may have 2^31 rows or more.
+   */
+  public long rows() { return handle.call(Native::embeddingsRows); }
+
   /** The known words, in vocabulary order. */
   public List<String> words() {
     return List.of(Native.strings(handle.call(Native::embeddingsWords)));

@@ -91,6 +91,11 @@ final class Native {
   static native long archiveEntrySize(long archive, byte[] name);
   /** Bytes [offset, offset + length) of the entry, within its size (checked by the caller). */
   static native byte[] archiveEntryPart(long archive, byte[] name, long offset, int length);
+  /** A new EntryStream (EntryStream::open), for EntryInputStream. */
+  static native long archiveEntryStream(long archive, byte[] name);
+  static native void entryStreamFree(long stream);
+  /** Reads into b[off, off + len) (checked by the caller): len bytes, fewer at the end, 0 after. */
+  static native int entryStreamRead(long stream, byte[] b, int off, int len);
   /**
    * Returns {byte[][] entries, byte[][] messages, long[] counts}, one
    * element each per problem, in verify's order; counts[i]: how many
@@ -145,6 +150,12 @@ final class Native {
   /** {@code array} is a primitive array whose elements are elementBytes wide. */
   static native Tensor tensorFromArray(byte[] dtype, Object array, int elementBytes, long[] shape);
   static native Tensor tensorFromStrings(byte[][] utf8, long[] shape);
+  /**
+   * A dense tensor of the {@code length} bytes of {@code direct} from byte
+   * {@code offset} (a direct buffer), or else of {@code heap}.
+   */
+  static native Tensor tensorFromBuffer(byte[] dtype, ByteBuffer direct, long offset, int length,
+      byte[] heap, long[] shape);
   static native void tensorFree(long tensor);
   static native boolean tensorIsMapped(long tensor);
   /** Copies the values into {@code array}, a primitive array of exactly their byte size. */
@@ -170,6 +181,7 @@ final class Native {
   static native long embeddingsFromArchive(long archive, byte[] name, byte[] tag);
   static native void embeddingsFree(long embeddings);
   static native int embeddingsDims(long embeddings);
+  static native long embeddingsRows(long embeddings);
   static native byte[][] embeddingsWords(long embeddings);
   /** null when the word has no embedding. */
   static native float[] embeddingsVector(long embeddings, byte[] word);

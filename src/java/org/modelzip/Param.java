@@ -18,10 +18,11 @@ public final class Param {
   private final String layout;
   private final boolean compressed;
   private final boolean embedding;
+  private final String blob;
 
   /** Built by the native glue (texts UTF-8). */
   Param(byte[] name, byte[] state, byte[] dtype, long[] shape, long bytes, boolean shared, byte[] ownerTag,
-      byte[] layout, boolean compressed, boolean embedding) {
+      byte[] layout, boolean compressed, boolean embedding, byte[] blob) {
     this.name = Native.string(name);
     this.state = Native.string(state);
     this.dtype = Native.string(dtype);
@@ -32,6 +33,7 @@ public final class Param {
     this.layout = Native.string(layout);
     this.compressed = compressed;
     this.embedding = embedding;
+    this.blob = Native.string(blob);
   }
 
   /**
@@ -102,6 +104,17 @@ public final class Param {
     return embedding;
   }
 
+  /**
+   * The zip entry that holds the data ("step-1/params/0.fb"; C++ {@code
+   * ParamInfo::blob}, Python's {@code blob}), in {@link #ownerTag()}'s
+   * folder: the blob as the format stores it (FORMAT.md), a header before
+   * the values, for {@link Archive#entry(String)}, {@link
+   * Archive#entryStream(String)} and {@code java.util.zip}.
+   */
+  public String blob() {
+    return blob;
+  }
+
   /** Equal in every part. */
   @Override
   public boolean equals(Object other) {
@@ -111,13 +124,14 @@ public final class Param {
     Param o = (Param) other;
     return name.equals(o.name) && state.equals(o.state) && dtype.equals(o.dtype) && Arrays.equals(shape, o.shape)
         && bytes == o.bytes && shared == o.shared && ownerTag.equals(o.ownerTag)
-        && layout.equals(o.layout) && compressed == o.compressed && embedding == o.embedding;
+        && layout.equals(o.layout) && compressed == o.compressed && embedding == o.embedding
+        && blob.equals(o.blob);
   }
 
   @Override
   public int hashCode() {
     return Objects.hash(name, state, dtype, Arrays.hashCode(shape), bytes, shared, ownerTag, layout,
-        compressed, embedding);
+        compressed, embedding, blob);
   }
 
   @Override

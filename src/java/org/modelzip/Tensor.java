@@ -7,7 +7,8 @@ import java.util.Objects;
 
 /**
  * A typed, shaped n-dimensional array: read from an {@link Archive}, or made
- * from Java arrays with {@code of(...)} to be saved.
+ * from Java arrays or the bytes of a {@link ByteBuffer} with {@code of(...)}
+ * to be saved.
  *
  * <p>Data types are named as modelzip names them: "bool", "int8", "uint8",
  * "int16", "uint16", "int32", "uint32", "int64", "uint64", "float16",
@@ -119,6 +120,45 @@ public final class Tensor implements AutoCloseable {
     }
     return Native.tensorFromArray(Native.utf8(dtype), data, elementBytes(kind),
         shape != null ? shape.clone() : new long[] {isComplex(dtype) ? length / 2 : length});
+  }
+
+  /**
+   * A tensor of {@code dtype} holding a copy of the bytes of {@code data}
+   * from its position to its limit, taken as the values are stored
+   * (little-endian, row-major, whatever the buffer's {@code order()}); the
+   * buffer's position is left as it is. A direct buffer, such as the
+   * off-heap memory of an ND4J {@code INDArray} ({@code
+   * array.data().asNio()}), is copied once, natively, with no Java array in
+   * between. {@code shape} {@code null} means one dimension of as many
+   * elements as the bytes hold, an empty shape a scalar.
+   *
+   * @throws IllegalArgumentException if the type is unknown or "string"
+   *     (made from {@code String[]}), or, without a shape, the bytes are
+   *     not a whole number of elements
+   * @throws ModelzipException INVALID_ARGUMENT if the shape does not fit the bytes
+   */
+  public static Tensor of(String dtype, ByteBuffer data, long[] shape) {
+    Objects.requireNonNull(dtype, "dtype");
+    Objects.requireNonNull(data, "data");
+    String kind = arrayKind(dtype);
+    if (kind == null || kind.equals("String")) {
+      throw new IllegalArgumentException(kind == null
+          ? "unknown data type \"" + dtype + "\" (the types: " + String.join(", ", DTYPES) + ")"
+          : "a \"string\" tensor is made from String[], not from a ByteBuffer");
+    }
+    int length = data.remaining();
+    int elementSize = elementBytes(kind) * (isComplex(dtype) ? 2 : 1);
+    if (shape == null && length % elementSize != 0) {
+      throw new IllegalArgumentException(length + " bytes are not a whole number of \"" + dtype
+          + "\" elements (" + elementSize + " bytes each)");
+    }
+    long[] dims = shape != null ? shape.clone() : new long[] {length / elementSize};
+    if (data.isDirect()) {
+      return Native.tensorFromBuffer(Native.utf8(dtype), data, data.position(), length, null, dims);
+    }
+    byte[] bytes = new byte[length];
+    data.duplicate().get(bytes);  // a heap buffer, read-only ones too
+    return Native.tensorFromBuffer(Native.utf8(dtype), null, 0, length, bytes, dims);
   }
 
   /** A float32 tensor; no shape (or an empty one): one dimension of the data's length. */

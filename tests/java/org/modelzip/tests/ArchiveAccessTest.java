@@ -391,6 +391,121 @@ public class ArchiveAccessTest {
     }
   }
 
+  /** Everything {@code in} gives, read {@code part} bytes at a time. */
+  private static byte[] readInParts(java.io.InputStream in, int part) throws Exception {
+    java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
+    byte[] buffer = new byte[part];
+    for (int n; (n = in.read(buffer, 0, part)) != -1;) {
+      assertTrue(n > 0);
+      out.write(buffer, 0, n);
+    }
+    return out.toByteArray();
+  }
+
+  @Test
+  public void entryStreamsReadEachEntryAsZipInputStreamDoes() throws Exception {
+    // A deflated save, and its stored copy with NOTES, read by java.util.zip's
+    // own streaming reader and by entryStream in parts of several sizes
+    // (across the 1 MiB the glue copies at a time), and byte by byte.
+    Map<String, Tensor> tensors = new LinkedHashMap<>();
+    tensors.put("w", Tensor.of(new float[] {1, 2}));
+    tensors.put("big", Tensor.of(noise(3 << 20)));
+    Archive.save(scratch.archive(), "v1", tensors,
+        org.modelzip.SaveOptions.defaults().compress(true));
+    Path deflated = Paths.get(scratch.archive());
+    Path stored = withNotes("notes.zip");
+    String blob;
+    try (Archive archive = Archive.open(scratch.archive())) {
+      Param p = archive.param("big", null);
+      blob = p.blob();
+      assertTrue(blob, blob.startsWith("v1/params/"));
+      assertTrue(p.compressed());
+    }
+    for (Path file : List.of(deflated, stored)) {
+      Map<String, byte[]> expected = new LinkedHashMap<>();
+      try (java.util.zip.ZipInputStream zip =
+               new java.util.zip.ZipInputStream(Files.newInputStream(file))) {
+        for (ZipEntry e; (e = zip.getNextEntry()) != null; ) {
+          expected.put(e.getName(), zip.readAllBytes());
+          if (e.getName().equals(blob)) {
+            assertEquals(file.equals(deflated) ? ZipEntry.DEFLATED : ZipEntry.STORED, e.getMethod());
+          }
+        }
+      }
+      try (Archive archive = Archive.open(file.toString())) {
+        assertEquals(new ArrayList<>(expected.keySet()), archive.entryNames());
+        for (Map.Entry<String, byte[]> e : expected.entrySet()) {
+          for (int part : new int[] {1 << 22, 1 << 20, 8191}) {
+            try (java.io.InputStream in = archive.entryStream(e.getKey())) {
+              assertArrayEquals(e.getKey() + " in parts of " + part, e.getValue(),
+                  readInParts(in, part));
+              assertEquals(-1, in.read());
+              assertEquals(0, in.read(new byte[4], 0, 0));
+            }
+          }
+        }
+      }
+    }
+    try (Archive archive = Archive.open(stored.toString())) {
+      try (java.io.InputStream in = archive.entryStream(NOTES)) {
+        for (byte b : NOTES_TEXT) assertEquals(b & 0xff, in.read());
+        assertEquals(-1, in.read());
+      }
+      NoSuchElementException missing =
+          assertThrows(NoSuchElementException.class, () -> archive.entryStream("v1/nothing"));
+      assertEquals("v1/nothing", ((ModelzipException) missing.getCause()).entry());
+    }
+    Archive archive = Archive.open(deflated.toString());
+    byte[] whole = archive.entry(blob);
+    java.io.InputStream kept = archive.entryStream(blob);
+    assertEquals(1000, kept.skip(1000));
+    archive.close();  // the stream keeps the mapping
+    assertArrayEquals(java.util.Arrays.copyOfRange(whole, 1000, whole.length), kept.readAllBytes());
+    kept.close();
+    kept.close();  // idempotent
+    assertThrows(java.io.IOException.class, () -> kept.read());
+    assertThrows(IndexOutOfBoundsException.class, () -> kept.read(new byte[2], 1, 2));
+  }
+
+  @Test
+  public void anEntryStreamChecksTheEntryAtItsEnd() throws Exception {
+    // cut.bin: the first half of the deflated data of 6 MiB; crc.bin: whole,
+    // with a wrong CRC-32; lie.bin: declares 4 MiB and holds 1 MiB.
+    byte[] data = noise(6 << 20);
+    byte[] packed = deflateRaw(data);
+    CRC32 crc = new CRC32();
+    crc.update(data);
+    byte[] small = java.util.Arrays.copyOf(data, 1 << 20);
+    Path file = Paths.get(scratch.file("deflated.zip"));
+    rawZip(file,
+        List.of(storedEntry("modelzip.toml", "format_version = 1\n"), storedEntry("tags.txt", ""),
+            new RawEntry("cut.bin", 8, crc.getValue(),
+                java.util.Arrays.copyOf(packed, packed.length / 2), data.length),
+            new RawEntry("crc.bin", 8, crc.getValue() ^ 1, packed, data.length),
+            new RawEntry("lie.bin", 8, 0, deflateRaw(small), 4L * small.length)),
+        null, 0);
+    try (Archive archive = Archive.open(file.toString())) {
+      for (String name : List.of("cut.bin", "crc.bin", "lie.bin")) {
+        try (java.io.InputStream in = archive.entryStream(name)) {
+          byte[] first = in.readNBytes(1 << 19);  // before the damage: read
+          assertArrayEquals(name, java.util.Arrays.copyOf(data, 1 << 19), first);
+          ModelzipException e = assertThrows(ModelzipException.class, in::readAllBytes);
+          assertEquals(e.getMessage(), ModelzipException.Code.CORRUPT, e.code());
+          assertEquals(name, e.entry());
+          assertEquals(file.toString(), e.archive());
+          ModelzipException again = assertThrows(ModelzipException.class, in::read);
+          assertEquals(e.getMessage(), again.getMessage());
+        }
+      }
+      // The CRC-32 is checked by the read that returns the last bytes.
+      try (java.io.InputStream in = archive.entryStream("crc.bin")) {
+        assertEquals(data.length - 1, in.readNBytes(data.length - 1).length);
+        ModelzipException e = assertThrows(ModelzipException.class, in::read);
+        assertTrue(e.getMessage(), e.getMessage().contains("CRC-32"));
+      }
+    }
+  }
+
   private static Map<String, Number> numbers(Object... keyThenValue) {
     Map<String, Number> out = new LinkedHashMap<>();
     for (int i = 0; i < keyThenValue.length; i += 2) {

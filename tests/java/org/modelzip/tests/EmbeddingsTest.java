@@ -95,6 +95,7 @@ public class EmbeddingsTest {
       assertEquals("words", p.name());
       assertTrue(p.embedding());
       assertArrayEquals(new long[] {file.words().size(), file.dims()}, p.shape());  // rows x dims
+      assertEquals(file.words().size(), file.rows());
       assertEquals(List.of(), List.copyOf(archive.load(null).keySet()));
       ModelzipException notTensor = assertThrows(ModelzipException.class,
           () -> archive.tensor("words", null));
@@ -136,6 +137,10 @@ public class EmbeddingsTest {
         norm += x * x;
       }
       assertEquals("subword sums are normalised", 1.0, Math.sqrt(norm), 1e-4);
+      // The known words' rows, then the file's 2^10 rows of n-gram buckets
+      // (Python's rows gives 1026 for its 2 words).
+      assertEquals(2, e.words().size());
+      assertEquals(2 + 1024, e.rows());
     }
   }
 }

@@ -18,6 +18,8 @@ import org.junit.Rule;
 import org.junit.Test;
 import org.modelzip.Archive;
 import org.modelzip.ModelzipException;
+import org.modelzip.SaveOptions;
+import org.modelzip.Tensor;
 
 /**
  * Archives read from http:// URLs served by nginx on 127.0.0.1, started as
@@ -60,6 +62,29 @@ public class RemoteTest {
       assertEquals(List.of("java"), archive.tags());
       Values.checkAll(archive.load("java"));
       assertEquals(List.of(), archive.verify());
+    }
+  }
+
+  @Test
+  public void entryStreamsReadStoredAndDeflatedEntriesFromAnHttpUrl() throws Exception {
+    byte[] noise = new byte[3 << 20];
+    new java.util.Random(7).nextBytes(noise);
+    String local = root.resolve("packed.zip").toString();
+    Archive.save(local, "stored", java.util.Map.of("noise", Tensor.of(noise)));
+    Archive.save(local, "deflated", java.util.Map.of("noise", Tensor.of(noise),
+        "zeros", Tensor.of(new float[1 << 20])), SaveOptions.defaults().compress(true).dedup(false));
+    try (Archive file = Archive.open(local); Archive url = Archive.open(baseUrl + "packed.zip")) {
+      assertEquals(file.entryNames(), url.entryNames());
+      for (String name : file.entryNames()) {
+        try (java.io.InputStream in = url.entryStream(name)) {
+          byte[] read = new byte[(int) file.entrySize(name)];
+          int at = 0;
+          for (int n; (n = in.read(read, at, Math.min(100_000, read.length - at))) > 0; ) at += n;
+          assertEquals(name, read.length, at);
+          assertEquals(-1, in.read());
+          org.junit.Assert.assertArrayEquals(name, file.entry(name), read);
+        }
+      }
     }
   }
 

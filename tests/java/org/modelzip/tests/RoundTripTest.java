@@ -33,6 +33,55 @@ import org.modelzip.Tensor;
 public class RoundTripTest {
   @Rule public final ScratchFolder scratch = new ScratchFolder();
 
+  @Test
+  public void tensorsAreMadeFromTheBytesOfByteBuffers() throws Exception {
+    float[] values = {1, -2.5f, Float.NaN, 0x1p-149f, Float.NEGATIVE_INFINITY, -0f};
+    ByteBuffer direct = ByteBuffer.allocateDirect(4 + 4 * values.length + 4)
+        .order(ByteOrder.LITTLE_ENDIAN);
+    direct.putInt(0x7f7f7f7f);  // before the position and after the limit: not taken
+    for (float v : values) direct.putFloat(v);
+    direct.putInt(0x7f7f7f7f).position(4).limit(4 + 4 * values.length);
+    ByteBuffer heap = ByteBuffer.allocate(direct.capacity());
+    heap.put(direct.duplicate().clear()).position(4).limit(4 + 4 * values.length);
+    // The bytes as stored: the buffer's order is not looked at.
+    ByteBuffer bigEndianView = heap.asReadOnlyBuffer().order(ByteOrder.BIG_ENDIAN);
+    for (ByteBuffer b : List.of(direct, heap, bigEndianView)) {
+      Tensor t = Tensor.of("float32", b, new long[] {2, 3});
+      assertEquals(4, b.position());
+      assertEquals(4 + 4 * values.length, b.limit());
+      assertArrayEquals(new long[] {2, 3}, t.shape());
+      float[] read = t.toFloatArray();
+      for (int i = 0; i < values.length; i++) {
+        assertEquals(Float.floatToRawIntBits(values[i]), Float.floatToRawIntBits(read[i]));
+      }
+      assertArrayEquals(new long[] {6}, Tensor.of("float32", b, null).shape());
+      assertArrayEquals(new long[] {12}, Tensor.of("bfloat16", b, null).shape());
+      assertArrayEquals(new long[] {3}, Tensor.of("complex64", b, null).shape());
+    }
+    // Saved and read back as the same tensor made from the float[].
+    Archive.save(scratch.archive(), "b", Map.of("w", Tensor.of("float32", direct, new long[] {2, 3}),
+        "scalar", Tensor.of("int32", direct.duplicate().limit(8), new long[0])));
+    Archive.save(scratch.archive(), "a", Map.of("w", Tensor.of(values, 2, 3)));
+    try (Archive archive = Archive.open(scratch.archive())) {
+      Param w = archive.param("w", "a");
+      assertTrue(w.shared());  // dedup found b's bytes: the same
+      assertEquals("b", w.ownerTag());
+      Tensor scalar = archive.tensor("scalar", "b");
+      assertArrayEquals(new long[0], scalar.shape());
+      assertArrayEquals(new int[] {Float.floatToRawIntBits(values[0])}, scalar.toIntArray());
+    }
+    assertThrows(IllegalArgumentException.class, () -> Tensor.of("float33", direct, null));
+    assertThrows(IllegalArgumentException.class, () -> Tensor.of("string", direct, null));
+    IllegalArgumentException partial = assertThrows(IllegalArgumentException.class,
+        () -> Tensor.of("float32", direct.duplicate().limit(11), null));
+    assertEquals("7 bytes are not a whole number of \"float32\" elements (4 bytes each)",
+        partial.getMessage());
+    ModelzipException mismatch = assertThrows(ModelzipException.class,
+        () -> Tensor.of("float32", direct, new long[] {2, 4}));
+    assertEquals(ModelzipException.Code.INVALID_ARGUMENT, mismatch.code());
+    assertTrue(mismatch.getMessage(), mismatch.getMessage().contains("needs 32 bytes, got 24"));
+  }
+
   private static byte[] bytes(ByteBuffer buffer) {
     byte[] out = new byte[buffer.remaining()];
     buffer.get(out);
