@@ -13,6 +13,7 @@
 #include <variant>
 
 #include "checkpoint/archive_impl.hpp"
+#include "checkpoint/dedup_index.hpp"
 #include "checkpoint/entry_validators.hpp"
 #include "checkpoint/fill_gate.hpp"
 #include "checkpoint/new_tag_contents.hpp"
@@ -256,16 +257,12 @@ void remove_from_plan(Plan& plan, const std::string& tag) {
   }
 }
 
-// Dedup matches only blobs stored with the compression the new one asks for:
-// sharing a deflated blob would take zero-copy reads away from a parameter
-// added as stored, and sharing a stored one would leave a parameter asked to
-// be deflated uncompressed.
-struct DedupIndex {
-  // (kind and format, compression, size, crc) -> blobs with that content hash.
-  std::map<std::tuple<int, Compression, std::uint64_t, std::uint32_t>,
-           std::vector<std::pair<std::string, BlobKey>>>
-      by_hash;
-};
+// Blobs of the plan by what a duplicate shares (checkpoint::DedupIndex); a
+// blob's tag is its position in Plan::tags. Dedup matches only blobs stored
+// with the compression the new one asks for: sharing a deflated blob would
+// take zero-copy reads away from a parameter added as stored, and sharing a
+// stored one would leave a parameter asked to be deflated uncompressed.
+using PlanDedupIndex = checkpoint::DedupIndex<std::monostate>;
 
 class AddContext {
  public:
@@ -502,7 +499,7 @@ class AddContext {
   }
 
   // Adds a blob to `self`, or with dedup returns the existing blob with the
-  // same bytes and the same compression (see DedupIndex). Unchanged tensors of a new checkpoint
+  // same bytes and the same compression (see PlanDedupIndex). Unchanged tensors of a new checkpoint
   // usually equal their namesake in the previous tag: that one is compared first (a changed tensor
   // differs early, an unchanged one costs one comparison pass and no hashing); otherwise the blob
   // is hashed and compared with every blob of the same size and CRC-32 (stored CRCs of the old
@@ -521,18 +518,19 @@ class AddContext {
         return hit->first;
       }
       c.crc = pieces_crc(pieces, &scan_);
-      auto hash_key = std::make_tuple(static_cast<int>(kind) * 2 + static_cast<int>(fmt),
-                                      compression, c.size, *c.crc);
-      for (const auto& [owner, key] : index_.by_hash[hash_key]) {
-        TagPlan* t = plan_.find(owner);
-        const Content& other = t->blobs.at(key);
-        if (same_bytes(pieces, content_bytes(other))) {
-          ++stats_.blobs_deduplicated;
-          return BlobRef{t == &self ? std::string() : t->name, key.index, key.format};
-        }
+      const PlanDedupIndex::Key hash_key{kind, fmt, compression, c.size, *c.crc};
+      if (const auto hit = index_.first_same(hash_key, [&](const PlanDedupIndex::Blob& blob) {
+            return same_bytes(
+                pieces,
+                content_bytes(plan_.tags[blob.tag].blobs.at(BlobKey{kind, blob.index, fmt})));
+          })) {
+        const TagPlan& t = plan_.tags[hit->tag];
+        ++stats_.blobs_deduplicated;
+        return BlobRef{&t == &self ? std::string() : t.name, hit->index, fmt};
       }
-      BlobKey key{kind, self.next_index[static_cast<int>(kind)], fmt};
-      index_.by_hash[hash_key].emplace_back(self.name, key);
+      index_.add(hash_key, {static_cast<std::size_t>(&self - plan_.tags.data()),
+                            self.next_index[static_cast<int>(kind)],
+                            {}});
     }
     BlobKey key{kind, self.next_index[static_cast<int>(kind)]++, fmt};
     c.pieces = std::move(pieces);
@@ -547,13 +545,11 @@ class AddContext {
   }
 
   void build_index() {
-    index_.by_hash.clear();
-    for (auto& t : plan_.tags)
-      for (auto& [key, c] : t.blobs) {
+    index_.clear();
+    for (std::size_t tag = 0; tag < plan_.tags.size(); ++tag)
+      for (auto& [key, c] : plan_.tags[tag].blobs) {
         if (!c.crc) c.crc = pieces_crc(c.pieces);
-        int kind = static_cast<int>(key.kind) * 2 + static_cast<int>(key.format);
-        index_.by_hash[std::make_tuple(kind, c.compression, c.size, *c.crc)].emplace_back(t.name,
-                                                                                          key);
+        index_.add({key.kind, key.format, c.compression, c.size, *c.crc}, {tag, key.index, {}});
       }
   }
 
@@ -562,7 +558,7 @@ class AddContext {
   bool dedup_;
   Writer::Stats& stats_;
   ScanProgress scan_;
-  DedupIndex index_;
+  PlanDedupIndex index_;
   // (source tag, table kind) -> its rows by keys, for row_of.
   std::map<std::pair<std::string, int>, detail::PositionIndex> row_index_;
 };
