@@ -49,7 +49,7 @@ TextBlobIndex text_blob_index(const checkpoint::ArchiveState& parsed) {
 }
 
 // The blob of old holding exactly the encoded text `text` of `item`, found
-// as Writer's dedup finds it (checkpoint/writer.cpp), so that the tag is
+// as Writer's dedup finds it (checkpoint/tag_adder.cpp), so that the tag is
 // the one a single writer commits: first the namesake in the newest tag,
 // then every stored tensor blob of the same table, size and CRC-32
 // (`index`), oldest tag first and by index, confirmed byte for byte.
