@@ -1,7 +1,7 @@
 #include <algorithm>
-#include <cstring>
 
 #include "checkpoint/archive_impl.hpp"
+#include "checkpoint/entry_validators.hpp"
 #include "checkpoint/private_views.hpp"
 #include "core/checked.hpp"
 #include "core/kept_symbol.hpp"
@@ -54,52 +54,18 @@ Bytes entry_range(const zip::EntryReader& reader, const zip::EntryInfo& e, std::
   return Bytes::take(std::move(part));
 }
 
-// {rows, dims} of the storage chunk of the .fifu entry `e`, read from its
-// header and the frames before it (schemas/FINALFUSION.md sections 1 to 3:
-// [Metadata] Vocab Storage), reading the entry no further than the
-// storage chunk's fixed fields (a deflated one is decompressed that far);
-// empty when they cannot be read that way (Error(corrupt) or
-// Error(unsupported) there: reading the embedding names the problem).
-Shape fifu_shape(const zip::EntryReader& reader, const zip::EntryInfo& e) {
-  const std::uint64_t size = e.uncompressed_size;
-  // Up to `n` bytes from `at` (fewer at the entry's end).
-  const auto read_at = [&](std::uint64_t at, std::uint64_t n) {
-    return at >= size ? Bytes() : entry_range(reader, e, at, std::min(n, size - at));
-  };
+// The shape of the embedding entry `e`, read by the shape reader of its kind
+// through ranged reads of the entry (a deflated one decompressed only as far
+// as it reads); empty when it cannot be read that way (Error(corrupt) or
+// Error(unsupported) there: reading the embedding names the problem), so
+// that a damaged embedding does not fail the listing of its parameter.
+Shape embedding_shape(const zip::EntryReader& reader, const zip::EntryInfo& e) {
+  const EntryShapeReader read_shape = entry_validators().shape_reader_of(EntryKind::embedding);
+  if (!read_shape) return {};
   try {
-    const Bytes head = read_at(0, 12);
-    detail::ByteReader h(head.span());
-    const std::span<const std::byte> magic = h.bytes(4, "finalfusion magic");
-    if (std::memcmp(magic.data(), "FiFu", 4) != 0 || h.read<std::uint32_t>("version") != 0)
-      return {};
-    std::uint64_t at = 12 + std::uint64_t{4} * h.read<std::uint32_t>("chunk count");
-    constexpr std::uint32_t kNdArray = 2, kQuantizedArray = 4;
-    for (int frame = 0; frame < 3 && at < size; ++frame) {
-      // The frame (identifier, length), then NdArray's rows (u64) and cols
-      // (u32), or QuantizedArray's five u32 fields and rows (u64).
-      const Bytes bytes = read_at(at, 12 + 28);
-      detail::ByteReader f(bytes.span(), at);
-      const auto id = f.read<std::uint32_t>("chunk identifier");
-      const auto length = f.read<std::uint64_t>("chunk length");
-      std::uint64_t rows = 0, dims = 0;
-      if (id == kNdArray) {
-        rows = f.read<std::uint64_t>("rows");
-        dims = f.read<std::uint32_t>("cols");
-      } else if (id == kQuantizedArray) {
-        f.read<std::uint32_t>("projection");
-        f.read<std::uint32_t>("norms");
-        f.read<std::uint32_t>("quantized_len");
-        dims = f.read<std::uint32_t>("reconstructed_len");
-        f.read<std::uint32_t>("n_centroids");
-        rows = f.read<std::uint64_t>("rows");
-      } else {
-        if (length > size - at - 12) return {};
-        at += 12 + length;
-        continue;
-      }
-      if (rows > INT64_MAX) return {};
-      return {static_cast<std::int64_t>(rows), static_cast<std::int64_t>(dims)};
-    }
+    return read_shape(e.uncompressed_size, [&](std::uint64_t offset, std::uint64_t length) {
+      return entry_range(reader, e, offset, length);
+    });
   } catch (const Error& err) {
     if (err.code() != ErrorCode::corrupt && err.code() != ErrorCode::unsupported) throw;
   }
@@ -407,7 +373,7 @@ ParamInfo Archive::Impl::info(std::size_t tag_pos, const BlobRow& row, TableKind
     if (row.ref.format == format::BlobFormat::fifu) {
       p.kind = BlobKind::embedding;
       p.dtype = DType::float32;
-      p.shape = fifu_shape(reader, e);
+      p.shape = embedding_shape(reader, e);
       p.nbytes = e.uncompressed_size;
       return p;
     }

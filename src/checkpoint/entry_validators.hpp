@@ -2,7 +2,9 @@
 // layers own: a tag's metadata.toml (format, registered here), and the
 // finalfusion embedding files and graph and training-config FlatBuffers that
 // the layers above checkpoint own. Archive::verify, Writer::commit and the
-// collective writer check an entry with the validator of its kind. The
+// collective writer check an entry with the validator of its kind;
+// Archive::params reads an embedding's shape with the shape reader of its
+// kind (the layer that owns the format owns its framing). The
 // registry also holds the tag validator: the rules across several entries of
 // one tag (graph checkpoints, schemas/GRAPH.md section 4), which
 // Archive::verify applies to every tag whose tables are intact, and the
@@ -20,6 +22,7 @@
 #include <any>
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <span>
@@ -60,6 +63,17 @@ using EntryProblemSink = std::function<void(const Error& problem)>;
 // std::any.
 using EntryChecker = std::any (*)(const Bytes& contents, const Limits& limits,
                                   const EntryProblemSink& report);
+
+// Reads `length` bytes of an entry from byte `offset`; the range lies within
+// the entry.
+using EntryRangeRead = std::function<Bytes(std::uint64_t offset, std::uint64_t length)>;
+// The shape that an entry of its kind gives its parameter in ParamInfo (an
+// embedding's: {rows, dims} of its storage), read from the entry of `size`
+// bytes through `read`, no further than the shape needs; empty when the
+// content has none. Throws Error(corrupt) or Error(unsupported) when the
+// content is not of its kind, and what `read` throws. Registered for the
+// kinds whose parameters are not tensor blobs (embedding).
+using EntryShapeReader = Shape (*)(std::uint64_t size, const EntryRangeRead& read);
 
 // Receives one problem: the entry it concerns and what is wrong.
 using ProblemSink = std::function<void(const std::string& entry, const std::string& message)>;
@@ -121,6 +135,13 @@ class EntryValidators {
   EntryChecker checker_of(EntryKind kind) const noexcept {
     return checkers_[static_cast<std::size_t>(kind)];
   }
+  void add_shape_reader(EntryKind kind, EntryShapeReader reader) noexcept {
+    shape_readers_[static_cast<std::size_t>(kind)] = reader;
+  }
+  // The shape reader of `kind`, or nullptr when none is registered.
+  EntryShapeReader shape_reader_of(EntryKind kind) const noexcept {
+    return shape_readers_[static_cast<std::size_t>(kind)];
+  }
   void set_tag_validator(TagValidator validator) noexcept { tag_validator_ = validator; }
   // The tag validator, or nullptr when none is registered.
   TagValidator tag_validator() const noexcept { return tag_validator_; }
@@ -133,6 +154,7 @@ class EntryValidators {
  private:
   std::array<EntryValidator, kEntryKinds> by_kind_{};
   std::array<EntryChecker, kEntryKinds> checkers_{};
+  std::array<EntryShapeReader, kEntryKinds> shape_readers_{};
   TagValidator tag_validator_ = nullptr;
   StagedTagValidator staged_tag_validator_ = nullptr;
 };

@@ -1,7 +1,7 @@
 // Rotation of a commit that adds one tag written by others (the collective
 // commit, dist/commit_plan.hpp): replacing the tag of the same name and
 // keeping only the newest tags, resolved by the Writer's own plan
-// (checkpoint/writer.cpp) so that both remove tags alike. A removed tag's
+// (checkpoint/archive_plan.hpp) so that both remove tags alike. A removed tag's
 // blob that a remaining tag (the new one included) still references moves
 // into the oldest such tag, and every table that references it is
 // rewritten; every other entry of a removed tag is dropped. The result is

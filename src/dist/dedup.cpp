@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "checkpoint/archive_state.hpp"
+#include "checkpoint/dedup_index.hpp"
 #include "checkpoint/new_tag_contents.hpp"
 #include "dist/blocks.hpp"
 #include "format/blob_table.hpp"
@@ -22,52 +23,33 @@ namespace {
 
 std::atomic<std::uint64_t> g_entries_examined{0};
 
-// The stored tensor blobs of old's tags by table, size and CRC-32 (the
-// directory's), each list in the order Writer's dedup tries them: oldest
-// tag first, then by index. Made by one pass over the directory, once per
-// commit, so that each text looks only at the blobs of its own size and CRC.
-class TextBlobIndex {
- public:
-  struct Blob {
-    std::size_t tag;
-    std::uint64_t index;
-    const zip::EntryInfo* entry;
-    auto operator<=>(const Blob& other) const {
-      return std::tie(tag, index) <=> std::tie(other.tag, other.index);
-    }
-  };
+// The stored tensor blobs of old's tags, by what a duplicate shares
+// (checkpoint::DedupIndex: the directory's size and CRC-32), each with its
+// entry. Made by one pass over the directory, once per commit, so that each
+// text looks only at the blobs of its own size and CRC.
+using TextBlobIndex = checkpoint::DedupIndex<const zip::EntryInfo*>;
 
-  explicit TextBlobIndex(const checkpoint::ArchiveState& parsed) {
-    const std::vector<std::string>& tags = parsed.tags();
-    std::map<std::string_view, std::size_t> position;
-    for (std::size_t i = 0; i < tags.size(); ++i) position.emplace(tags[i], i);
-    for (const zip::EntryInfo& e : parsed.directory().entries) {
-      ++g_entries_examined;
-      if (!e.stored()) continue;
-      const std::size_t slash = e.name.find('/');
-      if (slash == std::string::npos) continue;
-      const auto tag = position.find(std::string_view(e.name).substr(0, slash));
-      const auto file = format::blob_file_of(std::string_view(e.name).substr(slash + 1));
-      if (tag == position.end() || !file || file->format != BlobFormat::tensor) continue;
-      by_key_[{file->kind, e.uncompressed_size, e.crc32}].push_back(
-          Blob{tag->second, file->index, &e});
-    }
-    for (auto& [key, blobs] : by_key_) std::sort(blobs.begin(), blobs.end());
+TextBlobIndex text_blob_index(const checkpoint::ArchiveState& parsed) {
+  TextBlobIndex index;
+  const std::vector<std::string>& tags = parsed.tags();
+  std::map<std::string_view, std::size_t> position;
+  for (std::size_t i = 0; i < tags.size(); ++i) position.emplace(tags[i], i);
+  for (const zip::EntryInfo& e : parsed.directory().entries) {
+    ++g_entries_examined;
+    if (!e.stored()) continue;
+    const std::size_t slash = e.name.find('/');
+    if (slash == std::string::npos) continue;
+    const auto tag = position.find(std::string_view(e.name).substr(0, slash));
+    const auto file = format::blob_file_of(std::string_view(e.name).substr(slash + 1));
+    if (tag == position.end() || !file || file->format != BlobFormat::tensor) continue;
+    index.add({file->kind, BlobFormat::tensor, Compression::store, e.uncompressed_size, e.crc32},
+              {tag->second, file->index, &e});
   }
-
-  // The blobs of `table` with that size and CRC-32, in the order to try them.
-  std::span<const Blob> find(TableKind table, std::uint64_t size, std::uint32_t crc) const {
-    const auto it = by_key_.find({table, size, crc});
-    if (it == by_key_.end()) return {};
-    return it->second;
-  }
-
- private:
-  std::map<std::tuple<TableKind, std::uint64_t, std::uint32_t>, std::vector<Blob>> by_key_;
-};
+  return index;
+}
 
 // The blob of old holding exactly the encoded text `text` of `item`, found
-// as Writer's dedup finds it (checkpoint/writer.cpp), so that the tag is
+// as Writer's dedup finds it (checkpoint/tag_adder.cpp), so that the tag is
 // the one a single writer commits: first the namesake in the newest tag,
 // then every stored tensor blob of the same table, size and CRC-32
 // (`index`), oldest tag first and by index, confirmed byte for byte.
@@ -85,9 +67,11 @@ std::optional<BlobRef> same_text_blob(const Item& item, const checkpoint::Archiv
     if (ref.tag.empty()) ref.tag = tags[prev];
     if (same(parsed.entry(format::blob_entry_name(ref, ref.tag, item.table)))) return ref;
   }
-  for (const TextBlobIndex::Blob& blob : index.find(item.table, item.text.size(), item.text_crc))
-    if (same(*blob.entry)) return BlobRef{tags[blob.tag], blob.index, BlobFormat::tensor};
-  return std::nullopt;
+  const auto hit = index.first_same(
+      {item.table, BlobFormat::tensor, Compression::store, item.text.size(), item.text_crc},
+      [&](const TextBlobIndex::Blob& blob) { return same(*blob.where); });
+  if (!hit) return std::nullopt;
+  return BlobRef{tags[hit->tag], hit->index, BlobFormat::tensor};
 }
 
 }  // namespace
@@ -115,7 +99,7 @@ std::vector<Record> records_with_dedup(const std::vector<Item>& items, const New
       r.text_size = item.text.size();
       r.text_crc = item.text_crc;
       if (parsed) {
-        if (!text_index) text_index.emplace(*parsed);
+        if (!text_index) text_index = text_blob_index(*parsed);
         r.same_blob = same_text_blob(item, *parsed, *text_index);
       }
       out.push_back(std::move(r));

@@ -1,5 +1,7 @@
 #include "finalfusion/chunk_io.hpp"
 
+#include <cstring>
+
 #include "core/utf8.hpp"
 #include "modelzip/error.hpp"
 
@@ -35,6 +37,37 @@ std::string_view chunk_name(ChunkId id) noexcept {
 
 bool is_known_chunk(std::uint32_t id) noexcept {
   return id >= 1 && id <= 9;
+}
+
+std::uint32_t read_header_start(ByteReader& reader) {
+  auto magic = reader.bytes(4, "finalfusion magic");
+  if (std::memcmp(magic.data(), kMagic, 4) != 0)
+    throw Error(ErrorCode::corrupt, "not a finalfusion file (magic is not 'FiFu')",
+                ErrorContext{.offset = 0});
+  const std::uint64_t version_at = reader.absolute_position();
+  const auto version = reader.read<std::uint32_t>("finalfusion version");
+  if (version != kVersion)
+    throw Error(ErrorCode::unsupported, "finalfusion version " + std::to_string(version),
+                ErrorContext{.offset = version_at});
+  return reader.read<std::uint32_t>("header chunk count");
+}
+
+std::vector<ChunkId> read_header(ByteReader& reader) {
+  const std::uint32_t count = read_header_start(reader);
+  if (count > reader.remaining() / 4)
+    reader.fail("header", "lists " + std::to_string(count) + " chunks, the file is too short");
+  std::vector<ChunkId> ids;
+  ids.reserve(count);
+  for (std::uint32_t i = 0; i < count; ++i) {
+    const std::uint64_t at = reader.absolute_position();
+    const auto id = reader.read<std::uint32_t>("header chunk identifier");
+    if (!is_known_chunk(id))
+      throw Error(ErrorCode::unsupported,
+                  "header lists unknown chunk identifier " + std::to_string(id),
+                  ErrorContext{.offset = at});
+    ids.push_back(static_cast<ChunkId>(id));
+  }
+  return ids;
 }
 
 ChunkFrame read_chunk_frame(ByteReader& reader) {

@@ -52,6 +52,19 @@ struct ChunkFrame {
   std::uint64_t body_length;
 };
 
+// The file header: magic, version, the number of chunk identifiers listed
+// (u32), then those identifiers (u32 each).
+inline constexpr char kMagic[4] = {'F', 'i', 'F', 'u'};
+inline constexpr std::uint32_t kVersion = 0;
+// Bytes of the header before the identifiers.
+inline constexpr std::uint64_t kHeaderStartBytes = 12;
+
+// Reads the header up to the identifiers (magic "FiFu", version 0) and
+// returns how many identifiers it lists; the reader is left before them.
+// Error(corrupt) for a wrong magic or a short file, Error(unsupported) for
+// another version.
+std::uint32_t read_header_start(modelzip::detail::ByteReader& reader);
+
 // Reads the file header (magic "FiFu", version 0, the listed chunk
 // identifiers) and returns the identifiers; the reader is left after it.
 // Error(corrupt) for a wrong magic or a short file, Error(unsupported) for

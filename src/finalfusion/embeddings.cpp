@@ -22,38 +22,6 @@ void refuse_url(const std::filesystem::path& path) {
 }
 
 namespace {
-constexpr char kMagic[4] = {'F', 'i', 'F', 'u'};
-constexpr std::uint32_t kVersion = 0;
-}  // namespace
-
-std::vector<ChunkId> read_header(ByteReader& reader) {
-  auto magic = reader.bytes(4, "finalfusion magic");
-  if (std::memcmp(magic.data(), kMagic, 4) != 0)
-    throw Error(ErrorCode::corrupt, "not a finalfusion file (magic is not 'FiFu')",
-                ErrorContext{.offset = 0});
-  const std::uint64_t version_at = reader.absolute_position();
-  const auto version = reader.read<std::uint32_t>("finalfusion version");
-  if (version != kVersion)
-    throw Error(ErrorCode::unsupported, "finalfusion version " + std::to_string(version),
-                ErrorContext{.offset = version_at});
-  const auto count = reader.read<std::uint32_t>("header chunk count");
-  if (count > reader.remaining() / 4)
-    reader.fail("header", "lists " + std::to_string(count) + " chunks, the file is too short");
-  std::vector<ChunkId> ids;
-  ids.reserve(count);
-  for (std::uint32_t i = 0; i < count; ++i) {
-    const std::uint64_t at = reader.absolute_position();
-    const auto id = reader.read<std::uint32_t>("header chunk identifier");
-    if (!is_known_chunk(id))
-      throw Error(ErrorCode::unsupported,
-                  "header lists unknown chunk identifier " + std::to_string(id),
-                  ErrorContext{.offset = at});
-    ids.push_back(static_cast<ChunkId>(id));
-  }
-  return ids;
-}
-
-namespace {
 
 std::string ids_text(const std::vector<ChunkId>& ids) {
   std::string s;

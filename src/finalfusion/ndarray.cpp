@@ -1,14 +1,15 @@
 // Chunk 2, NdArray: rows u64, cols u32, type u32 (10 = f32), padding
 // (4 - pos % 4 bytes), rows x cols f32 little-endian, row-major.
 #include "finalfusion/storage.hpp"
+#include "finalfusion/storage_shape.hpp"
 
 namespace modelzip::finalfusion::detail {
 
 using modelzip::detail::ByteReader;
 
 DenseStorage read_ndarray(ByteReader& body, const Bytes& file) {
-  const auto rows = body.read<std::uint64_t>("NdArray rows");
-  const auto cols = body.read<std::uint32_t>("NdArray columns");
+  const StorageFields fields = read_storage_fields(ChunkId::ndarray, body);
+  const std::uint64_t rows = fields.rows, cols = fields.dims;
   expect_type(body, kTypeF32, "NdArray data type");
   skip_padding(body, "NdArray padding");
   const std::uint64_t bytes =

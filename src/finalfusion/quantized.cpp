@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "finalfusion/storage.hpp"
+#include "finalfusion/storage_shape.hpp"
 
 namespace modelzip::finalfusion::detail {
 
@@ -56,12 +57,11 @@ void Storage::add_row(std::size_t r, float* out, float* scratch) const {
 
 QuantizedStorage read_quantized(ByteReader& body, const Bytes& file) {
   const std::uint64_t start = body.absolute_position();
-  const bool projection = body.read<std::uint32_t>("QuantizedArray projection flag") != 0;
-  const bool norms = body.read<std::uint32_t>("QuantizedArray norms flag") != 0;
-  const auto m = body.read<std::uint32_t>("QuantizedArray quantized length");
-  const auto d = body.read<std::uint32_t>("QuantizedArray reconstructed length");
-  const auto k = body.read<std::uint32_t>("QuantizedArray centroids");
-  const auto rows = body.read<std::uint64_t>("QuantizedArray rows");
+  const StorageFields fields = read_storage_fields(ChunkId::quantized_array, body);
+  const bool projection = fields.quantizer->has_projection, norms = fields.quantizer->has_norms;
+  const std::uint32_t m = fields.quantizer->n_subquantizers, d = fields.quantizer->dims,
+                      k = fields.quantizer->n_centroids;
+  const std::uint64_t rows = fields.rows;
   expect_type(body, kTypeU8, "QuantizedArray quantized type");
   expect_type(body, kTypeF32, "QuantizedArray reconstructed type");
   auto fail = [&](const std::string& problem) {

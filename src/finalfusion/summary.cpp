@@ -2,6 +2,7 @@
 // fixed-size fields at the start of each chunk (schemas/FINALFUSION.md
 // sections 1 to 6), skipping everything else by the chunk lengths.
 #include "finalfusion/chunk_io.hpp"
+#include "finalfusion/storage_shape.hpp"
 #include "modelzip/finalfusion/embeddings.hpp"
 
 namespace modelzip::finalfusion {
@@ -55,20 +56,11 @@ FileSummary summarize(const Bytes& file) {
         have_vocab = true;
         break;
       case ChunkId::ndarray:
-        s.rows = body.read<std::uint64_t>("rows");
-        s.dims = body.read<std::uint32_t>("cols");
-        have_storage = true;
-        break;
       case ChunkId::quantized_array: {
-        QuantizerInfo q{};
-        q.has_projection = body.read<std::uint32_t>("projection") != 0;
-        q.has_norms = body.read<std::uint32_t>("norms") != 0;
-        q.n_subquantizers = body.read<std::uint32_t>("quantized_len");
-        q.dims = body.read<std::uint32_t>("reconstructed_len");
-        q.n_centroids = body.read<std::uint32_t>("n_centroids");
-        s.rows = body.read<std::uint64_t>("rows");
-        s.dims = q.dims;
-        s.quantizer = q;
+        const detail::StorageFields fields = detail::read_storage_fields(frame.id, body);
+        s.rows = fields.rows;
+        s.dims = fields.dims;
+        s.quantizer = fields.quantizer;
         have_storage = true;
         break;
       }

@@ -1,6 +1,6 @@
 // Vocabulary construction and lookups (the chunk formats are in
-// simple_vocab.cpp, bucket_vocab.cpp, fasttext_vocab.cpp, explicit_vocab.cpp
-// and floret_vocab.cpp).
+// simple_vocab.cpp, bucketed_vocab.cpp, explicit_vocab.cpp and
+// floret_vocab.cpp).
 #include <algorithm>
 
 #include "core/fail.hpp"

@@ -1,6 +1,7 @@
 #include "graph/entry_validation.hpp"
 
 #include "checkpoint/entry_validators.hpp"
+#include "finalfusion/storage_shape.hpp"
 #include "graph/rules.hpp"
 #include "modelzip/finalfusion/embeddings.hpp"
 #include "modelzip/graph/graph.hpp"
@@ -54,6 +55,7 @@ void register_upper_entry_validators(EntryValidators& registry) {
   registry.add(EntryKind::graph, &graph::validate_graph_entry);
   registry.add(EntryKind::training_config, &graph::validate_training_config_entry);
   registry.add(EntryKind::embedding, &graph::validate_embedding);
+  registry.add_shape_reader(EntryKind::embedding, &finalfusion::detail::storage_shape);
   registry.add_checker(EntryKind::graph, &graph::check_graph_entry);
   registry.add_checker(EntryKind::training_config, &graph::check_training_config_entry);
   registry.set_tag_validator(&graph::validate_checkpoint_tag);

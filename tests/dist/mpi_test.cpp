@@ -1599,6 +1599,58 @@ TEST_CASE("equal texts of two names in one new tag: one blob, as the single writ
   }
 }
 
+TEST_CASE(
+    "text found among old blobs of its size and CRC-32: the oldest with its bytes, as the "
+    "single writer picks it") {
+  // step-1 holds a text of the new text's CRC-32 but other bytes, then the
+  // new text; step-2 holds the new text twice more (written without
+  // dedup). The new text's name is in no old tag: the first candidate in
+  // the order (oldest tag, then index) is compared and refused, the second
+  // is the one; the copies in step-2 are not.
+  const int r = comm().rank(), n = comm().size();
+  SharedDir dir;
+  const fs::path path = dir / "oldest.zip";
+  const fs::path single = dir / "single.zip";
+  auto one = [](const std::string& s) { return Tensor::strings({}, std::vector<std::string>{s}); };
+  const auto [first, second] = texts_of_one_crc();
+  if (r == 0) {
+    Writer w = Writer::open(path, WriterOptions{.dedup = false});
+    NewTag t1;
+    t1.add("other", one(second));
+    t1.add("kept", one(first));
+    w.add_tag("step-1", std::move(t1));
+    w.commit();
+    NewTag t2;
+    t2.add("kept", one(first));
+    t2.add("copy", one(first));
+    w.add_tag("step-2", std::move(t2));
+    w.commit();
+    fs::copy_file(path, single, fs::copy_options::overwrite_existing);
+  }
+  barrier();
+  {
+    CollectiveWriter w(path, comm());
+    if (r == n - 1) w.add("new", one(first));
+    const CollectiveStats st = w.commit("step-3");
+    CHECK(st.blobs_written == 0);
+    CHECK(st.blobs_deduplicated == 1);
+  }
+  const Archive a = Archive::open(path);
+  CHECK(a.param("new", "step-3").blob == a.param("kept", "step-1").blob);
+  CHECK(a.tensor("new", "step-3").string_at(0) == first);
+  if (r == 0) {
+    {
+      Writer w = Writer::open(single);
+      NewTag t;
+      t.add("new", one(first));
+      w.add_tag("step-3", std::move(t));
+      w.commit();
+    }
+    CHECK(testing::io_bytes(path) == testing::io_bytes(single));  // byte for byte
+  }
+  barrier();
+}
+
 int main(int argc, char** argv) {
   // Background collective saves call MPI from their own thread while the
   // main thread goes on using MPI (on another communicator).

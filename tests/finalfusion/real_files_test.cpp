@@ -4,10 +4,12 @@
 #include <doctest/doctest.h>
 
 #include <cstring>
+#include <fstream>
 #include <sstream>
 
 #include "ff_test_support.hpp"
 #include "modelzip/archive.hpp"
+#include "modelzip/finalfusion/convert.hpp"
 #include "modelzip/writer.hpp"
 
 using namespace modelzip;
@@ -264,22 +266,79 @@ TEST_SUITE("finalfusion") {
   TEST_CASE("an embedding parameter's shape is its storage's rows and dims, as ls shows them") {
     modelzip::testing::TempDir dir;
     const auto path = dir.path() / "e.zip";
-    // A simple vocabulary, metadata before a bucket vocabulary, quantized storage.
-    const std::vector<std::string> files = {"similarity.fifu", "ff_buckets.fifu", "pq.fifu"};
+    // Every real file, as it is or converted to finalfusion: simple and
+    // subword vocabularies, metadata before the vocabulary, unlisted norms,
+    // quantized storage.
+    const ConvertOptions lossy{Utf8Policy::lossy, true};
+    const std::vector<std::pair<std::string, Bytes>> files = {
+        {"embeddings.fifu", ff_bytes("embeddings.fifu")},
+        {"ff_buckets.fifu", ff_bytes("ff_buckets.fifu")},
+        {"pq.fifu", ff_bytes("pq.fifu")},
+        {"quantized.fifu", ff_bytes("quantized.fifu")},
+        {"similarity-normalized.fifu", ff_bytes("similarity-normalized.fifu")},
+        {"similarity.fifu", ff_bytes("similarity.fifu")},
+        {"simple_vocab.fifu", ff_bytes("simple_vocab.fifu")},
+        {"similarity.bin", read_word2vec_binary(ff_bytes("similarity.bin")).to_bytes()},
+        {"analogy.bin", read_word2vec_binary(ff_bytes("analogy.bin")).to_bytes()},
+        {"utf8-incomplete.bin",
+         read_word2vec_binary(ff_bytes("utf8-incomplete.bin"), lossy).to_bytes()},
+        {"fasttext.bin", read_fasttext(ff_bytes("fasttext.bin")).to_bytes()},
+        {"similarity.txt", read_text_dims(ff_bytes("similarity.txt")).to_bytes()},
+        {"utf8-incomplete.dims",
+         read_text_dims(ff_bytes("utf8-incomplete.dims"), lossy).to_bytes()},
+        {"similarity.nodims", read_text(ff_bytes("similarity.nodims")).to_bytes()},
+        {"utf8-incomplete.txt", read_text(ff_bytes("utf8-incomplete.txt"), lossy).to_bytes()},
+    };
     {
       Writer writer = Writer::open(path);
       NewTag tag;
-      for (const std::string& file : files) tag.add_embedding(file, ff_bytes(file));
+      for (const auto& [name, bytes] : files) tag.add_embedding(name, bytes);
       writer.add_tag("v1", std::move(tag));
       writer.commit();
     }
     const Archive archive = Archive::open(path);
-    for (const std::string& file : files) {
-      INFO(file);
-      const FileSummary s = summarize(ff_bytes(file));
-      const Shape expected = {static_cast<std::int64_t>(s.rows), static_cast<std::int64_t>(s.dims)};
-      CHECK(archive.param(file).shape == expected);
-      CHECK(archive.params()[static_cast<std::size_t>(&file - files.data())].shape == expected);
+    const std::vector<ParamInfo> params = archive.params();
+    REQUIRE(params.size() == files.size());
+    for (std::size_t i = 0; i < files.size(); ++i) {
+      INFO(files[i].first);
+      const Embeddings e = Embeddings::read(files[i].second, files[i].first);
+      const Shape expected = {static_cast<std::int64_t>(e.rows()),
+                              static_cast<std::int64_t>(e.dims())};
+      CHECK(archive.param(files[i].first).shape == expected);
+      CHECK(params[i].name == files[i].first);
+      CHECK(params[i].shape == expected);
     }
+  }
+
+  TEST_CASE("a damaged embedding parameter is listed by name, without a shape") {
+    modelzip::testing::TempDir dir;
+    const auto path = dir.path() / "e.zip";
+    {
+      Writer writer = Writer::open(path);
+      NewTag tag;
+      tag.add_embedding("words", ff_bytes("similarity.fifu"));
+      tag.add_embedding("buckets", ff_bytes("ff_buckets.fifu"));
+      writer.add_tag("v1", std::move(tag));
+      writer.commit();
+    }
+    {  // the magic of the first .fifu entry (similarity.fifu's) overwritten
+      std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+      const std::string bytes((std::istreambuf_iterator<char>(file)), {});
+      const std::size_t at = bytes.find("FiFu");
+      REQUIRE(at != std::string::npos);
+      file.seekp(static_cast<std::streamoff>(at));
+      file.write("FiFo", 4);
+    }
+    const Archive archive = Archive::open(path);
+    const std::vector<ParamInfo> params = archive.params();
+    REQUIRE(params.size() == 2);
+    CHECK(params[0].name == "words");
+    CHECK(params[0].kind == BlobKind::embedding);
+    CHECK(params[0].shape.empty());
+    CHECK(archive.param("words").shape.empty());
+    CHECK(params[1].shape == Shape{1026, 5});  // the other one is intact
+    // Reading it says what is wrong.
+    CHECK_THROWS_WITH_AS((void)Embeddings::read(archive.embedding_file("words"), "words"),
+                         doctest::Contains("magic is not 'FiFu'"), Error);
   }
 }
