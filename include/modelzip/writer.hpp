@@ -150,7 +150,10 @@ struct MODELZIP_API WriterOptions {
   std::function<void()> on_wait{};
   // Called with a one-line notice when a commit recovered from an earlier
   // writer that was killed mid-append: "rolled back an interrupted save of
-  // tag X". From the committing thread, under the lock; must not throw.
+  // tag X"; and when an s3:// commit that another writer's commit came
+  // before is planned again (docs/s3-writes.md): "... the commit is planned
+  // again ... (new plan N of 3)", after which its progress reports start
+  // again from 0. From the committing thread, under the lock; must not throw.
   // (The CLI prints it on stderr; Python issues a warning.)
   std::function<void(const std::string&)> on_notice{};
 };

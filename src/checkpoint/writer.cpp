@@ -898,11 +898,6 @@ class Writer::Impl {
                         std::uint64_t tail_start, Stats& stats);
 };
 
-namespace {
-// Times an S3 commit refused by another writer's is planned again.
-constexpr int kS3Replans = 3;
-}  // namespace
-
 void Writer::Impl::commit() {
   check_cancel();
   if (s3) {
@@ -930,9 +925,11 @@ void Writer::Impl::commit() {
         plan_and_write(s3_old ? s3_old->archive.get() : nullptr);
         return;
       } catch (const Error& e) {
-        if (!remote::refused_for_another_writer(e) || replans == kS3Replans ||
+        if (!remote::refused_for_another_writer(e) || replans == remote::kS3Replans ||
             (ops.empty() && metadata_edits.empty()))
           throw;
+        // Progress reports start again from 0: say why.
+        if (options.on_notice) options.on_notice(remote::planned_again_notice(e, replans + 1));
       }
       s3_start.reset();  // aborted
       s3_old.reset();
