@@ -22,10 +22,10 @@ struct MODELZIP_API Progress {
   Stage stage = Stage::work;
   bool operator==(const Progress&) const = default;
 };
-// Called from the thread doing the work, at least once at the end of each
-// stage (bytes_done == bytes_total; each stage counts from 0). Return false to cancel: the
-// operation then throws Error(cancelled) and leaves nothing half-done behind (a cancelled commit
-// keeps the previous archive). The callback must not throw.
+// Called from the thread doing the work, at least once at the end of each stage (bytes_done ==
+// bytes_total; each stage counts from 0, again after a notice that an s3:// commit is planned anew:
+// WriterOptions::on_notice). Return false to cancel: the operation then throws Error(cancelled)
+// and leaves nothing half-done behind (a cancelled commit keeps the previous archive). No throws.
 using ProgressCallback = std::function<bool(const Progress&)>;
 
 }  // namespace modelzip

@@ -148,10 +148,10 @@ struct MODELZIP_API WriterOptions {
   // starts waiting; never when the lock is free. From the committing
   // thread; must not throw. (The CLI says "waiting for the writer of ...".)
   std::function<void()> on_wait{};
-  // Called with a one-line notice when a commit recovered from an earlier
-  // writer that was killed mid-append: "rolled back an interrupted save of
-  // tag X". From the committing thread, under the lock; must not throw.
-  // (The CLI prints it on stderr; Python issues a warning.)
+  // Called with a one-line notice when a commit recovered from an earlier writer that was killed
+  // mid-append ("rolled back an interrupted save of tag X"), and when an s3:// commit is planned
+  // again as another writer's came first ("... (new plan N of 3)": its progress restarts at 0).
+  // From the committing thread (under the lock); must not throw. (CLI: stderr; Python: a warning.)
   std::function<void(const std::string&)> on_notice{};
 };
 

@@ -658,12 +658,12 @@ NamedTensors Archive::Impl::load_named(std::span<const std::string> names, std::
   const std::string& tag_name = tags[t];
   std::vector<const zip::EntryInfo*> entries;
   entries.reserve(names.size());
-  for (const std::string& name : names) {
-    const BlobRow& blob_row = row(t, TableKind::params, name);
+  for (const std::string& param : names) {
+    const BlobRow& blob_row = row(t, TableKind::params, param);
     std::string entry = blob_entry(t, blob_row, TableKind::params);
     if (blob_row.ref.format != format::BlobFormat::tensor)
       throw Error(ErrorCode::invalid_argument,
-                  "parameter '" + name + "' is an embedding; use embedding_file()",
+                  "parameter '" + param + "' is an embedding; use embedding_file()",
                   context(entry, tag_name));
     entries.push_back(&entry_or_throw(entry));
   }

@@ -13,7 +13,9 @@ Archive S3OldArchive::as_archive() const {
   return Archive::Impl::wrap(archive);
 }
 
-std::optional<S3OldArchive> open_s3_old(const std::string& url) {
+namespace {
+
+std::optional<S3OldArchive> read_old(const std::string& url) {
   remote::Opened opened;
   try {
     opened = remote::open(url, RemoteOptions{}, remote::MissingObject::expected);
@@ -38,6 +40,21 @@ std::optional<S3OldArchive> open_s3_old(const std::string& url) {
        zip::gaps_between(std::move(covered), archive->directory.central_directory_offset))
     opened.source->ensure(gap.offset, std::min<std::uint64_t>(gap.size, 256));
   return S3OldArchive{std::move(opened), std::move(archive)};
+}
+
+}  // namespace
+
+std::optional<S3OldArchive> open_s3_old(const std::string& url) {
+  try {
+    return read_old(url);
+  } catch (const Error& e) {
+    // A read stopped by an interrupt ("read cancelled (SIGINT): ...") said
+    // nothing of the save, which has not begun.
+    if (e.code() != ErrorCode::cancelled) throw;
+    throw e.reworded("save cancelled while reading the archive's current version (" + e.message() +
+                         "): the save did not happen (the archive is unchanged)",
+                     e.context());
+  }
 }
 
 std::size_t keep_in_place(io::ByteSink& sink, const S3OldArchive& old,

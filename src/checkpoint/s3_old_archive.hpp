@@ -27,7 +27,8 @@ struct S3OldArchive {
   Archive as_archive() const;
 };
 
-// nullopt: no object at `url` (a new archive).
+// nullopt: no object at `url` (a new archive). A read cancelled by an
+// interrupt throws Error(cancelled) saying that the save did not happen.
 std::optional<S3OldArchive> open_s3_old(const std::string& url);
 
 // An in-place commit's bytes before the old tail `tail` (the first byte of

@@ -55,11 +55,6 @@ using checkpoint::RemoveOp;
 using checkpoint::TagAdder;
 using checkpoint::TagPlan;
 
-namespace {
-// Times an S3 commit refused by another writer's is planned again.
-constexpr int kS3Replans = 3;
-}  // namespace
-
 void Writer::Impl::commit() {
   check_cancel();
   if (s3) {
@@ -76,7 +71,7 @@ void Writer::Impl::commit() {
     } done{*this};
     // A commit refused because another writer's commit came first (its
     // upload aborted, nothing of it visible) is planned again against the
-    // object as it is now, as a caller's retry would, at most kS3Replans
+    // object as it is now, as a caller's retry would, at most remote::kS3Replans
     // times: the staged changes name tags, parameters and edits, not the
     // version they were staged on. A conflict they cannot resolve is
     // reported by the new plan (a tag another writer added is there).
@@ -87,9 +82,11 @@ void Writer::Impl::commit() {
         plan_and_write(s3_old ? s3_old->archive.get() : nullptr);
         return;
       } catch (const Error& e) {
-        if (!remote::refused_for_another_writer(e) || replans == kS3Replans ||
+        if (!remote::refused_for_another_writer(e) || replans == remote::kS3Replans ||
             (ops.empty() && metadata_edits.empty()))
           throw;
+        // Progress reports start again from 0: say why.
+        if (options.on_notice) options.on_notice(remote::planned_again_notice(e, replans + 1));
       }
       s3_start.reset();  // aborted
       s3_old.reset();

@@ -30,7 +30,15 @@ std::shared_ptr<remote::S3UploadStart> Writer::Impl::start_s3_upload() const {
 }
 
 std::optional<Writer::Impl::S3Old> Writer::Impl::open_s3() const {
-  return checkpoint::open_s3_old(path.string());
+  try {
+    return checkpoint::open_s3_old(path.string());
+  } catch (const Error& e) {
+    // An interrupt stopped the read: the progress callback is asked first
+    // (as by the upload's fetches), so that a caller that noticed the
+    // interrupt itself (Python) stops in its own terms.
+    if (e.code() == ErrorCode::cancelled && options.progress) options.progress(Progress{});
+    throw;
+  }
 }
 
 void Writer::Impl::refresh_s3() {

@@ -50,6 +50,7 @@
 #include "modelzip/metadata.hpp"
 #include "modelzip/writer.hpp"
 #include "remote/remote_source.hpp"
+#include "remote/s3_multipart.hpp"
 #include "zip/archive_layout.hpp"
 #include "zip/entry_writer.hpp"
 
@@ -325,12 +326,30 @@ class CommitRun {
     const Plan plan = make_plan(verdicts);
     const std::vector<std::string> shares = write_shares(plan);
     const std::string stats = finish(plan, shares);
+    committed_ = true;
     out_.reset();
     target_.reset();  // unlocks
     s3_target_.reset();
     CollectiveStats result = final_stats(engine_([&] { return comm_.broadcast(stats, root_); }));
     if (compact_) compact();
     return result;
+  }
+
+  // Whether the failure `e` of run() is an S3 commit's refusal because
+  // another writer's commit came first, before this one took effect, so
+  // that planning it again against the object as it is now is safe
+  // (remote::refused_for_another_writer). The same on every rank: such a
+  // refusal is a step's agreed error, and every step before the commit
+  // point is agreed.
+  bool may_plan_again(const Error& e) const {
+    return s3_ && !committed_ && remote::refused_for_another_writer(e);
+  }
+
+  // The root tells its caller that the commit refused with `e` is planned
+  // again, for the `replans`-th time.
+  void tell_planned_again(const Error& e, int replans) const {
+    if (!is_root_ || !m_.options.on_notice) return;
+    m_.options.on_notice(remote::planned_again_notice(e, replans));
   }
 
  private:
@@ -751,6 +770,7 @@ class CommitRun {
   std::uint64_t root_keep_last_ = 0;  // 0: none
   std::string root_tag_;              // the root's tag_ (lock)
   bool compact_ = false;              // the commit is followed by compact()
+  bool committed_ = false;            // finish() returned: the tag is committed
   const int root_;
   const bool is_root_;
   const ErrorContext ctx_;
@@ -771,6 +791,25 @@ class CommitRun {
   std::optional<io::AppendFile> out_;
 };
 
+// The commit. One on s3:// that another writer's commit refused before it
+// took effect (CommitRun::may_plan_again) is run again from its first step,
+// against the object as it is now, at most remote::kS3Replans times, as the
+// single writer's is (docs/s3-writes.md): the staged tensors name tags and
+// parameters, not the version they were staged on. Every rank sees the
+// same agreed refusal, so all run again or all fail.
+CollectiveStats run_commit(CollectiveWriter::Impl& m, const std::string& tag,
+                           const CollectiveCommitOptions& options) {
+  for (int replans = 1;; ++replans) {
+    CommitRun run(m, tag, options);
+    try {
+      return run.run();
+    } catch (const Error& e) {
+      if (replans > remote::kS3Replans || !run.may_plan_again(e)) throw;
+      run.tell_planned_again(e, replans);
+    }
+  }
+}
+
 }  // namespace
 
 CollectiveStats CollectiveWriter::commit(const std::string& tag) {
@@ -779,7 +818,7 @@ CollectiveStats CollectiveWriter::commit(const std::string& tag) {
 
 CollectiveStats CollectiveWriter::commit(const std::string& tag,
                                          const CollectiveCommitOptions& options) {
-  CollectiveStats stats = CommitRun(*impl_, tag, options).run();
+  CollectiveStats stats = run_commit(*impl_, tag, options);
   impl_->items.clear();
   impl_->entries = NewTag();
   return stats;
@@ -830,7 +869,7 @@ void DetachedCommit::fail_first_step(std::exception_ptr error) {
 
 CollectiveStats DetachedCommit::run(const std::string& tag,
                                     const CollectiveCommitOptions& options) {
-  return CommitRun(*impl_, tag, options).run();
+  return run_commit(*impl_, tag, options);
 }
 
 ErrorContext DetachedCommit::context() const {

@@ -229,13 +229,6 @@ S3Multipart::S3Multipart(const std::string& url, const RemoteOptions& options)
   global_init();
 }
 
-bool refused_for_another_writer(const Error& e) {
-  const std::string& m = e.message();
-  return e.code() == ErrorCode::io && m.find(kMayHaveTakenEffect) == std::string::npos &&
-         (m.find(kChangedByAnotherWriter) != std::string::npos ||
-          m.find(kChangedWhileReading) != std::string::npos);
-}
-
 std::uint64_t S3Multipart::requests() const noexcept {
   return requests_.load();
 }

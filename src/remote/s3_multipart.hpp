@@ -80,8 +80,15 @@ inline constexpr const char* kMayHaveTakenEffect = "so it may have taken effect"
 // this one took effect (kChangedByAnotherWriter, or kChangedWhileReading
 // from a read of the object this one was planned on), so that planning it
 // again against the object as it is now is safe; false for a request whose
-// answer was lost (kMayHaveTakenEffect) and for every other error.
+// answer was lost (kMayHaveTakenEffect) and for every other error (and in
+// builds without libcurl, which define it too).
 bool refused_for_another_writer(const Error& e);
+// Times a commit so refused is planned again before its refusal is
+// reported (Writer's and CollectiveWriter's S3 commits).
+inline constexpr int kS3Replans = 3;
+// The one-line notice (WriterOptions::on_notice) of a commit refused with
+// `e` that is planned again for the `replans`-th time (1 to kS3Replans).
+std::string planned_again_notice(const Error& e, int replans);
 
 struct S3Part {
   int number = 0;

@@ -10,10 +10,13 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 
+import numpy as np
 import pytest
 
+import servers
 from conftest import run
 from test_s3_multipart import MIB, fork, s3  # noqa: F401
 from test_s3_writes import check_downloaded, env_for, uploaded
@@ -326,4 +329,76 @@ def test_a_rank_killed_during_a_rotating_save_leaves_the_object(s3, tmp_path):
     assert any(r["method"] == "DELETE" and "uploadId=" in r["path"] for r in log), \
         "the root aborts the upload"
     assert not completions(proxy)
+    assert fork.get(key) == before
+
+
+@pytest.fixture()
+def guarded(fork):  # noqa: F811
+    """The proxy enforcing the conditions s3rver ignores (as AWS S3 does)."""
+    proxy = servers.S3Proxy(fork.port, enforce_conditions=True)
+    try:
+        yield fork, proxy
+    finally:
+        proxy.stop()
+
+
+def is_completion_of(key):
+    return lambda method, path: method == "POST" and "uploadId=" in path and key in path
+
+
+def test_a_collective_save_refused_by_another_writer_is_planned_again(guarded, tmp_path):
+    """mpirun -np 2: the collective append's CompleteMultipartUpload is held
+    until another writer (modelzip import) committed tag b; the server
+    refuses it (If-Match), and every rank plans the commit again against
+    the new object and completes it: t1, b and t2 are there, the object
+    verifies, and the root said that it planned again (before: every rank
+    failed with "archive changed on the server by another writer")."""
+    fork, proxy = guarded
+    key = "coll/race.zip"
+    url = f"s3://models/{key}"
+    env = env_for(proxy)
+    saved(proxy, "mpi", 2, [("save", url)])
+    b = tmp_path / "b.npy"
+    np.save(b, np.arange(1000, dtype=np.float32))
+    proxy.clear()
+    arrived, release = threading.Event(), threading.Event()
+    proxy.inject(is_completion_of(key), ("hold", arrived, release, 120.0), 1)
+    result = {}
+    collective = threading.Thread(
+        target=lambda: result.update(zip(("out", "ok"), ranks(proxy, "mpi", 2,
+                                                              [("append", url)]))))
+    collective.start()
+    try:
+        assert arrived.wait(240), "the collective save never completed its upload"
+        run("import", url, "--tag", "b", b, env=env)
+    finally:
+        release.set()
+        collective.join(timeout=300)
+    assert result.get("ok"), result.get("out")
+    assert "the commit is planned again against the archive as it is now (new plan 1 of 3)" \
+        in result["out"], result["out"]
+    assert run("tags", url, env=env).stdout.split() == [b"t1", b"b", b"t2"]
+    run("verify", url, env=env)
+    check_downloaded(fork.get(key), tmp_path)
+    refused = [r for r in proxy.requests() if r.get("refused")]
+    assert len(refused) == 1 and "if-match" in refused[0]["headers"], refused
+    # b's, the collective's refused one and its new plan's.
+    assert len([r for r in completions(proxy) if key in r["path"]]) == 3
+
+
+def test_a_collective_save_refused_again_and_again_fails_on_every_rank(guarded):
+    """Every completion refused (412): the collective commit is planned
+    again 3 times, then every rank fails with the refusal and the object
+    is unchanged."""
+    fork, proxy = guarded
+    key = "coll/always.zip"
+    url = f"s3://models/{key}"
+    saved(proxy, "mpi", 2, [("save", url)])
+    before = fork.get(key)
+    proxy.clear()
+    proxy.inject(is_completion_of(key), (412, "PreconditionFailed"), 100)
+    out, ok = ranks(proxy, "mpi", 2, [("fail", url)])
+    assert ok, out
+    assert out.count("archive changed on the server by another writer") >= 2, out
+    assert len(completions(proxy)) == 4
     assert fork.get(key) == before

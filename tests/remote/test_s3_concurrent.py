@@ -90,6 +90,9 @@ def test_the_second_of_two_concurrent_commits_is_planned_again(guarded, arrays, 
     proxy.clear()
     a = race(proxy, env, url, match, arrays)
     assert a.returncode == 0, a.stderr_text
+    # Its progress starts again: the writer says why (on stderr, a notice).
+    assert a.stderr_text.count("the commit is planned again against the archive as it is now "
+                               "(new plan 1 of 3)") == 1, a.stderr_text
     assert tags_of(url, env) == ["base", "b", "a"]
     run("verify", url, env=env)
     refused = [r for r in proxy.requests() if r.get("refused")]
@@ -163,3 +166,40 @@ def test_s3rver_alone_lets_the_last_completion_win(fork, arrays):  # noqa: F811
         assert sorted(tags_of(url, env)) == ["a", "base"]  # b is lost
     finally:
         proxy.stop()
+
+
+def test_a_read_of_old_bytes_refused_before_the_commit_is_planned_again(guarded, arrays):
+    """A removal in place fetches the 5 MiB after the removed tag's free
+    entry (a part's minimum) from the version it read; held until another
+    writer committed, that read is refused ("changed while reading"):
+    nothing was written yet, so the removal is planned again against the
+    new object and completes: t1 gone, b there (the only request refused
+    is that read)."""
+    fork, proxy = guarded
+    env = env_for(proxy, MODELZIP_S3_PART_SIZE="5M")
+    url = "s3://models/race/fetch.zip"
+    run("import", url, "--tag", "t1", arrays / "a.npy", env=env)
+    run("import", url, "--tag", "t2", arrays / "big.npy", env=env)
+    proxy.clear()
+
+    def large_get(method, path, headers):  # the fetch of bytes for a part
+        first, _, last = headers.get("range", "bytes=0-0")[6:].partition("-")
+        return method == "GET" and last.isdigit() and int(last) - int(first) >= MIB
+
+    arrived, release = threading.Event(), threading.Event()
+    proxy.inject(large_get, ("hold", arrived, release, 60.0), 1)
+    a = subprocess.Popen([CLI, "rm-tag", url, "t1"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env=env)
+    try:
+        assert arrived.wait(60), "writer A never fetched old bytes"
+        run("import", url, "--tag", "b", arrays / "b.npy", env=env)
+    finally:
+        release.set()
+        a.wait(timeout=120)
+    err = a.stderr.read().decode()
+    assert a.returncode == 0, err
+    assert tags_of(url, env) == ["t2", "b"]
+    run("verify", url, env=env)
+    refused = [r for r in proxy.requests() if r.get("refused")]
+    assert len(refused) == 1 and refused[0]["method"] == "GET", refused
+    assert "changed on the server while reading" in err and "(new plan 1 of 3)" in err, err

@@ -310,3 +310,53 @@ def test_ctrl_c_while_a_save_fetches_bytes_to_copy_says_the_save_did_not_happen(
     assert not [r for r in proxy.requests() if r["method"] == "POST" and "uploadId=" in r["path"]]
     assert fork.get(key) == before
     assert run("tags", url, env=env).stdout.split() == [b"t1", b"t2"]
+
+
+COMMIT_WHEN_TOLD = """
+import sys, numpy as np, modelzip
+w = modelzip.Writer(sys.argv[1])
+w.add_tag("t2", {"w": np.arange(16, dtype=np.float32)})
+print("staged", flush=True)
+sys.stdin.readline()
+try:
+    w.commit()
+except KeyboardInterrupt as e:
+    print("KeyboardInterrupt:", *getattr(e, "__notes__", []), file=sys.stderr)
+    sys.exit(42)
+"""
+
+
+def test_ctrl_c_while_a_save_reads_the_old_object_says_the_save_did_not_happen(s3, tensors):
+    """Ctrl-C while the commit reads the object it commits over (its tail,
+    before any part): the read stops, and the commit raises
+    KeyboardInterrupt noting that the save did not happen (before: its note
+    said only "read cancelled (SIGINT): 0 of 4868 bytes fetched"); the
+    object is unchanged."""
+    pytest.importorskip("modelzip")
+    fork, proxy = s3
+    key = "w/interrupted-first-read.zip"
+    url, env, before = object_with_t1(s3, tensors, key)
+    env["MODELZIP_NO_CACHE"] = "1"  # the commit reads the tail again, not from a cache
+    p = subprocess.Popen([sys.executable, "-c", COMMIT_WHEN_TOLD, url], env=env,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    arrived, release = threading.Event(), threading.Event()
+    try:
+        assert p.stdout.readline() == b"staged\n", p.stderr.read()
+        proxy.clear()  # the commit's first GET is held
+        proxy.inject(lambda m, path: m == "GET" and "uploads" not in path,
+                     ("hold", arrived, release, 30.0), 1)
+        p.stdin.write(b"go\n")
+        p.stdin.flush()
+        assert arrived.wait(60), "the commit never read the object"
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+    finally:
+        release.set()
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 42, (p.returncode, err)
+    assert b"the save did not happen" in err, err
+    assert b"save cancelled while reading the archive's current version" in err, err
+    assert not [r for r in proxy.requests() if r["method"] == "POST" and "uploadId=" in r["path"]]
+    assert fork.get(key) == before

@@ -101,8 +101,8 @@ struct MODELZIP_API CollectiveOptions {
   bool dedup = true;    // reference unchanged namesakes of the newest tag
   bool durable = true;  // fsync data, directory and folder before commit returns
   int root = 0;         // the rank that locks, journals and writes the directory
-  // Called on the root with "rolled back an interrupted save of tag X" when
-  // it recovered from an earlier commit that was killed (WriterOptions).
+  // Called on the root with "rolled back an interrupted save of tag X" when it recovered from an
+  // earlier commit that was killed, and with "... (new plan N of 3)" on s3:// (WriterOptions).
   std::function<void(const std::string&)> on_notice{};
   // How long the root, undoing a failed commit of an existing archive, waits
   // for ranks still writing into it (their writing locks, FORMAT.md §8.4)
