@@ -25,6 +25,9 @@ import zipfile
 import pytest
 
 SOURCE_DIR = pathlib.Path(os.environ.get("MODELZIP_SOURCE_DIR", pathlib.Path(__file__).parents[2]))
+# The version meson.build declares: the wheel's name, dist-info and data folder carry it.
+VERSION = re.search(r"^\s*version\s*:\s*'([^']+)'", (SOURCE_DIR / "meson.build").read_text(),
+                    re.MULTILINE).group(1)
 
 SAVE_AND_LOAD = r"""
 import pathlib, sys
@@ -110,7 +113,7 @@ def package_dir(python, env, cwd):
 
 
 # The modelzip CLI, shipped in the wheel's scripts folder (pip installs it as <venv>/bin/modelzip).
-CLI_IN_WHEEL = "modelzip-0.1.0.data/scripts/modelzip"
+CLI_IN_WHEEL = f"modelzip-{VERSION}.data/scripts/modelzip"
 
 
 def check_cli(venv, archive, env):
@@ -157,13 +160,13 @@ def test_wheel_is_tagged_for_its_interpreter_and_platform(wheel, tmp_path):
     """The wheel holds an extension built for one CPython: tagged cpXY-cpXY-<platform>, not
     py3-none-any, so that pip refuses to install it into another Python (which could not
     load the extension) instead of failing later at `import modelzip`."""
-    assert wheel.name == f"modelzip-0.1.0-{interpreter_tag()}.whl", wheel.name
+    assert wheel.name == f"modelzip-{VERSION}-{interpreter_tag()}.whl", wheel.name
     with zipfile.ZipFile(wheel) as z:
-        fields = z.read("modelzip-0.1.0.dist-info/WHEEL").decode().splitlines()
+        fields = z.read(f"modelzip-{VERSION}.dist-info/WHEEL").decode().splitlines()
     assert "Root-Is-Purelib: false" in fields and f"Tag: {interpreter_tag()}" in fields, fields
     ours = pip_would_install(wheel, f"{sys.version_info.major}.{sys.version_info.minor}",
                              tmp_path)
-    assert ours.returncode == 0 and "Would install modelzip-0.1.0" in ours.stdout, \
+    assert ours.returncode == 0 and f"Would install modelzip-{VERSION}" in ours.stdout, \
         ours.stdout + ours.stderr
     other = "3.12" if sys.version_info[:2] != (3, 12) else "3.11"
     refused = pip_would_install(wheel, other, tmp_path)
@@ -181,7 +184,7 @@ def test_wheel_installs_into_a_fresh_venv_and_works(wheel, build_env, tmp_path):
     (extension,) = [n for n in names if n.startswith("modelzip/_modelzip") and n.endswith(".so")]
     # Nothing but the package and the CLI: no headers, pkg-config file or bundled libraries.
     assert all(n.startswith(("modelzip/", "modelzip-")) for n in names), names
-    assert [n for n in names if n.startswith("modelzip-0.1.0.data/")] == [CLI_IN_WHEEL], names
+    assert [n for n in names if n.startswith(f"modelzip-{VERSION}.data/")] == [CLI_IN_WHEEL], names
 
     venv = tmp_path / "venv"
     python = make_venv(venv, env)
