@@ -471,6 +471,23 @@ sys.exit(42)
 """
 
 
+def ctrl_c_during_slow_reads(archive, script, reads):
+    """ctrl_c_during_read of `script` on `archive` served at 32 KiB/s once
+    the script's `reads` reads have started; returns what it returns."""
+    server = servers.HostileHttp(archive, rate=32 << 10, max_seconds=120)
+    gets = []
+
+    def slow_down():
+        gets.append(server.gets)
+        server.plan = ["slow"] * 100
+
+    try:
+        return ctrl_c_during_read("threads", server.url(), slow_down,
+                                  lambda: server.gets >= gets[0] + reads, script=script)
+    finally:
+        server.stop()
+
+
 def test_ctrl_c_stops_python_reads_on_other_threads(four_mib):
     """Ctrl-C while two threads other than the main one read from a server
     sending 32 KiB/s (the main thread waiting for them, as a program's exit
@@ -479,23 +496,56 @@ def test_ctrl_c_stops_python_reads_on_other_threads(four_mib):
     (SIGINT)", so the program can end; no signal handler of modelzip is left
     behind. Before, only the main thread's reads were watched: these went on
     for two minutes."""
-    server = servers.HostileHttp(four_mib, rate=32 << 10, max_seconds=120)
-    gets = []
-
-    def slow_down():
-        gets.append(server.gets)
-        server.plan = ["slow"] * 100
-
-    try:
-        status, out, seconds = ctrl_c_during_read(
-            "threads", server.url(), slow_down, lambda: server.gets >= gets[0] + 2,
-            script=READ_IN_THREADS_UNTIL_CTRL_C)
-    finally:
-        server.stop()
+    status, out, seconds = ctrl_c_during_slow_reads(four_mib, READ_IN_THREADS_UNTIL_CTRL_C, 2)
     assert seconds < 20 and status == 42, (seconds, status, out)
     assert "KeyboardInterrupt" in out.splitlines(), out
     assert out.count("Error cancelled: ") == 2 and out.count("read cancelled (SIGINT)") == 2, out
     assert "threads 1" in out and "handler restored True" in out, out
+
+
+EXIT_DURING_A_READ_OF_A_THREAD = r"""
+import atexit, sys, threading, time
+outcomes = []
+atexit.register(lambda: print("outcomes", outcomes, flush=True))  # runs after modelzip's hook
+import modelzip
+archive = modelzip.open(sys.argv[2])
+class SlowFinalization:  # finalization takes a second: the read ends during it
+    def __del__(self, sleep=time.sleep):  # the module's `time` may be gone by then
+        sleep(1.0)
+slow = SlowFinalization()
+print("ready", flush=True)
+sys.stdin.readline()
+def read():
+    try:
+        archive.tensor("w")
+        outcomes.append("read completed")
+    except modelzip.Error as e:
+        outcomes.append(f"Error {e.code}")
+worker = threading.Thread(target=read)
+worker.start()
+try:
+    worker.join()
+except KeyboardInterrupt:
+    print("KeyboardInterrupt", flush=True)
+sys.exit(42)
+"""
+
+
+def test_exit_after_ctrl_c_waits_for_a_read_of_a_thread_it_was_joining(four_mib):
+    """Ctrl-C while the main thread joins a thread reading from a slow
+    server, then exit: CPython 3.11's join marks the reading thread as ended
+    when a KeyboardInterrupt interrupts it, so exit did not wait for it: the
+    read never reported its end (3 runs of 3), and when it ended during
+    interpreter finalization the process aborted ("terminate called without
+    an active exception", status -6: 1 run of those 3; the test of reads on
+    other threads above met it 2 runs in 6). Now modelzip's exit hook waits
+    for calls of non-daemon threads: the read ends cancelled and the process
+    exits with its own status."""
+    status, out, seconds = ctrl_c_during_slow_reads(four_mib, EXIT_DURING_A_READ_OF_A_THREAD, 1)
+    assert status == 42 and seconds < 20, (seconds, status, out)
+    assert "terminate called" not in out, out
+    assert "KeyboardInterrupt" in out.splitlines(), out
+    assert "outcomes ['Error cancelled']" in out, out
 
 
 def test_ctrl_c_stops_a_python_read_of_s3_waiting_for_the_server(s3, tmp_path):

@@ -101,7 +101,7 @@ py::dict load_tensors(const Archive& archive, const std::string& tag, ReadMode m
     for (const std::string& name : *names) require_tensor(archive, name, tag);
   std::vector<std::pair<std::string, Loaded>> tensors;
   {
-    py::gil_scoped_release release;
+    ReleasedGil release;
     std::vector<std::string> wanted;
     if (names) {
       wanted = *names;
@@ -305,7 +305,7 @@ Thread safety: all methods may be called from several threads; long reads
 release the GIL.)");
   cls.def(py::init([](const py::object& path) {
             std::filesystem::path p = to_path(path);
-            py::gil_scoped_release release;
+            ReleasedGil release;
             return PyArchive(Archive::open(p));
           }),
           py::arg("path"),
@@ -319,7 +319,7 @@ release the GIL.)");
           "changed_since_open",
           [](const PyArchive& self) {
             Archive a = self.get();
-            py::gil_scoped_release release;
+            ReleasedGil release;
             return a.changed_since_open();
           },
           R"(Whether the archive may no longer be what this Archive describes.
@@ -336,7 +336,7 @@ replaced raises FileError "archive changed on the server while reading").)")
           "reopen",
           [](const PyArchive& self) {
             Archive a = self.get();
-            py::gil_scoped_release release;
+            ReleasedGil release;
             return PyArchive(a.reopen());
           },
           R"(A new Archive of the same path or URL: the archive as it is now.
@@ -371,7 +371,7 @@ Archive(path) does, FileNotFoundError for a file removed since.)")
           "params",
           [](const PyArchive& self, const std::optional<std::string>& tag) {
             Archive a = self.get();
-            py::gil_scoped_release release;
+            ReleasedGil release;
             return a.params(tag_or_newest(tag));
           },
           py::arg("tag") = py::none(),
@@ -393,7 +393,7 @@ Archive(path) does, FileNotFoundError for a file removed since.)")
             require_tensor(a, name, tag_or_newest(tag));
             Loaded l;
             {
-              py::gil_scoped_release release;
+              ReleasedGil release;
               l = loaded(a.tensor(name, tag_or_newest(tag), mode), mode, dequantize);
             }
             return tensor_to_python(l.tensor, l.owned);
@@ -463,7 +463,7 @@ tuples of them (_python_types) as themselves. Raises TypeError for parameters to
             Archive a = self.get();
             std::optional<training::TrainingConfig> config;
             {
-              py::gil_scoped_release release;
+              ReleasedGil release;
               config = load_training_config(a, tag_or_newest(tag));
             }
             return config ? training_config_to_python(*config) : py::none();
@@ -479,7 +479,7 @@ The dict has the shape `modelzip info --json` prints: "updater" ({"type":
           "updater_states",
           [](const PyArchive& self, const std::optional<std::string>& tag) {
             Archive a = self.get();
-            py::gil_scoped_release release;
+            ReleasedGil release;
             return a.updater_states(tag_or_newest(tag));
           },
           py::arg("tag") = py::none(),
@@ -491,7 +491,7 @@ The dict has the shape `modelzip info --json` prints: "updater" ({"type":
             Archive a = self.get();
             Tensor t;
             {
-              py::gil_scoped_release release;
+              ReleasedGil release;
               t = a.updater_state(variable, state, tag_or_newest(tag), read_mode(copy, writable));
             }
             return tensor_to_python(t, copy || writable);
@@ -504,7 +504,7 @@ The dict has the shape `modelzip info --json` prints: "updater" ({"type":
           [](const PyArchive& self, const std::string& name,
              const std::optional<std::string>& tag) {
             Archive a = self.get();
-            py::gil_scoped_release release;
+            ReleasedGil release;
             return finalfusion::Embeddings::read(a.embedding_file(name, tag_or_newest(tag)), name);
           },
           py::arg("name"), py::arg("tag") = py::none(),
@@ -516,7 +516,7 @@ The dict has the shape `modelzip info --json` prints: "updater" ({"type":
             const PythonProgress watch(progress);
             std::vector<Problem> problems;
             try {
-              py::gil_scoped_release release;
+              ReleasedGil release;
               problems = a.verify(watch.callback());
             } catch (const Error& e) {
               watch.raise_kept_or(e);
@@ -540,7 +540,7 @@ The dict has the shape `modelzip info --json` prints: "updater" ({"type":
             Archive a = self.get();
             std::vector<std::optional<DataRange>> ranges;
             {
-              py::gil_scoped_release release;
+              ReleasedGil release;
               const Archive::Impl& impl = Archive::Impl::of(a);
               for (const std::string& entry : entries) {
                 try {
@@ -576,7 +576,7 @@ The dict has the shape `modelzip info --json` prints: "updater" ({"type":
              const std::string& message) {
             const Archive a = self.get();
             const Archive::Impl& impl = Archive::Impl::of(a);
-            py::gil_scoped_release release;
+            ReleasedGil release;
             throw impl.read_error(Error(ErrorCode::corrupt, message), impl.context(entry, tag));
           },
           py::arg("entry"), py::arg("tag"), py::arg("message"),
@@ -612,7 +612,7 @@ The dict has the shape `modelzip info --json` prints: "updater" ({"type":
             Archive a = self.get();
             Bytes data;
             {
-              py::gil_scoped_release release;
+              ReleasedGil release;
               data = a.entry(name, ReadMode::copy);
             }
             return py::bytes(reinterpret_cast<const char*>(data.data()), data.size());

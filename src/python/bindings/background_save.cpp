@@ -39,12 +39,12 @@ class PyBackgroundSave {
   PyBackgroundSave(const PyBackgroundSave&) = delete;
   PyBackgroundSave& operator=(const PyBackgroundSave&) = delete;
   ~PyBackgroundSave() {
-    py::gil_scoped_release release;
+    ReleasedGil release;
     BackgroundSave ending = std::move(save_);
   }
 
   Writer::Stats wait() {
-    py::gil_scoped_release release;
+    ReleasedGil release;
     try {
       return save_.wait();
     } catch (const Error& e) {
@@ -113,7 +113,7 @@ std::unique_ptr<PyBackgroundSave> start(
   options.writer.progress = [stop](const Progress&) { return !stop->load(); };
   std::unique_ptr<PyBackgroundSave> save;
   {
-    py::gil_scoped_release release;
+    ReleasedGil release;
     try {
       save = std::make_unique<PyBackgroundSave>(
           BackgroundSave::start(archive, tag, contents, std::move(options)), std::move(stop));

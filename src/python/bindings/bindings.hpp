@@ -29,6 +29,7 @@
 #include "modelzip/metadata.hpp"
 #include "modelzip/quantize.hpp"
 #include "modelzip/writer.hpp"
+#include "released_gil.hpp"
 
 namespace modelzip::python {
 

@@ -77,7 +77,7 @@ void bind_convert(py::module_& m) {
         std::filesystem::path p = to_path(path);
         convert::TensorFile file;
         {
-          py::gil_scoped_release release;
+          ReleasedGil release;
           file = convert::read_tensor_file(p);
         }
         py::dict tensors;
@@ -115,7 +115,7 @@ QuantizedTensor.)");
           tensors.push_back({name, tensor_from_savable(savable)});
         }
         convert::StringMap meta = string_map(metadata);
-        py::gil_scoped_release release;
+        ReleasedGil release;
         convert::write_tensor_file(p, tensors, meta);
       },
       py::arg("path"), py::arg("arrays"), py::kw_only(), py::arg("metadata") = py::none(),
@@ -142,7 +142,7 @@ scales, zero points and a JSON description (docs/cli.md); .npy and .btf refuse i
         const std::string archive_name = a.string();
         Writer::Stats stats;
         try {
-          py::gil_scoped_release release;
+          ReleasedGil release;
           stats =
               import_files(a, tag, files, compress, dedup, durable, append, interrupt.callback());
         } catch (const Error& e) {
@@ -172,7 +172,7 @@ Returns the WriteStats.)");
         std::filesystem::path p = to_path(path);
         const convert::StringMap given = string_map(metadata);
         std::string t = tag_or_newest(tag);
-        py::gil_scoped_release release;
+        ReleasedGil release;
         Archive ar = Archive::open(a);
         convert::StringMap meta;
         if (convert::tensor_format_from_extension(p) == convert::TensorFormat::safetensors) {
@@ -201,7 +201,7 @@ file gets the __metadata__ kept with the tag by import_tensor_files (or
       [](const py::object& archive, const std::optional<std::string>& tag) {
         std::filesystem::path a = to_path(archive);
         std::string t = tag_or_newest(tag);
-        py::gil_scoped_release release;
+        ReleasedGil release;
         return convert::detail::kept_safetensors_metadata(Archive::open(a), t);
       },
       py::arg("archive"), py::arg("tag") = py::none(),

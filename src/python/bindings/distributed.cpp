@@ -101,11 +101,11 @@ class PyBackgroundCollectiveSave {
   PyBackgroundCollectiveSave(const PyBackgroundCollectiveSave&) = delete;
   PyBackgroundCollectiveSave& operator=(const PyBackgroundCollectiveSave&) = delete;
   ~PyBackgroundCollectiveSave() {
-    py::gil_scoped_release release;
+    ReleasedGil release;
     BackgroundCollectiveSave ending = std::move(save_);
   }
   CollectiveStats wait() {
-    py::gil_scoped_release release;
+    ReleasedGil release;
     try {
       return save_.wait();
     } catch (const Error& e) {
@@ -249,7 +249,7 @@ agree() as this rank's error (the subclass needs nothing for it).)doc")
             }
           },
           py::arg("tag"), py::kw_only(), py::arg("replace") = false,
-          py::arg("keep_last") = py::none(), py::call_guard<py::gil_scoped_release>(),
+          py::arg("keep_last") = py::none(), py::call_guard<ReleasedGil>(),
           "Collective commit of `tag`; ``replace``: replace the tag of that name; "
           "``keep_last``: then keep only the newest n tags (one commit).")
       .def(
@@ -262,7 +262,7 @@ agree() as this rank's error (the subclass needs nothing for it).)doc")
             options.replace = replace;
             options.keep_last = keep_last;
             if (!adopt.is_none()) options.adopt = adopted_areas(adopt, keep_staging);
-            py::gil_scoped_release release;
+            ReleasedGil release;
             return std::make_unique<PyBackgroundCollectiveSave>(
                 BackgroundCollectiveSave::start(w, std::move(tag), options));
           },
@@ -290,7 +290,7 @@ agree() as this rank's error (the subclass needs nothing for it).)doc")
         const std::filesystem::path p = to_path(path);
         std::vector<std::pair<Tensor, BlockReadStats>> results;
         {
-          py::gil_scoped_release release;
+          ReleasedGil release;
           Archive archive = Archive::open(p);
           const std::string t = tag_or_newest(tag);
           for (const auto& [name, state, block] : requests) {

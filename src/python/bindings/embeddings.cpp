@@ -77,7 +77,7 @@ Embeddings are immutable and safe to share between threads.)");
          "open",
          [](const py::object& path, bool mmap) {
            std::filesystem::path p = to_path(path);
-           py::gil_scoped_release release;
+           ReleasedGil release;
            return Embeddings::open(p, mmap);
          },
          py::arg("path"), py::arg("mmap") = true,
@@ -86,7 +86,7 @@ Embeddings are immutable and safe to share between threads.)");
           "from_bytes",
           [](const py::bytes& data) {
             Bytes copy = Bytes::copy_of(std::string_view(data));
-            py::gil_scoped_release release;
+            ReleasedGil release;
             return Embeddings::read(std::move(copy));
           },
           py::arg("data"), "Parses a complete finalfusion file held in `data` (copied).")
@@ -112,7 +112,7 @@ Embeddings are immutable and safe to share between threads.)");
             finalfusion::EmbeddingFormat f = format_named(format);
             std::optional<Embeddings> result;
             {
-              py::gil_scoped_release release;
+              ReleasedGil release;
               result.emplace(finalfusion::load(p, f, options));
             }
             if (report.words_replaced > 0) {
@@ -158,7 +158,7 @@ lossy: the same as utf8="lossy".)")
              bool unnormalize) {
             std::filesystem::path p = to_path(path);
             finalfusion::EmbeddingFormat f = format_named(format);
-            py::gil_scoped_release release;
+            ReleasedGil release;
             finalfusion::store(p, e, f, unnormalize);
           },
           py::arg("path"), py::arg("format") = "finalfusion", py::kw_only(),
@@ -178,7 +178,7 @@ which their readers cannot normalize.)")
           [](const Embeddings& e) {
             Bytes b;
             {
-              py::gil_scoped_release release;
+              ReleasedGil release;
               b = e.to_bytes();
             }
             return py::bytes(reinterpret_cast<const char*>(b.data()), b.size());
@@ -274,7 +274,7 @@ which their readers cannot normalize.)")
             std::span<float> out_span(out.mutable_data(), static_cast<std::size_t>(out.size()));
             std::span<bool> found_span(found.mutable_data(), words.size());
             {
-              py::gil_scoped_release release;
+              ReleasedGil release;
               e.embeddings_into(views, out_span, found_span);
             }
             return py::make_tuple(out, found);
@@ -293,7 +293,7 @@ which their readers cannot normalize.)")
           [](const Embeddings& e, const std::string& word, std::size_t k) {
             std::optional<std::vector<WordSimilarity>> r;
             {
-              py::gil_scoped_release release;
+              ReleasedGil release;
               r = e.similar(word, k);
             }
             return optional_similarities(r);
@@ -309,7 +309,7 @@ which their readers cannot normalize.)")
             std::vector<std::string_view> skip_views(skip.begin(), skip.end());
             std::vector<WordSimilarity> r;
             {
-              py::gil_scoped_release release;
+              ReleasedGil release;
               r = e.similar_to(std::span<const float>(q.data(), e.dims()), k, skip_views);
             }
             return similarities(r);
@@ -322,7 +322,7 @@ which their readers cannot normalize.)")
              std::size_t k) {
             std::optional<std::vector<WordSimilarity>> r;
             {
-              py::gil_scoped_release release;
+              ReleasedGil release;
               r = e.analogy(a, b, c, k);
             }
             return optional_similarities(r);
@@ -341,7 +341,7 @@ which their readers cannot normalize.)")
             options.seed = seed;
             options.normalize = normalize;
             options.random_rotation = random_rotation;
-            py::gil_scoped_release release;
+            ReleasedGil release;
             auto result = e.quantize(options);
             return std::make_pair(std::move(result.embeddings), result.mean_squared_error);
           },
@@ -353,7 +353,7 @@ which their readers cannot normalize.)")
       .def(
           "dequantize",
           [](const Embeddings& e) {
-            py::gil_scoped_release release;
+            ReleasedGil release;
             return e.dequantize();
           },
           "A dense copy of quantized embeddings (dense input is returned as is).")

@@ -83,4 +83,7 @@ PYBIND11_MODULE(_modelzip, m) {
   bind_convert(m);  // after Writer: returns WriteStats
   bind_distributed(m);
   bind_quantize(m);
+  m.def("_released_calls", &released_calls,
+        "Calls into the library of non-daemon threads with the GIL released now "
+        "(modelzip._exit_wait waits for them at interpreter exit).");
 }

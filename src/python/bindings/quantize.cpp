@@ -23,7 +23,7 @@ void bind_quantize(py::module_& m) {
         }
         Tensor dense;
         {
-          py::gil_scoped_release release;
+          ReleasedGil release;
           dense = q.dequantize(type);
         }
         return tensor_to_python(dense, /*writable=*/true);
@@ -76,7 +76,7 @@ void bind_quantize(py::module_& m) {
         options.progress = interrupt.callback();
         QuantizeResult done;
         try {
-          py::gil_scoped_release release;
+          ReleasedGil release;
           done = quantize_tag(p, from_tag, tag, options);
         } catch (const Error& e) {
           if (interrupt.has_error()) interrupt.raise_save_not_done(p.string(), e);

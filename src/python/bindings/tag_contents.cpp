@@ -107,7 +107,7 @@ NewTag tag_contents_from_python(const py::handle& arrays, const py::object& shar
       const auto& e = savable[1].cast<const finalfusion::Embeddings&>();
       Bytes file;
       {
-        py::gil_scoped_release release;
+        ReleasedGil release;
         file = e.to_bytes();
       }
       contents.add_embedding(name, std::move(file));

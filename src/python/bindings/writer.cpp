@@ -61,7 +61,7 @@ class PyWriter {
     // calling Python.
     options.progress = progress_.callback();
     std::filesystem::path p = path_;
-    py::gil_scoped_release release;
+    ReleasedGil release;
     writer_.emplace(Writer::open(p, std::move(options)));
   }
 
@@ -162,7 +162,7 @@ class PyWriter {
       std::vector<std::shared_ptr<const detail::FillGate>> gates;
       for (const py::object& f : fetches_)
         for (auto& gate : fill_gates(f.attr("areas"))) gates.push_back(std::move(gate));
-      py::gil_scoped_release release;
+      ReleasedGil release;
       const detail::FillGate::Scope arriving(std::move(gates));
       w.commit();
     } catch (const Error& e) {

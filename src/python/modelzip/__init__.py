@@ -22,6 +22,7 @@ import warnings
 from typing import Any, Callable, Iterable, Mapping, Optional, Union
 
 from . import _modelzip
+from . import _exit_wait  # noqa: F401 (registers its atexit hook)
 from ._arguments import check_count, check_save_path, readable_type_errors
 
 readable_type_errors(_modelzip.Archive, _modelzip.Writer, _modelzip.Embeddings,
