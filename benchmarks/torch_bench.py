@@ -4,11 +4,10 @@ and beside the limits of the machine, in one run.
     python3 benchmarks/torch_bench.py [--size-mib 3072] [--dir DIR] [--reps 3] [--no-cold]
                                       [--no-sources] [--no-train] [--train-mib 256] [--steps 40]
                                       [--every 5]
-    python3 benchmarks/torch_bench.py --many-small 20000 [--reps 5] [--dir DIR]
+    python3 benchmarks/torch_bench.py --many-small 20000 [--reps 3] [--dir DIR]
 
 --many-small N measures only a state dict of N tiny float32 tensors (8 elements each: biases,
-norms and their optimizer state, in a model of thousands of parameters), fastest of --reps (at
-least 5): saves with modelzip.save (durable and not), modelzip.torch.save and torch.save; loads
+norms and their optimizer state, in a model of thousands of parameters), fastest of --reps: saves with modelzip.save (durable and not), modelzip.torch.save and torch.save; loads
 with modelzip.load, modelzip.torch.load and torch.load, each tensor read once; and open alone
 (the central directory and params.txt of N entries). Every row's ratio is against torch's row of
 the same run.
@@ -390,7 +389,7 @@ def many_small_rows(args, folder: str) -> int:
     """The --many-small rows (module documentation): fastest of --reps, beside torch."""
     torch.manual_seed(0)
     sd = {f"layers.{i}.norm": torch.randn(8) for i in range(args.many_small)}
-    reps = max(args.reps, 5)
+    reps = args.reps
     print(f"torch {torch.__version__}, modelzip {modelzip.__version__}, {os.cpu_count()} cores; "
           f"{len(sd)} float32 tensors of 8 elements; fastest of {reps}", flush=True)
     paths = {"modelzip": f"{folder}/m.zip", "torch": f"{folder}/t.pt"}
