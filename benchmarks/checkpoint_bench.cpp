@@ -822,15 +822,15 @@ int main(int argc, char** argv) {
         fastest([&] { raw_write_bytes(raw_path, archive_bytes); }, [&] { fs::remove(raw_path); });
     fs::remove(raw_path);
     std::vector<char> buffer(archive_bytes, 1);
-    const double t_read = fastest([&] { raw_read(path, buffer); }, {});
-    const double t_open = fastest([&] { Archive a = Archive::open(path); }, {});
-    const double t_load = fastest(
+    const double tiny_read = fastest([&] { raw_read(path, buffer); }, {});
+    const double tiny_open = fastest([&] { Archive a = Archive::open(path); }, {});
+    const double tiny_load = fastest(
         [&] {
           Archive a = Archive::open(path);
           if (a.load().size() != values.size()) std::abort();
         },
         {});
-    const double t_touch = fastest(
+    const double tiny_touch = fastest(
         [&] {
           Archive a = Archive::open(path);
           touch(a.load());
@@ -843,10 +843,10 @@ int main(int argc, char** argv) {
     row("modelzip save, not durable, dedup", t_save_dedup, archive_bytes, t_raw, "raw write");
     row("modelzip save, durable, dedup (the defaults)", t_durable, archive_bytes, t_raw,
         "raw write");
-    row("raw read() of the archive (pre-faulted)", t_read, archive_bytes, t_read, "raw read");
-    row("modelzip open (validates every table)", t_open, 0, t_read, "raw read");
-    row("modelzip open + load (zero-copy)", t_load, 0, t_read, "raw read");
-    row("modelzip open + load + touch every tensor", t_touch, 0, t_read, "raw read");
+    row("raw read() of the archive (pre-faulted)", tiny_read, archive_bytes, tiny_read, "raw read");
+    row("modelzip open (validates every table)", tiny_open, 0, tiny_read, "raw read");
+    row("modelzip open + load (zero-copy)", tiny_load, 0, tiny_read, "raw read");
+    row("modelzip open + load + touch every tensor", tiny_touch, 0, tiny_read, "raw read");
     fs::remove(path);
   }
 
