@@ -4,7 +4,12 @@
 // (saves: also the fastest) and each row's ratio to its raw baseline. Not a test: numbers only.
 //
 //   checkpoint_bench [--size-mib 1024] [--tensors 200] [--reps 3] [--dir .]
-//                    [--small-params 100000] [--small-tags 50] [--no-python]
+//                    [--small-params 100000] [--small-tags 50] [--tiny-tensors 20000]
+//                    [--no-python]
+//
+// --tiny-tensors N: a tag of N float32 tensors of 8 elements (biases and norms
+// of a model with thousands of parameters) saved, opened and loaded beside a
+// raw write and read of a file of the archive's size; 0 skips those rows.
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -38,6 +43,7 @@ struct Options {
   fs::path dir = ".";
   int small_params = 100000;
   int small_tags = 50;
+  int tiny_tensors = 20000;
   bool python = true;
 };
 
@@ -446,12 +452,14 @@ int main(int argc, char** argv) {
       o.small_params = std::stoi(next());
     else if (a == "--small-tags")
       o.small_tags = std::stoi(next());
+    else if (a == "--tiny-tensors")
+      o.tiny_tensors = std::stoi(next());
     else if (a == "--no-python")
       o.python = false;
     else {
       std::fprintf(stderr,
                    "usage: checkpoint_bench [--size-mib N] [--tensors N] [--reps N] [--dir D] "
-                   "[--small-params N] [--small-tags N] [--no-python]\n");
+                   "[--small-params N] [--small-tags N] [--tiny-tensors N] [--no-python]\n");
       return 2;
     }
   }
@@ -767,6 +775,79 @@ int main(int argc, char** argv) {
     row("modelzip open (validates every table)", t_open_only, 0, t_read_small, "raw read");
     row("modelzip open + list newest tag", t_list, 0, t_read_small, "raw read");
     std::printf("  %-46s (target <= 150 ms for 100000 parameters)\n", "");
+  }
+
+  if (o.tiny_tensors > 0) {
+    const int reps = std::max(o.reps, 5);
+    std::printf("\n%d tiny tensors (8 float32 each) in one tag, fastest of %d\n", o.tiny_tensors,
+                reps);
+    std::vector<std::vector<float>> values(static_cast<std::size_t>(o.tiny_tensors));
+    std::mt19937 rng(7);
+    std::normal_distribution<float> normal(0, 1);
+    for (auto& v : values) {
+      v.resize(8);
+      for (auto& x : v) x = normal(rng);
+    }
+    auto tiny_tag = [&] {
+      NewTag nt;
+      for (std::size_t i = 0; i < values.size(); ++i)
+        nt.add("layers." + std::to_string(i) + ".norm",
+               Tensor::dense(DType::float32, {8},
+                             Bytes::borrow(std::as_bytes(std::span(values[i])), nullptr)));
+      return nt;
+    };
+    const auto path = dir / "tiny-tensors.zip", raw_path = dir / "tiny-tensors.bin";
+    auto fastest = [&](const std::function<void()>& f, const std::function<void()>& setup) {
+      std::vector<double> t;
+      for (int i = 0; i < reps; ++i) {
+        if (setup) setup();
+        auto start = Clock::now();
+        f();
+        t.push_back(seconds_since(start));
+      }
+      return *std::min_element(t.begin(), t.end());
+    };
+    auto save = [&](bool durable, bool dedup) {
+      Writer w = Writer::open(path, WriterOptions{.dedup = dedup, .durable = durable});
+      w.add_tag("v1", tiny_tag());
+      w.commit();
+    };
+    auto fresh = [&] { fs::remove(path); };
+    const double t_stage = fastest([&] { tiny_tag(); }, {});
+    const double t_save = fastest([&] { save(false, false); }, fresh);
+    const double t_save_dedup = fastest([&] { save(false, true); }, fresh);
+    const double t_durable = fastest([&] { save(true, true); }, fresh);
+    const std::uint64_t archive_bytes = fs::file_size(path);
+    const double t_raw =
+        fastest([&] { raw_write_bytes(raw_path, archive_bytes); }, [&] { fs::remove(raw_path); });
+    fs::remove(raw_path);
+    std::vector<char> buffer(archive_bytes, 1);
+    const double tiny_read = fastest([&] { raw_read(path, buffer); }, {});
+    const double tiny_open = fastest([&] { Archive a = Archive::open(path); }, {});
+    const double tiny_load = fastest(
+        [&] {
+          Archive a = Archive::open(path);
+          if (a.load().size() != values.size()) std::abort();
+        },
+        {});
+    const double tiny_touch = fastest(
+        [&] {
+          Archive a = Archive::open(path);
+          touch(a.load());
+        },
+        {});
+    std::printf("  archive: %.1f MiB\n", archive_bytes / 1048576.0);
+    row("staging the tag (NewTag::add of each tensor)", t_stage, 0, t_raw, "raw write");
+    row("raw write of the archive's size (one file)", t_raw, archive_bytes, t_raw, "raw write");
+    row("modelzip save, not durable, no dedup", t_save, archive_bytes, t_raw, "raw write");
+    row("modelzip save, not durable, dedup", t_save_dedup, archive_bytes, t_raw, "raw write");
+    row("modelzip save, durable, dedup (the defaults)", t_durable, archive_bytes, t_raw,
+        "raw write");
+    row("raw read() of the archive (pre-faulted)", tiny_read, archive_bytes, tiny_read, "raw read");
+    row("modelzip open (validates every table)", tiny_open, 0, tiny_read, "raw read");
+    row("modelzip open + load (zero-copy)", tiny_load, 0, tiny_read, "raw read");
+    row("modelzip open + load + touch every tensor", tiny_touch, 0, tiny_read, "raw read");
+    fs::remove(path);
   }
 
   if (o.python && fs::exists("/usr/bin/python3")) {

@@ -4,6 +4,14 @@ and beside the limits of the machine, in one run.
     python3 benchmarks/torch_bench.py [--size-mib 3072] [--dir DIR] [--reps 3] [--no-cold]
                                       [--no-sources] [--no-train] [--train-mib 256] [--steps 40]
                                       [--every 5]
+    python3 benchmarks/torch_bench.py --many-small 20000 [--reps 3] [--dir DIR]
+
+--many-small N measures only a state dict of N tiny float32 tensors (8 elements each: biases,
+norms and their optimizer state, in a model of thousands of parameters), fastest of --reps: saves with modelzip.save (durable and not), modelzip.torch.save and torch.save; loads
+with modelzip.load, modelzip.torch.load and torch.load, each tensor read once; and open alone
+(the central directory and params.txt of N entries). Every row's ratio is against torch's row of
+the same run.
+
 
 The state dict: bfloat16 matrices [4096, 8192] (64 MiB each) plus one float32 vector [8192] per
 matrix, --size-mib in all. Rows:
@@ -367,6 +375,8 @@ def main() -> int:
     parser.add_argument("--every", type=int, default=5, help="checkpoint every N steps")
     parser.add_argument("--no-sources", action="store_true",
                         help="skip the read() vs mapping rows of the copy pipeline")
+    parser.add_argument("--many-small", type=int, default=0, metavar="N",
+                        help="only the rows of N tiny tensors (module documentation)")
     args = parser.parse_args()
     folder = tempfile.mkdtemp(prefix="torch_bench.", dir=args.dir)
     try:
@@ -375,7 +385,63 @@ def main() -> int:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def many_small_rows(args, folder: str) -> int:
+    """The --many-small rows (module documentation): fastest of --reps, beside torch."""
+    torch.manual_seed(0)
+    sd = {f"layers.{i}.norm": torch.randn(8) for i in range(args.many_small)}
+    reps = args.reps
+    print(f"torch {torch.__version__}, modelzip {modelzip.__version__}, {os.cpu_count()} cores; "
+          f"{len(sd)} float32 tensors of 8 elements; fastest of {reps}", flush=True)
+    paths = {"modelzip": f"{folder}/m.zip", "torch": f"{folder}/t.pt"}
+
+    def fastest(fn, before=None) -> float:
+        times = []
+        for _ in range(reps):
+            if before:
+                before()
+            start = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    def fresh(name):
+        return lambda: os.path.exists(paths[name]) and os.unlink(paths[name])
+    rows: dict[str, float] = {}
+
+    def row(name: str, seconds: float, baseline: str) -> None:
+        rows[name] = seconds
+        print(f"{name:46s} {seconds * 1e3:9.1f} ms  {rows[baseline] / seconds:6.2f}x {baseline}"
+              f"{'' if name != baseline else ' (baseline)'}", flush=True)
+    mz = paths["modelzip"]
+    row("save torch.save", fastest(lambda: torch.save(sd, paths["torch"]), fresh("torch")),
+        "save torch.save")
+    row("save modelzip.save durable=False", fastest(
+        lambda: modelzip.save(mz, "t", sd, durable=False, append=False), fresh("modelzip")),
+        "save torch.save")
+    row("save modelzip.save (durable, dedup: defaults)", fastest(
+        lambda: modelzip.save(mz, "t", sd, append=False), fresh("modelzip")), "save torch.save")
+    row("save modelzip.torch.save durable=False", fastest(
+        lambda: mzt.save(sd, mz, "t", durable=False, append=False), fresh("modelzip")),
+        "save torch.save")
+
+    def every(state: dict) -> None:
+        for tensor in state.values():
+            float(tensor[0])
+    row("load torch.load", fastest(lambda: every(torch.load(paths["torch"]))), "load torch.load")
+    row("load modelzip.torch.load", fastest(lambda: every(mzt.load(mz))), "load torch.load")
+    row("load modelzip.load (numpy)", fastest(lambda: every(modelzip.load(mz))),
+        "load torch.load")
+
+    def open_only() -> None:
+        with modelzip.open(mz) as archive:
+            archive.newest_tag
+    row("open (tables parsed, nothing loaded)", fastest(open_only), "load torch.load")
+    return 0
+
+
 def run(args, folder: str) -> int:
+    if args.many_small:
+        return many_small_rows(args, folder)
     sd = state_dict(args.size_mib)
     nbytes = sum(t.numel() * t.element_size() for t in sd.values())
     threads = min(16, os.cpu_count() or 1)

@@ -32,16 +32,16 @@ const NewTag::Contents& NewTag::Contents::of(const NewTag& tag) noexcept {
 }
 
 namespace {
-void check_new_name(const std::vector<Param>& params, const std::string& name) {
+// Records `name` in `contents`; throws on an empty or duplicate one.
+void claim_name(NewTag::Contents& contents, const std::string& name) {
   if (name.empty()) throw Error(ErrorCode::invalid_argument, "a parameter name must not be empty");
-  for (const auto& p : params)
-    if (p.name == name)
-      throw Error(ErrorCode::invalid_argument, "parameter '" + name + "' is added twice");
+  if (!contents.param_names.insert(name).second)
+    throw Error(ErrorCode::invalid_argument, "parameter '" + name + "' is added twice");
 }
 }  // namespace
 
 void NewTag::add(std::string name, Tensor tensor, ParamOptions options) {
-  check_new_name(mutable_contents().params, name);
+  claim_name(mutable_contents(), name);
   Param p;
   p.name = std::move(name);
   p.source = Param::Source::tensor;
@@ -51,7 +51,7 @@ void NewTag::add(std::string name, Tensor tensor, ParamOptions options) {
 }
 
 void NewTag::add_embedding(std::string name, Bytes fifu_file) {
-  check_new_name(mutable_contents().params, name);
+  claim_name(mutable_contents(), name);
   Param p;
   p.name = std::move(name);
   p.source = Param::Source::embedding;
@@ -60,7 +60,7 @@ void NewTag::add_embedding(std::string name, Bytes fifu_file) {
 }
 
 void NewTag::share(std::string name, std::string from_tag, std::string from_param) {
-  check_new_name(mutable_contents().params, name);
+  claim_name(mutable_contents(), name);
   Param p;
   p.name = std::move(name);
   p.source = Param::Source::shared;
@@ -70,26 +70,26 @@ void NewTag::share(std::string name, std::string from_tag, std::string from_para
 }
 
 namespace {
-void check_state_key(const std::vector<UpdaterState>& states, const std::string& variable,
+// Records (variable, state) in `contents`; throws on an empty or duplicate key.
+void claim_state_key(NewTag::Contents& contents, const std::string& variable,
                      const std::string& state) {
   if (variable.empty() || state.empty())
     throw Error(ErrorCode::invalid_argument, "updater variable and state names must not be empty");
-  for (const auto& s : states)
-    if (s.variable == variable && s.state == state)
-      throw Error(ErrorCode::invalid_argument,
-                  "updater state '" + state + "' of '" + variable + "' is added twice");
+  if (!contents.state_keys.emplace(variable, state).second)
+    throw Error(ErrorCode::invalid_argument,
+                "updater state '" + state + "' of '" + variable + "' is added twice");
 }
 }  // namespace
 
 void NewTag::add_updater_state(std::string variable, std::string state, Tensor tensor,
                                ParamOptions options) {
-  check_state_key(mutable_contents().updater_states, variable, state);
+  claim_state_key(mutable_contents(), variable, state);
   mutable_contents().updater_states.push_back(
       UpdaterState{std::move(variable), std::move(state), false, std::move(tensor), {}, options});
 }
 
 void NewTag::share_updater_state(std::string variable, std::string state, std::string from_tag) {
-  check_state_key(mutable_contents().updater_states, variable, state);
+  claim_state_key(mutable_contents(), variable, state);
   mutable_contents().updater_states.push_back(
       UpdaterState{std::move(variable), std::move(state), true, {}, std::move(from_tag), {}});
 }

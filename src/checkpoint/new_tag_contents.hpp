@@ -3,7 +3,10 @@
 // background and collective commits); filled only through NewTag's methods.
 #pragma once
 
+#include <set>
 #include <string>
+#include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "modelzip/bytes.hpp"
@@ -37,6 +40,11 @@ struct NewTag::Contents {
   std::vector<Param> params;
   std::vector<UpdaterState> updater_states;
   std::vector<Entry> entries;
+  // The names in `params` and the (variable, state) keys in
+  // `updater_states`: NewTag refuses a duplicate without a scan of the
+  // lists (a tag of n parameters is built in O(n log n), not O(n^2)).
+  std::unordered_set<std::string> param_names;
+  std::set<std::pair<std::string, std::string>> state_keys;
 
   // The contents of `tag` (empty lists when nothing was added to it). The
   // reference is valid while `tag` lives unchanged.

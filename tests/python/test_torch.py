@@ -75,7 +75,12 @@ def test_tensors_needing_care(archive_path):
         "scalar": torch.tensor(3.5),
         "empty": torch.zeros(0, 4),
         "sparse": torch.sparse_coo_tensor([[0, 2], [1, 0]], [5.0, 6.0], (3, 2)),
+        # numpy() refuses these views: stored as the values they show
+        "conjugate bit": torch.tensor([1 + 2j, 3 - 4j], dtype=torch.complex64).conj(),
+        "negative bit": torch.tensor([1 + 2j, 3 - 4j], dtype=torch.complex64).conj().imag,
+        "parameter": nn.Parameter(torch.tensor([0.5, -0.5])),
     }
+    assert tensors["conjugate bit"].is_conj() and tensors["negative bit"].is_neg()
     save(archive_path, "t", tensors)
     with modelzip.open(archive_path) as ar:
         assert ar.param("sparse").layout == "sparse_coo"

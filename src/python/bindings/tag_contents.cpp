@@ -82,7 +82,9 @@ NewTag tag_contents_from_python(const py::handle& arrays, const py::object& shar
   const py::dict raw_bits(helper("_values", "raw_bits_marks")(bfloat16, dtypes));
   const char* marks_option = dtypes.is_none() ? "bfloat16" : "dtypes";
   const Selection marked = selection_of(py::list(raw_bits), marks_option);
-  auto raw_bits_of = [&](const py::object& key) { return raw_bits.attr("get")(key); };
+  auto raw_bits_of = [&](const py::object& key) -> py::object {
+    return raw_bits.empty() ? py::none() : raw_bits.attr("get")(key);
+  };
   auto options = [&](bool deflate) {
     return ParamOptions{deflate ? Compression::deflate : Compression::store};
   };

@@ -366,8 +366,7 @@ def fetch_device_tensors(items: Any, fetches: Any = None) -> Any:
     items = list(items)
     device_save = sys.modules.get("modelzip._device_save")
     target = device_save.fetch_target() if device_save is not None else None
-    if target is None and not any(isinstance(v, torch.Tensor) and v.device.type == "cuda"
-                                  for _, v in items):
+    if target is None and not any(isinstance(v, torch.Tensor) and v.is_cuda for _, v in items):
         return items
     from . import _device_save
     return _device_save.host_items(items, target, fetches)
@@ -596,8 +595,12 @@ def expand_torch_objects(arrays: Mapping[str, Any], raw_bits: Mapping[Any, str] 
     # Depth first, each list's elements right after it, without recursive closures (a cycle
     # of closures would keep the dict and its arrays alive until the garbage collector runs).
     pending = [(name, value, 0) for name, value in reversed(list(arrays.items()))]
+    as_given = (torch.Tensor, torch.nn.Parameter) if torch is not None else ()
     while pending:
         name, value, depth = pending.pop()
+        if type(value) in as_given or (depth == 0 and type(value) is np.ndarray):
+            out.append((name, value))  # what the checks below would do with it
+            continue
         if torch is not None and isinstance(value, torch.dtype):
             torch_objects = True
             out.append((name, TORCH_DTYPE_MARK + str(value).removeprefix("torch.")))
@@ -693,8 +696,11 @@ def to_savable(name: str, value: Any, raw_bits: Optional[str] = None) -> tuple:
     Raises TypeError (unsupported type) or ValueError (inconsistent sparse parts),
     naming the parameter.
     """
-    if isinstance(value, Mapping) or (isinstance(value, (list, tuple)) and value
-                                      and all(isinstance(v, Mapping) for v in value)):
+    torch = sys.modules.get("torch")
+    array = type(value) is np.ndarray or (torch is not None and isinstance(value, torch.Tensor))
+    if not array and (
+            isinstance(value, Mapping) or (isinstance(value, (list, tuple)) and value
+                                           and all(isinstance(v, Mapping) for v in value))):
         if name in ("state", "param_groups"):
             raise TypeError(f"parameter {name!r}: {_OPTIMIZER_HINT}")
         raise TypeError(f"parameter {name!r}: {_nested_names(name, value)}")
@@ -729,6 +735,8 @@ def _to_savable(value: Any, raw_bits: Optional[str]) -> tuple:
             if raw_bits is not None and raw_bits != torch_bits:
                 raise TypeError(f"a torch {torch_bits} tensor cannot be stored as {raw_bits}")
             raw_bits = torch_bits
+    if type(value) is np.ndarray:  # what every check below would let through unchanged
+        return _dense(value, raw_bits)
     if isinstance(value, SparseCOO):
         return _sparse(value, raw_bits)
     if isinstance(value, QuantizedTensor):
@@ -786,10 +794,25 @@ def torch_raw_bits_types(torch: Any) -> dict:
     return out
 
 
+@functools.lru_cache(maxsize=None)
+def torch_numpy_types(torch: Any) -> frozenset:
+    """The torch dtypes whose tensors ``Tensor.numpy()`` gives as arrays of the same type (bool,
+    the integers numpy and torch share, float16/32/64, complex64/128)."""
+    return frozenset((torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+                      torch.float16, torch.float32, torch.float64, torch.complex64,
+                      torch.complex128))
+
+
 def _from_torch(torch: Any, tensor: Any) -> tuple[Any, Optional[str]]:
     """A torch tensor as numpy (sharing memory when possible) or SparseCOO, and the modelzip
     dtype whose raw bits that numpy array holds (bfloat16, float8_*, float4_e2m1fn_x2), else
     None."""
+    if (tensor.layout == torch.strided and tensor.dtype in torch_numpy_types(torch)
+            and tensor.dtype not in torch_raw_bits_types(torch).values()):
+        try:  # a CPU tensor without the conjugate or negative bit: numpy shares its memory
+            return tensor.detach().numpy(), None
+        except (TypeError, RuntimeError):  # another device, such a bit: as below
+            pass
     tensor = tensor.detach()
     if tensor.is_quantized:
         return _from_torch_quantized(torch, tensor.cpu().contiguous()), None
@@ -839,7 +862,13 @@ def _from_torch_quantized(torch: Any, tensor: Any) -> QuantizedTensor:
 
 
 def _dtype_name(array: np.ndarray, raw_bits: Optional[str]) -> str:
-    dt = array.dtype
+    return _dtype_name_of(array.dtype, raw_bits)
+
+
+@functools.lru_cache(maxsize=256)
+def _dtype_name_of(dt: np.dtype, raw_bits: Optional[str]) -> str:
+    """The modelzip dtype name of arrays of ``dt`` (numpy computes ``dtype.name`` in Python: a
+    few microseconds for each array otherwise)."""
     if raw_bits is not None:
         size = RAW_BITS_DTYPES.get(raw_bits)
         if size is None:
