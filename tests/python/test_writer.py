@@ -711,4 +711,5 @@ def test_save_checks_metadata_before_it_reads_the_arrays(archive_path):
         save(archive_path, "t", {"w": np.ones(1)}, metadata={"format": "pt"})
     assert str(e.value) == (
         "unknown metadata field 'format' (fields: model_name, model_version, quantization, "
-        "description; metadata= takes these, not free-form pairs as safetensors' metadata does)")
+        "description; metadata= takes these: free-form pairs, as safetensors' metadata= takes "
+        "them, go in tag_metadata=)")
