@@ -695,7 +695,7 @@ def expand_torch_objects(arrays: Mapping[str, Any], raw_bits: Mapping[Any, str] 
                              "numpy scalars, lists, tuples, text read as markers), which this "
                              f"dict holds ({', '.join(map(repr, kinds))})")
         out.append((PYTHON_TYPES_NAME, PYTHON_TYPES_MARK + json.dumps(kinds, ensure_ascii=False)))
-    metadata = getattr(arrays, "_metadata", None)
+    metadata = None if isinstance(arrays, LoadedArrays) else getattr(arrays, "_metadata", None)
     if torch_objects and isinstance(metadata, Mapping) and "_metadata" not in arrays:
         out.append(("_metadata", TORCH_METADATA_MARK + json.dumps(dict(metadata))))
     return out
