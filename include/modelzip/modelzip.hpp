@@ -25,6 +25,7 @@
 #include "modelzip/quantization.hpp"
 #include "modelzip/quantize.hpp"
 #include "modelzip/remote.hpp"
+#include "modelzip/tag_metadata.hpp"
 #include "modelzip/tensor.hpp"
 #include "modelzip/version.hpp"
 #include "modelzip/writer.hpp"

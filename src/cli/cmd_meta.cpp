@@ -1,5 +1,7 @@
 #include <filesystem>
 #include <iostream>
+#include <map>
+#include <string>
 
 #include "cli/args.hpp"
 #include "cli/command.hpp"
@@ -10,6 +12,7 @@
 #include "core/utf8.hpp"
 #include "modelzip/archive.hpp"
 #include "modelzip/error.hpp"
+#include "modelzip/tag_metadata.hpp"
 #include "modelzip/writer.hpp"
 
 namespace modelzip::cli {
@@ -48,11 +51,38 @@ void print(const Metadata& m, bool json) {
             << m.format_version << "\n";
 }
 
+// The free-form metadata of a tag (modelzip/tag_metadata.hpp): "KEY = VALUE"
+// lines in key order (control characters escaped), or a JSON object.
+void print_tag_metadata(const std::map<std::string, std::string>& pairs, bool json) {
+  if (json) {
+    std::cout << "{";
+    const char* separator = "";
+    for (const auto& [key, value] : pairs) {
+      std::cout << separator << json_string(key) << ": " << json_string(value);
+      separator = ", ";
+    }
+    std::cout << "}\n";
+    return;
+  }
+  for (const auto& [key, value] : pairs)
+    std::cout << printable(key) << " = " << printable(value) << "\n";
+}
+
 int run(const std::vector<std::string>& argv) {
-  Args args(argv, {"--name", "--version", "--quantization", "--description", "--clear"},
+  Args args(argv, {"--name", "--version", "--quantization", "--description", "--clear", "--tag"},
             {"--json"});
   args.expect_positionals(1, 1, {"ARCHIVE"});
   const std::string& path = args.at(0, "ARCHIVE");
+  if (auto tag = args.value("--tag")) {
+    for (const char* option : {"--name", "--version", "--quantization", "--description"})
+      if (args.value(option))
+        throw UsageError(std::string("--tag shows a tag's metadata; ") + option +
+                         " sets the archive's (give one or the other)");
+    if (!args.values("--clear").empty())
+      throw UsageError("--tag shows a tag's metadata; --clear changes the archive's");
+    print_tag_metadata(tag_metadata(open_archive(path), *tag), args.flag("--json"));
+    return 0;
+  }
   // Changes: a value to set, or nullopt to clear; fields not named stay.
   std::vector<std::pair<const Field*, std::optional<std::string>>> changes;
   for (const std::string& key : args.values("--clear")) {
@@ -92,11 +122,15 @@ int run(const std::vector<std::string>& argv) {
 extern const Command kMetaCommand{
     "meta", "Show or set the archive's metadata (model name, version, ...)",
     "modelzip meta ARCHIVE [--name N] [--version V] [--quantization Q] [--description D] "
-    "[--clear KEY]... [--json]",
+    "[--clear KEY]... [--tag T] [--json]",
     "Without options, prints the metadata (modelzip.toml). With options, changes only\n"
     "the fields given and keeps the others, then prints the result. The archive is\n"
     "replaced atomically; tags and data are not touched.\n"
+    "With --tag, prints the tag's free-form metadata instead (string pairs, as\n"
+    "safetensors' __metadata__: given at save, or kept by import), one KEY = VALUE\n"
+    "line per pair in key order; nothing when it has none.\n"
     "Options:\n"
+    "  --tag T             show tag T's free-form metadata (read only)\n"
     "  --name N            the model's name\n"
     "  --version V         the model's version\n"
     "  --quantization Q    how the weights are quantized (e.g. none, int8-per-channel)\n"
@@ -104,10 +138,12 @@ extern const Command kMetaCommand{
     "  --clear KEY         remove a field: name, version, quantization or description\n"
     "                      (repeatable)\n"
     "  --json              print an object with format_version, writer, name,\n"
-    "                      version, quantization, description (null when not set)\n"
+    "                      version, quantization, description (null when not set);\n"
+    "                      with --tag, an object of the tag's pairs\n"
     "\nExamples:\n  modelzip meta model.zip\n"
     "  modelzip meta model.zip --name resnet18 --version 2 --description 'ImageNet, 90 epochs'\n"
-    "  modelzip meta model.zip --clear quantization\n",
+    "  modelzip meta model.zip --clear quantization\n"
+    "  modelzip meta model.zip --tag step-1 --json\n",
     run};
 
 }  // namespace modelzip::cli

@@ -1,12 +1,14 @@
-// <tag>/metadata.toml: metadata of a tag's source files that modelzip keeps
-// so an export gives it back (FORMAT.md section 3.1). TOML 1.0:
+// <tag>/metadata.toml: a tag's free-form metadata and what modelzip keeps of
+// the torch state dict it was saved from (FORMAT.md section 3.1). TOML 1.0:
 //
-//   [safetensors]          # the "__metadata__" of the safetensors files the
-//   format = "pt"          # tag was imported from: string -> string
+//   [safetensors]          # free-form string -> string: safetensors'
+//   format = "pt"          # "__metadata__" of imported files, or given at save
+//   [torch]                # string -> string
+//   state_dict_metadata = "{\"\": {\"version\": 2}}"   # state_dict()._metadata
 //
 // Unknown keys and tables are ignored; a known one of the wrong type (a
-// `safetensors` that is not a table, a value that is not a string) is
-// Error(corrupt) with its line.
+// `safetensors` or `torch` that is not a table, a value that is not a
+// string) is Error(corrupt) with its line.
 //
 // Thread safety: pure functions.
 #pragma once
@@ -23,8 +25,9 @@ namespace modelzip::format {
 inline constexpr std::string_view kTagMetadataFile = "metadata.toml";
 
 struct TagMetadata {
-  std::map<std::string, std::string> safetensors;  // "__metadata__" by key
-  bool empty() const noexcept { return safetensors.empty(); }
+  std::map<std::string, std::string> safetensors;  // the free-form pairs, by key
+  std::map<std::string, std::string> torch;        // state_dict_metadata: JSON text
+  bool empty() const noexcept { return safetensors.empty() && torch.empty(); }
   bool operator==(const TagMetadata&) const = default;
 };
 
@@ -33,7 +36,8 @@ struct TagMetadata {
 // limits.max_text_entry_bytes.
 TagMetadata parse_tag_metadata(std::string_view toml_text, const Limits& limits);
 // The entry's text; parse_tag_metadata gives `metadata` back exactly (any
-// UTF-8 key or value, empty ones and control characters included).
+// UTF-8 key or value, empty ones and control characters included). A table
+// is written when it has pairs (`safetensors` also when both are empty).
 std::string write_tag_metadata(const TagMetadata& metadata);
 
 }  // namespace modelzip::format

@@ -75,3 +75,16 @@ TEST_CASE("Tag metadata: wrong types, syntax errors and sizes name the line or l
   CHECK_ERROR(parse_tag_metadata("[safetensors]\nformat = \"pt\"\n", small),
               ErrorCode::limit_exceeded, "too large");
 }
+
+TEST_CASE("Tag metadata: the torch table is written beside the free-form pairs, or alone") {
+  TagMetadata m;
+  m.torch = {{"state_dict_metadata", "{\"\": {\"version\": 2}}"}};
+  const std::string alone = write_tag_metadata(m);
+  CHECK(alone == "[torch]\nstate_dict_metadata = \"{\\\"\\\": {\\\"version\\\": 2}}\"\n");
+  CHECK(parse_tag_metadata(alone, {}) == m);
+  m.safetensors = {{"format", "pt"}};
+  CHECK(parse_tag_metadata(write_tag_metadata(m), {}) == m);
+  REQUIRE_ERROR_AS(t, parse_tag_metadata("[torch]\nstate_dict_metadata = 2\n", {}),
+                   ErrorCode::corrupt, "torch.state_dict_metadata must be a string");
+  CHECK(t.context().line == 2u);
+}

@@ -1077,17 +1077,135 @@ def test_sequences_of_numbers_of_several_kinds_are_stored_as_numpy_stores_them(a
     assert arrays["scale"].dtype == np.float64 and arrays["mask"].dtype == np.int64
 
 
-def test_a_mapping_in_a_state_dict_is_refused_with_the_names_to_use(archive_path):
-    # torch.save keeps {'extra': {'a': 1}}; modelzip stores arrays by name, so the message says
-    # which names to store the values under (it said "give each array its own name (e.g.
-    # 'block.weight')").
-    with pytest.raises(TypeError, match=r"parameter 'extra': a mapping is not an array; store "
-                                        r"each of its values under a name of its own, .* "
-                                        r"\('extra.a', 'extra.b'\.\.\.\)"):
-        mzt.save({"extra": {"a": 1, "b": 2, "c": 3}}, archive_path, "t", durable=False)
-    with pytest.raises(TypeError, match=r"parameter 'runs': a list of mappings .*'runs.0.lr'"):
-        mzt.save({"runs": [{"lr": 0.1}]}, archive_path, "t", durable=False)
+class _ExtraState(nn.Module):
+    """A module whose get_extra_state() is a dict (as transformer engine's FP8 modules and
+    torchao's have): torch.save pickles it; modelzip stores it as a "dict" (GRAPH.md 4.2)."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(2))
+        self.extra = {}
+
+    def get_extra_state(self):
+        return self.extra
+
+    def set_extra_state(self, state):
+        self.extra = state
+
+
+def test_a_dict_of_get_extra_state_round_trips(archive_path):
+    # It was refused: "parameter '_extra_state': a mapping is not an array".
+    module = _ExtraState()
+    module.extra = {"recipe": "delayed", "amax": torch.tensor([1.5, 2.0]), "step": 3,
+                    "scales": [torch.ones(1), 0.5], "nested": {"on": True, "none": None},
+                    "empty": {}}
+    mzt.save(module.state_dict(), archive_path, "t", durable=False)
+    state = mzt.load(archive_path)
+    assert list(state) == ["weight", "_extra_state"]
+    extra = state["_extra_state"]
+    assert type(extra) is dict and list(extra) == list(module.extra)
+    assert extra["recipe"] == "delayed" and extra["step"] == 3 and type(extra["step"]) is int
+    assert torch.equal(extra["amax"], module.extra["amax"])
+    assert type(extra["scales"]) is list and extra["scales"][1] == 0.5
+    assert torch.equal(extra["scales"][0], torch.ones(1))
+    assert extra["nested"] == {"on": True, "none": None} and extra["empty"] == {}
+    fresh = _ExtraState()
+    fresh.load_state_dict(state)
+    assert fresh.extra["recipe"] == "delayed"
+    again = _ExtraState()
+    mzt.load_into(again, archive_path)  # the non-tensor value goes through load_state_dict
+    assert again.extra["step"] == 3
+    arrays = modelzip.load(archive_path)  # every other reader: the keys, then the values
+    assert arrays["_extra_state"].tolist() == list(module.extra)
+    assert arrays["_extra_state.0"][()] == "delayed"
+    assert json.loads(str(arrays["_python_types"][()]).removeprefix("torch.python_types:"))[
+        "_extra_state"] == "dict"
+
+
+def test_a_dict_with_keys_that_are_not_str_is_refused(archive_path):
+    with pytest.raises(TypeError, match=r"parameter 'x': a dict is stored with its keys as text, "
+                                        r"and this one has the key 1 \(int\)"):
+        mzt.save({"x": {1: "a"}}, archive_path, "t", durable=False)
+    with pytest.raises(TypeError, match="parameter 'state': an optimizer's state_dict"):
+        mzt.save({"state": {0: {}}, "param_groups": []}, archive_path, "t", durable=False)
     assert not archive_path.exists()
+
+
+def test_a_dict_record_whose_keys_are_not_strings_is_refused(archive_path):
+    record = np.array("torch.python_types:" + json.dumps({"d": "dict"}))
+    modelzip.save(archive_path, "t", {"d": np.array(0), "_python_types": record}, durable=False)
+    with pytest.raises(ValueError, match=r"parameter 'd': '_python_types' records a dict stored "
+                                         r"element by element, but it holds int64"):
+        mzt.load(archive_path)
+
+
+def test_module_versions_of_a_plain_state_dict_come_back(archive_path, tmp_path):
+    # state_dict()._metadata tells _load_from_state_dict which version of a module saved the
+    # tensors (BatchNorm before version 2 had no num_batches_tracked); it was dropped.
+    model = nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2))
+    saved = model.state_dict()
+    mzt.save(saved, archive_path, "t", durable=False)
+    torch.save(saved, tmp_path / "model.pt")
+    expected = torch.load(tmp_path / "model.pt")._metadata
+    loaded = mzt.load(archive_path)
+    assert loaded._metadata == expected == saved._metadata
+    assert loaded._metadata["1"] == {"version": 2}
+    with modelzip.open(archive_path) as archive:
+        assert archive.load_torch()._metadata == expected
+        assert archive.tag_metadata() == {}  # not among the free-form pairs
+    # The version reaches _load_from_state_dict: version 1 BatchNorms get num_batches_tracked.
+    old = model.state_dict()
+    del old["1.num_batches_tracked"]
+    old._metadata["1"] = {"version": 1}
+    mzt.save(old, archive_path, "v1", durable=False)
+    fresh = nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2))
+    fresh.load_state_dict(mzt.load(archive_path, "v1"))  # strict: the key is added by version
+
+
+def test_empty_tensors_have_the_strides_torch_load_gives(archive_path, tmp_path):
+    state = {"rows": torch.empty(0, 3), "cols": torch.empty(3, 0), "mid": torch.empty(2, 0, 4),
+             "bf16": torch.empty(0, 5, dtype=torch.bfloat16)}
+    mzt.save(state, archive_path, "t", durable=False)
+    torch.save(state, tmp_path / "s.pt")
+    expected = torch.load(tmp_path / "s.pt")
+    loaded = mzt.load(archive_path)
+    for name in state:
+        assert loaded[name].shape == expected[name].shape
+        assert loaded[name].stride() == expected[name].stride(), name
+        assert loaded[name].dtype == expected[name].dtype
+
+
+def test_reserved_names_are_not_found_like_missing_ones(archive_path):
+    # load(names=["_python_types"]) returned {}; the record is not a key of the state dict.
+    mzt.save({"w": torch.ones(1), "epoch": 5}, archive_path, "t", durable=False)
+    with pytest.raises(modelzip.NotFoundError, match="'_python_types'.*reserved for the record"):
+        mzt.load(archive_path, names=["_python_types"])
+    with pytest.raises(KeyError):
+        mzt.load(archive_path, names=["w", "_python_types"])
+    assert list(mzt.load(archive_path, names=["epoch"])) == ["epoch"]
+
+
+def test_an_empty_name_is_refused_naming_why(archive_path):
+    # torch.save keeps {"": t}, but no module's state_dict() has such a key (register_buffer
+    # and register_parameter refuse empty names) and the format has no empty names.
+    with pytest.raises(ValueError, match="parameter '': a name cannot be empty .*no module's "
+                                         "state_dict"):
+        mzt.save({"": torch.ones(1)}, archive_path, "t", durable=False)
+    assert not archive_path.exists()
+
+
+def test_int_enums_load_as_their_int_values(archive_path):
+    # torch.load unpickles the enum class; modelzip imports no class named in a file: an
+    # IntEnum (a subclass of int) is stored and loaded as the int (docs/torch.md).
+    import enum
+
+    class Mode(enum.IntEnum):
+        TRAIN = 1
+
+    mzt.save({"mode": Mode.TRAIN}, archive_path, "t", durable=False)
+    value = mzt.load(archive_path)["mode"]
+    assert value == 1 and type(value) is int
+    assert Mode(value) is Mode.TRAIN
 
 
 def test_a_tuple_of_tensors_whose_element_names_are_taken_is_refused(archive_path):

@@ -711,4 +711,15 @@ def test_save_checks_metadata_before_it_reads_the_arrays(archive_path):
         save(archive_path, "t", {"w": np.ones(1)}, metadata={"format": "pt"})
     assert str(e.value) == (
         "unknown metadata field 'format' (fields: model_name, model_version, quantization, "
-        "description; metadata= takes these, not free-form pairs as safetensors' metadata does)")
+        "description; metadata= takes these: free-form pairs, as safetensors' metadata= takes "
+        "them, go in tag_metadata=)")
+
+
+def test_arrays_that_load_gave_can_be_saved_again(archive_path):
+    # modelzip.save(path, tag, modelzip.load(path)) raised the TypeError meant for torch's
+    # load_state_dict: the save asked the dict for torch's _metadata.
+    save(archive_path, "t", {"w": np.arange(3.0), "names": ["a", "b"]})
+    save(archive_path, "copy", modelzip.load(archive_path, "t"))
+    again = modelzip.load(archive_path, "copy")
+    np.testing.assert_array_equal(again["w"], np.arange(3.0))
+    assert again["names"].tolist() == ["a", "b"]

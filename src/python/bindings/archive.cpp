@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <iterator>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -16,7 +17,9 @@
 #include "arrays.hpp"
 #include "bindings.hpp"
 #include "checkpoint/data_ranges.hpp"
+#include "checkpoint/tag_metadata.hpp"
 #include "core/crc32.hpp"
+#include "modelzip/entry_stream.hpp"
 #include "modelzip/finalfusion/embeddings.hpp"
 #include "modelzip/graph/checkpoint.hpp"
 #include "python_progress.hpp"
@@ -44,10 +47,45 @@ class PyArchive {
   std::string name_;
 };
 
+// An EntryStream for Python (modelzip/_entry_reader.py wraps it in an
+// io.RawIOBase): reads are serialized, as EntryStream allows one thread at a
+// time and they run with the GIL released.
+class PyEntryStream {
+ public:
+  explicit PyEntryStream(EntryStream stream) : stream_(std::move(stream)) {}
+
+  // Fills the start of `target` (any writable C-contiguous buffer: a
+  // bytearray, memoryview, numpy array); returns the bytes read, 0 at the end.
+  std::size_t readinto(const py::object& target) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(target.ptr(), &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) != 0)
+      throw py::error_already_set();
+    struct Release {
+      Py_buffer* view;
+      ~Release() { PyBuffer_Release(view); }
+    } release_view{&view};
+    auto* data = static_cast<std::byte*>(view.buf);
+    const auto bytes = static_cast<std::size_t>(view.len);
+    ReleasedGil release;
+    const std::lock_guard lock(mutex_);
+    return stream_.read(std::span<std::byte>(data, bytes));
+  }
+  std::uint64_t size() const noexcept { return stream_.size(); }
+  std::uint64_t position() {
+    const std::lock_guard lock(mutex_);
+    return stream_.position();
+  }
+
+ private:
+  EntryStream stream_;
+  std::mutex mutex_;
+};
+
 }  // namespace
 }  // namespace modelzip::python
 
 MODELZIP_PY_INITIALIZED_CASTER(modelzip::python::PyArchive)
+MODELZIP_PY_INITIALIZED_CASTER(modelzip::python::PyEntryStream)
 
 namespace modelzip::python {
 namespace {
@@ -618,8 +656,55 @@ The dict has the shape `modelzip info --json` prints: "updater" ({"type":
             return py::bytes(reinterpret_cast<const char*>(data.data()), data.size());
           },
           py::arg("name"),
-          "The contents of entry `name` as bytes (CRC-checked); NotFoundError if absent.");
+          "The contents of entry `name` as bytes (CRC-checked); NotFoundError if absent.")
+      .def(
+          "open_entry",
+          [](const PyArchive& self, const std::string& name) {
+            Archive a = self.get();
+            std::optional<EntryStream> stream;
+            {
+              ReleasedGil release;
+              stream.emplace(EntryStream::open(a, name));
+            }
+            return helper("_entry_reader", "EntryReader")(
+                std::make_unique<PyEntryStream>(std::move(*stream)), name);
+          },
+          py::arg("name"),
+          R"(Zip entry `name` as a binary file object read front to back (io.RawIOBase:
+read, readinto, readall, readline...; not seekable), for entries too large
+to hold in memory: memory is bounded by the reads' sizes, whatever the
+entry's size or compression. The read that reaches the end checks the
+entry's size and CRC-32 (modelzip.Error "corrupt" naming the entry when they
+differ). A context manager; it stays usable after the Archive is closed.
+NotFoundError (a KeyError) when the archive has no such entry.)")
+      .def(
+          "tag_metadata",
+          [](const PyArchive& self, const std::optional<std::string>& tag) {
+            Archive a = self.get();
+            ReleasedGil release;
+            return checkpoint::read_tag_metadata(a, tag_or_newest(tag)).safetensors;
+          },
+          py::arg("tag") = py::none(),
+          R"(The free-form metadata of `tag` (None: the newest) as a dict of str, {} when it
+has none: the pairs given as save(..., tag_metadata=) (safetensors'
+save_file(metadata=); safe_open(...).metadata() reads them there), or kept from
+the "__metadata__" of imported safetensors files (FORMAT.md section 3.1).)")
+      .def(
+          "_torch_metadata",
+          [](const PyArchive& self, const std::string& tag) {
+            Archive a = self.get();
+            ReleasedGil release;
+            return checkpoint::read_tag_metadata(a, tag).torch;
+          },
+          py::arg("tag"),
+          "Internal (the torch loads): the table `torch` of the tag's metadata.toml "
+          "(state_dict_metadata: the JSON of the saved state dict's _metadata).");
   set_public_module(cls);
+  py::class_<PyEntryStream>(m, "_EntryStream",
+                            "Internal: the EntryStream behind Archive.open_entry().")
+      .def("readinto", &PyEntryStream::readinto, py::arg("buffer"))
+      .def_property_readonly("size", &PyEntryStream::size)
+      .def_property_readonly("position", &PyEntryStream::position);
 }
 
 }  // namespace modelzip::python

@@ -23,6 +23,7 @@
 #include "format/tag_name.hpp"
 #include "modelzip/error.hpp"
 #include "staging_areas.hpp"
+#include "tag_contents.hpp"
 
 namespace modelzip::python {
 
@@ -86,17 +87,20 @@ std::function<void(Metadata&)> metadata_edit(MetadataFields fields) {
   };
 }
 
-std::unique_ptr<PyBackgroundSave> start(
-    const py::object& path, const std::string& tag, const py::handle& arrays,
-    const py::object& share, const py::object& compress, const py::object& bfloat16,
-    const py::object& dtypes, const py::object& updater, const py::object& training,
-    const std::optional<MetadataFields>& metadata, bool dedup, bool durable, bool append,
-    bool replace, std::optional<std::size_t> keep_last, bool keep_staging, unsigned copy_threads) {
+std::unique_ptr<PyBackgroundSave> start(const py::object& path, const std::string& tag,
+                                        const py::handle& arrays, const py::object& share,
+                                        const py::object& compress, const py::object& bfloat16,
+                                        const py::object& dtypes, const py::object& updater,
+                                        const py::object& training,
+                                        const std::optional<MetadataFields>& metadata, bool dedup,
+                                        bool durable, bool append, bool replace,
+                                        std::optional<std::size_t> keep_last, bool keep_staging,
+                                        unsigned copy_threads, const py::object& tag_metadata) {
   const std::filesystem::path archive = to_path(path);
   // CUDA tensors are fetched into staging areas the save adopts.
   const py::object fetches = helper("_values", "new_fetches")();
   const NewTag contents = tag_contents_from_python(arrays, share, compress, bfloat16, dtypes,
-                                                   updater, training, fetches);
+                                                   updater, training, fetches, tag_metadata);
   BackgroundSaveOptions options;
   if (!fetches.is_none()) options.adopt = adopted_areas(fetches.attr("areas"), keep_staging);
   options.writer.dedup = dedup;
@@ -175,6 +179,7 @@ void bind_background_save(py::module_& m) {
         py::arg("metadata") = py::none(), py::arg("dedup") = true, py::arg("durable") = true,
         py::arg("append") = true, py::arg("replace") = false, py::arg("keep_last") = py::none(),
         py::arg("keep_staging") = true, py::arg("copy_threads") = 0u,
+        py::arg("tag_metadata") = py::none(),
         "Snapshots the arrays (GIL released) and starts the save: see modelzip.save_async.");
 }
 

@@ -1,13 +1,18 @@
 // The contents of a new tag from the arguments of Writer.add_tag (and
 // modelzip.save_async): arrays, shared parameters, compression and raw-bits
 // (dtypes=, bfloat16=) selections, updater state, training config.
+#include "tag_contents.hpp"
+
 #include <pybind11/stl.h>
 
+#include <map>
 #include <set>
+#include <string>
 #include <utility>
 
 #include "arrays.hpp"
 #include "bindings.hpp"
+#include "checkpoint/tag_metadata.hpp"
 #include "modelzip/error.hpp"
 #include "modelzip/finalfusion/embeddings.hpp"
 #include "modelzip/graph/checkpoint.hpp"
@@ -76,7 +81,8 @@ Selection selection_of(const py::object& option, const char* what) {
 NewTag tag_contents_from_python(const py::handle& arrays, const py::object& share,
                                 const py::object& compress, const py::object& bfloat16,
                                 const py::object& dtypes, const py::object& updater,
-                                const py::object& training, const py::object& fetches) {
+                                const py::object& training, const py::object& fetches,
+                                const py::object& tag_metadata) {
   const Selection compressed = selection_of(compress, "compress");
   // {name or (variable, state): dtype name} of the arrays given as raw bits (_values.py).
   const py::dict raw_bits(helper("_values", "raw_bits_marks")(bfloat16, dtypes));
@@ -145,9 +151,27 @@ NewTag tag_contents_from_python(const py::handle& arrays, const py::object& shar
   if (!training.is_none())
     contents.set_entry(std::string(kTrainingConfigEntryName),
                        training::encode_training_config(training_config_from_python(training)));
+  // <tag>/metadata.toml (FORMAT.md 3.1): the free-form pairs given, and a torch state dict's
+  // module versions (its _metadata).
+  format::TagMetadata metadata;
+  if (!tag_metadata.is_none())
+    metadata.safetensors = helper("_values", "checked_tag_metadata")(tag_metadata)
+                               .cast<std::map<std::string, std::string>>();
+  if (const py::object versions = helper("_values", "state_dict_metadata")(arrays);
+      !versions.is_none())
+    metadata.torch.emplace("state_dict_metadata", versions.cast<std::string>());
+  checkpoint::stage_tag_metadata(contents, metadata);
   compressed.check_within(present, "compress");
   marked.check_within(present, marks_option);
   return contents;
+}
+
+NewTag tag_contents_from_python(const py::handle& arrays, const py::object& share,
+                                const py::object& compress, const py::object& bfloat16,
+                                const py::object& dtypes, const py::object& updater,
+                                const py::object& training, const py::object& fetches) {
+  return tag_contents_from_python(arrays, share, compress, bfloat16, dtypes, updater, training,
+                                  fetches, py::none());
 }
 
 }  // namespace modelzip::python

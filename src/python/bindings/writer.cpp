@@ -21,6 +21,7 @@
 #include "modelzip/error.hpp"
 #include "python_progress.hpp"
 #include "staging_areas.hpp"
+#include "tag_contents.hpp"
 
 namespace modelzip::python {
 namespace {
@@ -71,13 +72,13 @@ class PyWriter {
   void add_tag(const std::string& tag, const py::handle& arrays, const py::object& share,
                const py::object& compress, const py::object& bfloat16, const py::object& dtypes,
                const py::object& updater, const py::object& training, bool replace,
-               bool overlap_fetch) {
+               bool overlap_fetch, const py::object& tag_metadata) {
     Writer& w = get();
     py::object fetches = py::none();
     if (overlap_fetch) fetches = helper("_values", "new_fetches")(true);
     try {
       NewTag contents = tag_contents_from_python(arrays, share, compress, bfloat16, dtypes, updater,
-                                                 training, fetches);
+                                                 training, fetches, tag_metadata);
       if (replace)
         w.replace_tag(tag, std::move(contents));
       else
@@ -317,6 +318,7 @@ exception it raises is re-raised by commit().)")
            py::arg("bfloat16") = py::tuple(), py::arg("dtypes") = py::none(),
            py::arg("updater") = py::none(), py::arg("training") = py::none(),
            py::arg("replace") = false, py::arg("_overlap_fetch") = false,
+           py::arg("tag_metadata") = py::none(),
            R"(Stages a new tag (it becomes the newest) holding `arrays`.
 
 arrays: mapping name -> numpy array, torch tensor, anything with __array__ or
@@ -344,7 +346,12 @@ training: the tag's training config (<tag>/trainingConfig.fb) as a dict in
   defaults.
 replace: replace the tag of that name (any letter case) if there is one at
   commit, in the same commit; without it an existing tag is an error. The
-  contents cannot share from the tag they replace.)")
+  contents cannot share from the tag they replace.
+tag_metadata: {str: str}: the tag's free-form metadata, as safetensors'
+  save_file(metadata=) takes it (Archive.tag_metadata() gives it back; an
+  export to .safetensors writes it as "__metadata__"). A torch state dict's
+  module versions (state_dict()._metadata) are kept beside it, for the torch
+  loads.)")
       .def("remove_tag", &PyWriter::remove_tag, py::arg("tag"),
            "Stages removal of `tag` (ignoring case). Blobs other tags share are kept.")
       .def("keep_last", &PyWriter::keep_last, py::arg("n"),

@@ -48,6 +48,7 @@ from ._modelzip import (Archive, Embeddings, Metadata, ParamInfo, QuantizeResult
                         Writer, WriteStats, export_tensor_file, import_tensor_files,
                         imported_metadata, problems_found, quantize, read_tensor_file,
                         write_tensor_file)
+from ._entry_reader import EntryReader  # noqa: E402
 from ._values import LoadedArrays, QuantizedTensor, SparseCOO  # noqa: E402
 
 
@@ -81,7 +82,7 @@ DTYPES: tuple[str, ...] = _modelzip.DTYPES
 # `open` is left out on purpose: a star import would shadow the builtin open
 # (use modelzip.open or modelzip.Archive).
 __all__ = [
-    "Archive", "DTYPES", "Embeddings", "Error", "FileError", "InvalidArgumentError", "LoadedArrays",
+    "Archive", "DTYPES", "Embeddings", "EntryReader", "Error", "FileError", "InvalidArgumentError", "LoadedArrays",
     "Metadata",
     "MissingFileError", "NotFoundError", "ParamInfo", "PermissionDeniedError",
     "QuantizeResult", "QuantizedTensor", "SparseCOO", "WriteStats", "Writer", "collect_garbage",
@@ -140,8 +141,8 @@ def _metadata_patch(update: Optional[MetadataUpdate], fields: Mapping[str, Optio
         for name, value in items.items():
             if name not in _METADATA_FIELDS:
                 error = TypeError if source == "keyword" else ValueError
-                hint = ("" if source == "keyword" else "; metadata= takes these, not free-form "
-                        "pairs as safetensors' metadata does")
+                hint = ("" if source == "keyword" else "; metadata= takes these: free-form pairs, "
+                        "as safetensors' metadata= takes them, go in tag_metadata=")
                 raise error(f"unknown metadata field {name!r} (fields: "
                             f"{', '.join(_METADATA_FIELDS)}{hint})")
             if value is not None and not isinstance(value, str):
@@ -158,6 +159,7 @@ def save(path: PathLike, tag: str, arrays: Mapping[str, Any], *,
          dtypes: Optional[Mapping[Union[str, tuple[str, str]], str]] = None,
          updater: Optional[Mapping[tuple[str, str], Any]] = None,
          metadata: Optional[MetadataUpdate] = None,
+         tag_metadata: Optional[Mapping[str, str]] = None,
          dedup: bool = True, durable: bool = True, append: bool = True,
          replace: bool = False, keep_last: Optional[int] = None,
          progress: Optional[Callable[[int, int], Optional[bool]]] = None) -> WriteStats:
@@ -174,7 +176,9 @@ def save(path: PathLike, tag: str, arrays: Mapping[str, Any], *,
     their bytes stay as free entries until collect_garbage()).
     See Writer.add_tag for ``share``, ``compress``, ``dtypes`` (arrays holding the raw bits of
     bfloat16, the float8 types or float4_e2m1fn_x2), ``bfloat16`` and ``updater``;
-    ``metadata`` updates the archive metadata as update_metadata() does.
+    ``metadata`` updates the archive metadata as update_metadata() does;
+    ``tag_metadata`` ({str: str}) is the tag's free-form metadata, as safetensors'
+    ``save_file(metadata=)`` takes it (``Archive.tag_metadata(tag)`` gives it back).
     Returns the WriteStats of the commit.
     """
     check_save_path("modelzip.save", path)
@@ -185,7 +189,8 @@ def save(path: PathLike, tag: str, arrays: Mapping[str, Any], *,
     try:
         # CUDA tensors: written while they are fetched (commit follows at once).
         writer.add_tag(tag, arrays, share=share, compress=compress, bfloat16=bfloat16,
-                       dtypes=dtypes, updater=updater, replace=replace, _overlap_fetch=True)
+                       dtypes=dtypes, updater=updater, replace=replace, _overlap_fetch=True,
+                       tag_metadata=tag_metadata)
         if keep_last is not None:
             writer.keep_last(keep_last)
         if patch is not None:

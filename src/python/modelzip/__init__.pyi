@@ -38,6 +38,7 @@ Loaded arrays and dtypes:
 from __future__ import annotations
 
 import concurrent.futures
+import io
 import os
 from typing import Any, Callable, Iterable, Mapping, NamedTuple, Optional, Union
 
@@ -414,8 +415,31 @@ class Archive:
         """Whether the archive has an entry of this exact name."""
     def entry(self, name: str) -> bytes:
         """The contents of entry ``name`` (CRC-checked); NotFoundError if absent."""
+    def open_entry(self, name: str) -> EntryReader:
+        """Entry ``name`` as a binary file object read front to back in bounded memory
+        (io.RawIOBase, not seekable); the read that reaches the end checks its size and
+        CRC-32 (Error "corrupt" naming the entry). NotFoundError if absent."""
+    def tag_metadata(self, tag: Optional[str] = None) -> dict[str, str]:
+        """The free-form metadata of ``tag`` (None: the newest), {} without: what
+        save(..., tag_metadata=) stored, or the "__metadata__" of imported safetensors
+        files (safe_open(...).metadata() of safetensors)."""
     def entry_names(self) -> list[str]:
         """Every zip entry name, in central directory order."""
+
+
+class EntryReader(io.RawIOBase):
+    """A zip entry read front to back (Archive.open_entry): read, readinto, readall,
+    readline, iteration; a context manager."""
+
+    name: str
+
+    @property
+    def size(self) -> int:
+        """The entry's size in bytes (uncompressed)."""
+    def readinto(self, buffer: Any) -> int:
+        """Fills the start of ``buffer`` (writable, C-contiguous); 0 at the end."""
+    def tell(self) -> int:
+        """Bytes read so far."""
 
 
 class Writer:
@@ -446,7 +470,8 @@ class Writer:
                 dtypes: Optional[Mapping[Union[str, tuple[str, str]], str]] = None,
                 updater: Optional[Mapping[tuple[str, str], Any]] = None,
                 training: Optional[Mapping[str, Any]] = None, replace: bool = False,
-                _overlap_fetch: bool = False) -> None:
+                _overlap_fetch: bool = False,
+                tag_metadata: Optional[Mapping[str, str]] = None) -> None:
         """Stages a new tag (it becomes the newest) holding ``arrays``.
 
         arrays: name -> numpy array, torch tensor, anything with __array__ or
@@ -458,7 +483,9 @@ class Writer:
         such values (one array when they are of one kind; numbers of several
         kinds are stored as np.array stores them, unrecorded; str beside other
         kinds, None, arrays or ragged ones element by element: docs/torch.md,
-        "Python values"); a dict is a TypeError.
+        "Python values"); a dict with str keys (a get_extra_state() dict) key by key.
+        tag_metadata: {str: str}, the tag's free-form metadata (safetensors'
+        save_file(metadata=)): Archive.tag_metadata() gives it back.
         share: {name: (tag, param)}: ``name`` is parameter ``param`` of tag ``tag``.
         compress: True, or the names to deflate (default: stored, zero-copy reads).
         dtypes: {name: "bfloat16" | "float8_e4m3fn" | "float8_e5m2" |
@@ -650,6 +677,7 @@ def save(path: PathLike, tag: str, arrays: Mapping[str, Any], *,
          dtypes: Optional[Mapping[Union[str, tuple[str, str]], str]] = None,
          updater: Optional[Mapping[tuple[str, str], Any]] = None,
          metadata: Union[Metadata, Mapping[str, Optional[str]], None] = None,
+         tag_metadata: Optional[Mapping[str, str]] = None,
          dedup: bool = True, durable: bool = True, append: bool = True,
          replace: bool = False, keep_last: Optional[int] = None,
          progress: Optional[Callable[[int, int], Optional[bool]]] = None) -> WriteStats:
@@ -658,7 +686,9 @@ def save(path: PathLike, tag: str, arrays: Mapping[str, Any], *,
     ``replace``: replace an existing tag of that name in the same commit;
     ``keep_last``: then keep only the newest ``keep_last`` tags (same commit).
     Arrays are borrowed, not copied; see Writer.add_tag for the options;
-    ``metadata`` updates the archive metadata as update_metadata() does.
+    ``metadata`` updates the archive metadata as update_metadata() does;
+    ``tag_metadata`` ({str: str}) is the tag's free-form metadata, as safetensors'
+    save_file(metadata=) takes it (Archive.tag_metadata() gives it back).
     Returns the WriteStats of the commit.
     """
 
@@ -682,6 +712,7 @@ def save_async(path: PathLike, tag: str, arrays: Mapping[str, Any], *,
                updater: Optional[Mapping[tuple[str, str], Any]] = None,
                training: Optional[Mapping[str, Any]] = None,
                metadata: Union[Metadata, Mapping[str, Optional[str]], None] = None,
+               tag_metadata: Optional[Mapping[str, str]] = None,
                dedup: bool = True, durable: bool = True, append: bool = True,
                replace: bool = False, keep_last: Optional[int] = None,
                keep_staging: bool = True) -> SaveFuture:

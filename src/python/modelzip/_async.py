@@ -224,7 +224,8 @@ def save_async(path: Union[str, "os.PathLike[str]"], tag: str, arrays: Mapping[s
                dtypes: Optional[Mapping[Union[str, tuple[str, str]], str]] = None,
                updater: Optional[Mapping[tuple[str, str], Any]] = None,
                training: Optional[Mapping[str, Any]] = None,
-               metadata: Any = None, dedup: bool = True, durable: bool = True,
+               metadata: Any = None, tag_metadata: Optional[Mapping[str, str]] = None,
+               dedup: bool = True, durable: bool = True,
                append: bool = True, replace: bool = False, keep_last: Optional[int] = None,
                keep_staging: bool = True) -> SaveFuture:
     """Adds tag ``tag`` holding ``arrays`` to the archive at ``path`` in the background.
@@ -261,7 +262,7 @@ def save_async(path: Union[str, "os.PathLike[str]"], tag: str, arrays: Mapping[s
             path, tag, arrays, share=share, compress=compress, bfloat16=bfloat16, dtypes=dtypes,
             updater=updater, training=training, metadata=_metadata_fields(metadata), dedup=dedup,
             durable=durable, append=append, replace=replace, keep_last=keep_last,
-            keep_staging=keep_staging)
+            keep_staging=keep_staging, tag_metadata=tag_metadata)
     except TypeError as error:  # an argument of the wrong type: named as the caller wrote it
         internal = "modelzip.start_background_save()"
         if not str(error).startswith(internal):

@@ -63,14 +63,20 @@ def to_torch(name: str, value: Any, dtype: str) -> Any:
                             f"{_values.TORCH_RAW_BITS_SINCE[dtype]} (modelzip.load() gives its "
                             "raw bits as uint8)")
         bits = np.int16 if RAW_BITS_DTYPES[dtype] == 2 else np.uint8  # torch has no uint16
-        return torch.from_numpy(value.view(bits)).view(torch_type)
+        return _contiguous_if_empty(torch.from_numpy(value.view(bits)).view(torch_type))
     if dtype == "string":
         raise TypeError(f"parameter {name!r}: torch has no string tensors; use Archive.load()")
     try:
-        return torch.from_numpy(value)
+        return _contiguous_if_empty(torch.from_numpy(value))
     except TypeError as e:
         raise TypeError(f"parameter {name!r}: torch cannot hold {dtype} ({e}); "
                         "use Archive.load()") from None
+
+
+def _contiguous_if_empty(tensor: Any) -> Any:
+    """``tensor``, or for one without elements a new one with the contiguous strides torch.load
+    gives it ([0, 3]: (3, 1)); torch.from_numpy gives such an array's strides as 0."""
+    return tensor.new_empty(tensor.shape) if tensor.numel() == 0 else tensor
 
 
 def load_state_dict(archive: Any, tag: Optional[str] = None, dequantize: bool = False,
@@ -86,13 +92,50 @@ def load_state_dict(archive: Any, tag: Optional[str] = None, dequantize: bool = 
     ties = read_ties(archive, stored, {name: p.blob for name, p in tensors.items()})
     wanted = [p.name for p in infos if p.kind == "tensor"] if names is None else list(names)
     if names is not None:
+        _refuse_hidden(archive, stored, wanted, {name: p.dtype for name, p in tensors.items()})
         wanted = _with_elements(archive, tag, wanted,
                                 {name: p.dtype for name, p in tensors.items()})
     to_read = list(dict.fromkeys(ties.get(name, name) for name in wanted))
     if PYTHON_TYPES_NAME in tensors and PYTHON_TYPES_NAME not in to_read:
         to_read.append(PYTHON_TYPES_NAME)  # the Python types of the names wanted
     arrays = archive.load(tag, names=to_read, writable=True, dequantize=dequantize, verify=verify)
-    return state_dict(arrays, {name: p.dtype for name, p in tensors.items()}, wanted, ties)
+    out = state_dict(arrays, {name: p.dtype for name, p in tensors.items()}, wanted, ties)
+    versions = archive._torch_metadata(stored).get("state_dict_metadata")
+    if versions is not None:  # the saved state_dict()._metadata (FORMAT.md section 3.1)
+        try:
+            metadata = json.loads(versions)
+        except (ValueError, RecursionError):
+            metadata = None
+        if not isinstance(metadata, dict):
+            raise ValueError(f"{archive.name}: tag {stored!r}: malformed state_dict_metadata in "
+                             f"{stored}/metadata.toml: {versions[:200]!r} (a JSON object of the "
+                             "module versions)")
+        out._metadata = collections.OrderedDict(metadata)  # the type state_dict() gives
+    return out
+
+
+def _refuse_hidden(archive: Any, tag: str, names: list[str], dtypes: Mapping[str, str]) -> None:
+    """Raises NotFoundError, as for a missing name, for a name among ``names`` that the torch
+    loads never give as a key: the _python_types record and the "_metadata" marker of module
+    versions (state_dict_keys' hidden names)."""
+    from ._errors import NotFoundError
+
+    hidden = {PYTHON_TYPES_NAME, "_metadata"}.intersection(names).intersection(dtypes)
+    if not hidden:
+        return
+    marks = {name: _torch_mark(value, dtypes[name])
+             for name, value in archive.load(tag, names=sorted(hidden)).items()}
+    for name in names:
+        mark = marks.get(name)
+        if mark is not None and ((name == "_metadata" and mark.startswith(TORCH_METADATA_MARK))
+                                 or (name == PYTHON_TYPES_NAME
+                                     and mark.startswith(PYTHON_TYPES_MARK))):
+            what = ("the record of the Python values saved" if name == PYTHON_TYPES_NAME
+                    else "the module versions saved (the state dict's _metadata attribute)")
+            message = (f"no parameter {name!r} in the torch state dict: the name is reserved "
+                       f"for {what}, which modelzip.load() gives as text")
+            raise NotFoundError(f"{archive.name}: tag {tag!r}: {message}", code="not_found",
+                                message=message, archive=archive.name, tag=tag)
 
 
 def state_dict_keys(archive: Any, tag: str, infos: Mapping[str, Any]) -> tuple[list[str], set[str]]:
@@ -158,13 +201,23 @@ def _element_names(name: str, value: Any, dtypes: Mapping[str, str], kind: _Kind
     naming the parameter when the length is not a 0-d int64 array of at most as many elements
     as the tag has parameters, or an element is not in the tag."""
     what = kind.containers[0].__name__
-    if not (isinstance(value, np.ndarray) and value.shape == () and dtypes.get(name) == "int64"
-            and 0 <= int(value[()]) <= len(dtypes)):
+    if what == "dict":
+        if not (isinstance(value, np.ndarray) and value.ndim == 1
+                and dtypes.get(name) == "string" and value.shape[0] <= len(dtypes)):
+            raise ValueError(f"parameter {name!r}: {PYTHON_TYPES_NAME!r} records a dict stored "
+                             f"element by element, but it holds {dtypes.get(name)} of shape "
+                             f"{getattr(value, 'shape', None)}, not its keys (1-d strings, at "
+                             f"most the tag's {len(dtypes)} parameters)")
+        count = value.shape[0]
+    elif not (isinstance(value, np.ndarray) and value.shape == () and dtypes.get(name) == "int64"
+              and 0 <= int(value[()]) <= len(dtypes)):
         raise ValueError(f"parameter {name!r}: {PYTHON_TYPES_NAME!r} records a {what} stored "
                          f"element by element, but it holds {dtypes.get(name)} of shape "
                          f"{getattr(value, 'shape', None)}, not its length (a 0-d int64 of at "
                          f"most the tag's {len(dtypes)} parameters)")
-    elements = [f"{name}.{i}" for i in range(int(value[()]))]
+    else:
+        count = int(value[()])
+    elements = [f"{name}.{i}" for i in range(count)]
     missing = [element for element in elements if element not in dtypes]
     if missing:
         raise ValueError(f"parameter {name!r}: {PYTHON_TYPES_NAME!r} records a {what} of "
@@ -193,7 +246,8 @@ _SEQUENCE_DTYPES = {**_PYTHON_DTYPES, "int": ("int64", "uint64"), "float": ("flo
                     "complex": ("complex128",)}
 
 
-_SEPARATE = {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset, "slice": slice}
+_SEPARATE = {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset, "slice": slice,
+             "dict": dict}
 """The kinds stored element by element, and their types."""
 
 
@@ -364,7 +418,8 @@ def state_dict(arrays: dict[str, Any], dtypes: dict[str, str], names: list[str],
         value = arrays[source]
         if name in recorded and recorded[name].separate:
             elements = _element_names(name, value, dtypes, recorded[name])
-            sequences[name] = (recorded[name].containers[0], elements)
+            keys = value.tolist() if recorded[name].containers[0] is dict else None
+            sequences[name] = (recorded[name].containers[0], elements, keys)
             out[name] = None  # keeps the state dict's order; filled in below
             continue
         if name in recorded and (recorded[name].containers
@@ -409,12 +464,18 @@ def state_dict(arrays: dict[str, Any], dtypes: dict[str, str], names: list[str],
     for name, length in tuples.items():
         out[name] = tuple(out.pop(f"{name}.{i}", None) for i in range(length))
     for name in sorted(sequences, key=len, reverse=True):  # elements' names are longer
-        container, elements = sequences[name]
+        container, elements, keys = sequences[name]
         not_loaded = [element for element in elements if element not in out]
         if not_loaded:
             raise ValueError(f"parameter {name!r}: its element {not_loaded[0]!r} was not loaded "
                              "(load the names of its elements too)")
         values = [out.pop(element) for element in elements]
+        if container is dict:
+            if len(set(keys)) != len(keys):
+                raise ValueError(f"parameter {name!r}: {PYTHON_TYPES_NAME!r} records a dict, but "
+                                 "its keys repeat a key")
+            out[name] = dict(zip(keys, values))
+            continue
         try:
             if container is slice and len(values) != 3:
                 raise TypeError("a slice is (start, stop, step)")

@@ -324,7 +324,10 @@ TORCH_METADATA_MARK = "torch.metadata:"
 #   "numpy.ndarray": a numpy array (exactly that type) that is an element of a list, tuple or
 #     set stored element by element (at the top level an array is the state dict's tensor),
 #     stored as the array;
-#   "torch.device": a torch.device, stored as the 0-d string str(device).
+#   "torch.device": a torch.device, stored as the 0-d string str(device);
+#   "dict": a mapping with str keys (a module's get_extra_state() dict), stored element by
+#     element: the name holds its keys (1-d strings, in the mapping's order) and its values are
+#     the parameters NAME.0 ... NAME.<n-1>, as a "list"'s elements; loads as a dict.
 # Sequences that cannot be stored at all (ints beyond 64 bits, nested too deeply) are refused.
 PYTHON_TYPES_NAME = "_python_types"
 PYTHON_TYPES_MARK = "torch.python_types:"
@@ -525,12 +528,12 @@ _ELEMENTWISE = ("list", "tuple", "set", "frozenset", "slice")
 
 def _holds_arrays(value: Any, depth: int = 0) -> bool:
     """Whether ``value``, a list or tuple (exactly those types), holds a tensor, numpy array,
-    SparseCOO, QuantizedTensor, Embeddings, bytes, bytearray, set, frozenset, slice or
+    SparseCOO, QuantizedTensor, Embeddings, bytes, bytearray, set, frozenset, slice, mapping or
     torch.device at any depth: stored element by element (the "list" and "tuple" kinds
     above)."""
     torch = sys.modules.get("torch")
     arrays = (np.ndarray, SparseCOO, QuantizedTensor, _modelzip.Embeddings, bytes, bytearray,
-              set, frozenset, slice) + (
+              set, frozenset, slice, Mapping) + (
         (torch.Tensor, torch.device) if torch is not None else ())
     for item in value:
         if isinstance(item, arrays):
@@ -572,6 +575,12 @@ def expand_torch_objects(arrays: Mapping[str, Any], raw_bits: Mapping[Any, str] 
     tuple or list whose element names ("NAME.0"...) it also holds."""
     torch = sys.modules.get("torch")
     for name in arrays:
+        if name == "":
+            from ._errors import InvalidArgumentError
+            message = ("parameter '': a name cannot be empty (the format has no empty names; "
+                       "torch.save keeps one, but no module's state_dict() makes one: "
+                       "register_buffer and register_parameter refuse it)")
+            raise InvalidArgumentError(message, code="invalid_argument")
         problem = not_utf8(name)
         if problem is not None:  # the extension could not convert it, saying so without the name
             raise ValueError(f"parameter {name!r}: a name must be UTF-8 text ({problem})")
@@ -615,6 +624,30 @@ def expand_torch_objects(arrays: Mapping[str, Any], raw_bits: Mapping[Any, str] 
             continue
         if name in raw_bits:
             out.append((name, value))
+            continue
+        if depth == 0 and name in _OPTIMIZER_NAMES and (
+                isinstance(value, Mapping) or (type(value) in (list, tuple) and value and all(
+                    isinstance(v, Mapping) for v in value))):
+            raise TypeError(f"parameter {name!r}: {_OPTIMIZER_HINT}")
+        if isinstance(value, Mapping):
+            if depth == MAX_SEQUENCE_DEPTH:
+                raise ValueError(f"parameter {name!r}: dicts nested deeper than "
+                                 f"{MAX_SEQUENCE_DEPTH} levels cannot be stored")
+            keys = list(value)
+            odd = next((key for key in keys if not isinstance(key, str)), None)
+            if odd is not None:
+                raise TypeError(f"parameter {name!r}: a dict is stored with its keys as text, "
+                                f"and this one has the key {odd!r} ({type(odd).__name__}): "
+                                "only str keys can be stored")
+            for key in keys:
+                problem = not_utf8(key)
+                if problem is not None:
+                    raise ValueError(f"parameter {name!r}: dict key {key!r} must be UTF-8 text "
+                                     f"({problem})")
+            kinds[name] = "dict"
+            out.append((name, np.array(keys, dtype=object).reshape(len(keys))))
+            pending.extend((element_name(name, i, "dict"), value[keys[i]], depth + 1)
+                           for i in reversed(range(len(keys))))
             continue
         if torch is not None and type(value) is torch.Size:
             elements += len(value)
@@ -665,10 +698,49 @@ def expand_torch_objects(arrays: Mapping[str, Any], raw_bits: Mapping[Any, str] 
                              "numpy scalars, lists, tuples, text read as markers), which this "
                              f"dict holds ({', '.join(map(repr, kinds))})")
         out.append((PYTHON_TYPES_NAME, PYTHON_TYPES_MARK + json.dumps(kinds, ensure_ascii=False)))
-    metadata = getattr(arrays, "_metadata", None)
+    metadata = None if isinstance(arrays, LoadedArrays) else getattr(arrays, "_metadata", None)
     if torch_objects and isinstance(metadata, Mapping) and "_metadata" not in arrays:
         out.append(("_metadata", TORCH_METADATA_MARK + json.dumps(dict(metadata))))
     return out
+
+
+def checked_tag_metadata(metadata: Any) -> dict[str, str]:
+    """``metadata`` (the ``tag_metadata=`` of a save: a tag's free-form metadata, as safetensors'
+    ``save_file(metadata=)`` takes it) as a dict of str. Raises TypeError for what is not a
+    mapping of str to str, ValueError naming the key for text that is not UTF-8."""
+    if not isinstance(metadata, Mapping):
+        raise TypeError(f"tag_metadata must be a mapping of str to str, not "
+                        f"{type(metadata).__name__}")
+    out = {}
+    for key, value in metadata.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise TypeError(f"tag_metadata must be a mapping of str to str (as safetensors' "
+                            f"metadata=): {key!r} -> {type(value).__name__}")
+        for text in (key, value):
+            problem = not_utf8(text)
+            if problem is not None:
+                raise ValueError(f"tag_metadata[{key!r}]: metadata must be UTF-8 text "
+                                 f"({problem})")
+        out[key] = value
+    return out
+
+
+def state_dict_metadata(arrays: Any) -> Optional[str]:
+    """The module versions of a torch state dict (``state_dict()._metadata``, which
+    ``load_state_dict`` hands to each module's ``_load_from_state_dict``) as JSON text, kept in
+    the tag's metadata.toml (table ``torch``, key ``state_dict_metadata``: FORMAT.md section
+    3.1); None for a dict without them. Raises ValueError when they are not JSON (torch's are
+    {prefix: {"version": int}})."""
+    if isinstance(arrays, LoadedArrays):
+        return None  # its _metadata raises: it is no torch state dict
+    metadata = getattr(arrays, "_metadata", None)
+    if not isinstance(metadata, Mapping):
+        return None
+    try:
+        return json.dumps(dict(metadata), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"the state dict's _metadata (module versions) cannot be stored as "
+                         f"JSON: {e}") from None
 
 
 def not_a_mapping(arrays: Any) -> str:
@@ -683,6 +755,10 @@ def not_a_mapping(arrays: Any) -> str:
         hint = ""
     return f"arrays must be a mapping of names to arrays, not {type(arrays).__name__}{hint}"
 
+
+_OPTIMIZER_NAMES = ("state", "param_groups")
+"""The keys of an optimizer's state_dict(): a dict under such a name is refused with
+_OPTIMIZER_HINT (save_checkpoint stores optimizer state), not stored as a "dict"."""
 
 _OPTIMIZER_HINT = ("an optimizer's state_dict() is not a mapping of arrays: save model and "
                    "optimizer together with modelzip.torch.save_checkpoint(path, tag, model, "
@@ -701,7 +777,7 @@ def to_savable(name: str, value: Any, raw_bits: Optional[str] = None) -> tuple:
     if not array and (
             isinstance(value, Mapping) or (isinstance(value, (list, tuple)) and value
                                            and all(isinstance(v, Mapping) for v in value))):
-        if name in ("state", "param_groups"):
+        if name in _OPTIMIZER_NAMES:
             raise TypeError(f"parameter {name!r}: {_OPTIMIZER_HINT}")
         raise TypeError(f"parameter {name!r}: {_nested_names(name, value)}")
     try:

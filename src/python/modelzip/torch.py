@@ -427,7 +427,8 @@ def save_checkpoint(path: Any, tag: str, model: torch.nn.Module, optimizer: Any,
                     *, scheduler: Any = None, epoch: int = 0, iteration: Optional[int] = None,
                     properties: Optional[Mapping[str, str]] = None,
                     extra: Optional[Mapping[str, Any]] = None,
-                    metadata: Any = None, compress: bool = False, dedup: bool = True,
+                    metadata: Any = None, tag_metadata: Optional[Mapping[str, str]] = None,
+                    compress: bool = False, dedup: bool = True,
                     durable: bool = True, append: bool = True, replace: bool = False,
                     keep_last: Optional[int] = None,
                     progress: Optional[Callable[[int, int], Optional[bool]]] = None,
@@ -462,7 +463,7 @@ def save_checkpoint(path: Any, tag: str, model: torch.nn.Module, optimizer: Any,
       ``numpy.random.get_state()``, ``random.getstate()``), a GradScaler's ``state_dict()``,
       a best metric. TypeError for other types, ValueError for a larger array, before
       anything is written.
-    metadata, compress, dedup, durable, append, replace, keep_last, progress: as
+    metadata, tag_metadata, compress, dedup, durable, append, replace, keep_last, progress: as
       for modelzip.save (``replace=True`` overwrites a tag such as "latest";
       ``keep_last=N`` drops the oldest tags beyond N in the same commit).
     Tensors are read while the commit runs, without copies. Returns the WriteStats.
@@ -518,15 +519,18 @@ def save_checkpoint(path: Any, tag: str, model: torch.nn.Module, optimizer: Any,
         training["properties"][EXTRA] = extra_json
     if not blocking:
         from ._async import save_async
-        return save_async(path, tag, model.state_dict(), updater=updater, training=training,
-                          compress=compress, metadata=metadata, dedup=dedup, durable=durable,
-                          append=append, replace=replace, keep_last=keep_last)
+        return save_async(path, tag, _without_versions(model), updater=updater,
+                          training=training,
+                          compress=compress, metadata=metadata, tag_metadata=tag_metadata,
+                          dedup=dedup, durable=durable, append=append, replace=replace,
+                          keep_last=keep_last)
     from . import _metadata_patch
     patch = None if metadata is None else _metadata_patch(metadata, {}, False)  # before reads
     writer = Writer(path, dedup=dedup, durable=durable, append=append, progress=progress)
     try:
-        writer.add_tag(tag, model.state_dict(), updater=updater, training=training,
-                       compress=compress, replace=replace, _overlap_fetch=True)
+        writer.add_tag(tag, _without_versions(model), updater=updater, training=training,
+                       compress=compress, replace=replace, _overlap_fetch=True,
+                       tag_metadata=tag_metadata)
         if keep_last is not None:
             writer.keep_last(keep_last)
         if patch is not None:
@@ -534,6 +538,20 @@ def save_checkpoint(path: Any, tag: str, model: torch.nn.Module, optimizer: Any,
         return writer.commit()
     finally:
         writer.close()
+
+
+def _without_versions(model: torch.nn.Module) -> dict[str, Any]:
+    """``model.state_dict()`` without its module versions (``_metadata``): a checkpoint tag
+    holds what modelzip.distributed.save_checkpoint writes of the same model, byte for byte,
+    and load_checkpoint copies into the model's own tensors, where the versions play no
+    part (modelzip.torch.save keeps them, for load_state_dict). A quantize_dynamic model's
+    state dict (torch dtypes, tuples of tensors) keeps them: its modules need them to read it
+    back through load_state_dict."""
+    state = model.state_dict()
+    if any(isinstance(v, torch.dtype) or (isinstance(v, tuple) and any(
+            isinstance(x, torch.Tensor) for x in v)) for v in state.values()):
+        return state
+    return dict(state)
 
 
 def _split_state(state: Mapping[int, Mapping[str, Any]],

@@ -1,0 +1,18 @@
+// tag_contents_from_python (bindings.hpp) with the tag's free-form metadata.
+#pragma once
+
+#include "bindings.hpp"
+
+namespace modelzip::python {
+
+// As tag_contents_from_python of bindings.hpp; `tag_metadata`: None, or a
+// mapping str -> str, the tag's free-form metadata. It and a torch state
+// dict's module versions (its _metadata) are staged as <tag>/metadata.toml
+// (FORMAT.md section 3.1). Needs the GIL.
+NewTag tag_contents_from_python(const py::handle& arrays, const py::object& share,
+                                const py::object& compress, const py::object& bfloat16,
+                                const py::object& dtypes, const py::object& updater,
+                                const py::object& training, const py::object& fetches,
+                                const py::object& tag_metadata);
+
+}  // namespace modelzip::python
