@@ -70,6 +70,8 @@ std::string training_config_text(const training::TrainingConfig& config);
 //              "op_types": {type: count}, "outputs", "loss_variables"}
 //             or null (no graph.fb),
 //    "training": training_config_json or null (no trainingConfig.fb)}
+// An archive without tags has only its metadata: "tag", "position",
+// "newest" and the sections after "metadata" are null.
 // "bytes" counts the tensor bytes of every parameter, "own_bytes" only
 // those stored in the tag's own folder (the rest are shared).
 std::string tag_summary_json(const Archive& archive, std::string_view tag = {});

@@ -222,7 +222,8 @@ std::string tag_summary_json(const Archive& archive, std::string_view tag) {
   optional("description", m.description);
   w.end_object();
   if (no_tags) {
-    for (const char* section : {"params", "file_metadata", "updater", "graph", "training"})
+    for (const char* section :
+         {"params", "embeddings", "file_metadata", "updater", "graph", "training"})
       w.key(section).null();
     w.end_object();
     return w.take();
