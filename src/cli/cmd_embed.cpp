@@ -35,8 +35,8 @@ int run(const std::vector<std::string>& argv) {
       continue;
     }
     if (!v) {
-      std::cerr << "modelzip: " << printable(no_embedding(args, used, emb, {words[i]}).what())
-                << "\n";
+      std::cerr << "modelzip: "
+                << printable_message(no_embedding(args, used, emb, {words[i]}).what()) << "\n";
       ++missing;
       continue;
     }

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <iostream>
 #include <set>
+#include <vector>
 
 #include "cli/args.hpp"
 #include "cli/command.hpp"
@@ -16,6 +17,7 @@
 #include "io/posix_file.hpp"
 #include "modelzip/archive.hpp"
 #include "modelzip/cancel.hpp"
+#include "modelzip/entry_stream.hpp"
 #include "modelzip/error.hpp"
 
 namespace modelzip::cli {
@@ -51,6 +53,44 @@ Dir subfolder(const Dir& parent, const std::string& name, const std::string& ent
   int fd = ::openat(parent.fd(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) fail(entry, "cannot enter folder '" + name + "' (a symbolic link is refused)");
   return Dir(fd);
+}
+
+// The piece size of extract's reads and writes: the memory an entry of any
+// size or compression takes, and how soon an interrupt is noticed.
+constexpr std::size_t kPiece = std::size_t{4} << 20;
+
+// Writes entry `name` of `archive` into the new file `file` of `dir` (with
+// `force`, over an existing one) and returns its size. One path for every
+// entry: an EntryStream, read and written in pieces of kPiece bytes, whether
+// stored or deflated. The CRC-32 and size are checked by the read of the last
+// piece; whatever fails (damaged data found there, invalid deflate data, a
+// write error, an interrupt: Error(cancelled)) removes the file before the
+// error is thrown, so no partial file is left behind.
+std::uint64_t write_entry(const Archive& archive, const std::string& name, const Dir& dir,
+                          const std::string& file, bool force) {
+  const int flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (force ? O_TRUNC : O_EXCL);
+  io::UniqueFd fd(::openat(dir.fd(), file.c_str(), flags, 0644));
+  if (!fd.valid())
+    fail(name, errno == EEXIST ? "file exists (use --force to overwrite)" : "cannot create file");
+  try {
+    EntryStream stream = EntryStream::open(archive, name);
+    std::vector<std::byte> piece(static_cast<std::size_t>(
+        std::min<std::uint64_t>(kPiece, std::max<std::uint64_t>(stream.size(), 1))));
+    std::uint64_t done = 0;
+    for (;;) {
+      if (cancel_requested()) throw Error(ErrorCode::cancelled, "interrupted");
+      const std::size_t n = stream.read(piece);
+      if (n == 0) break;
+      io::pwrite_full(fd.get(), piece.data(), n, done, ErrorContext{.entry = name});
+      done += n;
+    }
+    if (::close(fd.release()) != 0) fail(name, "cannot write");
+    return done;
+  } catch (...) {
+    fd = io::UniqueFd();  // closed before the unlink
+    ::unlinkat(dir.fd(), file.c_str(), 0);
+    throw;
+  }
 }
 
 // The entries to extract: all, or with --tag the root files, the tags'
@@ -122,44 +162,15 @@ int run(const std::vector<std::string>& argv) {
     for (std::size_t slash; (slash = name.find('/', start)) != std::string::npos; start = slash + 1)
       dir = subfolder(dir, name.substr(start, slash - start), name);
     if (start == name.size()) continue;  // a folder entry
-    std::string file = name.substr(start);
-    Bytes data;
+    const std::string file = name.substr(start);
     try {
-      // The whole entry, CRC-checked: a stored one is a view of the mapped
-      // archive (file pages, no copy: any size in bounded memory), a
-      // deflated one is decompressed whole.
-      data = archive.entry_part(name, 0, archive.entry_size(name));
+      bytes += write_entry(archive, name, dir, file, args.flag("--force"));
     } catch (const Error& e) {
-      if (e.code() == ErrorCode::cancelled) stop_interrupted(name, "");  // in the read
+      if (e.code() == ErrorCode::cancelled)  // in the read or between pieces
+        stop_interrupted(name, "; its partly written file was removed");
       throw;
     }
-    int flags =
-        O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (args.flag("--force") ? O_TRUNC : O_EXCL);
-    int fd = ::openat(dir.fd(), file.c_str(), flags, 0644);
-    if (fd < 0)
-      fail(name, errno == EEXIST ? "file exists (use --force to overwrite)" : "cannot create file");
-    // Pieces of at most 8 MiB, so that an interrupt is noticed soon.
-    constexpr std::size_t kPiece = std::size_t{8} << 20;
-    std::size_t done = 0;
-    while (done < data.size()) {
-      if (cancel_requested()) {
-        ::close(fd);
-        ::unlinkat(dir.fd(), file.c_str(), 0);
-        stop_interrupted(name, "; its partly written file was removed");
-      }
-      ssize_t n = ::write(fd, data.data() + done, std::min(kPiece, data.size() - done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        int saved = errno;
-        ::close(fd);
-        errno = saved;
-        fail(name, "cannot write");
-      }
-      done += static_cast<std::size_t>(n);
-    }
-    if (::close(fd) != 0) fail(name, "cannot write");
     ++files;
-    bytes += data.size();
   }
   std::cerr << "extracted " << files << " files (" << human_bytes(bytes) << ") into "
             << printable(target) << "\n";
@@ -173,9 +184,11 @@ extern const Command kExtractCommand{
     "Extract every entry into a folder (never outside it)",
     "modelzip extract ARCHIVE DIR [--tag T]... [--force]",
     "Entry names that could escape DIR are rejected when the archive is opened, and\n"
-    "symbolic links inside DIR are never followed. Every CRC is checked. Existing\n"
-    "files are kept unless --force is given. Interrupted (Ctrl-C, SIGTERM: exit\n"
-    "130, 143), it keeps the files it finished and removes the one it was writing.\n"
+    "symbolic links inside DIR are never followed. Every entry, stored or deflated,\n"
+    "is streamed in pieces of 4 MiB and its CRC checked at its end; a damaged entry\n"
+    "fails, naming it, and leaves no file. Existing files are kept unless --force\n"
+    "is given. Interrupted (Ctrl-C, SIGTERM: exit 130, 143), it keeps the files it\n"
+    "finished and removes the one it was writing.\n"
     "Options:\n"
     "  --tag T    only the root files, tag T's folder and the blobs of other tags it\n"
     "             shares (repeatable); salvages the intact tags of a damaged archive\n"

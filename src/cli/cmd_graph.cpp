@@ -50,7 +50,9 @@ extern const Command kGraphCommand{
     "graph", "Show a tag's model graph (text, JSON, or Graphviz DOT)",
     "modelzip graph ARCHIVE [--tag T] [--json | --dot]",
     "Options:\n  --tag T   the tag (default: the newest)\n"
-    "  --json    variables, ops (with named arguments), outputs, loss variables\n"
+    "  --json    an object with keys variables ({name, kind, dtype, shape}), ops\n"
+    "            ({name, type, inputs, outputs, control_deps, i_args, t_args, b_args,\n"
+    "            d_args, s_args}), outputs, loss_variables\n"
     "  --dot     Graphviz: variables as ellipses, ops as boxes\n"
     "\nExamples:\n  modelzip graph model.zip --dot | dot -Tpng > model.png\n"
     "  modelzip graph model.zip --tag step-10 --json\n",

@@ -14,8 +14,9 @@ int run(const std::vector<std::string>& argv) {
   args.expect_positionals(1, 1, {"ARCHIVE"});
   Archive archive = open_archive(args.at(0, "ARCHIVE"));
   std::string tag = args.value_or("--tag", "");
-  std::cout << (args.flag("--json") ? graph::tag_summary_json(archive, tag)
-                                    : printable(graph::tag_summary_text(archive, tag), true));
+  std::cout << (args.flag("--json")
+                    ? graph::tag_summary_json(archive, tag)
+                    : printable_message(graph::tag_summary_text(archive, tag), true));
   return 0;
 }
 

@@ -115,8 +115,9 @@ int run(const std::vector<std::string>& argv) {
     if (p.compressed) std::cout << "\tdeflated";
     if (p.kind == BlobKind::embedding)
       std::cout << "\t"
-                << (embeddings[i].summary ? finalfusion::summary_text(*embeddings[i].summary)
-                                          : "unreadable: " + printable(embeddings[i].error));
+                << (embeddings[i].summary
+                        ? finalfusion::summary_text(*embeddings[i].summary)
+                        : "unreadable: " + printable_message(embeddings[i].error));
     std::cout << "\n";
   }
   return 0;

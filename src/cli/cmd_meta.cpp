@@ -2,6 +2,7 @@
 #include <iostream>
 #include <map>
 #include <string>
+#include <string_view>
 
 #include "cli/args.hpp"
 #include "cli/command.hpp"
@@ -20,24 +21,31 @@ namespace {
 
 // The metadata fields a user may set, with their option and key names.
 struct Field {
-  const char* option;  // "--name"
-  const char* key;     // "name" (for --clear and the printed list)
+  const char* option;    // "--name"
+  const char* key;       // "name" (for --clear and the printed list)
+  const char* json_key;  // "model_name": as info --json and the library name it
   std::optional<std::string> Metadata::*member;
 };
 constexpr Field kFields[] = {
-    {"--name", "name", &Metadata::model_name},
-    {"--version", "version", &Metadata::model_version},
-    {"--quantization", "quantization", &Metadata::quantization},
-    {"--description", "description", &Metadata::description},
+    {"--name", "name", "model_name", &Metadata::model_name},
+    {"--version", "version", "model_version", &Metadata::model_version},
+    {"--quantization", "quantization", "quantization", &Metadata::quantization},
+    {"--description", "description", "description", &Metadata::description},
 };
 
 void print(const Metadata& m, bool json) {
   if (json) {
+    const auto value = [&m](const Field& f) {
+      return (m.*f.member) ? json_string(*(m.*f.member)) : std::string("null");
+    };
     std::cout << "{\"format_version\": " << m.format_version
               << ", \"writer\": " << json_string(m.writer);
+    for (const Field& f : kFields) std::cout << ", " << json_string(f.json_key) << ": " << value(f);
+    // Deprecated in 0.2, gone in 0.3 (docs/cli.md, "Changes in 0.2"): the
+    // keys of 0.1, for scripts that read them.
     for (const Field& f : kFields)
-      std::cout << ", " << json_string(f.key) << ": "
-                << ((m.*f.member) ? json_string(*(m.*f.member)) : "null");
+      if (std::string_view(f.key) != f.json_key)
+        std::cout << ", " << json_string(f.key) << ": " << value(f);
     std::cout << "}\n";
     return;
   }
@@ -137,8 +145,10 @@ extern const Command kMetaCommand{
     "  --description D     free text\n"
     "  --clear KEY         remove a field: name, version, quantization or description\n"
     "                      (repeatable)\n"
-    "  --json              print an object with format_version, writer, name,\n"
-    "                      version, quantization, description (null when not set);\n"
+    "  --json              print an object with format_version, writer, model_name,\n"
+    "                      model_version, quantization, description (null when not\n"
+    "                      set), as info --json's metadata; name and version repeat\n"
+    "                      model_name and model_version (deprecated, gone in 0.3);\n"
     "                      with --tag, an object of the tag's pairs\n"
     "\nExamples:\n  modelzip meta model.zip\n"
     "  modelzip meta model.zip --name resnet18 --version 2 --description 'ImageNet, 90 epochs'\n"

@@ -22,17 +22,17 @@ int run(const std::vector<std::string>& argv) {
     problems = archive.verify(bar.callback());
   } catch (const Error& e) {
     if (e.code() == ErrorCode::io) throw;
-    std::cout << printable(e.what()) << "\n";  // names the archive, entry and line itself
+    std::cout << printable_message(e.what()) << "\n";  // names the archive, entry and line itself
     problems.push_back(Problem{e.context().entry, e.message()});
-    if (!args.flag("--quiet")) std::cout << printable(path) << ": cannot be opened\n";
+    if (!args.flag("--quiet")) std::cout << printable_message(path) << ": cannot be opened\n";
     return 1;
   }
   const bool colour = colour_enabled(1);
   for (const auto& p : problems)
-    std::cout << printable(p.entry.empty() ? path : path + ": entry '" + p.entry + "'") << ": "
-              << paint(printable(p.message), Colour::red, colour) << "\n";
+    std::cout << printable_message(p.entry.empty() ? path : path + ": entry '" + p.entry + "'")
+              << ": " << paint(printable_message(p.message), Colour::red, colour) << "\n";
   if (!args.flag("--quiet"))  // the result, with the problems on standard output
-    std::cout << printable(path) << ": "
+    std::cout << printable_message(path) << ": "
               << (problems.empty() ? paint("OK", Colour::green, colour)
                                    : paint(std::to_string(problems_found(problems)) + " problem(s)",
                                            Colour::red, colour))

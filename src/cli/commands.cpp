@@ -57,7 +57,7 @@ std::size_t report_damage(const Archive& archive) {
     if (auto damage = archive.tag_damage(tag)) {
       ++n;
       std::cerr << "modelzip: tag '" << printable(tag)
-                << "' is damaged: " << printable(damage->what())
+                << "' is damaged: " << printable_message(damage->what())
                 << " (the other tags are readable; modelzip rm-tag removes this one)\n";
     }
   return n;

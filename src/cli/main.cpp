@@ -105,17 +105,17 @@ int main(int argc, char** argv) {
       return rc;
     } catch (const UsageError& e) {
       std::cerr << error_prefix("modelzip " + std::string(c->name) + ":") << " "
-                << printable(e.what()) << "\nUsage: " << c->usage << "\n"
+                << printable_message(e.what()) << "\nUsage: " << c->usage << "\n"
                 << kDoubleDash;
       return 2;
     } catch (const std::exception& e) {  // modelzip::Error and anything else
       if (const int sig = interrupt_signal()) {
         std::cerr << error_prefix() << " interrupted by " << (sig == SIGINT ? "SIGINT" : "SIGTERM")
                   << (c->keeps_work_on_interrupt ? ": " : ", nothing changed: ")
-                  << printable(e.what()) << "\n";
+                  << printable_message(e.what()) << "\n";
         return 128 + sig;
       }
-      std::cerr << error_prefix() << " " << printable(e.what()) << "\n";
+      std::cerr << error_prefix() << " " << printable_message(e.what()) << "\n";
       return c->error_status;
     }
   }

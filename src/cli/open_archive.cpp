@@ -48,7 +48,7 @@ WriterOptions writer_options(const std::string& path, ProgressCallback progress)
     std::cerr << "modelzip: waiting for the writer of " << printable(path) << "..." << std::endl;
   };
   options.on_notice = [path](const std::string& notice) {
-    std::cerr << "modelzip: " << printable(path) << ": " << printable(notice) << std::endl;
+    std::cerr << "modelzip: " << printable(path) << ": " << printable_message(notice) << std::endl;
   };
   return options;
 }

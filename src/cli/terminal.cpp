@@ -17,7 +17,11 @@ bool colour_enabled(int fd) {
   return ::isatty(fd) == 1;
 }
 
-std::string printable(std::string_view text, bool keep_lines) {
+std::string printable(std::string_view text) {
+  return detail::printable_name(text);
+}
+
+std::string printable_message(std::string_view text, bool keep_lines) {
   return detail::printable(text, keep_lines);
 }
 

@@ -51,4 +51,16 @@ std::string printable(std::string_view text, bool keep_lines) {
   return out;
 }
 
+std::string printable_name(std::string_view text) {
+  // A backslash (0x5C) is never part of a multi-byte UTF-8 sequence, so
+  // doubling it first changes no byte's validity, and printable() keeps it.
+  std::string doubled;
+  doubled.reserve(text.size());
+  for (char c : text) {
+    if (c == '\\') doubled += '\\';
+    doubled += c;
+  }
+  return printable(doubled);
+}
+
 }  // namespace modelzip::detail

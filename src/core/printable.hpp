@@ -16,4 +16,12 @@ namespace modelzip::detail {
 // Error applies it to its messages; the CLI to every human-readable line.
 std::string printable(std::string_view text, bool keep_lines = false);
 
+// printable(text) that reads back unambiguously, for names, words, tags and
+// values of untrusted files in human-readable listings: a backslash becomes
+// "\\" first, so the name of the two characters '\' 'n' shows as "\\n" and
+// the name holding a newline as "\n". Apply it once, to the raw string (it
+// doubles the backslashes of a text it escaped before); Error messages keep
+// printable()'s rule.
+std::string printable_name(std::string_view text);
+
 }  // namespace modelzip::detail

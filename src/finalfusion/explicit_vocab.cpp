@@ -6,13 +6,24 @@
 
 namespace modelzip::finalfusion::detail {
 
+VocabFields read_explicit_fields(modelzip::detail::ByteReader& body) {
+  const Failure failure = corrupt_at(body);
+  VocabFields f;
+  f.kind = VocabKind::explicit_ngrams;
+  f.words = body.read<std::uint64_t>("ExplicitSubwordVocab words length");
+  f.ngrams = body.read<std::uint64_t>("ExplicitSubwordVocab n-grams length");
+  f.min_n = body.read<std::uint32_t>("ExplicitSubwordVocab min_n");
+  f.max_n = body.read<std::uint32_t>("ExplicitSubwordVocab max_n");
+  check_ngram_range(f.min_n, f.max_n, failure);
+  check_item_count(body, f.words, "ExplicitSubwordVocab word");
+  return f;
+}
+
 Vocab read_explicit_vocab(modelzip::detail::ByteReader& body) {
   const Failure failure = corrupt_at(body);
-  const auto words_len = body.read<std::uint64_t>("ExplicitSubwordVocab words length");
-  const auto ngrams_len = body.read<std::uint64_t>("ExplicitSubwordVocab n-grams length");
-  const auto min_n = body.read<std::uint32_t>("ExplicitSubwordVocab min_n");
-  const auto max_n = body.read<std::uint32_t>("ExplicitSubwordVocab max_n");
-  auto words = read_words(body, words_len, "ExplicitSubwordVocab word");
+  const VocabFields fields = read_explicit_fields(body);
+  const std::uint64_t ngrams_len = fields.ngrams;
+  auto words = read_words(body, fields.words, "ExplicitSubwordVocab word");
   // Each n-gram takes at least 4 + 8 bytes.
   if (ngrams_len > body.remaining() / 12)
     body.fail("ExplicitSubwordVocab n-grams",
@@ -25,8 +36,8 @@ Vocab read_explicit_vocab(modelzip::detail::ByteReader& body) {
     const auto index = body.read<std::uint64_t>("ExplicitSubwordVocab n-gram index");
     ngrams.emplace_back(std::move(ngram), index);
   }
-  return Vocab::Access::make(
-      make_explicit_vocab(std::move(words), min_n, max_n, std::move(ngrams), failure));
+  return Vocab::Access::make(make_explicit_vocab(std::move(words), fields.min_n, fields.max_n,
+                                                 std::move(ngrams), failure));
 }
 
 void write_explicit_vocab(Sink& sink, const VocabImpl& vocab) {

@@ -5,17 +5,27 @@
 
 namespace modelzip::finalfusion::detail {
 
+VocabFields read_floret_fields(modelzip::detail::ByteReader& body) {
+  const Failure failure = corrupt_at(body);
+  VocabFields f;
+  f.kind = VocabKind::floret;
+  f.min_n = body.read<std::uint32_t>("FloretSubwordVocab min_n");
+  f.max_n = body.read<std::uint32_t>("FloretSubwordVocab max_n");
+  f.buckets = body.read<std::uint64_t>("FloretSubwordVocab buckets");
+  f.hashes = body.read<std::uint32_t>("FloretSubwordVocab hashes");
+  f.seed = body.read<std::uint32_t>("FloretSubwordVocab seed");
+  f.bow = read_string(body, "FloretSubwordVocab begin-of-word marker");
+  f.eow = read_string(body, "FloretSubwordVocab end-of-word marker");
+  check_ngram_range(f.min_n, f.max_n, failure);
+  check_floret_parameters(f.buckets, f.hashes, f.bow, f.eow, failure);
+  return f;
+}
+
 Vocab read_floret_vocab(modelzip::detail::ByteReader& body) {
   const Failure failure = corrupt_at(body);
-  const auto min_n = body.read<std::uint32_t>("FloretSubwordVocab min_n");
-  const auto max_n = body.read<std::uint32_t>("FloretSubwordVocab max_n");
-  const auto buckets = body.read<std::uint64_t>("FloretSubwordVocab buckets");
-  const auto hashes = body.read<std::uint32_t>("FloretSubwordVocab hashes");
-  const auto seed = body.read<std::uint32_t>("FloretSubwordVocab seed");
-  std::string bow(read_string(body, "FloretSubwordVocab begin-of-word marker"));
-  std::string eow(read_string(body, "FloretSubwordVocab end-of-word marker"));
-  return Vocab::Access::make(make_floret_vocab(min_n, max_n, buckets, hashes, seed, std::move(bow),
-                                               std::move(eow), failure));
+  VocabFields f = read_floret_fields(body);
+  return Vocab::Access::make(make_floret_vocab(f.min_n, f.max_n, f.buckets, f.hashes, f.seed,
+                                               std::move(f.bow), std::move(f.eow), failure));
 }
 
 void write_floret_vocab(Sink& sink, const VocabImpl& vocab) {

@@ -3,10 +3,18 @@
 
 namespace modelzip::finalfusion::detail {
 
+VocabFields read_simple_fields(modelzip::detail::ByteReader& body) {
+  VocabFields f;
+  f.kind = VocabKind::simple;
+  f.words = body.read<std::uint64_t>("SimpleVocab length");
+  check_item_count(body, f.words, "SimpleVocab word");
+  return f;
+}
+
 Vocab read_simple_vocab(modelzip::detail::ByteReader& body) {
   const Failure failure = corrupt_at(body);
-  const auto count = body.read<std::uint64_t>("SimpleVocab length");
-  auto words = read_words(body, count, "SimpleVocab word");
+  const VocabFields fields = read_simple_fields(body);
+  auto words = read_words(body, fields.words, "SimpleVocab word");
   return Vocab::Access::make(make_simple_vocab(std::move(words), failure));
 }
 

@@ -1,8 +1,12 @@
 // summarize(): the vocabulary, storage and norms of a .fifu file from the
 // fixed-size fields at the start of each chunk (schemas/FINALFUSION.md
-// sections 1 to 6), skipping everything else by the chunk lengths.
+// sections 1 to 6), skipping everything else by the chunk lengths. Those
+// fields are read, and checked, by the chunk readers' own field readers
+// (read_vocab_fields, read_storage_fields): a summary fails where a full
+// read fails on them, with the same error.
 #include "finalfusion/chunk_io.hpp"
 #include "finalfusion/storage_shape.hpp"
+#include "finalfusion/vocab_chunks.hpp"
 #include "modelzip/finalfusion/embeddings.hpp"
 
 namespace modelzip::finalfusion {
@@ -14,47 +18,28 @@ FileSummary summarize(const Bytes& file) {
   detail::read_header(reader);
   FileSummary s;
   bool have_vocab = false, have_storage = false;
-  std::uint64_t explicit_rows = 0;
+  bool explicit_vocab = false;
   while (!reader.at_end()) {
     const detail::ChunkFrame frame = detail::read_chunk_frame(reader);
     ByteReader body(reader.bytes(frame.body_length, "chunk body"), frame.body_offset);
     using detail::ChunkId;
     switch (frame.id) {
       case ChunkId::simple_vocab:
-        s.vocab = VocabKind::simple;
-        s.words = body.read<std::uint64_t>("words_len");
-        have_vocab = true;
-        break;
       case ChunkId::bucket_subword_vocab:
-      case ChunkId::fasttext_subword_vocab: {
-        const bool finalfusion_buckets = frame.id == ChunkId::bucket_subword_vocab;
-        s.vocab = finalfusion_buckets ? VocabKind::bucket_subwords : VocabKind::fasttext_subwords;
-        s.words = body.read<std::uint64_t>("words_len");
-        s.min_n = body.read<std::uint32_t>("min_n");
-        s.max_n = body.read<std::uint32_t>("max_n");
-        const auto buckets = body.read<std::uint32_t>("buckets");
-        s.subword_rows =
-            finalfusion_buckets ? (buckets < 64 ? std::uint64_t{1} << buckets : 0) : buckets;
+      case ChunkId::fasttext_subword_vocab:
+      case ChunkId::explicit_subword_vocab:
+      case ChunkId::floret_subword_vocab: {
+        const detail::VocabFields fields = detail::read_vocab_fields(frame.id, body);
+        s.vocab = fields.kind;
+        s.words = fields.words;
+        s.min_n = fields.min_n;
+        s.max_n = fields.max_n;
+        s.subword_rows = fields.buckets;
+        // The distinct indices of an explicit vocabulary: from the storage below.
+        explicit_vocab = fields.kind == VocabKind::explicit_ngrams;
         have_vocab = true;
         break;
       }
-      case ChunkId::explicit_subword_vocab:
-        s.vocab = VocabKind::explicit_ngrams;
-        s.words = body.read<std::uint64_t>("words_len");
-        body.read<std::uint64_t>("ngrams_len");
-        s.min_n = body.read<std::uint32_t>("min_n");
-        s.max_n = body.read<std::uint32_t>("max_n");
-        explicit_rows = 1;  // the distinct indices: from the storage below
-        have_vocab = true;
-        break;
-      case ChunkId::floret_subword_vocab:
-        s.vocab = VocabKind::floret;
-        s.words = 0;
-        s.min_n = body.read<std::uint32_t>("min_n");
-        s.max_n = body.read<std::uint32_t>("max_n");
-        s.subword_rows = body.read<std::uint64_t>("n_buckets");
-        have_vocab = true;
-        break;
       case ChunkId::ndarray:
       case ChunkId::quantized_array: {
         const detail::StorageFields fields = detail::read_storage_fields(frame.id, body);
@@ -79,7 +64,7 @@ FileSummary summarize(const Bytes& file) {
                 std::string("finalfusion file without ") + (have_vocab ? "storage" : "vocabulary") +
                     " chunk",
                 ErrorContext{.offset = file.size()});
-  if (explicit_rows) s.subword_rows = s.rows >= s.words ? s.rows - s.words : 0;
+  if (explicit_vocab) s.subword_rows = s.rows >= s.words ? s.rows - s.words : 0;
   return s;
 }
 

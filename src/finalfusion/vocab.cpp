@@ -19,15 +19,6 @@ std::string quote_word(std::string_view s) {
   return out + "'";
 }
 
-void check_ngram_range(std::uint32_t min_n, std::uint32_t max_n, const Failure& f) {
-  if (min_n == 0) modelzip::detail::fail(f.code, "minimum n-gram length is 0", f.context);
-  if (min_n > max_n)
-    modelzip::detail::fail(f.code,
-                           "minimum n-gram length " + std::to_string(min_n) +
-                               " exceeds the maximum " + std::to_string(max_n),
-                           f.context);
-}
-
 std::shared_ptr<VocabImpl> with_words(VocabKind kind, std::vector<std::string> words,
                                       const Failure& f) {
   auto v = std::make_shared<VocabImpl>();
@@ -51,6 +42,38 @@ std::shared_ptr<VocabImpl> with_words(VocabKind kind, std::vector<std::string> w
 }
 
 }  // namespace
+
+void check_ngram_range(std::uint32_t min_n, std::uint32_t max_n, const Failure& f) {
+  if (min_n == 0) modelzip::detail::fail(f.code, "minimum n-gram length is 0", f.context);
+  if (min_n > max_n)
+    modelzip::detail::fail(f.code,
+                           "minimum n-gram length " + std::to_string(min_n) +
+                               " exceeds the maximum " + std::to_string(max_n),
+                           f.context);
+}
+
+std::uint64_t bucket_count(std::uint32_t exponent, const Failure& f) {
+  if (exponent > 63)
+    modelzip::detail::fail(f.code, "bucket exponent " + std::to_string(exponent) + " exceeds 63",
+                           f.context);
+  return std::uint64_t{1} << exponent;
+}
+
+void check_fasttext_buckets(std::uint32_t n_buckets, const Failure& f) {
+  if (n_buckets == 0)
+    modelzip::detail::fail(f.code, "fastText vocabulary with 0 buckets", f.context);
+}
+
+void check_floret_parameters(std::uint64_t n_buckets, std::uint32_t n_hashes, std::string_view bow,
+                             std::string_view eow, const Failure& f) {
+  if (n_buckets == 0) modelzip::detail::fail(f.code, "floret vocabulary with 0 buckets", f.context);
+  if (n_hashes == 0 || n_hashes > 4)
+    modelzip::detail::fail(f.code,
+                           "floret needs 1 to 4 hashes per n-gram, got " + std::to_string(n_hashes),
+                           f.context);
+  if (!modelzip::detail::utf8_valid(bow) || !modelzip::detail::utf8_valid(eow))
+    modelzip::detail::fail(f.code, "floret word boundary markers are not valid UTF-8", f.context);
+}
 
 std::uint64_t VocabImpl::subword_row_count() const noexcept {
   switch (kind) {
@@ -79,10 +102,7 @@ std::shared_ptr<VocabImpl> make_bucket_vocab(std::vector<std::string> words, std
                                              std::uint32_t max_n, std::uint32_t exponent,
                                              const Failure& f) {
   check_ngram_range(min_n, max_n, f);
-  if (exponent > 63)
-    modelzip::detail::fail(f.code, "bucket exponent " + std::to_string(exponent) + " exceeds 63",
-                           f.context);
-  const std::uint64_t buckets = 1ull << exponent;
+  const std::uint64_t buckets = bucket_count(exponent, f);
   if (words.size() > UINT64_MAX - buckets)
     modelzip::detail::fail(f.code, "vocabulary size overflows 64 bits", f.context);
   auto v = with_words(VocabKind::bucket_subwords, std::move(words), f);
@@ -97,8 +117,7 @@ std::shared_ptr<VocabImpl> make_fasttext_vocab(std::vector<std::string> words, s
                                                std::uint32_t max_n, std::uint32_t n_buckets,
                                                const Failure& f) {
   check_ngram_range(min_n, max_n, f);
-  if (n_buckets == 0)
-    modelzip::detail::fail(f.code, "fastText vocabulary with 0 buckets", f.context);
+  check_fasttext_buckets(n_buckets, f);
   auto v = with_words(VocabKind::fasttext_subwords, std::move(words), f);
   v->min_n = min_n;
   v->max_n = max_n;
@@ -142,13 +161,7 @@ std::shared_ptr<VocabImpl> make_floret_vocab(std::uint32_t min_n, std::uint32_t 
                                              std::uint32_t seed, std::string bow, std::string eow,
                                              const Failure& f) {
   check_ngram_range(min_n, max_n, f);
-  if (n_buckets == 0) modelzip::detail::fail(f.code, "floret vocabulary with 0 buckets", f.context);
-  if (n_hashes == 0 || n_hashes > 4)
-    modelzip::detail::fail(f.code,
-                           "floret needs 1 to 4 hashes per n-gram, got " + std::to_string(n_hashes),
-                           f.context);
-  if (!modelzip::detail::utf8_valid(bow) || !modelzip::detail::utf8_valid(eow))
-    modelzip::detail::fail(f.code, "floret word boundary markers are not valid UTF-8", f.context);
+  check_floret_parameters(n_buckets, n_hashes, bow, eow, f);
   auto v = std::make_shared<VocabImpl>();
   v->kind = VocabKind::floret;
   v->min_n = min_n;

@@ -17,8 +17,41 @@ void write_words(Sink& sink, const std::vector<std::string>& words);
 // Bytes write_words produces.
 std::uint64_t words_size(const std::vector<std::string>& words);
 
+// Error(corrupt) naming `what` unless `count` items of at least 4 bytes each
+// (a word's u32 length) fit in the rest of `body`; read_words checks it first.
+void check_item_count(const modelzip::detail::ByteReader& body, std::uint64_t count,
+                      std::string_view what);
+
 // A Failure that reports Error(corrupt) at the body's start.
 Failure corrupt_at(const modelzip::detail::ByteReader& body);
+
+// The fixed fields at the start of a vocabulary chunk's body, before its
+// words (schemas/FINALFUSION.md section 2): all a summary needs. Each
+// chunk's reader below reads them through its read_*_fields, the one place
+// that parses them, which also checks them as the reader does, with the
+// same errors: the n-gram range, the buckets, floret's hashes and markers,
+// and that the declared words fit in the rest of the body. The reader is
+// left before the words (floret, which has none: at the chunk's end).
+struct VocabFields {
+  VocabKind kind = VocabKind::simple;
+  std::uint64_t words = 0;          // declared words (floret: 0)
+  std::uint64_t ngrams = 0;         // explicit_ngrams: declared n-grams
+  std::uint32_t min_n = 0;          // not simple
+  std::uint32_t max_n = 0;          // not simple
+  std::uint32_t buckets_field = 0;  // bucket_subwords: the exponent; fasttext: the count
+  std::uint64_t buckets = 0;        // subword rows: bucket_subwords, fasttext_subwords, floret
+  std::uint32_t hashes = 0;         // floret
+  std::uint32_t seed = 0;           // floret
+  std::string bow, eow;             // floret
+};
+
+VocabFields read_simple_fields(modelzip::detail::ByteReader& body);
+VocabFields read_bucket_fields(modelzip::detail::ByteReader& body);
+VocabFields read_fasttext_fields(modelzip::detail::ByteReader& body);
+VocabFields read_explicit_fields(modelzip::detail::ByteReader& body);
+VocabFields read_floret_fields(modelzip::detail::ByteReader& body);
+// The read_*_fields of chunk `id`; Error(corrupt) when it is no vocabulary.
+VocabFields read_vocab_fields(ChunkId id, modelzip::detail::ByteReader& body);
 
 Vocab read_simple_vocab(modelzip::detail::ByteReader& body);
 Vocab read_bucket_vocab(modelzip::detail::ByteReader& body);

@@ -132,6 +132,17 @@ struct Failure {
   ErrorContext context;
 };
 
+// The builders' checks of their fixed parameters, which the chunk readers
+// also apply to a chunk's fixed fields before its words (read_vocab_fields,
+// vocab_chunks.hpp): the n-gram range (min_n >= 1, min_n <= max_n); a bucket
+// exponent of at most 63 (returns 2^exponent); at least one fastText bucket;
+// floret's buckets, 1 to 4 hashes and UTF-8 word boundary markers.
+void check_ngram_range(std::uint32_t min_n, std::uint32_t max_n, const Failure& f);
+std::uint64_t bucket_count(std::uint32_t exponent, const Failure& f);
+void check_fasttext_buckets(std::uint32_t n_buckets, const Failure& f);
+void check_floret_parameters(std::uint64_t n_buckets, std::uint32_t n_hashes, std::string_view bow,
+                             std::string_view eow, const Failure& f);
+
 // Builders validate their input (duplicates, UTF-8, n-gram range, sizes)
 // and throw Error(failure.code, ..., failure.context).
 std::shared_ptr<VocabImpl> make_simple_vocab(std::vector<std::string> words, const Failure& f);

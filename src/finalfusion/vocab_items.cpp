@@ -4,11 +4,14 @@ namespace modelzip::finalfusion::detail {
 
 using modelzip::detail::ByteReader;
 
-std::vector<std::string> read_words(ByteReader& body, std::uint64_t count, std::string_view what) {
-  // Each word takes at least its 4-byte length.
+void check_item_count(const ByteReader& body, std::uint64_t count, std::string_view what) {
   if (count > body.remaining() / 4)
     body.fail(what, "declares " + std::to_string(count) + " items, but only " +
                         std::to_string(body.remaining()) + " bytes are left in the chunk");
+}
+
+std::vector<std::string> read_words(ByteReader& body, std::uint64_t count, std::string_view what) {
+  check_item_count(body, count, what);
   std::vector<std::string> words;
   words.reserve(static_cast<std::size_t>(count));
   for (std::uint64_t i = 0; i < count; ++i) words.emplace_back(read_string(body, what));
@@ -63,6 +66,24 @@ Vocab read_vocab_chunk(ChunkId id, ByteReader& body) {
       return read_explicit_vocab(body);
     case ChunkId::floret_subword_vocab:
       return read_floret_vocab(body);
+    default:
+      break;
+  }
+  body.fail(chunk_name(id), "is not a vocabulary chunk");
+}
+
+VocabFields read_vocab_fields(ChunkId id, ByteReader& body) {
+  switch (id) {
+    case ChunkId::simple_vocab:
+      return read_simple_fields(body);
+    case ChunkId::bucket_subword_vocab:
+      return read_bucket_fields(body);
+    case ChunkId::fasttext_subword_vocab:
+      return read_fasttext_fields(body);
+    case ChunkId::explicit_subword_vocab:
+      return read_explicit_fields(body);
+    case ChunkId::floret_subword_vocab:
+      return read_floret_fields(body);
     default:
       break;
   }

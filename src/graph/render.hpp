@@ -49,7 +49,9 @@ std::string graph_dot(const Graph& graph);
 // "value"}].
 std::string training_config_json(const training::TrainingConfig& config);
 
-// Human-readable multi-line description of a training config.
+// Human-readable multi-line description of a training config; the config's
+// strings (names, properties) escaped with detail::printable_name, so that
+// each item stays on its line.
 std::string training_config_text(const training::TrainingConfig& config);
 
 // Summary of one tag (empty: newest) as JSON:
@@ -68,11 +70,15 @@ std::string training_config_text(const training::TrainingConfig& config);
 //              "op_types": {type: count}, "outputs", "loss_variables"}
 //             or null (no graph.fb),
 //    "training": training_config_json or null (no trainingConfig.fb)}
+// An archive without tags has only its metadata: "tag", "position",
+// "newest" and the sections after "metadata" are null.
 // "bytes" counts the tensor bytes of every parameter, "own_bytes" only
 // those stored in the tag's own folder (the rest are shared).
 std::string tag_summary_json(const Archive& archive, std::string_view tag = {});
 
-// The same summary as aligned human-readable text.
+// The same summary as aligned human-readable text; the archive's strings
+// (its path, tags, names, metadata values) escaped with
+// detail::printable_name, as the CLI shows names.
 std::string tag_summary_text(const Archive& archive, std::string_view tag = {});
 
 }  // namespace modelzip::graph

@@ -4,6 +4,7 @@
 #include <utility>
 #include <variant>
 
+#include "core/printable.hpp"
 #include "graph/json_writer.hpp"
 #include "graph/render.hpp"
 #include "graph/training_fields.hpp"
@@ -124,7 +125,8 @@ std::string schedule_text(const Schedule& schedule) {
 
 std::string joined(const std::vector<std::string>& items) {
   std::string s;
-  for (std::size_t i = 0; i < items.size(); ++i) s += (i ? ", " : "") + items[i];
+  for (std::size_t i = 0; i < items.size(); ++i)
+    s += (i ? ", " : "") + modelzip::detail::printable_name(items[i]);
   return s;
 }
 
@@ -187,7 +189,7 @@ std::string training_config_text(const TrainingConfig& config) {
   const auto optimizer = config.properties.find("torch.optimizer");
   const bool stand_in = exact != config.properties.end() && exact->second == "false";
   if (stand_in && optimizer != config.properties.end())
-    s += ": not the optimizer, which is " + optimizer->second +
+    s += ": not the optimizer, which is " + modelzip::detail::printable_name(optimizer->second) +
          " (no exact equivalent: property torch.param_groups holds its settings)";
   else if (stand_in && config.properties.count("torch.optimizers"))
     s += ": not the optimizers (no exact equivalent: property torch.optimizers holds each "
@@ -213,7 +215,9 @@ std::string training_config_text(const TrainingConfig& config) {
   list("feature masks", config.feature_mask_mapping);
   list("label masks", config.label_mask_mapping);
   list("loss variables", config.loss_variables);
-  for (const auto& [k, v] : config.properties) s += "property " + k + " = " + v + "\n";
+  for (const auto& [k, v] : config.properties)
+    s += "property " + modelzip::detail::printable_name(k) + " = " +
+         modelzip::detail::printable_name(v) + "\n";
   return s;
 }
 

@@ -142,16 +142,22 @@ std::string human_bytes(std::uint64_t n) {
   return buf;
 }
 
+using modelzip::detail::printable_name;
+
+// The text summary escapes every string of the archive with printable_name
+// (names, values, the archive's path) and nothing else: the CLI prints it
+// as it is, escaping only what is still raw (control characters).
 template <class Map>
 std::string counts_text(const Map& m) {
   std::string s;
-  for (const auto& [k, n] : m) s += (s.empty() ? "" : ", ") + std::to_string(n) + " " + k;
+  for (const auto& [k, n] : m)
+    s += (s.empty() ? "" : ", ") + std::to_string(n) + " " + printable_name(k);
   return s;
 }
 
 std::string joined(const std::vector<std::string>& items) {
   std::string s;
-  for (std::size_t i = 0; i < items.size(); ++i) s += (i ? ", " : "") + items[i];
+  for (std::size_t i = 0; i < items.size(); ++i) s += (i ? ", " : "") + printable_name(items[i]);
   return s;
 }
 
@@ -216,7 +222,8 @@ std::string tag_summary_json(const Archive& archive, std::string_view tag) {
   optional("description", m.description);
   w.end_object();
   if (no_tags) {
-    for (const char* section : {"params", "file_metadata", "updater", "graph", "training"})
+    for (const char* section :
+         {"params", "embeddings", "file_metadata", "updater", "graph", "training"})
       w.key(section).null();
     w.end_object();
     return w.take();
@@ -306,18 +313,20 @@ std::string tag_summary_text(const Archive& archive, std::string_view tag) {
     l.resize(std::max<std::size_t>(l.size(), 10), ' ');
     s += l + text + "\n";
   };
-  line("archive", archive.name());
+  line("archive", printable_name(archive.name()));
   if (no_tags)
     line("tag", "none (the archive has no tags)");
   else
-    line("tag", facts->tag + " (" + std::to_string(facts->position) + " of " +
+    line("tag", printable_name(facts->tag) + " (" + std::to_string(facts->position) + " of " +
                     std::to_string(facts->tag_count) + (facts->newest ? ", newest)" : ")"));
-  line("format", "version " + std::to_string(m.format_version) + ", written by " + m.writer);
+  line("format",
+       "version " + std::to_string(m.format_version) + ", written by " + printable_name(m.writer));
   if (m.model_name || m.model_version)
-    line("model", m.model_name.value_or("") + (m.model_name && m.model_version ? " " : "") +
-                      m.model_version.value_or(""));
-  if (m.quantization) line("quant", *m.quantization);
-  if (m.description) line("about", *m.description);
+    line("model", printable_name(m.model_name.value_or("")) +
+                      (m.model_name && m.model_version ? " " : "") +
+                      printable_name(m.model_version.value_or("")));
+  if (m.quantization) line("quant", printable_name(*m.quantization));
+  if (m.description) line("about", printable_name(*m.description));
   if (no_tags) return s;
   const TagFacts& f = *facts;
 
@@ -334,7 +343,7 @@ std::string tag_summary_text(const Archive& archive, std::string_view tag) {
   line("params", blob_line(f.params));
   for (const auto& e : f.embeddings)
     line("embedding",
-         e.name + ": " +
+         printable_name(e.name) + ": " +
              (e.summary ? finalfusion::summary_text(*e.summary) : "unreadable: " + e.error));
   if (f.file_metadata && !f.file_metadata_error.empty()) {
     line("files", "metadata unreadable: " + f.file_metadata_error);
@@ -345,8 +354,7 @@ std::string tag_summary_text(const Archive& archive, std::string_view tag) {
                       " keys; export "
                       "writes it back)");
     for (const auto& [key, value] : f.file_metadata->safetensors)
-      line("",
-           "  " + modelzip::detail::printable(key) + " = " + modelzip::detail::printable(value));
+      line("", "  " + printable_name(key) + " = " + printable_name(value));
   }
   if (f.updater)
     line("updater",

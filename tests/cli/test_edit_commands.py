@@ -1,7 +1,11 @@
 """diff, extract and gc."""
 import json
 import os
+import struct
 import zipfile
+
+import numpy as np
+import pytest
 
 from conftest import run
 
@@ -40,6 +44,48 @@ def test_extract_refuses_symlinks_leading_outside(quickstart_archive, tmp_path):
     p = run("extract", quickstart_archive, out, check=False)
     assert p.returncode == 1 and b"symbolic link" in p.stderr
     assert list(outside.iterdir()) == []
+
+
+def deflated_archive(folder):
+    """An archive whose tag t holds one deflated blob t/params/0.fb of 8 MiB
+    (more than extract's 4 MiB piece, so a piece is written before the end);
+    returns (path, the offset and size of the blob's compressed data)."""
+    np.save(folder / "w.npy", np.sin(np.arange(1 << 21, dtype=np.float32)))
+    path = folder / "m.zip"
+    run("import", path, "--tag", "t", folder / "w.npy", "--compress")
+    with zipfile.ZipFile(path) as z:
+        info = z.getinfo("t/params/0.fb")
+        assert info.compress_type == zipfile.ZIP_DEFLATED and info.file_size > 4 << 20
+    with open(path, "rb") as f:
+        f.seek(info.header_offset + 26)
+        name_len, extra_len = struct.unpack("<HH", f.read(4))
+    return path, info.header_offset + 30 + name_len + extra_len, info.compress_size
+
+
+@pytest.mark.parametrize("damage", ["data", "crc"])
+def test_extract_of_a_damaged_deflated_entry_leaves_no_file(tmp_path, damage):
+    """A damaged deflated entry (a byte of its compressed data flipped, or a
+    CRC-32 that its data does not have, found once the whole entry is read)
+    fails naming the entry, and its partly written file is removed; the
+    entries before it stay."""
+    path, data_offset, data_size = deflated_archive(tmp_path)
+    raw = bytearray(path.read_bytes())
+    if damage == "data":
+        raw[data_offset + data_size * 3 // 4] ^= 0x55
+    else:  # the CRC in the local header and the central directory
+        with zipfile.ZipFile(path) as z:
+            info = z.getinfo("t/params/0.fb")
+        old = struct.pack("<I", info.CRC)
+        assert raw.count(old) == 2
+        raw = bytearray(bytes(raw).replace(old, struct.pack("<I", info.CRC ^ 1)))
+    path.write_bytes(bytes(raw))
+    out = tmp_path / "out"
+    p = run("extract", path, out, check=False)
+    assert p.returncode == 1, p.stderr
+    assert b"entry 't/params/0.fb'" in p.stderr, p.stderr
+    assert not (out / "t" / "params" / "0.fb").exists()
+    assert (out / "modelzip.toml").exists()
+    assert os.listdir(out / "t" / "params") == []
 
 
 def test_gc_drops_unreferenced_blobs(quickstart_archive):

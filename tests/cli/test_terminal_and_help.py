@@ -340,3 +340,100 @@ def test_too_few_arguments_name_what_is_missing(args, missing):
     assert p.returncode == 2 and p.stdout == b""
     assert p.stderr.decode().startswith(
         f"modelzip {args[0]}: missing {missing}\nUsage: modelzip {args[0]} "), p.stderr
+
+
+def documented_json_keys():
+    """The table of docs/cli.md's "JSON output": {(command, path): (keys always
+    there, keys where they apply)}, path the keys leading to the object
+    (() for the output or, for an array, each item)."""
+    with open(os.path.join(os.environ.get("MODELZIP_SOURCE_DIR", "."), "docs", "cli.md")) as f:
+        section = f.read().split("\n## JSON output\n", 1)[1].split("\n## ", 1)[0]
+    table = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 3 or not cells[0].startswith("`"):
+            continue
+        always = re.findall(r"`([a-z_]+)`", cells[1])
+        optional = [k for k in re.findall(r"`([^`]+)`", cells[2]) if not k.startswith("-")]
+        for part in cells[0].split(","):
+            command, *path = re.findall(r"`([a-z_-]+)`", part)
+            table[(command, tuple(path))] = (always, optional)
+    return table
+
+
+def objects_at(doc, path):
+    """The JSON objects at `path` of output `doc` (each item of an array)."""
+    found = []
+    for item in doc if isinstance(doc, list) else [doc]:
+        for key in path:
+            item = item.get(key) if isinstance(item, dict) else None
+        if isinstance(item, dict):
+            found.append(item)
+    return found
+
+
+def test_every_json_output_has_the_documented_keys(quickstart_archive, tmp_path):
+    """meta --json said name and version where info --json says model_name
+    and model_version; info --json of an archive without tags left out
+    "embeddings". Every command's objects now have the keys docs/cli.md
+    lists (one spelling across the commands), and the help names them."""
+    table = documented_json_keys()
+    assert ("meta", ()) in table and ("ls", ("quantization",)) in table
+    data = os.environ.get("MODELZIP_SHARED_TESTDATA", "../shared/testdata")
+    fifu = os.path.join(data, "finalfusion", "similarity.fifu")
+    golden = tmp_path / "golden.zip"
+    with open(os.path.join(os.environ.get("MODELZIP_SOURCE_DIR", "."), "tests", "golden",
+                           "graph", "checkpoint-v1.zip"), "rb") as f:
+        golden.write_bytes(f.read())
+    path = tmp_path / "m.zip"
+    w = tmp_path / "w.npy"
+    np.save(w, np.linspace(-1, 1, 64 * 64, dtype=np.float32).reshape(64, 64))
+    run("import", path, "--tag", "e", fifu, "--name", "words")
+    run("import", path, "--tag", "f", w)
+    quantized = json.loads(run("quantize", path, "--from", "f", "--tag", "q", "--scheme",
+                               "int4-block32", "--params", "w", "--json").stdout)
+    empty = tmp_path / "empty.zip"
+    run("import", empty, "--tag", "t", w)
+    run("rm-tag", empty, "t")
+
+    def out(*args):
+        p = run(*args, "--json", check=False)
+        assert p.returncode in (0, 1), p.stderr  # diff: 1 when the tags differ
+        return json.loads(p.stdout)
+
+    outputs = {
+        "ls": [out("ls", path, "--tag", "q"), out("ls", path, "--tag", "e"),
+               out("ls", golden, "--updater"), out("ls", quickstart_archive)],
+        "info": [out("info", quickstart_archive), out("info", golden, "--tag", "step-1"),
+                 out("info", path), out("info", empty)],
+        "meta": [out("meta", quickstart_archive)],
+        "graph": [out("graph", golden)],
+        "diff": [out("diff", quickstart_archive, "step-1", "step-2"),
+                 out("diff", golden, "step-1", golden_newest(golden))],
+        "quantize": [quantized],
+        "similar": [out("similar", fifu, "Berlin", "-k", "3")],
+        "analogy": [out("analogy", os.path.join(data, "finalfusion", "analogy.bin"), "Berlin",
+                        "Deutschland", "Paris", "-k", "3")],
+    }
+    checked = set()
+    for (command, key_path), (always, optional) in table.items():
+        if not always:  # tags, embed: no keys of their own
+            continue
+        help_words = set(re.findall(r"[a-z_]+", run(command, "--help").stdout.decode()))
+        assert [k for k in always + optional if k not in help_words] == [], command
+        for doc in outputs[command]:
+            for obj in objects_at(doc, key_path):
+                if key_path == ("embedding",) and "error" in obj:
+                    continue
+                where = f"{command} {' '.join(key_path)}"
+                assert [k for k in obj if k not in always + optional] == [], where
+                assert [k for k in always if k not in obj] == [], where
+                checked.add((command, key_path))
+    assert checked == {k for k, (always, _) in table.items() if always}
+    meta = outputs["meta"][0]  # the deprecated keys of 0.1, for one release
+    assert (meta["name"], meta["version"]) == (meta["model_name"], meta["model_version"])
+    assert outputs["info"][3]["embeddings"] is None
+
+
+def golden_newest(golden):
+    return json.loads(run("tags", golden, "--json").stdout)[-1]

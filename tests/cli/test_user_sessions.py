@@ -106,6 +106,38 @@ def test_diff_and_info_and_tags_escape(hostile, tmp_path):
         "line 1\nline 2\x1b[31m"
 
 
+def test_a_backslash_and_n_and_a_newline_print_apart(tmp_path):
+    """Outside --json, the name a\\nb (a, backslash, n, b) and the name a\nb
+    (a, newline, b) both printed as the four bytes a \\ n b. A backslash is
+    now shown doubled (docs/cli.md), in ls, diff, meta and info alike."""
+    backslash_n, newline = "a\\nb", "a\nb"
+    shown_backslash_n, shown_newline = b"a\\\\nb", b"a\\nb"  # a \ \ n b; a \ n b
+    assert len(backslash_n) == 4 and len(shown_backslash_n) == 5 and len(shown_newline) == 4
+    src = tmp_path / "v1.safetensors"
+    header = {"__metadata__": {"k1": backslash_n, "k2": newline}}
+    data = b""
+    for name in (backslash_n, newline):
+        header[name] = {"dtype": "F32", "shape": [1], "data_offsets": [len(data), len(data) + 4]}
+        data += struct.pack("<f", 0)
+    text = json.dumps(header).encode()
+    src.write_bytes(struct.pack("<Q", len(text)) + text + data)
+    path = tmp_path / "m.zip"
+    run("import", path, "--tag", "v1", src)
+    names = [line.split(b"\t")[0] for line in run("ls", path).stdout.splitlines()]
+    assert sorted(names) == [shown_backslash_n, shown_newline]
+    write_safetensors(tmp_path / "v2.safetensors", {backslash_n: [1], newline: [2]})
+    run("import", path, "--tag", "v2", tmp_path / "v2.safetensors")
+    out = run("diff", path, "v1", "v2", check=False).stdout
+    assert b"changed\t" + shown_backslash_n + b"\tmax |a - b| = 1\n" in out
+    assert b"changed\t" + shown_newline + b"\tmax |a - b| = 2\n" in out
+    out = run("meta", path, "--description", backslash_n).stdout
+    assert b"description   " + shown_backslash_n + b"\n" in out
+    info = run("info", path, "--tag", "v1").stdout
+    assert b"about     " + shown_backslash_n + b"\n" in info
+    assert b"  k1 = " + shown_backslash_n + b"\n" in info
+    assert b"  k2 = " + shown_newline + b"\n" in info
+
+
 def test_on_a_terminal_nothing_raw_arrives(hostile):
     for args in (["ls", hostile], ["cat", hostile, HOSTILE + "x"], ["tags", hostile]):
         _, shown = run_on_terminal(*args, env={**os.environ, "NO_COLOR": "1"})

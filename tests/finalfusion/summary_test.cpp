@@ -1,6 +1,12 @@
 // summarize(): what the chunk headers say equals what a full read finds, for
-// every finalfusion file of the shared test data.
+// every finalfusion file of the shared test data, and a hostile vocabulary
+// chunk fails both alike.
 #include <doctest/doctest.h>
+
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "ff_test_support.hpp"
 
@@ -34,5 +40,88 @@ TEST_SUITE("finalfusion") {
       // A cut file is an error, not a guess.
       CHECK_THROWS_AS(summarize(file.slice(0, file.size() / 2)), Error);
     }
+  }
+}
+
+namespace {
+
+// The identifier and the body's offset of the first vocabulary chunk of a
+// .fifu file, found by walking the chunk frames (FINALFUSION.md section 1:
+// magic, version, n u32 identifiers; then id u32, length u64, body).
+std::pair<std::uint32_t, std::size_t> vocab_chunk(const std::vector<std::byte>& file) {
+  auto u32 = [&file](std::size_t at) {
+    std::uint32_t v;
+    std::memcpy(&v, file.data() + at, 4);
+    return v;
+  };
+  std::size_t at = 12 + 4 * std::size_t{u32(8)};
+  while (at + 12 <= file.size()) {
+    const std::uint32_t id = u32(at);
+    std::uint64_t length;
+    std::memcpy(&length, file.data() + at + 4, 8);
+    if (id == 1 || id == 3 || id == 7 || id == 8 || id == 9) return {id, at + 12};
+    at += 12 + static_cast<std::size_t>(length);
+  }
+  FAIL("no vocabulary chunk");
+  return {0, 0};
+}
+
+// What Embeddings::read and summarize throw for `file` (empty: nothing).
+std::pair<std::string, std::string> read_and_summary_errors(const std::vector<std::byte>& file) {
+  std::pair<std::string, std::string> errors;
+  try {
+    (void)Embeddings::read(Bytes::copy_of(file));
+  } catch (const Error& e) {
+    errors.first = e.what();
+  }
+  try {
+    (void)summarize(Bytes::copy_of(file));
+  } catch (const Error& e) {
+    errors.second = e.what();
+  }
+  return errors;
+}
+
+}  // namespace
+
+TEST_SUITE("finalfusion") {
+  TEST_CASE("summarize refuses a hostile vocabulary chunk with the reader's error") {
+    // summarize read the vocabulary chunks' fixed fields itself: a bucket
+    // exponent of 64, a minimum n-gram length of 0 or 2^40 declared words
+    // gave a summary (0 buckets, 2^40 words) where every read fails.
+    struct Patch {
+      const char* what;
+      std::size_t field;  // offset in the chunk body
+      std::uint64_t value;
+      int bytes;
+      bool bucketed_only;
+    };
+    const Patch patches[] = {
+        {"2^40 declared words", 0, std::uint64_t{1} << 40, 8, false},
+        {"min_n 0", 8, 0, 4, true},
+        {"min_n above max_n", 8, 100, 4, true},
+        {"bucket exponent 64", 16, 64, 4, true},
+    };
+    int patched = 0;
+    for (const char* name : {"simple_vocab.fifu", "ff_buckets.fifu", "embeddings.fifu"}) {
+      const Bytes original = modelzip::testing::ff_bytes(name);
+      const std::vector<std::byte> bytes(original.span().begin(), original.span().end());
+      const std::pair<std::uint32_t, std::size_t> chunk = vocab_chunk(bytes);
+      const std::uint32_t id = chunk.first;
+      const std::size_t body = chunk.second;
+      for (const Patch& p : patches) {
+        if (p.bucketed_only && id != 3) continue;
+        if (id == 8 || id == 9) continue;  // none in the test data
+        std::vector<std::byte> file = bytes;
+        std::memcpy(file.data() + body + p.field, &p.value, static_cast<std::size_t>(p.bytes));
+        const auto errors = read_and_summary_errors(file);
+        const std::string case_name = std::string(name) + ": " + p.what;
+        CAPTURE(case_name);
+        CHECK(!errors.first.empty());
+        CHECK(errors.second == errors.first);
+        ++patched;
+      }
+    }
+    CHECK(patched >= 5);  // the files hold a simple and a bucket vocabulary
   }
 }

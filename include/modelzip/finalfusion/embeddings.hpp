@@ -442,10 +442,13 @@ struct MODELZIP_API FileSummary {
   bool metadata = false;                     // a Metadata chunk is present
 };
 
-// Reads the header and chunk frames of a .fifu file held in `file`.
-// Throws Error(corrupt) / Error(unsupported) as Embeddings::read would for a
-// broken header or frame (the bodies beyond the fixed fields are not
-// checked: use Embeddings::read for that).
+// Reads the header and chunk frames of a .fifu file held in `file`, and the
+// fixed fields at the start of its vocabulary and storage chunks.
+// Throws Error(corrupt) / Error(unsupported) as Embeddings::read would, with
+// the same message, for a broken header or frame or a vocabulary whose
+// fixed fields Embeddings::read refuses (n-gram range, buckets, more words
+// declared than the chunk can hold); the bodies beyond the fixed fields
+// are not checked: use Embeddings::read for that.
 MODELZIP_API FileSummary summarize(const Bytes& file);
 // One line for listings, e.g. "fasttext_subwords 30 words + 1000 buckets
 // (n 3-6); 16 dims, array, norms".

@@ -211,14 +211,16 @@ public class MetadataTest {
     @SuppressWarnings("unchecked")
     Map<String, Object> info = (Map<String, Object>) ((Map<String, Object>) Json.parse(
         TestSupport.cli("info", path, "--json").out())).get("metadata");
-    // meta --json names the fields name, version...; info --json model_name...
-    String[] metaKeys = {"name", "version", "quantization", "description"};
+    // meta --json and info --json name the fields alike (model_name...); meta
+    // also writes 0.1's name and version in 0.2 (deprecated, docs/cli.md).
     for (Metadata.Field f : Metadata.Field.values()) {
       Object want = m.get(f).map(v -> (Object) v).orElse(Json.NULL);
-      assertEquals(f.key(), want, meta.get(metaKeys[f.ordinal()]));
+      assertEquals(f.key(), want, meta.get(f.key()));
       assertEquals(f.key(), want, info.get(f.key()));
     }
-    assertEquals(ODD, meta.get("name"));
+    assertEquals(ODD, meta.get("model_name"));
+    assertEquals(meta.get("model_name"), meta.get("name"));
+    assertEquals(meta.get("model_version"), meta.get("version"));
     assertEquals(Json.NULL, meta.get("description"));
     for (Map<String, Object> read : List.of(meta, info)) {
       assertEquals("1", read.get("format_version"));
@@ -237,8 +239,8 @@ public class MetadataTest {
     @SuppressWarnings("unchecked")
     Map<String, Object> meta = (Map<String, Object>) Json.parse(
         TestSupport.cli("meta", path, "--json").out());
-    assertEquals(name, meta.get("name"));
-    assertEquals("7", meta.get("version"));
+    assertEquals(name, meta.get("model_name"));
+    assertEquals("7", meta.get("model_version"));
     assertEquals("line 1\nline 2", meta.get("description"));
   }
 
