@@ -244,9 +244,12 @@ public final class Archive implements AutoCloseable {
    * entry is fetched whole here, a stored one part by part as it is read.
    *
    * @throws NoSuchElementException if there is no such entry
-   * @throws ModelzipException from the stream's reads: CORRUPT naming the
-   *     entry when it is damaged (IO when another writer changed the file
-   *     since this archive was opened), again on every later read
+   * @throws ModelzipException for an entry that cannot be opened (a remote
+   *     archive's deflated entry that cannot be fetched); the stream's reads
+   *     throw {@link ModelzipIOException} (an IOException, the library's
+   *     error its cause): CORRUPT naming the entry when it is damaged (IO
+   *     when another writer changed the file since this archive was
+   *     opened), again on every later read
    */
   public InputStream entryStream(String entryName) {
     Objects.requireNonNull(entryName, "entryName");

@@ -25,6 +25,7 @@ import org.junit.Rule;
 import org.junit.Test;
 import org.modelzip.Archive;
 import org.modelzip.ModelzipException;
+import org.modelzip.ModelzipIOException;
 import org.modelzip.Param;
 import org.modelzip.Problem;
 import org.modelzip.Tensor;
@@ -489,21 +490,59 @@ public class ArchiveAccessTest {
         try (java.io.InputStream in = archive.entryStream(name)) {
           byte[] first = in.readNBytes(1 << 19);  // before the damage: read
           assertArrayEquals(name, java.util.Arrays.copyOf(data, 1 << 19), first);
-          ModelzipException e = assertThrows(ModelzipException.class, in::readAllBytes);
+          // The InputStream contract: an IOException, the library's error its cause.
+          ModelzipIOException e = assertThrows(ModelzipIOException.class, in::readAllBytes);
           assertEquals(e.getMessage(), ModelzipException.Code.CORRUPT, e.code());
           assertEquals(name, e.entry());
           assertEquals(file.toString(), e.archive());
-          ModelzipException again = assertThrows(ModelzipException.class, in::read);
+          assertEquals(e.getMessage(), e.error().getMessage());
+          assertEquals(e.error(), e.getCause());
+          ModelzipIOException again = assertThrows(ModelzipIOException.class, in::read);
           assertEquals(e.getMessage(), again.getMessage());
         }
       }
       // The CRC-32 is checked by the read that returns the last bytes.
       try (java.io.InputStream in = archive.entryStream("crc.bin")) {
         assertEquals(data.length - 1, in.readNBytes(data.length - 1).length);
-        ModelzipException e = assertThrows(ModelzipException.class, in::read);
+        ModelzipIOException e = assertThrows(ModelzipIOException.class, in::read);
         assertTrue(e.getMessage(), e.getMessage().contains("CRC-32"));
       }
+      // Every InputStream method that reads says so with an IOException,
+      // which code written for any InputStream catches.
+      List<String> caught = new ArrayList<>();
+      List<Map.Entry<String, StreamUse>> uses = List.of(Map.entry("read()",
+                                                            in -> {
+                                                              while (in.read() >= 0) {
+                                                              }
+                                                            }),
+          Map.entry("read(byte[])",
+              in -> {
+                while (in.read(new byte[4096]) >= 0) {
+                }
+              }),
+          Map.entry("readAllBytes", java.io.InputStream::readAllBytes),
+          Map.entry("readNBytes", in -> in.readNBytes(data.length)),
+          Map.entry(
+              "readNBytes(byte[])", in -> in.readNBytes(new byte[data.length], 0, data.length)),
+          Map.entry("skip", in -> in.skip(data.length)),
+          Map.entry("skipNBytes", in -> in.skipNBytes(data.length)),
+          Map.entry("transferTo", in -> in.transferTo(java.io.OutputStream.nullOutputStream())));
+      for (Map.Entry<String, StreamUse> use : uses) {
+        try (java.io.InputStream in = archive.entryStream("cut.bin")) {
+          use.getValue().read(in);
+        } catch (java.io.IOException e) {
+          caught.add(use.getKey());
+        }
+      }
+      assertEquals(
+          uses.stream().map(Map.Entry::getKey).collect(java.util.stream.Collectors.toList()),
+          caught);
     }
+  }
+
+  /** A use of an InputStream that may throw what InputStream methods throw. */
+  private interface StreamUse {
+    void read(java.io.InputStream in) throws java.io.IOException;
   }
 
   private static Map<String, Number> numbers(Object... keyThenValue) {
