@@ -197,11 +197,18 @@ jbyteArray to_java_byte_array(JNIEnv* env, std::span<const std::byte> data) {
   return out;
 }
 
+// The most bytes the glue holds in native memory at once when it copies an
+// entry into a Java array.
+constexpr std::size_t kCopyChunk = std::size_t{1} << 20;
+
 // The whole entry, read with its size and CRC-32 checked (as Python's
-// Archive.entry): a stored one copied from the mapping, a deflated one
-// decompressed into native memory that grows with the data. An entry too
-// large for one Java array is refused by its declared size, before anything
-// is read.
+// Archive.entry), into a new byte[] of its declared size: a stored entry
+// copied from its view of the archive's mapping, a deflated one
+// decompressed through an EntryStream at most kCopyChunk bytes at a time,
+// so either needs its Java array and a bounded buffer, never a native copy
+// of its own size (Archive::entry_part's memory grows with the data). An
+// entry too large for one Java array is refused by its declared size,
+// before anything is read.
 jbyteArray archive_entry(JNIEnv* env, jclass, jlong archive, jbyteArray name) {
   return guarded(env, [&] {
     const Archive& a = archive_of(archive);
@@ -214,7 +221,31 @@ jbyteArray archive_entry(JNIEnv* env, jclass, jlong archive, jbyteArray name) {
                       std::to_string(kMaxJavaArray) +
                       "): read it in parts with entry(name, offset, length)",
                   {.archive = a.name(), .entry = entry_name});
-    return to_java_byte_array(env, a.entry_part(entry_name, 0, size).span());
+    // A stored entry's part is a view of the mapping (a deflated one's is
+    // decompressed): the whole entry as a view, CRC-checked, costs no memory.
+    if (size == 0 || a.entry_part(entry_name, 0, 1).is_mapped())
+      return to_java_byte_array(env, a.entry_part(entry_name, 0, size).span());
+    EntryStream stream = EntryStream::open(a, entry_name);
+    jbyteArray out = env->NewByteArray(static_cast<jsize>(size));
+    check(env);
+    std::vector<std::byte> chunk(
+        static_cast<std::size_t>(std::min<std::uint64_t>(size, kCopyChunk)));
+    std::uint64_t done = 0;
+    while (done < size) {
+      const auto want =
+          static_cast<std::size_t>(std::min<std::uint64_t>(size - done, chunk.size()));
+      const std::size_t n = stream.read({chunk.data(), want});
+      if (n == 0) break;  // the stream throws first for data shorter than declared
+      env->SetByteArrayRegion(out, static_cast<jsize>(done), static_cast<jsize>(n),
+                              reinterpret_cast<const jbyte*>(chunk.data()));
+      check(env);
+      done += n;
+    }
+    // At the declared size the stream has checked the size and CRC-32.
+    if (done < size || stream.read({chunk.data(), 1}) != 0)
+      throw Error(ErrorCode::corrupt, "the entry's data does not have its declared size",
+                  {.archive = a.name(), .entry = entry_name});
+    return out;
   });
 }
 
@@ -255,7 +286,7 @@ void entry_stream_free(JNIEnv*, jclass, jlong stream) {
 jint entry_stream_read(JNIEnv* env, jclass, jlong stream, jbyteArray b, jint off, jint len) {
   return guarded(env, [&]() -> jint {
     EntryStream& s = from_handle<EntryStream>(stream);
-    constexpr jint kChunk = jint{1} << 20;
+    constexpr auto kChunk = static_cast<jint>(kCopyChunk);
     std::vector<std::byte> buffer(static_cast<std::size_t>(std::min(len, kChunk)));
     jint done = 0;
     while (done < len) {

@@ -178,7 +178,9 @@ public final class Archive implements AutoCloseable {
    * The whole contents of entry {@code entryName}, read into a new array
    * with its CRC-32 checked (Python's {@code entry()}): e.g. a tag's
    * "graph.fb" or "trainingConfig.fb", or a file another tool put in the
-   * zip.
+   * zip. A deflated entry is decompressed straight into the array, through
+   * a native buffer of at most 1 MiB: the read needs the array and no
+   * native copy of the entry.
    *
    * @throws NoSuchElementException if there is no such entry
    * @throws ModelzipException CORRUPT when the entry is damaged (a wrong

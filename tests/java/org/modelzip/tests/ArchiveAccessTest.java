@@ -469,6 +469,34 @@ public class ArchiveAccessTest {
   }
 
   @Test
+  public void aWholeDeflatedEntryIsReadIntoItsArrayInBoundedNativeMemory() throws Exception {
+    // 64 MiB of zeros, deflated to a few KiB: the read decompresses into the
+    // byte[] it returns (in a heap touched in advance: no new pages), so the
+    // process's peak rises by a bounded buffer, not by a native copy of the
+    // entry (which, grown as it was decompressed, rose by 64 MiB or more).
+    final int size = 64 << 20;
+    Archive.save(scratch.archive(), "v1", Map.of("zeros", Tensor.of(new float[size / 4])),
+        org.modelzip.SaveOptions.defaults().compress(true));
+    String blob;
+    try (Archive archive = Archive.open(scratch.archive())) {
+      Param p = archive.param("zeros", null);
+      assertTrue(p.compressed());
+      blob = p.blob();
+      assertTrue(archive.entrySize(blob) > size);
+    }
+    TestSupport.Run r =
+        TestSupport.runOk(Paths.get(System.getProperty("java.home"), "bin", "java").toString(),
+            "-Xms320m", "-Xmx320m", "-XX:+AlwaysPreTouch",
+            "-Djava.library.path=" + System.getProperty("java.library.path"), "-cp",
+            System.getProperty("java.class.path"), EntryMemoryProbe.class.getName(),
+            scratch.archive(), blob);
+    org.junit.Assume.assumeFalse(
+        "peak RSS cannot be reset here", r.out().trim().equals("unsupported"));
+    long rise = Long.parseLong(r.out().trim());
+    assertTrue("peak memory rose by " + rise + " bytes reading " + size, rise < (16 << 20));
+  }
+
+  @Test
   public void anEntryStreamChecksTheEntryAtItsEnd() throws Exception {
     // cut.bin: the first half of the deflated data of 6 MiB; crc.bin: whole,
     // with a wrong CRC-32; lie.bin: declares 4 MiB and holds 1 MiB.
