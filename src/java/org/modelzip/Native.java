@@ -151,11 +151,12 @@ final class Native {
   static native Tensor tensorFromArray(byte[] dtype, Object array, int elementBytes, long[] shape);
   static native Tensor tensorFromStrings(byte[][] utf8, long[] shape);
   /**
-   * A dense tensor of the {@code length} bytes of {@code direct} from byte
-   * {@code offset} (a direct buffer), or else of {@code heap}.
+   * A dense tensor of the bytes of {@code parts} one after the other: the
+   * {@code lengths[i]} bytes of {@code parts[i]} (a direct ByteBuffer or a
+   * byte[]) from byte {@code offsets[i]}.
    */
-  static native Tensor tensorFromBuffer(byte[] dtype, ByteBuffer direct, long offset, int length,
-      byte[] heap, long[] shape);
+  static native Tensor tensorFromBuffers(
+      byte[] dtype, Object[] parts, long[] offsets, int[] lengths, long[] shape);
   static native void tensorFree(long tensor);
   static native boolean tensorIsMapped(long tensor);
   /** Copies the values into {@code array}, a primitive array of exactly their byte size. */
