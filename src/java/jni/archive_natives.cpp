@@ -21,6 +21,7 @@
 #include "graph/training_fields.hpp"
 #include "modelzip/archive.hpp"
 #include "modelzip/entry_stream.hpp"
+#include "modelzip/finalfusion/embeddings.hpp"
 #include "modelzip/graph/checkpoint.hpp"
 #include "modelzip/graph/training.hpp"
 #include "modelzip/writer.hpp"
@@ -783,9 +784,10 @@ void archive_save(JNIEnv* env, jclass, jbyteArray path, jbyteArray tag, jobjectA
                   jlongArray updater_tensors, jobjectArray share_names, jobjectArray share_tags,
                   jobjectArray share_params, jobjectArray state_share_variables,
                   jobjectArray state_share_states, jobjectArray state_share_tags,
-                  jobjectArray training, jboolean replace, jint keep_last, jboolean durable,
-                  jboolean compress, jboolean dedup, jint metadata_changed,
-                  jobjectArray metadata_values, jbyteArray replace_hint) {
+                  jobjectArray embedding_names, jlongArray embeddings, jobjectArray training,
+                  jboolean replace, jint keep_last, jboolean durable, jboolean compress,
+                  jboolean dedup, jint metadata_changed, jobjectArray metadata_values,
+                  jbyteArray replace_hint) {
   guarded(env, [&] {
     if (keep_last < 0)
       throw Error(ErrorCode::invalid_argument,
@@ -813,6 +815,10 @@ void archive_save(JNIEnv* env, jclass, jbyteArray path, jbyteArray tag, jobjectA
         shared_states.size() != shared_state_tags.size())
       throw Error(ErrorCode::invalid_argument,
                   "shared updater variables, states and tags differ in number");
+    const std::vector<std::string> embedding_params = to_strings(env, embedding_names);
+    const std::vector<std::int64_t> embedding_handles = to_longs(env, embeddings);
+    if (embedding_params.size() != embedding_handles.size())
+      throw Error(ErrorCode::invalid_argument, "embedding names and embeddings differ in number");
     const std::string archive_path = to_string(env, path);
     const std::string tag_name = to_string(env, tag);
     const std::string hint = to_string(env, replace_hint);
@@ -828,6 +834,10 @@ void archive_save(JNIEnv* env, jclass, jbyteArray path, jbyteArray tag, jobjectA
       NewTag contents;
       for (std::size_t i = 0; i < handles.size(); ++i)
         contents.add(param_names[i], from_handle<Tensor>(handles[i]), param_options);
+      for (std::size_t i = 0; i < embedding_handles.size(); ++i)
+        contents.add_embedding(
+            embedding_params[i],
+            from_handle<finalfusion::Embeddings>(embedding_handles[i]).to_bytes());
       for (std::size_t i = 0; i < shared.size(); ++i)
         contents.share(shared[i], shared_tags[i], shared_params[i]);
       for (std::size_t i = 0; i < state_handles.size(); ++i)
@@ -905,7 +915,7 @@ const JNINativeMethod kMethods[] = {
     native_method("entryStreamRead", "(J[BII)I", entry_stream_read),
     native_method("archiveVerify", "(J)[Ljava/lang/Object;", archive_verify),
     native_method("archiveSave",
-                  "([B[B[[B[J[[B[[B[J[[B[[B[[B[[B[[B[[B[Ljava/lang/Object;ZIZZZI[[B[B)V",
+                  "([B[B[[B[J[[B[[B[J[[B[[B[[B[[B[[B[[B[[B[J[Ljava/lang/Object;ZIZZZI[[B[B)V",
                   archive_save),
     native_method("archiveTrainingConfig", "(J[B)[Ljava/lang/Object;", archive_training_config),
     native_method("trainingConfigNormalize", "([Ljava/lang/Object;)[Ljava/lang/Object;",
