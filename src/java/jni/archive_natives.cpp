@@ -21,6 +21,7 @@
 #include "graph/training_fields.hpp"
 #include "modelzip/archive.hpp"
 #include "modelzip/entry_stream.hpp"
+#include "modelzip/finalfusion/embeddings.hpp"
 #include "modelzip/graph/checkpoint.hpp"
 #include "modelzip/graph/training.hpp"
 #include "modelzip/writer.hpp"
@@ -197,11 +198,18 @@ jbyteArray to_java_byte_array(JNIEnv* env, std::span<const std::byte> data) {
   return out;
 }
 
+// The most bytes the glue holds in native memory at once when it copies an
+// entry into a Java array.
+constexpr std::size_t kCopyChunk = std::size_t{1} << 20;
+
 // The whole entry, read with its size and CRC-32 checked (as Python's
-// Archive.entry): a stored one copied from the mapping, a deflated one
-// decompressed into native memory that grows with the data. An entry too
-// large for one Java array is refused by its declared size, before anything
-// is read.
+// Archive.entry), into a new byte[] of its declared size: a stored entry
+// copied from its view of the archive's mapping, a deflated one
+// decompressed through an EntryStream at most kCopyChunk bytes at a time,
+// so either needs its Java array and a bounded buffer, never a native copy
+// of its own size (Archive::entry_part's memory grows with the data). An
+// entry too large for one Java array is refused by its declared size,
+// before anything is read.
 jbyteArray archive_entry(JNIEnv* env, jclass, jlong archive, jbyteArray name) {
   return guarded(env, [&] {
     const Archive& a = archive_of(archive);
@@ -214,7 +222,31 @@ jbyteArray archive_entry(JNIEnv* env, jclass, jlong archive, jbyteArray name) {
                       std::to_string(kMaxJavaArray) +
                       "): read it in parts with entry(name, offset, length)",
                   {.archive = a.name(), .entry = entry_name});
-    return to_java_byte_array(env, a.entry_part(entry_name, 0, size).span());
+    // A stored entry's part is a view of the mapping (a deflated one's is
+    // decompressed): the whole entry as a view, CRC-checked, costs no memory.
+    if (size == 0 || a.entry_part(entry_name, 0, 1).is_mapped())
+      return to_java_byte_array(env, a.entry_part(entry_name, 0, size).span());
+    EntryStream stream = EntryStream::open(a, entry_name);
+    jbyteArray out = env->NewByteArray(static_cast<jsize>(size));
+    check(env);
+    std::vector<std::byte> chunk(
+        static_cast<std::size_t>(std::min<std::uint64_t>(size, kCopyChunk)));
+    std::uint64_t done = 0;
+    while (done < size) {
+      const auto want =
+          static_cast<std::size_t>(std::min<std::uint64_t>(size - done, chunk.size()));
+      const std::size_t n = stream.read({chunk.data(), want});
+      if (n == 0) break;  // the stream throws first for data shorter than declared
+      env->SetByteArrayRegion(out, static_cast<jsize>(done), static_cast<jsize>(n),
+                              reinterpret_cast<const jbyte*>(chunk.data()));
+      check(env);
+      done += n;
+    }
+    // At the declared size the stream has checked the size and CRC-32.
+    if (done < size || stream.read({chunk.data(), 1}) != 0)
+      throw Error(ErrorCode::corrupt, "the entry's data does not have its declared size",
+                  {.archive = a.name(), .entry = entry_name});
+    return out;
   });
 }
 
@@ -255,7 +287,7 @@ void entry_stream_free(JNIEnv*, jclass, jlong stream) {
 jint entry_stream_read(JNIEnv* env, jclass, jlong stream, jbyteArray b, jint off, jint len) {
   return guarded(env, [&]() -> jint {
     EntryStream& s = from_handle<EntryStream>(stream);
-    constexpr jint kChunk = jint{1} << 20;
+    constexpr auto kChunk = static_cast<jint>(kCopyChunk);
     std::vector<std::byte> buffer(static_cast<std::size_t>(std::min(len, kChunk)));
     jint done = 0;
     while (done < len) {
@@ -752,9 +784,10 @@ void archive_save(JNIEnv* env, jclass, jbyteArray path, jbyteArray tag, jobjectA
                   jlongArray updater_tensors, jobjectArray share_names, jobjectArray share_tags,
                   jobjectArray share_params, jobjectArray state_share_variables,
                   jobjectArray state_share_states, jobjectArray state_share_tags,
-                  jobjectArray training, jboolean replace, jint keep_last, jboolean durable,
-                  jboolean compress, jboolean dedup, jint metadata_changed,
-                  jobjectArray metadata_values, jbyteArray replace_hint) {
+                  jobjectArray embedding_names, jlongArray embeddings, jobjectArray training,
+                  jboolean replace, jint keep_last, jboolean durable, jboolean compress,
+                  jboolean dedup, jint metadata_changed, jobjectArray metadata_values,
+                  jbyteArray replace_hint) {
   guarded(env, [&] {
     if (keep_last < 0)
       throw Error(ErrorCode::invalid_argument,
@@ -782,6 +815,10 @@ void archive_save(JNIEnv* env, jclass, jbyteArray path, jbyteArray tag, jobjectA
         shared_states.size() != shared_state_tags.size())
       throw Error(ErrorCode::invalid_argument,
                   "shared updater variables, states and tags differ in number");
+    const std::vector<std::string> embedding_params = to_strings(env, embedding_names);
+    const std::vector<std::int64_t> embedding_handles = to_longs(env, embeddings);
+    if (embedding_params.size() != embedding_handles.size())
+      throw Error(ErrorCode::invalid_argument, "embedding names and embeddings differ in number");
     const std::string archive_path = to_string(env, path);
     const std::string tag_name = to_string(env, tag);
     const std::string hint = to_string(env, replace_hint);
@@ -797,6 +834,10 @@ void archive_save(JNIEnv* env, jclass, jbyteArray path, jbyteArray tag, jobjectA
       NewTag contents;
       for (std::size_t i = 0; i < handles.size(); ++i)
         contents.add(param_names[i], from_handle<Tensor>(handles[i]), param_options);
+      for (std::size_t i = 0; i < embedding_handles.size(); ++i)
+        contents.add_embedding(
+            embedding_params[i],
+            from_handle<finalfusion::Embeddings>(embedding_handles[i]).to_bytes());
       for (std::size_t i = 0; i < shared.size(); ++i)
         contents.share(shared[i], shared_tags[i], shared_params[i]);
       for (std::size_t i = 0; i < state_handles.size(); ++i)
@@ -874,7 +915,7 @@ const JNINativeMethod kMethods[] = {
     native_method("entryStreamRead", "(J[BII)I", entry_stream_read),
     native_method("archiveVerify", "(J)[Ljava/lang/Object;", archive_verify),
     native_method("archiveSave",
-                  "([B[B[[B[J[[B[[B[J[[B[[B[[B[[B[[B[[B[Ljava/lang/Object;ZIZZZI[[B[B)V",
+                  "([B[B[[B[J[[B[[B[J[[B[[B[[B[[B[[B[[B[[B[J[Ljava/lang/Object;ZIZZZI[[B[B)V",
                   archive_save),
     native_method("archiveTrainingConfig", "(J[B)[Ljava/lang/Object;", archive_training_config),
     native_method("trainingConfigNormalize", "([Ljava/lang/Object;)[Ljava/lang/Object;",

@@ -2,6 +2,8 @@
 // embeddings is a heap modelzip::finalfusion::Embeddings owned by a Java
 // NativeHandle; it keeps its file (or the archive's mapping) alive.
 #include <limits>
+#include <optional>
+#include <vector>
 
 #include "modelzip/archive.hpp"
 #include "modelzip/finalfusion/embeddings.hpp"
@@ -36,6 +38,38 @@ jlong embeddings_from_archive(JNIEnv* env, jclass, jlong archive, jbyteArray nam
     const std::string param = to_string(env, name);
     const Archive& a = from_handle<Archive>(archive);
     return to_handle(Embeddings::read(a.embedding_file(param, to_string(env, tag)), param));
+  });
+}
+
+std::vector<float> to_floats(JNIEnv* env, jfloatArray values) {
+  const jsize n = env->GetArrayLength(values);
+  std::vector<float> out(static_cast<std::size_t>(n));
+  env->GetFloatArrayRegion(values, 0, n, out.data());
+  check(env);
+  return out;
+}
+
+// Java checked that `words` and `matrix` are not null and `dims` not negative.
+jlong embeddings_from_matrix(JNIEnv* env, jclass, jobjectArray words, jfloatArray matrix, jint dims,
+                             jfloatArray norms) {
+  return guarded(env, [&] {
+    if (dims < 0) throw Error(ErrorCode::invalid_argument, "negative dims");
+    std::optional<std::vector<float>> norm_values;
+    if (norms != nullptr) norm_values = to_floats(env, norms);
+    return to_handle(Embeddings::from_matrix(finalfusion::Vocab::simple(to_strings(env, words)),
+                                             to_floats(env, matrix), static_cast<std::size_t>(dims),
+                                             std::move(norm_values)));
+  });
+}
+
+void embeddings_save(JNIEnv* env, jclass, jlong embeddings, jbyteArray path) {
+  guarded(env, [&] {
+    const std::string file = to_string(env, path);
+    try {
+      embeddings_of(embeddings).save(file);
+    } catch (const Error& e) {
+      throw e.with_context({.archive = file});
+    }
   });
 }
 
@@ -101,6 +135,8 @@ const JNINativeMethod kMethods[] = {
     native_method("embeddingsOpen", "([B)J", embeddings_open),
     native_method("embeddingsFromArchive", "(J[B[B)J", embeddings_from_archive),
     native_method("embeddingsFree", "(J)V", embeddings_free),
+    native_method("embeddingsFromMatrix", "([[B[FI[F)J", embeddings_from_matrix),
+    native_method("embeddingsSave", "(J[B)V", embeddings_save),
     native_method("embeddingsDims", "(J)I", embeddings_dims),
     native_method("embeddingsRows", "(J)J", embeddings_rows),
     native_method("embeddingsWords", "(J)[[B", embeddings_words),

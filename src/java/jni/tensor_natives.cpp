@@ -137,29 +137,57 @@ jobject tensor_from_array(JNIEnv* env, jclass, jbyteArray dtype_name_utf8, jobje
   });
 }
 
-jobject tensor_from_buffer(JNIEnv* env, jclass, jbyteArray dtype_name_utf8, jobject direct,
-                           jlong offset, jint length, jbyteArray heap, jlongArray shape) {
+// The bytes of `parts` one after the other: lengths[i] bytes of parts[i] (a
+// direct ByteBuffer or a byte[]) from byte offsets[i], copied once into
+// memory of their total size (2 GiB and more: no single Java buffer holds
+// a tensor that large).
+jobject tensor_from_buffers(JNIEnv* env, jclass, jbyteArray dtype_name_utf8, jobjectArray parts,
+                            jlongArray offsets, jintArray lengths, jlongArray shape) {
   return guarded(env, [&]() -> jobject {
     const std::string name = to_string(env, dtype_name_utf8);
     const std::optional<DType> dtype = dtype_from_name(name);
     if (!dtype || *dtype == DType::utf8)
       throw Error(ErrorCode::invalid_argument, "unknown fixed-size data type '" + name + "'");
-    if (length < 0 || offset < 0)
-      throw Error(ErrorCode::invalid_argument, "a negative buffer range");
-    std::vector<std::byte> values(static_cast<std::size_t>(length));
-    if (direct) {
-      // Java passes the buffer's position and remaining bytes, which lie
-      // within its capacity.
-      const auto* address = static_cast<const std::byte*>(env->GetDirectBufferAddress(direct));
-      const jlong capacity = env->GetDirectBufferCapacity(direct);
-      if (!address || capacity < 0 || offset > capacity || length > capacity - offset)
-        throw Error(ErrorCode::invalid_argument, "not a direct buffer holding that range");
-      if (length > 0) std::memcpy(values.data(), address + offset, values.size());
-    } else {
-      if (env->GetArrayLength(heap) != length)
-        throw Error(ErrorCode::invalid_argument, "the bytes do not have the given length");
-      env->GetByteArrayRegion(heap, 0, length, reinterpret_cast<jbyte*>(values.data()));
+    const jsize count = env->GetArrayLength(parts);
+    if (env->GetArrayLength(offsets) != count || env->GetArrayLength(lengths) != count)
+      throw Error(ErrorCode::invalid_argument, "parts, offsets and lengths differ in number");
+    std::vector<jlong> from(static_cast<std::size_t>(count));
+    std::vector<jint> size(static_cast<std::size_t>(count));
+    env->GetLongArrayRegion(offsets, 0, count, from.data());
+    env->GetIntArrayRegion(lengths, 0, count, size.data());
+    check(env);
+    std::uint64_t total = 0;
+    for (jsize i = 0; i < count; ++i) {
+      if (size[i] < 0 || from[i] < 0)
+        throw Error(ErrorCode::invalid_argument, "a negative buffer range");
+      total += static_cast<std::uint64_t>(size[i]);
+    }
+    std::vector<std::byte> values(static_cast<std::size_t>(total));
+    std::size_t at = 0;
+    for (jsize i = 0; i < count; ++i) {
+      const LocalFrame frame(env, 1);
+      jobject part = env->GetObjectArrayElement(parts, i);
       check(env);
+      const auto length = static_cast<std::size_t>(size[i]);
+      if (part == nullptr) throw Error(ErrorCode::invalid_argument, "a null part");
+      if (!env->IsInstanceOf(part, java_types().byte_array)) {
+        // A direct buffer: Java passes its position and remaining bytes,
+        // which lie within its capacity.
+        const auto* address = static_cast<const std::byte*>(env->GetDirectBufferAddress(part));
+        const jlong capacity = env->GetDirectBufferCapacity(part);
+        if (capacity < 0 || from[i] > capacity || size[i] > capacity - from[i] ||
+            (address == nullptr && length > 0))
+          throw Error(ErrorCode::invalid_argument, "not a direct buffer holding that range");
+        if (length > 0) std::memcpy(values.data() + at, address + from[i], length);
+      } else {
+        auto heap = static_cast<jbyteArray>(part);
+        if (from[i] > env->GetArrayLength(heap) || size[i] > env->GetArrayLength(heap) - from[i])
+          throw Error(ErrorCode::invalid_argument, "not a byte[] holding that range");
+        env->GetByteArrayRegion(heap, static_cast<jsize>(from[i]), size[i],
+                                reinterpret_cast<jbyte*>(values.data() + at));
+        check(env);
+      }
+      at += length;
     }
     return to_java_tensor(
         env, Tensor::dense(*dtype, to_longs(env, shape), Bytes::take(std::move(values))));
@@ -336,8 +364,8 @@ const JNINativeMethod kMethods[] = {
     native_method("tensorFromArray", "([BLjava/lang/Object;I[J)Lorg/modelzip/Tensor;",
                   tensor_from_array),
     native_method("tensorFromStrings", "([[B[J)Lorg/modelzip/Tensor;", tensor_from_strings),
-    native_method("tensorFromBuffer", "([BLjava/nio/ByteBuffer;JI[B[J)Lorg/modelzip/Tensor;",
-                  tensor_from_buffer),
+    native_method("tensorFromBuffers", "([B[Ljava/lang/Object;[J[I[J)Lorg/modelzip/Tensor;",
+                  tensor_from_buffers),
     native_method("tensorFree", "(J)V", tensor_free),
     native_method("tensorIsMapped", "(J)Z", tensor_is_mapped),
     native_method("tensorCopyValues", "(JLjava/lang/Object;I)V", tensor_copy_values),

@@ -178,7 +178,9 @@ public final class Archive implements AutoCloseable {
    * The whole contents of entry {@code entryName}, read into a new array
    * with its CRC-32 checked (Python's {@code entry()}): e.g. a tag's
    * "graph.fb" or "trainingConfig.fb", or a file another tool put in the
-   * zip.
+   * zip. A deflated entry is decompressed straight into the array, through
+   * a native buffer of at most 1 MiB: the read needs the array and no
+   * native copy of the entry.
    *
    * @throws NoSuchElementException if there is no such entry
    * @throws ModelzipException CORRUPT when the entry is damaged (a wrong
@@ -244,9 +246,12 @@ public final class Archive implements AutoCloseable {
    * entry is fetched whole here, a stored one part by part as it is read.
    *
    * @throws NoSuchElementException if there is no such entry
-   * @throws ModelzipException from the stream's reads: CORRUPT naming the
-   *     entry when it is damaged (IO when another writer changed the file
-   *     since this archive was opened), again on every later read
+   * @throws ModelzipException for an entry that cannot be opened (a remote
+   *     archive's deflated entry that cannot be fetched); the stream's reads
+   *     throw {@link ModelzipIOException} (an IOException, the library's
+   *     error its cause): CORRUPT naming the entry when it is damaged (IO
+   *     when another writer changed the file since this archive was
+   *     opened), again on every later read
    */
   public InputStream entryStream(String entryName) {
     Objects.requireNonNull(entryName, "entryName");
@@ -584,20 +589,37 @@ public final class Archive implements AutoCloseable {
       byte[][] stateShareVariables = new byte[stateShares.size()][];
       byte[][] stateShareStates = new byte[stateShares.size()][];
       byte[][] stateShareTags = new byte[stateShares.size()][];
-      for (int k = 0; k < stateShares.size(); k++) {
-        stateShareVariables[k] = Native.utf8(stateShares.get(k).variable());
-        stateShareStates[k] = Native.utf8(stateShares.get(k).state());
-        stateShareTags[k] = Native.utf8(stateShares.get(k).fromTag());
+      for (int j = 0; j < stateShares.size(); j++) {
+        stateShareVariables[j] = Native.utf8(stateShares.get(j).variable());
+        stateShareStates[j] = Native.utf8(stateShares.get(j).state());
+        stateShareTags[j] = Native.utf8(stateShares.get(j).fromTag());
+      }
+      Map<String, Embeddings> embeddings = options.embeddings();
+      byte[][] embeddingNames = new byte[embeddings.size()][];
+      long[] embeddingPointers = new long[embeddings.size()];
+      int k = 0;
+      for (Map.Entry<String, Embeddings> e : embeddings.entrySet()) {
+        embeddingNames[k] = Native.utf8(e.getKey());
+        NativeHandle.Use use;
+        try {
+          use = e.getValue().handle().use();
+        } catch (IllegalStateException closed) {
+          throw new IllegalStateException(where + "embedding parameter '"
+                  + Utf8.printable(e.getKey()) + "': " + closed.getMessage(),
+              closed);
+        }
+        uses.add(use);
+        embeddingPointers[k++] = use.pointer();
       }
       Object[] training = options.trainingConfig().map(TrainingConfig::toNative).orElse(null);
       MetadataUpdate metadata = options.metadata();
       Native.archiveSave(Native.utf8(path), Native.utf8(tag), names, pointers,
           variables.toArray(new byte[0][]), states.toArray(new byte[0][]),
           statePointers.stream().mapToLong(Long::longValue).toArray(), shareNames, shareTags,
-          shareParams, stateShareVariables, stateShareStates, stateShareTags, training,
-          options.replace(),
-          options.keepLast().orElse(0), options.durable(), options.compress(), options.dedup(),
-          metadata.changedMask(), metadata.utf8Values(), Native.utf8(replaceHint));
+          shareParams, stateShareVariables, stateShareStates, stateShareTags, embeddingNames,
+          embeddingPointers, training, options.replace(), options.keepLast().orElse(0),
+          options.durable(), options.compress(), options.dedup(), metadata.changedMask(),
+          metadata.utf8Values(), Native.utf8(replaceHint));
     } finally {
       for (NativeHandle.Use use : uses) {
         use.close();

@@ -5,8 +5,10 @@ import java.util.NoSuchElementException;
 import java.util.Objects;
 
 /**
- * finalfusion word embeddings: a standalone .fifu file, or an embedding
- * parameter of an archive. Lookups of known words give their row; unknown
+ * finalfusion word embeddings: a standalone .fifu file, an embedding
+ * parameter of an archive, or made from a matrix ({@link #fromMatrix}); any
+ * of them saved as an embedding parameter ({@link SaveOptions#embedding})
+ * or a .fifu file ({@link #save}). Lookups of known words give their row; unknown
  * words of a subword vocabulary give the normalised sum of their n-gram rows.
  *
  * <p>Lifetimes: the matrix is a zero-copy view of the mapped file (or of the
@@ -55,6 +57,69 @@ public final class Embeddings implements AutoCloseable {
         p -> Native.embeddingsFromArchive(p, Native.utf8(name), Native.utf8(tag))));
     return new Embeddings(pointer, archive.name(), name);
   }
+
+  /**
+   * Embeddings of {@code words} (a simple vocabulary: no subwords), row i of
+   * the row-major {@code matrix} ({@code words.size()} x {@code dims}
+   * floats, copied) the vector of word i (Python's {@code
+   * Embeddings.from_matrix}, C++ {@code Embeddings::from_matrix}); in
+   * memory, to be saved as an embedding parameter ({@link
+   * SaveOptions#embedding}) or a .fifu file ({@link #save}). The vectors
+   * are stored as given (no normalising, no norms).
+   *
+   * @throws IllegalArgumentException (its cause the library's INVALID_ARGUMENT)
+   *     if the matrix does not hold {@code words.size()} rows of {@code dims},
+   *     or a word is repeated; also for a negative {@code dims}
+   * @throws NullPointerException for a null list, matrix or word
+   */
+  public static Embeddings fromMatrix(List<String> words, float[] matrix, int dims) {
+    return fromMatrix(words, matrix, dims, null);
+  }
+
+  /**
+   * As {@link #fromMatrix(List, float[], int)}, with the original norms of
+   * the vectors, one per word (finalfusion's norms chunk: the matrix then
+   * holds the vectors divided by their norms, as finalfusion stores them);
+   * {@code null}: none.
+   *
+   * @throws IllegalArgumentException also if there is not one norm per word
+   */
+  public static Embeddings fromMatrix(List<String> words, float[] matrix, int dims, float[] norms) {
+    Objects.requireNonNull(words, "words");
+    Objects.requireNonNull(matrix, "matrix");
+    if (dims < 0) {
+      throw new IllegalArgumentException("dims must not be negative: " + dims);
+    }
+    byte[][] utf8 = Native.utf8(words.toArray(new String[0]));
+    long pointer;
+    try {
+      pointer = Native.embeddingsFromMatrix(utf8, matrix, dims, norms);
+    } catch (ModelzipException e) {
+      if (e.code() == ModelzipException.Code.INVALID_ARGUMENT) {
+        throw new IllegalArgumentException(e.getMessage(), e);
+      }
+      throw e;
+    }
+    return new Embeddings(pointer, "matrix of " + words.size() + " words x " + dims, null);
+  }
+
+  /**
+   * Writes these embeddings to {@code path} as a finalfusion file, which
+   * {@link #open(String)}, Python and the {@code modelzip} command read
+   * (C++ {@code Embeddings::save}): to a temporary file beside it, fsynced
+   * and renamed over it, so {@code path} holds the old file or the new one.
+   *
+   * @throws ModelzipException IO when the file cannot be written
+   */
+  public void save(String path) {
+    Objects.requireNonNull(path, "path");
+    handle.call(p -> {
+      Native.embeddingsSave(p, Native.utf8(path));
+      return null;
+    });
+  }
+
+  NativeHandle handle() { return handle; }
 
   /** Components per vector. */
   public int dims() {

@@ -9,9 +9,11 @@ import java.util.Objects;
  * each read continues where the last one ended, so a deflated entry is
  * decompressed once however many reads it takes (C++ {@code EntryStream}).
  * The read that returns the entry's last bytes checks its size and CRC-32;
- * damaged data throws {@link ModelzipException} (CORRUPT, naming the archive
- * and the entry; IO when another writer changed the file since the archive
- * was opened), and every later read throws it again.
+ * damaged data throws {@link ModelzipIOException} (an {@link IOException}, as
+ * the InputStream contract has it; its cause the library's
+ * {@link ModelzipException}: CORRUPT, naming the archive and the entry; IO
+ * when another writer changed the file since the archive was opened), and
+ * every later read throws it again.
  *
  * <p>Lifetimes: it keeps the archive's mapping alive, also after the
  * {@link Archive} is closed, until {@link #close()} or garbage collection.
@@ -41,7 +43,12 @@ final class EntryInputStream extends InputStream {
     if (len == 0) {
       return 0;
     }
-    int n = handle.call(p -> Native.entryStreamRead(p, b, off, len));
+    int n;
+    try {
+      n = handle.call(p -> Native.entryStreamRead(p, b, off, len));
+    } catch (ModelzipException e) {
+      throw new ModelzipIOException(e);
+    }
     return n == 0 ? -1 : n;
   }
 

@@ -18,6 +18,10 @@ import java.util.OptionalLong;
  * ModelzipException of code {@link Code#NOT_FOUND} (and its context) as its
  * {@linkplain Throwable#getCause() cause}.
  *
+ * <p>The methods of an {@link java.io.InputStream} ({@link
+ * Archive#entryStream}) throw it as the cause of a {@link
+ * ModelzipIOException}, the checked IOException those methods declare.
+ *
  * <p>Immutable; safe to share between threads.
  */
 public class ModelzipException extends RuntimeException {

@@ -114,7 +114,9 @@ final class Native {
    * {@code replace}: the tag replaces one of its name in the same commit
    * (Writer::replace_tag); {@code keepLast} > 0: Writer::keep_last in the same
    * commit, 0: every tag kept; {@code compress}: every tensor deflated;
-   * {@code durable}, {@code dedup}: WriterOptions; {@code metadataChanged},
+   * {@code durable}, {@code dedup}: WriterOptions; {@code embeddingNames}[i]
+   * is an embedding parameter of the native Embeddings {@code embeddings}[i]
+   * (NewTag::add_embedding of its finalfusion file); {@code metadataChanged},
    * {@code metadataValues}: the metadata fields changed in the same commit,
    * as {@link #archiveUpdateMetadata} takes them; {@code shareNames}[i] is
    * parameter {@code shareParams}[i] of tag {@code shareTags}[i]
@@ -126,12 +128,12 @@ final class Native {
    * the error of an existing tag names as the way to replace it.
    */
   static native void archiveSave(byte[] path, byte[] tag, byte[][] names, long[] tensors,
-      byte[][] updaterVariables, byte[][] updaterStates, long[] updaterTensors,
-      byte[][] shareNames, byte[][] shareTags, byte[][] shareParams,
-      byte[][] stateShareVariables, byte[][] stateShareStates, byte[][] stateShareTags,
-      Object[] trainingConfig, boolean replace,
-      int keepLast, boolean durable, boolean compress, boolean dedup,
-      int metadataChanged, byte[][] metadataValues, byte[] replaceHint);
+      byte[][] updaterVariables, byte[][] updaterStates, long[] updaterTensors, byte[][] shareNames,
+      byte[][] shareTags, byte[][] shareParams, byte[][] stateShareVariables,
+      byte[][] stateShareStates, byte[][] stateShareTags, byte[][] embeddingNames,
+      long[] embeddings, Object[] trainingConfig, boolean replace, int keepLast, boolean durable,
+      boolean compress, boolean dedup, int metadataChanged, byte[][] metadataValues,
+      byte[] replaceHint);
   /**
    * {format_version (decimal), model_name, model_version, quantization,
    * description, writer}; an unset optional field is null.
@@ -151,11 +153,12 @@ final class Native {
   static native Tensor tensorFromArray(byte[] dtype, Object array, int elementBytes, long[] shape);
   static native Tensor tensorFromStrings(byte[][] utf8, long[] shape);
   /**
-   * A dense tensor of the {@code length} bytes of {@code direct} from byte
-   * {@code offset} (a direct buffer), or else of {@code heap}.
+   * A dense tensor of the bytes of {@code parts} one after the other: the
+   * {@code lengths[i]} bytes of {@code parts[i]} (a direct ByteBuffer or a
+   * byte[]) from byte {@code offsets[i]}.
    */
-  static native Tensor tensorFromBuffer(byte[] dtype, ByteBuffer direct, long offset, int length,
-      byte[] heap, long[] shape);
+  static native Tensor tensorFromBuffers(
+      byte[] dtype, Object[] parts, long[] offsets, int[] lengths, long[] shape);
   static native void tensorFree(long tensor);
   static native boolean tensorIsMapped(long tensor);
   /** Copies the values into {@code array}, a primitive array of exactly their byte size. */
@@ -180,6 +183,14 @@ final class Native {
   static native long embeddingsOpen(byte[] path);
   static native long embeddingsFromArchive(long archive, byte[] name, byte[] tag);
   static native void embeddingsFree(long embeddings);
+  /**
+   * Embeddings::from_matrix of a simple vocabulary of {@code words}, the
+   * row-major {@code matrix} of {@code dims} columns and {@code norms}
+   * (null: none); INVALID_ARGUMENT for sizes that do not match.
+   */
+  static native long embeddingsFromMatrix(byte[][] words, float[] matrix, int dims, float[] norms);
+  /** Embeddings::save (durable). */
+  static native void embeddingsSave(long embeddings, byte[] path);
   static native int embeddingsDims(long embeddings);
   static native long embeddingsRows(long embeddings);
   static native byte[][] embeddingsWords(long embeddings);

@@ -28,9 +28,8 @@ import java.util.OptionalInt;
  * shared by several threads and saves.
  */
 public final class SaveOptions {
-  private static final SaveOptions DEFAULTS =
-      new SaveOptions(0, true, false, true, false, MetadataUpdate.none(), Map.of(), null,
-          List.of());
+  private static final SaveOptions DEFAULTS = new SaveOptions(
+      0, true, false, true, false, MetadataUpdate.none(), Map.of(), null, List.of(), Map.of());
 
   private final int keepLast;  // 0: keep every tag
   private final boolean durable;
@@ -41,6 +40,7 @@ public final class SaveOptions {
   private final Map<String, Share> shares;  // unmodifiable, in the order given
   private final TrainingConfig training;  // null: none
   private final List<UpdaterStateShare> stateShares;  // unmodifiable, in the order given
+  private final Map<String, Embeddings> embeddings; // unmodifiable, in the order given
 
   /**
    * Where a shared parameter's data is: parameter {@code fromParam} of the
@@ -67,8 +67,8 @@ public final class SaveOptions {
   }
 
   private SaveOptions(int keepLast, boolean durable, boolean compress, boolean dedup,
-      boolean replace, MetadataUpdate metadata, Map<String, Share> shares,
-      TrainingConfig training, List<UpdaterStateShare> stateShares) {
+      boolean replace, MetadataUpdate metadata, Map<String, Share> shares, TrainingConfig training,
+      List<UpdaterStateShare> stateShares, Map<String, Embeddings> embeddings) {
     this.keepLast = keepLast;
     this.durable = durable;
     this.compress = compress;
@@ -78,6 +78,7 @@ public final class SaveOptions {
     this.shares = shares;
     this.training = training;
     this.stateShares = stateShares;
+    this.embeddings = embeddings;
   }
 
   /**
@@ -104,8 +105,8 @@ public final class SaveOptions {
       throw new IllegalArgumentException("keepLast must be at least 1, not " + n
           + " (a save keeps its own tag)");
     }
-    return new SaveOptions(n, durable, compress, dedup, replace, metadata, shares,
-        training, stateShares);
+    return new SaveOptions(
+        n, durable, compress, dedup, replace, metadata, shares, training, stateShares, embeddings);
   }
 
   /**
@@ -115,8 +116,8 @@ public final class SaveOptions {
    * Default {@code true}.
    */
   public SaveOptions durable(boolean durable) {
-    return new SaveOptions(keepLast, durable, compress, dedup, replace, metadata, shares,
-        training, stateShares);
+    return new SaveOptions(keepLast, durable, compress, dedup, replace, metadata, shares, training,
+        stateShares, embeddings);
   }
 
   /**
@@ -125,8 +126,8 @@ public final class SaveOptions {
    * {@code false}: stored, aligned, zero-copy.
    */
   public SaveOptions compress(boolean compress) {
-    return new SaveOptions(keepLast, durable, compress, dedup, replace, metadata, shares,
-        training, stateShares);
+    return new SaveOptions(keepLast, durable, compress, dedup, replace, metadata, shares, training,
+        stateShares, embeddings);
   }
 
   /**
@@ -134,8 +135,8 @@ public final class SaveOptions {
    * archive are stored as references to it ({@link Param#shared()}).
    */
   public SaveOptions dedup(boolean dedup) {
-    return new SaveOptions(keepLast, durable, compress, dedup, replace, metadata, shares,
-        training, stateShares);
+    return new SaveOptions(keepLast, durable, compress, dedup, replace, metadata, shares, training,
+        stateShares, embeddings);
   }
 
   /**
@@ -144,8 +145,8 @@ public final class SaveOptions {
    * with {@code false} (the default) the save refuses it (ALREADY_EXISTS).
    */
   public SaveOptions replace(boolean replace) {
-    return new SaveOptions(keepLast, durable, compress, dedup, replace, metadata, shares,
-        training, stateShares);
+    return new SaveOptions(keepLast, durable, compress, dedup, replace, metadata, shares, training,
+        stateShares, embeddings);
   }
 
   /**
@@ -155,7 +156,7 @@ public final class SaveOptions {
    */
   public SaveOptions metadata(MetadataUpdate metadata) {
     return new SaveOptions(keepLast, durable, compress, dedup, replace,
-        Objects.requireNonNull(metadata, "metadata"), shares, training, stateShares);
+        Objects.requireNonNull(metadata, "metadata"), shares, training, stateShares, embeddings);
   }
 
   /**
@@ -178,7 +179,7 @@ public final class SaveOptions {
     Map<String, Share> more = new LinkedHashMap<>(shares);
     more.put(name, new Share(fromTag, fromParam));
     return new SaveOptions(keepLast, durable, compress, dedup, replace, metadata,
-        Collections.unmodifiableMap(more), training, stateShares);
+        Collections.unmodifiableMap(more), training, stateShares, embeddings);
   }
 
   /**
@@ -198,8 +199,8 @@ public final class SaveOptions {
     List<UpdaterStateShare> more = new ArrayList<>(stateShares);
     more.removeIf(s -> s.variable().equals(variable) && s.state().equals(state));
     more.add(share);
-    return new SaveOptions(keepLast, durable, compress, dedup, replace, metadata, shares,
-        training, List.copyOf(more));
+    return new SaveOptions(keepLast, durable, compress, dedup, replace, metadata, shares, training,
+        List.copyOf(more), embeddings);
   }
 
   /**
@@ -210,8 +211,38 @@ public final class SaveOptions {
    */
   public SaveOptions trainingConfig(TrainingConfig config) {
     return new SaveOptions(keepLast, durable, compress, dedup, replace, metadata, shares, config,
-        stateShares);
+        stateShares, embeddings);
   }
+
+  /**
+   * The new tag gets the embedding parameter {@code name} holding {@code
+   * embeddings} as a finalfusion file (C++ {@code NewTag::add_embedding},
+   * Python's {@code save} of an {@code Embeddings} value), read back by
+   * {@link Embeddings#open(Archive, String, String)}, the command's {@code
+   * embed} and {@code similar} and Python: embeddings made with {@link
+   * Embeddings#fromMatrix}, or those of an existing .fifu file ({@link
+   * Embeddings#open(String)}, which checked it). Always stored uncompressed
+   * and aligned, whatever {@link #compress}. Embedding parameters follow the
+   * tensors of the save, in the order given; a name that is also a tensor's
+   * or a share's fails the save (INVALID_ARGUMENT, the archive left as it
+   * was), as in C++. Naming the same parameter again replaces the earlier
+   * embeddings. The embeddings are written when the save runs and must be
+   * open then (a closed one throws {@link IllegalStateException} naming the
+   * parameter); they are encoded into memory of the file's size meanwhile.
+   */
+  public SaveOptions embedding(String name, Embeddings embeddings) {
+    Objects.requireNonNull(name, "name");
+    Objects.requireNonNull(embeddings, "embeddings");
+    Map<String, Embeddings> more = new LinkedHashMap<>(this.embeddings);
+    more.put(name, embeddings);
+    return new SaveOptions(keepLast, durable, compress, dedup, replace, metadata, shares, training,
+        stateShares, Collections.unmodifiableMap(more));
+  }
+
+  /**
+   * The embedding parameters by name ({@link #embedding}), in the order given; empty by default.
+   */
+  public Map<String, Embeddings> embeddings() { return embeddings; }
 
   /** The training configuration saved with the tag ({@link #trainingConfig(TrainingConfig)}). */
   public Optional<TrainingConfig> trainingConfig() {
@@ -259,13 +290,14 @@ public final class SaveOptions {
     return other instanceof SaveOptions o && keepLast == o.keepLast && durable == o.durable
         && compress == o.compress && dedup == o.dedup && replace == o.replace
         && metadata.equals(o.metadata) && shares.equals(o.shares)
-        && Objects.equals(training, o.training) && stateShares.equals(o.stateShares);
+        && Objects.equals(training, o.training) && stateShares.equals(o.stateShares)
+        && embeddings.equals(o.embeddings);
   }
 
   @Override
   public int hashCode() {
     return java.util.Objects.hash(keepLast, durable, compress, dedup, replace, metadata, shares,
-        training, stateShares);
+        training, stateShares, embeddings);
   }
 
   @Override
@@ -274,6 +306,7 @@ public final class SaveOptions {
         + ", durable=" + durable + ", compress=" + compress + ", dedup=" + dedup + ", replace="
         + replace + ", metadata=" + metadata + (shares.isEmpty() ? "" : ", shares=" + shares)
         + (stateShares.isEmpty() ? "" : ", updaterStateShares=" + stateShares)
+        + (embeddings.isEmpty() ? "" : ", embeddings=" + embeddings)
         + (training == null ? "" : ", trainingConfig=" + training) + ")";
   }
 }

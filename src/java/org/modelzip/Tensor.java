@@ -86,9 +86,9 @@ public final class Tensor implements AutoCloseable {
    * tell no shape from an empty one: both make one dimension. A scalar is
    * made here: {@code Tensor.of("float32", new float[] {0.5f}, new long[0])}.
    *
-   * @throws IllegalArgumentException if the type is unknown or the array
-   *     kind does not fit it
-   * @throws ModelzipException INVALID_ARGUMENT if the shape does not fit the data
+   * @throws IllegalArgumentException if the type is unknown, the array
+   *     kind does not fit it, or the shape does not fit the data (its cause:
+   *     the library's {@link ModelzipException}, INVALID_ARGUMENT)
    */
   public static Tensor of(String dtype, Object data, long[] shape) {
     // Complex types: two array values (real, imaginary) per element.
@@ -99,8 +99,10 @@ public final class Tensor implements AutoCloseable {
         throw new IllegalArgumentException("a String[] makes a \"string\" tensor, not " + dtype);
       }
       String[] strings = (String[]) data;
-      return Native.tensorFromStrings(Native.utf8(strings),
-          shape != null ? shape.clone() : new long[] {strings.length});
+      byte[][] utf8 = Native.utf8(strings);
+      return made(()
+                      -> Native.tensorFromStrings(
+                          utf8, shape != null ? shape.clone() : new long[] {strings.length}));
     }
     String kind = arrayKind(dtype);
     if (kind == null) {
@@ -118,8 +120,9 @@ public final class Tensor implements AutoCloseable {
       throw new IllegalArgumentException("a \"" + dtype + "\" tensor is made from (real, imaginary)"
           + " pairs, not from an odd number (" + length + ") of values");
     }
-    return Native.tensorFromArray(Native.utf8(dtype), data, elementBytes(kind),
-        shape != null ? shape.clone() : new long[] {isComplex(dtype) ? length / 2 : length});
+    long[] dims =
+        shape != null ? shape.clone() : new long[] {isComplex(dtype) ? length / 2 : length};
+    return made(() -> Native.tensorFromArray(Native.utf8(dtype), data, elementBytes(kind), dims));
   }
 
   /**
@@ -133,32 +136,83 @@ public final class Tensor implements AutoCloseable {
    * elements as the bytes hold, an empty shape a scalar.
    *
    * @throws IllegalArgumentException if the type is unknown or "string"
-   *     (made from {@code String[]}), or, without a shape, the bytes are
-   *     not a whole number of elements
-   * @throws ModelzipException INVALID_ARGUMENT if the shape does not fit the bytes
+   *     (made from {@code String[]}), without a shape, the bytes are not a
+   *     whole number of elements, or the shape does not fit the bytes (its
+   *     cause: the library's {@link ModelzipException}, INVALID_ARGUMENT)
    */
   public static Tensor of(String dtype, ByteBuffer data, long[] shape) {
-    Objects.requireNonNull(dtype, "dtype");
     Objects.requireNonNull(data, "data");
+    return of(dtype, new ByteBuffer[] {data}, shape);
+  }
+
+  /**
+   * A tensor of {@code dtype} holding a copy of the bytes of {@code parts},
+   * one after the other, each from its position to its limit, as {@link
+   * #of(String, ByteBuffer, long[])} takes one buffer (the positions are
+   * left as they are): the way to make a tensor of 2 GiB or more, which no
+   * single ByteBuffer holds, e.g. from the parts {@link #buffers(int)} gives
+   * or from several direct buffers. Direct parts are copied natively; the
+   * values are copied once, into memory of the whole tensor's size.
+   *
+   * @throws IllegalArgumentException as {@link #of(String, ByteBuffer, long[])}
+   *     (the bytes of all parts together)
+   * @throws NullPointerException if {@code parts} or one of them is null
+   */
+  public static Tensor of(String dtype, ByteBuffer[] parts, long[] shape) {
+    Objects.requireNonNull(dtype, "dtype");
+    Objects.requireNonNull(parts, "parts");
     String kind = arrayKind(dtype);
     if (kind == null || kind.equals("String")) {
       throw new IllegalArgumentException(kind == null
           ? "unknown data type \"" + dtype + "\" (the types: " + String.join(", ", DTYPES) + ")"
           : "a \"string\" tensor is made from String[], not from a ByteBuffer");
     }
-    int length = data.remaining();
+    // Each part as a direct buffer or a byte[], with the range of it to copy.
+    Object[] sources = new Object[parts.length];
+    long[] offsets = new long[parts.length];
+    int[] lengths = new int[parts.length];
+    long length = 0;
+    for (int i = 0; i < parts.length; i++) {
+      ByteBuffer part = Objects.requireNonNull(parts[i], "part " + i + " is null");
+      lengths[i] = part.remaining();
+      length += lengths[i];
+      if (part.isDirect()) {
+        sources[i] = part;
+        offsets[i] = part.position();
+      } else if (part.hasArray()) { // a writable heap buffer: its array, not a copy
+        sources[i] = part.array();
+        offsets[i] = part.arrayOffset() + part.position();
+      } else {
+        byte[] bytes = new byte[lengths[i]];
+        part.duplicate().get(bytes); // a read-only heap buffer
+        sources[i] = bytes;
+      }
+    }
     int elementSize = elementBytes(kind) * (isComplex(dtype) ? 2 : 1);
     if (shape == null && length % elementSize != 0) {
       throw new IllegalArgumentException(length + " bytes are not a whole number of \"" + dtype
           + "\" elements (" + elementSize + " bytes each)");
     }
     long[] dims = shape != null ? shape.clone() : new long[] {length / elementSize};
-    if (data.isDirect()) {
-      return Native.tensorFromBuffer(Native.utf8(dtype), data, data.position(), length, null, dims);
+    return made(
+        () -> Native.tensorFromBuffers(Native.utf8(dtype), sources, offsets, lengths, dims));
+  }
+
+  /**
+   * The tensor {@code make} makes from a caller's values; the library's
+   * INVALID_ARGUMENT (a shape that does not fit them, a negative dimension)
+   * becomes the IllegalArgumentException of a caller's mistake, as {@link
+   * TrainingConfig.Builder#build} throws, with that error as its cause.
+   */
+  private static Tensor made(java.util.function.Supplier<Tensor> make) {
+    try {
+      return make.get();
+    } catch (ModelzipException e) {
+      if (e.code() == ModelzipException.Code.INVALID_ARGUMENT) {
+        throw new IllegalArgumentException(e.getMessage(), e);
+      }
+      throw e;
     }
-    byte[] bytes = new byte[length];
-    data.duplicate().get(bytes);  // a heap buffer, read-only ones too
-    return Native.tensorFromBuffer(Native.utf8(dtype), null, 0, length, bytes, dims);
   }
 
   /** A float32 tensor; no shape (or an empty one): one dimension of the data's length. */
@@ -298,12 +352,12 @@ public final class Tensor implements AutoCloseable {
    * by itself (see the class comment). A new view on each call.
    *
    * @throws UnsupportedOperationException when the values exceed 2 GiB - 1
-   *     (a ByteBuffer's limit): use {@link #buffer(long, int)}
+   *     (a ByteBuffer's limit): use {@link #buffers()} or {@link #buffer(long, int)}
    */
   public ByteBuffer buffer() {
     if (byteSize > Integer.MAX_VALUE) {
       throw new UnsupportedOperationException("tensor of " + byteSize
-          + " bytes does not fit one ByteBuffer (2 GiB - 1): use buffer(offset, length)");
+          + " bytes does not fit one ByteBuffer (2 GiB - 1): use buffers() or buffer(offset, length)");
     }
     ByteBuffer all;
     synchronized (this) {
@@ -324,6 +378,45 @@ public final class Tensor implements AutoCloseable {
   public ByteBuffer buffer(long offset, int length) {
     Objects.checkFromIndexSize(offset, length, byteSize);
     return directBuffer(offset, length).asReadOnlyBuffer().order(ByteOrder.LITTLE_ENDIAN);
+  }
+
+  /** The part size of {@link #buffers()}: 1 GiB, a multiple of every element size. */
+  public static final int DEFAULT_PART_BYTES = 1 << 30;
+
+  /**
+   * All value bytes as consecutive read-only, direct, little-endian buffers
+   * of {@link #DEFAULT_PART_BYTES} each (the last one shorter), as {@link
+   * #buffers(int)} gives them: a tensor of any size, 2 GiB and more too.
+   */
+  public ByteBuffer[] buffers() { return buffers(DEFAULT_PART_BYTES); }
+
+  /**
+   * All value bytes as consecutive buffers of {@code partBytes} each, the
+   * last one shorter (one empty buffer for no bytes): part i holds bytes
+   * {@code i * partBytes} on, as {@link #buffer(long, int)} gives them
+   * (read-only, direct, little-endian, zero-copy over the mapped file when
+   * {@link #isMapped()}; each keeps the data alive by itself). With a
+   * {@code partBytes} that is a multiple of the element size, no element is
+   * split between two parts. Their concatenation is what {@link
+   * #of(String, ByteBuffer[], long[])} takes back.
+   *
+   * @throws IllegalArgumentException if {@code partBytes} is not positive
+   */
+  public ByteBuffer[] buffers(int partBytes) {
+    if (partBytes <= 0) {
+      throw new IllegalArgumentException("partBytes must be positive, not " + partBytes);
+    }
+    long count = Math.max(1, (byteSize + partBytes - 1) / partBytes);
+    if (count > Integer.MAX_VALUE - 8) {
+      throw new IllegalArgumentException(
+          count + " parts of " + partBytes + " bytes do not fit one Java array: use larger parts");
+    }
+    ByteBuffer[] out = new ByteBuffer[(int) count];
+    for (int i = 0; i < out.length; i++) {
+      long offset = (long) i * partBytes;
+      out[i] = buffer(offset, (int) Math.min(partBytes, byteSize - offset));
+    }
+    return out;
   }
 
   /** A root buffer whose reachability keeps its own reference to the bytes alive. */

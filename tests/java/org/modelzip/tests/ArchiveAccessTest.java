@@ -25,6 +25,7 @@ import org.junit.Rule;
 import org.junit.Test;
 import org.modelzip.Archive;
 import org.modelzip.ModelzipException;
+import org.modelzip.ModelzipIOException;
 import org.modelzip.Param;
 import org.modelzip.Problem;
 import org.modelzip.Tensor;
@@ -468,6 +469,34 @@ public class ArchiveAccessTest {
   }
 
   @Test
+  public void aWholeDeflatedEntryIsReadIntoItsArrayInBoundedNativeMemory() throws Exception {
+    // 64 MiB of zeros, deflated to a few KiB: the read decompresses into the
+    // byte[] it returns (in a heap touched in advance: no new pages), so the
+    // process's peak rises by a bounded buffer, not by a native copy of the
+    // entry (which, grown as it was decompressed, rose by 64 MiB or more).
+    final int size = 64 << 20;
+    Archive.save(scratch.archive(), "v1", Map.of("zeros", Tensor.of(new float[size / 4])),
+        org.modelzip.SaveOptions.defaults().compress(true));
+    String blob;
+    try (Archive archive = Archive.open(scratch.archive())) {
+      Param p = archive.param("zeros", null);
+      assertTrue(p.compressed());
+      blob = p.blob();
+      assertTrue(archive.entrySize(blob) > size);
+    }
+    TestSupport.Run r =
+        TestSupport.runOk(Paths.get(System.getProperty("java.home"), "bin", "java").toString(),
+            "-Xms320m", "-Xmx320m", "-XX:+AlwaysPreTouch",
+            "-Djava.library.path=" + System.getProperty("java.library.path"), "-cp",
+            System.getProperty("java.class.path"), EntryMemoryProbe.class.getName(),
+            scratch.archive(), blob);
+    org.junit.Assume.assumeFalse(
+        "peak RSS cannot be reset here", r.out().trim().equals("unsupported"));
+    long rise = Long.parseLong(r.out().trim());
+    assertTrue("peak memory rose by " + rise + " bytes reading " + size, rise < (16 << 20));
+  }
+
+  @Test
   public void anEntryStreamChecksTheEntryAtItsEnd() throws Exception {
     // cut.bin: the first half of the deflated data of 6 MiB; crc.bin: whole,
     // with a wrong CRC-32; lie.bin: declares 4 MiB and holds 1 MiB.
@@ -489,21 +518,59 @@ public class ArchiveAccessTest {
         try (java.io.InputStream in = archive.entryStream(name)) {
           byte[] first = in.readNBytes(1 << 19);  // before the damage: read
           assertArrayEquals(name, java.util.Arrays.copyOf(data, 1 << 19), first);
-          ModelzipException e = assertThrows(ModelzipException.class, in::readAllBytes);
+          // The InputStream contract: an IOException, the library's error its cause.
+          ModelzipIOException e = assertThrows(ModelzipIOException.class, in::readAllBytes);
           assertEquals(e.getMessage(), ModelzipException.Code.CORRUPT, e.code());
           assertEquals(name, e.entry());
           assertEquals(file.toString(), e.archive());
-          ModelzipException again = assertThrows(ModelzipException.class, in::read);
+          assertEquals(e.getMessage(), e.error().getMessage());
+          assertEquals(e.error(), e.getCause());
+          ModelzipIOException again = assertThrows(ModelzipIOException.class, in::read);
           assertEquals(e.getMessage(), again.getMessage());
         }
       }
       // The CRC-32 is checked by the read that returns the last bytes.
       try (java.io.InputStream in = archive.entryStream("crc.bin")) {
         assertEquals(data.length - 1, in.readNBytes(data.length - 1).length);
-        ModelzipException e = assertThrows(ModelzipException.class, in::read);
+        ModelzipIOException e = assertThrows(ModelzipIOException.class, in::read);
         assertTrue(e.getMessage(), e.getMessage().contains("CRC-32"));
       }
+      // Every InputStream method that reads says so with an IOException,
+      // which code written for any InputStream catches.
+      List<String> caught = new ArrayList<>();
+      List<Map.Entry<String, StreamUse>> uses = List.of(Map.entry("read()",
+                                                            in -> {
+                                                              while (in.read() >= 0) {
+                                                              }
+                                                            }),
+          Map.entry("read(byte[])",
+              in -> {
+                while (in.read(new byte[4096]) >= 0) {
+                }
+              }),
+          Map.entry("readAllBytes", java.io.InputStream::readAllBytes),
+          Map.entry("readNBytes", in -> in.readNBytes(data.length)),
+          Map.entry(
+              "readNBytes(byte[])", in -> in.readNBytes(new byte[data.length], 0, data.length)),
+          Map.entry("skip", in -> in.skip(data.length)),
+          Map.entry("skipNBytes", in -> in.skipNBytes(data.length)),
+          Map.entry("transferTo", in -> in.transferTo(java.io.OutputStream.nullOutputStream())));
+      for (Map.Entry<String, StreamUse> use : uses) {
+        try (java.io.InputStream in = archive.entryStream("cut.bin")) {
+          use.getValue().read(in);
+        } catch (java.io.IOException e) {
+          caught.add(use.getKey());
+        }
+      }
+      assertEquals(
+          uses.stream().map(Map.Entry::getKey).collect(java.util.stream.Collectors.toList()),
+          caught);
     }
+  }
+
+  /** A use of an InputStream that may throw what InputStream methods throw. */
+  private interface StreamUse {
+    void read(java.io.InputStream in) throws java.io.IOException;
   }
 
   private static Map<String, Number> numbers(Object... keyThenValue) {

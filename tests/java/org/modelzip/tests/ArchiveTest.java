@@ -168,11 +168,14 @@ public class ArchiveTest {
     assertThrows(IllegalArgumentException.class, () -> Tensor.of("complex64", new float[] {1}, null));
     assertThrows(IllegalArgumentException.class, () -> Tensor.of("string", new byte[] {1}, null));
     assertThrows(NullPointerException.class, () -> Tensor.of(new String[] {"a", null}));
-    ModelzipException e = assertThrows(ModelzipException.class,
-        () -> Tensor.of(new float[] {1, 2, 3}, 2, 2));
-    assertEquals(ModelzipException.Code.INVALID_ARGUMENT, e.code());
-    e = assertThrows(ModelzipException.class, () -> Tensor.of(new float[] {1, 2}, -1, -2));
-    assertEquals(ModelzipException.Code.INVALID_ARGUMENT, e.code());
+    // A shape that does not fit is the caller's mistake, as a wrong array kind.
+    IllegalArgumentException e =
+        assertThrows(IllegalArgumentException.class, () -> Tensor.of(new float[] {1, 2, 3}, 2, 2));
+    assertEquals(
+        ModelzipException.Code.INVALID_ARGUMENT, ((ModelzipException) e.getCause()).code());
+    e = assertThrows(IllegalArgumentException.class, () -> Tensor.of(new float[] {1, 2}, -1, -2));
+    assertEquals(
+        ModelzipException.Code.INVALID_ARGUMENT, ((ModelzipException) e.getCause()).code());
     Tensor f = Tensor.of(new float[] {1});
     assertArrayEquals(new double[] {1}, f.toDoubleArray(), 0.0);  // widened exactly
     assertThrows(IllegalArgumentException.class, Tensor.of(new double[] {1})::toFloatArray);

@@ -6,14 +6,24 @@ import static org.junit.Assert.assertFalse;
 import static org.junit.Assert.assertThrows;
 import static org.junit.Assert.assertTrue;
 
+import java.nio.file.Files;
+import java.nio.file.Paths;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.NoSuchElementException;
+import java.util.stream.Collectors;
 import org.junit.Rule;
 import org.junit.Test;
+import org.junit.function.ThrowingRunnable;
 import org.modelzip.Archive;
 import org.modelzip.Embeddings;
 import org.modelzip.ModelzipException;
 import org.modelzip.Param;
+import org.modelzip.SaveOptions;
+import org.modelzip.Tensor;
 import org.modelzip.WordSimilarity;
 
 /**
@@ -142,5 +152,136 @@ public class EmbeddingsTest {
       assertEquals(2, e.words().size());
       assertEquals(2 + 1024, e.rows());
     }
+  }
+
+  /** The unit vectors `modelzip embed --json` prints for {@code words} of SOURCE... */
+  private static Map<String, float[]> cliUnitVectors(String... sourceThenWords) throws Exception {
+    List<String> args = new ArrayList<>(List.of("embed"));
+    args.addAll(List.of(sourceThenWords));
+    args.add("--json");
+    @SuppressWarnings("unchecked")
+    Map<String, Object> json =
+        (Map<String, Object>) Json.parse(TestSupport.cli(args.toArray(new String[0])).out());
+    Map<String, float[]> out = new LinkedHashMap<>();
+    for (Map.Entry<String, Object> e : json.entrySet()) {
+      List<?> values = (List<?>) e.getValue();
+      float[] v = new float[values.size()];
+      for (int i = 0; i < v.length; i++) {
+        v[i] = Float.parseFloat((String) values.get(i));
+      }
+      out.put(e.getKey(), v);
+    }
+    return out;
+  }
+
+  private static final List<String> WORDS = List.of("Berlin", "Paris", "Köln", "New York");
+  /** Row i: the vector of WORDS[i]; unit vectors obvious by eye. */
+  private static final float[] MATRIX = {0, 2, 0, 0, 3, 0, 0, 0, 0, 0, 0, -5, 1, 1, 0, 0};
+
+  @Test
+  public void embeddingsMadeFromAMatrixAreSavedAndReadBackByTheCommand() throws Exception {
+    Embeddings made = Embeddings.fromMatrix(WORDS, MATRIX, 4);
+    assertEquals(WORDS, made.words());
+    assertEquals(4, made.dims());
+    assertEquals(4, made.rows());
+    assertArrayEquals(new float[] {0, 0, 0, -5}, made.vector("Köln"), 0f); // stored as given
+    Archive.save(scratch.archive(), "v1", Map.of("w", Tensor.of(new float[] {1, 2})),
+        SaveOptions.defaults().embedding("words", made).compress(true));
+    try (Archive archive = Archive.open(scratch.archive())) {
+      Param p = archive.param("words", "v1");
+      assertTrue(p.embedding());
+      assertFalse(p.compressed()); // always stored
+      assertEquals(List.of("w", "words"),
+          archive.params("v1").stream().map(Param::name).collect(Collectors.toList()));
+      try (Embeddings read = Embeddings.open(archive, "words", "v1")) {
+        assertEquals(WORDS, read.words());
+        for (int i = 0; i < WORDS.size(); i++) {
+          assertArrayEquals(WORDS.get(i), Arrays.copyOfRange(MATRIX, 4 * i, 4 * i + 4),
+              read.vector(WORDS.get(i)), 0f);
+        }
+      }
+    }
+    // The command reads the parameter: unit vectors, and the nearest word.
+    float r = (float) Math.sqrt(0.5);
+    Map<String, float[]> unit =
+        cliUnitVectors(scratch.archive(), "words", "Berlin", "Köln", "New York");
+    assertArrayEquals(new float[] {0, 1, 0, 0}, unit.get("Berlin"), 0f);
+    assertArrayEquals(new float[] {0, 0, 0, -1}, unit.get("Köln"), 0f);
+    assertArrayEquals(new float[] {r, r, 0, 0}, unit.get("New York"), 1e-7f);
+    String similar =
+        TestSupport.cli("similar", scratch.archive(), "words", "Berlin", "-k", "1").out();
+    assertTrue(similar, similar.startsWith("New York"));
+    // A .fifu file: written by save, read by open and the command alike.
+    String fifu = scratch.file("made.fifu");
+    made.save(fifu);
+    try (Embeddings again = Embeddings.open(fifu)) {
+      assertEquals(WORDS, again.words());
+      assertArrayEquals(Arrays.copyOfRange(MATRIX, 4, 8), again.vector("Paris"), 0f);
+    }
+    assertArrayEquals(new float[] {1, 0, 0, 0}, cliUnitVectors(fifu, "Paris").get("Paris"), 0f);
+    made.close();
+  }
+
+  @Test
+  public void anExistingFifuFileIsSavedAsAnEmbeddingParameter() throws Exception {
+    String buckets = TestSupport.SHARED_TESTDATA.resolve("finalfusion/ff_buckets.fifu").toString();
+    try (Embeddings file = Embeddings.open(buckets)) {
+      Archive.save(
+          scratch.archive(), "v1", Map.of(), SaveOptions.defaults().embedding("subwords", file));
+    }
+    try (Embeddings file = Embeddings.open(buckets);
+         Archive archive = Archive.open(scratch.archive());
+         Embeddings saved = Embeddings.open(archive, "subwords", null)) {
+      assertEquals(file.words(), saved.words());
+      assertEquals(file.rows(), saved.rows());
+      String known = file.words().get(0);
+      String unknown = known + "xyzzy"; // through its subwords
+      assertArrayEquals(file.vector(known), saved.vector(known), 0f);
+      assertArrayEquals(file.vector(unknown), saved.vector(unknown), 0f);
+      // The command reads both alike.
+      assertArrayEquals(cliUnitVectors(buckets, known, unknown).get(unknown),
+          cliUnitVectors(scratch.archive(), "subwords", known, unknown).get(unknown), 0f);
+    }
+  }
+
+  @Test
+  public void embeddingParametersAreCheckedAsInCpp() throws Exception {
+    // Caller mistakes: IllegalArgumentException, the library's INVALID_ARGUMENT its cause.
+    for (ThrowingRunnable wrong :
+        List.<ThrowingRunnable>of(()
+                                      -> Embeddings.fromMatrix(WORDS, Arrays.copyOf(MATRIX, 12), 4),
+            ()
+                -> Embeddings.fromMatrix(WORDS, MATRIX, 2),
+            ()
+                -> Embeddings.fromMatrix(List.of("a", "b", "a", "c"), MATRIX, 4),
+            () -> Embeddings.fromMatrix(WORDS, MATRIX, 4, new float[] {1, 2}))) {
+      IllegalArgumentException e = assertThrows(IllegalArgumentException.class, wrong);
+      assertEquals(e.getMessage(), ModelzipException.Code.INVALID_ARGUMENT,
+          ((ModelzipException) e.getCause()).code());
+    }
+    assertThrows(IllegalArgumentException.class, () -> Embeddings.fromMatrix(WORDS, MATRIX, -4));
+    assertThrows(NullPointerException.class,
+        () -> Embeddings.fromMatrix(java.util.Arrays.asList("a", null, "b", "c"), MATRIX, 4));
+    Embeddings made = Embeddings.fromMatrix(WORDS, MATRIX, 4, new float[] {1, 2, 3, 4});
+    Archive.save(scratch.archive(), "v1", Map.of("w", Tensor.of(new float[] {1})));
+    byte[] before = Files.readAllBytes(Paths.get(scratch.archive()));
+    // A name that is also a tensor's fails the save, naming it; the archive stays.
+    ModelzipException clash = assertThrows(ModelzipException.class,
+        ()
+            -> Archive.save(scratch.archive(), "v2", Map.of("w", Tensor.of(new float[] {1})),
+                SaveOptions.defaults().embedding("w", made)));
+    assertEquals(ModelzipException.Code.INVALID_ARGUMENT, clash.code());
+    assertEquals("v2", clash.tag());
+    assertTrue(clash.getMessage(), clash.getMessage().contains("'w'"));
+    assertArrayEquals(before, Files.readAllBytes(Paths.get(scratch.archive())));
+    // Closed embeddings are named, not read.
+    made.close();
+    IllegalStateException closed = assertThrows(IllegalStateException.class,
+        ()
+            -> Archive.save(
+                scratch.archive(), "v2", Map.of(), SaveOptions.defaults().embedding("emb", made)));
+    assertTrue(closed.getMessage(), closed.getMessage().contains("embedding parameter 'emb'"));
+    assertThrows(IllegalStateException.class, () -> made.save(scratch.file("x.fifu")));
+    assertArrayEquals(before, Files.readAllBytes(Paths.get(scratch.archive())));
   }
 }

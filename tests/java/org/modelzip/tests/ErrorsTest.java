@@ -172,9 +172,17 @@ public class ErrorsTest {
             "c: x... and 2 more problems in this entry")));
   }
 
+  /**
+   * The message of the IllegalArgumentException {@code make} throws (a
+   * caller's mistake, as TrainingConfig.build reports one), whose cause is
+   * the library's INVALID_ARGUMENT with the same message.
+   */
   private static String refusedShape(ThrowingRunnable make) {
-    ModelzipException e = assertThrows(ModelzipException.class, make);
-    assertEquals(e.getMessage(), ModelzipException.Code.INVALID_ARGUMENT, e.code());
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class, make);
+    assertTrue("cause is the library's error", e.getCause() instanceof ModelzipException);
+    ModelzipException cause = (ModelzipException) e.getCause();
+    assertEquals(e.getMessage(), ModelzipException.Code.INVALID_ARGUMENT, cause.code());
+    assertEquals(cause.getMessage(), e.getMessage());
     return e.getMessage();
   }
 
@@ -198,6 +206,14 @@ public class ErrorsTest {
     // Where the counts are not what is wrong, the library's message stays.
     m = refusedShape(() -> Tensor.of(new float[] {1, 2}, -1, -2));
     assertTrue(m, m.contains("negative dimension -1") && !m.contains("float[]"));
+    // The other makers refuse a shape alike.
+    m = refusedShape(() -> Tensor.of(new String[] {"a", "b"}, 3));
+    assertTrue(m, m.contains("[3]"));
+    m = refusedShape(() -> Tensor.of("float32", java.nio.ByteBuffer.allocate(8), new long[] {3}));
+    assertTrue(m, m.contains("12 bytes, got 8"));
+    m = refusedShape(
+        () -> Tensor.of("int16", java.nio.ByteBuffer.allocateDirect(6), new long[] {2, 2}));
+    assertTrue(m, m.contains("8 bytes, got 6"));
   }
 
   @Test

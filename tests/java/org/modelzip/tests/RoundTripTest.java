@@ -76,9 +76,11 @@ public class RoundTripTest {
         () -> Tensor.of("float32", direct.duplicate().limit(11), null));
     assertEquals("7 bytes are not a whole number of \"float32\" elements (4 bytes each)",
         partial.getMessage());
-    ModelzipException mismatch = assertThrows(ModelzipException.class,
-        () -> Tensor.of("float32", direct, new long[] {2, 4}));
-    assertEquals(ModelzipException.Code.INVALID_ARGUMENT, mismatch.code());
+    // A shape that does not fit: the caller's mistake, the library's error its cause.
+    IllegalArgumentException mismatch = assertThrows(
+        IllegalArgumentException.class, () -> Tensor.of("float32", direct, new long[] {2, 4}));
+    assertEquals(
+        ModelzipException.Code.INVALID_ARGUMENT, ((ModelzipException) mismatch.getCause()).code());
     assertTrue(mismatch.getMessage(), mismatch.getMessage().contains("needs 32 bytes, got 24"));
   }
 

@@ -1,8 +1,12 @@
 package org.modelzip.tests;
 
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
 import java.util.Locale;
 import org.junit.runner.Description;
 import org.junit.runner.JUnitCore;
+import org.junit.runner.Request;
 import org.junit.runner.Result;
 import org.junit.runner.notification.Failure;
 import org.junit.runner.notification.RunListener;
@@ -12,6 +16,8 @@ import org.junit.runner.notification.RunListener;
  * trace, then pytest's summary line ("N passed, N failed, N skipped in
  * T.TTs"), which tests/summarize.py counts. Skipped tests (a missing engine,
  * an Assume) are never counted as passed. Exit status 1 if anything failed.
+ * Arguments, when given, select tests: a class of the suite or one test of
+ * it ({@code ZeroCopyTest}, {@code ZeroCopyTest.buffersOutliveTheArchiveAndTheTensor}).
  */
 public final class TestMain {
   static final Class<?>[] SUITE = {
@@ -39,7 +45,30 @@ public final class TestMain {
         System.out.println("SKIPPED " + f.getTestHeader() + ": " + f.getMessage());
       }
     });
-    Result result = core.run(SUITE);
+    // Arguments: only these tests, each a class of the suite ("ZeroCopyTest")
+    // or one test of it ("ZeroCopyTest.buffersOutliveTheArchiveAndTheTensor").
+    Result result;
+    if (args.length == 0) {
+      result = core.run(SUITE);
+    } else {
+      List<Request> requests = new ArrayList<>();
+      for (String arg : args) {
+        String[] parts = arg.split("\\.", 2);
+        Class<?> suiteClass =
+            Arrays.stream(SUITE)
+                .filter(c -> c.getSimpleName().equals(parts[0]))
+                .findFirst()
+                .orElseThrow(() -> new IllegalArgumentException("no test class " + parts[0]));
+        requests.add(
+            parts.length == 1 ? Request.aClass(suiteClass) : Request.method(suiteClass, parts[1]));
+      }
+      result = new Result();
+      RunListener counter = result.createListener();
+      core.addListener(counter);
+      for (Request request : requests) {
+        core.run(request);
+      }
+    }
     int skipped = result.getAssumptionFailureCount() + result.getIgnoreCount();
     int failed = result.getFailureCount();
     int passed = result.getRunCount() - failed - result.getAssumptionFailureCount();

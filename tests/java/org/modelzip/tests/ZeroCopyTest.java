@@ -130,4 +130,58 @@ public class ZeroCopyTest {
       throw new java.io.UncheckedIOException(e);
     }
   }
+
+  @Test
+  public void aTensorIsReadAsPartsOfAnySizeAndMadeBackFromThem() throws Exception {
+    // Parts of 4093 bytes (splitting elements), 4096 bytes and the default
+    // size: each a zero-copy view of its range, together the whole tensor;
+    // a tensor made from them (and from heap, read-only and direct buffers
+    // mixed) holds the same bytes.
+    try (Archive archive = Archive.open(file.toString()); Tensor w = archive.tensor("w", null)) {
+      ByteBuffer whole = w.buffer();
+      for (int partBytes : new int[] {4093, 4096, Tensor.DEFAULT_PART_BYTES}) {
+        ByteBuffer[] parts = w.buffers(partBytes);
+        assertEquals("parts of " + partBytes, (4L * N + partBytes - 1) / partBytes, parts.length);
+        long at = 0;
+        for (ByteBuffer part : parts) {
+          assertTrue(part.isDirect() && part.isReadOnly());
+          assertEquals(ByteOrder.LITTLE_ENDIAN, part.order());
+          assertEquals(Math.min(partBytes, 4L * N - at), part.remaining());
+          assertEquals(whole.slice((int) at, part.remaining()), part);
+          at += part.remaining();
+        }
+        assertEquals(4L * N, at);
+        try (Tensor again = Tensor.of("float32", parts, w.shape())) {
+          assertEquals(whole, again.buffer());
+        }
+      }
+      assertEquals(1, w.buffers().length);
+      assertThrows(IllegalArgumentException.class, () -> w.buffers(0));
+      assertThrows(IllegalArgumentException.class, () -> w.buffers(-4));
+    }
+    // Parts of every kind, positions kept, the empty part too.
+    ByteBuffer heap = ByteBuffer.wrap(new byte[] {9, 1, 2, 3});
+    heap.position(1);
+    ByteBuffer readOnly = ByteBuffer.wrap(new byte[] {4, 5, 6, 7, 8}).asReadOnlyBuffer();
+    ByteBuffer direct = ByteBuffer.allocateDirect(6).put(new byte[] {0, 9, 10, 11, 12, 0});
+    direct.position(1).limit(5);
+    ByteBuffer[] mixed = {heap, ByteBuffer.allocate(0), readOnly, direct};
+    try (Tensor t = Tensor.of("uint8", mixed, null)) {
+      assertEquals(java.util.Arrays.toString(new byte[] {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}),
+          java.util.Arrays.toString(t.toByteArray()));
+      assertEquals(1, heap.position());
+      assertEquals(1, direct.position());
+    }
+    try (Tensor t = Tensor.of("int16", mixed, new long[] {2, 3})) {
+      assertEquals(1 | 2 << 8, t.toShortArray()[0]);
+    }
+    IllegalArgumentException odd = assertThrows(IllegalArgumentException.class,
+        () -> Tensor.of("int32", new ByteBuffer[] {heap, direct}, null));
+    assertEquals(
+        "7 bytes are not a whole number of \"int32\" elements (4 bytes each)", odd.getMessage());
+    assertThrows(IllegalArgumentException.class,
+        () -> Tensor.of("int32", new ByteBuffer[] {heap, direct}, new long[] {3}));
+    assertThrows(
+        NullPointerException.class, () -> Tensor.of("int8", new ByteBuffer[] {heap, null}, null));
+  }
 }
