@@ -29,6 +29,11 @@ NewTag tag_with(const Tensor& t, const std::string& name = "w") {
   return nt;
 }
 
+// The small tensor most tests save: int8 "abc".
+Tensor abc() {
+  return Tensor::dense(DType::int8, {3}, Bytes::copy_of(std::string("abc")));
+}
+
 void add(const fs::path& path, const std::string& tag, NewTag nt, WriterOptions o = {}) {
   Writer w = Writer::open(path, std::move(o));
   w.add_tag(tag, std::move(nt));
@@ -43,6 +48,15 @@ std::size_t tags_header_offset(const std::string& bytes) {
   at = bytes.rfind(std::string("PK\x03\x04", 4), at);
   REQUIRE(at != std::string::npos);
   return at;
+}
+
+// Writes the append journal (id `id`) of an append to the archive whose bytes
+// were `old`, tail from `tail` on, beside `beside` (the archive's path, or a
+// link to it).
+void write_journal_of(const fs::path& beside, std::uint64_t id, const std::string& old,
+                      std::size_t tail, bool durable = true) {
+  io::write_append_journal(
+      beside, {id, tail, old.size(), Bytes::copy_of(std::string_view(old).substr(tail))}, durable);
 }
 
 // Bytes that belong to no local header + data, the central directory or the
@@ -145,7 +159,7 @@ TEST_CASE("An archive in the layout of modelzip 0.1.0 is rewritten once, then ap
   TempDir dir;
   auto path = dir / "m.zip";
   fs::copy_file(tests_dir() / "golden" / "core" / "v1-tags-first.zip", path);
-  Tensor t = Tensor::dense(DType::int8, {3}, Bytes::copy_of(std::string("abc")));
+  Tensor t = abc();
   Writer w = Writer::open(path);
   w.add_tag("v2", tag_with(t));
   w.commit();
@@ -165,7 +179,7 @@ TEST_CASE("An archive in the layout of modelzip 0.1.0 is rewritten once, then ap
 TEST_CASE("Removing a tag or changing metadata rewrites instead of appending") {
   TempDir dir;
   auto path = dir / "m.zip";
-  Tensor t = Tensor::dense(DType::int8, {3}, Bytes::copy_of(std::string("abc")));
+  Tensor t = abc();
   add(path, "a", tag_with(t));
   add(path, "b", tag_with(t, "x"));
   Writer w = Writer::open(path);
@@ -182,14 +196,13 @@ TEST_CASE("Removing a tag or changing metadata rewrites instead of appending") {
 TEST_CASE("An interrupted append: readers see the previous archive, the next writer restores it") {
   TempDir dir;
   auto path = dir / "m.zip";
-  Tensor t = Tensor::dense(DType::int8, {3}, Bytes::copy_of(std::string("abc")));
+  Tensor t = abc();
   add(path, "v1", tag_with(t));
   const std::string old = io_bytes(path);
   const std::size_t tail = tags_header_offset(old);
   // What a writer killed in the middle of an append leaves: the journal and
   // a tail overwritten by part of the new entries, longer than the old one.
-  io::write_append_journal(
-      path, {99, tail, old.size(), Bytes::copy_of(std::string_view(old).substr(tail))}, true);
+  write_journal_of(path, 99, old, tail);
   write_file(path, old.substr(0, tail) + std::string("PK\x03\x04", 4) + std::string(100000, 'x'));
   Archive a = Archive::open(path);
   CHECK(a.tags() == std::vector<std::string>{"v1"});
@@ -217,12 +230,11 @@ TEST_CASE("The journal of an archive that was deleted since is dropped: a new ar
   // save nor be applied to the archive that save creates.
   TempDir dir;
   auto path = dir / "m.zip";
-  Tensor t = Tensor::dense(DType::int8, {3}, Bytes::copy_of(std::string("abc")));
+  Tensor t = abc();
   add(path, "v1", tag_with(t));
   const std::string old = io_bytes(path);
   const std::size_t tail = tags_header_offset(old);
-  io::write_append_journal(
-      path, {99, tail, old.size(), Bytes::copy_of(std::string_view(old).substr(tail))}, true);
+  write_journal_of(path, 99, old, tail);
   fs::remove(path);
   add(path, "fresh", tag_with(t, "n"));
   CHECK_FALSE(fs::exists(io::append_journal_path(path)));
@@ -236,7 +248,7 @@ TEST_CASE("The journal of an archive that was deleted since is dropped: a new ar
 TEST_CASE("A torn journal means the tail was never touched: the archive is used as it is") {
   TempDir dir;
   auto path = dir / "m.zip";
-  Tensor t = Tensor::dense(DType::int8, {3}, Bytes::copy_of(std::string("abc")));
+  Tensor t = abc();
   add(path, "v1", tag_with(t));
   const std::string old = io_bytes(path);
   write_file(io::append_journal_path(path), "modelzip-append v2\n" + std::string(10, '\0'));
@@ -249,14 +261,13 @@ TEST_CASE("A torn journal means the tail was never touched: the archive is used 
 TEST_CASE("A complete append whose journal remained is rolled back: the removal commits") {
   TempDir dir;
   auto path = dir / "m.zip";
-  Tensor t = Tensor::dense(DType::int8, {3}, Bytes::copy_of(std::string("abc")));
+  Tensor t = abc();
   add(path, "v1", tag_with(t));
   const std::string v1 = io_bytes(path);
   const std::size_t tail = tags_header_offset(v1);
   add(path, "v2", tag_with(t, "z"));
   // As if killed just before removing the journal.
-  io::write_append_journal(
-      path, {5, tail, v1.size(), Bytes::copy_of(std::string_view(v1).substr(tail))}, true);
+  write_journal_of(path, 5, v1, tail);
   CHECK(Archive::open(path).tags() == std::vector<std::string>{"v1"});
   add(path, "v3", tag_with(t, "q"));
   CHECK(Archive::open(path).tags() == std::vector<std::string>{"v1", "v3"});
@@ -270,13 +281,12 @@ TEST_CASE("A writer opened while another's append completes commits on the compl
   // open (it lost the tag: 1 run in 5 of 8 processes saving at once).
   TempDir dir;
   auto path = dir / "m.zip";
-  Tensor t = Tensor::dense(DType::int8, {3}, Bytes::copy_of(std::string("abc")));
+  Tensor t = abc();
   add(path, "base", tag_with(t));
   const std::string before = io_bytes(path);
   const std::size_t tail = tags_header_offset(before);
   add(path, "a", tag_with(t, "z"));  // A's append, written in full
-  io::write_append_journal(
-      path, {7, tail, before.size(), Bytes::copy_of(std::string_view(before).substr(tail))}, true);
+  write_journal_of(path, 7, before, tail);
   Writer b = Writer::open(path);
   CHECK(b.tags() == std::vector<std::string>{"base"});  // the journal's archive
   fs::remove(io::append_journal_path(path));            // A commits
@@ -297,15 +307,14 @@ TEST_CASE("A read names the file identity it was taken at only when it read the 
   // and sets its new size before the read begins.
   TempDir dir;
   auto path = dir / "m.zip";
-  Tensor t = Tensor::dense(DType::int8, {3}, Bytes::copy_of(std::string("abc")));
+  Tensor t = abc();
   add(path, "base", tag_with(t));
   auto identity = [](const Archive& a) { return Archive::Impl::of(a).snapshot_file.identity; };
   CHECK(identity(Archive::open(path)) == io::identity_of(path));
   const std::string before = io_bytes(path);
   const std::size_t tail = tags_header_offset(before);
   add(path, "a", tag_with(t, "z"));
-  io::write_append_journal(
-      path, {7, tail, before.size(), Bytes::copy_of(std::string_view(before).substr(tail))}, true);
+  write_journal_of(path, 7, before, tail);
   Archive through_journal = Archive::open(path);
   CHECK(through_journal.tags() == std::vector<std::string>{"base"});
   CHECK_FALSE(identity(through_journal).has_value());
@@ -327,7 +336,7 @@ TEST_CASE("A read through a journal whose removal commits meanwhile is no longer
   // hand: the removal done, then its journal put back.
   TempDir dir;
   auto path = dir / "m.zip";
-  Tensor t = Tensor::dense(DType::int8, {3}, Bytes::copy_of(std::string("abc")));
+  Tensor t = abc();
   Tensor big = Tensor::dense(DType::int8, {8192}, Bytes::copy_of(std::string(8192, 'x')));
   add(path, "old", tag_with(t));
   add(path, "new", tag_with(big, "z"));  // more live bytes than freed: in place
@@ -340,8 +349,7 @@ TEST_CASE("A read through a journal whose removal commits meanwhile is no longer
     CHECK(w.last_stats().appended);
   }
   CHECK(io_bytes(path).find(".modelzip-free/") != std::string::npos);
-  io::write_append_journal(
-      path, {9, tail, before.size(), Bytes::copy_of(std::string_view(before).substr(tail))}, true);
+  write_journal_of(path, 9, before, tail);
   modelzip::zip::SnapshotFile file;
   Bytes previous;
   modelzip::zip::read_snapshot(path, "tags.txt", Limits{}, [&](modelzip::zip::Snapshot& s) {
@@ -369,7 +377,7 @@ TEST_CASE("Archive::open reads again, within one limit of attempts, while the ar
   // removes tags in place gives it).
   TempDir dir;
   auto path = dir / "m.zip";
-  add(path, "v1", tag_with(Tensor::dense(DType::int8, {3}, Bytes::copy_of(std::string("abc")))));
+  add(path, "v1", tag_with(abc()));
   auto touch = [&](int n) {
     fs::last_write_time(path, fs::file_time_type(std::chrono::seconds(1000000 + n)));
   };
@@ -404,7 +412,7 @@ TEST_CASE("A valid journal whose tail starts past the end of the file belongs to
   // error naming the journal; neither reads the file as if there were none.
   TempDir dir;
   auto path = dir / "m.zip";
-  Tensor t = Tensor::dense(DType::int8, {3}, Bytes::copy_of(std::string("abc")));
+  Tensor t = abc();
   add(path, "v1", tag_with(t));
   const std::string v1 = io_bytes(path);
   const std::uint64_t past_end = v1.size() + 100;
@@ -433,7 +441,7 @@ TEST_CASE("A valid journal whose tail starts past the end of the file belongs to
 TEST_CASE("An archive comment stays through appends, which still overwrite only the tail") {
   TempDir dir;
   auto path = dir / "m.zip";
-  Tensor t = Tensor::dense(DType::int8, {3}, Bytes::copy_of(std::string("abc")));
+  Tensor t = abc();
   add(path, "v1", tag_with(t));
   // Give the archive a comment: the end record's last field is its length.
   std::string bytes = io_bytes(path);
@@ -464,7 +472,7 @@ TEST_CASE("Through a symbolic link, readers find the journal beside the link or 
   fs::create_directory(dir / "real");
   auto target = dir / "real" / "m.zip";
   auto link = dir / "link.zip";
-  Tensor t = Tensor::dense(DType::int8, {3}, Bytes::copy_of(std::string("abc")));
+  Tensor t = abc();
   add(target, "v1", tag_with(t));
   fs::create_symlink(target, link);
   const std::string old = io_bytes(target);
@@ -473,8 +481,7 @@ TEST_CASE("Through a symbolic link, readers find the journal beside the link or 
   for (const auto& beside : {link, target}) {
     INFO(beside);
     write_file(target, torn);  // a tail overwritten in part
-    io::write_append_journal(
-        beside, {3, tail, old.size(), Bytes::copy_of(std::string_view(old).substr(tail))}, false);
+    write_journal_of(beside, 3, old, tail, false);
     CHECK(Archive::open(link).tags() == std::vector<std::string>{"v1"});
     fs::remove(io::append_journal_path(beside));
   }

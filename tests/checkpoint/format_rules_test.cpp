@@ -25,6 +25,35 @@ Tensor floats(std::vector<float> v) {
   return Tensor::dense(DType::float32, {n}, Bytes::copy_of(le_bytes(v)));
 }
 
+// `size` bytes that deflate cannot shrink much, the same for a `seed`.
+std::string noise(std::size_t size, std::uint32_t seed) {
+  std::string out(size, '\0');
+  std::uint32_t x = seed;
+  for (char& c : out) c = static_cast<char>((x = x * 1103515245u + 12345u) >> 24);
+  return out;
+}
+
+// The damaged entries both tests of partial reads read: "crc.bin" (5000
+// bytes of `data`, deflated, with a wrong CRC-32), "cut.bin" (`data`
+// deflated, the second half of the deflated data missing) and "lie.bin" (64
+// bytes deflated, declaring 3000).
+ZipEntrySpec wrong_crc(const std::string& data) {
+  ZipEntrySpec e = deflated("crc.bin", data.substr(0, 5000));
+  e.crc = 1;
+  return e;
+}
+ZipEntrySpec cut(const std::string& data) {
+  ZipEntrySpec e = deflated("cut.bin", data);
+  const std::string packed = deflate_raw(data);
+  e.raw_data = packed.substr(0, packed.size() / 2);
+  return e;
+}
+ZipEntrySpec lie() {
+  ZipEntrySpec e = deflated("lie.bin", std::string(64, 'q'));
+  e.uncompressed_size = 3000;
+  return e;
+}
+
 void add(const std::filesystem::path& path, const std::string& tag, const Tensor& t) {
   Writer w = Writer::open(path);
   NewTag nt;
@@ -171,22 +200,13 @@ TEST_CASE("entry_size is the size the central directory declares, known without 
 TEST_CASE("entry_part reads a range, decompressing a deflated entry only up to the part's end") {
   // Bytes deflate cannot shrink much, so that half the deflated data holds
   // about half the entry.
-  std::string noise(12u << 20, '\0');
-  std::uint32_t x = 12345;
-  for (char& c : noise) c = static_cast<char>((x = x * 1103515245u + 12345u) >> 24);
+  const std::string noise = ::noise(12u << 20, 12345);
   ZipSpec s = minimal_archive();
   s.entries.push_back(stored("plain.bin", noise.substr(0, 5000)));
   s.entries.push_back(deflated("packed.bin", noise));
-  ZipEntrySpec wrong_crc = deflated("crc.bin", noise.substr(0, 5000));
-  wrong_crc.crc = 1;
-  s.entries.push_back(wrong_crc);
-  ZipEntrySpec cut = deflated("cut.bin", noise);  // the second half of its data is missing
-  const std::string packed = deflate_raw(noise);
-  cut.raw_data = packed.substr(0, packed.size() / 2);
-  s.entries.push_back(cut);
-  ZipEntrySpec lie = deflated("lie.bin", std::string(64, 'q'));  // declares more than it holds
-  lie.uncompressed_size = 3000;
-  s.entries.push_back(lie);
+  s.entries.push_back(wrong_crc(noise));
+  s.entries.push_back(cut(noise));
+  s.entries.push_back(lie());
   const Archive a = Archive::from_memory(Bytes::copy_of(build_zip(s).bytes), "crafted.zip");
   const auto part = [&](const std::string& name, std::uint64_t offset, std::uint64_t length) {
     return std::string(a.entry_part(name, offset, length).as_string_view());
@@ -224,26 +244,17 @@ TEST_CASE("entry_part reads a range, decompressing a deflated entry only up to t
 }
 
 TEST_CASE("EntryStream reads an entry front to back in parts, checking it at its end") {
-  std::string noise(9u << 20, '\0');
-  std::uint32_t x = 54321;
-  for (char& c : noise) c = static_cast<char>((x = x * 1103515245u + 12345u) >> 24);
+  const std::string noise = ::noise(9u << 20, 54321);
   ZipSpec s = minimal_archive();
   s.entries.push_back(stored("plain.bin", noise.substr(0, 5000)));
   s.entries.push_back(deflated("packed.bin", noise));
   s.entries.push_back(deflated("empty.bin", ""));
-  ZipEntrySpec wrong_crc = deflated("crc.bin", noise.substr(0, 5000));
-  wrong_crc.crc = 1;
-  s.entries.push_back(wrong_crc);
+  s.entries.push_back(wrong_crc(noise));
   ZipEntrySpec stored_crc = stored("scrc.bin", noise.substr(0, 300));
   stored_crc.crc = 1;
   s.entries.push_back(stored_crc);
-  ZipEntrySpec cut = deflated("cut.bin", noise);  // the second half of its data is missing
-  const std::string packed = deflate_raw(noise);
-  cut.raw_data = packed.substr(0, packed.size() / 2);
-  s.entries.push_back(cut);
-  ZipEntrySpec lie = deflated("lie.bin", std::string(64, 'q'));  // declares more than it holds
-  lie.uncompressed_size = 3000;
-  s.entries.push_back(lie);
+  s.entries.push_back(cut(noise));
+  s.entries.push_back(lie());
   ZipEntrySpec shorter = deflated("short.bin", std::string(64, 'q'));  // declares less
   shorter.uncompressed_size = 60;
   s.entries.push_back(shorter);

@@ -12,6 +12,7 @@
 
 #include "checkpoint/archive_impl.hpp"
 #include "checkpoint/tensor_stream.hpp"
+#include "expect_error_text.hpp"
 #include "modelzip/archive.hpp"
 #include "modelzip/entry_stream.hpp"
 #include "modelzip/error.hpp"
@@ -128,6 +129,27 @@ Writer::Stats add_small(const fs::path& path, const std::string& tag, std::mt199
   w.add_tag(tag, tag_with(random_tensor(rng, 100)));
   w.commit();
   return w.last_stats();
+}
+
+// The one problem verify() of `reader` finds: `entry` changed since the
+// reader opened the archive (another writer's commit), not damage.
+Problem check_changed_since_open(const Archive& reader, const std::string& entry) {
+  const auto problems = reader.verify();
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0].entry == entry);
+  CHECK(problems[0].message.find(kChangedByAnother) != std::string::npos);
+  return problems[0];
+}
+
+// The problems verify() of `reader` finds, the first of them: the data of
+// `entry` is damaged (its CRC-32 does not match).
+std::vector<Problem> check_damaged(const Archive& reader, const std::string& entry) {
+  const auto problems = reader.verify();
+  REQUIRE(!problems.empty());
+  CHECK(problems[0].entry == entry);
+  CHECK(problems[0].message.find("CRC-32 mismatch: the entry data is damaged") !=
+        std::string::npos);
+  return problems;
 }
 
 std::string first_param_bytes(const fs::path& path, const std::string& tag) {
@@ -426,12 +448,9 @@ TEST_CASE("A reader that opened the archive before an in-place removal keeps its
   // verify() reads every entry again: the removed tag's params.txt (parsed at
   // open, so no read uses these bytes) no longer matches its CRC, and the
   // file changed since `old` opened it: reported as that, not as damage.
-  const auto problems = old.verify();
-  REQUIRE(problems.size() == 1);
-  CHECK(problems[0].entry == "a/params.txt");
-  CHECK(problems[0].message.find(kChangedByAnother) != std::string::npos);
-  CHECK(problems[0].message.find("reopen the archive") != std::string::npos);
-  CHECK(problems[0].message.find("damaged") == std::string::npos);
+  const Problem problem = check_changed_since_open(old, "a/params.txt");
+  CHECK(problem.message.find("reopen the archive") != std::string::npos);
+  CHECK(problem.message.find("damaged") == std::string::npos);
   // The archive itself is sound.
   CHECK(Archive::open(path).verify().empty());
 }
@@ -470,18 +489,11 @@ TEST_CASE("A read whose bytes changed since the reader opened says so; damage is
     CHECK(remove(path, "t0").appended);
     overwrite_in_place();
     auto check_changed = [&](auto&& read) {
-      try {
-        read();
-        FAIL("no error for bytes another writer overwrote");
-      } catch (const Error& e) {
-        INFO(e.what());
-        CHECK(e.code() == ErrorCode::io);
-        CHECK(e.message().find(kChangedByAnother) != std::string::npos);
-        CHECK(e.message().find("reopen the archive") != std::string::npos);
-        CHECK(e.context().archive == path.string());
-        CHECK(e.context().entry == "t0/params/0.fb");
-        CHECK(e.context().tag == "t0");
-      }
+      const Error e = expect_error(read, ErrorCode::io, kChangedByAnother);
+      CHECK(e.message().find("reopen the archive") != std::string::npos);
+      CHECK(e.context().archive == path.string());
+      CHECK(e.context().entry == "t0/params/0.fb");
+      CHECK(e.context().tag == "t0");
     };
     check_changed([&] { (void)stale.tensor("w", "t0"); });
     check_changed([&] { (void)stale.tensor("w", "t0", ReadMode::copy); });
@@ -493,27 +505,21 @@ TEST_CASE("A read whose bytes changed since the reader opened says so; damage is
     for (const int way : {0, 1, 2}) {  // entries by name: no tag to name
       INFO("entry, entry_part, EntryStream: " << way);
       const std::string name = "t0/params/0.fb";
-      try {
-        if (way == 2) {
-          EntryStream entry = EntryStream::open(stale, name);
-          std::vector<std::byte> buffer(stale.entry_size(name));
-          (void)entry.read(buffer);
-        } else {
-          (void)(way == 1 ? stale.entry_part(name, 0, stale.entry_size(name))
-                          : stale.entry(name, ReadMode::copy));
-        }
-        FAIL("no error for bytes another writer overwrote");
-      } catch (const Error& e) {
-        INFO(e.what());
-        CHECK(e.code() == ErrorCode::io);
-        CHECK(e.message().find(kChangedByAnother) != std::string::npos);
-        CHECK(e.context().entry == name);
-      }
+      const Error e = expect_error(
+          [&] {
+            if (way == 2) {
+              EntryStream entry = EntryStream::open(stale, name);
+              std::vector<std::byte> buffer(stale.entry_size(name));
+              (void)entry.read(buffer);
+            } else {
+              (void)(way == 1 ? stale.entry_part(name, 0, stale.entry_size(name))
+                              : stale.entry(name, ReadMode::copy));
+            }
+          },
+          ErrorCode::io, kChangedByAnother);
+      CHECK(e.context().entry == name);
     }
-    const auto problems = stale.verify();
-    REQUIRE(problems.size() == 1);
-    CHECK(problems[0].entry == "t0/params/0.fb");
-    CHECK(problems[0].message.find(kChangedByAnother) != std::string::npos);
+    check_changed_since_open(stale, "t0/params/0.fb");
     CHECK(bytes_of_tensor(stale.tensor("w", "t1")) ==
           bytes_of_tensor(Archive::open(path).tensor("w", "t1")));
   }
@@ -523,15 +529,9 @@ TEST_CASE("A read whose bytes changed since the reader opened says so; damage is
     add_small(path, "t2", rng);
     overwrite_in_place();
     CHECK(reader.changed_since_open());
-    try {
-      (void)reader.tensor("w", "t0", ReadMode::copy);
-      FAIL("no error for a damaged blob");
-    } catch (const Error& e) {
-      INFO(e.what());
-      CHECK(e.code() == ErrorCode::corrupt);
-      CHECK(e.message().find("CRC-32 mismatch") != std::string::npos);
-      CHECK(e.context().entry == "t0/params/0.fb");
-    }
+    const Error crc = expect_error([&] { (void)reader.tensor("w", "t0", ReadMode::copy); },
+                                   ErrorCode::corrupt, "CRC-32 mismatch");
+    CHECK(crc.context().entry == "t0/params/0.fb");
     try {
       (void)reader.entry_part("t0/params/0.fb", 0, reader.entry_size("t0/params/0.fb"));
       FAIL("no error for a damaged blob");
@@ -539,26 +539,16 @@ TEST_CASE("A read whose bytes changed since the reader opened says so; damage is
       INFO(e.what());
       CHECK(e.code() == ErrorCode::corrupt);
     }
-    const auto problems = reader.verify();
-    REQUIRE(!problems.empty());
-    CHECK(problems[0].entry == "t0/params/0.fb");
-    CHECK(problems[0].message.find("CRC-32 mismatch: the entry data is damaged") !=
-          std::string::npos);
-    for (const Problem& p : problems) CHECK(p.message.find(kChangedByAnother) == std::string::npos);
+    for (const Problem& p : check_damaged(reader, "t0/params/0.fb"))
+      CHECK(p.message.find(kChangedByAnother) == std::string::npos);
     CHECK(bytes_of_tensor(reader.tensor("w", "t1", ReadMode::copy)) ==
           bytes_of_tensor(Archive::open(path).tensor("w", "t1")));
   }
   {  // Damaged before the open: damage, in reads and in verify.
     Archive damaged = Archive::open(path);
-    try {
-      (void)damaged.tensor("w", "t0", ReadMode::copy);
-      FAIL("no error for a damaged blob");
-    } catch (const Error& e) {
-      INFO(e.what());
-      CHECK(e.code() == ErrorCode::corrupt);
-      CHECK(e.message().find("CRC-32 mismatch") != std::string::npos);
-      CHECK(e.context().entry == "t0/params/0.fb");
-    }
+    const Error crc = expect_error([&] { (void)damaged.tensor("w", "t0", ReadMode::copy); },
+                                   ErrorCode::corrupt, "CRC-32 mismatch");
+    CHECK(crc.context().entry == "t0/params/0.fb");
     try {
       (void)damaged.tensor("w", "t0");
       FAIL("no error for a damaged blob header");
@@ -567,11 +557,7 @@ TEST_CASE("A read whose bytes changed since the reader opened says so; damage is
       CHECK(e.code() != ErrorCode::io);
       CHECK(e.message().find(kChangedByAnother) == std::string::npos);
     }
-    const auto problems = damaged.verify();
-    REQUIRE(!problems.empty());
-    CHECK(problems[0].entry == "t0/params/0.fb");
-    CHECK(problems[0].message.find("CRC-32 mismatch: the entry data is damaged") !=
-          std::string::npos);
+    check_damaged(damaged, "t0/params/0.fb");
   }
   write_file(path, sound);
   CHECK(Archive::open(path).verify().empty());

@@ -18,6 +18,19 @@ std::uint16_t bits(float f) {  // bfloat16 bits of an exactly representable floa
   return static_cast<std::uint16_t>(u >> 16);
 }
 
+// The three tensors read from the safetensors `file` are written back to
+// its very bytes, also when given in another order (the writer sorts them).
+void check_written_back_in_any_order(const std::vector<NamedTensor>& tensors,
+                                     const std::string& file) {
+  std::ostringstream out;
+  convert::write_safetensors(out, tensors);
+  CHECK(out.str() == file);
+  std::vector<NamedTensor> shuffled = {tensors[2], tensors[1], tensors[0]};
+  std::ostringstream again;
+  convert::write_safetensors(again, shuffled);
+  CHECK(again.str() == file);
+}
+
 // One tensor of every fixed-size dtype, plus scalar and empty ones.
 std::vector<NamedTensor> numeric_tensors() {
   std::vector<NamedTensor> t;
@@ -262,13 +275,7 @@ TEST_SUITE("convert") {
     CHECK(f.tensors[2].tensor.shape() == Shape{2, 2});  // pairs, as torch loads F4
     CHECK(f.tensors[2].tensor.numel() == 4);
     CHECK(f.tensors[2].tensor.values().as_string_view() == w);
-    std::ostringstream out;
-    convert::write_safetensors(out, f.tensors);
-    CHECK(out.str() == file);
-    std::vector<NamedTensor> shuffled = {f.tensors[2], f.tensors[1], f.tensors[0]};
-    std::ostringstream again;
-    convert::write_safetensors(again, shuffled);
-    CHECK(again.str() == file);
+    check_written_back_in_any_order(f.tensors, file);
     // Through a file too: read_tensor_file and write_tensor_file agree.
     TempDir dir;
     std::ofstream(dir / "mx.safetensors", std::ios::binary) << file;
@@ -356,14 +363,7 @@ TEST_SUITE("convert") {
     CHECK(z.dtype() == DType::complex64);
     CHECK(z.shape() == Shape{2});
     CHECK(values_of<float>(z) == std::vector<float>{1, 2, -0.5f, 0});
-    std::ostringstream out;
-    convert::write_safetensors(out, f.tensors);
-    CHECK(out.str() == file);
-    // Given in another order, the writer sorts them the same way.
-    std::vector<NamedTensor> shuffled = {f.tensors[2], f.tensors[1], f.tensors[0]};
-    std::ostringstream again;
-    convert::write_safetensors(again, shuffled);
-    CHECK(again.str() == file);
+    check_written_back_in_any_order(f.tensors, file);
   }
 
   TEST_CASE("btf: stream and file round trip, dense and COO, order kept") {

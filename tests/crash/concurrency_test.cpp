@@ -30,6 +30,20 @@ std::string tag_name(int i) {
   return "t" + std::to_string(i);
 }
 
+// Stages tag `tag` (spec_of's) in `w`.
+void add_spec_tag(Writer& w, const std::string& tag) {
+  NewTag nt;
+  spec_of(tag, &nt);
+  w.add_tag(tag, std::move(nt));
+}
+
+// Commits tag t<i> alone to `path`.
+void commit_tag(const fs::path& path, int i, WriterOptions options = {}) {
+  Writer w = Writer::open(path, std::move(options));
+  add_spec_tag(w, tag_name(i));
+  w.commit();
+}
+
 // What a reader checks on every round: the archive verifies, its tags are
 // t<a>..t<b> in order (a state the writer produced), each with its bytes.
 std::string check_round(const fs::path& path) {
@@ -50,20 +64,12 @@ constexpr int kReaders = 3;
 constexpr int kWriterRounds = 40;
 constexpr long kMaxReaderRounds = 100000;
 
-}  // namespace
-
-TEST_CASE("Concurrency: reader processes never see an incomplete archive") {
-  TempDir dir, control;
-  const fs::path path = dir / "m.zip";
-  {
-    Writer w = Writer::open(path);
-    NewTag nt;
-    spec_of(tag_name(0), &nt);
-    w.add_tag(tag_name(0), std::move(nt));
-    w.commit();
-  }
-  const fs::path done = control / "writer-done";
-
+// Forks kReaders reader processes, each calling `round(rounds done)` (a
+// failure, or "" for a sound round) until a round fails, `done` exists or
+// kMaxReaderRounds; each writes "<rounds>\n<failure>" into
+// `control`/reader<r> and exits with 1 after a failure, else 0.
+std::vector<pid_t> start_readers(const fs::path& control, const fs::path& done,
+                                 const std::function<std::string(long)>& round) {
   std::vector<pid_t> readers;
   for (int r = 0; r < kReaders; ++r) {
     pid_t pid = ::fork();
@@ -73,7 +79,7 @@ TEST_CASE("Concurrency: reader processes never see an incomplete archive") {
       std::string failure;
       do {
         try {
-          failure = check_round(path);
+          failure = round(rounds);
         } catch (const std::exception& e) {
           failure = e.what();
         }
@@ -85,6 +91,35 @@ TEST_CASE("Concurrency: reader processes never see an incomplete archive") {
     }
     readers.push_back(pid);
   }
+  return readers;
+}
+
+// Waits for the readers of start_readers, each of which must have exited
+// with 0 (the check names it and its report); the rounds of each.
+std::vector<long> reader_rounds(const std::vector<pid_t>& readers, const fs::path& control) {
+  std::vector<long> rounds;
+  for (std::size_t r = 0; r < readers.size(); ++r) {
+    int status = 0;
+    while (::waitpid(readers[r], &status, 0) < 0) {
+    }
+    const std::string report = testing::io_bytes(control / ("reader" + std::to_string(r)));
+    INFO("reader " << r << ": " << report);
+    CHECK(exited_ok(status));
+    rounds.push_back(std::stol(report.substr(0, report.find('\n'))));
+  }
+  return rounds;
+}
+
+}  // namespace
+
+TEST_CASE("Concurrency: reader processes never see an incomplete archive") {
+  TempDir dir, control;
+  const fs::path path = dir / "m.zip";
+  commit_tag(path, 0);
+  const fs::path done = control / "writer-done";
+
+  const std::vector<pid_t> readers =
+      start_readers(control.path(), done, [&](long) { return check_round(path); });
 
   // The writer: adds t1.., mostly by appending, every third one by a
   // rewrite; removes the oldest tag every other round (a rewrite: an
@@ -94,11 +129,7 @@ TEST_CASE("Concurrency: reader processes never see an incomplete archive") {
   int writer_status = run_child([&] {
     int oldest = 0;
     for (int i = 1; i <= kWriterRounds; ++i) {
-      Writer w = Writer::open(path, WriterOptions{.durable = false, .append = i % 3 != 0});
-      NewTag nt;
-      spec_of(tag_name(i), &nt);
-      w.add_tag(tag_name(i), std::move(nt));
-      w.commit();
+      commit_tag(path, i, WriterOptions{.durable = false, .append = i % 3 != 0});
       if (i % 2 == 0) {
         Writer r = Writer::open(path, WriterOptions{.durable = false, .append = false});
         r.remove_tag(tag_name(oldest++));
@@ -111,16 +142,11 @@ TEST_CASE("Concurrency: reader processes never see an incomplete archive") {
   CHECK(exited_ok(writer_status));
 
   long total_rounds = 0;
-  for (int r = 0; r < kReaders; ++r) {
-    int status = 0;
-    while (::waitpid(readers[r], &status, 0) < 0) {
-    }
-    const std::string report = testing::io_bytes(control / ("reader" + std::to_string(r)));
-    INFO("reader " << r << ": " << report);
-    CHECK(exited_ok(status));
-    long rounds = std::stol(report.substr(0, report.find('\n')));
-    CHECK(rounds >= 1);
-    total_rounds += rounds;
+  const std::vector<long> rounds = reader_rounds(readers, control.path());
+  for (std::size_t r = 0; r < rounds.size(); ++r) {
+    INFO("reader " << r);
+    CHECK(rounds[r] >= 1);
+    total_rounds += rounds[r];
   }
   std::string why = check_round(path);
   CHECK(why.empty());
@@ -144,13 +170,7 @@ TEST_CASE("Concurrency: archives opened while tags are removed in place open and
   // time.
   TempDir dir, control;
   const fs::path path = dir / "m.zip";
-  for (int i = 0; i < 2; ++i) {
-    Writer w = Writer::open(path, WriterOptions{.durable = false});
-    NewTag nt;
-    spec_of(tag_name(i), &nt);
-    w.add_tag(tag_name(i), std::move(nt));
-    w.commit();
-  }
+  for (int i = 0; i < 2; ++i) commit_tag(path, i, WriterOptions{.durable = false});
   const fs::path done = control / "writer-done";
   auto open_round = [&](bool load) -> std::string {
     Archive a = Archive::open(path);
@@ -164,34 +184,14 @@ TEST_CASE("Concurrency: archives opened while tags are removed in place open and
     }
     return {};
   };
-  std::vector<pid_t> readers;
-  for (int r = 0; r < kReaders; ++r) {
-    pid_t pid = ::fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      long rounds = 0;
-      std::string failure;
-      do {
-        try {
-          failure = open_round(rounds % 16 == 0);  // mostly opens: the race is there
-        } catch (const std::exception& e) {
-          failure = e.what();
-        }
-        ++rounds;
-      } while (failure.empty() && !fs::exists(done) && rounds < kMaxReaderRounds);
-      testing::write_file(control / ("reader" + std::to_string(r)),
-                          std::to_string(rounds) + "\n" + failure);
-      ::_exit(failure.empty() ? 0 : 1);
-    }
-    readers.push_back(pid);
-  }
+  const std::vector<pid_t> readers = start_readers(control.path(), done, [&](long rounds) {
+    return open_round(rounds % 16 == 0);  // mostly opens: the race is there
+  });
   constexpr int kRounds = 60;
   int writer_status = run_child([&] {
     for (int i = 2; i < 2 + kRounds; ++i) {
       Writer w = Writer::open(path, WriterOptions{.durable = false});
-      NewTag nt;
-      spec_of(tag_name(i), &nt);
-      w.add_tag(tag_name(i), std::move(nt));
+      add_spec_tag(w, tag_name(i));
       w.keep_last(2);  // removes t<i-2> in place, in the same commit
       w.commit();
     }
@@ -200,15 +200,7 @@ TEST_CASE("Concurrency: archives opened while tags are removed in place open and
   testing::write_file(done, "");
   CHECK(exited_ok(writer_status));
   long total_rounds = 0;
-  for (int r = 0; r < kReaders; ++r) {
-    int status = 0;
-    while (::waitpid(readers[r], &status, 0) < 0) {
-    }
-    const std::string report = testing::io_bytes(control / ("reader" + std::to_string(r)));
-    INFO("reader " << r << ": " << report);
-    CHECK(exited_ok(status));
-    total_rounds += std::stol(report.substr(0, report.find('\n')));
-  }
+  for (const long rounds : reader_rounds(readers, control.path())) total_rounds += rounds;
   CHECK(open_round(true).empty());
   CHECK(Archive::open(path).verify().empty());
   MESSAGE(kReaders << " reader processes: " << total_rounds << " opens during " << kRounds
@@ -236,9 +228,7 @@ TEST_CASE("Concurrency: writer processes through the path and a link lose nothin
           // a rewrite (append off), plus a removal (always a rewrite).
           Writer writer = Writer::open(w % 2 ? link : path,
                                        WriterOptions{.durable = false, .append = i % 3 != 2});
-          NewTag nt;
-          spec_of(tag_of(w, i), &nt);
-          writer.add_tag(tag_of(w, i), std::move(nt));
+          add_spec_tag(writer, tag_of(w, i));
           writer.commit();
           if (i == 3) {
             writer.remove_tag(tag_of(w, 0));

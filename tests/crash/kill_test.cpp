@@ -35,6 +35,24 @@ bool allowed_leftover(const std::string& name) {
   return name == "m.zip" || name == ".m.zip.modelzip-append" || name.starts_with(".m.zip.mztmp-");
 }
 
+// A writer (`who`, for the failure) commits `tag` to the archive in `dir`
+// unhindered: the archive then holds `expected`, and nothing is left beside it.
+void commit_unhindered(const TempDir& dir, const std::string& tag, NewTag nt, const Model& expected,
+                       const std::string& who) {
+  const fs::path path = dir / "m.zip";
+  try {
+    Writer w = Writer::open(path, WriterOptions{.durable = false});
+    w.add_tag(tag, std::move(nt));
+    w.commit();
+  } catch (const std::exception& e) {
+    FAIL_CHECK(who << ": " << std::string(e.what()));
+  }
+  std::string why;
+  INFO(why);  // what which_model found wrong
+  CHECK(which_model(path, {&expected}, &why) == 0);
+  CHECK(files_in(dir.path()) == std::set<std::string>{"m.zip"});
+}
+
 // Checks the folder after an interrupted commit, then lets the next writer
 // recover and commit. Returns which model the archive held.
 int check_after_kill(const Scenario& s, const TempDir& dir, const std::string& label) {
@@ -52,15 +70,7 @@ int check_after_kill(const Scenario& s, const TempDir& dir, const std::string& l
   // The next writer recovers (journal, temporary files) and commits.
   NewTag next;
   Model expected = with_next(state == 0 ? s.old_model : s.new_model, &next);
-  try {
-    Writer w = Writer::open(path, WriterOptions{.durable = false});
-    w.add_tag("next", std::move(next));
-    w.commit();
-  } catch (const std::exception& e) {
-    FAIL_CHECK("next writer: " << std::string(e.what()));
-  }
-  CHECK(which_model(path, {&expected}, &why) == 0);
-  CHECK(files_in(dir.path()) == std::set<std::string>{"m.zip"});
+  commit_unhindered(dir, "next", std::move(next), expected, "next writer");
   // The next writer also marks freed ranges a kill left unmarked: streaming
   // readers read through again.
   CHECK(streaming_problem(path) == "");
@@ -235,15 +245,7 @@ TEST_CASE("Kill trials: recovery of an interrupted append") {
     Model after = state == 0 ? s.old_model : with_next_tag;
     NewTag after_tag = make_tag("after", 1, after, "", &after_spec);
     after.push_back(after_spec);
-    try {
-      Writer w = Writer::open(path, WriterOptions{.durable = false});
-      w.add_tag("after", std::move(after_tag));
-      w.commit();
-    } catch (const std::exception& e) {
-      FAIL_CHECK("writer after the recovery: " << std::string(e.what()));
-    }
-    CHECK(which_model(path, {&after}, &why) == 0);
-    CHECK(files_in(dir.path()) == std::set<std::string>{"m.zip"});
+    commit_unhindered(dir, "after", std::move(after_tag), after, "writer after the recovery");
   }
   MESSAGE("recovery: " << recover_calls << " calls, each one interrupted");
 }

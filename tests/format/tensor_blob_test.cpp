@@ -26,13 +26,29 @@ BlobHeader header_of(const std::string& entry, const Limits& limits = {}) {
   return read_blob_header(span_of(entry), entry.size(), limits);
 }
 
-// A float32 tensor of `shape` whose values segment is where blob_entry puts it.
-BlobSpec dense_f32(std::vector<std::int64_t> shape, std::uint64_t numel) {
+// A dense tensor of dtype `code` and `shape` whose values segment (`bytes`
+// long) is where blob_entry puts it.
+BlobSpec dense_of(int code, std::vector<std::int64_t> shape, std::uint64_t bytes) {
   BlobSpec s;
+  s.dtype = code;
   s.shape = shape;
-  s.values = {0, numel * 4};
+  s.values = {0, bytes};
   s.values->first = blob_data_offset(s);
   return s;
+}
+
+// A float32 tensor of `shape` whose values segment is where blob_entry puts it.
+BlobSpec dense_f32(std::vector<std::int64_t> shape, std::uint64_t numel) {
+  return dense_of(BlobSpec{}.dtype, shape, numel * 4);
+}
+
+// The blob of `s` (whose values are `data`) with a values segment one byte
+// short, and its data too: the header is refused as corrupt.
+void check_one_byte_short_refused(const BlobSpec& s, const std::string& data) {
+  BlobSpec short_values = s;
+  short_values.values->second = data.size() - 1;
+  CHECK_ERROR(header_of(blob_entry(short_values, data.substr(0, data.size() - 1))),
+              ErrorCode::corrupt, "values");
 }
 
 }  // namespace
@@ -574,11 +590,7 @@ TEST_CASE("The 8-bit float types 18 and 19: one byte per element") {
   const std::string data = "\x38\xFE\x7F\x01";
   for (int code : {18, 19}) {
     INFO("dtype " << code);
-    BlobSpec s;
-    s.dtype = code;
-    s.shape = {2, 2};
-    s.values = {0, 4};
-    s.values->first = blob_data_offset(s);
+    const BlobSpec s = dense_of(code, {2, 2}, 4);
     const std::string entry = blob_entry(s, data);
     BlobHeader h = header_of(entry);
     CHECK(h.dtype == (code == 18 ? DType::float8_e4m3fn : DType::float8_e5m2));
@@ -587,10 +599,7 @@ TEST_CASE("The 8-bit float types 18 and 19: one byte per element") {
     CHECK(t.dtype() == h.dtype);
     CHECK(t.values().as_string_view() == data);
     // The values segment is one byte per element: 3 bytes for 4 elements lie.
-    BlobSpec short_values = s;
-    short_values.values->second = 3;
-    CHECK_ERROR(header_of(blob_entry(short_values, data.substr(0, 3))), ErrorCode::corrupt,
-                "values");
+    check_one_byte_short_refused(s, data);
   }
 }
 
@@ -600,11 +609,7 @@ TEST_CASE("The MX types 22 and 23: one byte per element (an FP4 element is a pai
   for (int code : {22, 23}) {
     INFO("dtype " << code);
     const std::string data(code == 22 ? "\x7F\x80\x00\xFF" : "\x21\x97\x70\xF8", 4);
-    BlobSpec s;
-    s.dtype = code;
-    s.shape = {2, 2};
-    s.values = {0, 4};
-    s.values->first = blob_data_offset(s);
+    const BlobSpec s = dense_of(code, {2, 2}, 4);
     const std::string entry = blob_entry(s, data);
     BlobHeader h = header_of(entry);
     CHECK(h.dtype == (code == 22 ? DType::float8_e8m0fnu : DType::float4_e2m1fn_x2));
@@ -614,10 +619,7 @@ TEST_CASE("The MX types 22 and 23: one byte per element (an FP4 element is a pai
     CHECK(t.numel() == 4);  // FP4: 4 pairs, 8 values
     CHECK(t.values().as_string_view() == data);
     CHECK(t.as<std::uint8_t>()[1] == static_cast<std::uint8_t>(data[1]));
-    BlobSpec short_values = s;
-    short_values.values->second = 3;
-    CHECK_ERROR(header_of(blob_entry(short_values, data.substr(0, 3))), ErrorCode::corrupt,
-                "values");
+    check_one_byte_short_refused(s, data);
     // SPARSE_COO has no meaning for them (no zero; a pair is two values).
     BlobSpec sparse;
     sparse.dtype = code;
@@ -646,11 +648,7 @@ TEST_CASE("The complex types 20 and 21: two IEEE parts per element, real first")
   const std::string c128("\0\0\0\0\0\0\x08\x40\0\0\0\0\0\0\x10\xC0", 16);
   for (int code : {20, 21}) {
     INFO("dtype " << code);
-    BlobSpec s;
-    s.dtype = code;
-    s.shape = std::vector<std::int64_t>{code == 20 ? 2 : 1};
-    s.values = {0, 16};
-    s.values->first = blob_data_offset(s);
+    const BlobSpec s = dense_of(code, {code == 20 ? 2 : 1}, 16);
     const std::string& data = code == 20 ? c64 : c128;
     const std::string entry = blob_entry(s, data);
     BlobHeader h = header_of(entry);
@@ -665,9 +663,6 @@ TEST_CASE("The complex types 20 and 21: two IEEE parts per element, real first")
       CHECK(t.as<std::complex<double>>()[0] == std::complex<double>(3, -4));
     }
     // 8 or 16 bytes per element: one byte short is corrupt.
-    BlobSpec short_values = s;
-    short_values.values->second = 15;
-    CHECK_ERROR(header_of(blob_entry(short_values, data.substr(0, 15))), ErrorCode::corrupt,
-                "values");
+    check_one_byte_short_refused(s, data);
   }
 }

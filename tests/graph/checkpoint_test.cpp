@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "checkpoint/entry_validators.hpp"
+#include "expect_error_text.hpp"
 #include "graph_fixtures.hpp"
 #include "modelzip/archive.hpp"
 #include "modelzip/error.hpp"
@@ -17,20 +18,6 @@ using namespace modelzip;
 using namespace modelzip::testing;
 
 namespace {
-
-template <class F>
-Error expect_error(F&& f, ErrorCode code, const std::string& text) {
-  try {
-    f();
-  } catch (const Error& e) {
-    INFO(e.what());
-    CHECK(e.code() == code);
-    CHECK(e.message().find(text) != std::string::npos);
-    return e;
-  }
-  FAIL("no error; expected: " << text);
-  return Error(code, "unreachable");
-}
 
 std::vector<float> ramp_values(std::size_t n, float start) {
   std::vector<float> v(n);

@@ -3,28 +3,12 @@
 #include <cmath>
 #include <random>
 
+#include "expect_error_text.hpp"
 #include "graph_fixtures.hpp"
 #include "modelzip/error.hpp"
 
 using namespace modelzip;
 using namespace modelzip::testing;
-
-namespace {
-
-// Runs `f`, which must throw Error(code) whose message contains `text`.
-template <class F>
-void expect_error(F&& f, ErrorCode code, const std::string& text) {
-  try {
-    f();
-    FAIL("no error; expected: " << text);
-  } catch (const Error& e) {
-    INFO(e.what());
-    CHECK(e.code() == code);
-    CHECK(e.message().find(text) != std::string::npos);
-  }
-}
-
-}  // namespace
 
 TEST_CASE("The MLP graph round-trips field by field") {
   Graph g = mlp_graph();

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "../hostile/hostile_archives.hpp"
+#include "expect_error_text.hpp"
 #include "graph_fixtures.hpp"
 #include "graph_generated.h"
 #include "modelzip/archive.hpp"
@@ -21,18 +22,6 @@ using namespace modelzip::testing;
 namespace fbs = modelzip::fb;
 
 namespace {
-
-template <class F>
-void expect_error(F&& f, ErrorCode code, const std::string& text) {
-  try {
-    f();
-    FAIL("no error; expected: " << text);
-  } catch (const Error& e) {
-    INFO(e.what());
-    CHECK(e.code() == code);
-    CHECK(e.message().find(text) != std::string::npos);
-  }
-}
 
 Bytes finished(flatbuffers::FlatBufferBuilder& fbb) {
   return Bytes::copy_of(
@@ -58,6 +47,41 @@ flatbuffers::Offset<fbs::Variable> var(flatbuffers::FlatBufferBuilder& fbb, cons
                                        fbs::VariableKind kind = fbs::VariableKind::ARRAY,
                                        fbs::DataType dtype = fbs::DataType::FLOAT) {
   return fbs::CreateVariableDirect(fbb, name, kind, dtype);
+}
+
+// A graph of one op `name` (type `type`) whose argument names and values,
+// built from `names` and `values`, `set_args(op builder, names, values)` sets.
+template <class T, class SetArgs>
+Bytes graph_of_op_args(const char* name, const char* type, const std::vector<std::string>& names,
+                       const std::vector<T>& values, SetArgs set_args) {
+  flatbuffers::FlatBufferBuilder fbb;
+  auto n = fbb.CreateVectorOfStrings(names);
+  auto vals = fbb.CreateVector(values);
+  auto op_name = fbb.CreateString(name);
+  auto op_type = fbb.CreateString(type);
+  fbs::OpBuilder ob(fbb);
+  ob.add_name(op_name);
+  ob.add_op_type(op_type);
+  set_args(ob, n, vals);
+  return graph_buffer(fbb, {}, {ob.Finish()});
+}
+
+// Every cut of `whole` (the encoding of `value`) fails with Error, but for
+// cuts of trailing alignment padding, which decode to `value` itself.
+template <class T, class Decode>
+void check_truncations(const Bytes& whole, const T& value, Decode decode) {
+  std::size_t decoded = 0;
+  for (std::size_t n = 0; n < whole.size(); ++n) {
+    Bytes cut = Bytes::copy_of(whole.span().first(n));
+    try {
+      T d = decode(cut);
+      CHECK(d == value);
+      ++decoded;
+      CHECK(whole.size() - n < 8);  // only trailing padding
+    } catch (const Error&) {
+    }
+  }
+  CHECK(decoded < 8);
 }
 
 // Decoding either throws Error or yields a value that is valid.
@@ -90,33 +114,10 @@ TrainingConfig rich_config() {
 // padding still decodes -- to the very same value. Any other cut must fail.
 TEST_CASE("Every truncation of graph.fb and trainingConfig.fb fails cleanly") {
   const Graph graph = mlp_graph();
-  Bytes g = encode_graph(graph);
-  std::size_t decoded = 0;
-  for (std::size_t n = 0; n < g.size(); ++n) {
-    Bytes cut = Bytes::copy_of(g.span().first(n));
-    try {
-      Graph d = decode_graph(cut);
-      CHECK(d == graph);
-      ++decoded;
-      CHECK(g.size() - n < 8);  // only trailing padding
-    } catch (const Error&) {
-    }
-  }
-  CHECK(decoded < 8);
+  check_truncations(encode_graph(graph), graph, [](const Bytes& b) { return decode_graph(b); });
   const TrainingConfig config = rich_config();
-  Bytes c = encode_training_config(config);
-  decoded = 0;
-  for (std::size_t n = 0; n < c.size(); ++n) {
-    Bytes cut = Bytes::copy_of(c.span().first(n));
-    try {
-      TrainingConfig d = decode_training_config(cut);
-      CHECK(d == config);
-      ++decoded;
-      CHECK(c.size() - n < 8);
-    } catch (const Error&) {
-    }
-  }
-  CHECK(decoded < 8);
+  check_truncations(encode_training_config(config), config,
+                    [](const Bytes& b) { return decode_training_config(b); });
 }
 
 TEST_CASE("Byte flips give an Error or a valid value, never a crash") {
@@ -254,36 +255,21 @@ TEST_CASE("Graph buffers that verify but break a rule") {
                  "variable 'p' has rank 100, above the limit of 64");
   }
   SUBCASE("argument names and values of different lengths") {
-    flatbuffers::FlatBufferBuilder fbb;
-    std::vector<std::string> names{"a", "b"};
-    std::vector<std::int64_t> values{1};
-    auto n = fbb.CreateVectorOfStrings(names);
-    auto vals = fbb.CreateVector(values);
-    auto op_name = fbb.CreateString("op");
-    auto op_type = fbb.CreateString("t");
-    fbs::OpBuilder ob(fbb);
-    ob.add_name(op_name);
-    ob.add_op_type(op_type);
-    ob.add_i_arg_names(n);
-    ob.add_i_args(vals);
-    Bytes b = graph_buffer(fbb, {}, {ob.Finish()});
+    Bytes b = graph_of_op_args("op", "t", {"a", "b"}, std::vector<std::int64_t>{1},
+                               [](fbs::OpBuilder& ob, auto names, auto values) {
+                                 ob.add_i_arg_names(names);
+                                 ob.add_i_args(values);
+                               });
     expect_error([&] { decode_graph(b); }, ErrorCode::corrupt,
                  "op 'op' has 2 i_args names but 1 values");
   }
   SUBCASE("data type argument of an unknown type") {
-    flatbuffers::FlatBufferBuilder fbb;
-    std::vector<std::string> names{"dt"};
-    std::vector<fbs::DataType> values{static_cast<fbs::DataType>(99)};
-    auto n = fbb.CreateVectorOfStrings(names);
-    auto vals = fbb.CreateVector(values);
-    auto op_name = fbb.CreateString("cast");
-    auto op_type = fbb.CreateString("cast");
-    fbs::OpBuilder ob(fbb);
-    ob.add_name(op_name);
-    ob.add_op_type(op_type);
-    ob.add_d_arg_names(n);
-    ob.add_d_args(vals);
-    Bytes b = graph_buffer(fbb, {}, {ob.Finish()});
+    Bytes b = graph_of_op_args("cast", "cast", {"dt"},
+                               std::vector<fbs::DataType>{static_cast<fbs::DataType>(99)},
+                               [](fbs::OpBuilder& ob, auto names, auto values) {
+                                 ob.add_d_arg_names(names);
+                                 ob.add_d_args(values);
+                               });
     expect_error([&] { decode_graph(b); }, ErrorCode::unsupported,
                  "op 'cast' data type argument 'dt' has data type 99");
   }

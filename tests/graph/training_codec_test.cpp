@@ -3,6 +3,7 @@
 #include <cmath>
 #include <random>
 
+#include "expect_error_text.hpp"
 #include "graph_fixtures.hpp"
 #include "modelzip/error.hpp"
 
@@ -10,18 +11,6 @@ using namespace modelzip;
 using namespace modelzip::testing;
 
 namespace {
-
-template <class F>
-void expect_error(F&& f, ErrorCode code, const std::string& text) {
-  try {
-    f();
-    FAIL("no error; expected: " << text);
-  } catch (const Error& e) {
-    INFO(e.what());
-    CHECK(e.code() == code);
-    CHECK(e.message().find(text) != std::string::npos);
-  }
-}
 
 TrainingConfig round_trip(const TrainingConfig& c) {
   return decode_training_config(encode_training_config(c));

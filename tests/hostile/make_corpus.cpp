@@ -44,6 +44,21 @@ void emit_zip(const std::string& name, const ZipSpec& spec) {
   emit(name, build_zip(spec).bytes);
 }
 
+// The minimal archive with one more stored entry `name` holding `content`.
+ZipSpec with_stored(const std::string& name, const std::string& content) {
+  ZipSpec spec = minimal_archive();
+  spec.entries.push_back(stored(name, content));
+  return spec;
+}
+
+// Writes the minimal archive as `change` leaves it.
+template <class Change>
+void emit_changed(const std::string& name, Change change) {
+  ZipSpec spec = minimal_archive();
+  change(spec);
+  emit_zip(name, spec);
+}
+
 // The minimal archive with `entry` replaced by (or, if absent, given) content.
 ZipSpec with_entry(const std::string& entry, const std::string& content) {
   ZipSpec spec = minimal_archive();
@@ -106,37 +121,18 @@ void zip_structure_cases() {
     s.comment_length = static_cast<std::uint16_t>(s.comment.size() + 1);
     emit_zip("zip_comment_length_beyond_file.zip", s);
   }
-  {
-    ZipSpec s = minimal_archive();
-    s.cd_offset = 3;
-    emit_zip("zip_cd_offset_lies.zip", s);
-  }
-  {
-    ZipSpec s = minimal_archive();
-    s.count = 1000;
-    emit_zip("zip_entry_count_lies.zip", s);
-  }
-  {
-    ZipSpec s = minimal_archive();
-    entry(s, "t1/params/0.fb").local_offset = 0x7FFFFFF0;
-    emit_zip("zip_local_offset_outside.zip", s);
-  }
-  {
-    ZipSpec s = minimal_archive();
-    entry(s, "t1/params/0.fb").uncompressed_size = 1 << 20;
-    emit_zip("zip_stored_sizes_differ.zip", s);
-  }
-  {
-    ZipSpec s = minimal_archive();
+  emit_changed("zip_cd_offset_lies.zip", [](ZipSpec& s) { s.cd_offset = 3; });
+  emit_changed("zip_entry_count_lies.zip", [](ZipSpec& s) { s.count = 1000; });
+  emit_changed("zip_local_offset_outside.zip",
+               [](ZipSpec& s) { entry(s, "t1/params/0.fb").local_offset = 0x7FFFFFF0; });
+  emit_changed("zip_stored_sizes_differ.zip",
+               [](ZipSpec& s) { entry(s, "t1/params/0.fb").uncompressed_size = 1 << 20; });
+  emit_changed("zip_data_size_lies.zip", [](ZipSpec& s) {
     auto& e = entry(s, "t1/params/0.fb");
     e.compressed_size = e.uncompressed_size = 1 << 20;
-    emit_zip("zip_data_size_lies.zip", s);
-  }
-  {
-    ZipSpec s = minimal_archive();
-    entry(s, "tags.txt").local_name = "tags.txu";
-    emit_zip("zip_local_name_differs.zip", s);
-  }
+  });
+  emit_changed("zip_local_name_differs.zip",
+               [](ZipSpec& s) { entry(s, "tags.txt").local_name = "tags.txu"; });
   {
     // "outer" (first entry, local header at 0, name 5 bytes, data at 35)
     // holds in its data a complete local header of "inner"; the central
@@ -162,52 +158,21 @@ void zip_structure_cases() {
     s.entries.insert(s.entries.begin(), {outer, inner});
     emit_zip("zip_overlapping_entries.zip", s);
   }
-  {
-    ZipSpec s = minimal_archive();
-    s.entries.push_back(stored("tags.txt", "t1\n"));
-    emit_zip("zip_duplicate_names.zip", s);
-  }
-  {
-    ZipSpec s = minimal_archive();
-    s.entries.push_back(stored("t1/../../evil.sh", "#!/bin/sh\n"));
-    emit_zip("zip_path_traversal_dotdot.zip", s);
-  }
-  {
-    ZipSpec s = minimal_archive();
-    s.entries.push_back(stored("/etc/cron.d/evil", "x"));
-    emit_zip("zip_path_absolute.zip", s);
-  }
-  {
-    ZipSpec s = minimal_archive();
-    s.entries.push_back(stored("t1\\..\\evil", "x"));
-    emit_zip("zip_path_backslash.zip", s);
-  }
-  {
-    ZipSpec s = minimal_archive();
-    s.entries.push_back(stored("C:evil", "x"));
-    emit_zip("zip_path_drive_letter.zip", s);
-  }
-  {
-    ZipSpec s = minimal_archive();
-    s.entries.push_back(stored("t1/\xC3\x28.txt", "x"));
-    emit_zip("zip_name_invalid_utf8.zip", s);
-  }
-  {
-    ZipSpec s = minimal_archive();
-    s.entries.push_back(
-        stored("t1/a\x01"
-               "b",
-               "x"));
-    emit_zip("zip_name_control_character.zip", s);
-  }
-  {
-    // 10 MiB declared from the few bytes deflate makes of "t1\n".
-    ZipSpec s = minimal_archive();
+  emit_zip("zip_duplicate_names.zip", with_stored("tags.txt", "t1\n"));
+  emit_zip("zip_path_traversal_dotdot.zip", with_stored("t1/../../evil.sh", "#!/bin/sh\n"));
+  emit_zip("zip_path_absolute.zip", with_stored("/etc/cron.d/evil", "x"));
+  emit_zip("zip_path_backslash.zip", with_stored("t1\\..\\evil", "x"));
+  emit_zip("zip_path_drive_letter.zip", with_stored("C:evil", "x"));
+  emit_zip("zip_name_invalid_utf8.zip", with_stored("t1/\xC3\x28.txt", "x"));
+  emit_zip("zip_name_control_character.zip", with_stored("t1/a\x01"
+                                                         "b",
+                                                         "x"));
+  // 10 MiB declared from the few bytes deflate makes of "t1\n".
+  emit_changed("zip_deflate_ratio_lie.zip", [](ZipSpec& s) {
     auto& e = entry(s, "tags.txt");
     e.method = 8;
     e.uncompressed_size = 10u << 20;
-    emit_zip("zip_deflate_ratio_lie.zip", s);
-  }
+  });
   {
     // A deflate bomb declaring 3 bytes: 4 MiB of '\n' deflate to about 4 KiB.
     ZipSpec s = minimal_archive();
@@ -218,50 +183,27 @@ void zip_structure_cases() {
     e.crc = crc32_of("t1\n");
     emit_zip("zip_deflate_bomb_underdeclared.zip", s);
   }
-  {
-    ZipSpec s = minimal_archive();
-    entry(s, "t1/params/0.fb").crc = 0x12345678;
-    emit_zip("zip_crc_mismatch_blob.zip", s);
-  }
-  {
-    ZipSpec s = minimal_archive();
-    entry(s, "tags.txt").crc = 0x12345678;
-    emit_zip("zip_crc_mismatch_tags.zip", s);
-  }
-  {
-    ZipSpec s = minimal_archive();
-    entry(s, "t1/params/0.fb").flags |= 0x0001;
-    emit_zip("zip_encrypted_entry.zip", s);
-  }
-  {
-    ZipSpec s = minimal_archive();
-    entry(s, "t1/params/0.fb").method = 12;
-    emit_zip("zip_bzip2_entry.zip", s);
-  }
-  {
-    ZipSpec s = minimal_archive();
-    s.disk = 1;
-    emit_zip("zip_multi_disk.zip", s);
-  }
-  {
-    // Sizes of 0xFFFFFFFF say "see the ZIP64 extra field", which is absent.
-    ZipSpec s = minimal_archive();
+  emit_changed("zip_crc_mismatch_blob.zip",
+               [](ZipSpec& s) { entry(s, "t1/params/0.fb").crc = 0x12345678; });
+  emit_changed("zip_crc_mismatch_tags.zip",
+               [](ZipSpec& s) { entry(s, "tags.txt").crc = 0x12345678; });
+  emit_changed("zip_encrypted_entry.zip",
+               [](ZipSpec& s) { entry(s, "t1/params/0.fb").flags |= 0x0001; });
+  emit_changed("zip_bzip2_entry.zip", [](ZipSpec& s) { entry(s, "t1/params/0.fb").method = 12; });
+  emit_changed("zip_multi_disk.zip", [](ZipSpec& s) { s.disk = 1; });
+  // Sizes of 0xFFFFFFFF say "see the ZIP64 extra field", which is absent.
+  emit_changed("zip_zip64_extra_missing.zip", [](ZipSpec& s) {
     auto& e = entry(s, "t1/params/0.fb");
     e.compressed_size = e.uncompressed_size = 0xFFFFFFFFu;
-    emit_zip("zip_zip64_extra_missing.zip", s);
-  }
-  {
-    ZipSpec s = minimal_archive();
+  });
+  emit_changed("zip_zip64_cd_offset_lies.zip", [](ZipSpec& s) {
     s.zip64_end = true;
     s.cd_offset = 7;  // in the ZIP64 end record
-    emit_zip("zip_zip64_cd_offset_lies.zip", s);
-  }
-  {
-    ZipSpec s = minimal_archive();
+  });
+  emit_changed("zip_zip64_entry_count_huge.zip", [](ZipSpec& s) {
     s.zip64_end = true;
     s.count = 1ull << 40;  // in the ZIP64 end record
-    emit_zip("zip_zip64_entry_count_huge.zip", s);
-  }
+  });
   emit("zip_not_a_zip.zip", "modelzip? no: just text, long enough for an end record\n");
 }
 
@@ -284,16 +226,8 @@ void table_cases() {
   emit_zip("metadata_version_wrong_type.zip",
            with_entry("modelzip.toml", "format_version = \"1\"\n"));
   emit_zip("metadata_not_toml.zip", with_entry("modelzip.toml", "format_version = = 1\n"));
-  {
-    ZipSpec s = minimal_archive();
-    s.entries.push_back(stored("t2/params.txt", "w 0\n"));
-    emit_zip("folder_of_unlisted_tag.zip", s);
-  }
-  {
-    ZipSpec s = minimal_archive();
-    s.entries.push_back(stored("T1/notes.txt", "x"));
-    emit_zip("folder_case_differs.zip", s);
-  }
+  emit_zip("folder_of_unlisted_tag.zip", with_stored("t2/params.txt", "w 0\n"));
+  emit_zip("folder_case_differs.zip", with_stored("T1/notes.txt", "x"));
   {
     // Folder entries are ignored wherever they lie (FORMAT.md section 2).
     ZipSpec s = minimal_archive();
@@ -316,15 +250,10 @@ void table_cases() {
       s.entries.push_back(stored(name, "not a tensor blob"));
     emit_zip("valid_non_blob_names_in_blob_folders.zip", s);
   }
-  {
-    // Blob names that no table references must still be valid blobs.
-    ZipSpec s = minimal_archive();
-    s.entries.push_back(stored("t1/params/7.fb", "not a tensor blob"));
-    emit_zip("blob_unreferenced_garbage.zip", s);
-    s = minimal_archive();
-    s.entries.push_back(stored("t1/updater/123456789012345.fb", "not a tensor blob"));
-    emit_zip("blob_unreferenced_garbage_updater.zip", s);
-  }
+  // Blob names that no table references must still be valid blobs.
+  emit_zip("blob_unreferenced_garbage.zip", with_stored("t1/params/7.fb", "not a tensor blob"));
+  emit_zip("blob_unreferenced_garbage_updater.zip",
+           with_stored("t1/updater/123456789012345.fb", "not a tensor blob"));
   {
     // A byte-order mark is refused in every text entry.
     emit_zip("bom_in_modelzip_toml.zip", with_entry("modelzip.toml",
@@ -332,9 +261,7 @@ void table_cases() {
                                                     "format_version = 1\n"));
     emit_zip("bom_in_tags_txt.zip", with_entry("tags.txt", "\xEF\xBB\xBFt1\n"));
     emit_zip("bom_in_params_txt.zip", with_entry("t1/params.txt", "\xEF\xBB\xBFw 0\n"));
-    ZipSpec s = minimal_archive();
-    s.entries.push_back(stored("t1/updater.txt", "\xEF\xBB\xBFw M 0\n"));
-    emit_zip("bom_in_updater_txt.zip", s);
+    emit_zip("bom_in_updater_txt.zip", with_stored("t1/updater.txt", "\xEF\xBB\xBFw M 0\n"));
   }
   emit_zip("params_missing_entry.zip", without_entry(minimal_archive(), "t1/params.txt"));
   emit_zip("params_malformed_escape.zip", with_entry("t1/params.txt", "w 0\nx%G1 0\n"));
@@ -356,16 +283,8 @@ void table_cases() {
   emit_zip("params_ref_missing_blob.zip", with_entry("t1/params.txt", "w 0\nv 7\n"));
   emit_zip("params_ref_missing_fifu.zip", with_entry("t1/params.txt", "e 0.fifu\n"));
   emit_zip("params_ref_invalid_tag.zip", with_entry("t1/params.txt", "w ../0\n"));
-  {
-    ZipSpec s = minimal_archive();
-    s.entries.push_back(stored("t1/updater.txt", "w M 0.fifu\n"));
-    emit_zip("updater_fifu_reference.zip", s);
-  }
-  {
-    ZipSpec s = minimal_archive();
-    s.entries.push_back(stored("t1/updater.txt", "w M\n"));
-    emit_zip("updater_missing_field.zip", s);
-  }
+  emit_zip("updater_fifu_reference.zip", with_stored("t1/updater.txt", "w M 0.fifu\n"));
+  emit_zip("updater_missing_field.zip", with_stored("t1/updater.txt", "w M\n"));
 }
 
 // A blob entry whose FlatBuffer is valid but for `patch`.

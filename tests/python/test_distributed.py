@@ -30,16 +30,38 @@ def free_port():
         return s.getsockname()[1]
 
 
+def run_ranks(argv_of_rank, world, timeout=240):
+    """Runs `world` processes, rank r's command line `argv_of_rank(r)` (its
+    output and errors merged); each rank's (exit status, output). A process
+    still running when this returns (a time-out) is killed."""
+    procs = [subprocess.Popen([str(x) for x in argv_of_rank(r)], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for r in range(world)]
+    try:
+        outs = [p.communicate(timeout=timeout)[0] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    return [(p.returncode, out) for p, out in zip(procs, outs)]
+
+
+def run_mpirun(argv, world=2, timeout=240):
+    """mpirun -np `world` of `argv` (run as root allowed): the finished
+    subprocess.CompletedProcess, its output and errors merged in stdout."""
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    return subprocess.run(["mpirun", "--oversubscribe", "-np", str(world),
+                           *[str(x) for x in argv]], env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=timeout)
+
+
 def start_torch(jobs, world):
     """Runs the worker in `world` gloo processes, which do the (scenario,
     folder) jobs in turn; each rank's (exit status, output)."""
     port = free_port()
     (scenario, folder), more = jobs[0], [str(x) for job in jobs[1:] for x in job]
-    procs = [subprocess.Popen([sys.executable, WORKER, "torch", scenario, str(folder), str(r),
-                               str(world), str(port), *more], stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True) for r in range(world)]
-    outs = [p.communicate(timeout=240)[0] for p in procs]
-    return [(p.returncode, out) for p, out in zip(procs, outs)]
+    return run_ranks(lambda r: [sys.executable, WORKER, "torch", scenario, folder, r, world, port,
+                                *more], world)
 
 
 def run_torch(scenario, folder, world=4):
@@ -100,11 +122,22 @@ def test_scenario_checks_see_a_rank_that_ends_badly_after_its_ok_line(tmp_path):
 
 
 def run_mpi(scenario, folder, world=2):
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    r = subprocess.run(["mpirun", "--oversubscribe", "-np", str(world), sys.executable, WORKER,
-                        "mpi", scenario, str(folder)], env=env, stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, text=True, timeout=240)
+    r = run_mpirun([sys.executable, WORKER, "mpi", scenario, folder], world)
     assert r.returncode == 0, r.stdout
+
+
+DEFAULT_WORLD = {"torch": 4, "mpi": 2}  # the ranks of a scenario, by engine
+
+
+def scenario_folder(request, tmp_path, engine, scenario, world=None):
+    """The folder in which `scenario` ran on `world` ranks (DEFAULT_WORLD's
+    unless given), every rank with every check held: the torch_ranks
+    fixture's gloo processes (engine "torch") or mpirun into `tmp_path`."""
+    world = world or DEFAULT_WORLD[engine]
+    if engine == "torch":
+        return torch_scenario(request, scenario, world)
+    run_mpi(scenario, tmp_path, world)
+    return tmp_path
 
 
 def check_archive(path, tmp_path):
@@ -189,19 +222,12 @@ def test_mpi4py_default_group_imports_no_torch(tmp_path):
 
 @pytest.mark.parametrize("engine", ["torch", "mpi"])
 def test_invalid_shards_fail_on_every_rank(request, tmp_path, engine):
-    if engine == "torch":
-        torch_scenario(request, "invalid")
-    else:
-        run_mpi("invalid", tmp_path)
+    scenario_folder(request, tmp_path, engine, "invalid")
 
 
 @pytest.mark.parametrize("engine,world", [("torch", 4), ("mpi", 2), ("mpi", 4)])
 def test_background_collective_saves(request, tmp_path, engine, world):
-    if engine == "torch":
-        folder = torch_scenario(request, "background", world=world)
-    else:
-        run_mpi("background", tmp_path, world=world)
-        folder = tmp_path
+    folder = scenario_folder(request, tmp_path, engine, "background", world)
     check_archive(folder / "dist.zip", tmp_path)
 
 
@@ -221,11 +247,7 @@ def test_collective_saves_of_text(request, tmp_path, engine, world):
     # str and lists of str (the "text" scenario of dist_worker.py): the
     # archive is what one process's modelzip.save writes for the same values,
     # byte for byte, and every reader reads the text back.
-    if engine == "torch":
-        path = torch_scenario(request, "text", world=world) / "dist.zip"
-    else:
-        run_mpi("text", tmp_path, world=world)
-        path = tmp_path / "dist.zip"
+    path = scenario_folder(request, tmp_path, engine, "text", world) / "dist.zip"
     # The order of the parameters: rank 0's, then the last rank's (b, run).
     order = ["w", "c", "vocab", "grid", "b", "run"]
     single = tmp_path / "single.zip"
@@ -304,20 +326,12 @@ def test_save_checkpoint_takes_text(tmp_path):
 
 @pytest.mark.parametrize("engine", ["torch", "mpi"])
 def test_a_failing_background_collective_save_raises_on_every_rank(request, tmp_path, engine):
-    if engine == "torch":
-        torch_scenario(request, "background-invalid")
-    else:
-        run_mpi("background-invalid", tmp_path)
+    scenario_folder(request, tmp_path, engine, "background-invalid")
 
 
 @pytest.mark.parametrize("engine", ["torch", "mpi"])
 def test_rolling_collective_saves_keep_last_and_replace(request, tmp_path, engine):
-    if engine == "torch":
-        folder = torch_scenario(request, "rotate")
-    else:
-        run_mpi("rotate", tmp_path)
-        folder = tmp_path
-    path = folder / "dist.zip"
+    path = scenario_folder(request, tmp_path, engine, "rotate") / "dist.zip"
     cli = os.environ.get("MODELZIP_CLI")
     if cli:  # an independent reader of the free entries the rotations left
         r = subprocess.run([cli, "verify", str(path)], capture_output=True, text=True,
@@ -634,12 +648,7 @@ def check_sharded_adam(path, tmp_path):
 @pytest.mark.parametrize("engine", ["torch", "mpi"])
 def test_sharded_adam_checkpoint(request, tmp_path, engine):
     """4 gloo processes or 2 mpi4py ranks save a sharded Adam checkpoint."""
-    if engine == "torch":
-        folder = torch_scenario(request, "optim")
-    else:
-        run_mpi("optim", tmp_path)
-        folder = tmp_path
-    check_sharded_adam(folder / "dist.zip", tmp_path)
+    check_sharded_adam(scenario_folder(request, tmp_path, engine, "optim") / "dist.zip", tmp_path)
 
 
 def whole_gan():
@@ -727,12 +736,7 @@ def check_sharded_gan(path, tmp_path):
 def test_sharded_gan_checkpoint(request, tmp_path, engine):
     """4 gloo processes or 2 mpi4py ranks save the blocks of a GAN's two models and both
     optimizers (Adam, SGD with momentum) as one checkpoint of several optimizers."""
-    if engine == "torch":
-        folder = torch_scenario(request, "gan")
-    else:
-        run_mpi("gan", tmp_path)
-        folder = tmp_path
-    check_sharded_gan(folder / "dist.zip", tmp_path)
+    check_sharded_gan(scenario_folder(request, tmp_path, engine, "gan") / "dist.zip", tmp_path)
 
 
 def check_rank_extras(path, world):
@@ -807,12 +811,8 @@ def test_sharded_run_resumes_bit_exactly_with_each_ranks_rng_states(request, tmp
     """4 gloo processes or 2 mpi4py ranks each save their own RNG states as extra= of one
     collective checkpoint and resume from it bit for bit (the worker compares with the
     uninterrupted run); each rank gets its own back, and another world size none by accident."""
-    if engine == "torch":
-        folder, world = torch_scenario(request, "rng"), 4
-    else:
-        run_mpi("rng", tmp_path)
-        folder, world = tmp_path, 2
-    check_rank_extras(folder / "dist.zip", world)
+    folder = scenario_folder(request, tmp_path, engine, "rng")
+    check_rank_extras(folder / "dist.zip", DEFAULT_WORLD[engine])
 
 
 def test_extra_of_a_sharded_save_needs_an_optimizer(tmp_path):
@@ -944,6 +944,75 @@ def test_cuda_tensors_in_distributed_save(tmp_path):
     _check_saved(tmp_path / "c.zip", ["sync", "bg"], expected)
 
 
+# The end of the scripts of the ranks below: reported(save) runs the save
+# and prints how it ended on this rank ("saved", KeyboardInterrupt with its
+# notes, or modelzip.Error with its code).
+REPORTED = textwrap.dedent("""
+    def reported(save):
+        try:
+            save()
+            print(f"rank {rank}: saved", flush=True)
+        except KeyboardInterrupt as e:
+            print(f"rank {rank}: KeyboardInterrupt", *getattr(e, "__notes__", []), flush=True)
+        except modelzip.Error as e:
+            print(f"rank {rank}: Error {e.code}: {e}", flush=True)
+""")
+
+# Each rank of `group` saves 128 MiB into `path`; rank 0 gets Ctrl-C once the
+# commit writes a file into the archive's folder.
+CTRL_C_IN_THE_COMMIT = textwrap.dedent("""
+    folder = os.path.dirname(path)
+    before = set(os.listdir(folder))
+    big = np.full(32 << 20, rank + 1.5, dtype=np.float32)  # 128 MiB a rank
+    if rank == 0:
+        def ctrl_c_once_the_commit_writes():  # as the terminal sends it
+            deadline = time.monotonic() + 120
+            while set(os.listdir(folder)) <= before and time.monotonic() < deadline:
+                time.sleep(0.001)
+            os.kill(os.getpid(), signal.SIGINT)
+        threading.Thread(target=ctrl_c_once_the_commit_writes, daemon=True).start()
+    reported(lambda: mzd.save(path, "new", {f"w{rank}": big}, group=group))
+""")
+
+
+def base_archive(folder):
+    """`folder`/m.zip with one tag "base": its path and bytes."""
+    path = folder / "m.zip"
+    modelzip.save(path, "base", {"w": np.arange(10, dtype=np.int32)}, durable=False)
+    return path, path.read_bytes()
+
+
+def check_rank_0_interrupted(out, failure):
+    """Rank 0 raised KeyboardInterrupt saying that the save did not happen,
+    rank 1 modelzip.Error (code "cancelled") saying `failure`."""
+    assert "rank 0: KeyboardInterrupt" in out and "the save did not happen" in out, out
+    assert "rank 1: Error cancelled:" in out and failure in out, out
+
+
+def ctrl_c_in_the_commit(tmp_path, script_text, run):
+    """Runs the two ranks of `script_text` (ending in CTRL_C_IN_THE_COMMIT)
+    with `run(script, path)` -> (exit statuses, output) on a base_archive,
+    at most 3 times while the signal came after the commit's last agreement
+    (rank 1 saved); checks that the commit failed on both ranks and left the
+    archive as it was."""
+    script = tmp_path / "interrupted_rank.py"
+    script.write_text(script_text)
+    for attempt in range(3):
+        folder = tmp_path / f"attempt-{attempt}"
+        folder.mkdir()
+        path, before = base_archive(folder)
+        codes, out = run(script, path)
+        if "rank 1: saved" not in out:
+            break
+    assert codes == [0] * len(codes), out
+    check_rank_0_interrupted(
+        out, "collective commit failed on rank 0: rank 0 was interrupted (Ctrl-C)")
+    assert path.read_bytes() == before
+    with modelzip.open(path) as a:
+        assert a.tags == ["base"]
+        assert a.verify() == []
+
+
 INTERRUPTED_RANK = textwrap.dedent("""
     import os, signal, sys, threading, time
     import numpy as np
@@ -969,24 +1038,7 @@ INTERRUPTED_RANK = textwrap.dedent("""
 
     group = (mzd.MPICommunicator(timeout=600) if which == "builtin"
              else OwnCommunicator(MPI.COMM_WORLD.Dup()))
-    folder = os.path.dirname(path)
-    before = set(os.listdir(folder))
-    big = np.full(32 << 20, rank + 1.5, dtype=np.float32)  # 128 MiB a rank
-    if rank == 0:
-        def ctrl_c_once_the_commit_writes():  # as the terminal sends it
-            deadline = time.monotonic() + 120
-            while set(os.listdir(folder)) <= before and time.monotonic() < deadline:
-                time.sleep(0.001)
-            os.kill(os.getpid(), signal.SIGINT)
-        threading.Thread(target=ctrl_c_once_the_commit_writes, daemon=True).start()
-    try:
-        mzd.save(path, "new", {f"w{rank}": big}, group=group)
-        print(f"rank {rank}: saved", flush=True)
-    except KeyboardInterrupt as e:
-        print(f"rank {rank}: KeyboardInterrupt", *getattr(e, "__notes__", []), flush=True)
-    except modelzip.Error as e:
-        print(f"rank {rank}: Error {e.code}: {e}", flush=True)
-""")
+""") + REPORTED + CTRL_C_IN_THE_COMMIT
 
 
 @pytest.mark.parametrize("which", ["builtin", "own"])
@@ -1000,30 +1052,10 @@ def test_ctrl_c_of_one_rank_fails_the_collective_commit_on_every_rank(tmp_path, 
     the interrupt as the rank's error; before, its commit went on to the
     end). A trial where the signal came after the commit's last agreement
     (the save completed) runs again (at most 3 times)."""
-    script = tmp_path / "interrupted_rank.py"
-    script.write_text(INTERRUPTED_RANK)
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    for attempt in range(3):
-        folder = tmp_path / f"attempt-{attempt}"
-        folder.mkdir()
-        path = folder / "m.zip"
-        modelzip.save(path, "base", {"w": np.arange(10, dtype=np.int32)}, durable=False)
-        before = path.read_bytes()
-        r = subprocess.run(["mpirun", "--oversubscribe", "-np", "2", sys.executable, str(script),
-                            str(path), which], env=env, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True, timeout=240)
-        if "rank 1: saved" not in r.stdout:
-            break
-    assert r.returncode == 0, r.stdout
-    assert "rank 0: KeyboardInterrupt" in r.stdout and "the save did not happen" in r.stdout, \
-        r.stdout
-    assert ("rank 1: Error cancelled:" in r.stdout
-            and "collective commit failed on rank 0: rank 0 was interrupted (Ctrl-C)" in r.stdout), \
-        r.stdout
-    assert path.read_bytes() == before
-    with modelzip.open(path) as a:
-        assert a.tags == ["base"]
-        assert a.verify() == []
+    def mpirun(script, path):
+        r = run_mpirun([sys.executable, script, path, which])
+        return [r.returncode], r.stdout
+    ctrl_c_in_the_commit(tmp_path, INTERRUPTED_RANK, mpirun)
 
 
 INTERRUPTED_GLOO_RANK = textwrap.dedent("""
@@ -1058,24 +1090,7 @@ INTERRUPTED_GLOO_RANK = textwrap.dedent("""
 
     group = (mzd.TorchCommunicator() if which == "builtin"
              else OwnCommunicator(dist.new_group(backend="gloo")))
-    folder = os.path.dirname(path)
-    before = set(os.listdir(folder))
-    big = np.full(32 << 20, rank + 1.5, dtype=np.float32)  # 128 MiB a rank
-    if rank == 0:
-        def ctrl_c_once_the_commit_writes():  # as the terminal sends it
-            deadline = time.monotonic() + 120
-            while set(os.listdir(folder)) <= before and time.monotonic() < deadline:
-                time.sleep(0.001)
-            os.kill(os.getpid(), signal.SIGINT)
-        threading.Thread(target=ctrl_c_once_the_commit_writes, daemon=True).start()
-    try:
-        mzd.save(path, "new", {f"w{rank}": big}, group=group)
-        print(f"rank {rank}: saved", flush=True)
-    except KeyboardInterrupt as e:
-        print(f"rank {rank}: KeyboardInterrupt", *getattr(e, "__notes__", []), flush=True)
-    except modelzip.Error as e:
-        print(f"rank {rank}: Error {e.code}: {e}", flush=True)
-""")
+""") + REPORTED + CTRL_C_IN_THE_COMMIT
 
 
 @pytest.mark.parametrize("which", ["builtin", "own"])
@@ -1083,36 +1098,11 @@ def test_ctrl_c_of_one_gloo_rank_fails_the_collective_commit_on_every_rank(tmp_p
     """The test above over torch.distributed (gloo, two processes, time-out
     600 s): over TorchCommunicator and over a Communicator subclass of the
     caller's own made of torch's object collectives."""
-    script = tmp_path / "interrupted_gloo_rank.py"
-    script.write_text(INTERRUPTED_GLOO_RANK)
-    for attempt in range(3):
-        folder = tmp_path / f"attempt-{attempt}"
-        folder.mkdir()
-        path = folder / "m.zip"
-        modelzip.save(path, "base", {"w": np.arange(10, dtype=np.int32)}, durable=False)
-        before = path.read_bytes()
+    def gloo(script, path):
         port = free_port()
-        procs = [subprocess.Popen([sys.executable, str(script), str(path), which, str(r),
-                                   str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                  text=True) for r in range(2)]
-        try:
-            outs = [p.communicate(timeout=240)[0] for p in procs]
-        finally:
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
-        out = "".join(outs)
-        if "rank 1: saved" not in out:
-            break
-    assert [p.returncode for p in procs] == [0, 0], out
-    assert "rank 0: KeyboardInterrupt" in out and "the save did not happen" in out, out
-    assert ("rank 1: Error cancelled:" in out
-            and "collective commit failed on rank 0: rank 0 was interrupted (Ctrl-C)" in out), out
-    assert path.read_bytes() == before
-    with modelzip.open(path) as a:
-        assert a.tags == ["base"]
-        assert a.verify() == []
+        ranks = run_ranks(lambda r: [sys.executable, script, path, which, r, port], 2)
+        return [code for code, _ in ranks], "".join(out for _, out in ranks)
+    ctrl_c_in_the_commit(tmp_path, INTERRUPTED_GLOO_RANK, gloo)
 
 
 MESSAGE_ROUNDS = textwrap.dedent("""
@@ -1205,24 +1195,13 @@ def test_adapters_send_large_messages_in_rounds(tmp_path, engine):
     script = tmp_path / "message_rounds.py"
     script.write_text(MESSAGE_ROUNDS)
     if engine == "mpi":
-        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-        r = subprocess.run(["mpirun", "--oversubscribe", "-np", "2", sys.executable, str(script),
-                            engine, str(tmp_path), "10"], env=env, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True, timeout=240)
+        r = run_mpirun([sys.executable, script, engine, tmp_path, "10"])
         out, codes = r.stdout, [r.returncode]
     else:
         port = free_port()
-        procs = [subprocess.Popen([sys.executable, str(script), engine, str(tmp_path), "10",
-                                   str(rank), str(port)], stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, text=True) for rank in range(2)]
-        try:
-            outs = [p.communicate(timeout=240)[0] for p in procs]
-        finally:
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
-        out, codes = "".join(outs), [p.returncode for p in procs]
+        ranks = run_ranks(lambda rank: [sys.executable, script, engine, tmp_path, "10", rank,
+                                        port], 2)
+        out, codes = "".join(out for _, out in ranks), [code for code, _ in ranks]
     assert set(codes) == {0} and "rank 0 ok" in out and "rank 1 ok" in out, out
     assert (tmp_path / "rounds.zip").read_bytes() == (tmp_path / "whole.zip").read_bytes()
 
@@ -1246,16 +1225,9 @@ INTERRUPTED_STAGING = textwrap.dedent("""
 
     params = {f"w{rank}": SlowToStage()}
     group = mzd.MPICommunicator(timeout=600)
-    try:
-        if how == "save_checkpoint":
-            mzd.save_checkpoint(path, "new", params, group=group)
-        else:
-            mzd.save(path, "new", params, group=group)
-        print(f"rank {rank}: saved", flush=True)
-    except KeyboardInterrupt as e:
-        print(f"rank {rank}: KeyboardInterrupt", *getattr(e, "__notes__", []), flush=True)
-    except modelzip.Error as e:
-        print(f"rank {rank}: Error {e.code}: {e}", flush=True)
+    save = mzd.save_checkpoint if how == "save_checkpoint" else mzd.save
+""") + REPORTED + textwrap.dedent("""
+    reported(lambda: save(path, "new", params, group=group))
 """)
 
 
@@ -1271,18 +1243,10 @@ def test_ctrl_c_while_one_rank_stages_fails_the_save_on_every_rank(tmp_path, how
     for the 2 minutes."""
     script = tmp_path / "interrupted_staging.py"
     script.write_text(INTERRUPTED_STAGING)
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     folder = tmp_path / "archive"
     folder.mkdir()
-    path = folder / "m.zip"
-    modelzip.save(path, "base", {"w": np.arange(10, dtype=np.int32)}, durable=False)
-    before = path.read_bytes()
-    r = subprocess.run(["mpirun", "--oversubscribe", "-np", "2", sys.executable, str(script),
-                        str(path), how], env=env, stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, text=True, timeout=100)
+    path, before = base_archive(folder)
+    r = run_mpirun([sys.executable, script, path, how], timeout=100)
     assert r.returncode == 0, r.stdout
-    assert "rank 0: KeyboardInterrupt" in r.stdout and "the save did not happen" in r.stdout, \
-        r.stdout
-    assert "rank 1: Error cancelled:" in r.stdout and \
-        "failed on rank 0: rank 0 was interrupted (Ctrl-C)" in r.stdout, r.stdout
+    check_rank_0_interrupted(r.stdout, "failed on rank 0: rank 0 was interrupted (Ctrl-C)")
     assert os.listdir(folder) == ["m.zip"] and path.read_bytes() == before

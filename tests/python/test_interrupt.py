@@ -28,18 +28,13 @@ CHILD = textwrap.dedent("""
 """)
 
 
-def interrupt_commit(folder):
-    """Starts CHILD on an archive of two tags in `folder` and sends it SIGINT
-    once its commit's journal exists: (exit status, stdout, stderr, the
-    archive's bytes before)."""
-    path = folder / "m.zip"
-    modelzip.save(path, "base", {"w": np.arange(10, dtype=np.int32)}, durable=False)
-    modelzip.save(path, "next", {"w": np.arange(12, dtype=np.int32)}, durable=False)
-    before = path.read_bytes()
-    journal = folder / ".m.zip.modelzip-append"
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(path)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=os.environ.copy())
-    deadline = time.monotonic() + 60
+def sigint_once_the_journal_exists(argv, journal, seconds):
+    """Starts `argv` and sends it SIGINT once `journal` exists (within
+    `seconds`, while it runs; else the test fails): (exit status, stdout,
+    stderr) once it ended."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=os.environ.copy())
+    deadline = time.monotonic() + seconds
     try:
         while not journal.exists():
             assert proc.poll() is None, proc.communicate()
@@ -51,7 +46,19 @@ def interrupt_commit(folder):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    return proc.returncode, out.decode(), err.decode(), before
+    return proc.returncode, out.decode(), err.decode()
+
+
+def interrupt_commit(folder):
+    """Starts CHILD on an archive of two tags in `folder` and sends it SIGINT
+    once its commit's journal exists: (exit status, stdout, stderr, the
+    archive's bytes before)."""
+    path = folder / "m.zip"
+    modelzip.save(path, "base", {"w": np.arange(10, dtype=np.int32)}, durable=False)
+    modelzip.save(path, "next", {"w": np.arange(12, dtype=np.int32)}, durable=False)
+    before = path.read_bytes()
+    return (*sigint_once_the_journal_exists([sys.executable, "-c", CHILD, str(path)],
+                                            folder / ".m.zip.modelzip-append", 60), before)
 
 
 def test_sigint_during_commit_raises_keyboard_interrupt(tmp_path):
@@ -264,23 +271,11 @@ def interrupt_child_commit(folder, operation):
                   durable=False)
     del big
     before = path.read_bytes()
-    journal = folder / ".m.zip.modelzip-append"
-    proc = subprocess.Popen([sys.executable, "-c", IMPORTER, str(path), operation, str(source)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=os.environ.copy())
-    deadline = time.monotonic() + 120
-    try:
-        while not journal.exists():
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline
-            time.sleep(0.001)
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    code, out, err = sigint_once_the_journal_exists(
+        [sys.executable, "-c", IMPORTER, str(path), operation, str(source)],
+        folder / ".m.zip.modelzip-append", 120)
     source.unlink()
-    return proc.returncode, out.decode(), err.decode(), before
+    return code, out, err, before
 
 
 @pytest.mark.parametrize("operation", ["import", "quantize"])

@@ -230,18 +230,27 @@ def test_names_must_be_a_list_not_one_str(archive_path):
     assert list(mzt.load(archive_path, names=["emb"])) == ["emb"]
 
 
-def flip_byte_in(path, entry):
-    """Flips one byte of the stored entry's data (its last byte: tensor data)."""
-    with zipfile.ZipFile(path) as z:
-        info = z.getinfo(entry)
+def _flip_byte_at(path, at):
     with open(path, "r+b") as f:
-        f.seek(info.header_offset + 26)
-        name_len, extra_len = (int.from_bytes(f.read(2), "little") for _ in range(2))
-        at = info.header_offset + 30 + name_len + extra_len + info.file_size - 1
         f.seek(at)
         byte = f.read(1)[0]
         f.seek(at)
         f.write(bytes([byte ^ 0xFF]))
+
+
+def _last_data_byte(path, entry):
+    """The file offset of the stored entry's last data byte (its tensor data)."""
+    with zipfile.ZipFile(path) as z:
+        info = z.getinfo(entry)
+    with open(path, "rb") as f:
+        f.seek(info.header_offset + 26)
+        name_len, extra_len = (int.from_bytes(f.read(2), "little") for _ in range(2))
+    return info.header_offset + 30 + name_len + extra_len + info.file_size - 1
+
+
+def flip_byte_in(path, entry):
+    """Flips one byte of the stored entry's data (its last byte: tensor data)."""
+    _flip_byte_at(path, _last_data_byte(path, entry))
 
 
 def test_verify_finds_a_flipped_byte_the_default_load_does_not(archive_path):
@@ -585,23 +594,6 @@ def test_verify_of_a_device_load_checks_what_is_not_staged_first(archive_path):
     with pytest.raises(modelzip.Error, match="CRC-32 mismatch"):
         load_copied(archive_path, "t", torch.device("cpu"), verify=True,
                     staging=_device_copy.HostTarget())
-
-
-def _flip_byte_at(path, at):
-    with open(path, "r+b") as f:
-        f.seek(at)
-        byte = f.read(1)[0]
-        f.seek(at)
-        f.write(bytes([byte ^ 0xFF]))
-
-
-def _last_data_byte(path, entry):
-    with zipfile.ZipFile(path) as z:
-        info = z.getinfo(entry)
-    with open(path, "rb") as f:
-        f.seek(info.header_offset + 26)
-        name_len, extra_len = (int.from_bytes(f.read(2), "little") for _ in range(2))
-    return info.header_offset + 30 + name_len + extra_len + info.file_size - 1
 
 
 @pytest.mark.parametrize("staged", [False, True])

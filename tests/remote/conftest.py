@@ -1,5 +1,6 @@
 """Fixtures for the remote-archive tests: archives written by the CLI and
-served by a real nginx on 127.0.0.1 (tests/remote/servers.py)."""
+served by a real nginx on 127.0.0.1, and an S3 server (@20minutes/s3rver)
+behind the recording, fault-injecting proxy (tests/remote/servers.py)."""
 import os
 import shutil
 import subprocess
@@ -72,3 +73,53 @@ def nginx(site, tmp_path_factory):
     server = servers.Nginx(tmp_path_factory.mktemp("nginx"), site)
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="module")
+def fork(tmp_path_factory):
+    """@20minutes/s3rver 4.0.4 on 127.0.0.1 with the bucket "models" (one per
+    test module)."""
+    prefix = servers.install_s3rver_fork(os.environ["MODELZIP_BUILD_DIR"])
+    server = servers.S3rverFork(prefix, tmp_path_factory.mktemp("s3rver-fork"), "models")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def proxy_of(fork, **options):
+    """A fixture's (fork, servers.S3Proxy in front of it): requests go through
+    the proxy, stopped when the test ends."""
+    proxy = servers.S3Proxy(fork.port, **options)
+    try:
+        yield fork, proxy
+    finally:
+        proxy.stop()
+
+
+@pytest.fixture()
+def s3(fork):
+    """The proxy in front of the fork; requests go through it."""
+    yield from proxy_of(fork)
+
+
+@pytest.fixture()
+def guarded(fork):
+    """The proxy enforcing the conditions s3rver ignores (as AWS S3 does)."""
+    yield from proxy_of(fork, enforce_conditions=True)
+
+
+def env_for(proxy, **extra):
+    """The environment of a modelzip process writing to the S3 server behind `proxy`."""
+    return cli_env(**{"AWS_ACCESS_KEY_ID": "S3RVER", "AWS_SECRET_ACCESS_KEY": "S3RVER",
+                      "AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": proxy.endpoint, **extra})
+
+
+def is_completion(method, path, key=""):
+    """Whether a request is a CompleteMultipartUpload (of a key containing `key`)."""
+    return method == "POST" and "uploadId=" in path and key in path
+
+
+def completions(proxy, key=""):
+    """The CompleteMultipartUpload requests the proxy saw (of keys containing `key`)."""
+    return [r for r in proxy.requests() if is_completion(r["method"], r["path"], key)]

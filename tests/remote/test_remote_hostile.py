@@ -14,10 +14,10 @@ import time
 import pytest
 
 import servers
-from conftest import CLI, cli_env, run
+from conftest import CLI, cli_env, env_for, run
 from test_remote_failures import failing
-from test_s3_multipart import fork, probe, s3  # noqa: F401
-from test_s3_writes import env_for, tensors  # noqa: F401
+from test_s3_multipart import probe
+from test_s3_writes import tensors  # noqa: F401
 
 
 @pytest.fixture

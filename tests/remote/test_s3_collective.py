@@ -7,7 +7,6 @@ resharded (modelzip.distributed.load)."""
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -17,9 +16,9 @@ import numpy as np
 import pytest
 
 import servers
-from conftest import run
-from test_s3_multipart import MIB, fork, s3  # noqa: F401
-from test_s3_writes import check_downloaded, env_for, uploaded
+from conftest import completions, env_for, is_completion, run
+from test_s3_multipart import MIB
+from test_s3_writes import check_downloaded, uploaded
 
 WORKER = os.path.join(os.path.dirname(__file__), "s3_collective_worker.py")
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
@@ -28,12 +27,6 @@ pytestmark = pytest.mark.skipif(
     subprocess.run([PYTHON, "-c", "import modelzip.distributed, mpi4py, torch"],
                    capture_output=True).returncode != 0 or shutil.which("mpirun") is None,
     reason="needs the Python bindings, mpi4py, torch and mpirun")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def ranks(proxy, engine, world, jobs, mib=24):
@@ -47,7 +40,7 @@ def ranks(proxy, engine, world, jobs, mib=24):
                             str(mib), *pairs], env=env, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True, timeout=300)
         return r.stdout, r.returncode == 0 and len(re.findall(r"rank \d+ ok", r.stdout)) == world
-    port = free_port()
+    port = servers.free_port()
     procs = [subprocess.Popen([PYTHON, WORKER, "torch", str(rank), str(world), str(port),
                                str(mib), *pairs], env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True) for rank in range(world)]
@@ -80,7 +73,7 @@ def test_mpi_new_archive_then_append(s3, tmp_path, world):
     by_rank = uploads_by_rank(out, url)
     # 24 MiB of rows: every rank's block is a run over 5 MiB, uploaded by that rank.
     assert all(by_rank[r] >= 5 * MIB for r in range(1, world)), out
-    complete = [r for r in proxy.requests() if r["method"] == "POST" and "uploadId=" in r["path"]]
+    complete = completions(proxy)
     assert len(complete) == 1 and complete[0]["headers"].get("if-none-match") == "*"
     creates = [r for r in proxy.requests() if r["path"].endswith("?uploads=")]
     assert len(creates) == 1  # one upload for all ranks
@@ -99,7 +92,7 @@ def test_mpi_new_archive_then_append(s3, tmp_path, world):
     assert sent <= 1.1 * new_bytes + (64 << 10), (sent, new_bytes)
     copies = [r for r in proxy.requests() if "x-amz-copy-source" in r["headers"]]
     assert copies, "the old object's prefix is copied server-side"
-    complete = [r for r in proxy.requests() if r["method"] == "POST" and "uploadId=" in r["path"]]
+    complete = completions(proxy)
     assert complete[-1]["headers"].get("if-match"), "completion is conditional on the old ETag"
     if world == 4:  # 3 MiB per rank: every rank's range is under 5 MiB, the root uploads it
         assert not any(uploads_by_rank(out, url).get(r) for r in range(1, world)), out
@@ -118,10 +111,6 @@ def test_gloo_save_checkpoint_and_background_save(s3, tmp_path):
     check_downloaded(fork.get("coll/ckpt.zip"), tmp_path)
     check_downloaded(fork.get("coll/bg.zip"), tmp_path)
     assert local.read_bytes() == fork.get("coll/bg.zip")
-
-
-def completions(proxy):
-    return [r for r in proxy.requests() if r["method"] == "POST" and "uploadId=" in r["path"]]
 
 
 def put_of_part(number):
@@ -304,7 +293,7 @@ def test_a_rank_killed_during_a_rotating_save_leaves_the_object(s3, tmp_path):
     # Rank 1's part is number 24 (test_a_failing_rank_aborts_a_rotating_upload).
     proxy.inject(put_of_part(24), ("delay", 20.0), 1)
     env = dict(env_for(proxy), PYTHONPATH=os.environ.get("PYTHONPATH", ""))
-    port = free_port()
+    port = servers.free_port()
     procs = [subprocess.Popen([PYTHON, WORKER, "torch", str(rank), "2", str(port), "24",
                                "rotfail:s3:2", url], env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True) for rank in range(2)]
@@ -332,20 +321,6 @@ def test_a_rank_killed_during_a_rotating_save_leaves_the_object(s3, tmp_path):
     assert fork.get(key) == before
 
 
-@pytest.fixture()
-def guarded(fork):  # noqa: F811
-    """The proxy enforcing the conditions s3rver ignores (as AWS S3 does)."""
-    proxy = servers.S3Proxy(fork.port, enforce_conditions=True)
-    try:
-        yield fork, proxy
-    finally:
-        proxy.stop()
-
-
-def is_completion_of(key):
-    return lambda method, path: method == "POST" and "uploadId=" in path and key in path
-
-
 def test_a_collective_save_refused_by_another_writer_is_planned_again(guarded, tmp_path):
     """mpirun -np 2: the collective append's CompleteMultipartUpload is held
     until another writer (modelzip import) committed tag b; the server
@@ -362,7 +337,7 @@ def test_a_collective_save_refused_by_another_writer_is_planned_again(guarded, t
     np.save(b, np.arange(1000, dtype=np.float32))
     proxy.clear()
     arrived, release = threading.Event(), threading.Event()
-    proxy.inject(is_completion_of(key), ("hold", arrived, release, 120.0), 1)
+    proxy.inject(lambda m, p: is_completion(m, p, key), ("hold", arrived, release, 120.0), 1)
     result = {}
     collective = threading.Thread(
         target=lambda: result.update(zip(("out", "ok"), ranks(proxy, "mpi", 2,
@@ -383,7 +358,7 @@ def test_a_collective_save_refused_by_another_writer_is_planned_again(guarded, t
     refused = [r for r in proxy.requests() if r.get("refused")]
     assert len(refused) == 1 and "if-match" in refused[0]["headers"], refused
     # b's, the collective's refused one and its new plan's.
-    assert len([r for r in completions(proxy) if key in r["path"]]) == 3
+    assert len(completions(proxy, key)) == 3
 
 
 def test_a_collective_save_refused_again_and_again_fails_on_every_rank(guarded):
@@ -396,7 +371,7 @@ def test_a_collective_save_refused_again_and_again_fails_on_every_rank(guarded):
     saved(proxy, "mpi", 2, [("save", url)])
     before = fork.get(key)
     proxy.clear()
-    proxy.inject(is_completion_of(key), (412, "PreconditionFailed"), 100)
+    proxy.inject(lambda m, p: is_completion(m, p, key), (412, "PreconditionFailed"), 100)
     out, ok = ranks(proxy, "mpi", 2, [("fail", url)])
     assert ok, out
     assert out.count("archive changed on the server by another writer") >= 2, out

@@ -16,20 +16,15 @@ import numpy as np
 import pytest
 
 import servers
-from conftest import CLI, run
-from test_s3_multipart import MIB, fork  # noqa: F401
-from test_s3_writes import env_for
+from conftest import CLI, completions, env_for, is_completion, run
+from test_s3_multipart import MIB
 
 CHANGED = "archive changed on the server by another writer"
 
 
-@pytest.fixture()
-def guarded(fork):  # noqa: F811
-    proxy = servers.S3Proxy(fork.port, enforce_conditions=True)
-    try:
-        yield fork, proxy
-    finally:
-        proxy.stop()
+def is_race_completion(method, path):
+    """A proxy.inject matcher: the CompleteMultipartUpload of a key under race/."""
+    return is_completion(method, path, "race/")
 
 
 @pytest.fixture(scope="module")
@@ -64,11 +59,6 @@ def race(proxy, env, url, held_request, arrays, b_tag="b"):
     return a
 
 
-def completions(proxy, url_part):
-    return [r for r in proxy.requests()
-            if r["method"] == "POST" and "uploadId=" in r["path"] and url_part in r["path"]]
-
-
 @pytest.mark.parametrize("held", ["completion", "copy"])
 def test_the_second_of_two_concurrent_commits_is_planned_again(guarded, arrays, held):
     """held=completion: A's CompleteMultipartUpload (If-Match: the ETag it
@@ -82,8 +72,7 @@ def test_the_second_of_two_concurrent_commits_is_planned_again(guarded, arrays, 
     url = f"s3://models/race/{held}.zip"
     run("import", url, "--tag", "base", arrays / "big.npy", env=env)
     if held == "completion":
-        def match(m, p):
-            return m == "POST" and "uploadId=" in p and "race/" in p
+        match = is_race_completion
     else:  # the 6 MiB prefix is copied: an UploadPartCopy is part 1
         def match(m, p):
             return m == "PUT" and "partNumber=1&" in p and "race/" in p
@@ -111,8 +100,7 @@ def test_a_new_key_created_twice_at_once_keeps_both(guarded, arrays):
     fork, proxy = guarded
     env = env_for(proxy)
     url = "s3://models/race/new.zip"
-    a = race(proxy, env, url, lambda m, p: m == "POST" and "uploadId=" in p and "race/" in p,
-             arrays)
+    a = race(proxy, env, url, is_race_completion, arrays)
     assert a.returncode == 0, a.stderr_text
     assert tags_of(url, env) == ["b", "a"]
     refused = [r for r in proxy.requests() if r.get("refused")]
@@ -126,8 +114,7 @@ def test_a_conflict_the_new_plan_cannot_resolve_is_reported(guarded, arrays):
     env = env_for(proxy)
     url = "s3://models/race/same-tag.zip"
     run("import", url, "--tag", "base", arrays / "big.npy", env=env)
-    a = race(proxy, env, url, lambda m, p: m == "POST" and "uploadId=" in p and "race/" in p,
-             arrays, b_tag="a")
+    a = race(proxy, env, url, is_race_completion, arrays, b_tag="a")
     assert a.returncode == 1, a.stderr_text
     assert "'a'" in a.stderr_text and "exists" in a.stderr_text, a.stderr_text
     assert tags_of(url, env) == ["base", "a"]
@@ -143,8 +130,7 @@ def test_a_commit_refused_again_and_again_fails_after_3_new_plans(guarded, array
     run("import", url, "--tag", "base", arrays / "a.npy", env=env)
     before = fork.get("race/always.zip")
     proxy.clear()
-    proxy.inject(lambda m, p: m == "POST" and "uploadId=" in p and "race/" in p,
-                 (412, "PreconditionFailed"), 100)
+    proxy.inject(is_race_completion, (412, "PreconditionFailed"), 100)
     p = subprocess.run([CLI, "import", url, "--tag", "a", str(arrays / "a.npy")], env=env,
                        capture_output=True, timeout=120)
     assert p.returncode == 1 and CHANGED in p.stderr.decode(), p.stderr
@@ -152,7 +138,7 @@ def test_a_commit_refused_again_and_again_fails_after_3_new_plans(guarded, array
     assert fork.get("race/always.zip") == before
 
 
-def test_s3rver_alone_lets_the_last_completion_win(fork, arrays):  # noqa: F811
+def test_s3rver_alone_lets_the_last_completion_win(fork, arrays):
     """Why the proxy enforces: the same race against s3rver's own
     conditions loses tag b (so the tests above can fail)."""
     proxy = servers.S3Proxy(fork.port)
@@ -160,8 +146,7 @@ def test_s3rver_alone_lets_the_last_completion_win(fork, arrays):  # noqa: F811
         env = env_for(proxy)
         url = "s3://models/race/unguarded.zip"
         run("import", url, "--tag", "base", arrays / "big.npy", env=env)
-        a = race(proxy, env, url, lambda m, p: m == "POST" and "uploadId=" in p and "race/" in p,
-                 arrays)
+        a = race(proxy, env, url, is_race_completion, arrays)
         assert a.returncode == 0, a.stderr_text
         assert sorted(tags_of(url, env)) == ["a", "base"]  # b is lost
     finally:

@@ -13,9 +13,9 @@ import time
 
 import pytest
 
-from conftest import CLI
-from test_s3_multipart import MIB, fork, s3  # noqa: F401
-from test_s3_writes import env_for, run, tensors  # noqa: F401
+from conftest import CLI, completions, env_for, is_completion
+from test_s3_multipart import MIB
+from test_s3_writes import run, tensors  # noqa: F401
 
 
 def listing(key, uploads):
@@ -101,7 +101,7 @@ def test_the_upload_is_created_while_the_old_object_is_read(s3, tensors):
     created = [r for r in proxy.requests()
                if r["method"] == "POST" and r["path"].endswith("uploads=")]
     assert len(created) == 1 and len(aborted_ids(proxy)) == 1  # s3rver answers 405
-    assert not any(r["method"] == "POST" and "uploadId=" in r["path"] for r in proxy.requests())
+    assert not completions(proxy)
     assert fork.get("w/early.zip") == before
 
 
@@ -128,6 +128,34 @@ def interrupt_mid_upload(proxy, argv, env, sig, timeout):
         if p.poll() is None:
             p.kill()
             p.wait()
+
+
+def ctrl_c_at_the_hold(p, arrived, release, what, before=lambda: None):
+    """Runs `before`, waits (60 s at most) until the proxy holds a request of
+    `p` (`arrived` set; else the test fails saying `what`), sends SIGINT to
+    `p` and returns its stderr once it ended; the hold is then released (and
+    `p` killed if it still runs)."""
+    try:
+        before()
+        assert arrived.wait(60), what
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+        return err
+    finally:
+        release.set()
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def check_not_saved(s3, key, before, returncode, err):
+    """The script interrupted exited with 42 (KeyboardInterrupt) noting that
+    the save did not happen; no upload completed, the object is unchanged."""
+    fork, proxy = s3
+    assert returncode == 42, (returncode, err)
+    assert b"the save did not happen" in err, err
+    assert not completions(proxy)
+    assert fork.get(key) == before
 
 
 def object_with_t1(s3, tensors, key):
@@ -158,8 +186,7 @@ def test_an_interrupted_upload_is_aborted_and_the_object_kept(s3, tensors, sig):
     assert b"interrupted" in err, err
     created = [r for r in proxy.requests() if r["path"].endswith("?uploads=")]
     assert len(created) == 1 and aborted_ids(proxy)  # AbortMultipartUpload sent
-    assert not [r for r in proxy.requests()
-                if r["method"] == "POST" and "uploadId=" in r["path"]]  # never completed
+    assert not completions(proxy)  # never completed
     assert fork.get(key) == before
     assert run("tags", url, env=env).stdout.split() == [b"t1"]
 
@@ -188,8 +215,7 @@ def test_ctrl_c_in_a_python_save_aborts_the_upload(s3, tensors):
                                               signal.SIGINT, 60)
     assert returncode == 42, (returncode, err)  # KeyboardInterrupt raised by save
     assert aborted_ids(proxy), err  # AbortMultipartUpload sent
-    assert not [r for r in proxy.requests()
-                if r["method"] == "POST" and "uploadId=" in r["path"]]
+    assert not completions(proxy)
     assert fork.get(key) == before
 
 
@@ -212,7 +238,7 @@ def test_ctrl_c_during_complete_multipart_upload_completes_the_save_and_raises(s
     fork, proxy = s3
     key = "w/interrupted-at-complete.zip"
     url, env, before = object_with_t1(s3, tensors, key)
-    proxy.inject(lambda m, p: m == "POST" and "uploadId=" in p, ("delay", 3.0), 1)
+    proxy.inject(is_completion, ("delay", 3.0), 1)
     returncode, err, _ = interrupt_mid_upload(proxy, [sys.executable, "-c", SAVE_TELLING, url],
                                               env, signal.SIGINT, 60)
     assert returncode == 42, (returncode, err)
@@ -295,20 +321,9 @@ def test_ctrl_c_while_a_save_fetches_bytes_to_copy_says_the_save_did_not_happen(
     proxy.inject(large_get, ("hold", arrived, release, 30.0), 1)
     p = subprocess.Popen([sys.executable, "-c", REMOVE_T1, url], env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        assert arrived.wait(60), "no fetch of old bytes"
-        p.send_signal(signal.SIGINT)
-        _, err = p.communicate(timeout=60)
-    finally:
-        release.set()
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    assert p.returncode == 42, (p.returncode, err)
-    assert b"the save did not happen" in err, err
+    err = ctrl_c_at_the_hold(p, arrived, release, "no fetch of old bytes")
+    check_not_saved(s3, key, before, p.returncode, err)
     assert aborted_ids(proxy), err
-    assert not [r for r in proxy.requests() if r["method"] == "POST" and "uploadId=" in r["path"]]
-    assert fork.get(key) == before
     assert run("tags", url, env=env).stdout.split() == [b"t1", b"t2"]
 
 
@@ -340,23 +355,16 @@ def test_ctrl_c_while_a_save_reads_the_old_object_says_the_save_did_not_happen(s
     p = subprocess.Popen([sys.executable, "-c", COMMIT_WHEN_TOLD, url], env=env,
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     arrived, release = threading.Event(), threading.Event()
-    try:
+
+    def commit_with_its_first_get_held():
         assert p.stdout.readline() == b"staged\n", p.stderr.read()
-        proxy.clear()  # the commit's first GET is held
+        proxy.clear()
         proxy.inject(lambda m, path: m == "GET" and "uploads" not in path,
                      ("hold", arrived, release, 30.0), 1)
         p.stdin.write(b"go\n")
         p.stdin.flush()
-        assert arrived.wait(60), "the commit never read the object"
-        p.send_signal(signal.SIGINT)
-        _, err = p.communicate(timeout=60)
-    finally:
-        release.set()
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    assert p.returncode == 42, (p.returncode, err)
-    assert b"the save did not happen" in err, err
+
+    err = ctrl_c_at_the_hold(p, arrived, release, "the commit never read the object",
+                             commit_with_its_first_get_held)
+    check_not_saved(s3, key, before, p.returncode, err)
     assert b"save cancelled while reading the archive's current version" in err, err
-    assert not [r for r in proxy.requests() if r["method"] == "POST" and "uploadId=" in r["path"]]
-    assert fork.get(key) == before

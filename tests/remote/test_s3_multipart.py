@@ -12,31 +12,10 @@ import time
 
 import pytest
 
-import servers
-from conftest import cli_env
+from conftest import env_for
 
 PROBE = os.environ.get("MODELZIP_S3_PROBE", "s3_multipart_probe")
 MIB = 1 << 20
-
-
-@pytest.fixture(scope="module")
-def fork(tmp_path_factory):
-    prefix = servers.install_s3rver_fork(os.environ["MODELZIP_BUILD_DIR"])
-    server = servers.S3rverFork(prefix, tmp_path_factory.mktemp("s3rver-fork"), "models")
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture()
-def s3(fork):
-    """The proxy in front of the fork; requests go through it."""
-    proxy = servers.S3Proxy(fork.port)
-    try:
-        yield fork, proxy
-    finally:
-        proxy.stop()
 
 
 @pytest.fixture(scope="module")
@@ -47,9 +26,7 @@ def data(tmp_path_factory):
 
 
 def probe(proxy, *args, env_extra=None, check=True):
-    env = cli_env(**{**{"AWS_ACCESS_KEY_ID": "S3RVER", "AWS_SECRET_ACCESS_KEY": "S3RVER",
-                        "AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": proxy.endpoint},
-                     **(env_extra or {})})
+    env = env_for(proxy, **(env_extra or {}))
     p = subprocess.run([PROBE, *map(str, args)], capture_output=True, env=env, timeout=120)
     if check and p.returncode != 0:
         raise AssertionError(f"probe {args} failed ({p.returncode}): {p.stderr.decode()}")

@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 import servers
-from test_s3_multipart import MIB, data, fork, probe, s3, upload_parts  # noqa: F401
+from test_s3_multipart import MIB, data, probe, upload_parts  # noqa: F401
 
 
 def sink(proxy, url, *args, check=True):

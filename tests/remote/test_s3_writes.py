@@ -11,13 +11,8 @@ import zipfile
 import numpy as np
 import pytest
 
-from conftest import cli_env, run
-from test_s3_multipart import MIB, fork, s3  # noqa: F401
-
-
-def env_for(proxy, **extra):
-    return cli_env(**{"AWS_ACCESS_KEY_ID": "S3RVER", "AWS_SECRET_ACCESS_KEY": "S3RVER",
-                      "AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": proxy.endpoint, **extra})
+from conftest import env_for, run
+from test_s3_multipart import MIB
 
 
 @pytest.fixture(scope="module")

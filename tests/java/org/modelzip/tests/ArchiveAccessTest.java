@@ -52,16 +52,7 @@ public class ArchiveAccessTest {
       entries.add(new ZipEntry(NOTES));
       for (ZipEntry e : entries) {
         byte[] data = e.getName().equals(NOTES) ? NOTES_TEXT : in.getInputStream(e).readAllBytes();
-        ZipEntry copy = new ZipEntry(e.getName());
-        CRC32 crc = new CRC32();
-        crc.update(data);
-        copy.setMethod(ZipEntry.STORED);
-        copy.setSize(data.length);
-        copy.setCompressedSize(data.length);
-        copy.setCrc(crc.getValue());
-        zip.putNextEntry(copy);
-        zip.write(data);
-        zip.closeEntry();
+        TestSupport.putStored(zip, e.getName(), data);
       }
     }
     return out;

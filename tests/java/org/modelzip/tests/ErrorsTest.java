@@ -16,7 +16,6 @@ import java.util.Collections;
 import java.util.List;
 import java.util.Map;
 import java.util.NoSuchElementException;
-import java.util.zip.CRC32;
 import java.util.zip.ZipEntry;
 import java.util.zip.ZipFile;
 import java.util.zip.ZipOutputStream;
@@ -147,16 +146,7 @@ public class ErrorsTest {
           for (int i = 0; i < 25; ++i) lines.append("bad line ").append(i).append('\n');
           data = lines.toString().getBytes(StandardCharsets.UTF_8);
         }
-        ZipEntry copy = new ZipEntry(e.getName());
-        CRC32 crc = new CRC32();
-        crc.update(data);
-        copy.setMethod(ZipEntry.STORED);
-        copy.setSize(data.length);
-        copy.setCompressedSize(data.length);
-        copy.setCrc(crc.getValue());
-        out.putNextEntry(copy);
-        out.write(data);
-        out.closeEntry();
+        TestSupport.putStored(out, e.getName(), data);
       }
     }
     try (Archive archive = Archive.open(damaged.toString())) {

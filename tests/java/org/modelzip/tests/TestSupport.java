@@ -13,6 +13,9 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.function.BooleanSupplier;
+import java.util.zip.CRC32;
+import java.util.zip.ZipEntry;
+import java.util.zip.ZipOutputStream;
 
 /**
  * What the tests share: the environment tests/java/meson.build sets, running
@@ -93,6 +96,20 @@ final class TestSupport {
     List<String> command = new ArrayList<>(List.of(CLI));
     command.addAll(Arrays.asList(args));
     return runOk(command.toArray(new String[0]));
+  }
+
+  /** Writes {@code data} as the stored entry {@code name} of {@code zip}. */
+  static void putStored(ZipOutputStream zip, String name, byte[] data) throws IOException {
+    ZipEntry entry = new ZipEntry(name);
+    CRC32 crc = new CRC32();
+    crc.update(data);
+    entry.setMethod(ZipEntry.STORED);
+    entry.setSize(data.length);
+    entry.setCompressedSize(data.length);
+    entry.setCrc(crc.getValue());
+    zip.putNextEntry(entry);
+    zip.write(data);
+    zip.closeEntry();
   }
 
   /** Lines of /proc/self/maps that map {@code file}. */
