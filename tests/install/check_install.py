@@ -271,6 +271,85 @@ def test_old_spellings_compile_with_a_warning_and_namespaces_do_not_clash(root, 
         assert proc.returncode == 0, f"{compiler}:\n{proc.stderr}"
 
 
+# A braced list of two strings where a tag goes: std::string_view's (and
+# std::string's) (first, last) constructor took the two literals as a range,
+# undefined behaviour at run time. Each call must fail to compile, with a
+# message that names the right call, on the line of the call. Line numbers
+# are those of the calls below (line 1 is the #include).
+BRACED_TAGS = r"""#include <modelzip/modelzip.hpp>
+using namespace modelzip;
+void braced(const Archive& a, Writer& w, CollectiveWriter& c) {
+  (void)a.load({"step-1", "step-2"});
+  (void)a.find_tag({"a", "b"});
+  (void)a.tag_damage({"a", "b"});
+  (void)a.params({"a", "b"});
+  (void)a.updater_states({"a", "b"});
+  w.add_tag({"a", "b"}, NewTag{});
+  w.replace_tag({"a", "b"}, NewTag{});
+  w.remove_tag({"a", "b"});
+  (void)c.commit({"a", "b"});
+}
+"""
+BRACED_TAG_MESSAGES = {
+    4: 'load({"a", "b"}): a tag is one string, as in load("step-1"); to load the parameters a '
+       'and b: load(tag, {.names = std::vector<std::string>{"a", "b"}})',
+    5: 'find_tag({"a", "b"}): a tag is one string',
+    6: 'tag_damage({"a", "b"}): a tag is one string',
+    7: 'params({"a", "b"}): a tag is one string',
+    8: 'updater_states({"a", "b"}): a tag is one string',
+    9: 'add_tag({"a", "b"}, contents): a tag is one string',
+    10: 'replace_tag({"a", "b"}, contents): a tag is one string',
+    11: 'remove_tag({"a", "b"}): a tag is one string',
+    12: 'commit({"a", "b"}): a tag is one string',
+}
+# What stays valid: `{}` (the newest tag), one string in braces, a string
+# and a (pointer, length) pair.
+ONE_TAG = r"""#include <modelzip/modelzip.hpp>
+#include <string>
+using namespace modelzip;
+std::size_t one_tag(const Archive& a, Writer& w, const std::string& s) {
+  const char* p = "step-1x";
+  std::size_t n = a.load({}).size() + a.load({}, {.mode = ReadMode::copy}).size() +
+                  a.load("step-1").size() + a.load({"step-1"}).size() + a.load(s).size() +
+                  a.load({p, 6}).size() + a.params({}).size() + a.params({p, 6}).size() +
+                  a.find_tag(s).has_value() + a.tag_damage().has_value();
+  w.add_tag("step-2", NewTag{});
+  w.add_tag({"step-3"}, NewTag{});
+  w.remove_tag({});
+  return n;
+}
+"""
+
+
+def test_a_braced_list_of_two_strings_is_no_tag(root, tmp_path):
+    """`archive.load({"a", "b"})` and the like do not compile (each message names the call to
+    write), and the calls that pass one tag in braces still do, without a warning."""
+    include = inside(root, under_prefix("MODELZIP_INCLUDEDIR", "include"))
+    braced = tmp_path / "braced.cpp"
+    braced.write_text(BRACED_TAGS)
+    one = tmp_path / "one_tag.cpp"
+    one.write_text(ONE_TAG)
+    compilers = [c for c in ("g++", "clang++") if shutil.which(c)]
+    assert compilers
+    for compiler in compilers:
+        proc = subprocess.run([compiler, "-std=c++20", "-fsyntax-only", "-I", str(include),
+                               str(braced)], capture_output=True, text=True)
+        assert proc.returncode != 0, f"{compiler} compiled {BRACED_TAGS}"
+        lines = proc.stderr.replace('\\"', '"').splitlines()  # clang++ escapes the quotes
+        for line, message in BRACED_TAG_MESSAGES.items():
+            # The message, and the user's line as the place the failing call is made
+            # (g++: "braced.cpp:4:15:   required from here"; clang++: "braced.cpp:4:11:
+            # note: in instantiation of ... requested here").
+            assert any(message in l for l in lines), f"{compiler}: no {message!r}:\n{proc.stderr}"
+            assert any(l.startswith(f"{braced}:{line}:") and
+                       ("required from here" in l or "requested here" in l)
+                       for l in lines), f"{compiler}: line {line} not named:\n{proc.stderr}"
+        proc = subprocess.run([compiler, "-std=c++20", "-Wall", "-Wextra", "-Wpedantic",
+                               "-Werror", "-fsyntax-only", "-I", str(include), str(one)],
+                              capture_output=True, text=True)
+        assert proc.returncode == 0, f"{compiler}:\n{proc.stderr}"
+
+
 def test_pkg_config_file(root):
     libdir = inside(root, under_prefix("MODELZIP_LIBDIR", "lib"))
     include = inside(root, under_prefix("MODELZIP_INCLUDEDIR", "include"))
