@@ -128,6 +128,7 @@ def test_headers_stand_alone(root):
 DESIGNATED_INITIALIZERS = r"""
 #include <modelzip/modelzip.hpp>
 #include <modelzip/convert.hpp>
+#include <modelzip/finalfusion/convert.hpp>
 #include <modelzip/finalfusion/embeddings.hpp>
 #include <modelzip/graph/checkpoint.hpp>
 #include <modelzip/dist/background_save.hpp>
@@ -144,6 +145,8 @@ Problem problem{.entry = "e"};
 convert::NamedTensor named{.name = "w"};
 convert::TensorFile file{.format = convert::TensorFormat::npz};
 finalfusion::WordSimilarity similarity{.word = "a"};
+finalfusion::WriteOptions write_options{.normalize = true};
+finalfusion::EmbeddingsOpenOptions embeddings_open{.mmap = false};
 graph::Op op{.name = "add"};
 graph::Graph graph{.variables = {}};
 training::TrainingConfig config{.updater = training::Adam{}};
@@ -188,6 +191,7 @@ OLD_SPELLINGS = r"""
 #include <modelzip/convert.hpp>
 #include <modelzip/finalfusion/convert.hpp>
 #include <modelzip/finalfusion/embeddings.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 using namespace modelzip;
@@ -203,6 +207,15 @@ std::size_t old_spellings(const Archive& a, const finalfusion::Embeddings& e) {
   n += finalfusion::format_for_extension("v.vec").has_value();
   finalfusion::Format f = finalfusion::Format::text;
   convert::Format c = convert::format_from_extension("a.npy");
+  std::ostringstream out;
+  finalfusion::write_word2vec_binary(out, e, true);
+  finalfusion::write_text(out, e, false);
+  finalfusion::write_text_dims(out, e, true);
+  finalfusion::store("e.txt", e, finalfusion::EmbeddingFormat::text, false);
+  e.save("e.fifu", false);
+  n += finalfusion::Embeddings::open("e.fifu", false).rows();
+  QuantizeScheme scheme = *quantize_scheme_from_name("int8-block32");
+  n += quantize_scheme_name(scheme).size();
   return n + convert::format_name(c).size() + static_cast<std::size_t>(f);
 }
 int main() { return 0; }
@@ -215,7 +228,15 @@ OLD_SPELLING_WARNINGS = [
     "use finalfusion::embedding_format_name", "use finalfusion::embedding_format_from_name",
     "use finalfusion::detect_embedding_format", "use finalfusion::embedding_format_for_extension",
     "use finalfusion::EmbeddingFormat", "use convert::TensorFormat",
-    "use convert::tensor_format_from_extension", "use convert::tensor_format_name"]
+    "use convert::tensor_format_for_extension", "use convert::tensor_format_name",
+    "use write_word2vec_binary(out, embeddings, WriteOptions{.normalize = !unnormalize})",
+    "use write_text(out, embeddings, WriteOptions{.normalize = !unnormalize})",
+    "use write_text_dims(out, embeddings, WriteOptions{.normalize = !unnormalize})",
+    "use store(path, embeddings, format, WriteOptions{.normalize = !unnormalize})",
+    "use finalfusion::store(path, embeddings, EmbeddingFormat::finalfusion, "
+    "WriteOptions{.durable = durable})",
+    "use Embeddings::open(path, EmbeddingsOpenOptions{.mmap = mmap})",
+    "use QuantizeRecipe", "use quantize_recipe_from_name", "use quantize_recipe_name"]
 
 # Every namespace at once: no name is declared twice (0.1 declared Metadata,
 # QuantizeResult and Format in two namespaces each).
@@ -225,7 +246,9 @@ EVERY_NAMESPACE = r"""
 #include <modelzip/convert.hpp>
 #include <modelzip/finalfusion/convert.hpp>
 #include <modelzip/finalfusion/embeddings.hpp>
+#include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 using namespace modelzip;
 using namespace modelzip::convert;
@@ -235,14 +258,30 @@ std::size_t new_spellings(const Archive& a, const Embeddings& e) {
   EmbeddingsMetadata em = EmbeddingsMetadata::parse("a = 1\n");
   QuantizeResult tag_result = quantize_tag("m.zip", "t", "q");
   PqResult pq = e.quantize(PqOptions{});
-  Tensor q = quantize(a.tensor("w"), QuantizeScheme::int8_per_tensor);
+  Tensor q = quantize(a.tensor("w"), QuantizeRecipe::int8_per_tensor);
   NamedTensors all = a.load({}, {.names = std::vector<std::string>{"w"},
                                  .mode = ReadMode::copy, .verify_crc = true});
-  TensorFormat t = tensor_format_from_extension("a.npy");
+  TensorFormat t = *tensor_format_for_extension("a.npy");
   EmbeddingFormat f = *embedding_format_from_name("text");
+  std::ostringstream out;
+  write_text(out, e, {.normalize = true});
+  write_word2vec_binary(out, e, WriteOptions{});
+  write_text_dims(out, e);
+  store("e.fifu", e, EmbeddingFormat::finalfusion, {.durable = false});
+  Embeddings opened = Embeddings::open("e.fifu", {.mmap = false});
+  Embeddings read = Embeddings::open("e.fifu", {});
+  Embeddings mapped = Embeddings::open("e.fifu");
+  // One function per reader (0.1 had two each, with and without `source`).
+  auto readers = std::make_tuple(&read_npy, &read_npz, &read_safetensors, &read_btf,
+                                 &read_word2vec_binary, &read_text, &read_text_dims,
+                                 &read_fasttext, &read_floret_text);
+  (void)readers;
+  std::size_t read_n = read_text(Bytes{}, {}, "v.txt").rows() + read_text(Bytes{}).rows() +
+                       read_npz(Bytes{}, {}, "t.npz").size() + read_npz(Bytes{}).size();
   return tensor_format_name(t).size() + embedding_format_name(f).size() + em.toml().size() +
          pq.embeddings.dequantize().rows() + all.size() + q.rank() + tag_result.quantized.size() +
-         (m.model_name ? 1 : 0);
+         (m.model_name ? 1 : 0) + opened.rows() + read.rows() + mapped.rows() + read_n +
+         quantize_recipe_name(*quantize_recipe_from_name("int4-block32")).size();
 }
 int main() { return 0; }
 """
