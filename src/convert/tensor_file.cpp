@@ -26,7 +26,9 @@ std::string_view tensor_format_name(TensorFormat format) noexcept {
 namespace {
 
 std::string lowercase_extension(const std::filesystem::path& path) {
-  const std::string ext = lowercase_extension(path);
+  std::string ext = path.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return ext;
 }
 

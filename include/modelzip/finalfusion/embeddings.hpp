@@ -384,13 +384,17 @@ class MODELZIP_API Embeddings {
   // norms() and matrix() of rvalue Embeddings are views that keep the state
   // alive (KeptView, modelzip/bytes.hpp).
   std::span<const float> norms() const& noexcept;
-  KeptView<std::span<const float>> norms() const&& noexcept { return {norms(), state_}; }
+  KeptView<std::span<const float>> norms() const&& noexcept {
+    return {norms(), state_};
+  }
   bool has_norms() const noexcept;
   bool quantized() const noexcept;
   std::optional<QuantizerInfo> quantizer() const noexcept;
   // The dense matrix, rows() x dims() row-major (empty when quantized).
   std::span<const float> matrix() const& noexcept;
-  KeptView<std::span<const float>> matrix() const&& noexcept { return {matrix(), state_}; }
+  KeptView<std::span<const float>> matrix() const&& noexcept {
+    return {matrix(), state_};
+  }
   // True when the dense matrix (or the quantized codes) is a zero-copy view
   // into the Bytes given to read().
   bool storage_is_view() const noexcept;
