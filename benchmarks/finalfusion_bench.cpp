@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "modelzip/archive.hpp"
+#include "modelzip/finalfusion/convert.hpp"
 #include "modelzip/finalfusion/embeddings.hpp"
 #include "modelzip/writer.hpp"
 
@@ -166,8 +167,8 @@ struct LoadStrategy {
 std::vector<LoadStrategy> load_strategies(const std::filesystem::path& fifu,
                                           const std::filesystem::path& archive) {
   return {
-      {"open(.fifu, mmap)", [fifu] { return ff::Embeddings::open(fifu, true); }},
-      {"open(.fifu, read)", [fifu] { return ff::Embeddings::open(fifu, false); }},
+      {"open(.fifu, mmap)", [fifu] { return ff::Embeddings::open(fifu); }},
+      {"open(.fifu, read)", [fifu] { return ff::Embeddings::open(fifu, {.mmap = false}); }},
       {"archive entry (zero-copy)",
        [archive] {
          auto a = modelzip::Archive::open(archive);
@@ -209,12 +210,12 @@ int main(int argc, char** argv) try {
   auto embeddings = make_embeddings(o);
   const double generate = seconds_since(start);
   start = Clock::now();
-  embeddings.save(fifu, false);
+  ff::store(fifu, embeddings, ff::EmbeddingFormat::finalfusion, {.durable = false});
   const double save = seconds_since(start);
   const double file_bytes = static_cast<double>(std::filesystem::file_size(fifu));
   const double matrix_bytes = static_cast<double>(o.rows * o.dims * sizeof(float));
   std::printf("\nwrite (%.1f MiB file; generating took %.2f s)\n", file_bytes / 1048576, generate);
-  print_row("Embeddings::save (no fsync)", save, file_bytes);
+  print_row("store .fifu (no fsync)", save, file_bytes);
   start = Clock::now();
   write_archive(fifu, archive);
   print_row("archive with one embedding entry", seconds_since(start), file_bytes);
@@ -250,7 +251,7 @@ int main(int argc, char** argv) try {
   }
 
   // --- lookups -------------------------------------------------------------
-  auto e = ff::Embeddings::open(fifu, true);
+  auto e = ff::Embeddings::open(fifu);
   const auto words = e.vocab().words();
   std::mt19937_64 rng(1);
   std::vector<std::string_view> known(o.lookups);

@@ -98,9 +98,9 @@ double element(const Tensor& t, std::uint64_t i) {
 
 int model_mode(const fs::path& archive, const std::string& from, const fs::path& dir) {
   fs::create_directories(dir);
-  for (auto scheme : {QuantizeScheme::int8_per_tensor, QuantizeScheme::int8_per_channel,
-                      QuantizeScheme::int8_block32, QuantizeScheme::int4_block32}) {
-    const std::string name(quantize_scheme_name(scheme));
+  for (auto scheme : {QuantizeRecipe::int8_per_tensor, QuantizeRecipe::int8_per_channel,
+                      QuantizeRecipe::int8_block32, QuantizeRecipe::int4_block32}) {
+    const std::string name(quantize_recipe_name(scheme));
     const fs::path copy = dir / (name + ".zip");
     fs::copy_file(archive, copy, fs::copy_options::overwrite_existing);
     const auto before = fs::file_size(copy);
@@ -202,14 +202,14 @@ int main(int argc, char** argv) {
   });
   std::printf("-- quantizing (baseline: memcpy of the float32 bytes)\n");
   row("memcpy", t_memcpy, total, t_memcpy);
-  for (auto scheme : {QuantizeScheme::int8_per_tensor, QuantizeScheme::int8_per_channel,
-                      QuantizeScheme::int8_block32, QuantizeScheme::int4_block32}) {
+  for (auto scheme : {QuantizeRecipe::int8_per_tensor, QuantizeRecipe::int8_per_channel,
+                      QuantizeRecipe::int8_block32, QuantizeRecipe::int4_block32}) {
     std::uint64_t out_bytes = 0;
     const double t = median_seconds(reps, [&] {
       out_bytes = 0;
       for (const auto& w : weights) out_bytes += quantize(w, scheme).nbytes();
     });
-    row("quantize " + std::string(quantize_scheme_name(scheme)) + " (" +
+    row("quantize " + std::string(quantize_recipe_name(scheme)) + " (" +
             std::to_string(static_cast<double>(out_bytes) / static_cast<double>(total))
                 .substr(0, 5) +
             "x bytes)",
@@ -232,13 +232,13 @@ int main(int argc, char** argv) {
   {
     auto start = Clock::now();
     QuantizeOptions o;
-    o.scheme = QuantizeScheme::int8_per_channel;
+    o.scheme = QuantizeRecipe::int8_per_channel;
     qr = quantize_tag(path, "float", "int8", o);
     t_tag = std::chrono::duration<double>(Clock::now() - start).count();
   }
   row("quantize_tag int8-per-channel (1 run)", t_tag, total, t_memcpy);
-  for (auto [tag, scheme] : {std::pair{"int8-block32", QuantizeScheme::int8_block32},
-                             std::pair{"int4-block32", QuantizeScheme::int4_block32}}) {
+  for (auto [tag, scheme] : {std::pair{"int8-block32", QuantizeRecipe::int8_block32},
+                             std::pair{"int4-block32", QuantizeRecipe::int4_block32}}) {
     QuantizeOptions o;
     o.scheme = scheme;
     (void)quantize_tag(path, "float", tag, o);

@@ -32,6 +32,7 @@
 // opened it": reopen), not damage.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -257,6 +258,50 @@ class MODELZIP_API Archive {
   // The stored spelling of `tag`, compared without regard to ASCII case;
   // nullopt if absent.
   std::optional<std::string> find_tag(std::string_view tag) const;
+
+  // A braced list of strings where the tag goes (`load({"a", "b"})`, which
+  // would make the tag string_view("a", "b"): undefined behaviour) does not
+  // compile: these overloads fail with a message that names the right call
+  // (error.hpp, detail::braced_list_is_a_tag).
+  template <std::size_t N>
+  requires(N >= 2) std::optional<std::string> find_tag(const char* const (&)[N])
+  const {
+    static_assert(detail::braced_list_is_a_tag<N>,
+                  "find_tag({\"a\", \"b\"}): a tag is one string, as in find_tag(\"step-1\")");
+    return {};
+  }
+  template <std::size_t N>
+  requires(N >= 2) std::optional<Error> tag_damage(const char* const (&)[N])
+  const {
+    static_assert(detail::braced_list_is_a_tag<N>,
+                  "tag_damage({\"a\", \"b\"}): a tag is one string, as in tag_damage(\"step-1\")");
+    return {};
+  }
+  template <std::size_t N>
+  requires(N >= 2) std::vector<ParamInfo> params(const char* const (&)[N])
+  const {
+    static_assert(detail::braced_list_is_a_tag<N>,
+                  "params({\"a\", \"b\"}): a tag is one string, as in params(\"step-1\"); one "
+                  "parameter: param(name, tag)");
+    return {};
+  }
+  template <std::size_t N>
+  requires(N >= 2) std::vector<ParamInfo> updater_states(const char* const (&)[N])
+  const {
+    static_assert(
+        detail::braced_list_is_a_tag<N>,
+        "updater_states({\"a\", \"b\"}): a tag is one string, as in updater_states(\"step-1\")");
+    return {};
+  }
+  template <std::size_t N>
+  requires(N >= 2) NamedTensors load(const char* const (&)[N], const LoadOptions& = {})
+  const {
+    static_assert(
+        detail::braced_list_is_a_tag<N>,
+        "load({\"a\", \"b\"}): a tag is one string, as in load(\"step-1\"); to load the "
+        "parameters a and b: load(tag, {.names = std::vector<std::string>{\"a\", \"b\"}})");
+    return {};
+  }
 
   // The error found in `tag`'s params.txt or updater.txt at open (with the
   // entry and line), or nullopt when its tables are intact. Throws

@@ -116,12 +116,14 @@
 #include <filesystem>
 #include <iosfwd>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "modelzip/bytes.hpp"
+#include "modelzip/error.hpp"
 #include "modelzip/export.hpp"
 #include "modelzip/limits.hpp"
 #include "modelzip/tensor.hpp"
@@ -139,8 +141,11 @@ enum class TensorFormat { npy, npz, safetensors, btf };
 // "npy", "npz", "safetensors", "btf".
 MODELZIP_API std::string_view tensor_format_name(TensorFormat format) noexcept;
 // The format of `path` by its extension (".npy", ".npz", ".safetensors",
-// ".btf"; letter case ignored). Throws Error(unsupported) otherwise.
-MODELZIP_API TensorFormat tensor_format_from_extension(const std::filesystem::path& path);
+// ".btf"; letter case ignored); nullopt otherwise (read_tensor_file and
+// write_tensor_file then throw Error(unsupported) naming the path), as
+// finalfusion::embedding_format_for_extension.
+MODELZIP_API std::optional<TensorFormat> tensor_format_for_extension(
+    const std::filesystem::path& path) noexcept;
 
 #ifndef MODELZIP_NO_DEPRECATED
 // The spellings of 0.1, removed in 0.3 (docs/cpp.md, "Changes in 0.2"):
@@ -152,9 +157,17 @@ using Format [[deprecated("use convert::TensorFormat")]] = TensorFormat;
     TensorFormat format) noexcept {
   return tensor_format_name(format);
 }
-[[deprecated("use convert::tensor_format_from_extension")]] inline TensorFormat
+// 0.1's format_from_extension threw where tensor_format_for_extension
+// returns nullopt; it still does.
+[[deprecated(
+    "use convert::tensor_format_for_extension (nullopt for an unknown "
+    "extension)")]] inline TensorFormat
 format_from_extension(const std::filesystem::path& path) {
-  return tensor_format_from_extension(path);
+  if (auto format = tensor_format_for_extension(path)) return *format;
+  throw Error(ErrorCode::unsupported,
+              "unknown tensor file extension '" + path.extension().string() +
+                  "' (known: .npy, .npz, .safetensors, .btf)",
+              ErrorContext{.archive = path.string()});
 }
 #endif
 
@@ -167,26 +180,22 @@ struct MODELZIP_API TensorFile {
 };
 
 // --- Readers. The returned tensors may view `data` (they keep it alive).
-// Each reader has a second form that takes `source`, what `data` is (a file
-// name, a URL, "upload 12"): its errors name it as ErrorContext::archive,
-// as read_tensor_file's name the path. Without it, errors name no file.
+// `source` is what `data` is (a file name, a URL, "upload 12"): errors name
+// it as ErrorContext::archive, as read_tensor_file's name the path; empty
+// (the default), they name no file.
 // One tensor named `name`.
 MODELZIP_API std::vector<NamedTensor> read_npy(const Bytes& data, std::string name,
-                                               const Limits& limits = {});
-MODELZIP_API std::vector<NamedTensor> read_npy(const Bytes& data, std::string name,
-                                               const Limits& limits, std::string_view source);
+                                               const Limits& limits = {},
+                                               std::string_view source = {});
 // Every member, in the archive's central directory order.
-MODELZIP_API std::vector<NamedTensor> read_npz(const Bytes& data, const Limits& limits = {});
-MODELZIP_API std::vector<NamedTensor> read_npz(const Bytes& data, const Limits& limits,
-                                               std::string_view source);
+MODELZIP_API std::vector<NamedTensor> read_npz(const Bytes& data, const Limits& limits = {},
+                                               std::string_view source = {});
 // Tensors in data order, and the "__metadata__" map.
-MODELZIP_API TensorFile read_safetensors(const Bytes& data, const Limits& limits = {});
-MODELZIP_API TensorFile read_safetensors(const Bytes& data, const Limits& limits,
-                                         std::string_view source);
+MODELZIP_API TensorFile read_safetensors(const Bytes& data, const Limits& limits = {},
+                                         std::string_view source = {});
 // Tensors in file order, named "0", "1", ...
-MODELZIP_API std::vector<NamedTensor> read_btf(const Bytes& data, const Limits& limits = {});
-MODELZIP_API std::vector<NamedTensor> read_btf(const Bytes& data, const Limits& limits,
-                                               std::string_view source);
+MODELZIP_API std::vector<NamedTensor> read_btf(const Bytes& data, const Limits& limits = {},
+                                               std::string_view source = {});
 
 // Memory-maps `path` and reads it in `format` (the first form: of its
 // extension, as write_tensor_file chooses it); a .npy file's tensor is named

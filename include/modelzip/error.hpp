@@ -13,6 +13,7 @@
 // Thread safety: Error is an immutable value type.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -81,5 +82,17 @@ class MODELZIP_API Error : public std::runtime_error {
   ErrorContext context_;
   int system_error_ = 0;
 };
+
+namespace detail {
+// False for every N: the condition of the static_assert in the overloads
+// that reject a braced list of strings where one tag is expected, as in
+// `archive.load({"a", "b"})`. Without them the list would construct the
+// tag's std::string_view (or std::string) through its (first, last)
+// constructor from two unrelated pointers: undefined behaviour at run time.
+// They take `const char* const (&)[N]` with N >= 2, which the list matches
+// better than the string's constructor; `{}` and `{"a"}` are not matched.
+template <std::size_t N>
+inline constexpr bool braced_list_is_a_tag = false;
+}  // namespace detail
 
 }  // namespace modelzip

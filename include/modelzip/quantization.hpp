@@ -35,6 +35,9 @@
 
 namespace modelzip {
 
+// How a quantized tensor maps its integers to values, as the format records
+// it (FORMAT.md 6.1). What quantize() makes of a tensor is chosen by a
+// QuantizeRecipe (modelzip/quantize.hpp), which names one of these.
 enum class QuantScheme : std::uint8_t {
   affine_per_tensor = 0,
   affine_per_axis = 1,

@@ -1,7 +1,9 @@
 // Quantizing: floating-point tensors to quantized ones (modelzip/quantization.hpp),
 // and a whole tag of an archive to a new tag in one append.
 //
-// Schemes (the four `modelzip quantize --scheme` offers):
+// Recipes (QuantizeRecipe: the four `modelzip quantize --scheme` offers),
+// each a quantization scheme of the format (QuantScheme, FORMAT.md 6.1)
+// with its storage and parameters:
 //   int8-per-tensor   affine_per_tensor, int8: the range [min(x, 0), max(x, 0)]
 //                     mapped onto [-128, 127]: scale = (hi - lo) / 255,
 //                     zero_point = -128 - round(lo / scale) (clamped to the range)
@@ -34,7 +36,10 @@
 
 namespace modelzip {
 
-enum class QuantizeScheme : std::uint8_t {
+// A recipe of quantize() and quantize_tag(): which QuantScheme
+// (modelzip/quantization.hpp, what a quantized tensor records), storage and
+// block size they make (the table above).
+enum class QuantizeRecipe : std::uint8_t {
   int8_per_tensor,
   int8_per_channel,
   int8_block32,
@@ -42,18 +47,34 @@ enum class QuantizeScheme : std::uint8_t {
 };
 
 // "int8-per-tensor", "int8-per-channel", "int8-block32", "int4-block32".
-MODELZIP_API std::string_view quantize_scheme_name(QuantizeScheme scheme) noexcept;
-MODELZIP_API std::optional<QuantizeScheme> quantize_scheme_from_name(
+MODELZIP_API std::string_view quantize_recipe_name(QuantizeRecipe recipe) noexcept;
+MODELZIP_API std::optional<QuantizeRecipe> quantize_recipe_from_name(
     std::string_view name) noexcept;
+
+#ifndef MODELZIP_NO_DEPRECATED
+// The spellings of 0.1, removed in 0.3 (docs/cpp.md, "Changes in 0.2"):
+// QuantizeScheme read like QuantScheme, the format's scheme.
+using QuantizeScheme [[deprecated("use QuantizeRecipe")]] = QuantizeRecipe;
+[[deprecated("use quantize_recipe_name")]] inline std::string_view quantize_scheme_name(
+    QuantizeRecipe recipe) noexcept {
+  return quantize_recipe_name(recipe);
+}
+[[deprecated("use quantize_recipe_from_name")]] inline std::optional<QuantizeRecipe>
+quantize_scheme_from_name(std::string_view name) noexcept {
+  return quantize_recipe_from_name(name);
+}
+#endif
 
 // Quantizes a dense float16, bfloat16, float32 or float64 tensor of rank >= 1
 // (int8-per-tensor also rank 0). Throws Error(invalid_argument) for another
 // tensor (8-bit floats included: FORMAT.md section 6.1), or when an element
 // is NaN or infinite (naming the element index).
-MODELZIP_API Tensor quantize(const Tensor& tensor, QuantizeScheme scheme);
+MODELZIP_API Tensor quantize(const Tensor& tensor, QuantizeRecipe recipe);
 
 struct MODELZIP_API QuantizeOptions {
-  QuantizeScheme scheme = QuantizeScheme::int8_per_channel;
+  // The recipe (named `scheme` as `modelzip quantize --scheme` and Python's
+  // quantize_tag(scheme=...) name it).
+  QuantizeRecipe scheme = QuantizeRecipe::int8_per_channel;
   // Shell-style globs (fnmatch without flags: `*` also matches `/` and `.`)
   // naming the parameters to quantize. Empty: the default selection below.
   // A glob that matches no parameter of the source tag is an error.

@@ -60,6 +60,7 @@
 // error says the change may not survive a power loss.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -70,6 +71,7 @@
 #include <vector>
 
 #include "modelzip/bytes.hpp"
+#include "modelzip/error.hpp"
 #include "modelzip/export.hpp"
 #include "modelzip/metadata.hpp"
 #include "modelzip/progress.hpp"
@@ -188,6 +190,27 @@ class MODELZIP_API Writer {
   void replace_tag(std::string tag, NewTag contents);
   // Stages removal of a tag (matched without regard to case).
   void remove_tag(std::string_view tag);
+  // A braced list of strings where the tag goes (`add_tag({"a", "b"}, c)`,
+  // which would make the tag std::string("a", "b"): undefined behaviour)
+  // does not compile (error.hpp, detail::braced_list_is_a_tag).
+  template <std::size_t N>
+  requires(N >= 2) void add_tag(const char* const (&)[N], NewTag) {
+    static_assert(detail::braced_list_is_a_tag<N>,
+                  "add_tag({\"a\", \"b\"}, contents): a tag is one string, as in "
+                  "add_tag(\"step-1\", contents)");
+  }
+  template <std::size_t N>
+  requires(N >= 2) void replace_tag(const char* const (&)[N], NewTag) {
+    static_assert(detail::braced_list_is_a_tag<N>,
+                  "replace_tag({\"a\", \"b\"}, contents): a tag is one string, as in "
+                  "replace_tag(\"step-1\", contents)");
+  }
+  template <std::size_t N>
+  requires(N >= 2) void remove_tag(const char* const (&)[N]) {
+    static_assert(detail::braced_list_is_a_tag<N>,
+                  "remove_tag({\"a\", \"b\"}): a tag is one string; remove_tag(\"a\") and "
+                  "remove_tag(\"b\") remove two");
+  }
   // Stages keeping only the newest `n` tags: at commit, after the changes
   // staged before it, the oldest tags beyond `n` are removed (as
   // remove_tag), also those another writer added meanwhile.

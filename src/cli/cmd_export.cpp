@@ -101,7 +101,8 @@ int run(const std::vector<std::string>& argv) {
     }
     const auto embeddings = finalfusion::Embeddings::read(file, names[0]);
     try {
-      finalfusion::store(out, embeddings, *embedding_format, !normalized);
+      finalfusion::store(out, embeddings, *embedding_format,
+                         finalfusion::WriteOptions{.normalize = normalized});
     } catch (const Error& e) {
       // A word or value the format cannot hold: say whose it is.
       if (e.code() != ErrorCode::invalid_argument) throw;

@@ -23,16 +23,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string lower_extension(const fs::path& p) {  // for tensor files
-  std::string ext = p.extension().string();
-  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return ext;
-}
-
-bool is_tensor_file(const std::string& ext) {
-  return ext == ".npy" || ext == ".npz" || ext == ".safetensors" || ext == ".btf";
-}
-
 // The tensor format `name` names as --format ("npy", "npz", "safetensors",
 // "btf": export --format's names), or nullopt.
 std::optional<convert::TensorFormat> tensor_format_named(std::string_view name) {
@@ -116,7 +106,8 @@ int run(const std::vector<std::string>& argv) {
   const std::optional<convert::TensorFormat> forced_tensors =
       forced ? tensor_format_named(*forced) : std::nullopt;
   const auto reads_tensors = [&](const fs::path& file) {
-    return forced ? forced_tensors.has_value() : is_tensor_file(lower_extension(file));
+    return forced ? forced_tensors.has_value()
+                  : convert::tensor_format_for_extension(file).has_value();
   };
   std::size_t embedding_files = 0;
   for (std::size_t i = 1; i < args.positional().size(); ++i)

@@ -34,7 +34,7 @@ int run(const std::vector<std::string>& argv) {
   if (!scheme_name)
     throw UsageError(
         "--scheme is required: int8-per-tensor, int8-per-channel, int8-block32 or int4-block32");
-  auto scheme = quantize_scheme_from_name(*scheme_name);
+  auto scheme = quantize_recipe_from_name(*scheme_name);
   if (!scheme)
     throw UsageError("unknown --scheme '" + *scheme_name +
                      "' (int8-per-tensor, int8-per-channel, int8-block32, int4-block32)");

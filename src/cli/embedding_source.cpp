@@ -123,7 +123,7 @@ finalfusion::Embeddings open_embeddings(const Args& args, std::size_t& used) {
                       "' is neither a modelzip archive nor an embedding file (.fifu, fastText "
                       ".bin/.ftz, word2vec .bin, .txt, .vec; or give --format)");
     if (*format == finalfusion::EmbeddingFormat::finalfusion)
-      return finalfusion::Embeddings::open(first, true);
+      return finalfusion::Embeddings::open(first);
     return convert_file(args, first, *format);
   }
   used = 2;

@@ -125,9 +125,7 @@ Record read_record(const Bytes& data, std::uint64_t offset, std::uint64_t index,
   return rec;
 }
 
-}  // namespace
-
-std::vector<NamedTensor> read_btf(const Bytes& data, const Limits& limits) {
+std::vector<NamedTensor> read_btf_bytes(const Bytes& data, const Limits& limits) {
   ByteReader r(data.span());
   const auto count = r.read<std::uint64_t>("BTF tensor count");
   if (count > r.remaining() / 8)
@@ -168,9 +166,11 @@ std::vector<NamedTensor> read_btf(const Bytes& data, const Limits& limits) {
   return out;
 }
 
+}  // namespace
+
 std::vector<NamedTensor> read_btf(const Bytes& data, const Limits& limits,
                                   std::string_view source) {
-  return detail::read_from(source, [&] { return read_btf(data, limits); });
+  return detail::read_from(source, [&] { return read_btf_bytes(data, limits); });
 }
 
 namespace {

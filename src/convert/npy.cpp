@@ -507,15 +507,19 @@ NpyParts npy_parts(const Tensor& tensor) {
 
 }  // namespace detail
 
-std::vector<NamedTensor> read_npy(const Bytes& data, std::string name, const Limits& limits) {
+namespace {
+
+std::vector<NamedTensor> read_npy_bytes(const Bytes& data, std::string name, const Limits& limits) {
   std::vector<NamedTensor> out;
   out.push_back({std::move(name), detail::parse_npy(data, limits)});
   return out;
 }
 
+}  // namespace
+
 std::vector<NamedTensor> read_npy(const Bytes& data, std::string name, const Limits& limits,
                                   std::string_view source) {
-  return detail::read_from(source, [&] { return read_npy(data, std::move(name), limits); });
+  return detail::read_from(source, [&] { return read_npy_bytes(data, std::move(name), limits); });
 }
 
 void write_npy(std::ostream& out, const Tensor& tensor) {

@@ -25,9 +25,7 @@ bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
-}  // namespace
-
-std::vector<NamedTensor> read_npz(const Bytes& data, const Limits& limits) {
+std::vector<NamedTensor> read_npz_bytes(const Bytes& data, const Limits& limits) {
   const zip::Directory dir = zip::parse_directory(data.span(), limits);
   const zip::EntryReader reader(data, limits);
   std::vector<NamedTensor> out;
@@ -47,9 +45,11 @@ std::vector<NamedTensor> read_npz(const Bytes& data, const Limits& limits) {
   return out;
 }
 
+}  // namespace
+
 std::vector<NamedTensor> read_npz(const Bytes& data, const Limits& limits,
                                   std::string_view source) {
-  return detail::read_from(source, [&] { return read_npz(data, limits); });
+  return detail::read_from(source, [&] { return read_npz_bytes(data, limits); });
 }
 
 namespace {

@@ -161,9 +161,7 @@ Entry parse_entry(JsonCursor& json, std::string name, std::uint64_t at, const Li
   return e;
 }
 
-}  // namespace
-
-TensorFile read_safetensors(const Bytes& data, const Limits& limits) {
+TensorFile read_safetensors_bytes(const Bytes& data, const Limits& limits) {
   modelzip::detail::ByteReader r(data.span());
   const auto n = r.read<std::uint64_t>("safetensors header size");
   if (n > kMaxHeaderBytes)
@@ -280,8 +278,10 @@ TensorFile read_safetensors(const Bytes& data, const Limits& limits) {
   return file;
 }
 
+}  // namespace
+
 TensorFile read_safetensors(const Bytes& data, const Limits& limits, std::string_view source) {
-  return detail::read_from(source, [&] { return read_safetensors(data, limits); });
+  return detail::read_from(source, [&] { return read_safetensors_bytes(data, limits); });
 }
 
 namespace {

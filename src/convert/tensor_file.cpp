@@ -23,14 +23,35 @@ std::string_view tensor_format_name(TensorFormat format) noexcept {
   return "unknown";
 }
 
-TensorFormat tensor_format_from_extension(const std::filesystem::path& path) {
+namespace {
+
+std::string lowercase_extension(const std::filesystem::path& path) {
   std::string ext = path.extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return ext;
+}
+
+}  // namespace
+
+std::optional<TensorFormat> tensor_format_for_extension(
+    const std::filesystem::path& path) noexcept {
+  const std::string ext = lowercase_extension(path);
   if (ext == ".npy") return TensorFormat::npy;
   if (ext == ".npz") return TensorFormat::npz;
   if (ext == ".safetensors") return TensorFormat::safetensors;
   if (ext == ".btf") return TensorFormat::btf;
+  return std::nullopt;
+}
+
+namespace {
+
+// The format of `path` by its extension, for the forms of read_tensor_file
+// and write_tensor_file that choose it: Error(unsupported) naming the path
+// otherwise.
+TensorFormat format_of(const std::filesystem::path& path) {
+  if (auto format = tensor_format_for_extension(path)) return *format;
+  const std::string ext = lowercase_extension(path);
   if (ext == ".h5" || ext == ".hdf5")
     throw Error(ErrorCode::unsupported,
                 "HDF5 is not a format modelzip reads or writes: in Python, h5py reads the "
@@ -42,8 +63,10 @@ TensorFormat tensor_format_from_extension(const std::filesystem::path& path) {
               ErrorContext{.archive = path.string()});
 }
 
+}  // namespace
+
 TensorFile read_tensor_file(const std::filesystem::path& path, const Limits& limits) {
-  return read_tensor_file(path, tensor_format_from_extension(path), limits);
+  return read_tensor_file(path, format_of(path), limits);
 }
 
 TensorFile read_tensor_file(const std::filesystem::path& path, TensorFormat format,
@@ -114,7 +137,7 @@ void write_tensor_file(const std::filesystem::path& path, TensorFormat format,
 
 void write_tensor_file(const std::filesystem::path& path, std::span<const NamedTensor> tensors,
                        const StringMap& metadata) {
-  write_tensor_file(path, tensor_format_from_extension(path), tensors, metadata);
+  write_tensor_file(path, format_of(path), tensors, metadata);
 }
 
 }  // namespace modelzip::convert

@@ -228,28 +228,28 @@ Tensor block(const Tensor& t, QuantStorage storage, std::uint64_t block_size) {
 
 }  // namespace
 
-std::string_view quantize_scheme_name(QuantizeScheme scheme) noexcept {
+std::string_view quantize_recipe_name(QuantizeRecipe scheme) noexcept {
   switch (scheme) {
-    case QuantizeScheme::int8_per_tensor:
+    case QuantizeRecipe::int8_per_tensor:
       return "int8-per-tensor";
-    case QuantizeScheme::int8_per_channel:
+    case QuantizeRecipe::int8_per_channel:
       return "int8-per-channel";
-    case QuantizeScheme::int8_block32:
+    case QuantizeRecipe::int8_block32:
       return "int8-block32";
-    case QuantizeScheme::int4_block32:
+    case QuantizeRecipe::int4_block32:
       return "int4-block32";
   }
   return "unknown";
 }
 
-std::optional<QuantizeScheme> quantize_scheme_from_name(std::string_view name) noexcept {
-  for (auto s : {QuantizeScheme::int8_per_tensor, QuantizeScheme::int8_per_channel,
-                 QuantizeScheme::int8_block32, QuantizeScheme::int4_block32})
-    if (quantize_scheme_name(s) == name) return s;
+std::optional<QuantizeRecipe> quantize_recipe_from_name(std::string_view name) noexcept {
+  for (auto s : {QuantizeRecipe::int8_per_tensor, QuantizeRecipe::int8_per_channel,
+                 QuantizeRecipe::int8_block32, QuantizeRecipe::int4_block32})
+    if (quantize_recipe_name(s) == name) return s;
   return std::nullopt;
 }
 
-Tensor quantize(const Tensor& tensor, QuantizeScheme scheme) {
+Tensor quantize(const Tensor& tensor, QuantizeRecipe scheme) {
   if (tensor.layout() != Layout::dense)
     fail_invalid("quantize: only dense tensors can be quantized, not " +
                  std::string(layout_name(tensor.layout())) + " ones");
@@ -262,13 +262,13 @@ Tensor quantize(const Tensor& tensor, QuantizeScheme scheme) {
              ? " (complex tensors are not quantized: the schemes map real values to integers)"
              : ""));
   switch (scheme) {
-    case QuantizeScheme::int8_per_tensor:
+    case QuantizeRecipe::int8_per_tensor:
       return per_tensor(tensor);
-    case QuantizeScheme::int8_per_channel:
+    case QuantizeRecipe::int8_per_channel:
       return per_channel(tensor);
-    case QuantizeScheme::int8_block32:
+    case QuantizeRecipe::int8_block32:
       return block(tensor, QuantStorage::int8, 32);
-    case QuantizeScheme::int4_block32:
+    case QuantizeRecipe::int4_block32:
       return block(tensor, QuantStorage::int4, 32);
   }
   fail_invalid("quantize: unknown scheme");

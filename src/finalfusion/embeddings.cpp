@@ -143,9 +143,10 @@ Embeddings Embeddings::read(Bytes file, std::string name) {
   }
 }
 
-Embeddings Embeddings::open(const std::filesystem::path& path, bool mmap) {
+Embeddings Embeddings::open(const std::filesystem::path& path,
+                            const EmbeddingsOpenOptions& options) {
   detail::refuse_url(path);
-  Bytes bytes = mmap ? io::map_file(path) : io::read_file(path);
+  Bytes bytes = options.mmap ? io::map_file(path) : io::read_file(path);
   try {
     auto state = detail::parse_file(bytes);
     state->name = path.string();

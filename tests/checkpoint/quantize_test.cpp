@@ -53,8 +53,8 @@ TEST_CASE("Quantized tensors are written, listed, read zero-copy and verified") 
   const auto path = dir / "q.zip";
   std::mt19937_64 rng(5);
   Tensor w = normal(rng, DType::float32, {64, 40});
-  Tensor q8 = quantize(w, QuantizeScheme::int8_per_channel);
-  Tensor q4 = quantize(w, QuantizeScheme::int4_block32);
+  Tensor q8 = quantize(w, QuantizeRecipe::int8_per_channel);
+  Tensor q4 = quantize(w, QuantizeRecipe::int4_block32);
   {
     Writer wr = Writer::open(path);
     NewTag t;
@@ -110,7 +110,7 @@ TEST_CASE("quantize_tag: one append, quantized weights, references for the rest"
   }
   const auto size_before = std::filesystem::file_size(path);
   QuantizeOptions o;
-  o.scheme = QuantizeScheme::int8_per_channel;
+  o.scheme = QuantizeRecipe::int8_per_channel;
   QuantizeResult r = quantize_tag(path, "FLOAT", "int8", o);
   CHECK(r.quantized == std::vector<std::string>{"layer1.conv.weight", "fc.weight"});
   CHECK(r.referenced.size() == 8);
@@ -133,12 +133,12 @@ TEST_CASE("quantize_tag: one append, quantized weights, references for the rest"
   CHECK(p["fc.weight"].layout == Layout::quantized);
   CHECK(p["fc.weight"].dtype == DType::bfloat16);
   CHECK(a.tensor("fc.weight", "int8") ==
-        quantize(a.tensor("fc.weight", "float"), QuantizeScheme::int8_per_channel));
+        quantize(a.tensor("fc.weight", "float"), QuantizeRecipe::int8_per_channel));
   CHECK(a.verify().empty());
 
   SUBCASE("globs choose, whatever the default rules say") {
     QuantizeOptions g;
-    g.scheme = QuantizeScheme::int4_block32;
+    g.scheme = QuantizeRecipe::int4_block32;
     g.params = {"*.bias", "token_*"};
     QuantizeResult r4 = quantize_tag(path, "float", "int4", g);
     CHECK(r4.quantized == std::vector<std::string>{"fc.bias", "token_embedding.weight"});

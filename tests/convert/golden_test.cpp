@@ -262,14 +262,18 @@ TEST_SUITE("convert") {
     expect_error([] { convert::read_tensor_file(golden_convert("missing.npy")); }, ErrorCode::io);
   }
 
-  TEST_CASE("tensor_format_from_extension") {
-    CHECK(convert::tensor_format_from_extension("a/b.NPY") == convert::TensorFormat::npy);
-    CHECK(convert::tensor_format_from_extension("x.npz") == convert::TensorFormat::npz);
-    CHECK(convert::tensor_format_from_extension("m.SafeTensors") ==
+  TEST_CASE("tensor_format_for_extension: nullopt for an unknown extension, as for embeddings") {
+    CHECK(convert::tensor_format_for_extension("a/b.NPY") == convert::TensorFormat::npy);
+    CHECK(convert::tensor_format_for_extension("x.npz") == convert::TensorFormat::npz);
+    CHECK(convert::tensor_format_for_extension("m.SafeTensors") ==
           convert::TensorFormat::safetensors);
-    CHECK(convert::tensor_format_from_extension("t.btf") == convert::TensorFormat::btf);
-    expect_error([] { convert::tensor_format_from_extension("t.pt"); }, ErrorCode::unsupported);
-    expect_error([] { convert::tensor_format_from_extension("noext"); }, ErrorCode::unsupported);
+    CHECK(convert::tensor_format_for_extension("t.btf") == convert::TensorFormat::btf);
+    CHECK(convert::tensor_format_for_extension("t.pt") == std::nullopt);
+    CHECK(convert::tensor_format_for_extension("noext") == std::nullopt);
+    // The forms that choose the format by extension refuse, naming the path.
+    expect_error([] { convert::read_tensor_file("t.pt"); }, ErrorCode::unsupported,
+                 "t.pt: unknown tensor file extension '.pt'");
+    expect_error([] { convert::write_tensor_file("w.h5", {}); }, ErrorCode::unsupported, "HDF5");
     CHECK(convert::tensor_format_name(convert::TensorFormat::safetensors) == "safetensors");
   }
 }

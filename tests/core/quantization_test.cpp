@@ -158,14 +158,14 @@ TEST_CASE("Dequantize rounds once to the original type") {
                        Error);
   // quantize() refuses 8-bit floats with the reason.
   Tensor fp8 = Tensor::dense(DType::float8_e5m2, {2}, raw({0x3C, 0xC0}));
-  for (QuantizeScheme s : {QuantizeScheme::int8_per_tensor, QuantizeScheme::int4_block32})
+  for (QuantizeRecipe s : {QuantizeRecipe::int8_per_tensor, QuantizeRecipe::int4_block32})
     CHECK_THROWS_WITH_AS(quantize(fp8, s),
                          "quantize: only float16, bfloat16, float32 and float64 tensors can be "
                          "quantized, not float8_e5m2 (a quantized tensor cannot stand for 8-bit "
                          "floats)",
                          Error);
   Tensor c128 = Tensor::dense(DType::complex128, {1}, Bytes::take(std::vector<std::byte>(16)));
-  CHECK_THROWS_WITH_AS(quantize(c128, QuantizeScheme::int8_per_channel),
+  CHECK_THROWS_WITH_AS(quantize(c128, QuantizeRecipe::int8_per_channel),
                        "quantize: only float16, bfloat16, float32 and float64 tensors can be "
                        "quantized, not complex128 (complex tensors are not quantized: the schemes "
                        "map real values to integers)",
@@ -246,7 +246,7 @@ TEST_CASE("quantize: hand-computed int8 per tensor and int4 block") {
   // q = round(x / scale) + 0 = -128 (-127.5 rounds away from 0), 0, 64 (63.75), 127 (127.5 -> 128,
   // clamped).
   Tensor x = Tensor::dense(DType::float32, {4}, bytes_from<float>({-1, 0, 0.5f, 1}));
-  Tensor q = quantize(x, QuantizeScheme::int8_per_tensor);
+  Tensor q = quantize(x, QuantizeRecipe::int8_per_tensor);
   REQUIRE(q.quantization());
   CHECK(q.quantization()->scale == 2.0 / 255);
   CHECK(q.quantization()->zero_point == 0);
@@ -254,7 +254,7 @@ TEST_CASE("quantize: hand-computed int8 per tensor and int4 block") {
         std::vector<std::int8_t>{-128, 0, 64, 127});
   // max|x| = 7: scale 7/7 = 1 (a float16), q = 7, round(-3.5) = -4, 0, 1.
   Tensor y = Tensor::dense(DType::float32, {4}, bytes_from<float>({7, -3.5f, 0, 1}));
-  Tensor b = quantize(y, QuantizeScheme::int4_block32);
+  Tensor b = quantize(y, QuantizeRecipe::int4_block32);
   REQUIRE(b.quantization());
   CHECK(b.quantization()->scale_dtype == DType::float16);
   CHECK(b.quantization()->scale_at(0) == 1.0);
@@ -263,10 +263,10 @@ TEST_CASE("quantize: hand-computed int8 per tensor and int4 block") {
   CHECK(std::to_integer<int>(b.values().data()[1]) == 0x10);
   // Non-finite values and non-float tensors are refused.
   Tensor bad = Tensor::dense(DType::float32, {2}, bytes_from<float>({1, NAN}));
-  CHECK_THROWS_WITH_AS(quantize(bad, QuantizeScheme::int8_block32),
+  CHECK_THROWS_WITH_AS(quantize(bad, QuantizeRecipe::int8_block32),
                        doctest::Contains("element 1 is NaN"), Error);
   CHECK_THROWS_AS(quantize(Tensor::dense(DType::int32, {1}, bytes_from<std::int32_t>({1})),
-                           QuantizeScheme::int8_per_tensor),
+                           QuantizeRecipe::int8_per_tensor),
                   Error);
 }
 
@@ -295,9 +295,9 @@ TEST_CASE("quantize: every scheme x original type stays within half a step") {
       }
     }
     Tensor t = Tensor::dense(dt, shape, Bytes::take(std::move(raw_bytes)));
-    for (auto scheme : {QuantizeScheme::int8_per_tensor, QuantizeScheme::int8_per_channel,
-                        QuantizeScheme::int8_block32, QuantizeScheme::int4_block32}) {
-      INFO(dtype_name(dt), " ", quantize_scheme_name(scheme));
+    for (auto scheme : {QuantizeRecipe::int8_per_tensor, QuantizeRecipe::int8_per_channel,
+                        QuantizeRecipe::int8_block32, QuantizeRecipe::int4_block32}) {
+      INFO(dtype_name(dt), " ", quantize_recipe_name(scheme));
       Tensor q = quantize(t, scheme);
       const Quantization& qz = *q.quantization();
       CHECK(q.dtype() == dt);

@@ -77,7 +77,7 @@ TEST_SUITE("finalfusion") {
     REQUIRE(normalized.has_norms());
     CHECK(modelzip::testing::l2(*normalized.embedding("Berlin")) == doctest::Approx(1.0f));
     std::ostringstream restored;
-    write_word2vec_binary(restored, normalized, true);
+    write_word2vec_binary(restored, normalized);
     auto again = read_word2vec_binary(Bytes::copy_of(restored.str()), kRaw);
     for (std::size_t i = 0; i < raw.matrix().size(); ++i)
       REQUIRE(again.matrix()[i] == doctest::Approx(raw.matrix()[i]).epsilon(1e-5));
@@ -86,6 +86,42 @@ TEST_SUITE("finalfusion") {
     CHECK(fifu.vocab() == raw.vocab());
     CHECK(std::equal(fifu.matrix().begin(), fifu.matrix().end(), raw.matrix().begin(),
                      raw.matrix().end()));
+  }
+
+  TEST_CASE(
+      "WriteOptions::normalize has ConvertOptions::normalize's polarity; 0.1's bool keeps "
+      "its meaning") {
+    // Normalized on reading (unit rows, norms kept): written with the
+    // default options, the original vectors come back; with normalize, the
+    // unit rows as stored. 0.1's `bool unnormalize` still means that.
+    const auto e = read_text(Bytes::copy_of(std::string("a 0 2\nb 4 0\n")));
+    REQUIRE(e.has_norms());
+    std::ostringstream original, unit;
+    write_text(original, e);
+    write_text(unit, e, {.normalize = true});
+    CHECK(original.str() == "a 0 2\nb 4 0\n");
+    CHECK(unit.str() == "a 0 1\nb 1 0\n");
+    const auto raw = read_text(Bytes::copy_of(original.str()), {.normalize = false});
+    CHECK_FALSE(raw.has_norms());
+    std::ostringstream raw_out;
+    write_text(raw_out, raw, {.normalize = true});  // no norms: the rows as read
+    CHECK(raw_out.str() == original.str());
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    for (const bool unnormalize : {true, false}) {
+      std::ostringstream old_text, old_dims, old_binary, new_text, new_dims, new_binary;
+      write_text(old_text, e, unnormalize);
+      write_text_dims(old_dims, e, unnormalize);
+      write_word2vec_binary(old_binary, e, unnormalize);
+      write_text(new_text, e, {.normalize = !unnormalize});
+      write_text_dims(new_dims, e, {.normalize = !unnormalize});
+      write_word2vec_binary(new_binary, e, {.normalize = !unnormalize});
+      CHECK(old_text.str() == (unnormalize ? original : unit).str());
+      CHECK(old_text.str() == new_text.str());
+      CHECK(old_dims.str() == new_dims.str());
+      CHECK(old_binary.str() == new_binary.str());
+    }
+#pragma GCC diagnostic pop
   }
 
   TEST_CASE("word2vec binary: a row that cannot be normalized is refused at its offset") {
@@ -235,16 +271,20 @@ TEST_SUITE("finalfusion") {
     // vector wrong, and import refuses such rows by default.
     const float inf = std::numeric_limits<float>::infinity();
     const float nan = std::numeric_limits<float>::quiet_NaN();
-    using Writer = std::function<void(std::ostream&, const Embeddings&, bool)>;
+    using Writer = std::function<void(std::ostream&, const Embeddings&, const WriteOptions&)>;
     const std::vector<Writer> writers = {
-        [](std::ostream& o, const Embeddings& e, bool u) { write_text(o, e, u); },
-        [](std::ostream& o, const Embeddings& e, bool u) { write_text_dims(o, e, u); },
-        [](std::ostream& o, const Embeddings& e, bool u) { write_word2vec_binary(o, e, u); }};
-    auto refused = [&](const Embeddings& e, bool unnormalize, const std::string& says) {
+        [](std::ostream& o, const Embeddings& e, const WriteOptions& w) { write_text(o, e, w); },
+        [](std::ostream& o, const Embeddings& e, const WriteOptions& w) {
+          write_text_dims(o, e, w);
+        },
+        [](std::ostream& o, const Embeddings& e, const WriteOptions& w) {
+          write_word2vec_binary(o, e, w);
+        }};
+    auto refused = [&](const Embeddings& e, bool normalize, const std::string& says) {
       for (const auto& write : writers) {
         std::ostringstream out;
         try {
-          write(out, e, unnormalize);
+          write(out, e, WriteOptions{.normalize = normalize});
           FAIL("written");
         } catch (const Error& error) {
           CHECK(error.code() == ErrorCode::invalid_argument);
@@ -257,22 +297,22 @@ TEST_SUITE("finalfusion") {
     for (const float bad : {nan, inf, -inf}) {
       std::string shown = bad != bad ? "NaN" : bad > 0 ? "inf" : "-inf";
       auto e = Embeddings::from_matrix(Vocab::simple({"ok", "bad"}), {1, 2, 3, bad}, 2);
-      refused(e, true, "row 1 ('bad'): component 2 is " + shown + ",");
       refused(e, false, "row 1 ('bad'): component 2 is " + shown + ",");
+      refused(e, true, "row 1 ('bad'): component 2 is " + shown + ",");
     }
     // Finite unit rows times a norm that is not (finalfusion-rust stores the
     // norm inf for a row with an infinite component): refused when
-    // unnormalizing, written as stored with unnormalize = false.
+    // unnormalizing, written as stored with normalize = true.
     auto e = Embeddings::from_matrix(Vocab::simple({"ok", "big"}), {0.6f, 0.8f, 0.0f, 1.0f}, 2,
                                      std::vector<float>{5.0f, inf});
-    refused(e, true, "row 1 ('big'): component 1 (the stored 0 times the row's norm inf) is NaN,");
+    refused(e, false, "row 1 ('big'): component 1 (the stored 0 times the row's norm inf) is NaN,");
     for (const auto& write : writers) {
       std::ostringstream out;
-      write(out, e, false);
+      write(out, e, WriteOptions{.normalize = true});
       CHECK_FALSE(out.str().empty());
     }
     std::ostringstream out;
-    write_text(out, e, false);
+    write_text(out, e, WriteOptions{.normalize = true});
     CHECK(out.str() == "ok 0.6 0.8\nbig 0 1\n");
   }
 
@@ -542,7 +582,7 @@ TEST_SUITE("finalfusion") {
                               EmbeddingFormat::text, EmbeddingFormat::text_dims}) {
       CAPTURE(embedding_format_name(f));
       const auto path = dir / ("out." + std::string(embedding_format_name(f)));
-      store(path, e, f, true);
+      store(path, e, f);
       auto back = load(path, f);
       CHECK(back.vocab() == e.vocab());
       CHECK(modelzip::testing::words_of(*back.similar("Berlin", 5)) ==

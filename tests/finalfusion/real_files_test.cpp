@@ -184,7 +184,7 @@ TEST_SUITE("finalfusion") {
 
   TEST_CASE("storage is a zero-copy view when aligned, an owned copy when not") {
     const Bytes original = ff_bytes("similarity.fifu");
-    auto mapped = Embeddings::open(ff_data("similarity.fifu"), true);
+    auto mapped = Embeddings::open(ff_data("similarity.fifu"));
     CHECK(mapped.storage_is_view());
     // An archive hands out slices at 64-byte aligned addresses: still a view.
     std::vector<std::byte> buffer(original.size() + 64);
@@ -206,7 +206,7 @@ TEST_SUITE("finalfusion") {
     auto pq = Embeddings::read(ff_bytes("pq.fifu"));
     CHECK(pq.storage_is_view());
     // Read without mmap: owned memory, still viewed without a second copy.
-    auto read = Embeddings::open(ff_data("similarity.fifu"), false);
+    auto read = Embeddings::open(ff_data("similarity.fifu"), {.mmap = false});
     CHECK(read.storage_is_view());
   }
 

@@ -9,6 +9,7 @@
 #include "../zip/expect_error.hpp"
 #include "ff_test_support.hpp"
 #include "io/syscalls.hpp"
+#include "modelzip/finalfusion/convert.hpp"
 
 using namespace modelzip;
 using namespace modelzip::finalfusion;
@@ -166,27 +167,28 @@ TEST_SUITE("finalfusion") {
     CHECK_THROWS_AS(EmbeddingsMetadata::from_table(MetadataValue::integer(1)), Error);
   }
 
-  TEST_CASE("with_metadata / with_norms / save") {
+  TEST_CASE("with_metadata / with_norms / store") {
     modelzip::testing::TempDir dir;
     auto e = Embeddings::open(modelzip::testing::ff_data("embeddings.fifu"));
     auto m = e.with_metadata(EmbeddingsMetadata::parse("x = 1\n")).with_norms(std::nullopt);
-    m.save(dir / "out.fifu");
+    store(dir / "out.fifu", m, EmbeddingFormat::finalfusion);
     auto back = Embeddings::open(dir / "out.fifu");
     CHECK(back.metadata()->find("x")->as_integer() == 1);
     CHECK_FALSE(back.has_norms());
     CHECK_THROWS_AS(e.with_norms(std::vector<float>{1, 2}), Error);
   }
 
-  TEST_CASE("save: a failed close of the new file leaves the old one; the error names the file") {
+  TEST_CASE("store: a failed close of the new file leaves the old one; the error names the file") {
     modelzip::testing::TempDir dir;
     auto e = Embeddings::open(modelzip::testing::ff_data("embeddings.fifu"));
-    e.save(dir / "out.fifu", false);
+    store(dir / "out.fifu", e, EmbeddingFormat::finalfusion, {.durable = false});
     const std::string before = modelzip::testing::io_bytes(dir / "out.fifu");
     auto m = e.with_metadata(EmbeddingsMetadata::parse("x = 1\n"));
     io::FaultInjector injector(
         {.action = io::FaultInjector::Action::fail, .kind = io::SysOp::close, .nth = 1});
     injector.install();
-    auto err = modelzip::testing::caught([&] { m.save(dir / "out.fifu"); });
+    auto err = modelzip::testing::caught(
+        [&] { store(dir / "out.fifu", m, EmbeddingFormat::finalfusion); });
     injector.uninstall();
     REQUIRE(err.has_value());
     CHECK(err->code() == ErrorCode::io);

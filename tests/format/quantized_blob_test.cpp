@@ -56,9 +56,9 @@ TEST_CASE("Quantized blobs round trip for every scheme and original type, zero-c
     for (std::size_t i = 0; i < src.size(); ++i)
       src[i] = static_cast<std::byte>((i * 37 + 11) % 251 % 64);  // small finite values
     Tensor t = Tensor::dense(dt, shape, Bytes::take(std::move(src)));
-    for (auto scheme : {QuantizeScheme::int8_per_tensor, QuantizeScheme::int8_per_channel,
-                        QuantizeScheme::int8_block32, QuantizeScheme::int4_block32}) {
-      INFO(dtype_name(dt), " ", quantize_scheme_name(scheme));
+    for (auto scheme : {QuantizeRecipe::int8_per_tensor, QuantizeRecipe::int8_per_channel,
+                        QuantizeRecipe::int8_block32, QuantizeRecipe::int4_block32}) {
+      INFO(dtype_name(dt), " ", quantize_recipe_name(scheme));
       Tensor q = quantize(t, scheme);
       EncodedBlob enc = encode_tensor_blob(q);
       std::string bytes = concat(enc);

@@ -128,6 +128,7 @@ def test_headers_stand_alone(root):
 DESIGNATED_INITIALIZERS = r"""
 #include <modelzip/modelzip.hpp>
 #include <modelzip/convert.hpp>
+#include <modelzip/finalfusion/convert.hpp>
 #include <modelzip/finalfusion/embeddings.hpp>
 #include <modelzip/graph/checkpoint.hpp>
 #include <modelzip/dist/background_save.hpp>
@@ -144,6 +145,8 @@ Problem problem{.entry = "e"};
 convert::NamedTensor named{.name = "w"};
 convert::TensorFile file{.format = convert::TensorFormat::npz};
 finalfusion::WordSimilarity similarity{.word = "a"};
+finalfusion::WriteOptions write_options{.normalize = true};
+finalfusion::EmbeddingsOpenOptions embeddings_open{.mmap = false};
 graph::Op op{.name = "add"};
 graph::Graph graph{.variables = {}};
 training::TrainingConfig config{.updater = training::Adam{}};
@@ -188,6 +191,7 @@ OLD_SPELLINGS = r"""
 #include <modelzip/convert.hpp>
 #include <modelzip/finalfusion/convert.hpp>
 #include <modelzip/finalfusion/embeddings.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 using namespace modelzip;
@@ -203,6 +207,15 @@ std::size_t old_spellings(const Archive& a, const finalfusion::Embeddings& e) {
   n += finalfusion::format_for_extension("v.vec").has_value();
   finalfusion::Format f = finalfusion::Format::text;
   convert::Format c = convert::format_from_extension("a.npy");
+  std::ostringstream out;
+  finalfusion::write_word2vec_binary(out, e, true);
+  finalfusion::write_text(out, e, false);
+  finalfusion::write_text_dims(out, e, true);
+  finalfusion::store("e.txt", e, finalfusion::EmbeddingFormat::text, false);
+  e.save("e.fifu", false);
+  n += finalfusion::Embeddings::open("e.fifu", false).rows();
+  QuantizeScheme scheme = *quantize_scheme_from_name("int8-block32");
+  n += quantize_scheme_name(scheme).size();
   return n + convert::format_name(c).size() + static_cast<std::size_t>(f);
 }
 int main() { return 0; }
@@ -215,7 +228,15 @@ OLD_SPELLING_WARNINGS = [
     "use finalfusion::embedding_format_name", "use finalfusion::embedding_format_from_name",
     "use finalfusion::detect_embedding_format", "use finalfusion::embedding_format_for_extension",
     "use finalfusion::EmbeddingFormat", "use convert::TensorFormat",
-    "use convert::tensor_format_from_extension", "use convert::tensor_format_name"]
+    "use convert::tensor_format_for_extension", "use convert::tensor_format_name",
+    "use write_word2vec_binary(out, embeddings, WriteOptions{.normalize = !unnormalize})",
+    "use write_text(out, embeddings, WriteOptions{.normalize = !unnormalize})",
+    "use write_text_dims(out, embeddings, WriteOptions{.normalize = !unnormalize})",
+    "use store(path, embeddings, format, WriteOptions{.normalize = !unnormalize})",
+    "use finalfusion::store(path, embeddings, EmbeddingFormat::finalfusion, "
+    "WriteOptions{.durable = durable})",
+    "use Embeddings::open(path, EmbeddingsOpenOptions{.mmap = mmap})",
+    "use QuantizeRecipe", "use quantize_recipe_from_name", "use quantize_recipe_name"]
 
 # Every namespace at once: no name is declared twice (0.1 declared Metadata,
 # QuantizeResult and Format in two namespaces each).
@@ -225,7 +246,9 @@ EVERY_NAMESPACE = r"""
 #include <modelzip/convert.hpp>
 #include <modelzip/finalfusion/convert.hpp>
 #include <modelzip/finalfusion/embeddings.hpp>
+#include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 using namespace modelzip;
 using namespace modelzip::convert;
@@ -235,14 +258,30 @@ std::size_t new_spellings(const Archive& a, const Embeddings& e) {
   EmbeddingsMetadata em = EmbeddingsMetadata::parse("a = 1\n");
   QuantizeResult tag_result = quantize_tag("m.zip", "t", "q");
   PqResult pq = e.quantize(PqOptions{});
-  Tensor q = quantize(a.tensor("w"), QuantizeScheme::int8_per_tensor);
+  Tensor q = quantize(a.tensor("w"), QuantizeRecipe::int8_per_tensor);
   NamedTensors all = a.load({}, {.names = std::vector<std::string>{"w"},
                                  .mode = ReadMode::copy, .verify_crc = true});
-  TensorFormat t = tensor_format_from_extension("a.npy");
+  TensorFormat t = *tensor_format_for_extension("a.npy");
   EmbeddingFormat f = *embedding_format_from_name("text");
+  std::ostringstream out;
+  write_text(out, e, {.normalize = true});
+  write_word2vec_binary(out, e, WriteOptions{});
+  write_text_dims(out, e);
+  store("e.fifu", e, EmbeddingFormat::finalfusion, {.durable = false});
+  Embeddings opened = Embeddings::open("e.fifu", {.mmap = false});
+  Embeddings read = Embeddings::open("e.fifu", {});
+  Embeddings mapped = Embeddings::open("e.fifu");
+  // One function per reader (0.1 had two each, with and without `source`).
+  auto readers = std::make_tuple(&read_npy, &read_npz, &read_safetensors, &read_btf,
+                                 &read_word2vec_binary, &read_text, &read_text_dims,
+                                 &read_fasttext, &read_floret_text);
+  (void)readers;
+  std::size_t read_n = read_text(Bytes{}, {}, "v.txt").rows() + read_text(Bytes{}).rows() +
+                       read_npz(Bytes{}, {}, "t.npz").size() + read_npz(Bytes{}).size();
   return tensor_format_name(t).size() + embedding_format_name(f).size() + em.toml().size() +
          pq.embeddings.dequantize().rows() + all.size() + q.rank() + tag_result.quantized.size() +
-         (m.model_name ? 1 : 0);
+         (m.model_name ? 1 : 0) + opened.rows() + read.rows() + mapped.rows() + read_n +
+         quantize_recipe_name(*quantize_recipe_from_name("int4-block32")).size();
 }
 int main() { return 0; }
 """
@@ -267,6 +306,85 @@ def test_old_spellings_compile_with_a_warning_and_namespaces_do_not_clash(root, 
     for compiler in compilers:
         proc = subprocess.run([compiler, "-std=c++20", "-Wall", "-Wextra", "-Wpedantic",
                                "-Werror", "-fsyntax-only", "-I", str(include), str(every)],
+                              capture_output=True, text=True)
+        assert proc.returncode == 0, f"{compiler}:\n{proc.stderr}"
+
+
+# A braced list of two strings where a tag goes: std::string_view's (and
+# std::string's) (first, last) constructor took the two literals as a range,
+# undefined behaviour at run time. Each call must fail to compile, with a
+# message that names the right call, on the line of the call. Line numbers
+# are those of the calls below (line 1 is the #include).
+BRACED_TAGS = r"""#include <modelzip/modelzip.hpp>
+using namespace modelzip;
+void braced(const Archive& a, Writer& w, CollectiveWriter& c) {
+  (void)a.load({"step-1", "step-2"});
+  (void)a.find_tag({"a", "b"});
+  (void)a.tag_damage({"a", "b"});
+  (void)a.params({"a", "b"});
+  (void)a.updater_states({"a", "b"});
+  w.add_tag({"a", "b"}, NewTag{});
+  w.replace_tag({"a", "b"}, NewTag{});
+  w.remove_tag({"a", "b"});
+  (void)c.commit({"a", "b"});
+}
+"""
+BRACED_TAG_MESSAGES = {
+    4: 'load({"a", "b"}): a tag is one string, as in load("step-1"); to load the parameters a '
+       'and b: load(tag, {.names = std::vector<std::string>{"a", "b"}})',
+    5: 'find_tag({"a", "b"}): a tag is one string',
+    6: 'tag_damage({"a", "b"}): a tag is one string',
+    7: 'params({"a", "b"}): a tag is one string',
+    8: 'updater_states({"a", "b"}): a tag is one string',
+    9: 'add_tag({"a", "b"}, contents): a tag is one string',
+    10: 'replace_tag({"a", "b"}, contents): a tag is one string',
+    11: 'remove_tag({"a", "b"}): a tag is one string',
+    12: 'commit({"a", "b"}): a tag is one string',
+}
+# What stays valid: `{}` (the newest tag), one string in braces, a string
+# and a (pointer, length) pair.
+ONE_TAG = r"""#include <modelzip/modelzip.hpp>
+#include <string>
+using namespace modelzip;
+std::size_t one_tag(const Archive& a, Writer& w, const std::string& s) {
+  const char* p = "step-1x";
+  std::size_t n = a.load({}).size() + a.load({}, {.mode = ReadMode::copy}).size() +
+                  a.load("step-1").size() + a.load({"step-1"}).size() + a.load(s).size() +
+                  a.load({p, 6}).size() + a.params({}).size() + a.params({p, 6}).size() +
+                  a.find_tag(s).has_value() + a.tag_damage().has_value();
+  w.add_tag("step-2", NewTag{});
+  w.add_tag({"step-3"}, NewTag{});
+  w.remove_tag({});
+  return n;
+}
+"""
+
+
+def test_a_braced_list_of_two_strings_is_no_tag(root, tmp_path):
+    """`archive.load({"a", "b"})` and the like do not compile (each message names the call to
+    write), and the calls that pass one tag in braces still do, without a warning."""
+    include = inside(root, under_prefix("MODELZIP_INCLUDEDIR", "include"))
+    braced = tmp_path / "braced.cpp"
+    braced.write_text(BRACED_TAGS)
+    one = tmp_path / "one_tag.cpp"
+    one.write_text(ONE_TAG)
+    compilers = [c for c in ("g++", "clang++") if shutil.which(c)]
+    assert compilers
+    for compiler in compilers:
+        proc = subprocess.run([compiler, "-std=c++20", "-fsyntax-only", "-I", str(include),
+                               str(braced)], capture_output=True, text=True)
+        assert proc.returncode != 0, f"{compiler} compiled {BRACED_TAGS}"
+        lines = proc.stderr.replace('\\"', '"').splitlines()  # clang++ escapes the quotes
+        for line, message in BRACED_TAG_MESSAGES.items():
+            # The message, and the user's line as the place the failing call is made
+            # (g++: "braced.cpp:4:15:   required from here"; clang++: "braced.cpp:4:11:
+            # note: in instantiation of ... requested here").
+            assert any(message in l for l in lines), f"{compiler}: no {message!r}:\n{proc.stderr}"
+            assert any(l.startswith(f"{braced}:{line}:") and
+                       ("required from here" in l or "requested here" in l)
+                       for l in lines), f"{compiler}: line {line} not named:\n{proc.stderr}"
+        proc = subprocess.run([compiler, "-std=c++20", "-Wall", "-Wextra", "-Wpedantic",
+                               "-Werror", "-fsyntax-only", "-I", str(include), str(one)],
                               capture_output=True, text=True)
         assert proc.returncode == 0, f"{compiler}:\n{proc.stderr}"
 

@@ -67,6 +67,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -206,6 +207,23 @@ class MODELZIP_API CollectiveWriter {
   CollectiveStats commit(const std::string& tag);
   // The same, removing tags in the same commit (CollectiveCommitOptions).
   CollectiveStats commit(const std::string& tag, const CollectiveCommitOptions& options);
+  // A braced list of strings where the tag goes (`commit({"a", "b"})`, which
+  // would make the tag std::string("a", "b"): undefined behaviour) does not
+  // compile (error.hpp, detail::braced_list_is_a_tag).
+  template <std::size_t N>
+  requires(N >= 2) CollectiveStats commit(const char* const (&)[N]) {
+    static_assert(detail::braced_list_is_a_tag<N>,
+                  "commit({\"a\", \"b\"}): a tag is one string, as in commit(\"step-1\")");
+    return {};
+  }
+  template <std::size_t N>
+  requires(N >= 2) CollectiveStats
+      commit(const char* const (&)[N], const CollectiveCommitOptions&) {
+    static_assert(
+        detail::braced_list_is_a_tag<N>,
+        "commit({\"a\", \"b\"}, options): a tag is one string, as in commit(\"step-1\", options)");
+    return {};
+  }
 
   class Impl;
 

@@ -38,6 +38,7 @@
 // (on distinct output paths when writing files).
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 #include <filesystem>
 #include <iosfwd>
@@ -79,41 +80,47 @@ MODELZIP_API bool words_escaped(const Embeddings& embeddings) noexcept;
 // escaped form.
 MODELZIP_API std::string original_word(const Embeddings& embeddings, std::string_view word);
 
+// Each reader takes `source`, what `data` is (a file name, a URL): errors
+// name it as ErrorContext::archive, as load() names the path; empty (the
+// default), they name no file.
 // word2vec binary: "rows dims\n", then per row: the word, a space, dims f32
 // little-endian (usually followed by '\n'). Words are trimmed of
 // surrounding whitespace. Bytes after the last row are ignored.
-MODELZIP_API Embeddings read_word2vec_binary(const Bytes& data, const ConvertOptions& options = {});
+MODELZIP_API Embeddings read_word2vec_binary(const Bytes& data, const ConvertOptions& options = {},
+                                             std::string_view source = {});
 // Text, one "word v1 v2 ... vd" line per word, fields separated by ASCII
 // whitespace (GloVe). Every line must have the same number of components.
-MODELZIP_API Embeddings read_text(const Bytes& data, const ConvertOptions& options = {});
+MODELZIP_API Embeddings read_text(const Bytes& data, const ConvertOptions& options = {},
+                                  std::string_view source = {});
 // The same preceded by a "rows dims" line (word2vec text output).
-MODELZIP_API Embeddings read_text_dims(const Bytes& data, const ConvertOptions& options = {});
+MODELZIP_API Embeddings read_text_dims(const Bytes& data, const ConvertOptions& options = {},
+                                       std::string_view source = {});
 // A fastText model (.bin, format version <= 12).
-MODELZIP_API Embeddings read_fasttext(const Bytes& data, const ConvertOptions& options = {});
+MODELZIP_API Embeddings read_fasttext(const Bytes& data, const ConvertOptions& options = {},
+                                      std::string_view source = {});
 // floret text vectors: "n_buckets dims min_n max_n n_hashes seed bow eow",
 // then n_buckets lines "index v1 ... vd".
-MODELZIP_API Embeddings read_floret_text(const Bytes& data);
-// The same readers with `source`, what `data` is (a file name, a URL): their
-// errors name it as ErrorContext::archive, as load() names the path.
-// Without it, errors name no file.
-MODELZIP_API Embeddings read_word2vec_binary(const Bytes& data, const ConvertOptions& options,
-                                             std::string_view source);
-MODELZIP_API Embeddings read_text(const Bytes& data, const ConvertOptions& options,
-                                  std::string_view source);
-MODELZIP_API Embeddings read_text_dims(const Bytes& data, const ConvertOptions& options,
-                                       std::string_view source);
-MODELZIP_API Embeddings read_fasttext(const Bytes& data, const ConvertOptions& options,
-                                      std::string_view source);
-MODELZIP_API Embeddings read_floret_text(const Bytes& data, std::string_view source);
+MODELZIP_API Embeddings read_floret_text(const Bytes& data, std::string_view source = {});
 
-// Writers of the word rows (subword rows are not part of these formats).
-// With `unnormalize` (the default), rows are multiplied by their norms (if
-// any) to restore the original vectors, which is what word2vec and GloVe
-// files hold (the reference tools write the vectors they trained, not unit
-// rows), as `modelzip export` and Python's Embeddings.save write them;
-// `unnormalize = false` writes the rows as stored (unit rows when
-// normalized; export --normalized). Words are written as original_word() gives them. Numbers are
-// printed as the shortest decimal that reads back to the same float, without exponent (as Rust
+// How the writers below and store() write embeddings.
+struct MODELZIP_API WriteOptions {
+  // ConvertOptions::normalize seen from the writing side. false (the
+  // default): each row multiplied by its norm (if the embeddings have norms)
+  // to restore the original vectors, which is what word2vec and GloVe files
+  // hold (the reference tools write the vectors they trained, not unit
+  // rows), as `modelzip export` and Python's Embeddings.save write them.
+  // true: the rows as stored (unit rows when they were normalized;
+  // `export --normalized`). A finalfusion file keeps rows and norms as
+  // stored either way.
+  bool normalize = false;
+  // store() only: the file (and the rename of it) is fsynced before store
+  // returns.
+  bool durable = true;
+};
+
+// Writers of the word rows (subword rows are not part of these formats),
+// with `options.normalize` (WriteOptions). Words are written as original_word() gives them. Numbers
+// are printed as the shortest decimal that reads back to the same float, without exponent (as Rust
 // prints f32). Throw Error(io) when the stream fails, and Error(invalid_argument), before writing
 // anything, for a word the format's reader would not give back (text: an empty word or one with
 // ASCII whitespace; word2vec: a space, or Unicode whitespace at either end) and for a component
@@ -121,11 +128,11 @@ MODELZIP_API Embeddings read_floret_text(const Bytes& data, std::string_view sou
 // fastText's text reader does not parse them), naming its row, word and component. The destination
 // comes first, as in every writer of the API (convert::write_npy...).
 MODELZIP_API void write_word2vec_binary(std::ostream& out, const Embeddings& embeddings,
-                                        bool unnormalize = true);
+                                        const WriteOptions& options = {});
 MODELZIP_API void write_text(std::ostream& out, const Embeddings& embeddings,
-                             bool unnormalize = true);
+                             const WriteOptions& options = {});
 MODELZIP_API void write_text_dims(std::ostream& out, const Embeddings& embeddings,
-                                  bool unnormalize = true);
+                                  const WriteOptions& options = {});
 // floret embeddings only (Error(invalid_argument) otherwise).
 MODELZIP_API void write_floret_text(std::ostream& out, const Embeddings& embeddings);
 
@@ -151,17 +158,47 @@ MODELZIP_API std::optional<EmbeddingFormat> embedding_format_for_extension(
 // options do not apply to them). Errors name the path.
 MODELZIP_API Embeddings load(const std::filesystem::path& path, EmbeddingFormat format,
                              const ConvertOptions& options = {});
-// Writes `embeddings` to `path` in `format` (not fasttext) through a
-// temporary file renamed over the target; `unnormalize` as for the writers
-// (a finalfusion file keeps the rows and norms as stored).
+// Writes `embeddings` to `path` in `format` (not fasttext: Error(unsupported))
+// through a temporary file renamed over the target, the one way to write a
+// file: a .fifu is EmbeddingFormat::finalfusion (Embeddings::write writes
+// one to a stream). `options` as for the writers (WriteOptions).
 MODELZIP_API void store(const std::filesystem::path& path, const Embeddings& embeddings,
-                        EmbeddingFormat format, bool unnormalize = true);
+                        EmbeddingFormat format, const WriteOptions& options = {});
 
 #ifndef MODELZIP_NO_DEPRECATED
-// The spellings of 0.1, removed in 0.3 (docs/cpp.md, "Changes in 0.2"):
-// with `using namespace` of both modelzip::convert and
-// modelzip::finalfusion, Format named two types (define
-// MODELZIP_NO_DEPRECATED to drop these now).
+// The spellings of 0.1, removed in 0.3 (docs/cpp.md, "Changes in 0.2";
+// define MODELZIP_NO_DEPRECATED to drop these now).
+// The writers' `bool unnormalize` had the polarity opposite to
+// ConvertOptions::normalize; a bool argument still means unnormalize here
+// (templates, so that `{}` picks WriteOptions).
+template <std::same_as<bool> Bool>
+[[deprecated(
+    "use write_word2vec_binary(out, embeddings, WriteOptions{.normalize = "
+    "!unnormalize})")]] inline void
+write_word2vec_binary(std::ostream& out, const Embeddings& embeddings, Bool unnormalize) {
+  write_word2vec_binary(out, embeddings, WriteOptions{.normalize = !unnormalize});
+}
+template <std::same_as<bool> Bool>
+[[deprecated(
+    "use write_text(out, embeddings, WriteOptions{.normalize = !unnormalize})")]] inline void
+write_text(std::ostream& out, const Embeddings& embeddings, Bool unnormalize) {
+  write_text(out, embeddings, WriteOptions{.normalize = !unnormalize});
+}
+template <std::same_as<bool> Bool>
+[[deprecated(
+    "use write_text_dims(out, embeddings, WriteOptions{.normalize = !unnormalize})")]] inline void
+write_text_dims(std::ostream& out, const Embeddings& embeddings, Bool unnormalize) {
+  write_text_dims(out, embeddings, WriteOptions{.normalize = !unnormalize});
+}
+template <std::same_as<bool> Bool>
+[[deprecated(
+    "use store(path, embeddings, format, WriteOptions{.normalize = !unnormalize})")]] inline void
+store(const std::filesystem::path& path, const Embeddings& embeddings, EmbeddingFormat format,
+      Bool unnormalize) {
+  store(path, embeddings, format, WriteOptions{.normalize = !unnormalize});
+}
+// With `using namespace` of both modelzip::convert and
+// modelzip::finalfusion, Format named two types.
 using Format [[deprecated("use finalfusion::EmbeddingFormat")]] = EmbeddingFormat;
 [[deprecated("use finalfusion::embedding_format_from_name")]] inline std::optional<EmbeddingFormat>
 format_from_name(std::string_view name) noexcept {

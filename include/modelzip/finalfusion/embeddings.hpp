@@ -31,6 +31,7 @@
 // against the bytes really present before any allocation.
 #pragma once
 
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -297,6 +298,13 @@ struct MODELZIP_API QuantizerInfo {
   bool has_norms{};                 // rows were normalised; reconstruction is scaled
 };
 
+// How Embeddings::open reads a file.
+struct MODELZIP_API EmbeddingsOpenOptions {
+  // Map the file (its pages are read when used; the Embeddings view them);
+  // false: read it into memory first.
+  bool mmap = true;
+};
+
 class MODELZIP_API Embeddings {
  public:
   // Copies share the same immutable state. Moving copies too, so a Embeddings
@@ -313,8 +321,19 @@ class MODELZIP_API Embeddings {
   // Parses a complete .fifu file. `name` is used in error messages (as the
   // entry name). The result keeps `file` alive (see the top of this file).
   static Embeddings read(Bytes file, std::string name = {});
-  // Maps (mmap = true) or reads the file, then parses it.
-  static Embeddings open(const std::filesystem::path& path, bool mmap = true);
+  // Maps (EmbeddingsOpenOptions::mmap) or reads the file, then parses it.
+  static Embeddings open(const std::filesystem::path& path,
+                         const EmbeddingsOpenOptions& options = {});
+#ifndef MODELZIP_NO_DEPRECATED
+  // The spelling of 0.1, removed in 0.3 (docs/cpp.md, "Changes in 0.2"); a
+  // template, so that `open(path, {})` picks EmbeddingsOpenOptions.
+  template <std::same_as<bool> Bool>
+  [[deprecated(
+      "use Embeddings::open(path, EmbeddingsOpenOptions{.mmap = mmap})")]] static Embeddings
+  open(const std::filesystem::path& path, Bool mmap) {
+    return open(path, EmbeddingsOpenOptions{.mmap = mmap});
+  }
+#endif
 
   // Builds embeddings from a row-major matrix of vocab.rows() x dims.
   // `norms` (one per word) are optional, as is `metadata`. Throws
@@ -328,9 +347,15 @@ class MODELZIP_API Embeddings {
   // if the stream fails.
   void write(std::ostream& out) const;
   Bytes to_bytes() const;
-  // Writes to a temporary file beside `path` and renames it over `path`
-  // (fsynced when `durable`).
-  void save(const std::filesystem::path& path, bool durable = true) const;
+#ifndef MODELZIP_NO_DEPRECATED
+  // The spelling of 0.1, removed in 0.3 (docs/cpp.md, "Changes in 0.2"):
+  // the one way to write a file is finalfusion::store
+  // (<modelzip/finalfusion/convert.hpp>).
+  [[deprecated(
+      "use finalfusion::store(path, embeddings, EmbeddingFormat::finalfusion, "
+      "WriteOptions{.durable = durable})")]] void
+  save(const std::filesystem::path& path, bool durable = true) const;
+#endif
 
   // Product quantization of every storage row (words and subword rows),
   // keeping vocabulary, metadata and word norms (PqOptions, PqResult below).
@@ -359,13 +384,17 @@ class MODELZIP_API Embeddings {
   // norms() and matrix() of rvalue Embeddings are views that keep the state
   // alive (KeptView, modelzip/bytes.hpp).
   std::span<const float> norms() const& noexcept;
-  KeptView<std::span<const float>> norms() const&& noexcept { return {norms(), state_}; }
+  KeptView<std::span<const float>> norms() const&& noexcept {
+    return {norms(), state_};
+  }
   bool has_norms() const noexcept;
   bool quantized() const noexcept;
   std::optional<QuantizerInfo> quantizer() const noexcept;
   // The dense matrix, rows() x dims() row-major (empty when quantized).
   std::span<const float> matrix() const& noexcept;
-  KeptView<std::span<const float>> matrix() const&& noexcept { return {matrix(), state_}; }
+  KeptView<std::span<const float>> matrix() const&& noexcept {
+    return {matrix(), state_};
+  }
   // True when the dense matrix (or the quantized codes) is a zero-copy view
   // into the Bytes given to read().
   bool storage_is_view() const noexcept;

@@ -16,6 +16,17 @@
 
 namespace modelzip::finalfusion::detail {
 
+// What `read()` returns; an Error it throws is rethrown naming `source` as
+// ErrorContext::archive (unless it names one already): the readers' `source`.
+template <class Read>
+Embeddings read_from(std::string_view source, Read&& read) {
+  try {
+    return read();
+  } catch (const Error& e) {
+    throw e.with_context(ErrorContext{.archive = std::string(source)});
+  }
+}
+
 // Turns the raw words of one conversion into valid UTF-8 by the options'
 // policy, counts what it changed and checks the result (one decoder per
 // conversion; not thread-safe).

@@ -409,9 +409,7 @@ detail::QuantizedStorage quantized_storage(const InputMatrix& in, std::uint64_t 
   return q;
 }
 
-}  // namespace
-
-Embeddings read_fasttext(const Bytes& data, const ConvertOptions& options) {
+Embeddings read_fasttext_bytes(const Bytes& data, const ConvertOptions& options) {
   ByteReader r(data.span());
   if (r.read<std::uint32_t>("fastText magic") != kMagic)
     throw Error(ErrorCode::corrupt, "not a fastText model (wrong magic number)",
@@ -640,6 +638,13 @@ Embeddings read_fasttext(const Bytes& data, const ConvertOptions& options) {
   if (options.normalize) norms = detail::normalize_rows(matrix, word_count, dims);
   return Embeddings::from_matrix(std::move(vocab), std::move(matrix), dims, std::move(norms),
                                  std::move(metadata));
+}
+
+}  // namespace
+
+Embeddings read_fasttext(const Bytes& data, const ConvertOptions& options,
+                         std::string_view source) {
+  return detail::read_from(source, [&] { return read_fasttext_bytes(data, options); });
 }
 
 }  // namespace modelzip::finalfusion

@@ -13,9 +13,8 @@ void write_stream(std::ostream& out, const std::string& text);
 
 namespace {
 using modelzip::detail::fail_corrupt;
-}  // namespace
 
-Embeddings read_floret_text(const Bytes& data) {
+Embeddings read_floret_text_bytes(const Bytes& data) {
   const std::string_view text = detail::without_utf8_bom(data.as_string_view());
   std::size_t pos = text.find('\n');
   if (pos == std::string_view::npos) fail_corrupt("floret: missing the header line", {.line = 1});
@@ -94,6 +93,12 @@ Embeddings read_floret_text(const Bytes& data) {
                  {.line = line});
   return Embeddings::from_matrix(std::move(vocab), std::move(matrix),
                                  static_cast<std::size_t>(dims));
+}
+
+}  // namespace
+
+Embeddings read_floret_text(const Bytes& data, std::string_view source) {
+  return detail::read_from(source, [&] { return read_floret_text_bytes(data); });
 }
 
 void write_floret_text(std::ostream& out, const Embeddings& embeddings) {

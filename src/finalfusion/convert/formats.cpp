@@ -114,43 +114,9 @@ std::optional<EmbeddingFormat> embedding_format_for_extension(
   return std::nullopt;
 }
 
-namespace {
-
-// What `read()` returns; an Error it throws is rethrown naming `source` as
-// ErrorContext::archive (unless it names one already).
-template <class Read>
-Embeddings read_from(std::string_view source, Read&& read) {
-  try {
-    return read();
-  } catch (const Error& e) {
-    throw e.with_context(ErrorContext{.archive = std::string(source)});
-  }
-}
-
-}  // namespace
-
-Embeddings read_word2vec_binary(const Bytes& data, const ConvertOptions& options,
-                                std::string_view source) {
-  return read_from(source, [&] { return read_word2vec_binary(data, options); });
-}
-Embeddings read_text(const Bytes& data, const ConvertOptions& options, std::string_view source) {
-  return read_from(source, [&] { return read_text(data, options); });
-}
-Embeddings read_text_dims(const Bytes& data, const ConvertOptions& options,
-                          std::string_view source) {
-  return read_from(source, [&] { return read_text_dims(data, options); });
-}
-Embeddings read_fasttext(const Bytes& data, const ConvertOptions& options,
-                         std::string_view source) {
-  return read_from(source, [&] { return read_fasttext(data, options); });
-}
-Embeddings read_floret_text(const Bytes& data, std::string_view source) {
-  return read_from(source, [&] { return read_floret_text(data); });
-}
-
 Embeddings load(const std::filesystem::path& path, EmbeddingFormat format,
                 const ConvertOptions& options) {
-  if (format == EmbeddingFormat::finalfusion) return Embeddings::open(path, true);
+  if (format == EmbeddingFormat::finalfusion) return Embeddings::open(path);
   detail::refuse_url(path);
   Bytes data = io::map_file(path);
   try {
@@ -175,35 +141,33 @@ Embeddings load(const std::filesystem::path& path, EmbeddingFormat format,
 }
 
 void store(const std::filesystem::path& path, const Embeddings& embeddings, EmbeddingFormat format,
-           bool unnormalize) {
+           const WriteOptions& options) {
   if (format == EmbeddingFormat::fasttext)
     throw Error(ErrorCode::unsupported, "writing fastText models is not supported");
-  if (format == EmbeddingFormat::finalfusion) {
-    embeddings.save(path);
-    return;
-  }
   io::write_file_atomically(
       path,
       [&](std::ostream& out) {
         switch (format) {
+          case EmbeddingFormat::finalfusion:
+            embeddings.write(out);
+            break;
           case EmbeddingFormat::word2vec_binary:
-            write_word2vec_binary(out, embeddings, unnormalize);
+            write_word2vec_binary(out, embeddings, options);
             break;
           case EmbeddingFormat::text:
-            write_text(out, embeddings, unnormalize);
+            write_text(out, embeddings, options);
             break;
           case EmbeddingFormat::text_dims:
-            write_text_dims(out, embeddings, unnormalize);
+            write_text_dims(out, embeddings, options);
             break;
           case EmbeddingFormat::floret_text:
             write_floret_text(out, embeddings);
             break;
-          case EmbeddingFormat::finalfusion:
           case EmbeddingFormat::fasttext:
             break;
         }
       },
-      true);
+      options.durable);
 }
 
 }  // namespace modelzip::finalfusion

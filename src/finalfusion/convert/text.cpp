@@ -129,9 +129,7 @@ void read_lines(Lines& lines, detail::WordDecoder& decoder, bool normalize,
   }
 }
 
-}  // namespace
-
-Embeddings read_text(const Bytes& data, const ConvertOptions& options) {
+Embeddings read_text_bytes(const Bytes& data, const ConvertOptions& options) {
   Lines lines(data.as_string_view());
   std::optional<std::size_t> dims;
   std::vector<std::string> words;
@@ -146,7 +144,15 @@ Embeddings read_text(const Bytes& data, const ConvertOptions& options) {
                                    [](std::size_t i) { return ErrorContext{.line = i + 1}; });
 }
 
-Embeddings read_text_dims(const Bytes& data, const ConvertOptions& options) {
+}  // namespace
+
+Embeddings read_text(const Bytes& data, const ConvertOptions& options, std::string_view source) {
+  return detail::read_from(source, [&] { return read_text_bytes(data, options); });
+}
+
+namespace {
+
+Embeddings read_text_dims_bytes(const Bytes& data, const ConvertOptions& options) {
   Lines lines(data.as_string_view());
   std::string_view header;
   if (!lines.next(header)) fail_corrupt("missing the 'rows dims' line", {.line = 1});
@@ -182,12 +188,19 @@ Embeddings read_text_dims(const Bytes& data, const ConvertOptions& options) {
                                    [](std::size_t i) { return ErrorContext{.line = i + 2}; });
 }
 
-void write_text(std::ostream& out, const Embeddings& embeddings, bool unnormalize) {
-  detail::write_rows_text(embeddings, out, unnormalize, "");
+}  // namespace
+
+Embeddings read_text_dims(const Bytes& data, const ConvertOptions& options,
+                          std::string_view source) {
+  return detail::read_from(source, [&] { return read_text_dims_bytes(data, options); });
 }
 
-void write_text_dims(std::ostream& out, const Embeddings& embeddings, bool unnormalize) {
-  detail::write_rows_text(embeddings, out, unnormalize,
+void write_text(std::ostream& out, const Embeddings& embeddings, const WriteOptions& options) {
+  detail::write_rows_text(embeddings, out, !options.normalize, "");
+}
+
+void write_text_dims(std::ostream& out, const Embeddings& embeddings, const WriteOptions& options) {
+  detail::write_rows_text(embeddings, out, !options.normalize,
                           std::to_string(embeddings.vocab().words_len()) + " " +
                               std::to_string(embeddings.dims()) + "\n");
 }

@@ -64,9 +64,7 @@ void refuse_text_vector(std::span<const std::byte> values, std::string_view word
               ErrorContext{.offset = at});
 }
 
-}  // namespace
-
-Embeddings read_word2vec_binary(const Bytes& data, const ConvertOptions& options) {
+Embeddings read_word2vec_binary_bytes(const Bytes& data, const ConvertOptions& options) {
   ByteReader reader(data.span());
   const auto rows = read_header_number(reader, ' ', "word2vec header: rows");
   const auto dims = read_header_number(reader, '\n', "word2vec header: dims");
@@ -113,6 +111,13 @@ Embeddings read_word2vec_binary(const Bytes& data, const ConvertOptions& options
   return detail::simple_embeddings(
       std::move(words), std::move(matrix), static_cast<std::size_t>(dims), options, decoder,
       "word2vec", [&](std::size_t i) { return ErrorContext{.offset = word_offsets[i]}; });
+}
+
+}  // namespace
+
+Embeddings read_word2vec_binary(const Bytes& data, const ConvertOptions& options,
+                                std::string_view source) {
+  return detail::read_from(source, [&] { return read_word2vec_binary_bytes(data, options); });
 }
 
 namespace detail {
@@ -221,7 +226,9 @@ void write_rows_text(const Embeddings& e, std::ostream& out, bool unnormalize,
 
 }  // namespace detail
 
-void write_word2vec_binary(std::ostream& out, const Embeddings& embeddings, bool unnormalize) {
+void write_word2vec_binary(std::ostream& out, const Embeddings& embeddings,
+                           const WriteOptions& options) {
+  const bool unnormalize = !options.normalize;
   const std::size_t d = embeddings.dims();
   detail::check_words(embeddings, detail::WordEnd::word2vec);
   detail::check_values(embeddings, unnormalize);

@@ -175,7 +175,7 @@ Returns the WriteStats.)");
         ReleasedGil release;
         Archive ar = Archive::open(a);
         convert::StringMap meta;
-        if (convert::tensor_format_from_extension(p) == convert::TensorFormat::safetensors) {
+        if (convert::tensor_format_for_extension(p) == convert::TensorFormat::safetensors) {
           meta = convert::detail::kept_safetensors_metadata(ar, t);
           for (const auto& [key, value] : given) meta[key] = value;
         } else {

@@ -78,7 +78,7 @@ Embeddings are immutable and safe to share between threads.)");
          [](const py::object& path, bool mmap) {
            std::filesystem::path p = to_path(path);
            ReleasedGil release;
-           return Embeddings::open(p, mmap);
+           return Embeddings::open(p, finalfusion::EmbeddingsOpenOptions{.mmap = mmap});
          },
          py::arg("path"), py::arg("mmap") = true,
          "Reads a finalfusion file (memory-mapped unless mmap=False).")
@@ -159,7 +159,7 @@ lossy: the same as utf8="lossy".)")
             std::filesystem::path p = to_path(path);
             finalfusion::EmbeddingFormat f = format_named(format);
             ReleasedGil release;
-            finalfusion::store(p, e, f, unnormalize);
+            finalfusion::store(p, e, f, finalfusion::WriteOptions{.normalize = !unnormalize});
           },
           py::arg("path"), py::arg("format") = "finalfusion", py::kw_only(),
           py::arg("unnormalize") = true,

@@ -59,7 +59,7 @@ void bind_quantize(py::module_& m) {
          const std::string& scheme, const std::vector<std::string>& params,
          std::uint64_t min_elements, bool durable) {
         QuantizeOptions options;
-        auto s = quantize_scheme_from_name(scheme);
+        auto s = quantize_recipe_from_name(scheme);
         if (!s)
           throw Error(ErrorCode::invalid_argument,
                       "unknown scheme '" + scheme +
