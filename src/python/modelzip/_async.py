@@ -5,8 +5,9 @@ released) happens before save_async returns; the write, CRCs, fsync and
 commit run in a C++ thread. A non-daemon Python thread per save waits for
 it and completes the future; interpreter exit waits for saves in flight
 (_wait_at_exit, which runs before Python joins its threads): there a Ctrl-C
-stops them (each is cancelled or rolls back, unless past its commit point)
-and exit waits only for that; a further Ctrl-C leaves without waiting.
+stops them (each is cancelled or rolls back, unless past its commit point;
+one waiting for another writer's lock is cancelled at once) and exit waits
+only for that; a further Ctrl-C leaves without waiting.
 """
 from __future__ import annotations
 
@@ -157,7 +158,7 @@ def _wait_at_exit() -> None:
     except KeyboardInterrupt:
         pass
     for f in saves:
-        f._handle.stop()
+        f._handle.stop()  # also ends a wait for another writer's lock
     try:
         for f in saves:
             f._thread.join()
@@ -168,7 +169,10 @@ def _wait_at_exit() -> None:
     for f in saves:
         f._retrieved = True  # told here
         error = f.exception() if not f.cancelled() else None
-        if f.cancelled() or getattr(error, "code", None) == "cancelled":
+        if "waiting for the archive's lock" in str(error):
+            _say(f"the background save of tag {f.tag!r} to {f.path} was cancelled "
+                 f"(Ctrl-C) while it waited for another writer's lock: the archive is as it was")
+        elif f.cancelled() or getattr(error, "code", None) == "cancelled":
             _say(f"the background save of tag {f.tag!r} to {f.path} was cancelled "
                  f"(Ctrl-C): the archive is as it was")
         elif error is None:
