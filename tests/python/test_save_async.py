@@ -559,3 +559,37 @@ def test_ctrl_c_during_the_snapshot_copy_stops_that_save(archive_path):
     assert os.listdir(archive_path.parent) == [archive_path.name]
     assert archive_path.read_bytes() == before
 
+
+RETURN_INTERRUPTED_CHILD = textwrap.dedent("""
+    import sys, numpy as np, modelzip, modelzip._async as background
+    arrays = {f"p{i}": np.full(1 << 22, i, dtype=np.float32) for i in range(16)}  # 256 MiB
+    start = background._modelzip.start_background_save
+    def interrupted_as_it_returns(*args, **kwargs):
+        start(*args, **kwargs)
+        raise KeyboardInterrupt  # what a Ctrl-C in the bytecodes after the call raises
+    background._modelzip.start_background_save = interrupted_as_it_returns
+    try:
+        modelzip.save_async(sys.argv[1], "big", arrays)
+        print("returned", flush=True)
+    except KeyboardInterrupt as e:
+        print("KeyboardInterrupt", *getattr(e, "__notes__", []), flush=True)
+""")
+
+
+def test_ctrl_c_as_the_save_starts_stops_that_save(archive_path):
+    """Ctrl-C right after save_async's C++ call has started the save, before
+    Python code registered it: the save is registered before it starts
+    (given its handle by that call), so the KeyboardInterrupt stops it as
+    one during the snapshot copy does: noting "the save did not happen", the
+    archive as it was. Before, the handle was dropped unregistered: the
+    caller waited for the whole save, which wrote the tag, and the
+    KeyboardInterrupt said nothing of it."""
+    base_archive(archive_path)
+    before = archive_path.read_bytes()
+    out = subprocess.run([sys.executable, "-c", RETURN_INTERRUPTED_CHILD, str(archive_path)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("KeyboardInterrupt") and "the save did not happen" in out.stdout, \
+        (out.stdout, out.stderr)
+    assert os.listdir(archive_path.parent) == [archive_path.name]
+    assert archive_path.read_bytes() == before
