@@ -31,6 +31,13 @@
 // and normal process exit (static destruction) waits for every save still
 // in flight. A killed process leaves the old archive (or the new one).
 //
+// Stopping: the save's progress callback (options.writer.progress) is
+// asked as Writer::commit asks it, and also, with 0 of 0 bytes, every 50 ms
+// while the save waits for another writer's lock (of this process or
+// another): returning false there cancels the save (wait() throws
+// Error(cancelled), the archive untouched), so that a stop flag set by
+// another thread ends that wait too.
+//
 // Thread safety: start() may be called from any thread. One BackgroundSave
 // must not be used by two threads at once, except done(), which may be
 // called from any thread. Progress and on_wait callbacks of the options run

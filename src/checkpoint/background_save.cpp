@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "checkpoint/polled_lock_waits.hpp"
 #include "checkpoint/staging_area.hpp"
 #include "checkpoint/tag_snapshot.hpp"
 #include "format/tag_name.hpp"
@@ -171,6 +172,7 @@ void run_save(const std::shared_ptr<State>& state, const std::string& key) {
   } else {
     try {
       const zip::KnownCrcs::Scope known(state->crcs);
+      const checkpoint::PolledLockWaits polled;  // a stop (progress) ends a wait for the lock
       Writer writer = Writer::open(state->archive, state->options.writer);
       if (state->options.replace)
         writer.replace_tag(state->tag, std::move(state->snapshot));

@@ -6,6 +6,7 @@
 #include "modelzip/writer.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <optional>
 #include <set>
 #include <variant>
@@ -13,6 +14,7 @@
 #include "checkpoint/archive_plan.hpp"
 #include "checkpoint/new_tag_contents.hpp"
 #include "checkpoint/plan_entries.hpp"
+#include "checkpoint/polled_lock_waits.hpp"
 #include "checkpoint/tag_adder.hpp"
 #include "checkpoint/writer_impl.hpp"
 #include "core/kept_symbol.hpp"
@@ -102,8 +104,10 @@ void Writer::Impl::commit() {
   // A signal that interrupts the wait for another writer's lock asks the
   // progress callback (0 of 0 bytes) whether to go on waiting: Python's
   // Ctrl-C is only seen there (WriterOptions::progress).
-  io::FileLock lock(path, options.on_wait,
-                    [this] { return !options.progress || options.progress(Progress{}); });
+  const std::chrono::milliseconds poll(checkpoint::PolledLockWaits::active() ? 50 : 0);
+  io::FileLock lock(
+      path, options.on_wait, [this] { return !options.progress || options.progress(Progress{}); },
+      poll);
   check_cancel();
   archive_fd = lock.archive_fd();
   struct ForgetFd {

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <random>
+#include <thread>
 
 #include "io/posix_file.hpp"
 #include "io/syscalls.hpp"
@@ -211,7 +212,7 @@ void close_fd(int fd, bool through_sys) {
 // flock.
 void lock_or_fail(int fd, bool through_sys, const fs::path& target,
                   const std::function<void()>& on_wait, const std::function<bool()>& keep_waiting,
-                  bool* waited) {
+                  std::chrono::milliseconds poll, bool* waited) {
   auto lock = [&](bool block) {
     if (!through_sys) return ::flock(fd, LOCK_EX | (block ? 0 : LOCK_NB));
     struct flock whole {};
@@ -233,13 +234,23 @@ void lock_or_fail(int fd, bool through_sys, const fs::path& target,
     *waited = true;
     if (on_wait) on_wait();
   }
+  auto stop_waiting = [&] {
+    close_fd(fd, through_sys);
+    throw Error(ErrorCode::cancelled, "cancelled while waiting for the archive's lock",
+                ErrorContext{.archive = target.string()});
+  };
+  if (poll.count() > 0 && keep_waiting) {
+    for (;;) {
+      if (cancel_requested() || !keep_waiting()) stop_waiting();
+      std::this_thread::sleep_for(poll);
+      if (lock(false) == 0) return;
+      if (errno != EWOULDBLOCK && errno != EAGAIN && errno != EACCES && errno != EINTR)
+        give_up("cannot lock the archive for writing");
+    }
+  }
   while (lock(true) != 0) {
     if (errno == EINTR && !cancel_requested() && (!keep_waiting || keep_waiting())) continue;
-    if (errno == EINTR) {  // a signal asked to stop waiting
-      close_fd(fd, through_sys);
-      throw Error(ErrorCode::cancelled, "cancelled while waiting for the archive's lock",
-                  ErrorContext{.archive = target.string()});
-    }
+    if (errno == EINTR) stop_waiting();  // a signal asked to stop waiting
     give_up("cannot lock the archive for writing");
   }
 }
@@ -251,7 +262,7 @@ constexpr int kLockAttempts = 10000;
 }  // namespace
 
 FileLock::FileLock(const fs::path& target, const std::function<void()>& on_wait,
-                   const std::function<bool()>& keep_waiting) {
+                   const std::function<bool()>& keep_waiting, std::chrono::milliseconds poll) {
   bool waited = false;
   for (int attempt = 0; attempt < kLockAttempts; ++attempt) {
     int fd = sys::open(target.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
@@ -261,7 +272,7 @@ FileLock::FileLock(const fs::path& target, const std::function<void()>& on_wait,
         sys::close(fd);
         throw Error(ErrorCode::io, "not a regular file", ErrorContext{.archive = target.string()});
       }
-      lock_or_fail(fd, true, target, on_wait, keep_waiting, &waited);
+      lock_or_fail(fd, true, target, on_wait, keep_waiting, poll, &waited);
       struct stat now;
       if (::stat(target.c_str(), &now) == 0 && now.st_dev == locked.st_dev &&
           now.st_ino == locked.st_ino) {
@@ -281,7 +292,7 @@ FileLock::FileLock(const fs::path& target, const std::function<void()>& on_wait,
     const fs::path folder = folder_of(target);
     int dir = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dir < 0) throw_errno(target, "cannot open the archive's folder");
-    lock_or_fail(dir, false, target, on_wait, keep_waiting, &waited);
+    lock_or_fail(dir, false, target, on_wait, keep_waiting, poll, &waited);
     struct stat st;
     if (::lstat(target.c_str(), &st) != 0 && errno == ENOENT) {
       fd_ = dir;

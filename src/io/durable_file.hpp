@@ -14,6 +14,7 @@
 // so FileLocks exclude each other across processes and across threads.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -135,11 +136,15 @@ std::filesystem::path resolve_archive_path(const std::filesystem::path& path);
 // does not release them, and they die with their process.
 // While it waits, a signal that interrupts the wait (EINTR) ends it with
 // Error(cancelled) when a cancellation was requested (modelzip/cancel.hpp)
-// or `keep_waiting` (if given) returns false; else the wait goes on.
+// or `keep_waiting` (if given) returns false; else the wait goes on. With
+// `poll` > 0 (and `keep_waiting` given) the wait does not block: it asks
+// both that often between attempts, so that a stop set by another thread
+// ends it too.
 class FileLock {
  public:
   explicit FileLock(const std::filesystem::path& target, const std::function<void()>& on_wait = {},
-                    const std::function<bool()>& keep_waiting = {});
+                    const std::function<bool()>& keep_waiting = {},
+                    std::chrono::milliseconds poll = std::chrono::milliseconds(0));
   FileLock(FileLock&&) noexcept;
   FileLock& operator=(FileLock&&) = delete;
   ~FileLock();

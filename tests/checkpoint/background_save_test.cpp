@@ -13,9 +13,11 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "checkpoint/new_tag_contents.hpp"
+#include "io/durable_file.hpp"
 #include "model_builder.hpp"
 #include "modelzip/archive.hpp"
 #include "modelzip/background_save.hpp"
@@ -242,6 +244,43 @@ TEST_CASE("BackgroundSave: cancel() before the write starts leaves the archive a
   // A cancelled save is not an unreported error: the next save starts.
   BackgroundSave::start(path, "c", borrowed_tag(values)).wait();
   CHECK(Archive::open(path).tags().back() == "c");
+}
+
+TEST_CASE("BackgroundSave: a progress callback saying stop ends the wait for another's lock") {
+  TempDir dir;
+  const auto path = dir / "m.zip";
+  write_archive(path, "base");
+  const auto values = ramp(64, 1);
+  std::atomic<bool> stop{false};
+  std::atomic<int> asked{0};
+  BackgroundSaveOptions options;
+  options.writer.progress = [&](const Progress&) {
+    ++asked;
+    return !stop.load();
+  };
+  BackgroundSave save;  // destroyed after `other` releases the lock, whatever failed
+  std::optional<io::FileLock> other(std::in_place, path);  // another writer's lock
+  save = BackgroundSave::start(path, "late", borrowed_tag(values), std::move(options));
+  auto within = [](std::chrono::seconds limit, const auto& condition) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!condition() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return condition();
+  };
+  // Asked (0 of 0 bytes) while it waits: before, only when a signal came.
+  CHECK(within(std::chrono::seconds(10), [&] { return asked.load() >= 2; }));
+  CHECK_FALSE(save.done());
+  stop = true;
+  REQUIRE(within(std::chrono::seconds(10), [&] { return save.done(); }));  // the lock still held
+  try {
+    save.wait();
+    FAIL("a stopped save must not succeed");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::cancelled);
+    CHECK(std::string(e.what()).find("waiting for the archive's lock") != std::string::npos);
+  }
+  other.reset();
+  CHECK(Archive::open(path).tags() == std::vector<std::string>{"base"});
 }
 
 TEST_CASE("BackgroundSave: an error nobody waited for is thrown by the next start()") {

@@ -4,11 +4,14 @@ block. The model's values are computed here (dist_worker.model). The same
 engines save a sharded Adam checkpoint, compared with one process's save
 of the whole model and loaded on another layout; the training sample runs
 its tensor-parallel shapes."""
+import concurrent.futures
 import os
+import signal
 import socket
 import subprocess
 import sys
 import textwrap
+import time
 import zipfile
 
 import numpy as np
@@ -1103,6 +1106,102 @@ def test_ctrl_c_of_one_gloo_rank_fails_the_collective_commit_on_every_rank(tmp_p
         ranks = run_ranks(lambda r: [sys.executable, script, path, which, r, port], 2)
         return [code for code, _ in ranks], "".join(out for _, out in ranks)
     ctrl_c_in_the_commit(tmp_path, INTERRUPTED_GLOO_RANK, gloo)
+
+
+BACKGROUND_SAVE_AT_EXIT = textwrap.dedent("""
+    import datetime, sys, time
+    import numpy as np
+    import torch.distributed as dist
+    import modelzip, modelzip.distributed as mzd
+    path, rank, port = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=2, timeout=datetime.timedelta(seconds=600))
+
+    class SlowToAgree(mzd.TorchCommunicator):  # each agreement a second later: a long commit
+        def agree(self, error):
+            time.sleep(1.0)
+            return super().agree(error)
+
+    background = SlowToAgree(dist.new_group(backend="gloo"))
+    w = np.full(1 << 20, rank + 1.5, dtype=np.float32)
+    future = mzd.save(path, "new", {f"w{rank}": w}, blocking=False, background_group=background)
+    print(f"rank {rank}: started", flush=True)
+    if rank == 0:
+        time.sleep(600)  # Ctrl-C, and Ctrl-C again at exit (the test)
+    try:
+        future.result()
+        print(f"rank {rank}: saved", flush=True)
+    except modelzip.Error as e:
+        print(f"rank {rank}: Error {e.code}: {e}", flush=True)
+""")
+
+
+def ctrl_c_twice_during_a_background_collective_save(folder, script):
+    """Runs `script` on two gloo ranks; Ctrl-C of rank 0 once the background
+    save started, and again once its exit says it waits for the save:
+    (rank 0's exit status, its output, rank 1's output)."""
+    path = folder / "m.zip"
+    port = free_port()
+    procs = [subprocess.Popen([sys.executable, str(script), str(path), str(r), str(port)],
+                              stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE if r == 0 else subprocess.STDOUT, text=True)
+             for r in range(2)]
+    reader = concurrent.futures.ThreadPoolExecutor(1)
+    lines = []
+    try:
+        first = procs[0]
+        lines.append(reader.submit(first.stdout.readline).result(timeout=120))
+        assert lines[-1] == "rank 0: started\n", lines
+        time.sleep(0.5)  # into the commit's first agreement
+        first.send_signal(signal.SIGINT)
+        while "modelzip: waiting for the background collective save" not in lines[-1]:
+            lines.append(reader.submit(first.stderr.readline).result(timeout=60))
+            assert lines[-1], lines  # end of output: exit did not wait
+        first.send_signal(signal.SIGINT)
+        outs = [p.communicate(timeout=120) for p in procs]
+    finally:
+        reader.shutdown(wait=False)
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    return (procs[0].returncode, "".join(lines) + outs[0][0] + outs[0][1], outs[1][0])
+
+
+def test_ctrl_c_at_exit_stops_a_background_collective_save_on_every_rank(tmp_path):
+    """Ctrl-C of rank 0 with a background collective save (blocking=False,
+    two gloo processes) in flight: exit says it waits for the save, and a
+    second Ctrl-C stops it as Ctrl-C stops a blocking collective save: at
+    the ranks' next agreement the commit fails on every rank (rank 1's
+    future: modelzip.Error "cancelled" naming rank 0), the archive is as it
+    was, and rank 0 says so and ends. Before, exit waited in Python's join
+    of its threads, and the second Ctrl-C ended rank 0 mid-commit. A trial
+    whose save passed its last agreement first runs again (at most 3)."""
+    pytest.importorskip("torch")
+    script = tmp_path / "background_save_at_exit.py"
+    script.write_text(BACKGROUND_SAVE_AT_EXIT)
+    for attempt in range(3):
+        folder = tmp_path / f"attempt-{attempt}"
+        folder.mkdir()
+        path = folder / "m.zip"
+        modelzip.save(path, "base", {"w": np.arange(10, dtype=np.int32)}, durable=False)
+        before = path.read_bytes()
+        code, out, other = ctrl_c_twice_during_a_background_collective_save(folder, script)
+        if "completed before Ctrl-C could stop it" not in out:
+            break
+    assert code == -signal.SIGINT, out  # Python's exit after a KeyboardInterrupt
+    assert "terminate called" not in out, out
+    assert "every rank's part of its commit" in out, out
+    assert ("the background collective save of tag 'new' to" in out
+            and "was stopped (Ctrl-C): its commit failed on every rank, the archive is as it was"
+            in out), out
+    assert ("rank 1: Error cancelled:" in other
+            and "collective commit failed on rank 0: rank 0 was interrupted (Ctrl-C)" in other), \
+        other
+    assert path.read_bytes() == before
+    with modelzip.open(path) as a:
+        assert a.tags == ["base"]
+        assert a.verify() == []
 
 
 MESSAGE_ROUNDS = textwrap.dedent("""

@@ -477,6 +477,50 @@ def test_ctrl_c_then_ctrl_c_at_exit_cancels_a_background_save(tmp_path):
         assert archive.tags == ["base"]
 
 
+LOCK_WAITING_CHILD = textwrap.dedent("""
+    import sys, time, numpy as np, modelzip
+    modelzip.save_async(sys.argv[1], "late", {"w": np.ones(1000, dtype=np.float32)})
+    print("started", flush=True)
+    time.sleep(600)
+""")
+
+
+def test_ctrl_c_at_exit_cancels_a_background_save_waiting_for_another_writers_lock(
+        archive_path):
+    """A save_async waiting for the write lock that another process holds:
+    Ctrl-C, then Ctrl-C again while exit waits, cancels it at once, saying
+    so, while the other process still holds the lock. Before, the stop only
+    reached the save once it had the lock: exit waited for the other
+    writer."""
+    base_archive(archive_path)
+    before = archive_path.read_bytes()
+    reader = concurrent.futures.ThreadPoolExecutor(1)
+    with ArchiveLock(archive_path):
+        proc = subprocess.Popen([sys.executable, "-c", LOCK_WAITING_CHILD, str(archive_path)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdout.readline() == "started\n"
+            time.sleep(0.3)  # into the wait for the lock
+            proc.send_signal(signal.SIGINT)
+            lines = []
+            while not lines or "modelzip: waiting for the background save" not in lines[-1]:
+                lines.append(reader.submit(proc.stderr.readline).result(timeout=60))
+                assert lines[-1], lines  # end of output: exit did not wait
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=30)  # the lock is still held
+        finally:
+            reader.shutdown(wait=False)
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    err = "".join(lines) + err
+    assert proc.returncode == -signal.SIGINT, err
+    assert "the background save of tag 'late' to" in err and \
+        "was cancelled (Ctrl-C) while it waited for another writer's lock: the archive is as it " \
+        "was" in err, err
+    assert archive_path.read_bytes() == before
+
+
 COPY_INTERRUPTED_CHILD = textwrap.dedent("""
     import os, signal, sys, threading, numpy as np, modelzip, modelzip._values as values
     arrays = {f"p{i}": np.full(1 << 22, i, dtype=np.float32) for i in range(16)}  # 256 MiB
@@ -508,6 +552,41 @@ def test_ctrl_c_during_the_snapshot_copy_stops_that_save(archive_path):
     base_archive(archive_path)
     before = archive_path.read_bytes()
     out = subprocess.run([sys.executable, "-c", COPY_INTERRUPTED_CHILD, str(archive_path)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("KeyboardInterrupt") and "the save did not happen" in out.stdout, \
+        (out.stdout, out.stderr)
+    assert os.listdir(archive_path.parent) == [archive_path.name]
+    assert archive_path.read_bytes() == before
+
+
+RETURN_INTERRUPTED_CHILD = textwrap.dedent("""
+    import sys, numpy as np, modelzip, modelzip._async as background
+    arrays = {f"p{i}": np.full(1 << 22, i, dtype=np.float32) for i in range(16)}  # 256 MiB
+    start = background._modelzip.start_background_save
+    def interrupted_as_it_returns(*args, **kwargs):
+        start(*args, **kwargs)
+        raise KeyboardInterrupt  # what a Ctrl-C in the bytecodes after the call raises
+    background._modelzip.start_background_save = interrupted_as_it_returns
+    try:
+        modelzip.save_async(sys.argv[1], "big", arrays)
+        print("returned", flush=True)
+    except KeyboardInterrupt as e:
+        print("KeyboardInterrupt", *getattr(e, "__notes__", []), flush=True)
+""")
+
+
+def test_ctrl_c_as_the_save_starts_stops_that_save(archive_path):
+    """Ctrl-C right after save_async's C++ call has started the save, before
+    Python code registered it: the save is registered before it starts
+    (given its handle by that call), so the KeyboardInterrupt stops it as
+    one during the snapshot copy does: noting "the save did not happen", the
+    archive as it was. Before, the handle was dropped unregistered: the
+    caller waited for the whole save, which wrote the tag, and the
+    KeyboardInterrupt said nothing of it."""
+    base_archive(archive_path)
+    before = archive_path.read_bytes()
+    out = subprocess.run([sys.executable, "-c", RETURN_INTERRUPTED_CHILD, str(archive_path)],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("KeyboardInterrupt") and "the save did not happen" in out.stdout, \

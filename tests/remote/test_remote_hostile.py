@@ -548,6 +548,57 @@ def test_exit_after_ctrl_c_waits_for_a_read_of_a_thread_it_was_joining(four_mib)
     assert "outcomes ['Error cancelled']" in out, out
 
 
+# A daemon thread reads while the main thread exits; the read ends about a
+# second later, while the interpreter finalizes (which takes 3 s here).
+EXIT_DURING_A_READ_OF_A_DAEMON_THREAD = r"""
+import sys, threading, time
+import modelzip
+archive = modelzip.open(sys.argv[2])
+class SlowFinalization:  # finalization takes 3 s: the read ends during it
+    def __del__(self, sleep=time.sleep):  # the module's `time` may be gone by then
+        print("finalizing", flush=True)
+        sleep(3.0)
+slow = SlowFinalization()
+print("ready", flush=True)
+sys.stdin.readline()
+# No frame of this module on that thread: it would keep the module's
+# globals, and so `slow`, from being cleared during finalization.
+threading.Thread(target=archive.tensor, args=("w",), daemon=True).start()
+time.sleep(0.2)  # the read is under way
+sys.exit(42)
+"""
+
+
+def test_a_daemon_threads_read_that_ends_during_finalization_does_not_abort_exit(four_mib):
+    """A daemon thread's read of a remote archive that ends while the
+    interpreter finalizes: Python ends such a thread as it takes the GIL
+    back (pthread_exit), and the unwinding through the C++ destructor that
+    took it back aborted the process ("terminate called without an active
+    exception", status -6: 3 runs of 3). Now the thread is parked instead
+    (it sleeps until the process ends) and the process exits with its own
+    status. Three runs, each of which aborted before."""
+    for _ in range(3):
+        server = servers.HostileHttp(four_mib, rate=4 << 20, max_seconds=30)
+        p = subprocess.Popen([sys.executable, "-c", EXIT_DURING_A_READ_OF_A_DAEMON_THREAD, "daemon",
+                              server.url()], env=cli_env(), stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        try:
+            assert p.stdout.readline() == b"ready\n", p.communicate(timeout=60)
+            gets = server.gets
+            server.plan = ["slow"] * 100  # the 4 MiB in about a second
+            p.stdin.write(b"go\n")
+            p.stdin.flush()
+            out = p.communicate(timeout=60)[0].decode()
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            server.stop()
+        assert server.gets > gets, out  # the read reached the server
+        assert "finalizing" in out and "terminate called" not in out, out
+        assert p.returncode == 42, (p.returncode, out)
+
+
 def test_ctrl_c_stops_a_python_read_of_s3_waiting_for_the_server(s3, tmp_path):
     """s3:// reads share the fetch loop: Ctrl-C while the server takes a
     minute to answer a GET raises KeyboardInterrupt at once."""

@@ -87,15 +87,15 @@ std::function<void(Metadata&)> metadata_edit(MetadataFields fields) {
   };
 }
 
-std::unique_ptr<PyBackgroundSave> start(const py::object& path, const std::string& tag,
-                                        const py::handle& arrays, const py::object& share,
-                                        const py::object& compress, const py::object& bfloat16,
-                                        const py::object& dtypes, const py::object& updater,
-                                        const py::object& training,
-                                        const std::optional<MetadataFields>& metadata, bool dedup,
-                                        bool durable, bool append, bool replace,
-                                        std::optional<std::size_t> keep_last, bool keep_staging,
-                                        unsigned copy_threads, const py::object& tag_metadata) {
+// `future`: None, or the object whose `_handle` attribute receives the
+// handle before this returns, with no Python code run in between (a
+// KeyboardInterrupt raised as the call returns cannot lose the save).
+py::object start(const py::object& path, const std::string& tag, const py::handle& arrays,
+                 const py::object& share, const py::object& compress, const py::object& bfloat16,
+                 const py::object& dtypes, const py::object& updater, const py::object& training,
+                 const std::optional<MetadataFields>& metadata, bool dedup, bool durable,
+                 bool append, bool replace, std::optional<std::size_t> keep_last, bool keep_staging,
+                 unsigned copy_threads, const py::object& tag_metadata, const py::object& future) {
   const std::filesystem::path archive = to_path(path);
   // CUDA tensors are fetched into staging areas the save adopts.
   const py::object fetches = helper("_values", "new_fetches")();
@@ -147,7 +147,9 @@ std::unique_ptr<PyBackgroundSave> start(const py::object& path, const std::strin
     }
     throw raised;
   }
-  return save;
+  py::object handle = py::cast(std::move(save));
+  if (!future.is_none()) future.attr("_handle") = handle;
+  return handle;
 }
 
 }  // namespace
@@ -179,8 +181,9 @@ void bind_background_save(py::module_& m) {
         py::arg("metadata") = py::none(), py::arg("dedup") = true, py::arg("durable") = true,
         py::arg("append") = true, py::arg("replace") = false, py::arg("keep_last") = py::none(),
         py::arg("keep_staging") = true, py::arg("copy_threads") = 0u,
-        py::arg("tag_metadata") = py::none(),
-        "Snapshots the arrays (GIL released) and starts the save: see modelzip.save_async.");
+        py::arg("tag_metadata") = py::none(), py::arg("future") = py::none(),
+        "Snapshots the arrays (GIL released) and starts the save: see modelzip.save_async. "
+        "``future``: an object whose _handle receives the handle before the call returns.");
 }
 
 }  // namespace modelzip::python

@@ -50,13 +50,15 @@ void bind_distributed(py::module_& m);
 void bind_quantize(py::module_& m);
 
 // A shared owner of `object` that may be released from any thread: the last
-// release acquires the GIL before dropping the reference.
+// release acquires the GIL before dropping the reference (during interpreter
+// finalization, on a thread that may not take the GIL, it leaves it).
 std::shared_ptr<const void> python_keeper(py::object object);
 
 // A commit's notice (WriterOptions::on_notice: "rolled back an interrupted
 // save of tag X") as a Python UserWarning "<archive>: <notice>". Callable
 // from any thread, with or without the GIL; never throws (a warning that
-// the warnings filter turns into an error is printed as unraisable).
+// the warnings filter turns into an error is printed as unraisable). Skipped
+// during interpreter finalization on a thread that may not take the GIL.
 void warn_notice(const std::string& archive, const std::string& notice);
 
 // A str or os.PathLike as a filesystem path (os.fspath semantics; the

@@ -29,6 +29,14 @@
 namespace modelzip::python {
 namespace {
 
+// The collectives of a background commit still running as the interpreter
+// finalizes (exit left without waiting for it) cannot call Python: this
+// rank's commit fails instead (the root rolls it back, or the next writer).
+void require_python() {
+  if (!may_take_gil())
+    throw Error(ErrorCode::cancelled, "the Python interpreter exited during the collective commit");
+}
+
 class PyCommunicator : public Communicator {
  public:
   int rank() const override {
@@ -40,7 +48,8 @@ class PyCommunicator : public Communicator {
     return size_;
   }
   std::vector<std::string> gather(std::string_view bytes, int root) override {
-    py::gil_scoped_acquire gil;
+    require_python();
+    HeldGil gil;
     py::object r = call("gather", py::bytes(bytes.data(), bytes.size()), root);
     std::vector<std::string> out;
     if (!r.is_none())
@@ -48,7 +57,8 @@ class PyCommunicator : public Communicator {
     return out;
   }
   std::string broadcast(std::string_view bytes, int root) override {
-    py::gil_scoped_acquire gil;
+    require_python();
+    HeldGil gil;
     return call("broadcast", py::bytes(bytes.data(), bytes.size()), root).cast<std::string>();
   }
   // A Ctrl-C noted during a blocking commit of modelzip.distributed
@@ -57,7 +67,8 @@ class PyCommunicator : public Communicator {
   // signals pending since the GIL was released run first (Python's run
   // them only on the main thread).
   std::optional<Failure> agree(std::string_view error) override {
-    py::gil_scoped_acquire gil;
+    require_python();
+    HeldGil gil;
     if (PyErr_CheckSignals() != 0) throw py::error_already_set();
     py::object self = py::cast(static_cast<const Communicator*>(this));
     py::object told = helper("distributed", "_CommitInterrupt")
@@ -79,7 +90,8 @@ class PyCommunicator : public Communicator {
   }
   void cache() const {
     std::call_once(once_, [&] {
-      py::gil_scoped_acquire gil;
+      require_python();
+      HeldGil gil;
       rank_ = call("rank").cast<int>();
       size_ = call("size").cast<int>();
     });

@@ -8,14 +8,16 @@
 namespace modelzip::python {
 
 void warn_notice(const std::string& archive, const std::string& notice) {
-  py::gil_scoped_acquire gil;
+  if (!may_take_gil()) return;
+  HeldGil gil;
   const std::string text = archive + ": " + notice;
   if (PyErr_WarnEx(PyExc_UserWarning, text.c_str(), 1) != 0) PyErr_WriteUnraisable(nullptr);
 }
 
 std::shared_ptr<const void> python_keeper(py::object object) {
   return std::shared_ptr<const void>(new py::object(std::move(object)), [](const void* p) {
-    py::gil_scoped_acquire gil;
+    if (!may_take_gil()) return;  // the interpreter is going: the reference is left
+    HeldGil gil;
     delete static_cast<const py::object*>(p);
   });
 }

@@ -19,7 +19,8 @@ ProgressCallback PythonProgress::callback() const {
     const auto now = std::chrono::steady_clock::now();
     if (!state->function && now - last < std::chrono::milliseconds(20)) return true;
     last = now;
-    py::gil_scoped_acquire gil;
+    if (!may_take_gil()) return false;  // the interpreter is going: the operation stops
+    HeldGil gil;
     if (state->error) return false;
     try {
       if (PyErr_CheckSignals() != 0) throw py::error_already_set();

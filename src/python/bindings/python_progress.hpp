@@ -26,7 +26,9 @@ namespace modelzip::python {
 class PythonProgress {
  public:
   // `function`: None, or a callable (else TypeError "progress must be
-  // callable"). Returning False (or anything false but None) says stop.
+  // callable"). Returning False (or anything false but None) says stop; so
+  // does the callback during interpreter finalization on a thread that may
+  // not take the GIL (may_take_gil).
   explicit PythonProgress(const pybind11::object& function);
 
   ProgressCallback callback() const;

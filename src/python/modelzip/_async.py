@@ -5,8 +5,12 @@ released) happens before save_async returns; the write, CRCs, fsync and
 commit run in a C++ thread. A non-daemon Python thread per save waits for
 it and completes the future; interpreter exit waits for saves in flight
 (_wait_at_exit, which runs before Python joins its threads): there a Ctrl-C
-stops them (each is cancelled or rolls back, unless past its commit point)
-and exit waits only for that; a further Ctrl-C leaves without waiting.
+stops them (each is cancelled or rolls back, unless past its commit point;
+one waiting for another writer's lock is cancelled at once) and exit waits
+only for that; a further Ctrl-C leaves without waiting. A save is
+registered (_in_flight) before it starts, and the C++ call hands it its
+handle, so that a KeyboardInterrupt raised as that call returns cannot
+leave it unknown to exit (save_async then stops it: _abandon).
 """
 from __future__ import annotations
 
@@ -45,12 +49,13 @@ class SaveFuture(concurrent.futures.Future):
     future. ``path`` and ``tag`` say what is saved.
     """
 
-    def __init__(self, handle: Any, path: str, tag: str) -> None:
+    def __init__(self, path: str, tag: str, key: str) -> None:
         super().__init__()
-        self._handle = handle
+        self._handle: Any = None  # set by start_background_save as it returns
+        self._key = key
         self._completion = threading.Lock()  # cancel() against completion
+        self._claim = threading.Lock()  # held by whoever completes the future
         self._retrieved = False
-        self._thread: Optional[threading.Thread] = None  # completes the future
         self.path = path
         self.tag = tag
 
@@ -58,7 +63,7 @@ class SaveFuture(concurrent.futures.Future):
         with self._completion:
             if self.done():
                 return self.cancelled()
-            if not self._handle.cancel():
+            if self._handle is None or not self._handle.cancel():
                 return False
             return super().cancel()
 
@@ -74,8 +79,17 @@ class SaveFuture(concurrent.futures.Future):
         self._retrieved = True
         return super().exception(timeout)
 
-    def _complete(self, key: str) -> None:
-        """Waits for the save (GIL released) and completes the future."""
+    def _start_completion(self) -> None:
+        """Starts a non-daemon thread running _complete (which only one runs)."""
+        threading.Thread(target=self._complete, name=f"modelzip save {self.tag}",
+                         daemon=False).start()
+
+    def _complete(self) -> None:
+        """Waits for the save (GIL released) and completes the future,
+        unless another thread has claimed that."""
+        if not self._claim.acquire(blocking=False):
+            return
+        key = self._key
         try:
             stats = self._handle.wait()
         except BaseException as error:  # noqa: B902 (handed to the future)
@@ -143,24 +157,25 @@ def _wait_at_exit() -> None:
     (an interrupted append is rolled back by the archive's next writer)."""
     with _unretrieved_lock:
         saves = [f for each in _in_flight.values() for f in each]
-    saves = [f for f in saves if f._thread is not None]
+    saves = [f for f in saves if f._handle is not None]
     if not saves:
         return
+    for f in saves:
+        if not f._claim.locked():  # a Ctrl-C in save_async came before its thread started
+            f._start_completion()
     if isinstance(getattr(sys, "last_value", None), KeyboardInterrupt):
         for f in saves:
             _say(f"waiting for the background save of tag {f.tag!r} to {f.path} "
                  f"(Ctrl-C again cancels it: the archive stays as it was)")
     try:
-        for f in saves:
-            f._thread.join()
+        concurrent.futures.wait(saves)
         return
     except KeyboardInterrupt:
         pass
     for f in saves:
-        f._handle.stop()
+        f._handle.stop()  # also ends a wait for another writer's lock
     try:
-        for f in saves:
-            f._thread.join()
+        concurrent.futures.wait(saves)
     except KeyboardInterrupt:
         _say("leaving without waiting for the background saves: the next writer of an archive "
              "rolls an interrupted save back")
@@ -168,7 +183,10 @@ def _wait_at_exit() -> None:
     for f in saves:
         f._retrieved = True  # told here
         error = f.exception() if not f.cancelled() else None
-        if f.cancelled() or getattr(error, "code", None) == "cancelled":
+        if "waiting for the archive's lock" in str(error):
+            _say(f"the background save of tag {f.tag!r} to {f.path} was cancelled "
+                 f"(Ctrl-C) while it waited for another writer's lock: the archive is as it was")
+        elif f.cancelled() or getattr(error, "code", None) == "cancelled":
             _say(f"the background save of tag {f.tag!r} to {f.path} was cancelled "
                  f"(Ctrl-C): the archive is as it was")
         elif error is None:
@@ -257,21 +275,46 @@ def save_async(path: Union[str, "os.PathLike[str]"], tag: str, arrays: Mapping[s
     _raise_unretrieved(key)
     _wait_for_a_slot(key)
     _register_exit_wait()
+    fields = _metadata_fields(metadata)
+    # Registered before the save starts, and given its handle by the C++ call
+    # itself: a KeyboardInterrupt raised as the call returns (or anywhere up
+    # to the return below) finds the save in _in_flight (_abandon).
+    future = SaveFuture(os.fspath(path), tag, key)
+    with _unretrieved_lock:
+        _in_flight.setdefault(key, []).append(future)
     try:
-        handle = _modelzip.start_background_save(
+        _modelzip.start_background_save(
             path, tag, arrays, share=share, compress=compress, bfloat16=bfloat16, dtypes=dtypes,
-            updater=updater, training=training, metadata=_metadata_fields(metadata), dedup=dedup,
+            updater=updater, training=training, metadata=fields, dedup=dedup,
             durable=durable, append=append, replace=replace, keep_last=keep_last,
-            keep_staging=keep_staging, tag_metadata=tag_metadata)
+            keep_staging=keep_staging, tag_metadata=tag_metadata, future=future)
+        future._start_completion()
     except TypeError as error:  # an argument of the wrong type: named as the caller wrote it
+        _abandon(future, error)
         internal = "modelzip.start_background_save()"
         if not str(error).startswith(internal):
             raise
         raise TypeError("modelzip.save_async()" + str(error)[len(internal):]) from None
-    future = SaveFuture(handle, os.fspath(path), tag)
-    future._thread = threading.Thread(target=future._complete, args=(key,),
-                                      name=f"modelzip save {tag}", daemon=False)
-    with _unretrieved_lock:
-        _in_flight.setdefault(key, []).append(future)
-    future._thread.start()
+    except BaseException as error:  # noqa: B902 (a KeyboardInterrupt too)
+        _abandon(future, error)
+        raise
     return future
+
+
+def _abandon(future: SaveFuture, error: BaseException) -> None:
+    """save_async raises `error` after registering `future`: a save that
+    did not start is forgotten; one that started (a Ctrl-C as the C++ call
+    returned) is stopped as a Ctrl-C during its snapshot stops it, rolled
+    back unless past its commit point, and a note on `error` says which."""
+    if future._handle is None:
+        _ended(future._key, future)
+        concurrent.futures.Future.cancel(future)  # wakes _wait_for_a_slot's waits on it
+        return
+    future._handle.stop()
+    future._complete()  # unless its thread has claimed it
+    concurrent.futures.wait([future])
+    future._retrieved = True  # told by the note
+    failure = future.exception()
+    note = ("the save completed before the interrupt could stop it" if failure is None
+            else f"the save did not happen: {failure}")
+    error.add_note(f"{future.path}: {note}")

@@ -10,6 +10,9 @@ active exception": Python ends a thread that takes the GIL back then, and
 the unwinding cannot pass the C++ frame taking it back). This atexit hook
 runs before finalization and waits for those calls (a Ctrl-C during a
 remote read cancels it within a second); a further Ctrl-C ends the wait.
+A call that still ends during finalization (a daemon thread's, or one this
+wait gave up on) parks its thread instead of returning into Python
+(bindings/released_gil.hpp).
 """
 from __future__ import annotations
 

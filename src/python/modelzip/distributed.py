@@ -316,7 +316,10 @@ def save(path: PathLike, tag: str, tensors: Mapping[str, Any], *, group: Any = N
     same order; background saves run one after another, in call order.
     result() raises the error of a failed commit on every rank; the future
     cannot be cancelled (one rank alone cannot leave a collective).
-    Interpreter exit waits for background saves in flight.
+    Interpreter exit waits for background saves in flight; a Ctrl-C while
+    it waits stops them on every rank at the commit's next agreement (the
+    archive as it was, unless past the last agreement), and exit waits only
+    for that (docs/saving.md).
 
     ``rank_lock_timeout``: seconds the root, undoing a failed commit, waits
     for ranks still writing into the archive before it leaves the append
@@ -342,7 +345,8 @@ def save(path: PathLike, tag: str, tensors: Mapping[str, Any], *, group: Any = N
                             root, rank_lock_timeout, raw_bits)
     adopt = fetches.areas if fetches is not None else None
     return _BackgroundCommits.start(
-        writer.start_background(tag, adopt=adopt, replace=replace, keep_last=keep_last), comm, tag)
+        writer.start_background(tag, adopt=adopt, replace=replace, keep_last=keep_last), comm,
+        os.fspath(path), tag)
 
 
 def _staged_writer(path: PathLike, tensors: Mapping[str, Any], comm: Communicator,
@@ -570,25 +574,111 @@ class _CollectiveFuture(concurrent.futures.Future):
 
 class _BackgroundCommits:
     """Completes the futures of background collective saves: a non-daemon thread per save
-    waits for it (GIL released), so that interpreter exit waits for saves in flight. The
-    saves themselves run in C++ threads, one after another in start order."""
+    waits for it (GIL released). The saves themselves run in C++ threads, one after another
+    in start order. Interpreter exit waits for the saves in flight (_wait_at_exit, with
+    threading's exit hooks, before Python joins its threads); a Ctrl-C there stops them
+    at the ranks' next agreement, as a Ctrl-C stops a blocking save (_CommitInterrupt)."""
+
+    _lock = threading.Lock()
+    # The saves in flight, oldest first: (future, communicator, path, tag).
+    _in_flight: list[tuple[concurrent.futures.Future, Communicator, str, str]] = []
+    _exit_wait_registered = False
 
     @staticmethod
-    def start(handle: Any, comm: Communicator, tag: str) -> concurrent.futures.Future:
+    def start(handle: Any, comm: Communicator, path: str, tag: str) -> concurrent.futures.Future:
         future = _CollectiveFuture()
         future.set_running_or_notify_cancel()
+        entry = (future, comm, path, tag)
 
         def complete(_comm: Communicator) -> None:  # holds the communicator until the end
             try:
                 stats = handle.wait()
             except BaseException as error:  # noqa: B902 (handed to the future)
+                _BackgroundCommits._ended(entry)
                 future.set_exception(error)
             else:
+                _BackgroundCommits._ended(entry)
                 future.set_result(stats)
 
+        with _BackgroundCommits._lock:
+            _BackgroundCommits._in_flight.append(entry)
+        _BackgroundCommits._register_exit_wait()
         threading.Thread(target=complete, args=(comm,), daemon=False,
                          name=f"modelzip collective save {tag}").start()
         return future
+
+    @staticmethod
+    def _ended(entry: tuple) -> None:
+        with _BackgroundCommits._lock:
+            if entry in _BackgroundCommits._in_flight:
+                _BackgroundCommits._in_flight.remove(entry)
+
+    @staticmethod
+    def _register_exit_wait() -> None:
+        if _BackgroundCommits._exit_wait_registered:
+            return
+        _BackgroundCommits._exit_wait_registered = True
+        register = getattr(threading, "_register_atexit", None)
+        try:
+            if register is not None:
+                register(_BackgroundCommits._wait_at_exit)
+                return
+        except RuntimeError:  # interpreter shutting down: its threads are being joined
+            return
+        import atexit
+        atexit.register(_BackgroundCommits._wait_at_exit)
+
+    @staticmethod
+    def _wait_at_exit() -> None:
+        """Waits for every rank's commit of the saves in flight. A Ctrl-C
+        during that wait stops them: this rank tells the interrupt at the
+        next agreement of the ranks, where every rank fails the commit
+        (modelzip.Error "cancelled": "collective commit failed on rank R:
+        rank R was interrupted (Ctrl-C)") and the archive stays as it was,
+        unless the commit is past its last agreement (it then completes);
+        exit waits only for that. Another Ctrl-C leaves at once (the next
+        writer rolls an interrupted save back)."""
+        from ._async import _say
+        with _BackgroundCommits._lock:
+            saves = list(_BackgroundCommits._in_flight)
+        if not saves:
+            return
+        futures = [future for future, _, _, _ in saves]
+        if isinstance(getattr(sys, "last_value", None), KeyboardInterrupt):
+            for _, _, path, tag in saves:
+                _say(f"waiting for the background collective save of tag {tag!r} to {path}: "
+                     f"every rank's part of its commit (Ctrl-C again stops it on every rank "
+                     f"at their next agreement: the archive stays as it was)")
+        try:
+            concurrent.futures.wait(futures)
+            return
+        except KeyboardInterrupt:
+            pass
+        for _, comm, _, _ in saves:  # error_of() tells it at the commit's next agree()
+            comm._commit_interrupt = _StoppedAtExit()
+        try:
+            concurrent.futures.wait(futures)
+        except KeyboardInterrupt:
+            _say("leaving without waiting for the background collective saves: the next writer "
+                 "of an archive rolls an interrupted save back")
+            return
+        for future, _, path, tag in saves:
+            error = future.exception()
+            what = f"the background collective save of tag {tag!r} to {path}"
+            if getattr(error, "code", None) == "cancelled" and "(Ctrl-C)" in str(error):
+                _say(f"{what} was stopped (Ctrl-C): its commit failed on every rank, the "
+                     f"archive is as it was")
+            elif error is None:
+                _say(f"{what} completed before Ctrl-C could stop it")
+            else:
+                _say(f"{what} failed: {error}")
+
+
+class _StoppedAtExit:
+    """A background communicator's _commit_interrupt once exit's wait was
+    interrupted: its commits fail at their next agreement (error_of)."""
+
+    noted = True
 
 
 def load(path: PathLike, blocks: Optional[Mapping[str, Optional[Block]]] = None, *,
