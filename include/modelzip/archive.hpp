@@ -223,17 +223,17 @@ class MODELZIP_API Archive {
   }
   ~Archive() = default;
 
-  // Whether the archive may no longer be what this Archive describes: a
-  // local file that another writer has committed to (or is committing to)
-  // since the open, that a rewrite replaced, that was removed, or whose size
-  // or times changed otherwise (the check of FORMAT.md 8.3: its append
-  // journal, and the file's identity). Then reopen() gives the archive as it
-  // is now; this Archive keeps describing it as it was (tags(), load()...).
-  // A few system calls, no read of the archive. False for an archive held in
-  // memory, and for a remote one (not asked: a read that must fetch after the
-  // object was replaced throws Error(io, "archive changed on the server
-  // while reading")). Throws Error(io) naming the archive when the file or
-  // its journal cannot be looked at.
+  // Whether the archive is no longer what this Archive describes: a local file another
+  // writer committed to since the open, that a rewrite replaced, that was removed, or whose
+  // committed state differs otherwise; a remote object replaced or removed since the open.
+  // Then reopen() gives the archive as it is now; this Archive keeps describing it as it was.
+  // Local: a few system calls (FORMAT.md 8.3: its append journal, the file's identity) and,
+  // only when they moved, a read of the committed tail (tags.txt, central directory, end
+  // records) compared with this Archive's: an append in flight or rolled back, or a `touch`,
+  // is no change. Remote: one HEAD (size, and ETag or else Last-Modified, against the pin;
+  // 404: changed). False for an archive held in memory. Throws Error(io) naming the archive
+  // when the file or its journal cannot be looked at, or the server cannot be asked
+  // (network failure, an answer other than 200 or 404).
   bool changed_since_open() const;
   // The archive as it is now: open() of name() with this open's options (an
   // archive held in memory: this Archive). Throws as open() does (a file

@@ -12,6 +12,7 @@
 #include "format/tags_file.hpp"
 #include "format/tensor_blob.hpp"
 #include "modelzip/error.hpp"
+#include "remote/pin_check.hpp"
 #include "remote/remote_source.hpp"
 #include "zip/archive_snapshot.hpp"
 #include "zip/entry_stream.hpp"
@@ -471,10 +472,21 @@ Archive Archive::Impl::open_file(const std::filesystem::path& path, const OpenOp
 
 bool Archive::changed_since_open() const {
   const Impl& a = *impl_;
-  if (!a.snapshot_file.fd) return false;
   try {
-    return !zip::same_file(a.name, a.snapshot_file) ||
-           !zip::snapshot_current(a.name, a.snapshot_file);
+    if (const io::ByteSource* source = a.reader.source()) return remote::changed_on_server(*source);
+    if (!a.snapshot_file.fd) return false;
+    if (!zip::same_file(a.name, a.snapshot_file)) return true;
+    // The journal and the file's identity first (a few system calls); only
+    // when they moved, the committed tail is read and compared.
+    auto& check = a.committed_check;
+    std::lock_guard lock(check.mutex);
+    if (zip::snapshot_current(a.name, check.confirmed ? *check.confirmed : a.snapshot_file))
+      return false;
+    auto now = zip::same_committed_state(a.name, format::kTagsEntry, a.snapshot_file,
+                                         a.reader.file(), a.limits);
+    if (!now) return true;
+    check.confirmed = std::move(now);
+    return false;
   } catch (const Error& e) {
     throw e.with_context(a.context());
   }

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -74,6 +75,14 @@ class Archive::Impl {
   // The file a local archive was read from (for ReadMode::private_view);
   // no descriptor for remote and in-memory archives.
   zip::SnapshotFile snapshot_file;
+  // Archive::changed_since_open's finding (the one state of Impl that
+  // changes, under its mutex): the file's state last found to hold the
+  // committed state this Archive read (zip::same_committed_state).
+  struct CommittedCheck {
+    std::mutex mutex;
+    std::optional<zip::SnapshotFile> confirmed;
+  };
+  mutable CommittedCheck committed_check;
 
   // Error context naming this archive (and optionally an entry and tag).
   ErrorContext context(std::string entry = {}, std::string tag = {}) const {

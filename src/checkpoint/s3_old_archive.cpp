@@ -5,6 +5,7 @@
 
 #include "checkpoint/archive_impl.hpp"
 #include "modelzip/error.hpp"
+#include "remote/s3_multipart.hpp"
 #include "zip/free_range.hpp"
 
 namespace modelzip::checkpoint {
@@ -51,9 +52,8 @@ std::optional<S3OldArchive> open_s3_old(const std::string& url) {
     // A read stopped by an interrupt ("read cancelled (SIGINT): ...") said
     // nothing of the save, which has not begun.
     if (e.code() != ErrorCode::cancelled) throw;
-    throw e.reworded("save cancelled while reading the archive's current version (" + e.message() +
-                         "): the save did not happen (the archive is unchanged)",
-                     e.context());
+    throw remote::save_cancelled(e, "reading the archive's current version",
+                                 "the archive is unchanged");
   }
 }
 

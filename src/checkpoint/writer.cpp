@@ -32,6 +32,7 @@
 #include "modelzip/cancel.hpp"
 #include "modelzip/error.hpp"
 #include "remote/remote_source.hpp"
+#include "remote/s3_multipart.hpp"
 #include "remote/s3_refusal.hpp"
 #include "zip/append_session.hpp"
 #include "zip/archive_layout.hpp"
@@ -73,18 +74,19 @@ void Writer::Impl::commit() {
     } done{*this};
     // A commit refused because another writer's commit came first (its
     // upload aborted, nothing of it visible) is planned again against the
-    // object as it is now, as a caller's retry would, at most remote::kS3Replans
+    // object as it is now, as a caller's retry would, at most remote::s3_replans()
     // times: the staged changes name tags, parameters and edits, not the
     // version they were staged on. A conflict they cannot resolve is
     // reported by the new plan (a tag another writer added is there).
     for (int replans = 0;; ++replans) {
+      const auto attempt = std::chrono::steady_clock::now();
       try {
         s3_start = start_s3_upload();
         s3_old = open_s3();
         plan_and_write(s3_old ? s3_old->archive.get() : nullptr);
         return;
       } catch (const Error& e) {
-        if (!remote::refused_for_another_writer(e) || replans == remote::kS3Replans ||
+        if (!remote::refused_for_another_writer(e) || replans == remote::s3_replans() ||
             (ops.empty() && metadata_edits.empty()))
           throw;
         // Progress reports start again from 0: say why.
@@ -92,6 +94,8 @@ void Writer::Impl::commit() {
       }
       s3_start.reset();  // aborted
       s3_old.reset();
+      check_cancel();
+      remote::pause_before_new_plan(replans + 1, std::chrono::steady_clock::now() - attempt);
       check_cancel();
     }
   }
@@ -120,7 +124,21 @@ void Writer::Impl::commit() {
 }
 
 void Writer::Impl::plan_and_write(const Archive::Impl* old_impl) {
-  StagedPlan staged = plan_staged(old_impl);
+  std::optional<StagedPlan> planned;
+  try {
+    planned.emplace(plan_staged(old_impl));
+  } catch (const Error& e) {
+    // Dedup read old blobs from the server (s3://) and an interrupt stopped
+    // the read ("read cancelled (SIGINT): ..."): say what became of the
+    // save. The progress callback is asked first, as by open_s3(), so that
+    // a caller that noticed the interrupt itself (Python) stops in its own
+    // terms.
+    if (e.code() != ErrorCode::cancelled || !old_impl || !old_impl->reader.source()) throw;
+    if (options.progress) options.progress(Progress{});
+    throw remote::save_cancelled(e, remote::kComparingOldBlobs,
+                                 "its upload is aborted, the archive unchanged");
+  }
+  StagedPlan& staged = *planned;
   check_undamaged(staged.plan);
   write_staged(staged, old_impl);
 }

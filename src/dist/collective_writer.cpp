@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <thread>
 
 #include "checkpoint/archive_state.hpp"
@@ -435,8 +436,15 @@ class CommitRun {
         else
           old = Archive::open(m_.path);
       }
-      records = encode_records(
-          dist::records_with_dedup(m_.items, m_.entries, comm_.rank(), old ? &*old : nullptr));
+      try {
+        records = encode_records(
+            dist::records_with_dedup(m_.items, m_.entries, comm_.rank(), old ? &*old : nullptr));
+      } catch (const Error& e) {
+        // Dedup read old blobs from the server and an interrupt stopped the
+        // read: say what became of the save, as the single writer does.
+        if (e.code() != ErrorCode::cancelled || !s3_) throw;
+        throw remote::save_cancelled(e, remote::kComparingOldBlobs, "the archive is unchanged");
+      }
     });
     // In rounds: set_entry's contents are in them, of any size.
     return engine_([&] { return dist::gather_in_rounds(comm_, records, root_); });
@@ -793,20 +801,25 @@ class CommitRun {
 
 // The commit. One on s3:// that another writer's commit refused before it
 // took effect (CommitRun::may_plan_again) is run again from its first step,
-// against the object as it is now, at most remote::kS3Replans times, as the
+// against the object as it is now, at most remote::s3_replans() times (after
+// a random pause: remote::pause_before_new_plan), as the
 // single writer's is (docs/s3-writes.md): the staged tensors name tags and
 // parameters, not the version they were staged on. Every rank sees the
 // same agreed refusal, so all run again or all fail.
 CollectiveStats run_commit(CollectiveWriter::Impl& m, const std::string& tag,
                            const CollectiveCommitOptions& options) {
   for (int replans = 1;; ++replans) {
-    CommitRun run(m, tag, options);
-    try {
-      return run.run();
-    } catch (const Error& e) {
-      if (replans > remote::kS3Replans || !run.may_plan_again(e)) throw;
-      run.tell_planned_again(e, replans);
-    }
+    const auto attempt = std::chrono::steady_clock::now();
+    {
+      CommitRun run(m, tag, options);
+      try {
+        return run.run();
+      } catch (const Error& e) {
+        if (replans > remote::s3_replans() || !run.may_plan_again(e)) throw;
+        run.tell_planned_again(e, replans);
+      }
+    }  // the refused upload aborted
+    remote::pause_before_new_plan(replans, std::chrono::steady_clock::now() - attempt);
   }
 }
 

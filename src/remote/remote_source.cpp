@@ -18,6 +18,7 @@
 #include "remote/curl_request.hpp"
 #include "remote/endpoint.hpp"
 #include "remote/fetch_interrupt.hpp"
+#include "remote/pin_check.hpp"
 #include "remote/s3_refusal.hpp"
 #include "remote/settings.hpp"
 
@@ -145,6 +146,23 @@ class HttpSource final : public io::ByteSource {
       throw;
     }
     cache_->record();
+  }
+
+  // remote::changed_on_server (remote/pin_check.hpp).
+  bool changed() const {
+    std::lock_guard lock(mutex_);
+    auto* self = const_cast<HttpSource*>(this);
+    std::deque<Transfer> head;
+    head.push_back(Transfer{self, true});
+    try {
+      self->run(head);
+    } catch (const Error& e) {
+      if (e.code() == ErrorCode::not_found) return true;
+      throw;
+    }
+    const Transfer& h = head.front();
+    if (!h.content_length || *h.content_length != pin_.size || h.etag != pin_.etag) return true;
+    return pin_.etag.empty() && h.last_modified != pin_.last_modified;
   }
 
   // Requests and bytes sent so far (benchmarks, tests).
@@ -515,6 +533,11 @@ class HttpSource final : public io::ByteSource {
 };
 
 }  // namespace
+
+bool changed_on_server(const io::ByteSource& source) {
+  const auto* http = dynamic_cast<const HttpSource*>(&source);
+  return http && http->changed();
+}
 
 Opened open(const std::string& url, const RemoteOptions& options, MissingObject missing) {
   auto source = std::make_shared<HttpSource>(resolve(url), settings_from(options, url), missing);

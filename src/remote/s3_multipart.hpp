@@ -53,6 +53,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -61,6 +62,7 @@
 #include <string_view>
 #include <vector>
 
+#include "modelzip/error.hpp"
 #include "modelzip/remote.hpp"
 #include "remote/endpoint.hpp"
 #include "remote/settings.hpp"
@@ -86,9 +88,29 @@ bool refused_for_another_writer(const Error& e);
 // Times a commit so refused is planned again before its refusal is
 // reported (Writer's and CollectiveWriter's S3 commits).
 inline constexpr int kS3Replans = 3;
+// kS3Replans, or the whole number (0 to 100) MODELZIP_BENCHMARK_S3_REPLANS
+// says: benchmarks/s3_contention_bench.py compares bounds (nothing else
+// sets it).
+int s3_replans();
 // The one-line notice (WriterOptions::on_notice) of a commit refused with
-// `e` that is planned again for the `replans`-th time (1 to kS3Replans).
+// `e` that is planned again for the `replans`-th time (1 to s3_replans()).
 std::string planned_again_notice(const Error& e, int replans);
+// Before new plan `replans` (1 to s3_replans()) of a commit whose refused
+// attempt took `attempt`: sleeps a random time, so that writers that
+// refused one another do not meet again at their next completions. Returns
+// early once modelzip::request_cancel() was called (the caller checks).
+// MODELZIP_BENCHMARK_S3_BACKOFF sets the policy for
+// benchmarks/s3_contention_bench.py (nothing else sets it).
+void pause_before_new_plan(int replans, std::chrono::steady_clock::duration attempt);
+
+// `e`, a read of the server stopped by an interrupt (Error(cancelled), "read
+// cancelled (SIGINT): ..."), reworded to say what became of the save it
+// served: "save cancelled while <doing> (<e's message>): the save did not
+// happen (<outcome>)", with e's context.
+Error save_cancelled(const Error& e, std::string_view doing, std::string_view outcome);
+// save_cancelled's `doing` for dedup's reads of the old object's blobs.
+inline constexpr std::string_view kComparingOldBlobs =
+    "comparing the new tensors with the archive's blobs for deduplication";
 
 struct S3Part {
   int number = 0;

@@ -242,11 +242,8 @@ struct S3UploadSink::Impl {
     } catch (const Error& e) {
       if (e.code() != ErrorCode::cancelled) throw;
       ask_keep_going(lock);
-      throw e.reworded("save cancelled while fetching bytes of the old object to upload (" +
-                           e.message() +
-                           "): the save did not happen (its upload is aborted, the archive "
-                           "unchanged)",
-                       e.context());
+      throw save_cancelled(e, "fetching bytes of the old object to upload",
+                           "its upload is aborted, the archive unchanged");
     }
     return Bytes::copy_of(o.old_file.span().subspan(from, length));
   }

@@ -1,5 +1,6 @@
 // Built without libcurl (meson feature `remote` disabled or libcurl missing).
 #include "modelzip/error.hpp"
+#include "remote/pin_check.hpp"
 #include "remote/remote_source.hpp"
 
 namespace modelzip::remote {
@@ -9,6 +10,10 @@ Opened open(const std::string& url, const RemoteOptions&, MissingObject) {
               "this modelzip was built without remote archive support (libcurl); download the "
               "archive and open the local file",
               ErrorContext{.archive = url});
+}
+
+bool changed_on_server(const io::ByteSource&) {
+  return false;
 }
 
 }  // namespace modelzip::remote

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -203,6 +204,31 @@ std::optional<Directory> current_directory(const std::filesystem::path& path,
     if (theirs.device != mine.device || theirs.inode != mine.inode) return;
     out = now.directory ? std::move(*now.directory) : parse_directory(now.bytes.span(), limits);
   });
+  return out;
+}
+
+std::optional<SnapshotFile> same_committed_state(const std::filesystem::path& path,
+                                                 std::string_view tail_entry,
+                                                 const SnapshotFile& file, const Bytes& bytes,
+                                                 const Limits& limits) {
+  if (!file.fd || file.stable_prefix > bytes.size()) return std::nullopt;
+  const io::FileIdentity mine = identity_of(file.fd->get(), path);
+  const std::span<const std::byte> my_tail = bytes.span().subspan(file.stable_prefix);
+  std::optional<SnapshotFile> out;
+  try {
+    read_snapshot(path, tail_entry, limits, [&](Snapshot& now) {
+      out.reset();
+      const io::FileIdentity theirs = identity_of(now.file.fd->get(), path);
+      if (theirs.device != mine.device || theirs.inode != mine.inode ||
+          now.file.stable_prefix != file.stable_prefix || now.bytes.size() != bytes.size())
+        return;
+      const std::span<const std::byte> tail = now.bytes.span().subspan(now.file.stable_prefix);
+      if (!std::equal(tail.begin(), tail.end(), my_tail.begin(), my_tail.end())) return;
+      out = SnapshotFile{file.fd, now.file.stable_prefix, now.file.identity, now.file.journal};
+    });
+  } catch (const Error&) {  // does not parse, kept changing: not the state it was
+    return std::nullopt;
+  }
   return out;
 }
 

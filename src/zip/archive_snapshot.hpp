@@ -122,6 +122,22 @@ std::optional<Directory> current_directory(const std::filesystem::path& path,
                                            std::string_view tail_entry, const SnapshotFile& file,
                                            const Limits& limits);
 
+// Whether the archive's committed state now (read_snapshot of `path`) is
+// the one `file`'s snapshot `bytes` holds, when the cheap check says it may
+// not be (snapshot_current false): the same file (device, inode), the same
+// tail start, and the same tail bytes from there to the end (tags.txt, the
+// central directory, the end records), which every commit rewrites. An
+// append still in flight (its journal's archive is the old one), a
+// rolled-back append and a `touch` leave them as they were. Returns the
+// SnapshotFile of the state found (with `file`'s descriptor), against which
+// snapshot_current is the cheap check from then on; nullopt when the state
+// differs or cannot be read (the file no longer parses, it kept changing
+// during every attempt). Reads the tail: tens of KiB for hundreds of entries.
+std::optional<SnapshotFile> same_committed_state(const std::filesystem::path& path,
+                                                 std::string_view tail_entry,
+                                                 const SnapshotFile& file, const Bytes& bytes,
+                                                 const Limits& limits);
+
 // Whether `now` lists `entry` as it is: same name, local header offset,
 // method, CRC-32 and sizes.
 bool same_entry(const Directory& now, const EntryInfo& entry);

@@ -4,6 +4,8 @@
 // and a walk of the local headers in file order, as streaming readers do)
 // still reads every live entry with its CRC.
 #include <doctest/doctest.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <cstring>
@@ -13,6 +15,7 @@
 #include "checkpoint/archive_impl.hpp"
 #include "checkpoint/tensor_stream.hpp"
 #include "expect_error_text.hpp"
+#include "io/append_journal.hpp"
 #include "modelzip/archive.hpp"
 #include "modelzip/entry_stream.hpp"
 #include "modelzip/error.hpp"
@@ -603,6 +606,34 @@ TEST_CASE("changed_since_open tells whether a reader is still the archive; reope
     fs::remove(path);
     CHECK(a.changed_since_open());
     CHECK_THROWS_AS((void)a.reopen(), Error);
+  }
+  // Before: true in the three cases below, which change the file's times or
+  // its journal but not the committed archive (its tail is compared).
+  SUBCASE("a touch") {
+    const struct timespec times[2] = {{0, UTIME_OMIT}, {1234567, 0}};
+    REQUIRE(::utimensat(AT_FDCWD, path.c_str(), times, 0) == 0);
+    CHECK_FALSE(a.changed_since_open());
+    CHECK_FALSE(a.changed_since_open());  // the state it found is the one checked now
+    CHECK(add_small(path, "t3", rng).appended);
+    CHECK(a.changed_since_open());
+  }
+  SUBCASE("an append in flight, then committed; an append rolled back") {
+    const std::string old = io_bytes(path);
+    const std::uint64_t tail = Archive::Impl::of(a).snapshot_file.stable_prefix;
+    CHECK(add_small(path, "t3", rng).appended);
+    // The append's journal still there: the committed archive is the old one.
+    const io::AppendJournal journal{11, tail, old.size(),
+                                    Bytes::copy_of(std::string_view(old).substr(tail))};
+    io::write_append_journal(path, journal, false);
+    CHECK_FALSE(a.changed_since_open());
+    io::remove_append_journal(path, false);  // the commit point
+    CHECK(a.changed_since_open());
+    // Rolled back (the old tail and size restored, a new modification time).
+    write_file(path, old);
+    const struct timespec times[2] = {{0, UTIME_OMIT}, {7654321, 0}};
+    REQUIRE(::utimensat(AT_FDCWD, path.c_str(), times, 0) == 0);
+    CHECK_FALSE(a.changed_since_open());
+    CHECK(a.reopen().tags() == three);
   }
   SUBCASE("the options of the open") {
     OpenOptions roomy;

@@ -1,6 +1,7 @@
 """modelzip.torch.load / save / load_into: zero-copy private views, independence of deduplicated
 tensors, tied weights, strict checks before any copy, CRC checks on demand, the staging pipeline."""
 import gc
+import functools
 import hashlib
 import json
 import os
@@ -631,6 +632,44 @@ def test_verify_of_a_device_load_tells_a_commit_during_it_from_damage(tmp_path, 
         else:
             assert error.code == "corrupt", str(error)
             assert "CRC-32 mismatch: the entry data is damaged" in str(error)
+        assert (error.entry, error.tag) == ("t/params/0.fb", "t"), str(error)
+
+
+@pytest.mark.parametrize("staged", [False, True])
+@pytest.mark.parametrize("verify", [False, True])
+def test_a_device_load_from_a_file_cut_or_replaced_under_it_says_the_archive_changed(
+        tmp_path, monkeypatch, staged, verify):
+    """The archive's file cut inside a blob while a device load reads it (source "read", after
+    the open, before the copies): the load says the archive changed since it was opened
+    (FileError, naming the entry and tag), as the archive's own reads do (before: a plain Error
+    "the file ended inside the entry's data", neither damage nor a change). A file renamed over
+    the path instead leaves the load reading the file it opened: the old values."""
+    copy_pairs = _device_copy.copy_pairs
+    for how in ("cut", "replaced"):
+        path = tmp_path / f"{how}.zip"
+        mzt.save({"w": torch.ones(5000)}, path, "t", durable=False)
+        cut_at = _last_data_byte(path, "t/params/0.fb") - 100
+
+        def change_then_copy(*args, **kwargs):
+            if how == "cut":
+                os.truncate(path, cut_at)
+            else:
+                other = tmp_path / "other.zip"
+                mzt.save({"w": torch.zeros(5000)}, other, "t", durable=False)
+                os.replace(other, path)
+            return copy_pairs(*args, **kwargs)
+        monkeypatch.setattr(_device_copy, "copy_pairs", change_then_copy)
+        load = functools.partial(load_copied, path, "t", torch.device("cpu"), verify=verify,
+                                 source="read",
+                                 staging=_device_copy.HostTarget() if staged else None)
+        if how == "replaced":
+            assert torch.equal(load()["w"], torch.ones(5000))
+            continue
+        with pytest.raises(modelzip.Error) as info:
+            load()
+        error = info.value
+        assert isinstance(error, modelzip.FileError) and error.code == "io", str(error)
+        assert "changed by another writer since this reader opened it" in str(error)
         assert (error.entry, error.tag) == ("t/params/0.fb", "t"), str(error)
 
 

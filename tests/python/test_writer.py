@@ -567,6 +567,29 @@ def test_an_archive_tells_whether_it_changed_since_open_and_reopens(archive_path
         archive.changed_since_open()
 
 
+def test_a_touch_or_a_rolled_back_append_is_no_change(archive_path):
+    """The file's times moved but its committed archive did not (a `touch`;
+    an append rolled back: the old bytes back, a new modification time):
+    changed_since_open() reads the tail and finds it the same (before: True).
+    A commit after that is still seen."""
+    save(archive_path, "a", arrays(1))
+    old = archive_path.read_bytes()
+    with modelzip.Archive(archive_path) as archive:
+        os.utime(archive_path, (1000, 1000))
+        assert not archive.changed_since_open()
+        assert not archive.changed_since_open()
+        save(archive_path, "b", arrays(2))
+        assert archive.changed_since_open()
+        with open(archive_path, "r+b") as f:  # rolled back in place, as a writer does
+            f.truncate(len(old))
+            f.seek(0)
+            f.write(old)
+        os.utime(archive_path, (2000, 2000))
+        assert not archive.changed_since_open()
+        with archive.reopen() as now:
+            assert now.tags == ["a"]
+
+
 # A process that holds the archive's write lock until its stdin closes: a
 # POSIX record lock of the whole file (lockf), which the kernel makes
 # conflict with the open-file-description lock modelzip's writers take.

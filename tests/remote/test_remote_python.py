@@ -44,6 +44,41 @@ def test_replaced_while_open_gives_changed_error(nginx, site):
         archive.load("step-1")
 
 
+def test_changed_since_open_asks_the_server_and_reopen_reads_the_new_version(nginx, site):
+    """One HEAD compares the object's ETag (nginx: modification time and
+    size) and size with those pinned at open (before: always False for a
+    URL): False while it is the same, True once replaced or removed; reopen()
+    reads what is there now."""
+    path = site / "asked-py.zip"
+    shutil.copyfile(site / "qs.zip", path)
+    os.utime(path, (1000, 1000))
+    url = nginx.url("asked-py.zip")
+    with modelzip.open(url) as archive:
+        assert not archive.changed_since_open()
+        assert not archive.changed_since_open()  # asking changes nothing
+        assert archive.changed_since_open() is False
+        # Replaced on the server: the same bytes, another modification time.
+        os.utime(path, (2000, 2000))
+        assert archive.changed_since_open()
+        with archive.reopen() as now:
+            assert not now.changed_since_open()
+        # Replaced by another archive.
+        shutil.copyfile(site / "emb.zip", site / "asked-py.tmp")
+        os.utime(site / "asked-py.tmp", (3000, 3000))
+        os.replace(site / "asked-py.tmp", path)
+        assert archive.changed_since_open()
+        assert archive.tags == ["step-1", "step-2"]  # still the version it opened
+        with archive.reopen() as now:
+            assert now.tags == modelzip.open(site / "emb.zip").tags != archive.tags
+            assert not now.changed_since_open()
+            for name, value in modelzip.load(site / "emb.zip", "step-2").items():
+                np.testing.assert_array_equal(now.load("step-2")[name], value)
+            os.remove(path)
+            assert now.changed_since_open()  # gone: 404
+        with pytest.raises(modelzip.Error, match="404"):
+            archive.reopen()
+
+
 def test_writing_a_url_is_refused(nginx, site):
     """Every writing entry point names the URL and says why, fetching nothing."""
     url = nginx.url("qs.zip")

@@ -368,3 +368,55 @@ def test_ctrl_c_while_a_save_reads_the_old_object_says_the_save_did_not_happen(s
                              commit_with_its_first_get_held)
     check_not_saved(s3, key, before, p.returncode, err)
     assert b"save cancelled while reading the archive's current version" in err, err
+
+
+COMMIT_SAME_TENSOR_WHEN_TOLD = """
+import sys, numpy as np, modelzip
+w = modelzip.Writer(sys.argv[1])
+w.add_tag("t2", {"new": np.load(sys.argv[2])})
+print("staged", flush=True)
+sys.stdin.readline()
+try:
+    w.commit()
+except KeyboardInterrupt as e:
+    print("KeyboardInterrupt:", *getattr(e, "__notes__", []), file=sys.stderr)
+    sys.exit(42)
+"""
+
+
+def test_ctrl_c_while_dedup_reads_old_blobs_says_the_save_did_not_happen(s3, tensors):
+    """Ctrl-C while dedup compares a new tensor with its namesake in the
+    object (a 1 MiB blob fetched from the server): the read stops, and the
+    commit raises KeyboardInterrupt noting that the save was cancelled while
+    comparing and did not happen (before: its note said "read cancelled
+    (SIGINT): 0 of ... bytes fetched", which did not say what became of the
+    save); the upload is aborted, the object unchanged."""
+    pytest.importorskip("modelzip")
+    fork, proxy = s3
+    key = "w/interrupted-dedup.zip"
+    url = f"s3://models/{key}"
+    env = env_for(proxy, MODELZIP_NO_CACHE="1")
+    run("import", url, "--tag", "t1", tensors / "new.npy", env=env)
+    before = fork.get(key)
+    p = subprocess.Popen([sys.executable, "-c", COMMIT_SAME_TENSOR_WHEN_TOLD, url,
+                          str(tensors / "new.npy")], env=env,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    arrived, release = threading.Event(), threading.Event()
+
+    def blob_read(method, path, headers):  # dedup's read of the 1 MiB blob
+        first, _, last = headers.get("range", "bytes=0-0")[6:].partition("-")
+        return method == "GET" and last.isdigit() and int(last) - int(first) >= MIB // 2
+
+    def commit_with_its_blob_read_held():
+        assert p.stdout.readline() == b"staged\n", p.stderr.read()
+        proxy.clear()
+        proxy.inject(blob_read, ("hold", arrived, release, 30.0), 1)
+        p.stdin.write(b"go\n")
+        p.stdin.flush()
+
+    err = ctrl_c_at_the_hold(p, arrived, release, "dedup never read the old blob",
+                             commit_with_its_blob_read_held)
+    check_not_saved(s3, key, before, p.returncode, err)
+    assert b"save cancelled while comparing the new tensors with the archive's blobs" in err, err
+    assert b"the save did not happen (its upload is aborted, the archive unchanged)" in err, err
+    assert not [r for r in proxy.requests() if r["method"] == "POST" and "uploadId=" in r["path"]]

@@ -320,6 +320,30 @@ def test_python_save_to_s3(s3, tensors, monkeypatch):
         assert z.testzip() is None
 
 
+def test_an_s3_archive_tells_whether_another_writer_committed(s3, tensors, monkeypatch):
+    """changed_since_open() of an s3:// archive asks with one HEAD whether
+    the object's ETag and size are still those pinned at open (before:
+    always False): True after another writer's commit; reopen() reads it."""
+    modelzip = pytest.importorskip("modelzip")
+    fork, proxy = s3
+    for k, v in env_for(proxy).items():
+        if k.startswith("AWS_") or k.startswith("MODELZIP_"):
+            monkeypatch.setenv(k, v)
+    url = "s3://models/w/asked.zip"
+    w = np.arange(12, dtype=np.float32)
+    modelzip.save(url, "s1", {"w": w})
+    with modelzip.open(url) as archive:
+        proxy.clear()
+        assert not archive.changed_since_open()
+        assert [r["method"] for r in proxy.requests()] == ["HEAD"]
+        modelzip.save(url, "s2", {"w": w * 2})  # another writer
+        assert archive.changed_since_open()
+        assert archive.tags == ["s1"]
+        with archive.reopen() as now:
+            assert now.tags == ["s1", "s2"] and not now.changed_since_open()
+            np.testing.assert_array_equal(now.load("s2")["w"], w * 2)
+
+
 def test_python_save_of_large_tensors_is_the_local_archive(s3, tmp_path, monkeypatch):
     """Each large tensor's part is uploaded once its CRC is known (not at the
     commit's end); the object is byte for byte what a local save writes."""

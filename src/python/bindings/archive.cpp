@@ -360,16 +360,19 @@ release the GIL.)");
             ReleasedGil release;
             return a.changed_since_open();
           },
-          R"(Whether the archive may no longer be what this Archive describes.
+          R"(Whether the archive is no longer what this Archive describes.
 
-True when another writer has committed to the file since the open (or is
-committing: a save, save_async, keep_last, remove_tag), a rewrite replaced
-it, it was removed, or its size or times changed otherwise (its append
-journal and the file's identity, FORMAT.md section 8.3); then reopen()
-gives the archive as it is now. This Archive keeps describing it as it was
-(tags, load()...). A few system calls, no read of the archive. False for a
-remote archive (not asked: a read that must fetch after the object was
-replaced raises FileError "archive changed on the server while reading").)")
+True when another writer has committed to the file since the open (a save,
+save_async, keep_last, remove_tag), a rewrite replaced it, it was removed,
+or its committed state differs otherwise; for an http(s):// or s3:// URL,
+when the object was replaced or removed on the server. Then reopen() gives
+the archive as it is now. This Archive keeps describing it as it was (tags,
+load()...). A local file costs a few system calls (its append journal and
+the file's identity, FORMAT.md section 8.3) and, when those moved, a read
+of its tail (tags.txt and the central directory), so an append still in
+flight, one rolled back or a touch is not a change; a URL costs one HEAD
+request (size and ETag, or Last-Modified). Raises FileError when the file
+cannot be looked at or the server cannot be asked.)")
       .def(
           "reopen",
           [](const PyArchive& self) {

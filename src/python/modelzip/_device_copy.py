@@ -305,14 +305,18 @@ def _run(jobs: Iterable[Any], work: Any, threads: int) -> None:
 
 def _read_exactly(located: Located, start: int, into: Any) -> None:
     """Fills ``into`` (a uint8 host tensor) with the located bytes from ``start`` on, by
-    os.preadv (which releases the GIL)."""
+    os.preadv (which releases the GIL). A file that ends before them (cut since the archive was
+    opened, whose entries all lay inside the file) raises what its Located's ``mismatch`` raises
+    (FileError: the archive changed since it was opened), else modelzip.Error (corrupt)."""
     view = memoryview(into.numpy()).cast("B")
     done = 0
     while done < len(view):
         got = os.preadv(located.fd, [view[done:]], located.offset + start + done)
         if got <= 0:
-            raise Error(f"{located.where}: the file ended inside the entry's data", code="io",
-                        message="the file ended inside the entry's data")
+            message = "the file ended inside the entry's data"
+            if located.mismatch is not None:
+                located.mismatch(message)
+            raise Error(f"{located.where}: {message}", code="corrupt", message=message)
         done += got
 
 

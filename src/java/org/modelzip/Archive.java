@@ -85,18 +85,20 @@ public final class Archive implements AutoCloseable {
   }
 
   /**
-   * Whether the archive may no longer be what this Archive describes: a
-   * local file that another writer has committed to (or is committing to)
-   * since the open, that a rewrite replaced, that was removed, or whose size
-   * or times changed otherwise (its append journal and the file's identity,
-   * FORMAT.md section 8.3). Then {@link #reopen()} gives the archive as it is
-   * now; this Archive keeps describing it as it was ({@link #tags()},
-   * {@link #load(String)}...). A few system calls, no read of the archive.
-   * False for a URL (not asked: a read that must fetch after the object was
-   * replaced throws IO "archive changed on the server while reading").
+   * Whether the archive is no longer what this Archive describes: a local
+   * file that another writer has committed to since the open, that a
+   * rewrite replaced, that was removed, or whose committed state differs
+   * otherwise; a URL whose object was replaced or removed on the server.
+   * Then {@link #reopen()} gives the archive as it is now; this Archive
+   * keeps describing it as it was ({@link #tags()}, {@link #load(String)}...).
+   * A local file costs a few system calls (its append journal and the file's
+   * identity, FORMAT.md section 8.3) and, when those moved, a read of its
+   * tail (tags.txt, central directory), so an append still in flight, one
+   * rolled back or a touch is not a change; a URL costs one HEAD request
+   * (size and ETag, or Last-Modified).
    *
    * @throws ModelzipException IO when the file or its append journal cannot
-   *     be looked at
+   *     be looked at, or the server cannot be asked
    */
   public boolean changedSinceOpen() {
     return handle.call(Native::archiveChangedSinceOpen);
