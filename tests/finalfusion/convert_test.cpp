@@ -433,12 +433,12 @@ TEST_SUITE("finalfusion") {
     }
     // Normalizing (the default) refuses such a row, naming the line and the
     // column, rather than storing NaN (finalfusion-rust stores NaN there).
-    auto refused_at = [](const std::string& text, bool dims, std::uint64_t line,
+    auto refused_at = [](const std::string& file, bool dims, std::uint64_t line,
                          const std::string& says) {
-      CAPTURE(text);
+      CAPTURE(file);
       try {
-        (void)(dims ? read_text_dims(Bytes::copy_of(text), {}, "v.txt")
-                    : read_text(Bytes::copy_of(text), {}, "v.txt"));
+        (void)(dims ? read_text_dims(Bytes::copy_of(file), {}, "v.txt")
+                    : read_text(Bytes::copy_of(file), {}, "v.txt"));
         FAIL("accepted");
       } catch (const Error& e) {
         CHECK(e.code() == ErrorCode::corrupt);

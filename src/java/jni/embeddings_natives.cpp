@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "modelzip/archive.hpp"
+#include "modelzip/finalfusion/convert.hpp"
 #include "modelzip/finalfusion/embeddings.hpp"
 #include "natives.hpp"
 #include "support.hpp"
@@ -66,7 +67,8 @@ void embeddings_save(JNIEnv* env, jclass, jlong embeddings, jbyteArray path) {
   guarded(env, [&] {
     const std::string file = to_string(env, path);
     try {
-      embeddings_of(embeddings).save(file);
+      finalfusion::store(file, embeddings_of(embeddings),
+                         finalfusion::EmbeddingFormat::finalfusion);
     } catch (const Error& e) {
       throw e.with_context({.archive = file});
     }
