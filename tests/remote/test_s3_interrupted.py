@@ -238,7 +238,7 @@ def test_ctrl_c_during_complete_multipart_upload_completes_the_save_and_raises(s
     fork, proxy = s3
     key = "w/interrupted-at-complete.zip"
     url, env, before = object_with_t1(s3, tensors, key)
-    proxy.inject(is_completion, ("delay", 3.0), 1)
+    proxy.inject(lambda m, p: is_completion(m, p, key), ("delay", 3.0), 1)
     returncode, err, _ = interrupt_mid_upload(proxy, [sys.executable, "-c", SAVE_TELLING, url],
                                               env, signal.SIGINT, 60)
     assert returncode == 42, (returncode, err)
