@@ -319,6 +319,6 @@ def test_cuda_checkpoints_saved_directly(tmp_path):
         with torch.no_grad():
             for p in fresh.parameters():
                 p.zero_()
-        mzt.load_checkpoint(tmp_path / "c.zip", fresh, fresh_opt, tag=tag)
+        mzt.load_checkpoint(tmp_path / "c.zip", tag, fresh, fresh_opt)
         for name, t in fresh.state_dict().items():
             assert torch.equal(t.cpu(), expected[name]), (tag, name)

@@ -236,6 +236,33 @@ def test_ml_dtypes_arrays_are_recognised(archive_path):
     assert _same_floats(loaded["e4"].view(ml_dtypes.float8_e4m3fn).astype(np.float32), values)
 
 
+
+class _ForeignDtype:
+    """What numpy reports for a type another package registered (ml_dtypes): a name, a size and
+    a kind of that package's choosing; hashable, as numpy's dtypes are."""
+
+    def __init__(self, name: str, kind: str, itemsize: int) -> None:
+        self.name, self.kind, self.itemsize = name, kind, itemsize
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.kind, self.itemsize))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _ForeignDtype) and \
+            (self.name, self.kind, self.itemsize) == (other.name, other.kind, other.itemsize)
+
+
+@pytest.mark.parametrize("kind", ["V", "f"])
+def test_foreign_raw_bits_types_are_known_by_name_whatever_their_kind(kind):
+    # ml_dtypes gives float8_e5m2 the numpy kind "f" and the other types "V": the accelerator
+    # machine's run refused ml_dtypes float8_e5m2 arrays while the kind was part of the test.
+    for name, size in _values.RAW_BITS_DTYPES.items():
+        assert _values._dtype_name_of(_ForeignDtype(name, kind, size), None) == name
+    with pytest.raises(TypeError, match="cannot be stored"):
+        _values._dtype_name_of(_ForeignDtype("float8_e5m2", kind, 2), None)  # not its size
+    with pytest.raises(TypeError, match="cannot be stored"):
+        _values._dtype_name_of(_ForeignDtype("float8_e3m4", kind, 1), None)  # not a known one
+
 # --- torch before 2.1 ----------------------------------------------------------------------
 
 

@@ -954,8 +954,11 @@ def _dtype_name_of(dt: np.dtype, raw_bits: Optional[str]) -> str:
             return raw_bits
         raise TypeError(f"only uint{size * 8}/int{size * 8} arrays can be stored as {raw_bits}, "
                         f"not {dt}")
-    if dt.kind not in "biuf" and RAW_BITS_DTYPES.get(dt.name) == dt.itemsize:
-        return dt.name  # ml_dtypes.bfloat16, float8_e4m3fn, float8_e5m2, float8_e8m0fnu
+    # ml_dtypes.bfloat16, float8_e4m3fn, float8_e5m2, float8_e8m0fnu. Their numpy kind is not
+    # one to rely on: ml_dtypes gives float8_e5m2 the kind "f" (numpy's own floats are never
+    # named like these), the others "V".
+    if dt.kind not in "biu" and RAW_BITS_DTYPES.get(dt.name) == dt.itemsize:
+        return dt.name
     if dt.name == "float4_e2m1fn":
         raise TypeError("ml_dtypes float4_e2m1fn arrays (one FP4 value per byte) cannot be stored: "
                         "modelzip's float4_e2m1fn_x2 packs two values per byte (the first in the "
@@ -965,8 +968,8 @@ def _dtype_name_of(dt: np.dtype, raw_bits: Optional[str]) -> str:
         return "bool"
     if dt.kind in "iu" and dt.itemsize in (1, 2, 4, 8):
         return ("int" if dt.kind == "i" else "uint") + str(dt.itemsize * 8)
-    if dt.kind == "f" and dt.itemsize in (2, 4, 8):
-        return "float" + str(dt.itemsize * 8)
+    if dt.kind == "f" and dt.itemsize in (2, 4, 8) and dt.name == f"float{dt.itemsize * 8}":
+        return dt.name  # numpy's own: another package's type of kind "f" is not a float16
     if dt.kind == "c" and dt.itemsize in (8, 16):
         return "complex" + str(dt.itemsize * 8)
     raise TypeError(f"numpy dtype {dt} cannot be stored (supported: {_SUPPORTED})")
