@@ -523,6 +523,10 @@ def test_ctrl_c_at_exit_cancels_a_background_save_waiting_for_another_writers_lo
 
 COPY_INTERRUPTED_CHILD = textwrap.dedent("""
     import os, signal, sys, threading, numpy as np, modelzip, modelzip._values as values
+    # The main thread keeps the GIL until the copy releases it: the thread below cannot
+    # send its SIGINT while the arrays are still being converted (a busy machine's switch
+    # interval of 5 ms could otherwise let it in earlier).
+    sys.setswitchinterval(1000)
     arrays = {f"p{i}": np.full(1 << 22, i, dtype=np.float32) for i in range(16)}  # 256 MiB
     converting = threading.Event()
     new_fetches = values.new_fetches
@@ -556,6 +560,39 @@ def test_ctrl_c_during_the_snapshot_copy_stops_that_save(archive_path):
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("KeyboardInterrupt") and "the save did not happen" in out.stdout, \
         (out.stdout, out.stderr)
+    assert "before its snapshot" not in out.stdout, out.stdout  # it came during the copy
+    assert os.listdir(archive_path.parent) == [archive_path.name]
+    assert archive_path.read_bytes() == before
+
+
+CONVERSION_INTERRUPTED_CHILD = textwrap.dedent("""
+    import sys, numpy as np, modelzip, modelzip._values as values
+    arrays = {f"p{i}": np.full(1 << 20, i, dtype=np.float32) for i in range(4)}
+    def interrupted():  # called as the arrays are converted, before the save starts
+        raise KeyboardInterrupt
+    values.new_fetches = interrupted
+    try:
+        modelzip.save_async(sys.argv[1], "big", arrays)
+        print("returned", flush=True)
+    except KeyboardInterrupt as e:
+        print("KeyboardInterrupt", *getattr(e, "__notes__", []), flush=True)
+""")
+
+
+def test_ctrl_c_before_the_snapshot_says_the_save_did_not_happen(archive_path):
+    """Ctrl-C while save_async still converts the arrays (before the C++
+    save started): the KeyboardInterrupt notes "the save did not happen",
+    as one during the copy does, and the archive is as it was. Before, it
+    carried no note: the caller could not tell whether a save was running."""
+    base_archive(archive_path)
+    before = archive_path.read_bytes()
+    out = subprocess.run([sys.executable, "-c", CONVERSION_INTERRUPTED_CHILD, str(archive_path)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("KeyboardInterrupt") and \
+        "the save did not happen: interrupted before its snapshot" in out.stdout, \
+        (out.stdout, out.stderr)
+    assert out.stdout.count("the save did not happen") == 1, out.stdout
     assert os.listdir(archive_path.parent) == [archive_path.name]
     assert archive_path.read_bytes() == before
 

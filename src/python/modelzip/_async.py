@@ -303,12 +303,19 @@ def save_async(path: Union[str, "os.PathLike[str]"], tag: str, arrays: Mapping[s
 
 def _abandon(future: SaveFuture, error: BaseException) -> None:
     """save_async raises `error` after registering `future`: a save that
-    did not start is forgotten; one that started (a Ctrl-C as the C++ call
+    did not start is forgotten (a KeyboardInterrupt, as the arrays were
+    converted, gets a note saying so unless the copy's interrupt added one);
+    one that started (a Ctrl-C as the C++ call
     returned) is stopped as a Ctrl-C during its snapshot stops it, rolled
     back unless past its commit point, and a note on `error` says which."""
     if future._handle is None:
         _ended(future._key, future)
         concurrent.futures.Future.cancel(future)  # wakes _wait_for_a_slot's waits on it
+        told = any("the save did not happen" in note or "the save completed" in note
+                   for note in getattr(error, "__notes__", ()))
+        if isinstance(error, KeyboardInterrupt) and not told:  # before the save started
+            error.add_note(f"{future.path}: the save did not happen: interrupted before its "
+                           "snapshot was taken (the archive is as it was)")
         return
     future._handle.stop()
     future._complete()  # unless its thread has claimed it
