@@ -4,12 +4,15 @@
 # tests/python, benchmarks/torch_bench.py at 3 GiB (warm and cold, every device-load variant:
 # read() against mapping staging over threads {8,16} x pieces {8,32} MiB; the saves of the
 # state dict from the GPU, blocking and save_async, beside .cpu() then save) and
+# benchmarks/dist_save_bench.py (16 ranks x 128 MiB: modelzip.distributed.save, blocking and
+# blocking=False, against raw files + fsync, DCP save and DCP async_save) and
 # benchmarks/async_save_bench.py, and every test of tests/python/test_float8.py and
 # test_mx_dtypes.py (torch >= 2.1 has the float8 dtypes, >= 2.7/2.8 the MX ones, which the
 # CPU-only machines' torch lacks). Every step runs under `timeout`;
-# the steps' limits add up to 7.5 minutes. Outputs go to $OUT (the device tool's output folder;
-# default /tmp/gpu_checks): build.log, env.txt, cuda_tests.txt, float8_tests.txt,
-# torch_bench.txt, async_save_bench.txt, summary.txt.
+# the steps' limits add up to 9.75 minutes (a run
+# on the H200 took 6: build 43 s, tests 34 s, torch_bench 180 s). Outputs go to $OUT (the device tool's output folder;
+# default /tmp/gpu_checks; it brings back 8 files at most): build.log, env.txt, cuda_tests.txt, float8_tests.txt,
+# torch_bench.txt, dist_save_bench.txt, async_save_bench.txt, summary.txt.
 # TORCH_BENCH_MIB and ASYNC_BENCH_MIB change the benchmarks' sizes (a dry run on a small machine).
 #
 # Prepared here first: `bash ../shared/device/prepare.sh` (fills .devdeps/); then the device
@@ -56,7 +59,8 @@ for f in $always; do
     || sed -i "s#src/remote/url.cpp#src/remote/url.cpp src/remote/$f#" "$build_script"
 done
 step build 60 build.log bash "$build_script" || exit 1
-step import 30 import.log "$PY" -c 'import modelzip; print(modelzip.__file__)' || exit 1
+# The device tool brings back 8 files at most: the import check's output goes into env.txt.
+step import 30 env.txt "$PY" -c 'import modelzip; print(modelzip.__file__)' || exit 1
 {
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1
   "$PY" -c 'import torch, os; print("torch", torch.__version__, "cuda", torch.version.cuda,
@@ -64,11 +68,11 @@ step import 30 import.log "$PY" -c 'import modelzip; print(modelzip.__file__)' |
   "$PY" -c 'import safetensors; print("safetensors", safetensors.__version__)' 2>&1
   "$PY" -c 'import pytest; print("pytest", pytest.__version__)' 2>&1
   df -h /tmp | tail -1
-} > "$out/env.txt" 2>&1
+} >> "$out/env.txt" 2>&1
 
 # The CUDA tests (names with "cuda" or "device"); -rs lists the skipped ones with their reason.
 if "$PY" -c 'import pytest' 2>/dev/null; then
-  step cuda_tests 90 cuda_tests.txt "$PY" -m pytest -q -rs -p no:cacheprovider -k "cuda or device" \
+  step cuda_tests 60 cuda_tests.txt "$PY" -m pytest -q -rs -p no:cacheprovider -k "cuda or device" \
     tests/python/test_torch_load.py tests/python/test_distributed.py tests/python/test_save_async.py \
     tests/python/test_device_save.py tests/python/test_complex.py
   grep -E "passed|failed|skipped|error" "$out/cuda_tests.txt" | tail -1 | sed 's/^/  /' | tee -a "$summary"
@@ -82,6 +86,9 @@ fi
 step torch_bench 210 torch_bench.txt "$PY" benchmarks/torch_bench.py \
   --size-mib "${TORCH_BENCH_MIB:-3072}" --reps 3 --dir /tmp
 tail -1 "$out/torch_bench.txt" | sed 's/^/  /' | tee -a "$summary"
-step async_save_bench 60 async_save_bench.txt "$PY" benchmarks/async_save_bench.py \
+step dist_save_bench 150 dist_save_bench.txt "$PY" benchmarks/dist_save_bench.py \
+  --ranks "${DIST_BENCH_RANKS:-16}" --mib "${DIST_BENCH_MIB:-128}" --reps 3 --dir /tmp
+tail -1 "$out/dist_save_bench.txt" | sed 's/^/  /' | tee -a "$summary"
+step async_save_bench 45 async_save_bench.txt "$PY" benchmarks/async_save_bench.py \
   --mib "${ASYNC_BENCH_MIB:-1024}" --reps 3 --dir /tmp
 exit 0
