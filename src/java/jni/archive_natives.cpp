@@ -222,11 +222,12 @@ jbyteArray archive_entry(JNIEnv* env, jclass, jlong archive, jbyteArray name) {
                       std::to_string(kMaxJavaArray) +
                       "): read it in parts with entry(name, offset, length)",
                   {.archive = a.name(), .entry = entry_name});
-    // A stored entry's part is a view of the mapping (a deflated one's is
+    // A stored entry's part is a view of the archive (a deflated one's is
     // decompressed): the whole entry as a view, CRC-checked, costs no memory.
-    if (size == 0 || a.entry_part(entry_name, 0, 1).is_mapped())
-      return to_java_byte_array(env, a.entry_part(entry_name, 0, size).span());
+    // The zip's compression method tells them apart, nothing is read for it.
     EntryStream stream = EntryStream::open(a, entry_name);
+    if (size == 0 || !stream.compressed())
+      return to_java_byte_array(env, a.entry_part(entry_name, 0, size).span());
     jbyteArray out = env->NewByteArray(static_cast<jsize>(size));
     check(env);
     std::vector<std::byte> chunk(
