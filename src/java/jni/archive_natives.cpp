@@ -17,11 +17,11 @@
 #include <variant>
 #include <vector>
 
+#include "embeddings_handle.hpp"
 #include "format/tag_name.hpp"
 #include "graph/training_fields.hpp"
 #include "modelzip/archive.hpp"
 #include "modelzip/entry_stream.hpp"
-#include "modelzip/finalfusion/embeddings.hpp"
 #include "modelzip/graph/checkpoint.hpp"
 #include "modelzip/graph/training.hpp"
 #include "modelzip/writer.hpp"
@@ -849,9 +849,8 @@ void archive_save(JNIEnv* env, jclass, jbyteArray path, jbyteArray tag, jobjectA
       for (std::size_t i = 0; i < handles.size(); ++i)
         contents.add(param_names[i], from_handle<Tensor>(handles[i]), param_options);
       for (std::size_t i = 0; i < embedding_handles.size(); ++i)
-        contents.add_embedding(
-            embedding_params[i],
-            from_handle<finalfusion::Embeddings>(embedding_handles[i]).to_bytes());
+        contents.add_embedding(embedding_params[i],
+                               from_handle<JavaEmbeddings>(embedding_handles[i]).file_bytes());
       for (std::size_t i = 0; i < shared.size(); ++i)
         contents.share(shared[i], shared_tags[i], shared_params[i]);
       for (std::size_t i = 0; i < state_handles.size(); ++i)
