@@ -51,6 +51,11 @@ class MODELZIP_API EntryStream {
   std::uint64_t position() const noexcept;
   // The entry's size, as Archive::entry_size declares it.
   std::uint64_t size() const noexcept;
+  // Whether the entry's data is compressed (deflated), rather than stored,
+  // as the central directory declares it, known without reading it: a
+  // stored entry's Archive::entry_part is a view of the archive, a
+  // compressed one's is decompressed. False on a moved-from stream.
+  bool compressed() const noexcept;
 
   // The stream's state (opaque: defined and used only inside modelzip).
   struct State;

@@ -47,4 +47,8 @@ std::uint64_t EntryStream::size() const noexcept {
   return state_ ? state_->cursor.entry().uncompressed_size : 0;
 }
 
+bool EntryStream::compressed() const noexcept {
+  return state_ && !state_->cursor.entry().stored();
+}
+
 }  // namespace modelzip

@@ -277,6 +277,7 @@ TEST_CASE("EntryStream reads an entry front to back in parts, checking it at its
       INFO(name, " in parts of ", part);
       EntryStream stream = EntryStream::open(*a, name);
       CHECK(stream.size() == a->entry_size(name));
+      CHECK(stream.compressed() == (name != "plain.bin"));
       CHECK(read_all(stream, part) == std::string(a->entry(name, ReadMode::copy).as_string_view()));
     }
   }
@@ -318,5 +319,6 @@ TEST_CASE("EntryStream reads an entry front to back in parts, checking it at its
   EntryStream to = std::move(moved);
   std::vector<std::byte> buffer(10);
   CHECK_ERROR(moved.read(buffer), ErrorCode::invalid_argument, "moved-from");  // NOLINT
+  CHECK_FALSE(moved.compressed());                                             // NOLINT
   CHECK(to.read(buffer) == 10);
 }

@@ -17,11 +17,11 @@
 #include <variant>
 #include <vector>
 
+#include "embeddings_handle.hpp"
 #include "format/tag_name.hpp"
 #include "graph/training_fields.hpp"
 #include "modelzip/archive.hpp"
 #include "modelzip/entry_stream.hpp"
-#include "modelzip/finalfusion/embeddings.hpp"
 #include "modelzip/graph/checkpoint.hpp"
 #include "modelzip/graph/training.hpp"
 #include "modelzip/writer.hpp"
@@ -222,11 +222,12 @@ jbyteArray archive_entry(JNIEnv* env, jclass, jlong archive, jbyteArray name) {
                       std::to_string(kMaxJavaArray) +
                       "): read it in parts with entry(name, offset, length)",
                   {.archive = a.name(), .entry = entry_name});
-    // A stored entry's part is a view of the mapping (a deflated one's is
+    // A stored entry's part is a view of the archive (a deflated one's is
     // decompressed): the whole entry as a view, CRC-checked, costs no memory.
-    if (size == 0 || a.entry_part(entry_name, 0, 1).is_mapped())
-      return to_java_byte_array(env, a.entry_part(entry_name, 0, size).span());
+    // The zip's compression method tells them apart, nothing is read for it.
     EntryStream stream = EntryStream::open(a, entry_name);
+    if (size == 0 || !stream.compressed())
+      return to_java_byte_array(env, a.entry_part(entry_name, 0, size).span());
     jbyteArray out = env->NewByteArray(static_cast<jsize>(size));
     check(env);
     std::vector<std::byte> chunk(
@@ -270,31 +271,44 @@ jbyteArray archive_entry_part(JNIEnv* env, jclass, jlong archive, jbyteArray nam
   });
 }
 
-// A heap EntryStream owned by a Java NativeHandle; it keeps the archive's
-// state alive.
+// What a Java EntryInputStream owns: the stream, and the native buffer its
+// reads copy through, made at the first read and kept (EntryInputStream's
+// methods are synchronized, so one read at a time uses it). It keeps the
+// archive's state alive.
+struct JavaEntryStream {
+  EntryStream stream;
+  std::vector<std::byte> buffer{};  // at most kCopyChunk bytes
+};
+
 jlong archive_entry_stream(JNIEnv* env, jclass, jlong archive, jbyteArray name) {
-  return guarded(
-      env, [&] { return to_handle(EntryStream::open(archive_of(archive), to_string(env, name))); });
+  return guarded(env, [&] {
+    return to_handle(JavaEntryStream{EntryStream::open(archive_of(archive), to_string(env, name))});
+  });
 }
 
 void entry_stream_free(JNIEnv*, jclass, jlong stream) {
-  free_handle<EntryStream>(stream);
+  free_handle<JavaEntryStream>(stream);
 }
 
 // Reads the stream's next bytes into b[off, off + len) (Java checked the
-// range), through native memory of at most 1 MiB; returns how many: len, or
-// fewer at the entry's end (0 once it is read).
+// range) through the stream's buffer, of min(len, 1 MiB) at most: no
+// allocation once the buffer has grown to the calls' size. Returns how many:
+// len, or fewer at the entry's end (0 once it is read).
 jint entry_stream_read(JNIEnv* env, jclass, jlong stream, jbyteArray b, jint off, jint len) {
   return guarded(env, [&]() -> jint {
-    EntryStream& s = from_handle<EntryStream>(stream);
+    JavaEntryStream& s = from_handle<JavaEntryStream>(stream);
     constexpr auto kChunk = static_cast<jint>(kCopyChunk);
-    std::vector<std::byte> buffer(static_cast<std::size_t>(std::min(len, kChunk)));
+    const auto wanted = static_cast<std::size_t>(std::min(len, kChunk));
+    if (s.buffer.size() < wanted) {
+      s.buffer.clear();  // no copy of the old contents
+      s.buffer.resize(wanted);
+    }
     jint done = 0;
     while (done < len) {
       const jint want = std::min(len - done, kChunk);
-      const std::size_t n = s.read({buffer.data(), static_cast<std::size_t>(want)});
+      const std::size_t n = s.stream.read({s.buffer.data(), static_cast<std::size_t>(want)});
       env->SetByteArrayRegion(b, off + done, static_cast<jsize>(n),
-                              reinterpret_cast<const jbyte*>(buffer.data()));
+                              reinterpret_cast<const jbyte*>(s.buffer.data()));
       check(env);
       done += static_cast<jint>(n);
       if (static_cast<jint>(n) < want) break;
@@ -835,9 +849,8 @@ void archive_save(JNIEnv* env, jclass, jbyteArray path, jbyteArray tag, jobjectA
       for (std::size_t i = 0; i < handles.size(); ++i)
         contents.add(param_names[i], from_handle<Tensor>(handles[i]), param_options);
       for (std::size_t i = 0; i < embedding_handles.size(); ++i)
-        contents.add_embedding(
-            embedding_params[i],
-            from_handle<finalfusion::Embeddings>(embedding_handles[i]).to_bytes());
+        contents.add_embedding(embedding_params[i],
+                               from_handle<JavaEmbeddings>(embedding_handles[i]).file_bytes());
       for (std::size_t i = 0; i < shared.size(); ++i)
         contents.share(shared[i], shared_tags[i], shared_params[i]);
       for (std::size_t i = 0; i < state_handles.size(); ++i)

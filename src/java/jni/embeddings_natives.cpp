@@ -1,10 +1,17 @@
 // The natives of org.modelzip.Embeddings (declared in Native.java). A jlong
-// embeddings is a heap modelzip::finalfusion::Embeddings owned by a Java
-// NativeHandle; it keeps its file (or the archive's mapping) alive.
+// embeddings is a heap JavaEmbeddings owned by a Java NativeHandle; it keeps
+// its file (or the archive's mapping) alive.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <limits>
+#include <memory>
 #include <optional>
 #include <vector>
 
+#include "embeddings_handle.hpp"
 #include "modelzip/archive.hpp"
 #include "modelzip/finalfusion/convert.hpp"
 #include "modelzip/finalfusion/embeddings.hpp"
@@ -17,7 +24,7 @@ namespace {
 using finalfusion::Embeddings;
 
 const Embeddings& embeddings_of(jlong handle) {
-  return from_handle<Embeddings>(handle);
+  return from_handle<JavaEmbeddings>(handle).embeddings;
 }
 
 jfloatArray to_java_floats(JNIEnv* env, std::span<const float> values) {
@@ -30,15 +37,49 @@ jfloatArray to_java_floats(JNIEnv* env, std::span<const float> values) {
   return out;
 }
 
+// The regular file at `path` mapped read-only, whole; nullopt when it cannot
+// be (missing, empty, not a regular file...: Embeddings::open says why).
+std::optional<Bytes> map_regular_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  struct stat st {};
+  void* at = MAP_FAILED;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
+    at = ::mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (at == MAP_FAILED) return std::nullopt;
+  const auto size = static_cast<std::size_t>(st.st_size);
+  std::shared_ptr<const void> mapping(
+      at, [size](const void* p) { ::munmap(const_cast<void*>(p), size); });
+  return Bytes::borrow({static_cast<const std::byte*>(at), size}, std::move(mapping));
+}
+
+// The file's own mapping is parsed (Embeddings::read) and kept as the bytes a
+// save stores; where that fails, or for a URL, Embeddings::open reads the
+// file, so that its errors (I/O, naming the file as the archive) are those
+// of every front end.
 jlong embeddings_open(JNIEnv* env, jclass, jbyteArray path) {
-  return guarded(env, [&] { return to_handle(Embeddings::open(to_string(env, path))); });
+  return guarded(env, [&] {
+    const std::string file = to_string(env, path);
+    if (!Archive::is_remote_url(file)) {
+      if (std::optional<Bytes> bytes = map_regular_file(file)) {
+        try {
+          return to_handle(JavaEmbeddings{Embeddings::read(*bytes, file), std::move(*bytes)});
+        } catch (const Error&) {
+          // Embeddings::open below throws the error as it words it.
+        }
+      }
+    }
+    return to_handle(JavaEmbeddings{Embeddings::open(file)});
+  });
 }
 
 jlong embeddings_from_archive(JNIEnv* env, jclass, jlong archive, jbyteArray name, jbyteArray tag) {
   return guarded(env, [&] {
     const std::string param = to_string(env, name);
     const Archive& a = from_handle<Archive>(archive);
-    return to_handle(Embeddings::read(a.embedding_file(param, to_string(env, tag)), param));
+    Bytes file = a.embedding_file(param, to_string(env, tag));
+    return to_handle(JavaEmbeddings{Embeddings::read(file, param), file});
   });
 }
 
@@ -57,9 +98,9 @@ jlong embeddings_from_matrix(JNIEnv* env, jclass, jobjectArray words, jfloatArra
     if (dims < 0) throw Error(ErrorCode::invalid_argument, "negative dims");
     std::optional<std::vector<float>> norm_values;
     if (norms != nullptr) norm_values = to_floats(env, norms);
-    return to_handle(Embeddings::from_matrix(finalfusion::Vocab::simple(to_strings(env, words)),
-                                             to_floats(env, matrix), static_cast<std::size_t>(dims),
-                                             std::move(norm_values)));
+    return to_handle(JavaEmbeddings{Embeddings::from_matrix(
+        finalfusion::Vocab::simple(to_strings(env, words)), to_floats(env, matrix),
+        static_cast<std::size_t>(dims), std::move(norm_values))});
   });
 }
 
@@ -76,7 +117,7 @@ void embeddings_save(JNIEnv* env, jclass, jlong embeddings, jbyteArray path) {
 }
 
 void embeddings_free(JNIEnv*, jclass, jlong embeddings) {
-  free_handle<Embeddings>(embeddings);
+  free_handle<JavaEmbeddings>(embeddings);
 }
 
 jint embeddings_dims(JNIEnv*, jclass, jlong embeddings) {

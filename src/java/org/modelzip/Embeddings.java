@@ -106,8 +106,11 @@ public final class Embeddings implements AutoCloseable {
   /**
    * Writes these embeddings to {@code path} as a finalfusion file, which
    * {@link #open(String)}, Python and the {@code modelzip} command read
-   * (C++ {@code Embeddings::save}): to a temporary file beside it, fsynced
+   * (C++ {@code finalfusion::store}): to a temporary file beside it, fsynced
    * and renamed over it, so {@code path} holds the old file or the new one.
+   * The file is encoded by the library's writer, also for embeddings read
+   * from a file: the same embeddings, not always the same bytes (it lists a
+   * norms chunk that some files' headers leave out).
    *
    * @throws ModelzipException IO when the file cannot be written
    */

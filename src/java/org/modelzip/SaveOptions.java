@@ -228,7 +228,11 @@ public final class SaveOptions {
    * was), as in C++. Naming the same parameter again replaces the earlier
    * embeddings. The embeddings are written when the save runs and must be
    * open then (a closed one throws {@link IllegalStateException} naming the
-   * parameter); they are encoded into memory of the file's size meanwhile.
+   * parameter). Embeddings read from a .fifu file or an archive's parameter
+   * are stored as that file's bytes, unchanged (as {@code modelzip import}
+   * stores a .fifu file), straight from its mapping; those made with {@link
+   * Embeddings#fromMatrix} are encoded into memory of the file's size
+   * meanwhile.
    */
   public SaveOptions embedding(String name, Embeddings embeddings) {
     Objects.requireNonNull(name, "name");
