@@ -273,25 +273,34 @@ agree() as this rank's error (the subclass needs nothing for it).)doc")
       .def(
           "start_background",
           [](CollectiveWriter& w, std::string tag, bool keep_staging, unsigned copy_threads,
-             const py::object& adopt, bool replace, std::optional<std::size_t> keep_last) {
+             const py::object& adopt, bool replace, std::optional<std::size_t> keep_last,
+             const py::object& into) {
             BackgroundCollectiveOptions options;
             options.keep_staging = keep_staging;
             options.copy_threads = copy_threads;
             options.replace = replace;
             options.keep_last = keep_last;
             if (!adopt.is_none()) options.adopt = adopted_areas(adopt, keep_staging);
-            ReleasedGil release;
-            return std::make_unique<PyBackgroundCollectiveSave>(
-                BackgroundCollectiveSave::start(w, std::move(tag), options));
+            std::unique_ptr<PyBackgroundCollectiveSave> save;
+            {
+              ReleasedGil release;
+              save = std::make_unique<PyBackgroundCollectiveSave>(
+                  BackgroundCollectiveSave::start(w, std::move(tag), options));
+            }
+            py::object handle = py::cast(std::move(save));
+            if (!into.is_none()) into.attr("_handle") = handle;
+            return handle;
           },
           py::arg("tag"), py::kw_only(), py::arg("keep_staging") = true,
           py::arg("copy_threads") = 0u, py::arg("adopt") = py::none(), py::arg("replace") = false,
-          py::arg("keep_last") = py::none(),
+          py::arg("keep_last") = py::none(), py::arg("into") = py::none(),
           "Snapshots what is staged (GIL released) and commits it as `tag` in a background "
           "thread over this writer's communicator, which nothing else may use meanwhile; "
           "collective. ``adopt``: _StagingArea objects whose bytes the staged arrays may view, "
-          "taken over instead of copied (they must not change afterwards). Returns a "
-          "BackgroundCollectiveSave (see modelzip.distributed.save).");
+          "taken over instead of copied (they must not change afterwards). ``into``: an "
+          "object whose _handle receives the handle before the call returns (no Python code "
+          "runs in between: a KeyboardInterrupt raised as it returns cannot lose the save). "
+          "Returns a BackgroundCollectiveSave (see modelzip.distributed.save).");
 
   py::class_<PyBackgroundCollectiveSave>(m, "BackgroundCollectiveSave",
                                          "One background collective save "
