@@ -962,16 +962,28 @@ REPORTED = textwrap.dedent("""
 """)
 
 # Each rank of `group` saves 128 MiB into `path`; rank 0 gets Ctrl-C once the
-# commit writes a file into the archive's folder.
+# commit writes a file into the archive's folder, and says whether its own
+# commit (CollectiveWriter.commit) had started then. Rank 0's main thread
+# keeps the GIL until it releases it (setswitchinterval): the thread sending
+# the signal cannot run through the 5 ms switch interval of a busy machine at
+# a point of the main thread's choosing.
 CTRL_C_IN_THE_COMMIT = textwrap.dedent("""
     folder = os.path.dirname(path)
     before = set(os.listdir(folder))
     big = np.full(32 << 20, rank + 1.5, dtype=np.float32)  # 128 MiB a rank
     if rank == 0:
+        sys.setswitchinterval(1000)
+        committing = threading.Event()
+        commit = mzd.CollectiveWriter.commit
+        def noting_commit(self, *args, **kwargs):
+            committing.set()
+            return commit(self, *args, **kwargs)
+        mzd.CollectiveWriter.commit = noting_commit
         def ctrl_c_once_the_commit_writes():  # as the terminal sends it
             deadline = time.monotonic() + 120
             while set(os.listdir(folder)) <= before and time.monotonic() < deadline:
                 time.sleep(0.001)
+            print(f"rank 0: SIGINT sent, committing: {committing.is_set()}", flush=True)
             os.kill(os.getpid(), signal.SIGINT)
         threading.Thread(target=ctrl_c_once_the_commit_writes, daemon=True).start()
     reported(lambda: mzd.save(path, "new", {f"w{rank}": big}, group=group))
@@ -1008,6 +1020,7 @@ def ctrl_c_in_the_commit(tmp_path, script_text, run):
         if "rank 1: saved" not in out:
             break
     assert codes == [0] * len(codes), out
+    assert "rank 0: SIGINT sent, committing: True" in out, out  # where it was meant to land
     check_rank_0_interrupted(
         out, "collective commit failed on rank 0: rank 0 was interrupted (Ctrl-C)")
     assert path.read_bytes() == before
