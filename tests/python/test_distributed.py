@@ -962,16 +962,28 @@ REPORTED = textwrap.dedent("""
 """)
 
 # Each rank of `group` saves 128 MiB into `path`; rank 0 gets Ctrl-C once the
-# commit writes a file into the archive's folder.
+# commit writes a file into the archive's folder, and says whether its own
+# commit (CollectiveWriter.commit) had started then. Rank 0's main thread
+# keeps the GIL until it releases it (setswitchinterval): the thread sending
+# the signal cannot run through the 5 ms switch interval of a busy machine at
+# a point of the main thread's choosing.
 CTRL_C_IN_THE_COMMIT = textwrap.dedent("""
     folder = os.path.dirname(path)
     before = set(os.listdir(folder))
     big = np.full(32 << 20, rank + 1.5, dtype=np.float32)  # 128 MiB a rank
     if rank == 0:
+        sys.setswitchinterval(1000)
+        committing = threading.Event()
+        commit = mzd.CollectiveWriter.commit
+        def noting_commit(self, *args, **kwargs):
+            committing.set()
+            return commit(self, *args, **kwargs)
+        mzd.CollectiveWriter.commit = noting_commit
         def ctrl_c_once_the_commit_writes():  # as the terminal sends it
             deadline = time.monotonic() + 120
             while set(os.listdir(folder)) <= before and time.monotonic() < deadline:
                 time.sleep(0.001)
+            print(f"rank 0: SIGINT sent, committing: {committing.is_set()}", flush=True)
             os.kill(os.getpid(), signal.SIGINT)
         threading.Thread(target=ctrl_c_once_the_commit_writes, daemon=True).start()
     reported(lambda: mzd.save(path, "new", {f"w{rank}": big}, group=group))
@@ -1008,6 +1020,7 @@ def ctrl_c_in_the_commit(tmp_path, script_text, run):
         if "rank 1: saved" not in out:
             break
     assert codes == [0] * len(codes), out
+    assert "rank 0: SIGINT sent, committing: True" in out, out  # where it was meant to land
     check_rank_0_interrupted(
         out, "collective commit failed on rank 0: rank 0 was interrupted (Ctrl-C)")
     assert path.read_bytes() == before
@@ -1346,6 +1359,69 @@ def test_ctrl_c_while_one_rank_stages_fails_the_save_on_every_rank(tmp_path, how
     folder.mkdir()
     path, before = base_archive(folder)
     r = run_mpirun([sys.executable, script, path, how], timeout=100)
+    assert r.returncode == 0, r.stdout
+    check_rank_0_interrupted(r.stdout, "failed on rank 0: rank 0 was interrupted (Ctrl-C)")
+    assert os.listdir(folder) == ["m.zip"] and path.read_bytes() == before
+
+
+RETURN_INTERRUPTED_RANK = textwrap.dedent("""
+    import sys, time
+    import numpy as np
+    import modelzip, modelzip.distributed as mzd
+    from mpi4py import MPI
+    rank = MPI.COMM_WORLD.Get_rank()
+    path = sys.argv[1]
+    start = mzd.CollectiveWriter.start_background
+
+    def interrupted_as_it_returns(self, *args, **kwargs):
+        handle = start(self, *args, **kwargs)
+        if rank == 0:
+            raise KeyboardInterrupt  # what a Ctrl-C in the bytecodes after the call raises
+        return handle
+
+    mzd.CollectiveWriter.start_background = interrupted_as_it_returns
+
+    class HeldUntilInterrupted(mzd.MPICommunicator):
+        # Rank 0's commit makes its first collective call only once the
+        # interrupt is known to its communicator (at most 20 s), so that the
+        # commit cannot pass its last agreement first.
+        def hold(self):
+            deadline = time.monotonic() + 20
+            while (rank == 0 and getattr(self, "_commit_interrupt", None) is None
+                   and time.monotonic() < deadline):
+                time.sleep(0.001)
+        def gather(self, data, root):
+            self.hold()
+            return super().gather(data, root)
+        def broadcast(self, data, root):
+            self.hold()
+            return super().broadcast(data, root)
+
+    group = mzd.MPICommunicator(timeout=600)
+    background = HeldUntilInterrupted(timeout=600)
+    w = np.full(1 << 20, rank + 1.5, dtype=np.float32)
+""") + REPORTED + textwrap.dedent("""
+    reported(lambda: mzd.save(path, "new", {f"w{rank}": w}, group=group, blocking=False,
+                              background_group=background).result())
+""")
+
+
+def test_ctrl_c_as_a_background_collective_save_starts_stops_it_on_every_rank(tmp_path):
+    """Ctrl-C of rank 0 right after the C++ call started its background
+    collective save (blocking=False, two MPI ranks), before Python code
+    registered it: the save is registered before it starts (given its handle
+    by that call), so rank 0 stops it at the commit's next agreement and
+    raises KeyboardInterrupt noting "the save did not happen"; rank 1's
+    future raises modelzip.Error (code "cancelled") naming rank 0, and the
+    archive is as it was. Before, rank 0's handle was dropped unregistered:
+    the save went on and wrote the tag the KeyboardInterrupt said nothing
+    of, and exit would not have waited for it."""
+    script = tmp_path / "return_interrupted_rank.py"
+    script.write_text(RETURN_INTERRUPTED_RANK)
+    folder = tmp_path / "archive"
+    folder.mkdir()
+    path, before = base_archive(folder)
+    r = run_mpirun([sys.executable, script, path], timeout=100)
     assert r.returncode == 0, r.stdout
     check_rank_0_interrupted(r.stdout, "failed on rank 0: rank 0 was interrupted (Ctrl-C)")
     assert os.listdir(folder) == ["m.zip"] and path.read_bytes() == before

@@ -296,3 +296,48 @@ def test_sigint_during_an_import_or_quantize_commit(tmp_path, operation):
     with modelzip.open(path) as a:
         assert a.tags == ["base", "next"]
         assert a.verify() == []
+
+
+KILLED_SAVE = textwrap.dedent("""
+    import sys, numpy as np, modelzip
+    modelzip.save(sys.argv[1], "big",
+                  {f"p{i}": np.full(1 << 22, i, dtype=np.float32) for i in range(16)})  # 256 MiB
+""")
+
+
+def interrupted_append(path):
+    """Adds tag "big" to `path` in a child process killed (SIGKILL) once its
+    append journal exists: the archive's next writer rolls that append back."""
+    journal = path.parent / f".{path.name}.modelzip-append"
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_SAVE, str(path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while not journal.exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+        proc.kill()
+        proc.wait()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert journal.exists()
+
+
+def test_save_async_warns_of_the_interrupted_save_it_rolls_back(tmp_path):
+    """A save_async that rolls back an interrupted save (a killed process's
+    append) tells it as modelzip.save does (tests/crash/rollback_notice_test.cpp):
+    a UserWarning "<archive>: rolled back an interrupted save of tag big",
+    given from its background thread through the bindings' one wrapper of
+    calls into Python. Before, save_async rolled back without a word."""
+    path = tmp_path / "m.zip"
+    modelzip.save(path, "base", {"w": np.arange(10, dtype=np.int32)}, durable=False)
+    interrupted_append(path)
+    with pytest.warns(UserWarning) as caught:
+        modelzip.save_async(path, "after", {"w": np.zeros(3)}, durable=False).result()
+    messages = [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
+    assert f"{path}: rolled back an interrupted save of tag big" in messages, messages
+    with modelzip.open(path) as archive:
+        assert archive.tags == ["base", "after"]

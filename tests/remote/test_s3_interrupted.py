@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
 from conftest import CLI, completions, env_for, is_completion
@@ -327,10 +328,13 @@ def test_ctrl_c_while_a_save_fetches_bytes_to_copy_says_the_save_did_not_happen(
     assert run("tags", url, env=env).stdout.split() == [b"t1", b"t2"]
 
 
+# Stages tag t2 holding parameter NAME = the .npy file ARRAY in the archive
+# URL (argv: URL NAME ARRAY), says "staged", and commits once told (a line on
+# stdin).
 COMMIT_WHEN_TOLD = """
 import sys, numpy as np, modelzip
 w = modelzip.Writer(sys.argv[1])
-w.add_tag("t2", {"w": np.arange(16, dtype=np.float32)})
+w.add_tag("t2", {sys.argv[2]: np.load(sys.argv[3])})
 print("staged", flush=True)
 sys.stdin.readline()
 try:
@@ -341,7 +345,8 @@ except KeyboardInterrupt as e:
 """
 
 
-def test_ctrl_c_while_a_save_reads_the_old_object_says_the_save_did_not_happen(s3, tensors):
+def test_ctrl_c_while_a_save_reads_the_old_object_says_the_save_did_not_happen(s3, tensors,
+                                                                              tmp_path):
     """Ctrl-C while the commit reads the object it commits over (its tail,
     before any part): the read stops, and the commit raises
     KeyboardInterrupt noting that the save did not happen (before: its note
@@ -352,7 +357,9 @@ def test_ctrl_c_while_a_save_reads_the_old_object_says_the_save_did_not_happen(s
     key = "w/interrupted-first-read.zip"
     url, env, before = object_with_t1(s3, tensors, key)
     env["MODELZIP_NO_CACHE"] = "1"  # the commit reads the tail again, not from a cache
-    p = subprocess.Popen([sys.executable, "-c", COMMIT_WHEN_TOLD, url], env=env,
+    np.save(tmp_path / "w.npy", np.arange(16, dtype=np.float32))
+    p = subprocess.Popen([sys.executable, "-c", COMMIT_WHEN_TOLD, url, "w",
+                          str(tmp_path / "w.npy")], env=env,
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     arrived, release = threading.Event(), threading.Event()
 
@@ -370,20 +377,6 @@ def test_ctrl_c_while_a_save_reads_the_old_object_says_the_save_did_not_happen(s
     assert b"save cancelled while reading the archive's current version" in err, err
 
 
-COMMIT_SAME_TENSOR_WHEN_TOLD = """
-import sys, numpy as np, modelzip
-w = modelzip.Writer(sys.argv[1])
-w.add_tag("t2", {"new": np.load(sys.argv[2])})
-print("staged", flush=True)
-sys.stdin.readline()
-try:
-    w.commit()
-except KeyboardInterrupt as e:
-    print("KeyboardInterrupt:", *getattr(e, "__notes__", []), file=sys.stderr)
-    sys.exit(42)
-"""
-
-
 def test_ctrl_c_while_dedup_reads_old_blobs_says_the_save_did_not_happen(s3, tensors):
     """Ctrl-C while dedup compares a new tensor with its namesake in the
     object (a 1 MiB blob fetched from the server): the read stops, and the
@@ -398,7 +391,7 @@ def test_ctrl_c_while_dedup_reads_old_blobs_says_the_save_did_not_happen(s3, ten
     env = env_for(proxy, MODELZIP_NO_CACHE="1")
     run("import", url, "--tag", "t1", tensors / "new.npy", env=env)
     before = fork.get(key)
-    p = subprocess.Popen([sys.executable, "-c", COMMIT_SAME_TENSOR_WHEN_TOLD, url,
+    p = subprocess.Popen([sys.executable, "-c", COMMIT_WHEN_TOLD, url, "new",
                           str(tensors / "new.npy")], env=env,
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     arrived, release = threading.Event(), threading.Event()

@@ -3,9 +3,11 @@
 // wraps the handle in a concurrent.futures.Future).
 //
 // The snapshot copy and every wait run with the GIL released; the
-// background thread never calls into Python (its progress callback only
-// reads the flag stop() sets), so it keeps running while the interpreter is
-// busy or shutting down.
+// background thread calls into Python only to warn of a notice (a rolled
+// back interrupted save: a UserWarning, as Writer.commit gives; skipped while
+// the interpreter finalizes, call_python); its progress callback only reads
+// the flag stop() sets, so it keeps running while the interpreter is busy or
+// shutting down.
 //
 // CUDA tensors are fetched into staging areas (staging_areas.hpp) that the
 // save adopts instead of copying those bytes again.
@@ -106,6 +108,9 @@ py::object start(const py::object& path, const std::string& tag, const py::handl
   options.writer.dedup = dedup;
   options.writer.durable = durable;
   options.writer.append = append;
+  options.writer.on_notice = [archive = archive.string()](const std::string& notice) {
+    warn_notice(archive, notice);  // from the save's thread, as Writer.commit's
+  };
   options.replace = replace;
   options.keep_last = keep_last;
   if (metadata) options.update_metadata = metadata_edit(*metadata);

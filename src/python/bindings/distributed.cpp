@@ -29,12 +29,18 @@
 namespace modelzip::python {
 namespace {
 
-// The collectives of a background commit still running as the interpreter
-// finalizes (exit left without waiting for it) cannot call Python: this
-// rank's commit fails instead (the root rolls it back, or the next writer).
-void require_python() {
-  if (!may_take_gil())
-    throw Error(ErrorCode::cancelled, "the Python interpreter exited during the collective commit");
+// Calls `call` with the GIL (call_python). The collectives of a background
+// commit still running as the interpreter finalizes (exit left without
+// waiting for it) cannot call Python: this rank's commit fails instead with
+// Error(cancelled) (the root rolls it back, or the next writer).
+template <class Call>
+auto collective(Call&& call) -> decltype(call()) {
+  return call_python(
+      []() -> decltype(call()) {
+        throw Error(ErrorCode::cancelled,
+                    "the Python interpreter exited during the collective commit");
+      },
+      std::forward<Call>(call));
 }
 
 class PyCommunicator : public Communicator {
@@ -48,18 +54,18 @@ class PyCommunicator : public Communicator {
     return size_;
   }
   std::vector<std::string> gather(std::string_view bytes, int root) override {
-    require_python();
-    HeldGil gil;
-    py::object r = call("gather", py::bytes(bytes.data(), bytes.size()), root);
-    std::vector<std::string> out;
-    if (!r.is_none())
-      for (py::handle item : r) out.push_back(item.cast<std::string>());
-    return out;
+    return collective([&] {
+      py::object r = call("gather", py::bytes(bytes.data(), bytes.size()), root);
+      std::vector<std::string> out;
+      if (!r.is_none())
+        for (py::handle item : r) out.push_back(item.cast<std::string>());
+      return out;
+    });
   }
   std::string broadcast(std::string_view bytes, int root) override {
-    require_python();
-    HeldGil gil;
-    return call("broadcast", py::bytes(bytes.data(), bytes.size()), root).cast<std::string>();
+    return collective([&] {
+      return call("broadcast", py::bytes(bytes.data(), bytes.size()), root).cast<std::string>();
+    });
   }
   // A Ctrl-C noted during a blocking commit of modelzip.distributed
   // (_CommitInterrupt) is passed on as this rank's error, so that every
@@ -67,16 +73,16 @@ class PyCommunicator : public Communicator {
   // signals pending since the GIL was released run first (Python's run
   // them only on the main thread).
   std::optional<Failure> agree(std::string_view error) override {
-    require_python();
-    HeldGil gil;
-    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
-    py::object self = py::cast(static_cast<const Communicator*>(this));
-    py::object told = helper("distributed", "_CommitInterrupt")
-                          .attr("error_of")(self, py::str(error.data(), error.size()));
-    py::object r = call("agree", told);
-    if (r.is_none()) return std::nullopt;
-    auto [rank, message] = r.cast<std::pair<int, std::string>>();
-    return Failure{rank, message};
+    return collective([&]() -> std::optional<Failure> {
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+      py::object self = py::cast(static_cast<const Communicator*>(this));
+      py::object told = helper("distributed", "_CommitInterrupt")
+                            .attr("error_of")(self, py::str(error.data(), error.size()));
+      py::object r = call("agree", told);
+      if (r.is_none()) return std::nullopt;
+      const auto failure = r.cast<std::pair<int, std::string>>();
+      return Failure{failure.first, failure.second};
+    });
   }
 
  private:
@@ -90,10 +96,10 @@ class PyCommunicator : public Communicator {
   }
   void cache() const {
     std::call_once(once_, [&] {
-      require_python();
-      HeldGil gil;
-      rank_ = call("rank").cast<int>();
-      size_ = call("size").cast<int>();
+      collective([&] {
+        rank_ = call("rank").cast<int>();
+        size_ = call("size").cast<int>();
+      });
     });
   }
   mutable std::once_flag once_;
@@ -267,25 +273,34 @@ agree() as this rank's error (the subclass needs nothing for it).)doc")
       .def(
           "start_background",
           [](CollectiveWriter& w, std::string tag, bool keep_staging, unsigned copy_threads,
-             const py::object& adopt, bool replace, std::optional<std::size_t> keep_last) {
+             const py::object& adopt, bool replace, std::optional<std::size_t> keep_last,
+             const py::object& into) {
             BackgroundCollectiveOptions options;
             options.keep_staging = keep_staging;
             options.copy_threads = copy_threads;
             options.replace = replace;
             options.keep_last = keep_last;
             if (!adopt.is_none()) options.adopt = adopted_areas(adopt, keep_staging);
-            ReleasedGil release;
-            return std::make_unique<PyBackgroundCollectiveSave>(
-                BackgroundCollectiveSave::start(w, std::move(tag), options));
+            std::unique_ptr<PyBackgroundCollectiveSave> save;
+            {
+              ReleasedGil release;
+              save = std::make_unique<PyBackgroundCollectiveSave>(
+                  BackgroundCollectiveSave::start(w, std::move(tag), options));
+            }
+            py::object handle = py::cast(std::move(save));
+            if (!into.is_none()) into.attr("_handle") = handle;
+            return handle;
           },
           py::arg("tag"), py::kw_only(), py::arg("keep_staging") = true,
           py::arg("copy_threads") = 0u, py::arg("adopt") = py::none(), py::arg("replace") = false,
-          py::arg("keep_last") = py::none(),
+          py::arg("keep_last") = py::none(), py::arg("into") = py::none(),
           "Snapshots what is staged (GIL released) and commits it as `tag` in a background "
           "thread over this writer's communicator, which nothing else may use meanwhile; "
           "collective. ``adopt``: _StagingArea objects whose bytes the staged arrays may view, "
-          "taken over instead of copied (they must not change afterwards). Returns a "
-          "BackgroundCollectiveSave (see modelzip.distributed.save).");
+          "taken over instead of copied (they must not change afterwards). ``into``: an "
+          "object whose _handle receives the handle before the call returns (no Python code "
+          "runs in between: a KeyboardInterrupt raised as it returns cannot lose the save). "
+          "Returns a BackgroundCollectiveSave (see modelzip.distributed.save).");
 
   py::class_<PyBackgroundCollectiveSave>(m, "BackgroundCollectiveSave",
                                          "One background collective save "

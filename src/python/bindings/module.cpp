@@ -8,17 +8,18 @@
 namespace modelzip::python {
 
 void warn_notice(const std::string& archive, const std::string& notice) {
-  if (!may_take_gil()) return;
-  HeldGil gil;
   const std::string text = archive + ": " + notice;
-  if (PyErr_WarnEx(PyExc_UserWarning, text.c_str(), 1) != 0) PyErr_WriteUnraisable(nullptr);
+  call_python([] {},  // the interpreter is going: no warning
+              [&] {
+                if (PyErr_WarnEx(PyExc_UserWarning, text.c_str(), 1) != 0)
+                  PyErr_WriteUnraisable(nullptr);
+              });
 }
 
 std::shared_ptr<const void> python_keeper(py::object object) {
   return std::shared_ptr<const void>(new py::object(std::move(object)), [](const void* p) {
-    if (!may_take_gil()) return;  // the interpreter is going: the reference is left
-    HeldGil gil;
-    delete static_cast<const py::object*>(p);
+    call_python([] {},  // the interpreter is going: the reference is left
+                [p] { delete static_cast<const py::object*>(p); });
   });
 }
 

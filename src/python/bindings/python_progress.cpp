@@ -19,19 +19,20 @@ ProgressCallback PythonProgress::callback() const {
     const auto now = std::chrono::steady_clock::now();
     if (!state->function && now - last < std::chrono::milliseconds(20)) return true;
     last = now;
-    if (!may_take_gil()) return false;  // the interpreter is going: the operation stops
-    HeldGil gil;
-    if (state->error) return false;
-    try {
-      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
-      if (!state->function) return true;
-      const auto& fn = *static_cast<const py::object*>(state->function.get());
-      py::object result = fn(p.bytes_done, p.bytes_total);
-      return result.is_none() || PyObject_IsTrue(result.ptr()) == 1;
-    } catch (py::error_already_set& e) {
-      state->error = std::move(e);
-      return false;
-    }
+    return call_python([] { return false; },  // the interpreter is going: the operation stops
+                       [&]() -> bool {
+                         if (state->error) return false;
+                         try {
+                           if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+                           if (!state->function) return true;
+                           const auto& fn = *static_cast<const py::object*>(state->function.get());
+                           py::object result = fn(p.bytes_done, p.bytes_total);
+                           return result.is_none() || PyObject_IsTrue(result.ptr()) == 1;
+                         } catch (py::error_already_set& e) {
+                           state->error = std::move(e);
+                           return false;
+                         }
+                       });
   };
 }
 

@@ -28,7 +28,7 @@ class PythonProgress {
   // `function`: None, or a callable (else TypeError "progress must be
   // callable"). Returning False (or anything false but None) says stop; so
   // does the callback during interpreter finalization on a thread that may
-  // not take the GIL (may_take_gil).
+  // not take the GIL (call_python).
   explicit PythonProgress(const pybind11::object& function);
 
   ProgressCallback callback() const;

@@ -80,6 +80,8 @@ ReleasedGil::~ReleasedGil() {
 // takes the GIL (ended by Python during finalization, as above); late in
 // finalization it would find Python's thread-state machinery torn down, so
 // a thread that would have to take the GIL then is parked before it asks.
+namespace gil_detail {
+
 HeldGil::HeldGil() {
   if (!may_take_gil()) park();
   try {
@@ -96,6 +98,8 @@ HeldGil::~HeldGil() {
 bool may_take_gil() noexcept {
   return !finalizing() || finalizing_thread || PyGILState_Check() != 0;
 }
+
+}  // namespace gil_detail
 
 std::size_t released_calls() noexcept {
   return in_flight.load(std::memory_order_acquire);

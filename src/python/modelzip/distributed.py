@@ -344,9 +344,18 @@ def save(path: PathLike, tag: str, tensors: Mapping[str, Any], *, group: Any = N
     writer = _staged_writer(path, _host_values(tensors, fetches), comm, share, dedup, durable,
                             root, rank_lock_timeout, raw_bits)
     adopt = fetches.areas if fetches is not None else None
-    return _BackgroundCommits.start(
-        writer.start_background(tag, adopt=adopt, replace=replace, keep_last=keep_last), comm,
-        os.fspath(path), tag)
+    # Registered before the save starts, and given its handle by the C++ call
+    # itself: a KeyboardInterrupt raised as the call returns (or anywhere up
+    # to the return below) finds the save registered (_BackgroundCommits.abandon).
+    background = _BackgroundCommits.register(comm, os.fspath(path), tag)
+    try:
+        writer.start_background(tag, adopt=adopt, replace=replace, keep_last=keep_last,
+                                into=background)
+        background.start_completion()
+    except BaseException as error:  # noqa: B902 (a KeyboardInterrupt too)
+        _BackgroundCommits.abandon(background, error)
+        raise
+    return background.future
 
 
 def _staged_writer(path: PathLike, tensors: Mapping[str, Any], comm: Communicator,
@@ -572,6 +581,37 @@ class _CollectiveFuture(concurrent.futures.Future):
         return False
 
 
+class _BackgroundSave:
+    """One background collective save of this rank, registered before it
+    starts: the C++ start gives it its handle (_handle) as it returns."""
+
+    def __init__(self, comm: Communicator, path: str, tag: str) -> None:
+        self.future = _CollectiveFuture()
+        self.future.set_running_or_notify_cancel()
+        self.comm, self.path, self.tag = comm, path, tag  # holds the communicator until the end
+        self._handle: Any = None
+        self._claim = threading.Lock()  # held by whoever completes the future
+
+    def start_completion(self) -> None:
+        """Starts a non-daemon thread running complete (which only one runs)."""
+        threading.Thread(target=self.complete, daemon=False,
+                         name=f"modelzip collective save {self.tag}").start()
+
+    def complete(self) -> None:
+        """Waits for the save (GIL released) and completes the future, unless
+        another thread has claimed that."""
+        if not self._claim.acquire(blocking=False):
+            return
+        try:
+            stats = self._handle.wait()
+        except BaseException as error:  # noqa: B902 (handed to the future)
+            _BackgroundCommits._ended(self)
+            self.future.set_exception(error)
+        else:
+            _BackgroundCommits._ended(self)
+            self.future.set_result(stats)
+
+
 class _BackgroundCommits:
     """Completes the futures of background collective saves: a non-daemon thread per save
     waits for it (GIL released). The saves themselves run in C++ threads, one after another
@@ -580,38 +620,51 @@ class _BackgroundCommits:
     at the ranks' next agreement, as a Ctrl-C stops a blocking save (_CommitInterrupt)."""
 
     _lock = threading.Lock()
-    # The saves in flight, oldest first: (future, communicator, path, tag).
-    _in_flight: list[tuple[concurrent.futures.Future, Communicator, str, str]] = []
+    # The saves in flight, oldest first.
+    _in_flight: list[_BackgroundSave] = []
     _exit_wait_registered = False
 
     @staticmethod
-    def start(handle: Any, comm: Communicator, path: str, tag: str) -> concurrent.futures.Future:
-        future = _CollectiveFuture()
-        future.set_running_or_notify_cancel()
-        entry = (future, comm, path, tag)
-
-        def complete(_comm: Communicator) -> None:  # holds the communicator until the end
-            try:
-                stats = handle.wait()
-            except BaseException as error:  # noqa: B902 (handed to the future)
-                _BackgroundCommits._ended(entry)
-                future.set_exception(error)
-            else:
-                _BackgroundCommits._ended(entry)
-                future.set_result(stats)
-
-        with _BackgroundCommits._lock:
-            _BackgroundCommits._in_flight.append(entry)
+    def register(comm: Communicator, path: str, tag: str) -> _BackgroundSave:
+        save = _BackgroundSave(comm, path, tag)
         _BackgroundCommits._register_exit_wait()
-        threading.Thread(target=complete, args=(comm,), daemon=False,
-                         name=f"modelzip collective save {tag}").start()
-        return future
+        with _BackgroundCommits._lock:
+            _BackgroundCommits._in_flight.append(save)
+        return save
 
     @staticmethod
-    def _ended(entry: tuple) -> None:
+    def abandon(save: _BackgroundSave, error: BaseException) -> None:
+        """save() raises `error` after registering `save`. One that did not
+        start is forgotten. One that started (a Ctrl-C as the C++ call
+        returned) is stopped as exit's interrupted wait stops saves: once the
+        saves before it on its communicator have ended, its commit fails on
+        every rank at the ranks' next agreement (unless past the last one),
+        and a note on `error` says which happened."""
+        if save._handle is None:
+            _BackgroundCommits._ended(save)
+            return
         with _BackgroundCommits._lock:
-            if entry in _BackgroundCommits._in_flight:
-                _BackgroundCommits._in_flight.remove(entry)
+            in_flight = _BackgroundCommits._in_flight
+            earlier = [s.future for s in in_flight[:in_flight.index(save)] if s.comm is save.comm]
+        concurrent.futures.wait(earlier)  # they run first: only this save is stopped
+        stop = _StopCommits()
+        save.comm._commit_interrupt = stop  # error_of() tells it at the commit's next agree()
+        try:
+            save.complete()  # unless its thread has claimed it
+            concurrent.futures.wait([save.future])
+        finally:
+            if getattr(save.comm, "_commit_interrupt", None) is stop:
+                save.comm._commit_interrupt = None
+        failure = save.future.exception()
+        note = ("the save completed before the interrupt could stop it" if failure is None
+                else f"the save did not happen: {failure}")
+        error.add_note(f"{save.path}: {note}")
+
+    @staticmethod
+    def _ended(save: _BackgroundSave) -> None:
+        with _BackgroundCommits._lock:
+            if save in _BackgroundCommits._in_flight:
+                _BackgroundCommits._in_flight.remove(save)
 
     @staticmethod
     def _register_exit_wait() -> None:
@@ -640,13 +693,16 @@ class _BackgroundCommits:
         writer rolls an interrupted save back)."""
         from ._async import _say
         with _BackgroundCommits._lock:
-            saves = list(_BackgroundCommits._in_flight)
+            saves = [s for s in _BackgroundCommits._in_flight if s._handle is not None]
         if not saves:
             return
-        futures = [future for future, _, _, _ in saves]
+        for s in saves:
+            if not s._claim.locked():  # a Ctrl-C in save() came before its thread started
+                s.start_completion()
+        futures = [s.future for s in saves]
         if isinstance(getattr(sys, "last_value", None), KeyboardInterrupt):
-            for _, _, path, tag in saves:
-                _say(f"waiting for the background collective save of tag {tag!r} to {path}: "
+            for s in saves:
+                _say(f"waiting for the background collective save of tag {s.tag!r} to {s.path}: "
                      f"every rank's part of its commit (Ctrl-C again stops it on every rank "
                      f"at their next agreement: the archive stays as it was)")
         try:
@@ -654,17 +710,17 @@ class _BackgroundCommits:
             return
         except KeyboardInterrupt:
             pass
-        for _, comm, _, _ in saves:  # error_of() tells it at the commit's next agree()
-            comm._commit_interrupt = _StoppedAtExit()
+        for s in saves:  # error_of() tells it at the commit's next agree()
+            s.comm._commit_interrupt = _StopCommits()
         try:
             concurrent.futures.wait(futures)
         except KeyboardInterrupt:
             _say("leaving without waiting for the background collective saves: the next writer "
                  "of an archive rolls an interrupted save back")
             return
-        for future, _, path, tag in saves:
-            error = future.exception()
-            what = f"the background collective save of tag {tag!r} to {path}"
+        for s in saves:
+            error = s.future.exception()
+            what = f"the background collective save of tag {s.tag!r} to {s.path}"
             if getattr(error, "code", None) == "cancelled" and "(Ctrl-C)" in str(error):
                 _say(f"{what} was stopped (Ctrl-C): its commit failed on every rank, the "
                      f"archive is as it was")
@@ -674,9 +730,10 @@ class _BackgroundCommits:
                 _say(f"{what} failed: {error}")
 
 
-class _StoppedAtExit:
+class _StopCommits:
     """A background communicator's _commit_interrupt once exit's wait was
-    interrupted: its commits fail at their next agreement (error_of)."""
+    interrupted, or while save() stops the save a Ctrl-C interrupted as it
+    started: its commits fail at their next agreement (error_of)."""
 
     noted = True
 
