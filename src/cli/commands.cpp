@@ -56,8 +56,8 @@ std::size_t report_damage(const Archive& archive) {
   for (const auto& tag : archive.tags())
     if (auto damage = archive.tag_damage(tag)) {
       ++n;
-      std::cerr << "modelzip: tag '" << printable(tag)
-                << "' is damaged: " << printable_message(damage->what())
+      std::cerr << "modelzip: tag " << quoted_name(tag)
+                << " is damaged: " << printable_message(damage->what())
                 << " (the other tags are readable; modelzip rm-tag removes this one)\n";
     }
   return n;
@@ -66,8 +66,8 @@ std::size_t report_damage(const Archive& archive) {
 void require_tensor(const Archive& archive, const std::string& name, const std::string& tag) {
   if (archive.param(name, tag).kind != BlobKind::embedding) return;
   throw Error(ErrorCode::invalid_argument,
-              "parameter '" + name +
-                  "' is an embedding, not a tensor: write it with modelzip export ARCHIVE " + name +
+              "parameter " + quoted_name(name) +
+                  " is an embedding, not a tensor: write it with modelzip export ARCHIVE " + name +
                   " OUT.fifu (or .vec, .txt, .bin), or query it with modelzip embed, " +
                   "similar or analogy",
               ErrorContext{.archive = archive.name(), .tag = tag});

@@ -54,8 +54,8 @@ int unknown_command(const std::string& name) {
   std::vector<std::string_view> names;
   for (const Command* c : all_commands()) names.push_back(c->name);
   const std::string suggestion = detail::did_you_mean(name, names);
-  std::cerr << error_prefix() << " unknown command '" << printable(name) << "'"
-            << (suggestion.empty() ? " (see modelzip --help)" : printable(suggestion)) << "\n";
+  std::cerr << error_prefix() << " unknown command " << quoted_name(name)
+            << (suggestion.empty() ? " (see modelzip --help)" : suggestion) << "\n";
   return 2;
 }
 
