@@ -62,6 +62,10 @@ int run(const std::vector<std::string>& argv) {
   install_interrupt_handlers();
   Archive archive = open_archive(pos.front());
   const fs::path out = pos.back();
+  if (std::error_code ec; fs::is_directory(out, ec))
+    throw UsageError("OUT " + quoted_name(out.string()) +
+                     " is a folder: name the file to write in it (e.g. " +
+                     printable((out / "model.safetensors").string()) + ")");
   std::vector<std::string> names(pos.begin() + 1, pos.end() - 1);
   const std::string tag = args.value_or("--tag", "");
   std::string format = args.value_or("--format", "");

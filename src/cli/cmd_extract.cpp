@@ -128,6 +128,9 @@ int run(const std::vector<std::string>& argv) {
   if (::mkdir(target.c_str(), 0755) != 0 && errno != EEXIST)
     fail("", "cannot create folder " + quoted_name(target));
   Dir root(::open(target.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (root.fd() < 0 && errno == ENOTDIR)
+    throw Error(ErrorCode::invalid_argument,
+                "DIR " + quoted_name(target) + " is a file, not a folder");
   if (root.fd() < 0) fail("", "cannot open folder " + quoted_name(target));
   std::uint64_t files = 0, bytes = 0;
   const std::vector<std::string> entries = selected_entries(archive, args.values("--tag"));

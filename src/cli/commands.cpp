@@ -24,8 +24,10 @@ const std::vector<const Command*>& all_commands() {
 const std::string_view kTagline = "tagged machine-learning checkpoints in one zip archive";
 const std::string_view kExitStatus =
     "0 on success; 1 on error, with one line on standard error that names the archive,\n"
-    "entry and line or offset; 2 for wrong usage, with the command's usage.\n"
-    "diff exits 1 when the tags differ and 2 on errors, like diff(1).\n";
+    "entry and line or offset; 2 for wrong usage, with the command's usage; 130 or\n"
+    "143 when SIGINT (Ctrl-C) or SIGTERM stopped the command (a change it was making\n"
+    "is rolled back; extract keeps the files it finished). verify exits 1 when it\n"
+    "finds a problem; diff exits 1 when the tags differ and 2 on errors, like diff(1).\n";
 const std::string_view kDoubleDash =
     "Options may come anywhere; put -- before tags, words or names that start with -\n"
     "(e.g. modelzip similar model.zip words -- -Mozilla).\n";
