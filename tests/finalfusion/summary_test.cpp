@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,10 +46,12 @@ TEST_SUITE("finalfusion") {
 
 namespace {
 
-// The identifier and the body's offset of the first vocabulary chunk of a
-// .fifu file, found by walking the chunk frames (FINALFUSION.md section 1:
-// magic, version, n u32 identifiers; then id u32, length u64, body).
-std::pair<std::uint32_t, std::size_t> vocab_chunk(const std::vector<std::byte>& file) {
+// The identifier and the offset of the first chunk of a .fifu file whose
+// identifier is among `ids`, found by walking the chunk frames
+// (FINALFUSION.md section 1: magic, version, n u32 identifiers; then id u32,
+// length u64, body).
+std::pair<std::uint32_t, std::size_t> first_chunk(const std::vector<std::byte>& file,
+                                                  std::initializer_list<std::uint32_t> ids) {
   auto u32 = [&file](std::size_t at) {
     std::uint32_t v;
     std::memcpy(&v, file.data() + at, 4);
@@ -59,11 +62,18 @@ std::pair<std::uint32_t, std::size_t> vocab_chunk(const std::vector<std::byte>& 
     const std::uint32_t id = u32(at);
     std::uint64_t length;
     std::memcpy(&length, file.data() + at + 4, 8);
-    if (id == 1 || id == 3 || id == 7 || id == 8 || id == 9) return {id, at + 12};
+    for (std::uint32_t wanted : ids)
+      if (id == wanted) return {id, at};
     at += 12 + static_cast<std::size_t>(length);
   }
-  FAIL("no vocabulary chunk");
+  FAIL("no such chunk");
   return {0, 0};
+}
+
+// The identifier and the body's offset of the first vocabulary chunk.
+std::pair<std::uint32_t, std::size_t> vocab_chunk(const std::vector<std::byte>& file) {
+  const auto chunk = first_chunk(file, {1, 3, 7, 8, 9});
+  return {chunk.first, chunk.second + 12};
 }
 
 // What Embeddings::read and summarize throw for `file` (empty: nothing).
@@ -128,26 +138,12 @@ TEST_SUITE("finalfusion") {
 
 namespace {
 
-// The byte offset of the first storage chunk's body (NdArray, chunk 2, or
-// QuantizedArray, chunk 4) and that chunk's offset of its rows field.
+// The offset of the first storage chunk (NdArray, chunk 2, or
+// QuantizedArray, chunk 4) and that of its rows field.
 std::pair<std::size_t, std::size_t> storage_rows_field(const std::vector<std::byte>& file) {
-  auto u32 = [&file](std::size_t at) {
-    std::uint32_t v;
-    std::memcpy(&v, file.data() + at, 4);
-    return v;
-  };
-  std::size_t at = 12 + 4 * std::size_t{u32(8)};
-  while (at + 12 <= file.size()) {
-    const std::uint32_t id = u32(at);
-    std::uint64_t length;
-    std::memcpy(&length, file.data() + at + 4, 8);
-    // NdArray: rows u64 first; QuantizedArray: five u32, then rows u64.
-    if (id == 2) return {at, at + 12};
-    if (id == 4) return {at, at + 12 + 20};
-    at += 12 + static_cast<std::size_t>(length);
-  }
-  FAIL("no storage chunk");
-  return {0, 0};
+  const auto chunk = first_chunk(file, {2, 4});
+  // NdArray: rows u64 first; QuantizedArray: five u32, then rows u64.
+  return {chunk.second, chunk.second + 12 + (chunk.first == 4 ? 20 : 0)};
 }
 
 // `bytes` with the storage chunk's rows field set to `rows`.
