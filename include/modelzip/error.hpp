@@ -6,8 +6,8 @@
 // archive with Error::with_context as the error propagates, so the final
 // what() reads like:
 //   "model.zip: entry 'v2/params.txt': line 3: invalid escape '%G1'"
-// message() and what() are printable: control characters and bytes that are
-// not UTF-8 (quoted from untrusted files) are escaped ("\r", "\x1a"), the
+// message() and what() are printable: control characters and invalid UTF-8
+// escaped ("\r", "\x1a"), a quoted name's backslash doubled ('a\\nb'), the
 // same text in every binding; context() keeps the exact names.
 //
 // Thread safety: Error is an immutable value type.

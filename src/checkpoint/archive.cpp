@@ -5,6 +5,7 @@
 #include "checkpoint/private_views.hpp"
 #include "core/checked.hpp"
 #include "core/kept_symbol.hpp"
+#include "core/printable.hpp"
 #include "core/progress_tracker.hpp"
 #include "core/suggestions.hpp"
 #include "format/archive_metadata.hpp"
@@ -25,10 +26,10 @@ using format::TableKind;
 namespace {
 
 std::string key_text(TableKind kind, std::string_view key) {
-  if (kind == TableKind::params) return "parameter '" + std::string(key) + "'";
+  if (kind == TableKind::params) return "parameter " + modelzip::detail::quote_name(key);
   auto nul = key.find('\0');
-  return "updater state '" + std::string(key.substr(nul + 1)) + "' of variable '" +
-         std::string(key.substr(0, nul)) + "'";
+  return "updater state " + modelzip::detail::quote_name(key.substr(nul + 1)) + " of variable " +
+         modelzip::detail::quote_name(std::string(key.substr(0, nul)));
 }
 
 // `length` bytes of `e` from byte `offset`, the range within its declared
@@ -159,11 +160,13 @@ Archive::Impl::Impl(std::string archive_name, Bytes file, const OpenOptions& opt
     auto it = tag_index.find(format::ascii_lower(folder));
     if (it == tag_index.end())
       throw Error(ErrorCode::corrupt,
-                  "entry lies in folder '" + folder + "', which tags.txt does not list",
+                  "entry lies in folder " + modelzip::detail::quote_name(folder) +
+                      ", which tags.txt does not list",
                   context(e.name));
     if (tags[it->second] != folder)
       throw Error(ErrorCode::corrupt,
-                  "folder '" + folder + "' differs in case from tag '" + tags[it->second] + "'",
+                  "folder " + modelzip::detail::quote_name(folder) + " differs in case from tag " +
+                      modelzip::detail::quote_name(tags[it->second]),
                   context(e.name));
     checked_folder = std::string_view(e.name).substr(0, slash);
   }
@@ -173,7 +176,8 @@ Archive::Impl::Impl(std::string archive_name, Bytes file, const OpenOptions& opt
   for (const auto& tag : tags) {
     std::string entry_name = tag + "/" + std::string(format::table_entry_name(TableKind::params));
     if (!find_entry(entry_name))
-      throw Error(ErrorCode::corrupt, "tag '" + tag + "' has no params.txt",
+      throw Error(ErrorCode::corrupt,
+                  "tag " + modelzip::detail::quote_name(tag) + " has no params.txt",
                   context(entry_name, tag));
   }
   tables.resize(tags.size());
@@ -200,7 +204,8 @@ void Archive::Impl::read_tables(std::size_t t, TagTables& tt,
     };
     if (kind == TableKind::updater && !find_entry(entry_name)) continue;
     if (kind == TableKind::params && !find_entry(entry_name)) {
-      problem(Error(ErrorCode::corrupt, "tag '" + tags[t] + "' has no params.txt"));
+      problem(Error(ErrorCode::corrupt,
+                    "tag " + modelzip::detail::quote_name(tags[t]) + " has no params.txt"));
       continue;
     }
     Bytes text;
@@ -224,18 +229,20 @@ void Archive::Impl::read_tables(std::size_t t, TagTables& tt,
       if (!row.ref.tag.empty() && !(ref_tag_ok && *ref_tag_ok == row.ref.tag)) {
         auto it = tag_index.find(format::ascii_lower(row.ref.tag));
         if (it == tag_index.end()) {
-          bad_row("reference to tag '" + row.ref.tag + "', which tags.txt does not list");
+          bad_row("reference to tag " + modelzip::detail::quote_name(row.ref.tag) +
+                  ", which tags.txt does not list");
           continue;
         }
         if (tags[it->second] != row.ref.tag) {
-          bad_row("reference '" + format::blob_ref_text(row.ref) +
-                  "' differs in case from the tag's spelling");
+          bad_row("reference " + modelzip::detail::quote_name(format::blob_ref_text(row.ref)) +
+                  " differs in case from the tag's spelling");
           continue;
         }
         ref_tag_ok = &row.ref.tag;
       }
       format::blob_entry_name_into(blob, row.ref, tags[t], kind);
-      if (!find_entry(blob)) bad_row("blob entry '" + blob + "' does not exist");
+      if (!find_entry(blob))
+        bad_row("blob entry " + modelzip::detail::quote_name(blob) + " does not exist");
     }
   }
 }
@@ -582,7 +589,8 @@ Tensor Archive::tensor(std::string_view name, std::string_view tag, ReadMode mod
   std::string entry = impl_->blob_entry(t, row, TableKind::params);
   if (row.ref.format != format::BlobFormat::tensor)
     throw Error(ErrorCode::invalid_argument,
-                "parameter '" + std::string(name) + "' is an embedding; use embedding_file()",
+                "parameter " + modelzip::detail::quote_name(name) +
+                    " is an embedding; use embedding_file()",
                 impl_->context(entry, impl_->tags[t]));
   return impl_->read_tensor(entry, mode, impl_->tags[t]);
 }
@@ -675,7 +683,8 @@ NamedTensors Archive::Impl::load_named(std::span<const std::string> names, std::
     std::string entry = blob_entry(t, blob_row, TableKind::params);
     if (blob_row.ref.format != format::BlobFormat::tensor)
       throw Error(ErrorCode::invalid_argument,
-                  "parameter '" + param + "' is an embedding; use embedding_file()",
+                  "parameter " + modelzip::detail::quote_name(param) +
+                      " is an embedding; use embedding_file()",
                   context(entry, tag_name));
     entries.push_back(&entry_or_throw(entry));
   }
@@ -720,7 +729,7 @@ NamedTensors Archive::Impl::load_named(std::span<const std::string> names, std::
 
 void NamedTensors::throw_missing(std::string_view name) const {
   constexpr std::size_t kListed = 8;  // names shown; the rest are counted
-  std::string message = "no tensor '" + std::string(name) + "'";
+  std::string message = "no tensor " + modelzip::detail::quote_name(name);
   if (items_.size() <= detail::kMaxSuggestionCandidates) {
     std::vector<std::string_view> names;
     names.reserve(items_.size());
@@ -732,7 +741,7 @@ void NamedTensors::throw_missing(std::string_view name) const {
   } else {
     message += " among " + std::to_string(items_.size()) + ": ";
     for (std::size_t i = 0; i < items_.size() && i < kListed; ++i)
-      message += (i ? ", '" : "'") + items_[i].first + "'";
+      message += (i ? ", " : "") + modelzip::detail::quote_name(items_[i].first);
     if (items_.size() > kListed)
       message += " and " + std::to_string(items_.size() - kListed) + " more";
   }
@@ -761,9 +770,10 @@ Bytes Archive::embedding_file(std::string_view name, std::string_view tag, ReadM
   const BlobRow& row = impl_->row(t, TableKind::params, name);
   std::string entry = impl_->blob_entry(t, row, TableKind::params);
   if (row.ref.format != format::BlobFormat::fifu)
-    throw Error(ErrorCode::invalid_argument,
-                "parameter '" + std::string(name) + "' is a tensor, not an embedding",
-                impl_->context(entry, impl_->tags[t]));
+    throw Error(
+        ErrorCode::invalid_argument,
+        "parameter " + modelzip::detail::quote_name(name) + " is a tensor, not an embedding",
+        impl_->context(entry, impl_->tags[t]));
   return this->entry(entry, mode);
 }
 

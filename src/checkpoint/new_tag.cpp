@@ -1,4 +1,5 @@
 #include "checkpoint/new_tag_contents.hpp"
+#include "core/printable.hpp"
 #include "modelzip/error.hpp"
 #include "modelzip/writer.hpp"
 #include "zip/zip_directory.hpp"
@@ -36,7 +37,8 @@ namespace {
 void claim_name(NewTag::Contents& contents, const std::string& name) {
   if (name.empty()) throw Error(ErrorCode::invalid_argument, "a parameter name must not be empty");
   if (!contents.param_names.insert(name).second)
-    throw Error(ErrorCode::invalid_argument, "parameter '" + name + "' is added twice");
+    throw Error(ErrorCode::invalid_argument,
+                "parameter " + modelzip::detail::quote_name(name) + " is added twice");
 }
 }  // namespace
 
@@ -77,7 +79,8 @@ void claim_state_key(NewTag::Contents& contents, const std::string& variable,
     throw Error(ErrorCode::invalid_argument, "updater variable and state names must not be empty");
   if (!contents.state_keys.emplace(variable, state).second)
     throw Error(ErrorCode::invalid_argument,
-                "updater state '" + state + "' of '" + variable + "' is added twice");
+                "updater state " + modelzip::detail::quote_name(state) + " of " +
+                    modelzip::detail::quote_name(variable) + " is added twice");
 }
 }  // namespace
 
@@ -96,12 +99,13 @@ void NewTag::share_updater_state(std::string variable, std::string state, std::s
 
 void NewTag::set_entry(std::string relative_name, Bytes contents, Compression compression) {
   if (auto why = zip::unsafe_name_reason(relative_name); !why.empty())
-    throw Error(ErrorCode::invalid_argument, why + ": '" + relative_name + "'");
+    throw Error(ErrorCode::invalid_argument,
+                why + ": " + modelzip::detail::quote_name(relative_name));
   if (relative_name == "params.txt" || relative_name == "updater.txt" ||
       relative_name.starts_with("params/") || relative_name.starts_with("updater/") ||
       relative_name.ends_with("/"))
-    throw Error(ErrorCode::invalid_argument,
-                "'" + relative_name + "' is reserved for parameters and updater state");
+    throw Error(ErrorCode::invalid_argument, modelzip::detail::quote_name(relative_name) +
+                                                 " is reserved for parameters and updater state");
   for (auto& e : mutable_contents().entries)
     if (e.relative_name == relative_name) {
       e.contents = std::move(contents);

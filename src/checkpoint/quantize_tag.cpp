@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/printable.hpp"
 #include "core/progress_tracker.hpp"
 #include "core/quantization_rules.hpp"
 #include "core/suggestions.hpp"
@@ -49,10 +50,10 @@ QuantizeResult quantize_tag(const std::filesystem::path& path, std::string_view 
   Archive archive = Archive::open(path);
   auto source = archive.find_tag(from_tag);
   if (!source)
-    throw Error(
-        ErrorCode::not_found,
-        "no tag '" + std::string(from_tag) + "'" + detail::did_you_mean(from_tag, archive.tags()),
-        ErrorContext{.archive = archive.name()});
+    throw Error(ErrorCode::not_found,
+                "no tag " + modelzip::detail::quote_name(from_tag) +
+                    detail::did_you_mean(from_tag, archive.tags()),
+                ErrorContext{.archive = archive.name()});
   if (auto damage = archive.tag_damage(*source)) throw *damage;
   const std::vector<ParamInfo> params = archive.params(*source);
 
@@ -63,7 +64,8 @@ QuantizeResult quantize_tag(const std::filesystem::path& path, std::string_view 
       if (glob_matches(glob, params[i].name)) selected[i] = any = true;
     if (!any)
       throw Error(ErrorCode::invalid_argument,
-                  "--params '" + glob + "' matches no parameter of tag '" + *source + "'",
+                  "--params " + modelzip::detail::quote_name(glob) +
+                      " matches no parameter of tag " + modelzip::detail::quote_name(*source),
                   ErrorContext{.archive = archive.name(), .tag = *source});
   }
   if (options.params.empty())
@@ -93,7 +95,9 @@ QuantizeResult quantize_tag(const std::filesystem::path& path, std::string_view 
       result.quantized_bytes += q.nbytes();
       tag.add(p.name, std::move(q));
     } catch (const Error& e) {
-      throw e.reworded("parameter '" + p.name + "': " + e.message(), e.context())
+      throw e
+          .reworded("parameter " + modelzip::detail::quote_name(p.name) + ": " + e.message(),
+                    e.context())
           .with_context(ErrorContext{.archive = archive.name(), .tag = *source});
     }
     result.quantized.push_back(p.name);

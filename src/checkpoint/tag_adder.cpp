@@ -1,4 +1,5 @@
 #include "checkpoint/tag_adder.hpp"
+#include "core/printable.hpp"
 
 #include <algorithm>
 #include <any>
@@ -152,7 +153,9 @@ class TagAdder::Impl {
               ErrorContext context = e.context();
               context.entry.clear();
               context.tag = tag;
-              throw e.reworded("embedding parameter '" + p.name + "': " + e.message(), context);
+              throw e.reworded("embedding parameter " + modelzip::detail::quote_name(p.name) +
+                                   ": " + e.message(),
+                               context);
             }
           }
           row.ref = store(self, TableKind::params, BlobFormat::fifu, {p.file}, Compression::store,
@@ -273,8 +276,10 @@ class TagAdder::Impl {
                         std::string_view first, std::string_view second) {
     const TagPlan* source = plan_.find(from_tag);
     if (!source || source == &self)
-      throw Error(ErrorCode::not_found, "cannot share from tag '" + from_tag + "': no such tag",
-                  ErrorContext{.tag = self.name});
+      throw Error(
+          ErrorCode::not_found,
+          "cannot share from tag " + modelzip::detail::quote_name(from_tag) + ": no such tag",
+          ErrorContext{.tag = self.name});
     if (const BlobRow* row = row_of(*source, kind, first, second))
       return BlobRef{row->ref.tag.empty() ? source->name : row->ref.tag, row->ref.index,
                      row->ref.format};
@@ -282,7 +287,8 @@ class TagAdder::Impl {
                                   ? std::string(first)
                                   : std::string(first) + "/" + std::string(second);
     throw Error(ErrorCode::not_found,
-                "cannot share '" + shown + "': tag '" + source->name + "' has no such " +
+                "cannot share " + modelzip::detail::quote_name(shown) + ": tag " +
+                    modelzip::detail::quote_name(source->name) + " has no such " +
                     (kind == TableKind::params ? "parameter" : "updater state"),
                 ErrorContext{.tag = self.name});
   }

@@ -1,4 +1,5 @@
 #include "checkpoint/tag_metadata.hpp"
+#include "core/printable.hpp"
 
 #include "checkpoint/archive_state.hpp"
 #include "core/suggestions.hpp"
@@ -35,8 +36,9 @@ void stage_tag_metadata(NewTag& contents, const format::TagMetadata& metadata) {
       if (!modelzip::detail::utf8_valid(key) || !modelzip::detail::utf8_valid(value))
         throw Error(ErrorCode::invalid_argument,
                     "tag metadata: " +
-                        (modelzip::detail::utf8_valid(key) ? "the value of '" + key + "'"
-                                                           : std::string("a key")) +
+                        (modelzip::detail::utf8_valid(key)
+                             ? "the value of " + modelzip::detail::quote_name(key)
+                             : std::string("a key")) +
                         " is not UTF-8 text");
   contents.set_entry(std::string(format::kTagMetadataFile),
                      Bytes::copy_of(format::write_tag_metadata(metadata)), Compression::deflate);

@@ -1,4 +1,5 @@
 #include "checkpoint/tensor_stream.hpp"
+#include "core/printable.hpp"
 
 #include <algorithm>
 
@@ -14,7 +15,8 @@ TensorStream::TensorStream(const Archive& archive, std::string_view name, std::s
   tag_ = archive.find_tag(tag.empty() ? archive.newest_tag() : tag).value_or(std::string(tag));
   if (info.kind != BlobKind::tensor)
     throw Error(ErrorCode::invalid_argument,
-                "parameter '" + std::string(name) + "' is an embedding; use embedding_file()",
+                "parameter " + modelzip::detail::quote_name(name) +
+                    " is an embedding; use embedding_file()",
                 impl.context(info.blob, tag_));
   entry_ = &impl.entry_or_throw(info.blob);
   read_header();

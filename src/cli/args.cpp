@@ -1,4 +1,5 @@
 #include "cli/args.hpp"
+#include "cli/terminal.hpp"
 
 #include <charconv>
 #include <string_view>
@@ -45,10 +46,10 @@ Args::Args(const std::vector<std::string>& argv, const std::set<std::string>& va
     } else if (flags.count(name) && !has_inline) {
       flags_.insert(name);
     } else if (flags.count(name)) {
-      throw UsageError("option " + name + " takes no value, got '" + a + "'");
+      throw UsageError("option " + name + " takes no value, got " + quoted_name(a));
     } else if (pair_options.count(name)) {
-      throw UsageError("option " + name + " takes its two values as separate arguments, got '" + a +
-                       "' (see the usage below)");
+      throw UsageError("option " + name + " takes its two values as separate arguments, got " +
+                       quoted_name(a) + " (see the usage below)");
     } else {
       std::vector<std::string_view> known{"--help"};
       for (const auto* options : {&value_options, &flags, &pair_options})
@@ -92,7 +93,7 @@ long long Args::number_or(const std::string& name, long long fallback, long long
   auto [p, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
   if (ec != std::errc() || p != v->data() + v->size() || n < min || n > max)
     throw UsageError("option " + name + " needs a whole number from " + std::to_string(min) +
-                     " to " + std::to_string(max) + ", got '" + *v + "'");
+                     " to " + std::to_string(max) + ", got " + quoted_name(*v));
   return n;
 }
 
@@ -119,7 +120,8 @@ void Args::expect_positionals(std::size_t min, std::size_t max,
     throw UsageError("missing " + missing);
   }
   if (positional_.size() < min) throw UsageError("too few arguments");
-  if (positional_.size() > max) throw UsageError("unexpected argument '" + positional_[max] + "'");
+  if (positional_.size() > max)
+    throw UsageError("unexpected argument " + quoted_name(positional_[max]));
 }
 
 }  // namespace modelzip::cli

@@ -29,9 +29,9 @@ int run(const std::vector<std::string>& argv) {
   args.expect_positionals(updater.empty() ? 2 : 1, updater.empty() ? 2 : 1, {"ARCHIVE", "PARAM"});
   Archive archive = open_archive(args.at(0, "ARCHIVE"));
   const std::string tag = args.value_or("--tag", "");
-  const std::string what =
-      updater.empty() ? "'" + args.at(1, "PARAM") + "'"
-                      : "updater state '" + updater[0].second + "' of '" + updater[0].first + "'";
+  const std::string what = updater.empty() ? quoted_name(args.at(1, "PARAM"))
+                                           : "updater state " + quoted_name(updater[0].second) +
+                                                 " of " + quoted_name(updater[0].first);
   if (updater.empty()) require_tensor(archive, args.at(1, "PARAM"), tag);
   const bool force = args.flag("--force") || args.flag("-f");
   const bool terminal = ::isatty(1) == 1;

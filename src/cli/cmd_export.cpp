@@ -62,6 +62,10 @@ int run(const std::vector<std::string>& argv) {
   install_interrupt_handlers();
   Archive archive = open_archive(pos.front());
   const fs::path out = pos.back();
+  if (std::error_code ec; fs::is_directory(out, ec))
+    throw UsageError("OUT " + quoted_name(out.string()) +
+                     " is a folder: name the file to write in it (e.g. " +
+                     printable((out / "model.safetensors").string()) + ")");
   std::vector<std::string> names(pos.begin() + 1, pos.end() - 1);
   const std::string tag = args.value_or("--tag", "");
   std::string format = args.value_or("--format", "");
@@ -78,14 +82,14 @@ int run(const std::vector<std::string>& argv) {
   if (embedding_format) {
     // OUT's extension (.bin, .txt: common names for tensor files too) chose an embedding
     // format: say so when the export is not one embedding parameter.
-    const std::string chosen = "OUT '" + out.string() + "' is an embedding file (" +
+    const std::string chosen = "OUT " + quoted_name(out.string()) + " is an embedding file (" +
                                std::string(finalfusion::embedding_format_name(*embedding_format)) +
                                "); tensors go to .safetensors, .npz, .npy or .btf";
     if (names.size() != 1 || !updater.empty())
       throw UsageError(chosen + ": an embedding export names exactly one PARAM");
     if (archive.param(names[0], tag).kind != BlobKind::embedding)
       throw Error(ErrorCode::invalid_argument,
-                  "parameter '" + names[0] + "' is a tensor: " + chosen,
+                  "parameter " + quoted_name(names[0]) + " is a tensor: " + chosen,
                   {.archive = archive.name(), .tag = tag});
     const bool normalized = args.flag("--normalized");
     Bytes file = archive.embedding_file(names[0], tag, ReadMode::copy);
@@ -95,7 +99,7 @@ int run(const std::vector<std::string>& argv) {
             "--normalized applies to word2vec and text exports (a .fifu keeps the "
             "rows and norms as stored)");
       write_durably(out, file);
-      std::cerr << "wrote embedding '" << printable(names[0]) << "' to " << printable(out.string())
+      std::cerr << "wrote embedding " << quoted_name(names[0]) << " to " << printable(out.string())
                 << "\n";
       return 0;
     }
@@ -106,11 +110,12 @@ int run(const std::vector<std::string>& argv) {
     } catch (const Error& e) {
       // A word or value the format cannot hold: say whose it is.
       if (e.code() != ErrorCode::invalid_argument) throw;
-      throw e.reworded("embedding '" + names[0] + "' of " + archive.name() + ", tag '" +
-                           (tag.empty() ? archive.newest_tag() : tag) + "': " + e.message(),
+      throw e.reworded("embedding " + quoted_name(names[0]) + " of " + archive.name() + ", tag " +
+                           quoted_name(tag.empty() ? archive.newest_tag() : tag) + ": " +
+                           e.message(),
                        e.context());
     }
-    std::cerr << "wrote embedding '" << printable(names[0]) << "' to " << printable(out.string())
+    std::cerr << "wrote embedding " << quoted_name(names[0]) << " to " << printable(out.string())
               << " (" << finalfusion::embedding_format_name(*embedding_format) << ", "
               << (normalized               ? "unit rows"
                   : embeddings.has_norms() ? "original norms restored"
@@ -125,8 +130,9 @@ int run(const std::vector<std::string>& argv) {
     return 0;
   }
   if (format != "safetensors" && format != "npz" && format != "npy" && format != "btf")
-    throw UsageError((format.empty() ? "OUT '" + out.string() + "' has no extension: give --format"
-                                     : "unknown format '" + format + "'") +
+    throw UsageError((format.empty()
+                          ? "OUT " + quoted_name(out.string()) + " has no extension: give --format"
+                          : "unknown format " + quoted_name(format)) +
                      " (safetensors, npz, npy, btf; embeddings: fifu, bin, txt, vec, or --format "
                      "finalfusion, word2vec, text, textdims, floret)");
   if (args.flag("--normalized"))

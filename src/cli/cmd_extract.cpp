@@ -49,9 +49,10 @@ class Dir {
 // following symbolic links, so nothing can lead outside the target folder.
 Dir subfolder(const Dir& parent, const std::string& name, const std::string& entry) {
   if (::mkdirat(parent.fd(), name.c_str(), 0755) != 0 && errno != EEXIST)
-    fail(entry, "cannot create folder '" + name + "'");
+    fail(entry, "cannot create folder " + quoted_name(name));
   int fd = ::openat(parent.fd(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) fail(entry, "cannot enter folder '" + name + "' (a symbolic link is refused)");
+  if (fd < 0)
+    fail(entry, "cannot enter folder " + quoted_name(name) + " (a symbolic link is refused)");
   return Dir(fd);
 }
 
@@ -125,9 +126,12 @@ int run(const std::vector<std::string>& argv) {
   Archive archive = open_archive(args.at(0, "ARCHIVE"));
   const std::string& target = args.at(1, "DIR");
   if (::mkdir(target.c_str(), 0755) != 0 && errno != EEXIST)
-    fail("", "cannot create folder '" + target + "'");
+    fail("", "cannot create folder " + quoted_name(target));
   Dir root(::open(target.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (root.fd() < 0) fail("", "cannot open folder '" + target + "'");
+  if (root.fd() < 0 && errno == ENOTDIR)
+    throw Error(ErrorCode::invalid_argument,
+                "DIR " + quoted_name(target) + " is a file, not a folder");
+  if (root.fd() < 0) fail("", "cannot open folder " + quoted_name(target));
   std::uint64_t files = 0, bytes = 0;
   const std::vector<std::string> entries = selected_entries(archive, args.values("--tag"));
   if (!args.flag("--force")) {  // refuse before writing anything, naming the output path

@@ -39,16 +39,16 @@ finalfusion::EmbeddingFormat embedding_format(const fs::path& path, const Bytes&
   if (forced) {
     auto f = finalfusion::embedding_format_from_name(*forced);
     if (!f)
-      throw UsageError("unknown --format '" + *forced +
-                       "' (tensors: npy npz safetensors btf; embeddings: finalfusion word2vec "
+      throw UsageError("unknown --format " + quoted_name(*forced) +
+                       " (tensors: npy npz safetensors btf; embeddings: finalfusion word2vec "
                        "text textdims fasttext floret)");
     return *f;
   }
   if (auto f = finalfusion::detect_embedding_format(path, data.as_string_view().substr(0, 4096)))
     return *f;
   throw Error(ErrorCode::unsupported,
-              "cannot tell the format of '" + path.string() +
-                  "' (tensors: .npy .npz .safetensors .btf; embeddings: .fifu .bin .ftz .txt "
+              "cannot tell the format of " + quoted_name(path.string()) +
+                  " (tensors: .npy .npz .safetensors .btf; embeddings: .fifu .bin .ftz .txt "
                   ".vec, or --format)");
 }
 
@@ -129,7 +129,7 @@ int run(const std::vector<std::string>& argv) {
   std::map<std::string, fs::path> source_of;
   const auto add_from = [&](const std::string& name, const fs::path& file, const auto& add) {
     if (auto [it, fresh] = source_of.emplace(name, file); !fresh)
-      throw Error(ErrorCode::invalid_argument, "parameter '" + name + "' is in both " +
+      throw Error(ErrorCode::invalid_argument, "parameter " + quoted_name(name) + " is in both " +
                                                    it->second.string() + " and " + file.string());
     try {
       add();
@@ -212,7 +212,7 @@ int run(const std::vector<std::string>& argv) {
     throw format::with_replace_hint(e, "--replace replaces it");
   }
   const auto& s = writer.last_stats();
-  std::cerr << "tag '" << printable(*tag) << "': " << tensors << " tensor(s), " << embeddings
+  std::cerr << "tag " << quoted_name(*tag) << ": " << tensors << " tensor(s), " << embeddings
             << " embedding(s); " << s.blobs_written << " new blob(s), " << s.blobs_deduplicated
             << " shared by dedup; " << human_bytes(s.bytes_written) << " written"
             << (s.appended ? " (appended)" : "");

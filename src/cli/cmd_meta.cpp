@@ -98,8 +98,8 @@ int run(const std::vector<std::string>& argv) {
     for (const Field& f : kFields)
       if (key == f.key) found = &f;
     if (!found)
-      throw UsageError("--clear takes name, version, quantization or description, not '" + key +
-                       "'");
+      throw UsageError("--clear takes name, version, quantization or description, not " +
+                       quoted_name(key));
     changes.emplace_back(found, std::nullopt);
   }
   for (const Field& f : kFields)

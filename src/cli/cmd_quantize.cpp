@@ -36,8 +36,8 @@ int run(const std::vector<std::string>& argv) {
         "--scheme is required: int8-per-tensor, int8-per-channel, int8-block32 or int4-block32");
   auto scheme = quantize_recipe_from_name(*scheme_name);
   if (!scheme)
-    throw UsageError("unknown --scheme '" + *scheme_name +
-                     "' (int8-per-tensor, int8-per-channel, int8-block32, int4-block32)");
+    throw UsageError("unknown --scheme " + quoted_name(*scheme_name) +
+                     " (int8-per-tensor, int8-per-channel, int8-block32, int4-block32)");
   QuantizeOptions options;
   options.scheme = *scheme;
   options.params = args.values("--params");
@@ -64,7 +64,7 @@ int run(const std::vector<std::string>& argv) {
               << ", \"appended\": " << json_bool(r.appended) << "}\n";
     return 0;
   }
-  std::cout << "tag '" << printable(*tag) << "' from '" << printable(*from) << "' (" << *scheme_name
+  std::cout << "tag " << quoted_name(*tag) << " from " << quoted_name(*from) << " (" << *scheme_name
             << "): " << r.quantized.size() << " parameter(s) quantized, " << r.referenced.size()
             << " referenced\n";
   for (const auto& name : r.quantized) std::cout << "  quantized  " << printable(name) << "\n";

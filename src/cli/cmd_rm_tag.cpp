@@ -36,7 +36,7 @@ int keep_last(const std::string& path, long long n, WriterOptions options) {
     if (std::find(now.begin(), now.end(), t) == now.end()) removed.push_back(t);
   std::cout << "removed " << removed.size() << " tag(s)";
   for (std::size_t i = 0; i < removed.size(); ++i)
-    std::cout << (i ? ", '" : ": '") << printable(removed[i]) << "'";
+    std::cout << (i ? ", " : ": ") << quoted_name(removed[i]);
   std::cout << "; kept " << now.size() << outcome(writer.last_stats(), before, archive_size(path))
             << "\n";
   return 0;
@@ -85,7 +85,7 @@ int run(const std::vector<std::string>& argv) {
   }
   writer.remove_tag(tag);
   writer.commit();
-  std::cout << "removed tag '" << printable(tag) << "' ";
+  std::cout << "removed tag " << quoted_name(tag) << " ";
   if (damaged)  // its tables were unreadable: what it held is not known
     std::cout << "(damaged tables); its blobs other tags share were kept";
   else

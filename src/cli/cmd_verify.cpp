@@ -24,15 +24,15 @@ int run(const std::vector<std::string>& argv) {
     if (e.code() == ErrorCode::io) throw;
     std::cout << printable_message(e.what()) << "\n";  // names the archive, entry and line itself
     problems.push_back(Problem{e.context().entry, e.message()});
-    if (!args.flag("--quiet")) std::cout << printable_message(path) << ": cannot be opened\n";
+    if (!args.flag("--quiet")) std::cout << printable(path) << ": cannot be opened\n";
     return 1;
   }
   const bool colour = colour_enabled(1);
   for (const auto& p : problems)
-    std::cout << printable_message(p.entry.empty() ? path : path + ": entry '" + p.entry + "'")
+    std::cout << printable(path) << (p.entry.empty() ? "" : ": entry " + quoted_name(p.entry))
               << ": " << paint(printable_message(p.message), Colour::red, colour) << "\n";
   if (!args.flag("--quiet"))  // the result, with the problems on standard output
-    std::cout << printable_message(path) << ": "
+    std::cout << printable(path) << ": "
               << (problems.empty() ? paint("OK", Colour::green, colour)
                                    : paint(std::to_string(problems_found(problems)) + " problem(s)",
                                            Colour::red, colour))

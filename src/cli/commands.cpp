@@ -24,8 +24,10 @@ const std::vector<const Command*>& all_commands() {
 const std::string_view kTagline = "tagged machine-learning checkpoints in one zip archive";
 const std::string_view kExitStatus =
     "0 on success; 1 on error, with one line on standard error that names the archive,\n"
-    "entry and line or offset; 2 for wrong usage, with the command's usage.\n"
-    "diff exits 1 when the tags differ and 2 on errors, like diff(1).\n";
+    "entry and line or offset; 2 for wrong usage, with the command's usage; 130 or\n"
+    "143 when SIGINT (Ctrl-C) or SIGTERM stopped the command (a change it was making\n"
+    "is rolled back; extract keeps the files it finished). verify exits 1 when it\n"
+    "finds a problem; diff exits 1 when the tags differ and 2 on errors, like diff(1).\n";
 const std::string_view kDoubleDash =
     "Options may come anywhere; put -- before tags, words or names that start with -\n"
     "(e.g. modelzip similar model.zip words -- -Mozilla).\n";
@@ -56,8 +58,8 @@ std::size_t report_damage(const Archive& archive) {
   for (const auto& tag : archive.tags())
     if (auto damage = archive.tag_damage(tag)) {
       ++n;
-      std::cerr << "modelzip: tag '" << printable(tag)
-                << "' is damaged: " << printable_message(damage->what())
+      std::cerr << "modelzip: tag " << quoted_name(tag)
+                << " is damaged: " << printable_message(damage->what())
                 << " (the other tags are readable; modelzip rm-tag removes this one)\n";
     }
   return n;
@@ -66,8 +68,8 @@ std::size_t report_damage(const Archive& archive) {
 void require_tensor(const Archive& archive, const std::string& name, const std::string& tag) {
   if (archive.param(name, tag).kind != BlobKind::embedding) return;
   throw Error(ErrorCode::invalid_argument,
-              "parameter '" + name +
-                  "' is an embedding, not a tensor: write it with modelzip export ARCHIVE " + name +
+              "parameter " + quoted_name(name) +
+                  " is an embedding, not a tensor: write it with modelzip export ARCHIVE " + name +
                   " OUT.fifu (or .vec, .txt, .bin), or query it with modelzip embed, " +
                   "similar or analogy",
               ErrorContext{.archive = archive.name(), .tag = tag});

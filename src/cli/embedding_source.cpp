@@ -1,4 +1,5 @@
 #include "cli/embedding_source.hpp"
+#include "cli/terminal.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -86,7 +87,8 @@ std::string query_word(const finalfusion::Embeddings& embeddings, const std::str
 finalfusion::Utf8Policy utf8_policy(const Args& args) {
   const std::string name = args.value_or("--utf8", "strict");
   auto policy = finalfusion::utf8_policy_from_name(name);
-  if (!policy) throw UsageError("unknown --utf8 policy '" + name + "' (strict, lossy, escape)");
+  if (!policy)
+    throw UsageError("unknown --utf8 policy " + quoted_name(name) + " (strict, lossy, escape)");
   return *policy;
 }
 
@@ -108,19 +110,19 @@ finalfusion::Embeddings open_embeddings(const Args& args, std::size_t& used) {
   if (head && !zip) {
     used = 1;
     if (args.value("--tag"))
-      throw UsageError("--tag selects a tag of an ARCHIVE; '" + first +
-                       "' is a standalone embedding file");
+      throw UsageError("--tag selects a tag of an ARCHIVE; " + quoted_name(first) +
+                       " is a standalone embedding file");
     std::optional<finalfusion::EmbeddingFormat> format;
     if (auto forced = args.value("--format")) {
       format = finalfusion::embedding_format_from_name(*forced);
-      if (!format) throw UsageError("unknown --format '" + *forced + "'");
+      if (!format) throw UsageError("unknown --format " + quoted_name(*forced));
     } else {
       format = finalfusion::detect_embedding_format(first, *head);
     }
     if (!format)
       throw Error(ErrorCode::unsupported,
-                  "unknown format: '" + first +
-                      "' is neither a modelzip archive nor an embedding file (.fifu, fastText "
+                  "unknown format: " + quoted_name(first) +
+                      " is neither a modelzip archive nor an embedding file (.fifu, fastText "
                       ".bin/.ftz, word2vec .bin, .txt, .vec; or give --format)");
     if (*format == finalfusion::EmbeddingFormat::finalfusion)
       return finalfusion::Embeddings::open(first);
@@ -130,8 +132,8 @@ finalfusion::Embeddings open_embeddings(const Args& args, std::size_t& used) {
   Archive archive =
       Archive::is_remote_url(first) ? open_remote_archive(args, first) : open_archive(first);
   if (args.value("--format") || args.value("--utf8"))
-    throw UsageError("--format and --utf8 apply to a standalone FILE that is converted; '" + first +
-                     "' is an archive (import converted the embeddings)");
+    throw UsageError("--format and --utf8 apply to a standalone FILE that is converted; " +
+                     quoted_name(first) + " is an archive (import converted the embeddings)");
   const std::string& param = args.at(1, "PARAM");
   std::string tag = args.value_or("--tag", "");
   try {
@@ -165,7 +167,7 @@ std::string word_suggestion(const finalfusion::Embeddings& embeddings, std::stri
   if (same.empty()) return "";
   std::string text = " (did you mean ";
   for (std::size_t i = 0; i < same.size(); ++i)
-    text += (i == 0 ? "'" : i + 1 == same.size() ? " or '" : ", '") + std::string(same[i]) + "'";
+    text += (i == 0 ? "" : i + 1 == same.size() ? " or " : ", ") + quoted_name(same[i]);
   return text + "?)";
 }
 
@@ -176,8 +178,8 @@ Error no_embedding(const Args& args, std::size_t used, const finalfusion::Embedd
   std::string missing;
   for (const auto& w : words)
     if (!embeddings.embedding(w))
-      missing += (missing.empty() ? "'" : ", '") + w + "'" + word_suggestion(embeddings, w);
-  if (used == 2) missing += " in parameter '" + args.at(1, "PARAM") + "'";
+      missing += (missing.empty() ? "" : ", ") + quoted_name(w) + word_suggestion(embeddings, w);
+  if (used == 2) missing += " in parameter " + quoted_name(args.at(1, "PARAM"));
   return Error(ErrorCode::not_found, "no embedding for " + missing,
                ErrorContext{.archive = args.at(0, "ARCHIVE or FILE"),
                             .tag = used == 2 ? args.value_or("--tag", "") : ""});

@@ -1,5 +1,6 @@
-// modelzip: command-line front end. Exit codes: 0 success, 1 error (one line
-// on stderr naming archive/entry/line), 2 wrong usage.
+// modelzip: command-line front end. Exit codes (kExitStatus): 0 success, 1
+// error (one line on stderr naming archive/entry/line), 2 wrong usage, 128 +
+// the signal when SIGINT or SIGTERM stopped the command.
 #include <csignal>
 #include <cstdio>
 #include <iostream>
@@ -49,13 +50,19 @@ void print_help(const Command& c) {
   std::cout << "\n" << kDoubleDash;
 }
 
-// "unknown command" on stderr, with a suggestion; the exit status (2).
+// "unknown command" (or, for `name` starting with '-', "unknown option") on
+// stderr, with a suggestion; the exit status (2).
 int unknown_command(const std::string& name) {
+  if (name.starts_with("-")) {
+    std::cerr << error_prefix() << " unknown option " << printable(name)
+              << " (see modelzip --help)\n";
+    return 2;
+  }
   std::vector<std::string_view> names;
   for (const Command* c : all_commands()) names.push_back(c->name);
   const std::string suggestion = detail::did_you_mean(name, names);
-  std::cerr << error_prefix() << " unknown command '" << printable(name) << "'"
-            << (suggestion.empty() ? " (see modelzip --help)" : printable(suggestion)) << "\n";
+  std::cerr << error_prefix() << " unknown command " << quoted_name(name)
+            << (suggestion.empty() ? " (see modelzip --help)" : suggestion) << "\n";
   return 2;
 }
 

@@ -21,6 +21,10 @@ std::string printable(std::string_view text) {
   return detail::printable_name(text);
 }
 
+std::string quoted_name(std::string_view text) {
+  return detail::quote_name(text);
+}
+
 std::string printable_message(std::string_view text, bool keep_lines) {
   return detail::printable(text, keep_lines);
 }

@@ -29,6 +29,11 @@ bool colour_enabled(int fd);
 // strings (JSON-escaped).
 std::string printable(std::string_view text);
 
+// `text` in single quotes, escaped as printable() escapes it
+// (detail::quote_name): how every human-readable line and message quotes a
+// name, word, tag, entry or argument -- the library's Error messages too.
+std::string quoted_name(std::string_view text);
+
 // Text that is printable already or composed around escaped names -- an
 // Error's what(), the library's rendered summaries -- kept so: control
 // characters and invalid bytes escaped as printable() does, backslashes

@@ -65,9 +65,9 @@ std::string Error::format(const std::string& message, const ErrorContext& c) {
     if (!out.empty()) out += ": ";
     out += s;
   };
-  if (!c.archive.empty()) part(c.archive);
-  if (!c.entry.empty()) part("entry '" + c.entry + "'");
-  if (!c.tag.empty() && c.entry.find(c.tag + "/") != 0) part("tag '" + c.tag + "'");
+  if (!c.archive.empty()) part(detail::printable_name(c.archive));
+  if (!c.entry.empty()) part("entry " + detail::quote_name(c.entry));
+  if (!c.tag.empty() && c.entry.find(c.tag + "/") != 0) part("tag " + detail::quote_name(c.tag));
   if (c.line) part("line " + std::to_string(*c.line));
   if (c.offset) part("offset " + std::to_string(*c.offset));
   part(message);

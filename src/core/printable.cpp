@@ -63,4 +63,8 @@ std::string printable_name(std::string_view text) {
   return printable(doubled);
 }
 
+std::string quote_name(std::string_view name) {
+  return "'" + printable_name(name) + "'";
+}
+
 }  // namespace modelzip::detail

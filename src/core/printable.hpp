@@ -20,8 +20,13 @@ std::string printable(std::string_view text, bool keep_lines = false);
 // values of untrusted files in human-readable listings: a backslash becomes
 // "\\" first, so the name of the two characters '\' 'n' shows as "\\n" and
 // the name holding a newline as "\n". Apply it once, to the raw string (it
-// doubles the backslashes of a text it escaped before); Error messages keep
-// printable()'s rule.
+// doubles the backslashes of a text it escaped before).
 std::string printable_name(std::string_view text);
+
+// A name from a file or from the user inside a message or a line of text:
+// "'" + printable_name(name) + "'". Every message that quotes a name (an
+// entry, tag, parameter, word, blob reference) quotes it through this, so a
+// name reads back one way in errors, verify's lines and listings alike.
+std::string quote_name(std::string_view name);
 
 }  // namespace modelzip::detail

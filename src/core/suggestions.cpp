@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "core/printable.hpp"
+
 namespace modelzip::detail {
 namespace {
 
@@ -66,7 +68,7 @@ std::string did_you_mean(std::string_view typed, std::span<const std::string_vie
   std::string text = " (did you mean ";
   for (std::size_t i = 0; i < names.size(); ++i) {
     if (i) text += i + 1 == names.size() ? " or " : ", ";
-    text += "'" + names[i] + "'";
+    text += quote_name(names[i]);
   }
   return text + "?)";
 }

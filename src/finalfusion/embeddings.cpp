@@ -7,6 +7,7 @@
 #include "core/kept_symbol.hpp"
 #include "finalfusion/embeddings_state.hpp"
 #include "finalfusion/metadata_chunk.hpp"
+#include "finalfusion/storage_shape.hpp"
 #include "finalfusion/vocab_chunks.hpp"
 #include "io/atomic_write.hpp"
 #include "io/mapped_file.hpp"
@@ -38,6 +39,8 @@ std::shared_ptr<EmbeddingsState> parse_file(const Bytes& file) {
   auto state = std::make_shared<EmbeddingsState>();
   std::vector<ChunkId> seen;
   bool have_vocab = false, have_storage = false;
+  ChunkId vocab_id{};
+  VocabFields vocab_fields;  // what the storage's rows are checked against
   while (!reader.at_end()) {
     const ChunkFrame frame = read_chunk_frame(reader);
     const std::string name(chunk_name(frame.id));
@@ -50,11 +53,17 @@ std::shared_ptr<EmbeddingsState> parse_file(const Bytes& file) {
       state->metadata = read_metadata(body);
     } else if (is_vocab_chunk(frame.id)) {
       if (have_vocab) unexpected("follows another vocabulary");
+      ByteReader fields = body;
+      vocab_fields = read_vocab_fields(frame.id, fields);
+      vocab_id = frame.id;
       state->vocab = read_vocab_chunk(frame.id, body);
       have_vocab = true;
     } else if (frame.id == ChunkId::ndarray || frame.id == ChunkId::quantized_array) {
       if (!have_vocab) unexpected("precedes the vocabulary");
       if (have_storage) unexpected("follows another storage chunk");
+      ByteReader fields = body;
+      check_storage_rows(vocab_id, vocab_fields, frame.id,
+                         read_storage_fields(frame.id, fields).rows, frame.start);
       if (frame.id == ChunkId::ndarray) {
         state->storage.dense = read_ndarray(body, file);
       } else {

@@ -2,8 +2,9 @@
 // fixed-size fields at the start of each chunk (schemas/FINALFUSION.md
 // sections 1 to 6), skipping everything else by the chunk lengths. Those
 // fields are read, and checked, by the chunk readers' own field readers
-// (read_vocab_fields, read_storage_fields): a summary fails where a full
-// read fails on them, with the same error.
+// (read_vocab_fields, read_storage_fields), and the storage's rows checked
+// against the vocabulary's (check_storage_rows): a summary fails where a
+// full read fails on them, with the same error.
 #include "finalfusion/chunk_io.hpp"
 #include "finalfusion/storage_shape.hpp"
 #include "finalfusion/vocab_chunks.hpp"
@@ -18,7 +19,9 @@ FileSummary summarize(const Bytes& file) {
   detail::read_header(reader);
   FileSummary s;
   bool have_vocab = false, have_storage = false;
-  bool explicit_vocab = false;
+  detail::ChunkId vocab_id{}, storage_id{};
+  detail::VocabFields vocab;
+  std::uint64_t storage_start = 0;
   while (!reader.at_end()) {
     const detail::ChunkFrame frame = detail::read_chunk_frame(reader);
     ByteReader body(reader.bytes(frame.body_length, "chunk body"), frame.body_offset);
@@ -29,14 +32,8 @@ FileSummary summarize(const Bytes& file) {
       case ChunkId::fasttext_subword_vocab:
       case ChunkId::explicit_subword_vocab:
       case ChunkId::floret_subword_vocab: {
-        const detail::VocabFields fields = detail::read_vocab_fields(frame.id, body);
-        s.vocab = fields.kind;
-        s.words = fields.words;
-        s.min_n = fields.min_n;
-        s.max_n = fields.max_n;
-        s.subword_rows = fields.buckets;
-        // The distinct indices of an explicit vocabulary: from the storage below.
-        explicit_vocab = fields.kind == VocabKind::explicit_ngrams;
+        vocab = detail::read_vocab_fields(frame.id, body);
+        vocab_id = frame.id;
         have_vocab = true;
         break;
       }
@@ -46,6 +43,8 @@ FileSummary summarize(const Bytes& file) {
         s.rows = fields.rows;
         s.dims = fields.dims;
         s.quantizer = fields.quantizer;
+        storage_id = frame.id;
+        storage_start = frame.start;
         have_storage = true;
         break;
       }
@@ -64,7 +63,14 @@ FileSummary summarize(const Bytes& file) {
                 std::string("finalfusion file without ") + (have_vocab ? "storage" : "vocabulary") +
                     " chunk",
                 ErrorContext{.offset = file.size()});
-  if (explicit_vocab) s.subword_rows = s.rows >= s.words ? s.rows - s.words : 0;
+  detail::check_storage_rows(vocab_id, vocab, storage_id, s.rows, storage_start);
+  s.vocab = vocab.kind;
+  s.words = vocab.words;
+  s.min_n = vocab.min_n;
+  s.max_n = vocab.max_n;
+  // An explicit vocabulary's distinct indices: the storage's rows past the
+  // words (within 1 to its n-grams, as checked).
+  s.subword_rows = vocab.kind == VocabKind::explicit_ngrams ? s.rows - vocab.words : vocab.buckets;
   return s;
 }
 

@@ -45,6 +45,15 @@ struct VocabFields {
   std::string bow, eow;             // floret
 };
 
+// Error(corrupt) at `storage_start` (the storage chunk's offset) unless the
+// storage chunk `storage` of `rows` rows has the rows the vocabulary chunk
+// `vocab_id` with `vocab` declares: words + buckets (floret: buckets), or for
+// explicit n-grams words + 1 to ngrams (its distinct indices; words when it
+// has no n-grams). The message names both chunks and the numbers. Summaries
+// and Embeddings::read check it before they read the storage.
+void check_storage_rows(ChunkId vocab_id, const VocabFields& vocab, ChunkId storage,
+                        std::uint64_t rows, std::uint64_t storage_start);
+
 VocabFields read_simple_fields(modelzip::detail::ByteReader& body);
 VocabFields read_bucket_fields(modelzip::detail::ByteReader& body);
 VocabFields read_fasttext_fields(modelzip::detail::ByteReader& body);

@@ -90,6 +90,32 @@ VocabFields read_vocab_fields(ChunkId id, ByteReader& body) {
   body.fail(chunk_name(id), "is not a vocabulary chunk");
 }
 
+void check_storage_rows(ChunkId vocab_id, const VocabFields& vocab, ChunkId storage,
+                        std::uint64_t rows, std::uint64_t storage_start) {
+  // words <= the chunk's bytes / 4 (check_item_count) and buckets <= 2^63:
+  // words + buckets does not wrap; words + ngrams is capped.
+  std::uint64_t least = vocab.words + vocab.buckets, most = least;
+  std::string declared;
+  if (vocab.kind != VocabKind::floret) declared = std::to_string(vocab.words) + " words";
+  if (vocab.kind == VocabKind::explicit_ngrams) {
+    declared += " and " + std::to_string(vocab.ngrams) + " n-grams";
+    least = vocab.words + (vocab.ngrams ? 1 : 0);
+    most = vocab.ngrams > UINT64_MAX - vocab.words ? UINT64_MAX : vocab.words + vocab.ngrams;
+  } else if (vocab.kind != VocabKind::simple) {
+    declared += (declared.empty() ? "" : " + ") + std::to_string(vocab.buckets) + " buckets";
+  }
+  if (rows >= least && rows <= most) return;
+  if (vocab.kind != VocabKind::simple)
+    declared += " = " +
+                (least == most ? std::to_string(least)
+                               : std::to_string(least) + " to " + std::to_string(most)) +
+                " rows";
+  throw Error(ErrorCode::corrupt,
+              std::string(chunk_name(storage)) + " chunk has " + std::to_string(rows) +
+                  " rows, but " + std::string(chunk_name(vocab_id)) + " declares " + declared,
+              ErrorContext{.offset = storage_start});
+}
+
 void write_vocab_chunk(Sink& sink, const VocabImpl& vocab) {
   switch (vocab.kind) {
     case VocabKind::simple:

@@ -1,4 +1,5 @@
 #include "format/blob_table.hpp"
+#include "core/printable.hpp"
 
 #include <algorithm>
 #include <array>
@@ -72,20 +73,21 @@ BlobRef parse_blob_ref(std::string_view field, TableKind kind) {
   if (auto slash = rest.find('/'); slash != std::string_view::npos) {
     ref.tag = std::string(rest.substr(0, slash));
     if (auto why = invalid_tag_reason(ref.tag); !why.empty())
-      fail_corrupt("blob reference '" + std::string(field) + "': " + why);
+      fail_corrupt("blob reference " + modelzip::detail::quote_name(field) + ": " + why);
     rest = rest.substr(slash + 1);
   }
   constexpr std::string_view fifu = ".fifu";
   if (rest.size() > fifu.size() && rest.substr(rest.size() - fifu.size()) == fifu) {
     if (kind != TableKind::params)
-      fail_corrupt("blob reference '" + std::string(field) + "': .fifu blobs belong in params.txt");
+      fail_corrupt("blob reference " + modelzip::detail::quote_name(field) +
+                   ": .fifu blobs belong in params.txt");
     ref.format = BlobFormat::fifu;
     rest.remove_suffix(fifu.size());
   }
   const std::optional<std::uint64_t> index = blob_index(rest);
   if (!index)
-    fail_corrupt("blob reference '" + std::string(field) +
-                 "' is not [<tag>/]<n>[.fifu] with <n> a decimal number without leading zeros");
+    fail_corrupt("blob reference " + modelzip::detail::quote_name(field) +
+                 " is not [<tag>/]<n>[.fifu] with <n> a decimal number without leading zeros");
   ref.index = *index;
   return ref;
 }
@@ -166,8 +168,9 @@ std::vector<BlobRow> parse_blob_table(std::string_view text, TableKind kind, con
           seen.insert(row_key_hash(kind, first, second), rows.size(),
                       [&](std::size_t p) { return row_has_keys(rows[p], kind, first, second); });
       if (earlier != detail::PositionIndex::npos)
-        fail_corrupt("'" + row.keys[0] + (keys == 2 ? " " + row.keys[1] : "") +
-                     "' is listed already on line " + std::to_string(rows[earlier].line));
+        fail_corrupt(
+            modelzip::detail::quote_name(row.keys[0] + (keys == 2 ? " " + row.keys[1] : "")) +
+            " is listed already on line " + std::to_string(rows[earlier].line));
       rows.push_back(std::move(row));
     } catch (const Error& e) {
       if (!report) throw e.with_context({.line = line.number});

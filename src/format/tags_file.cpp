@@ -1,4 +1,5 @@
 #include "format/tags_file.hpp"
+#include "core/printable.hpp"
 
 #include <unordered_map>
 
@@ -18,7 +19,7 @@ std::vector<std::string> parse_tags_file(std::string_view text, const Limits& li
     if (auto why = invalid_tag_reason(line.text); !why.empty()) fail(why);
     auto [it, inserted] = seen.emplace(ascii_lower(line.text), line.number);
     if (!inserted)
-      fail("tag '" + std::string(line.text) + "' repeats the tag of line " +
+      fail("tag " + modelzip::detail::quote_name(line.text) + " repeats the tag of line " +
            std::to_string(it->second) + " (tags are compared without regard to case)");
     tags.emplace_back(line.text);
   }

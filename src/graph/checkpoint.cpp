@@ -1,5 +1,6 @@
 // Whole checkpoints: graph.fb + trainingConfig.fb + params + updater state.
 #include "modelzip/graph/checkpoint.hpp"
+#include "core/printable.hpp"
 
 #include <algorithm>
 #include <any>
@@ -263,8 +264,10 @@ graph::Graph load_graph(const Archive& archive, std::string_view tag) {
   const std::string t = resolve_tag(archive, tag);
   const std::string entry = t + "/" + std::string(kGraphEntryName);
   if (!archive.has_entry(entry))
-    throw Error(ErrorCode::not_found, "tag '" + t + "' has no graph.fb (not a graph checkpoint)",
-                ErrorContext{.archive = archive.name(), .entry = entry, .tag = t});
+    throw Error(
+        ErrorCode::not_found,
+        "tag " + modelzip::detail::quote_name(t) + " has no graph.fb (not a graph checkpoint)",
+        ErrorContext{.archive = archive.name(), .entry = entry, .tag = t});
   return with_entry_context(archive, entry, t, [&] {
     return graph::decode_graph(archive.entry(entry), checkpoint::ArchiveState(archive).limits());
   });

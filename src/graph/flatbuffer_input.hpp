@@ -13,6 +13,7 @@
 
 #include "core/fail.hpp"
 #include "core/flatbuffer_alignment.hpp"
+#include "core/printable.hpp"
 #include "core/utf8.hpp"
 #include "modelzip/bytes.hpp"
 #include "modelzip/error.hpp"
@@ -104,9 +105,6 @@ inline Bytes finished_bytes(const flatbuffers::FlatBufferBuilder& fbb) {
       std::span(reinterpret_cast<const std::byte*>(fbb.GetBufferPointer()), fbb.GetSize()));
 }
 
-// Quotes a name for a message.
-inline std::string quote_name(std::string_view name) {
-  return "'" + std::string(name) + "'";
-}
+using modelzip::detail::quote_name;
 
 }  // namespace modelzip::graph::detail

@@ -1,4 +1,5 @@
 #include "zip/zip_directory.hpp"
+#include "core/printable.hpp"
 
 #include <algorithm>
 #include <optional>
@@ -364,7 +365,7 @@ Directory parse_directory(std::span<const std::byte> file, const Limits& limits,
   for (std::size_t i = 1; i < by_offset.size(); ++i) {
     const auto* prev = by_offset[i - 1];
     if (by_offset[i]->local_header_offset < data_end(prev))
-      fail_corrupt("entry overlaps entry '" + prev->name + "'",
+      fail_corrupt("entry overlaps entry " + modelzip::detail::quote_name(prev->name),
                    {.entry = by_offset[i]->name, .offset = by_offset[i]->local_header_offset});
   }
   for (std::size_t i = 0; i < by_offset.size(); ++i)

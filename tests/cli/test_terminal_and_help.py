@@ -437,3 +437,26 @@ def test_every_json_output_has_the_documented_keys(quickstart_archive, tmp_path)
 
 def golden_newest(golden):
     return json.loads(run("tags", golden, "--json").stdout)[-1]
+
+
+def test_what_a_new_user_mistypes_gets_a_plain_answer(quickstart_archive, tmp_path):
+    """Walking through the commands as a new user: an option where the
+    command goes was called an unknown command; a folder as export's OUT was
+    told it 'has no extension'; a file as extract's DIR got 'cannot open
+    folder ...: Not a directory'; --help did not list the exit status of an
+    interrupted command (docs/cli.md, "Exit status")."""
+    p = run("--frob", check=False)
+    assert (p.returncode, p.stdout) == (2, b"")
+    assert p.stderr == b"modelzip: unknown option --frob (see modelzip --help)\n"
+    p = run("export", quickstart_archive, tmp_path, check=False)
+    assert (p.returncode, p.stdout) == (2, b"")
+    assert p.stderr.decode().startswith(
+        f"modelzip export: OUT '{tmp_path}' is a folder: name the file to write in it "
+        f"(e.g. {tmp_path / 'model.safetensors'})\nUsage: modelzip export "), p.stderr
+    p = run("extract", quickstart_archive, quickstart_archive, check=False)
+    assert (p.returncode, p.stdout) == (1, b"")
+    assert p.stderr == f"modelzip: DIR '{quickstart_archive}' is a file, not a folder\n".encode()
+    status = run("--help").stdout.decode().split("Exit status:\n", 1)[1].split("\n\n", 1)[0]
+    for words in ("0 on success", "1 on error", "2 for wrong usage", "130", "143",
+                  "verify exits 1", "diff exits 1"):
+        assert words in status, (words, status)

@@ -476,3 +476,34 @@ def test_tensor_commands_on_an_embedding_say_which_command_to_use(tmp_path):
         err = p.stderr.decode()
         assert "'words' is an embedding" in err and "modelzip export" in err
         assert "modelzip embed" in err and "embedding_file()" not in err
+
+
+def test_names_in_errors_and_verify_lines_read_back_one_way(tmp_path):
+    """Error messages and verify's lines showed a backslash single, so the
+    parameter a\\nb (a, backslash, n, b) and the parameter a\nb (a, newline,
+    b) both read 'a\\nb' there, while ls showed them apart. They are now
+    quoted as every listing shows names (docs/cli.md): backslash doubled."""
+    shown_backslash_n, shown_newline = "'a\\\\nb'", "'a\\nb'"  # 'a \ \ n b'; 'a \ n b'
+    golden = tmp_path / "golden.zip"
+    shutil.copyfile(GOLDEN, golden)
+    # params.txt escapes a newline as %0A (FORMAT.md 4.2); a backslash stays.
+    bad = tmp_path / "names.zip"
+    with zipfile.ZipFile(golden) as zin, zipfile.ZipFile(bad, "w", zipfile.ZIP_STORED) as zout:
+        for info in zin.infolist():
+            data = zin.read(info.filename)
+            if info.filename == "step-1/params.txt":
+                data += b"a\\nb 0\na%0Ab 0\n"
+            zout.writestr(info.filename, data)
+    p = run("verify", bad, check=False)
+    assert p.returncode == 1
+    lines = p.stdout.decode().splitlines()
+    prefix = f"{bad}: entry 'step-1/params.txt': parameter "
+    for shown in (shown_backslash_n, shown_newline):
+        assert prefix + shown + " is not a variable of the graph" in lines, lines
+    # A misspelt name: the error and its suggestion quote names the same way
+    # (a\nb is one edit away, the name with a newline two).
+    p = run("cat", bad, "a\\nbc", "--tag", "step-1", check=False)
+    assert p.returncode == 1
+    assert p.stderr.decode().splitlines()[0] == (
+        f"modelzip: {bad}: tag 'step-1': no parameter 'a\\\\nbc' (did you mean "
+        f"{shown_backslash_n}?)"), p.stderr

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,10 +46,12 @@ TEST_SUITE("finalfusion") {
 
 namespace {
 
-// The identifier and the body's offset of the first vocabulary chunk of a
-// .fifu file, found by walking the chunk frames (FINALFUSION.md section 1:
-// magic, version, n u32 identifiers; then id u32, length u64, body).
-std::pair<std::uint32_t, std::size_t> vocab_chunk(const std::vector<std::byte>& file) {
+// The identifier and the offset of the first chunk of a .fifu file whose
+// identifier is among `ids`, found by walking the chunk frames
+// (FINALFUSION.md section 1: magic, version, n u32 identifiers; then id u32,
+// length u64, body).
+std::pair<std::uint32_t, std::size_t> first_chunk(const std::vector<std::byte>& file,
+                                                  std::initializer_list<std::uint32_t> ids) {
   auto u32 = [&file](std::size_t at) {
     std::uint32_t v;
     std::memcpy(&v, file.data() + at, 4);
@@ -59,11 +62,18 @@ std::pair<std::uint32_t, std::size_t> vocab_chunk(const std::vector<std::byte>& 
     const std::uint32_t id = u32(at);
     std::uint64_t length;
     std::memcpy(&length, file.data() + at + 4, 8);
-    if (id == 1 || id == 3 || id == 7 || id == 8 || id == 9) return {id, at + 12};
+    for (std::uint32_t wanted : ids)
+      if (id == wanted) return {id, at};
     at += 12 + static_cast<std::size_t>(length);
   }
-  FAIL("no vocabulary chunk");
+  FAIL("no such chunk");
   return {0, 0};
+}
+
+// The identifier and the body's offset of the first vocabulary chunk.
+std::pair<std::uint32_t, std::size_t> vocab_chunk(const std::vector<std::byte>& file) {
+  const auto chunk = first_chunk(file, {1, 3, 7, 8, 9});
+  return {chunk.first, chunk.second + 12};
 }
 
 // What Embeddings::read and summarize throw for `file` (empty: nothing).
@@ -123,5 +133,82 @@ TEST_SUITE("finalfusion") {
       }
     }
     CHECK(patched >= 5);  // the files hold a simple and a bucket vocabulary
+  }
+}
+
+namespace {
+
+// The offset of the first storage chunk (NdArray, chunk 2, or
+// QuantizedArray, chunk 4) and that of its rows field.
+std::pair<std::size_t, std::size_t> storage_rows_field(const std::vector<std::byte>& file) {
+  const auto chunk = first_chunk(file, {2, 4});
+  // NdArray: rows u64 first; QuantizedArray: five u32, then rows u64.
+  return {chunk.second, chunk.second + 12 + (chunk.first == 4 ? 20 : 0)};
+}
+
+// `bytes` with the storage chunk's rows field set to `rows`.
+std::vector<std::byte> with_storage_rows(std::vector<std::byte> bytes, std::uint64_t rows) {
+  const std::size_t field = storage_rows_field(bytes).second;
+  std::memcpy(bytes.data() + field, &rows, 8);
+  return bytes;
+}
+
+std::vector<std::byte> vector_of(const Bytes& b) {
+  return std::vector<std::byte>(b.span().begin(), b.span().end());
+}
+
+}  // namespace
+
+TEST_SUITE("finalfusion") {
+  TEST_CASE("summarize refuses storage rows the vocabulary does not declare, naming both chunks") {
+    // summarize took the subword rows from the vocabulary (buckets) or as
+    // rows - words (explicit n-grams, 0 when rows < words) and never held
+    // them against the storage: a file whose counts disagree got a summary
+    // (ls printed it) where every read fails. Both now fail alike, with the
+    // chunks and the numbers.
+    struct Case {
+      const char* file;
+      std::uint64_t rows;
+      const char* expected;  // the message after the offset
+    };
+    const Case cases[] = {
+        {"ff_buckets.fifu", 1025,
+         "NdArray chunk has 1025 rows, but BucketSubwordVocab declares 2 words + 1024 buckets "
+         "= 1026 rows"},
+        {"ff_buckets.fifu", 1,
+         "NdArray chunk has 1 rows, but BucketSubwordVocab declares 2 words "
+         "+ 1024 buckets = 1026 rows"},
+        {"simple_vocab.fifu", 42, "NdArray chunk has 42 rows, but SimpleVocab declares 43 words"},
+        {"pq.fifu", 40, "QuantizedArray chunk has 40 rows, but SimpleVocab declares 41 words"},
+        {"simple_vocab.fifu", std::uint64_t{1} << 63,
+         "NdArray chunk has 9223372036854775808 rows, but SimpleVocab declares 43 words"},
+    };
+    for (const Case& c : cases) {
+      const std::string case_name = std::string(c.file) + " with " + std::to_string(c.rows);
+      CAPTURE(case_name);
+      const auto original = vector_of(modelzip::testing::ff_bytes(c.file));
+      const std::size_t chunk = storage_rows_field(original).first;
+      const auto errors = read_and_summary_errors(with_storage_rows(original, c.rows));
+      CHECK(errors.second == "offset " + std::to_string(chunk) + ": " + c.expected);
+      CHECK(errors.first == errors.second);
+    }
+
+    // An explicit n-gram vocabulary: words + 1 to n-grams rows (its distinct
+    // indices). Its rows below the words gave "0 n-gram rows".
+    const auto vocab =
+        Vocab::explicit_ngrams({"Berlin", "Bern"}, 3, 4, {{"<Be", 10}, {"Ber", 11}, {"erl", 10}});
+    const Embeddings e = Embeddings::from_matrix(vocab, std::vector<float>(4 * 2, 1.0f), 2);
+    const auto file = vector_of(e.to_bytes());
+    CHECK(summarize(Bytes::copy_of(file)).subword_rows == 2);
+    const std::size_t chunk = storage_rows_field(file).first;
+    for (std::uint64_t rows : {std::uint64_t{1}, std::uint64_t{2}, std::uint64_t{6}}) {
+      CAPTURE(rows);
+      const auto errors = read_and_summary_errors(with_storage_rows(file, rows));
+      CHECK(errors.second == "offset " + std::to_string(chunk) + ": NdArray chunk has " +
+                                 std::to_string(rows) +
+                                 " rows, but ExplicitSubwordVocab declares 2 words and 3 n-grams "
+                                 "= 3 to 5 rows");
+      CHECK(errors.first == errors.second);
+    }
   }
 }
