@@ -555,8 +555,19 @@ def test_ctrl_c_during_the_snapshot_copy_stops_that_save(archive_path):
     of."""
     base_archive(archive_path)
     before = archive_path.read_bytes()
-    out = subprocess.run([sys.executable, "-c", COPY_INTERRUPTED_CHILD, str(archive_path)],
-                         capture_output=True, text=True, timeout=120)
+    # The signal thread runs once the copy releases the GIL; on a loaded machine it may be
+    # scheduled only after the copy ended (the save then returned, or completed before the
+    # interrupt could stop it): such a run says nothing of an interrupted copy and is repeated,
+    # at most 3 times, from the archive as it was.
+    for attempt in range(3):
+        out = subprocess.run([sys.executable, "-c", COPY_INTERRUPTED_CHILD, str(archive_path)],
+                             capture_output=True, text=True, timeout=120)
+        late = out.stdout.startswith("returned") or "completed before the interrupt" in out.stdout
+        if not late or attempt == 2:
+            break
+        for name in os.listdir(archive_path.parent):
+            os.remove(archive_path.parent / name)
+        archive_path.write_bytes(before)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("KeyboardInterrupt") and "the save did not happen" in out.stdout, \
         (out.stdout, out.stderr)
