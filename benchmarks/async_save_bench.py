@@ -9,8 +9,15 @@ between runs, so every save writes the full size):
   memcpy          numpy copies of every tensor into buffers allocated once
                   beforehand (the bytes a snapshot must move), one thread
   memcpy (fresh)  the same into new buffers (page faults included)
+  raw write       one sequential os.write() per tensor into a fresh file
+                  (the floor issue 32 compares a non-durable save with where
+                  safetensors is missing); + fsync: then fsync file and folder
+  safetensors     safetensors.numpy.save_file, where importable
   save            modelzip.save, durable=False (and durable=True with --durable;
-                  save_async too) (total time)
+                  save_async too) (total time), with the default dedup=True
+                  (every blob's CRC-32 computed before the write) and dedup=False
+                  (CRC-32 computed while writing); these rows and the raw
+                  writes run in turn within each repetition
   save_async      time until save_async returns (blocking) and until
                   result() (total); first = a fresh staging area, reused =
                   the staging area of the previous save (the steady state of a
@@ -82,12 +89,49 @@ def bench_saves(args, folder):
     row("memcpy (buffers allocated before)", copy, gib)
     row("memcpy (fresh buffers)", copy_fresh, gib, memcpy)
 
+    raw_path = os.path.join(folder, "raw.bin")
+
+    def raw_write(sync):
+        if os.path.exists(raw_path):
+            os.remove(raw_path)
+        fd = os.open(raw_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            for a in arrays.values():
+                view = memoryview(a).cast("B")
+                while view:
+                    view = view[os.write(fd, view):]
+            if sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        if sync:
+            dfd = os.open(folder, os.O_RDONLY)
+            os.fsync(dfd)
+            os.close(dfd)
+
+    try:
+        from safetensors.numpy import save_file
+    except ImportError:
+        save_file = None
     for durable in ((False, True) if args.durable else (False,)):
-        totals = []
+        candidates = {f"raw write{' + fsync' if durable else ''}": lambda: raw_write(durable)}
+        if save_file is not None and not durable:
+            candidates["safetensors save_file"] = lambda: save_file(arrays, raw_path)
+        for dedup in (True, False):
+            candidates[f"save durable={durable} dedup={dedup}"] = (
+                lambda dedup=dedup: modelzip.save(path, "t", arrays, durable=durable, dedup=dedup))
+        times = {name: [] for name in candidates}
         for _ in range(args.reps):
-            fresh_archive()
-            totals.append(timed(lambda: modelzip.save(path, "t", arrays, durable=durable))[0])
-        row(f"save durable={durable} (total)", totals, gib, memcpy)
+            for name, fn in candidates.items():
+                fresh_archive()
+                if os.path.exists(raw_path):
+                    os.remove(raw_path)
+                os.sync()  # no writeback of the previous candidate's bytes during this one
+                times[name].append(timed(fn)[0])
+        base = min(next(iter(times.values())))
+        for name, seconds in times.items():
+            row(name, seconds, gib, memcpy)
+            print(f"{'':<34} fastest {base / min(seconds):5.2f}x {next(iter(times))}", flush=True)
 
         # A save with keep_staging=False frees the idle staging memory: the
         # first repetition below starts without any.

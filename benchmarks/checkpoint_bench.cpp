@@ -5,7 +5,10 @@
 //
 //   checkpoint_bench [--size-mib 1024] [--tensors 200] [--reps 3] [--dir .]
 //                    [--small-params 100000] [--small-tags 50] [--tiny-tensors 20000]
-//                    [--no-python]
+//                    [--no-python] [--save-only]
+//
+// --save-only: the save rows (synchronous, against the raw writes) and
+// nothing else, for profiling and quick before/after comparisons.
 //
 // --tiny-tensors N: a tag of N float32 tensors of 8 elements (biases and norms
 // of a model with thousands of parameters) saved, opened and loaded beside a
@@ -45,6 +48,7 @@ struct Options {
   int small_tags = 50;
   int tiny_tensors = 20000;
   bool python = true;
+  bool save_only = false;
 };
 
 double seconds_since(Clock::time_point t) {
@@ -247,8 +251,10 @@ double touch(const NamedTensors& tensors) {
 
 // A save into a path that does not exist (the caller removed it outside the
 // timing): a new archive written to a temporary file and renamed.
-void save_modelzip(const Model& m, const fs::path& path, bool durable) {
-  Writer w = Writer::open(path, WriterOptions{.dedup = false, .durable = durable});
+// With `dedup` (modelzip.save's default) every blob's CRC-32 is computed
+// before the write, to look for an equal blob.
+void save_modelzip(const Model& m, const fs::path& path, bool durable, bool dedup = false) {
+  Writer w = Writer::open(path, WriterOptions{.dedup = dedup, .durable = durable});
   w.add_tag("v1", tag_of(m));
   w.commit();
 }
@@ -456,10 +462,13 @@ int main(int argc, char** argv) {
       o.tiny_tensors = std::stoi(next());
     else if (a == "--no-python")
       o.python = false;
+    else if (a == "--save-only")
+      o.save_only = true;
     else {
-      std::fprintf(stderr,
-                   "usage: checkpoint_bench [--size-mib N] [--tensors N] [--reps N] [--dir D] "
-                   "[--small-params N] [--small-tags N] [--tiny-tensors N] [--no-python]\n");
+      std::fprintf(
+          stderr,
+          "usage: checkpoint_bench [--size-mib N] [--tensors N] [--reps N] [--dir D] "
+          "[--small-params N] [--small-tags N] [--tiny-tensors N] [--no-python] [--save-only]\n");
       return 2;
     }
   }
@@ -494,7 +503,8 @@ int main(int argc, char** argv) {
     auto t = interleaved_timings(
         save_reps,
         {[&] { raw_write(m, raw, false); }, [&] { save_modelzip(m, mz, false); },
-         [&] { raw_write(m, raw, true); }, [&] { save_modelzip(m, mz, true); }},
+         [&] { raw_write(m, raw, true); }, [&] { save_modelzip(m, mz, true); },
+         [&] { save_modelzip(m, mz, false, true); }},
         setup);
     auto both = [&](const char* what, const Timing& x, const Timing& base, const char* baseline) {
       row(what, x.median, m.bytes, base.median, baseline);
@@ -503,9 +513,15 @@ int main(int argc, char** argv) {
     };
     both("raw write (fresh file, write() per tensor)", t[0], t[0], "raw write");
     both("modelzip save (stored, temp file + rename)", t[1], t[0], "raw write");
+    both("modelzip save with dedup (CRC-32s first)", t[4], t[0], "raw write");
     both("raw write + fsync file + fsync folder", t[2], t[2], "raw durable");
     both("modelzip save durable (fsync file + folder)", t[3], t[2], "raw durable");
     std::printf("  (targets: save >= 0.90x raw write, durable save >= 0.85x raw durable)\n");
+    if (o.save_only) {
+      setup();
+      fs::remove_all(dir);
+      return 0;
+    }
     background_rows(m, mz, save_reps, setup, t[0], t[2]);
     // Leave both files (fresh, not durable) in the page cache for the loads.
     setup();

@@ -16,6 +16,7 @@
 #include "core/crc32.hpp"
 #include "core/position_index.hpp"
 #include "format/tensor_blob.hpp"
+#include "zip/crc_queue.hpp"
 #include "zip/known_crcs.hpp"
 
 namespace modelzip::checkpoint {
@@ -48,11 +49,19 @@ class ScanProgress {
 
 // Pieces are read in steps of this size between progress reports.
 constexpr std::uint64_t kScanStep = 4u << 20;
+// Blobs from this size are checksummed by the workers of a zip::CrcQueue
+// and the calling thread, in ranges of kCrcRange, reported to the progress
+// in steps of kCrcStep; smaller ones on the calling thread.
+constexpr std::uint64_t kParallelCrcFrom = 2u << 20;
+constexpr std::uint64_t kCrcRange = 512u << 10;
+constexpr std::uint64_t kCrcStep = 16u << 20;
 
 // CRC-32 of the concatenation of `pieces`, reporting to `scan` if given;
 // taken from the calling thread's KnownCrcs (a background save's snapshot)
-// where it knows the pieces.
-std::uint32_t pieces_crc(const std::vector<Bytes>& pieces, ScanProgress* scan = nullptr) {
+// where it knows the pieces. With `queue` (empty), large blobs are spread
+// over its workers; the queue is empty again when this returns or throws.
+std::uint32_t pieces_crc(const std::vector<Bytes>& pieces, ScanProgress* scan = nullptr,
+                         zip::CrcQueue* queue = nullptr) {
   detail::wait_filled(pieces);  // bytes still arriving (FillGate): before reading them
   if (const std::optional<std::uint32_t> known = zip::known_crc_of(pieces)) {
     if (scan) scan->reached(pieces_size(pieces));
@@ -60,6 +69,34 @@ std::uint32_t pieces_crc(const std::vector<Bytes>& pieces, ScanProgress* scan = 
   }
   std::uint32_t crc = 0;
   std::uint64_t offset = 0;
+  if (queue && pieces_size(pieces) >= kParallelCrcFrom) {
+    // Every range queued at once, one slot per step; then each step's CRC
+    // in order (the calling thread computing what no worker took yet).
+    std::vector<std::uint64_t> step_size;
+    for (const auto& p : pieces)
+      for (std::uint64_t at = 0; at < p.size(); at += kCrcRange) {
+        if (step_size.empty() || step_size.back() >= kCrcStep) {
+          queue->new_slot();
+          step_size.push_back(0);
+        }
+        const std::uint64_t n = std::min<std::uint64_t>(kCrcRange, p.size() - at);
+        queue->push(step_size.size() - 1, p.slice(at, n));
+        step_size.back() += n;
+      }
+    try {
+      for (std::size_t slot = 0; slot < step_size.size(); ++slot) {
+        const std::uint32_t step = queue->result(slot);
+        crc = slot == 0 ? step : detail::crc32_concat(crc, step, step_size[slot]);
+        offset += step_size[slot];
+        if (scan) scan->reached(offset);  // may throw: cancelled
+      }
+    } catch (...) {
+      queue->forget();  // no worker reads the pieces any more
+      throw;
+    }
+    queue->forget();
+    return crc;
+  }
   for (const auto& p : pieces)
     for (std::uint64_t at = 0; at < p.size(); at += kScanStep) {
       const std::uint64_t n = std::min<std::uint64_t>(kScanStep, p.size() - at);
@@ -357,7 +394,7 @@ class TagAdder::Impl {
         ++stats_.blobs_deduplicated;
         return hit->first;
       }
-      c.crc = pieces_crc(pieces, &scan_);
+      c.crc = pieces_crc(pieces, &scan_, &crcs_);
       const PlanDedupIndex::Key hash_key{kind, fmt, compression, c.size, *c.crc};
       if (const auto hit = index_.first_same(hash_key, [&](const PlanDedupIndex::Blob& blob) {
             return same_bytes(
@@ -388,7 +425,7 @@ class TagAdder::Impl {
     index_.clear();
     for (std::size_t tag = 0; tag < plan_.tags.size(); ++tag)
       for (auto& [key, c] : plan_.tags[tag].blobs) {
-        if (!c.crc) c.crc = pieces_crc(c.pieces);
+        if (!c.crc) c.crc = pieces_crc(c.pieces, nullptr, &crcs_);
         index_.add({key.kind, key.format, c.compression, c.size, *c.crc}, {tag, key.index, {}});
       }
   }
@@ -399,6 +436,7 @@ class TagAdder::Impl {
   Writer::Stats& stats_;
   ScanProgress scan_;
   PlanDedupIndex index_;
+  zip::CrcQueue crcs_;  // its workers checksum large blobs
   // (source tag, table kind) -> its rows by keys, for row_of.
   std::map<std::pair<std::string, int>, detail::PositionIndex> row_index_;
 };

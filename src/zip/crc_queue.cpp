@@ -1,5 +1,8 @@
 #include "zip/crc_queue.hpp"
 
+#include <sched.h>
+
+#include <algorithm>
 #include <system_error>
 
 #include "core/crc32.hpp"
@@ -13,21 +16,30 @@ CrcQueue::~CrcQueue() {
   stop();
 }
 
+std::size_t CrcQueue::default_workers() noexcept {
+  std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+    cores = std::min(cores, static_cast<std::size_t>(CPU_COUNT(&set)));
+  return std::clamp<std::size_t>(cores - 1, 1, 8);
+}
+
 void CrcQueue::stop() {
-  if (!worker_.joinable()) return;
+  if (workers_.empty()) return;
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
   }
   cv_.notify_all();
-  worker_.join();
+  for (std::thread& t : workers_) t.join();
+  workers_.clear();
 }
 
 void CrcQueue::push(std::size_t slot, Bytes bytes) {
-  bool wake;
+  std::size_t unstarted;
   {
     std::lock_guard lock(mutex_);
-    wake = started_ == ranges_.size();  // the worker may be asleep
     if (unfinished_.size() <= slot) {
       unfinished_.resize(slot + 1, 0);
       first_range_.resize(slot + 1, kNone);
@@ -35,16 +47,16 @@ void CrcQueue::push(std::size_t slot, Bytes bytes) {
     if (first_range_[slot] == kNone) first_range_[slot] = ranges_.size();
     ++unfinished_[slot];
     ranges_.push_back(Range{slot, std::move(bytes)});
+    unstarted = ranges_.size() - started_;
   }
-  if (worker_.joinable()) {
-    if (wake) cv_.notify_all();
-    return;
-  }
-  if (thread_failed_) return;
+  // A sleeping worker takes it (no system call when none sleeps).
+  if (!workers_.empty()) cv_.notify_one();
+  const bool behind = workers_.empty() || unstarted > 1;
+  if (!behind || workers_.size() >= max_workers_ || thread_failed_) return;
   try {
-    worker_ = std::thread([this] { run(); });
+    workers_.emplace_back([this] { run(); });
   } catch (const std::system_error&) {
-    thread_failed_ = true;  // finish() computes everything on the caller's thread
+    thread_failed_ = true;  // the caller computes what no worker takes
   }
 }
 
@@ -57,7 +69,7 @@ bool CrcQueue::work_one(std::unique_lock<std::mutex>& lock) {
   lock.lock();
   r.crc = crc;
   ++finished_;
-  if (--unfinished_[r.slot] == 0 || finished_ == ranges_.size()) cv_.notify_all();
+  if (--unfinished_[r.slot] == 0 || finished_ == started_) cv_.notify_all();
   return true;
 }
 
@@ -78,6 +90,18 @@ std::uint32_t CrcQueue::result(std::size_t slot) {
     seen = true;
   }
   return crc;
+}
+
+void CrcQueue::forget() {
+  std::unique_lock lock(mutex_);
+  const std::size_t claimed = started_;
+  started_ = ranges_.size();  // nothing more is claimed
+  cv_.wait(lock, [&] { return finished_ == claimed; });
+  ranges_.clear();
+  first_range_.clear();
+  unfinished_.clear();
+  started_ = finished_ = 0;
+  slots_ = 0;
 }
 
 void CrcQueue::run() {

@@ -1,19 +1,26 @@
-// CRC-32s computed on a background thread while the thread that queued the
+// CRC-32s computed on background threads while the thread that queued the
 // bytes goes on, typically writing those same bytes: the CRC then costs the
-// writing thread nothing. The queuing thread never waits for the worker
-// until it asks for the results, and then computes whatever the worker has
-// not started itself, so a worker that gets no CPU time delays nothing by
+// writing thread nothing. The queuing thread never waits for the workers
+// until it asks for the results, and then computes whatever no worker has
+// started itself, so a worker that gets no CPU time delays nothing by
 // more than the one range it is checksumming.
+//
+// Workers: at most `max_workers` (default: one less than the cores this
+// process may run on, at least 1, at most 8). The first push() starts one;
+// a push() that leaves more than one range unstarted starts another (the
+// workers fall behind: the caller queues faster than one thread
+// checksums, e.g. a whole tensor split into ranges before asking its
+// result), so a writer whose writes are slower than the CRC keeps one.
 //
 // Bytes are grouped in slots: the result of a slot is the CRC-32 of the
 // concatenation of the ranges queued into it, in queuing order.
 //
 // Lifetime: a queued Bytes is kept (shared) until finish() returns or the
 // queue is destroyed; memory borrowed with a null keeper must stay valid
-// that long. The worker thread starts with the first push() and is joined by
-// finish() or the destructor (after at most the range it is working on).
+// that long. The workers are joined by finish() or the destructor (after
+// at most the range each is working on).
 // Not thread-safe: one thread calls new_slot, push and finish. Errors: none
-// (if no thread can be started, finish() computes every CRC itself).
+// (if no thread can be started, the caller computes every CRC itself).
 #pragma once
 
 #include <condition_variable>
@@ -30,7 +37,8 @@ namespace modelzip::zip {
 
 class CrcQueue {
  public:
-  CrcQueue() = default;
+  CrcQueue() : CrcQueue(default_workers()) {}
+  explicit CrcQueue(std::size_t max_workers) : max_workers_(max_workers == 0 ? 1 : max_workers) {}
   ~CrcQueue();
   CrcQueue(const CrcQueue&) = delete;
   CrcQueue& operator=(const CrcQueue&) = delete;
@@ -49,6 +57,15 @@ class CrcQueue {
   // has not started on the calling thread, waits for the rest, stops the
   // worker. The queue is empty afterwards (slots start again from 0).
   std::vector<std::uint32_t> finish();
+  // Waits for the ranges being checksummed and drops every queued range and
+  // slot (slots start again from 0); the workers stay for later pushes.
+  void forget();
+
+  // Worker threads started since construction or the last finish().
+  std::size_t workers_started() const noexcept { return workers_.size(); }
+  // The default cap on workers: the cores this process may run on minus
+  // one (the queuing thread's), from 1 to 8.
+  static std::size_t default_workers() noexcept;
 
  private:
   struct Range {
@@ -74,7 +91,8 @@ class CrcQueue {
   std::size_t finished_ = 0;  // ranges whose CRC is recorded; guarded by mutex_
   bool stopping_ = false;     // guarded by mutex_
   bool thread_failed_ = false;
-  std::thread worker_;
+  std::size_t max_workers_;
+  std::vector<std::thread> workers_;
 };
 
 }  // namespace modelzip::zip

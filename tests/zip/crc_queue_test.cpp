@@ -118,3 +118,38 @@ TEST_CASE("Queued bytes are held until finish() or destruction, then released") 
     REQUIRE(keeper.use_count() == 1);
   }
 }
+
+TEST_CASE("Ranges queued faster than one worker checksums start more workers, up to the cap") {
+  const std::string whole = pattern(48u << 20, 5);
+  for (std::size_t cap : {1u, 3u}) {
+    INFO("cap " << cap);
+    zip::CrcQueue q(cap);
+    const std::size_t s = q.new_slot();
+    // 48 ranges of 1 MiB queued at once: one worker cannot keep up.
+    for (std::size_t off = 0; off < whole.size(); off += 1u << 20)
+      q.push(s, Bytes::borrow(std::as_bytes(std::span(whole.data() + off, 1u << 20)), nullptr));
+    CHECK(q.workers_started() == cap);
+    CHECK(q.result(s) == zlib_crc(whole));
+    CHECK(q.finish() == std::vector<std::uint32_t>{zlib_crc(whole)});
+    CHECK(q.workers_started() == 0);
+  }
+  CHECK(zip::CrcQueue::default_workers() >= 1);
+  CHECK(zip::CrcQueue::default_workers() <= 8);
+}
+
+TEST_CASE("forget() drops queued ranges and slots, keeps the workers, and the queue goes on") {
+  const std::string data = pattern(8u << 20, 9);
+  auto keeper = std::make_shared<int>(0);
+  zip::CrcQueue q(2);
+  for (int round = 0; round < 3; ++round) {
+    const std::size_t s = q.new_slot();
+    CHECK(s == 0u);
+    for (std::size_t off = 0; off < data.size(); off += 1u << 18)
+      q.push(s, Bytes::borrow(std::as_bytes(std::span(data.data() + off, 1u << 18)), keeper));
+    if (round != 1) CHECK(q.result(s) == zlib_crc(data));
+    q.forget();  // round 1: with ranges still unstarted
+    CHECK(keeper.use_count() == 1);
+    CHECK(q.workers_started() >= 1);
+  }
+  CHECK(q.finish().empty());
+}
