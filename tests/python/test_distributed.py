@@ -644,6 +644,11 @@ def check_sharded_adam(path, tmp_path):
     with pytest.warns(DeprecationWarning, match=r"load_checkpoint\(path, tag, params, optimizer\)"):
         assert mzd.load_checkpoint(path, params, None, "adam").tag == "adam"
     assert torch.equal(params["w"].value, whole["w"].detach())
+    # ... and with tag as a keyword (Python raised "got multiple values for argument 'tag'").
+    params = {"w": mzd.Shard(torch.nn.Parameter(torch.zeros(10, 6)), (10, 6), (0, 0))}
+    with pytest.warns(DeprecationWarning, match=r"load_checkpoint\(path, tag, params, optimizer\)"):
+        assert mzd.load_checkpoint(path, params, tag="adam").tag == "adam"
+    assert torch.equal(params["w"].value, whole["w"].detach())
     with pytest.raises(TypeError, match="needs params"):
         mzd.load_checkpoint(path, "adam")
 

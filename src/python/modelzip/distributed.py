@@ -52,6 +52,7 @@ from typing import Any, Iterator, Mapping, NamedTuple, Optional, Sequence, Union
 import numpy as np
 
 from . import _modelzip
+from ._arguments import old_order_with_tag_keyword
 from ._errors import Error, InvalidArgumentError
 from ._modelzip import CollectiveStats, CollectiveWriter, Communicator
 
@@ -977,6 +978,9 @@ def save_checkpoint(path: PathLike, tag: str, params: Mapping[str, Any], optimiz
         return writer.commit(tag, replace=replace, keep_last=keep_last)
 
 
+@old_order_with_tag_keyword(lambda value: isinstance(value, Mapping),
+                            "modelzip.distributed.load_checkpoint(path, params, optimizer, tag=)",
+                            "load_checkpoint(path, tag, params, optimizer)")
 def load_checkpoint(path: PathLike, tag: Optional[str] = None,
                     params: Optional[Mapping[str, Any]] = None, optimizer: Any = None, *,
                     scheduler: Any = None, group: Any = None,
@@ -986,8 +990,8 @@ def load_checkpoint(path: PathLike, tag: Optional[str] = None,
     modelzip.torch.save_checkpoint) from tag ``tag`` (None: the newest).
     No collective: every rank reads only its blocks. ``path, tag`` come first,
     as for :func:`save_checkpoint`; the order of earlier releases,
-    ``(path, params, optimizer, tag)`` given positionally, still works with a
-    DeprecationWarning.
+    ``(path, params, optimizer, tag)`` with the tag positional or a keyword
+    (``tag="t"``), still works with a DeprecationWarning.
 
     params: name -> torch tensor to fill in place, whole or as the
       :class:`Shard` (block, global shape, offset) this rank holds now, in any
