@@ -547,10 +547,15 @@ def _without_versions(model: torch.nn.Module) -> dict[str, Any]:
     state dict (torch dtypes, tuples of tensors) keeps them: its modules need them to read it
     back through load_state_dict."""
     state = model.state_dict()
-    if any(isinstance(v, torch.dtype) or (isinstance(v, tuple) and any(
-            isinstance(x, torch.Tensor) for x in v)) for v in state.values()):
-        return state
-    return dict(state)
+    return state if _keeps_versions(state) else dict(state)
+
+
+def _keeps_versions(state: Mapping[str, Any]) -> bool:
+    """Whether a checkpoint tag keeps the module versions of the state dict ``state`` (see
+    _without_versions; modelzip.distributed.save_checkpoint asks too): it holds torch dtypes or
+    tuples of tensors."""
+    return any(isinstance(v, torch.dtype) or (isinstance(v, tuple) and any(
+        isinstance(x, torch.Tensor) for x in v)) for v in state.values())
 
 
 def _split_state(state: Mapping[int, Mapping[str, Any]],
