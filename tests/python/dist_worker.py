@@ -385,7 +385,8 @@ def run(scenario, folder, rank, world, torch, group, comm):
         # tag_metadata= and a state dict's module versions (_metadata): the same tag metadata
         # on every rank is stored once; each rank's state dict versions are stored together;
         # values that differ between ranks raise InvalidArgumentError on every rank, nothing
-        # written (blocking, blocking=False, save_checkpoint).
+        # written (blocking, blocking=False, save_checkpoint); a rank whose block does not
+        # stage with blocking=False fails every rank in the call.
         import collections
         rows = np.full((2, 3), rank, np.float32)
 
@@ -425,6 +426,20 @@ def run(scenario, folder, rank, world, torch, group, comm):
                     raise AssertionError(f"{text}: saved")
                 assert text in message, message
                 assert open(path, "rb").read() == before
+        if world > 1:  # one rank's block does not stage, blocking=False: every rank raises in
+            last = rank == world - 1  # the call (the others started a commit it never joined)
+            block = mzd.Shard(rows, (2 * world, 3), (2 * rank + (5 if last else 0), 0))
+            try:
+                mzd.save(path, "bad", {"w": block}, group=group, durable=False,
+                         blocking=False).result(timeout=120)
+            except modelzip.InvalidArgumentError as e:
+                message = str(e)
+            else:
+                raise AssertionError("a block outside its global shape was saved")
+            assert "is not inside the global shape" in message, message
+            if not last:
+                assert f"collective commit failed on rank {world - 1}: " in message, message
+            assert open(path, "rb").read() == before
         mzd.save_checkpoint(path, "ckpt", state(mine), group=comm, durable=False,
                             tag_metadata=meta)
         with modelzip.open(path) as a:

@@ -343,19 +343,23 @@ def save(path: PathLike, tag: str, tensors: Mapping[str, Any], *, group: Any = N
     are kept as modelzip.torch.save keeps them: the ranks' state dicts' versions together (a
     module prefix whose versions differ between ranks raises as above). With
     ``blocking=False``, the ranks compare them in the call, over ``group`` (one gather and
-    one agreement), before the background commit starts."""
+    one agreement), before the background commit starts; a rank whose tensors do not stage
+    then fails every rank in the call (InvalidArgumentError naming it), as a blocking save
+    does."""
     if blocking:
         return _commit(path, tag, tensors, communicator(group), share, dedup, durable, root,
                        rank_lock_timeout, dtypes, replace, keep_last, tag_metadata)
-    raw_bits = _raw_bits_marks(tensors, dtypes)
     comm = (communicator(background_group) if background_group is not None
             else _background_communicator(group))
     from ._values import new_fetches
     fetches = new_fetches()  # CUDA tensors land in staging areas that the save adopts
-    writer = _staged_writer(path, _host_values(tensors, fetches), comm, share, dedup, durable,
-                            root, rank_lock_timeout, raw_bits)
-    _agreed_tag_metadata(communicator(group), root, path, tag, writer,
-                         lambda: _tag_metadata_part(tensors, tag_metadata, True))
+
+    def stage() -> tuple[CollectiveWriter, list]:
+        writer = _staged_writer(path, _host_values(tensors, fetches), comm, share, dedup,
+                                durable, root, rank_lock_timeout, _raw_bits_marks(tensors, dtypes))
+        return writer, _tag_metadata_part(tensors, tag_metadata, True)
+
+    writer = _agreed_staging(communicator(group), root, path, tag, stage)
     adopt = fetches.areas if fetches is not None else None
     return _BackgroundCommits.start(
         writer.start_background(tag, adopt=adopt, replace=replace, keep_last=keep_last), comm,
@@ -566,18 +570,20 @@ def _root_stages_tag_metadata(comm: Communicator, root: int, writer: Optional[Co
     return None
 
 
-def _agreed_tag_metadata(comm: Communicator, root: int, path: PathLike, tag: str,
-                         writer: CollectiveWriter, part_of: Any) -> None:
-    """Collective, over ``comm``: the ranks' tag metadata (``part_of()``, their
-    _tag_metadata_part) to the root, which stages what they agree on in ``writer``. Raises on
-    every rank when a rank's part raised (its own exception there, InvalidArgumentError naming
-    it elsewhere) or the parts differ (the root's InvalidArgumentError)."""
-    error, cause, part = "", None, None
+def _agreed_staging(comm: Communicator, root: int, path: PathLike, tag: str,
+                    stage: Any) -> CollectiveWriter:
+    """Collective, over ``comm``: this rank's ``stage()`` (its staged writer and
+    _tag_metadata_part), the ranks' tag metadata to the root, which stages what they agree on
+    in its writer, and an agreement. Returns the writer; raises on every rank when a rank's
+    staging raised (its own exception there, InvalidArgumentError naming it elsewhere: no rank
+    goes on to a commit that another will never join) or the tag metadata differs (the root's
+    InvalidArgumentError)."""
+    error, cause, writer, part = "", None, None, None
     try:
-        part = part_of()
+        writer, part = stage()
     except Exception as e:  # every rank must reach the agreement
         error, cause = f"{type(e).__name__}: {e}", e
-    failed = _root_stages_tag_metadata(comm, root, None if cause else writer, part)
+    failed = _root_stages_tag_metadata(comm, root, writer, part)
     if failed is not None:
         error, cause = f"{type(failed).__name__}: {failed}", failed
     failure = comm.agree(error)
@@ -588,6 +594,7 @@ def _agreed_tag_metadata(comm: Communicator, root: int, path: PathLike, tag: str
         raise InvalidArgumentError(f"{os.fspath(path)}: tag '{tag}': {text}",
                                    code="invalid_argument", message=text,
                                    archive=os.fspath(path), tag=tag)
+    return writer
 
 
 def _check_keep_last(keep_last: Optional[int]) -> None:
