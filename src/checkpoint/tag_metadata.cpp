@@ -29,8 +29,7 @@ format::TagMetadata read_tag_metadata(const Archive& archive, std::string_view t
   }
 }
 
-void stage_tag_metadata(NewTag& contents, const format::TagMetadata& metadata) {
-  if (metadata.empty()) return;
+std::string tag_metadata_text(const format::TagMetadata& metadata) {
   for (const auto* table : {&metadata.safetensors, &metadata.torch})
     for (const auto& [key, value] : *table)
       if (!modelzip::detail::utf8_valid(key) || !modelzip::detail::utf8_valid(value))
@@ -40,8 +39,13 @@ void stage_tag_metadata(NewTag& contents, const format::TagMetadata& metadata) {
                              ? "the value of " + modelzip::detail::quote_name(key)
                              : std::string("a key")) +
                         " is not UTF-8 text");
+  return format::write_tag_metadata(metadata);
+}
+
+void stage_tag_metadata(NewTag& contents, const format::TagMetadata& metadata) {
+  if (metadata.empty()) return;
   contents.set_entry(std::string(format::kTagMetadataFile),
-                     Bytes::copy_of(format::write_tag_metadata(metadata)), Compression::deflate);
+                     Bytes::copy_of(tag_metadata_text(metadata)), Compression::deflate);
 }
 
 }  // namespace modelzip::checkpoint

@@ -23,9 +23,13 @@ std::string resolve_tag(const Archive& archive, std::string_view tag);
 // one. Errors as modelzip::tag_metadata.
 format::TagMetadata read_tag_metadata(const Archive& archive, std::string_view tag);
 
+// The text of <tag>/metadata.toml holding `metadata`. Throws
+// Error(invalid_argument) naming the key for a key or value that is not
+// UTF-8.
+std::string tag_metadata_text(const format::TagMetadata& metadata);
+
 // Stages `metadata` as <tag>/metadata.toml of `contents` (deflated; nothing
-// when it is empty). Throws Error(invalid_argument) naming the table and
-// key for a key or value that is not UTF-8.
+// when it is empty). Errors as tag_metadata_text.
 void stage_tag_metadata(NewTag& contents, const format::TagMetadata& metadata);
 
 }  // namespace modelzip::checkpoint

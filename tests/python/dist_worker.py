@@ -31,7 +31,8 @@ tensors overwritten right after each call, a synchronous collective on the
 training's group while the saves run), "background-invalid" ("invalid" with
 blocking=False: result() raises on every rank), "text" (str and lists of str beside
 the shards, replicated or on one rank; text that differs between ranks raises on every
-rank), "default-group" (mpi only:
+rank), "tag-metadata" (tag_metadata= and state dicts' module versions, the same or
+different on the ranks), "default-group" (mpi only:
 saves with group=None, which must not import torch). Exit status 0 when
 every check held (of every pair).
 """
@@ -380,6 +381,82 @@ def run(scenario, folder, rank, world, torch, group, comm):
             assert a.verify() == []
             for name, value in model(2).items():
                 np.testing.assert_array_equal(a.tensor(name, "ckpt-2"), value)
+    elif scenario == "tag-metadata":
+        # tag_metadata= and a state dict's module versions (_metadata): the same tag metadata
+        # on every rank is stored once; each rank's state dict versions are stored together;
+        # values that differ between ranks raise InvalidArgumentError on every rank, nothing
+        # written (blocking, blocking=False, save_checkpoint); a rank whose block does not
+        # stage with blocking=False fails every rank in the call.
+        import collections
+        rows = np.full((2, 3), rank, np.float32)
+
+        def state(versions):
+            out = collections.OrderedDict(w=mzd.Shard(rows, (2 * world, 3), (2 * rank, 0)))
+            out._metadata = collections.OrderedDict(versions)
+            return out
+
+        mine = {f"block{rank}": {"version": 1 + rank}, "": {"version": 1}}
+        meta = {"run": "r7", "format": "pt"}
+        mzd.save(path, "step-1", state(mine), group=comm, durable=False, tag_metadata=meta)
+        mzd.save(path, "step-2", state(mine), group=group, durable=False,
+                 tag_metadata=dict(meta), blocking=False).result(timeout=120)
+        versions = {"": {"version": 1}}
+        for r in range(world):
+            versions[f"block{r}"] = {"version": 1 + r}
+        with modelzip.open(path) as a:
+            for tag in ("step-1", "step-2"):
+                assert a.tag_metadata(tag) == meta, a.tag_metadata(tag)
+                import json
+                assert json.loads(a._torch_metadata(tag)["state_dict_metadata"]) == versions
+        before = open(path, "rb").read()
+        cases = [(state(mine), {"run": f"r{rank}"}, "tag_metadata={'run': 'r1'}"),
+                 (state(mine), meta if rank == 0 else None, "every rank passes the same"),
+                 (state({"": {"version": 1 + rank}}), meta,
+                  "module versions (_metadata) of '' differ")]
+        for tensors, given, text in cases:
+            for blocking in (True, False):
+                try:
+                    result = mzd.save(path, "bad", tensors, group=comm if blocking else group,
+                                      durable=False, blocking=blocking, tag_metadata=given)
+                    if not blocking:
+                        result.result(timeout=120)
+                except modelzip.InvalidArgumentError as e:
+                    message = str(e)
+                else:
+                    raise AssertionError(f"{text}: saved")
+                assert text in message, message
+                assert open(path, "rb").read() == before
+        if world > 1:  # one rank's block does not stage, blocking=False: every rank raises in
+            last = rank == world - 1  # the call (the others started a commit it never joined)
+            block = mzd.Shard(rows, (2 * world, 3), (2 * rank + (5 if last else 0), 0))
+            try:
+                mzd.save(path, "bad", {"w": block}, group=group, durable=False,
+                         blocking=False).result(timeout=120)
+            except modelzip.InvalidArgumentError as e:
+                message = str(e)
+            else:
+                raise AssertionError("a block outside its global shape was saved")
+            assert "is not inside the global shape" in message, message
+            if not last:
+                assert f"collective commit failed on rank {world - 1}: " in message, message
+            assert open(path, "rb").read() == before
+        mzd.save_checkpoint(path, "ckpt", state(mine), group=comm, durable=False,
+                            tag_metadata=meta)
+        with modelzip.open(path) as a:
+            assert a.tag_metadata("ckpt") == meta
+            # No module versions: a checkpoint keeps them for quantize_dynamic's state dicts
+            # only, as modelzip.torch.save_checkpoint does.
+            assert "state_dict_metadata" not in a._torch_metadata("ckpt")
+        before = open(path, "rb").read()
+        try:
+            mzd.save_checkpoint(path, "bad", state(mine), group=comm, durable=False,
+                                tag_metadata={"run": f"r{rank}"})
+        except modelzip.InvalidArgumentError as e:
+            message = str(e)
+        else:
+            raise AssertionError("save_checkpoint with differing tag_metadata: saved")
+        assert "tag_metadata={'run': 'r1'}" in message, message
+        assert open(path, "rb").read() == before
     elif scenario == "default-group":  # mpi only: group=None is COMM_WORLD
         rows = np.full((2, 3), rank, np.float32)
         tensors = {"w": mzd.Shard(rows, (2 * world, 3), (2 * rank, 0))}

@@ -73,7 +73,7 @@ def run_torch(scenario, folder, world=4):
 
 
 TORCH_SCENARIOS = ["save", "invalid", "background", "background-invalid", "optim", "rotate",
-                   "text", "gan", "rng"]
+                   "text", "gan", "rng", "tag-metadata"]
 
 
 @pytest.fixture(scope="module")
@@ -305,6 +305,60 @@ def test_collective_saves_take_what_modelzip_save_takes(tmp_path):
         assert type(loaded["milestones"]) is list and type(loaded["betas"]) is tuple
         assert type(loaded["scale"]) is np.float32
         assert torch.equal(loaded["w"], state["w"])
+
+
+@pytest.mark.parametrize("engine", ["torch", "mpi"])
+def test_collective_saves_take_tag_metadata_and_module_versions(request, tmp_path, engine):
+    # distributed.save and save_checkpoint had no tag_metadata= (TypeError) and dropped a
+    # state dict's _metadata, which modelzip.save and modelzip.torch.save keep.
+    scenario_folder(request, tmp_path, engine, "tag-metadata")
+
+
+def test_collective_tag_metadata_is_what_modelzip_save_stores(tmp_path):
+    # One rank: the tag's metadata.toml holds what modelzip.save stores for the same dict and
+    # tag_metadata (blocking and blocking=False), and the torch loads give the module versions
+    # back; save_checkpoint stores the tag metadata, as modelzip.torch.save_checkpoint does.
+    torch = pytest.importorskip("torch")
+    import modelzip.torch as mzt
+    model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.BatchNorm1d(2))
+    state = model.state_dict()
+    assert state._metadata
+    meta = {"format": "pt", "run": "r7"}
+    single, dist = tmp_path / "single.zip", tmp_path / "dist.zip"
+    modelzip.save(single, "t", state, durable=False, tag_metadata=meta)
+    mzd.save(dist, "t", state, group=OneRank(), durable=False, tag_metadata=meta)
+    mzd.save(dist, "u", state, group=OneRank(), background_group=OneRank(), durable=False,
+             tag_metadata=meta, blocking=False).result(timeout=60)
+    with zipfile.ZipFile(single) as z:
+        expected = z.read("t/metadata.toml")
+    with zipfile.ZipFile(dist) as z:
+        assert z.read("t/metadata.toml") == expected
+        assert z.read("u/metadata.toml") == expected
+    with modelzip.open(dist) as a:
+        assert a.tag_metadata("t") == a.tag_metadata("u") == meta
+    for tag in ("t", "u"):
+        loaded = mzt.load(dist, tag)
+        assert loaded._metadata == state._metadata
+        fresh = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.BatchNorm1d(2))
+        fresh.load_state_dict(loaded)
+    # Wrong values raise what modelzip.save raises, nothing written.
+    before = dist.read_bytes()
+    with pytest.raises(TypeError, match="tag_metadata must be a mapping of str to str"):
+        mzd.save(dist, "v", state, group=OneRank(), durable=False, tag_metadata={"n": 1})
+    with pytest.raises(ValueError, match="save_checkpoint failed on rank 0: TypeError: "
+                                         "tag_metadata must be a mapping of str to str"):
+        mzd.save_checkpoint(dist, "v", state, group=OneRank(), durable=False,
+                            tag_metadata={"n": 1})
+    assert dist.read_bytes() == before
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    ckpt_single, ckpt_dist = tmp_path / "ckpt-single.zip", tmp_path / "ckpt-dist.zip"
+    mzt.save_checkpoint(ckpt_single, "c", model, optimizer, durable=False, tag_metadata=meta)
+    mzd.save_checkpoint(ckpt_dist, "c", dict(model.named_parameters(), **dict(
+        model.named_buffers())), optimizer, group=OneRank(), durable=False, tag_metadata=meta)
+    for path in (ckpt_single, ckpt_dist):
+        with modelzip.open(path) as a:
+            assert a.tag_metadata("c") == meta
+            assert "state_dict_metadata" not in a._torch_metadata("c")
 
 
 def test_save_checkpoint_takes_text(tmp_path):
@@ -643,6 +697,11 @@ def check_sharded_adam(path, tmp_path):
     params = {"w": mzd.Shard(torch.nn.Parameter(torch.zeros(10, 6)), (10, 6), (0, 0))}
     with pytest.warns(DeprecationWarning, match=r"load_checkpoint\(path, tag, params, optimizer\)"):
         assert mzd.load_checkpoint(path, params, None, "adam").tag == "adam"
+    assert torch.equal(params["w"].value, whole["w"].detach())
+    # ... and with tag as a keyword (Python raised "got multiple values for argument 'tag'").
+    params = {"w": mzd.Shard(torch.nn.Parameter(torch.zeros(10, 6)), (10, 6), (0, 0))}
+    with pytest.warns(DeprecationWarning, match=r"load_checkpoint\(path, tag, params, optimizer\)"):
+        assert mzd.load_checkpoint(path, params, tag="adam").tag == "adam"
     assert torch.equal(params["w"].value, whole["w"].detach())
     with pytest.raises(TypeError, match="needs params"):
         mzd.load_checkpoint(path, "adam")

@@ -191,7 +191,7 @@ def test_utf8_policies(finalfusion_dir, tmp_path):
     # The invalid byte 0xC3 (a lead byte followed by "n") as \xc3.
     assert "zee\\xc3n" in escaped.words
     assert escaped.embedding("zee\\xc3n") is not None
-    escaped.save(tmp_path / "back.txt", "text", unnormalize=True)
+    escaped.save(tmp_path / "back.txt", "text", normalize=False)
     original = open(path, "rb").read().split(b"\n")
     back = (tmp_path / "back.txt").read_bytes().split(b"\n")
     assert [l.split(b" ")[0] for l in back] == [l.split(b" ")[0] for l in original]
@@ -284,13 +284,39 @@ def test_save_writes_the_vectors_export_writes(finalfusion_dir, tmp_path, fmt, n
     back = modelzip.Embeddings.load(tmp_path / ("py-" + name), fmt, normalize=False)
     np.testing.assert_allclose(back.matrix, emb.matrix * emb.norms[:, None], rtol=1e-6)
     assert abs(np.linalg.norm(back.matrix[0]) - emb.norms[0]) < 1e-4 * emb.norms[0]
-    # unnormalize=False: the stored unit rows, as export --normalized writes them.
-    emb.save(tmp_path / ("unit-" + name), fmt, unnormalize=False)
+    # normalize=True: the stored unit rows, as export --normalized writes them.
+    emb.save(tmp_path / ("unit-" + name), fmt, normalize=True)
     subprocess.run([os.environ["MODELZIP_CLI"], "export", str(tmp_path / "a.zip"), "words",
                     str(tmp_path / ("cli-unit-" + name)), "--normalized"], check=True,
                    capture_output=True)
     assert (tmp_path / ("unit-" + name)).read_bytes() == \
         (tmp_path / ("cli-unit-" + name)).read_bytes()
+
+
+def test_save_takes_normalize_as_the_rest_of_the_api_and_unnormalize_with_a_warning(
+        finalfusion_dir, tmp_path):
+    # Embeddings.save took unnormalize= (True: original vectors), the opposite of load()'s
+    # normalize= and C++ WriteOptions{.normalize}; normalize= raised TypeError.
+    emb = modelzip.Embeddings.load(finalfusion_dir / "similarity.bin", "word2vec")
+    unit = emb.matrix[0] / np.linalg.norm(emb.matrix[0])
+    emb.save(tmp_path / "unit.txt", "text", normalize=True)
+    emb.save(tmp_path / "vectors.txt", "text", normalize=False)
+    emb.save(tmp_path / "default.txt", "text")
+    first = [np.array(line.split()[1:], dtype=np.float32) for line in (
+        (tmp_path / n).read_text().splitlines()[0] for n in ("unit.txt", "vectors.txt"))]
+    np.testing.assert_allclose(first[0], unit, rtol=1e-5)
+    np.testing.assert_allclose(first[1], unit * emb.norms[0], rtol=1e-5)
+    assert (tmp_path / "default.txt").read_bytes() == (tmp_path / "vectors.txt").read_bytes()
+    # The old keyword, with the old meaning and a DeprecationWarning naming the new one.
+    for unnormalize, same_as in ((False, "unit.txt"), (True, "vectors.txt")):
+        with pytest.warns(DeprecationWarning, match=r"unnormalize= is deprecated.*normalize="):
+            emb.save(tmp_path / "old.txt", "text", unnormalize=unnormalize)
+        assert (tmp_path / "old.txt").read_bytes() == (tmp_path / same_as).read_bytes()
+    with pytest.raises(TypeError, match="normalize= or .*unnormalize=, not both"):
+        emb.save(tmp_path / "both.txt", "text", normalize=True, unnormalize=False)
+    assert not (tmp_path / "both.txt").exists()
+    with pytest.raises(TypeError, match="'unnormalize' must be bool, not str"):
+        emb.save(tmp_path / "bad.txt", "text", unnormalize="no")
 
 
 def test_queries_agree_whether_rows_are_stored_normalized_or_as_read(finalfusion_dir):

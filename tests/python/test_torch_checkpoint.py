@@ -254,8 +254,9 @@ def test_load_checkpoint_takes_the_tag_second_and_the_old_order_with_a_warning(a
     with pytest.warns(DeprecationWarning, match=r"load_checkpoint\(path, tag, model, optimizer\)"):
         assert mzt.load_checkpoint(archive_path, *fresh()).iteration == 2
     m, o = fresh()
-    with pytest.warns(DeprecationWarning):
+    with pytest.warns(DeprecationWarning) as warned:
         assert mzt.load_checkpoint(archive_path, m, o, "t1").iteration == 1
+    assert [w.filename for w in warned] == [__file__]
     assert_same(m.state_dict(), first)
     with pytest.warns(DeprecationWarning):  # (path, None, optimizer): the old "no model"
         with pytest.raises(ValueError, match="needs the model"):
@@ -263,6 +264,25 @@ def test_load_checkpoint_takes_the_tag_second_and_the_old_order_with_a_warning(a
     with pytest.raises(TypeError, match="^modelzip.torch.load_checkpoint.. argument 'tag' must "
                                         "be str or None, not int$"):  # not taken for the old order
         mzt.load_checkpoint(archive_path, 2, *fresh())
+    # The old order with tag as a keyword, as earlier releases documented it: Python raised
+    # its bare "got multiple values for argument 'tag'".
+    m, o = fresh()
+    with pytest.warns(DeprecationWarning, match=r"load_checkpoint\(path, tag, model, optimizer\)"
+                      ) as warned:
+        assert mzt.load_checkpoint(archive_path, m, o, tag="t1").iteration == 1
+    assert [w.filename for w in warned] == [__file__]  # the caller's line
+    assert_same(m.state_dict(), first)
+    assert_same(o.state_dict()["param_groups"], optimizer.state_dict()["param_groups"])
+    m, o = fresh()
+    with pytest.warns(DeprecationWarning):
+        assert mzt.load_checkpoint(archive_path, m, optimizer=o, tag="t1").iteration == 1
+    assert_same(m.state_dict(), first)
+    m = Small()
+    with pytest.warns(DeprecationWarning):
+        assert mzt.load_checkpoint(archive_path, m, tag="t1").iteration == 1
+    assert_same(m.state_dict(), first)
+    with pytest.raises(TypeError, match="got multiple values for argument 'tag'"):
+        mzt.load_checkpoint(archive_path, "t1", tag="t2")  # no old order: Python's error
 
 
 def test_load_checkpoint_checks_the_types_of_model_and_optimizer(archive_path):

@@ -746,3 +746,25 @@ def test_arrays_that_load_gave_can_be_saved_again(archive_path):
     again = modelzip.load(archive_path, "copy")
     np.testing.assert_array_equal(again["w"], np.arange(3.0))
     assert again["names"].tolist() == ["a", "b"]
+
+
+def test_a_loaded_dict_of_python_values_saves_to_another_archive_as_it_was(tmp_path):
+    # A dict from load() holding Python values carries their _python_types record: saved as it
+    # is to another archive, it reads back as the first archive does (the record kept as the
+    # record), to every reader.
+    first, second = tmp_path / "first.zip", tmp_path / "second.zip"
+    save(first, "t", {"lr": 0.1, "steps": 3, "name": "x", "w": np.arange(3.0),
+                      "milestones": [30, 60], "mixed": [1, "a", None], "nothing": None,
+                      "config": {"depth": 2}, "marker": "torch.dtype:float32"})
+    loaded = modelzip.load(first)
+    assert "_python_types" in loaded
+    save(second, "t", loaded)
+    again = modelzip.load(second)
+    assert list(again) == list(loaded)
+    for name in loaded:
+        assert again[name].dtype == loaded[name].dtype, name
+        np.testing.assert_array_equal(again[name], loaded[name], err_msg=name)
+    assert second.read_bytes() == first.read_bytes()
+    save(second, "u", dict(loaded))  # a plain dict of the same arrays: the same tag
+    with modelzip.open(second) as a:
+        assert [p.blob for p in a.params("u")] == [p.blob for p in a.params("t")]

@@ -17,6 +17,7 @@
 
 #include "arrays.hpp"
 #include "bindings.hpp"
+#include "checkpoint/tag_metadata.hpp"
 #include "core/error_wire.hpp"
 #include "format/tag_name.hpp"
 #include "modelzip/archive.hpp"
@@ -25,6 +26,7 @@
 #include "modelzip/error.hpp"
 #include "modelzip/graph/checkpoint.hpp"
 #include "staging_areas.hpp"
+#include "tag_contents.hpp"
 
 namespace modelzip::python {
 namespace {
@@ -246,6 +248,18 @@ agree() as this rank's error (the subclass needs nothing for it).)doc")
             w.set_entry(relative_name, Bytes::copy_of(std::string_view(data)));
           },
           py::arg("relative_name"), py::arg("data"))
+      .def(
+          "_set_tag_metadata",
+          [](CollectiveWriter& w, const py::object& tag_metadata, const py::object& versions) {
+            const format::TagMetadata metadata = tag_metadata_from_python(tag_metadata, versions);
+            if (!metadata.empty())
+              w.set_entry(std::string(format::kTagMetadataFile),
+                          Bytes::copy_of(checkpoint::tag_metadata_text(metadata)));
+          },
+          py::arg("tag_metadata"), py::arg("versions"),
+          "Stages <tag>/metadata.toml as modelzip.save does (internal: the root stages what "
+          "modelzip.distributed's saves agreed on): tag_metadata None or {str: str}, versions "
+          "None or a torch state dict's _metadata as JSON text; nothing when both are empty.")
       .def(
           "set_training_config",
           [](CollectiveWriter& w, const py::handle& training) {

@@ -155,20 +155,22 @@ lossy: the same as utf8="lossy".)")
       .def(
           "save",
           [](const Embeddings& e, const py::object& path, const std::string& format,
-             bool unnormalize) {
+             bool normalize) {
             std::filesystem::path p = to_path(path);
             finalfusion::EmbeddingFormat f = format_named(format);
             ReleasedGil release;
-            finalfusion::store(p, e, f, finalfusion::WriteOptions{.normalize = !unnormalize});
+            finalfusion::store(p, e, f, finalfusion::WriteOptions{.normalize = normalize});
           },
           py::arg("path"), py::arg("format") = "finalfusion", py::kw_only(),
-          py::arg("unnormalize") = true,
+          py::arg("normalize") = false,
           R"(Writes the embeddings to `path` (through a temporary file renamed over it)
 in `format` (any of load()'s but "fasttext"). Text and word2vec formats hold
 the word rows only, as the original vectors (each row times its norm, as
 `modelzip export` writes them and the reference tools' files hold them);
-unnormalize=False writes the rows as stored (unit rows when normalized,
-export --normalized). A finalfusion file keeps rows and norms as stored. word2vec
+normalize=True writes the rows as stored (unit rows when normalized,
+export --normalized), as C++ WriteOptions{.normalize}. The keyword of earlier
+releases, unnormalize= (its opposite), still works with a DeprecationWarning.
+A finalfusion file keeps rows and norms as stored. word2vec
 and text files end a word at whitespace: a word they cannot hold (a phrase,
 "") raises InvalidArgumentError naming it, and nothing is written; so does a
 component that is not finite (NaN, inf; also a row times an infinite norm),

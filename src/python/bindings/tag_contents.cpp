@@ -153,17 +153,23 @@ NewTag tag_contents_from_python(const py::handle& arrays, const py::object& shar
                        training::encode_training_config(training_config_from_python(training)));
   // <tag>/metadata.toml (FORMAT.md 3.1): the free-form pairs given, and a torch state dict's
   // module versions (its _metadata).
+  checkpoint::stage_tag_metadata(
+      contents,
+      tag_metadata_from_python(tag_metadata, helper("_values", "state_dict_metadata")(arrays)));
+  compressed.check_within(present, "compress");
+  marked.check_within(present, marks_option);
+  return contents;
+}
+
+format::TagMetadata tag_metadata_from_python(const py::object& tag_metadata,
+                                             const py::object& versions) {
   format::TagMetadata metadata;
   if (!tag_metadata.is_none())
     metadata.safetensors = helper("_values", "checked_tag_metadata")(tag_metadata)
                                .cast<std::map<std::string, std::string>>();
-  if (const py::object versions = helper("_values", "state_dict_metadata")(arrays);
-      !versions.is_none())
+  if (!versions.is_none())
     metadata.torch.emplace("state_dict_metadata", versions.cast<std::string>());
-  checkpoint::stage_tag_metadata(contents, metadata);
-  compressed.check_within(present, "compress");
-  marked.check_within(present, marks_option);
-  return contents;
+  return metadata;
 }
 
 NewTag tag_contents_from_python(const py::handle& arrays, const py::object& share,

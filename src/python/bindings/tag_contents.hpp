@@ -2,6 +2,7 @@
 #pragma once
 
 #include "bindings.hpp"
+#include "format/tag_metadata.hpp"
 
 namespace modelzip::python {
 
@@ -14,5 +15,13 @@ NewTag tag_contents_from_python(const py::handle& arrays, const py::object& shar
                                 const py::object& dtypes, const py::object& updater,
                                 const py::object& training, const py::object& fetches,
                                 const py::object& tag_metadata);
+
+// <tag>/metadata.toml's contents (FORMAT.md section 3.1) from the Python
+// values: `tag_metadata` (None, or a mapping str -> str, checked by
+// modelzip._values.checked_tag_metadata) and `versions` (None, or a torch
+// state dict's module versions as JSON text, as
+// modelzip._values.state_dict_metadata gives them). Needs the GIL.
+format::TagMetadata tag_metadata_from_python(const py::object& tag_metadata,
+                                             const py::object& versions);
 
 }  // namespace modelzip::python

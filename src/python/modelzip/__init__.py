@@ -42,6 +42,32 @@ def _wrap_keep_last(keep_last: Callable) -> Callable:
 
 _modelzip.Writer.keep_last = _wrap_keep_last(_modelzip.Writer.keep_last)
 
+
+def _wrap_embeddings_save(save: Callable) -> Callable:
+    """Embeddings.save taking normalize= (the extension's) and the keyword of earlier releases,
+    unnormalize= (its opposite), with a DeprecationWarning."""
+    import functools
+
+    @functools.wraps(save)
+    def checked(self: Any, *args: Any, unnormalize: Any = None, **kwargs: Any) -> None:
+        if unnormalize is not None:
+            if "normalize" in kwargs:
+                raise TypeError("modelzip.Embeddings.save() takes normalize= or its deprecated "
+                                "opposite unnormalize=, not both")
+            if not isinstance(unnormalize, bool) and type(unnormalize).__name__ != "bool_":
+                raise TypeError("modelzip.Embeddings.save() argument 'unnormalize' must be bool, "
+                                f"not {type(unnormalize).__name__}")
+            warnings.warn("Embeddings.save: unnormalize= is deprecated: pass normalize="
+                          f"{not unnormalize} (normalize=True writes the stored unit rows, as "
+                          "Embeddings.load(normalize=) and C++ WriteOptions{.normalize})",
+                          DeprecationWarning, stacklevel=2)
+            kwargs["normalize"] = not unnormalize
+        save(self, *args, **kwargs)
+    return checked
+
+
+_modelzip.Embeddings.save = _wrap_embeddings_save(_modelzip.Embeddings.save)
+
 from ._errors import (Error, FileError, InvalidArgumentError, MissingFileError,  # noqa: E402
                       NotFoundError, PermissionDeniedError)
 from ._modelzip import (Archive, Embeddings, Metadata, ParamInfo, QuantizeResult,  # noqa: E402

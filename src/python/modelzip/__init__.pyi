@@ -578,13 +578,15 @@ class Embeddings:
     def from_matrix(words: list[str], matrix: Any, norms: Optional[list[float]] = None) -> Embeddings:
         """Embeddings of ``words`` (simple vocabulary), one row of ``matrix`` each; optional norms."""
     def save(self, path: PathLike, format: str = "finalfusion", *,
-             unnormalize: bool = True) -> None:
+             normalize: bool = False) -> None:
         """Writes the embeddings in ``format`` (any of load()'s but "fasttext") via a temp file.
 
         Text and word2vec formats hold the word rows only, as the original
         vectors (rows times their norms, as ``modelzip export`` writes them);
-        unnormalize=False writes the rows as stored (unit rows when normalized,
-        ``export --normalized``). A finalfusion file keeps rows and norms. word2vec and text files end a word at whitespace:
+        normalize=True writes the rows as stored (unit rows when normalized,
+        ``export --normalized``), as C++ ``WriteOptions{.normalize}``. The keyword of
+        earlier releases, ``unnormalize=`` (its opposite), still works with a
+        DeprecationWarning. A finalfusion file keeps rows and norms. word2vec and text files end a word at whitespace:
         a word they cannot hold (a phrase, "") raises InvalidArgumentError
         naming it, and nothing is written.
         """

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import warnings
 from collections.abc import Mapping
 from typing import Any, Callable, Optional
 
@@ -228,3 +229,30 @@ def readable_type_errors(*targets: Any) -> None:
                 function = getattr(target, name)
                 if not name.startswith("_") and type(function).__name__ == "builtin_function_or_method":
                     setattr(target, name, _wrap(function, "modelzip." + name, method=False))
+
+
+def warn_old_order(old: str, new: str, stacklevel: int = 3) -> None:
+    """The DeprecationWarning of a checkpoint load called in the argument order of earlier
+    releases (tag last), ``stacklevel`` as warnings.warn counts it from here."""
+    warnings.warn(f"{old} is deprecated: call {new} (tag second, as in save_checkpoint; "
+                  "tag None: the newest)", DeprecationWarning, stacklevel=stacklevel)
+
+
+def old_order_with_tag_keyword(is_old: Callable[[Any], bool], old: str,
+                               new: str) -> Callable[[Callable], Callable]:
+    """Decorates a checkpoint load taking ``(path, tag, X, optimizer, ...)`` so that it also takes
+    the order of earlier releases with the tag as a keyword, ``(path, X, optimizer, tag=...)``,
+    where Python raises "got multiple values for argument 'tag'" before the function could
+    tell: when the argument after ``path`` ``is_old`` (an X: a model, a mapping of parameters)
+    and ``tag`` comes by keyword, the function is called in the new order, with the
+    DeprecationWarning of warn_old_order(old, new). help() and inspect show the function's own
+    signature."""
+    def decorate(function: Callable) -> Callable:
+        @functools.wraps(function)
+        def call(path: Any, *args: Any, **kwargs: Any) -> Any:
+            if args and "tag" in kwargs and is_old(args[0]):
+                args = (kwargs.pop("tag"), *args)
+                warn_old_order(old, new)
+            return function(path, *args, **kwargs)
+        return call
+    return decorate

@@ -52,6 +52,7 @@ from typing import Any, Iterator, Mapping, NamedTuple, Optional, Sequence, Union
 import numpy as np
 
 from . import _modelzip
+from ._arguments import old_order_with_tag_keyword
 from ._errors import Error, InvalidArgumentError
 from ._modelzip import CollectiveStats, CollectiveWriter, Communicator
 
@@ -279,7 +280,8 @@ def save(path: PathLike, tag: str, tensors: Mapping[str, Any], *, group: Any = N
          durable: bool = True, root: int = 0, blocking: bool = True,
          background_group: Any = None, rank_lock_timeout: Optional[float] = None,
          dtypes: Optional[Mapping[str, str]] = None, replace: bool = False,
-         keep_last: Optional[int] = None) -> Any:
+         keep_last: Optional[int] = None,
+         tag_metadata: Optional[Mapping[str, str]] = None) -> Any:
     """Collective: every rank calls it with the parameters it owns (possibly
     none). ``tensors`` maps names to arrays/tensors (whole parameters, owned
     by this rank alone), :class:`Shard` blocks, or text: a str or (nested)
@@ -332,17 +334,32 @@ def save(path: PathLike, tag: str, tensors: Mapping[str, Any], *, group: Any = N
     the same values; ``keep_last=0`` (or values that differ between ranks)
     raises InvalidArgumentError on every rank, before anything is written.
     ``s3://`` archives too: the tags are removed in the commit's one upload
-    (docs/s3-writes.md)."""
+    (docs/s3-writes.md).
+
+    ``tag_metadata`` ({str: str}): the tag's free-form metadata, as for modelzip.save
+    (``Archive.tag_metadata(tag)`` gives it back). Every rank passes the same (None and {} are
+    the same); values that differ raise InvalidArgumentError on every rank, naming the ranks,
+    before anything is written. A torch state dict's module versions (``state_dict()._metadata``)
+    are kept as modelzip.torch.save keeps them: the ranks' state dicts' versions together (a
+    module prefix whose versions differ between ranks raises as above). With
+    ``blocking=False``, the ranks compare them in the call, over ``group`` (one gather and
+    one agreement), before the background commit starts; a rank whose tensors do not stage
+    then fails every rank in the call (InvalidArgumentError naming it), as a blocking save
+    does."""
     if blocking:
         return _commit(path, tag, tensors, communicator(group), share, dedup, durable, root,
-                       rank_lock_timeout, dtypes, replace, keep_last)
-    raw_bits = _raw_bits_marks(tensors, dtypes)
+                       rank_lock_timeout, dtypes, replace, keep_last, tag_metadata)
     comm = (communicator(background_group) if background_group is not None
             else _background_communicator(group))
     from ._values import new_fetches
     fetches = new_fetches()  # CUDA tensors land in staging areas that the save adopts
-    writer = _staged_writer(path, _host_values(tensors, fetches), comm, share, dedup, durable,
-                            root, rank_lock_timeout, raw_bits)
+
+    def stage() -> tuple[CollectiveWriter, list]:
+        writer = _staged_writer(path, _host_values(tensors, fetches), comm, share, dedup,
+                                durable, root, rank_lock_timeout, _raw_bits_marks(tensors, dtypes))
+        return writer, _tag_metadata_part(tensors, tag_metadata, True)
+
+    writer = _agreed_staging(communicator(group), root, path, tag, stage)
     adopt = fetches.areas if fetches is not None else None
     # Registered before the save starts, and given its handle by the C++ call
     # itself: a KeyboardInterrupt raised as the call returns (or anywhere up
@@ -374,19 +391,23 @@ def _commit(path: PathLike, tag: str, tensors: Mapping[str, Any], comm: Communic
             share: Optional[Mapping[str, tuple[str, str]]], dedup: bool, durable: bool,
             root: int, rank_lock_timeout: Optional[float] = None,
             dtypes: Optional[Mapping[str, str]] = None, replace: bool = False,
-            keep_last: Optional[int] = None) -> CollectiveStats:
+            keep_last: Optional[int] = None,
+            tag_metadata: Optional[Mapping[str, str]] = None) -> CollectiveStats:
     """Stages this rank's tensors, agrees with every rank that they staged, then
     commits. A rank whose tensors do not stage (a block outside its global
     shape, data not of its block's shape, a value that is no tensor) raises its
     own exception, as a single process would, and every other rank
     InvalidArgumentError "collective commit failed on rank R: ..." naming the
     lowest such rank, instead of waiting in the commit for the engine's
-    time-out."""
+    time-out. The ranks' tag metadata is compared at the root first (_merged_tag_metadata),
+    which stages it: differing values fail there, before the agreement."""
     with _CommitInterrupt(comm, path) as interrupt:
         error, cause = "", None
+        part = writer = None
         try:
             with interrupt.staging():
                 _check_keep_last(keep_last)
+                part = _tag_metadata_part(tensors, tag_metadata, True)
                 writer = _staged_writer(path, _host_values(tensors), comm, share, dedup, durable,
                                         root, rank_lock_timeout, _raw_bits_marks(tensors, dtypes))
         except Exception as e:  # every rank must reach the agreement, whatever failed here
@@ -394,6 +415,9 @@ def _commit(path: PathLike, tag: str, tensors: Mapping[str, Any], comm: Communic
         except KeyboardInterrupt:
             if not interrupt.noted:  # not Ctrl-C noted here (a handler of the caller's own)
                 raise
+        failed = _root_stages_tag_metadata(comm, root, writer, part)
+        if failed is not None:
+            error, cause = f"{type(failed).__name__}: {failed}", failed
         failure = comm.agree(_CommitInterrupt.error_of(comm, error))
         if cause is not None:
             raise cause
@@ -491,6 +515,95 @@ class _CommitInterrupt:
     @staticmethod
     def _text(rank: int) -> str:
         return f"rank {rank} was interrupted (Ctrl-C)"
+
+
+def _tag_metadata_part(tensors: Mapping[str, Any], tag_metadata: Optional[Mapping[str, str]],
+                       versions: bool) -> list:
+    """What this rank sends the root for the tag's metadata.toml (JSON-able): [its
+    ``tag_metadata`` checked as modelzip.save checks it ({} for None), the module versions
+    of ``tensors`` (a torch state dict's _metadata, as modelzip.torch.save keeps them) or None,
+    when ``versions``]. Raises TypeError / ValueError as modelzip.save does."""
+    from ._values import checked_tag_metadata, state_dict_metadata
+    checked = {} if tag_metadata is None else checked_tag_metadata(tag_metadata)
+    text = state_dict_metadata(tensors) if versions else None
+    return [checked, None if text is None else json.loads(text)]
+
+
+def _merged_tag_metadata(parts: Sequence[Optional[list]],
+                         root: int) -> tuple[dict, Optional[str]]:
+    """The root's (tag_metadata, module versions as JSON text or None) of the ranks'
+    _tag_metadata_part ``parts`` (by rank; None for a rank whose staging failed, which fails
+    the commit anyway): the tag metadata every rank passed, and every rank's module
+    versions together (the root's first, then each other rank's new module prefixes).
+    InvalidArgumentError, naming the ranks, when the tag metadata differs between ranks or
+    one module prefix has different versions."""
+    ranks = [(rank, part) for rank, part in enumerate(parts) if part is not None]
+    ranks.sort(key=lambda each: each[0] != root)  # the root's first
+    if not ranks:
+        return {}, None
+    (first_rank, (metadata, _)), *_ = ranks
+    versions: dict[str, Any] = {}
+    owners: dict[str, int] = {}
+    with_versions = False
+    for rank, (theirs, their_versions) in ranks:
+        if theirs != metadata:
+            raise InvalidArgumentError(
+                f"rank {rank} passes tag_metadata={theirs!r}, rank {first_rank} "
+                f"tag_metadata={metadata!r} (every rank passes the same)",
+                code="invalid_argument")
+        with_versions = with_versions or their_versions is not None
+        for prefix, version in (their_versions or {}).items():
+            if versions.setdefault(prefix, version) != version:
+                raise InvalidArgumentError(
+                    f"the state dicts' module versions (_metadata) of {prefix!r} differ: "
+                    f"{versions[prefix]!r} on rank {owners[prefix]}, {version!r} on rank {rank}",
+                    code="invalid_argument")
+            owners.setdefault(prefix, rank)
+    return metadata, (json.dumps(versions, ensure_ascii=False, allow_nan=False)
+                      if with_versions else None)
+
+
+def _root_stages_tag_metadata(comm: Communicator, root: int, writer: Optional[CollectiveWriter],
+                              part: Optional[list]) -> Optional[Exception]:
+    """Collective: gathers every rank's _tag_metadata_part ``part`` (None, and ``writer`` None,
+    for a rank whose staging failed) at the root, which stages what they agree on in its
+    ``writer``. Returns the root's error (_merged_tag_metadata's InvalidArgumentError), for the
+    caller's agreement of the ranks; None elsewhere."""
+    parts = comm.gather(json.dumps(None if writer is None else part).encode(), root)
+    if parts is None or writer is None:
+        return None
+    try:
+        writer._set_tag_metadata(*_merged_tag_metadata([json.loads(p) for p in parts], root))
+    except Exception as e:  # the caller's agreement tells every rank
+        return e
+    return None
+
+
+def _agreed_staging(comm: Communicator, root: int, path: PathLike, tag: str,
+                    stage: Any) -> CollectiveWriter:
+    """Collective, over ``comm``: this rank's ``stage()`` (its staged writer and
+    _tag_metadata_part), the ranks' tag metadata to the root, which stages what they agree on
+    in its writer, and an agreement. Returns the writer; raises on every rank when a rank's
+    staging raised (its own exception there, InvalidArgumentError naming it elsewhere: no rank
+    goes on to a commit that another will never join) or the tag metadata differs (the root's
+    InvalidArgumentError)."""
+    error, cause, writer, part = "", None, None, None
+    try:
+        writer, part = stage()
+    except Exception as e:  # every rank must reach the agreement
+        error, cause = f"{type(e).__name__}: {e}", e
+    failed = _root_stages_tag_metadata(comm, root, writer, part)
+    if failed is not None:
+        error, cause = f"{type(failed).__name__}: {failed}", failed
+    failure = comm.agree(error)
+    if cause is not None:
+        raise cause
+    if failure is not None:
+        text = f"collective commit failed on rank {failure[0]}: {failure[1]}"
+        raise InvalidArgumentError(f"{os.fspath(path)}: tag '{tag}': {text}",
+                                   code="invalid_argument", message=text,
+                                   archive=os.fspath(path), tag=tag)
+    return writer
 
 
 def _check_keep_last(keep_last: Optional[int]) -> None:
@@ -934,14 +1047,15 @@ def _merged_groups(parts: Sequence[tuple[int, dict]], what: str = "") -> tuple[l
 def _agreed(comm: Communicator, error: str, what: str, path: PathLike, tag: str) -> None:
     """Agrees with every rank on this rank's ``error`` ("": none) or its Ctrl-C
     noted meanwhile (_CommitInterrupt.error_of); on every rank, raises the lowest
-    failing rank's: ValueError "``what`` failed on rank R: ...", or
-    modelzip.Error (code "cancelled") when rank R was interrupted."""
+    failing rank's: InvalidArgumentError (a ValueError) "``what`` failed on rank R: ...",
+    or modelzip.Error (code "cancelled") when rank R was interrupted."""
     failure = comm.agree(_CommitInterrupt.error_of(comm, error))
     if failure is not None:
         cancelled = _CommitInterrupt.cancelled(failure, what, path, tag)
         if cancelled is not None:
             raise cancelled
-        raise ValueError(f"{what} failed on rank {failure[0]}: {failure[1]}")
+        raise InvalidArgumentError(f"{what} failed on rank {failure[0]}: {failure[1]}",
+                                   code="invalid_argument", archive=os.fspath(path), tag=tag)
 
 
 def save_checkpoint(path: PathLike, tag: str, params: Mapping[str, Any], optimizer: Any = None, *,
@@ -950,7 +1064,8 @@ def save_checkpoint(path: PathLike, tag: str, params: Mapping[str, Any], optimiz
                     extra: Optional[Mapping[str, Any]] = None,
                     dedup: bool = True, durable: bool = True, root: int = 0,
                     rank_lock_timeout: Optional[float] = None, replace: bool = False,
-                    keep_last: Optional[int] = None) -> CollectiveStats:
+                    keep_last: Optional[int] = None,
+                    tag_metadata: Optional[Mapping[str, str]] = None) -> CollectiveStats:
     """Collective: adds tag ``tag`` holding a training checkpoint of a sharded
     run, the tag modelzip.torch.save_checkpoint writes from one process holding
     the whole model (modelzip.torch.load_checkpoint reads it too).
@@ -978,8 +1093,12 @@ def save_checkpoint(path: PathLike, tag: str, params: Mapping[str, Any], optimiz
     every rank's in the training config (property ``torch.rank_extras``, by rank), and
     :func:`load_checkpoint` gives each rank its own back (``extra_rank``: another's). Needs an
     optimizer (the training config holds it).
-    Raises ValueError (on every rank, naming the rank) for arguments that do not
-    fit together; the commit's errors as :func:`save`; ``rank_lock_timeout``,
+    tag_metadata: the tag's free-form metadata, as for :func:`save` (every rank passes the
+      same). The module versions of a state dict in ``params`` (its ``_metadata``) are kept
+      as modelzip.torch.save_checkpoint keeps them: for a state dict holding torch dtypes or
+      tuples of tensors (quantize_dynamic's), whose modules need them to read it back.
+    Raises InvalidArgumentError (a ValueError; on every rank, naming the rank) for arguments
+    that do not fit together; the commit's errors as :func:`save`; ``rank_lock_timeout``,
     ``replace`` and ``keep_last`` as for :func:`save`. Returns this rank's stats.
     """
     comm = communicator(group)
@@ -990,9 +1109,12 @@ def save_checkpoint(path: PathLike, tag: str, params: Mapping[str, Any], optimiz
         summary: dict = {}
         extra_json = None
         error = ""
+        metadata_part: list = []
         try:
             with interrupt.staging():
                 _check_keep_last(keep_last)
+                metadata_part = _tag_metadata_part(params, tag_metadata,
+                                                   mzt._keeps_versions(params))
                 _stage_tensors(writer, _host_values(params), {})
                 if optimizer is not None:
                     summary = _stage_optimizers(writer, params, optimizer)
@@ -1004,12 +1126,14 @@ def save_checkpoint(path: PathLike, tag: str, params: Mapping[str, Any], optimiz
             if not interrupt.noted:  # not Ctrl-C noted here (a handler of the caller's own)
                 raise
         _agreed(comm, error, "save_checkpoint", path, tag)
-        gathered = comm.gather(json.dumps([summary, extra_json]).encode(), root)
+        gathered = comm.gather(json.dumps([summary, extra_json, metadata_part]).encode(), root)
         if comm.rank() == root:
             try:
                 ranks = [json.loads(p) for p in gathered]
-                parts = [(r, part) for r, (part, _) in enumerate(ranks) if part]
-                extras = [each for _, each in ranks]
+                writer._set_tag_metadata(*_merged_tag_metadata([each for _, _, each in ranks],
+                                                               root))
+                parts = [(r, part) for r, (part, _, _) in enumerate(ranks) if part]
+                extras = [each for _, each, _ in ranks]
                 if parts and not summary:
                     raise ValueError(f"rank {parts[0][0]} passes an optimizer, the root rank "
                                      f"{root} none (the root writes the training config from its "
@@ -1034,6 +1158,9 @@ def save_checkpoint(path: PathLike, tag: str, params: Mapping[str, Any], optimiz
         return writer.commit(tag, replace=replace, keep_last=keep_last)
 
 
+@old_order_with_tag_keyword(lambda value: isinstance(value, Mapping),
+                            "modelzip.distributed.load_checkpoint(path, params, optimizer, tag=)",
+                            "load_checkpoint(path, tag, params, optimizer)")
 def load_checkpoint(path: PathLike, tag: Optional[str] = None,
                     params: Optional[Mapping[str, Any]] = None, optimizer: Any = None, *,
                     scheduler: Any = None, group: Any = None,
@@ -1043,8 +1170,8 @@ def load_checkpoint(path: PathLike, tag: Optional[str] = None,
     modelzip.torch.save_checkpoint) from tag ``tag`` (None: the newest).
     No collective: every rank reads only its blocks. ``path, tag`` come first,
     as for :func:`save_checkpoint`; the order of earlier releases,
-    ``(path, params, optimizer, tag)`` given positionally, still works with a
-    DeprecationWarning.
+    ``(path, params, optimizer, tag)`` with the tag positional or a keyword
+    (``tag="t"``), still works with a DeprecationWarning.
 
     params: name -> torch tensor to fill in place, whole or as the
       :class:`Shard` (block, global shape, offset) this rank holds now, in any

@@ -56,7 +56,6 @@ import inspect
 import json
 import math
 import operator
-import warnings
 import weakref
 from typing import Any, Callable, Iterable, Mapping, NamedTuple, Optional
 
@@ -64,7 +63,7 @@ import numpy as np
 import torch
 
 from . import Archive, Writer, WriteStats, _torch, _torch_load
-from ._arguments import check_count
+from ._arguments import check_count, old_order_with_tag_keyword, warn_old_order
 from ._torch_load import apply_plan, load, load_into, plan_load_into, save
 
 __all__ = ["TrainingState", "load", "load_checkpoint", "load_into", "save", "save_checkpoint"]
@@ -548,10 +547,15 @@ def _without_versions(model: torch.nn.Module) -> dict[str, Any]:
     state dict (torch dtypes, tuples of tensors) keeps them: its modules need them to read it
     back through load_state_dict."""
     state = model.state_dict()
-    if any(isinstance(v, torch.dtype) or (isinstance(v, tuple) and any(
-            isinstance(x, torch.Tensor) for x in v)) for v in state.values()):
-        return state
-    return dict(state)
+    return state if _keeps_versions(state) else dict(state)
+
+
+def _keeps_versions(state: Mapping[str, Any]) -> bool:
+    """Whether a checkpoint tag keeps the module versions of the state dict ``state`` (see
+    _without_versions; modelzip.distributed.save_checkpoint asks too): it holds torch dtypes or
+    tuples of tensors."""
+    return any(isinstance(v, torch.dtype) or (isinstance(v, tuple) and any(
+        isinstance(x, torch.Tensor) for x in v)) for v in state.values())
 
 
 def _split_state(state: Mapping[int, Mapping[str, Any]],
@@ -747,6 +751,9 @@ def _updater_tensors(archive: Archive, tag: str) -> dict[str, dict[str, Any]]:
     return out
 
 
+@old_order_with_tag_keyword(lambda value: isinstance(value, torch.nn.Module),
+                            "modelzip.torch.load_checkpoint(path, model, optimizer, tag=)",
+                            "load_checkpoint(path, tag, model, optimizer)")
 def load_checkpoint(path: Any, tag: Optional[str] = None, model: Optional[torch.nn.Module] = None,
                     optimizer: Any = None,
                     *, scheduler: Any = None, strict: bool = True,
@@ -754,8 +761,8 @@ def load_checkpoint(path: Any, tag: Optional[str] = None, model: Optional[torch.
     """Restores ``model``, ``optimizer`` and ``scheduler`` from tag ``tag`` (None: the newest).
 
     ``path, tag`` come first, as for save_checkpoint and modelzip.save/load. The order of
-    earlier releases, ``(path, model, optimizer, tag)`` given positionally, still works with
-    a DeprecationWarning.
+    earlier releases, ``(path, model, optimizer, tag)`` with the tag positional or a keyword
+    (``tag="t"``), still works with a DeprecationWarning.
 
     The model's tensors get the saved ones as load_into() copies them (``strict`` as for
     ``load_state_dict``). The optimizer must be of the class that was saved, over the same
@@ -821,10 +828,9 @@ def load_checkpoint(path: Any, tag: Optional[str] = None, model: Optional[torch.
 
 
 def _warn_old_order(old: str, new: str) -> None:
-    """The DeprecationWarning of a checkpoint load called in the argument order of earlier
-    releases (tag last), attributed to the caller's caller."""
-    warnings.warn(f"{old} is deprecated: call {new} (tag second, as in save_checkpoint; "
-                  "tag None: the newest)", DeprecationWarning, stacklevel=3)
+    """The DeprecationWarning of a checkpoint load (decorated with old_order_with_tag_keyword)
+    called in the argument order of earlier releases (tag last), attributed to its caller."""
+    warn_old_order(old, new, stacklevel=5)
 
 
 def _checkpoint_tag(archive: Archive, tag: Optional[str],

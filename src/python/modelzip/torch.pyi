@@ -79,4 +79,5 @@ def load_checkpoint(path: PathLike, tag: Optional[str] = None,
     resumes bit-exactly (several optimizers or schedulers in the structure they were saved
     from); returns the counters and extra properties (``extra_rank``: whose extra of a
     sharded save with per-rank extras). (The order of earlier
-    releases, ``(path, model, optimizer, tag)``, still works with a DeprecationWarning.)"""
+    releases, ``(path, model, optimizer, tag)`` with the tag positional or ``tag=`` a keyword,
+    still works with a DeprecationWarning.)"""
