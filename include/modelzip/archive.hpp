@@ -100,6 +100,64 @@ class NamedTensors {
   Tensor at(std::string_view name) && { return std::move(items_[checked(name)].second); }
   Tensor at(std::string_view name) const&& { return items_[checked(name)].second; }
 
+  // A braced list of strings where the name goes (`at({"a", "b"})`, which
+  // would make the name string_view("a", "b"): undefined behaviour) does
+  // not compile (error.hpp, detail::braced_list_is_a_tag). One overload per
+  // form above, so that none of them is as good a match.
+  template <std::size_t N>
+  requires(N >= 2) const_iterator find(const char* const (&)[N]) {
+    static_assert(detail::braced_list_is_a_tag<N>,
+                  "find({\"a\", \"b\"}): a name is one string, as in find(\"w\")");
+    return end();
+  }
+  template <std::size_t N>
+  requires(N >= 2) const_iterator find(const char* const (&)[N])
+  const {
+    static_assert(detail::braced_list_is_a_tag<N>,
+                  "find({\"a\", \"b\"}): a name is one string, as in find(\"w\")");
+    return end();
+  }
+  template <std::size_t N>
+  requires(N >= 2) bool contains(const char* const (&)[N]) const {
+    static_assert(detail::braced_list_is_a_tag<N>,
+                  "contains({\"a\", \"b\"}): a name is one string, as in contains(\"w\")");
+    return false;
+  }
+  template <std::size_t N>
+  requires(N >= 2) std::size_t count(const char* const (&)[N])
+  const {
+    static_assert(detail::braced_list_is_a_tag<N>,
+                  "count({\"a\", \"b\"}): a name is one string, as in count(\"w\")");
+    return 0;
+  }
+  template <std::size_t N>
+  requires(N >= 2) Tensor at(const char* const (&)[N])
+  &{
+    static_assert(detail::braced_list_is_a_tag<N>,
+                  "at({\"a\", \"b\"}): a name is one string, as in at(\"w\")");
+    return {};
+  }
+  template <std::size_t N>
+  requires(N >= 2) Tensor at(const char* const (&)[N])
+  const& {
+    static_assert(detail::braced_list_is_a_tag<N>,
+                  "at({\"a\", \"b\"}): a name is one string, as in at(\"w\")");
+    return {};
+  }
+  template <std::size_t N>
+  requires(N >= 2) Tensor at(const char* const (&)[N]) && {
+    static_assert(detail::braced_list_is_a_tag<N>,
+                  "at({\"a\", \"b\"}): a name is one string, as in at(\"w\")");
+    return {};
+  }
+  template <std::size_t N>
+  requires(N >= 2) Tensor at(const char* const (&)[N])
+  const&& {
+    static_assert(detail::braced_list_is_a_tag<N>,
+                  "at({\"a\", \"b\"}): a name is one string, as in at(\"w\")");
+    return {};
+  }
+
  private:
   friend class Archive;  // sets context_
   // The index of `name` in items_, or size() if absent.
@@ -387,6 +445,101 @@ class MODELZIP_API Archive {
   // them). `progress` (optional) hears of the entry bytes checked; returning false throws
   // Error(cancelled).
   std::vector<Problem> verify(const ProgressCallback& progress = {}) const;
+
+  // A braced list of strings where a tag, a name or an entry name goes
+  // (`tensor("w", {"a", "b"})`, `entry({"a", "b"})`: a string_view("a", "b"),
+  // undefined behaviour) does not compile either, in any position
+  // (error.hpp, detail::braced_list_is_a_tag).
+  template <std::size_t N>
+  requires(N >= 2) ParamInfo param(const char* const (&)[N], std::string_view = {})
+  const {
+    static_assert(detail::braced_list_is_a_tag<N>,
+                  "param({\"a\", \"b\"}): a name is one string, as in param(\"w\", tag); "
+                  "every parameter: params(tag)");
+    return {};
+  }
+  template <std::size_t N>
+  requires(N >= 2) ParamInfo param(std::string_view, const char* const (&)[N])
+  const {
+    static_assert(detail::braced_list_is_a_tag<N>,
+                  "param(name, {\"a\", \"b\"}): a tag is one string, as in "
+                  "param(name, \"step-1\")");
+    return {};
+  }
+  template <std::size_t N>
+  requires(N >= 2) Tensor
+      tensor(const char* const (&)[N], std::string_view = {}, ReadMode = ReadMode::zero_copy)
+  const {
+    static_assert(detail::braced_list_is_a_tag<N>,
+                  "tensor({\"a\", \"b\"}): a name is one string, as in tensor(\"w\", tag); "
+                  "the tensors a and b: load(tag, {.names = std::vector<std::string>{\"a\", "
+                  "\"b\"}})");
+    return {};
+  }
+  template <std::size_t N>
+  requires(N >= 2) Tensor
+      tensor(std::string_view, const char* const (&)[N], ReadMode = ReadMode::zero_copy)
+  const {
+    static_assert(detail::braced_list_is_a_tag<N>,
+                  "tensor(name, {\"a\", \"b\"}): a tag is one string, as in "
+                  "tensor(name, \"step-1\")");
+    return {};
+  }
+  template <std::size_t N>
+  requires(N >= 2) Tensor updater_state(std::string_view, std::string_view,
+                                        const char* const (&)[N], ReadMode = ReadMode::zero_copy)
+  const {
+    static_assert(detail::braced_list_is_a_tag<N>,
+                  "updater_state(variable, state, {\"a\", \"b\"}): a tag is one string, as in "
+                  "updater_state(variable, state, \"step-1\")");
+    return {};
+  }
+  template <std::size_t N>
+  requires(N >= 2) Bytes embedding_file(const char* const (&)[N], std::string_view = {},
+                                        ReadMode = ReadMode::zero_copy)
+  const {
+    static_assert(detail::braced_list_is_a_tag<N>,
+                  "embedding_file({\"a\", \"b\"}): a name is one string, as in "
+                  "embedding_file(\"vectors\", tag)");
+    return {};
+  }
+  template <std::size_t N>
+  requires(N >= 2) Bytes
+      embedding_file(std::string_view, const char* const (&)[N], ReadMode = ReadMode::zero_copy)
+  const {
+    static_assert(detail::braced_list_is_a_tag<N>,
+                  "embedding_file(name, {\"a\", \"b\"}): a tag is one string, as in "
+                  "embedding_file(name, \"step-1\")");
+    return {};
+  }
+  template <std::size_t N>
+  requires(N >= 2) Bytes entry(const char* const (&)[N], ReadMode = ReadMode::zero_copy)
+  const {
+    static_assert(detail::braced_list_is_a_tag<N>,
+                  "entry({\"a\", \"b\"}): an entry name is one string, as in "
+                  "entry(\"step-1/params.txt\")");
+    return {};
+  }
+  template <std::size_t N>
+  requires(N >= 2) Bytes entry_part(const char* const (&)[N], std::uint64_t, std::uint64_t)
+  const {
+    static_assert(detail::braced_list_is_a_tag<N>,
+                  "entry_part({\"a\", \"b\"}, offset, length): an entry name is one string");
+    return {};
+  }
+  template <std::size_t N>
+  requires(N >= 2) std::uint64_t entry_size(const char* const (&)[N])
+  const {
+    static_assert(detail::braced_list_is_a_tag<N>,
+                  "entry_size({\"a\", \"b\"}): an entry name is one string");
+    return 0;
+  }
+  template <std::size_t N>
+  requires(N >= 2) bool has_entry(const char* const (&)[N]) const {
+    static_assert(detail::braced_list_is_a_tag<N>,
+                  "has_entry({\"a\", \"b\"}): an entry name is one string");
+    return false;
+  }
 
   // The parsed state (opaque: defined and used only inside modelzip).
   class Impl;

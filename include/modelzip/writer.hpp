@@ -113,6 +113,21 @@ class MODELZIP_API NewTag {
                          ParamOptions options = {});
   // The state is the same as `from_tag`'s state of the same variable/state.
   void share_updater_state(std::string variable, std::string state, std::string from_tag);
+  // A braced list of strings where the tag goes (`share("w", {"a", "b"},
+  // "w")`, which would make the tag std::string("a", "b"): undefined
+  // behaviour) does not compile (error.hpp, detail::braced_list_is_a_tag).
+  template <std::size_t N>
+  requires(N >= 2) void share(std::string, const char* const (&)[N], std::string) {
+    static_assert(detail::braced_list_is_a_tag<N>,
+                  "share(name, {\"a\", \"b\"}, from_param): a tag is one string, as in "
+                  "share(name, \"step-1\", from_param)");
+  }
+  template <std::size_t N>
+  requires(N >= 2) void share_updater_state(std::string, std::string, const char* const (&)[N]) {
+    static_assert(detail::braced_list_is_a_tag<N>,
+                  "share_updater_state(variable, state, {\"a\", \"b\"}): a tag is one string, "
+                  "as in share_updater_state(variable, state, \"step-1\")");
+  }
   // An additional tag-level entry, relative to the tag folder, e.g.
   // "graph.fb" or "trainingConfig.fb" (used by the checkpoint layer). Must not
   // be params.txt, updater.txt, or lie under params/ or updater/. A tag with

@@ -24,11 +24,13 @@ namespace {
 namespace fs = std::filesystem;
 
 // The tensor format `name` names as --format ("npy", "npz", "safetensors",
-// "btf": export --format's names), or nullopt.
+// "btf": export --format's names, spelled as tensor_format_name spells
+// them), or nullopt. Each format's name is its file extension, so the
+// library's table of extensions (tensor_format_for_extension) is the one
+// table of formats.
 std::optional<convert::TensorFormat> tensor_format_named(std::string_view name) {
-  for (const auto f : {convert::TensorFormat::npy, convert::TensorFormat::npz,
-                       convert::TensorFormat::safetensors, convert::TensorFormat::btf})
-    if (convert::tensor_format_name(f) == name) return f;
+  const auto f = convert::tensor_format_for_extension(fs::path("f." + std::string(name)));
+  if (f && convert::tensor_format_name(*f) == name) return f;
   return std::nullopt;
 }
 

@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <chrono>
 #include <thread>
+#include <unordered_map>
 
 #include "checkpoint/archive_state.hpp"
 #include "checkpoint/new_tag_contents.hpp"
@@ -468,11 +469,14 @@ class CommitRun {
     const dist::TextChecks checks = dist::decode_text_checks(
         engine_([&] { return comm_.broadcast(checks_bytes, root_); }), root_);
     if (checks.checks.empty()) return {};
+    // This rank's texts by key (the first of a key, as staged).
+    std::unordered_map<std::string, const Item*> texts;
+    for (const Item& item : m_.items)
+      if (item.kind == Kind::text)
+        texts.try_emplace(dist::key_of(item.table, item.name, item.state), &item);
     auto text_of = [&](const std::string& key) -> const Item* {
-      for (const Item& item : m_.items)
-        if (item.kind == Kind::text && dist::key_of(item.table, item.name, item.state) == key)
-          return &item;
-      return nullptr;
+      const auto it = texts.find(key);
+      return it == texts.end() ? nullptr : it->second;
     };
     std::string verdicts;
     for (const dist::TextCheck& check : checks.checks) {

@@ -120,15 +120,6 @@ Plan decode_plan(std::string_view bytes, int root) {
   return plan;
 }
 
-std::optional<bool> TextChecks::equal(std::string_view source_key, int rank,
-                                      std::string_view key) const {
-  for (const TextCheck& c : checks)
-    if (c.key == source_key)
-      for (const TextCheck::Claim& claim : c.claims)
-        if (claim.rank == rank && claim.key == key) return claim.equal;
-  return std::nullopt;
-}
-
 std::string encode_text_checks(const TextChecks& checks) {
   WireOut w;
   w.u64(checks.chunk);

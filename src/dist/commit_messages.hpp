@@ -163,9 +163,6 @@ struct TextCheck {
 struct TextChecks {
   std::size_t chunk = 0;
   std::vector<TextCheck> checks;
-  // Whether the check of `source_key` found the text `key` of `rank` equal;
-  // nullopt when there is no such claim.
-  std::optional<bool> equal(std::string_view source_key, int rank, std::string_view key) const;
 };
 
 struct Plan {

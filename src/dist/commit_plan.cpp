@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <span>
+#include <unordered_map>
 
 #include "checkpoint/archive_state.hpp"
 #include "checkpoint/entry_validators.hpp"
@@ -37,6 +38,48 @@ const Record* text_writer(const std::vector<const Record*>& pieces, int root) {
     if (r->rank == root) return r;
   return pieces.front();
 }
+
+// The ranks' verdicts of TextChecks by claim (rank and key), for lookups in
+// constant time: the checks hold a claim per text compared, and a tag may
+// hold many texts.
+class Verdicts {
+ public:
+  explicit Verdicts(const TextChecks& checked) {
+    for (const TextCheck& c : checked.checks)
+      for (const TextCheck::Claim& claim : c.claims)
+        by_claim_[claim_key(claim.rank, claim.key)].push_back({c.key, claim.equal});
+  }
+  // Whether the check of the text `source_key` found the text `key` of
+  // `rank` equal; nullopt when there is no such claim.
+  std::optional<bool> equal(std::string_view source_key, int rank, std::string_view key) const {
+    if (const auto* sources = of(rank, key))
+      for (const Source& s : *sources)
+        if (s.key == source_key) return s.equal;
+    return std::nullopt;
+  }
+  // The texts (their keys) found equal to the text `key` of `rank`, in no
+  // particular order.
+  template <class F>
+  void for_each_equal(int rank, std::string_view key, F&& fn) const {
+    if (const auto* sources = of(rank, key))
+      for (const Source& s : *sources)
+        if (s.equal) fn(s.key);
+  }
+
+ private:
+  struct Source {
+    std::string_view key;  // into the TextChecks
+    bool equal;
+  };
+  static std::string claim_key(int rank, std::string_view key) {
+    return std::to_string(rank) + "\n" + std::string(key);  // digits, then the key
+  }
+  const std::vector<Source>* of(int rank, std::string_view key) const {
+    const auto it = by_claim_.find(claim_key(rank, key));
+    return it == by_claim_.end() ? nullptr : &it->second;
+  }
+  std::unordered_map<std::string, std::vector<Source>> by_claim_;
+};
 
 // The records sorted out: parameters and updater states (by key_of) in
 // order of first appearance (rank order, then staging order), each with
@@ -176,7 +219,7 @@ std::string what_of(const Record* r) {
 std::optional<BlobRef> check_text(const std::vector<const Record*>& pieces,
                                   const std::string& label, const std::string& tag,
                                   const Archive* old, bool dedup, int root,
-                                  const TextChecks& checked) {
+                                  const Verdicts& checked) {
   const Record* text = *std::find_if(pieces.begin(), pieces.end(),
                                      [](const Record* p) { return p->kind == Kind::text; });
   for (const Record* p : pieces)
@@ -222,8 +265,10 @@ std::optional<BlobRef> check_text(const std::vector<const Record*>& pieces,
 
 // Checks each parameter's records together and decides its blob.
 Params resolve_params(const Grouped& g, const std::string& tag, const Archive* old, bool dedup,
-                      int root, const TextChecks& checked) {
+                      int root, const Verdicts& checked) {
   Params out;
+  // The new text blobs so far: their key (key_of) and position in out.params.
+  std::unordered_map<std::string_view, std::size_t> new_texts;
   for (const auto& key : g.order) {
     const auto& pieces = g.by_name.at(key);
     const Record* first = pieces.front();
@@ -239,17 +284,18 @@ Params resolve_params(const Grouped& g, const std::string& tag, const Archive* o
         // The first earlier new text of the tag that the ranks found equal
         // (Writer's dedup within a tag), else a blob of its own.
         const int writer = text_writer(pieces, root)->rank;
-        for (std::size_t i = 0; i < out.params.size() && dedup && !param.same_as; ++i) {
-          const Param& q = out.params[i];
-          if (q.new_blob && q.first->kind == Kind::text &&
-              checked.equal(key_of(q.first->table, q.first->name, q.first->state), writer, key) ==
-                  true)
-            param.same_as = i;
-        }
-        if (param.same_as)
+        if (dedup)
+          checked.for_each_equal(writer, key, [&](std::string_view source) {
+            const auto it = new_texts.find(source);
+            if (it != new_texts.end() && (!param.same_as || it->second < *param.same_as))
+              param.same_as = it->second;
+          });
+        if (param.same_as) {
           ++out.deduplicated;
-        else
+        } else {
           param.new_blob = true;
+          new_texts.emplace(key, out.params.size());
+        }
       }
       out.params.push_back(param);
       continue;
@@ -374,16 +420,19 @@ TextChecks text_checks(const std::vector<std::vector<Record>>& all, bool dedup, 
       if (v.empty()) order.push_back(key);
       v.push_back(&r);
     }
+  std::unordered_map<std::string_view, std::size_t> check_index;  // key -> out.checks[i]
   auto check_of = [&](const Record* source, const std::string& key) -> TextCheck& {
-    for (TextCheck& c : out.checks)
-      if (c.key == key) return c;
-    return out.checks.emplace_back(TextCheck{source->rank, key, source->text_size, {}});
+    const auto [it, added] = check_index.try_emplace(key, out.checks.size());
+    if (added) out.checks.push_back(TextCheck{source->rank, key, source->text_size, {}});
+    return out.checks[it->second];
   };
   struct Text {
     const std::string* key;
     const Record* writer;
   };
-  std::vector<Text> stored;  // the new tag's texts found in no old blob, in order
+  // The new tag's texts found in no old blob, in order, by table, size and
+  // CRC-32 (the texts that may be equal).
+  std::unordered_map<std::string, std::vector<Text>> stored;
   for (const std::string& key : order) {
     const std::vector<const Record*>& pieces = by_key.at(key);
     const Record* first = pieces.front();
@@ -398,12 +447,12 @@ TextChecks text_checks(const std::vector<std::vector<Record>>& all, bool dedup, 
     for (const Record* p : pieces)
       if (p != writer) check_of(writer, key).claims.push_back({p->rank, key});
     if (!dedup) continue;
-    for (const Text& earlier : stored)
-      if (earlier.writer->table == writer->table &&
-          earlier.writer->text_size == writer->text_size &&
-          earlier.writer->text_crc == writer->text_crc)
-        check_of(earlier.writer, *earlier.key).claims.push_back({writer->rank, key});
-    stored.push_back(Text{&key, writer});
+    std::vector<Text>& alike =
+        stored[std::to_string(static_cast<int>(writer->table)) + ":" +
+               std::to_string(writer->text_size) + ":" + std::to_string(writer->text_crc)];
+    for (const Text& earlier : alike)
+      check_of(earlier.writer, *earlier.key).claims.push_back({writer->rank, key});
+    alike.push_back(Text{&key, writer});
   }
   return out;
 }
@@ -412,7 +461,7 @@ CommitPlan plan_commit(const std::vector<std::vector<Record>>& all, const std::s
                        const Archive* old, const Begin& begin, bool dedup, int root,
                        const TextChecks& checked, const RotateRequest& rotate) {
   Grouped g = group_records(all, tag);
-  Params resolved = resolve_params(g, tag, old, dedup, root, checked);
+  Params resolved = resolve_params(g, tag, old, dedup, root, Verdicts(checked));
   check_graph_checkpoint(g, resolved, tag, old);  // before the target begins
   std::vector<Param>& params = resolved.params;
   Tables tables = blob_tables(params);

@@ -1651,6 +1651,67 @@ TEST_CASE(
   barrier();
 }
 
+TEST_CASE("many text parameters in one tag: each text stored once, as the single writer does") {
+  // The root matched each text with the equal ones before it (and with its
+  // copies on other ranks) by scanning every earlier parameter and every
+  // check; these are hash lookups now. Many texts, each content under many
+  // names, some names on two ranks, two contents of one CRC-32: the same
+  // blobs, references and bytes as the single writer's.
+  const int r = comm().rank(), n = comm().size();
+  SharedDir dir;
+  const std::pair<std::string, std::string> one_crc = texts_of_one_crc();
+  constexpr int kTexts = 400, kDistinct = 40;
+  auto content = [&](int i) {
+    if (i % 50 == 3) return one_crc.first;
+    if (i % 50 == 4) return one_crc.second;  // the first's CRC-32, other bytes
+    const int j = i % kDistinct;             // texts of several sizes
+    return "text " + std::to_string(j) + std::string(static_cast<std::size_t>(j % 7), '.');
+  };
+  auto tensor_of = [](const std::string& s) {
+    return Tensor::strings({}, std::vector<std::string>{s});
+  };
+  // Name i on rank i % n, and every 7th also on the next rank.
+  auto stages = [&](int rank, int i) {
+    return i % n == rank || (i % 7 == 0 && (i + 1) % n == rank);
+  };
+  const fs::path path = dir / "texts.zip";
+  const fs::path single = dir / "single.zip";
+  for (const bool dedup : {true, false}) {
+    CAPTURE(dedup);
+    fs::remove(path);
+    barrier();
+    {
+      CollectiveWriter w(path, comm(), CollectiveOptions{.dedup = dedup});
+      for (int i = 0; i < kTexts; ++i)
+        if (stages(r, i)) w.add("t" + std::to_string(i), tensor_of(content(i)));
+      const CollectiveStats st = w.commit("step-1");
+      CHECK(st.blobs_written == (dedup ? kDistinct + 2 : kTexts));
+      CHECK(st.blobs_deduplicated == (dedup ? kTexts - kDistinct - 2 : 0));
+    }
+    const Archive a = Archive::open(path);
+    CHECK(a.verify().empty());
+    CHECK(a.params().size() == kTexts);
+    for (int i = 0; i < kTexts; ++i) {
+      const std::string name = "t" + std::to_string(i);
+      CHECK(a.tensor(name).string_at(0) == content(i));
+    }
+    if (r == 0) {  // byte for byte the single writer's, in the collective's order
+      fs::remove(single);
+      Writer w = Writer::open(single, WriterOptions{.dedup = dedup});
+      NewTag t;
+      std::set<int> added;
+      for (int k = 0; k < n; ++k)
+        for (int i = 0; i < kTexts; ++i)
+          if (stages(k, i) && added.insert(i).second)
+            t.add("t" + std::to_string(i), tensor_of(content(i)));
+      w.add_tag("step-1", std::move(t));
+      w.commit();
+      CHECK(testing::io_bytes(path) == testing::io_bytes(single));
+    }
+    barrier();
+  }
+}
+
 int main(int argc, char** argv) {
   // Background collective saves call MPI from their own thread while the
   // main thread goes on using MPI (on another communicator).

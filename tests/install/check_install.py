@@ -314,8 +314,9 @@ def test_old_spellings_compile_with_a_warning_and_namespaces_do_not_clash(root, 
 # std::string's) (first, last) constructor took the two literals as a range,
 # undefined behaviour at run time. Each call must fail to compile, with a
 # message that names the right call, on the line of the call. Line numbers
-# are those of the calls below (line 1 is the #include).
+# are those of the calls below (lines 1 and 2 are the #includes).
 BRACED_TAGS = r"""#include <modelzip/modelzip.hpp>
+#include <modelzip/graph/checkpoint.hpp>
 using namespace modelzip;
 void braced(const Archive& a, Writer& w, CollectiveWriter& c) {
   (void)a.load({"step-1", "step-2"});
@@ -328,22 +329,72 @@ void braced(const Archive& a, Writer& w, CollectiveWriter& c) {
   w.remove_tag({"a", "b"});
   (void)c.commit({"a", "b"});
 }
+void braced_where_tag_is_not_first(const Archive& a, NamedTensors& m, const NamedTensors& cm,
+                                   NewTag& t) {
+  (void)a.tensor("w", {"a", "b"});
+  (void)a.tensor({"a", "b"});
+  (void)a.param("w", {"a", "b"});
+  (void)a.param({"a", "b"});
+  (void)a.embedding_file("v", {"a", "b"});
+  (void)a.embedding_file({"a", "b"});
+  (void)a.updater_state("w", "M", {"a", "b"});
+  (void)a.entry({"a", "b"});
+  (void)a.entry_part({"a", "b"}, 0, 1);
+  (void)a.entry_size({"a", "b"});
+  (void)a.has_entry({"a", "b"});
+  (void)m.at({"a", "b"});
+  (void)cm.at({"a", "b"});
+  (void)NamedTensors(cm).at({"a", "b"});
+  (void)m.find({"a", "b"});
+  (void)cm.find({"a", "b"});
+  (void)cm.contains({"a", "b"});
+  (void)cm.count({"a", "b"});
+  (void)load_graph(a, {"a", "b"});
+  (void)load_training_config(a, {"a", "b"});
+  (void)load_checkpoint(a, {"a", "b"});
+  t.share("w", {"a", "b"}, "w");
+  t.share_updater_state("w", "M", {"a", "b"});
+}
 """
 BRACED_TAG_MESSAGES = {
-    4: 'load({"a", "b"}): a tag is one string, as in load("step-1"); to load the parameters a '
+    5: 'load({"a", "b"}): a tag is one string, as in load("step-1"); to load the parameters a '
        'and b: load(tag, {.names = std::vector<std::string>{"a", "b"}})',
-    5: 'find_tag({"a", "b"}): a tag is one string',
-    6: 'tag_damage({"a", "b"}): a tag is one string',
-    7: 'params({"a", "b"}): a tag is one string',
-    8: 'updater_states({"a", "b"}): a tag is one string',
-    9: 'add_tag({"a", "b"}, contents): a tag is one string',
-    10: 'replace_tag({"a", "b"}, contents): a tag is one string',
-    11: 'remove_tag({"a", "b"}): a tag is one string',
-    12: 'commit({"a", "b"}): a tag is one string',
+    6: 'find_tag({"a", "b"}): a tag is one string',
+    7: 'tag_damage({"a", "b"}): a tag is one string',
+    8: 'params({"a", "b"}): a tag is one string',
+    9: 'updater_states({"a", "b"}): a tag is one string',
+    10: 'add_tag({"a", "b"}, contents): a tag is one string',
+    11: 'replace_tag({"a", "b"}, contents): a tag is one string',
+    12: 'remove_tag({"a", "b"}): a tag is one string',
+    13: 'commit({"a", "b"}): a tag is one string',
+    17: 'tensor(name, {"a", "b"}): a tag is one string',
+    18: 'tensor({"a", "b"}): a name is one string',
+    19: 'param(name, {"a", "b"}): a tag is one string',
+    20: 'param({"a", "b"}): a name is one string',
+    21: 'embedding_file(name, {"a", "b"}): a tag is one string',
+    22: 'embedding_file({"a", "b"}): a name is one string',
+    23: 'updater_state(variable, state, {"a", "b"}): a tag is one string',
+    24: 'entry({"a", "b"}): an entry name is one string',
+    25: 'entry_part({"a", "b"}, offset, length): an entry name is one string',
+    26: 'entry_size({"a", "b"}): an entry name is one string',
+    27: 'has_entry({"a", "b"}): an entry name is one string',
+    28: 'at({"a", "b"}): a name is one string',
+    29: 'at({"a", "b"}): a name is one string',
+    30: 'at({"a", "b"}): a name is one string',
+    31: 'find({"a", "b"}): a name is one string',
+    32: 'find({"a", "b"}): a name is one string',
+    33: 'contains({"a", "b"}): a name is one string',
+    34: 'count({"a", "b"}): a name is one string',
+    35: 'load_graph(archive, {"a", "b"}): a tag is one string',
+    36: 'load_training_config(archive, {"a", "b"}): a tag is one string',
+    37: 'load_checkpoint(archive, {"a", "b"}): a tag is one string',
+    38: 'share(name, {"a", "b"}, from_param): a tag is one string',
+    39: 'share_updater_state(variable, state, {"a", "b"}): a tag is one string',
 }
 # What stays valid: `{}` (the newest tag), one string in braces, a string
 # and a (pointer, length) pair.
 ONE_TAG = r"""#include <modelzip/modelzip.hpp>
+#include <modelzip/graph/checkpoint.hpp>
 #include <string>
 using namespace modelzip;
 std::size_t one_tag(const Archive& a, Writer& w, const std::string& s) {
@@ -356,6 +407,16 @@ std::size_t one_tag(const Archive& a, Writer& w, const std::string& s) {
   w.add_tag({"step-3"}, NewTag{});
   w.remove_tag({});
   return n;
+}
+std::size_t one_name(const Archive& a, NamedTensors& m, NewTag& t) {
+  const char* p = "wx";
+  t.share("w", {"step-1"}, "w");
+  t.share_updater_state("w", "M", {});
+  return a.tensor("w", {}).rank() + a.tensor({"w"}, {"step-1"}).rank() +
+         a.tensor({p, 1}, {p, 1}).rank() + a.param({"w"}).shape.size() + a.entry({p, 1}).size() +
+         a.embedding_file("v", {}).size() + a.updater_state("w", "M", {}).rank() +
+         m.at({"w"}).rank() + m.count("w") + (m.find({p, 1}) == m.end()) +
+         load_checkpoint(a, {}).params.size() + load_graph(a, {"step-1"}).variables.size();
 }
 """
 
@@ -371,8 +432,10 @@ def test_a_braced_list_of_two_strings_is_no_tag(root, tmp_path):
     compilers = [c for c in ("g++", "clang++") if shutil.which(c)]
     assert compilers
     for compiler in compilers:
-        proc = subprocess.run([compiler, "-std=c++20", "-fsyntax-only", "-I", str(include),
-                               str(braced)], capture_output=True, text=True)
+        # Every error reported: clang++ stops after 20 unless told otherwise.
+        no_limit = ["-ferror-limit=0"] if "clang" in compiler else []
+        proc = subprocess.run([compiler, "-std=c++20", "-fsyntax-only", *no_limit, "-I",
+                               str(include), str(braced)], capture_output=True, text=True)
         assert proc.returncode != 0, f"{compiler} compiled {BRACED_TAGS}"
         lines = proc.stderr.replace('\\"', '"').splitlines()  # clang++ escapes the quotes
         for line, message in BRACED_TAG_MESSAGES.items():

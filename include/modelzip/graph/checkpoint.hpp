@@ -27,6 +27,7 @@
 // used as their own contracts say.
 #pragma once
 
+#include <cstddef>
 #include <map>
 #include <optional>
 #include <string>
@@ -96,5 +97,33 @@ MODELZIP_API std::optional<training::TrainingConfig> load_training_config(
 // keep the mapping alive). Errors name the archive, tag and entry.
 MODELZIP_API Checkpoint load_checkpoint(const Archive& archive, std::string_view tag = {},
                                         ReadMode mode = ReadMode::zero_copy);
+
+// A braced list of strings where the tag goes (`load_checkpoint(archive,
+// {"a", "b"})`, which would make the tag string_view("a", "b"): undefined
+// behaviour) does not compile (error.hpp, detail::braced_list_is_a_tag).
+template <std::size_t N>
+requires(N >= 2) graph::Graph load_graph(const Archive&, const char* const (&)[N]) {
+  static_assert(detail::braced_list_is_a_tag<N>,
+                "load_graph(archive, {\"a\", \"b\"}): a tag is one string, as in "
+                "load_graph(archive, \"step-1\")");
+  return {};
+}
+template <std::size_t N>
+requires(N >=
+         2) std::optional<training::TrainingConfig> load_training_config(const Archive&,
+                                                                         const char* const (&)[N]) {
+  static_assert(detail::braced_list_is_a_tag<N>,
+                "load_training_config(archive, {\"a\", \"b\"}): a tag is one string, as in "
+                "load_training_config(archive, \"step-1\")");
+  return {};
+}
+template <std::size_t N>
+requires(N >= 2) Checkpoint
+    load_checkpoint(const Archive&, const char* const (&)[N], ReadMode = ReadMode::zero_copy) {
+  static_assert(detail::braced_list_is_a_tag<N>,
+                "load_checkpoint(archive, {\"a\", \"b\"}): a tag is one string, as in "
+                "load_checkpoint(archive, \"step-1\")");
+  return {};
+}
 
 }  // namespace modelzip

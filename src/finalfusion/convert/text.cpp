@@ -13,7 +13,7 @@ namespace modelzip::finalfusion {
 namespace detail {
 void write_stream(std::ostream& out, const std::string& text);
 // Writes `header`, then a line per word, after checking every word reads back.
-void write_rows_text(const Embeddings& e, std::ostream& out, bool unnormalize,
+void write_rows_text(const Embeddings& e, std::ostream& out, const WriteOptions& options,
                      std::string_view header);
 }  // namespace detail
 
@@ -52,11 +52,11 @@ class Lines {
 using modelzip::detail::fail_corrupt;
 
 // Reads word lines into words/matrix. `dims` is fixed when known, else set
-// by the first line. With `normalize`, a row that cannot be normalized (a
+// by the first line. With `options.normalize`, a row that cannot be normalized (a
 // component that is not finite, "inf", "nan" or out of float32's range, or
 // a norm beyond float32's range) is Error(corrupt) naming the line, and the
 // column of the component.
-void read_lines(Lines& lines, detail::WordDecoder& decoder, bool normalize,
+void read_lines(Lines& lines, detail::WordDecoder& decoder, const ConvertOptions& options,
                 std::optional<std::size_t>& dims, std::vector<std::string>& words,
                 std::vector<float>& matrix) {
   std::string_view raw;
@@ -97,7 +97,7 @@ void read_lines(Lines& lines, detail::WordDecoder& decoder, bool normalize,
       if (!value)
         fail_corrupt("cannot parse vector component '" + std::string(field.substr(0, 32)) + "'",
                      {.line = number});
-      if (normalize && !std::isfinite(*value)) {
+      if (options.normalize && !std::isfinite(*value)) {
         // Only the word may differ between `line` and `raw`: count from the end.
         const std::uint64_t column =
             lines.column(raw.size() - (line.size() - (field.data() - line.data())));
@@ -118,7 +118,7 @@ void read_lines(Lines& lines, detail::WordDecoder& decoder, bool normalize,
       fail_corrupt("word '" + std::string(word.substr(0, 64)) + "' has " + std::to_string(count) +
                        " components, expected " + std::to_string(*dims),
                    {.line = number});
-    if (normalize)
+    if (options.normalize)
       if (const std::string problem =
               detail::unnormalizable(matrix.data() + matrix.size() - count, count);
           !problem.empty())
@@ -135,7 +135,7 @@ Embeddings read_text_bytes(const Bytes& data, const ConvertOptions& options) {
   std::vector<std::string> words;
   std::vector<float> matrix;
   detail::WordDecoder decoder(options);
-  read_lines(lines, decoder, options.normalize, dims, words, matrix);
+  read_lines(lines, decoder, options, dims, words, matrix);
   if (words.empty())
     throw Error(ErrorCode::corrupt, "text embeddings without any word", ErrorContext{.line = 1});
   // Word i is on line i + 1 (every line holds a word).
@@ -177,7 +177,7 @@ Embeddings read_text_dims_bytes(const Bytes& data, const ConvertOptions& options
   words.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(*rows, lines.remaining() / 2)));
   std::vector<float> matrix;
   detail::WordDecoder decoder(options);
-  read_lines(lines, decoder, options.normalize, dims, words, matrix);
+  read_lines(lines, decoder, options, dims, words, matrix);
   if (words.size() != *rows)
     fail_corrupt("header declares " + std::to_string(*rows) + " words, the file has " +
                      std::to_string(words.size()),
@@ -196,11 +196,11 @@ Embeddings read_text_dims(const Bytes& data, const ConvertOptions& options,
 }
 
 void write_text(std::ostream& out, const Embeddings& embeddings, const WriteOptions& options) {
-  detail::write_rows_text(embeddings, out, !options.normalize, "");
+  detail::write_rows_text(embeddings, out, options, "");
 }
 
 void write_text_dims(std::ostream& out, const Embeddings& embeddings, const WriteOptions& options) {
-  detail::write_rows_text(embeddings, out, !options.normalize,
+  detail::write_rows_text(embeddings, out, options,
                           std::to_string(embeddings.vocab().words_len()) + " " +
                               std::to_string(embeddings.dims()) + "\n");
 }

@@ -150,9 +150,10 @@ void check_words(const Embeddings& e, WordEnd end) {
   }
 }
 
-// Calls fn(word, row pointer) for every word, unnormalised on request.
+// Calls fn(word, row pointer) for every word: the row as stored with
+// `options.normalize`, else multiplied by its norm (WriteOptions).
 template <class F>
-void for_each_word_row(const Embeddings& e, bool unnormalize, F&& fn) {
+void for_each_word_row(const Embeddings& e, const WriteOptions& options, F&& fn) {
   const std::size_t d = e.dims();
   std::vector<float> row(d);
   const auto words = e.vocab().words();
@@ -160,7 +161,7 @@ void for_each_word_row(const Embeddings& e, bool unnormalize, F&& fn) {
   const bool escaped = words_escaped(e);
   for (std::size_t i = 0; i < words.size(); ++i) {
     e.row(i, row);
-    if (unnormalize && !norms.empty())
+    if (!options.normalize && !norms.empty())
       for (auto& v : row) v *= norms[i];
     fn(escaped ? original_word(e, words[i]) : words[i], row.data());
   }
@@ -170,19 +171,19 @@ void for_each_word_row(const Embeddings& e, bool unnormalize, F&& fn) {
 // the rows that will be written: these formats' readers normalize the
 // vectors they read (modelzip import refuses such a row; fastText's text
 // reader cannot even parse "nan" or "inf").
-void check_values(const Embeddings& e, bool unnormalize) {
+void check_values(const Embeddings& e, const WriteOptions& options) {
   const std::size_t d = e.dims();
   const auto norms = e.norms();
   std::vector<float> stored(d);
   std::size_t i = 0;
-  for_each_word_row(e, unnormalize, [&](const std::string&, const float* row) {
+  for_each_word_row(e, options, [&](const std::string&, const float* row) {
     for (std::size_t c = 0; c < d; ++c) {
       if (std::isfinite(row[c])) continue;
       std::string value;
       append_float(value, row[c]);
       std::string made;
       e.row(i, stored);
-      if (unnormalize && !norms.empty() && std::isfinite(stored[c])) {
+      if (!options.normalize && !norms.empty() && std::isfinite(stored[c])) {
         std::string v, n;
         append_float(v, stored[c]);
         append_float(n, norms[i]);
@@ -205,14 +206,14 @@ void write_stream(std::ostream& out, const std::string& text) {
   if (!out) throw Error(ErrorCode::io, "cannot write embeddings to the output stream");
 }
 
-void write_rows_text(const Embeddings& e, std::ostream& out, bool unnormalize,
+void write_rows_text(const Embeddings& e, std::ostream& out, const WriteOptions& options,
                      std::string_view header) {
   check_words(e, WordEnd::ascii_space);
-  check_values(e, unnormalize);
+  check_values(e, options);
   write_stream(out, std::string(header));
   std::string line;
   const std::size_t d = e.dims();
-  for_each_word_row(e, unnormalize, [&](const std::string& word, const float* row) {
+  for_each_word_row(e, options, [&](const std::string& word, const float* row) {
     line.clear();
     line += word;
     for (std::size_t i = 0; i < d; ++i) {
@@ -228,21 +229,19 @@ void write_rows_text(const Embeddings& e, std::ostream& out, bool unnormalize,
 
 void write_word2vec_binary(std::ostream& out, const Embeddings& embeddings,
                            const WriteOptions& options) {
-  const bool unnormalize = !options.normalize;
   const std::size_t d = embeddings.dims();
   detail::check_words(embeddings, detail::WordEnd::word2vec);
-  detail::check_values(embeddings, unnormalize);
+  detail::check_values(embeddings, options);
   detail::write_stream(
       out, std::to_string(embeddings.vocab().words_len()) + " " + std::to_string(d) + "\n");
   std::string buffer;
-  detail::for_each_word_row(embeddings, unnormalize,
-                            [&](const std::string& word, const float* row) {
-                              buffer.assign(word);
-                              buffer += ' ';
-                              buffer.append(reinterpret_cast<const char*>(row), d * sizeof(float));
-                              buffer += '\n';
-                              detail::write_stream(out, buffer);
-                            });
+  detail::for_each_word_row(embeddings, options, [&](const std::string& word, const float* row) {
+    buffer.assign(word);
+    buffer += ' ';
+    buffer.append(reinterpret_cast<const char*>(row), d * sizeof(float));
+    buffer += '\n';
+    detail::write_stream(out, buffer);
+  });
 }
 
 }  // namespace modelzip::finalfusion
