@@ -167,6 +167,9 @@ def test_distributed_background_saves_hand_the_fetched_bytes_over(tmp_path, coun
         def start_background(self, tag, adopt=None, **options):
             adopted.append(adopt)
             return self.writer.start_background(tag, adopt=adopt, **options)
+
+        def __getattr__(self, name):  # the rest of the staged writer, as it is
+            return getattr(self.writer, name)
     monkeypatch.setattr(mzd, "_staged_writer", lambda *a, **k: Recording(staged_writer(*a, **k)))
     tensors = {"w": torch.randn(300, 40), "h": torch.arange(7, dtype=torch.float16)}
     expected = {k: v.clone() for k, v in tensors.items()}

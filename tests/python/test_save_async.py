@@ -527,6 +527,11 @@ COPY_INTERRUPTED_CHILD = textwrap.dedent("""
     # send its SIGINT while the arrays are still being converted (a busy machine's switch
     # interval of 5 ms could otherwise let it in earlier).
     sys.setswitchinterval(1000)
+    # A first save imports what the call imports on first use (modelzip._ties): an import
+    # searches the file system with the GIL released, which would let the thread in early.
+    import tempfile
+    with tempfile.TemporaryDirectory() as warm:
+        modelzip.save_async(os.path.join(warm, "w.zip"), "w", {"w": np.zeros(4)}).result()
     arrays = {f"p{i}": np.full(1 << 22, i, dtype=np.float32) for i in range(16)}  # 256 MiB
     converting = threading.Event()
     new_fetches = values.new_fetches
