@@ -94,9 +94,12 @@ std::uint32_t CrcQueue::result(std::size_t slot) {
 
 void CrcQueue::forget() {
   std::unique_lock lock(mutex_);
-  const std::size_t claimed = started_;
-  started_ = ranges_.size();  // nothing more is claimed
-  cv_.wait(lock, [&] { return finished_ == claimed; });
+  // Nothing more is claimed, and the unclaimed ranges count as finished: the worker finishing
+  // the last claimed range then sees finished_ == started_ and wakes this wait (waiting for
+  // the claimed count alone missed that wake-up: no worker notifies for it).
+  finished_ += ranges_.size() - started_;
+  started_ = ranges_.size();
+  cv_.wait(lock, [&] { return finished_ == started_; });
   ranges_.clear();
   first_range_.clear();
   unfinished_.clear();
