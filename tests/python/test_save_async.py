@@ -521,6 +521,22 @@ def test_ctrl_c_at_exit_cancels_a_background_save_waiting_for_another_writers_lo
     assert archive_path.read_bytes() == before
 
 
+def run_child(script, archive_path):
+    """Runs a child script that saves into `archive_path` and prints how save_async ended."""
+    return subprocess.run([sys.executable, "-c", script, str(archive_path)],
+                          capture_output=True, text=True, timeout=120)
+
+
+def check_stopped(out, archive_path, before, note="the save did not happen"):
+    """The child's save_async raised KeyboardInterrupt noting `note`, and the archive's
+    folder holds the archive alone, as it was."""
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("KeyboardInterrupt") and note in out.stdout, \
+        (out.stdout, out.stderr)
+    assert os.listdir(archive_path.parent) == [archive_path.name]
+    assert archive_path.read_bytes() == before
+
+
 COPY_INTERRUPTED_CHILD = textwrap.dedent("""
     import os, signal, sys, threading, numpy as np, modelzip, modelzip._values as values
     # The main thread keeps the GIL until the copy releases it: the thread below cannot
@@ -565,20 +581,15 @@ def test_ctrl_c_during_the_snapshot_copy_stops_that_save(archive_path):
     # interrupt could stop it): such a run says nothing of an interrupted copy and is repeated,
     # at most 3 times, from the archive as it was.
     for attempt in range(3):
-        out = subprocess.run([sys.executable, "-c", COPY_INTERRUPTED_CHILD, str(archive_path)],
-                             capture_output=True, text=True, timeout=120)
+        out = run_child(COPY_INTERRUPTED_CHILD, archive_path)
         late = out.stdout.startswith("returned") or "completed before the interrupt" in out.stdout
         if not late or attempt == 2:
             break
         for name in os.listdir(archive_path.parent):
             os.remove(archive_path.parent / name)
         archive_path.write_bytes(before)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.startswith("KeyboardInterrupt") and "the save did not happen" in out.stdout, \
-        (out.stdout, out.stderr)
+    check_stopped(out, archive_path, before)
     assert "before its snapshot" not in out.stdout, out.stdout  # it came during the copy
-    assert os.listdir(archive_path.parent) == [archive_path.name]
-    assert archive_path.read_bytes() == before
 
 
 CONVERSION_INTERRUPTED_CHILD = textwrap.dedent("""
@@ -602,15 +613,10 @@ def test_ctrl_c_before_the_snapshot_says_the_save_did_not_happen(archive_path):
     carried no note: the caller could not tell whether a save was running."""
     base_archive(archive_path)
     before = archive_path.read_bytes()
-    out = subprocess.run([sys.executable, "-c", CONVERSION_INTERRUPTED_CHILD, str(archive_path)],
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.startswith("KeyboardInterrupt") and \
-        "the save did not happen: interrupted before its snapshot" in out.stdout, \
-        (out.stdout, out.stderr)
+    out = run_child(CONVERSION_INTERRUPTED_CHILD, archive_path)
+    check_stopped(out, archive_path, before,
+                  "the save did not happen: interrupted before its snapshot")
     assert out.stdout.count("the save did not happen") == 1, out.stdout
-    assert os.listdir(archive_path.parent) == [archive_path.name]
-    assert archive_path.read_bytes() == before
 
 
 RETURN_INTERRUPTED_CHILD = textwrap.dedent("""
@@ -639,10 +645,5 @@ def test_ctrl_c_as_the_save_starts_stops_that_save(archive_path):
     KeyboardInterrupt said nothing of it."""
     base_archive(archive_path)
     before = archive_path.read_bytes()
-    out = subprocess.run([sys.executable, "-c", RETURN_INTERRUPTED_CHILD, str(archive_path)],
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.startswith("KeyboardInterrupt") and "the save did not happen" in out.stdout, \
-        (out.stdout, out.stderr)
-    assert os.listdir(archive_path.parent) == [archive_path.name]
-    assert archive_path.read_bytes() == before
+    out = run_child(RETURN_INTERRUPTED_CHILD, archive_path)
+    check_stopped(out, archive_path, before)
