@@ -1484,3 +1484,58 @@ def test_ctrl_c_as_a_background_collective_save_starts_stops_it_on_every_rank(tm
     assert r.returncode == 0, r.stdout
     check_rank_0_interrupted(r.stdout, "failed on rank 0: rank 0 was interrupted (Ctrl-C)")
     assert os.listdir(folder) == ["m.zip"] and path.read_bytes() == before
+
+
+INTERRUPTED_BACKGROUND_STAGING = textwrap.dedent("""
+    import atexit, datetime, signal, sys, time
+    import numpy as np
+    import torch.distributed as dist
+    import modelzip, modelzip.distributed as mzd
+    path, rank, port = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=2, timeout=datetime.timedelta(seconds=600))
+    atexit.register(dist.destroy_process_group)
+
+    class SlowToStage:  # Ctrl-C on rank 0 while it converts this value, which takes 2 minutes
+        def __array__(self, dtype=None):
+            if rank == 0:
+                print("rank 0: SIGINT sent, staging", flush=True)
+                signal.raise_signal(signal.SIGINT)  # as the terminal sends it
+                deadline = time.monotonic() + 120
+                while time.monotonic() < deadline:
+                    time.sleep(0.01)
+            return np.full(4, rank, dtype=np.float32)
+
+    start = time.monotonic()
+""") + REPORTED + textwrap.dedent("""
+    reported(lambda: mzd.save(path, "new", {f"w{rank}": SlowToStage()}, blocking=False).result())
+    print(f"rank {rank}: ended after {time.monotonic() - start:.0f} s", flush=True)
+""")
+
+
+def test_ctrl_c_while_one_rank_stages_a_background_collective_save_fails_it_on_every_rank(
+        tmp_path):
+    """Ctrl-C of rank 0 while it stages its tensors for a background
+    collective save (blocking=False, two gloo ranks, time-out 600 s): rank 0
+    raises KeyboardInterrupt ("the save did not happen"), rank 1's save()
+    modelzip.Error (code "cancelled") naming rank 0 within seconds, as for a
+    blocking save, and the archive is as it was. Before, rank 0 left the
+    staging's agreement and rank 1 waited for it until the engine's time-out
+    (the run's 100 s time-out ended it)."""
+    pytest.importorskip("torch")
+    script = tmp_path / "interrupted_background_staging.py"
+    script.write_text(INTERRUPTED_BACKGROUND_STAGING)
+    folder = tmp_path / "archive"
+    folder.mkdir()
+    path, before = base_archive(folder)
+    port = free_port()
+    ranks = run_ranks(lambda r: [sys.executable, script, path, r, port], 2, timeout=100)
+    out = "".join(out for _, out in ranks)
+    assert [code for code, _ in ranks] == [0, 0], out
+    assert "rank 0: SIGINT sent, staging" in out, out  # where it was meant to land
+    check_rank_0_interrupted(out, "collective commit failed on rank 0: rank 0 was interrupted "
+                                  "(Ctrl-C)")
+    seconds = [int(line.split()[-2]) for line in out.splitlines() if " ended after " in line]
+    assert len(seconds) == 2 and max(seconds) < 30, out
+    assert os.listdir(folder) == ["m.zip"] and path.read_bytes() == before
+
