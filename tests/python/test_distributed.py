@@ -1191,6 +1191,7 @@ BACKGROUND_SAVE_AT_EXIT = textwrap.dedent("""
 
     class SlowToAgree(mzd.TorchCommunicator):  # each agreement a second later: a long commit
         def agree(self, error):
+            print(f"rank {rank}: agreement", flush=True)
             time.sleep(1.0)
             return super().agree(error)
 
@@ -1210,8 +1211,10 @@ BACKGROUND_SAVE_AT_EXIT = textwrap.dedent("""
 
 def ctrl_c_twice_during_a_background_collective_save(folder, script):
     """Runs `script` on two gloo ranks; Ctrl-C of rank 0 once the background
-    save started, and again once its exit says it waits for the save:
-    (rank 0's exit status, its output, rank 1's output)."""
+    save started and its commit is in its first agreement (the script prints
+    "rank 0: started" and "rank 0: agreement", in either order), and again
+    once its exit says it waits for the save: (rank 0's exit status, its
+    output, rank 1's output)."""
     path = folder / "m.zip"
     port = free_port()
     procs = [subprocess.Popen([sys.executable, str(script), str(path), str(r), str(port)],
@@ -1222,9 +1225,9 @@ def ctrl_c_twice_during_a_background_collective_save(folder, script):
     lines = []
     try:
         first = procs[0]
-        lines.append(reader.submit(first.stdout.readline).result(timeout=120))
-        assert lines[-1] == "rank 0: started\n", lines
-        time.sleep(0.5)  # into the commit's first agreement
+        while not {"rank 0: started\n", "rank 0: agreement\n"} <= set(lines):
+            lines.append(reader.submit(first.stdout.readline).result(timeout=120))
+            assert lines[-1], lines  # end of output
         first.send_signal(signal.SIGINT)
         while "modelzip: waiting for the background collective save" not in lines[-1]:
             lines.append(reader.submit(first.stderr.readline).result(timeout=60))
