@@ -663,6 +663,36 @@ def _host_values(tensors: Mapping[str, Any], fetches: Any = None) -> Mapping[str
 # Communicators of background commits, by the group they stand for (kept
 # with that group, so that its id is not reused).
 _background_comms: dict[int, tuple[Any, Communicator]] = {}
+# The process groups _background_communicator made (dist.new_group), which
+# _destroy_made_groups destroys at exit.
+_made_groups: list[Any] = []
+
+
+def _destroy_made_groups() -> None:
+    """An atexit hook (registered when modelzip makes its first process group):
+    destroys the process groups modelzip made, as torch asks of a process
+    before it exits (torch 1.13's gloo could abort the process at exit,
+    "terminate called without an active exception", when a group was left
+    to the interpreter's finalization). atexit hooks run after threading's
+    exit hooks, where _BackgroundCommits._wait_at_exit waits for the
+    background saves; a save still in flight (exit stopped waiting for it)
+    uses its group until it ends, so then none is destroyed. Groups the
+    caller made (the default one, ``background_group``) are the caller's
+    to destroy. Leaves a group torch destroyed already (the caller's
+    destroy_process_group() of the default group destroys them all)."""
+    with _BackgroundCommits._lock:
+        if _BackgroundCommits._in_flight:
+            return
+    import torch.distributed as dist
+    for key, (_, made) in list(_background_comms.items()):
+        if isinstance(made, TorchCommunicator) and any(made._group is g for g in _made_groups):
+            del _background_comms[key]
+    while _made_groups:
+        group = _made_groups.pop()
+        try:
+            dist.destroy_process_group(group)
+        except Exception:  # destroyed already ("Invalid process group"): exit goes on
+            pass
 
 
 def _background_communicator(group: Any) -> Communicator:
@@ -682,7 +712,12 @@ def _background_communicator(group: Any) -> Communicator:
     if key not in _background_comms:
         if group is None:
             import torch.distributed as dist
-            made: Communicator = TorchCommunicator(dist.new_group(backend="gloo"))
+            made_group = dist.new_group(backend="gloo")
+            if not _made_groups:
+                import atexit
+                atexit.register(_destroy_made_groups)
+            _made_groups.append(made_group)
+            made: Communicator = TorchCommunicator(made_group)
         elif hasattr(group, "Get_rank"):
             made = MPICommunicator(group)  # a Dup() of it
         else:
