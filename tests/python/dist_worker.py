@@ -36,6 +36,7 @@ different on the ranks), "default-group" (mpi only:
 saves with group=None, which must not import torch). Exit status 0 when
 every check held (of every pair).
 """
+import atexit
 import datetime
 import os
 import random
@@ -579,6 +580,7 @@ def main():
         jobs += list(zip(rest[::2], rest[1::2]))
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                                 world_size=world, timeout=datetime.timedelta(seconds=60))
+        atexit.register(dist.destroy_process_group)  # as torch asks, however the run ends
         group = None
     else:
         from mpi4py import MPI
@@ -590,9 +592,7 @@ def main():
         if engine == "torch":  # the engine's own barrier: modelzip's Communicator has none
             torch.distributed.barrier()
         print(f"rank {rank} {scenario} {folder} ok", flush=True)
-    if engine == "torch":
-        torch.distributed.destroy_process_group()
-    else:
+    if engine != "torch":
         group.Barrier()
 
 

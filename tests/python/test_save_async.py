@@ -363,16 +363,33 @@ def test_cuda_tensors_are_saved_in_the_background(archive_path):
                                   np.arange(1 << 20, dtype=np.float32))
 
 
+# The third save waits for a slot; a thread of the child sends it Ctrl-C
+# once its main thread is seen waiting there, and the child says in which
+# function the KeyboardInterrupt was raised.
 THIRD_SAVE_CHILD = textwrap.dedent("""
-    import sys, numpy as np, modelzip
+    import os, signal, sys, threading, time, traceback, numpy as np, modelzip
     first = modelzip.save_async(sys.argv[1], "first", {"w": np.zeros(4, np.float32)})
     second = modelzip.save_async(sys.argv[1], "second", {"w": np.ones(4, np.float32)})
+    def ctrl_c_in_the_wait():  # as the terminal sends it
+        main, deadline = threading.main_thread().ident, time.monotonic() + 60
+        while time.monotonic() < deadline:
+            frame = sys._current_frames().get(main)
+            names = set()
+            while frame is not None:
+                names.add(frame.f_code.co_name)
+                frame = frame.f_back
+            if "_wait_for_a_slot" in names and "wait" in names:
+                break
+            time.sleep(0.001)
+        os.kill(os.getpid(), signal.SIGINT)
     print("third", flush=True)
+    threading.Thread(target=ctrl_c_in_the_wait, daemon=True).start()
     try:
         modelzip.save_async(sys.argv[1], "third", {"w": np.full(4, 2, np.float32)})
         print("returned", flush=True)
-    except KeyboardInterrupt:
-        print("KeyboardInterrupt", flush=True)
+    except KeyboardInterrupt as e:
+        where = [f.name for f in traceback.extract_tb(e.__traceback__)]
+        print("KeyboardInterrupt", "_wait_for_a_slot" in where, flush=True)
     first.result(), second.result()
     print("saved", flush=True)
 """)
@@ -389,8 +406,6 @@ def test_ctrl_c_interrupts_a_save_async_that_waits_for_two_saves_in_flight(archi
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             assert proc.stdout.readline() == "third\n"
-            time.sleep(0.2)  # into the third call's wait (sooner: the interrupt is raised anyway)
-            proc.send_signal(signal.SIGINT)
             lines = []
             reader = concurrent.futures.ThreadPoolExecutor(1)
             # The lock is held throughout: a wait for the first save would never end.
@@ -402,7 +417,7 @@ def test_ctrl_c_interrupts_a_save_async_that_waits_for_two_saves_in_flight(archi
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-    assert lines == ["KeyboardInterrupt\n"], (lines, err)
+    assert lines == ["KeyboardInterrupt True\n"], (lines, err)  # raised in the wait
     assert proc.returncode == 0, err
     assert out == "saved\n", out
     with modelzip.open(archive_path) as archive:
@@ -477,10 +492,15 @@ def test_ctrl_c_then_ctrl_c_at_exit_cancels_a_background_save(tmp_path):
         assert archive.tags == ["base"]
 
 
+# Says "writing" once the save has started writing: with the archive's lock
+# held by the test, it then waits for the lock.
 LOCK_WAITING_CHILD = textwrap.dedent("""
     import sys, time, numpy as np, modelzip
-    modelzip.save_async(sys.argv[1], "late", {"w": np.ones(1000, dtype=np.float32)})
-    print("started", flush=True)
+    future = modelzip.save_async(sys.argv[1], "late", {"w": np.ones(1000, dtype=np.float32)})
+    deadline = time.monotonic() + 60
+    while not future._handle.started() and time.monotonic() < deadline:
+        time.sleep(0.001)
+    print("writing" if future._handle.started() else "not started", flush=True)
     time.sleep(600)
 """)
 
@@ -499,8 +519,7 @@ def test_ctrl_c_at_exit_cancels_a_background_save_waiting_for_another_writers_lo
         proc = subprocess.Popen([sys.executable, "-c", LOCK_WAITING_CHILD, str(archive_path)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            assert proc.stdout.readline() == "started\n"
-            time.sleep(0.3)  # into the wait for the lock
+            assert proc.stdout.readline() == "writing\n"  # and so waiting for the lock
             proc.send_signal(signal.SIGINT)
             lines = []
             while not lines or "modelzip: waiting for the background save" not in lines[-1]:

@@ -23,6 +23,7 @@ modelzip.distributed.load. A save prints "rank R uploaded N of M into URL";
 "rank R ok" is printed once, and the exit status is 0, when every check of
 every pair held.
 """
+import atexit
 import sys
 
 import numpy as np
@@ -143,6 +144,7 @@ def main():
         args = sys.argv[5:]
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                                 world_size=world, timeout=datetime.timedelta(seconds=120))
+        atexit.register(dist.destroy_process_group)  # as torch asks, however the run ends
     else:
         from mpi4py import MPI
         group = MPI.COMM_WORLD

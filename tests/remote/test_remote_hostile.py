@@ -435,7 +435,7 @@ def test_ctrl_c_stops_a_python_read_from_a_slow_server_at_once(four_mib, how):
 # an archive of its own, while the main thread waits for them: says what
 # each read ended with once both ended.
 READ_IN_THREADS_UNTIL_CTRL_C = r"""
-import ctypes, signal, sys, threading, modelzip
+import ctypes, signal, sys, threading, time, modelzip
 libc = ctypes.CDLL(None, use_errno=True)
 def sigint_handler():
     action = ctypes.create_string_buffer(256)
@@ -447,13 +447,16 @@ archives = [modelzip.open(url) for _ in range(2)]
 print("ready", flush=True)
 sys.stdin.readline()
 outcomes = []
-def read(archive):
+def read(archive, ended):
     try:
         archive.tensor("w")
         outcomes.append("read completed")
     except modelzip.Error as e:
         outcomes.append(f"Error {e.code}: {e}")
-workers = [threading.Thread(target=read, args=(a,)) for a in archives]
+    finally:
+        ended.set()
+ended = [threading.Event() for _ in archives]
+workers = [threading.Thread(target=read, args=(a, e)) for a, e in zip(archives, ended)]
 for w in workers:
     w.start()
 try:
@@ -462,8 +465,15 @@ try:
     print("no KeyboardInterrupt", flush=True)
 except KeyboardInterrupt:
     print("KeyboardInterrupt", flush=True)
-for w in workers:
-    w.join()  # what a program's exit does
+# What a program's exit does, which join() cannot: CPython 3.11's join takes
+# a thread whose join a KeyboardInterrupt interrupted for ended (bpo-45274's
+# branch), so the reads say themselves when they end, and the threads' end
+# is awaited until no thread but this one is left (both bounded).
+for e in ended:
+    e.wait(60)
+deadline = time.monotonic() + 60
+while threading.active_count() > 1 and time.monotonic() < deadline:
+    time.sleep(0.01)
 print("outcomes", outcomes, flush=True)
 print("threads", threading.active_count(), flush=True)
 print("handler restored", sigint_handler() == before, flush=True)

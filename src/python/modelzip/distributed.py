@@ -345,7 +345,8 @@ def save(path: PathLike, tag: str, tensors: Mapping[str, Any], *, group: Any = N
     ``blocking=False``, the ranks compare them in the call, over ``group`` (one gather and
     one agreement), before the background commit starts; a rank whose tensors do not stage
     then fails every rank in the call (InvalidArgumentError naming it), as a blocking save
-    does."""
+    does, and so does a Ctrl-C while it stages (KeyboardInterrupt there, modelzip.Error
+    "cancelled" naming it on the others)."""
     if blocking:
         return _commit(path, tag, tensors, communicator(group), share, dedup, durable, root,
                        rank_lock_timeout, dtypes, replace, keep_last, tag_metadata)
@@ -359,18 +360,26 @@ def save(path: PathLike, tag: str, tensors: Mapping[str, Any], *, group: Any = N
                                 durable, root, rank_lock_timeout, _raw_bits_marks(tensors, dtypes))
         return writer, _tag_metadata_part(tensors, tag_metadata, True)
 
-    writer = _agreed_staging(communicator(group), root, path, tag, stage)
-    adopt = fetches.areas if fetches is not None else None
-    # Registered before the save starts, and given its handle by the C++ call
-    # itself: a KeyboardInterrupt raised as the call returns (or anywhere up
-    # to the return below) finds the save registered (_BackgroundCommits.abandon).
-    background = _BackgroundCommits.register(comm, os.fspath(path), tag)
+    # A Ctrl-C during the staging fails it on every rank at its agreement, as
+    # for a blocking save; one noted after it is raised once the save started
+    # (by _CommitInterrupt's exit), which stops it below.
+    background = None
     try:
-        writer.start_background(tag, adopt=adopt, replace=replace, keep_last=keep_last,
-                                into=background)
-        background.start_completion()
+        staging_comm = communicator(group)
+        with _CommitInterrupt(staging_comm, path, note_completion=False) as interrupt:
+            writer = _agreed_staging(staging_comm, root, path, tag, stage, interrupt)
+            adopt = fetches.areas if fetches is not None else None
+            # Registered before the save starts, and given its handle by the C++
+            # call itself: a KeyboardInterrupt raised as the call returns (or
+            # anywhere up to the return below) finds the save registered
+            # (_BackgroundCommits.abandon).
+            background = _BackgroundCommits.register(comm, os.fspath(path), tag)
+            writer.start_background(tag, adopt=adopt, replace=replace, keep_last=keep_last,
+                                    into=background)
+            background.start_completion()
     except BaseException as error:  # noqa: B902 (a KeyboardInterrupt too)
-        _BackgroundCommits.abandon(background, error)
+        if background is not None:
+            _BackgroundCommits.abandon(background, error)
         raise
     return background.future
 
@@ -401,35 +410,14 @@ def _commit(path: PathLike, tag: str, tensors: Mapping[str, Any], comm: Communic
     lowest such rank, instead of waiting in the commit for the engine's
     time-out. The ranks' tag metadata is compared at the root first (_merged_tag_metadata),
     which stages it: differing values fail there, before the agreement."""
+    def stage() -> tuple[CollectiveWriter, list]:
+        _check_keep_last(keep_last)
+        part = _tag_metadata_part(tensors, tag_metadata, True)
+        return _staged_writer(path, _host_values(tensors), comm, share, dedup, durable, root,
+                              rank_lock_timeout, _raw_bits_marks(tensors, dtypes)), part
+
     with _CommitInterrupt(comm, path) as interrupt:
-        error, cause = "", None
-        part = writer = None
-        try:
-            with interrupt.staging():
-                _check_keep_last(keep_last)
-                part = _tag_metadata_part(tensors, tag_metadata, True)
-                writer = _staged_writer(path, _host_values(tensors), comm, share, dedup, durable,
-                                        root, rank_lock_timeout, _raw_bits_marks(tensors, dtypes))
-        except Exception as e:  # every rank must reach the agreement, whatever failed here
-            error, cause = f"{type(e).__name__}: {e}", e
-        except KeyboardInterrupt:
-            if not interrupt.noted:  # not Ctrl-C noted here (a handler of the caller's own)
-                raise
-        failed = _root_stages_tag_metadata(comm, root, writer, part)
-        if failed is not None:
-            error, cause = f"{type(failed).__name__}: {failed}", failed
-        failure = comm.agree(_CommitInterrupt.error_of(comm, error))
-        if cause is not None:
-            raise cause
-        if failure is not None:
-            what = "collective commit"
-            cancelled = _CommitInterrupt.cancelled(failure, what, path, tag)
-            if cancelled is not None:
-                raise cancelled
-            text = f"{what} failed on rank {failure[0]}: {failure[1]}"
-            raise InvalidArgumentError(f"{os.fspath(path)}: tag '{tag}': {text}",
-                                       code="invalid_argument", message=text,
-                                       archive=os.fspath(path), tag=tag)
+        writer = _agreed_staging(comm, root, path, tag, stage, interrupt)
         return writer.commit(tag, replace=replace, keep_last=keep_last)
 
 
@@ -447,10 +435,15 @@ class _CommitInterrupt:
     KeyboardInterrupt is raised then. A note on the KeyboardInterrupt says
     which happened, as for modelzip.save. Within staging(), while this rank
     works alone before an agreement, SIGINT also raises KeyboardInterrupt at
-    once (the caller catches it and goes on to the agreement)."""
+    once (the caller catches it and goes on to the agreement).
+    ``note_completion=False`` (a background save, which its caller stops when
+    a KeyboardInterrupt leaves the block after it started): a Ctrl-C noted
+    in a block that ends without error raises a KeyboardInterrupt without
+    the note."""
 
-    def __init__(self, comm: Communicator, path: PathLike) -> None:
+    def __init__(self, comm: Communicator, path: PathLike, note_completion: bool = True) -> None:
         self._comm, self._path = comm, os.fspath(path)
+        self._note_completion = note_completion
         self._previous: Any = None
         self._staging = False
         self.noted = False
@@ -485,6 +478,8 @@ class _CommitInterrupt:
         if not self.noted:
             return
         interrupt = KeyboardInterrupt()
+        if kind is None and not self._note_completion:
+            raise interrupt
         interrupt.add_note(f"{self._path}: " + (
             "the save completed before the interrupt could stop it" if kind is None
             else f"the save did not happen: {value}"))
@@ -579,27 +574,38 @@ def _root_stages_tag_metadata(comm: Communicator, root: int, writer: Optional[Co
     return None
 
 
-def _agreed_staging(comm: Communicator, root: int, path: PathLike, tag: str,
-                    stage: Any) -> CollectiveWriter:
+def _agreed_staging(comm: Communicator, root: int, path: PathLike, tag: str, stage: Any,
+                    interrupt: "_CommitInterrupt") -> CollectiveWriter:
     """Collective, over ``comm``: this rank's ``stage()`` (its staged writer and
     _tag_metadata_part), the ranks' tag metadata to the root, which stages what they agree on
     in its writer, and an agreement. Returns the writer; raises on every rank when a rank's
     staging raised (its own exception there, InvalidArgumentError naming it elsewhere: no rank
-    goes on to a commit that another will never join) or the tag metadata differs (the root's
-    InvalidArgumentError)."""
+    goes on to a commit that another will never join), was interrupted by a Ctrl-C that
+    ``interrupt`` (entered, over ``comm``) noted (modelzip.Error "cancelled" naming it, which
+    ``interrupt``'s exit turns into KeyboardInterrupt on that rank), or the tag metadata
+    differs (the root's InvalidArgumentError)."""
     error, cause, writer, part = "", None, None, None
     try:
-        writer, part = stage()
-    except Exception as e:  # every rank must reach the agreement
+        with interrupt.staging():
+            writer, part = stage()
+    except Exception as e:  # every rank must reach the agreement, whatever failed here
         error, cause = f"{type(e).__name__}: {e}", e
+    except KeyboardInterrupt:
+        if not interrupt.noted:  # not Ctrl-C noted here (a handler of the caller's own)
+            raise
+        writer = None
     failed = _root_stages_tag_metadata(comm, root, writer, part)
     if failed is not None:
         error, cause = f"{type(failed).__name__}: {failed}", failed
-    failure = comm.agree(error)
+    failure = comm.agree(_CommitInterrupt.error_of(comm, error))
     if cause is not None:
         raise cause
     if failure is not None:
-        text = f"collective commit failed on rank {failure[0]}: {failure[1]}"
+        what = "collective commit"
+        cancelled = _CommitInterrupt.cancelled(failure, what, path, tag)
+        if cancelled is not None:
+            raise cancelled
+        text = f"{what} failed on rank {failure[0]}: {failure[1]}"
         raise InvalidArgumentError(f"{os.fspath(path)}: tag '{tag}': {text}",
                                    code="invalid_argument", message=text,
                                    archive=os.fspath(path), tag=tag)
@@ -657,6 +663,36 @@ def _host_values(tensors: Mapping[str, Any], fetches: Any = None) -> Mapping[str
 # Communicators of background commits, by the group they stand for (kept
 # with that group, so that its id is not reused).
 _background_comms: dict[int, tuple[Any, Communicator]] = {}
+# The process groups _background_communicator made (dist.new_group), which
+# _destroy_made_groups destroys at exit.
+_made_groups: list[Any] = []
+
+
+def _destroy_made_groups() -> None:
+    """An atexit hook (registered when modelzip makes its first process group):
+    destroys the process groups modelzip made, as torch asks of a process
+    before it exits (torch 1.13's gloo could abort the process at exit,
+    "terminate called without an active exception", when a group was left
+    to the interpreter's finalization). atexit hooks run after threading's
+    exit hooks, where _BackgroundCommits._wait_at_exit waits for the
+    background saves; a save still in flight (exit stopped waiting for it)
+    uses its group until it ends, so then none is destroyed. Groups the
+    caller made (the default one, ``background_group``) are the caller's
+    to destroy. Leaves a group torch destroyed already (the caller's
+    destroy_process_group() of the default group destroys them all)."""
+    with _BackgroundCommits._lock:
+        if _BackgroundCommits._in_flight:
+            return
+    import torch.distributed as dist
+    for key, (_, made) in list(_background_comms.items()):
+        if isinstance(made, TorchCommunicator) and any(made._group is g for g in _made_groups):
+            del _background_comms[key]
+    while _made_groups:
+        group = _made_groups.pop()
+        try:
+            dist.destroy_process_group(group)
+        except Exception:  # destroyed already ("Invalid process group"): exit goes on
+            pass
 
 
 def _background_communicator(group: Any) -> Communicator:
@@ -676,7 +712,12 @@ def _background_communicator(group: Any) -> Communicator:
     if key not in _background_comms:
         if group is None:
             import torch.distributed as dist
-            made: Communicator = TorchCommunicator(dist.new_group(backend="gloo"))
+            made_group = dist.new_group(backend="gloo")
+            if not _made_groups:
+                import atexit
+                atexit.register(_destroy_made_groups)
+            _made_groups.append(made_group)
+            made: Communicator = TorchCommunicator(made_group)
         elif hasattr(group, "Get_rank"):
             made = MPICommunicator(group)  # a Dup() of it
         else:
