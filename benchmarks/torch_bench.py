@@ -29,6 +29,11 @@ matrix, --size-mib in all. Rows:
   torch.load (mmap=True where this torch has it), safetensors load_file;
 - device loads (CUDA only; the rows say why they are skipped): modelzip.torch.load(device=),
   torch.load(mmap)+.cuda(), safetensors load_file(device=);
+- registered mapping (CUDA only; without it the row says what it would register): the
+  archive's mapped pages registered with CUDA (cudaHostRegister, flags cudaHostRegisterReadOnly
+  then default flags; page-aligned ranges) and every tensor copied from them with
+  non_blocking=True, timing register + copies + unregister; and registration alone (register +
+  unregister). A flag the driver refuses gives a skipped row with the cudaError;
 - cold rows: the same after evicting the files from the page cache (posix_fadvise DONTNEED
   after fsync: only these files, no root needed), beside a cold sequential read;
 - copy sources (unless --no-sources): the modelzip copy pipeline reading the tensors' bytes with
@@ -362,6 +367,112 @@ def copy_source_rows(table: "Table", args, path: str) -> None:
                   "limit: cold read() of the archive file")
 
 
+# cudaHostRegisterReadOnly (CUDA 11.1+): the pages are only read by the device, which a
+# read-only mapping (the archive's) needs.
+CUDA_HOST_REGISTER_READ_ONLY = 8
+
+
+def mapped_ranges(path: str, views: dict) -> list[tuple[int, int]]:
+    """The page-aligned (address, size) ranges to register for ``views`` (tensors over the
+    mapping of the file ``path``): each mapping of that file in /proc/self/maps cut to the
+    pages its tensors cover. Raises RuntimeError when a tensor lies outside every one."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    real = os.path.realpath(path)
+    mappings = []
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            fields = line.split(maxsplit=5)
+            if len(fields) == 6 and fields[5].strip() == real:
+                start, end = (int(x, 16) for x in fields[0].split("-"))
+                mappings.append([start, end, None, None])
+    for tensor in views.values():
+        size = tensor.numel() * tensor.element_size()
+        if not size:
+            continue
+        first, last = tensor.data_ptr(), tensor.data_ptr() + size
+        m = next((m for m in mappings if m[0] <= first and last <= m[1]), None)
+        if m is None:
+            raise RuntimeError(f"a tensor at {first:#x} lies outside the mappings of {real}")
+        m[2] = first if m[2] is None else min(m[2], first)
+        m[3] = last if m[3] is None else max(m[3], last)
+    return [(lo // page * page, -(-hi // page) * page - lo // page * page)
+            for _, _, lo, hi in mappings if lo is not None]
+
+
+def clear_cuda_error() -> str:
+    """Resets the CUDA runtime's last error (a failed cudaHostRegister leaves one, which torch's
+    next kernel-launch check would raise); returns a note when that was not possible."""
+    import ctypes
+    with open("/proc/self/maps") as maps:
+        paths = {line.split()[-1] for line in maps if "libcudart.so" in line}
+    if not paths:
+        return " (libcudart not found: later CUDA rows may report this error)"
+    for path in paths:
+        ctypes.CDLL(path).cudaGetLastError()
+    return ""
+
+
+def registered_mapping_rows(table: "Table", args, path: str) -> None:
+    """Issue 28's path without a host copy: the archive's mapped pages registered with CUDA
+    (cudaHostRegister) and every tensor copied from them with non_blocking=True, timing
+    register + copies + unregister; and registration alone (register + unregister)."""
+    views = mzt.load(path)  # zero-copy: tensors over the archive's mapping
+    ranges = mapped_ranges(path, views)
+    span = f"{sum(n for _, n in ranges) / 2**20:.0f} MiB in {len(ranges)} mapping(s)"
+    if not CUDA:
+        table.skip("device: registered mapping", f"no CUDA device (would register {span})")
+        return
+    cudart = torch.cuda.cudart()
+    device = torch.device("cuda")
+
+    def register(flags):
+        done = []
+        for address, size in ranges:
+            code = int(cudart.cudaHostRegister(address, size, flags))
+            if code != 0:
+                unregister(done)
+                raise RuntimeError(f"cudaHostRegister({size} bytes, flags={flags}) returned "
+                                   f"cudaError {code}")
+            done.append((address, size))
+        return done
+
+    def unregister(done):
+        for address, _ in done:
+            code = int(cudart.cudaHostUnregister(address))
+            if code != 0:
+                raise RuntimeError(f"cudaHostUnregister returned cudaError {code}")
+
+    def register_only(flags):
+        unregister(register(flags))
+
+    def registered_copies(flags):
+        done = register(flags)
+        try:
+            out = {k: v.to(device, non_blocking=True) for k, v in views.items()}
+            torch.cuda.synchronize()
+        finally:
+            unregister(done)
+        return out
+
+    for flags, what in ((CUDA_HOST_REGISTER_READ_ONLY, "read-only"), (0, "default flags")):
+        name = f"device: register mapping only ({what})"
+        try:
+            out = registered_copies(flags)  # a warm-up, and the check that the bytes arrive
+            for key in (next(iter(views)), next(reversed(views))):
+                if not torch.equal(out[key].cpu(), views[key]):
+                    raise RuntimeError(f"{key} differs on the device")
+            del out
+            table.row(name, median(lambda: register_only(flags), args.reps),
+                      "limit: pinned host-to-device copy")
+            table.row(f"device load registered mapping ({what})", median(
+                lambda: registered_copies(flags), args.reps, torch.cuda.empty_cache),
+                "limit: pinned host-to-device copy")
+        except RuntimeError as e:  # torch's CUDA errors are RuntimeErrors too
+            table.skip(f"device load registered mapping ({what})",
+                       str(e).splitlines()[0] + clear_cuda_error())
+    del views
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mib", type=int, default=3072)
@@ -518,6 +629,7 @@ def run(args, folder: str) -> int:
                       "limit: pinned host-to-device copy")
     else:
         table.skip("device loads", "no CUDA device (torch.cuda.is_available() is False)")
+    registered_mapping_rows(table, args, paths["modelzip"])
 
     if args.no_cold:
         table.skip("cold rows", "--no-cold")

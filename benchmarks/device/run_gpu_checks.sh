@@ -2,7 +2,8 @@
 # The device checks of the torch loading pipeline, in one call on a GPU machine (docs/torch.md,
 # "Measuring on a GPU machine"): builds the Python package there, runs the CUDA tests of
 # tests/python, benchmarks/torch_bench.py at 3 GiB (warm and cold, every device-load variant:
-# read() against mapping staging over threads {8,16} x pieces {8,32} MiB; the saves of the
+# read() against mapping staging over threads {8,16} x pieces {8,32} MiB, and the archive's
+# mapping registered with CUDA (cudaHostRegister) then copied with non_blocking=True; the saves of the
 # state dict from the GPU, blocking and save_async, beside .cpu() then save) and
 # benchmarks/dist_save_bench.py (16 ranks x 128 MiB: modelzip.distributed.save, blocking and
 # blocking=False, against raw files + fsync, DCP save and DCP async_save) and
@@ -10,7 +11,8 @@
 # test_mx_dtypes.py (torch >= 2.1 has the float8 dtypes, >= 2.7/2.8 the MX ones, which the
 # CPU-only machines' torch lacks). Every step runs under `timeout`;
 # the steps' limits add up to 9.75 minutes (a run
-# on the H200 took 6: build 43 s, tests 34 s, torch_bench 180 s). Outputs go to $OUT (the device tool's output folder;
+# on the H200 took 6: build 43 s, tests 34 s, torch_bench 180 s, before its registered-mapping
+# rows: about 7 registrations of 3 GiB more, a few seconds). Outputs go to $OUT (the device tool's output folder;
 # default /tmp/gpu_checks; it brings back 8 files at most): build.log, env.txt, cuda_tests.txt, float8_tests.txt,
 # torch_bench.txt, dist_save_bench.txt, async_save_bench.txt, summary.txt.
 # TORCH_BENCH_MIB and ASYNC_BENCH_MIB change the benchmarks' sizes (a dry run on a small machine).
@@ -83,10 +85,10 @@ else
   echo "cuda_tests: not run (pytest is not installed on this machine)" | tee -a "$summary"
 fi
 
-step torch_bench 210 torch_bench.txt "$PY" benchmarks/torch_bench.py \
+step torch_bench 225 torch_bench.txt "$PY" benchmarks/torch_bench.py \
   --size-mib "${TORCH_BENCH_MIB:-3072}" --reps 3 --dir /tmp
 tail -1 "$out/torch_bench.txt" | sed 's/^/  /' | tee -a "$summary"
-step dist_save_bench 150 dist_save_bench.txt "$PY" benchmarks/dist_save_bench.py \
+step dist_save_bench 135 dist_save_bench.txt "$PY" benchmarks/dist_save_bench.py \
   --ranks "${DIST_BENCH_RANKS:-16}" --mib "${DIST_BENCH_MIB:-128}" --reps 3 --dir /tmp
 tail -1 "$out/dist_save_bench.txt" | sed 's/^/  /' | tee -a "$summary"
 step async_save_bench 45 async_save_bench.txt "$PY" benchmarks/async_save_bench.py \

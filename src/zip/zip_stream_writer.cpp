@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <optional>
+#include <utility>
 
 #include "core/checked.hpp"
 #include "core/crc32.hpp"
@@ -29,6 +30,12 @@ constexpr std::size_t kChunk = 4u << 20;
 // their local header in one write (no patch): handing them to the worker
 // would cost more than the CRC itself.
 constexpr std::uint64_t kInlineUpTo = 256u << 10;
+// Small pieces that lead a larger entry's data (a blob's FlatBuffer header
+// and its padding), each up to this size, at most kMaxLeadPieces of them,
+// go out in one write (with the local header where the CRC is known)
+// instead of one write each.
+constexpr std::size_t kLeadPieceUpTo = 4u << 10;
+constexpr std::size_t kMaxLeadPieces = 16;
 
 // Little-endian serialization into a byte vector.
 class Out {
@@ -55,6 +62,23 @@ std::vector<Bytes> chunks_of(const std::vector<Bytes>& pieces) {
     for (std::size_t off = 0; off < p.size(); off += kChunk)
       out.push_back(p.slice(off, std::min(kChunk, p.size() - off)));
   return out;
+}
+
+// The number of leading pieces of `pieces` joined into one write (never
+// the last piece), and their size.
+std::pair<std::size_t, std::uint64_t> lead_of(const std::vector<Bytes>& pieces) {
+  std::size_t n = 0;
+  std::uint64_t size = 0;
+  while (n + 1 < pieces.size() && n < kMaxLeadPieces && pieces[n].size() <= kLeadPieceUpTo)
+    size += pieces[n++].size();
+  return {n, size};
+}
+
+// `head` followed by the first `n` of `pieces`.
+Bytes joined(std::vector<std::byte> head, const std::vector<Bytes>& pieces, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i)
+    head.insert(head.end(), pieces[i].data(), pieces[i].data() + pieces[i].size());
+  return Bytes::take(std::move(head));
 }
 
 }  // namespace
@@ -130,20 +154,31 @@ void StreamZipWriter::add_stored(const std::string& name, const std::vector<Byte
     offset_ = plan.end();
     report(size);
   } else if (crc) {
-    // The CRC is known: the header goes first, then the data.
-    sink_.write(plan.local_offset, Bytes::take(plan.local_header(*crc)));
-    offset_ = plan.data_offset;
-    append_data(pieces, size, nullptr);
+    // The CRC is known: the header goes first, in one write with the small
+    // leading pieces, then the rest of the data.
+    const auto [lead, lead_size] = lead_of(pieces);
+    sink_.write(plan.local_offset, joined(plan.local_header(*crc), pieces, lead));
+    offset_ = plan.data_offset + lead_size;
+    report(lead_size);
+    append_data(
+        std::vector<Bytes>(pieces.begin() + static_cast<std::ptrdiff_t>(lead), pieces.end()),
+        size - lead_size, nullptr);
     w.info = plan.info(*crc);
   } else {
     // The header's range reserved; each chunk is queued for the CRC worker
-    // just before it is written; the header is written with the CRC: at
-    // once where the sink holds the reserved range (its CRC is then at
-    // most the last chunks away), else by finish().
+    // just before it is written (the small leading pieces joined into one);
+    // the header is written with the CRC: at once where the sink holds the
+    // reserved range (its CRC is then at most the last chunks away), else
+    // by finish().
     sink_.reserve(io::ByteRange{plan.local_offset, plan.header_size()});
     offset_ = plan.data_offset;
     w.crc_slot = crc_queue_.new_slot();
-    append_data(pieces, size, &w.crc_slot);
+    const auto [lead, lead_size] = lead_of(pieces);
+    std::vector<Bytes> data;
+    if (lead > 1) data.push_back(joined({}, pieces, lead));
+    data.insert(data.end(), pieces.begin() + static_cast<std::ptrdiff_t>(lead > 1 ? lead : 0),
+                pieces.end());
+    append_data(data, size, &w.crc_slot);
     if (sink_.holds_reserved())
       w.info = finish_entry(sink_, plan, crc_queue_.result(w.crc_slot));
     else

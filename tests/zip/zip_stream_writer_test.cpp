@@ -417,3 +417,52 @@ TEST_CASE("A stored entry whose CRC the caller knows is written with that CRC as
     CHECK_THROWS_AS(reader.read(d.entries[2], true), Error);
   }
 }
+
+TEST_CASE(
+    "An entry's small leading pieces go out in one write, with the header when the CRC is known") {
+  constexpr std::size_t kMiB = 1u << 20;
+  // As a blob: a small FlatBuffer header, padding, then the tensor's bytes.
+  const std::string head = pattern(104, 31), pad(24, '\0'), data = pattern(3 * kMiB + 5, 32);
+  const std::string all = head + pad + data;
+  for (bool known : {true, false})
+    for (bool direct : {false, true}) {
+      INFO("CRC known " << known << ", direct " << direct);
+      TempDir dir;
+      const auto path = dir / "l.zip";
+      std::vector<io::SysCallRecord> calls;
+      {
+        Fd out(path);
+        modelzip::zip::StreamZipWriter w(out.fd, path.string(), 0);
+        if (direct) w.write_large_data_directly();
+        io::FaultInjector recorder(io::FaultInjector::Plan{.record_calls = true});
+        recorder.install();
+        w.add_stored("blob", {Bytes::copy_of(head), Bytes::copy_of(pad), Bytes::copy_of(data)},
+                     known ? std::optional<std::uint32_t>(crc32_of(all)) : std::nullopt);
+        w.finish();
+        recorder.uninstall();
+        calls = recorder.records();
+      }
+      Bytes mapped = io::map_file(path);
+      const modelzip::zip::Directory d = modelzip::zip::parse_directory(mapped.span(), Limits{});
+      REQUIRE(d.entries.size() == 1);
+      const auto& e = d.entries[0];
+      modelzip::zip::EntryReader reader(mapped, Limits{});
+      CHECK(std::string(reader.read(e, true).as_string_view()) == all);
+      // The writes that touch the header and the two small pieces.
+      const std::uint64_t lead_end = e.data_offset + head.size() + pad.size();
+      std::vector<std::pair<std::uint64_t, std::size_t>> lead_writes;
+      for (const auto& c : calls)
+        if (c.op == io::SysOp::write && c.offset < lead_end)
+          lead_writes.emplace_back(c.offset, c.data.size());
+      if (known) {
+        REQUIRE(lead_writes.size() == 1);
+        CHECK(lead_writes[0].first == e.local_header_offset);
+        CHECK(lead_writes[0].second == lead_end - e.local_header_offset);
+      } else {  // the header is written last, with the CRC; the two pieces together
+        REQUIRE(lead_writes.size() == 2);
+        CHECK(lead_writes[0].first == e.data_offset);
+        CHECK(lead_writes[0].second == head.size() + pad.size());
+        CHECK(lead_writes[1].first == e.local_header_offset);
+      }
+    }
+}
