@@ -64,6 +64,13 @@ valgrind_skipped_cases=(
   'Vectors of 8-byte elements at 4-aligned addresses*'   # graph: 4 flips at every byte
 )
 
+# ccache (meson uses it when installed; .ci/install-deps installs it) leaves
+# the build folder out of its hash for -g and rewrites absolute paths below
+# the source tree: the two package builds of the test python_wheel, each in a
+# folder of its own with build/'s compile commands, then find build/'s
+# objects instead of compiling the library twice more.
+export CCACHE_NOHASHDIR=1 CCACHE_BASEDIR=$PWD
+
 # Strict sanitizers for every process a test starts (children included).
 export ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=1:detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1:strict_string_checks=1:print_summary=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:print_summary=1
