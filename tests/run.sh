@@ -52,9 +52,9 @@ trap 'rm -f "$results"' EXIT
 # input) memcheck runs many times slower. They run in full in the normal and
 # sanitize stages (AddressSanitizer checks their memory accesses there).
 # doctest splits its filters at commas: a comma in a name is written `?`.
-# The five checkpoint cases below took about three quarters of checkpoint's time
-# under memcheck (492 s in CI, while the eight other tests took 434 s on the
-# other core, so that it ended the stage alone).
+# The five checkpoint cases below took 179 of checkpoint's 324 s under
+# memcheck on the 2-core VM (492 s in CI, where the eight other tests took
+# 434 s on the other core, so that it ended the stage alone).
 # meson test runs named tests in the order given here: the longest under
 # memcheck first (in CI: checkpoint, io 120 s, zip 102 s), so that none of
 # them ends the stage alone.
