@@ -6,11 +6,13 @@ command into a venv that sees Debian's numpy and torch.
 
 Run by meson as the test `python_wheel` (MODELZIP_SOURCE_DIR = the source tree). Each build
 configures and compiles the library once more (pyproject.toml: -Dwheel=true -Dtests=false), with
-ccache when it is installed (.ci/install-deps installs it), so the second build compiles nothing.
-The cache is the user's (CCACHE_DIR, else ccache's default folder), not one of this test's own:
-the first build of an unchanged source tree is then served from it too, on the next run of the
-test and in another checkout of the same sources (ccache's hits are the objects the compiler made
-from the same preprocessed source and flags, so the wheel is the same).
+ccache when it is installed (.ci/install-deps installs it). The cache is the user's (CCACHE_DIR,
+else ccache's default folder), not one of this test's own. Both builds are set up to compile with
+exactly the commands of the normal `--buildtype=debugoptimized` build in <source>/build (see
+`build_settings`), so that in CI, where tests/run.sh built that first, they compile nothing: ccache's
+hits are the objects the compiler made from the same preprocessed source and flags. What the test
+checks (the wheel's tags and contents, a venv install, the pip route) does not depend on the
+optimisation level or debug information.
 """
 import os
 import pathlib
@@ -54,14 +56,27 @@ print("ok", modelzip.__version__)
 
 def environment():
     """The builds' environment: ccache (when installed, in the user's cache) with paths relative
-    to the source tree, where meson-python keeps its build folders (.mesonpy-*/build), so the
-    second build of the package reuses the first one's objects."""
+    to the source tree and without the build folder in the hash (ccache hashes it for -g
+    otherwise): the objects of <source>/build are found from the wheel's build folders."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     if shutil.which("ccache") and "CXX" not in env:
         env["CXX"] = "ccache c++"
         env.setdefault("CCACHE_BASEDIR", str(SOURCE_DIR))
         env["CCACHE_NOHASHDIR"] = "1"
     return env
+
+
+def build_settings(name):
+    """meson-python's config settings for one build: its build folder <source>/<name>, a child of
+    the source tree as build/ is (the compile commands name the sources as ../src/..., not
+    ../../src/... as in meson-python's own .mesonpy-*/build), and -Ddebug=true, which with
+    meson-python's -Doptimization=2 gives debugoptimized's flags (-O2 -g). The folder is emptied
+    first, and meson-python's native file removed: meson-python 0.12 reconfigures a given build
+    folder when that file is unchanged, which fails on an empty one."""
+    build_dir = SOURCE_DIR / name
+    shutil.rmtree(build_dir, ignore_errors=True)
+    (SOURCE_DIR / ".mesonpy-native-file.ini").unlink(missing_ok=True)
+    return {"builddir": str(build_dir), "setup-args": "-Ddebug=true"}
 
 
 TORCH_CHECKPOINT = r"""
@@ -92,9 +107,14 @@ def build_env():
 def wheel(tmp_path_factory, build_env):
     """The wheel `python3 -m build --wheel` makes of the source tree."""
     dist = tmp_path_factory.mktemp("dist")
-    subprocess.run(["/usr/bin/python3", "-m", "build", "--wheel", "--no-isolation",
-                    "--outdir", str(dist), str(SOURCE_DIR)], check=True, env=build_env,
-                   timeout=1700)
+    settings = build_settings(".mesonpy-test-wheel")
+    try:
+        subprocess.run(["/usr/bin/python3", "-m", "build", "--wheel", "--no-isolation",
+                        "--outdir", str(dist), str(SOURCE_DIR)]
+                       + [f"-C{key}={value}" for key, value in settings.items()],
+                       check=True, env=build_env, timeout=1700)
+    finally:
+        shutil.rmtree(settings["builddir"], ignore_errors=True)
     (built,) = dist.glob("modelzip-*.whl")
     return built
 
@@ -216,19 +236,30 @@ def test_the_documented_pip_route_is_the_tested_one():
 
 def test_pip_install_of_the_source_tree_into_a_venv(wheel, build_env, tmp_path):
     """The documented route: a venv of /usr/bin/python3 with Debian's packages, then
-    `pip install -v --no-build-isolation .` (after the wheel test, so its compiler runs hit
-    ccache)."""
-    env = build_env
+    `pip install -v --no-build-isolation .`, the command as documented, with build_settings given
+    in a pip configuration file (PIP_CONFIG_FILE; pip takes one config-settings value per
+    section)."""
+    settings = build_settings(".mesonpy-test-pip")
+    config = tmp_path / "pip.conf"
+    config.write_text(f"[global]\nconfig-settings = builddir={settings['builddir']}\n"
+                      f"[install]\nconfig-settings = setup-args={settings['setup-args']}\n")
+    env = dict(build_env, PIP_CONFIG_FILE=str(config))
     make_venv_command, pip_command = (shlex.split(c) for c in DOCUMENTED_PIP_ROUTE)
     subprocess.run(make_venv_command, check=True, env=env, cwd=tmp_path, timeout=300)
     venv = tmp_path / "venv"
     python = venv / "bin" / "python"
     pip_command[0] = str(tmp_path / pip_command[0])
-    installed = subprocess.run(pip_command, env=env, cwd=SOURCE_DIR, timeout=1700,
-                               capture_output=True, text=True)
+    try:
+        installed = subprocess.run(pip_command, env=env, cwd=SOURCE_DIR, timeout=1700,
+                                   capture_output=True, text=True)
+    finally:
+        shutil.rmtree(settings["builddir"], ignore_errors=True)
     assert installed.returncode == 0, installed.stdout[-5000:] + installed.stderr[-5000:]
-    # -v shows the build's progress: meson's and ninja's lines.
+    # -v shows the build's progress: meson's and ninja's lines, and its setup command, which
+    # holds the setting from the configuration file (were it ignored, the build would still pass,
+    # only compiling everything again).
     assert "[1/" in installed.stdout + installed.stderr, installed.stdout[-5000:]
+    assert "-Ddebug=true" in installed.stdout + installed.stderr, installed.stdout[-5000:]
     assert package_dir(python, env, tmp_path).is_relative_to(venv)
     listed = subprocess.run([str(python), "-m", "pip", "show", "modelzip"], check=True, env=env,
                             capture_output=True, text=True).stdout

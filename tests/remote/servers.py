@@ -4,6 +4,7 @@ range support), s3rver (S3 protocol) and its fork @20minutes/s3rver (S3 with
 UploadPartCopy, for writers), and S3Proxy, a recording and fault-injecting
 proxy in front of either (which can enforce the conditions s3rver ignores). Every server gets a free port, is waited for with a
 bounded loop and is stopped by stop()."""
+import fcntl
 import http.client
 import http.server
 import os
@@ -140,13 +141,23 @@ class PlainHttpServer:
         stop_process(self.proc)
 
 
+def npm_install_once(prefix, package, installed):
+    """`npm install package` into `prefix` unless the file `installed` exists, under an
+    exclusive lock on <prefix>.lock: the meson tests remote_* run at the same time and install
+    into the same build folder."""
+    os.makedirs(os.path.dirname(prefix), exist_ok=True)
+    with open(prefix + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not os.path.exists(installed):
+            subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--prefix", prefix,
+                            package], check=True, capture_output=True, timeout=600)
+
+
 def install_s3rver(build_dir):
     """s3rver 3.7.1 from npm into <build>/s3rver (once); its executable."""
     prefix = os.path.join(str(build_dir), "s3rver")
     exe = os.path.join(prefix, "node_modules", ".bin", "s3rver")
-    if not os.path.exists(exe):
-        subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--prefix", prefix,
-                        "s3rver@3.7.1"], check=True, capture_output=True, timeout=600)
+    npm_install_once(prefix, "s3rver@3.7.1", exe)
     return exe
 
 
@@ -192,9 +203,7 @@ def install_s3rver_fork(build_dir):
     NotImplemented) and ignores If-Match / If-None-Match on completion."""
     prefix = os.path.join(str(build_dir), "s3rver-fork")
     module = os.path.join(prefix, "node_modules", "@20minutes", "s3rver", "package.json")
-    if not os.path.exists(module):
-        subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--prefix", prefix,
-                        S3RVER_FORK], check=True, capture_output=True, timeout=600)
+    npm_install_once(prefix, S3RVER_FORK, module)
     return prefix
 
 
