@@ -416,11 +416,11 @@ class MODELZIP_API Archive {
   // `length` bytes of entry()'s result from byte `offset` on, reading no
   // more of the entry than that: a stored entry's part is a view of the
   // archive (as ReadMode::zero_copy); a deflated one is decompressed from
-  // its start to the part's end, keeping only the part, in owned memory
-  // that grows with the data (the declared size sizes no allocation). The
-  // whole entry (offset 0, length entry_size()) is checked, size and
-  // CRC-32, and so is a part that ends a deflated entry; a shorter part
-  // cannot be. Throws Error(invalid_argument) for a range beyond
+  // its start to the part's end and no further (the bytes before the part through a
+  // 64 KiB buffer), the part into owned memory of `length` bytes (as entry(): pages no
+  // data reaches stay untouched). The whole entry (offset 0, length entry_size()) is
+  // checked, size and CRC-32, and so is a part that ends a deflated entry; a shorter
+  // part cannot be. Throws Error(invalid_argument) for a range beyond
   // entry_size(), Error(not_found) for a missing entry, Error(corrupt)
   // naming the entry for damaged data.
   Bytes entry_part(std::string_view entry_name, std::uint64_t offset, std::uint64_t length) const;

@@ -16,7 +16,6 @@
 #include "remote/pin_check.hpp"
 #include "remote/remote_source.hpp"
 #include "zip/archive_snapshot.hpp"
-#include "zip/entry_stream.hpp"
 
 namespace modelzip {
 
@@ -38,22 +37,8 @@ Bytes entry_range(const zip::EntryReader& reader, const zip::EntryInfo& e, std::
                   std::uint64_t length) {
   const bool whole = offset == 0 && length == e.uncompressed_size;
   if (length == 0 && !whole) return Bytes();
-  if (e.stored()) return whole ? reader.read(e, true) : reader.read_range(e, offset, length);
-  std::vector<std::byte> part;
-  part.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(length, zip::kStreamChunk)));
-  std::uint64_t at = 0;  // entry bytes streamed before `piece`
-  reader.stream(
-      e,
-      [&](std::span<const std::byte> piece) {
-        const std::uint64_t begin = std::max(at, offset);
-        const std::uint64_t end = std::min(at + piece.size(), offset + length);
-        if (begin < end)
-          part.insert(part.end(), piece.begin() + static_cast<std::ptrdiff_t>(begin - at),
-                      piece.begin() + static_cast<std::ptrdiff_t>(end - at));
-        at += piece.size();
-      },
-      offset + length);
-  return Bytes::take(std::move(part));
+  if (e.stored() && whole) return reader.read(e, true);
+  return reader.read_range(e, offset, length);
 }
 
 // The shape of the embedding entry `e`, read by the shape reader of its kind

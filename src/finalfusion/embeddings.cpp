@@ -146,6 +146,7 @@ Embeddings Embeddings::read(Bytes file, std::string name) {
   try {
     auto state = detail::parse_file(file);
     state->name = std::move(name);
+    state->file = std::move(file);
     return Embeddings::Access::make(std::move(state));
   } catch (const Error& e) {
     throw e.with_context(ErrorContext{.entry = name});
@@ -159,6 +160,7 @@ Embeddings Embeddings::open(const std::filesystem::path& path,
   try {
     auto state = detail::parse_file(bytes);
     state->name = path.string();
+    state->file = std::move(bytes);
     return Embeddings::Access::make(std::move(state));
   } catch (const Error& e) {
     throw e.with_context(ErrorContext{.archive = path.string()});
@@ -189,10 +191,14 @@ Embeddings Embeddings::from_matrix(Vocab vocab, std::vector<float> matrix, std::
 
 void Embeddings::write(std::ostream& out) const {
   detail::StreamSink sink(out);
-  detail::write_file(sink, *state_);
+  if (!state_->file.empty())
+    sink.bytes(state_->file.data(), state_->file.size());
+  else
+    detail::write_file(sink, *state_);
 }
 
 Bytes Embeddings::to_bytes() const {
+  if (!state_->file.empty()) return state_->file;
   std::vector<std::byte> out;
   detail::VectorSink sink(out);
   detail::write_file(sink, *state_);

@@ -20,6 +20,11 @@ struct EmbeddingsState {
   Storage storage;
   SharedArray<float> norms;  // one per word, or empty
   bool has_norms = false;
+  // The complete finalfusion file this state was parsed from (Embeddings::read
+  // and open), which writing gives back byte for byte; empty for a state made
+  // any other way (from_matrix, conversions, with_metadata, with_norms,
+  // quantize), which writing encodes.
+  Bytes file;
 
   // Lazily computed for similarity queries: 1 / |row| of every word row
   // (0 for zero rows); for quantized storage, of the unscaled

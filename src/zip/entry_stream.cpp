@@ -89,12 +89,13 @@ struct EntryInflater::Zlib {
   Zlib& operator=(const Zlib&) = delete;
 };
 
-EntryInflater::EntryInflater(std::span<const std::byte> data, const EntryInfo& entry)
+EntryInflater::EntryInflater(std::span<const std::byte> data, const EntryInfo& entry, bool crc)
     : zlib_(std::make_unique<Zlib>()),
       data_(data),
       size_(entry.uncompressed_size),
       expected_crc_(entry.crc32),
-      name_(entry.name) {}
+      name_(entry.name),
+      compute_crc_(crc) {}
 
 EntryInflater::~EntryInflater() = default;
 
@@ -121,7 +122,7 @@ std::size_t EntryInflater::inflate(std::span<std::byte> out) {
       fail_corrupt("the deflate data ends early", {.entry = name_});
     if (produced > size_ - total_)
       fail_corrupt("more data than the entry's size", {.entry = name_});
-    crc_ = detail::crc32_update(crc_, out.subspan(filled, produced));
+    if (compute_crc_) crc_ = detail::crc32_update(crc_, out.subspan(filled, produced));
     total_ += produced;
     filled += produced;
     if (rc == Z_STREAM_END) ended_ = true;
@@ -131,8 +132,32 @@ std::size_t EntryInflater::inflate(std::span<std::byte> out) {
 
 void EntryInflater::check() const {
   if (total_ != size_) fail_corrupt("less data than the entry's size", {.entry = name_});
-  if (crc_ != expected_crc_)
+  if (compute_crc_ && crc_ != expected_crc_)
     fail_corrupt("CRC-32 mismatch: the entry data is damaged", {.entry = name_});
+}
+
+void inflate_part(std::span<const std::byte> data, const EntryInfo& entry, std::uint64_t offset,
+                  std::span<std::byte> out) {
+  const bool to_end = offset + out.size() == entry.uncompressed_size;
+  EntryInflater inflater(data, entry, to_end);
+  // Each inflate() below returns less than asked only once the stream ended.
+  auto fill = [&](std::span<std::byte> into) {
+    if (inflater.inflate(into) < into.size()) inflater.check();  // throws: less data
+  };
+  if (offset > 0) {
+    const auto skip_size = static_cast<std::size_t>(std::min<std::uint64_t>(kSkipChunk, offset));
+    const auto skip = std::make_unique_for_overwrite<std::byte[]>(skip_size);
+    for (std::uint64_t left = offset; left > 0;) {
+      const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(skip_size, left));
+      fill({skip.get(), n});
+      left -= n;
+    }
+  }
+  fill(out);
+  if (!to_end) return;
+  std::byte beyond[1];  // none comes: inflate() refuses more than the entry's size
+  while (!inflater.ended()) (void)inflater.inflate(beyond);
+  inflater.check();
 }
 
 }  // namespace modelzip::zip

@@ -36,6 +36,21 @@ void stream_entry(const Bytes& file, const EntryInfo& entry,
 void stream_entry(const Bytes& file, const EntryInfo& entry,
                   const std::function<void(std::span<const std::byte>)>& sink);
 
+// The buffer inflate_part decompresses the bytes before a part into (and
+// drops).
+inline constexpr std::size_t kSkipChunk = std::size_t{64} << 10;
+
+// Bytes [offset, offset + out.size()) of a deflated entry whose compressed
+// bytes are `data`, decompressed into `out`: the entry is decompressed from
+// its start to the part's end and no further, the bytes before `offset`
+// through one buffer of at most kSkipChunk bytes. A part that ends the entry
+// is checked (size and CRC-32, and no data beyond); a shorter one cannot be
+// (its CRC-32 is not computed). Error(corrupt) naming the entry for invalid
+// deflate data or data that ends before the part does. Requires
+// offset + out.size() <= entry.uncompressed_size.
+void inflate_part(std::span<const std::byte> data, const EntryInfo& entry, std::uint64_t offset,
+                  std::span<std::byte> out);
+
 // Decompresses one deflated entry's data in steps, each continuing where the
 // last one stopped, with stream_entry's checks: Error(corrupt) naming the
 // entry for invalid deflate data, data that ends early or more bytes than
@@ -44,7 +59,8 @@ void stream_entry(const Bytes& file, const EntryInfo& entry,
 // must outlive the inflater. One thread at a time.
 class EntryInflater {
  public:
-  EntryInflater(std::span<const std::byte> data, const EntryInfo& entry);
+  // `crc` false: the CRC-32 is not computed, and check() checks the size only.
+  EntryInflater(std::span<const std::byte> data, const EntryInfo& entry, bool crc = true);
   ~EntryInflater();
   EntryInflater(const EntryInflater&) = delete;
   EntryInflater& operator=(const EntryInflater&) = delete;
@@ -69,6 +85,7 @@ class EntryInflater {
   std::uint64_t consumed_ = 0;  // bytes of data_ given to zlib
   std::uint64_t total_ = 0;
   std::uint32_t crc_ = 0;
+  bool compute_crc_;
   bool ended_ = false;
 };
 

@@ -315,11 +315,24 @@ Bytes EntryReader::read_prefix(const EntryInfo& entry, std::uint64_t length) con
 
 Bytes EntryReader::read_range(const EntryInfo& entry, std::uint64_t offset,
                               std::uint64_t length) const {
-  if (!entry.stored() || offset > entry.uncompressed_size ||
-      length > entry.uncompressed_size - offset)
-    throw Error(ErrorCode::invalid_argument,
-                "internal error: a range read outside a stored entry's data",
+  if (offset > entry.uncompressed_size || length > entry.uncompressed_size - offset)
+    throw Error(ErrorCode::invalid_argument, "internal error: a range read outside an entry's data",
                 {.entry = entry.name});
+  if (!entry.stored()) {
+    const EntryInfo* one[] = {&entry};
+    prefetch(one, offset + length);
+    const std::uint64_t d = data_offset(entry);
+    if (d > file_.size() || entry.compressed_size > file_.size() - d)
+      fail_corrupt("entry data beyond the end of the archive", {.entry = entry.name});
+    if (entry.method != kMethodDeflate)
+      fail_corrupt("unsupported compression method", {.entry = entry.name});
+    std::shared_ptr<std::byte[]> out =
+        std::make_shared_for_overwrite<std::byte[]>(static_cast<std::size_t>(length));
+    inflate_part(file_.span().subspan(d, entry.compressed_size), entry, offset,
+                 {out.get(), static_cast<std::size_t>(length)});
+    const std::byte* bytes = out.get();
+    return Bytes::borrow({bytes, static_cast<std::size_t>(length)}, std::move(out));
+  }
   const std::uint64_t d = data_offset(entry);  // the local header read and checked
   if (source_) source_->ensure(d + offset, length);
   return file_.slice(d + offset, length);

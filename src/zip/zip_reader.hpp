@@ -91,11 +91,14 @@ class EntryReader {
                                     const ProgressCallback& progress = {}) const;
   // The first `length` bytes (no CRC check unless the whole entry is read).
   Bytes read_prefix(const EntryInfo& entry, std::uint64_t length) const;
-  // `length` bytes of a stored entry's data from byte `offset`, a slice of
+  // `length` bytes of an entry's data from byte `offset`. Stored: a slice of
   // the file with no CRC check; a remote archive fetches the local header
-  // and that range only. Requires entry.stored() and offset + length <=
-  // entry.uncompressed_size (checked without overflow: Error(invalid_argument)
-  // otherwise).
+  // and that range only. Deflated: inflate_part (zip/entry_stream.hpp) into
+  // owned memory of `length` bytes, checked when the range ends the entry
+  // (not value-initialised, as LibzipArchive::read: declared sizes are
+  // checked against deflate's ratio at open, and pages no data reaches are
+  // never touched). Requires offset + length <= entry.uncompressed_size
+  // (checked without overflow: Error(invalid_argument) otherwise).
   Bytes read_range(const EntryInfo& entry, std::uint64_t offset, std::uint64_t length) const;
   // zip::stream_entry of `entry` (zip/entry_stream.hpp), fetched first (a
   // stored entry's first `until` bytes, a deflated one whole).

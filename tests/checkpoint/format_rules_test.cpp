@@ -222,8 +222,27 @@ TEST_CASE("entry_part reads a range, decompressing a deflated entry only up to t
       CHECK(part(name, offset, length) == noise.substr(offset, length));
     }
   }
-  // Across the 4 MiB pieces the deflated entry streams in.
+  // Across the 4 MiB pieces the deflated entry streamed in, and the 64 KiB
+  // buffer it skips to a part's start in: parts starting and ending on each
+  // side of its boundaries, up to the entry's end.
   CHECK(part("packed.bin", (4u << 20) - 3, 10) == noise.substr((4u << 20) - 3, 10));
+  const std::uint64_t packed = noise.size();
+  for (const std::uint64_t offset :
+       {std::uint64_t{1}, std::uint64_t{65535}, std::uint64_t{65536}, std::uint64_t{65537},
+        std::uint64_t{3 * 65536 + 5}, std::uint64_t{(4u << 20) + 1}, packed - 65537, packed - 65536,
+        packed - 1}) {
+    for (const std::uint64_t length :
+         {std::uint64_t{1}, std::uint64_t{65535}, std::uint64_t{65536 * 2 + 1}, packed - offset}) {
+      if (length > packed - offset) continue;
+      INFO(offset, " ", length);
+      CHECK(part("packed.bin", offset, length) == noise.substr(offset, length));
+    }
+  }
+  // Past the end: refused before anything is read, naming the entry.
+  REQUIRE_ERROR_AS(past, a.entry_part("packed.bin", packed - 1, 2), ErrorCode::invalid_argument,
+                   "2 bytes from byte " + std::to_string(packed - 1) + " lie outside");
+  CHECK(past.context().entry == "packed.bin");
+  CHECK_ERROR(a.entry_part("packed.bin", packed + 1, 0), ErrorCode::invalid_argument, "outside");
   // Only what the part needs is decompressed: a part before the missing data
   // reads; a part, or the whole entry, that reaches it is refused.
   CHECK(part("cut.bin", 1000, 1u << 20) == noise.substr(1000, 1u << 20));

@@ -1,6 +1,6 @@
 // The real finalfusion files in the shared test data: structure, values
 // decoded independently (numpy over the raw bytes, see the comments),
-// zero-copy views, and byte-identical rewriting.
+// zero-copy views, files written back as read, and byte-identical encoding.
 #include <doctest/doctest.h>
 
 #include <cstring>
@@ -150,16 +150,50 @@ TEST_SUITE("finalfusion") {
     CHECK(s.vocab().words()[1] == "Frankreich");
   }
 
-  TEST_CASE("rewriting reproduces the reference writer's bytes") {
+  TEST_CASE(
+      "embeddings read from a file write that file, byte for byte; changed ones are encoded") {
+    for (const char* name : {"embeddings.fifu", "ff_buckets.fifu", "pq.fifu", "similarity.fifu"}) {
+      CAPTURE(name);
+      const Bytes original = ff_bytes(name);
+      const Embeddings read = Embeddings::read(original);
+      const Embeddings opened = Embeddings::open(ff_data(name));
+      for (const Embeddings& e : {read, opened, Embeddings(opened)}) {
+        CHECK(e.to_bytes().as_string_view() == original.as_string_view());
+        std::ostringstream stream;
+        e.write(stream);
+        CHECK(stream.str() == std::string(original.as_string_view()));
+      }
+      CHECK(read.to_bytes().data() == original.data());  // the same bytes, not a copy
+    }
+    // A change is encoded: the new metadata is written, the norms dropped.
+    const Embeddings buckets = Embeddings::read(ff_bytes("ff_buckets.fifu"));
+    const Embeddings changed =
+        buckets.with_metadata(EmbeddingsMetadata::parse("changed = true\n")).with_norms({});
+    const Embeddings again = Embeddings::read(changed.to_bytes());
+    REQUIRE(again.metadata());
+    CHECK(again.metadata()->toml() == "changed = true\n");
+    CHECK_FALSE(again.has_norms());
+    CHECK(again.vocab() == buckets.vocab());
+  }
+
+  // The encoding of `file`'s embeddings (with_metadata gives a state of its
+  // own, which write encodes).
+  Bytes encoded(const Bytes& file) {
+    const Embeddings e = Embeddings::read(file);
+    return e.with_metadata(e.metadata()).to_bytes();
+  }
+
+  TEST_CASE("encoding reproduces the reference writer's bytes") {
     for (const char* name : {"pq.fifu", "quantized.fifu", "similarity.fifu",
                              "similarity-normalized.fifu", "simple_vocab.fifu"}) {
       CAPTURE(name);
       const Bytes original = ff_bytes(name);
-      const Bytes rewritten = Embeddings::read(original).to_bytes();
+      const Bytes rewritten = encoded(original);
       REQUIRE(rewritten.size() == original.size());
       CHECK(std::memcmp(rewritten.data(), original.data(), original.size()) == 0);
       std::ostringstream stream;
-      Embeddings::read(original).write(stream);
+      const Embeddings e = Embeddings::read(original);
+      e.with_metadata(e.metadata()).write(stream);
       CHECK(stream.str() == std::string(original.as_string_view()));
     }
     // Files whose norms chunk the header did not list: the rewrite lists it
@@ -167,7 +201,7 @@ TEST_SUITE("finalfusion") {
     for (const char* name : {"embeddings.fifu", "ff_buckets.fifu"}) {
       CAPTURE(name);
       const Bytes original = ff_bytes(name);
-      const Bytes rewritten = Embeddings::read(original).to_bytes();
+      const Bytes rewritten = encoded(original);
       REQUIRE(rewritten.size() == original.size() + 4);
       std::uint32_t count_original, count_rewritten;
       std::memcpy(&count_original, original.data() + 8, 4);

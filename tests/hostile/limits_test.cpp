@@ -269,6 +269,36 @@ TEST_SUITE("hostile") {
     }
   }
 
+  TEST_CASE("A part of a large deflated entry costs the part and a small buffer") {
+    // 16 MiB deflated (numbered lines, so that every part is distinct).
+    // entry_part decompresses from the entry's start to the part's end, the
+    // bytes before the part through a buffer of 64 KiB (kSkipChunk). Bound:
+    // the part's length + C, whatever the offset (the whole entry included).
+    std::string data;
+    data.reserve(16u << 20);
+    for (std::uint32_t i = 0; data.size() < (16u << 20); ++i) data += std::to_string(i) + "\n";
+    data.resize(16u << 20);
+    ZipSpec s = minimal_archive();
+    s.entries.push_back(deflated("big.bin", data));
+    Bytes zip = zip_bytes(s);
+    const Archive a = Archive::from_memory(zip, "m.zip");
+    const std::uint64_t size = data.size();
+    for (const auto& part :
+         std::vector<std::pair<std::uint64_t, std::uint64_t>>{{0, 100},
+                                                              {size / 2, 100},
+                                                              {size - 100, 100},
+                                                              {size - (1u << 20), 1u << 20},
+                                                              {0, size}}) {
+      const std::uint64_t offset = part.first, length = part.second;
+      INFO(offset, " ", length);
+      Bytes got;
+      Outcome o = measure([&] { got = a.entry_part("big.bin", offset, length); });
+      REQUIRE_FALSE(o.error);
+      CHECK(o.peak <= static_cast<std::int64_t>(length) + kConstant);
+      CHECK(got.as_string_view() == std::string_view(data).substr(offset, length));
+    }
+  }
+
   TEST_CASE("Tensor blobs declaring huge shapes and element counts") {
     SUBCASE("2^60 elements over 8 bytes of data are refused without allocating") {
       ZipSpec s = minimal_archive();

@@ -152,6 +152,58 @@ def test_embedding_parameters_in_an_archive(archive_path, finalfusion_dir):
     assert stats.blobs_deduplicated == 1
 
 
+# embeddings.fifu and ff_buckets.fifu (subwords, metadata) have norms their header does not list,
+# which an encoding would list: their bytes show whether a save re-encoded them.
+UNCHANGED_FILES = ["embeddings.fifu", "ff_buckets.fifu", "pq.fifu", "similarity-normalized.fifu"]
+
+
+@pytest.mark.parametrize("name", UNCHANGED_FILES)
+def test_embeddings_read_from_a_file_or_an_archive_are_saved_as_their_bytes(
+        archive_path, finalfusion_dir, tmp_path, name):
+    import zipfile
+    original = (finalfusion_dir / name).read_bytes()
+    emb = modelzip.Embeddings.open(finalfusion_dir / name)
+    assert emb.to_bytes() == original
+    for normalize in (False, True):  # a finalfusion file keeps rows as stored either way
+        emb.save(tmp_path / "again.fifu", normalize=normalize)
+        assert (tmp_path / "again.fifu").read_bytes() == original
+    save(archive_path, "t", {"emb": emb})
+    with modelzip.open(archive_path) as ar:
+        stored = ar.embeddings("emb")
+        blob = ar.param("emb").blob
+    with zipfile.ZipFile(archive_path) as z:
+        assert z.read(blob) == original
+    # Read back from the archive and saved again (no dedup: an entry of its own).
+    save(archive_path, "t2", {"emb": stored}, dedup=False)
+    stored.save(tmp_path / "stored.fifu")
+    assert (tmp_path / "stored.fifu").read_bytes() == original
+    with modelzip.open(archive_path) as ar:
+        again = ar.param("emb", "t2")
+        assert not again.shared
+    with zipfile.ZipFile(archive_path) as z:
+        assert z.read(again.blob) == original
+
+
+def test_embeddings_changed_or_made_are_encoded(archive_path, finalfusion_dir, tmp_path):
+    import zipfile
+    pq_file = finalfusion_dir / "pq.fifu"
+    dense = modelzip.Embeddings.open(pq_file).dequantize()
+    dense.save(tmp_path / "dense.fifu")
+    again = modelzip.Embeddings.open(tmp_path / "dense.fifu")
+    assert not again.quantized and dense.to_bytes() == (tmp_path / "dense.fifu").read_bytes()
+    np.testing.assert_array_equal(again.matrix, dense.matrix)
+    buckets = modelzip.Embeddings.open(finalfusion_dir / "ff_buckets.fifu")
+    pq, _ = buckets.quantize(n_subquantizers=5, n_centroids=4, n_iterations=2)
+    save(archive_path, "t", {"pq": pq})
+    with modelzip.open(archive_path) as ar:
+        blob = ar.param("pq").blob
+    with zipfile.ZipFile(archive_path) as z:
+        data = z.read(blob)
+    assert data == pq.to_bytes() and data != (finalfusion_dir / "ff_buckets.fifu").read_bytes()
+    read = modelzip.Embeddings.from_bytes(data)
+    assert read.quantized and read.words == buckets.words
+
+
 def test_a_deflated_embedding_parameter_has_its_shape(archive_path, finalfusion_dir, tmp_path):
     import zipfile
     emb = modelzip.Embeddings.open(finalfusion_dir / "ff_buckets.fifu")

@@ -342,9 +342,9 @@ class MODELZIP_API Embeddings {
                                 std::optional<std::vector<float>> norms = std::nullopt,
                                 std::optional<EmbeddingsMetadata> metadata = std::nullopt);
 
-  // Writes a .fifu file the reference implementation reads: header, then
-  // metadata (if any), vocabulary, storage, norms (if any). Throws Error(io)
-  // if the stream fails.
+  // Writes a .fifu file the reference implementation reads (to_bytes: the same bytes): the file
+  // read() or open() parsed, byte for byte, no encoding; for ones made otherwise (from_matrix,
+  // conversions, with_*, quantize...) an encoding. Throws Error(io) if the stream fails.
   void write(std::ostream& out) const;
   Bytes to_bytes() const;
 #ifndef MODELZIP_NO_DEPRECATED

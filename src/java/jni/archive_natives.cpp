@@ -207,7 +207,7 @@ constexpr std::size_t kCopyChunk = std::size_t{1} << 20;
 // copied from its view of the archive's mapping, a deflated one
 // decompressed through an EntryStream at most kCopyChunk bytes at a time,
 // so either needs its Java array and a bounded buffer, never a native copy
-// of its own size (Archive::entry_part's memory grows with the data). An
+// of its own size (as Archive::entry_part of the whole entry would be). An
 // entry too large for one Java array is refused by its declared size,
 // before anything is read.
 jbyteArray archive_entry(JNIEnv* env, jclass, jlong archive, jbyteArray name) {

@@ -9,15 +9,11 @@ namespace modelzip::jni {
 
 struct JavaEmbeddings {
   finalfusion::Embeddings embeddings;
-  // The complete finalfusion file `embeddings` were parsed from, as it is (a
-  // view of the mapped file or of the archive's entry); empty for embeddings
-  // made from a matrix. A save stores these bytes unchanged: a re-encoding
-  // would cost a decode and a copy, and need not give the same bytes (the
-  // library's writer lists a norms chunk some files' headers leave out).
-  Bytes file{};
 
-  // The file's bytes, or the embeddings encoded when they have no file.
-  Bytes file_bytes() const { return file.size() != 0 ? file : embeddings.to_bytes(); }
+  // What a save stores: the finalfusion file `embeddings` were read from, as
+  // it is, or their encoding when they were made from a matrix
+  // (Embeddings::to_bytes).
+  Bytes file_bytes() const { return embeddings.to_bytes(); }
 };
 
 }  // namespace modelzip::jni

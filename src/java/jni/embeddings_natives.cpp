@@ -54,8 +54,8 @@ std::optional<Bytes> map_regular_file(const std::string& path) {
   return Bytes::borrow({static_cast<const std::byte*>(at), size}, std::move(mapping));
 }
 
-// The file's own mapping is parsed (Embeddings::read) and kept as the bytes a
-// save stores; where that fails, or for a URL, Embeddings::open reads the
+// The file's own mapping is parsed (Embeddings::read, which keeps it as the
+// bytes a save stores); where that fails, or for a URL, Embeddings::open reads the
 // file, so that its errors (I/O, naming the file as the archive) are those
 // of every front end.
 jlong embeddings_open(JNIEnv* env, jclass, jbyteArray path) {
@@ -64,7 +64,7 @@ jlong embeddings_open(JNIEnv* env, jclass, jbyteArray path) {
     if (!Archive::is_remote_url(file)) {
       if (std::optional<Bytes> bytes = map_regular_file(file)) {
         try {
-          return to_handle(JavaEmbeddings{Embeddings::read(*bytes, file), std::move(*bytes)});
+          return to_handle(JavaEmbeddings{Embeddings::read(std::move(*bytes), file)});
         } catch (const Error&) {
           // Embeddings::open below throws the error as it words it.
         }
@@ -78,8 +78,8 @@ jlong embeddings_from_archive(JNIEnv* env, jclass, jlong archive, jbyteArray nam
   return guarded(env, [&] {
     const std::string param = to_string(env, name);
     const Archive& a = from_handle<Archive>(archive);
-    Bytes file = a.embedding_file(param, to_string(env, tag));
-    return to_handle(JavaEmbeddings{Embeddings::read(file, param), file});
+    return to_handle(
+        JavaEmbeddings{Embeddings::read(a.embedding_file(param, to_string(env, tag)), param)});
   });
 }
 

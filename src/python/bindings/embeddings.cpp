@@ -170,7 +170,8 @@ the word rows only, as the original vectors (each row times its norm, as
 normalize=True writes the rows as stored (unit rows when normalized,
 export --normalized), as C++ WriteOptions{.normalize}. The keyword of earlier
 releases, unnormalize= (its opposite), still works with a DeprecationWarning.
-A finalfusion file keeps rows and norms as stored. word2vec
+A finalfusion file keeps rows and norms as stored: embeddings read from one
+(open, from_bytes, Archive.embeddings) write its bytes unchanged. word2vec
 and text files end a word at whitespace: a word they cannot hold (a phrase,
 "") raises InvalidArgumentError naming it, and nothing is written; so does a
 component that is not finite (NaN, inf; also a row times an infinite norm),
@@ -185,7 +186,8 @@ which their readers cannot normalize.)")
             }
             return py::bytes(reinterpret_cast<const char*>(b.data()), b.size());
           },
-          "The embeddings as a finalfusion file.")
+          "The embeddings as a finalfusion file: the file they were read from, byte for byte "
+          "(open, from_bytes, Archive.embeddings), else their encoding.")
       .def_property_readonly(
           "name", [](const Embeddings& self) { return self.name(); },
           "The name given when reading (or \"\").")

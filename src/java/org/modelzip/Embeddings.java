@@ -108,9 +108,10 @@ public final class Embeddings implements AutoCloseable {
    * {@link #open(String)}, Python and the {@code modelzip} command read
    * (C++ {@code finalfusion::store}): to a temporary file beside it, fsynced
    * and renamed over it, so {@code path} holds the old file or the new one.
-   * The file is encoded by the library's writer, also for embeddings read
-   * from a file: the same embeddings, not always the same bytes (it lists a
-   * norms chunk that some files' headers leave out).
+   * Embeddings read from a file or an archive's parameter write that file's
+   * bytes as they are (not decoded and encoded again, which could list a
+   * norms chunk the file's header leaves out); those made from a matrix are
+   * encoded.
    *
    * @throws ModelzipException IO when the file cannot be written
    */

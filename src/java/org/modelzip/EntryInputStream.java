@@ -24,6 +24,8 @@ final class EntryInputStream extends InputStream {
   private final NativeHandle handle;
   private final String what;
   private boolean closed;
+  // read()'s one byte, reused: the methods are synchronized, so one read uses it at a time.
+  private final byte[] one = new byte[1];
 
   EntryInputStream(long pointer, String what) {
     this.what = what;
@@ -32,7 +34,6 @@ final class EntryInputStream extends InputStream {
 
   @Override
   public synchronized int read() throws IOException {
-    byte[] one = new byte[1];
     return read(one, 0, 1) == 1 ? one[0] & 0xff : -1;
   }
 

@@ -225,27 +225,48 @@ public class EmbeddingsTest {
   @Test
   public void embeddingsReadFromAFileOrAnArchiveAreSavedAsTheirBytes() throws Exception {
     // Files whose rewrite differs from them (the library's writer lists a
-    // norms chunk their header leaves out), and one it reproduces.
-    for (String name : List.of("ff_buckets.fifu", "embeddings.fifu", "similarity.fifu")) {
+    // norms chunk their header leaves out: subwords with metadata, simple),
+    // and ones it reproduces (quantized, dense).
+    for (String name :
+        List.of("ff_buckets.fifu", "embeddings.fifu", "pq.fifu", "similarity.fifu")) {
       String path = TestSupport.SHARED_TESTDATA.resolve("finalfusion/" + name).toString();
       byte[] original = Files.readAllBytes(Paths.get(path));
       String archivePath = scratch.file(name + ".zip");
       try (Embeddings file = Embeddings.open(path)) {
         Archive.save(archivePath, "v1", Map.of(), SaveOptions.defaults().embedding("e", file));
+        file.save(scratch.file("file-" + name));
       }
+      assertArrayEquals(
+          name, original, Files.readAllBytes(Paths.get(scratch.file("file-" + name))));
+      String blob;
       try (Archive archive = Archive.open(archivePath)) {
-        assertArrayEquals(name, original, archive.entry(archive.param("e", "v1").blob()));
+        blob = archive.param("e", "v1").blob();
+        assertArrayEquals(name, original, archive.entry(blob));
         // Read back from the archive and saved again (no dedup: a blob of its own).
         try (Embeddings stored = Embeddings.open(archive, "e", "v1")) {
           Archive.save(archivePath, "v2", Map.of(),
               SaveOptions.defaults().embedding("e", stored).dedup(false));
+          stored.save(scratch.file("stored-" + name));
         }
       }
+      assertArrayEquals(
+          name, original, Files.readAllBytes(Paths.get(scratch.file("stored-" + name))));
+      String blob2;
       try (Archive archive = Archive.open(archivePath)) {
         Param again = archive.param("e", "v2");
         assertFalse(again.shared());
-        assertArrayEquals(name, original, archive.entry(again.blob()));
+        blob2 = again.blob();
       }
+      // As another zip reader sees the entries.
+      Map<String, byte[]> entries = new LinkedHashMap<>();
+      try (java.util.zip.ZipInputStream zip =
+               new java.util.zip.ZipInputStream(Files.newInputStream(Paths.get(archivePath)))) {
+        for (java.util.zip.ZipEntry e; (e = zip.getNextEntry()) != null;) {
+          entries.put(e.getName(), zip.readAllBytes());
+        }
+      }
+      assertArrayEquals(name, original, entries.get(blob));
+      assertArrayEquals(name, original, entries.get(blob2));
     }
   }
 
