@@ -54,6 +54,8 @@ int run(const std::vector<std::string>& argv) {
   const auto updater = args.pairs("--updater");
   args.expect_positionals(2, SIZE_MAX, {"ARCHIVE", "OUT"});
   const auto& pos = args.positional();
+  args.path_at(0, "ARCHIVE");
+  args.path_at(pos.size() - 1, "OUT");
   if (pos.back() == "-")
     throw UsageError(
         "OUT '-': export writes a file (cat --npy writes one tensor to standard output)");

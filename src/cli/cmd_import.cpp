@@ -78,6 +78,8 @@ int run(const std::vector<std::string>& argv) {
   args.expect_positionals(2, SIZE_MAX, {"ARCHIVE", "FILE"});
   // "-" is not standard input or output here (a file named - is ./-).
   for (std::size_t i = 0; i < args.positional().size(); ++i)
+    args.path_at(i, i == 0 ? "ARCHIVE" : "FILE");
+  for (std::size_t i = 0; i < args.positional().size(); ++i)
     if (args.positional()[i] == "-")
       throw UsageError(i == 0 ? "ARCHIVE '-': import writes an archive file, not standard output"
                               : "FILE '-': import reads files, not standard input (save it to a "
