@@ -460,3 +460,18 @@ def test_import_and_export_refuse_an_unknown_extension_alike(tensor_files, name)
     assert exported.stderr.decode().startswith("modelzip export: " + expected)
     assert imported.stderr.decode().startswith("modelzip import: " + expected)
     assert [t for t in run("tags", archive).stdout.decode().split()] == ["v1"]
+
+
+def test_converter_messages_quote_names_as_every_other_message(tmp_path):
+    # The converters quoted names their own way ("'" + name + "'"): a backslash in a tensor
+    # name showed single, so the name of a, backslash, n, b read as a newline's escape; every
+    # other message (Error's context, verify, listings) doubles it (docs/cli.md).
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(safetensors_file({"a\\nb": ("X9", [1], b"\0" * 4)}))
+    p = run("import", tmp_path / "m.zip", "--tag", "v1", bad, check=False)
+    assert p.returncode == 1 and "tensor 'a\\\\nb': unknown dtype 'X9'" in p.stderr.decode(), \
+        p.stderr
+    big = tmp_path / "big.safetensors"
+    big.write_bytes(safetensors_file({"w\\x": ("F32", [2], b"\0" * 4)}))
+    p = run("import", tmp_path / "m.zip", "--tag", "v1", big, check=False)
+    assert p.returncode == 1 and "tensor 'w\\\\x'" in p.stderr.decode(), p.stderr
