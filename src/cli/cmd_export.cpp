@@ -59,11 +59,6 @@ int run(const std::vector<std::string>& argv) {
   if (pos.back() == "-")
     throw UsageError(
         "OUT '-': export writes a file (cat --npy writes one tensor to standard output)");
-  // SIGINT and SIGTERM stop the export (exit 130, 143), leaving OUT as it was
-  // and no temporary file (io::write_file_atomically), instead of ending the
-  // process with a partly written temporary file beside OUT.
-  install_interrupt_handlers();
-  Archive archive = open_archive(pos.front());
   const fs::path out = pos.back();
   if (std::error_code ec; fs::is_directory(out, ec))
     throw UsageError("OUT " + quoted_name(out.string()) +
@@ -84,6 +79,11 @@ int run(const std::vector<std::string>& argv) {
     embedding_format = finalfusion::embedding_format_for_extension(out);
     if (!tensor_format && !embedding_format) throw unknown_extension(out);
   }
+  // SIGINT and SIGTERM stop the export (exit 130, 143), leaving OUT as it was
+  // and no temporary file (io::write_file_atomically), instead of ending the
+  // process with a partly written temporary file beside OUT.
+  install_interrupt_handlers();
+  Archive archive = open_archive(pos.front());
   if (embedding_format) {
     // OUT's extension (.bin, .txt: common names for tensor files too) chose an embedding
     // format: say so when the export is not one embedding parameter.

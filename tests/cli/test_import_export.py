@@ -451,6 +451,10 @@ def test_import_and_export_refuse_an_unknown_extension_alike(tensor_files, name)
     assert exported.stderr.decode().startswith("modelzip export: " + expected)
     assert imported.stderr.decode().startswith("modelzip import: " + expected)
     assert path.read_bytes() == b"\0" * 64
+    # Wrong usage is found before the archive is read.
+    exported = run("export", tensor_files / "missing.zip", "w1", path, check=False)
+    assert exported.returncode == 2 and exported.stderr.decode().startswith(
+        "modelzip export: " + expected)
     # An unknown --format, the same way.
     expected = ("unknown --format 'pickle' (tensors: npy npz safetensors btf; embeddings: "
                 "finalfusion word2vec text textdims fasttext floret)\n")
