@@ -183,7 +183,7 @@ TEST_CASE("Loading what is not a graph checkpoint") {
                          "no such entry: the tag is not a graph checkpoint");
   // The tag once, in the entry the context names (it said "entry 'plain/graph.fb': tag
   // 'plain' has no graph.fb").
-  CHECK(std::string(e.what()).find("plain") == std::string(e.what()).rfind("plain"));
+  CHECK(std::string(e.what()).find("tag 'plain'") == std::string::npos);
   CHECK(e.context().entry == "plain/graph.fb");
   CHECK(e.context().tag == "plain");
   Error missing = expect_error([&] { load_graph(a, "nope"); }, ErrorCode::not_found, "no such tag");
