@@ -495,6 +495,24 @@ class MODELZIP_API Archive {
     return {};
   }
   template <std::size_t N>
+  requires(N >= 2) Tensor updater_state(const char* const (&)[N], std::string_view,
+                                        std::string_view = {}, ReadMode = ReadMode::zero_copy)
+  const {
+    static_assert(detail::braced_list_is_a_tag<N>,
+                  "updater_state({\"a\", \"b\"}, state): a variable is one string, as in "
+                  "updater_state(\"w\", \"M\", tag); every state: updater_states(tag)");
+    return {};
+  }
+  template <std::size_t N>
+  requires(N >= 2) Tensor updater_state(std::string_view, const char* const (&)[N],
+                                        std::string_view = {}, ReadMode = ReadMode::zero_copy)
+  const {
+    static_assert(detail::braced_list_is_a_tag<N>,
+                  "updater_state(variable, {\"a\", \"b\"}): a state is one string, as in "
+                  "updater_state(\"w\", \"M\", tag); every state: updater_states(tag)");
+    return {};
+  }
+  template <std::size_t N>
   requires(N >= 2) Bytes embedding_file(const char* const (&)[N], std::string_view = {},
                                         ReadMode = ReadMode::zero_copy)
   const {

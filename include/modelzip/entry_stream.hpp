@@ -36,6 +36,16 @@ class MODELZIP_API EntryStream {
  public:
   // A stream at the start of entry `entry_name` of `archive`.
   static EntryStream open(const Archive& archive, std::string_view entry_name);
+  // A braced list of strings where the entry name goes (`open(a, {"a",
+  // "b"})`, which would make the name string_view("a", "b"): undefined
+  // behaviour) does not compile (error.hpp, detail::braced_list_is_a_tag).
+  template <std::size_t N>
+  requires(N >= 2) static EntryStream open(const Archive& archive, const char* const (&)[N]) {
+    static_assert(detail::braced_list_is_a_tag<N>,
+                  "open(archive, {\"a\", \"b\"}): an entry name is one string, as in "
+                  "open(archive, \"step-1/params.txt\")");
+    return open(archive, std::string_view{});
+  }
 
   EntryStream(EntryStream&&) noexcept;
   EntryStream& operator=(EntryStream&&) noexcept;

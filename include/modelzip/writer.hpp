@@ -135,6 +135,41 @@ class MODELZIP_API NewTag {
   // 4): commit refuses it otherwise (Error(invalid_argument)).
   void set_entry(std::string relative_name, Bytes contents,
                  Compression compression = Compression::store);
+  // A braced list of strings where a name goes (`add({"a", "b"}, t)`) does
+  // not compile either.
+  template <std::size_t N>
+  requires(N >= 2) void add(const char* const (&)[N], Tensor, ParamOptions = {}) {
+    static_assert(detail::braced_list_is_a_tag<N>,
+                  "add({\"a\", \"b\"}, tensor): a name is one string, as in add(\"w\", tensor); "
+                  "each parameter is one add()");
+  }
+  template <std::size_t N>
+  requires(N >= 2) void add_embedding(const char* const (&)[N], Bytes) {
+    static_assert(detail::braced_list_is_a_tag<N>,
+                  "add_embedding({\"a\", \"b\"}, fifu_file): a name is one string, as in "
+                  "add_embedding(\"vectors\", fifu_file)");
+  }
+  template <std::size_t N>
+  requires(N >= 2) void add_updater_state(const char* const (&)[N], std::string, Tensor,
+                                          ParamOptions = {}) {
+    static_assert(detail::braced_list_is_a_tag<N>,
+                  "add_updater_state({\"a\", \"b\"}, state, tensor): a variable is one string, "
+                  "as in add_updater_state(\"w\", \"M\", tensor)");
+  }
+  template <std::size_t N>
+  requires(N >= 2) void add_updater_state(std::string, const char* const (&)[N], Tensor,
+                                          ParamOptions = {}) {
+    static_assert(detail::braced_list_is_a_tag<N>,
+                  "add_updater_state(variable, {\"a\", \"b\"}, tensor): a state is one string, "
+                  "as in add_updater_state(\"w\", \"M\", tensor); each state is one call");
+  }
+  template <std::size_t N>
+  requires(N >= 2) void set_entry(const char* const (&)[N], Bytes,
+                                  Compression = Compression::store) {
+    static_assert(detail::braced_list_is_a_tag<N>,
+                  "set_entry({\"a\", \"b\"}, contents): an entry name is one string, as in "
+                  "set_entry(\"graph.fb\", contents)");
+  }
 
   // What was added, in order (opaque: defined and used only inside modelzip).
   struct Contents;

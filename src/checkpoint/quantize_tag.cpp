@@ -64,8 +64,7 @@ QuantizeResult quantize_tag(const std::filesystem::path& path, std::string_view 
       if (glob_matches(glob, params[i].name)) selected[i] = any = true;
     if (!any)
       throw Error(ErrorCode::invalid_argument,
-                  "--params " + modelzip::detail::quote_name(glob) +
-                      " matches no parameter of tag " + modelzip::detail::quote_name(*source),
+                  "--params " + modelzip::detail::quote_name(glob) + " matches no parameter",
                   ErrorContext{.archive = archive.name(), .tag = *source});
   }
   if (options.params.empty())

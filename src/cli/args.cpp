@@ -108,6 +108,12 @@ const std::string& Args::tag_at(std::size_t i, const std::string& what) const {
   return tag;
 }
 
+const std::string& Args::path_at(std::size_t i, const std::string& what) const {
+  const std::string& path = at(i, what);
+  if (path.empty()) throw UsageError(what + " needs a path, got an empty one");
+  return path;
+}
+
 void Args::expect_positionals(std::size_t min, std::size_t max,
                               const std::vector<std::string_view>& names) const {
   if (positional_.size() < min && names.size() >= min) {

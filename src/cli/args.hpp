@@ -43,6 +43,9 @@ class Args {
   const std::string& at(std::size_t i, const std::string& what) const;
   // Positional i as a tag name: UsageError naming `what` if missing or empty.
   const std::string& tag_at(std::size_t i, const std::string& what) const;
+  // Positional i as a file or folder path: UsageError naming `what` if
+  // missing or empty ("" names no file: it is wrong usage, not an I/O error).
+  const std::string& path_at(std::size_t i, const std::string& what) const;
   // At least `min` and at most `max` positionals, or UsageError: "unexpected
   // argument 'X'", or "missing B and C" when `names` names positional 0, 1,
   // ... up to min - 1 (else "too few arguments").

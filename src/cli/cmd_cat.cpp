@@ -27,7 +27,7 @@ int run(const std::vector<std::string>& argv) {
   const auto updater = args.pairs("--updater");
   if (updater.size() > 1) throw UsageError("--updater names one VAR STATE");
   args.expect_positionals(updater.empty() ? 2 : 1, updater.empty() ? 2 : 1, {"ARCHIVE", "PARAM"});
-  Archive archive = open_archive(args.at(0, "ARCHIVE"));
+  Archive archive = open_archive(args.path_at(0, "ARCHIVE"));
   const std::string tag = args.value_or("--tag", "");
   const std::string what = updater.empty() ? quoted_name(args.at(1, "PARAM"))
                                            : "updater state " + quoted_name(updater[0].second) +

@@ -203,7 +203,7 @@ void compare(const Archive& archive, const std::string& tag_a, const std::string
 int run(const std::vector<std::string>& argv) {
   Args args(argv, {}, {"--json"});
   args.expect_positionals(3, 3, {"ARCHIVE", "TAG_A", "TAG_B"});
-  Archive archive = open_archive(args.at(0, "ARCHIVE"));
+  Archive archive = open_archive(args.path_at(0, "ARCHIVE"));
   const std::string tag_a = args.tag_at(1, "TAG_A"), tag_b = args.tag_at(2, "TAG_B");
   std::vector<Row> rows;
   compare(archive, tag_a, tag_b, false, rows);

@@ -5,6 +5,7 @@
 #include "checkpoint/tensor_stream.hpp"
 #include "cli/args.hpp"
 #include "cli/command.hpp"
+#include "cli/formats.hpp"
 #include "cli/interrupt.hpp"
 #include "cli/open_archive.hpp"
 #include "cli/progress_bar.hpp"
@@ -53,14 +54,11 @@ int run(const std::vector<std::string>& argv) {
   const auto updater = args.pairs("--updater");
   args.expect_positionals(2, SIZE_MAX, {"ARCHIVE", "OUT"});
   const auto& pos = args.positional();
+  args.path_at(0, "ARCHIVE");
+  args.path_at(pos.size() - 1, "OUT");
   if (pos.back() == "-")
     throw UsageError(
         "OUT '-': export writes a file (cat --npy writes one tensor to standard output)");
-  // SIGINT and SIGTERM stop the export (exit 130, 143), leaving OUT as it was
-  // and no temporary file (io::write_file_atomically), instead of ending the
-  // process with a partly written temporary file beside OUT.
-  install_interrupt_handlers();
-  Archive archive = open_archive(pos.front());
   const fs::path out = pos.back();
   if (std::error_code ec; fs::is_directory(out, ec))
     throw UsageError("OUT " + quoted_name(out.string()) +
@@ -68,17 +66,24 @@ int run(const std::vector<std::string>& argv) {
                      printable((out / "model.safetensors").string()) + ")");
   std::vector<std::string> names(pos.begin() + 1, pos.end() - 1);
   const std::string tag = args.value_or("--tag", "");
-  std::string format = args.value_or("--format", "");
+  // --format, else OUT's extension: a tensor format or an embedding format (the tables
+  // import uses, cli/formats.hpp).
+  std::optional<convert::TensorFormat> tensor_format;
   std::optional<finalfusion::EmbeddingFormat> embedding_format;
-  if (format.empty()) {
-    embedding_format = finalfusion::embedding_format_for_extension(out);
-    format = out.extension().string();
-    if (!format.empty()) format.erase(0, 1);
-    for (char& c : format) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (const auto forced = args.value("--format")) {
+    tensor_format = tensor_format_named(*forced);
+    if (!tensor_format) embedding_format = finalfusion::embedding_format_from_name(*forced);
+    if (!tensor_format && !embedding_format) throw unknown_format_option(*forced);
   } else {
-    embedding_format = format == "fifu" ? finalfusion::EmbeddingFormat::finalfusion
-                                        : finalfusion::embedding_format_from_name(format);
+    tensor_format = convert::tensor_format_for_extension(out);
+    embedding_format = finalfusion::embedding_format_for_extension(out);
+    if (!tensor_format && !embedding_format) throw unknown_extension(out);
   }
+  // SIGINT and SIGTERM stop the export (exit 130, 143), leaving OUT as it was
+  // and no temporary file (io::write_file_atomically), instead of ending the
+  // process with a partly written temporary file beside OUT.
+  install_interrupt_handlers();
+  Archive archive = open_archive(pos.front());
   if (embedding_format) {
     // OUT's extension (.bin, .txt: common names for tensor files too) chose an embedding
     // format: say so when the export is not one embedding parameter.
@@ -129,12 +134,7 @@ int run(const std::vector<std::string>& argv) {
     std::cerr << "\n";
     return 0;
   }
-  if (format != "safetensors" && format != "npz" && format != "npy" && format != "btf")
-    throw UsageError((format.empty()
-                          ? "OUT " + quoted_name(out.string()) + " has no extension: give --format"
-                          : "unknown format " + quoted_name(format)) +
-                     " (safetensors, npz, npy, btf; embeddings: fifu, bin, txt, vec, or --format "
-                     "finalfusion, word2vec, text, textdims, floret)");
+  const std::string format(convert::tensor_format_name(*tensor_format));
   if (args.flag("--normalized"))
     throw UsageError("--normalized applies to embedding exports to word2vec or text (." + format +
                      " holds tensors as stored)");
@@ -184,7 +184,7 @@ int run(const std::vector<std::string>& argv) {
     return var + "/" + state;
   };
   const std::size_t count = names.size() + updater.size();
-  if (format == "npy" && count == 1) {
+  if (*tensor_format == convert::TensorFormat::npy && count == 1) {
     const TensorStream stream = open_stream(0);
     if (stream.streamable()) {  // any size, in bounded memory
       to_copy = stream.value_bytes();
@@ -203,7 +203,7 @@ int run(const std::vector<std::string>& argv) {
       return 0;
     }
   }
-  if (format == "safetensors" || format == "btf" || format == "npz") {
+  if (*tensor_format != convert::TensorFormat::npy) {
     // Every tensor streams after its header, which needs only its size.
     std::deque<TensorStream> streams;
     std::vector<convert::detail::StreamedTensor> streamed;
@@ -216,10 +216,10 @@ int run(const std::vector<std::string>& argv) {
     }
     if (streamed.size() == count) {
       try {
-        if (format == "safetensors")
+        if (*tensor_format == convert::TensorFormat::safetensors)
           convert::detail::write_safetensors_streamed(
               out, streamed, convert::detail::kept_safetensors_metadata(archive, tag));
-        else if (format == "npz")
+        else if (*tensor_format == convert::TensorFormat::npz)
           convert::detail::write_npz_streamed(out, streamed);
         else
           convert::detail::write_btf_streamed(out, streamed);
@@ -265,19 +265,14 @@ int run(const std::vector<std::string>& argv) {
     read(var + "/" + state, archive.updater_state(var, state, tag, ReadMode::zero_copy));
   }
   bar.show(total, total);
-  if (format == "npy" && tensors.size() != 1)
+  if (*tensor_format == convert::TensorFormat::npy && tensors.size() != 1)
     throw UsageError(".npy holds one tensor: name exactly one PARAM");
   // Quantized tensors (without --dequantize) go out as their integers,
   // scales, zero points and a description (convert::quantized_to_arrays).
   std::size_t quantized = 0;
   for (const auto& t : tensors) quantized += t.tensor.layout() == Layout::quantized;
-  convert::write_tensor_file(out,
-                             format == "safetensors" ? convert::TensorFormat::safetensors
-                             : format == "npz"       ? convert::TensorFormat::npz
-                             : format == "btf"       ? convert::TensorFormat::btf
-                                                     : convert::TensorFormat::npy,
-                             tensors,
-                             format == "safetensors"
+  convert::write_tensor_file(out, *tensor_format, tensors,
+                             *tensor_format == convert::TensorFormat::safetensors
                                  ? convert::detail::kept_safetensors_metadata(archive, tag)
                                  : convert::StringMap{});
   std::size_t raw_bits = 0;

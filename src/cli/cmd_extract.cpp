@@ -123,8 +123,8 @@ int run(const std::vector<std::string>& argv) {
   // written so far stay, the one being written is removed rather than left
   // cut short.
   install_interrupt_handlers();
-  Archive archive = open_archive(args.at(0, "ARCHIVE"));
-  const std::string& target = args.at(1, "DIR");
+  Archive archive = open_archive(args.path_at(0, "ARCHIVE"));
+  const std::string& target = args.path_at(1, "DIR");
   if (::mkdir(target.c_str(), 0755) != 0 && errno != EEXIST)
     fail("", "cannot create folder " + quoted_name(target));
   Dir root(::open(target.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));

@@ -13,7 +13,7 @@ namespace {
 int run(const std::vector<std::string>& argv) {
   Args args(argv, {}, {});
   args.expect_positionals(1, 1, {"ARCHIVE"});
-  const std::string& path = args.at(0, "ARCHIVE");
+  const std::string& path = args.path_at(0, "ARCHIVE");
   require_existing_archive(path);
   auto before = archive_size(path);
   ProgressBar bar("rewriting");

@@ -14,7 +14,7 @@ int run(const std::vector<std::string>& argv) {
   Args args(argv, {"--tag"}, {"--json", "--dot"});
   args.expect_positionals(1, 1, {"ARCHIVE"});
   if (args.flag("--json") && args.flag("--dot")) throw UsageError("choose one of --json and --dot");
-  Archive archive = open_archive(args.at(0, "ARCHIVE"));
+  Archive archive = open_archive(args.path_at(0, "ARCHIVE"));
   graph::Graph g = load_graph(archive, args.value_or("--tag", ""));
   if (args.flag("--dot")) {
     std::cout << graph::graph_dot(g);

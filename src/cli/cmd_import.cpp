@@ -5,6 +5,7 @@
 #include "cli/args.hpp"
 #include "cli/command.hpp"
 #include "cli/embedding_source.hpp"
+#include "cli/formats.hpp"
 #include "cli/open_archive.hpp"
 #include "cli/progress_bar.hpp"
 #include "cli/terminal.hpp"
@@ -23,35 +24,18 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The tensor format `name` names as --format ("npy", "npz", "safetensors",
-// "btf": export --format's names, spelled as tensor_format_name spells
-// them), or nullopt. Each format's name is its file extension, so the
-// library's table of extensions (tensor_format_for_extension) is the one
-// table of formats.
-std::optional<convert::TensorFormat> tensor_format_named(std::string_view name) {
-  const auto f = convert::tensor_format_for_extension(fs::path("f." + std::string(name)));
-  if (f && convert::tensor_format_name(*f) == name) return f;
-  return std::nullopt;
-}
-
 // The embedding format of `path`: from --format, else by content and
 // extension (finalfusion::detect_embedding_format).
 finalfusion::EmbeddingFormat embedding_format(const fs::path& path, const Bytes& data,
                                               const std::optional<std::string>& forced) {
   if (forced) {
     auto f = finalfusion::embedding_format_from_name(*forced);
-    if (!f)
-      throw UsageError("unknown --format " + quoted_name(*forced) +
-                       " (tensors: npy npz safetensors btf; embeddings: finalfusion word2vec "
-                       "text textdims fasttext floret)");
+    if (!f) throw unknown_format_option(*forced);
     return *f;
   }
   if (auto f = finalfusion::detect_embedding_format(path, data.as_string_view().substr(0, 4096)))
     return *f;
-  throw Error(ErrorCode::unsupported,
-              "cannot tell the format of " + quoted_name(path.string()) +
-                  " (tensors: .npy .npz .safetensors .btf; embeddings: .fifu .bin .ftz .txt "
-                  ".vec, or --format)");
+  throw unknown_extension(path);
 }
 
 // What a pickle `head` (a file's first bytes) is, or "" for none: torch.save writes a zip of
@@ -94,11 +78,13 @@ int run(const std::vector<std::string>& argv) {
   args.expect_positionals(2, SIZE_MAX, {"ARCHIVE", "FILE"});
   // "-" is not standard input or output here (a file named - is ./-).
   for (std::size_t i = 0; i < args.positional().size(); ++i)
+    args.path_at(i, i == 0 ? "ARCHIVE" : "FILE");
+  for (std::size_t i = 0; i < args.positional().size(); ++i)
     if (args.positional()[i] == "-")
       throw UsageError(i == 0 ? "ARCHIVE '-': import writes an archive file, not standard output"
                               : "FILE '-': import reads files, not standard input (save it to a "
                                 "file first)");
-  const std::string& archive = args.at(0, "ARCHIVE");
+  const std::string& archive = args.path_at(0, "ARCHIVE");
   require_writable(archive);
   auto tag = args.value("--tag");
   if (!tag) throw UsageError("--tag is required");

@@ -12,7 +12,7 @@ namespace {
 int run(const std::vector<std::string>& argv) {
   Args args(argv, {"--tag"}, {"--json"});
   args.expect_positionals(1, 1, {"ARCHIVE"});
-  Archive archive = open_archive(args.at(0, "ARCHIVE"));
+  Archive archive = open_archive(args.path_at(0, "ARCHIVE"));
   std::string tag = args.value_or("--tag", "");
   std::cout << (args.flag("--json")
                     ? graph::tag_summary_json(archive, tag)

@@ -56,7 +56,7 @@ std::string quantization_json(const Quantization& q) {
 int run(const std::vector<std::string>& argv) {
   Args args(argv, {"--tag"}, {"--json", "--updater"});
   args.expect_positionals(1, 1, {"ARCHIVE"});
-  Archive archive = open_archive(args.at(0, "ARCHIVE"));
+  Archive archive = open_archive(args.path_at(0, "ARCHIVE"));
   std::string tag = args.value_or("--tag", "");
   bool updater = args.flag("--updater");
   // An archive without tags lists nothing (FORMAT.md section 4.1).

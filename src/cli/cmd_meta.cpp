@@ -80,7 +80,7 @@ int run(const std::vector<std::string>& argv) {
   Args args(argv, {"--name", "--version", "--quantization", "--description", "--clear", "--tag"},
             {"--json"});
   args.expect_positionals(1, 1, {"ARCHIVE"});
-  const std::string& path = args.at(0, "ARCHIVE");
+  const std::string& path = args.path_at(0, "ARCHIVE");
   if (auto tag = args.value("--tag")) {
     for (const char* option : {"--name", "--version", "--quantization", "--description"})
       if (args.value(option))

@@ -24,7 +24,7 @@ std::string json_names(const std::vector<std::string>& names) {
 int run(const std::vector<std::string>& argv) {
   Args args(argv, {"--from", "--tag", "--scheme", "--params", "--min-elements"}, {"--json"});
   args.expect_positionals(1, 1, {"ARCHIVE"});
-  const std::string& path = args.at(0, "ARCHIVE");
+  const std::string& path = args.path_at(0, "ARCHIVE");
   require_existing_archive(path);  // an http(s) URL: "remote archives are read-only"
   auto from = args.value("--from");
   auto tag = args.value("--tag");

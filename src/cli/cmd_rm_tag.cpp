@@ -46,7 +46,7 @@ int run(const std::vector<std::string>& argv) {
   Args args(argv, {"--keep-last"}, {"--rewrite"});
   const auto keep = args.value("--keep-last");
   args.expect_positionals(keep ? 1 : 2, keep ? 1 : 2, {"ARCHIVE", "TAG (or --keep-last N)"});
-  const std::string& path = args.at(0, "ARCHIVE");
+  const std::string& path = args.path_at(0, "ARCHIVE");
   require_existing_archive(path);
   ProgressBar bar("removing");
   WriterOptions options = writer_options(path, bar.callback());

@@ -14,7 +14,7 @@ namespace {
 int run(const std::vector<std::string>& argv) {
   Args args(argv, {}, {"--quiet"});
   args.expect_positionals(1, 1, {"ARCHIVE"});
-  const std::string& path = args.at(0, "ARCHIVE");
+  const std::string& path = args.path_at(0, "ARCHIVE");
   std::vector<Problem> problems;
   try {
     Archive archive = open_archive(path);

@@ -103,7 +103,7 @@ void report_conversion(const std::string& path, const finalfusion::ConvertReport
 }
 
 finalfusion::Embeddings open_embeddings(const Args& args, std::size_t& used) {
-  const std::string& first = args.at(0, "ARCHIVE or FILE");
+  const std::string& first = args.path_at(0, "ARCHIVE or FILE");
   utf8_policy(args);  // an unknown --utf8 is a usage error whatever the source
   const auto head = file_head(first);
   const bool zip = head && (head->starts_with("PK\x03\x04") || head->starts_with("PK\x05\x06"));
@@ -181,7 +181,7 @@ Error no_embedding(const Args& args, std::size_t used, const finalfusion::Embedd
       missing += (missing.empty() ? "" : ", ") + quoted_name(w) + word_suggestion(embeddings, w);
   if (used == 2) missing += " in parameter " + quoted_name(args.at(1, "PARAM"));
   return Error(ErrorCode::not_found, "no embedding for " + missing,
-               ErrorContext{.archive = args.at(0, "ARCHIVE or FILE"),
+               ErrorContext{.archive = args.path_at(0, "ARCHIVE or FILE"),
                             .tag = used == 2 ? args.value_or("--tag", "") : ""});
 }
 

@@ -1,6 +1,7 @@
 #include "convert/kept_metadata.hpp"
 
 #include "checkpoint/tag_metadata.hpp"
+#include "core/printable.hpp"
 #include "modelzip/error.hpp"
 
 namespace modelzip::convert::detail {
@@ -11,8 +12,10 @@ void merge_file_metadata(StringMap& into, const TensorFile& file,
     auto [at, added] = into.emplace(key, value);
     if (!added && at->second != value)
       throw Error(ErrorCode::invalid_argument,
-                  "safetensors metadata '" + key + "' differs from an earlier file's ('" +
-                      at->second + "' there, '" + value + "' here)",
+                  "safetensors metadata " + modelzip::detail::quote_name(key) +
+                      " differs from an earlier file's (" +
+                      modelzip::detail::quote_name(at->second) + " there, " +
+                      modelzip::detail::quote_name(value) + " here)",
                   ErrorContext{.archive = path.string()});
   }
 }

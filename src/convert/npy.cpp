@@ -10,6 +10,7 @@
 #include "core/byte_swap.hpp"
 #include "core/checked.hpp"
 #include "core/fail.hpp"
+#include "core/printable.hpp"
 #include "core/utf8.hpp"
 #include "io/atomic_write.hpp"
 #include "modelzip/convert.hpp"
@@ -77,8 +78,12 @@ class HeaderParser {
                                      : key == "fortran_order" ? &h.fortran_order
                                      : key == "shape"         ? &h.shape
                                                               : nullptr;
-      if (!slot) fail_corrupt(".npy header: unexpected key '" + key + "'", {.offset = key_at});
-      if (*slot) fail_corrupt(".npy header: duplicate key '" + key + "'", {.offset = key_at});
+      if (!slot)
+        fail_corrupt(".npy header: unexpected key " + modelzip::detail::quote_name(key),
+                     {.offset = key_at});
+      if (*slot)
+        fail_corrupt(".npy header: duplicate key " + modelzip::detail::quote_name(key),
+                     {.offset = key_at});
       *slot = std::move(value);
     }
     ++pos_;  // '}'
@@ -248,7 +253,8 @@ NpyDtype parse_descr(const PyValue& descr) {
     fail_corrupt(".npy header: 'descr' is not a string", {.offset = descr.offset});
   std::string_view s = descr.text;
   auto unsupported = [&](const std::string& why) -> NpyDtype {
-    throw Error(ErrorCode::unsupported, ".npy: dtype '" + descr.text + "' " + why,
+    throw Error(ErrorCode::unsupported,
+                ".npy: dtype " + modelzip::detail::quote_name(descr.text) + " " + why,
                 ErrorContext{.offset = descr.offset});
   };
   NpyDtype d;

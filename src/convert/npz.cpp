@@ -9,6 +9,7 @@
 
 #include "convert/npy_format.hpp"
 #include "convert/tensor_bytes.hpp"
+#include "core/printable.hpp"
 #include "io/durable_file.hpp"
 #include "io/sink_buf.hpp"
 #include "modelzip/convert.hpp"
@@ -66,8 +67,9 @@ struct Member {
 std::string member_name(const std::string& tensor_name) {
   std::string member = tensor_name + std::string(kSuffix);
   if (auto why = zip::unsafe_name_reason(member); !why.empty())
-    throw Error(ErrorCode::invalid_argument,
-                "tensor name '" + tensor_name + "' is not a safe .npz member name: " + why);
+    throw Error(ErrorCode::invalid_argument, "tensor name " +
+                                                 modelzip::detail::quote_name(tensor_name) +
+                                                 " is not a safe .npz member name: " + why);
   return member;
 }
 
@@ -134,7 +136,8 @@ void write_npz_streamed(const std::filesystem::path& path,
   std::set<std::string> seen;
   for (const auto& t : tensors) {
     if (!seen.insert(t.name).second)
-      throw Error(ErrorCode::invalid_argument, ".npz: duplicate tensor name '" + t.name + "'");
+      throw Error(ErrorCode::invalid_argument,
+                  ".npz: duplicate tensor name " + modelzip::detail::quote_name(t.name));
     std::string name = member_name(t.name);
     if (t.layout != Layout::dense)
       unsupported_tensor(".npz", t.name, "sparse COO tensors have no .npy form");

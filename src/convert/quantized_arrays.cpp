@@ -11,6 +11,7 @@
 #include "convert/tensor_bytes.hpp"
 #include "core/checked.hpp"
 #include "core/json_text.hpp"
+#include "core/printable.hpp"
 #include "modelzip/convert.hpp"
 #include "modelzip/error.hpp"
 
@@ -96,8 +97,8 @@ std::vector<NamedTensor> quantized_to_arrays(std::span<const NamedTensor> tensor
     }
     if (format != TensorFormat::npz && format != TensorFormat::safetensors)
       throw Error(ErrorCode::unsupported,
-                  std::string(tensor_format_name(format)) + " cannot hold quantized tensor '" +
-                      nt.name + "': its integers go with scales" +
+                  std::string(tensor_format_name(format)) + " cannot hold quantized tensor " +
+                      modelzip::detail::quote_name(nt.name) + ": its integers go with scales" +
                       (format == TensorFormat::npy ? std::string(" and a .npy file holds one array")
                                                    : std::string(" and a description, and BTF has "
                                                                  "neither names nor metadata")) +
@@ -128,9 +129,10 @@ std::vector<NamedTensor> quantized_to_arrays(std::span<const NamedTensor> tensor
     if (format == TensorFormat::npz) {
       out.push_back({key, Tensor::strings({}, std::vector<std::string>{json})});
     } else if (!metadata.emplace(key, json).second) {
-      throw Error(ErrorCode::invalid_argument,
-                  "safetensors: metadata key '" + key +
-                      "' is given, but it describes quantized tensor '" + nt.name + "'");
+      throw Error(ErrorCode::invalid_argument, "safetensors: metadata key " +
+                                                   modelzip::detail::quote_name(key) +
+                                                   " is given, but it describes quantized tensor " +
+                                                   modelzip::detail::quote_name(nt.name));
     }
   }
   // A parameter named like another's scales: say which, not just "duplicate".
@@ -138,8 +140,9 @@ std::vector<NamedTensor> quantized_to_arrays(std::span<const NamedTensor> tensor
   for (std::size_t i = 0; i < out.size(); ++i)
     if (auto [it, fresh] = seen.emplace(out[i].name, i); !fresh)
       throw Error(ErrorCode::invalid_argument,
-                  std::string(tensor_format_name(format)) + ": the name '" + out[i].name +
-                      "' is used twice (a quantized tensor NAME is written as NAME, NAME.scales, "
+                  std::string(tensor_format_name(format)) + ": the name " +
+                      modelzip::detail::quote_name(out[i].name) +
+                      " is used twice (a quantized tensor NAME is written as NAME, NAME.scales, "
                       "NAME.zero_points and NAME.quantization)");
   return out;
 }
@@ -153,7 +156,7 @@ struct Description {
 };
 
 Description parse_description(std::string_view json, const std::string& key) {
-  const std::string what = "'" + key + "'";
+  const std::string what = modelzip::detail::quote_name(key);
   detail::JsonCursor c(json, 0, what);
   Description d;
   std::optional<std::uint64_t> version, bits, axis, block_size;
@@ -164,7 +167,7 @@ Description parse_description(std::string_view json, const std::string& key) {
     const std::uint64_t at = c.offset();
     if (!c.next_key(field)) break;
     auto once = [&](auto& slot, auto read) {
-      if (slot) c.fail_at(at, "duplicate key '" + field + "'");
+      if (slot) c.fail_at(at, "duplicate key " + modelzip::detail::quote_name(field));
       slot = read();
     };
     if (field == "version")
@@ -182,7 +185,7 @@ Description parse_description(std::string_view json, const std::string& key) {
     else if (field == "dtype")
       once(dtype, [&] { return c.read_string(); });
     else
-      c.fail_at(at, "unknown key '" + field + "'");
+      c.fail_at(at, "unknown key " + modelzip::detail::quote_name(field));
   }
   c.finish();
   auto bad = [&](const std::string& problem) -> Error {
@@ -240,8 +243,9 @@ Bytes pack_int4(const Tensor& ints, const std::string& name) {
   for (std::uint64_t i = 0; i < n; ++i) {
     const auto v = static_cast<std::int8_t>(in[i]);
     if (v < -8 || v > 7)
-      throw Error(ErrorCode::corrupt, "'" + name + "'[" + std::to_string(i) + "] is " +
-                                          std::to_string(v) + ", outside the int4 range [-8, 7]");
+      throw Error(ErrorCode::corrupt, modelzip::detail::quote_name(name) + "[" + std::to_string(i) +
+                                          "] is " + std::to_string(v) +
+                                          ", outside the int4 range [-8, 7]");
     const auto nibble = static_cast<std::uint8_t>(v) & 0x0F;
     out[i / 2] |= static_cast<std::byte>(i % 2 == 0 ? nibble : nibble << 4);
   }
@@ -269,8 +273,8 @@ void arrays_to_quantized(TensorFile& file) {
         nt.tensor.dtype() == DType::utf8 && nt.tensor.layout() == Layout::dense) {
       if (nt.tensor.rank() != 0)
         throw Error(ErrorCode::corrupt,
-                    "quantization description '" + nt.name +
-                        "' must be a 0-d string array, its shape is " +
+                    "quantization description " + modelzip::detail::quote_name(nt.name) +
+                        " must be a 0-d string array, its shape is " +
                         detail::shape_text(nt.tensor.shape()),
                     {.entry = nt.name});
       descriptions[nt.name.substr(0, nt.name.size() - kDescription.size())] =
@@ -295,17 +299,19 @@ void arrays_to_quantized(TensorFile& file) {
     }
     Quantization& q = d.q;
     auto fail = [&](const std::string& array, const std::string& problem) -> Error {
-      return Error(ErrorCode::corrupt, "quantized tensor '" + name + "': " + problem,
+      return Error(ErrorCode::corrupt,
+                   "quantized tensor " + modelzip::detail::quote_name(name) + ": " + problem,
                    {.entry = array});
     };
     auto find = [&](const std::string& array, bool required) -> const Tensor* {
       auto it = index.find(array);
       if (it == index.end()) {
-        if (required) throw fail(key, "'" + array + "' is missing");
+        if (required) throw fail(key, modelzip::detail::quote_name(array) + " is missing");
         return nullptr;
       }
       const Tensor& t = file.tensors[it->second].tensor;
-      if (t.layout() != Layout::dense) throw fail(array, "'" + array + "' is not a dense array");
+      if (t.layout() != Layout::dense)
+        throw fail(array, modelzip::detail::quote_name(array) + " is not a dense array");
       consumed[it->second] = true;
       return &t;
     };
@@ -315,12 +321,13 @@ void arrays_to_quantized(TensorFile& file) {
         std::string allowed;
         for (DType dt : dtypes)
           allowed += (allowed.empty() ? "" : " or ") + std::string(dtype_name(dt));
-        throw fail(array, "'" + array + "' has dtype " + std::string(dtype_name(t.dtype())) +
-                              ", expected " + allowed);
+        throw fail(array, modelzip::detail::quote_name(array) + " has dtype " +
+                              std::string(dtype_name(t.dtype())) + ", expected " + allowed);
       }
       if (t.shape() != shape)
-        throw fail(array, "'" + array + "' has shape " + detail::shape_text(t.shape()) +
-                              ", expected " + detail::shape_text(shape));
+        throw fail(array, modelzip::detail::quote_name(array) + " has shape " +
+                              detail::shape_text(t.shape()) + ", expected " +
+                              detail::shape_text(shape));
     };
 
     const Tensor& ints = *find(name, true);
@@ -338,7 +345,9 @@ void arrays_to_quantized(TensorFile& file) {
     const Tensor& scales = *find(scales_name, true);
     const Tensor* zps = find(zp_name, q.scheme != QuantScheme::block_symmetric);
     if (q.scheme == QuantScheme::block_symmetric) {
-      if (zps) throw fail(zp_name, "'" + zp_name + "' is not allowed: block-symmetric has none");
+      if (zps)
+        throw fail(zp_name, modelzip::detail::quote_name(zp_name) +
+                                " is not allowed: block-symmetric has none");
       static constexpr DType kBlockScales[] = {DType::float16, DType::float32};
       expect(scales_name, scales, kBlockScales, sshape);
       q.scale_dtype = scales.dtype();

@@ -10,6 +10,7 @@
 #include "convert/json_cursor.hpp"
 #include "convert/tensor_bytes.hpp"
 #include "core/checked.hpp"
+#include "core/printable.hpp"
 #include "core/utf8.hpp"
 #include "io/atomic_write.hpp"
 #include "modelzip/convert.hpp"
@@ -103,7 +104,9 @@ Entry parse_entry(JsonCursor& json, std::string name, std::uint64_t at, const Li
     const std::uint64_t field_at = json.offset();
     if (!json.next_key(field)) break;
     auto once = [&](bool& seen) {
-      if (seen) json.fail_at(field_at, "tensor '" + e.name + "': duplicate field '" + field + "'");
+      if (seen)
+        json.fail_at(field_at, "tensor " + modelzip::detail::quote_name(e.name) +
+                                   ": duplicate field " + modelzip::detail::quote_name(field));
       seen = true;
     };
     if (field == "dtype") {
@@ -117,10 +120,12 @@ Entry parse_entry(JsonCursor& json, std::string name, std::uint64_t at, const Li
         for (const auto& u : kKnownUnsupported)
           if (u.name == dtype)
             throw Error(ErrorCode::unsupported,
-                        "safetensors: tensor '" + e.name + "' has dtype " + dtype +
-                            ", which modelzip does not support (" + std::string(u.why) + ")",
+                        "safetensors: tensor " + modelzip::detail::quote_name(e.name) +
+                            " has dtype " + dtype + ", which modelzip does not support (" +
+                            std::string(u.why) + ")",
                         ErrorContext{.offset = value_at});
-        json.fail_at(value_at, "tensor '" + e.name + "': unknown dtype '" + dtype + "'");
+        json.fail_at(value_at, "tensor " + modelzip::detail::quote_name(e.name) +
+                                   ": unknown dtype " + modelzip::detail::quote_name(dtype));
       }
       e.dtype = found->dtype;
     } else if (field == "shape") {
@@ -128,12 +133,12 @@ Entry parse_entry(JsonCursor& json, std::string name, std::uint64_t at, const Li
       json.begin_array();
       while (json.next_item()) {
         const std::uint64_t dim_at = json.offset();
-        detail::check_rank(e.shape.size() + 1, limits, "safetensors tensor '" + e.name + "'",
-                           dim_at);
+        detail::check_rank(e.shape.size() + 1, limits,
+                           "safetensors tensor " + modelzip::detail::quote_name(e.name), dim_at);
         const std::uint64_t d = json.read_uint();
         if (d > static_cast<std::uint64_t>(INT64_MAX))
-          json.fail_at(dim_at,
-                       "tensor '" + e.name + "': dimension " + std::to_string(d) + " is too large");
+          json.fail_at(dim_at, "tensor " + modelzip::detail::quote_name(e.name) + ": dimension " +
+                                   std::to_string(d) + " is too large");
         e.shape.push_back(static_cast<std::int64_t>(d));
       }
     } else if (field == "data_offsets") {
@@ -142,19 +147,22 @@ Entry parse_entry(JsonCursor& json, std::string name, std::uint64_t at, const Li
       std::uint64_t values[2];
       for (int i = 0; i < 2; ++i) {
         if (!json.next_item())
-          json.fail("tensor '" + e.name + "': data_offsets must hold two integers");
+          json.fail("tensor " + modelzip::detail::quote_name(e.name) +
+                    ": data_offsets must hold two integers");
         values[i] = json.read_uint();
       }
       if (json.next_item())
-        json.fail("tensor '" + e.name + "': data_offsets must hold two integers");
+        json.fail("tensor " + modelzip::detail::quote_name(e.name) +
+                  ": data_offsets must hold two integers");
       e.begin = values[0];
       e.end = values[1];
     } else {
-      json.fail_at(field_at, "tensor '" + e.name + "': unknown field '" + field + "'");
+      json.fail_at(field_at, "tensor " + modelzip::detail::quote_name(e.name) + ": unknown field " +
+                                 modelzip::detail::quote_name(field));
     }
   }
   if (!has_dtype || !has_shape || !has_offsets)
-    json.fail_at(at, "tensor '" + e.name + "' lacks " +
+    json.fail_at(at, "tensor " + modelzip::detail::quote_name(e.name) + " lacks " +
                          std::string(!has_dtype   ? "'dtype'"
                                      : !has_shape ? "'shape'"
                                                   : "'data_offsets'"));
@@ -197,16 +205,17 @@ TensorFile read_safetensors_bytes(const Bytes& data, const Limits& limits) {
         // The format's metadata is a map of strings to strings.
         const std::uint64_t value_at = json.offset();
         if (value_at - 8 >= header.size() || header[value_at - 8] != '"')
-          json.fail_at(value_at, "metadata key '" + meta_key +
-                                     "': expected a string value (safetensors metadata maps "
+          json.fail_at(value_at, "metadata key " + modelzip::detail::quote_name(meta_key) +
+                                     ": expected a string value (safetensors metadata maps "
                                      "strings to strings)");
         std::string value = json.read_string();
         if (!file.metadata.emplace(meta_key, std::move(value)).second)
-          json.fail_at(meta_at, "duplicate metadata key '" + meta_key + "'");
+          json.fail_at(meta_at, "duplicate metadata key " + modelzip::detail::quote_name(meta_key));
       }
       continue;
     }
-    if (!names.insert(key).second) json.fail_at(key_at, "duplicate tensor '" + key + "'");
+    if (!names.insert(key).second)
+      json.fail_at(key_at, "duplicate tensor " + modelzip::detail::quote_name(key));
     entries.push_back(parse_entry(json, key, key_at, limits));
   }
   json.finish();
@@ -221,23 +230,24 @@ TensorFile read_safetensors_bytes(const Bytes& data, const Limits& limits) {
   for (auto& e : entries) {
     if (e.begin != expected || e.end < e.begin)
       throw Error(ErrorCode::corrupt,
-                  "safetensors: tensor '" + e.name + "' has data_offsets [" +
-                      std::to_string(e.begin) + ", " + std::to_string(e.end) +
-                      "], expected to start at " + std::to_string(expected) +
-                      " (tensor data must not overlap or leave gaps)",
+                  "safetensors: tensor " + modelzip::detail::quote_name(e.name) +
+                      " has data_offsets [" + std::to_string(e.begin) + ", " +
+                      std::to_string(e.end) + "], expected to start at " +
+                      std::to_string(expected) + " (tensor data must not overlap or leave gaps)",
                   ErrorContext{.offset = e.at});
     const DtypeName* d = find_dtype(e.dtype);
     const std::string file_shape = detail::shape_text(e.shape);
     if (e.dtype == DType::float4_e2m1fn_x2) {
       auto pairs = f4_shape_from_file(e.shape);
       if (!pairs) {
-        const std::uint64_t values =
-            detail::checked_byte_size(e.shape, 1, "safetensors tensor '" + e.name + "'");
+        const std::uint64_t values = detail::checked_byte_size(
+            e.shape, 1, "safetensors tensor " + modelzip::detail::quote_name(e.name));
         // An odd count of 4-bit values ends in half a byte: the library
         // itself refuses the file (MisalignedSlice).
         const bool half_byte = values % 2 != 0;
         throw Error(half_byte ? ErrorCode::corrupt : ErrorCode::unsupported,
-                    "safetensors: tensor '" + e.name + "' of dtype F4 has shape " + file_shape +
+                    "safetensors: tensor " + modelzip::detail::quote_name(e.name) +
+                        " of dtype F4 has shape " + file_shape +
                         (half_byte ? ", an odd number of 4-bit values (the data would end in "
                                      "half a byte)"
                                    : ", an odd last dimension: float4_e2m1fn_x2 (as torch "
@@ -246,19 +256,21 @@ TensorFile read_safetensors_bytes(const Bytes& data, const Limits& limits) {
       }
       e.shape = std::move(*pairs);
     }
-    const std::uint64_t bytes = detail::checked_byte_size(e.shape, dtype_size(d->dtype),
-                                                          "safetensors tensor '" + e.name + "'");
+    const std::uint64_t bytes =
+        detail::checked_byte_size(e.shape, dtype_size(d->dtype),
+                                  "safetensors tensor " + modelzip::detail::quote_name(e.name));
     if (e.end - e.begin != bytes)
       throw Error(ErrorCode::corrupt,
-                  "safetensors: tensor '" + e.name + "' of dtype " + std::string(d->name) +
-                      " and shape " + file_shape + " needs " + std::to_string(bytes) +
-                      " bytes, its data_offsets span " + std::to_string(e.end - e.begin),
+                  "safetensors: tensor " + modelzip::detail::quote_name(e.name) + " of dtype " +
+                      std::string(d->name) + " and shape " + file_shape + " needs " +
+                      std::to_string(bytes) + " bytes, its data_offsets span " +
+                      std::to_string(e.end - e.begin),
                   ErrorContext{.offset = e.at});
     if (e.end > data_size)
       throw Error(ErrorCode::corrupt,
-                  "safetensors: tensor '" + e.name + "' ends at data offset " +
-                      std::to_string(e.end) + ", past the end of the data (" +
-                      std::to_string(data_size) + " bytes)",
+                  "safetensors: tensor " + modelzip::detail::quote_name(e.name) +
+                      " ends at data offset " + std::to_string(e.end) +
+                      ", past the end of the data (" + std::to_string(data_size) + " bytes)",
                   ErrorContext{.offset = e.at});
     expected = e.end;
   }
@@ -335,8 +347,8 @@ Prepared prepare(std::span<const detail::StreamedTensor> tensors, const StringMa
             });
   for (std::size_t i = 1; i < order.size(); ++i)
     if (order[i - 1]->name == order[i]->name)
-      throw Error(ErrorCode::invalid_argument,
-                  "safetensors: duplicate tensor name '" + order[i]->name + "'");
+      throw Error(ErrorCode::invalid_argument, "safetensors: duplicate tensor name " +
+                                                   modelzip::detail::quote_name(order[i]->name));
 
   std::string json = "{";
   bool first = true;
@@ -394,9 +406,9 @@ void write_prepared(std::ostream& out, const Prepared& p) {
     const auto before = out.tellp();
     t->write(out);
     if (out && before >= 0 && static_cast<std::uint64_t>(out.tellp() - before) != t->nbytes)
-      throw Error(ErrorCode::io, "safetensors: tensor '" + t->name + "' wrote " +
-                                     std::to_string(out.tellp() - before) + " bytes, not " +
-                                     std::to_string(t->nbytes));
+      throw Error(ErrorCode::io, "safetensors: tensor " + modelzip::detail::quote_name(t->name) +
+                                     " wrote " + std::to_string(out.tellp() - before) +
+                                     " bytes, not " + std::to_string(t->nbytes));
   }
 }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/checked.hpp"
+#include "core/printable.hpp"
 
 namespace modelzip::convert::detail {
 
@@ -150,13 +151,15 @@ void write_bytes(std::ostream& out, std::string_view bytes) {
 }
 
 Error name_error(const Error& e, std::string_view tensor_name) {
-  return e.reworded("tensor '" + std::string(tensor_name) + "': " + e.message(), e.context());
+  return e.reworded("tensor " + modelzip::detail::quote_name(tensor_name) + ": " + e.message(),
+                    e.context());
 }
 
 void unsupported_tensor(std::string_view format, std::string_view tensor_name,
                         std::string_view problem) {
-  throw Error(ErrorCode::unsupported, std::string(format) + " cannot hold tensor '" +
-                                          std::string(tensor_name) + "': " + std::string(problem));
+  throw Error(ErrorCode::unsupported, std::string(format) + " cannot hold tensor " +
+                                          modelzip::detail::quote_name(tensor_name) + ": " +
+                                          std::string(problem));
 }
 
 void check_unique_names(std::span<const NamedTensor> tensors, std::string_view format) {
@@ -166,8 +169,8 @@ void check_unique_names(std::span<const NamedTensor> tensors, std::string_view f
   std::sort(names.begin(), names.end());
   auto dup = std::adjacent_find(names.begin(), names.end());
   if (dup != names.end())
-    throw Error(ErrorCode::invalid_argument,
-                std::string(format) + ": duplicate tensor name '" + std::string(*dup) + "'");
+    throw Error(ErrorCode::invalid_argument, std::string(format) + ": duplicate tensor name " +
+                                                 modelzip::detail::quote_name(*dup));
 }
 
 }  // namespace modelzip::convert::detail

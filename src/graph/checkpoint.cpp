@@ -264,10 +264,8 @@ graph::Graph load_graph(const Archive& archive, std::string_view tag) {
   const std::string t = resolve_tag(archive, tag);
   const std::string entry = t + "/" + std::string(kGraphEntryName);
   if (!archive.has_entry(entry))
-    throw Error(
-        ErrorCode::not_found,
-        "tag " + modelzip::detail::quote_name(t) + " has no graph.fb (not a graph checkpoint)",
-        ErrorContext{.archive = archive.name(), .entry = entry, .tag = t});
+    throw Error(ErrorCode::not_found, "no such entry: the tag is not a graph checkpoint",
+                ErrorContext{.archive = archive.name(), .entry = entry, .tag = t});
   return with_entry_context(archive, entry, t, [&] {
     return graph::decode_graph(archive.entry(entry), checkpoint::ArchiveState(archive).limits());
   });

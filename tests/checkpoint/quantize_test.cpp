@@ -158,7 +158,7 @@ TEST_CASE("quantize_tag: one append, quantized weights, references for the rest"
     QuantizeOptions bad;
     bad.params = {"nothing*"};
     CHECK_ERROR(quantize_tag(path, "float", "x", bad), ErrorCode::invalid_argument,
-                "--params 'nothing*' matches no parameter of tag 'float'");
+                "tag 'float': --params 'nothing*' matches no parameter");
     bad.params = {"steps"};
     CHECK_ERROR(quantize_tag(path, "float", "x", bad), ErrorCode::invalid_argument,
                 "parameter 'steps': quantize: only float16, bfloat16, float32 and float64");

@@ -139,3 +139,11 @@ def test_verify_applies_the_checkpoint_rules(golden, tmp_path):
     assert p.stdout.decode() == (
         f"{bad}: entry 'step-1/updater.txt': updater state for 'step', a variable of type int64 "
         "(only trainable variables: floating-point or complex VARIABLEs have updater state)\n")
+
+
+def test_graph_of_a_tag_without_one_names_the_tag_once(quickstart_archive):
+    # It said "entry 'step-2/graph.fb': tag 'step-2' has no graph.fb (not a graph checkpoint)".
+    p = run("graph", quickstart_archive, check=False)
+    assert p.returncode == 1 and p.stderr.decode() == (
+        f"modelzip: {quickstart_archive}: entry 'step-2/graph.fb': no such entry: the tag is "
+        "not a graph checkpoint\n")

@@ -430,3 +430,52 @@ def test_info_shows_the_safetensors_metadata_a_tag_keeps(tmp_path):
         p.stdout.decode()
     error = json.loads(run("info", damaged, "--tag", "v1", "--json").stdout)["file_metadata"]
     assert "safetensors.format must be a string" in error["error"]
+
+
+@pytest.mark.parametrize("name", ["weights.weird", "weights"])
+def test_import_and_export_refuse_an_unknown_extension_alike(tensor_files, name):
+    # export had its own table of formats: it said "unknown format 'weird' (safetensors, npz,
+    # npy, btf; embeddings: fifu, bin, txt, vec, or --format ...)" or "OUT '...' has no
+    # extension: give --format (...)" and exited 2, where import said "cannot tell the format
+    # of '...' (tensors: .npy .npz .safetensors .btf; embeddings: .fifu .bin .ftz .txt .vec,
+    # or --format)" and exited 1.
+    archive = tensor_files / "m.zip"
+    run("import", archive, "--tag", "v1", tensor_files / "layers.npz")
+    path = tensor_files / name
+    path.write_bytes(b"\0" * 64)  # no format's content either
+    expected = (f"cannot tell the format of '{path}' by its extension (tensors: .npy .npz "
+                ".safetensors .btf; embeddings: .fifu .bin .txt .vec): give --format\n")
+    exported = run("export", archive, "w1", path, check=False)
+    imported = run("import", archive, "--tag", "v2", path, check=False)
+    assert exported.returncode == imported.returncode == 2
+    assert exported.stderr.decode().startswith("modelzip export: " + expected)
+    assert imported.stderr.decode().startswith("modelzip import: " + expected)
+    assert path.read_bytes() == b"\0" * 64
+    # Wrong usage is found before the archive is read.
+    exported = run("export", tensor_files / "missing.zip", "w1", path, check=False)
+    assert exported.returncode == 2 and exported.stderr.decode().startswith(
+        "modelzip export: " + expected)
+    # An unknown --format, the same way.
+    expected = ("unknown --format 'pickle' (tensors: npy npz safetensors btf; embeddings: "
+                "finalfusion word2vec text textdims fasttext floret)\n")
+    exported = run("export", archive, "w1", path, "--format", "pickle", check=False)
+    imported = run("import", archive, "--tag", "v2", path, "--format", "pickle", check=False)
+    assert exported.returncode == imported.returncode == 2
+    assert exported.stderr.decode().startswith("modelzip export: " + expected)
+    assert imported.stderr.decode().startswith("modelzip import: " + expected)
+    assert [t for t in run("tags", archive).stdout.decode().split()] == ["v1"]
+
+
+def test_converter_messages_quote_names_as_every_other_message(tmp_path):
+    # The converters quoted names their own way ("'" + name + "'"): a backslash in a tensor
+    # name showed single, so the name of a, backslash, n, b read as a newline's escape; every
+    # other message (Error's context, verify, listings) doubles it (docs/cli.md).
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(safetensors_file({"a\\nb": ("X9", [1], b"\0" * 4)}))
+    p = run("import", tmp_path / "m.zip", "--tag", "v1", bad, check=False)
+    assert p.returncode == 1 and "tensor 'a\\\\nb': unknown dtype 'X9'" in p.stderr.decode(), \
+        p.stderr
+    big = tmp_path / "big.safetensors"
+    big.write_bytes(safetensors_file({"w\\x": ("F32", [2], b"\0" * 4)}))
+    p = run("import", tmp_path / "m.zip", "--tag", "v1", big, check=False)
+    assert p.returncode == 1 and "tensor 'w\\\\x'" in p.stderr.decode(), p.stderr

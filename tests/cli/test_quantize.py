@@ -108,7 +108,9 @@ def test_quantize_globs_and_errors(tmp_path):
     # Errors: exit 1 with the reason, the archive untouched.
     for args, message in [
         (["--from", "float", "--tag", "c", "--scheme", "int8-block32", "--params", "nope*"],
-         "--params 'nope*' matches no parameter of tag 'float'"),
+         # the tag once, from the error's context (it said "tag 'float': --params 'nope*'
+         # matches no parameter of tag 'float'")
+         "tag 'float': --params 'nope*' matches no parameter\n"),
         (["--from", "float", "--tag", "c", "--scheme", "int8-block32", "--params", "steps"],
          "parameter 'steps': quantize: only float16, bfloat16, float32 and float64"),
         (["--from", "missing", "--tag", "c", "--scheme", "int8-block32"], "no tag 'missing'"),

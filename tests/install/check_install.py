@@ -355,6 +355,25 @@ void braced_where_tag_is_not_first(const Archive& a, NamedTensors& m, const Name
   t.share("w", {"a", "b"}, "w");
   t.share_updater_state("w", "M", {"a", "b"});
 }
+void braced_names(const Archive& a, NewTag& t, CollectiveWriter& c, const Block& b) {
+  t.add({"a", "b"}, Tensor{});
+  t.add_embedding({"a", "b"}, Bytes{});
+  t.add_updater_state({"a", "b"}, "M", Tensor{});
+  t.add_updater_state("w", {"a", "b"}, Tensor{});
+  t.set_entry({"a", "b"}, Bytes{});
+  (void)a.updater_state({"a", "b"}, "M");
+  (void)a.updater_state("w", {"a", "b"});
+  (void)EntryStream::open(a, {"a", "b"});
+  (void)read_block(a, {"a", "b"}, b);
+  (void)read_block(a, "w", b, {"a", "b"});
+  (void)read_updater_block(a, {"a", "b"}, "M", b);
+  (void)read_updater_block(a, "w", {"a", "b"}, b);
+  (void)read_updater_block(a, "w", "M", b, {"a", "b"});
+  c.add({"a", "b"}, Tensor{});
+  c.add_updater_state({"a", "b"}, "M", Tensor{});
+  c.add_updater_state("w", {"a", "b"}, Tensor{});
+  c.set_entry({"a", "b"}, Bytes{});
+}
 """
 BRACED_TAG_MESSAGES = {
     5: 'load({"a", "b"}): a tag is one string, as in load("step-1"); to load the parameters a '
@@ -390,6 +409,23 @@ BRACED_TAG_MESSAGES = {
     37: 'load_checkpoint(archive, {"a", "b"}): a tag is one string',
     38: 'share(name, {"a", "b"}, from_param): a tag is one string',
     39: 'share_updater_state(variable, state, {"a", "b"}): a tag is one string',
+    42: 'add({"a", "b"}, tensor): a name is one string',
+    43: 'add_embedding({"a", "b"}, fifu_file): a name is one string',
+    44: 'add_updater_state({"a", "b"}, state, tensor): a variable is one string',
+    45: 'add_updater_state(variable, {"a", "b"}, tensor): a state is one string',
+    46: 'set_entry({"a", "b"}, contents): an entry name is one string',
+    47: 'updater_state({"a", "b"}, state): a variable is one string',
+    48: 'updater_state(variable, {"a", "b"}): a state is one string',
+    49: 'open(archive, {"a", "b"}): an entry name is one string',
+    50: 'read_block(archive, {"a", "b"}, block): a name is one string',
+    51: 'read_block(archive, name, block, {"a", "b"}): a tag is one string',
+    52: 'read_updater_block(archive, {"a", "b"}, state, block): a variable is one string',
+    53: 'read_updater_block(archive, variable, {"a", "b"}, block): a state is one string',
+    54: 'read_updater_block(archive, variable, state, block, {"a", "b"}): a tag is one string',
+    55: 'add({"a", "b"}, tensor): a name is one string',
+    56: 'add_updater_state({"a", "b"}, state, tensor): a variable is one string',
+    57: 'add_updater_state(variable, {"a", "b"}, tensor): a state is one string',
+    58: 'set_entry({"a", "b"}, contents): an entry name is one string',
 }
 # What stays valid: `{}` (the newest tag), one string in braces, a string
 # and a (pointer, length) pair.
@@ -408,10 +444,18 @@ std::size_t one_tag(const Archive& a, Writer& w, const std::string& s) {
   w.remove_tag({});
   return n;
 }
-std::size_t one_name(const Archive& a, NamedTensors& m, NewTag& t) {
+std::size_t one_name(const Archive& a, NamedTensors& m, NewTag& t, const Block& b) {
   const char* p = "wx";
   t.share("w", {"step-1"}, "w");
   t.share_updater_state("w", "M", {});
+  t.add({"w"}, Tensor{});
+  t.add({p, 1}, Tensor{}, {});
+  t.add_embedding({"v"}, Bytes{});
+  t.add_updater_state({"w"}, {p, 1}, Tensor{});
+  t.set_entry({"graph.fb"}, Bytes{});
+  (void)EntryStream::open(a, {p, 1});
+  (void)read_block(a, {"w"}, b, {});
+  (void)read_updater_block(a, "w", {"M"}, b, {p, 1});
   return a.tensor("w", {}).rank() + a.tensor({"w"}, {"step-1"}).rank() +
          a.tensor({p, 1}, {p, 1}).rank() + a.param({"w"}).shape.size() + a.entry({p, 1}).size() +
          a.embedding_file("v", {}).size() + a.updater_state("w", "M", {}).rank() +

@@ -199,6 +199,34 @@ class MODELZIP_API CollectiveWriter {
   // Writer::commit); an entry staged on two ranks fails the commit. Any
   // size: the records go to the root in rounds of at most 64 MiB per rank.
   void set_entry(std::string relative_name, Bytes contents);
+  // A braced list of strings where a name goes (`add({"a", "b"}, t)`, which
+  // would make the name std::string("a", "b"): undefined behaviour) does not
+  // compile (error.hpp, detail::braced_list_is_a_tag); nor where the tag of
+  // commit() goes, below.
+  template <std::size_t N>
+  requires(N >= 2) void add(const char* const (&)[N], Tensor) {
+    static_assert(detail::braced_list_is_a_tag<N>,
+                  "add({\"a\", \"b\"}, tensor): a name is one string, as in add(\"w\", tensor); "
+                  "each parameter is one add()");
+  }
+  template <std::size_t N>
+  requires(N >= 2) void add_updater_state(const char* const (&)[N], std::string, Tensor) {
+    static_assert(detail::braced_list_is_a_tag<N>,
+                  "add_updater_state({\"a\", \"b\"}, state, tensor): a variable is one string, "
+                  "as in add_updater_state(\"w\", \"exp_avg\", tensor)");
+  }
+  template <std::size_t N>
+  requires(N >= 2) void add_updater_state(std::string, const char* const (&)[N], Tensor) {
+    static_assert(detail::braced_list_is_a_tag<N>,
+                  "add_updater_state(variable, {\"a\", \"b\"}, tensor): a state is one string, "
+                  "as in add_updater_state(\"w\", \"exp_avg\", tensor); each state is one call");
+  }
+  template <std::size_t N>
+  requires(N >= 2) void set_entry(const char* const (&)[N], Bytes) {
+    static_assert(detail::braced_list_is_a_tag<N>,
+                  "set_entry({\"a\", \"b\"}, contents): an entry name is one string, as in "
+                  "set_entry(kTrainingConfigEntryName, contents)");
+  }
 
   // Collective: every rank of the communicator calls it with the same tag,
   // staging whatever it owns (possibly nothing). Throws the same Error on
@@ -255,5 +283,54 @@ MODELZIP_API Tensor read_block(const Archive& archive, std::string_view name, co
 MODELZIP_API Tensor read_updater_block(const Archive& archive, std::string_view variable,
                                        std::string_view state, const Block& block,
                                        std::string_view tag = {}, BlockReadStats* stats = nullptr);
+
+// A braced list of strings where a name or the tag goes (`read_block(a,
+// {"a", "b"}, block)`, which would make the name string_view("a", "b"):
+// undefined behaviour) does not compile (error.hpp,
+// detail::braced_list_is_a_tag).
+template <std::size_t N>
+requires(N >= 2) Tensor read_block(const Archive&, const char* const (&)[N], const Block&,
+                                   std::string_view = {}, BlockReadStats* = nullptr) {
+  static_assert(detail::braced_list_is_a_tag<N>,
+                "read_block(archive, {\"a\", \"b\"}, block): a name is one string, as in "
+                "read_block(archive, \"w\", block)");
+  return {};
+}
+template <std::size_t N>
+requires(N >= 2) Tensor read_block(const Archive&, std::string_view, const Block&,
+                                   const char* const (&)[N], BlockReadStats* = nullptr) {
+  static_assert(detail::braced_list_is_a_tag<N>,
+                "read_block(archive, name, block, {\"a\", \"b\"}): a tag is one string, as in "
+                "read_block(archive, name, block, \"step-1\")");
+  return {};
+}
+template <std::size_t N>
+requires(N >= 2) Tensor
+    read_updater_block(const Archive&, const char* const (&)[N], std::string_view, const Block&,
+                       std::string_view = {}, BlockReadStats* = nullptr) {
+  static_assert(detail::braced_list_is_a_tag<N>,
+                "read_updater_block(archive, {\"a\", \"b\"}, state, block): a variable is one "
+                "string, as in read_updater_block(archive, \"w\", \"exp_avg\", block)");
+  return {};
+}
+template <std::size_t N>
+requires(N >= 2) Tensor
+    read_updater_block(const Archive&, std::string_view, const char* const (&)[N], const Block&,
+                       std::string_view = {}, BlockReadStats* = nullptr) {
+  static_assert(detail::braced_list_is_a_tag<N>,
+                "read_updater_block(archive, variable, {\"a\", \"b\"}, block): a state is one "
+                "string, as in read_updater_block(archive, \"w\", \"exp_avg\", block)");
+  return {};
+}
+template <std::size_t N>
+requires(N >= 2) Tensor
+    read_updater_block(const Archive&, std::string_view, std::string_view, const Block&,
+                       const char* const (&)[N], BlockReadStats* = nullptr) {
+  static_assert(detail::braced_list_is_a_tag<N>,
+                "read_updater_block(archive, variable, state, block, {\"a\", \"b\"}): a tag is "
+                "one string, as in read_updater_block(archive, variable, state, block, "
+                "\"step-1\")");
+  return {};
+}
 
 }  // namespace modelzip

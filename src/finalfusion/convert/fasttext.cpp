@@ -347,17 +347,21 @@ void check_expansion(std::uint64_t bytes, std::uint64_t file_size, std::string_v
                                                " times the model file's size");
 }
 
+// The rows quantized_storage reconstructs: as fastText stores them (its
+// quantized norms, if any, are the storage norms), or of unit length.
+enum class QuantizedRows { as_stored, unit_length };
+
 // Product-quantized storage for the first `rows` rows of a quantized input
 // matrix, exactly: fastText's sub-quantizers of dsub components (the last
 // of lastdsub) become finalfusion sub-quantizers of g = gcd(dsub, lastdsub)
 // components each (one fastText code repeated dsub / g times), and the
-// quantized norms become the storage norms. With `unit`, the storage norms
-// are instead 1 / |centroid concatenation| (rows come out unit length) and
-// `word_norms` receives the norms of the rows fastText reconstructs.
-// With `unit`, a row whose norm is not finite is refused (refuse_word_vector,
-// naming words[r]).
-detail::QuantizedStorage quantized_storage(const InputMatrix& in, std::uint64_t rows, bool unit,
-                                           std::uint64_t file_size,
+// quantized norms become the storage norms. With QuantizedRows::unit_length,
+// the storage norms are instead 1 / |centroid concatenation| and
+// `word_norms` receives the norms of the rows fastText reconstructs; a row
+// whose norm is not finite is then refused (refuse_word_vector, naming
+// words[r]).
+detail::QuantizedStorage quantized_storage(const InputMatrix& in, std::uint64_t rows,
+                                           QuantizedRows shape, std::uint64_t file_size,
                                            const std::vector<std::string>& words,
                                            std::vector<float>& word_norms) {
   const ProductQuantizer& pq = in.pq;
@@ -384,6 +388,7 @@ detail::QuantizedStorage quantized_storage(const InputMatrix& in, std::uint64_t 
       codes[r * M + p] = static_cast<std::uint8_t>(in.codes[r * pq.nsubq + p * g / pq.dsub]);
   q.centroids = detail::SharedArray<float>::owned(std::move(centroids));
   q.codes = detail::SharedArray<std::uint8_t>::owned(std::move(codes));
+  const bool unit = shape == QuantizedRows::unit_length;
   if (unit || in.qnorm) {
     std::vector<float> norms(static_cast<std::size_t>(rows));
     std::vector<float> y(pq.dim);
@@ -583,8 +588,9 @@ Embeddings read_fasttext_bytes(const Bytes& data, const ConvertOptions& options)
     auto state = std::make_shared<detail::EmbeddingsState>();
     std::vector<float> word_norms;
     state->storage.quantized = true;
-    state->storage.pq =
-        quantized_storage(in, word_count, options.normalize, data.size(), words, word_norms);
+    state->storage.pq = quantized_storage(
+        in, word_count, options.normalize ? QuantizedRows::unit_length : QuantizedRows::as_stored,
+        data.size(), words, word_norms);
     state->vocab = Vocab::Access::make(detail::make_simple_vocab(
         std::move(words), detail::Failure{ErrorCode::corrupt, {.offset = dict_at}}));
     state->metadata = std::move(metadata);
