@@ -14,8 +14,6 @@
 // of a model with thousands of parameters) saved, opened and loaded beside a
 // raw write and read of a file of the archive's size; 0 skips those rows.
 #include <fcntl.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -31,9 +29,11 @@
 #include <string>
 #include <vector>
 
+#include "bench_measure.hpp"
 #include "modelzip/modelzip.hpp"
 
 using namespace modelzip;
+using bench::child_peak_kib;
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
@@ -322,30 +322,6 @@ void background_rows(const Model& m, const fs::path& mz, int reps,
     row("  fastest", *std::min_element(total.begin(), total.end()), m.bytes, base.best, base_name);
   }
   std::printf("  (target: blocking <= 1.5x memcpy, i.e. >= 0.67x here)\n");
-}
-
-// Peak resident set growth (KiB) of running f in a child process: the
-// child's peak after f minus its resident set before f (ru_maxrss).
-long child_peak_kib(const std::function<void()>& f) {
-  int pipefd[2];
-  if (::pipe(pipefd) != 0) return -1;
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    rusage r{};
-    ::getrusage(RUSAGE_SELF, &r);
-    long base = r.ru_maxrss;
-    f();
-    ::getrusage(RUSAGE_SELF, &r);
-    long delta = r.ru_maxrss - base;
-    if (::write(pipefd[1], &delta, sizeof delta) != sizeof delta) _exit(1);
-    _exit(0);
-  }
-  long delta = -1;
-  if (::read(pipefd[0], &delta, sizeof delta) != sizeof delta) delta = -1;
-  ::waitpid(pid, nullptr, 0);
-  ::close(pipefd[0]);
-  ::close(pipefd[1]);
-  return delta;
 }
 
 const char* kPythonBaselines = R"PY(

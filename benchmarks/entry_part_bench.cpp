@@ -7,10 +7,6 @@
 // it should cost the part only. Not a test: numbers only.
 //
 //   entry_part_bench [--size-mib 64] [--reps 5] [--dir .]
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -20,49 +16,13 @@
 #include <string>
 #include <vector>
 
+#include "bench_measure.hpp"
 #include "modelzip/modelzip.hpp"
 
 using namespace modelzip;
+using bench::child_peak_kib;
+using bench::median_seconds;
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
-
-namespace {
-
-double median_seconds(int reps, const std::function<void()>& f) {
-  std::vector<double> times;
-  for (int i = 0; i < reps; ++i) {
-    const auto start = Clock::now();
-    f();
-    times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
-
-// Peak resident set growth (KiB) of running f in a child process.
-long child_peak_kib(const std::function<void()>& f) {
-  int pipefd[2];
-  if (::pipe(pipefd) != 0) return -1;
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    rusage r{};
-    ::getrusage(RUSAGE_SELF, &r);
-    const long base = r.ru_maxrss;
-    f();
-    ::getrusage(RUSAGE_SELF, &r);
-    const long delta = r.ru_maxrss - base;
-    if (::write(pipefd[1], &delta, sizeof delta) != sizeof delta) _exit(1);
-    _exit(0);
-  }
-  long delta = -1;
-  if (::read(pipefd[0], &delta, sizeof delta) != sizeof delta) delta = -1;
-  ::waitpid(pid, nullptr, 0);
-  ::close(pipefd[0]);
-  ::close(pipefd[1]);
-  return delta;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   std::uint64_t size_mib = 64;

@@ -31,25 +31,16 @@
 #include <string>
 #include <vector>
 
+#include "bench_measure.hpp"
 #include "modelzip/convert.hpp"
 #include "modelzip/modelzip.hpp"
 
 using namespace modelzip;
+using bench::median_seconds;
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-double median_seconds(int reps, const std::function<void()>& f) {
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    auto start = Clock::now();
-    f();
-    t.push_back(std::chrono::duration<double>(Clock::now() - start).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
 
 void row(const std::string& what, double seconds, std::uint64_t bytes, double baseline) {
   std::printf("%-46s %8.3f s  %7.2f GiB/s  %6.2fx baseline\n", what.c_str(), seconds,
